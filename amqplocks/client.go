@@ -1,0 +1,237 @@
+// Package amqplocks is the reference implementation of amqp-locks: a
+// persistent semaphore, a true mutex and a persistent mutex built from
+// RabbitMQ queues, as the amqp-locks spec describes them.
+//
+// A semaphore named N with C slots is the durable queues N-1-A .. N-C-A (the
+// slots); a client holds slot L while its connection owns the exclusive queue
+// N-L-B. Acquire scans for a slot whose A queue exists and whose B queue does
+// not, then declares the B queue; RabbitMQ lets exactly one connection win.
+// Verify publishes to A[L] under confirms; release deletes B[L]. Admins change
+// the number of slots by declaring and deleting A queues under an
+// administration mutex, the exclusive queue N.
+//
+// The library talks to RabbitMQ through package broker, so it runs unchanged
+// on the simulator and on a real broker. Every choice the spec leaves open is
+// an Option whose zero value is the spec's recommendation.
+package amqplocks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/lockprover/lockprover/amqplocks/broker"
+)
+
+// Errors an operation may return. An error that is none of these (a
+// connection failure in the middle of an operation, say) means the outcome
+// is unknown.
+var (
+	// ErrFull: every slot was held when acquire looked.
+	ErrFull = errors.New("amqplocks: every slot is held")
+	// ErrAbsent: the semaphore has no slots (its A[1] does not exist).
+	ErrAbsent = errors.New("amqplocks: the semaphore does not exist")
+	// ErrContended: acquire lost the race for a B queue more times than
+	// Options.ContentionRetries allows, or an admin found the
+	// administration mutex held.
+	ErrContended = errors.New("amqplocks: gave up after repeated RESOURCE_LOCKED races")
+	// ErrLost: the lock is not held (any more): its slot was removed, its
+	// connection died, or it was never held by this client.
+	ErrLost = errors.New("amqplocks: the lock is not held")
+	// ErrHeld: a true mutex is held by another client.
+	ErrHeld = errors.New("amqplocks: the mutex is held by another client")
+	// ErrExists: Create found the semaphore already has slots.
+	ErrExists = errors.New("amqplocks: the semaphore already exists")
+)
+
+// A Client is one amqp-locks client: one AMQP connection and one channel in
+// confirm mode, used for any number of locks. It never reconnects: once its
+// connection is lost, every lock it held is lost too, and a new Client is
+// needed. A Client is safe for concurrent use; its operations run one at a
+// time.
+type Client struct {
+	b    broker.Broker
+	o    Options
+	rnd  *rand.Rand
+	mu   sync.Mutex
+	conn broker.Conn
+	ch   broker.Channel // nil after a channel error, reopened on next use
+	held map[string]bool
+}
+
+// Dial connects a Client to the broker.
+func Dial(ctx context.Context, b broker.Broker, o Options) (*Client, error) {
+	conn, err := b.Dial(ctx, broker.Config{Heartbeat: o.heartbeat()})
+	if err != nil {
+		return nil, fmt.Errorf("amqplocks: dial: %w", err)
+	}
+	c := &Client{b: b, o: o, conn: conn, rnd: o.Rand, held: map[string]bool{}}
+	if c.rnd == nil {
+		c.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	if _, err := c.channel(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close closes the connection, which releases every lock the client holds.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held = map[string]bool{}
+	if c.conn.Err() != nil {
+		return nil
+	}
+	return c.conn.Close()
+}
+
+// Err reports why the client's connection is closed, or nil while it is
+// open as far as the client knows.
+func (c *Client) Err() error { return c.conn.Err() }
+
+// channel returns the client's channel, opening a new one after a channel
+// error.
+func (c *Client) channel(ctx context.Context) (broker.Channel, error) {
+	if c.ch != nil {
+		return c.ch, nil
+	}
+	if err := c.conn.Err(); err != nil {
+		return nil, c.lost(err)
+	}
+	ch, err := c.conn.Channel(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("amqplocks: open channel: %w", err)
+	}
+	if err := ch.Confirm(ctx); err != nil {
+		return nil, fmt.Errorf("amqplocks: confirm.select: %w", err)
+	}
+	c.ch = ch
+	return ch, nil
+}
+
+// lost turns a connection loss into ErrLost for everything the client held.
+func (c *Client) lost(err error) error {
+	c.held = map[string]bool{}
+	return fmt.Errorf("%w: connection lost: %w", ErrLost, err)
+}
+
+// failed records what err did to the client's channel and connection.
+func (c *Client) failed(err error) {
+	var e *broker.Error
+	if errors.As(err, &e) {
+		c.ch = nil
+		if e.Connection {
+			c.held = map[string]bool{}
+		}
+	}
+}
+
+// exists probes queue q with a mandatory publish under confirms: a
+// basic.return means q does not exist. It never breaks the channel.
+func (c *Client) exists(ctx context.Context, q string) (bool, error) {
+	ch, err := c.channel(ctx)
+	if err != nil {
+		return false, err
+	}
+	conf, err := ch.Publish(ctx, broker.Publishing{Key: q, Mandatory: true})
+	if err != nil {
+		c.failed(err)
+		return false, fmt.Errorf("amqplocks: probe %s: %w", q, err)
+	}
+	return !conf.Returned, nil
+}
+
+// declare declares q exclusively (a B queue or a mutex); it reports false
+// when another connection holds it.
+func (c *Client) declareExclusive(ctx context.Context, q string) (bool, error) {
+	ch, err := c.channel(ctx)
+	if err != nil {
+		return false, err
+	}
+	_, err = ch.Declare(ctx, q, broker.DeclareOptions{Exclusive: true, Args: c.o.queueArgs()})
+	if err == nil {
+		c.held[q] = true
+		return true, nil
+	}
+	c.failed(err)
+	if broker.Code(err) == broker.ResourceLocked && !broker.ConnectionLost(err) {
+		return false, nil
+	}
+	return false, fmt.Errorf("amqplocks: declare %s: %w", q, err)
+}
+
+// remove deletes q, waiting for delete-ok.
+func (c *Client) remove(ctx context.Context, q string) error {
+	ch, err := c.channel(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := ch.Delete(ctx, q, broker.DeleteOptions{}); err != nil {
+		c.failed(err)
+		return fmt.Errorf("amqplocks: delete %s: %w", q, err)
+	}
+	delete(c.held, q)
+	return nil
+}
+
+// release deletes a queue this client holds exclusively.
+func (c *Client) release(ctx context.Context, q string) error {
+	if !c.held[q] {
+		if err := c.conn.Err(); err != nil {
+			return c.lost(err)
+		}
+		return fmt.Errorf("%w: %s is not held by this client", ErrLost, q)
+	}
+	return c.remove(ctx, q)
+}
+
+// verifyHeld checks that this client still holds q's lock by probing
+// probe: the connection must be alive (so its exclusive queues are) and
+// probe must exist.
+func (c *Client) verifyHeld(ctx context.Context, held, probe string) error {
+	if !c.held[held] {
+		if err := c.conn.Err(); err != nil {
+			return c.lost(err)
+		}
+		return fmt.Errorf("%w: %s is not held by this client", ErrLost, held)
+	}
+	ok, err := c.probeForVerify(ctx, probe)
+	switch {
+	case err != nil && broker.ConnectionLost(err):
+		return c.lost(err)
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("%w: %s no longer exists", ErrLost, probe)
+	}
+	return nil
+}
+
+func (c *Client) probeForVerify(ctx context.Context, q string) (bool, error) {
+	if c.o.VerifyMethod != VerifyPassive {
+		return c.exists(ctx, q)
+	}
+	ch, err := c.channel(ctx)
+	if err != nil {
+		return false, err
+	}
+	_, err = ch.Declare(ctx, q, broker.DeclareOptions{Passive: true})
+	if err == nil {
+		return true, nil
+	}
+	c.failed(err)
+	if broker.Code(err) == broker.NotFound && !broker.ConnectionLost(err) {
+		return false, nil
+	}
+	return false, fmt.Errorf("amqplocks: passive declare %s: %w", q, err)
+}
+
+// sleep waits d on the broker's clock.
+func (c *Client) sleep(ctx context.Context, d time.Duration) error {
+	return c.b.Sleep(ctx, d)
+}

@@ -1,0 +1,128 @@
+package amqplocks
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Options are the choices the amqp-locks spec leaves open. The zero value is
+// the spec's recommendation for every one of them.
+type Options struct {
+	// Heartbeat is the heartbeat the client proposes: 0 means 10 s (the
+	// amqp091-go default), a negative value proposes none (the broker's
+	// value then applies). The broker notices a dead holder 2 to 3
+	// heartbeats after its last byte, so this bounds how long a crashed
+	// holder keeps its slot.
+	Heartbeat time.Duration
+
+	// DeleteOrder is the order in which admins delete A queues.
+	// Descending (the default) keeps the slots a contiguous 1..C even if the
+	// admin crashes midway; Ascending is the spec's "swiss cheese" option.
+	DeleteOrder Order
+
+	// Overshoot makes admins also delete stray A queues up to Overshoot
+	// above the semaphore's maximum after create, change and destroy.
+	Overshoot int
+
+	// ScanStart is where acquire starts looking for a free slot.
+	ScanStart Start
+
+	// ContentionRetries bounds how many times acquire restarts its scan
+	// after losing a race for a B queue (RESOURCE_LOCKED): 0 means 3, a
+	// negative value means none.
+	ContentionRetries int
+
+	// Jitter, if positive, makes acquire sleep a random time in [0, Jitter)
+	// before each restart after a lost race.
+	Jitter time.Duration
+
+	// Rand is the source for jitter and random scan starts; nil means a
+	// randomly seeded one. Simulations pass a seeded source.
+	Rand *rand.Rand
+
+	// SkipVerifyAfterAcquire returns a slot as soon as its B queue is
+	// declared; by default acquire first verifies the slot still exists.
+	SkipVerifyAfterAcquire bool
+
+	// VerifyMethod is how verify probes A[L].
+	VerifyMethod VerifyMethod
+
+	// NoAdminMutex lets admins change a semaphore without holding its
+	// administration mutex.
+	NoAdminMutex bool
+
+	// TransientSlots declares A queues non-durable, so a broker restart
+	// deletes every slot (RabbitMQ 4.3 refuses such queues altogether).
+	TransientSlots bool
+
+	// NoLengthLimit declares queues without x-max-length 0, so that
+	// probes and verifies accumulate messages in them.
+	NoLengthLimit bool
+
+	// PollInterval is how often an admin's Wait probes a B queue, and how
+	// often an admin retries a busy administration mutex: 0 means 100 ms.
+	PollInterval time.Duration
+}
+
+// Order is an order of A queue deletion.
+type Order int
+
+const (
+	Descending Order = iota // from the highest slot down: the spec's recommendation
+	Ascending               // from the lowest slot up: faster client failures, swiss cheese on a crash
+)
+
+// Start is where acquire's scan begins.
+type Start int
+
+const (
+	FromFirst     Start = iota // slot 1, the spec's recommendation
+	FromLastKnown              // the slot this client last held or reached
+	FromRandom                 // a random slot up to the largest this client has seen
+)
+
+// VerifyMethod is how verify checks that A[L] still exists.
+type VerifyMethod int
+
+const (
+	// VerifyPublish publishes a mandatory message to A[L] under confirms: a
+	// return means A[L] is gone. It never breaks the channel.
+	VerifyPublish VerifyMethod = iota
+	// VerifyPassive passively declares A[L]: a 404 means it is gone, and
+	// closes the channel.
+	VerifyPassive
+)
+
+func (o Options) heartbeat() time.Duration {
+	switch {
+	case o.Heartbeat == 0:
+		return 10 * time.Second
+	case o.Heartbeat < 0:
+		return 0
+	}
+	return o.Heartbeat
+}
+
+func (o Options) retries() int {
+	switch {
+	case o.ContentionRetries == 0:
+		return 3
+	case o.ContentionRetries < 0:
+		return 0
+	}
+	return o.ContentionRetries
+}
+
+func (o Options) poll() time.Duration {
+	if o.PollInterval <= 0 {
+		return 100 * time.Millisecond
+	}
+	return o.PollInterval
+}
+
+func (o Options) queueArgs() map[string]any {
+	if o.NoLengthLimit {
+		return nil
+	}
+	return map[string]any{"x-max-length": int32(0)}
+}

@@ -1,0 +1,290 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/lockprover/lockprover/amqplocks/broker"
+)
+
+// Faults name their target: a process, or a connection by the name it was
+// dialled with (broker.Config.Name). Kill and Pause act on processes only.
+// Called from a running process, a fault is a scheduled step; outside Run it
+// applies at once.
+
+// Kill crashes a process as a host would: it stops at once, its in-flight
+// call never returns, and its sockets go silent, so the broker releases its
+// exclusive queues only when heartbeats time out (never if they are off).
+func (w *World) Kill(name string) error {
+	return w.fault(name, true, func(p *process, _ []*conn) {
+		if p == w.running {
+			panic("sim: a process cannot kill itself")
+		}
+		p.dead = true
+		p.deadline.cancel()
+		if p.dialWait != nil {
+			p.dialWait.timer.cancel()
+			p.dialWait = nil
+		}
+		for _, c := range p.conns {
+			c.outbox = nil
+			c.finPending = false
+			w.sense(c)
+		}
+		w.tracef("%s killed", p.name)
+		w.kill(p)
+	})
+}
+
+// kill ends p's goroutine.
+func (w *World) kill(p *process) {
+	p.dead = true
+	switch p.state {
+	case stateDone:
+	case stateNew:
+		p.state = stateDone
+	default:
+		prev := w.running
+		w.running = p
+		p.state = stateRunning
+		p.resume <- reply{killed: true}
+		<-w.yield
+		w.running = prev
+	}
+}
+
+// Pause freezes a process (SIGSTOP): it neither runs nor sends heartbeats;
+// the broker may time it out meanwhile.
+func (w *World) Pause(name string) error {
+	return w.fault(name, true, func(p *process, _ []*conn) {
+		p.paused = true
+		for _, c := range p.conns {
+			w.sense(c)
+		}
+		w.tracef("%s paused", p.name)
+	})
+}
+
+// Resume wakes a paused process (SIGCONT). A read deadline that passed while
+// it slept fires at once, as Go's timers do.
+func (w *World) Resume(name string) error {
+	return w.fault(name, true, func(p *process, _ []*conn) {
+		if !p.paused {
+			return
+		}
+		p.paused = false
+		w.tracef("%s resumed", p.name)
+		for _, c := range p.conns {
+			expired := c.expired
+			c.expired = false
+			if expired && c.clientErr == nil {
+				w.clientDetect(c)
+			}
+			w.sense(c)
+			if c.clientErr == nil && !c.down {
+				if c.pendingClose != nil {
+					w.clientClose(c, c.pendingClose)
+				} else if !c.brokerOpen {
+					w.clientClose(c, errReset)
+				}
+			}
+		}
+	})
+}
+
+// Partition stops every byte between the target and the broker, both ways,
+// with sockets left open; new connections hang until Heal.
+func (w *World) Partition(name string) error {
+	return w.fault(name, false, func(p *process, cs []*conn) {
+		if p != nil {
+			p.partitioned = true
+		}
+		for _, c := range cs {
+			if !c.down && (c.clientErr == nil || c.brokerOpen) {
+				c.down = true
+				w.sense(c)
+			}
+		}
+		w.tracef("%s partitioned", name)
+	})
+}
+
+// Heal ends a partition: held bytes are delivered, in order.
+func (w *World) Heal(name string) error {
+	return w.fault(name, false, func(p *process, cs []*conn) {
+		w.tracef("%s healed", name)
+		for _, c := range cs {
+			if c.down {
+				w.heal(c)
+			}
+		}
+		if p == nil {
+			return
+		}
+		p.partitioned = false
+		if dw := p.dialWait; dw != nil {
+			p.dialWait = nil
+			dw.timer.cancel()
+			if !w.up {
+				w.deliver(p, reply{err: fmt.Errorf("dial: %w", broker.ErrRefused)})
+			} else {
+				w.deliver(p, reply{conn: w.open(p, dw.cfg)})
+			}
+		}
+	})
+}
+
+// ForceClose closes the target's connections from the broker with 320
+// CONNECTION_FORCED, as rabbitmqctl close_connection does: exclusive queues
+// go at once.
+func (w *World) ForceClose(name string) error {
+	return w.fault(name, false, func(_ *process, cs []*conn) {
+		for _, c := range cs {
+			if c.brokerOpen {
+				w.brokerClose(c, "forced")
+				w.notifyClose(c, &broker.Error{Code: broker.ConnectionForced, Reason: "CONNECTION_FORCED - Closed via lockprover", Server: true, Connection: true})
+			}
+		}
+	})
+}
+
+// CloseSocket closes the target's sockets with no AMQP close, as the kernel
+// does for a SIGKILLed process: the client sees its connections fail and the
+// broker releases them a few milliseconds later.
+func (w *World) CloseSocket(name string) error {
+	return w.fault(name, false, func(_ *process, cs []*conn) {
+		for _, c := range cs {
+			if c.clientErr == nil {
+				w.clientClose(c, &broker.Error{Code: broker.FrameError, Reason: "use of closed network connection", Connection: true})
+				w.fin(c)
+			}
+		}
+	})
+}
+
+// DropReply arms a fault on a process: the broker applies its next method
+// but the reply never arrives; the connection then dies (the client sees a
+// reset, the broker a closed socket).
+func (w *World) DropReply(name string) error {
+	return w.fault(name, true, func(p *process, _ []*conn) { p.dropNext = true })
+}
+
+// RestartBroker stops the broker and starts it again after the World's
+// restart downtime. From a process it returns once the broker is back;
+// outside Run the restart completes when Advance passes the downtime.
+func (w *World) RestartBroker() error {
+	if caller := w.running; caller != nil {
+		return caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
+			w.stop()
+			w.after(w.downtime, func() {
+				w.start()
+				w.deliver(caller, reply{})
+			})
+			return reply{}, true
+		}}).err
+	}
+	w.stop()
+	w.after(w.downtime, w.start)
+	return nil
+}
+
+// StopBroker stops the broker (rabbitmqctl stop_app): every connection is
+// closed with 320, transient and exclusive queues vanish, durable queues
+// keep their persistent messages, and dials are refused until StartBroker.
+func (w *World) StopBroker() error { return w.brokerFault(w.stop) }
+
+// StartBroker starts a stopped broker (rabbitmqctl start_app).
+func (w *World) StartBroker() error { return w.brokerFault(w.start) }
+
+func (w *World) brokerFault(f func()) error {
+	if caller := w.running; caller != nil {
+		return caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
+			f()
+			return reply{}, false
+		}}).err
+	}
+	f()
+	return nil
+}
+
+func (w *World) stop() {
+	if !w.up {
+		return
+	}
+	w.tracef("broker stopping")
+	for _, p := range w.procs {
+		for _, c := range p.conns {
+			if c.brokerOpen {
+				w.brokerClose(c, "shutdown")
+				w.notifyClose(c, &broker.Error{Code: broker.ConnectionForced, Reason: "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'", Server: true, Connection: true})
+			}
+		}
+	}
+	w.restartQueues()
+	w.up = false
+}
+
+func (w *World) start() {
+	if !w.up {
+		w.up = true
+		w.tracef("broker up")
+	}
+}
+
+// Advance moves the virtual clock on by d outside Run, firing the timers
+// that fall due.
+func (w *World) Advance(d time.Duration) {
+	if w.inRun {
+		panic("sim: Advance during Run; processes use Sleep")
+	}
+	end := w.now + int64(d)
+	for w.timers.Len() > 0 {
+		if tm := w.timers[0]; tm.cancelled || tm.at <= end {
+			w.fireNext()
+			continue
+		}
+		break
+	}
+	w.now = end
+}
+
+// fault applies f to the target, as a scheduled step when a process calls
+// it. procOnly faults refuse connection targets.
+func (w *World) fault(name string, procOnly bool, f func(*process, []*conn)) error {
+	apply := func() error {
+		p, cs := w.target(name)
+		switch {
+		case p == nil && cs == nil:
+			return fmt.Errorf("sim: no running process or open connection named %q", name)
+		case p == nil && procOnly:
+			return fmt.Errorf("sim: %q is a connection; this fault acts on processes", name)
+		case p != nil && procOnly && p.state == stateDone:
+			return fmt.Errorf("sim: process %q has ended", name)
+		}
+		f(p, cs)
+		return nil
+	}
+	if caller := w.running; caller != nil {
+		return caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
+			return reply{err: apply()}, false
+		}}).err
+	}
+	return apply()
+}
+
+// target resolves a fault's target: a live process and its connections, or
+// the connections dialled with that name.
+func (w *World) target(name string) (*process, []*conn) {
+	if p := w.byName[name]; p != nil {
+		return p, p.conns
+	}
+	var cs []*conn
+	for _, p := range w.procs {
+		for _, c := range p.conns {
+			if c.name == name {
+				cs = append(cs, c)
+			}
+		}
+	}
+	return nil, cs
+}

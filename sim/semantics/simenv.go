@@ -1,0 +1,49 @@
+package semantics
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim"
+)
+
+// RunSim runs c on a fresh simulated broker whose open choices d makes.
+func RunSim(c Case, d sim.Decider) (Result, error) {
+	w := sim.New(sim.Options{Decider: d, ServerHeartbeat: c.ServerHeartbeat})
+	var res Result
+	w.Go("table", func(b broker.Broker) {
+		res = Run(context.Background(), simEnv{b, w}, c, "t-")
+	})
+	return res, w.Run()
+}
+
+type simEnv struct {
+	broker.Broker
+	w *sim.World
+}
+
+func (e simEnv) Now() time.Duration { return time.Duration(e.w.Now()) }
+
+func (e simEnv) Inspect(q string) (QueueState, bool, error) {
+	info, ok := e.w.Queue(q)
+	return QueueState{Durable: info.Durable, AutoDelete: info.AutoDelete, Owner: info.Owner, Messages: info.Messages, Consumers: info.Consumers}, ok, nil
+}
+
+func (e simEnv) Fault(kind, conn string) error {
+	switch kind {
+	case "partition":
+		return e.w.Partition(conn)
+	case "heal":
+		return e.w.Heal(conn)
+	case "close-socket":
+		return e.w.CloseSocket(conn)
+	case "force-close":
+		return e.w.ForceClose(conn)
+	}
+	return fmt.Errorf("semantics: unknown fault %q", kind)
+}
+
+func (e simEnv) StopBroker() error  { return e.w.StopBroker() }
+func (e simEnv) StartBroker() error { return e.w.StartBroker() }

@@ -1,0 +1,423 @@
+// Package sim is a deterministic, in-memory RabbitMQ for amqp-locks.
+//
+// A World is a broker (queues, exclusive ownership per connection, publisher
+// confirms, heartbeats, restarts) plus the processes that use it. Each process
+// runs in its own goroutine, but exactly one moves at a time: at every broker
+// call the process hands control to the scheduler, which asks the World's
+// Decider which runnable process goes next. Time is virtual and advances by
+// latencies measured on a real broker (broker-semantics.md), so heartbeat
+// timeouts and crash detection happen at the virtual times RabbitMQ's rules
+// give. The same decisions always give the same run, byte for byte.
+//
+// Faults are operations of the World: Kill, Pause/Resume, Partition/Heal,
+// ForceClose, RestartBroker and DropReply. Called from inside a process they
+// are scheduled steps like any broker call; called outside Run they apply at
+// once.
+package sim
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	"github.com/lockprover/lockprover/amqplocks/broker"
+)
+
+// Options configure a World. The zero value is RabbitMQ 3.10's defaults
+// driven by Seeded(0).
+type Options struct {
+	// Decider answers every open choice; nil means Seeded(0).
+	Decider Decider
+	// ServerHeartbeat is the heartbeat the broker proposes: 0 means
+	// RabbitMQ's default of 60 s, a negative value means none.
+	ServerHeartbeat time.Duration
+	// RestartDowntime is how long RestartBroker keeps the broker down;
+	// 0 means 1 s.
+	RestartDowntime time.Duration
+	// Trace, if set, receives one line per broker event.
+	Trace io.Writer
+}
+
+// A World is one simulated broker and the processes that talk to it. Its
+// methods must be called from the goroutine that calls Run, from a process
+// while it runs, or when no Run is in progress.
+type World struct {
+	decide   Decider
+	serverHB time.Duration
+	downtime time.Duration
+	trace    io.Writer
+
+	now     int64
+	procs   []*process
+	byName  map[string]*process
+	running *process
+	inRun   bool
+	yield   chan *process
+	ready   []*process
+
+	timers  timerHeap
+	seq     uint64
+	queues  map[string]*queue
+	conns   int
+	up      bool
+	gen     int
+	failure error
+}
+
+// New returns a World with an empty, running broker at virtual time 0.
+func New(o Options) *World {
+	w := &World{
+		decide:   o.Decider,
+		serverHB: o.ServerHeartbeat,
+		downtime: o.RestartDowntime,
+		trace:    o.Trace,
+		byName:   map[string]*process{},
+		queues:   map[string]*queue{},
+		yield:    make(chan *process),
+		up:       true,
+	}
+	if w.decide == nil {
+		w.decide = Seeded(0)
+	}
+	if w.serverHB == 0 {
+		w.serverHB = 60 * time.Second
+	}
+	if w.serverHB < 0 {
+		w.serverHB = 0
+	}
+	if w.downtime == 0 {
+		w.downtime = time.Second
+	}
+	return w
+}
+
+// Now returns the virtual time in nanoseconds since the World began.
+func (w *World) Now() int64 { return w.now }
+
+// Tick returns the virtual time and moves it on by one nanosecond, so that
+// events recorded one after another never share a timestamp.
+func (w *World) Tick() int64 {
+	w.now++
+	return w.now
+}
+
+// Go registers a process named name that will run fn with its own view of
+// the broker. It may be called before Run or from a running process (a
+// restarted client, say); a name may be reused once its process has ended.
+func (w *World) Go(name string, fn func(broker.Broker)) {
+	if old := w.byName[name]; old != nil && old.state != stateDone {
+		panic(fmt.Sprintf("sim: process %q is still running", name))
+	}
+	p := &process{w: w, name: name, fn: fn, resume: make(chan reply)}
+	p.client = &client{p: p}
+	w.procs = append(w.procs, p)
+	w.byName[name] = p
+}
+
+// Run runs every process until all have ended and no timer is pending (a
+// process paused or cut off forever is then killed). It returns the first
+// panic of a process, if any.
+func (w *World) Run() error {
+	w.inRun = true
+	defer func() { w.inRun = false }()
+	for {
+		w.ready = w.ready[:0]
+		for _, p := range w.procs {
+			if p.runnable() {
+				w.ready = append(w.ready, p)
+			}
+		}
+		if len(w.ready) == 0 {
+			if !w.fireNext() {
+				break
+			}
+			continue
+		}
+		i := 0
+		if len(w.ready) > 1 {
+			i = w.decide.Pick(len(w.ready))
+		}
+		w.step(w.ready[i])
+		w.fireDue()
+	}
+	for _, p := range w.procs {
+		if p.state != stateDone {
+			w.tracef("%s stuck, killed", p.name)
+			w.kill(p)
+		}
+	}
+
+	return w.failure
+}
+
+// step moves p: starts it, delivers its reply, or sends its request.
+func (w *World) step(p *process) {
+	switch p.state {
+	case stateNew:
+		go p.main()
+		w.handoff(p, reply{})
+	case stateReply:
+		rep := p.rep
+		p.rep = reply{}
+		w.handoff(p, rep)
+	case stateRequest:
+		w.serve(p)
+	}
+}
+
+// handoff gives control to p with rep and waits until p posts its next
+// request or ends.
+func (w *World) handoff(p *process, rep reply) {
+	p.state = stateRunning
+	w.running = p
+	p.resume <- rep
+	<-w.yield
+	w.running = nil
+}
+
+// deliver makes rep p's pending reply; p gets it when next scheduled.
+func (w *World) deliver(p *process, rep reply) {
+	if p.state == stateDone {
+		return
+	}
+	p.rep = rep
+	p.state = stateReply
+}
+
+// serve handles p's posted request.
+func (w *World) serve(p *process) {
+	r := p.req
+	p.req = request{}
+	switch r.kind {
+	case reqSleep:
+		p.state = stateBlocked
+		until := w.now + int64(r.d)
+		var err error
+		if r.deadline < until {
+			until, err = r.deadline, context.DeadlineExceeded
+		}
+		w.at(until, func() { w.deliver(p, reply{err: err}) })
+	case reqFault:
+		if rep, block := r.fault(); !block {
+			w.handoff(p, rep)
+		} else {
+			p.state = stateBlocked
+		}
+	case reqDial:
+		w.dial(p, r.cfg, r.deadline)
+	case reqMethod:
+		w.send(p, r, r.deadline)
+	}
+}
+
+// at runs fn at virtual time t (or at the first scheduling point after it).
+func (w *World) at(t int64, fn func()) *timer {
+	w.seq++
+	tm := &timer{at: t, seq: w.seq, fn: fn}
+	heap.Push(&w.timers, tm)
+	return tm
+}
+
+func (w *World) after(d time.Duration, fn func()) *timer { return w.at(w.now+int64(d), fn) }
+
+// fireNext advances the clock to the earliest pending timer and fires every
+// timer due then. It reports false when no timer is pending.
+func (w *World) fireNext() bool {
+	for w.timers.Len() > 0 && w.timers[0].cancelled {
+		heap.Pop(&w.timers)
+	}
+	if w.timers.Len() == 0 {
+		return false
+	}
+	if t := w.timers[0].at; t > w.now {
+		w.now = t
+	}
+	w.fireDue()
+	return true
+}
+
+// fireDue fires every timer due at or before now, in time order.
+func (w *World) fireDue() {
+	for w.timers.Len() > 0 && w.timers[0].at <= w.now {
+		tm := heap.Pop(&w.timers).(*timer)
+		if !tm.cancelled {
+			tm.cancelled = true
+			tm.fn()
+		}
+	}
+}
+
+func (w *World) tracef(format string, args ...any) {
+	if w.trace == nil {
+		return
+	}
+	fmt.Fprintf(w.trace, "%12d ", w.now)
+	fmt.Fprintf(w.trace, format, args...)
+	io.WriteString(w.trace, "\n")
+}
+
+// Processes returns the names of the registered processes, sorted.
+func (w *World) Processes() []string {
+	var names []string
+	for n := range w.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+type timer struct {
+	at        int64
+	seq       uint64
+	fn        func()
+	cancelled bool
+}
+
+func (t *timer) cancel() {
+	if t != nil {
+		t.cancelled = true
+	}
+}
+
+type timerHeap []*timer
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)   { *h = append(*h, x.(*timer)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return t
+}
+
+type pstate uint8
+
+const (
+	stateNew     pstate = iota // registered, not started: runnable
+	stateRunning               // holds control
+	stateRequest               // posted a request: runnable
+	stateBlocked               // waiting on the network, a sleep or a timer
+	stateReply                 // a reply is waiting for it: runnable
+	stateDone                  // returned, or killed
+)
+
+// A process is one client program: a goroutine that only moves when the
+// scheduler lets it.
+type process struct {
+	w      *World
+	name   string
+	fn     func(broker.Broker)
+	client *client
+	resume chan reply
+
+	state    pstate
+	paused   bool
+	dead     bool
+	dropNext bool
+	req      request
+	rep      reply
+	conns    []*conn
+	counters Counters
+
+	partitioned bool      // new connections hang until Heal
+	dialWait    *dialWait // a dial waiting for Heal
+	deadline    *timer    // a context deadline on a request held by a partition
+}
+
+type dialWait struct {
+	cfg      broker.Config
+	deadline int64
+	timer    *timer
+}
+
+func (p *process) runnable() bool {
+	switch p.state {
+	case stateNew, stateRequest, stateReply:
+		return !p.paused
+	}
+	return false
+}
+
+func (p *process) main() {
+	defer func() {
+		if r := recover(); r != nil && p.w.failure == nil {
+			p.w.failure = fmt.Errorf("sim: process %s panicked: %v\n%s", p.name, r, debug.Stack())
+		}
+		p.state = stateDone
+		p.w.yield <- p
+	}()
+	if rep := <-p.resume; rep.killed {
+		return
+	}
+	p.fn(p.client)
+}
+
+// call posts r, gives control back to the scheduler and returns the reply.
+func (p *process) call(r request) reply {
+	if p.w.running != p {
+		panic("sim: a broker object was used from a goroutine the simulator did not start, or outside World.Run")
+	}
+	if p.dead {
+		runtime.Goexit()
+	}
+	p.req = r
+	p.state = stateRequest
+	p.w.yield <- p
+	rep := <-p.resume
+	if rep.killed {
+		runtime.Goexit()
+	}
+	return rep
+}
+
+type reqKind uint8
+
+const (
+	reqMethod reqKind = iota
+	reqSleep
+	reqDial
+	reqFault
+)
+
+// noDeadline is the deadline of a request whose context has none.
+const noDeadline = math.MaxInt64
+
+type request struct {
+	kind     reqKind
+	deadline int64 // virtual deadline of the call's context
+	d        time.Duration
+	cfg      broker.Config
+	fault    func() (rep reply, block bool)
+	m        method
+	arg      string // the queue the method names, for the trace
+	conn     *conn
+	ch       *channel
+	apply    func() reply // the broker's side of a method
+}
+
+type reply struct {
+	err    error
+	killed bool
+	conn   *conn
+	ch     *channel
+	queue  broker.Queue
+	n      int
+	ok     bool
+	tag    string
+	conf   broker.Confirmation
+	cost   time.Duration // broker time the method took
+}
