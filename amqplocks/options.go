@@ -78,7 +78,7 @@ type Start int
 const (
 	FromFirst     Start = iota // slot 1, the spec's recommendation
 	FromLastKnown              // the slot this client last held or reached
-	FromRandom                 // a random slot up to the largest this client has seen
+	FromRandom                 // a random slot up to one past the largest this client has seen
 )
 
 // VerifyMethod is how verify checks that A[L] still exists.

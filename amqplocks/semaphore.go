@@ -122,9 +122,9 @@ func (s *Semaphore) start() int {
 			return s.last
 		}
 	case FromRandom:
-		if s.seen > 1 {
-			return 1 + s.c.rnd.IntN(s.seen)
-		}
+		// Up to one past the largest slot seen, so that a client learns of
+		// slots above the ones it has taken.
+		return 1 + s.c.rnd.IntN(s.seen+1)
 	}
 	return 1
 }
