@@ -294,4 +294,3 @@ func TestDestroyWithOvershootRemovesStrays(t *testing.T) {
 		t.Errorf("without overshoot the stray A[4] should remain; queues: %v", qs)
 	}
 }
-
