@@ -1,0 +1,178 @@
+package histories
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// generate returns a valid history of n events or a few more, with clients
+// on several locks of both kinds, admin operations and faults, drawn from a
+// fixed seed.
+func generate(n int) []Event {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var now int64
+	r := NewRecorder(func() int64 { now += rng.Int64N(1000); return now })
+
+	type client struct {
+		name, lock, kind string
+		pending          *Event // the invoke in flight, if any
+		slot             int    // held slot, 0 if none
+	}
+	var clients []*client
+	for i := range 40 {
+		c := &client{name: "c" + strconv.Itoa(i+1), lock: "sem-" + strconv.Itoa(i%4)}
+		if i%4 == 3 {
+			c.lock, c.kind = "mutex-3", Mutex
+		}
+		clients = append(clients, c)
+	}
+	admin := &client{name: "admin", lock: "sem-0"}
+	nem := &client{name: "nemesis"}
+	faults := []string{"kill", "pause", "resume", "partition", "heal", "force-close", "drop-reply", "restart-broker"}
+
+	for len(r.events) < n {
+		switch k := rng.IntN(100); {
+		case k < 2: // nemesis
+			if nem.pending == nil {
+				f := faults[rng.IntN(len(faults))]
+				var v *Value
+				if f != "restart-broker" {
+					v = &Value{Process: clients[rng.IntN(len(clients))].name}
+				}
+				e := r.Add(Event{Process: nemesis, Type: Invoke, F: f, Value: v})
+				nem.pending = &e
+			} else {
+				e := *nem.pending
+				e.Type = Info
+				r.Add(e)
+				nem.pending = nil
+			}
+		case k < 6: // admin
+			if admin.pending == nil {
+				e := Event{Process: admin.name, Type: Invoke, Lock: admin.lock}
+				switch rng.IntN(3) {
+				case 0:
+					e.F, e.Value = "change", &Value{Delta: Int([]int{-2, -1, 1, 2}[rng.IntN(4)])}
+				case 1:
+					e.F = "count"
+				default:
+					e.F, e.Value = "wait", &Value{Slot: Int(1 + rng.IntN(3))}
+				}
+				e = r.Add(e)
+				admin.pending = &e
+			} else {
+				e := *admin.pending
+				e.Type, e.Value = Ok, nil
+				switch e.F {
+				case "change":
+					e.Value = &Value{From: Int(3), To: Int(max(0, 3+*admin.pending.Value.Delta))}
+				case "count":
+					e.Value = &Value{Slots: Int(3)}
+				}
+				r.Add(e)
+				admin.pending = nil
+			}
+		default: // a client
+			c := clients[rng.IntN(len(clients))]
+			if c.pending == nil {
+				e := Event{Process: c.name, Type: Invoke, Lock: c.lock, Kind: c.kind}
+				switch {
+				case c.slot == 0:
+					e.F = "acquire"
+				case rng.IntN(3) > 0:
+					e.F = "verify"
+				default:
+					e.F = "release"
+				}
+				if e.F != "acquire" && c.kind != Mutex {
+					e.Value = &Value{Slot: Int(c.slot)}
+				}
+				e = r.Add(e)
+				c.pending = &e
+				continue
+			}
+			e := *c.pending
+			e.Value = nil
+			switch roll := rng.IntN(10); {
+			case roll == 0:
+				e.Type = Info
+				if e.F == "acquire" {
+					c.slot = 0
+				}
+			case e.F == "acquire" && roll < 4:
+				e.Type, e.Value = Fail, &Value{Reason: "full"}
+				if c.kind == Mutex {
+					e.Value.Reason = "held"
+				}
+			case e.F == "acquire":
+				e.Type, c.slot = Ok, 1+rng.IntN(3)
+				if c.kind != Mutex {
+					e.Value = &Value{Slot: Int(c.slot)}
+				}
+			case e.F == "verify":
+				e.Type, e.Value = Ok, &Value{Held: Bool(roll < 8)}
+			default:
+				e.Type, c.slot = Ok, 0
+			}
+			r.Add(e)
+			c.pending = nil
+		}
+	}
+	return r.Events()
+}
+
+// BenchmarkRead reads a history of 100k events.
+func BenchmarkRead(b *testing.B) {
+	var buf bytes.Buffer
+	if err := Write(&buf, generate(100_000)); err != nil {
+		b.Fatal(err)
+	}
+	data := buf.Bytes()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Read(bytes.NewReader(data), "bench.jsonl"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWrite writes a history of 100k events.
+func BenchmarkWrite(b *testing.B) {
+	events := generate(100_000)
+	var buf bytes.Buffer
+	if err := Write(&buf, events); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(buf.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf.Reset()
+		if err := Write(&buf, events); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestGenerate checks that the benchmark's history is valid, so that the
+// benchmark measures the whole of Read.
+func TestGenerate(t *testing.T) {
+	events := generate(20_000)
+	var buf bytes.Buffer
+	if err := Write(&buf, events); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(&buf, "generated.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, e := range got {
+		kinds[string(e.Type)+" "+e.F] = true
+	}
+	if len(kinds) < 20 {
+		t.Errorf("generated history is too plain: %v", kinds)
+	}
+}

@@ -1,0 +1,101 @@
+package histories
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// FuzzRead checks that Read never panics, that its errors are located on a
+// real line, and that whatever it accepts survives Write and Read unchanged,
+// in a canonical form that is a fixed point. It also checks the hand-made
+// parser against encoding/json: every line Read accepts must be valid JSON
+// that encoding/json decodes into the same Event.
+func FuzzRead(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		events, err := Read(bytes.NewReader(data), "fuzz.jsonl")
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v is a %T, want *Error", err, err)
+			}
+			if lines := bytes.Count(data, []byte{'\n'}) + 1; e.Line < 1 || e.Line > lines || e.Msg == "" || e.File != "fuzz.jsonl" {
+				t.Fatalf("bad error location or message in a %d-line input: %#v", lines, e)
+			}
+			return
+		}
+
+		var canonical bytes.Buffer
+		if err := Write(&canonical, events); err != nil {
+			t.Fatal(err)
+		}
+		again, err := Read(bytes.NewReader(canonical.Bytes()), "canonical.jsonl")
+		if err != nil {
+			t.Fatalf("Read accepted the input but not its canonical form: %v\ninput:\n%q\ncanonical:\n%s", err, data, canonical.Bytes())
+		}
+		if !reflect.DeepEqual(events, again) {
+			t.Fatalf("events changed through Write and Read:\n%+v\n%+v", events, again)
+		}
+		var twice bytes.Buffer
+		if err := Write(&twice, again); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(canonical.Bytes(), twice.Bytes()) {
+			t.Fatalf("canonical form not stable:\n%s\n%s", canonical.Bytes(), twice.Bytes())
+		}
+
+		if len(data) == 0 {
+			return
+		}
+		lines := bytes.Split(bytes.TrimSuffix(data, []byte{'\n'}), []byte{'\n'})
+		if len(lines) != len(events) {
+			t.Fatalf("%d lines, %d events", len(lines), len(events))
+		}
+		for i, line := range lines {
+			if !json.Valid(line) {
+				t.Fatalf("line %d accepted but not valid JSON: %q", i+1, line)
+			}
+			var e Event
+			dec := json.NewDecoder(bytes.NewReader(line))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&e); err != nil {
+				t.Fatalf("line %d accepted but encoding/json says %v: %q", i+1, err, line)
+			}
+			if !reflect.DeepEqual(e, events[i]) {
+				t.Fatalf("line %d: Read gives %+v, encoding/json %+v: %q", i+1, events[i], e, line)
+			}
+		}
+	})
+}
+
+// TestFuzzCorpus keeps the seed corpus honest: the seeds named valid-* must
+// be accepted and those named invalid-* rejected.
+func TestFuzzCorpus(t *testing.T) {
+	files, err := filepath.Glob("testdata/fuzz/FuzzRead/*valid-*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no seeds: %v", err)
+	}
+	for _, file := range files {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(text), "\n")
+		lit, ok := strings.CutPrefix(lines[1], "[]byte(")
+		lit, ok2 := strings.CutSuffix(lit, ")")
+		data, err := strconv.Unquote(lit)
+		if lines[0] != "go test fuzz v1" || !ok || !ok2 || err != nil {
+			t.Fatalf("%s: not a corpus file: %v", file, err)
+		}
+		_, err = Read(strings.NewReader(data), file)
+		if valid := strings.HasPrefix(filepath.Base(file), "valid-"); valid != (err == nil) {
+			t.Errorf("%s: got error %v", file, err)
+		}
+	}
+}

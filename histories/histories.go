@@ -1,0 +1,130 @@
+// Package histories defines lockprover's history format: what every client
+// of a lock saw, one event per line, in Jepsen's vocabulary.
+//
+// A history is a sequence of [Event]s in JSON lines:
+//
+//	{"index":0,"time":1200,"process":"c1","type":"invoke","f":"acquire","lock":"sem"}
+//	{"index":1,"time":1800,"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"slot":2}}
+//	{"index":2,"time":2500,"process":"nemesis","type":"invoke","f":"kill","value":{"process":"c1"}}
+//	{"index":3,"time":2510,"process":"nemesis","type":"info","f":"kill","value":{"process":"c1"}}
+//
+// Every operation is an invoke followed by at most one completion from the
+// same process: ok (it happened), fail (it certainly did not happen) or info
+// (unknown: it may take effect at any time after its invoke). A process has at
+// most one operation in flight. An operation still in flight at the end of a
+// history belongs to a client that crashed: its outcome is unknown, as with
+// info.
+//
+// Histories come from anywhere (the simulator, a real broker, another
+// language's harness), so [Read] validates them strictly and reports the
+// first problem as an [*Error] naming the file and line. [Write] produces the
+// canonical form, which Read accepts and which is stable byte for byte.
+// A [Recorder] builds a history while a run is going on.
+package histories
+
+import "fmt"
+
+// Type says whether an event starts an operation or how it ended.
+type Type string
+
+// The event types, as in Jepsen.
+const (
+	// Invoke starts an operation.
+	Invoke Type = "invoke"
+	// Ok ends an operation that took effect.
+	Ok Type = "ok"
+	// Fail ends an operation that certainly did not take effect.
+	Fail Type = "fail"
+	// Info ends an operation whose outcome is unknown: it may have taken
+	// effect at any time after its invoke, or never.
+	Info Type = "info"
+)
+
+// The lock kinds an event's Kind may name. An absent kind means Semaphore.
+const (
+	// Semaphore is the persistent semaphore; a persistent mutex is a
+	// one-slot semaphore.
+	Semaphore = "semaphore"
+	// Mutex is the true mutex: no slots and no admin operations.
+	Mutex = "mutex"
+)
+
+// Value is the union of every operation's argument or result; a field is nil
+// (or empty) when the operation does not carry it. Which fields an event may
+// carry depends on its lock kind, f and type, and Read enforces it:
+//
+//	semaphore acquire   -> ok {slot}, fail {reason: full|absent|contended}
+//	semaphore verify    {slot} -> ok {held}
+//	semaphore release   {slot}
+//	admin create {slots}; change {delta} -> ok {from, to};
+//	      destroy -> ok {from}; count -> ok {slots}; wait {slot}
+//	mutex acquire -> fail {reason: held}; verify -> ok {held}; release
+//	nemesis kill, pause, resume, partition, heal, force-close,
+//	        drop-reply {process}; restart-broker
+//
+// A failed operation other than acquire may explain itself with a reason.
+type Value struct {
+	// Slot is the semaphore slot taken, verified, released or waited for
+	// (1-based).
+	Slot *int `json:"slot,omitempty"`
+	// Held is verify's answer: whether the client still holds the lock.
+	Held *bool `json:"held,omitempty"`
+	// Reason says why an operation failed.
+	Reason string `json:"reason,omitempty"`
+	// Slots is the number of slots, created or counted.
+	Slots *int `json:"slots,omitempty"`
+	// Delta is the change asked of the number of slots; never zero.
+	Delta *int `json:"delta,omitempty"`
+	// From is the number of slots before a change or a destroy.
+	From *int `json:"from,omitempty"`
+	// To is the number of slots after a change.
+	To *int `json:"to,omitempty"`
+	// Process is the client a fault is aimed at.
+	Process string `json:"process,omitempty"`
+}
+
+// Event is one line of a history: the invocation or the completion of one
+// operation by one process.
+type Event struct {
+	// Index is the event's 0-based position in the history.
+	Index int `json:"index"`
+	// Time is when the event was recorded, in monotonic nanoseconds (virtual
+	// time in the simulator). Times never decrease along a history, so the
+	// real-time order of operations is never lost.
+	Time int64 `json:"time"`
+	// Process is who performed the operation: a client ("c1", ...),
+	// "admin", or "nemesis" for faults.
+	Process string `json:"process"`
+	// Type is invoke or one of the completions ok, fail and info.
+	Type Type `json:"type"`
+	// F is the operation: acquire, verify, release, an admin operation
+	// (create, change, destroy, count, wait) or a fault.
+	F string `json:"f"`
+	// Lock names the lock operated on; locks are checked independently.
+	// Nemesis events name no lock.
+	Lock string `json:"lock,omitempty"`
+	// Kind is the lock's kind, Semaphore (the default when empty) or Mutex.
+	Kind string `json:"kind,omitempty"`
+	// Value is the operation's argument (on invoke) or result (on
+	// completion), nil when it has none.
+	Value *Value `json:"value,omitempty"`
+}
+
+// Error is a problem found in a history, located so a person can go and look
+// at it.
+type Error struct {
+	File string // the name given to Read, usually a path
+	Line int    // 1-based
+	Msg  string // what is wrong and what was expected
+}
+
+// Error returns "FILE:LINE: MSG", the form editors and terminals link to.
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+}
+
+// Int returns a pointer to n, for building a [Value].
+func Int(n int) *int { return &n }
+
+// Bool returns a pointer to b, for building a [Value].
+func Bool(b bool) *bool { return &b }

@@ -1,0 +1,65 @@
+package histories
+
+import (
+	"sync"
+	"time"
+)
+
+// Recorder builds a history while a run is going on. It gives every event
+// its index and its time, in one critical section, so the order of the
+// history is the order in which events happened. It is safe for concurrent
+// use.
+type Recorder struct {
+	clock  func() int64
+	mu     sync.Mutex
+	events []Event
+}
+
+// NewRecorder returns a Recorder that timestamps events with clock, in
+// nanoseconds: virtual time in a simulator, [MonotonicClock] on a real
+// broker. A nil clock means MonotonicClock. The clock is called with the
+// Recorder locked, so it must not call the Recorder.
+func NewRecorder(clock func() int64) *Recorder {
+	if clock == nil {
+		clock = MonotonicClock()
+	}
+	return &Recorder{clock: clock}
+}
+
+// Add appends e to the history and returns it as stored. Add sets e's Index
+// to its position and its Time to the clock's reading, moved forward when
+// needed so that times strictly increase (and start at 0 or later): a coarse
+// or virtual clock that does not advance between two events must not make
+// them look concurrent. Add keeps e.Value as given; do not modify it after.
+func (r *Recorder) Add(e Event) Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.clock()
+	if n := len(r.events); n > 0 {
+		if prev := r.events[n-1].Time; t <= prev {
+			t = prev + 1
+		}
+	} else if t < 0 {
+		t = 0
+	}
+	e.Index = len(r.events)
+	e.Time = t
+	r.events = append(r.events, e)
+	return e
+}
+
+// Events returns a copy of the history so far. The copy shares the events'
+// Values with the Recorder; they are not to be modified.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// MonotonicClock returns a clock for [NewRecorder] on real brokers: the
+// nanoseconds elapsed since MonotonicClock was called, read from the
+// monotonic clock so that wall-clock jumps cannot reorder a history.
+func MonotonicClock() func() int64 {
+	start := time.Now()
+	return func() int64 { return int64(time.Since(start)) }
+}

@@ -1,0 +1,329 @@
+package histories
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// nemesis is the process that injects faults.
+const nemesis = "nemesis"
+
+// The operations each kind of process may perform, in the order messages
+// list them.
+var (
+	semaphoreOps = []string{"acquire", "verify", "release", "create", "change", "destroy", "count", "wait"}
+	mutexOps     = []string{"acquire", "verify", "release"}
+	nemesisOps   = []string{"kill", "pause", "resume", "partition", "heal", "force-close", "restart-broker", "drop-reply"}
+)
+
+// shape is what the value of one (kind, f, type) may hold.
+type shape struct {
+	allowed  vfields  // fields that may be present
+	required vfields  // fields that must be present
+	want     string   // the whole shape, for messages
+	reasons  []string // the reasons allowed; nil means any
+	same     vfields  // fields that must equal the invoke's when present
+}
+
+// shapes are an operation's value shapes, by type: invoke, ok, fail, info.
+type shapes [4]shape
+
+func typeIndex(t Type) int {
+	switch t {
+	case Invoke:
+		return 0
+	case Ok:
+		return 1
+	case Fail:
+		return 2
+	default:
+		return 3
+	}
+}
+
+var (
+	none      = shape{want: "no value"}
+	anyReason = shape{allowed: vReason, want: `no value, or {"reason":r} saying why`}
+	slotArg   = shape{allowed: vSlot, required: vSlot, want: `{"slot":k} with k >= 1`}
+	target    = shape{allowed: vProcess, required: vProcess, same: vProcess, want: `{"process":p} naming the process the fault is aimed at`}
+)
+
+// semaphoreShapes and mutexShapes are the value shapes of the client and
+// admin operations of each lock kind; nemesisShapes those of faults.
+var (
+	semaphoreShapes = map[string]*shapes{
+		"acquire": {none,
+			slotArg,
+			{allowed: vReason, required: vReason, reasons: []string{"full", "absent", "contended"}, want: `{"reason":"full"|"absent"|"contended"}`},
+			none},
+		"verify": {slotArg,
+			{allowed: vHeld | vSlot, required: vHeld, same: vSlot, want: `{"held":true|false}, optionally with the invoke's slot`},
+			anyReason, none},
+		"release": {slotArg,
+			{allowed: vSlot, same: vSlot, want: "no value, or the invoke's slot"},
+			anyReason, none},
+		"create": {{allowed: vSlots, required: vSlots, want: `{"slots":n} with n >= 0`},
+			none, anyReason, none},
+		"change": {{allowed: vDelta, required: vDelta, want: `{"delta":d} with d != 0`},
+			{allowed: vFrom | vTo, required: vFrom | vTo, want: `{"from":c,"to":c'} with c, c' >= 0`},
+			anyReason, none},
+		"destroy": {none,
+			{allowed: vFrom, required: vFrom, want: `{"from":c} with c >= 0`},
+			anyReason, none},
+		"count": {none,
+			{allowed: vSlots, required: vSlots, want: `{"slots":c} with c >= 0`},
+			anyReason, none},
+		"wait": {slotArg, none, anyReason, none},
+	}
+	mutexShapes = map[string]*shapes{
+		"acquire": {none, none,
+			{allowed: vReason, required: vReason, reasons: []string{"held"}, want: `{"reason":"held"}`},
+			none},
+		"verify": {none,
+			{allowed: vHeld, required: vHeld, want: `{"held":true|false}`},
+			anyReason, none},
+		"release": {none, none, anyReason, none},
+	}
+	nemesisShapes = map[string]*shapes{
+		"kill":           targeted,
+		"pause":          targeted,
+		"resume":         targeted,
+		"partition":      targeted,
+		"heal":           targeted,
+		"force-close":    targeted,
+		"drop-reply":     targeted,
+		"restart-broker": {none, none, anyReason, none},
+	}
+	targeted = &shapes{target, target,
+		{allowed: vProcess | vReason, required: vProcess, same: vProcess, want: `{"process":p}, as in its invoke, optionally with a reason`},
+		target}
+)
+
+// inflight is an operation that has been invoked and not yet completed.
+type inflight struct {
+	line  int
+	f     string
+	lock  string
+	kind  string // effective: never empty
+	value *Value
+}
+
+// symbol is a name met in a history, with what the validator knows about
+// the process and the lock of that name. The parser interns names as
+// symbols so that validating an event costs no map lookups of its own.
+type symbol struct {
+	name string
+
+	busy bool     // as a process: whether an operation is in flight
+	op   inflight // as a process: that operation
+
+	kind     string // as a lock: the kind it was first seen with, if seen
+	kindLine int    // as a lock: where
+}
+
+// validator checks each event against the format and the events before it.
+type validator struct {
+	prevTime int64
+	events   int
+}
+
+func newValidator() *validator {
+	return &validator{}
+}
+
+// check validates e, found at line with the given fields present, and
+// records it. proc and lock are the symbols of its process and lock (nil
+// when absent). It returns the first problem, or "".
+func (v *validator) check(line int, e *Event, has fields, vhas vfields, proc, lock *symbol) string {
+	if msg := v.checkEvent(line, e, has, vhas, proc, lock); msg != "" {
+		return msg
+	}
+	v.prevTime = e.Time
+	v.events++
+	if e.Type == Invoke {
+		proc.busy, proc.op = true, inflight{line, e.F, e.Lock, effectiveKind(e.Kind), e.Value}
+	} else {
+		proc.busy, proc.op = false, inflight{}
+	}
+	if lock != nil && lock.kind == "" {
+		lock.kind, lock.kindLine = effectiveKind(e.Kind), line
+	}
+	return ""
+}
+
+func effectiveKind(kind string) string {
+	if kind == "" {
+		return Semaphore
+	}
+	return kind
+}
+
+func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, proc, lock *symbol) string {
+	// Where the event is in the history.
+	switch {
+	case has&hasIndex == 0:
+		return fmt.Sprintf("index: missing (want %d, the event's 0-based position)", v.events)
+	case e.Index != v.events:
+		return fmt.Sprintf("index: want %d (the event's 0-based position), got %d", v.events, e.Index)
+	case has&hasTime == 0:
+		return "time: missing (want the event's time in nanoseconds)"
+	case e.Time < 0:
+		return fmt.Sprintf("time: want an integer >= 0 (nanoseconds), got %d", e.Time)
+	case v.events > 0 && e.Time < v.prevTime:
+		return fmt.Sprintf("time: %d is before the previous event's time %d (times must not decrease)", e.Time, v.prevTime)
+	}
+
+	// Who does what, to which lock.
+	switch {
+	case has&hasProcess == 0:
+		return `process: missing (want a client such as "c1", "admin" or "nemesis")`
+	case e.Process == "":
+		return "process: want a non-empty string"
+	case has&hasType == 0:
+		return "type: missing (want invoke, ok, fail or info)"
+	case e.Type != Invoke && e.Type != Ok && e.Type != Fail && e.Type != Info:
+		return fmt.Sprintf("type: want invoke, ok, fail or info, got %q", e.Type)
+	case has&hasF == 0:
+		return "f: missing (want the operation, such as acquire)"
+	case has&hasKind != 0 && e.Kind != Semaphore && e.Kind != Mutex:
+		return fmt.Sprintf("kind: want %q or %q (or no kind, meaning semaphore), got %q", Semaphore, Mutex, e.Kind)
+	case has&hasLock != 0 && e.Lock == "":
+		return "lock: want a non-empty string"
+	}
+	kind := effectiveKind(e.Kind)
+	fault := nemesisShapes[e.F]
+	var op *shapes // the operation's value shapes
+	if e.Process == nemesis {
+		switch {
+		case fault == nil:
+			return fmt.Sprintf("f: process %q only injects faults (want one of %s), got %q", nemesis, strings.Join(nemesisOps, ", "), e.F)
+		case has&hasLock != 0:
+			return fmt.Sprintf("lock: a nemesis event names no lock, got %q", e.Lock)
+		case has&hasKind != 0:
+			return fmt.Sprintf("kind: a nemesis event names no lock, so no kind, got %q", e.Kind)
+		case e.Type == Ok:
+			return "type: a nemesis operation completes with info once the fault is in place (or fail if it could not be applied), not ok"
+		}
+		op = fault
+	} else {
+		switch {
+		case fault != nil:
+			return fmt.Sprintf("f: %q is a fault; only process %q may inject it", e.F, nemesis)
+		case has&hasLock == 0:
+			return fmt.Sprintf("lock: missing (every %s names the lock it operates on)", e.F)
+		}
+		if kind == Mutex {
+			op = mutexShapes[e.F]
+			if op == nil && semaphoreShapes[e.F] != nil {
+				return fmt.Sprintf("f: %q is a semaphore admin operation, but lock %q is a mutex: a true mutex has no admin", e.F, e.Lock)
+			}
+			if op == nil {
+				return fmt.Sprintf("f: unknown operation %q for a mutex lock (want one of %s)", e.F, strings.Join(mutexOps, ", "))
+			}
+		} else if op = semaphoreShapes[e.F]; op == nil {
+			return fmt.Sprintf("f: unknown operation %q for a semaphore lock (want one of %s)", e.F, strings.Join(semaphoreOps, ", "))
+		}
+	}
+
+	// Operations: one in flight per process, completions matching it.
+	in, busy := proc.op, proc.busy
+	if e.Type == Invoke {
+		if busy {
+			return fmt.Sprintf("type: process %q invokes %s while its %s invoked at line %d is still in flight (a process has at most one operation in flight)", e.Process, e.F, in.f, in.line)
+		}
+	} else {
+		switch {
+		case !busy:
+			return fmt.Sprintf("type: %s for process %q, which has no operation in flight (want an invoke first)", e.Type, e.Process)
+		case e.F != in.f:
+			return fmt.Sprintf("f: this %s completes %s, but the operation invoked at line %d is %s", e.Type, e.F, in.line, in.f)
+		case e.Lock != in.lock:
+			return fmt.Sprintf("lock: this %s is on lock %q, but the operation invoked at line %d is on lock %q", e.Type, e.Lock, in.line, in.lock)
+		case e.Process != nemesis && kind != in.kind:
+			return fmt.Sprintf("kind: this %s says %s, but the operation invoked at line %d says %s", e.Type, kind, in.line, in.kind)
+		}
+	}
+	if e.Process != nemesis {
+		if lock.kind != "" && lock.kind != kind {
+			return fmt.Sprintf("kind: lock %q is a %s here but was a %s at line %d (no kind means semaphore)", e.Lock, kind, lock.kind, lock.kindLine)
+		}
+	}
+
+	// The value.
+	return checkValue(&op[typeIndex(e.Type)], e, kind, vhas, in)
+}
+
+// checkValue checks that e's value, holding the fields vhas, has the shape
+// sh; kind is e's lock kind and in the invoke e completes, if it is a
+// completion.
+func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) string {
+	val := e.Value
+	if val == nil {
+		vhas = 0
+	}
+	if e.Process == nemesis {
+		kind = nemesis
+	}
+	what := func() string { return kind + " " + e.F + " " + string(e.Type) }
+	if extra := vhas &^ sh.allowed; extra != 0 {
+		f := firstField(extra)
+		if sh.allowed == 0 {
+			return fmt.Sprintf("value.%s: not allowed: a %s carries no value", f, what())
+		}
+		return fmt.Sprintf("value.%s: not allowed: a %s wants %s", f, what(), sh.want)
+	}
+	if missing := sh.required &^ vhas; missing != 0 {
+		return fmt.Sprintf("value.%s: missing: a %s wants %s", firstField(missing), what(), sh.want)
+	}
+	if val == nil {
+		return ""
+	}
+	if val.Slot != nil && *val.Slot < 1 {
+		return fmt.Sprintf("value.slot: want an integer >= 1, got %d", *val.Slot)
+	}
+	if val.Reason != "" && sh.reasons != nil && !slices.Contains(sh.reasons, val.Reason) {
+		return fmt.Sprintf("value.reason: want %s, got %q", orList(sh.reasons), val.Reason)
+	}
+	if val.Slots != nil && *val.Slots < 0 {
+		return fmt.Sprintf("value.slots: want an integer >= 0, got %d", *val.Slots)
+	}
+	if val.Delta != nil && *val.Delta == 0 {
+		return "value.delta: want a non-zero integer, got 0"
+	}
+	if val.From != nil && *val.From < 0 {
+		return fmt.Sprintf("value.from: want an integer >= 0, got %d", *val.From)
+	}
+	if val.To != nil && *val.To < 0 {
+		return fmt.Sprintf("value.to: want an integer >= 0, got %d", *val.To)
+	}
+	if sh.same&vSlot != 0 && val.Slot != nil && in.value != nil && in.value.Slot != nil && *val.Slot != *in.value.Slot {
+		return fmt.Sprintf("value.slot: want %d, the slot of the invoke at line %d, got %d", *in.value.Slot, in.line, *val.Slot)
+	}
+	if sh.same&vProcess != 0 && in.value != nil && val.Process != in.value.Process {
+		return fmt.Sprintf("value.process: want %q, as in the invoke at line %d, got %q", in.value.Process, in.line, val.Process)
+	}
+	return ""
+}
+
+// firstField names the first field in fs, in canonical order.
+func firstField(fs vfields) string {
+	for i, name := range valueNames {
+		if fs&(1<<i) != 0 {
+			return name
+		}
+	}
+	return ""
+}
+
+// orList quotes words and joins them as `"a", "b" or "c"`.
+func orList(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = fmt.Sprintf("%q", w)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
