@@ -30,6 +30,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"check", "check recorded histories against every property", runCheck},
 		{"demo", "run the reference semaphore on the simulator under faults and print what happened", runDemo},
 	}
 }

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+)
+
+func runCheck(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: lockprover check [flags] FILE...\n\nChecks recorded histories (JSON lines, see DESIGN.md) against every property.\nExit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	modelName := fs.String("model", "standard", "acquire-exact model: standard (quiescent acquires) or strict (every acquire, whole semaphore)")
+	timeout := fs.Duration("timeout", time.Minute, "time budget of each linearizability check; 0 for none")
+	html := fs.String("html", "", "write porcupine's visualisation of each check into this directory")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "check: no history files given")
+		fs.Usage()
+		return exitUsage
+	}
+	if *modelName != "standard" && *modelName != "strict" {
+		fmt.Fprintf(stderr, "check: --model must be standard or strict, not %q\n", *modelName)
+		return exitUsage
+	}
+	if *timeout < 0 {
+		fmt.Fprintln(stderr, "check: --timeout must not be negative")
+		return exitUsage
+	}
+	hists := make([][]histories.Event, fs.NArg())
+	for i, path := range fs.Args() {
+		h, err := histories.ReadFile(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "check: %v\n", err)
+			return exitUsage
+		}
+		hists[i] = h
+	}
+	if *html != "" {
+		if err := os.MkdirAll(*html, 0o755); err != nil {
+			fmt.Fprintf(stderr, "check: %v\n", err)
+			return exitUsage
+		}
+	}
+	worst := model.Pass
+	o := model.Options{Strict: *modelName == "strict", Timeout: *timeout, Visualize: *html != ""}
+	for i, path := range fs.Args() {
+		r := model.Check(hists[i], o)
+		printReport(stdout, path, r)
+		if *html != "" {
+			if err := writeHTML(*html, path, r, stdout); err != nil {
+				fmt.Fprintf(stderr, "check: %v\n", err)
+				return exitUsage
+			}
+		}
+		worst = max(worst, r.Status())
+	}
+	return exitFor(worst)
+}
+
+func exitFor(s model.Status) int {
+	switch s {
+	case model.Fail:
+		return exitViolation
+	case model.Inconclusive:
+		return exitInconclusive
+	}
+	return exitOK
+}
+
+// printReport prints one history's verdicts: a line per lock and property,
+// with what went wrong under each failure.
+func printReport(w io.Writer, path string, r *model.Report) {
+	fmt.Fprintln(w, path)
+	lock := ""
+	fails := 0
+	for _, v := range r.Verdicts {
+		if v.Lock != lock {
+			lock = v.Lock
+			fmt.Fprintf(w, "  lock %s\n", lock)
+		}
+		judged := ""
+		if v.Judged > 0 {
+			judged = fmt.Sprintf("(%d judged)", v.Judged)
+		}
+		fmt.Fprintf(w, "    %-15s %-13s %s\n", v.Property, v.Status, judged)
+		if v.Status == model.Fail || v.Status == model.Inconclusive {
+			fails++
+			fmt.Fprintf(w, "      %s\n", v.Detail)
+			if len(v.Ops) > 0 {
+				fmt.Fprintf(w, "      operations: %s\n", indexes(v.Ops))
+			}
+		}
+	}
+	fmt.Fprintf(w, "  verdict: %s\n", r.Status())
+}
+
+func indexes(ops []int) string {
+	s := make([]string, len(ops))
+	for i, o := range ops {
+		s[i] = fmt.Sprintf("#%d", o)
+	}
+	return strings.Join(s, ", ")
+}
+
+// writeHTML writes the visualisation of each linearizability check of r.
+func writeHTML(dir, path string, r *model.Report, stdout io.Writer) error {
+	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	for i := range r.Verdicts {
+		v := &r.Verdicts[i]
+		name := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.html", base, safe(v.Lock), v.Property))
+		f, err := os.Create(name)
+		if err != nil {
+			return err
+		}
+		wrote, err := v.Visualize(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if !wrote {
+			os.Remove(name)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "  wrote %s\n", name)
+	}
+	return nil
+}
+
+func safe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == os.PathSeparator {
+			return '_'
+		}
+		return r
+	}, s)
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestHistoryVerdicts runs every history in testdata/histories through
+// check and compares the exit status and the failing properties with
+// verdicts.txt.
+func TestHistoryVerdicts(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "histories")
+	f, err := os.Open(filepath.Join(dir, "verdicts.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	listed := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		file, flags, want := fields[0], fields[1], fields[2]
+		listed[file] = true
+		t.Run(file+flags, func(t *testing.T) {
+			args := []string{"check"}
+			if flags != "-" {
+				args = append(args, flags)
+			}
+			args = append(args, filepath.Join(dir, file))
+			var out, errOut bytes.Buffer
+			code := run(args, &out, &errOut)
+			if strconv.Itoa(code) != want {
+				t.Fatalf("exit %d, want %s\n%s%s", code, want, out.String(), errOut.String())
+			}
+			if code == exitUsage {
+				if !strings.Contains(errOut.String(), fields[3]) {
+					t.Errorf("error %q does not name %s", errOut.String(), fields[3])
+				}
+				return
+			}
+			got := failing(out.String())
+			wantFails := append([]string(nil), fields[3:]...)
+			sort.Strings(wantFails)
+			if strings.Join(got, " ") != strings.Join(wantFails, " ") {
+				t.Errorf("failing properties %v, want %v\n%s", got, wantFails, out.String())
+			}
+		})
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".jsonl") && !listed[e.Name()] {
+			t.Errorf("%s has no expected verdict in verdicts.txt", e.Name())
+		}
+	}
+}
+
+// failing extracts "lock:property" for each failed verdict of a report.
+func failing(report string) []string {
+	var out []string
+	lock := ""
+	for _, line := range strings.Split(report, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && f[0] == "lock":
+			lock = f[1]
+		case len(f) >= 2 && f[1] == "FAIL" && !strings.HasPrefix(line, "  verdict"):
+			out = append(out, lock+":"+f[0])
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestCheckUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check"}, "no history files given"},
+		{[]string{"check", "--model", "loose", "x.jsonl"}, `--model must be standard or strict, not "loose"`},
+		{[]string{"check", "no/such/file.jsonl"}, "no/such/file.jsonl"},
+		{[]string{"check", "--timeout", "-1s", "x.jsonl"}, "--timeout must not be negative"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(tc.args, &out, &errOut); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", tc.args, code, exitUsage)
+		}
+		if !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: %q lacks %q", tc.args, errOut.String(), tc.want)
+		}
+	}
+}
+
+func TestCheckWritesVisualisations(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	code := run([]string{"check", "--html", dir, filepath.Join("..", "..", "testdata", "histories", "02-kill-holder.jsonl")}, &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "02-kill-holder-sem-slot-exclusive.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kill c1 (#5)", `c1 acquire -\u003e ok slot 1 (#2)`} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("visualisation lacks %q", want)
+		}
+	}
+}

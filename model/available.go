@@ -1,0 +1,94 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lockprover/lockprover/histories"
+)
+
+// available: where no fault is in force, every operation completes (ok or
+// a definite fail), and every kind of operation the history tries succeeds
+// at least once: an implementation that errors on everything proves nothing.
+func available(lh *lockHistory) Verdict {
+	v := Verdict{Lock: lh.name, Property: Available, Status: Pass}
+	// For each kind of operation: its successes, and its attempts that no
+	// fault cut short.
+	ok, fair := map[string]int{}, map[string]int{}
+	var order []string
+	for _, o := range lh.ops {
+		if _, seen := fair[o.f]; !seen {
+			order = append(order, o.f)
+			fair[o.f] = 0
+		}
+		v.Judged++
+		switch {
+		case o.typ == histories.Ok:
+			ok[o.f]++
+			fair[o.f]++
+		case !o.unknown():
+			fair[o.f]++
+		case !excused(lh, o):
+			v.fail(o, fmt.Sprintf("%s, and no fault was in force on %s: an operation must complete where nothing is broken", describeOp(o), o.name))
+			return v
+		}
+	}
+	var never []string
+	for _, f := range order {
+		if fair[f] > 0 && ok[f] == 0 {
+			never = append(never, f)
+		}
+	}
+	if len(never) > 0 {
+		v.Status = Fail
+		v.Detail = fmt.Sprintf("no %s ever succeeded: a history in which an operation never succeeds proves nothing about it", strings.Join(never, " or "))
+	}
+	return v
+}
+
+// excused reports whether a fault explains o's unknown outcome: one that
+// could reach o's process (or the whole broker) began before o ended, and
+// the process had not yet completed an operation cleanly after the fault
+// was over. A wait depends on other processes' holds, so any fault excuses
+// it.
+func excused(lh *lockHistory, o *op) bool {
+	for _, f := range lh.faults {
+		if f.call > o.ret || !costsHolds(f) {
+			continue
+		}
+		if o.f == "wait" || f.target == 0 || f.target == o.proc {
+			if !recovered(lh, o, over(lh, f)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// over is when a fault stops being in force: a pause or a partition when it
+// is resumed or healed, any other fault once it is in place.
+func over(lh *lockHistory, f *fault) int64 {
+	if f.f == "pause" || f.f == "partition" {
+		for _, g := range lh.faults {
+			if g.index == f.healIdx {
+				return g.end
+			}
+		}
+		return never
+	}
+	return f.end
+}
+
+// recovered reports whether o's process completed an operation cleanly
+// (ok or fail) that began after t and ended before o began.
+func recovered(lh *lockHistory, o *op, t int64) bool {
+	if t == never {
+		return false
+	}
+	for _, p := range lh.ops {
+		if p.proc == o.proc && p.call > t && p.ret < o.call && !p.unknown() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,186 @@
+package model
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/anishathalye/porcupine"
+)
+
+func slotModelFor(lh *lockHistory) porcupine.Model {
+	m := slotModel
+	m.DescribeOperation = func(in, _ any) string { return describeSlotCall(lh, in.(*slotCall)) }
+	m.DescribeState = func(s any) string { return s.(slotState).describe(lh.procs) }
+	return m
+}
+
+func mutexModel(lh *lockHistory) porcupine.Model {
+	m := slotModelFor(lh)
+	m.Init = func() any { return slotState{exists: yes} }
+	return m
+}
+
+func describeSlotCall(lh *lockHistory, c *slotCall) string {
+	if c.op.kind == lost {
+		return fmt.Sprintf("%s may lose what it holds after %s", lh.procs[c.op.proc-1], describeFault(c.op.fault, lh.procs))
+	}
+	d := describeOp(c.op.src)
+	switch c.op.kind {
+	case seeHeld:
+		return d + ": the slot was held"
+	case seeMissing:
+		return d + ": the slot was missing"
+	case create, remove:
+		return d + ": " + c.op.kind.String()
+	}
+	return d
+}
+
+// explain finds why a partition has no linearization: it replays the
+// longest consistent prefix porcupine found, then names the operation that
+// cannot follow it (the earliest to complete among the rest) and why.
+func explain(lh *lockHistory, m porcupine.Model, ops []porcupine.Operation, partials [][]int, slot int) (string, int, []int, bool) {
+	var best []int // empty when not even one operation could go first
+	if len(partials) > 0 {
+		sort.Slice(partials, func(i, j int) bool { return len(partials[i]) > len(partials[j]) })
+		best = partials[0]
+	}
+	done := make([]bool, len(ops))
+	for _, id := range best {
+		done[id] = true
+	}
+	culprit := -1
+	for i, o := range ops {
+		if !done[i] && o.Return != never && (culprit < 0 || o.Return < ops[culprit].Return) {
+			culprit = i
+		}
+	}
+	if culprit < 0 {
+		return "", 0, nil, false
+	}
+	switch ops[culprit].Input.(type) {
+	case *slotCall:
+		return explainSlot(lh, m, ops, best, culprit, slot)
+	case *countCall:
+		return explainCount(ops, best, culprit)
+	}
+	state := m.Init()
+	for _, id := range best {
+		_, state = m.Step(state, ops[id].Input, nil)
+	}
+	c := ops[culprit].Input.(*strictCall)
+	return fmt.Sprintf("%s cannot happen when the semaphore is: %s", describeOp(c.o), m.DescribeState(state)), 0, []int{c.o.index}, true
+}
+
+// cause is the operation that last changed part of a slot's state.
+type cause struct {
+	text  string
+	index int // -1 for none
+}
+
+func explainSlot(lh *lockHistory, m porcupine.Model, ops []porcupine.Operation, best []int, culprit, slot int) (string, int, []int, bool) {
+	state := m.Init().(slotState)
+	var existed, held cause
+	for _, id := range best {
+		c := ops[id].Input.(*slotCall)
+		before := state
+		_, state = stepSlot(state, c.op, c.call)
+		if state.exists != before.exists || c.op.kind == create || c.op.kind == remove {
+			existed = causeOf(lh, c)
+		}
+		if state.holder != before.holder {
+			held = causeOf(lh, c)
+		}
+	}
+	c := ops[culprit].Input.(*slotCall)
+	o := c.op.src
+	who := func(p int) string { return lh.procs[p-1] }
+	var cited []cause // the causes the explanation names
+	cite := func(k cause, def string) string {
+		if k.text == "" {
+			return def
+		}
+		cited = append(cited, k)
+		return k.text
+	}
+	var why string
+	switch c.op.kind {
+	case take:
+		if state.exists == no {
+			why = fmt.Sprintf("%s took slot %d, which did not exist: %s", describeOp(o), slot, cite(existed, "it was never created"))
+		} else {
+			why = fmt.Sprintf("%s took slot %d while %s held it (%s); no release, and no fault on %s, freed it in between", describeOp(o), slot, who(state.holder), cite(held, "?"), who(state.holder))
+		}
+	case release:
+		why = fmt.Sprintf("%s released slot %d, which %s did not hold (%s)", describeOp(o), slot, o.name, cite(held, "no acquire of it"))
+	case verifyHeld:
+		switch {
+		case state.exists == no:
+			why = fmt.Sprintf("%s said held, but slot %d had been deleted: %s", describeOp(o), slot, cite(existed, "?"))
+		case state.holder == 0:
+			why = fmt.Sprintf("%s said held, but %s did not hold slot %d (%s)", describeOp(o), o.name, slot, cite(held, "it never acquired it"))
+		default:
+			why = fmt.Sprintf("%s said held, but %s held slot %d (%s)", describeOp(o), who(state.holder), slot, cite(held, "?"))
+		}
+	case verifyLost:
+		why = fmt.Sprintf("%s said not held, but %s still held slot %d (%s) and the slot existed (%s); no fault on %s could have cost it the hold", describeOp(o), o.name, slot, cite(held, "?"), cite(existed, "as the acquire found it"), o.name)
+	case seeHeld:
+		if state.exists == no {
+			why = fmt.Sprintf("%s ran alone and failed, but slot %d did not exist (%s): it should have failed differently", describeOp(o), slot, cite(existed, "?"))
+		} else {
+			why = fmt.Sprintf("%s ran alone and failed full, but slot %d was free (%s)", describeOp(o), slot, cite(held, "no one had taken it"))
+		}
+	case seeMissing:
+		why = fmt.Sprintf("%s ran alone and failed, but slot %d existed (%s)", describeOp(o), slot, cite(existed, "as an earlier acquire found it"))
+	case seeTaken:
+		if state.holder == 0 {
+			why = fmt.Sprintf("%s failed held, but the mutex was free (%s)", describeOp(o), cite(held, "no one had taken it"))
+		} else {
+			why = fmt.Sprintf("%s failed held, but %s itself held the mutex", describeOp(o), o.name)
+		}
+	default:
+		why = fmt.Sprintf("%s cannot follow; the slot %s", describeOp(o), state.describe(lh.procs))
+	}
+	idx := []int{o.index}
+	for _, k := range cited {
+		if k.index != o.index {
+			idx = append(idx, k.index)
+		}
+	}
+	if lh.kind != "mutex" {
+		why = fmt.Sprintf("slot %d: %s", slot, why)
+	}
+	return why, slot, idx, true
+}
+
+func causeOf(lh *lockHistory, c *slotCall) cause {
+	if c.op.kind == lost {
+		return cause{fmt.Sprintf("%s lost it after %s", lh.procs[c.op.proc-1], describeFault(c.op.fault, lh.procs)), c.op.fault.index}
+	}
+	return cause{describeOp(c.op.src), c.op.src.index}
+}
+
+func explainCount(ops []porcupine.Operation, best []int, culprit int) (string, int, []int, bool) {
+	c := ops[culprit].Input.(*countCall)
+	state := countModel.Init().(countRange)
+	var last *op
+	for _, id := range best {
+		in := ops[id].Input.(*countCall)
+		_, state = stepCount(state, in)
+		last = in.o
+	}
+	o := c.o
+	saw := "slots"
+	n := 0
+	switch o.f {
+	case "count":
+		n = *o.res.Slots
+	case "change", "destroy":
+		saw, n = "slots before it", *o.res.From
+	}
+	want := countModel.DescribeState(state)
+	if last == nil {
+		return fmt.Sprintf("%s found %d %s, but nothing before it leaves %s", describeOp(o), n, saw, want), 0, []int{o.index}, true
+	}
+	return fmt.Sprintf("%s found %d %s, but the admin operations leave %s (last: %s)", describeOp(o), n, saw, want, describeOp(last)), 0, []int{o.index, last.index}, true
+}

@@ -1,0 +1,57 @@
+package model
+
+import (
+	"github.com/anishathalye/porcupine"
+	"github.com/lockprover/lockprover/histories"
+)
+
+// mutexOps builds a true mutex's operations on the slot model, with the
+// mutex always "existing": acquire takes it, release frees it, verify reads
+// it, and faults may cost the holder its connection. With exact set, a
+// failed acquire also says the mutex was held by another client: a true
+// mutex's acquire is one exclusive declare, so it is atomic and never fails
+// spuriously.
+func mutexOps(lh *lockHistory, exact bool) ([]porcupine.Operation, int) {
+	var ops []porcupine.Operation
+	judged := 0
+	add := func(o *op, k slotKind) {
+		ops = append(ops, porcupine.Operation{ClientId: o.client, Call: o.call, Return: o.ret, Input: &slotCall{&slotOp{kind: k, proc: o.proc, src: o}, o.call}})
+	}
+	since := map[int]int64{}
+	for _, o := range lh.ops {
+		switch {
+		case o.f == "acquire" && o.typ == histories.Ok:
+			add(o, take)
+		case o.f == "acquire" && o.unknown():
+			add(o, maybeTake)
+		case o.f == "acquire" && exact:
+			add(o, seeTaken)
+			judged++
+		case o.f == "release" && o.typ == histories.Ok:
+			add(o, release)
+		case o.f == "release" && o.unknown():
+			add(o, maybeRelease)
+		case o.f == "verify" && o.typ == histories.Ok:
+			k := verifyLost
+			if *o.res.Held {
+				k = verifyHeld
+			}
+			add(o, k)
+		}
+		if o.f == "acquire" && (o.typ == histories.Ok || o.unknown()) {
+			if t, ok := since[o.proc]; !ok || o.call < t {
+				since[o.proc] = o.call
+			}
+		}
+	}
+	for proc, t := range since {
+		for _, f := range lh.faultsOf(proc) {
+			if t < f.immune {
+				ops = append(ops, porcupine.Operation{ClientId: -1, Call: f.call, Return: never,
+					Input: &slotCall{&slotOp{kind: lost, proc: proc, immune: f.immune, fault: f}, f.call}})
+			}
+		}
+	}
+	numberLost(ops, maxClient(lh.ops))
+	return ops, judged
+}

@@ -1,0 +1,222 @@
+package model
+
+import (
+	"math"
+	"sort"
+
+	"github.com/lockprover/lockprover/histories"
+)
+
+// never is the return time of an operation whose outcome is unknown: it may
+// take effect at any time after its invoke.
+const never = math.MaxInt64
+
+// An op is one operation of a history: an invoke and its completion.
+type op struct {
+	index  int // the invoke's index
+	done   int // the completion's index, or -1 if it never completed
+	proc   int // 1-based process number
+	name   string
+	f      string
+	typ    histories.Type // the completion's type; "" if none
+	call   int64
+	ret    int64 // completion time; never when the outcome is unknown
+	arg    *histories.Value
+	res    *histories.Value
+	client int // porcupine client id
+}
+
+// unknown reports whether the operation's outcome is unknown.
+func (o *op) unknown() bool { return o.typ == histories.Info || o.typ == "" }
+
+// A fault is a nemesis event with the processes whose connections it may
+// cost, and when holds taken after it are safe from it.
+type fault struct {
+	index   int
+	f       string
+	target  int // process number; 0 for the whole broker
+	call    int64
+	end     int64 // when it is in place (its info), or never
+	immune  int64 // holds whose acquire began after this are safe from it
+	healIdx int   // index of the heal/resume that ended it, or -1
+}
+
+// A lockHistory is one lock's operations and the faults of the history.
+type lockHistory struct {
+	name   string
+	kind   string
+	ops    []*op // in invoke order
+	faults []*fault
+	procs  []string // process names by number-1
+	max    int      // the highest slot any operation mentions
+}
+
+// split groups a validated history by lock.
+func split(h []histories.Event) ([]*lockHistory, []string) {
+	procNum := map[string]int{}
+	var procs []string
+	num := func(p string) int {
+		if n, ok := procNum[p]; ok {
+			return n
+		}
+		procs = append(procs, p)
+		procNum[p] = len(procs)
+		return len(procs)
+	}
+	locks := map[string]*lockHistory{}
+	var order []string
+	inflight := map[string]*op{}
+	var faults []*fault
+	openFault := map[string]*fault{}
+	for _, e := range h {
+		if e.Process == "nemesis" {
+			key := e.F + "/" + target(e)
+			if e.Type == histories.Invoke {
+				f := &fault{index: e.Index, f: e.F, call: e.Time, end: never, healIdx: -1}
+				if e.F != "restart-broker" {
+					f.target = num(target(e))
+				}
+				faults = append(faults, f)
+				openFault[key] = f
+			} else if f := openFault[key]; f != nil {
+				delete(openFault, key)
+				if e.Type == histories.Info {
+					f.end = e.Time
+				}
+			}
+			continue
+		}
+		lh := locks[e.Lock]
+		if lh == nil {
+			lh = &lockHistory{name: e.Lock, kind: histories.Semaphore}
+			locks[e.Lock] = lh
+			order = append(order, e.Lock)
+		}
+		if e.Kind != "" {
+			lh.kind = e.Kind
+		}
+		lh.mention(e.Value)
+		if e.Type == histories.Invoke {
+			o := &op{index: e.Index, done: -1, proc: num(e.Process), name: e.Process, f: e.F, call: e.Time, ret: never, arg: e.Value}
+			lh.ops = append(lh.ops, o)
+			inflight[e.Process] = o
+			continue
+		}
+		o := inflight[e.Process]
+		delete(inflight, e.Process)
+		o.done, o.typ, o.res = e.Index, e.Type, e.Value
+		if e.Type != histories.Info {
+			o.ret = e.Time
+		}
+	}
+	immunity(faults)
+	out := make([]*lockHistory, len(order))
+	for i, name := range order {
+		lh := locks[name]
+		lh.faults, lh.procs = faults, procs
+		clients(lh.ops)
+		out[i] = lh
+	}
+	return out, procs
+}
+
+func target(e histories.Event) string {
+	if e.Value != nil {
+		return e.Value.Process
+	}
+	return ""
+}
+
+func (lh *lockHistory) mention(v *histories.Value) {
+	if v == nil {
+		return
+	}
+	for _, p := range []*int{v.Slot, v.Slots, v.From, v.To} {
+		if p != nil && *p > lh.max {
+			lh.max = *p
+		}
+	}
+	if v.Delta != nil && lh.max+*v.Delta > lh.max {
+		lh.max += *v.Delta
+	}
+}
+
+// immunity sets when holds become safe from each fault: a kill, a forced
+// close or a restart cannot cost a hold whose acquire began after the fault
+// was in place (it was taken on a newer connection); a pause or a partition
+// cannot once the matching resume or heal is in place. A dropped reply fires
+// at the target's next method, whenever that is, so nothing is safe from it.
+func immunity(faults []*fault) {
+	for i, f := range faults {
+		switch f.f {
+		case "kill", "force-close", "restart-broker":
+			f.immune = f.end
+		case "pause", "partition":
+			f.immune = never
+			ender := map[string]string{"pause": "resume", "partition": "heal"}[f.f]
+			for _, g := range faults[i+1:] {
+				if g.f == ender && g.target == f.target {
+					f.immune, f.healIdx = g.end, g.index
+					break
+				}
+			}
+		default:
+			f.immune = never
+		}
+	}
+}
+
+// costsHolds reports whether a fault may end connections (and so holds).
+func costsHolds(f *fault) bool {
+	switch f.f {
+	case "kill", "pause", "partition", "force-close", "restart-broker", "drop-reply":
+		return true
+	}
+	return false
+}
+
+// clients gives each operation a porcupine client id: one per process, and
+// a fresh one after every operation whose outcome is unknown, so that each
+// id's operations stay sequential.
+func clients(ops []*op) {
+	next := 0
+	id := map[int]int{}
+	for _, o := range ops {
+		c, ok := id[o.proc]
+		if !ok {
+			c = next
+			next++
+		}
+		o.client = c
+		if o.ret == never {
+			id[o.proc] = next
+			next++
+		} else {
+			id[o.proc] = c
+		}
+	}
+}
+
+// maxClient is the number of client ids ops use.
+func maxClient(ops []*op) int {
+	m := 0
+	for _, o := range ops {
+		m = max(m, o.client+1)
+	}
+	return m
+}
+
+// overlaps reports whether o's interval meets [a, b].
+func (o *op) overlaps(a, b int64) bool { return o.call <= b && a <= o.ret }
+
+// sortedFaults returns the faults that may cost process p its holds.
+func (lh *lockHistory) faultsOf(p int) []*fault {
+	var fs []*fault
+	for _, f := range lh.faults {
+		if costsHolds(f) && (f.target == p || f.target == 0) {
+			fs = append(fs, f)
+		}
+	}
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].call < fs[j].call })
+	return fs
+}

@@ -1,0 +1,270 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/lockprover/lockprover/histories"
+)
+
+// slotKind is what an operation does to one slot of a semaphore.
+type slotKind uint8
+
+const (
+	take         slotKind = iota // acquire ok: the slot must exist and be free
+	maybeTake                    // acquire of unknown outcome: takes the slot if free
+	release                      // release ok: the client must hold the slot
+	maybeRelease                 // release of unknown outcome
+	verifyHeld                   // verify ok, held: the slot exists and the client holds it
+	verifyLost                   // verify ok, not held
+	create                       // an admin created the slot (A queue declared)
+	remove                       // an admin deleted the slot (A queue deleted)
+	lost                         // a fault cost the holder its connection
+	seeHeld                      // a quiescent acquire failed full: the slot was held
+	seeMissing                   // a quiescent acquire failed: the slot did not exist
+	seeTaken                     // the mutex was held by someone else
+)
+
+// slotOp is the input of a porcupine operation on one slot.
+type slotOp struct {
+	kind   slotKind
+	proc   int
+	immune int64 // lost: holds taken by an acquire begun at or after this survive
+	src    *op   // the history operation, nil for lost
+	fault  *fault
+}
+
+type tri int8
+
+const (
+	unknownYet tri = iota // not yet observed: the history may begin with the slot in place or not
+	yes
+	no
+)
+
+// slotState is one slot: whether its A queue exists and who holds its B
+// queue (a process number, 0 for no one) since when.
+type slotState struct {
+	exists tri
+	holder int
+	since  int64
+}
+
+// stepSlot applies o to s; ok is false when the history cannot have done it.
+func stepSlot(s slotState, o *slotOp, call int64) (bool, slotState) {
+	switch o.kind {
+	case take:
+		if s.exists == no || s.holder != 0 {
+			return false, s
+		}
+		return true, slotState{yes, o.proc, call}
+	case maybeTake:
+		if s.exists != no && s.holder == 0 {
+			return true, slotState{yes, o.proc, call}
+		}
+	case release:
+		if s.holder != o.proc {
+			return false, s
+		}
+		s.holder = 0
+	case maybeRelease:
+		if s.holder == o.proc {
+			s.holder = 0
+		}
+	case verifyHeld:
+		if s.exists == no || s.holder != o.proc {
+			return false, s
+		}
+		s.exists = yes
+	case verifyLost:
+		if s.holder == o.proc {
+			if s.exists == yes {
+				return false, s
+			}
+			s.exists = no
+		}
+	case create:
+		s.exists = yes
+	case remove:
+		s.exists = no
+	case lost:
+		if s.holder == o.proc && s.since < o.immune {
+			s.holder = 0
+		}
+	case seeHeld:
+		if s.exists == no || s.holder == 0 {
+			return false, s
+		}
+		s.exists = yes
+	case seeMissing:
+		if s.exists == yes {
+			return false, s
+		}
+		s.exists = no
+	case seeTaken:
+		if s.holder == 0 || s.holder == o.proc {
+			return false, s
+		}
+	}
+	return true, s
+}
+
+var slotModel = porcupine.Model{
+	Init: func() any { return slotState{} },
+	Step: func(state, input, _ any) (bool, any) {
+		in := input.(*slotCall)
+		return stepSlot(state.(slotState), in.op, in.call)
+	},
+	Equal: func(a, b any) bool { return a.(slotState) == b.(slotState) },
+	Hash: func(s any) uint64 {
+		st := s.(slotState)
+		return uint64(st.exists) | uint64(st.holder)<<2 | uint64(st.since)<<20
+	},
+}
+
+// slotCall pairs a slot operation with its invoke time (the hold's start).
+type slotCall struct {
+	op   *slotOp
+	call int64
+}
+
+// slotPartitions builds the operations of every slot of a semaphore. With
+// quiescent set, quiescent acquires that failed add what they observed
+// (acquire-exact); otherwise those are left out (slot-exclusive).
+func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porcupine.Operation {
+	parts := map[int][]porcupine.Operation{}
+	add := func(slot int, o *op, so *slotOp) {
+		parts[slot] = append(parts[slot], porcupine.Operation{
+			ClientId: o.client, Call: o.call, Return: o.ret,
+			Input: &slotCall{so, o.call},
+		})
+	}
+	held := map[int]map[int]int64{} // slot -> process -> earliest take call
+	note := func(slot, proc int, call int64) {
+		if held[slot] == nil {
+			held[slot] = map[int]int64{}
+		}
+		if t, ok := held[slot][proc]; !ok || call < t {
+			held[slot][proc] = call
+		}
+	}
+	for _, o := range lh.ops {
+		switch o.f {
+		case "acquire":
+			switch {
+			case o.typ == histories.Ok:
+				s := *o.res.Slot
+				add(s, o, &slotOp{kind: take, proc: o.proc, src: o})
+				note(s, o.proc, o.call)
+			case o.unknown():
+				for s := 1; s <= lh.max; s++ {
+					add(s, o, &slotOp{kind: maybeTake, proc: o.proc, src: o})
+					note(s, o.proc, o.call)
+				}
+			case quiescent != nil:
+				for _, ob := range quiescent[o] {
+					add(ob.slot, o, &slotOp{kind: ob.kind, proc: o.proc, src: o})
+				}
+			}
+		case "release":
+			switch {
+			case o.typ == histories.Ok:
+				add(*o.arg.Slot, o, &slotOp{kind: release, proc: o.proc, src: o})
+			case o.unknown():
+				add(*o.arg.Slot, o, &slotOp{kind: maybeRelease, proc: o.proc, src: o})
+			}
+		case "verify":
+			if o.typ == histories.Ok {
+				k := verifyLost
+				if *o.res.Held {
+					k = verifyHeld
+				}
+				add(*o.arg.Slot, o, &slotOp{kind: k, proc: o.proc, src: o})
+			}
+		case "create", "change", "destroy":
+			for _, e := range adminEffects(lh, o) {
+				add(e.slot, o, &slotOp{kind: e.kind, proc: o.proc, src: o})
+			}
+		}
+	}
+	// A fault may cost each process whatever it held: a lost operation,
+	// from the fault's start with no known end, in every slot the process
+	// may have held.
+	for slot, procs := range held {
+		for proc, since := range procs {
+			for _, f := range lh.faultsOf(proc) {
+				if since >= f.immune {
+					continue
+				}
+				parts[slot] = append(parts[slot], porcupine.Operation{
+					ClientId: -1, Call: f.call, Return: never,
+					Input: &slotCall{&slotOp{kind: lost, proc: proc, immune: f.immune, fault: f}, f.call},
+				})
+			}
+		}
+	}
+	for slot, ops := range parts {
+		numberLost(ops, maxClient(lh.ops))
+		parts[slot] = ops
+	}
+	return parts
+}
+
+// numberLost gives each lost operation a client id of its own.
+func numberLost(ops []porcupine.Operation, next int) {
+	for i := range ops {
+		if ops[i].ClientId == -1 {
+			ops[i].ClientId = next
+			next++
+		}
+	}
+}
+
+type slotEffect struct {
+	slot int
+	kind slotKind
+}
+
+// adminEffects are what an admin operation does to each slot: an ok
+// operation's from/to values say which slots it created or deleted; one of
+// unknown outcome may have created or deleted any of the slots it could
+// have touched (and, being of unknown outcome, at any time after its
+// invoke).
+func adminEffects(lh *lockHistory, o *op) []slotEffect {
+	var es []slotEffect
+	span := func(lo, hi int, k slotKind) {
+		for s := max(lo, 1); s <= hi; s++ {
+			es = append(es, slotEffect{s, k})
+		}
+	}
+	switch {
+	case o.typ == histories.Ok && o.f == "create":
+		span(1, *o.arg.Slots, create)
+	case o.typ == histories.Ok && o.f == "change":
+		from, to := *o.res.From, *o.res.To
+		span(from+1, to, create)
+		span(to+1, from, remove)
+	case o.typ == histories.Ok && o.f == "destroy":
+		span(1, *o.res.From, remove)
+	case o.unknown() && o.f == "create":
+		span(1, *o.arg.Slots, create)
+	case o.unknown() && o.f == "change" && *o.arg.Delta > 0:
+		span(1, lh.max, create)
+	case o.unknown():
+		span(1, lh.max, remove)
+	}
+	return es
+}
+
+func (k slotKind) String() string {
+	return [...]string{"take", "maybe-take", "release", "maybe-release", "verify-held", "verify-lost",
+		"create", "delete", "lost", "see-held", "see-missing", "see-taken"}[k]
+}
+
+func (s slotState) describe(procs []string) string {
+	e := map[tri]string{unknownYet: "not yet seen", yes: "exists", no: "missing"}[s.exists]
+	if s.holder == 0 {
+		return e + ", free"
+	}
+	return fmt.Sprintf("%s, held by %s", e, procs[s.holder-1])
+}
