@@ -3,9 +3,16 @@ module github.com/lockprover/lockprover
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
+	github.com/rabbitmq/amqp091-go v1.16.0
+	github.com/testcontainers/testcontainers-go v0.45.0
+	github.com/testcontainers/testcontainers-go/modules/rabbitmq v0.44.0
+)
+
+require (
 	dario.cat/mergo v1.0.2 // indirect
+	github.com/Azure/go-ansiterm v0.0.0-20261006220739-8c912ac31dd4 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
-	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/containerd/errdefs v1.0.0 // indirect
@@ -37,12 +44,9 @@ require (
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/power-devops/perfstat v0.0.0-20240221224432-82ca36839d55 // indirect
-	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/shirou/gopsutil/v4 v4.26.6 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
-	github.com/testcontainers/testcontainers-go v0.45.0
-	github.com/testcontainers/testcontainers-go/modules/rabbitmq v0.44.0
 	github.com/tklauser/go-sysconf v0.4.0 // indirect
 	github.com/tklauser/numcpus v0.12.0 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
@@ -56,3 +60,8 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	pgregory.net/rapid v1.3.0 // indirect
 )
+
+// testcontainers-go (test-only) reaches github.com/Azure/go-ansiterm, used on
+// Windows only, at a version this module proxy refuses; pin one it serves so
+// that `go mod tidy` works.
+replace github.com/Azure/go-ansiterm v0.0.0-20261006220739-8c912ac31dd4 => github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c

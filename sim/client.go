@@ -146,7 +146,7 @@ func (c *chanHandle) Delete(ctx context.Context, name string, o broker.DeleteOpt
 
 func (c *chanHandle) Publish(ctx context.Context, pb broker.Publishing) (broker.Confirmation, error) {
 	if c.ch.closedErr == nil && !c.ch.confirm {
-		return broker.Confirmation{}, fmt.Errorf("sim: publish on channel %d, which is not in confirm mode", c.ch.id)
+		return broker.Confirmation{}, broker.ErrNotConfirming
 	}
 	w, conn, ch := c.h.p.w, c.h.c, c.ch
 	rep := c.call(ctx, mBasicPublish, pb.Key, func() reply { return w.publish(conn, ch, pb) })

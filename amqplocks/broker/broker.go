@@ -2,7 +2,7 @@
 // RabbitMQ, in the way database/sql/driver is the surface database/sql needs.
 //
 // Two implementations exist: the deterministic simulator (package sim) and
-// real RabbitMQ through amqp091-go (package adapters/amqp). The reference
+// real RabbitMQ through amqp091-go (package adapters/rabbitmq). The reference
 // implementation in package amqplocks is written against these interfaces
 // only, so the same code runs on both.
 //
@@ -63,8 +63,8 @@ type Channel interface {
 	// Delete sends queue.delete and returns the number of ready messages the
 	// queue held. Deleting a missing queue succeeds.
 	Delete(ctx context.Context, name string, o DeleteOptions) (int, error)
-	// Publish sends basic.publish and waits for its confirm; the channel must
-	// be in confirm mode.
+	// Publish sends basic.publish and waits for its confirm. Without a prior
+	// successful Confirm it sends nothing and returns ErrNotConfirming.
 	Publish(ctx context.Context, p Publishing) (Confirmation, error)
 	// Consume starts a consumer (manual acknowledgement) and returns its tag.
 	Consume(ctx context.Context, queue string, exclusive bool) (string, error)
@@ -148,6 +148,10 @@ func (e *Error) Error() string {
 	}
 	return fmt.Sprintf("amqp %s error %d: %s", scope, e.Code, e.Reason)
 }
+
+// ErrNotConfirming is returned by Publish on a channel that is not in
+// confirm mode: a client-side usage error; the channel stays open.
+var ErrNotConfirming = errors.New("broker: publish on a channel that is not in confirm mode (call Confirm first)")
 
 // ErrRefused is returned by Dial when no broker accepts connections (for
 // example while it restarts).
