@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"maps"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Counts is what passed through a Proxy, over all its connections so far.
+// Efficiency properties ("verify is one basic.publish and its confirm") are
+// judged from the difference of two snapshots (Sub).
+//
+// Frames are counted as the proxy reads and decides them, so a frame held
+// by a partition is already counted, and one read just before a Kill may be
+// counted without having been delivered. A reply dropped by DropReply, and
+// anything after it, is not counted as received.
+type Counts struct {
+	// Sent and Received count methods by full name ("queue.declare",
+	// "basic.ack"; "class.method(c,m)" for ids outside AMQP 0-9-1).
+	// Sent is client to broker, Received is broker to client. Names
+	// never seen are absent.
+	Sent, Received map[string]int
+	// Heartbeat frames each way (they are not methods; content header
+	// and body frames are not counted at all).
+	HeartbeatsSent, HeartbeatsReceived int
+	// Connections accepted from the client (a reconnect is a second one).
+	Connections int
+	// Channels opened: Sent["channel.open"].
+	Channels int
+	// Malformed is how many connections were closed because a frame was
+	// malformed (bad frame-end, size over 128 MiB, a method frame too
+	// short, no protocol header).
+	Malformed int
+	// Dropped is how many replies DropReply dropped (each killed its
+	// connection).
+	Dropped int
+}
+
+// Class sums the methods of one class ("connection", "channel", "exchange",
+// "queue", "basic", "confirm", "tx") sent and received.
+func (c Counts) Class(class string) (sent, received int) {
+	sum := func(m map[string]int) int {
+		n := 0
+		for name, k := range m {
+			if cl, _, _ := strings.Cut(name, "."); cl == class {
+				n += k
+			}
+		}
+		return n
+	}
+	return sum(c.Sent), sum(c.Received)
+}
+
+// Sub returns what c counted beyond an earlier snapshot: what happened
+// between the two. Names whose difference is zero are left out.
+func (c Counts) Sub(earlier Counts) Counts {
+	diff := func(now, then map[string]int) map[string]int {
+		d := maps.Clone(now)
+		if d == nil {
+			d = map[string]int{}
+		}
+		for name, k := range then {
+			d[name] -= k
+		}
+		maps.DeleteFunc(d, func(_ string, k int) bool { return k == 0 })
+		return d
+	}
+	return Counts{
+		Sent:               diff(c.Sent, earlier.Sent),
+		Received:           diff(c.Received, earlier.Received),
+		HeartbeatsSent:     c.HeartbeatsSent - earlier.HeartbeatsSent,
+		HeartbeatsReceived: c.HeartbeatsReceived - earlier.HeartbeatsReceived,
+		Connections:        c.Connections - earlier.Connections,
+		Channels:           c.Channels - earlier.Channels,
+		Malformed:          c.Malformed - earlier.Malformed,
+		Dropped:            c.Dropped - earlier.Dropped,
+	}
+}
+
+// Directions, indexing counters.
+const (
+	toBroker = 0
+	toClient = 1
+)
+
+// counters are a Proxy's live counts. Known methods and heartbeats are
+// atomics indexed by the method table; the rare methods outside it go to a
+// map.
+type counters struct {
+	methods     [2][]atomic.Int64
+	heartbeats  [2]atomic.Int64
+	connections atomic.Int64
+	malformed   atomic.Int64
+	dropped     atomic.Int64
+
+	mu      sync.Mutex
+	unknown [2]map[string]int
+}
+
+func newCounters() *counters {
+	c := &counters{}
+	for d := range c.methods {
+		c.methods[d] = make([]atomic.Int64, len(methods))
+		c.unknown[d] = map[string]int{}
+	}
+	return c
+}
+
+// tally is one counted frame: a method (index into methods, or an id
+// outside them) or a heartbeat.
+type tally struct {
+	heartbeat bool
+	index     int // into methods; -1: id is outside the table
+	id        methodID
+}
+
+func (c *counters) add(dir int, t tally) {
+	switch {
+	case t.heartbeat:
+		c.heartbeats[dir].Add(1)
+	case t.index >= 0:
+		c.methods[dir][t.index].Add(1)
+	default:
+		c.mu.Lock()
+		c.unknown[dir][methodName(t.id)]++
+		c.mu.Unlock()
+	}
+}
+
+func (c *counters) snapshot() Counts {
+	s := Counts{
+		Sent:               map[string]int{},
+		Received:           map[string]int{},
+		HeartbeatsSent:     int(c.heartbeats[toBroker].Load()),
+		HeartbeatsReceived: int(c.heartbeats[toClient].Load()),
+		Connections:        int(c.connections.Load()),
+		Malformed:          int(c.malformed.Load()),
+		Dropped:            int(c.dropped.Load()),
+	}
+	for d, m := range [2]map[string]int{s.Sent, s.Received} {
+		for i := range c.methods[d] {
+			if k := c.methods[d][i].Load(); k != 0 {
+				m[methods[i].name] = int(k)
+			}
+		}
+		c.mu.Lock()
+		maps.Copy(m, c.unknown[d])
+		c.mu.Unlock()
+	}
+	s.Channels = s.Sent["channel.open"]
+	return s
+}
