@@ -18,7 +18,11 @@ func mutexOps(lh *lockHistory, exact bool) ([]porcupine.Operation, int) {
 		ops = append(ops, porcupine.Operation{ClientId: o.client, Call: o.call, Return: o.ret, Input: &slotCall{&slotOp{kind: k, proc: o.proc, src: o}, o.call}})
 	}
 	since := map[int]int64{}
+	lastTake := map[int]int64{}
 	for _, o := range lh.ops {
+		if o.f == "acquire" && (o.typ == histories.Ok || o.unknown()) {
+			lastTake[o.proc] = o.call
+		}
 		switch {
 		case o.f == "acquire" && o.typ == histories.Ok:
 			add(o, take)
@@ -31,7 +35,7 @@ func mutexOps(lh *lockHistory, exact bool) ([]porcupine.Operation, int) {
 			add(o, release)
 		case o.f == "release" && o.unknown():
 			add(o, maybeRelease)
-		case o.f == "verify" && o.typ == histories.Ok:
+		case o.f == "verify" && o.typ == histories.Ok && (*o.res.Held || !faultExcuses(lh, o, lastTake[o.proc])):
 			k := verifyLost
 			if *o.res.Held {
 				k = verifyHeld

@@ -148,7 +148,11 @@ func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porc
 			held[slot][proc] = call
 		}
 	}
+	lastTake := map[int]int64{} // process -> invoke of its latest acquire that may have taken a slot
 	for _, o := range lh.ops {
+		if o.f == "acquire" && (o.typ == histories.Ok || o.unknown()) {
+			lastTake[o.proc] = o.call
+		}
 		switch o.f {
 		case "acquire":
 			switch {
@@ -174,7 +178,7 @@ func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porc
 				add(*o.arg.Slot, o, &slotOp{kind: maybeRelease, proc: o.proc, src: o})
 			}
 		case "verify":
-			if o.typ == histories.Ok {
+			if o.typ == histories.Ok && (*o.res.Held || !faultExcuses(lh, o, lastTake[o.proc])) {
 				k := verifyLost
 				if *o.res.Held {
 					k = verifyHeld
@@ -267,4 +271,18 @@ func (s slotState) describe(procs []string) string {
 		return e + ", free"
 	}
 	return fmt.Sprintf("%s, held by %s", e, procs[s.holder-1])
+}
+
+// faultExcuses reports whether a fault on o's process may have cost it the
+// hold taken at since before o ended. A client then rightly says it holds
+// nothing, while the broker may still keep its B queue for a while (a few
+// milliseconds after a closed socket, up to three heartbeats after silence):
+// such an answer says nothing about the slot.
+func faultExcuses(lh *lockHistory, o *op, since int64) bool {
+	for _, f := range lh.faultsOf(o.proc) {
+		if f.call <= o.ret && since < f.immune {
+			return true
+		}
+	}
+	return false
 }

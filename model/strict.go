@@ -167,7 +167,7 @@ func strictOps(lh *lockHistory) ([]porcupine.Operation, int) {
 			add(o, &strictCall{slot: *o.arg.Slot, kind: release, count: -1})
 		case o.f == "release" && o.unknown():
 			add(o, &strictCall{slot: *o.arg.Slot, kind: maybeRelease, count: -1})
-		case o.f == "verify" && o.typ == histories.Ok:
+		case o.f == "verify" && o.typ == histories.Ok && (*o.res.Held || !faultExcuses(lh, o, sinceOr(since, o.proc, o.call))):
 			k := verifyLost
 			if *o.res.Held {
 				k = verifyHeld

@@ -20,17 +20,21 @@ type seeded struct{ src *rand.PCG }
 func (s *seeded) Pick(n int) int { return int(s.src.Uint64() % uint64(n)) }
 
 // Script returns a Decider that answers from picks in order (each reduced
-// modulo n) and then falls back to 0, the first choice. Plans that carry their
-// scheduling decisions replay through it.
-func Script(picks []int) Decider { return &script{picks: picks} }
+// modulo n) and then from then, or with 0 (the first choice) if then is
+// nil. Plans that carry their scheduling decisions replay through it.
+func Script(picks []int, then Decider) Decider { return &script{picks: picks, then: then} }
 
 type script struct {
 	picks []int
 	next  int
+	then  Decider
 }
 
 func (s *script) Pick(n int) int {
 	if s.next >= len(s.picks) {
+		if s.then != nil {
+			return s.then.Pick(n)
+		}
 		return 0
 	}
 	p := s.picks[s.next]

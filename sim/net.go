@@ -181,7 +181,33 @@ func (w *World) send(p *process, r request, deadline int64) {
 		w.fin(c)
 		rep = reply{err: errReset}
 	}
+	if hook := p.dueHook(); hook != nil {
+		w.deliver(p, rep) // the process hears the reply when next scheduled, if it still can
+		hook()
+		return
+	}
 	w.handoff(p, rep)
+}
+
+// dueHook removes and returns the earliest hook whose method count p has
+// reached (a dial sends three methods at once).
+func (p *process) dueHook() func() {
+	if len(p.hooks) == 0 {
+		return nil
+	}
+	sent := 0
+	for _, m := range p.counters.Methods {
+		sent += m
+	}
+	due := 0
+	for n := range p.hooks {
+		if n <= sent && (due == 0 || n < due) {
+			due = n
+		}
+	}
+	f := p.hooks[due]
+	delete(p.hooks, due)
+	return f
 }
 
 // arrive applies a request at the broker and returns the reply the client

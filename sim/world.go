@@ -262,6 +262,27 @@ func (w *World) tracef(format string, args ...any) {
 	io.WriteString(w.trace, "\n")
 }
 
+// AfterMethods arranges for f to run right after the process named name
+// has had its n-th AMQP method (counting every method since it started)
+// applied by the broker, before the process hears the reply: a fault
+// aimed at the middle of an operation. f runs in the scheduler and may call
+// the World's fault methods.
+func (w *World) AfterMethods(name string, n int, f func()) error {
+	p := w.byName[name]
+	if p == nil || p.state == stateDone {
+		return fmt.Errorf("sim: no running process named %q", name)
+	}
+	if p.hooks == nil {
+		p.hooks = map[int]func(){}
+	}
+	p.hooks[n] = f
+	return nil
+}
+
+// After runs f in the scheduler once d of virtual time has passed; f may
+// call the World's fault methods.
+func (w *World) After(d time.Duration, f func()) { w.after(d, f) }
+
 // Processes returns the names of the registered processes, sorted.
 func (w *World) Processes() []string {
 	var names []string
@@ -332,6 +353,7 @@ type process struct {
 	rep      reply
 	conns    []*conn
 	counters Counters
+	hooks    map[int]func() // run after the process's n-th method is applied
 
 	partitioned bool      // new connections hang until Heal
 	dialWait    *dialWait // a dial waiting for Heal

@@ -1,0 +1,48 @@
+package prover
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+)
+
+// writeArtifacts writes plan.json, history.jsonl, history.html and
+// summary.txt into dir.
+func writeArtifacts(dir string, cx *Counterexample) error {
+	var plan, hist, page bytes.Buffer
+	if err := cx.Plan.Write(&plan); err != nil {
+		return err
+	}
+	if err := histories.Write(&hist, cx.Result.History); err != nil {
+		return err
+	}
+	// The timeline of the property that broke, or of slot-exclusive when
+	// that one is not a linearizability check.
+	r := model.Check(cx.Result.History, model.Options{Visualize: true})
+	for _, prop := range []string{cx.Property, model.SlotExclusive} {
+		for i := range r.Verdicts {
+			v := &r.Verdicts[i]
+			if v.Property != prop || v.Lock != cx.Plan.Lock || page.Len() > 0 {
+				continue
+			}
+			if _, err := v.Visualize(&page); err != nil {
+				return err
+			}
+		}
+	}
+	files := map[string][]byte{
+		"plan.json":     plan.Bytes(),
+		"history.jsonl": hist.Bytes(),
+		"history.html":  page.Bytes(),
+		"summary.txt":   []byte(cx.Summary()),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package prover
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"math/rand/v2"
+
+	"github.com/lockprover/lockprover/amqplocks"
+	"github.com/lockprover/lockprover/amqplocks/broker"
+)
+
+// An Impl is an implementation under test. Each process of a plan gets its
+// own client of the plan's lock from it.
+type Impl interface {
+	Connect(ctx context.Context, b broker.Broker, p *Plan, process string) (Client, error)
+}
+
+// A Client is one process's handle on the lock: its operations, as the
+// history records them. An error that is (or wraps) a *Failure means the
+// operation certainly did not take effect (the history says fail); any other
+// error means its outcome is unknown (info).
+type Client interface {
+	Acquire(ctx context.Context) (slot int, err error) // slot is 0 for a mutex
+	Verify(ctx context.Context, slot int) (held bool, err error)
+	Release(ctx context.Context, slot int) error
+	Create(ctx context.Context, slots int) error
+	Change(ctx context.Context, delta int) (from, to int, err error)
+	Destroy(ctx context.Context) (from int, err error)
+	Count(ctx context.Context) (int, error)
+	Wait(ctx context.Context, slot int) error
+	// Broken reports that the connection is gone: the process connects
+	// again before its next operation.
+	Broken() bool
+	Close() error
+}
+
+// Failure is a definite failure, with the reason the history records
+// (full, absent, contended, held, ...).
+type Failure struct{ Reason string }
+
+func (f *Failure) Error() string { return "failed: " + f.Reason }
+
+// Reference is the reference implementation (package amqplocks) with the
+// plan's options.
+var Reference Impl = reference{}
+
+type reference struct{}
+
+func (reference) Connect(ctx context.Context, b broker.Broker, p *Plan, process string) (Client, error) {
+	o := p.Options.Reference()
+	// Jitter and random scan starts draw from a source fixed by the
+	// process's name, so runs repeat exactly.
+	h := fnv.New64a()
+	h.Write([]byte(process))
+	o.Rand = rand.New(rand.NewPCG(h.Sum64(), uint64(len(p.Schedule))))
+	c, err := amqplocks.Dial(ctx, b, o)
+	if err != nil {
+		return nil, err
+	}
+	return &refClient{c: c, kind: p.Kind, lock: p.Lock}, nil
+}
+
+// refClient adapts amqplocks to Client.
+type refClient struct {
+	c          *amqplocks.Client
+	kind, lock string
+}
+
+// outcome maps the reference's errors onto the history's outcomes.
+func outcome(err error) error {
+	for _, f := range []struct {
+		err    error
+		reason string
+	}{
+		{amqplocks.ErrFull, "full"}, {amqplocks.ErrAbsent, "absent"}, {amqplocks.ErrContended, "contended"},
+		{amqplocks.ErrHeld, "held"}, {amqplocks.ErrExists, "exists"},
+	} {
+		if errors.Is(err, f.err) {
+			return &Failure{f.reason}
+		}
+	}
+	return err
+}
+
+func (r *refClient) Acquire(ctx context.Context) (int, error) {
+	if r.kind == "mutex" {
+		return 0, outcome(r.c.Mutex(r.lock).Acquire(ctx))
+	}
+	s, err := r.c.Semaphore(r.lock).Acquire(ctx)
+	return s, outcome(err)
+}
+
+func (r *refClient) Verify(ctx context.Context, slot int) (bool, error) {
+	var err error
+	if r.kind == "mutex" {
+		err = r.c.Mutex(r.lock).Verify(ctx)
+	} else {
+		err = r.c.Semaphore(r.lock).Verify(ctx, slot)
+	}
+	if errors.Is(err, amqplocks.ErrLost) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (r *refClient) Release(ctx context.Context, slot int) error {
+	var err error
+	if r.kind == "mutex" {
+		err = r.c.Mutex(r.lock).Release(ctx)
+	} else {
+		err = r.c.Semaphore(r.lock).Release(ctx, slot)
+	}
+	if errors.Is(err, amqplocks.ErrLost) {
+		return &Failure{"not held"} // nothing was sent: the client holds nothing to delete
+	}
+	return err
+}
+
+func (r *refClient) Create(ctx context.Context, n int) error {
+	return outcome(r.c.Admin(r.lock).Create(ctx, n))
+}
+
+func (r *refClient) Change(ctx context.Context, delta int) (int, int, error) {
+	from, to, err := r.c.Admin(r.lock).Change(ctx, delta)
+	return from, to, outcome(err)
+}
+
+func (r *refClient) Destroy(ctx context.Context) (int, error) {
+	from, err := r.c.Admin(r.lock).Destroy(ctx)
+	return from, outcome(err)
+}
+
+func (r *refClient) Count(ctx context.Context) (int, error) {
+	n, err := r.c.Admin(r.lock).Count(ctx)
+	return n, outcome(err)
+}
+
+func (r *refClient) Wait(ctx context.Context, slot int) error {
+	return outcome(r.c.Admin(r.lock).Wait(ctx, slot))
+}
+
+func (r *refClient) Broken() bool { return r.c.Err() != nil }
+func (r *refClient) Close() error { return r.c.Close() }

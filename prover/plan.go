@@ -1,0 +1,301 @@
+package prover
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/amqplocks"
+)
+
+// PlanVersion is the version of the plan format this package reads and
+// writes.
+const PlanVersion = 1
+
+// A Plan is one run, as data: what the admins and clients do, which faults
+// strike when, and, in the simulator, every scheduling decision. The same
+// plan runs unchanged against every target; in the simulator it always
+// gives the same history, byte for byte.
+type Plan struct {
+	Version int    `json:"version"`
+	Kind    string `json:"kind"`  // "semaphore" or "mutex"
+	Lock    string `json:"lock"`  // the lock's name
+	Slots   int    `json:"slots"` // created by the first admin before anything else (semaphore)
+	// Options are the reference's options (and the mutant's, if any).
+	Options Options `json:"options"`
+	// Mutant names a deliberately broken variant of the reference to run
+	// instead of the reference itself.
+	Mutant string `json:"mutant,omitempty"`
+	// Clients are the clients' scripts, run by processes c1, c2, ...
+	Clients [][]Step `json:"clients"`
+	// Admins are the admins' scripts, run by processes admin, admin2, ...
+	Admins [][]Step `json:"admins"`
+	// Nemesis lists the faults, by time from the start of the run.
+	Nemesis []Fault `json:"nemesis"`
+	// Schedule is the simulator's decisions: at each point where several
+	// processes can move, the next number (modulo how many can) picks one;
+	// once it runs out the first runnable process moves.
+	Schedule []int `json:"schedule"`
+	// ScheduleSeed drives the decisions after Schedule runs out.
+	ScheduleSeed uint64 `json:"schedule_seed"`
+}
+
+// A Step is one line of a script: acquire, verify, release (the slot the
+// client believes it holds), sleep, or an admin's change, count, wait,
+// destroy.
+type Step struct {
+	Op    string `json:"op"`
+	Ms    int    `json:"ms,omitempty"`    // sleep
+	Delta int    `json:"delta,omitempty"` // change
+	Slot  int    `json:"slot,omitempty"`  // wait
+}
+
+// A Fault strikes Target (a process name) At milliseconds into the run,
+// or, with AfterCalls, right after Target's AfterCalls-th AMQP method has
+// reached the broker, before Target hears the reply: in the middle of an
+// operation. A restart-broker has no target unless it counts a process's
+// calls. A pause or partition lasts For milliseconds (0: until the end of
+// the run).
+type Fault struct {
+	At         int    `json:"at_ms"`
+	AfterCalls int    `json:"after_calls,omitempty"`
+	Fault      string `json:"fault"`
+	Target     string `json:"target,omitempty"`
+	For        int    `json:"for_ms,omitempty"`
+}
+
+// Options are the reference implementation's options, as plan data; see
+// amqplocks.Options for what each means.
+type Options struct {
+	HeartbeatMs            int    `json:"heartbeat_ms"`
+	DeleteOrder            string `json:"delete_order,omitempty"` // "descending" (default) or "ascending"
+	Overshoot              int    `json:"overshoot,omitempty"`
+	ScanStart              string `json:"scan_start,omitempty"` // "first" (default), "last-known", "random"
+	ContentionRetries      int    `json:"contention_retries,omitempty"`
+	JitterMs               int    `json:"jitter_ms,omitempty"`
+	SkipVerifyAfterAcquire bool   `json:"skip_verify_after_acquire,omitempty"`
+	VerifyMethod           string `json:"verify_method,omitempty"` // "publish" (default) or "passive"
+	NoAdminMutex           bool   `json:"no_admin_mutex,omitempty"`
+	TransientSlots         bool   `json:"transient_slots,omitempty"`
+	NoLengthLimit          bool   `json:"no_length_limit,omitempty"`
+}
+
+// Reference turns plan options into the reference's.
+func (o Options) Reference() amqplocks.Options {
+	r := amqplocks.Options{
+		Heartbeat:              time.Duration(o.HeartbeatMs) * time.Millisecond,
+		Overshoot:              o.Overshoot,
+		ContentionRetries:      o.ContentionRetries,
+		Jitter:                 time.Duration(o.JitterMs) * time.Millisecond,
+		SkipVerifyAfterAcquire: o.SkipVerifyAfterAcquire,
+		NoAdminMutex:           o.NoAdminMutex,
+		TransientSlots:         o.TransientSlots,
+		NoLengthLimit:          o.NoLengthLimit,
+	}
+	if o.HeartbeatMs < 0 {
+		r.Heartbeat = -1
+	}
+	if o.DeleteOrder == "ascending" {
+		r.DeleteOrder = amqplocks.Ascending
+	}
+	switch o.ScanStart {
+	case "last-known":
+		r.ScanStart = amqplocks.FromLastKnown
+	case "random":
+		r.ScanStart = amqplocks.FromRandom
+	}
+	if o.VerifyMethod == "passive" {
+		r.VerifyMethod = amqplocks.VerifyPassive
+	}
+	return r
+}
+
+// heartbeat is the heartbeat the clients propose (as amqplocks.Options
+// reads Heartbeat: 0 means 10 s, negative none).
+func (o Options) heartbeat() time.Duration {
+	switch {
+	case o.HeartbeatMs == 0:
+		return 10 * time.Second
+	case o.HeartbeatMs < 0:
+		return 0
+	}
+	return time.Duration(o.HeartbeatMs) * time.Millisecond
+}
+
+// The faults a plan can hold. An admin-crash kills an admin right after its
+// AfterCalls-th AMQP method within its next change or destroy (1 if
+// unset): the admin crash in the middle of a change. Histories record it
+// as a kill.
+var faultNames = []string{"kill", "pause", "partition", "force-close", "restart-broker", "drop-reply", "admin-crash"}
+
+// Validate reports the first thing wrong with p, naming the field.
+func (p *Plan) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("plan: %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	if p.Version != PlanVersion {
+		return bad("version", "want %d, got %d", PlanVersion, p.Version)
+	}
+	switch p.Kind {
+	case "semaphore":
+		if p.Slots < 0 {
+			return bad("slots", "want a number >= 0, got %d", p.Slots)
+		}
+	case "mutex":
+		if p.Slots != 0 || len(p.Admins) > 0 {
+			return bad("kind", "a true mutex has no slots and no admins")
+		}
+	default:
+		return bad("kind", `want "semaphore" or "mutex", got %q`, p.Kind)
+	}
+	if p.Lock == "" {
+		return bad("lock", "missing")
+	}
+	if p.Mutant != "" && MutantNamed(p.Mutant) == nil {
+		return bad("mutant", "no mutant named %q (see lockprover mutants)", p.Mutant)
+	}
+	if err := p.Options.validate(); err != nil {
+		return bad("options", "%v", err)
+	}
+	for i, script := range p.Clients {
+		for j, s := range script {
+			if err := s.validate(false); err != nil {
+				return bad(fmt.Sprintf("clients[%d][%d]", i, j), "%v", err)
+			}
+		}
+	}
+	for i, script := range p.Admins {
+		for j, s := range script {
+			if err := s.validate(true); err != nil {
+				return bad(fmt.Sprintf("admins[%d][%d]", i, j), "%v", err)
+			}
+		}
+	}
+	procs := map[string]bool{}
+	for _, n := range p.processes() {
+		procs[n] = true
+	}
+	for i, f := range p.Nemesis {
+		field := fmt.Sprintf("nemesis[%d]", i)
+		if !contains(faultNames, f.Fault) {
+			return bad(field+".fault", "want one of %v, got %q", faultNames, f.Fault)
+		}
+		if f.At < 0 || f.For < 0 || f.AfterCalls < 0 {
+			return bad(field, "times and counts must not be negative")
+		}
+		if f.AfterCalls > 0 && f.At != 0 {
+			return bad(field, "a fault strikes at_ms or after_calls, not both")
+		}
+		if f.Fault == "admin-crash" && !strings.HasPrefix(f.Target, "admin") {
+			return bad(field+".target", "an admin-crash strikes an admin, not %q", f.Target)
+		}
+		if f.Fault == "restart-broker" && f.AfterCalls == 0 {
+			if f.Target != "" {
+				return bad(field+".target", "restart-broker has no target unless it counts a process's calls (after_calls)")
+			}
+		} else if !procs[f.Target] {
+			return bad(field+".target", "no process named %q in this plan", f.Target)
+		}
+	}
+	for i, d := range p.Schedule {
+		if d < 0 {
+			return bad(fmt.Sprintf("schedule[%d]", i), "decisions are numbers >= 0, got %d", d)
+		}
+	}
+	return nil
+}
+
+func (s Step) validate(admin bool) error {
+	client := map[string]bool{"acquire": true, "verify": true, "release": true, "sleep": true}
+	admins := map[string]bool{"change": true, "count": true, "wait": true, "destroy": true, "sleep": true}
+	switch {
+	case !admin && !client[s.Op]:
+		return fmt.Errorf("op: want acquire, verify, release or sleep, got %q", s.Op)
+	case admin && !admins[s.Op]:
+		return fmt.Errorf("op: want change, count, wait, destroy or sleep, got %q", s.Op)
+	case s.Op == "sleep" && s.Ms <= 0:
+		return fmt.Errorf("ms: a sleep needs a duration > 0")
+	case s.Op == "change" && s.Delta == 0:
+		return fmt.Errorf("delta: a change needs a delta other than 0")
+	case s.Op == "wait" && s.Slot < 1:
+		return fmt.Errorf("slot: a wait needs a slot >= 1")
+	}
+	return nil
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.DeleteOrder != "" && o.DeleteOrder != "descending" && o.DeleteOrder != "ascending":
+		return fmt.Errorf("delete_order: want descending or ascending, got %q", o.DeleteOrder)
+	case o.ScanStart != "" && !contains([]string{"first", "last-known", "random"}, o.ScanStart):
+		return fmt.Errorf("scan_start: want first, last-known or random, got %q", o.ScanStart)
+	case o.VerifyMethod != "" && o.VerifyMethod != "publish" && o.VerifyMethod != "passive":
+		return fmt.Errorf("verify_method: want publish or passive, got %q", o.VerifyMethod)
+	case o.Overshoot < 0 || o.JitterMs < 0:
+		return errors.New("overshoot and jitter_ms must not be negative")
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// processes are the plan's process names: admins then clients.
+func (p *Plan) processes() []string {
+	var ns []string
+	for i := range p.Admins {
+		ns = append(ns, adminName(i))
+	}
+	for i := range p.Clients {
+		ns = append(ns, clientName(i))
+	}
+	return ns
+}
+
+func adminName(i int) string {
+	if i == 0 {
+		return "admin"
+	}
+	return fmt.Sprintf("admin%d", i+1)
+}
+
+func clientName(i int) string { return fmt.Sprintf("c%d", i+1) }
+
+// ReadPlan reads a plan file, strictly: unknown fields are errors.
+func ReadPlan(path string) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Plan
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: more than one JSON value", path)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return &p, nil
+}
+
+// Write writes p as indented JSON.
+func (p *Plan) Write(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(p)
+}

@@ -1,0 +1,204 @@
+// Package prover proves amqp-locks implementations: it draws plans (what
+// admins and clients do, which faults strike when, how the simulator
+// schedules them) with rapid, runs them against a target, records the
+// history and judges it, property by property. A failing plan is shrunk by
+// rapid to a minimal one and written out with its history, so that it can
+// be replayed.
+//
+// A user's test proves an implementation with Check:
+//
+//	func TestMyLocks(t *testing.T) {
+//		prover.Check(t, prover.Config{})
+//	}
+//
+// -rapid.checks, -rapid.seed, fail files and shrinking work as rapid users
+// expect.
+package prover
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/model"
+	"pgregory.net/rapid"
+)
+
+// A Target runs plans: the simulator, or a real broker.
+type Target interface {
+	Run(p *Plan, impl Impl) (*Result, error)
+}
+
+// Config says what to prove and how hard to look. The zero value proves the
+// reference on the simulator with every fault.
+type Config struct {
+	Target Target // nil: the simulator
+	Impl   Impl   // nil: the reference (or Mutant of it)
+	Mutant string // a mutant of the reference to prove instead
+
+	Kind      string   // "semaphore" (default) or "mutex"
+	Clients   int      // at most this many clients; 0 means 3
+	Ops       int      // at most this many steps per client; 0 means 8
+	Admins    int      // at most this many admins; 0 means 2
+	Faults    []string // the faults plans may hold; nil means every fault, empty means none
+	MaxFaults int      // at most this many faults per plan; 0 means 3
+	Options   Options  // the reference's options
+
+	// Properties are those whose violation fails a plan; nil means all.
+	Properties []string
+	Strict     bool          // judge acquire-exact with the strict model
+	Timeout    time.Duration // per linearizability check; 0 means 10 s
+	// Out is where a counterexample is written; "" means the test's
+	// artifact directory or a temporary one.
+	Out string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Kind == "" {
+		c.Kind = "semaphore"
+	}
+	if c.Clients == 0 {
+		c.Clients = 3
+	}
+	if c.Ops == 0 {
+		c.Ops = 8
+	}
+	if c.Admins == 0 {
+		c.Admins = 2
+	}
+	if c.Faults == nil {
+		c.Faults = faultNames
+	}
+	if c.MaxFaults == 0 {
+		c.MaxFaults = 3
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.Target == nil {
+		c.Target = Simulator{}
+	}
+	if c.Impl == nil {
+		c.Impl = Reference
+	}
+	return c
+}
+
+// A Counterexample is a plan that broke a property: the plan, what it gave,
+// and the property.
+type Counterexample struct {
+	Plan     *Plan
+	Result   *Result
+	Report   *model.Report
+	Property string
+}
+
+// run runs and judges one plan.
+func (c Config) run(p *Plan) (*Counterexample, error) {
+	res, err := c.Target.Run(p, implFor(p, c.Impl))
+	if err != nil {
+		return nil, err
+	}
+	rep := Judge(p, res, c.judgeOptions())
+	cx := &Counterexample{Plan: p, Result: res, Report: rep}
+	cx.Property = firstViolation(rep, c.Properties)
+	return cx, nil
+}
+
+func (c Config) judgeOptions() model.Options {
+	return model.Options{Strict: c.Strict, Timeout: c.Timeout}
+}
+
+// firstViolation is the first property (in the report's fixed order) that
+// failed or could not be decided, among those that count.
+func firstViolation(r *model.Report, props []string) string {
+	for _, v := range r.Verdicts {
+		if (v.Status == model.Fail || v.Status == model.Inconclusive) && (props == nil || contains(props, v.Property)) {
+			return v.Property
+		}
+	}
+	return ""
+}
+
+// Check proves c's target under rapid: it draws -rapid.checks plans, and
+// on a violation rapid shrinks the plan and Check writes the minimal
+// counterexample (plan.json, history.jsonl, history.html, summary.txt)
+// under c.Out and reports its path.
+func Check(t *testing.T, c Config) {
+	t.Helper()
+	var last *Counterexample
+	t.Cleanup(func() {
+		if last == nil || !t.Failed() {
+			return
+		}
+		dir := c.Out
+		if dir == "" {
+			dir = t.ArtifactDir()
+		}
+		if err := last.Write(dir); err != nil {
+			t.Errorf("writing the counterexample: %v", err)
+			return
+		}
+		t.Attr("counterexample", dir)
+		t.Logf("counterexample: %s violated; minimal plan and history in %s\nreplay: go run github.com/lockprover/lockprover/cmd/lockprover replay %s", last.Property, dir, filepath.Join(dir, "plan.json"))
+	})
+	rapid.Check(t, c.property(func(cx *Counterexample) {
+		if cx.Property != "" {
+			last = cx
+		}
+	}))
+}
+
+// property is the rapid property: draw a plan, run it, judge it, hand the
+// outcome to seen, and fail with a message that names only the property,
+// so that rapid shrinks towards the same failure (after shrinking, the last
+// failing plan seen is the minimal one).
+func (c Config) property(seen func(*Counterexample)) func(*rapid.T) {
+	c = c.withDefaults()
+	return func(t *rapid.T) {
+		p := Draw(t, c)
+		cx, err := c.run(p)
+		if err != nil {
+			var b strings.Builder
+			p.Write(&b)
+			t.Logf("plan:\n%s", b.String())
+			t.Fatalf("run: %v", err)
+		}
+		seen(cx)
+		if cx.Property != "" {
+			t.Logf("%s", cx.Summary())
+			t.Fatalf("%s violated", cx.Property)
+		}
+	}
+}
+
+// Summary says what broke, in a few lines: the property, the plan in
+// brief, and every failed verdict's explanation.
+func (cx *Counterexample) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s violated\n", cx.Property)
+	p := cx.Plan
+	impl := "the reference"
+	if p.Mutant != "" {
+		impl = "mutant " + p.Mutant
+	}
+	fmt.Fprintf(&b, "plan: %s %q, %d slots, %d clients, %d admins, %d faults, %d scheduling decisions; %s\n",
+		p.Kind, p.Lock, p.Slots, len(p.Clients), len(p.Admins), len(p.Nemesis), len(p.Schedule), impl)
+	for _, v := range cx.Report.Verdicts {
+		if v.Status == model.Fail || v.Status == model.Inconclusive {
+			fmt.Fprintf(&b, "%s %s: %s\n", v.Property, v.Status, v.Detail)
+		}
+	}
+	return b.String()
+}
+
+// Write writes the counterexample into dir (created if needed).
+func (cx *Counterexample) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return writeArtifacts(dir, cx)
+}
