@@ -154,7 +154,7 @@ func (a *Admin) declareSlot(ctx context.Context, l int) error {
 	}
 	q := SlotQueue(a.name, l)
 	if _, err := ch.Declare(ctx, q, broker.DeclareOptions{Durable: !c.o.TransientSlots, Args: c.o.queueArgs()}); err != nil {
-		c.failed(err)
+		c.failed(ctx, err)
 		return fmt.Errorf("amqplocks: declare %s: %w", q, err)
 	}
 	return nil

@@ -120,15 +120,21 @@ func (c *Client) lost(err error) error {
 	return fmt.Errorf("%w: connection lost: %w", ErrLost, err)
 }
 
-// failed records what err did to the client's channel and connection.
-func (c *Client) failed(err error) {
+// failed records what err did to the client's channel and connection. A
+// channel the broker closed is reopened at once, by the operation that lost
+// it, as the spec's acquire does after a RESOURCE_LOCKED; if that fails the
+// next operation tries again.
+func (c *Client) failed(ctx context.Context, err error) {
 	var e *broker.Error
-	if errors.As(err, &e) {
-		c.ch = nil
-		if e.Connection {
-			c.held = map[string]bool{}
-		}
+	if !errors.As(err, &e) {
+		return
 	}
+	c.ch = nil
+	if e.Connection {
+		c.held = map[string]bool{}
+		return
+	}
+	c.channel(ctx)
 }
 
 // exists probes queue q with a mandatory publish under confirms: a
@@ -140,7 +146,7 @@ func (c *Client) exists(ctx context.Context, q string) (bool, error) {
 	}
 	conf, err := ch.Publish(ctx, broker.Publishing{Key: q, Mandatory: true})
 	if err != nil {
-		c.failed(err)
+		c.failed(ctx, err)
 		return false, fmt.Errorf("amqplocks: probe %s: %w", q, err)
 	}
 	return !conf.Returned, nil
@@ -158,7 +164,7 @@ func (c *Client) declareExclusive(ctx context.Context, q string) (bool, error) {
 		c.held[q] = true
 		return true, nil
 	}
-	c.failed(err)
+	c.failed(ctx, err)
 	if broker.Code(err) == broker.ResourceLocked && !broker.ConnectionLost(err) {
 		return false, nil
 	}
@@ -172,7 +178,7 @@ func (c *Client) remove(ctx context.Context, q string) error {
 		return err
 	}
 	if _, err := ch.Delete(ctx, q, broker.DeleteOptions{}); err != nil {
-		c.failed(err)
+		c.failed(ctx, err)
 		return fmt.Errorf("amqplocks: delete %s: %w", q, err)
 	}
 	delete(c.held, q)
@@ -224,7 +230,7 @@ func (c *Client) probeForVerify(ctx context.Context, q string) (bool, error) {
 	if err == nil {
 		return true, nil
 	}
-	c.failed(err)
+	c.failed(ctx, err)
 	if broker.Code(err) == broker.NotFound && !broker.ConnectionLost(err) {
 		return false, nil
 	}

@@ -37,7 +37,7 @@ func noLeak(p *Plan, res *Result) model.Verdict {
 	v := model.Verdict{Lock: p.Lock, Property: model.NoLeak, Status: model.Pass, Judged: 1}
 	if len(res.Leaks) > 0 {
 		v.Status = model.Fail
-		v.Detail = "after every client let go or was detected dead, and a final destroy, the broker still holds " + strings.Join(res.Leaks, ", ")
+		v.Detail = "after every client let go or was detected dead (and a final destroy), the broker still holds " + strings.Join(res.Leaks, ", ")
 	}
 	return v
 }

@@ -76,7 +76,11 @@ func MutantNamed(name string) *Mutant {
 	return nil
 }
 
-// implFor is what runs a plan: the reference, or the plan's mutant of it.
+// ImplFor is what runs a plan on its own: the reference, or the plan's
+// mutant of it.
+func ImplFor(p *Plan) Impl { return implFor(p, Reference) }
+
+// implFor is what runs a plan: base, or the plan's mutant of the reference.
 func implFor(p *Plan, base Impl) Impl {
 	if p.Mutant == "" || base != Reference {
 		return base

@@ -210,6 +210,9 @@ func (p *Plan) Validate() error {
 	return nil
 }
 
+// FaultNames are the faults a plan can hold.
+func FaultNames() []string { return append([]string(nil), faultNames...) }
+
 func (s Step) validate(admin bool) error {
 	client := map[string]bool{"acquire": true, "verify": true, "release": true, "sleep": true}
 	admins := map[string]bool{"change": true, "count": true, "wait": true, "destroy": true, "sleep": true}

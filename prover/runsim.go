@@ -68,6 +68,8 @@ type runner struct {
 	// ending is set once the nemesis starts ending faults: none strikes
 	// after that.
 	ending bool
+	// destroyed is set when the probe's destroy succeeds.
+	destroyed bool
 }
 
 // waitTimeout bounds an admin's wait: only a holder that is never released
@@ -278,6 +280,7 @@ func (r *runner) op(name string, st *procState, c Client, s Step) {
 		var from int
 		if from, err = c.Destroy(ctx); err == nil {
 			res = &histories.Value{From: histories.Int(from)}
+			r.destroyed = r.destroyed || name == "probe"
 		}
 	case "count":
 		var n int
@@ -507,13 +510,18 @@ func (r *runner) restart(name string) {
 	}
 }
 
-// leaks are the lock's queues still on the broker at the end, but for B
-// queues of killed holders that a broker with heartbeats off never notices.
+// leaks are the lock's queues still on the broker at the end: exclusive
+// ones (B queues, the administration mutex) but for those of processes
+// killed while heartbeats are off, which the broker never notices; and A
+// queues, if the final destroy succeeded.
 func (r *runner) leaks() []string {
 	var out []string
 	prefix := r.p.Lock
 	for _, q := range r.w.Queues() {
 		if q.Name != prefix && !strings.HasPrefix(q.Name, prefix+"-") {
+			continue
+		}
+		if q.Owner == "" && !r.destroyed {
 			continue
 		}
 		if q.Owner != "" && r.hb == 0 && r.killed[strings.Split(q.Owner, "#")[0]] {

@@ -30,8 +30,11 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"prove", "draw plans and prove the reference (or a mutant) on the simulator", runProve},
 		{"check", "check recorded histories against every property", runCheck},
-		{"demo", "run the reference semaphore on the simulator under faults and print what happened", runDemo},
+		{"replay", "run a saved plan again and check its history", runReplay},
+		{"explore", "prove the reference's open choices under each family of faults: a Markdown table", runExplore},
+		{"mutants", "list the mutant catalogue: name and the property that must catch it", runMutants},
 	}
 }
 
