@@ -94,7 +94,7 @@ func explainSlot(lh *lockHistory, m porcupine.Model, ops []porcupine.Operation, 
 	}
 	c := ops[culprit].Input.(*slotCall)
 	o := c.op.src
-	who := func(p int) string { return lh.procs[p-1] }
+	who := func(holder int) string { return lh.procs[procOf(holder)-1] }
 	var cited []cause // the causes the explanation names
 	cite := func(k cause, def string) string {
 		if k.text == "" {
@@ -133,11 +133,7 @@ func explainSlot(lh *lockHistory, m porcupine.Model, ops []porcupine.Operation, 
 	case seeMissing:
 		why = fmt.Sprintf("%s ran alone and failed, but slot %d existed (%s)", describeOp(o), slot, cite(existed, "as an earlier acquire found it"))
 	case seeTaken:
-		if state.holder == 0 {
-			why = fmt.Sprintf("%s failed held, but the mutex was free (%s)", describeOp(o), cite(held, "no one had taken it"))
-		} else {
-			why = fmt.Sprintf("%s failed held, but %s itself held the mutex", describeOp(o), o.name)
-		}
+		why = fmt.Sprintf("%s failed held, but the mutex was free (%s)", describeOp(o), cite(held, "no one had taken it"))
 	default:
 		why = fmt.Sprintf("%s cannot follow; the slot %s", describeOp(o), state.describe(lh.procs))
 	}

@@ -24,10 +24,12 @@ func FuzzCheck(f *testing.F) {
 		if err != nil {
 			return
 		}
-		r := Check(h, Options{Timeout: time.Second})
-		for _, v := range r.Verdicts {
-			if v.Status == Fail && v.Detail == "" {
-				t.Errorf("%s failed without saying why", v.Property)
+		for _, strict := range []bool{false, true} {
+			r := Check(h, Options{Strict: strict, Timeout: time.Second})
+			for _, v := range r.Verdicts {
+				if v.Status == Fail && v.Detail == "" {
+					t.Errorf("%s failed without saying why", v.Property)
+				}
 			}
 		}
 	})

@@ -251,6 +251,11 @@ func TestAcquireExact(t *testing.T) {
 			c2 invoke acquire sem
 			c2 ok acquire sem slot=1
 			c1 fail acquire sem reason=full`, true, Fail, []string{"(strict model)", "c1 acquire -> failed full"}},
+		{"strict: a count of zero", `
+			admin invoke count sem
+			admin ok count sem slots=0
+			c1 invoke acquire sem
+			c1 fail acquire sem reason=absent`, true, Pass, nil},
 		{"strict: full when every slot was held at one instant", created2 + `
 			c1 invoke acquire sem
 			c1 ok acquire sem slot=1

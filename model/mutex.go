@@ -15,7 +15,7 @@ func mutexOps(lh *lockHistory, exact bool) ([]porcupine.Operation, int) {
 	var ops []porcupine.Operation
 	judged := 0
 	add := func(o *op, k slotKind) {
-		ops = append(ops, porcupine.Operation{ClientId: o.client, Call: o.call, Return: o.ret, Input: &slotCall{&slotOp{kind: k, proc: o.proc, src: o}, o.call}})
+		ops = append(ops, porcupine.Operation{ClientId: o.client, Call: o.call, Return: o.ret, Input: &slotCall{&slotOp{kind: k, proc: o.who, src: o}, o.call}})
 	}
 	since := map[int]int64{}
 	lastTake := map[int]int64{}

@@ -16,6 +16,7 @@ type op struct {
 	index  int // the invoke's index
 	done   int // the completion's index, or -1 if it never completed
 	proc   int // 1-based process number
+	who    int // the incarnation: proc*incarnations + how many kills of it came before
 	name   string
 	f      string
 	typ    histories.Type // the completion's type; "" if none
@@ -110,6 +111,7 @@ func split(h []histories.Event) ([]*lockHistory, []string) {
 		}
 	}
 	immunity(faults)
+	incarnate(locks, faults)
 	out := make([]*lockHistory, len(order))
 	for i, name := range order {
 		lh := locks[name]
@@ -165,6 +167,28 @@ func immunity(faults []*fault) {
 		}
 	}
 }
+
+// incarnations bounds the kills one process may survive in a history.
+const incarnations = 1 << 16
+
+// incarnate numbers each operation's incarnation: a process killed and run
+// again is a new client under the same name, which does not hold what its
+// predecessor held.
+func incarnate(locks map[string]*lockHistory, faults []*fault) {
+	for _, lh := range locks {
+		for _, o := range lh.ops {
+			o.who = o.proc * incarnations
+			for _, f := range faults {
+				if f.f == "kill" && f.target == o.proc && f.end < o.call {
+					o.who++
+				}
+			}
+		}
+	}
+}
+
+// procOf is the process of an incarnation.
+func procOf(who int) int { return who / incarnations }
 
 // costsHolds reports whether a fault may end connections (and so holds).
 func costsHolds(f *fault) bool {

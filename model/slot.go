@@ -22,13 +22,13 @@ const (
 	lost                         // a fault cost the holder its connection
 	seeHeld                      // a quiescent acquire failed full: the slot was held
 	seeMissing                   // a quiescent acquire failed: the slot did not exist
-	seeTaken                     // the mutex was held by someone else
+	seeTaken                     // the mutex was held
 )
 
 // slotOp is the input of a porcupine operation on one slot.
 type slotOp struct {
 	kind   slotKind
-	proc   int
+	proc   int // the incarnation (who) acting, or for lost the process
 	immune int64 // lost: holds taken by an acquire begun at or after this survive
 	src    *op   // the history operation, nil for lost
 	fault  *fault
@@ -43,7 +43,7 @@ const (
 )
 
 // slotState is one slot: whether its A queue exists and who holds its B
-// queue (a process number, 0 for no one) since when.
+// queue (an incarnation, 0 for no one) since when.
 type slotState struct {
 	exists tri
 	holder int
@@ -88,7 +88,7 @@ func stepSlot(s slotState, o *slotOp, call int64) (bool, slotState) {
 	case remove:
 		s.exists = no
 	case lost:
-		if s.holder == o.proc && s.since < o.immune {
+		if procOf(s.holder) == o.proc && s.since < o.immune {
 			s.holder = 0
 		}
 	case seeHeld:
@@ -102,7 +102,9 @@ func stepSlot(s slotState, o *slotOp, call int64) (bool, slotState) {
 		}
 		s.exists = no
 	case seeTaken:
-		if s.holder == 0 || s.holder == o.proc {
+		// Held by anyone: even by the same process, on a connection it has
+		// since replaced, which a history does not show.
+		if s.holder == 0 {
 			return false, s
 		}
 	}
@@ -158,24 +160,24 @@ func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porc
 			switch {
 			case o.typ == histories.Ok:
 				s := *o.res.Slot
-				add(s, o, &slotOp{kind: take, proc: o.proc, src: o})
+				add(s, o, &slotOp{kind: take, proc: o.who, src: o})
 				note(s, o.proc, o.call)
 			case o.unknown():
 				for s := 1; s <= lh.max; s++ {
-					add(s, o, &slotOp{kind: maybeTake, proc: o.proc, src: o})
+					add(s, o, &slotOp{kind: maybeTake, proc: o.who, src: o})
 					note(s, o.proc, o.call)
 				}
 			case quiescent != nil:
 				for _, ob := range quiescent[o] {
-					add(ob.slot, o, &slotOp{kind: ob.kind, proc: o.proc, src: o})
+					add(ob.slot, o, &slotOp{kind: ob.kind, proc: o.who, src: o})
 				}
 			}
 		case "release":
 			switch {
 			case o.typ == histories.Ok:
-				add(*o.arg.Slot, o, &slotOp{kind: release, proc: o.proc, src: o})
+				add(*o.arg.Slot, o, &slotOp{kind: release, proc: o.who, src: o})
 			case o.unknown():
-				add(*o.arg.Slot, o, &slotOp{kind: maybeRelease, proc: o.proc, src: o})
+				add(*o.arg.Slot, o, &slotOp{kind: maybeRelease, proc: o.who, src: o})
 			}
 		case "verify":
 			if o.typ == histories.Ok && (*o.res.Held || !faultExcuses(lh, o, lastTake[o.proc])) {
@@ -183,11 +185,11 @@ func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porc
 				if *o.res.Held {
 					k = verifyHeld
 				}
-				add(*o.arg.Slot, o, &slotOp{kind: k, proc: o.proc, src: o})
+				add(*o.arg.Slot, o, &slotOp{kind: k, proc: o.who, src: o})
 			}
 		case "create", "change", "destroy":
 			for _, e := range adminEffects(lh, o) {
-				add(e.slot, o, &slotOp{kind: e.kind, proc: o.proc, src: o})
+				add(e.slot, o, &slotOp{kind: e.kind, proc: o.who, src: o})
 			}
 		}
 	}
@@ -270,7 +272,7 @@ func (s slotState) describe(procs []string) string {
 	if s.holder == 0 {
 		return e + ", free"
 	}
-	return fmt.Sprintf("%s, held by %s", e, procs[s.holder-1])
+	return fmt.Sprintf("%s, held by %s", e, procs[procOf(s.holder)-1])
 }
 
 // faultExcuses reports whether a fault on o's process may have cost it the

@@ -100,7 +100,7 @@ func stepStrict(s strictState, c *strictCall) (bool, strictState) {
 		}
 		return c.count == s.slots(), s
 	}
-	ok, st := stepSlot(s.get(c.slot-1), &slotOp{kind: c.kind, proc: c.o.proc}, c.o.call)
+	ok, st := stepSlot(s.get(c.slot-1), &slotOp{kind: c.kind, proc: c.o.who}, c.o.call)
 	return ok, s.with(c.slot-1, st)
 }
 
@@ -141,9 +141,6 @@ func strictOps(lh *lockHistory) ([]porcupine.Operation, int) {
 	judged := 0
 	add := func(o *op, c *strictCall) {
 		c.o = o
-		if c.count == 0 && c.effects == nil && !c.full && c.slot == 0 {
-			c.count = -1
-		}
 		ops = append(ops, porcupine.Operation{ClientId: o.client, Call: o.call, Return: o.ret, Input: c})
 	}
 	since := map[int]int64{}
@@ -177,8 +174,11 @@ func strictOps(lh *lockHistory) ([]porcupine.Operation, int) {
 			add(o, &strictCall{count: *o.res.Slots})
 			judged++
 		case o.f == "create" || o.f == "change" || o.f == "destroy":
-			if es := adminEffects(lh, o); es != nil {
-				add(o, &strictCall{effects: es, count: -1})
+			// An admin changes one A queue at a time: each of its effects
+			// is an operation of its own over the admin operation's time.
+			for _, e := range adminEffects(lh, o) {
+				ops = append(ops, porcupine.Operation{ClientId: -1, Call: o.call, Return: o.ret,
+					Input: &strictCall{o: o, effects: []slotEffect{e}, count: -1}})
 			}
 		}
 	}

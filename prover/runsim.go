@@ -157,10 +157,8 @@ func (r *runner) run(name string, st *procState, b broker.Broker) {
 		r.created = true
 	}
 	// The semaphore is created before anything else, unless its creator is
-	// held up by a fault: then the others go ahead without it.
-	for i := 0; !r.created && i < 1000; i++ {
-		b.Sleep(ctx, time.Millisecond)
-	}
+	// held up by a fault: then the others go ahead without it, a second on.
+	r.await(b, time.Second, func() bool { return r.created })
 	for st.pos < len(st.script) {
 		s := st.script[st.pos]
 		st.pos++
@@ -343,10 +341,7 @@ func (r *runner) nemesis(b broker.Broker) {
 	// Faults meant to last until the end last until every other process is
 	// done (or a virtual hour has passed); then they end, so that the
 	// faulted processes can finish too.
-	deadline := r.w.Now() + int64(time.Hour)
-	for !r.allDone(true) && r.w.Now() < deadline {
-		b.Sleep(ctx, 10*time.Millisecond)
-	}
+	r.await(b, time.Hour, func() bool { return r.allDone(true) })
 	r.ending = true
 	for _, name := range sortedKeys(r.faulty) {
 		if r.faulty[name]["pause"] {
@@ -356,12 +351,9 @@ func (r *runner) nemesis(b broker.Broker) {
 			r.strike("heal", name)
 		}
 	}
-	for deadline += int64(time.Hour); !r.allDone(false); {
-		if r.w.Now() >= deadline {
-			r.stuck = fmt.Errorf("the plan did not finish within two virtual hours: %s still running", strings.Join(r.running(), ", "))
-			return
-		}
-		b.Sleep(ctx, 10*time.Millisecond)
+	if !r.await(b, time.Hour, func() bool { return r.allDone(false) }) {
+		r.stuck = fmt.Errorf("the plan did not finish within a virtual hour of its faults ending: %s still running", strings.Join(r.running(), ", "))
+		return
 	}
 	if r.hb > 0 {
 		b.Sleep(ctx, 3*r.hb+time.Second) // the broker notices every dead connection
@@ -369,9 +361,20 @@ func (r *runner) nemesis(b broker.Broker) {
 	st := &procState{open: -1, script: r.probe()}
 	r.states["probe"] = st
 	r.w.Go("probe", func(b broker.Broker) { r.run("probe", st, b) })
-	for !st.done {
-		b.Sleep(ctx, 10*time.Millisecond)
+	r.await(b, 24*time.Hour, func() bool { return st.done })
+}
+
+// await polls cond, backing off from a millisecond to a second, until it
+// holds (true) or limit has passed (false).
+func (r *runner) await(b broker.Broker, limit time.Duration, cond func() bool) bool {
+	deadline := r.w.Now() + int64(limit)
+	for d := time.Millisecond; !cond(); d = min(2*d, time.Second) {
+		if r.w.Now() >= deadline {
+			return false
+		}
+		b.Sleep(context.Background(), d)
 	}
+	return true
 }
 
 // probe is the final quiescent script: with every other process done and

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/lockprover/lockprover/histories"
@@ -86,8 +87,17 @@ func runMutants(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mutants", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	verbose := fs.Bool("v", false, "also say what each mutant gets wrong")
+	detect := fs.Int("detect", 0, "prove each mutant from this many seeds and print a Markdown table of the plans and time it takes to catch")
+	budget := fs.Int("budget", 20000, "with --detect, give up on a seed after this many plans")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
+	}
+	if *detect < 0 || *budget < 1 {
+		fmt.Fprintln(stderr, "mutants: --detect must not be negative, --budget must be at least 1")
+		return exitUsage
+	}
+	if *detect > 0 {
+		return detectMutants(*detect, *budget, stdout, stderr)
 	}
 	for _, m := range prover.Mutants {
 		fmt.Fprintf(stdout, "%-26s %s\n", m.Name, m.Property)
@@ -96,4 +106,48 @@ func runMutants(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return exitOK
+}
+
+// detectMutants proves each mutant from seeds 1..n, counting a seed as
+// caught when the mutant's own property breaks, and prints the medians.
+func detectMutants(n, budget int, stdout, stderr io.Writer) int {
+	fmt.Fprintf(stdout, "| mutant | property | caught | median plans | median seconds |\n|---|---|---|---|---|\n")
+	code := exitOK
+	for _, m := range prover.Mutants {
+		var plans []int
+		var secs []float64
+		for seed := 1; seed <= n; seed++ {
+			c := prover.Config{Mutant: m.Name, Properties: []string{m.Property}}
+			o, err := runSearch(prover.Search{Config: c, Seed: uint64(seed), Plans: budget, Shrink: 1})
+			if err != nil {
+				fmt.Fprintf(stderr, "mutants: %s: %v\n", m.Name, err)
+				return exitViolation
+			}
+			if o.Found != nil {
+				plans = append(plans, o.Plans)
+				secs = append(secs, o.Elapsed.Seconds())
+			}
+		}
+		if len(plans) < n {
+			code = exitViolation
+		}
+		fmt.Fprintf(stdout, "| %s | %s | %d/%d | %s | %s |\n", m.Name, m.Property, len(plans), n, median(plans), medianF(secs))
+	}
+	return code
+}
+
+func median(v []int) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	sort.Ints(v)
+	return fmt.Sprint(v[len(v)/2])
+}
+
+func medianF(v []float64) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	sort.Float64s(v)
+	return fmt.Sprintf("%.2f", v[len(v)/2])
 }

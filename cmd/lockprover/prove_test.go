@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func lockprover(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestProveReferenceHolds(t *testing.T) {
+	code, out, errOut := lockprover("prove", "--runs", "300", "--seed", "3")
+	if code != exitOK || !strings.Contains(out, "300 plans") || !strings.Contains(out, "every property held") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// A mutant is caught, written out, and its plan replays to the same
+// history and the same verdict.
+func TestProveMutantThenReplay(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	code, out, errOut := lockprover("prove", "--runs", "500", "--seed", "1", "--mutant", "trust-scan", "--out", dir, "--shrink-time", "2s")
+	if code != exitViolation || !strings.Contains(out, "slot-exclusive violated") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, f := range []string{"plan.json", "history.jsonl", "history.html", "summary.txt"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	again := filepath.Join(t.TempDir(), "again.jsonl")
+	code, out, errOut = lockprover("replay", "--history", again, filepath.Join(dir, "plan.json"))
+	if code != exitViolation || !strings.Contains(out, "slot-exclusive  FAIL") {
+		t.Fatalf("replay: exit %d\n%s%s", code, out, errOut)
+	}
+	a, _ := os.ReadFile(filepath.Join(dir, "history.jsonl"))
+	b, _ := os.ReadFile(again)
+	if !bytes.Equal(a, b) {
+		t.Error("replay gave a different history")
+	}
+	// The same plan on the reference holds.
+	if code, out, _ := lockprover("replay", "--mutant", "reference", filepath.Join(dir, "plan.json")); code != exitOK {
+		t.Errorf("the reference on the mutant's plan: exit %d\n%s", code, out)
+	}
+	// A second counterexample does not overwrite the first.
+	code, out, _ = lockprover("prove", "--runs", "500", "--seed", "1", "--mutant", "trust-scan", "--out", dir, "--shrink-time", "1s")
+	if code != exitViolation || !strings.Contains(out, filepath.Join(dir, "counterexample-2")) {
+		t.Errorf("second counterexample: exit %d\n%s", code, out)
+	}
+}
+
+func TestProveUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"prove", "--faults", "meteor"}, `unknown fault "meteor"`},
+		{[]string{"prove", "--mutant", "nope"}, `no mutant named "nope"`},
+		{[]string{"prove", "--kind", "lock"}, "--kind must be semaphore or mutex"},
+		{[]string{"prove", "--shard", "3/2"}, "want i/n with 1 <= i <= n"},
+		{[]string{"prove", "--properties", "fast"}, `unknown property "fast"`},
+		{[]string{"prove", "extra"}, `unexpected argument "extra"`},
+		{[]string{"replay"}, "want exactly one plan file"},
+		{[]string{"replay", "no-such-plan.json"}, "no-such-plan.json"},
+		{[]string{"explore", "--plans", "0"}, "--plans must be at least 1"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+	} {
+		code, _, errOut := lockprover(tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+func TestReplayRefusesToOverwrite(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "h.jsonl")
+	os.WriteFile(existing, []byte("mine\n"), 0o644)
+	code, _, errOut := lockprover("replay", "--history", existing, filepath.Join("..", "..", "testdata", "plans", "zombie.json"))
+	if code != exitUsage || !strings.Contains(errOut, "not overwriting") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "mine\n" {
+		t.Error("the user's file was overwritten")
+	}
+}
+
+func TestMutantsList(t *testing.T) {
+	code, out, _ := lockprover("mutants", "-v")
+	if code != exitOK || strings.Count(out, "\n") < 24 || !strings.Contains(out, "b-not-exclusive            slot-exclusive") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+func TestExploreTable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "explore")
+	code, out, errOut := lockprover("explore", "--plans", "40", "--out", dir, "--shrink-time", "1s")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "| spec defaults | holds (40 plans) |") || !strings.Contains(out, "**cheap-verify**") {
+		t.Errorf("table:\n%s", out)
+	}
+}

@@ -1,0 +1,25 @@
+package prover
+
+import (
+	"fmt"
+	"testing"
+)
+
+// BenchmarkPlans is the cost of proving one plan on the simulator (draw,
+// run, judge): 3 clients of up to 8 steps each (about 30 operations with the
+// admin and the probe), every fault. Then how it grows with clients and
+// steps. Reported as plans/s.
+func BenchmarkPlans(b *testing.B) {
+	for _, c := range []struct{ clients, ops int }{{3, 8}, {1, 8}, {6, 8}, {12, 8}, {3, 16}, {3, 32}} {
+		b.Run(fmt.Sprintf("clients=%d/ops=%d", c.clients, c.ops), func(b *testing.B) {
+			b.ReportAllocs()
+			out, err := Search{Config: Config{Clients: c.clients, Ops: c.ops}, Seed: 1, Plans: b.N}.Run()
+			if err != nil || out.Found != nil {
+				b.Fatalf("%v %v", err, out.Found)
+			}
+			b.ReportMetric(float64(out.Plans)/out.Elapsed.Seconds(), "plans/s")
+			ops := 0
+			b.ReportMetric(float64(ops), "")
+		})
+	}
+}
