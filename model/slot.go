@@ -28,7 +28,7 @@ const (
 // slotOp is the input of a porcupine operation on one slot.
 type slotOp struct {
 	kind   slotKind
-	proc   int // the incarnation (who) acting, or for lost the process
+	proc   int   // the incarnation (who) acting, or for lost the process
 	immune int64 // lost: holds taken by an acquire begun at or after this survive
 	src    *op   // the history operation, nil for lost
 	fault  *fault
