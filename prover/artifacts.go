@@ -25,7 +25,7 @@ func writeArtifacts(dir string, cx *Counterexample) error {
 	for _, prop := range []string{cx.Property, model.SlotExclusive} {
 		for i := range r.Verdicts {
 			v := &r.Verdicts[i]
-			if v.Property != prop || v.Lock != cx.Plan.Lock || page.Len() > 0 {
+			if v.Property != prop || v.Lock != cx.Result.Lock || page.Len() > 0 {
 				continue
 			}
 			if _, err := v.Visualize(&page); err != nil {

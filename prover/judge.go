@@ -6,7 +6,6 @@ import (
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
-	"github.com/lockprover/lockprover/sim"
 )
 
 // Judge checks a run: the history against the model, and what the history
@@ -16,7 +15,7 @@ func Judge(p *Plan, res *Result, o model.Options) *model.Report {
 	r := model.Check(res.History, o)
 	for i := range r.Verdicts {
 		v := &r.Verdicts[i]
-		if v.Lock != p.Lock || v.Status != model.NotJudged {
+		if v.Lock != res.Lock || v.Status != model.NotJudged {
 			continue
 		}
 		switch v.Property {
@@ -34,7 +33,7 @@ func Judge(p *Plan, res *Result, o model.Options) *model.Report {
 }
 
 func noLeak(p *Plan, res *Result) model.Verdict {
-	v := model.Verdict{Lock: p.Lock, Property: model.NoLeak, Status: model.Pass, Judged: 1}
+	v := model.Verdict{Lock: res.Lock, Property: model.NoLeak, Status: model.Pass, Judged: 1}
 	if len(res.Leaks) > 0 {
 		v.Status = model.Fail
 		v.Detail = "after every client let go or was detected dead (and a final destroy), the broker still holds " + strings.Join(res.Leaks, ", ")
@@ -43,14 +42,14 @@ func noLeak(p *Plan, res *Result) model.Verdict {
 }
 
 // A budget says what an operation may send, or why not.
-type budget func(p *Plan, res *Result, e histories.Event, c sim.Counters) string
+type budget func(p *Plan, res *Result, e histories.Event, c Cost) string
 
 // cheap judges every completed operation f against its budget.
 func cheap(p *Plan, res *Result, f string, within budget) model.Verdict {
-	v := model.Verdict{Lock: p.Lock, Property: map[string]string{"acquire": model.CheapAcquire, "verify": model.CheapVerify}[f], Status: model.Pass}
+	v := model.Verdict{Lock: res.Lock, Property: map[string]string{"acquire": model.CheapAcquire, "verify": model.CheapVerify}[f], Status: model.Pass}
 	for _, e := range res.History {
 		c, ok := res.Costs[e.Index]
-		if !ok || e.F != f || e.Lock != p.Lock {
+		if !ok || e.F != f || e.Lock != res.Lock {
 			continue
 		}
 		v.Judged++
@@ -79,12 +78,9 @@ func completion(h []histories.Event, e histories.Event) histories.Event {
 // the spec's scan needs: per attempt two probes per slot up to C+1 (twice
 // over for a scan that wraps round), the declare and the verify, plus
 // channel.open and confirm.select per race lost.
-func acquireBudget(p *Plan, res *Result, _ histories.Event, c sim.Counters) string {
-	races := c.Method("channel.close-ok")
-	methods := 0
-	for _, n := range c.Methods {
-		methods += n
-	}
+func acquireBudget(p *Plan, res *Result, _ histories.Event, c Cost) string {
+	races := c.Methods["channel.close-ok"]
+	methods := c.Total()
 	limit := (races+1)*(4*res.MaxSlots+6) + 2*races
 	switch {
 	case c.Connections > 0:
@@ -100,13 +96,9 @@ func acquireBudget(p *Plan, res *Result, _ histories.Event, c sim.Counters) stri
 // verifyBudget: verify is one mandatory publish and its confirm: no
 // declare, no reconnect, no channel; a verify that says held must have
 // asked.
-func verifyBudget(_ *Plan, _ *Result, done histories.Event, c sim.Counters) string {
-	pub := c.Method("basic.publish")
-	others := 0
-	for _, n := range c.Methods {
-		others += n
-	}
-	others -= pub
+func verifyBudget(_ *Plan, _ *Result, done histories.Event, c Cost) string {
+	pub := c.Methods["basic.publish"]
+	others := c.Total() - pub
 	switch {
 	case c.Connections > 0:
 		return "reconnected"
@@ -120,7 +112,7 @@ func verifyBudget(_ *Plan, _ *Result, done histories.Event, c sim.Counters) stri
 
 // driverMinimal: only the methods the spec needs, from any process.
 func driverMinimal(p *Plan, res *Result) model.Verdict {
-	v := model.Verdict{Lock: p.Lock, Property: model.DriverMinimal, Status: model.Pass}
+	v := model.Verdict{Lock: res.Lock, Property: model.DriverMinimal, Status: model.Pass}
 	var extra []string
 	for m, n := range res.Methods {
 		v.Judged += n

@@ -16,6 +16,7 @@
 package prover
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,7 +30,7 @@ import (
 
 // A Target runs plans: the simulator, or a real broker.
 type Target interface {
-	Run(p *Plan, impl Impl) (*Result, error)
+	Run(ctx context.Context, p *Plan, impl Impl) (*Result, error)
 }
 
 // Config says what to prove and how hard to look. The zero value proves the
@@ -54,6 +55,8 @@ type Config struct {
 	// Out is where a counterexample is written; "" means the test's
 	// artifact directory or a temporary one.
 	Out string
+
+	ctx context.Context // interrupts runs (set by Search)
 }
 
 func (c Config) withDefaults() Config {
@@ -98,7 +101,11 @@ type Counterexample struct {
 
 // run runs and judges one plan.
 func (c Config) run(p *Plan) (*Counterexample, error) {
-	res, err := c.Target.Run(p, implFor(p, c.Impl))
+	ctx := c.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	res, err := c.Target.Run(ctx, p, implFor(p, c.Impl))
 	if err != nil {
 		return nil, err
 	}

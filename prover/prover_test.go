@@ -2,6 +2,7 @@ package prover
 
 import (
 	"bytes"
+	"context"
 	"testing"
 
 	"github.com/lockprover/lockprover/histories"
@@ -50,7 +51,7 @@ func TestSameSeedSameHistory(t *testing.T) {
 		out.Found.Plan.Write(&p)
 		histories.Write(&h, out.Found.Result.History)
 		// Run the plan again from its JSON.
-		res, err := Simulator{}.Run(out.Found.Plan, ImplFor(out.Found.Plan))
+		res, err := Simulator{}.Run(context.Background(), out.Found.Plan, ImplFor(out.Found.Plan))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package prover
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"sync"
@@ -23,6 +24,9 @@ type Search struct {
 	Shrink        time.Duration // time to minimise a failing plan; 0 means 30 s
 	// Progress, if set, is called after every plan (not while shrinking).
 	Progress func(plans, judged int)
+	// Context, if set, interrupts the search: no new plan starts, and a
+	// run on a real broker stops and cleans up.
+	Context context.Context
 }
 
 // Outcome is what a Search found.
@@ -60,6 +64,7 @@ func (s Search) Run() (*Outcome, error) {
 	out := &Outcome{}
 	start := time.Now()
 	var last *Counterexample
+	s.Config.ctx = s.Context
 	prop := s.Config.property(func(cx *Counterexample) {
 		if out.Found != nil || last != nil {
 			if cx.Property != "" {
@@ -76,7 +81,12 @@ func (s Search) Run() (*Outcome, error) {
 			s.Progress(out.Plans, out.Judged)
 		}
 	})
-	for b := s.Shard; last == nil; b += s.Shards {
+	ctx := s.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	s.Config.ctx = ctx
+	for b := s.Shard; last == nil && ctx.Err() == nil; b += s.Shards {
 		if s.Plans > 0 && out.Plans >= s.Plans || !s.Until.IsZero() && time.Now().After(s.Until) {
 			break
 		}
@@ -89,6 +99,9 @@ func (s Search) Run() (*Outcome, error) {
 		rapid.Check(&quietTB{}, prop)
 	}
 	out.Found, out.Elapsed = last, time.Since(start)
+	if err := ctx.Err(); err != nil && last == nil {
+		return out, fmt.Errorf("interrupted after %d plans", out.Plans)
+	}
 	return out, nil
 }
 

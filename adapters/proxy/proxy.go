@@ -35,8 +35,11 @@ type Proxy struct {
 	brokerAddr string
 	ln         net.Listener
 	counts     *counters
-	armed      atomic.Uint32 // methodID whose next request's reply DropReply drops; 0: none
-	delay      atomic.Int64  // nanoseconds added to every forwarded chunk
+	armed      atomic.Uint32 // methodID whose next request's reply DropReply drops; 0: none; anyMethod: any
+	sent       atomic.Int64  // methods the client has sent, for AfterMethods
+	hookMu     sync.Mutex
+	hooks      map[int64]func()
+	delay      atomic.Int64 // nanoseconds added to every forwarded chunk
 
 	partitioned atomic.Bool
 	mu          sync.Mutex
@@ -167,9 +170,15 @@ func (p *Proxy) Heal() {
 // call is never chosen. A new call replaces an arm not yet spent;
 // DropReply("") disarms. Requests sent with no-wait are not chosen. An
 // unknown method name, or one without a reply, is an error.
+//
+// DropReply("*") chooses the next request of any method that has a reply.
 func (p *Proxy) DropReply(method string) error {
-	if method == "" {
+	switch method {
+	case "":
 		p.armed.Store(0)
+		return nil
+	case "*":
+		p.armed.Store(anyMethod)
 		return nil
 	}
 	i, ok := methodByName[method]
@@ -180,9 +189,60 @@ func (p *Proxy) DropReply(method string) error {
 	return nil
 }
 
+// anyMethod arms DropReply for any method with a reply.
+const anyMethod = ^uint32(0)
+
 // take spends the DropReply arm for a request of method id, if armed for it.
 func (p *Proxy) take(id methodID) bool {
-	return p.armed.Load() == uint32(id) && p.armed.CompareAndSwap(uint32(id), 0)
+	a := p.armed.Load()
+	return (a == uint32(id) || a == anyMethod) && p.armed.CompareAndSwap(a, 0)
+}
+
+// AfterMethods runs f (in a goroutine of its own) once the client has sent
+// n methods in all through this proxy and the n-th has been forwarded to the
+// broker: a fault aimed at the middle of an operation. f may call the
+// proxy's fault methods.
+func (p *Proxy) AfterMethods(n int, f func()) {
+	p.hookMu.Lock()
+	defer p.hookMu.Unlock()
+	if p.hooks == nil {
+		p.hooks = map[int64]func(){}
+	}
+	p.hooks[int64(n)] = f
+}
+
+// clientSent counts a method from the client and fires a due hook, after a
+// moment so that the method reaches the broker first.
+func (p *Proxy) clientSent() {
+	n := p.sent.Add(1)
+	p.hookMu.Lock()
+	f := p.hooks[n]
+	delete(p.hooks, n)
+	p.hookMu.Unlock()
+	if f != nil {
+		go func() {
+			time.Sleep(time.Millisecond)
+			f()
+		}()
+	}
+}
+
+// BrokerSide returns the local addresses of the proxy's current connections
+// to the broker: the broker lists each connection under the name
+// "LOCAL -> BROKER", which is how rabbitmqctl finds a client's connections.
+func (p *Proxy) BrokerSide() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var addrs []string
+	for c := range p.conns {
+		c.mu.Lock()
+		if c.broker != nil {
+			addrs = append(addrs, c.broker.LocalAddr().String())
+		}
+		c.mu.Unlock()
+	}
+	slices.Sort(addrs)
+	return addrs
 }
 
 // Delay adds d of latency, each way, to every byte forwarded from now on,
@@ -332,7 +392,9 @@ func (c *conn) run() {
 		}()
 		go func() {
 			defer wg.Done()
-			c.read(src, newStream(dir, sess, c.p.counts, c.p.take, make([]byte, bufSize)), pp)
+			st := newStream(dir, sess, c.p.counts, c.p.take, make([]byte, bufSize))
+			st.sent = c.p.clientSent
+			c.read(src, st, pp)
 		}()
 	}
 	start(toBroker, c.client, b)

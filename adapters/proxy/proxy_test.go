@@ -809,3 +809,44 @@ func TestMalformedFrameClosesBothSides(t *testing.T) {
 		t.Fatalf("Malformed = %d", n)
 	}
 }
+
+// DropReply("*") drops the reply to whatever request comes next,
+// AfterMethods fires once the client has sent that many methods, and
+// BrokerSide names the connection the broker sees.
+func TestDropAnyAndAfterMethods(t *testing.T) {
+	p, u := startProxy(t)
+	admin := direct(t)
+	c := dial(t, u, 0)
+	ch := channel(t, c)
+	q := queueName(t)
+	t.Cleanup(func() {
+		if ch, err := admin.Channel(); err == nil {
+			ch.QueueDelete(q, false, false, false)
+		}
+	})
+	if side := p.BrokerSide(); len(side) != 1 {
+		t.Fatalf("BrokerSide = %v, want one address", side)
+	}
+	total := 0
+	for _, n := range p.Counts().Sent {
+		total += n
+	}
+	fired := make(chan int64, 1)
+	p.AfterMethods(total+1, func() { fired <- p.sent.Load() })
+	if err := p.DropReply("*"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ch.QueueDeclare(q, false, false, false, false, nil)
+	connectionError(t, "the declare", err)
+	if code, _ := probe(t, admin, q); code != 0 {
+		t.Fatalf("the declare was not applied (passive declare: %d)", code)
+	}
+	select {
+	case n := <-fired:
+		if n != int64(total+1) {
+			t.Errorf("hook fired at %d methods, want %d", n, total+1)
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("AfterMethods hook never fired")
+	}
+}

@@ -151,6 +151,7 @@ type stream struct {
 	sess  *session
 	count *counters
 	take  func(methodID) bool // takes the DropReply arm for a request of that method
+	sent  func()              // counts a method from the client (AfterMethods); may be nil
 	p     parser
 
 	buf     []byte // bytes read and not yet forwarded: buf[:n]
@@ -228,6 +229,9 @@ func (st *stream) visit(off int, f frame) bool {
 	if st.dir == toBroker {
 		st.sess.fromClient(f.channel, id, m, args, st.take)
 		st.tally(t)
+		if st.sent != nil {
+			st.sent()
+		}
 		return true
 	}
 	switch st.sess.fromBroker(f.channel, id, args) {

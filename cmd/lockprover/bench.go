@@ -70,13 +70,7 @@ Flags:`)
 		fmt.Fprintln(stderr, "bench: --slots must be at least 2")
 		return exitUsage
 	}
-	u := *amqpURL
-	if u == "" {
-		u = os.Getenv("LOCKPROVER_AMQP_URL")
-	}
-	if u == "" {
-		u = defaultAMQPURL
-	}
+	u := brokerURL(*amqpURL)
 	addr, err := brokerHostPort(u)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
@@ -117,17 +111,22 @@ Flags:`)
 	}
 
 	err = b.run()
+	interrupted := ctx.Err() != nil
+	stop() // a second ^C during the cleanup ends the process
 	b.closeAll()
 	left, cerr := b.cleanup()
+	clean := "the queues it created were deleted"
 	switch {
 	case cerr != nil:
-		fmt.Fprintf(stderr, "bench: cleanup: %v\n", cerr)
+		clean = "cleanup failed"
+		fmt.Fprintf(stderr, "bench: cleanup: %v (delete the queues named %s* by hand)\n", cerr, b.prefix)
 	case len(left) > 0:
+		clean = "cleanup incomplete"
 		fmt.Fprintf(stderr, "bench: cleanup: queues left on the broker: %s\n", strings.Join(left, ", "))
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "bench: interrupted; the queues it created were deleted")
+		if interrupted {
+			fmt.Fprintf(stderr, "bench: interrupted; %s\n", clean)
 		} else {
 			fmt.Fprintf(stderr, "bench: %v\n", err)
 		}

@@ -35,6 +35,7 @@ func commands() []command {
 		{"replay", "run a saved plan again and check its history", runReplay},
 		{"explore", "prove the reference's open choices under each family of faults: a Markdown table", runExplore},
 		{"mutants", "list the mutant catalogue: name and the property that must catch it", runMutants},
+		{"bench", "cost per operation against a real broker: latency and AMQP methods beside the floor", runBench},
 	}
 }
 

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,6 +29,9 @@ type proveFlags struct {
 	modelName              string
 	timeout, shrink        time.Duration
 	heartbeat              time.Duration
+	target, url            string
+	restart                bool
+	heartbeatSet           bool
 }
 
 func (f *proveFlags) register(fs *flag.FlagSet) {
@@ -42,7 +47,10 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.modelName, "model", "standard", "acquire-exact model: standard or strict")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "time budget of each linearizability check")
 	fs.DurationVar(&f.shrink, "shrink-time", 30*time.Second, "time to spend minimising a counterexample")
-	fs.DurationVar(&f.heartbeat, "heartbeat", 10*time.Second, "heartbeat the reference proposes; 0 for none (heartbeats off on both sides)")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker (plans wait three heartbeats at their end); 0s for none")
+	fs.StringVar(&f.target, "target", "sim", "where plans run: sim (the simulator) or rabbitmq (a real broker, see --amqp-url)")
+	fs.StringVar(&f.url, "amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/")
+	fs.BoolVar(&f.restart, "allow-restart", false, "let plans on a real broker restart it (rabbitmqctl stop_app/start_app)")
 }
 
 // config checks the flags and turns them into a prover configuration.
@@ -60,9 +68,23 @@ func (f *proveFlags) config() (prover.Config, error) {
 	case f.timeout <= 0:
 		return c, errors.New("--timeout must be positive")
 	}
-	c.Options.HeartbeatMs = int(f.heartbeat.Milliseconds())
-	if f.heartbeat == 0 {
+	switch {
+	case f.heartbeatSet && f.heartbeat == 0:
 		c.Options.HeartbeatMs = -1
+	case f.heartbeatSet:
+		c.Options.HeartbeatMs = int(f.heartbeat.Milliseconds())
+	case f.target == "rabbitmq":
+		c.Options.HeartbeatMs = 1000
+	}
+	switch f.target {
+	case "sim":
+	case "rabbitmq":
+		c.Target = prover.RabbitMQ{URL: brokerURL(f.url), AllowRestart: f.restart}
+		if f.faults == "all" && !f.restart {
+			c.Faults = withoutRestart(prover.FaultNames())
+		}
+	default:
+		return c, fmt.Errorf("--target must be sim or rabbitmq, not %q", f.target)
 	}
 	switch f.faults {
 	case "all":
@@ -114,6 +136,7 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
+	f.noticeHeartbeat(fs)
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "prove: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
@@ -144,9 +167,16 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 	if c.Mutant != "" {
 		what = "mutant " + c.Mutant
 	}
-	fmt.Fprintf(stdout, "proving %s on the simulator, seed %d\n", what, s.Seed)
+	where := "the simulator"
+	if f.target == "rabbitmq" {
+		where = "RabbitMQ at " + redact(brokerURL(f.url))
+	}
+	fmt.Fprintf(stdout, "proving %s on %s, seed %d\n", what, where, s.Seed)
 	status := newStatus(stdout)
 	s.Progress = status.update
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	s.Context = ctx
 	o, err := runSearch(s)
 	status.done()
 	if err != nil {
@@ -154,12 +184,44 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 		return exitViolation
 	}
 	rate := float64(o.Plans) / o.Elapsed.Seconds()
-	fmt.Fprintf(stdout, "%d plans, %d verdicts, %.1fs (%.0f plans/s)\n", o.Plans, o.Judged, o.Elapsed.Seconds(), rate)
+	fmt.Fprintf(stdout, "%d plans, %d verdicts, %.1fs (%.1f plans/s)\n", o.Plans, o.Judged, o.Elapsed.Seconds(), rate)
 	if o.Found == nil {
 		fmt.Fprintln(stdout, "every property held")
 		return exitOK
 	}
 	return reportCounterexample(o.Found, *out, stdout, stderr)
+}
+
+// noticeHeartbeat records whether --heartbeat was given (0s then means
+// none, its absence means the target's default).
+func (f *proveFlags) noticeHeartbeat(fs *flag.FlagSet) {
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "heartbeat" {
+			f.heartbeatSet = true
+		}
+	})
+}
+
+// brokerURL is the flag's URL, else $LOCKPROVER_AMQP_URL, else the local
+// default.
+func brokerURL(flagURL string) string {
+	if flagURL != "" {
+		return flagURL
+	}
+	if u := os.Getenv("LOCKPROVER_AMQP_URL"); u != "" {
+		return u
+	}
+	return defaultAMQPURL
+}
+
+func withoutRestart(faults []string) []string {
+	var out []string
+	for _, f := range faults {
+		if f != "restart-broker" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // runSearch runs a search. rapid registers its flags on the global flag
@@ -255,7 +317,7 @@ func (s *status) update(plans, judged int) {
 	}
 	s.last = time.Now()
 	el := time.Since(s.start)
-	line := fmt.Sprintf("plans %d  plans/s %.0f  verdicts %d  elapsed %s", plans, float64(plans)/el.Seconds(), judged, el.Round(time.Second))
+	line := fmt.Sprintf("plans %d  plans/s %.1f  verdicts %d  elapsed %s", plans, float64(plans)/el.Seconds(), judged, el.Round(time.Second))
 	if s.tty {
 		fmt.Fprintf(s.w, "\r%s ", line)
 	} else {

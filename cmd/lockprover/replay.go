@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"time"
@@ -27,7 +29,14 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	mutant := fs.String("mutant", "", "run this mutant instead of the plan's implementation (\"reference\" for the reference)")
 	modelName := fs.String("model", "standard", "acquire-exact model: standard or strict")
 	timeout := fs.Duration("timeout", time.Minute, "time budget of each linearizability check")
+	target := fs.String("target", "sim", "where the plan runs: sim or rabbitmq")
+	amqpURL := fs.String("amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
+	allowRestart := fs.Bool("allow-restart", false, "let the plan restart a real broker")
 	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if *target != "sim" && *target != "rabbitmq" {
+		fmt.Fprintf(stderr, "replay: --target must be sim or rabbitmq, not %q\n", *target)
 		return exitUsage
 	}
 	if fs.NArg() != 1 {
@@ -61,11 +70,16 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	sim := prover.Simulator{}
+	var t prover.Target = prover.Simulator{}
 	if *trace {
-		sim.Trace = stdout
+		t = prover.Simulator{Trace: stdout}
 	}
-	res, err := sim.Run(p, prover.ImplFor(p))
+	if *target == "rabbitmq" {
+		t = prover.RabbitMQ{URL: brokerURL(*amqpURL), AllowRestart: *allowRestart}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := t.Run(ctx, p, prover.ImplFor(p))
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitViolation
@@ -79,6 +93,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	r := prover.Judge(p, res, model.Options{Strict: *modelName == "strict", Timeout: *timeout})
+	if *target == "rabbitmq" {
+		fmt.Fprintf(stdout, "ran on RabbitMQ as lock %s\n", res.Lock)
+	}
 	printReport(stdout, filepath.Base(fs.Arg(0)), r)
 	return exitFor(r.Status())
 }

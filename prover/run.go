@@ -4,23 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/sim"
 )
 
 // Result is what a run gives: the history, what each operation cost, and
 // what the broker held at the end.
 type Result struct {
 	History []histories.Event
+	// Lock is the lock's name on the broker (unique per run on a real one).
+	Lock string
 	// Costs are the methods each completed operation sent, by the index of
 	// its invoke event.
-	Costs map[int]sim.Counters
+	Costs map[int]Cost
 	// Methods counts every AMQP method any process sent.
 	Methods map[string]int
 	// Leaks are the queues of the lock left on the broker after the run
@@ -30,102 +31,100 @@ type Result struct {
 	MaxSlots int
 }
 
-// Simulator runs plans on the simulated broker.
-type Simulator struct {
-	// Trace, if set, receives the simulator's event trace.
-	Trace io.Writer
-}
-
 // procState is a process's place in its script; it survives restarts.
 type procState struct {
 	pos    int
-	held   int // the slot the client believes it holds; -1 for a mutex held
+	gen    int // incarnation: a killed process's goroutine stops recording
 	done   bool
-	client Client
 	open   int // index of the invoke of its operation in flight, or -1
-	admin  bool
-	first  bool // the first admin creates the semaphore
-	create bool // the create is done
+	first  bool
+	create bool // the first admin's create was attempted
 	script []Step
 	// crashes are pending admin-crashes: methods into a change or destroy.
 	crashes []int
 }
 
+// runner plays a plan on an engine. Its state is guarded by mu, which is
+// never held across a broker call (the simulator moves one process at a
+// time, and a process blocked on mu would stall it).
 type runner struct {
-	p      *Plan
-	impl   Impl
-	w      *sim.World
-	rec    *histories.Recorder
-	states map[string]*procState
-	costs  map[int]sim.Counters
-	killed map[string]bool            // processes killed while heartbeats are off
-	faulty map[string]map[string]bool // process -> pause/partition in force
-	hb     time.Duration
-	stuck  error // the run could not finish
-	// created is set once the first admin's create has ended (or a kill
-	// cut it short); every other process waits for it.
-	created bool
-	// ending is set once the nemesis starts ending faults: none strikes
-	// after that.
-	ending bool
-	// destroyed is set when the probe's destroy succeeds.
-	destroyed bool
+	p    *Plan
+	impl Impl
+	eng  engine
+	lock string
+	rec  *histories.Recorder
+	hb   time.Duration
+
+	mu        sync.Mutex
+	states    map[string]*procState
+	costs     map[int]Cost
+	killed    map[string]bool            // processes killed while heartbeats are off
+	faulty    map[string]map[string]bool // process -> pause/partition in force
+	stuck     error
+	created   bool // the first admin's create has ended or was cut short
+	ending    bool // no fault strikes once the run is ending
+	destroyed bool // the probe's destroy succeeded
+	finished  bool // the probe is done
 }
 
-// waitTimeout bounds an admin's wait: only a holder that is never released
-// (heartbeats off and the holder killed) makes it run out.
-const waitTimeout = 10 * time.Minute
+func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
+	p := *plan
+	p.Lock = lock // what implementations work on: unique per run on a real broker
+	return &runner{p: &p, impl: impl, eng: eng, lock: lock, rec: histories.NewRecorder(eng.Now),
+		hb: p.Options.heartbeat(), states: map[string]*procState{}, costs: map[int]Cost{},
+		killed: map[string]bool{}, faulty: map[string]map[string]bool{},
+		created: p.Kind != "semaphore" || len(p.Admins) == 0}
+}
 
-// Run executes p against impl on a fresh simulated broker.
-func (s Simulator) Run(p *Plan, impl Impl) (*Result, error) {
-	o := sim.Options{Decider: sim.Script(p.Schedule, sim.Seeded(p.ScheduleSeed)), Trace: s.Trace}
-	if p.Options.HeartbeatMs < 0 {
-		o.ServerHeartbeat = -1 // heartbeats off on both sides
+// begin starts every process of the plan and the nemesis.
+func (r *runner) begin() {
+	for i, script := range r.p.Admins {
+		r.start(adminName(i), &procState{first: i == 0, script: script, open: -1})
 	}
-	w := sim.New(o)
-	r := &runner{p: p, impl: impl, w: w, rec: histories.NewRecorder(w.Tick),
-		states: map[string]*procState{}, costs: map[int]sim.Counters{}, killed: map[string]bool{},
-		faulty: map[string]map[string]bool{}, hb: p.Options.heartbeat(), created: p.Kind != "semaphore" || len(p.Admins) == 0}
-	for i, script := range p.Admins {
-		r.start(adminName(i), &procState{admin: true, first: i == 0, script: script, open: -1})
-	}
-	for i, script := range p.Clients {
+	for i, script := range r.p.Clients {
 		r.start(clientName(i), &procState{script: script, open: -1})
 	}
-	for _, f := range p.Nemesis {
+	for _, f := range r.p.Nemesis {
 		switch {
 		case f.Fault == "admin-crash":
-			r.states[f.Target].crashes = append(r.states[f.Target].crashes, max(1, f.AfterCalls))
+			st := r.states[f.Target]
+			st.crashes = append(st.crashes, max(1, f.AfterCalls))
 		case f.AfterCalls > 0:
 			f := f
-			w.AfterMethods(f.Target, f.AfterCalls, func() { r.strikeFor(f) })
+			r.eng.AfterMethods(f.Target, f.AfterCalls, func() { r.strikeFor(f) })
 		}
 	}
-	w.Go("nemesis", r.nemesis)
-	if err := w.Run(); err != nil {
-		return nil, err
-	}
+	r.eng.Go("nemesis", r.nemesis)
+}
+
+// result gathers the run's outcome once every process has ended.
+func (r *runner) result() (*Result, error) {
 	if r.stuck != nil {
 		return nil, r.stuck
 	}
-	res := &Result{History: r.rec.Events(), Costs: r.costs, Methods: map[string]int{}, MaxSlots: maxSlots(p)}
-	for _, name := range w.Processes() {
-		c := w.Counters(name)
-		for _, m := range methodNames {
-			if n := c.Method(m); n > 0 {
-				res.Methods[m] += n
-			}
+	res := &Result{History: r.rec.Events(), Lock: r.lock, Costs: r.costs, Methods: map[string]int{}, MaxSlots: maxSlots(r.p)}
+	for name := range r.states {
+		for m, n := range r.eng.Cost(name).Methods {
+			res.Methods[m] += n
 		}
 	}
-	res.Leaks = r.leaks()
+	qs, err := r.eng.Queues(r.lock)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range qs {
+		switch {
+		case q.name != r.lock && !strings.HasPrefix(q.name, r.lock+"-"):
+		case q.owner == "" && !r.destroyed:
+			// A queues are judged only after a successful destroy.
+		case q.owner != "" && r.hb == 0 && r.killed[q.owner]:
+			// Held by a process killed while heartbeats are off: the
+			// broker never notices.
+		default:
+			res.Leaks = append(res.Leaks, fmt.Sprintf("%s (owner %q)", q.name, q.owner))
+		}
+	}
 	return res, nil
-}
-
-var methodNames = []string{
-	"connection.start-ok", "connection.tune-ok", "connection.open", "connection.close", "connection.close-ok",
-	"channel.open", "channel.close", "channel.close-ok", "confirm.select",
-	"queue.declare", "queue.delete", "queue.purge", "queue.bind",
-	"basic.publish", "basic.consume", "basic.get",
 }
 
 func maxSlots(p *Plan) int {
@@ -141,83 +140,123 @@ func maxSlots(p *Plan) int {
 }
 
 func (r *runner) start(name string, st *procState) {
+	r.mu.Lock()
 	r.states[name] = st
-	r.w.Go(name, func(b broker.Broker) { r.run(name, st, b) })
+	gen := st.gen
+	r.mu.Unlock()
+	r.eng.Go(name, func(b broker.Broker) { r.run(name, st, gen, b) })
+}
+
+// incarnation is what one life of a process has: its client and the slot it
+// believes it holds (-1 for a mutex). A killed process starts with none.
+type incarnation struct {
+	gen    int
+	client Client
+	held   int
+}
+
+// current reports whether gen is still st's incarnation.
+func (r *runner) current(st *procState, gen int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return st.gen == gen
 }
 
 // run plays a process's script from where it stands (a killed process
 // restarts at the step after the one it died in).
-func (r *runner) run(name string, st *procState, b broker.Broker) {
+func (r *runner) run(name string, st *procState, gen int, b broker.Broker) {
 	ctx := context.Background()
-	if st.first && !st.create && r.p.Kind == "semaphore" {
-		st.create = true // attempted once: a restarted admin does not create again
-		if c := r.connect(b, name, st); c != nil {
-			r.op(name, st, c, Step{Op: "create"})
+	in := &incarnation{gen: gen}
+	r.mu.Lock()
+	create := st.first && !st.create && r.p.Kind == "semaphore"
+	st.create = st.create || create
+	r.mu.Unlock()
+	if create {
+		if r.connect(b, name, st, in) {
+			r.op(name, st, in, Step{Op: "create"})
 		}
+		r.mu.Lock()
 		r.created = true
+		r.mu.Unlock()
 	}
 	// The semaphore is created before anything else, unless its creator is
 	// held up by a fault: then the others go ahead without it, a second on.
 	r.await(b, time.Second, func() bool { return r.created })
-	for st.pos < len(st.script) {
+	for {
+		r.eng.Hold(b, name)
+		r.mu.Lock()
+		if st.gen != gen || st.pos >= len(st.script) {
+			r.mu.Unlock()
+			break
+		}
 		s := st.script[st.pos]
 		st.pos++
+		r.mu.Unlock()
 		if s.Op == "sleep" {
 			b.Sleep(ctx, time.Duration(s.Ms)*time.Millisecond)
 			continue
 		}
-		if c := r.connect(b, name, st); c != nil {
-			r.op(name, st, c, s)
+		if r.connect(b, name, st, in) {
+			r.op(name, st, in, s)
 		}
+	}
+	if !r.current(st, gen) {
+		return
 	}
 	// Let go of what it holds as a recorded release, not silently by
 	// closing the connection.
-	if st.held != 0 && st.client != nil && !st.client.Broken() {
-		r.op(name, st, st.client, Step{Op: "release"})
+	if in.held != 0 && in.client != nil && !in.client.Broken() {
+		r.op(name, st, in, Step{Op: "release"})
 	}
-	if st.client != nil {
-		st.client.Close()
-		st.client = nil
+	if in.client != nil {
+		in.client.Close()
 	}
-	st.done = true
+	r.mu.Lock()
+	if st.gen == gen {
+		st.done = true
+	}
+	r.mu.Unlock()
 }
 
-// connect returns the process's client, connecting again if its connection
-// is gone (which costs it what it believed it held). It gives up after a
-// while if the broker stays unreachable.
-func (r *runner) connect(b broker.Broker, name string, st *procState) Client {
-	if st.client != nil && !st.client.Broken() {
-		return st.client
+// connect makes sure the incarnation has a working client, connecting
+// again if its connection is gone (which costs it what it believed it
+// held). It gives up after a while if the broker stays unreachable.
+func (r *runner) connect(b broker.Broker, name string, st *procState, in *incarnation) bool {
+	if in.client != nil && !in.client.Broken() {
+		return true
 	}
-	if st.client != nil {
-		st.client.Close()
-		st.client, st.held = nil, 0
+	if in.client != nil {
+		in.client.Close()
+		in.client, in.held = nil, 0
 	}
-	for i := 0; i < 100; i++ {
-		c, err := r.impl.Connect(context.Background(), b, r.p, name)
+	for i := 0; i < 100 && r.current(st, in.gen); i++ {
+		ctx, cancel := r.eng.OpContext(false)
+		c, err := r.impl.Connect(ctx, b, r.p, name)
+		cancel()
 		if err == nil {
-			st.client = c
-			return c
+			in.client = c
+			return true
 		}
 		b.Sleep(context.Background(), 100*time.Millisecond)
 	}
-	return nil
+	return false
 }
 
 // op runs one step as an operation of the history.
-func (r *runner) op(name string, st *procState, c Client, s Step) {
-	e := histories.Event{Process: name, F: s.Op, Lock: r.p.Lock}
+func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
+	c := in.client
+	e := histories.Event{Process: name, F: s.Op, Lock: r.lock}
 	if r.p.Kind == "mutex" {
 		e.Kind = histories.Mutex
 	}
-	slot := st.held
+	slot := in.held
 	switch s.Op {
 	case "acquire":
-		if st.held != 0 {
+		if in.held != 0 {
 			return
 		}
 	case "verify", "release":
-		if st.held == 0 {
+		if in.held == 0 {
 			return
 		}
 		if r.p.Kind != "mutex" {
@@ -230,43 +269,50 @@ func (r *runner) op(name string, st *procState, c Client, s Step) {
 	case "wait":
 		e.Value = &histories.Value{Slot: histories.Int(s.Slot)}
 	}
+	before := r.eng.Cost(name)
+	r.mu.Lock()
+	if st.gen != in.gen {
+		r.mu.Unlock()
+		return
+	}
 	e.Type = histories.Invoke
 	inv := r.rec.Add(e)
 	st.open = inv.Index
-	before := r.w.Counters(name)
+	var crash int
 	if (s.Op == "change" || s.Op == "destroy") && len(st.crashes) > 0 {
-		sent := 0
-		for _, n := range before.Methods {
-			sent += n
-		}
-		r.w.AfterMethods(name, sent+st.crashes[0], func() {
-			if !r.ending {
+		crash, st.crashes = st.crashes[0], st.crashes[1:]
+	}
+	r.mu.Unlock()
+	if crash > 0 {
+		r.eng.AfterMethods(name, before.Total()+crash, func() {
+			if !r.isEnding() {
 				r.strike("kill", name)
 			}
 		})
-		st.crashes = st.crashes[1:]
 	}
-	ctx := context.Background()
+	ctx, cancel := r.eng.OpContext(s.Op == "wait")
+	defer cancel()
 	var res *histories.Value
 	var err error
+	held := in.held
 	switch s.Op {
 	case "acquire":
 		var got int
 		if got, err = c.Acquire(ctx); err == nil {
-			st.held = -1
+			held = -1
 			if r.p.Kind != "mutex" {
-				st.held = got
+				held = got
 				res = &histories.Value{Slot: histories.Int(got)}
 			}
 		}
 	case "verify":
-		var held bool
-		if held, err = c.Verify(ctx, slot); err == nil {
-			res = &histories.Value{Held: histories.Bool(held)}
+		var ok bool
+		if ok, err = c.Verify(ctx, slot); err == nil {
+			res = &histories.Value{Held: histories.Bool(ok)}
 		}
 	case "release":
 		err = c.Release(ctx, slot)
-		st.held = 0
+		held = 0
 	case "create":
 		err = c.Create(ctx, r.p.Slots)
 	case "change":
@@ -278,7 +324,6 @@ func (r *runner) op(name string, st *procState, c Client, s Step) {
 		var from int
 		if from, err = c.Destroy(ctx); err == nil {
 			res = &histories.Value{From: histories.Int(from)}
-			r.destroyed = r.destroyed || name == "probe"
 		}
 	case "count":
 		var n int
@@ -286,25 +331,40 @@ func (r *runner) op(name string, st *procState, c Client, s Step) {
 			res = &histories.Value{Slots: histories.Int(n)}
 		}
 	case "wait":
-		wctx, cancel := r.w.WithTimeout(ctx, waitTimeout)
-		err = c.Wait(wctx, s.Slot)
-		cancel()
+		err = c.Wait(ctx, s.Slot)
 	}
-	st.open = -1
-	done := histories.Event{Process: name, F: s.Op, Lock: r.p.Lock, Kind: e.Kind}
+	cost := r.eng.Cost(name).Sub(before)
+	done := histories.Event{Process: name, F: s.Op, Lock: r.lock, Kind: e.Kind}
 	var f *Failure
+	known := true
 	switch {
 	case err == nil:
 		done.Type, done.Value = histories.Ok, res
-		r.costs[inv.Index] = r.w.Counters(name).Sub(before)
 	case errors.As(err, &f):
-		done.Type = histories.Fail
-		done.Value = &histories.Value{Reason: f.Reason}
-		r.costs[inv.Index] = r.w.Counters(name).Sub(before)
+		done.Type, done.Value = histories.Fail, &histories.Value{Reason: f.Reason}
 	default:
-		done.Type = histories.Info
+		done.Type, known = histories.Info, false
+	}
+	in.held = held
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st.gen != in.gen {
+		return // killed meanwhile: the nemesis recorded the outcome as unknown
+	}
+	st.open = -1
+	if known {
+		r.costs[inv.Index] = cost
+	}
+	if s.Op == "destroy" && err == nil && name == "probe" {
+		r.destroyed = true
 	}
 	r.rec.Add(done)
+}
+
+func (r *runner) isEnding() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ending
 }
 
 // nemesis strikes the plan's faults at their times, then brings the run to
@@ -319,7 +379,7 @@ func (r *runner) nemesis(b broker.Broker) {
 	var evs []event
 	for _, f := range r.p.Nemesis {
 		if f.AfterCalls > 0 || f.Fault == "admin-crash" {
-			continue // struck by the simulator, mid-operation
+			continue // struck mid-operation, by method counts
 		}
 		evs = append(evs, event{f.At, f.Fault, f.Target})
 		if f.For > 0 {
@@ -332,49 +392,60 @@ func (r *runner) nemesis(b broker.Broker) {
 		}
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
+	start := r.eng.Now()
 	for _, e := range evs {
-		if d := time.Duration(e.at)*time.Millisecond - time.Duration(r.w.Now()); d > 0 {
+		if d := time.Duration(e.at)*time.Millisecond - time.Duration(r.eng.Now()-start); d > 0 {
 			b.Sleep(ctx, d)
 		}
 		r.strike(e.fault, e.target)
 	}
 	// Faults meant to last until the end last until every other process is
-	// done (or a virtual hour has passed); then they end, so that the
-	// faulted processes can finish too.
+	// done (or an hour has passed); then they end, so that the faulted
+	// processes can finish too.
 	r.await(b, time.Hour, func() bool { return r.allDone(true) })
+	r.mu.Lock()
 	r.ending = true
+	var ends [][2]string
 	for _, name := range sortedKeys(r.faulty) {
-		if r.faulty[name]["pause"] {
-			r.strike("resume", name)
-		}
-		if r.faulty[name]["partition"] {
-			r.strike("heal", name)
+		for _, f := range []string{"pause", "partition"} {
+			if r.faulty[name][f] {
+				ends = append(ends, [2]string{map[string]string{"pause": "resume", "partition": "heal"}[f], name})
+			}
 		}
 	}
+	r.mu.Unlock()
+	for _, e := range ends {
+		r.strike(e[0], e[1])
+	}
 	if !r.await(b, time.Hour, func() bool { return r.allDone(false) }) {
-		r.stuck = fmt.Errorf("the plan did not finish within a virtual hour of its faults ending: %s still running", strings.Join(r.running(), ", "))
+		r.mu.Lock()
+		r.stuck = fmt.Errorf("the plan did not finish within an hour of its faults ending: %s still running", strings.Join(r.running(), ", "))
+		r.mu.Unlock()
 		return
 	}
 	if r.hb > 0 {
 		b.Sleep(ctx, 3*r.hb+time.Second) // the broker notices every dead connection
 	}
 	st := &procState{open: -1, script: r.probe()}
-	r.states["probe"] = st
-	r.w.Go("probe", func(b broker.Broker) { r.run("probe", st, b) })
-	r.await(b, 24*time.Hour, func() bool { return st.done })
+	r.start("probe", st)
+	r.await(b, 24*time.Hour, func() bool { return r.allDone(false) })
 }
 
 // await polls cond, backing off from a millisecond to a second, until it
 // holds (true) or limit has passed (false).
 func (r *runner) await(b broker.Broker, limit time.Duration, cond func() bool) bool {
-	deadline := r.w.Now() + int64(limit)
-	for d := time.Millisecond; !cond(); d = min(2*d, time.Second) {
-		if r.w.Now() >= deadline {
-			return false
+	deadline := r.eng.Now() + int64(limit)
+	for d := time.Millisecond; ; d = min(2*d, time.Second) {
+		r.mu.Lock()
+		ok := cond()
+		r.mu.Unlock()
+		if ok {
+			return true
 		}
-		b.Sleep(context.Background(), d)
+		if r.eng.Now() >= deadline || b.Sleep(context.Background(), d) != nil {
+			return false // out of time, or the run was interrupted
+		}
 	}
-	return true
 }
 
 // probe is the final quiescent script: with every other process done and
@@ -389,9 +460,11 @@ func (r *runner) probe() []Step {
 	return []Step{{Op: "count"}, {Op: "acquire"}, {Op: "verify"}, {Op: "release"}, {Op: "change", Delta: -1}, {Op: "destroy"}}
 }
 
+// allDone reports (with mu held) whether every process has ended, maybe
+// but for those a pause or partition still holds.
 func (r *runner) allDone(exceptFaulty bool) bool {
 	for name, st := range r.states {
-		if name == "probe" || (exceptFaulty && len(r.faulty[name]) > 0) {
+		if exceptFaulty && len(r.faulty[name]) > 0 {
 			continue
 		}
 		if !st.done {
@@ -415,7 +488,7 @@ func (r *runner) running() []string {
 // strikeFor strikes a fault counted in its target's calls, and ends it
 // after its duration.
 func (r *runner) strikeFor(f Fault) {
-	if r.ending {
+	if r.isEnding() {
 		return
 	}
 	target := f.Target
@@ -425,8 +498,11 @@ func (r *runner) strikeFor(f Fault) {
 	r.strike(f.Fault, target)
 	if f.For > 0 && (f.Fault == "pause" || f.Fault == "partition") {
 		end := map[string]string{"pause": "resume", "partition": "heal"}[f.Fault]
-		r.w.After(time.Duration(f.For)*time.Millisecond, func() {
-			if r.faulty[f.Target][f.Fault] {
+		r.eng.After(time.Duration(f.For)*time.Millisecond, func() {
+			r.mu.Lock()
+			on := r.faulty[f.Target][f.Fault]
+			r.mu.Unlock()
+			if on {
 				r.strike(end, f.Target)
 			}
 		})
@@ -441,25 +517,8 @@ func (r *runner) strike(fault, target string) {
 	}
 	e.Type = histories.Invoke
 	r.rec.Add(e)
-	var err error
-	switch fault {
-	case "kill":
-		err = r.w.Kill(target)
-	case "pause":
-		err = r.w.Pause(target)
-	case "resume":
-		err = r.w.Resume(target)
-	case "partition":
-		err = r.w.Partition(target)
-	case "heal":
-		err = r.w.Heal(target)
-	case "force-close":
-		err = r.w.ForceClose(target)
-	case "drop-reply":
-		err = r.w.DropReply(target)
-	case "restart-broker":
-		err = r.w.RestartBroker()
-	}
+	err := r.eng.Fault(fault, target)
+	r.mu.Lock()
 	switch fault {
 	case "pause", "partition":
 		if err == nil {
@@ -474,15 +533,12 @@ func (r *runner) strike(fault, target string) {
 		delete(r.faulty[target], "partition")
 	}
 	e.Type = histories.Info
-	if err != nil {
+	if err != nil && target != "" {
 		e.Type = histories.Fail
 		e.Value = &histories.Value{Process: target, Reason: "not applied: " + err.Error()}
-		if target == "" {
-			e.Value = nil
-			e.Type = histories.Info
-		}
 	}
 	r.rec.Add(e)
+	r.mu.Unlock()
 	if fault == "kill" && err == nil {
 		r.restart(target)
 	}
@@ -492,10 +548,13 @@ func (r *runner) strike(fault, target string) {
 // an unknown outcome, and a fresh incarnation (new connection, no holds)
 // carries on with the script.
 func (r *runner) restart(name string) {
+	r.mu.Lock()
 	st := r.states[name]
 	if st == nil {
+		r.mu.Unlock()
 		return
 	}
+	st.gen++
 	if st.first && st.create {
 		r.created = true // its create was cut short
 	}
@@ -507,32 +566,11 @@ func (r *runner) restart(name string) {
 	if r.hb == 0 {
 		r.killed[name] = true
 	}
-	st.client, st.held = nil, 0
-	if !st.done {
-		r.w.Go(name, func(b broker.Broker) { r.run(name, st, b) })
+	again := !st.done
+	r.mu.Unlock()
+	if again {
+		r.start(name, st) // the old client is dropped: the kill severed it
 	}
-}
-
-// leaks are the lock's queues still on the broker at the end: exclusive
-// ones (B queues, the administration mutex) but for those of processes
-// killed while heartbeats are off, which the broker never notices; and A
-// queues, if the final destroy succeeded.
-func (r *runner) leaks() []string {
-	var out []string
-	prefix := r.p.Lock
-	for _, q := range r.w.Queues() {
-		if q.Name != prefix && !strings.HasPrefix(q.Name, prefix+"-") {
-			continue
-		}
-		if q.Owner == "" && !r.destroyed {
-			continue
-		}
-		if q.Owner != "" && r.hb == 0 && r.killed[strings.Split(q.Owner, "#")[0]] {
-			continue
-		}
-		out = append(out, fmt.Sprintf("%s (owner %q)", q.Name, q.Owner))
-	}
-	return out
 }
 
 func sortedKeys(m map[string]map[string]bool) []string {

@@ -1,0 +1,106 @@
+package prover
+
+import (
+	"context"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim"
+)
+
+// Simulator runs plans on the simulated broker: deterministic, the same
+// plan always gives the same history.
+type Simulator struct {
+	// Trace, if set, receives the simulator's event trace.
+	Trace io.Writer
+}
+
+// Run executes p against impl on a fresh simulated broker.
+func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	o := sim.Options{Decider: sim.Script(p.Schedule, sim.Seeded(p.ScheduleSeed)), Trace: s.Trace}
+	if p.Options.HeartbeatMs < 0 {
+		o.ServerHeartbeat = -1 // heartbeats off on both sides
+	}
+	w := sim.New(o)
+	r := newRunner(p, impl, simEngine{w}, p.Lock)
+	r.begin()
+	if err := w.Run(); err != nil {
+		return nil, err
+	}
+	return r.result()
+}
+
+type simEngine struct{ w *sim.World }
+
+func (e simEngine) Go(name string, fn func(broker.Broker)) { e.w.Go(name, fn) }
+func (e simEngine) Now() int64                             { return e.w.Tick() }
+func (e simEngine) After(d time.Duration, f func())        { e.w.After(d, f) }
+func (e simEngine) Hold(broker.Broker, string)             {} // the simulator freezes paused processes itself
+
+func (e simEngine) AfterMethods(name string, n int, f func()) { e.w.AfterMethods(name, n, f) }
+
+func (e simEngine) Fault(fault, target string) error {
+	switch fault {
+	case "kill":
+		return e.w.Kill(target)
+	case "pause":
+		return e.w.Pause(target)
+	case "resume":
+		return e.w.Resume(target)
+	case "partition":
+		return e.w.Partition(target)
+	case "heal":
+		return e.w.Heal(target)
+	case "force-close":
+		return e.w.ForceClose(target)
+	case "drop-reply":
+		return e.w.DropReply(target)
+	}
+	return e.w.RestartBroker()
+}
+
+func (e simEngine) Cost(name string) Cost {
+	c := e.w.Counters(name)
+	out := Cost{Methods: map[string]int{}, Connections: c.Connections, Channels: c.Channels}
+	for _, m := range methodNames {
+		if n := c.Method(m); n > 0 {
+			out.Methods[m] = n
+		}
+	}
+	return out
+}
+
+// methodNames are the AMQP methods the simulator counts.
+var methodNames = []string{
+	"connection.start-ok", "connection.tune-ok", "connection.open", "connection.close", "connection.close-ok",
+	"channel.open", "channel.close", "channel.close-ok", "confirm.select",
+	"queue.declare", "queue.delete", "queue.purge", "queue.bind",
+	"basic.publish", "basic.consume", "basic.get",
+}
+
+// waitTimeout bounds an admin's wait in the simulator: only a holder that
+// is never released (heartbeats off and the holder killed) makes it run out.
+const waitTimeout = 10 * time.Minute
+
+func (e simEngine) OpContext(wait bool) (context.Context, context.CancelFunc) {
+	if wait {
+		return e.w.WithTimeout(context.Background(), waitTimeout)
+	}
+	return context.WithCancel(context.Background())
+}
+
+func (e simEngine) Queues(prefix string) ([]queueOwner, error) {
+	var out []queueOwner
+	for _, q := range e.w.Queues() {
+		if strings.HasPrefix(q.Name, prefix) {
+			owner, _, _ := strings.Cut(q.Owner, "#") // connections are named process#id
+			out = append(out, queueOwner{q.Name, owner})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,84 @@
+package prover
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
+)
+
+// realConfig proves on the local broker with a short heartbeat, so that
+// plans (which wait three heartbeats at their end) take seconds.
+func realConfig(t *testing.T, faults ...string) Config {
+	return Config{
+		Target:  RabbitMQ{URL: rabbitmqtest.URL(t)},
+		Faults:  faults,
+		Options: Options{HeartbeatMs: 1000},
+		Timeout: time.Minute,
+	}
+}
+
+// The reference holds on real RabbitMQ under kills, partitions and lost
+// replies, and every run leaves the broker as it found it.
+func TestReferenceOnRabbitMQ(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-broker plans take seconds each")
+	}
+	c := realConfig(t, "kill", "partition", "drop-reply", "admin-crash")
+	out, err := Search{Config: c, Seed: 3, Plans: 4, Shrink: time.Second}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Found != nil {
+		t.Fatalf("%s", out.Found.Summary())
+	}
+	t.Logf("%d plans in %v", out.Plans, out.Elapsed)
+}
+
+// A mutant whose defect shows on a single broker is caught there too.
+func TestMutantOnRabbitMQ(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-broker plans take seconds each")
+	}
+	c := realConfig(t)
+	c.Mutant, c.Properties = "trust-scan", []string{"slot-exclusive"}
+	c.Faults = []string{}
+	out, err := Search{Config: c, Seed: 1, Plans: 20, Shrink: time.Second}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Found == nil || out.Found.Property != "slot-exclusive" {
+		t.Fatalf("trust-scan not caught on RabbitMQ in %d plans", out.Plans)
+	}
+}
+
+// An interrupted run stops at once and still deletes its queues.
+func TestInterruptedRunCleansUp(t *testing.T) {
+	url := rabbitmqtest.URL(t)
+	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
+		t.Skip("needs rabbitmqctl to list the broker's queues")
+	}
+	p := &Plan{Version: 1, Kind: "semaphore", Lock: "lp-interrupt", Slots: 2, Options: Options{HeartbeatMs: 1000},
+		Clients: [][]Step{{{Op: "acquire"}, {Op: "sleep", Ms: 60000}}}, Admins: [][]Step{{}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := (RabbitMQ{URL: url}).Run(ctx, p, Reference); err == nil {
+		t.Fatal("an interrupted run reported success")
+	}
+	if el := time.Since(start); el > 20*time.Second {
+		t.Errorf("the interrupted run took %v to stop", el)
+	}
+	out, err := exec.Command("rabbitmqctl", "-q", "list_queues", "name").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range strings.Fields(string(out)) {
+		if strings.HasPrefix(q, "lp-interrupt-") {
+			t.Errorf("queue left behind: %s", q)
+		}
+	}
+}
