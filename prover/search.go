@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"sync"
+	"testing"
 	"time"
 
 	"pgregory.net/rapid"
@@ -94,9 +95,16 @@ func (s Search) Run() (*Outcome, error) {
 		if s.Plans > 0 {
 			n = min(batch, s.Plans-out.Plans)
 		}
+		if testing.Short() {
+			n *= 5 // rapid runs a fifth of its checks under -short
+		}
 		flag.Set("rapid.checks", fmt.Sprint(n))
 		flag.Set("rapid.seed", fmt.Sprint(mix(s.Seed, uint64(b))))
+		before := out.Plans
 		rapid.Check(&quietTB{}, prop)
+		if out.Plans == before && last == nil {
+			return nil, fmt.Errorf("prover: rapid drew no valid plan in a batch of %d", n)
+		}
 	}
 	out.Found, out.Elapsed = last, time.Since(start)
 	if err := ctx.Err(); err != nil && last == nil {
