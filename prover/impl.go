@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"math/rand/v2"
+	"syscall"
 
 	"github.com/lockprover/lockprover/amqplocks"
 	"github.com/lockprover/lockprover/amqplocks/broker"
@@ -33,6 +34,19 @@ type Client interface {
 	// again before its next operation.
 	Broken() bool
 	Close() error
+}
+
+// A ProcessClient is a client that runs in a process of its own (an
+// implementation under test, in any language). The runner signals it for
+// the faults a process feels (SIGKILL, SIGSTOP, SIGCONT), and asks it after
+// an operation of unknown outcome whether the process is gone.
+type ProcessClient interface {
+	Client
+	Signal(sig syscall.Signal)
+	// Crashed says why the process is gone or was given up on (it exited,
+	// wrote garbage, answered the wrong id, timed out), or "" while it
+	// serves. A process the runner killed has not crashed.
+	Crashed() string
 }
 
 // Failure is a definite failure, with the reason the history records

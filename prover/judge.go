@@ -13,8 +13,16 @@ import (
 // against the run's method counts and the broker's queues.
 func Judge(p *Plan, res *Result, o model.Options) *model.Report {
 	r := model.Check(res.History, o)
+	if len(res.Problems) > 0 && !hasLock(r, res.Lock) {
+		r.Verdicts = append(r.Verdicts, model.Verdict{Lock: res.Lock, Property: model.Available, Status: model.NotJudged})
+	}
 	for i := range r.Verdicts {
 		v := &r.Verdicts[i]
+		if v.Lock == res.Lock && v.Property == model.Available && len(res.Problems) > 0 {
+			v.Status = model.Fail
+			v.Detail = "the implementation's processes failed: " + strings.Join(res.Problems, "; ")
+			continue
+		}
 		if v.Lock != res.Lock || v.Status != model.NotJudged {
 			continue
 		}
@@ -136,4 +144,13 @@ func sortStrings(s []string) []string {
 		}
 	}
 	return s
+}
+
+func hasLock(r *model.Report, lock string) bool {
+	for _, v := range r.Verdicts {
+		if v.Lock == lock {
+			return true
+		}
+	}
+	return false
 }

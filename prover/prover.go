@@ -97,6 +97,7 @@ type Counterexample struct {
 	Result   *Result
 	Report   *model.Report
 	Property string
+	Impl     string // what was proven, in words
 }
 
 // run runs and judges one plan.
@@ -110,7 +111,7 @@ func (c Config) run(p *Plan) (*Counterexample, error) {
 		return nil, err
 	}
 	rep := Judge(p, res, c.judgeOptions())
-	cx := &Counterexample{Plan: p, Result: res, Report: rep}
+	cx := &Counterexample{Plan: p, Result: res, Report: rep, Impl: describeImpl(c.Impl, p)}
 	cx.Property = firstViolation(rep, c.Properties)
 	return cx, nil
 }
@@ -188,18 +189,26 @@ func (cx *Counterexample) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s violated\n", cx.Property)
 	p := cx.Plan
-	impl := "the reference"
-	if p.Mutant != "" {
-		impl = "mutant " + p.Mutant
-	}
 	fmt.Fprintf(&b, "plan: %s %q, %d slots, %d clients, %d admins, %d faults, %d scheduling decisions; %s\n",
-		p.Kind, p.Lock, p.Slots, len(p.Clients), len(p.Admins), len(p.Nemesis), len(p.Schedule), impl)
+		p.Kind, p.Lock, p.Slots, len(p.Clients), len(p.Admins), len(p.Nemesis), len(p.Schedule), cx.Impl)
 	for _, v := range cx.Report.Verdicts {
 		if v.Status == model.Fail || v.Status == model.Inconclusive {
 			fmt.Fprintf(&b, "%s %s: %s\n", v.Property, v.Status, v.Detail)
 		}
 	}
 	return b.String()
+}
+
+// describeImpl says what a run proves: the reference, a mutant of it, or an
+// implementation that describes itself (fmt.Stringer).
+func describeImpl(impl Impl, p *Plan) string {
+	if s, ok := impl.(fmt.Stringer); ok {
+		return s.String()
+	}
+	if p.Mutant != "" {
+		return "mutant " + p.Mutant
+	}
+	return "the reference"
 }
 
 // Write writes the counterexample into dir (created if needed).

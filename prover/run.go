@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
@@ -29,6 +30,9 @@ type Result struct {
 	Leaks []string
 	// MaxSlots is the largest number of slots the plan can have made.
 	MaxSlots int
+	// Problems are what went wrong with the implementation's processes:
+	// crashes, garbage, wrong ids, timeouts, failures to start.
+	Problems []string
 }
 
 // procState is a process's place in its script; it survives restarts.
@@ -61,10 +65,11 @@ type runner struct {
 	killed    map[string]bool            // processes killed while heartbeats are off
 	faulty    map[string]map[string]bool // process -> pause/partition in force
 	stuck     error
-	created   bool // the first admin's create has ended or was cut short
-	ending    bool // no fault strikes once the run is ending
-	destroyed bool // the probe's destroy succeeded
-	finished  bool // the probe is done
+	created   bool              // the first admin's create has ended or was cut short
+	ending    bool              // no fault strikes once the run is ending
+	destroyed bool              // the probe's destroy succeeded
+	live      map[string]Client // each process's current client, for signals
+	problems  []string
 }
 
 func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
@@ -72,7 +77,7 @@ func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
 	p.Lock = lock // what implementations work on: unique per run on a real broker
 	return &runner{p: &p, impl: impl, eng: eng, lock: lock, rec: histories.NewRecorder(eng.Now),
 		hb: p.Options.heartbeat(), states: map[string]*procState{}, costs: map[int]Cost{},
-		killed: map[string]bool{}, faulty: map[string]map[string]bool{},
+		killed: map[string]bool{}, faulty: map[string]map[string]bool{}, live: map[string]Client{},
 		created: p.Kind != "semaphore" || len(p.Admins) == 0}
 }
 
@@ -102,7 +107,7 @@ func (r *runner) result() (*Result, error) {
 	if r.stuck != nil {
 		return nil, r.stuck
 	}
-	res := &Result{History: r.rec.Events(), Lock: r.lock, Costs: r.costs, Methods: map[string]int{}, MaxSlots: maxSlots(r.p)}
+	res := &Result{History: r.rec.Events(), Lock: r.lock, Costs: r.costs, Methods: map[string]int{}, MaxSlots: maxSlots(r.p), Problems: r.problems}
 	for name := range r.states {
 		for m, n := range r.eng.Cost(name).Methods {
 			res.Methods[m] += n
@@ -229,17 +234,53 @@ func (r *runner) connect(b broker.Broker, name string, st *procState, in *incarn
 		in.client.Close()
 		in.client, in.held = nil, 0
 	}
+	var err error
 	for i := 0; i < 100 && r.current(st, in.gen); i++ {
 		ctx, cancel := r.eng.OpContext(false)
-		c, err := r.impl.Connect(ctx, b, r.p, name)
+		var c Client
+		c, err = r.impl.Connect(ctx, b, r.p, name)
 		cancel()
 		if err == nil {
 			in.client = c
+			r.mu.Lock()
+			r.live[name] = c
+			r.mu.Unlock()
 			return true
 		}
-		b.Sleep(context.Background(), 100*time.Millisecond)
+		var pe *ProcessError
+		if errors.As(err, &pe) {
+			break // the implementation itself failed to start: no retrying
+		}
+		if b.Sleep(context.Background(), 100*time.Millisecond) != nil {
+			return false
+		}
+	}
+	// A process that fails to start is the implementation's problem; so is
+	// the probe failing to connect, as no fault is in force when it runs.
+	// Anyone else may just be cut off by a fault.
+	var pe *ProcessError
+	if errors.As(err, &pe) || err != nil && name == "probe" {
+		r.problem(fmt.Sprintf("%s could not connect: %v", name, err))
 	}
 	return false
+}
+
+// ProcessError is an implementation's process failing to start or to
+// answer its handshake.
+type ProcessError struct{ Msg string }
+
+func (e *ProcessError) Error() string { return e.Msg }
+
+// problem records something wrong with the implementation (once).
+func (r *runner) problem(p string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, q := range r.problems {
+		if q == p {
+			return
+		}
+	}
+	r.problems = append(r.problems, p)
 }
 
 // op runs one step as an operation of the history.
@@ -347,8 +388,8 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	}
 	in.held = held
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if st.gen != in.gen {
+		r.mu.Unlock()
 		return // killed meanwhile: the nemesis recorded the outcome as unknown
 	}
 	st.open = -1
@@ -359,6 +400,16 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 		r.destroyed = true
 	}
 	r.rec.Add(done)
+	r.mu.Unlock()
+	if pc, ok := c.(ProcessClient); ok && !known {
+		if why := pc.Crashed(); why != "" {
+			// The process is gone: what it held is lost. It is recorded as
+			// killed after its operation ended, so the kill excuses nothing.
+			r.problem(fmt.Sprintf("%s: %s", name, why))
+			in.client = nil
+			r.strike("kill", name)
+		}
+	}
 }
 
 func (r *runner) isEnding() bool {
@@ -517,6 +568,7 @@ func (r *runner) strike(fault, target string) {
 	}
 	e.Type = histories.Invoke
 	r.rec.Add(e)
+	r.signal(fault, target)
 	err := r.eng.Fault(fault, target)
 	r.mu.Lock()
 	switch fault {
@@ -544,6 +596,24 @@ func (r *runner) strike(fault, target string) {
 	}
 }
 
+// signal delivers a fault to the target's process, when it runs in one.
+func (r *runner) signal(fault, target string) {
+	r.mu.Lock()
+	pc, ok := r.live[target].(ProcessClient)
+	r.mu.Unlock()
+	if !ok {
+		return
+	}
+	switch fault {
+	case "kill":
+		pc.Signal(syscall.SIGKILL)
+	case "pause":
+		pc.Signal(syscall.SIGSTOP)
+	case "resume":
+		pc.Signal(syscall.SIGCONT)
+	}
+}
+
 // restart brings a killed process back: its operation in flight ends with
 // an unknown outcome, and a fresh incarnation (new connection, no holds)
 // carries on with the script.
@@ -567,6 +637,7 @@ func (r *runner) restart(name string) {
 		r.killed[name] = true
 	}
 	again := !st.done
+	delete(r.live, name)
 	r.mu.Unlock()
 	if again {
 		r.start(name, st) // the old client is dropped: the kill severed it

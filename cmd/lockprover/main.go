@@ -36,6 +36,8 @@ func commands() []command {
 		{"explore", "prove the reference's open choices under each family of faults: a Markdown table", runExplore},
 		{"mutants", "list the mutant catalogue: name and the property that must catch it", runMutants},
 		{"bench", "cost per operation against a real broker: latency and AMQP methods beside the floor", runBench},
+		{"validate-impl", "check an implementation's handling of the process protocol before proving it", runValidateImpl},
+		{"serve-reference", "serve the reference (or a mutant) over the process protocol, for --impl", runServeReference},
 	}
 }
 

@@ -15,23 +15,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 )
 
 // proveFlags are the flags prove and explore share.
 type proveFlags struct {
-	runs                   int
-	dur                    time.Duration
-	seed                   uint64
-	clients, ops, maxFault int
-	faults, kind, props    string
-	modelName              string
-	timeout, shrink        time.Duration
-	heartbeat              time.Duration
-	target, url            string
-	restart                bool
-	heartbeatSet           bool
+	runs                    int
+	dur                     time.Duration
+	seed                    uint64
+	clients, ops, maxFault  int
+	faults, kind, props     string
+	modelName               string
+	timeout, shrink         time.Duration
+	heartbeat               time.Duration
+	target, url, impl       string
+	restart                 bool
+	process                 *process.Impl
+	heartbeatSet, targetSet bool
 }
 
 func (f *proveFlags) register(fs *flag.FlagSet) {
@@ -51,6 +53,7 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.target, "target", "sim", "where plans run: sim (the simulator) or rabbitmq (a real broker, see --amqp-url)")
 	fs.StringVar(&f.url, "amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/")
 	fs.BoolVar(&f.restart, "allow-restart", false, "let plans on a real broker restart it (rabbitmqctl stop_app/start_app)")
+	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference; implies --target rabbitmq")
 }
 
 // config checks the flags and turns them into a prover configuration.
@@ -75,6 +78,17 @@ func (f *proveFlags) config() (prover.Config, error) {
 		c.Options.HeartbeatMs = int(f.heartbeat.Milliseconds())
 	case f.target == "rabbitmq":
 		c.Options.HeartbeatMs = 1000
+	}
+	if f.impl != "" {
+		if f.targetSet && f.target != "rabbitmq" {
+			return c, errors.New("--impl runs processes against a real broker: use --target rabbitmq")
+		}
+		f.target = "rabbitmq"
+		f.process = &process.Impl{Command: f.impl}
+		c.Impl = f.process
+		if !f.heartbeatSet {
+			c.Options.HeartbeatMs = 1000
+		}
 	}
 	switch f.target {
 	case "sim":
@@ -142,8 +156,12 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	c, err := f.config()
-	if err == nil && *mutant != "" && prover.MutantNamed(*mutant) == nil {
+	switch {
+	case err != nil:
+	case *mutant != "" && prover.MutantNamed(*mutant) == nil:
 		err = fmt.Errorf("--mutant: no mutant named %q (see lockprover mutants)", *mutant)
+	case *mutant != "" && f.impl != "":
+		err = errors.New("--mutant is a mutant of the reference; for one served over the protocol use --impl 'lockprover serve-reference --mutant NAME'")
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "prove: %v\n", err)
@@ -164,8 +182,12 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 		s.Plans = f.runs
 	}
 	what := "the reference"
-	if c.Mutant != "" {
+	switch {
+	case c.Mutant != "":
 		what = "mutant " + c.Mutant
+	case f.impl != "":
+		what = fmt.Sprintf("%q", f.impl)
+		defer f.process.Stop()
 	}
 	where := "the simulator"
 	if f.target == "rabbitmq" {
@@ -189,15 +211,27 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "every property held")
 		return exitOK
 	}
-	return reportCounterexample(o.Found, *out, stdout, stderr)
+	var replay []string
+	if f.impl != "" {
+		replay = append(replay, "--impl", shellQuote(f.impl))
+	} else if f.target == "rabbitmq" {
+		replay = append(replay, "--target", "rabbitmq")
+	}
+	return reportCounterexample(o.Found, *out, replay, stdout, stderr)
 }
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // noticeHeartbeat records whether --heartbeat was given (0s then means
 // none, its absence means the target's default).
 func (f *proveFlags) noticeHeartbeat(fs *flag.FlagSet) {
 	fs.Visit(func(fl *flag.Flag) {
-		if fl.Name == "heartbeat" {
+		switch fl.Name {
+		case "heartbeat":
 			f.heartbeatSet = true
+		case "target":
+			f.targetSet = true
 		}
 	})
 }
@@ -250,7 +284,7 @@ func parseShard(s string) (int, int, error) {
 
 // reportCounterexample writes cx under dir and prints its summary and how
 // to replay it.
-func reportCounterexample(cx *prover.Counterexample, dir string, stdout, stderr io.Writer) int {
+func reportCounterexample(cx *prover.Counterexample, dir string, replayFlags []string, stdout, stderr io.Writer) int {
 	dir, err := freshDir(dir)
 	if err == nil {
 		err = cx.Write(dir)
@@ -259,7 +293,12 @@ func reportCounterexample(cx *prover.Counterexample, dir string, stdout, stderr 
 		fmt.Fprintf(stderr, "writing the counterexample: %v\n", err)
 		return exitViolation
 	}
-	fmt.Fprintf(stdout, "\n%s\ncounterexample: %s\nreplay: lockprover replay %s\n", cx.Summary(), dir, filepath.Join(dir, "plan.json"))
+	replay := strings.Join(append(append([]string{"lockprover replay"}, replayFlags...), filepath.Join(dir, "plan.json")), " ")
+	fmt.Fprintf(stdout, "\n%s", cx.Summary())
+	for _, pr := range cx.Result.Problems {
+		fmt.Fprintf(stdout, "problem: %s\n", pr)
+	}
+	fmt.Fprintf(stdout, "counterexample: %s\nreplay: %s\n", dir, replay)
 	for _, v := range cx.Report.Verdicts {
 		if v.Property == cx.Property && v.Status == model.Inconclusive {
 			return exitInconclusive

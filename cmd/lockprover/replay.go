@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -32,6 +33,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	target := fs.String("target", "sim", "where the plan runs: sim or rabbitmq")
 	amqpURL := fs.String("amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
 	allowRestart := fs.Bool("allow-restart", false, "let the plan restart a real broker")
+	impl := fs.String("impl", "", "run an implementation that speaks the process protocol instead (implies --target rabbitmq)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -74,12 +76,18 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if *trace {
 		t = prover.Simulator{Trace: stdout}
 	}
+	implementation := prover.ImplFor(p)
+	if *impl != "" {
+		pi := &process.Impl{Command: *impl}
+		defer pi.Stop()
+		implementation, *target = pi, "rabbitmq"
+	}
 	if *target == "rabbitmq" {
 		t = prover.RabbitMQ{URL: brokerURL(*amqpURL), AllowRestart: *allowRestart}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	res, err := t.Run(ctx, p, prover.ImplFor(p))
+	res, err := t.Run(ctx, p, implementation)
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitViolation
@@ -93,6 +101,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	r := prover.Judge(p, res, model.Options{Strict: *modelName == "strict", Timeout: *timeout})
+	for _, pr := range res.Problems {
+		fmt.Fprintf(stdout, "problem: %s\n", pr)
+	}
 	if *target == "rabbitmq" {
 		fmt.Fprintf(stdout, "ran on RabbitMQ as lock %s\n", res.Lock)
 	}

@@ -1,0 +1,111 @@
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/lockprover/lockprover/prover"
+)
+
+// op sends one operation and checks its reply's type.
+func (c *client) op(ctx context.Context, req request, want string) (map[string]json.RawMessage, error) {
+	return c.call(ctx, c.timeout, req, want)
+}
+
+// intField reads a reply's integer field, at least min.
+func (c *client) intField(f map[string]json.RawMessage, name string, min int) (int, error) {
+	var n int
+	if err := json.Unmarshal(f[name], &n); err != nil || f[name] == nil || n < min {
+		return 0, c.giveUp(fmt.Sprintf("sent a reply whose %q is not an integer >= %d: %s", name, min, f[name]))
+	}
+	return n, nil
+}
+
+func typeOf(f map[string]json.RawMessage) string {
+	var t string
+	json.Unmarshal(f["type"], &t)
+	return t
+}
+
+func (c *client) Acquire(ctx context.Context) (int, error) {
+	f, err := c.op(ctx, request{"type": "acquire"}, "acquire_ok")
+	if err != nil {
+		return 0, err
+	}
+	if typeOf(f) == "acquire_fail" {
+		var reason string
+		if json.Unmarshal(f["reason"], &reason); reason == "" {
+			return 0, c.giveUp("sent an acquire_fail without a reason")
+		}
+		return 0, &prover.Failure{Reason: reason}
+	}
+	if c.kind == "mutex" {
+		return 0, nil
+	}
+	return c.intField(f, "slot", 1)
+}
+
+func (c *client) Verify(ctx context.Context, slot int) (bool, error) {
+	req := request{"type": "verify"}
+	if c.kind != "mutex" {
+		req["slot"] = slot
+	}
+	f, err := c.op(ctx, req, "verify_ok")
+	if err != nil {
+		return false, err
+	}
+	var held *bool
+	if json.Unmarshal(f["held"], &held); held == nil {
+		return false, c.giveUp(fmt.Sprintf("sent a verify_ok whose %q is not true or false: %s", "held", f["held"]))
+	}
+	return *held, nil
+}
+
+func (c *client) Release(ctx context.Context, slot int) error {
+	req := request{"type": "release"}
+	if c.kind != "mutex" {
+		req["slot"] = slot
+	}
+	_, err := c.op(ctx, req, "release_ok")
+	return err
+}
+
+func (c *client) Create(ctx context.Context, slots int) error {
+	_, err := c.op(ctx, request{"type": "create", "slots": slots}, "create_ok")
+	return err
+}
+
+func (c *client) Change(ctx context.Context, delta int) (int, int, error) {
+	f, err := c.op(ctx, request{"type": "change", "delta": delta}, "change_ok")
+	if err != nil {
+		return 0, 0, err
+	}
+	from, err := c.intField(f, "from", 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	to, err := c.intField(f, "to", 0)
+	return from, to, err
+}
+
+func (c *client) Destroy(ctx context.Context) (int, error) {
+	f, err := c.op(ctx, request{"type": "destroy"}, "destroy_ok")
+	if err != nil {
+		return 0, err
+	}
+	return c.intField(f, "from", 0)
+}
+
+func (c *client) Count(ctx context.Context) (int, error) {
+	f, err := c.op(ctx, request{"type": "count"}, "count_ok")
+	if err != nil {
+		return 0, err
+	}
+	return c.intField(f, "slots", 0)
+}
+
+func (c *client) Wait(ctx context.Context, slot int) error {
+	_, err := c.op(ctx, request{"type": "wait", "slot": slot}, "wait_ok")
+	return err
+}

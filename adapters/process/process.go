@@ -1,0 +1,364 @@
+// Package process runs lock implementations written in any language as
+// processes that speak lockprover's JSON-lines protocol (docs/protocol.md):
+// Impl is the harness side, one process per client and admin of a run, and
+// Serve is the implementation side, which serves lockprover's own reference
+// (and its mutants) over the protocol.
+package process
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// Impl is an implementation under test that runs as processes: Command is
+// started (by /bin/sh -c, in a process group of its own) for each client
+// and admin, and spoken to over the protocol.
+type Impl struct {
+	Command string
+	// Timeout bounds an operation; 0 means 30 s. A process that does not
+	// answer in time is killed and its operation's outcome is unknown.
+	Timeout time.Duration
+
+	mu     sync.Mutex
+	broken error // set after the implementation failed to start twice
+	starts int   // failed starts so far
+	procs  map[*client]bool
+}
+
+// handshake bounds the init exchange.
+const handshake = 10 * time.Second
+
+// Connect starts a process for the client name of plan p and shakes hands.
+// The broker must be a real one that gives each process its own URL (the
+// RabbitMQ target's fault proxy).
+func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *prover.Plan, name string) (prover.Client, error) {
+	u, ok := b.(interface{ URL() string })
+	if !ok {
+		return nil, &prover.ProcessError{Msg: "an implementation in processes needs a real broker (--target rabbitmq)"}
+	}
+	i.mu.Lock()
+	if i.broken != nil {
+		i.mu.Unlock()
+		return nil, i.broken
+	}
+	i.mu.Unlock()
+	c, err := start(i.Command, name, i.timeout())
+	if err == nil {
+		c.kind = p.Kind
+		hb := p.Options.HeartbeatMs
+		if hb < 0 {
+			hb = 0
+		}
+		_, err = c.call(ctx, handshake, request{"type": "init", "client": name, "lock": p.Kind, "name": p.Lock, "url": u.URL(), "heartbeat_ms": hb}, "init_ok")
+		if err != nil {
+			// An init answered with an error is the broker out of reach (a
+			// fault, say): connect again later. Anything else is the
+			// implementation failing to start.
+			if why := c.Crashed(); why != "" {
+				err = &prover.ProcessError{Msg: fmt.Sprintf("%s did not start: %s", name, strings.TrimPrefix(why, "crashed: "))}
+			}
+			c.Signal(syscall.SIGKILL)
+			c.wait()
+		}
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	var pe *prover.ProcessError
+	if errors.As(err, &pe) {
+		if i.starts++; i.starts >= 2 {
+			i.broken = err
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if i.procs == nil {
+		i.procs = map[*client]bool{}
+	}
+	i.procs[c] = true
+	c.gone = func() {
+		i.mu.Lock()
+		delete(i.procs, c)
+		i.mu.Unlock()
+	}
+	return c, nil
+}
+
+// String is the implementation's command, for reports.
+func (i *Impl) String() string { return fmt.Sprintf("the implementation %q", i.Command) }
+
+func (i *Impl) timeout() time.Duration {
+	if i.Timeout > 0 {
+		return i.Timeout
+	}
+	return 30 * time.Second
+}
+
+// Stop kills every process still running (after an interrupt, say).
+func (i *Impl) Stop() {
+	i.mu.Lock()
+	cs := make([]*client, 0, len(i.procs))
+	for c := range i.procs {
+		cs = append(cs, c)
+	}
+	i.mu.Unlock()
+	for _, c := range cs {
+		c.Signal(syscall.SIGKILL)
+		c.wait()
+	}
+}
+
+// request is one protocol request; the id is added when it is sent.
+type request map[string]any
+
+// client is one running process.
+type client struct {
+	name    string
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	lines   chan string   // stdout, line by line; closed at EOF
+	exited  chan struct{} // closed once the process has been reaped
+	stderr  *tail
+	timeout time.Duration
+	kind    string // semaphore or mutex
+	gone    func()
+
+	mu      sync.Mutex
+	next    int
+	last    string // the last request sent
+	crashed string // why the process is gone or was given up on
+	killed  bool   // the harness killed it on purpose
+}
+
+func start(command, name string, timeout time.Duration) (*client, error) {
+	cmd := exec.Command("/bin/sh", "-c", command)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	c := &client{name: name, cmd: cmd, stdin: stdin, lines: make(chan string, 16), exited: make(chan struct{}),
+		stderr: &tail{}, timeout: timeout, next: 1}
+	cmd.Stderr = c.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, &prover.ProcessError{Msg: fmt.Sprintf("%s: cannot start %q: %v", name, command, err)}
+	}
+	go func() {
+		r := bufio.NewReaderSize(stdout, 64<<10)
+		for {
+			line, err := r.ReadString('\n')
+			if line != "" {
+				c.lines <- strings.TrimRight(line, "\r\n")
+			}
+			if err != nil {
+				close(c.lines)
+				return
+			}
+		}
+	}()
+	go func() {
+		err := cmd.Wait()
+		c.mu.Lock()
+		if c.crashed == "" && !c.killed {
+			c.crashed = fmt.Sprintf("exited (%v)", exitStatus(err))
+		}
+		c.mu.Unlock()
+		close(c.exited)
+		if c.gone != nil {
+			c.gone()
+		}
+	}()
+	return c, nil
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "status 0"
+	}
+	return err.Error()
+}
+
+// call sends req and waits up to d (within ctx) for its reply, which must
+// echo its id and have type want, "acquire_fail" (for an acquire) or
+// "error". It returns the reply's fields; a definite error becomes a
+// *prover.Failure, anything else that goes wrong an error of unknown outcome
+// with the process given up on.
+func (c *client) call(ctx context.Context, d time.Duration, req request, want string) (map[string]json.RawMessage, error) {
+	c.mu.Lock()
+	if c.crashed != "" || c.killed {
+		c.mu.Unlock()
+		return nil, errors.New("the process is gone")
+	}
+	id := c.next
+	c.next++
+	req["id"] = id
+	line, _ := json.Marshal(req)
+	c.last = string(line)
+	c.mu.Unlock()
+	if _, err := c.stdin.Write(append(line, '\n')); err != nil {
+		return nil, c.giveUp(fmt.Sprintf("could not be written to (%v)", err))
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	var text string
+	select {
+	case l, ok := <-c.lines:
+		if !ok {
+			<-c.exited
+			return nil, c.giveUp("closed its stdout")
+		}
+		text = l
+	case <-timer.C:
+		return nil, c.giveUp(fmt.Sprintf("did not answer within %v", d))
+	case <-ctx.Done():
+		return nil, c.giveUp(fmt.Sprintf("did not answer before %v", ctx.Err()))
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(text), &fields); err != nil {
+		return nil, c.giveUp(fmt.Sprintf("wrote a line that is not a JSON object: %.200q", text))
+	}
+	var got struct {
+		ID   *int   `json:"id"`
+		Type string `json:"type"`
+	}
+	json.Unmarshal([]byte(text), &got)
+	switch {
+	case got.ID == nil:
+		return nil, c.giveUp(fmt.Sprintf("answered without an id: %.200s", text))
+	case *got.ID != id:
+		return nil, c.giveUp(fmt.Sprintf("answered id %d to request id %d: %.200s", *got.ID, id, text))
+	case got.Type == want || got.Type == "acquire_fail" && want == "acquire_ok":
+		return fields, nil
+	case got.Type == "error":
+		var e struct {
+			Code, Text string
+			Definite   bool
+		}
+		if err := json.Unmarshal([]byte(text), &e); err != nil || e.Code == "" {
+			return nil, c.giveUp(fmt.Sprintf("sent an error without a code: %.200s", text))
+		}
+		if e.Definite {
+			return nil, &prover.Failure{Reason: e.Code}
+		}
+		return nil, fmt.Errorf("%s: %s", e.Code, e.Text)
+	}
+	return nil, c.giveUp(fmt.Sprintf("answered %q to a request that wants %q: %.200s", got.Type, want, text))
+}
+
+// giveUp kills the process and records why; the operation's outcome is
+// unknown.
+func (c *client) giveUp(why string) error {
+	c.mu.Lock()
+	if c.crashed == "" {
+		c.crashed = why
+	}
+	c.mu.Unlock()
+	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	return fmt.Errorf("%s %s", c.name, why)
+}
+
+// why describes the process's end for a report: the reason, its last
+// request, and the end of its stderr.
+func (c *client) why() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.crashed
+	if s == "" {
+		s = "gone"
+	}
+	if c.last != "" {
+		s += "; last request: " + c.last
+	}
+	if t := c.stderr.String(); t != "" {
+		s += "; stderr ends: " + t
+	}
+	return s
+}
+
+func (c *client) Crashed() string {
+	c.mu.Lock()
+	crashed := c.crashed != "" && !c.killed
+	c.mu.Unlock()
+	if !crashed {
+		return ""
+	}
+	return "crashed: " + c.why()
+}
+
+func (c *client) Broken() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.crashed != "" || c.killed
+}
+
+// Signal delivers sig to the process group; a SIGKILL is the harness's own
+// doing, not a crash.
+func (c *client) Signal(sig syscall.Signal) {
+	if sig == syscall.SIGKILL {
+		c.mu.Lock()
+		c.killed = true
+		c.mu.Unlock()
+	}
+	syscall.Kill(-c.cmd.Process.Pid, sig)
+}
+
+// Close ends the process as the protocol says: stdin closes, then SIGTERM
+// after 5 s, then SIGKILL after 5 more.
+func (c *client) Close() error {
+	c.stdin.Close()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		select {
+		case <-c.exited:
+			return nil
+		case <-time.After(5 * time.Second):
+			c.mu.Lock()
+			c.killed = true
+			c.mu.Unlock()
+			syscall.Kill(-c.cmd.Process.Pid, sig)
+		}
+	}
+	c.wait()
+	return nil
+}
+
+func (c *client) wait() { <-c.exited }
+
+// tail keeps the last few kilobytes a process wrote to stderr.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 2 << 10
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailSize {
+		t.buf = t.buf[len(t.buf)-tailSize:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}

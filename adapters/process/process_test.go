@@ -1,0 +1,141 @@
+package process_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// lockprover is the binary built for these tests, whose serve-reference
+// puts the reference (and its mutants) behind the protocol.
+var lockprover string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lockprover-process-test")
+	if err != nil {
+		panic(err)
+	}
+	lockprover = filepath.Join(dir, "lockprover")
+	if out, err := exec.Command("go", "build", "-o", lockprover, "../../cmd/lockprover").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building lockprover: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// search proves impl on the local broker with a 1 s heartbeat.
+func search(t *testing.T, impl *process.Impl, plans int, props []string, faults ...string) *prover.Outcome {
+	t.Helper()
+	defer impl.Stop()
+	c := prover.Config{Target: prover.RabbitMQ{URL: rabbitmqtest.URL(t)}, Impl: impl, Faults: faults,
+		Options: prover.Options{HeartbeatMs: 1000}, Properties: props, Timeout: time.Minute}
+	out, err := prover.Search{Config: c, Seed: 2, Plans: plans, Shrink: time.Nanosecond}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestReferenceThroughTheProtocol(t *testing.T) {
+	out := search(t, &process.Impl{Command: lockprover + " serve-reference"}, 3, nil, "kill", "pause", "partition")
+	if out.Found != nil {
+		t.Fatalf("%s\nproblems: %v", out.Found.Summary(), out.Found.Result.Problems)
+	}
+}
+
+// Mutants served over the protocol are caught by their properties.
+func TestMutantsThroughTheProtocol(t *testing.T) {
+	for _, name := range []string{"trust-scan", "release-deletes-a", "verify-by-get", "verify-errors"} {
+		t.Run(name, func(t *testing.T) {
+			m := prover.MutantNamed(name)
+			out := search(t, &process.Impl{Command: lockprover + " serve-reference --mutant " + name}, 10, []string{m.Property})
+			if out.Found == nil || out.Found.Property != m.Property {
+				t.Fatalf("%s not caught by %s in %d plans", name, m.Property, out.Plans)
+			}
+		})
+	}
+}
+
+// Broken implementations get a clear report, fail the run, and leave no
+// process behind.
+func TestBrokenImplementations(t *testing.T) {
+	init := `read l; echo '{"id":1,"type":"init_ok"}'; `
+	for _, tc := range []struct {
+		name, script, want string
+	}{
+		{"crashes at start", `echo "no config" >&2; exit 3`, "did not start: exited (exit status 3)"},
+		{"hangs", `sleep 600`, "did not answer within 10s"},
+		{"prints garbage", init + `read l; echo 'this is not JSON'; sleep 600`, "wrote a line that is not a JSON object"},
+		{"answers the wrong id", init + `while read l; do echo '{"id":999,"type":"acquire_ok","slot":1}'; done`, "answered id 999 to request id 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			marker := fmt.Sprintf("LPTEST%d", time.Now().UnixNano())
+			impl := &process.Impl{Command: fmt.Sprintf("%s=1; %s", marker, tc.script), Timeout: 5 * time.Second}
+			defer impl.Stop()
+			// Any plan shows a broken implementation: one client's lock cycle.
+			p := &prover.Plan{Version: 1, Kind: "semaphore", Lock: "lp-broken", Slots: 1, Options: prover.Options{HeartbeatMs: 1000},
+				Clients: [][]prover.Step{{{Op: "acquire"}, {Op: "verify"}, {Op: "release"}}}, Admins: [][]prover.Step{{}}}
+			res, err := prover.RabbitMQ{URL: rabbitmqtest.URL(t)}.Run(context.Background(), p, impl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var avail model.Verdict
+			for _, v := range prover.Judge(p, res, model.Options{}).Verdicts {
+				if v.Property == model.Available {
+					avail = v
+				}
+			}
+			problems := strings.Join(res.Problems, "\n")
+			if avail.Status != model.Fail || !strings.Contains(problems, tc.want) {
+				t.Errorf("available %v (%s); problems:\n%s\nwant one saying %q", avail.Status, avail.Detail, problems, tc.want)
+			}
+			if pids, _ := exec.Command("pgrep", "-f", marker).Output(); len(pids) > 0 {
+				t.Errorf("processes left behind: %s", pids)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	url := rabbitmqtest.URL(t)
+	var out strings.Builder
+	if !process.Validate(lockprover+" serve-reference", url, &out) {
+		t.Fatalf("the reference fails validation:\n%s", out.String())
+	}
+	out.Reset()
+	if process.Validate(`read l; echo '{"id":7,"type":"init_ok"}'; sleep 1`, url, &out) {
+		t.Fatal("an implementation answering the wrong id passed validation")
+	}
+	if !strings.Contains(out.String(), "answered id 7 to request id 1") {
+		t.Errorf("validation does not say what is wrong:\n%s", out.String())
+	}
+}
+
+// The Python example, written from the spec with pika, is proven through
+// the protocol.
+func TestPythonExample(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import pika").Run(); err != nil {
+		t.Skip("needs Debian's /usr/bin/python3 with python3-pika")
+	}
+	cmd := "/usr/bin/python3 " + filepath.Join("..", "..", "examples", "python", "lockprover_impl.py")
+	var out strings.Builder
+	if !process.Validate(cmd, rabbitmqtest.URL(t), &out) {
+		t.Fatalf("the Python example fails validation:\n%s", out.String())
+	}
+	o := search(t, &process.Impl{Command: cmd}, 3, nil, "kill", "pause", "partition")
+	if o.Found != nil {
+		t.Fatalf("%s\nproblems: %v", o.Found.Summary(), o.Found.Result.Problems)
+	}
+}
