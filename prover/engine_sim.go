@@ -44,25 +44,7 @@ func (e simEngine) Hold(broker.Broker, string)             {} // the simulator f
 
 func (e simEngine) AfterMethods(name string, n int, f func()) { e.w.AfterMethods(name, n, f) }
 
-func (e simEngine) Fault(fault, target string) error {
-	switch fault {
-	case "kill":
-		return e.w.Kill(target)
-	case "pause":
-		return e.w.Pause(target)
-	case "resume":
-		return e.w.Resume(target)
-	case "partition":
-		return e.w.Partition(target)
-	case "heal":
-		return e.w.Heal(target)
-	case "force-close":
-		return e.w.ForceClose(target)
-	case "drop-reply":
-		return e.w.DropReply(target)
-	}
-	return e.w.RestartBroker()
-}
+func (e simEngine) Fault(fault, target string) error { return e.w.Strike(fault, target) }
 
 func (e simEngine) Cost(name string) Cost {
 	c := e.w.Counters(name)

@@ -231,6 +231,38 @@ func (w *World) start() {
 	}
 }
 
+// Strike applies the fault named fault (kill, pause, resume, partition,
+// heal, force-close, close-socket, drop-reply, restart-broker, stop-broker,
+// start-broker) to target, as the fault methods do; restarts and broker
+// stops and starts take no target.
+func (w *World) Strike(fault, target string) error {
+	switch fault {
+	case "kill":
+		return w.Kill(target)
+	case "pause":
+		return w.Pause(target)
+	case "resume":
+		return w.Resume(target)
+	case "partition":
+		return w.Partition(target)
+	case "heal":
+		return w.Heal(target)
+	case "force-close":
+		return w.ForceClose(target)
+	case "close-socket":
+		return w.CloseSocket(target)
+	case "drop-reply":
+		return w.DropReply(target)
+	case "restart-broker":
+		return w.RestartBroker()
+	case "stop-broker":
+		return w.StopBroker()
+	case "start-broker":
+		return w.StartBroker()
+	}
+	return fmt.Errorf("sim: no fault named %q", fault)
+}
+
 // Advance moves the virtual clock on by d outside Run, firing the timers
 // that fall due.
 func (w *World) Advance(d time.Duration) {

@@ -2,7 +2,6 @@ package semantics
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
@@ -31,19 +30,7 @@ func (e simEnv) Inspect(q string) (QueueState, bool, error) {
 	return QueueState{Durable: info.Durable, AutoDelete: info.AutoDelete, Owner: info.Owner, Messages: info.Messages, Consumers: info.Consumers}, ok, nil
 }
 
-func (e simEnv) Fault(kind, conn string) error {
-	switch kind {
-	case "partition":
-		return e.w.Partition(conn)
-	case "heal":
-		return e.w.Heal(conn)
-	case "close-socket":
-		return e.w.CloseSocket(conn)
-	case "force-close":
-		return e.w.ForceClose(conn)
-	}
-	return fmt.Errorf("semantics: unknown fault %q", kind)
-}
+func (e simEnv) Fault(kind, conn string) error { return e.w.Strike(kind, conn) }
 
 func (e simEnv) StopBroker() error  { return e.w.StopBroker() }
 func (e simEnv) StartBroker() error { return e.w.StartBroker() }
