@@ -18,8 +18,7 @@ func BenchmarkPlans(b *testing.B) {
 				b.Fatalf("%v %v", err, out.Found)
 			}
 			b.ReportMetric(float64(out.Plans)/out.Elapsed.Seconds(), "plans/s")
-			ops := 0
-			b.ReportMetric(float64(ops), "")
+			b.ReportMetric(float64(out.Ops)/float64(out.Plans), "ops/plan")
 		})
 	}
 }

@@ -33,6 +33,7 @@ type Search struct {
 // Outcome is what a Search found.
 type Outcome struct {
 	Plans   int // plans run up to and including the first violation, or in all
+	Ops     int // operations those plans recorded
 	Judged  int // property verdicts given on those plans
 	Elapsed time.Duration
 	Found   *Counterexample // the minimal counterexample, or nil
@@ -74,6 +75,7 @@ func (s Search) Run() (*Outcome, error) {
 			return
 		}
 		out.Plans++
+		out.Ops += len(cx.Result.History) / 2
 		out.Judged += len(cx.Report.Verdicts)
 		if cx.Property != "" {
 			last = cx
