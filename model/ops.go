@@ -233,7 +233,7 @@ func maxClient(ops []*op) int {
 // overlaps reports whether o's interval meets [a, b].
 func (o *op) overlaps(a, b int64) bool { return o.call <= b && a <= o.ret }
 
-// sortedFaults returns the faults that may cost process p its holds.
+// faultsOf returns the faults that may cost process p its holds, by start.
 func (lh *lockHistory) faultsOf(p int) []*fault {
 	var fs []*fault
 	for _, f := range lh.faults {

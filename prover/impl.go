@@ -63,11 +63,11 @@ type reference struct{}
 
 func (reference) Connect(ctx context.Context, b broker.Broker, p *Plan, process string) (Client, error) {
 	o := p.Options.Reference()
-	// Jitter and random scan starts draw from a source fixed by the
-	// process's name, so runs repeat exactly.
+	// Jitter and random scan starts draw from a source fixed by the plan
+	// and the process's name, so runs repeat exactly.
 	h := fnv.New64a()
 	h.Write([]byte(process))
-	o.Rand = rand.New(rand.NewPCG(h.Sum64(), uint64(len(p.Schedule))))
+	o.Rand = rand.New(rand.NewPCG(h.Sum64(), p.ScheduleSeed))
 	c, err := amqplocks.Dial(ctx, b, o)
 	if err != nil {
 		return nil, err

@@ -37,7 +37,6 @@ type env struct {
 	mu     sync.Mutex
 	conns  []broker.Conn
 	queues []string
-	closes []func()
 }
 
 func newEnv(t testing.TB) *env {
@@ -104,20 +103,10 @@ func (e *env) confirmChannel(c broker.Conn) broker.Channel {
 	return ch
 }
 
-// onCleanup runs f before the connections are closed.
-func (e *env) onCleanup(f func()) {
-	e.mu.Lock()
-	e.closes = append(e.closes, f)
-	e.mu.Unlock()
-}
-
 func (e *env) cleanup() {
 	e.mu.Lock()
-	conns, queues, closes := e.conns, e.queues, e.closes
+	conns, queues := e.conns, e.queues
 	e.mu.Unlock()
-	for _, f := range closes {
-		f()
-	}
 	for _, c := range conns {
 		_ = c.Close() // errors expected for connections a test killed
 	}
