@@ -81,7 +81,17 @@ type Value struct {
 	To *int `json:"to,omitempty"`
 	// Process is the client a fault is aimed at.
 	Process string `json:"process,omitempty"`
+	// Patched marks an acquire or release completion that the process saw
+	// as unknown and the runner settled from the simulator's ground truth
+	// (a fail then says "not applied"). It is what happened, but not what
+	// the implementation answered: available still wants a fault to excuse
+	// it.
+	Patched bool `json:"patched,omitempty"`
 }
+
+// NotApplied is the reason of a patched fail: the operation certainly had
+// no effect.
+const NotApplied = "not applied"
 
 // Event is one line of a history: the invocation or the completion of one
 // operation by one process.

@@ -85,7 +85,7 @@ const (
 )
 
 // Which fields a value holds, in canonical order.
-type vfields uint8
+type vfields uint16
 
 const (
 	vSlot vfields = 1 << iota
@@ -96,10 +96,11 @@ const (
 	vFrom
 	vTo
 	vProcess
+	vPatched
 )
 
 // valueNames are the JSON names of the value fields, in bit order.
-var valueNames = [...]string{"slot", "held", "reason", "slots", "delta", "from", "to", "process"}
+var valueNames = [...]string{"slot", "held", "reason", "slots", "delta", "from", "to", "process", "patched"}
 
 // valueBox holds a Value and the integers and boolean it points to, so that
 // decoding a value costs one slot in a slab instead of several allocations.
@@ -327,7 +328,7 @@ func (p *parser) eventField(key []byte, e *Event) bool {
 	}
 }
 
-const valueFieldNames = "slot, held, reason, slots, delta, from, to, process"
+const valueFieldNames = "slot, held, reason, slots, delta, from, to, process, patched"
 
 // valueField reads the value of the field key of a value object into v.
 func (p *parser) valueField(key []byte, v *valueBox) bool {
@@ -349,6 +350,8 @@ func (p *parser) valueField(key []byte, v *valueBox) bool {
 		bit = vTo
 	case "process":
 		bit = vProcess
+	case "patched":
+		bit = vPatched
 	default:
 		return p.fail("unknown field %s in value (want %s)", quote(key), valueFieldNames)
 	}
@@ -380,6 +383,12 @@ func (p *parser) valueField(key []byte, v *valueBox) bool {
 			return p.fail("value.held: want true or false, got %s", p.describe())
 		}
 		v.v.Held = &v.held
+		return true
+	case vPatched:
+		if p.peek() != 't' || !p.literal("true") {
+			return p.fail("value.patched: want true (leave the field out otherwise), got %s", p.describe())
+		}
+		v.v.Patched = true
 		return true
 	case vReason, vProcess:
 		field := "value.reason"

@@ -73,7 +73,7 @@ func TestReadRejects(t *testing.T) {
 		{"unknown field", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"sem","client":"c1"}`), 1, `unknown field "client" (want index, time, process, type, f, lock, kind, value)`},
 		{"field names are case-sensitive", hist(`!{"Index":0}`), 1, `unknown field "Index"`},
 		{"duplicate field", hist(`{"process":"c1","type":"invoke","type":"ok"}`), 1, `duplicate field "type"`},
-		{"unknown value field", hist(acqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"slott":2}}`), 2, `unknown field "slott" in value (want slot, held, reason, slots, delta, from, to, process)`},
+		{"unknown value field", hist(acqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"slott":2}}`), 2, `unknown field "slott" in value (want slot, held, reason, slots, delta, from, to, process, patched)`},
 		{"duplicate value field", hist(acqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"slot":2,"slot":3}}`), 2, `duplicate field "value.slot"`},
 		{"nested value", hist(acqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"slot":{"n":2}}}`), 2, "value.slot: want an integer, got an object"},
 		{"slot as a string", hist(acqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"slot":"2"}}`), 2, `value.slot: want an integer, got the string "2"`},
@@ -190,6 +190,15 @@ func TestReadRejects(t *testing.T) {
 		{"kill info with another target", hist(killInv, `{"process":"nemesis","type":"info","f":"kill","value":{"process":"c2"}}`), 2, `value.process: want "c1", as in the invoke at line 1, got "c2"`},
 		{"kill info without target", hist(killInv, `{"process":"nemesis","type":"info","f":"kill"}`), 2, "value.process: missing: a nemesis kill info wants"},
 		{"partition with a slot", hist(`{"process":"nemesis","type":"invoke","f":"partition","value":{"process":"c1","slot":1}}`), 1, "value.slot: not allowed: a nemesis partition invoke wants"},
+		// Values: patched completions.
+		{"patched verify", hist(verInv, `{"process":"c1","type":"ok","f":"verify","lock":"sem","value":{"held":true,"patched":true}}`), 2, "value.patched: not allowed: only an acquire or release that completes ok or fail may be patched, not a semaphore verify ok"},
+		{"patched info", hist(acqInv, `{"process":"c1","type":"info","f":"acquire","lock":"sem","value":{"patched":true}}`), 2, "value.patched: not allowed"},
+		{"patched false", hist(acqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"slot":2,"patched":false}}`), 2, "value.patched: want true (leave the field out otherwise), got false"},
+		{"patched fail with another reason", hist(acqInv, `{"process":"c1","type":"fail","f":"acquire","lock":"sem","value":{"reason":"full","patched":true}}`), 2, `value.reason: a patched fail says "not applied", got "full"`},
+		{"patched fail with a slot", hist(relInv, `{"process":"c1","type":"fail","f":"release","lock":"sem","value":{"reason":"not applied","patched":true,"slot":2}}`), 2, "value.slot: not allowed: a patched fail holds only its reason"},
+		{"not applied without patched", hist(acqInv, `{"process":"c1","type":"fail","f":"acquire","lock":"sem","value":{"reason":"not applied"}}`), 2, `value.reason: want "full", "absent" or "contended", got "not applied"`},
+		{"patched ok without a slot", hist(acqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"patched":true}}`), 2, "value.slot: missing"},
+
 		{"restart-broker with a target", hist(`{"process":"nemesis","type":"invoke","f":"restart-broker","value":{"process":"c1"}}`), 1, "value.process: not allowed: a nemesis restart-broker invoke carries no value"},
 	}
 	for _, tt := range tests {
@@ -261,6 +270,13 @@ func TestReadAccepts(t *testing.T) {
 			`{"process":"c2","type":"invoke","f":"acquire","lock":"m","kind":"mutex"}`, `{"process":"c2","type":"fail","f":"acquire","lock":"m","kind":"mutex","value":{"reason":"held"}}`,
 			`{"process":"c1","type":"invoke","f":"verify","lock":"m","kind":"mutex"}`, `{"process":"c1","type":"ok","f":"verify","lock":"m","kind":"mutex","value":{"held":true}}`,
 			`{"process":"c1","type":"invoke","f":"release","lock":"m","kind":"mutex"}`, `{"process":"c1","type":"ok","f":"release","lock":"m","kind":"mutex"}`), 8},
+		{"patched completions", hist(
+			acqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"slot":2,"patched":true}}`,
+			acqInv, `{"process":"c1","type":"fail","f":"acquire","lock":"sem","value":{"reason":"not applied","patched":true}}`,
+			relInv, `{"process":"c1","type":"ok","f":"release","lock":"sem","value":{"slot":2,"patched":true}}`,
+			relInv, `{"process":"c1","type":"fail","f":"release","lock":"sem","value":{"patched":true,"reason":"not applied"}}`,
+			mAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"m","kind":"mutex","value":{"patched":true}}`,
+			mAcqInv, `{"process":"c1","type":"fail","f":"acquire","lock":"m","kind":"mutex","value":{"reason":"not applied","patched":true}}`), 12},
 		{"several locks of both kinds", hist(acqInv, `{"process":"c2","type":"invoke","f":"acquire","lock":"m","kind":"mutex"}`, acqOk), 3},
 		{"every fault", hist(
 			killInv, `{"process":"nemesis","type":"info","f":"kill","value":{"process":"c1"}}`,

@@ -266,6 +266,21 @@ func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) str
 		kind = nemesis
 	}
 	what := func() string { return kind + " " + e.F + " " + string(e.Type) }
+	if vhas&vPatched != 0 {
+		if kind == nemesis || (e.F != "acquire" && e.F != "release") || (e.Type != Ok && e.Type != Fail) {
+			return fmt.Sprintf("value.patched: not allowed: only an acquire or release that completes ok or fail may be patched, not a %s", what())
+		}
+		if e.Type == Fail && val.Reason != NotApplied {
+			return fmt.Sprintf("value.reason: a patched fail says %q, got %q", NotApplied, val.Reason)
+		}
+		if e.Type == Fail {
+			if extra := vhas &^ (vReason | vPatched); extra != 0 {
+				return fmt.Sprintf("value.%s: not allowed: a patched fail holds only its reason", firstField(extra))
+			}
+			return ""
+		}
+		vhas &^= vPatched
+	}
 	if extra := vhas &^ sh.allowed; extra != 0 {
 		f := firstField(extra)
 		if sh.allowed == 0 {

@@ -81,6 +81,9 @@ func appendEvent(buf []byte, e *Event) []byte {
 		if v.Process != "" {
 			buf = appendString(appendKey(buf, &sep, "process"), v.Process)
 		}
+		if v.Patched {
+			buf = append(appendKey(buf, &sep, "patched"), "true"...)
+		}
 		if sep == '{' {
 			buf = append(buf, '{')
 		}

@@ -59,7 +59,7 @@ func TestWriteMatchesEncodingJSON(t *testing.T) {
 		events = append(events,
 			Event{Index: i, Time: int64(i) * -3, Process: s, Type: Type(s), F: s, Lock: s, Kind: s,
 				Value: &Value{Reason: s, Process: s}},
-			Event{Value: &Value{Slot: Int(-1), Held: Bool(false), Slots: Int(0), Delta: Int(1 << 40), From: Int(3), To: Int(4)}},
+			Event{Value: &Value{Slot: Int(-1), Held: Bool(false), Slots: Int(0), Delta: Int(1 << 40), From: Int(3), To: Int(4), Patched: true}},
 			Event{Value: &Value{}},
 			Event{})
 	}

@@ -27,6 +27,12 @@ func available(lh *lockHistory) Verdict {
 		}
 		v.Judged++
 		switch {
+		case o.patched():
+			// The process saw an unknown outcome: a fault must explain it.
+			if !excused(lh, o) {
+				v.fail(o, fmt.Sprintf("%s, seen by %s as unknown, and no fault was in force on it: an operation must complete where nothing is broken", describeOp(o), o.name))
+				return v
+			}
 		case o.typ == histories.Ok || answered(o):
 			ok[o.f]++
 			fair[o.f]++
@@ -90,7 +96,7 @@ func recovered(lh *lockHistory, o *op, t int64) bool {
 		return false
 	}
 	for _, p := range lh.ops {
-		if p.proc == o.proc && p.call > t && p.ret < o.call && !p.unknown() {
+		if p.proc == o.proc && p.call > t && p.ret < o.call && !p.unknown() && !p.patched() {
 			return true
 		}
 	}

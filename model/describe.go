@@ -31,6 +31,9 @@ func describeOp(o *op) string {
 			b.WriteString(" " + r)
 		}
 	}
+	if o.patched() {
+		b.WriteString(" (patched from the simulator's ground truth)")
+	}
 	fmt.Fprintf(&b, " (#%d)", o.index)
 	return b.String()
 }

@@ -30,6 +30,10 @@ type op struct {
 // unknown reports whether the operation's outcome is unknown.
 func (o *op) unknown() bool { return o.typ == histories.Info || o.typ == "" }
 
+// patched reports whether the outcome was settled from ground truth after
+// the process saw it as unknown.
+func (o *op) patched() bool { return o.res != nil && o.res.Patched }
+
 // A fault is a nemesis event with the processes whose connections it may
 // cost, and when holds taken after it are safe from it.
 type fault struct {

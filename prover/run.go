@@ -385,6 +385,9 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 		done.Type, done.Value = histories.Fail, &histories.Value{Reason: f.Reason}
 	default:
 		done.Type, known = histories.Info, false
+		if p := r.patch(name, inv); p != nil {
+			done = *p
+		}
 	}
 	in.held = held
 	r.mu.Lock()
@@ -630,7 +633,11 @@ func (r *runner) restart(name string) {
 	}
 	if st.open >= 0 {
 		inv := r.rec.Events()[st.open]
-		r.rec.Add(histories.Event{Process: name, Type: histories.Info, F: inv.F, Lock: inv.Lock, Kind: inv.Kind})
+		done := histories.Event{Process: name, Type: histories.Info, F: inv.F, Lock: inv.Lock, Kind: inv.Kind}
+		if p := r.patch(name, inv); p != nil {
+			done = *p
+		}
+		r.rec.Add(done)
 		st.open = -1
 	}
 	if r.hb == 0 {

@@ -95,6 +95,7 @@ func (w *World) declare(c *conn, name string, o broker.DeclareOptions) reply {
 		c.owned = append(c.owned, q)
 	}
 	w.queues[name] = q
+	c.p.effects = append(c.p.effects, Effect{Time: w.now, Queue: name, Created: true})
 	return reply{queue: broker.Queue{Name: name}, cost: latCreate}
 }
 
@@ -218,6 +219,7 @@ func (w *World) deleteQ(c *conn, name string, o broker.DeleteOptions) reply {
 	}
 	n := len(q.msgs)
 	w.deleteQueue(q)
+	c.p.effects = append(c.p.effects, Effect{Time: w.now, Queue: name})
 	return reply{n: n, cost: latDelete}
 }
 

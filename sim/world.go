@@ -279,6 +279,33 @@ func (w *World) AfterMethods(name string, n int, f func()) error {
 	return nil
 }
 
+// An Effect is a queue that a method of a process created or deleted:
+// ground truth about operations whose outcome the process never learnt.
+type Effect struct {
+	Time    int64 // virtual time at which the broker applied the method
+	Queue   string
+	Created bool // false: deleted
+}
+
+// Effects returns the effects of the methods of the process named name
+// applied at or after virtual time since, and whether the record is final:
+// no request of the process is still on its way (held by a partition), so
+// no more can land. A name reused by a restarted process means the newest.
+func (w *World) Effects(name string, since int64) ([]Effect, bool) {
+	p := w.byName[name]
+	if p == nil {
+		return nil, true
+	}
+	i := sort.Search(len(p.effects), func(i int) bool { return p.effects[i].Time >= since })
+	final := true
+	for _, c := range p.conns {
+		if len(c.outbox) > 0 {
+			final = false
+		}
+	}
+	return p.effects[i:len(p.effects):len(p.effects)], final
+}
+
 // After runs f in the scheduler once d of virtual time has passed; f may
 // call the World's fault methods.
 func (w *World) After(d time.Duration, f func()) { w.after(d, f) }
@@ -354,6 +381,7 @@ type process struct {
 	conns    []*conn
 	counters Counters
 	hooks    map[int]func() // run after the process's n-th method is applied
+	effects  []Effect       // the queues its methods created or deleted
 
 	partitioned bool      // new connections hang until Heal
 	dialWait    *dialWait // a dial waiting for Heal
