@@ -2,13 +2,10 @@ package prover
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"sync"
-	"testing"
 	"time"
 
-	"pgregory.net/rapid"
+	"github.com/lockprover/lockprover/internal/rapidbatch"
 )
 
 // A Search proves c outside go test, as the CLI does: rapid draws plans in
@@ -42,9 +39,6 @@ type Outcome struct {
 // batch is how many plans each rapid.Check draws.
 const batch = 500
 
-// rapid's settings are process-wide flags: one search at a time.
-var searchMu sync.Mutex
-
 // Run runs the search.
 func (s Search) Run() (*Outcome, error) {
 	if s.Plans <= 0 && s.Until.IsZero() {
@@ -56,13 +50,11 @@ func (s Search) Run() (*Outcome, error) {
 	if s.Shrink == 0 {
 		s.Shrink = 30 * time.Second
 	}
-	searchMu.Lock()
-	defer searchMu.Unlock()
-	restore, err := setRapidFlags(map[string]string{"rapid.nofailfile": "true", "rapid.shrinktime": s.Shrink.String(), "rapid.checks": "1", "rapid.seed": "1"})
+	end, err := rapidbatch.Begin(s.Shrink)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("prover: %w", err)
 	}
-	defer restore()
+	defer end()
 	out := &Outcome{}
 	start := time.Now()
 	var last *Counterexample
@@ -97,13 +89,8 @@ func (s Search) Run() (*Outcome, error) {
 		if s.Plans > 0 {
 			n = min(batch, s.Plans-out.Plans)
 		}
-		if testing.Short() {
-			n *= 5 // rapid runs a fifth of its checks under -short
-		}
-		flag.Set("rapid.checks", fmt.Sprint(n))
-		flag.Set("rapid.seed", fmt.Sprint(mix(s.Seed, uint64(b))))
 		before := out.Plans
-		rapid.Check(&quietTB{}, prop)
+		rapidbatch.Batch(s.Seed, b, n, prop)
 		if out.Plans == before && last == nil {
 			return nil, fmt.Errorf("prover: rapid drew no valid plan in a batch of %d", n)
 		}
@@ -114,56 +101,3 @@ func (s Search) Run() (*Outcome, error) {
 	}
 	return out, nil
 }
-
-// mix derives batch seeds from a base seed (splitmix64); never zero, which
-// rapid would take for "random".
-func mix(seed, b uint64) uint64 {
-	z := seed + (b+1)*0x9e3779b97f4a7c15
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	z ^= z >> 31
-	if z == 0 {
-		z = 1
-	}
-	return z
-}
-
-// setRapidFlags sets rapid's flags and returns a function that restores
-// them.
-func setRapidFlags(values map[string]string) (func(), error) {
-	old := map[string]string{}
-	for name, v := range values {
-		f := flag.Lookup(name)
-		if f == nil {
-			return nil, fmt.Errorf("prover: rapid has no flag %s", name)
-		}
-		old[name] = f.Value.String()
-		if err := flag.Set(name, v); err != nil {
-			return nil, err
-		}
-	}
-	return func() {
-		for name, v := range old {
-			flag.Set(name, v)
-		}
-	}, nil
-}
-
-// quietTB is the rapid.TB of a search: it keeps rapid's failure to itself
-// (the counterexample says it all).
-type quietTB struct{ failed bool }
-
-func (*quietTB) Helper()                 {}
-func (*quietTB) Name() string            { return "lockprover-search" }
-func (*quietTB) Logf(string, ...any)     {}
-func (*quietTB) Log(...any)              {}
-func (*quietTB) Skipf(string, ...any)    {}
-func (*quietTB) Skip(...any)             {}
-func (*quietTB) SkipNow()                {}
-func (t *quietTB) Errorf(string, ...any) { t.failed = true }
-func (t *quietTB) Error(...any)          { t.failed = true }
-func (t *quietTB) Fatalf(string, ...any) { t.failed = true }
-func (t *quietTB) Fatal(...any)          { t.failed = true }
-func (t *quietTB) FailNow()              { t.failed = true }
-func (t *quietTB) Fail()                 { t.failed = true }
-func (t *quietTB) Failed() bool          { return t.failed }

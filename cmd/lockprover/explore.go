@@ -77,7 +77,7 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 		for _, f := range faultSets {
 			c := prover.Config{Faults: f.faults}
 			v.set(&c.Options)
-			o, err := runSearch(prover.Search{Config: c, Seed: *seed, Plans: *plans, Shrink: *shrink})
+			o, err := prover.Search{Config: c, Seed: *seed, Plans: *plans, Shrink: *shrink}.Run()
 			if err != nil {
 				fmt.Fprintf(stderr, "explore: %s, %s: %v\n", v.name, f.name, err)
 				return exitViolation

@@ -35,6 +35,7 @@ func commands() []command {
 		{"replay", "run a saved plan again and check its history", runReplay},
 		{"explore", "prove the reference's open choices under each family of faults: a Markdown table", runExplore},
 		{"mutants", "list the mutant catalogue: name and the property that must catch it", runMutants},
+		{"conform", "differential test of the simulator against a real RabbitMQ: the semantics table and drawn sequences", runConform},
 		{"bench", "cost per operation against a real broker: latency and AMQP methods beside the floor", runBench},
 		{"validate-impl", "check an implementation's handling of the process protocol before proving it", runValidateImpl},
 		{"serve-reference", "serve the reference (or a mutant) over the process protocol, for --impl", runServeReference},
@@ -64,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: lockprover <command> [flags]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun \"lockprover <command> -h\" for a command's flags.")
 }

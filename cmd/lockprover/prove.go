@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
@@ -199,7 +198,7 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	s.Context = ctx
-	o, err := runSearch(s)
+	o, err := s.Run()
 	status.done()
 	if err != nil {
 		fmt.Fprintf(stderr, "prove: %v\n", err)
@@ -256,17 +255,6 @@ func withoutRestart(faults []string) []string {
 		}
 	}
 	return out
-}
-
-// runSearch runs a search. rapid registers its flags on the global flag
-// set and reads testing.Short, which needs the testing flags registered and
-// that set parsed; lockprover's commands parse flag sets of their own.
-func runSearch(s prover.Search) (*prover.Outcome, error) {
-	testing.Init()
-	if !flag.Parsed() {
-		flag.CommandLine.Parse(nil)
-	}
-	return s.Run()
 }
 
 func parseShard(s string) (int, int, error) {

@@ -146,7 +146,7 @@ func detectMutants(n, budget int, stdout, stderr io.Writer) int {
 		var secs []float64
 		for seed := 1; seed <= n; seed++ {
 			c := prover.Config{Mutant: m.Name, Properties: []string{m.Property}}
-			o, err := runSearch(prover.Search{Config: c, Seed: uint64(seed), Plans: budget, Shrink: 1})
+			o, err := prover.Search{Config: c, Seed: uint64(seed), Plans: budget, Shrink: 1}.Run()
 			if err != nil {
 				fmt.Fprintf(stderr, "mutants: %s: %v\n", m.Name, err)
 				return exitViolation

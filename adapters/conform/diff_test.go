@@ -1,0 +1,83 @@
+package conform
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// diffSequences is the test's budget: LOCKPROVER_CONFORM_SEQUENCES
+// overrides it.
+func diffSequences(t *testing.T) int {
+	n := 150
+	if testing.Short() {
+		n = 30
+	}
+	if s := os.Getenv("LOCKPROVER_CONFORM_SEQUENCES"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("LOCKPROVER_CONFORM_SEQUENCES=%q: %v", s, err)
+		}
+		n = v
+	}
+	return n
+}
+
+// The simulator and RabbitMQ observe the same thing for drawn sequences.
+func TestDifferential(t *testing.T) {
+	tg := openTarget(t, Options{})
+	if !tg.FastCtl() {
+		t.Skip("the rabbitmqctl eval session does not start")
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("LOCKPROVER_CONFORM_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Attr("seed", strconv.FormatUint(seed, 10))
+	out, err := tg.Differential(context.Background(), DiffOptions{Sequences: diffSequences(t), Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed %d: %d sequences, %d steps, %v", seed, out.Sequences, out.Steps, out.Elapsed.Round(time.Millisecond))
+	if out.Found != nil {
+		t.Fatalf("divergence (seed %d):\n%s", seed, out.Found)
+	}
+}
+
+// A wrong simulator is caught, and the divergence shrinks to the few steps
+// that show it: here a simulator that miscounts a purge of one message.
+func TestDifferentialCatchesAWrongSimulator(t *testing.T) {
+	tg := openTarget(t, Options{})
+	if !tg.FastCtl() {
+		t.Skip("the rabbitmqctl eval session does not start")
+	}
+	simMutant = func(ops []Op, obs []string) {
+		for i, o := range ops {
+			if o.Kind == "purge" && i < len(obs) && obs[i] == "ok n=1" {
+				obs[i] = "ok n=7"
+			}
+		}
+	}
+	defer func() { simMutant = nil }()
+	out, err := tg.Differential(context.Background(), DiffOptions{Sequences: 3000, Seed: 1, Shrink: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Found == nil {
+		t.Fatalf("no divergence in %d sequences", out.Sequences)
+	}
+	t.Logf("after %d sequences, %v:\n%s", out.Sequences, out.Elapsed.Round(time.Millisecond), out.Found)
+	d := out.Found
+	if got := d.Ops[d.First]; got.Kind != "purge" || d.Real[d.First] != "ok n=1" || d.Sim[d.First] != "ok n=7" {
+		t.Errorf("diverging step %d: %v, rabbitmq %q, simulator %q", d.First+1, got, d.Real[d.First], d.Sim[d.First])
+	}
+	// declare, publish, purge: nothing else is needed.
+	if len(d.Ops) > 3 || d.First != len(d.Ops)-1 {
+		t.Errorf("not minimal: %d steps, diverging at %d", len(d.Ops), d.First+1)
+	}
+	if d.Reproduced != d.Replays {
+		t.Errorf("reproduced in %d of %d replays", d.Reproduced, d.Replays)
+	}
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/conform"
+)
+
+// runConform is `lockprover conform`: is the simulator telling the truth?
+// Part 1 runs the semantics table (broker-semantics.md as data) on a real
+// broker and on the simulator and compares them step by step; part 2 draws
+// sequences of low-level operations with rapid, runs each on both, and
+// shrinks the first divergence.
+func runConform(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("conform", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `Usage: lockprover conform [flags]
+
+Differential test of the simulator against a real RabbitMQ broker.
+Part 1 runs every case of the semantics table (broker-semantics.md) that a
+shared broker allows on RabbitMQ and on the simulator, step by step. Part 2
+runs drawn sequences of declares, publishes, deletes, consumes, gets,
+purges, channel and connection closes, kills and forced closes on both, and
+shrinks the first divergence to a minimal sequence.
+It needs rabbitmqctl for the broker's node (run as root or the rabbitmq
+user) and cleans up every queue it creates.
+Exit status: 0 the simulator agrees, 1 a divergence, 2 usage or no broker,
+3 inconclusive (rabbitmqctl or the cleanup failed).
+
+Flags:`)
+		fs.PrintDefaults()
+	}
+	rawURL := fs.String("amqp-url", "", "the broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
+	sequences := fs.Int("sequences", 500, "differential sequences to draw in part 2; 0 skips part 2")
+	seed := fs.Uint64("seed", 0, "seed of the drawn sequences; by default one is picked (and printed)")
+	allowRestart := fs.Bool("allow-restart", false, "let table cases restart the broker (rabbitmqctl stop_app/start_app cuts every client of the broker off)")
+	ctlCmd := fs.String("rabbitmqctl", "rabbitmqctl", "the command that runs rabbitmqctl for the broker's node (split on spaces)")
+	retries := fs.Int("retries", 2, "run a diverging table case again up to this many times (real timing varies on a loaded machine)")
+	shrink := fs.Duration("shrink-time", time.Minute, "time to spend minimising a divergence")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "conform: unexpected arguments %q\n", fs.Args())
+		fs.Usage()
+		return exitUsage
+	}
+	if *sequences < 0 || *retries < 0 || *shrink < 0 || strings.TrimSpace(*ctlCmd) == "" {
+		fmt.Fprintln(stderr, "conform: --sequences, --retries and --shrink-time must not be negative, --rabbitmqctl not empty")
+		return exitUsage
+	}
+	seedSet := false
+	fs.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
+	if !seedSet {
+		*seed = rand.Uint64()
+	}
+	u := brokerURL(*rawURL)
+	shown := redact(u)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	tg, err := conform.Open(ctx, conform.Options{URL: u, Ctl: strings.Fields(*ctlCmd), AllowRestart: *allowRestart})
+	if err != nil {
+		if errors.Is(err, conform.ErrNoBroker) {
+			fmt.Fprintf(stderr, "conform: %v\nStart RabbitMQ there, or name another broker with --amqp-url or LOCKPROVER_AMQP_URL.\n", err)
+		} else {
+			fmt.Fprintf(stderr, "conform: %v\n", err)
+		}
+		return exitUsage
+	}
+	defer func() {
+		if err := tg.Close(); err != nil {
+			fmt.Fprintf(stderr, "conform: %v\n", err)
+		}
+	}()
+	if !tg.FastCtl() {
+		fmt.Fprintln(stdout, "note: the rabbitmqctl eval session did not start; every query is a plain rabbitmqctl command (about a second), so timed cases may diverge")
+	}
+
+	code := exitOK
+	fmt.Fprintf(stdout, "part 1: the semantics table on %s and on the simulator (queues %s*)\n", shown, tg.Prefix())
+	start := time.Now()
+	counts := map[string]int{}
+	tg.RunTable(ctx, nil, *retries, func(r conform.CaseReport) {
+		counts[r.Status()]++
+		timing := ""
+		if r.Skipped == "" {
+			timing = r.Elapsed.Round(time.Millisecond).String()
+		}
+		note := ""
+		switch {
+		case r.Skipped != "":
+			note = " (" + r.Skipped + ")"
+		case r.Attempts > 1:
+			note = fmt.Sprintf(" (attempt %d)", r.Attempts)
+		}
+		fmt.Fprintf(stdout, "  %-16s %-8s %8s  %s%s\n", r.Case.ID, r.Status(), timing, r.Case.Title, note)
+		if d := r.Details(); d != "" {
+			fmt.Fprint(stdout, d)
+		}
+		switch r.Status() {
+		case "diverge", "table":
+			code = exitViolation
+		case "error":
+			if code == exitOK {
+				code = exitInconclusive
+			}
+		}
+	})
+	fmt.Fprintf(stdout, "part 1: %d agree, %d diverge, %d contradict the table on both sides, %d harness failures, %d skipped (%.1fs)\n",
+		counts["agree"], counts["diverge"], counts["table"], counts["error"], counts["skip"], time.Since(start).Seconds())
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "conform: interrupted")
+		return exitViolation
+	}
+
+	if *sequences > 0 {
+		fmt.Fprintf(stdout, "\npart 2: %d differential sequences from seed %d (replay: --seed %d --sequences %d)\n", *sequences, *seed, *seed, *sequences)
+		step := max(*sequences/10, 1)
+		out, err := tg.Differential(ctx, conform.DiffOptions{
+			Sequences: *sequences,
+			Seed:      *seed,
+			Shrink:    *shrink,
+			Progress: func(n, steps int) {
+				if n%step == 0 && n < *sequences {
+					fmt.Fprintf(stdout, "  %d/%d sequences, %d steps\n", n, *sequences, steps)
+				}
+			},
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "conform: part 2: %v\n", err)
+			if errors.Is(err, conform.ErrHarness) && code == exitOK {
+				return exitInconclusive
+			}
+			return max(code, exitViolation)
+		}
+		fmt.Fprintf(stdout, "part 2: %d sequences, %d steps in %.1fs (%.0f sequences/s)\n", out.Sequences, out.Steps, out.Elapsed.Seconds(), float64(out.Sequences)/out.Elapsed.Seconds())
+		if out.Found != nil {
+			fmt.Fprintf(stdout, "divergence, shrunk to a minimal sequence: %s", out.Found)
+			code = exitViolation
+		} else {
+			fmt.Fprintln(stdout, "no divergence")
+		}
+	}
+	if code == exitOK {
+		fmt.Fprintln(stdout, "\nthe simulator agrees with RabbitMQ")
+	}
+	return code
+}

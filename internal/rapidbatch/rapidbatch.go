@@ -1,0 +1,95 @@
+// Package rapidbatch runs rapid properties outside a test's own rapid.Check
+// loop: in batches of a chosen size, each seeded from a base seed, with
+// failures kept quiet (the caller records what failed) and no fail files.
+// rapid's settings are process-wide flags, so one session runs at a time.
+package rapidbatch
+
+import (
+	"flag"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+var mu sync.Mutex
+
+// Begin starts a session: it waits for any other to end, then sets rapid's
+// flags (no fail file, shrink for at most shrink). The returned end restores
+// them. Outside go test it first registers the testing flags and parses the
+// global flag set, which rapid's flags and testing.Short need.
+func Begin(shrink time.Duration) (end func(), err error) {
+	mu.Lock()
+	if !flag.Parsed() {
+		testing.Init()
+		flag.CommandLine.Parse(nil)
+	}
+	old := map[string]string{}
+	restore := func() {
+		for name, v := range old {
+			flag.Set(name, v)
+		}
+		mu.Unlock()
+	}
+	for name, v := range map[string]string{"rapid.nofailfile": "true", "rapid.shrinktime": shrink.String(), "rapid.checks": "1", "rapid.seed": "1"} {
+		f := flag.Lookup(name)
+		if f == nil {
+			restore()
+			return nil, fmt.Errorf("rapid has no flag %s: call testing.Init and flag.Parse first", name)
+		}
+		old[name] = f.Value.String()
+		if err := flag.Set(name, v); err != nil {
+			restore()
+			return nil, err
+		}
+	}
+	return restore, nil
+}
+
+// Batch runs prop on n drawn cases, batch b of the base seed, and reports
+// whether it failed (rapid has then shrunk the failure). Under go test
+// -short rapid runs a fifth of its checks; Batch makes up for it, so that n
+// cases run either way.
+func Batch(seed uint64, b, n int, prop func(*rapid.T)) (failed bool) {
+	if testing.Short() {
+		n *= 5
+	}
+	flag.Set("rapid.checks", fmt.Sprint(n))
+	flag.Set("rapid.seed", fmt.Sprint(mix(seed, uint64(b))))
+	t := &quietTB{}
+	rapid.Check(t, prop)
+	return t.failed
+}
+
+// mix derives batch seeds from a base seed (splitmix64); never zero, which
+// rapid would take for "random".
+func mix(seed, b uint64) uint64 {
+	z := seed + (b+1)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	if z == 0 {
+		z = 1
+	}
+	return z
+}
+
+// quietTB is the rapid.TB of a batch: it keeps rapid's failure to itself.
+type quietTB struct{ failed bool }
+
+func (*quietTB) Helper()                 {}
+func (*quietTB) Name() string            { return "lockprover" }
+func (*quietTB) Logf(string, ...any)     {}
+func (*quietTB) Log(...any)              {}
+func (*quietTB) Skipf(string, ...any)    {}
+func (*quietTB) Skip(...any)             {}
+func (*quietTB) SkipNow()                {}
+func (t *quietTB) Errorf(string, ...any) { t.failed = true }
+func (t *quietTB) Error(...any)          { t.failed = true }
+func (t *quietTB) Fatalf(string, ...any) { t.failed = true }
+func (t *quietTB) Fatal(...any)          { t.failed = true }
+func (t *quietTB) FailNow()              { t.failed = true }
+func (t *quietTB) Fail()                 { t.failed = true }
+func (t *quietTB) Failed() bool          { return t.failed }
