@@ -65,10 +65,12 @@ type runner struct {
 	killed    map[string]bool            // processes killed while heartbeats are off
 	faulty    map[string]map[string]bool // process -> pause/partition in force
 	stuck     error
-	created   bool              // the first admin's create has ended or was cut short
-	ending    bool              // no fault strikes once the run is ending
-	destroyed bool              // the probe's destroy succeeded
-	live      map[string]Client // each process's current client, for signals
+	created   bool                          // the first admin's create has ended or was cut short
+	ending    bool                          // no fault strikes once the run is ending
+	destroyed bool                          // the probe's destroy succeeded
+	live      map[string]Client             // each process's current client, for signals
+	dialling  map[string]context.CancelFunc // cuts short a process's Connect when it is killed
+	cutOff    map[string]bool               // a fault may have cost the process its connection since it last opened one
 	problems  []string
 }
 
@@ -78,6 +80,7 @@ func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
 	return &runner{p: &p, impl: impl, eng: eng, lock: lock, rec: histories.NewRecorder(eng.Now),
 		hb: p.Options.heartbeat(), states: map[string]*procState{}, costs: map[int]Cost{},
 		killed: map[string]bool{}, faulty: map[string]map[string]bool{}, live: map[string]Client{},
+		dialling: map[string]context.CancelFunc{}, cutOff: map[string]bool{},
 		created: p.Kind != "semaphore" || len(p.Admins) == 0}
 }
 
@@ -237,14 +240,36 @@ func (r *runner) connect(b broker.Broker, name string, st *procState, in *incarn
 	var err error
 	for i := 0; i < 100 && r.current(st, in.gen); i++ {
 		ctx, cancel := r.eng.OpContext(false)
+		r.mu.Lock()
+		if st.gen != in.gen {
+			r.mu.Unlock()
+			cancel()
+			return false
+		}
+		r.dialling[name] = cancel
+		r.mu.Unlock()
 		var c Client
 		c, err = r.impl.Connect(ctx, b, r.p, name)
+		r.mu.Lock()
+		current := st.gen == in.gen
+		if current {
+			delete(r.dialling, name)
+			if err == nil {
+				r.live[name] = c
+			}
+		}
+		r.mu.Unlock()
 		cancel()
+		if err == nil && !current {
+			// Killed while it started: the kill found nothing to signal.
+			if pc, ok := c.(ProcessClient); ok {
+				pc.Signal(syscall.SIGKILL)
+			}
+			c.Close()
+			return false
+		}
 		if err == nil {
 			in.client = c
-			r.mu.Lock()
-			r.live[name] = c
-			r.mu.Unlock()
 			return true
 		}
 		var pe *ProcessError
@@ -319,6 +344,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	e.Type = histories.Invoke
 	inv := r.rec.Add(e)
 	st.open = inv.Index
+	cutOff := r.cutOff[name]
 	var crash int
 	if (s.Op == "change" || s.Op == "destroy") && len(st.crashes) > 0 {
 		crash, st.crashes = st.crashes[0], st.crashes[1:]
@@ -375,6 +401,10 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 		err = c.Wait(ctx, s.Slot)
 	}
 	cost := r.eng.Cost(name).Sub(before)
+	opened := cost.Connections > 0
+	if cutOff && opened {
+		cost = cost.reconnected()
+	}
 	done := histories.Event{Process: name, F: s.Op, Lock: r.lock, Kind: e.Kind}
 	var f *Failure
 	known := true
@@ -398,6 +428,9 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	st.open = -1
 	if known {
 		r.costs[inv.Index] = cost
+	}
+	if opened {
+		r.cutOff[name] = false
 	}
 	if s.Op == "destroy" && err == nil && name == "probe" {
 		r.destroyed = true
@@ -587,6 +620,13 @@ func (r *runner) strike(fault, target string) {
 	case "heal":
 		delete(r.faulty[target], "partition")
 	}
+	if err == nil && fault != "resume" && fault != "heal" {
+		for name := range r.states {
+			if target == "" || name == target {
+				r.cutOff[name] = true
+			}
+		}
+	}
 	e.Type = histories.Info
 	if err != nil && target != "" {
 		e.Type = histories.Fail
@@ -628,6 +668,10 @@ func (r *runner) restart(name string) {
 		return
 	}
 	st.gen++
+	if cancel := r.dialling[name]; cancel != nil {
+		cancel()
+		delete(r.dialling, name)
+	}
 	if st.first && st.create {
 		r.created = true // its create was cut short
 	}

@@ -106,6 +106,6 @@ func (c *client) Count(ctx context.Context) (int, error) {
 }
 
 func (c *client) Wait(ctx context.Context, slot int) error {
-	_, err := c.op(ctx, request{"type": "wait", "slot": slot}, "wait_ok")
+	_, err := c.call(ctx, 3*c.timeout, request{"type": "wait", "slot": slot}, "wait_ok") // a holder may take heartbeats to go
 	return err
 }

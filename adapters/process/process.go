@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -63,11 +64,20 @@ func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *prover.Plan, nam
 		}
 		_, err = c.call(ctx, handshake, request{"type": "init", "client": name, "lock": p.Kind, "name": p.Lock, "url": u.URL(), "heartbeat_ms": hb}, "init_ok")
 		if err != nil {
-			// An init answered with an error is the broker out of reach (a
-			// fault, say): connect again later. Anything else is the
-			// implementation failing to start.
-			if why := c.Crashed(); why != "" {
-				err = &prover.ProcessError{Msg: fmt.Sprintf("%s did not start: %s", name, strings.TrimPrefix(why, "crashed: "))}
+			var re *replyError
+			var f *prover.Failure
+			switch {
+			case ctx.Err() != nil, errors.As(err, &re):
+				// Cut short by the harness (its client was killed), or the
+				// broker out of reach (a fault, say): start again later.
+			case errors.As(err, &f):
+				err = &prover.ProcessError{Msg: fmt.Sprintf("%s refused to start: %s", name, f.Reason)}
+			default:
+				why := strings.TrimPrefix(c.Crashed(), "crashed: ")
+				if why == "" {
+					why = err.Error()
+				}
+				err = &prover.ProcessError{Msg: fmt.Sprintf("%s did not start: %s", name, why)}
 			}
 			c.Signal(syscall.SIGKILL)
 			c.wait()
@@ -149,17 +159,24 @@ func start(command, name string, timeout time.Duration) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// Not cmd.StdoutPipe: Wait would close it on exit, maybe before the
+	// process's last lines are read.
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	cmd.Stdout = w
 	c := &client{name: name, cmd: cmd, stdin: stdin, lines: make(chan string, 16), exited: make(chan struct{}),
 		stderr: &tail{}, timeout: timeout, next: 1}
 	cmd.Stderr = c.stderr
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		stdout.Close()
 		return nil, &prover.ProcessError{Msg: fmt.Sprintf("%s: cannot start %q: %v", name, command, err)}
 	}
 	go func() {
+		defer stdout.Close()
 		r := bufio.NewReaderSize(stdout, 64<<10)
 		for {
 			line, err := r.ReadString('\n')
@@ -256,10 +273,16 @@ func (c *client) call(ctx context.Context, d time.Duration, req request, want st
 		if e.Definite {
 			return nil, &prover.Failure{Reason: e.Code}
 		}
-		return nil, fmt.Errorf("%s: %s", e.Code, e.Text)
+		return nil, &replyError{e.Code, e.Text}
 	}
 	return nil, c.giveUp(fmt.Sprintf("answered %q to a request that wants %q: %.200s", got.Type, want, text))
 }
+
+// A replyError is an error the process answered, without definite: the
+// outcome is unknown.
+type replyError struct{ code, text string }
+
+func (e *replyError) Error() string { return e.code + ": " + e.text }
 
 // giveUp kills the process and records why; the operation's outcome is
 // unknown.

@@ -77,6 +77,7 @@ func TestBrokenImplementations(t *testing.T) {
 	}{
 		{"crashes at start", `echo "no config" >&2; exit 3`, "did not start: exited (exit status 3)"},
 		{"hangs", `sleep 600`, "did not answer within 10s"},
+		{"refuses to start", `read l; echo '{"id":1,"type":"error","code":"unsupported","text":"no","definite":true}'`, "refused to start: unsupported"},
 		{"prints garbage", init + `read l; echo 'this is not JSON'; sleep 600`, "wrote a line that is not a JSON object"},
 		{"answers the wrong id", init + `while read l; do echo '{"id":999,"type":"acquire_ok","slot":1}'; done`, "answered id 999 to request id 2"},
 	} {
@@ -105,6 +106,31 @@ func TestBrokenImplementations(t *testing.T) {
 				t.Errorf("processes left behind: %s", pids)
 			}
 		})
+	}
+}
+
+// A process killed while it starts is killed for real, not left running
+// beside its successor, and a kill is not the implementation failing to
+// start.
+func TestKillDuringInit(t *testing.T) {
+	marker := fmt.Sprintf("LPTEST%d", time.Now().UnixNano())
+	impl := &process.Impl{Command: fmt.Sprintf("%s=1; sleep 1; %s serve-reference", marker, lockprover)}
+	defer impl.Stop()
+	p := &prover.Plan{Version: 1, Kind: "semaphore", Lock: "lp-slow", Slots: 1, Options: prover.Options{HeartbeatMs: 1000},
+		Clients: [][]prover.Step{{{Op: "acquire"}, {Op: "release"}}}, Admins: [][]prover.Step{{}},
+		Nemesis: []prover.Fault{{At: 1500, Fault: "kill", Target: "c1"}}} // c1 starts once the admin has created the semaphore, 1 s in
+	res, err := prover.RabbitMQ{URL: rabbitmqtest.URL(t)}.Run(context.Background(), p, impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pids, _ := exec.Command("pgrep", "-f", marker).Output(); len(pids) > 0 {
+		t.Errorf("processes still running after the run: %s", pids)
+	}
+	if len(res.Problems) > 0 {
+		t.Errorf("problems: %v", res.Problems)
+	}
+	if r := prover.Judge(p, res, model.Options{}); r.Status() != model.Pass {
+		t.Errorf("%+v", r.Verdicts)
 	}
 }
 
