@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
+	"time"
 )
 
 // fakeTB records Skip and Fatal instead of acting on a real test. Skip and
@@ -66,44 +68,66 @@ func env(vals map[string]string) func(string) (string, bool) {
 	}
 }
 
-// listener returns the address of a local listener that counts the
-// connections it accepts.
-func listener(t *testing.T) (string, *atomic.Int32) {
+// counter is a local listener that records the peers it accepts.
+type counter struct {
+	addr  string
+	mu    sync.Mutex
+	peers []string
+}
+
+func listener(t *testing.T) *counter {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	var n atomic.Int32
+	c := &counter{addr: l.Addr().String()}
 	go func() {
 		for {
-			c, err := l.Accept()
+			conn, err := l.Accept()
 			if err != nil {
 				return
 			}
-			n.Add(1)
-			c.Close()
+			c.mu.Lock()
+			c.peers = append(c.peers, conn.RemoteAddr().String())
+			c.mu.Unlock()
+			conn.Close()
 		}
 	}()
-	return l.Addr().String(), &n
+	return c
 }
 
-// closedAddr returns a local address nothing listens on.
-func closedAddr(t *testing.T) string {
+// settle returns how many connections were made to the listener so far.
+// Accepting is asynchronous, so it dials once more itself and waits until
+// that connection is accepted: the accept queue is first in, first out, so
+// every earlier connection has been recorded by then.
+func (c *counter) settle(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	conn, err := net.Dial("tcp", c.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	sentinel := conn.LocalAddr().String()
+	conn.Close()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		peers := slices.Clone(c.peers)
+		c.mu.Unlock()
+		if i := slices.Index(peers, sentinel); i >= 0 {
+			return i
+		}
+	}
+	t.Fatal("the listener never accepted the sentinel connection")
+	return 0
 }
 
+// deadAddr is a local address no connection can reach: nothing can listen
+// on port 0, so a dial is refused at once. A port freed by closing a
+// listener would not do: another test running in parallel may be handed it.
+const deadAddr = "127.0.0.1:0"
+
 func TestResolve(t *testing.T) {
-	liveAddr, accepts := listener(t)
-	deadAddr := closedAddr(t)
 
 	noDocker := func() bool { return false }
 	yesDocker := func() bool { return true }
@@ -117,71 +141,73 @@ func TestResolve(t *testing.T) {
 	}
 
 	tests := []struct {
-		name      string
-		env       map[string]string
-		probeAddr string
-		dockerOK  func() bool
-		start     func(testing.TB) (string, error)
+		name     string
+		env      map[string]string
+		live     bool // probe a listening address (else a closed one)
+		dockerOK func() bool
+		start    func(testing.TB) (string, error)
 
 		wantURL     string
 		wantSkip    bool
 		wantFail    bool
 		wantMsgs    []string
-		wantAccepts int32 // connections the live listener saw during the case
+		wantAccepts int // connections the probe made to the listener
 	}{
 		{
-			name:      "env wins and is not probed",
-			env:       map[string]string{EnvVar: "amqp://u:p@broker.example:5673/vh"},
-			probeAddr: liveAddr,
-			dockerOK:  mustNotAskDocker,
-			start:     mustNotStart,
-			wantURL:   "amqp://u:p@broker.example:5673/vh",
+			name:     "env wins and is not probed",
+			env:      map[string]string{EnvVar: "amqp://u:p@broker.example:5673/vh"},
+			live:     true,
+			dockerOK: mustNotAskDocker,
+			start:    mustNotStart,
+			wantURL:  "amqp://u:p@broker.example:5673/vh",
 		},
 		{
 			name:        "empty env counts as unset",
 			env:         map[string]string{EnvVar: ""},
-			probeAddr:   liveAddr,
+			live:        true,
 			dockerOK:    mustNotAskDocker,
 			start:       mustNotStart,
-			wantURL:     "amqp://guest:guest@" + liveAddr + "/",
+			wantURL:     "amqp://guest:guest@LIVE/",
 			wantAccepts: 1,
 		},
 		{
 			name:        "local broker answers",
-			probeAddr:   liveAddr,
+			live:        true,
 			dockerOK:    mustNotAskDocker,
 			start:       mustNotStart,
-			wantURL:     "amqp://guest:guest@" + liveAddr + "/",
+			wantURL:     "amqp://guest:guest@LIVE/",
 			wantAccepts: 1,
 		},
 		{
-			name:      "no local broker, docker starts a container",
-			probeAddr: deadAddr,
-			dockerOK:  yesDocker,
-			start:     func(testing.TB) (string, error) { return "amqp://guest:guest@container:32768", nil },
-			wantURL:   "amqp://guest:guest@container:32768",
+			name:     "no local broker, docker starts a container",
+			dockerOK: yesDocker,
+			start:    func(testing.TB) (string, error) { return "amqp://guest:guest@container:32768", nil },
+			wantURL:  "amqp://guest:guest@container:32768",
 		},
 		{
-			name:      "docker healthy but the container fails",
-			probeAddr: deadAddr,
-			dockerOK:  yesDocker,
-			start:     func(testing.TB) (string, error) { return "", errors.New("image pull failed") },
-			wantFail:  true,
-			wantMsgs:  []string{"image pull failed"},
+			name:     "docker healthy but the container fails",
+			dockerOK: yesDocker,
+			start:    func(testing.TB) (string, error) { return "", errors.New("image pull failed") },
+			wantFail: true,
+			wantMsgs: []string{"image pull failed"},
 		},
 		{
-			name:      "nothing: skip and say how",
-			probeAddr: deadAddr,
-			dockerOK:  noDocker,
-			start:     mustNotStart,
-			wantSkip:  true,
-			wantMsgs:  []string{EnvVar, "127.0.0.1:5672", "install Docker"},
+			name:     "nothing: skip and say how",
+			dockerOK: noDocker,
+			start:    mustNotStart,
+			wantSkip: true,
+			wantMsgs: []string{EnvVar, "127.0.0.1:5672", "install Docker"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := accepts.Load()
-			u, returned, f := runFake(env(tt.env), tt.probeAddr, tt.dockerOK, tt.start)
+			l := listener(t)
+			probeAddr := deadAddr
+			if tt.live {
+				probeAddr = l.addr
+			}
+			wantURL := strings.ReplaceAll(tt.wantURL, "LIVE", l.addr)
+			u, returned, f := runFake(env(tt.env), probeAddr, tt.dockerOK, tt.start)
 			if f.Skipped() != tt.wantSkip {
 				t.Errorf("skipped = %v, want %v (msg %q)", f.Skipped(), tt.wantSkip, f.msg)
 			}
@@ -191,21 +217,16 @@ func TestResolve(t *testing.T) {
 			if returned != (!tt.wantSkip && !tt.wantFail) {
 				t.Errorf("resolve returned = %v; Skip and Fatal must stop the test", returned)
 			}
-			if u != tt.wantURL {
-				t.Errorf("url = %q, want %q", u, tt.wantURL)
+			if u != wantURL {
+				t.Errorf("url = %q, want %q", u, wantURL)
 			}
 			for _, m := range tt.wantMsgs {
 				if !strings.Contains(f.msg, m) {
 					t.Errorf("message %q does not mention %q", f.msg, m)
 				}
 			}
-			// The listener counts asynchronously; the probe has closed its
-			// connection, so give the accept loop a moment.
-			for i := 0; i < 100 && accepts.Load()-before < tt.wantAccepts; i++ {
-				runtime.Gosched()
-			}
-			if got := accepts.Load() - before; tt.wantAccepts == 0 && got != 0 {
-				t.Errorf("probe connected %d times; the env URL must be used as is", got)
+			if got := l.settle(t); got != tt.wantAccepts {
+				t.Errorf("probe connected %d times, want %d", got, tt.wantAccepts)
 			}
 		})
 	}
@@ -214,7 +235,6 @@ func TestResolve(t *testing.T) {
 // TestResolveSkipsRealTest checks the skip branch on a real *testing.T: the
 // subtest must end skipped, not failed, and not return a URL.
 func TestResolveSkipsRealTest(t *testing.T) {
-	deadAddr := closedAddr(t)
 	var (
 		sub      *testing.T
 		returned bool
@@ -239,12 +259,12 @@ func TestResolveSkipsRealTest(t *testing.T) {
 }
 
 func TestProbe(t *testing.T) {
-	live, _ := listener(t)
+	live := listener(t).addr
 	if !probe(live) {
 		t.Errorf("probe(%s) = false for a listening address", live)
 	}
-	if dead := closedAddr(t); probe(dead) {
-		t.Errorf("probe(%s) = true for a closed port", dead)
+	if probe(deadAddr) {
+		t.Errorf("probe(%s) = true for an address nothing can listen on", deadAddr)
 	}
 }
 
