@@ -149,15 +149,24 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// The Python example, written from the spec with pika, is proven through
-// the protocol.
-func TestPythonExample(t *testing.T) {
+// pythonExample is the folder of the Python example implementation.
+var pythonExample = filepath.Join("..", "..", "examples", "python")
+
+// needPika skips a test without Debian's python3 and its pika.
+func needPika(t *testing.T) {
+	t.Helper()
 	if err := exec.Command("/usr/bin/python3", "-c", "import pika").Run(); err != nil {
 		t.Skip("needs Debian's /usr/bin/python3 with python3-pika")
 	}
-	script := filepath.Join("..", "..", "examples", "python", "lockprover_impl.py")
+}
+
+// The Python example, written from the spec with pika, is proven through
+// the protocol.
+func TestPythonExample(t *testing.T) {
+	needPika(t)
+	script := filepath.Join(pythonExample, "lockprover_impl.py")
 	if _, err := os.Stat(script); err != nil {
-		t.Skip("no Python example here:", err)
+		t.Fatal("the Python example is missing:", err)
 	}
 	cmd := "/usr/bin/python3 " + script
 	var out strings.Builder
@@ -167,5 +176,16 @@ func TestPythonExample(t *testing.T) {
 	o := search(t, &process.Impl{Command: cmd}, 3, nil, "kill", "pause", "partition")
 	if o.Found != nil {
 		t.Fatalf("%s\nproblems: %v", o.Found.Summary(), o.Found.Result.Problems)
+	}
+}
+
+// The Python example's own unit tests pass against the same broker.
+func TestPythonExampleUnitTests(t *testing.T) {
+	needPika(t)
+	cmd := exec.Command("/usr/bin/python3", "-m", "unittest")
+	cmd.Dir = pythonExample
+	cmd.Env = append(os.Environ(), "AMQP_URL="+rabbitmqtest.URL(t), "PYTHONDONTWRITEBYTECODE=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("python3 -m unittest: %v\n%s", err, out)
 	}
 }

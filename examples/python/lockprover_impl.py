@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""lockprover process-protocol server for amqp_locks.
+
+lockprover (docs/protocol.md) starts one of these per client or admin of a
+run. It reads one JSON request per line on stdin and writes one JSON reply per
+line on stdout; logs go to stderr. Run it as:
+
+    /usr/bin/python3 examples/python/lockprover_impl.py
+
+The first request is init, which connects to the broker (trying for a few
+seconds, then answering init_ok anyway and leaving it to the first operation
+that needs the broker). A connection lost later is reported by the operation
+that meets it (an error, or held:false for a verify), and the server connects
+again at once, with a new connection that holds nothing: before the reply,
+except for a verify, or as soon as it notices the loss while idle. If that
+fails, the next operation that needs the broker tries again. At EOF on stdin
+the server closes its connection and exits 0.
+"""
+
+import json
+import logging
+import math
+import os
+import select
+import signal
+import sys
+import time
+
+import amqp_locks as al
+
+log = logging.getLogger("lockprover_impl")
+
+# How long to wait for a request before letting pika send heartbeats and
+# notice a closed connection. Well under half the shortest heartbeat (1 s).
+IDLE_POLL = 0.2
+
+# Bounds a connection attempt (TCP connect and AMQP handshake), well within
+# lockprover's 30 s per operation.
+CONNECT_TIMEOUT = 5.0
+
+# How long init keeps trying to connect (lockprover gives init 10 s), and
+# the pause between attempts.
+INIT_PATIENCE = 6.0
+RETRY_PAUSE = 0.2
+
+# The reasons an acquire_fail may carry; other definite failures are errors.
+ACQUIRE_FAIL_REASONS = {"full", "absent", "contended", "held"}
+
+
+class BadRequest(Exception):
+    """The request is malformed: answered with a definite error."""
+
+
+class Server:
+    """One lockprover process: a client (or admin) of one lock."""
+
+    def __init__(self):
+        self.init = None       # the init request
+        self.client = None     # the current amqp_locks.Client, once connected
+        self.exit_code = None  # set when the server must stop after a reply
+
+    def handle(self, req):
+        """Answer one request (a dict) with one reply (a dict).
+
+        An operation that lost the connection connects again before it
+        answers, so that the connection is not counted against the next
+        operation; a verify answers first, since lockprover judges what a
+        verify sends (the main loop then connects again).
+        """
+        reply = self.answer(req)
+        if req.get("type") != "verify":
+            self.recover()
+        return reply
+
+    def answer(self, req):
+        rid, kind = req.get("id"), req.get("type")
+        try:
+            if kind == "init":
+                reply = self.start(req)
+            elif self.init is None:
+                raise BadRequest("the first request must be init")
+            else:
+                handler = self.handlers().get(kind)
+                if handler is None:
+                    return {"id": rid, "type": "error", "code": "unsupported",
+                            "text": f"unsupported request type {kind!r}", "definite": True}
+                reply = handler(req)
+        except BadRequest as e:
+            reply = {"type": "error", "code": "bad request", "text": str(e), "definite": True}
+        except al.Failed as e:
+            if kind == "acquire" and e.reason in ACQUIRE_FAIL_REASONS:
+                reply = {"type": "acquire_fail", "reason": e.reason}
+            else:
+                reply = {"type": "error", "code": e.reason, "text": str(e), "definite": True}
+        except al.BrokerError as e:
+            log.warning("%s #%s: outcome unknown: %s", kind, rid, e)
+            reply = {"type": "error", "code": "broker", "text": str(e)}
+        except Exception as e:  # a bug here or in pika: outcome unknown
+            log.exception("%s #%s failed", kind, rid)
+            reply = {"type": "error", "code": "internal", "text": f"{type(e).__name__}: {e}"}
+        return {"id": rid, **reply}
+
+    def handlers(self):
+        if self.init["lock"] == "mutex":
+            return {"acquire": self.mutex_acquire, "verify": self.mutex_verify,
+                    "release": self.mutex_release}
+        return {"acquire": self.acquire, "verify": self.verify, "release": self.release,
+                "create": self.create, "change": self.change, "count": self.count,
+                "wait": self.wait, "destroy": self.destroy}
+
+    # --- connection ---------------------------------------------------------
+
+    def start(self, req):
+        if self.init is not None:
+            raise BadRequest("init was already received")
+        for field in ("client", "name", "url"):
+            if not isinstance(req.get(field), str):
+                self.exit_code = 1
+                raise BadRequest(f"init needs a string {field!r}")
+        if req.get("lock") not in ("semaphore", "mutex"):
+            self.exit_code = 1
+            raise BadRequest(f"unknown lock kind {req.get('lock')!r}")
+        self.init = req
+        # A fault can strike during the handshake (a dropped reply kills the
+        # connection): try again for a while, then answer anyway and leave
+        # it to the first operation that needs the broker.
+        deadline = time.monotonic() + INIT_PATIENCE
+        while self.client is None:
+            try:
+                self.client = self.connect(min(CONNECT_TIMEOUT, max(deadline - time.monotonic(), 1.0)))
+            except al.ConnectionLost as e:
+                log.warning("init: %s", e)
+                if time.monotonic() + RETRY_PAUSE >= deadline:
+                    break
+                time.sleep(RETRY_PAUSE)
+        return {"type": "init_ok"}
+
+    def connect(self, timeout=CONNECT_TIMEOUT):
+        ms = self.init.get("heartbeat_ms", 0)
+        # 0 proposes none: pika's None accepts the broker's value (pika's 0
+        # would disable heartbeats altogether). pika counts whole seconds.
+        heartbeat = math.ceil(ms / 1000) if ms else None
+        name = f"lockprover {self.init['client']} {self.init['name']}"
+        log.info("connecting to %s (heartbeat %s s)", self.init["url"], heartbeat)
+        return al.Client(self.init["url"], heartbeat=heartbeat, name=name,
+                         connect_timeout=timeout)
+
+    def connected(self):
+        """The client, connecting first if it has no connection; raises
+        ConnectionLost if it cannot connect."""
+        if self.client is not None and not self.client.is_open:
+            self.client.close()
+            self.client = None
+        if self.client is None:
+            self.client = self.connect()
+        return self.client
+
+    def recover(self):
+        """After a connection loss, connect again at once, so that the next
+        operation finds a connection (lockprover charges an acquire or a
+        verify for a connection it opens). One attempt per loss: if it
+        fails, the next operation that needs the broker tries again."""
+        if self.client is None or self.client.is_open:
+            return
+        try:
+            self.connected()
+        except al.ConnectionLost as e:
+            log.warning("connecting again: %s", e)
+
+    def idle(self):
+        """Between requests: keep heartbeats flowing, and notice a lost
+        connection early."""
+        if self.client is not None and self.client.is_open:
+            try:
+                if not self.client.process_events():
+                    log.info("the connection was lost while idle")
+                    self.recover()
+            except al.BrokerError as e:
+                log.warning("while idle: %s", e)
+
+    def close(self):
+        if self.client is not None:
+            self.client.close()
+
+    # --- handles ----------------------------------------------------------
+    # verify and release work on the current client even when its
+    # connection is gone: they then answer held:false and "not held" without
+    # connecting (a new connection would hold nothing anyway).
+
+    def semaphore(self, client):
+        return al.Semaphore(client, self.init["name"])
+
+    def admin(self):
+        return al.Admin(self.connected(), self.init["name"])
+
+    def mutex(self, client):
+        return al.Mutex(client, self.init["name"])
+
+    def holder(self):
+        """The client for verify and release; NotHeld if it never connected."""
+        if self.client is None:
+            raise al.NotHeld("never connected: nothing is held")
+        return self.client
+
+    # --- persistent semaphore: clients -------------------------------------
+
+    def acquire(self, req):
+        return {"type": "acquire_ok", "slot": self.semaphore(self.connected()).acquire()}
+
+    def verify(self, req):
+        slot = int_field(req, "slot", 1)
+        held = self.client is not None and self.semaphore(self.client).verify(slot)
+        return {"type": "verify_ok", "held": held}
+
+    def release(self, req):
+        slot = int_field(req, "slot", 1)
+        self.semaphore(self.holder()).release(slot)
+        return {"type": "release_ok"}
+
+    # --- persistent semaphore: admins --------------------------------------
+
+    def create(self, req):
+        self.admin().create(int_field(req, "slots", 0))
+        return {"type": "create_ok"}
+
+    def change(self, req):
+        before, after = self.admin().change(int_field(req, "delta", None))
+        return {"type": "change_ok", "from": before, "to": after}
+
+    def count(self, req):
+        return {"type": "count_ok", "slots": self.admin().count()}
+
+    def wait(self, req):
+        self.admin().wait(int_field(req, "slot", 1))
+        return {"type": "wait_ok"}
+
+    def destroy(self, req):
+        return {"type": "destroy_ok", "from": self.admin().destroy()}
+
+    # --- true mutex ----------------------------------------------------------
+
+    def mutex_acquire(self, req):
+        self.mutex(self.connected()).acquire()
+        return {"type": "acquire_ok"}
+
+    def mutex_verify(self, req):
+        held = self.client is not None and self.mutex(self.client).verify()
+        return {"type": "verify_ok", "held": held}
+
+    def mutex_release(self, req):
+        self.mutex(self.holder()).release()
+        return {"type": "release_ok"}
+
+
+def int_field(req, field, minimum):
+    """req[field] as an int of at least minimum (None: any int)."""
+    value = req.get(field)
+    if type(value) is not int or (minimum is not None and value < minimum):
+        raise BadRequest(f"{req.get('type')} needs an integer {field!r}"
+                         + (f" >= {minimum}" if minimum is not None else ""))
+    return value
+
+
+class LineReader:
+    """Reads lines from a file descriptor with a timeout. It keeps its own
+    buffer, so that several lines arriving at once are all seen (a buffered
+    sys.stdin would hide them from select)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = b""
+        self.eof = False
+
+    def readline(self, timeout):
+        """The next line without its newline; None if no whole line arrived
+        within timeout; raises EOFError once the input is exhausted."""
+        while b"\n" not in self.buf:
+            if self.eof:
+                if not self.buf:
+                    raise EOFError
+                line, self.buf = self.buf, b""  # a last line without newline
+                return line
+            ready, _, _ = select.select([self.fd], [], [], timeout)
+            if not ready:
+                return None
+            chunk = os.read(self.fd, 65536)
+            self.buf += chunk
+            self.eof = not chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line
+
+
+def parse(line):
+    """The request on line, or a reply to send back if it is not one."""
+    try:
+        req = json.loads(line)
+    except ValueError:
+        req = None
+    if not isinstance(req, dict):
+        log.error("not a JSON object: %r", line[:200])
+        return None, {"id": 0, "type": "error", "code": "bad request",
+                      "text": "a request must be one JSON object", "definite": True}
+    return req, None
+
+
+def main():
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # pika warns about every returned message (which is how probes find a
+    # missing queue) and logs tracebacks for every lost connection; the
+    # errors it raises are logged here, in one line each.
+    logging.getLogger("pika").setLevel(logging.CRITICAL)
+
+    # Replies get a private copy of stdout; file descriptor 1 and sys.stdout
+    # then point at stderr, so that nothing else can reach the reply stream.
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    # lockprover sends SIGTERM to a process that outlives its stdin: close
+    # the connection on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+
+    server = Server()
+    reader = LineReader(sys.stdin.fileno())
+    try:
+        while server.exit_code is None:
+            try:
+                line = reader.readline(IDLE_POLL)
+            except EOFError:
+                log.info("stdin closed: exiting")
+                break
+            if line is None:
+                server.idle()
+                continue
+            if not line.strip():
+                continue
+            req, reply = parse(line)
+            if req is not None:
+                reply = server.handle(req)
+            replies.write(json.dumps(reply, separators=(",", ":")) + "\n")
+            replies.flush()
+            server.recover()  # after a verify that found the connection lost
+    finally:
+        server.close()
+    return server.exit_code or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
