@@ -57,19 +57,24 @@ func available(lh *lockHistory) Verdict {
 }
 
 // excused reports whether a fault explains o's unknown outcome: one that
-// could reach o's process (or the whole broker) began before o ended, and
+// could reach o's process (or the whole broker) began before o's process
+// heard the outcome (an unknown outcome may still take effect later, but
+// a fault struck after it was reported cannot have caused it), and
 // the process had not yet completed an operation cleanly after the fault
-// was over. A wait depends on other processes' holds, so any fault excuses
-// it.
+// was over. A wait waits for another process's hold to end, and a hold a
+// fault cut off may outlive the fault for ever (with heartbeats off, a
+// killed holder's B queue stays), however well the waiter itself recovered:
+// any fault on any process that began before the wait ended excuses it.
 func excused(lh *lockHistory, o *op) bool {
 	for _, f := range lh.faults {
-		if f.call > o.ret || !costsHolds(f) {
+		if o.done >= 0 && f.index > o.done || !costsHolds(f) {
 			continue
 		}
-		if o.f == "wait" || f.target == 0 || f.target == o.proc {
-			if !recovered(lh, o, over(lh, f)) {
-				return true
-			}
+		if o.f == "wait" {
+			return true
+		}
+		if (f.target == 0 || f.target == o.proc) && !recovered(lh, o, over(lh, f)) {
+			return true
 		}
 	}
 	return false

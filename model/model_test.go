@@ -383,6 +383,34 @@ func TestAvailable(t *testing.T) {
 			c1 ok acquire sem slot=2
 			c1 invoke verify sem slot=2
 			c1 info verify sem`, Fail, "no fault was in force"},
+		{"a wait that never ends with no fault", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1
+			admin invoke wait sem slot=1
+			admin info wait sem`, Fail, "no fault was in force on admin"},
+		{"a wait for a killed holder, however long after the kill", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1
+			nemesis invoke kill process=c1
+			nemesis info kill process=c1
+			admin invoke count sem
+			admin ok count sem slots=2
+			admin invoke wait sem slot=1
+			admin info wait sem`, Pass, ""},
+		{"a fault after a wait gave up does not excuse it", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1
+			admin invoke wait sem slot=1
+			admin info wait sem
+			nemesis invoke kill process=c1
+			nemesis info kill process=c1`, Fail, "no fault was in force on admin"},
+		{"a fault after an unknown outcome does not excuse it", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1
+			c1 invoke verify sem slot=1
+			c1 info verify sem
+			nemesis invoke kill process=c1
+			nemesis info kill process=c1`, Fail, "no fault was in force on c1"},
 		{"a verify that never succeeds proves nothing", created2 + `
 			c1 invoke acquire sem
 			c1 ok acquire sem slot=1
