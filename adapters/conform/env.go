@@ -534,19 +534,9 @@ func refuses(addr string) bool {
 	return false
 }
 
-// Sleep sleeps for d, or until ctx is done.
+// Sleep sleeps for d, or until ctx is done, as the real broker's does.
 func (e *Env) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return rabbitmq.New(e.t.opts.URL).Sleep(ctx, d)
 }
 
 // Now is the time since the Env was made.

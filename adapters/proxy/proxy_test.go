@@ -153,13 +153,18 @@ func sharedQueue(t testing.TB, admin *amqp.Connection) string {
 	if _, err := channel(t, admin).QueueDeclare(q, false, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
+	deleteAtEnd(t, admin, q)
+	return q
+}
+
+// deleteAtEnd deletes q from a direct connection when the test ends.
+func deleteAtEnd(t testing.TB, admin *amqp.Connection, q string) {
 	t.Cleanup(func() {
 		if ch, err := admin.Channel(); err == nil {
 			ch.QueueDelete(q, false, false, false)
 			ch.Close()
 		}
 	})
-	return q
 }
 
 // probe passive-declares q from c on a fresh channel: 0 if it exists and c
@@ -427,11 +432,7 @@ func TestDropReplyDeclareIsAppliedButNotAnswered(t *testing.T) {
 	c := dial(t, u, 0)
 	ch := channel(t, c)
 	q := queueName(t)
-	t.Cleanup(func() {
-		if ch, err := admin.Channel(); err == nil {
-			ch.QueueDelete(q, false, false, false)
-		}
-	})
+	deleteAtEnd(t, admin, q)
 	if err := p.DropReply("queue.declare"); err != nil {
 		t.Fatal(err)
 	}
@@ -819,11 +820,7 @@ func TestDropAnyAndAfterMethods(t *testing.T) {
 	c := dial(t, u, 0)
 	ch := channel(t, c)
 	q := queueName(t)
-	t.Cleanup(func() {
-		if ch, err := admin.Channel(); err == nil {
-			ch.QueueDelete(q, false, false, false)
-		}
-	})
+	deleteAtEnd(t, admin, q)
 	if side := p.BrokerSide(); len(side) != 1 {
 		t.Fatalf("BrokerSide = %v, want one address", side)
 	}

@@ -54,12 +54,7 @@ func BenchmarkPassiveDeclare(b *testing.B) {
 			}
 		}
 	}
-	b.Run("adapter", func(b *testing.B) { adapter(b, context.Background()) })
-	b.Run("adapter-deadline", func(b *testing.B) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-		defer cancel()
-		adapter(b, ctx)
-	})
+	withAndWithoutDeadline(b, adapter)
 }
 
 func BenchmarkMandatoryPublishConfirm(b *testing.B) {
@@ -104,12 +99,7 @@ func BenchmarkMandatoryPublishConfirm(b *testing.B) {
 			}
 		}
 	}
-	b.Run("adapter", func(b *testing.B) { adapter(b, context.Background()) })
-	b.Run("adapter-deadline", func(b *testing.B) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-		defer cancel()
-		adapter(b, ctx)
-	})
+	withAndWithoutDeadline(b, adapter)
 }
 
 // BenchmarkPaired alternates one raw amqp091-go round trip and one adapter
@@ -205,4 +195,15 @@ func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// withAndWithoutDeadline runs an adapter benchmark with a background
+// context and with one that has a deadline, which the adapter must watch.
+func withAndWithoutDeadline(b *testing.B, adapter func(*testing.B, context.Context)) {
+	b.Run("adapter", func(b *testing.B) { adapter(b, context.Background()) })
+	b.Run("adapter-deadline", func(b *testing.B) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		adapter(b, ctx)
+	})
 }

@@ -208,6 +208,28 @@ func wantErr(t testing.TB, err error, code int, connection, server bool) *broker
 	return be
 }
 
+// released reports whether a fresh connection can declare q exclusively
+// within d (the broker releases a dead connection's queues asynchronously),
+// and logs how long it took after what.
+func (e *env) released(q string, d time.Duration, after string) bool {
+	e.t.Helper()
+	taker := e.dial()
+	start := time.Now()
+	ok := eventually(d, func() bool {
+		tch, err := taker.Channel(ctxT(e.t))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		defer tch.Close()
+		_, err = tch.Declare(ctxT(e.t), q, exclusive)
+		return err == nil
+	})
+	if ok {
+		e.t.Logf("released %v after the %s", time.Since(start), after)
+	}
+	return ok
+}
+
 // eventually polls f until it returns true or d passes.
 func eventually(d time.Duration, f func() bool) bool {
 	for deadline := time.Now().Add(d); ; {

@@ -489,20 +489,9 @@ func TestKilledConnection(t *testing.T) {
 	wantErr(t, c.Close(), broker.ChannelError, true, false)
 
 	// The broker releases the queue asynchronously, within milliseconds.
-	taker := e.dial()
-	start := time.Now()
-	if !eventually(2*time.Second, func() bool {
-		tch, err := taker.Channel(ctxT(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tch.Close()
-		_, err = tch.Declare(ctxT(t), q, exclusive)
-		return err == nil
-	}) {
+	if !e.released(q, 2*time.Second, "kill") {
 		t.Fatal("exclusive queue of a killed connection not released within 2 s")
 	}
-	t.Logf("released %v after the kill", time.Since(start))
 }
 
 // TestLongName: amqp091-go refuses a shortstr over 255 bytes and tears down
@@ -602,20 +591,9 @@ func TestContextEndsDuringCall(t *testing.T) {
 
 			// The socket is closed, so the broker releases the queue
 			// although the proxy never forwarded a close.
-			taker := e.dial()
-			start = time.Now()
-			if !eventually(time.Second, func() bool {
-				tch, err := taker.Channel(ctxT(t))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer tch.Close()
-				_, err = tch.Declare(ctxT(t), q, exclusive)
-				return err == nil
-			}) {
+			if !e.released(q, time.Second, "teardown") {
 				t.Fatal("exclusive queue not released within 1 s of the teardown")
 			}
-			t.Logf("released %v after the teardown", time.Since(start))
 			// env's cleanup checks that no goroutine leaked.
 		})
 	}
