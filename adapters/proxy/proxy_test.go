@@ -82,7 +82,7 @@ func startProxy(t testing.TB) (*Proxy, string) {
 // end may take a moment to be gone, hence a short grace period.
 func noProxyGoroutines(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		g := proxyGoroutines()
 		if len(g) == 0 {
@@ -304,8 +304,8 @@ func TestKillReleasesExclusiveQueue(t *testing.T) {
 		if err == nil {
 			t.Fatal("the client saw a clean close")
 		}
-	case <-time.After(time.Second):
-		t.Fatal("the client did not notice the Kill within 1 s")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client did not notice the Kill within 5 s")
 	}
 
 	// Another connection takes the queue exclusively soon after.
@@ -319,8 +319,8 @@ func TestKillReleasesExclusiveQueue(t *testing.T) {
 		if !errors.As(err, &ae) || ae.Code != 405 {
 			t.Fatal(err)
 		}
-		if time.Since(start) > time.Second {
-			t.Fatal("the broker still holds the queue for the killed connection 1 s later")
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the broker still holds the queue for the killed connection 5 s later")
 		}
 		time.Sleep(5 * time.Millisecond)
 		ch = channel(t, other)
@@ -367,8 +367,8 @@ func TestPartitionHealedInTimeKeepsTheConnection(t *testing.T) {
 			t.Fatalf("the declare made during the partition failed: %v", err)
 		}
 		t.Logf("completed %v after Heal", time.Since(healed))
-	case <-time.After(2 * time.Second):
-		t.Fatal("the declare made during the partition did not complete after Heal")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the declare made during the partition did not complete within 10 s of Heal")
 	}
 	if c.IsClosed() {
 		t.Fatal("the connection died")
@@ -418,7 +418,7 @@ func TestPartitionDetectedByHeartbeats(t *testing.T) {
 			}
 		}
 	}
-	if noticed < 900*time.Millisecond || noticed > 2500*time.Millisecond {
+	if noticed < 900*time.Millisecond || noticed > 3*time.Second {
 		t.Errorf("client noticed after %v; want about 1 to 1.5 s", noticed)
 	}
 	if released < time.Second {
@@ -438,7 +438,7 @@ func TestDropReplyDeclareIsAppliedButNotAnswered(t *testing.T) {
 	}
 	_, err := ch.QueueDeclare(q, false, false, false, false, nil)
 	connectionError(t, "the declare", err)
-	waitClosed(t, c, time.Second)
+	waitClosed(t, c, 5*time.Second)
 	if code, _ := probe(t, admin, q); code != 0 {
 		t.Fatalf("the queue was not declared (passive declare: %d)", code)
 	}
@@ -458,7 +458,7 @@ func TestDropReplyDropsTheChannelCloseItCaused(t *testing.T) {
 	}
 	_, err := ch.QueueDeclarePassive(queueName(t), false, false, false, false, nil)
 	connectionError(t, "passive declare of a missing queue", err)
-	waitClosed(t, c, time.Second)
+	waitClosed(t, c, 5*time.Second)
 	if got := p.Counts(); got.Received["channel.close"] != 0 || got.Dropped != 1 {
 		t.Fatalf("counts %+v", got)
 	}
@@ -492,9 +492,9 @@ func TestDropReplyPublishIsEnqueuedButNotConfirmed(t *testing.T) {
 	if err != nil || acked {
 		t.Fatalf("armed publish: acked %v, err %v; want an unconfirmed publish (false) as the connection dies", acked, err)
 	}
-	waitClosed(t, c, time.Second)
+	waitClosed(t, c, 5*time.Second)
 
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		code, n := probe(t, admin, q)
 		if code == 0 && n == 2 {
@@ -533,7 +533,7 @@ func TestDropReplyPublishDropsItsReturn(t *testing.T) {
 	if acked, err := dc.WaitContext(ctx); err != nil || acked {
 		t.Fatalf("acked %v, err %v", acked, err)
 	}
-	waitClosed(t, c, time.Second)
+	waitClosed(t, c, 5*time.Second)
 	select {
 	case r, ok := <-returns:
 		if ok {
@@ -598,11 +598,11 @@ func TestCloseEndsEverything(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("Close took %v", d)
 	}
 	for _, c := range conns {
-		waitClosed(t, c, time.Second)
+		waitClosed(t, c, 5*time.Second)
 	}
 	noProxyGoroutines(t)
 	if err := p.Close(); err != nil {
@@ -843,7 +843,7 @@ func TestDropAnyAndAfterMethods(t *testing.T) {
 		if n != int64(total+1) {
 			t.Errorf("hook fired at %d methods, want %d", n, total+1)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Error("AfterMethods hook never fired")
 	}
 }

@@ -157,7 +157,7 @@ func (e *env) deleteQueues(queues []string) {
 func checkNoLeaks(t testing.TB) {
 	t.Helper()
 	var leaked []string
-	for deadline := time.Now().Add(3 * time.Second); ; {
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		leaked = leaked[:0]
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]

@@ -472,7 +472,7 @@ func TestKilledConnection(t *testing.T) {
 		t.Fatalf("Err on an open connection: %v", err)
 	}
 	rabbitmq.KillSocket(c)
-	if !eventually(2*time.Second, func() bool { return c.Err() != nil }) {
+	if !eventually(10*time.Second, func() bool { return c.Err() != nil }) {
 		t.Fatal("Err stayed nil after the socket was closed")
 	}
 	wantErr(t, c.Err(), broker.FrameError, true, false)
@@ -489,8 +489,8 @@ func TestKilledConnection(t *testing.T) {
 	wantErr(t, c.Close(), broker.ChannelError, true, false)
 
 	// The broker releases the queue asynchronously, within milliseconds.
-	if !e.released(q, 2*time.Second, "kill") {
-		t.Fatal("exclusive queue of a killed connection not released within 2 s")
+	if !e.released(q, 10*time.Second, "kill") {
+		t.Fatal("exclusive queue of a killed connection not released within 10 s")
 	}
 }
 
@@ -580,7 +580,7 @@ func TestContextEndsDuringCall(t *testing.T) {
 				t.Error("ConnectionLost = false")
 			}
 			t.Logf("after %v: %v (reason %q)", elapsed, err, be.Reason)
-			if elapsed < timeout || elapsed > timeout+time.Second {
+			if elapsed < timeout || elapsed > timeout+3*time.Second {
 				t.Errorf("returned after %v, want about %v", elapsed, timeout)
 			}
 			if !errors.Is(c.Err(), context.DeadlineExceeded) {
@@ -591,8 +591,8 @@ func TestContextEndsDuringCall(t *testing.T) {
 
 			// The socket is closed, so the broker releases the queue
 			// although the proxy never forwarded a close.
-			if !e.released(q, time.Second, "teardown") {
-				t.Fatal("exclusive queue not released within 1 s of the teardown")
+			if !e.released(q, 5*time.Second, "teardown") {
+				t.Fatal("exclusive queue not released within 5 s of the teardown")
 			}
 			// env's cleanup checks that no goroutine leaked.
 		})
@@ -667,7 +667,7 @@ func TestDial(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("got %v, want the deadline", err)
 		}
-		if d := time.Since(start); d > 2*time.Second {
+		if d := time.Since(start); d > 5*time.Second {
 			t.Fatalf("dial took %v", d)
 		}
 	})
