@@ -3,10 +3,12 @@ package process_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -38,5 +40,49 @@ func TestInitAnsweredWithAnError(t *testing.T) {
 	var pe *prover.ProcessError
 	if !errors.As(err, &pe) || pe.Msg != "c1 refused to start: unsupported" {
 		t.Fatalf("%v, want a refusal to start", err)
+	}
+}
+
+// Preflight fails at once, saying why, for an implementation that cannot
+// start, and passes the reference.
+func TestPreflight(t *testing.T) {
+	for _, tc := range []struct{ name, script, want string }{
+		{"crashes at start", `echo "no config" >&2; exit 3`, "did not start: exited (exit status 3)"},
+		{"prints garbage", `read l; echo garbage`, `did not start: wrote a line that is not a JSON object: "garbage"`},
+		{"refuses", `read l; echo '{"id":1,"type":"error","code":"unsupported","text":"no","definite":true}'`, "refused to start as a semaphore: unsupported"},
+		{"broker out of reach", `read l; echo '{"id":1,"type":"error","code":"broker","text":"refused"}'`, "could not reach the broker: broker: refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := (&process.Impl{Command: tc.script}).Preflight(context.Background(), "amqp://guest:guest@127.0.0.1:1/", "semaphore")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v, want %q", err, tc.want)
+			}
+			if tc.name == "crashes at start" && !strings.Contains(err.Error(), "stderr ends: no config") {
+				t.Errorf("%v does not show the process's stderr", err)
+			}
+		})
+	}
+	t.Run("the reference", func(t *testing.T) {
+		if err := (&process.Impl{Command: lockprover + " serve-reference"}).Preflight(context.Background(), rabbitmqtest.URL(t), "mutex"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// After two failed starts no more processes are started, and each refusal
+// names who was not started and why.
+func TestGivesUpAfterTwoFailedStarts(t *testing.T) {
+	p := &prover.Plan{Version: 1, Kind: "semaphore", Lock: "x", Slots: 1}
+	impl := &process.Impl{Command: `exit 4`}
+	for _, name := range []string{"c1", "c2"} {
+		if _, err := impl.Connect(context.Background(), addrOnly{}, p, name); err == nil || err.Error() != name+" did not start: exited (exit status 4); last request: "+
+			`{"client":"`+name+`","heartbeat_ms":0,"id":1,"lock":"semaphore","name":"x","type":"init","url":"amqp://guest:guest@127.0.0.1:1/"}` {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	_, err := impl.Connect(context.Background(), addrOnly{}, p, "probe")
+	var pe *prover.ProcessError
+	if !errors.As(err, &pe) || !strings.HasPrefix(pe.Msg, "probe not started: the implementation failed to start twice (c2 did not start: exited") {
+		t.Fatalf("%v", err)
 	}
 }

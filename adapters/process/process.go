@@ -8,6 +8,8 @@ package process
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,7 +54,7 @@ func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *prover.Plan, nam
 	i.mu.Lock()
 	if i.broken != nil {
 		i.mu.Unlock()
-		return nil, i.broken
+		return nil, &prover.ProcessError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice (%v)", name, i.broken)}
 	}
 	i.mu.Unlock()
 	c, err := start(i.Command, name, i.timeout())
@@ -104,6 +106,35 @@ func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *prover.Plan, nam
 		i.mu.Unlock()
 	}
 	return c, nil
+}
+
+// Preflight starts one process as the probe of a throwaway lock of the
+// given kind on the broker at url, shakes hands and ends it: an
+// implementation that cannot start fails here at once, with its stderr,
+// rather than in every plan of a run.
+func (i *Impl) Preflight(ctx context.Context, url, kind string) error {
+	suffix := make([]byte, 4)
+	rand.Read(suffix)
+	c, err := start(i.Command, "probe", i.timeout())
+	if err != nil {
+		return err
+	}
+	c.kind = kind
+	_, err = c.call(ctx, handshake, request{"type": "init", "client": "probe", "lock": kind, "name": "lp-preflight-" + hex.EncodeToString(suffix), "url": url, "heartbeat_ms": 1000}, "init_ok")
+	if err != nil {
+		c.Signal(syscall.SIGKILL)
+		c.wait()
+		var re *replyError
+		var f *prover.Failure
+		switch {
+		case errors.As(err, &re):
+			return fmt.Errorf("the implementation could not reach the broker: %v", re)
+		case errors.As(err, &f):
+			return fmt.Errorf("the implementation refused to start as a %s: %s", kind, f.Reason)
+		}
+		return fmt.Errorf("the implementation did not start: %s", c.why())
+	}
+	return c.Close()
 }
 
 // String is the implementation's command, for reports.
@@ -229,6 +260,11 @@ func (c *client) call(ctx context.Context, d time.Duration, req request, want st
 	c.last = string(line)
 	c.mu.Unlock()
 	if _, err := c.stdin.Write(append(line, '\n')); err != nil {
+		// Most often the process has exited: say so, not "broken pipe".
+		select {
+		case <-c.exited:
+		case <-time.After(time.Second):
+		}
 		return nil, c.giveUp(fmt.Sprintf("could not be written to (%v)", err))
 	}
 	timer := time.NewTimer(d)
@@ -291,6 +327,7 @@ func (c *client) giveUp(why string) error {
 	if c.crashed == "" {
 		c.crashed = why
 	}
+	why = c.crashed
 	c.mu.Unlock()
 	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	return fmt.Errorf("%s %s", c.name, why)

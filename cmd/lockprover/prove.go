@@ -197,6 +197,12 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 	s.Progress = status.update
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if f.process != nil {
+		if err := f.process.Preflight(ctx, brokerURL(f.url), c.Kind); err != nil {
+			fmt.Fprintf(stderr, "prove: %v\n(lockprover validate-impl --impl %s says what to fix)\n", err, shellQuote(f.impl))
+			return exitUsage
+		}
+	}
 	s.Context = ctx
 	o, err := s.Run()
 	status.done()
