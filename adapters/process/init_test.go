@@ -49,6 +49,7 @@ func TestPreflight(t *testing.T) {
 	for _, tc := range []struct{ name, script, want string }{
 		{"crashes at start", `echo "no config" >&2; exit 3`, "did not start: exited (exit status 3)"},
 		{"prints garbage", `read l; echo garbage`, `did not start: wrote a line that is not a JSON object: "garbage"`},
+		{"closes its stdout", `read l; exec >&-; sleep 600`, "did not start: closed its stdout"},
 		{"refuses", `read l; echo '{"id":1,"type":"error","code":"unsupported","text":"no","definite":true}'`, "refused to start as a semaphore: unsupported"},
 		{"broker out of reach", `read l; echo '{"id":1,"type":"error","code":"broker","text":"refused"}'`, "could not reach the broker: broker: refused"},
 	} {

@@ -176,11 +176,12 @@ type client struct {
 	kind    string // semaphore or mutex
 	gone    func()
 
-	mu      sync.Mutex
-	next    int
-	last    string // the last request sent
-	crashed string // why the process is gone or was given up on
-	killed  bool   // the harness killed it on purpose
+	mu       sync.Mutex
+	next     int
+	last     string // the last request sent
+	crashed  string // why the process is gone or was given up on
+	exitOnly bool   // crashed says only that it exited
+	killed   bool   // the harness killed it on purpose
 }
 
 func start(command, name string, timeout time.Duration) (*client, error) {
@@ -224,7 +225,7 @@ func start(command, name string, timeout time.Duration) (*client, error) {
 		err := cmd.Wait()
 		c.mu.Lock()
 		if c.crashed == "" && !c.killed {
-			c.crashed = fmt.Sprintf("exited (%v)", exitStatus(err))
+			c.crashed, c.exitOnly = fmt.Sprintf("exited (%v)", exitStatus(err)), true
 		}
 		c.mu.Unlock()
 		close(c.exited)
@@ -260,12 +261,7 @@ func (c *client) call(ctx context.Context, d time.Duration, req request, want st
 	c.last = string(line)
 	c.mu.Unlock()
 	if _, err := c.stdin.Write(append(line, '\n')); err != nil {
-		// Most often the process has exited: say so, not "broken pipe".
-		select {
-		case <-c.exited:
-		case <-time.After(time.Second):
-		}
-		return nil, c.giveUp(fmt.Sprintf("could not be written to (%v)", err))
+		return nil, c.ended(fmt.Sprintf("could not be written to (%v)", err))
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -273,8 +269,7 @@ func (c *client) call(ctx context.Context, d time.Duration, req request, want st
 	select {
 	case l, ok := <-c.lines:
 		if !ok {
-			<-c.exited
-			return nil, c.giveUp("closed its stdout")
+			return nil, c.ended("closed its stdout")
 		}
 		text = l
 	case <-timer.C:
@@ -320,17 +315,33 @@ type replyError struct{ code, text string }
 
 func (e *replyError) Error() string { return e.code + ": " + e.text }
 
-// giveUp kills the process and records why; the operation's outcome is
-// unknown.
+// giveUp kills the process and records why (rather than a bare exit, which
+// says less); the operation's outcome is unknown.
 func (c *client) giveUp(why string) error {
 	c.mu.Lock()
-	if c.crashed == "" {
-		c.crashed = why
+	if c.crashed == "" || c.exitOnly {
+		c.crashed, c.exitOnly = why, false
 	}
-	why = c.crashed
 	c.mu.Unlock()
 	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	return fmt.Errorf("%s %s", c.name, why)
+}
+
+// ended is the error of a request the process can no longer answer: most
+// often it has exited, and the error says so; one still running a second
+// later is given up on for why.
+func (c *client) ended(why string) error {
+	select {
+	case <-c.exited:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.crashed != "" {
+			why = c.crashed
+		}
+		return fmt.Errorf("%s %s", c.name, why)
+	case <-time.After(time.Second):
+		return c.giveUp(why)
+	}
 }
 
 // why describes the process's end for a report: the reason, its last
