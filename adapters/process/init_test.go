@@ -47,11 +47,11 @@ func TestInitAnsweredWithAnError(t *testing.T) {
 // start, and passes the reference.
 func TestPreflight(t *testing.T) {
 	for _, tc := range []struct{ name, script, want string }{
-		{"crashes at start", `echo "no config" >&2; exit 3`, "did not start: exited (exit status 3)"},
-		{"prints garbage", `read l; echo garbage`, `did not start: wrote a line that is not a JSON object: "garbage"`},
-		{"closes its stdout", `read l; exec >&-; sleep 600`, "did not start: closed its stdout"},
-		{"refuses", `read l; echo '{"id":1,"type":"error","code":"unsupported","text":"no","definite":true}'`, "refused to start as a semaphore: unsupported"},
-		{"broker out of reach", `read l; echo '{"id":1,"type":"error","code":"broker","text":"refused"}'`, "could not reach the broker: broker: refused"},
+		{"crashes at start", `echo "no config" >&2; exit 3`, "probe did not start: exited (exit status 3)"},
+		{"prints garbage", `read l; echo garbage`, `probe did not start: wrote a line that is not a JSON object: "garbage"`},
+		{"closes its stdout", `read l; exec >&-; sleep 600`, "probe did not start: closed its stdout"},
+		{"refuses", `read l; echo '{"id":1,"type":"error","code":"unsupported","text":"no","definite":true}'`, "probe refused to start: unsupported"},
+		{"broker out of reach", `read l; echo '{"id":1,"type":"error","code":"broker","text":"refused"}'`, "probe could not reach the broker: broker: refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := (&process.Impl{Command: tc.script}).Preflight(context.Background(), "amqp://guest:guest@127.0.0.1:1/", "semaphore")

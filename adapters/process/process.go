@@ -57,34 +57,7 @@ func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *prover.Plan, nam
 		return nil, &prover.ProcessError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice (%v)", name, i.broken)}
 	}
 	i.mu.Unlock()
-	c, err := start(i.Command, name, i.timeout())
-	if err == nil {
-		c.kind = p.Kind
-		hb := p.Options.HeartbeatMs
-		if hb < 0 {
-			hb = 0
-		}
-		_, err = c.call(ctx, handshake, request{"type": "init", "client": name, "lock": p.Kind, "name": p.Lock, "url": u.URL(), "heartbeat_ms": hb}, "init_ok")
-		if err != nil {
-			var re *replyError
-			var f *prover.Failure
-			switch {
-			case ctx.Err() != nil, errors.As(err, &re):
-				// Cut short by the harness (its client was killed), or the
-				// broker out of reach (a fault, say): start again later.
-			case errors.As(err, &f):
-				err = &prover.ProcessError{Msg: fmt.Sprintf("%s refused to start: %s", name, f.Reason)}
-			default:
-				why := strings.TrimPrefix(c.Crashed(), "crashed: ")
-				if why == "" {
-					why = err.Error()
-				}
-				err = &prover.ProcessError{Msg: fmt.Sprintf("%s did not start: %s", name, why)}
-			}
-			c.Signal(syscall.SIGKILL)
-			c.wait()
-		}
-	}
+	c, err := i.launch(ctx, name, p.Kind, p.Lock, u.URL(), max(p.Options.HeartbeatMs, 0))
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	var pe *prover.ProcessError
@@ -108,6 +81,40 @@ func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *prover.Plan, nam
 	return c, nil
 }
 
+// launch starts a process as client name of the lock (kind, lock) on the
+// broker at url and shakes hands. On failure the process is gone, and the
+// error is a *prover.ProcessError when the implementation cannot start;
+// anything else (the broker out of reach, ctx done) may pass if tried again.
+func (i *Impl) launch(ctx context.Context, name, kind, lock, url string, heartbeatMs int) (*client, error) {
+	c, err := start(i.Command, name, i.timeout())
+	if err != nil {
+		return nil, err
+	}
+	c.kind = kind
+	_, err = c.call(ctx, handshake, request{"type": "init", "client": name, "lock": kind, "name": lock, "url": url, "heartbeat_ms": heartbeatMs}, "init_ok")
+	if err == nil {
+		return c, nil
+	}
+	var re *replyError
+	var f *prover.Failure
+	switch {
+	case ctx.Err() != nil, errors.As(err, &re):
+		// Cut short by the harness (its client was killed), or the broker
+		// out of reach (a fault, say).
+	case errors.As(err, &f):
+		err = &prover.ProcessError{Msg: fmt.Sprintf("%s refused to start: %s", name, f.Reason)}
+	default:
+		why := strings.TrimPrefix(c.Crashed(), "crashed: ")
+		if why == "" {
+			why = err.Error()
+		}
+		err = &prover.ProcessError{Msg: fmt.Sprintf("%s did not start: %s", name, why)}
+	}
+	c.Signal(syscall.SIGKILL)
+	c.wait()
+	return nil, err
+}
+
 // Preflight starts one process as the probe of a throwaway lock of the
 // given kind on the broker at url, shakes hands and ends it: an
 // implementation that cannot start fails here at once, with its stderr,
@@ -115,24 +122,13 @@ func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *prover.Plan, nam
 func (i *Impl) Preflight(ctx context.Context, url, kind string) error {
 	suffix := make([]byte, 4)
 	rand.Read(suffix)
-	c, err := start(i.Command, "probe", i.timeout())
-	if err != nil {
+	c, err := i.launch(ctx, "probe", kind, "lp-preflight-"+hex.EncodeToString(suffix), url, 1000)
+	var re *replyError
+	switch {
+	case errors.As(err, &re):
+		return fmt.Errorf("probe could not reach the broker: %v", re)
+	case err != nil:
 		return err
-	}
-	c.kind = kind
-	_, err = c.call(ctx, handshake, request{"type": "init", "client": "probe", "lock": kind, "name": "lp-preflight-" + hex.EncodeToString(suffix), "url": url, "heartbeat_ms": 1000}, "init_ok")
-	if err != nil {
-		c.Signal(syscall.SIGKILL)
-		c.wait()
-		var re *replyError
-		var f *prover.Failure
-		switch {
-		case errors.As(err, &re):
-			return fmt.Errorf("the implementation could not reach the broker: %v", re)
-		case errors.As(err, &f):
-			return fmt.Errorf("the implementation refused to start as a %s: %s", kind, f.Reason)
-		}
-		return fmt.Errorf("the implementation did not start: %s", c.why())
 	}
 	return c.Close()
 }

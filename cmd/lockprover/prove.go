@@ -199,7 +199,7 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if f.process != nil {
 		if err := f.process.Preflight(ctx, brokerURL(f.url), c.Kind); err != nil {
-			fmt.Fprintf(stderr, "prove: %v\n(lockprover validate-impl --impl %s says what to fix)\n", err, shellQuote(f.impl))
+			fmt.Fprintf(stderr, "prove: the implementation failed its preflight: %v\n(lockprover validate-impl --impl %s says what to fix)\n", err, shellQuote(f.impl))
 			return exitUsage
 		}
 	}

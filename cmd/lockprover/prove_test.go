@@ -66,7 +66,7 @@ func TestProveUsage(t *testing.T) {
 		{[]string{"prove", "--shard", "3/2"}, "want i/n with 1 <= i <= n"},
 		{[]string{"prove", "--properties", "fast"}, `unknown property "fast"`},
 		{[]string{"prove", "extra"}, `unexpected argument "extra"`},
-		{[]string{"prove", "--impl", "echo no config >&2; exit 3"}, "the implementation did not start: exited (exit status 3)"},
+		{[]string{"prove", "--impl", "echo no config >&2; exit 3"}, "the implementation failed its preflight: probe did not start: exited (exit status 3)"},
 		{[]string{"replay"}, "want exactly one plan file"},
 		{[]string{"replay", "no-such-plan.json"}, "no-such-plan.json"},
 		{[]string{"explore", "--plans", "0"}, "--plans must be at least 1"},
