@@ -114,7 +114,7 @@ func answered(o *op) bool {
 		return false
 	}
 	switch o.f + " " + o.res.Reason {
-	case "acquire full", "acquire absent", "acquire held", "create exists", "release not held",
+	case "acquire full", "acquire absent", "acquire unavailable", "acquire held", "create exists", "release not held",
 		"create contended", "change contended", "destroy contended", "count contended":
 		return true
 	}

@@ -44,8 +44,13 @@ func stepCount(s countRange, c *countCall) (bool, countRange) {
 	}
 	switch o.f {
 	case "create":
+		// It succeeded, so the semaphore did not exist (no slots), and now
+		// it has exactly n.
+		if !in(0) {
+			return false, s
+		}
 		n := *o.arg.Slots
-		return true, countRange{max(s.lo, n), max(s.hi, n)}
+		return true, countRange{n, n}
 	case "change":
 		if !in(*o.res.From) {
 			return false, s
@@ -106,7 +111,7 @@ func countOps(lh *lockHistory, relaxed bool) ([]porcupine.Operation, int) {
 				continue
 			}
 			judged++
-		} else if o.typ == histories.Ok && o.f != "create" {
+		} else if o.typ == histories.Ok {
 			judged++
 		}
 		loose := relaxed && alone(admin, o)

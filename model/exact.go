@@ -15,7 +15,12 @@ type slotObs struct {
 // quiescentAcquires finds the acquires that ran alone: no other operation
 // on the lock and no fault in flight while they did. Such an acquire must
 // be exact: full only if every slot 1..C was held (and A[C+1] missing),
-// absent only if A[1] was missing, never contended. It returns the slot
+// absent only if A[1] was missing, never contended; unavailable (the spec's
+// plain "lock-acquire failure", full or absent) only if no slot 1..C was
+// free: each was held or missing. That is the disjunction of full and
+// absent wherever the slots are contiguous, which they are while C is
+// known: C is known only while admins ran one at a time and completed, and
+// a completed create, change or destroy leaves exactly 1..C. It returns the slot
 // observations of those that failed, how many were judged, and the
 // contended ones, which need no model to condemn.
 func quiescentAcquires(lh *lockHistory) (map[*op][]slotObs, int, []*op) {
@@ -45,6 +50,14 @@ func quiescentAcquires(lh *lockHistory) (map[*op][]slotObs, int, []*op) {
 						obs[q] = append(obs[q], slotObs{s, seeHeld})
 					}
 					obs[q] = append(obs[q], slotObs{admin.c + 1, seeMissing})
+				case "unavailable":
+					c := 1
+					if admin.known {
+						c = max(1, admin.c)
+					}
+					for s := 1; s <= c; s++ {
+						obs[q] = append(obs[q], slotObs{s, seeUnavailable})
+					}
 				case "contended":
 					if !pending {
 						contended = append(contended, q)
@@ -85,9 +98,8 @@ func (a *adminTrack) see(o *op) {
 	a.lastRet = o.ret
 	switch o.f {
 	case "create":
-		if a.known {
-			a.c = max(a.c, *o.arg.Slots)
-		}
+		// The semaphore did not exist and now has exactly these slots.
+		a.c, a.known = *o.arg.Slots, true
 	case "change":
 		a.c, a.known = *o.res.To, true
 	case "destroy":

@@ -9,6 +9,9 @@ import (
 
 func slotModelFor(lh *lockHistory) porcupine.Model {
 	m := slotModel
+	if lh.fresh {
+		m.Init = func() any { return slotState{exists: no} }
+	}
 	m.DescribeOperation = func(in, _ any) string { return describeSlotCall(lh, in.(*slotCall)) }
 	m.DescribeState = func(s any) string { return s.(slotState).describe(lh.procs) }
 	return m
@@ -30,6 +33,12 @@ func describeSlotCall(lh *lockHistory, c *slotCall) string {
 		return d + ": the slot was held"
 	case seeMissing:
 		return d + ": the slot was missing"
+	case seeUnavailable:
+		return d + ": the slot was missing or held"
+	case createFirst:
+		return d + ": the semaphore did not exist, so slot 1 was missing before it"
+	case beyondCount:
+		return d + ": above its count, so the slot does not exist"
 	case create, remove:
 		return d + ": " + c.op.kind.String()
 	}
@@ -132,6 +141,12 @@ func explainSlot(lh *lockHistory, m porcupine.Model, ops []porcupine.Operation, 
 		}
 	case seeMissing:
 		why = fmt.Sprintf("%s ran alone and failed, but slot %d existed (%s)", describeOp(o), slot, cite(existed, "as an earlier acquire found it"))
+	case seeUnavailable:
+		why = fmt.Sprintf("%s ran alone and failed unavailable, but slot %d existed and was free (%s)", describeOp(o), slot, cite(held, cite(existed, "no one had taken it")))
+	case createFirst:
+		why = fmt.Sprintf("%s succeeded, so the semaphore did not exist, but slot %d did (%s)", describeOp(o), slot, cite(existed, "?"))
+	case beyondCount:
+		why = fmt.Sprintf("%s succeeded with %d slots, but slot %d, above them, existed (%s)", describeOp(o), *o.arg.Slots, slot, cite(existed, "?"))
 	case seeTaken:
 		why = fmt.Sprintf("%s failed held, but the mutex was free (%s)", describeOp(o), cite(held, "no one had taken it"))
 	default:
@@ -173,6 +188,8 @@ func explainCount(ops []porcupine.Operation, best []int, culprit int) (string, i
 		n = *o.res.Slots
 	case "change", "destroy":
 		saw, n = "slots before it", *o.res.From
+	case "create":
+		saw = "slots before it (it succeeded, so the semaphore did not exist)"
 	}
 	want := countModel.DescribeState(state)
 	if last == nil {

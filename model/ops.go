@@ -54,6 +54,12 @@ type lockHistory struct {
 	faults []*fault
 	procs  []string // process names by number-1
 	max    int      // the highest slot any operation mentions
+	// fresh: the lock's first admin operation is a create that succeeded,
+	// so the semaphore did not exist before it: the history begins with no
+	// A queue at all, and slots above the count do not exist until an admin
+	// adds them. A lock that pre-existed (its create failed exists, or
+	// there is none) may begin with any slots in place.
+	fresh bool
 }
 
 // split groups a validated history by lock.
@@ -120,10 +126,23 @@ func split(h []histories.Event) ([]*lockHistory, []string) {
 	for i, name := range order {
 		lh := locks[name]
 		lh.faults, lh.procs = faults, procs
+		lh.fresh = firstCreates(lh.ops)
 		clients(lh.ops)
 		out[i] = lh
 	}
 	return out, procs
+}
+
+// firstCreates reports whether the first admin operation of ops is a
+// create that succeeded.
+func firstCreates(ops []*op) bool {
+	for _, o := range ops {
+		switch o.f {
+		case "create", "change", "destroy", "count":
+			return o.f == "create" && o.typ == histories.Ok
+		}
+	}
+	return false
 }
 
 func target(e histories.Event) string {

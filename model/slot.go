@@ -11,18 +11,21 @@ import (
 type slotKind uint8
 
 const (
-	take         slotKind = iota // acquire ok: the slot must exist and be free
-	maybeTake                    // acquire of unknown outcome: takes the slot if free
-	release                      // release ok: the client must hold the slot
-	maybeRelease                 // release of unknown outcome
-	verifyHeld                   // verify ok, held: the slot exists and the client holds it
-	verifyLost                   // verify ok, not held
-	create                       // an admin created the slot (A queue declared)
-	remove                       // an admin deleted the slot (A queue deleted)
-	lost                         // a fault cost the holder its connection
-	seeHeld                      // a quiescent acquire failed full: the slot was held
-	seeMissing                   // a quiescent acquire failed: the slot did not exist
-	seeTaken                     // the mutex was held
+	take           slotKind = iota // acquire ok: the slot must exist and be free
+	maybeTake                      // acquire of unknown outcome: takes the slot if free
+	release                        // release ok: the client must hold the slot
+	maybeRelease                   // release of unknown outcome
+	verifyHeld                     // verify ok, held: the slot exists and the client holds it
+	verifyLost                     // verify ok, not held
+	create                         // an admin created the slot (A queue declared)
+	remove                         // an admin deleted the slot (A queue deleted)
+	lost                           // a fault cost the holder its connection
+	seeHeld                        // a quiescent acquire failed full: the slot was held
+	seeMissing                     // a quiescent acquire failed: the slot did not exist
+	seeTaken                       // the mutex was held
+	createFirst                    // a create that succeeded made slot 1: the semaphore did not exist before
+	beyondCount                    // a create that succeeded left the slot above its count: it does not exist
+	seeUnavailable                 // a quiescent acquire failed unavailable: the slot was missing or held
 )
 
 // slotOp is the input of a porcupine operation on one slot.
@@ -101,6 +104,23 @@ func stepSlot(s slotState, o *slotOp, call int64) (bool, slotState) {
 			return false, s
 		}
 		s.exists = no
+	case createFirst:
+		if s.exists == yes {
+			return false, s
+		}
+		s.exists = yes
+	case beyondCount:
+		if s.exists == yes {
+			return false, s
+		}
+		s.exists = no
+	case seeUnavailable:
+		if s.holder == 0 {
+			if s.exists == yes {
+				return false, s
+			}
+			s.exists = no
+		}
 	case seeTaken:
 		// Held by anyone: even by the same process, on a connection it has
 		// since replaced, which a history does not show.
@@ -245,7 +265,11 @@ func adminEffects(lh *lockHistory, o *op) []slotEffect {
 	}
 	switch {
 	case o.typ == histories.Ok && o.f == "create":
-		span(1, *o.arg.Slots, create)
+		// The semaphore did not exist (or create would have failed
+		// exists) and now has exactly the slots it asked for.
+		es = append(es, slotEffect{1, createFirst})
+		span(2, *o.arg.Slots, create)
+		span(*o.arg.Slots+1, lh.max, beyondCount)
 	case o.typ == histories.Ok && o.f == "change":
 		from, to := *o.res.From, *o.res.To
 		span(from+1, to, create)
@@ -264,7 +288,8 @@ func adminEffects(lh *lockHistory, o *op) []slotEffect {
 
 func (k slotKind) String() string {
 	return [...]string{"take", "maybe-take", "release", "maybe-release", "verify-held", "verify-lost",
-		"create", "delete", "lost", "see-held", "see-missing", "see-taken"}[k]
+		"create", "delete", "lost", "see-held", "see-missing", "see-taken",
+		"create-first", "beyond-count", "see-unavailable"}[k]
 }
 
 func (s slotState) describe(procs []string) string {

@@ -21,6 +21,7 @@ type strictCall struct {
 	kind    slotKind
 	effects []slotEffect // an admin operation's
 	full    bool         // acquire failed full
+	plain   bool         // acquire failed unavailable: full or absent
 	count   int          // count ok: the slots it saw, or -1
 	lost    *slotOp
 }
@@ -63,6 +64,18 @@ func stepStrict(s strictState, c *strictCall) (bool, strictState) {
 			s = s.with(e.slot-1, st)
 		}
 		return true, s
+	case c.plain:
+		// Full or absent: whichever the state allows; if both do, the
+		// state stays as it was (what the acquire saw is then not known).
+		okFull, full := stepStrict(s, &strictCall{o: c.o, full: true, count: -1})
+		okAbsent, absent := stepStrict(s, &strictCall{o: c.o, slot: 1, kind: seeMissing, count: -1})
+		switch {
+		case okFull && okAbsent:
+			return true, s
+		case okFull:
+			return true, full
+		}
+		return okAbsent, absent
 	case c.full:
 		// Slots 1..C exist and are held, slot C+1 is missing, C >= 1.
 		for i := 0; i < s.slots(); i++ {
@@ -107,7 +120,13 @@ func stepStrict(s strictState, c *strictCall) (bool, strictState) {
 func strictModel(lh *lockHistory) porcupine.Model {
 	n := lh.max + 1
 	return porcupine.Model{
-		Init: func() any { return strictState(strings.Repeat("\x00", n*slotBytes)) },
+		Init: func() any {
+			var s strictState = strictState(strings.Repeat("\x00", n*slotBytes))
+			for i := 0; lh.fresh && i < n; i++ {
+				s = s.with(i, slotState{exists: no})
+			}
+			return s
+		},
 		Step: func(s, in, _ any) (bool, any) { return stepStrict(s.(strictState), in.(*strictCall)) },
 		Hash: func(s any) uint64 {
 			h := uint64(14695981039346656037)
@@ -156,6 +175,9 @@ func strictOps(lh *lockHistory) ([]porcupine.Operation, int) {
 			since[o.proc] = min(o.call, sinceOr(since, o.proc, o.call))
 		case o.f == "acquire" && o.res.Reason == "full":
 			add(o, &strictCall{full: true, count: -1})
+			judged++
+		case o.f == "acquire" && o.res.Reason == "unavailable":
+			add(o, &strictCall{plain: true, count: -1})
 			judged++
 		case o.f == "acquire" && o.res.Reason == "absent":
 			add(o, &strictCall{slot: 1, kind: seeMissing, count: -1})

@@ -1,0 +1,94 @@
+package model
+
+import "testing"
+
+// What a history establishes: a create that succeeded settles the slots
+// (none before it, exactly n after it) and the count; a history whose lock
+// pre-existed keeps the caution of not knowing which slots were there.
+func TestCreateSettlesTheSlots(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		history   string
+		prop      string
+		want      Status
+		fragments []string
+	}{
+		{"an acquire beyond the count after create", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=3`, SlotExclusive, Fail, []string{"took slot 3, which did not exist"}},
+		{"the same slot within the count", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=2`, SlotExclusive, Pass, nil},
+		{"no create: the lock may have had slot 3 already", `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=3`, SlotExclusive, Pass, nil},
+		{"create failed exists: the lock pre-existed", `
+			admin invoke create sem slots=2
+			admin fail create sem reason=exists
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=3`, SlotExclusive, Pass, nil},
+		{"create of unknown outcome settles nothing", `
+			admin invoke create sem slots=2
+			admin info create sem
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=3`, SlotExclusive, Pass, nil},
+		{"an admin adds the slot first", created2 + `
+			admin invoke change sem delta=1
+			admin ok change sem from=2 to=3
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=3`, SlotExclusive, Pass, nil},
+		{"a second create succeeds while the semaphore exists", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1
+			admin invoke create sem slots=2
+			admin ok create sem`, SlotExclusive, Fail, []string{"so the semaphore did not exist, but slot 1 did"}},
+		{"create again after destroy", created2 + `
+			admin invoke destroy sem
+			admin ok destroy sem from=2
+			admin invoke create sem slots=1
+			admin ok create sem
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1`, SlotExclusive, Pass, nil},
+		{"after destroy and a smaller create, slot 2 is gone", created2 + `
+			admin invoke destroy sem
+			admin ok destroy sem from=2
+			admin invoke create sem slots=1
+			admin ok create sem
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=2`, SlotExclusive, Fail, []string{"took slot 2, which did not exist"}},
+		{"quiescent full right after create with a free slot", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1
+			c2 invoke acquire sem
+			c2 fail acquire sem reason=full`, AcquireExact, Fail, []string{"slot 2", "failed full, but slot 2 was free"}},
+		{"quiescent full right after create with every slot held", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1
+			c2 invoke acquire sem
+			c2 ok acquire sem slot=2
+			c3 invoke acquire sem
+			c3 fail acquire sem reason=full`, AcquireExact, Pass, nil},
+		{"full with slot 2 free, no create: only slot 1 is known", `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1
+			c2 invoke acquire sem
+			c2 fail acquire sem reason=full`, AcquireExact, Pass, nil},
+		// A count found 3 slots, then a create found none: either they
+		// vanished or the create lied; the checker names the first.
+		{"create succeeds on a semaphore a count found", `
+			admin invoke count sem
+			admin ok count sem slots=3
+			admin invoke create sem slots=2
+			admin ok create sem`, Persistent, Fail, []string{"slots vanished", "it succeeded, so the semaphore did not exist"}},
+		{"create settles the count exactly", created2 + `
+			admin invoke count sem
+			admin ok count sem slots=3`, CountExact, Fail, []string{"found 3 slots", "leave 2 slots"}},
+		{"count agrees with create", created2 + `
+			admin invoke count sem
+			admin ok count sem slots=2`, CountExact, Pass, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			expect(t, hist(t, tc.history), Options{}, tc.prop, tc.want, tc.fragments...)
+		})
+	}
+}
