@@ -7,10 +7,11 @@ import (
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/report"
 )
 
-// writeArtifacts writes plan.json, history.jsonl, history.html and
-// summary.txt into dir.
+// writeArtifacts writes plan.json, history.jsonl, history.html,
+// summary.txt and index.html (the report a person reads) into dir.
 func writeArtifacts(dir string, cx *Counterexample) error {
 	var plan, hist, page bytes.Buffer
 	if err := cx.Plan.Write(&plan); err != nil {
@@ -33,7 +34,14 @@ func writeArtifacts(dir string, cx *Counterexample) error {
 			}
 		}
 	}
+	var index bytes.Buffer
+	if err := report.Write(&index, report.Counterexample{Property: cx.Property, Lock: cx.Result.Lock,
+		Verdicts: cx.Report.Verdicts, History: cx.Result.History, Plan: plan.Bytes(), Summary: cx.Summary(),
+		Replay: "lockprover replay " + filepath.Join(dir, "plan.json"), Timeline: "history.html"}); err != nil {
+		return err
+	}
 	files := map[string][]byte{
+		"index.html":    index.Bytes(),
 		"plan.json":     plan.Bytes(),
 		"history.jsonl": hist.Bytes(),
 		"history.html":  page.Bytes(),
