@@ -53,7 +53,7 @@ const (
 // (or empty) when the operation does not carry it. Which fields an event may
 // carry depends on its lock kind, f and type, and Read enforces it:
 //
-//	semaphore acquire   -> ok {slot}, fail {reason: full|absent|contended}
+//	semaphore acquire   -> ok {slot}, fail {reason: full|absent|unavailable|contended}
 //	semaphore verify    {slot} -> ok {held}
 //	semaphore release   {slot}
 //	admin create {slots}; change {delta} -> ok {from, to};
@@ -62,7 +62,10 @@ const (
 //	nemesis kill, pause, resume, partition, heal, force-close,
 //	        drop-reply {process}; restart-broker
 //
-// A failed operation other than acquire may explain itself with a reason.
+// A failed operation other than acquire may explain itself with a reason. A
+// completion may also repeat its invoke's fields (Jepsen's clients return
+// the op they were given, value included): Read accepts an echo that agrees
+// with the invoke and refuses one that contradicts it.
 type Value struct {
 	// Slot is the semaphore slot taken, verified, released or waited for
 	// (1-based).
@@ -88,6 +91,12 @@ type Value struct {
 	// it.
 	Patched bool `json:"patched,omitempty"`
 }
+
+// Unavailable is the reason of a semaphore acquire that found no slot, from
+// an implementation that cannot tell a full semaphore from an absent one:
+// the spec's plain "lock-acquire failure". It claims what full or absent
+// claims, less which of the two.
+const Unavailable = "unavailable"
 
 // NotApplied is the reason of a patched fail: the operation certainly had
 // no effect.
@@ -116,8 +125,13 @@ type Event struct {
 	// Kind is the lock's kind, Semaphore (the default when empty) or Mutex.
 	Kind string `json:"kind,omitempty"`
 	// Value is the operation's argument (on invoke) or result (on
-	// completion), nil when it has none.
+	// completion), nil when it has none ("value":null reads as none).
 	Value *Value `json:"value,omitempty"`
+	// Error is what the process said went wrong, kept as it was given: on a
+	// completion, usually a fail or an info (Jepsen's :error, in EDN text
+	// when the history was imported from EDN). Empty when there is none. It
+	// explains; it is never judged.
+	Error string `json:"error,omitempty"`
 }
 
 // Error is a problem found in a history, located so a person can go and look

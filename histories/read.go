@@ -71,7 +71,7 @@ func parse(data []byte, name string) ([]Event, error) {
 }
 
 // Which top-level fields a line holds.
-type fields uint8
+type fields uint16
 
 const (
 	hasIndex fields = 1 << iota
@@ -82,6 +82,7 @@ const (
 	hasLock
 	hasKind
 	hasValue
+	hasError
 )
 
 // Which fields a value holds, in canonical order.
@@ -255,7 +256,7 @@ func (p *parser) object(field func(key []byte) bool) bool {
 	}
 }
 
-const eventFieldNames = "index, time, process, type, f, lock, kind, value"
+const eventFieldNames = "index, time, process, type, f, lock, kind, value, error"
 
 // eventField reads the value of the top-level field key into e.
 func (p *parser) eventField(key []byte, e *Event) bool {
@@ -277,6 +278,8 @@ func (p *parser) eventField(key []byte, e *Event) bool {
 		bit = hasKind
 	case "value":
 		bit = hasValue
+	case "error":
+		bit = hasError
 	default:
 		return p.fail("unknown field %s (want %s)", quote(key), eventFieldNames)
 	}
@@ -315,12 +318,25 @@ func (p *parser) eventField(key []byte, e *Event) bool {
 		s, ok := p.string("kind")
 		e.Kind = p.known(s)
 		return ok
+	case hasError:
+		if p.peek() == 'n' && p.literal("null") {
+			return true // no error, as if the field were left out
+		}
+		s, ok := p.string("error")
+		if !ok {
+			return false
+		}
+		if len(s) == 0 {
+			return p.fail("error: want a non-empty string, or null (or leave the field out)")
+		}
+		e.Error = p.name(s)
+		return true
 	default: // hasValue
 		if p.peek() != '{' {
 			if p.peek() == 'n' && p.literal("null") {
-				return p.fail("value: want an object, got null (leave the field out when there is no value)")
+				return true // no value, as if the field were left out
 			}
-			return p.fail("value: want an object, got %s", p.describe())
+			return p.fail("value: want an object or null, got %s", p.describe())
 		}
 		v := p.newValue()
 		e.Value = &v.v

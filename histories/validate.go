@@ -3,6 +3,7 @@ package histories
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -23,7 +24,6 @@ type shape struct {
 	required vfields  // fields that must be present
 	want     string   // the whole shape, for messages
 	reasons  []string // the reasons allowed; nil means any
-	same     vfields  // fields that must equal the invoke's when present
 }
 
 // shapes are an operation's value shapes, by type: invoke, ok, fail, info.
@@ -46,7 +46,7 @@ var (
 	none      = shape{want: "no value"}
 	anyReason = shape{allowed: vReason, want: `no value, or {"reason":r} saying why`}
 	slotArg   = shape{allowed: vSlot, required: vSlot, want: `{"slot":k} with k >= 1`}
-	target    = shape{allowed: vProcess, required: vProcess, same: vProcess, want: `{"process":p} naming the process the fault is aimed at`}
+	target    = shape{allowed: vProcess, required: vProcess, want: `{"process":p} naming the process the fault is aimed at`}
 )
 
 // semaphoreShapes and mutexShapes are the value shapes of the client and
@@ -55,13 +55,13 @@ var (
 	semaphoreShapes = map[string]*shapes{
 		"acquire": {none,
 			slotArg,
-			{allowed: vReason, required: vReason, reasons: []string{"full", "absent", "contended"}, want: `{"reason":"full"|"absent"|"contended"}`},
+			{allowed: vReason, required: vReason, reasons: []string{"full", "absent", Unavailable, "contended"}, want: `{"reason":"full"|"absent"|"unavailable"|"contended"}`},
 			none},
 		"verify": {slotArg,
-			{allowed: vHeld | vSlot, required: vHeld, same: vSlot, want: `{"held":true|false}, optionally with the invoke's slot`},
+			{allowed: vHeld, required: vHeld, want: `{"held":true|false}`},
 			anyReason, none},
 		"release": {slotArg,
-			{allowed: vSlot, same: vSlot, want: "no value, or the invoke's slot"},
+			none,
 			anyReason, none},
 		"create": {{allowed: vSlots, required: vSlots, want: `{"slots":n} with n >= 0`},
 			none, anyReason, none},
@@ -96,7 +96,7 @@ var (
 		"restart-broker": {none, none, anyReason, none},
 	}
 	targeted = &shapes{target, target,
-		{allowed: vProcess | vReason, required: vProcess, same: vProcess, want: `{"process":p}, as in its invoke, optionally with a reason`},
+		{allowed: vProcess | vReason, required: vProcess, want: `{"process":p}, as in its invoke, optionally with a reason`},
 		target}
 )
 
@@ -190,6 +190,8 @@ func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, pro
 		return fmt.Sprintf("kind: want %q or %q (or no kind, meaning semaphore), got %q", Semaphore, Mutex, e.Kind)
 	case has&hasLock != 0 && e.Lock == "":
 		return "lock: want a non-empty string"
+	case e.Error != "" && e.Type == Invoke:
+		return "error: not allowed on an invoke (an error belongs to the operation's completion: fail, info or ok)"
 	}
 	kind := effectiveKind(e.Kind)
 	fault := nemesisShapes[e.F]
@@ -256,7 +258,9 @@ func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, pro
 
 // checkValue checks that e's value, holding the fields vhas, has the shape
 // sh; kind is e's lock kind and in the invoke e completes, if it is a
-// completion.
+// completion. A completion may repeat fields of its invoke's value (an
+// echo, as Jepsen's clients return the op they were given): they must
+// agree with the invoke, and they are not the completion's own fields.
 func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) string {
 	val := e.Value
 	if val == nil {
@@ -266,6 +270,13 @@ func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) str
 		kind = nemesis
 	}
 	what := func() string { return kind + " " + e.F + " " + string(e.Type) }
+	var echo vfields // the fields repeated from the invoke
+	if e.Type != Invoke && vhas != 0 && in.value != nil {
+		echo = vhas & fieldsOf(in.value)
+		if msg := checkEcho(echo, val, in); msg != "" {
+			return msg
+		}
+	}
 	if vhas&vPatched != 0 {
 		if kind == nemesis || (e.F != "acquire" && e.F != "release") || (e.Type != Ok && e.Type != Fail) {
 			return fmt.Sprintf("value.patched: not allowed: only an acquire or release that completes ok or fail may be patched, not a %s", what())
@@ -274,19 +285,24 @@ func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) str
 			return fmt.Sprintf("value.reason: a patched fail says %q, got %q", NotApplied, val.Reason)
 		}
 		if e.Type == Fail {
-			if extra := vhas &^ (vReason | vPatched); extra != 0 {
-				return fmt.Sprintf("value.%s: not allowed: a patched fail holds only its reason", firstField(extra))
+			if extra := vhas &^ (vReason | vPatched | echo); extra != 0 {
+				return fmt.Sprintf("value.%s: not allowed: a patched fail holds only its reason (and what it repeats of its invoke)", firstField(extra))
 			}
 			return ""
 		}
 		vhas &^= vPatched
 	}
+	vhas &^= echo &^ sh.allowed // echoes are checked; the shape is about the rest
 	if extra := vhas &^ sh.allowed; extra != 0 {
 		f := firstField(extra)
-		if sh.allowed == 0 {
-			return fmt.Sprintf("value.%s: not allowed: a %s carries no value", f, what())
+		also := ""
+		if in.value != nil && e.Type != Invoke {
+			also = fmt.Sprintf(" (besides the fields of its invoke at line %d, which it may repeat)", in.line)
 		}
-		return fmt.Sprintf("value.%s: not allowed: a %s wants %s", f, what(), sh.want)
+		if sh.allowed == 0 {
+			return fmt.Sprintf("value.%s: not allowed: a %s carries no value%s", f, what(), also)
+		}
+		return fmt.Sprintf("value.%s: not allowed: a %s wants %s%s", f, what(), sh.want, also)
 	}
 	if missing := sh.required &^ vhas; missing != 0 {
 		return fmt.Sprintf("value.%s: missing: a %s wants %s", firstField(missing), what(), sh.want)
@@ -312,13 +328,67 @@ func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) str
 	if val.To != nil && *val.To < 0 {
 		return fmt.Sprintf("value.to: want an integer >= 0, got %d", *val.To)
 	}
-	if sh.same&vSlot != 0 && val.Slot != nil && in.value != nil && in.value.Slot != nil && *val.Slot != *in.value.Slot {
-		return fmt.Sprintf("value.slot: want %d, the slot of the invoke at line %d, got %d", *in.value.Slot, in.line, *val.Slot)
+	return ""
+}
+
+// fieldsOf says which fields v holds.
+func fieldsOf(v *Value) vfields {
+	var fs vfields
+	set := func(bit vfields, present bool) {
+		if present {
+			fs |= bit
+		}
 	}
-	if sh.same&vProcess != 0 && in.value != nil && val.Process != in.value.Process {
-		return fmt.Sprintf("value.process: want %q, as in the invoke at line %d, got %q", in.value.Process, in.line, val.Process)
+	set(vSlot, v.Slot != nil)
+	set(vHeld, v.Held != nil)
+	set(vReason, v.Reason != "")
+	set(vSlots, v.Slots != nil)
+	set(vDelta, v.Delta != nil)
+	set(vFrom, v.From != nil)
+	set(vTo, v.To != nil)
+	set(vProcess, v.Process != "")
+	set(vPatched, v.Patched)
+	return fs
+}
+
+// checkEcho checks that the fields echo of val, which the invoke in also
+// holds, agree with it.
+func checkEcho(echo vfields, val *Value, in inflight) string {
+	for i, name := range valueNames {
+		bit := vfields(1) << i
+		if echo&bit == 0 {
+			continue
+		}
+		want, got := fieldText(bit, in.value), fieldText(bit, val)
+		if want != got {
+			return fmt.Sprintf("value.%s: want %s, as in the invoke at line %d, got %s (a completion may repeat its invoke's value, not contradict it)", name, want, in.line, got)
+		}
 	}
 	return ""
+}
+
+// fieldText renders one field of v for comparison and messages.
+func fieldText(bit vfields, v *Value) string {
+	switch bit {
+	case vSlot:
+		return strconv.Itoa(*v.Slot)
+	case vHeld:
+		return strconv.FormatBool(*v.Held)
+	case vReason:
+		return strconv.Quote(v.Reason)
+	case vSlots:
+		return strconv.Itoa(*v.Slots)
+	case vDelta:
+		return strconv.Itoa(*v.Delta)
+	case vFrom:
+		return strconv.Itoa(*v.From)
+	case vTo:
+		return strconv.Itoa(*v.To)
+	case vProcess:
+		return strconv.Quote(v.Process)
+	default: // vPatched
+		return strconv.FormatBool(v.Patched)
+	}
 }
 
 // firstField names the first field in fs, in canonical order.

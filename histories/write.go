@@ -89,6 +89,10 @@ func appendEvent(buf []byte, e *Event) []byte {
 		}
 		buf = append(buf, '}')
 	}
+	if e.Error != "" {
+		buf = append(buf, `,"error":`...)
+		buf = appendString(buf, e.Error)
+	}
 	return append(buf, "}\n"...)
 }
 

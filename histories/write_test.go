@@ -33,7 +33,8 @@ func TestRoundTrip(t *testing.T) {
 // history into the canonical one.
 func TestWriteCanonicalizes(t *testing.T) {
 	in := " {\"lock\":\"sem\",\"f\":\"acquire\", \"type\":\"invoke\",\"process\":\"c\\u0031\",\"time\":10,\"index\":0}\r\n" +
-		`{"value":{ "slot" : 1 },"index":1,"time":20,"process":"c2","type":"invoke","f":"verify","lock":"sem"}`
+		`{"value":{ "slot" : 1 },"index":1,"time":20,"process":"c2","type":"invoke","f":"verify","lock":"sem","error":null}` + "\n" +
+		`{"error":"boom","value":null,"index":2,"time":30,"process":"c1","type":"info","f":"acquire","lock":"sem"}`
 	events, err := Read(strings.NewReader(in), "h.jsonl")
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +44,8 @@ func TestWriteCanonicalizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"index":0,"time":10,"process":"c1","type":"invoke","f":"acquire","lock":"sem"}` + "\n" +
-		`{"index":1,"time":20,"process":"c2","type":"invoke","f":"verify","lock":"sem","value":{"slot":1}}` + "\n"
+		`{"index":1,"time":20,"process":"c2","type":"invoke","f":"verify","lock":"sem","value":{"slot":1}}` + "\n" +
+		`{"index":2,"time":30,"process":"c1","type":"info","f":"acquire","lock":"sem","error":"boom"}` + "\n"
 	if got.String() != want {
 		t.Errorf("got:\n%swant:\n%s", got.String(), want)
 	}
@@ -58,7 +60,7 @@ func TestWriteMatchesEncodingJSON(t *testing.T) {
 	for i, s := range strs {
 		events = append(events,
 			Event{Index: i, Time: int64(i) * -3, Process: s, Type: Type(s), F: s, Lock: s, Kind: s,
-				Value: &Value{Reason: s, Process: s}},
+				Value: &Value{Reason: s, Process: s}, Error: s},
 			Event{Value: &Value{Slot: Int(-1), Held: Bool(false), Slots: Int(0), Delta: Int(1 << 40), From: Int(3), To: Int(4), Patched: true}},
 			Event{Value: &Value{}},
 			Event{})

@@ -42,8 +42,10 @@ func TestHistoryVerdicts(t *testing.T) {
 				t.Fatalf("exit %d, want %s\n%s%s", code, want, out.String(), errOut.String())
 			}
 			if code == exitUsage {
-				if !strings.Contains(errOut.String(), fields[3]) {
-					t.Errorf("error %q does not name %s", errOut.String(), fields[3])
+				for _, want := range fields[3:] {
+					if !strings.Contains(errOut.String(), want) {
+						t.Errorf("error %q does not name %s", errOut.String(), want)
+					}
 				}
 				return
 			}
