@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks"
+	"github.com/lockprover/lockprover/model"
 )
 
 // PlanVersion is the version of the plan format this package reads and
@@ -43,7 +47,19 @@ type Plan struct {
 	Schedule []int `json:"schedule"`
 	// ScheduleSeed drives the decisions after Schedule runs out.
 	ScheduleSeed uint64 `json:"schedule_seed"`
+	// Model and Properties are how the plan was judged when it was found:
+	// "strict" for the strict acquire-exact model ("" the standard one),
+	// and the properties whose violation counted (none: all). Replay
+	// judges it the same way. Plans written before they existed have
+	// neither.
+	Model      string   `json:"model,omitempty"`
+	Properties []string `json:"properties,omitempty"`
 }
+
+// PropertyNames are the properties a plan can be judged by, in the
+// report's order.
+var PropertyNames = []string{model.SlotExclusive, model.AcquireExact, model.CountExact, model.Persistent, model.NoLeak,
+	model.Available, model.CheapAcquire, model.CheapVerify, model.DriverMinimal}
 
 // A Step is one line of a script: acquire, verify, release (the slot the
 // client believes it holds), sleep, or an admin's change, count, wait,
@@ -133,10 +149,19 @@ func (o Options) heartbeat() time.Duration {
 // as a kill.
 var faultNames = []string{"kill", "pause", "partition", "force-close", "restart-broker", "drop-reply", "admin-crash"}
 
-// Validate reports the first thing wrong with p, naming the field.
+// A PlanError is something wrong with a plan, naming the field (as
+// "nemesis[0].target").
+type PlanError struct {
+	Field, Msg string
+}
+
+func (e *PlanError) Error() string { return "plan: " + e.Field + ": " + e.Msg }
+
+// Validate reports the first thing wrong with p, naming the field: a
+// *PlanError.
 func (p *Plan) Validate() error {
 	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("plan: %s: %s", field, fmt.Sprintf(format, args...))
+		return &PlanError{field, fmt.Sprintf(format, args...)}
 	}
 	if p.Version != PlanVersion {
 		return bad("version", "want %d, got %d", PlanVersion, p.Version)
@@ -159,20 +184,20 @@ func (p *Plan) Validate() error {
 	if p.Mutant != "" && MutantNamed(p.Mutant) == nil {
 		return bad("mutant", "no mutant named %q (see lockprover mutants)", p.Mutant)
 	}
-	if err := p.Options.validate(); err != nil {
-		return bad("options", "%v", err)
+	if field, err := p.Options.validate(); err != nil {
+		return bad("options."+field, "%v", err)
 	}
 	for i, script := range p.Clients {
 		for j, s := range script {
-			if err := s.validate(false); err != nil {
-				return bad(fmt.Sprintf("clients[%d][%d]", i, j), "%v", err)
+			if field, err := s.validate(false); err != nil {
+				return bad(fmt.Sprintf("clients[%d][%d].%s", i, j, field), "%v", err)
 			}
 		}
 	}
 	for i, script := range p.Admins {
 		for j, s := range script {
-			if err := s.validate(true); err != nil {
-				return bad(fmt.Sprintf("admins[%d][%d]", i, j), "%v", err)
+			if field, err := s.validate(true); err != nil {
+				return bad(fmt.Sprintf("admins[%d][%d].%s", i, j, field), "%v", err)
 			}
 		}
 	}
@@ -207,42 +232,54 @@ func (p *Plan) Validate() error {
 			return bad(fmt.Sprintf("schedule[%d]", i), "decisions are numbers >= 0, got %d", d)
 		}
 	}
+	if p.Model != "" && p.Model != "strict" && p.Model != "standard" {
+		return bad("model", `want "standard" or "strict", got %q`, p.Model)
+	}
+	for i, prop := range p.Properties {
+		if !contains(PropertyNames, prop) {
+			return bad(fmt.Sprintf("properties[%d]", i), "want one of %s, got %q", strings.Join(PropertyNames, ", "), prop)
+		}
+	}
 	return nil
 }
 
 // FaultNames are the faults a plan can hold.
 func FaultNames() []string { return append([]string(nil), faultNames...) }
 
-func (s Step) validate(admin bool) error {
+// validate names the step's field that is wrong, and what.
+func (s Step) validate(admin bool) (string, error) {
 	client := map[string]bool{"acquire": true, "verify": true, "release": true, "sleep": true}
 	admins := map[string]bool{"change": true, "count": true, "wait": true, "destroy": true, "sleep": true}
 	switch {
 	case !admin && !client[s.Op]:
-		return fmt.Errorf("op: want acquire, verify, release or sleep, got %q", s.Op)
+		return "op", fmt.Errorf("want acquire, verify, release or sleep, got %q", s.Op)
 	case admin && !admins[s.Op]:
-		return fmt.Errorf("op: want change, count, wait, destroy or sleep, got %q", s.Op)
+		return "op", fmt.Errorf("want change, count, wait, destroy or sleep, got %q", s.Op)
 	case s.Op == "sleep" && s.Ms <= 0:
-		return fmt.Errorf("ms: a sleep needs a duration > 0")
+		return "ms", fmt.Errorf("a sleep needs a duration > 0")
 	case s.Op == "change" && s.Delta == 0:
-		return fmt.Errorf("delta: a change needs a delta other than 0")
+		return "delta", fmt.Errorf("a change needs a delta other than 0")
 	case s.Op == "wait" && s.Slot < 1:
-		return fmt.Errorf("slot: a wait needs a slot >= 1")
+		return "slot", fmt.Errorf("a wait needs a slot >= 1")
 	}
-	return nil
+	return "", nil
 }
 
-func (o Options) validate() error {
+// validate names the option that is wrong, and what.
+func (o Options) validate() (string, error) {
 	switch {
 	case o.DeleteOrder != "" && o.DeleteOrder != "descending" && o.DeleteOrder != "ascending":
-		return fmt.Errorf("delete_order: want descending or ascending, got %q", o.DeleteOrder)
+		return "delete_order", fmt.Errorf("want descending or ascending, got %q", o.DeleteOrder)
 	case o.ScanStart != "" && !contains([]string{"first", "last-known", "random"}, o.ScanStart):
-		return fmt.Errorf("scan_start: want first, last-known or random, got %q", o.ScanStart)
+		return "scan_start", fmt.Errorf("want first, last-known or random, got %q", o.ScanStart)
 	case o.VerifyMethod != "" && o.VerifyMethod != "publish" && o.VerifyMethod != "passive":
-		return fmt.Errorf("verify_method: want publish or passive, got %q", o.VerifyMethod)
-	case o.Overshoot < 0 || o.JitterMs < 0:
-		return errors.New("overshoot and jitter_ms must not be negative")
+		return "verify_method", fmt.Errorf("want publish or passive, got %q", o.VerifyMethod)
+	case o.Overshoot < 0:
+		return "overshoot", errors.New("must not be negative")
+	case o.JitterMs < 0:
+		return "jitter_ms", errors.New("must not be negative")
 	}
-	return nil
+	return "", nil
 }
 
 func contains(list []string, s string) bool {
@@ -275,25 +312,253 @@ func adminName(i int) string {
 
 func clientName(i int) string { return fmt.Sprintf("c%d", i+1) }
 
-// ReadPlan reads a plan file, strictly: unknown fields are errors.
+// ReadPlan reads a plan file as strictly as histories are read: an empty
+// file, text that is not JSON, a value of the wrong type, an unknown field
+// (field names are case-sensitive) or a field with a wrong value is an
+// error that names the file, the line and column, and the field.
 func ReadPlan(path string) (*Plan, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var p Plan
-	if err := dec.Decode(&p); err != nil {
+	return ParsePlan(path, data)
+}
+
+// ParsePlan is ReadPlan on data read from the file named path.
+func ParsePlan(path string, data []byte) (*Plan, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%s: empty file: want a plan, a JSON object (lockprover prove writes them as plan.json)", path)
+	}
+	pos, err := strictJSON(data, reflect.TypeFor[Plan]())
+	if err != nil {
+		var je *jsonError
+		if errors.As(err, &je) {
+			return nil, fmt.Errorf("%s:%s: %s", path, lineCol(data, je.off), je.msg)
+		}
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%s: more than one JSON value", path)
+	var p Plan
+	if err := json.Unmarshal(data, &p); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("%s:%s: %s: %v", path, lineCol(data, te.Offset), te.Field, err)
+		}
+		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	if err := p.Validate(); err != nil {
+		var pe *PlanError
+		if errors.As(err, &pe) {
+			for f := pe.Field; f != ""; f = parentField(f) {
+				if off, ok := pos[f]; ok {
+					return nil, fmt.Errorf("%s:%s: %s: %s", path, lineCol(data, off), pe.Field, pe.Msg)
+				}
+			}
+			return nil, fmt.Errorf("%s: %s: %s", path, pe.Field, pe.Msg)
+		}
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return &p, nil
+}
+
+// parentField is the field that holds f: nemesis[0] for nemesis[0].target,
+// clients[1] for clients[1][2], "" for a top-level field.
+func parentField(f string) string {
+	i := strings.LastIndexAny(f, ".[")
+	if i < 0 {
+		return ""
+	}
+	return f[:i]
+}
+
+// lineCol is line:column (from 1, in bytes) of offset off in data.
+func lineCol(data []byte, off int64) string {
+	off = min(max(off, 0), int64(len(data)))
+	before := data[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := off - int64(bytes.LastIndexByte(before, '\n'))
+	return fmt.Sprintf("%d:%d", line, col)
+}
+
+// A jsonError is something wrong at byte offset off of a JSON text.
+type jsonError struct {
+	off int64
+	msg string
+}
+
+func (e *jsonError) Error() string { return e.msg }
+
+// strictJSON checks that data is one JSON value that fits t exactly: every
+// object key is the json name of a field of the struct it fills (with the
+// same case: encoding/json would accept any case), no key appears twice,
+// and every value has the field's type. It returns the offset of every
+// field's value, by path ("nemesis[0].target").
+func strictJSON(data []byte, t reflect.Type) (map[string]int64, error) {
+	w := &jsonWalker{dec: json.NewDecoder(bytes.NewReader(data)), data: data, pos: map[string]int64{}}
+	w.dec.UseNumber()
+	if err := w.value(t, ""); err != nil {
+		return nil, err
+	}
+	off := w.next()
+	if _, err := w.dec.Token(); err != io.EOF {
+		return nil, &jsonError{off, "more than one JSON value: a plan file holds one object"}
+	}
+	return w.pos, nil
+}
+
+type jsonWalker struct {
+	dec  *json.Decoder
+	data []byte
+	pos  map[string]int64
+}
+
+// next is the offset of the next token.
+func (w *jsonWalker) next() int64 {
+	off := w.dec.InputOffset()
+	for off < int64(len(w.data)) && strings.IndexByte(" \t\r\n,:", w.data[off]) >= 0 {
+		off++
+	}
+	return off
+}
+
+func (w *jsonWalker) token() (json.Token, int64, error) {
+	off := w.next()
+	tok, err := w.dec.Token()
+	if err != nil {
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &se):
+			return nil, se.Offset, &jsonError{se.Offset, "not JSON: " + se.Error()}
+		case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, off, &jsonError{off, "not JSON: the text ends in the middle of a value"}
+		}
+		return nil, off, &jsonError{off, "not JSON: " + err.Error()}
+	}
+	return tok, off, nil
+}
+
+func describe(tok json.Token) string {
+	switch v := tok.(type) {
+	case nil:
+		return "null"
+	case json.Delim:
+		if v == '{' {
+			return "an object"
+		}
+		return "an array"
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	case json.Number:
+		return "the number " + v.String()
+	case bool:
+		return fmt.Sprint(v)
+	}
+	return fmt.Sprint(tok)
+}
+
+// value reads the value of field (path) and checks it against t.
+func (w *jsonWalker) value(t reflect.Type, field string) error {
+	tok, off, err := w.token()
+	if err != nil {
+		if field != "" {
+			err.(*jsonError).msg = field + ": " + err.(*jsonError).msg
+		}
+		return err
+	}
+	w.pos[field] = off
+	name := field
+	if name == "" {
+		name = "the plan"
+	}
+	bad := func(want string) error {
+		return &jsonError{off, fmt.Sprintf("%s: want %s, got %s", name, want, describe(tok))}
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if tok != json.Delim('{') {
+			return bad("an object")
+		}
+		fields := map[string]reflect.StructField{}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if n, _, _ := strings.Cut(f.Tag.Get("json"), ","); n != "" && n != "-" && f.IsExported() {
+				fields[n] = f
+			}
+		}
+		seen := map[string]bool{}
+		for w.dec.More() {
+			ktok, koff, err := w.token()
+			if err != nil {
+				return err
+			}
+			key, _ := ktok.(string)
+			path := key
+			if field != "" {
+				path = field + "." + key
+			}
+			f, ok := fields[key]
+			if !ok {
+				var names []string
+				for n := range fields {
+					if strings.EqualFold(n, key) {
+						return &jsonError{koff, fmt.Sprintf("%s: unknown field (field names are case-sensitive: did you mean %q?)", path, n)}
+					}
+					names = append(names, n)
+				}
+				sort.Strings(names)
+				return &jsonError{koff, fmt.Sprintf("%s: unknown field (want one of %s)", path, strings.Join(names, ", "))}
+			}
+			if seen[key] {
+				return &jsonError{koff, fmt.Sprintf("%s: the field appears twice", path)}
+			}
+			seen[key] = true
+			if err := w.value(f.Type, path); err != nil {
+				return err
+			}
+		}
+		_, _, err := w.token() // '}'
+		return err
+	case reflect.Slice:
+		if tok == nil {
+			return nil
+		}
+		if tok != json.Delim('[') {
+			return bad("an array")
+		}
+		for i := 0; w.dec.More(); i++ {
+			if err := w.value(t.Elem(), fmt.Sprintf("%s[%d]", field, i)); err != nil {
+				return err
+			}
+		}
+		_, _, err := w.token() // ']'
+		return err
+	case reflect.String:
+		if _, ok := tok.(string); !ok {
+			return bad("a string")
+		}
+	case reflect.Bool:
+		if _, ok := tok.(bool); !ok {
+			return bad("true or false")
+		}
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		n, ok := tok.(json.Number)
+		if !ok {
+			return bad("an integer")
+		}
+		if _, err := strconv.ParseInt(n.String(), 10, t.Bits()); err != nil {
+			return bad(fmt.Sprintf("an integer of at most %d bits", t.Bits()))
+		}
+	case reflect.Uint64, reflect.Uint, reflect.Uint32:
+		n, ok := tok.(json.Number)
+		if !ok {
+			return bad("an integer >= 0")
+		}
+		if _, err := strconv.ParseUint(n.String(), 10, t.Bits()); err != nil {
+			return bad(fmt.Sprintf("an integer >= 0 of at most %d bits", t.Bits()))
+		}
+	default:
+		return bad(t.String())
+	}
+	return nil
 }
 
 // Write writes p as indented JSON.

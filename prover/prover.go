@@ -57,6 +57,13 @@ type Config struct {
 	Out string
 
 	ctx context.Context // interrupts runs (set by Search)
+	// Set by Search: stop skips the plans left once it says so (a passed
+	// deadline, an interrupt); runError hears of plans that could not run;
+	// tolerateInconclusive lets a plan whose checks ran out of time pass
+	// (the search counts it) instead of failing it.
+	stop                 func() bool
+	runError             func(error)
+	tolerateInconclusive bool
 }
 
 func (c Config) withDefaults() Config {
@@ -97,7 +104,10 @@ type Counterexample struct {
 	Result   *Result
 	Report   *model.Report
 	Property string
-	Impl     string // what was proven, in words
+	// Inconclusive says Property could not be decided (its check ran out of
+	// time) and nothing failed: no violation, but no proof either.
+	Inconclusive bool
+	Impl         string // what was proven, in words
 }
 
 // run runs and judges one plan.
@@ -110,9 +120,15 @@ func (c Config) run(p *Plan) (*Counterexample, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The plan records how it was judged, so that replaying it judges it
+	// the same way.
+	p.Model, p.Properties = "", c.Properties
+	if c.Strict {
+		p.Model = "strict"
+	}
 	rep := Judge(p, res, c.judgeOptions())
 	cx := &Counterexample{Plan: p, Result: res, Report: rep, Impl: describeImpl(c.Impl, p)}
-	cx.Property = firstViolation(rep, c.Properties)
+	cx.Property, cx.Inconclusive = firstViolation(rep, c.Properties)
 	return cx, nil
 }
 
@@ -121,14 +137,17 @@ func (c Config) judgeOptions() model.Options {
 }
 
 // firstViolation is the first property (in the report's fixed order) that
-// failed or could not be decided, among those that count.
-func firstViolation(r *model.Report, props []string) string {
-	for _, v := range r.Verdicts {
-		if (v.Status == model.Fail || v.Status == model.Inconclusive) && (props == nil || contains(props, v.Property)) {
-			return v.Property
+// failed among those that count; if none failed, the first that could not
+// be decided (inconclusive true); else "".
+func firstViolation(r *model.Report, props []string) (property string, inconclusive bool) {
+	for _, status := range []model.Status{model.Fail, model.Inconclusive} {
+		for _, v := range r.Verdicts {
+			if v.Status == status && (props == nil || contains(props, v.Property)) {
+				return v.Property, status == model.Inconclusive
+			}
 		}
 	}
-	return ""
+	return "", false
 }
 
 // Check proves c's target under rapid: it draws -rapid.checks plans, and
@@ -137,6 +156,11 @@ func firstViolation(r *model.Report, props []string) string {
 // under c.Out and reports its path.
 func Check(t *testing.T, c Config) {
 	t.Helper()
+	if pf, ok := c.Target.(Preflighter); ok {
+		if err := pf.Preflight(t.Context()); err != nil {
+			t.Fatalf("%v", err)
+		}
+	}
 	var last *Counterexample
 	t.Cleanup(func() {
 		if last == nil || !t.Failed() {
@@ -151,7 +175,7 @@ func Check(t *testing.T, c Config) {
 			return
 		}
 		t.Attr("counterexample", dir)
-		t.Logf("counterexample: %s violated; minimal plan and history in %s\nreplay: go run github.com/lockprover/lockprover/cmd/lockprover replay %s", last.Property, dir, filepath.Join(dir, "plan.json"))
+		t.Logf("counterexample: %s %s; minimal plan and history in %s\nreplay: go run github.com/lockprover/lockprover/cmd/lockprover replay %s", last.Property, last.verb(), dir, filepath.Join(dir, "plan.json"))
 	})
 	rapid.Check(t, c.property(func(cx *Counterexample) {
 		if cx.Property != "" {
@@ -167,18 +191,24 @@ func Check(t *testing.T, c Config) {
 func (c Config) property(seen func(*Counterexample)) func(*rapid.T) {
 	c = c.withDefaults()
 	return func(t *rapid.T) {
+		if c.stop != nil && c.stop() {
+			return
+		}
 		p := Draw(t, c)
 		cx, err := c.run(p)
 		if err != nil {
+			if c.runError != nil {
+				c.runError(err)
+			}
 			var b strings.Builder
 			p.Write(&b)
 			t.Logf("plan:\n%s", b.String())
 			t.Fatalf("run: %v", err)
 		}
 		seen(cx)
-		if cx.Property != "" {
+		if cx.Property != "" && !(cx.Inconclusive && c.tolerateInconclusive) {
 			t.Logf("%s", cx.Summary())
-			t.Fatalf("%s violated", cx.Property)
+			t.Fatalf("%s %s", cx.Property, cx.verb())
 		}
 	}
 }
@@ -187,7 +217,7 @@ func (c Config) property(seen func(*Counterexample)) func(*rapid.T) {
 // brief, and every failed verdict's explanation.
 func (cx *Counterexample) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s violated\n", cx.Property)
+	fmt.Fprintf(&b, "%s %s\n", cx.Property, cx.verb())
 	p := cx.Plan
 	fmt.Fprintf(&b, "plan: %s %q, %d slots, %d clients, %d admins, %d faults, %d scheduling decisions; %s\n",
 		p.Kind, p.Lock, p.Slots, len(p.Clients), len(p.Admins), len(p.Nemesis), len(p.Schedule), cx.Impl)
@@ -197,6 +227,15 @@ func (cx *Counterexample) Summary() string {
 		}
 	}
 	return b.String()
+}
+
+// verb is what happened to the property: violated, or inconclusive (its
+// check ran out of time: no violation shown, but no proof either).
+func (cx *Counterexample) verb() string {
+	if cx.Inconclusive {
+		return "inconclusive (its linearizability check ran out of time)"
+	}
+	return "violated"
 }
 
 // describeImpl says what a run proves: the reference, a mutant of it, or an

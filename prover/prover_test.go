@@ -83,15 +83,17 @@ func TestPlanValidation(t *testing.T) {
 	}{
 		{"version", func(p *Plan) { p.Version = 2 }, "version: want 1"},
 		{"kind", func(p *Plan) { p.Kind = "lock" }, `kind: want "semaphore" or "mutex"`},
-		{"step", func(p *Plan) { p.Clients[0][0].Op = "grab" }, `clients[0][0]: op: want acquire`},
-		{"sleep", func(p *Plan) { p.Clients[0][0] = Step{Op: "sleep"} }, "clients[0][0]: ms:"},
-		{"admin step", func(p *Plan) { p.Admins[0] = []Step{{Op: "change"}} }, "admins[0][0]: delta:"},
+		{"step", func(p *Plan) { p.Clients[0][0].Op = "grab" }, `clients[0][0].op: want acquire`},
+		{"sleep", func(p *Plan) { p.Clients[0][0] = Step{Op: "sleep"} }, "clients[0][0].ms:"},
+		{"admin step", func(p *Plan) { p.Admins[0] = []Step{{Op: "change"}} }, "admins[0][0].delta:"},
 		{"fault", func(p *Plan) { p.Nemesis = []Fault{{Fault: "meteor", Target: "c1"}} }, "nemesis[0].fault"},
 		{"target", func(p *Plan) { p.Nemesis = []Fault{{Fault: "kill", Target: "c9"}} }, `nemesis[0].target: no process named "c9"`},
 		{"admin-crash target", func(p *Plan) { p.Nemesis = []Fault{{Fault: "admin-crash", Target: "c1"}} }, "an admin-crash strikes an admin"},
 		{"mutant", func(p *Plan) { p.Mutant = "nope" }, `mutant: no mutant named "nope"`},
-		{"option", func(p *Plan) { p.Options.ScanStart = "middle" }, "options: scan_start"},
+		{"option", func(p *Plan) { p.Options.ScanStart = "middle" }, "options.scan_start: want first"},
 		{"mutex admins", func(p *Plan) { p.Kind, p.Slots = "mutex", 0 }, "a true mutex has no slots and no admins"},
+		{"model", func(p *Plan) { p.Model = "lenient" }, `model: want "standard" or "strict"`},
+		{"properties", func(p *Plan) { p.Properties = []string{"slot-exclusive", "fast"} }, `properties[1]: want one of`},
 	} {
 		p := ok()
 		if err := p.Validate(); err != nil {

@@ -15,15 +15,15 @@ type Search struct {
 	Config
 	Seed  uint64    // the same seed draws the same plans
 	Plans int       // how many plans at most; 0 means no limit (Until must be set)
-	Until time.Time // draw no new batch after this; zero means no limit
+	Until time.Time // start no new plan after this (one in flight finishes); zero means no limit
 	// Shard of Shards: this search runs the batches whose number is Shard
 	// modulo Shards, so that machines can split a seed's plans.
 	Shard, Shards int
 	Shrink        time.Duration // time to minimise a failing plan; 0 means 30 s
 	// Progress, if set, is called after every plan (not while shrinking).
 	Progress func(plans, judged int)
-	// Context, if set, interrupts the search: no new plan starts, and a
-	// run on a real broker stops and cleans up.
+	// Context, if set, interrupts the search: no new plan starts, a run on
+	// a real broker stops and cleans up, and shrinking stops.
 	Context context.Context
 }
 
@@ -34,10 +34,31 @@ type Outcome struct {
 	Judged  int // property verdicts given on those plans
 	Elapsed time.Duration
 	Found   *Counterexample // the minimal counterexample, or nil
+	// Inconclusive counts the plans on which a check that counts ran out of
+	// time (and nothing failed); FirstInconclusive is the first of them,
+	// unshrunk. Such a plan proves nothing either way.
+	Inconclusive      int
+	FirstInconclusive *Counterexample
+	// Interrupted says the search was stopped by its Context: the plans
+	// counted ran, a counterexample found may not be minimal.
+	Interrupted bool
 }
 
-// batch is how many plans each rapid.Check draws.
-const batch = 500
+// batch is how many plans each rapid.Check draws on the simulator. On
+// other targets batches start at one plan and double while a batch takes
+// less than batchTime, up to batch: a search notices its deadline and an
+// interrupt between plans either way, but the seed's plans on the
+// simulator must stay the same.
+const (
+	batch     = 500
+	batchTime = 10 * time.Second
+)
+
+// Preflighter is a target that can check, before the first plan, that it
+// can run plans at all (a reachable broker, say).
+type Preflighter interface {
+	Preflight(ctx context.Context) error
+}
 
 // Run runs the search.
 func (s Search) Run() (*Outcome, error) {
@@ -50,6 +71,18 @@ func (s Search) Run() (*Outcome, error) {
 	if s.Shrink == 0 {
 		s.Shrink = 30 * time.Second
 	}
+	ctx := s.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if pf, ok := s.Config.Target.(Preflighter); ok {
+		if err := pf.Preflight(ctx); err != nil {
+			if ctx.Err() != nil {
+				return &Outcome{Interrupted: true}, nil
+			}
+			return nil, err
+		}
+	}
 	end, err := rapidbatch.Begin(s.Shrink)
 	if err != nil {
 		return nil, fmt.Errorf("prover: %w", err)
@@ -58,10 +91,24 @@ func (s Search) Run() (*Outcome, error) {
 	out := &Outcome{}
 	start := time.Now()
 	var last *Counterexample
-	s.Config.ctx = s.Context
+	var runErr error
+	s.Config.ctx = ctx
+	s.Config.tolerateInconclusive = true
+	// stop says whether the next plan should not run: the search was
+	// interrupted, or (before a violation, which is shrunk whatever the
+	// time) its deadline has passed.
+	s.Config.stop = func() bool {
+		return ctx.Err() != nil || last == nil && !s.Until.IsZero() && !time.Now().Before(s.Until)
+	}
+	s.Config.runError = func(err error) {
+		if runErr == nil && ctx.Err() == nil {
+			runErr = err
+		}
+	}
 	prop := s.Config.property(func(cx *Counterexample) {
+		violated := cx.Property != "" && !cx.Inconclusive
 		if out.Found != nil || last != nil {
-			if cx.Property != "" {
+			if violated {
 				last = cx // a smaller failing plan, while shrinking
 			}
 			return
@@ -69,35 +116,45 @@ func (s Search) Run() (*Outcome, error) {
 		out.Plans++
 		out.Ops += len(cx.Result.History) / 2
 		out.Judged += len(cx.Report.Verdicts)
-		if cx.Property != "" {
+		switch {
+		case violated:
 			last = cx
+		case cx.Inconclusive:
+			out.Inconclusive++
+			if out.FirstInconclusive == nil {
+				out.FirstInconclusive = cx
+			}
 		}
 		if s.Progress != nil {
 			s.Progress(out.Plans, out.Judged)
 		}
 	})
-	ctx := s.Context
-	if ctx == nil {
-		ctx = context.Background()
+	_, simulated := s.Config.withDefaults().Target.(Simulator)
+	size := batch
+	if !simulated {
+		size = 1
 	}
-	s.Config.ctx = ctx
-	for b := s.Shard; last == nil && ctx.Err() == nil; b += s.Shards {
-		if s.Plans > 0 && out.Plans >= s.Plans || !s.Until.IsZero() && time.Now().After(s.Until) {
+	for b := s.Shard; last == nil && runErr == nil && !s.Config.stop(); b += s.Shards {
+		if s.Plans > 0 && out.Plans >= s.Plans {
 			break
 		}
-		n := batch
+		n := size
 		if s.Plans > 0 {
-			n = min(batch, s.Plans-out.Plans)
+			n = min(size, s.Plans-out.Plans)
 		}
-		before := out.Plans
+		before, began := out.Plans, time.Now()
 		rapidbatch.Batch(s.Seed, b, n, prop)
-		if out.Plans == before && last == nil {
+		if out.Plans == before && last == nil && runErr == nil && !s.Config.stop() {
 			return nil, fmt.Errorf("prover: rapid drew no valid plan in a batch of %d", n)
+		}
+		if ran := out.Plans - before; !simulated && ran == n && time.Since(began)*2 < batchTime {
+			size = min(2*size, batch)
 		}
 	}
 	out.Found, out.Elapsed = last, time.Since(start)
-	if err := ctx.Err(); err != nil && last == nil {
-		return out, fmt.Errorf("interrupted after %d plans", out.Plans)
+	out.Interrupted = ctx.Err() != nil
+	if runErr != nil && last == nil && !out.Interrupted {
+		return out, fmt.Errorf("prover: a plan could not run: %w", runErr)
 	}
 	return out, nil
 }
