@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "Client", "Semaphore", "Admin", "Mutex",
     "slot_queue", "holder_queue",
-    "LockError", "Failed", "Full", "Absent", "Contended", "Held", "Exists",
+    "LockError", "Failed", "Unavailable", "Full", "Absent", "Contended", "Held", "Exists",
     "NotHeld", "BrokerError", "ChannelError", "ConnectionLost",
 ]
 
@@ -77,13 +77,22 @@ class Failed(LockError):
     reason = "failed"
 
 
-class Full(Failed):
+class Unavailable(Failed):
+    """Acquire found no slot to take: every slot was held, or the semaphore
+    has no slots. The spec's plain "lock-acquire failure"; a Semaphore made
+    with plain_failure=True raises it as such, otherwise one of its two
+    precise subclasses below."""
+
+    reason = "unavailable"
+
+
+class Full(Unavailable):
     """Every slot of the semaphore was held when acquire looked."""
 
     reason = "full"
 
 
-class Absent(Failed):
+class Absent(Unavailable):
     """The semaphore has no slots: its A[1] does not exist."""
 
     reason = "absent"
@@ -313,13 +322,17 @@ class Semaphore:
     retries bounds how many times acquire restarts its scan after losing a
     race for a B queue. max_slots, if set, is the highest slot acquire
     considers: a persistent mutex is a semaphore with max_slots=1.
+    plain_failure=True makes acquire follow the spec's step 2 to the letter:
+    it raises Unavailable itself when it finds no slot, without telling
+    Full (every slot held) from Absent (no slots).
     """
 
-    def __init__(self, client, name, retries=3, max_slots=None):
+    def __init__(self, client, name, retries=3, max_slots=None, plain_failure=False):
         self._client = client
         self.name = name
         self._retries = retries
         self._max_slots = max_slots
+        self._plain = plain_failure
 
     def acquire(self):
         """Take a free slot and return its number.
@@ -331,8 +344,8 @@ class Semaphore:
         verified (A[L] still exists) before it is returned.
 
         Raises Full when every slot is held, Absent when the semaphore has no
-        slots, Contended when the retries run out; any BrokerError leaves the
-        outcome unknown.
+        slots (Unavailable for both with plain_failure), Contended when the
+        retries run out; any BrokerError leaves the outcome unknown.
         """
         for attempt in itertools.count():
             slot = self._scan()
@@ -348,7 +361,7 @@ class Semaphore:
         c = self._client
         for slot in itertools.count(1):
             if self._max_slots is not None and slot > self._max_slots:
-                raise Full(f"every slot of {self.name} is held")
+                raise self._missing(slot)
             if not c._exists(slot_queue(self.name, slot)):
                 raise self._missing(slot)
             holder = holder_queue(self.name, slot)
@@ -363,6 +376,9 @@ class Semaphore:
             raise self._missing(slot)
 
     def _missing(self, slot):
+        """The failure of a scan that found no slot at slot."""
+        if self._plain:
+            return Unavailable(f"no slot of {self.name} to take")
         if slot == 1:
             return Absent(f"{self.name} has no slots")
         return Full(f"every slot of {self.name} is held")

@@ -5,7 +5,7 @@ lockprover (docs/protocol.md) starts one of these per client or admin of a
 run. It reads one JSON request per line on stdin and writes one JSON reply per
 line on stdout; logs go to stderr. Run it as:
 
-    /usr/bin/python3 examples/python/lockprover_impl.py
+    /usr/bin/python3 examples/python/lockprover_impl.py [--lazy-connect] [--plain-failure]
 
 The first request is init, which connects to the broker (trying for a few
 seconds, then answering init_ok anyway and leaving it to the first operation
@@ -15,8 +15,19 @@ again at once, with a new connection that holds nothing: before the reply,
 except for a verify, or as soon as it notices the loss while idle. If that
 fails, the next operation that needs the broker tries again. At EOF on stdin
 the server closes its connection and exits 0.
+
+Two options make variants that are just as correct by the spec:
+
+--lazy-connect   init answers init_ok without connecting ("connect to the
+                 broker, or prepare to"); the first operation that needs the
+                 broker connects, and after a lost connection the next one
+                 that needs it connects again.
+--plain-failure  acquire follows the spec's step 2 to the letter: when it
+                 finds no slot it fails with the reason "unavailable" (full
+                 or absent) instead of telling "full" from "absent".
 """
 
+import argparse
 import json
 import logging
 import math
@@ -44,7 +55,7 @@ INIT_PATIENCE = 6.0
 RETRY_PAUSE = 0.2
 
 # The reasons an acquire_fail may carry; other definite failures are errors.
-ACQUIRE_FAIL_REASONS = {"full", "absent", "contended", "held"}
+ACQUIRE_FAIL_REASONS = {"full", "absent", "unavailable", "contended", "held"}
 
 
 class BadRequest(Exception):
@@ -52,9 +63,16 @@ class BadRequest(Exception):
 
 
 class Server:
-    """One lockprover process: a client (or admin) of one lock."""
+    """One lockprover process: a client (or admin) of one lock.
 
-    def __init__(self):
+    lazy_connect: connect only when an operation needs the broker, not at
+    init nor at once after a lost connection. plain_failure: acquire fails
+    "unavailable" where it would say "full" or "absent".
+    """
+
+    def __init__(self, lazy_connect=False, plain_failure=False):
+        self.lazy_connect = lazy_connect
+        self.plain_failure = plain_failure
         self.init = None       # the init request
         self.client = None     # the current amqp_locks.Client, once connected
         self.exit_code = None  # set when the server must stop after a reply
@@ -121,6 +139,9 @@ class Server:
             self.exit_code = 1
             raise BadRequest(f"unknown lock kind {req.get('lock')!r}")
         self.init = req
+        if self.lazy_connect:
+            log.info("lazy: the first operation that needs the broker connects")
+            return {"type": "init_ok"}
         # A fault can strike during the handshake (a dropped reply kills the
         # connection): try again for a while, then answer anyway and leave
         # it to the first operation that needs the broker.
@@ -159,8 +180,9 @@ class Server:
         """After a connection loss, connect again at once, so that the next
         operation finds a connection (lockprover charges an acquire or a
         verify for a connection it opens). One attempt per loss: if it
-        fails, the next operation that needs the broker tries again."""
-        if self.client is None or self.client.is_open:
+        fails, the next operation that needs the broker tries again. A lazy
+        server leaves it to that operation in any case."""
+        if self.lazy_connect or self.client is None or self.client.is_open:
             return
         try:
             self.connected()
@@ -188,7 +210,7 @@ class Server:
     # connecting (a new connection would hold nothing anyway).
 
     def semaphore(self, client):
-        return al.Semaphore(client, self.init["name"])
+        return al.Semaphore(client, self.init["name"], plain_failure=self.plain_failure)
 
     def admin(self):
         return al.Admin(self.connected(), self.init["name"])
@@ -303,7 +325,21 @@ def parse(line):
     return req, None
 
 
-def main():
+def options(argv):
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False,
+        description="lockprover process-protocol server for amqp_locks (docs/protocol.md).")
+    parser.add_argument("--lazy-connect", action="store_true",
+                        help="do not connect at init: the first operation that needs the broker "
+                             "connects (and, after a lost connection, the next one)")
+    parser.add_argument("--plain-failure", action="store_true",
+                        help='an acquire that finds no slot fails "unavailable", '
+                             'not "full" or "absent"')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    opts = options(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # pika warns about every returned message (which is how probes find a
@@ -321,7 +357,7 @@ def main():
     # the connection on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
-    server = Server()
+    server = Server(lazy_connect=opts.lazy_connect, plain_failure=opts.plain_failure)
     reader = LineReader(sys.stdin.fileno())
     try:
         while server.exit_code is None:

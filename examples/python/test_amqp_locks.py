@@ -47,6 +47,20 @@ class BrokerTest(unittest.TestCase):
         self.clients.append(c)
         return c
 
+    def start(self, client, lock="semaphore", args=(), url=URL):
+        """A lockprover_impl process (with args) as client of this test's
+        lock, past its init."""
+        proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "lockprover_impl.py"), *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, bufsize=1)
+        self.addCleanup(stop, proc)
+        server = Session(proc)
+        self.assertEqual(server.ask({"type": "init", "client": client, "lock": lock, "name": self.name,
+                                     "url": url, "heartbeat_ms": 1000}),
+                         {"id": 1, "type": "init_ok"})
+        return server
+
     def cleanup(self):
         for c in self.clients:
             c.close()
@@ -169,6 +183,38 @@ class SemaphoreTest(BrokerTest):
         with self.assertRaises(al.Contended):
             al.Admin(self.client(), self.name, retries=1, poll_interval=0.05).count()
 
+    def test_plain_failure_says_unavailable(self):
+        # The spec's step 2 to the letter: no slot to take is one failure,
+        # whether the semaphore is full or has no slots.
+        plain = al.Semaphore(self.client(), self.name, plain_failure=True)
+        with self.assertRaises(al.Unavailable) as absent:
+            plain.acquire()
+        al.Admin(self.client(), self.name).create(1)
+        holder = al.Semaphore(self.client(), self.name, plain_failure=True)
+        self.assertEqual(holder.acquire(), 1)
+        with self.assertRaises(al.Unavailable) as full:
+            plain.acquire()
+        for failure in (absent.exception, full.exception):
+            self.assertIs(type(failure), al.Unavailable)
+            self.assertEqual(failure.reason, "unavailable")
+        # The precise failures are kinds of Unavailable.
+        with self.assertRaises(al.Unavailable) as precise:
+            al.Semaphore(self.client(), self.name).acquire()
+        self.assertIsInstance(precise.exception, al.Full)
+        # A slot let go is taken as before.
+        holder.release(1)
+        self.assertEqual(plain.acquire(), 1)
+        self.assertTrue(plain.verify(1))
+
+    def test_plain_failure_of_a_persistent_mutex(self):
+        al.Admin(self.client(), self.name).create(2)
+        first = al.Semaphore(self.client(), self.name, max_slots=1, plain_failure=True)
+        second = al.Semaphore(self.client(), self.name, max_slots=1, plain_failure=True)
+        self.assertEqual(first.acquire(), 1)
+        with self.assertRaises(al.Unavailable) as failure:
+            second.acquire()
+        self.assertIs(type(failure.exception), al.Unavailable)
+
     def test_persistent_mutex_uses_slot_one_only(self):
         al.Admin(self.client(), self.name).create(2)
         first = al.Semaphore(self.client(), self.name, max_slots=1)
@@ -225,18 +271,6 @@ class MutexTest(BrokerTest):
 
 class ServerTest(BrokerTest):
     """lockprover_impl end to end, as lockprover drives it."""
-
-    def start(self, client, lock="semaphore"):
-        proc = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "lockprover_impl.py")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, bufsize=1)
-        self.addCleanup(stop, proc)
-        server = Session(proc)
-        self.assertEqual(server.ask({"type": "init", "client": client, "lock": lock, "name": self.name,
-                                     "url": URL, "heartbeat_ms": 1000}),
-                         {"id": 1, "type": "init_ok"})
-        return server
 
     def test_semaphore_session(self):
         admin, c1 = self.start("admin"), self.start("c1")
@@ -330,6 +364,91 @@ class ServerTest(BrokerTest):
         self.assertEqual(c1.end(), 0)
 
 
+class VariantServerTest(BrokerTest):
+    """lockprover_impl's --lazy-connect and --plain-failure, which are as
+    correct by the spec as its defaults."""
+
+    def proxy(self):
+        proxy = Proxy(URL)
+        self.addCleanup(proxy.close)
+        return proxy
+
+    def test_default_connects_at_init_and_at_once_after_a_loss(self):
+        proxy = self.proxy()
+        c1 = self.start("c1", url=proxy.url)
+        self.assertEqual(proxy.accepted, 1)
+        proxy.cut()
+        self.assertTrue(eventually(lambda: proxy.accepted == 2))
+        self.assertEqual(c1.end(), 0)
+
+    def test_lazy_connect_waits_for_an_operation_that_needs_the_broker(self):
+        proxy = self.proxy()
+        admin = self.start("admin")
+        c1 = self.start("c1", args=["--lazy-connect"], url=proxy.url)
+        self.assertEqual(proxy.accepted, 0)
+        # verify and release know without a connection that nothing is held.
+        self.assertEqual(c1.ask({"type": "verify", "slot": 1}), {"id": 2, "type": "verify_ok", "held": False})
+        reply = c1.ask({"type": "release", "slot": 1})
+        self.assertEqual((reply["type"], reply["code"], reply["definite"]), ("error", "not held", True))
+        self.assertEqual(proxy.accepted, 0)
+        # The first acquire connects; the next ones use that connection.
+        self.assertEqual(c1.ask({"type": "acquire"}), {"id": 4, "type": "acquire_fail", "reason": "absent"})
+        self.assertEqual(proxy.accepted, 1)
+        admin.ask({"type": "create", "slots": 1})
+        self.assertEqual(c1.ask({"type": "acquire"}), {"id": 5, "type": "acquire_ok", "slot": 1})
+        self.assertEqual(c1.ask({"type": "verify", "slot": 1}), {"id": 6, "type": "verify_ok", "held": True})
+        self.assertEqual(proxy.accepted, 1)
+        # A lost connection is not replaced until an operation needs one.
+        proxy.cut()
+        time.sleep(0.6)  # the server notices while idle, and waits
+        self.assertEqual(proxy.accepted, 1)
+        self.assertEqual(c1.ask({"type": "verify", "slot": 1}), {"id": 7, "type": "verify_ok", "held": False})
+        self.assertEqual(proxy.accepted, 1)
+        self.assertEqual(eventually(lambda: c1.ask({"type": "acquire"}).get("slot")), 1)
+        self.assertEqual(proxy.accepted, 2)
+        self.assertEqual(c1.end(), 0)
+
+    def test_lazy_connect_answers_init_at_once_without_a_broker(self):
+        started = time.monotonic()
+        replies = run_server([
+            {"id": 1, "type": "init", "client": "c1", "lock": "semaphore", "name": self.name,
+             "url": f"amqp://guest:guest@127.0.0.1:{free_port()}/", "heartbeat_ms": 1000},
+            {"id": 2, "type": "acquire"},
+        ], args=["--lazy-connect"])
+        # Without --lazy-connect, init would try for INIT_PATIENCE (6 s).
+        self.assertLess(time.monotonic() - started, 4)
+        self.assertEqual(replies[0], {"id": 1, "type": "init_ok"})
+        self.assertEqual((replies[1]["type"], replies[1]["code"]), ("error", "broker"))
+        self.assertNotIn("definite", replies[1])
+
+    def test_plain_failure_says_unavailable_for_full_and_absent(self):
+        admin = self.start("admin")
+        c1, c2 = (self.start(c, args=["--plain-failure"]) for c in ("c1", "c2"))
+        unavailable = {"type": "acquire_fail", "reason": "unavailable"}
+        self.assertEqual(c1.ask({"type": "acquire"}), {"id": 2, **unavailable})
+        admin.ask({"type": "create", "slots": 1})
+        self.assertEqual(c1.ask({"type": "acquire"}), {"id": 3, "type": "acquire_ok", "slot": 1})
+        self.assertEqual(c2.ask({"type": "acquire"}), {"id": 2, **unavailable})
+        self.assertEqual(c1.ask({"type": "release", "slot": 1}), {"id": 4, "type": "release_ok"})
+        self.assertEqual(c2.ask({"type": "acquire"}), {"id": 3, "type": "acquire_ok", "slot": 1})
+        # A true mutex still says held: the option is about slots.
+        m1, m2 = (self.start(m, "mutex", args=["--plain-failure"]) for m in ("m1", "m2"))
+        self.assertEqual(m1.ask({"type": "acquire"}), {"id": 2, "type": "acquire_ok"})
+        self.assertEqual(m2.ask({"type": "acquire"}), {"id": 2, "type": "acquire_fail", "reason": "held"})
+
+    def test_both_options_together(self):
+        c1 = self.start("c1", args=["--lazy-connect", "--plain-failure"])
+        self.assertEqual(c1.ask({"type": "acquire"}), {"id": 2, "type": "acquire_fail", "reason": "unavailable"})
+        self.assertEqual(c1.end(), 0)
+
+    def test_unknown_option_is_refused(self):
+        proc = subprocess.run([sys.executable, os.path.join(HERE, "lockprover_impl.py"), "--lazy"],
+                              input="", capture_output=True, text=True, timeout=30)
+        self.assertEqual(proc.returncode, 2)
+        self.assertEqual(proc.stdout, "")
+        self.assertIn("unrecognized arguments: --lazy", proc.stderr)
+
+
 class Session:
     """A lockprover_impl process and the ids of its requests."""
 
@@ -357,11 +476,11 @@ class Session:
         return code
 
 
-def run_server(requests):
-    """Pipe requests into a server at once; its replies, once it exited 0
-    at the end of its input."""
+def run_server(requests, args=()):
+    """Pipe requests into a server (with args) at once; its replies, once it
+    exited 0 at the end of its input."""
     proc = subprocess.run(
-        [sys.executable, os.path.join(HERE, "lockprover_impl.py")],
+        [sys.executable, os.path.join(HERE, "lockprover_impl.py"), *args],
         input="".join(json.dumps(r) + "\n" for r in requests),
         capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
@@ -421,6 +540,7 @@ class Proxy:
         port = self.listener.getsockname()[1]
         self.url = url.replace(f":{params.port}/", f":{port}/", 1)
         self.sockets = []
+        self.accepted = 0  # connections accepted so far
         threading.Thread(target=self.accept, daemon=True).start()
 
     def accept(self):
@@ -431,6 +551,7 @@ class Proxy:
                 return
             upstream = socket.create_connection(self.target)
             self.sockets += [client, upstream]
+            self.accepted += 1
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self.pipe, args=(a, b), daemon=True).start()
 
