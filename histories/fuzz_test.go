@@ -99,3 +99,53 @@ func TestFuzzCorpus(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadEDN checks that ReadEDN never panics, that its errors are located
+// on a real line, and that whatever it accepts is a history Read accepts,
+// with an EDN line for every event. The seeds are the EDN histories of
+// testdata/histories.
+func FuzzReadEDN(f *testing.F) {
+	files, _ := filepath.Glob("../testdata/histories/*.edn")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("[{:type :invoke, :f :acquire, :process 0, :time 1}]"))
+	f.Add([]byte("{:type :info, :f :start, :process :nemesis, :time 1}\n{:type :info, :f :start, :process :nemesis, :time 2, :value #{\"n1\"}}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		events, imp, err := ReadEDN(bytes.NewReader(data), "fuzz.edn")
+		lines := bytes.Count(data, []byte{'\n'}) + 1
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v is a %T, want *Error", err, err)
+			}
+			if e.Line < 1 || e.Line > lines || e.Msg == "" || e.File != "fuzz.edn" {
+				t.Fatalf("bad error location or message in a %d-line input: %#v", lines, e)
+			}
+			return
+		}
+		if len(imp.Lines) != len(events) {
+			t.Fatalf("%d lines for %d events", len(imp.Lines), len(events))
+		}
+		for _, l := range imp.Lines {
+			if l < 1 || l > lines {
+				t.Fatalf("event from line %d of a %d-line input", l, lines)
+			}
+		}
+		var buf bytes.Buffer
+		if err := Write(&buf, events); err != nil {
+			t.Fatal(err)
+		}
+		again, err := Read(bytes.NewReader(buf.Bytes()), "imported.jsonl")
+		if err != nil {
+			t.Fatalf("ReadEDN accepted what Read refuses: %v\ninput:\n%q\nimported:\n%s", err, data, buf.Bytes())
+		}
+		if !reflect.DeepEqual(again, events) {
+			t.Fatalf("imported events changed through Write and Read")
+		}
+	})
+}

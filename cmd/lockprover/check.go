@@ -17,7 +17,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: lockprover check [flags] FILE...\n\nChecks recorded histories (JSON lines, see DESIGN.md) against every property.\nExit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: lockprover check [flags] FILE...\n\nChecks recorded histories against every property: JSON lines, or Jepsen's\nhistory.edn of a lock workload (a FILE ending in .edn, or starting like EDN),\njudged as a true mutex. docs/histories.md describes both.\nExit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	modelName := fs.String("model", "standard", "acquire-exact model: standard (quiescent acquires) or strict (every acquire, whole semaphore)")
@@ -40,13 +40,14 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	hists := make([][]histories.Event, fs.NArg())
+	imps := make([]*histories.Imported, fs.NArg())
 	for i, path := range fs.Args() {
-		h, err := histories.ReadFile(path)
+		h, imp, err := histories.ReadAnyFile(path)
 		if err != nil {
 			fmt.Fprintf(stderr, "check: %v\n", err)
 			return exitUsage
 		}
-		hists[i] = h
+		hists[i], imps[i] = h, imp
 	}
 	if *html != "" {
 		if err := os.MkdirAll(*html, 0o755); err != nil {
@@ -58,7 +59,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	o := model.Options{Strict: *modelName == "strict", Timeout: *timeout, Visualize: *html != ""}
 	for i, path := range fs.Args() {
 		r := model.Check(hists[i], o)
-		printReport(stdout, path, r)
+		printImportedReport(stdout, path, imps[i], r)
 		if *html != "" {
 			if err := writeHTML(*html, path, r, stdout); err != nil {
 				fmt.Fprintf(stderr, "check: %v\n", err)
@@ -83,7 +84,21 @@ func exitFor(s model.Status) int {
 // printReport prints one history's verdicts: a line per lock and property,
 // with what went wrong under each failure.
 func printReport(w io.Writer, path string, r *model.Report) {
-	fmt.Fprintln(w, path)
+	printImportedReport(w, path, nil, r)
+}
+
+// printImportedReport is printReport for a history that may have been
+// imported from Jepsen's EDN (imp not nil): it says so, with the import's
+// notes, and gives each operation with the EDN line it comes from.
+func printImportedReport(w io.Writer, path string, imp *histories.Imported, r *model.Report) {
+	if imp == nil {
+		fmt.Fprintln(w, path)
+	} else {
+		fmt.Fprintf(w, "%s (Jepsen EDN, judged as a true mutex; #N is an event of the imported history)\n", path)
+		for _, n := range imp.Notes {
+			fmt.Fprintf(w, "  note: %s\n", n)
+		}
+	}
 	lock := ""
 	fails := 0
 	for _, v := range r.Verdicts {
@@ -100,17 +115,20 @@ func printReport(w io.Writer, path string, r *model.Report) {
 			fails++
 			fmt.Fprintf(w, "      %s\n", v.Detail)
 			if len(v.Ops) > 0 {
-				fmt.Fprintf(w, "      operations: %s\n", indexes(v.Ops))
+				fmt.Fprintf(w, "      operations: %s\n", indexes(v.Ops, imp))
 			}
 		}
 	}
 	fmt.Fprintf(w, "  verdict: %s\n", r.Status())
 }
 
-func indexes(ops []int) string {
+func indexes(ops []int, imp *histories.Imported) string {
 	s := make([]string, len(ops))
 	for i, o := range ops {
 		s[i] = fmt.Sprintf("#%d", o)
+		if imp != nil && o >= 0 && o < len(imp.Lines) {
+			s[i] += fmt.Sprintf(" (line %d)", imp.Lines[o])
+		}
 	}
 	return strings.Join(s, ", ")
 }

@@ -59,7 +59,7 @@ func TestHistoryVerdicts(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".jsonl") && !listed[e.Name()] {
+		if (strings.HasSuffix(e.Name(), ".jsonl") || strings.HasSuffix(e.Name(), ".edn")) && !listed[e.Name()] {
 			t.Errorf("%s has no expected verdict in verdicts.txt", e.Name())
 		}
 	}
@@ -117,5 +117,46 @@ func TestCheckWritesVisualisations(t *testing.T) {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("visualisation lacks %q", want)
 		}
+	}
+}
+
+// TestCheckEDN checks what check says of a Jepsen history beyond its
+// verdicts: that it was imported, the import's notes, and the EDN line of
+// each operation it names.
+func TestCheckEDN(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "histories")
+	for _, tc := range []struct {
+		file string
+		code int
+		want []string
+	}{
+		{"71-jepsen-double-holder.edn", exitViolation, []string{
+			"71-jepsen-double-holder.edn (Jepsen EDN, judged as a true mutex; #N is an event of the imported history)",
+			"p1 acquire -> ok (#2) took",
+			"operations: #2 (line 3), #0 (line 1)",
+		}},
+		{"70-jepsen-mutex.edn", exitOK, []string{
+			"note: 1 failed :acquire op left out (first at line 4)",
+		}},
+		{"77-jepsen-unknown-nemesis.edn", exitOK, []string{
+			"note: nemesis :bitflip-wal (line 3) is not a fault lockprover knows: it is taken to reach every client from then to the end of the history, which can excuse but never accuse",
+		}},
+	} {
+		var out, errOut bytes.Buffer
+		code := run([]string{"check", filepath.Join(dir, tc.file)}, &out, &errOut)
+		if code != tc.code {
+			t.Errorf("%s: exit %d, want %d\n%s%s", tc.file, code, tc.code, out.String(), errOut.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s: output lacks %q:\n%s", tc.file, w, out.String())
+			}
+		}
+	}
+	// A JSON-lines history says nothing of an import.
+	var out, errOut bytes.Buffer
+	run([]string{"check", filepath.Join(dir, "20-double-holder.jsonl")}, &out, &errOut)
+	if strings.Contains(out.String(), "Jepsen") || strings.Contains(out.String(), "(line") {
+		t.Errorf("a JSON-lines report speaks of an import:\n%s", out.String())
 	}
 }
