@@ -35,6 +35,13 @@ type RabbitMQ struct {
 	OpTimeout time.Duration
 }
 
+// Preflight connects to the broker once, so that a broker out of reach, a
+// wrong password or vhost is said at once, before any plan runs (a
+// *rabbitmq.PreflightError).
+func (t RabbitMQ) Preflight(ctx context.Context) error {
+	return rabbitmq.Preflight(ctx, t.URL, 0)
+}
+
 // Run executes p against impl on the broker.
 func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*Result, error) {
 	for _, f := range p.Nemesis {
@@ -44,7 +51,7 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*Result, error) 
 	}
 	u, err := url.Parse(t.URL)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("broker URL %q: want amqp://user:pass@host:port/vhost", t.URL)
+		return nil, fmt.Errorf("broker URL %s: want amqp://USER:PASSWORD@HOST:PORT/VHOST", rabbitmq.RedactURL(t.URL))
 	}
 	addr := u.Host
 	if u.Port() == "" {

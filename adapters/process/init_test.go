@@ -77,7 +77,7 @@ func TestGivesUpAfterTwoFailedStarts(t *testing.T) {
 	impl := &process.Impl{Command: `exit 4`}
 	for _, name := range []string{"c1", "c2"} {
 		if _, err := impl.Connect(context.Background(), addrOnly{}, p, name); err == nil || err.Error() != name+" did not start: exited (exit status 4); last request: "+
-			`{"client":"`+name+`","heartbeat_ms":0,"id":1,"lock":"semaphore","name":"x","type":"init","url":"amqp://guest:guest@127.0.0.1:1/"}` {
+			`{"client":"`+name+`","heartbeat_ms":0,"id":1,"lock":"semaphore","name":"x","type":"init","url":"amqp://guest:xxxxx@127.0.0.1:1/"}` { // the password redacted
 			t.Fatalf("%s: %v", name, err)
 		}
 	}

@@ -22,9 +22,12 @@ func (c *client) intField(f map[string]json.RawMessage, name string, min int) (i
 	return n, nil
 }
 
+// typeOf is a reply's type (call has checked that it is a string).
 func typeOf(f map[string]json.RawMessage) string {
 	var t string
-	json.Unmarshal(f["type"], &t)
+	if json.Unmarshal(f["type"], &t) != nil {
+		return ""
+	}
 	return t
 }
 
@@ -35,8 +38,8 @@ func (c *client) Acquire(ctx context.Context) (int, error) {
 	}
 	if typeOf(f) == "acquire_fail" {
 		var reason string
-		if json.Unmarshal(f["reason"], &reason); reason == "" {
-			return 0, c.giveUp("sent an acquire_fail without a reason")
+		if err := json.Unmarshal(f["reason"], &reason); err != nil || reason == "" {
+			return 0, c.giveUp(fmt.Sprintf("sent an acquire_fail without a \"reason\" string (%s): want full, absent, unavailable, contended or held", f["reason"]))
 		}
 		return 0, &prover.Failure{Reason: reason}
 	}
@@ -56,7 +59,7 @@ func (c *client) Verify(ctx context.Context, slot int) (bool, error) {
 		return false, err
 	}
 	var held *bool
-	if json.Unmarshal(f["held"], &held); held == nil {
+	if err := json.Unmarshal(f["held"], &held); err != nil || held == nil {
 		return false, c.giveUp(fmt.Sprintf("sent a verify_ok whose %q is not true or false: %s", "held", f["held"]))
 	}
 	return *held, nil

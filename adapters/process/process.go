@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -102,13 +103,13 @@ func (i *Impl) launch(ctx context.Context, name, kind, lock, url string, heartbe
 		// Cut short by the harness (its client was killed), or the broker
 		// out of reach (a fault, say).
 	case errors.As(err, &f):
-		err = &prover.ProcessError{Msg: fmt.Sprintf("%s refused to start: %s", name, f.Reason)}
+		err = &prover.ProcessError{Msg: rabbitmq.Redact(fmt.Sprintf("%s refused to start: %s", name, f.Reason))}
 	default:
 		why := strings.TrimPrefix(c.Crashed(), "crashed: ")
 		if why == "" {
 			why = err.Error()
 		}
-		err = &prover.ProcessError{Msg: fmt.Sprintf("%s did not start: %s", name, why)}
+		err = &prover.ProcessError{Msg: rabbitmq.Redact(fmt.Sprintf("%s did not start: %s", name, why))}
 	}
 	c.Signal(syscall.SIGKILL)
 	c.wait()
@@ -274,46 +275,60 @@ func (c *client) call(ctx context.Context, d time.Duration, req request, want st
 		return nil, c.giveUp(fmt.Sprintf("did not answer before %v", ctx.Err()))
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(text), &fields); err != nil {
+	if err := json.Unmarshal([]byte(text), &fields); err != nil || fields == nil {
 		return nil, c.giveUp(fmt.Sprintf("wrote a line that is not a JSON object: %.200q", text))
 	}
-	var got struct {
-		ID   *int   `json:"id"`
-		Type string `json:"type"`
-	}
-	json.Unmarshal([]byte(text), &got)
-	switch {
-	case got.ID == nil:
+	rawID, ok := fields["id"]
+	if !ok {
 		return nil, c.giveUp(fmt.Sprintf("answered without an id: %.200s", text))
-	case *got.ID != id:
-		return nil, c.giveUp(fmt.Sprintf("answered id %d to request id %d: %.200s", *got.ID, id, text))
-	case got.Type == want || got.Type == "acquire_fail" && want == "acquire_ok":
-		return fields, nil
-	case got.Type == "error":
-		var e struct {
-			Code, Text string
-			Definite   bool
-		}
-		if err := json.Unmarshal([]byte(text), &e); err != nil || e.Code == "" {
-			return nil, c.giveUp(fmt.Sprintf("sent an error without a code: %.200s", text))
-		}
-		if e.Definite {
-			return nil, &prover.Failure{Reason: e.Code}
-		}
-		return nil, &replyError{e.Code, e.Text}
 	}
-	return nil, c.giveUp(fmt.Sprintf("answered %q to a request that wants %q: %.200s", got.Type, want, text))
+	var gotID int
+	if err := json.Unmarshal(rawID, &gotID); err != nil {
+		return nil, c.giveUp(fmt.Sprintf("answered with an id that is not an integer (%s): %.200s", rawID, text))
+	}
+	var typ string
+	if err := json.Unmarshal(fields["type"], &typ); err != nil || fields["type"] == nil {
+		return nil, c.giveUp(fmt.Sprintf("answered without a \"type\" string: %.200s", text))
+	}
+	switch {
+	case gotID != id:
+		return nil, c.giveUp(fmt.Sprintf("answered id %d to request id %d: %.200s", gotID, id, text))
+	case typ == want || typ == "acquire_fail" && want == "acquire_ok":
+		return fields, nil
+	case typ == "error":
+		var code, etext string
+		var definite bool
+		if err := json.Unmarshal(fields["code"], &code); err != nil || code == "" {
+			return nil, c.giveUp(fmt.Sprintf("sent an error without a \"code\" string: %.200s", text))
+		}
+		if raw, ok := fields["text"]; ok {
+			if err := json.Unmarshal(raw, &etext); err != nil {
+				return nil, c.giveUp(fmt.Sprintf("sent an error whose \"text\" is not a string: %.200s", text))
+			}
+		}
+		if raw, ok := fields["definite"]; ok {
+			if err := json.Unmarshal(raw, &definite); err != nil {
+				return nil, c.giveUp(fmt.Sprintf("sent an error whose \"definite\" is not true or false: %.200s", text))
+			}
+		}
+		if definite {
+			return nil, &prover.Failure{Reason: code}
+		}
+		return nil, &replyError{code, etext}
+	}
+	return nil, c.giveUp(fmt.Sprintf("answered %q to a request that wants %q: %.200s", typ, want, text))
 }
 
 // A replyError is an error the process answered, without definite: the
 // outcome is unknown.
 type replyError struct{ code, text string }
 
-func (e *replyError) Error() string { return e.code + ": " + e.text }
+func (e *replyError) Error() string { return rabbitmq.Redact(e.code + ": " + e.text) }
 
 // giveUp kills the process and records why (rather than a bare exit, which
 // says less); the operation's outcome is unknown.
 func (c *client) giveUp(why string) error {
+	why = rabbitmq.Redact(why)
 	c.mu.Lock()
 	if c.crashed == "" || c.exitOnly {
 		c.crashed, c.exitOnly = why, false
@@ -355,7 +370,7 @@ func (c *client) why() string {
 	if t := c.stderr.String(); t != "" {
 		s += "; stderr ends: " + t
 	}
-	return s
+	return rabbitmq.Redact(s)
 }
 
 func (c *client) Crashed() string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
@@ -28,9 +29,13 @@ func Serve(r io.Reader, w io.Writer, o prover.Options, mutant string) error {
 		}
 		var id int
 		var typ string
-		json.Unmarshal(req["id"], &id)
-		json.Unmarshal(req["type"], &typ)
-		s.reply(id, s.handle(typ, req))
+		if err := json.Unmarshal(req["id"], &id); err != nil {
+			s.reply(0, map[string]any{"type": "error", "code": "bad request", "text": fmt.Sprintf("id must be an integer, got %s", req["id"]), "definite": true})
+		} else if err := json.Unmarshal(req["type"], &typ); err != nil {
+			s.reply(id, map[string]any{"type": "error", "code": "bad request", "text": fmt.Sprintf("type must be a string, got %s", req["type"]), "definite": true})
+		} else {
+			s.reply(id, s.handle(typ, req))
+		}
 		if err := s.out.Flush(); err != nil {
 			return err
 		}
@@ -79,20 +84,34 @@ func (s *server) connect() error {
 }
 
 func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]any {
+	var bad error
+	decode := func(field string, v any) {
+		if raw, ok := req[field]; ok && bad == nil {
+			if err := json.Unmarshal(raw, v); err != nil {
+				bad = fmt.Errorf("field %q: %v", field, err)
+			}
+		}
+	}
 	num := func(field string) int {
 		var n int
-		json.Unmarshal(req[field], &n)
+		decode(field, &n)
 		return n
 	}
+	badRequest := func() map[string]any {
+		return map[string]any{"type": "error", "code": "bad request", "text": bad.Error(), "definite": true}
+	}
 	if typ == "init" {
-		var lock string
-		json.Unmarshal(req["client"], &s.name)
-		json.Unmarshal(req["lock"], &lock)
-		json.Unmarshal(req["url"], &s.url)
-		var name string
-		json.Unmarshal(req["name"], &name)
+		var lock, name string
+		decode("client", &s.name)
+		decode("lock", &lock)
+		decode("url", &s.url)
+		decode("name", &name)
+		hb := num("heartbeat_ms")
+		if bad != nil {
+			return badRequest()
+		}
 		o := s.o
-		if hb := num("heartbeat_ms"); hb > 0 {
+		if hb > 0 {
 			o.HeartbeatMs = hb
 		} else {
 			o.HeartbeatMs = -1 // propose none
@@ -111,12 +130,18 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 	}
 	ctx := context.Background()
 	c := s.client
+	for _, field := range []string{"slot", "slots", "delta"} {
+		num(field)
+	}
+	if bad != nil {
+		return badRequest()
+	}
 	switch typ {
 	case "acquire":
 		slot, err := c.Acquire(ctx)
 		var f *prover.Failure
 		switch {
-		case errors.As(err, &f) && (f.Reason == "full" || f.Reason == "absent" || f.Reason == "contended" || f.Reason == "held"):
+		case errors.As(err, &f) && (f.Reason == "full" || f.Reason == "absent" || f.Reason == "unavailable" || f.Reason == "contended" || f.Reason == "held"):
 			return map[string]any{"type": "acquire_fail", "reason": f.Reason}
 		case err != nil:
 			return failure(err)
@@ -170,7 +195,7 @@ func done(typ string, err error) map[string]any {
 func failure(err error) map[string]any {
 	var f *prover.Failure
 	if errors.As(err, &f) {
-		return map[string]any{"type": "error", "code": f.Reason, "text": err.Error(), "definite": true}
+		return map[string]any{"type": "error", "code": f.Reason, "text": rabbitmq.Redact(err.Error()), "definite": true}
 	}
-	return map[string]any{"type": "error", "code": "broker", "text": err.Error()}
+	return map[string]any{"type": "error", "code": "broker", "text": rabbitmq.Redact(err.Error())}
 }
