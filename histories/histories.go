@@ -20,6 +20,10 @@
 // first problem as an [*Error] naming the file and line. [Write] produces the
 // canonical form, which Read accepts and which is stable byte for byte.
 // A [Recorder] builds a history while a run is going on.
+//
+// [ReadEDN] imports the history.edn that Jepsen writes for a lock workload,
+// judged as a true mutex, and [ReadAnyFile] reads either format. The
+// project's docs/histories.md describes both formats completely.
 package histories
 
 import "fmt"
