@@ -60,23 +60,6 @@ func (c Cost) Sub(d Cost) Cost {
 	return out
 }
 
-// reconnected is the cost without one connection's opening (the
-// handshake, a channel in confirm mode): what an operation that began with
-// its process cut off by a fault may spend on connecting again.
-func (c Cost) reconnected() Cost {
-	out := Cost{Methods: map[string]int{}, Connections: c.Connections - 1, Channels: max(c.Channels-1, 0)}
-	for m, n := range c.Methods {
-		switch m {
-		case "connection.start-ok", "connection.tune-ok", "connection.open", "channel.open", "confirm.select":
-			n--
-		}
-		if n > 0 {
-			out.Methods[m] = n
-		}
-	}
-	return out
-}
-
 // Total is the number of methods.
 func (c Cost) Total() int {
 	n := 0

@@ -46,6 +46,10 @@ func (e simEngine) AfterMethods(name string, n int, f func()) { e.w.AfterMethods
 
 func (e simEngine) Fault(fault, target string) error { return e.w.Strike(fault, target) }
 
+// BrokerUp reports whether the simulated broker is up (a restart struck
+// from outside any process leaves it down for the restart's downtime).
+func (e simEngine) BrokerUp() bool { return e.w.Up() }
+
 func (e simEngine) Cost(name string) Cost {
 	c := e.w.Counters(name)
 	out := Cost{Methods: map[string]int{}, Connections: c.Connections, Channels: c.Channels}

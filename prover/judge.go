@@ -61,7 +61,11 @@ func cheap(p *Plan, res *Result, f string, within budget) model.Verdict {
 			continue
 		}
 		v.Judged++
-		if why := within(p, res, completion(res.History, e), c); why != "" {
+		why := res.Waste[e.Index]
+		if why == "" {
+			why = within(p, res, completion(res.History, e), c)
+		}
+		if why != "" {
 			v.Status = model.Fail
 			v.Ops = []int{e.Index}
 			v.Detail = fmt.Sprintf("%s's %s (#%d) %s; it sent: %v", e.Process, f, e.Index, why, c)
@@ -81,20 +85,16 @@ func completion(h []histories.Event, e histories.Event) histories.Event {
 	return e
 }
 
-// acquireBudget: acquire never reconnects, reopens a channel only after a
-// RESOURCE_LOCKED (each costs it a channel.close-ok), and sends at most what
-// the spec's scan needs: per attempt two probes per slot up to C+1 (twice
-// over for a scan that wraps round), the declare and the verify, plus
-// channel.open and confirm.select per race lost.
+// acquireBudget: acquire wastes no connection or channel (the runner's
+// ledger judges that, and takes the free setup out of c) and sends at most
+// what the spec's scan needs: per attempt two probes per slot up to C+1
+// (twice over for a scan that wraps round), the declare and the verify, plus
+// the channel.close-ok of each race lost.
 func acquireBudget(p *Plan, res *Result, _ histories.Event, c Cost) string {
 	races := c.Methods["channel.close-ok"]
 	methods := c.Total()
 	limit := (races+1)*(4*res.MaxSlots+6) + 2*races
 	switch {
-	case c.Connections > 0:
-		return "reconnected"
-	case c.Channels > races:
-		return fmt.Sprintf("opened %d channels after %d RESOURCE_LOCKED races", c.Channels, races)
 	case methods > limit:
 		return fmt.Sprintf("sent %d methods, more than the spec's scan needs (%d with %d slots at most)", methods, limit, res.MaxSlots)
 	}
@@ -102,14 +102,12 @@ func acquireBudget(p *Plan, res *Result, _ histories.Event, c Cost) string {
 }
 
 // verifyBudget: verify is one mandatory publish and its confirm: no
-// declare, no reconnect, no channel; a verify that says held must have
-// asked.
+// declare and (the ledger's part) no wasted connection or channel; a
+// verify that says held must have asked.
 func verifyBudget(_ *Plan, _ *Result, done histories.Event, c Cost) string {
 	pub := c.Methods["basic.publish"]
 	others := c.Total() - pub
 	switch {
-	case c.Connections > 0:
-		return "reconnected"
 	case others > 0 || pub > 1:
 		return "sent more than one mandatory publish"
 	case pub == 0 && done.Value != nil && done.Value.Held != nil && *done.Value.Held:

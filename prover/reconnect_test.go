@@ -80,10 +80,10 @@ func TestReconnectAfterFault(t *testing.T) {
 			t.Errorf("%s, then a lazy reconnect: %s (%d judged) %s", fault, v.Status, v.Judged, v.Detail)
 		}
 	}
-	if v := cheap(plan(""), lazyImpl{every: true}); v.Status != model.Fail || !strings.Contains(v.Detail, "reconnected") {
-		t.Errorf("a connection per acquire: %s %s, want a failure: reconnected", v.Status, v.Detail)
+	if v := cheap(plan(""), lazyImpl{every: true}); v.Status != model.Fail || !strings.Contains(v.Detail, "opened a connection though it had one") {
+		t.Errorf("a connection per acquire: %s %s, want a failure: opened a connection though it had one", v.Status, v.Detail)
 	}
-	if v := cheap(plan("force-close"), lazyImpl{every: true}); v.Status != model.Fail || !strings.Contains(v.Detail, "reconnected") {
-		t.Errorf("a connection per acquire, one of them after a fault: %s %s, want a failure: reconnected", v.Status, v.Detail)
+	if v := cheap(plan("force-close"), lazyImpl{every: true}); v.Status != model.Fail || !strings.Contains(v.Detail, "opened a connection though it had one") {
+		t.Errorf("a connection per acquire, one of them after a fault: %s %s, want a failure: opened a connection though it had one", v.Status, v.Detail)
 	}
 }

@@ -21,8 +21,12 @@ type Result struct {
 	// Lock is the lock's name on the broker (unique per run on a real one).
 	Lock string
 	// Costs are the methods each completed operation sent, by the index of
-	// its invoke event.
+	// its invoke event, less the free setup of connections and channels
+	// (see ledger).
 	Costs map[int]Cost
+	// Waste says, by the index of its invoke event, how an operation
+	// wasted connections or channels.
+	Waste map[int]string
 	// Methods counts every AMQP method any process sent.
 	Methods map[string]int
 	// Leaks are the queues of the lock left on the broker after the run
@@ -70,7 +74,8 @@ type runner struct {
 	destroyed bool                          // the probe's destroy succeeded
 	live      map[string]Client             // each process's current client, for signals
 	dialling  map[string]context.CancelFunc // cuts short a process's Connect when it is killed
-	cutOff    map[string]bool               // a fault may have cost the process its connection since it last opened one
+	ledgers   map[string]*ledger            // each process's connection and channels, from its method counts
+	waste     map[int]string                // how an operation wasted connections or channels
 	problems  []string
 }
 
@@ -80,7 +85,7 @@ func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
 	return &runner{p: &p, impl: impl, eng: eng, lock: lock, rec: histories.NewRecorder(eng.Now),
 		hb: p.Options.heartbeat(), states: map[string]*procState{}, costs: map[int]Cost{},
 		killed: map[string]bool{}, faulty: map[string]map[string]bool{}, live: map[string]Client{},
-		dialling: map[string]context.CancelFunc{}, cutOff: map[string]bool{},
+		dialling: map[string]context.CancelFunc{}, ledgers: map[string]*ledger{}, waste: map[int]string{},
 		created: p.Kind != "semaphore" || len(p.Admins) == 0}
 }
 
@@ -110,7 +115,7 @@ func (r *runner) result() (*Result, error) {
 	if r.stuck != nil {
 		return nil, r.stuck
 	}
-	res := &Result{History: r.rec.Events(), Lock: r.lock, Costs: r.costs, Methods: map[string]int{}, MaxSlots: maxSlots(r.p), Problems: r.problems}
+	res := &Result{History: r.rec.Events(), Lock: r.lock, Costs: r.costs, Waste: r.waste, Methods: map[string]int{}, MaxSlots: maxSlots(r.p), Problems: r.problems}
 	for name := range r.states {
 		for m, n := range r.eng.Cost(name).Methods {
 			res.Methods[m] += n
@@ -344,7 +349,8 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	e.Type = histories.Invoke
 	inv := r.rec.Add(e)
 	st.open = inv.Index
-	cutOff := r.cutOff[name]
+	led := r.ledger(name)
+	led.absorb(before)
 	var crash int
 	if (s.Op == "change" || s.Op == "destroy") && len(st.crashes) > 0 {
 		crash, st.crashes = st.crashes[0], st.crashes[1:]
@@ -400,11 +406,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	case "wait":
 		err = c.Wait(ctx, s.Slot)
 	}
-	cost := r.eng.Cost(name).Sub(before)
-	opened := cost.Connections > 0
-	if cutOff && opened {
-		cost = cost.reconnected()
-	}
+	spent := r.eng.Cost(name)
 	done := histories.Event{Process: name, F: s.Op, Lock: r.lock, Kind: e.Kind}
 	var f *Failure
 	known := true
@@ -425,12 +427,13 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 		r.mu.Unlock()
 		return // killed meanwhile: the nemesis recorded the outcome as unknown
 	}
+	cost, waste := led.charge(spent)
 	st.open = -1
 	if known {
 		r.costs[inv.Index] = cost
-	}
-	if opened {
-		r.cutOff[name] = false
+		if waste != "" {
+			r.waste[inv.Index] = waste
+		}
 	}
 	if s.Op == "destroy" && err == nil && name == "probe" {
 		r.destroyed = true
@@ -446,6 +449,33 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 			r.strike("kill", name)
 		}
 	}
+}
+
+// brokerUp is an engine that can tell whether its broker is up.
+type brokerUp interface{ BrokerUp() bool }
+
+// whenUp records e once the broker is up again.
+func (r *runner) whenUp(u brokerUp, e histories.Event) {
+	r.eng.After(time.Millisecond, func() {
+		if !u.BrokerUp() {
+			r.whenUp(u, e)
+			return
+		}
+		r.mu.Lock()
+		r.rec.Add(e)
+		r.mu.Unlock()
+	})
+}
+
+// ledger is process name's ledger; r.mu must be held or the process be
+// the only one touching it.
+func (r *runner) ledger(name string) *ledger {
+	l := r.ledgers[name]
+	if l == nil {
+		l = &ledger{}
+		r.ledgers[name] = l
+	}
+	return l
 }
 
 func (r *runner) isEnding() bool {
@@ -623,7 +653,7 @@ func (r *runner) strike(fault, target string) {
 	if err == nil && fault != "resume" && fault != "heal" {
 		for name := range r.states {
 			if target == "" || name == target {
-				r.cutOff[name] = true
+				r.ledger(name).cut()
 			}
 		}
 	}
@@ -632,7 +662,14 @@ func (r *runner) strike(fault, target string) {
 		e.Type = histories.Fail
 		e.Value = &histories.Value{Process: target, Reason: "not applied: " + err.Error()}
 	}
-	r.rec.Add(e)
+	if u, ok := r.eng.(brokerUp); ok && err == nil && fault == "restart-broker" && !u.BrokerUp() {
+		// Struck from outside any process (in the middle of an
+		// operation), the restart is still under way: it is over, and
+		// recorded so, once the broker is back.
+		r.whenUp(u, e)
+	} else {
+		r.rec.Add(e)
+	}
 	r.mu.Unlock()
 	if fault == "kill" && err == nil {
 		r.restart(target)

@@ -188,6 +188,9 @@ func (w *World) RestartBroker() error {
 	return nil
 }
 
+// Up reports whether the broker is up: not stopped, nor restarting.
+func (w *World) Up() bool { return w.up }
+
 // StopBroker stops the broker (rabbitmqctl stop_app): every connection is
 // closed with 320, transient and exclusive queues vanish, durable queues
 // keep their persistent messages, and dials are refused until StartBroker.

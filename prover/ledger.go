@@ -1,0 +1,93 @@
+package prover
+
+// A ledger follows one process's connection and channels through its method
+// counts, so that an operation is charged only for what the spec calls
+// waste, whatever the implementation's habits:
+//
+//   - a reconnect: a connection opened by a process that already had one,
+//     with no fault (or broker close) to explain losing it. Opening the
+//     first connection, at init or lazily at the first operation, is free,
+//     and so is connecting again after a fault cut the process off.
+//   - a reopened channel: one opened after the process closed a channel
+//     itself on the same connection. Opening a channel per purpose is free,
+//     and so is reopening one the broker closed (a RESOURCE_LOCKED race),
+//     now or at a later operation.
+//
+// Deliberately not charged: a channel opened and never closed (a leak).
+// Method counts do not say on which connection a channel was opened, and
+// a process whose connection a fault cut off opens its channels again on
+// a new one, so counting open channels would condemn correct
+// implementations.
+//
+// The free setup (the handshake of a free connection, channel.open and
+// confirm.select of free channels) is taken out of what the operation is
+// charged, so the budgets judge only the methods the operation itself
+// needed.
+type ledger struct {
+	seen         Cost // the counts accounted for so far
+	had          bool // the process has had a connection
+	excuses      int  // faults (and broker closes) that may have cost it a connection, not yet used to excuse one
+	closedOwn    bool // it closed a channel itself on its current connection
+	brokerClosed int  // channels the broker closed and it has not reopened
+}
+
+// cut records a fault that may have cost the process its connection: it
+// excuses one connection opened later.
+func (l *ledger) cut() { l.excuses++ }
+
+// absorb accounts for what the process sent outside any operation (its
+// start, between operations): nothing there is charged.
+func (l *ledger) absorb(now Cost) { l.charge(now) }
+
+// charge accounts for what the process sent since the last call and
+// returns what of it is charged, with the waste it found ("" for none).
+func (l *ledger) charge(now Cost) (Cost, string) {
+	d := now.Sub(l.seen)
+	l.seen = now
+	out := Cost{Methods: map[string]int{}, Connections: d.Connections, Channels: d.Channels}
+	for m, n := range d.Methods {
+		out.Methods[m] = n
+	}
+	var waste string
+	if conns := d.Connections; conns > 0 {
+		// Each connection needs an excuse: being the first, a fault, or
+		// the broker closing the one before (connection.close-ok).
+		excuses := l.excuses + d.Methods["connection.close-ok"]
+		if !l.had {
+			excuses++
+		}
+		free := min(conns, excuses)
+		out.Connections -= free
+		for _, m := range []string{"connection.start-ok", "connection.tune-ok", "connection.open"} {
+			out.Methods[m] -= free
+		}
+		if out.Connections > 0 {
+			waste = "opened a connection though it had one and no fault had cut it off"
+		}
+		l.had, l.excuses = true, excuses-free
+		l.closedOwn, l.brokerClosed = false, 0
+	} else {
+		l.excuses += d.Methods["connection.close-ok"] // the broker closed the connection
+	}
+	opened, own, byBroker := d.Channels, d.Methods["channel.close"], d.Methods["channel.close-ok"]
+	replaced := min(opened, l.brokerClosed+byBroker)
+	l.brokerClosed += byBroker - replaced
+	charged := 0
+	if rest := opened - replaced; rest > 0 && (l.closedOwn || own > 0) {
+		charged = rest
+		if waste == "" {
+			waste = "reopened a channel after closing one itself"
+		}
+	}
+	l.closedOwn = l.closedOwn || own > 0
+	free := opened - charged
+	out.Channels = charged
+	out.Methods["confirm.select"] -= min(free, out.Methods["confirm.select"])
+	out.Methods["channel.open"] -= free
+	for m, n := range out.Methods {
+		if n <= 0 {
+			delete(out.Methods, m)
+		}
+	}
+	return out, waste
+}
