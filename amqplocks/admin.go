@@ -93,6 +93,8 @@ func (a *Admin) Wait(ctx context.Context, slot int) error {
 	c := a.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.admin = true
+	defer func() { c.admin = false }()
 	for {
 		held, err := c.exists(ctx, HolderQueue(a.name, slot))
 		if err != nil || !held {
@@ -109,6 +111,8 @@ func (a *Admin) locked(ctx context.Context, f func() error) error {
 	c := a.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.admin = true
+	defer func() { c.admin = false }()
 	if c.o.NoAdminMutex {
 		return f()
 	}
@@ -148,13 +152,13 @@ func (a *Admin) count(ctx context.Context) (int, error) {
 
 func (a *Admin) declareSlot(ctx context.Context, l int) error {
 	c := a.c
-	ch, err := c.channel(ctx)
+	ch, err := c.channel(ctx, forQueues)
 	if err != nil {
 		return err
 	}
 	q := SlotQueue(a.name, l)
 	if _, err := ch.Declare(ctx, q, broker.DeclareOptions{Durable: !c.o.TransientSlots, Args: c.o.queueArgs()}); err != nil {
-		c.failed(ctx, err)
+		c.failed(ctx, err, forQueues)
 		return fmt.Errorf("amqplocks: declare %s: %w", q, err)
 	}
 	return nil

@@ -45,38 +45,78 @@ var (
 	ErrHeld = errors.New("amqplocks: the mutex is held by another client")
 	// ErrExists: Create found the semaphore already has slots.
 	ErrExists = errors.New("amqplocks: the semaphore already exists")
+	// ErrUnavailable: acquire found no slot, full or absent, and does not
+	// say which (Options.PlainFailure).
+	ErrUnavailable = errors.New("amqplocks: no slot: full or absent")
 )
 
 // A Client is one amqp-locks client: one AMQP connection and one channel in
-// confirm mode, used for any number of locks. It never reconnects: once its
-// connection is lost, every lock it held is lost too, and a new Client is
-// needed. A Client is safe for concurrent use; its operations run one at a
-// time.
+// confirm mode (Options.Channels), used for any number of locks. By default
+// it never reconnects: once its connection is lost, every lock it held is
+// lost too, and a new Client is needed (Options.Reconnect connects again
+// instead, holding nothing). A Client is safe for concurrent use; its
+// operations run one at a time.
 type Client struct {
 	b    broker.Broker
 	o    Options
 	rnd  *rand.Rand
 	mu   sync.Mutex
-	conn broker.Conn
-	ch   broker.Channel // nil after a channel error, reopened on next use
-	held map[string]bool
+	conn broker.Conn // nil until the first operation with Options.LazyConnect
+	// chans are the open channels by purpose; nil after a channel error,
+	// reopened on next use.
+	chans [numPurposes]broker.Channel
+	admin bool // an admin's operation is running (Options.Channels)
+	held  map[string]bool
 }
 
-// Dial connects a Client to the broker.
+// purpose is what a channel is for, with Options.Channels set to
+// ChannelPerPurpose; with OneChannel every purpose shares forProbes.
+type purpose int
+
+const (
+	forProbes purpose = iota // publishes under confirms: probes and verifies
+	forQueues                // declares and deletes
+	forAdmin                 // everything an admin does
+	numPurposes
+)
+
+// Dial connects a Client to the broker (with Options.LazyConnect, it only
+// prepares to: the first operation connects).
 func Dial(ctx context.Context, b broker.Broker, o Options) (*Client, error) {
-	conn, err := b.Dial(ctx, broker.Config{Heartbeat: o.heartbeat()})
-	if err != nil {
-		return nil, fmt.Errorf("amqplocks: dial: %w", err)
-	}
-	c := &Client{b: b, o: o, conn: conn, rnd: o.Rand, held: map[string]bool{}}
+	c := &Client{b: b, o: o, rnd: o.Rand, held: map[string]bool{}}
 	if c.rnd == nil {
 		c.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	if _, err := c.channel(ctx); err != nil {
-		conn.Close()
+	if o.LazyConnect {
+		return c, nil
+	}
+	if err := c.connect(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := c.channel(ctx, forProbes); err != nil {
+		c.conn.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// connect opens the client's connection if it has none, or, with
+// Options.Reconnect, if it lost the one it had: then it holds nothing.
+func (c *Client) connect(ctx context.Context) error {
+	if c.conn != nil {
+		err := c.conn.Err()
+		if err == nil || !c.o.Reconnect {
+			return err
+		}
+		c.held = map[string]bool{}
+		c.chans = [numPurposes]broker.Channel{}
+	}
+	conn, err := c.b.Dial(ctx, broker.Config{Heartbeat: c.o.heartbeat()})
+	if err != nil {
+		return fmt.Errorf("amqplocks: dial: %w", err)
+	}
+	c.conn = conn
+	return nil
 }
 
 // Close closes the connection, which releases every lock the client holds.
@@ -84,33 +124,67 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held = map[string]bool{}
-	if c.conn.Err() != nil {
+	if c.conn == nil || c.conn.Err() != nil {
 		return nil
 	}
 	return c.conn.Close()
 }
 
 // Err reports why the client's connection is closed, or nil while it is
-// open as far as the client knows.
-func (c *Client) Err() error { return c.conn.Err() }
-
-// channel returns the client's channel, opening a new one after a channel
-// error.
-func (c *Client) channel(ctx context.Context) (broker.Channel, error) {
-	if c.ch != nil {
-		return c.ch, nil
+// open as far as the client knows (or it has not connected yet).
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		return nil
 	}
-	if err := c.conn.Err(); err != nil {
+	return c.conn.Err()
+}
+
+// route is the channel that serves purpose p.
+func (c *Client) route(p purpose) purpose {
+	switch {
+	case c.o.Channels != ChannelPerPurpose:
+		return forProbes
+	case c.admin:
+		return forAdmin
+	}
+	return p
+}
+
+// dead reports why the connection the client's holds were taken on is
+// gone, or nil: a hold never survives its connection, whatever
+// Options.Reconnect does next.
+func (c *Client) dead() error {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.Err()
+}
+
+// channel returns the channel for p, connecting first if need be, and
+// opening the channel after a channel error.
+func (c *Client) channel(ctx context.Context, p purpose) (broker.Channel, error) {
+	p = c.route(p)
+	if c.chans[p] != nil && c.conn.Err() == nil {
+		return c.chans[p], nil
+	}
+	if err := c.connect(ctx); err != nil {
 		return nil, c.lost(err)
+	}
+	if c.chans[p] != nil {
+		return c.chans[p], nil
 	}
 	ch, err := c.conn.Channel(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("amqplocks: open channel: %w", err)
 	}
-	if err := ch.Confirm(ctx); err != nil {
-		return nil, fmt.Errorf("amqplocks: confirm.select: %w", err)
+	if p != forQueues {
+		if err := ch.Confirm(ctx); err != nil {
+			return nil, fmt.Errorf("amqplocks: confirm.select: %w", err)
+		}
 	}
-	c.ch = ch
+	c.chans[p] = ch
 	return ch, nil
 }
 
@@ -124,29 +198,30 @@ func (c *Client) lost(err error) error {
 // channel the broker closed is reopened at once, by the operation that lost
 // it, as the spec's acquire does after a RESOURCE_LOCKED; if that fails the
 // next operation tries again.
-func (c *Client) failed(ctx context.Context, err error) {
+func (c *Client) failed(ctx context.Context, err error, p purpose) {
 	var e *broker.Error
 	if !errors.As(err, &e) {
 		return
 	}
-	c.ch = nil
 	if e.Connection {
+		c.chans = [numPurposes]broker.Channel{}
 		c.held = map[string]bool{}
 		return
 	}
-	c.channel(ctx)
+	c.chans[c.route(p)] = nil
+	c.channel(ctx, p)
 }
 
 // exists probes queue q with a mandatory publish under confirms: a
 // basic.return means q does not exist. It never breaks the channel.
 func (c *Client) exists(ctx context.Context, q string) (bool, error) {
-	ch, err := c.channel(ctx)
+	ch, err := c.channel(ctx, forProbes)
 	if err != nil {
 		return false, err
 	}
 	conf, err := ch.Publish(ctx, broker.Publishing{Key: q, Mandatory: true})
 	if err != nil {
-		c.failed(ctx, err)
+		c.failed(ctx, err, forProbes)
 		return false, fmt.Errorf("amqplocks: probe %s: %w", q, err)
 	}
 	return !conf.Returned, nil
@@ -155,7 +230,7 @@ func (c *Client) exists(ctx context.Context, q string) (bool, error) {
 // declare declares q exclusively (a B queue or a mutex); it reports false
 // when another connection holds it.
 func (c *Client) declareExclusive(ctx context.Context, q string) (bool, error) {
-	ch, err := c.channel(ctx)
+	ch, err := c.channel(ctx, forQueues)
 	if err != nil {
 		return false, err
 	}
@@ -164,7 +239,7 @@ func (c *Client) declareExclusive(ctx context.Context, q string) (bool, error) {
 		c.held[q] = true
 		return true, nil
 	}
-	c.failed(ctx, err)
+	c.failed(ctx, err, forQueues)
 	if broker.Code(err) == broker.ResourceLocked && !broker.ConnectionLost(err) {
 		return false, nil
 	}
@@ -173,12 +248,12 @@ func (c *Client) declareExclusive(ctx context.Context, q string) (bool, error) {
 
 // remove deletes q, waiting for delete-ok.
 func (c *Client) remove(ctx context.Context, q string) error {
-	ch, err := c.channel(ctx)
+	ch, err := c.channel(ctx, forQueues)
 	if err != nil {
 		return err
 	}
 	if _, err := ch.Delete(ctx, q, broker.DeleteOptions{}); err != nil {
-		c.failed(ctx, err)
+		c.failed(ctx, err, forQueues)
 		return fmt.Errorf("amqplocks: delete %s: %w", q, err)
 	}
 	delete(c.held, q)
@@ -187,10 +262,10 @@ func (c *Client) remove(ctx context.Context, q string) error {
 
 // release deletes a queue this client holds exclusively.
 func (c *Client) release(ctx context.Context, q string) error {
+	if err := c.dead(); err != nil {
+		return c.lost(err)
+	}
 	if !c.held[q] {
-		if err := c.conn.Err(); err != nil {
-			return c.lost(err)
-		}
 		return fmt.Errorf("%w: %s is not held by this client", ErrLost, q)
 	}
 	return c.remove(ctx, q)
@@ -200,10 +275,10 @@ func (c *Client) release(ctx context.Context, q string) error {
 // probe: the connection must be alive (so its exclusive queues are) and
 // probe must exist.
 func (c *Client) verifyHeld(ctx context.Context, held, probe string) error {
+	if err := c.dead(); err != nil {
+		return c.lost(err)
+	}
 	if !c.held[held] {
-		if err := c.conn.Err(); err != nil {
-			return c.lost(err)
-		}
 		return fmt.Errorf("%w: %s is not held by this client", ErrLost, held)
 	}
 	ok, err := c.probeForVerify(ctx, probe)
@@ -222,7 +297,7 @@ func (c *Client) probeForVerify(ctx context.Context, q string) (bool, error) {
 	if c.o.VerifyMethod != VerifyPassive {
 		return c.exists(ctx, q)
 	}
-	ch, err := c.channel(ctx)
+	ch, err := c.channel(ctx, forProbes)
 	if err != nil {
 		return false, err
 	}
@@ -230,7 +305,7 @@ func (c *Client) probeForVerify(ctx context.Context, q string) (bool, error) {
 	if err == nil {
 		return true, nil
 	}
-	c.failed(ctx, err)
+	c.failed(ctx, err, forProbes)
 	if broker.Code(err) == broker.NotFound && !broker.ConnectionLost(err) {
 		return false, nil
 	}

@@ -62,7 +62,40 @@ type Options struct {
 	// PollInterval is how often an admin's Wait probes a B queue, and how
 	// often an admin retries a busy administration mutex: 0 means 100 ms.
 	PollInterval time.Duration
+	// LazyConnect makes Dial connect nothing: the client opens its
+	// connection at its first operation instead. The protocol's init says
+	// "connect to the broker (or prepare to)"; both are correct.
+	LazyConnect bool
+
+	// Channels is how the client uses channels: one for everything (the
+	// default), or one per purpose, each opened when first needed.
+	Channels ChannelUse
+
+	// Reconnect makes the client open a new connection at its next
+	// operation after losing one, instead of failing every operation from
+	// then on. Everything it held is lost with the old connection, and it
+	// says so: it never reports a hold from before.
+	Reconnect bool
+
+	// PlainFailure makes acquire fail with ErrUnavailable where it would
+	// say ErrFull or ErrAbsent: the spec's acquire says only "return
+	// lock-acquire failure", and an implementation that follows it to the
+	// letter cannot tell the two apart.
+	PlainFailure bool
 }
+
+// ChannelUse is how a client uses channels.
+type ChannelUse int
+
+const (
+	// OneChannel: one channel in confirm mode for every operation.
+	OneChannel ChannelUse = iota
+	// ChannelPerPurpose: probes and verifies on a channel in confirm mode,
+	// declares and deletes on a plain one, and an admin's work on a third,
+	// kept apart from the client's (as a driver that cannot mix confirm
+	// mode with RPCs, or an application with an admin thread, would).
+	ChannelPerPurpose
+)
 
 // Order is an order of A queue deletion.
 type Order int

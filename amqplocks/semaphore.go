@@ -43,6 +43,9 @@ func (s *Semaphore) Acquire(ctx context.Context) (int, error) {
 	defer c.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		slot, err := s.scan(ctx)
+		if (err == ErrFull || err == ErrAbsent) && c.o.PlainFailure {
+			return 0, ErrUnavailable
+		}
 		if err != errRace {
 			return slot, err
 		}

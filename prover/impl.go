@@ -72,13 +72,14 @@ func (reference) Connect(ctx context.Context, b broker.Broker, p *Plan, process 
 	if err != nil {
 		return nil, err
 	}
-	return &refClient{c: c, kind: p.Kind, lock: p.Lock}, nil
+	return &refClient{c: c, kind: p.Kind, lock: p.Lock, reconnects: o.Reconnect}, nil
 }
 
 // refClient adapts amqplocks to Client.
 type refClient struct {
 	c          *amqplocks.Client
 	kind, lock string
+	reconnects bool
 }
 
 // outcome maps the reference's errors onto the history's outcomes.
@@ -88,7 +89,7 @@ func outcome(err error) error {
 		reason string
 	}{
 		{amqplocks.ErrFull, "full"}, {amqplocks.ErrAbsent, "absent"}, {amqplocks.ErrContended, "contended"},
-		{amqplocks.ErrHeld, "held"}, {amqplocks.ErrExists, "exists"},
+		{amqplocks.ErrHeld, "held"}, {amqplocks.ErrExists, "exists"}, {amqplocks.ErrUnavailable, "unavailable"},
 	} {
 		if errors.Is(err, f.err) {
 			return &Failure{f.reason}
@@ -154,5 +155,7 @@ func (r *refClient) Wait(ctx context.Context, slot int) error {
 	return outcome(r.c.Admin(r.lock).Wait(ctx, slot))
 }
 
-func (r *refClient) Broken() bool { return r.c.Err() != nil }
+// Broken: a reference that reconnects by itself (Options.Reconnect) is
+// never broken for the runner.
+func (r *refClient) Broken() bool { return !r.reconnects && r.c.Err() != nil }
 func (r *refClient) Close() error { return r.c.Close() }

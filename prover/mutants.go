@@ -25,6 +25,7 @@ type defects struct {
 	cacheVerify, silentReconnect, verifyErrors     bool
 	releaseDeletesA, releaseNoDelete               bool
 	countFirstHeld, reconnectAcquire               bool
+	throwawayChannel                               bool // acquire's exclusive declare
 }
 
 // Mutants is the catalogue, in the order `lockprover mutants` lists it.
@@ -60,6 +61,8 @@ var Mutants = []*Mutant{
 		Defect: "verify passively declares A[L] instead of publishing to it: a declare, and a broken channel when the slot is gone"},
 	{Name: "reconnect-per-acquire", Property: "cheap-acquire", client: defects{reconnectAcquire: true},
 		Defect: "acquire opens a new connection every time"},
+	{Name: "throwaway-channel", Property: "cheap-acquire", broker: defects{throwawayChannel: true},
+		Defect: "acquire declares B[L] on a channel of its own and closes it after, so that a RESOURCE_LOCKED breaks nothing: a channel opened and closed per acquire"},
 	{Name: "verify-by-get", Property: "driver-minimal", broker: defects{verifyGet: true},
 		Defect: "verify also sends a basic.get, which the spec's drivers need not support"},
 	{Name: "verify-errors", Property: "available", client: defects{verifyErrors: true},
@@ -132,12 +135,13 @@ func (c *mutConn) Channel(ctx context.Context) (broker.Channel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &mutChannel{Channel: ch, s: c.s}, nil
+	return &mutChannel{Channel: ch, s: c.s, conn: c.Conn}, nil
 }
 
 type mutChannel struct {
 	broker.Channel
-	s *mutantState
+	s    *mutantState
+	conn broker.Conn
 }
 
 func isB(q string) bool { return strings.HasSuffix(q, "-B") }
@@ -150,6 +154,13 @@ func (c *mutChannel) Declare(ctx context.Context, name string, o broker.DeclareO
 			return broker.Queue{Name: name}, nil
 		case d.bNotExclusive:
 			o.Exclusive = false
+		case d.throwawayChannel:
+			ch, err := c.conn.Channel(ctx)
+			if err != nil {
+				return broker.Queue{}, err
+			}
+			defer ch.Close()
+			return ch.Declare(ctx, name, o)
 		}
 	}
 	q, err := c.Channel.Declare(ctx, name, o)

@@ -99,6 +99,10 @@ type Options struct {
 	NoAdminMutex           bool   `json:"no_admin_mutex,omitempty"`
 	TransientSlots         bool   `json:"transient_slots,omitempty"`
 	NoLengthLimit          bool   `json:"no_length_limit,omitempty"`
+	LazyConnect            bool   `json:"lazy_connect,omitempty"`
+	Channels               string `json:"channels,omitempty"` // "one" (default) or "per-purpose"
+	Reconnect              bool   `json:"reconnect,omitempty"`
+	PlainFailure           bool   `json:"plain_failure,omitempty"`
 }
 
 // Reference turns plan options into the reference's.
@@ -112,6 +116,9 @@ func (o Options) Reference() amqplocks.Options {
 		NoAdminMutex:           o.NoAdminMutex,
 		TransientSlots:         o.TransientSlots,
 		NoLengthLimit:          o.NoLengthLimit,
+		LazyConnect:            o.LazyConnect,
+		Reconnect:              o.Reconnect,
+		PlainFailure:           o.PlainFailure,
 	}
 	if o.HeartbeatMs < 0 {
 		r.Heartbeat = -1
@@ -127,6 +134,9 @@ func (o Options) Reference() amqplocks.Options {
 	}
 	if o.VerifyMethod == "passive" {
 		r.VerifyMethod = amqplocks.VerifyPassive
+	}
+	if o.Channels == "per-purpose" {
+		r.Channels = amqplocks.ChannelPerPurpose
 	}
 	return r
 }
@@ -274,6 +284,8 @@ func (o Options) validate() (string, error) {
 		return "scan_start", fmt.Errorf("want first, last-known or random, got %q", o.ScanStart)
 	case o.VerifyMethod != "" && o.VerifyMethod != "publish" && o.VerifyMethod != "passive":
 		return "verify_method", fmt.Errorf("want publish or passive, got %q", o.VerifyMethod)
+	case o.Channels != "" && o.Channels != "one" && o.Channels != "per-purpose":
+		return "channels", fmt.Errorf("want one or per-purpose, got %q", o.Channels)
 	case o.Overshoot < 0:
 		return "overshoot", errors.New("must not be negative")
 	case o.JitterMs < 0:
