@@ -102,6 +102,19 @@ func TestCheckUsage(t *testing.T) {
 	}
 }
 
+// TestCheckUsageNamesTheFormatDocument checks that the usage points to the
+// project's own description of the formats, not to a document outside it.
+func TestCheckUsageNamesTheFormatDocument(t *testing.T) {
+	var out, errOut bytes.Buffer
+	run([]string{"check"}, &out, &errOut)
+	if !strings.Contains(errOut.String(), "docs/histories.md") || strings.Contains(errOut.String(), "DESIGN.md") {
+		t.Errorf("usage does not point to docs/histories.md alone:\n%s", errOut.String())
+	}
+	if !strings.Contains(errOut.String(), ".edn") {
+		t.Errorf("usage does not say how EDN is recognised:\n%s", errOut.String())
+	}
+}
+
 func TestCheckWritesVisualisations(t *testing.T) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
