@@ -38,7 +38,8 @@ func render(t *testing.T, name string, edit func(*Counterexample)) string {
 	return b.String()
 }
 
-// element is the markup of the SVG group or element with the given id.
+// element is the markup of the element with the given id, up to its
+// closing tag.
 func element(t *testing.T, page, id string) string {
 	t.Helper()
 	i := strings.Index(page, `id="`+id+`"`)
@@ -46,9 +47,10 @@ func element(t *testing.T, page, id string) string {
 		t.Fatalf("no element %s in the page", id)
 	}
 	start := strings.LastIndex(page[:i], "<")
-	end := strings.Index(page[i:], "</g>")
+	tag := strings.Fields(page[start+1 : i])[0]
+	end := strings.Index(page[i:], "</"+tag+">")
 	if end < 0 {
-		end = strings.Index(page[i:], ">")
+		t.Fatalf("element %s is not closed", id)
 	}
 	return page[start : i+end]
 }
@@ -236,5 +238,62 @@ func TestNoViolation(t *testing.T) {
 	p := render(t, "01-turns.jsonl", nil)
 	if !strings.Contains(p, `<h1 id="headline">no property violated</h1>`) || strings.Contains(p, `id="explanation"`) {
 		t.Error("a passing history is shown as a violation")
+	}
+}
+
+// With several locks, the page is about the failed lock's verdict; the
+// other lock's operations stay on the timeline, dimmed.
+func TestSeveralLocks(t *testing.T) {
+	p := render(t, "36-two-locks-one-bad.jsonl", nil)
+	for _, want := range []string{
+		`<h1 id="headline">slot-exclusive violated</h1>`,
+		`in <strong>semaphore &#34;b&#34;, slot 1</strong>`,
+		`<p class="explanation" id="explanation">slot 1: c3 acquire`,
+	} {
+		if !strings.Contains(p, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if n := strings.Count(element(t, p, "verdicts"), "<li"); n != 9 {
+		t.Errorf("want lock b's 9 verdicts, got %d", n)
+	}
+	for id, want := range map[string]string{"op-4": `class="op elsewhere"`, "op-6": `class="op cited"`, "op-8": `class="op culprit"`} {
+		if got := element(t, p, id); !strings.Contains(got, want) {
+			t.Errorf("%s: want %s in %s", id, want, got)
+		}
+	}
+}
+
+// Each process has a row, clients first by number, and its operations are
+// drawn on it; a process that only a fault names has a row too.
+func TestRows(t *testing.T) {
+	ev := func(i int, proc string, typ histories.Type, f, target string) histories.Event {
+		e := histories.Event{Index: i, Time: int64(i), Process: proc, Type: typ, F: f, Lock: "sem"}
+		if proc == "nemesis" {
+			e.Lock, e.Value = "", &histories.Value{Process: target}
+		}
+		return e
+	}
+	h := []histories.Event{
+		ev(0, "admin", histories.Invoke, "count", ""), ev(1, "admin", histories.Ok, "count", ""),
+		ev(2, "c10", histories.Invoke, "acquire", ""), ev(3, "c2", histories.Invoke, "acquire", ""),
+		ev(4, "nemesis", histories.Invoke, "kill", "c3"), ev(5, "nemesis", histories.Info, "kill", "c3"),
+	}
+	tl := layout(h, "sem", nil)
+	var names []string
+	for _, r := range tl.Rows {
+		names = append(names, r.Name)
+	}
+	if got := strings.Join(names, " "); got != "c2 c3 c10 admin" {
+		t.Errorf("rows %s, want c2 c3 c10 admin", got)
+	}
+	rowOf := map[string]int{"op-0": 3, "op-2": 2, "op-3": 0}
+	for _, b := range tl.Bars {
+		if r := tl.Rows[rowOf[b.ID]]; b.Y < r.Y || b.Y+b.H > r.Y+rowHeight {
+			t.Errorf("%s is drawn at y %d, outside row %s (%d)", b.ID, b.Y, r.Name, r.Y)
+		}
+	}
+	if len(tl.Faults) != 1 || tl.Faults[0].Y != tl.Rows[1].Y {
+		t.Errorf("the kill of c3 is not on c3's row: %+v", tl.Faults)
 	}
 }
