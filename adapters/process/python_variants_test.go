@@ -1,0 +1,132 @@
+package process_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// pythonVariants are options of the Python example that are as correct by
+// the spec as its defaults, and must be proven so: a lazy connection
+// (init's "connect to the broker (or prepare to)"), and the spec's plain
+// "lock-acquire failure" (reason unavailable: full or absent).
+var pythonVariants = []struct {
+	name, args string
+	plain      bool   // acquire fails unavailable, never full or absent
+	seed       uint64 // the search's plans differ between variants
+}{
+	{"lazy-connect", "--lazy-connect", false, 11},
+	{"plain-failure", "--plain-failure", true, 12},
+	{"lazy-connect+plain-failure", "--lazy-connect --plain-failure", true, 13},
+}
+
+// variantPlans is how many plans the search draws per variant: about 7 s
+// each on a real broker. The variants run in parallel, but their searches
+// take turns (a search holds rapid's flags while it draws), so the whole
+// test takes about three searches and one variant's other checks.
+const variantPlans = 4
+
+// The Python example's variants are proven through the protocol: they
+// validate, a scripted plan that makes acquire fail both ways holds every
+// property, and so do plans drawn with kill, pause and partition faults.
+func TestPythonVariants(t *testing.T) {
+	needPika(t)
+	url := rabbitmqtest.URL(t)
+	script := filepath.Join(pythonExample, "lockprover_impl.py")
+	for _, v := range pythonVariants {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := "/usr/bin/python3 " + script + " " + v.args
+			start := time.Now()
+			var out strings.Builder
+			if !process.Validate(cmd, url, &out) {
+				t.Fatalf("%s fails validation:\n%s", cmd, out.String())
+			}
+			t.Logf("validated in %v", time.Since(start).Round(100*time.Millisecond))
+			start = time.Now()
+			scriptedVariant(t, url, cmd, v.plain)
+			t.Logf("scripted plan held in %v", time.Since(start).Round(100*time.Millisecond))
+			impl := &process.Impl{Command: cmd}
+			defer impl.Stop()
+			c := prover.Config{Target: prover.RabbitMQ{URL: url}, Impl: impl, Faults: []string{"kill", "pause", "partition"},
+				Options: prover.Options{HeartbeatMs: 1000}, Timeout: time.Minute}
+			o, err := prover.Search{Config: c, Seed: v.seed, Plans: variantPlans, Shrink: time.Nanosecond}.Run()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Found != nil {
+				t.Fatalf("%s\nproblems: %v", o.Found.Summary(), o.Found.Result.Problems)
+			}
+			if o.Plans != variantPlans || o.Inconclusive > 0 {
+				t.Fatalf("%d plans run of %d, %d inconclusive", o.Plans, variantPlans, o.Inconclusive)
+			}
+			t.Logf("%d plans, %d operations, %d verdicts, all held, in %v", o.Plans, o.Ops, o.Judged, o.Elapsed.Round(time.Second))
+		})
+	}
+}
+
+// scriptedVariant runs a plan in which acquire fails on a held slot and on
+// a destroyed semaphore, and succeeds between the two, then checks that
+// every property held and that the failures carry the variant's reasons.
+func scriptedVariant(t *testing.T, url, cmd string, plain bool) {
+	t.Helper()
+	impl := &process.Impl{Command: cmd}
+	defer impl.Stop()
+	// Processes start at their first operation, some 0.3 s after it is due;
+	// every race below has a second or more to spare.
+	p := &prover.Plan{Version: prover.PlanVersion, Kind: "semaphore", Lock: "lp-pyvariant", Slots: 1,
+		Options: prover.Options{HeartbeatMs: 1000},
+		Admins:  [][]prover.Step{{{Op: "sleep", Ms: 5500}, {Op: "destroy"}}},
+		Clients: [][]prover.Step{
+			{{Op: "acquire"}, {Op: "sleep", Ms: 2000}, {Op: "verify"}, {Op: "release"}},
+			{{Op: "sleep", Ms: 1000}, {Op: "acquire"}, {Op: "sleep", Ms: 2500}, {Op: "acquire"}, {Op: "verify"}, {Op: "release"}},
+			{{Op: "sleep", Ms: 7000}, {Op: "acquire"}},
+		}}
+	res, err := prover.RabbitMQ{URL: url}.Run(context.Background(), p, impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Problems) > 0 {
+		t.Fatalf("problems: %v", res.Problems)
+	}
+	r := prover.Judge(p, res, model.Options{})
+	judged := map[string]bool{}
+	for _, v := range r.Verdicts {
+		if v.Status != model.Pass && v.Status != model.NotJudged {
+			t.Errorf("%s: %v: %s", v.Property, v.Status, v.Detail)
+		}
+		judged[v.Property] = v.Status == model.Pass && v.Judged > 0
+	}
+	for _, prop := range []string{model.SlotExclusive, model.AcquireExact, model.Available, model.CheapAcquire, model.CheapVerify} {
+		if !judged[prop] {
+			t.Errorf("%s was not judged", prop)
+		}
+	}
+	reasons := map[string]int{}
+	acquired := 0
+	for _, e := range res.History {
+		switch {
+		case !strings.HasPrefix(e.Process, "c"): // the final check's probe acquires too
+		case e.F == "acquire" && e.Type == histories.Fail && e.Value != nil:
+			reasons[e.Value.Reason]++
+		case e.F == "acquire" && e.Type == histories.Ok:
+			acquired++
+		}
+	}
+	want := map[string]int{"full": 1, "absent": 1}
+	if plain {
+		want = map[string]int{"unavailable": 2}
+	}
+	if acquired != 2 || len(reasons) != len(want) || reasons["full"] != want["full"] ||
+		reasons["absent"] != want["absent"] || reasons["unavailable"] != want["unavailable"] {
+		t.Errorf("acquires: %d ok, failures %v; want 2 ok, failures %v", acquired, reasons, want)
+	}
+}
