@@ -51,7 +51,7 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*Result, error) 
 	}
 	u, err := url.Parse(t.URL)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("broker URL %s: want amqp://USER:PASSWORD@HOST:PORT/VHOST", rabbitmq.RedactURL(t.URL))
+		return nil, fmt.Errorf("broker URL %s: want an amqp:// URL with a user, password, host, port and vhost", rabbitmq.RedactURL(t.URL))
 	}
 	addr := u.Host
 	if u.Port() == "" {

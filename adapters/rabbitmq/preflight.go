@@ -69,10 +69,10 @@ func Preflight(ctx context.Context, rawURL string, timeout time.Duration) error 
 	}
 	uri, err := amqp.ParseURI(rawURL)
 	if err != nil {
-		return bad(BadURL, "%v (want amqp://USER:PASSWORD@HOST:PORT/VHOST)", err)
+		return bad(BadURL, "%v (want an amqp:// or amqps:// URL with a user, password, host, port and vhost)", err)
 	}
 	if u, err := url.Parse(rawURL); err != nil || u.Host == "" {
-		return bad(BadURL, "no host (want amqp://USER:PASSWORD@HOST:PORT/VHOST)")
+		return bad(BadURL, "no host (want an amqp:// or amqps:// URL with a user, password, host, port and vhost)")
 	}
 	if timeout <= 0 {
 		timeout = PreflightTimeout

@@ -10,12 +10,9 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/url"
-	"os"
-	"os/signal"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/proxy"
@@ -37,7 +34,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `Usage: lockprover bench [flags]
+		fmt.Fprintln(fs.Output(), `Usage: lockprover bench [flags]
 
 Measures the reference implementation against a real RabbitMQ broker, through
 a counting AMQP proxy: latency (p50, p99, mean) and AMQP methods sent per
@@ -56,18 +53,18 @@ Flags:`)
 	warmup := fs.Int("warmup", 50, "unmeasured iterations before them")
 	slots := fs.Int("slots", 8, "L: the semaphore's slots; acquire is also measured at slot L with L-1 slots held")
 	seed := fs.Uint64("seed", 0, "seed of the per-iteration order of the operations; 0 picks one")
-	if err := fs.Parse(args); err != nil {
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !noArgs("bench", pos, stderr) {
 		return exitUsage
 	}
-	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "bench: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
-		return exitUsage
-	case *n < 1 || *warmup < 0:
-		fmt.Fprintln(stderr, "bench: --n must be at least 1 and --warmup at least 0")
-		return exitUsage
-	case *slots < 2:
-		fmt.Fprintln(stderr, "bench: --slots must be at least 2")
+	var bad checks
+	bad.positive("n", *n)
+	bad.nonNegative("warmup", *warmup)
+	bad.add(*slots < 2, "--slots must be at least 2, not %d", *slots)
+	if !bad.report("bench", stderr) {
 		return exitUsage
 	}
 	u := brokerURL(*amqpURL)
@@ -80,8 +77,11 @@ Flags:`)
 		*seed = mrand.Uint64()
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interrupts(stderr, nil)
 	defer stop()
+	if code := preflight(ctx, "bench", u, stderr); code >= 0 {
+		return code
+	}
 	b := &bench{
 		ctx: ctx, url: u, n: *n, warmup: *warmup, slots: *slots, seed: *seed,
 		rnd: mrand.New(mrand.NewPCG(*seed, 0)), prefix: benchPrefix(), stderr: stderr,
@@ -127,6 +127,7 @@ Flags:`)
 	if err != nil {
 		if interrupted {
 			fmt.Fprintf(stderr, "bench: interrupted; %s\n", clean)
+			return exitInterrupted
 		} else {
 			fmt.Fprintf(stderr, "bench: %v\n", err)
 		}

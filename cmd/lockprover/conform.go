@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
-	"os/signal"
 	"strings"
 	"time"
 
@@ -24,7 +21,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("conform", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `Usage: lockprover conform [flags]
+		fmt.Fprintln(fs.Output(), `Usage: lockprover conform [flags]
 
 Differential test of the simulator against a real RabbitMQ broker.
 Part 1 runs every case of the semantics table (broker-semantics.md) that a
@@ -47,16 +44,19 @@ Flags:`)
 	ctlCmd := fs.String("rabbitmqctl", "rabbitmqctl", "the command that runs rabbitmqctl for the broker's node (split on spaces)")
 	retries := fs.Int("retries", 2, "run a diverging table case again up to this many times (real timing varies on a loaded machine)")
 	shrink := fs.Duration("shrink-time", time.Minute, "time to spend minimising a divergence")
-	if err := fs.Parse(args); err != nil {
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !noArgs("conform", pos, stderr) {
 		return exitUsage
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "conform: unexpected arguments %q\n", fs.Args())
-		fs.Usage()
-		return exitUsage
-	}
-	if *sequences < 0 || *retries < 0 || *shrink < 0 || strings.TrimSpace(*ctlCmd) == "" {
-		fmt.Fprintln(stderr, "conform: --sequences, --retries and --shrink-time must not be negative, --rabbitmqctl not empty")
+	var bad checks
+	bad.nonNegative("sequences", *sequences)
+	bad.nonNegative("retries", *retries)
+	bad.duration("shrink-time", *shrink, true)
+	bad.add(strings.TrimSpace(*ctlCmd) == "", "--rabbitmqctl must not be empty")
+	if !bad.report("conform", stderr) {
 		return exitUsage
 	}
 	seedSet := false
@@ -67,8 +67,11 @@ Flags:`)
 	u := brokerURL(*rawURL)
 	shown := redact(u)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := interrupts(stderr, nil)
 	defer stop()
+	if code := preflight(ctx, "conform", u, stderr); code >= 0 {
+		return code
+	}
 	tg, err := conform.Open(ctx, conform.Options{URL: u, Ctl: strings.Fields(*ctlCmd), AllowRestart: *allowRestart})
 	if err != nil {
 		if errors.Is(err, conform.ErrNoBroker) {
@@ -87,7 +90,7 @@ Flags:`)
 		fmt.Fprintln(stdout, "note: the rabbitmqctl eval session did not start; every query is a plain rabbitmqctl command (about a second), so timed cases may diverge")
 	}
 
-	code := exitOK
+	code = exitOK
 	fmt.Fprintf(stdout, "part 1: the semantics table on %s and on the simulator (queues %s*)\n", shown, tg.Prefix())
 	start := time.Now()
 	counts := map[string]int{}
@@ -121,7 +124,7 @@ Flags:`)
 		counts["agree"], counts["diverge"], counts["table"], counts["error"], counts["skip"], time.Since(start).Seconds())
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "conform: interrupted")
-		return exitViolation
+		return exitInterrupted
 	}
 
 	if *sequences > 0 {
@@ -137,6 +140,10 @@ Flags:`)
 				}
 			},
 		})
+		if err != nil && ctx.Err() != nil {
+			fmt.Fprintln(stderr, "conform: interrupted")
+			return exitInterrupted
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "conform: part 2: %v\n", err)
 			if errors.Is(err, conform.ErrHarness) && code == exitOK {

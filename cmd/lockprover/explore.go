@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -44,28 +43,43 @@ var faultSets = []struct {
 }
 
 func runExplore(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("explore", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: lockprover explore [flags]\n\nProves the reference with each of its open choices changed (rows) under each\nfamily of faults (columns) and prints a Markdown table of what broke, with\nthe path of a minimal counterexample for each violation.\n\nFlags:")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("explore", "explore [--plans N] [--seed S] [--shrink-time D] [--out DIR]", `Proves the reference with each of its open choices changed (rows) under each
+family of faults (columns), on the simulator, and prints a Markdown table of
+what broke, with the path of a minimal counterexample for each violation.
+Exit status: 0 the table was made, 2 usage, 3 a cell was inconclusive,
+130 interrupted.`, stderr)
 	plans := fs.Int("plans", 300, "plans per cell")
 	seed := fs.Uint64("seed", 1, "seed of the plans drawn")
 	out := fs.String("out", "lockprover-explore", "directory for the counterexamples")
-	shrink := fs.Duration("shrink-time", 5*time.Second, "time to spend minimising each counterexample")
-	if err := fs.Parse(args); err != nil {
+	shrink := fs.Duration("shrink-time", 5*time.Second, "time to spend minimising each counterexample (0: none)")
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !noArgs("explore", pos, stderr) {
 		return exitUsage
 	}
-	if *plans < 1 || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "explore: --plans must be at least 1 and no arguments are taken")
+	var bad checks
+	bad.positive("plans", *plans)
+	bad.duration("shrink-time", *shrink, true)
+	if !bad.report("explore", stderr) {
+		return exitUsage
+	}
+	if *shrink == 0 {
+		*shrink = time.Nanosecond
+	}
+	if err := checkOut(*out); err != nil {
+		fmt.Fprintf(stderr, "explore: --out: %v\n", err)
 		return exitUsage
 	}
 	root, err := freshDir(*out)
 	if err != nil {
-		fmt.Fprintf(stderr, "explore: %v\n", err)
+		fmt.Fprintf(stderr, "explore: --out: %v\n", err)
 		return exitUsage
 	}
+	ctx, stop := interrupts(stderr, nil)
+	defer stop()
+	status := exitOK
 	var b strings.Builder
 	b.WriteString("| variant |")
 	for _, f := range faultSets {
@@ -77,19 +91,28 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 		for _, f := range faultSets {
 			c := prover.Config{Faults: f.faults}
 			v.set(&c.Options)
-			o, err := prover.Search{Config: c, Seed: *seed, Plans: *plans, Shrink: *shrink}.Run()
+			o, err := prover.Search{Config: c, Seed: *seed, Plans: *plans, Shrink: *shrink, Context: ctx}.Run()
 			if err != nil {
 				fmt.Fprintf(stderr, "explore: %s, %s: %v\n", v.name, f.name, err)
-				return exitViolation
+				return exitUsage
+			}
+			if o.Interrupted {
+				fmt.Fprintf(stdout, "%s", b.String())
+				fmt.Fprintf(stderr, "explore: interrupted at %s / %s\n", v.name, f.name)
+				return exitInterrupted
 			}
 			cell := fmt.Sprintf("holds (%d plans)", o.Plans)
-			if o.Found != nil {
+			switch {
+			case o.Found != nil:
 				dir := filepath.Join(root, slug(v.name)+"--"+slug(f.name))
-				if err := o.Found.Write(dir); err != nil {
-					fmt.Fprintf(stderr, "explore: %v\n", err)
-					return exitViolation
-				}
 				cell = fmt.Sprintf("**%s** after %d plans: `%s`", strings.Join(violated(o.Found), ", "), o.Plans, dir)
+				if err := o.Found.Write(dir); err != nil {
+					fmt.Fprintf(stderr, "explore: writing the counterexample: %v\n", err)
+					cell = fmt.Sprintf("**%s** after %d plans (not written: %v)", strings.Join(violated(o.Found), ", "), o.Plans, err)
+				}
+			case o.Inconclusive > 0:
+				cell = fmt.Sprintf("inconclusive on %d of %d plans (checks ran out of time)", o.Inconclusive, o.Plans)
+				status = exitInconclusive
 			}
 			b.WriteString(" " + cell + " |")
 			fmt.Fprintf(stderr, "%s / %s: %s\n", v.name, f.name, cell)
@@ -97,7 +120,7 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 		b.WriteString("\n")
 	}
 	fmt.Fprint(stdout, b.String())
-	return exitOK
+	return status
 }
 
 // violated lists the properties a counterexample breaks, the one it was

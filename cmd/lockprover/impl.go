@@ -1,28 +1,28 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/prover"
 )
 
 func runServeReference(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve-reference", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: lockprover serve-reference [flags]\n\nServes the reference implementation (or a mutant of it) over the process\nprotocol (docs/protocol.md) on stdin and stdout, for --impl.\n\nFlags:")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("serve-reference", "serve-reference [--mutant NAME]", `Serves the reference implementation (or a mutant of it) over the process
+protocol (docs/protocol.md) on stdin and stdout, for --impl.`, stderr)
 	mutant := fs.String("mutant", "", "serve this mutant of the reference instead")
-	if err := fs.Parse(args); err != nil {
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !noArgs("serve-reference", pos, stderr) {
 		return exitUsage
 	}
 	if *mutant != "" && prover.MutantNamed(*mutant) == nil {
-		fmt.Fprintf(stderr, "serve-reference: --mutant: no mutant named %q\n", *mutant)
+		fmt.Fprintf(stderr, "serve-reference: --mutant: no mutant named %q (see lockprover mutants)\n", *mutant)
 		return exitUsage
 	}
 	if err := process.Serve(os.Stdin, stdout, prover.Options{}, *mutant); err != nil {
@@ -33,22 +33,39 @@ func runServeReference(args []string, stdout, stderr io.Writer) int {
 }
 
 func runValidateImpl(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate-impl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: lockprover validate-impl --impl COMMAND [flags]\n\nChecks an implementation's handling of the process protocol (docs/protocol.md)\nagainst a real broker, and says what to fix. Exit status 0 when every check\npasses, 1 otherwise.\n\nFlags:")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("validate-impl", "validate-impl --impl COMMAND [--amqp-url URL]", `Checks an implementation's handling of the process protocol (docs/protocol.md)
+against a real broker, and says what to fix. The broker is tried first: one
+that cannot be used is named at once (exit 2), not blamed on the
+implementation.
+Exit status: 0 every check passes, 1 the implementation does not follow the
+protocol, 2 usage or a broker that cannot be used, 130 interrupted.`, stderr)
 	impl := fs.String("impl", "", "the command that starts one process of the implementation")
 	amqpURL := fs.String("amqp-url", "", "the broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
-	if err := fs.Parse(args); err != nil {
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !noArgs("validate-impl", pos, stderr) {
 		return exitUsage
 	}
-	if *impl == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "validate-impl: give the implementation's command with --impl, and nothing else")
+	if strings.TrimSpace(*impl) == "" {
+		fmt.Fprintln(stderr, "validate-impl: --impl: give the command that starts one process of the implementation")
 		return exitUsage
 	}
-	if !process.Validate(*impl, brokerURL(*amqpURL), stdout) {
+	ctx, stop := interrupts(stderr, nil)
+	defer stop()
+	if code := preflight(ctx, "validate-impl", brokerURL(*amqpURL), stderr); code >= 0 {
+		if code == exitUsage {
+			fmt.Fprintln(stderr, "validate-impl: cannot reach the broker, so the implementation was not tried")
+		}
+		return code
+	}
+	passed := process.ValidateContext(ctx, *impl, brokerURL(*amqpURL), stdout)
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "validate-impl: interrupted")
+		return exitInterrupted
+	}
+	if !passed {
 		fmt.Fprintln(stdout, "\nthe implementation does not follow the protocol yet: see docs/protocol.md")
 		return exitViolation
 	}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // Exit codes shared by every command.
@@ -21,6 +22,7 @@ const (
 	exitViolation    = 1
 	exitUsage        = 2
 	exitInconclusive = 3
+	// exitInterrupted (130) is in flags.go.
 )
 
 type command struct {
@@ -39,18 +41,39 @@ func commands() []command {
 		{"bench", "cost per operation against a real broker: latency and AMQP methods beside the floor", runBench},
 		{"validate-impl", "check an implementation's handling of the process protocol before proving it", runValidateImpl},
 		{"serve-reference", "serve the reference (or a mutant) over the process protocol, for --impl", runServeReference},
+		{"version", "print lockprover's version and the revision it was built from", runVersion},
 	}
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(run(os.Args[1:], os.Stdout, redactingWriter{os.Stderr})) }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" && len(args) == 1 {
 		if len(args) == 0 {
+			usage(stderr)
 			return exitUsage
 		}
+		usage(stdout)
 		return exitOK
+	}
+	if args[0] == "-version" || args[0] == "--version" {
+		args = []string{"version"}
+	}
+	if args[0] == "help" {
+		if len(args) > 2 {
+			fmt.Fprintf(stderr, "lockprover: help takes one command, not %q\n", strings.Join(args[1:], " "))
+			return exitUsage
+		}
+		for _, c := range commands() {
+			if c.name == args[1] {
+				// The verb's usage, on stdout.
+				c.run([]string{"-h"}, stdout, stdout)
+				return exitOK
+			}
+		}
+		fmt.Fprintf(stderr, "lockprover: help: unknown command %q\n", args[1])
+		usage(stderr)
+		return exitUsage
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -67,5 +90,5 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun \"lockprover <command> -h\" for a command's flags.")
+	fmt.Fprintln(w, "\nRun \"lockprover help <command>\" for a command's flags. Flags may come before or\nafter a command's arguments.\n\nExit status: 0 every property held, 1 a violation, 2 usage or bad input\n(including a broker that cannot be used), 3 inconclusive, 130 interrupted.")
 }

@@ -1,21 +1,20 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
-	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 )
 
@@ -55,20 +54,27 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference; implies --target rabbitmq")
 }
 
-// config checks the flags and turns them into a prover configuration.
-func (f *proveFlags) config() (prover.Config, error) {
+// config checks the flags and turns them into a prover configuration;
+// every problem names its flag.
+func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, error) {
 	c := prover.Config{Kind: f.kind, Clients: f.clients, Ops: f.ops, MaxFaults: f.maxFault, Strict: f.modelName == "strict", Timeout: f.timeout}
-	switch {
-	case f.kind != "semaphore" && f.kind != "mutex":
-		return c, fmt.Errorf("--kind must be semaphore or mutex, not %q", f.kind)
-	case f.modelName != "standard" && f.modelName != "strict":
-		return c, fmt.Errorf("--model must be standard or strict, not %q", f.modelName)
-	case f.clients < 1 || f.ops < 1 || f.maxFault < 0:
-		return c, errors.New("--clients and --ops must be at least 1, --max-faults at least 0")
-	case f.runs < 1 && f.dur == 0:
-		return c, errors.New("--runs must be at least 1")
-	case f.timeout <= 0:
-		return c, errors.New("--timeout must be positive")
+	var bad checks
+	bad.oneOf("kind", f.kind, "semaphore", "mutex")
+	bad.oneOf("model", f.modelName, "standard", "strict")
+	bad.positive("clients", f.clients)
+	bad.positive("ops", f.ops)
+	bad.nonNegative("max-faults", f.maxFault)
+	bad.duration("time", f.dur, true)
+	bad.add(f.dur == 0 && f.runs < 1, "--runs must be at least 1, not %d", f.runs)
+	bad.add(f.dur > 0 && given(fs, "runs"), "--runs and --time exclude each other: give one")
+	bad.duration("timeout", f.timeout, false)
+	bad.duration("shrink-time", f.shrink, true)
+	bad.duration("heartbeat", f.heartbeat, true)
+	bad.add(f.heartbeat > 0 && f.heartbeat < time.Millisecond, "--heartbeat must be at least 1ms (or 0s for none), not %v", f.heartbeat)
+	bad.oneOf("target", f.target, "sim", "rabbitmq")
+	bad.add(given(fs, "impl") && strings.TrimSpace(f.impl) == "", "--impl needs a command")
+	if len(bad) > 0 {
+		return c, errors.New(strings.Join(bad, "\n"+fs.Name()+": "))
 	}
 	switch {
 	case f.heartbeatSet && f.heartbeat == 0:
@@ -91,13 +97,16 @@ func (f *proveFlags) config() (prover.Config, error) {
 	}
 	switch f.target {
 	case "sim":
+		for _, name := range []string{"amqp-url", "allow-restart"} {
+			if given(fs, name) {
+				return c, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+			}
+		}
 	case "rabbitmq":
 		c.Target = prover.RabbitMQ{URL: brokerURL(f.url), AllowRestart: f.restart}
 		if f.faults == "all" && !f.restart {
 			c.Faults = withoutRestart(prover.FaultNames())
 		}
-	default:
-		return c, fmt.Errorf("--target must be sim or rabbitmq, not %q", f.target)
 	}
 	switch f.faults {
 	case "all":
@@ -106,24 +115,37 @@ func (f *proveFlags) config() (prover.Config, error) {
 	default:
 		for _, name := range strings.Split(f.faults, ",") {
 			if !known(name, prover.FaultNames()) {
-				return c, fmt.Errorf("--faults: unknown fault %q (want some of %s)", name, strings.Join(prover.FaultNames(), ", "))
+				return c, fmt.Errorf("--faults: unknown fault %q (want some of %s; all; or none)", name, strings.Join(prover.FaultNames(), ", "))
+			}
+			if name == "restart-broker" && f.target == "rabbitmq" && !f.restart {
+				return c, errors.New("--faults: restart-broker on a real broker needs --allow-restart")
 			}
 			c.Faults = append(c.Faults, name)
 		}
 	}
-	if f.props != "" {
-		for _, name := range strings.Split(f.props, ",") {
-			if !known(name, properties) {
-				return c, fmt.Errorf("--properties: unknown property %q (want some of %s)", name, strings.Join(properties, ", "))
-			}
-			c.Properties = append(c.Properties, name)
+	if given(fs, "properties") {
+		props, err := parseProperties(f.props)
+		if err != nil {
+			return c, err
 		}
+		c.Properties = props
 	}
 	return c, nil
 }
 
-var properties = []string{model.SlotExclusive, model.AcquireExact, model.CountExact, model.Persistent, model.NoLeak,
-	model.Available, model.CheapAcquire, model.CheapVerify, model.DriverMinimal}
+// parseProperties reads --properties: comma-separated property names.
+func parseProperties(s string) ([]string, error) {
+	var props []string
+	for _, name := range strings.Split(s, ",") {
+		if !known(name, properties) {
+			return nil, fmt.Errorf("--properties: unknown property %q (want some of %s)", name, strings.Join(properties, ", "))
+		}
+		props = append(props, name)
+	}
+	return props, nil
+}
+
+var properties = prover.PropertyNames
 
 func known(s string, list []string) bool {
 	for _, x := range list {
@@ -134,27 +156,35 @@ func known(s string, list []string) bool {
 	return false
 }
 
+const proveSynopsis = `prove [--runs N | --time D] [--seed S] [--clients N] [--ops N] [--max-faults N]
+                  [--faults kill,pause,...|all|none] [--kind semaphore|mutex]
+                  [--properties P,...] [--model standard|strict] [--timeout D]
+                  [--shrink-time D] [--heartbeat D] [--mutant NAME]
+                  [--target sim|rabbitmq] [--amqp-url URL] [--allow-restart]
+                  [--impl COMMAND] [--out DIR] [--shard i/n]`
+
 func runProve(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("prove", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: lockprover prove [flags]\n\nDraws plans (admins, clients, faults, schedules) and proves the target on them;\nby default the reference implementation on the simulator. On a violation it\nshrinks the plan, writes the counterexample under --out and exits 1.\n\nFlags:")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("prove", proveSynopsis, `Draws plans (admins, clients, faults, schedules) and proves the target on them;
+by default the reference implementation on the simulator. On a violation it
+shrinks the plan, writes the counterexample under --out and exits 1. A real
+broker is tried once before the first plan: one that cannot be used (refused,
+wrong password or vhost, not AMQP) is named at once, exit 2.
+Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
+3 inconclusive (a check ran out of time), 130 interrupted.`, stderr)
 	var f proveFlags
 	f.register(fs)
 	mutant := fs.String("mutant", "", "prove this mutant of the reference instead (see lockprover mutants)")
 	out := fs.String("out", "lockprover-out", "directory for a counterexample")
 	shard := fs.String("shard", "", "i/n: run the i-th of n shares of the seed's plans (i from 1)")
-	if err := fs.Parse(args); err != nil {
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !noArgs("prove", pos, stderr) {
 		return exitUsage
 	}
 	f.noticeHeartbeat(fs)
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "prove: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
-	}
-	c, err := f.config()
+	c, err := f.config(fs)
 	switch {
 	case err != nil:
 	case *mutant != "" && prover.MutantNamed(*mutant) == nil:
@@ -168,17 +198,19 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 	}
 	c.Mutant = *mutant
 	s := prover.Search{Config: c, Seed: f.seed, Shrink: f.shrink}
+	if f.shrink == 0 {
+		s.Shrink = time.Nanosecond // no shrinking
+	}
 	if s.Shard, s.Shards, err = parseShard(*shard); err != nil {
 		fmt.Fprintf(stderr, "prove: --shard: %v\n", err)
 		return exitUsage
 	}
+	if err := checkOut(*out); err != nil {
+		fmt.Fprintf(stderr, "prove: --out: %v\n", err)
+		return exitUsage
+	}
 	if s.Seed == 0 {
 		s.Seed = rand.Uint64()
-	}
-	if f.dur > 0 {
-		s.Until = time.Now().Add(f.dur)
-	} else {
-		s.Plans = f.runs
 	}
 	what := "the reference"
 	switch {
@@ -193,36 +225,115 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 		where = "RabbitMQ at " + redact(brokerURL(f.url))
 	}
 	fmt.Fprintf(stdout, "proving %s on %s, seed %d\n", what, where, s.Seed)
-	status := newStatus(stdout)
-	s.Progress = status.update
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	var onInterrupt func()
+	if f.process != nil {
+		onInterrupt = f.process.Stop
+	}
+	ctx, stop := interrupts(stderr, onInterrupt)
 	defer stop()
+	if f.target == "rabbitmq" {
+		if code := preflight(ctx, "prove", brokerURL(f.url), stderr); code >= 0 {
+			return code
+		}
+	}
 	if f.process != nil {
 		if err := f.process.Preflight(ctx, brokerURL(f.url), c.Kind); err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintln(stderr, "prove: interrupted during the implementation's preflight")
+				return exitInterrupted
+			}
 			fmt.Fprintf(stderr, "prove: the implementation failed its preflight: %v\n(lockprover validate-impl --impl %s says what to fix)\n", err, shellQuote(f.impl))
 			return exitUsage
 		}
 	}
+	if f.dur > 0 {
+		s.Until = time.Now().Add(f.dur) // drawing starts now
+	} else {
+		s.Plans = f.runs
+	}
+	status := newStatus(stdout)
+	s.Progress = status.update
 	s.Context = ctx
 	o, err := s.Run()
 	status.done()
 	if err != nil {
 		fmt.Fprintf(stderr, "prove: %v\n", err)
-		return exitViolation
+		return exitUsage
 	}
 	rate := float64(o.Plans) / o.Elapsed.Seconds()
 	fmt.Fprintf(stdout, "%d plans, %d verdicts, %.1fs (%.1f plans/s)\n", o.Plans, o.Judged, o.Elapsed.Seconds(), rate)
-	if o.Found == nil {
-		fmt.Fprintln(stdout, "every property held")
-		return exitOK
-	}
 	var replay []string
 	if f.impl != "" {
 		replay = append(replay, "--impl", shellQuote(f.impl))
 	} else if f.target == "rabbitmq" {
 		replay = append(replay, "--target", "rabbitmq")
+		if u, err := url.Parse(f.url); f.url != "" && err == nil && u.User != nil {
+			if _, hasPassword := u.User.Password(); !hasPassword {
+				replay = append(replay, "--amqp-url", shellQuote(f.url))
+			}
+		} else if f.url != "" && err == nil {
+			replay = append(replay, "--amqp-url", shellQuote(f.url))
+		}
 	}
-	return reportCounterexample(o.Found, *out, replay, stdout, stderr)
+	if f.restart {
+		replay = append(replay, "--allow-restart")
+	}
+	if given(fs, "timeout") {
+		replay = append(replay, "--timeout", f.timeout.String())
+	}
+	switch {
+	case o.Found != nil:
+		code := reportCounterexample(o.Found, *out, replay, stdout, stderr)
+		if o.Interrupted {
+			fmt.Fprintln(stderr, "prove: interrupted while shrinking: the counterexample may not be minimal")
+			return exitInterrupted
+		}
+		return code
+	case o.Interrupted:
+		fmt.Fprintf(stderr, "prove: interrupted after %d plans; nothing violated so far\n", o.Plans)
+		return exitInterrupted
+	case o.Inconclusive > 0:
+		fmt.Fprintf(stdout, "no violation, but %d of %d plans were inconclusive: a linearizability check ran out of time (raise --timeout)\n", o.Inconclusive, o.Plans)
+		reportCounterexample(o.FirstInconclusive, *out, replay, stdout, stderr)
+		return exitInconclusive
+	}
+	fmt.Fprintln(stdout, "every property held")
+	return exitOK
+}
+
+// checkOut checks, before any plan runs, that a counterexample can be
+// written under dir: it is a directory or can be made one.
+func checkOut(dir string) error {
+	if dir == "" {
+		return errors.New("empty: name a directory")
+	}
+	p := dir
+	for {
+		fi, err := os.Stat(p)
+		if err == nil {
+			if !fi.IsDir() {
+				if p == dir {
+					return fmt.Errorf("%s is a file, not a directory", dir)
+				}
+				return fmt.Errorf("cannot make %s: %s is a file", dir, p)
+			}
+			f, err := os.CreateTemp(p, ".lockprover-write-test-*")
+			if err != nil {
+				return fmt.Errorf("cannot write in %s: %v", p, errors.Unwrap(err))
+			}
+			f.Close()
+			os.Remove(f.Name())
+			return nil
+		}
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return err
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return fmt.Errorf("cannot make %s", dir)
+		}
+		p = parent
+	}
 }
 
 // shellQuote quotes s for a POSIX shell.
@@ -276,29 +387,44 @@ func parseShard(s string) (int, int, error) {
 	return a - 1, b, nil
 }
 
-// reportCounterexample writes cx under dir and prints its summary and how
-// to replay it.
+// reportCounterexample prints cx's summary and how to replay it, and
+// writes it under dir; if writing fails, the plan is printed instead, so
+// that it is never lost. The status is 1, or 3 if the property could not
+// be decided.
 func reportCounterexample(cx *prover.Counterexample, dir string, replayFlags []string, stdout, stderr io.Writer) int {
+	code := exitViolation
+	if cx.Inconclusive {
+		code = exitInconclusive
+	}
+	fmt.Fprintf(stdout, "\n%s", cx.Summary())
+	for _, pr := range cx.Result.Problems {
+		fmt.Fprintf(stdout, "problem: %s\n", pr)
+	}
 	dir, err := freshDir(dir)
 	if err == nil {
 		err = cx.Write(dir)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "writing the counterexample: %v\n", err)
-		return exitViolation
+		fmt.Fprintln(stdout, "the plan (save it as plan.json to replay it):")
+		cx.Plan.Write(stdout)
+		return code
 	}
-	replay := strings.Join(append(append([]string{"lockprover replay"}, replayFlags...), filepath.Join(dir, "plan.json")), " ")
-	fmt.Fprintf(stdout, "\n%s", cx.Summary())
-	for _, pr := range cx.Result.Problems {
-		fmt.Fprintf(stdout, "problem: %s\n", pr)
+	replay := strings.Join(append(append([]string{"lockprover replay"}, replayFlags...), shellWord(filepath.Join(dir, "plan.json"))), " ")
+	what := "counterexample"
+	if cx.Inconclusive {
+		what = "inconclusive plan"
 	}
-	fmt.Fprintf(stdout, "counterexample: %s\nreplay: %s\n", dir, replay)
-	for _, v := range cx.Report.Verdicts {
-		if v.Property == cx.Property && v.Status == model.Inconclusive {
-			return exitInconclusive
-		}
+	fmt.Fprintf(stdout, "%s: %s\nreplay: %s\n", what, dir, replay)
+	return code
+}
+
+// shellWord quotes s for a shell only if it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@%+,") == "" {
+		return s
 	}
-	return exitViolation
+	return shellQuote(s)
 }
 
 // freshDir returns dir if it is missing or empty, else the first free

@@ -3,13 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
@@ -18,39 +17,46 @@ import (
 	"github.com/lockprover/lockprover/prover"
 )
 
+const replaySynopsis = `replay [--target sim|rabbitmq] [--amqp-url URL] [--allow-restart] [--impl COMMAND]
+                   [--mutant NAME|reference] [--model standard|strict] [--properties P,...]
+                   [--timeout D] [--history FILE] [--trace] PLAN`
+
 func runReplay(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: lockprover replay [flags] PLAN\n\nRuns a saved plan again and checks its history. On the simulator the history\nis the same, byte for byte.\n\nFlags:")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("replay", replaySynopsis, `Runs a saved plan again and checks its history. On the simulator the history
+is the same, byte for byte. The plan is judged as it was when it was found:
+its model and properties, unless --model or --properties say otherwise.
+Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
+3 inconclusive (a check ran out of time), 130 interrupted.`, stderr)
 	history := fs.String("history", "", "also write the history to this file (it must not exist)")
-	trace := fs.Bool("trace", false, "print the simulator's event trace")
+	trace := fs.Bool("trace", false, "print the simulator's event trace (--target sim only)")
 	mutant := fs.String("mutant", "", "run this mutant instead of the plan's implementation (\"reference\" for the reference)")
-	modelName := fs.String("model", "standard", "acquire-exact model: standard or strict")
+	modelName := fs.String("model", "standard", "acquire-exact model: standard or strict; default the plan's")
+	props := fs.String("properties", "", "comma-separated properties whose violation counts; default the plan's, else all")
 	timeout := fs.Duration("timeout", time.Minute, "time budget of each linearizability check")
 	target := fs.String("target", "sim", "where the plan runs: sim or rabbitmq")
 	amqpURL := fs.String("amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
 	allowRestart := fs.Bool("allow-restart", false, "let the plan restart a real broker")
 	impl := fs.String("impl", "", "run an implementation that speaks the process protocol instead (implies --target rabbitmq)")
-	if err := fs.Parse(args); err != nil {
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	var bad checks
+	bad.oneOf("target", *target, "sim", "rabbitmq")
+	bad.oneOf("model", *modelName, "standard", "strict")
+	bad.duration("timeout", *timeout, false)
+	bad.add(given(fs, "impl") && strings.TrimSpace(*impl) == "", "--impl needs a command")
+	bad.add(*impl != "" && given(fs, "target") && *target != "rabbitmq", "--impl runs processes against a real broker: use --target rabbitmq")
+	real := *target == "rabbitmq" || *impl != ""
+	bad.add(*trace && real, "--trace is the simulator's event trace: not with --target rabbitmq or --impl")
+	bad.add(!real && given(fs, "amqp-url"), "--amqp-url is for a real broker: add --target rabbitmq")
+	bad.add(!real && *allowRestart, "--allow-restart is for a real broker: add --target rabbitmq")
+	bad.add(len(pos) != 1, "want exactly one plan file, got %d arguments", len(pos))
+	if !bad.report("replay", stderr) {
 		return exitUsage
 	}
-	if *target != "sim" && *target != "rabbitmq" {
-		fmt.Fprintf(stderr, "replay: --target must be sim or rabbitmq, not %q\n", *target)
-		return exitUsage
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "replay: want exactly one plan file")
-		fs.Usage()
-		return exitUsage
-	}
-	if *modelName != "standard" && *modelName != "strict" {
-		fmt.Fprintf(stderr, "replay: --model must be standard or strict, not %q\n", *modelName)
-		return exitUsage
-	}
-	p, err := prover.ReadPlan(fs.Arg(0))
+	path := pos[0]
+	p, err := prover.ReadPlan(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitUsage
@@ -61,14 +67,29 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		p.Mutant = ""
 	default:
 		if prover.MutantNamed(*mutant) == nil {
-			fmt.Fprintf(stderr, "replay: --mutant: no mutant named %q\n", *mutant)
+			fmt.Fprintf(stderr, "replay: --mutant: no mutant named %q (see lockprover mutants)\n", *mutant)
 			return exitUsage
 		}
 		p.Mutant = *mutant
 	}
+	strict := p.Model == "strict"
+	if given(fs, "model") {
+		strict = *modelName == "strict"
+	}
+	counted := p.Properties
+	if given(fs, "properties") {
+		if counted, err = parseProperties(*props); err != nil {
+			fmt.Fprintf(stderr, "replay: %v\n", err)
+			return exitUsage
+		}
+	}
 	if *history != "" {
 		if _, err := os.Stat(*history); err == nil {
-			fmt.Fprintf(stderr, "replay: %s exists; not overwriting it\n", *history)
+			fmt.Fprintf(stderr, "replay: --history: %s exists; not overwriting it\n", *history)
+			return exitUsage
+		}
+		if err := checkOut(filepath.Dir(*history)); err != nil {
+			fmt.Fprintf(stderr, "replay: --history: %v\n", err)
 			return exitUsage
 		}
 	}
@@ -77,55 +98,100 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		t = prover.Simulator{Trace: stdout}
 	}
 	implementation := prover.ImplFor(p)
+	var pi *process.Impl
 	if *impl != "" {
-		pi := &process.Impl{Command: *impl}
+		pi = &process.Impl{Command: *impl}
 		defer pi.Stop()
-		implementation, *target = pi, "rabbitmq"
+		implementation = pi
 	}
-	if *target == "rabbitmq" {
+	var onInterrupt func()
+	if pi != nil {
+		onInterrupt = pi.Stop
+	}
+	ctx, stop := interrupts(stderr, onInterrupt)
+	defer stop()
+	if real {
+		if code := preflight(ctx, "replay", brokerURL(*amqpURL), stderr); code >= 0 {
+			return code
+		}
 		t = prover.RabbitMQ{URL: brokerURL(*amqpURL), AllowRestart: *allowRestart}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	res, err := t.Run(ctx, p, implementation)
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "replay: interrupted")
+		return exitInterrupted
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
-		return exitViolation
+		return exitUsage
 	}
 	if *history != "" {
 		var b bytes.Buffer
 		histories.Write(&b, res.History)
 		if err := os.WriteFile(*history, b.Bytes(), 0o644); err != nil {
-			fmt.Fprintf(stderr, "replay: %v\n", err)
+			fmt.Fprintf(stderr, "replay: --history: %v\n", err)
 			return exitUsage
 		}
 	}
-	r := prover.Judge(p, res, model.Options{Strict: *modelName == "strict", Timeout: *timeout})
+	r := prover.Judge(p, res, model.Options{Strict: strict, Timeout: *timeout})
 	for _, pr := range res.Problems {
 		fmt.Fprintf(stdout, "problem: %s\n", pr)
 	}
-	if *target == "rabbitmq" {
+	if real {
 		fmt.Fprintf(stdout, "ran on RabbitMQ as lock %s\n", res.Lock)
 	}
-	printReport(stdout, filepath.Base(fs.Arg(0)), r)
-	return exitFor(r.Status())
+	printReport(stdout, filepath.Base(path), r)
+	worst := model.Pass
+	for _, v := range r.Verdicts {
+		if (counted == nil || known(v.Property, counted)) && (v.Status == model.Fail || v.Status == model.Inconclusive) {
+			worst = max(worst, v.Status)
+		}
+	}
+	if counted != nil || strict {
+		how := "the standard model"
+		if strict {
+			how = "the strict model"
+		}
+		if counted != nil {
+			how += ", counting " + strings.Join(counted, ", ")
+		}
+		fmt.Fprintf(stdout, "judged with %s: %s\n", how, worst)
+	}
+	if worst == model.Inconclusive {
+		fmt.Fprintln(stdout, "inconclusive: a linearizability check ran out of time (raise --timeout); nothing was shown violated")
+	}
+	return exitFor(worst)
 }
 
 func runMutants(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("mutants", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("mutants", "mutants [-v] [--detect N [--budget N]]", `Lists the mutants of the reference: each one's name and the property that must
+catch it (-v: what it gets wrong). With --detect N it proves every mutant from
+seeds 1..N on the simulator and prints a Markdown table of how many seeds
+caught it, and the median plans and time it took.
+Exit status (--detect): 0 every seed caught every mutant, 1 a seed missed one,
+3 a seed missed one only because a check ran out of time, 130 interrupted.`, stderr)
 	verbose := fs.Bool("v", false, "also say what each mutant gets wrong")
 	detect := fs.Int("detect", 0, "prove each mutant from this many seeds and print a Markdown table of the plans and time it takes to catch")
 	budget := fs.Int("budget", 20000, "with --detect, give up on a seed after this many plans")
-	if err := fs.Parse(args); err != nil {
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !noArgs("mutants", pos, stderr) {
 		return exitUsage
 	}
-	if *detect < 0 || *budget < 1 {
-		fmt.Fprintln(stderr, "mutants: --detect must not be negative, --budget must be at least 1")
+	var bad checks
+	bad.nonNegative("detect", *detect)
+	bad.positive("budget", *budget)
+	bad.add(given(fs, "budget") && *detect == 0, "--budget goes with --detect")
+	bad.add(*verbose && *detect > 0, "-v lists the mutants; --detect proves them: give one")
+	if !bad.report("mutants", stderr) {
 		return exitUsage
 	}
 	if *detect > 0 {
-		return detectMutants(*detect, *budget, stdout, stderr)
+		ctx, stop := interrupts(stderr, nil)
+		defer stop()
+		return detectMutants(ctx, *detect, *budget, stdout, stderr)
 	}
 	for _, m := range prover.Mutants {
 		fmt.Fprintf(stdout, "%-26s %s\n", m.Name, m.Property)
@@ -137,29 +203,46 @@ func runMutants(args []string, stdout, stderr io.Writer) int {
 }
 
 // detectMutants proves each mutant from seeds 1..n, counting a seed as
-// caught when the mutant's own property breaks, and prints the medians.
-func detectMutants(n, budget int, stdout, stderr io.Writer) int {
+// caught when the mutant's own property breaks, and prints the medians. A
+// seed that misses only because checks ran out of time is inconclusive.
+func detectMutants(ctx context.Context, n, budget int, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "| mutant | property | caught | median plans | median seconds |\n|---|---|---|---|---|\n")
 	code := exitOK
 	for _, m := range prover.Mutants {
 		var plans []int
 		var secs []float64
+		inconclusive := 0
 		for seed := 1; seed <= n; seed++ {
 			c := prover.Config{Mutant: m.Name, Properties: []string{m.Property}}
-			o, err := prover.Search{Config: c, Seed: uint64(seed), Plans: budget, Shrink: 1}.Run()
+			o, err := prover.Search{Config: c, Seed: uint64(seed), Plans: budget, Shrink: 1, Context: ctx}.Run()
 			if err != nil {
 				fmt.Fprintf(stderr, "mutants: %s: %v\n", m.Name, err)
-				return exitViolation
+				return exitUsage
 			}
-			if o.Found != nil {
+			if o.Interrupted {
+				fmt.Fprintf(stderr, "mutants: interrupted at %s, seed %d\n", m.Name, seed)
+				return exitInterrupted
+			}
+			switch {
+			case o.Found != nil:
 				plans = append(plans, o.Plans)
 				secs = append(secs, o.Elapsed.Seconds())
+			case o.Inconclusive > 0:
+				inconclusive++
 			}
 		}
-		if len(plans) < n {
+		missed := n - len(plans)
+		switch {
+		case missed > inconclusive:
 			code = exitViolation
+		case missed > 0 && code == exitOK:
+			code = exitInconclusive
 		}
-		fmt.Fprintf(stdout, "| %s | %s | %d/%d | %s | %s |\n", m.Name, m.Property, len(plans), n, median(plans), medianF(secs))
+		caught := fmt.Sprintf("%d/%d", len(plans), n)
+		if inconclusive > 0 {
+			caught += fmt.Sprintf(" (%d inconclusive)", inconclusive)
+		}
+		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s |\n", m.Name, m.Property, caught, median(plans), medianF(secs))
 	}
 	return code
 }
