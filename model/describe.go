@@ -31,6 +31,9 @@ func describeOp(o *op) string {
 			b.WriteString(" " + r)
 		}
 	}
+	if o.err != "" {
+		fmt.Fprintf(&b, " (error: %s)", o.err)
+	}
 	if o.patched() {
 		b.WriteString(" (patched from the simulator's ground truth)")
 	}

@@ -113,40 +113,44 @@ func explainSlot(lh *lockHistory, m porcupine.Model, ops []porcupine.Operation, 
 		return k.text
 	}
 	var why string
+	what := fmt.Sprintf("slot %d", slot)
+	if lh.kind == "mutex" {
+		what = "the mutex"
+	}
 	switch c.op.kind {
 	case take:
 		if state.exists == no {
-			why = fmt.Sprintf("%s took slot %d, which did not exist: %s", describeOp(o), slot, cite(existed, "it was never created"))
+			why = fmt.Sprintf("%s took %s, which did not exist: %s", describeOp(o), what, cite(existed, "it was never created"))
 		} else {
-			why = fmt.Sprintf("%s took slot %d while %s held it (%s); no release, and no fault on %s, freed it in between", describeOp(o), slot, who(state.holder), cite(held, "?"), who(state.holder))
+			why = fmt.Sprintf("%s took %s while %s held it (%s); no release, and no fault on %s, freed it in between", describeOp(o), what, who(state.holder), cite(held, "?"), who(state.holder))
 		}
 	case release:
-		why = fmt.Sprintf("%s released slot %d, which %s did not hold (%s)", describeOp(o), slot, o.name, cite(held, "no acquire of it"))
+		why = fmt.Sprintf("%s released %s, which %s did not hold (%s)", describeOp(o), what, o.name, cite(held, "no acquire of it"))
 	case verifyHeld:
 		switch {
 		case state.exists == no:
-			why = fmt.Sprintf("%s said held, but slot %d had been deleted: %s", describeOp(o), slot, cite(existed, "?"))
+			why = fmt.Sprintf("%s said held, but %s had been deleted: %s", describeOp(o), what, cite(existed, "?"))
 		case state.holder == 0:
-			why = fmt.Sprintf("%s said held, but %s did not hold slot %d (%s)", describeOp(o), o.name, slot, cite(held, "it never acquired it"))
+			why = fmt.Sprintf("%s said held, but %s did not hold %s (%s)", describeOp(o), o.name, what, cite(held, "it never acquired it"))
 		default:
-			why = fmt.Sprintf("%s said held, but %s held slot %d (%s)", describeOp(o), who(state.holder), slot, cite(held, "?"))
+			why = fmt.Sprintf("%s said held, but %s held %s (%s)", describeOp(o), who(state.holder), what, cite(held, "?"))
 		}
 	case verifyLost:
-		why = fmt.Sprintf("%s said not held, but %s still held slot %d (%s) and the slot existed (%s); no fault on %s could have cost it the hold", describeOp(o), o.name, slot, cite(held, "?"), cite(existed, "as the acquire found it"), o.name)
+		why = fmt.Sprintf("%s said not held, but %s still held %s (%s) and the slot existed (%s); no fault on %s could have cost it the hold", describeOp(o), o.name, what, cite(held, "?"), cite(existed, "as the acquire found it"), o.name)
 	case seeHeld:
 		if state.exists == no {
-			why = fmt.Sprintf("%s ran alone and failed, but slot %d did not exist (%s): it should have failed differently", describeOp(o), slot, cite(existed, "?"))
+			why = fmt.Sprintf("%s ran alone and failed, but %s did not exist (%s): it should have failed differently", describeOp(o), what, cite(existed, "?"))
 		} else {
-			why = fmt.Sprintf("%s ran alone and failed full, but slot %d was free (%s)", describeOp(o), slot, cite(held, "no one had taken it"))
+			why = fmt.Sprintf("%s ran alone and failed full, but %s was free (%s)", describeOp(o), what, cite(held, "no one had taken it"))
 		}
 	case seeMissing:
-		why = fmt.Sprintf("%s ran alone and failed, but slot %d existed (%s)", describeOp(o), slot, cite(existed, "as an earlier acquire found it"))
+		why = fmt.Sprintf("%s ran alone and failed, but %s existed (%s)", describeOp(o), what, cite(existed, "as an earlier acquire found it"))
 	case seeUnavailable:
-		why = fmt.Sprintf("%s ran alone and failed unavailable, but slot %d existed and was free (%s)", describeOp(o), slot, cite(held, cite(existed, "no one had taken it")))
+		why = fmt.Sprintf("%s ran alone and failed unavailable, but %s existed and was free (%s)", describeOp(o), what, cite(held, cite(existed, "no one had taken it")))
 	case createFirst:
-		why = fmt.Sprintf("%s succeeded, so the semaphore did not exist, but slot %d did (%s)", describeOp(o), slot, cite(existed, "?"))
+		why = fmt.Sprintf("%s succeeded, so the semaphore did not exist, but %s did (%s)", describeOp(o), what, cite(existed, "?"))
 	case beyondCount:
-		why = fmt.Sprintf("%s succeeded with %d slots, but slot %d, above them, existed (%s)", describeOp(o), *o.arg.Slots, slot, cite(existed, "?"))
+		why = fmt.Sprintf("%s succeeded with %d slots, but %s, above them, existed (%s)", describeOp(o), *o.arg.Slots, what, cite(existed, "?"))
 	case seeTaken:
 		why = fmt.Sprintf("%s failed held, but the mutex was free (%s)", describeOp(o), cite(held, "no one had taken it"))
 	default:

@@ -24,7 +24,8 @@ type op struct {
 	ret    int64 // completion time; never when the outcome is unknown
 	arg    *histories.Value
 	res    *histories.Value
-	client int // porcupine client id
+	err    string // what the process said went wrong (an event's error)
+	client int    // porcupine client id
 }
 
 // unknown reports whether the operation's outcome is unknown.
@@ -115,7 +116,7 @@ func split(h []histories.Event) ([]*lockHistory, []string) {
 		}
 		o := inflight[e.Process]
 		delete(inflight, e.Process)
-		o.done, o.typ, o.res = e.Index, e.Type, e.Value
+		o.done, o.typ, o.res, o.err = e.Index, e.Type, e.Value, e.Error
 		if e.Type != histories.Info {
 			o.ret = e.Time
 		}

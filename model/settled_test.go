@@ -92,3 +92,21 @@ func TestCreateSettlesTheSlots(t *testing.T) {
 		})
 	}
 }
+
+// An error the process gave is shown where the operation is described, and
+// a true mutex is named as such, not as a slot.
+func TestExplanationsNameErrorsAndTheMutex(t *testing.T) {
+	h := hist(t, `
+		c1 invoke acquire m
+		c1 ok acquire m
+		c2 invoke acquire m
+		c2 ok acquire m`)
+	expect(t, h, Options{}, SlotExclusive, Fail, "took the mutex while c1 held it")
+	h = hist(t, created2+`
+		c1 invoke acquire sem
+		c1 ok acquire sem slot=1
+		c2 invoke acquire sem
+		c2 ok acquire sem slot=1`)
+	h[len(h)-1].Error = "lease renewed late"
+	expect(t, h, Options{}, SlotExclusive, Fail, "c2 acquire -> ok slot 1 (error: lease renewed late) (#4)")
+}
