@@ -60,7 +60,7 @@ const longPause = time.Second
 type bar struct {
 	ID                       string
 	X, Y, W, H, TextX, TextY int
-	Bottom                   int // Y+H
+	Bottom                   int // where a fault's strike line ends: above the bars
 	Label, Title, Class      string
 }
 
@@ -278,7 +278,7 @@ func layout(h []histories.Event, lock string, verdict *model.Verdict) *timeline 
 				class += " named"
 			}
 			tl.Faults = append(tl.Faults, mark{ID: opID(e.Index), X: x, Y: y, W: w, H: hh,
-				Bottom: y + hh, TextX: x + 4, TextY: y + 13, Label: s.label, Title: s.title, Class: class})
+				Bottom: y + bandH, TextX: x + 4, TextY: y + 13, Label: s.label, Title: s.title, Class: class})
 			tl.ids[e.Index] = true
 			continue
 		}
