@@ -95,6 +95,7 @@ func (a *Admin) Wait(ctx context.Context, slot int) error {
 	defer c.mu.Unlock()
 	c.admin = true
 	defer func() { c.admin = false }()
+	c.afresh()
 	for {
 		held, err := c.exists(ctx, HolderQueue(a.name, slot))
 		if err != nil || !held {
@@ -113,6 +114,7 @@ func (a *Admin) locked(ctx context.Context, f func() error) error {
 	defer c.mu.Unlock()
 	c.admin = true
 	defer func() { c.admin = false }()
+	c.afresh()
 	if c.o.NoAdminMutex {
 		return f()
 	}

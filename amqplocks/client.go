@@ -100,16 +100,11 @@ func Dial(ctx context.Context, b broker.Broker, o Options) (*Client, error) {
 	return c, nil
 }
 
-// connect opens the client's connection if it has none, or, with
-// Options.Reconnect, if it lost the one it had: then it holds nothing.
+// connect opens the client's connection if it has none yet (lazily, or
+// afresh after afresh dropped a lost one); a lost connection is an error.
 func (c *Client) connect(ctx context.Context) error {
 	if c.conn != nil {
-		err := c.conn.Err()
-		if err == nil || !c.o.Reconnect {
-			return err
-		}
-		c.held = map[string]bool{}
-		c.chans = [numPurposes]broker.Channel{}
+		return c.conn.Err()
 	}
 	conn, err := c.b.Dial(ctx, broker.Config{Heartbeat: c.o.heartbeat()})
 	if err != nil {
@@ -117,6 +112,18 @@ func (c *Client) connect(ctx context.Context) error {
 	}
 	c.conn = conn
 	return nil
+}
+
+// afresh starts an operation: with Options.Reconnect, a client whose
+// connection is gone drops it, and everything it held with it, so that
+// the operation connects anew. Only ever at an operation's start: an
+// operation that lost its connection midway must not go on over another
+// one (an admin would carry on without the administration mutex its old
+// connection held).
+func (c *Client) afresh() {
+	if c.o.Reconnect && c.conn != nil && c.conn.Err() != nil {
+		c.conn, c.chans, c.held = nil, [numPurposes]broker.Channel{}, map[string]bool{}
+	}
 }
 
 // Close closes the connection, which releases every lock the client holds.

@@ -18,6 +18,7 @@ func (m *Mutex) Acquire(ctx context.Context) error {
 	c := m.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.afresh()
 	won, err := c.declareExclusive(ctx, m.name)
 	if err == nil && !won {
 		return ErrHeld

@@ -71,10 +71,12 @@ type Options struct {
 	// default), or one per purpose, each opened when first needed.
 	Channels ChannelUse
 
-	// Reconnect makes the client open a new connection at its next
-	// operation after losing one, instead of failing every operation from
-	// then on. Everything it held is lost with the old connection, and it
-	// says so: it never reports a hold from before.
+	// Reconnect makes the client open a new connection at the start of
+	// its next acquire or admin operation after losing one, instead of
+	// failing every operation from then on. Everything it held is lost
+	// with the old connection, and it says so: it never reports a hold from
+	// before. An operation that loses its connection midway fails; it never
+	// goes on over a new one.
 	Reconnect bool
 
 	// PlainFailure makes acquire fail with ErrUnavailable where it would

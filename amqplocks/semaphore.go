@@ -41,6 +41,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (int, error) {
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.afresh()
 	for attempt := 0; ; attempt++ {
 		slot, err := s.scan(ctx)
 		if (err == ErrFull || err == ErrAbsent) && c.o.PlainFailure {
