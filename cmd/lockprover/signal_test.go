@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
+)
+
+// builtBinary builds lockprover into the test's temporary directory.
+func builtBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "lockprover")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// interrupt starts the binary, waits for ready (a line on stdout, or a
+// delay), sends SIGINT and returns the exit status and how long the exit
+// took after the signal.
+func interrupt(t *testing.T, bin string, wait time.Duration, args ...string) (int, time.Duration, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	select {
+	case <-lines: // it has started
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("no first line within 30 s")
+	}
+	time.Sleep(wait)
+	sent := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() {
+		for range lines {
+		}
+		done <- cmd.Wait()
+	}()
+	var werr error
+	select {
+	case werr = <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("%v: still running 30 s after SIGINT; stderr: %s", args, stderr.String())
+	}
+	took := time.Since(sent)
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(werr, &ee) {
+		code = ee.ExitCode()
+	}
+	return code, took, stderr.String()
+}
+
+func queuesWithPrefix(t *testing.T, prefix string) []string {
+	out, err := exec.Command("rabbitmqctl", "-q", "list_queues", "name").Output()
+	if err != nil {
+		t.Fatalf("rabbitmqctl list_queues: %v", err)
+	}
+	var qs []string
+	for _, q := range strings.Fields(string(out)) {
+		if strings.HasPrefix(q, prefix) {
+			qs = append(qs, q)
+		}
+	}
+	return qs
+}
+
+// Ctrl-C stops a run on a real broker within two seconds, with exit 130,
+// and leaves no queue of its lock and no process behind; also while it is
+// stuck connecting to a broker that does not answer.
+func TestInterruptExits130(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs plans on a real broker")
+	}
+	u := rabbitmqtest.URL(t)
+	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
+		t.Skip("needs rabbitmqctl to list the broker's queues")
+	}
+	bin := builtBinary(t)
+	const limit = 2 * time.Second
+	check := func(name string, code int, took time.Duration, stderr string) {
+		t.Logf("%s: exit %d %v after SIGINT", name, code, took.Round(time.Millisecond))
+		if code != exitInterrupted {
+			t.Errorf("%s: exit %d, want %d; stderr:\n%s", name, code, exitInterrupted, stderr)
+		}
+		if took > limit {
+			t.Errorf("%s: exited %v after SIGINT, want within %v", name, took, limit)
+		}
+	}
+
+	t.Run("prove", func(t *testing.T) {
+		code, took, stderr := interrupt(t, bin, 2*time.Second, "prove", "--target", "rabbitmq", "--amqp-url", u, "--runs", "100", "--seed", "1")
+		check("prove", code, took, stderr)
+	})
+
+	t.Run("replay, a client holding a slot", func(t *testing.T) {
+		lock := fmt.Sprintf("lp-sigint-%d", time.Now().UnixNano())
+		plan := filepath.Join(t.TempDir(), "plan.json")
+		os.WriteFile(plan, []byte(`{"version":1,"kind":"semaphore","lock":"`+lock+`","slots":2,"options":{"heartbeat_ms":1000},
+			"clients":[[{"op":"acquire"},{"op":"sleep","ms":60000}],[{"op":"acquire"},{"op":"sleep","ms":60000}]],"admins":[[]],
+			"nemesis":[],"schedule":[],"schedule_seed":1}`), 0o644)
+		cmd := exec.Command(bin, "replay", plan, "--target", "rabbitmq", "--amqp-url", u)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait until the clients hold their slots.
+		for deadline := time.Now().Add(20 * time.Second); len(queuesWithPrefix(t, lock)) < 4 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if qs := queuesWithPrefix(t, lock); len(qs) < 4 {
+			cmd.Process.Kill()
+			t.Fatalf("the plan did not get going: queues %v", qs)
+		}
+		sent := time.Now()
+		cmd.Process.Signal(os.Interrupt)
+		err := cmd.Wait()
+		took := time.Since(sent)
+		var ee *exec.ExitError
+		code := 0
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		check("replay", code, took, stderr.String())
+		if qs := queuesWithPrefix(t, lock); len(qs) > 0 {
+			t.Errorf("queues of the lock left behind: %v", qs)
+		}
+	})
+
+	t.Run("prove --impl", func(t *testing.T) {
+		marker := fmt.Sprintf("LPSIGINT%d", time.Now().UnixNano())
+		impl := fmt.Sprintf("%s=1 %s serve-reference", marker, bin)
+		code, took, stderr := interrupt(t, bin, 3*time.Second, "prove", "--impl", impl, "--amqp-url", u, "--runs", "100", "--seed", "1")
+		check("prove --impl", code, took, stderr)
+		if pids, _ := exec.Command("pgrep", "-f", marker).Output(); len(pids) > 0 {
+			t.Errorf("implementation processes left behind: %s", pids)
+		}
+	})
+
+	t.Run("stuck connecting", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close() // accepts, never answers
+			}
+		}()
+		code, took, stderr := interrupt(t, bin, 500*time.Millisecond, "prove", "--target", "rabbitmq", "--amqp-url", "amqp://guest:guest@"+l.Addr().String()+"/")
+		check("stuck connecting", code, took, stderr)
+	})
+
+	t.Run("a second interrupt quits at once", func(t *testing.T) {
+		cmd := exec.Command(bin, "prove", "--target", "rabbitmq", "--amqp-url", u, "--runs", "100")
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		bufio.NewReader(stdout).ReadString('\n')
+		time.Sleep(2 * time.Second)
+		cmd.Process.Signal(os.Interrupt)
+		time.Sleep(5 * time.Millisecond)
+		cmd.Process.Signal(os.Interrupt)
+		sent := time.Now()
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted && !ee.Sys().(syscall.WaitStatus).Signaled() {
+			t.Errorf("after two interrupts: %v", err)
+		}
+		t.Logf("second interrupt: %v, %v", err, time.Since(sent).Round(time.Millisecond))
+	})
+}
