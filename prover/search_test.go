@@ -1,0 +1,71 @@
+package prover
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// A check that runs out of time is inconclusive: no counterexample, no
+// violation; the plans are counted.
+func TestSearchInconclusiveIsNoViolation(t *testing.T) {
+	out, err := Search{Config: Config{Timeout: time.Nanosecond}, Seed: 1, Plans: 20}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Found != nil {
+		t.Fatalf("an out-of-time check was reported as a violation:\n%s", out.Found.Summary())
+	}
+	if out.Inconclusive != 20 || out.FirstInconclusive == nil || !out.FirstInconclusive.Inconclusive {
+		t.Errorf("inconclusive %d of %d plans, first %v", out.Inconclusive, out.Plans, out.FirstInconclusive)
+	}
+}
+
+// An interrupted search says so, with no error and no plan run after it.
+func TestSearchInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := Search{Config: Config{}, Seed: 1, Plans: 100000, Context: ctx, Progress: func(plans, _ int) {
+		if plans == 10 {
+			cancel()
+		}
+	}}
+	out, err := s.Run()
+	if err != nil || !out.Interrupted || out.Plans != 10 {
+		t.Fatalf("interrupted after 10 plans: %+v, %v", out, err)
+	}
+}
+
+// --time is a deadline on a real broker too: no plan starts after it, so a
+// search ends within one plan of it (batches there start at one plan).
+func TestSearchDeadlineOnRabbitMQ(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-broker plans take seconds each")
+	}
+	c := realConfig(t)
+	until := time.Now().Add(3 * time.Second)
+	start := time.Now()
+	var longest, last time.Duration
+	s := Search{Config: c, Seed: 4, Until: until, Progress: func(int, int) {
+		el := time.Since(start)
+		longest, last = max(longest, el-last), el
+	}}
+	out, err := s.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := time.Since(until)
+	t.Logf("%d plans; ended %v after the deadline; longest plan %v", out.Plans, over.Round(time.Millisecond), longest.Round(time.Millisecond))
+	if out.Plans < 1 || over > longest+5*time.Second {
+		t.Errorf("%d plans, ended %v after the deadline (longest plan %v)", out.Plans, over, longest)
+	}
+}
+
+// The preflight names a broker out of reach before any plan runs.
+func TestSearchPreflight(t *testing.T) {
+	start := time.Now()
+	_, err := Search{Config: Config{Target: RabbitMQ{URL: "amqp://guest:guest@127.0.0.1:1/"}}, Seed: 1, Plans: 5}.Run()
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("got %v after %v, want a preflight error at once", err, time.Since(start))
+	}
+	t.Log(err)
+}
