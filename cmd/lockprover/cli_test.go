@@ -125,6 +125,10 @@ func TestNonsenseRefused(t *testing.T) {
 		{[]string{"conform", "--retries", "-1"}, "--retries must not be negative"},
 		{[]string{"conform", "--rabbitmqctl", " "}, "--rabbitmqctl must not be empty"},
 		{[]string{"prove", "--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{[]string{"prove", "--options", "lazy"}, `--options: no option "lazy"`},
+		{[]string{"prove", "--options", "channels=many"}, "--options: channels: want one or per-purpose"},
+		{[]string{"prove", "--options", "lazy_connect", "--impl", "true"}, "--options sets the reference's options"},
+		{[]string{"serve-reference", "--options", "reconnect=maybe"}, "--options: reconnect: want true or false"},
 	} {
 		start := time.Now()
 		code, _, errOut := lockprover(tc.args...)

@@ -28,6 +28,10 @@ var variants = []variant{
 	{"verify by passive declare", func(o *prover.Options) { o.VerifyMethod = "passive" }},
 	{"heartbeat 1 s", func(o *prover.Options) { o.HeartbeatMs = 1000 }},
 	{"heartbeats off", func(o *prover.Options) { o.HeartbeatMs = -1 }},
+	{"connect at the first operation", func(o *prover.Options) { o.LazyConnect = true }},
+	{"a channel per purpose", func(o *prover.Options) { o.Channels = "per-purpose" }},
+	{"reconnect after a lost connection", func(o *prover.Options) { o.Reconnect = true }},
+	{"plain failure (unavailable)", func(o *prover.Options) { o.PlainFailure = true }},
 }
 
 // faultSets are the matrix's columns.

@@ -11,9 +11,10 @@ import (
 )
 
 func runServeReference(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("serve-reference", "serve-reference [--mutant NAME]", `Serves the reference implementation (or a mutant of it) over the process
+	fs := newFlags("serve-reference", "serve-reference [--options K=V,...] [--mutant NAME]", `Serves the reference implementation (or a mutant of it) over the process
 protocol (docs/protocol.md) on stdin and stdout, for --impl.`, stderr)
 	mutant := fs.String("mutant", "", "serve this mutant of the reference instead")
+	opts := fs.String("options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, plain_failure, scan_start=random, ...")
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -25,7 +26,12 @@ protocol (docs/protocol.md) on stdin and stdout, for --impl.`, stderr)
 		fmt.Fprintf(stderr, "serve-reference: --mutant: no mutant named %q (see lockprover mutants)\n", *mutant)
 		return exitUsage
 	}
-	if err := process.Serve(os.Stdin, stdout, prover.Options{}, *mutant); err != nil {
+	o, err := prover.ParseOptions(prover.Options{}, *opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "serve-reference: --options: %v\n", err)
+		return exitUsage
+	}
+	if err := process.Serve(os.Stdin, stdout, o, *mutant); err != nil {
 		fmt.Fprintf(stderr, "serve-reference: %v\n", err)
 		return exitViolation
 	}

@@ -29,6 +29,7 @@ type proveFlags struct {
 	timeout, shrink         time.Duration
 	heartbeat               time.Duration
 	target, url, impl       string
+	options                 string
 	restart                 bool
 	process                 *process.Impl
 	heartbeatSet, targetSet bool
@@ -52,6 +53,7 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/")
 	fs.BoolVar(&f.restart, "allow-restart", false, "let plans on a real broker restart it (rabbitmqctl stop_app/start_app)")
 	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference; implies --target rabbitmq")
+	fs.StringVar(&f.options, "options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, plain_failure, scan_start=random, delete_order=ascending, overshoot=N, ...")
 }
 
 // config checks the flags and turns them into a prover configuration;
@@ -83,6 +85,16 @@ func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, error) {
 		c.Options.HeartbeatMs = int(f.heartbeat.Milliseconds())
 	case f.target == "rabbitmq":
 		c.Options.HeartbeatMs = 1000
+	}
+	if f.options != "" {
+		if f.impl != "" {
+			return c, errors.New("--options sets the reference's options; for the reference served over the protocol use --impl 'lockprover serve-reference --options ...'")
+		}
+		o, err := prover.ParseOptions(c.Options, f.options)
+		if err != nil {
+			return c, fmt.Errorf("--options: %w", err)
+		}
+		c.Options = o
 	}
 	if f.impl != "" {
 		if f.targetSet && f.target != "rabbitmq" {
@@ -159,7 +171,7 @@ func known(s string, list []string) bool {
 const proveSynopsis = `prove [--runs N | --time D] [--seed S] [--clients N] [--ops N] [--max-faults N]
                   [--faults kill,pause,...|all|none] [--kind semaphore|mutex]
                   [--properties P,...] [--model standard|strict] [--timeout D]
-                  [--shrink-time D] [--heartbeat D] [--mutant NAME]
+                  [--shrink-time D] [--heartbeat D] [--options K=V,...] [--mutant NAME]
                   [--target sim|rabbitmq] [--amqp-url URL] [--allow-restart]
                   [--impl COMMAND] [--out DIR] [--shard i/n]`
 
@@ -219,6 +231,9 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	case f.impl != "":
 		what = fmt.Sprintf("%q", f.impl)
 		defer f.process.Stop()
+	}
+	if f.options != "" {
+		what += " with options " + f.options
 	}
 	where := "the simulator"
 	if f.target == "rabbitmq" {
