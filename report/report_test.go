@@ -297,3 +297,14 @@ func TestRows(t *testing.T) {
 		t.Errorf("the kill of c3 is not on c3's row: %+v", tl.Faults)
 	}
 }
+
+// What a process said went wrong is in its operation's tooltip.
+func TestErrorInTooltip(t *testing.T) {
+	h := []histories.Event{
+		{Index: 0, Time: 1, Process: "c1", Type: histories.Invoke, F: "acquire", Lock: "sem"},
+		{Index: 1, Time: 2, Process: "c1", Type: histories.Info, F: "acquire", Lock: "sem", Error: "connection reset"},
+	}
+	if tl := layout(h, "sem", nil); len(tl.Bars) != 1 || !strings.HasSuffix(tl.Bars[0].Title, "\nerror: connection reset") {
+		t.Errorf("the error is not in the tooltip: %+v", tl.Bars)
+	}
+}

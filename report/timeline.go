@@ -350,6 +350,9 @@ func opText(h []histories.Event, inv, done int, several bool, at func(int) strin
 			b.WriteString(" (patched)")
 		}
 		when += fmt.Sprintf(", completed (#%d) at %s", c.Index, at(done))
+		if c.Error != "" {
+			when += "\nerror: " + c.Error
+		}
 	}
 	label := b.String()
 	return label, fmt.Sprintf("%s, lock %q: %s\n%s", e.Process, e.Lock, label, when)
