@@ -110,3 +110,24 @@ func TestExplanationsNameErrorsAndTheMutex(t *testing.T) {
 	h[len(h)-1].Error = "lease renewed late"
 	expect(t, h, Options{}, SlotExclusive, Fail, "c2 acquire -> ok slot 1 (error: lease renewed late) (#4)")
 }
+
+// A dropped reply fires at the process's next method, whenever that is:
+// clean completions that may have sent nothing do not use up its excuse,
+// but the first outcome it cost does.
+func TestDroppedReplyExcusesItsFirstCut(t *testing.T) {
+	const armed = created2 + `
+		c1 invoke acquire sem
+		c1 ok acquire sem slot=1
+		nemesis invoke drop-reply process=c1
+		nemesis info drop-reply process=c1
+		c1 invoke verify sem slot=1
+		c1 ok verify sem held=false
+		c1 invoke verify sem slot=1
+		c1 ok verify sem held=false
+		c1 invoke acquire sem
+		c1 info acquire sem`
+	expect(t, hist(t, armed), Options{}, Available, Pass)
+	expect(t, hist(t, armed+`
+		c1 invoke acquire sem
+		c1 info acquire sem`), Options{}, Available, Fail, "no fault was in force on c1")
+}
