@@ -49,7 +49,17 @@ func (l *ledger) charge(now Cost) (Cost, string) {
 		out.Methods[m] = n
 	}
 	var waste string
-	if conns := d.Connections; conns > 0 {
+	// A connection counts once its handshake reached connection.open: an
+	// attempt refused, or held by a partition until the client gave up, is
+	// not one (and costs nothing).
+	conns := min(d.Connections, d.Methods["connection.open"])
+	if failed := d.Connections - conns; failed > 0 {
+		out.Connections -= failed
+		for _, m := range []string{"connection.start-ok", "connection.tune-ok"} {
+			out.Methods[m] -= min(failed, max(0, out.Methods[m]-conns))
+		}
+	}
+	if conns > 0 {
 		// Each connection needs an excuse: being the first, a fault, or
 		// the broker closing the one before (connection.close-ok).
 		excuses := l.excuses + d.Methods["connection.close-ok"]

@@ -128,6 +128,12 @@ func TestLedger(t *testing.T) {
 			l.absorb(sum(connect, cost(0, 0, "connection.close-ok")))
 			return l.charge(sum(connect, connect, cost(0, 0, "connection.close-ok"), probe))
 		}, "", 0, 0},
+		{"attempts that never reached connection.open, then a connection, after one fault", func(l *ledger) (Cost, string) {
+			l.absorb(connect)
+			l.cut()
+			attempts := cost(2, 0, "connection.start-ok")
+			return l.charge(sum(connect, attempts, connect, probe))
+		}, "", 0, 0},
 		{"a channel per purpose", func(l *ledger) (Cost, string) {
 			l.absorb(connect)
 			return l.charge(sum(connect, cost(0, 2, "channel.open", "channel.open", "confirm.select")))
