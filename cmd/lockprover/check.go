@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,34 +13,28 @@ import (
 )
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: lockprover check [flags] FILE...\n\nChecks recorded histories against every property: JSON lines, or Jepsen's\nhistory.edn of a lock workload (a FILE ending in .edn, or starting like EDN),\njudged as a true mutex. docs/histories.md describes both.\nExit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.\n\nFlags:")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("check", "check [--model standard|strict] [--timeout D] [--html DIR] FILE...", `Checks recorded histories against every property: JSON lines, or Jepsen's
+history.edn of a lock workload (a FILE ending in .edn, or starting like EDN),
+judged as a true mutex. docs/histories.md describes both, docs/checking.md
+what each operation establishes and what is left unjudged.
+Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`, stderr)
 	modelName := fs.String("model", "standard", "acquire-exact model: standard (quiescent acquires) or strict (every acquire, whole semaphore)")
 	timeout := fs.Duration("timeout", time.Minute, "time budget of each linearizability check; 0 for none")
 	html := fs.String("html", "", "write porcupine's visualisation of each check into this directory")
-	if err := fs.Parse(args); err != nil {
+	files, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	var bad checks
+	bad.add(len(files) == 0, "no history files given (lockprover help check)")
+	bad.oneOf("model", *modelName, "standard", "strict")
+	bad.duration("timeout", *timeout, true)
+	if !bad.report("check", stderr) {
 		return exitUsage
 	}
-	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "check: no history files given")
-		fs.Usage()
-		return exitUsage
-	}
-	if *modelName != "standard" && *modelName != "strict" {
-		fmt.Fprintf(stderr, "check: --model must be standard or strict, not %q\n", *modelName)
-		return exitUsage
-	}
-	if *timeout < 0 {
-		fmt.Fprintln(stderr, "check: --timeout must not be negative")
-		return exitUsage
-	}
-	hists := make([][]histories.Event, fs.NArg())
-	imps := make([]*histories.Imported, fs.NArg())
-	for i, path := range fs.Args() {
+	hists := make([][]histories.Event, len(files))
+	imps := make([]*histories.Imported, len(files))
+	for i, path := range files {
 		h, imp, err := histories.ReadAnyFile(path)
 		if err != nil {
 			fmt.Fprintf(stderr, "check: %v\n", err)
@@ -57,7 +50,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	worst := model.Pass
 	o := model.Options{Strict: *modelName == "strict", Timeout: *timeout, Visualize: *html != ""}
-	for i, path := range fs.Args() {
+	for i, path := range files {
 		r := model.Check(hists[i], o)
 		printImportedReport(stdout, path, imps[i], r)
 		if *html != "" {

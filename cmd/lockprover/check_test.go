@@ -106,12 +106,12 @@ func TestCheckUsage(t *testing.T) {
 // project's own description of the formats, not to a document outside it.
 func TestCheckUsageNamesTheFormatDocument(t *testing.T) {
 	var out, errOut bytes.Buffer
-	run([]string{"check"}, &out, &errOut)
-	if !strings.Contains(errOut.String(), "docs/histories.md") || strings.Contains(errOut.String(), "DESIGN.md") {
-		t.Errorf("usage does not point to docs/histories.md alone:\n%s", errOut.String())
+	run([]string{"check", "-h"}, &out, &errOut)
+	if !strings.Contains(out.String(), "docs/histories.md") || strings.Contains(out.String(), "DESIGN.md") {
+		t.Errorf("usage does not point to docs/histories.md alone:\n%s", out.String())
 	}
-	if !strings.Contains(errOut.String(), ".edn") {
-		t.Errorf("usage does not say how EDN is recognised:\n%s", errOut.String())
+	if !strings.Contains(out.String(), ".edn") {
+		t.Errorf("usage does not say how EDN is recognised:\n%s", out.String())
 	}
 }
 

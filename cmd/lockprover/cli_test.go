@@ -28,6 +28,11 @@ func TestFlagsAfterArguments(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "--model: no such file") {
 		t.Errorf("replay -- --model: exit %d, %s", code, errOut)
 	}
+	hist := filepath.Join("..", "..", "testdata", "histories", "13-concurrent-spurious-full.jsonl")
+	code, out, errOut := lockprover("check", hist, "--model", "strict")
+	if code != exitViolation || !strings.Contains(out, "(strict model)") {
+		t.Errorf("check FILE --model strict: exit %d, stderr %s; want the strict model's violation", code, errOut)
+	}
 	code, _, errOut = lockprover("mutants", "foo", "-v")
 	if code != exitUsage || !strings.Contains(errOut, `unexpected argument "foo"`) {
 		t.Errorf("mutants foo -v: exit %d, %s", code, errOut)
@@ -38,9 +43,6 @@ func TestFlagsAfterArguments(t *testing.T) {
 func TestHelpPerVerb(t *testing.T) {
 	for _, c := range commands() {
 		for _, args := range [][]string{{"help", c.name}, {c.name, "-h"}, {c.name, "--help"}} {
-			if c.name == "check" && args[0] == "check" {
-				continue // check.go parses its own flags
-			}
 			code, out, errOut := lockprover(args...)
 			if code != exitOK || !strings.HasPrefix(out, "Usage: lockprover "+c.name) || errOut != "" {
 				t.Errorf("%v: exit %d, stdout %.80q, stderr %.80q; want its usage on stdout, exit 0", args, code, out, errOut)
@@ -126,6 +128,9 @@ func TestNonsenseRefused(t *testing.T) {
 		{[]string{"conform", "--rabbitmqctl", " "}, "--rabbitmqctl must not be empty"},
 		{[]string{"prove", "--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 		{[]string{"prove", "--options", "lazy"}, `--options: no option "lazy"`},
+		{[]string{"check", "--timeout", "-1s", plan}, "--timeout must not be negative"},
+		{[]string{"check", "--model", "lenient", plan}, "--model must be standard or strict"},
+		{[]string{"check"}, "no history files given"},
 		{[]string{"prove", "--options", "channels=many"}, "--options: channels: want one or per-purpose"},
 		{[]string{"prove", "--options", "lazy_connect", "--impl", "true"}, "--options sets the reference's options"},
 		{[]string{"serve-reference", "--options", "reconnect=maybe"}, "--options: reconnect: want true or false"},
