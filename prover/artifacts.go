@@ -34,10 +34,14 @@ func writeArtifacts(dir string, cx *Counterexample) error {
 			}
 		}
 	}
+	replay := cx.Replay
+	if replay == "" {
+		replay = "lockprover replay " + filepath.Join(dir, "plan.json")
+	}
 	var index bytes.Buffer
 	if err := report.Write(&index, report.Counterexample{Property: cx.Property, Lock: cx.Result.Lock,
 		Verdicts: cx.Report.Verdicts, History: cx.Result.History, Plan: plan.Bytes(), Summary: cx.Summary(),
-		Replay: "lockprover replay " + filepath.Join(dir, "plan.json"), Timeline: "history.html"}); err != nil {
+		Replay: replay, Timeline: "history.html"}); err != nil {
 		return err
 	}
 	files := map[string][]byte{

@@ -108,6 +108,10 @@ type Counterexample struct {
 	// time) and nothing failed: no violation, but no proof either.
 	Inconclusive bool
 	Impl         string // what was proven, in words
+	// Replay is the command that replays it, as the caller prints it (with
+	// its target and implementation); empty means "lockprover replay
+	// DIR/plan.json".
+	Replay string
 }
 
 // run runs and judges one plan.

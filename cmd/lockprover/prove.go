@@ -416,7 +416,9 @@ func reportCounterexample(cx *prover.Counterexample, dir string, replayFlags []s
 		fmt.Fprintf(stdout, "problem: %s\n", pr)
 	}
 	dir, err := freshDir(dir)
+	replay := strings.Join(append(append([]string{"lockprover replay"}, replayFlags...), shellWord(filepath.Join(dir, "plan.json"))), " ")
 	if err == nil {
+		cx.Replay = replay // index.html shows the command printed here
 		err = cx.Write(dir)
 	}
 	if err != nil {
@@ -425,7 +427,6 @@ func reportCounterexample(cx *prover.Counterexample, dir string, replayFlags []s
 		cx.Plan.Write(stdout)
 		return code
 	}
-	replay := strings.Join(append(append([]string{"lockprover replay"}, replayFlags...), shellWord(filepath.Join(dir, "plan.json"))), " ")
 	what := "counterexample"
 	if cx.Inconclusive {
 		what = "inconclusive plan"

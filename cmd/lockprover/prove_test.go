@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"html"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,14 +26,20 @@ func TestProveReferenceHolds(t *testing.T) {
 // history and the same verdict.
 func TestProveMutantThenReplay(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
-	code, out, errOut := lockprover("prove", "--runs", "500", "--seed", "1", "--mutant", "trust-scan", "--out", dir, "--shrink-time", "2s")
+	code, out, errOut := lockprover("prove", "--runs", "500", "--seed", "1", "--mutant", "trust-scan", "--out", dir, "--shrink-time", "2s", "--timeout", "20s")
 	if code != exitViolation || !strings.Contains(out, "slot-exclusive violated") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	for _, f := range []string{"plan.json", "history.jsonl", "history.html", "summary.txt"} {
+	for _, f := range []string{"plan.json", "history.jsonl", "history.html", "summary.txt", "index.html"} {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+	// The report shows the replay command prove printed, with its flags.
+	_, printed, _ := strings.Cut(out, "replay: ")
+	printed, _, _ = strings.Cut(printed, "\n")
+	if page, _ := os.ReadFile(filepath.Join(dir, "index.html")); !strings.Contains(printed, "--timeout 20s") || !strings.Contains(string(page), html.EscapeString(printed)) {
+		t.Errorf("index.html lacks the printed replay command %q", printed)
 	}
 	again := filepath.Join(t.TempDir(), "again.jsonl")
 	code, out, errOut = lockprover("replay", "--history", again, filepath.Join(dir, "plan.json"))
