@@ -26,7 +26,7 @@ import (
 	"github.com/lockprover/lockprover/histories"
 )
 
-// The properties of DESIGN.md.
+// The properties lockprover judges (README.md, Properties).
 const (
 	SlotExclusive = "slot-exclusive"
 	AcquireExact  = "acquire-exact"
