@@ -9,6 +9,7 @@ require (
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/testcontainers/testcontainers-go v0.45.0
 	github.com/testcontainers/testcontainers-go/modules/rabbitmq v0.44.0
+	olympos.io/encoding/edn v0.0.0-20201019073823-d3554ca0b0a3
 	pgregory.net/rapid v1.3.0
 )
 
@@ -62,7 +63,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	olympos.io/encoding/edn v0.0.0-20201019073823-d3554ca0b0a3 // indirect
 )
 
 // testcontainers-go (test-only) reaches github.com/Azure/go-ansiterm, used on
