@@ -26,7 +26,10 @@
 // project's docs/histories.md describes both formats completely.
 package histories
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Type says whether an event starts an operation or how it ended.
 type Type string
@@ -156,3 +159,28 @@ func Int(n int) *int { return &n }
 
 // Bool returns a pointer to b, for building a [Value].
 func Bool(b bool) *bool { return &b }
+
+// Text is the value as a person reads it in a report: "slot 2",
+// "from 3, to 2", "not held"; "" for none.
+func (v *Value) Text() string {
+	if v == nil {
+		return ""
+	}
+	var parts []string
+	for _, f := range []struct {
+		name string
+		p    *int
+	}{{"slot", v.Slot}, {"slots", v.Slots}, {"delta", v.Delta}, {"from", v.From}, {"to", v.To}} {
+		if f.p != nil {
+			parts = append(parts, fmt.Sprintf("%s %d", f.name, *f.p))
+		}
+	}
+	if v.Held != nil {
+		if *v.Held {
+			parts = append(parts, "held")
+		} else {
+			parts = append(parts, "not held")
+		}
+	}
+	return strings.Join(parts, ", ")
+}

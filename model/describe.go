@@ -12,7 +12,7 @@ import (
 func describeOp(o *op) string {
 	var b strings.Builder
 	b.WriteString(o.name + " " + o.f)
-	if a := valueText(o.arg); a != "" {
+	if a := o.arg.Text(); a != "" {
 		b.WriteString(" " + a)
 	}
 	switch {
@@ -27,7 +27,7 @@ func describeOp(o *op) string {
 		}
 	default:
 		b.WriteString(" -> ok")
-		if r := valueText(o.res); r != "" {
+		if r := o.res.Text(); r != "" {
 			b.WriteString(" " + r)
 		}
 	}
@@ -39,31 +39,6 @@ func describeOp(o *op) string {
 	}
 	fmt.Fprintf(&b, " (#%d)", o.index)
 	return b.String()
-}
-
-func valueText(v *histories.Value) string {
-	if v == nil {
-		return ""
-	}
-	var parts []string
-	add := func(name string, p *int) {
-		if p != nil {
-			parts = append(parts, fmt.Sprintf("%s %d", name, *p))
-		}
-	}
-	add("slot", v.Slot)
-	add("slots", v.Slots)
-	add("delta", v.Delta)
-	add("from", v.From)
-	add("to", v.To)
-	if v.Held != nil {
-		if *v.Held {
-			parts = append(parts, "held")
-		} else {
-			parts = append(parts, "not held")
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 func describeFault(f *fault, procs []string) string {

@@ -322,7 +322,7 @@ func opText(h []histories.Event, inv, done int, several bool, at func(int) strin
 		fmt.Fprintf(&b, "[%s] ", e.Lock)
 	}
 	b.WriteString(e.F)
-	if a := valueText(e.Value); a != "" {
+	if a := e.Value.Text(); a != "" {
 		b.WriteString(" " + a)
 	}
 	b.WriteString(" -> ")
@@ -342,7 +342,7 @@ func opText(h []histories.Event, inv, done int, several bool, at func(int) strin
 			}
 		default:
 			b.WriteString("ok")
-			if r := valueText(c.Value); r != "" {
+			if r := c.Value.Text(); r != "" {
 				b.WriteString(" " + r)
 			}
 		}
@@ -410,27 +410,4 @@ func faultText(h []histories.Event, inv, done int, target string, at func(int) s
 		window(-1, -1)
 	}
 	return label, title
-}
-
-func valueText(v *histories.Value) string {
-	if v == nil {
-		return ""
-	}
-	var parts []string
-	for _, f := range []struct {
-		name string
-		p    *int
-	}{{"slot", v.Slot}, {"slots", v.Slots}, {"delta", v.Delta}, {"from", v.From}, {"to", v.To}} {
-		if f.p != nil {
-			parts = append(parts, fmt.Sprintf("%s %d", f.name, *f.p))
-		}
-	}
-	if v.Held != nil {
-		if *v.Held {
-			parts = append(parts, "held")
-		} else {
-			parts = append(parts, "not held")
-		}
-	}
-	return strings.Join(parts, ", ")
 }
