@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +198,51 @@ func TestBrokerPreflight(t *testing.T) {
 				t.Errorf("%q took %v, want < 5 s", args, took)
 			}
 			t.Logf("%s: %v", args[0], took.Round(time.Millisecond))
+		}
+	}
+}
+
+// The README's synopses list every flag of every command, as its help
+// prints them.
+func TestReadmeSynopsesListEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagLine := regexp.MustCompile(`^  -([a-z][a-z-]*)`)
+	for _, c := range commands() {
+		// The synopsis: the lines of the README's block that begin with
+		// "lockprover NAME", and their continuation lines.
+		var synopsis strings.Builder
+		in := false
+		for _, line := range strings.Split(string(readme), "\n") {
+			switch {
+			case strings.HasPrefix(line, "lockprover "+c.name+" ") || line == "lockprover "+c.name:
+				in = true
+			case strings.HasPrefix(line, "lockprover ") || !strings.HasPrefix(line, " "):
+				in = false
+			}
+			if in {
+				synopsis.WriteString(line + "\n")
+			}
+		}
+		if synopsis.Len() == 0 {
+			t.Errorf("README has no synopsis for %s", c.name)
+			continue
+		}
+		_, help, _ := lockprover(c.name, "-h")
+		for _, line := range strings.Split(help, "\n") {
+			if m := flagLine.FindStringSubmatch(line); m != nil {
+				name := m[1]
+				if len(name) > 1 {
+					name = "--" + name
+				} else {
+					name = "-" + name
+				}
+				if !regexp.MustCompile(regexp.QuoteMeta(name) + `\b`).MatchString(synopsis.String()) {
+					t.Errorf("README's synopsis of %s lacks %s:\n%s", c.name, name, synopsis.String())
+				}
+			}
 		}
 	}
 }
