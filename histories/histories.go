@@ -54,6 +54,10 @@ const (
 	Semaphore = "semaphore"
 	// Mutex is the true mutex: no slots and no admin operations.
 	Mutex = "mutex"
+	// Lease is a lease lock: a counting semaphore whose holds expire unless
+	// refreshed (a mutex is max 1). Its operations are acquire, refresh and
+	// release; docs/lease.md describes the family.
+	Lease = "lease"
 )
 
 // Value is the union of every operation's argument or result; a field is nil
@@ -66,8 +70,12 @@ const (
 //	admin create {slots}; change {delta} -> ok {from, to};
 //	      destroy -> ok {from}; count -> ok {slots}; wait {slot}
 //	mutex acquire -> fail {reason: held}; verify -> ok {held}; release
+//	lease acquire {max, ttl_ms} -> ok {token, fence?}, fail {reason: full}?
+//	lease refresh {token, ttl_ms} -> fail {reason: expired}?
+//	lease release {token} -> fail {reason: expired}?
 //	nemesis kill, pause, resume, partition, heal, force-close,
-//	        drop-reply {process}; restart-broker
+//	        drop-reply {process}; restart-broker;
+//	        clock-skew, clock-jump {process?, offset_ms}; clock-reset {process?}
 //
 // A failed operation other than acquire may explain itself with a reason. A
 // completion may also repeat its invoke's fields (Jepsen's clients return
@@ -97,6 +105,22 @@ type Value struct {
 	// the implementation answered: available still wants a fault to excuse
 	// it.
 	Patched bool `json:"patched,omitempty"`
+	// Max is the most leases a lease acquire allows at once on its lock (1
+	// for a mutex).
+	Max *int `json:"max,omitempty"`
+	// TTLMs is the time to live, in milliseconds, a lease acquire or
+	// refresh asks for.
+	TTLMs *int `json:"ttl_ms,omitempty"`
+	// Token names a lease: what its acquire returned, and what refresh and
+	// release name.
+	Token string `json:"token,omitempty"`
+	// Fence is a lease's numeric fencing token, where the implementation
+	// gives one.
+	Fence *int `json:"fence,omitempty"`
+	// OffsetMs is how far, in milliseconds, a clock fault moves a clock:
+	// ahead when positive. A clock-skew sets the clock that far from true
+	// time; a clock-jump steps it by that much.
+	OffsetMs *int `json:"offset_ms,omitempty"`
 }
 
 // Unavailable is the reason of a semaphore acquire that found no slot, from
@@ -104,6 +128,13 @@ type Value struct {
 // the spec's plain "lock-acquire failure". It claims what full or absent
 // claims, less which of the two.
 const Unavailable = "unavailable"
+
+// The reasons of the lease vocabulary: an acquire that found max leases
+// valid, and a refresh or release of a lease that had expired.
+const (
+	Full    = "full"
+	Expired = "expired"
+)
 
 // NotApplied is the reason of a patched fail: the operation certainly had
 // no effect.
@@ -170,7 +201,8 @@ func (v *Value) Text() string {
 	for _, f := range []struct {
 		name string
 		p    *int
-	}{{"slot", v.Slot}, {"slots", v.Slots}, {"delta", v.Delta}, {"from", v.From}, {"to", v.To}} {
+	}{{"slot", v.Slot}, {"slots", v.Slots}, {"delta", v.Delta}, {"from", v.From}, {"to", v.To},
+		{"max", v.Max}, {"ttl_ms", v.TTLMs}} {
 		if f.p != nil {
 			parts = append(parts, fmt.Sprintf("%s %d", f.name, *f.p))
 		}
@@ -181,6 +213,15 @@ func (v *Value) Text() string {
 		} else {
 			parts = append(parts, "not held")
 		}
+	}
+	if v.Token != "" {
+		parts = append(parts, "token "+v.Token)
+	}
+	if v.Fence != nil {
+		parts = append(parts, fmt.Sprintf("fence %d", *v.Fence))
+	}
+	if v.OffsetMs != nil {
+		parts = append(parts, fmt.Sprintf("offset_ms %d", *v.OffsetMs))
 	}
 	return strings.Join(parts, ", ")
 }

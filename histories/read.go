@@ -98,17 +98,23 @@ const (
 	vTo
 	vProcess
 	vPatched
+	vMax
+	vTTLMs
+	vToken
+	vFence
+	vOffsetMs
 )
 
 // valueNames are the JSON names of the value fields, in bit order.
-var valueNames = [...]string{"slot", "held", "reason", "slots", "delta", "from", "to", "process", "patched"}
+var valueNames = [...]string{"slot", "held", "reason", "slots", "delta", "from", "to", "process", "patched",
+	"max", "ttl_ms", "token", "fence", "offset_ms"}
 
 // valueBox holds a Value and the integers and boolean it points to, so that
 // decoding a value costs one slot in a slab instead of several allocations.
 type valueBox struct {
-	v                            Value
-	slot, slots, delta, from, to int
-	held                         bool
+	v                                                     Value
+	slot, slots, delta, from, to, max, ttl, fence, offset int
+	held                                                  bool
 }
 
 const slabSize = 256
@@ -344,7 +350,7 @@ func (p *parser) eventField(key []byte, e *Event) bool {
 	}
 }
 
-const valueFieldNames = "slot, held, reason, slots, delta, from, to, process, patched"
+const valueFieldNames = "slot, held, reason, slots, delta, from, to, process, patched, max, ttl_ms, token, fence, offset_ms"
 
 // valueField reads the value of the field key of a value object into v.
 func (p *parser) valueField(key []byte, v *valueBox) bool {
@@ -368,6 +374,16 @@ func (p *parser) valueField(key []byte, v *valueBox) bool {
 		bit = vProcess
 	case "patched":
 		bit = vPatched
+	case "max":
+		bit = vMax
+	case "ttl_ms":
+		bit = vTTLMs
+	case "token":
+		bit = vToken
+	case "fence":
+		bit = vFence
+	case "offset_ms":
+		bit = vOffsetMs
 	default:
 		return p.fail("unknown field %s in value (want %s)", quote(key), valueFieldNames)
 	}
@@ -389,6 +405,14 @@ func (p *parser) valueField(key []byte, v *valueBox) bool {
 		ip, dst, field = &v.v.From, &v.from, "value.from"
 	case vTo:
 		ip, dst, field = &v.v.To, &v.to, "value.to"
+	case vMax:
+		ip, dst, field = &v.v.Max, &v.max, "value.max"
+	case vTTLMs:
+		ip, dst, field = &v.v.TTLMs, &v.ttl, "value.ttl_ms"
+	case vFence:
+		ip, dst, field = &v.v.Fence, &v.fence, "value.fence"
+	case vOffsetMs:
+		ip, dst, field = &v.v.OffsetMs, &v.offset, "value.offset_ms"
 	case vHeld:
 		switch {
 		case p.peek() == 't' && p.literal("true"):
@@ -406,10 +430,13 @@ func (p *parser) valueField(key []byte, v *valueBox) bool {
 		}
 		v.v.Patched = true
 		return true
-	case vReason, vProcess:
+	case vReason, vProcess, vToken:
 		field := "value.reason"
-		if bit == vProcess {
+		switch bit {
+		case vProcess:
 			field = "value.process"
+		case vToken:
+			field = "value.token"
 		}
 		s, ok := p.string(field)
 		if !ok {
@@ -418,10 +445,13 @@ func (p *parser) valueField(key []byte, v *valueBox) bool {
 		if len(s) == 0 {
 			return p.fail("%s: want a non-empty string (leave the field out instead)", field)
 		}
-		if bit == vReason {
+		switch bit {
+		case vReason:
 			v.v.Reason = p.name(s)
-		} else {
+		case vProcess:
 			v.v.Process = p.name(s)
+		default: // tokens rarely repeat: not interned
+			v.v.Token = string(s)
 		}
 		return true
 	}
@@ -488,6 +518,10 @@ func (p *parser) known(s []byte) string {
 		return "semaphore"
 	case "mutex":
 		return "mutex"
+	case "lease":
+		return "lease"
+	case "refresh":
+		return "refresh"
 	}
 	return p.name(s)
 }

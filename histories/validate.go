@@ -15,8 +15,28 @@ const nemesis = "nemesis"
 var (
 	semaphoreOps = []string{"acquire", "verify", "release", "create", "change", "destroy", "count", "wait"}
 	mutexOps     = []string{"acquire", "verify", "release"}
-	nemesisOps   = []string{"kill", "pause", "resume", "partition", "heal", "force-close", "restart-broker", "drop-reply"}
+	leaseOps     = []string{"acquire", "refresh", "release"}
+	nemesisOps   = []string{"kill", "pause", "resume", "partition", "heal", "force-close", "restart-broker", "drop-reply",
+		ClockSkew, ClockJump, ClockReset}
 )
+
+// The clock faults, aimed at one process's clock or (with no process) at
+// the backend's. Their completion repeats their invoke's value.
+const (
+	// ClockSkew sets the clock offset_ms away from true time (ahead when
+	// positive) until a ClockReset of the same clock.
+	ClockSkew = "clock-skew"
+	// ClockJump steps the clock by offset_ms, once; it stays stepped until
+	// a ClockReset of the same clock.
+	ClockJump = "clock-jump"
+	// ClockReset puts the clock right.
+	ClockReset = "clock-reset"
+)
+
+// IsClockFault reports whether f is a clock fault.
+func IsClockFault(f string) bool {
+	return f == ClockSkew || f == ClockJump || f == ClockReset
+}
 
 // shape is what the value of one (kind, f, type) may hold.
 type shape struct {
@@ -85,7 +105,31 @@ var (
 			anyReason, none},
 		"release": {none, none, anyReason, none},
 	}
+	leaseShapes = map[string]*shapes{
+		"acquire": {{allowed: vMax | vTTLMs, required: vMax | vTTLMs, want: `{"max":n,"ttl_ms":t} with n, t >= 1`},
+			{allowed: vToken | vFence, required: vToken, want: `{"token":"..."}, with "fence":k (k >= 0) where the implementation gives numeric fencing tokens`},
+			{allowed: vReason, reasons: []string{Full}, want: `{"reason":"full"}, or no value for a failure that claims nothing`},
+			none},
+		"refresh": {{allowed: vToken | vTTLMs, required: vToken | vTTLMs, want: `{"token":"...","ttl_ms":t} with t >= 1`},
+			none, expiredReason, none},
+		"release": {{allowed: vToken, required: vToken, want: `{"token":"..."}`},
+			none, expiredReason, none},
+	}
+	expiredReason = shape{allowed: vReason, reasons: []string{Expired}, want: `{"reason":"expired"}, or no value for a failure that claims nothing`}
+	clockShapes   = &shapes{
+		{allowed: vProcess | vOffsetMs, required: vOffsetMs, want: `{"offset_ms":d} with d != 0, and "process":p for a process's clock (none: the backend's)`},
+		none,
+		{allowed: vProcess | vOffsetMs | vReason, want: `its invoke's value, optionally with a reason`},
+		{allowed: vProcess | vOffsetMs, want: `its invoke's value`}}
+	resetShapes = &shapes{
+		{allowed: vProcess, want: `no value for the backend's clock, or {"process":p}`},
+		none,
+		{allowed: vProcess | vReason, want: `its invoke's value, optionally with a reason`},
+		{allowed: vProcess, want: `its invoke's value`}}
 	nemesisShapes = map[string]*shapes{
+		ClockSkew:        clockShapes,
+		ClockJump:        clockShapes,
+		ClockReset:       resetShapes,
 		"kill":           targeted,
 		"pause":          targeted,
 		"resume":         targeted,
@@ -186,8 +230,8 @@ func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, pro
 		return fmt.Sprintf("type: want invoke, ok, fail or info, got %q", e.Type)
 	case has&hasF == 0:
 		return "f: missing (want the operation, such as acquire)"
-	case has&hasKind != 0 && e.Kind != Semaphore && e.Kind != Mutex:
-		return fmt.Sprintf("kind: want %q or %q (or no kind, meaning semaphore), got %q", Semaphore, Mutex, e.Kind)
+	case has&hasKind != 0 && e.Kind != Semaphore && e.Kind != Mutex && e.Kind != Lease:
+		return fmt.Sprintf("kind: want %q, %q or %q (or no kind, meaning semaphore), got %q", Semaphore, Mutex, Lease, e.Kind)
 	case has&hasLock != 0 && e.Lock == "":
 		return "lock: want a non-empty string"
 	case e.Error != "" && e.Type == Invoke:
@@ -215,7 +259,11 @@ func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, pro
 		case has&hasLock == 0:
 			return fmt.Sprintf("lock: missing (every %s names the lock it operates on)", e.F)
 		}
-		if kind == Mutex {
+		if kind == Lease {
+			if op = leaseShapes[e.F]; op == nil {
+				return fmt.Sprintf("f: unknown operation %q for a lease lock (want one of %s)", e.F, strings.Join(leaseOps, ", "))
+			}
+		} else if kind == Mutex {
 			op = mutexShapes[e.F]
 			if op == nil && semaphoreShapes[e.F] != nil {
 				return fmt.Sprintf("f: %q is a semaphore admin operation, but lock %q is a mutex: a true mutex has no admin", e.F, e.Lock)
@@ -253,7 +301,32 @@ func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, pro
 	}
 
 	// The value.
-	return checkValue(&op[typeIndex(e.Type)], e, kind, vhas, in)
+	if msg := checkValue(&op[typeIndex(e.Type)], e, kind, vhas, in); msg != "" {
+		return msg
+	}
+	if e.Process == nemesis && IsClockFault(e.F) && e.Type != Invoke {
+		return checkClockEcho(e, vhas, in)
+	}
+	return ""
+}
+
+// checkClockEcho checks that a clock fault's completion repeats its
+// invoke's value: which clock, and by how much.
+func checkClockEcho(e *Event, vhas vfields, in inflight) string {
+	if e.Value == nil {
+		vhas = 0
+	}
+	var want vfields
+	if in.value != nil {
+		want = fieldsOf(in.value) & (vProcess | vOffsetMs)
+	}
+	if missing := want &^ vhas; missing != 0 {
+		return fmt.Sprintf("value.%s: missing: a %s completion repeats its invoke's value (line %d)", firstField(missing), e.F, in.line)
+	}
+	if extra := vhas &^ (want | vReason); extra != 0 {
+		return fmt.Sprintf("value.%s: not allowed: its invoke at line %d has none (a %s completion repeats its invoke's value)", firstField(extra), in.line, e.F)
+	}
+	return ""
 }
 
 // checkValue checks that e's value, holding the fields vhas, has the shape
@@ -278,7 +351,7 @@ func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) str
 		}
 	}
 	if vhas&vPatched != 0 {
-		if kind == nemesis || (e.F != "acquire" && e.F != "release") || (e.Type != Ok && e.Type != Fail) {
+		if kind == nemesis || kind == Lease || (e.F != "acquire" && e.F != "release") || (e.Type != Ok && e.Type != Fail) {
 			return fmt.Sprintf("value.patched: not allowed: only an acquire or release that completes ok or fail may be patched, not a %s", what())
 		}
 		if e.Type == Fail && val.Reason != NotApplied {
@@ -328,6 +401,18 @@ func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) str
 	if val.To != nil && *val.To < 0 {
 		return fmt.Sprintf("value.to: want an integer >= 0, got %d", *val.To)
 	}
+	if val.Max != nil && *val.Max < 1 {
+		return fmt.Sprintf("value.max: want an integer >= 1, got %d", *val.Max)
+	}
+	if val.TTLMs != nil && *val.TTLMs < 1 {
+		return fmt.Sprintf("value.ttl_ms: want an integer >= 1 (milliseconds), got %d", *val.TTLMs)
+	}
+	if val.Fence != nil && *val.Fence < 0 {
+		return fmt.Sprintf("value.fence: want an integer >= 0, got %d", *val.Fence)
+	}
+	if val.OffsetMs != nil && *val.OffsetMs == 0 {
+		return "value.offset_ms: want a non-zero integer (milliseconds; ahead when positive), got 0"
+	}
 	return ""
 }
 
@@ -348,6 +433,11 @@ func fieldsOf(v *Value) vfields {
 	set(vTo, v.To != nil)
 	set(vProcess, v.Process != "")
 	set(vPatched, v.Patched)
+	set(vMax, v.Max != nil)
+	set(vTTLMs, v.TTLMs != nil)
+	set(vToken, v.Token != "")
+	set(vFence, v.Fence != nil)
+	set(vOffsetMs, v.OffsetMs != nil)
 	return fs
 }
 
@@ -386,6 +476,16 @@ func fieldText(bit vfields, v *Value) string {
 		return strconv.Itoa(*v.To)
 	case vProcess:
 		return strconv.Quote(v.Process)
+	case vMax:
+		return strconv.Itoa(*v.Max)
+	case vTTLMs:
+		return strconv.Itoa(*v.TTLMs)
+	case vToken:
+		return strconv.Quote(v.Token)
+	case vFence:
+		return strconv.Itoa(*v.Fence)
+	case vOffsetMs:
+		return strconv.Itoa(*v.OffsetMs)
 	default: // vPatched
 		return strconv.FormatBool(v.Patched)
 	}

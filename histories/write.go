@@ -84,6 +84,21 @@ func appendEvent(buf []byte, e *Event) []byte {
 		if v.Patched {
 			buf = append(appendKey(buf, &sep, "patched"), "true"...)
 		}
+		if v.Max != nil {
+			buf = appendInt(appendKey(buf, &sep, "max"), *v.Max)
+		}
+		if v.TTLMs != nil {
+			buf = appendInt(appendKey(buf, &sep, "ttl_ms"), *v.TTLMs)
+		}
+		if v.Token != "" {
+			buf = appendString(appendKey(buf, &sep, "token"), v.Token)
+		}
+		if v.Fence != nil {
+			buf = appendInt(appendKey(buf, &sep, "fence"), *v.Fence)
+		}
+		if v.OffsetMs != nil {
+			buf = appendInt(appendKey(buf, &sep, "offset_ms"), *v.OffsetMs)
+		}
 		if sep == '{' {
 			buf = append(buf, '{')
 		}

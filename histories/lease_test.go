@@ -1,0 +1,109 @@
+package histories
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// Lines of the lease vocabulary used by the tests below.
+const (
+	lAcqInv = `{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":2,"ttl_ms":1000}}`
+	lAcqOk  = `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":"t1","fence":7}}`
+	lRefInv = `{"process":"c1","type":"invoke","f":"refresh","lock":"k","kind":"lease","value":{"token":"t1","ttl_ms":1000}}`
+	lRelInv = `{"process":"c1","type":"invoke","f":"release","lock":"k","kind":"lease","value":{"token":"t1"}}`
+	skewInv = `{"process":"nemesis","type":"invoke","f":"clock-skew","value":{"process":"c1","offset_ms":5000}}`
+)
+
+// TestReadLease checks the lease vocabulary: what is accepted, and that each
+// mistake is refused naming its line and field.
+func TestReadLease(t *testing.T) {
+	good := hist(
+		lAcqInv, lAcqOk,
+		lRefInv, `{"process":"c1","type":"ok","f":"refresh","lock":"k","kind":"lease"}`,
+		lRefInv, `{"process":"c1","type":"fail","f":"refresh","lock":"k","kind":"lease","value":{"reason":"expired"}}`,
+		lRefInv, `{"process":"c1","type":"info","f":"refresh","lock":"k","kind":"lease","value":{"token":"t1","ttl_ms":1000}}`,
+		lRelInv, `{"process":"c1","type":"fail","f":"release","lock":"k","kind":"lease","error":"deadlock"}`,
+		lRelInv, `{"process":"c1","type":"ok","f":"release","lock":"k","kind":"lease","value":{"token":"t1"}}`,
+		lAcqInv, `{"process":"c1","type":"fail","f":"acquire","lock":"k","kind":"lease","value":{"reason":"full"}}`,
+		lAcqInv, `{"process":"c1","type":"fail","f":"acquire","lock":"k","kind":"lease"}`,
+		lAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"max":2,"ttl_ms":1000,"token":"t2"}}`,
+		skewInv, `{"process":"nemesis","type":"info","f":"clock-skew","value":{"process":"c1","offset_ms":5000}}`,
+		`{"process":"nemesis","type":"invoke","f":"clock-jump","value":{"offset_ms":-300}}`, `{"process":"nemesis","type":"info","f":"clock-jump","value":{"offset_ms":-300}}`,
+		`{"process":"nemesis","type":"invoke","f":"clock-reset"}`, `{"process":"nemesis","type":"info","f":"clock-reset"}`,
+		`{"process":"nemesis","type":"invoke","f":"clock-reset","value":{"process":"c1"}}`, `{"process":"nemesis","type":"fail","f":"clock-reset","value":{"process":"c1","reason":"ntp"}}`,
+		`{"process":"c2","type":"invoke","f":"acquire","lock":"sem"}`)
+	events, err := Read(strings.NewReader(good), "h.jsonl")
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if got := events[1].Value; got.Token != "t1" || got.Fence == nil || *got.Fence != 7 {
+		t.Errorf("acquire ok decoded as %+v", got)
+	}
+	if got := events[0].Value; *got.Max != 2 || *got.TTLMs != 1000 {
+		t.Errorf("acquire invoke decoded as %+v", got)
+	}
+	if got := events[18].Value; got.Process != "c1" || *got.OffsetMs != 5000 {
+		t.Errorf("clock-skew decoded as %+v", got)
+	}
+	// The canonical form reads back the same.
+	var buf bytes.Buffer
+	if err := Write(&buf, events); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Read(bytes.NewReader(buf.Bytes()), "canonical.jsonl")
+	if err != nil || !reflect.DeepEqual(events, again) {
+		t.Fatalf("canonical form does not read back: %v\n%s", err, buf.String())
+	}
+	if !strings.Contains(buf.String(), `"value":{"max":2,"ttl_ms":1000,"token":"t2"}`) {
+		t.Errorf("canonical order of lease fields wrong:\n%s", buf.String())
+	}
+
+	for _, tt := range []struct {
+		name string
+		in   string
+		line int
+		msg  string
+	}{
+		{"unknown lease op", hist(`{"process":"c1","type":"invoke","f":"verify","lock":"k","kind":"lease"}`), 1, `f: unknown operation "verify" for a lease lock (want one of acquire, refresh, release)`},
+		{"acquire without ttl", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":1}}`), 1, "value.ttl_ms: missing"},
+		{"acquire without value", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease"}`), 1, "value.max: missing"},
+		{"max zero", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":0,"ttl_ms":10}}`), 1, "value.max: want an integer >= 1, got 0"},
+		{"ttl zero", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":1,"ttl_ms":0}}`), 1, "value.ttl_ms: want an integer >= 1"},
+		{"ttl a string", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":1,"ttl_ms":"10"}}`), 1, `value.ttl_ms: want an integer, got the string "10"`},
+		{"ok without token", hist(lAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"fence":1}}`), 2, "value.token: missing"},
+		{"token a number", hist(lAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":5}}`), 2, "value.token: want a string, got 5"},
+		{"empty token", hist(lAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":""}}`), 2, "value.token: want a non-empty string"},
+		{"negative fence", hist(lAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":"a","fence":-1}}`), 2, "value.fence: want an integer >= 0, got -1"},
+		{"fence a float", hist(lAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":"a","fence":1.5}}`), 2, "value.fence: want an integer, got 1.5"},
+		{"acquire fails busy", hist(lAcqInv, `{"process":"c1","type":"fail","f":"acquire","lock":"k","kind":"lease","value":{"reason":"busy"}}`), 2, `value.reason: want "full", got "busy"`},
+		{"refresh fails full", hist(lRefInv, `{"process":"c1","type":"fail","f":"refresh","lock":"k","kind":"lease","value":{"reason":"full"}}`), 2, `value.reason: want "expired", got "full"`},
+		{"refresh without token", hist(`{"process":"c1","type":"invoke","f":"refresh","lock":"k","kind":"lease","value":{"ttl_ms":10}}`), 1, "value.token: missing"},
+		{"refresh ok with a token of its own", hist(lRefInv, `{"process":"c1","type":"ok","f":"refresh","lock":"k","kind":"lease","value":{"token":"t9"}}`), 2, `value.token: want "t1", as in the invoke at line 1, got "t9"`},
+		{"release with ttl", hist(`{"process":"c1","type":"invoke","f":"release","lock":"k","kind":"lease","value":{"token":"a","ttl_ms":3}}`), 1, "value.ttl_ms: not allowed"},
+		{"slot on a lease", hist(lAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":"a","slot":1}}`), 2, "value.slot: not allowed"},
+		{"patched lease", hist(lAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":"a","patched":true}}`), 2, "value.patched: not allowed"},
+		{"token on a semaphore", hist(acqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"slot":1,"token":"a"}}`), 2, "value.token: not allowed"},
+		{"lease lock seen as semaphore", hist(lAcqInv, lAcqOk, `{"process":"c2","type":"invoke","f":"acquire","lock":"k"}`), 3, `kind: lock "k" is a semaphore here but was a lease at line 1`},
+		{"clock skew without amount", hist(`{"process":"nemesis","type":"invoke","f":"clock-skew","value":{"process":"c1"}}`), 1, "value.offset_ms: missing"},
+		{"clock skew of zero", hist(`{"process":"nemesis","type":"invoke","f":"clock-jump","value":{"offset_ms":0}}`), 1, "value.offset_ms: want a non-zero integer"},
+		{"clock completion forgets its process", hist(skewInv, `{"process":"nemesis","type":"info","f":"clock-skew","value":{"offset_ms":5000}}`), 2, "value.process: missing: a clock-skew completion repeats its invoke's value (line 1)"},
+		{"clock completion changes its amount", hist(skewInv, `{"process":"nemesis","type":"info","f":"clock-skew","value":{"process":"c1","offset_ms":10}}`), 2, "value.offset_ms: want 5000, as in the invoke at line 1, got 10"},
+		{"clock completion names a process its invoke did not", hist(`{"process":"nemesis","type":"invoke","f":"clock-jump","value":{"offset_ms":9}}`, `{"process":"nemesis","type":"info","f":"clock-jump","value":{"process":"c1","offset_ms":9}}`), 2, "value.process: not allowed"},
+		{"clock reset with amount", hist(`{"process":"nemesis","type":"invoke","f":"clock-reset","value":{"offset_ms":9}}`), 1, "value.offset_ms: not allowed"},
+		{"clock fault from a client", hist(`{"process":"c1","type":"invoke","f":"clock-skew","lock":"k","kind":"lease","value":{"offset_ms":9}}`), 1, `f: "clock-skew" is a fault`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Read(strings.NewReader(tt.in), "h.jsonl")
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v, want *Error", err)
+			}
+			if e.Line != tt.line || !strings.Contains(e.Msg, tt.msg) {
+				t.Errorf("got  %s\nwant h.jsonl:%d: ...%s...", err, tt.line, tt.msg)
+			}
+		})
+	}
+}
