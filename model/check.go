@@ -65,6 +65,25 @@ type Options struct {
 	// Visualize keeps what Verdict.Visualize needs for every
 	// linearizability check, not only the failed ones.
 	Visualize bool
+	// Drift bounds how far the clocks that time leases may run fast or
+	// slow, as a fraction of the time measured: a lease of ttl t granted at
+	// g is certainly valid until g + t(1-Drift) and may be valid until
+	// g + t(1+Drift). It is for families with expiring holds (lease); the
+	// amqp-locks checks ignore it. 0 means DefaultDrift.
+	Drift float64
+}
+
+// DefaultDrift is the drift bound when Options.Drift is 0: 1%, Redlock's
+// clock drift factor, and wide enough for NTP-disciplined clocks over any
+// ttl longer than a few milliseconds.
+const DefaultDrift = 0.01
+
+// DriftBound is o.Drift, or DefaultDrift when o.Drift is 0.
+func (o Options) DriftBound() float64 {
+	if o.Drift == 0 {
+		return DefaultDrift
+	}
+	return o.Drift
 }
 
 // A Verdict is one property of one lock.
@@ -120,11 +139,19 @@ func (r *Report) Status() Status {
 	return s
 }
 
-// Check checks a validated history (as histories.Read returns it).
+// Check checks a validated history (as histories.Read returns it). Locks
+// of a kind a family registered (Register) are judged by that family.
 func Check(h []histories.Event, o Options) *Report {
-	locks, _ := split(h)
+	core, fam, order := byFamily(h)
+	locks, _ := split(core)
 	r := &Report{}
-	for _, lh := range locks {
+	for _, name := range order {
+		if fl := fam[name]; fl != nil {
+			r.Verdicts = append(r.Verdicts, fl.check(fl.events, o)...)
+			continue
+		}
+		lh := locks[0]
+		locks = locks[1:]
 		if lh.kind == histories.Mutex {
 			r.Verdicts = append(r.Verdicts, checkMutex(lh, o)...)
 		} else {
