@@ -2,10 +2,14 @@ package prover
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"hash"
 	"time"
 
 	"github.com/lockprover/lockprover/internal/rapidbatch"
+	"github.com/lockprover/lockprover/model"
 )
 
 // A Search proves c outside go test, as the CLI does: rapid draws plans in
@@ -13,8 +17,13 @@ import (
 // first violation for at most Shrink.
 type Search struct {
 	Config
-	Seed  uint64    // the same seed draws the same plans
-	Plans int       // how many plans at most; 0 means no limit (Until must be set)
+	Seed uint64 // the same seed draws the same plans
+	// Plans is how many plans at most; 0 means no limit (Until must be
+	// set). With Shards > 1 it is the seed's plans that all the shards
+	// share: on the simulator, the plans of batches 0, 1, ... that one
+	// search of Plans would run, each shard running its own batches of
+	// them; elsewhere (batch sizes vary there) an even share of the count.
+	Plans int
 	Until time.Time // start no new plan after this (one in flight finishes); zero means no limit
 	// Shard of Shards: this search runs the batches whose number is Shard
 	// modulo Shards, so that machines can split a seed's plans.
@@ -42,6 +51,30 @@ type Outcome struct {
 	// Interrupted says the search was stopped by its Context: the plans
 	// counted ran, a counterexample found may not be minimal.
 	Interrupted bool
+
+	// Batches are the batches the search ran, in order, so that shards'
+	// results can be checked to cover a seed's plans once each: batch
+	// Number's plans are the first Plans that rapid draws from it.
+	Batches []BatchRun
+	// BatchSize is the plans in a full batch: the same for every search on
+	// the simulator, 0 elsewhere (where batches grow with the plans' speed).
+	BatchSize int
+	// FoundBatch and FoundIndex say where the first violating plan was
+	// drawn: its batch and its index in it (from 0); -1 without one. Of
+	// shards' violations, the one with the lowest is what one search of
+	// all their plans finds first.
+	FoundBatch, FoundIndex int
+	// Verdicts counts, for each property, the verdicts of each status it
+	// was given on the plans counted in Plans.
+	Verdicts map[string]map[model.Status]int
+}
+
+// A BatchRun is one batch a search ran: its number, the plans it ran, and
+// the SHA-256 of those plans' JSON, one after the other (two searches drew
+// the same plans exactly when the digests agree).
+type BatchRun struct {
+	Number, Plans int
+	Digest        string
 }
 
 // batch is how many plans each rapid.Check draws on the simulator. On
@@ -88,8 +121,10 @@ func (s Search) Run() (*Outcome, error) {
 		return nil, fmt.Errorf("prover: %w", err)
 	}
 	defer end()
-	out := &Outcome{}
+	out := &Outcome{FoundBatch: -1, FoundIndex: -1, Verdicts: map[string]map[model.Status]int{}}
 	start := time.Now()
+	cur := -1 // the batch running, its index in out.Batches
+	var digest hash.Hash
 	var last *Counterexample
 	var runErr error
 	s.Config.ctx = ctx
@@ -116,6 +151,20 @@ func (s Search) Run() (*Outcome, error) {
 		out.Plans++
 		out.Ops += len(cx.Result.History) / 2
 		out.Judged += len(cx.Report.Verdicts)
+		for _, v := range cx.Report.Verdicts {
+			if out.Verdicts[v.Property] == nil {
+				out.Verdicts[v.Property] = map[model.Status]int{}
+			}
+			out.Verdicts[v.Property][v.Status]++
+		}
+		if cur >= 0 {
+			b := &out.Batches[cur]
+			cx.Plan.Write(digest)
+			b.Plans++
+			if violated {
+				out.FoundBatch, out.FoundIndex = b.Number, b.Plans-1
+			}
+		}
 		switch {
 		case violated:
 			last = cx
@@ -131,19 +180,40 @@ func (s Search) Run() (*Outcome, error) {
 	})
 	_, simulated := s.Config.withDefaults().Target.(Simulator)
 	size := batch
-	if !simulated {
+	quota := s.Plans // the plans this search runs at most
+	if simulated {
+		out.BatchSize = batch
+	} else {
 		size = 1
+		if s.Shards > 1 {
+			quota = s.Plans / s.Shards
+			if s.Shard < s.Plans%s.Shards {
+				quota++
+			}
+		}
 	}
 	for b := s.Shard; last == nil && runErr == nil && !s.Config.stop(); b += s.Shards {
-		if s.Plans > 0 && out.Plans >= s.Plans {
+		if s.Plans > 0 && out.Plans >= quota {
 			break
 		}
 		n := size
-		if s.Plans > 0 {
-			n = min(size, s.Plans-out.Plans)
+		switch {
+		case s.Plans > 0 && simulated:
+			// Batch b holds plans b*batch.. of the seed's Plans, whichever
+			// shard runs it.
+			n = min(size, s.Plans-b*batch)
+		case s.Plans > 0:
+			n = min(size, quota-out.Plans)
+		}
+		if n <= 0 {
+			break
 		}
 		before, began := out.Plans, time.Now()
+		out.Batches = append(out.Batches, BatchRun{Number: b})
+		cur, digest = len(out.Batches)-1, sha256.New()
 		rapidbatch.Batch(s.Seed, b, n, prop)
+		out.Batches[cur].Digest = hex.EncodeToString(digest.Sum(nil))
+		cur = -1
 		if out.Plans == before && last == nil && runErr == nil && !s.Config.stop() {
 			return nil, fmt.Errorf("prover: rapid drew no valid plan in a batch of %d", n)
 		}

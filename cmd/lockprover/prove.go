@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/results"
 )
 
 // proveFlags are the flags prove and explore share.
@@ -173,7 +175,8 @@ const proveSynopsis = `prove [--runs N | --time D] [--seed S] [--clients N] [--o
                   [--properties P,...] [--model standard|strict] [--timeout D]
                   [--shrink-time D] [--heartbeat D] [--options K=V,...] [--mutant NAME]
                   [--target sim|rabbitmq] [--amqp-url URL] [--allow-restart]
-                  [--impl COMMAND] [--out DIR] [--shard i/n]`
+                  [--impl COMMAND] [--out DIR] [--shard i/n|auto]
+                  [--json FILE] [--junit FILE] [--quiet]`
 
 func runProve(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("prove", proveSynopsis, `Draws plans (admins, clients, faults, schedules) and proves the target on them;
@@ -187,7 +190,9 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	f.register(fs)
 	mutant := fs.String("mutant", "", "prove this mutant of the reference instead (see lockprover mutants)")
 	out := fs.String("out", "lockprover-out", "directory for a counterexample")
-	shard := fs.String("shard", "", "i/n: run the i-th of n shares of the seed's plans (i from 1)")
+	shard := fs.String("shard", "", "i/n: run the i-th of n shares of the seed's plans (i from 1; --runs counts them all); auto: the shard from the environment (LOCKPROVER_SHARD_INDEX and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX with JOB_COMPLETIONS, GitLab's CI_NODE_INDEX and CI_NODE_TOTAL)")
+	var outf outputFlags
+	outf.register(fs, true)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -221,6 +226,26 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		fmt.Fprintf(stderr, "prove: --out: %v\n", err)
 		return exitUsage
 	}
+	var bad checks
+	outf.check(&bad)
+	if !bad.report("prove", stderr) {
+		return exitUsage
+	}
+	term := stdout // progress on a terminal is rewritten in place
+	stdout = outf.tee(stdout)
+	sum := &results.Summary{Target: f.target, Config: configOf(fs), RequestedPlans: f.runs, Timings: results.Timings{Started: time.Now()}}
+	if f.dur > 0 {
+		sum.RequestedPlans = 0
+	}
+	if s.Shards > 1 || *shard != "" {
+		sum.Shard = &results.Shard{Index: s.Shard + 1, Count: s.Shards}
+	}
+	finish := func(code int, err error) int {
+		if err != nil {
+			sum.Verdict, sum.Error = results.Failed, err.Error()
+		}
+		return outf.write("prove", sum, code, stderr)
+	}
 	if s.Seed == 0 {
 		s.Seed = rand.Uint64()
 	}
@@ -239,7 +264,10 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	if f.target == "rabbitmq" {
 		where = "RabbitMQ at " + redact(brokerURL(f.url))
 	}
-	fmt.Fprintf(stdout, "proving %s on %s, seed %d\n", what, where, s.Seed)
+	sum.Implementation, sum.Seed = what, strconv.FormatUint(s.Seed, 10)
+	if !outf.quiet {
+		fmt.Fprintf(stdout, "proving %s on %s, seed %d\n", what, where, s.Seed)
+	}
 	var onInterrupt func()
 	if f.process != nil {
 		onInterrupt = f.process.Stop
@@ -248,17 +276,17 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	defer stop()
 	if f.target == "rabbitmq" {
 		if code := preflight(ctx, "prove", brokerURL(f.url), stderr); code >= 0 {
-			return code
+			return finish(code, errors.New("the broker cannot be used (see stderr)"))
 		}
 	}
 	if f.process != nil {
 		if err := f.process.Preflight(ctx, brokerURL(f.url), c.Kind); err != nil {
 			if ctx.Err() != nil {
 				fmt.Fprintln(stderr, "prove: interrupted during the implementation's preflight")
-				return exitInterrupted
+				return finish(exitInterrupted, nil)
 			}
 			fmt.Fprintf(stderr, "prove: the implementation failed its preflight: %v\n(lockprover validate-impl --impl %s says what to fix)\n", err, shellQuote(f.impl))
-			return exitUsage
+			return finish(exitUsage, fmt.Errorf("the implementation failed its preflight: %v", err))
 		}
 	}
 	if f.dur > 0 {
@@ -266,17 +294,33 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	} else {
 		s.Plans = f.runs
 	}
-	status := newStatus(stdout)
-	s.Progress = status.update
+	status := newStatus(term)
+	if !outf.quiet {
+		s.Progress = status.update
+	}
 	s.Context = ctx
 	o, err := s.Run()
 	status.done()
 	if err != nil {
 		fmt.Fprintf(stderr, "prove: %v\n", err)
-		return exitUsage
+		return finish(exitUsage, err)
 	}
-	rate := float64(o.Plans) / o.Elapsed.Seconds()
+	rate := 0.0
+	if o.Elapsed > 0 {
+		rate = float64(o.Plans) / o.Elapsed.Seconds()
+	}
 	fmt.Fprintf(stdout, "%d plans, %d verdicts, %.1fs (%.1f plans/s)\n", o.Plans, o.Judged, o.Elapsed.Seconds(), rate)
+	sum.Plans, sum.Operations, sum.Verdicts, sum.InconclusivePlans = o.Plans, o.Ops, o.Judged, o.Inconclusive
+	sum.BatchSize = o.BatchSize
+	for _, b := range o.Batches {
+		sum.Batches = append(sum.Batches, results.Batch{Number: b.Number, Plans: b.Plans, Digest: b.Digest})
+	}
+	sum.Timings.ElapsedSeconds, sum.Timings.PlansPerSecond = o.Elapsed.Seconds(), rate
+	cxOf := o.Found
+	if cxOf == nil {
+		cxOf = o.FirstInconclusive
+	}
+	sum.Properties = tally(o.Verdicts, c.Properties, cxOf)
 	var replay []string
 	if f.impl != "" {
 		replay = append(replay, "--impl", shellQuote(f.impl))
@@ -298,22 +342,24 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	}
 	switch {
 	case o.Found != nil:
-		code := reportCounterexample(o.Found, *out, replay, stdout, stderr)
+		code, cx := reportCounterexample(o.Found, *out, replay, stdout, stderr)
+		sum.Counterexample = cx
+		cx.Batch, cx.Index = o.FoundBatch, o.FoundIndex
 		if o.Interrupted {
 			fmt.Fprintln(stderr, "prove: interrupted while shrinking: the counterexample may not be minimal")
-			return exitInterrupted
+			return finish(exitInterrupted, nil)
 		}
-		return code
+		return finish(code, nil)
 	case o.Interrupted:
 		fmt.Fprintf(stderr, "prove: interrupted after %d plans; nothing violated so far\n", o.Plans)
-		return exitInterrupted
+		return finish(exitInterrupted, nil)
 	case o.Inconclusive > 0:
 		fmt.Fprintf(stdout, "no violation, but %d of %d plans were inconclusive: a linearizability check ran out of time (raise --timeout)\n", o.Inconclusive, o.Plans)
-		reportCounterexample(o.FirstInconclusive, *out, replay, stdout, stderr)
-		return exitInconclusive
+		_, sum.Counterexample = reportCounterexample(o.FirstInconclusive, *out, replay, stdout, stderr)
+		return finish(exitInconclusive, nil)
 	}
 	fmt.Fprintln(stdout, "every property held")
-	return exitOK
+	return finish(exitOK, nil)
 }
 
 // checkOut checks, before any plan runs, that a counterexample can be
@@ -393,11 +439,14 @@ func parseShard(s string) (int, int, error) {
 	if s == "" {
 		return 0, 1, nil
 	}
+	if s == "auto" {
+		return shardFromEnv()
+	}
 	i, n, ok := strings.Cut(s, "/")
 	a, err1 := strconv.Atoi(i)
 	b, err2 := strconv.Atoi(n)
 	if !ok || err1 != nil || err2 != nil || b < 1 || a < 1 || a > b {
-		return 0, 0, fmt.Errorf("want i/n with 1 <= i <= n, got %q", s)
+		return 0, 0, fmt.Errorf("want i/n with 1 <= i <= n, or auto, got %q", s)
 	}
 	return a - 1, b, nil
 }
@@ -405,12 +454,14 @@ func parseShard(s string) (int, int, error) {
 // reportCounterexample prints cx's summary and how to replay it, and
 // writes it under dir; if writing fails, the plan is printed instead, so
 // that it is never lost. The status is 1, or 3 if the property could not
-// be decided.
-func reportCounterexample(cx *prover.Counterexample, dir string, replayFlags []string, stdout, stderr io.Writer) int {
+// be decided; the summary's record of it says where it went (no paths if
+// it could not be written). Under GitHub Actions the plan is annotated.
+func reportCounterexample(cx *prover.Counterexample, dir string, replayFlags []string, stdout, stderr io.Writer) (int, *results.Counterexample) {
 	code := exitViolation
 	if cx.Inconclusive {
 		code = exitInconclusive
 	}
+	rec := &results.Counterexample{Property: cx.Property, Inconclusive: cx.Inconclusive, Explanation: explanation(cx), Batch: -1, Index: -1}
 	fmt.Fprintf(stdout, "\n%s", cx.Summary())
 	for _, pr := range cx.Result.Problems {
 		fmt.Fprintf(stdout, "problem: %s\n", pr)
@@ -425,14 +476,30 @@ func reportCounterexample(cx *prover.Counterexample, dir string, replayFlags []s
 		fmt.Fprintf(stderr, "writing the counterexample: %v\n", err)
 		fmt.Fprintln(stdout, "the plan (save it as plan.json to replay it):")
 		cx.Plan.Write(stdout)
-		return code
+		return code, rec
 	}
 	what := "counterexample"
 	if cx.Inconclusive {
 		what = "inconclusive plan"
 	}
 	fmt.Fprintf(stdout, "%s: %s\nreplay: %s\n", what, dir, replay)
-	return code
+	rec.Dir, rec.Replay = dir, replay
+	rec.Plan, rec.History = filepath.Join(dir, "plan.json"), filepath.Join(dir, "history.jsonl")
+	rec.Report, rec.Summary = filepath.Join(dir, "index.html"), filepath.Join(dir, "summary.txt")
+	annotate(stdout, rec.Plan, 0, fmt.Sprintf("%s %s", cx.Property, map[bool]string{false: "violated", true: "inconclusive"}[cx.Inconclusive]), rec.Explanation+"\nreplay: "+replay)
+	return code, rec
+}
+
+// explanation is what the counterexample's failed (or undecided) verdicts
+// say, one per line.
+func explanation(cx *prover.Counterexample) string {
+	var lines []string
+	for _, v := range cx.Report.Verdicts {
+		if v.Property == cx.Property && (v.Status == model.Fail || v.Status == model.Inconclusive) {
+			lines = append(lines, v.Detail)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // shellWord quotes s for a shell only if it needs it.

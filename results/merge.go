@@ -1,0 +1,260 @@
+package results
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// A Named summary is one read from File.
+type Named struct {
+	File    string
+	Summary *Summary
+}
+
+// Merge combines the summaries of prove's shards of one search (the same
+// seed and configuration, shards 1..n of n, each once) into the summary
+// one run of all their plans gives: the plans, operations and verdicts
+// added up, the worst verdict, and of the shards' counterexamples the one
+// drawn first (the lowest batch, then index), which is what a single run
+// stops at. On the simulator it also checks that the shards covered the
+// seed's plans exactly: no batch twice, none missing, each as large as one
+// run makes it (up to the first counterexample). Any mismatch is an error
+// that names the file and the field.
+func Merge(in []Named) (*Summary, error) {
+	if len(in) == 0 {
+		return nil, fmt.Errorf("no results to merge")
+	}
+	first := in[0]
+	for _, n := range in {
+		s := n.Summary
+		if s.Verb != "prove" {
+			return nil, fmt.Errorf("%s: verb is %q: merge combines prove's shards", n.File, s.Verb)
+		}
+		if s.Seed != first.Summary.Seed {
+			return nil, fmt.Errorf("%s: seed %s, but %s ran seed %s: shards of one search share a seed", n.File, s.Seed, first.File, first.Summary.Seed)
+		}
+		if d := configDiff(first.Summary.Config, s.Config); d != "" {
+			return nil, fmt.Errorf("%s: config %s, but %s ran %s: shards of one search share their flags", n.File, d, first.File, configDiff(s.Config, first.Summary.Config))
+		}
+		if (s.Shard == nil) != (first.Summary.Shard == nil) || s.Shard != nil && s.Shard.Count != first.Summary.Shard.Count {
+			return nil, fmt.Errorf("%s: shard %s, but %s is shard %s", n.File, shardName(s), first.File, shardName(first.Summary))
+		}
+		if s.Verdict == Failed {
+			return nil, fmt.Errorf("%s: shard %s did not run: %s", n.File, shardName(s), s.Error)
+		}
+	}
+	count := 1
+	if first.Summary.Shard != nil {
+		count = first.Summary.Shard.Count
+	}
+	byIndex := make([]*Named, count+1)
+	for i := range in {
+		n := &in[i]
+		idx := 1
+		if n.Summary.Shard != nil {
+			idx = n.Summary.Shard.Index
+		}
+		if byIndex[idx] != nil {
+			return nil, fmt.Errorf("shard %d/%d appears twice: %s and %s", idx, count, byIndex[idx].File, n.File)
+		}
+		byIndex[idx] = n
+	}
+	for i := 1; i <= count; i++ {
+		if byIndex[i] == nil {
+			return nil, fmt.Errorf("shard %d/%d is missing: no summary of it among the results given", i, count)
+		}
+	}
+
+	m := &Summary{Schema: Schema, Verb: "merge", Target: first.Summary.Target, Implementation: first.Summary.Implementation,
+		Seed: first.Summary.Seed, Config: first.Summary.Config, RequestedPlans: first.Summary.RequestedPlans, BatchSize: first.Summary.BatchSize}
+	props := map[string]*Property{}
+	var order []string
+	var end time.Time
+	verdict := Held
+	for i := 1; i <= count; i++ {
+		n := byIndex[i]
+		s := n.Summary
+		m.Plans += s.Plans
+		m.Operations += s.Operations
+		m.Verdicts += s.Verdicts
+		m.InconclusivePlans += s.InconclusivePlans
+		for _, b := range s.Batches {
+			if count > 1 && b.Number%count != i-1 {
+				return nil, fmt.Errorf("%s: batch %d is not shard %d/%d's (its batches are %d modulo %d)", n.File, b.Number, i, count, i-1, count)
+			}
+		}
+		m.Batches = append(m.Batches, s.Batches...)
+		for _, p := range s.Properties {
+			q := props[p.Name]
+			if q == nil {
+				q = &Property{Name: p.Name, Counted: p.Counted}
+				props[p.Name] = q
+				order = append(order, p.Name)
+			}
+			q.Pass += p.Pass
+			q.Fail += p.Fail
+			q.Inconclusive += p.Inconclusive
+			q.NotJudged += p.NotJudged
+			if q.Explanation == "" && p.Explanation != "" {
+				q.Explanation, q.Where = p.Explanation, p.Where
+			}
+		}
+		if cx := s.Counterexample; cx != nil && s.Verdict == Violated {
+			if m.Counterexample == nil || m.Counterexample.Inconclusive || cx.Batch < m.Counterexample.Batch || cx.Batch == m.Counterexample.Batch && cx.Index < m.Counterexample.Index {
+				c := *cx
+				c.Shard = s.Shard
+				m.Counterexample = &c
+			}
+		} else if cx != nil && m.Counterexample == nil {
+			c := *cx
+			c.Shard = s.Shard
+			m.Counterexample = &c
+		}
+		verdict = worse(verdict, s.Verdict)
+		if m.Timings.Started.IsZero() || s.Timings.Started.Before(m.Timings.Started) {
+			m.Timings.Started = s.Timings.Started
+		}
+		if e := s.Timings.Started.Add(time.Duration(s.Timings.ElapsedSeconds * float64(time.Second))); e.After(end) {
+			end = e
+		}
+		sh := Shard{Index: 1, Count: 1}
+		if s.Shard != nil {
+			sh = *s.Shard
+		}
+		m.Shards = append(m.Shards, ShardRun{Shard: sh, File: n.File, Verdict: s.Verdict, Plans: s.Plans, Seconds: s.Timings.ElapsedSeconds})
+	}
+	sort.Slice(m.Batches, func(a, b int) bool { return m.Batches[a].Number < m.Batches[b].Number })
+	for i := 1; i < len(m.Batches); i++ {
+		if m.Batches[i].Number == m.Batches[i-1].Number {
+			return nil, fmt.Errorf("batch %d ran twice", m.Batches[i].Number)
+		}
+	}
+	m.Verdict, m.ExitCode = verdict, ExitCode(verdict)
+	if verdict != Interrupted {
+		if err := m.checkCoverage(byIndex); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range order {
+		p := props[name]
+		p.Verdict = propertyVerdict(p)
+		m.Properties = append(m.Properties, *p)
+	}
+	m.Timings.ElapsedSeconds = end.Sub(m.Timings.Started).Seconds()
+	if m.Timings.ElapsedSeconds > 0 {
+		m.Timings.PlansPerSecond = float64(m.Plans) / m.Timings.ElapsedSeconds
+	}
+	return m, nil
+}
+
+// checkCoverage checks, where batches have a fixed size (the simulator)
+// and a number of plans was asked for, that the batches run are those of
+// one run: all of them, each whole, except that nothing past the first
+// counterexample needs to have run.
+func (m *Summary) checkCoverage(byIndex []*Named) error {
+	size, total := m.BatchSize, m.RequestedPlans
+	if size <= 0 || total <= 0 {
+		return nil
+	}
+	ran := map[int]int{}
+	for _, b := range m.Batches {
+		ran[b.Number] = b.Plans
+	}
+	owner := func(b int) string {
+		n := byIndex[b%(len(byIndex)-1)+1]
+		return fmt.Sprintf("shard %s (%s)", shardName(n.Summary), n.File)
+	}
+	last := (total + size - 1) / size // batches 0..last-1
+	for b := 0; b < last; b++ {
+		want := min(size, total-b*size)
+		if cx := m.Counterexample; cx != nil && m.Verdict == Violated {
+			switch {
+			case b > cx.Batch:
+				continue // a single run stops at the counterexample
+			case b == cx.Batch:
+				want = cx.Index + 1
+			}
+		}
+		got, ok := ran[b]
+		switch {
+		case !ok:
+			return fmt.Errorf("batch %d (plans %d to %d of seed %s) is missing: %s did not run it", b, b*size, b*size+want-1, m.Seed, owner(b))
+		case got < want || (got > want && (m.Counterexample == nil || b != m.Counterexample.Batch)):
+			return fmt.Errorf("batch %d ran %d plans in %s, want %d of %d", b, got, owner(b), want, total)
+		}
+	}
+	for _, b := range m.Batches {
+		if b.Number >= last {
+			return fmt.Errorf("batch %d is past the %d plans asked for (%s)", b.Number, total, owner(b.Number))
+		}
+	}
+	return nil
+}
+
+// worse is the verdict of two runs together: a violation anywhere is one;
+// then an interrupt (the plans were not all run), then inconclusive.
+func worse(a, b string) string {
+	rank := map[string]int{Held: 0, Inconclusive: 1, Interrupted: 2, Violated: 3, Failed: 4}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+// propertyVerdict is a property's verdict from its counts.
+func propertyVerdict(p *Property) string {
+	switch {
+	case p.Fail > 0:
+		return Fail
+	case p.Inconclusive > 0:
+		return Undecided
+	case p.Pass > 0:
+		return Pass
+	}
+	return NotJudged
+}
+
+// SetVerdict sets p.Verdict from its counts: Fail if any failed, else
+// Undecided if any was inconclusive, else Pass if any passed, else
+// NotJudged.
+func (p *Property) SetVerdict() { p.Verdict = propertyVerdict(p) }
+
+func shardName(s *Summary) string {
+	if s.Shard == nil {
+		return "none (not sharded)"
+	}
+	return s.Shard.String()
+}
+
+// configDiff names the first flag on which b differs from a, with b's
+// value: `runs=2000`; "" if they agree.
+func configDiff(a, b map[string]string) string {
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	var names []string
+	for k := range keys {
+		if a[k] != b[k] {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, k := range names[:1] {
+		v, ok := b[k]
+		if !ok {
+			v = "(not set)"
+		}
+		parts = append(parts, fmt.Sprintf("--%s=%s", k, v))
+	}
+	return strings.Join(parts, ", ")
+}
