@@ -9,6 +9,7 @@ require (
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/testcontainers/testcontainers-go v0.45.0
 	github.com/testcontainers/testcontainers-go/modules/rabbitmq v0.44.0
+	go.yaml.in/yaml/v3 v3.0.5
 	olympos.io/encoding/edn v0.0.0-20201019073823-d3554ca0b0a3
 	pgregory.net/rapid v1.3.0
 )
@@ -60,7 +61,6 @@ require (
 	go.opentelemetry.io/otel v1.44.0 // indirect
 	go.opentelemetry.io/otel/metric v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )

@@ -57,7 +57,11 @@ func byFamily(h []histories.Event) (core []histories.Event, fam map[string]*fami
 			continue
 		}
 		if _, seen := kinds[e.Lock]; !seen {
-			kinds[e.Lock] = family(e.Kind)
+			c := family(e.Kind)
+			if c == nil && e.Kind != "" && e.Kind != histories.Semaphore && e.Kind != histories.Mutex {
+				c = unjudged(e.Kind)
+			}
+			kinds[e.Lock] = c
 			order = append(order, e.Lock)
 		}
 	}
@@ -94,4 +98,21 @@ func byFamily(h []histories.Event) (core []histories.Event, fam map[string]*fami
 type familyLock struct {
 	check  FamilyCheck
 	events []histories.Event
+}
+
+// unjudged is the check of a kind no family registered in this program
+// (histories.Lease without families/lease linked in): Inconclusive, never
+// a pass.
+func unjudged(kind string) FamilyCheck {
+	return func(events []histories.Event, o Options) []Verdict {
+		lock := ""
+		for _, e := range events {
+			if e.Lock != "" {
+				lock = e.Lock
+				break
+			}
+		}
+		return []Verdict{{Lock: lock, Property: "kind", Status: Inconclusive,
+			Detail: "no checker for kind " + kind + " is linked into this program (a family registers itself with model.Register)"}}
+	}
 }

@@ -94,3 +94,12 @@ func TestDriftBound(t *testing.T) {
 		t.Errorf("Drift 0.2: %g", got)
 	}
 }
+
+// A kind no family registered is inconclusive, never a pass.
+func TestUnregisteredKind(t *testing.T) {
+	h := []histories.Event{{Index: 0, Time: 1, Process: "c1", Type: histories.Invoke, F: "acquire", Lock: "k", Kind: "nothing-registered"}}
+	r := Check(h, Options{})
+	if len(r.Verdicts) != 1 || r.Verdicts[0].Status != Inconclusive || r.Status() != Inconclusive {
+		t.Errorf("verdicts %+v, want one inconclusive", r.Verdicts)
+	}
+}

@@ -10,17 +10,22 @@ import (
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/results"
 )
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("check", "check [--model standard|strict] [--timeout D] [--html DIR] FILE...", `Checks recorded histories against every property: JSON lines, or Jepsen's
+	fs := newFlags("check", "check [--model standard|strict] [--timeout D] [--drift R] [--html DIR] [--json FILE] [--junit FILE] [--quiet] FILE...", `Checks recorded histories against every property: JSON lines, or Jepsen's
 history.edn of a lock workload (a FILE ending in .edn, or starting like EDN),
 judged as a true mutex. docs/histories.md describes both, docs/checking.md
-what each operation establishes and what is left unjudged.
+what each operation establishes and what is left unjudged, docs/lease.md how
+lease locks (kind lease) are judged.
 Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`, stderr)
 	modelName := fs.String("model", "standard", "acquire-exact model: standard (quiescent acquires) or strict (every acquire, whole semaphore)")
 	timeout := fs.Duration("timeout", time.Minute, "time budget of each linearizability check; 0 for none")
 	html := fs.String("html", "", "write porcupine's visualisation of each check into this directory")
+	drift := fs.Float64("drift", model.DefaultDrift, "lease locks: how far clocks may run fast or slow, as a fraction of the time measured (0.01 is 1%); > 0 and < 1")
+	var outf outputFlags
+	outf.register(fs, true)
 	files, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -29,9 +34,13 @@ Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`, 
 	bad.add(len(files) == 0, "no history files given (lockprover help check)")
 	bad.oneOf("model", *modelName, "standard", "strict")
 	bad.duration("timeout", *timeout, true)
+	bad.add(!(*drift > 0 && *drift < 1), "--drift must be > 0 and < 1 (a fraction: 0.01 is 1%%), not %g", *drift)
+	outf.check(&bad)
 	if !bad.report("check", stderr) {
 		return exitUsage
 	}
+	stdout = outf.tee(stdout)
+	sum := &results.Summary{Timings: results.Timings{Started: time.Now()}}
 	hists := make([][]histories.Event, len(files))
 	imps := make([]*histories.Imported, len(files))
 	for i, path := range files {
@@ -49,10 +58,13 @@ Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`, 
 		}
 	}
 	worst := model.Pass
-	o := model.Options{Strict: *modelName == "strict", Timeout: *timeout, Visualize: *html != ""}
+	o := model.Options{Strict: *modelName == "strict", Timeout: *timeout, Visualize: *html != "", Drift: *drift}
 	for i, path := range files {
 		r := model.Check(hists[i], o)
-		printImportedReport(stdout, path, imps[i], r)
+		if !outf.quiet || r.Status() != model.Pass {
+			printImportedReport(stdout, path, imps[i], r)
+		}
+		addHistory(sum, path, imps[i], r, stdout)
 		if *html != "" {
 			if err := writeHTML(*html, path, r, stdout); err != nil {
 				fmt.Fprintf(stderr, "check: %v\n", err)
@@ -61,7 +73,11 @@ Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`, 
 		}
 		worst = max(worst, r.Status())
 	}
-	return exitFor(worst)
+	if outf.quiet {
+		fmt.Fprintf(stdout, "%d histories checked: %s\n", len(files), worst)
+	}
+	sum.Timings.ElapsedSeconds = time.Since(sum.Timings.Started).Seconds()
+	return outf.write("check", sum, exitFor(worst), stderr)
 }
 
 func exitFor(s model.Status) int {
@@ -110,6 +126,8 @@ func printImportedReport(w io.Writer, path string, imp *histories.Imported, r *m
 			if len(v.Ops) > 0 {
 				fmt.Fprintf(w, "      operations: %s\n", indexes(v.Ops, imp))
 			}
+		} else if v.Status == model.Pass && v.Detail != "" {
+			fmt.Fprintf(w, "      %s\n", v.Detail) // what excused it
 		}
 	}
 	fmt.Fprintf(w, "  verdict: %s\n", r.Status())

@@ -35,6 +35,7 @@ func commands() []command {
 		{"prove", "draw plans and prove the reference (or a mutant) on the simulator", runProve},
 		{"check", "check recorded histories against every property", runCheck},
 		{"replay", "run a saved plan again and check its history", runReplay},
+		{"merge", "combine prove's shards (--shard i/n --json FILE) into one verdict, summary and JUnit file", runMerge},
 		{"explore", "prove the reference's open choices under each family of faults: a Markdown table", runExplore},
 		{"mutants", "list the mutant catalogue: name and the property that must catch it", runMutants},
 		{"conform", "differential test of the simulator against a real RabbitMQ: the semantics table and drawn sequences", runConform},

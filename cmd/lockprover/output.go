@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/results"
@@ -66,6 +67,11 @@ func (o *outputFlags) write(verb string, s *results.Summary, code int, stderr io
 		s.Verdict = verdictFor(code)
 	}
 	s.ExitCode = results.ExitCode(s.Verdict)
+	for _, path := range []string{o.json, o.junit} {
+		if path != "" {
+			os.MkdirAll(filepath.Dir(path), 0o755) // checkOut made sure it can be
+		}
+	}
 	if o.json != "" {
 		if err := s.WriteJSON(o.json); err != nil {
 			fmt.Fprintf(stderr, "%s: --json: %v\n", verb, err)
@@ -232,4 +238,45 @@ func shardFromEnv() (int, int, error) {
 		return i, n, nil
 	}
 	return 0, 0, errors.New("auto: no shard in the environment: set LOCKPROVER_SHARD_INDEX (from 0) and LOCKPROVER_SHARD_COUNT, or run as a Kubernetes Indexed Job (JOB_COMPLETION_INDEX, with JOB_COMPLETIONS set), or a GitLab parallel job (CI_NODE_INDEX, CI_NODE_TOTAL)")
+}
+
+// addHistory adds one file check judged to its summary (and its verdicts
+// to the summary's properties), and annotates each failed verdict on the
+// file, at the line of the first operation it names, under GitHub Actions.
+func addHistory(sum *results.Summary, path string, imp *histories.Imported, r *model.Report, stdout io.Writer) {
+	h := results.History{File: path, Format: "jsonl", Verdict: verdictFor(exitFor(r.Status())), Properties: reportProperties(r, path, nil)}
+	if imp != nil {
+		h.Format = "jepsen-edn"
+	}
+	sum.Histories = append(sum.Histories, h)
+	for _, p := range h.Properties {
+		i := 0
+		for i < len(sum.Properties) && sum.Properties[i].Name != p.Name {
+			i++
+		}
+		if i == len(sum.Properties) {
+			sum.Properties = append(sum.Properties, results.Property{Name: p.Name, Counted: true})
+		}
+		q := &sum.Properties[i]
+		q.Pass, q.Fail, q.Inconclusive, q.NotJudged = q.Pass+p.Pass, q.Fail+p.Fail, q.Inconclusive+p.Inconclusive, q.NotJudged+p.NotJudged
+		if q.Explanation == "" {
+			q.Explanation, q.Where = p.Explanation, p.Where
+		}
+		q.SetVerdict()
+	}
+	for _, v := range r.Verdicts {
+		if v.Status != model.Fail && v.Status != model.Inconclusive {
+			continue
+		}
+		line := 0
+		if len(v.Ops) > 0 {
+			switch {
+			case imp == nil:
+				line = v.Ops[0] + 1 // JSON lines: event #N is line N+1
+			case v.Ops[0] >= 0 && v.Ops[0] < len(imp.Lines):
+				line = imp.Lines[v.Ops[0]]
+			}
+		}
+		annotate(stdout, path, line, fmt.Sprintf("%s %s (lock %s)", v.Property, v.Status, v.Lock), v.Detail)
+	}
 }

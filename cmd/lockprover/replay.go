@@ -15,11 +15,13 @@ import (
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/results"
 )
 
 const replaySynopsis = `replay [--target sim|rabbitmq] [--amqp-url URL] [--allow-restart] [--impl COMMAND]
                    [--mutant NAME|reference] [--model standard|strict] [--properties P,...]
-                   [--timeout D] [--history FILE] [--trace] PLAN`
+                   [--timeout D] [--history FILE] [--trace] [--json FILE] [--junit FILE]
+                   [--quiet] PLAN`
 
 func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("replay", replaySynopsis, `Runs a saved plan again and checks its history. On the simulator the history
@@ -37,6 +39,8 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	amqpURL := fs.String("amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
 	allowRestart := fs.Bool("allow-restart", false, "let the plan restart a real broker")
 	impl := fs.String("impl", "", "run an implementation that speaks the process protocol instead (implies --target rabbitmq)")
+	var outf outputFlags
+	outf.register(fs, true)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -52,8 +56,14 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	bad.add(!real && given(fs, "amqp-url"), "--amqp-url is for a real broker: add --target rabbitmq")
 	bad.add(!real && *allowRestart, "--allow-restart is for a real broker: add --target rabbitmq")
 	bad.add(len(pos) != 1, "want exactly one plan file, got %d arguments", len(pos))
+	outf.check(&bad)
 	if !bad.report("replay", stderr) {
 		return exitUsage
+	}
+	stdout = outf.tee(stdout)
+	sum := &results.Summary{Target: *target, Timings: results.Timings{Started: time.Now()}}
+	if real {
+		sum.Target = "rabbitmq"
 	}
 	path := pos[0]
 	p, err := prover.ReadPlan(path)
@@ -116,14 +126,22 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		}
 		t = prover.RabbitMQ{URL: brokerURL(*amqpURL), AllowRestart: *allowRestart}
 	}
+	sum.Implementation = "the reference"
+	switch {
+	case *impl != "":
+		sum.Implementation = fmt.Sprintf("%q", *impl)
+	case p.Mutant != "":
+		sum.Implementation = "mutant " + p.Mutant
+	}
 	res, err := t.Run(ctx, p, implementation)
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "replay: interrupted")
-		return exitInterrupted
+		return outf.write("replay", sum, exitInterrupted, stderr)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
-		return exitUsage
+		sum.Verdict, sum.Error = results.Failed, err.Error()
+		return outf.write("replay", sum, exitUsage, stderr)
 	}
 	if *history != "" {
 		var b bytes.Buffer
@@ -140,7 +158,9 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	if real {
 		fmt.Fprintf(stdout, "ran on RabbitMQ as lock %s\n", res.Lock)
 	}
-	printReport(stdout, filepath.Base(path), r)
+	if !outf.quiet || r.Status() != model.Pass {
+		printReport(stdout, filepath.Base(path), r)
+	}
 	worst := model.Pass
 	for _, v := range r.Verdicts {
 		if (counted == nil || known(v.Property, counted)) && (v.Status == model.Fail || v.Status == model.Inconclusive) {
@@ -160,11 +180,24 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	if worst == model.Inconclusive {
 		fmt.Fprintln(stdout, "inconclusive: a linearizability check ran out of time (raise --timeout); nothing was shown violated")
 	}
-	return exitFor(worst)
+	if outf.quiet && worst == model.Pass {
+		fmt.Fprintln(stdout, "every property held")
+	}
+	sum.Plans, sum.Operations, sum.Verdicts = 1, len(res.History)/2, len(r.Verdicts)
+	sum.Properties = reportProperties(r, "", counted)
+	for _, v := range r.Verdicts {
+		if (counted == nil || known(v.Property, counted)) && v.Status == worst && worst != model.Pass && sum.Counterexample == nil {
+			sum.Counterexample = &results.Counterexample{Property: v.Property, Inconclusive: worst == model.Inconclusive, Explanation: v.Detail,
+				Dir: filepath.Dir(path), Plan: path, History: *history, Replay: "lockprover replay " + shellWord(path), Batch: -1, Index: -1}
+			annotate(stdout, path, 0, fmt.Sprintf("%s %s (lock %s)", v.Property, v.Status, v.Lock), v.Detail)
+		}
+	}
+	sum.Timings.ElapsedSeconds = time.Since(sum.Timings.Started).Seconds()
+	return outf.write("replay", sum, exitFor(worst), stderr)
 }
 
 func runMutants(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("mutants", "mutants [-v] [--detect N [--budget N]]", `Lists the mutants of the reference: each one's name and the property that must
+	fs := newFlags("mutants", "mutants [-v] [--detect N [--budget N] [--json FILE] [--junit FILE]]", `Lists the mutants of the reference: each one's name and the property that must
 catch it (-v: what it gets wrong). With --detect N it proves every mutant from
 seeds 1..N on the simulator and prints a Markdown table of how many seeds
 caught it, and the median plans and time it took.
@@ -173,6 +206,8 @@ Exit status (--detect): 0 every seed caught every mutant, 1 a seed missed one,
 	verbose := fs.Bool("v", false, "also say what each mutant gets wrong")
 	detect := fs.Int("detect", 0, "prove each mutant from this many seeds and print a Markdown table of the plans and time it takes to catch")
 	budget := fs.Int("budget", 20000, "with --detect, give up on a seed after this many plans")
+	var outf outputFlags
+	outf.register(fs, false)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -185,13 +220,18 @@ Exit status (--detect): 0 every seed caught every mutant, 1 a seed missed one,
 	bad.positive("budget", *budget)
 	bad.add(given(fs, "budget") && *detect == 0, "--budget goes with --detect")
 	bad.add(*verbose && *detect > 0, "-v lists the mutants; --detect proves them: give one")
+	bad.add((outf.json != "" || outf.junit != "") && *detect == 0, "--json and --junit go with --detect")
+	outf.check(&bad)
 	if !bad.report("mutants", stderr) {
 		return exitUsage
 	}
 	if *detect > 0 {
 		ctx, stop := interrupts(stderr, nil)
 		defer stop()
-		return detectMutants(ctx, *detect, *budget, stdout, stderr)
+		sum := &results.Summary{Target: "sim", Config: configOf(fs), Timings: results.Timings{Started: time.Now()}}
+		code := detectMutants(ctx, *detect, *budget, outf.tee(stdout), stderr, sum)
+		sum.Timings.ElapsedSeconds = time.Since(sum.Timings.Started).Seconds()
+		return outf.write("mutants", sum, code, stderr)
 	}
 	for _, m := range prover.Mutants {
 		fmt.Fprintf(stdout, "%-26s %s\n", m.Name, m.Property)
@@ -205,7 +245,7 @@ Exit status (--detect): 0 every seed caught every mutant, 1 a seed missed one,
 // detectMutants proves each mutant from seeds 1..n, counting a seed as
 // caught when the mutant's own property breaks, and prints the medians. A
 // seed that misses only because checks ran out of time is inconclusive.
-func detectMutants(ctx context.Context, n, budget int, stdout, stderr io.Writer) int {
+func detectMutants(ctx context.Context, n, budget int, stdout, stderr io.Writer, sum *results.Summary) int {
 	fmt.Fprintf(stdout, "| mutant | property | caught | median plans | median seconds |\n|---|---|---|---|---|\n")
 	code := exitOK
 	for _, m := range prover.Mutants {
@@ -243,6 +283,12 @@ func detectMutants(ctx context.Context, n, budget int, stdout, stderr io.Writer)
 			caught += fmt.Sprintf(" (%d inconclusive)", inconclusive)
 		}
 		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s |\n", m.Name, m.Property, caught, median(plans), medianF(secs))
+		row := results.Mutant{Name: m.Name, Property: m.Property, Seeds: n, Caught: len(plans), Inconclusive: inconclusive}
+		if len(plans) > 0 {
+			row.MedianPlans, row.MedianSeconds = plans[len(plans)/2], secs[len(secs)/2] // median and medianF sorted them
+		}
+		sum.Mutants = append(sum.Mutants, row)
+		sum.Plans += sumInts(plans)
 	}
 	return code
 }
@@ -261,4 +307,12 @@ func medianF(v []float64) string {
 	}
 	sort.Float64s(v)
 	return fmt.Sprintf("%.2f", v[len(v)/2])
+}
+
+func sumInts(v []int) int {
+	n := 0
+	for _, x := range v {
+		n += x
+	}
+	return n
 }

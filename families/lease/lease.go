@@ -1,0 +1,413 @@
+// Package lease judges lease locks (histories kind "lease"): counting
+// semaphores whose holds expire unless refreshed, a mutex being max 1, such
+// as the database semaphore, Consul's semaphore recipe and Redlock. It
+// registers itself with model (model.Register) so that model.Check judges
+// lease locks; a program links it in with a blank import.
+//
+// Every property is judged by sweeping intervals over the harness's one
+// monotonic clock: a lease is certainly valid from its acquire's return
+// until a release is invoked or its last grant's invoke plus ttl(1-r), and
+// may be valid until its last grant's return plus ttl(1+r), r being the
+// drift bound (model.Options.Drift). Nothing needs a linearizability
+// search, so a check is O(n log n). docs/lease.md states each property
+// exactly as judged here, and what is left unjudged.
+package lease
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+)
+
+// The lease vocabulary: the lock kind, its operations, its reasons.
+const (
+	Kind    = histories.Lease
+	Acquire = "acquire"
+	Refresh = "refresh"
+	Release = "release"
+	Full    = histories.Full
+	Expired = histories.Expired
+)
+
+// The lease properties, in the order a report lists them.
+const (
+	LeaseExclusive = "lease-exclusive"
+	NoRevival      = "no-revival"
+	AcquireExact   = "acquire-exact"
+	Fencing        = "fencing"
+	Recovers       = "recovers"
+	Available      = "available"
+)
+
+// Properties lists the lease properties in report order.
+var Properties = []string{LeaseExclusive, NoRevival, AcquireExact, Fencing, Recovers, Available}
+
+// Margin is what recovers allows a backend beyond ttl(1+r) to notice that
+// a lease expired: a second covers expiry stored with one-second grain (the
+// database semaphore's TIMESTAMP) and a sweeper's period.
+const Margin = time.Second
+
+func init() { model.Register(Kind, Check) }
+
+// never is the return time of an operation whose outcome is unknown, and
+// the end of what never ends.
+const never = math.MaxInt64
+
+// An op is one client operation: its invoke and its completion.
+type op struct {
+	index, done int // the events' indexes; done -1 if it never completed
+	proc        string
+	f           string
+	typ         histories.Type // the completion's type; "" if none
+	call, ret   int64          // ret is never when the outcome is unknown
+	arg, res    *histories.Value
+	err         string
+	lease       *lease // the lease an acquire granted or a refresh or release names
+}
+
+func (o *op) unknown() bool { return o.typ == histories.Info || o.typ == "" }
+func (o *op) ok() bool      { return o.typ == histories.Ok }
+func (o *op) failed() bool  { return o.typ == histories.Fail }
+
+// reason is a failure's reason, or "".
+func (o *op) reason() string {
+	if o.failed() && o.res != nil {
+		return o.res.Reason
+	}
+	return ""
+}
+
+// ttl is the ttl an acquire or refresh asked for, in nanoseconds.
+func (o *op) ttl() int64 {
+	if o.arg == nil || o.arg.TTLMs == nil {
+		return 0
+	}
+	return int64(*o.arg.TTLMs) * int64(time.Millisecond)
+}
+
+func (o *op) max() int {
+	if o.arg == nil || o.arg.Max == nil {
+		return 1
+	}
+	return *o.arg.Max
+}
+
+func (o *op) token() string {
+	if o.f == Acquire {
+		if o.res != nil {
+			return o.res.Token
+		}
+		return ""
+	}
+	if o.arg != nil {
+		return o.arg.Token
+	}
+	return ""
+}
+
+// A fault is a nemesis operation.
+type fault struct {
+	index  int
+	f      string
+	target string // the process aimed at; "" for the backend
+	call   int64
+	end    int64 // when it completed (in place, or failed); never if it did not
+	over   int64 // when it stops being in force
+	offset int64 // a clock fault's amount, in nanoseconds, made positive
+}
+
+func (f *fault) clock() bool { return f.f == histories.ClockSkew || f.f == histories.ClockJump }
+
+// describe renders a fault: "kill c1 (#4)", "clock-jump of the backend by
+// 8000 ms (#6)".
+func (f *fault) describe() string {
+	who := f.target
+	if f.clock() {
+		if who == "" {
+			who = "of the backend"
+		} else {
+			who = "of " + who + "'s clock"
+		}
+		return fmt.Sprintf("%s %s by %d ms (#%d)", f.f, who, f.offset/int64(time.Millisecond), f.index)
+	}
+	if who == "" {
+		return fmt.Sprintf("%s (#%d)", f.f, f.index)
+	}
+	return fmt.Sprintf("%s %s (#%d)", f.f, who, f.index)
+}
+
+// A lease is what one acquire granted, with the refreshes and releases
+// that name its token.
+type lease struct {
+	id    int
+	token string
+	acq   *op // nil for a token no ok acquire granted (an unknown acquire's, maybe)
+	proc  string
+	max   int
+	ops   []*op // refreshes and releases, in invoke order
+
+	certain []span // where it is certainly valid
+	may     []span // where it may be valid, expiry counted (no margin)
+	held    span   // where it may be held, expiry ignored: until an ok release returned
+
+	revivals []revival // refreshes and ok releases invoked after it had certainly ended
+	ghosts   []*op     // refreshes of unknown outcome invoked after it had certainly ended
+}
+
+func (l *lease) name() string {
+	if l.acq == nil {
+		return fmt.Sprintf("lease %s (granted by no acquire the history shows complete)", l.token)
+	}
+	return fmt.Sprintf("%s's lease %s (acquire #%d)", l.proc, l.token, l.acq.index)
+}
+
+// A span is [from, to) on the harness's clock; byTTL when to is an expiry
+// (drift-shrunk or -stretched), not a release's invoke or return.
+type span struct {
+	from, to int64
+	byTTL    bool
+}
+
+// history is one lease lock's history.
+type history struct {
+	lock    string
+	ops     []*op // in invoke order
+	faults  []*fault
+	leases  []*lease
+	phantom []*op // acquires of unknown outcome: each may hold a lease from its invoke on
+	procs   map[string]bool
+	byProc  map[string][]*op // each process's operations, in invoke order
+	orphans []*op            // ok refreshes and releases of a token nobody could have granted
+	r       float64
+}
+
+// Check judges one lease lock: its events and the history's nemesis
+// events, as model.Check hands them to a registered family.
+func Check(events []histories.Event, o model.Options) []model.Verdict {
+	h := build(events, o.DriftBound())
+	vs := []model.Verdict{
+		h.exclusive(),
+		h.noRevival(),
+	}
+	exact, recovers := h.exactAndRecovers()
+	vs = append(vs, exact, h.fencing(), recovers, h.available())
+	for i := range vs {
+		vs[i].Lock = h.lock
+	}
+	return vs
+}
+
+// build pairs invokes with completions, faults with what ends them, and
+// operations with their leases.
+func build(events []histories.Event, r float64) *history {
+	h := &history{procs: map[string]bool{}, byProc: map[string][]*op{}, r: r}
+	inflight := map[string]*op{}
+	var nemesis *fault
+	for _, e := range events {
+		if e.Process == "nemesis" {
+			if e.Type == histories.Invoke {
+				f := &fault{index: e.Index, f: e.F, call: e.Time, end: never}
+				if e.Value != nil {
+					f.target = e.Value.Process
+					if e.Value.OffsetMs != nil {
+						f.offset = int64(*e.Value.OffsetMs) * int64(time.Millisecond)
+						if f.offset < 0 {
+							f.offset = -f.offset
+						}
+					}
+				}
+				h.faults = append(h.faults, f)
+				nemesis = f
+			} else if nemesis != nil {
+				nemesis.end = e.Time
+				nemesis = nil
+			}
+			continue
+		}
+		h.lock = e.Lock
+		h.procs[e.Process] = true
+		if e.Type == histories.Invoke {
+			o := &op{index: e.Index, done: -1, proc: e.Process, f: e.F, call: e.Time, ret: never, arg: e.Value}
+			h.ops = append(h.ops, o)
+			h.byProc[e.Process] = append(h.byProc[e.Process], o)
+			inflight[e.Process] = o
+			continue
+		}
+		o := inflight[e.Process]
+		if o == nil { // a validated history never gets here
+			continue
+		}
+		delete(inflight, e.Process)
+		o.done, o.typ, o.res, o.err = e.Index, e.Type, e.Value, e.Error
+		if e.Type != histories.Info {
+			o.ret = e.Time
+		}
+	}
+	h.overs()
+	h.attach()
+	for _, l := range h.leases {
+		h.spans(l)
+	}
+	return h
+}
+
+// overs sets when each fault stops being in force: a pause or a partition
+// at the completion of the resume or heal of its target that follows it, a
+// clock fault at the completion of the clock-reset of its clock that
+// follows it, any other fault once it is in place.
+func (h *history) overs() {
+	for i, f := range h.faults {
+		f.over = f.end
+		ender := map[string]string{"pause": "resume", "partition": "heal",
+			histories.ClockSkew: histories.ClockReset, histories.ClockJump: histories.ClockReset}[f.f]
+		if ender == "" {
+			continue
+		}
+		f.over = never
+		for _, g := range h.faults[i+1:] {
+			if g.f == ender && g.target == f.target && g.end != never {
+				f.over = g.end
+				break
+			}
+		}
+	}
+}
+
+// attach makes a lease of every ok acquire and hands each refresh and
+// release to the latest lease of its token whose acquire was invoked before
+// it. A token no ok acquire granted may be an acquire of unknown outcome's
+// (its token never reached the history): its lease is one of those
+// phantoms, with no acquire. If no acquire of unknown outcome was invoked
+// before the operation returned, nobody could have granted it.
+func (h *history) attach() {
+	byToken := map[string][]*lease{}
+	for _, o := range h.ops {
+		if o.f == Acquire && o.ok() {
+			l := &lease{id: len(h.leases), token: o.token(), acq: o, proc: o.proc, max: o.max()}
+			o.lease = l
+			h.leases = append(h.leases, l)
+			byToken[l.token] = append(byToken[l.token], l)
+		}
+		if o.f == Acquire && o.unknown() {
+			h.phantom = append(h.phantom, o)
+		}
+	}
+	orphan := map[string]*lease{}
+	for _, o := range h.ops {
+		if o.f == Acquire {
+			continue
+		}
+		var l *lease
+		for _, c := range byToken[o.token()] {
+			if c.acq.call < o.call {
+				l = c
+			}
+		}
+		if l == nil {
+			// The largest max of the unknown acquires that could have
+			// granted it: the most leniently judged.
+			m := 0
+			for _, p := range h.phantom {
+				if p.call < o.ret {
+					m = max(m, p.max())
+				}
+			}
+			if m == 0 {
+				if o.ok() {
+					h.orphans = append(h.orphans, o)
+				}
+				continue
+			}
+			if l = orphan[o.token()]; l == nil {
+				l = &lease{id: len(h.leases), token: o.token(), proc: o.proc, max: m}
+				orphan[o.token()] = l
+				h.leases = append(h.leases, l)
+			}
+		}
+		o.lease = l
+		l.ops = append(l.ops, o)
+	}
+}
+
+// shrink and stretch are a ttl as the harness's clock may see it: ttl(1-r)
+// and ttl(1+r), rounded to the lenient side.
+func (h *history) shrink(ttl int64) int64 {
+	return ttl - int64(math.Ceil(float64(ttl)*h.r))
+}
+
+func (h *history) stretch(ttl int64) int64 {
+	return ttl + int64(math.Ceil(float64(ttl)*h.r))
+}
+
+// seconds renders a time of the history for a person.
+func seconds(t int64) string {
+	if t == never {
+		return "for ever"
+	}
+	return fmt.Sprintf("%.3fs", float64(t)/1e9)
+}
+
+// describeOp renders an operation: "c1 acquire max 1, ttl_ms 1000 -> ok
+// token a, fence 3 (#2)".
+func describeOp(o *op) string {
+	var b strings.Builder
+	b.WriteString(o.proc + " " + o.f)
+	if a := o.arg.Text(); a != "" {
+		b.WriteString(" " + a)
+	}
+	switch {
+	case o.typ == "":
+		b.WriteString(" -> never completed")
+	case o.typ == histories.Info:
+		b.WriteString(" -> unknown (info)")
+	case o.failed():
+		b.WriteString(" -> failed")
+		if r := o.reason(); r != "" {
+			b.WriteString(" " + r)
+		}
+	default:
+		b.WriteString(" -> ok")
+		if r := o.res.Text(); r != "" {
+			b.WriteString(" " + r)
+		}
+	}
+	fmt.Fprintf(&b, " (#%d)", o.index)
+	return b.String()
+}
+
+// clockSlack is how far the clock faults that may bear on this lock were
+// from true time, in total, at some moment of [from, to]: those aimed at
+// the backend's clock or at the clock of a process that operates on the
+// lock, in force then. It returns the faults too, for the report.
+func (h *history) clockSlack(from, to int64) (int64, []*fault) {
+	var slack int64
+	var fs []*fault
+	for _, f := range h.faults {
+		if !f.clock() || f.call > to || f.over <= from || (f.target != "" && !h.procs[f.target]) {
+			continue
+		}
+		slack += f.offset
+		fs = append(fs, f)
+	}
+	return slack, fs
+}
+
+func describeFaults(fs []*fault) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = f.describe()
+	}
+	return strings.Join(s, ", ")
+}
+
+// sortedOps returns ops sorted by invoke time (stable: invoke order).
+func sortedOps(ops []*op) []*op {
+	s := append([]*op(nil), ops...)
+	sort.SliceStable(s, func(i, j int) bool { return s[i].call < s[j].call })
+	return s
+}
