@@ -20,18 +20,18 @@ func writeArtifacts(dir string, cx *Counterexample) error {
 	if err := histories.Write(&hist, cx.Result.History); err != nil {
 		return err
 	}
-	// The timeline of the property that broke, or of slot-exclusive when
-	// that one is not a linearizability check.
-	r := model.Check(cx.Result.History, model.Options{Visualize: true})
-	for _, prop := range []string{cx.Property, model.SlotExclusive} {
-		for i := range r.Verdicts {
-			v := &r.Verdicts[i]
-			if v.Property != prop || v.Lock != cx.Result.Lock || page.Len() > 0 {
-				continue
-			}
-			if _, err := v.Visualize(&page); err != nil {
-				return err
-			}
+	// The timeline of the property that broke, as the run judged it; when
+	// that one is not a linearizability check, slot-exclusive's, judged
+	// again as the run judged (its model and time budget) but keeping what
+	// the timeline needs.
+	if err := visualize(&page, cx.Report, cx.Property, cx.Result.Lock); err != nil {
+		return err
+	}
+	if page.Len() == 0 {
+		o := cx.judged
+		o.Visualize = true
+		if err := visualize(&page, model.Check(cx.Result.History, o), model.SlotExclusive, cx.Result.Lock); err != nil {
+			return err
 		}
 	}
 	replay := cx.Replay
@@ -53,6 +53,19 @@ func writeArtifacts(dir string, cx *Counterexample) error {
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// visualize writes porcupine's view of property prop of lock from r, if r
+// kept one.
+func visualize(w *bytes.Buffer, r *model.Report, prop, lock string) error {
+	for i := range r.Verdicts {
+		v := &r.Verdicts[i]
+		if v.Property == prop && v.Lock == lock {
+			_, err := v.Visualize(w)
 			return err
 		}
 	}

@@ -112,6 +112,8 @@ type Counterexample struct {
 	// its target and implementation); empty means "lockprover replay
 	// DIR/plan.json".
 	Replay string
+
+	judged model.Options // how Report was judged (timeout, model)
 }
 
 // run runs and judges one plan.
@@ -131,7 +133,7 @@ func (c Config) run(p *Plan) (*Counterexample, error) {
 		p.Model = "strict"
 	}
 	rep := Judge(p, res, c.judgeOptions())
-	cx := &Counterexample{Plan: p, Result: res, Report: rep, Impl: describeImpl(c.Impl, p)}
+	cx := &Counterexample{Plan: p, Result: res, Report: rep, Impl: describeImpl(c.Impl, p), judged: c.judgeOptions()}
 	cx.Property, cx.Inconclusive = firstViolation(rep, c.Properties)
 	return cx, nil
 }
