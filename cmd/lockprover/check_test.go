@@ -173,3 +173,49 @@ func TestCheckEDN(t *testing.T) {
 		t.Errorf("a JSON-lines report speaks of an import:\n%s", out.String())
 	}
 }
+
+// The README's check examples print what check prints (an example that
+// elides lines with "..." must match the lines it shows, in order;
+// trailing spaces do not count).
+func TestReadmeCheckExamples(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(readme), "\n")
+	n := 0
+	for i, line := range lines {
+		file, ok := strings.CutPrefix(line, "$ go run ./cmd/lockprover check ")
+		if !ok {
+			continue
+		}
+		n++
+		var want []string
+		for _, l := range lines[i+1:] {
+			if strings.HasPrefix(l, "```") || strings.HasPrefix(l, "$ ") {
+				break
+			}
+			want = append(want, l)
+		}
+		var out, errOut bytes.Buffer
+		run([]string{"check", filepath.Join("..", "..", file)}, &out, &errOut)
+		got := strings.Split(strings.TrimRight(strings.ReplaceAll(out.String(), filepath.Join("..", "..")+"/", ""), "\n"), "\n")
+		j := 0
+		for _, w := range want {
+			if strings.TrimSpace(w) == "..." {
+				continue
+			}
+			for j < len(got) && strings.TrimRight(got[j], " ") != strings.TrimRight(w, " ") {
+				j++
+			}
+			if j == len(got) {
+				t.Errorf("README's check %s shows %q, which check does not print in that order:\n%s", file, w, out.String())
+				break
+			}
+			j++
+		}
+	}
+	if n == 0 {
+		t.Error("no check example found in the README")
+	}
+}
