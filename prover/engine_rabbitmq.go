@@ -2,8 +2,6 @@ package prover
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -57,9 +55,7 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*Result, error) 
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "5672")
 	}
-	suffix := make([]byte, 4)
-	rand.Read(suffix)
-	lock := p.Lock + "-" + hex.EncodeToString(suffix)
+	lock := rabbitmq.UniqueName(p.Lock + "-")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e := &realEngine{t: t, addr: addr, ctx: ctx, start: time.Now(), slots: maxSlots(p) + p.Options.Overshoot + 8,

@@ -2,8 +2,6 @@ package conform
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -20,7 +18,7 @@ import (
 )
 
 // DefaultURL is the broker conform uses when it is given none.
-const DefaultURL = "amqp://guest:guest@127.0.0.1:5672/"
+const DefaultURL = rabbitmq.DefaultURL
 
 // Options say which broker to test and how it may be controlled.
 type Options struct {
@@ -80,7 +78,7 @@ func Open(ctx context.Context, o Options) (*Target, error) {
 		vhost = "/"
 	}
 	vhost, _ = url.PathUnescape(vhost)
-	t := &Target{opts: o, addr: addr, vhost: vhost, prefix: "lpconf-" + randomHex(4) + "-"}
+	t := &Target{opts: o, addr: addr, vhost: vhost, prefix: rabbitmq.UniqueName("lpconf-") + "-"}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	t.admin, err = rabbitmq.New(o.URL).Dial(dctx, broker.Config{Name: t.prefix + "admin"})
@@ -763,10 +761,4 @@ func (e *Env) StartBroker() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -8,8 +8,6 @@ package process
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,9 +119,7 @@ func (i *Impl) launch(ctx context.Context, name, kind, lock, url string, heartbe
 // implementation that cannot start fails here at once, with its stderr,
 // rather than in every plan of a run.
 func (i *Impl) Preflight(ctx context.Context, url, kind string) error {
-	suffix := make([]byte, 4)
-	rand.Read(suffix)
-	c, err := i.launch(ctx, "probe", kind, "lp-preflight-"+hex.EncodeToString(suffix), url, 1000)
+	c, err := i.launch(ctx, "probe", kind, rabbitmq.UniqueName("lp-preflight-"), url, 1000)
 	var re *replyError
 	switch {
 	case errors.As(err, &re):

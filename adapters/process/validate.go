@@ -2,8 +2,6 @@ package process
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -28,9 +26,7 @@ func Validate(command, url string, out io.Writer) bool {
 // ValidateContext is Validate, cut short when ctx ends (the checks left
 // are not run, every process is killed and every queue deleted).
 func ValidateContext(ctx context.Context, command, url string, out io.Writer) bool {
-	suffix := make([]byte, 4)
-	rand.Read(suffix)
-	v := &validator{ctx: ctx, command: command, url: url, out: out, lock: "lp-validate-" + hex.EncodeToString(suffix), ok: true}
+	v := &validator{ctx: ctx, command: command, url: url, out: out, lock: rabbitmq.UniqueName("lp-validate-"), ok: true}
 	defer v.cleanup()
 	v.semaphore()
 	v.mutex()

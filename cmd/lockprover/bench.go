@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -28,7 +26,7 @@ const benchHeartbeat = 10 * time.Second
 
 // defaultAMQPURL is the broker used when neither --amqp-url nor
 // LOCKPROVER_AMQP_URL says otherwise.
-const defaultAMQPURL = "amqp://guest:guest@127.0.0.1:5672/"
+const defaultAMQPURL = rabbitmq.DefaultURL
 
 func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -159,11 +157,7 @@ func redact(raw string) string {
 	return raw
 }
 
-func benchPrefix() string {
-	p := make([]byte, 4)
-	_, _ = rand.Read(p)
-	return "lp-bench-" + hex.EncodeToString(p) + "-"
-}
+func benchPrefix() string { return rabbitmq.UniqueName("lp-bench-") + "-" }
 
 // A series is the measurements of one operation: its latency and the AMQP
 // methods the client sent (through the proxy) in each measured iteration.

@@ -52,7 +52,7 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.shrink, "shrink-time", 30*time.Second, "time to spend minimising a counterexample")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker (plans wait three heartbeats at their end); 0s for none")
 	fs.StringVar(&f.target, "target", "sim", "where plans run: sim (the simulator) or rabbitmq (a real broker, see --amqp-url)")
-	fs.StringVar(&f.url, "amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/")
+	fs.StringVar(&f.url, "amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
 	fs.BoolVar(&f.restart, "allow-restart", false, "let plans on a real broker restart it (rabbitmqctl stop_app/start_app)")
 	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference; implies --target rabbitmq")
 	fs.StringVar(&f.options, "options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, plain_failure, scan_start=random, delete_order=ascending, overshoot=N, ...")

@@ -37,6 +37,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/testcontainers/testcontainers-go"
 	tcrabbitmq "github.com/testcontainers/testcontainers-go/modules/rabbitmq"
 )
@@ -48,7 +49,7 @@ const (
 	Image = "rabbitmq:3.10-management-alpine"
 
 	localAddr    = "127.0.0.1:5672"
-	localURL     = "amqp://guest:guest@127.0.0.1:5672/"
+	localURL     = rabbitmq.DefaultURL
 	probeTimeout = 500 * time.Millisecond
 	startTimeout = 3 * time.Minute // image pull and broker boot
 
