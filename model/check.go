@@ -65,6 +65,10 @@ type Options struct {
 	// Visualize keeps what Verdict.Visualize needs for every
 	// linearizability check, not only the failed ones.
 	Visualize bool
+	// Evidence, if set, is what a run showed beyond its history (method
+	// counts, queues left, the processes' failures), from which Check
+	// judges the properties a history alone cannot show.
+	Evidence *Evidence
 	// Drift bounds how far the clocks that time leases may run fast or
 	// slow, as a fraction of the time measured: a lease of ttl t granted at
 	// g is certainly valid until g + t(1-Drift) and may be valid until
@@ -157,6 +161,9 @@ func Check(h []histories.Event, o Options) *Report {
 		} else {
 			r.Verdicts = append(r.Verdicts, checkSemaphore(lh, o)...)
 		}
+	}
+	if o.Evidence != nil {
+		r.Verdicts = judgeEvidence(r.Verdicts, h, o.Evidence)
 	}
 	return r
 }

@@ -2,9 +2,7 @@ package prover
 
 import (
 	"context"
-	"fmt"
-	"sort"
-	"strings"
+	"github.com/lockprover/lockprover/model"
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
@@ -26,8 +24,8 @@ type engine interface {
 	AfterMethods(name string, n int, f func())
 	// After runs f once d has passed.
 	After(d time.Duration, f func())
-	// Cost is what process name has sent so far.
-	Cost(name string) Cost
+	// model.Cost is what process name has sent so far.
+	Cost(name string) model.Cost
 	// Hold blocks a process between steps while it is paused, for engines
 	// that cannot freeze it outright.
 	Hold(b broker.Broker, name string)
@@ -39,46 +37,3 @@ type engine interface {
 }
 
 type queueOwner struct{ name, owner string }
-
-// Cost is what an operation (or a process) sent to the broker: AMQP methods
-// by name, connections dialled, channels opened. The efficiency properties
-// are judged from it.
-type Cost struct {
-	Methods     map[string]int
-	Connections int
-	Channels    int
-}
-
-// Sub is the cost between two snapshots.
-func (c Cost) Sub(d Cost) Cost {
-	out := Cost{Methods: map[string]int{}, Connections: c.Connections - d.Connections, Channels: c.Channels - d.Channels}
-	for m, n := range c.Methods {
-		if n -= d.Methods[m]; n != 0 {
-			out.Methods[m] = n
-		}
-	}
-	return out
-}
-
-// Total is the number of methods.
-func (c Cost) Total() int {
-	n := 0
-	for _, k := range c.Methods {
-		n += k
-	}
-	return n
-}
-
-func (c Cost) String() string {
-	names := make([]string, 0, len(c.Methods))
-	for m := range c.Methods {
-		names = append(names, m)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	for _, m := range names {
-		fmt.Fprintf(&b, "%s=%d ", m, c.Methods[m])
-	}
-	fmt.Fprintf(&b, "channels=%d connections=%d", c.Channels, c.Connections)
-	return b.String()
-}

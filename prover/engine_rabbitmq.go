@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/model"
 	"net"
 	"net/url"
 	"os/exec"
@@ -174,13 +175,13 @@ func (e *realEngine) OpContext(wait bool) (context.Context, context.CancelFunc) 
 	return context.WithTimeout(e.ctx, d)
 }
 
-func (e *realEngine) Cost(name string) Cost {
+func (e *realEngine) Cost(name string) model.Cost {
 	px, err := e.proxyFor(name)
 	if err != nil {
-		return Cost{Methods: map[string]int{}}
+		return model.Cost{Methods: map[string]int{}}
 	}
 	c := px.Counts()
-	return Cost{Methods: c.Sent, Connections: c.Connections, Channels: c.Channels}
+	return model.Cost{Methods: c.Sent, Connections: c.Connections, Channels: c.Channels}
 }
 
 // Fault strikes through the process's proxy: a kill closes both sides of

@@ -2,6 +2,7 @@ package prover
 
 import (
 	"context"
+	"github.com/lockprover/lockprover/model"
 	"io"
 	"strings"
 	"time"
@@ -50,9 +51,9 @@ func (e simEngine) Fault(fault, target string) error { return e.w.Strike(fault, 
 // from outside any process leaves it down for the restart's downtime).
 func (e simEngine) BrokerUp() bool { return e.w.Up() }
 
-func (e simEngine) Cost(name string) Cost {
+func (e simEngine) Cost(name string) model.Cost {
 	c := e.w.Counters(name)
-	out := Cost{Methods: map[string]int{}, Connections: c.Connections, Channels: c.Channels}
+	out := model.Cost{Methods: map[string]int{}, Connections: c.Connections, Channels: c.Channels}
 	for _, m := range methodNames {
 		if n := c.Method(m); n > 0 {
 			out.Methods[m] = n

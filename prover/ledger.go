@@ -1,5 +1,7 @@
 package prover
 
+import "github.com/lockprover/lockprover/model"
+
 // A ledger follows one process's connection and channels through its method
 // counts, so that an operation is charged only for what the spec calls
 // waste, whatever the implementation's habits:
@@ -24,11 +26,11 @@ package prover
 // charged, so the budgets judge only the methods the operation itself
 // needed.
 type ledger struct {
-	seen         Cost // the counts accounted for so far
-	had          bool // the process has had a connection
-	excuses      int  // faults (and broker closes) that may have cost it a connection, not yet used to excuse one
-	closedOwn    bool // it closed a channel itself on its current connection
-	brokerClosed int  // channels the broker closed and it has not reopened
+	seen         model.Cost // the counts accounted for so far
+	had          bool       // the process has had a connection
+	excuses      int        // faults (and broker closes) that may have cost it a connection, not yet used to excuse one
+	closedOwn    bool       // it closed a channel itself on its current connection
+	brokerClosed int        // channels the broker closed and it has not reopened
 }
 
 // cut records a fault that may have cost the process its connection: it
@@ -37,14 +39,14 @@ func (l *ledger) cut() { l.excuses++ }
 
 // absorb accounts for what the process sent outside any operation (its
 // start, between operations): nothing there is charged.
-func (l *ledger) absorb(now Cost) { l.charge(now) }
+func (l *ledger) absorb(now model.Cost) { l.charge(now) }
 
 // charge accounts for what the process sent since the last call and
 // returns what of it is charged, with the waste it found ("" for none).
-func (l *ledger) charge(now Cost) (Cost, string) {
+func (l *ledger) charge(now model.Cost) (model.Cost, string) {
 	d := now.Sub(l.seen)
 	l.seen = now
-	out := Cost{Methods: map[string]int{}, Connections: d.Connections, Channels: d.Channels}
+	out := model.Cost{Methods: map[string]int{}, Connections: d.Connections, Channels: d.Channels}
 	for m, n := range d.Methods {
 		out.Methods[m] = n
 	}

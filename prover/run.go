@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/model"
 	"sort"
 	"strings"
 	"sync"
@@ -23,7 +24,7 @@ type Result struct {
 	// Costs are the methods each completed operation sent, by the index of
 	// its invoke event, less the free setup of connections and channels
 	// (see ledger).
-	Costs map[int]Cost
+	Costs map[int]model.Cost
 	// Waste says, by the index of its invoke event, how an operation
 	// wasted connections or channels.
 	Waste map[int]string
@@ -65,7 +66,7 @@ type runner struct {
 
 	mu        sync.Mutex
 	states    map[string]*procState
-	costs     map[int]Cost
+	costs     map[int]model.Cost
 	killed    map[string]bool            // processes killed while heartbeats are off
 	faulty    map[string]map[string]bool // process -> pause/partition in force
 	stuck     error
@@ -83,7 +84,7 @@ func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
 	p := *plan
 	p.Lock = lock // what implementations work on: unique per run on a real broker
 	return &runner{p: &p, impl: impl, eng: eng, lock: lock, rec: histories.NewRecorder(eng.Now),
-		hb: p.Options.heartbeat(), states: map[string]*procState{}, costs: map[int]Cost{},
+		hb: p.Options.heartbeat(), states: map[string]*procState{}, costs: map[int]model.Cost{},
 		killed: map[string]bool{}, faulty: map[string]map[string]bool{}, live: map[string]Client{},
 		dialling: map[string]context.CancelFunc{}, ledgers: map[string]*ledger{}, waste: map[int]string{},
 		created: p.Kind != "semaphore" || len(p.Admins) == 0}
