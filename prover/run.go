@@ -314,32 +314,13 @@ func (r *runner) problem(p string) {
 	r.problems = append(r.problems, p)
 }
 
-// op runs one step as an operation of the history.
+// op runs one step as an operation of the history: it records the invoke,
+// arms an admin-crash if one is due, calls the client, and records the
+// completion with what the operation cost.
 func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
-	c := in.client
-	e := histories.Event{Process: name, F: s.Op, Lock: r.lock}
-	if r.p.Kind == "mutex" {
-		e.Kind = histories.Mutex
-	}
-	slot := in.held
-	switch s.Op {
-	case "acquire":
-		if in.held != 0 {
-			return
-		}
-	case "verify", "release":
-		if in.held == 0 {
-			return
-		}
-		if r.p.Kind != "mutex" {
-			e.Value = &histories.Value{Slot: histories.Int(slot)}
-		}
-	case "create":
-		e.Value = &histories.Value{Slots: histories.Int(r.p.Slots)}
-	case "change":
-		e.Value = &histories.Value{Delta: histories.Int(s.Delta)}
-	case "wait":
-		e.Value = &histories.Value{Slot: histories.Int(s.Slot)}
+	e, ok := r.invocation(name, in, s)
+	if !ok {
+		return
 	}
 	before := r.eng.Cost(name)
 	r.mu.Lock()
@@ -347,7 +328,6 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 		r.mu.Unlock()
 		return
 	}
-	e.Type = histories.Invoke
 	inv := r.rec.Add(e)
 	st.open = inv.Index
 	led := r.ledger(name)
@@ -366,62 +346,10 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	}
 	ctx, cancel := r.eng.OpContext(s.Op == "wait")
 	defer cancel()
-	var res *histories.Value
-	var err error
-	held := in.held
-	switch s.Op {
-	case "acquire":
-		var got int
-		if got, err = c.Acquire(ctx); err == nil {
-			held = -1
-			if r.p.Kind != "mutex" {
-				held = got
-				res = &histories.Value{Slot: histories.Int(got)}
-			}
-		}
-	case "verify":
-		var ok bool
-		if ok, err = c.Verify(ctx, slot); err == nil {
-			res = &histories.Value{Held: histories.Bool(ok)}
-		}
-	case "release":
-		err = c.Release(ctx, slot)
-		held = 0
-	case "create":
-		err = c.Create(ctx, r.p.Slots)
-	case "change":
-		var from, to int
-		if from, to, err = c.Change(ctx, s.Delta); err == nil {
-			res = &histories.Value{From: histories.Int(from), To: histories.Int(to)}
-		}
-	case "destroy":
-		var from int
-		if from, err = c.Destroy(ctx); err == nil {
-			res = &histories.Value{From: histories.Int(from)}
-		}
-	case "count":
-		var n int
-		if n, err = c.Count(ctx); err == nil {
-			res = &histories.Value{Slots: histories.Int(n)}
-		}
-	case "wait":
-		err = c.Wait(ctx, s.Slot)
-	}
+	c := in.client
+	res, held, err := r.call(ctx, c, in, s)
 	spent := r.eng.Cost(name)
-	done := histories.Event{Process: name, F: s.Op, Lock: r.lock, Kind: e.Kind}
-	var f *Failure
-	known := true
-	switch {
-	case err == nil:
-		done.Type, done.Value = histories.Ok, res
-	case errors.As(err, &f):
-		done.Type, done.Value = histories.Fail, &histories.Value{Reason: f.Reason}
-	default:
-		done.Type, known = histories.Info, false
-		if p := r.patch(name, inv); p != nil {
-			done = *p
-		}
-	}
+	done, known := r.completion(name, inv, e.Kind, res, err)
 	in.held = held
 	r.mu.Lock()
 	if st.gen != in.gen {
@@ -450,6 +378,106 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 			r.strike("kill", name)
 		}
 	}
+}
+
+// invocation is step s's invoke event, or false when the step does not
+// apply: an acquire while the client holds a slot, a verify or a release
+// while it holds none.
+func (r *runner) invocation(name string, in *incarnation, s Step) (histories.Event, bool) {
+	e := histories.Event{Type: histories.Invoke, Process: name, F: s.Op, Lock: r.lock}
+	if r.p.Kind == "mutex" {
+		e.Kind = histories.Mutex
+	}
+	switch s.Op {
+	case "acquire":
+		if in.held != 0 {
+			return e, false
+		}
+	case "verify", "release":
+		if in.held == 0 {
+			return e, false
+		}
+		if r.p.Kind != "mutex" {
+			e.Value = &histories.Value{Slot: histories.Int(in.held)}
+		}
+	case "create":
+		e.Value = &histories.Value{Slots: histories.Int(r.p.Slots)}
+	case "change":
+		e.Value = &histories.Value{Delta: histories.Int(s.Delta)}
+	case "wait":
+		e.Value = &histories.Value{Slot: histories.Int(s.Slot)}
+	}
+	return e, true
+}
+
+// call performs step s on the client: the completion's value, what the
+// incarnation holds afterwards (a slot, -1 for a mutex, 0 for nothing),
+// and the client's error.
+func (r *runner) call(ctx context.Context, c Client, in *incarnation, s Step) (*histories.Value, int, error) {
+	held, slot := in.held, in.held
+	switch s.Op {
+	case "acquire":
+		got, err := c.Acquire(ctx)
+		if err != nil {
+			return nil, held, err
+		}
+		if r.p.Kind == "mutex" {
+			return nil, -1, nil
+		}
+		return &histories.Value{Slot: histories.Int(got)}, got, nil
+	case "verify":
+		ok, err := c.Verify(ctx, slot)
+		if err != nil {
+			return nil, held, err
+		}
+		return &histories.Value{Held: histories.Bool(ok)}, held, nil
+	case "release":
+		return nil, 0, c.Release(ctx, slot)
+	case "create":
+		return nil, held, c.Create(ctx, r.p.Slots)
+	case "change":
+		from, to, err := c.Change(ctx, s.Delta)
+		if err != nil {
+			return nil, held, err
+		}
+		return &histories.Value{From: histories.Int(from), To: histories.Int(to)}, held, nil
+	case "destroy":
+		from, err := c.Destroy(ctx)
+		if err != nil {
+			return nil, held, err
+		}
+		return &histories.Value{From: histories.Int(from)}, held, nil
+	case "count":
+		n, err := c.Count(ctx)
+		if err != nil {
+			return nil, held, err
+		}
+		return &histories.Value{Slots: histories.Int(n)}, held, nil
+	case "wait":
+		return nil, held, c.Wait(ctx, s.Slot)
+	}
+	return nil, held, fmt.Errorf("prover: no operation %q", s.Op)
+}
+
+// completion is the event that completes inv: ok with res, a definite
+// failure with its reason, or an unknown outcome (known false), which the
+// simulator may settle from its ground truth.
+func (r *runner) completion(name string, inv histories.Event, kind string, res *histories.Value, err error) (histories.Event, bool) {
+	done := histories.Event{Process: name, F: inv.F, Lock: r.lock, Kind: kind}
+	var f *Failure
+	switch {
+	case err == nil:
+		done.Type, done.Value = histories.Ok, res
+	case errors.As(err, &f):
+		done.Type, done.Value = histories.Fail, &histories.Value{Reason: f.Reason}
+	default:
+		done.Type = histories.Info
+		if p := r.patch(name, inv); p != nil {
+			done = *p
+		}
+		return done, false
+	}
+	return done, true
 }
 
 // brokerUp is an engine that can tell whether its broker is up.
