@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -90,11 +91,31 @@ Flags:`)
 		fmt.Fprintln(stdout, "note: the rabbitmqctl eval session did not start; every query is a plain rabbitmqctl command (about a second), so timed cases may diverge")
 	}
 
-	code = exitOK
+	code = conformTable(ctx, tg, shown, *retries, stdout)
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "conform: interrupted")
+		return exitInterrupted
+	}
+	if *sequences > 0 {
+		code = conformSequences(ctx, tg, *sequences, *seed, *shrink, code, stdout, stderr)
+		if code == exitInterrupted {
+			return code
+		}
+	}
+	if code == exitOK {
+		fmt.Fprintln(stdout, "\nthe simulator agrees with RabbitMQ")
+	}
+	return code
+}
+
+// conformTable runs part 1, the semantics table, and prints a line per
+// case: exit 1 on a divergence, 3 on a harness failure, else 0.
+func conformTable(ctx context.Context, tg *conform.Target, shown string, retries int, stdout io.Writer) int {
+	code := exitOK
 	fmt.Fprintf(stdout, "part 1: the semantics table on %s and on the simulator (queues %s*)\n", shown, tg.Prefix())
 	start := time.Now()
 	counts := map[string]int{}
-	tg.RunTable(ctx, nil, *retries, func(r conform.CaseReport) {
+	tg.RunTable(ctx, nil, retries, func(r conform.CaseReport) {
 		counts[r.Status()]++
 		timing := ""
 		if r.Skipped == "" {
@@ -122,45 +143,40 @@ Flags:`)
 	})
 	fmt.Fprintf(stdout, "part 1: %d agree, %d diverge, %d contradict the table on both sides, %d harness failures, %d skipped (%.1fs)\n",
 		counts["agree"], counts["diverge"], counts["table"], counts["error"], counts["skip"], time.Since(start).Seconds())
-	if ctx.Err() != nil {
+	return code
+}
+
+// conformSequences runs part 2, drawn differential sequences, on top of
+// part 1's status code, and returns the run's status.
+func conformSequences(ctx context.Context, tg *conform.Target, sequences int, seed uint64, shrink time.Duration, code int, stdout, stderr io.Writer) int {
+	fmt.Fprintf(stdout, "\npart 2: %d differential sequences from seed %d (replay: --seed %d --sequences %d)\n", sequences, seed, seed, sequences)
+	step := max(sequences/10, 1)
+	out, err := tg.Differential(ctx, conform.DiffOptions{
+		Sequences: sequences,
+		Seed:      seed,
+		Shrink:    shrink,
+		Progress: func(n, steps int) {
+			if n%step == 0 && n < sequences {
+				fmt.Fprintf(stdout, "  %d/%d sequences, %d steps\n", n, sequences, steps)
+			}
+		},
+	})
+	switch {
+	case err != nil && ctx.Err() != nil:
 		fmt.Fprintln(stderr, "conform: interrupted")
 		return exitInterrupted
-	}
-
-	if *sequences > 0 {
-		fmt.Fprintf(stdout, "\npart 2: %d differential sequences from seed %d (replay: --seed %d --sequences %d)\n", *sequences, *seed, *seed, *sequences)
-		step := max(*sequences/10, 1)
-		out, err := tg.Differential(ctx, conform.DiffOptions{
-			Sequences: *sequences,
-			Seed:      *seed,
-			Shrink:    *shrink,
-			Progress: func(n, steps int) {
-				if n%step == 0 && n < *sequences {
-					fmt.Fprintf(stdout, "  %d/%d sequences, %d steps\n", n, *sequences, steps)
-				}
-			},
-		})
-		if err != nil && ctx.Err() != nil {
-			fmt.Fprintln(stderr, "conform: interrupted")
-			return exitInterrupted
+	case err != nil:
+		fmt.Fprintf(stderr, "conform: part 2: %v\n", err)
+		if errors.Is(err, conform.ErrHarness) && code == exitOK {
+			return exitInconclusive
 		}
-		if err != nil {
-			fmt.Fprintf(stderr, "conform: part 2: %v\n", err)
-			if errors.Is(err, conform.ErrHarness) && code == exitOK {
-				return exitInconclusive
-			}
-			return max(code, exitViolation)
-		}
-		fmt.Fprintf(stdout, "part 2: %d sequences, %d steps in %.1fs (%.0f sequences/s)\n", out.Sequences, out.Steps, out.Elapsed.Seconds(), float64(out.Sequences)/out.Elapsed.Seconds())
-		if out.Found != nil {
-			fmt.Fprintf(stdout, "divergence, shrunk to a minimal sequence: %s", out.Found)
-			code = exitViolation
-		} else {
-			fmt.Fprintln(stdout, "no divergence")
-		}
+		return max(code, exitViolation)
 	}
-	if code == exitOK {
-		fmt.Fprintln(stdout, "\nthe simulator agrees with RabbitMQ")
+	fmt.Fprintf(stdout, "part 2: %d sequences, %d steps in %.1fs (%.0f sequences/s)\n", out.Sequences, out.Steps, out.Elapsed.Seconds(), float64(out.Sequences)/out.Elapsed.Seconds())
+	if out.Found != nil {
+		fmt.Fprintf(stdout, "divergence, shrunk to a minimal sequence: %s", out.Found)
+		return exitViolation
 	}
+	fmt.Fprintln(stdout, "no divergence")
 	return code
 }
