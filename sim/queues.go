@@ -263,6 +263,7 @@ func (w *World) closeChannel(ch *channel) {
 			d.q.msgs = append([]bool{d.persistent}, d.q.msgs...)
 		}
 	}
+	requeued := ch.unacked
 	ch.unacked = nil
 	for _, cs := range ch.consumers {
 		q := cs.q
@@ -272,6 +273,17 @@ func (w *World) closeChannel(ch *channel) {
 		}
 	}
 	ch.consumers = nil
+	// What came back goes on to a consumer its queue still has, as
+	// RabbitMQ delivers requeued messages.
+	for _, d := range requeued {
+		if q := d.q; w.queues[q.name] == q && len(q.consumers) > 0 && len(q.msgs) > 0 {
+			cs := q.consumers[0]
+			for _, m := range q.msgs {
+				cs.ch.unacked = append(cs.ch.unacked, delivery{q, m})
+			}
+			q.msgs = nil
+		}
+	}
 }
 
 func (w *World) publish(c *conn, ch *channel, pb broker.Publishing) reply {
