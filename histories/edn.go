@@ -379,7 +379,7 @@ func decodeOp(f form) (o jop, msg string) {
 	if o.nemesis {
 		return o, "" // a fault's value is the nemesis's business
 	}
-	if o.f != "acquire" && o.f != "release" {
+	if o.f != Acquire && o.f != Release {
 		return o, fmt.Sprintf(":f: a client of a lock workload does :acquire or :release, got :%s", o.f)
 	}
 	o.lock = JepsenLock
@@ -543,7 +543,7 @@ func (c *converter) add(o *jop) string {
 	}
 	inv, ok := c.pending[name]
 	delete(c.pending, name)
-	if ok && o.typ == Fail && o.f == "acquire" && c.events[inv].F == "acquire" && c.events[inv].Lock == o.lock {
+	if ok && o.typ == Fail && o.f == Acquire && c.events[inv].F == Acquire && c.events[inv].Lock == o.lock {
 		c.drop[inv] = true
 		if c.dropped == 0 {
 			c.firstDrop = o.line
@@ -555,8 +555,8 @@ func (c *converter) add(o *jop) string {
 	if o.typ == Info {
 		// Jepsen retires a process whose op crashed and closes its client:
 		// whatever it held may be lost from now on.
-		c.emit(Event{Time: o.time, Process: nemesis, Type: Invoke, F: "kill", Value: &Value{Process: name}}, o.line)
-		c.emit(Event{Time: o.time, Process: nemesis, Type: Info, F: "kill", Value: &Value{Process: name}}, o.line)
+		c.emit(Event{Time: o.time, Process: nemesis, Type: Invoke, F: Kill, Value: &Value{Process: name}}, o.line)
+		c.emit(Event{Time: o.time, Process: nemesis, Type: Info, F: Kill, Value: &Value{Process: name}}, o.line)
 	}
 	return ""
 }
@@ -648,9 +648,9 @@ func (c *converter) update(o *jop) {
 		return
 	}
 	c.inForce = now
-	f := "partition"
+	f := Partition
 	if !now {
-		f = "heal"
+		f = Heal
 	}
 	for _, p := range c.clients {
 		c.emit(Event{Time: o.time, Process: nemesis, Type: Invoke, F: f, Value: &Value{Process: p}}, o.line)

@@ -60,6 +60,35 @@ const (
 	Lease = "lease"
 )
 
+// The operations, an event's F: clients acquire, verify, release (and, on
+// a lease, refresh); admins create, change, count, wait for and destroy a
+// semaphore. Plans name their steps with the same words.
+const (
+	Acquire = "acquire"
+	Verify  = "verify"
+	Release = "release"
+	Refresh = "refresh"
+	Create  = "create"
+	Change  = "change"
+	Count   = "count"
+	Wait    = "wait"
+	Destroy = "destroy"
+)
+
+// The faults, a nemesis event's F. Pause and partition last until the
+// matching resume and heal. The clock faults (ClockSkew, ClockJump,
+// ClockReset) belong to lease histories.
+const (
+	Kill          = "kill"
+	Pause         = "pause"
+	Resume        = "resume"
+	Partition     = "partition"
+	Heal          = "heal"
+	ForceClose    = "force-close"
+	DropReply     = "drop-reply"
+	RestartBroker = "restart-broker"
+)
+
 // Value is the union of every operation's argument or result; a field is nil
 // (or empty) when the operation does not carry it. Which fields an event may
 // carry depends on its lock kind, f and type, and Read enforces it:

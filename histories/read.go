@@ -498,30 +498,30 @@ func (p *parser) known(s []byte) string {
 		return "fail"
 	case "info":
 		return "info"
-	case "acquire":
-		return "acquire"
-	case "verify":
-		return "verify"
-	case "release":
-		return "release"
-	case "create":
-		return "create"
-	case "change":
-		return "change"
-	case "destroy":
-		return "destroy"
-	case "count":
-		return "count"
-	case "wait":
-		return "wait"
-	case "semaphore":
-		return "semaphore"
-	case "mutex":
-		return "mutex"
-	case "lease":
-		return "lease"
-	case "refresh":
-		return "refresh"
+	case Acquire:
+		return Acquire
+	case Verify:
+		return Verify
+	case Release:
+		return Release
+	case Create:
+		return Create
+	case Change:
+		return Change
+	case Destroy:
+		return Destroy
+	case Count:
+		return Count
+	case Wait:
+		return Wait
+	case Semaphore:
+		return Semaphore
+	case Mutex:
+		return Mutex
+	case Lease:
+		return Lease
+	case Refresh:
+		return Refresh
 	}
 	return p.name(s)
 }

@@ -13,10 +13,10 @@ const nemesis = "nemesis"
 // The operations each kind of process may perform, in the order messages
 // list them.
 var (
-	semaphoreOps = []string{"acquire", "verify", "release", "create", "change", "destroy", "count", "wait"}
-	mutexOps     = []string{"acquire", "verify", "release"}
-	leaseOps     = []string{"acquire", "refresh", "release"}
-	nemesisOps   = []string{"kill", "pause", "resume", "partition", "heal", "force-close", "restart-broker", "drop-reply",
+	semaphoreOps = []string{Acquire, Verify, Release, Create, Change, Destroy, Count, Wait}
+	mutexOps     = []string{Acquire, Verify, Release}
+	leaseOps     = []string{Acquire, Refresh, Release}
+	nemesisOps   = []string{Kill, Pause, Resume, Partition, Heal, ForceClose, RestartBroker, DropReply,
 		ClockSkew, ClockJump, ClockReset}
 )
 
@@ -73,14 +73,14 @@ var (
 // admin operations of each lock kind; nemesisShapes those of faults.
 var (
 	semaphoreShapes = map[string]*shapes{
-		"acquire": {none,
+		Acquire: {none,
 			slotArg,
 			{allowed: vReason, required: vReason, reasons: []string{"full", "absent", Unavailable, "contended"}, want: `{"reason":"full"|"absent"|"unavailable"|"contended"}`},
 			none},
-		"verify": {slotArg,
+		Verify: {slotArg,
 			{allowed: vHeld, required: vHeld, want: `{"held":true|false}`},
 			anyReason, none},
-		"release": {slotArg,
+		Release: {slotArg,
 			none,
 			anyReason, none},
 		"create": {{allowed: vSlots, required: vSlots, want: `{"slots":n} with n >= 0`},
@@ -88,22 +88,22 @@ var (
 		"change": {{allowed: vDelta, required: vDelta, want: `{"delta":d} with d != 0`},
 			{allowed: vFrom | vTo, required: vFrom | vTo, want: `{"from":c,"to":c'} with c, c' >= 0`},
 			anyReason, none},
-		"destroy": {none,
+		Destroy: {none,
 			{allowed: vFrom, required: vFrom, want: `{"from":c} with c >= 0`},
 			anyReason, none},
-		"count": {none,
+		Count: {none,
 			{allowed: vSlots, required: vSlots, want: `{"slots":c} with c >= 0`},
 			anyReason, none},
-		"wait": {slotArg, none, anyReason, none},
+		Wait: {slotArg, none, anyReason, none},
 	}
 	mutexShapes = map[string]*shapes{
-		"acquire": {none, none,
+		Acquire: {none, none,
 			{allowed: vReason, required: vReason, reasons: []string{"held"}, want: `{"reason":"held"}`},
 			none},
-		"verify": {none,
+		Verify: {none,
 			{allowed: vHeld, required: vHeld, want: `{"held":true|false}`},
 			anyReason, none},
-		"release": {none, none, anyReason, none},
+		Release: {none, none, anyReason, none},
 	}
 	leaseShapes = map[string]*shapes{
 		"acquire": {{allowed: vMax | vTTLMs, required: vMax | vTTLMs, want: `{"max":n,"ttl_ms":t} with n, t >= 1`},
@@ -130,14 +130,14 @@ var (
 		ClockSkew:        clockShapes,
 		ClockJump:        clockShapes,
 		ClockReset:       resetShapes,
-		"kill":           targeted,
-		"pause":          targeted,
-		"resume":         targeted,
-		"partition":      targeted,
-		"heal":           targeted,
-		"force-close":    targeted,
-		"drop-reply":     targeted,
-		"restart-broker": {none, none, anyReason, none},
+		Kill:           targeted,
+		Pause:          targeted,
+		Resume:         targeted,
+		Partition:      targeted,
+		Heal:           targeted,
+		ForceClose:    targeted,
+		DropReply:     targeted,
+		RestartBroker: {none, none, anyReason, none},
 	}
 	targeted = &shapes{target, target,
 		{allowed: vProcess | vReason, required: vProcess, want: `{"process":p}, as in its invoke, optionally with a reason`},
@@ -351,7 +351,7 @@ func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) str
 		}
 	}
 	if vhas&vPatched != 0 {
-		if kind == nemesis || kind == Lease || (e.F != "acquire" && e.F != "release") || (e.Type != Ok && e.Type != Fail) {
+		if kind == nemesis || kind == Lease || (e.F != Acquire && e.F != Release) || (e.Type != Ok && e.Type != Fail) {
 			return fmt.Sprintf("value.patched: not allowed: only an acquire or release that completes ok or fail may be patched, not a %s", what())
 		}
 		if e.Type == Fail && val.Reason != NotApplied {

@@ -70,13 +70,13 @@ func excused(lh *lockHistory, o *op) bool {
 		if o.done >= 0 && f.index > o.done || !costsHolds(f) {
 			continue
 		}
-		if o.f == "wait" {
+		if o.f == histories.Wait {
 			return true
 		}
 		if (f.target == 0 || f.target == o.proc) && !recovered(lh, o, over(lh, f)) {
 			return true
 		}
-		if f.f == "drop-reply" && f.target == o.proc && firstCut(lh, o, f) {
+		if f.f == histories.DropReply && f.target == o.proc && firstCut(lh, o, f) {
 			return true
 		}
 	}
@@ -101,7 +101,7 @@ func firstCut(lh *lockHistory, o *op, f *fault) bool {
 // over is when a fault stops being in force: a pause or a partition when it
 // is resumed or healed, any other fault once it is in place.
 func over(lh *lockHistory, f *fault) int64 {
-	if f.f == "pause" || f.f == "partition" {
+	if f.f == histories.Pause || f.f == histories.Partition {
 		for _, g := range lh.faults {
 			if g.index == f.healIdx {
 				return g.end

@@ -33,17 +33,17 @@ func stepCount(s countRange, c *countCall) (bool, countRange) {
 	in := func(v int) bool { return (c.loose || s.lo <= v) && v <= s.hi }
 	if o.unknown() {
 		switch {
-		case o.f == "create":
+		case o.f == histories.Create:
 			return true, countRange{s.lo, max(s.hi, *o.arg.Slots)}
-		case o.f == "change" && *o.arg.Delta > 0:
+		case o.f == histories.Change && *o.arg.Delta > 0:
 			return true, countRange{s.lo, min(unbounded, s.hi+*o.arg.Delta)}
-		case o.f == "change":
+		case o.f == histories.Change:
 			return true, countRange{max(0, s.lo+*o.arg.Delta), s.hi}
 		}
 		return true, countRange{0, s.hi} // destroy
 	}
 	switch o.f {
-	case "create":
+	case histories.Create:
 		// It succeeded, so the semaphore did not exist (no slots), and now
 		// it has exactly n.
 		if !in(0) {
@@ -51,17 +51,17 @@ func stepCount(s countRange, c *countCall) (bool, countRange) {
 		}
 		n := *o.arg.Slots
 		return true, countRange{n, n}
-	case "change":
+	case histories.Change:
 		if !in(*o.res.From) {
 			return false, s
 		}
 		return true, countRange{*o.res.To, *o.res.To}
-	case "destroy":
+	case histories.Destroy:
 		if !in(*o.res.From) {
 			return false, s
 		}
 		return true, countRange{0, 0}
-	case "count":
+	case histories.Count:
 		if !in(*o.res.Slots) {
 			return false, s
 		}
@@ -97,7 +97,7 @@ func countOps(lh *lockHistory, relaxed bool) ([]porcupine.Operation, int) {
 	var admin []*op
 	for _, o := range lh.ops {
 		switch o.f {
-		case "create", "change", "destroy", "count":
+		case histories.Create, histories.Change, histories.Destroy, histories.Count:
 			if o.typ != histories.Fail {
 				admin = append(admin, o)
 			}
@@ -106,7 +106,7 @@ func countOps(lh *lockHistory, relaxed bool) ([]porcupine.Operation, int) {
 	var ops []porcupine.Operation
 	judged := 0
 	for _, o := range admin {
-		if o.f == "count" {
+		if o.f == histories.Count {
 			if o.typ != histories.Ok || !countQuiescent(lh, admin, o) {
 				continue
 			}
@@ -135,7 +135,7 @@ func countQuiescent(lh *lockHistory, admin []*op, c *op) bool {
 		return false
 	}
 	for _, f := range lh.faults {
-		if f.f == "restart-broker" && f.call <= c.ret && c.call <= f.end {
+		if f.f == histories.RestartBroker && f.call <= c.ret && c.call <= f.end {
 			return false
 		}
 	}

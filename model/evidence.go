@@ -92,9 +92,9 @@ func judgeEvidence(vs []Verdict, h []histories.Event, e *Evidence) []Verdict {
 		case v.Property == NoLeak:
 			*v = noLeak(e)
 		case v.Property == CheapAcquire:
-			*v = cheap(h, e, "acquire", acquireBudget)
+			*v = cheap(h, e, histories.Acquire, acquireBudget)
 		case v.Property == CheapVerify:
-			*v = cheap(h, e, "verify", verifyBudget)
+			*v = cheap(h, e, histories.Verify, verifyBudget)
 		case v.Property == DriverMinimal:
 			*v = driverMinimal(e)
 		}
@@ -120,7 +120,7 @@ type budget func(e *Evidence, done histories.Event, c Cost) string
 
 // cheap judges every completed operation f against its budget.
 func cheap(h []histories.Event, ev *Evidence, f string, within budget) Verdict {
-	v := Verdict{Lock: ev.Lock, Property: map[string]string{"acquire": CheapAcquire, "verify": CheapVerify}[f], Status: Pass}
+	v := Verdict{Lock: ev.Lock, Property: map[string]string{histories.Acquire: CheapAcquire, histories.Verify: CheapVerify}[f], Status: Pass}
 	for _, e := range h {
 		c, ok := ev.Costs[e.Index]
 		if !ok || e.F != f || e.Lock != ev.Lock {

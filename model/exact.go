@@ -35,7 +35,7 @@ func quiescentAcquires(lh *lockHistory) (map[*op][]slotObs, int, []*op) {
 		isAlone := maxRet < q.call && (i+1 == len(lh.ops) || lh.ops[i+1].call > q.ret) && !busy.meets(q.call, q.ret)
 		maxRet = max(maxRet, q.ret)
 		admin.see(q)
-		if q.f == "acquire" && !q.unknown() && isAlone {
+		if q.f == histories.Acquire && !q.unknown() && isAlone {
 			judged++
 			if q.typ == histories.Fail {
 				switch q.res.Reason {
@@ -65,7 +65,7 @@ func quiescentAcquires(lh *lockHistory) (map[*op][]slotObs, int, []*op) {
 				}
 			}
 		}
-		if (q.f == "acquire" || q.f == "release") && q.unknown() {
+		if (q.f == histories.Acquire || q.f == histories.Release) && q.unknown() {
 			pending = true
 		}
 	}
@@ -84,7 +84,7 @@ type adminTrack struct {
 
 func (a *adminTrack) see(o *op) {
 	switch o.f {
-	case "create", "change", "destroy", "count":
+	case histories.Create, histories.Change, histories.Destroy, histories.Count:
 	default:
 		return
 	}
@@ -97,14 +97,14 @@ func (a *adminTrack) see(o *op) {
 	}
 	a.lastRet = o.ret
 	switch o.f {
-	case "create":
+	case histories.Create:
 		// The semaphore did not exist and now has exactly these slots.
 		a.c, a.known = *o.arg.Slots, true
-	case "change":
+	case histories.Change:
 		a.c, a.known = *o.res.To, true
-	case "destroy":
+	case histories.Destroy:
 		a.c, a.known = 0, true
-	case "count":
+	case histories.Count:
 		if !a.known {
 			a.c, a.known = *o.res.Slots, true
 		}

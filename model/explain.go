@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"github.com/lockprover/lockprover/histories"
 	"sort"
 
 	"github.com/anishathalye/porcupine"
@@ -114,7 +115,7 @@ func explainSlot(lh *lockHistory, m porcupine.Model, ops []porcupine.Operation, 
 	}
 	var why string
 	what := fmt.Sprintf("slot %d", slot)
-	if lh.kind == "mutex" {
+	if lh.kind == histories.Mutex {
 		what = "the mutex"
 	}
 	switch c.op.kind {
@@ -162,7 +163,7 @@ func explainSlot(lh *lockHistory, m porcupine.Model, ops []porcupine.Operation, 
 			idx = append(idx, k.index)
 		}
 	}
-	if lh.kind != "mutex" {
+	if lh.kind != histories.Mutex {
 		why = fmt.Sprintf("slot %d: %s", slot, why)
 	}
 	return why, slot, idx, true
@@ -188,11 +189,11 @@ func explainCount(ops []porcupine.Operation, best []int, culprit int) (string, i
 	saw := "slots"
 	n := 0
 	switch o.f {
-	case "count":
+	case histories.Count:
 		n = *o.res.Slots
-	case "change", "destroy":
+	case histories.Change, histories.Destroy:
 		saw, n = "slots before it", *o.res.From
-	case "create":
+	case histories.Create:
 		saw = "slots before it (it succeeded, so the semaphore did not exist)"
 	}
 	want := countModel.DescribeState(state)

@@ -20,29 +20,29 @@ func mutexOps(lh *lockHistory, exact bool) ([]porcupine.Operation, int) {
 	since := map[int]int64{}
 	lastTake := map[int]int64{}
 	for _, o := range lh.ops {
-		if o.f == "acquire" && (o.typ == histories.Ok || o.unknown()) {
+		if o.f == histories.Acquire && (o.typ == histories.Ok || o.unknown()) {
 			lastTake[o.proc] = o.call
 		}
 		switch {
-		case o.f == "acquire" && o.typ == histories.Ok:
+		case o.f == histories.Acquire && o.typ == histories.Ok:
 			add(o, take)
-		case o.f == "acquire" && o.unknown():
+		case o.f == histories.Acquire && o.unknown():
 			add(o, maybeTake)
-		case o.f == "acquire" && exact && !o.patched():
+		case o.f == histories.Acquire && exact && !o.patched():
 			add(o, seeTaken)
 			judged++
-		case o.f == "release" && o.typ == histories.Ok:
+		case o.f == histories.Release && o.typ == histories.Ok:
 			add(o, release)
-		case o.f == "release" && o.unknown():
+		case o.f == histories.Release && o.unknown():
 			add(o, maybeRelease)
-		case o.f == "verify" && o.typ == histories.Ok && (*o.res.Held || !faultExcuses(lh, o, lastTake[o.proc])):
+		case o.f == histories.Verify && o.typ == histories.Ok && (*o.res.Held || !faultExcuses(lh, o, lastTake[o.proc])):
 			k := verifyLost
 			if *o.res.Held {
 				k = verifyHeld
 			}
 			add(o, k)
 		}
-		if o.f == "acquire" && (o.typ == histories.Ok || o.unknown()) {
+		if o.f == histories.Acquire && (o.typ == histories.Ok || o.unknown()) {
 			if t, ok := since[o.proc]; !ok || o.call < t {
 				since[o.proc] = o.call
 			}

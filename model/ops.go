@@ -85,7 +85,7 @@ func split(h []histories.Event) ([]*lockHistory, []string) {
 			key := e.F + "/" + target(e)
 			if e.Type == histories.Invoke {
 				f := &fault{index: e.Index, f: e.F, call: e.Time, end: never, healIdx: -1}
-				if e.F != "restart-broker" {
+				if e.F != histories.RestartBroker {
 					f.target = num(target(e))
 				}
 				faults = append(faults, f)
@@ -139,8 +139,8 @@ func split(h []histories.Event) ([]*lockHistory, []string) {
 func firstCreates(ops []*op) bool {
 	for _, o := range ops {
 		switch o.f {
-		case "create", "change", "destroy", "count":
-			return o.f == "create" && o.typ == histories.Ok
+		case histories.Create, histories.Change, histories.Destroy, histories.Count:
+			return o.f == histories.Create && o.typ == histories.Ok
 		}
 	}
 	return false
@@ -175,11 +175,11 @@ func (lh *lockHistory) mention(v *histories.Value) {
 func immunity(faults []*fault) {
 	for i, f := range faults {
 		switch f.f {
-		case "kill", "force-close", "restart-broker":
+		case histories.Kill, histories.ForceClose, histories.RestartBroker:
 			f.immune = f.end
-		case "pause", "partition":
+		case histories.Pause, histories.Partition:
 			f.immune = never
-			ender := map[string]string{"pause": "resume", "partition": "heal"}[f.f]
+			ender := map[string]string{histories.Pause: histories.Resume, histories.Partition: histories.Heal}[f.f]
 			for _, g := range faults[i+1:] {
 				if g.f == ender && g.target == f.target {
 					f.immune, f.healIdx = g.end, g.index
@@ -203,7 +203,7 @@ func incarnate(locks map[string]*lockHistory, faults []*fault) {
 		for _, o := range lh.ops {
 			o.who = o.proc * incarnations
 			for _, f := range faults {
-				if f.f == "kill" && f.target == o.proc && f.end < o.call {
+				if f.f == histories.Kill && f.target == o.proc && f.end < o.call {
 					o.who++
 				}
 			}
@@ -217,7 +217,7 @@ func procOf(who int) int { return who / incarnations }
 // costsHolds reports whether a fault may end connections (and so holds).
 func costsHolds(f *fault) bool {
 	switch f.f {
-	case "kill", "pause", "partition", "force-close", "restart-broker", "drop-reply":
+	case histories.Kill, histories.Pause, histories.Partition, histories.ForceClose, histories.RestartBroker, histories.DropReply:
 		return true
 	}
 	return false

@@ -172,11 +172,11 @@ func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porc
 	}
 	lastTake := map[int]int64{} // process -> invoke of its latest acquire that may have taken a slot
 	for _, o := range lh.ops {
-		if o.f == "acquire" && (o.typ == histories.Ok || o.unknown()) {
+		if o.f == histories.Acquire && (o.typ == histories.Ok || o.unknown()) {
 			lastTake[o.proc] = o.call
 		}
 		switch o.f {
-		case "acquire":
+		case histories.Acquire:
 			switch {
 			case o.typ == histories.Ok:
 				s := *o.res.Slot
@@ -192,14 +192,14 @@ func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porc
 					add(ob.slot, o, &slotOp{kind: ob.kind, proc: o.who, src: o})
 				}
 			}
-		case "release":
+		case histories.Release:
 			switch {
 			case o.typ == histories.Ok:
 				add(*o.arg.Slot, o, &slotOp{kind: release, proc: o.who, src: o})
 			case o.unknown():
 				add(*o.arg.Slot, o, &slotOp{kind: maybeRelease, proc: o.who, src: o})
 			}
-		case "verify":
+		case histories.Verify:
 			if o.typ == histories.Ok && (*o.res.Held || !faultExcuses(lh, o, lastTake[o.proc])) {
 				k := verifyLost
 				if *o.res.Held {
@@ -207,7 +207,7 @@ func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porc
 				}
 				add(*o.arg.Slot, o, &slotOp{kind: k, proc: o.who, src: o})
 			}
-		case "create", "change", "destroy":
+		case histories.Create, histories.Change, histories.Destroy:
 			for _, e := range adminEffects(lh, o) {
 				add(e.slot, o, &slotOp{kind: e.kind, proc: o.who, src: o})
 			}
@@ -264,21 +264,21 @@ func adminEffects(lh *lockHistory, o *op) []slotEffect {
 		}
 	}
 	switch {
-	case o.typ == histories.Ok && o.f == "create":
+	case o.typ == histories.Ok && o.f == histories.Create:
 		// The semaphore did not exist (or create would have failed
 		// exists) and now has exactly the slots it asked for.
 		es = append(es, slotEffect{1, createFirst})
 		span(2, *o.arg.Slots, create)
 		span(*o.arg.Slots+1, lh.max, beyondCount)
-	case o.typ == histories.Ok && o.f == "change":
+	case o.typ == histories.Ok && o.f == histories.Change:
 		from, to := *o.res.From, *o.res.To
 		span(from+1, to, create)
 		span(to+1, from, remove)
-	case o.typ == histories.Ok && o.f == "destroy":
+	case o.typ == histories.Ok && o.f == histories.Destroy:
 		span(1, *o.res.From, remove)
-	case o.unknown() && o.f == "create":
+	case o.unknown() && o.f == histories.Create:
 		span(1, *o.arg.Slots, create)
-	case o.unknown() && o.f == "change" && *o.arg.Delta > 0:
+	case o.unknown() && o.f == histories.Change && *o.arg.Delta > 0:
 		span(1, lh.max, create)
 	case o.unknown():
 		span(1, lh.max, remove)

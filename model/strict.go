@@ -165,37 +165,37 @@ func strictOps(lh *lockHistory) ([]porcupine.Operation, int) {
 	since := map[int]int64{}
 	for _, o := range lh.ops {
 		switch {
-		case o.f == "acquire" && o.typ == histories.Ok:
+		case o.f == histories.Acquire && o.typ == histories.Ok:
 			add(o, &strictCall{slot: *o.res.Slot, kind: take, count: -1})
 			since[o.proc] = min(o.call, sinceOr(since, o.proc, o.call))
-		case o.f == "acquire" && o.unknown():
+		case o.f == histories.Acquire && o.unknown():
 			for s := 1; s <= lh.max; s++ {
 				add(o, &strictCall{slot: s, kind: maybeTake, count: -1})
 			}
 			since[o.proc] = min(o.call, sinceOr(since, o.proc, o.call))
-		case o.f == "acquire" && o.res.Reason == "full":
+		case o.f == histories.Acquire && o.res.Reason == "full":
 			add(o, &strictCall{full: true, count: -1})
 			judged++
-		case o.f == "acquire" && o.res.Reason == "unavailable":
+		case o.f == histories.Acquire && o.res.Reason == "unavailable":
 			add(o, &strictCall{plain: true, count: -1})
 			judged++
-		case o.f == "acquire" && o.res.Reason == "absent":
+		case o.f == histories.Acquire && o.res.Reason == "absent":
 			add(o, &strictCall{slot: 1, kind: seeMissing, count: -1})
 			judged++
-		case o.f == "release" && o.typ == histories.Ok:
+		case o.f == histories.Release && o.typ == histories.Ok:
 			add(o, &strictCall{slot: *o.arg.Slot, kind: release, count: -1})
-		case o.f == "release" && o.unknown():
+		case o.f == histories.Release && o.unknown():
 			add(o, &strictCall{slot: *o.arg.Slot, kind: maybeRelease, count: -1})
-		case o.f == "verify" && o.typ == histories.Ok && (*o.res.Held || !faultExcuses(lh, o, sinceOr(since, o.proc, o.call))):
+		case o.f == histories.Verify && o.typ == histories.Ok && (*o.res.Held || !faultExcuses(lh, o, sinceOr(since, o.proc, o.call))):
 			k := verifyLost
 			if *o.res.Held {
 				k = verifyHeld
 			}
 			add(o, &strictCall{slot: *o.arg.Slot, kind: k, count: -1})
-		case o.f == "count" && o.typ == histories.Ok:
+		case o.f == histories.Count && o.typ == histories.Ok:
 			add(o, &strictCall{count: *o.res.Slots})
 			judged++
-		case o.f == "create" || o.f == "change" || o.f == "destroy":
+		case o.f == histories.Create || o.f == histories.Change || o.f == histories.Destroy:
 			// An admin changes one A queue at a time: each of its effects
 			// is an operation of its own over the admin operation's time.
 			for _, e := range adminEffects(lh, o) {

@@ -1,6 +1,7 @@
 package prover
 
 import (
+	"github.com/lockprover/lockprover/histories"
 	"pgregory.net/rapid"
 )
 
@@ -17,21 +18,21 @@ func Draw(t *rapid.T, c Config) *Plan {
 	// Mostly short pauses; now and then one on the scale of heartbeats, so
 	// that holds outlast detection and zombies wake up to verify.
 	sleep := rapid.OneOf(
-		rapid.Custom(func(t *rapid.T) Step { return Step{Op: "sleep", Ms: rapid.IntRange(1, 50).Draw(t, "ms")} }),
-		rapid.Custom(func(t *rapid.T) Step { return Step{Op: "sleep", Ms: rapid.IntRange(1, int(3*hb)).Draw(t, "long_ms")} }))
+		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, 50).Draw(t, "ms")} }),
+		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, int(3*hb)).Draw(t, "long_ms")} }))
 	// A client works as lock users do: try for the lock a few times, work
 	// and verify now and then, let go (or not), again. (An acquire while
 	// the client believes it holds the lock is skipped.)
 	cycle := rapid.Custom(func(t *rapid.T) []Step {
-		steps := []Step{{Op: "acquire"}}
+		steps := []Step{{Op: histories.Acquire}}
 		for i := rapid.IntRange(0, 2).Draw(t, "retries"); i > 0; i-- {
-			steps = append(steps, sleep.Draw(t, "backoff"), Step{Op: "acquire"})
+			steps = append(steps, sleep.Draw(t, "backoff"), Step{Op: histories.Acquire})
 		}
 		for i := rapid.IntRange(0, 3).Draw(t, "verifies"); i > 0; i-- {
-			steps = append(steps, sleep.Draw(t, "work"), Step{Op: "verify"})
+			steps = append(steps, sleep.Draw(t, "work"), Step{Op: histories.Verify})
 		}
 		if rapid.Bool().Draw(t, "release") {
-			steps = append(steps, Step{Op: "release"})
+			steps = append(steps, Step{Op: histories.Release})
 		}
 		return steps
 	})
@@ -43,7 +44,7 @@ func Draw(t *rapid.T, c Config) *Plan {
 		}
 		p.Clients = append(p.Clients, script)
 	}
-	if p.Kind == "semaphore" {
+	if p.Kind == histories.Semaphore {
 		p.Slots = rapid.IntRange(1, 3).Draw(t, "slots")
 		adminStep := rapid.OneOf(
 			rapid.Custom(func(t *rapid.T) Step {
@@ -51,10 +52,10 @@ func Draw(t *rapid.T, c Config) *Plan {
 				if rapid.Bool().Draw(t, "remove") {
 					d = -d
 				}
-				return Step{Op: "change", Delta: d}
+				return Step{Op: histories.Change, Delta: d}
 			}),
-			rapid.Just(Step{Op: "count"}),
-			rapid.Custom(func(t *rapid.T) Step { return Step{Op: "wait", Slot: rapid.IntRange(1, 3).Draw(t, "slot")} }),
+			rapid.Just(Step{Op: histories.Count}),
+			rapid.Custom(func(t *rapid.T) Step { return Step{Op: histories.Wait, Slot: rapid.IntRange(1, 3).Draw(t, "slot")} }),
 			sleep)
 		admins := 1
 		if c.Admins > 1 {
@@ -69,14 +70,14 @@ func Draw(t *rapid.T, c Config) *Plan {
 	if len(p.Admins) == 0 {
 		faults = nil
 		for _, f := range c.Faults {
-			if f != "admin-crash" {
+			if f != AdminCrash {
 				faults = append(faults, f)
 			}
 		}
 	}
 	fault := rapid.Custom(func(t *rapid.T) Fault {
 		f := Fault{Fault: rapid.SampledFrom(faults).Draw(t, "fault")}
-		if f.Fault == "admin-crash" {
+		if f.Fault == AdminCrash {
 			f.Target = adminName(rapid.IntRange(0, len(p.Admins)-1).Draw(t, "admin"))
 			f.AfterCalls = rapid.IntRange(1, 8).Draw(t, "after_calls")
 			return f
@@ -87,11 +88,11 @@ func Draw(t *rapid.T, c Config) *Plan {
 			f.Target = rapid.SampledFrom(procs).Draw(t, "target")
 		} else {
 			f.At = rapid.OneOf(rapid.IntRange(0, 300), rapid.IntRange(0, int(3*hb))).Draw(t, "at_ms")
-			if f.Fault != "restart-broker" {
+			if f.Fault != histories.RestartBroker {
 				f.Target = rapid.SampledFrom(procs).Draw(t, "target")
 			}
 		}
-		if f.Fault == "pause" || f.Fault == "partition" {
+		if f.Fault == histories.Pause || f.Fault == histories.Partition {
 			f.For = rapid.IntRange(0, int(4*hb)).Draw(t, "for_ms")
 		}
 		return f

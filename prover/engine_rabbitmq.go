@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"net"
 	"net/url"
@@ -44,7 +45,7 @@ func (t RabbitMQ) Preflight(ctx context.Context) error {
 // Run executes p against impl on the broker.
 func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*Result, error) {
 	for _, f := range p.Nemesis {
-		if f.Fault == "restart-broker" && !t.AllowRestart {
+		if f.Fault == histories.RestartBroker && !t.AllowRestart {
 			return nil, errors.New("the plan restarts the broker: allow it explicitly (--allow-restart)")
 		}
 	}
@@ -189,7 +190,7 @@ func (e *realEngine) Cost(name string) model.Cost {
 // holds it between operations, a partition stops its bytes, a dropped reply
 // is the proxy's. A forced close and a restart go through rabbitmqctl.
 func (e *realEngine) Fault(fault, target string) error {
-	if fault == "restart-broker" {
+	if fault == histories.RestartBroker {
 		return e.restart()
 	}
 	px, err := e.proxyFor(target)
@@ -197,21 +198,21 @@ func (e *realEngine) Fault(fault, target string) error {
 		return err
 	}
 	switch fault {
-	case "kill":
+	case histories.Kill:
 		px.Kill()
-	case "pause":
+	case histories.Pause:
 		e.setPaused(target, true)
 		px.Partition()
-	case "resume":
+	case histories.Resume:
 		px.Heal()
 		e.setPaused(target, false)
-	case "partition":
+	case histories.Partition:
 		px.Partition()
-	case "heal":
+	case histories.Heal:
 		px.Heal()
-	case "drop-reply":
+	case histories.DropReply:
 		return px.DropReply("*")
-	case "force-close":
+	case histories.ForceClose:
 		return forceClose(px.BrokerSide())
 	default:
 		return fmt.Errorf("unknown fault %q", fault)

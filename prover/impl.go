@@ -3,6 +3,7 @@ package prover
 import (
 	"context"
 	"errors"
+	"github.com/lockprover/lockprover/histories"
 	"hash/fnv"
 	"math/rand/v2"
 	"syscall"
@@ -99,7 +100,7 @@ func outcome(err error) error {
 }
 
 func (r *refClient) Acquire(ctx context.Context) (int, error) {
-	if r.kind == "mutex" {
+	if r.kind == histories.Mutex {
 		return 0, outcome(r.c.Mutex(r.lock).Acquire(ctx))
 	}
 	s, err := r.c.Semaphore(r.lock).Acquire(ctx)
@@ -108,7 +109,7 @@ func (r *refClient) Acquire(ctx context.Context) (int, error) {
 
 func (r *refClient) Verify(ctx context.Context, slot int) (bool, error) {
 	var err error
-	if r.kind == "mutex" {
+	if r.kind == histories.Mutex {
 		err = r.c.Mutex(r.lock).Verify(ctx)
 	} else {
 		err = r.c.Semaphore(r.lock).Verify(ctx, slot)
@@ -121,7 +122,7 @@ func (r *refClient) Verify(ctx context.Context, slot int) (bool, error) {
 
 func (r *refClient) Release(ctx context.Context, slot int) error {
 	var err error
-	if r.kind == "mutex" {
+	if r.kind == histories.Mutex {
 		err = r.c.Mutex(r.lock).Release(ctx)
 	} else {
 		err = r.c.Semaphore(r.lock).Release(ctx, slot)

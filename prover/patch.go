@@ -28,7 +28,7 @@ func (e simEngine) effects(name string, since int64) ([]sim.Effect, bool) {
 // the engine cannot tell or a request of the process may still land.
 func (r *runner) patch(name string, inv histories.Event) *histories.Event {
 	gt, ok := r.eng.(groundTruth)
-	if !ok || (inv.F != "acquire" && inv.F != "release") {
+	if !ok || (inv.F != histories.Acquire && inv.F != histories.Release) {
 		return nil
 	}
 	fx, final := gt.effects(name, inv.Time)
@@ -38,7 +38,7 @@ func (r *runner) patch(name string, inv histories.Event) *histories.Event {
 	done := &histories.Event{Process: name, F: inv.F, Lock: inv.Lock, Kind: inv.Kind, Type: histories.Fail,
 		Value: &histories.Value{Reason: histories.NotApplied, Patched: true}}
 	switch inv.F {
-	case "acquire":
+	case histories.Acquire:
 		left := map[string]bool{} // holder queues created and still there
 		for _, e := range fx {
 			if _, ok := r.holderSlot(e.Queue); ok {
@@ -57,11 +57,11 @@ func (r *runner) patch(name string, inv histories.Event) *histories.Event {
 			return nil // not what an acquire does: leave it to the checker
 		case len(taken) == 1:
 			done.Type, done.Value = histories.Ok, &histories.Value{Patched: true}
-			if r.p.Kind != "mutex" {
+			if r.p.Kind != histories.Mutex {
 				done.Value.Slot = histories.Int(taken[0])
 			}
 		}
-	case "release":
+	case histories.Release:
 		for _, e := range fx {
 			if s, ok := r.holderSlot(e.Queue); ok && !e.Created && (inv.Value == nil || s == *inv.Value.Slot) {
 				done.Type, done.Value = histories.Ok, &histories.Value{Patched: true}
@@ -78,7 +78,7 @@ func (r *runner) patch(name string, inv histories.Event) *histories.Event {
 // holderSlot parses a holder queue of the run's lock: B[k] of a semaphore,
 // or the true mutex's queue (slot 0).
 func (r *runner) holderSlot(q string) (int, bool) {
-	if r.p.Kind == "mutex" {
+	if r.p.Kind == histories.Mutex {
 		return 0, q == r.lock
 	}
 	rest, ok := strings.CutPrefix(q, r.lock+"-")

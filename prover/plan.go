@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/histories"
 	"io"
 	"os"
 	"reflect"
@@ -153,11 +154,20 @@ func (o Options) heartbeat() time.Duration {
 	return time.Duration(o.HeartbeatMs) * time.Millisecond
 }
 
+// The plan's own vocabulary, beside the operations and faults a history
+// records (histories.Acquire, histories.Kill, ...): a client or admin may
+// Sleep between operations, and an AdminCrash kills an admin after its
+// k-th method inside its next change or destroy (recorded as a kill).
+const (
+	Sleep      = "sleep"
+	AdminCrash = "admin-crash"
+)
+
 // The faults a plan can hold. An admin-crash kills an admin right after its
 // AfterCalls-th AMQP method within its next change or destroy (1 if
 // unset): the admin crash in the middle of a change. Histories record it
 // as a kill.
-var faultNames = []string{"kill", "pause", "partition", "force-close", "restart-broker", "drop-reply", "admin-crash"}
+var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, histories.ForceClose, histories.RestartBroker, histories.DropReply, AdminCrash}
 
 // A PlanError is something wrong with a plan, naming the field (as
 // "nemesis[0].target").
@@ -177,11 +187,11 @@ func (p *Plan) Validate() error {
 		return bad("version", "want %d, got %d", PlanVersion, p.Version)
 	}
 	switch p.Kind {
-	case "semaphore":
+	case histories.Semaphore:
 		if p.Slots < 0 {
 			return bad("slots", "want a number >= 0, got %d", p.Slots)
 		}
-	case "mutex":
+	case histories.Mutex:
 		if p.Slots != 0 || len(p.Admins) > 0 {
 			return bad("kind", "a true mutex has no slots and no admins")
 		}
@@ -226,10 +236,10 @@ func (p *Plan) Validate() error {
 		if f.AfterCalls > 0 && f.At != 0 {
 			return bad(field, "a fault strikes at_ms or after_calls, not both")
 		}
-		if f.Fault == "admin-crash" && !strings.HasPrefix(f.Target, "admin") {
+		if f.Fault == AdminCrash && !strings.HasPrefix(f.Target, "admin") {
 			return bad(field+".target", "an admin-crash strikes an admin, not %q", f.Target)
 		}
-		if f.Fault == "restart-broker" && f.AfterCalls == 0 {
+		if f.Fault == histories.RestartBroker && f.AfterCalls == 0 {
 			if f.Target != "" {
 				return bad(field+".target", "restart-broker has no target unless it counts a process's calls (after_calls)")
 			}
@@ -258,18 +268,18 @@ func FaultNames() []string { return append([]string(nil), faultNames...) }
 
 // validate names the step's field that is wrong, and what.
 func (s Step) validate(admin bool) (string, error) {
-	client := map[string]bool{"acquire": true, "verify": true, "release": true, "sleep": true}
-	admins := map[string]bool{"change": true, "count": true, "wait": true, "destroy": true, "sleep": true}
+	client := map[string]bool{histories.Acquire: true, histories.Verify: true, histories.Release: true, Sleep: true}
+	admins := map[string]bool{histories.Change: true, histories.Count: true, histories.Wait: true, histories.Destroy: true, Sleep: true}
 	switch {
 	case !admin && !client[s.Op]:
 		return "op", fmt.Errorf("want acquire, verify, release or sleep, got %q", s.Op)
 	case admin && !admins[s.Op]:
 		return "op", fmt.Errorf("want change, count, wait, destroy or sleep, got %q", s.Op)
-	case s.Op == "sleep" && s.Ms <= 0:
+	case s.Op == Sleep && s.Ms <= 0:
 		return "ms", fmt.Errorf("a sleep needs a duration > 0")
-	case s.Op == "change" && s.Delta == 0:
+	case s.Op == histories.Change && s.Delta == 0:
 		return "delta", fmt.Errorf("a change needs a delta other than 0")
-	case s.Op == "wait" && s.Slot < 1:
+	case s.Op == histories.Wait && s.Slot < 1:
 		return "slot", fmt.Errorf("a wait needs a slot >= 1")
 	}
 	return "", nil

@@ -18,6 +18,7 @@ package prover
 import (
 	"context"
 	"fmt"
+	"github.com/lockprover/lockprover/histories"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,7 @@ type Config struct {
 	Impl   Impl   // nil: the reference (or Mutant of it)
 	Mutant string // a mutant of the reference to prove instead
 
-	Kind      string   // "semaphore" (default) or "mutex"
+	Kind      string   // histories.Semaphore (default) or histories.Mutex
 	Clients   int      // at most this many clients; 0 means 3
 	Ops       int      // at most this many steps per client; 0 means 8
 	Admins    int      // at most this many admins; 0 means 2
@@ -68,7 +69,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Kind == "" {
-		c.Kind = "semaphore"
+		c.Kind = histories.Semaphore
 	}
 	if c.Clients == 0 {
 		c.Clients = 3

@@ -87,7 +87,7 @@ func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
 		hb: p.Options.heartbeat(), states: map[string]*procState{}, costs: map[int]model.Cost{},
 		killed: map[string]bool{}, faulty: map[string]map[string]bool{}, live: map[string]Client{},
 		dialling: map[string]context.CancelFunc{}, ledgers: map[string]*ledger{}, waste: map[int]string{},
-		created: p.Kind != "semaphore" || len(p.Admins) == 0}
+		created: p.Kind != histories.Semaphore || len(p.Admins) == 0}
 }
 
 // begin starts every process of the plan and the nemesis.
@@ -100,7 +100,7 @@ func (r *runner) begin() {
 	}
 	for _, f := range r.p.Nemesis {
 		switch {
-		case f.Fault == "admin-crash":
+		case f.Fault == AdminCrash:
 			st := r.states[f.Target]
 			st.crashes = append(st.crashes, max(1, f.AfterCalls))
 		case f.AfterCalls > 0:
@@ -145,7 +145,7 @@ func maxSlots(p *Plan) int {
 	n := p.Slots
 	for _, script := range p.Admins {
 		for _, s := range script {
-			if s.Op == "change" && s.Delta > 0 {
+			if s.Op == histories.Change && s.Delta > 0 {
 				n += s.Delta
 			}
 		}
@@ -182,12 +182,12 @@ func (r *runner) run(name string, st *procState, gen int, b broker.Broker) {
 	ctx := context.Background()
 	in := &incarnation{gen: gen}
 	r.mu.Lock()
-	create := st.first && !st.create && r.p.Kind == "semaphore"
+	create := st.first && !st.create && r.p.Kind == histories.Semaphore
 	st.create = st.create || create
 	r.mu.Unlock()
 	if create {
 		if r.connect(b, name, st, in) {
-			r.op(name, st, in, Step{Op: "create"})
+			r.op(name, st, in, Step{Op: histories.Create})
 		}
 		r.mu.Lock()
 		r.created = true
@@ -206,7 +206,7 @@ func (r *runner) run(name string, st *procState, gen int, b broker.Broker) {
 		s := st.script[st.pos]
 		st.pos++
 		r.mu.Unlock()
-		if s.Op == "sleep" {
+		if s.Op == Sleep {
 			b.Sleep(ctx, time.Duration(s.Ms)*time.Millisecond)
 			continue
 		}
@@ -220,7 +220,7 @@ func (r *runner) run(name string, st *procState, gen int, b broker.Broker) {
 	// Let go of what it holds as a recorded release, not silently by
 	// closing the connection.
 	if in.held != 0 && in.client != nil && !in.client.Broken() {
-		r.op(name, st, in, Step{Op: "release"})
+		r.op(name, st, in, Step{Op: histories.Release})
 	}
 	if in.client != nil {
 		in.client.Close()
@@ -333,18 +333,18 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	led := r.ledger(name)
 	led.absorb(before)
 	var crash int
-	if (s.Op == "change" || s.Op == "destroy") && len(st.crashes) > 0 {
+	if (s.Op == histories.Change || s.Op == histories.Destroy) && len(st.crashes) > 0 {
 		crash, st.crashes = st.crashes[0], st.crashes[1:]
 	}
 	r.mu.Unlock()
 	if crash > 0 {
 		r.eng.AfterMethods(name, before.Total()+crash, func() {
 			if !r.isEnding() {
-				r.strike("kill", name)
+				r.strike(histories.Kill, name)
 			}
 		})
 	}
-	ctx, cancel := r.eng.OpContext(s.Op == "wait")
+	ctx, cancel := r.eng.OpContext(s.Op == histories.Wait)
 	defer cancel()
 	c := in.client
 	res, held, err := r.call(ctx, c, in, s)
@@ -364,7 +364,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 			r.waste[inv.Index] = waste
 		}
 	}
-	if s.Op == "destroy" && err == nil && name == "probe" {
+	if s.Op == histories.Destroy && err == nil && name == "probe" {
 		r.destroyed = true
 	}
 	r.rec.Add(done)
@@ -375,7 +375,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 			// killed after its operation ended, so the kill excuses nothing.
 			r.problem(fmt.Sprintf("%s: %s", name, why))
 			in.client = nil
-			r.strike("kill", name)
+			r.strike(histories.Kill, name)
 		}
 	}
 }
@@ -385,26 +385,26 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 // while it holds none.
 func (r *runner) invocation(name string, in *incarnation, s Step) (histories.Event, bool) {
 	e := histories.Event{Type: histories.Invoke, Process: name, F: s.Op, Lock: r.lock}
-	if r.p.Kind == "mutex" {
+	if r.p.Kind == histories.Mutex {
 		e.Kind = histories.Mutex
 	}
 	switch s.Op {
-	case "acquire":
+	case histories.Acquire:
 		if in.held != 0 {
 			return e, false
 		}
-	case "verify", "release":
+	case histories.Verify, histories.Release:
 		if in.held == 0 {
 			return e, false
 		}
-		if r.p.Kind != "mutex" {
+		if r.p.Kind != histories.Mutex {
 			e.Value = &histories.Value{Slot: histories.Int(in.held)}
 		}
-	case "create":
+	case histories.Create:
 		e.Value = &histories.Value{Slots: histories.Int(r.p.Slots)}
-	case "change":
+	case histories.Change:
 		e.Value = &histories.Value{Delta: histories.Int(s.Delta)}
-	case "wait":
+	case histories.Wait:
 		e.Value = &histories.Value{Slot: histories.Int(s.Slot)}
 	}
 	return e, true
@@ -416,44 +416,44 @@ func (r *runner) invocation(name string, in *incarnation, s Step) (histories.Eve
 func (r *runner) call(ctx context.Context, c Client, in *incarnation, s Step) (*histories.Value, int, error) {
 	held, slot := in.held, in.held
 	switch s.Op {
-	case "acquire":
+	case histories.Acquire:
 		got, err := c.Acquire(ctx)
 		if err != nil {
 			return nil, held, err
 		}
-		if r.p.Kind == "mutex" {
+		if r.p.Kind == histories.Mutex {
 			return nil, -1, nil
 		}
 		return &histories.Value{Slot: histories.Int(got)}, got, nil
-	case "verify":
+	case histories.Verify:
 		ok, err := c.Verify(ctx, slot)
 		if err != nil {
 			return nil, held, err
 		}
 		return &histories.Value{Held: histories.Bool(ok)}, held, nil
-	case "release":
+	case histories.Release:
 		return nil, 0, c.Release(ctx, slot)
-	case "create":
+	case histories.Create:
 		return nil, held, c.Create(ctx, r.p.Slots)
-	case "change":
+	case histories.Change:
 		from, to, err := c.Change(ctx, s.Delta)
 		if err != nil {
 			return nil, held, err
 		}
 		return &histories.Value{From: histories.Int(from), To: histories.Int(to)}, held, nil
-	case "destroy":
+	case histories.Destroy:
 		from, err := c.Destroy(ctx)
 		if err != nil {
 			return nil, held, err
 		}
 		return &histories.Value{From: histories.Int(from)}, held, nil
-	case "count":
+	case histories.Count:
 		n, err := c.Count(ctx)
 		if err != nil {
 			return nil, held, err
 		}
 		return &histories.Value{Slots: histories.Int(n)}, held, nil
-	case "wait":
+	case histories.Wait:
 		return nil, held, c.Wait(ctx, s.Slot)
 	}
 	return nil, held, fmt.Errorf("prover: no operation %q", s.Op)
@@ -524,16 +524,16 @@ func (r *runner) nemesis(b broker.Broker) {
 	}
 	var evs []event
 	for _, f := range r.p.Nemesis {
-		if f.AfterCalls > 0 || f.Fault == "admin-crash" {
+		if f.AfterCalls > 0 || f.Fault == AdminCrash {
 			continue // struck mid-operation, by method counts
 		}
 		evs = append(evs, event{f.At, f.Fault, f.Target})
 		if f.For > 0 {
 			switch f.Fault {
-			case "pause":
-				evs = append(evs, event{f.At + f.For, "resume", f.Target})
-			case "partition":
-				evs = append(evs, event{f.At + f.For, "heal", f.Target})
+			case histories.Pause:
+				evs = append(evs, event{f.At + f.For, histories.Resume, f.Target})
+			case histories.Partition:
+				evs = append(evs, event{f.At + f.For, histories.Heal, f.Target})
 			}
 		}
 	}
@@ -553,9 +553,9 @@ func (r *runner) nemesis(b broker.Broker) {
 	r.ending = true
 	var ends [][2]string
 	for _, name := range sortedKeys(r.faulty) {
-		for _, f := range []string{"pause", "partition"} {
+		for _, f := range []string{histories.Pause, histories.Partition} {
 			if r.faulty[name][f] {
-				ends = append(ends, [2]string{map[string]string{"pause": "resume", "partition": "heal"}[f], name})
+				ends = append(ends, [2]string{map[string]string{histories.Pause: histories.Resume, histories.Partition: histories.Heal}[f], name})
 			}
 		}
 	}
@@ -600,10 +600,10 @@ func (r *runner) await(b broker.Broker, limit time.Duration, cond func() bool) b
 // correct implementation each of these succeeds, so every kind of operation
 // gets its chance; none adds a slot, which could hide a hole.
 func (r *runner) probe() []Step {
-	if r.p.Kind == "mutex" {
-		return []Step{{Op: "acquire"}, {Op: "verify"}, {Op: "release"}}
+	if r.p.Kind == histories.Mutex {
+		return []Step{{Op: histories.Acquire}, {Op: histories.Verify}, {Op: histories.Release}}
 	}
-	return []Step{{Op: "count"}, {Op: "acquire"}, {Op: "verify"}, {Op: "release"}, {Op: "change", Delta: -1}, {Op: "destroy"}}
+	return []Step{{Op: histories.Count}, {Op: histories.Acquire}, {Op: histories.Verify}, {Op: histories.Release}, {Op: histories.Change, Delta: -1}, {Op: histories.Destroy}}
 }
 
 // allDone reports (with mu held) whether every process has ended, maybe
@@ -638,12 +638,12 @@ func (r *runner) strikeFor(f Fault) {
 		return
 	}
 	target := f.Target
-	if f.Fault == "restart-broker" {
+	if f.Fault == histories.RestartBroker {
 		target = ""
 	}
 	r.strike(f.Fault, target)
-	if f.For > 0 && (f.Fault == "pause" || f.Fault == "partition") {
-		end := map[string]string{"pause": "resume", "partition": "heal"}[f.Fault]
+	if f.For > 0 && (f.Fault == histories.Pause || f.Fault == histories.Partition) {
+		end := map[string]string{histories.Pause: histories.Resume, histories.Partition: histories.Heal}[f.Fault]
 		r.eng.After(time.Duration(f.For)*time.Millisecond, func() {
 			r.mu.Lock()
 			on := r.faulty[f.Target][f.Fault]
@@ -667,19 +667,19 @@ func (r *runner) strike(fault, target string) {
 	err := r.eng.Fault(fault, target)
 	r.mu.Lock()
 	switch fault {
-	case "pause", "partition":
+	case histories.Pause, histories.Partition:
 		if err == nil {
 			if r.faulty[target] == nil {
 				r.faulty[target] = map[string]bool{}
 			}
 			r.faulty[target][fault] = true
 		}
-	case "resume":
-		delete(r.faulty[target], "pause")
-	case "heal":
-		delete(r.faulty[target], "partition")
+	case histories.Resume:
+		delete(r.faulty[target], histories.Pause)
+	case histories.Heal:
+		delete(r.faulty[target], histories.Partition)
 	}
-	if err == nil && fault != "resume" && fault != "heal" {
+	if err == nil && fault != histories.Resume && fault != histories.Heal {
 		for name := range r.states {
 			if target == "" || name == target {
 				r.ledger(name).cut()
@@ -691,7 +691,7 @@ func (r *runner) strike(fault, target string) {
 		e.Type = histories.Fail
 		e.Value = &histories.Value{Process: target, Reason: "not applied: " + err.Error()}
 	}
-	if u, ok := r.eng.(brokerUp); ok && err == nil && fault == "restart-broker" && !u.BrokerUp() {
+	if u, ok := r.eng.(brokerUp); ok && err == nil && fault == histories.RestartBroker && !u.BrokerUp() {
 		// Struck from outside any process (in the middle of an
 		// operation), the restart is still under way: it is over, and
 		// recorded so, once the broker is back.
@@ -700,7 +700,7 @@ func (r *runner) strike(fault, target string) {
 		r.rec.Add(e)
 	}
 	r.mu.Unlock()
-	if fault == "kill" && err == nil {
+	if fault == histories.Kill && err == nil {
 		r.restart(target)
 	}
 }
@@ -714,11 +714,11 @@ func (r *runner) signal(fault, target string) {
 		return
 	}
 	switch fault {
-	case "kill":
+	case histories.Kill:
 		pc.Signal(syscall.SIGKILL)
-	case "pause":
+	case histories.Pause:
 		pc.Signal(syscall.SIGSTOP)
-	case "resume":
+	case histories.Resume:
 		pc.Signal(syscall.SIGCONT)
 	}
 }

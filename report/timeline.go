@@ -375,7 +375,7 @@ func faultText(h []histories.Event, inv, done int, target string, at func(int) s
 	if done >= 0 {
 		after = done
 	}
-	healer := map[string]string{"pause": "resume", "partition": "heal"}[e.F]
+	healer := map[string]string{histories.Pause: histories.Resume, histories.Partition: histories.Heal}[e.F]
 	switch {
 	case healer != "":
 		for j := after + 1; j < len(h); j++ {
@@ -395,10 +395,10 @@ func faultText(h []histories.Event, inv, done int, target string, at func(int) s
 				return label, title
 			}
 		}
-		label += ", never " + map[string]string{"resume": "resumed", "heal": "healed"}[healer]
+		label += ", never " + map[string]string{histories.Resume: "resumed", histories.Heal: "healed"}[healer]
 		title += ", in force to the end of the history"
 		window(-1, -1)
-	case e.F == "kill" && target != "":
+	case e.F == histories.Kill && target != "":
 		for j := after + 1; j < len(h); j++ {
 			if h[j].Process == target && h[j].Type == histories.Invoke {
 				title += fmt.Sprintf("; %s runs again at #%d (%s)", target, h[j].Index, at(j))

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/lockprover/lockprover/histories"
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
@@ -240,23 +241,23 @@ func (w *World) start() {
 // stops and starts take no target.
 func (w *World) Strike(fault, target string) error {
 	switch fault {
-	case "kill":
+	case histories.Kill:
 		return w.Kill(target)
-	case "pause":
+	case histories.Pause:
 		return w.Pause(target)
-	case "resume":
+	case histories.Resume:
 		return w.Resume(target)
-	case "partition":
+	case histories.Partition:
 		return w.Partition(target)
-	case "heal":
+	case histories.Heal:
 		return w.Heal(target)
-	case "force-close":
+	case histories.ForceClose:
 		return w.ForceClose(target)
 	case "close-socket":
 		return w.CloseSocket(target)
-	case "drop-reply":
+	case histories.DropReply:
 		return w.DropReply(target)
-	case "restart-broker":
+	case histories.RestartBroker:
 		return w.RestartBroker()
 	case "stop-broker":
 		return w.StopBroker()

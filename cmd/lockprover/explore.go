@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/lockprover/lockprover/histories"
 	"io"
 	"path/filepath"
 	"strings"
@@ -40,9 +41,9 @@ var faultSets = []struct {
 	faults []string
 }{
 	{"no faults", []string{}},
-	{"crashes", []string{"kill", "admin-crash"}},
-	{"network", []string{"partition", "pause", "drop-reply"}},
-	{"broker", []string{"force-close", "restart-broker"}},
+	{"crashes", []string{histories.Kill, prover.AdminCrash}},
+	{"network", []string{histories.Partition, histories.Pause, histories.DropReply}},
+	{"broker", []string{histories.ForceClose, histories.RestartBroker}},
 	{"all faults", nil},
 }
 

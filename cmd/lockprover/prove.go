@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/lockprover/lockprover/histories"
 	"io"
 	"math/rand/v2"
 	"net/url"
@@ -63,7 +64,7 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, error) {
 	c := prover.Config{Kind: f.kind, Clients: f.clients, Ops: f.ops, MaxFaults: f.maxFault, Strict: f.modelName == "strict", Timeout: f.timeout}
 	var bad checks
-	bad.oneOf("kind", f.kind, "semaphore", "mutex")
+	bad.oneOf("kind", f.kind, histories.Semaphore, histories.Mutex)
 	bad.oneOf("model", f.modelName, "standard", "strict")
 	bad.positive("clients", f.clients)
 	bad.positive("ops", f.ops)
@@ -131,7 +132,7 @@ func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, error) {
 			if !known(name, prover.FaultNames()) {
 				return c, fmt.Errorf("--faults: unknown fault %q (want some of %s; all; or none)", name, strings.Join(prover.FaultNames(), ", "))
 			}
-			if name == "restart-broker" && f.target == "rabbitmq" && !f.restart {
+			if name == histories.RestartBroker && f.target == "rabbitmq" && !f.restart {
 				return c, errors.New("--faults: restart-broker on a real broker needs --allow-restart")
 			}
 			c.Faults = append(c.Faults, name)
@@ -428,7 +429,7 @@ func brokerURL(flagURL string) string {
 func withoutRestart(faults []string) []string {
 	var out []string
 	for _, f := range faults {
-		if f != "restart-broker" {
+		if f != histories.RestartBroker {
 			out = append(out, f)
 		}
 	}

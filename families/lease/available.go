@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"github.com/lockprover/lockprover/histories"
 	"sort"
 	"strings"
 
@@ -59,7 +60,7 @@ func (h *history) excused(o *op) bool {
 			continue
 		}
 		switch f.f {
-		case "resume", "heal", "clock-reset":
+		case histories.Resume, histories.Heal, histories.ClockReset:
 			continue
 		}
 		if f.target != "" && f.target != o.proc {

@@ -27,9 +27,9 @@ import (
 // The lease vocabulary: the lock kind, its operations, its reasons.
 const (
 	Kind    = histories.Lease
-	Acquire = "acquire"
-	Refresh = "refresh"
-	Release = "release"
+	Acquire = histories.Acquire
+	Refresh = histories.Refresh
+	Release = histories.Release
 	Full    = histories.Full
 	Expired = histories.Expired
 )
@@ -38,10 +38,10 @@ const (
 const (
 	LeaseExclusive = "lease-exclusive"
 	NoRevival      = "no-revival"
-	AcquireExact   = "acquire-exact"
+	AcquireExact   = model.AcquireExact
 	Fencing        = "fencing"
 	Recovers       = "recovers"
-	Available      = "available"
+	Available      = model.Available
 )
 
 // Properties lists the lease properties in report order.
@@ -263,7 +263,7 @@ func build(events []histories.Event, r float64) *history {
 func (h *history) overs() {
 	for i, f := range h.faults {
 		f.over = f.end
-		ender := map[string]string{"pause": "resume", "partition": "heal",
+		ender := map[string]string{histories.Pause: histories.Resume, histories.Partition: histories.Heal,
 			histories.ClockSkew: histories.ClockReset, histories.ClockJump: histories.ClockReset}[f.f]
 		if ender == "" {
 			continue

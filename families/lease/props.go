@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"github.com/lockprover/lockprover/histories"
 	"sort"
 	"strings"
 	"time"
@@ -351,7 +352,7 @@ func (h *history) alone() []*op {
 // or on the backend was in force while o ran.
 func (h *history) faulted(o *op) bool {
 	for _, f := range h.faults {
-		if f.clock() || f.f == "resume" || f.f == "heal" || f.f == "clock-reset" {
+		if f.clock() || f.f == histories.Resume || f.f == histories.Heal || f.f == histories.ClockReset {
 			continue
 		}
 		if (f.target == "" || f.target == o.proc) && f.call <= o.ret && f.over >= o.call {
