@@ -43,15 +43,8 @@ func available(lh *lockHistory) Verdict {
 			return v
 		}
 	}
-	var never []string
-	for _, f := range order {
-		if fair[f] > 0 && ok[f] == 0 {
-			never = append(never, f)
-		}
-	}
-	if len(never) > 0 {
-		v.Status = Fail
-		v.Detail = fmt.Sprintf("no %s ever succeeded: a history in which an operation never succeeds proves nothing about it", strings.Join(never, " or "))
+	if d := NeverSucceeded(order, fair, ok); d != "" {
+		v.Status, v.Detail = Fail, d
 	}
 	return v
 }
@@ -137,4 +130,21 @@ func answered(o *op) bool {
 		return true
 	}
 	return false
+}
+
+// NeverSucceeded is available's second half, for every family: of the
+// kinds of operation tried (in order), those that some attempt no fault
+// cut short tried (fair) and none of which succeeded (ok), said as a
+// verdict's detail; "" when there are none.
+func NeverSucceeded(order []string, fair, ok map[string]int) string {
+	var never []string
+	for _, f := range order {
+		if fair[f] > 0 && ok[f] == 0 {
+			never = append(never, f)
+		}
+	}
+	if len(never) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("no %s ever succeeded: a history in which an operation never succeeds proves nothing about it", strings.Join(never, " or "))
 }

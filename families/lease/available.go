@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"github.com/lockprover/lockprover/histories"
 	"sort"
-	"strings"
 
 	"github.com/lockprover/lockprover/model"
 )
@@ -36,15 +35,8 @@ func (h *history) available() model.Verdict {
 			return v
 		}
 	}
-	var never []string
-	for _, f := range order {
-		if fair[f] > 0 && ok[f] == 0 {
-			never = append(never, f)
-		}
-	}
-	if len(never) > 0 {
-		v.Status = model.Fail
-		v.Detail = fmt.Sprintf("no %s ever succeeded: a history in which an operation never succeeds proves nothing about it", strings.Join(never, " or "))
+	if d := model.NeverSucceeded(order, fair, ok); d != "" {
+		v.Status, v.Detail = model.Fail, d
 	}
 	return v
 }
