@@ -183,57 +183,64 @@ func (r *runner) channel(ctx context.Context, on string) (broker.Channel, error)
 }
 
 func (r *runner) step(ctx context.Context, s Step) string {
+	if obs, ok := r.harnessStep(ctx, s); ok {
+		return obs
+	}
+	ch, err := r.channel(ctx, s.On)
+	if err != nil {
+		return "setup: " + observe(err)
+	}
+	if s.Do.op == "reopen" {
+		delete(r.chans, s.On)
+		_, err := r.channel(ctx, s.On)
+		return observe(err)
+	}
+	return channelStep(ctx, ch, r.name(s.Do.queue), s.Do)
+}
+
+// harnessStep performs the steps that are not a channel's methods: marks
+// and waits, the broker's state, faults and connections. ok is false for a
+// channel method.
+func (r *runner) harnessStep(ctx context.Context, s Step) (obs string, ok bool) {
 	a := s.Do
 	switch a.op {
 	case "mark":
 		r.mark = r.env.Now()
-		return "ok"
+		return "ok", true
 	case "wait":
-		return observe(r.env.Sleep(ctx, a.d))
+		return observe(r.env.Sleep(ctx, a.d)), true
 	case "heartbeat":
 		if r.hb == nil {
 			r.hb = map[string]time.Duration{}
 		}
 		r.hb[connOf(s.On)] = a.d
-		return "ok"
+		return "ok", true
 	case "inspect":
 		st, ok, err := r.env.Inspect(r.name(a.queue))
 		switch {
 		case err != nil:
-			return "inspect failed: " + err.Error()
+			return "inspect failed: " + err.Error(), true
 		case !ok:
-			return "gone"
+			return "gone", true
 		}
-		return describeQueue(st)
+		return describeQueue(st), true
 	case "await-gone":
-		// Poll every millisecond at first, then at 1% of the time waited so
-		// far: the bounds being checked scale with the wait.
-		began := r.env.Now()
-		for {
-			_, ok, err := r.env.Inspect(r.name(a.queue))
-			if err != nil {
-				return "inspect failed: " + err.Error()
-			}
-			if !ok {
-				return "gone"
-			}
-			r.seen = r.env.Now()
-			if err := r.env.Sleep(ctx, max(time.Millisecond, (r.env.Now()-began)/100)); err != nil {
-				return observe(err)
-			}
-		}
+		return r.awaitGone(ctx, r.name(a.queue)), true
 	case "stop":
-		return observe(r.env.StopBroker())
+		return observe(r.env.StopBroker()), true
 	case "start":
-		return observe(r.env.StartBroker())
+		return observe(r.env.StartBroker()), true
 	case "partition", "heal", "close-socket", "force-close":
-		return observe(r.env.Fault(a.op, connOf(s.On)))
-	case "conn-error":
+		return observe(r.env.Fault(a.op, connOf(s.On))), true
+	case "conn-error", "close-conn":
 		c := r.conns[connOf(s.On)]
-		if c == nil {
-			return "no connection"
+		switch {
+		case c == nil:
+			return "no connection", true
+		case a.op == "conn-error":
+			return observe(c.Err()), true
 		}
-		return observe(c.Err())
+		return observe(c.Close()), true
 	case "redial":
 		cn := connOf(s.On)
 		for k := range r.chans {
@@ -243,28 +250,37 @@ func (r *runner) step(ctx context.Context, s Step) string {
 		}
 		delete(r.conns, cn)
 		_, err := r.channel(ctx, s.On)
-		return observe(err)
-	case "close-conn":
-		c := r.conns[connOf(s.On)]
-		if c == nil {
-			return "no connection"
+		return observe(err), true
+	case "dial":
+		_, err := r.channel(ctx, s.On)
+		return observe(err), true
+	}
+	return "", false
+}
+
+// awaitGone polls queue q until it is gone: every millisecond at first,
+// then at 1% of the time waited so far, as the bounds being checked scale
+// with the wait.
+func (r *runner) awaitGone(ctx context.Context, q string) string {
+	began := r.env.Now()
+	for {
+		_, ok, err := r.env.Inspect(q)
+		if err != nil {
+			return "inspect failed: " + err.Error()
 		}
-		return observe(c.Close())
+		if !ok {
+			return "gone"
+		}
+		r.seen = r.env.Now()
+		if err := r.env.Sleep(ctx, max(time.Millisecond, (r.env.Now()-began)/100)); err != nil {
+			return observe(err)
+		}
 	}
-	if a.op == "dial" {
-		_, err := r.channel(ctx, s.On)
-		return observe(err)
-	}
-	ch, err := r.channel(ctx, s.On)
-	if err != nil {
-		return "setup: " + observe(err)
-	}
-	q := r.name(a.queue)
+}
+
+// channelStep performs action a, one of a channel's methods, on queue q.
+func channelStep(ctx context.Context, ch broker.Channel, q string, a Action) string {
 	switch a.op {
-	case "reopen":
-		delete(r.chans, s.On)
-		_, err := r.channel(ctx, s.On)
-		return observe(err)
 	case "declare":
 		got, err := ch.Declare(ctx, q, a.declare)
 		if err == nil && q == "" {
