@@ -204,7 +204,33 @@ func effectiveKind(kind string) string {
 }
 
 func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, proc, lock *symbol) string {
-	// Where the event is in the history.
+	if msg := v.checkPlace(e, has); msg != "" {
+		return msg
+	}
+	if msg := checkWho(e, has); msg != "" {
+		return msg
+	}
+	kind := effectiveKind(e.Kind)
+	op, msg := operationShapes(e, has, kind)
+	if msg != "" {
+		return msg
+	}
+	in := proc.op
+	if msg := checkInFlight(e, kind, proc, lock); msg != "" {
+		return msg
+	}
+	// The value.
+	if msg := checkValue(&op[typeIndex(e.Type)], e, kind, vhas, in); msg != "" {
+		return msg
+	}
+	if e.Process == nemesis && IsClockFault(e.F) && e.Type != Invoke {
+		return checkClockEcho(e, vhas, in)
+	}
+	return ""
+}
+
+// checkPlace checks where the event is in the history: its index and time.
+func (v *validator) checkPlace(e *Event, has fields) string {
 	switch {
 	case has&hasIndex == 0:
 		return fmt.Sprintf("index: missing (want %d, the event's 0-based position)", v.events)
@@ -217,8 +243,11 @@ func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, pro
 	case v.events > 0 && e.Time < v.prevTime:
 		return fmt.Sprintf("time: %d is before the previous event's time %d (times must not decrease)", e.Time, v.prevTime)
 	}
+	return ""
+}
 
-	// Who does what, to which lock.
+// checkWho checks who does what, to which lock.
+func checkWho(e *Event, has fields) string {
 	switch {
 	case has&hasProcess == 0:
 		return `process: missing (want a client such as "c1", "admin" or "nemesis")`
@@ -237,46 +266,56 @@ func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, pro
 	case e.Error != "" && e.Type == Invoke:
 		return "error: not allowed on an invoke (an error belongs to the operation's completion: fail, info or ok)"
 	}
-	kind := effectiveKind(e.Kind)
+	return ""
+}
+
+// operationShapes finds the value shapes of the event's operation: a fault
+// for the nemesis, an operation of the lock's kind for anyone else.
+func operationShapes(e *Event, has fields, kind string) (*shapes, string) {
 	fault := nemesisShapes[e.F]
-	var op *shapes // the operation's value shapes
 	if e.Process == nemesis {
 		switch {
 		case fault == nil:
-			return fmt.Sprintf("f: process %q only injects faults (want one of %s), got %q", nemesis, strings.Join(nemesisOps, ", "), e.F)
+			return nil, fmt.Sprintf("f: process %q only injects faults (want one of %s), got %q", nemesis, strings.Join(nemesisOps, ", "), e.F)
 		case has&hasLock != 0:
-			return fmt.Sprintf("lock: a nemesis event names no lock, got %q", e.Lock)
+			return nil, fmt.Sprintf("lock: a nemesis event names no lock, got %q", e.Lock)
 		case has&hasKind != 0:
-			return fmt.Sprintf("kind: a nemesis event names no lock, so no kind, got %q", e.Kind)
+			return nil, fmt.Sprintf("kind: a nemesis event names no lock, so no kind, got %q", e.Kind)
 		case e.Type == Ok:
-			return "type: a nemesis operation completes with info once the fault is in place (or fail if it could not be applied), not ok"
+			return nil, "type: a nemesis operation completes with info once the fault is in place (or fail if it could not be applied), not ok"
 		}
-		op = fault
-	} else {
-		switch {
-		case fault != nil:
-			return fmt.Sprintf("f: %q is a fault; only process %q may inject it", e.F, nemesis)
-		case has&hasLock == 0:
-			return fmt.Sprintf("lock: missing (every %s names the lock it operates on)", e.F)
-		}
-		if kind == Lease {
-			if op = leaseShapes[e.F]; op == nil {
-				return fmt.Sprintf("f: unknown operation %q for a lease lock (want one of %s)", e.F, strings.Join(leaseOps, ", "))
-			}
-		} else if kind == Mutex {
-			op = mutexShapes[e.F]
-			if op == nil && semaphoreShapes[e.F] != nil {
-				return fmt.Sprintf("f: %q is a semaphore admin operation, but lock %q is a mutex: a true mutex has no admin", e.F, e.Lock)
-			}
-			if op == nil {
-				return fmt.Sprintf("f: unknown operation %q for a mutex lock (want one of %s)", e.F, strings.Join(mutexOps, ", "))
-			}
-		} else if op = semaphoreShapes[e.F]; op == nil {
-			return fmt.Sprintf("f: unknown operation %q for a semaphore lock (want one of %s)", e.F, strings.Join(semaphoreOps, ", "))
-		}
+		return fault, ""
 	}
+	switch {
+	case fault != nil:
+		return nil, fmt.Sprintf("f: %q is a fault; only process %q may inject it", e.F, nemesis)
+	case has&hasLock == 0:
+		return nil, fmt.Sprintf("lock: missing (every %s names the lock it operates on)", e.F)
+	}
+	switch kind {
+	case Lease:
+		if op := leaseShapes[e.F]; op != nil {
+			return op, ""
+		}
+		return nil, fmt.Sprintf("f: unknown operation %q for a lease lock (want one of %s)", e.F, strings.Join(leaseOps, ", "))
+	case Mutex:
+		if op := mutexShapes[e.F]; op != nil {
+			return op, ""
+		}
+		if semaphoreShapes[e.F] != nil {
+			return nil, fmt.Sprintf("f: %q is a semaphore admin operation, but lock %q is a mutex: a true mutex has no admin", e.F, e.Lock)
+		}
+		return nil, fmt.Sprintf("f: unknown operation %q for a mutex lock (want one of %s)", e.F, strings.Join(mutexOps, ", "))
+	}
+	if op := semaphoreShapes[e.F]; op != nil {
+		return op, ""
+	}
+	return nil, fmt.Sprintf("f: unknown operation %q for a semaphore lock (want one of %s)", e.F, strings.Join(semaphoreOps, ", "))
+}
 
-	// Operations: one in flight per process, completions matching it.
+// checkInFlight checks the operations in flight: one per process, and a
+// completion that matches it; and that a lock keeps its kind.
+func checkInFlight(e *Event, kind string, proc, lock *symbol) string {
 	in, busy := proc.op, proc.busy
 	if e.Type == Invoke {
 		if busy {
@@ -294,18 +333,8 @@ func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, pro
 			return fmt.Sprintf("kind: this %s says %s, but the operation invoked at line %d says %s", e.Type, kind, in.line, in.kind)
 		}
 	}
-	if e.Process != nemesis {
-		if lock.kind != "" && lock.kind != kind {
-			return fmt.Sprintf("kind: lock %q is a %s here but was a %s at line %d (no kind means semaphore)", e.Lock, kind, lock.kind, lock.kindLine)
-		}
-	}
-
-	// The value.
-	if msg := checkValue(&op[typeIndex(e.Type)], e, kind, vhas, in); msg != "" {
-		return msg
-	}
-	if e.Process == nemesis && IsClockFault(e.F) && e.Type != Invoke {
-		return checkClockEcho(e, vhas, in)
+	if e.Process != nemesis && lock.kind != "" && lock.kind != kind {
+		return fmt.Sprintf("kind: lock %q is a %s here but was a %s at line %d (no kind means semaphore)", e.Lock, kind, lock.kind, lock.kindLine)
 	}
 	return ""
 }
