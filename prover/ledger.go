@@ -44,18 +44,16 @@ func (l *ledger) absorb(now model.Cost) { l.charge(now) }
 // charge accounts for what the process sent since the last call and
 // returns what of it is charged, with the waste it found ("" for none).
 func (l *ledger) charge(now model.Cost) (model.Cost, string) {
-	d := now.Sub(l.seen)
+	out := now.Sub(l.seen) // a fresh Cost: charged as it is, less the free setup
 	l.seen = now
-	out := model.Cost{Methods: map[string]int{}, Connections: d.Connections, Channels: d.Channels}
-	for m, n := range d.Methods {
-		out.Methods[m] = n
-	}
+	dialled, opens, brokerClosedConn := out.Connections, out.Methods["connection.open"], out.Methods["connection.close-ok"]
+	opened, own, byBroker := out.Channels, out.Methods["channel.close"], out.Methods["channel.close-ok"]
 	var waste string
 	// A connection counts once its handshake reached connection.open: an
 	// attempt refused, or held by a partition until the client gave up, is
 	// not one (and costs nothing).
-	conns := min(d.Connections, d.Methods["connection.open"])
-	if failed := d.Connections - conns; failed > 0 {
+	conns := min(dialled, opens)
+	if failed := dialled - conns; failed > 0 {
 		out.Connections -= failed
 		for _, m := range []string{"connection.start-ok", "connection.tune-ok"} {
 			out.Methods[m] -= min(failed, max(0, out.Methods[m]-conns))
@@ -64,7 +62,7 @@ func (l *ledger) charge(now model.Cost) (model.Cost, string) {
 	if conns > 0 {
 		// Each connection needs an excuse: being the first, a fault, or
 		// the broker closing the one before (connection.close-ok).
-		excuses := l.excuses + d.Methods["connection.close-ok"]
+		excuses := l.excuses + brokerClosedConn
 		if !l.had {
 			excuses++
 		}
@@ -79,9 +77,8 @@ func (l *ledger) charge(now model.Cost) (model.Cost, string) {
 		l.had, l.excuses = true, excuses-free
 		l.closedOwn, l.brokerClosed = false, 0
 	} else {
-		l.excuses += d.Methods["connection.close-ok"] // the broker closed the connection
+		l.excuses += brokerClosedConn // the broker closed the connection
 	}
-	opened, own, byBroker := d.Channels, d.Methods["channel.close"], d.Methods["channel.close-ok"]
 	replaced := min(opened, l.brokerClosed+byBroker)
 	l.brokerClosed += byBroker - replaced
 	charged := 0

@@ -483,11 +483,16 @@ func (r *runner) completion(name string, inv histories.Event, kind string, res *
 // brokerUp is an engine that can tell whether its broker is up.
 type brokerUp interface{ BrokerUp() bool }
 
-// whenUp records e once the broker is up again.
-func (r *runner) whenUp(u brokerUp, e histories.Event) {
-	r.eng.After(time.Millisecond, func() {
+// whenUp records e once the broker is up again, looking every millisecond
+// at first and then less often (at most every 16 ms): the record may come
+// that much after the broker is back, which only widens the fault's
+// window.
+func (r *runner) whenUp(u brokerUp, e histories.Event) { r.pollUp(u, e, time.Millisecond) }
+
+func (r *runner) pollUp(u brokerUp, e histories.Event, d time.Duration) {
+	r.eng.After(d, func() {
 		if !u.BrokerUp() {
-			r.whenUp(u, e)
+			r.pollUp(u, e, min(2*d, 16*time.Millisecond))
 			return
 		}
 		r.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"hash"
 	"time"
@@ -159,7 +160,7 @@ func (s Search) Run() (*Outcome, error) {
 		}
 		if cur >= 0 {
 			b := &out.Batches[cur]
-			cx.Plan.Write(digest)
+			json.NewEncoder(digest).Encode(cx.Plan) // compact: the digest is the plan's JSON
 			b.Plans++
 			if violated {
 				out.FoundBatch, out.FoundIndex = b.Number, b.Plans-1
