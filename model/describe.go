@@ -10,34 +10,43 @@ import (
 // describeOp renders an operation the way a person reads a history:
 // "c1 acquire -> slot 2 (#12)".
 func describeOp(o *op) string {
+	return DescribeOp(o.name, o.f, o.arg, o.res, o.typ, o.err, o.index)
+}
+
+// DescribeOp renders an operation the way a person reads a history, in
+// every family's verdicts: who, what with its argument, the outcome (typ ""
+// for none) with its value or reason, the error the process gave, whether
+// the outcome was patched from ground truth, and the invoke's index:
+// "c1 acquire -> ok slot 2 (#12)".
+func DescribeOp(process, f string, arg, res *histories.Value, typ histories.Type, err string, index int) string {
 	var b strings.Builder
-	b.WriteString(o.name + " " + o.f)
-	if a := o.arg.Text(); a != "" {
+	b.WriteString(process + " " + f)
+	if a := arg.Text(); a != "" {
 		b.WriteString(" " + a)
 	}
 	switch {
-	case o.typ == "":
+	case typ == "":
 		b.WriteString(" -> never completed")
-	case o.typ == histories.Info:
+	case typ == histories.Info:
 		b.WriteString(" -> unknown (info)")
-	case o.typ == histories.Fail:
+	case typ == histories.Fail:
 		b.WriteString(" -> failed")
-		if o.res != nil && o.res.Reason != "" {
-			b.WriteString(" " + o.res.Reason)
+		if res != nil && res.Reason != "" {
+			b.WriteString(" " + res.Reason)
 		}
 	default:
 		b.WriteString(" -> ok")
-		if r := o.res.Text(); r != "" {
+		if r := res.Text(); r != "" {
 			b.WriteString(" " + r)
 		}
 	}
-	if o.err != "" {
-		fmt.Fprintf(&b, " (error: %s)", o.err)
+	if err != "" {
+		fmt.Fprintf(&b, " (error: %s)", err)
 	}
-	if o.patched() {
+	if res != nil && res.Patched {
 		b.WriteString(" (patched from the simulator's ground truth)")
 	}
-	fmt.Fprintf(&b, " (#%d)", o.index)
+	fmt.Fprintf(&b, " (#%d)", index)
 	return b.String()
 }
 

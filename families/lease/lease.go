@@ -352,32 +352,10 @@ func seconds(t int64) string {
 	return fmt.Sprintf("%.3fs", float64(t)/1e9)
 }
 
-// describeOp renders an operation: "c1 acquire max 1, ttl_ms 1000 -> ok
-// token a, fence 3 (#2)".
+// describeOp renders an operation as every family does: "c1 acquire max
+// 1, ttl_ms 1000 -> ok token a, fence 3 (#2)".
 func describeOp(o *op) string {
-	var b strings.Builder
-	b.WriteString(o.proc + " " + o.f)
-	if a := o.arg.Text(); a != "" {
-		b.WriteString(" " + a)
-	}
-	switch {
-	case o.typ == "":
-		b.WriteString(" -> never completed")
-	case o.typ == histories.Info:
-		b.WriteString(" -> unknown (info)")
-	case o.failed():
-		b.WriteString(" -> failed")
-		if r := o.reason(); r != "" {
-			b.WriteString(" " + r)
-		}
-	default:
-		b.WriteString(" -> ok")
-		if r := o.res.Text(); r != "" {
-			b.WriteString(" " + r)
-		}
-	}
-	fmt.Fprintf(&b, " (#%d)", o.index)
-	return b.String()
+	return model.DescribeOp(o.proc, o.f, o.arg, o.res, o.typ, o.err, o.index)
 }
 
 // clockSlack is how far the clock faults that may bear on this lock were

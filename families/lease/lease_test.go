@@ -113,3 +113,22 @@ func TestDriftMatters(t *testing.T) {
 		t.Errorf("132 with drift 90%%: %v, want FAIL", s)
 	}
 }
+
+// A lease verdict describes operations as every family does, with the
+// error the process gave.
+func TestDescribedWithTheProcessError(t *testing.T) {
+	h, err := histories.ReadFile(filepath.Join("..", "..", "testdata", "histories", "124-lease-refresh-after-expiry.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range h {
+		if h[i].Index == 7 { // the completion of the refresh at #6
+			h[i].Error = "renewed late"
+		}
+	}
+	for _, v := range model.Check(h, model.Options{}).Verdicts {
+		if v.Property == lease.NoRevival && !strings.Contains(v.Detail, "(error: renewed late) (#6)") {
+			t.Errorf("no-revival: %q lacks the refresh's error", v.Detail)
+		}
+	}
+}
