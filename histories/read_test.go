@@ -122,7 +122,7 @@ func TestReadRejects(t *testing.T) {
 		{"f unknown for a semaphore", hist(`{"process":"c1","type":"invoke","f":"take","lock":"sem"}`), 1, `f: unknown operation "take" for a semaphore lock (want one of acquire, verify, release, create, change, destroy, count, wait)`},
 		{"f unknown for a mutex", hist(`{"process":"c1","type":"invoke","f":"take","lock":"m","kind":"mutex"}`), 1, `f: unknown operation "take" for a mutex lock (want one of acquire, verify, release)`},
 		{"f unknown for the nemesis", hist(`{"process":"nemesis","type":"invoke","f":"crash","value":{"process":"c1"}}`), 1, `f: process "nemesis" only injects faults (want one of kill, pause, resume, partition, heal, force-close, restart-broker, drop-reply, clock-skew, clock-jump, clock-reset), got "crash"`},
-		{"kind unknown", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"sem","kind":"rwlock"}`), 1, `kind: want "semaphore", "mutex" or "lease" (or no kind, meaning semaphore), got "rwlock"`},
+		{"kind unknown", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"sem","kind":"rwlock"}`), 1, `kind: want "semaphore", "mutex" or "lease" (or no kind, meaning semaphore; or a kind a family declared), got "rwlock"`},
 		{"kind empty", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"sem","kind":""}`), 1, `kind: want "semaphore", "mutex" or "lease"`},
 		{"lock with two kinds", hist(acqInv, acqOk, `{"process":"c2","type":"invoke","f":"acquire","lock":"sem","kind":"mutex"}`), 3, `kind: lock "sem" is a mutex here but was a semaphore at line 1`},
 		{"lock with two kinds, explicit first", hist(mAcqInv, `{"process":"c2","type":"invoke","f":"acquire","lock":"m"}`), 2, `kind: lock "m" is a semaphore here but was a mutex at line 1`},

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // nemesis is the process that injects faults.
@@ -36,6 +37,78 @@ const (
 // IsClockFault reports whether f is a clock fault.
 func IsClockFault(f string) bool {
 	return f == ClockSkew || f == ClockJump || f == ClockReset
+}
+
+// An Operation declares one operation of a family's lock kind (see
+// DeclareKind): the value fields (by their JSON names: "slot", "token",
+// "max", ...) its invoke, ok and info may hold, and the reasons its fail
+// may give (a fail holds at most a reason; nil allows any).
+type Operation struct {
+	F                string
+	Invoke, Ok, Info []string
+	Reasons          []string
+}
+
+var declared struct {
+	sync.RWMutex
+	kinds map[string]map[string]*shapes
+	ops   map[string][]string
+}
+
+// DeclareKind lets histories of a lock kind the format does not know be
+// read and written: a family declares its kind and operations from an init
+// function, as it registers its checker with model.Register, and the core
+// needs no change. Declaring a built-in kind, a kind twice, an operation
+// that is a fault, or a value field the format does not have panics: it is
+// a programming error.
+func DeclareKind(kind string, ops ...Operation) {
+	declared.Lock()
+	defer declared.Unlock()
+	switch {
+	case kind == "" || kind == Semaphore || kind == Mutex || kind == Lease:
+		panic("histories.DeclareKind: kind " + strconv.Quote(kind) + " is built in")
+	case declared.kinds[kind] != nil:
+		panic("histories.DeclareKind: kind " + strconv.Quote(kind) + " declared twice")
+	}
+	fields := func(names []string) vfields {
+		var f vfields
+		for _, n := range names {
+			i := slices.Index(valueNames[:], n)
+			if i < 0 {
+				panic("histories.DeclareKind: " + kind + ": no value field " + strconv.Quote(n) + " (want " + valueFieldNames + ")")
+			}
+			f |= 1 << i
+		}
+		return f
+	}
+	m := map[string]*shapes{}
+	var names []string
+	for _, o := range ops {
+		if nemesisShapes[o.F] != nil || o.F == "" {
+			panic("histories.DeclareKind: " + kind + ": operation " + strconv.Quote(o.F) + " is a fault or empty")
+		}
+		want := func(names []string) string {
+			if len(names) == 0 {
+				return "no value"
+			}
+			return "a value with some of " + strings.Join(names, ", ")
+		}
+		m[o.F] = &shapes{{allowed: fields(o.Invoke), want: want(o.Invoke)}, {allowed: fields(o.Ok), want: want(o.Ok)},
+			{allowed: vReason, reasons: o.Reasons, want: `{"reason":"..."}, or no value`}, {allowed: fields(o.Info), want: want(o.Info)}}
+		names = append(names, o.F)
+	}
+	if declared.kinds == nil {
+		declared.kinds, declared.ops = map[string]map[string]*shapes{}, map[string][]string{}
+	}
+	declared.kinds[kind], declared.ops[kind] = m, names
+}
+
+// declaredKind returns the operations of a kind declared with DeclareKind
+// and their names, or nil.
+func declaredKind(kind string) (map[string]*shapes, []string) {
+	declared.RLock()
+	defer declared.RUnlock()
+	return declared.kinds[kind], declared.ops[kind]
 }
 
 // shape is what the value of one (kind, f, type) may hold.
@@ -196,6 +269,11 @@ func (v *validator) check(line int, e *Event, has fields, vhas vfields, proc, lo
 	return ""
 }
 
+func isDeclared(kind string) bool {
+	ops, _ := declaredKind(kind)
+	return ops != nil
+}
+
 func effectiveKind(kind string) string {
 	if kind == "" {
 		return Semaphore
@@ -259,8 +337,8 @@ func checkWho(e *Event, has fields) string {
 		return fmt.Sprintf("type: want invoke, ok, fail or info, got %q", e.Type)
 	case has&hasF == 0:
 		return "f: missing (want the operation, such as acquire)"
-	case has&hasKind != 0 && e.Kind != Semaphore && e.Kind != Mutex && e.Kind != Lease:
-		return fmt.Sprintf("kind: want %q, %q or %q (or no kind, meaning semaphore), got %q", Semaphore, Mutex, Lease, e.Kind)
+	case has&hasKind != 0 && e.Kind != Semaphore && e.Kind != Mutex && e.Kind != Lease && !isDeclared(e.Kind):
+		return fmt.Sprintf("kind: want %q, %q or %q (or no kind, meaning semaphore; or a kind a family declared), got %q", Semaphore, Mutex, Lease, e.Kind)
 	case has&hasLock != 0 && e.Lock == "":
 		return "lock: want a non-empty string"
 	case e.Error != "" && e.Type == Invoke:
@@ -293,6 +371,7 @@ func operationShapes(e *Event, has fields, kind string) (*shapes, string) {
 		return nil, fmt.Sprintf("lock: missing (every %s names the lock it operates on)", e.F)
 	}
 	switch kind {
+	case Semaphore:
 	case Lease:
 		if op := leaseShapes[e.F]; op != nil {
 			return op, ""
@@ -306,6 +385,12 @@ func operationShapes(e *Event, has fields, kind string) (*shapes, string) {
 			return nil, fmt.Sprintf("f: %q is a semaphore admin operation, but lock %q is a mutex: a true mutex has no admin", e.F, e.Lock)
 		}
 		return nil, fmt.Sprintf("f: unknown operation %q for a mutex lock (want one of %s)", e.F, strings.Join(mutexOps, ", "))
+	default:
+		ops, names := declaredKind(kind)
+		if op := ops[e.F]; op != nil {
+			return op, ""
+		}
+		return nil, fmt.Sprintf("f: unknown operation %q for a %s lock (want one of %s)", e.F, kind, strings.Join(names, ", "))
 	}
 	if op := semaphoreShapes[e.F]; op != nil {
 		return op, ""

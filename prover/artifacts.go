@@ -21,16 +21,17 @@ func writeArtifacts(dir string, cx *Counterexample) error {
 		return err
 	}
 	// The timeline of the property that broke, as the run judged it; when
-	// that one is not a linearizability check, slot-exclusive's, judged
-	// again as the run judged (its model and time budget) but keeping what
-	// the timeline needs.
-	if err := visualize(&page, cx.Report, cx.Property, cx.Result.Lock); err != nil {
+	// that one is not a linearizability check, the lock's first that is
+	// (slot-exclusive for amqp-locks), judged again as the run judged (its
+	// model and time budget) but keeping what the timeline needs.
+	lock := cx.Result.Evidence.Lock
+	if err := visualize(&page, cx.Report, func(v *model.Verdict) bool { return v.Property == cx.Property && v.Lock == lock }); err != nil {
 		return err
 	}
 	if page.Len() == 0 {
 		o := cx.judged
 		o.Visualize = true
-		if err := visualize(&page, model.Check(cx.Result.History, o), model.SlotExclusive, cx.Result.Lock); err != nil {
+		if err := visualize(&page, model.Check(cx.Result.History, o), func(v *model.Verdict) bool { return v.Lock == lock }); err != nil {
 			return err
 		}
 	}
@@ -39,7 +40,7 @@ func writeArtifacts(dir string, cx *Counterexample) error {
 		replay = "lockprover replay " + filepath.Join(dir, "plan.json")
 	}
 	var index bytes.Buffer
-	if err := report.Write(&index, report.Counterexample{Property: cx.Property, Lock: cx.Result.Lock,
+	if err := report.Write(&index, report.Counterexample{Property: cx.Property, Lock: cx.Result.Evidence.Lock,
 		Verdicts: cx.Report.Verdicts, History: cx.Result.History, Plan: plan.Bytes(), Summary: cx.Summary(),
 		Replay: replay, Timeline: "history.html"}); err != nil {
 		return err
@@ -59,14 +60,14 @@ func writeArtifacts(dir string, cx *Counterexample) error {
 	return nil
 }
 
-// visualize writes porcupine's view of property prop of lock from r, if r
-// kept one.
-func visualize(w *bytes.Buffer, r *model.Report, prop, lock string) error {
+// visualize writes porcupine's view of the first verdict of r that which
+// picks and that kept one.
+func visualize(w *bytes.Buffer, r *model.Report, which func(*model.Verdict) bool) error {
 	for i := range r.Verdicts {
-		v := &r.Verdicts[i]
-		if v.Property == prop && v.Lock == lock {
-			_, err := v.Visualize(w)
-			return err
+		if v := &r.Verdicts[i]; which(v) {
+			if ok, err := v.Visualize(w); ok || err != nil {
+				return err
+			}
 		}
 	}
 	return nil

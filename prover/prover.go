@@ -1,14 +1,13 @@
-// Package prover proves amqp-locks implementations: it draws plans (what
-// admins and clients do, which faults strike when, how the simulator
-// schedules them) with rapid, runs them against a target, records the
-// history and judges it, property by property. A failing plan is shrunk by
-// rapid to a minimal one and written out with its history, so that it can
-// be replayed.
+// Package prover is lockprover's core, and knows no lock family: it draws
+// a family's plans with rapid, runs them, judges each history with
+// model.Check, and shrinks a failing plan to a minimal one, written out with
+// its history and report so that it can be replayed. A family (families/amqp
+// for amqp-locks) says what a plan is and how it runs.
 //
 // A user's test proves an implementation with Check:
 //
 //	func TestMyLocks(t *testing.T) {
-//		prover.Check(t, prover.Config{})
+//		prover.Check(t, prover.Config{Family: amqp.Config{}})
 //	}
 //
 // -rapid.checks, -rapid.seed, fail files and shrinking work as rapid users
@@ -18,36 +17,78 @@ package prover
 import (
 	"context"
 	"fmt"
-	"github.com/lockprover/lockprover/histories"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"pgregory.net/rapid"
 )
 
-// A Target runs plans: the simulator, or a real broker.
-type Target interface {
-	Run(ctx context.Context, p *Plan, impl Impl) (*Result, error)
+// A Family is a lock design the core proves, with what it is proven on: it
+// draws plans and runs them (on its simulator, a real backend, or an
+// implementation over the process protocol), and its verdicts come from
+// the checker its kind is registered with (model.Register). The core knows
+// no family: a family is a value the caller hands it (families/amqp's
+// Config, for amqp-locks).
+type Family interface {
+	// Draw draws a plan with rapid, so that rapid can shrink a failing
+	// plan to a minimal one.
+	Draw(t *rapid.T) Plan
+	// Run runs a plan Draw drew (or one read back for a replay) and
+	// records what happened. An error means the plan could not run.
+	Run(ctx context.Context, p Plan) (*Result, error)
+	// Deterministic says whether the same plan always gives the same
+	// history (a simulator): a search then draws batches of a fixed size,
+	// so that a seed's plans are the same whatever the machine.
+	Deterministic() bool
+	// String says what is proven, in words: "the reference", "mutant
+	// silent-reconnect", an implementation's command.
+	String() string
 }
 
-// Config says what to prove and how hard to look. The zero value proves the
-// reference on the simulator with every fault.
-type Config struct {
-	Target Target // nil: the simulator
-	Impl   Impl   // nil: the reference (or Mutant of it)
-	Mutant string // a mutant of the reference to prove instead
+// A Plan is one run of a family, as data. Its JSON (encoding/json) is what
+// a search's batch digests hash; Write is what plan.json holds.
+type Plan interface {
+	// Write writes the plan as its family reads it back.
+	Write(w io.Writer) error
+	// Brief says the plan in one line, for summaries.
+	Brief() string
+	// Judged records how the plan was judged ("strict" or "" for the
+	// model, and the properties that counted, nil for all), so that a
+	// replay judges it the same way.
+	Judged(model string, properties []string)
+}
 
-	Kind      string   // histories.Semaphore (default) or histories.Mutex
-	Clients   int      // at most this many clients; 0 means 3
-	Ops       int      // at most this many steps per client; 0 means 8
-	Admins    int      // at most this many admins; 0 means 2
-	Faults    []string // the faults plans may hold; nil means every fault, empty means none
-	MaxFaults int      // at most this many faults per plan; 0 means 3
-	Options   Options  // the reference's options
+// Result is what a run gives: the history, and what the history cannot
+// show (the evidence model.Check judges no-leak, efficiency and the
+// processes' failures by).
+type Result struct {
+	History  []histories.Event
+	Evidence model.Evidence
+}
+
+// Judge judges a run: model.Check assembles every verdict, from its
+// history and its evidence.
+func Judge(res *Result, o model.Options) *model.Report {
+	o.Evidence = &res.Evidence
+	return model.Check(res.History, o)
+}
+
+// Preflighter is a family (or a target) that can check, before the first
+// plan, that it can run plans at all (a reachable broker, say).
+type Preflighter interface {
+	Preflight(ctx context.Context) error
+}
+
+// Config says what to prove and how to judge it.
+type Config struct {
+	Family Family // what to prove; required
 
 	// Properties are those whose violation fails a plan; nil means all.
 	Properties []string
@@ -68,32 +109,8 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Kind == "" {
-		c.Kind = histories.Semaphore
-	}
-	if c.Clients == 0 {
-		c.Clients = 3
-	}
-	if c.Ops == 0 {
-		c.Ops = 8
-	}
-	if c.Admins == 0 {
-		c.Admins = 2
-	}
-	if c.Faults == nil {
-		c.Faults = faultNames
-	}
-	if c.MaxFaults == 0 {
-		c.MaxFaults = 3
-	}
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Second
-	}
-	if c.Target == nil {
-		c.Target = Simulator{}
-	}
-	if c.Impl == nil {
-		c.Impl = Reference
 	}
 	return c
 }
@@ -101,7 +118,7 @@ func (c Config) withDefaults() Config {
 // A Counterexample is a plan that broke a property: the plan, what it gave,
 // and the property.
 type Counterexample struct {
-	Plan     *Plan
+	Plan     Plan
 	Result   *Result
 	Report   *model.Report
 	Property string
@@ -118,23 +135,24 @@ type Counterexample struct {
 }
 
 // run runs and judges one plan.
-func (c Config) run(p *Plan) (*Counterexample, error) {
+func (c Config) run(p Plan) (*Counterexample, error) {
 	ctx := c.ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	res, err := c.Target.Run(ctx, p, implFor(p, c.Impl))
+	res, err := c.Family.Run(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	// The plan records how it was judged, so that replaying it judges it
 	// the same way.
-	p.Model, p.Properties = "", c.Properties
+	m := ""
 	if c.Strict {
-		p.Model = "strict"
+		m = "strict"
 	}
-	rep := Judge(p, res, c.judgeOptions())
-	cx := &Counterexample{Plan: p, Result: res, Report: rep, Impl: describeImpl(c.Impl, p), judged: c.judgeOptions()}
+	p.Judged(m, c.Properties)
+	rep := Judge(res, c.judgeOptions())
+	cx := &Counterexample{Plan: p, Result: res, Report: rep, Impl: c.Family.String(), judged: c.judgeOptions()}
 	cx.Property, cx.Inconclusive = firstViolation(rep, c.Properties)
 	return cx, nil
 }
@@ -149,7 +167,7 @@ func (c Config) judgeOptions() model.Options {
 func firstViolation(r *model.Report, props []string) (property string, inconclusive bool) {
 	for _, status := range []model.Status{model.Fail, model.Inconclusive} {
 		for _, v := range r.Verdicts {
-			if v.Status == status && (props == nil || contains(props, v.Property)) {
+			if v.Status == status && (props == nil || slices.Contains(props, v.Property)) {
 				return v.Property, status == model.Inconclusive
 			}
 		}
@@ -163,7 +181,10 @@ func firstViolation(r *model.Report, props []string) (property string, inconclus
 // under c.Out and reports its path.
 func Check(t *testing.T, c Config) {
 	t.Helper()
-	if pf, ok := c.Target.(Preflighter); ok {
+	if c.Family == nil {
+		t.Fatalf("prover: Config.Family is nil: say what to prove (families/amqp's Config, for amqp-locks)")
+	}
+	if pf, ok := c.Family.(Preflighter); ok {
 		if err := pf.Preflight(t.Context()); err != nil {
 			t.Fatalf("%v", err)
 		}
@@ -201,7 +222,7 @@ func (c Config) property(seen func(*Counterexample)) func(*rapid.T) {
 		if c.stop != nil && c.stop() {
 			return
 		}
-		p := Draw(t, c)
+		p := c.Family.Draw(t)
 		cx, err := c.run(p)
 		if err != nil {
 			if c.runError != nil {
@@ -225,9 +246,7 @@ func (c Config) property(seen func(*Counterexample)) func(*rapid.T) {
 func (cx *Counterexample) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s\n", cx.Property, cx.verb())
-	p := cx.Plan
-	fmt.Fprintf(&b, "plan: %s %q, %d slots, %d clients, %d admins, %d faults, %d scheduling decisions; %s\n",
-		p.Kind, p.Lock, p.Slots, len(p.Clients), len(p.Admins), len(p.Nemesis), len(p.Schedule), cx.Impl)
+	fmt.Fprintf(&b, "plan: %s; %s\n", cx.Plan.Brief(), cx.Impl)
 	for _, v := range cx.Report.Verdicts {
 		if v.Status == model.Fail || v.Status == model.Inconclusive {
 			fmt.Fprintf(&b, "%s %s: %s\n", v.Property, v.Status, v.Detail)
@@ -243,18 +262,6 @@ func (cx *Counterexample) verb() string {
 		return "inconclusive (its linearizability check ran out of time)"
 	}
 	return "violated"
-}
-
-// describeImpl says what a run proves: the reference, a mutant of it, or an
-// implementation that describes itself (fmt.Stringer).
-func describeImpl(impl Impl, p *Plan) string {
-	if s, ok := impl.(fmt.Stringer); ok {
-		return s.String()
-	}
-	if p.Mutant != "" {
-		return "mutant " + p.Mutant
-	}
-	return "the reference"
 }
 
 // Write writes the counterexample into dir (created if needed).

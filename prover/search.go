@@ -88,12 +88,6 @@ const (
 	batchTime = 10 * time.Second
 )
 
-// Preflighter is a target that can check, before the first plan, that it
-// can run plans at all (a reachable broker, say).
-type Preflighter interface {
-	Preflight(ctx context.Context) error
-}
-
 // Run runs the search.
 func (s Search) Run() (*Outcome, error) {
 	if s.Plans <= 0 && s.Until.IsZero() {
@@ -109,7 +103,10 @@ func (s Search) Run() (*Outcome, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if pf, ok := s.Config.Target.(Preflighter); ok {
+	if s.Config.Family == nil {
+		return nil, fmt.Errorf("prover: Config.Family is nil: say what to prove")
+	}
+	if pf, ok := s.Config.Family.(Preflighter); ok {
 		if err := pf.Preflight(ctx); err != nil {
 			if ctx.Err() != nil {
 				return &Outcome{Interrupted: true}, nil
@@ -179,7 +176,7 @@ func (s Search) Run() (*Outcome, error) {
 			s.Progress(out.Plans, out.Judged)
 		}
 	})
-	_, simulated := s.Config.withDefaults().Target.(Simulator)
+	simulated := s.Config.Family.Deterministic()
 	size := batch
 	quota := s.Plans // the plans this search runs at most
 	if simulated {

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/lockprover/lockprover/families/amqp"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,15 +162,15 @@ func load(t *testing.T, ctx context.Context, path string) dom {
 // into a fresh directory as prove would.
 func silentReconnect(t *testing.T) (*prover.Counterexample, *model.Verdict, string) {
 	t.Helper()
-	p, err := prover.ReadPlan(filepath.Join("testdata", "silent-reconnect.json"))
+	p, err := amqp.ReadPlan(filepath.Join("testdata", "silent-reconnect.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := prover.Simulator{}.Run(context.Background(), p, prover.ImplFor(p))
+	res, err := amqp.Simulator{}.Run(context.Background(), p, amqp.ImplFor(p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cx := &prover.Counterexample{Plan: p, Result: res, Report: prover.Judge(p, res, model.Options{}), Impl: "mutant " + p.Mutant}
+	cx := &prover.Counterexample{Plan: p, Result: res, Report: prover.Judge(res, model.Options{}), Impl: "mutant " + p.Mutant}
 	var v *model.Verdict
 	for i, vd := range cx.Report.Verdicts {
 		if vd.Status == model.Fail && v == nil {
@@ -217,7 +218,7 @@ func TestReportInABrowser(t *testing.T) {
 	res := cx.Result
 	d := load(t, ctx, filepath.Join(dir, "index.html"))
 
-	where := fmt.Sprintf("semaphore %q, slot %d", res.Lock, v.Slot)
+	where := fmt.Sprintf("semaphore %q, slot %d", res.Evidence.Lock, v.Slot)
 	if want := "lockprover: slot-exclusive violated in " + where; d.Title != want {
 		t.Errorf("title %q, want %q", d.Title, want)
 	}

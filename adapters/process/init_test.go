@@ -3,6 +3,7 @@ package process_test
 import (
 	"context"
 	"errors"
+	"github.com/lockprover/lockprover/families/amqp"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/amqplocks/broker"
-	"github.com/lockprover/lockprover/prover"
 )
 
 // addrOnly is a broker that only gives its URL: enough for an init.
@@ -26,18 +26,18 @@ func (addrOnly) Sleep(context.Context, time.Duration) error { return nil }
 // the broker out of reach (try again later), every time: the reply is read
 // before the exit is noticed. A definite one is a refusal to start.
 func TestInitAnsweredWithAnError(t *testing.T) {
-	p := &prover.Plan{Version: 1, Kind: "semaphore", Lock: "x", Slots: 1}
+	p := &amqp.Plan{Version: 1, Kind: "semaphore", Lock: "x", Slots: 1}
 	impl := &process.Impl{Command: `read l; echo '{"id":1,"type":"error","code":"broker","text":"unreachable"}'`}
 	for i := 0; i < 200; i++ {
 		_, err := impl.Connect(context.Background(), addrOnly{}, p, "c1")
-		var pe *prover.ProcessError
+		var pe *amqp.ProcessError
 		if err == nil || errors.As(err, &pe) {
 			t.Fatalf("start %d: %v, want the broker out of reach", i, err)
 		}
 	}
 	impl = &process.Impl{Command: `read l; echo '{"id":1,"type":"error","code":"unsupported","text":"no semaphores here","definite":true}'`}
 	_, err := impl.Connect(context.Background(), addrOnly{}, p, "c1")
-	var pe *prover.ProcessError
+	var pe *amqp.ProcessError
 	if !errors.As(err, &pe) || pe.Msg != "c1 refused to start: unsupported" {
 		t.Fatalf("%v, want a refusal to start", err)
 	}
@@ -73,7 +73,7 @@ func TestPreflight(t *testing.T) {
 // After two failed starts no more processes are started, and each refusal
 // names who was not started and why.
 func TestGivesUpAfterTwoFailedStarts(t *testing.T) {
-	p := &prover.Plan{Version: 1, Kind: "semaphore", Lock: "x", Slots: 1}
+	p := &amqp.Plan{Version: 1, Kind: "semaphore", Lock: "x", Slots: 1}
 	impl := &process.Impl{Command: `exit 4`}
 	for _, name := range []string{"c1", "c2"} {
 		if _, err := impl.Connect(context.Background(), addrOnly{}, p, name); err == nil || err.Error() != name+" did not start: exited (exit status 4); last request: "+
@@ -82,7 +82,7 @@ func TestGivesUpAfterTwoFailedStarts(t *testing.T) {
 		}
 	}
 	_, err := impl.Connect(context.Background(), addrOnly{}, p, "probe")
-	var pe *prover.ProcessError
+	var pe *amqp.ProcessError
 	if !errors.As(err, &pe) || !strings.HasPrefix(pe.Msg, "probe not started: the implementation failed to start twice (c2 did not start: exited") {
 		t.Fatalf("%v", err)
 	}

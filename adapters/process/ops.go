@@ -4,8 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-
-	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/families/amqp"
 )
 
 // op sends one operation and checks its reply's type.
@@ -41,7 +40,7 @@ func (c *client) Acquire(ctx context.Context) (int, error) {
 		if err := json.Unmarshal(f["reason"], &reason); err != nil || reason == "" {
 			return 0, c.giveUp(fmt.Sprintf("sent an acquire_fail without a \"reason\" string (%s): want full, absent, unavailable, contended or held", f["reason"]))
 		}
-		return 0, &prover.Failure{Reason: reason}
+		return 0, &amqp.Failure{Reason: reason}
 	}
 	if c.kind == "mutex" {
 		return 0, nil

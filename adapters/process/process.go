@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/families/amqp"
 	"io"
 	"os"
 	"os/exec"
@@ -21,7 +22,6 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/lockprover/lockprover/amqplocks/broker"
-	"github.com/lockprover/lockprover/prover"
 )
 
 // Impl is an implementation under test that runs as processes: Command is
@@ -45,21 +45,21 @@ const handshake = 10 * time.Second
 // Connect starts a process for the client name of plan p and shakes hands.
 // The broker must be a real one that gives each process its own URL (the
 // RabbitMQ target's fault proxy).
-func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *prover.Plan, name string) (prover.Client, error) {
+func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *amqp.Plan, name string) (amqp.Client, error) {
 	u, ok := b.(interface{ URL() string })
 	if !ok {
-		return nil, &prover.ProcessError{Msg: "an implementation in processes needs a real broker (--target rabbitmq)"}
+		return nil, &amqp.ProcessError{Msg: "an implementation in processes needs a real broker (--target rabbitmq)"}
 	}
 	i.mu.Lock()
 	if i.broken != nil {
 		i.mu.Unlock()
-		return nil, &prover.ProcessError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice (%v)", name, i.broken)}
+		return nil, &amqp.ProcessError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice (%v)", name, i.broken)}
 	}
 	i.mu.Unlock()
 	c, err := i.launch(ctx, name, p.Kind, p.Lock, u.URL(), max(p.Options.HeartbeatMs, 0))
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	var pe *prover.ProcessError
+	var pe *amqp.ProcessError
 	if errors.As(err, &pe) {
 		if i.starts++; i.starts >= 2 {
 			i.broken = err
@@ -82,7 +82,7 @@ func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *prover.Plan, nam
 
 // launch starts a process as client name of the lock (kind, lock) on the
 // broker at url and shakes hands. On failure the process is gone, and the
-// error is a *prover.ProcessError when the implementation cannot start;
+// error is a *amqp.ProcessError when the implementation cannot start;
 // anything else (the broker out of reach, ctx done) may pass if tried again.
 func (i *Impl) launch(ctx context.Context, name, kind, lock, url string, heartbeatMs int) (*client, error) {
 	c, err := start(i.Command, name, i.timeout())
@@ -95,19 +95,19 @@ func (i *Impl) launch(ctx context.Context, name, kind, lock, url string, heartbe
 		return c, nil
 	}
 	var re *replyError
-	var f *prover.Failure
+	var f *amqp.Failure
 	switch {
 	case ctx.Err() != nil, errors.As(err, &re):
 		// Cut short by the harness (its client was killed), or the broker
 		// out of reach (a fault, say).
 	case errors.As(err, &f):
-		err = &prover.ProcessError{Msg: rabbitmq.Redact(fmt.Sprintf("%s refused to start: %s", name, f.Reason))}
+		err = &amqp.ProcessError{Msg: rabbitmq.Redact(fmt.Sprintf("%s refused to start: %s", name, f.Reason))}
 	default:
 		why := strings.TrimPrefix(c.Crashed(), "crashed: ")
 		if why == "" {
 			why = err.Error()
 		}
-		err = &prover.ProcessError{Msg: rabbitmq.Redact(fmt.Sprintf("%s did not start: %s", name, why))}
+		err = &amqp.ProcessError{Msg: rabbitmq.Redact(fmt.Sprintf("%s did not start: %s", name, why))}
 	}
 	c.Signal(syscall.SIGKILL)
 	c.wait()
@@ -198,7 +198,7 @@ func start(command, name string, timeout time.Duration) (*client, error) {
 	w.Close()
 	if err != nil {
 		stdout.Close()
-		return nil, &prover.ProcessError{Msg: fmt.Sprintf("%s: cannot start %q: %v", name, command, err)}
+		return nil, &amqp.ProcessError{Msg: fmt.Sprintf("%s: cannot start %q: %v", name, command, err)}
 	}
 	go func() {
 		defer stdout.Close()
@@ -239,7 +239,7 @@ func exitStatus(err error) string {
 // call sends req and waits up to d (within ctx) for its reply, which must
 // echo its id and have type want, "acquire_fail" (for an acquire) or
 // "error". It returns the reply's fields; a definite error becomes a
-// *prover.Failure, anything else that goes wrong an error of unknown outcome
+// *amqp.Failure, anything else that goes wrong an error of unknown outcome
 // with the process given up on.
 func (c *client) call(ctx context.Context, d time.Duration, req request, want string) (map[string]json.RawMessage, error) {
 	c.mu.Lock()
@@ -308,7 +308,7 @@ func (c *client) call(ctx context.Context, d time.Duration, req request, want st
 			}
 		}
 		if definite {
-			return nil, &prover.Failure{Reason: code}
+			return nil, &amqp.Failure{Reason: code}
 		}
 		return nil, &replyError{code, etext}
 	}

@@ -3,6 +3,7 @@ package process_test
 import (
 	"context"
 	"fmt"
+	"github.com/lockprover/lockprover/families/amqp"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,8 +40,8 @@ func TestMain(m *testing.M) {
 func search(t *testing.T, impl *process.Impl, plans int, props []string, faults ...string) *prover.Outcome {
 	t.Helper()
 	defer impl.Stop()
-	c := prover.Config{Target: prover.RabbitMQ{URL: rabbitmqtest.URL(t)}, Impl: impl, Faults: faults,
-		Options: prover.Options{HeartbeatMs: 1000}, Properties: props, Timeout: time.Minute}
+	c := prover.Config{Family: amqp.Config{Target: amqp.RabbitMQ{URL: rabbitmqtest.URL(t)}, Impl: impl, Faults: faults,
+		Options: amqp.Options{HeartbeatMs: 1000}}, Properties: props, Timeout: time.Minute}
 	out, err := prover.Search{Config: c, Seed: 2, Plans: plans, Shrink: time.Nanosecond}.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +52,7 @@ func search(t *testing.T, impl *process.Impl, plans int, props []string, faults 
 func TestReferenceThroughTheProtocol(t *testing.T) {
 	out := search(t, &process.Impl{Command: lockprover + " serve-reference"}, 3, nil, "kill", "pause", "partition")
 	if out.Found != nil {
-		t.Fatalf("%s\nproblems: %v", out.Found.Summary(), out.Found.Result.Problems)
+		t.Fatalf("%s\nproblems: %v", out.Found.Summary(), out.Found.Result.Evidence.Problems)
 	}
 }
 
@@ -59,7 +60,7 @@ func TestReferenceThroughTheProtocol(t *testing.T) {
 func TestMutantsThroughTheProtocol(t *testing.T) {
 	for _, name := range []string{"trust-scan", "release-deletes-a", "verify-by-get", "verify-errors"} {
 		t.Run(name, func(t *testing.T) {
-			m := prover.MutantNamed(name)
+			m := amqp.MutantNamed(name)
 			out := search(t, &process.Impl{Command: lockprover + " serve-reference --mutant " + name}, 10, []string{m.Property})
 			if out.Found == nil || out.Found.Property != m.Property {
 				t.Fatalf("%s not caught by %s in %d plans", name, m.Property, out.Plans)
@@ -86,19 +87,19 @@ func TestBrokenImplementations(t *testing.T) {
 			impl := &process.Impl{Command: fmt.Sprintf("%s=1; %s", marker, tc.script), Timeout: 5 * time.Second}
 			defer impl.Stop()
 			// Any plan shows a broken implementation: one client's lock cycle.
-			p := &prover.Plan{Version: 1, Kind: "semaphore", Lock: "lp-broken", Slots: 1, Options: prover.Options{HeartbeatMs: 1000},
-				Clients: [][]prover.Step{{{Op: "acquire"}, {Op: "verify"}, {Op: "release"}}}, Admins: [][]prover.Step{{}}}
-			res, err := prover.RabbitMQ{URL: rabbitmqtest.URL(t)}.Run(context.Background(), p, impl)
+			p := &amqp.Plan{Version: 1, Kind: "semaphore", Lock: "lp-broken", Slots: 1, Options: amqp.Options{HeartbeatMs: 1000},
+				Clients: [][]amqp.Step{{{Op: "acquire"}, {Op: "verify"}, {Op: "release"}}}, Admins: [][]amqp.Step{{}}}
+			res, err := amqp.RabbitMQ{URL: rabbitmqtest.URL(t)}.Run(context.Background(), p, impl)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var avail model.Verdict
-			for _, v := range prover.Judge(p, res, model.Options{}).Verdicts {
+			for _, v := range prover.Judge(res, model.Options{}).Verdicts {
 				if v.Property == model.Available {
 					avail = v
 				}
 			}
-			problems := strings.Join(res.Problems, "\n")
+			problems := strings.Join(res.Evidence.Problems, "\n")
 			if avail.Status != model.Fail || !strings.Contains(problems, tc.want) {
 				t.Errorf("available %v (%s); problems:\n%s\nwant one saying %q", avail.Status, avail.Detail, problems, tc.want)
 			}
@@ -116,20 +117,20 @@ func TestKillDuringInit(t *testing.T) {
 	marker := fmt.Sprintf("LPTEST%d", time.Now().UnixNano())
 	impl := &process.Impl{Command: fmt.Sprintf("%s=1; sleep 1; %s serve-reference", marker, lockprover)}
 	defer impl.Stop()
-	p := &prover.Plan{Version: 1, Kind: "semaphore", Lock: "lp-slow", Slots: 1, Options: prover.Options{HeartbeatMs: 1000},
-		Clients: [][]prover.Step{{{Op: "acquire"}, {Op: "release"}}}, Admins: [][]prover.Step{{}},
-		Nemesis: []prover.Fault{{At: 1500, Fault: "kill", Target: "c1"}}} // c1 starts once the admin has created the semaphore, 1 s in
-	res, err := prover.RabbitMQ{URL: rabbitmqtest.URL(t)}.Run(context.Background(), p, impl)
+	p := &amqp.Plan{Version: 1, Kind: "semaphore", Lock: "lp-slow", Slots: 1, Options: amqp.Options{HeartbeatMs: 1000},
+		Clients: [][]amqp.Step{{{Op: "acquire"}, {Op: "release"}}}, Admins: [][]amqp.Step{{}},
+		Nemesis: []amqp.Fault{{At: 1500, Fault: "kill", Target: "c1"}}} // c1 starts once the admin has created the semaphore, 1 s in
+	res, err := amqp.RabbitMQ{URL: rabbitmqtest.URL(t)}.Run(context.Background(), p, impl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pids, _ := exec.Command("pgrep", "-f", marker).Output(); len(pids) > 0 {
 		t.Errorf("processes still running after the run: %s", pids)
 	}
-	if len(res.Problems) > 0 {
-		t.Errorf("problems: %v", res.Problems)
+	if len(res.Evidence.Problems) > 0 {
+		t.Errorf("problems: %v", res.Evidence.Problems)
 	}
-	if r := prover.Judge(p, res, model.Options{}); r.Status() != model.Pass {
+	if r := prover.Judge(res, model.Options{}); r.Status() != model.Pass {
 		t.Errorf("%+v", r.Verdicts)
 	}
 }
@@ -175,7 +176,7 @@ func TestPythonExample(t *testing.T) {
 	}
 	o := search(t, &process.Impl{Command: cmd}, 3, nil, "kill", "pause", "partition")
 	if o.Found != nil {
-		t.Fatalf("%s\nproblems: %v", o.Found.Summary(), o.Found.Result.Problems)
+		t.Fatalf("%s\nproblems: %v", o.Found.Summary(), o.Found.Result.Evidence.Problems)
 	}
 }
 

@@ -2,6 +2,7 @@ package process_test
 
 import (
 	"context"
+	"github.com/lockprover/lockprover/families/amqp"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,14 +57,14 @@ func TestPythonVariants(t *testing.T) {
 			t.Logf("scripted plan run in %v", time.Since(start).Round(100*time.Millisecond))
 			impl := &process.Impl{Command: cmd}
 			defer impl.Stop()
-			c := prover.Config{Target: prover.RabbitMQ{URL: url}, Impl: impl, Faults: []string{"kill", "pause", "partition"},
-				Options: prover.Options{HeartbeatMs: 1000}, Timeout: time.Minute}
+			c := prover.Config{Family: amqp.Config{Target: amqp.RabbitMQ{URL: url}, Impl: impl, Faults: []string{"kill", "pause", "partition"},
+				Options: amqp.Options{HeartbeatMs: 1000}}, Timeout: time.Minute}
 			o, err := prover.Search{Config: c, Seed: v.seed, Plans: variantPlans, Shrink: time.Nanosecond}.Run()
 			if err != nil {
 				t.Fatal(err)
 			}
 			if o.Found != nil {
-				t.Fatalf("%s\nproblems: %v", o.Found.Summary(), o.Found.Result.Problems)
+				t.Fatalf("%s\nproblems: %v", o.Found.Summary(), o.Found.Result.Evidence.Problems)
 			}
 			if o.Plans != variantPlans || o.Inconclusive > 0 {
 				t.Fatalf("%d plans run of %d, %d inconclusive", o.Plans, variantPlans, o.Inconclusive)
@@ -83,10 +84,10 @@ func scriptedVariant(t *testing.T, url, cmd string, plain bool) {
 	defer impl.Stop()
 	// Processes start at their first operation, some 0.3 s after it is due;
 	// every race below has a second or more to spare.
-	p := &prover.Plan{Version: prover.PlanVersion, Kind: "semaphore", Lock: "lp-pyvariant", Slots: 2,
-		Options: prover.Options{HeartbeatMs: 1000},
-		Admins:  [][]prover.Step{{{Op: "sleep", Ms: 5500}, {Op: "destroy"}}}, // at 5.5 s
-		Clients: [][]prover.Step{
+	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "lp-pyvariant", Slots: 2,
+		Options: amqp.Options{HeartbeatMs: 1000},
+		Admins:  [][]amqp.Step{{{Op: "sleep", Ms: 5500}, {Op: "destroy"}}}, // at 5.5 s
+		Clients: [][]amqp.Step{
 			// slot 1 at 0.3 s, let go at 2.8 s
 			{{Op: "acquire"}, {Op: "sleep", Ms: 2500}, {Op: "verify"}, {Op: "release"}},
 			// slot 2 at 0.8 s, let go at 3.8 s; absent at 7.3 s
@@ -94,14 +95,14 @@ func scriptedVariant(t *testing.T, url, cmd string, plain bool) {
 			// full at 1.8 s; a slot at 3.8 s
 			{{Op: "sleep", Ms: 1500}, {Op: "acquire"}, {Op: "sleep", Ms: 2000}, {Op: "acquire"}, {Op: "verify"}, {Op: "release"}},
 		}}
-	res, err := prover.RabbitMQ{URL: url}.Run(context.Background(), p, impl)
+	res, err := amqp.RabbitMQ{URL: url}.Run(context.Background(), p, impl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Problems) > 0 {
-		t.Fatalf("problems: %v", res.Problems)
+	if len(res.Evidence.Problems) > 0 {
+		t.Fatalf("problems: %v", res.Evidence.Problems)
 	}
-	r := prover.Judge(p, res, model.Options{})
+	r := prover.Judge(res, model.Options{})
 	judged := map[string]bool{}
 	for _, v := range r.Verdicts {
 		if v.Status != model.Pass && v.Status != model.NotJudged {

@@ -6,17 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/families/amqp"
 	"io"
 
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
-	"github.com/lockprover/lockprover/prover"
 )
 
 // Serve speaks the protocol as an implementation: it reads requests from
 // r and answers on w until r ends, serving lockprover's reference with
 // options o (or, if mutant is set, that mutant of it). It is what
 // `lockprover serve-reference` runs.
-func Serve(r io.Reader, w io.Writer, o prover.Options, mutant string) error {
+func Serve(r io.Reader, w io.Writer, o amqp.Options, mutant string) error {
 	s := &server{out: bufio.NewWriter(w), o: o, mutant: mutant}
 	defer s.close()
 	in := bufio.NewScanner(r)
@@ -45,12 +45,12 @@ func Serve(r io.Reader, w io.Writer, o prover.Options, mutant string) error {
 
 type server struct {
 	out    *bufio.Writer
-	o      prover.Options
+	o      amqp.Options
 	mutant string
-	plan   *prover.Plan
+	plan   *amqp.Plan
 	name   string
 	url    string
-	client prover.Client
+	client amqp.Client
 }
 
 func (s *server) reply(id int, m map[string]any) {
@@ -75,7 +75,7 @@ func (s *server) connect() error {
 		s.client.Close()
 		s.client = nil
 	}
-	c, err := prover.ImplFor(s.plan).Connect(context.Background(), rabbitmq.New(s.url), s.plan, s.name)
+	c, err := amqp.ImplFor(s.plan).Connect(context.Background(), rabbitmq.New(s.url), s.plan, s.name)
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 		} else {
 			o.HeartbeatMs = -1 // propose none
 		}
-		s.plan = &prover.Plan{Version: prover.PlanVersion, Kind: lock, Lock: name, Options: o, Mutant: s.mutant}
+		s.plan = &amqp.Plan{Version: amqp.PlanVersion, Kind: lock, Lock: name, Options: o, Mutant: s.mutant}
 		if err := s.connect(); err != nil {
 			return failure(err)
 		}
@@ -139,7 +139,7 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 	switch typ {
 	case "acquire":
 		slot, err := c.Acquire(ctx)
-		var f *prover.Failure
+		var f *amqp.Failure
 		switch {
 		case errors.As(err, &f) && (f.Reason == "full" || f.Reason == "absent" || f.Reason == "unavailable" || f.Reason == "contended" || f.Reason == "held"):
 			return map[string]any{"type": "acquire_fail", "reason": f.Reason}
@@ -191,9 +191,9 @@ func done(typ string, err error) map[string]any {
 }
 
 // failure turns an error into the protocol's: definite for a
-// *prover.Failure, of unknown outcome otherwise.
+// *amqp.Failure, of unknown outcome otherwise.
 func failure(err error) map[string]any {
-	var f *prover.Failure
+	var f *amqp.Failure
 	if errors.As(err, &f) {
 		return map[string]any{"type": "error", "code": f.Reason, "text": rabbitmq.Redact(err.Error()), "definite": true}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/families/amqp"
 	"io"
 	"strings"
 	"syscall"
@@ -12,7 +13,6 @@ import (
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/lockprover/lockprover/amqplocks"
 	"github.com/lockprover/lockprover/amqplocks/broker"
-	"github.com/lockprover/lockprover/prover"
 )
 
 // Validate checks an implementation's handling of the protocol against the
@@ -100,7 +100,7 @@ func (v *validator) semaphore() {
 	s, err = c2.Acquire(ctx)
 	v.expect("a second client's acquire -> acquire_ok {slot:2}", err, s == 2, fmt.Sprintf("with slot 1 held, acquire must take slot 2, took %d", s))
 	_, err = c3.Acquire(ctx)
-	var f *prover.Failure
+	var f *amqp.Failure
 	full := errors.As(err, &f) && (f.Reason == "full" || f.Reason == "unavailable")
 	if full {
 		err = nil
@@ -140,7 +140,7 @@ func (v *validator) mutex() {
 	_, err := m1.Acquire(ctx)
 	v.expect("mutex: acquire -> acquire_ok", err, true, "")
 	_, err = m2.Acquire(ctx)
-	var f *prover.Failure
+	var f *amqp.Failure
 	held := errors.As(err, &f) && f.Reason == "held"
 	if held {
 		err = nil

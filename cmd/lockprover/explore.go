@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/lockprover/lockprover/families/amqp"
 	"github.com/lockprover/lockprover/histories"
 	"io"
 	"path/filepath"
@@ -15,24 +16,24 @@ import (
 // choices changed.
 type variant struct {
 	name string
-	set  func(*prover.Options)
+	set  func(*amqp.Options)
 }
 
 var variants = []variant{
-	{"spec defaults", func(*prover.Options) {}},
-	{"ascending deletion", func(o *prover.Options) { o.DeleteOrder = "ascending" }},
-	{"ascending deletion, overshoot 2", func(o *prover.Options) { o.DeleteOrder, o.Overshoot = "ascending", 2 }},
-	{"overshoot 2", func(o *prover.Options) { o.Overshoot = 2 }},
-	{"scan from the last known slot", func(o *prover.Options) { o.ScanStart = "last-known" }},
-	{"scan from a random slot", func(o *prover.Options) { o.ScanStart = "random" }},
-	{"no admin mutex", func(o *prover.Options) { o.NoAdminMutex = true }},
-	{"verify by passive declare", func(o *prover.Options) { o.VerifyMethod = "passive" }},
-	{"heartbeat 1 s", func(o *prover.Options) { o.HeartbeatMs = 1000 }},
-	{"heartbeats off", func(o *prover.Options) { o.HeartbeatMs = -1 }},
-	{"connect at the first operation", func(o *prover.Options) { o.LazyConnect = true }},
-	{"a channel per purpose", func(o *prover.Options) { o.Channels = "per-purpose" }},
-	{"reconnect after a lost connection", func(o *prover.Options) { o.Reconnect = true }},
-	{"plain failure (unavailable)", func(o *prover.Options) { o.PlainFailure = true }},
+	{"spec defaults", func(*amqp.Options) {}},
+	{"ascending deletion", func(o *amqp.Options) { o.DeleteOrder = "ascending" }},
+	{"ascending deletion, overshoot 2", func(o *amqp.Options) { o.DeleteOrder, o.Overshoot = "ascending", 2 }},
+	{"overshoot 2", func(o *amqp.Options) { o.Overshoot = 2 }},
+	{"scan from the last known slot", func(o *amqp.Options) { o.ScanStart = "last-known" }},
+	{"scan from a random slot", func(o *amqp.Options) { o.ScanStart = "random" }},
+	{"no admin mutex", func(o *amqp.Options) { o.NoAdminMutex = true }},
+	{"verify by passive declare", func(o *amqp.Options) { o.VerifyMethod = "passive" }},
+	{"heartbeat 1 s", func(o *amqp.Options) { o.HeartbeatMs = 1000 }},
+	{"heartbeats off", func(o *amqp.Options) { o.HeartbeatMs = -1 }},
+	{"connect at the first operation", func(o *amqp.Options) { o.LazyConnect = true }},
+	{"a channel per purpose", func(o *amqp.Options) { o.Channels = "per-purpose" }},
+	{"reconnect after a lost connection", func(o *amqp.Options) { o.Reconnect = true }},
+	{"plain failure (unavailable)", func(o *amqp.Options) { o.PlainFailure = true }},
 }
 
 // faultSets are the matrix's columns.
@@ -41,7 +42,7 @@ var faultSets = []struct {
 	faults []string
 }{
 	{"no faults", []string{}},
-	{"crashes", []string{histories.Kill, prover.AdminCrash}},
+	{"crashes", []string{histories.Kill, amqp.AdminCrash}},
 	{"network", []string{histories.Partition, histories.Pause, histories.DropReply}},
 	{"broker", []string{histories.ForceClose, histories.RestartBroker}},
 	{"all faults", nil},
@@ -94,8 +95,9 @@ Exit status: 0 the table was made, 2 usage, 3 a cell was inconclusive,
 	for _, v := range variants {
 		b.WriteString("| " + v.name + " |")
 		for _, f := range faultSets {
-			c := prover.Config{Faults: f.faults}
-			v.set(&c.Options)
+			a := amqp.Config{Faults: f.faults}
+			v.set(&a.Options)
+			c := prover.Config{Family: a}
 			o, err := prover.Search{Config: c, Seed: *seed, Plans: *plans, Shrink: *shrink, Context: ctx}.Run()
 			if err != nil {
 				fmt.Fprintf(stderr, "explore: %s, %s: %v\n", v.name, f.name, err)

@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
+	"github.com/lockprover/lockprover/families/amqp"
 	"io"
 	"os"
 	"strings"
 
 	"github.com/lockprover/lockprover/adapters/process"
-	"github.com/lockprover/lockprover/prover"
 )
 
 func runServeReference(args []string, stdout, stderr io.Writer) int {
@@ -22,11 +22,11 @@ protocol (docs/protocol.md) on stdin and stdout, for --impl.`, stderr)
 	if !noArgs("serve-reference", pos, stderr) {
 		return exitUsage
 	}
-	if *mutant != "" && prover.MutantNamed(*mutant) == nil {
+	if *mutant != "" && amqp.MutantNamed(*mutant) == nil {
 		fmt.Fprintf(stderr, "serve-reference: --mutant: no mutant named %q (see lockprover mutants)\n", *mutant)
 		return exitUsage
 	}
-	o, err := prover.ParseOptions(prover.Options{}, *opts)
+	o, err := amqp.ParseOptions(amqp.Options{}, *opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "serve-reference: --options: %v\n", err)
 		return exitUsage

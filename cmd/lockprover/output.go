@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/lockprover/lockprover/families/amqp"
 	"io"
 	"os"
 	"path/filepath"
@@ -105,7 +106,7 @@ func verdictFor(code int) string {
 // the checker's order; explanations come from the counterexample's report.
 func tally(counts map[string]map[model.Status]int, counted []string, cx *prover.Counterexample) []results.Property {
 	var ps []results.Property
-	for _, name := range prover.PropertyNames {
+	for _, name := range amqp.PropertyNames {
 		c := counts[name]
 		p := results.Property{Name: name, Counted: counted == nil || known(name, counted),
 			Pass: c[model.Pass], Fail: c[model.Fail], Inconclusive: c[model.Inconclusive], NotJudged: c[model.NotJudged]}

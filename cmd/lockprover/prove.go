@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/lockprover/lockprover/families/amqp"
 	"github.com/lockprover/lockprover/histories"
 	"io"
 	"math/rand/v2"
@@ -61,8 +62,9 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 
 // config checks the flags and turns them into a prover configuration;
 // every problem names its flag.
-func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, error) {
-	c := prover.Config{Kind: f.kind, Clients: f.clients, Ops: f.ops, MaxFaults: f.maxFault, Strict: f.modelName == "strict", Timeout: f.timeout}
+func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, amqp.Config, error) {
+	c := prover.Config{Strict: f.modelName == "strict", Timeout: f.timeout}
+	a := amqp.Config{Kind: f.kind, Clients: f.clients, Ops: f.ops, MaxFaults: f.maxFault}
 	var bad checks
 	bad.oneOf("kind", f.kind, histories.Semaphore, histories.Mutex)
 	bad.oneOf("model", f.modelName, "standard", "strict")
@@ -79,73 +81,73 @@ func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, error) {
 	bad.oneOf("target", f.target, "sim", "rabbitmq")
 	bad.add(given(fs, "impl") && strings.TrimSpace(f.impl) == "", "--impl needs a command")
 	if len(bad) > 0 {
-		return c, errors.New(strings.Join(bad, "\n"+fs.Name()+": "))
+		return c, a, errors.New(strings.Join(bad, "\n"+fs.Name()+": "))
 	}
 	switch {
 	case f.heartbeatSet && f.heartbeat == 0:
-		c.Options.HeartbeatMs = -1
+		a.Options.HeartbeatMs = -1
 	case f.heartbeatSet:
-		c.Options.HeartbeatMs = int(f.heartbeat.Milliseconds())
+		a.Options.HeartbeatMs = int(f.heartbeat.Milliseconds())
 	case f.target == "rabbitmq":
-		c.Options.HeartbeatMs = 1000
+		a.Options.HeartbeatMs = 1000
 	}
 	if f.options != "" {
 		if f.impl != "" {
-			return c, errors.New("--options sets the reference's options; for the reference served over the protocol use --impl 'lockprover serve-reference --options ...'")
+			return c, a, errors.New("--options sets the reference's options; for the reference served over the protocol use --impl 'lockprover serve-reference --options ...'")
 		}
-		o, err := prover.ParseOptions(c.Options, f.options)
+		o, err := amqp.ParseOptions(a.Options, f.options)
 		if err != nil {
-			return c, fmt.Errorf("--options: %w", err)
+			return c, a, fmt.Errorf("--options: %w", err)
 		}
-		c.Options = o
+		a.Options = o
 	}
 	if f.impl != "" {
 		if f.targetSet && f.target != "rabbitmq" {
-			return c, errors.New("--impl runs processes against a real broker: use --target rabbitmq")
+			return c, a, errors.New("--impl runs processes against a real broker: use --target rabbitmq")
 		}
 		f.target = "rabbitmq"
 		f.process = &process.Impl{Command: f.impl}
-		c.Impl = f.process
+		a.Impl = f.process
 		if !f.heartbeatSet {
-			c.Options.HeartbeatMs = 1000
+			a.Options.HeartbeatMs = 1000
 		}
 	}
 	switch f.target {
 	case "sim":
 		for _, name := range []string{"amqp-url", "allow-restart"} {
 			if given(fs, name) {
-				return c, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+				return c, a, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 			}
 		}
 	case "rabbitmq":
-		c.Target = prover.RabbitMQ{URL: brokerURL(f.url), AllowRestart: f.restart}
+		a.Target = amqp.RabbitMQ{URL: brokerURL(f.url), AllowRestart: f.restart}
 		if f.faults == "all" && !f.restart {
-			c.Faults = withoutRestart(prover.FaultNames())
+			a.Faults = withoutRestart(amqp.FaultNames())
 		}
 	}
 	switch f.faults {
 	case "all":
 	case "none":
-		c.Faults = []string{}
+		a.Faults = []string{}
 	default:
 		for _, name := range strings.Split(f.faults, ",") {
-			if !known(name, prover.FaultNames()) {
-				return c, fmt.Errorf("--faults: unknown fault %q (want some of %s; all; or none)", name, strings.Join(prover.FaultNames(), ", "))
+			if !known(name, amqp.FaultNames()) {
+				return c, a, fmt.Errorf("--faults: unknown fault %q (want some of %s; all; or none)", name, strings.Join(amqp.FaultNames(), ", "))
 			}
 			if name == histories.RestartBroker && f.target == "rabbitmq" && !f.restart {
-				return c, errors.New("--faults: restart-broker on a real broker needs --allow-restart")
+				return c, a, errors.New("--faults: restart-broker on a real broker needs --allow-restart")
 			}
-			c.Faults = append(c.Faults, name)
+			a.Faults = append(a.Faults, name)
 		}
 	}
 	if given(fs, "properties") {
 		props, err := parseProperties(f.props)
 		if err != nil {
-			return c, err
+			return c, a, err
 		}
 		c.Properties = props
 	}
-	return c, nil
+	return c, a, nil
 }
 
 // parseProperties reads --properties: comma-separated property names.
@@ -160,7 +162,7 @@ func parseProperties(s string) ([]string, error) {
 	return props, nil
 }
 
-var properties = prover.PropertyNames
+var properties = amqp.PropertyNames
 
 func known(s string, list []string) bool {
 	for _, x := range list {
@@ -202,10 +204,10 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		return exitUsage
 	}
 	f.noticeHeartbeat(fs)
-	c, err := f.config(fs)
+	c, a, err := f.config(fs)
 	switch {
 	case err != nil:
-	case *mutant != "" && prover.MutantNamed(*mutant) == nil:
+	case *mutant != "" && amqp.MutantNamed(*mutant) == nil:
 		err = fmt.Errorf("--mutant: no mutant named %q (see lockprover mutants)", *mutant)
 	case *mutant != "" && f.impl != "":
 		err = errors.New("--mutant is a mutant of the reference; for one served over the protocol use --impl 'lockprover serve-reference --mutant NAME'")
@@ -214,7 +216,8 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		fmt.Fprintf(stderr, "prove: %v\n", err)
 		return exitUsage
 	}
-	c.Mutant = *mutant
+	a.Mutant = *mutant
+	c.Family = a
 	s := prover.Search{Config: c, Seed: f.seed, Shrink: f.shrink}
 	if f.shrink == 0 {
 		s.Shrink = time.Nanosecond // no shrinking
@@ -252,8 +255,8 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	}
 	what := "the reference"
 	switch {
-	case c.Mutant != "":
-		what = "mutant " + c.Mutant
+	case a.Mutant != "":
+		what = "mutant " + a.Mutant
 	case f.impl != "":
 		what = fmt.Sprintf("%q", f.impl)
 		defer f.process.Stop()
@@ -281,7 +284,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		}
 	}
 	if f.process != nil {
-		if err := f.process.Preflight(ctx, brokerURL(f.url), c.Kind); err != nil {
+		if err := f.process.Preflight(ctx, brokerURL(f.url), a.Kind); err != nil {
 			if ctx.Err() != nil {
 				fmt.Fprintln(stderr, "prove: interrupted during the implementation's preflight")
 				return finish(exitInterrupted, nil)
@@ -464,7 +467,7 @@ func reportCounterexample(cx *prover.Counterexample, dir string, replayFlags []s
 	}
 	rec := &results.Counterexample{Property: cx.Property, Inconclusive: cx.Inconclusive, Explanation: explanation(cx), Batch: -1, Index: -1}
 	fmt.Fprintf(stdout, "\n%s", cx.Summary())
-	for _, pr := range cx.Result.Problems {
+	for _, pr := range cx.Result.Evidence.Problems {
 		fmt.Fprintf(stdout, "problem: %s\n", pr)
 	}
 	dir, err := freshDir(dir)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/lockprover/lockprover/families/amqp"
 	"io"
 	"os"
 	"path/filepath"
@@ -66,7 +67,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		sum.Target = "rabbitmq"
 	}
 	path := pos[0]
-	p, err := prover.ReadPlan(path)
+	p, err := amqp.ReadPlan(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitUsage
@@ -76,7 +77,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	case "reference":
 		p.Mutant = ""
 	default:
-		if prover.MutantNamed(*mutant) == nil {
+		if amqp.MutantNamed(*mutant) == nil {
 			fmt.Fprintf(stderr, "replay: --mutant: no mutant named %q (see lockprover mutants)\n", *mutant)
 			return exitUsage
 		}
@@ -103,11 +104,11 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 			return exitUsage
 		}
 	}
-	var t prover.Target = prover.Simulator{}
+	var t amqp.Target = amqp.Simulator{}
 	if *trace {
-		t = prover.Simulator{Trace: stdout}
+		t = amqp.Simulator{Trace: stdout}
 	}
-	implementation := prover.ImplFor(p)
+	implementation := amqp.ImplFor(p)
 	var pi *process.Impl
 	if *impl != "" {
 		pi = &process.Impl{Command: *impl}
@@ -124,7 +125,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		if code := preflight(ctx, "replay", brokerURL(*amqpURL), stderr); code >= 0 {
 			return code
 		}
-		t = prover.RabbitMQ{URL: brokerURL(*amqpURL), AllowRestart: *allowRestart}
+		t = amqp.RabbitMQ{URL: brokerURL(*amqpURL), AllowRestart: *allowRestart}
 	}
 	sum.Implementation = "the reference"
 	switch {
@@ -151,12 +152,12 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 			return exitUsage
 		}
 	}
-	r := prover.Judge(p, res, model.Options{Strict: strict, Timeout: *timeout})
-	for _, pr := range res.Problems {
+	r := prover.Judge(res, model.Options{Strict: strict, Timeout: *timeout})
+	for _, pr := range res.Evidence.Problems {
 		fmt.Fprintf(stdout, "problem: %s\n", pr)
 	}
 	if real {
-		fmt.Fprintf(stdout, "ran on RabbitMQ as lock %s\n", res.Lock)
+		fmt.Fprintf(stdout, "ran on RabbitMQ as lock %s\n", res.Evidence.Lock)
 	}
 	if !outf.quiet || r.Status() != model.Pass {
 		printReport(stdout, filepath.Base(path), r)
@@ -233,7 +234,7 @@ Exit status (--detect): 0 every seed caught every mutant, 1 a seed missed one,
 		sum.Timings.ElapsedSeconds = time.Since(sum.Timings.Started).Seconds()
 		return outf.write("mutants", sum, code, stderr)
 	}
-	for _, m := range prover.Mutants {
+	for _, m := range amqp.Mutants {
 		fmt.Fprintf(stdout, "%-26s %s\n", m.Name, m.Property)
 		if *verbose {
 			fmt.Fprintf(stdout, "    %s\n", m.Defect)
@@ -248,12 +249,12 @@ Exit status (--detect): 0 every seed caught every mutant, 1 a seed missed one,
 func detectMutants(ctx context.Context, n, budget int, stdout, stderr io.Writer, sum *results.Summary) int {
 	fmt.Fprintf(stdout, "| mutant | property | caught | median plans | median seconds |\n|---|---|---|---|---|\n")
 	code := exitOK
-	for _, m := range prover.Mutants {
+	for _, m := range amqp.Mutants {
 		var plans []int
 		var secs []float64
 		inconclusive := 0
 		for seed := 1; seed <= n; seed++ {
-			c := prover.Config{Mutant: m.Name, Properties: []string{m.Property}}
+			c := prover.Config{Family: amqp.Config{Mutant: m.Name}, Properties: []string{m.Property}}
 			o, err := prover.Search{Config: c, Seed: uint64(seed), Plans: budget, Shrink: 1, Context: ctx}.Run()
 			if err != nil {
 				fmt.Fprintf(stderr, "mutants: %s: %v\n", m.Name, err)

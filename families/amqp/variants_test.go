@@ -1,7 +1,8 @@
-package prover
+package amqp
 
 import (
 	"context"
+	"github.com/lockprover/lockprover/prover"
 	"strings"
 	"testing"
 
@@ -31,7 +32,7 @@ func TestCorrectVariantsHold(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				out, err := Search{Config: Config{Kind: kind, Options: o}, Seed: 20261122, Plans: 400}.Run()
+				out, err := prover.Search{Config: prover.Config{Family: Config{Kind: kind, Options: o}}, Seed: 20261122, Plans: 400}.Run()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -50,7 +51,7 @@ func cheapVerdict(t *testing.T, p *Plan, prop string) model.Verdict {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range Judge(p, res, model.Options{}).Verdicts {
+	for _, v := range prover.Judge(res, model.Options{}).Verdicts {
 		if v.Property == prop {
 			return v
 		}

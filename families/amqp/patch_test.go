@@ -1,9 +1,10 @@
-package prover
+package amqp
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/lockprover/lockprover/prover"
 	"regexp"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestPatchFromGroundTruth(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if r := Judge(p, res, model.Options{}); r.Status() != model.Pass {
+					if r := prover.Judge(res, model.Options{}); r.Status() != model.Pass {
 						t.Fatalf("after %d methods: %+v", n, r.Verdicts)
 					}
 					for _, e := range res.History {

@@ -1,10 +1,11 @@
-package prover
+package amqp
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
 	"sort"
 	"strings"
 	"sync"
@@ -14,31 +15,6 @@ import (
 	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/histories"
 )
-
-// Result is what a run gives: the history, what each operation cost, and
-// what the broker held at the end.
-type Result struct {
-	History []histories.Event
-	// Lock is the lock's name on the broker (unique per run on a real one).
-	Lock string
-	// Costs are the methods each completed operation sent, by the index of
-	// its invoke event, less the free setup of connections and channels
-	// (see ledger).
-	Costs map[int]model.Cost
-	// Waste says, by the index of its invoke event, how an operation
-	// wasted connections or channels.
-	Waste map[int]string
-	// Methods counts every AMQP method any process sent.
-	Methods map[string]int
-	// Leaks are the queues of the lock left on the broker after the run
-	// (every client closed or detected dead, then a destroy).
-	Leaks []string
-	// MaxSlots is the largest number of slots the plan can have made.
-	MaxSlots int
-	// Problems are what went wrong with the implementation's processes:
-	// crashes, garbage, wrong ids, timeouts, failures to start.
-	Problems []string
-}
 
 // procState is a process's place in its script; it survives restarts.
 type procState struct {
@@ -112,14 +88,16 @@ func (r *runner) begin() {
 }
 
 // result gathers the run's outcome once every process has ended.
-func (r *runner) result() (*Result, error) {
+func (r *runner) result() (*prover.Result, error) {
 	if r.stuck != nil {
 		return nil, r.stuck
 	}
-	res := &Result{History: r.rec.Events(), Lock: r.lock, Costs: r.costs, Waste: r.waste, Methods: map[string]int{}, MaxSlots: maxSlots(r.p), Problems: r.problems}
+	res := &prover.Result{History: r.rec.Events()}
+	ev := &res.Evidence
+	*ev = model.Evidence{Lock: r.lock, Costs: r.costs, Waste: r.waste, Methods: map[string]int{}, MaxSlots: maxSlots(r.p), Problems: r.problems}
 	for name := range r.states {
 		for m, n := range r.eng.Cost(name).Methods {
-			res.Methods[m] += n
+			ev.Methods[m] += n
 		}
 	}
 	qs, err := r.eng.Queues(r.lock)
@@ -135,7 +113,7 @@ func (r *runner) result() (*Result, error) {
 			// Held by a process killed while heartbeats are off: the
 			// broker never notices.
 		default:
-			res.Leaks = append(res.Leaks, fmt.Sprintf("%s (owner %q)", q.name, q.owner))
+			ev.Leaks = append(ev.Leaks, fmt.Sprintf("%s (owner %q)", q.name, q.owner))
 		}
 	}
 	return res, nil

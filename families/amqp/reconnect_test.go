@@ -1,7 +1,8 @@
-package prover
+package amqp
 
 import (
 	"context"
+	"github.com/lockprover/lockprover/prover"
 	"strings"
 	"testing"
 
@@ -67,7 +68,7 @@ func TestReconnectAfterFault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, v := range Judge(p, res, model.Options{}).Verdicts {
+		for _, v := range prover.Judge(res, model.Options{}).Verdicts {
 			if v.Property == model.CheapAcquire {
 				return v
 			}

@@ -1,7 +1,8 @@
-package prover
+package amqp
 
 import (
 	"context"
+	"github.com/lockprover/lockprover/prover"
 	"testing"
 	"time"
 )
@@ -9,7 +10,7 @@ import (
 // A check that runs out of time is inconclusive: no counterexample, no
 // violation; the plans are counted.
 func TestSearchInconclusiveIsNoViolation(t *testing.T) {
-	out, err := Search{Config: Config{Timeout: time.Nanosecond}, Seed: 1, Plans: 20}.Run()
+	out, err := prover.Search{Config: prover.Config{Family: Config{}, Timeout: time.Nanosecond}, Seed: 1, Plans: 20}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func TestSearchInconclusiveIsNoViolation(t *testing.T) {
 // An interrupted search says so, with no error and no plan run after it.
 func TestSearchInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := Search{Config: Config{}, Seed: 1, Plans: 100000, Context: ctx, Progress: func(plans, _ int) {
+	s := prover.Search{Config: prover.Config{Family: Config{}}, Seed: 1, Plans: 100000, Context: ctx, Progress: func(plans, _ int) {
 		if plans == 10 {
 			cancel()
 		}
@@ -45,7 +46,7 @@ func TestSearchDeadlineOnRabbitMQ(t *testing.T) {
 	until := time.Now().Add(3 * time.Second)
 	start := time.Now()
 	var longest, last time.Duration
-	s := Search{Config: c, Seed: 4, Until: until, Progress: func(int, int) {
+	s := prover.Search{Config: c, Seed: 4, Until: until, Progress: func(int, int) {
 		el := time.Since(start)
 		longest, last = max(longest, el-last), el
 	}}
@@ -63,7 +64,7 @@ func TestSearchDeadlineOnRabbitMQ(t *testing.T) {
 // The preflight names a broker out of reach before any plan runs.
 func TestSearchPreflight(t *testing.T) {
 	start := time.Now()
-	_, err := Search{Config: Config{Target: RabbitMQ{URL: "amqp://guest:guest@127.0.0.1:1/"}}, Seed: 1, Plans: 5}.Run()
+	_, err := prover.Search{Config: prover.Config{Family: Config{Target: RabbitMQ{URL: "amqp://guest:guest@127.0.0.1:1/"}}}, Seed: 1, Plans: 5}.Run()
 	if err == nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("got %v after %v, want a preflight error at once", err, time.Since(start))
 	}

@@ -1,4 +1,4 @@
-package prover
+package amqp
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
 	"net"
 	"net/url"
 	"os/exec"
@@ -43,7 +44,7 @@ func (t RabbitMQ) Preflight(ctx context.Context) error {
 }
 
 // Run executes p against impl on the broker.
-func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*Result, error) {
+func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, error) {
 	for _, f := range p.Nemesis {
 		if f.Fault == histories.RestartBroker && !t.AllowRestart {
 			return nil, errors.New("the plan restarts the broker: allow it explicitly (--allow-restart)")

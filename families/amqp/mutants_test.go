@@ -1,6 +1,7 @@
-package prover
+package amqp
 
 import (
+	"github.com/lockprover/lockprover/prover"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ const mutantBudget = 3000
 func TestMutantsAreCaught(t *testing.T) {
 	for _, m := range Mutants {
 		t.Run(m.Name, func(t *testing.T) {
-			out, err := Search{Config: Config{Mutant: m.Name, Properties: []string{m.Property}}, Seed: 1, Plans: mutantBudget, Shrink: time.Second}.Run()
+			out, err := prover.Search{Config: prover.Config{Family: Config{Mutant: m.Name}, Properties: []string{m.Property}}, Seed: 1, Plans: mutantBudget, Shrink: time.Second}.Run()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -30,7 +31,7 @@ func TestMutantsAreCaught(t *testing.T) {
 	}
 }
 
-func detail(cx *Counterexample) string {
+func detail(cx *prover.Counterexample) string {
 	for _, v := range cx.Report.Verdicts {
 		if v.Property == cx.Property && v.Status == model.Fail {
 			return v.Detail

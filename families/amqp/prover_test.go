@@ -1,8 +1,9 @@
-package prover
+package amqp
 
 import (
 	"bytes"
 	"context"
+	"github.com/lockprover/lockprover/prover"
 	"testing"
 
 	"github.com/lockprover/lockprover/histories"
@@ -12,13 +13,13 @@ import (
 // under every fault: under rapid (as a user's test would run it), and over a
 // fixed-seed search per fault family.
 func TestReference(t *testing.T) {
-	Check(t, Config{})
+	prover.Check(t, prover.Config{Family: Config{}})
 }
 
 func TestReferenceUnderEachFault(t *testing.T) {
 	for _, f := range faultNames {
 		t.Run(f, func(t *testing.T) {
-			out, err := Search{Config: Config{Faults: []string{f}}, Seed: 11, Plans: 1000}.Run()
+			out, err := prover.Search{Config: prover.Config{Family: Config{Faults: []string{f}}}, Seed: 11, Plans: 1000}.Run()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -30,7 +31,7 @@ func TestReferenceUnderEachFault(t *testing.T) {
 }
 
 func TestMutexReference(t *testing.T) {
-	out, err := Search{Config: Config{Kind: "mutex"}, Seed: 5, Plans: 2000}.Run()
+	out, err := prover.Search{Config: prover.Config{Family: Config{Kind: "mutex"}}, Seed: 5, Plans: 2000}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestMutexReference(t *testing.T) {
 func TestSameSeedSameHistory(t *testing.T) {
 	run := func() (plans, hists [][]byte) {
 		c := Config{Mutant: "b-not-exclusive"}
-		out, err := Search{Config: c, Seed: 42, Plans: 200, Shrink: 1}.Run()
+		out, err := prover.Search{Config: prover.Config{Family: c}, Seed: 42, Plans: 200, Shrink: 1}.Run()
 		if err != nil || out.Found == nil {
 			t.Fatalf("search: %v, %v", out, err)
 		}
@@ -51,7 +52,8 @@ func TestSameSeedSameHistory(t *testing.T) {
 		out.Found.Plan.Write(&p)
 		histories.Write(&h, out.Found.Result.History)
 		// Run the plan again from its JSON.
-		res, err := Simulator{}.Run(context.Background(), out.Found.Plan, ImplFor(out.Found.Plan))
+		pl := out.Found.Plan.(*Plan)
+		res, err := Simulator{}.Run(context.Background(), pl, ImplFor(pl))
 		if err != nil {
 			t.Fatal(err)
 		}

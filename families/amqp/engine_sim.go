@@ -1,8 +1,9 @@
-package prover
+package amqp
 
 import (
 	"context"
 	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
 	"io"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ type Simulator struct {
 }
 
 // Run executes p against impl on a fresh simulated broker.
-func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*Result, error) {
+func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -1,7 +1,8 @@
-package prover
+package amqp
 
 import (
 	"context"
+	"github.com/lockprover/lockprover/prover"
 	"os/exec"
 	"strings"
 	"testing"
@@ -12,13 +13,12 @@ import (
 
 // realConfig proves on the local broker with a short heartbeat, so that
 // plans (which wait three heartbeats at their end) take seconds.
-func realConfig(t *testing.T, faults ...string) Config {
-	return Config{
+func realConfig(t *testing.T, faults ...string) prover.Config {
+	return prover.Config{Family: Config{
 		Target:  RabbitMQ{URL: rabbitmqtest.URL(t)},
 		Faults:  faults,
 		Options: Options{HeartbeatMs: 1000},
-		Timeout: time.Minute,
-	}
+	}, Timeout: time.Minute}
 }
 
 // The reference holds on real RabbitMQ under kills, partitions and lost
@@ -28,7 +28,7 @@ func TestReferenceOnRabbitMQ(t *testing.T) {
 		t.Skip("real-broker plans take seconds each")
 	}
 	c := realConfig(t, "kill", "partition", "drop-reply", "admin-crash")
-	out, err := Search{Config: c, Seed: 3, Plans: 4, Shrink: time.Second}.Run()
+	out, err := prover.Search{Config: c, Seed: 3, Plans: 4, Shrink: time.Second}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,9 +44,10 @@ func TestMutantOnRabbitMQ(t *testing.T) {
 		t.Skip("real-broker plans take seconds each")
 	}
 	c := realConfig(t)
-	c.Mutant, c.Properties = "trust-scan", []string{"slot-exclusive"}
-	c.Faults = []string{}
-	out, err := Search{Config: c, Seed: 1, Plans: 20, Shrink: time.Second}.Run()
+	f := c.Family.(Config)
+	f.Mutant, f.Faults = "trust-scan", []string{}
+	c.Family, c.Properties = f, []string{"slot-exclusive"}
+	out, err := prover.Search{Config: c, Seed: 1, Plans: 20, Shrink: time.Second}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
