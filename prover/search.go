@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockprover/lockprover/internal/rapidbatch"
 	"github.com/lockprover/lockprover/model"
+	"pgregory.net/rapid"
 )
 
 // A Search proves c outside go test, as the CLI does: rapid draws plans in
@@ -93,6 +94,9 @@ func (s Search) Run() (*Outcome, error) {
 	if s.Plans <= 0 && s.Until.IsZero() {
 		return nil, fmt.Errorf("prover: a search needs a number of plans or a deadline")
 	}
+	if s.Config.Family == nil {
+		return nil, fmt.Errorf("prover: Config.Family is nil: say what to prove")
+	}
 	if s.Shards <= 0 {
 		s.Shard, s.Shards = 0, 1
 	}
@@ -102,9 +106,6 @@ func (s Search) Run() (*Outcome, error) {
 	ctx := s.Context
 	if ctx == nil {
 		ctx = context.Background()
-	}
-	if s.Config.Family == nil {
-		return nil, fmt.Errorf("prover: Config.Family is nil: say what to prove")
 	}
 	if pf, ok := s.Config.Family.(Preflighter); ok {
 		if err := pf.Preflight(ctx); err != nil {
@@ -119,63 +120,97 @@ func (s Search) Run() (*Outcome, error) {
 		return nil, fmt.Errorf("prover: %w", err)
 	}
 	defer end()
-	out := &Outcome{FoundBatch: -1, FoundIndex: -1, Verdicts: map[string]map[model.Status]int{}}
-	start := time.Now()
-	cur := -1 // the batch running, its index in out.Batches
-	var digest hash.Hash
-	var last *Counterexample
-	var runErr error
+	r := &searching{s: s, ctx: ctx, cur: -1, start: time.Now(),
+		out: &Outcome{FoundBatch: -1, FoundIndex: -1, Verdicts: map[string]map[model.Status]int{}}}
 	s.Config.ctx = ctx
 	s.Config.tolerateInconclusive = true
-	// stop says whether the next plan should not run: the search was
-	// interrupted, or (before a violation, which is shrunk whatever the
-	// time) its deadline has passed.
-	s.Config.stop = func() bool {
-		return ctx.Err() != nil || last == nil && !s.Until.IsZero() && !time.Now().Before(s.Until)
-	}
+	s.Config.stop = r.stop
 	s.Config.runError = func(err error) {
-		if runErr == nil && ctx.Err() == nil {
-			runErr = err
+		if r.runErr == nil && ctx.Err() == nil {
+			r.runErr = err
 		}
 	}
-	prop := s.Config.property(func(cx *Counterexample) {
-		violated := cx.Property != "" && !cx.Inconclusive
-		if out.Found != nil || last != nil {
-			if violated {
-				last = cx // a smaller failing plan, while shrinking
-			}
-			return
+	if err := r.batches(s.Config.property(r.seen)); err != nil {
+		return nil, err
+	}
+	out := r.out
+	out.Found, out.Elapsed = r.last, time.Since(r.start)
+	out.Interrupted = ctx.Err() != nil
+	if r.runErr != nil && r.last == nil && !out.Interrupted {
+		return out, fmt.Errorf("prover: a plan could not run: %w", r.runErr)
+	}
+	return out, nil
+}
+
+// searching is a search under way.
+type searching struct {
+	s      Search
+	ctx    context.Context
+	start  time.Time
+	out    *Outcome
+	cur    int       // the batch running, its index in out.Batches; -1 between batches
+	digest hash.Hash // of the running batch's plans
+	last   *Counterexample
+	runErr error
+}
+
+// stop says whether the next plan should not run: the search was
+// interrupted, or (before a violation, which is shrunk whatever the time)
+// its deadline has passed.
+func (r *searching) stop() bool {
+	return r.ctx.Err() != nil || r.last == nil && !r.s.Until.IsZero() && !time.Now().Before(r.s.Until)
+}
+
+// seen counts a plan's outcome: its operations and verdicts, its place in
+// its batch's digest, a violation (the first, or a smaller one while
+// shrinking) and an inconclusive plan.
+func (r *searching) seen(cx *Counterexample) {
+	out := r.out
+	violated := cx.Property != "" && !cx.Inconclusive
+	if out.Found != nil || r.last != nil {
+		if violated {
+			r.last = cx // a smaller failing plan, while shrinking
 		}
-		out.Plans++
-		out.Ops += len(cx.Result.History) / 2
-		out.Judged += len(cx.Report.Verdicts)
-		for _, v := range cx.Report.Verdicts {
-			if out.Verdicts[v.Property] == nil {
-				out.Verdicts[v.Property] = map[model.Status]int{}
-			}
-			out.Verdicts[v.Property][v.Status]++
+		return
+	}
+	out.Plans++
+	out.Ops += len(cx.Result.History) / 2
+	out.Judged += len(cx.Report.Verdicts)
+	for _, v := range cx.Report.Verdicts {
+		if out.Verdicts[v.Property] == nil {
+			out.Verdicts[v.Property] = map[model.Status]int{}
 		}
-		if cur >= 0 {
-			b := &out.Batches[cur]
-			json.NewEncoder(digest).Encode(cx.Plan) // compact: the digest is the plan's JSON
-			b.Plans++
-			if violated {
-				out.FoundBatch, out.FoundIndex = b.Number, b.Plans-1
-			}
+		out.Verdicts[v.Property][v.Status]++
+	}
+	if r.cur >= 0 {
+		b := &out.Batches[r.cur]
+		json.NewEncoder(r.digest).Encode(cx.Plan) // compact: the digest is the plan's JSON
+		b.Plans++
+		if violated {
+			out.FoundBatch, out.FoundIndex = b.Number, b.Plans-1
 		}
-		switch {
-		case violated:
-			last = cx
-		case cx.Inconclusive:
-			out.Inconclusive++
-			if out.FirstInconclusive == nil {
-				out.FirstInconclusive = cx
-			}
+	}
+	switch {
+	case violated:
+		r.last = cx
+	case cx.Inconclusive:
+		out.Inconclusive++
+		if out.FirstInconclusive == nil {
+			out.FirstInconclusive = cx
 		}
-		if s.Progress != nil {
-			s.Progress(out.Plans, out.Judged)
-		}
-	})
+	}
+	if r.s.Progress != nil {
+		r.s.Progress(out.Plans, out.Judged)
+	}
+}
+
+// batches runs the shard's batches of the seed's plans until the plans or
+// the time are used up, a plan violates a property or cannot run. A
+// deterministic family's batches hold a fixed number of plans, so that a
+// seed's plans are the same everywhere; elsewhere a batch starts at one
+// plan and doubles while batches are quick.
+func (r *searching) batches(prop func(*rapid.T)) error {
+	s, out := r.s, r.out
 	simulated := s.Config.Family.Deterministic()
 	size := batch
 	quota := s.Plans // the plans this search runs at most
@@ -190,7 +225,7 @@ func (s Search) Run() (*Outcome, error) {
 			}
 		}
 	}
-	for b := s.Shard; last == nil && runErr == nil && !s.Config.stop(); b += s.Shards {
+	for b := s.Shard; r.last == nil && r.runErr == nil && !r.stop(); b += s.Shards {
 		if s.Plans > 0 && out.Plans >= quota {
 			break
 		}
@@ -208,21 +243,16 @@ func (s Search) Run() (*Outcome, error) {
 		}
 		before, began := out.Plans, time.Now()
 		out.Batches = append(out.Batches, BatchRun{Number: b})
-		cur, digest = len(out.Batches)-1, sha256.New()
+		r.cur, r.digest = len(out.Batches)-1, sha256.New()
 		rapidbatch.Batch(s.Seed, b, n, prop)
-		out.Batches[cur].Digest = hex.EncodeToString(digest.Sum(nil))
-		cur = -1
-		if out.Plans == before && last == nil && runErr == nil && !s.Config.stop() {
-			return nil, fmt.Errorf("prover: rapid drew no valid plan in a batch of %d", n)
+		out.Batches[r.cur].Digest = hex.EncodeToString(r.digest.Sum(nil))
+		r.cur = -1
+		if out.Plans == before && r.last == nil && r.runErr == nil && !r.stop() {
+			return fmt.Errorf("prover: rapid drew no valid plan in a batch of %d", n)
 		}
 		if ran := out.Plans - before; !simulated && ran == n && time.Since(began)*2 < batchTime {
 			size = min(2*size, batch)
 		}
 	}
-	out.Found, out.Elapsed = last, time.Since(start)
-	out.Interrupted = ctx.Err() != nil
-	if runErr != nil && last == nil && !out.Interrupted {
-		return out, fmt.Errorf("prover: a plan could not run: %w", runErr)
-	}
-	return out, nil
+	return nil
 }
