@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -150,6 +151,122 @@ func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, amqp.Config, error
 	return c, a, nil
 }
 
+// search turns prove's flags into the search to run, reporting on stderr
+// every flag that is wrong.
+func (f *proveFlags) search(fs *flag.FlagSet, mutant, shard, out string, outf *outputFlags, stderr io.Writer) (prover.Search, amqp.Config, bool) {
+	c, a, err := f.config(fs)
+	switch {
+	case err != nil:
+	case mutant != "" && amqp.MutantNamed(mutant) == nil:
+		err = fmt.Errorf("--mutant: no mutant named %q (see lockprover mutants)", mutant)
+	case mutant != "" && f.impl != "":
+		err = errors.New("--mutant is a mutant of the reference; for one served over the protocol use --impl 'lockprover serve-reference --mutant NAME'")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "prove: %v\n", err)
+		return prover.Search{}, a, false
+	}
+	a.Mutant = mutant
+	c.Family = a
+	s := prover.Search{Config: c, Seed: f.seed, Shrink: f.shrink}
+	if f.shrink == 0 {
+		s.Shrink = time.Nanosecond // no shrinking
+	}
+	if s.Shard, s.Shards, err = parseShard(shard); err != nil {
+		fmt.Fprintf(stderr, "prove: --shard: %v\n", err)
+		return s, a, false
+	}
+	if err := checkOut(out); err != nil {
+		fmt.Fprintf(stderr, "prove: --out: %v\n", err)
+		return s, a, false
+	}
+	var bad checks
+	outf.check(&bad)
+	return s, a, bad.report("prove", stderr)
+}
+
+// describe says what is proven and where, as prove's first line says it.
+func (f *proveFlags) describe(a amqp.Config) (what, where string) {
+	what = "the reference"
+	switch {
+	case a.Mutant != "":
+		what = "mutant " + a.Mutant
+	case f.impl != "":
+		what = fmt.Sprintf("%q", f.impl)
+	}
+	if f.options != "" {
+		what += " with options " + f.options
+	}
+	where = "the simulator"
+	if f.target == "rabbitmq" {
+		where = "RabbitMQ at " + redact(brokerURL(f.url))
+	}
+	return what, where
+}
+
+// preflight tries the broker and the implementation once before the first
+// plan: code is the exit status and err what the summary records when one
+// of them cannot be used, code is -1 when both can.
+func (f *proveFlags) preflight(ctx context.Context, kind string, stderr io.Writer) (code int, err error) {
+	if f.target == "rabbitmq" {
+		if code := preflight(ctx, "prove", brokerURL(f.url), stderr); code >= 0 {
+			return code, errors.New("the broker cannot be used (see stderr)")
+		}
+	}
+	if f.process != nil {
+		if err := f.process.Preflight(ctx, brokerURL(f.url), kind); err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintln(stderr, "prove: interrupted during the implementation's preflight")
+				return exitInterrupted, nil
+			}
+			fmt.Fprintf(stderr, "prove: the implementation failed its preflight: %v\n(lockprover validate-impl --impl %s says what to fix)\n", err, shellQuote(f.impl))
+			return exitUsage, fmt.Errorf("the implementation failed its preflight: %v", err)
+		}
+	}
+	return -1, nil
+}
+
+// summarize records a search's outcome in the run's summary.
+func summarize(sum *results.Summary, o *prover.Outcome, props []string, rate float64) {
+	sum.Plans, sum.Operations, sum.Verdicts, sum.InconclusivePlans = o.Plans, o.Ops, o.Judged, o.Inconclusive
+	sum.BatchSize = o.BatchSize
+	for _, b := range o.Batches {
+		sum.Batches = append(sum.Batches, results.Batch{Number: b.Number, Plans: b.Plans, Digest: b.Digest})
+	}
+	sum.Timings.ElapsedSeconds, sum.Timings.PlansPerSecond = o.Elapsed.Seconds(), rate
+	cxOf := o.Found
+	if cxOf == nil {
+		cxOf = o.FirstInconclusive
+	}
+	sum.Properties = tally(o.Verdicts, props, cxOf)
+}
+
+// replayFlags are the flags a replay of this run's counterexample needs:
+// the implementation or the broker (its URL only when it holds no
+// password), a restart allowed, the check's time budget.
+func (f *proveFlags) replayFlags(fs *flag.FlagSet) []string {
+	var replay []string
+	if f.impl != "" {
+		replay = append(replay, "--impl", shellQuote(f.impl))
+	} else if f.target == "rabbitmq" {
+		replay = append(replay, "--target", "rabbitmq")
+		if u, err := url.Parse(f.url); f.url != "" && err == nil && u.User != nil {
+			if _, hasPassword := u.User.Password(); !hasPassword {
+				replay = append(replay, "--amqp-url", shellQuote(f.url))
+			}
+		} else if f.url != "" && err == nil {
+			replay = append(replay, "--amqp-url", shellQuote(f.url))
+		}
+	}
+	if f.restart {
+		replay = append(replay, "--allow-restart")
+	}
+	if given(fs, "timeout") {
+		replay = append(replay, "--timeout", f.timeout.String())
+	}
+	return replay
+}
+
 // parseProperties reads --properties: comma-separated property names.
 func parseProperties(s string) ([]string, error) {
 	var props []string
@@ -204,37 +321,11 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		return exitUsage
 	}
 	f.noticeHeartbeat(fs)
-	c, a, err := f.config(fs)
-	switch {
-	case err != nil:
-	case *mutant != "" && amqp.MutantNamed(*mutant) == nil:
-		err = fmt.Errorf("--mutant: no mutant named %q (see lockprover mutants)", *mutant)
-	case *mutant != "" && f.impl != "":
-		err = errors.New("--mutant is a mutant of the reference; for one served over the protocol use --impl 'lockprover serve-reference --mutant NAME'")
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "prove: %v\n", err)
+	s, a, ok := f.search(fs, *mutant, *shard, *out, &outf, stderr)
+	if !ok {
 		return exitUsage
 	}
-	a.Mutant = *mutant
-	c.Family = a
-	s := prover.Search{Config: c, Seed: f.seed, Shrink: f.shrink}
-	if f.shrink == 0 {
-		s.Shrink = time.Nanosecond // no shrinking
-	}
-	if s.Shard, s.Shards, err = parseShard(*shard); err != nil {
-		fmt.Fprintf(stderr, "prove: --shard: %v\n", err)
-		return exitUsage
-	}
-	if err := checkOut(*out); err != nil {
-		fmt.Fprintf(stderr, "prove: --out: %v\n", err)
-		return exitUsage
-	}
-	var bad checks
-	outf.check(&bad)
-	if !bad.report("prove", stderr) {
-		return exitUsage
-	}
+	c := s.Config
 	term := stdout // progress on a terminal is rewritten in place
 	stdout = outf.tee(stdout)
 	sum := &results.Summary{Target: f.target, Config: configOf(fs), RequestedPlans: f.runs, Timings: results.Timings{Started: time.Now()}}
@@ -253,21 +344,10 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	if s.Seed == 0 {
 		s.Seed = rand.Uint64()
 	}
-	what := "the reference"
-	switch {
-	case a.Mutant != "":
-		what = "mutant " + a.Mutant
-	case f.impl != "":
-		what = fmt.Sprintf("%q", f.impl)
+	if f.process != nil {
 		defer f.process.Stop()
 	}
-	if f.options != "" {
-		what += " with options " + f.options
-	}
-	where := "the simulator"
-	if f.target == "rabbitmq" {
-		where = "RabbitMQ at " + redact(brokerURL(f.url))
-	}
+	what, where := f.describe(a)
 	sum.Implementation, sum.Seed = what, strconv.FormatUint(s.Seed, 10)
 	if !outf.quiet {
 		fmt.Fprintf(stdout, "proving %s on %s, seed %d\n", what, where, s.Seed)
@@ -278,20 +358,8 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	}
 	ctx, stop := interrupts(stderr, onInterrupt)
 	defer stop()
-	if f.target == "rabbitmq" {
-		if code := preflight(ctx, "prove", brokerURL(f.url), stderr); code >= 0 {
-			return finish(code, errors.New("the broker cannot be used (see stderr)"))
-		}
-	}
-	if f.process != nil {
-		if err := f.process.Preflight(ctx, brokerURL(f.url), a.Kind); err != nil {
-			if ctx.Err() != nil {
-				fmt.Fprintln(stderr, "prove: interrupted during the implementation's preflight")
-				return finish(exitInterrupted, nil)
-			}
-			fmt.Fprintf(stderr, "prove: the implementation failed its preflight: %v\n(lockprover validate-impl --impl %s says what to fix)\n", err, shellQuote(f.impl))
-			return finish(exitUsage, fmt.Errorf("the implementation failed its preflight: %v", err))
-		}
+	if code, err := f.preflight(ctx, a.Kind, stderr); code >= 0 {
+		return finish(code, err)
 	}
 	if f.dur > 0 {
 		s.Until = time.Now().Add(f.dur) // drawing starts now
@@ -314,56 +382,34 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		rate = float64(o.Plans) / o.Elapsed.Seconds()
 	}
 	fmt.Fprintf(stdout, "%d plans, %d verdicts, %.1fs (%.1f plans/s)\n", o.Plans, o.Judged, o.Elapsed.Seconds(), rate)
-	sum.Plans, sum.Operations, sum.Verdicts, sum.InconclusivePlans = o.Plans, o.Ops, o.Judged, o.Inconclusive
-	sum.BatchSize = o.BatchSize
-	for _, b := range o.Batches {
-		sum.Batches = append(sum.Batches, results.Batch{Number: b.Number, Plans: b.Plans, Digest: b.Digest})
-	}
-	sum.Timings.ElapsedSeconds, sum.Timings.PlansPerSecond = o.Elapsed.Seconds(), rate
-	cxOf := o.Found
-	if cxOf == nil {
-		cxOf = o.FirstInconclusive
-	}
-	sum.Properties = tally(o.Verdicts, c.Properties, cxOf)
-	var replay []string
-	if f.impl != "" {
-		replay = append(replay, "--impl", shellQuote(f.impl))
-	} else if f.target == "rabbitmq" {
-		replay = append(replay, "--target", "rabbitmq")
-		if u, err := url.Parse(f.url); f.url != "" && err == nil && u.User != nil {
-			if _, hasPassword := u.User.Password(); !hasPassword {
-				replay = append(replay, "--amqp-url", shellQuote(f.url))
-			}
-		} else if f.url != "" && err == nil {
-			replay = append(replay, "--amqp-url", shellQuote(f.url))
-		}
-	}
-	if f.restart {
-		replay = append(replay, "--allow-restart")
-	}
-	if given(fs, "timeout") {
-		replay = append(replay, "--timeout", f.timeout.String())
-	}
+	summarize(sum, o, c.Properties, rate)
+	replay := f.replayFlags(fs)
+	return finish(f.conclude(o, *out, replay, sum, stdout, stderr), nil)
+}
+
+// conclude reports how a search ended (a counterexample, an interrupt,
+// inconclusive plans, or every property held) and returns the exit status.
+func (f *proveFlags) conclude(o *prover.Outcome, out string, replay []string, sum *results.Summary, stdout, stderr io.Writer) int {
 	switch {
 	case o.Found != nil:
-		code, cx := reportCounterexample(o.Found, *out, replay, stdout, stderr)
+		code, cx := reportCounterexample(o.Found, out, replay, stdout, stderr)
 		sum.Counterexample = cx
 		cx.Batch, cx.Index = o.FoundBatch, o.FoundIndex
 		if o.Interrupted {
 			fmt.Fprintln(stderr, "prove: interrupted while shrinking: the counterexample may not be minimal")
-			return finish(exitInterrupted, nil)
+			return exitInterrupted
 		}
-		return finish(code, nil)
+		return code
 	case o.Interrupted:
 		fmt.Fprintf(stderr, "prove: interrupted after %d plans; nothing violated so far\n", o.Plans)
-		return finish(exitInterrupted, nil)
+		return exitInterrupted
 	case o.Inconclusive > 0:
 		fmt.Fprintf(stdout, "no violation, but %d of %d plans were inconclusive: a linearizability check ran out of time (raise --timeout)\n", o.Inconclusive, o.Plans)
-		_, sum.Counterexample = reportCounterexample(o.FirstInconclusive, *out, replay, stdout, stderr)
-		return finish(exitInconclusive, nil)
+		_, sum.Counterexample = reportCounterexample(o.FirstInconclusive, out, replay, stdout, stderr)
+		return exitInconclusive
 	}
 	fmt.Fprintln(stdout, "every property held")
-	return finish(exitOK, nil)
+	return exitOK
 }
 
 // checkOut checks, before any plan runs, that a counterexample can be

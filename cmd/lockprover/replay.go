@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"github.com/lockprover/lockprover/families/amqp"
 	"io"
@@ -18,6 +19,96 @@ import (
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/results"
 )
+
+// writeHistory writes h to path, unless path is "".
+func writeHistory(path string, h []histories.Event) error {
+	if path == "" {
+		return nil
+	}
+	var b bytes.Buffer
+	histories.Write(&b, h)
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// summarizeReplay records a replay in its summary: its counts, its
+// properties, and the first counted verdict as bad as the worst as its
+// counterexample (annotated for CI logs).
+func summarizeReplay(sum *results.Summary, stdout io.Writer, res *prover.Result, r *model.Report, worst model.Status, counted []string, path, history string) {
+	sum.Plans, sum.Operations, sum.Verdicts = 1, len(res.History)/2, len(r.Verdicts)
+	sum.Properties = reportProperties(r, "", counted)
+	for _, v := range r.Verdicts {
+		if (counted == nil || known(v.Property, counted)) && v.Status == worst && worst != model.Pass && sum.Counterexample == nil {
+			sum.Counterexample = &results.Counterexample{Property: v.Property, Inconclusive: worst == model.Inconclusive, Explanation: v.Detail,
+				Dir: filepath.Dir(path), Plan: path, History: history, Replay: "lockprover replay " + shellWord(path), Batch: -1, Index: -1}
+			annotate(stdout, path, 0, fmt.Sprintf("%s %s (lock %s)", v.Property, v.Status, v.Lock), v.Detail)
+		}
+	}
+}
+
+// replayJudging applies replay's flags to the plan read: the mutant to run
+// instead, and how it is judged (its model and counted properties: the
+// plan's unless the flags say otherwise); it also checks that --history
+// names a file that does not exist yet.
+func replayJudging(fs *flag.FlagSet, p *amqp.Plan, mutant, modelName, props, history string) (strict bool, counted []string, err error) {
+	switch mutant {
+	case "":
+	case "reference":
+		p.Mutant = ""
+	default:
+		if amqp.MutantNamed(mutant) == nil {
+			return false, nil, fmt.Errorf("--mutant: no mutant named %q (see lockprover mutants)", mutant)
+		}
+		p.Mutant = mutant
+	}
+	strict = p.Model == "strict"
+	if given(fs, "model") {
+		strict = modelName == "strict"
+	}
+	counted = p.Properties
+	if given(fs, "properties") {
+		if counted, err = parseProperties(props); err != nil {
+			return false, nil, err
+		}
+	}
+	if history != "" {
+		if _, err := os.Stat(history); err == nil {
+			return false, nil, fmt.Errorf("--history: %s exists; not overwriting it", history)
+		}
+		if err := checkOut(filepath.Dir(history)); err != nil {
+			return false, nil, fmt.Errorf("--history: %v", err)
+		}
+	}
+	return strict, counted, nil
+}
+
+// judgedWorst is the worst status among the counted properties of r,
+// saying how the plan was judged when that is not the default, and what
+// an inconclusive or quiet pass means.
+func judgedWorst(stdout io.Writer, r *model.Report, counted []string, strict, quiet bool) model.Status {
+	worst := model.Pass
+	for _, v := range r.Verdicts {
+		if (counted == nil || known(v.Property, counted)) && (v.Status == model.Fail || v.Status == model.Inconclusive) {
+			worst = max(worst, v.Status)
+		}
+	}
+	if counted != nil || strict {
+		how := "the standard model"
+		if strict {
+			how = "the strict model"
+		}
+		if counted != nil {
+			how += ", counting " + strings.Join(counted, ", ")
+		}
+		fmt.Fprintf(stdout, "judged with %s: %s\n", how, worst)
+	}
+	if worst == model.Inconclusive {
+		fmt.Fprintln(stdout, "inconclusive: a linearizability check ran out of time (raise --timeout); nothing was shown violated")
+	}
+	if quiet && worst == model.Pass {
+		fmt.Fprintln(stdout, "every property held")
+	}
+	return worst
+}
 
 const replaySynopsis = `replay [--target sim|rabbitmq] [--amqp-url URL] [--allow-restart] [--impl COMMAND]
                    [--mutant NAME|reference] [--model standard|strict] [--properties P,...]
@@ -46,13 +137,13 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	if !ok {
 		return code
 	}
+	real := *target == "rabbitmq" || *impl != ""
 	var bad checks
 	bad.oneOf("target", *target, "sim", "rabbitmq")
 	bad.oneOf("model", *modelName, "standard", "strict")
 	bad.duration("timeout", *timeout, false)
 	bad.add(given(fs, "impl") && strings.TrimSpace(*impl) == "", "--impl needs a command")
 	bad.add(*impl != "" && given(fs, "target") && *target != "rabbitmq", "--impl runs processes against a real broker: use --target rabbitmq")
-	real := *target == "rabbitmq" || *impl != ""
 	bad.add(*trace && real, "--trace is the simulator's event trace: not with --target rabbitmq or --impl")
 	bad.add(!real && given(fs, "amqp-url"), "--amqp-url is for a real broker: add --target rabbitmq")
 	bad.add(!real && *allowRestart, "--allow-restart is for a real broker: add --target rabbitmq")
@@ -72,37 +163,10 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitUsage
 	}
-	switch *mutant {
-	case "":
-	case "reference":
-		p.Mutant = ""
-	default:
-		if amqp.MutantNamed(*mutant) == nil {
-			fmt.Fprintf(stderr, "replay: --mutant: no mutant named %q (see lockprover mutants)\n", *mutant)
-			return exitUsage
-		}
-		p.Mutant = *mutant
-	}
-	strict := p.Model == "strict"
-	if given(fs, "model") {
-		strict = *modelName == "strict"
-	}
-	counted := p.Properties
-	if given(fs, "properties") {
-		if counted, err = parseProperties(*props); err != nil {
-			fmt.Fprintf(stderr, "replay: %v\n", err)
-			return exitUsage
-		}
-	}
-	if *history != "" {
-		if _, err := os.Stat(*history); err == nil {
-			fmt.Fprintf(stderr, "replay: --history: %s exists; not overwriting it\n", *history)
-			return exitUsage
-		}
-		if err := checkOut(filepath.Dir(*history)); err != nil {
-			fmt.Fprintf(stderr, "replay: --history: %v\n", err)
-			return exitUsage
-		}
+	strict, counted, err := replayJudging(fs, p, *mutant, *modelName, *props, *history)
+	if err != nil {
+		fmt.Fprintf(stderr, "replay: %v\n", err)
+		return exitUsage
 	}
 	var t amqp.Target = amqp.Simulator{}
 	if *trace {
@@ -127,12 +191,9 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		}
 		t = amqp.RabbitMQ{URL: brokerURL(*amqpURL), AllowRestart: *allowRestart}
 	}
-	sum.Implementation = "the reference"
-	switch {
-	case *impl != "":
+	sum.Implementation = amqp.Config{Impl: implementation, Mutant: p.Mutant}.String()
+	if *impl != "" {
 		sum.Implementation = fmt.Sprintf("%q", *impl)
-	case p.Mutant != "":
-		sum.Implementation = "mutant " + p.Mutant
 	}
 	res, err := t.Run(ctx, p, implementation)
 	if ctx.Err() != nil {
@@ -144,13 +205,9 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		sum.Verdict, sum.Error = results.Failed, err.Error()
 		return outf.write("replay", sum, exitUsage, stderr)
 	}
-	if *history != "" {
-		var b bytes.Buffer
-		histories.Write(&b, res.History)
-		if err := os.WriteFile(*history, b.Bytes(), 0o644); err != nil {
-			fmt.Fprintf(stderr, "replay: --history: %v\n", err)
-			return exitUsage
-		}
+	if err := writeHistory(*history, res.History); err != nil {
+		fmt.Fprintf(stderr, "replay: --history: %v\n", err)
+		return exitUsage
 	}
 	r := prover.Judge(res, model.Options{Strict: strict, Timeout: *timeout})
 	for _, pr := range res.Evidence.Problems {
@@ -162,37 +219,8 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	if !outf.quiet || r.Status() != model.Pass {
 		printReport(stdout, filepath.Base(path), r)
 	}
-	worst := model.Pass
-	for _, v := range r.Verdicts {
-		if (counted == nil || known(v.Property, counted)) && (v.Status == model.Fail || v.Status == model.Inconclusive) {
-			worst = max(worst, v.Status)
-		}
-	}
-	if counted != nil || strict {
-		how := "the standard model"
-		if strict {
-			how = "the strict model"
-		}
-		if counted != nil {
-			how += ", counting " + strings.Join(counted, ", ")
-		}
-		fmt.Fprintf(stdout, "judged with %s: %s\n", how, worst)
-	}
-	if worst == model.Inconclusive {
-		fmt.Fprintln(stdout, "inconclusive: a linearizability check ran out of time (raise --timeout); nothing was shown violated")
-	}
-	if outf.quiet && worst == model.Pass {
-		fmt.Fprintln(stdout, "every property held")
-	}
-	sum.Plans, sum.Operations, sum.Verdicts = 1, len(res.History)/2, len(r.Verdicts)
-	sum.Properties = reportProperties(r, "", counted)
-	for _, v := range r.Verdicts {
-		if (counted == nil || known(v.Property, counted)) && v.Status == worst && worst != model.Pass && sum.Counterexample == nil {
-			sum.Counterexample = &results.Counterexample{Property: v.Property, Inconclusive: worst == model.Inconclusive, Explanation: v.Detail,
-				Dir: filepath.Dir(path), Plan: path, History: *history, Replay: "lockprover replay " + shellWord(path), Batch: -1, Index: -1}
-			annotate(stdout, path, 0, fmt.Sprintf("%s %s (lock %s)", v.Property, v.Status, v.Lock), v.Detail)
-		}
-	}
+	worst := judgedWorst(stdout, r, counted, strict, outf.quiet)
+	summarizeReplay(sum, stdout, res, r, worst, counted, path, *history)
 	sum.Timings.ElapsedSeconds = time.Since(sum.Timings.Started).Seconds()
 	return outf.write("replay", sum, exitFor(worst), stderr)
 }
