@@ -60,13 +60,7 @@ func (e *PreflightError) Error() string {
 // speak AMQP, or a TLS failure. If ctx ends first it returns ctx.Err(). No
 // message carries the URL's password.
 func Preflight(ctx context.Context, rawURL string, timeout time.Duration) error {
-	shown := RedactURL(rawURL)
-	bad := func(kind, format string, args ...any) error {
-		for i, a := range args {
-			args[i] = Redact(fmt.Sprint(a))
-		}
-		return &PreflightError{Kind: kind, URL: shown, Detail: fmt.Sprintf(format, args...)}
-	}
+	bad := complaint(RedactURL(rawURL))
 	uri, err := amqp.ParseURI(rawURL)
 	if err != nil {
 		return bad(BadURL, "%v (want an amqp:// or amqps:// URL with a user, password, host, port and vhost)", err)
@@ -79,8 +73,39 @@ func Preflight(ctx context.Context, rawURL string, timeout time.Duration) error 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	parent := ctx
+	s, err := handshake(ctx, rawURL, uri.Scheme)
+	if err == nil {
+		return nil
+	}
+	f := failure{err: err, uri: uri, host: uri.Host + ":" + fmt.Sprint(uri.Port), ctx: ctx, timeout: timeout}
+	if s != nil {
+		f.closeCode, f.closeText, f.garbage = s.result()
+	}
+	errors.As(err, &f.ae) // left nil unless err is an *amqp.Error
+	if e := f.refusal(bad); e != nil {
+		return e
+	}
+	return f.network(bad)
+}
 
+// A complainer makes a *PreflightError of a kind, its Detail formatted
+// from its arguments, each redacted.
+type complainer func(kind, format string, args ...any) error
+
+// complaint is the complainer about the broker at shown (a redacted URL).
+func complaint(shown string) complainer {
+	return func(kind, format string, args ...any) error {
+		for i, a := range args {
+			args[i] = Redact(fmt.Sprint(a))
+		}
+		return &PreflightError{Kind: kind, URL: shown, Detail: fmt.Sprintf(format, args...)}
+	}
+}
+
+// handshake dials rawURL once (TCP, AMQP handshake, authentication, vhost)
+// and closes the connection at once. The socket closes when ctx ends. For
+// amqp:// it returns the sniffer that read the broker's side.
+func handshake(ctx context.Context, rawURL, scheme string) (*sniffer, error) {
 	var (
 		mu sync.Mutex
 		nc net.Conn
@@ -98,7 +123,7 @@ func Preflight(ctx context.Context, rawURL string, timeout time.Duration) error 
 			mu.Lock()
 			defer mu.Unlock()
 			nc = c
-			if uri.Scheme == "amqp" {
+			if scheme == "amqp" {
 				sn = &sniffer{Conn: c}
 				return sn, nil
 			}
@@ -116,59 +141,76 @@ func Preflight(ctx context.Context, rawURL string, timeout time.Duration) error 
 	conn, err := amqp.DialConfig(rawURL, cfg)
 	if err == nil {
 		conn.Close()
-		return nil
+		return nil, nil
 	}
 	mu.Lock()
-	s := sn
-	mu.Unlock()
-	var closeCode int
-	var closeText string
-	var garbage []byte
-	if s != nil {
-		closeCode, closeText, garbage = s.result()
+	defer mu.Unlock()
+	return sn, err
+}
+
+// failure is what a failed handshake left: amqp091-go's error, and what
+// the sniffer saw of the broker's side.
+type failure struct {
+	err       error
+	ae        *amqp.Error // err's, if it is one
+	uri       amqp.URI
+	host      string // host:port
+	ctx       context.Context
+	timeout   time.Duration
+	closeCode int
+	closeText string
+	garbage   []byte
+}
+
+// refusal explains a broker that answered and refused (authentication, a
+// vhost, another connection.close) or answered something that is not AMQP;
+// nil if it did neither.
+func (f failure) refusal(bad complainer) error {
+	switch {
+	case f.closeCode == 403 || f.ae != nil && f.ae.Code == 403 && f.closeCode == 0:
+		text := f.closeText
+		if text == "" {
+			text = f.ae.Reason
+		}
+		return bad(AuthFailed, "the broker refused user %q: %s", f.uri.Username, text)
+	case f.closeCode == 530 && strings.Contains(f.closeText, "not found"):
+		return bad(NoVhost, "the broker has no vhost %q: %s", f.uri.Vhost, f.closeText)
+	case f.closeCode == 530:
+		return bad(VhostDenied, "user %q may not use vhost %q: %s", f.uri.Username, f.uri.Vhost, f.closeText)
+	case f.closeCode != 0:
+		return bad(Closed, "%d %s", f.closeCode, f.closeText)
+	case len(f.garbage) > 0:
+		return bad(NotAMQP, "%s answered %q, not an AMQP 0-9-1 handshake (is this RabbitMQ's AMQP port? the default is 5672)", f.host, string(f.garbage))
 	}
-	host := uri.Host + ":" + fmt.Sprint(uri.Port)
-	var ae *amqp.Error
-	if !errors.As(err, &ae) {
-		ae = nil
-	}
+	return nil
+}
+
+// network explains a handshake that did not get as far as the broker's
+// answer: nothing listens, no such host, TLS, a timeout or ctx ending, an
+// unreachable network, a server that does not speak AMQP.
+func (f failure) network(bad complainer) error {
 	var dnsErr *net.DNSError
 	var certErr *tls.CertificateVerificationError
 	var recErr tls.RecordHeaderError
 	var unknownAuth x509.UnknownAuthorityError
 	var hostErr x509.HostnameError
+	err, ae := f.err, f.ae
 	switch {
-	case closeCode == 403 || ae != nil && ae.Code == 403 && closeCode == 0:
-		text := closeText
-		if text == "" {
-			text = ae.Reason
-		}
-		return bad(AuthFailed, "the broker refused user %q: %s", uri.Username, text)
-	case closeCode == 530 && strings.Contains(closeText, "not found"):
-		return bad(NoVhost, "the broker has no vhost %q: %s", uri.Vhost, closeText)
-	case closeCode == 530:
-		return bad(VhostDenied, "user %q may not use vhost %q: %s", uri.Username, uri.Vhost, closeText)
-	case closeCode != 0:
-		return bad(Closed, "%d %s", closeCode, closeText)
-	case len(garbage) > 0:
-		return bad(NotAMQP, "%s answered %q, not an AMQP 0-9-1 handshake (is this RabbitMQ's AMQP port? the default is 5672)", host, string(garbage))
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return bad(Refused, "nothing listens on %s (is RabbitMQ running, and is this its AMQP port?)", host)
+		return bad(Refused, "nothing listens on %s (is RabbitMQ running, and is this its AMQP port?)", f.host)
 	case errors.As(err, &dnsErr):
 		return bad(NoHost, "%v", dnsErr)
 	case errors.As(err, &certErr), errors.As(err, &recErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr),
-		uri.Scheme == "amqps" && strings.Contains(err.Error(), "tls"):
+		f.uri.Scheme == "amqps" && strings.Contains(err.Error(), "tls"):
 		return bad(TLSFailed, "%v", err)
-	case parent.Err() != nil && ctx.Err() == nil:
-		return parent.Err()
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return bad(TimedOut, "no complete AMQP handshake with %s within %v (a firewall, a wrong host, or an overloaded broker)", host, timeout)
-	case ctx.Err() != nil:
-		return ctx.Err()
+	case errors.Is(f.ctx.Err(), context.DeadlineExceeded):
+		return bad(TimedOut, "no complete AMQP handshake with %s within %v (a firewall, a wrong host, or an overloaded broker)", f.host, f.timeout)
+	case f.ctx.Err() != nil:
+		return f.ctx.Err()
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return bad(Unreachable, "%v", err)
 	case ae != nil && ae.Code == amqp.FrameError, ae != nil && ae.Code == amqp.SyntaxError:
-		return bad(NotAMQP, "%s does not speak AMQP 0-9-1: %v", host, err)
+		return bad(NotAMQP, "%s does not speak AMQP 0-9-1: %v", f.host, err)
 	}
 	return bad(Closed, "%v", err)
 }
