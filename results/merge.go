@@ -26,28 +26,58 @@ func Merge(in []Named) (*Summary, error) {
 	if len(in) == 0 {
 		return nil, fmt.Errorf("no results to merge")
 	}
+	if err := checkOneSearch(in); err != nil {
+		return nil, err
+	}
+	byIndex, err := byShard(in)
+	if err != nil {
+		return nil, err
+	}
+	g := newMerger(in[0].Summary)
+	count := len(byIndex) - 1
+	for i := 1; i <= count; i++ {
+		if err := g.add(byIndex[i], i, count); err != nil {
+			return nil, err
+		}
+	}
+	return g.finish(byIndex)
+}
+
+// checkOneSearch checks that every summary is a shard of the same search
+// as the first (prove's, with the same seed, flags and number of shards)
+// and that each ran, since summaries of different searches add up to
+// nothing meaningful.
+func checkOneSearch(in []Named) error {
 	first := in[0]
 	for _, n := range in {
 		s := n.Summary
 		if s.Verb != "prove" {
-			return nil, fmt.Errorf("%s: verb is %q: merge combines prove's shards", n.File, s.Verb)
+			return fmt.Errorf("%s: verb is %q: merge combines prove's shards", n.File, s.Verb)
 		}
 		if s.Seed != first.Summary.Seed {
-			return nil, fmt.Errorf("%s: seed %s, but %s ran seed %s: shards of one search share a seed", n.File, s.Seed, first.File, first.Summary.Seed)
+			return fmt.Errorf("%s: seed %s, but %s ran seed %s: shards of one search share a seed", n.File, s.Seed, first.File, first.Summary.Seed)
 		}
 		if d := configDiff(first.Summary.Config, s.Config); d != "" {
-			return nil, fmt.Errorf("%s: config %s, but %s ran %s: shards of one search share their flags", n.File, d, first.File, configDiff(s.Config, first.Summary.Config))
+			return fmt.Errorf("%s: config %s, but %s ran %s: shards of one search share their flags", n.File, d, first.File, configDiff(s.Config, first.Summary.Config))
 		}
 		if (s.Shard == nil) != (first.Summary.Shard == nil) || s.Shard != nil && s.Shard.Count != first.Summary.Shard.Count {
-			return nil, fmt.Errorf("%s: shard %s, but %s is shard %s", n.File, shardName(s), first.File, shardName(first.Summary))
+			return fmt.Errorf("%s: shard %s, but %s is shard %s", n.File, shardName(s), first.File, shardName(first.Summary))
 		}
 		if s.Verdict == Failed {
-			return nil, fmt.Errorf("%s: shard %s did not run: %s", n.File, shardName(s), s.Error)
+			return fmt.Errorf("%s: shard %s did not run: %s", n.File, shardName(s), s.Error)
 		}
 	}
+	return nil
+}
+
+// byShard indexes the summaries by shard number (1..n; an unsharded
+// summary is shard 1 of 1), checking that each shard appears exactly once,
+// so that the merge adds them up in shard order and none is counted twice
+// or left out.
+func byShard(in []Named) ([]*Named, error) {
 	count := 1
-	if first.Summary.Shard != nil {
-		count = first.Summary.Shard.Count
+	if in[0].Summary.Shard != nil {
+		count = in[0].Summary.Shard.Count
 	}
 	byIndex := make([]*Named, count+1)
 	for i := range in {
@@ -66,83 +96,132 @@ func Merge(in []Named) (*Summary, error) {
 			return nil, fmt.Errorf("shard %d/%d is missing: no summary of it among the results given", i, count)
 		}
 	}
+	return byIndex, nil
+}
 
-	m := &Summary{Schema: Schema, Verb: "merge", Target: first.Summary.Target, Implementation: first.Summary.Implementation,
-		Seed: first.Summary.Seed, Config: first.Summary.Config, RequestedPlans: first.Summary.RequestedPlans, BatchSize: first.Summary.BatchSize}
-	props := map[string]*Property{}
-	var order []string
-	var end time.Time
-	verdict := Held
-	for i := 1; i <= count; i++ {
-		n := byIndex[i]
-		s := n.Summary
-		m.Plans += s.Plans
-		m.Operations += s.Operations
-		m.Verdicts += s.Verdicts
-		m.InconclusivePlans += s.InconclusivePlans
-		for _, b := range s.Batches {
-			if count > 1 && b.Number%count != i-1 {
-				return nil, fmt.Errorf("%s: batch %d is not shard %d/%d's (its batches are %d modulo %d)", n.File, b.Number, i, count, i-1, count)
-			}
+// A merger adds shards' summaries up, one shard at a time in shard order,
+// into the summary of one run of all their plans.
+type merger struct {
+	m       *Summary
+	props   map[string]*Property // the properties added up, by name
+	order   []string             // their names, in the order first met
+	end     time.Time            // when the last shard to finish finished
+	verdict string               // the worst verdict so far
+}
+
+// newMerger starts a merge with what every shard shares with first: the
+// target, seed, configuration and the size of the search.
+func newMerger(first *Summary) *merger {
+	m := &Summary{Schema: Schema, Verb: "merge", Target: first.Target, Implementation: first.Implementation,
+		Seed: first.Seed, Config: first.Config, RequestedPlans: first.RequestedPlans, BatchSize: first.BatchSize}
+	return &merger{m: m, props: map[string]*Property{}, verdict: Held}
+}
+
+// add adds shard i of count, n, to the merge: its counts, batches,
+// properties, counterexample, verdict and timings, and a line of its own
+// in Shards. A batch that is not the shard's (numbers modulo count) is an
+// error, as the shards would then not be of one search.
+func (g *merger) add(n *Named, i, count int) error {
+	m, s := g.m, n.Summary
+	m.Plans += s.Plans
+	m.Operations += s.Operations
+	m.Verdicts += s.Verdicts
+	m.InconclusivePlans += s.InconclusivePlans
+	for _, b := range s.Batches {
+		if count > 1 && b.Number%count != i-1 {
+			return fmt.Errorf("%s: batch %d is not shard %d/%d's (its batches are %d modulo %d)", n.File, b.Number, i, count, i-1, count)
 		}
-		m.Batches = append(m.Batches, s.Batches...)
-		for _, p := range s.Properties {
-			q := props[p.Name]
-			if q == nil {
-				q = &Property{Name: p.Name, Counted: p.Counted}
-				props[p.Name] = q
-				order = append(order, p.Name)
-			}
-			q.Pass += p.Pass
-			q.Fail += p.Fail
-			q.Inconclusive += p.Inconclusive
-			q.NotJudged += p.NotJudged
-			if q.Explanation == "" && p.Explanation != "" {
-				q.Explanation, q.Where = p.Explanation, p.Where
-			}
+	}
+	m.Batches = append(m.Batches, s.Batches...)
+	g.addProperties(s.Properties)
+	g.addCounterexample(s)
+	g.verdict = worse(g.verdict, s.Verdict)
+	g.addTimings(s)
+	sh := Shard{Index: 1, Count: 1}
+	if s.Shard != nil {
+		sh = *s.Shard
+	}
+	m.Shards = append(m.Shards, ShardRun{Shard: sh, File: n.File, Verdict: s.Verdict, Plans: s.Plans, Seconds: s.Timings.ElapsedSeconds})
+	return nil
+}
+
+// addProperties adds a shard's counts to the properties' and keeps the
+// first explanation met (with where it comes from), as one run would have
+// only one.
+func (g *merger) addProperties(ps []Property) {
+	for _, p := range ps {
+		q := g.props[p.Name]
+		if q == nil {
+			q = &Property{Name: p.Name, Counted: p.Counted}
+			g.props[p.Name] = q
+			g.order = append(g.order, p.Name)
 		}
-		if cx := s.Counterexample; cx != nil && s.Verdict == Violated {
-			if m.Counterexample == nil || m.Counterexample.Inconclusive || cx.Batch < m.Counterexample.Batch || cx.Batch == m.Counterexample.Batch && cx.Index < m.Counterexample.Index {
-				c := *cx
-				c.Shard = s.Shard
-				m.Counterexample = &c
-			}
-		} else if cx != nil && m.Counterexample == nil {
+		q.Pass += p.Pass
+		q.Fail += p.Fail
+		q.Inconclusive += p.Inconclusive
+		q.NotJudged += p.NotJudged
+		if q.Explanation == "" && p.Explanation != "" {
+			q.Explanation, q.Where = p.Explanation, p.Where
+		}
+	}
+}
+
+// addCounterexample keeps, of a shard's counterexample and the one kept so
+// far, the one a single run stops at: a violation drawn first (the lowest
+// batch, then index) beats any other; without violations, the first one
+// met is kept. The copy kept names the shard it comes from.
+func (g *merger) addCounterexample(s *Summary) {
+	m := g.m
+	if cx := s.Counterexample; cx != nil && s.Verdict == Violated {
+		if m.Counterexample == nil || m.Counterexample.Inconclusive || cx.Batch < m.Counterexample.Batch || cx.Batch == m.Counterexample.Batch && cx.Index < m.Counterexample.Index {
 			c := *cx
 			c.Shard = s.Shard
 			m.Counterexample = &c
 		}
-		verdict = worse(verdict, s.Verdict)
-		if m.Timings.Started.IsZero() || s.Timings.Started.Before(m.Timings.Started) {
-			m.Timings.Started = s.Timings.Started
-		}
-		if e := s.Timings.Started.Add(time.Duration(s.Timings.ElapsedSeconds * float64(time.Second))); e.After(end) {
-			end = e
-		}
-		sh := Shard{Index: 1, Count: 1}
-		if s.Shard != nil {
-			sh = *s.Shard
-		}
-		m.Shards = append(m.Shards, ShardRun{Shard: sh, File: n.File, Verdict: s.Verdict, Plans: s.Plans, Seconds: s.Timings.ElapsedSeconds})
+	} else if cx != nil && m.Counterexample == nil {
+		c := *cx
+		c.Shard = s.Shard
+		m.Counterexample = &c
 	}
+}
+
+// addTimings widens the merge's span of time to cover a shard's: the
+// earliest start, and in g.end the latest end, from which finish works out
+// the elapsed time of the shards run side by side.
+func (g *merger) addTimings(s *Summary) {
+	m := g.m
+	if m.Timings.Started.IsZero() || s.Timings.Started.Before(m.Timings.Started) {
+		m.Timings.Started = s.Timings.Started
+	}
+	if e := s.Timings.Started.Add(time.Duration(s.Timings.ElapsedSeconds * float64(time.Second))); e.After(g.end) {
+		g.end = e
+	}
+}
+
+// finish orders the merged batches and checks that none ran twice and,
+// unless the run was interrupted, that they cover the search as one run
+// would; then it sets the verdicts, the properties and the timings, and
+// returns the merged summary.
+func (g *merger) finish(byIndex []*Named) (*Summary, error) {
+	m := g.m
 	sort.Slice(m.Batches, func(a, b int) bool { return m.Batches[a].Number < m.Batches[b].Number })
 	for i := 1; i < len(m.Batches); i++ {
 		if m.Batches[i].Number == m.Batches[i-1].Number {
 			return nil, fmt.Errorf("batch %d ran twice", m.Batches[i].Number)
 		}
 	}
-	m.Verdict, m.ExitCode = verdict, ExitCode(verdict)
-	if verdict != Interrupted {
+	m.Verdict, m.ExitCode = g.verdict, ExitCode(g.verdict)
+	if g.verdict != Interrupted {
 		if err := m.checkCoverage(byIndex); err != nil {
 			return nil, err
 		}
 	}
-	for _, name := range order {
-		p := props[name]
+	for _, name := range g.order {
+		p := g.props[name]
 		p.Verdict = propertyVerdict(p)
 		m.Properties = append(m.Properties, *p)
 	}
-	m.Timings.ElapsedSeconds = end.Sub(m.Timings.Started).Seconds()
+	m.Timings.ElapsedSeconds = g.end.Sub(m.Timings.Started).Seconds()
 	if m.Timings.ElapsedSeconds > 0 {
 		m.Timings.PlansPerSecond = float64(m.Plans) / m.Timings.ElapsedSeconds
 	}
