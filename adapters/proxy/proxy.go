@@ -19,7 +19,6 @@ import (
 	"io"
 	"maps"
 	"net"
-	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -78,12 +77,9 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // host and port replaced by the proxy's, keeping credentials, vhost and
 // options. amqps:// is refused: the proxy could not read encrypted frames.
 func (p *Proxy) URL(brokerURL string) (string, error) {
-	u, err := url.Parse(brokerURL)
+	u, err := parseBrokerURL(brokerURL)
 	if err != nil {
-		return "", fmt.Errorf("proxy: broker URL: %w", err)
-	}
-	if u.Scheme != "amqp" {
-		return "", fmt.Errorf("proxy: broker URL %q: scheme must be amqp (the proxy reads plain AMQP frames)", u.Redacted())
+		return "", err
 	}
 	u.Host = p.Addr()
 	return u.String(), nil

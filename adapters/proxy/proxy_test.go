@@ -14,7 +14,6 @@ import (
 	"io"
 	"maps"
 	"net"
-	"net/url"
 	"os"
 	"runtime"
 	"slices"
@@ -31,8 +30,8 @@ const (
 	localURL = "amqp://guest:guest@127.0.0.1:5672/"
 )
 
-// testBroker returns the broker's URL and host:port, or skips the test.
-func testBroker(t testing.TB) (string, string) {
+// testBroker returns the broker's URL, or skips the test.
+func testBroker(t testing.TB) string {
 	t.Helper()
 	u := os.Getenv(envURL)
 	if u == "" {
@@ -43,15 +42,7 @@ func testBroker(t testing.TB) (string, string) {
 		c.Close()
 		u = localURL
 	}
-	pu, err := url.Parse(u)
-	if err != nil {
-		t.Fatalf("%s: %v", envURL, err)
-	}
-	host := pu.Host
-	if pu.Port() == "" {
-		host = net.JoinHostPort(pu.Hostname(), "5672")
-	}
-	return u, host
+	return u
 }
 
 // startProxy starts a proxy in front of the test broker and returns it with
@@ -59,8 +50,7 @@ func testBroker(t testing.TB) (string, string) {
 // proxy is closed and must have left no goroutine behind.
 func startProxy(t testing.TB) (*Proxy, string) {
 	t.Helper()
-	brokerURL, addr := testBroker(t)
-	p, err := Listen(addr)
+	p, u, err := ListenURL(testBroker(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +60,6 @@ func startProxy(t testing.TB) (*Proxy, string) {
 		}
 		noProxyGoroutines(t)
 	})
-	u, err := p.URL(brokerURL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return p, u
 }
 
@@ -122,7 +108,7 @@ func dial(t testing.TB, u string, heartbeat time.Duration) *amqp.Connection {
 // direct dials the broker without the proxy.
 func direct(t testing.TB) *amqp.Connection {
 	t.Helper()
-	u, _ := testBroker(t)
+	u := testBroker(t)
 	return dial(t, u, 0)
 }
 
@@ -665,7 +651,7 @@ func TestBadInput(t *testing.T) {
 // its declare-ok) directly and through the proxy; the difference is what
 // the proxy adds to two frames, one each way.
 func BenchmarkPassiveDeclare(b *testing.B) {
-	brokerURL, _ := testBroker(b)
+	brokerURL := testBroker(b)
 	admin := direct(b)
 	q := sharedQueue(b, admin)
 	run := func(b *testing.B, u string) {

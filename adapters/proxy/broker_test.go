@@ -1,0 +1,46 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+)
+
+// ListenURL listens in front of the broker a URL names and returns the URL
+// through the proxy; BrokerAddr says where it forwards.
+func TestListenURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"amqp://u:p@broker.example:5673/v": "broker.example:5673",
+		"amqp://u:p@broker.example/v":      "broker.example:5672",
+		"amqp://u:p@[::1]/":                "[::1]:5672",
+	} {
+		if got, err := BrokerAddr(in); err != nil || got != want {
+			t.Errorf("BrokerAddr(%s) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	p, u, err := ListenURL("amqp://u:p%40ss@broker.example/%2f?heartbeat=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if want := "amqp://u:p%40ss@" + p.Addr() + "/%2f?heartbeat=5"; u != want {
+		t.Errorf("URL through the proxy %q, want %q", u, want)
+	}
+	if p.brokerAddr != "broker.example:5672" {
+		t.Errorf("the proxy forwards to %q", p.brokerAddr)
+	}
+	for in, want := range map[string]string{
+		"amqps://u:secret@broker.example:5671/": "scheme must be amqp",
+		"amqp:///vhost":                         "no host",
+		"::":                                    "broker URL",
+	} {
+		p, _, err := ListenURL(in)
+		if err == nil {
+			p.Close()
+			t.Errorf("ListenURL(%s) accepted it", in)
+			continue
+		}
+		if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("ListenURL(%s): %v, want %q and no password", in, err, want)
+		}
+	}
+}
