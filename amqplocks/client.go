@@ -106,7 +106,7 @@ func (c *Client) connect(ctx context.Context) error {
 	if c.conn != nil {
 		return c.conn.Err()
 	}
-	conn, err := c.b.Dial(ctx, broker.Config{Heartbeat: c.o.heartbeat()})
+	conn, err := c.b.Dial(ctx, broker.Config{Heartbeat: c.o.ProposedHeartbeat()})
 	if err != nil {
 		return fmt.Errorf("amqplocks: dial: %w", err)
 	}

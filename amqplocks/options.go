@@ -128,7 +128,9 @@ const (
 	VerifyPassive
 )
 
-func (o Options) heartbeat() time.Duration {
+// ProposedHeartbeat is the heartbeat a client with these options proposes
+// when it connects: Heartbeat, 10 s for 0, and 0 (none) for a negative one.
+func (o Options) ProposedHeartbeat() time.Duration {
 	switch {
 	case o.Heartbeat == 0:
 		return 10 * time.Second

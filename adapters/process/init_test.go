@@ -77,7 +77,7 @@ func TestGivesUpAfterTwoFailedStarts(t *testing.T) {
 	impl := &process.Impl{Command: `exit 4`}
 	for _, name := range []string{"c1", "c2"} {
 		if _, err := impl.Connect(context.Background(), addrOnly{}, p, name); err == nil || err.Error() != name+" did not start: exited (exit status 4); last request: "+
-			`{"client":"`+name+`","heartbeat_ms":0,"id":1,"lock":"semaphore","name":"x","type":"init","url":"amqp://guest:xxxxx@127.0.0.1:1/"}` { // the password redacted
+			`{"client":"`+name+`","heartbeat_ms":10000,"id":1,"lock":"semaphore","name":"x","type":"init","url":"amqp://guest:xxxxx@127.0.0.1:1/"}` { // the password redacted
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
@@ -85,5 +85,18 @@ func TestGivesUpAfterTwoFailedStarts(t *testing.T) {
 	var pe *amqp.ProcessError
 	if !errors.As(err, &pe) || !strings.HasPrefix(pe.Msg, "probe not started: the implementation failed to start twice (c2 did not start: exited") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// init proposes the plan's heartbeat in the protocol's meaning: a plan's
+// heartbeat_ms 0 is the reference's default (10 s, sent as 10000), -1 is
+// none (sent as 0, "propose none"), n is n.
+func TestInitProposesThePlansHeartbeat(t *testing.T) {
+	for plan, wire := range map[int]string{0: `"heartbeat_ms":10000,`, -1: `"heartbeat_ms":0,`, 1500: `"heartbeat_ms":1500,`} {
+		p := &amqp.Plan{Version: 1, Kind: "mutex", Lock: "x", Options: amqp.Options{HeartbeatMs: plan}}
+		_, err := (&process.Impl{Command: `exit 4`}).Connect(context.Background(), addrOnly{}, p, "c1")
+		if err == nil || !strings.Contains(err.Error(), wire) {
+			t.Errorf("plan heartbeat_ms %d: %v, want a request with %s", plan, err, wire)
+		}
 	}
 }

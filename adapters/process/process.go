@@ -56,7 +56,7 @@ func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *amqp.Plan, name 
 		return nil, &amqp.ProcessError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice (%v)", name, i.broken)}
 	}
 	i.mu.Unlock()
-	c, err := i.launch(ctx, name, p.Kind, p.Lock, u.URL(), max(p.Options.HeartbeatMs, 0))
+	c, err := i.launch(ctx, name, p.Kind, p.Lock, u.URL(), int(p.Options.Heartbeat().Milliseconds()))
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	var pe *amqp.ProcessError

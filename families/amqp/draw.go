@@ -11,7 +11,7 @@ import (
 func Draw(t *rapid.T, c Config) *Plan {
 	c = c.withDefaults()
 	p := &Plan{Version: PlanVersion, Kind: c.Kind, Lock: "lp", Options: c.Options, Mutant: c.Mutant}
-	hb := p.Options.heartbeat().Milliseconds()
+	hb := p.Options.Heartbeat().Milliseconds()
 	if hb == 0 {
 		hb = 60000 // the broker's
 	}

@@ -309,7 +309,7 @@ func (c *mutClient) channel(ctx context.Context) (broker.Channel, error) {
 	if c.raw != nil {
 		return c.raw, nil
 	}
-	conn, err := c.b.Dial(ctx, broker.Config{Heartbeat: c.p.Options.heartbeat()})
+	conn, err := c.b.Dial(ctx, broker.Config{Heartbeat: c.p.Options.Heartbeat()})
 	if err != nil {
 		return nil, err
 	}

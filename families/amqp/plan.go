@@ -142,17 +142,14 @@ func (o Options) Reference() amqplocks.Options {
 	return r
 }
 
-// heartbeat is the heartbeat the clients propose (as amqplocks.Options
-// reads Heartbeat: 0 means 10 s, negative none).
-func (o Options) heartbeat() time.Duration {
-	switch {
-	case o.HeartbeatMs == 0:
-		return 10 * time.Second
-	case o.HeartbeatMs < 0:
-		return 0
-	}
-	return time.Duration(o.HeartbeatMs) * time.Millisecond
-}
+// Heartbeat is the heartbeat the reference proposes for these options, in
+// the one meaning every other place uses (the CLI's --heartbeat, the
+// process protocol's heartbeat_ms, amqplocks.Options.Heartbeat's effect): a
+// duration, or 0 for none proposed (the broker's value then applies; the
+// simulated broker then sends none either). Plans spell it differently
+// because a plan's heartbeat_ms 0 has always meant the reference's default,
+// 10 s: HeartbeatMs 0 is 10 s, -1 is none, n is n ms.
+func (o Options) Heartbeat() time.Duration { return o.Reference().ProposedHeartbeat() }
 
 // The plan's own vocabulary, beside the operations and faults a history
 // records (histories.Acquire, histories.Kill, ...): a client or admin may

@@ -60,7 +60,7 @@ func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
 	p := *plan
 	p.Lock = lock // what implementations work on: unique per run on a real broker
 	return &runner{p: &p, impl: impl, eng: eng, lock: lock, rec: histories.NewRecorder(eng.Now),
-		hb: p.Options.heartbeat(), states: map[string]*procState{}, costs: map[int]model.Cost{},
+		hb: p.Options.Heartbeat(), states: map[string]*procState{}, costs: map[int]model.Cost{},
 		killed: map[string]bool{}, faulty: map[string]map[string]bool{}, live: map[string]Client{},
 		dialling: map[string]context.CancelFunc{}, ledgers: map[string]*ledger{}, waste: map[int]string{},
 		created: p.Kind != histories.Semaphore || len(p.Admins) == 0}
