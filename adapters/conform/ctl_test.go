@@ -106,7 +106,7 @@ func TestSettleCountsChannels(t *testing.T) {
 		chans = append(chans, ch)
 	}
 	count := func() int {
-		n, err := tg.ctl.channels(env.Prefix())
+		n, err := tg.ctl.Channels(env.Prefix())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,5 +19,5 @@
 //
 // rabbitmqctl: queries go through one long-lived `rabbitmqctl eval` query
 // loop (about a millisecond each) rather than one CLI run each (about a
-// second); see ctl.go. The timed table cases and part 2 need it.
+// second); see rabbitmq.Ctl. The timed table cases and part 2 need it.
 package conform

@@ -27,7 +27,8 @@ type Options struct {
 	URL string
 	// Ctl is the rabbitmqctl command for that broker's node; nil means
 	// {"rabbitmqctl"}. It must pass standard input through for the fast
-	// query session (see ctl.go); otherwise queries run as plain commands.
+	// query session (see rabbitmq.Ctl); otherwise queries run as plain
+	// commands.
 	Ctl []string
 	// PlainCtl runs every query as a plain rabbitmqctl command, never
 	// through the session: correct, but each query costs about a second, so
@@ -49,9 +50,8 @@ var ErrNoBroker = errors.New("conform: no broker answers")
 type Target struct {
 	opts   Options
 	addr   string // host:port
-	vhost  string
 	prefix string
-	ctl    *ctl
+	ctl    *rabbitmq.Ctl
 
 	mu      sync.Mutex
 	admin   broker.Conn
@@ -73,20 +73,15 @@ func Open(ctx context.Context, o Options) (*Target, error) {
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "5672")
 	}
-	vhost := strings.TrimPrefix(u.Path, "/")
-	if vhost == "" {
-		vhost = "/"
-	}
-	vhost, _ = url.PathUnescape(vhost)
-	t := &Target{opts: o, addr: addr, vhost: vhost, prefix: rabbitmq.UniqueName("lpconf-") + "-"}
+	t := &Target{opts: o, addr: addr, prefix: rabbitmq.UniqueName("lpconf-") + "-"}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	t.admin, err = rabbitmq.New(o.URL).Dial(dctx, broker.Config{Name: t.prefix + "admin"})
 	if err != nil {
 		return nil, fmt.Errorf("%w at %s: %v", ErrNoBroker, u.Redacted(), err)
 	}
-	t.ctl = newCtl(o.Ctl, vhost, o.PlainCtl)
-	if _, err := t.ctl.queueNames(ctx, t.prefix); err != nil {
+	t.ctl = rabbitmq.NewCtl(o.Ctl, rabbitmq.VhostOf(o.URL), o.PlainCtl)
+	if _, err := t.ctl.QueueNames(ctx, t.prefix); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("conform: rabbitmqctl does not reach the broker's node (conform needs it to inspect queues and close connections): %w", err)
 	}
@@ -99,7 +94,7 @@ func (t *Target) Prefix() string { return t.prefix }
 
 // FastCtl reports whether queries go through the rabbitmqctl eval session
 // (about a millisecond each) rather than plain commands (about a second).
-func (t *Target) FastCtl() bool { return t.ctl.fast() }
+func (t *Target) FastCtl() bool { return t.ctl.Fast() }
 
 // Close deletes every queue whose name starts with the Target's prefix and
 // releases the Target's resources.
@@ -109,7 +104,7 @@ func (t *Target) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err = t.Cleanup(ctx, t.prefix)
 		cancel()
-		t.ctl.close()
+		t.ctl.Close()
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -129,7 +124,7 @@ func (t *Target) Cleanup(ctx context.Context, prefix string) error {
 	}
 	var last error
 	for attempt := 0; attempt < 5; attempt++ {
-		names, err := t.ctl.queueNames(ctx, prefix)
+		names, err := t.ctl.QueueNames(ctx, prefix)
 		if err != nil {
 			return fmt.Errorf("conform: listing queues to clean up: %w", err)
 		}
@@ -149,13 +144,13 @@ func (t *Target) Cleanup(ctx context.Context, prefix string) error {
 		if locked {
 			// A connection of ours that outlived its run still holds an
 			// exclusive queue: close it from the broker.
-			conns, err := t.ctl.connections(ctx, prefix)
+			conns, err := t.ctl.Connections(ctx, prefix)
 			if err != nil {
 				return err
 			}
 			for pid, name := range conns {
 				if name != t.prefix+"admin" {
-					t.ctl.closeConnection(ctx, pid, "lockprover conform cleanup")
+					t.ctl.CloseConnection(ctx, pid, "lockprover conform cleanup")
 				}
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -379,7 +374,7 @@ func (e *Env) settle() error {
 			}
 		}
 		e.mu.Unlock()
-		got, err := e.t.ctl.channels(e.prefix)
+		got, err := e.t.ctl.Channels(e.prefix)
 		if err != nil {
 			return e.harness(err)
 		}
@@ -547,7 +542,7 @@ func (e *Env) Inspect(queue string) (semantics.QueueState, bool, error) {
 	if err := e.settle(); err != nil {
 		return semantics.QueueState{}, false, err
 	}
-	q, ok, err := e.t.ctl.queue(ctx, queue)
+	q, ok, err := e.t.ctl.Queue(ctx, queue)
 	if err != nil || !ok {
 		return semantics.QueueState{}, false, e.harness(err)
 	}
@@ -567,7 +562,7 @@ func (e *Env) owner(ctx context.Context, pid string) (string, error) {
 	name, ok := e.pids[pid]
 	e.mu.Unlock()
 	if !ok {
-		conns, err := e.t.ctl.connections(ctx, e.prefix)
+		conns, err := e.t.ctl.Connections(ctx, e.prefix)
 		if err != nil {
 			return "", err
 		}
@@ -589,7 +584,7 @@ func (e *Env) owner(ctx context.Context, pid string) (string, error) {
 // pidsOf lists the broker pids of the connections dialled as conn that the
 // broker still lists.
 func (e *Env) pidsOf(ctx context.Context, conn string) ([]string, error) {
-	conns, err := e.t.ctl.connections(ctx, e.prefix+conn+"#")
+	conns, err := e.t.ctl.Connections(ctx, e.prefix+conn+"#")
 	if err != nil {
 		return nil, err
 	}
@@ -659,7 +654,7 @@ func (e *Env) Fault(kind, conn string) error {
 			return fmt.Errorf("conform: the broker lists no connection named %s%s#*", e.prefix, conn)
 		}
 		for _, pid := range pids {
-			if err := e.t.ctl.closeConnection(ctx, pid, "lockprover force-close"); err != nil {
+			if err := e.t.ctl.CloseConnection(ctx, pid, "lockprover force-close"); err != nil {
 				return e.harness(err)
 			}
 		}
@@ -716,7 +711,7 @@ func (e *Env) awaitRelease(ctx context.Context, pids []string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
 		for {
-			alive, err := e.t.ctl.alive(ctx, pid, e.prefix)
+			alive, err := e.t.ctl.Alive(ctx, pid, e.prefix)
 			if err != nil {
 				return e.harness(err)
 			}
@@ -739,8 +734,7 @@ func (e *Env) StopBroker() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, err := e.t.ctl.run(ctx, "stop_app")
-	return err
+	return e.t.ctl.StopApp(ctx)
 }
 
 // StartBroker runs rabbitmqctl start_app, if the Target allows restarts,
@@ -751,7 +745,7 @@ func (e *Env) StartBroker() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := e.t.ctl.run(ctx, "start_app"); err != nil {
+	if err := e.t.ctl.StartApp(ctx); err != nil {
 		return err
 	}
 	for refuses(e.t.addr) {

@@ -1,4 +1,4 @@
-package conform
+package rabbitmq
 
 import (
 	"bufio"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -15,25 +16,31 @@ import (
 	"time"
 )
 
-// ctl asks the broker's node what it holds, through rabbitmqctl.
+// A Ctl asks the broker's node what it holds, and acts on it, through
+// rabbitmqctl: queues (Queue, QueueNames), connections (Connections,
+// CloseConnection, CloseConnectionsFrom, Alive), channels (Channels), and
+// the broker's application (StopApp, StartApp, Restart). A Cleaner uses it
+// to find a run's queues and close the connections that hold them.
 //
 // A plain rabbitmqctl command boots an Erlang VM and costs 0.4 to 1.5 s
 // here, far too slow for an await loop or for an inspection that must land
-// inside a heartbeat window. So ctl first starts one long-lived
+// inside a heartbeat window. So a Ctl first starts one long-lived
 // `rabbitmqctl eval` whose expression is a small query loop (sessionLoop):
 // it reads one command a line from the CLI's standard input, answers with
 // the same functions list_queues, list_connections and close_connection
 // call (rabbit_amqqueue:info/2, rabbit_networking:connection_info_all/1,
 // rabbit_networking:close_connection/2) and ends each answer with a line
 // ".". A query then costs about a millisecond. If the session cannot be
-// started (a ctl command that does not pass standard input, say), every
-// query falls back to one plain rabbitmqctl command (list_queues,
+// started (a rabbitmqctl command that does not pass standard input, say),
+// every query falls back to one plain rabbitmqctl command (list_queues,
 // list_connections, close_connection), which is correct but slow.
 //
-// Pids are opaque strings that only this ctl compares: the session prints
+// Pids are opaque strings that only this Ctl compares: the session prints
 // them with pid_to_list on the broker node, the plain commands as the CLI
-// prints them; the two are never mixed because a ctl uses one mode.
-type ctl struct {
+// prints them; the two are never mixed because a Ctl uses one mode. The
+// commands that are run once in a while (CloseConnectionsFrom, StopApp,
+// StartApp, Restart) are always plain commands.
+type Ctl struct {
 	cmd   []string // the rabbitmqctl command, e.g. {"rabbitmqctl"}
 	vhost string
 
@@ -41,8 +48,8 @@ type ctl struct {
 	sess *session // nil: plain commands
 }
 
-// queueInfo is a queue as list_queues describes it.
-type queueInfo struct {
+// QueueInfo is a queue as list_queues describes it.
+type QueueInfo struct {
 	Durable, AutoDelete bool
 	OwnerPid            string // "" unless exclusive
 	Messages            int    // ready messages (messages_ready)
@@ -227,13 +234,15 @@ func (s *session) close() {
 	}
 }
 
-// newCtl returns a ctl that uses a session if one starts, plain commands
-// otherwise (or always, with plain set).
-func newCtl(cmd []string, vhost string, plain bool) *ctl {
+// NewCtl returns a Ctl for the node of a broker, on its vhost: cmd is the
+// rabbitmqctl command (nil means {"rabbitmqctl"}; it must pass standard
+// input through for the session). It uses a session if one starts, plain
+// commands otherwise (or always, with plain set). Close it when done.
+func NewCtl(cmd []string, vhost string, plain bool) *Ctl {
 	if len(cmd) == 0 {
 		cmd = []string{"rabbitmqctl"}
 	}
-	c := &ctl{cmd: cmd, vhost: vhost}
+	c := &Ctl{cmd: cmd, vhost: vhost}
 	if !plain {
 		if s, err := startSession(cmd, vhost); err == nil {
 			c.sess = s
@@ -242,7 +251,8 @@ func newCtl(cmd []string, vhost string, plain bool) *ctl {
 	return c
 }
 
-func (c *ctl) close() {
+// Close ends the session, if one runs.
+func (c *Ctl) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sess != nil {
@@ -251,8 +261,9 @@ func (c *ctl) close() {
 	}
 }
 
-// fast reports whether queries go through a session.
-func (c *ctl) fast() bool {
+// Fast reports whether queries go through a session (about a millisecond
+// each) rather than plain commands (about a second).
+func (c *Ctl) Fast() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sess != nil
@@ -260,7 +271,7 @@ func (c *ctl) fast() bool {
 
 // query runs one session query. A broken session is replaced by a new one,
 // once, and the query asked again.
-func (c *ctl) query(line string) ([]string, error) {
+func (c *Ctl) query(line string) ([]string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out, err := c.sess.query(line)
@@ -278,56 +289,82 @@ func (c *ctl) query(line string) ([]string, error) {
 	return c.sess.query(line)
 }
 
-// run runs one plain rabbitmqctl command and returns its standard output.
-func (c *ctl) run(ctx context.Context, args ...string) (string, error) {
+// run runs one plain rabbitmqctl command and returns its standard output;
+// its error is a *cmdError.
+func (c *Ctl) run(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, c.cmd[0], append(c.cmd[1:], args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("%s %s: %w: %s", strings.Join(c.cmd, " "), strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		return "", &cmdError{cmd: append(c.cmd[:len(c.cmd):len(c.cmd)], args...), err: err, stderr: strings.TrimSpace(stderr.String())}
 	}
 	return string(out), nil
 }
 
-func (c *ctl) vhostArgs() []string { return []string{"-p", c.vhost} }
+// cmdError is a plain rabbitmqctl command that failed: the command line,
+// what exec said (its exit status) and what rabbitmqctl said.
+type cmdError struct {
+	cmd    []string
+	err    error
+	stderr string
+}
 
-// queue describes the queue named name; ok is false when it does not exist.
-func (c *ctl) queue(ctx context.Context, name string) (queueInfo, bool, error) {
-	if c.fast() {
+func (e *cmdError) Error() string {
+	return fmt.Sprintf("%s: %v: %s", strings.Join(e.cmd, " "), e.err, e.stderr)
+}
+
+func (e *cmdError) Unwrap() error { return e.err }
+
+// status is what exec said about a failed plain command (its exit status,
+// or that rabbitmqctl is not there), without the command line and
+// rabbitmqctl's words: the short form the faults and restarts report.
+func status(err error) error {
+	var ce *cmdError
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	return err
+}
+
+func (c *Ctl) vhostArgs() []string { return []string{"-p", c.vhost} }
+
+// Queue describes the queue named name; ok is false when it does not exist.
+func (c *Ctl) Queue(ctx context.Context, name string) (QueueInfo, bool, error) {
+	if c.Fast() {
 		out, err := c.query("i " + name)
 		if err != nil || len(out) == 0 {
-			return queueInfo{}, false, err
+			return QueueInfo{}, false, err
 		}
 		return parseSessionQueue(out[0])
 	}
 	out, err := c.run(ctx, append([]string{"-q", "list_queues"}, append(c.vhostArgs(), "name", "durable", "auto_delete", "owner_pid", "messages_ready", "consumers", "--no-table-headers")...)...)
 	if err != nil {
-		return queueInfo{}, false, err
+		return QueueInfo{}, false, err
 	}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Split(line, "\t")
 		if len(f) != 6 || f[0] != name {
 			continue
 		}
-		q := queueInfo{Durable: f[1] == "true", AutoDelete: f[2] == "true", OwnerPid: f[3]}
+		q := QueueInfo{Durable: f[1] == "true", AutoDelete: f[2] == "true", OwnerPid: f[3]}
 		var err1, err2 error
 		q.Messages, err1 = strconv.Atoi(f[4])
 		q.Consumers, err2 = strconv.Atoi(f[5])
 		if err := errors.Join(err1, err2); err != nil {
-			return queueInfo{}, false, fmt.Errorf("list_queues line %q: %w", line, err)
+			return QueueInfo{}, false, fmt.Errorf("list_queues line %q: %w", line, err)
 		}
 		return q, true, nil
 	}
-	return queueInfo{}, false, nil
+	return QueueInfo{}, false, nil
 }
 
-func parseSessionQueue(line string) (queueInfo, bool, error) {
+func parseSessionQueue(line string) (QueueInfo, bool, error) {
 	f := strings.Fields(line)
 	if len(f) != 6 || f[0] != "q" {
-		return queueInfo{}, false, fmt.Errorf("rabbitmqctl eval: unexpected answer %q", line)
+		return QueueInfo{}, false, fmt.Errorf("rabbitmqctl eval: unexpected answer %q", line)
 	}
-	q := queueInfo{Durable: f[1] == "true", AutoDelete: f[2] == "true"}
+	q := QueueInfo{Durable: f[1] == "true", AutoDelete: f[2] == "true"}
 	if f[3] != "-" {
 		q.OwnerPid = f[3]
 	}
@@ -335,14 +372,14 @@ func parseSessionQueue(line string) (queueInfo, bool, error) {
 	q.Messages, err1 = strconv.Atoi(f[4])
 	q.Consumers, err2 = strconv.Atoi(f[5])
 	if err := errors.Join(err1, err2); err != nil {
-		return queueInfo{}, false, fmt.Errorf("rabbitmqctl eval: answer %q: %w", line, err)
+		return QueueInfo{}, false, fmt.Errorf("rabbitmqctl eval: answer %q: %w", line, err)
 	}
 	return q, true, nil
 }
 
-// queueNames lists the queues whose names start with prefix.
-func (c *ctl) queueNames(ctx context.Context, prefix string) ([]string, error) {
-	if c.fast() {
+// QueueNames lists the queues whose names start with prefix.
+func (c *Ctl) QueueNames(ctx context.Context, prefix string) ([]string, error) {
+	if c.Fast() {
 		return c.query("l " + prefix)
 	}
 	out, err := c.run(ctx, append([]string{"-q", "list_queues"}, append(c.vhostArgs(), "name", "--no-table-headers")...)...)
@@ -360,13 +397,27 @@ func (c *ctl) queueNames(ctx context.Context, prefix string) ([]string, error) {
 
 var safeVhost = regexp.MustCompile(`^[A-Za-z0-9_./-]+$`)
 
+// VhostOf is the vhost an amqp:// URL names, "/" when it names none.
+func VhostOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "/"
+	}
+	vhost := strings.TrimPrefix(u.Path, "/")
+	if vhost == "" {
+		vhost = "/"
+	}
+	vhost, _ = url.PathUnescape(vhost)
+	return vhost
+}
+
 var connectionName = regexp.MustCompile(`\{"connection_name","([^"]*)"\}`)
 
-// connections maps the pid of every connection whose connection_name
+// Connections maps the pid of every connection whose connection_name
 // starts with prefix to that name.
-func (c *ctl) connections(ctx context.Context, prefix string) (map[string]string, error) {
+func (c *Ctl) Connections(ctx context.Context, prefix string) (map[string]string, error) {
 	m := map[string]string{}
-	if c.fast() {
+	if c.Fast() {
 		out, err := c.query("c " + prefix)
 		if err != nil {
 			return nil, err
@@ -393,10 +444,10 @@ func (c *ctl) connections(ctx context.Context, prefix string) (map[string]string
 	return m, nil
 }
 
-// closeConnection closes a connection from the broker, as rabbitmqctl
+// CloseConnection closes a connection from the broker, as rabbitmqctl
 // close_connection does: the client gets 320 CONNECTION_FORCED - reason.
-func (c *ctl) closeConnection(ctx context.Context, pid, reason string) error {
-	if c.fast() {
+func (c *Ctl) CloseConnection(ctx context.Context, pid, reason string) error {
+	if c.Fast() {
 		_, err := c.query("k " + pid + " " + reason)
 		return err
 	}
@@ -404,10 +455,64 @@ func (c *ctl) closeConnection(ctx context.Context, pid, reason string) error {
 	return err
 }
 
-// channels counts the live channel processes of the connections whose
+// CloseConnectionsFrom closes, as CloseConnection does, every connection
+// whose client address (host:port as the broker sees it, such as a
+// proxy's BrokerSide) is one of addrs. It lists them with a plain
+// list_connections (which names each "CLIENT -> BROKER") and closes them
+// with plain close_connection commands.
+func (c *Ctl) CloseConnectionsFrom(ctx context.Context, addrs []string, reason string) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	out, err := c.run(ctx, "-q", "list_connections", "pid", "name")
+	if err != nil {
+		return fmt.Errorf("force-close needs rabbitmqctl: %v", status(err))
+	}
+	for _, line := range strings.Split(out, "\n") {
+		pid, name, ok := strings.Cut(strings.TrimSpace(line), "\t")
+		if !ok {
+			continue
+		}
+		for _, a := range addrs {
+			if strings.HasPrefix(name, a+" ") {
+				if _, err := c.run(ctx, "-q", "close_connection", pid, reason); err != nil {
+					return fmt.Errorf("rabbitmqctl close_connection: %v", status(err))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// StopApp stops the broker's application (rabbitmqctl stop_app): every
+// client of the broker is cut off and new ones are refused until StartApp.
+func (c *Ctl) StopApp(ctx context.Context) error {
+	_, err := c.run(ctx, "stop_app")
+	return err
+}
+
+// StartApp starts the broker's application again (rabbitmqctl start_app).
+func (c *Ctl) StartApp(ctx context.Context) error {
+	_, err := c.run(ctx, "start_app")
+	return err
+}
+
+// Restart stops and starts the broker's application and waits until it
+// has started (rabbitmqctl stop_app, start_app, await_startup of up to
+// 60 s).
+func (c *Ctl) Restart(ctx context.Context) error {
+	for _, args := range [][]string{{"stop_app"}, {"start_app"}, {"await_startup", "--timeout", "60"}} {
+		if _, err := c.run(ctx, append([]string{"-q"}, args...)...); err != nil {
+			return fmt.Errorf("rabbitmqctl %s: %v", args[0], status(err))
+		}
+	}
+	return nil
+}
+
+// Channels counts the live channel processes of the connections whose
 // connection_name starts with prefix (session only).
-func (c *ctl) channels(prefix string) (int, error) {
-	if !c.fast() {
+func (c *Ctl) Channels(prefix string) (int, error) {
+	if !c.Fast() {
 		return 0, errors.New("counting channels needs the rabbitmqctl eval session")
 	}
 	out, err := c.query("h " + prefix)
@@ -420,19 +525,19 @@ func (c *ctl) channels(prefix string) (int, error) {
 	return strconv.Atoi(out[0])
 }
 
-// alive reports whether the broker still holds anything of the connection
+// Alive reports whether the broker still holds anything of the connection
 // with this pid: its process, one of its channels, or an exclusive queue it
 // owns. Plain mode sees only the last two, through list_connections and
 // list_queues.
-func (c *ctl) alive(ctx context.Context, pid, prefix string) (bool, error) {
-	if c.fast() {
+func (c *Ctl) Alive(ctx context.Context, pid, prefix string) (bool, error) {
+	if c.Fast() {
 		out, err := c.query("a " + pid)
 		if err != nil {
 			return false, err
 		}
 		return len(out) == 1 && out[0] == "alive", nil
 	}
-	conns, err := c.connections(ctx, prefix)
+	conns, err := c.Connections(ctx, prefix)
 	if err != nil {
 		return false, err
 	}
