@@ -157,7 +157,7 @@ func (s *Semaphore) insertToken(ctx context.Context, tx *sql.Tx, key string, us 
 	if live >= max {
 		return false, nil
 	}
-	lease.Token = newToken()
+	lease.Token = newToken(s.o.Random)
 	if err := s.fence(ctx, tx, key, lease); err != nil {
 		return false, err
 	}
@@ -193,7 +193,7 @@ func (s *Semaphore) takeSlot(ctx context.Context, tx *sql.Tx, key string, us int
 		return false, err
 	}
 	s.at("decided")
-	lease.Token = strconv.Itoa(num) + ":" + newToken()
+	lease.Token = strconv.Itoa(num) + ":" + newToken(s.o.Random)
 	if err := s.fence(ctx, tx, key, lease); err != nil {
 		return false, err
 	}

@@ -41,6 +41,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -262,10 +263,14 @@ func micros(ttl time.Duration) (int64, error) {
 	return ttl.Milliseconds() * 1000, nil
 }
 
-// newToken is a random (version 4) UUID.
-func newToken() string {
+// newToken is a random (version 4) UUID, its bits from random (nil:
+// crypto/rand).
+func newToken(random io.Reader) string {
 	var b [16]byte
-	rand.Read(b[:])
+	if random == nil {
+		random = rand.Reader
+	}
+	io.ReadFull(random, b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	h := fmt.Sprintf("%x", b)

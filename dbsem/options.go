@@ -2,6 +2,7 @@ package dbsem
 
 import (
 	"fmt"
+	"io"
 	"regexp"
 	"time"
 )
@@ -26,6 +27,11 @@ type Options struct {
 	// grants took effect. Without it the fence is 0 and the UUID token is
 	// all a holder has, as upstream.
 	Fencing bool
+
+	// Random is where tokens' random bits come from; nil means
+	// crypto/rand. A simulator passes a seeded source so that the same
+	// run draws the same tokens.
+	Random io.Reader
 
 	// Defects are deliberate bugs, for the prover's mutants only: each
 	// turns one of the checks above off. The zero value has none.
