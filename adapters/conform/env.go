@@ -17,13 +17,10 @@ import (
 	"github.com/lockprover/lockprover/sim/semantics"
 )
 
-// DefaultURL is the broker conform uses when it is given none.
-const DefaultURL = rabbitmq.DefaultURL
-
 // Options say which broker to test and how it may be controlled.
 type Options struct {
 	// URL is the broker's AMQP URL (amqp:// only: the fault proxy reads the
-	// frames); "" means DefaultURL.
+	// frames); "" means rabbitmq.DefaultURL.
 	URL string
 	// Ctl is the rabbitmqctl command for that broker's node; nil means
 	// {"rabbitmqctl"}. It must pass standard input through for the fast
@@ -44,43 +41,43 @@ type Options struct {
 // ErrNoBroker is wrapped by Open's error when nothing answers at the URL.
 var ErrNoBroker = errors.New("conform: no broker answers")
 
-// A Target is a real broker under test: its URL, rabbitmqctl, a direct
-// connection for cleaning up, and a random prefix that every queue and
-// connection name of this Target starts with.
+// A Target is a real broker under test: its URL, rabbitmqctl, a Cleaner
+// with a direct connection of its own, and a random prefix that every
+// queue and connection name of this Target starts with.
 type Target struct {
 	opts   Options
 	addr   string // host:port
 	prefix string
 	ctl    *rabbitmq.Ctl
+	clean  *rabbitmq.Cleaner
 
-	mu      sync.Mutex
-	admin   broker.Conn
-	adminCh broker.Channel
-	envs    int
+	mu   sync.Mutex
+	envs int
 }
 
 // Open checks that a broker answers at o.URL and that rabbitmqctl reaches
 // its node, and returns the Target. Close it when done.
 func Open(ctx context.Context, o Options) (*Target, error) {
 	if o.URL == "" {
-		o.URL = DefaultURL
+		o.URL = rabbitmq.DefaultURL
 	}
 	u, err := url.Parse(o.URL)
 	if err != nil || u.Scheme != "amqp" || u.Host == "" {
 		return nil, fmt.Errorf("conform: broker URL %q: want amqp://user:pass@host:port/vhost", o.URL)
 	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), "5672")
+	addr, err := proxy.BrokerAddr(o.URL)
+	if err != nil {
+		return nil, err
 	}
 	t := &Target{opts: o, addr: addr, prefix: rabbitmq.UniqueName("lpconf-") + "-"}
+	t.clean = &rabbitmq.Cleaner{URL: o.URL, Name: t.prefix + "admin", Reason: "lockprover conform cleanup", Rounds: 5}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	t.admin, err = rabbitmq.New(o.URL).Dial(dctx, broker.Config{Name: t.prefix + "admin"})
-	if err != nil {
+	if err := t.clean.Connect(dctx); err != nil {
 		return nil, fmt.Errorf("%w at %s: %v", ErrNoBroker, u.Redacted(), err)
 	}
 	t.ctl = rabbitmq.NewCtl(o.Ctl, rabbitmq.VhostOf(o.URL), o.PlainCtl)
+	t.clean.Ctl = t.ctl
 	if _, err := t.ctl.QueueNames(ctx, t.prefix); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("conform: rabbitmqctl does not reach the broker's node (conform needs it to inspect queues and close connections): %w", err)
@@ -106,12 +103,7 @@ func (t *Target) Close() error {
 		cancel()
 		t.ctl.Close()
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.admin != nil {
-		t.admin.Close()
-		t.admin = nil
-	}
+	t.clean.Close()
 	return err
 }
 
@@ -122,70 +114,17 @@ func (t *Target) Cleanup(ctx context.Context, prefix string) error {
 	if !strings.HasPrefix(prefix, t.prefix) {
 		return fmt.Errorf("conform: cleanup prefix %q is not under %q", prefix, t.prefix)
 	}
-	var last error
-	for attempt := 0; attempt < 5; attempt++ {
-		names, err := t.ctl.QueueNames(ctx, prefix)
-		if err != nil {
-			return fmt.Errorf("conform: listing queues to clean up: %w", err)
-		}
-		if len(names) == 0 {
-			return nil
-		}
-		last = nil
-		locked := false
-		for _, n := range names {
-			err := t.adminDelete(ctx, n)
-			if broker.Code(err) == broker.ResourceLocked {
-				locked = true
-			} else if err != nil {
-				last = err
-			}
-		}
-		if locked {
-			// A connection of ours that outlived its run still holds an
-			// exclusive queue: close it from the broker.
-			conns, err := t.ctl.Connections(ctx, prefix)
-			if err != nil {
-				return err
-			}
-			for pid, name := range conns {
-				if name != t.prefix+"admin" {
-					t.ctl.CloseConnection(ctx, pid, "lockprover conform cleanup")
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	left, err := t.clean.Cleanup(ctx, prefix)
+	switch {
+	case left != nil && err == nil:
+		err = errors.New("queues remain")
+		fallthrough
+	case left != nil:
+		return fmt.Errorf("conform: cleaning up %s*: %w", prefix, err)
+	case err != nil:
+		return fmt.Errorf("conform: %w", err)
 	}
-	if last == nil {
-		last = errors.New("queues remain")
-	}
-	return fmt.Errorf("conform: cleaning up %s*: %w", prefix, last)
-}
-
-// adminDelete deletes a queue on the Target's own connection, redialling
-// and reopening as needed.
-func (t *Target) adminDelete(ctx context.Context, name string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.admin == nil || t.admin.Err() != nil {
-		c, err := rabbitmq.New(t.opts.URL).Dial(ctx, broker.Config{Name: t.prefix + "admin"})
-		if err != nil {
-			return err
-		}
-		t.admin, t.adminCh = c, nil
-	}
-	if t.adminCh == nil {
-		ch, err := t.admin.Channel(ctx)
-		if err != nil {
-			return err
-		}
-		t.adminCh = ch
-	}
-	_, err := t.adminCh.Delete(ctx, name, broker.DeleteOptions{})
-	if err != nil {
-		t.adminCh = nil // a channel error closed it
-	}
-	return err
+	return nil
 }
 
 // NewEnv returns a fresh Env with a name prefix of its own under the
@@ -199,7 +138,7 @@ func (t *Target) NewEnv() *Env {
 		t:       t,
 		prefix:  fmt.Sprintf("%s%d-", t.prefix, n),
 		start:   time.Now(),
-		proxies: map[string]*proxy.Proxy{},
+		proxies: map[string]*proxied{},
 		dialled: map[string][]dialled{},
 		names:   map[string]string{},
 		pids:    map[string]string{},
@@ -250,7 +189,7 @@ type Env struct {
 	Settle bool
 
 	mu      sync.Mutex
-	proxies map[string]*proxy.Proxy
+	proxies map[string]*proxied
 	dialled map[string][]dialled // by table connection name
 	names   map[string]string    // connection_name -> table connection name
 	pids    map[string]string    // broker pid -> connection_name
@@ -296,23 +235,30 @@ func (e *Env) Prefix() string { return e.prefix }
 func (e *Env) Close() {
 	e.mu.Lock()
 	ps := e.proxies
-	e.proxies = map[string]*proxy.Proxy{}
+	e.proxies = map[string]*proxied{}
 	e.mu.Unlock()
 	for _, p := range ps {
 		p.Close()
 	}
 }
 
-func (e *Env) proxyFor(conn string) (*proxy.Proxy, error) {
+// proxied is a table connection's proxy and the broker's URL through it.
+type proxied struct {
+	*proxy.Proxy
+	url string
+}
+
+func (e *Env) proxyFor(conn string) (*proxied, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if p := e.proxies[conn]; p != nil {
 		return p, nil
 	}
-	p, err := proxy.Listen(e.t.addr)
+	px, u, err := proxy.ListenURL(e.t.opts.URL)
 	if err != nil {
 		return nil, err
 	}
+	p := &proxied{px, u}
 	e.proxies[conn] = p
 	return p, nil
 }
@@ -326,14 +272,10 @@ func (e *Env) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, error) 
 	if err != nil {
 		return nil, err
 	}
-	u, err := p.URL(e.t.opts.URL)
-	if err != nil {
-		return nil, err
-	}
 	e.mu.Lock()
 	name := fmt.Sprintf("%s%s#%d", e.prefix, cfg.Name, len(e.dialled[cfg.Name])+1)
 	e.mu.Unlock()
-	c, err := rabbitmq.New(u).Dial(ctx, broker.Config{Heartbeat: cfg.Heartbeat, Name: name})
+	c, err := rabbitmq.New(p.url).Dial(ctx, broker.Config{Heartbeat: cfg.Heartbeat, Name: name})
 	if err != nil {
 		// The proxy accepts the TCP connection and then finds the broker
 		// refusing it: the client sees its connection close, not a refusal.
