@@ -138,7 +138,7 @@ func (t *Target) NewEnv() *Env {
 		t:       t,
 		prefix:  fmt.Sprintf("%s%d-", t.prefix, n),
 		start:   time.Now(),
-		proxies: map[string]*proxied{},
+		proxies: proxy.NewSet(t.opts.URL),
 		dialled: map[string][]dialled{},
 		names:   map[string]string{},
 		pids:    map[string]string{},
@@ -188,8 +188,9 @@ type Env struct {
 	// (and waits as long in the simulator).
 	Settle bool
 
+	proxies *proxy.Set // one per table connection
+
 	mu      sync.Mutex
-	proxies map[string]*proxied
 	dialled map[string][]dialled // by table connection name
 	names   map[string]string    // connection_name -> table connection name
 	pids    map[string]string    // broker pid -> connection_name
@@ -232,50 +233,21 @@ var _ semantics.Env = (*Env)(nil)
 func (e *Env) Prefix() string { return e.prefix }
 
 // Close closes the Env's proxies, which kills any connection still open.
-func (e *Env) Close() {
-	e.mu.Lock()
-	ps := e.proxies
-	e.proxies = map[string]*proxied{}
-	e.mu.Unlock()
-	for _, p := range ps {
-		p.Close()
-	}
-}
-
-// proxied is a table connection's proxy and the broker's URL through it.
-type proxied struct {
-	*proxy.Proxy
-	url string
-}
-
-func (e *Env) proxyFor(conn string) (*proxied, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p := e.proxies[conn]; p != nil {
-		return p, nil
-	}
-	px, u, err := proxy.ListenURL(e.t.opts.URL)
-	if err != nil {
-		return nil, err
-	}
-	p := &proxied{px, u}
-	e.proxies[conn] = p
-	return p, nil
-}
+func (e *Env) Close() { e.proxies.Close() }
 
 // Dial dials the table connection cfg.Name through its proxy.
 func (e *Env) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("conform: Env.Dial needs the table's connection name")
 	}
-	p, err := e.proxyFor(cfg.Name)
+	_, through, err := e.proxies.For(cfg.Name)
 	if err != nil {
 		return nil, err
 	}
 	e.mu.Lock()
 	name := fmt.Sprintf("%s%s#%d", e.prefix, cfg.Name, len(e.dialled[cfg.Name])+1)
 	e.mu.Unlock()
-	c, err := rabbitmq.New(p.url).Dial(ctx, broker.Config{Heartbeat: cfg.Heartbeat, Name: name})
+	c, err := rabbitmq.New(through).Dial(ctx, broker.Config{Heartbeat: cfg.Heartbeat, Name: name})
 	if err != nil {
 		// The proxy accepts the TCP connection and then finds the broker
 		// refusing it: the client sees its connection close, not a refusal.
@@ -545,9 +517,7 @@ func (e *Env) pidsOf(ctx context.Context, conn string) ([]string, error) {
 func (e *Env) Fault(kind, conn string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e.mu.Lock()
-	p := e.proxies[conn]
-	e.mu.Unlock()
+	p := e.proxies.Get(conn)
 	if p == nil {
 		return fmt.Errorf("conform: no connection named %q has been dialled", conn)
 	}

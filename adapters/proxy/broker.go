@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
+	"sync"
 )
 
 // ListenURL starts a proxy (Listen) in front of the broker at brokerURL
@@ -11,7 +14,7 @@ import (
 // and returns it with the URL that reaches the broker through it (URL):
 // the same credentials, vhost and options, the proxy's host and port. It is
 // how lockprover puts a proxy in front of a process: the real-broker
-// engine, conform and bench all start theirs here.
+// engine and conform start theirs here through a Set, bench directly.
 func ListenURL(brokerURL string) (*Proxy, string, error) {
 	addr, err := BrokerAddr(brokerURL)
 	if err != nil {
@@ -56,4 +59,61 @@ func parseBrokerURL(brokerURL string) (*url.URL, error) {
 		return nil, fmt.Errorf("proxy: broker URL %q: scheme must be amqp (the proxy reads plain AMQP frames)", u.Redacted())
 	}
 	return u, nil
+}
+
+// A Set is a proxy per name (a process, a connection of a test) in front
+// of one broker, each started (ListenURL) the first time it is asked for.
+// Its methods are safe for concurrent use.
+type Set struct {
+	brokerURL string
+	mu        sync.Mutex
+	proxies   map[string]*Proxy
+	urls      map[string]string
+}
+
+// NewSet returns an empty Set in front of the broker at brokerURL.
+func NewSet(brokerURL string) *Set {
+	return &Set{brokerURL: brokerURL, proxies: map[string]*Proxy{}, urls: map[string]string{}}
+}
+
+// For returns name's proxy and the broker's URL through it, starting the
+// proxy the first time.
+func (s *Set) For(name string) (*Proxy, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.proxies[name]; p != nil {
+		return p, s.urls[name], nil
+	}
+	p, u, err := ListenURL(s.brokerURL)
+	if err != nil {
+		return nil, "", err
+	}
+	s.proxies[name], s.urls[name] = p, u
+	return p, u, nil
+}
+
+// Get returns name's proxy, nil if none has been started.
+func (s *Set) Get(name string) *Proxy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proxies[name]
+}
+
+// All returns every proxy of the Set.
+func (s *Set) All() []*Proxy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Values(s.proxies))
+}
+
+// Close closes every proxy of the Set (Close) and forgets them: For starts
+// new ones.
+func (s *Set) Close() {
+	s.mu.Lock()
+	ps := s.proxies
+	s.proxies, s.urls = map[string]*Proxy{}, map[string]string{}
+	s.mu.Unlock()
+	for _, p := range ps {
+		p.Close()
+	}
 }

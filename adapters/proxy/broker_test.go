@@ -44,3 +44,39 @@ func TestListenURL(t *testing.T) {
 		}
 	}
 }
+
+// A Set starts a name's proxy once, and Close closes them all.
+func TestSet(t *testing.T) {
+	s := NewSet("amqp://u:p@127.0.0.1:1/")
+	if s.Get("a") != nil || len(s.All()) != 0 {
+		t.Fatal("a new Set has proxies")
+	}
+	a, ua, err := s.For("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2, ua2, err := s.For("a"); a2 != a || ua2 != ua || err != nil {
+		t.Fatalf("For(a) again: %p %q %v, want %p %q", a2, ua2, err, a, ua)
+	}
+	b, ub, err := s.For("b")
+	if err != nil || b == a || ub == ua {
+		t.Fatalf("For(b): %p %q %v", b, ub, err)
+	}
+	if s.Get("a") != a || len(s.All()) != 2 {
+		t.Fatalf("Get(a) = %p, All() = %d proxies", s.Get("a"), len(s.All()))
+	}
+	s.Close()
+	if s.Get("a") != nil || len(s.All()) != 0 {
+		t.Fatal("Close left proxies in the Set")
+	}
+	a.mu.Lock()
+	closed := a.closed
+	a.mu.Unlock()
+	if !closed {
+		t.Fatal("Close did not close the proxies")
+	}
+	if _, _, err := NewSet("amqps://u:p@h/").For("a"); err == nil {
+		t.Fatal("a Set in front of amqps started a proxy")
+	}
+	noProxyGoroutines(t)
+}
