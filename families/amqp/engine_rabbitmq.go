@@ -7,10 +7,7 @@ import (
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
-	"net"
 	"net/url"
-	"os/exec"
-	"strings"
 	"sync"
 	"time"
 
@@ -50,19 +47,15 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, 
 			return nil, errors.New("the plan restarts the broker: allow it explicitly (--allow-restart)")
 		}
 	}
-	u, err := url.Parse(t.URL)
-	if err != nil || u.Host == "" {
+	if u, err := url.Parse(t.URL); err != nil || u.Host == "" {
 		return nil, fmt.Errorf("broker URL %s: want an amqp:// URL with a user, password, host, port and vhost", rabbitmq.RedactURL(t.URL))
-	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), "5672")
 	}
 	lock := rabbitmq.UniqueName(p.Lock + "-")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	e := &realEngine{t: t, addr: addr, ctx: ctx, start: time.Now(), slots: maxSlots(p) + p.Options.Overshoot + 8,
-		proxies: map[string]*proxy.Proxy{}, paused: map[string]bool{}}
+	e := &realEngine{t: t, ctx: ctx, start: time.Now(), slots: maxSlots(p) + p.Options.Overshoot + 8,
+		proxies: proxy.NewSet(t.URL), ctl: rabbitmq.NewCtl(nil, rabbitmq.VhostOf(t.URL), true), paused: map[string]bool{}}
+	defer e.ctl.Close()
 	if e.t.OpTimeout == 0 {
 		e.t.OpTimeout = 30 * time.Second
 	}
@@ -77,43 +70,27 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, 
 }
 
 type realEngine struct {
-	t     RabbitMQ
-	addr  string
-	ctx   context.Context
-	start time.Time
-	wg    sync.WaitGroup
+	t       RabbitMQ
+	ctx     context.Context
+	start   time.Time
+	wg      sync.WaitGroup
+	proxies *proxy.Set    // a process's, started the first time it is asked for
+	ctl     *rabbitmq.Ctl // plain rabbitmqctl commands, for a forced close and a restart
 
 	slots int // the highest slot a plan can reach, for Queues
 
-	mu      sync.Mutex
-	proxies map[string]*proxy.Proxy
-	paused  map[string]bool
-}
-
-// proxyFor returns the process's proxy, started the first time.
-func (e *realEngine) proxyFor(name string) (*proxy.Proxy, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p := e.proxies[name]; p != nil {
-		return p, nil
-	}
-	p, err := proxy.Listen(e.addr)
-	if err != nil {
-		return nil, err
-	}
-	e.proxies[name] = p
-	return p, nil
+	mu     sync.Mutex
+	paused map[string]bool
 }
 
 func (e *realEngine) Go(name string, fn func(broker.Broker)) {
-	px, err := e.proxyFor(name)
+	_, u, err := e.proxies.For(name)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
 		if err != nil {
 			return
 		}
-		u, _ := px.URL(e.t.URL)
 		fn(&procBroker{Broker: rabbitmq.New(u), url: u, ctx: e.ctx})
 	}()
 }
@@ -149,7 +126,7 @@ func (e *realEngine) After(d time.Duration, f func()) {
 }
 
 func (e *realEngine) AfterMethods(name string, n int, f func()) {
-	if px, err := e.proxyFor(name); err == nil {
+	if px, _, err := e.proxies.For(name); err == nil {
 		px.AfterMethods(n, func() {
 			if e.ctx.Err() == nil {
 				f()
@@ -178,7 +155,7 @@ func (e *realEngine) OpContext(wait bool) (context.Context, context.CancelFunc) 
 }
 
 func (e *realEngine) Cost(name string) model.Cost {
-	px, err := e.proxyFor(name)
+	px, _, err := e.proxies.For(name)
 	if err != nil {
 		return model.Cost{Methods: map[string]int{}}
 	}
@@ -194,7 +171,7 @@ func (e *realEngine) Fault(fault, target string) error {
 	if fault == histories.RestartBroker {
 		return e.restart()
 	}
-	px, err := e.proxyFor(target)
+	px, _, err := e.proxies.For(target)
 	if err != nil {
 		return err
 	}
@@ -214,7 +191,7 @@ func (e *realEngine) Fault(fault, target string) error {
 	case histories.DropReply:
 		return px.DropReply("*")
 	case histories.ForceClose:
-		return forceClose(px.BrokerSide())
+		return e.ctl.CloseConnectionsFrom(context.Background(), px.BrokerSide(), "lockprover force-close")
 	default:
 		return fmt.Errorf("unknown fault %q", fault)
 	}
@@ -227,55 +204,20 @@ func (e *realEngine) setPaused(name string, p bool) {
 	e.mu.Unlock()
 }
 
-// forceClose closes the broker's connections whose peer address is one of
-// addrs, as rabbitmqctl close_connection does: 320 CONNECTION_FORCED.
-func forceClose(addrs []string) error {
-	if len(addrs) == 0 {
-		return nil
-	}
-	out, err := exec.Command("rabbitmqctl", "-q", "list_connections", "pid", "name").Output()
-	if err != nil {
-		return fmt.Errorf("force-close needs rabbitmqctl: %v", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		pid, name, ok := strings.Cut(strings.TrimSpace(line), "\t")
-		if !ok {
-			continue
-		}
-		for _, a := range addrs {
-			if strings.HasPrefix(name, a+" ") {
-				if err := exec.Command("rabbitmqctl", "-q", "close_connection", pid, "lockprover force-close").Run(); err != nil {
-					return fmt.Errorf("rabbitmqctl close_connection: %v", err)
-				}
-			}
-		}
-	}
-	return nil
-}
-
 // restart stops and starts the broker's application and waits until it
 // answers again.
 func (e *realEngine) restart() error {
 	if !e.t.AllowRestart {
 		return errors.New("restart-broker is not allowed")
 	}
-	for _, args := range [][]string{{"stop_app"}, {"start_app"}, {"await_startup", "--timeout", "60"}} {
-		if err := exec.Command("rabbitmqctl", append([]string{"-q"}, args...)...).Run(); err != nil {
-			return fmt.Errorf("rabbitmqctl %s: %v", args[0], err)
-		}
-	}
-	return nil
+	return e.ctl.Restart(context.Background())
 }
 
-// Queues probes the lock's possible queues (its administration mutex and
-// A and B queues up to the slots a plan can reach) with passive declares
-// on a connection of its own: it works on any broker, with no management
-// access. An exclusive queue answers 405; its owner is not known.
+// Queues probes the lock's possible queues (queueNames) with passive
+// declares on a connection of its own (rabbitmq.Probe): it works on any
+// broker, with no management access. An exclusive queue answers 405; its
+// owner is not known.
 func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
-	names := []string{lock}
-	for l := 1; l <= e.slots; l++ {
-		names = append(names, amqplocks.SlotQueue(lock, l), amqplocks.HolderQueue(lock, l))
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn, err := rabbitmq.New(e.t.URL).Dial(ctx, broker.Config{Name: "lockprover-inspect"})
@@ -283,61 +225,40 @@ func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
 		return nil, err
 	}
 	defer conn.Close()
+	found, err := rabbitmq.Probe(ctx, conn, e.queueNames(lock))
+	if err != nil {
+		return nil, err
+	}
 	var out []queueOwner
-	var ch broker.Channel
-	for _, n := range names {
-		if ch == nil {
-			if ch, err = conn.Channel(ctx); err != nil {
-				return nil, err
-			}
+	for _, q := range found {
+		owner := ""
+		if q.Exclusive {
+			owner = "?"
 		}
-		_, err := ch.Declare(ctx, n, broker.DeclareOptions{Passive: true})
-		switch broker.Code(err) {
-		case 0:
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, queueOwner{n, ""})
-		case broker.ResourceLocked:
-			out = append(out, queueOwner{n, "?"})
-			ch = nil
-		case broker.NotFound:
-			ch = nil
-		default:
-			return nil, err
-		}
+		out = append(out, queueOwner{q.Name, owner})
 	}
 	return out, nil
 }
 
+// queueNames is every queue of the lock a plan can make: its
+// administration mutex and A and B queues up to the slots it can reach.
+func (e *realEngine) queueNames(lock string) []string {
+	names := []string{lock}
+	for l := 1; l <= e.slots; l++ {
+		names = append(names, amqplocks.SlotQueue(lock, l), amqplocks.HolderQueue(lock, l))
+	}
+	return names
+}
+
 // cleanup ends every connection of the run, then deletes every queue of
-// the lock (retrying while the broker releases exclusive ones), and closes
-// the proxies.
+// the lock (rabbitmq.Cleanup, retrying while the broker releases exclusive
+// ones, for up to 30 s), and closes the proxies.
 func (e *realEngine) cleanup(lock string) {
-	e.mu.Lock()
-	proxies := e.proxies
-	e.mu.Unlock()
-	for _, px := range proxies {
+	for _, px := range e.proxies.All() {
 		px.Kill()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for ctx.Err() == nil {
-		qs, err := e.Queues(lock)
-		if err == nil && len(qs) == 0 {
-			break
-		}
-		if conn, err := rabbitmq.New(e.t.URL).Dial(ctx, broker.Config{Name: "lockprover-cleanup"}); err == nil {
-			for _, q := range qs {
-				if ch, err := conn.Channel(ctx); err == nil {
-					ch.Delete(ctx, q.name, broker.DeleteOptions{})
-				}
-			}
-			conn.Close()
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for _, px := range proxies {
-		px.Close()
-	}
+	rabbitmq.Cleanup(ctx, e.t.URL, lock, e.queueNames(lock)...)
+	e.proxies.Close()
 }
