@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
-	"net"
 	"net/url"
 	"slices"
 	"sort"
@@ -66,8 +65,7 @@ Flags:`)
 		return exitUsage
 	}
 	u := brokerURL(*amqpURL)
-	addr, err := brokerHostPort(u)
-	if err != nil {
+	if err := plainAMQP(u); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return exitUsage
 	}
@@ -97,13 +95,7 @@ Flags:`)
 	}
 	probe.Close()
 
-	b.proxy, err = proxy.Listen(addr)
-	if err != nil {
-		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return exitUsage
-	}
-	if b.proxyURL, err = b.proxy.URL(u); err != nil {
-		b.proxy.Close()
+	if b.proxy, b.proxyURL, err = proxy.ListenURL(u); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return exitUsage
 	}
@@ -135,19 +127,16 @@ Flags:`)
 	return exitOK
 }
 
-// brokerHostPort is the host:port of an amqp:// URL (port 5672 by default).
-func brokerHostPort(raw string) (string, error) {
+// plainAMQP refuses a broker URL that the counting proxy cannot serve.
+func plainAMQP(raw string) error {
 	pu, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("broker URL: %w", err)
+		return fmt.Errorf("broker URL: %w", err)
 	}
 	if pu.Scheme != "amqp" {
-		return "", fmt.Errorf("broker URL %s: scheme must be amqp (the counting proxy reads plain AMQP frames)", redact(raw))
+		return fmt.Errorf("broker URL %s: scheme must be amqp (the counting proxy reads plain AMQP frames)", redact(raw))
 	}
-	if pu.Port() == "" {
-		return net.JoinHostPort(pu.Hostname(), "5672"), nil
-	}
-	return pu.Host, nil
+	return nil
 }
 
 func redact(raw string) string {
@@ -486,56 +475,16 @@ func (b *bench) createdQueues() []string {
 	return qs
 }
 
-// cleanup deletes every queue the run may have created, on a connection of
-// its own with a context of its own (the run's may be cancelled), then
-// probes them all and returns those still there.
+// cleanup deletes every queue the run may have created (rabbitmq's
+// Cleaner, on a connection of its own, retrying a queue a torn-down
+// connection still holds for about 5 s) with a context of its own (the
+// run's may be cancelled), and returns those still there.
 func (b *bench) cleanup() (left []string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := rabbitmq.New(b.url).Dial(ctx, broker.Config{Heartbeat: benchHeartbeat, Name: "lockprover bench cleanup"})
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	var ch broker.Channel
-	open := func() error {
-		var err error
-		if ch, err = conn.Channel(ctx); err == nil {
-			err = ch.Confirm(ctx)
-		}
-		return err
-	}
-	if err := open(); err != nil {
-		return nil, err
-	}
-	for _, q := range b.createdQueues() {
-		for attempt := 0; ; attempt++ {
-			_, err := ch.Delete(ctx, q, broker.DeleteOptions{})
-			if err == nil {
-				break
-			}
-			// A connection that was torn down mid-operation (^C) has its
-			// exclusive queues released by the broker within milliseconds;
-			// until then deleting them is RESOURCE_LOCKED.
-			if broker.ConnectionLost(err) || broker.Code(err) != broker.ResourceLocked || attempt == 50 {
-				return nil, fmt.Errorf("delete %s: %w", q, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-			if err := open(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, q := range b.createdQueues() {
-		c, err := ch.Publish(ctx, broker.Publishing{Key: q, Mandatory: true})
-		if err != nil {
-			return nil, err
-		}
-		if !c.Returned {
-			left = append(left, q)
-		}
-	}
-	return left, nil
+	c := &rabbitmq.Cleaner{URL: b.url, Name: "lockprover bench cleanup", Rounds: 100}
+	defer c.Close()
+	return c.Cleanup(ctx, b.prefix, b.createdQueues()...)
 }
 
 // rawOps are the floor's raw calls on one confirm channel, with the same
