@@ -119,36 +119,11 @@ func (e *env) cleanup() {
 func (e *env) deleteQueues(queues []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := e.b.Dial(ctx, broker.Config{Name: runPrefix + "cleanup"})
-	if err != nil {
-		e.t.Errorf("cleanup: dial: %v", err)
-		return
-	}
-	defer c.Close()
-	var ch broker.Channel
-	for _, q := range queues {
-		for attempt := 0; attempt < 50; attempt++ {
-			if ch == nil {
-				if ch, err = c.Channel(ctx); err != nil {
-					e.t.Errorf("cleanup: channel: %v", err)
-					return
-				}
-			}
-			_, err = ch.Delete(ctx, q, broker.DeleteOptions{})
-			if err == nil {
-				break
-			}
-			ch = nil
-			if broker.Code(err) != broker.ResourceLocked {
-				e.t.Errorf("cleanup: delete %s: %v", q, err)
-				break
-			}
-			// A killed connection's exclusive queue goes asynchronously.
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			e.t.Errorf("cleanup: queue %s not deleted: %v", q, err)
-		}
+	// A killed connection's exclusive queue goes asynchronously: Cleanup
+	// retries it.
+	left, err := rabbitmq.Cleanup(ctx, e.url, runPrefix, queues...)
+	if err != nil || left != nil {
+		e.t.Errorf("cleanup: queues %q not deleted: %v", left, err)
 	}
 }
 
