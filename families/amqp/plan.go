@@ -1,16 +1,13 @@
 package amqp
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
 	"io"
 	"os"
-	"reflect"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -166,19 +163,11 @@ const (
 // as a kill.
 var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, histories.ForceClose, histories.RestartBroker, histories.DropReply, AdminCrash}
 
-// A PlanError is something wrong with a plan, naming the field (as
-// "nemesis[0].target").
-type PlanError struct {
-	Field, Msg string
-}
-
-func (e *PlanError) Error() string { return "plan: " + e.Field + ": " + e.Msg }
-
 // Validate reports the first thing wrong with p, naming the field: a
-// *PlanError.
+// *prover.PlanError.
 func (p *Plan) Validate() error {
 	bad := func(field, format string, args ...any) error {
-		return &PlanError{field, fmt.Sprintf(format, args...)}
+		return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	if p.Version != PlanVersion {
 		return bad("version", "want %d, got %d", PlanVersion, p.Version)
@@ -345,239 +334,11 @@ func ReadPlan(path string) (*Plan, error) {
 
 // ParsePlan is ReadPlan on data read from the file named path.
 func ParsePlan(path string, data []byte) (*Plan, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("%s: empty file: want a plan, a JSON object (lockprover prove writes them as plan.json)", path)
-	}
-	pos, err := strictJSON(data, reflect.TypeFor[Plan]())
-	if err != nil {
-		var je *jsonError
-		if errors.As(err, &je) {
-			return nil, fmt.Errorf("%s:%s: %s", path, lineCol(data, je.off), je.msg)
-		}
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
 	var p Plan
-	if err := json.Unmarshal(data, &p); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return nil, fmt.Errorf("%s:%s: %s: %v", path, lineCol(data, te.Offset), te.Field, err)
-		}
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	if err := p.Validate(); err != nil {
-		var pe *PlanError
-		if errors.As(err, &pe) {
-			for f := pe.Field; f != ""; f = parentField(f) {
-				if off, ok := pos[f]; ok {
-					return nil, fmt.Errorf("%s:%s: %s: %s", path, lineCol(data, off), pe.Field, pe.Msg)
-				}
-			}
-			return nil, fmt.Errorf("%s: %s: %s", path, pe.Field, pe.Msg)
-		}
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	return &p, nil
-}
-
-// parentField is the field that holds f: nemesis[0] for nemesis[0].target,
-// clients[1] for clients[1][2], "" for a top-level field.
-func parentField(f string) string {
-	i := strings.LastIndexAny(f, ".[")
-	if i < 0 {
-		return ""
-	}
-	return f[:i]
-}
-
-// lineCol is line:column (from 1, in bytes) of offset off in data.
-func lineCol(data []byte, off int64) string {
-	off = min(max(off, 0), int64(len(data)))
-	before := data[:off]
-	line := bytes.Count(before, []byte("\n")) + 1
-	col := off - int64(bytes.LastIndexByte(before, '\n'))
-	return fmt.Sprintf("%d:%d", line, col)
-}
-
-// A jsonError is something wrong at byte offset off of a JSON text.
-type jsonError struct {
-	off int64
-	msg string
-}
-
-func (e *jsonError) Error() string { return e.msg }
-
-// strictJSON checks that data is one JSON value that fits t exactly: every
-// object key is the json name of a field of the struct it fills (with the
-// same case: encoding/json would accept any case), no key appears twice,
-// and every value has the field's type. It returns the offset of every
-// field's value, by path ("nemesis[0].target").
-func strictJSON(data []byte, t reflect.Type) (map[string]int64, error) {
-	w := &jsonWalker{dec: json.NewDecoder(bytes.NewReader(data)), data: data, pos: map[string]int64{}}
-	w.dec.UseNumber()
-	if err := w.value(t, ""); err != nil {
+	if err := prover.ParsePlan(path, data, &p, p.Validate); err != nil {
 		return nil, err
 	}
-	off := w.next()
-	if _, err := w.dec.Token(); err != io.EOF {
-		return nil, &jsonError{off, "more than one JSON value: a plan file holds one object"}
-	}
-	return w.pos, nil
-}
-
-type jsonWalker struct {
-	dec  *json.Decoder
-	data []byte
-	pos  map[string]int64
-}
-
-// next is the offset of the next token.
-func (w *jsonWalker) next() int64 {
-	off := w.dec.InputOffset()
-	for off < int64(len(w.data)) && strings.IndexByte(" \t\r\n,:", w.data[off]) >= 0 {
-		off++
-	}
-	return off
-}
-
-func (w *jsonWalker) token() (json.Token, int64, error) {
-	off := w.next()
-	tok, err := w.dec.Token()
-	if err != nil {
-		var se *json.SyntaxError
-		switch {
-		case errors.As(err, &se):
-			return nil, se.Offset, &jsonError{se.Offset, "not JSON: " + se.Error()}
-		case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
-			return nil, off, &jsonError{off, "not JSON: the text ends in the middle of a value"}
-		}
-		return nil, off, &jsonError{off, "not JSON: " + err.Error()}
-	}
-	return tok, off, nil
-}
-
-func describe(tok json.Token) string {
-	switch v := tok.(type) {
-	case nil:
-		return "null"
-	case json.Delim:
-		if v == '{' {
-			return "an object"
-		}
-		return "an array"
-	case string:
-		return fmt.Sprintf("the string %q", v)
-	case json.Number:
-		return "the number " + v.String()
-	case bool:
-		return fmt.Sprint(v)
-	}
-	return fmt.Sprint(tok)
-}
-
-// value reads the value of field (path) and checks it against t.
-func (w *jsonWalker) value(t reflect.Type, field string) error {
-	tok, off, err := w.token()
-	if err != nil {
-		if field != "" {
-			err.(*jsonError).msg = field + ": " + err.(*jsonError).msg
-		}
-		return err
-	}
-	w.pos[field] = off
-	name := field
-	if name == "" {
-		name = "the plan"
-	}
-	bad := func(want string) error {
-		return &jsonError{off, fmt.Sprintf("%s: want %s, got %s", name, want, describe(tok))}
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if tok != json.Delim('{') {
-			return bad("an object")
-		}
-		fields := map[string]reflect.StructField{}
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			if n, _, _ := strings.Cut(f.Tag.Get("json"), ","); n != "" && n != "-" && f.IsExported() {
-				fields[n] = f
-			}
-		}
-		seen := map[string]bool{}
-		for w.dec.More() {
-			ktok, koff, err := w.token()
-			if err != nil {
-				return err
-			}
-			key, _ := ktok.(string)
-			path := key
-			if field != "" {
-				path = field + "." + key
-			}
-			f, ok := fields[key]
-			if !ok {
-				var names []string
-				for n := range fields {
-					if strings.EqualFold(n, key) {
-						return &jsonError{koff, fmt.Sprintf("%s: unknown field (field names are case-sensitive: did you mean %q?)", path, n)}
-					}
-					names = append(names, n)
-				}
-				sort.Strings(names)
-				return &jsonError{koff, fmt.Sprintf("%s: unknown field (want one of %s)", path, strings.Join(names, ", "))}
-			}
-			if seen[key] {
-				return &jsonError{koff, fmt.Sprintf("%s: the field appears twice", path)}
-			}
-			seen[key] = true
-			if err := w.value(f.Type, path); err != nil {
-				return err
-			}
-		}
-		_, _, err := w.token() // '}'
-		return err
-	case reflect.Slice:
-		if tok == nil {
-			return nil
-		}
-		if tok != json.Delim('[') {
-			return bad("an array")
-		}
-		for i := 0; w.dec.More(); i++ {
-			if err := w.value(t.Elem(), fmt.Sprintf("%s[%d]", field, i)); err != nil {
-				return err
-			}
-		}
-		_, _, err := w.token() // ']'
-		return err
-	case reflect.String:
-		if _, ok := tok.(string); !ok {
-			return bad("a string")
-		}
-	case reflect.Bool:
-		if _, ok := tok.(bool); !ok {
-			return bad("true or false")
-		}
-	case reflect.Int, reflect.Int64, reflect.Int32:
-		n, ok := tok.(json.Number)
-		if !ok {
-			return bad("an integer")
-		}
-		if _, err := strconv.ParseInt(n.String(), 10, t.Bits()); err != nil {
-			return bad(fmt.Sprintf("an integer of at most %d bits", t.Bits()))
-		}
-	case reflect.Uint64, reflect.Uint, reflect.Uint32:
-		n, ok := tok.(json.Number)
-		if !ok {
-			return bad("an integer >= 0")
-		}
-		if _, err := strconv.ParseUint(n.String(), 10, t.Bits()); err != nil {
-			return bad(fmt.Sprintf("an integer >= 0 of at most %d bits", t.Bits()))
-		}
-	default:
-		return bad(t.String())
-	}
-	return nil
+	return &p, nil
 }
 
 // Write writes p as indented JSON.
