@@ -20,6 +20,19 @@ func Draw(t *rapid.T, c Config) *Plan {
 	sleep := rapid.OneOf(
 		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, 50).Draw(t, "ms")} }),
 		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, int(3*hb)).Draw(t, "long_ms")} }))
+	p.Clients = drawClients(t, c, sleep)
+	if p.Kind == histories.Semaphore {
+		p.Slots = rapid.IntRange(1, 3).Draw(t, "slots")
+		p.Admins = drawAdmins(t, c, sleep)
+	}
+	p.Nemesis = drawNemesis(t, c, p, hb)
+	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
+	p.ScheduleSeed = rapid.Uint64().Draw(t, "schedule_seed")
+	return p
+}
+
+// drawClients draws the clients' scripts.
+func drawClients(t *rapid.T, c Config, sleep *rapid.Generator[Step]) [][]Step {
 	// A client works as lock users do: try for the lock a few times, work
 	// and verify now and then, let go (or not), again. (An acquire while
 	// the client believes it holds the lock is skipped.)
@@ -36,35 +49,45 @@ func Draw(t *rapid.T, c Config) *Plan {
 		}
 		return steps
 	})
+	var clients [][]Step
 	nClients := rapid.IntRange(1, c.Clients).Draw(t, "clients")
 	for i := 0; i < nClients; i++ {
 		var script []Step
 		for _, cy := range rapid.SliceOfN(cycle, 0, max(1, c.Ops/3)).Draw(t, "client") {
 			script = append(script, cy...)
 		}
-		p.Clients = append(p.Clients, script)
+		clients = append(clients, script)
 	}
-	if p.Kind == histories.Semaphore {
-		p.Slots = rapid.IntRange(1, 3).Draw(t, "slots")
-		adminStep := rapid.OneOf(
-			rapid.Custom(func(t *rapid.T) Step {
-				d := rapid.IntRange(1, 2).Draw(t, "delta")
-				if rapid.Bool().Draw(t, "remove") {
-					d = -d
-				}
-				return Step{Op: histories.Change, Delta: d}
-			}),
-			rapid.Just(Step{Op: histories.Count}),
-			rapid.Custom(func(t *rapid.T) Step { return Step{Op: histories.Wait, Slot: rapid.IntRange(1, 3).Draw(t, "slot")} }),
-			sleep)
-		admins := 1
-		if c.Admins > 1 {
-			admins = rapid.IntRange(1, c.Admins).Draw(t, "admins")
-		}
-		for i := 0; i < admins; i++ {
-			p.Admins = append(p.Admins, rapid.SliceOfN(adminStep, 0, 4).Draw(t, "admin"))
-		}
+	return clients
+}
+
+// drawAdmins draws a semaphore's admins' scripts.
+func drawAdmins(t *rapid.T, c Config, sleep *rapid.Generator[Step]) [][]Step {
+	var out [][]Step
+	adminStep := rapid.OneOf(
+		rapid.Custom(func(t *rapid.T) Step {
+			d := rapid.IntRange(1, 2).Draw(t, "delta")
+			if rapid.Bool().Draw(t, "remove") {
+				d = -d
+			}
+			return Step{Op: histories.Change, Delta: d}
+		}),
+		rapid.Just(Step{Op: histories.Count}),
+		rapid.Custom(func(t *rapid.T) Step { return Step{Op: histories.Wait, Slot: rapid.IntRange(1, 3).Draw(t, "slot")} }),
+		sleep)
+	admins := 1
+	if c.Admins > 1 {
+		admins = rapid.IntRange(1, c.Admins).Draw(t, "admins")
 	}
+	for i := 0; i < admins; i++ {
+		out = append(out, rapid.SliceOfN(adminStep, 0, 4).Draw(t, "admin"))
+	}
+	return out
+}
+
+// drawNemesis draws the plan's faults: at a time, or right after a
+// process's n-th method (inside an operation).
+func drawNemesis(t *rapid.T, c Config, p *Plan, hb int64) []Fault {
 	procs := p.processes()
 	faults := c.Faults
 	if len(p.Admins) == 0 {
@@ -97,10 +120,8 @@ func Draw(t *rapid.T, c Config) *Plan {
 		}
 		return f
 	})
-	if len(faults) > 0 {
-		p.Nemesis = rapid.SliceOfN(fault, 0, c.MaxFaults).Draw(t, "nemesis")
+	if len(faults) == 0 {
+		return nil
 	}
-	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
-	p.ScheduleSeed = rapid.Uint64().Draw(t, "schedule_seed")
-	return p
+	return rapid.SliceOfN(fault, 0, c.MaxFaults).Draw(t, "nemesis")
 }
