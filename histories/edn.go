@@ -118,103 +118,160 @@ type form struct {
 // line and message of the first structural problem (an unclosed or stray
 // bracket, an unterminated string).
 func splitForms(data []byte, first int) ([]form, int, string) {
-	var forms []form
-	line := first
-	type open struct {
-		c    byte
-		line int
-	}
-	var stack []open
-	start, startLine := -1, 0 // the form being read
+	s := splitter{data: data, line: first, start: -1}
+	var stack []bracket // the brackets open, innermost last
 	closers := map[byte]byte{'(': ')', '[': ']', '{': '}'}
-	begin := func(i int) {
-		if start < 0 {
-			start, startLine = i, line
-		}
-	}
-	end := func(i int) {
-		if start >= 0 && len(stack) == 0 {
-			forms = append(forms, form{data[start:i], startLine})
-			start = -1
-		}
-	}
 	for i := 0; i < len(data); i++ {
 		c := data[i]
 		switch {
 		case c == '\n':
-			end(i)
-			line++
+			s.end(i, stack)
+			s.line++
 		case c == ' ' || c == '\t' || c == '\r' || c == ',' || c == '\f':
-			end(i)
+			s.end(i, stack)
 		case c == ';':
-			end(i)
-			for i+1 < len(data) && data[i+1] != '\n' {
-				i++
-			}
+			s.end(i, stack)
+			i = commentEnd(data, i)
 		case c == '"':
-			begin(i)
-			from := line
-			i++
-			for ; i < len(data) && data[i] != '"'; i++ {
-				switch data[i] {
-				case '\\':
-					i++
-					if i < len(data) && data[i] == '\n' {
-						line++
-					}
-				case '\n':
-					line++
-				}
-			}
-			if i >= len(data) {
+			s.begin(i)
+			from := s.line
+			if i = s.stringEnd(i); i >= len(data) {
 				return nil, from, "invalid EDN: unterminated string"
 			}
-			end(i + 1)
+			s.end(i+1, stack)
 		case c == '\\': // a character literal: \a, \newline, \u0041, \(
-			begin(i)
-			i++
-			for i+1 < len(data) && !isDelim(data[i+1]) {
-				i++
-			}
-			end(i + 1)
+			s.begin(i)
+			i = atomEnd(data, i+1)
+			s.end(i+1, stack)
 		case c == '(' || c == '[' || c == '{':
 			// A '#' before it (a set, or a tag such as #jepsen.history.Op)
 			// belongs to the same form, begun there.
-			begin(i)
-			stack = append(stack, open{c, line})
+			s.begin(i)
+			stack = append(stack, bracket{c, s.line})
 		case c == ')' || c == ']' || c == '}':
-			if len(stack) == 0 {
-				return nil, line, fmt.Sprintf("invalid EDN: unexpected %q with nothing open", c)
-			}
-			top := stack[len(stack)-1]
-			if closers[top.c] != c {
-				return nil, line, fmt.Sprintf("invalid EDN: %q closes the %q opened at line %d", c, top.c, top.line)
+			if msg := closeError(stack, c, closers); msg != "" {
+				return nil, s.line, msg
 			}
 			stack = stack[:len(stack)-1]
-			end(i + 1)
+			s.end(i+1, stack)
 		case c == '#':
 			// A tag, a set or a discard: part of the form that follows.
-			begin(i)
-			for i+1 < len(data) && !isDelim(data[i+1]) && data[i+1] != '{' && data[i+1] != '(' && data[i+1] != '[' {
-				i++
-			}
-			for i+1 < len(data) && (data[i+1] == ' ' || data[i+1] == '\t' || data[i+1] == ',') {
-				i++
-			}
+			s.begin(i)
+			i = tagEnd(data, i)
 		default: // a symbol, keyword, number...
-			begin(i)
-			for i+1 < len(data) && !isDelim(data[i+1]) {
-				i++
-			}
-			end(i + 1)
+			s.begin(i)
+			i = atomEnd(data, i)
+			s.end(i+1, stack)
 		}
 	}
 	if len(stack) > 0 {
 		top := stack[len(stack)-1]
 		return nil, top.line, fmt.Sprintf("invalid EDN: %q opened here is never closed", top.c)
 	}
-	end(len(data))
-	return forms, 0, ""
+	s.end(len(data), stack)
+	return s.forms, 0, ""
+}
+
+// A splitter is where splitForms is in its text: the forms cut so far and
+// the form being read. The brackets open are kept apart, in splitForms,
+// where the compiler can keep them off the heap.
+type splitter struct {
+	data      []byte
+	forms     []form
+	line      int // the line of the byte being read
+	start     int // where the form being read starts; -1 for none
+	startLine int // the line it starts on
+}
+
+// A bracket is an open bracket and the line it was opened on, which a
+// message about it names.
+type bracket struct {
+	c    byte
+	line int
+}
+
+// begin starts a form at i unless one is being read already, as when a
+// tag or a '#' begins the form of the bracket that follows.
+func (s *splitter) begin(i int) {
+	if s.start < 0 {
+		s.start, s.startLine = i, s.line
+	}
+}
+
+// end ends the form being read just before i, if it is a top-level one
+// (no bracket is open); inside brackets, the form goes on.
+func (s *splitter) end(i int, open []bracket) {
+	if s.start >= 0 && len(open) == 0 {
+		s.forms = append(s.forms, form{s.data[s.start:i], s.startLine})
+		s.start = -1
+	}
+}
+
+// stringEnd returns the position of the quote that closes the string
+// opened at i (len(data) or more if none does), counting the lines it
+// spans, escaped newlines included.
+func (s *splitter) stringEnd(i int) int {
+	data := s.data
+	i++
+	for ; i < len(data) && data[i] != '"'; i++ {
+		switch data[i] {
+		case '\\':
+			i++
+			if i < len(data) && data[i] == '\n' {
+				s.line++
+			}
+		case '\n':
+			s.line++
+		}
+	}
+	return i
+}
+
+// closeError says why the bracket c cannot close the innermost of the
+// brackets open: none is, or it is of another kind (closers gives each
+// opening bracket its closing one); "" if c closes it.
+func closeError(open []bracket, c byte, closers map[byte]byte) string {
+	if len(open) == 0 {
+		return fmt.Sprintf("invalid EDN: unexpected %q with nothing open", c)
+	}
+	top := open[len(open)-1]
+	if closers[top.c] != c {
+		return fmt.Sprintf("invalid EDN: %q closes the %q opened at line %d", c, top.c, top.line)
+	}
+	return ""
+}
+
+// commentEnd returns the position of the last byte of the comment that
+// starts at i: the byte before the newline that ends it, or the last of
+// data.
+func commentEnd(data []byte, i int) int {
+	for i+1 < len(data) && data[i+1] != '\n' {
+		i++
+	}
+	return i
+}
+
+// atomEnd returns the position of the last byte of the symbol, keyword or
+// number whose byte at i is part of it: the one before the next delimiter.
+func atomEnd(data []byte, i int) int {
+	for i+1 < len(data) && !isDelim(data[i+1]) {
+		i++
+	}
+	return i
+}
+
+// tagEnd returns the position of the last byte of the tag, set or discard
+// mark ('#' and what follows up to a delimiter or bracket) at i, and of
+// the blanks after it: they belong to the form that follows, which is
+// read next.
+func tagEnd(data []byte, i int) int {
+	for i+1 < len(data) && !isDelim(data[i+1]) && data[i+1] != '{' && data[i+1] != '(' && data[i+1] != '[' {
+		i++
+	}
+	for i+1 < len(data) && (data[i+1] == ' ' || data[i+1] == '\t' || data[i+1] == ',') {
+		i++
+	}
+	return i
 }
 
 // isDelim reports whether c ends a symbol, keyword or number.
@@ -305,75 +362,23 @@ func natLess(a, b string) bool {
 // decodeOp decodes one op map.
 func decodeOp(f form) (o jop, msg string) {
 	o.line = f.line
-	var v any
-	if err := unmarshalEDN(f.text, &v); err != nil {
-		return o, "invalid EDN: " + err.Error()
+	m, msg := opMap(f)
+	if msg != "" {
+		return o, msg
 	}
-	if t, ok := v.(edn.Tag); ok { // a record, such as #jepsen.history.Op{...}
-		v = t.Value
+	if o.typ, msg = opType(m); msg != "" {
+		return o, msg
 	}
-	m, ok := v.(map[any]any)
-	if !ok {
-		return o, fmt.Sprintf("want an op map such as {:type :invoke, :f :acquire, :process 0, :time 0}, got %s", shorten(ednText(v)))
+	if o.f, msg = opF(m); msg != "" {
+		return o, msg
 	}
-	if open := bytes.IndexByte(f.text, '{'); open >= 0 && f.text[len(f.text)-1] == '}' {
-		// The decoder lets a repeated key silently win: count the forms.
-		if inner, _, _ := splitForms(f.text[open+1:len(f.text)-1], f.line); len(inner) != 2*len(m) {
-			return o, "invalid EDN: a key appears twice in the op map"
-		}
+	if msg = o.setProcess(m); msg != "" {
+		return o, msg
 	}
-	get := func(k string) (any, bool) { x, ok := m[edn.Keyword(k)]; return x, ok }
-
-	t, ok := get("type")
-	switch kw, _ := t.(edn.Keyword); {
-	case !ok:
-		return o, ":type: missing (want :invoke, :ok, :fail or :info)"
-	case kw == "invoke" || kw == "ok" || kw == "fail" || kw == "info":
-		o.typ = Type(kw)
-	default:
-		return o, fmt.Sprintf(":type: want :invoke, :ok, :fail or :info, got %s", shorten(ednText(t)))
+	if o.time, msg = opTime(m); msg != "" {
+		return o, msg
 	}
-	fv, ok := get("f")
-	kw, isKw := fv.(edn.Keyword)
-	switch {
-	case !ok:
-		return o, ":f: missing (want :acquire or :release, or a nemesis operation)"
-	case !isKw || kw == "":
-		return o, fmt.Sprintf(":f: want a keyword, got %s", shorten(ednText(fv)))
-	}
-	o.f = string(kw)
-	p, ok := get("process")
-	switch p := p.(type) {
-	case int64:
-		if p < 0 {
-			return o, fmt.Sprintf(":process: want an integer >= 0 (a client) or :nemesis, got %d", p)
-		}
-		o.proc = p
-	case edn.Keyword:
-		if p != "nemesis" {
-			return o, fmt.Sprintf(":process: want an integer (a client) or :nemesis, got %s", ednText(p))
-		}
-		o.nemesis = true
-	default:
-		if !ok {
-			return o, ":process: missing (want an integer, a client, or :nemesis)"
-		}
-		return o, fmt.Sprintf(":process: want an integer (a client) or :nemesis, got %s", shorten(ednText(p)))
-	}
-	tm, ok := get("time")
-	switch tm := tm.(type) {
-	case int64:
-		if tm < 0 {
-			return o, fmt.Sprintf(":time: want an integer >= 0 (nanoseconds), got %d", tm)
-		}
-		o.time = tm
-	default:
-		if !ok {
-			return o, ":time: missing (want the op's time in nanoseconds)"
-		}
-		return o, fmt.Sprintf(":time: want an integer (nanoseconds), got %s", shorten(ednText(tm)))
-	}
-	if e, ok := get("error"); ok && e != nil {
+	if e, ok := opGet(m, "error"); ok && e != nil {
 		o.err = ednText(e)
 	}
 	if o.nemesis {
@@ -382,24 +387,134 @@ func decodeOp(f form) (o jop, msg string) {
 	if o.f != Acquire && o.f != Release {
 		return o, fmt.Sprintf(":f: a client of a lock workload does :acquire or :release, got :%s", o.f)
 	}
-	o.lock = JepsenLock
-	switch val, _ := get("value"); val := val.(type) {
+	o.lock, msg = opLock(m)
+	return o, msg
+}
+
+// opMap decodes the form f into the op's map, seeing through a record tag
+// such as #jepsen.history.Op. It refuses a map with a key twice, which the
+// decoder would let silently win.
+func opMap(f form) (map[any]any, string) {
+	var v any
+	if err := unmarshalEDN(f.text, &v); err != nil {
+		return nil, "invalid EDN: " + err.Error()
+	}
+	if t, ok := v.(edn.Tag); ok { // a record, such as #jepsen.history.Op{...}
+		v = t.Value
+	}
+	m, ok := v.(map[any]any)
+	if !ok {
+		return nil, fmt.Sprintf("want an op map such as {:type :invoke, :f :acquire, :process 0, :time 0}, got %s", shorten(ednText(v)))
+	}
+	if open := bytes.IndexByte(f.text, '{'); open >= 0 && f.text[len(f.text)-1] == '}' {
+		// The decoder lets a repeated key silently win: count the forms.
+		if inner, _, _ := splitForms(f.text[open+1:len(f.text)-1], f.line); len(inner) != 2*len(m) {
+			return nil, "invalid EDN: a key appears twice in the op map"
+		}
+	}
+	return m, ""
+}
+
+// opGet returns the value of the keyword k in the op map m, and whether m
+// has it.
+func opGet(m map[any]any, k string) (any, bool) {
+	x, ok := m[edn.Keyword(k)]
+	return x, ok
+}
+
+// opType returns the op's :type, which must be :invoke, :ok, :fail or
+// :info.
+func opType(m map[any]any) (Type, string) {
+	t, ok := opGet(m, "type")
+	switch kw, _ := t.(edn.Keyword); {
+	case !ok:
+		return "", ":type: missing (want :invoke, :ok, :fail or :info)"
+	case kw == "invoke" || kw == "ok" || kw == "fail" || kw == "info":
+		return Type(kw), ""
+	default:
+		return "", fmt.Sprintf(":type: want :invoke, :ok, :fail or :info, got %s", shorten(ednText(t)))
+	}
+}
+
+// opF returns the op's :f, which must be a keyword; which ones a client
+// may do is checked once the process is known.
+func opF(m map[any]any) (string, string) {
+	fv, ok := opGet(m, "f")
+	kw, isKw := fv.(edn.Keyword)
+	switch {
+	case !ok:
+		return "", ":f: missing (want :acquire or :release, or a nemesis operation)"
+	case !isKw || kw == "":
+		return "", fmt.Sprintf(":f: want a keyword, got %s", shorten(ednText(fv)))
+	}
+	return string(kw), ""
+}
+
+// setProcess sets the op's process from its :process: a client's number
+// (an integer >= 0) or :nemesis.
+func (o *jop) setProcess(m map[any]any) string {
+	p, ok := opGet(m, "process")
+	switch p := p.(type) {
+	case int64:
+		if p < 0 {
+			return fmt.Sprintf(":process: want an integer >= 0 (a client) or :nemesis, got %d", p)
+		}
+		o.proc = p
+	case edn.Keyword:
+		if p != "nemesis" {
+			return fmt.Sprintf(":process: want an integer (a client) or :nemesis, got %s", ednText(p))
+		}
+		o.nemesis = true
+	default:
+		if !ok {
+			return ":process: missing (want an integer, a client, or :nemesis)"
+		}
+		return fmt.Sprintf(":process: want an integer (a client) or :nemesis, got %s", shorten(ednText(p)))
+	}
+	return ""
+}
+
+// opTime returns the op's :time, in nanoseconds, which must be an integer
+// >= 0.
+func opTime(m map[any]any) (int64, string) {
+	tm, ok := opGet(m, "time")
+	switch tm := tm.(type) {
+	case int64:
+		if tm < 0 {
+			return 0, fmt.Sprintf(":time: want an integer >= 0 (nanoseconds), got %d", tm)
+		}
+		return tm, ""
+	default:
+		if !ok {
+			return 0, ":time: missing (want the op's time in nanoseconds)"
+		}
+		return 0, fmt.Sprintf(":time: want an integer (nanoseconds), got %s", shorten(ednText(tm)))
+	}
+}
+
+// opLock returns the lock a client's op is on, from its :value: nil for
+// JepsenLock, or a jepsen.independent tuple [key nil] whose key names the
+// lock (a string as it is, any other key as its EDN text, less a keyword's
+// colon).
+func opLock(m map[any]any) (string, string) {
+	lock := JepsenLock
+	switch val, _ := opGet(m, "value"); val := val.(type) {
 	case nil:
 	case []any: // a jepsen.independent tuple [key value]
 		if len(val) != 2 || val[1] != nil {
-			return o, fmt.Sprintf(":value: want nil or an independent tuple [key nil], got %s", shorten(ednText(val)))
+			return lock, fmt.Sprintf(":value: want nil or an independent tuple [key nil], got %s", shorten(ednText(val)))
 		}
-		o.lock = strings.TrimPrefix(ednText(val[0]), ":")
+		lock = strings.TrimPrefix(ednText(val[0]), ":")
 		if s, ok := val[0].(string); ok {
-			o.lock = s
+			lock = s
 		}
-		if o.lock == "" || val[0] == nil {
-			return o, fmt.Sprintf(":value: the key of an independent tuple names the lock, got %s", shorten(ednText(val[0])))
+		if lock == "" || val[0] == nil {
+			return lock, fmt.Sprintf(":value: the key of an independent tuple names the lock, got %s", shorten(ednText(val[0])))
 		}
 	default:
-		return o, fmt.Sprintf(":value: want nil (a lock operation carries no value) or an independent tuple [key nil], got %s", shorten(ednText(val)))
+		return lock, fmt.Sprintf(":value: want nil (a lock operation carries no value) or an independent tuple [key nil], got %s", shorten(ednText(val)))
 	}
-	return o, ""
+	return lock, ""
 }
 
 // unmarshalEDN decodes data, turning any panic of the decoder into an error.

@@ -264,31 +264,39 @@ func (p *parser) object(field func(key []byte) bool) bool {
 
 const eventFieldNames = "index, time, process, type, f, lock, kind, value, error"
 
-// eventField reads the value of the top-level field key into e.
-func (p *parser) eventField(key []byte, e *Event) bool {
-	var bit fields
+// eventBit returns the bit of the top-level field named key, or 0 if the
+// format has no such field. It is small enough to be inlined into
+// eventField, so the lookup costs no call.
+func eventBit(key []byte) fields {
 	switch string(key) {
 	case "index":
-		bit = hasIndex
+		return hasIndex
 	case "time":
-		bit = hasTime
+		return hasTime
 	case "process":
-		bit = hasProcess
+		return hasProcess
 	case "type":
-		bit = hasType
+		return hasType
 	case "f":
-		bit = hasF
+		return hasF
 	case "lock":
-		bit = hasLock
+		return hasLock
 	case "kind":
-		bit = hasKind
+		return hasKind
 	case "value":
-		bit = hasValue
+		return hasValue
 	case "error":
-		bit = hasError
-	default:
-		return p.fail("unknown field %s (want %s)", quote(key), eventFieldNames)
+		return hasError
 	}
+	return 0
+}
+
+// eventField reads the value of the top-level field key into e, refusing
+// unknown and repeated fields. The fields found on most lines, the value
+// object included, are read here, so that they cost no call more than the
+// field itself; error, which is rare, is read by errorField.
+func (p *parser) eventField(key []byte, e *Event) bool {
+	bit := eventBit(key) // 0 for an unknown field, refused below
 	if p.has&bit != 0 {
 		return p.fail("duplicate field %q", key)
 	}
@@ -325,19 +333,8 @@ func (p *parser) eventField(key []byte, e *Event) bool {
 		e.Kind = p.known(s)
 		return ok
 	case hasError:
-		if p.peek() == 'n' && p.literal("null") {
-			return true // no error, as if the field were left out
-		}
-		s, ok := p.string("error")
-		if !ok {
-			return false
-		}
-		if len(s) == 0 {
-			return p.fail("error: want a non-empty string, or null (or leave the field out)")
-		}
-		e.Error = p.name(s)
-		return true
-	default: // hasValue
+		return p.errorField(e)
+	case hasValue: // an object, boxed in the slab, or null
 		if p.peek() != '{' {
 			if p.peek() == 'n' && p.literal("null") {
 				return true // no value, as if the field were left out
@@ -347,46 +344,75 @@ func (p *parser) eventField(key []byte, e *Event) bool {
 		v := p.newValue()
 		e.Value = &v.v
 		return p.object(func(key []byte) bool { return p.valueField(key, v) })
+	default:
+		// bit 0, no such field, is refused here, where the switch tests it
+		// anyway, rather than by a test of its own before the others.
+		return p.fail("unknown field %s (want %s)", quote(key), eventFieldNames)
 	}
+}
+
+// errorField reads the error field into e: a non-empty string, or null,
+// which means no error, as if the field were left out.
+func (p *parser) errorField(e *Event) bool {
+	if p.peek() == 'n' && p.literal("null") {
+		return true // no error, as if the field were left out
+	}
+	s, ok := p.string("error")
+	if !ok {
+		return false
+	}
+	if len(s) == 0 {
+		return p.fail("error: want a non-empty string, or null (or leave the field out)")
+	}
+	e.Error = p.name(s)
+	return true
 }
 
 const valueFieldNames = "slot, held, reason, slots, delta, from, to, process, patched, max, ttl_ms, token, fence, offset_ms"
 
-// valueField reads the value of the field key of a value object into v.
-func (p *parser) valueField(key []byte, v *valueBox) bool {
-	var bit vfields
+// valueBit returns the bit of the value field named key, or 0 if values
+// have no such field. Like eventBit, it is small enough to be inlined.
+func valueBit(key []byte) vfields {
 	switch string(key) {
 	case "slot":
-		bit = vSlot
+		return vSlot
 	case "held":
-		bit = vHeld
+		return vHeld
 	case "reason":
-		bit = vReason
+		return vReason
 	case "slots":
-		bit = vSlots
+		return vSlots
 	case "delta":
-		bit = vDelta
+		return vDelta
 	case "from":
-		bit = vFrom
+		return vFrom
 	case "to":
-		bit = vTo
+		return vTo
 	case "process":
-		bit = vProcess
+		return vProcess
 	case "patched":
-		bit = vPatched
+		return vPatched
 	case "max":
-		bit = vMax
+		return vMax
 	case "ttl_ms":
-		bit = vTTLMs
+		return vTTLMs
 	case "token":
-		bit = vToken
+		return vToken
 	case "fence":
-		bit = vFence
+		return vFence
 	case "offset_ms":
-		bit = vOffsetMs
-	default:
-		return p.fail("unknown field %s in value (want %s)", quote(key), valueFieldNames)
+		return vOffsetMs
 	}
+	return 0
+}
+
+// valueField reads the value of the field key of a value object into v,
+// refusing unknown and repeated fields. The integer fields and held, which
+// most values hold, are read here, so that they cost no call more; the
+// rarer patched and string fields are read by patchedField and
+// valueString.
+func (p *parser) valueField(key []byte, v *valueBox) bool {
+	bit := valueBit(key) // 0 for an unknown field, refused below
 	if p.vhas&bit != 0 {
 		return p.fail("duplicate field \"value.%s\"", key)
 	}
@@ -425,40 +451,59 @@ func (p *parser) valueField(key []byte, v *valueBox) bool {
 		v.v.Held = &v.held
 		return true
 	case vPatched:
-		if p.peek() != 't' || !p.literal("true") {
-			return p.fail("value.patched: want true (leave the field out otherwise), got %s", p.describe())
-		}
-		v.v.Patched = true
-		return true
+		return p.patchedField(v)
 	case vReason, vProcess, vToken:
-		field := "value.reason"
-		switch bit {
-		case vProcess:
-			field = "value.process"
-		case vToken:
-			field = "value.token"
-		}
-		s, ok := p.string(field)
-		if !ok {
-			return false
-		}
-		if len(s) == 0 {
-			return p.fail("%s: want a non-empty string (leave the field out instead)", field)
-		}
-		switch bit {
-		case vReason:
-			v.v.Reason = p.name(s)
-		case vProcess:
-			v.v.Process = p.name(s)
-		default: // tokens rarely repeat: not interned
-			v.v.Token = string(s)
-		}
-		return true
+		return p.valueString(bit, v)
+	default:
+		// bit 0, no such field, is refused here, where the switch tests it
+		// anyway, rather than by a test of its own before the others.
+		return p.fail("unknown field %s in value (want %s)", quote(key), valueFieldNames)
 	}
 	n, ok := p.integer(field, math.MinInt, math.MaxInt)
 	*dst = int(n)
 	*ip = dst
 	return ok
+}
+
+// patchedField reads value.patched into v. It can only be true: a value
+// that was not patched leaves the field out, so that a history has one
+// spelling.
+func (p *parser) patchedField(v *valueBox) bool {
+	if p.peek() != 't' || !p.literal("true") {
+		return p.fail("value.patched: want true (leave the field out otherwise), got %s", p.describe())
+	}
+	v.v.Patched = true
+	return true
+}
+
+// valueString reads the string field bit (value.reason, value.process or
+// value.token) into v. It must not be empty: a field with nothing to say
+// is left out. Reasons and processes repeat and are interned; tokens
+// rarely do and are not.
+func (p *parser) valueString(bit vfields, v *valueBox) bool {
+	field := "value.reason"
+	switch bit {
+	case vProcess:
+		field = "value.process"
+	case vToken:
+		field = "value.token"
+	}
+	s, ok := p.string(field)
+	if !ok {
+		return false
+	}
+	if len(s) == 0 {
+		return p.fail("%s: want a non-empty string (leave the field out instead)", field)
+	}
+	switch bit {
+	case vReason:
+		v.v.Reason = p.name(s)
+	case vProcess:
+		v.v.Process = p.name(s)
+	default: // tokens rarely repeat: not interned
+		v.v.Token = string(s)
+	}
+	return true
 }
 
 // newValue returns a fresh box from the slab.
