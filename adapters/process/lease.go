@@ -1,0 +1,534 @@
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/dbsem"
+	"github.com/lockprover/lockprover/families/amqp"
+)
+
+// This file is the harness side of the protocol for lease locks
+// (docs/protocol.md, "Lease locks: the database semaphore"): LeaseImpl
+// starts one process per client of a run and LeaseClient speaks to it. The
+// processes are launched, read, timed out, signalled and ended by the same
+// machinery as the amqp-locks ones (start, client, tail in process.go);
+// only the handshake and the replies are the lease protocol's.
+
+// LeaseDBSemaphore is the lock kind of the database counting semaphore, as
+// init names it (and `prove --kind` does).
+const LeaseDBSemaphore = "db-semaphore"
+
+// LeaseInit is what a lease client's init says: which lock, and everything
+// a process needs to serve it.
+type LeaseInit struct {
+	// Lock is the lock kind; "" means LeaseDBSemaphore.
+	Lock string
+	// Key is the semaphore's key (init's "name"); 1 to 255 bytes.
+	Key string
+	// DSN is the database as a github.com/go-sql-driver/mysql DSN
+	// (user:pass@tcp(host:port)/db?params), through lockprover's proxy.
+	DSN string
+	// URL is the same database as mysql://user:pass@host:port/db, for
+	// drivers other than Go's; "" derives it from DSN (MySQLURL).
+	URL string
+	// Prefix starts the name of every table the implementation uses:
+	// letters, digits and '_', at most 50.
+	Prefix string
+	// Max and TTL are the plan's limit and lease time (each acquire and
+	// refresh says its own again); TTL is sent in whole milliseconds.
+	Max int
+	TTL time.Duration
+	// Design is "master-row" or "row-per-slot"; "" means master-row.
+	Design string
+	// Fencing asks for numeric fencing tokens: every acquire_ok must then
+	// carry a fence.
+	Fencing bool
+}
+
+var leasePrefixRE = regexp.MustCompile(`^[A-Za-z0-9_]{0,50}$`)
+
+// request is init as a protocol request from client name.
+func (in LeaseInit) request(name string) (request, error) {
+	lock := in.Lock
+	if lock == "" {
+		lock = LeaseDBSemaphore
+	}
+	design := in.Design
+	if design == "" {
+		design = dbsem.MasterRow.String()
+	}
+	switch {
+	case len(in.Key) < 1 || len(in.Key) > 255:
+		return nil, fmt.Errorf("lease init: key of %d bytes: must be 1 to 255", len(in.Key))
+	case in.DSN == "":
+		return nil, errors.New("lease init: no DSN")
+	case !leasePrefixRE.MatchString(in.Prefix):
+		return nil, fmt.Errorf("lease init: prefix %q: letters, digits and '_' only, at most 50", in.Prefix)
+	case in.Max < 1:
+		return nil, fmt.Errorf("lease init: max %d: must be at least 1", in.Max)
+	case in.TTL < time.Millisecond:
+		return nil, fmt.Errorf("lease init: ttl %v: must be at least 1ms", in.TTL)
+	case design != dbsem.MasterRow.String() && design != dbsem.RowPerSlot.String():
+		return nil, fmt.Errorf("lease init: design %q: want %s or %s", design, dbsem.MasterRow, dbsem.RowPerSlot)
+	}
+	u := in.URL
+	if u == "" {
+		var err error
+		if u, err = MySQLURL(in.DSN); err != nil {
+			return nil, fmt.Errorf("lease init: %w", err)
+		}
+	}
+	return request{"type": "init", "client": name, "lock": lock, "name": in.Key, "dsn": in.DSN, "url": u,
+		"prefix": in.Prefix, "max": in.Max, "ttl_ms": in.TTL.Milliseconds(), "design": design, "fencing": in.Fencing}, nil
+}
+
+// MySQLURL is the database a go-sql-driver DSN names as a mysql:// URL,
+// mysql://user:pass@host:port/db, for drivers other than Go's: the DSN's
+// parameters (timeouts and the like) are left out. The DSN must name a TCP
+// address.
+func MySQLURL(dsn string) (string, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	if cfg.Net != "tcp" && cfg.Net != "tcp4" && cfg.Net != "tcp6" {
+		return "", fmt.Errorf("DSN over %q: a mysql:// URL needs a TCP address", cfg.Net)
+	}
+	u := url.URL{Scheme: "mysql", Host: cfg.Addr, Path: "/" + cfg.DBName}
+	switch {
+	case cfg.Passwd != "":
+		u.User = url.UserPassword(cfg.User, cfg.Passwd)
+	case cfg.User != "":
+		u.User = url.User(cfg.User)
+	}
+	return u.String(), nil
+}
+
+// dsnCredentials matches the user:password@ of a go-sql-driver DSN
+// (user:pass@tcp(host:port)/db) anywhere in a text.
+var dsnCredentials = regexp.MustCompile(`([A-Za-z0-9_.$\-]*):[^\s"']*?@(tcp|tcp4|tcp6|unix)?\(`)
+
+// redactLease hides the passwords of DSNs and URLs in s.
+func redactLease(s string) string {
+	return rabbitmq.Redact(dsnCredentials.ReplaceAllString(s, "${1}:xxxxx@${2}("))
+}
+
+// LeaseImpl is a lease-lock implementation under test that runs as
+// processes: Command is started (by /bin/sh -c, in a process group of its
+// own) for each client, and spoken to over the protocol.
+type LeaseImpl struct {
+	Command string
+	// Timeout bounds an operation; 0 means 30 s. A process that does not
+	// answer in time is killed and its operation's outcome is unknown.
+	Timeout time.Duration
+
+	mu     sync.Mutex
+	broken error // set after the implementation failed to start twice
+	starts int   // failed starts so far
+	procs  map[*client]bool
+}
+
+// A LeaseStartError is the implementation failing to start: it exited,
+// hung, wrote garbage or refused (a definite error) before init_ok. After
+// two, LeaseImpl starts no more processes and every Connect fails with
+// one. Any other error from Connect (the database out of reach, as the
+// process said with an error without definite; ctx done) may pass if
+// tried again.
+type LeaseStartError struct{ Msg string }
+
+func (e *LeaseStartError) Error() string { return e.Msg }
+
+// Connect starts a process as client name (c1, c2, ..., probe1, ...) of
+// the lease lock init describes, and shakes hands.
+func (i *LeaseImpl) Connect(ctx context.Context, name string, init LeaseInit) (*LeaseClient, error) {
+	i.mu.Lock()
+	if i.broken != nil {
+		i.mu.Unlock()
+		return nil, &LeaseStartError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice (%v)", name, i.broken)}
+	}
+	i.mu.Unlock()
+	c, err := i.launch(ctx, name, init)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	var se *LeaseStartError
+	if errors.As(err, &se) {
+		if i.starts++; i.starts >= 2 {
+			i.broken = err
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if i.procs == nil {
+		i.procs = map[*client]bool{}
+	}
+	i.procs[c.c] = true
+	c.c.gone = func() {
+		i.mu.Lock()
+		delete(i.procs, c.c)
+		i.mu.Unlock()
+	}
+	return c, nil
+}
+
+// launch starts a process and shakes hands. On failure the process is
+// gone, and the error is a *LeaseStartError when the implementation cannot
+// start.
+func (i *LeaseImpl) launch(ctx context.Context, name string, init LeaseInit) (*LeaseClient, error) {
+	req, err := init.request(name)
+	if err != nil {
+		return nil, err
+	}
+	c, err := start(i.Command, name, i.timeout())
+	if err != nil {
+		var pe *amqp.ProcessError
+		if errors.As(err, &pe) {
+			return nil, &LeaseStartError{Msg: redactLease(pe.Msg)}
+		}
+		return nil, err
+	}
+	lc := &LeaseClient{c: c, key: init.Key, fencing: init.Fencing}
+	_, _, err = lc.call(ctx, handshake, "init", req, "init_ok")
+	if err == nil {
+		return lc, nil
+	}
+	var le *LeaseError
+	switch {
+	case ctx.Err() != nil:
+		// Cut short by the harness.
+	case errors.As(err, &le) && !le.Definite:
+		// The database out of reach (a fault, say): try again later.
+	case errors.As(err, &le):
+		err = &LeaseStartError{Msg: redactLease(fmt.Sprintf("%s refused to start: %s", name, le.describe()))}
+	default:
+		why := strings.TrimPrefix(lc.Crashed(), "crashed: ")
+		if why == "" {
+			why = err.Error()
+		}
+		err = &LeaseStartError{Msg: redactLease(fmt.Sprintf("%s did not start: %s", name, why))}
+	}
+	c.Signal(syscall.SIGKILL)
+	c.wait()
+	return nil, err
+}
+
+// Preflight starts one process as the probe of a throwaway key (init's
+// Key, if set, is replaced by one named lp-preflight-...), waits for
+// init_ok and ends it: an implementation that cannot start fails here at
+// once, with its stderr, rather than in every plan of a run. The probe
+// takes no lease; its tables, if it makes any, are under init's prefix.
+func (i *LeaseImpl) Preflight(ctx context.Context, init LeaseInit) error {
+	init.Key = rabbitmq.UniqueName("lp-preflight-")
+	c, err := i.launch(ctx, "probe", init)
+	var le *LeaseError
+	switch {
+	case errors.As(err, &le):
+		return fmt.Errorf("probe could not reach the database: %v", le)
+	case err != nil:
+		return err
+	}
+	return c.Close()
+}
+
+// String is the implementation's command, for reports.
+func (i *LeaseImpl) String() string { return fmt.Sprintf("the implementation %q", i.Command) }
+
+func (i *LeaseImpl) timeout() time.Duration {
+	if i.Timeout > 0 {
+		return i.Timeout
+	}
+	return 30 * time.Second
+}
+
+// Stop kills every process still running (after an interrupt, say).
+func (i *LeaseImpl) Stop() {
+	i.mu.Lock()
+	cs := make([]*client, 0, len(i.procs))
+	for c := range i.procs {
+		cs = append(cs, c)
+	}
+	i.mu.Unlock()
+	for _, c := range cs {
+		c.Signal(syscall.SIGKILL)
+		c.wait()
+	}
+}
+
+// A LeaseError is an error a process answered. Definite, it certainly had
+// no effect: for an acquire, errors.Is(err, dbsemaphore.ErrNotGranted)
+// holds. Otherwise the outcome is unknown.
+type LeaseError struct {
+	Op, Code, Text string
+	Definite       bool
+}
+
+func (e *LeaseError) Error() string { return redactLease(e.describe()) }
+
+func (e *LeaseError) describe() string {
+	if e.Text == "" {
+		return e.Code
+	}
+	return e.Code + ": " + e.Text
+}
+
+// NotGranted says whether the error is an acquire's definite failure.
+func (e *LeaseError) NotGranted() bool { return e.Definite && e.Op == "acquire" }
+
+// Is makes a definite acquire failure match dbsemaphore.ErrNotGranted
+// ("not granted") with errors.Is. The sentinel is recognized by its text,
+// so that this package does not import the family (see the report that
+// came with this file: the family may come to import this package).
+func (e *LeaseError) Is(target error) bool {
+	return e.NotGranted() && target != nil && target.Error() == "not granted"
+}
+
+// LeaseClient is one running process of a lease-lock implementation: a
+// client of one key. It has dbsemaphore.Client's methods, with its error
+// contract: Acquire answers dbsem.ErrFull, a *LeaseError that matches
+// dbsemaphore.ErrNotGranted (the process said the acquire certainly took
+// nothing), or any other error for an unknown outcome; Refresh and Release
+// answer dbsem.ErrExpired, or any other error for an unknown outcome.
+// Requests go one at a time: its methods must not be called concurrently.
+type LeaseClient struct {
+	c       *client
+	key     string
+	fencing bool
+	closed  atomic.Bool // Close was called
+}
+
+// Name is the client's name (c1, ...).
+func (l *LeaseClient) Name() string { return l.c.name }
+
+// Pid is the process's id (the leader of its process group).
+func (l *LeaseClient) Pid() int { return l.c.cmd.Process.Pid }
+
+// wrongKey is the error of an operation on a key the process does not
+// serve: nothing was sent.
+func (l *LeaseClient) wrongKey(op, key string) error {
+	return &LeaseError{Op: op, Code: "wrong key", Text: fmt.Sprintf("%s serves key %q, not %q", l.c.name, l.key, key), Definite: true}
+}
+
+// ms is a ttl as the protocol's whole milliseconds.
+func ms(op string, ttl time.Duration) (int64, error) {
+	if ttl < time.Millisecond {
+		return 0, &LeaseError{Op: op, Code: "bad request", Text: fmt.Sprintf("ttl %v: must be at least 1ms", ttl), Definite: true}
+	}
+	return ttl.Milliseconds(), nil
+}
+
+// Acquire asks for a lease on key for ttl if fewer than max are live.
+func (l *LeaseClient) Acquire(ctx context.Context, key string, ttl time.Duration, max int) (dbsem.Lease, error) {
+	if key != l.key {
+		return dbsem.Lease{}, l.wrongKey("acquire", key)
+	}
+	t, err := ms("acquire", ttl)
+	if err != nil {
+		return dbsem.Lease{}, err
+	}
+	typ, f, err := l.call(ctx, l.c.timeout, "acquire", request{"type": "acquire", "max": max, "ttl_ms": t}, "acquire_ok", "acquire_fail")
+	if err != nil {
+		return dbsem.Lease{}, err
+	}
+	if typ == "acquire_fail" {
+		if err := l.reason(f, "acquire_fail", "full"); err != nil {
+			return dbsem.Lease{}, err
+		}
+		return dbsem.Lease{}, dbsem.ErrFull
+	}
+	var token string
+	if err := json.Unmarshal(f["token"], &token); err != nil || token == "" {
+		return dbsem.Lease{}, l.c.giveUp(fmt.Sprintf("sent an acquire_ok whose \"token\" is not a non-empty string: %s", f["token"]))
+	}
+	var fence int64
+	raw, ok := f["fence"]
+	switch {
+	case ok && string(raw) != "null":
+		if err := json.Unmarshal(raw, &fence); err != nil || fence < 0 {
+			return dbsem.Lease{}, l.c.giveUp(fmt.Sprintf("sent an acquire_ok whose \"fence\" is not an integer >= 0: %s", raw))
+		}
+	case l.fencing:
+		return dbsem.Lease{}, l.c.giveUp("sent an acquire_ok without a \"fence\", though init asked for fencing (answer init with a definite error if you have no fencing tokens)")
+	}
+	return dbsem.Lease{Token: token, Fence: fence}, nil
+}
+
+// Refresh moves a live lease's deadline to ttl from now.
+func (l *LeaseClient) Refresh(ctx context.Context, key, token string, ttl time.Duration) error {
+	if key != l.key {
+		return l.wrongKey("refresh", key)
+	}
+	t, err := ms("refresh", ttl)
+	if err != nil {
+		return err
+	}
+	return l.change(ctx, "refresh", request{"type": "refresh", "token": token, "ttl_ms": t})
+}
+
+// Release ends a live lease.
+func (l *LeaseClient) Release(ctx context.Context, key, token string) error {
+	if key != l.key {
+		return l.wrongKey("release", key)
+	}
+	return l.change(ctx, "release", request{"type": "release", "token": token})
+}
+
+// change is refresh or release: <op>_ok, or <op>_fail {reason: expired}.
+func (l *LeaseClient) change(ctx context.Context, op string, req request) error {
+	typ, f, err := l.call(ctx, l.c.timeout, op, req, op+"_ok", op+"_fail")
+	if err != nil {
+		return err
+	}
+	if typ == op+"_fail" {
+		if err := l.reason(f, typ, "expired"); err != nil {
+			return err
+		}
+		return dbsem.ErrExpired
+	}
+	return nil
+}
+
+// reason checks that a _fail reply's reason is want.
+func (l *LeaseClient) reason(f map[string]json.RawMessage, typ, want string) error {
+	var reason string
+	if err := json.Unmarshal(f["reason"], &reason); err != nil || reason != want {
+		return l.c.giveUp(fmt.Sprintf("sent a %s whose \"reason\" is %s: want %q (answer other failures with an error)", typ, orAbsent(f["reason"]), want))
+	}
+	return nil
+}
+
+func orAbsent(raw json.RawMessage) string {
+	if raw == nil {
+		return "absent"
+	}
+	return string(raw)
+}
+
+// Signal delivers sig to the process group; a SIGKILL is the harness's own
+// doing, not a crash.
+func (l *LeaseClient) Signal(sig syscall.Signal) { l.c.Signal(sig) }
+
+// Crashed says why the process is gone, with its last request and the end
+// of its stderr, if it crashed or was given up on (not if the harness
+// killed it, nor if it exited with status 0 after Close); "" otherwise.
+func (l *LeaseClient) Crashed() string {
+	if l.closed.Load() {
+		l.c.mu.Lock()
+		clean := l.c.exitOnly && l.c.crashed == "exited (status 0)"
+		l.c.mu.Unlock()
+		if clean {
+			return ""
+		}
+	}
+	return redactLease(l.c.Crashed())
+}
+
+// Broken says whether the process is gone or was given up on.
+func (l *LeaseClient) Broken() bool { return l.c.Broken() }
+
+// Close ends the process as the protocol says: stdin closes, then SIGTERM
+// after 5 s, then SIGKILL after 5 more.
+func (l *LeaseClient) Close() error {
+	l.closed.Store(true)
+	return l.c.Close()
+}
+
+// call sends req and waits up to d (within ctx) for its reply, which must
+// echo its id and have one of the types wants, or be an error. It returns
+// the reply's type and fields; an error reply becomes a *LeaseError,
+// anything else that goes wrong an error of unknown outcome with the
+// process given up on. (It is process.go's call, with several reply types
+// and the lease errors.)
+func (l *LeaseClient) call(ctx context.Context, d time.Duration, op string, req request, wants ...string) (string, map[string]json.RawMessage, error) {
+	c := l.c
+	c.mu.Lock()
+	if c.crashed != "" || c.killed {
+		c.mu.Unlock()
+		return "", nil, fmt.Errorf("%s: the process is gone", c.name)
+	}
+	id := c.next
+	c.next++
+	req["id"] = id
+	line, _ := json.Marshal(req)
+	c.last = string(line)
+	c.mu.Unlock()
+	if _, err := c.stdin.Write(append(line, '\n')); err != nil {
+		return "", nil, c.ended(fmt.Sprintf("could not be written to (%v)", err))
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	var text string
+	select {
+	case s, ok := <-c.lines:
+		if !ok {
+			return "", nil, c.ended("closed its stdout")
+		}
+		text = s
+	case <-timer.C:
+		return "", nil, c.giveUp(fmt.Sprintf("did not answer within %v", d))
+	case <-ctx.Done():
+		return "", nil, c.giveUp(fmt.Sprintf("did not answer before %v", ctx.Err()))
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(text), &fields); err != nil || fields == nil {
+		return "", nil, c.giveUp(fmt.Sprintf("wrote a line that is not a JSON object: %.200q", text))
+	}
+	rawID, ok := fields["id"]
+	if !ok {
+		return "", nil, c.giveUp(fmt.Sprintf("answered without an id: %.200s", text))
+	}
+	var gotID int
+	if err := json.Unmarshal(rawID, &gotID); err != nil {
+		return "", nil, c.giveUp(fmt.Sprintf("answered with an id that is not an integer (%s): %.200s", rawID, text))
+	}
+	var typ string
+	if err := json.Unmarshal(fields["type"], &typ); err != nil || fields["type"] == nil {
+		return "", nil, c.giveUp(fmt.Sprintf("answered without a \"type\" string: %.200s", text))
+	}
+	if gotID != id {
+		return "", nil, c.giveUp(fmt.Sprintf("answered id %d to request id %d: %.200s", gotID, id, text))
+	}
+	for _, w := range wants {
+		if typ == w {
+			return typ, fields, nil
+		}
+	}
+	if typ != "error" {
+		return "", nil, c.giveUp(fmt.Sprintf("answered %q to a request that wants %s: %.200s", typ, strings.Join(quoted(wants), " or "), text))
+	}
+	e := &LeaseError{Op: op}
+	if err := json.Unmarshal(fields["code"], &e.Code); err != nil || e.Code == "" {
+		return "", nil, c.giveUp(fmt.Sprintf("sent an error without a \"code\" string: %.200s", text))
+	}
+	if raw, ok := fields["text"]; ok {
+		if err := json.Unmarshal(raw, &e.Text); err != nil {
+			return "", nil, c.giveUp(fmt.Sprintf("sent an error whose \"text\" is not a string: %.200s", text))
+		}
+	}
+	if raw, ok := fields["definite"]; ok {
+		if err := json.Unmarshal(raw, &e.Definite); err != nil {
+			return "", nil, c.giveUp(fmt.Sprintf("sent an error whose \"definite\" is not true or false: %.200s", text))
+		}
+	}
+	return "error", nil, e
+}
+
+func quoted(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
