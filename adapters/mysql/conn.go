@@ -120,9 +120,7 @@ func (c *conn) run() {
 		if r.n == 0 || closed {
 			continue
 		}
-		if f := c.p.hook(r.n); f != nil {
-			f()
-		}
+		c.p.runHooks(r.n)
 	}
 }
 
@@ -429,9 +427,7 @@ func (c *conn) fromServer(r *bufio.Reader) {
 			}
 			c.pop()
 			if req.n > 0 {
-				if f := p.hook(req.n); f != nil {
-					f()
-				}
+				p.runHooks(req.n)
 			}
 			if req.drop {
 				p.counts.dropped.Add(1)

@@ -17,7 +17,8 @@
 //     unknown to it), AfterStatements (run a fault right after the n-th
 //     statement was applied, before the client hears its reply);
 //   - count the client's statements by kind and its commands (Counts), from
-//     which efficiency properties are judged ("an acquire is 7 statements");
+//     which efficiency properties are judged ("a master-row acquire of a key
+//     already set up is 8 statements");
 //   - skew the clock of the process's database sessions (Skew), by sending
 //     SET @@timestamp before each of its statements;
 //   - name the server's ids of the process's connections (ConnectionIDs),
@@ -57,6 +58,7 @@
 package mysql
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -83,7 +85,7 @@ type Proxy struct {
 	sent    atomic.Int64 // statements the client has sent, for AfterStatements
 	skew    atomic.Int64 // Skew's offset in nanoseconds; 0: none
 	hookMu  sync.Mutex
-	hooks   map[int64]func()
+	hooks   []hook // by n
 
 	partitioned atomic.Bool
 	mu          sync.Mutex
@@ -232,30 +234,43 @@ func (p *Proxy) takeDrop() bool { return p.dropArm.Load() && p.dropArm.CompareAn
 // then lost with the connection), Partition, KillConnections, stop the
 // client process, or sleep (the client waits for its reply meanwhile).
 //
+// Precisely, as package sim/sqlsim's World.AfterStatements does, f runs at
+// the first statement numbered n or more whose reply is read, or whose
+// connection ends without one (a fault planned after a statement strikes
+// whatever became of it, unless the proxy is being closed). So a hook set
+// for a statement already sent runs after the next one; and when several
+// connections are busy at once, a hook may run at a later statement whose
+// reply came first. Hooks due together run in the order of their n.
+//
 // f runs on the goroutine that reads the connection's server side, and the
 // reply waits for it to return: f must not wait for that connection's
-// client to make progress, nor call Close. If the connection ends before
-// the reply was read, f runs then, unless the proxy is being closed (a
-// fault planned after a statement strikes whenever that statement was
-// sent). A hook for a statement
-// already sent never runs. A second call for the same n replaces the
-// first.
+// client to make progress, nor call Close.
 func (p *Proxy) AfterStatements(n int, f func()) {
 	p.hookMu.Lock()
 	defer p.hookMu.Unlock()
-	if p.hooks == nil {
-		p.hooks = map[int64]func(){}
-	}
-	p.hooks[int64(n)] = f
+	p.hooks = append(p.hooks, hook{int64(n), f})
+	slices.SortStableFunc(p.hooks, func(a, b hook) int { return cmp.Compare(a.n, b.n) })
 }
 
-// hook takes the function AfterStatements set for statement n, or nil.
-func (p *Proxy) hook(n int64) func() {
+type hook struct {
+	n int64
+	f func()
+}
+
+// runHooks runs, in order, the hooks due at statement n: those set for n
+// or an earlier statement.
+func (p *Proxy) runHooks(n int64) {
 	p.hookMu.Lock()
-	defer p.hookMu.Unlock()
-	f := p.hooks[n]
-	delete(p.hooks, n)
-	return f
+	i := 0
+	for i < len(p.hooks) && p.hooks[i].n <= n {
+		i++
+	}
+	due := slices.Clone(p.hooks[:i])
+	p.hooks = slices.Delete(p.hooks, 0, i)
+	p.hookMu.Unlock()
+	for _, h := range due {
+		h.f()
+	}
 }
 
 // Skew makes every statement the client sends from now on, on every

@@ -772,3 +772,32 @@ func TestMariaDBClient(t *testing.T) {
 		t.Fatalf("v = %q, %v", v, err)
 	}
 }
+
+// A hook set for a statement already sent runs after the next one, as the
+// simulator's does; hooks due together run in the order of their n.
+func TestAfterStatementsLate(t *testing.T) {
+	p := startProxy(t)
+	c := session(t, through(t, p))
+	x := ctx(t)
+	for range 2 {
+		if _, err := c.ExecContext(x, "DO 0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ran := make(chan int, 3)
+	p.AfterStatements(2, func() { ran <- 2 })
+	p.AfterStatements(1, func() { ran <- 1 })
+	p.AfterStatements(4, func() { ran <- 4 })
+	if _, err := c.ExecContext(x, "DO 0"); err != nil {
+		t.Fatal(err)
+	}
+	if len(ran) != 2 || <-ran != 1 || <-ran != 2 {
+		t.Fatalf("after statement 3: %d hooks ran, want those of 1 and 2, in order", len(ran))
+	}
+	if _, err := c.ExecContext(x, "DO 0"); err != nil {
+		t.Fatal(err)
+	}
+	if len(ran) != 1 || <-ran != 4 {
+		t.Fatal("the hook of statement 4 did not run after it")
+	}
+}
