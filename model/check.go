@@ -75,7 +75,17 @@ type Options struct {
 	// g + t(1+Drift). It is for families with expiring holds (lease); the
 	// amqp-locks checks ignore it. 0 means DefaultDrift.
 	Drift float64
+	// Clocks says which clocks time leases, for the lease family: "" (any:
+	// the backend's and every process's, so that a fault of either beyond
+	// the drift bound may excuse what it explains) or ClocksBackend (only
+	// the backend's, as the database semaphore judges expiry by the
+	// database's clock: a fault of a process's clock excuses nothing).
+	Clocks string
 }
+
+// ClocksBackend is Options.Clocks for designs whose leases are timed by the
+// backend's clock alone.
+const ClocksBackend = "backend"
 
 // DefaultDrift is the drift bound when Options.Drift is 0: 1%, Redlock's
 // clock drift factor, and wide enough for NTP-disciplined clocks over any

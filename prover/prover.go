@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -157,8 +158,32 @@ func (c Config) run(p Plan) (*Counterexample, error) {
 	return cx, nil
 }
 
+// runRecovering is run, with a panic of the family's code (its runner, its
+// simulator) turned into the error of a plan that could not run, so that a
+// search stops and says so instead of rapid shrinking it as if it were a
+// violation.
+func (c Config) runRecovering(p Plan) (cx *Counterexample, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			cx, err = nil, fmt.Errorf("panic while running a plan: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return c.run(p)
+}
+
 func (c Config) judgeOptions() model.Options {
-	return model.Options{Strict: c.Strict, Timeout: c.Timeout}
+	o := model.Options{Strict: c.Strict, Timeout: c.Timeout}
+	if j, ok := c.Family.(Judging); ok {
+		o = j.Judging(o)
+	}
+	return o
+}
+
+// Judging is a family that judges its histories with options of its own:
+// the database semaphore says that only the database's clock times its
+// leases (model.Options.Clocks).
+type Judging interface {
+	Judging(model.Options) model.Options
 }
 
 // firstViolation is the first property (in the report's fixed order) that
@@ -223,7 +248,7 @@ func (c Config) property(seen func(*Counterexample)) func(*rapid.T) {
 			return
 		}
 		p := c.Family.Draw(t)
-		cx, err := c.run(p)
+		cx, err := c.runRecovering(p)
 		if err != nil {
 			if c.runError != nil {
 				c.runError(err)

@@ -167,7 +167,7 @@ func (r *searching) stop() bool {
 func (r *searching) seen(cx *Counterexample) {
 	out := r.out
 	violated := cx.Property != "" && !cx.Inconclusive
-	if out.Found != nil || r.last != nil {
+	if out.Found != nil || r.last != nil || r.runErr != nil {
 		if violated {
 			r.last = cx // a smaller failing plan, while shrinking
 		}
@@ -244,9 +244,12 @@ func (r *searching) batches(prop func(*rapid.T)) error {
 		before, began := out.Plans, time.Now()
 		out.Batches = append(out.Batches, BatchRun{Number: b})
 		r.cur, r.digest = len(out.Batches)-1, sha256.New()
-		rapidbatch.Batch(s.Seed, b, n, prop)
+		failed := rapidbatch.Batch(s.Seed, b, n, prop)
 		out.Batches[r.cur].Digest = hex.EncodeToString(r.digest.Sum(nil))
 		r.cur = -1
+		if failed && r.last == nil && r.runErr == nil && r.ctx.Err() == nil {
+			return fmt.Errorf("prover: rapid failed batch %d without a violation or a plan that could not run (a plan's drawing failed?)", b)
+		}
 		if out.Plans == before && r.last == nil && r.runErr == nil && !r.stop() {
 			return fmt.Errorf("prover: rapid drew no valid plan in a batch of %d", n)
 		}

@@ -184,12 +184,16 @@ type history struct {
 	byProc  map[string][]*op // each process's operations, in invoke order
 	orphans []*op            // ok refreshes and releases of a token nobody could have granted
 	r       float64
+	// backendClock: only the backend's clock times leases, so a fault of a
+	// process's clock excuses nothing.
+	backendClock bool
 }
 
 // Check judges one lease lock: its events and the history's nemesis
 // events, as model.Check hands them to a registered family.
 func Check(events []histories.Event, o model.Options) []model.Verdict {
 	h := build(events, o.DriftBound())
+	h.backendClock = o.Clocks == model.ClocksBackend
 	vs := []model.Verdict{
 		h.exclusive(),
 		h.noRevival(),
@@ -366,7 +370,7 @@ func (h *history) clockSlack(from, to int64) (int64, []*fault) {
 	var slack int64
 	var fs []*fault
 	for _, f := range h.faults {
-		if !f.clock() || f.call > to || f.over <= from || (f.target != "" && !h.procs[f.target]) {
+		if !f.clock() || f.call > to || f.over <= from || (f.target != "" && (!h.procs[f.target] || h.backendClock)) {
 			continue
 		}
 		slack += f.offset
