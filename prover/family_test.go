@@ -240,3 +240,26 @@ func TestFamilySeamHistories(t *testing.T) {
 		}
 	}
 }
+
+// panicky is the toy family whose runner panics on a plan with three
+// clients.
+type panicky struct{ toyFamily }
+
+func (f panicky) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
+	if len(p.(*toyPlan).Clients) == 3 {
+		panic("the runner broke")
+	}
+	return f.toyFamily.Run(ctx, p)
+}
+
+// A family's panic stops a search with an error that says so, instead of
+// being shrunk in silence and its shrinking counted as plans.
+func TestFamilyPanicIsAnError(t *testing.T) {
+	out, err := prover.Search{Config: prover.Config{Family: panicky{}}, Seed: 1, Plans: 300}.Run()
+	if err == nil || !strings.Contains(err.Error(), "panic while running a plan: the runner broke") {
+		t.Fatalf("err %v, want the panic", err)
+	}
+	if out != nil && out.Plans > 300 {
+		t.Errorf("%d plans counted of 300", out.Plans)
+	}
+}

@@ -132,3 +132,40 @@ func TestDescribedWithTheProcessError(t *testing.T) {
 		}
 	}
 }
+
+// With model.ClocksBackend only the backend's clock times leases: 113's
+// late refresh, excused when c1's own clock ran 5 s behind, is a revival
+// when only the database's clock counts (a client's clock then explains
+// nothing); the backend's clock faults still excuse.
+func TestBackendClocksOnly(t *testing.T) {
+	h, err := histories.ReadFile(filepath.Join("..", "..", "testdata", "histories", "113-lease-refresh-excused-by-clock.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(h []histories.Event, clocks string) model.Status {
+		for _, v := range model.Check(h, model.Options{Clocks: clocks}).Verdicts {
+			if v.Property == lease.NoRevival {
+				return v.Status
+			}
+		}
+		t.Fatal("no no-revival verdict")
+		return 0
+	}
+	if s := status(h, model.ClocksBackend); s != model.Pass {
+		t.Errorf("the backend's skew, backend clocks: %v, want pass (excused)", s)
+	}
+	client := append([]histories.Event(nil), h...)
+	for i, e := range client {
+		if e.Process == "nemesis" && e.Value != nil && e.Value.OffsetMs != nil {
+			v := *e.Value
+			v.Process = "c1"
+			client[i].Value = &v
+		}
+	}
+	if s := status(client, ""); s != model.Pass {
+		t.Errorf("c1's skew, any clock: %v, want pass (excused)", s)
+	}
+	if s := status(client, model.ClocksBackend); s != model.Fail {
+		t.Errorf("c1's skew, backend clocks: %v, want FAIL", s)
+	}
+}
