@@ -465,21 +465,45 @@ func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) str
 		}
 	}
 	if vhas&vPatched != 0 {
-		if kind == nemesis || kind == Lease || (e.F != Acquire && e.F != Release) || (e.Type != Ok && e.Type != Fail) {
-			return fmt.Sprintf("value.patched: not allowed: only an acquire or release that completes ok or fail may be patched, not a %s", what())
-		}
-		if e.Type == Fail && val.Reason != NotApplied {
-			return fmt.Sprintf("value.reason: a patched fail says %q, got %q", NotApplied, val.Reason)
-		}
-		if e.Type == Fail {
-			if extra := vhas &^ (vReason | vPatched | echo); extra != 0 {
-				return fmt.Sprintf("value.%s: not allowed: a patched fail holds only its reason (and what it repeats of its invoke)", firstField(extra))
-			}
-			return ""
+		if msg, done := checkPatched(e, kind, vhas, echo, what); done {
+			return msg
 		}
 		vhas &^= vPatched
 	}
 	vhas &^= echo &^ sh.allowed // echoes are checked; the shape is about the rest
+	if msg := checkFields(sh, e, vhas, in, what); msg != "" {
+		return msg
+	}
+	if val == nil {
+		return ""
+	}
+	return checkRanges(sh, val)
+}
+
+// checkPatched checks a value marked patched (vhas holds vPatched): only an
+// acquire or release completing ok or fail may be, and a patched fail
+// holds only the not-applied reason besides the echo. done says the
+// verdict is msg (a patched fail needs no further checks); otherwise the
+// value is checked as if it were not marked.
+func checkPatched(e *Event, kind string, vhas, echo vfields, what func() string) (msg string, done bool) {
+	if kind == nemesis || kind == Lease || (e.F != Acquire && e.F != Release) || (e.Type != Ok && e.Type != Fail) {
+		return fmt.Sprintf("value.patched: not allowed: only an acquire or release that completes ok or fail may be patched, not a %s", what()), true
+	}
+	if e.Type == Fail && e.Value.Reason != NotApplied {
+		return fmt.Sprintf("value.reason: a patched fail says %q, got %q", NotApplied, e.Value.Reason), true
+	}
+	if e.Type == Fail {
+		if extra := vhas &^ (vReason | vPatched | echo); extra != 0 {
+			return fmt.Sprintf("value.%s: not allowed: a patched fail holds only its reason (and what it repeats of its invoke)", firstField(extra)), true
+		}
+		return "", true
+	}
+	return "", false
+}
+
+// checkFields checks that the fields vhas (echoes of the invoke taken out)
+// are those the shape sh allows and include those it requires.
+func checkFields(sh *shape, e *Event, vhas vfields, in inflight, what func() string) string {
 	if extra := vhas &^ sh.allowed; extra != 0 {
 		f := firstField(extra)
 		also := ""
@@ -494,9 +518,12 @@ func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) str
 	if missing := sh.required &^ vhas; missing != 0 {
 		return fmt.Sprintf("value.%s: missing: a %s wants %s", firstField(missing), what(), sh.want)
 	}
-	if val == nil {
-		return ""
-	}
+	return ""
+}
+
+// checkRanges checks that each field val holds is in its range (and a
+// reason among those sh allows), in the order the fields are documented.
+func checkRanges(sh *shape, val *Value) string {
 	if val.Slot != nil && *val.Slot < 1 {
 		return fmt.Sprintf("value.slot: want an integer >= 1, got %d", *val.Slot)
 	}
