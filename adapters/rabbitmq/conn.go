@@ -47,72 +47,26 @@ func (b *rmqBroker) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, e
 		props.SetClientConnectionName(cfg.Name)
 	}
 
-	var (
-		mu      sync.Mutex
-		netConn net.Conn
-		aborted bool
-	)
+	g := &dialGuard{ctx: ctx}
 	acfg := amqp.Config{
 		Heartbeat:  roundUpToSecond(cfg.Heartbeat),
 		Properties: props,
-		Dial: func(network, addr string) (net.Conn, error) {
-			d := net.Dialer{Timeout: handshakeTimeout}
-			nc, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			// A deadline for the AMQP handshake (ctx is enforced by the
-			// AfterFunc below); amqp091-go clears it in openComplete and
-			// then leaves read deadlines to its heartbeater.
-			if err := nc.SetDeadline(time.Now().Add(handshakeTimeout)); err != nil {
-				nc.Close()
-				return nil, err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if aborted {
-				nc.Close()
-				return nil, ctx.Err()
-			}
-			netConn = nc
-			return nc, nil
-		},
+		Dial:       g.dial,
 		// Recovery stays nil: auto-recovery would re-declare exclusive
 		// queues behind the caller's back.
 	}
 
 	// The handshake takes no context: if ctx ends during it, close the socket.
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		aborted = true
-		if netConn != nil {
-			netConn.Close()
-		}
-	})
+	stop := context.AfterFunc(ctx, g.abort)
 	ac, err := amqp.DialConfig(uri, acfg)
 	stopped := stop()
-
-	mu.Lock()
-	nc := netConn
-	mu.Unlock()
+	nc := g.socket()
 
 	if err != nil {
 		if nc != nil {
 			nc.Close() // make sure amqp091-go's reader and heartbeater exit
 		}
-		if !stopped || ctx.Err() != nil {
-			// ctx ended during the dial: that is why it failed.
-			return nil, fmt.Errorf("rabbitmq: dial: %w (%v)", ctx.Err(), err)
-		}
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("rabbitmq: dial: %w: %w", broker.ErrRefused, err)
-		}
-		var ae *amqp.Error
-		if errors.As(err, &ae) {
-			return nil, &broker.Error{Code: ae.Code, Reason: ae.Reason, Server: ae.Server, Connection: true}
-		}
-		return nil, fmt.Errorf("rabbitmq: dial: %w", err)
+		return nil, dialError(ctx, err, stopped)
 	}
 	if !stopped {
 		// The handshake finished but ctx ended meanwhile: the caller has
@@ -130,6 +84,79 @@ func (b *rmqBroker) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, e
 	notify := ac.NotifyClose(make(chan *amqp.Error, 1))
 	go c.watch(notify)
 	return c, nil
+}
+
+// dialGuard ties a dial's socket to the dial's context: amqp.DialConfig
+// takes none, so the guard keeps the socket it dials and closes it when
+// ctx ends during the handshake, and Dial can close it after a failed dial.
+type dialGuard struct {
+	ctx context.Context
+
+	mu      sync.Mutex
+	netConn net.Conn // the socket dialed, if any
+	aborted bool     // ctx ended: no socket may be handed out
+}
+
+// dial is amqp.Config.Dial: it connects within ctx and handshakeTimeout,
+// and keeps the socket unless ctx has already ended (then it fails).
+func (g *dialGuard) dial(network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: handshakeTimeout}
+	nc, err := d.DialContext(g.ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	// A deadline for the AMQP handshake (ctx is enforced by the
+	// AfterFunc in Dial); amqp091-go clears it in openComplete and
+	// then leaves read deadlines to its heartbeater.
+	if err := nc.SetDeadline(time.Now().Add(handshakeTimeout)); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.aborted {
+		nc.Close()
+		return nil, g.ctx.Err()
+	}
+	g.netConn = nc
+	return nc, nil
+}
+
+// abort runs when ctx ends during the dial: it closes the socket, if one
+// was dialed, so that the handshake fails, and makes a later dial fail.
+func (g *dialGuard) abort() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.aborted = true
+	if g.netConn != nil {
+		g.netConn.Close()
+	}
+}
+
+// socket returns the socket dialed, or nil if none was.
+func (g *dialGuard) socket() net.Conn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.netConn
+}
+
+// dialError is the error Dial returns when amqp.DialConfig failed with err;
+// stopped says the context's AfterFunc was stopped before it ran. A dial
+// cut short by ctx reports ctx's error, a refused connection
+// broker.ErrRefused, and a broker's refusal its code as a *broker.Error.
+func dialError(ctx context.Context, err error, stopped bool) error {
+	if !stopped || ctx.Err() != nil {
+		// ctx ended during the dial: that is why it failed.
+		return fmt.Errorf("rabbitmq: dial: %w (%v)", ctx.Err(), err)
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("rabbitmq: dial: %w: %w", broker.ErrRefused, err)
+	}
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		return &broker.Error{Code: ae.Code, Reason: ae.Reason, Server: ae.Server, Connection: true}
+	}
+	return fmt.Errorf("rabbitmq: dial: %w", err)
 }
 
 // dialURI returns uri with its heartbeat query parameter set for hb: "0" when
