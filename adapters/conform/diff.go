@@ -436,13 +436,8 @@ type DiffOutcome struct {
 // diffBatch is how many sequences each rapid.Check draws.
 const diffBatch = 100
 
-// Differential runs o.Sequences sequences drawn from o.Seed on the simulator
-// and on the real broker, and returns the first divergence, shrunk by rapid.
-// rapid's settings are process-wide flags: in a program that is not a test,
-// call testing.Init and parse the global flag set first (see
-// cmd/lockprover); only one Differential runs at a time. Under go test
-// -short it still runs o.Sequences sequences.
-func (t *Target) Differential(ctx context.Context, o DiffOptions) (*DiffOutcome, error) {
+// withDefaults returns o with every zero setting at its default.
+func (o DiffOptions) withDefaults() DiffOptions {
 	if o.Sequences <= 0 {
 		o.Sequences = 100
 	}
@@ -455,77 +450,113 @@ func (t *Target) Differential(ctx context.Context, o DiffOptions) (*DiffOutcome,
 	if o.Replays <= 0 {
 		o.Replays = 3
 	}
+	return o
+}
+
+// Differential runs o.Sequences sequences drawn from o.Seed on the simulator
+// and on the real broker, and returns the first divergence, shrunk by rapid.
+// rapid's settings are process-wide flags: in a program that is not a test,
+// call testing.Init and parse the global flag set first (see
+// cmd/lockprover); only one Differential runs at a time. Under go test
+// -short it still runs o.Sequences sequences.
+func (t *Target) Differential(ctx context.Context, o DiffOptions) (*DiffOutcome, error) {
+	o = o.withDefaults()
 	end, err := rapidbatch.Begin(o.Shrink)
 	if err != nil {
 		return nil, fmt.Errorf("conform: %w", err)
 	}
 	defer end()
 
-	out := &DiffOutcome{}
+	r := &diffRun{t: t, ctx: ctx, o: o, out: &DiffOutcome{}}
 	start := time.Now()
-	var (
-		found    *Divergence
-		infraErr error
-	)
-	prop := func(rt *rapid.T) {
-		ops := DrawOps(rt, o.MaxSteps)
-		if infraErr != nil || ctx.Err() != nil {
-			return
-		}
-		simObs, err := RunSimOps(ops)
-		if err != nil {
-			infraErr = fmt.Errorf("simulator: %w", err)
-			return
-		}
-		shrinking := found != nil
-		realObs, err := t.RunOps(ctx, ops)
-		if err != nil {
-			if !shrinking {
-				infraErr = err
-			}
-			return
-		}
-		if !shrinking {
-			out.Sequences++
-			out.Steps += len(ops)
-			if o.Progress != nil {
-				o.Progress(out.Sequences, out.Steps)
-			}
-		}
-		i := firstDifference(realObs, simObs)
-		if i < 0 {
-			return
-		}
-		d := &Divergence{Ops: ops, Real: realObs, Sim: simObs, First: i}
-		if found == nil || len(d.Ops) < len(found.Ops) || len(d.Ops) == len(found.Ops) && d.First <= found.First {
-			found = d
-		}
-		rt.Fatalf("step %d diverges", i+1)
-	}
-	for b := 0; found == nil && infraErr == nil && ctx.Err() == nil && out.Sequences < o.Sequences; b++ {
-		n := min(diffBatch, o.Sequences-out.Sequences)
-		before := out.Sequences
-		rapidbatch.Batch(o.Seed, b, n, prop)
-		if out.Sequences == before && found == nil && infraErr == nil {
+	for b := 0; r.found == nil && r.infraErr == nil && ctx.Err() == nil && r.out.Sequences < o.Sequences; b++ {
+		n := min(diffBatch, o.Sequences-r.out.Sequences)
+		before := r.out.Sequences
+		rapidbatch.Batch(o.Seed, b, n, r.prop)
+		if r.out.Sequences == before && r.found == nil && r.infraErr == nil {
 			break // rapid ran nothing: do not spin
 		}
 	}
-	out.Elapsed = time.Since(start)
-	if infraErr != nil {
-		return out, infraErr
+	r.out.Elapsed = time.Since(start)
+	if r.infraErr != nil {
+		return r.out, r.infraErr
 	}
-	if found != nil {
-		for i := 0; i < o.Replays && ctx.Err() == nil; i++ {
-			realObs, err := t.RunOps(ctx, found.Ops)
-			if err != nil {
-				break
-			}
-			found.Replays++
-			if firstDifference(realObs, found.Sim) == found.First {
-				found.Reproduced++
-			}
+	if r.found != nil {
+		t.replay(ctx, r.found, o.Replays)
+		r.out.Found = r.found
+	}
+	return r.out, ctx.Err()
+}
+
+// diffRun is the state of one Differential run, shared by the rapid
+// property across its batches and its shrinking.
+type diffRun struct {
+	t   *Target
+	ctx context.Context
+	o   DiffOptions
+	out *DiffOutcome
+
+	found    *Divergence // the smallest divergence so far; set, rapid is shrinking
+	infraErr error       // a harness failure: the run stops and says so
+}
+
+// prop is the rapid property: a drawn sequence must be observed alike on
+// the simulator and on the real broker. Sequences run while shrinking are
+// not counted, and a harness failure while shrinking only rejects the
+// candidate; after a harness failure, or once ctx ends, it passes at once.
+func (r *diffRun) prop(rt *rapid.T) {
+	ops := DrawOps(rt, r.o.MaxSteps)
+	if r.infraErr != nil || r.ctx.Err() != nil {
+		return
+	}
+	simObs, err := RunSimOps(ops)
+	if err != nil {
+		r.infraErr = fmt.Errorf("simulator: %w", err)
+		return
+	}
+	shrinking := r.found != nil
+	realObs, err := r.t.RunOps(r.ctx, ops)
+	if err != nil {
+		if !shrinking {
+			r.infraErr = err
 		}
-		out.Found = found
+		return
 	}
-	return out, ctx.Err()
+	if !shrinking {
+		r.out.Sequences++
+		r.out.Steps += len(ops)
+		if r.o.Progress != nil {
+			r.o.Progress(r.out.Sequences, r.out.Steps)
+		}
+	}
+	i := firstDifference(realObs, simObs)
+	if i < 0 {
+		return
+	}
+	r.keep(&Divergence{Ops: ops, Real: realObs, Sim: simObs, First: i})
+	rt.Fatalf("step %d diverges", i+1)
+}
+
+// keep records d if it is the smallest divergence yet: fewer steps, or as
+// many and diverging no later.
+func (r *diffRun) keep(d *Divergence) {
+	if r.found == nil || len(d.Ops) < len(r.found.Ops) || len(d.Ops) == len(r.found.Ops) && d.First <= r.found.First {
+		r.found = d
+	}
+}
+
+// replay re-runs the minimal divergence d on the real broker up to n times
+// (stopping at a harness failure or when ctx ends), counting in d the
+// replays and those that diverged again at the same step.
+func (t *Target) replay(ctx context.Context, d *Divergence, n int) {
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		realObs, err := t.RunOps(ctx, d.Ops)
+		if err != nil {
+			break
+		}
+		d.Replays++
+		if firstDifference(realObs, d.Sim) == d.First {
+			d.Reproduced++
+		}
+	}
 }
