@@ -146,6 +146,15 @@ func (c *conn) setPhase(ph phase) {
 	c.smu.Unlock()
 }
 
+// A pktFate says what a reader does with a packet it has looked at.
+type pktFate uint8
+
+const (
+	pktForward pktFate = iota // write the packet, as read, to the other side
+	pktHandled                // the packet was dealt with (held, forwarded or swallowed)
+	pktStop                   // the connection ends
+)
+
 // fromClient reads the client's packets and forwards them, deciding the
 // commands.
 func (c *conn) fromClient(r *bufio.Reader, server net.Conn) {
@@ -170,65 +179,95 @@ func (c *conn) fromClient(r *bufio.Reader, server net.Conn) {
 			}
 			continue
 		}
+		fate := pktForward
 		switch c.getPhase() {
 		case phaseGreeting:
 			// Clients wait for the greeting; pass whatever this is.
 		case phaseAuth:
 			if !responded {
 				responded = true
-				caps, ok := clientCaps(pk.payload)
-				if !ok {
-					p.counts.refused.Add(1)
-					return
-				}
-				c.smu.Lock()
-				c.deprecateEOF = caps&capDeprecateEOF != 0
-				c.smu.Unlock()
+				fate = c.clientResponse(pk)
 			}
 		case phaseCommand:
-			c.smu.Lock()
-			infile := c.infile
-			if infile && len(pk.payload) == 0 {
-				c.infile = false // the file's end
-			}
-			c.smu.Unlock()
-			if infile {
-				break
-			}
-			if len(pk.payload) == 0 {
-				p.counts.malformed.Add(1)
-				return
-			}
-			req, text, err := c.command(pk.payload)
-			if err != nil {
-				p.counts.malformed.Add(1)
-				return
-			}
-			if req != nil && req.unfollow {
-				unfollowed = true
-				p.counts.unfollowed.Add(1)
-			}
-			if req != nil && req.n > 0 {
-				if set := c.skewSet(text, &skewed); set != "" {
-					inj := &request{cmd: comQuery, injected: true, reply: replyParser{kind: replyResult}}
-					c.push(inj)
-					p.counts.injected.Add(1)
-					if !c.write(server, commandPacket(comQuery, set)) {
-						return
-					}
-				}
-			}
-			if req != nil && req.cmd == comResetConnection {
-				skewed = false // the server resets @@timestamp
-			}
-			if req != nil {
-				c.push(req)
-			}
+			fate = c.clientCommand(pk, server, &unfollowed, &skewed)
+		}
+		if fate == pktStop {
+			return
 		}
 		if !c.write(server, pk.raw) {
 			return
 		}
 	}
+}
+
+// clientResponse reads the client's handshake response for its
+// capabilities: whether replies will end without EOF packets. A response
+// that cannot be read is refused.
+func (c *conn) clientResponse(pk packet) pktFate {
+	caps, ok := clientCaps(pk.payload)
+	if !ok {
+		c.p.counts.refused.Add(1)
+		return pktStop
+	}
+	c.smu.Lock()
+	c.deprecateEOF = caps&capDeprecateEOF != 0
+	c.smu.Unlock()
+	return pktForward
+}
+
+// clientCommand handles a packet of the command phase: a local file's
+// contents pass; a command is counted and queued for its reply, after
+// Skew's SET if Skew wants one sent first. unfollowed is set when the
+// proxy cannot follow the command's reply; skewed is as for skewSet.
+func (c *conn) clientCommand(pk packet, server net.Conn, unfollowed, skewed *bool) pktFate {
+	p := c.p
+	c.smu.Lock()
+	infile := c.infile
+	if infile && len(pk.payload) == 0 {
+		c.infile = false // the file's end
+	}
+	c.smu.Unlock()
+	if infile {
+		return pktForward
+	}
+	if len(pk.payload) == 0 {
+		p.counts.malformed.Add(1)
+		return pktStop
+	}
+	req, text, err := c.command(pk.payload)
+	if err != nil {
+		p.counts.malformed.Add(1)
+		return pktStop
+	}
+	if req == nil {
+		return pktForward
+	}
+	if req.unfollow {
+		*unfollowed = true
+		p.counts.unfollowed.Add(1)
+	}
+	if req.n > 0 && !c.injectSkew(server, text, skewed) {
+		return pktStop
+	}
+	if req.cmd == comResetConnection {
+		*skewed = false // the server resets @@timestamp
+	}
+	c.push(req)
+	return pktForward
+}
+
+// injectSkew sends Skew's SET before the statement text, if Skew wants
+// one (see skewSet), queueing a request whose reply is swallowed; false if
+// the server connection is dead.
+func (c *conn) injectSkew(server net.Conn, text string, skewed *bool) bool {
+	set := c.skewSet(text, skewed)
+	if set == "" {
+		return true
+	}
+	inj := &request{cmd: comQuery, injected: true, reply: replyParser{kind: replyResult}}
+	c.push(inj)
+	c.p.counts.injected.Add(1)
+	return c.write(server, commandPacket(comQuery, set))
 }
 
 // command reads one command of the client, counts it, and returns the
@@ -361,87 +400,121 @@ func (c *conn) fromServer(r *bufio.Reader) {
 			}
 			continue
 		}
+		fate := pktForward
 		switch c.getPhase() {
 		case phaseGreeting:
-			if pk.payload[0] != iERR { // an ERR: refused (too many connections...)
-				g, err := rewriteGreeting(pk.raw)
-				if err != nil || len(pk.raw) != 4+len(pk.payload) {
-					p.counts.malformed.Add(1)
-					return
-				}
-				c.mu.Lock()
-				c.id = g.connID
-				c.mu.Unlock()
-				c.setPhase(phaseAuth)
-			}
+			fate = c.serverGreeting(pk)
 		case phaseAuth:
 			if pk.payload[0] == iOK {
 				c.setPhase(phaseCommand)
 			}
 		case phaseCommand:
-			req := c.head()
-			if req == nil {
-				break // unsolicited: an error before the server closes the connection
-			}
-			if req.unfollow {
-				// A command the proxy cannot follow: from its reply
-				// on, everything passes unread.
-				unfollowed = true
-				break
-			}
-			done, infile, err := req.reply.feed(pk.payload)
-			if err != nil {
-				p.counts.malformed.Add(1)
-				return
-			}
-			if req.injected {
-				if done {
-					c.pop()
-					if pk.payload[0] == iERR {
-						p.counts.injectFailed.Add(1)
-					}
-				}
-				continue
-			}
-			if req.reply.prepared && !req.prepSaved {
-				req.prepSaved = true
-				c.smu.Lock()
-				c.stmts[req.reply.stmtID] = req.text
-				c.smu.Unlock()
-			}
-			req.held = append(req.held, pk.raw...)
-			switch {
-			case infile:
-				c.smu.Lock()
-				c.infile = true
-				c.smu.Unlock()
-				fallthrough
-			case !done && len(req.held) > maxHold:
-				if !c.write(c.client, req.held) {
-					return
-				}
-				req.held = nil
-				continue
-			case !done:
-				continue
-			}
-			c.pop()
-			if req.n > 0 {
-				p.runHooks(req.n)
-			}
-			if req.drop {
-				p.counts.dropped.Add(1)
-				return // the reply is lost with the connection
-			}
-			if !c.write(c.client, req.held) {
-				return
-			}
+			fate = c.serverReply(pk, &unfollowed)
+		}
+		switch fate {
+		case pktStop:
+			return
+		case pktHandled:
 			continue
 		}
 		if !c.write(c.client, pk.raw) {
 			return
 		}
 	}
+}
+
+// serverGreeting reads the server's greeting for its connection id, and
+// moves on to authentication; an ERR instead (too many connections...)
+// just passes. The greeting is rewritten in pk.raw as rewriteGreeting
+// does.
+func (c *conn) serverGreeting(pk packet) pktFate {
+	if pk.payload[0] == iERR { // an ERR: refused (too many connections...)
+		return pktForward
+	}
+	g, err := rewriteGreeting(pk.raw)
+	if err != nil || len(pk.raw) != 4+len(pk.payload) {
+		c.p.counts.malformed.Add(1)
+		return pktStop
+	}
+	c.mu.Lock()
+	c.id = g.connID
+	c.mu.Unlock()
+	c.setPhase(phaseAuth)
+	return pktForward
+}
+
+// serverReply feeds a packet of the command phase to the reply of the
+// oldest pending request. A reply is held until it is complete (or too
+// large to hold, or asking for a local file), so that its statement's
+// hooks run before the client can see it; an injected SET's reply is
+// swallowed. unfollowed is set at the reply of a command the proxy cannot
+// follow.
+func (c *conn) serverReply(pk packet, unfollowed *bool) pktFate {
+	req := c.head()
+	if req == nil {
+		return pktForward // unsolicited: an error before the server closes the connection
+	}
+	if req.unfollow {
+		// A command the proxy cannot follow: from its reply
+		// on, everything passes unread.
+		*unfollowed = true
+		return pktForward
+	}
+	done, infile, err := req.reply.feed(pk.payload)
+	if err != nil {
+		c.p.counts.malformed.Add(1)
+		return pktStop
+	}
+	if req.injected {
+		if done {
+			c.pop()
+			if pk.payload[0] == iERR {
+				c.p.counts.injectFailed.Add(1)
+			}
+		}
+		return pktHandled
+	}
+	if req.reply.prepared && !req.prepSaved {
+		req.prepSaved = true
+		c.smu.Lock()
+		c.stmts[req.reply.stmtID] = req.text
+		c.smu.Unlock()
+	}
+	req.held = append(req.held, pk.raw...)
+	switch {
+	case infile:
+		c.smu.Lock()
+		c.infile = true
+		c.smu.Unlock()
+		fallthrough
+	case !done && len(req.held) > maxHold:
+		if !c.write(c.client, req.held) {
+			return pktStop
+		}
+		req.held = nil
+		return pktHandled
+	case !done:
+		return pktHandled
+	}
+	return c.replyDone(req)
+}
+
+// replyDone ends req, whose reply is complete: its statement's hooks run,
+// then the reply is forwarded, or lost with the connection if
+// DropCommitReply chose it.
+func (c *conn) replyDone(req *request) pktFate {
+	c.pop()
+	if req.n > 0 {
+		c.p.runHooks(req.n)
+	}
+	if req.drop {
+		c.p.counts.dropped.Add(1)
+		return pktStop // the reply is lost with the connection
+	}
+	if !c.write(c.client, req.held) {
+		return pktStop
+	}
+	return pktHandled
 }
 
 // replyParser follows the packets of one reply to see where it ends.
