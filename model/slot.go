@@ -154,22 +154,8 @@ type slotCall struct {
 // quiescent set, quiescent acquires that failed add what they observed
 // (acquire-exact); otherwise those are left out (slot-exclusive).
 func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porcupine.Operation {
-	parts := map[int][]porcupine.Operation{}
-	add := func(slot int, o *op, so *slotOp) {
-		parts[slot] = append(parts[slot], porcupine.Operation{
-			ClientId: o.client, Call: o.call, Return: o.ret,
-			Input: &slotCall{so, o.call},
-		})
-	}
-	held := map[int]map[int]int64{} // slot -> process -> earliest take call
-	note := func(slot, proc int, call int64) {
-		if held[slot] == nil {
-			held[slot] = map[int]int64{}
-		}
-		if t, ok := held[slot][proc]; !ok || call < t {
-			held[slot][proc] = call
-		}
-	}
+	parts := slotParts{}
+	held := slotHolds{}
 	lastTake := map[int]int64{} // process -> invoke of its latest acquire that may have taken a slot
 	for _, o := range lh.ops {
 		if o.f == histories.Acquire && (o.typ == histories.Ok || o.unknown()) {
@@ -177,45 +163,94 @@ func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porc
 		}
 		switch o.f {
 		case histories.Acquire:
-			switch {
-			case o.typ == histories.Ok:
-				s := *o.res.Slot
-				add(s, o, &slotOp{kind: take, proc: o.who, src: o})
-				note(s, o.proc, o.call)
-			case o.unknown():
-				for s := 1; s <= lh.max; s++ {
-					add(s, o, &slotOp{kind: maybeTake, proc: o.who, src: o})
-					note(s, o.proc, o.call)
-				}
-			case quiescent != nil:
-				for _, ob := range quiescent[o] {
-					add(ob.slot, o, &slotOp{kind: ob.kind, proc: o.who, src: o})
-				}
-			}
+			parts.addAcquire(lh, o, quiescent, held)
 		case histories.Release:
-			switch {
-			case o.typ == histories.Ok:
-				add(*o.arg.Slot, o, &slotOp{kind: release, proc: o.who, src: o})
-			case o.unknown():
-				add(*o.arg.Slot, o, &slotOp{kind: maybeRelease, proc: o.who, src: o})
-			}
+			parts.addRelease(o)
 		case histories.Verify:
 			if o.typ == histories.Ok && (*o.res.Held || !faultExcuses(lh, o, lastTake[o.proc])) {
 				k := verifyLost
 				if *o.res.Held {
 					k = verifyHeld
 				}
-				add(*o.arg.Slot, o, &slotOp{kind: k, proc: o.who, src: o})
+				parts.add(*o.arg.Slot, o, &slotOp{kind: k, proc: o.who, src: o})
 			}
 		case histories.Create, histories.Change, histories.Destroy:
 			for _, e := range adminEffects(lh, o) {
-				add(e.slot, o, &slotOp{kind: e.kind, proc: o.who, src: o})
+				parts.add(e.slot, o, &slotOp{kind: e.kind, proc: o.who, src: o})
 			}
 		}
 	}
-	// A fault may cost each process whatever it held: a lost operation,
-	// from the fault's start with no known end, in every slot the process
-	// may have held.
+	parts.addLost(lh, held)
+	for slot, ops := range parts {
+		numberLost(ops, maxClient(lh.ops))
+		parts[slot] = ops
+	}
+	return parts
+}
+
+// slotParts holds the operations of each slot of a semaphore, by slot.
+type slotParts map[int][]porcupine.Operation
+
+// slotHolds says since when each process may hold each slot: slot ->
+// process -> earliest take call. It is a map of its own (not a field
+// beside slotParts) so that it stays off the heap.
+type slotHolds map[int]map[int]int64
+
+// add adds so, the slot operation of o, to slot's operations.
+func (parts slotParts) add(slot int, o *op, so *slotOp) {
+	parts[slot] = append(parts[slot], porcupine.Operation{
+		ClientId: o.client, Call: o.call, Return: o.ret,
+		Input: &slotCall{so, o.call},
+	})
+}
+
+// note records that proc may hold slot from call on (the earliest wins).
+func (held slotHolds) note(slot, proc int, call int64) {
+	if held[slot] == nil {
+		held[slot] = map[int]int64{}
+	}
+	if t, ok := held[slot][proc]; !ok || call < t {
+		held[slot][proc] = call
+	}
+}
+
+// addAcquire adds acquire o: a take of its slot if ok, a possible take of
+// every slot if its outcome is unknown (each noted in held), and, with
+// quiescent set, what a quiescent failed acquire observed.
+func (parts slotParts) addAcquire(lh *lockHistory, o *op, quiescent map[*op][]slotObs, held slotHolds) {
+	switch {
+	case o.typ == histories.Ok:
+		s := *o.res.Slot
+		parts.add(s, o, &slotOp{kind: take, proc: o.who, src: o})
+		held.note(s, o.proc, o.call)
+	case o.unknown():
+		for s := 1; s <= lh.max; s++ {
+			parts.add(s, o, &slotOp{kind: maybeTake, proc: o.who, src: o})
+			held.note(s, o.proc, o.call)
+		}
+	case quiescent != nil:
+		for _, ob := range quiescent[o] {
+			parts.add(ob.slot, o, &slotOp{kind: ob.kind, proc: o.who, src: o})
+		}
+	}
+}
+
+// addRelease adds release o, if it did not fail: a release of its slot, or
+// a possible one if its outcome is unknown.
+func (parts slotParts) addRelease(o *op) {
+	switch {
+	case o.typ == histories.Ok:
+		parts.add(*o.arg.Slot, o, &slotOp{kind: release, proc: o.who, src: o})
+	case o.unknown():
+		parts.add(*o.arg.Slot, o, &slotOp{kind: maybeRelease, proc: o.who, src: o})
+	}
+}
+
+// addLost adds what faults may cost: a fault may cost each process
+// whatever it held, so a lost operation, from the fault's start with no
+// known end, in every slot held says the process may have held since
+// before the fault's immunity.
+func (parts slotParts) addLost(lh *lockHistory, held slotHolds) {
 	for slot, procs := range held {
 		for proc, since := range procs {
 			for _, f := range lh.faultsOf(proc) {
@@ -229,11 +264,6 @@ func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porc
 			}
 		}
 	}
-	for slot, ops := range parts {
-		numberLost(ops, maxClient(lh.ops))
-		parts[slot] = ops
-	}
-	return parts
 }
 
 // numberLost gives each lost operation a client id of its own.
