@@ -36,8 +36,49 @@ func (h *history) certainSpans(l *lease) []span {
 	if l.acq == nil && len(l.ops) == 0 {
 		return nil
 	}
-	clip := int64(never) // the first release that may have taken effect
-	var gs []grant
+	gs, clip := h.grantsOf(l)
+	pts := breakpoints(gs)
+	prefix := make([]int64, len(gs)) // min sttl of grants 0..i
+	prefixMins(prefix, gs)
+	var out []span
+	b, jb := int64(-1), -1 // b, the last grant invoked by b
+	var window []int       // indexes in (jb, the last invoked by x], increasing call+sttl
+	for k := 0; k < len(pts); k++ {
+		p := pts[k]
+		if p.ret {
+			b = max(b, gs[p.g].call)
+			jb = lastInvokedBy(gs, jb, b)
+			window = dropThrough(window, jb)
+		} else if jx := p.g; jx > jb {
+			window = dropNotBelow(window, gs, gs[jx].call+gs[jx].sttl)
+			window = append(window, jx)
+		}
+		if k+1 < len(pts) && pts[k+1].t == p.t {
+			continue // take every breakpoint at this instant first
+		}
+		if b < 0 {
+			continue // the acquire has not returned: not yet certain
+		}
+		next := int64(never)
+		if k+1 < len(pts) {
+			next = pts[k+1].t
+		}
+		to, byTTL := certainTo(certainDeadline(gs, prefix, window, b, jb), next, clip)
+		if p.t < to {
+			out = extendSpans(out, span{p.t, to, byTTL})
+		}
+		if clip <= next {
+			break
+		}
+	}
+	return out
+}
+
+// grantsOf returns l's grants (its acquire, and its refreshes that did
+// not fail) in invoke order, and clip, the invoke of the first release
+// that may have taken effect (never if none).
+func (h *history) grantsOf(l *lease) (gs []grant, clip int64) {
+	clip = int64(never)
 	if l.acq != nil {
 		gs = append(gs, grant{l.acq.call, l.acq.ret, h.shrink(l.acq.ttl())})
 	}
@@ -51,82 +92,100 @@ func (h *history) certainSpans(l *lease) []span {
 		}
 	}
 	sort.SliceStable(gs, func(i, j int) bool { return gs[i].call < gs[j].call })
-	// Breakpoints: every invoke (a new candidate) and every ok return (b
-	// moves on).
-	type point struct {
-		t   int64
-		ret bool
-		g   int
-	}
-	var pts []point
+	return gs, clip
+}
+
+// A grantPoint is a breakpoint of certainSpans' sweep: the invoke of grant
+// gs[g] (a new candidate deadline), or its ok return (b moves on).
+type grantPoint struct {
+	t   int64
+	ret bool
+	g   int
+}
+
+// breakpoints returns the breakpoints of the grants gs in time order: every
+// invoke, and every return that is not of an unknown outcome.
+func breakpoints(gs []grant) []grantPoint {
+	var pts []grantPoint
 	for i, g := range gs {
-		pts = append(pts, point{g.call, false, i})
+		pts = append(pts, grantPoint{g.call, false, i})
 		if g.ret != never {
-			pts = append(pts, point{g.ret, true, i})
+			pts = append(pts, grantPoint{g.ret, true, i})
 		}
 	}
 	sort.SliceStable(pts, func(i, j int) bool { return pts[i].t < pts[j].t })
-	prefix := make([]int64, len(gs)) // min sttl of grants 0..i
+	return pts
+}
+
+// prefixMins sets prefix[i] to the smallest sttl of the grants gs[0..i].
+func prefixMins(prefix []int64, gs []grant) {
 	for i, g := range gs {
 		prefix[i] = g.sttl
 		if i > 0 {
 			prefix[i] = min(prefix[i], prefix[i-1])
 		}
 	}
-	var out []span
-	b, jb, jx := int64(-1), -1, -1 // b, the last grant invoked by b, the last invoked by x
-	var window []int               // indexes in (jb, jx], increasing call+sttl
-	for k := 0; k < len(pts); k++ {
-		p := pts[k]
-		if p.ret {
-			b = max(b, gs[p.g].call)
-			for jb+1 < len(gs) && gs[jb+1].call <= b {
-				jb++
-			}
-			for len(window) > 0 && window[0] <= jb {
-				window = window[1:]
-			}
-		} else {
-			jx = p.g
-			if jx > jb {
-				v := gs[jx].call + gs[jx].sttl
-				for len(window) > 0 && gs[window[len(window)-1]].call+gs[window[len(window)-1]].sttl >= v {
-					window = window[:len(window)-1]
-				}
-				window = append(window, jx)
-			}
-		}
-		if k+1 < len(pts) && pts[k+1].t == p.t {
-			continue // take every breakpoint at this instant first
-		}
-		if b < 0 {
-			continue // the acquire has not returned: not yet certain
-		}
-		deadline := b + prefix[jb]
-		if len(window) > 0 {
-			w := gs[window[0]]
-			deadline = min(deadline, w.call+w.sttl)
-		}
-		next := int64(never)
-		if k+1 < len(pts) {
-			next = pts[k+1].t
-		}
-		to, byTTL := min(next, deadline), deadline <= next
-		if clip <= to {
-			to, byTTL = clip, false
-		}
-		if p.t < to {
-			if n := len(out); n > 0 && out[n-1].to == p.t {
-				out[n-1].to, out[n-1].byTTL = to, byTTL
-			} else {
-				out = append(out, span{p.t, to, byTTL})
-			}
-		}
-		if clip <= next {
-			break
-		}
+}
+
+// lastInvokedBy moves jb on to the last of the grants gs (in invoke order)
+// invoked by b.
+func lastInvokedBy(gs []grant, jb int, b int64) int {
+	for jb+1 < len(gs) && gs[jb+1].call <= b {
+		jb++
 	}
-	return out
+	return jb
+}
+
+// dropThrough drops from the front of window the grants invoked by b (an
+// index at most jb): the prefix minimum covers them now.
+func dropThrough(window []int, jb int) []int {
+	for len(window) > 0 && window[0] <= jb {
+		window = window[1:]
+	}
+	return window
+}
+
+// dropNotBelow drops from the back of window the grants whose call+sttl is
+// at least v, which a grant with v, invoked later, makes redundant: the
+// window's call+sttl stays increasing.
+func dropNotBelow(window []int, gs []grant, v int64) []int {
+	for len(window) > 0 && gs[window[len(window)-1]].call+gs[window[len(window)-1]].sttl >= v {
+		window = window[:len(window)-1]
+	}
+	return window
+}
+
+// certainDeadline is the earliest deadline the grants may have set, given
+// b and jb: the prefix minimum's over the grants invoked by b, or the
+// window's front (the smallest call+sttl of the later ones) if earlier.
+func certainDeadline(gs []grant, prefix []int64, window []int, b int64, jb int) int64 {
+	deadline := b + prefix[jb]
+	if len(window) > 0 {
+		w := gs[window[0]]
+		deadline = min(deadline, w.call+w.sttl)
+	}
+	return deadline
+}
+
+// certainTo is where a certain span from a breakpoint ends: at the next
+// breakpoint next, at the deadline if sooner (byTTL), or at clip, a
+// release's invoke, if sooner still.
+func certainTo(deadline, next, clip int64) (to int64, byTTL bool) {
+	to, byTTL = min(next, deadline), deadline <= next
+	if clip <= to {
+		to, byTTL = clip, false
+	}
+	return to, byTTL
+}
+
+// extendSpans appends s to out, or extends out's last span with it if that
+// ends where s starts.
+func extendSpans(out []span, s span) []span {
+	if n := len(out); n > 0 && out[n-1].to == s.from {
+		out[n-1].to, out[n-1].byTTL = s.to, s.byTTL
+		return out
+	}
+	return append(out, s)
 }
 
 // maySpans: l may be valid from its acquire's invoke until its acquire's
