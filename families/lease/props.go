@@ -17,29 +17,8 @@ import (
 // force removes is excused, and the verdict says so.
 func (h *history) exclusive() model.Verdict {
 	v := model.Verdict{Property: LeaseExclusive, Status: model.Pass}
-	type edge struct {
-		t     int64
-		start bool
-		l     *lease
-		s     span
-	}
-	var edges []edge
 	maxes := map[int]bool{}
-	for _, l := range h.leases {
-		if len(l.certain) > 0 {
-			v.Judged++
-			maxes[l.max] = true
-		}
-		for _, s := range l.certain {
-			edges = append(edges, edge{s.from, true, l, s}, edge{s.to, false, l, s})
-		}
-	}
-	sort.SliceStable(edges, func(i, j int) bool {
-		if edges[i].t != edges[j].t {
-			return edges[i].t < edges[j].t
-		}
-		return !edges[i].start && edges[j].start // ends first: spans are half-open
-	})
+	edges := h.certainEdges(&v, maxes)
 	distinct := make([]int, 0, len(maxes))
 	for m := range maxes {
 		distinct = append(distinct, m)
@@ -59,60 +38,117 @@ func (h *history) exclusive() model.Verdict {
 		if k+1 < len(edges) && edges[k+1].t == e.t && edges[k+1].start {
 			continue // judge once every lease starting now is in
 		}
-		bound := 0
-		for _, m := range distinct {
-			if byMax[m] > 0 {
-				bound = m
-				break
-			}
-		}
+		bound := smallestMax(distinct, byMax)
 		if len(active) <= bound {
 			continue
 		}
-		// Too many. Would the clock faults in force explain it?
-		ls := make([]*lease, 0, len(active))
-		from := e.t
-		for l, s := range active {
-			ls = append(ls, l)
-			from = min(from, s.from)
+		if h.tooMany(&v, active, e.t, bound, &excused) {
+			return v
 		}
-		sort.Slice(ls, func(i, j int) bool { return ls[i].id < ls[j].id })
-		slack, fs := h.clockSlack(from, e.t)
-		left, minLeft := 0, 0
-		for _, l := range ls {
-			if s := active[l]; !s.byTTL || s.to-slack > e.t {
-				left++
-				if minLeft == 0 || l.max < minLeft {
-					minLeft = l.max
-				}
-			}
-		}
-		what := fmt.Sprintf("at %s, %d leases were certainly valid, max %d: %s", seconds(e.t), len(ls), bound, h.listLeases(ls, active))
-		if slack > 0 && left <= minLeft {
-			if len(excused) < 3 {
-				excused = append(excused, fmt.Sprintf("%s; excused by %s: clocks that far off could have expired %d of them early", what, describeFaults(fs), len(ls)-left))
-			}
-			continue
-		}
-		v.Status = model.Fail
-		v.Detail = what
-		if slack > 0 {
-			v.Detail += fmt.Sprintf(" (the clock faults in force, %s, explain only %d ms of it)", describeFaults(fs), slack/int64(time.Millisecond))
-		}
-		if note := disagree(ls); note != "" {
-			v.Detail += "; " + note
-		}
-		for _, l := range ls {
-			if l.acq != nil {
-				v.Ops = append(v.Ops, l.acq.index)
-			}
-		}
-		return v
 	}
 	if len(excused) > 0 {
 		v.Detail = "excused by clock faults beyond the drift bound: " + strings.Join(excused, "; ")
 	}
 	return v
+}
+
+// A leaseEdge is where a span in which a lease is certainly valid starts
+// or ends.
+type leaseEdge struct {
+	t     int64
+	start bool
+	l     *lease
+	s     span
+}
+
+// certainEdges returns the edges of every lease's certain spans in time
+// order (at one instant, ends before starts: spans are half-open). It
+// counts in v.Judged the leases that are certainly valid somewhere, and
+// sets their maxes in maxes (the caller's, so that it and the list made
+// of it can stay on the stack).
+func (h *history) certainEdges(v *model.Verdict, maxes map[int]bool) []leaseEdge {
+	var edges []leaseEdge
+	for _, l := range h.leases {
+		if len(l.certain) > 0 {
+			v.Judged++
+			maxes[l.max] = true
+		}
+		for _, s := range l.certain {
+			edges = append(edges, leaseEdge{s.from, true, l, s}, leaseEdge{s.to, false, l, s})
+		}
+	}
+	sort.SliceStable(edges, func(i, j int) bool {
+		if edges[i].t != edges[j].t {
+			return edges[i].t < edges[j].t
+		}
+		return !edges[i].start && edges[j].start // ends first: spans are half-open
+	})
+	return edges
+}
+
+// smallestMax is the smallest of the maxes distinct (increasing) that
+// byMax counts a lease of, or 0 if it counts none.
+func smallestMax(distinct []int, byMax map[int]int) int {
+	for _, m := range distinct {
+		if byMax[m] > 0 {
+			return m
+		}
+	}
+	return 0
+}
+
+// tooMany judges an instant t at which the leases active, each in the
+// certain span it has, outnumber bound. If the clock faults in force could
+// have expired enough of them early, the overlap is excused (the first
+// three excuses are kept in excused); otherwise v fails with the overlap
+// and tooMany says so.
+func (h *history) tooMany(v *model.Verdict, active map[*lease]span, t int64, bound int, excused *[]string) bool {
+	// Too many. Would the clock faults in force explain it?
+	ls := make([]*lease, 0, len(active))
+	from := t
+	for l, s := range active {
+		ls = append(ls, l)
+		from = min(from, s.from)
+	}
+	sort.Slice(ls, func(i, j int) bool { return ls[i].id < ls[j].id })
+	slack, fs := h.clockSlack(from, t)
+	left, minLeft := 0, 0
+	for _, l := range ls {
+		if s := active[l]; !s.byTTL || s.to-slack > t {
+			left++
+			if minLeft == 0 || l.max < minLeft {
+				minLeft = l.max
+			}
+		}
+	}
+	what := fmt.Sprintf("at %s, %d leases were certainly valid, max %d: %s", seconds(t), len(ls), bound, h.listLeases(ls, active))
+	if slack > 0 && left <= minLeft {
+		if len(*excused) < 3 {
+			*excused = append(*excused, fmt.Sprintf("%s; excused by %s: clocks that far off could have expired %d of them early", what, describeFaults(fs), len(ls)-left))
+		}
+		return false
+	}
+	failOverlap(v, ls, what, slack, fs)
+	return true
+}
+
+// failOverlap makes v fail with the overlap what of the leases ls, saying
+// how little the clock faults fs in force (slack in all) explain, and
+// pointing at the leases' acquires.
+func failOverlap(v *model.Verdict, ls []*lease, what string, slack int64, fs []*fault) {
+	v.Status = model.Fail
+	v.Detail = what
+	if slack > 0 {
+		v.Detail += fmt.Sprintf(" (the clock faults in force, %s, explain only %d ms of it)", describeFaults(fs), slack/int64(time.Millisecond))
+	}
+	if note := disagree(ls); note != "" {
+		v.Detail += "; " + note
+	}
+	for _, l := range ls {
+		if l.acq != nil {
+			v.Ops = append(v.Ops, l.acq.index)
+		}
+	}
 }
 
 // listLeases describes leases certainly valid at an instant, with the
