@@ -1,0 +1,78 @@
+// Package sqlsim is a deterministic, in-memory MariaDB for the database
+// counting semaphore (package dbsem): exactly the statements dbsem sends,
+// with InnoDB's row locking under READ COMMITTED, virtual time and
+// faults, behind a database/sql driver, so that dbsem runs unchanged on
+// it and a plan (clients, faults, a schedule) always gives the same run.
+//
+// A World is the server plus the processes that use it, in the manner of
+// package sim: each process is a goroutine that moves only when the
+// scheduler hands it control, and every statement it sends is a
+// scheduling point (it yields before the server applies the statement,
+// so that other processes interleave between statements); Options.Decide
+// picks among the runnable processes. Time is virtual: each statement
+// takes 100 µs, a connection 1 ms, and when nobody can run the clock
+// jumps to the next timer (a sleep, a lock wait's timeout, an After).
+// The same decisions give the same trace and results, byte for byte: no
+// map order reaches behaviour, and database/sql's own goroutines never
+// talk to the server (each process has its own pool, used only from its
+// goroutine; see Process.DB).
+//
+// Modelled, as MariaDB 10.11 with InnoDB does it (compared with a real
+// server statement by statement in mariadb_test.go):
+//
+//   - the statements: CREATE TABLE IF NOT EXISTS and DROP TABLE IF
+//     EXISTS of dbsem's tables (with the implicit COMMIT), its SELECTs,
+//     INSERTs, UPDATEs and DELETEs in every Defects variant, and SET
+//     TRANSACTION ISOLATION LEVEL READ COMMITTED, START TRANSACTION,
+//     COMMIT and ROLLBACK as database/sql and go-sql-driver/mysql send
+//     them; any other statement fails naming it, and makes Run fail;
+//   - transactions: autocommit statements are transactions of their own
+//     (REPEATABLE READ, the server's default, which changes nothing for
+//     these one-row statements); explicit ones as SET TRANSACTION made
+//     them; plain SELECTs read the latest committed rows plus the
+//     transaction's own changes;
+//   - row locks on primary-key records, S and X, queued and granted in
+//     order: SELECT ... FOR UPDATE waits; FOR UPDATE SKIP LOCKED passes
+//     over rows others hold; UPDATE and DELETE lock what they look at
+//     and wait, a DELETE even for rows it will not delete (InnoDB's
+//     semi-consistent read is for range UPDATEs, and dbsem's UPDATEs find
+//     their row by whole primary key); READ COMMITTED releases the locks
+//     of rows a statement looked at but did not keep; INSERT locks its
+//     row, and a duplicate takes a shared lock (waiting for an
+//     uncommitted insert or delete of that key) held to the end of the
+//     transaction; locks go at COMMIT, ROLLBACK, and when
+//     a connection closes;
+//   - waits end in error 1205 after innodb_lock_wait_timeout (only the
+//     statement rolls back), or 1213 when they close a cycle (the
+//     lighter transaction rolls back, the requester on a tie); 1062 for a
+//     duplicate key (INSERT IGNORE: nothing, 0 rows); 1146 for a missing
+//     table; errors are *mysql.MySQLError, as the real driver's;
+//   - results: rows affected are rows changed (go-sql-driver/mysql does
+//     not set CLIENT_FOUND_ROWS), LAST_INSERT_ID(expr) in the OK packet,
+//     DATETIME(6) to the microsecond, UTC_TIMESTAMP(6) read once at the
+//     statement's start (also when it then waits), string datetimes as
+//     parameters (the ClientClockExpiry defect);
+//   - faults: Kill, KillConnections, Pause and Resume, SkewClock,
+//     DropCommitReply and Restart, each documented with what the client
+//     and the server see, following go-sql-driver/mysql's errors; and
+//     AfterStatements and After to aim them.
+//
+// Kill stops a process's goroutine with runtime.Goexit, at a point where
+// database/sql holds no lock that only non-deferred code releases (see
+// Process.call): that is why a query runs at its first Rows.Next (as
+// QueryRow's Scan calls it) rather than in QueryContext, and why a
+// process killed in BeginTx, Commit or Rollback first gets
+// driver.ErrBadConn and stops when database/sql closes the connection.
+//
+// Not modelled: SQL beyond dbsem's statements; gap, next-key and
+// insert-intention locks (dbsem takes none under READ COMMITTED, and its
+// autocommit statements find rows by whole primary key, where a gap
+// lock would last only while the statement runs); isolation levels other
+// than READ COMMITTED for explicit transactions; metadata locks (a DROP
+// does not wait for transactions using its tables); MVCC snapshots older
+// than a statement; prepared statements on the server (a statement is one
+// round trip, as with interpolateParams); context cancellation in the
+// middle of a statement (a context is looked at before each statement
+// only); network partitions and latency beyond the fixed costs above;
+// the server's clock moving backwards on its own.
+package sqlsim

@@ -1,0 +1,166 @@
+package sqlsim
+
+import "time"
+
+// Faults. Each names its target process (the latest registered under the
+// name; a name with no live process is ignored, and said so in the
+// trace). Called from a process, a fault is a scheduling point of that
+// process, applied when the scheduler serves it; from a timer or a hook,
+// or outside Run, it applies at once.
+
+// fault applies f as a step of the calling process, or at once.
+func (w *World) fault(f func()) {
+	if p := w.running; p != nil {
+		p.call(request{kind: reqFault, fault: f}, true)
+		return
+	}
+	f()
+	w.settle()
+}
+
+// target returns the live process named name, tracing its absence.
+func (w *World) target(fault, name string) *Process {
+	p := w.live(name)
+	if p == nil {
+		w.tracef("%s %s: no such process", fault, name)
+	}
+	return p
+}
+
+// Kill ends the process named name as a crash (or kill -9) would: its
+// goroutine stops at its scheduling point, and its sockets close, so the
+// server rolls back its open transactions and releases their locks, at
+// once for a connection between statements. A connection waiting for a
+// lock is the exception, as on MariaDB, which notices a gone client only
+// when it answers: its transaction keeps its locks until the wait ends
+// (granted or timed out), then rolls back.
+func (w *World) Kill(name string) {
+	w.fault(func() {
+		if p := w.target("kill", name); p != nil {
+			w.tracef("%s killed", name)
+			w.killProc(p)
+		}
+	})
+}
+
+// killProc ends p's goroutine (at its next safe point, see
+// Process.call; its deferred functions run, and their calls to the server
+// fail at once), then p's sockets close.
+func (w *World) killProc(p *Process) {
+	p.dead = true
+	switch p.state {
+	case stateDone:
+	case stateNew:
+		p.state = stateDone
+		w.endProcess(p)
+	default:
+		prev := w.running
+		w.running = p
+		p.state = stateRunning
+		p.resume <- reply{killed: true}
+		<-w.yield
+		w.running = prev
+	}
+}
+
+// KillConnections is KILL CONNECTION on each of the process's open
+// connections: a statement in progress (waiting for a lock) ends, open
+// transactions roll back and release their locks, the connections close.
+// The process hears of it when it next uses one: a statement on a
+// connection it holds (in a transaction, or a *sql.Conn) fails with
+// go-sql-driver/mysql's "invalid connection" (a waiting statement at
+// once), and a pooled connection fails database/sql's check before reuse
+// (driver.ErrBadConn), so that database/sql dials a new one.
+func (w *World) KillConnections(name string) {
+	w.fault(func() {
+		p := w.target("kill connections of", name)
+		if p == nil {
+			return
+		}
+		w.tracef("KILL CONNECTION of every connection of %s", name)
+		for _, c := range p.conns {
+			w.killSession(c.s, "KILL CONNECTION")
+		}
+	})
+}
+
+// Pause stops scheduling the process (SIGSTOP); virtual time goes on. A
+// statement it is blocked in still completes, or times out, on the
+// server; the process sees the outcome once resumed.
+func (w *World) Pause(name string) {
+	w.fault(func() {
+		if p := w.target("pause", name); p != nil {
+			p.paused = true
+			w.tracef("%s paused", name)
+		}
+	})
+}
+
+// Resume schedules a paused process again (SIGCONT).
+func (w *World) Resume(name string) {
+	w.fault(func() {
+		if p := w.target("resume", name); p != nil && p.paused {
+			p.paused = false
+			w.tracef("%s resumed", name)
+		}
+	})
+}
+
+// SkewClock sets, from now on, the clock offset of the host the process
+// named name runs on: UTC_TIMESTAMP(6) in its sessions and its
+// Process.Now read the true time plus offset. With name "" it sets the
+// server's own clock offset instead, which every session reads (on top
+// of its process's offset) and no Process.Now does. An offset of 0 puts a
+// clock right. The offset belongs to the name: a process registered
+// again under it (a restarted client) keeps it.
+func (w *World) SkewClock(name string, offset time.Duration) {
+	w.fault(func() {
+		if name == "" {
+			w.serverSkew = offset
+			w.tracef("server clock offset %v", offset)
+			return
+		}
+		if offset == 0 {
+			delete(w.skews, name)
+		} else {
+			w.skews[name] = offset
+		}
+		w.tracef("%s clock offset %v", name, offset)
+	})
+}
+
+// DropCommitReply arms a fault on the process: the server applies its
+// next COMMIT, but the reply is lost and the connection breaks; the
+// client gets "invalid connection" (dbsem's ErrUnknownOutcome).
+func (w *World) DropCommitReply(name string) {
+	w.fault(func() {
+		if p := w.target("drop the commit reply of", name); p != nil {
+			p.dropCommit = true
+			w.tracef("%s: its next COMMIT's reply will be lost", name)
+		}
+	})
+}
+
+// Restart restarts the server: every connection is killed (statements in
+// progress fail with "invalid connection"), uncommitted work rolls back,
+// committed rows stay (InnoDB is durable), and connections are refused
+// until downtime has passed.
+func (w *World) Restart(downtime time.Duration) {
+	w.fault(func() {
+		w.tracef("server restarts, down for %v", downtime)
+		sessions := w.sessions
+		w.sessions = nil
+		for _, s := range sessions {
+			w.killSession(s, "server shutdown")
+		}
+		w.down = true
+		w.upGen++
+		gen := w.upGen
+		w.after(downtime, func() {
+			if w.upGen == gen {
+				w.down = false
+				w.tracef("server up")
+			}
+		})
+	})
+}

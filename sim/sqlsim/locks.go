@@ -1,0 +1,333 @@
+package sqlsim
+
+import "time"
+
+// Row locks, as InnoDB takes them on clustered-index records: shared (S)
+// and exclusive (X), granted in queue order, held until the transaction
+// ends (READ COMMITTED also lets a statement drop the locks of rows it
+// looked at but did not keep). A request waits if a lock another
+// transaction holds, or one it is waiting for ahead in the queue,
+// conflicts with it. Gap and next-key locks are not modelled.
+
+type lockMode uint8
+
+const (
+	lockS lockMode = 1
+	lockX lockMode = 2
+)
+
+func conflicts(a, b lockMode) bool { return a == lockX || b == lockX }
+
+type lockID struct {
+	tb *table
+	k  pkey
+}
+
+// A lockQueue is the locks on one record: granted ones, then waiting
+// ones in the order they asked.
+type lockQueue struct {
+	id      lockID
+	granted []grant
+	waiting []*waiter
+}
+
+type grant struct {
+	t    *trx
+	mode lockMode
+}
+
+// A waiter is a statement waiting for a lock.
+type waiter struct {
+	q       *lockQueue
+	t       *trx
+	mode    lockMode
+	r       *stmtRun
+	granted bool
+	timer   *timer
+}
+
+// held is the strongest mode t holds on q (0: none).
+func (q *lockQueue) held(t *trx) lockMode {
+	for _, g := range q.granted {
+		if g.t == t {
+			return g.mode
+		}
+	}
+	return 0
+}
+
+// mustWait says whether t's request for mode has to wait for a lock
+// another transaction holds or for one of the first ahead waiters.
+func (q *lockQueue) mustWait(t *trx, mode lockMode, ahead int) bool {
+	for _, g := range q.granted {
+		if g.t != t && conflicts(g.mode, mode) {
+			return true
+		}
+	}
+	for _, wt := range q.waiting[:ahead] {
+		if wt.t != t && conflicts(wt.mode, mode) {
+			return true
+		}
+	}
+	return false
+}
+
+// give grants mode on q to t, upgrading a lock it holds.
+func (w *World) give(q *lockQueue, t *trx, mode lockMode) {
+	for i, g := range q.granted {
+		if g.t == t {
+			if mode > g.mode {
+				q.granted[i].mode = mode
+			}
+			return
+		}
+	}
+	q.granted = append(q.granted, grant{t, mode})
+	t.locks = append(t.locks, q)
+}
+
+// queue returns the lock queue of a record, creating it.
+func (w *World) queue(tb *table, k pkey) *lockQueue {
+	id := lockID{tb, k}
+	q := w.locks[id]
+	if q == nil {
+		q = &lockQueue{id: id}
+		w.locks[id] = q
+	}
+	return q
+}
+
+// wouldWait says whether t would have to wait for mode on the record.
+func (w *World) wouldWait(t *trx, tb *table, k pkey, mode lockMode) bool {
+	q := w.locks[lockID{tb, k}]
+	if q == nil || q.held(t) >= mode {
+		return false
+	}
+	return q.mustWait(t, mode, len(q.waiting))
+}
+
+// lock takes mode on the record for r's transaction. It returns false when
+// the statement must wait (it is queued, and runs again once granted or
+// ends with error 1205 when the wait times out), or an error 1213 when
+// its wait would close a cycle and its transaction is the victim.
+func (r *stmtRun) lock(tb *table, k pkey, mode lockMode) (bool, error) {
+	w, t := r.w, r.t
+	q := w.queue(tb, k)
+	if q.held(t) >= mode {
+		return true, nil
+	}
+	if !q.mustWait(t, mode, len(q.waiting)) {
+		w.give(q, t, mode)
+		r.fresh = append(r.fresh, freshLock{q: q})
+		return true, nil
+	}
+	wt := &waiter{q: q, t: t, mode: mode, r: r}
+	q.waiting = append(q.waiting, wt)
+	t.wait = wt
+	r.wait = wt
+	r.fresh = append(r.fresh, freshLock{q: q})
+	w.tracef("%s %s waits for %s on %s%s held by %s", r.s.name, r.v.tpl.name, modeName(mode), tb.name, keyText(tb, k), w.holders(q, t))
+	for {
+		cycle := w.cycle(t)
+		if cycle == nil {
+			break
+		}
+		victim := t
+		for _, o := range cycle {
+			if o != t && o.weight() < victim.weight() {
+				victim = o
+			}
+		}
+		if victim == t {
+			w.abandon(wt)
+			return false, errDeadlock()
+		}
+		w.deadlockVictim(victim)
+	}
+	if !wt.granted {
+		wt.timer = w.after(w.lockWait, func() { w.lockTimeout(wt) })
+	}
+	return false, nil
+}
+
+// tryLock is SKIP LOCKED's lock: take mode if no one is in the way,
+// never wait.
+func (r *stmtRun) tryLock(tb *table, k pkey, mode lockMode) bool {
+	if r.w.wouldWait(r.t, tb, k, mode) {
+		return false
+	}
+	ok, _ := r.lock(tb, k, mode)
+	return ok
+}
+
+// release drops t's lock on q and grants what can now be granted.
+func (w *World) release(t *trx, q *lockQueue) {
+	for i, g := range q.granted {
+		if g.t == t {
+			q.granted = append(q.granted[:i], q.granted[i+1:]...)
+			break
+		}
+	}
+	for i, l := range t.locks {
+		if l == q {
+			t.locks = append(t.locks[:i], t.locks[i+1:]...)
+			break
+		}
+	}
+	w.grantWaiting(q)
+}
+
+// releaseAll drops every lock of t, in the order t took them.
+func (w *World) releaseAll(t *trx) {
+	locks := t.locks
+	t.locks = nil
+	for _, q := range locks {
+		for i, g := range q.granted {
+			if g.t == t {
+				q.granted = append(q.granted[:i], q.granted[i+1:]...)
+				break
+			}
+		}
+		w.grantWaiting(q)
+	}
+}
+
+// grantWaiting grants, in queue order, every waiting request nothing is in
+// the way of; their statements run again once the current event is done.
+func (w *World) grantWaiting(q *lockQueue) {
+	for i := 0; i < len(q.waiting); {
+		wt := q.waiting[i]
+		if q.mustWait(wt.t, wt.mode, i) {
+			i++
+			continue
+		}
+		q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
+		w.give(q, wt.t, wt.mode)
+		wt.granted = true
+		wt.timer.cancel()
+		wt.t.wait = nil
+		wt.r.wait = nil
+		w.wake = append(w.wake, wt.r)
+	}
+	if len(q.granted) == 0 && len(q.waiting) == 0 && w.locks[q.id] == q {
+		delete(w.locks, q.id)
+	}
+}
+
+// abandon takes a waiting request out of its queue (its statement ends).
+func (w *World) abandon(wt *waiter) {
+	q := wt.q
+	for i, o := range q.waiting {
+		if o == wt {
+			q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
+			break
+		}
+	}
+	wt.timer.cancel()
+	wt.t.wait = nil
+	wt.r.wait = nil
+	w.grantWaiting(q)
+}
+
+// lockTimeout ends a wait that lasted innodb_lock_wait_timeout: error
+// 1205, and only the statement is rolled back (innodb_rollback_on_timeout
+// is off by default).
+func (w *World) lockTimeout(wt *waiter) {
+	if wt.granted || wt.t.wait != wt {
+		return
+	}
+	w.abandon(wt)
+	r := wt.r
+	r.err = errLockWait()
+	w.finish(r)
+}
+
+// deadlockVictim ends the statement a victim transaction is waiting in
+// with error 1213; the whole transaction rolls back.
+func (w *World) deadlockVictim(v *trx) {
+	wt := v.wait
+	w.abandon(wt)
+	r := wt.r
+	r.err = errDeadlock()
+	w.finish(r)
+}
+
+// cycle returns the transactions of a cycle in the waits-for graph that
+// goes through t, or nil. A transaction waits for those whose granted
+// locks, or requests ahead of its own, conflict with its request.
+func (w *World) cycle(t *trx) []*trx {
+	w.stamp++
+	var path []*trx
+	var visit func(u *trx) bool
+	visit = func(u *trx) bool {
+		if u.visited == w.stamp {
+			return false
+		}
+		u.visited = w.stamp
+		wt := u.wait
+		if wt == nil {
+			return false
+		}
+		q := wt.q
+		ahead := len(q.waiting)
+		for i, o := range q.waiting {
+			if o == wt {
+				ahead = i
+				break
+			}
+		}
+		for _, b := range w.blockers(q, wt, ahead) {
+			if b == t || visit(b) {
+				path = append(path, u)
+				return true
+			}
+		}
+		return false
+	}
+	if visit(t) {
+		return path
+	}
+	return nil
+}
+
+func (w *World) blockers(q *lockQueue, wt *waiter, ahead int) []*trx {
+	var out []*trx
+	for _, g := range q.granted {
+		if g.t != wt.t && conflicts(g.mode, wt.mode) {
+			out = append(out, g.t)
+		}
+	}
+	for _, o := range q.waiting[:ahead] {
+		if o.t != wt.t && conflicts(o.mode, wt.mode) {
+			out = append(out, o.t)
+		}
+	}
+	return out
+}
+
+// holders names, for the trace, the connections in t's way on q.
+func (w *World) holders(q *lockQueue, t *trx) string {
+	s := ""
+	for _, g := range q.granted {
+		if g.t != t {
+			if s != "" {
+				s += ","
+			}
+			s += g.t.s.name
+		}
+	}
+	if s == "" {
+		s = "waiters ahead"
+	}
+	return s
+}
+
+func modeName(m lockMode) string {
+	if m == lockX {
+		return "X"
+	}
+	return "S"
+}
+
+// defaultLockWait is innodb_lock_wait_timeout's default.
+const defaultLockWait = 50 * time.Second

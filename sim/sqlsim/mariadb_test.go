@@ -1,0 +1,534 @@
+package sqlsim
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// The server's answers to dbsem's statements, compared with MariaDB's:
+// scripts of statements on a few connections run on both, step by step,
+// and every outcome (rows, rows affected, LAST_INSERT_ID, error numbers
+// and messages, lock waits that end in a timeout, a grant or a deadlock)
+// must be the same. The datetimes are the client clock's (string
+// parameters), so that both see the same times. The tests run against
+// the MariaDB that $LOCKPROVER_MYSQL_DSN names (by default
+// root@tcp(127.0.0.1:3306)/test) and skip without one.
+
+// A step is one statement of a script, on connection conn. A step marked
+// bg runs in the background (it is expected to wait for a lock): the
+// script goes on, and a later step with join set to its index collects
+// its outcome.
+type step struct {
+	conn int
+	q    string
+	args []any
+	bg   bool
+	join int // 1 + the index of the background step to collect
+}
+
+// q is dbsem's statement name with the tables prefixed and the clock a
+// parameter; an INSERT of slot rows lists n of them.
+func q(prefix, name string, n ...int) string {
+	for _, t := range templates {
+		if t.name != name {
+			continue
+		}
+		s := t.text
+		if t.multi {
+			for i := range n[0] {
+				if i > 0 {
+					s += ", "
+				}
+				s += fmt.Sprintf("(?, %d)", i)
+			}
+		}
+		for _, suffix := range shapeSuffix {
+			s = strings.ReplaceAll(s, "{"+suffix+"}", "`"+prefix+suffix+"`")
+		}
+		return strings.ReplaceAll(s, "{now}", "?")
+	}
+	panic("no statement " + name)
+}
+
+// at is the client clock t0 + d, as Defects.ClientClockExpiry sends it.
+func at(d time.Duration) string {
+	return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).Add(d).Format("2006-01-02 15:04:05.000000")
+}
+
+// outcome is a step's outcome as the comparison sees it.
+func outcome(res sql.Result, rows [][]string, err error) string {
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me):
+		return fmt.Sprintf("error %d (%s): %s", me.Number, me.SQLState, me.Message)
+	case err != nil:
+		return "error: " + err.Error()
+	case rows != nil:
+		return fmt.Sprint(rows)
+	}
+	n, _ := res.RowsAffected()
+	id, _ := res.LastInsertId()
+	return fmt.Sprintf("n=%d id=%d", n, id)
+}
+
+// do runs one statement on c: a query if it returns rows.
+func do(ctx context.Context, c *sql.Conn, s step) string {
+	p, err := (&World{parsed: map[string]*parsed{}}).parse(s.q)
+	if err == nil && p.v.tpl.cols != nil {
+		rs, err := c.QueryContext(ctx, s.q, s.args...)
+		if err != nil {
+			return outcome(nil, nil, err)
+		}
+		defer rs.Close()
+		out := [][]string{}
+		cols, _ := rs.Columns()
+		for rs.Next() {
+			vals := make([]sql.RawBytes, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rs.Scan(ptrs...); err != nil {
+				return outcome(nil, nil, err)
+			}
+			row := make([]string, len(vals))
+			for i, v := range vals {
+				row[i] = string(v)
+			}
+			out = append(out, row)
+		}
+		return outcome(nil, out, rs.Err())
+	}
+	res, err := c.ExecContext(ctx, s.q, s.args...)
+	return outcome(res, nil, err)
+}
+
+// onMariaDB runs script on connections of db, with a lock wait timeout of
+// one second; a background step is given 300 ms to reach its wait.
+func onMariaDB(db *sql.DB, script []step) ([]string, error) {
+	ctx := context.Background()
+	var conns []*sql.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	out := make([]string, len(script))
+	done := map[int]chan struct{}{}
+	defer func() {
+		for _, ch := range done {
+			<-ch
+		}
+	}()
+	for i, s := range script {
+		if s.join > 0 && (s.join > i || !script[s.join-1].bg) {
+			return nil, fmt.Errorf("step %d joins step %d, not an earlier background step", i, s.join-1)
+		}
+		for len(conns) <= s.conn {
+			c, err := db.Conn(ctx)
+			if err != nil {
+				return nil, err
+			}
+			conns = append(conns, c)
+			if _, err := c.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case s.join > 0:
+			<-done[s.join-1]
+		case s.bg:
+			done[i] = make(chan struct{})
+			go func() {
+				defer close(done[i])
+				out[i] = do(ctx, conns[s.conn], s)
+			}()
+			time.Sleep(300 * time.Millisecond)
+		default:
+			out[i] = do(ctx, conns[s.conn], s)
+		}
+	}
+	return out, nil
+}
+
+// onSim runs script on the simulator: a process per connection, taking
+// turns in script order (waiting for its turn in 1 ms sleeps).
+func onSim(script []step) ([]string, error) {
+	w := New(Options{LockWaitTimeout: time.Second})
+	out := make([]string, len(script))
+	finished := make([]bool, len(script))
+	next, conns := 0, 0
+	for _, s := range script {
+		conns = max(conns, s.conn+1)
+	}
+	for c := range conns {
+		w.Go(fmt.Sprintf("conn%d", c), func(p *Process) {
+			conn, err := p.DB().Conn(bg)
+			if err != nil {
+				panic(err)
+			}
+			defer conn.Close()
+			for {
+				for next < len(script) && script[next].conn != c {
+					p.Sleep(time.Millisecond)
+				}
+				if next == len(script) {
+					return
+				}
+				i, s := next, script[next]
+				switch {
+				case s.join > 0:
+					for !finished[s.join-1] {
+						p.Sleep(time.Millisecond)
+					}
+					next++
+				case s.bg:
+					next++
+					out[i] = do(bg, conn, s)
+				default:
+					out[i] = do(bg, conn, s)
+					next++
+				}
+				finished[i] = true
+			}
+		})
+	}
+	return out, w.Run()
+}
+
+var (
+	mariaOnce sync.Once
+	mariaDB   *sql.DB
+	noMaria   error
+)
+
+// maria returns a pool on the test database, or skips t.
+func maria(t *testing.T) *sql.DB {
+	mariaOnce.Do(func() {
+		mysql.SetLogger(log.New(io.Discard, "", 0))
+		dsn := os.Getenv("LOCKPROVER_MYSQL_DSN")
+		if dsn == "" {
+			dsn = "root@tcp(127.0.0.1:3306)/test"
+		}
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			noMaria = err
+			return
+		}
+		cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 2*time.Second, 20*time.Second, 20*time.Second
+		c, err := mysql.NewConnector(cfg)
+		if err != nil {
+			noMaria = err
+			return
+		}
+		mariaDB = sql.OpenDB(c)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		noMaria = mariaDB.PingContext(ctx)
+	})
+	if noMaria != nil {
+		t.Skipf("no MariaDB: %v", noMaria)
+	}
+	return mariaDB
+}
+
+// A scenario is a script, built for a table prefix of its own.
+type scenario struct {
+	name   string
+	script func(prefix string) []step
+}
+
+// compare runs each scenario on MariaDB and on the simulator, all at once
+// (a lock wait timeout takes a second of MariaDB's), and fails a subtest
+// per scenario on the first step whose outcomes differ.
+func compare(t *testing.T, scenarios ...scenario) {
+	db := maria(t)
+	type result struct {
+		steps     []step
+		real, sim []string
+		err       error
+	}
+	results := make([]result, len(scenarios))
+	var wg sync.WaitGroup
+	for i, sc := range scenarios {
+		var b [5]byte
+		rand.Read(b[:])
+		prefix := fmt.Sprintf("sqlsimt_%x_", b)
+		t.Cleanup(func() { db.Exec(q(prefix, "dropAll")) })
+		r := &results[i]
+		r.steps = sc.script(prefix)
+		wg.Go(func() {
+			if r.real, r.err = onMariaDB(db, r.steps); r.err == nil {
+				r.sim, r.err = onSim(r.steps)
+			}
+		})
+	}
+	wg.Wait()
+	for i, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			r := results[i]
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			for i, s := range r.steps {
+				if r.real[i] != r.sim[i] {
+					t.Errorf("step %d (conn %d) %s %v:\n\tMariaDB: %s\n\tsqlsim:  %s", i, s.conn, s.q, s.args, r.real[i], r.sim[i])
+				}
+			}
+			if testing.Verbose() {
+				for i, s := range r.steps {
+					t.Logf("%2d conn%d %.60s -> %s", i, s.conn, s.q, r.real[i])
+				}
+			}
+		})
+	}
+}
+
+const sec = time.Second
+
+func rc(c int) []step {
+	return []step{{conn: c, q: "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"}, {conn: c, q: "START TRANSACTION"}}
+}
+
+func script(parts ...[]step) []step {
+	var out []step
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// masterRow is dbsem's master-row statements, with their corner cases.
+func masterRow(p string) []step {
+	return script(
+		[]step{
+			{conn: 0, q: q(p, "countLive"), args: []any{"k", at(0)}},
+			{conn: 0, q: q(p, "createKeys")},
+			{conn: 0, q: q(p, "createTokens")},
+			{conn: 0, q: q(p, "createTokens")},
+			{conn: 0, q: q(p, "selectKey"), args: []any{"k"}},
+			{conn: 0, q: q(p, "insertKey"), args: []any{"k", 2, "master-row"}},
+			{conn: 0, q: q(p, "insertKey"), args: []any{"k", 3, "master-row"}},
+			{conn: 0, q: q(p, "selectKey"), args: []any{"k"}},
+		},
+		rc(0),
+		[]step{
+			{conn: 0, q: q(p, "lockMaster"), args: []any{"k"}},
+			{conn: 0, q: q(p, "lockMaster"), args: []any{"nokey"}},
+			{conn: 0, q: q(p, "deleteExpired"), args: []any{"k", at(0)}},
+			{conn: 0, q: q(p, "countLive"), args: []any{"k", at(0)}},
+			{conn: 0, q: q(p, "nextFence"), args: []any{"k"}},
+			{conn: 0, q: q(p, "insertToken"), args: []any{"k", "tokA", at(0), int64(sec / 1000), 1}},
+			{conn: 0, q: q(p, "insertToken"), args: []any{"k", "tokB", at(0), int64(2 * sec / 1000), 1}},
+			{conn: 1, q: q(p, "countLive"), args: []any{"k", at(0)}},
+			{conn: 0, q: q(p, "countLive"), args: []any{"k", at(0)}},
+			{conn: 0, q: q(p, "COMMIT")},
+			{conn: 1, q: q(p, "countLive"), args: []any{"k", at(0)}},
+			{conn: 1, q: q(p, "countLive"), args: []any{"k", at(sec - 1000)}},
+			{conn: 1, q: q(p, "countLive"), args: []any{"k", at(sec)}},
+			{conn: 1, q: q(p, "refreshToken"), args: []any{at(sec / 2), int64(sec / 1000), "k", "tokA", at(sec / 2)}},
+			{conn: 1, q: q(p, "refreshToken"), args: []any{at(sec + sec/2), int64(sec / 1000), "k", "tokA", at(sec + sec/2)}},
+			{conn: 1, q: q(p, "refreshToken"), args: []any{at(sec + sec/2 - 1000), int64(sec / 1000), "k", "tokA", at(sec + sec/2 - 1000)}},
+			{conn: 1, q: q(p, "refreshTokenAE"), args: []any{at(5 * sec), int64(sec / 1000), "k", "tokA"}},
+			{conn: 1, q: q(p, "releaseToken"), args: []any{"k", "tokA", at(7 * sec)}},
+			{conn: 1, q: q(p, "releaseTokenAE"), args: []any{"k", "tokA"}},
+			{conn: 1, q: q(p, "releaseTokenAE"), args: []any{"k", "tokA"}},
+			{conn: 1, q: q(p, "insertToken"), args: []any{"k", "tokB", at(0), int64(sec / 1000), 1}},
+			{conn: 1, q: q(p, "readMaster"), args: []any{"k"}},
+			{conn: 1, q: q(p, "nextFence"), args: []any{"nokey"}},
+			{conn: 1, q: q(p, "nextFence"), args: []any{"k"}},
+			{conn: 1, q: q(p, "countSlots"), args: []any{"k"}},
+		},
+		rc(1),
+		[]step{
+			{conn: 1, q: q(p, "deleteExpired"), args: []any{"k", at(3 * sec)}},
+			{conn: 1, q: q(p, "countLive"), args: []any{"k", at(0)}},
+			{conn: 0, q: q(p, "countLive"), args: []any{"k", at(0)}},
+			{conn: 1, q: q(p, "ROLLBACK")},
+			{conn: 0, q: q(p, "countLive"), args: []any{"k", at(0)}},
+			{conn: 0, q: q(p, "dropAll")},
+			{conn: 0, q: q(p, "selectKey"), args: []any{"k"}},
+		})
+}
+
+// rowPerSlot is dbsem's row-per-slot statements, with their corner cases.
+func rowPerSlot(p string) []step {
+	return script(
+		[]step{
+			{conn: 0, q: q(p, "createKeys")},
+			{conn: 0, q: q(p, "createSlots")},
+		},
+		rc(0),
+		[]step{
+			{conn: 0, q: q(p, "insertKey"), args: []any{"k", 3, "row-per-slot"}},
+			{conn: 0, q: q(p, "insertSlots", 3), args: []any{"k", "k", "k"}},
+			{conn: 0, q: q(p, "COMMIT")},
+			{conn: 0, q: q(p, "countSlots"), args: []any{"k"}},
+			{conn: 0, q: q(p, "insertSlotsMixed", 5), args: []any{"k", "k", "k", "k", "k"}},
+			{conn: 0, q: q(p, "insertSlots", 7), args: []any{"k", "k", "k", "k", "k", "k", "k"}},
+			{conn: 0, q: q(p, "insertSlotsMixed", 2), args: []any{"j", "j"}},
+			{conn: 0, q: q(p, "countSlots"), args: []any{"k"}},
+		},
+		rc(0), rc(1),
+		[]step{
+			{conn: 0, q: q(p, "pickSlot"), args: []any{"k", at(0)}},
+			{conn: 1, q: q(p, "pickSlot"), args: []any{"k", at(0)}},
+			{conn: 2, q: q(p, "peekSlot"), args: []any{"k", at(0)}},
+			{conn: 1, q: q(p, "pickSlotMixed"), args: []any{"k", 1, at(0)}},
+			{conn: 1, q: q(p, "pickSlotMixed"), args: []any{"k", 3, at(0)}},
+			{conn: 0, q: q(p, "takeSlot"), args: []any{"0:tok", at(0), int64(sec / 1000), 0, "k", 0}},
+			{conn: 0, q: q(p, "COMMIT")},
+			{conn: 1, q: q(p, "ROLLBACK")},
+			{conn: 2, q: q(p, "peekSlot"), args: []any{"k", at(0)}},
+			{conn: 2, q: q(p, "peekSlotMixed"), args: []any{"k", 1, at(0)}},
+			{conn: 2, q: q(p, "peekSlot"), args: []any{"k", at(sec)}},
+			{conn: 2, q: q(p, "refreshSlot"), args: []any{at(sec / 2), int64(sec / 1000), "k", 0, "0:tok", at(sec / 2)}},
+			{conn: 2, q: q(p, "refreshSlot"), args: []any{at(2 * sec), int64(sec / 1000), "k", 0, "0:tok", at(2 * sec)}},
+			{conn: 2, q: q(p, "refreshSlot"), args: []any{at(sec / 2), int64(sec / 1000), "k", 0, "0:other", at(sec / 2)}},
+			{conn: 2, q: q(p, "refreshSlotAE"), args: []any{at(2 * sec), int64(sec / 1000), "k", 0, "0:tok"}},
+			{conn: 2, q: q(p, "releaseSlot"), args: []any{"k", 0, "0:tok", at(5 * sec)}},
+			{conn: 2, q: q(p, "releaseSlot"), args: []any{"k", 0, "0:tok", at(sec)}},
+			{conn: 2, q: q(p, "releaseSlot"), args: []any{"k", 0, "0:tok", at(sec)}},
+			{conn: 2, q: q(p, "releaseSlotAE"), args: []any{"k", 0, "0:tok"}},
+			{conn: 2, q: q(p, "refreshSlotAE"), args: []any{at(0), int64(sec / 1000), "k", 0, "0:tok"}},
+			{conn: 2, q: q(p, "takeSlot"), args: []any{"3:tok", at(0), int64(sec / 1000), 7, "k", 3}},
+			{conn: 2, q: q(p, "takeSlot"), args: []any{"3:tok", at(0), int64(sec / 1000), 7, "k", 3}},
+			{conn: 2, q: q(p, "takeSlot"), args: []any{"9:tok", at(0), int64(sec / 1000), 7, "k", 9}},
+			{conn: 2, q: q(p, "peekSlotMixed"), args: []any{"k", 5, at(0)}},
+		})
+}
+
+// keysAndTokens sets up master-row tables with keys k and j, a live token
+// and an expired one of k.
+func keysAndTokens(p string) []step {
+	return []step{
+		{conn: 0, q: q(p, "createKeys")},
+		{conn: 0, q: q(p, "createTokens")},
+		{conn: 0, q: q(p, "insertKey"), args: []any{"k", 1, "master-row"}},
+		{conn: 0, q: q(p, "insertKey"), args: []any{"j", 1, "master-row"}},
+		{conn: 0, q: q(p, "insertToken"), args: []any{"k", "live", at(0), int64(sec / 1000), 0}},
+		{conn: 0, q: q(p, "insertToken"), args: []any{"k", "old", at(-sec), int64(sec / 1000), 0}},
+	}
+}
+
+// twoSlots sets up row-per-slot rows 0 (free) and 1 (taken) of k, and
+// has two transactions pick slots before last: SKIP LOCKED passes over a
+// locked row, and keeps no lock on a row it read and did not take.
+func twoSlots(p string, last step) []step {
+	return script([]step{
+		{conn: 0, q: q(p, "createKeys")},
+		{conn: 0, q: q(p, "createSlots")},
+		{conn: 0, q: q(p, "insertSlots", 2), args: []any{"k", "k"}},
+		{conn: 0, q: q(p, "takeSlot"), args: []any{"1:tok", at(0), int64(sec / 1000), 0, "k", 1}},
+	}, rc(0), rc(1), []step{
+		{conn: 0, q: q(p, "pickSlot"), args: []any{"k", at(0)}},
+		{conn: 1, q: q(p, "pickSlot"), args: []any{"k", at(0)}},
+		{conn: 2, q: q(p, "refreshSlot"), args: []any{at(0), int64(sec / 1000), "k", 1, "1:tok", at(0)}},
+		{conn: 1, q: q(p, "pickSlot"), args: []any{"k", at(5 * sec)}},
+		{conn: 1, q: q(p, "peekSlot"), args: []any{"k", at(0)}},
+		last,
+		{conn: 0, q: q(p, "COMMIT")},
+		{conn: 1, q: q(p, "COMMIT")},
+	})
+}
+
+// Every statement of dbsem's, and what happens when a statement meets a
+// row lock: granted at COMMIT, error 1205 after the timeout (the
+// transaction stays open), error 1213 for the requester that closes a
+// cycle; UPDATE and DELETE wait for a locked row whether or not its
+// committed version matches (a DELETE even for a row it will not delete,
+// an UPDATE of a row found by whole primary key even under READ
+// COMMITTED: InnoDB reads semi-consistently only in range scans); INSERT
+// IGNORE of a locked duplicate waits, and keeps a shared lock.
+func TestMariaDB(t *testing.T) {
+	setUp := keysAndTokens
+	lockedToken := func(p string, waiter step) []step {
+		return script(setUp(p), rc(0), rc(1), []step{
+			{conn: 0, q: q(p, "refreshToken"), args: []any{at(0), int64(sec / 1000), "k", "live", at(0)}},
+			waiter,
+			{conn: 0, q: q(p, "ROLLBACK")},
+			{conn: 1, q: q(p, "ROLLBACK")},
+		})
+	}
+	compare(t,
+		scenario{"master-row", masterRow},
+		scenario{"row-per-slot", rowPerSlot},
+		scenario{"lock granted", func(p string) []step {
+			return script(setUp(p), rc(0), rc(1), []step{
+				{conn: 0, q: q(p, "lockMaster"), args: []any{"k"}},
+				{conn: 1, q: q(p, "lockMaster"), args: []any{"k"}, bg: true},
+				{conn: 0, q: q(p, "deleteExpired"), args: []any{"k", at(0)}},
+				{conn: 0, q: q(p, "COMMIT")},
+				{conn: 1, join: 12},
+				{conn: 1, q: q(p, "countLive"), args: []any{"k", at(-2 * sec)}},
+				{conn: 1, q: q(p, "COMMIT")},
+			})
+		}},
+		scenario{"lock wait timeout", func(p string) []step {
+			return script(setUp(p), rc(0), rc(1), []step{
+				{conn: 1, q: q(p, "deleteExpired"), args: []any{"k", at(0)}},
+				{conn: 0, q: q(p, "lockMaster"), args: []any{"k"}},
+				{conn: 1, q: q(p, "lockMaster"), args: []any{"k"}},
+				// Only the statement rolled back: the DELETE stands.
+				{conn: 1, q: q(p, "countLive"), args: []any{"k", at(-2 * sec)}},
+				{conn: 2, q: q(p, "countLive"), args: []any{"k", at(-2 * sec)}},
+				{conn: 1, q: q(p, "COMMIT")},
+				{conn: 2, q: q(p, "countLive"), args: []any{"k", at(-2 * sec)}},
+			})
+		}},
+		scenario{"deadlock", func(p string) []step {
+			return script(setUp(p), rc(0), rc(1), []step{
+				{conn: 0, q: q(p, "lockMaster"), args: []any{"k"}},
+				{conn: 1, q: q(p, "lockMaster"), args: []any{"j"}},
+				{conn: 0, q: q(p, "lockMaster"), args: []any{"j"}, bg: true},
+				{conn: 1, q: q(p, "lockMaster"), args: []any{"k"}},
+				{conn: 0, join: 13},
+				{conn: 1, q: q(p, "COMMIT")},
+				{conn: 0, q: q(p, "COMMIT")},
+			})
+		}},
+		scenario{"update of a locked row", func(p string) []step {
+			return lockedToken(p, step{conn: 1, q: q(p, "refreshToken"), args: []any{at(0), int64(sec / 1000), "k", "live", at(5 * sec)}})
+		}},
+		scenario{"delete of another row", func(p string) []step {
+			return lockedToken(p, step{conn: 1, q: q(p, "deleteExpired"), args: []any{"k", at(0)}})
+		}},
+		scenario{"autocommit update", func(p string) []step {
+			return lockedToken(p, step{conn: 2, q: q(p, "refreshToken"), args: []any{at(0), int64(sec / 1000), "k", "live", at(5 * sec)}})
+		}},
+		scenario{"insert of a locked duplicate", func(p string) []step {
+			return script(setUp(p), rc(0), []step{
+				{conn: 0, q: q(p, "lockMaster"), args: []any{"k"}},
+				{conn: 2, q: q(p, "insertKey"), args: []any{"k", 1, "master-row"}},
+				{conn: 0, q: q(p, "ROLLBACK")},
+			})
+		}},
+		scenario{"duplicate's shared lock", func(p string) []step {
+			return script(setUp(p), rc(1), []step{
+				{conn: 1, q: q(p, "insertKey"), args: []any{"k", 1, "master-row"}},
+				{conn: 2, q: q(p, "readMaster"), args: []any{"k"}},
+				{conn: 2, q: q(p, "nextFence"), args: []any{"k"}},
+				{conn: 1, q: q(p, "COMMIT")},
+				{conn: 2, q: q(p, "nextFence"), args: []any{"k"}},
+			})
+		}},
+		scenario{"slot taken by another", func(p string) []step {
+			return twoSlots(p, step{conn: 1, q: q(p, "takeSlot"), args: []any{"0:mine", at(0), int64(sec / 1000), 0, "k", 0}})
+		}},
+		scenario{"slot picked by another", func(p string) []step {
+			return twoSlots(p, step{conn: 2, q: q(p, "releaseSlot"), args: []any{"k", 1, "1:tok", at(0)}})
+		}},
+	)
+}

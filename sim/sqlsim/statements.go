@@ -1,0 +1,823 @@
+package sqlsim
+
+import (
+	"database/sql/driver"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The statements the server knows: every one dbsem sends (sql.go), in each
+// of its forms (the database's clock, UTC_TIMESTAMP(6), or with
+// Defects.ClientClockExpiry a parameter), and the ones database/sql and
+// go-sql-driver/mysql send around them (SET TRANSACTION ISOLATION LEVEL
+// READ COMMITTED, START TRANSACTION, COMMIT, ROLLBACK). A statement is
+// recognised by its text with whitespace collapsed and the table names'
+// common prefix taken out; any other text is an error that names it.
+
+// A kind is what Counters counts a statement as.
+type kind uint8
+
+const (
+	kSelect kind = iota
+	kInsert
+	kUpdate
+	kDelete
+	kBegin
+	kCommit
+	kRollback
+	kOther
+)
+
+// A template is one statement of dbsem's, written as sql.go writes it:
+// {keys}, {tokens}, {slots} for the tables, {now} for the clock.
+type template struct {
+	name   string
+	text   string
+	params string // the names of its ? and {now}, in order
+	names  []string
+	kind   kind
+	txn    bool     // runs in a transaction (its session's, or its own)
+	multi  bool     // INSERT of rows "(?, n)", as many as it lists
+	cols   []string // a SELECT's columns
+	exec   func(r *stmtRun) (blocked bool, err error)
+}
+
+// A variant is a template with {now} written one way.
+type variant struct {
+	tpl         *template
+	clientClock bool // {now} is a ?, the client's clock
+	nums        []int64
+	nargs       int
+}
+
+var templates = []*template{
+	{name: "createKeys", kind: kOther, exec: create(keysShape), text: "CREATE TABLE IF NOT EXISTS {keys} (" +
+		"lock_key VARBINARY(255) NOT NULL PRIMARY KEY, max_count INT NOT NULL, design VARCHAR(16) NOT NULL, " +
+		"fence BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB"},
+	{name: "createTokens", kind: kOther, exec: create(tokensShape), text: "CREATE TABLE IF NOT EXISTS {tokens} (" +
+		"lock_key VARBINARY(255) NOT NULL, token VARBINARY(36) NOT NULL, expires DATETIME(6) NOT NULL, " +
+		"fence BIGINT NOT NULL DEFAULT 0, refreshes BIGINT NOT NULL DEFAULT 0, " +
+		"PRIMARY KEY (lock_key, token)) ENGINE=InnoDB"},
+	{name: "createSlots", kind: kOther, exec: create(slotsShape), text: "CREATE TABLE IF NOT EXISTS {slots} (" +
+		"lock_key VARBINARY(255) NOT NULL, lock_num INT NOT NULL, token VARBINARY(48) NULL, " +
+		"expires DATETIME(6) NULL, fence BIGINT NOT NULL DEFAULT 0, refreshes BIGINT NOT NULL DEFAULT 0, " +
+		"PRIMARY KEY (lock_key, lock_num)) ENGINE=InnoDB"},
+	{name: "dropAll", kind: kOther, exec: execDrop, text: "DROP TABLE IF EXISTS {keys}, {tokens}, {slots}"},
+
+	{name: "selectKey", kind: kSelect, cols: []string{"max_count", "design"}, txn: true, exec: readKey(true), params: "key",
+		text: "SELECT max_count, design FROM {keys} WHERE lock_key = ?"},
+	{name: "insertKey", kind: kInsert, txn: true, exec: execInsertKey, params: "key max design",
+		text: "INSERT IGNORE INTO {keys} (lock_key, max_count, design, fence) VALUES (?, ?, ?, 0)"},
+	{name: "insertSlots", kind: kInsert, txn: true, multi: true, exec: insertSlots(false),
+		text: "INSERT INTO {slots} (lock_key, lock_num) VALUES "},
+	{name: "insertSlotsMixed", kind: kInsert, txn: true, multi: true, exec: insertSlots(true),
+		text: "INSERT IGNORE INTO {slots} (lock_key, lock_num) VALUES "},
+	{name: "countSlots", kind: kSelect, cols: []string{"COUNT(*)"}, txn: true, exec: execCountSlots, params: "key",
+		text: "SELECT COUNT(*) FROM {slots} WHERE lock_key = ?"},
+	{name: "nextFence", kind: kUpdate, txn: true, exec: execNextFence, params: "key",
+		text: "UPDATE {keys} SET fence = LAST_INSERT_ID(fence + 1) WHERE lock_key = ?"},
+
+	{name: "lockMaster", kind: kSelect, cols: []string{"max_count"}, txn: true, exec: execLockMaster, params: "key",
+		text: "SELECT max_count FROM {keys} WHERE lock_key = ? FOR UPDATE"},
+	{name: "readMaster", kind: kSelect, cols: []string{"max_count"}, txn: true, exec: readKey(false), params: "key",
+		text: "SELECT max_count FROM {keys} WHERE lock_key = ?"},
+	{name: "deleteExpired", kind: kDelete, txn: true, exec: execDeleteExpired, params: "key now",
+		text: "DELETE FROM {tokens} WHERE lock_key = ? AND expires <= {now}"},
+	{name: "countLive", kind: kSelect, cols: []string{"COUNT(*)"}, txn: true, exec: execCountLive, params: "key now",
+		text: "SELECT COUNT(*) FROM {tokens} WHERE lock_key = ? AND expires > {now}"},
+	{name: "insertToken", kind: kInsert, txn: true, exec: execInsertToken, params: "key token now us fence",
+		text: "INSERT INTO {tokens} (lock_key, token, expires, fence) VALUES (?, ?, {now} + INTERVAL ? MICROSECOND, ?)"},
+	{name: "refreshToken", kind: kUpdate, txn: true, exec: refreshToken(true), params: "now us key token now",
+		text: "UPDATE {tokens} SET expires = {now} + INTERVAL ? MICROSECOND, refreshes = refreshes + 1 WHERE lock_key = ? AND token = ? AND expires > {now}"},
+	{name: "releaseToken", kind: kDelete, txn: true, exec: releaseToken(true), params: "key token now",
+		text: "DELETE FROM {tokens} WHERE lock_key = ? AND token = ? AND expires > {now}"},
+	{name: "refreshTokenAE", kind: kUpdate, txn: true, exec: refreshToken(false), params: "now us key token",
+		text: "UPDATE {tokens} SET expires = {now} + INTERVAL ? MICROSECOND, refreshes = refreshes + 1 WHERE lock_key = ? AND token = ?"},
+	{name: "releaseTokenAE", kind: kDelete, txn: true, exec: releaseToken(false), params: "key token",
+		text: "DELETE FROM {tokens} WHERE lock_key = ? AND token = ?"},
+
+	{name: "pickSlot", kind: kSelect, cols: []string{"lock_num"}, txn: true, exec: pickSlot(false, true), params: "key now",
+		text: "SELECT lock_num FROM {slots} WHERE lock_key = ? AND (token IS NULL OR expires <= {now}) ORDER BY lock_num LIMIT 1 FOR UPDATE SKIP LOCKED"},
+	{name: "pickSlotMixed", kind: kSelect, cols: []string{"lock_num"}, txn: true, exec: pickSlot(true, true), params: "key max now",
+		text: "SELECT lock_num FROM {slots} WHERE lock_key = ? AND lock_num < ? AND (token IS NULL OR expires <= {now}) ORDER BY lock_num LIMIT 1 FOR UPDATE SKIP LOCKED"},
+	{name: "peekSlot", kind: kSelect, cols: []string{"lock_num"}, txn: true, exec: pickSlot(false, false), params: "key now",
+		text: "SELECT lock_num FROM {slots} WHERE lock_key = ? AND (token IS NULL OR expires <= {now}) ORDER BY lock_num LIMIT 1"},
+	{name: "peekSlotMixed", kind: kSelect, cols: []string{"lock_num"}, txn: true, exec: pickSlot(true, false), params: "key max now",
+		text: "SELECT lock_num FROM {slots} WHERE lock_key = ? AND lock_num < ? AND (token IS NULL OR expires <= {now}) ORDER BY lock_num LIMIT 1"},
+	{name: "takeSlot", kind: kUpdate, txn: true, exec: execTakeSlot, params: "token now us fence key num",
+		text: "UPDATE {slots} SET token = ?, expires = {now} + INTERVAL ? MICROSECOND, fence = ?, refreshes = 0 WHERE lock_key = ? AND lock_num = ?"},
+	{name: "refreshSlot", kind: kUpdate, txn: true, exec: refreshSlot(true), params: "now us key num token now",
+		text: "UPDATE {slots} SET expires = {now} + INTERVAL ? MICROSECOND, refreshes = refreshes + 1 WHERE lock_key = ? AND lock_num = ? AND token = ? AND expires > {now}"},
+	{name: "releaseSlot", kind: kUpdate, txn: true, exec: releaseSlot(true), params: "key num token now",
+		text: "UPDATE {slots} SET token = NULL, expires = NULL WHERE lock_key = ? AND lock_num = ? AND token = ? AND expires > {now}"},
+	{name: "refreshSlotAE", kind: kUpdate, txn: true, exec: refreshSlot(false), params: "now us key num token",
+		text: "UPDATE {slots} SET expires = {now} + INTERVAL ? MICROSECOND, refreshes = refreshes + 1 WHERE lock_key = ? AND lock_num = ? AND token = ?"},
+	{name: "releaseSlotAE", kind: kUpdate, txn: true, exec: releaseSlot(false), params: "key num token",
+		text: "UPDATE {slots} SET token = NULL, expires = NULL WHERE lock_key = ? AND lock_num = ? AND token = ?"},
+
+	// What database/sql's BeginTx (with sql.LevelReadCommitted), Commit and
+	// Rollback make go-sql-driver/mysql send.
+	{name: "SET TRANSACTION ISOLATION LEVEL READ COMMITTED", kind: kOther, exec: execSetISO,
+		text: "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"},
+	{name: "START TRANSACTION", kind: kBegin, exec: execBegin, text: "START TRANSACTION"},
+	{name: "COMMIT", kind: kCommit, exec: execCommit, text: "COMMIT"},
+	{name: "ROLLBACK", kind: kRollback, exec: execRollback, text: "ROLLBACK"},
+}
+
+// byText maps a normalized text to its variant; multi maps the start of
+// a multi-row INSERT to its template.
+var (
+	byText = map[string]*variant{}
+	multi  []multiStart
+)
+
+type multiStart struct {
+	start string
+	tpl   *template
+}
+
+func init() {
+	for _, t := range templates {
+		t.names = strings.Fields(t.params)
+		if t.multi {
+			multi = append(multi, multiStart{normalize(t.text) + " ", t})
+			continue
+		}
+		n := strings.Count(t.text, "?")
+		server := strings.ReplaceAll(t.text, "{now}", "UTC_TIMESTAMP(6)")
+		byText[normalize(server)] = &variant{tpl: t, nargs: n}
+		if strings.Contains(t.text, "{now}") {
+			client := strings.ReplaceAll(t.text, "{now}", "?")
+			byText[normalize(client)] = &variant{tpl: t, clientClock: true, nargs: strings.Count(client, "?")}
+		}
+	}
+}
+
+// normalize collapses runs of white space into one space.
+func normalize(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// A parsed statement: its variant and its tables' prefix.
+type parsed struct {
+	v      *variant
+	prefix string
+}
+
+// abstract normalizes q and replaces its backquoted table names
+// `<prefix>keys` (tokens, slots) by {keys} ({tokens}, {slots}), returning
+// the common prefix.
+func abstract(q string) (string, string, error) {
+	q = normalize(q)
+	var b strings.Builder
+	prefix, seen := "", false
+	for {
+		i := strings.IndexByte(q, '`')
+		if i < 0 {
+			b.WriteString(q)
+			break
+		}
+		j := strings.IndexByte(q[i+1:], '`')
+		if j < 0 {
+			return "", "", fmt.Errorf("unbalanced backquote")
+		}
+		ident := q[i+1 : i+1+j]
+		suffix := ""
+		for _, s := range shapeSuffix {
+			if strings.HasSuffix(ident, s) {
+				suffix = s
+			}
+		}
+		p := strings.TrimSuffix(ident, suffix)
+		if suffix == "" || !validPrefix(p) || (seen && p != prefix) {
+			return "", "", fmt.Errorf("table %q is not one of dbsem's", ident)
+		}
+		prefix, seen = p, true
+		b.WriteString(q[:i])
+		b.WriteString("{" + suffix + "}")
+		q = q[i+2+j:]
+	}
+	return b.String(), prefix, nil
+}
+
+func validPrefix(p string) bool {
+	if len(p) > 50 {
+		return false
+	}
+	for _, c := range []byte(p) {
+		if !(c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// parse recognises q, through the World's cache.
+func (w *World) parse(q string) (*parsed, error) {
+	if p, ok := w.parsed[q]; ok {
+		return p, nil
+	}
+	norm, prefix, err := abstract(q)
+	if err != nil {
+		return nil, fmt.Errorf("sqlsim: unknown statement %q: %v", normalize(q), err)
+	}
+	v := byText[norm]
+	if v == nil {
+		v = parseMulti(norm)
+	}
+	if v == nil {
+		return nil, fmt.Errorf("sqlsim: unknown statement %q (not one dbsem sends)", norm)
+	}
+	p := &parsed{v: v, prefix: prefix}
+	if len(w.parsed) < 1024 {
+		w.parsed[q] = p
+	}
+	return p, nil
+}
+
+// parseMulti recognises insertSlots and insertSlotsMixed: their start,
+// then "(?, n)" rows separated by ", ".
+func parseMulti(norm string) *variant {
+	for _, m := range multi {
+		t := m.tpl
+		rest, ok := strings.CutPrefix(norm, m.start)
+		if !ok {
+			continue
+		}
+		var nums []int64
+		for i, tuple := range strings.Split(rest, ", (") {
+			if i == 0 {
+				tuple, ok = strings.CutPrefix(tuple, "(")
+				if !ok {
+					return nil
+				}
+			}
+			n, ok := strings.CutPrefix(tuple, "?, ")
+			if !ok {
+				return nil
+			}
+			n, ok = strings.CutSuffix(n, ")")
+			num, err := strconv.ParseInt(n, 10, 64)
+			if !ok || err != nil {
+				return nil
+			}
+			nums = append(nums, num)
+		}
+		return &variant{tpl: t, nums: nums, nargs: len(nums)}
+	}
+	return nil
+}
+
+// A binding is a statement's arguments by name.
+type binding struct {
+	raw                []driver.Value
+	key, token, design string
+	max, us, fence     int64
+	num                int64
+	now                []int64
+	keys               []string
+}
+
+// bind names args after v's parameters.
+func bind(v *variant, args []driver.Value) (binding, error) {
+	b := binding{raw: args}
+	if len(args) != v.nargs {
+		return b, fmt.Errorf("takes %d arguments, got %d", v.nargs, len(args))
+	}
+	if v.tpl.multi {
+		for _, a := range args {
+			s, err := asString(a)
+			if err != nil {
+				return b, err
+			}
+			b.keys = append(b.keys, s)
+		}
+		return b, nil
+	}
+	i := 0
+	for _, name := range v.tpl.names {
+		if name == "now" && !v.clientClock {
+			continue
+		}
+		a := args[i]
+		i++
+		var err error
+		switch name {
+		case "key":
+			b.key, err = asString(a)
+		case "token":
+			b.token, err = asString(a)
+		case "design":
+			b.design, err = asString(a)
+		case "max":
+			b.max, err = asInt(a)
+		case "us":
+			b.us, err = asInt(a)
+		case "fence":
+			b.fence, err = asInt(a)
+		case "num":
+			b.num, err = asInt(a)
+		case "now":
+			var t int64
+			t, err = asDatetime(a)
+			b.now = append(b.now, t)
+		}
+		if err != nil {
+			return b, fmt.Errorf("argument %d (%s): %v", i, name, err)
+		}
+	}
+	return b, nil
+}
+
+func asString(v driver.Value) (string, error) {
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case []byte:
+		return string(v), nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	}
+	return "", fmt.Errorf("%T is not a string", v)
+}
+
+func asInt(v driver.Value) (int64, error) {
+	switch v := v.(type) {
+	case int64:
+		return v, nil
+	case string:
+		return strconv.ParseInt(v, 10, 64)
+	case []byte:
+		return strconv.ParseInt(string(v), 10, 64)
+	}
+	return 0, fmt.Errorf("%T is not an integer", v)
+}
+
+// asDatetime reads a DATETIME(6) parameter: a string as the client clock
+// defect formats it (or with fewer fractional digits), or a time.Time;
+// microseconds since the Unix epoch, UTC.
+func asDatetime(v driver.Value) (int64, error) {
+	switch v := v.(type) {
+	case time.Time:
+		return v.UTC().Truncate(time.Microsecond).UnixMicro(), nil
+	case string:
+		t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", v, time.UTC)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a datetime", v)
+		}
+		return t.UnixMicro(), nil
+	case []byte:
+		return asDatetime(string(v))
+	}
+	return 0, fmt.Errorf("%T is not a datetime", v)
+}
+
+// table is the statement's table of shape s, or error 1146.
+func (r *stmtRun) table(s shape) (*table, error) {
+	name := r.prefix + shapeSuffix[s]
+	if tb := r.w.tableNamed(name); tb != nil {
+		return tb, nil
+	}
+	return nil, errNoTable(name)
+}
+
+// result starts the statement's result set, empty.
+func (r *stmtRun) result() {
+	r.cols = r.v.tpl.cols
+	r.rows = r.rows[:0:0]
+}
+
+// DDL: an implicit COMMIT, then the change. Metadata locks are not
+// modelled: a DROP does not wait for transactions using the table.
+
+func create(s shape) func(r *stmtRun) (bool, error) {
+	return func(r *stmtRun) (bool, error) {
+		r.implicitCommit()
+		r.w.createTable(r.prefix+shapeSuffix[s], s)
+		return false, nil
+	}
+}
+
+func execDrop(r *stmtRun) (bool, error) {
+	r.implicitCommit()
+	for _, s := range shapeSuffix {
+		r.w.dropTable(r.prefix + s)
+	}
+	return false, nil
+}
+
+func (r *stmtRun) implicitCommit() {
+	if t := r.s.trx; t != nil {
+		r.w.commit(t)
+		r.s.trx = nil
+	}
+}
+
+// Transactions.
+
+func execSetISO(r *stmtRun) (bool, error) {
+	if r.s.trx != nil {
+		return false, errTxCharacteristics()
+	}
+	r.s.nextISO, r.s.setISO = readCommitted, true
+	return false, nil
+}
+
+func execBegin(r *stmtRun) (bool, error) {
+	r.implicitCommit()
+	r.s.trx = r.w.newTrx(r.s, r.s.takeISO(), false)
+	return false, nil
+}
+
+func execCommit(r *stmtRun) (bool, error) {
+	r.implicitCommit()
+	if p := r.p; p != nil && p.dropCommit {
+		p.dropCommit = false
+		r.lostReply = true
+	}
+	return false, nil
+}
+
+func execRollback(r *stmtRun) (bool, error) {
+	if t := r.s.trx; t != nil {
+		r.w.rollback(t)
+		r.s.trx = nil
+	}
+	return false, nil
+}
+
+// The keys table.
+
+// readKey is selectKey (with design) and readMaster: consistent reads of
+// the key's row.
+func readKey(design bool) func(r *stmtRun) (bool, error) {
+	return func(r *stmtRun) (bool, error) {
+		tb, err := r.table(keysShape)
+		if err != nil {
+			return false, err
+		}
+		r.result()
+		if row := tb.find(pkey{key: r.b.key}); row != nil {
+			if v := row.visible(r.t); v != nil {
+				if design {
+					r.rows = append(r.rows, []driver.Value{v.maxCount, []byte(v.design)})
+				} else {
+					r.rows = append(r.rows, []driver.Value{v.maxCount})
+				}
+			}
+		}
+		return false, nil
+	}
+}
+
+func execInsertKey(r *stmtRun) (bool, error) {
+	tb, err := r.table(keysShape)
+	if err != nil {
+		return false, err
+	}
+	ins, blocked, err := r.insert(tb, pkey{key: r.b.key}, &rowVal{maxCount: r.b.max, design: r.b.design}, true)
+	if ins {
+		r.affected = 1
+	}
+	return blocked, err
+}
+
+// execLockMaster is SELECT ... FOR UPDATE of the key's row: it waits for
+// the row's lock, then reads its latest version.
+func execLockMaster(r *stmtRun) (bool, error) {
+	tb, err := r.table(keysShape)
+	if err != nil {
+		return false, err
+	}
+	r.result()
+	k := pkey{key: r.b.key}
+	if tb.find(k) == nil {
+		return false, nil
+	}
+	if ok, err := r.lock(tb, k, lockX); !ok {
+		return err == nil, err
+	}
+	var v *rowVal
+	if row := tb.find(k); row != nil {
+		v = row.visible(r.t)
+	}
+	if v == nil {
+		r.letGo(tb, k)
+		return false, nil
+	}
+	r.keep(tb, k)
+	r.rows = append(r.rows, []driver.Value{v.maxCount})
+	return false, nil
+}
+
+func execNextFence(r *stmtRun) (bool, error) {
+	tb, err := r.table(keysShape)
+	if err != nil {
+		return false, err
+	}
+	nv, matched, blocked, err := r.update(tb, pkey{key: r.b.key}, func(*rowVal) bool { return true },
+		func(v rowVal) rowVal { v.fence++; return v }, false)
+	if matched {
+		r.lastID = nv.fence // LAST_INSERT_ID(expr): the OK packet carries it
+	}
+	return blocked, err
+}
+
+// Master-row acquire, refresh and release.
+
+// execDeleteExpired scans the key's token rows in primary-key order,
+// locking each (READ COMMITTED: a DELETE waits even for a row it will not
+// delete; only UPDATE reads semi-consistently), deleting the expired ones
+// and releasing the others.
+func execDeleteExpired(r *stmtRun) (bool, error) {
+	tb, err := r.table(tokensShape)
+	if err != nil {
+		return false, err
+	}
+	now := r.now(0)
+	for {
+		row := tb.after(r.b.key, r.pos, !r.posSet)
+		if row == nil {
+			return false, nil
+		}
+		k := row.k
+		if ok, err := r.lock(tb, k, lockX); !ok {
+			return err == nil, err
+		}
+		r.pos, r.posSet = k, true
+		var v *rowVal
+		if row := tb.find(k); row != nil {
+			v = row.visible(r.t)
+		}
+		if v == nil || v.expires > now {
+			r.letGo(tb, k)
+			continue
+		}
+		r.w.write(r.t, tb.find(k), nil)
+		r.keep(tb, k)
+		r.affected++
+	}
+}
+
+func execCountLive(r *stmtRun) (bool, error) {
+	tb, err := r.table(tokensShape)
+	if err != nil {
+		return false, err
+	}
+	now := r.now(0)
+	var n int64
+	for i := tb.search(pkey{key: r.b.key}); i < len(tb.rows) && tb.rows[i].k.key == r.b.key; i++ {
+		if v := tb.rows[i].visible(r.t); v != nil && v.expires > now {
+			n++
+		}
+	}
+	r.result()
+	r.rows = append(r.rows, []driver.Value{n})
+	return false, nil
+}
+
+func execInsertToken(r *stmtRun) (bool, error) {
+	tb, err := r.table(tokensShape)
+	if err != nil {
+		return false, err
+	}
+	v := &rowVal{expires: r.now(0) + r.b.us, hasExpiry: true, fence: r.b.fence}
+	ins, blocked, err := r.insert(tb, pkey{key: r.b.key, sub: r.b.token}, v, false)
+	if ins {
+		r.affected = 1
+	}
+	return blocked, err
+}
+
+func refreshToken(live bool) func(r *stmtRun) (bool, error) {
+	return func(r *stmtRun) (bool, error) {
+		tb, err := r.table(tokensShape)
+		if err != nil {
+			return false, err
+		}
+		_, _, blocked, err := r.update(tb, pkey{key: r.b.key, sub: r.b.token},
+			func(v *rowVal) bool { return !live || v.expires > r.now(1) },
+			func(v rowVal) rowVal { v.expires = r.now(0) + r.b.us; v.refreshes++; return v }, false)
+		return blocked, err
+	}
+}
+
+func releaseToken(live bool) func(r *stmtRun) (bool, error) {
+	return func(r *stmtRun) (bool, error) {
+		tb, err := r.table(tokensShape)
+		if err != nil {
+			return false, err
+		}
+		_, _, blocked, err := r.update(tb, pkey{key: r.b.key, sub: r.b.token},
+			func(v *rowVal) bool { return !live || v.expires > r.now(0) }, nil, true)
+		return blocked, err
+	}
+}
+
+// Row-per-slot.
+
+func insertSlots(ignore bool) func(r *stmtRun) (bool, error) {
+	return func(r *stmtRun) (bool, error) {
+		tb, err := r.table(slotsShape)
+		if err != nil {
+			return false, err
+		}
+		for ; r.idx < len(r.b.keys); r.idx++ {
+			k := pkey{key: r.b.keys[r.idx], num: r.v.nums[r.idx]}
+			ins, blocked, err := r.insert(tb, k, &rowVal{}, ignore)
+			if blocked || err != nil {
+				return blocked, err
+			}
+			if ins {
+				r.affected++
+			}
+		}
+		return false, nil
+	}
+}
+
+func execCountSlots(r *stmtRun) (bool, error) {
+	tb, err := r.table(slotsShape)
+	if err != nil {
+		return false, err
+	}
+	var n int64
+	for i := tb.search(pkey{key: r.b.key}); i < len(tb.rows) && tb.rows[i].k.key == r.b.key; i++ {
+		if tb.rows[i].visible(r.t) != nil {
+			n++
+		}
+	}
+	r.result()
+	r.rows = append(r.rows, []driver.Value{n})
+	return false, nil
+}
+
+// pickSlot is the first free or expired slot row of the key (below max,
+// with mixed), in lock_num order: with lock, FOR UPDATE SKIP LOCKED (a row
+// another transaction has locked is passed over; one that does not match
+// is locked, looked at and released), without, a consistent read.
+func pickSlot(mixed, lock bool) func(r *stmtRun) (bool, error) {
+	return func(r *stmtRun) (bool, error) {
+		tb, err := r.table(slotsShape)
+		if err != nil {
+			return false, err
+		}
+		now := r.now(0)
+		r.result()
+		for i := tb.search(pkey{key: r.b.key}); i < len(tb.rows); i++ {
+			row := tb.rows[i]
+			if row.k.key != r.b.key || mixed && row.k.num >= r.b.max {
+				break
+			}
+			if lock && !r.tryLock(tb, row.k, lockX) {
+				continue
+			}
+			v := row.visible(r.t)
+			if v == nil || v.hasToken && !(v.hasExpiry && v.expires <= now) {
+				if lock {
+					r.letGo(tb, row.k)
+				}
+				continue
+			}
+			if lock {
+				r.keep(tb, row.k)
+			}
+			r.rows = append(r.rows, []driver.Value{row.k.num})
+			break
+		}
+		return false, nil
+	}
+}
+
+func execTakeSlot(r *stmtRun) (bool, error) {
+	tb, err := r.table(slotsShape)
+	if err != nil {
+		return false, err
+	}
+	_, _, blocked, err := r.update(tb, pkey{key: r.b.key, num: r.b.num}, func(*rowVal) bool { return true },
+		func(v rowVal) rowVal {
+			v.token, v.hasToken = r.b.token, true
+			v.expires, v.hasExpiry = r.now(0)+r.b.us, true
+			v.fence, v.refreshes = r.b.fence, 0
+			return v
+		}, false)
+	return blocked, err
+}
+
+func refreshSlot(live bool) func(r *stmtRun) (bool, error) {
+	return func(r *stmtRun) (bool, error) {
+		tb, err := r.table(slotsShape)
+		if err != nil {
+			return false, err
+		}
+		_, _, blocked, err := r.update(tb, pkey{key: r.b.key, num: r.b.num},
+			func(v *rowVal) bool {
+				return v.hasToken && v.token == r.b.token && (!live || v.hasExpiry && v.expires > r.now(1))
+			},
+			func(v rowVal) rowVal { v.expires, v.hasExpiry = r.now(0)+r.b.us, true; v.refreshes++; return v }, false)
+		return blocked, err
+	}
+}
+
+func releaseSlot(live bool) func(r *stmtRun) (bool, error) {
+	return func(r *stmtRun) (bool, error) {
+		tb, err := r.table(slotsShape)
+		if err != nil {
+			return false, err
+		}
+		_, _, blocked, err := r.update(tb, pkey{key: r.b.key, num: r.b.num},
+			func(v *rowVal) bool {
+				return v.hasToken && v.token == r.b.token && (!live || v.hasExpiry && v.expires > r.now(0))
+			},
+			func(v rowVal) rowVal {
+				v.token, v.hasToken, v.expires, v.hasExpiry = "", false, 0, false
+				return v
+			}, false)
+		return blocked, err
+	}
+}
+
+// Row operations shared by the statements.
+
+// insert inserts v at k. A row already at k is a duplicate unless it is
+// deleted: checking takes a shared lock on it (waiting for a transaction
+// that holds it, such as an uncommitted insert or delete), kept until the
+// transaction ends; a duplicate is error 1062, or nothing with ignore
+// (INSERT IGNORE). The new row is locked exclusively.
+func (r *stmtRun) insert(tb *table, k pkey, v *rowVal, ignore bool) (inserted, blocked bool, err error) {
+	if tb.find(k) != nil {
+		if ok, err := r.lock(tb, k, lockS); !ok {
+			return false, err == nil, err
+		}
+		if row := tb.find(k); row != nil && row.visible(r.t) != nil {
+			r.keep(tb, k)
+			if ignore {
+				return false, false, nil
+			}
+			return false, false, errDuplicate(tb, k)
+		}
+	}
+	if ok, err := r.lock(tb, k, lockX); !ok {
+		return false, err == nil, err
+	}
+	rw := tb.find(k)
+	if rw == nil {
+		rw = &row{tb: tb, k: k}
+		tb.insert(rw)
+	}
+	r.w.write(r.t, rw, v)
+	r.keep(tb, k)
+	return true, false, nil
+}
+
+// update is an UPDATE (or with del a DELETE) of the row at k where match
+// holds. It locks the row, waiting for it, then reads its latest version.
+// (InnoDB's semi-consistent read, by which a READ COMMITTED UPDATE does
+// not wait for a locked row whose committed version does not match, is
+// for range scans only; every UPDATE of dbsem's finds its row by whole
+// primary key, and waits: checked against MariaDB 10.11.) A change that
+// leaves every column as it was is matched but not counted (MariaDB's
+// default: affected rows are changed rows).
+func (r *stmtRun) update(tb *table, k pkey, match func(*rowVal) bool, set func(rowVal) rowVal, del bool) (nv rowVal, matched, blocked bool, err error) {
+	row := tb.find(k)
+	if row == nil {
+		return nv, false, false, nil
+	}
+	if ok, err := r.lock(tb, k, lockX); !ok {
+		return nv, false, err == nil, err
+	}
+	var v *rowVal
+	if row = tb.find(k); row != nil {
+		v = row.visible(r.t)
+	}
+	if v == nil || !match(v) {
+		r.letGo(tb, k)
+		return nv, false, false, nil
+	}
+	r.keep(tb, k)
+	if del {
+		r.w.write(r.t, row, nil)
+		r.affected++
+		return nv, true, false, nil
+	}
+	nv = set(*v)
+	if nv != *v {
+		changed := nv
+		r.w.write(r.t, row, &changed)
+		r.affected++
+	}
+	return nv, true, false, nil
+}
+
+// keyText is a record's key for the trace.
+func keyText(tb *table, k pkey) string {
+	switch tb.shape {
+	case tokensShape:
+		return fmt.Sprintf("(%q, %q)", k.key, k.sub)
+	case slotsShape:
+		return fmt.Sprintf("(%q, %d)", k.key, k.num)
+	}
+	return fmt.Sprintf("(%q)", k.key)
+}

@@ -1,0 +1,685 @@
+package sqlsim
+
+import (
+	"container/heap"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"time"
+)
+
+// Options configure a World. The zero value is MariaDB's defaults with
+// every choice given to the first runnable process.
+type Options struct {
+	// Decide picks which of n (at least 2) runnable processes moves next;
+	// nil always picks the first (in the order they were registered).
+	Decide func(n int) int
+	// Trace, if set, receives one line per scheduling event and statement:
+	// the virtual time in nanoseconds, then what happened.
+	Trace io.Writer
+	// LockWaitTimeout is innodb_lock_wait_timeout, how long a statement
+	// waits for a row lock before error 1205; 0 means MariaDB's 50 s.
+	LockWaitTimeout time.Duration
+}
+
+// A World is one simulated MariaDB server and the processes that use it.
+// Its methods must be called from the goroutine that calls Run, from a
+// process while it runs, from a timer or hook, or when no Run is in
+// progress.
+type World struct {
+	decide   func(n int) int
+	trace    io.Writer
+	lockWait time.Duration
+
+	now       int64
+	procs     []*Process
+	byName    map[string]*Process
+	running   *Process
+	yield     chan *Process
+	ready     []*Process
+	timers    timerHeap
+	seq       uint64
+	failure   error
+	dueHooks  []func()
+	pending   map[string][]hook // hooks for processes not registered yet
+	wake      []*stmtRun        // statements granted a lock, to run again
+	afterStep func()            // tests: called after every scheduling step
+
+	// The server.
+	tables     map[string]*table
+	tableOrder []*table
+	locks      map[lockID]*lockQueue
+	sessions   []*session
+	parsed     map[string]*parsed
+	connID     int64
+	connSeq    map[string]int
+	trxID      int64
+	stamp      uint64
+	down       bool
+	upGen      int
+	serverSkew time.Duration
+	skews      map[string]time.Duration
+}
+
+// New returns a World with an empty server, up, at virtual time 0.
+func New(o Options) *World {
+	w := &World{
+		decide:   o.Decide,
+		trace:    o.Trace,
+		lockWait: o.LockWaitTimeout,
+		byName:   map[string]*Process{},
+		yield:    make(chan *Process),
+		pending:  map[string][]hook{},
+		tables:   map[string]*table{},
+		locks:    map[lockID]*lockQueue{},
+		parsed:   map[string]*parsed{},
+		connSeq:  map[string]int{},
+		skews:    map[string]time.Duration{},
+	}
+	if w.lockWait <= 0 {
+		w.lockWait = defaultLockWait
+	}
+	return w
+}
+
+// Now returns the virtual time in nanoseconds since New.
+func (w *World) Now() int64 { return w.now }
+
+// A Process is one client program: a goroutine that moves only when the
+// scheduler lets it, with its own connection pool to the server.
+type Process struct {
+	w      *World
+	name   string
+	fn     func(*Process)
+	resume chan reply
+
+	state      pstate
+	paused     bool
+	dead       bool // killed
+	exiting    bool // its goroutine is unwinding (runtime.Goexit)
+	dropCommit bool
+	req        request
+	rep        reply
+	db         *sql.DB
+	conns      []*conn
+	counters   Counters
+	sent       int
+	hooks      []hook
+}
+
+type hook struct {
+	n int
+	f func()
+}
+
+type pstate uint8
+
+const (
+	stateNew     pstate = iota // registered, not started: runnable
+	stateRunning               // holds control
+	stateRequest               // posted a request: runnable
+	stateBlocked               // waiting for a lock, a sleep or a timer
+	stateReply                 // a reply waits for it: runnable
+	stateDone                  // returned, or killed
+)
+
+func (p *Process) runnable() bool {
+	switch p.state {
+	case stateNew, stateRequest, stateReply:
+		return !p.paused
+	}
+	return false
+}
+
+// Name returns the name the process was registered with.
+func (p *Process) Name() string { return p.name }
+
+// Now is the process's own clock: a fixed date (2025-01-01 00:00 UTC) plus
+// the virtual time, plus the offset SkewClock gave its name. Pass it as
+// dbsem's Defects.Now so that a client-clock defect reads virtual time.
+func (p *Process) Now() time.Time {
+	return epoch.Add(time.Duration(p.w.now) + p.w.skews[p.name])
+}
+
+// DB returns the process's connection pool to the server (one per
+// process, opened on first use; its connections are named after the
+// process, "<name>#1", "<name>#2", ...). database/sql runs it from the
+// process's goroutine only as long as no call waits for a free connection:
+// leave MaxOpenConns unlimited (or at least the number of connections the
+// process uses at once), and use contexts that are not cancelled while a
+// statement runs (a cancelled transaction is rolled back from a goroutine
+// of database/sql's own).
+func (p *Process) DB() *sql.DB {
+	if p.db == nil {
+		p.db = sql.OpenDB(&connector{p: p})
+	}
+	return p.db
+}
+
+// Sleep lets d of virtual time pass for the process; with d <= 0 it only
+// yields (the process stays runnable, and Decide may let another move).
+func (p *Process) Sleep(d time.Duration) {
+	p.call(request{kind: reqSleep, d: d}, true)
+}
+
+// Go registers a process named name that will run fn. It may be called
+// before Run, or during Run from a process, a timer or a hook (a client
+// restarted after a kill, say); a name may be reused once its process has
+// ended. Processes are offered to Decide in the order they were
+// registered.
+func (w *World) Go(name string, fn func(p *Process)) {
+	if old := w.byName[name]; old != nil && old.state != stateDone {
+		panic(fmt.Sprintf("sqlsim: process %q is still running", name))
+	}
+	p := &Process{w: w, name: name, fn: fn, resume: make(chan reply)}
+	p.hooks = w.pending[name]
+	delete(w.pending, name)
+	w.procs = append(w.procs, p)
+	w.byName[name] = p
+	w.tracef("%s registered", name)
+}
+
+// live returns the process named name unless it has ended.
+func (w *World) live(name string) *Process {
+	if p := w.byName[name]; p != nil && p.state != stateDone {
+		return p
+	}
+	return nil
+}
+
+// Run runs every process until all have ended and no timer is pending; a
+// process that can never move again (paused for good) is then killed. It
+// returns the first panic of a process, or the first statement the server
+// did not know, as an error.
+func (w *World) Run() error {
+	for {
+		w.ready = w.ready[:0]
+		for _, p := range w.procs {
+			if p.runnable() {
+				w.ready = append(w.ready, p)
+			}
+		}
+		if len(w.ready) == 0 {
+			if !w.fireNext() {
+				break
+			}
+			continue
+		}
+		i := 0
+		if len(w.ready) > 1 && w.decide != nil {
+			i = w.decide(len(w.ready))
+			if i < 0 || i >= len(w.ready) {
+				panic(fmt.Sprintf("sqlsim: Decide(%d) = %d", len(w.ready), i))
+			}
+		}
+		w.step(w.ready[i])
+		w.settle()
+		w.fireDue()
+		w.compact()
+		if w.afterStep != nil {
+			w.afterStep()
+		}
+	}
+	for _, p := range w.procs {
+		if p.state != stateDone {
+			w.tracef("%s can never move again: killed", p.name)
+			w.killProc(p)
+			w.settle()
+		}
+	}
+	w.compact()
+	return w.failure
+}
+
+// compact forgets ended processes (keeping the others' order).
+func (w *World) compact() {
+	j := 0
+	for _, p := range w.procs {
+		if p.state != stateDone {
+			w.procs[j] = p
+			j++
+		}
+	}
+	clear(w.procs[j:])
+	w.procs = w.procs[:j]
+}
+
+// step moves p: starts it, delivers its reply, or serves its request.
+func (w *World) step(p *Process) {
+	switch p.state {
+	case stateNew:
+		w.tracef("%s starts", p.name)
+		go p.main()
+		w.handoff(p, reply{})
+	case stateReply:
+		rep := p.rep
+		p.rep = reply{}
+		w.handoff(p, rep)
+	case stateRequest:
+		w.serve(p)
+	}
+}
+
+// handoff gives control to p with rep and waits until p posts its next
+// request or ends.
+func (w *World) handoff(p *Process, rep reply) {
+	p.state = stateRunning
+	w.running = p
+	p.resume <- rep
+	<-w.yield
+	w.running = nil
+}
+
+// deliver makes rep p's pending reply; p gets it when next scheduled.
+func (w *World) deliver(p *Process, rep reply) {
+	if p.state == stateDone {
+		return
+	}
+	p.rep = rep
+	p.state = stateReply
+}
+
+// settle lets the server finish what an event set off: statements granted
+// a lock run again, and hooks armed by finished statements run.
+func (w *World) settle() {
+	for {
+		switch {
+		case len(w.wake) > 0:
+			r := w.wake[0]
+			w.wake[0] = nil
+			w.wake = w.wake[1:]
+			w.execute(r)
+		case len(w.dueHooks) > 0:
+			f := w.dueHooks[0]
+			w.dueHooks[0] = nil
+			w.dueHooks = w.dueHooks[1:]
+			f()
+		default:
+			return
+		}
+	}
+}
+
+// serve handles p's posted request. A reply ready at once is handed over
+// at once (the process goes on to its next request in the same step),
+// unless a hook paused or killed the process meanwhile, or the request
+// was a Sleep of nothing (a yield: the process competes for the next
+// step).
+func (w *World) serve(p *Process) {
+	r := p.req
+	p.req = request{}
+	p.state = stateBlocked
+	switch r.kind {
+	case reqSleep:
+		if r.d <= 0 {
+			w.deliver(p, reply{})
+			return
+		}
+		w.tracef("%s sleeps %v", p.name, r.d)
+		w.after(r.d, func() { w.deliver(p, reply{}) })
+	case reqFault:
+		r.fault()
+		w.settle()
+		w.deliver(p, reply{})
+	case reqConnect:
+		w.connect(p)
+	case reqStmt:
+		w.statement(p, r)
+		w.settle()
+	}
+	if p.state == stateReply && !p.paused && !p.dead {
+		rep := p.rep
+		p.rep = reply{}
+		w.handoff(p, rep)
+	}
+}
+
+// statement serves one statement of p.
+func (w *World) statement(p *Process, rq request) {
+	c := rq.c
+	p.sent++
+	num := p.sent
+	k := kOther
+	if rq.parsed != nil {
+		k = rq.parsed.v.tpl.kind
+	}
+	p.counters.count(k)
+	s := c.s
+	switch {
+	case s.closed:
+		// The server closed the connection: the client writes its
+		// command, then reads EOF.
+		w.tracef("%s %s -> invalid connection (the server had closed it)", s.name, shortText(rq))
+		w.answer(p, c, num, reply{err: errInvalidConn})
+	case rq.err != nil:
+		w.tracef("%s %v", s.name, rq.err)
+		if w.failure == nil {
+			w.failure = rq.err
+		}
+		w.answer(p, c, num, reply{err: rq.err})
+	default:
+		r := &stmtRun{w: w, s: s, p: p, c: c, v: rq.parsed.v, prefix: rq.parsed.prefix, b: rq.b, clock: s.clock(w), num: num}
+		if r.v.tpl.txn {
+			if s.trx != nil {
+				r.t = s.trx
+			} else {
+				r.t, r.auto = w.newTrx(s, s.takeISO(), true), true
+			}
+			r.mark = len(r.t.undo)
+		}
+		w.execute(r)
+	}
+	w.now += int64(statementTime)
+}
+
+func shortText(rq request) string {
+	if rq.parsed != nil {
+		return rq.parsed.v.tpl.name
+	}
+	return "statement"
+}
+
+// connect opens a connection for p, unless the server is down.
+func (w *World) connect(p *Process) {
+	if w.down {
+		w.now += int64(refusedTime)
+		w.tracef("%s connect: refused (server down)", p.name)
+		w.deliver(p, reply{err: errRefused()})
+		return
+	}
+	w.connID++
+	w.connSeq[p.name]++
+	s := &session{id: w.connID, name: fmt.Sprintf("%s#%d", p.name, w.connSeq[p.name]), p: p}
+	c := &conn{p: p, s: s}
+	s.c = c
+	if len(w.sessions) >= 64 && len(w.sessions)&(len(w.sessions)-1) == 0 {
+		w.sessions = dropClosed(w.sessions, func(s *session) bool { return s.closed })
+	}
+	w.sessions = append(w.sessions, s)
+	p.conns = dropClosed(p.conns, func(c *conn) bool { return c.clientClosed && c.s.closed })
+	p.conns = append(p.conns, c)
+	p.counters.Connections++
+	w.tracef("%s connects: %s (id %d)", p.name, s.name, s.id)
+	w.now += int64(connectTime)
+	w.deliver(p, reply{conn: c})
+}
+
+// dropClosed removes, in place and in order, the elements that are gone.
+func dropClosed[T any](xs []T, gone func(T) bool) []T {
+	j := 0
+	for _, x := range xs {
+		if !gone(x) {
+			xs[j] = x
+			j++
+		}
+	}
+	clear(xs[j:])
+	return xs[:j]
+}
+
+func (p *Process) main() {
+	w := p.w
+	defer func() {
+		if r := recover(); r != nil && w.failure == nil {
+			w.failure = fmt.Errorf("sqlsim: process %s panicked: %v\n%s", p.name, r, debug.Stack())
+		}
+		w.endProcess(p)
+		p.state = stateDone
+		w.yield <- p
+	}()
+	if rep := <-p.resume; rep.killed {
+		return
+	}
+	p.fn(p)
+}
+
+// endProcess is the end of a process's program: its sockets close (the
+// server rolls back what they had open) and its pool is closed.
+func (w *World) endProcess(p *Process) {
+	for _, c := range p.conns {
+		c.clientClosed, c.broken = true, true
+		w.clientClose(c.s)
+	}
+	p.conns = nil
+	p.hooks = nil
+	if p.db != nil {
+		p.db.Close()
+	}
+	if p.dead {
+		w.tracef("%s ended (killed)", p.name)
+	} else {
+		w.tracef("%s ended", p.name)
+	}
+}
+
+// call posts r, gives control back to the scheduler and returns the
+// reply.
+//
+// A killed process stops with runtime.Goexit, but only at a safe call:
+// one that database/sql makes with every lock it holds released by a
+// deferred function (Exec, a query's first Rows.Next, dialling, closing a
+// connection), or one made outside database/sql (Sleep, a fault). Were it
+// to stop inside BeginTx, Commit or Rollback (or a query, were queries
+// run in QueryContext), database/sql would skip the release of the
+// transaction's or the connection's lock, and the deferred Rollback or
+// Close of the caller (dbsem has both) would wait for it forever. So a
+// killed process's unsafe call fails with driver.ErrBadConn instead, and
+// database/sql, discarding the connection, closes it: the process stops
+// there. Once it is unwinding, every call fails at once.
+func (p *Process) call(r request, safe bool) reply {
+	if p.w.running != p {
+		panic("sqlsim: a process's database or Sleep was used from a goroutine the simulator did not start, or outside World.Run")
+	}
+	if p.dead {
+		p.stop(safe)
+		return reply{err: driver.ErrBadConn}
+	}
+	p.req = r
+	p.state = stateRequest
+	p.w.yield <- p
+	rep := <-p.resume
+	if rep.killed {
+		p.stop(safe)
+		return reply{err: driver.ErrBadConn}
+	}
+	return rep
+}
+
+// stop ends a killed process's goroutine if it is at a safe point and not
+// ending already.
+func (p *Process) stop(safe bool) {
+	if safe && !p.exiting {
+		p.exiting = true
+		runtime.Goexit()
+	}
+}
+
+type reqKind uint8
+
+const (
+	reqStmt reqKind = iota
+	reqSleep
+	reqConnect
+	reqFault
+)
+
+type request struct {
+	kind   reqKind
+	d      time.Duration
+	fault  func()
+	c      *conn
+	parsed *parsed
+	b      binding
+	err    error // the statement could not be recognised or bound
+}
+
+type reply struct {
+	err      error
+	killed   bool
+	conn     *conn
+	affected int64
+	lastID   int64
+	cols     []string
+	rows     [][]driver.Value
+}
+
+// Hooks.
+
+// AfterStatements arranges for f to run right after the n-th statement of
+// the process named name (counting every statement it sent, on all its
+// connections, whatever became of it) was handled by the server, before
+// the process hears the reply: a fault aimed at the middle of an
+// operation. f runs in the scheduler and may call the World's faults. If
+// no process is named name yet, the hook waits for the next one that is.
+func (w *World) AfterStatements(name string, n int, f func()) {
+	if p := w.live(name); p != nil {
+		p.hooks = append(p.hooks, hook{n, f})
+		return
+	}
+	w.pending[name] = append(w.pending[name], hook{n, f})
+}
+
+// fireHooks arms p's hooks due at its statement num.
+func (w *World) fireHooks(p *Process, num int) {
+	j := 0
+	for _, h := range p.hooks {
+		if h.n <= num {
+			w.dueHooks = append(w.dueHooks, h.f)
+		} else {
+			p.hooks[j] = h
+			j++
+		}
+	}
+	clear(p.hooks[j:])
+	p.hooks = p.hooks[:j]
+}
+
+// Timers.
+
+// After runs f in the scheduler once d of virtual time has passed; f may
+// call the World's faults.
+func (w *World) After(d time.Duration, f func()) { w.after(d, f) }
+
+type timer struct {
+	at        int64
+	seq       uint64
+	fn        func()
+	cancelled bool
+}
+
+func (t *timer) cancel() {
+	if t != nil {
+		t.cancelled = true
+	}
+}
+
+func (w *World) after(d time.Duration, fn func()) *timer {
+	w.seq++
+	tm := &timer{at: w.now + int64(d), seq: w.seq, fn: fn}
+	heap.Push(&w.timers, tm)
+	return tm
+}
+
+// fireNext advances the clock to the earliest pending timer and fires
+// every timer due then. It reports false when no timer is pending.
+func (w *World) fireNext() bool {
+	for w.timers.Len() > 0 && w.timers[0].cancelled {
+		heap.Pop(&w.timers)
+	}
+	if w.timers.Len() == 0 {
+		return false
+	}
+	if t := w.timers[0].at; t > w.now {
+		w.now = t
+	}
+	w.fireDue()
+	return true
+}
+
+// fireDue fires every timer due at or before now, in time order.
+func (w *World) fireDue() {
+	for w.timers.Len() > 0 && w.timers[0].at <= w.now {
+		tm := heap.Pop(&w.timers).(*timer)
+		if !tm.cancelled {
+			tm.cancelled = true
+			tm.fn()
+			w.settle()
+		}
+	}
+}
+
+type timerHeap []*timer
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)   { *h = append(*h, x.(*timer)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return t
+}
+
+func (w *World) tracef(format string, args ...any) {
+	if w.trace == nil {
+		return
+	}
+	fmt.Fprintf(w.trace, "%12d ", w.now)
+	fmt.Fprintf(w.trace, format, args...)
+	io.WriteString(w.trace, "\n")
+}
+
+// Counters are what a process sent: statements by kind (every statement,
+// whether or not the server could run it), and the connections it
+// opened.
+type Counters struct {
+	Select, Insert, Update, Delete int
+	Begin, Commit, Rollback        int // START TRANSACTION, COMMIT, ROLLBACK
+	Other                          int // SET TRANSACTION, CREATE, DROP, unknown statements
+	Connections                    int
+}
+
+// Statements is the number of statements counted.
+func (c Counters) Statements() int {
+	return c.Select + c.Insert + c.Update + c.Delete + c.Begin + c.Commit + c.Rollback + c.Other
+}
+
+func (c *Counters) count(k kind) {
+	switch k {
+	case kSelect:
+		c.Select++
+	case kInsert:
+		c.Insert++
+	case kUpdate:
+		c.Update++
+	case kDelete:
+		c.Delete++
+	case kBegin:
+		c.Begin++
+	case kCommit:
+		c.Commit++
+	case kRollback:
+		c.Rollback++
+	default:
+		c.Other++
+	}
+}
+
+// Counters returns what the process named name (the latest one of that
+// name) has sent so far.
+func (w *World) Counters(name string) Counters {
+	if p := w.byName[name]; p != nil {
+		return p.counters
+	}
+	return Counters{}
+}
