@@ -57,12 +57,14 @@
 //     and the server see, following go-sql-driver/mysql's errors; and
 //     AfterStatements and After to aim them.
 //
-// Kill stops a process's goroutine with runtime.Goexit, at a point where
-// database/sql holds no lock that only non-deferred code releases (see
-// Process.call): that is why a query runs at its first Rows.Next (as
-// QueryRow's Scan calls it) rather than in QueryContext, and why a
-// process killed in BeginTx, Commit or Rollback first gets
-// driver.ErrBadConn and stops when database/sql closes the connection.
+// A killed process stops with runtime.Goexit, which runs its deferred
+// functions (dbsem's tx.Rollback and conn.Close among them; their calls
+// to the server fail at once). It stops only where database/sql holds no
+// lock that its non-deferred code would release, lest those deferred
+// calls wait forever: so a query runs at its first Rows.Next (which
+// QueryRow's Scan calls), not in QueryContext, and its errors come from
+// there; and a process killed in BeginTx, Commit or Rollback gets
+// driver.ErrBadConn, and stops when database/sql closes the connection.
 //
 // Not modelled: SQL beyond dbsem's statements; gap, next-key and
 // insert-intention locks (dbsem takes none under READ COMMITTED, and its

@@ -28,12 +28,14 @@ func (w *World) target(fault, name string) *Process {
 }
 
 // Kill ends the process named name as a crash (or kill -9) would: its
-// goroutine stops at its scheduling point, and its sockets close, so the
-// server rolls back its open transactions and releases their locks, at
-// once for a connection between statements. A connection waiting for a
-// lock is the exception, as on MariaDB, which notices a gone client only
-// when it answers: its transaction keeps its locks until the wait ends
-// (granted or timed out), then rolls back.
+// goroutine stops where it waits (in BeginTx, Commit or Rollback, on its
+// way out of database/sql: see the package documentation) and runs no
+// more of its own code, and its sockets close, so the server rolls back
+// its open transactions and releases their locks, at once for a
+// connection between statements. A connection waiting for a lock is the
+// exception, as on MariaDB, which notices a gone client only when it
+// answers: its transaction keeps its locks until the wait ends (granted
+// or timed out), then rolls back.
 func (w *World) Kill(name string) {
 	w.fault(func() {
 		if p := w.target("kill", name); p != nil {

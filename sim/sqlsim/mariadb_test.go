@@ -379,6 +379,11 @@ func rowPerSlot(p string) []step {
 			{conn: 0, q: q(p, "insertSlotsMixed", 5), args: []any{"k", "k", "k", "k", "k"}},
 			{conn: 0, q: q(p, "insertSlots", 7), args: []any{"k", "k", "k", "k", "k", "k", "k"}},
 			{conn: 0, q: q(p, "insertSlotsMixed", 2), args: []any{"j", "j"}},
+			// A duplicate in the second row undoes the first.
+			{conn: 0, q: q(p, "insertSlots", 2), args: []any{"x", "j"}},
+			{conn: 0, q: q(p, "countSlots"), args: []any{"x"}},
+			{conn: 0, q: q(p, "insertSlotsMixed", 3), args: []any{"x", "j", "x"}},
+			{conn: 0, q: q(p, "countSlots"), args: []any{"x"}},
 			{conn: 0, q: q(p, "countSlots"), args: []any{"k"}},
 		},
 		rc(0), rc(1),
