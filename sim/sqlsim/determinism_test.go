@@ -97,8 +97,9 @@ func firstDiff(a, b string) string {
 	return fmt.Sprintf("one run is longer (%d and %d lines)", len(la), len(lb))
 }
 
-// BenchmarkCycle is one client's acquire, refresh and release (master-row,
-// fencing): 14 statements, scheduled against an idle second process.
+// BenchmarkCycle is one client's acquire, refresh and release, with
+// fencing: 11 statements (master-row) or 9 (row-per-slot), each a
+// scheduling point, through database/sql, with a second process idle.
 func BenchmarkCycle(b *testing.B) {
 	for _, d := range designs {
 		b.Run(d.String(), func(b *testing.B) {

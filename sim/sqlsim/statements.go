@@ -145,14 +145,21 @@ func init() {
 			multi = append(multi, multiStart{normalize(t.text) + " ", t})
 			continue
 		}
-		n := strings.Count(t.text, "?")
 		server := strings.ReplaceAll(t.text, "{now}", "UTC_TIMESTAMP(6)")
-		byText[normalize(server)] = &variant{tpl: t, nargs: n}
+		add(server, &variant{tpl: t, nargs: strings.Count(server, "?")})
 		if strings.Contains(t.text, "{now}") {
 			client := strings.ReplaceAll(t.text, "{now}", "?")
-			byText[normalize(client)] = &variant{tpl: t, clientClock: true, nargs: strings.Count(client, "?")}
+			add(client, &variant{tpl: t, clientClock: true, nargs: strings.Count(client, "?")})
 		}
 	}
+}
+
+func add(text string, v *variant) {
+	text = normalize(text)
+	if byText[text] != nil {
+		panic("sqlsim: two statements read " + text)
+	}
+	byText[text] = v
 }
 
 // normalize collapses runs of white space into one space.
