@@ -23,9 +23,9 @@ func seeded(seed uint64) func(n int) int {
 	return func(n int) int { return r.IntN(n) }
 }
 
-// open opens the semaphore on p's pool, with tables prefixed "t_" and
+// tryOpen opens the semaphore on p's pool, with tables prefixed "t_" and
 // tokens drawn from a source seeded with p's name (so that runs repeat).
-func open(p *Process, o dbsem.Options) *dbsem.Semaphore {
+func tryOpen(p *Process, o dbsem.Options) (*dbsem.Semaphore, error) {
 	if o.Prefix == "" {
 		o.Prefix = prefix
 	}
@@ -34,7 +34,12 @@ func open(p *Process, o dbsem.Options) *dbsem.Semaphore {
 		copy(seed[:], p.Name())
 		o.Random = rand.NewChaCha8(seed)
 	}
-	s, err := dbsem.Open(bg, p.DB(), o)
+	return dbsem.Open(bg, p.DB(), o)
+}
+
+// open is tryOpen that panics (failing Run) on an error.
+func open(p *Process, o dbsem.Options) *dbsem.Semaphore {
+	s, err := tryOpen(p, o)
 	if err != nil {
 		panic(fmt.Sprintf("%s: open: %v", p.Name(), err))
 	}

@@ -159,14 +159,16 @@ func TestSemaphore(t *testing.T) {
 }
 
 // Several clients acquire, refresh and release under schedules drawn from
-// many seeds: the server never holds more than max live leases of a key,
-// fences never repeat, and every acquire ends in a lease or ErrFull.
+// many seeds, with (odd seeds) a nemesis striking kills, pauses, KILL
+// CONNECTION, lost COMMIT replies and restarts at random: the server never
+// holds more than max live leases of a key, fences never repeat, and
+// without faults every acquire ends in a lease or ErrFull.
 func TestNeverMoreThanMax(t *testing.T) {
-	const max, clients = 2, 4
+	const max, clients, seeds = 2, 4, 150
 	for _, d := range designs {
 		t.Run(d.String(), func(t *testing.T) {
 			grants := 0
-			for seed := uint64(0); seed < 60; seed++ {
+			for seed := uint64(0); seed < seeds; seed++ {
 				w := New(Options{Decide: seeded(seed)})
 				worst := 0
 				w.afterStep = func() {
@@ -178,11 +180,15 @@ func TestNeverMoreThanMax(t *testing.T) {
 				for c := 0; c < clients; c++ {
 					name := fmt.Sprintf("c%d", c)
 					w.Go(name, func(p *Process) {
-						s := open(p, dbsem.Options{Design: d, Fencing: true})
+						s, err := tryOpen(p, dbsem.Options{Design: d, Fencing: true})
+						if err != nil && seed%2 == 1 {
+							return
+						}
+						must("open", err, nil)
 						rng := rand.New(rand.NewPCG(seed, uint64(c)))
 						for range 4 {
 							l, err := s.Acquire(bg, "k", 30*time.Millisecond, max)
-							if errors.Is(err, dbsem.ErrFull) {
+							if errors.Is(err, dbsem.ErrFull) || err != nil && seed%2 == 1 {
 								p.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 								continue
 							}
@@ -195,13 +201,35 @@ func TestNeverMoreThanMax(t *testing.T) {
 							p.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
 							if rng.IntN(2) == 0 {
 								err := s.Refresh(bg, "k", l.Token, 30*time.Millisecond)
-								if err != nil && !errors.Is(err, dbsem.ErrExpired) {
+								if err != nil && !errors.Is(err, dbsem.ErrExpired) && seed%2 == 0 {
 									panic(err)
 								}
 								p.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 							}
-							if err := s.Release(bg, "k", l.Token); err != nil && !errors.Is(err, dbsem.ErrExpired) {
+							if err := s.Release(bg, "k", l.Token); err != nil && !errors.Is(err, dbsem.ErrExpired) && seed%2 == 0 {
 								panic(err)
+							}
+						}
+					})
+				}
+				if seed%2 == 1 {
+					w.Go("nemesis", func(p *Process) {
+						rng := rand.New(rand.NewPCG(seed, 99))
+						for range 4 {
+							p.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+							target := fmt.Sprintf("c%d", rng.IntN(clients))
+							switch rng.IntN(5) {
+							case 0:
+								w.Kill(target)
+							case 1:
+								w.Pause(target)
+								w.After(time.Duration(rng.IntN(60))*time.Millisecond, func() { w.Resume(target) })
+							case 2:
+								w.KillConnections(target)
+							case 3:
+								w.DropCommitReply(target)
+							case 4:
+								w.Restart(time.Duration(rng.IntN(10)) * time.Millisecond)
 							}
 						}
 					})
@@ -211,8 +239,8 @@ func TestNeverMoreThanMax(t *testing.T) {
 					t.Fatalf("seed %d: %d live leases at once, max %d", seed, worst, max)
 				}
 			}
-			if grants < 60*clients {
-				t.Fatalf("only %d grants in 60 runs: the workload hardly contends", grants)
+			if grants < seeds*clients {
+				t.Fatalf("only %d grants in %d runs: the workload hardly contends", grants, seeds)
 			}
 		})
 	}

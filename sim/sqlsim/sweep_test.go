@@ -32,7 +32,7 @@ func TestFaultAfterEveryStatement(t *testing.T) {
 				w.afterStep = func() { worst = max(worst, live(w, d, "k")) }
 				o := dbsem.Options{Design: d, Fencing: true}
 				w.Go("a", func(p *Process) {
-					s, err := dbsem.Open(bg, p.DB(), dbsem.Options{Design: d, Fencing: true, Prefix: prefix})
+					s, err := tryOpen(p, o)
 					if err != nil {
 						return
 					}
