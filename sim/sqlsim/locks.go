@@ -113,19 +113,20 @@ func (w *World) wouldWait(t *trx, tb *table, k pkey, mode lockMode) bool {
 func (r *stmtRun) lock(tb *table, k pkey, mode lockMode) (bool, error) {
 	w, t := r.w, r.t
 	q := w.queue(tb, k)
-	if q.held(t) >= mode {
+	had := q.held(t)
+	if had >= mode {
 		return true, nil
 	}
 	if !q.mustWait(t, mode, len(q.waiting)) {
 		w.give(q, t, mode)
-		r.fresh = append(r.fresh, freshLock{q: q})
+		r.fresh = append(r.fresh, freshLock{q: q, had: had})
 		return true, nil
 	}
 	wt := &waiter{q: q, t: t, mode: mode, r: r}
 	q.waiting = append(q.waiting, wt)
 	t.wait = wt
 	r.wait = wt
-	r.fresh = append(r.fresh, freshLock{q: q})
+	r.fresh = append(r.fresh, freshLock{q: q, had: had})
 	w.tracef("%s %s waits for %s on %s%s held by %s", r.s.name, r.v.tpl.name, modeName(mode), tb.name, keyText(tb, k), w.holders(q, t))
 	for {
 		cycle := w.cycle(t)
@@ -175,6 +176,22 @@ func (w *World) release(t *trx, q *lockQueue) {
 		}
 	}
 	w.grantWaiting(q)
+}
+
+// downgrade takes t's lock on q back to mode (0: releases it), and grants
+// what can now be granted.
+func (w *World) downgrade(t *trx, q *lockQueue, mode lockMode) {
+	if mode == 0 {
+		w.release(t, q)
+		return
+	}
+	for i, g := range q.granted {
+		if g.t == t && g.mode > mode {
+			q.granted[i].mode = mode
+			w.grantWaiting(q)
+			return
+		}
+	}
 }
 
 // releaseAll drops every lock of t, in the order t took them.

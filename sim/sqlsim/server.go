@@ -192,11 +192,12 @@ type stmtRun struct {
 	lostReply        bool
 }
 
-// A freshLock is a lock a statement took; under READ COMMITTED the ones
-// on rows it did not keep (return, change, or find a duplicate at) are
-// released when it ends.
+// A freshLock is a lock a statement took (or strengthened from had);
+// under READ COMMITTED the ones on rows it did not keep (return, change,
+// or find a duplicate at) are given up when it ends.
 type freshLock struct {
 	q    *lockQueue
+	had  lockMode
 	kept bool
 }
 
@@ -219,8 +220,8 @@ func (r *stmtRun) letGo(tb *table, k pkey) {
 	id := lockID{tb, k}
 	for i := range r.fresh {
 		f := &r.fresh[i]
-		if f.q.id == id && !f.kept && f.q.held(r.t) != 0 {
-			r.w.release(r.t, f.q)
+		if f.q.id == id && !f.kept && f.q.held(r.t) > f.had {
+			r.w.downgrade(r.t, f.q, f.had)
 		}
 	}
 }
@@ -307,8 +308,8 @@ func (w *World) sweep(r *stmtRun) {
 		return
 	}
 	for _, f := range r.fresh {
-		if !f.kept && f.q.held(r.t) != 0 {
-			w.release(r.t, f.q)
+		if !f.kept && f.q.held(r.t) > f.had {
+			w.downgrade(r.t, f.q, f.had)
 		}
 	}
 }
