@@ -1,0 +1,82 @@
+package dbsemaphore
+
+import (
+	"github.com/lockprover/lockprover/histories"
+	"pgregory.net/rapid"
+)
+
+// draw draws a plan with rapid, so that rapid can shrink a failing plan to
+// a minimal one: fewer clients, fewer operations, fewer faults, simpler
+// schedules.
+func draw(t *rapid.T, c Config) *Plan {
+	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Options: c.Options, Mutant: c.Mutant}
+	p.Max = rapid.IntRange(1, 3).Draw(t, "max")
+	p.TTLMs = rapid.SampledFrom([]int{100, 300, 1000}).Draw(t, "ttl_ms")
+	ttl := p.TTLMs
+	// Mostly short pauses; now and then one on the scale of the ttl, so
+	// that leases expire under their holders.
+	sleep := rapid.OneOf(
+		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, 50).Draw(t, "ms")} }),
+		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, 3*ttl).Draw(t, "long_ms")} }))
+	acquire := rapid.Custom(func(t *rapid.T) Step {
+		s := Step{Op: histories.Acquire}
+		if rapid.IntRange(0, 9).Draw(t, "other_max") == 0 {
+			s.Max = p.Max + rapid.IntRange(1, 2).Draw(t, "more")
+		}
+		return s
+	})
+	// A client works as lease users do: try for a lease a few times, work
+	// and refresh now and then, let go (or not), again.
+	cycle := rapid.Custom(func(t *rapid.T) []Step {
+		steps := []Step{acquire.Draw(t, "acquire")}
+		for i := rapid.IntRange(0, 2).Draw(t, "retries"); i > 0; i-- {
+			steps = append(steps, sleep.Draw(t, "backoff"), acquire.Draw(t, "acquire"))
+		}
+		for i := rapid.IntRange(0, 3).Draw(t, "refreshes"); i > 0; i-- {
+			steps = append(steps, sleep.Draw(t, "work"), Step{Op: histories.Refresh})
+		}
+		if rapid.Bool().Draw(t, "release") {
+			steps = append(steps, Step{Op: histories.Release})
+		}
+		return steps
+	})
+	nClients := rapid.IntRange(1, c.Clients).Draw(t, "clients")
+	for i := 0; i < nClients; i++ {
+		var script []Step
+		for _, cy := range rapid.SliceOfN(cycle, 0, max(1, c.Ops/3)).Draw(t, "client") {
+			script = append(script, cy...)
+		}
+		p.Clients = append(p.Clients, script)
+	}
+	procs := p.processes()
+	fault := rapid.Custom(func(t *rapid.T) Fault {
+		f := Fault{Fault: rapid.SampledFrom(c.Faults).Draw(t, "fault")}
+		if histories.IsClockFault(f.Fault) {
+			if rapid.Bool().Draw(t, "a client's clock") {
+				f.Target = rapid.SampledFrom(procs).Draw(t, "target")
+			}
+			f.OffsetMs = rapid.IntRange(1, 3*ttl).Draw(t, "offset_ms")
+			if rapid.Bool().Draw(t, "behind") {
+				f.OffsetMs = -f.OffsetMs
+			}
+		} else if f.Fault != histories.RestartBroker {
+			f.Target = rapid.SampledFrom(procs).Draw(t, "target")
+		}
+		if f.Target != "" && rapid.Bool().Draw(t, "mid-operation") {
+			// Right after the target's n-th statement: inside an operation.
+			f.AfterStatements = rapid.IntRange(1, 30).Draw(t, "after_statements")
+		} else {
+			f.At = rapid.OneOf(rapid.IntRange(0, 300), rapid.IntRange(0, 3*ttl)).Draw(t, "at_ms")
+		}
+		if f.Fault == histories.Pause || histories.IsClockFault(f.Fault) {
+			f.For = rapid.IntRange(0, 4*ttl).Draw(t, "for_ms")
+		}
+		return f
+	})
+	if len(c.Faults) > 0 {
+		p.Nemesis = rapid.SliceOfN(fault, 0, c.MaxFaults).Draw(t, "nemesis")
+	}
+	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
+	p.ScheduleSeed = rapid.Uint64().Draw(t, "schedule_seed")
+	return p
+}

@@ -1,0 +1,84 @@
+// Package dbsemaphore is the database counting semaphore family (after
+// zimingd/database-semaphore): at most max holders of a key, each holding a
+// lease that expires unless refreshed, kept in SQL tables. It says what a
+// plan of the family is (the semaphore, clients that acquire, refresh and
+// release, faults including clock faults, the simulator's schedule), how
+// plans are drawn, and how they run: the reference (package dbsem) or one of
+// its mutants, on the simulated database (package sim/sqlsim). Histories
+// are of lock kind histories.Lease, judged by families/lease. Config is the
+// family as package prover's core proves it.
+package dbsemaphore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+	"pgregory.net/rapid"
+)
+
+// Config says what to prove and how hard to look: it is a prover.Family.
+// The zero value proves the reference (master-row design, UUID tokens) on
+// the simulator with every fault.
+type Config struct {
+	Mutant    string   // a mutant of the reference to prove instead
+	Clients   int      // at most this many clients; 0 means 3
+	Ops       int      // at most this many steps per client; 0 means 8
+	Faults    []string // the faults plans may hold; nil means every fault, empty means none
+	MaxFaults int      // at most this many faults per plan; 0 means 3
+	Options   Options  // the reference's options
+}
+
+func (c Config) withDefaults() Config {
+	if c.Clients == 0 {
+		c.Clients = 3
+	}
+	if c.Ops == 0 {
+		c.Ops = 8
+	}
+	if c.Faults == nil {
+		c.Faults = faultNames
+	}
+	if c.MaxFaults == 0 {
+		c.MaxFaults = 3
+	}
+	if m := MutantNamed(c.Mutant); m != nil && m.options != nil {
+		m.options(&c.Options)
+	}
+	return c
+}
+
+// Draw draws a plan of c with rapid.
+func (c Config) Draw(t *rapid.T) prover.Plan { return draw(t, c.withDefaults()) }
+
+// Run runs a plan of this family on the simulated database.
+func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
+	pl, ok := p.(*Plan)
+	if !ok {
+		return nil, fmt.Errorf("dbsemaphore: a plan of another family (%T)", p)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return Simulate(pl, nil)
+}
+
+// Judging says that only the database's clock times the semaphore's
+// leases: a client's clock fault excuses nothing (the reference never reads
+// a client's clock).
+func (c Config) Judging(o model.Options) model.Options {
+	o.Clocks = model.ClocksBackend
+	return o
+}
+
+// Deterministic is true: plans run on the simulator.
+func (c Config) Deterministic() bool { return true }
+
+// String says what c proves.
+func (c Config) String() string {
+	if c.Mutant != "" {
+		return "mutant " + c.Mutant
+	}
+	return "the reference"
+}

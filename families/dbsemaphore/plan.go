@@ -1,0 +1,211 @@
+package dbsemaphore
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// Kind is the family's name on the command line and in its plans
+// (`prove --kind db-semaphore`); its histories record lock kind
+// histories.Lease.
+const Kind = "db-semaphore"
+
+// PlanVersion is the version of the plan format this package reads and
+// writes.
+const PlanVersion = 1
+
+// A Plan is one run of the database semaphore, as data: the semaphore (its
+// key, max, ttl and the reference's options), what each client does, which
+// faults strike when, and the simulator's scheduling decisions. On the
+// simulator the same plan always gives the same history, byte for byte.
+type Plan struct {
+	Version int     `json:"version"`
+	Kind    string  `json:"kind"` // Kind
+	Key     string  `json:"key"`
+	Max     int     `json:"max"`
+	TTLMs   int     `json:"ttl_ms"`
+	Options Options `json:"options"`
+	// Mutant names a deliberately broken variant of the reference to run
+	// instead of the reference itself.
+	Mutant string `json:"mutant,omitempty"`
+	// Clients are the clients' scripts, run by processes c1, c2, ...
+	Clients [][]Step `json:"clients"`
+	// Nemesis lists the faults.
+	Nemesis []Fault `json:"nemesis"`
+	// Schedule is the simulator's decisions: at each point where several
+	// processes can move, the next number (modulo how many can) picks one;
+	// once it runs out, ScheduleSeed drives the choices.
+	Schedule     []int  `json:"schedule"`
+	ScheduleSeed uint64 `json:"schedule_seed"`
+	// Model and Properties are how the plan was judged when it was found;
+	// replay judges it the same way.
+	Model      string   `json:"model,omitempty"`
+	Properties []string `json:"properties,omitempty"`
+}
+
+// Options are the reference's options, as plan data (see dbsem.Options).
+type Options struct {
+	Design  string `json:"design,omitempty"` // "master-row" (default) or "row-per-slot"
+	Fencing bool   `json:"fencing,omitempty"`
+}
+
+// A Step is one line of a client's script: acquire, refresh or release
+// (the lease the client believes it holds; skipped when that makes no
+// sense), or sleep Ms milliseconds.
+type Step struct {
+	Op string `json:"op"`
+	Ms int    `json:"ms,omitempty"`
+	// Max, on an acquire, is a limit other than the plan's: clients that
+	// disagree on max (the reference refuses such an acquire).
+	Max int `json:"max,omitempty"`
+}
+
+// Sleep is the plan's word for a pause between operations.
+const Sleep = "sleep"
+
+// A Fault strikes Target At milliseconds into the run or, with
+// AfterStatements, right after Target's AfterStatements-th statement was
+// applied by the server, before Target hears the reply. A pause or a clock
+// skew lasts For milliseconds (0: until the end of the run). A clock fault
+// moves Target's clock ("" for the server's) by OffsetMs.
+type Fault struct {
+	At              int    `json:"at_ms"`
+	AfterStatements int    `json:"after_statements,omitempty"`
+	Fault           string `json:"fault"`
+	Target          string `json:"target,omitempty"`
+	For             int    `json:"for_ms,omitempty"`
+	OffsetMs        int    `json:"offset_ms,omitempty"`
+}
+
+// faultNames are the faults a plan can hold: kill a client (it restarts
+// without its lease), pause it, close its connections from the server
+// (KILL CONNECTION: histories.ForceClose), lose the reply to its COMMIT,
+// restart the server, skew or jump a clock.
+var faultNames = []string{histories.Kill, histories.Pause, histories.ForceClose, histories.DropReply,
+	histories.RestartBroker, histories.ClockSkew, histories.ClockJump}
+
+// FaultNames are the faults a plan can hold.
+func FaultNames() []string { return slices.Clone(faultNames) }
+
+// Write writes the plan as indented JSON.
+func (p *Plan) Write(w io.Writer) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(p)
+}
+
+// Brief says the plan in one line.
+func (p *Plan) Brief() string {
+	return fmt.Sprintf("%s %q, max %d, ttl %d ms, %d clients, %d faults, %d scheduling decisions",
+		p.Kind, p.Key, p.Max, p.TTLMs, len(p.Clients), len(p.Nemesis), len(p.Schedule))
+}
+
+// Judged records how the plan was judged, for replays.
+func (p *Plan) Judged(model string, properties []string) { p.Model, p.Properties = model, properties }
+
+// ReadPlan reads a plan file as strictly as every plan is read
+// (prover.ParsePlan): a wrong value, an unknown field or a field twice is
+// an error naming the file, line, column and field.
+func ReadPlan(path string) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var p Plan
+	if err := prover.ParsePlan(path, data, &p, p.Validate); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Validate says what is wrong with a plan, naming the field.
+func (p *Plan) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case p.Version != PlanVersion:
+		return bad("version", "want %d, got %d", PlanVersion, p.Version)
+	case p.Kind != Kind:
+		return bad("kind", "want %q, got %q", Kind, p.Kind)
+	case p.Key == "":
+		return bad("key", "want a non-empty key")
+	case p.Max < 1 || p.Max > 1000:
+		return bad("max", "want 1 to 1000, got %d", p.Max)
+	case p.TTLMs < 1:
+		return bad("ttl_ms", "want at least 1, got %d", p.TTLMs)
+	case p.Options.Design != "" && p.Options.Design != "master-row" && p.Options.Design != "row-per-slot":
+		return bad("options.design", `want "master-row" or "row-per-slot", got %q`, p.Options.Design)
+	case p.Mutant != "" && MutantNamed(p.Mutant) == nil:
+		return bad("mutant", "no mutant named %q", p.Mutant)
+	}
+	for i, script := range p.Clients {
+		for j, s := range script {
+			field := fmt.Sprintf("clients[%d][%d]", i, j)
+			switch s.Op {
+			case histories.Acquire, histories.Refresh, histories.Release:
+			case Sleep:
+				if s.Ms < 1 {
+					return bad(field+".ms", "want at least 1, got %d", s.Ms)
+				}
+			default:
+				return bad(field+".op", "want acquire, refresh, release or sleep, got %q", s.Op)
+			}
+		}
+	}
+	procs := p.processes()
+	for i, f := range p.Nemesis {
+		field := fmt.Sprintf("nemesis[%d]", i)
+		switch {
+		case !slices.Contains(faultNames, f.Fault):
+			return bad(field+".fault", "want one of %v, got %q", faultNames, f.Fault)
+		case f.At < 0 || f.For < 0 || f.AfterStatements < 0:
+			return bad(field, "at_ms, for_ms and after_statements must not be negative")
+		case f.Target != "" && !slices.Contains(procs, f.Target):
+			return bad(field+".target", "want one of %v, got %q", procs, f.Target)
+		case f.Target == "" && f.Fault != histories.RestartBroker && !histories.IsClockFault(f.Fault):
+			return bad(field+".target", "%s needs a target", f.Fault)
+		case histories.IsClockFault(f.Fault) && f.OffsetMs == 0:
+			return bad(field+".offset_ms", "a clock fault needs an offset")
+		}
+	}
+	return nil
+}
+
+// processes are the clients' process names.
+func (p *Plan) processes() []string {
+	var out []string
+	for i := range p.Clients {
+		out = append(out, clientName(i))
+	}
+	return out
+}
+
+func clientName(i int) string { return fmt.Sprintf("c%d", i+1) }
+
+// ParseOptions reads the reference's options as the CLI's --options gives
+// them: comma-separated design=master-row|row-per-slot and fencing.
+func ParseOptions(s string) (Options, error) {
+	var o Options
+	for _, kv := range strings.Split(s, ",") {
+		k, v, hasValue := strings.Cut(strings.TrimSpace(kv), "=")
+		switch {
+		case k == "design" && (v == "master-row" || v == "row-per-slot"):
+			o.Design = v
+		case k == "design":
+			return o, fmt.Errorf("design: want master-row or row-per-slot, got %q", v)
+		case k == "fencing" && !hasValue:
+			o.Fencing = true
+		default:
+			return o, fmt.Errorf("unknown option %q (want design=master-row|row-per-slot, fencing)", kv)
+		}
+	}
+	return o, nil
+}

@@ -1,0 +1,474 @@
+package dbsemaphore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/lockprover/lockprover/dbsem"
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/sim/sqlsim"
+)
+
+// restartDowntime is how long a restarted server refuses connections.
+const restartDowntime = 200 * time.Millisecond
+
+// A client that cannot open the semaphore (the server restarting, its
+// connection cut) tries openTries times, openBackoff apart.
+const (
+	openTries   = 100
+	openBackoff = 50 * time.Millisecond
+)
+
+// Simulate runs p against the reference (or p's mutant of it) on a fresh
+// simulated database: the same plan always gives the same history. trace,
+// if set, receives the simulator's trace.
+func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
+	rng := rand.New(rand.NewPCG(p.ScheduleSeed, 0x6c70))
+	next := 0
+	decide := func(n int) int {
+		if next < len(p.Schedule) {
+			next++
+			return p.Schedule[next-1] % n
+		}
+		return rng.IntN(n)
+	}
+	w := sqlsim.New(sqlsim.Options{Decide: decide, Trace: trace})
+	r := &runner{p: p, w: w, clients: map[string]*client{}, offsets: map[string]time.Duration{}}
+	r.rec = histories.NewRecorder(w.Now)
+	// The key is set up with the plan's max before anything else (the
+	// first acquire of a key records its max), so that a client's acquire
+	// with another max disagrees with it rather than setting it.
+	setup := &client{script: []Step{{Op: histories.Acquire}, {Op: histories.Release}}}
+	r.clients["setup"] = setup
+	r.start("setup", setup)
+	r.afterSetup = func() {
+		for i, script := range p.Clients {
+			name := clientName(i)
+			st := &client{script: script}
+			r.clients[name] = st
+			r.start(name, st)
+		}
+		r.nemesis()
+	}
+	if err := w.Run(); err != nil {
+		return nil, err
+	}
+	return &prover.Result{History: r.rec.Events(), Evidence: model.Evidence{Lock: p.Key, Problems: r.problems}}, nil
+}
+
+// A client is a process's place in its script and the lease it believes
+// it holds; both survive a kill (the restarted process goes on with its
+// script, holding nothing).
+type client struct {
+	script []Step
+	pos    int
+	token  string
+	gen    int    // incarnations started
+	proc   string // the current incarnation's process in the simulator
+	// dropArmed: the reply to the process's next COMMIT will be dropped.
+	dropArmed bool
+	done      bool // its script has ended
+	running   *histories.Event
+}
+
+// runner runs one plan on the simulator.
+type runner struct {
+	p        *Plan
+	w        *sqlsim.World
+	rec      *histories.Recorder
+	clients  map[string]*client
+	offsets  map[string]time.Duration // clock offsets in force, by target ("" the server)
+	problems []string
+	paused   map[string]bool
+	// afterSetup starts the clients and the nemesis once the key is set up.
+	afterSetup func()
+}
+
+// start starts an incarnation of client name.
+//
+// Each incarnation is a process of its own in the simulator (c1, then
+// c1#2 after a kill, ...): a killed process stops only at its next safe
+// call, and until then it may still be running its code, which the
+// runner then ignores (see live).
+func (r *runner) start(name string, st *client) {
+	st.gen++
+	gen := st.gen
+	st.proc = name
+	if gen > 1 {
+		st.proc = fmt.Sprintf("%s#%d", name, gen)
+	}
+	r.w.Go(st.proc, func(proc *sqlsim.Process) { r.run(proc, name, st, gen) })
+}
+
+// live says whether incarnation gen is the client's current one: a killed
+// one's code may run on for a while, and must neither record nor move the
+// script.
+func (st *client) live(gen int) bool { return st.gen == gen }
+
+// run is one incarnation of a client: it opens the semaphore and works
+// through the rest of its script.
+func (r *runner) run(proc *sqlsim.Process, name string, st *client, gen int) {
+	ctx := context.Background()
+	// The server may be restarting, or a fault may cut the connection
+	// while the tables are made: try again, as a client would, for a while.
+	var sem *dbsem.Semaphore
+	var err error
+	for try := 0; try < openTries; try++ {
+		if sem, err = dbsem.Open(ctx, proc.DB(), r.options(proc, name, gen)); err == nil {
+			break
+		}
+		proc.Sleep(openBackoff)
+	}
+	if !st.live(gen) {
+		return
+	}
+	if err != nil {
+		r.problems = append(r.problems, fmt.Sprintf("%s could not open the semaphore in %d tries: %v", name, openTries, err))
+		st.done = true
+		return
+	}
+	for st.pos < len(st.script) && st.live(gen) {
+		s := st.script[st.pos]
+		st.pos++
+		r.step(ctx, proc, reference{sem}, name, st, gen, s)
+	}
+	if !st.live(gen) {
+		return
+	}
+	st.done = true
+	if name == "setup" {
+		r.afterSetup()
+	}
+}
+
+// options are the reference's options for one incarnation: the plan's,
+// its mutant's defect, tokens drawn from the plan's seed, and the client's
+// own (virtual, skewable) clock for a defect that reads it.
+func (r *runner) options(proc *sqlsim.Process, name string, gen int) dbsem.Options {
+	o := dbsem.Options{Prefix: "lp_", Fencing: r.p.Options.Fencing,
+		Random: rand.NewChaCha8(seedFor(r.p.ScheduleSeed, name, gen))}
+	if r.p.Options.Design == "row-per-slot" {
+		o.Design = dbsem.RowPerSlot
+	}
+	if m := MutantNamed(r.p.Mutant); m != nil {
+		m.defects(&o.Defects)
+		if m.options != nil {
+			var po Options
+			m.options(&po)
+			if po.Design == "row-per-slot" {
+				o.Design = dbsem.RowPerSlot
+			} else if po.Design == "master-row" {
+				o.Design = dbsem.MasterRow
+			}
+			o.Fencing = o.Fencing || po.Fencing
+		}
+		if o.Defects.ClientClockExpiry {
+			// The client's own clock: true time and its clock faults. The
+			// simulator's session clocks know nothing of it: a client's
+			// clock is not the database's.
+			o.Defects.Now = func() time.Time { return proc.Now().Add(r.offsets[name]) }
+		}
+	}
+	return o
+}
+
+// seedFor is the seed of one incarnation's tokens.
+func seedFor(seed uint64, name string, gen int) [32]byte {
+	var s [32]byte
+	copy(s[:], fmt.Sprintf("%016x%s#%d", seed, name, gen))
+	return s
+}
+
+// step runs one line of a client's script.
+func (r *runner) step(ctx context.Context, proc *sqlsim.Process, sem Client, name string, st *client, gen int, s Step) {
+	ttl := time.Duration(r.p.TTLMs) * time.Millisecond
+	e := histories.Event{Process: name, Type: histories.Invoke, F: s.Op, Lock: r.p.Key, Kind: histories.Lease}
+	switch {
+	case s.Op == Sleep:
+		proc.Sleep(time.Duration(s.Ms) * time.Millisecond)
+		return
+	case s.Op == histories.Acquire && st.token == "":
+		m := r.p.Max
+		if s.Max > 0 {
+			m = s.Max
+		}
+		e.Value = &histories.Value{Max: histories.Int(m), TTLMs: histories.Int(r.p.TTLMs)}
+		r.invoke(st, e)
+		l, err := sem.Acquire(ctx, r.p.Key, ttl, m)
+		if st.live(gen) {
+			r.acquired(st, e, l, err)
+		}
+	case s.Op == histories.Refresh && st.token != "":
+		e.Value = &histories.Value{Token: st.token, TTLMs: histories.Int(r.p.TTLMs)}
+		r.invoke(st, e)
+		if err := sem.Refresh(ctx, r.p.Key, st.token, ttl); st.live(gen) {
+			r.changed(st, e, err)
+		}
+	case s.Op == histories.Release && st.token != "":
+		e.Value = &histories.Value{Token: st.token}
+		r.invoke(st, e)
+		if err := sem.Release(ctx, r.p.Key, st.token); st.live(gen) {
+			r.changed(st, e, err)
+		}
+	}
+}
+
+func (r *runner) invoke(st *client, e histories.Event) {
+	e = r.rec.Add(e)
+	st.running = &e
+}
+
+// complete records the completion of the client's operation in flight.
+func (r *runner) complete(st *client, typ histories.Type, v *histories.Value, err error) {
+	if st.dropArmed && errors.Is(err, dbsem.ErrUnknownOutcome) {
+		// The COMMIT whose reply was dropped was this operation's (the
+		// reference says so; a mutant that retries hides it).
+		st.dropArmed = false
+		dv := &histories.Value{Process: st.running.Process}
+		r.rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.DropReply, Value: dv})
+		r.rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: histories.DropReply, Value: dv})
+	}
+	e := *st.running
+	st.running = nil
+	e.Type, e.Value, e.Error = typ, v, ""
+	if err != nil {
+		e.Error = err.Error()
+	}
+	r.rec.Add(e)
+}
+
+// acquired records an acquire's outcome.
+func (r *runner) acquired(st *client, inv histories.Event, l dbsem.Lease, err error) {
+	switch {
+	case err == nil:
+		v := &histories.Value{Token: l.Token}
+		if r.p.Options.Fencing || l.Fence != 0 {
+			v.Fence = histories.Int(int(l.Fence))
+		}
+		st.token = l.Token
+		r.complete(st, histories.Ok, v, nil)
+	case errors.Is(err, dbsem.ErrFull):
+		r.complete(st, histories.Fail, &histories.Value{Reason: histories.Full}, nil)
+	case errors.Is(err, ErrNotGranted):
+		// Not granted (a disagreeing max, a lost connection before the
+		// COMMIT): a failure that claims nothing about the semaphore.
+		r.complete(st, histories.Fail, nil, err)
+	default:
+		r.complete(st, histories.Info, nil, err) // granted or not: the client lets it expire
+	}
+}
+
+// changed records a refresh's or release's outcome.
+func (r *runner) changed(st *client, inv histories.Event, err error) {
+	switch {
+	case err == nil:
+		if inv.F == histories.Release {
+			st.token = ""
+		}
+		r.complete(st, histories.Ok, nil, nil)
+	case errors.Is(err, dbsem.ErrExpired):
+		st.token = ""
+		r.complete(st, histories.Fail, &histories.Value{Reason: histories.Expired}, nil)
+	default:
+		if inv.F == histories.Release {
+			st.token = "" // the client gives up on it either way
+		}
+		r.complete(st, histories.Info, nil, err)
+	}
+}
+
+// nemesis arranges the plan's faults, ends those that last until the end
+// once every client is done, and then probes the semaphore.
+func (r *runner) nemesis() {
+	type event struct {
+		at    int
+		fault Fault
+		end   bool
+	}
+	var evs []event
+	for _, f := range r.p.Nemesis {
+		if f.AfterStatements > 0 {
+			f := f
+			r.w.AfterStatements(f.Target, f.AfterStatements, func() { r.strike(f, false) })
+			if f.For > 0 {
+				// Its end is timed from the start: a mid-operation fault's
+				// moment is not known in advance.
+				evs = append(evs, event{f.For, f, true})
+			}
+			continue
+		}
+		evs = append(evs, event{f.At, f, false})
+		if f.For > 0 {
+			evs = append(evs, event{f.At + f.For, f, true})
+		}
+	}
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
+	r.w.Go("nemesis", func(proc *sqlsim.Process) {
+		start := r.w.Now()
+		for _, e := range evs {
+			if d := time.Duration(e.at)*time.Millisecond - time.Duration(r.w.Now()-start); d > 0 {
+				proc.Sleep(d)
+			}
+			r.strike(e.fault, e.end)
+		}
+		for !r.allDone(true) {
+			proc.Sleep(10 * time.Millisecond)
+		}
+		r.endFaults()
+		for !r.allDone(false) {
+			proc.Sleep(10 * time.Millisecond)
+		}
+		// Every lease has expired (or been released) once ttl and a margin
+		// have passed: a probe must find the semaphore free.
+		proc.Sleep(time.Duration(r.p.TTLMs)*time.Millisecond + lease.Margin)
+		for i := 0; i < r.p.Max; i++ {
+			name := fmt.Sprintf("probe%d", i+1)
+			st := &client{script: []Step{{Op: histories.Acquire}}}
+			r.clients[name] = st
+			r.start(name, st)
+		}
+	})
+}
+
+// allDone says whether every client has ended its script (but those
+// paused, with exceptPaused).
+func (r *runner) allDone(exceptPaused bool) bool {
+	for name, st := range r.clients {
+		if !st.done && !(exceptPaused && r.paused[name]) {
+			return false
+		}
+	}
+	return true
+}
+
+// endFaults ends the faults meant to last until the end: pauses and clock
+// offsets.
+func (r *runner) endFaults() {
+	var names []string
+	for name := range r.paused {
+		if r.paused[name] {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		r.strike(Fault{Fault: histories.Pause, Target: name}, true)
+	}
+	var clocks []string
+	for target, off := range r.offsets {
+		if off != 0 {
+			clocks = append(clocks, target)
+		}
+	}
+	sort.Strings(clocks)
+	for _, target := range clocks {
+		r.strike(Fault{Fault: histories.ClockSkew, Target: target}, true)
+	}
+}
+
+// strike applies a fault (or, with end, ends it: resume, clock reset) and
+// records it as nemesis events.
+func (r *runner) strike(f Fault, end bool) {
+	name, v := f.Fault, &histories.Value{}
+	if f.Target != "" {
+		v.Process = f.Target
+	}
+	switch {
+	case end && f.Fault == histories.Pause:
+		if !r.paused[f.Target] {
+			return
+		}
+		name = histories.Resume
+	case end:
+		if r.offsets[f.Target] == 0 {
+			return
+		}
+		name = histories.ClockReset
+	case histories.IsClockFault(f.Fault):
+		v.OffsetMs = histories.Int(f.OffsetMs)
+	}
+	if v.Process == "" && v.OffsetMs == nil {
+		v = nil
+	}
+	if name == histories.DropReply {
+		// Armed now, in place only at the target's next COMMIT: recorded
+		// then (see complete), so that the history shows it in force
+		// while the operation whose reply it lost ran.
+		if st := r.clients[f.Target]; st != nil && !st.done {
+			st.dropArmed = true
+			r.apply(name, f)
+		}
+		return
+	}
+	r.rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
+	r.apply(name, f)
+	r.rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v})
+	if name == histories.Kill {
+		r.restart(f.Target)
+	}
+}
+
+// apply makes the simulator strike fault name.
+func (r *runner) apply(name string, f Fault) {
+	if r.paused == nil {
+		r.paused = map[string]bool{}
+	}
+	switch name {
+	case histories.Kill:
+		r.paused[f.Target] = false // a new incarnation starts unpaused
+		r.w.Kill(r.procOf(f.Target))
+	case histories.Pause:
+		r.paused[f.Target] = true
+		r.w.Pause(r.procOf(f.Target))
+	case histories.Resume:
+		r.paused[f.Target] = false
+		r.w.Resume(r.procOf(f.Target))
+	case histories.ForceClose:
+		r.w.KillConnections(r.procOf(f.Target))
+	case histories.DropReply:
+		r.w.DropCommitReply(r.procOf(f.Target))
+	case histories.RestartBroker:
+		r.w.Restart(restartDowntime)
+	case histories.ClockSkew:
+		r.offsets[f.Target] = time.Duration(f.OffsetMs) * time.Millisecond
+	case histories.ClockJump:
+		r.offsets[f.Target] += time.Duration(f.OffsetMs) * time.Millisecond
+	case histories.ClockReset:
+		r.offsets[f.Target] = 0
+	}
+	if histories.IsClockFault(name) && f.Target == "" {
+		// The server's clock: every session's. A client's clock is its
+		// own (see options), which the reference never reads.
+		r.w.SkewClock("", r.offsets[""])
+	}
+}
+
+// restart starts a killed client again: its operation in flight ends
+// unknown, and it holds nothing.
+func (r *runner) restart(name string) {
+	st := r.clients[name]
+	if st == nil || st.done {
+		return
+	}
+	if st.running != nil {
+		r.complete(st, histories.Info, nil, errors.New("killed"))
+	}
+	st.token, st.dropArmed = "", false // the new incarnation's COMMITs are its own
+	r.start(name, st)
+}
+
+// procOf is the simulator's process of client name's current incarnation.
+func (r *runner) procOf(name string) string {
+	if st := r.clients[name]; st != nil && st.proc != "" {
+		return st.proc
+	}
+	return name
+}
