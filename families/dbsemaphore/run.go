@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/dbsem"
@@ -61,6 +62,9 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	if err := w.Run(); err != nil {
 		return nil, err
 	}
+	if r.stuck != nil {
+		return nil, r.stuck
+	}
 	return &prover.Result{History: r.rec.Events(), Evidence: model.Evidence{Lock: p.Key, Problems: r.problems}}, nil
 }
 
@@ -90,6 +94,8 @@ type runner struct {
 	paused   map[string]bool
 	// afterSetup starts the clients and the nemesis once the key is set up.
 	afterSetup func()
+	stuck      error // the plan did not finish
+	ending     bool  // the faults have ended: no new one strikes
 }
 
 // start starts an incarnation of client name.
@@ -297,12 +303,16 @@ func (r *runner) nemesis() {
 	for _, f := range r.p.Nemesis {
 		if f.AfterStatements > 0 {
 			f := f
-			r.w.AfterStatements(f.Target, f.AfterStatements, func() { r.strike(f, false) })
-			if f.For > 0 {
-				// Its end is timed from the start: a mid-operation fault's
-				// moment is not known in advance.
-				evs = append(evs, event{f.For, f, true})
-			}
+			r.w.AfterStatements(f.Target, f.AfterStatements, func() {
+				if r.ending {
+					return // the faults have ended: the run is closing
+				}
+				r.strike(f, false)
+				if f.For > 0 {
+					// It lasts For from when it struck.
+					r.w.After(time.Duration(f.For)*time.Millisecond, func() { r.strike(f, true) })
+				}
+			})
 			continue
 		}
 		evs = append(evs, event{f.At, f, false})
@@ -319,12 +329,13 @@ func (r *runner) nemesis() {
 			}
 			r.strike(e.fault, e.end)
 		}
-		for !r.allDone(true) {
-			proc.Sleep(10 * time.Millisecond)
+		if !r.await(proc, true) {
+			return
 		}
+		r.ending = true
 		r.endFaults()
-		for !r.allDone(false) {
-			proc.Sleep(10 * time.Millisecond)
+		if !r.await(proc, false) {
+			return
 		}
 		// Every lease has expired (or been released) once ttl and a margin
 		// have passed: a probe must find the semaphore free.
@@ -336,6 +347,30 @@ func (r *runner) nemesis() {
 			r.start(name, st)
 		}
 	})
+}
+
+// await waits until every client is done (but those paused, with
+// exceptPaused), for at most an hour of virtual time; then it says why the
+// plan is stuck (Simulate returns it) and ends every process.
+func (r *runner) await(proc *sqlsim.Process, exceptPaused bool) bool {
+	for start := r.w.Now(); !r.allDone(exceptPaused); proc.Sleep(10 * time.Millisecond) {
+		if time.Duration(r.w.Now()-start) > time.Hour {
+			var names []string
+			for name, st := range r.clients {
+				if !st.done {
+					names = append(names, name)
+				}
+			}
+			sort.Strings(names)
+			r.stuck = fmt.Errorf("dbsemaphore: the plan did not finish within an hour of virtual time: %s still running", strings.Join(names, ", "))
+			for _, name := range names {
+				r.w.Kill(r.procOf(name))
+				r.clients[name].done = true
+			}
+			return false
+		}
+	}
+	return true
 }
 
 // allDone says whether every client has ended its script (but those
