@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/families/dbsemaphore"
 	"net/url"
 	"regexp"
 	"strings"
@@ -287,12 +288,9 @@ func (e *LeaseError) describe() string {
 // NotGranted says whether the error is an acquire's definite failure.
 func (e *LeaseError) NotGranted() bool { return e.Definite && e.Op == "acquire" }
 
-// Is makes a definite acquire failure match dbsemaphore.ErrNotGranted
-// ("not granted") with errors.Is. The sentinel is recognized by its text,
-// so that this package does not import the family (see the report that
-// came with this file: the family may come to import this package).
+// Is makes a definite acquire failure match dbsemaphore.ErrNotGranted.
 func (e *LeaseError) Is(target error) bool {
-	return e.NotGranted() && target != nil && target.Error() == "not granted"
+	return e.NotGranted() && target == dbsemaphore.ErrNotGranted
 }
 
 // LeaseClient is one running process of a lease-lock implementation: a

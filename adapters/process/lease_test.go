@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/families/dbsemaphore"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,7 +34,7 @@ const leaseDefaultDSN = "root@tcp(127.0.0.1:3306)/test"
 
 // errNotGranted stands for dbsemaphore.ErrNotGranted, which a definite
 // acquire failure matches by its text.
-var errNotGranted = errors.New("not granted")
+var errNotGranted = dbsemaphore.ErrNotGranted
 
 // leaseDB is the test database's DSN and a pool on it; the test skips
 // without one.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"github.com/lockprover/lockprover/families/amqp"
+	"github.com/lockprover/lockprover/families/dbsemaphore"
 	"io"
 	"os"
 	"strings"
@@ -11,15 +12,24 @@ import (
 )
 
 func runServeReference(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("serve-reference", "serve-reference [--options K=V,...] [--mutant NAME]", `Serves the reference implementation (or a mutant of it) over the process
+	fs := newFlags("serve-reference", "serve-reference [--kind semaphore|db-semaphore] [--options K=V,...] [--mutant NAME]", `Serves the reference implementation (or a mutant of it) over the process
 protocol (docs/protocol.md) on stdin and stdout, for --impl.`, stderr)
 	mutant := fs.String("mutant", "", "serve this mutant of the reference instead")
+	kind := fs.String("kind", "semaphore", "the family: semaphore (amqp-locks: the semaphore and mutex) or db-semaphore")
 	opts := fs.String("options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, plain_failure, scan_start=random, ...")
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	if !noArgs("serve-reference", pos, stderr) {
+		return exitUsage
+	}
+	switch *kind {
+	case dbsemaphore.Kind:
+		return serveLease(*mutant, *opts, stdout, stderr)
+	case "semaphore", "mutex":
+	default:
+		fmt.Fprintf(stderr, "serve-reference: --kind: want semaphore or %s, got %q\n", dbsemaphore.Kind, *kind)
 		return exitUsage
 	}
 	if *mutant != "" && amqp.MutantNamed(*mutant) == nil {
@@ -32,6 +42,29 @@ protocol (docs/protocol.md) on stdin and stdout, for --impl.`, stderr)
 		return exitUsage
 	}
 	if err := process.Serve(os.Stdin, stdout, o, *mutant); err != nil {
+		fmt.Fprintf(stderr, "serve-reference: %v\n", err)
+		return exitViolation
+	}
+	return exitOK
+}
+
+// serveLease serves the database semaphore's reference (or a mutant) over
+// the protocol; its design and fencing come from init.
+func serveLease(mutant, opts string, stdout, stderr io.Writer) int {
+	if opts != "" {
+		fmt.Fprintln(stderr, "serve-reference: --options: the database semaphore takes its design and fencing from init")
+		return exitUsage
+	}
+	o := process.LeaseServeOptions{Log: stderr}
+	if mutant != "" {
+		m := dbsemaphore.MutantNamed(mutant)
+		if m == nil {
+			fmt.Fprintf(stderr, "serve-reference: --mutant: no mutant named %q (see lockprover mutants --kind db-semaphore)\n", mutant)
+			return exitUsage
+		}
+		o.Defects = m.Defects()
+	}
+	if err := process.ServeLease(os.Stdin, stdout, o); err != nil {
 		fmt.Fprintf(stderr, "serve-reference: %v\n", err)
 		return exitViolation
 	}

@@ -6,12 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"github.com/lockprover/lockprover/families/amqp"
+	"github.com/lockprover/lockprover/families/dbsemaphore"
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"io"
 	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,7 +51,7 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.ops, "ops", 8, "at most this many steps per client")
 	fs.IntVar(&f.maxFault, "max-faults", 3, "at most this many faults per plan")
 	fs.StringVar(&f.faults, "faults", "all", "comma-separated faults plans may hold: kill, pause, partition, force-close, restart-broker, drop-reply, admin-crash; all; or none")
-	fs.StringVar(&f.kind, "kind", "semaphore", "lock kind: semaphore or mutex")
+	fs.StringVar(&f.kind, "kind", "semaphore", "lock kind: semaphore or mutex (amqp-locks), or db-semaphore (the database semaphore, on the simulated database)")
 	fs.StringVar(&f.props, "properties", "", "comma-separated properties whose violation counts; empty for all")
 	fs.StringVar(&f.modelName, "model", "standard", "acquire-exact model: standard or strict")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "time budget of each linearizability check")
@@ -67,7 +70,7 @@ func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, amqp.Config, error
 	c := prover.Config{Strict: f.modelName == "strict", Timeout: f.timeout}
 	a := amqp.Config{Kind: f.kind, Clients: f.clients, Ops: f.ops, MaxFaults: f.maxFault}
 	var bad checks
-	bad.oneOf("kind", f.kind, histories.Semaphore, histories.Mutex)
+	bad.oneOf("kind", f.kind, histories.Semaphore, histories.Mutex, dbsemaphore.Kind)
 	bad.oneOf("model", f.modelName, "standard", "strict")
 	bad.positive("clients", f.clients)
 	bad.positive("ops", f.ops)
@@ -83,6 +86,9 @@ func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, amqp.Config, error
 	bad.add(given(fs, "impl") && strings.TrimSpace(f.impl) == "", "--impl needs a command")
 	if len(bad) > 0 {
 		return c, a, errors.New(strings.Join(bad, "\n"+fs.Name()+": "))
+	}
+	if f.kind == dbsemaphore.Kind {
+		return f.dbConfig(fs, c, a)
 	}
 	switch {
 	case f.heartbeatSet && f.heartbeat == 0:
@@ -157,6 +163,13 @@ func (f *proveFlags) search(fs *flag.FlagSet, mutant, shard, out string, outf *o
 	c, a, err := f.config(fs)
 	switch {
 	case err != nil:
+	case c.Family != nil: // db-semaphore
+		db := c.Family.(dbsemaphore.Config)
+		if mutant != "" && dbsemaphore.MutantNamed(mutant) == nil {
+			err = fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants)", dbsemaphore.Kind, mutant)
+		}
+		db.Mutant, a.Mutant = mutant, mutant
+		c.Family = db
 	case mutant != "" && amqp.MutantNamed(mutant) == nil:
 		err = fmt.Errorf("--mutant: no mutant named %q (see lockprover mutants)", mutant)
 	case mutant != "" && f.impl != "":
@@ -166,8 +179,10 @@ func (f *proveFlags) search(fs *flag.FlagSet, mutant, shard, out string, outf *o
 		fmt.Fprintf(stderr, "prove: %v\n", err)
 		return prover.Search{}, a, false
 	}
-	a.Mutant = mutant
-	c.Family = a
+	if c.Family == nil {
+		a.Mutant = mutant
+		c.Family = a
+	}
 	s := prover.Search{Config: c, Seed: f.seed, Shrink: f.shrink}
 	if f.shrink == 0 {
 		s.Shrink = time.Nanosecond // no shrinking
@@ -185,6 +200,49 @@ func (f *proveFlags) search(fs *flag.FlagSet, mutant, shard, out string, outf *o
 	return s, a, bad.report("prove", stderr)
 }
 
+// dbConfig is config for --kind db-semaphore: the database semaphore's
+// reference (or a mutant) on the simulated database. Flags that belong to
+// amqp-locks are refused by name.
+func (f *proveFlags) dbConfig(fs *flag.FlagSet, c prover.Config, a amqp.Config) (prover.Config, amqp.Config, error) {
+	for _, name := range []string{"heartbeat", "amqp-url", "allow-restart", "impl"} {
+		if given(fs, name) {
+			return c, a, fmt.Errorf("--%s is for amqp-locks, not --kind %s", name, dbsemaphore.Kind)
+		}
+	}
+	if f.target != "sim" {
+		return c, a, fmt.Errorf("--kind %s runs on the simulated database only (--target sim); a MariaDB target is not built yet", dbsemaphore.Kind)
+	}
+	d := dbsemaphore.Config{Clients: f.clients, Ops: f.ops, MaxFaults: f.maxFault}
+	if f.options != "" {
+		o, err := dbsemaphore.ParseOptions(f.options)
+		if err != nil {
+			return c, a, fmt.Errorf("--options: %w", err)
+		}
+		d.Options = o
+	}
+	switch f.faults {
+	case "all":
+	case "none":
+		d.Faults = []string{}
+	default:
+		for _, name := range strings.Split(f.faults, ",") {
+			if !known(name, dbsemaphore.FaultNames()) {
+				return c, a, fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all; or none)", name, dbsemaphore.Kind, strings.Join(dbsemaphore.FaultNames(), ", "))
+			}
+			d.Faults = append(d.Faults, name)
+		}
+	}
+	if given(fs, "properties") {
+		props, err := parsePropertiesOf(f.props, lease.Properties)
+		if err != nil {
+			return c, a, err
+		}
+		c.Properties = props
+	}
+	c.Family = d
+	return c, a, nil
+}
+
 // describe says what is proven and where, as prove's first line says it.
 func (f *proveFlags) describe(a amqp.Config) (what, where string) {
 	what = "the reference"
@@ -198,6 +256,9 @@ func (f *proveFlags) describe(a amqp.Config) (what, where string) {
 		what += " with options " + f.options
 	}
 	where = "the simulator"
+	if f.kind == dbsemaphore.Kind {
+		where = "the simulated database"
+	}
 	if f.target == "rabbitmq" {
 		where = "RabbitMQ at " + redact(brokerURL(f.url))
 	}
@@ -267,12 +328,17 @@ func (f *proveFlags) replayFlags(fs *flag.FlagSet) []string {
 	return replay
 }
 
-// parseProperties reads --properties: comma-separated property names.
-func parseProperties(s string) ([]string, error) {
+// parseProperties reads --properties: comma-separated property names of
+// amqp-locks.
+func parseProperties(s string) ([]string, error) { return parsePropertiesOf(s, properties) }
+
+// parsePropertiesOf reads --properties: comma-separated names, each one of
+// known.
+func parsePropertiesOf(s string, known []string) ([]string, error) {
 	var props []string
 	for _, name := range strings.Split(s, ",") {
-		if !known(name, properties) {
-			return nil, fmt.Errorf("--properties: unknown property %q (want some of %s)", name, strings.Join(properties, ", "))
+		if !slices.Contains(known, name) {
+			return nil, fmt.Errorf("--properties: unknown property %q (want some of %s)", name, strings.Join(known, ", "))
 		}
 		props = append(props, name)
 	}
@@ -291,7 +357,7 @@ func known(s string, list []string) bool {
 }
 
 const proveSynopsis = `prove [--runs N | --time D] [--seed S] [--clients N] [--ops N] [--max-faults N]
-                  [--faults kill,pause,...|all|none] [--kind semaphore|mutex]
+                  [--faults kill,pause,...|all|none] [--kind semaphore|mutex|db-semaphore]
                   [--properties P,...] [--model standard|strict] [--timeout D]
                   [--shrink-time D] [--heartbeat D] [--options K=V,...] [--mutant NAME]
                   [--target sim|rabbitmq] [--amqp-url URL] [--allow-restart]

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"github.com/lockprover/lockprover/families/amqp"
+	"github.com/lockprover/lockprover/families/dbsemaphore"
+	"github.com/lockprover/lockprover/families/lease"
 	"io"
 	"os"
 	"path/filepath"
@@ -45,28 +48,18 @@ func summarizeReplay(sum *results.Summary, stdout io.Writer, res *prover.Result,
 	}
 }
 
-// replayJudging applies replay's flags to the plan read: the mutant to run
-// instead, and how it is judged (its model and counted properties: the
-// plan's unless the flags say otherwise); it also checks that --history
+// replayJudging is how a replay judges: the plan's model and counted
+// properties unless the flags say otherwise; it also checks that --history
 // names a file that does not exist yet.
-func replayJudging(fs *flag.FlagSet, p *amqp.Plan, mutant, modelName, props, history string) (strict bool, counted []string, err error) {
-	switch mutant {
-	case "":
-	case "reference":
-		p.Mutant = ""
-	default:
-		if amqp.MutantNamed(mutant) == nil {
-			return false, nil, fmt.Errorf("--mutant: no mutant named %q (see lockprover mutants)", mutant)
-		}
-		p.Mutant = mutant
-	}
-	strict = p.Model == "strict"
+func replayJudging(fs *flag.FlagSet, rp *replayRun, modelName, props, history string) (strict bool, counted []string, err error) {
+	planModel, planProps := rp.model, rp.properties
+	strict = planModel == "strict"
 	if given(fs, "model") {
 		strict = modelName == "strict"
 	}
-	counted = p.Properties
+	counted = planProps
 	if given(fs, "properties") {
-		if counted, err = parseProperties(props); err != nil {
+		if counted, err = parsePropertiesOf(props, rp.propertyNames); err != nil {
 			return false, nil, err
 		}
 	}
@@ -79,6 +72,97 @@ func replayJudging(fs *flag.FlagSet, p *amqp.Plan, mutant, modelName, props, his
 		}
 	}
 	return strict, counted, nil
+}
+
+// A replayRun is a plan read back, ready to run again as its family runs
+// it.
+type replayRun struct {
+	model          string   // the plan's model
+	properties     []string // the plan's counted properties
+	propertyNames  []string // the family's properties
+	implementation string   // what runs, in words
+	run            func(ctx context.Context) (*prover.Result, error)
+	onBroker       func(url string, allowRestart bool) // run it on a real broker instead
+	stop           func()                              // ends the implementation's processes
+}
+
+// planKind is the kind a plan file names ("" if it cannot be read: the
+// family's reader then says what is wrong).
+func planKind(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var p struct{ Kind string }
+	json.Unmarshal(data, &p)
+	return p.Kind
+}
+
+// replayAMQP reads an amqp-locks plan, with --mutant applied: on the
+// simulator (its trace to stdout with --trace) against the reference, a
+// mutant, or --impl.
+func replayAMQP(path, mutant string, trace bool, impl string, stdout io.Writer) (*replayRun, error) {
+	p, err := amqp.ReadPlan(path)
+	if err != nil {
+		return nil, err
+	}
+	switch mutant {
+	case "":
+	case "reference":
+		p.Mutant = ""
+	default:
+		if amqp.MutantNamed(mutant) == nil {
+			return nil, fmt.Errorf("--mutant: no mutant named %q (see lockprover mutants)", mutant)
+		}
+		p.Mutant = mutant
+	}
+	var t amqp.Target = amqp.Simulator{}
+	if trace {
+		t = amqp.Simulator{Trace: stdout}
+	}
+	implementation := amqp.ImplFor(p)
+	rp := &replayRun{model: p.Model, properties: p.Properties, propertyNames: amqp.PropertyNames, stop: func() {}}
+	if impl != "" {
+		pi := &process.Impl{Command: impl}
+		implementation, rp.stop = pi, pi.Stop
+	}
+	rp.implementation = amqp.Config{Impl: implementation, Mutant: p.Mutant}.String()
+	if impl != "" {
+		rp.implementation = fmt.Sprintf("%q", impl)
+	}
+	rp.onBroker = func(url string, allowRestart bool) { t = amqp.RabbitMQ{URL: url, AllowRestart: allowRestart} }
+	rp.run = func(ctx context.Context) (*prover.Result, error) { return t.Run(ctx, p, implementation) }
+	return rp, nil
+}
+
+// replayDatabase reads a database semaphore plan, with --mutant applied,
+// to run on the simulated database (its trace to stdout with --trace).
+func replayDatabase(path, mutant string, real, trace bool, stdout io.Writer) (*replayRun, error) {
+	if real {
+		return nil, fmt.Errorf("%s: a %s plan runs on the simulated database only (no --target rabbitmq or --impl)", path, dbsemaphore.Kind)
+	}
+	p, err := dbsemaphore.ReadPlan(path)
+	if err != nil {
+		return nil, err
+	}
+	switch mutant {
+	case "":
+	case "reference":
+		p.Mutant = ""
+	default:
+		if dbsemaphore.MutantNamed(mutant) == nil {
+			return nil, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", dbsemaphore.Kind, mutant, dbsemaphore.Kind)
+		}
+		p.Mutant = mutant
+	}
+	var tr io.Writer
+	if trace {
+		tr = stdout
+	}
+	return &replayRun{model: p.Model, properties: p.Properties, propertyNames: lease.Properties, stop: func() {},
+		implementation: dbsemaphore.Config{Mutant: p.Mutant}.String(),
+		run:            func(context.Context) (*prover.Result, error) { return dbsemaphore.Simulate(p, tr) },
+	}, nil
 }
 
 // judgedWorst is the worst status among the counted properties of r,
@@ -158,44 +242,33 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 		sum.Target = "rabbitmq"
 	}
 	path := pos[0]
-	p, err := amqp.ReadPlan(path)
+	var rp *replayRun
+	var err error
+	if planKind(path) == dbsemaphore.Kind {
+		rp, err = replayDatabase(path, *mutant, real, *trace, stdout)
+	} else {
+		rp, err = replayAMQP(path, *mutant, *trace, *impl, stdout)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitUsage
 	}
-	strict, counted, err := replayJudging(fs, p, *mutant, *modelName, *props, *history)
+	defer rp.stop()
+	strict, counted, err := replayJudging(fs, rp, *modelName, *props, *history)
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitUsage
 	}
-	var t amqp.Target = amqp.Simulator{}
-	if *trace {
-		t = amqp.Simulator{Trace: stdout}
-	}
-	implementation := amqp.ImplFor(p)
-	var pi *process.Impl
-	if *impl != "" {
-		pi = &process.Impl{Command: *impl}
-		defer pi.Stop()
-		implementation = pi
-	}
-	var onInterrupt func()
-	if pi != nil {
-		onInterrupt = pi.Stop
-	}
-	ctx, stop := interrupts(stderr, onInterrupt)
+	ctx, stop := interrupts(stderr, rp.stop)
 	defer stop()
 	if real {
 		if code := preflight(ctx, "replay", brokerURL(*amqpURL), stderr); code >= 0 {
 			return code
 		}
-		t = amqp.RabbitMQ{URL: brokerURL(*amqpURL), AllowRestart: *allowRestart}
+		rp.onBroker(brokerURL(*amqpURL), *allowRestart)
 	}
-	sum.Implementation = amqp.Config{Impl: implementation, Mutant: p.Mutant}.String()
-	if *impl != "" {
-		sum.Implementation = fmt.Sprintf("%q", *impl)
-	}
-	res, err := t.Run(ctx, p, implementation)
+	sum.Implementation = rp.implementation
+	res, err := rp.run(ctx)
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "replay: interrupted")
 		return outf.write("replay", sum, exitInterrupted, stderr)
@@ -226,7 +299,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 }
 
 func runMutants(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("mutants", "mutants [-v] [--detect N [--budget N] [--json FILE] [--junit FILE]]", `Lists the mutants of the reference: each one's name and the property that must
+	fs := newFlags("mutants", "mutants [--kind semaphore|db-semaphore] [-v] [--detect N [--budget N] [--json FILE] [--junit FILE]]", `Lists the mutants of the reference: each one's name and the property that must
 catch it (-v: what it gets wrong). With --detect N it proves every mutant from
 seeds 1..N on the simulator and prints a Markdown table of how many seeds
 caught it, and the median plans and time it took.
@@ -235,6 +308,7 @@ Exit status (--detect): 0 every seed caught every mutant, 1 a seed missed one,
 	verbose := fs.Bool("v", false, "also say what each mutant gets wrong")
 	detect := fs.Int("detect", 0, "prove each mutant from this many seeds and print a Markdown table of the plans and time it takes to catch")
 	budget := fs.Int("budget", 20000, "with --detect, give up on a seed after this many plans")
+	kind := fs.String("kind", "semaphore", "the family whose mutants: semaphore (amqp-locks) or db-semaphore")
 	var outf outputFlags
 	outf.register(fs, false)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
@@ -245,6 +319,7 @@ Exit status (--detect): 0 every seed caught every mutant, 1 a seed missed one,
 		return exitUsage
 	}
 	var bad checks
+	bad.oneOf("kind", *kind, "semaphore", dbsemaphore.Kind)
 	bad.nonNegative("detect", *detect)
 	bad.positive("budget", *budget)
 	bad.add(given(fs, "budget") && *detect == 0, "--budget goes with --detect")
@@ -258,12 +333,16 @@ Exit status (--detect): 0 every seed caught every mutant, 1 a seed missed one,
 		ctx, stop := interrupts(stderr, nil)
 		defer stop()
 		sum := &results.Summary{Target: "sim", Config: configOf(fs), Timings: results.Timings{Started: time.Now()}}
-		code := detectMutants(ctx, *detect, *budget, outf.tee(stdout), stderr, sum)
+		code := detectMutants(ctx, *kind, *detect, *budget, outf.tee(stdout), stderr, sum)
 		sum.Timings.ElapsedSeconds = time.Since(sum.Timings.Started).Seconds()
 		return outf.write("mutants", sum, code, stderr)
 	}
-	for _, m := range amqp.Mutants {
-		fmt.Fprintf(stdout, "%-26s %s\n", m.Name, m.Property)
+	width := 26 // the names' column, wider for longer names
+	for _, m := range mutantsOf(*kind) {
+		width = max(width, len(m.Name)+2)
+	}
+	for _, m := range mutantsOf(*kind) {
+		fmt.Fprintf(stdout, "%-*s %s\n", width, m.Name, m.Property)
 		if *verbose {
 			fmt.Fprintf(stdout, "    %s\n", m.Defect)
 		}
@@ -274,15 +353,15 @@ Exit status (--detect): 0 every seed caught every mutant, 1 a seed missed one,
 // detectMutants proves each mutant from seeds 1..n, counting a seed as
 // caught when the mutant's own property breaks, and prints the medians. A
 // seed that misses only because checks ran out of time is inconclusive.
-func detectMutants(ctx context.Context, n, budget int, stdout, stderr io.Writer, sum *results.Summary) int {
+func detectMutants(ctx context.Context, kind string, n, budget int, stdout, stderr io.Writer, sum *results.Summary) int {
 	fmt.Fprintf(stdout, "| mutant | property | caught | median plans | median seconds |\n|---|---|---|---|---|\n")
 	code := exitOK
-	for _, m := range amqp.Mutants {
+	for _, m := range mutantsOf(kind) {
 		var plans []int
 		var secs []float64
 		inconclusive := 0
 		for seed := 1; seed <= n; seed++ {
-			c := prover.Config{Family: amqp.Config{Mutant: m.Name}, Properties: []string{m.Property}}
+			c := prover.Config{Family: m.Family, Properties: []string{m.Property}}
 			o, err := prover.Search{Config: c, Seed: uint64(seed), Plans: budget, Shrink: 1, Context: ctx}.Run()
 			if err != nil {
 				fmt.Fprintf(stderr, "mutants: %s: %v\n", m.Name, err)
