@@ -106,15 +106,8 @@ func replayAMQP(path, mutant string, trace bool, impl string, stdout io.Writer) 
 	if err != nil {
 		return nil, err
 	}
-	switch mutant {
-	case "":
-	case "reference":
-		p.Mutant = ""
-	default:
-		if amqp.MutantNamed(mutant) == nil {
-			return nil, fmt.Errorf("--mutant: no mutant named %q (see lockprover mutants)", mutant)
-		}
-		p.Mutant = mutant
+	if err := replayMutant(&p.Mutant, mutant, amqp.MutantNamed(mutant) != nil, "no mutant named %q (see lockprover mutants)"); err != nil {
+		return nil, err
 	}
 	var t amqp.Target = amqp.Simulator{}
 	if trace {
@@ -135,6 +128,21 @@ func replayAMQP(path, mutant string, trace bool, impl string, stdout io.Writer) 
 	return rp, nil
 }
 
+// replayMutant applies --mutant to a plan's mutant: none keeps it,
+// "reference" clears it, a name the family knows (known) replaces it.
+func replayMutant(planMutant *string, mutant string, known bool, unknown string) error {
+	switch {
+	case mutant == "":
+	case mutant == "reference":
+		*planMutant = ""
+	case !known:
+		return fmt.Errorf("--mutant: "+unknown, mutant)
+	default:
+		*planMutant = mutant
+	}
+	return nil
+}
+
 // replayDatabase reads a database semaphore plan, with --mutant applied,
 // to run on the simulated database (its trace to stdout with --trace).
 func replayDatabase(path, mutant string, real, trace bool, stdout io.Writer) (*replayRun, error) {
@@ -145,15 +153,8 @@ func replayDatabase(path, mutant string, real, trace bool, stdout io.Writer) (*r
 	if err != nil {
 		return nil, err
 	}
-	switch mutant {
-	case "":
-	case "reference":
-		p.Mutant = ""
-	default:
-		if dbsemaphore.MutantNamed(mutant) == nil {
-			return nil, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", dbsemaphore.Kind, mutant, dbsemaphore.Kind)
-		}
-		p.Mutant = mutant
+	if err := replayMutant(&p.Mutant, mutant, dbsemaphore.MutantNamed(mutant) != nil, "no db-semaphore mutant named %q (see lockprover mutants --kind db-semaphore)"); err != nil {
+		return nil, err
 	}
 	var tr io.Writer
 	if trace {
