@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
@@ -167,5 +168,34 @@ func TestBackendClocksOnly(t *testing.T) {
 	}
 	if s := status(client, model.ClocksBackend); s != model.Fail {
 		t.Errorf("c1's skew, backend clocks: %v, want FAIL", s)
+	}
+}
+
+// A backend clock ahead when a lease was granted makes it outlast its ttl
+// after the clock is put right: a full long after the ttl is excused by
+// that fault, though it was reset before the ttl ran out.
+func TestRecoversExcusedByAnEarlierSkew(t *testing.T) {
+	ms := func(n int) int64 { return int64(n) * int64(time.Millisecond) }
+	var h []histories.Event
+	add := func(at int64, proc string, typ histories.Type, f string, v *histories.Value) {
+		e := histories.Event{Index: len(h), Time: at, Process: proc, Type: typ, F: f, Value: v}
+		if proc != "nemesis" {
+			e.Lock, e.Kind = "k", histories.Lease
+		}
+		h = append(h, e)
+	}
+	skew := &histories.Value{OffsetMs: histories.Int(1011)}
+	add(0, "nemesis", histories.Invoke, histories.ClockSkew, skew)
+	add(ms(1), "nemesis", histories.Info, histories.ClockSkew, skew)
+	add(ms(2), "c1", histories.Invoke, histories.Acquire, &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)})
+	add(ms(3), "c1", histories.Ok, histories.Acquire, &histories.Value{Token: "a"})
+	add(ms(10), "nemesis", histories.Invoke, histories.ClockReset, nil)
+	add(ms(11), "nemesis", histories.Info, histories.ClockReset, nil)
+	add(ms(2014), "probe1", histories.Invoke, histories.Acquire, &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)})
+	add(ms(2015), "probe1", histories.Fail, histories.Acquire, &histories.Value{Reason: histories.Full})
+	for _, v := range model.Check(h, model.Options{}).Verdicts {
+		if v.Property == lease.Recovers && (v.Status != model.Pass || !strings.Contains(v.Detail, "excused")) {
+			t.Errorf("recovers %v %q, want a pass excused by the skew", v.Status, v.Detail)
+		}
 	}
 }
