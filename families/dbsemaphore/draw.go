@@ -49,10 +49,19 @@ func draw(t *rapid.T, c Config) *Plan {
 		p.Clients = append(p.Clients, script)
 	}
 	procs := p.processes()
+	if len(c.Faults) == 0 {
+		p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
+		p.ScheduleSeed = rapid.Uint64().Draw(t, "schedule_seed")
+		return p
+	}
+	// Swarm testing: each plan draws the fault kinds it may use, so that
+	// some plans are all clock faults, some all kills, and so on, instead
+	// of every plan thinly mixing all of them.
+	kinds := rapid.SliceOfNDistinct(rapid.SampledFrom(c.Faults), 1, len(c.Faults), rapid.ID[string]).Draw(t, "fault_kinds")
 	fault := rapid.Custom(func(t *rapid.T) Fault {
-		f := Fault{Fault: rapid.SampledFrom(c.Faults).Draw(t, "fault")}
+		f := Fault{Fault: rapid.SampledFrom(kinds).Draw(t, "fault")}
 		if histories.IsClockFault(f.Fault) {
-			if rapid.Bool().Draw(t, "a client's clock") {
+			if rapid.IntRange(0, 3).Draw(t, "whose clock") > 0 { // a client's, mostly: there are more of them
 				f.Target = rapid.SampledFrom(procs).Draw(t, "target")
 			}
 			f.OffsetMs = rapid.IntRange(1, 3*ttl).Draw(t, "offset_ms")
@@ -73,9 +82,7 @@ func draw(t *rapid.T, c Config) *Plan {
 		}
 		return f
 	})
-	if len(c.Faults) > 0 {
-		p.Nemesis = rapid.SliceOfN(fault, 0, c.MaxFaults).Draw(t, "nemesis")
-	}
+	p.Nemesis = rapid.SliceOfN(fault, 0, c.MaxFaults).Draw(t, "nemesis")
 	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
 	p.ScheduleSeed = rapid.Uint64().Draw(t, "schedule_seed")
 	return p
