@@ -11,6 +11,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/prover"
 )
 
 // addrOnly is a broker that only gives its URL: enough for an init.
@@ -30,14 +31,14 @@ func TestInitAnsweredWithAnError(t *testing.T) {
 	impl := &process.Impl{Command: `read l; echo '{"id":1,"type":"error","code":"broker","text":"unreachable"}'`}
 	for i := 0; i < 200; i++ {
 		_, err := impl.Connect(context.Background(), addrOnly{}, p, "c1")
-		var pe *amqp.ProcessError
+		var pe *prover.ImplementationError
 		if err == nil || errors.As(err, &pe) {
 			t.Fatalf("start %d: %v, want the broker out of reach", i, err)
 		}
 	}
 	impl = &process.Impl{Command: `read l; echo '{"id":1,"type":"error","code":"unsupported","text":"no semaphores here","definite":true}'`}
 	_, err := impl.Connect(context.Background(), addrOnly{}, p, "c1")
-	var pe *amqp.ProcessError
+	var pe *prover.ImplementationError
 	if !errors.As(err, &pe) || pe.Msg != "c1 refused to start: unsupported" {
 		t.Fatalf("%v, want a refusal to start", err)
 	}
@@ -82,7 +83,7 @@ func TestGivesUpAfterTwoFailedStarts(t *testing.T) {
 		}
 	}
 	_, err := impl.Connect(context.Background(), addrOnly{}, p, "probe")
-	var pe *amqp.ProcessError
+	var pe *prover.ImplementationError
 	if !errors.As(err, &pe) || !strings.HasPrefix(pe.Msg, "probe not started: the implementation failed to start twice (c2 did not start: exited") {
 		t.Fatalf("%v", err)
 	}

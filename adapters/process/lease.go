@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/lockprover/lockprover/families/dbsemaphore"
+	"github.com/lockprover/lockprover/prover"
 	"net/url"
 	"regexp"
 	"strings"
@@ -18,15 +19,15 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/lockprover/lockprover/dbsem"
-	"github.com/lockprover/lockprover/families/amqp"
 )
 
 // This file is the harness side of the protocol for lease locks
 // (docs/protocol.md, "Lease locks: the database semaphore"): LeaseImpl
 // starts one process per client of a run and LeaseClient speaks to it. The
 // processes are launched, read, timed out, signalled and ended by the same
-// machinery as the amqp-locks ones (start, client, tail in process.go);
-// only the handshake and the replies are the lease protocol's.
+// machinery as the amqp-locks ones (start, client, call, tail in
+// process.go); only the handshake and what the replies mean are the lease
+// protocol's.
 
 // LeaseDBSemaphore is the lock kind of the database counting semaphore, as
 // init names it (and `prove --kind` does).
@@ -142,30 +143,25 @@ type LeaseImpl struct {
 	procs  map[*client]bool
 }
 
-// A LeaseStartError is the implementation failing to start: it exited,
-// hung, wrote garbage or refused (a definite error) before init_ok. After
-// two, LeaseImpl starts no more processes and every Connect fails with
-// one. Any other error from Connect (the database out of reach, as the
-// process said with an error without definite; ctx done) may pass if
-// tried again.
-type LeaseStartError struct{ Msg string }
-
-func (e *LeaseStartError) Error() string { return e.Msg }
-
 // Connect starts a process as client name (c1, c2, ..., probe1, ...) of
-// the lease lock init describes, and shakes hands.
+// the lease lock init describes, and shakes hands. The implementation
+// failing to start (it exited, hung, wrote garbage or refused with a
+// definite error before init_ok) is a *prover.ImplementationError; after
+// two, LeaseImpl starts no more processes and every Connect fails with
+// one. Any other error (the database out of reach, as the process said
+// with an error without definite; ctx done) may pass if tried again.
 func (i *LeaseImpl) Connect(ctx context.Context, name string, init LeaseInit) (*LeaseClient, error) {
 	i.mu.Lock()
 	if i.broken != nil {
 		i.mu.Unlock()
-		return nil, &LeaseStartError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice (%v)", name, i.broken)}
+		return nil, &prover.ImplementationError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice (%v)", name, i.broken)}
 	}
 	i.mu.Unlock()
 	c, err := i.launch(ctx, name, init)
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	var se *LeaseStartError
-	if errors.As(err, &se) {
+	var ie *prover.ImplementationError
+	if errors.As(err, &ie) {
 		if i.starts++; i.starts >= 2 {
 			i.broken = err
 		}
@@ -186,8 +182,8 @@ func (i *LeaseImpl) Connect(ctx context.Context, name string, init LeaseInit) (*
 }
 
 // launch starts a process and shakes hands. On failure the process is
-// gone, and the error is a *LeaseStartError when the implementation cannot
-// start.
+// gone, and the error is a *prover.ImplementationError when the
+// implementation cannot start.
 func (i *LeaseImpl) launch(ctx context.Context, name string, init LeaseInit) (*LeaseClient, error) {
 	req, err := init.request(name)
 	if err != nil {
@@ -195,14 +191,14 @@ func (i *LeaseImpl) launch(ctx context.Context, name string, init LeaseInit) (*L
 	}
 	c, err := start(i.Command, name, i.timeout())
 	if err != nil {
-		var pe *amqp.ProcessError
-		if errors.As(err, &pe) {
-			return nil, &LeaseStartError{Msg: redactLease(pe.Msg)}
+		var ie *prover.ImplementationError
+		if errors.As(err, &ie) {
+			return nil, &prover.ImplementationError{Msg: redactLease(ie.Msg)}
 		}
 		return nil, err
 	}
 	lc := &LeaseClient{c: c, key: init.Key, fencing: init.Fencing}
-	_, _, err = lc.call(ctx, handshake, "init", req, "init_ok")
+	_, err = lc.call(ctx, handshake, "init", req, "init_ok")
 	if err == nil {
 		return lc, nil
 	}
@@ -213,13 +209,13 @@ func (i *LeaseImpl) launch(ctx context.Context, name string, init LeaseInit) (*L
 	case errors.As(err, &le) && !le.Definite:
 		// The database out of reach (a fault, say): try again later.
 	case errors.As(err, &le):
-		err = &LeaseStartError{Msg: redactLease(fmt.Sprintf("%s refused to start: %s", name, le.describe()))}
+		err = &prover.ImplementationError{Msg: redactLease(fmt.Sprintf("%s refused to start: %s", name, le.describe()))}
 	default:
 		why := strings.TrimPrefix(lc.Crashed(), "crashed: ")
 		if why == "" {
 			why = err.Error()
 		}
-		err = &LeaseStartError{Msg: redactLease(fmt.Sprintf("%s did not start: %s", name, why))}
+		err = &prover.ImplementationError{Msg: redactLease(fmt.Sprintf("%s did not start: %s", name, why))}
 	}
 	c.Signal(syscall.SIGKILL)
 	c.wait()
@@ -336,11 +332,12 @@ func (l *LeaseClient) Acquire(ctx context.Context, key string, ttl time.Duration
 	if err != nil {
 		return dbsem.Lease{}, err
 	}
-	typ, f, err := l.call(ctx, l.c.timeout, "acquire", request{"type": "acquire", "max": max, "ttl_ms": t}, "acquire_ok", "acquire_fail")
+	r, err := l.call(ctx, l.c.timeout, "acquire", request{"type": "acquire", "max": max, "ttl_ms": t}, "acquire_ok", "acquire_fail")
 	if err != nil {
 		return dbsem.Lease{}, err
 	}
-	if typ == "acquire_fail" {
+	f := r.fields
+	if r.typ == "acquire_fail" {
 		if err := l.reason(f, "acquire_fail", "full"); err != nil {
 			return dbsem.Lease{}, err
 		}
@@ -385,12 +382,12 @@ func (l *LeaseClient) Release(ctx context.Context, key, token string) error {
 
 // change is refresh or release: <op>_ok, or <op>_fail {reason: expired}.
 func (l *LeaseClient) change(ctx context.Context, op string, req request) error {
-	typ, f, err := l.call(ctx, l.c.timeout, op, req, op+"_ok", op+"_fail")
+	r, err := l.call(ctx, l.c.timeout, op, req, op+"_ok", op+"_fail")
 	if err != nil {
 		return err
 	}
-	if typ == op+"_fail" {
-		if err := l.reason(f, typ, "expired"); err != nil {
+	if r.typ == op+"_fail" {
+		if err := l.reason(r.fields, r.typ, "expired"); err != nil {
 			return err
 		}
 		return dbsem.ErrExpired
@@ -443,90 +440,18 @@ func (l *LeaseClient) Close() error {
 	return l.c.Close()
 }
 
-// call sends req and waits up to d (within ctx) for its reply, which must
-// echo its id and have one of the types wants, or be an error. It returns
-// the reply's type and fields; an error reply becomes a *LeaseError,
-// anything else that goes wrong an error of unknown outcome with the
-// process given up on. (It is process.go's call, with several reply types
-// and the lease errors.)
-func (l *LeaseClient) call(ctx context.Context, d time.Duration, op string, req request, wants ...string) (string, map[string]json.RawMessage, error) {
-	c := l.c
-	c.mu.Lock()
-	if c.crashed != "" || c.killed {
-		c.mu.Unlock()
-		return "", nil, fmt.Errorf("%s: the process is gone", c.name)
+// call is the client's call (process.go) in the lease protocol's terms:
+// an error reply to op becomes a *LeaseError (definite or not), and a
+// process already gone says its name; anything else that goes wrong is an
+// error of unknown outcome with the process given up on.
+func (l *LeaseClient) call(ctx context.Context, d time.Duration, op string, req request, wants ...string) (reply, error) {
+	r, err := l.c.call(ctx, d, req, wants...)
+	var e *errorReply
+	switch {
+	case errors.As(err, &e):
+		return reply{}, &LeaseError{Op: op, Code: e.code, Text: e.text, Definite: e.definite}
+	case errors.Is(err, errGone):
+		return reply{}, fmt.Errorf("%s: %w", l.c.name, err)
 	}
-	id := c.next
-	c.next++
-	req["id"] = id
-	line, _ := json.Marshal(req)
-	c.last = string(line)
-	c.mu.Unlock()
-	if _, err := c.stdin.Write(append(line, '\n')); err != nil {
-		return "", nil, c.ended(fmt.Sprintf("could not be written to (%v)", err))
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	var text string
-	select {
-	case s, ok := <-c.lines:
-		if !ok {
-			return "", nil, c.ended("closed its stdout")
-		}
-		text = s
-	case <-timer.C:
-		return "", nil, c.giveUp(fmt.Sprintf("did not answer within %v", d))
-	case <-ctx.Done():
-		return "", nil, c.giveUp(fmt.Sprintf("did not answer before %v", ctx.Err()))
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(text), &fields); err != nil || fields == nil {
-		return "", nil, c.giveUp(fmt.Sprintf("wrote a line that is not a JSON object: %.200q", text))
-	}
-	rawID, ok := fields["id"]
-	if !ok {
-		return "", nil, c.giveUp(fmt.Sprintf("answered without an id: %.200s", text))
-	}
-	var gotID int
-	if err := json.Unmarshal(rawID, &gotID); err != nil {
-		return "", nil, c.giveUp(fmt.Sprintf("answered with an id that is not an integer (%s): %.200s", rawID, text))
-	}
-	var typ string
-	if err := json.Unmarshal(fields["type"], &typ); err != nil || fields["type"] == nil {
-		return "", nil, c.giveUp(fmt.Sprintf("answered without a \"type\" string: %.200s", text))
-	}
-	if gotID != id {
-		return "", nil, c.giveUp(fmt.Sprintf("answered id %d to request id %d: %.200s", gotID, id, text))
-	}
-	for _, w := range wants {
-		if typ == w {
-			return typ, fields, nil
-		}
-	}
-	if typ != "error" {
-		return "", nil, c.giveUp(fmt.Sprintf("answered %q to a request that wants %s: %.200s", typ, strings.Join(quoted(wants), " or "), text))
-	}
-	e := &LeaseError{Op: op}
-	if err := json.Unmarshal(fields["code"], &e.Code); err != nil || e.Code == "" {
-		return "", nil, c.giveUp(fmt.Sprintf("sent an error without a \"code\" string: %.200s", text))
-	}
-	if raw, ok := fields["text"]; ok {
-		if err := json.Unmarshal(raw, &e.Text); err != nil {
-			return "", nil, c.giveUp(fmt.Sprintf("sent an error whose \"text\" is not a string: %.200s", text))
-		}
-	}
-	if raw, ok := fields["definite"]; ok {
-		if err := json.Unmarshal(raw, &e.Definite); err != nil {
-			return "", nil, c.giveUp(fmt.Sprintf("sent an error whose \"definite\" is not true or false: %.200s", text))
-		}
-	}
-	return "error", nil, e
-}
-
-func quoted(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = fmt.Sprintf("%q", s)
-	}
-	return out
+	return r, err
 }

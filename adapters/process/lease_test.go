@@ -24,6 +24,7 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/dbsem"
+	"github.com/lockprover/lockprover/prover"
 )
 
 // The lease tests run against the MariaDB that $LOCKPROVER_MYSQL_DSN names,
@@ -494,7 +495,7 @@ func TestLeaseBrokenImplementations(t *testing.T) {
 			}()
 			c, err := li.Connect(context.Background(), "c1", in)
 			if !tc.start {
-				var se *process.LeaseStartError
+				var se *prover.ImplementationError
 				switch {
 				case err == nil:
 					t.Fatal("started")
@@ -552,7 +553,7 @@ func TestLeaseGivesUpAndHidesThePassword(t *testing.T) {
 		}
 	}
 	_, err := li.Connect(context.Background(), "c3", in)
-	var se *process.LeaseStartError
+	var se *prover.ImplementationError
 	if !errors.As(err, &se) || !strings.HasPrefix(se.Msg, "c3 not started: the implementation failed to start twice (c2 did not start") || strings.Contains(se.Msg, "s3cr3t") {
 		t.Fatalf("%v", err)
 	}

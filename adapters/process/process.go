@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"github.com/lockprover/lockprover/families/amqp"
+	"github.com/lockprover/lockprover/prover"
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,23 +46,28 @@ const handshake = 10 * time.Second
 
 // Connect starts a process for the client name of plan p and shakes hands.
 // The broker must be a real one that gives each process its own URL (the
-// RabbitMQ target's fault proxy).
+// RabbitMQ target's fault proxy). The implementation failing to start (it
+// exited, hung, wrote garbage or refused before init_ok) is a
+// *prover.ImplementationError; after two, Impl starts no more processes
+// and every Connect fails with one. Any other error (the broker out of
+// reach, as the process said with an error without definite; ctx done)
+// may pass if tried again.
 func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *amqp.Plan, name string) (amqp.Client, error) {
 	u, ok := b.(interface{ URL() string })
 	if !ok {
-		return nil, &amqp.ProcessError{Msg: "an implementation in processes needs a real broker (--target rabbitmq)"}
+		return nil, &prover.ImplementationError{Msg: "an implementation in processes needs a real broker (--target rabbitmq)"}
 	}
 	i.mu.Lock()
 	if i.broken != nil {
 		i.mu.Unlock()
-		return nil, &amqp.ProcessError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice (%v)", name, i.broken)}
+		return nil, &prover.ImplementationError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice (%v)", name, i.broken)}
 	}
 	i.mu.Unlock()
 	c, err := i.launch(ctx, name, p.Kind, p.Lock, u.URL(), int(p.Options.Heartbeat().Milliseconds()))
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	var pe *amqp.ProcessError
-	if errors.As(err, &pe) {
+	var ie *prover.ImplementationError
+	if errors.As(err, &ie) {
 		if i.starts++; i.starts >= 2 {
 			i.broken = err
 		}
@@ -82,32 +89,33 @@ func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *amqp.Plan, name 
 
 // launch starts a process as client name of the lock (kind, lock) on the
 // broker at url and shakes hands. On failure the process is gone, and the
-// error is a *amqp.ProcessError when the implementation cannot start;
-// anything else (the broker out of reach, ctx done) may pass if tried again.
+// error is a *prover.ImplementationError when the implementation cannot
+// start; anything else (the broker out of reach, ctx done) may pass if
+// tried again.
 func (i *Impl) launch(ctx context.Context, name, kind, lock, url string, heartbeatMs int) (*client, error) {
 	c, err := start(i.Command, name, i.timeout())
 	if err != nil {
 		return nil, err
 	}
 	c.kind = kind
-	_, err = c.call(ctx, handshake, request{"type": "init", "client": name, "lock": kind, "name": lock, "url": url, "heartbeat_ms": heartbeatMs}, "init_ok")
+	_, err = c.amqpCall(ctx, handshake, request{"type": "init", "client": name, "lock": kind, "name": lock, "url": url, "heartbeat_ms": heartbeatMs}, "init_ok")
 	if err == nil {
 		return c, nil
 	}
-	var re *replyError
+	var re *errorReply // without definite: amqpCall made a definite one a *amqp.Failure
 	var f *amqp.Failure
 	switch {
 	case ctx.Err() != nil, errors.As(err, &re):
 		// Cut short by the harness (its client was killed), or the broker
 		// out of reach (a fault, say).
 	case errors.As(err, &f):
-		err = &amqp.ProcessError{Msg: rabbitmq.Redact(fmt.Sprintf("%s refused to start: %s", name, f.Reason))}
+		err = &prover.ImplementationError{Msg: rabbitmq.Redact(fmt.Sprintf("%s refused to start: %s", name, f.Reason))}
 	default:
 		why := strings.TrimPrefix(c.Crashed(), "crashed: ")
 		if why == "" {
 			why = err.Error()
 		}
-		err = &amqp.ProcessError{Msg: rabbitmq.Redact(fmt.Sprintf("%s did not start: %s", name, why))}
+		err = &prover.ImplementationError{Msg: rabbitmq.Redact(fmt.Sprintf("%s did not start: %s", name, why))}
 	}
 	c.Signal(syscall.SIGKILL)
 	c.wait()
@@ -120,7 +128,7 @@ func (i *Impl) launch(ctx context.Context, name, kind, lock, url string, heartbe
 // rather than in every plan of a run.
 func (i *Impl) Preflight(ctx context.Context, url, kind string) error {
 	c, err := i.launch(ctx, "probe", kind, rabbitmq.UniqueName("lp-preflight-"), url, 1000)
-	var re *replyError
+	var re *errorReply
 	switch {
 	case errors.As(err, &re):
 		return fmt.Errorf("probe could not reach the broker: %v", re)
@@ -157,7 +165,9 @@ func (i *Impl) Stop() {
 // request is one protocol request; the id is added when it is sent.
 type request map[string]any
 
-// client is one running process.
+// client is one running process, of any family: started, read, timed out,
+// signalled and ended the same way, and asked by call. What its replies
+// mean is the family's: ops.go for amqp-locks, lease.go for lease locks.
 type client struct {
 	name    string
 	cmd     *exec.Cmd
@@ -166,7 +176,7 @@ type client struct {
 	exited  chan struct{} // closed once the process has been reaped
 	stderr  *tail
 	timeout time.Duration
-	kind    string // semaphore or mutex
+	kind    string // amqp-locks: semaphore or mutex
 	gone    func()
 
 	mu       sync.Mutex
@@ -198,7 +208,7 @@ func start(command, name string, timeout time.Duration) (*client, error) {
 	w.Close()
 	if err != nil {
 		stdout.Close()
-		return nil, &amqp.ProcessError{Msg: fmt.Sprintf("%s: cannot start %q: %v", name, command, err)}
+		return nil, &prover.ImplementationError{Msg: fmt.Sprintf("%s: cannot start %q: %v", name, command, err)}
 	}
 	go func() {
 		defer stdout.Close()
@@ -236,16 +246,38 @@ func exitStatus(err error) string {
 	return err.Error()
 }
 
+// A reply is a process's answer to a request, in no family's terms: its
+// type, one the request wanted, and its fields.
+type reply struct {
+	typ    string
+	fields map[string]json.RawMessage
+}
+
+// An errorReply is a process's answer "error", in no family's terms:
+// definite, the request certainly had no effect; otherwise its outcome is
+// unknown. Each family makes it an error of its own (amqpCall,
+// LeaseClient.call); amqp-locks keeps one without definite as it is.
+type errorReply struct {
+	code, text string
+	definite   bool
+}
+
+func (e *errorReply) Error() string { return rabbitmq.Redact(e.code + ": " + e.text) }
+
+// errGone is the error of a request to a process already gone or given up
+// on: nothing was sent.
+var errGone = errors.New("the process is gone")
+
 // call sends req and waits up to d (within ctx) for its reply, which must
-// echo its id and have type want, "acquire_fail" (for an acquire) or
-// "error". It returns the reply's fields; a definite error becomes a
-// *amqp.Failure, anything else that goes wrong an error of unknown outcome
+// echo its id and have one of the types wants, or be an error. It returns
+// the reply; an error reply is an *errorReply, a process already gone
+// errGone, and anything else that goes wrong an error of unknown outcome
 // with the process given up on.
-func (c *client) call(ctx context.Context, d time.Duration, req request, want string) (map[string]json.RawMessage, error) {
+func (c *client) call(ctx context.Context, d time.Duration, req request, wants ...string) (reply, error) {
 	c.mu.Lock()
 	if c.crashed != "" || c.killed {
 		c.mu.Unlock()
-		return nil, errors.New("the process is gone")
+		return reply{}, errGone
 	}
 	id := c.next
 	c.next++
@@ -254,7 +286,7 @@ func (c *client) call(ctx context.Context, d time.Duration, req request, want st
 	c.last = string(line)
 	c.mu.Unlock()
 	if _, err := c.stdin.Write(append(line, '\n')); err != nil {
-		return nil, c.ended(fmt.Sprintf("could not be written to (%v)", err))
+		return reply{}, c.ended(fmt.Sprintf("could not be written to (%v)", err))
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -262,64 +294,79 @@ func (c *client) call(ctx context.Context, d time.Duration, req request, want st
 	select {
 	case l, ok := <-c.lines:
 		if !ok {
-			return nil, c.ended("closed its stdout")
+			return reply{}, c.ended("closed its stdout")
 		}
 		text = l
 	case <-timer.C:
-		return nil, c.giveUp(fmt.Sprintf("did not answer within %v", d))
+		return reply{}, c.giveUp(fmt.Sprintf("did not answer within %v", d))
 	case <-ctx.Done():
-		return nil, c.giveUp(fmt.Sprintf("did not answer before %v", ctx.Err()))
+		return reply{}, c.giveUp(fmt.Sprintf("did not answer before %v", ctx.Err()))
 	}
+	r, err := c.read(text, id, wants)
+	if err != nil {
+		return reply{}, err
+	}
+	if r.typ != "error" {
+		return r, nil
+	}
+	return reply{}, c.readError(r.fields, text)
+}
+
+// read decodes text, the reply to request id, which must be a JSON object
+// with that id and a type, one of wants or "error".
+func (c *client) read(text string, id int, wants []string) (reply, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(text), &fields); err != nil || fields == nil {
-		return nil, c.giveUp(fmt.Sprintf("wrote a line that is not a JSON object: %.200q", text))
+		return reply{}, c.giveUp(fmt.Sprintf("wrote a line that is not a JSON object: %.200q", text))
 	}
 	rawID, ok := fields["id"]
 	if !ok {
-		return nil, c.giveUp(fmt.Sprintf("answered without an id: %.200s", text))
+		return reply{}, c.giveUp(fmt.Sprintf("answered without an id: %.200s", text))
 	}
 	var gotID int
 	if err := json.Unmarshal(rawID, &gotID); err != nil {
-		return nil, c.giveUp(fmt.Sprintf("answered with an id that is not an integer (%s): %.200s", rawID, text))
+		return reply{}, c.giveUp(fmt.Sprintf("answered with an id that is not an integer (%s): %.200s", rawID, text))
 	}
 	var typ string
 	if err := json.Unmarshal(fields["type"], &typ); err != nil || fields["type"] == nil {
-		return nil, c.giveUp(fmt.Sprintf("answered without a \"type\" string: %.200s", text))
+		return reply{}, c.giveUp(fmt.Sprintf("answered without a \"type\" string: %.200s", text))
 	}
-	switch {
-	case gotID != id:
-		return nil, c.giveUp(fmt.Sprintf("answered id %d to request id %d: %.200s", gotID, id, text))
-	case typ == want || typ == "acquire_fail" && want == "acquire_ok":
-		return fields, nil
-	case typ == "error":
-		var code, etext string
-		var definite bool
-		if err := json.Unmarshal(fields["code"], &code); err != nil || code == "" {
-			return nil, c.giveUp(fmt.Sprintf("sent an error without a \"code\" string: %.200s", text))
-		}
-		if raw, ok := fields["text"]; ok {
-			if err := json.Unmarshal(raw, &etext); err != nil {
-				return nil, c.giveUp(fmt.Sprintf("sent an error whose \"text\" is not a string: %.200s", text))
-			}
-		}
-		if raw, ok := fields["definite"]; ok {
-			if err := json.Unmarshal(raw, &definite); err != nil {
-				return nil, c.giveUp(fmt.Sprintf("sent an error whose \"definite\" is not true or false: %.200s", text))
-			}
-		}
-		if definite {
-			return nil, &amqp.Failure{Reason: code}
-		}
-		return nil, &replyError{code, etext}
+	if gotID != id {
+		return reply{}, c.giveUp(fmt.Sprintf("answered id %d to request id %d: %.200s", gotID, id, text))
 	}
-	return nil, c.giveUp(fmt.Sprintf("answered %q to a request that wants %q: %.200s", typ, want, text))
+	if typ != "error" && !slices.Contains(wants, typ) {
+		return reply{}, c.giveUp(fmt.Sprintf("answered %q to a request that wants %s: %.200s", typ, strings.Join(quoted(wants), " or "), text))
+	}
+	return reply{typ: typ, fields: fields}, nil
 }
 
-// A replyError is an error the process answered, without definite: the
-// outcome is unknown.
-type replyError struct{ code, text string }
+// readError decodes an error reply's fields (text is the whole line, for
+// messages) into an *errorReply.
+func (c *client) readError(fields map[string]json.RawMessage, text string) error {
+	e := &errorReply{}
+	if err := json.Unmarshal(fields["code"], &e.code); err != nil || e.code == "" {
+		return c.giveUp(fmt.Sprintf("sent an error without a \"code\" string: %.200s", text))
+	}
+	if raw, ok := fields["text"]; ok {
+		if err := json.Unmarshal(raw, &e.text); err != nil {
+			return c.giveUp(fmt.Sprintf("sent an error whose \"text\" is not a string: %.200s", text))
+		}
+	}
+	if raw, ok := fields["definite"]; ok {
+		if err := json.Unmarshal(raw, &e.definite); err != nil {
+			return c.giveUp(fmt.Sprintf("sent an error whose \"definite\" is not true or false: %.200s", text))
+		}
+	}
+	return e
+}
 
-func (e *replyError) Error() string { return rabbitmq.Redact(e.code + ": " + e.text) }
+func quoted(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
 
 // giveUp kills the process and records why (rather than a bare exit, which
 // says less); the operation's outcome is unknown.

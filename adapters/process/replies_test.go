@@ -25,6 +25,7 @@ func TestRepliesDecodedStrictly(t *testing.T) {
 		{"reason a number", `{"id":2,"type":"acquire_fail","reason":3}`, `sent an acquire_fail without a "reason" string (3)`},
 		{"slot a string", `{"id":2,"type":"acquire_ok","slot":"1"}`, `sent a reply whose "slot" is not an integer >= 1`},
 		{"an array", `[2]`, `wrote a line that is not a JSON object`},
+		{"the wrong type", `{"id":2,"type":"release_ok"}`, `answered "release_ok" to a request that wants "acquire_ok" or "acquire_fail"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			impl := &process.Impl{Command: init + "echo '" + tc.reply + "'; sleep 600"}

@@ -61,7 +61,7 @@ func (v *validator) start(name, kind, lock string) *client {
 	if err == nil {
 		c.kind = kind
 		v.procs = append(v.procs, c)
-		_, err = c.call(v.ctx, handshake, request{"type": "init", "client": name, "lock": kind, "name": lock, "url": v.url, "heartbeat_ms": 1000}, "init_ok")
+		_, err = c.amqpCall(v.ctx, handshake, request{"type": "init", "client": name, "lock": kind, "name": lock, "url": v.url, "heartbeat_ms": 1000}, "init_ok")
 		if err != nil {
 			err = fmt.Errorf(`answer {"id":1,"type":"init_ok"} on stdout within %v of the init request, and write nothing else there: %s`, handshake, c.why())
 		}

@@ -13,7 +13,11 @@ import (
 )
 
 // An Impl is an implementation under test. Each process of a plan gets its
-// own client of the plan's lock from it.
+// own client of the plan's lock from it. Connect's error is a
+// *prover.ImplementationError when the implementation itself failed (its
+// process did not start, say): the runner does not try again and reports
+// it; any other error (the broker out of reach, a fault) may pass if the
+// runner tries again.
 type Impl interface {
 	Connect(ctx context.Context, b broker.Broker, p *Plan, process string) (Client, error)
 }

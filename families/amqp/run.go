@@ -256,8 +256,8 @@ func (r *runner) connect(b broker.Broker, name string, st *procState, in *incarn
 			in.client = c
 			return true
 		}
-		var pe *ProcessError
-		if errors.As(err, &pe) {
+		var ie *prover.ImplementationError
+		if errors.As(err, &ie) {
 			break // the implementation itself failed to start: no retrying
 		}
 		if b.Sleep(context.Background(), 100*time.Millisecond) != nil {
@@ -267,18 +267,12 @@ func (r *runner) connect(b broker.Broker, name string, st *procState, in *incarn
 	// A process that fails to start is the implementation's problem; so is
 	// the probe failing to connect, as no fault is in force when it runs.
 	// Anyone else may just be cut off by a fault.
-	var pe *ProcessError
-	if errors.As(err, &pe) || err != nil && name == "probe" {
+	var ie *prover.ImplementationError
+	if errors.As(err, &ie) || err != nil && name == "probe" {
 		r.problem(fmt.Sprintf("%s could not connect: %v", name, err))
 	}
 	return false
 }
-
-// ProcessError is an implementation's process failing to start or to
-// answer its handshake.
-type ProcessError struct{ Msg string }
-
-func (e *ProcessError) Error() string { return e.Msg }
 
 // problem records something wrong with the implementation (once).
 func (r *runner) problem(p string) {
