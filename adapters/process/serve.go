@@ -83,44 +83,13 @@ func (s *server) connect() error {
 	return nil
 }
 
+// handle answers one request of type typ: init sets the server up, and
+// every other request is an operation on its client, connected again
+// first if its connection was lost.
 func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]any {
-	var bad error
-	decode := func(field string, v any) {
-		if raw, ok := req[field]; ok && bad == nil {
-			if err := json.Unmarshal(raw, v); err != nil {
-				bad = fmt.Errorf("field %q: %v", field, err)
-			}
-		}
-	}
-	num := func(field string) int {
-		var n int
-		decode(field, &n)
-		return n
-	}
-	badRequest := func() map[string]any {
-		return map[string]any{"type": "error", "code": "bad request", "text": bad.Error(), "definite": true}
-	}
+	f := &lenient{req: req}
 	if typ == "init" {
-		var lock, name string
-		decode("client", &s.name)
-		decode("lock", &lock)
-		decode("url", &s.url)
-		decode("name", &name)
-		hb := num("heartbeat_ms")
-		if bad != nil {
-			return badRequest()
-		}
-		o := s.o
-		if hb > 0 {
-			o.HeartbeatMs = hb
-		} else {
-			o.HeartbeatMs = -1 // propose none
-		}
-		s.plan = &amqp.Plan{Version: amqp.PlanVersion, Kind: lock, Lock: name, Options: o, Mutant: s.mutant}
-		if err := s.connect(); err != nil {
-			return failure(err)
-		}
-		return map[string]any{"type": "init_ok"}
+		return s.init(f)
 	}
 	if s.plan == nil {
 		return map[string]any{"type": "error", "code": "not initialised", "text": "the first request must be init", "definite": true}
@@ -128,39 +97,85 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 	if err := s.connect(); err != nil {
 		return failure(err)
 	}
+	for _, field := range []string{"slot", "slots", "delta"} {
+		f.num(field)
+	}
+	if f.bad != nil {
+		return f.badRequest()
+	}
+	return s.operate(typ, f)
+}
+
+// lenient decodes a request's fields: a field left out is its zero value,
+// one present must be of its type (the first that is not is bad).
+type lenient struct {
+	req map[string]json.RawMessage
+	bad error
+}
+
+func (f *lenient) decode(field string, v any) {
+	if raw, ok := f.req[field]; ok && f.bad == nil {
+		if err := json.Unmarshal(raw, v); err != nil {
+			f.bad = fmt.Errorf("field %q: %v", field, err)
+		}
+	}
+}
+
+func (f *lenient) num(field string) int {
+	var n int
+	f.decode(field, &n)
+	return n
+}
+
+func (f *lenient) badRequest() map[string]any {
+	return map[string]any{"type": "error", "code": "bad request", "text": f.bad.Error(), "definite": true}
+}
+
+// init sets up the plan the requests after it run in, with the
+// heartbeat init proposes, and connects.
+func (s *server) init(f *lenient) map[string]any {
+	var lock, name string
+	f.decode("client", &s.name)
+	f.decode("lock", &lock)
+	f.decode("url", &s.url)
+	f.decode("name", &name)
+	hb := f.num("heartbeat_ms")
+	if f.bad != nil {
+		return f.badRequest()
+	}
+	o := s.o
+	if hb > 0 {
+		o.HeartbeatMs = hb
+	} else {
+		o.HeartbeatMs = -1 // propose none
+	}
+	s.plan = &amqp.Plan{Version: amqp.PlanVersion, Kind: lock, Lock: name, Options: o, Mutant: s.mutant}
+	if err := s.connect(); err != nil {
+		return failure(err)
+	}
+	return map[string]any{"type": "init_ok"}
+}
+
+// operate runs an operation of type typ on the client, its fields already
+// checked, and answers with its result.
+func (s *server) operate(typ string, f *lenient) map[string]any {
 	ctx := context.Background()
 	c := s.client
-	for _, field := range []string{"slot", "slots", "delta"} {
-		num(field)
-	}
-	if bad != nil {
-		return badRequest()
-	}
 	switch typ {
 	case "acquire":
-		slot, err := c.Acquire(ctx)
-		var f *amqp.Failure
-		switch {
-		case errors.As(err, &f) && (f.Reason == "full" || f.Reason == "absent" || f.Reason == "unavailable" || f.Reason == "contended" || f.Reason == "held"):
-			return map[string]any{"type": "acquire_fail", "reason": f.Reason}
-		case err != nil:
-			return failure(err)
-		case s.plan.Kind == "mutex":
-			return map[string]any{"type": "acquire_ok"}
-		}
-		return map[string]any{"type": "acquire_ok", "slot": slot}
+		return s.acquire(ctx)
 	case "verify":
-		held, err := c.Verify(ctx, num("slot"))
+		held, err := c.Verify(ctx, f.num("slot"))
 		if err != nil {
 			return failure(err)
 		}
 		return map[string]any{"type": "verify_ok", "held": held}
 	case "release":
-		return done("release_ok", c.Release(ctx, num("slot")))
+		return done("release_ok", c.Release(ctx, f.num("slot")))
 	case "create":
-		return done("create_ok", c.Create(ctx, num("slots")))
+		return done("create_ok", c.Create(ctx, f.num("slots")))
 	case "change":
-		from, to, err := c.Change(ctx, num("delta"))
+		from, to, err := c.Change(ctx, f.num("delta"))
 		if err != nil {
 			return failure(err)
 		}
@@ -178,9 +193,25 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 		}
 		return map[string]any{"type": "destroy_ok", "from": from}
 	case "wait":
-		return done("wait_ok", c.Wait(ctx, num("slot")))
+		return done("wait_ok", c.Wait(ctx, f.num("slot")))
 	}
 	return map[string]any{"type": "error", "code": "unsupported", "text": "no request type " + typ, "definite": true}
+}
+
+// acquire answers an acquire: a failure with one of the protocol's
+// reasons is acquire_fail, and a mutex's acquire_ok has no slot.
+func (s *server) acquire(ctx context.Context) map[string]any {
+	slot, err := s.client.Acquire(ctx)
+	var f *amqp.Failure
+	switch {
+	case errors.As(err, &f) && (f.Reason == "full" || f.Reason == "absent" || f.Reason == "unavailable" || f.Reason == "contended" || f.Reason == "held"):
+		return map[string]any{"type": "acquire_fail", "reason": f.Reason}
+	case err != nil:
+		return failure(err)
+	case s.plan.Kind == "mutex":
+		return map[string]any{"type": "acquire_ok"}
+	}
+	return map[string]any{"type": "acquire_ok", "slot": slot}
 }
 
 func done(typ string, err error) map[string]any {
