@@ -12,6 +12,9 @@ package dbsemaphore
 import (
 	"context"
 	"fmt"
+	"slices"
+
+	"github.com/lockprover/lockprover/histories"
 
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -28,6 +31,26 @@ type Config struct {
 	Faults    []string // the faults plans may hold; nil means every fault, empty means none
 	MaxFaults int      // at most this many faults per plan; 0 means 3
 	Options   Options  // the reference's options
+	// Target runs the plans: nil (or Simulator{}) the simulated database,
+	// MariaDB{...} a real server.
+	Target Target
+}
+
+// A Target runs plans: Simulator or MariaDB.
+type Target interface {
+	Run(ctx context.Context, p *Plan) (*prover.Result, error)
+}
+
+// Simulator runs plans on the simulated database (package sim/sqlsim):
+// deterministic, in virtual time.
+type Simulator struct{}
+
+// Run runs p on a fresh simulated database (see Simulate).
+func (Simulator) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return Simulate(p, nil)
 }
 
 func (c Config) withDefaults() Config {
@@ -39,9 +62,16 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Faults == nil {
 		c.Faults = faultNames
+		if t, ok := c.Target.(MariaDB); ok && t.Server == nil {
+			// The shared server is never restarted.
+			c.Faults = slices.DeleteFunc(slices.Clone(faultNames), func(f string) bool { return f == histories.RestartBroker })
+		}
 	}
 	if c.MaxFaults == 0 {
 		c.MaxFaults = 3
+	}
+	if c.Target == nil {
+		c.Target = Simulator{}
 	}
 	if m := MutantNamed(c.Mutant); m != nil && m.options != nil {
 		m.options(&c.Options)
@@ -52,16 +82,21 @@ func (c Config) withDefaults() Config {
 // Draw draws a plan of c with rapid.
 func (c Config) Draw(t *rapid.T) prover.Plan { return draw(t, c.withDefaults()) }
 
-// Run runs a plan of this family on the simulated database.
+// Run runs a plan of this family on c's target.
 func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
 	pl, ok := p.(*Plan)
 	if !ok {
 		return nil, fmt.Errorf("dbsemaphore: a plan of another family (%T)", p)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	return c.withDefaults().Target.Run(ctx, pl)
+}
+
+// Preflight checks, before the first plan, that c's target can run plans.
+func (c Config) Preflight(ctx context.Context) error {
+	if pf, ok := c.withDefaults().Target.(prover.Preflighter); ok {
+		return pf.Preflight(ctx)
 	}
-	return Simulate(pl, nil)
+	return nil
 }
 
 // Judging says that only the database's clock times the semaphore's
@@ -72,13 +107,20 @@ func (c Config) Judging(o model.Options) model.Options {
 	return o
 }
 
-// Deterministic is true: plans run on the simulator.
-func (c Config) Deterministic() bool { return true }
+// Deterministic says whether c runs on the simulator.
+func (c Config) Deterministic() bool {
+	_, ok := c.withDefaults().Target.(Simulator)
+	return ok
+}
 
 // String says what c proves.
 func (c Config) String() string {
+	what := "the reference"
 	if c.Mutant != "" {
-		return "mutant " + c.Mutant
+		what = "mutant " + c.Mutant
 	}
-	return "the reference"
+	if t, ok := c.Target.(MariaDB); ok {
+		what += " on " + t.String()
+	}
+	return what
 }

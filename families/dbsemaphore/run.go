@@ -15,7 +15,6 @@ import (
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
-	"github.com/lockprover/lockprover/sim/sqlsim"
 )
 
 // restartDowntime is how long a restarted server refuses connections.
@@ -32,26 +31,31 @@ const (
 // simulated database: the same plan always gives the same history. trace,
 // if set, receives the simulator's trace.
 func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
-	rng := rand.New(rand.NewPCG(p.ScheduleSeed, 0x6c70))
-	next := 0
-	decide := func(n int) int {
-		if next < len(p.Schedule) {
-			next++
-			return p.Schedule[next-1] % n
-		}
-		return rng.IntN(n)
+	b := newSimBackend(p, trace)
+	r := newRunner(context.Background(), p, b)
+	r.begin()
+	if err := b.w.Run(); err != nil {
+		return nil, err
 	}
-	w := sqlsim.New(sqlsim.Options{Decide: decide, Trace: trace})
-	r := &runner{p: p, w: w, clients: map[string]*client{}, offsets: map[string]time.Duration{}}
-	r.rec = histories.NewRecorder(w.Now)
-	// The key is set up with the plan's max before anything else (the
-	// first acquire of a key records its max), so that a client's acquire
-	// with another max disagrees with it rather than setting it.
+	return r.result()
+}
+
+// newRunner makes a runner of p on b, recording by b's clock.
+func newRunner(ctx context.Context, p *Plan, b backend) *runner {
+	r := &runner{ctx: ctx, p: p, b: b, prefix: "lp_", clients: map[string]*client{}, offsets: map[string]time.Duration{}}
+	r.rec = histories.NewRecorder(b.Now)
+	return r
+}
+
+// begin starts the plan: the key is set up with the plan's max before
+// anything else (the first acquire of a key records its max), so that a
+// client's acquire with another max disagrees with it rather than setting
+// it; then the clients and the nemesis start.
+func (r *runner) begin() {
 	setup := &client{script: []Step{{Op: histories.Acquire}, {Op: histories.Release}}}
 	r.clients["setup"] = setup
-	r.start("setup", setup)
 	r.afterSetup = func() {
-		for i, script := range p.Clients {
+		for i, script := range r.p.Clients {
 			name := clientName(i)
 			st := &client{script: script}
 			r.clients[name] = st
@@ -59,13 +63,19 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 		}
 		r.nemesis()
 	}
-	if err := w.Run(); err != nil {
-		return nil, err
-	}
+	r.b.Lock()
+	defer r.b.Unlock()
+	r.start("setup", setup)
+}
+
+// result is the run's history and evidence, or why the plan did not end.
+func (r *runner) result() (*prover.Result, error) {
+	r.b.Lock()
+	defer r.b.Unlock()
 	if r.stuck != nil {
 		return nil, r.stuck
 	}
-	return &prover.Result{History: r.rec.Events(), Evidence: model.Evidence{Lock: p.Key, Problems: r.problems}}, nil
+	return &prover.Result{History: r.rec.Events(), Evidence: model.Evidence{Lock: r.p.Key, Problems: r.problems}}, nil
 }
 
 // A client is a process's place in its script and the lease it believes
@@ -85,8 +95,10 @@ type client struct {
 
 // runner runs one plan on the simulator.
 type runner struct {
+	ctx      context.Context
 	p        *Plan
-	w        *sqlsim.World
+	b        backend
+	prefix   string // of the semaphore's tables
 	rec      *histories.Recorder
 	clients  map[string]*client
 	offsets  map[string]time.Duration // clock offsets in force, by target ("" the server)
@@ -111,7 +123,11 @@ func (r *runner) start(name string, st *client) {
 	if gen > 1 {
 		st.proc = fmt.Sprintf("%s#%d", name, gen)
 	}
-	r.w.Go(st.proc, func(proc *sqlsim.Process) { r.run(proc, name, st, gen) })
+	r.b.Go(st.proc, func(proc proc) {
+		r.b.Lock()
+		defer r.b.Unlock()
+		r.run(proc, name, st, gen)
+	})
 }
 
 // live says whether incarnation gen is the client's current one: a killed
@@ -121,17 +137,18 @@ func (st *client) live(gen int) bool { return st.gen == gen }
 
 // run is one incarnation of a client: it opens the semaphore and works
 // through the rest of its script.
-func (r *runner) run(proc *sqlsim.Process, name string, st *client, gen int) {
-	ctx := context.Background()
+func (r *runner) run(proc proc, name string, st *client, gen int) {
+	ctx := r.ctx
 	// The server may be restarting, or a fault may cut the connection
 	// while the tables are made: try again, as a client would, for a while.
 	var sem *dbsem.Semaphore
 	var err error
-	for try := 0; try < openTries; try++ {
-		if sem, err = dbsem.Open(ctx, proc.DB(), r.options(proc, name, gen)); err == nil {
+	o := r.options(proc, name, gen)
+	for try := 0; try < openTries && ctx.Err() == nil; try++ {
+		if r.outside(func() { sem, err = dbsem.Open(ctx, proc.DB(), o) }); err == nil {
 			break
 		}
-		proc.Sleep(openBackoff)
+		r.sleep(proc, openBackoff)
 	}
 	if !st.live(gen) {
 		return
@@ -158,8 +175,8 @@ func (r *runner) run(proc *sqlsim.Process, name string, st *client, gen int) {
 // options are the reference's options for one incarnation: the plan's,
 // its mutant's defect, tokens drawn from the plan's seed, and the client's
 // own (virtual, skewable) clock for a defect that reads it.
-func (r *runner) options(proc *sqlsim.Process, name string, gen int) dbsem.Options {
-	o := dbsem.Options{Prefix: "lp_", Fencing: r.p.Options.Fencing,
+func (r *runner) options(proc proc, name string, gen int) dbsem.Options {
+	o := dbsem.Options{Prefix: r.prefix, Fencing: r.p.Options.Fencing,
 		Random: rand.NewChaCha8(seedFor(r.p.ScheduleSeed, name, gen))}
 	if r.p.Options.Design == "row-per-slot" {
 		o.Design = dbsem.RowPerSlot
@@ -180,7 +197,11 @@ func (r *runner) options(proc *sqlsim.Process, name string, gen int) dbsem.Optio
 			// The client's own clock: true time and its clock faults. The
 			// simulator's session clocks know nothing of it: a client's
 			// clock is not the database's.
-			o.Defects.Now = func() time.Time { return proc.Now().Add(r.offsets[name]) }
+			o.Defects.Now = func() time.Time {
+				r.b.Lock()
+				defer r.b.Unlock()
+				return proc.Now().Add(r.offsets[name])
+			}
 		}
 	}
 	return o
@@ -194,12 +215,12 @@ func seedFor(seed uint64, name string, gen int) [32]byte {
 }
 
 // step runs one line of a client's script.
-func (r *runner) step(ctx context.Context, proc *sqlsim.Process, sem Client, name string, st *client, gen int, s Step) {
+func (r *runner) step(ctx context.Context, proc proc, sem Client, name string, st *client, gen int, s Step) {
 	ttl := time.Duration(r.p.TTLMs) * time.Millisecond
 	e := histories.Event{Process: name, Type: histories.Invoke, F: s.Op, Lock: r.p.Key, Kind: histories.Lease}
 	switch {
 	case s.Op == Sleep:
-		proc.Sleep(time.Duration(s.Ms) * time.Millisecond)
+		r.sleep(proc, time.Duration(s.Ms)*time.Millisecond)
 		return
 	case s.Op == histories.Acquire && st.token == "":
 		m := r.p.Max
@@ -208,20 +229,26 @@ func (r *runner) step(ctx context.Context, proc *sqlsim.Process, sem Client, nam
 		}
 		e.Value = &histories.Value{Max: histories.Int(m), TTLMs: histories.Int(r.p.TTLMs)}
 		r.invoke(st, e)
-		l, err := sem.Acquire(ctx, r.p.Key, ttl, m)
+		var l dbsem.Lease
+		var err error
+		r.outside(func() { l, err = sem.Acquire(ctx, r.p.Key, ttl, m) })
 		if st.live(gen) {
 			r.acquired(st, e, l, err)
 		}
 	case s.Op == histories.Refresh && st.token != "":
 		e.Value = &histories.Value{Token: st.token, TTLMs: histories.Int(r.p.TTLMs)}
 		r.invoke(st, e)
-		if err := sem.Refresh(ctx, r.p.Key, st.token, ttl); st.live(gen) {
+		token := st.token
+		var err error
+		if r.outside(func() { err = sem.Refresh(ctx, r.p.Key, token, ttl) }); st.live(gen) {
 			r.changed(st, e, err)
 		}
 	case s.Op == histories.Release && st.token != "":
 		e.Value = &histories.Value{Token: st.token}
 		r.invoke(st, e)
-		if err := sem.Release(ctx, r.p.Key, st.token); st.live(gen) {
+		token := st.token
+		var err error
+		if r.outside(func() { err = sem.Release(ctx, r.p.Key, token) }); st.live(gen) {
 			r.changed(st, e, err)
 		}
 	}
@@ -303,14 +330,14 @@ func (r *runner) nemesis() {
 	for _, f := range r.p.Nemesis {
 		if f.AfterStatements > 0 {
 			f := f
-			r.w.AfterStatements(f.Target, f.AfterStatements, func() {
+			r.b.AfterStatements(f.Target, f.AfterStatements, func() {
 				if r.ending {
 					return // the faults have ended: the run is closing
 				}
 				r.strike(f, false)
 				if f.For > 0 {
 					// It lasts For from when it struck.
-					r.w.After(time.Duration(f.For)*time.Millisecond, func() { r.strike(f, true) })
+					r.b.After(time.Duration(f.For)*time.Millisecond, func() { r.strike(f, true) })
 				}
 			})
 			continue
@@ -321,11 +348,13 @@ func (r *runner) nemesis() {
 		}
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
-	r.w.Go("nemesis", func(proc *sqlsim.Process) {
-		start := r.w.Now()
+	r.b.Go("nemesis", func(proc proc) {
+		r.b.Lock()
+		defer r.b.Unlock()
+		start := r.b.Now()
 		for _, e := range evs {
-			if d := time.Duration(e.at)*time.Millisecond - time.Duration(r.w.Now()-start); d > 0 {
-				proc.Sleep(d)
+			if d := time.Duration(e.at)*time.Millisecond - time.Duration(r.b.Now()-start); d > 0 {
+				r.sleep(proc, d)
 			}
 			r.strike(e.fault, e.end)
 		}
@@ -339,7 +368,7 @@ func (r *runner) nemesis() {
 		}
 		// Every lease has expired (or been released) once ttl and a margin
 		// have passed: a probe must find the semaphore free.
-		proc.Sleep(time.Duration(r.p.TTLMs)*time.Millisecond + lease.Margin)
+		r.sleep(proc, time.Duration(r.p.TTLMs)*time.Millisecond+lease.Margin)
 		for i := 0; i < r.p.Max; i++ {
 			name := fmt.Sprintf("probe%d", i+1)
 			st := &client{script: []Step{{Op: histories.Acquire}}}
@@ -350,11 +379,17 @@ func (r *runner) nemesis() {
 }
 
 // await waits until every client is done (but those paused, with
-// exceptPaused), for at most an hour of virtual time; then it says why the
-// plan is stuck (Simulate returns it) and ends every process.
-func (r *runner) await(proc *sqlsim.Process, exceptPaused bool) bool {
-	for start := r.w.Now(); !r.allDone(exceptPaused); proc.Sleep(10 * time.Millisecond) {
-		if time.Duration(r.w.Now()-start) > time.Hour {
+// exceptPaused), for at most the backend's stuckAfter (an hour of virtual
+// time on the simulator) or until the run is cancelled; then it says why
+// the plan is stuck (the run returns it) and ends every process.
+func (r *runner) await(proc proc, exceptPaused bool) bool {
+	for start := r.b.Now(); !r.allDone(exceptPaused); r.sleep(proc, 10*time.Millisecond) {
+		if err := r.ctx.Err(); err != nil {
+			r.stuck = err
+			r.killAll()
+			return false
+		}
+		if time.Duration(r.b.Now()-start) > r.b.stuckAfter() {
 			var names []string
 			for name, st := range r.clients {
 				if !st.done {
@@ -362,16 +397,47 @@ func (r *runner) await(proc *sqlsim.Process, exceptPaused bool) bool {
 				}
 			}
 			sort.Strings(names)
-			r.stuck = fmt.Errorf("dbsemaphore: the plan did not finish within an hour of virtual time: %s still running", strings.Join(names, ", "))
-			for _, name := range names {
-				r.w.Kill(r.procOf(name))
-				r.clients[name].done = true
-			}
+			r.stuck = fmt.Errorf("dbsemaphore: the plan did not finish within %s: %s still running", r.within(), strings.Join(names, ", "))
+			r.killAll()
 			return false
 		}
 	}
 	return true
 }
+
+// within says how long await waits, for its message.
+func (r *runner) within() string {
+	if _, ok := r.b.(simBackend); ok {
+		return "an hour of virtual time"
+	}
+	return r.b.stuckAfter().String()
+}
+
+// killAll kills every client not done.
+func (r *runner) killAll() {
+	var names []string
+	for name, st := range r.clients {
+		if !st.done {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		r.b.Kill(r.procOf(name))
+		r.clients[name].done = true
+	}
+}
+
+// outside runs f, a call that may wait (a statement), without the
+// runner's lock.
+func (r *runner) outside(f func()) {
+	r.b.Unlock()
+	defer r.b.Lock()
+	f()
+}
+
+// sleep lets d pass for proc, without the runner's lock.
+func (r *runner) sleep(proc proc, d time.Duration) { r.outside(func() { proc.Sleep(d) }) }
 
 // allDone says whether every client has ended its script (but those
 // paused, with exceptPaused).
@@ -459,19 +525,19 @@ func (r *runner) apply(name string, f Fault) {
 	switch name {
 	case histories.Kill:
 		r.paused[f.Target] = false // a new incarnation starts unpaused
-		r.w.Kill(r.procOf(f.Target))
+		r.b.Kill(r.procOf(f.Target))
 	case histories.Pause:
 		r.paused[f.Target] = true
-		r.w.Pause(r.procOf(f.Target))
+		r.b.Pause(r.procOf(f.Target))
 	case histories.Resume:
 		r.paused[f.Target] = false
-		r.w.Resume(r.procOf(f.Target))
+		r.b.Resume(r.procOf(f.Target))
 	case histories.ForceClose:
-		r.w.KillConnections(r.procOf(f.Target))
+		r.b.KillConnections(r.procOf(f.Target))
 	case histories.DropReply:
-		r.w.DropCommitReply(r.procOf(f.Target))
+		r.b.DropCommitReply(r.procOf(f.Target))
 	case histories.RestartBroker:
-		r.w.Restart(restartDowntime)
+		r.b.Restart(restartDowntime)
 	case histories.ClockSkew:
 		r.offsets[f.Target] = time.Duration(f.OffsetMs) * time.Millisecond
 	case histories.ClockJump:
@@ -482,7 +548,7 @@ func (r *runner) apply(name string, f Fault) {
 	if histories.IsClockFault(name) && f.Target == "" {
 		// The server's clock: every session's. A client's clock is its
 		// own (see options), which the reference never reads.
-		r.w.SkewClock("", r.offsets[""])
+		r.b.SkewServerClock(r.offsets[""])
 	}
 }
 

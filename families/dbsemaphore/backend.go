@@ -1,0 +1,98 @@
+package dbsemaphore
+
+import (
+	"database/sql"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/lockprover/lockprover/sim/sqlsim"
+)
+
+// A backend is where a plan's processes run and its faults strike: the
+// simulated database (simBackend) or a real MariaDB (mariaBackend). The
+// runner is the same on both.
+//
+// The runner's state is guarded by the backend's Locker: a process holds
+// it while it records and decides, and lets go of it around every call
+// that may wait (a statement, a sleep). The simulator runs one process at
+// a time and needs no lock (its Locker does nothing); a real backend's
+// processes, timers and statement hooks run at once and share a mutex.
+// Callbacks (After, AfterStatements) run with the lock held.
+type backend interface {
+	sync.Locker
+	// Go starts process name running f.
+	Go(name string, f func(proc))
+	// Now is the time since the run began, in nanoseconds: the history's
+	// clock.
+	Now() int64
+	// After runs f once d has passed.
+	After(d time.Duration, f func())
+	// AfterStatements runs f right after the n-th statement of the process
+	// named name was handled by the server, before the process hears the
+	// reply.
+	AfterStatements(name string, n int, f func())
+	// The faults, on the process named name.
+	Kill(name string)
+	Pause(name string)
+	Resume(name string)
+	KillConnections(name string)
+	DropCommitReply(name string)
+	// Restart restarts the server: it refuses connections for downtime.
+	Restart(downtime time.Duration)
+	// SkewServerClock sets the database's clock offset from true time.
+	SkewServerClock(offset time.Duration)
+	// stuckAfter is how long the runner waits for its clients to finish
+	// before it calls the plan stuck.
+	stuckAfter() time.Duration
+}
+
+// A proc is one process's view of the backend.
+type proc interface {
+	// DB is the process's connection pool to the database.
+	DB() *sql.DB
+	// Sleep lets d pass for the process.
+	Sleep(d time.Duration)
+	// Now is true time by the process's clock (before any client clock
+	// fault, which the runner adds).
+	Now() time.Time
+}
+
+// simBackend is the simulated database: deterministic, in virtual time.
+type simBackend struct {
+	w *sqlsim.World
+}
+
+// newSimBackend makes a simulated database that decides its schedule by
+// p's Schedule, then by p's ScheduleSeed.
+func newSimBackend(p *Plan, trace io.Writer) simBackend {
+	rng := rand.New(rand.NewPCG(p.ScheduleSeed, 0x6c70))
+	next := 0
+	decide := func(n int) int {
+		if next < len(p.Schedule) {
+			next++
+			return p.Schedule[next-1] % n
+		}
+		return rng.IntN(n)
+	}
+	return simBackend{sqlsim.New(sqlsim.Options{Decide: decide, Trace: trace})}
+}
+
+func (simBackend) Lock()   {}
+func (simBackend) Unlock() {}
+
+func (b simBackend) Go(name string, f func(proc)) {
+	b.w.Go(name, func(p *sqlsim.Process) { f(p) })
+}
+func (b simBackend) Now() int64                                   { return b.w.Now() }
+func (b simBackend) After(d time.Duration, f func())              { b.w.After(d, f) }
+func (b simBackend) AfterStatements(name string, n int, f func()) { b.w.AfterStatements(name, n, f) }
+func (b simBackend) Kill(name string)                             { b.w.Kill(name) }
+func (b simBackend) Pause(name string)                            { b.w.Pause(name) }
+func (b simBackend) Resume(name string)                           { b.w.Resume(name) }
+func (b simBackend) KillConnections(name string)                  { b.w.KillConnections(name) }
+func (b simBackend) DropCommitReply(name string)                  { b.w.DropCommitReply(name) }
+func (b simBackend) Restart(downtime time.Duration)               { b.w.Restart(downtime) }
+func (b simBackend) SkewServerClock(offset time.Duration)         { b.w.SkewClock("", offset) }
+func (simBackend) stuckAfter() time.Duration                      { return time.Hour }
