@@ -1,12 +1,14 @@
 package dbsemaphore
 
 import (
+	"context"
 	"database/sql"
 	"io"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/lockprover/lockprover/dbsem"
 	"github.com/lockprover/lockprover/sim/sqlsim"
 )
 
@@ -43,6 +45,10 @@ type backend interface {
 	Restart(downtime time.Duration)
 	// SkewServerClock sets the database's clock offset from true time.
 	SkewServerClock(offset time.Duration)
+	// open opens the semaphore for client name's incarnation proc: the
+	// reference with options o, or the implementation under test, told s.
+	// It may wait: the runner calls it without its lock.
+	open(ctx context.Context, proc proc, name string, o dbsem.Options, s Session) (Client, error)
 	// stuckAfter is how long the runner waits for its clients to finish
 	// before it calls the plan stuck.
 	stuckAfter() time.Duration
@@ -96,3 +102,11 @@ func (b simBackend) DropCommitReply(name string)                  { b.w.DropComm
 func (b simBackend) Restart(downtime time.Duration)               { b.w.Restart(downtime) }
 func (b simBackend) SkewServerClock(offset time.Duration)         { b.w.SkewClock("", offset) }
 func (simBackend) stuckAfter() time.Duration                      { return time.Hour }
+
+func (simBackend) open(ctx context.Context, proc proc, _ string, o dbsem.Options, _ Session) (Client, error) {
+	sem, err := dbsem.Open(ctx, proc.DB(), o)
+	if err != nil {
+		return nil, err
+	}
+	return reference{sem}, nil
+}

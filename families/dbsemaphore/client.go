@@ -3,6 +3,7 @@ package dbsemaphore
 import (
 	"context"
 	"errors"
+	"syscall"
 	"time"
 
 	"github.com/lockprover/lockprover/dbsem"
@@ -44,3 +45,52 @@ type notGranted struct{ err error }
 func (e notGranted) Error() string        { return e.err.Error() }
 func (e notGranted) Is(target error) bool { return target == ErrNotGranted }
 func (e notGranted) Unwrap() error        { return e.err }
+
+// An Impl is an implementation under test that runs as processes of its
+// own, in any language (package adapters/process starts them and speaks the
+// process protocol, docs/protocol.md): one process per incarnation of a
+// client, on a real database.
+type Impl interface {
+	// Connect starts client name's process and sets it up for s. An error
+	// is a *prover.ImplementationError when the implementation failed
+	// itself (it did not start, or refused s); any other may pass if tried
+	// again (the database out of reach during a fault).
+	Connect(ctx context.Context, name string, s Session) (ProcessClient, error)
+	// Stop kills every process still running.
+	Stop()
+	// String names the implementation, for reports.
+	String() string
+}
+
+// A Session is what a client process is told when it starts: the
+// semaphore and where its tables are.
+type Session struct {
+	Key string
+	// DSN is the database as a github.com/go-sql-driver/mysql DSN, through
+	// the client's fault proxy.
+	DSN string
+	// Prefix starts the name of every table the implementation makes:
+	// letters, digits and '_', at most 50.
+	Prefix string
+	// Max and TTL are the plan's limit and lease time.
+	Max int
+	TTL time.Duration
+	// Design is "master-row" or "row-per-slot" ("" means master-row), for
+	// implementations that offer both; Fencing asks for numeric fencing
+	// tokens.
+	Design  string
+	Fencing bool
+}
+
+// A ProcessClient is a Client in a process of its own.
+type ProcessClient interface {
+	Client
+	// Signal sends sig to the process: SIGKILL for a kill, SIGSTOP and
+	// SIGCONT for a pause.
+	Signal(sig syscall.Signal)
+	// Crashed says why the process is gone, if it ended or was given up on
+	// other than by Signal or Close; "" otherwise.
+	Crashed() string
+	// Close ends the process as the protocol says.
+	Close() error
+}

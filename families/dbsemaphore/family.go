@@ -11,6 +11,7 @@ package dbsemaphore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -34,11 +35,16 @@ type Config struct {
 	// Target runs the plans: nil (or Simulator{}) the simulated database,
 	// MariaDB{...} a real server.
 	Target Target
+	// Impl is the implementation to prove, in processes of its own; nil
+	// means the reference (or Mutant), in this process. It needs a real
+	// database.
+	Impl Impl
 }
 
-// A Target runs plans: Simulator or MariaDB.
+// A Target runs plans, against impl (nil: the reference or p's mutant, in
+// this process): Simulator or MariaDB.
 type Target interface {
-	Run(ctx context.Context, p *Plan) (*prover.Result, error)
+	Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, error)
 }
 
 // Simulator runs plans on the simulated database (package sim/sqlsim):
@@ -46,7 +52,10 @@ type Target interface {
 type Simulator struct{}
 
 // Run runs p on a fresh simulated database (see Simulate).
-func (Simulator) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
+func (Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, error) {
+	if impl != nil {
+		return nil, errors.New("an implementation in processes needs a real database (--target mariadb)")
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -88,7 +97,10 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 	if !ok {
 		return nil, fmt.Errorf("dbsemaphore: a plan of another family (%T)", p)
 	}
-	return c.withDefaults().Target.Run(ctx, pl)
+	if c.Impl != nil && pl.Mutant != "" {
+		return nil, fmt.Errorf("the plan names mutant %s, a variant of the reference: it cannot run against %s", pl.Mutant, c.Impl)
+	}
+	return c.withDefaults().Target.Run(ctx, pl, c.Impl)
 }
 
 // Preflight checks, before the first plan, that c's target can run plans.
@@ -116,7 +128,10 @@ func (c Config) Deterministic() bool {
 // String says what c proves.
 func (c Config) String() string {
 	what := "the reference"
-	if c.Mutant != "" {
+	switch {
+	case c.Impl != nil:
+		what = c.Impl.String()
+	case c.Mutant != "":
 		what = "mutant " + c.Mutant
 	}
 	if t, ok := c.Target.(MariaDB); ok {

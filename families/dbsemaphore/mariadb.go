@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/lockprover/lockprover/adapters/mysql"
+	"github.com/lockprover/lockprover/dbsem"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -111,9 +113,9 @@ func mustConnector(c *driver.Config) sqldriver.Connector {
 	return conn
 }
 
-// Run runs p on the server: the reference (or p's mutant) in this
-// process, each client through its own proxy.
-func (t MariaDB) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
+// Run runs p on the server against impl (nil: the reference, or p's
+// mutant, in this process), each client through its own proxy.
+func (t MariaDB) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, error) {
 	for _, f := range p.Nemesis {
 		if f.Fault == histories.RestartBroker && t.Server == nil {
 			return nil, errors.New("the plan restarts the server: that needs a private server of the run's own (--private-server), never the shared one")
@@ -125,7 +127,7 @@ func (t MariaDB) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	b := &mariaBackend{t: t, cfg: cfg, ctx: ctx, start: time.Now(), procs: map[string]*mariaProc{},
+	b := &mariaBackend{t: t, impl: impl, cfg: cfg, ctx: ctx, start: time.Now(), procs: map[string]*mariaProc{},
 		pending: map[string][]hook{}, idle: make(chan struct{})}
 	b.admin = sql.OpenDB(mustConnector(cfg))
 	defer b.admin.Close()
@@ -161,6 +163,7 @@ type hook struct {
 // mariaBackend is one run on a real server.
 type mariaBackend struct {
 	t     MariaDB
+	impl  Impl // nil: the reference
 	cfg   *driver.Config
 	ctx   context.Context
 	start time.Time
@@ -178,15 +181,19 @@ type mariaBackend struct {
 	errs    []error // a proxy that would not start, a restart that failed
 }
 
-// A mariaProc is one process: its proxy and its connection pool.
+// A mariaProc is one process: its proxy and its connection pool (the
+// reference's), or the implementation's process.
 type mariaProc struct {
 	name   string
 	proxy  *mysql.Proxy
 	db     *sql.DB
+	pc     ProcessClient // the implementation's process, once started
 	ctx    context.Context
 	kill   context.CancelFunc // ends its sleeps once it is killed
 	killed bool
-	over   bool // returned, or killed: no longer counted as active
+	// stopped: paused by SIGSTOP (else, if paused, by its proxy)
+	stopped bool
+	over    bool // returned, or killed: no longer counted as active
 }
 
 func (m *mariaProc) DB() *sql.DB    { return m.db }
@@ -232,9 +239,44 @@ func (b *mariaBackend) Go(name string, f func(proc)) {
 		defer b.wg.Done()
 		f(p)
 		b.mu.Lock()
+		pc := p.pc
+		if p.killed {
+			pc = nil
+		}
+		b.mu.Unlock()
+		if pc != nil {
+			pc.Close()
+		}
+		b.mu.Lock()
 		b.over(p)
 		b.mu.Unlock()
 	}()
+}
+
+// open opens the semaphore for proc: the reference through proc's pool, or
+// the implementation's process, told proc's proxy as its DSN.
+func (b *mariaBackend) open(ctx context.Context, pr proc, name string, o dbsem.Options, s Session) (Client, error) {
+	p := pr.(*mariaProc)
+	if b.impl == nil {
+		sem, err := dbsem.Open(ctx, p.db, o)
+		if err != nil {
+			return nil, err
+		}
+		return reference{sem}, nil
+	}
+	s.DSN = p.proxy.Config(b.cfg).FormatDSN()
+	pc, err := b.impl.Connect(ctx, name, s)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p.killed {
+		pc.Signal(syscall.SIGKILL) // killed while it started
+		return nil, errors.New("killed")
+	}
+	p.pc = pc
+	return pc, nil
 }
 
 // over counts p out of the active processes (once).
@@ -274,6 +316,9 @@ func (b *mariaBackend) close() {
 	for _, p := range procs {
 		p.kill()
 		p.proxy.Close()
+	}
+	if b.impl != nil {
+		b.impl.Stop()
 	}
 	b.wg.Wait()
 	for _, p := range procs {
@@ -356,22 +401,36 @@ func (b *mariaBackend) Kill(name string) {
 	p.killed = true
 	p.proxy.Partition()
 	p.proxy.Kill()
+	if p.pc != nil {
+		p.pc.Signal(syscall.SIGKILL)
+	}
 	p.kill()
 	b.over(p)
 }
 
-// Pause stops process name as SIGSTOP would, as far as the server can
-// tell: its connections stay open and pass nothing, its transaction keeps
-// its locks.
+// Pause stops process name: an implementation's process with SIGSTOP;
+// the reference, in this process, as SIGSTOP would as far as the server
+// can tell: its connections stay open and pass nothing, its transaction
+// keeps its locks.
 func (b *mariaBackend) Pause(name string) {
-	if p := b.live(name); p != nil {
+	switch p := b.live(name); {
+	case p == nil:
+	case p.pc != nil:
+		p.stopped = true
+		p.pc.Signal(syscall.SIGSTOP)
+	default:
 		p.proxy.Partition()
 	}
 }
 
 // Resume lets a paused process go on.
 func (b *mariaBackend) Resume(name string) {
-	if p := b.live(name); p != nil {
+	switch p := b.live(name); {
+	case p == nil:
+	case p.stopped:
+		p.stopped = false
+		p.pc.Signal(syscall.SIGCONT)
+	default:
 		p.proxy.Heal()
 	}
 }

@@ -141,11 +141,16 @@ func (r *runner) run(proc proc, name string, st *client, gen int) {
 	ctx := r.ctx
 	// The server may be restarting, or a fault may cut the connection
 	// while the tables are made: try again, as a client would, for a while.
-	var sem *dbsem.Semaphore
+	// An implementation that fails itself is not tried again.
+	var sem Client
 	var err error
-	o := r.options(proc, name, gen)
+	o, s := r.options(proc, name, gen), r.session()
 	for try := 0; try < openTries && ctx.Err() == nil; try++ {
-		if r.outside(func() { sem, err = dbsem.Open(ctx, proc.DB(), o) }); err == nil {
+		if r.outside(func() { sem, err = r.b.open(ctx, proc, name, o, s) }); err == nil {
+			break
+		}
+		var ie *prover.ImplementationError
+		if errors.As(err, &ie) {
 			break
 		}
 		r.sleep(proc, openBackoff)
@@ -153,7 +158,13 @@ func (r *runner) run(proc proc, name string, st *client, gen int) {
 	if !st.live(gen) {
 		return
 	}
-	if err != nil {
+	var ie *prover.ImplementationError
+	switch {
+	case errors.As(err, &ie):
+		r.problems = append(r.problems, err.Error())
+		st.done = true
+		return
+	case err != nil:
 		r.problems = append(r.problems, fmt.Sprintf("%s could not open the semaphore in %d tries: %v", name, openTries, err))
 		st.done = true
 		return
@@ -161,7 +172,15 @@ func (r *runner) run(proc proc, name string, st *client, gen int) {
 	for st.pos < len(st.script) && st.live(gen) {
 		s := st.script[st.pos]
 		st.pos++
-		r.step(ctx, proc, reference{sem}, name, st, gen, s)
+		r.step(ctx, proc, sem, name, st, gen, s)
+		if pc, ok := sem.(ProcessClient); ok && st.live(gen) {
+			if why := pc.Crashed(); why != "" {
+				r.problems = append(r.problems, fmt.Sprintf("%s %s", name, why))
+				r.b.Kill(st.proc)
+				st.done = true
+				return
+			}
+		}
 	}
 	if !st.live(gen) {
 		return
@@ -205,6 +224,13 @@ func (r *runner) options(proc proc, name string, gen int) dbsem.Options {
 		}
 	}
 	return o
+}
+
+// session is what a client process of the implementation under test is
+// told (the backend sets the DSN).
+func (r *runner) session() Session {
+	return Session{Key: r.p.Key, Prefix: r.prefix, Max: r.p.Max, TTL: time.Duration(r.p.TTLMs) * time.Millisecond,
+		Design: r.p.Options.Design, Fencing: r.p.Options.Fencing}
 }
 
 // seedFor is the seed of one incarnation's tokens.
