@@ -2,28 +2,26 @@ package mysql
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockprover/lockprover/adapters/faultnet"
 )
 
-// conn is one client connection and its server connection. Two goroutines
-// read them, one per side, each writing what it read to the other side;
-// they share the protocol state below.
+// conn is the protocol side of one client connection and its server
+// connection (fc, the fault layer's). Two goroutines read them, one per
+// side, each writing what it read to the other side; they share the
+// protocol state below.
 type conn struct {
-	p      *Proxy
-	client net.Conn
-	ctx    context.Context // cancelled by kill
-	cancel context.CancelFunc
+	p  *Proxy
+	fc *faultnet.Conn
 
-	mu     sync.Mutex
-	server net.Conn // nil until dialled
-	id     uint32   // the server's connection id; 0 until its greeting
+	mu sync.Mutex
+	id uint32 // the server's connection id; 0 until its greeting
 
 	smu          sync.Mutex
 	phase        phase
@@ -59,79 +57,38 @@ type request struct {
 // the statement before its last packet).
 const maxHold = 1 << 20
 
-func newConn(p *Proxy, nc net.Conn) *conn {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{p: p, client: nc, ctx: ctx, cancel: cancel, stmts: map[uint32]string{}}
+func newConn(p *Proxy, fc *faultnet.Conn) *conn {
+	return &conn{p: p, fc: fc, stmts: map[uint32]string{}}
 }
 
-// kill closes both sockets; both readers then end.
-func (c *conn) kill() {
-	c.cancel()
+// connID is the server's connection id, 0 until its greeting.
+func (c *conn) connID() uint32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.client.Close()
-	if c.server != nil {
-		c.server.Close()
-	}
+	return c.id
 }
 
-func (c *conn) run() {
-	defer c.p.wg.Done()
-	defer func() {
-		c.kill()
-		c.p.mu.Lock()
-		delete(c.p.conns, c)
-		c.p.mu.Unlock()
-	}()
-	if !c.p.waitHealed(c.ctx.Done()) {
-		return
-	}
-	d := net.Dialer{Timeout: 10 * time.Second}
-	s, err := d.DialContext(c.ctx, "tcp", c.p.upstream)
-	if err != nil {
-		return // the client sees its connection close
-	}
-	c.mu.Lock()
-	if c.ctx.Err() != nil {
-		c.mu.Unlock()
-		s.Close()
-		return
-	}
-	c.server = s
-	c.mu.Unlock()
-
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer c.kill()
-		c.fromClient(bufio.NewReaderSize(c.client, 16<<10), s)
+// Serve reads both sides, each to its end, which kills the connection.
+// Each side's packets are written to the other (Pipe.Deliver) once no
+// partition holds, and its reader waits for that before it reads on.
+func (c *conn) Serve(fc *faultnet.Conn) {
+	fc.Run(func(toServer *faultnet.Pipe) {
+		defer fc.Kill()
+		c.fromClient(bufio.NewReaderSize(toServer, 16<<10), toServer)
+	}, func(toClient *faultnet.Pipe) {
+		defer fc.Kill()
+		c.fromServer(bufio.NewReaderSize(toClient, 16<<10), toClient)
 	})
-	wg.Go(func() {
-		defer c.kill()
-		c.fromServer(bufio.NewReaderSize(s, 16<<10))
-	})
-	wg.Wait()
 
 	// Statements whose replies never came: their hooks strike now,
 	// unless the proxy is closing.
-	c.p.mu.Lock()
-	closed := c.p.closed
-	c.p.mu.Unlock()
+	closed := c.p.fn.Closed()
 	for _, r := range c.pending {
 		if r.n == 0 || closed {
 			continue
 		}
 		c.p.runHooks(r.n)
 	}
-}
-
-// write writes b to dst once no partition holds; false if the connection
-// is dead.
-func (c *conn) write(dst net.Conn, b []byte) bool {
-	if !c.p.waitHealed(c.ctx.Done()) {
-		return false
-	}
-	_, err := dst.Write(b)
-	return err == nil
 }
 
 func (c *conn) getPhase() phase {
@@ -155,26 +112,35 @@ const (
 	pktStop                   // the connection ends
 )
 
+// next reads a side's next packet once no partition holds; false when the
+// side ends (a packet over maxPacket counts as malformed).
+func (c *conn) next(r *bufio.Reader) (packet, bool) {
+	if !c.fc.WaitHealed() {
+		return packet{}, false
+	}
+	pk, err := readPacket(r)
+	if err != nil {
+		if errors.Is(err, errPacketSize) {
+			c.p.counts.malformed.Add(1)
+		}
+		return pk, false
+	}
+	return pk, true
+}
+
 // fromClient reads the client's packets and forwards them, deciding the
 // commands.
-func (c *conn) fromClient(r *bufio.Reader, server net.Conn) {
-	p := c.p
+func (c *conn) fromClient(r *bufio.Reader, server *faultnet.Pipe) {
 	responded := false // the client's handshake response was read
 	unfollowed := false
 	skewed := false // the proxy set @@timestamp on this session
 	for {
-		if !p.waitHealed(c.ctx.Done()) {
-			return
-		}
-		pk, err := readPacket(r)
-		if err != nil {
-			if errors.Is(err, errPacketSize) {
-				p.counts.malformed.Add(1)
-			}
+		pk, ok := c.next(r)
+		if !ok {
 			return
 		}
 		if unfollowed {
-			if !c.write(server, pk.raw) {
+			if !server.Deliver(pk.raw) {
 				return
 			}
 			continue
@@ -194,7 +160,7 @@ func (c *conn) fromClient(r *bufio.Reader, server net.Conn) {
 		if fate == pktStop {
 			return
 		}
-		if !c.write(server, pk.raw) {
+		if !server.Deliver(pk.raw) {
 			return
 		}
 	}
@@ -219,7 +185,7 @@ func (c *conn) clientResponse(pk packet) pktFate {
 // contents pass; a command is counted and queued for its reply, after
 // Skew's SET if Skew wants one sent first. unfollowed is set when the
 // proxy cannot follow the command's reply; skewed is as for skewSet.
-func (c *conn) clientCommand(pk packet, server net.Conn, unfollowed, skewed *bool) pktFate {
+func (c *conn) clientCommand(pk packet, server *faultnet.Pipe, unfollowed, skewed *bool) pktFate {
 	p := c.p
 	c.smu.Lock()
 	infile := c.infile
@@ -259,7 +225,7 @@ func (c *conn) clientCommand(pk packet, server net.Conn, unfollowed, skewed *boo
 // injectSkew sends Skew's SET before the statement text, if Skew wants
 // one (see skewSet), queueing a request whose reply is swallowed; false if
 // the server connection is dead.
-func (c *conn) injectSkew(server net.Conn, text string, skewed *bool) bool {
+func (c *conn) injectSkew(server *faultnet.Pipe, text string, skewed *bool) bool {
 	set := c.skewSet(text, skewed)
 	if set == "" {
 		return true
@@ -267,7 +233,7 @@ func (c *conn) injectSkew(server net.Conn, text string, skewed *bool) bool {
 	inj := &request{cmd: comQuery, injected: true, reply: replyParser{kind: replyResult}}
 	c.push(inj)
 	c.p.counts.injected.Add(1)
-	return c.write(server, commandPacket(comQuery, set))
+	return server.Deliver(commandPacket(comQuery, set))
 }
 
 // command reads one command of the client, counts it, and returns the
@@ -380,22 +346,15 @@ func (c *conn) pop() {
 
 // fromServer reads the server's packets and forwards them, deciding the
 // replies.
-func (c *conn) fromServer(r *bufio.Reader) {
-	p := c.p
+func (c *conn) fromServer(r *bufio.Reader, client *faultnet.Pipe) {
 	unfollowed := false
 	for {
-		if !p.waitHealed(c.ctx.Done()) {
-			return
-		}
-		pk, err := readPacket(r)
-		if err != nil {
-			if errors.Is(err, errPacketSize) {
-				p.counts.malformed.Add(1)
-			}
+		pk, ok := c.next(r)
+		if !ok {
 			return
 		}
 		if unfollowed || len(pk.payload) == 0 {
-			if !c.write(c.client, pk.raw) {
+			if !client.Deliver(pk.raw) {
 				return
 			}
 			continue
@@ -409,7 +368,7 @@ func (c *conn) fromServer(r *bufio.Reader) {
 				c.setPhase(phaseCommand)
 			}
 		case phaseCommand:
-			fate = c.serverReply(pk, &unfollowed)
+			fate = c.serverReply(pk, client, &unfollowed)
 		}
 		switch fate {
 		case pktStop:
@@ -417,7 +376,7 @@ func (c *conn) fromServer(r *bufio.Reader) {
 		case pktHandled:
 			continue
 		}
-		if !c.write(c.client, pk.raw) {
+		if !client.Deliver(pk.raw) {
 			return
 		}
 	}
@@ -449,7 +408,7 @@ func (c *conn) serverGreeting(pk packet) pktFate {
 // hooks run before the client can see it; an injected SET's reply is
 // swallowed. unfollowed is set at the reply of a command the proxy cannot
 // follow.
-func (c *conn) serverReply(pk packet, unfollowed *bool) pktFate {
+func (c *conn) serverReply(pk packet, client *faultnet.Pipe, unfollowed *bool) pktFate {
 	req := c.head()
 	if req == nil {
 		return pktForward // unsolicited: an error before the server closes the connection
@@ -488,7 +447,7 @@ func (c *conn) serverReply(pk packet, unfollowed *bool) pktFate {
 		c.smu.Unlock()
 		fallthrough
 	case !done && len(req.held) > maxHold:
-		if !c.write(c.client, req.held) {
+		if !client.Deliver(req.held) {
 			return pktStop
 		}
 		req.held = nil
@@ -496,13 +455,13 @@ func (c *conn) serverReply(pk packet, unfollowed *bool) pktFate {
 	case !done:
 		return pktHandled
 	}
-	return c.replyDone(req)
+	return c.replyDone(req, client)
 }
 
 // replyDone ends req, whose reply is complete: its statement's hooks run,
 // then the reply is forwarded, or lost with the connection if
 // DropCommitReply chose it.
-func (c *conn) replyDone(req *request) pktFate {
+func (c *conn) replyDone(req *request, client *faultnet.Pipe) pktFate {
 	c.pop()
 	if req.n > 0 {
 		c.p.runHooks(req.n)
@@ -511,7 +470,7 @@ func (c *conn) replyDone(req *request) pktFate {
 		c.p.counts.dropped.Add(1)
 		return pktStop // the reply is lost with the connection
 	}
-	if !c.write(c.client, req.held) {
+	if !client.Deliver(req.held) {
 		return pktStop
 	}
 	return pktHandled

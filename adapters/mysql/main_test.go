@@ -8,12 +8,12 @@ import (
 	"io"
 	"log"
 	"os"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	driver "github.com/go-sql-driver/mysql"
+
+	"github.com/lockprover/lockprover/adapters/faultnet/faultnettest"
 )
 
 // The tests run against the MariaDB that $LOCKPROVER_MYSQL_DSN names, by
@@ -101,12 +101,7 @@ func startProxy(t testing.TB) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		noProxyGoroutines(t)
-	})
+	faultnettest.CloseAtEnd(t, p)
 	return p
 }
 
@@ -117,31 +112,6 @@ func through(t testing.TB, p *Proxy) *sql.DB {
 	db := openCfg(p.Config(testCfg))
 	t.Cleanup(func() { db.Close() })
 	return db
-}
-
-// noProxyGoroutines fails the test if goroutines the proxy started are
-// still there, after a short grace period.
-func noProxyGoroutines(t testing.TB) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var found []string
-		buf := make([]byte, 4<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "adapters/mysql.(*conn)") || strings.Contains(g, "adapters/mysql.(*Proxy).accept") {
-				found = append(found, g)
-			}
-		}
-		if len(found) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%d proxy goroutines left after Close:\n%s", len(found), strings.Join(found, "\n\n"))
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // unique is a name (of a table, a prefix) no other test or run uses.

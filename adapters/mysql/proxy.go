@@ -31,7 +31,9 @@
 // plain text, and tls=true (or a named TLS config) fails with the driver's
 // "TLS requested but server does not support TLS". A client that asks
 // anyway is disconnected (Counts.Refused). The upstream is dialled over
-// TCP.
+// TCP. The network half of the proxy (listening, dialling, Kill, Partition
+// and Heal) is package adapters/faultnet's, as it is adapters/proxy's; this
+// package reads the packets and decides what passes.
 //
 // # Clock skew
 //
@@ -59,9 +61,7 @@ package mysql
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -69,6 +69,8 @@ import (
 	"time"
 
 	driver "github.com/go-sql-driver/mysql"
+
+	"github.com/lockprover/lockprover/adapters/faultnet"
 )
 
 // A Proxy listens on a local port and forwards each accepted client
@@ -77,22 +79,14 @@ import (
 // the proxy keeps accepting connections after Kill, so a client can
 // reconnect. Its methods are safe for concurrent use.
 type Proxy struct {
-	upstream string
-	ln       net.Listener
-	counts   *counters
+	fn     *faultnet.Proxy
+	counts *counters
 
 	dropArm atomic.Bool  // DropCommitReply is armed
 	sent    atomic.Int64 // statements the client has sent, for AfterStatements
 	skew    atomic.Int64 // Skew's offset in nanoseconds; 0: none
 	hookMu  sync.Mutex
 	hooks   []hook // by n
-
-	partitioned atomic.Bool
-	mu          sync.Mutex
-	healed      chan struct{} // closed by Heal; replaced by Partition
-	conns       map[*conn]struct{}
-	closed      bool
-	wg          sync.WaitGroup
 }
 
 // Listen starts a proxy on 127.0.0.1 (a free port) in front of the MariaDB
@@ -105,18 +99,19 @@ func Listen(upstream string) (*Proxy, error) {
 	if _, _, err := net.SplitHostPort(upstream); err != nil {
 		return nil, fmt.Errorf("mysql proxy: upstream %q is not host:port: %w", upstream, err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	p := &Proxy{counts: newCounters()}
+	p.fn = faultnet.New(upstream, func(fc *faultnet.Conn) faultnet.Session {
+		p.counts.connections.Add(1)
+		return newConn(p, fc)
+	})
+	if err := p.fn.Listen(); err != nil {
 		return nil, fmt.Errorf("mysql proxy: listen: %w", err)
 	}
-	p := &Proxy{upstream: upstream, ln: ln, counts: newCounters(), conns: map[*conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
 	return p, nil
 }
 
 // Addr is the host:port clients dial instead of the server's.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.fn.Addr() }
 
 // DSN returns the go-sql-driver DSN dsn rewritten to reach the server
 // through the proxy: the same user, password, database and parameters, over
@@ -145,22 +140,7 @@ func (p *Proxy) Config(cfg *driver.Config) *driver.Config {
 // Close stops listening, closes both sides of every connection and returns
 // once all the proxy's goroutines have ended. It must not be called from a
 // function AfterStatements runs.
-func (p *Proxy) Close() error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil
-	}
-	p.closed = true
-	cs := slices.Collect(maps.Keys(p.conns))
-	p.mu.Unlock()
-	err := p.ln.Close()
-	for _, c := range cs {
-		c.kill()
-	}
-	p.wg.Wait()
-	return err
-}
+func (p *Proxy) Close() error { return p.fn.Close() }
 
 // Counts returns the totals over every connection so far.
 func (p *Proxy) Counts() Counts { return p.counts.snapshot() }
@@ -172,14 +152,7 @@ func (p *Proxy) Counts() Counts { return p.counts.snapshot() }
 // rolls back the connection's open transaction, releasing its row locks. Bytes not yet forwarded are lost.
 // New connections are accepted as usual (a client that must stay cut off
 // is partitioned instead).
-func (p *Proxy) Kill() {
-	p.mu.Lock()
-	cs := slices.Collect(maps.Keys(p.conns))
-	p.mu.Unlock()
-	for _, c := range cs {
-		c.kill()
-	}
-}
+func (p *Proxy) Kill() { p.fn.Kill() }
 
 // Partition stops passing bytes in both directions of every connection,
 // current and new, and keeps the sockets open: neither side learns anything
@@ -189,25 +162,11 @@ func (p *Proxy) Kill() {
 // before Heal. A connection accepted during the partition dials the server
 // only after Heal. A server-side transaction stays open, its row locks
 // held, for as long as the partition lasts.
-func (p *Proxy) Partition() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.partitioned.Load() {
-		p.healed = make(chan struct{})
-		p.partitioned.Store(true)
-	}
-}
+func (p *Proxy) Partition() { p.fn.Partition() }
 
 // Heal ends a partition: the held bytes are delivered, in order, and
 // forwarding goes on.
-func (p *Proxy) Heal() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.partitioned.Load() {
-		p.partitioned.Store(false)
-		close(p.healed)
-	}
-}
+func (p *Proxy) Heal() { p.fn.Heal() }
 
 // DropCommitReply arms a lost reply: the next COMMIT the client sends after
 // the call (a statement of KindCommit, COM_QUERY or a prepared one's
@@ -302,62 +261,12 @@ func (p *Proxy) Skew(offset time.Duration) { p.skew.Store(int64(offset)) }
 // Id of SHOW PROCESSLIST, the argument of KILL) of the proxy's current
 // connections, ascending, as the server's greeting on each told them.
 func (p *Proxy) ConnectionIDs() []int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var ids []int64
-	for c := range p.conns {
-		c.mu.Lock()
-		if c.id != 0 {
-			ids = append(ids, int64(c.id))
+	for _, fc := range p.fn.Conns() {
+		if id := fc.Session().(*conn).connID(); id != 0 {
+			ids = append(ids, int64(id))
 		}
-		c.mu.Unlock()
 	}
 	slices.Sort(ids)
 	return ids
-}
-
-// waitHealed blocks while a partition holds, and reports false if done is
-// closed first.
-func (p *Proxy) waitHealed(done <-chan struct{}) bool {
-	for p.partitioned.Load() {
-		p.mu.Lock()
-		healed, still := p.healed, p.partitioned.Load()
-		p.mu.Unlock()
-		if !still {
-			break
-		}
-		select {
-		case <-healed:
-		case <-done:
-			return false
-		}
-	}
-	return true
-}
-
-func (p *Proxy) accept() {
-	defer p.wg.Done()
-	for {
-		nc, err := p.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors or the like: let it pass.
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		p.counts.connections.Add(1)
-		c := newConn(p, nc)
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			c.kill()
-			continue
-		}
-		p.conns[c] = struct{}{}
-		p.wg.Add(1)
-		p.mu.Unlock()
-		go c.run()
-	}
 }

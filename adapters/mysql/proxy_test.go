@@ -15,6 +15,7 @@ import (
 
 	driver "github.com/go-sql-driver/mysql"
 
+	"github.com/lockprover/lockprover/adapters/faultnet/faultnettest"
 	"github.com/lockprover/lockprover/dbsem"
 )
 
@@ -670,7 +671,7 @@ func TestCloseWithPartitionedConnections(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	noProxyGoroutines(t)
+	faultnettest.NoGoroutines(t)
 }
 
 // A hook whose statement never gets its reply runs when its connection

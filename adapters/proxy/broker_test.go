@@ -3,6 +3,8 @@ package proxy
 import (
 	"strings"
 	"testing"
+
+	"github.com/lockprover/lockprover/adapters/faultnet/faultnettest"
 )
 
 // ListenURL listens in front of the broker a URL names and returns the URL
@@ -25,8 +27,8 @@ func TestListenURL(t *testing.T) {
 	if want := "amqp://u:p%40ss@" + p.Addr() + "/%2f?heartbeat=5"; u != want {
 		t.Errorf("URL through the proxy %q, want %q", u, want)
 	}
-	if p.brokerAddr != "broker.example:5672" {
-		t.Errorf("the proxy forwards to %q", p.brokerAddr)
+	if got := p.fn.Upstream(); got != "broker.example:5672" {
+		t.Errorf("the proxy forwards to %q", got)
 	}
 	for in, want := range map[string]string{
 		"amqps://u:secret@broker.example:5671/": "scheme must be amqp",
@@ -69,14 +71,11 @@ func TestSet(t *testing.T) {
 	if s.Get("a") != nil || len(s.All()) != 0 {
 		t.Fatal("Close left proxies in the Set")
 	}
-	a.mu.Lock()
-	closed := a.closed
-	a.mu.Unlock()
-	if !closed {
+	if !a.fn.Closed() {
 		t.Fatal("Close did not close the proxies")
 	}
 	if _, _, err := NewSet("amqps://u:p@h/").For("a"); err == nil {
 		t.Fatal("a Set in front of amqps started a proxy")
 	}
-	noProxyGoroutines(t)
+	faultnettest.NoGoroutines(t)
 }

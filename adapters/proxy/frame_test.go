@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"io"
 	"maps"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/lockprover/lockprover/adapters/faultnet"
 )
 
 // Frame builders for tests.
@@ -170,21 +171,21 @@ func runScript(t testing.TB, p *Proxy, sess *session, dir int, steps script) res
 	t.Helper()
 	a, b := net.Pipe()
 	defer b.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := &conn{p: p, client: a, ctx: ctx, cancel: cancel}
+	c := p.fn.NewConn(a)
+	defer c.Kill()
 	dst := &sink{}
-	pp := newPipe(dst)
-	wrote := make(chan struct{})
-	go func() {
-		defer close(wrote)
-		c.write(pp)
-	}()
-	c.read(&steps, newStream(dir, sess, p.counts, p.take, make([]byte, bufSize)), pp)
-	<-wrote // it ends with the reader's last word, or the kill
+	st := newStream(dir, sess, p.counts, p.take, make([]byte, bufSize))
+	// Run ends with the reader's last word, or the kill.
+	c.Pipe(&steps, dst).Run(func(pp *faultnet.Pipe) { read(pp, st) })
+	killed := false
+	select {
+	case <-c.Done():
+		killed = true
+	default:
+	}
 	dst.mu.Lock()
 	defer dst.mu.Unlock()
-	return result{out: dst.buf, eof: dst.eof, killed: ctx.Err() != nil}
+	return result{out: dst.buf, eof: dst.eof, killed: killed}
 }
 
 // clientStream is a typical client's side of a connection.

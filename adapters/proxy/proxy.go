@@ -10,19 +10,21 @@
 //     basic.publish and its confirm").
 //
 // Only plain AMQP 0-9-1 (amqp://) can pass: the proxy must read the frames.
+//
+// The network half (listening, dialling the broker, Kill, Partition and
+// Heal, Delay) is package adapters/faultnet's; this package reads the
+// frames of each direction and decides what passes.
 package proxy
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockprover/lockprover/adapters/faultnet"
 )
 
 // A Proxy listens on a local port and forwards each accepted client
@@ -31,21 +33,12 @@ import (
 // proxy keeps accepting connections after Kill, so a client can reconnect.
 // Its methods are safe for concurrent use.
 type Proxy struct {
-	brokerAddr string
-	ln         net.Listener
-	counts     *counters
-	armed      atomic.Uint32 // methodID whose next request's reply DropReply drops; 0: none; anyMethod: any
-	sent       atomic.Int64  // methods the client has sent, for AfterMethods
-	hookMu     sync.Mutex
-	hooks      map[int64]func()
-	delay      atomic.Int64 // nanoseconds added to every forwarded chunk
-
-	partitioned atomic.Bool
-	mu          sync.Mutex
-	healed      chan struct{} // closed by Heal; replaced by Partition
-	conns       map[*conn]struct{}
-	closed      bool
-	wg          sync.WaitGroup
+	fn     *faultnet.Proxy
+	counts *counters
+	armed  atomic.Uint32 // methodID whose next request's reply DropReply drops; 0: none; anyMethod: any
+	sent   atomic.Int64  // methods the client has sent, for AfterMethods
+	hookMu sync.Mutex
+	hooks  map[int64]func()
 }
 
 // Listen starts a proxy on 127.0.0.1 (a free port) in front of the broker at
@@ -55,23 +48,25 @@ func Listen(brokerAddr string) (*Proxy, error) {
 	if _, _, err := net.SplitHostPort(brokerAddr); err != nil {
 		return nil, fmt.Errorf("proxy: broker address %q is not host:port: %w", brokerAddr, err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	p := newProxy(brokerAddr)
+	if err := p.fn.Listen(); err != nil {
 		return nil, fmt.Errorf("proxy: listen: %w", err)
 	}
-	p := newProxy(brokerAddr)
-	p.ln = ln
-	p.wg.Add(1)
-	go p.accept()
 	return p, nil
 }
 
+// newProxy returns a proxy that is not listening yet.
 func newProxy(brokerAddr string) *Proxy {
-	return &Proxy{brokerAddr: brokerAddr, counts: newCounters(), conns: map[*conn]struct{}{}}
+	p := &Proxy{counts: newCounters()}
+	p.fn = faultnet.New(brokerAddr, func(*faultnet.Conn) faultnet.Session {
+		p.counts.connections.Add(1)
+		return faultnet.ServeFunc(p.serve)
+	})
+	return p
 }
 
 // Addr is the host:port clients dial instead of the broker's.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.fn.Addr() }
 
 // URL returns brokerURL (amqp://user:pass@host:port/vhost?options) with its
 // host and port replaced by the proxy's, keeping credentials, vhost and
@@ -87,22 +82,7 @@ func (p *Proxy) URL(brokerURL string) (string, error) {
 
 // Close stops listening, closes both sides of every connection and returns
 // once all the proxy's goroutines have ended.
-func (p *Proxy) Close() error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil
-	}
-	p.closed = true
-	cs := slices.Collect(maps.Keys(p.conns))
-	p.mu.Unlock()
-	err := p.ln.Close()
-	for _, c := range cs {
-		c.kill()
-	}
-	p.wg.Wait()
-	return err
-}
+func (p *Proxy) Close() error { return p.fn.Close() }
 
 // Counts returns the totals over every connection so far.
 func (p *Proxy) Counts() Counts { return p.counts.snapshot() }
@@ -111,14 +91,7 @@ func (p *Proxy) Counts() Counts { return p.counts.snapshot() }
 // close: the client reads EOF (or a reset), the broker sees its socket
 // close and releases the connection's exclusive queues within milliseconds.
 // Bytes not yet forwarded are lost. New connections are accepted as usual.
-func (p *Proxy) Kill() {
-	p.mu.Lock()
-	cs := slices.Collect(maps.Keys(p.conns))
-	p.mu.Unlock()
-	for _, c := range cs {
-		c.kill()
-	}
-}
+func (p *Proxy) Kill() { p.fn.Kill() }
 
 // Partition stops passing bytes in both directions of every connection,
 // current and new, and keeps the sockets open: neither side learns anything
@@ -127,25 +100,11 @@ func (p *Proxy) Kill() {
 // gives up and closes its socket is not seen closing by the other side
 // before Heal. A connection accepted during the partition dials the broker
 // only after Heal.
-func (p *Proxy) Partition() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.partitioned.Load() {
-		p.healed = make(chan struct{})
-		p.partitioned.Store(true)
-	}
-}
+func (p *Proxy) Partition() { p.fn.Partition() }
 
 // Heal ends a partition: the held bytes are delivered, in order, and
 // forwarding goes on.
-func (p *Proxy) Heal() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.partitioned.Load() {
-		p.partitioned.Store(false)
-		close(p.healed)
-	}
-}
+func (p *Proxy) Heal() { p.fn.Heal() }
 
 // DropReply arms a lost reply. The next request named method (a client
 // method with a reply: "queue.declare", "queue.delete", "channel.open",
@@ -227,15 +186,11 @@ func (p *Proxy) clientSent() {
 // to the broker: the broker lists each connection under the name
 // "LOCAL -> BROKER", which is how rabbitmqctl finds a client's connections.
 func (p *Proxy) BrokerSide() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var addrs []string
-	for c := range p.conns {
-		c.mu.Lock()
-		if c.broker != nil {
-			addrs = append(addrs, c.broker.LocalAddr().String())
+	for _, c := range p.fn.Conns() {
+		if b := c.Upstream(); b != nil {
+			addrs = append(addrs, b.LocalAddr().String())
 		}
-		c.mu.Unlock()
 	}
 	slices.Sort(addrs)
 	return addrs
@@ -244,283 +199,58 @@ func (p *Proxy) BrokerSide() []string {
 // Delay adds d of latency, each way, to every byte forwarded from now on,
 // keeping their order (a request and its reply take 2d more). Zero or less
 // removes it for what is read from then on.
-func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(max(d, 0))) }
+func (p *Proxy) Delay(d time.Duration) { p.fn.Delay(d) }
 
-// waitHealed blocks while a partition holds, and reports false if done is
-// closed first.
-func (p *Proxy) waitHealed(done <-chan struct{}) bool {
-	for p.partitioned.Load() {
-		p.mu.Lock()
-		healed, still := p.healed, p.partitioned.Load()
-		p.mu.Unlock()
-		if !still {
-			break
-		}
-		select {
-		case <-healed:
-		case <-done:
-			return false
-		}
-	}
-	return true
-}
+// bufSize is the size of a stream's read buffer.
+const bufSize = faultnet.BufSize
 
-func (p *Proxy) accept() {
-	defer p.wg.Done()
-	for {
-		nc, err := p.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors or the like: let it pass.
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		p.counts.connections.Add(1)
-		ctx, cancel := context.WithCancel(context.Background())
-		c := &conn{p: p, client: nc, ctx: ctx, cancel: cancel}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			cancel()
-			nc.Close()
-			continue
-		}
-		p.conns[c] = struct{}{}
-		p.wg.Add(1)
-		p.mu.Unlock()
-		go c.run()
-	}
-}
-
-// conn is one client connection and its broker connection.
-type conn struct {
-	p      *Proxy
-	client net.Conn
-	ctx    context.Context // cancelled by kill
-	cancel context.CancelFunc
-
-	mu     sync.Mutex
-	broker net.Conn // nil until dialled
-}
-
-// kill closes both sockets; every goroutine of the connection then ends.
-func (c *conn) kill() {
-	c.cancel()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.client.Close()
-	if c.broker != nil {
-		c.broker.Close()
-	}
-}
-
-const (
-	bufSize  = 32 << 10 // read buffer
-	queueLen = 16       // chunks read and not yet written, per direction
-)
-
-// pipe is one direction of a connection: its reader decides what may pass
-// and writes it to dst itself when nothing is queued, no delay applies and
-// no partition holds (the common case, and the fastest); otherwise it hands
-// the bytes to the direction's writer, which waits as needed.
-type pipe struct {
-	dst    io.Writer
-	out    chan chunk
-	free   chan []byte  // buffers the writer is done with, for the reader
-	queued atomic.Int32 // chunks handed to the writer and not yet written
-}
-
-func newPipe(dst io.Writer) *pipe {
-	return &pipe{dst: dst, out: make(chan chunk, queueLen), free: make(chan []byte, queueLen+2)}
-}
-
-// chunk is bytes read from one side and decided, on their way to the other
-// side, and what to do after writing them.
-type chunk struct {
-	data []byte
-	at   time.Time // not before (Delay); zero: at once
-	end  end
-}
-
-type end uint8
-
-const (
-	endNone end = iota
-	endEOF      // the source closed: half-close the destination
-	endKill     // kill the connection
-)
-
-func (c *conn) run() {
-	defer c.p.wg.Done()
-	defer func() {
-		c.kill()
-		c.p.mu.Lock()
-		delete(c.p.conns, c)
-		c.p.mu.Unlock()
-	}()
-	if !c.p.waitHealed(c.ctx.Done()) {
-		return
-	}
-	d := net.Dialer{Timeout: 10 * time.Second}
-	b, err := d.DialContext(c.ctx, "tcp", c.p.brokerAddr)
-	if err != nil {
-		return // the client sees its connection close
-	}
-	c.mu.Lock()
-	if c.ctx.Err() != nil {
-		c.mu.Unlock()
-		b.Close()
-		return
-	}
-	c.broker = b
-	c.mu.Unlock()
-
+// serve forwards one connection, deciding its frames both ways.
+func (p *Proxy) serve(c *faultnet.Conn) {
 	sess := newSession()
-	var wg sync.WaitGroup
-	start := func(dir int, src, dst net.Conn) {
-		pp := newPipe(dst)
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			c.write(pp)
-		}()
-		go func() {
-			defer wg.Done()
-			st := newStream(dir, sess, c.p.counts, c.p.take, make([]byte, bufSize))
-			st.sent = c.p.clientSent
-			c.read(src, st, pp)
-		}()
-	}
-	start(toBroker, c.client, b)
-	start(toClient, b, c.client)
-	wg.Wait()
-}
-
-// read reads one side, decides the frames and passes on what may pass.
-func (c *conn) read(src io.Reader, st *stream, pp *pipe) {
-	done := c.ctx.Done()
-	send := func(ck chunk) bool {
-		pp.queued.Add(1)
-		select {
-		case pp.out <- ck:
-			return true
-		case <-done:
-			return false
+	start := func(dir int) func(*faultnet.Pipe) {
+		return func(pp *faultnet.Pipe) {
+			st := newStream(dir, sess, p.counts, p.take, make([]byte, bufSize))
+			st.sent = p.clientSent
+			read(pp, st)
 		}
 	}
+	c.Run(start(toBroker), start(toClient))
+}
+
+// read reads one direction, decides its frames and passes on what may
+// pass.
+func read(pp *faultnet.Pipe, st *stream) {
+	c := pp.Conn()
 	for {
-		if !c.p.waitHealed(done) {
+		if !c.WaitHealed() {
 			return
 		}
 		if st.n == len(st.buf) { // only while holding frames after a basic.return
 			st.buf = append(st.buf, make([]byte, len(st.buf))...)
 		}
-		k, err := src.Read(st.buf[st.n:])
+		k, err := pp.Read(st.buf[st.n:])
 		st.n += k
 		if k > 0 {
 			release, kill, perr := st.process()
-			if perr != nil {
-				c.p.counts.malformed.Add(1)
-				c.kill()
-				return
-			}
-			ck := chunk{data: st.buf[:release]}
-			if d := c.p.delay.Load(); d > 0 {
-				ck.at = time.Now().Add(time.Duration(d))
-			}
 			switch {
-			case kill:
-				ck.end = endKill
-				send(ck)
+			case perr != nil:
+				st.count.malformed.Add(1)
+				c.Kill()
 				return
-			case release == 0:
-			case ck.at.IsZero() && pp.queued.Load() == 0 && !c.p.partitioned.Load():
-				// The writer is idle and only this reader gives it
-				// work: write here, saving a hand-over.
-				if _, err := pp.dst.Write(ck.data); err != nil {
-					c.kill()
+			case kill:
+				pp.KillAfter(st.buf[:release])
+				return
+			case release > 0:
+				next, ok := pp.Forward(st.buf[:release])
+				if !ok {
 					return
-				}
-				st.consumed(release, st.buf)
-			default:
-				var next []byte
-				select {
-				case next = <-pp.free:
-				default:
-					next = make([]byte, bufSize)
 				}
 				st.consumed(release, next)
-				if !send(ck) {
-					return
-				}
 			}
 		}
 		if err != nil {
-			ck := chunk{end: endEOF}
-			if !errors.Is(err, io.EOF) {
-				ck.end = endKill
-			}
-			send(ck)
+			pp.End(err)
 			return
 		}
-	}
-}
-
-// write writes what a reader hands over, once its delay is over and no
-// partition holds.
-func (c *conn) write(pp *pipe) {
-	done := c.ctx.Done()
-	var timer *time.Timer
-	for {
-		var ck chunk
-		select {
-		case ck = <-pp.out:
-		case <-done:
-			return
-		}
-		if !ck.at.IsZero() {
-			if wait := time.Until(ck.at); wait > 0 {
-				if timer == nil {
-					timer = time.NewTimer(wait)
-				} else {
-					timer.Reset(wait)
-				}
-				select {
-				case <-timer.C:
-				case <-done:
-					timer.Stop()
-					return
-				}
-			}
-		}
-		if !c.p.waitHealed(done) {
-			return
-		}
-		if len(ck.data) > 0 {
-			if _, err := pp.dst.Write(ck.data); err != nil {
-				c.kill()
-				return
-			}
-		}
-		if cap(ck.data) == bufSize {
-			select {
-			case pp.free <- ck.data[:bufSize]:
-			default:
-			}
-		}
-		switch ck.end {
-		case endEOF:
-			if cw, ok := pp.dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-				return
-			}
-			c.kill()
-			return
-		case endKill:
-			c.kill()
-			return
-		}
-		pp.queued.Add(-1)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -23,6 +22,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lockprover/lockprover/adapters/faultnet/faultnettest"
 )
 
 const (
@@ -54,45 +55,8 @@ func startProxy(t testing.TB) (*Proxy, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		noProxyGoroutines(t)
-	})
+	faultnettest.CloseAtEnd(t, p)
 	return p, u
-}
-
-// noProxyGoroutines fails the test if goroutines the proxy started are
-// still there. Close waits for them, but a goroutine that has signalled its
-// end may take a moment to be gone, hence a short grace period.
-func noProxyGoroutines(t testing.TB) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		g := proxyGoroutines()
-		if len(g) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%d proxy goroutines left after Close:\n%s", len(g), strings.Join(g, "\n\n"))
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// proxyGoroutines returns the stacks of the goroutines the proxy started.
-func proxyGoroutines() []string {
-	buf := make([]byte, 4<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var found []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "adapters/proxy.(*conn)") || strings.Contains(g, "adapters/proxy.(*Proxy).accept") {
-			found = append(found, g)
-		}
-	}
-	return found
 }
 
 func dial(t testing.TB, u string, heartbeat time.Duration) *amqp.Connection {
@@ -590,7 +554,7 @@ func TestCloseEndsEverything(t *testing.T) {
 	for _, c := range conns {
 		waitClosed(t, c, 5*time.Second)
 	}
-	noProxyGoroutines(t)
+	faultnettest.NoGoroutines(t)
 	if err := p.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
@@ -620,7 +584,7 @@ func TestBrokerUnreachable(t *testing.T) {
 		t.Fatal("dial through a proxy to nowhere succeeded")
 	}
 	p.Close()
-	noProxyGoroutines(t)
+	faultnettest.NoGoroutines(t)
 }
 
 func TestBadInput(t *testing.T) {
@@ -709,10 +673,7 @@ func fakeBroker(t *testing.T) (*Proxy, net.Conn, net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		p.Close()
-		noProxyGoroutines(t)
-	})
+	faultnettest.CloseAtEnd(t, p)
 	client, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -734,17 +695,6 @@ func fakeBroker(t *testing.T) (*Proxy, net.Conn, net.Conn) {
 	return p, client, broker
 }
 
-// silent asserts that nothing (no byte, no end of stream) arrives on c for
-// a while.
-func silent(t *testing.T, c net.Conn, who string) {
-	t.Helper()
-	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	n, err := c.Read(make([]byte, 64))
-	if ne, ok := err.(net.Error); n != 0 || !ok || !ne.Timeout() {
-		t.Fatalf("%s got %d bytes, %v during the partition", who, n, err)
-	}
-}
-
 func TestPartitionHoldsBytesAndTheEndOfStream(t *testing.T) {
 	p, client, broker := fakeBroker(t)
 	p.Partition()
@@ -755,8 +705,8 @@ func TestPartitionHoldsBytesAndTheEndOfStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	client.(*net.TCPConn).CloseWrite() // the client gives up on the connection
-	silent(t, broker, "the broker")
-	silent(t, client, "the client")
+	faultnettest.Silent(t, broker, "the broker")
+	faultnettest.Silent(t, client, "the client")
 
 	p.Heal()
 	broker.SetReadDeadline(time.Now().Add(2 * time.Second))
