@@ -31,70 +31,38 @@ import (
 
 // LeaseDBSemaphore is the lock kind of the database counting semaphore, as
 // init names it (and `prove --kind` does).
-const LeaseDBSemaphore = "db-semaphore"
-
-// LeaseInit is what a lease client's init says: which lock, and everything
-// a process needs to serve it.
-type LeaseInit struct {
-	// Lock is the lock kind; "" means LeaseDBSemaphore.
-	Lock string
-	// Key is the semaphore's key (init's "name"); 1 to 255 bytes.
-	Key string
-	// DSN is the database as a github.com/go-sql-driver/mysql DSN
-	// (user:pass@tcp(host:port)/db?params), through lockprover's proxy.
-	DSN string
-	// URL is the same database as mysql://user:pass@host:port/db, for
-	// drivers other than Go's; "" derives it from DSN (MySQLURL).
-	URL string
-	// Prefix starts the name of every table the implementation uses:
-	// letters, digits and '_', at most 50.
-	Prefix string
-	// Max and TTL are the plan's limit and lease time (each acquire and
-	// refresh says its own again); TTL is sent in whole milliseconds.
-	Max int
-	TTL time.Duration
-	// Design is "master-row" or "row-per-slot"; "" means master-row.
-	Design string
-	// Fencing asks for numeric fencing tokens: every acquire_ok must then
-	// carry a fence.
-	Fencing bool
-}
+const LeaseDBSemaphore = dbsemaphore.Kind
 
 var leasePrefixRE = regexp.MustCompile(`^[A-Za-z0-9_]{0,50}$`)
 
-// request is init as a protocol request from client name.
-func (in LeaseInit) request(name string) (request, error) {
-	lock := in.Lock
-	if lock == "" {
-		lock = LeaseDBSemaphore
-	}
-	design := in.Design
+// leaseInit is the init request for session s from client name: lock kind
+// LeaseDBSemaphore, the key as "name", and the DSN also as a mysql:// URL
+// (MySQLURL) for drivers other than Go's; TTL in whole milliseconds.
+func leaseInit(name string, s dbsemaphore.Session) (request, error) {
+	design := s.Design
 	if design == "" {
 		design = dbsem.MasterRow.String()
 	}
 	switch {
-	case len(in.Key) < 1 || len(in.Key) > 255:
-		return nil, fmt.Errorf("lease init: key of %d bytes: must be 1 to 255", len(in.Key))
-	case in.DSN == "":
+	case len(s.Key) < 1 || len(s.Key) > 255:
+		return nil, fmt.Errorf("lease init: key of %d bytes: must be 1 to 255", len(s.Key))
+	case s.DSN == "":
 		return nil, errors.New("lease init: no DSN")
-	case !leasePrefixRE.MatchString(in.Prefix):
-		return nil, fmt.Errorf("lease init: prefix %q: letters, digits and '_' only, at most 50", in.Prefix)
-	case in.Max < 1:
-		return nil, fmt.Errorf("lease init: max %d: must be at least 1", in.Max)
-	case in.TTL < time.Millisecond:
-		return nil, fmt.Errorf("lease init: ttl %v: must be at least 1ms", in.TTL)
+	case !leasePrefixRE.MatchString(s.Prefix):
+		return nil, fmt.Errorf("lease init: prefix %q: letters, digits and '_' only, at most 50", s.Prefix)
+	case s.Max < 1:
+		return nil, fmt.Errorf("lease init: max %d: must be at least 1", s.Max)
+	case s.TTL < time.Millisecond:
+		return nil, fmt.Errorf("lease init: ttl %v: must be at least 1ms", s.TTL)
 	case design != dbsem.MasterRow.String() && design != dbsem.RowPerSlot.String():
 		return nil, fmt.Errorf("lease init: design %q: want %s or %s", design, dbsem.MasterRow, dbsem.RowPerSlot)
 	}
-	u := in.URL
-	if u == "" {
-		var err error
-		if u, err = MySQLURL(in.DSN); err != nil {
-			return nil, fmt.Errorf("lease init: %w", err)
-		}
+	u, err := MySQLURL(s.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("lease init: %w", err)
 	}
-	return request{"type": "init", "client": name, "lock": lock, "name": in.Key, "dsn": in.DSN, "url": u,
-		"prefix": in.Prefix, "max": in.Max, "ttl_ms": in.TTL.Milliseconds(), "design": design, "fencing": in.Fencing}, nil
+	return request{"type": "init", "client": name, "lock": LeaseDBSemaphore, "name": s.Key, "dsn": s.DSN, "url": u,
+		"prefix": s.Prefix, "max": s.Max, "ttl_ms": s.TTL.Milliseconds(), "design": design, "fencing": s.Fencing}, nil
 }
 
 // MySQLURL is the database a go-sql-driver DSN names as a mysql:// URL,
@@ -143,21 +111,28 @@ type LeaseImpl struct {
 	procs  map[*client]bool
 }
 
+// LeaseImpl is a dbsemaphore.Impl, and its clients dbsemaphore.ProcessClients.
+var (
+	_ dbsemaphore.Impl          = (*LeaseImpl)(nil)
+	_ dbsemaphore.ProcessClient = (*LeaseClient)(nil)
+)
+
 // Connect starts a process as client name (c1, c2, ..., probe1, ...) of
-// the lease lock init describes, and shakes hands. The implementation
-// failing to start (it exited, hung, wrote garbage or refused with a
-// definite error before init_ok) is a *prover.ImplementationError; after
-// two, LeaseImpl starts no more processes and every Connect fails with
-// one. Any other error (the database out of reach, as the process said
-// with an error without definite; ctx done) may pass if tried again.
-func (i *LeaseImpl) Connect(ctx context.Context, name string, init LeaseInit) (*LeaseClient, error) {
+// session s, and shakes hands (init says s). The implementation failing to
+// start (it exited, hung, wrote garbage or refused with a definite error
+// before init_ok) is a *prover.ImplementationError; after two, LeaseImpl
+// starts no more processes and every Connect fails with one. Any other
+// error (the database out of reach, as the process said with an error
+// without definite; ctx done) may pass if tried again. The client is a
+// *LeaseClient; with an error it is a nil interface.
+func (i *LeaseImpl) Connect(ctx context.Context, name string, s dbsemaphore.Session) (dbsemaphore.ProcessClient, error) {
 	i.mu.Lock()
 	if i.broken != nil {
 		i.mu.Unlock()
 		return nil, &prover.ImplementationError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice (%v)", name, i.broken)}
 	}
 	i.mu.Unlock()
-	c, err := i.launch(ctx, name, init)
+	c, err := i.launch(ctx, name, s)
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	var ie *prover.ImplementationError
@@ -184,8 +159,8 @@ func (i *LeaseImpl) Connect(ctx context.Context, name string, init LeaseInit) (*
 // launch starts a process and shakes hands. On failure the process is
 // gone, and the error is a *prover.ImplementationError when the
 // implementation cannot start.
-func (i *LeaseImpl) launch(ctx context.Context, name string, init LeaseInit) (*LeaseClient, error) {
-	req, err := init.request(name)
+func (i *LeaseImpl) launch(ctx context.Context, name string, s dbsemaphore.Session) (*LeaseClient, error) {
+	req, err := leaseInit(name, s)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +172,7 @@ func (i *LeaseImpl) launch(ctx context.Context, name string, init LeaseInit) (*L
 		}
 		return nil, err
 	}
-	lc := &LeaseClient{c: c, key: init.Key, fencing: init.Fencing}
+	lc := &LeaseClient{c: c, key: s.Key, fencing: s.Fencing}
 	_, err = lc.call(ctx, handshake, "init", req, "init_ok")
 	if err == nil {
 		return lc, nil
@@ -222,14 +197,14 @@ func (i *LeaseImpl) launch(ctx context.Context, name string, init LeaseInit) (*L
 	return nil, err
 }
 
-// Preflight starts one process as the probe of a throwaway key (init's
-// Key, if set, is replaced by one named lp-preflight-...), waits for
+// Preflight starts one process as the probe of a throwaway key in session
+// s (s.Key, if set, is replaced by one named lp-preflight-...), waits for
 // init_ok and ends it: an implementation that cannot start fails here at
 // once, with its stderr, rather than in every plan of a run. The probe
-// takes no lease; its tables, if it makes any, are under init's prefix.
-func (i *LeaseImpl) Preflight(ctx context.Context, init LeaseInit) error {
-	init.Key = rabbitmq.UniqueName("lp-preflight-")
-	c, err := i.launch(ctx, "probe", init)
+// takes no lease; its tables, if it makes any, are under s's prefix.
+func (i *LeaseImpl) Preflight(ctx context.Context, s dbsemaphore.Session) error {
+	s.Key = rabbitmq.UniqueName("lp-preflight-")
+	c, err := i.launch(ctx, "probe", s)
 	var le *LeaseError
 	switch {
 	case errors.As(err, &le):

@@ -169,12 +169,13 @@ func leaseImpls(t *testing.T) []struct{ name, cmd string } {
 }
 
 // connect starts client name, failing the test if it cannot.
-func connect(t *testing.T, impl *process.LeaseImpl, name string, in process.LeaseInit) *process.LeaseClient {
+func connect(t *testing.T, impl *process.LeaseImpl, name string, in dbsemaphore.Session) *process.LeaseClient {
 	t.Helper()
-	c, err := impl.Connect(context.Background(), name, in)
+	pc, err := impl.Connect(context.Background(), name, in)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
+	c := pc.(*process.LeaseClient)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -222,7 +223,7 @@ func TestLeaseImplementations(t *testing.T) {
 		for _, design := range []string{"master-row", "row-per-slot"} {
 			t.Run(impl.name+"/"+design, func(t *testing.T) {
 				t.Parallel()
-				in := process.LeaseInit{DSN: dsn, Prefix: leasePrefix(t, db), Design: design, Fencing: true}
+				in := dbsemaphore.Session{DSN: dsn, Prefix: leasePrefix(t, db), Design: design, Fencing: true}
 				li := &process.LeaseImpl{Command: impl.cmd, Timeout: 20 * time.Second}
 				t.Cleanup(li.Stop)
 				t.Run("basics", func(t *testing.T) { leaseBasics(t, li, in) })
@@ -234,7 +235,7 @@ func TestLeaseImplementations(t *testing.T) {
 	}
 }
 
-func leaseBasics(t *testing.T, li *process.LeaseImpl, in process.LeaseInit) {
+func leaseBasics(t *testing.T, li *process.LeaseImpl, in dbsemaphore.Session) {
 	ctx := context.Background()
 	in.Key, in.Max, in.TTL = "basics", 2, 10*time.Second
 	c1, c2, c3 := connect(t, li, "c1", in), connect(t, li, "c2", in), connect(t, li, "c3", in)
@@ -299,7 +300,7 @@ func checkLive(t *testing.T, what string, err error, returned, liveUntil time.Ti
 	}
 }
 
-func leaseExpiry(t *testing.T, li *process.LeaseImpl, in process.LeaseInit) {
+func leaseExpiry(t *testing.T, li *process.LeaseImpl, in dbsemaphore.Session) {
 	ctx := context.Background()
 	ttl := time.Second
 	in.Key, in.Max, in.TTL = "expiry", 1, ttl
@@ -341,7 +342,7 @@ func leaseExpiry(t *testing.T, li *process.LeaseImpl, in process.LeaseInit) {
 // leaseConcurrency has clients race for two slots: no more than two hold
 // at once (each counted from its acquire's return to its release's
 // invoke, within the time it really held), and fences never repeat.
-func leaseConcurrency(t *testing.T, li *process.LeaseImpl, in process.LeaseInit) {
+func leaseConcurrency(t *testing.T, li *process.LeaseImpl, in dbsemaphore.Session) {
 	in.Key, in.Max, in.TTL = "race", 2, 20*time.Second
 	const clients = 5
 	var holders, most, grants, fulls atomic.Int32
@@ -400,7 +401,7 @@ func leaseConcurrency(t *testing.T, li *process.LeaseImpl, in process.LeaseInit)
 // leaseKill kills holders: by the harness (not a crash), and from outside
 // in the middle of an operation (a crash, reported with the request); the
 // lease of either stays taken until it expires.
-func leaseKill(t *testing.T, li *process.LeaseImpl, in process.LeaseInit) {
+func leaseKill(t *testing.T, li *process.LeaseImpl, in dbsemaphore.Session) {
 	ctx := context.Background()
 	ttl := time.Second
 	in.Key, in.Max, in.TTL = "kill", 1, ttl
@@ -459,7 +460,7 @@ func leaseKill(t *testing.T, li *process.LeaseImpl, in process.LeaseInit) {
 // Implementations that break the protocol get clear errors, and leave no
 // process behind.
 func TestLeaseBrokenImplementations(t *testing.T) {
-	in := process.LeaseInit{Key: "k", DSN: "root@tcp(127.0.0.1:1)/test", Prefix: "lpt_", Max: 1, TTL: time.Second, Fencing: true}
+	in := dbsemaphore.Session{Key: "k", DSN: "root@tcp(127.0.0.1:1)/test", Prefix: "lpt_", Max: 1, TTL: time.Second, Fencing: true}
 	initOK := `read l; echo '{"id":1,"type":"init_ok"}'; `
 	answer := func(reply string) string { return initOK + `while read l; do echo '` + reply + `'; done` }
 	for _, tc := range []struct {
@@ -499,6 +500,8 @@ func TestLeaseBrokenImplementations(t *testing.T) {
 				switch {
 				case err == nil:
 					t.Fatal("started")
+				case c != nil:
+					t.Fatalf("%v, and a client that is not a nil interface: %#v", err, c)
 				case !strings.Contains(err.Error(), tc.want):
 					t.Fatalf("%v, want %q", err, tc.want)
 				case errors.As(err, &se) == (tc.name == "database out of reach"):
@@ -526,7 +529,7 @@ func TestLeaseBrokenImplementations(t *testing.T) {
 
 // Refresh and release answer only expired as a failure.
 func TestLeaseBrokenRefreshAndRelease(t *testing.T) {
-	in := process.LeaseInit{Key: "k", DSN: "root@tcp(127.0.0.1:1)/test", Max: 1, TTL: time.Second}
+	in := dbsemaphore.Session{Key: "k", DSN: "root@tcp(127.0.0.1:1)/test", Max: 1, TTL: time.Second}
 	li := &process.LeaseImpl{Command: `read l; echo '{"id":1,"type":"init_ok"}'; read l; echo '{"id":2,"type":"refresh_fail","reason":"expired"}'; read l; echo '{"id":3,"type":"release_fail","reason":"gone"}'; sleep 600`}
 	defer li.Stop()
 	c, err := li.Connect(context.Background(), "c1", in)
@@ -543,7 +546,7 @@ func TestLeaseBrokenRefreshAndRelease(t *testing.T) {
 // After two failed starts no more processes are started; messages never
 // show the database's password, neither the DSN's nor the URL's.
 func TestLeaseGivesUpAndHidesThePassword(t *testing.T) {
-	in := process.LeaseInit{Key: "k", DSN: "u:s3cr3t@tcp(127.0.0.1:1)/db?timeout=1s", Prefix: "p_", Max: 2, TTL: 1500 * time.Millisecond}
+	in := dbsemaphore.Session{Key: "k", DSN: "u:s3cr3t@tcp(127.0.0.1:1)/db?timeout=1s", Prefix: "p_", Max: 2, TTL: 1500 * time.Millisecond}
 	li := &process.LeaseImpl{Command: `exit 4`}
 	for _, name := range []string{"c1", "c2"} {
 		_, err := li.Connect(context.Background(), name, in)
@@ -577,7 +580,7 @@ func TestMySQLURL(t *testing.T) {
 // Preflight passes both implementations, and says why one cannot start.
 func TestLeasePreflight(t *testing.T) {
 	dsn, db := leaseDB(t)
-	in := process.LeaseInit{DSN: dsn, Prefix: leasePrefix(t, db), Max: 1, TTL: time.Second, Fencing: true}
+	in := dbsemaphore.Session{DSN: dsn, Prefix: leasePrefix(t, db), Max: 1, TTL: time.Second, Fencing: true}
 	for _, impl := range leaseImpls(t) {
 		t.Run(impl.name, func(t *testing.T) {
 			if err := (&process.LeaseImpl{Command: impl.cmd}).Preflight(context.Background(), in); err != nil {
