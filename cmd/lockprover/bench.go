@@ -27,11 +27,44 @@ const benchHeartbeat = 10 * time.Second
 // LOCKPROVER_AMQP_URL says otherwise.
 const defaultAMQPURL = rabbitmq.DefaultURL
 
+// runBench is `lockprover bench`: it measures the reference against a real
+// broker beside the floor and prints the table, deleting every queue it
+// made however the run ends.
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `Usage: lockprover bench [flags]
+	cfg, code, ok := parseBenchFlags(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	ctx, stop := interrupts(stderr, nil)
+	defer stop()
+	if code := preflight(ctx, "bench", cfg.url, stderr); code >= 0 {
+		return code
+	}
+	b := &bench{
+		ctx: ctx, url: cfg.url, n: cfg.n, warmup: cfg.warmup, slots: cfg.slots, seed: cfg.seed,
+		rnd: mrand.New(mrand.NewPCG(cfg.seed, 0)), prefix: benchPrefix(), stderr: stderr,
+	}
+	b.sem = b.prefix + "sem"
+	b.fresh = b.prefix + "floor-B"
+	if err := b.connect(); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitUsage
+	}
+	err := b.run()
+	interrupted := ctx.Err() != nil
+	stop() // a second ^C during the cleanup ends the process
+	return b.finish(err, interrupted, stdout)
+}
+
+// benchConfig is what bench's flags ask for, checked.
+type benchConfig struct {
+	url              string
+	n, warmup, slots int
+	seed             uint64 // never 0: one is picked when --seed is 0
+}
+
+// benchDoc is bench's usage, before its flags.
+const benchDoc = `Usage: lockprover bench [flags]
 
 Measures the reference implementation against a real RabbitMQ broker, through
 a counting AMQP proxy: latency (p50, p99, mean) and AMQP methods sent per
@@ -42,7 +75,16 @@ also on error or interrupt.
 Exit status: 0 measured, 2 usage error, unreachable broker or a failure while
 measuring.
 
-Flags:`)
+Flags:`
+
+// parseBenchFlags reads and checks bench's flags before anything touches
+// the broker: ok false with the exit status when the run must not start
+// (help asked for, or a flag or the broker URL is wrong).
+func parseBenchFlags(args []string, stdout, stderr io.Writer) (cfg benchConfig, code int, ok bool) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), benchDoc)
 		fs.PrintDefaults()
 	}
 	amqpURL := fs.String("amqp-url", "", "broker URL (default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL+")")
@@ -52,75 +94,65 @@ Flags:`)
 	seed := fs.Uint64("seed", 0, "seed of the per-iteration order of the operations; 0 picks one")
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
-		return code
+		return cfg, code, false
 	}
 	if !noArgs("bench", pos, stderr) {
-		return exitUsage
+		return cfg, exitUsage, false
 	}
 	var bad checks
 	bad.positive("n", *n)
 	bad.nonNegative("warmup", *warmup)
 	bad.add(*slots < 2, "--slots must be at least 2, not %d", *slots)
 	if !bad.report("bench", stderr) {
-		return exitUsage
+		return cfg, exitUsage, false
 	}
 	u := brokerURL(*amqpURL)
 	if err := plainAMQP(u); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return exitUsage
+		return cfg, exitUsage, false
 	}
 	if *seed == 0 {
 		*seed = mrand.Uint64()
 	}
+	return benchConfig{url: u, n: *n, warmup: *warmup, slots: *slots, seed: *seed}, exitOK, true
+}
 
-	ctx, stop := interrupts(stderr, nil)
-	defer stop()
-	if code := preflight(ctx, "bench", u, stderr); code >= 0 {
-		return code
-	}
-	b := &bench{
-		ctx: ctx, url: u, n: *n, warmup: *warmup, slots: *slots, seed: *seed,
-		rnd: mrand.New(mrand.NewPCG(*seed, 0)), prefix: benchPrefix(), stderr: stderr,
-	}
-	b.sem = b.prefix + "sem"
-	b.fresh = b.prefix + "floor-B"
-
-	// Is the broker there at all?
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	probe, err := rabbitmq.New(u).Dial(dctx, broker.Config{Heartbeat: benchHeartbeat, Name: "lockprover bench probe"})
+// connect checks that the broker takes a connection set up like the
+// library's, then starts the counting proxy in front of it, so that a
+// broker that cannot be used is named before any queue is made.
+func (b *bench) connect() error {
+	dctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	probe, err := rabbitmq.New(b.url).Dial(dctx, broker.Config{Heartbeat: benchHeartbeat, Name: "lockprover bench probe"})
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "bench: cannot connect to the broker at %s: %v\n", redact(u), err)
-		return exitUsage
+		return fmt.Errorf("cannot connect to the broker at %s: %v", redact(b.url), err)
 	}
 	probe.Close()
+	b.proxy, b.proxyURL, err = proxy.ListenURL(b.url)
+	return err
+}
 
-	if b.proxy, b.proxyURL, err = proxy.ListenURL(u); err != nil {
-		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return exitUsage
-	}
-
-	err = b.run()
-	interrupted := ctx.Err() != nil
-	stop() // a second ^C during the cleanup ends the process
+// finish closes the run's connections, deletes its queues, and then either
+// says why the run failed (runErr) or prints the table; it returns the exit
+// status. The cleanup runs whatever happened, so no queue is left behind.
+func (b *bench) finish(runErr error, interrupted bool, stdout io.Writer) int {
 	b.closeAll()
 	left, cerr := b.cleanup()
 	clean := "the queues it created were deleted"
 	switch {
 	case cerr != nil:
 		clean = "cleanup failed"
-		fmt.Fprintf(stderr, "bench: cleanup: %v (delete the queues named %s* by hand)\n", cerr, b.prefix)
+		fmt.Fprintf(b.stderr, "bench: cleanup: %v (delete the queues named %s* by hand)\n", cerr, b.prefix)
 	case len(left) > 0:
 		clean = "cleanup incomplete"
-		fmt.Fprintf(stderr, "bench: cleanup: queues left on the broker: %s\n", strings.Join(left, ", "))
+		fmt.Fprintf(b.stderr, "bench: cleanup: queues left on the broker: %s\n", strings.Join(left, ", "))
 	}
-	if err != nil {
-		if interrupted {
-			fmt.Fprintf(stderr, "bench: interrupted; %s\n", clean)
-			return exitInterrupted
-		} else {
-			fmt.Fprintf(stderr, "bench: %v\n", err)
-		}
+	switch {
+	case runErr != nil && interrupted:
+		fmt.Fprintf(b.stderr, "bench: interrupted; %s\n", clean)
+		return exitInterrupted
+	case runErr != nil:
+		fmt.Fprintf(b.stderr, "bench: %v\n", runErr)
 		return exitUsage
 	}
 	b.report(stdout)

@@ -19,61 +19,16 @@ import (
 // sequences of low-level operations with rapid, runs each on both, and
 // shrinks the first divergence.
 func runConform(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("conform", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `Usage: lockprover conform [flags]
-
-Differential test of the simulator against a real RabbitMQ broker.
-Part 1 runs every case of the semantics table (broker-semantics.md) that a
-shared broker allows on RabbitMQ and on the simulator, step by step. Part 2
-runs drawn sequences of declares, publishes, deletes, consumes, gets,
-purges, channel and connection closes, kills and forced closes on both, and
-shrinks the first divergence to a minimal sequence.
-It needs rabbitmqctl for the broker's node (run as root or the rabbitmq
-user) and cleans up every queue it creates.
-Exit status: 0 the simulator agrees, 1 a divergence, 2 usage or no broker,
-3 inconclusive (rabbitmqctl or the cleanup failed).
-
-Flags:`)
-		fs.PrintDefaults()
-	}
-	rawURL := fs.String("amqp-url", "", "the broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
-	sequences := fs.Int("sequences", 500, "differential sequences to draw in part 2; 0 skips part 2")
-	seed := fs.Uint64("seed", 0, "seed of the drawn sequences; by default one is picked (and printed)")
-	allowRestart := fs.Bool("allow-restart", false, "let table cases restart the broker (rabbitmqctl stop_app/start_app cuts every client of the broker off)")
-	ctlCmd := fs.String("rabbitmqctl", "rabbitmqctl", "the command that runs rabbitmqctl for the broker's node (split on spaces)")
-	retries := fs.Int("retries", 2, "run a diverging table case again up to this many times (real timing varies on a loaded machine)")
-	shrink := fs.Duration("shrink-time", time.Minute, "time to spend minimising a divergence")
-	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	cfg, code, ok := parseConformFlags(args, stdout, stderr)
 	if !ok {
 		return code
 	}
-	if !noArgs("conform", pos, stderr) {
-		return exitUsage
-	}
-	var bad checks
-	bad.nonNegative("sequences", *sequences)
-	bad.nonNegative("retries", *retries)
-	bad.duration("shrink-time", *shrink, true)
-	bad.add(strings.TrimSpace(*ctlCmd) == "", "--rabbitmqctl must not be empty")
-	if !bad.report("conform", stderr) {
-		return exitUsage
-	}
-	seedSet := false
-	fs.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
-	if !seedSet {
-		*seed = rand.Uint64()
-	}
-	u := brokerURL(*rawURL)
-	shown := redact(u)
-
 	ctx, stop := interrupts(stderr, nil)
 	defer stop()
-	if code := preflight(ctx, "conform", u, stderr); code >= 0 {
+	if code := preflight(ctx, "conform", cfg.url, stderr); code >= 0 {
 		return code
 	}
-	tg, err := conform.Open(ctx, conform.Options{URL: u, Ctl: strings.Fields(*ctlCmd), AllowRestart: *allowRestart})
+	tg, err := conform.Open(ctx, conform.Options{URL: cfg.url, Ctl: strings.Fields(cfg.ctl), AllowRestart: cfg.allowRestart})
 	if err != nil {
 		if errors.Is(err, conform.ErrNoBroker) {
 			fmt.Fprintf(stderr, "conform: %v\nStart RabbitMQ there, or name another broker with --amqp-url or LOCKPROVER_AMQP_URL.\n", err)
@@ -90,14 +45,84 @@ Flags:`)
 	if !tg.FastCtl() {
 		fmt.Fprintln(stdout, "note: the rabbitmqctl eval session did not start; every query is a plain rabbitmqctl command (about a second), so timed cases may diverge")
 	}
+	return conformBoth(ctx, tg, cfg, stdout, stderr)
+}
 
-	code = conformTable(ctx, tg, shown, *retries, stdout)
+// conformConfig is what conform's flags ask for, checked.
+type conformConfig struct {
+	url                string // the broker's, from the flag or the environment
+	sequences, retries int
+	seed               uint64 // picked at random unless --seed was given
+	allowRestart       bool
+	ctl                string // the rabbitmqctl command, split on spaces when used
+	shrink             time.Duration
+}
+
+// conformDoc is conform's usage, before its flags.
+const conformDoc = `Usage: lockprover conform [flags]
+
+Differential test of the simulator against a real RabbitMQ broker.
+Part 1 runs every case of the semantics table (broker-semantics.md) that a
+shared broker allows on RabbitMQ and on the simulator, step by step. Part 2
+runs drawn sequences of declares, publishes, deletes, consumes, gets,
+purges, channel and connection closes, kills and forced closes on both, and
+shrinks the first divergence to a minimal sequence.
+It needs rabbitmqctl for the broker's node (run as root or the rabbitmq
+user) and cleans up every queue it creates.
+Exit status: 0 the simulator agrees, 1 a divergence, 2 usage or no broker,
+3 inconclusive (rabbitmqctl or the cleanup failed).
+
+Flags:`
+
+// parseConformFlags reads and checks conform's flags before the broker is
+// touched: ok false with the exit status when the run must not start.
+func parseConformFlags(args []string, stdout, stderr io.Writer) (cfg conformConfig, code int, ok bool) {
+	fs := flag.NewFlagSet("conform", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), conformDoc)
+		fs.PrintDefaults()
+	}
+	rawURL := fs.String("amqp-url", "", "the broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
+	fs.IntVar(&cfg.sequences, "sequences", 500, "differential sequences to draw in part 2; 0 skips part 2")
+	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the drawn sequences; by default one is picked (and printed)")
+	fs.BoolVar(&cfg.allowRestart, "allow-restart", false, "let table cases restart the broker (rabbitmqctl stop_app/start_app cuts every client of the broker off)")
+	fs.StringVar(&cfg.ctl, "rabbitmqctl", "rabbitmqctl", "the command that runs rabbitmqctl for the broker's node (split on spaces)")
+	fs.IntVar(&cfg.retries, "retries", 2, "run a diverging table case again up to this many times (real timing varies on a loaded machine)")
+	fs.DurationVar(&cfg.shrink, "shrink-time", time.Minute, "time to spend minimising a divergence")
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return cfg, code, false
+	}
+	if !noArgs("conform", pos, stderr) {
+		return cfg, exitUsage, false
+	}
+	var bad checks
+	bad.nonNegative("sequences", cfg.sequences)
+	bad.nonNegative("retries", cfg.retries)
+	bad.duration("shrink-time", cfg.shrink, true)
+	bad.add(strings.TrimSpace(cfg.ctl) == "", "--rabbitmqctl must not be empty")
+	if !bad.report("conform", stderr) {
+		return cfg, exitUsage, false
+	}
+	if !given(fs, "seed") {
+		cfg.seed = rand.Uint64()
+	}
+	cfg.url = brokerURL(*rawURL)
+	return cfg, exitOK, true
+}
+
+// conformBoth runs part 1 and then, unless --sequences 0, part 2 on top of
+// part 1's status, and returns the run's exit status (130 as soon as
+// either part is interrupted).
+func conformBoth(ctx context.Context, tg *conform.Target, cfg conformConfig, stdout, stderr io.Writer) int {
+	code := conformTable(ctx, tg, redact(cfg.url), cfg.retries, stdout)
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "conform: interrupted")
 		return exitInterrupted
 	}
-	if *sequences > 0 {
-		code = conformSequences(ctx, tg, *sequences, *seed, *shrink, code, stdout, stderr)
+	if cfg.sequences > 0 {
+		code = conformSequences(ctx, tg, cfg.sequences, cfg.seed, cfg.shrink, code, stdout, stderr)
 		if code == exitInterrupted {
 			return code
 		}

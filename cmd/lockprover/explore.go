@@ -48,57 +48,26 @@ var faultSets = []struct {
 	{"all faults", nil},
 }
 
+// runExplore is `lockprover explore`: it proves the reference with each
+// open choice changed under each family of faults and prints the table of
+// what broke, so that the spec's choices can be compared side by side.
 func runExplore(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("explore", "explore [--plans N] [--seed S] [--shrink-time D] [--out DIR]", `Proves the reference with each of its open choices changed (rows) under each
-family of faults (columns), on the simulator, and prints a Markdown table of
-what broke, with the path of a minimal counterexample for each violation.
-Exit status: 0 the table was made, 2 usage, 3 a cell was inconclusive,
-130 interrupted.`, stderr)
-	plans := fs.Int("plans", 300, "plans per cell")
-	seed := fs.Uint64("seed", 1, "seed of the plans drawn")
-	out := fs.String("out", "lockprover-explore", "directory for the counterexamples")
-	shrink := fs.Duration("shrink-time", 5*time.Second, "time to spend minimising each counterexample (0: none)")
-	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	cfg, code, ok := parseExploreFlags(args, stdout, stderr)
 	if !ok {
 		return code
-	}
-	if !noArgs("explore", pos, stderr) {
-		return exitUsage
-	}
-	var bad checks
-	bad.positive("plans", *plans)
-	bad.duration("shrink-time", *shrink, true)
-	if !bad.report("explore", stderr) {
-		return exitUsage
-	}
-	if *shrink == 0 {
-		*shrink = time.Nanosecond
-	}
-	if err := checkOut(*out); err != nil {
-		fmt.Fprintf(stderr, "explore: --out: %v\n", err)
-		return exitUsage
-	}
-	root, err := freshDir(*out)
-	if err != nil {
-		fmt.Fprintf(stderr, "explore: --out: %v\n", err)
-		return exitUsage
 	}
 	ctx, stop := interrupts(stderr, nil)
 	defer stop()
 	status := exitOK
 	var b strings.Builder
-	b.WriteString("| variant |")
-	for _, f := range faultSets {
-		b.WriteString(" " + f.name + " |")
-	}
-	b.WriteString("\n|---|" + strings.Repeat("---|", len(faultSets)) + "\n")
+	writeExploreHeader(&b)
 	for _, v := range variants {
 		b.WriteString("| " + v.name + " |")
 		for _, f := range faultSets {
 			a := amqp.Config{Faults: f.faults}
 			v.set(&a.Options)
 			c := prover.Config{Family: a}
-			o, err := prover.Search{Config: c, Seed: *seed, Plans: *plans, Shrink: *shrink, Context: ctx}.Run()
+			o, err := prover.Search{Config: c, Seed: cfg.seed, Plans: cfg.plans, Shrink: cfg.shrink, Context: ctx}.Run()
 			if err != nil {
 				fmt.Fprintf(stderr, "explore: %s, %s: %v\n", v.name, f.name, err)
 				return exitUsage
@@ -108,17 +77,9 @@ Exit status: 0 the table was made, 2 usage, 3 a cell was inconclusive,
 				fmt.Fprintf(stderr, "explore: interrupted at %s / %s\n", v.name, f.name)
 				return exitInterrupted
 			}
-			cell := fmt.Sprintf("holds (%d plans)", o.Plans)
-			switch {
-			case o.Found != nil:
-				dir := filepath.Join(root, slug(v.name)+"--"+slug(f.name))
-				cell = fmt.Sprintf("**%s** after %d plans: `%s`", strings.Join(violated(o.Found), ", "), o.Plans, dir)
-				if err := o.Found.Write(dir); err != nil {
-					fmt.Fprintf(stderr, "explore: writing the counterexample: %v\n", err)
-					cell = fmt.Sprintf("**%s** after %d plans (not written: %v)", strings.Join(violated(o.Found), ", "), o.Plans, err)
-				}
-			case o.Inconclusive > 0:
-				cell = fmt.Sprintf("inconclusive on %d of %d plans (checks ran out of time)", o.Inconclusive, o.Plans)
+			dir := filepath.Join(cfg.root, slug(v.name)+"--"+slug(f.name))
+			cell, inconclusive := exploreCell(o, dir, stderr)
+			if inconclusive {
 				status = exitInconclusive
 			}
 			b.WriteString(" " + cell + " |")
@@ -128,6 +89,83 @@ Exit status: 0 the table was made, 2 usage, 3 a cell was inconclusive,
 	}
 	fmt.Fprint(stdout, b.String())
 	return status
+}
+
+// exploreConfig is what explore's flags ask for, checked.
+type exploreConfig struct {
+	plans  int
+	seed   uint64
+	shrink time.Duration // never 0: no shrinking is a nanosecond of it
+	root   string        // a fresh directory under --out for the counterexamples
+}
+
+// parseExploreFlags reads and checks explore's flags, and picks the
+// directory the counterexamples go to before anything runs: ok false with
+// the exit status when the run must not start.
+func parseExploreFlags(args []string, stdout, stderr io.Writer) (cfg exploreConfig, code int, ok bool) {
+	fs := newFlags("explore", "explore [--plans N] [--seed S] [--shrink-time D] [--out DIR]", `Proves the reference with each of its open choices changed (rows) under each
+family of faults (columns), on the simulator, and prints a Markdown table of
+what broke, with the path of a minimal counterexample for each violation.
+Exit status: 0 the table was made, 2 usage, 3 a cell was inconclusive,
+130 interrupted.`, stderr)
+	fs.IntVar(&cfg.plans, "plans", 300, "plans per cell")
+	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the plans drawn")
+	out := fs.String("out", "lockprover-explore", "directory for the counterexamples")
+	fs.DurationVar(&cfg.shrink, "shrink-time", 5*time.Second, "time to spend minimising each counterexample (0: none)")
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return cfg, code, false
+	}
+	if !noArgs("explore", pos, stderr) {
+		return cfg, exitUsage, false
+	}
+	var bad checks
+	bad.positive("plans", cfg.plans)
+	bad.duration("shrink-time", cfg.shrink, true)
+	if !bad.report("explore", stderr) {
+		return cfg, exitUsage, false
+	}
+	if cfg.shrink == 0 {
+		cfg.shrink = time.Nanosecond
+	}
+	if err := checkOut(*out); err != nil {
+		fmt.Fprintf(stderr, "explore: --out: %v\n", err)
+		return cfg, exitUsage, false
+	}
+	root, err := freshDir(*out)
+	if err != nil {
+		fmt.Fprintf(stderr, "explore: --out: %v\n", err)
+		return cfg, exitUsage, false
+	}
+	cfg.root = root
+	return cfg, exitOK, true
+}
+
+// writeExploreHeader writes the table's header: a column per fault set.
+func writeExploreHeader(b *strings.Builder) {
+	b.WriteString("| variant |")
+	for _, f := range faultSets {
+		b.WriteString(" " + f.name + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(faultSets)) + "\n")
+}
+
+// exploreCell says in a table cell how one cell's search ended: it held,
+// it broke (the counterexample written to dir, or why it could not be), or
+// checks ran out of time, which makes the whole table inconclusive.
+func exploreCell(o *prover.Outcome, dir string, stderr io.Writer) (cell string, inconclusive bool) {
+	switch {
+	case o.Found != nil:
+		cell = fmt.Sprintf("**%s** after %d plans: `%s`", strings.Join(violated(o.Found), ", "), o.Plans, dir)
+		if err := o.Found.Write(dir); err != nil {
+			fmt.Fprintf(stderr, "explore: writing the counterexample: %v\n", err)
+			cell = fmt.Sprintf("**%s** after %d plans (not written: %v)", strings.Join(violated(o.Found), ", "), o.Plans, err)
+		}
+		return cell, false
+	case o.Inconclusive > 0:
+		return fmt.Sprintf("inconclusive on %d of %d plans (checks ran out of time)", o.Inconclusive, o.Plans), true
+	}
+	return fmt.Sprintf("holds (%d plans)", o.Plans), false
 }
 
 // violated lists the properties a counterexample breaks, the one it was

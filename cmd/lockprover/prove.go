@@ -69,6 +69,34 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, amqp.Config, error) {
 	c := prover.Config{Strict: f.modelName == "strict", Timeout: f.timeout}
 	a := amqp.Config{Kind: f.kind, Clients: f.clients, Ops: f.ops, MaxFaults: f.maxFault}
+	if bad := f.check(fs); len(bad) > 0 {
+		return c, a, errors.New(strings.Join(bad, "\n"+fs.Name()+": "))
+	}
+	if f.kind == dbsemaphore.Kind {
+		return f.dbConfig(fs, c, a)
+	}
+	if err := f.amqpOptions(&a); err != nil {
+		return c, a, err
+	}
+	if err := f.amqpTarget(fs, &a); err != nil {
+		return c, a, err
+	}
+	if err := f.amqpFaults(&a); err != nil {
+		return c, a, err
+	}
+	if given(fs, "properties") {
+		props, err := parseProperties(f.props)
+		if err != nil {
+			return c, a, err
+		}
+		c.Properties = props
+	}
+	return c, a, nil
+}
+
+// check lists what is wrong with the flags' values each on its own, for
+// every family, so that all of it is reported at once.
+func (f *proveFlags) check(fs *flag.FlagSet) checks {
 	var bad checks
 	bad.oneOf("kind", f.kind, histories.Semaphore, histories.Mutex, dbsemaphore.Kind)
 	bad.oneOf("model", f.modelName, "standard", "strict")
@@ -84,12 +112,13 @@ func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, amqp.Config, error
 	bad.add(f.heartbeat > 0 && f.heartbeat < time.Millisecond, "--heartbeat must be at least 1ms (or 0s for none), not %v", f.heartbeat)
 	bad.oneOf("target", f.target, "sim", "rabbitmq")
 	bad.add(given(fs, "impl") && strings.TrimSpace(f.impl) == "", "--impl needs a command")
-	if len(bad) > 0 {
-		return c, a, errors.New(strings.Join(bad, "\n"+fs.Name()+": "))
-	}
-	if f.kind == dbsemaphore.Kind {
-		return f.dbConfig(fs, c, a)
-	}
+	return bad
+}
+
+// amqpOptions sets the reference's options in a: the heartbeat (the
+// target's default unless --heartbeat says otherwise), --options, and
+// --impl, which replaces the reference and moves the run to a real broker.
+func (f *proveFlags) amqpOptions(a *amqp.Config) error {
 	switch {
 	case f.heartbeatSet && f.heartbeat == 0:
 		a.Options.HeartbeatMs = -1
@@ -100,17 +129,17 @@ func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, amqp.Config, error
 	}
 	if f.options != "" {
 		if f.impl != "" {
-			return c, a, errors.New("--options sets the reference's options; for the reference served over the protocol use --impl 'lockprover serve-reference --options ...'")
+			return errors.New("--options sets the reference's options; for the reference served over the protocol use --impl 'lockprover serve-reference --options ...'")
 		}
 		o, err := amqp.ParseOptions(a.Options, f.options)
 		if err != nil {
-			return c, a, fmt.Errorf("--options: %w", err)
+			return fmt.Errorf("--options: %w", err)
 		}
 		a.Options = o
 	}
 	if f.impl != "" {
 		if f.targetSet && f.target != "rabbitmq" {
-			return c, a, errors.New("--impl runs processes against a real broker: use --target rabbitmq")
+			return errors.New("--impl runs processes against a real broker: use --target rabbitmq")
 		}
 		f.target = "rabbitmq"
 		f.process = &process.Impl{Command: f.impl}
@@ -119,11 +148,18 @@ func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, amqp.Config, error
 			a.Options.HeartbeatMs = 1000
 		}
 	}
+	return nil
+}
+
+// amqpTarget sets where plans run: the simulator refuses the flags of a
+// real broker, and a real broker by default draws no broker restart unless
+// --allow-restart lets it.
+func (f *proveFlags) amqpTarget(fs *flag.FlagSet, a *amqp.Config) error {
 	switch f.target {
 	case "sim":
 		for _, name := range []string{"amqp-url", "allow-restart"} {
 			if given(fs, name) {
-				return c, a, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+				return fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 			}
 		}
 	case "rabbitmq":
@@ -132,6 +168,13 @@ func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, amqp.Config, error
 			a.Faults = withoutRestart(amqp.FaultNames())
 		}
 	}
+	return nil
+}
+
+// amqpFaults reads --faults for amqp-locks: all (as the target allows),
+// none, or a list of known faults, a broker restart on a real broker only
+// with --allow-restart.
+func (f *proveFlags) amqpFaults(a *amqp.Config) error {
 	switch f.faults {
 	case "all":
 	case "none":
@@ -139,22 +182,15 @@ func (f *proveFlags) config(fs *flag.FlagSet) (prover.Config, amqp.Config, error
 	default:
 		for _, name := range strings.Split(f.faults, ",") {
 			if !known(name, amqp.FaultNames()) {
-				return c, a, fmt.Errorf("--faults: unknown fault %q (want some of %s; all; or none)", name, strings.Join(amqp.FaultNames(), ", "))
+				return fmt.Errorf("--faults: unknown fault %q (want some of %s; all; or none)", name, strings.Join(amqp.FaultNames(), ", "))
 			}
 			if name == histories.RestartBroker && f.target == "rabbitmq" && !f.restart {
-				return c, a, errors.New("--faults: restart-broker on a real broker needs --allow-restart")
+				return errors.New("--faults: restart-broker on a real broker needs --allow-restart")
 			}
 			a.Faults = append(a.Faults, name)
 		}
 	}
-	if given(fs, "properties") {
-		props, err := parseProperties(f.props)
-		if err != nil {
-			return c, a, err
-		}
-		c.Properties = props
-	}
-	return c, a, nil
+	return nil
 }
 
 // search turns prove's flags into the search to run, reporting on stderr
@@ -364,7 +400,61 @@ const proveSynopsis = `prove [--runs N | --time D] [--seed S] [--clients N] [--o
                   [--impl COMMAND] [--out DIR] [--shard i/n|auto]
                   [--json FILE] [--junit FILE] [--quiet]`
 
+// runProve is `lockprover prove`: it draws plans, proves the target on
+// them, and writes a counterexample (and the summaries CI asks for) when a
+// property breaks.
 func runProve(args []string, stdout, stderr io.Writer) int {
+	p, code, ok := parseProveFlags(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	term := stdout // progress on a terminal is rewritten in place
+	stdout = p.outf.tee(stdout)
+	p.sum = &results.Summary{Target: p.f.target, Config: configOf(p.fs), RequestedPlans: p.f.runs, Timings: results.Timings{Started: time.Now()}}
+	if p.f.dur > 0 {
+		p.sum.RequestedPlans = 0
+	}
+	if p.s.Shards > 1 || p.shard != "" {
+		p.sum.Shard = &results.Shard{Index: p.s.Shard + 1, Count: p.s.Shards}
+	}
+	if p.s.Seed == 0 {
+		p.s.Seed = rand.Uint64()
+	}
+	if p.f.process != nil {
+		defer p.f.process.Stop()
+	}
+	what, where := p.f.describe(p.a)
+	p.sum.Implementation, p.sum.Seed = what, strconv.FormatUint(p.s.Seed, 10)
+	if !p.outf.quiet {
+		fmt.Fprintf(stdout, "proving %s on %s, seed %d\n", what, where, p.s.Seed)
+	}
+	var onInterrupt func()
+	if p.f.process != nil {
+		onInterrupt = p.f.process.Stop
+	}
+	ctx, stop := interrupts(stderr, onInterrupt)
+	defer stop()
+	if code, err := p.f.preflight(ctx, p.a.Kind, stderr); code >= 0 {
+		return p.finish(code, err, stderr)
+	}
+	return p.prove(ctx, term, stdout, stderr)
+}
+
+// A proveRun is one run of prove: its flags, the search they make, and the
+// summary the run fills in.
+type proveRun struct {
+	fs         *flag.FlagSet
+	f          proveFlags
+	out, shard string // --out and --shard
+	outf       outputFlags
+	s          prover.Search
+	a          amqp.Config
+	sum        *results.Summary
+}
+
+// parseProveFlags reads prove's flags and turns them into the search to
+// run: ok false with the exit status when the run must not start.
+func parseProveFlags(args []string, stdout, stderr io.Writer) (p *proveRun, code int, ok bool) {
 	fs := newFlags("prove", proveSynopsis, `Draws plans (admins, clients, faults, schedules) and proves the target on them;
 by default the reference implementation on the simulator. On a violation it
 shrinks the plan, writes the counterexample under --out and exits 1. A real
@@ -372,68 +462,46 @@ broker is tried once before the first plan: one that cannot be used (refused,
 wrong password or vhost, not AMQP) is named at once, exit 2.
 Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 3 inconclusive (a check ran out of time), 130 interrupted.`, stderr)
-	var f proveFlags
-	f.register(fs)
+	p = &proveRun{fs: fs}
+	p.f.register(fs)
 	mutant := fs.String("mutant", "", "prove this mutant of the reference instead (see lockprover mutants)")
-	out := fs.String("out", "lockprover-out", "directory for a counterexample")
-	shard := fs.String("shard", "", "i/n: run the i-th of n shares of the seed's plans (i from 1; --runs counts them all); auto: the shard from the environment (LOCKPROVER_SHARD_INDEX and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX with JOB_COMPLETIONS, GitLab's CI_NODE_INDEX and CI_NODE_TOTAL)")
-	var outf outputFlags
-	outf.register(fs, true)
+	fs.StringVar(&p.out, "out", "lockprover-out", "directory for a counterexample")
+	fs.StringVar(&p.shard, "shard", "", "i/n: run the i-th of n shares of the seed's plans (i from 1; --runs counts them all); auto: the shard from the environment (LOCKPROVER_SHARD_INDEX and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX with JOB_COMPLETIONS, GitLab's CI_NODE_INDEX and CI_NODE_TOTAL)")
+	p.outf.register(fs, true)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
-		return code
+		return nil, code, false
 	}
 	if !noArgs("prove", pos, stderr) {
-		return exitUsage
+		return nil, exitUsage, false
 	}
-	f.noticeHeartbeat(fs)
-	s, a, ok := f.search(fs, *mutant, *shard, *out, &outf, stderr)
-	if !ok {
-		return exitUsage
+	p.f.noticeHeartbeat(fs)
+	if p.s, p.a, ok = p.f.search(fs, *mutant, p.shard, p.out, &p.outf, stderr); !ok {
+		return nil, exitUsage, false
 	}
-	c := s.Config
-	term := stdout // progress on a terminal is rewritten in place
-	stdout = outf.tee(stdout)
-	sum := &results.Summary{Target: f.target, Config: configOf(fs), RequestedPlans: f.runs, Timings: results.Timings{Started: time.Now()}}
-	if f.dur > 0 {
-		sum.RequestedPlans = 0
+	return p, exitOK, true
+}
+
+// finish records err, if any, as the run's failure, writes the summaries
+// asked for and returns the exit status (2 if they could not be written).
+func (p *proveRun) finish(code int, err error, stderr io.Writer) int {
+	if err != nil {
+		p.sum.Verdict, p.sum.Error = results.Failed, err.Error()
 	}
-	if s.Shards > 1 || *shard != "" {
-		sum.Shard = &results.Shard{Index: s.Shard + 1, Count: s.Shards}
-	}
-	finish := func(code int, err error) int {
-		if err != nil {
-			sum.Verdict, sum.Error = results.Failed, err.Error()
-		}
-		return outf.write("prove", sum, code, stderr)
-	}
-	if s.Seed == 0 {
-		s.Seed = rand.Uint64()
-	}
-	if f.process != nil {
-		defer f.process.Stop()
-	}
-	what, where := f.describe(a)
-	sum.Implementation, sum.Seed = what, strconv.FormatUint(s.Seed, 10)
-	if !outf.quiet {
-		fmt.Fprintf(stdout, "proving %s on %s, seed %d\n", what, where, s.Seed)
-	}
-	var onInterrupt func()
-	if f.process != nil {
-		onInterrupt = f.process.Stop
-	}
-	ctx, stop := interrupts(stderr, onInterrupt)
-	defer stop()
-	if code, err := f.preflight(ctx, a.Kind, stderr); code >= 0 {
-		return finish(code, err)
-	}
-	if f.dur > 0 {
-		s.Until = time.Now().Add(f.dur) // drawing starts now
+	return p.outf.write("prove", p.sum, code, stderr)
+}
+
+// prove runs the search (for --time from now on, else for --runs plans),
+// showing progress on term unless --quiet, and reports how it ended.
+func (p *proveRun) prove(ctx context.Context, term, stdout, stderr io.Writer) int {
+	s := p.s
+	if p.f.dur > 0 {
+		s.Until = time.Now().Add(p.f.dur) // drawing starts now
 	} else {
-		s.Plans = f.runs
+		s.Plans = p.f.runs
 	}
 	status := newStatus(term)
-	if !outf.quiet {
+	if !p.outf.quiet {
 		s.Progress = status.update
 	}
 	s.Context = ctx
@@ -441,16 +509,16 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	status.done()
 	if err != nil {
 		fmt.Fprintf(stderr, "prove: %v\n", err)
-		return finish(exitUsage, err)
+		return p.finish(exitUsage, err, stderr)
 	}
 	rate := 0.0
 	if o.Elapsed > 0 {
 		rate = float64(o.Plans) / o.Elapsed.Seconds()
 	}
 	fmt.Fprintf(stdout, "%d plans, %d verdicts, %.1fs (%.1f plans/s)\n", o.Plans, o.Judged, o.Elapsed.Seconds(), rate)
-	summarize(sum, o, c.Properties, rate)
-	replay := f.replayFlags(fs)
-	return finish(f.conclude(o, *out, replay, sum, stdout, stderr), nil)
+	summarize(p.sum, o, s.Config.Properties, rate)
+	replay := p.f.replayFlags(p.fs)
+	return p.finish(p.f.conclude(o, p.out, replay, p.sum, stdout, stderr), nil, stderr)
 }
 
 // conclude reports how a search ended (a counterexample, an interrupt,

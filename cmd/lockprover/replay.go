@@ -200,103 +200,139 @@ const replaySynopsis = `replay [--target sim|rabbitmq] [--amqp-url URL] [--allow
                    [--timeout D] [--history FILE] [--trace] [--json FILE] [--junit FILE]
                    [--quiet] PLAN`
 
+// runReplay is `lockprover replay`: it runs a saved plan again, on the
+// simulator or a real broker, and judges the history as the plan was judged
+// when it was found.
 func runReplay(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("replay", replaySynopsis, `Runs a saved plan again and checks its history. On the simulator the history
-is the same, byte for byte. The plan is judged as it was when it was found:
-its model and properties, unless --model or --properties say otherwise.
-Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
-3 inconclusive (a check ran out of time), 130 interrupted.`, stderr)
-	history := fs.String("history", "", "also write the history to this file (it must not exist)")
-	trace := fs.Bool("trace", false, "print the simulator's event trace (--target sim only)")
-	mutant := fs.String("mutant", "", "run this mutant instead of the plan's implementation (\"reference\" for the reference)")
-	modelName := fs.String("model", "standard", "acquire-exact model: standard or strict; default the plan's")
-	props := fs.String("properties", "", "comma-separated properties whose violation counts; default the plan's, else all")
-	timeout := fs.Duration("timeout", time.Minute, "time budget of each linearizability check")
-	target := fs.String("target", "sim", "where the plan runs: sim or rabbitmq")
-	amqpURL := fs.String("amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
-	allowRestart := fs.Bool("allow-restart", false, "let the plan restart a real broker")
-	impl := fs.String("impl", "", "run an implementation that speaks the process protocol instead (implies --target rabbitmq)")
-	var outf outputFlags
-	outf.register(fs, true)
-	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	ra, code, ok := parseReplayFlags(args, stdout, stderr)
 	if !ok {
 		return code
 	}
-	real := *target == "rabbitmq" || *impl != ""
-	var bad checks
-	bad.oneOf("target", *target, "sim", "rabbitmq")
-	bad.oneOf("model", *modelName, "standard", "strict")
-	bad.duration("timeout", *timeout, false)
-	bad.add(given(fs, "impl") && strings.TrimSpace(*impl) == "", "--impl needs a command")
-	bad.add(*impl != "" && given(fs, "target") && *target != "rabbitmq", "--impl runs processes against a real broker: use --target rabbitmq")
-	bad.add(*trace && real, "--trace is the simulator's event trace: not with --target rabbitmq or --impl")
-	bad.add(!real && given(fs, "amqp-url"), "--amqp-url is for a real broker: add --target rabbitmq")
-	bad.add(!real && *allowRestart, "--allow-restart is for a real broker: add --target rabbitmq")
-	bad.add(len(pos) != 1, "want exactly one plan file, got %d arguments", len(pos))
-	outf.check(&bad)
-	if !bad.report("replay", stderr) {
-		return exitUsage
-	}
-	stdout = outf.tee(stdout)
-	sum := &results.Summary{Target: *target, Timings: results.Timings{Started: time.Now()}}
-	if real {
+	stdout = ra.outf.tee(stdout)
+	sum := &results.Summary{Target: ra.target, Timings: results.Timings{Started: time.Now()}}
+	if ra.real {
 		sum.Target = "rabbitmq"
 	}
-	path := pos[0]
-	var rp *replayRun
-	var err error
-	if planKind(path) == dbsemaphore.Kind {
-		rp, err = replayDatabase(path, *mutant, real, *trace, stdout)
-	} else {
-		rp, err = replayAMQP(path, *mutant, *trace, *impl, stdout)
-	}
+	rp, err := ra.open(stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitUsage
 	}
 	defer rp.stop()
-	strict, counted, err := replayJudging(fs, rp, *modelName, *props, *history)
+	strict, counted, err := replayJudging(ra.fs, rp, ra.modelName, ra.props, ra.history)
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitUsage
 	}
 	ctx, stop := interrupts(stderr, rp.stop)
 	defer stop()
-	if real {
-		if code := preflight(ctx, "replay", brokerURL(*amqpURL), stderr); code >= 0 {
+	if ra.real {
+		if code := preflight(ctx, "replay", brokerURL(ra.amqpURL), stderr); code >= 0 {
 			return code
 		}
-		rp.onBroker(brokerURL(*amqpURL), *allowRestart)
+		rp.onBroker(brokerURL(ra.amqpURL), ra.allowRestart)
 	}
 	sum.Implementation = rp.implementation
 	res, err := rp.run(ctx)
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "replay: interrupted")
-		return outf.write("replay", sum, exitInterrupted, stderr)
+		return ra.outf.write("replay", sum, exitInterrupted, stderr)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		sum.Verdict, sum.Error = results.Failed, err.Error()
-		return outf.write("replay", sum, exitUsage, stderr)
+		return ra.outf.write("replay", sum, exitUsage, stderr)
 	}
-	if err := writeHistory(*history, res.History); err != nil {
+	if err := writeHistory(ra.history, res.History); err != nil {
 		fmt.Fprintf(stderr, "replay: --history: %v\n", err)
 		return exitUsage
 	}
-	r := prover.Judge(res, model.Options{Strict: strict, Timeout: *timeout})
+	return ra.judge(res, strict, counted, sum, stdout, stderr)
+}
+
+// replayArgs are replay's flags, checked, and its plan file.
+type replayArgs struct {
+	fs                                        *flag.FlagSet // to tell the flags given from defaults
+	path                                      string        // the plan file
+	history, mutant, modelName, props, target string
+	amqpURL, impl                             string
+	trace, allowRestart                       bool
+	real                                      bool // the plan runs on a real broker (--target rabbitmq or --impl)
+	timeout                                   time.Duration
+	outf                                      outputFlags
+}
+
+// parseReplayFlags reads replay's flags and checks them together, so that
+// every flag that is wrong is named at once: ok false with the exit status
+// when the replay must not start.
+func parseReplayFlags(args []string, stdout, stderr io.Writer) (ra *replayArgs, code int, ok bool) {
+	fs := newFlags("replay", replaySynopsis, `Runs a saved plan again and checks its history. On the simulator the history
+is the same, byte for byte. The plan is judged as it was when it was found:
+its model and properties, unless --model or --properties say otherwise.
+Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
+3 inconclusive (a check ran out of time), 130 interrupted.`, stderr)
+	ra = &replayArgs{fs: fs}
+	fs.StringVar(&ra.history, "history", "", "also write the history to this file (it must not exist)")
+	fs.BoolVar(&ra.trace, "trace", false, "print the simulator's event trace (--target sim only)")
+	fs.StringVar(&ra.mutant, "mutant", "", "run this mutant instead of the plan's implementation (\"reference\" for the reference)")
+	fs.StringVar(&ra.modelName, "model", "standard", "acquire-exact model: standard or strict; default the plan's")
+	fs.StringVar(&ra.props, "properties", "", "comma-separated properties whose violation counts; default the plan's, else all")
+	fs.DurationVar(&ra.timeout, "timeout", time.Minute, "time budget of each linearizability check")
+	fs.StringVar(&ra.target, "target", "sim", "where the plan runs: sim or rabbitmq")
+	fs.StringVar(&ra.amqpURL, "amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
+	fs.BoolVar(&ra.allowRestart, "allow-restart", false, "let the plan restart a real broker")
+	fs.StringVar(&ra.impl, "impl", "", "run an implementation that speaks the process protocol instead (implies --target rabbitmq)")
+	ra.outf.register(fs, true)
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return nil, code, false
+	}
+	ra.real = ra.target == "rabbitmq" || ra.impl != ""
+	var bad checks
+	bad.oneOf("target", ra.target, "sim", "rabbitmq")
+	bad.oneOf("model", ra.modelName, "standard", "strict")
+	bad.duration("timeout", ra.timeout, false)
+	bad.add(given(fs, "impl") && strings.TrimSpace(ra.impl) == "", "--impl needs a command")
+	bad.add(ra.impl != "" && given(fs, "target") && ra.target != "rabbitmq", "--impl runs processes against a real broker: use --target rabbitmq")
+	bad.add(ra.trace && ra.real, "--trace is the simulator's event trace: not with --target rabbitmq or --impl")
+	bad.add(!ra.real && given(fs, "amqp-url"), "--amqp-url is for a real broker: add --target rabbitmq")
+	bad.add(!ra.real && ra.allowRestart, "--allow-restart is for a real broker: add --target rabbitmq")
+	bad.add(len(pos) != 1, "want exactly one plan file, got %d arguments", len(pos))
+	ra.outf.check(&bad)
+	if !bad.report("replay", stderr) {
+		return nil, exitUsage, false
+	}
+	ra.path = pos[0]
+	return ra, exitOK, true
+}
+
+// open reads the plan as the family it names reads it, with --mutant
+// applied, ready to run.
+func (ra *replayArgs) open(stdout io.Writer) (*replayRun, error) {
+	if planKind(ra.path) == dbsemaphore.Kind {
+		return replayDatabase(ra.path, ra.mutant, ra.real, ra.trace, stdout)
+	}
+	return replayAMQP(ra.path, ra.mutant, ra.trace, ra.impl, stdout)
+}
+
+// judge checks the replayed history, prints what it shows, records it in
+// the summary and writes the summary out; it returns the exit status of
+// the worst counted verdict.
+func (ra *replayArgs) judge(res *prover.Result, strict bool, counted []string, sum *results.Summary, stdout, stderr io.Writer) int {
+	r := prover.Judge(res, model.Options{Strict: strict, Timeout: ra.timeout})
 	for _, pr := range res.Evidence.Problems {
 		fmt.Fprintf(stdout, "problem: %s\n", pr)
 	}
-	if real {
+	if ra.real {
 		fmt.Fprintf(stdout, "ran on RabbitMQ as lock %s\n", res.Evidence.Lock)
 	}
-	if !outf.quiet || r.Status() != model.Pass {
-		printReport(stdout, filepath.Base(path), r)
+	if !ra.outf.quiet || r.Status() != model.Pass {
+		printReport(stdout, filepath.Base(ra.path), r)
 	}
-	worst := judgedWorst(stdout, r, counted, strict, outf.quiet)
-	summarizeReplay(sum, stdout, res, r, worst, counted, path, *history)
+	worst := judgedWorst(stdout, r, counted, strict, ra.outf.quiet)
+	summarizeReplay(sum, stdout, res, r, worst, counted, ra.path, ra.history)
 	sum.Timings.ElapsedSeconds = time.Since(sum.Timings.Started).Seconds()
-	return outf.write("replay", sum, exitFor(worst), stderr)
+	return ra.outf.write("replay", sum, exitFor(worst), stderr)
 }
 
 func runMutants(args []string, stdout, stderr io.Writer) int {
