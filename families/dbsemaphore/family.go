@@ -104,9 +104,16 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 }
 
 // Preflight checks, before the first plan, that c's target can run plans.
+// With an Impl, one of its processes is started and ended once too.
 func (c Config) Preflight(ctx context.Context) error {
-	if pf, ok := c.withDefaults().Target.(prover.Preflighter); ok {
-		return pf.Preflight(ctx)
+	c = c.withDefaults()
+	if pf, ok := c.Target.(prover.Preflighter); ok {
+		if err := pf.Preflight(ctx); err != nil {
+			return err
+		}
+	}
+	if t, ok := c.Target.(MariaDB); ok && c.Impl != nil {
+		return t.preflightImpl(ctx, c.Impl, c.Options)
 	}
 	return nil
 }

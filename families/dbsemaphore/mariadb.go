@@ -82,6 +82,9 @@ func (t MariaDB) config() (*driver.Config, error) {
 	case cfg.DBName == "":
 		return nil, fmt.Errorf("MariaDB DSN: name a database (user@tcp(host:port)/db): the semaphore's tables go there")
 	}
+	// The driver logs connections that die under the run's faults; the
+	// history records what they did to each operation.
+	cfg.Logger = quiet{}
 	return cfg, nil
 }
 
@@ -102,6 +105,27 @@ func (t MariaDB) Preflight(ctx context.Context) error {
 		return fmt.Errorf("%s: %v (name another with --dsn or $LOCKPROVER_MYSQL_DSN)", t, err)
 	}
 	return nil
+}
+
+// preflightImpl starts one process of impl as the probe of a throwaway key,
+// waits for it to be ready and ends it: an implementation that cannot
+// start fails here at once, with what it said, rather than in every plan.
+// The tables it made, if any, are dropped.
+func (t MariaDB) preflightImpl(ctx context.Context, impl Impl, o Options) error {
+	cfg, err := t.config()
+	if err != nil {
+		return err
+	}
+	admin := sql.OpenDB(mustConnector(cfg))
+	defer admin.Close()
+	prefix := uniquePrefix()
+	defer dropTables(admin, prefix)
+	s := Session{Key: "lp-preflight", DSN: t.dsn(), Prefix: prefix, Max: 1, TTL: time.Second, Design: o.Design, Fencing: o.Fencing}
+	pc, err := impl.Connect(ctx, "probe", s)
+	if err != nil {
+		return fmt.Errorf("%s failed its preflight: %w", impl, err)
+	}
+	return pc.Close()
 }
 
 // mustConnector is driver.NewConnector, which fails only on a nil config.
@@ -132,7 +156,7 @@ func (t MariaDB) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, e
 	b.admin = sql.OpenDB(mustConnector(cfg))
 	defer b.admin.Close()
 	prefix := uniquePrefix()
-	defer b.drop(prefix)
+	defer dropTables(b.admin, prefix)
 	r := newRunner(ctx, p, b)
 	r.prefix = prefix
 	r.begin()
@@ -153,6 +177,11 @@ func uniquePrefix() string {
 	rand.Read(b[:])
 	return "lp" + hex.EncodeToString(b[:]) + "_"
 }
+
+// quiet is a driver logger that says nothing.
+type quiet struct{}
+
+func (quiet) Print(...any) {}
 
 // A hook is a fault waiting for a process's n-th statement.
 type hook struct {
@@ -326,13 +355,13 @@ func (b *mariaBackend) close() {
 	}
 }
 
-// drop drops the run's tables, with a context of its own: the run's may
-// have been cancelled.
-func (b *mariaBackend) drop(prefix string) {
+// dropTables drops the tables whose names start with prefix, with a
+// context of its own: the run's may have been cancelled.
+func dropTables(admin *sql.DB, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	like := strings.ReplaceAll(prefix, "_", `\_`) + "%"
-	rows, err := b.admin.QueryContext(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE ?", like)
+	rows, err := admin.QueryContext(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE ?", like)
 	if err != nil {
 		return
 	}
@@ -345,7 +374,7 @@ func (b *mariaBackend) drop(prefix string) {
 	}
 	rows.Close()
 	for _, n := range names {
-		b.admin.ExecContext(ctx, "DROP TABLE IF EXISTS `"+n+"`")
+		admin.ExecContext(ctx, "DROP TABLE IF EXISTS `"+n+"`")
 	}
 }
 

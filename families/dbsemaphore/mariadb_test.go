@@ -3,12 +3,16 @@ package dbsemaphore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 
+	"github.com/lockprover/lockprover/adapters/mysql"
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 )
 
@@ -94,5 +98,61 @@ func TestMutantsOnMariaDB(t *testing.T) {
 			}
 			t.Logf("caught by %s after %d plans (%v)", out.Found.Property, out.Plans, out.Elapsed)
 		})
+	}
+}
+
+// On a private server of the test's own, plans restart the server (with
+// the other faults) and the reference still holds.
+func TestRestartsOnAPrivateMariaDB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real plans take seconds each")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := mysql.StartPrivate(ctx, t.TempDir())
+	if errors.Is(err, mysql.ErrNoServer) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	c := prover.Config{Family: Config{Target: MariaDB{Server: s}, Faults: []string{histories.RestartBroker, histories.Kill}}, Timeout: time.Minute}
+	out, err := prover.Search{Config: c, Seed: 5, Plans: 5, Shrink: time.Second}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Found != nil {
+		t.Fatalf("%s", out.Found.Summary())
+	}
+	if n := tablesLeft(t, s.DSN()); len(n) != 0 {
+		t.Errorf("tables left behind: %v", n)
+	}
+	t.Logf("%d plans in %v", out.Plans, out.Elapsed)
+}
+
+// A plan that restarts the server is refused on the shared one, before
+// anything runs, with the flag that allows it.
+func TestNoRestartOfTheSharedServer(t *testing.T) {
+	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "k", Max: 1, TTLMs: 100,
+		Nemesis: []Fault{{Fault: histories.RestartBroker, At: 10}}}
+	_, err := MariaDB{DSN: "root@tcp(127.0.0.1:1)/test"}.Run(context.Background(), p, nil)
+	if err == nil || !strings.Contains(err.Error(), "--private-server") {
+		t.Fatalf("got %v, want a refusal naming --private-server", err)
+	}
+}
+
+// A DSN the target cannot use is said at once, naming what is wrong.
+func TestMariaDBBadDSN(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"root@unix(/tmp/x.sock)/test": "over tcp",
+		"root@tcp(127.0.0.1:3306)/":   "name a database",
+		"not a dsn":                   "MariaDB DSN",
+		"root@tcp(127.0.0.1:1)/test":  "127.0.0.1:1",
+	} {
+		err := MariaDB{DSN: dsn}.Preflight(context.Background())
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DSN %q: got %v, want an error saying %q", dsn, err, want)
+		}
 	}
 }
