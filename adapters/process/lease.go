@@ -160,6 +160,22 @@ func (i *LeaseImpl) Connect(ctx context.Context, name string, s dbsemaphore.Sess
 // gone, and the error is a *prover.ImplementationError when the
 // implementation cannot start.
 func (i *LeaseImpl) launch(ctx context.Context, name string, s dbsemaphore.Session) (*LeaseClient, error) {
+	lc, err := i.initialise(ctx, name, s)
+	if err == nil || lc == nil {
+		return lc, err
+	}
+	err = lc.startFailure(ctx, err)
+	lc.c.Signal(syscall.SIGKILL)
+	lc.c.wait()
+	return nil, err
+}
+
+// initialise starts a process and sends it init. With a client, the error
+// is init's as the process answered it (a *LeaseError), or why it did not
+// answer init_ok (then the client's Crashed says more), and the process is
+// left for the caller to kill; without one, nothing started (a session
+// that makes no init, a command that cannot start).
+func (i *LeaseImpl) initialise(ctx context.Context, name string, s dbsemaphore.Session) (*LeaseClient, error) {
 	req, err := leaseInit(name, s)
 	if err != nil {
 		return nil, err
@@ -174,9 +190,15 @@ func (i *LeaseImpl) launch(ctx context.Context, name string, s dbsemaphore.Sessi
 	}
 	lc := &LeaseClient{c: c, key: s.Key, fencing: s.Fencing}
 	_, err = lc.call(ctx, handshake, "init", req, "init_ok")
-	if err == nil {
-		return lc, nil
-	}
+	return lc, err
+}
+
+// startFailure is err, the failure of l's init, as Connect reports it: a
+// *prover.ImplementationError when the implementation failed itself (a
+// definite refusal, a crash, a broken or missing reply); as it is when it
+// may pass if tried again (an error without definite: the database out of
+// reach; ctx done).
+func (l *LeaseClient) startFailure(ctx context.Context, err error) error {
 	var le *LeaseError
 	switch {
 	case ctx.Err() != nil:
@@ -184,17 +206,15 @@ func (i *LeaseImpl) launch(ctx context.Context, name string, s dbsemaphore.Sessi
 	case errors.As(err, &le) && !le.Definite:
 		// The database out of reach (a fault, say): try again later.
 	case errors.As(err, &le):
-		err = &prover.ImplementationError{Msg: redactLease(fmt.Sprintf("%s refused to start: %s", name, le.describe()))}
+		err = &prover.ImplementationError{Msg: redactLease(fmt.Sprintf("%s refused to start: %s", l.c.name, le.describe()))}
 	default:
-		why := strings.TrimPrefix(lc.Crashed(), "crashed: ")
+		why := strings.TrimPrefix(l.Crashed(), "crashed: ")
 		if why == "" {
 			why = err.Error()
 		}
-		err = &prover.ImplementationError{Msg: redactLease(fmt.Sprintf("%s did not start: %s", name, why))}
+		err = &prover.ImplementationError{Msg: redactLease(fmt.Sprintf("%s did not start: %s", l.c.name, why))}
 	}
-	c.Signal(syscall.SIGKILL)
-	c.wait()
-	return nil, err
+	return err
 }
 
 // Preflight starts one process as the probe of a throwaway key in session
@@ -374,7 +394,7 @@ func (l *LeaseClient) change(ctx context.Context, op string, req request) error 
 func (l *LeaseClient) reason(f map[string]json.RawMessage, typ, want string) error {
 	var reason string
 	if err := json.Unmarshal(f["reason"], &reason); err != nil || reason != want {
-		return l.c.giveUp(fmt.Sprintf("sent a %s whose \"reason\" is %s: want %q (answer other failures with an error)", typ, orAbsent(f["reason"]), want))
+		return l.c.giveUp(fmt.Sprintf("sent %s whose \"reason\" is %s: want %q (answer other failures with an error)", typ, orAbsent(f["reason"]), want))
 	}
 	return nil
 }

@@ -26,22 +26,24 @@ func Validate(command, url string, out io.Writer) bool {
 // ValidateContext is Validate, cut short when ctx ends (the checks left
 // are not run, every process is killed and every queue deleted).
 func ValidateContext(ctx context.Context, command, url string, out io.Writer) bool {
-	v := &validator{ctx: ctx, command: command, url: url, out: out, lock: rabbitmq.UniqueName("lp-validate-"), ok: true}
+	v := &validator{checker: checker{ctx: ctx, out: out, ok: true}, command: command, url: url, lock: rabbitmq.UniqueName("lp-validate-")}
 	defer v.cleanup()
 	v.semaphore()
 	v.mutex()
 	return v.ok
 }
 
-type validator struct {
-	ctx                context.Context
-	command, url, lock string
-	out                io.Writer
-	ok                 bool
-	procs              []*client
+// A checker runs the checks of a validation and prints one line per check
+// (and what to fix under a failure's), for either protocol.
+type checker struct {
+	ctx context.Context
+	out io.Writer
+	ok  bool // every check so far passed
 }
 
-func (v *validator) check(name string, err error) bool {
+// check prints check name's outcome, err nil for a pass, and says whether
+// it passed. Once ctx is done nothing passes, and nothing is printed.
+func (v *checker) check(name string, err error) bool {
 	if v.ctx.Err() != nil {
 		v.ok = false
 		return false
@@ -53,6 +55,12 @@ func (v *validator) check(name string, err error) bool {
 	v.ok = false
 	fmt.Fprintf(v.out, "FAIL  %s\n      %v\n", name, err)
 	return false
+}
+
+type validator struct {
+	checker
+	command, url, lock string
+	procs              []*client
 }
 
 // start starts a process and shakes hands as client name of the lock.
@@ -73,7 +81,7 @@ func (v *validator) start(name, kind, lock string) *client {
 }
 
 // expect runs an operation and compares its result with the protocol's.
-func (v *validator) expect(name string, err error, ok bool, fix string) {
+func (v *checker) expect(name string, err error, ok bool, fix string) {
 	if err == nil && !ok {
 		err = errors.New(fix)
 	}
@@ -154,7 +162,7 @@ func (v *validator) mutex() {
 }
 
 // ends checks that the process exits within 5 s of its stdin closing.
-func (v *validator) ends(c *client) {
+func (v *checker) ends(c *client) {
 	if v.ctx.Err() != nil {
 		return // cleanup kills it
 	}

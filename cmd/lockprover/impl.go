@@ -72,14 +72,22 @@ func serveLease(mutant, opts string, stdout, stderr io.Writer) int {
 }
 
 func runValidateImpl(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate-impl", "validate-impl --impl COMMAND [--amqp-url URL]", `Checks an implementation's handling of the process protocol (docs/protocol.md)
-against a real broker, and says what to fix. The broker is tried first: one
-that cannot be used is named at once (exit 2), not blamed on the
-implementation.
+	fs := newFlags("validate-impl", "validate-impl --impl COMMAND [--amqp-url URL]\n       lockprover validate-impl --kind db-semaphore --impl COMMAND [--dsn DSN] [--options design=...,fencing]", `Checks an implementation's handling of the process protocol (docs/protocol.md)
+and says what to fix, before a long prove: an amqp-locks implementation (the
+semaphore and the mutex) against a real broker, or with --kind db-semaphore a
+database semaphore (lease lock) against a real MariaDB or MySQL, with the
+session's design and fencing from --options (as prove's). The broker or
+database is tried first: one that cannot be used is named at once (exit 2),
+not blamed on the implementation. Queues and tables are made under names of
+the check's own and removed at the end.
 Exit status: 0 every check passes, 1 the implementation does not follow the
-protocol, 2 usage or a broker that cannot be used, 130 interrupted.`, stderr)
+protocol, 2 usage or a broker or database that cannot be used, 130
+interrupted.`, stderr)
 	impl := fs.String("impl", "", "the command that starts one process of the implementation")
+	kind := fs.String("kind", "semaphore", "the family: semaphore (amqp-locks: the semaphore and mutex) or "+dbsemaphore.Kind)
 	amqpURL := fs.String("amqp-url", "", "the broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
+	dsn := fs.String("dsn", "", "--kind "+dbsemaphore.Kind+": the database, as a go-sql-driver/mysql DSN over TCP; default $LOCKPROVER_MYSQL_DSN, else "+dbsemaphore.DefaultDSN)
+	opts := fs.String("options", "", "--kind "+dbsemaphore.Kind+": the session's design and fencing, comma-separated: design=master-row|row-per-slot, fencing")
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -87,19 +95,48 @@ protocol, 2 usage or a broker that cannot be used, 130 interrupted.`, stderr)
 	if !noArgs("validate-impl", pos, stderr) {
 		return exitUsage
 	}
-	if strings.TrimSpace(*impl) == "" {
-		fmt.Fprintln(stderr, "validate-impl: --impl: give the command that starts one process of the implementation")
+	var bad checks
+	bad.add(strings.TrimSpace(*impl) == "", "--impl: give the command that starts one process of the implementation")
+	bad.oneOf("kind", *kind, "semaphore", "mutex", dbsemaphore.Kind)
+	var o dbsemaphore.Options
+	if *kind == dbsemaphore.Kind {
+		bad.add(given(fs, "amqp-url"), "--amqp-url is for amqp-locks; --kind %s takes --dsn", dbsemaphore.Kind)
+		if *opts != "" {
+			var err error
+			o, err = dbsemaphore.ParseOptions(*opts)
+			bad.add(err != nil, "--options: %v", err)
+		}
+	} else {
+		for _, name := range []string{"dsn", "options"} {
+			bad.add(given(fs, name), "--%s is for --kind %s", name, dbsemaphore.Kind)
+		}
+	}
+	if !bad.report("validate-impl", stderr) {
 		return exitUsage
 	}
 	ctx, stop := interrupts(stderr, nil)
 	defer stop()
-	if code := preflight(ctx, "validate-impl", brokerURL(*amqpURL), stderr); code >= 0 {
-		if code == exitUsage {
-			fmt.Fprintln(stderr, "validate-impl: cannot reach the broker, so the implementation was not tried")
+	var passed bool
+	prove := "lockprover prove --target rabbitmq --impl ..."
+	if *kind == dbsemaphore.Kind {
+		prove = "lockprover prove --kind " + dbsemaphore.Kind + " --impl ..."
+		var err error
+		passed, err = process.ValidateLease(ctx, *impl, mysqlDSN(*dsn), o, stdout)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			fmt.Fprintf(stderr, "validate-impl: %v\nvalidate-impl: cannot use the database, so the implementation was not tried\n", err)
+			return exitUsage
 		}
-		return code
+	} else {
+		if code := preflight(ctx, "validate-impl", brokerURL(*amqpURL), stderr); code >= 0 {
+			if code == exitUsage {
+				fmt.Fprintln(stderr, "validate-impl: cannot reach the broker, so the implementation was not tried")
+			}
+			return code
+		}
+		passed = process.ValidateContext(ctx, *impl, brokerURL(*amqpURL), stdout)
 	}
-	passed := process.ValidateContext(ctx, *impl, brokerURL(*amqpURL), stdout)
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "validate-impl: interrupted")
 		return exitInterrupted
@@ -108,6 +145,18 @@ protocol, 2 usage or a broker that cannot be used, 130 interrupted.`, stderr)
 		fmt.Fprintln(stdout, "\nthe implementation does not follow the protocol yet: see docs/protocol.md")
 		return exitViolation
 	}
-	fmt.Fprintln(stdout, "\nthe implementation follows the protocol: prove it with lockprover prove --target rabbitmq --impl ...")
+	fmt.Fprintln(stdout, "\nthe implementation follows the protocol: prove it with "+prove)
 	return exitOK
+}
+
+// mysqlDSN is the flag's DSN, else $LOCKPROVER_MYSQL_DSN, else the local
+// default.
+func mysqlDSN(flagDSN string) string {
+	if flagDSN != "" {
+		return flagDSN
+	}
+	if d := os.Getenv("LOCKPROVER_MYSQL_DSN"); d != "" {
+		return d
+	}
+	return dbsemaphore.DefaultDSN
 }

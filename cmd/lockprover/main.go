@@ -40,7 +40,7 @@ func commands() []command {
 		{"mutants", "list the mutant catalogue: name and the property that must catch it", runMutants},
 		{"conform", "differential test of the simulator against a real RabbitMQ: the semantics table and drawn sequences", runConform},
 		{"bench", "cost per operation against a real broker: latency and AMQP methods beside the floor", runBench},
-		{"validate-impl", "check an implementation's handling of the process protocol before proving it", runValidateImpl},
+		{"validate-impl", "check an implementation's handling of the process protocol (amqp-locks, or --kind db-semaphore) before proving it", runValidateImpl},
 		{"serve-reference", "serve the reference (or a mutant) over the process protocol, for --impl", runServeReference},
 		{"version", "print lockprover's version and the revision it was built from", runVersion},
 	}
@@ -91,5 +91,5 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun \"lockprover help <command>\" for a command's flags. Flags may come before or\nafter a command's arguments.\n\nExit status: 0 every property held, 1 a violation, 2 usage or bad input\n(including a broker that cannot be used), 3 inconclusive, 130 interrupted.")
+	fmt.Fprintln(w, "\nRun \"lockprover help <command>\" for a command's flags. Flags may come before or\nafter a command's arguments.\n\nExit status: 0 every property held, 1 a violation, 2 usage or bad input\n(including a broker or database that cannot be used), 3 inconclusive, 130\ninterrupted.")
 }

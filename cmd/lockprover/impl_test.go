@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockprover/lockprover/families/dbsemaphore"
+)
+
+// testDSN is the MariaDB of $LOCKPROVER_MYSQL_DSN (else the local
+// default); the test skips without one.
+func testDSN(t *testing.T) string {
+	t.Helper()
+	dsn := mysqlDSN("")
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("LOCKPROVER_MYSQL_DSN: %v", err)
+	}
+	cfg.Timeout = 2 * time.Second
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		t.Skipf("no MariaDB at %s: %v", cfg.Addr, err)
+	}
+	return dsn
+}
+
+// validate-impl --kind db-semaphore passes the reference served over the
+// protocol (with fencing, in both designs) and the Python example, and
+// fails a mutant, saying what is wrong.
+func TestValidateImplLease(t *testing.T) {
+	dsn := testDSN(t)
+	bin := builtBinary(t)
+	ref := bin + " serve-reference --kind db-semaphore"
+	for _, opts := range []string{"", "fencing", "design=row-per-slot,fencing"} {
+		code, out, errOut := lockprover("validate-impl", "--kind", "db-semaphore", "--dsn", dsn, "--options", opts, "--impl", ref)
+		if code != exitOK || strings.Contains(out, "FAIL") || errOut != "" ||
+			!strings.HasSuffix(out, "\nthe implementation follows the protocol: prove it with lockprover prove --kind db-semaphore --impl ...\n") {
+			t.Errorf("--options %q: exit %d\n%s%s", opts, code, out, errOut)
+		}
+		if strings.Contains(opts, "fencing") != strings.Contains(out, "ok    fences increase over 8 grants") {
+			t.Errorf("--options %q: fences checked or not:\n%s", opts, out)
+		}
+	}
+	if exec.Command("/usr/bin/python3", "-c", "import pymysql").Run() == nil {
+		script, err := filepath.Abs(filepath.Join("..", "..", "examples", "python", "db_semaphore.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The DSN from the environment, as the usage says.
+		t.Setenv("LOCKPROVER_MYSQL_DSN", dsn)
+		code, out, errOut := lockprover("validate-impl", "--kind", "db-semaphore", "--options", "fencing", "--impl", "/usr/bin/python3 "+script)
+		if code != exitOK || strings.Contains(out, "FAIL") {
+			t.Errorf("the Python example: exit %d\n%s%s", code, out, errOut)
+		}
+	} else {
+		t.Log("the Python example is left out: needs Debian's /usr/bin/python3 with python3-pymysql")
+	}
+	code, out, errOut := lockprover("validate-impl", "--kind", "db-semaphore", "--dsn", dsn, "--impl", ref+" --mutant release-after-expiry-succeeds")
+	if code != exitViolation || !strings.Contains(out, "FAIL  release of a lease whose ttl passed -> release_fail {reason:\"expired\"}\n      answered release_ok") ||
+		!strings.HasSuffix(out, "\nthe implementation does not follow the protocol yet: see docs/protocol.md\n") {
+		t.Errorf("a mutant: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// A database that cannot be used is named at once, with exit 2, without
+// its password, and the implementation is neither started nor blamed.
+func TestValidateImplLeaseDatabase(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	started := filepath.Join(t.TempDir(), "started")
+	for _, tc := range []struct{ dsn, want string }{
+		{"root:sekrit@tcp(" + closed + ")/test", "connection refused"},
+		{"root:sekrit@tcp(127.0.0.1:3306/test", "invalid DSN"},
+		{"root@tcp(" + closed + ")/", "name a database"},
+	} {
+		start := time.Now()
+		code, out, errOut := lockprover("validate-impl", "--kind", "db-semaphore", "--dsn", tc.dsn, "--impl", "touch "+started)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) ||
+			!strings.HasSuffix(errOut, "validate-impl: cannot use the database, so the implementation was not tried\n") {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 and %q", tc.dsn, code, errOut, tc.want)
+		}
+		if out != "" || strings.Contains(errOut, "sekrit") {
+			t.Errorf("%s: stdout %q, stderr %q", tc.dsn, out, errOut)
+		}
+		if _, err := os.Stat(started); err == nil {
+			t.Fatalf("%s: the implementation was started", tc.dsn)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("%s: took %v", tc.dsn, took)
+		}
+	}
+}
+
+// Flags that do not go together are refused.
+func TestValidateImplUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"validate-impl", "--kind", "db-semaphore"}, "--impl: give the command"},
+		{[]string{"validate-impl", "--kind", "lease", "--impl", "true"}, `--kind must be semaphore or mutex or db-semaphore, not "lease"`},
+		{[]string{"validate-impl", "--kind", "db-semaphore", "--impl", "true", "--amqp-url", "amqp://h/"}, "--amqp-url is for amqp-locks; --kind db-semaphore takes --dsn"},
+		{[]string{"validate-impl", "--impl", "true", "--dsn", "root@tcp(h:1)/test"}, "--dsn is for --kind db-semaphore"},
+		{[]string{"validate-impl", "--impl", "true", "--options", "fencing"}, "--options is for --kind db-semaphore"},
+		{[]string{"validate-impl", "--kind", "db-semaphore", "--impl", "true", "--options", "fencing=yes"}, `--options: unknown option "fencing=yes"`},
+		{[]string{"validate-impl", "--kind", "db-semaphore", "--impl", "true", "extra"}, `unexpected argument "extra"`},
+	} {
+		code, _, errOut := lockprover(tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	_, help, _ := lockprover("validate-impl", "-h")
+	for _, want := range []string{"--kind db-semaphore", "-dsn", "-options", dbsemaphore.DefaultDSN, "LOCKPROVER_MYSQL_DSN"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("validate-impl -h lacks %q:\n%s", want, help)
+		}
+	}
+}
+
+// Ctrl-C stops validate-impl --kind db-semaphore at once, with exit 130.
+func TestValidateImplLeaseInterrupted(t *testing.T) {
+	dsn := testDSN(t)
+	bin := builtBinary(t)
+	code, took, errOut := interrupt(t, bin, 300*time.Millisecond, "validate-impl", "--kind", "db-semaphore", "--dsn", dsn,
+		"--impl", bin+" serve-reference --kind db-semaphore")
+	if code != exitInterrupted || !strings.Contains(errOut, "validate-impl: interrupted") || took > 5*time.Second {
+		t.Errorf("exit %d after %v, stderr %q; want 130 within 5 s", code, took, errOut)
+	}
+}
