@@ -174,6 +174,12 @@ func (w *jsonWalker) value(t reflect.Type, field string) error {
 	bad := func(want string) error {
 		return &jsonError{off, fmt.Sprintf("%s: want %s, got %s", name, want, describe(tok))}
 	}
+	if t.Kind() == reflect.Pointer { // an optional value: null is its absence
+		if tok == nil {
+			return nil
+		}
+		t = t.Elem()
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if tok != json.Delim('{') {

@@ -27,7 +27,7 @@ func (addrOnly) Sleep(context.Context, time.Duration) error { return nil }
 // the broker out of reach (try again later), every time: the reply is read
 // before the exit is noticed. A definite one is a refusal to start.
 func TestInitAnsweredWithAnError(t *testing.T) {
-	p := &amqp.Plan{Version: 1, Kind: "semaphore", Lock: "x", Slots: 1}
+	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "x", Slots: 1}
 	impl := &process.Impl{Command: `read l; echo '{"id":1,"type":"error","code":"broker","text":"unreachable"}'`}
 	for i := 0; i < 200; i++ {
 		_, err := impl.Connect(context.Background(), addrOnly{}, p, "c1")
@@ -74,7 +74,7 @@ func TestPreflight(t *testing.T) {
 // After two failed starts no more processes are started, and each refusal
 // names who was not started and why.
 func TestGivesUpAfterTwoFailedStarts(t *testing.T) {
-	p := &amqp.Plan{Version: 1, Kind: "semaphore", Lock: "x", Slots: 1}
+	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "x", Slots: 1}
 	impl := &process.Impl{Command: `exit 4`}
 	for _, name := range []string{"c1", "c2"} {
 		if _, err := impl.Connect(context.Background(), addrOnly{}, p, name); err == nil || err.Error() != name+" did not start: exited (exit status 4); last request: "+
@@ -89,15 +89,18 @@ func TestGivesUpAfterTwoFailedStarts(t *testing.T) {
 	}
 }
 
-// init proposes the plan's heartbeat in the protocol's meaning: a plan's
-// heartbeat_ms 0 is the reference's default (10 s, sent as 10000), -1 is
-// none (sent as 0, "propose none"), n is n.
+// init proposes the plan's heartbeat, which the protocol spells as plans
+// do: a plan without heartbeat_ms has the reference's default (10 s, sent
+// as 10000), 0 is none (sent as 0, "propose none"), n is n.
 func TestInitProposesThePlansHeartbeat(t *testing.T) {
-	for plan, wire := range map[int]string{0: `"heartbeat_ms":10000,`, -1: `"heartbeat_ms":0,`, 1500: `"heartbeat_ms":1500,`} {
-		p := &amqp.Plan{Version: 1, Kind: "mutex", Lock: "x", Options: amqp.Options{HeartbeatMs: plan}}
+	for _, tc := range []struct {
+		plan *int
+		wire string
+	}{{nil, `"heartbeat_ms":10000,`}, {amqp.Ms(0), `"heartbeat_ms":0,`}, {amqp.Ms(1500), `"heartbeat_ms":1500,`}} {
+		p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "mutex", Lock: "x", Options: amqp.Options{HeartbeatMs: tc.plan}}
 		_, err := (&process.Impl{Command: `exit 4`}).Connect(context.Background(), addrOnly{}, p, "c1")
-		if err == nil || !strings.Contains(err.Error(), wire) {
-			t.Errorf("plan heartbeat_ms %d: %v, want a request with %s", plan, err, wire)
+		if err == nil || !strings.Contains(err.Error(), tc.wire) {
+			t.Errorf("plan heartbeat_ms %v: %v, want a request with %s", p.Options.Heartbeat(), err, tc.wire)
 		}
 	}
 }

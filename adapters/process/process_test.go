@@ -41,7 +41,7 @@ func search(t *testing.T, impl *process.Impl, plans int, props []string, faults 
 	t.Helper()
 	defer impl.Stop()
 	c := prover.Config{Family: amqp.Config{Target: amqp.RabbitMQ{URL: rabbitmqtest.URL(t)}, Impl: impl, Faults: faults,
-		Options: amqp.Options{HeartbeatMs: 1000}}, Properties: props, Timeout: time.Minute}
+		Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)}}, Properties: props, Timeout: time.Minute}
 	out, err := prover.Search{Config: c, Seed: 2, Plans: plans, Shrink: time.Nanosecond}.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestBrokenImplementations(t *testing.T) {
 			impl := &process.Impl{Command: fmt.Sprintf("%s=1; %s", marker, tc.script), Timeout: 5 * time.Second}
 			defer impl.Stop()
 			// Any plan shows a broken implementation: one client's lock cycle.
-			p := &amqp.Plan{Version: 1, Kind: "semaphore", Lock: "lp-broken", Slots: 1, Options: amqp.Options{HeartbeatMs: 1000},
+			p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "lp-broken", Slots: 1, Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)},
 				Clients: [][]amqp.Step{{{Op: "acquire"}, {Op: "verify"}, {Op: "release"}}}, Admins: [][]amqp.Step{{}}}
 			res, err := amqp.RabbitMQ{URL: rabbitmqtest.URL(t)}.Run(context.Background(), p, impl)
 			if err != nil {
@@ -117,7 +117,7 @@ func TestKillDuringInit(t *testing.T) {
 	marker := fmt.Sprintf("LPTEST%d", time.Now().UnixNano())
 	impl := &process.Impl{Command: fmt.Sprintf("%s=1; sleep 1; %s serve-reference", marker, lockprover)}
 	defer impl.Stop()
-	p := &amqp.Plan{Version: 1, Kind: "semaphore", Lock: "lp-slow", Slots: 1, Options: amqp.Options{HeartbeatMs: 1000},
+	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "lp-slow", Slots: 1, Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)},
 		Clients: [][]amqp.Step{{{Op: "acquire"}, {Op: "release"}}}, Admins: [][]amqp.Step{{}},
 		Nemesis: []amqp.Fault{{At: 1500, Fault: "kill", Target: "c1"}}} // c1 starts once the admin has created the semaphore, 1 s in
 	res, err := amqp.RabbitMQ{URL: rabbitmqtest.URL(t)}.Run(context.Background(), p, impl)

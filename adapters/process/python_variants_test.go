@@ -58,7 +58,7 @@ func TestPythonVariants(t *testing.T) {
 			impl := &process.Impl{Command: cmd}
 			defer impl.Stop()
 			c := prover.Config{Family: amqp.Config{Target: amqp.RabbitMQ{URL: url}, Impl: impl, Faults: []string{"kill", "pause", "partition"},
-				Options: amqp.Options{HeartbeatMs: 1000}}, Timeout: time.Minute}
+				Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)}}, Timeout: time.Minute}
 			o, err := prover.Search{Config: c, Seed: v.seed, Plans: variantPlans, Shrink: time.Nanosecond}.Run()
 			if err != nil {
 				t.Fatal(err)
@@ -85,7 +85,7 @@ func scriptedVariant(t *testing.T, url, cmd string, plain bool) {
 	// Processes start at their first operation, some 0.3 s after it is due;
 	// every race below has a second or more to spare.
 	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "lp-pyvariant", Slots: 2,
-		Options: amqp.Options{HeartbeatMs: 1000},
+		Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)},
 		Admins:  [][]amqp.Step{{{Op: "sleep", Ms: 5500}, {Op: "destroy"}}}, // at 5.5 s
 		Clients: [][]amqp.Step{
 			// slot 1 at 0.3 s, let go at 2.8 s

@@ -14,7 +14,7 @@ import (
 // A reply the harness cannot decode exactly is a protocol error that says
 // what is wrong with it, never a value read half-way or in another case.
 func TestRepliesDecodedStrictly(t *testing.T) {
-	p := &amqp.Plan{Version: 1, Kind: "semaphore", Lock: "x", Slots: 1}
+	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "x", Slots: 1}
 	init := `read l; echo '{"id":1,"type":"init_ok"}'; read l; `
 	for _, tc := range []struct{ name, reply, want string }{
 		{"id a string", `{"id":"2","type":"acquire_ok","slot":1}`, `answered with an id that is not an integer ("2")`},
@@ -50,7 +50,7 @@ func TestRepliesDecodedStrictly(t *testing.T) {
 // "unavailable" (no slot: full or absent, for implementations that cannot
 // tell them apart) is a failure reason for acquire, as full and absent are.
 func TestAcquireUnavailable(t *testing.T) {
-	p := &amqp.Plan{Version: 1, Kind: "semaphore", Lock: "x", Slots: 1}
+	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "x", Slots: 1}
 	impl := &process.Impl{Command: `read l; echo '{"id":1,"type":"init_ok"}'; read l; echo '{"id":2,"type":"acquire_fail","reason":"unavailable"}'; sleep 600`}
 	defer impl.Stop()
 	c, err := impl.Connect(context.Background(), addrOnly{}, p, "c1")
@@ -78,7 +78,7 @@ func TestValidateAcceptsUnavailable(t *testing.T) {
 // No message shows the broker's password: not the last request (the init,
 // which carries the URL), not what the process wrote.
 func TestMessagesHideThePassword(t *testing.T) {
-	p := &amqp.Plan{Version: 1, Kind: "semaphore", Lock: "x", Slots: 1}
+	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "x", Slots: 1}
 	impl := &process.Impl{Command: `read l; echo "cannot use $l" >&2; echo "{\"id\":1,\"type\":\"error\",\"code\":\"broker\",\"text\":\"cannot dial amqp://guest:guest@127.0.0.1:1/\",\"definite\":true}"`}
 	_, err := impl.Connect(context.Background(), addrOnly{}, p, "c1")
 	if err == nil {

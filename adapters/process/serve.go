@@ -144,11 +144,7 @@ func (s *server) init(f *lenient) map[string]any {
 		return f.badRequest()
 	}
 	o := s.o
-	if hb > 0 {
-		o.HeartbeatMs = hb
-	} else {
-		o.HeartbeatMs = -1 // propose none
-	}
+	o.HeartbeatMs = amqp.Ms(max(hb, 0)) // the protocol's meaning is the plan's: 0 proposes none
 	s.plan = &amqp.Plan{Version: amqp.PlanVersion, Kind: lock, Lock: name, Options: o, Mutant: s.mutant}
 	if err := s.connect(); err != nil {
 		return failure(err)

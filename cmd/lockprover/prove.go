@@ -121,11 +121,11 @@ func (f *proveFlags) check(fs *flag.FlagSet) checks {
 func (f *proveFlags) amqpOptions(a *amqp.Config) error {
 	switch {
 	case f.heartbeatSet && f.heartbeat == 0:
-		a.Options.HeartbeatMs = -1
+		a.Options.HeartbeatMs = amqp.Ms(0)
 	case f.heartbeatSet:
-		a.Options.HeartbeatMs = int(f.heartbeat.Milliseconds())
+		a.Options.HeartbeatMs = amqp.Ms(int(f.heartbeat.Milliseconds()))
 	case f.target == "rabbitmq":
-		a.Options.HeartbeatMs = 1000
+		a.Options.HeartbeatMs = amqp.Ms(1000)
 	}
 	if f.options != "" {
 		if f.impl != "" {
@@ -145,7 +145,7 @@ func (f *proveFlags) amqpOptions(a *amqp.Config) error {
 		f.process = &process.Impl{Command: f.impl}
 		a.Impl = f.process
 		if !f.heartbeatSet {
-			a.Options.HeartbeatMs = 1000
+			a.Options.HeartbeatMs = amqp.Ms(1000)
 		}
 	}
 	return nil

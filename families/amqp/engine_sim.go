@@ -25,7 +25,7 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 		return nil, err
 	}
 	o := sim.Options{Decider: sim.Script(p.Schedule, sim.Seeded(p.ScheduleSeed)), Trace: s.Trace}
-	if p.Options.HeartbeatMs < 0 {
+	if p.Options.NoHeartbeat() {
 		o.ServerHeartbeat = -1 // heartbeats off on both sides
 	}
 	w := sim.New(o)

@@ -23,7 +23,7 @@ func TestPatchFromGroundTruth(t *testing.T) {
 		for _, fault := range []string{"drop-reply", "kill", "force-close", "partition"} {
 			t.Run(kind+"/"+fault, func(t *testing.T) {
 				for n := 1; n <= 20; n++ {
-					p := &Plan{Version: 1, Kind: kind, Lock: "lp",
+					p := &Plan{Version: PlanVersion, Kind: kind, Lock: "lp",
 						Clients: [][]Step{{{Op: "acquire"}, {Op: "release"}}},
 						Nemesis: []Fault{{Fault: fault, Target: "c1", AfterCalls: n, For: 60000}}}
 					holder := `lp`
@@ -74,7 +74,7 @@ func TestPatchFromGroundTruth(t *testing.T) {
 // An operation whose request a partition still holds is not patched: the
 // request may land when the partition heals.
 func TestPatchLeavesWhatMayStillLand(t *testing.T) {
-	p := &Plan{Version: 1, Kind: "semaphore", Lock: "lp", Slots: 2, Admins: [][]Step{{}},
+	p := &Plan{Version: PlanVersion, Kind: "semaphore", Lock: "lp", Slots: 2, Admins: [][]Step{{}},
 		Clients: [][]Step{{{Op: "acquire"}, {Op: "release"}}, {{Op: "sleep", Ms: 40000}}},
 		Nemesis: []Fault{{Fault: "partition", Target: "c1", AfterCalls: 8, For: 60000}}}
 	res, err := Simulator{}.Run(context.Background(), p, ImplFor(p))

@@ -15,9 +15,11 @@ import (
 	"github.com/lockprover/lockprover/model"
 )
 
-// PlanVersion is the version of the plan format this package reads and
-// writes.
-const PlanVersion = 1
+// PlanVersion is the version of the plan format this package writes. It
+// reads version 1 too: version 2 spells the heartbeat as the CLI and the
+// process protocol do (0 proposes none), where version 1 had 0 for the
+// reference's default and -1 for none.
+const PlanVersion = 2
 
 // A Plan is one run, as data: what the admins and clients do, which faults
 // strike when, and, in the simulator, every scheduling decision. The same
@@ -86,7 +88,12 @@ type Fault struct {
 // Options are the reference implementation's options, as plan data; see
 // amqplocks.Options for what each means.
 type Options struct {
-	HeartbeatMs            int    `json:"heartbeat_ms"`
+	// HeartbeatMs is the heartbeat the client proposes, in milliseconds,
+	// as the CLI's --heartbeat and the process protocol's heartbeat_ms
+	// say it: 0 proposes none (the broker's value applies; the simulated
+	// broker then sends none either); absent (nil) is the reference's
+	// default, 10 s. Ms makes one.
+	HeartbeatMs            *int   `json:"heartbeat_ms,omitempty"`
 	DeleteOrder            string `json:"delete_order,omitempty"` // "descending" (default) or "ascending"
 	Overshoot              int    `json:"overshoot,omitempty"`
 	ScanStart              string `json:"scan_start,omitempty"` // "first" (default), "last-known", "random"
@@ -106,7 +113,6 @@ type Options struct {
 // Reference turns plan options into the reference's.
 func (o Options) Reference() amqplocks.Options {
 	r := amqplocks.Options{
-		Heartbeat:              time.Duration(o.HeartbeatMs) * time.Millisecond,
 		Overshoot:              o.Overshoot,
 		ContentionRetries:      o.ContentionRetries,
 		Jitter:                 time.Duration(o.JitterMs) * time.Millisecond,
@@ -118,8 +124,12 @@ func (o Options) Reference() amqplocks.Options {
 		Reconnect:              o.Reconnect,
 		PlainFailure:           o.PlainFailure,
 	}
-	if o.HeartbeatMs < 0 {
-		r.Heartbeat = -1
+	switch hb := o.HeartbeatMs; {
+	case hb == nil: // the reference's default
+	case *hb == 0:
+		r.Heartbeat = -1 // none proposed
+	default:
+		r.Heartbeat = time.Duration(*hb) * time.Millisecond
 	}
 	if o.DeleteOrder == "ascending" {
 		r.DeleteOrder = amqplocks.Ascending
@@ -139,14 +149,15 @@ func (o Options) Reference() amqplocks.Options {
 	return r
 }
 
-// Heartbeat is the heartbeat the reference proposes for these options, in
-// the one meaning every other place uses (the CLI's --heartbeat, the
-// process protocol's heartbeat_ms, amqplocks.Options.Heartbeat's effect): a
-// duration, or 0 for none proposed (the broker's value then applies; the
-// simulated broker then sends none either). Plans spell it differently
-// because a plan's heartbeat_ms 0 has always meant the reference's default,
-// 10 s: HeartbeatMs 0 is 10 s, -1 is none, n is n ms.
+// Heartbeat is the heartbeat the reference proposes for these options: a
+// duration, or 0 for none proposed.
 func (o Options) Heartbeat() time.Duration { return o.Reference().ProposedHeartbeat() }
+
+// NoHeartbeat says whether the options propose no heartbeat.
+func (o Options) NoHeartbeat() bool { return o.HeartbeatMs != nil && *o.HeartbeatMs == 0 }
+
+// Ms is n milliseconds as an optional field of Options (HeartbeatMs).
+func Ms(n int) *int { return &n }
 
 // The plan's own vocabulary, beside the operations and faults a history
 // records (histories.Acquire, histories.Kill, ...): a client or admin may
@@ -170,7 +181,10 @@ func (p *Plan) Validate() error {
 		return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	if p.Version != PlanVersion {
-		return bad("version", "want %d, got %d", PlanVersion, p.Version)
+		return bad("version", "want %d (or 1, which is read as 2), got %d", PlanVersion, p.Version)
+	}
+	if hb := p.Options.HeartbeatMs; hb != nil && *hb < 0 {
+		return bad("options.heartbeat_ms", "want 0 (propose none) or more, got %d (version 1 said none as -1; version 2 says 0)", *hb)
 	}
 	switch p.Kind {
 	case histories.Semaphore:
@@ -332,13 +346,34 @@ func ReadPlan(path string) (*Plan, error) {
 	return ParsePlan(path, data)
 }
 
-// ParsePlan is ReadPlan on data read from the file named path.
+// ParsePlan is ReadPlan on data read from the file named path. A plan of
+// version 1 is read as the version 2 plan that runs the same way.
 func ParsePlan(path string, data []byte) (*Plan, error) {
 	var p Plan
-	if err := prover.ParsePlan(path, data, &p, p.Validate); err != nil {
+	validate := func() error {
+		p.upgrade()
+		return p.Validate()
+	}
+	if err := prover.ParsePlan(path, data, &p, validate); err != nil {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// upgrade turns a version 1 plan into version 2: heartbeat_ms 0 (the
+// reference's default) becomes absent, -1 (none) becomes 0.
+func (p *Plan) upgrade() {
+	if p.Version != 1 {
+		return
+	}
+	p.Version = 2
+	switch hb := p.Options.HeartbeatMs; {
+	case hb == nil:
+	case *hb == 0:
+		p.Options.HeartbeatMs = nil
+	case *hb == -1:
+		p.Options.HeartbeatMs = Ms(0)
+	}
 }
 
 // Write writes p as indented JSON.

@@ -1,10 +1,15 @@
 package amqp
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/histories"
 )
 
 const goodPlan = `{
@@ -36,6 +41,7 @@ func TestReadPlanStrictly(t *testing.T) {
 		{"unknown field", strings.Replace(goodPlan, `"slots": 1`, `"slot": 1`, 1), "unknown-field.json:5:3: slot: unknown field (want one of admins, clients,"},
 		{"wrong case", strings.Replace(goodPlan, `"lock": "lp"`, `"lock": "lp", "MUTANT": "trust-scan"`, 1), `wrong-case.json:4:17: MUTANT: unknown field (field names are case-sensitive: did you mean "mutant"?)`},
 		{"wrong case nested", strings.Replace(goodPlan, `"heartbeat_ms"`, `"Heartbeat_Ms"`, 1), `wrong-case-nested.json:6:15: options.Heartbeat_Ms: unknown field (field names are case-sensitive: did you mean "heartbeat_ms"?)`},
+		{"optional wrong type", strings.Replace(goodPlan, `"heartbeat_ms": 0`, `"heartbeat_ms": "10s"`, 1), `optional-wrong-type.json:6:31: options.heartbeat_ms: want an integer, got the string "10s"`},
 		{"twice", strings.Replace(goodPlan, `"lock": "lp"`, `"lock": "lp", "lock": "lq"`, 1), "twice.json:4:17: lock: the field appears twice"},
 		{"two values", goodPlan + "\n{}", "two-values.json:13:1: more than one JSON value"},
 		{"bad value", strings.Replace(goodPlan, `"nemesis": null`, `"nemesis": [{"at_ms": 5, "fault": "kill", "target": "c7"}]`, 1), `bad-value.json:9:55: nemesis[0].target: no process named "c7" in this plan`},
@@ -81,5 +87,60 @@ func TestReadPlanOldAndNew(t *testing.T) {
 	}
 	if again.Model != "strict" || len(again.Properties) != 1 || again.Properties[0] != "acquire-exact" {
 		t.Errorf("read back model %q, properties %v", again.Model, again.Properties)
+	}
+}
+
+// A version 1 plan reads as the version 2 plan that runs the same way:
+// its heartbeat_ms 0 (the reference's default) becomes absent and -1
+// (none) becomes 0, as the CLI and the process protocol say them; the
+// simulator gives both the same history, byte for byte. Version 2 refuses
+// version 1's -1.
+func TestVersion1PlansReadAsVersion2(t *testing.T) {
+	plan := func(version int, hb string) string {
+		s := strings.Replace(goodPlan, `"version": 1`, fmt.Sprintf(`"version": %d`, version), 1)
+		s = strings.Replace(s, `"heartbeat_ms": 0`, hb, 1)
+		// A client killed at once: whether anyone notices depends on the heartbeat.
+		return strings.Replace(s, `"nemesis": null`, `"nemesis": [{"at_ms": 0, "after_calls": 8, "fault": "partition", "target": "c1"}]`, 1)
+	}
+	history := func(text string) string {
+		p, err := ParsePlan("p.json", []byte(text))
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		res, err := Simulator{}.Run(context.Background(), p, ImplFor(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		histories.Write(&b, res.History)
+		return b.String()
+	}
+	for _, tc := range []struct {
+		v1, v2 string
+		want   time.Duration
+	}{
+		{`"heartbeat_ms": 0`, `"heartbeat_ms": 10000`, 10 * time.Second},
+		{`"heartbeat_ms": 0`, ``, 10 * time.Second},
+		{`"heartbeat_ms": -1`, `"heartbeat_ms": 0`, 0},
+		{`"heartbeat_ms": 1500`, `"heartbeat_ms": 1500`, 1500 * time.Millisecond},
+	} {
+		old, now := plan(1, tc.v1), plan(2, tc.v2)
+		p, err := ParsePlan("old.json", []byte(old))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Version != 2 || p.Options.Heartbeat() != tc.want {
+			t.Errorf("version 1 %s: read as version %d, heartbeat %v; want version 2, %v", tc.v1, p.Version, p.Options.Heartbeat(), tc.want)
+		}
+		if history(old) != history(now) {
+			t.Errorf("version 1 %s and version 2 %s give different histories", tc.v1, tc.v2)
+		}
+	}
+	if hb := history(plan(2, `"heartbeat_ms": 0`)); hb == history(plan(2, ``)) {
+		t.Errorf("heartbeats off and the default give the same history: the plan does not tell them apart")
+	}
+	_, err := ParsePlan("minus.json", []byte(plan(2, `"heartbeat_ms": -1`)))
+	if err == nil || !strings.Contains(err.Error(), "options.heartbeat_ms: want 0 (propose none) or more, got -1") {
+		t.Errorf("version 2 with heartbeat_ms -1: %v", err)
 	}
 }

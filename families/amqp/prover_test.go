@@ -76,14 +76,15 @@ func TestSameSeedSameHistory(t *testing.T) {
 
 func TestPlanValidation(t *testing.T) {
 	ok := func() *Plan {
-		return &Plan{Version: 1, Kind: "semaphore", Lock: "x", Slots: 1, Clients: [][]Step{{{Op: "acquire"}}}, Admins: [][]Step{{}}}
+		return &Plan{Version: PlanVersion, Kind: "semaphore", Lock: "x", Slots: 1, Clients: [][]Step{{{Op: "acquire"}}}, Admins: [][]Step{{}}}
 	}
 	for _, tc := range []struct {
 		name string
 		edit func(*Plan)
 		want string
 	}{
-		{"version", func(p *Plan) { p.Version = 2 }, "version: want 1"},
+		{"version", func(p *Plan) { p.Version = 3 }, "version: want 2 (or 1, which is read as 2), got 3"},
+		{"heartbeat", func(p *Plan) { p.Options.HeartbeatMs = Ms(-1) }, "options.heartbeat_ms: want 0 (propose none) or more, got -1"},
 		{"kind", func(p *Plan) { p.Kind = "lock" }, `kind: want "semaphore" or "mutex"`},
 		{"step", func(p *Plan) { p.Clients[0][0].Op = "grab" }, `clients[0][0].op: want acquire`},
 		{"sleep", func(p *Plan) { p.Clients[0][0] = Step{Op: "sleep"} }, "clients[0][0].ms:"},

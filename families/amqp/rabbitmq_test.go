@@ -17,7 +17,7 @@ func realConfig(t *testing.T, faults ...string) prover.Config {
 	return prover.Config{Family: Config{
 		Target:  RabbitMQ{URL: rabbitmqtest.URL(t)},
 		Faults:  faults,
-		Options: Options{HeartbeatMs: 1000},
+		Options: Options{HeartbeatMs: Ms(1000)},
 	}, Timeout: time.Minute}
 }
 
@@ -62,7 +62,7 @@ func TestInterruptedRunCleansUp(t *testing.T) {
 	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
 		t.Skip("needs rabbitmqctl to list the broker's queues")
 	}
-	p := &Plan{Version: 1, Kind: "semaphore", Lock: "lp-interrupt", Slots: 2, Options: Options{HeartbeatMs: 1000},
+	p := &Plan{Version: PlanVersion, Kind: "semaphore", Lock: "lp-interrupt", Slots: 2, Options: Options{HeartbeatMs: Ms(1000)},
 		Clients: [][]Step{{{Op: "acquire"}, {Op: "sleep", Ms: 60000}}}, Admins: [][]Step{{}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

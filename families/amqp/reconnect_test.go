@@ -55,7 +55,7 @@ func (l *lazyClient) Acquire(ctx context.Context) (int, error) {
 // charged for the connection; one that connects when nothing cut it off is.
 func TestReconnectAfterFault(t *testing.T) {
 	plan := func(fault string) *Plan {
-		p := &Plan{Version: 1, Kind: "semaphore", Lock: "lp", Slots: 1, Admins: [][]Step{{}},
+		p := &Plan{Version: PlanVersion, Kind: "semaphore", Lock: "lp", Slots: 1, Admins: [][]Step{{}},
 			Clients: [][]Step{{{Op: "acquire"}, {Op: "release"}, {Op: "acquire"}, {Op: "release"}}}}
 		if fault != "" {
 			// After the first acquire's 9 methods: its release is cut off.

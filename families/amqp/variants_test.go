@@ -69,7 +69,7 @@ func TestLazySetupIsFree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &Plan{Version: 1, Kind: "semaphore", Lock: "lp", Slots: 2, Options: o, Admins: [][]Step{{}},
+		p := &Plan{Version: PlanVersion, Kind: "semaphore", Lock: "lp", Slots: 2, Options: o, Admins: [][]Step{{}},
 			Clients: [][]Step{{{Op: "acquire"}, {Op: "verify"}, {Op: "release"}, {Op: "acquire"}, {Op: "verify"}}}}
 		for _, prop := range []string{model.CheapAcquire, model.CheapVerify} {
 			if v := cheapVerdict(t, p, prop); v.Status != model.Pass || v.Judged < 2 {
