@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lockprover/lockprover/families/dbsemaphore"
 )
 
 // prove --kind db-semaphore proves the database semaphore's reference on
@@ -42,7 +46,7 @@ func TestDBSemaphoreMutantAndReplay(t *testing.T) {
 		t.Fatalf("replay --mutant reference: exit %d\n%s%s", code, out, errOut)
 	}
 	code, _, errOut = lockprover("replay", "--target", "rabbitmq", plan)
-	if code != exitUsage || !strings.Contains(errOut, "runs on the simulated database only") {
+	if code != exitUsage || !strings.Contains(errOut, "runs on the simulated database (--target sim) or a real MariaDB (--target mariadb)") {
 		t.Fatalf("replay --target rabbitmq: exit %d, %s", code, errOut)
 	}
 	data, _ := os.ReadFile(plan)
@@ -55,5 +59,89 @@ func TestDBSemaphoreMutantAndReplay(t *testing.T) {
 	code, out, _ = lockprover("mutants", "--kind", "db-semaphore")
 	if code != exitOK || !strings.Contains(out, "count-without-lock") || !strings.Contains(out, "ambiguous-commit-retry") || strings.Contains(out, "trust-scan") {
 		t.Fatalf("mutants --kind db-semaphore: exit %d\n%s", code, out)
+	}
+}
+
+// prove --kind db-semaphore --target mariadb proves the reference on the
+// real server and leaves none of its tables behind; a replay runs there
+// too.
+func TestProveDBSemaphoreOnMariaDB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real plans take seconds each")
+	}
+	dsn := mariaDSN(t)
+	code, out, errOut := lockprover("prove", "--kind", "db-semaphore", "--target", "mariadb", "--dsn", dsn, "--runs", "3", "--seed", "4")
+	if code != exitOK || !strings.Contains(out, "on MariaDB at ") || !strings.Contains(out, "3 plans") || !strings.Contains(out, "every property held") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.json")
+	os.WriteFile(plan, []byte(`{"version":1,"kind":"db-semaphore","key":"k","max":1,"ttl_ms":300,"options":{},
+		"clients":[[{"op":"acquire"},{"op":"sleep","ms":400},{"op":"release"}],[{"op":"sleep","ms":50},{"op":"acquire"}]],
+		"nemesis":[{"at_ms":20,"fault":"kill","target":"c1"}],"schedule":[],"schedule_seed":1}`), 0o644)
+	code, out, errOut = lockprover("replay", "--target", "mariadb", "--dsn", dsn, plan)
+	if code != exitOK || !strings.Contains(out, "verdict: pass") {
+		t.Fatalf("replay --target mariadb: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// mariaDSN is the MariaDB the tests use ($LOCKPROVER_MYSQL_DSN, or the
+// machine's own); a test skips when it is out of reach.
+func mariaDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("LOCKPROVER_MYSQL_DSN")
+	if dsn == "" {
+		dsn = dbsemaphore.DefaultDSN
+	}
+	if err := (dbsemaphore.MariaDB{DSN: dsn}).Preflight(context.Background()); err != nil {
+		t.Skipf("no MariaDB: %v", err)
+	}
+	return dsn
+}
+
+// The database semaphore's flags are checked together with the target:
+// each mistake is named, nothing runs.
+func TestDBSemaphoreTargetFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dsn", "x"}, "--dsn is for a real database: add --target mariadb"},
+		{[]string{"--private-server"}, "--private-server is for a real database: add --target mariadb"},
+		{[]string{"--target", "rabbitmq"}, "runs on the simulated database (--target sim) or a real MariaDB (--target mariadb)"},
+		{[]string{"--target", "mariadb", "--faults", "kill,restart-broker"}, "restart-broker on MariaDB needs --private-server"},
+		{[]string{"--target", "mariadb", "--private-server", "--dsn", "x"}, "--dsn and --private-server exclude each other"},
+		{[]string{"--impl", "x", "--target", "sim"}, "--impl runs processes against a real database: use --target mariadb"},
+		{[]string{"--impl", "x", "--options", "fencing"}, "an implementation given with --impl has its own"},
+		{[]string{"--heartbeat", "1s"}, "--heartbeat is for amqp-locks"},
+		{[]string{"--target", "mariadb", "--dsn", "root@tcp(127.0.0.1:1)/test", "--runs", "1"}, "127.0.0.1:1"},
+		{[]string{"--target", "mariadb", "--dsn", "root@tcp(127.0.0.1:3306)/", "--runs", "1"}, "name a database"},
+	} {
+		code, _, errOut := lockprover(append([]string{"prove", "--kind", "db-semaphore"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, %q; want exit %d saying %q", tc.args, code, errOut, exitUsage, tc.want)
+		}
+	}
+}
+
+// The Python example (examples/python/db_semaphore.py, PyMySQL) is proven
+// on MariaDB under every fault but a restart: prove --impl runs one
+// process per client, through a proxy of its own, and leaves no tables
+// or processes behind.
+func TestProvePythonLeaseExampleOnMariaDB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real plans take seconds each")
+	}
+	dsn := mariaDSN(t)
+	if exec.Command("/usr/bin/python3", "-c", "import pymysql").Run() != nil {
+		t.Skip("needs Debian's /usr/bin/python3 with python3-pymysql")
+	}
+	script, _ := filepath.Abs("../../examples/python/db_semaphore.py")
+	code, out, errOut := lockprover("prove", "--kind", "db-semaphore", "--impl", "/usr/bin/python3 "+script, "--dsn", dsn, "--runs", "5", "--seed", "2")
+	if code != exitOK || !strings.Contains(out, "5 plans") || !strings.Contains(out, "every property held") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if n, err := exec.Command("pgrep", "-f", script).Output(); err == nil {
+		t.Errorf("processes of the example left running: %s", n)
 	}
 }

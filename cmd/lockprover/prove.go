@@ -20,6 +20,9 @@ import (
 	"syscall"
 	"time"
 
+	driver "github.com/go-sql-driver/mysql"
+
+	"github.com/lockprover/lockprover/adapters/mysql"
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -41,6 +44,11 @@ type proveFlags struct {
 	restart                 bool
 	process                 *process.Impl
 	heartbeatSet, targetSet bool
+	// The database semaphore's real target: --dsn, --private-server and,
+	// with --impl, the implementation's processes.
+	dsn     string
+	private bool
+	lease   *process.LeaseImpl
 }
 
 func (f *proveFlags) register(fs *flag.FlagSet) {
@@ -57,10 +65,12 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "time budget of each linearizability check")
 	fs.DurationVar(&f.shrink, "shrink-time", 30*time.Second, "time to spend minimising a counterexample")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker (plans wait three heartbeats at their end); 0s for none")
-	fs.StringVar(&f.target, "target", "sim", "where plans run: sim (the simulator) or rabbitmq (a real broker, see --amqp-url)")
+	fs.StringVar(&f.target, "target", "sim", "where plans run: sim (the simulator), rabbitmq (a real broker, see --amqp-url) or, for --kind db-semaphore, mariadb (a real MariaDB, see --dsn)")
 	fs.StringVar(&f.url, "amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
 	fs.BoolVar(&f.restart, "allow-restart", false, "let plans on a real broker restart it (rabbitmqctl stop_app/start_app)")
-	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference; implies --target rabbitmq")
+	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference; implies --target rabbitmq (--target mariadb for --kind db-semaphore)")
+	fs.StringVar(&f.dsn, "dsn", "", "the real MariaDB's DSN (go-sql-driver form, over tcp); default $LOCKPROVER_MYSQL_DSN, else "+dbsemaphore.DefaultDSN)
+	fs.BoolVar(&f.private, "private-server", false, "run --target mariadb on a private mariadbd of the run's own (own datadir and port, stopped at the end), which plans may restart")
 	fs.StringVar(&f.options, "options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, plain_failure, scan_start=random, delete_order=ascending, overshoot=N, ...")
 }
 
@@ -110,7 +120,7 @@ func (f *proveFlags) check(fs *flag.FlagSet) checks {
 	bad.duration("shrink-time", f.shrink, true)
 	bad.duration("heartbeat", f.heartbeat, true)
 	bad.add(f.heartbeat > 0 && f.heartbeat < time.Millisecond, "--heartbeat must be at least 1ms (or 0s for none), not %v", f.heartbeat)
-	bad.oneOf("target", f.target, "sim", "rabbitmq")
+	bad.oneOf("target", f.target, "sim", "rabbitmq", "mariadb")
 	bad.add(given(fs, "impl") && strings.TrimSpace(f.impl) == "", "--impl needs a command")
 	return bad
 }
@@ -240,33 +250,27 @@ func (f *proveFlags) search(fs *flag.FlagSet, mutant, shard, out string, outf *o
 // reference (or a mutant) on the simulated database. Flags that belong to
 // amqp-locks are refused by name.
 func (f *proveFlags) dbConfig(fs *flag.FlagSet, c prover.Config, a amqp.Config) (prover.Config, amqp.Config, error) {
-	for _, name := range []string{"heartbeat", "amqp-url", "allow-restart", "impl"} {
+	for _, name := range []string{"heartbeat", "amqp-url", "allow-restart"} {
 		if given(fs, name) {
 			return c, a, fmt.Errorf("--%s is for amqp-locks, not --kind %s", name, dbsemaphore.Kind)
 		}
 	}
-	if f.target != "sim" {
-		return c, a, fmt.Errorf("--kind %s runs on the simulated database only (--target sim); a MariaDB target is not built yet", dbsemaphore.Kind)
-	}
 	d := dbsemaphore.Config{Clients: f.clients, Ops: f.ops, MaxFaults: f.maxFault}
+	if err := f.dbTarget(fs, &d); err != nil {
+		return c, a, err
+	}
 	if f.options != "" {
+		if f.impl != "" {
+			return c, a, errors.New("--options sets the reference's options; an implementation given with --impl has its own")
+		}
 		o, err := dbsemaphore.ParseOptions(f.options)
 		if err != nil {
 			return c, a, fmt.Errorf("--options: %w", err)
 		}
 		d.Options = o
 	}
-	switch f.faults {
-	case "all":
-	case "none":
-		d.Faults = []string{}
-	default:
-		for _, name := range strings.Split(f.faults, ",") {
-			if !known(name, dbsemaphore.FaultNames()) {
-				return c, a, fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all; or none)", name, dbsemaphore.Kind, strings.Join(dbsemaphore.FaultNames(), ", "))
-			}
-			d.Faults = append(d.Faults, name)
-		}
+	if err := f.dbFaults(&d); err != nil {
+		return c, a, err
 	}
 	if given(fs, "properties") {
 		props, err := parsePropertiesOf(f.props, lease.Properties)
@@ -277,6 +281,61 @@ func (f *proveFlags) dbConfig(fs *flag.FlagSet, c prover.Config, a amqp.Config) 
 	}
 	c.Family = d
 	return c, a, nil
+}
+
+// dbTarget sets where the database semaphore's plans run: the simulated
+// database, or a real MariaDB (--target mariadb, which --impl implies)
+// named by --dsn or, with --private-server, started by the run.
+func (f *proveFlags) dbTarget(fs *flag.FlagSet, d *dbsemaphore.Config) error {
+	if f.impl != "" {
+		if f.targetSet && f.target != "mariadb" {
+			return fmt.Errorf("--impl runs processes against a real database: use --target mariadb")
+		}
+		f.target = "mariadb"
+		f.lease = &process.LeaseImpl{Command: f.impl}
+		d.Impl = f.lease
+	}
+	switch f.target {
+	case "rabbitmq":
+		return fmt.Errorf("--kind %s runs on the simulated database (--target sim) or a real MariaDB (--target mariadb)", dbsemaphore.Kind)
+	case "sim":
+		for _, name := range []string{"dsn", "private-server"} {
+			if given(fs, name) {
+				return fmt.Errorf("--%s is for a real database: add --target mariadb", name)
+			}
+		}
+		return nil
+	}
+	if f.private && given(fs, "dsn") {
+		return errors.New("--dsn and --private-server exclude each other: the private server has its own")
+	}
+	d.Target = dbsemaphore.MariaDB{DSN: mysqlDSN(f.dsn)} // with --private-server, its server is set once started
+	return nil
+}
+
+// dbFaults reads --faults for the database semaphore: all (but a restart
+// of a shared server), none, or a list.
+func (f *proveFlags) dbFaults(d *dbsemaphore.Config) error {
+	switch f.faults {
+	case "all":
+		if f.target == "mariadb" && !f.private {
+			d.Faults = withoutRestart(dbsemaphore.FaultNames())
+		}
+		return nil
+	case "none":
+		d.Faults = []string{}
+		return nil
+	}
+	for _, name := range strings.Split(f.faults, ",") {
+		if !known(name, dbsemaphore.FaultNames()) {
+			return fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all; or none)", name, dbsemaphore.Kind, strings.Join(dbsemaphore.FaultNames(), ", "))
+		}
+		if name == histories.RestartBroker && f.target == "mariadb" && !f.private {
+			return errors.New("--faults: restart-broker on MariaDB needs --private-server (the shared server is never restarted)")
+		}
+		d.Faults = append(d.Faults, name)
+	}
+	return nil
 }
 
 // describe says what is proven and where, as prove's first line says it.
@@ -295,8 +354,13 @@ func (f *proveFlags) describe(a amqp.Config) (what, where string) {
 	if f.kind == dbsemaphore.Kind {
 		where = "the simulated database"
 	}
-	if f.target == "rabbitmq" {
+	switch {
+	case f.target == "rabbitmq":
 		where = "RabbitMQ at " + redact(brokerURL(f.url))
+	case f.target == "mariadb" && f.private:
+		where = "a private MariaDB of the run's own"
+	case f.target == "mariadb":
+		where = dbsemaphore.MariaDB{DSN: mysqlDSN(f.dsn)}.String()
 	}
 	return what, where
 }
@@ -339,13 +403,22 @@ func summarize(sum *results.Summary, o *prover.Outcome, props []string, rate flo
 }
 
 // replayFlags are the flags a replay of this run's counterexample needs:
-// the implementation or the broker (its URL only when it holds no
-// password), a restart allowed, the check's time budget.
+// the implementation, the broker or database (its URL or DSN only when it
+// holds no password), a restart allowed, the check's time budget.
 func (f *proveFlags) replayFlags(fs *flag.FlagSet) []string {
 	var replay []string
 	if f.impl != "" {
 		replay = append(replay, "--impl", shellQuote(f.impl))
-	} else if f.target == "rabbitmq" {
+	} else if f.target == "mariadb" {
+		replay = append(replay, "--target", "mariadb")
+	}
+	if f.target == "mariadb" {
+		if f.private {
+			replay = append(replay, "--private-server")
+		} else if cfg, err := driver.ParseDSN(f.dsn); f.dsn != "" && err == nil && cfg.Passwd == "" {
+			replay = append(replay, "--dsn", shellQuote(f.dsn))
+		}
+	} else if f.impl == "" && f.target == "rabbitmq" {
 		replay = append(replay, "--target", "rabbitmq")
 		if u, err := url.Parse(f.url); f.url != "" && err == nil && u.User != nil {
 			if _, hasPassword := u.User.Password(); !hasPassword {
@@ -396,8 +469,8 @@ const proveSynopsis = `prove [--runs N | --time D] [--seed S] [--clients N] [--o
                   [--faults kill,pause,...|all|none] [--kind semaphore|mutex|db-semaphore]
                   [--properties P,...] [--model standard|strict] [--timeout D]
                   [--shrink-time D] [--heartbeat D] [--options K=V,...] [--mutant NAME]
-                  [--target sim|rabbitmq] [--amqp-url URL] [--allow-restart]
-                  [--impl COMMAND] [--out DIR] [--shard i/n|auto]
+                  [--target sim|rabbitmq|mariadb] [--amqp-url URL] [--allow-restart]
+                  [--dsn DSN] [--private-server] [--impl COMMAND] [--out DIR] [--shard i/n|auto]
                   [--json FILE] [--junit FILE] [--quiet]`
 
 // runProve is `lockprover prove`: it draws plans, proves the target on
@@ -429,15 +502,60 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "proving %s on %s, seed %d\n", what, where, p.s.Seed)
 	}
 	var onInterrupt func()
-	if p.f.process != nil {
+	switch {
+	case p.f.process != nil:
 		onInterrupt = p.f.process.Stop
+	case p.f.lease != nil:
+		onInterrupt = p.f.lease.Stop
+		defer p.f.lease.Stop()
 	}
 	ctx, stop := interrupts(stderr, onInterrupt)
 	defer stop()
 	if code, err := p.f.preflight(ctx, p.a.Kind, stderr); code >= 0 {
 		return p.finish(code, err, stderr)
 	}
+	if p.f.private {
+		server, err := startPrivate(ctx, stdout, p.outf.quiet)
+		if err != nil {
+			fmt.Fprintf(stderr, "prove: --private-server: %v\n", err)
+			return p.finish(exitUsage, err, stderr)
+		}
+		defer server.Stop()
+		d := p.s.Config.Family.(dbsemaphore.Config)
+		d.Target = dbsemaphore.MariaDB{Server: server.Server}
+		p.s.Config.Family = d
+	}
 	return p.prove(ctx, term, stdout, stderr)
+}
+
+// startPrivate starts a private mariadbd for the run, in a temporary
+// directory of its own that Stop removes.
+func startPrivate(ctx context.Context, stdout io.Writer, quiet bool) (*privateServer, error) {
+	dir, err := os.MkdirTemp("", "lockprover-mariadb-")
+	if err != nil {
+		return nil, err
+	}
+	s, err := mysql.StartPrivate(ctx, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if !quiet {
+		fmt.Fprintf(stdout, "started a private MariaDB at %s (pid %d) for the run\n", s.Addr(), s.PID())
+	}
+	return &privateServer{s, dir}, nil
+}
+
+// A privateServer is a private mariadbd and its directory.
+type privateServer struct {
+	*mysql.Server
+	dir string
+}
+
+// Stop stops the server and removes its directory.
+func (p *privateServer) Stop() {
+	p.Server.Stop()
+	os.RemoveAll(p.dir)
 }
 
 // A proveRun is one run of prove: its flags, the search they make, and the

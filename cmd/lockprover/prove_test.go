@@ -70,7 +70,7 @@ func TestProveUsage(t *testing.T) {
 		{[]string{"prove", "--faults", "meteor"}, `unknown fault "meteor"`},
 		{[]string{"prove", "--mutant", "nope"}, `no mutant named "nope"`},
 		{[]string{"prove", "--kind", "lock"}, "--kind must be semaphore or mutex or db-semaphore"},
-		{[]string{"prove", "--kind", "db-semaphore", "--target", "rabbitmq"}, "--kind db-semaphore runs on the simulated database only"},
+		{[]string{"prove", "--kind", "db-semaphore", "--target", "rabbitmq"}, "--kind db-semaphore runs on the simulated database (--target sim) or a real MariaDB (--target mariadb)"},
 		{[]string{"prove", "--kind", "db-semaphore", "--heartbeat", "1s"}, "--heartbeat is for amqp-locks"},
 		{[]string{"prove", "--kind", "db-semaphore", "--faults", "partition"}, `unknown fault "partition" for --kind db-semaphore`},
 		{[]string{"prove", "--kind", "db-semaphore", "--mutant", "trust-scan"}, `no db-semaphore mutant named "trust-scan"`},

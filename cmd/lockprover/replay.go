@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"github.com/lockprover/lockprover/families/amqp"
@@ -144,26 +145,62 @@ func replayMutant(planMutant *string, mutant string, known bool, unknown string)
 }
 
 // replayDatabase reads a database semaphore plan, with --mutant applied,
-// to run on the simulated database (its trace to stdout with --trace).
-func replayDatabase(path, mutant string, real, trace bool, stdout io.Writer) (*replayRun, error) {
-	if real {
-		return nil, fmt.Errorf("%s: a %s plan runs on the simulated database only (no --target rabbitmq or --impl)", path, dbsemaphore.Kind)
+// to run on the simulated database (its trace to stdout with --trace) or
+// on a real MariaDB (--target mariadb, --dsn or --private-server), against
+// the reference, a mutant, or --impl.
+func replayDatabase(ra *replayArgs, stdout io.Writer) (*replayRun, error) {
+	switch {
+	case ra.target == "rabbitmq":
+		return nil, fmt.Errorf("%s: a %s plan runs on the simulated database (--target sim) or a real MariaDB (--target mariadb)", ra.path, dbsemaphore.Kind)
+	case ra.target == "sim" && (given(ra.fs, "dsn") || ra.private):
+		return nil, errors.New("--dsn and --private-server are for a real database: add --target mariadb")
+	case ra.private && given(ra.fs, "dsn"):
+		return nil, errors.New("--dsn and --private-server exclude each other: the private server has its own")
+	case given(ra.fs, "amqp-url") || ra.allowRestart:
+		return nil, fmt.Errorf("--amqp-url and --allow-restart are for amqp-locks, not a %s plan", dbsemaphore.Kind)
 	}
-	p, err := dbsemaphore.ReadPlan(path)
+	p, err := dbsemaphore.ReadPlan(ra.path)
 	if err != nil {
 		return nil, err
 	}
-	if err := replayMutant(&p.Mutant, mutant, dbsemaphore.MutantNamed(mutant) != nil, "no db-semaphore mutant named %q (see lockprover mutants --kind db-semaphore)"); err != nil {
+	if err := replayMutant(&p.Mutant, ra.mutant, dbsemaphore.MutantNamed(ra.mutant) != nil, "no db-semaphore mutant named %q (see lockprover mutants --kind db-semaphore)"); err != nil {
 		return nil, err
 	}
-	var tr io.Writer
-	if trace {
-		tr = stdout
+	if ra.impl != "" && p.Mutant != "" {
+		return nil, fmt.Errorf("the plan names mutant %s: add --mutant reference to run it against --impl", p.Mutant)
 	}
-	return &replayRun{model: p.Model, properties: p.Properties, propertyNames: lease.Properties, stop: func() {},
-		implementation: dbsemaphore.Config{Mutant: p.Mutant}.String(),
-		run:            func(context.Context) (*prover.Result, error) { return dbsemaphore.Simulate(p, tr) },
-	}, nil
+	c := dbsemaphore.Config{Mutant: p.Mutant}
+	rp := &replayRun{model: p.Model, properties: p.Properties, propertyNames: lease.Properties, stop: func() {}}
+	if ra.impl != "" {
+		li := &process.LeaseImpl{Command: ra.impl}
+		c.Impl, rp.stop = li, li.Stop
+	}
+	if ra.target == "sim" {
+		var tr io.Writer
+		if ra.trace {
+			tr = stdout
+		}
+		rp.implementation = c.String()
+		rp.run = func(context.Context) (*prover.Result, error) { return dbsemaphore.Simulate(p, tr) }
+		return rp, nil
+	}
+	c.Target = dbsemaphore.MariaDB{DSN: mysqlDSN(ra.dsn)}
+	rp.implementation = c.String()
+	rp.run = func(ctx context.Context) (*prover.Result, error) {
+		if ra.private {
+			server, err := startPrivate(ctx, stdout, ra.outf.quiet)
+			if err != nil {
+				return nil, fmt.Errorf("--private-server: %w", err)
+			}
+			defer server.Stop()
+			c.Target = dbsemaphore.MariaDB{Server: server.Server}
+		}
+		if err := c.Preflight(ctx); err != nil {
+			return nil, err
+		}
+		return c.Run(ctx, p)
+	}
+	return rp, nil
 }
 
 // judgedWorst is the worst status among the counted properties of r,
@@ -195,7 +232,8 @@ func judgedWorst(stdout io.Writer, r *model.Report, counted []string, strict, qu
 	return worst
 }
 
-const replaySynopsis = `replay [--target sim|rabbitmq] [--amqp-url URL] [--allow-restart] [--impl COMMAND]
+const replaySynopsis = `replay [--target sim|rabbitmq|mariadb] [--amqp-url URL] [--allow-restart]
+                   [--dsn DSN] [--private-server] [--impl COMMAND]
                    [--mutant NAME|reference] [--model standard|strict] [--properties P,...]
                    [--timeout D] [--history FILE] [--trace] [--json FILE] [--junit FILE]
                    [--quiet] PLAN`
@@ -209,15 +247,12 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	stdout = ra.outf.tee(stdout)
-	sum := &results.Summary{Target: ra.target, Timings: results.Timings{Started: time.Now()}}
-	if ra.real {
-		sum.Target = "rabbitmq"
-	}
 	rp, err := ra.open(stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitUsage
 	}
+	sum := &results.Summary{Target: ra.target, Timings: results.Timings{Started: time.Now()}}
 	defer rp.stop()
 	strict, counted, err := replayJudging(ra.fs, rp, ra.modelName, ra.props, ra.history)
 	if err != nil {
@@ -226,7 +261,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := interrupts(stderr, rp.stop)
 	defer stop()
-	if ra.real {
+	if rp.onBroker != nil && ra.target == "rabbitmq" {
 		if code := preflight(ctx, "replay", brokerURL(ra.amqpURL), stderr); code >= 0 {
 			return code
 		}
@@ -255,9 +290,9 @@ type replayArgs struct {
 	fs                                        *flag.FlagSet // to tell the flags given from defaults
 	path                                      string        // the plan file
 	history, mutant, modelName, props, target string
-	amqpURL, impl                             string
-	trace, allowRestart                       bool
-	real                                      bool // the plan runs on a real broker (--target rabbitmq or --impl)
+	amqpURL, impl, dsn                        string
+	trace, allowRestart, private              bool
+	real                                      bool // the plan runs on a real backend (--target rabbitmq or mariadb, or --impl)
 	timeout                                   time.Duration
 	outf                                      outputFlags
 }
@@ -278,23 +313,25 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	fs.StringVar(&ra.modelName, "model", "standard", "acquire-exact model: standard or strict; default the plan's")
 	fs.StringVar(&ra.props, "properties", "", "comma-separated properties whose violation counts; default the plan's, else all")
 	fs.DurationVar(&ra.timeout, "timeout", time.Minute, "time budget of each linearizability check")
-	fs.StringVar(&ra.target, "target", "sim", "where the plan runs: sim or rabbitmq")
+	fs.StringVar(&ra.target, "target", "sim", "where the plan runs: sim, rabbitmq (amqp-locks) or mariadb (db-semaphore)")
 	fs.StringVar(&ra.amqpURL, "amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
 	fs.BoolVar(&ra.allowRestart, "allow-restart", false, "let the plan restart a real broker")
-	fs.StringVar(&ra.impl, "impl", "", "run an implementation that speaks the process protocol instead (implies --target rabbitmq)")
+	fs.StringVar(&ra.impl, "impl", "", "run an implementation that speaks the process protocol instead (implies --target rabbitmq, or mariadb for a db-semaphore plan)")
+	fs.StringVar(&ra.dsn, "dsn", "", "the real MariaDB's DSN; default $LOCKPROVER_MYSQL_DSN, else "+dbsemaphore.DefaultDSN)
+	fs.BoolVar(&ra.private, "private-server", false, "run the plan on a private mariadbd of its own, which it may restart")
 	ra.outf.register(fs, true)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return nil, code, false
 	}
-	ra.real = ra.target == "rabbitmq" || ra.impl != ""
+	ra.real = ra.target != "sim" || ra.impl != ""
 	var bad checks
-	bad.oneOf("target", ra.target, "sim", "rabbitmq")
+	bad.oneOf("target", ra.target, "sim", "rabbitmq", "mariadb")
 	bad.oneOf("model", ra.modelName, "standard", "strict")
 	bad.duration("timeout", ra.timeout, false)
 	bad.add(given(fs, "impl") && strings.TrimSpace(ra.impl) == "", "--impl needs a command")
-	bad.add(ra.impl != "" && given(fs, "target") && ra.target != "rabbitmq", "--impl runs processes against a real broker: use --target rabbitmq")
-	bad.add(ra.trace && ra.real, "--trace is the simulator's event trace: not with --target rabbitmq or --impl")
+	bad.add(ra.impl != "" && given(fs, "target") && ra.target == "sim", "--impl runs processes against a real backend: use --target rabbitmq (or mariadb)")
+	bad.add(ra.trace && ra.real, "--trace is the simulator's event trace: not with a real target or --impl")
 	bad.add(!ra.real && given(fs, "amqp-url"), "--amqp-url is for a real broker: add --target rabbitmq")
 	bad.add(!ra.real && ra.allowRestart, "--allow-restart is for a real broker: add --target rabbitmq")
 	bad.add(len(pos) != 1, "want exactly one plan file, got %d arguments", len(pos))
@@ -308,9 +345,22 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 
 // open reads the plan as the family it names reads it, with --mutant
 // applied, ready to run.
+// --impl without --target runs on the family's real backend.
 func (ra *replayArgs) open(stdout io.Writer) (*replayRun, error) {
 	if planKind(ra.path) == dbsemaphore.Kind {
-		return replayDatabase(ra.path, ra.mutant, ra.real, ra.trace, stdout)
+		if ra.impl != "" && !given(ra.fs, "target") {
+			ra.target = "mariadb"
+		}
+		return replayDatabase(ra, stdout)
+	}
+	if ra.impl != "" && !given(ra.fs, "target") {
+		ra.target = "rabbitmq"
+	}
+	switch {
+	case ra.target == "mariadb":
+		return nil, fmt.Errorf("%s: an amqp-locks plan runs on the simulator (--target sim) or RabbitMQ (--target rabbitmq)", ra.path)
+	case given(ra.fs, "dsn") || ra.private:
+		return nil, errors.New("--dsn and --private-server are for a db-semaphore plan on MariaDB")
 	}
 	return replayAMQP(ra.path, ra.mutant, ra.trace, ra.impl, stdout)
 }
