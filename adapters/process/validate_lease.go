@@ -270,7 +270,6 @@ func (v *leaseValidator) fenceNote(more string) string {
 // release, expired, a disagreeing max, fences, an unknown request, ending.
 // It says whether the implementation starts at all.
 func (v *leaseValidator) basics() bool {
-	ctx := v.ctx
 	v.group()
 	s := v.session(v.key, 1, validateTTL)
 	c1 := v.start("c1", s)
@@ -281,6 +280,24 @@ func (v *leaseValidator) basics() bool {
 	if c2 == nil {
 		return false
 	}
+	if l1 := v.firstGrant(c1, c2, s); l1.Token != "" { // the checks below need a lease
+		last := v.afterRelease(c1, c2, s, l1)
+		v.agreedMax(c1, c2, s, &last)
+		v.fences(c1, s, &last)
+		v.unknownRequest(c1)
+	}
+	if v.halted == "" {
+		v.ends(c1.c)
+		v.ends(c2.c)
+	}
+	return true
+}
+
+// firstGrant: c1's acquire of the free key is granted (with a fence, if
+// asked), its tables carry init's prefix, and c2 then finds the key full.
+// It returns c1's lease (no token if it was not granted).
+func (v *leaseValidator) firstGrant(c1, c2 *LeaseClient, s dbsemaphore.Session) dbsem.Lease {
+	ctx := v.ctx
 	ttl := validateTTL.Milliseconds()
 	var l1 dbsem.Lease
 	v.step(fmt.Sprintf("acquire {max:1, ttl_ms:%d} -> acquire_ok%s", ttl, v.fenceNote("")), func() error {
@@ -288,9 +305,6 @@ func (v *leaseValidator) basics() bool {
 		l1, err = c1.Acquire(ctx, s.Key, validateTTL, 1)
 		return granted("the first acquire of a free key", l1, err)
 	}, c1)
-	if l1.Token == "" {
-		return true // the checks below need a lease
-	}
 	v.step(fmt.Sprintf("its tables are named with init's prefix (%s)", v.base.Prefix), func() error {
 		if n := len(v.tables()); n == 0 {
 			return fmt.Errorf("after an acquire_ok no table's name starts with init's \"prefix\" %q: keep leases in tables (the processes share nothing else) and name every table prefix + something, creating it with CREATE TABLE IF NOT EXISTS", v.base.Prefix)
@@ -310,6 +324,16 @@ func (v *leaseValidator) basics() bool {
 		}
 		return fmt.Errorf(`answered %s: with max leases live, answer {"type":"acquire_fail","reason":"full"}, not an error`, describe("acquire", l, err))
 	}, c2)
+	return l1
+}
+
+// afterRelease: refresh and release of c1's live lease succeed, then
+// refresh and release of it, and refresh of a token never granted, are
+// expired; c2's acquire after the release is granted with a new token. It
+// returns the last fence seen.
+func (v *leaseValidator) afterRelease(c1, c2 *LeaseClient, s dbsemaphore.Session, l1 dbsem.Lease) int64 {
+	ctx := v.ctx
+	ttl := validateTTL.Milliseconds()
 	v.step(fmt.Sprintf("refresh {token, ttl_ms:%d} of the live lease -> refresh_ok", ttl), func() error {
 		return answered("refresh", c1.Refresh(ctx, s.Key, l1.Token, validateTTL), nil, live)
 	}, c1)
@@ -335,6 +359,13 @@ func (v *leaseValidator) basics() bool {
 			return nil
 		})
 	}, c2)
+	return last
+}
+
+// agreedMax: an acquire asking for another max than the key's is refused
+// with a definite error and takes nothing.
+func (v *leaseValidator) agreedMax(c1, c2 *LeaseClient, s dbsemaphore.Session, last *int64) {
+	ctx := v.ctx
 	refused := false
 	v.step("acquire {max:2} of the key agreed with max 1 -> a definite error (code \"mismatch\")", func() error {
 		l, err := c1.Acquire(ctx, s.Key, validateTTL, 2)
@@ -353,20 +384,30 @@ func (v *leaseValidator) basics() bool {
 	}, c1)
 	if refused {
 		v.step("the refused acquire took nothing: acquire {max:1} -> acquire_ok, then release_ok", func() error {
-			return v.grantRelease(c2, s.Key, "after a refused acquire, an acquire of the free key", &last, nil)
+			return v.grantRelease(c2, s.Key, "after a refused acquire, an acquire of the free key", last, nil)
 		}, c2)
 	}
+}
+
+// fences: with fencing, fences increase over grants in a row.
+func (v *leaseValidator) fences(c1 *LeaseClient, s dbsemaphore.Session, last *int64) {
 	if v.base.Fencing {
 		const grants = 8
 		v.step(fmt.Sprintf("fences increase over %d grants in a row (acquire, release)", grants), func() error {
 			for i := 0; i < grants; i++ {
-				if err := v.grantRelease(c1, s.Key, fmt.Sprintf("acquire %d of the free key", i+1), &last, nil); err != nil {
+				if err := v.grantRelease(c1, s.Key, fmt.Sprintf("acquire %d of the free key", i+1), last, nil); err != nil {
 					return err
 				}
 			}
 			return nil
 		}, c1)
 	}
+}
+
+// unknownRequest: a request type the implementation does not know gets a
+// definite "unsupported" error.
+func (v *leaseValidator) unknownRequest(c1 *LeaseClient) {
+	ctx := v.ctx
 	v.step(`an unknown request -> error {code:"unsupported", definite:true}`, func() error {
 		_, err := c1.call(ctx, c1.c.timeout, "frobnicate", request{"type": "frobnicate"}, "frobnicate_ok")
 		var le *LeaseError
@@ -380,11 +421,6 @@ func (v *leaseValidator) basics() bool {
 		}
 		return errors.New(`answered "frobnicate_ok": answer a request type you do not support with {"type":"error","code":"unsupported","definite":true}`)
 	}, c1)
-	if v.halted == "" {
-		v.ends(c1.c)
-		v.ends(c2.c)
-	}
-	return true
 }
 
 // expiry: a lease whose ttl passed is expired (refresh and release say

@@ -177,9 +177,7 @@ var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, 
 // Validate reports the first thing wrong with p, naming the field: a
 // *prover.PlanError.
 func (p *Plan) Validate() error {
-	bad := func(field, format string, args ...any) error {
-		return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
-	}
+	bad := planError
 	if p.Version != PlanVersion {
 		return bad("version", "want %d (or 1, which is read as 2), got %d", PlanVersion, p.Version)
 	}
@@ -221,31 +219,8 @@ func (p *Plan) Validate() error {
 			}
 		}
 	}
-	procs := map[string]bool{}
-	for _, n := range p.processes() {
-		procs[n] = true
-	}
-	for i, f := range p.Nemesis {
-		field := fmt.Sprintf("nemesis[%d]", i)
-		if !contains(faultNames, f.Fault) {
-			return bad(field+".fault", "want one of %v, got %q", faultNames, f.Fault)
-		}
-		if f.At < 0 || f.For < 0 || f.AfterCalls < 0 {
-			return bad(field, "times and counts must not be negative")
-		}
-		if f.AfterCalls > 0 && f.At != 0 {
-			return bad(field, "a fault strikes at_ms or after_calls, not both")
-		}
-		if f.Fault == AdminCrash && !strings.HasPrefix(f.Target, "admin") {
-			return bad(field+".target", "an admin-crash strikes an admin, not %q", f.Target)
-		}
-		if f.Fault == histories.RestartBroker && f.AfterCalls == 0 {
-			if f.Target != "" {
-				return bad(field+".target", "restart-broker has no target unless it counts a process's calls (after_calls)")
-			}
-		} else if !procs[f.Target] {
-			return bad(field+".target", "no process named %q in this plan", f.Target)
-		}
+	if err := p.validateNemesis(); err != nil {
+		return err
 	}
 	for i, d := range p.Schedule {
 		if d < 0 {
@@ -261,6 +236,42 @@ func (p *Plan) Validate() error {
 		}
 	}
 	return nil
+}
+
+// validateNemesis reports the first fault of the plan that is wrong.
+func (p *Plan) validateNemesis() error {
+	procs := map[string]bool{}
+	for _, n := range p.processes() {
+		procs[n] = true
+	}
+	for i, f := range p.Nemesis {
+		field := fmt.Sprintf("nemesis[%d]", i)
+		if !contains(faultNames, f.Fault) {
+			return planError(field+".fault", "want one of %v, got %q", faultNames, f.Fault)
+		}
+		if f.At < 0 || f.For < 0 || f.AfterCalls < 0 {
+			return planError(field, "times and counts must not be negative")
+		}
+		if f.AfterCalls > 0 && f.At != 0 {
+			return planError(field, "a fault strikes at_ms or after_calls, not both")
+		}
+		if f.Fault == AdminCrash && !strings.HasPrefix(f.Target, "admin") {
+			return planError(field+".target", "an admin-crash strikes an admin, not %q", f.Target)
+		}
+		if f.Fault == histories.RestartBroker && f.AfterCalls == 0 {
+			if f.Target != "" {
+				return planError(field+".target", "restart-broker has no target unless it counts a process's calls (after_calls)")
+			}
+		} else if !procs[f.Target] {
+			return planError(field+".target", "no process named %q in this plan", f.Target)
+		}
+	}
+	return nil
+}
+
+// planError is a *prover.PlanError naming field.
+func planError(field, format string, args ...any) error {
+	return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // FaultNames are the faults a plan can hold.
