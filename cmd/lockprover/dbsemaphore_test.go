@@ -1,14 +1,13 @@
 package main
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/families/dbsemaphore"
+	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
 )
 
 // prove --kind db-semaphore proves the database semaphore's reference on
@@ -69,7 +68,7 @@ func TestProveDBSemaphoreOnMariaDB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real plans take seconds each")
 	}
-	dsn := mariaDSN(t)
+	dsn := mysqltest.DSN(t)
 	code, out, errOut := lockprover("prove", "--kind", "db-semaphore", "--target", "mariadb", "--dsn", dsn, "--runs", "3", "--seed", "4")
 	if code != exitOK || !strings.Contains(out, "on MariaDB at ") || !strings.Contains(out, "3 plans") || !strings.Contains(out, "every property held") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
@@ -83,20 +82,6 @@ func TestProveDBSemaphoreOnMariaDB(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "verdict: pass") {
 		t.Fatalf("replay --target mariadb: exit %d\n%s%s", code, out, errOut)
 	}
-}
-
-// mariaDSN is the MariaDB the tests use ($LOCKPROVER_MYSQL_DSN, or the
-// machine's own); a test skips when it is out of reach.
-func mariaDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("LOCKPROVER_MYSQL_DSN")
-	if dsn == "" {
-		dsn = dbsemaphore.DefaultDSN
-	}
-	if err := (dbsemaphore.MariaDB{DSN: dsn}).Preflight(context.Background()); err != nil {
-		t.Skipf("no MariaDB: %v", err)
-	}
-	return dsn
 }
 
 // The database semaphore's flags are checked together with the target:
@@ -132,7 +117,7 @@ func TestProvePythonLeaseExampleOnMariaDB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real plans take seconds each")
 	}
-	dsn := mariaDSN(t)
+	dsn := mysqltest.DSN(t)
 	if exec.Command("/usr/bin/python3", "-c", "import pymysql").Run() != nil {
 		t.Skip("needs Debian's /usr/bin/python3 with python3-pymysql")
 	}
@@ -143,5 +128,33 @@ func TestProvePythonLeaseExampleOnMariaDB(t *testing.T) {
 	}
 	if n, err := exec.Command("pgrep", "-f", script).Output(); err == nil {
 		t.Errorf("processes of the example left running: %s", n)
+	}
+}
+
+// explore --kind db-semaphore makes the lease matrix (every design, ttl
+// and drift bound holds under every family of faults) and the clock-jump
+// tolerance table: a jump of the database's clock within the drift bound
+// is tolerated, beyond it c2 gets in early (excused, as the database's
+// clock was off), and a client's clock matters only to the mutant that
+// reads it.
+func TestExploreLease(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "explore")
+	code, out, errOut := lockprover("explore", "--kind", "db-semaphore", "--plans", "20", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"| master-row, ttl 100 ms | holds (20 plans) |",
+		"| row-per-slot, fencing, ttl 300 ms | holds (20 plans) |",
+		"| master-row | tolerated | tolerated | overlap, excused (10 of 10) | overlap, excused (10 of 10) | overlap, excused (10 of 10) | tolerated | tolerated |",
+		"| row-per-slot | tolerated | tolerated | overlap, excused (10 of 10) |",
+		"| expiry by the client's clock (mutant client-clock-expiry) | tolerated | tolerated | tolerated | tolerated | tolerated | **violated** (10 of 10) | **violated** (10 of 10) |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if code, _, errOut := lockprover("explore", "--kind", "mutex"); code != exitUsage || !strings.Contains(errOut, "--kind") {
+		t.Errorf("explore --kind mutex: exit %d, %s", code, errOut)
 	}
 }

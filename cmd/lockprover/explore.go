@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"github.com/lockprover/lockprover/families/amqp"
+	"github.com/lockprover/lockprover/families/dbsemaphore"
 	"github.com/lockprover/lockprover/histories"
 	"io"
 	"path/filepath"
@@ -51,6 +53,8 @@ var faultSets = []struct {
 // runExplore is `lockprover explore`: it proves the reference with each
 // open choice changed under each family of faults and prints the table of
 // what broke, so that the spec's choices can be compared side by side.
+// With --kind db-semaphore the table is the lease matrix (see
+// exploreLease).
 func runExplore(args []string, stdout, stderr io.Writer) int {
 	cfg, code, ok := parseExploreFlags(args, stdout, stderr)
 	if !ok {
@@ -58,41 +62,61 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := interrupts(stderr, nil)
 	defer stop()
-	status := exitOK
-	var b strings.Builder
-	writeExploreHeader(&b)
+	if cfg.kind == dbsemaphore.Kind {
+		return exploreLease(ctx, cfg, stdout, stderr)
+	}
+	var rows, cols []string
 	for _, v := range variants {
-		b.WriteString("| " + v.name + " |")
-		for _, f := range faultSets {
-			a := amqp.Config{Faults: f.faults}
-			v.set(&a.Options)
-			c := prover.Config{Family: a}
-			o, err := prover.Search{Config: c, Seed: cfg.seed, Plans: cfg.plans, Shrink: cfg.shrink, Context: ctx}.Run()
+		rows = append(rows, v.name)
+	}
+	for _, f := range faultSets {
+		cols = append(cols, f.name)
+	}
+	var b strings.Builder
+	return exploreMatrix(ctx, cfg, &b, rows, cols, func(r, c int) prover.Family {
+		a := amqp.Config{Faults: faultSets[c].faults}
+		variants[r].set(&a.Options)
+		return a
+	}, stdout, stderr)
+}
+
+// exploreMatrix proves family(r, c) for each row and column and writes the
+// Markdown table of what broke to b, then to stdout (what it has so far,
+// when interrupted). It returns the exit status.
+func exploreMatrix(ctx context.Context, cfg exploreConfig, b *strings.Builder, rows, cols []string, family func(r, c int) prover.Family, stdout, stderr io.Writer) int {
+	status := exitOK
+	writeExploreHeader(b, "variant", cols)
+	for r, row := range rows {
+		b.WriteString("| " + row + " |")
+		for c, col := range cols {
+			o, err := prover.Search{Config: prover.Config{Family: family(r, c)}, Seed: cfg.seed, Plans: cfg.plans, Shrink: cfg.shrink, Context: ctx}.Run()
 			if err != nil {
-				fmt.Fprintf(stderr, "explore: %s, %s: %v\n", v.name, f.name, err)
+				fmt.Fprintf(stderr, "explore: %s, %s: %v\n", row, col, err)
 				return exitUsage
 			}
 			if o.Interrupted {
 				fmt.Fprintf(stdout, "%s", b.String())
-				fmt.Fprintf(stderr, "explore: interrupted at %s / %s\n", v.name, f.name)
+				fmt.Fprintf(stderr, "explore: interrupted at %s / %s\n", row, col)
 				return exitInterrupted
 			}
-			dir := filepath.Join(cfg.root, slug(v.name)+"--"+slug(f.name))
+			dir := filepath.Join(cfg.root, slug(row)+"--"+slug(col))
 			cell, inconclusive := exploreCell(o, dir, stderr)
 			if inconclusive {
 				status = exitInconclusive
 			}
 			b.WriteString(" " + cell + " |")
-			fmt.Fprintf(stderr, "%s / %s: %s\n", v.name, f.name, cell)
+			fmt.Fprintf(stderr, "%s / %s: %s\n", row, col, cell)
 		}
 		b.WriteString("\n")
 	}
 	fmt.Fprint(stdout, b.String())
+	b.Reset()
 	return status
 }
 
 // exploreConfig is what explore's flags ask for, checked.
 type exploreConfig struct {
+	kind   string // --kind: semaphore (amqp-locks) or db-semaphore
 	plans  int
 	seed   uint64
 	shrink time.Duration // never 0: no shrinking is a nanosecond of it
@@ -103,11 +127,15 @@ type exploreConfig struct {
 // directory the counterexamples go to before anything runs: ok false with
 // the exit status when the run must not start.
 func parseExploreFlags(args []string, stdout, stderr io.Writer) (cfg exploreConfig, code int, ok bool) {
-	fs := newFlags("explore", "explore [--plans N] [--seed S] [--shrink-time D] [--out DIR]", `Proves the reference with each of its open choices changed (rows) under each
+	fs := newFlags("explore", "explore [--kind semaphore|db-semaphore] [--plans N] [--seed S] [--shrink-time D] [--out DIR]", `Proves the reference with each of its open choices changed (rows) under each
 family of faults (columns), on the simulator, and prints a Markdown table of
 what broke, with the path of a minimal counterexample for each violation.
+With --kind db-semaphore: the database semaphore's designs, ttls and drift
+bounds under each family of faults, then how large a jump of the database's
+clock (or a client's) each design tolerates.
 Exit status: 0 the table was made, 2 usage, 3 a cell was inconclusive,
 130 interrupted.`, stderr)
+	fs.StringVar(&cfg.kind, "kind", "semaphore", "semaphore (amqp-locks' options) or db-semaphore (the lease matrix)")
 	fs.IntVar(&cfg.plans, "plans", 300, "plans per cell")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the plans drawn")
 	out := fs.String("out", "lockprover-explore", "directory for the counterexamples")
@@ -121,6 +149,7 @@ Exit status: 0 the table was made, 2 usage, 3 a cell was inconclusive,
 	}
 	var bad checks
 	bad.positive("plans", cfg.plans)
+	bad.oneOf("kind", cfg.kind, histories.Semaphore, dbsemaphore.Kind)
 	bad.duration("shrink-time", cfg.shrink, true)
 	if !bad.report("explore", stderr) {
 		return cfg, exitUsage, false
@@ -141,13 +170,14 @@ Exit status: 0 the table was made, 2 usage, 3 a cell was inconclusive,
 	return cfg, exitOK, true
 }
 
-// writeExploreHeader writes the table's header: a column per fault set.
-func writeExploreHeader(b *strings.Builder) {
-	b.WriteString("| variant |")
-	for _, f := range faultSets {
-		b.WriteString(" " + f.name + " |")
+// writeExploreHeader writes a table's header: the rows' title, then a
+// column each.
+func writeExploreHeader(b *strings.Builder, title string, cols []string) {
+	b.WriteString("| " + title + " |")
+	for _, c := range cols {
+		b.WriteString(" " + c + " |")
 	}
-	b.WriteString("\n|---|" + strings.Repeat("---|", len(faultSets)) + "\n")
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(cols)) + "\n")
 }
 
 // exploreCell says in a table cell how one cell's search ended: it held,

@@ -11,7 +11,10 @@ import (
 func draw(t *rapid.T, c Config) *Plan {
 	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Options: c.Options, Mutant: c.Mutant}
 	p.Max = rapid.IntRange(1, 3).Draw(t, "max")
-	p.TTLMs = rapid.SampledFrom([]int{100, 300, 1000}).Draw(t, "ttl_ms")
+	p.TTLMs = c.TTLMs
+	if p.TTLMs == 0 {
+		p.TTLMs = rapid.SampledFrom([]int{100, 300, 1000}).Draw(t, "ttl_ms")
+	}
 	ttl := p.TTLMs
 	// Mostly short pauses; now and then one on the scale of the ttl, so
 	// that leases expire under their holders.

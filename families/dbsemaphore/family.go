@@ -32,6 +32,11 @@ type Config struct {
 	Faults    []string // the faults plans may hold; nil means every fault, empty means none
 	MaxFaults int      // at most this many faults per plan; 0 means 3
 	Options   Options  // the reference's options
+	// TTLMs fixes the leases' ttl; 0 draws it (100, 300 or 1000 ms).
+	TTLMs int
+	// Drift is the drift bound plans are judged with (model.Options.Drift);
+	// 0 means model.DefaultDrift.
+	Drift float64
 	// Target runs the plans: nil (or Simulator{}) the simulated database,
 	// MariaDB{...} a real server.
 	Target Target
@@ -123,6 +128,9 @@ func (c Config) Preflight(ctx context.Context) error {
 // a client's clock).
 func (c Config) Judging(o model.Options) model.Options {
 	o.Clocks = model.ClocksBackend
+	if c.Drift != 0 {
+		o.Drift = c.Drift
+	}
 	return o
 }
 
