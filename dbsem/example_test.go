@@ -10,18 +10,20 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
+	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
 	"github.com/lockprover/lockprover/dbsem"
 )
 
 // At most two workers run the nightly report at a time; each keeps its
 // lease alive while it works and releases it when done. (The example needs
-// the MariaDB of $LOCKPROVER_MYSQL_DSN, and does not run without one.)
+// the test MariaDB, $LOCKPROVER_MYSQL_DSN's or the machine's own, and does
+// not run without one.)
 func Example() {
-	dsn := os.Getenv("LOCKPROVER_MYSQL_DSN")
-	if dsn == "" {
-		dsn = "root@tcp(127.0.0.1:3306)/test"
+	cfg, err := mysqltest.Config() // in your code: your database's DSN
+	if err != nil {
+		panic(err)
 	}
-	db, err := sql.Open("mysql", dsn)
+	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		panic(err)
 	}

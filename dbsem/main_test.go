@@ -13,13 +13,13 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
 )
 
-// The tests run against the MariaDB that $LOCKPROVER_MYSQL_DSN names, by
-// default root@tcp(127.0.0.1:3306)/test. Without one, every test that needs
-// it skips, and the examples do not run.
-
-const defaultDSN = "root@tcp(127.0.0.1:3306)/test"
+// The tests run against the test MariaDB (package mysqltest:
+// $LOCKPROVER_MYSQL_DSN, by default the machine's own). Without one, every
+// test that needs it skips, and the examples do not run.
 
 var (
 	testCfg *mysql.Config // the DSN, with short timeouts
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	// The lost-reply tests make the driver log "unexpected EOF".
 	mysql.SetLogger(log.New(io.Discard, "", 0))
-	testCfg, noDB = reach()
+	testCfg, noDB = mysqltest.Config()
 	if noDB != nil {
 		fmt.Printf("dbsem: no MariaDB (%v): database tests skip\n", noDB)
 		if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" {
@@ -38,38 +38,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(m.Run())
-}
-
-func reach() (*mysql.Config, error) {
-	dsn := os.Getenv("LOCKPROVER_MYSQL_DSN")
-	if dsn == "" {
-		dsn = defaultDSN
-	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("LOCKPROVER_MYSQL_DSN: %w", err)
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 2 * time.Second // dial
-	}
-	if cfg.ReadTimeout == 0 {
-		cfg.ReadTimeout = 20 * time.Second // never hang
-	}
-	if cfg.WriteTimeout == 0 {
-		cfg.WriteTimeout = 20 * time.Second
-	}
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, err
-	}
-	db := sql.OpenDB(c)
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.Addr, err)
-	}
-	return cfg, nil
 }
 
 // openDB opens a pool on the test database (through the proxy at addr, if

@@ -5,9 +5,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"fmt"
-	"io"
-	"log"
-	"os"
 	"testing"
 	"time"
 
@@ -16,55 +13,25 @@ import (
 	"github.com/lockprover/lockprover/adapters/faultnet/faultnettest"
 )
 
-// The tests run against the MariaDB that $LOCKPROVER_MYSQL_DSN names, by
-// default root@tcp(127.0.0.1:3306)/test, which they share with others: they
-// use tables and keys of their own and drop them, and never stop, pause or
-// reconfigure that server (restarts happen on a private one). Without it,
-// every test that needs it skips.
-
-const defaultDSN = "root@tcp(127.0.0.1:3306)/test"
+// The tests run against the test MariaDB (package mysqltest:
+// $LOCKPROVER_MYSQL_DSN, by default DefaultDSN), which they share with
+// others: they use tables and keys of their own and drop them, and never
+// stop, pause or reconfigure that server (restarts happen on a private
+// one). Without it, every test that needs it skips.
+//
+// These tests are in package mysql, which mysqltest imports, so they cannot
+// import it: TestMain is in the external test package (testmain_test.go),
+// which asks mysqltest and hands the answer in with SetTestDB.
 
 var (
 	testCfg *driver.Config // the DSN, with short timeouts
 	noDB    error          // why the database is unreachable, or nil
 )
 
-func TestMain(m *testing.M) {
-	// Killed connections make the driver log "unexpected EOF" and the like.
-	driver.SetLogger(log.New(io.Discard, "", 0))
-	testCfg, noDB = reach()
-	if noDB != nil {
-		fmt.Printf("adapters/mysql: no MariaDB (%v): database tests skip\n", noDB)
-	}
-	os.Exit(m.Run())
-}
-
-func reach() (*driver.Config, error) {
-	dsn := os.Getenv("LOCKPROVER_MYSQL_DSN")
-	if dsn == "" {
-		dsn = defaultDSN
-	}
-	cfg, err := driver.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("LOCKPROVER_MYSQL_DSN: %w", err)
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = time.Second // dial
-	}
-	if cfg.ReadTimeout == 0 {
-		cfg.ReadTimeout = 20 * time.Second // never hang
-	}
-	if cfg.WriteTimeout == 0 {
-		cfg.WriteTimeout = 20 * time.Second
-	}
-	db := openCfg(cfg)
-	defer db.Close()
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := db.PingContext(c); err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.Addr, err)
-	}
-	return cfg, nil
+// SetTestDB is for TestMain: cfg is the test database (mysqltest.Config),
+// or err says why there is none.
+func SetTestDB(cfg *driver.Config, err error) {
+	testCfg, noDB = cfg, err
 }
 
 func openCfg(cfg *driver.Config) *sql.DB {

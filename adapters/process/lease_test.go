@@ -22,16 +22,16 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/dbsem"
 	"github.com/lockprover/lockprover/prover"
 )
 
-// The lease tests run against the MariaDB that $LOCKPROVER_MYSQL_DSN names,
-// by default root@tcp(127.0.0.1:3306)/test, and skip without one; those of
-// the Python example need Debian's /usr/bin/python3 with python3-pymysql.
-
-const leaseDefaultDSN = "root@tcp(127.0.0.1:3306)/test"
+// The lease tests run against the test MariaDB (package mysqltest:
+// $LOCKPROVER_MYSQL_DSN, by default the machine's own), and skip without
+// one; those of the Python example need Debian's /usr/bin/python3 with
+// python3-pymysql.
 
 // errNotGranted stands for dbsemaphore.ErrNotGranted, which a definite
 // acquire failure matches by its text.
@@ -41,26 +41,17 @@ var errNotGranted = dbsemaphore.ErrNotGranted
 // without one.
 func leaseDB(t *testing.T) (string, *sql.DB) {
 	t.Helper()
-	dsn := os.Getenv("LOCKPROVER_MYSQL_DSN")
-	if dsn == "" {
-		dsn = leaseDefaultDSN
-	}
-	cfg, err := mysql.ParseDSN(dsn)
+	dsn := mysqltest.DSN(t)
+	cfg, err := mysqltest.Config()
 	if err != nil {
-		t.Fatalf("LOCKPROVER_MYSQL_DSN: %v", err)
+		t.Fatal(err) // not reached: DSN skips without a database
 	}
-	cfg.Timeout = 2 * time.Second
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	db := sql.OpenDB(conn)
 	t.Cleanup(func() { db.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		t.Skipf("no MariaDB at %s: %v", cfg.Addr, err)
-	}
 	return dsn, db
 }
 

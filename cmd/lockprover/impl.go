@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/lockprover/lockprover/adapters/mysql"
 	"github.com/lockprover/lockprover/adapters/process"
 )
 
@@ -86,7 +87,7 @@ interrupted.`, stderr)
 	impl := fs.String("impl", "", "the command that starts one process of the implementation")
 	kind := fs.String("kind", "semaphore", "the family: semaphore (amqp-locks: the semaphore and mutex) or "+dbsemaphore.Kind)
 	amqpURL := fs.String("amqp-url", "", "the broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
-	dsn := fs.String("dsn", "", "--kind "+dbsemaphore.Kind+": the database, as a go-sql-driver/mysql DSN over TCP; default $LOCKPROVER_MYSQL_DSN, else "+dbsemaphore.DefaultDSN)
+	dsn := fs.String("dsn", "", "--kind "+dbsemaphore.Kind+": the database, as a go-sql-driver/mysql DSN over TCP; default $LOCKPROVER_MYSQL_DSN, else "+mysql.DefaultDSN)
 	opts := fs.String("options", "", "--kind "+dbsemaphore.Kind+": the session's design and fencing, comma-separated: design=master-row|row-per-slot, fencing")
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
@@ -158,5 +159,5 @@ func mysqlDSN(flagDSN string) string {
 	if d := os.Getenv("LOCKPROVER_MYSQL_DSN"); d != "" {
 		return d
 	}
-	return dbsemaphore.DefaultDSN
+	return mysql.DefaultDSN
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"database/sql"
 	"net"
 	"os"
 	"os/exec"
@@ -11,40 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
-	"github.com/lockprover/lockprover/families/dbsemaphore"
+	"github.com/lockprover/lockprover/adapters/mysql"
+	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
 )
-
-// testDSN is the MariaDB of $LOCKPROVER_MYSQL_DSN (else the local
-// default); the test skips without one.
-func testDSN(t *testing.T) string {
-	t.Helper()
-	dsn := mysqlDSN("")
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("LOCKPROVER_MYSQL_DSN: %v", err)
-	}
-	cfg.Timeout = 2 * time.Second
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		t.Skipf("no MariaDB at %s: %v", cfg.Addr, err)
-	}
-	return dsn
-}
 
 // validate-impl --kind db-semaphore passes the reference served over the
 // protocol (with fencing, in both designs) and the Python example, and
 // fails a mutant, saying what is wrong.
 func TestValidateImplLease(t *testing.T) {
-	dsn := testDSN(t)
+	dsn := mysqltest.DSN(t)
 	bin := builtBinary(t)
 	ref := bin + " serve-reference --kind db-semaphore"
 	for _, opts := range []string{"", "fencing", "design=row-per-slot,fencing"} {
@@ -131,7 +104,7 @@ func TestValidateImplUsage(t *testing.T) {
 		}
 	}
 	_, help, _ := lockprover("validate-impl", "-h")
-	for _, want := range []string{"--kind db-semaphore", "-dsn", "-options", dbsemaphore.DefaultDSN, "LOCKPROVER_MYSQL_DSN"} {
+	for _, want := range []string{"--kind db-semaphore", "-dsn", "-options", mysql.DefaultDSN, "LOCKPROVER_MYSQL_DSN"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("validate-impl -h lacks %q:\n%s", want, help)
 		}
@@ -140,7 +113,7 @@ func TestValidateImplUsage(t *testing.T) {
 
 // Ctrl-C stops validate-impl --kind db-semaphore at once, with exit 130.
 func TestValidateImplLeaseInterrupted(t *testing.T) {
-	dsn := testDSN(t)
+	dsn := mysqltest.DSN(t)
 	bin := builtBinary(t)
 	code, took, errOut := interrupt(t, bin, 300*time.Millisecond, "validate-impl", "--kind", "db-semaphore", "--dsn", dsn,
 		"--impl", bin+" serve-reference --kind db-semaphore")

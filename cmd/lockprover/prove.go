@@ -69,7 +69,7 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
 	fs.BoolVar(&f.restart, "allow-restart", false, "let plans on a real broker restart it (rabbitmqctl stop_app/start_app)")
 	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference; implies --target rabbitmq (--target mariadb for --kind db-semaphore)")
-	fs.StringVar(&f.dsn, "dsn", "", "the real MariaDB's DSN (go-sql-driver form, over tcp); default $LOCKPROVER_MYSQL_DSN, else "+dbsemaphore.DefaultDSN)
+	fs.StringVar(&f.dsn, "dsn", "", "the real MariaDB's DSN (go-sql-driver form, over tcp); default $LOCKPROVER_MYSQL_DSN, else "+mysql.DefaultDSN)
 	fs.BoolVar(&f.private, "private-server", false, "run --target mariadb on a private mariadbd of the run's own (own datadir and port, stopped at the end), which plans may restart")
 	fs.StringVar(&f.options, "options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, plain_failure, scan_start=random, delete_order=ascending, overshoot=N, ...")
 }

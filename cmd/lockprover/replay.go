@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/mysql"
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
@@ -317,7 +318,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	fs.StringVar(&ra.amqpURL, "amqp-url", "", "the real broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
 	fs.BoolVar(&ra.allowRestart, "allow-restart", false, "let the plan restart a real broker")
 	fs.StringVar(&ra.impl, "impl", "", "run an implementation that speaks the process protocol instead (implies --target rabbitmq, or mariadb for a db-semaphore plan)")
-	fs.StringVar(&ra.dsn, "dsn", "", "the real MariaDB's DSN; default $LOCKPROVER_MYSQL_DSN, else "+dbsemaphore.DefaultDSN)
+	fs.StringVar(&ra.dsn, "dsn", "", "the real MariaDB's DSN; default $LOCKPROVER_MYSQL_DSN, else "+mysql.DefaultDSN)
 	fs.BoolVar(&ra.private, "private-server", false, "run the plan on a private mariadbd of its own, which it may restart")
 	ra.outf.register(fs, true)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)

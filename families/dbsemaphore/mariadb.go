@@ -21,10 +21,6 @@ import (
 	"github.com/lockprover/lockprover/prover"
 )
 
-// DefaultDSN is the MariaDB a real run uses when none is named: the
-// machine's own server, user root without a password, database test.
-const DefaultDSN = "root@tcp(127.0.0.1:3306)/test"
-
 // MariaDB runs plans on a real MariaDB (or MySQL) server, in real time.
 // Each client process reaches the server through a fault proxy of its own
 // (package adapters/mysql), which kills, partitions (a pause: the process
@@ -39,7 +35,7 @@ const DefaultDSN = "root@tcp(127.0.0.1:3306)/test"
 // drops them when it ends, also when it fails or is cancelled.
 type MariaDB struct {
 	// DSN names the server and database in go-sql-driver's form, over TCP;
-	// "" means DefaultDSN. Ignored when Server is set.
+	// "" means mysql.DefaultDSN. Ignored when Server is set.
 	DSN string
 	// Server is a private server (mysql.StartPrivate) that plans may
 	// restart; the caller starts and stops it.
@@ -54,7 +50,7 @@ func (t MariaDB) dsn() string {
 	case t.DSN != "":
 		return t.DSN
 	}
-	return DefaultDSN
+	return mysql.DefaultDSN
 }
 
 // String names the server, without its password.
@@ -76,7 +72,7 @@ func (t MariaDB) config() (*driver.Config, error) {
 	cfg, err := driver.ParseDSN(t.dsn())
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("MariaDB DSN: %w (want, for example, %s)", err, DefaultDSN)
+		return nil, fmt.Errorf("MariaDB DSN: %w (want, for example, %s)", err, mysql.DefaultDSN)
 	case cfg.Net != "tcp":
 		return nil, fmt.Errorf("MariaDB DSN: want a server over tcp (user@tcp(host:port)/db), not %s: faults need a proxy in between", cfg.Net)
 	case cfg.DBName == "":

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,23 +11,10 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/lockprover/lockprover/adapters/mysql"
+	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 )
-
-// mariaDSN is the MariaDB the tests use: $LOCKPROVER_MYSQL_DSN, or the
-// machine's own. A test skips when it is out of reach.
-func mariaDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("LOCKPROVER_MYSQL_DSN")
-	if dsn == "" {
-		dsn = DefaultDSN
-	}
-	if err := (MariaDB{DSN: dsn}).Preflight(context.Background()); err != nil {
-		t.Skipf("no MariaDB: %v", err)
-	}
-	return dsn
-}
 
 // tablesLeft counts the tables of runs (prefix lp<hex>_) in the DSN's
 // database.
@@ -59,7 +45,7 @@ func TestReferenceOnMariaDB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real plans take seconds each")
 	}
-	dsn := mariaDSN(t)
+	dsn := mysqltest.DSN(t)
 	before := tablesLeft(t, dsn)
 	c := prover.Config{Family: Config{Target: MariaDB{DSN: dsn}}, Timeout: time.Minute}
 	out, err := prover.Search{Config: c, Seed: 3, Plans: 6, Shrink: time.Second}.Run()
@@ -84,7 +70,7 @@ func TestMutantsOnMariaDB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real plans take seconds each")
 	}
-	dsn := mariaDSN(t)
+	dsn := mysqltest.DSN(t)
 	for _, m := range []string{"count-without-lock"} {
 		t.Run(m, func(t *testing.T) {
 			c := prover.Config{Family: Config{Target: MariaDB{DSN: dsn}, Mutant: m}, Timeout: time.Minute}
