@@ -12,10 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/mysql"
 	"github.com/lockprover/lockprover/adapters/proxy"
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/lockprover/lockprover/amqplocks"
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/families/dbsemaphore"
+	"github.com/lockprover/lockprover/histories"
 )
 
 // benchHeartbeat is what every bench connection proposes: the reference's
@@ -37,6 +40,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := interrupts(stderr, nil)
 	defer stop()
+	if cfg.kind == dbsemaphore.Kind {
+		return runLeaseBench(ctx, cfg, stdout, stderr)
+	}
 	if code := preflight(ctx, "bench", cfg.url, stderr); code >= 0 {
 		return code
 	}
@@ -61,12 +67,16 @@ type benchConfig struct {
 	url              string
 	n, warmup, slots int
 	seed             uint64 // never 0: one is picked when --seed is 0
+	// --kind db-semaphore: the database and the reference's options.
+	kind, dsn string
+	lease     dbsemaphore.Options
 }
 
 // benchDoc is bench's usage, before its flags.
 const benchDoc = `Usage: lockprover bench [flags]
 
-Measures the reference implementation against a real RabbitMQ broker, through
+Measures the reference implementation against a real RabbitMQ broker (with
+--kind db-semaphore: the database semaphore's against a real MariaDB), through
 a counting AMQP proxy: latency (p50, p99, mean) and AMQP methods sent per
 operation, beside the floor, the same AMQP methods sent as raw calls on the
 same kind of connection with no lock library. Prints a Markdown table and how
@@ -87,7 +97,10 @@ func parseBenchFlags(args []string, stdout, stderr io.Writer) (cfg benchConfig, 
 		fmt.Fprintln(fs.Output(), benchDoc)
 		fs.PrintDefaults()
 	}
+	kind := fs.String("kind", "semaphore", "semaphore (amqp-locks, on RabbitMQ) or db-semaphore (the database semaphore, on MariaDB)")
 	amqpURL := fs.String("amqp-url", "", "broker URL (default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL+")")
+	dsn := fs.String("dsn", "", "--kind db-semaphore: the MariaDB's DSN (default $LOCKPROVER_MYSQL_DSN, else "+mysql.DefaultDSN+")")
+	options := fs.String("options", "", "--kind db-semaphore: the reference's options, design=master-row|row-per-slot and fencing")
 	n := fs.Int("n", 500, "measured iterations of each operation")
 	warmup := fs.Int("warmup", 50, "unmeasured iterations before them")
 	slots := fs.Int("slots", 8, "L: the semaphore's slots; acquire is also measured at slot L with L-1 slots held")
@@ -103,16 +116,33 @@ func parseBenchFlags(args []string, stdout, stderr io.Writer) (cfg benchConfig, 
 	bad.positive("n", *n)
 	bad.nonNegative("warmup", *warmup)
 	bad.add(*slots < 2, "--slots must be at least 2, not %d", *slots)
+	bad.oneOf("kind", *kind, histories.Semaphore, dbsemaphore.Kind)
+	if *kind == dbsemaphore.Kind {
+		for _, name := range []string{"amqp-url", "slots"} {
+			bad.add(given(fs, name), "--%s is for amqp-locks, not --kind %s", name, dbsemaphore.Kind)
+		}
+		o, err := dbsemaphore.ParseOptions(*options)
+		bad.add(*options != "" && err != nil, "--options: %v", err)
+		cfg.lease, cfg.dsn = o, mysqlDSN(*dsn)
+	} else {
+		for _, name := range []string{"dsn", "options"} {
+			bad.add(given(fs, name), "--%s is for --kind %s", name, dbsemaphore.Kind)
+		}
+	}
 	if !bad.report("bench", stderr) {
 		return cfg, exitUsage, false
+	}
+	if *seed == 0 {
+		*seed = mrand.Uint64()
+	}
+	if *kind == dbsemaphore.Kind {
+		cfg.kind, cfg.n, cfg.warmup, cfg.seed = *kind, *n, *warmup, *seed
+		return cfg, exitOK, true
 	}
 	u := brokerURL(*amqpURL)
 	if err := plainAMQP(u); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return cfg, exitUsage, false
-	}
-	if *seed == 0 {
-		*seed = mrand.Uint64()
 	}
 	return benchConfig{url: u, n: *n, warmup: *warmup, slots: *slots, seed: *seed}, exitOK, true
 }
@@ -564,8 +594,11 @@ type stats struct {
 	ok             bool
 }
 
-func (b *bench) stats(key string) stats {
-	s := b.series[key]
+func (b *bench) stats(key string) stats { return seriesStats(b.series[key]) }
+
+// seriesStats are a series' latency percentiles and what it sent per
+// operation.
+func seriesStats(s *series) stats {
 	if s == nil || len(s.lat) == 0 {
 		return stats{}
 	}
