@@ -18,7 +18,8 @@
 // goroutine; see Process.DB).
 //
 // Modelled, as MariaDB 10.11 with InnoDB does it (compared with a real
-// server statement by statement in mariadb_test.go):
+// server statement by statement in mariadb_test.go, and on drawn
+// sequences of statements by adapters/conform's differential):
 //
 //   - the statements: CREATE TABLE IF NOT EXISTS and DROP TABLE IF
 //     EXISTS of dbsem's tables (with the implicit COMMIT), its SELECTs,
@@ -37,14 +38,19 @@
 //     and wait, a DELETE even for rows it will not delete (InnoDB's
 //     semi-consistent read is for range UPDATEs, and dbsem's UPDATEs find
 //     their row by whole primary key); READ COMMITTED releases the locks
-//     of rows a statement looked at but did not keep; INSERT locks its
-//     row, and a duplicate takes a shared lock (waiting for an
-//     uncommitted insert or delete of that key) held to the end of the
-//     transaction; locks go at COMMIT, ROLLBACK, and when
-//     a connection closes;
+//     of rows a statement looked at but did not keep, unless it had to
+//     wait for them; INSERT locks its row, and a duplicate takes a
+//     shared lock (waiting for an uncommitted insert or delete of that
+//     key) held to the end of the transaction; locks go at COMMIT,
+//     ROLLBACK, and when a connection closes; a deleted row's record
+//     stays, locked and waited for, while anyone holds or waits for its
+//     lock (as until InnoDB's purge; with Options.HoldPurge, for good),
+//     and a rolled-back insert's record goes with its locks (a statement
+//     waiting for it goes on);
 //   - waits end in error 1205 after innodb_lock_wait_timeout (only the
 //     statement rolls back), or 1213 when they close a cycle (the
-//     lighter transaction rolls back, the requester on a tie); 1062 for a
+//     lighter transaction rolls back, the requester on a tie: weighed as
+//     InnoDB does, by undo records and lock structs); 1062 for a
 //     duplicate key (INSERT IGNORE: nothing, 0 rows); 1146 for a missing
 //     table; errors are *mysql.MySQLError, as the real driver's;
 //   - results: rows affected are rows changed (go-sql-driver/mysql does
@@ -69,8 +75,10 @@
 // Not modelled: SQL beyond dbsem's statements; gap, next-key and
 // insert-intention locks (dbsem takes none under READ COMMITTED, and its
 // autocommit statements find rows by whole primary key, where a gap
-// lock would last only while the statement runs); isolation levels other
-// than READ COMMITTED for explicit transactions; metadata locks (a DROP
+// lock would last only while the statement runs); InnoDB's purge as it
+// runs in the background (here a deleted row's record goes once nobody
+// holds or waits for its lock, or with Options.HoldPurge never);
+// isolation levels other than READ COMMITTED for explicit transactions; metadata locks (a DROP
 // does not wait for transactions using its tables); MVCC snapshots older
 // than a statement; prepared statements on the server (a statement is one
 // round trip, as with interpolateParams); context cancellation in the

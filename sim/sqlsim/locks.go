@@ -1,6 +1,9 @@
 package sqlsim
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Row locks, as InnoDB takes them on clustered-index records: shared (S)
 // and exclusive (X), granted in queue order, held until the transaction
@@ -32,8 +35,9 @@ type lockQueue struct {
 }
 
 type grant struct {
-	t    *trx
-	mode lockMode
+	t        *trx
+	mode     lockMode
+	implicit bool // a new row's lock, without a struct yet (see trx.weight)
 }
 
 // A waiter is a statement waiting for a lock.
@@ -82,8 +86,19 @@ func (w *World) give(q *lockQueue, t *trx, mode lockMode) {
 			return
 		}
 	}
-	q.granted = append(q.granted, grant{t, mode})
+	q.granted = append(q.granted, grant{t: t, mode: mode})
 	t.locks = append(t.locks, q)
+}
+
+// explicit gives the implicit lock of another transaction's new row a
+// struct, as InnoDB does before any request for a lock on the row.
+func (q *lockQueue) explicit(t *trx) {
+	for i, g := range q.granted {
+		if g.implicit && g.t != t {
+			q.granted[i].implicit = false
+			g.t.took(q.id.tb, g.mode, false)
+		}
+	}
 }
 
 // queue returns the lock queue of a record, creating it.
@@ -103,6 +118,7 @@ func (w *World) wouldWait(t *trx, tb *table, k pkey, mode lockMode) bool {
 	if q == nil || q.held(t) >= mode {
 		return false
 	}
+	q.explicit(t)
 	return q.mustWait(t, mode, len(q.waiting))
 }
 
@@ -117,16 +133,23 @@ func (r *stmtRun) lock(tb *table, k pkey, mode lockMode) (bool, error) {
 	if had >= mode {
 		return true, nil
 	}
+	q.explicit(t)
 	if !q.mustWait(t, mode, len(q.waiting)) {
 		w.give(q, t, mode)
+		t.took(tb, mode, false)
 		r.fresh = append(r.fresh, freshLock{q: q, had: had})
 		return true, nil
 	}
 	wt := &waiter{q: q, t: t, mode: mode, r: r}
 	q.waiting = append(q.waiting, wt)
 	t.wait = wt
+	t.structs++
 	r.wait = wt
-	r.fresh = append(r.fresh, freshLock{q: q, had: had})
+	// A lock granted after a wait is kept to the end of the transaction,
+	// even under READ COMMITTED on a row the statement then does not keep:
+	// InnoDB, running the statement on, finds the lock already held and
+	// takes it for one the transaction held before (MariaDB 10.11).
+	r.fresh = append(r.fresh, freshLock{q: q, had: had, kept: true})
 	w.tracef("%s %s waits for %s on %s%s held by %s", r.s.name, r.v.tpl.name, modeName(mode), tb.name, keyText(tb, k), w.holders(q, t))
 	for {
 		cycle := w.cycle(t)
@@ -149,6 +172,20 @@ func (r *stmtRun) lock(tb *table, k pkey, mode lockMode) (bool, error) {
 		wt.timer = w.after(w.lockWait, func() { w.lockTimeout(wt) })
 	}
 	return false, nil
+}
+
+// lockNew is an insert's lock of a row that is not there: implicit
+// unless it has to wait (for a lock left on its key).
+func (r *stmtRun) lockNew(tb *table, k pkey) (bool, error) {
+	w, t := r.w, r.t
+	q := w.queue(tb, k)
+	if q.held(t) > 0 || q.mustWait(t, lockX, len(q.waiting)) {
+		return r.lock(tb, k, lockX)
+	}
+	w.give(q, t, lockX)
+	q.granted[len(q.granted)-1].implicit = true
+	r.fresh = append(r.fresh, freshLock{q: q})
+	return true, nil
 }
 
 // tryLock is SKIP LOCKED's lock: take mode if no one is in the way,
@@ -220,6 +257,7 @@ func (w *World) grantWaiting(q *lockQueue) {
 		}
 		q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
 		w.give(q, wt.t, wt.mode)
+		wt.t.took(q.id.tb, wt.mode, true)
 		wt.granted = true
 		wt.timer.cancel()
 		wt.t.wait = nil
@@ -228,6 +266,37 @@ func (w *World) grantWaiting(q *lockQueue) {
 	}
 	if len(q.granted) == 0 && len(q.waiting) == 0 && w.locks[q.id] == q {
 		delete(w.locks, q.id)
+		if r := q.id.tb.find(q.id.k); r != nil {
+			w.purge(r)
+		}
+	}
+}
+
+// vanish ends the locks on a record InnoDB removed (an insert rolled
+// back): granted ones go (a READ COMMITTED transaction's S lock would
+// live on as a gap lock on the next record, which is not modelled), and
+// a statement waiting for one runs on without it, its request's struct
+// kept (lock_rec_reset_and_release_wait).
+func (w *World) vanish(tb *table, k pkey) {
+	q := w.locks[lockID{tb, k}]
+	if q == nil {
+		return
+	}
+	delete(w.locks, q.id)
+	for _, g := range q.granted {
+		if i := slices.Index(g.t.locks, q); i >= 0 {
+			g.t.locks = slices.Delete(g.t.locks, i, i+1)
+		}
+	}
+	waiting := q.waiting
+	q.granted, q.waiting = nil, nil
+	for _, wt := range waiting {
+		wt.granted = true
+		wt.timer.cancel()
+		wt.t.wait = nil
+		wt.t.took(tb, wt.mode, true)
+		wt.r.wait = nil
+		w.wake = append(w.wake, wt.r)
 	}
 }
 
@@ -242,6 +311,7 @@ func (w *World) abandon(wt *waiter) {
 	}
 	wt.timer.cancel()
 	wt.t.wait = nil
+	wt.t.structs-- // InnoDB takes a cancelled request's struct back
 	wt.r.wait = nil
 	w.grantWaiting(q)
 }

@@ -39,6 +39,7 @@ type template struct {
 	names  []string
 	kind   kind
 	txn    bool     // runs in a transaction (its session's, or its own)
+	intent bool     // locks rows: takes an IX lock on its table
 	multi  bool     // INSERT of rows "(?, n)", as many as it lists
 	cols   []string // a SELECT's columns
 	exec   func(r *stmtRun) (blocked bool, err error)
@@ -141,6 +142,7 @@ type multiStart struct {
 func init() {
 	for _, t := range templates {
 		t.names = strings.Fields(t.params)
+		t.intent = t.txn && (t.kind != kSelect || strings.Contains(t.text, "FOR UPDATE"))
 		if t.multi {
 			multi = append(multi, multiStart{normalize(t.text) + " ", t})
 			continue
@@ -385,6 +387,9 @@ func asDatetime(v driver.Value) (int64, error) {
 func (r *stmtRun) table(s shape) (*table, error) {
 	name := r.prefix + shapeSuffix[s]
 	if tb := r.w.tableNamed(name); tb != nil {
+		if r.v.tpl.intent {
+			r.t.intend(tb)
+		}
 		return tb, nil
 	}
 	return nil, errNoTable(name)
@@ -766,12 +771,16 @@ func (r *stmtRun) insert(tb *table, k pkey, v *rowVal, ignore bool) (inserted, b
 			return false, false, errDuplicate(tb, k)
 		}
 	}
-	if ok, err := r.lock(tb, k, lockX); !ok {
+	lock := r.lock
+	if tb.find(k) == nil {
+		lock = func(tb *table, k pkey, _ lockMode) (bool, error) { return r.lockNew(tb, k) }
+	}
+	if ok, err := lock(tb, k, lockX); !ok {
 		return false, err == nil, err
 	}
 	rw := tb.find(k)
 	if rw == nil {
-		rw = &row{tb: tb, k: k}
+		rw = &row{tb: tb, k: k, fresh: true}
 		tb.insert(rw)
 	}
 	r.w.write(r.t, rw, v)

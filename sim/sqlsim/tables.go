@@ -61,17 +61,20 @@ func (k pkey) entry(s shape) string {
 }
 
 // A row is one record of the clustered index. cur is the committed
-// version (nil: none, the row is an uncommitted insert). While a
-// transaction has changed the row, writer is that transaction and next its
-// version (nil: it deleted the row); row locks guarantee at most one
-// writer. A committed delete removes the row at once (purge is not
-// modelled: nothing in dbsem's statements can tell).
+// version (nil: none, the row is an uncommitted insert, or a ghost). While
+// a transaction has changed the row, writer is that transaction and next
+// its version (nil: it deleted the row); row locks guarantee at most one
+// writer. A committed delete leaves a ghost (no version, no writer: the
+// delete-marked record) while the row's key is locked, or for good with
+// Options.HoldPurge (see World.purge); a rolled-back insert's record goes
+// at once (fresh), and a rolled-back insert over a ghost leaves the ghost.
 type row struct {
 	tb     *table
 	k      pkey
 	cur    *rowVal
 	next   *rowVal
 	writer *trx
+	fresh  bool // its writer inserted it where there was no record
 }
 
 // A rowVal is a version of a row: the columns of every shape, those of

@@ -23,6 +23,14 @@ type Options struct {
 	// LockWaitTimeout is innodb_lock_wait_timeout, how long a statement
 	// waits for a row lock before error 1205; 0 means MariaDB's 50 s.
 	LockWaitTimeout time.Duration
+	// HoldPurge holds InnoDB's purge off, as a read view older than the
+	// deletes (a long transaction anywhere on the server) does: a deleted
+	// row's record stays, delete-marked, until the World ends, and a
+	// statement that comes across it locks it (and waits for it) as it
+	// would a live row. Without it, the record goes once no transaction
+	// holds or waits for its lock. (adapters/conform's differential holds
+	// a read view open on MariaDB, since when purge runs is real time.)
+	HoldPurge bool
 }
 
 // A World is one simulated MariaDB server and the processes that use it.
@@ -30,9 +38,10 @@ type Options struct {
 // process while it runs, from a timer or hook, or when no Run is in
 // progress.
 type World struct {
-	decide   func(n int) int
-	trace    io.Writer
-	lockWait time.Duration
+	decide    func(n int) int
+	trace     io.Writer
+	lockWait  time.Duration
+	holdPurge bool
 
 	now       int64
 	procs     []*Process
@@ -67,17 +76,18 @@ type World struct {
 // New returns a World with an empty server, up, at virtual time 0.
 func New(o Options) *World {
 	w := &World{
-		decide:   o.Decide,
-		trace:    o.Trace,
-		lockWait: o.LockWaitTimeout,
-		byName:   map[string]*Process{},
-		yield:    make(chan *Process),
-		pending:  map[string][]hook{},
-		tables:   map[string]*table{},
-		locks:    map[lockID]*lockQueue{},
-		parsed:   map[string]*parsed{},
-		connSeq:  map[string]int{},
-		skews:    map[string]time.Duration{},
+		decide:    o.Decide,
+		trace:     o.Trace,
+		lockWait:  o.LockWaitTimeout,
+		holdPurge: o.HoldPurge,
+		byName:    map[string]*Process{},
+		yield:     make(chan *Process),
+		pending:   map[string][]hook{},
+		tables:    map[string]*table{},
+		locks:     map[lockID]*lockQueue{},
+		parsed:    map[string]*parsed{},
+		connSeq:   map[string]int{},
+		skews:     map[string]time.Duration{},
 	}
 	if w.lockWait <= 0 {
 		w.lockWait = defaultLockWait
