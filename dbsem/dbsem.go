@@ -144,7 +144,11 @@ func (s *Semaphore) Acquire(ctx context.Context, key string, ttl time.Duration, 
 	if err != nil {
 		return Lease{}, fmt.Errorf("dbsem: acquire: %w", err)
 	}
-	defer func() { conn.Close() }()
+	defer func() {
+		if conn != nil { // nil when the defect's second connection could not be had
+			conn.Close()
+		}
+	}()
 	if err := s.agree(ctx, conn, key, max); err != nil {
 		return Lease{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -69,6 +70,20 @@ func TestSameSeedSameHistory(t *testing.T) {
 		histories.Write(&b, res.History)
 		if !bytes.Equal(a.Bytes(), b.Bytes()) {
 			t.Fatalf("run %d differs", i)
+		}
+	}
+}
+
+// A mutant whose acquire retries after a lost COMMIT reply, when the
+// retry cannot even get a connection (the server restarting), answers an
+// error: it does not panic (it did, closing a nil connection, and the
+// search stopped on "a plan could not run").
+func TestAmbiguousRetryWithoutAConnection(t *testing.T) {
+	c := prover.Config{Family: Config{Mutant: "ambiguous-commit-retry", Faults: []string{histories.DropReply, histories.RestartBroker}},
+		Properties: []string{lease.Available}}
+	for seed := uint64(1); seed <= 3; seed++ {
+		if _, err := (prover.Search{Config: c, Seed: seed, Plans: 3000, Shrink: time.Nanosecond}).Run(); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
 		}
 	}
 }
