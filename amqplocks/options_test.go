@@ -178,7 +178,7 @@ func TestContentionRetriesAndJitter(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range []string{"a", "b"} {
-				if w.Counters(p).Method("channel.close-ok") == 0 {
+				if w.Cost(p).Methods["channel.close-ok"] == 0 {
 					continue // p got no RESOURCE_LOCKED: it did not lose a race
 				}
 				raced = true
@@ -204,7 +204,7 @@ func TestSkipVerifyAfterAcquireSavesOnePublish(t *testing.T) {
 		w, _ := one(t, 1, func(b broker.Broker, _ *sim.World) {
 			dial(t, b, amqplocks.Options{SkipVerifyAfterAcquire: tc.skip}).Semaphore("sem").Acquire(bg)
 		})
-		if got := w.Counters("p").Method("basic.publish"); got != tc.want {
+		if got := w.Cost("p").Methods["basic.publish"]; got != tc.want {
 			t.Errorf("skip=%v: %d publishes for an acquire at slot 1, want %d", tc.skip, got, tc.want)
 		}
 	}
@@ -227,7 +227,7 @@ func TestVerifyPassive(t *testing.T) {
 			t.Errorf("verify after the 404: %v", err)
 		}
 	})
-	if c := w.Counters("p"); c.Method("queue.declare") < 5 || c.Channels != 3 {
+	if c := w.Cost("p"); c.Methods["queue.declare"] < 5 || c.Channels != 3 {
 		t.Errorf("counters %v: want passive declares and a reopened channel", c)
 	}
 }
@@ -338,7 +338,7 @@ func TestReleaseOfASlotNotHeld(t *testing.T) {
 			t.Errorf("release of a slot never acquired: %v, want ErrLost", err)
 		}
 	})
-	if n := w.Counters("p").Method("queue.delete"); n != 0 {
+	if n := w.Cost("p").Methods["queue.delete"]; n != 0 {
 		t.Errorf("release of a slot not held sent %d deletes", n)
 	}
 }

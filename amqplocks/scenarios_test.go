@@ -240,10 +240,10 @@ func TestRaceForTheLastSlot(t *testing.T) {
 					t.Errorf("seed %d: %s got slot %d, want 2", seed, p, slots[p])
 				}
 			case errors.Is(err, amqplocks.ErrFull):
-				if c := w.Counters(p); c.Channels == 2 {
+				if c := w.Cost(p); c.Channels == 2 {
 					races++
-					if c.Method("queue.declare") != 1 {
-						t.Errorf("seed %d: loser %s sent %d declares, want 1", seed, p, c.Method("queue.declare"))
+					if c.Methods["queue.declare"] != 1 {
+						t.Errorf("seed %d: loser %s sent %d declares, want 1", seed, p, c.Methods["queue.declare"])
 					}
 				}
 			default:

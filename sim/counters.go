@@ -1,9 +1,6 @@
 package sim
 
-import (
-	"fmt"
-	"strings"
-)
+import "github.com/lockprover/lockprover/model"
 
 // method is an AMQP method a client sends.
 type method uint8
@@ -38,67 +35,48 @@ var methodNames = [numMethods]string{
 
 func (m method) String() string { return methodNames[m] }
 
-// Counters are what one process sent to the broker: AMQP methods, channels
-// and connections opened, and round trips it waited for. The efficiency
-// properties are judged from them.
-type Counters struct {
-	Methods     [numMethods]int
-	Channels    int // channel.open sent
-	Connections int // connections dialled
-	RoundTrips  int // synchronous exchanges waited for
+// counters are what one process sent to the broker, kept as an array by
+// method for the hot path: AMQP methods, channels and connections opened,
+// and round trips it waited for. World.Cost is their exported view.
+type counters struct {
+	methods     [numMethods]int
+	channels    int // channel.open sent
+	connections int // connections dialled
+	roundTrips  int // synchronous exchanges waited for
 }
 
-// Method returns how many times the method with the AMQP name (for example
-// "queue.declare") was sent.
-func (c Counters) Method(name string) int {
-	for m, n := range methodNames {
-		if n == name {
-			return c.Methods[m]
-		}
-	}
-	return 0
-}
-
-// Class returns how many methods of the AMQP class (for example "queue")
-// were sent.
-func (c Counters) Class(class string) int {
+// sent is the number of methods sent.
+func (c *counters) sent() int {
 	n := 0
-	for m, name := range methodNames {
-		if strings.HasPrefix(name, class+".") {
-			n += c.Methods[m]
-		}
+	for _, k := range c.methods {
+		n += k
 	}
 	return n
 }
 
-// Sub returns the counts in c that are not in d: what happened between two
-// snapshots.
-func (c Counters) Sub(d Counters) Counters {
-	for m := range c.Methods {
-		c.Methods[m] -= d.Methods[m]
+// Cost returns what the process named name has sent so far: the AMQP
+// methods it sent at least once by name, the connections it dialled and
+// the channels it opened. An unknown name has sent nothing.
+func (w *World) Cost(name string) model.Cost {
+	out := model.Cost{Methods: map[string]int{}}
+	p := w.byName[name]
+	if p == nil {
+		return out
 	}
-	c.Channels -= d.Channels
-	c.Connections -= d.Connections
-	c.RoundTrips -= d.RoundTrips
-	return c
-}
-
-// String lists the non-zero counts, for reports.
-func (c Counters) String() string {
-	var b strings.Builder
-	for m, n := range c.Methods {
+	for m, n := range p.counters.methods {
 		if n > 0 {
-			fmt.Fprintf(&b, "%s=%d ", methodNames[m], n)
+			out.Methods[methodNames[m]] = n
 		}
 	}
-	fmt.Fprintf(&b, "channels=%d connections=%d round-trips=%d", c.Channels, c.Connections, c.RoundTrips)
-	return b.String()
+	out.Connections, out.Channels = p.counters.connections, p.counters.channels
+	return out
 }
 
-// Counters returns what the process named name has sent so far.
-func (w *World) Counters(name string) Counters {
+// RoundTrips returns how many synchronous exchanges the process named name
+// has waited for so far (a dial is two; each method sent is one).
+func (w *World) RoundTrips(name string) int {
 	if p := w.byName[name]; p != nil {
-		return p.counters
+		return p.counters.roundTrips
 	}
-	return Counters{}
+	return 0
 }

@@ -138,11 +138,11 @@ func (w *World) open(p *process, cfg broker.Config) *conn {
 	}
 	w.now += int64(latDial)
 	c.lastSent, c.lastRecv = w.now, w.now
-	p.counters.Connections++
-	p.counters.Methods[mConnStartOk]++
-	p.counters.Methods[mConnTuneOk]++
-	p.counters.Methods[mConnOpen]++
-	p.counters.RoundTrips += 2
+	p.counters.connections++
+	p.counters.methods[mConnStartOk]++
+	p.counters.methods[mConnTuneOk]++
+	p.counters.methods[mConnOpen]++
+	p.counters.roundTrips += 2
 	p.conns = append(p.conns, c)
 	w.tracef("%s dial -> %s heartbeat=%v", p.name, c.name, c.hb)
 	return c
@@ -159,10 +159,10 @@ func (w *World) send(p *process, r request, deadline int64) {
 		w.handoff(p, reply{err: errClosed(false)})
 		return
 	}
-	p.counters.Methods[r.m]++
-	p.counters.RoundTrips++
+	p.counters.methods[r.m]++
+	p.counters.roundTrips++
 	if r.m == mChanOpen {
-		p.counters.Channels++
+		p.counters.channels++
 	}
 	c.lastSent = w.now
 	if c.down {
@@ -195,10 +195,7 @@ func (p *process) dueHook() func() {
 	if len(p.hooks) == 0 {
 		return nil
 	}
-	sent := 0
-	for _, m := range p.counters.Methods {
-		sent += m
-	}
+	sent := p.counters.sent()
 	due := 0
 	for n := range p.hooks {
 		if n <= sent && (due == 0 || n < due) {
@@ -225,7 +222,7 @@ func (w *World) arrive(c *conn, r request) reply {
 		} else if r.ch != nil && r.ch.closedErr == nil {
 			w.closeChannel(r.ch)
 			r.ch.closedErr = e
-			c.p.counters.Methods[mChanCloseOk]++
+			c.p.counters.methods[mChanCloseOk]++
 		}
 	}
 	return rep

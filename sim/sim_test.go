@@ -126,7 +126,7 @@ func TestRacingExclusiveDeclaresHaveOneWinner(t *testing.T) {
 	}
 }
 
-func TestCountersCountMethodsAndRoundTrips(t *testing.T) {
+func TestCostCountsMethodsAndRoundTrips(t *testing.T) {
 	w := sim.New(sim.Options{})
 	w.Go("c", func(b broker.Broker) {
 		c, _ := b.Dial(bg, broker.Config{})
@@ -140,18 +140,18 @@ func TestCountersCountMethodsAndRoundTrips(t *testing.T) {
 	if err := w.Run(); err != nil {
 		t.Fatal(err)
 	}
-	got := w.Counters("c")
+	got := w.Cost("c")
 	want := map[string]int{
 		"connection.start-ok": 1, "connection.tune-ok": 1, "connection.open": 1, "connection.close": 1,
 		"channel.open": 1, "channel.close-ok": 1, "confirm.select": 1, "basic.publish": 1, "queue.declare": 1,
 	}
 	for name, n := range want {
-		if got.Method(name) != n {
-			t.Errorf("%s = %d, want %d (%v)", name, got.Method(name), n, got)
+		if got.Methods[name] != n {
+			t.Errorf("%s = %d, want %d (%v)", name, got.Methods[name], n, got)
 		}
 	}
-	if got.Connections != 1 || got.Channels != 1 || got.RoundTrips != 7 {
-		t.Errorf("connections, channels, round trips = %d, %d, %d; want 1, 1, 7", got.Connections, got.Channels, got.RoundTrips)
+	if rt := w.RoundTrips("c"); got.Connections != 1 || got.Channels != 1 || rt != 7 {
+		t.Errorf("connections, channels, round trips = %d, %d, %d; want 1, 1, 7", got.Connections, got.Channels, rt)
 	}
 	if got.Class("queue") != 1 || got.Class("connection") != 4 {
 		t.Errorf("class counts queue=%d connection=%d", got.Class("queue"), got.Class("connection"))
@@ -328,7 +328,7 @@ func TestKilledProcessRunsNoMoreBrokerCalls(t *testing.T) {
 	if err := w.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if c := w.Counters("victim"); c.Method("connection.close") != 0 {
+	if c := w.Cost("victim"); c.Methods["connection.close"] != 0 {
 		t.Errorf("a killed process closed its connection: %v", c)
 	}
 	if !after {

@@ -379,7 +379,7 @@ type process struct {
 	req      request
 	rep      reply
 	conns    []*conn
-	counters Counters
+	counters counters
 	hooks    map[int]func() // run after the process's n-th method is applied
 	effects  []Effect       // the queues its methods created or deleted
 

@@ -2,9 +2,10 @@ package proxy
 
 import (
 	"maps"
-	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/lockprover/lockprover/model"
 )
 
 // Counts is what passed through a Proxy, over all its connections so far.
@@ -16,18 +17,17 @@ import (
 // counted without having been delivered. A reply dropped by DropReply, and
 // anything after it, is not counted as received.
 type Counts struct {
-	// Sent and Received count methods by full name ("queue.declare",
-	// "basic.ack"; "class.method(c,m)" for ids outside AMQP 0-9-1).
-	// Sent is client to broker, Received is broker to client. Names
-	// never seen are absent.
-	Sent, Received map[string]int
+	// Sent is what the client sent to the broker: methods by full name
+	// ("queue.declare"; "class.method(c,m)" for ids outside AMQP 0-9-1),
+	// the connections the proxy accepted from it (a reconnect is a second
+	// one) and the channels it opened (Sent.Methods["channel.open"]).
+	Sent model.Cost
+	// Received counts methods from the broker to the client by full name
+	// ("basic.ack"), as Sent.Methods does. Names never seen are absent.
+	Received map[string]int
 	// Heartbeat frames each way (they are not methods; content header
 	// and body frames are not counted at all).
 	HeartbeatsSent, HeartbeatsReceived int
-	// Connections accepted from the client (a reconnect is a second one).
-	Connections int
-	// Channels opened: Sent["channel.open"].
-	Channels int
 	// Malformed is how many connections were closed because a frame was
 	// malformed (bad frame-end, size over 128 MiB, a method frame too
 	// short, no protocol header).
@@ -40,39 +40,25 @@ type Counts struct {
 // Class sums the methods of one class ("connection", "channel", "exchange",
 // "queue", "basic", "confirm", "tx") sent and received.
 func (c Counts) Class(class string) (sent, received int) {
-	sum := func(m map[string]int) int {
-		n := 0
-		for name, k := range m {
-			if cl, _, _ := strings.Cut(name, "."); cl == class {
-				n += k
-			}
-		}
-		return n
-	}
-	return sum(c.Sent), sum(c.Received)
+	return c.Sent.Class(class), model.Cost{Methods: c.Received}.Class(class)
 }
 
 // Sub returns what c counted beyond an earlier snapshot: what happened
 // between the two. Names whose difference is zero are left out.
 func (c Counts) Sub(earlier Counts) Counts {
-	diff := func(now, then map[string]int) map[string]int {
-		d := maps.Clone(now)
-		if d == nil {
-			d = map[string]int{}
-		}
-		for name, k := range then {
-			d[name] -= k
-		}
-		maps.DeleteFunc(d, func(_ string, k int) bool { return k == 0 })
-		return d
+	received := maps.Clone(c.Received)
+	if received == nil {
+		received = map[string]int{}
 	}
+	for name, k := range earlier.Received {
+		received[name] -= k
+	}
+	maps.DeleteFunc(received, func(_ string, k int) bool { return k == 0 })
 	return Counts{
-		Sent:               diff(c.Sent, earlier.Sent),
-		Received:           diff(c.Received, earlier.Received),
+		Sent:               c.Sent.Sub(earlier.Sent),
+		Received:           received,
 		HeartbeatsSent:     c.HeartbeatsSent - earlier.HeartbeatsSent,
 		HeartbeatsReceived: c.HeartbeatsReceived - earlier.HeartbeatsReceived,
-		Connections:        c.Connections - earlier.Connections,
-		Channels:           c.Channels - earlier.Channels,
 		Malformed:          c.Malformed - earlier.Malformed,
 		Dropped:            c.Dropped - earlier.Dropped,
 	}
@@ -130,15 +116,14 @@ func (c *counters) add(dir int, t tally) {
 
 func (c *counters) snapshot() Counts {
 	s := Counts{
-		Sent:               map[string]int{},
+		Sent:               model.Cost{Methods: map[string]int{}, Connections: int(c.connections.Load())},
 		Received:           map[string]int{},
 		HeartbeatsSent:     int(c.heartbeats[toBroker].Load()),
 		HeartbeatsReceived: int(c.heartbeats[toClient].Load()),
-		Connections:        int(c.connections.Load()),
 		Malformed:          int(c.malformed.Load()),
 		Dropped:            int(c.dropped.Load()),
 	}
-	for d, m := range [2]map[string]int{s.Sent, s.Received} {
+	for d, m := range [2]map[string]int{s.Sent.Methods, s.Received} {
 		for i := range c.methods[d] {
 			if k := c.methods[d][i].Load(); k != 0 {
 				m[methods[i].name] = int(k)
@@ -148,6 +133,6 @@ func (c *counters) snapshot() Counts {
 		maps.Copy(m, c.unknown[d])
 		c.mu.Unlock()
 	}
-	s.Channels = s.Sent["channel.open"]
+	s.Sent.Channels = s.Sent.Methods["channel.open"]
 	return s
 }

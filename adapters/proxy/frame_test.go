@@ -219,7 +219,7 @@ func TestParserWholeStreamInOneRead(t *testing.T) {
 		t.Fatalf("forwarded %d of %d bytes, eof %v; want all, then EOF", len(r.out), len(in), r.eof)
 	}
 	c := p.Counts()
-	if !maps.Equal(c.Sent, clientStreamSent) || c.HeartbeatsSent != 1 || c.Channels != 1 || len(c.Received) != 0 {
+	if !maps.Equal(c.Sent.Methods, clientStreamSent) || c.HeartbeatsSent != 1 || c.Sent.Channels != 1 || len(c.Received) != 0 {
 		t.Fatalf("counts %+v, want Sent %v and one heartbeat", c, clientStreamSent)
 	}
 }
@@ -233,8 +233,8 @@ func TestParserFramesSplitAcrossReads(t *testing.T) {
 		p := newProxy("")
 		r := runDir(t, p, newSession(), toBroker, reads)
 		c := p.Counts()
-		if !bytes.Equal(r.out, in) || !r.eof || !maps.Equal(c.Sent, clientStreamSent) || c.HeartbeatsSent != 1 {
-			t.Fatalf("%s: forwarded %d of %d bytes, eof %v, sent %v", name, len(r.out), len(in), r.eof, c.Sent)
+		if !bytes.Equal(r.out, in) || !r.eof || !maps.Equal(c.Sent.Methods, clientStreamSent) || c.HeartbeatsSent != 1 {
+			t.Fatalf("%s: forwarded %d of %d bytes, eof %v, sent %v", name, len(r.out), len(in), r.eof, c.Sent.Methods)
 		}
 	}
 	for i := 1; i < len(in); i++ {
@@ -254,7 +254,7 @@ func TestParserLargeBodyFrame(t *testing.T) {
 		rawFrame(frameHeader, 1, make([]byte, 14)), rawFrame(frameBody, 1, body), heartbeat())
 	p := newProxy("")
 	r := runDir(t, p, newSession(), toBroker, [][]byte{in})
-	if !bytes.Equal(r.out, in) || !r.eof || p.Counts().Sent["basic.publish"] != 1 || p.Counts().HeartbeatsSent != 1 {
+	if !bytes.Equal(r.out, in) || !r.eof || p.Counts().Sent.Methods["basic.publish"] != 1 || p.Counts().HeartbeatsSent != 1 {
 		t.Fatalf("forwarded %d of %d bytes, eof %v, counts %+v", len(r.out), len(in), r.eof, p.Counts())
 	}
 }

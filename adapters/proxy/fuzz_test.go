@@ -86,8 +86,8 @@ func FuzzStreams(f *testing.F) {
 }
 
 func sameCounts(a, b Counts) bool {
-	return maps.Equal(a.Sent, b.Sent) && maps.Equal(a.Received, b.Received) &&
+	return maps.Equal(a.Sent.Methods, b.Sent.Methods) && maps.Equal(a.Received, b.Received) &&
 		a.HeartbeatsSent == b.HeartbeatsSent && a.HeartbeatsReceived == b.HeartbeatsReceived &&
-		a.Connections == b.Connections && a.Channels == b.Channels &&
+		a.Sent.Connections == b.Sent.Connections && a.Sent.Channels == b.Sent.Channels &&
 		a.Malformed == b.Malformed && a.Dropped == b.Dropped
 }

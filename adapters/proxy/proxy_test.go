@@ -199,14 +199,14 @@ func TestForwardingCountsEveryMethod(t *testing.T) {
 		"channel.open-ok": 1, "channel.close-ok": 1, "confirm.select-ok": 1,
 		"queue.declare-ok": 1, "basic.ack": 1, "queue.delete-ok": 1,
 	}
-	if !maps.Equal(got.Sent, wantSent) {
-		t.Errorf("Sent = %v\nwant %v", got.Sent, wantSent)
+	if !maps.Equal(got.Sent.Methods, wantSent) {
+		t.Errorf("Sent = %v\nwant %v", got.Sent.Methods, wantSent)
 	}
 	if !maps.Equal(got.Received, wantReceived) {
 		t.Errorf("Received = %v\nwant %v", got.Received, wantReceived)
 	}
-	if got.Connections != 1 || got.Channels != 1 || got.Malformed != 0 || got.Dropped != 0 {
-		t.Errorf("Connections %d Channels %d Malformed %d Dropped %d; want 1 1 0 0", got.Connections, got.Channels, got.Malformed, got.Dropped)
+	if got.Sent.Connections != 1 || got.Sent.Channels != 1 || got.Malformed != 0 || got.Dropped != 0 {
+		t.Errorf("Connections %d Channels %d Malformed %d Dropped %d; want 1 1 0 0", got.Sent.Connections, got.Sent.Channels, got.Malformed, got.Dropped)
 	}
 	if s, r := got.Class("queue"); s != 2 || r != 2 {
 		t.Errorf("queue class: %d sent, %d received; want 2, 2", s, r)
@@ -228,7 +228,7 @@ func TestCountsSubIsolatesAnOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := p.Counts().Sub(before)
-	if !maps.Equal(d.Sent, map[string]int{"queue.declare": 1}) || !maps.Equal(d.Received, map[string]int{"queue.declare-ok": 1}) || d.Connections != 0 {
+	if !maps.Equal(d.Sent.Methods, map[string]int{"queue.declare": 1}) || !maps.Equal(d.Received, map[string]int{"queue.declare-ok": 1}) || d.Sent.Connections != 0 {
 		t.Fatalf("one passive declare counted as %+v", d)
 	}
 }
@@ -281,7 +281,7 @@ func TestKillReleasesExclusiveQueue(t *testing.T) {
 	if _, err := channel(t, dial(t, u, 0)).QueueDeclarePassive(q, false, false, false, false, nil); err == nil {
 		t.Fatal("a new connection may use the other connection's exclusive queue")
 	}
-	if n := p.Counts().Connections; n != 2 {
+	if n := p.Counts().Sent.Connections; n != 2 {
 		t.Fatalf("Connections = %d, want 2", n)
 	}
 }
@@ -393,7 +393,7 @@ func TestDropReplyDeclareIsAppliedButNotAnswered(t *testing.T) {
 		t.Fatalf("the queue was not declared (passive declare: %d)", code)
 	}
 	got := p.Counts()
-	if got.Sent["queue.declare"] != 1 || got.Received["queue.declare-ok"] != 0 || got.Dropped != 1 {
+	if got.Sent.Methods["queue.declare"] != 1 || got.Received["queue.declare-ok"] != 0 || got.Dropped != 1 {
 		t.Fatalf("counts %+v", got)
 	}
 }
@@ -456,7 +456,7 @@ func TestDropReplyPublishIsEnqueuedButNotConfirmed(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	got := p.Counts()
-	if got.Sent["basic.publish"] != 2 || got.Received["basic.ack"] != 1 || got.Dropped != 1 {
+	if got.Sent.Methods["basic.publish"] != 2 || got.Received["basic.ack"] != 1 || got.Dropped != 1 {
 		t.Fatalf("counts %+v", got)
 	}
 }
@@ -761,7 +761,7 @@ func TestDropAnyAndAfterMethods(t *testing.T) {
 		t.Fatalf("BrokerSide = %v, want one address", side)
 	}
 	total := 0
-	for _, n := range p.Counts().Sent {
+	for _, n := range p.Counts().Sent.Methods {
 		total += n
 	}
 	fired := make(chan int64, 1)

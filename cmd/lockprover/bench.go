@@ -263,7 +263,7 @@ func (b *bench) time(key string, f func() error) error {
 			b.series[key] = s
 		}
 		s.lat = append(s.lat, d)
-		s.sent = append(s.sent, after.Sub(before).Sent)
+		s.sent = append(s.sent, after.Sub(before).Sent.Methods)
 	}
 	return nil
 }

@@ -52,24 +52,7 @@ func (e simEngine) Fault(fault, target string) error { return e.w.Strike(fault, 
 // from outside any process leaves it down for the restart's downtime).
 func (e simEngine) BrokerUp() bool { return e.w.Up() }
 
-func (e simEngine) Cost(name string) model.Cost {
-	c := e.w.Counters(name)
-	out := model.Cost{Methods: map[string]int{}, Connections: c.Connections, Channels: c.Channels}
-	for _, m := range methodNames {
-		if n := c.Method(m); n > 0 {
-			out.Methods[m] = n
-		}
-	}
-	return out
-}
-
-// methodNames are the AMQP methods the simulator counts.
-var methodNames = []string{
-	"connection.start-ok", "connection.tune-ok", "connection.open", "connection.close", "connection.close-ok",
-	"channel.open", "channel.close", "channel.close-ok", "confirm.select",
-	"queue.declare", "queue.delete", "queue.purge", "queue.bind",
-	"basic.publish", "basic.consume", "basic.get",
-}
+func (e simEngine) Cost(name string) model.Cost { return e.w.Cost(name) }
 
 // waitTimeout bounds an admin's wait in the simulator: only a holder that
 // is never released (heartbeats off and the holder killed) makes it run out.
