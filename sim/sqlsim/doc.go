@@ -46,7 +46,9 @@
 //     stays, locked and waited for, while anyone holds or waits for its
 //     lock (as until InnoDB's purge; with Options.HoldPurge, for good),
 //     and a rolled-back insert's record goes with its locks (a statement
-//     waiting for it goes on);
+//     waiting for it goes on), its S locks (a duplicate's check) living on
+//     as gap locks before the next record, which an insert into the gap
+//     waits for;
 //   - waits end in error 1205 after innodb_lock_wait_timeout (only the
 //     statement rolls back), or 1213 when they close a cycle (the
 //     lighter transaction rolls back, the requester on a tie: weighed as
@@ -72,10 +74,11 @@
 // there; and a process killed in BeginTx, Commit or Rollback gets
 // driver.ErrBadConn, and stops when database/sql closes the connection.
 //
-// Not modelled: SQL beyond dbsem's statements; gap, next-key and
-// insert-intention locks (dbsem takes none under READ COMMITTED, and its
-// autocommit statements find rows by whole primary key, where a gap
-// lock would last only while the statement runs); InnoDB's purge as it
+// Not modelled: SQL beyond dbsem's statements; next-key locks, and gap
+// locks other than those a removed record leaves (dbsem takes none under
+// READ COMMITTED, and its autocommit statements, under REPEATABLE READ,
+// find rows by whole primary key, where a gap lock would last only while
+// the statement runs); InnoDB's purge as it
 // runs in the background (here a deleted row's record goes once nobody
 // holds or waits for its lock, or with Options.HoldPurge never);
 // isolation levels other than READ COMMITTED for explicit transactions; metadata locks (a DROP

@@ -10,24 +10,44 @@ import (
 // ends (READ COMMITTED also lets a statement drop the locks of rows it
 // looked at but did not keep). A request waits if a lock another
 // transaction holds, or one it is waiting for ahead in the queue,
-// conflicts with it. Gap and next-key locks are not modelled.
+// conflicts with it.
+//
+// Gap locks, on the gap before a record (or after the last, the
+// supremum), come only from a record that goes (an insert rolled back):
+// the locks on it of REPEATABLE READ transactions, and the S locks of
+// READ COMMITTED ones (a duplicate's check), and the gap locks before it,
+// become gap locks before the next record (lock_rec_inherit_to_gap); a
+// new record takes a copy of the gap locks before the next one. They
+// conflict only with an insert's intention to insert into their gap,
+// which waits for them. Next-key locks, which statements of REPEATABLE
+// READ take, are not modelled.
 
 type lockMode uint8
 
 const (
-	lockS lockMode = 1
-	lockX lockMode = 2
+	lockS  lockMode = 1
+	lockX  lockMode = 2
+	lockII lockMode = 3 // an insert's intention, in a gap's queue only
 )
 
-func conflicts(a, b lockMode) bool { return a == lockX || b == lockX }
-
-type lockID struct {
-	tb *table
-	k  pkey
+// conflicts says whether a lock in mode a and one in mode b, of two
+// transactions, conflict in q: on a record unless both are S, on a gap an
+// insert intention and a gap lock.
+func (q *lockQueue) conflicts(a, b lockMode) bool {
+	if q.id.gap {
+		return (a == lockII) != (b == lockII)
+	}
+	return a == lockX || b == lockX
 }
 
-// A lockQueue is the locks on one record: granted ones, then waiting
-// ones in the order they asked.
+type lockID struct {
+	tb  *table
+	k   pkey
+	gap bool // the gap before record k
+}
+
+// A lockQueue is the locks on one record, or on the gap before it:
+// granted ones, then waiting ones in the order they asked.
 type lockQueue struct {
 	id      lockID
 	granted []grant
@@ -64,30 +84,36 @@ func (q *lockQueue) held(t *trx) lockMode {
 // another transaction holds or for one of the first ahead waiters.
 func (q *lockQueue) mustWait(t *trx, mode lockMode, ahead int) bool {
 	for _, g := range q.granted {
-		if g.t != t && conflicts(g.mode, mode) {
+		if g.t != t && q.conflicts(g.mode, mode) {
 			return true
 		}
 	}
 	for _, wt := range q.waiting[:ahead] {
-		if wt.t != t && conflicts(wt.mode, mode) {
+		if wt.t != t && q.conflicts(wt.mode, mode) {
 			return true
 		}
 	}
 	return false
 }
 
-// give grants mode on q to t, upgrading a lock it holds.
+// give grants mode on q to t, upgrading a lock it holds on a record (on
+// a gap, its locks are each their own).
 func (w *World) give(q *lockQueue, t *trx, mode lockMode) {
 	for i, g := range q.granted {
-		if g.t == t {
+		if g.t == t && !q.id.gap {
 			if mode > g.mode {
 				q.granted[i].mode = mode
 			}
 			return
 		}
+		if g.t == t && g.mode == mode {
+			return
+		}
 	}
 	q.granted = append(q.granted, grant{t: t, mode: mode})
-	t.locks = append(t.locks, q)
+	if !slices.Contains(t.locks, q) {
+		t.locks = append(t.locks, q)
+	}
 }
 
 // explicit gives the implicit lock of another transaction's new row a
@@ -96,14 +122,18 @@ func (q *lockQueue) explicit(t *trx) {
 	for i, g := range q.granted {
 		if g.implicit && g.t != t {
 			q.granted[i].implicit = false
-			g.t.took(q.id.tb, g.mode, false)
+			g.t.took(simLock{q.id.tb, g.mode, false, false}, false)
 		}
 	}
 }
 
 // queue returns the lock queue of a record, creating it.
 func (w *World) queue(tb *table, k pkey) *lockQueue {
-	id := lockID{tb, k}
+	return w.queueOf(lockID{tb: tb, k: k})
+}
+
+// queueOf returns the lock queue id, creating it.
+func (w *World) queueOf(id lockID) *lockQueue {
 	q := w.locks[id]
 	if q == nil {
 		q = &lockQueue{id: id}
@@ -114,7 +144,7 @@ func (w *World) queue(tb *table, k pkey) *lockQueue {
 
 // wouldWait says whether t would have to wait for mode on the record.
 func (w *World) wouldWait(t *trx, tb *table, k pkey, mode lockMode) bool {
-	q := w.locks[lockID{tb, k}]
+	q := w.locks[lockID{tb: tb, k: k}]
 	if q == nil || q.held(t) >= mode {
 		return false
 	}
@@ -136,21 +166,47 @@ func (r *stmtRun) lock(tb *table, k pkey, mode lockMode) (bool, error) {
 	q.explicit(t)
 	if !q.mustWait(t, mode, len(q.waiting)) {
 		w.give(q, t, mode)
-		t.took(tb, mode, false)
+		t.took(simLock{tb, mode, false, false}, false)
 		r.fresh = append(r.fresh, freshLock{q: q, had: had})
 		return true, nil
 	}
-	wt := &waiter{q: q, t: t, mode: mode, r: r}
-	q.waiting = append(q.waiting, wt)
-	t.wait = wt
-	t.structs++
-	r.wait = wt
 	// A lock granted after a wait is kept to the end of the transaction,
 	// even under READ COMMITTED on a row the statement then does not keep:
 	// InnoDB, running the statement on, finds the lock already held and
 	// takes it for one the transaction held before (MariaDB 10.11).
 	r.fresh = append(r.fresh, freshLock{q: q, had: had, kept: true})
-	w.tracef("%s %s waits for %s on %s%s held by %s", r.s.name, r.v.tpl.name, modeName(mode), tb.name, keyText(tb, k), w.holders(q, t))
+	return r.enqueue(q, mode)
+}
+
+// insertIntention is a fresh insert's check of the gap it inserts into,
+// the one before the next record: it waits while another transaction
+// holds a gap lock there (a request that does not wait leaves no lock).
+func (r *stmtRun) insertIntention(tb *table, k pkey) (bool, error) {
+	q := r.w.locks[lockID{tb: tb, k: tb.next(k), gap: true}]
+	if q == nil {
+		return true, nil
+	}
+	for _, g := range q.granted {
+		if g.t == r.t && g.mode == lockII {
+			return true, nil // granted after a wait
+		}
+	}
+	if !q.mustWait(r.t, lockII, len(q.waiting)) {
+		return true, nil
+	}
+	return r.enqueue(q, lockII)
+}
+
+// enqueue makes r's transaction wait for mode on q, unless the wait closes
+// a cycle of which it is the victim (error 1213).
+func (r *stmtRun) enqueue(q *lockQueue, mode lockMode) (bool, error) {
+	w, t := r.w, r.t
+	wt := &waiter{q: q, t: t, mode: mode, r: r}
+	q.waiting = append(q.waiting, wt)
+	t.wait = wt
+	t.structs++
+	r.wait = wt
+	w.tracef("%s %s waits for %s on %s%s held by %s", r.s.name, r.v.tpl.name, modeName(mode), q.id.tb.name, lockText(q.id), w.holders(q, t))
 	for {
 		cycle := w.cycle(t)
 		if cycle == nil {
@@ -236,12 +292,7 @@ func (w *World) releaseAll(t *trx) {
 	locks := t.locks
 	t.locks = nil
 	for _, q := range locks {
-		for i, g := range q.granted {
-			if g.t == t {
-				q.granted = append(q.granted[:i], q.granted[i+1:]...)
-				break
-			}
-		}
+		q.granted = slices.DeleteFunc(q.granted, func(g grant) bool { return g.t == t })
 		w.grantWaiting(q)
 	}
 }
@@ -257,7 +308,7 @@ func (w *World) grantWaiting(q *lockQueue) {
 		}
 		q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
 		w.give(q, wt.t, wt.mode)
-		wt.t.took(q.id.tb, wt.mode, true)
+		wt.t.took(simLock{q.id.tb, wt.mode, q.id.gap, false}, true)
 		wt.granted = true
 		wt.timer.cancel()
 		wt.t.wait = nil
@@ -266,8 +317,50 @@ func (w *World) grantWaiting(q *lockQueue) {
 	}
 	if len(q.granted) == 0 && len(q.waiting) == 0 && w.locks[q.id] == q {
 		delete(w.locks, q.id)
-		if r := q.id.tb.find(q.id.k); r != nil {
+		if r := q.id.tb.find(q.id.k); r != nil && !q.id.gap {
 			w.purge(r)
+		}
+	}
+}
+
+// inheritable says whether a lock on a record that goes becomes a gap
+// lock before the next: not an insert intention, nor a READ COMMITTED
+// transaction's X lock.
+func inheritable(t *trx, mode lockMode) bool {
+	return mode != lockII && (t.iso != readCommitted || mode == lockS)
+}
+
+// inherit gives the gap before record n of tb the gap locks that the
+// locks of q become (q: of record k that goes, or of the gap before it).
+func (w *World) inherit(q *lockQueue, tb *table, n pkey) {
+	if q == nil {
+		return
+	}
+	add := func(t *trx, mode lockMode) {
+		if q.id.gap && mode != lockII || !q.id.gap && inheritable(t, mode) {
+			w.give(w.queueOf(lockID{tb: tb, k: n, gap: true}), t, mode)
+			t.took(simLock{tb, mode, true, false}, false)
+		}
+	}
+	for _, g := range q.granted {
+		add(g.t, g.mode)
+	}
+	for _, wt := range q.waiting {
+		add(wt.t, wt.mode)
+	}
+}
+
+// inserted gives a new record k of tb a copy of the gap locks before the
+// next record (lock_update_insert).
+func (w *World) inserted(tb *table, k pkey) {
+	q := w.locks[lockID{tb: tb, k: tb.next(k), gap: true}]
+	if q == nil {
+		return
+	}
+	for _, g := range slices.Clone(q.granted) {
+		if g.mode != lockII {
+			w.give(w.queueOf(lockID{tb: tb, k: k, gap: true}), g.t, g.mode)
+			g.t.took(simLock{tb, g.mode, true, true}, false)
 		}
 	}
 }
@@ -278,7 +371,17 @@ func (w *World) grantWaiting(q *lockQueue) {
 // a statement waiting for one runs on without it, its request's struct
 // kept (lock_rec_reset_and_release_wait).
 func (w *World) vanish(tb *table, k pkey) {
-	q := w.locks[lockID{tb, k}]
+	n := tb.next(k)
+	for _, gap := range []bool{false, true} {
+		q := w.locks[lockID{tb: tb, k: k, gap: gap}]
+		w.inherit(q, tb, n)
+		w.drop(q)
+	}
+}
+
+// drop ends the locks of q, whose record is gone: granted ones go, and a
+// statement waiting for one runs on without it.
+func (w *World) drop(q *lockQueue) {
 	if q == nil {
 		return
 	}
@@ -294,7 +397,7 @@ func (w *World) vanish(tb *table, k pkey) {
 		wt.granted = true
 		wt.timer.cancel()
 		wt.t.wait = nil
-		wt.t.took(tb, wt.mode, true)
+		wt.t.took(simLock{q.id.tb, wt.mode, q.id.gap, false}, true)
 		wt.r.wait = nil
 		w.wake = append(w.wake, wt.r)
 	}
@@ -380,12 +483,12 @@ func (w *World) cycle(t *trx) []*trx {
 func (w *World) blockers(q *lockQueue, wt *waiter, ahead int) []*trx {
 	var out []*trx
 	for _, g := range q.granted {
-		if g.t != wt.t && conflicts(g.mode, wt.mode) {
+		if g.t != wt.t && q.conflicts(g.mode, wt.mode) {
 			out = append(out, g.t)
 		}
 	}
 	for _, o := range q.waiting[:ahead] {
-		if o.t != wt.t && conflicts(o.mode, wt.mode) {
+		if o.t != wt.t && q.conflicts(o.mode, wt.mode) {
 			out = append(out, o.t)
 		}
 	}
@@ -410,10 +513,21 @@ func (w *World) holders(q *lockQueue, t *trx) string {
 }
 
 func modeName(m lockMode) string {
-	if m == lockX {
+	switch m {
+	case lockX:
 		return "X"
+	case lockII:
+		return "insert intention"
 	}
 	return "S"
+}
+
+// lockText is a queue's record or gap, for the trace.
+func lockText(id lockID) string {
+	if id.gap {
+		return " the gap before " + keyText(id.tb, id.k)
+	}
+	return keyText(id.tb, id.k)
 }
 
 // defaultLockWait is innodb_lock_wait_timeout's default.

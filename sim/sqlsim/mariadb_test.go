@@ -9,7 +9,6 @@ import (
 	"io"
 	"log"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,25 +40,15 @@ type step struct {
 // q is dbsem's statement name with the tables prefixed and the clock a
 // parameter; an INSERT of slot rows lists n of them.
 func q(prefix, name string, n ...int) string {
-	for _, t := range templates {
-		if t.name != name {
-			continue
-		}
-		s := t.text
-		if t.multi {
-			for i := range n[0] {
-				if i > 0 {
-					s += ", "
-				}
-				s += fmt.Sprintf("(?, %d)", i)
-			}
-		}
-		for _, suffix := range shapeSuffix {
-			s = strings.ReplaceAll(s, "{"+suffix+"}", "`"+prefix+suffix+"`")
-		}
-		return strings.ReplaceAll(s, "{now}", "?")
+	rows := 0
+	if len(n) > 0 {
+		rows = n[0]
 	}
-	panic("no statement " + name)
+	s, err := StatementText(name, prefix, true, rows)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 // at is the client clock t0 + d, as Defects.ClientClockExpiry sends it.
@@ -567,8 +556,9 @@ func bgOf(s []step, c int) int {
 // kept to the end of the transaction, even on a row the statement then
 // does not change (READ COMMITTED gives back only the locks it took
 // without waiting); a rolled-back insert's record goes with its locks, and
-// a statement waiting for it goes on; a deleted row's record stays locked
-// by whoever waited for it; the deadlock's victim is the transaction with
+// a statement waiting for it goes on, but a duplicate's S lock on it
+// becomes a gap lock; a deleted row's record stays locked by whoever
+// waited for it; the deadlock's victim is the transaction with
 // the fewer undo records and InnoDB lock structs (table locks, and record
 // lock structs kept after a READ COMMITTED unlock), the requester on a
 // tie. (These are the divergences adapters/conform's differential found.)
@@ -616,6 +606,24 @@ func TestMariaDBLockLifetimes(t *testing.T) {
 				step{conn: 1, q: q(p, "ROLLBACK")},
 				step{conn: 2, q: q(p, "releaseTokenAE"), args: []any{"k", "live"}},
 				step{conn: 2, q: q(p, "insertToken"), args: []any{"k", "live", at(0), int64(sec / 1000), 0}})
+		}},
+		scenario{"a duplicate's check of a rolled-back insert leaves a gap lock", func(p string) []step {
+			s := script([]step{
+				{conn: 0, q: q(p, "createKeys")},
+				{conn: 0, q: q(p, "createTokens")},
+			}, rc(0), rc(1), []step{
+				{conn: 0, q: q(p, "insertToken"), args: []any{"k", "t1", at(0), int64(sec / 1000), 0}},
+				{conn: 1, q: q(p, "insertToken"), args: []any{"k", "t1", at(0), int64(sec / 1000), 0}, bg: true},
+				{conn: 0, q: q(p, "ROLLBACK")},
+			})
+			// Conn 1's S lock became a gap lock after the record, and its
+			// insert copied it before: no one inserts anywhere until conn 1
+			// ends.
+			return append(s, step{conn: 1, join: bgOf(s, 1)},
+				step{conn: 2, q: q(p, "insertToken"), args: []any{"j", "t9", at(0), int64(sec / 1000), 0}},
+				step{conn: 0, q: q(p, "insertToken"), args: []any{"kk", "t9", at(0), int64(sec / 1000), 0}},
+				step{conn: 1, q: q(p, "COMMIT")},
+				step{conn: 2, q: q(p, "insertToken"), args: []any{"j", "t9", at(0), int64(sec / 1000), 0}})
 		}},
 		scenario{"the victim by undo records and lock structs", func(p string) []step {
 			s := script([]step{

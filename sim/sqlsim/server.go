@@ -90,22 +90,26 @@ type trx struct {
 
 // A simLock is a kind of record lock struct: InnoDB adds a record to a
 // struct of its transaction, table (page: dbsem's tables take a page or
-// so) and mode, rather than make one more.
+// so), mode and gap-ness, rather than make one more; the gap locks a new
+// record copies go into structs of their own (checked against MariaDB
+// 10.11).
 type simLock struct {
-	tb   *table
-	mode lockMode
+	tb       *table
+	mode     lockMode
+	gap      bool
+	onInsert bool
 }
 
 // weight is how InnoDB compares deadlock victims (TRX_WEIGHT): undo
 // records plus lock structs; the lighter transaction is rolled back, the
 // requester on a tie. The structs are an IX table lock on each table a
 // locking statement used (found rows or not), and record lock structs:
-// one for every wait, and one for every mode the transaction took a lock
-// in without waiting on each table (later locks of that table and mode go
-// into it); a lock given up under READ COMMITTED keeps its struct; a
-// row's insert locks it implicitly, without a struct, until another
-// transaction asks for a lock on it (checked against MariaDB 10.11's
-// SHOW ENGINE INNODB STATUS).
+// one for every wait, and one for every kind of lock (simLock) the
+// transaction took without waiting on each table (later locks of that
+// kind go into it); a lock given up under READ COMMITTED keeps its
+// struct; a row's insert locks it implicitly, without a struct, until
+// another transaction asks for a lock on it (checked against MariaDB
+// 10.11's SHOW ENGINE INNODB STATUS).
 func (t *trx) weight() int { return len(t.undo) + t.structs + len(t.tables) }
 
 // intend notes t's IX lock on tb.
@@ -115,11 +119,10 @@ func (t *trx) intend(tb *table) {
 	}
 }
 
-// took notes a record lock t took in mode on tb: a struct of that kind
+// took notes a record lock of kind k that t took: a struct of that kind
 // takes it if t has one (after a wait, the struct made for the wait
 // becomes one), else a new struct.
-func (t *trx) took(tb *table, mode lockMode, waited bool) {
-	k := simLock{tb, mode}
+func (t *trx) took(k simLock, waited bool) {
 	if !slices.Contains(t.similar, k) {
 		t.similar = append(t.similar, k)
 		if !waited {
@@ -184,8 +187,12 @@ func (w *World) undone(r *row) {
 // background and which a read view older than the delete holds off, and
 // the record is locked and waited for like any other.)
 func (w *World) purge(r *row) {
-	if !w.holdPurge && r.cur == nil && r.writer == nil && w.locks[lockID{r.tb, r.k}] == nil {
+	if !w.holdPurge && r.cur == nil && r.writer == nil && w.locks[lockID{tb: r.tb, k: r.k}] == nil {
 		r.tb.remove(r)
+		n := r.tb.next(r.k)
+		q := w.locks[lockID{tb: r.tb, k: r.k, gap: true}]
+		w.inherit(q, r.tb, n)
+		w.drop(q)
 	}
 }
 
@@ -280,7 +287,7 @@ type freshLock struct {
 
 // keep marks the statement's lock on a record as one to hold.
 func (r *stmtRun) keep(tb *table, k pkey) {
-	id := lockID{tb, k}
+	id := lockID{tb: tb, k: k}
 	for i := range r.fresh {
 		if r.fresh[i].q.id == id {
 			r.fresh[i].kept = true
@@ -294,7 +301,7 @@ func (r *stmtRun) letGo(tb *table, k pkey) {
 	if r.t.iso != readCommitted {
 		return
 	}
-	id := lockID{tb, k}
+	id := lockID{tb: tb, k: k}
 	for i := range r.fresh {
 		f := &r.fresh[i]
 		if f.q.id == id && !f.kept && f.q.held(r.t) > f.had {

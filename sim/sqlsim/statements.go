@@ -773,6 +773,9 @@ func (r *stmtRun) insert(tb *table, k pkey, v *rowVal, ignore bool) (inserted, b
 	}
 	lock := r.lock
 	if tb.find(k) == nil {
+		if ok, err := r.insertIntention(tb, k); !ok {
+			return false, err == nil, err
+		}
 		lock = func(tb *table, k pkey, _ lockMode) (bool, error) { return r.lockNew(tb, k) }
 	}
 	if ok, err := lock(tb, k, lockX); !ok {
@@ -782,6 +785,7 @@ func (r *stmtRun) insert(tb *table, k pkey, v *rowVal, ignore bool) (inserted, b
 	if rw == nil {
 		rw = &row{tb: tb, k: k, fresh: true}
 		tb.insert(rw)
+		r.w.inserted(tb, k)
 	}
 	r.w.write(r.t, rw, v)
 	r.keep(tb, k)
@@ -829,6 +833,9 @@ func (r *stmtRun) update(tb *table, k pkey, match func(*rowVal) bool, set func(r
 
 // keyText is a record's key for the trace.
 func keyText(tb *table, k pkey) string {
+	if k.sup {
+		return "(supremum)"
+	}
 	switch tb.shape {
 	case tokensShape:
 		return fmt.Sprintf("(%q, %q)", k.key, k.sub)

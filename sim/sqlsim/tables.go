@@ -32,14 +32,19 @@ type table struct {
 }
 
 // A pkey is a primary key: lock_key and, by shape, the token (sub) or the
-// slot's number (num).
+// slot's number (num); or sup, the supremum, after every record (gap
+// locks after the last record are on it).
 type pkey struct {
 	key string
 	sub string
 	num int64
+	sup bool
 }
 
 func (a pkey) less(b pkey) bool {
+	if a.sup || b.sup {
+		return !a.sup && b.sup
+	}
 	if a.key != b.key {
 		return a.key < b.key
 	}
@@ -128,6 +133,19 @@ func (tb *table) after(key string, k pkey, from bool) *row {
 		return tb.rows[i]
 	}
 	return nil
+}
+
+// next is the key of the first record after k (a ghost, an uncommitted
+// insert: any record), or the supremum.
+func (tb *table) next(k pkey) pkey {
+	i := tb.search(k)
+	if i < len(tb.rows) && tb.rows[i].k == k {
+		i++
+	}
+	if i < len(tb.rows) {
+		return tb.rows[i].k
+	}
+	return pkey{sup: true}
 }
 
 func (tb *table) insert(r *row) {
