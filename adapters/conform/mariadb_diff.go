@@ -1,0 +1,371 @@
+package conform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/lockprover/lockprover/internal/rapidbatch"
+)
+
+// MariaDBOptions configure MariaDBDifferential.
+type MariaDBOptions struct {
+	// DSN is the MariaDB, as go-sql-driver/mysql reads it; "" means
+	// $LOCKPROVER_MYSQL_DSN, or DefaultMariaDBDSN without it. Its user
+	// needs CREATE and DROP in the database, and PROCESS (SHOW ENGINE
+	// INNODB STATUS).
+	DSN string
+	// Runs is how many sequences to draw; 0 means 100.
+	Runs int
+	// Seed: the same seed draws the same sequences.
+	Seed uint64
+	// MaxSteps bounds the drawn steps of a sequence (besides setting its
+	// tables and keys up); 0 means 40.
+	MaxSteps int
+	// Shrink is the time given to minimise a divergence (a quarter to
+	// rapid, the rest to taking steps out); 0 means 60 s.
+	Shrink time.Duration
+	// Replays is how many times the minimal divergence runs again on
+	// MariaDB; 0 means 3.
+	Replays int
+	// Progress, if set, is called after every sequence (not while
+	// shrinking).
+	Progress func(r MariaDBReport)
+}
+
+func (o MariaDBOptions) withDefaults() MariaDBOptions {
+	o.DSN = mariaDSN(o.DSN)
+	if o.Runs <= 0 {
+		o.Runs = 100
+	}
+	if o.MaxSteps <= 0 {
+		o.MaxSteps = 40
+	}
+	if o.Shrink <= 0 {
+		o.Shrink = time.Minute
+	}
+	if o.Replays <= 0 {
+		o.Replays = 3
+	}
+	return o
+}
+
+// MariaDBReport is what a differential run found.
+type MariaDBReport struct {
+	Server string // MariaDB's VERSION()
+	Seed   uint64
+	// Prefix starts the name of every table the run created
+	// ("lpdb_<8 hex>_"); none is left once it returns.
+	Prefix string
+	// Runs counts the sequences run (up to and including the first
+	// divergence), Steps the statements they sent, Waits those that
+	// waited for a row lock, Deadlocks those that ended in error 1213,
+	// Skipped the steps not sent (see DBSeq).
+	Runs, Steps, Waits, Deadlocks, Skipped int
+	Elapsed                                time.Duration
+	// Found is the minimal divergence, or nil.
+	Found *DBDivergence
+}
+
+func (r MariaDBReport) String() string {
+	s := fmt.Sprintf("%d sequences, %d statements (%d lock waits, %d deadlocks), %d steps skipped, %v",
+		r.Runs, r.Steps, r.Waits, r.Deadlocks, r.Skipped, r.Elapsed.Round(time.Millisecond))
+	if r.Found == nil {
+		return s + ": no divergence"
+	}
+	return s + ": a divergence"
+}
+
+// A DBDivergence is a sequence whose steps came out differently.
+type DBDivergence struct {
+	Seq       DBSeq
+	Real, Sim []DBStep
+	First     int // the first step that differs (0-based)
+	// Reproduced counts how many of Replays re-runs on MariaDB differed
+	// again at the same step.
+	Reproduced, Replays int
+}
+
+func (d *DBDivergence) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n%d steps; step %d (%s) differs", d.Seq, len(d.Real), d.First+1, stepAt(d.Real, d.First).Label)
+	if d.Replays > 0 {
+		fmt.Fprintf(&b, " (reproduced in %d of %d replays on MariaDB)", d.Reproduced, d.Replays)
+	}
+	b.WriteString("\n")
+	n := max(len(d.Real), len(d.Sim))
+	last := n - 1
+	for last > d.First && sameStep(stepAt(d.Real, last), stepAt(d.Sim, last)) {
+		last--
+	}
+	for i := 0; i <= last; i++ {
+		r, s := stepAt(d.Real, i), stepAt(d.Sim, i)
+		if sameStep(r, s) {
+			fmt.Fprintf(&b, "   %-5s %-58s -> %s\n", r.Label, r.Op, r.Outcome)
+			continue
+		}
+		fmt.Fprintf(&b, "!! %-5s %-58s -> MariaDB: %s\n", r.Label, r.Op, r.Outcome)
+		if s.Label != r.Label || s.Op.String() != r.Op.String() {
+			fmt.Fprintf(&b, "   %-5s %-58s    sqlsim:  %s\n", s.Label, s.Op, s.Outcome)
+		} else {
+			fmt.Fprintf(&b, "   %-5s %-58s    sqlsim:  %s\n", "", "", s.Outcome)
+		}
+	}
+	if last < n-1 {
+		fmt.Fprintf(&b, "   (%d more steps, alike)\n", n-1-last)
+	}
+	return b.String()
+}
+
+func sameStep(r, s DBStep) bool {
+	return r.Label == s.Label && r.Op.String() == s.Op.String() && r.Outcome == s.Outcome
+}
+
+func stepAt(steps []DBStep, i int) DBStep {
+	if i < len(steps) {
+		return steps[i]
+	}
+	return DBStep{Label: "-", Outcome: "(not run)"}
+}
+
+// firstDBDifference is the first step that differs, or -1.
+func firstDBDifference(real, sim []DBStep) int {
+	for i := 0; i < max(len(real), len(sim)); i++ {
+		if !sameStep(stepAt(real, i), stepAt(sim, i)) {
+			return i
+		}
+	}
+	return -1
+}
+
+// MariaDBDifferential draws o.Runs sequences from o.Seed, runs each on
+// sqlsim and on MariaDB, and returns the first divergence, shrunk by
+// rapid and replayed on MariaDB. Every table it creates starts with a
+// prefix of the run's own ("lpdb_<8 hex>_"), and is dropped after its
+// sequence, and again at the end if anything is left; the error says if
+// a table remains. An error wrapping ErrNoMariaDB means MariaDB could not
+// be used; one wrapping ErrHarness, that the harness failed (the run
+// proves nothing either way). rapid's settings are process-wide flags:
+// outside a test, call testing.Init and parse the global flag set first
+// (see internal/rapidbatch); one differential runs at a time.
+func MariaDBDifferential(ctx context.Context, o MariaDBOptions) (rep *MariaDBReport, err error) {
+	o = o.withDefaults()
+	t, err := openMaria(ctx, o.DSN)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, t.close()) }()
+	// rapid shrinks the draws for a quarter of the time; the rest goes to
+	// trim, which takes steps out of the sequence itself (a draw that
+	// rapid changes reshapes every step drawn after it).
+	end, err := rapidbatch.Begin(o.Shrink / 4)
+	if err != nil {
+		return nil, fmt.Errorf("conform: %w", err)
+	}
+	defer end()
+	r := &mariaRun{t: t, ctx: ctx, o: o, out: &MariaDBReport{Server: t.version, Seed: o.Seed, Prefix: t.prefix}}
+	start := time.Now()
+	for b := 0; r.found == nil && r.err == nil && ctx.Err() == nil && r.out.Runs < o.Runs; b++ {
+		before := r.out.Runs
+		rapidbatch.Batch(o.Seed, b, min(diffBatch, o.Runs-r.out.Runs), r.prop)
+		if r.out.Runs == before && r.found == nil && r.err == nil {
+			break // rapid ran nothing: do not spin
+		}
+	}
+	if r.found != nil && r.err == nil {
+		r.trim(time.Now().Add(o.Shrink - o.Shrink/4))
+		r.replay()
+		r.out.Found = r.found
+	}
+	r.out.Elapsed = time.Since(start)
+	if r.err != nil {
+		return r.out, r.err
+	}
+	return r.out, ctx.Err()
+}
+
+// mariaRun is the state of one MariaDBDifferential, shared by the rapid
+// property across its batches and its shrinking.
+type mariaRun struct {
+	t   *mariaTarget
+	ctx context.Context
+	o   MariaDBOptions
+	out *MariaDBReport
+
+	found *DBDivergence // the smallest divergence so far; set, rapid is shrinking
+	err   error         // a failure of sqlsim or of the harness: the run stops
+}
+
+// prop is the rapid property: a drawn sequence comes out alike on sqlsim
+// and on MariaDB. Sequences run while shrinking are not counted, and a
+// harness failure while shrinking only rejects the candidate.
+func (r *mariaRun) prop(rt *rapid.T) {
+	seq := DrawDBSeq(rt, r.o.MaxSteps)
+	if r.err != nil || r.ctx.Err() != nil {
+		return
+	}
+	prefix := r.t.nextPrefix()
+	sim, err := RunSimDB(seq, prefix)
+	if err != nil {
+		r.err = fmt.Errorf("conform: sqlsim: %w", err)
+		return
+	}
+	shrinking := r.found != nil
+	real, err := r.t.run(r.ctx, seq, prefix)
+	if err != nil {
+		if !shrinking && r.ctx.Err() == nil {
+			r.err = fmt.Errorf("conform: MariaDB: %w", err)
+		}
+		return
+	}
+	if !shrinking {
+		r.count(real)
+		if r.o.Progress != nil {
+			r.o.Progress(*r.out)
+		}
+	}
+	i := firstDBDifference(real, sim)
+	if i < 0 {
+		return
+	}
+	d := &DBDivergence{Seq: seq, Real: real, Sim: sim, First: i}
+	if r.found == nil || len(d.Real) < len(r.found.Real) || len(d.Real) == len(r.found.Real) && d.First <= r.found.First {
+		r.found = d
+	}
+	rt.Fatalf("step %d differs", i+1)
+}
+
+func (r *mariaRun) count(steps []DBStep) {
+	r.out.Runs++
+	for _, s := range steps {
+		switch {
+		case strings.HasPrefix(s.Outcome, "skipped"):
+			r.out.Skipped++
+			continue
+		case strings.HasPrefix(s.Outcome, "waits"):
+			r.out.Waits++
+		}
+		if strings.Contains(s.Outcome, "error 1213 ") {
+			r.out.Deadlocks++
+		}
+		r.out.Steps++
+	}
+}
+
+// diverges runs seq on both sides and returns how they differ, or nil
+// (also if the harness fails).
+func (r *mariaRun) diverges(seq DBSeq) *DBDivergence {
+	prefix := r.t.nextPrefix()
+	sim, err := RunSimDB(seq, prefix)
+	if err != nil {
+		return nil
+	}
+	real, err := r.t.run(r.ctx, seq, prefix)
+	if err != nil {
+		return nil
+	}
+	if i := firstDBDifference(real, sim); i >= 0 {
+		return &DBDivergence{Seq: seq, Real: real, Sim: sim, First: i}
+	}
+	return nil
+}
+
+// trim takes steps out of the smallest divergence, one at a time, keeping
+// each removal after which the sequence still diverges first at a step of
+// the same statement, until no step can go or the deadline passes; then
+// it drops connections no step uses.
+func (r *mariaRun) trim(deadline time.Time) {
+	stmt := stepAt(r.found.Real, r.found.First).Op.Stmt
+	try := func(seq DBSeq) bool {
+		d := r.diverges(seq)
+		if d == nil || stepAt(d.Real, d.First).Op.Stmt != stmt {
+			return false
+		}
+		r.found = d
+		return true
+	}
+	for again := true; again; {
+		again = false
+		for i := len(r.found.Seq.Ops) - 1; i >= 0; i-- {
+			if time.Now().After(deadline) || r.ctx.Err() != nil {
+				return
+			}
+			if i >= len(r.found.Seq.Ops) {
+				continue
+			}
+			seq := r.found.Seq
+			seq.Ops = slices.Delete(slices.Clone(seq.Ops), i, i+1)
+			if try(seq) {
+				again = true
+			}
+		}
+	}
+	used := 1
+	for _, o := range r.found.Seq.Ops {
+		used = max(used, o.Conn+1)
+	}
+	if seq := r.found.Seq; used < seq.Conns {
+		seq.Conns = max(used, 2)
+		try(seq)
+	}
+}
+
+// replay runs the minimal divergence again on MariaDB, counting the runs
+// that differ from sqlsim at the same step.
+func (r *mariaRun) replay() {
+	d := r.found
+	for i := 0; i < r.o.Replays && r.ctx.Err() == nil; i++ {
+		prefix := r.t.nextPrefix()
+		sim, err := RunSimDB(d.Seq, prefix)
+		if err != nil {
+			break
+		}
+		real, err := r.t.run(r.ctx, d.Seq, prefix)
+		if err != nil {
+			break
+		}
+		d.Replays++
+		if firstDBDifference(real, sim) == d.First {
+			d.Reproduced++
+		}
+	}
+}
+
+// MariaDB is the database semaphore's conformance check, as `lockprover
+// conform --kind db-semaphore` runs it: runs sequences drawn from seed on
+// sqlsim and on the MariaDB that dsn names ("" means
+// $LOCKPROVER_MYSQL_DSN, or DefaultMariaDBDSN), shrinking the first
+// divergence. It writes to out what it runs against, a line every tenth
+// of the runs, and the summary, with the minimal divergence if there is
+// one. It returns an error (wrapping ErrNoMariaDB or ErrHarness) only if
+// the check could not be made; a divergence is in the report.
+func MariaDB(ctx context.Context, dsn string, runs int, seed uint64, out io.Writer) (MariaDBReport, error) {
+	o := MariaDBOptions{DSN: dsn, Runs: runs, Seed: seed}
+	o = o.withDefaults()
+	every := max(o.Runs/10, 1)
+	o.Progress = func(r MariaDBReport) {
+		if r.Runs%every == 0 && r.Runs < o.Runs {
+			fmt.Fprintf(out, "  %d sequences, %d statements, %d lock waits, %d deadlocks\n", r.Runs, r.Steps, r.Waits, r.Deadlocks)
+		}
+	}
+	fmt.Fprintf(out, "sqlsim against MariaDB: %d sequences of dbsem's statements, seed %d\n", o.Runs, seed)
+	rep, err := MariaDBDifferential(ctx, o)
+	if rep == nil {
+		return MariaDBReport{Seed: seed}, err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintf(out, "interrupted after %s\n", rep)
+		return *rep, err
+	}
+	fmt.Fprintf(out, "MariaDB %s: %s\n", rep.Server, rep)
+	if rep.Found != nil {
+		fmt.Fprintf(out, "\n%s", rep.Found)
+	}
+	return *rep, err
+}

@@ -1,0 +1,280 @@
+package conform
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The MariaDB tests run against the MariaDB that $LOCKPROVER_MYSQL_DSN
+// names (by default DefaultMariaDBDSN) and skip without one.
+
+// mariaRuns is the test's budget: LOCKPROVER_CONFORM_DB_RUNS overrides it.
+func mariaRuns(t *testing.T, n int) int {
+	if testing.Short() {
+		n /= 5
+	}
+	if s := os.Getenv("LOCKPROVER_CONFORM_DB_RUNS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("LOCKPROVER_CONFORM_DB_RUNS=%q: %v", s, err)
+		}
+		n = v
+	}
+	return n
+}
+
+// differential runs o, skipping the test without a MariaDB, and checks
+// that the run left no table behind.
+func differential(t *testing.T, o MariaDBOptions) *MariaDBReport {
+	t.Helper()
+	rep, err := MariaDBDifferential(context.Background(), o)
+	if errors.Is(err, ErrNoMariaDB) {
+		t.Skipf("no MariaDB (set LOCKPROVER_MYSQL_DSN): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	noTablesLeft(t, rep.Prefix)
+	return rep
+}
+
+// noTablesLeft fails t if a table of the database starts with prefix.
+func noTablesLeft(t *testing.T, prefix string) {
+	t.Helper()
+	if !strings.HasPrefix(prefix, "lpdb_") {
+		t.Fatalf("table prefix %q", prefix)
+	}
+	db, err := sql.Open("mysql", mariaDSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rs, err := db.Query("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE ?",
+		strings.ReplaceAll(prefix, "_", `\_`)+"%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var left []string
+	for rs.Next() {
+		var name string
+		rs.Scan(&name)
+		left = append(left, name)
+	}
+	if len(left) > 0 {
+		t.Errorf("tables left behind: %v", left)
+	}
+}
+
+// MariaDB, as the CLI runs it, says what it runs and what it found, and
+// leaves no table behind; nor does a run cut short.
+func TestMariaDBEntry(t *testing.T) {
+	var out strings.Builder
+	rep, err := MariaDB(context.Background(), "", 20, 7, &out)
+	if errors.Is(err, ErrNoMariaDB) {
+		t.Skipf("no MariaDB (set LOCKPROVER_MYSQL_DSN): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	if rep.Runs != 20 || rep.Found != nil || !strings.Contains(out.String(), "20 sequences") || !strings.Contains(out.String(), "no divergence") {
+		t.Errorf("report %+v, output:\n%s", rep, out.String())
+	}
+	noTablesLeft(t, rep.Prefix)
+
+	for _, d := range []time.Duration{250 * time.Millisecond, 480 * time.Millisecond, 730 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		out.Reset()
+		rep, err = MariaDB(ctx, "", 1000, 7, &out)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(out.String(), "interrupted after") {
+			t.Errorf("cut short after %v: %v, output:\n%s", d, err, out.String())
+		}
+		noTablesLeft(t, rep.Prefix)
+	}
+}
+
+// sqlsim and MariaDB answer drawn sequences of dbsem's statements alike.
+func TestMariaDBDifferential(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("LOCKPROVER_CONFORM_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Attr("seed", strconv.FormatUint(seed, 10))
+	rep := differential(t, MariaDBOptions{Runs: mariaRuns(t, 300), Seed: seed, Shrink: mariaShrink()})
+	t.Logf("seed %d, MariaDB %s: %s", seed, rep.Server, rep)
+	if rep.Found != nil {
+		t.Fatalf("divergence (seed %d):\n%s", seed, rep.Found)
+	}
+	// About one sequence in two makes a lock wait, one in forty ends one
+	// in a deadlock.
+	if rep.Waits < rep.Runs/10 || rep.Runs >= 200 && rep.Deadlocks == 0 {
+		t.Errorf("%d lock waits and %d deadlocks in %d sequences: the sequences do not make locks wait", rep.Waits, rep.Deadlocks, rep.Runs)
+	}
+}
+
+func mariaShrink() time.Duration {
+	if s := os.Getenv("LOCKPROVER_CONFORM_DB_SHRINK"); s != "" {
+		d, _ := time.ParseDuration(s)
+		return d
+	}
+	return 30 * time.Second
+}
+
+// A wrong simulator is caught, and the divergence shrinks to the few steps
+// that show it: sqlsim is sent, in place of a statement, one of dbsem's
+// defects' variants of it.
+func TestMariaDBCatchesAWrongSimulator(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		mutant   func(DBOp) DBOp
+		stmt     string // the step that diverges
+		maxSteps int    // at most this many steps in the minimal sequence
+	}{
+		// Release ignores expiry: needs a token row that has expired.
+		{"release after expiry", func(o DBOp) DBOp {
+			if o.Stmt == "releaseToken" {
+				return DBOp{Conn: o.Conn, Stmt: "releaseTokenAE", Args: o.Args[:2]}
+			}
+			return o
+		}, "releaseToken", 4},
+		// SKIP LOCKED neither locks nor skips: needs a slot row, and two
+		// transactions picking it.
+		{"pick without locking", func(o DBOp) DBOp {
+			if o.Stmt == "pickSlot" {
+				o.Stmt = "peekSlot"
+			}
+			return o
+		}, "pickSlot", 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dbSimMutant = tc.mutant
+			defer func() { dbSimMutant = nil }()
+			rep := differential(t, MariaDBOptions{Runs: 1000, Seed: 1, Shrink: 20 * time.Second})
+			d := rep.Found
+			if d == nil {
+				t.Fatalf("no divergence in %d sequences", rep.Runs)
+			}
+			t.Logf("after %d sequences, %v:\n%s", rep.Runs, rep.Elapsed.Round(time.Millisecond), d)
+			if got := d.Real[d.First].Op.Stmt; got != tc.stmt {
+				t.Errorf("the first step that differs is a %s, want a %s", got, tc.stmt)
+			}
+			if len(d.Seq.Ops) > tc.maxSteps {
+				t.Errorf("not minimal: %d steps", len(d.Seq.Ops))
+			}
+			if d.Replays == 0 || d.Reproduced != d.Replays {
+				t.Errorf("reproduced in %d of %d replays", d.Reproduced, d.Replays)
+			}
+		})
+	}
+}
+
+// A statement that waits is observed as waiting, its outcome collected in
+// the step it ends in; the connection's next step is held back until
+// then; the end rolls back what is open, and the probes read what is
+// left. The same sequence gives the same steps.
+func TestRunSimDB(t *testing.T) {
+	seq := DBSeq{Design: "master-row", ClientClock: true, Conns: 2, Ops: []DBOp{
+		{Stmt: "createKeys"},
+		{Stmt: "createTokens"},
+		{Stmt: "insertKey", Args: []any{"k", int64(1), "master-row"}},
+		{Conn: 0, Stmt: opBegin},
+		{Conn: 0, Stmt: "lockMaster", Args: []any{"k"}},
+		{Conn: 1, Stmt: opBegin},
+		{Conn: 1, Stmt: "lockMaster", Args: []any{"k"}},
+		{Conn: 1, Stmt: "countLive", Args: []any{"k", clientTime(0)}},
+		{Conn: 0, Stmt: "insertToken", Args: []any{"k", "t1", clientTime(0), int64(1_000_000), int64(0)}},
+		{Conn: 0, Stmt: "COMMIT"},
+		{Conn: 0, Stmt: "deleteExpired", Args: []any{"k", clientTime(0)}},
+	}}
+	steps, err := RunSimDB(seq, "t_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range steps {
+		got = append(got, s.String())
+	}
+	want := []string{
+		`1 c0 createKeys -> n=0 id=0`,
+		`2 c0 createTokens -> n=0 id=0`,
+		`3 c0 insertKey "k" 1 "master-row" -> n=1 id=0`,
+		`4 c0 begin -> ok`,
+		`5 c0 lockMaster "k" -> [[1]]`,
+		`6 c1 begin -> ok`,
+		`7 c1 lockMaster "k" -> waits; ended at 10: [[1]]`,
+		`9 c0 insertToken "k" "t1" t+0s 1000000 0 -> n=1 id=0`,
+		`10 c0 COMMIT -> n=0 id=0`,
+		`8 c1 countLive "k" t+0s -> [[1]]`,
+		`11 c0 deleteExpired "k" t+0s -> skipped: not in a transaction`,
+		`end1 c1 ROLLBACK -> n=0 id=0`,
+	}
+	if len(got) < len(want) || strings.Join(got[:len(want)], "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
+	}
+	for _, s := range got[len(want):] {
+		if !strings.HasPrefix(s, "probe c0 ") {
+			t.Errorf("after the end: %s", s)
+		}
+	}
+	again, err := RunSimDB(seq, "t_")
+	if err != nil || fmt.Sprint(again) != fmt.Sprint(steps) {
+		t.Errorf("the same sequence ran differently (%v):\n%v\n%v", err, again, steps)
+	}
+}
+
+// parseLockWaits reads who waits, and for a lock on which table, from
+// InnoDB's status (MariaDB 10.11's format).
+func TestParseLockWaits(t *testing.T) {
+	status := `
+=====================================
+2025-01-01 00:00:00 0x7f INNODB MONITOR OUTPUT
+=====================================
+------------
+TRANSACTIONS
+------------
+Trx id counter 9012
+Purge done for trx's n:o < 9009 undo n:o < 0 state: running but idle
+History list length 0
+LIST OF TRANSACTIONS FOR EACH SESSION:
+---TRANSACTION 9011, ACTIVE 0 sec starting index read
+mysql tables in use 1, locked 1
+LOCK WAIT 2 lock struct(s), heap size 1128, 1 row lock(s)
+MariaDB thread id 1106, OS thread handle 131258833057472, query id 3772799 127.0.0.1 root Updating
+update zz_lwexp set v=v+1 where id=1
+------- TRX HAS BEEN WAITING 100153 us FOR THIS LOCK TO BE GRANTED:
+RECORD LOCKS space id 31 page no 3 n bits 320 index PRIMARY of table ` + "`test`.`zz_lwexp`" + ` trx id 9011 lock_mode X locks rec but not gap waiting
+Record lock, heap no 2 PHYSICAL RECORD: n_fields 4; compact format; info bits 0
+ 0: len 4; hex 80000001; asc     ;;
+
+------------------
+---TRANSACTION 9010, ACTIVE 0 sec
+2 lock struct(s), heap size 1128, 1 row lock(s)
+MariaDB thread id 1105, OS thread handle 131258835822272, query id 3772798 127.0.0.1 root 
+---TRANSACTION 9013, ACTIVE 0 sec
+LOCK WAIT 2 lock struct(s), heap size 1128, 1 row lock(s)
+MariaDB thread id 1107, OS thread handle 131258835822273, query id 3772800 127.0.0.1 root
+------- TRX HAS BEEN WAITING 5 us FOR THIS LOCK TO BE GRANTED:
+TABLE LOCK table ` + "`mysql`.`innodb_table_stats`" + ` trx id 9013 lock mode IX waiting
+---TRANSACTION (0x7f61288c5180), not started
+0 lock struct(s), heap size 1128, 0 row lock(s)
+--------
+FILE I/O
+--------
+LOCK WAIT 1 lock struct(s)
+MariaDB thread id 1108,
+`
+	got := parseLockWaits(status)
+	want := map[int64]string{1106: "`test`.`zz_lwexp`", 1107: "`mysql`.`innodb_table_stats`"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
