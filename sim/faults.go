@@ -2,10 +2,10 @@ package sim
 
 import (
 	"fmt"
-	"github.com/lockprover/lockprover/histories"
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/histories"
 )
 
 // Faults name their target: a process, or a connection by the name it was
@@ -18,47 +18,30 @@ import (
 // exclusive queues only when heartbeats time out (never if they are off).
 func (w *World) Kill(name string) error {
 	return w.fault(name, true, func(p *process, _ []*conn) {
-		if p == w.running {
+		if p == w.sched.Running() {
 			panic("sim: a process cannot kill itself")
 		}
-		p.dead = true
-		p.deadline.cancel()
-		if p.dialWait != nil {
-			p.dialWait.timer.cancel()
-			p.dialWait = nil
-		}
-		for _, c := range p.conns {
-			c.outbox = nil
-			c.finPending = false
-			w.sense(c)
-		}
-		w.tracef("%s killed", p.name)
-		w.kill(p)
+		w.sched.Kill(&p.proc, func() {
+			p.deadline.Cancel()
+			if p.dialWait != nil {
+				p.dialWait.timer.Cancel()
+				p.dialWait = nil
+			}
+			for _, c := range p.conns {
+				c.outbox = nil
+				c.finPending = false
+				w.sense(c)
+			}
+			w.tracef("%s killed", p.name)
+		})
 	})
-}
-
-// kill ends p's goroutine.
-func (w *World) kill(p *process) {
-	p.dead = true
-	switch p.state {
-	case stateDone:
-	case stateNew:
-		p.state = stateDone
-	default:
-		prev := w.running
-		w.running = p
-		p.state = stateRunning
-		p.resume <- reply{killed: true}
-		<-w.yield
-		w.running = prev
-	}
 }
 
 // Pause freezes a process (SIGSTOP): it neither runs nor sends heartbeats;
 // the broker may time it out meanwhile.
 func (w *World) Pause(name string) error {
 	return w.fault(name, true, func(p *process, _ []*conn) {
-		p.paused = true
+		p.proc.Pause()
 		for _, c := range p.conns {
 			w.sense(c)
 		}
@@ -70,10 +53,10 @@ func (w *World) Pause(name string) error {
 // it slept fires at once, as Go's timers do.
 func (w *World) Resume(name string) error {
 	return w.fault(name, true, func(p *process, _ []*conn) {
-		if !p.paused {
+		if !p.proc.Paused() {
 			return
 		}
-		p.paused = false
+		p.proc.Resume()
 		w.tracef("%s resumed", p.name)
 		for _, c := range p.conns {
 			expired := c.expired
@@ -125,11 +108,11 @@ func (w *World) Heal(name string) error {
 		p.partitioned = false
 		if dw := p.dialWait; dw != nil {
 			p.dialWait = nil
-			dw.timer.cancel()
+			dw.timer.Cancel()
 			if !w.up {
-				w.deliver(p, reply{err: fmt.Errorf("dial: %w", broker.ErrRefused)})
+				p.proc.Deliver(reply{err: fmt.Errorf("dial: %w", broker.ErrRefused)})
 			} else {
-				w.deliver(p, reply{conn: w.open(p, dw.cfg)})
+				p.proc.Deliver(reply{conn: w.open(p, dw.cfg)})
 			}
 		}
 	})
@@ -174,18 +157,18 @@ func (w *World) DropReply(name string) error {
 // restart downtime. From a process it returns once the broker is back;
 // outside Run the restart completes when Advance passes the downtime.
 func (w *World) RestartBroker() error {
-	if caller := w.running; caller != nil {
+	if caller := w.sched.Running(); caller != nil {
 		return caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
 			w.stop()
-			w.after(w.downtime, func() {
+			w.sched.After(w.downtime, func() {
 				w.start()
-				w.deliver(caller, reply{})
+				caller.proc.Deliver(reply{})
 			})
 			return reply{}, true
 		}}).err
 	}
 	w.stop()
-	w.after(w.downtime, w.start)
+	w.sched.After(w.downtime, w.start)
 	return nil
 }
 
@@ -201,7 +184,7 @@ func (w *World) StopBroker() error { return w.brokerFault(w.stop) }
 func (w *World) StartBroker() error { return w.brokerFault(w.start) }
 
 func (w *World) brokerFault(f func()) error {
-	if caller := w.running; caller != nil {
+	if caller := w.sched.Running(); caller != nil {
 		return caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
 			f()
 			return reply{}, false
@@ -270,18 +253,10 @@ func (w *World) Strike(fault, target string) error {
 // Advance moves the virtual clock on by d outside Run, firing the timers
 // that fall due.
 func (w *World) Advance(d time.Duration) {
-	if w.inRun {
+	if w.sched.InRun() {
 		panic("sim: Advance during Run; processes use Sleep")
 	}
-	end := w.now + int64(d)
-	for w.timers.Len() > 0 {
-		if tm := w.timers[0]; tm.cancelled || tm.at <= end {
-			w.fireNext()
-			continue
-		}
-		break
-	}
-	w.now = end
+	w.sched.Advance(d)
 }
 
 // fault applies f to the target, as a scheduled step when a process calls
@@ -294,13 +269,13 @@ func (w *World) fault(name string, procOnly bool, f func(*process, []*conn)) err
 			return fmt.Errorf("sim: no running process or open connection named %q", name)
 		case p == nil && procOnly:
 			return fmt.Errorf("sim: %q is a connection; this fault acts on processes", name)
-		case p != nil && procOnly && p.state == stateDone:
+		case p != nil && procOnly && p.proc.Ended():
 			return fmt.Errorf("sim: process %q has ended", name)
 		}
 		f(p, cs)
 		return nil
 	}
-	if caller := w.running; caller != nil {
+	if caller := w.sched.Running(); caller != nil {
 		return caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
 			return reply{err: apply()}, false
 		}}).err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/sched"
 )
 
 // Latencies measured on loopback against RabbitMQ 3.10 (broker-semantics.md
@@ -56,9 +57,9 @@ type conn struct {
 	recvSilent         bool  // no bytes reach the client process (pause, partition)
 	readDeadline       int64 // when the client's read deadline expires while recvSilent
 	expired            bool  // the read deadline passed while the process was paused
-	brokerTimer        *timer
-	clientTimer        *timer
-	releaseTimer       *timer
+	brokerTimer        *sched.Timer
+	clientTimer        *sched.Timer
+	releaseTimer       *sched.Timer
 }
 
 // pending is a request held by a partition. p is nil once its sender gave
@@ -97,28 +98,28 @@ var (
 
 func (w *World) dial(p *process, cfg broker.Config, deadline int64) {
 	if p.partitioned {
-		p.state = stateBlocked
+		p.proc.Block()
 		limit := w.now + int64(dialTimeout)
 		if deadline < limit {
 			limit = deadline
 		}
-		p.dialWait = &dialWait{cfg: cfg, deadline: deadline, timer: w.at(limit, func() {
+		p.dialWait = &dialWait{cfg: cfg, deadline: deadline, timer: w.sched.At(limit, func() {
 			p.dialWait = nil
 			err := fmt.Errorf("dial: %w", broker.ErrRefused)
 			if limit == deadline {
 				err = context.DeadlineExceeded
 			}
-			w.deliver(p, reply{err: err})
+			p.proc.Deliver(reply{err: err})
 		})}
 		return
 	}
 	if !w.up {
 		w.now += int64(latRefused)
 		w.tracef("%s dial refused: broker down", p.name)
-		w.handoff(p, reply{err: fmt.Errorf("dial: %w", broker.ErrRefused)})
+		w.sched.Handoff(&p.proc, reply{err: fmt.Errorf("dial: %w", broker.ErrRefused)})
 		return
 	}
-	w.handoff(p, reply{conn: w.open(p, cfg)})
+	w.sched.Handoff(&p.proc, reply{conn: w.open(p, cfg)})
 }
 
 func (w *World) open(p *process, cfg broker.Config) *conn {
@@ -152,11 +153,11 @@ func (w *World) open(p *process, cfg broker.Config) *conn {
 func (w *World) send(p *process, r request, deadline int64) {
 	c := r.conn
 	if c.clientErr != nil {
-		w.handoff(p, reply{err: errClosed(true)})
+		w.sched.Handoff(&p.proc, reply{err: errClosed(true)})
 		return
 	}
 	if r.ch != nil && r.ch.closedErr != nil {
-		w.handoff(p, reply{err: errClosed(false)})
+		w.sched.Handoff(&p.proc, reply{err: errClosed(false)})
 		return
 	}
 	p.counters.methods[r.m]++
@@ -167,9 +168,9 @@ func (w *World) send(p *process, r request, deadline int64) {
 	c.lastSent = w.now
 	if c.down {
 		c.outbox = append(c.outbox, pending{p: p, r: r})
-		p.state = stateBlocked
+		p.proc.Block()
 		if deadline != noDeadline {
-			p.deadline = w.at(deadline, func() { w.abandon(p, c) })
+			p.deadline = w.sched.At(deadline, func() { w.abandon(p, c) })
 		}
 		return
 	}
@@ -182,11 +183,11 @@ func (w *World) send(p *process, r request, deadline int64) {
 		rep = reply{err: errReset}
 	}
 	if hook := p.dueHook(); hook != nil {
-		w.deliver(p, rep) // the process hears the reply when next scheduled, if it still can
+		p.proc.Deliver(rep) // the process hears the reply when next scheduled, if it still can
 		hook()
 		return
 	}
-	w.handoff(p, rep)
+	w.sched.Handoff(&p.proc, rep)
 }
 
 // dueHook removes and returns the earliest hook whose method count p has
@@ -266,7 +267,7 @@ func (w *World) abandon(p *process, c *conn) {
 	err := &broker.Error{Code: broker.FrameError, Reason: "context deadline exceeded; connection torn down", Connection: true}
 	w.clientClose(c, err)
 	w.fin(c)
-	w.deliver(p, reply{err: deadlineErr{err}})
+	p.proc.Deliver(reply{err: deadlineErr{err}})
 }
 
 // deadlineErr is a connection-level error that is also
@@ -284,7 +285,7 @@ func (w *World) clientClose(c *conn, err error) {
 	}
 	c.clientErr = err
 	c.pendingClose = nil
-	c.clientTimer.cancel()
+	c.clientTimer.Cancel()
 	for _, ch := range c.chans {
 		if ch.closedErr == nil {
 			ch.closedErr = err
@@ -293,8 +294,8 @@ func (w *World) clientClose(c *conn, err error) {
 	for i := range c.outbox {
 		if p := c.outbox[i].p; p != nil {
 			c.outbox[i].p = nil
-			p.deadline.cancel()
-			w.deliver(p, reply{err: err})
+			p.deadline.Cancel()
+			p.proc.Deliver(reply{err: err})
 		}
 	}
 	w.tracef("%s %s closed for the client: %v", c.p.name, c.name, err)
@@ -303,10 +304,10 @@ func (w *World) clientClose(c *conn, err error) {
 // notifyClose sends a broker-initiated close to the client, which hears it
 // at once unless the link is down or its process is paused.
 func (w *World) notifyClose(c *conn, err error) {
-	if c.clientErr != nil || c.p.dead {
+	if c.clientErr != nil || c.p.proc.Killed() {
 		return
 	}
-	if c.down || c.p.paused {
+	if c.down || c.p.proc.Paused() {
 		c.pendingClose = err
 		return
 	}
@@ -320,8 +321,8 @@ func (w *World) brokerClose(c *conn, why string) {
 		return
 	}
 	c.brokerOpen = false
-	c.brokerTimer.cancel()
-	c.releaseTimer.cancel()
+	c.brokerTimer.Cancel()
+	c.releaseTimer.Cancel()
 	for _, ch := range c.chans {
 		w.closeChannel(ch)
 	}
@@ -342,7 +343,7 @@ func (w *World) fin(c *conn) {
 		return
 	}
 	d := finDelays[w.pick(len(finDelays))]
-	c.releaseTimer = w.after(d, func() { w.brokerClose(c, "socket closed") })
+	c.releaseTimer = w.sched.After(d, func() { w.brokerClose(c, "socket closed") })
 }
 
 func (w *World) pick(n int) int {
@@ -356,7 +357,7 @@ func (w *World) pick(n int) int {
 // link changed.
 func (w *World) sense(c *conn) {
 	p := c.p
-	if send := p.paused || c.down || p.dead; send != c.sendSilent {
+	if send := p.proc.Paused() || c.down || p.proc.Killed(); send != c.sendSilent {
 		c.sendSilent = send
 		if send {
 			if c.hb > 0 && c.brokerOpen {
@@ -364,25 +365,25 @@ func (w *World) sense(c *conn) {
 				// The broker checks every hb from the connection's start and gives
 				// up after two checks in a row saw no bytes: 2T to 3T after the last.
 				d := nextTick(c.opened, c.hb, last) + 2*int64(c.hb)
-				c.brokerTimer = w.at(d, func() {
+				c.brokerTimer = w.sched.At(d, func() {
 					w.tracef("%s %s missed heartbeats (timeout %v)", p.name, c.name, c.hb)
 					w.brokerClose(c, "missed heartbeats")
 					w.notifyClose(c, errReset)
 				})
 			}
 		} else {
-			c.brokerTimer.cancel()
+			c.brokerTimer.Cancel()
 			c.lastSent = w.now
 		}
 	}
-	if recv := (p.paused || c.down) && !p.dead; recv != c.recvSilent {
+	if recv := (p.proc.Paused() || c.down) && !p.proc.Killed(); recv != c.recvSilent {
 		c.recvSilent = recv
 		if recv {
 			if c.hb > 0 && c.clientErr == nil {
 				last := max(c.lastRecv, lastTick(c.opened, c.hb/2, w.now))
 				c.readDeadline = last + int64(c.hb)*3/2
-				c.clientTimer = w.at(c.readDeadline, func() {
-					if p.paused {
+				c.clientTimer = w.sched.At(c.readDeadline, func() {
+					if p.proc.Paused() {
 						c.expired = true
 						return
 					}
@@ -390,7 +391,7 @@ func (w *World) sense(c *conn) {
 				})
 			}
 		} else {
-			c.clientTimer.cancel()
+			c.clientTimer.Cancel()
 			c.lastRecv = w.now
 		}
 	}
@@ -434,8 +435,8 @@ func (w *World) heal(c *conn) {
 		c.outbox = c.outbox[1:]
 		rep := w.arrive(c, pd.r)
 		if pd.p != nil {
-			pd.p.deadline.cancel()
-			w.deliver(pd.p, rep)
+			pd.p.deadline.Cancel()
+			pd.p.proc.Deliver(rep)
 		}
 	}
 	c.outbox = nil

@@ -7,7 +7,10 @@
 // Decider which runnable process goes next. Time is virtual and advances by
 // latencies measured on a real broker (broker-semantics.md), so heartbeat
 // timeouts and crash detection happen at the virtual times RabbitMQ's rules
-// give. The same decisions always give the same run, byte for byte.
+// give. The same decisions always give the same run, byte for byte. The
+// scheduling (processes, hand-off, decisions, the clock and its timers) is
+// package sim/sched's, which sim/sqlsim's MariaDB shares; this package is
+// the broker on top.
 //
 // Faults are operations of the World: Kill, Pause/Resume, Partition/Heal,
 // ForceClose, RestartBroker and DropReply. Called from inside a process they
@@ -16,7 +19,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"io"
@@ -27,6 +29,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/sched"
 )
 
 // Options configure a World. The zero value is RabbitMQ 3.10's defaults
@@ -53,16 +56,11 @@ type World struct {
 	downtime time.Duration
 	trace    io.Writer
 
-	now     int64
-	procs   []*process
-	byName  map[string]*process
-	running *process
-	inRun   bool
-	yield   chan *process
-	ready   []*process
+	now    int64
+	sched  sched.Scheduler[*process, reply]
+	procs  []*process // every process registered, ended ones too
+	byName map[string]*process
 
-	timers  timerHeap
-	seq     uint64
 	queues  map[string]*queue
 	conns   int
 	up      bool
@@ -79,12 +77,19 @@ func New(o Options) *World {
 		trace:    o.Trace,
 		byName:   map[string]*process{},
 		queues:   map[string]*queue{},
-		yield:    make(chan *process),
 		up:       true,
 	}
 	if w.decide == nil {
 		w.decide = Seeded(0)
 	}
+	w.sched.Init(sched.Config[*process]{
+		Clock:   &w.now,
+		Decide:  w.decide,
+		Program: func(p *process) { p.fn(p.client) },
+		Serve:   func(p *process) { p.w.serve(p) },
+		Exit:    func(p *process, panicked any) { p.w.exit(p, panicked) },
+		Stuck:   func(p *process) { p.w.tracef("%s stuck, killed", p.name) },
+	})
 	if w.serverHB == 0 {
 		w.serverHB = 60 * time.Second
 	}
@@ -111,11 +116,12 @@ func (w *World) Tick() int64 {
 // the broker. It may be called before Run or from a running process (a
 // restarted client, say); a name may be reused once its process has ended.
 func (w *World) Go(name string, fn func(broker.Broker)) {
-	if old := w.byName[name]; old != nil && old.state != stateDone {
+	if old := w.byName[name]; old != nil && !old.proc.Ended() {
 		panic(fmt.Sprintf("sim: process %q is still running", name))
 	}
-	p := &process{w: w, name: name, fn: fn, resume: make(chan reply)}
+	p := &process{w: w, name: name, fn: fn}
 	p.client = &client{p: p}
+	w.sched.Go(&p.proc, p)
 	w.procs = append(w.procs, p)
 	w.byName[name] = p
 }
@@ -124,70 +130,15 @@ func (w *World) Go(name string, fn func(broker.Broker)) {
 // process paused or cut off forever is then killed). It returns the first
 // panic of a process, if any.
 func (w *World) Run() error {
-	w.inRun = true
-	defer func() { w.inRun = false }()
-	for {
-		w.ready = w.ready[:0]
-		for _, p := range w.procs {
-			if p.runnable() {
-				w.ready = append(w.ready, p)
-			}
-		}
-		if len(w.ready) == 0 {
-			if !w.fireNext() {
-				break
-			}
-			continue
-		}
-		i := 0
-		if len(w.ready) > 1 {
-			i = w.decide.Pick(len(w.ready))
-		}
-		w.step(w.ready[i])
-		w.fireDue()
-	}
-	for _, p := range w.procs {
-		if p.state != stateDone {
-			w.tracef("%s stuck, killed", p.name)
-			w.kill(p)
-		}
-	}
-
+	w.sched.Run()
 	return w.failure
 }
 
-// step moves p: starts it, delivers its reply, or sends its request.
-func (w *World) step(p *process) {
-	switch p.state {
-	case stateNew:
-		go p.main()
-		w.handoff(p, reply{})
-	case stateReply:
-		rep := p.rep
-		p.rep = reply{}
-		w.handoff(p, rep)
-	case stateRequest:
-		w.serve(p)
+// exit records the panic that ended p, if any.
+func (w *World) exit(p *process, panicked any) {
+	if panicked != nil && w.failure == nil {
+		w.failure = fmt.Errorf("sim: process %s panicked: %v\n%s", p.name, panicked, debug.Stack())
 	}
-}
-
-// handoff gives control to p with rep and waits until p posts its next
-// request or ends.
-func (w *World) handoff(p *process, rep reply) {
-	p.state = stateRunning
-	w.running = p
-	p.resume <- rep
-	<-w.yield
-	w.running = nil
-}
-
-// deliver makes rep p's pending reply; p gets it when next scheduled.
-func (w *World) deliver(p *process, rep reply) {
-	if p.state == stateDone {
-		return
-	}
-	p.rep = rep
-	p.state = stateReply
 }
 
 // serve handles p's posted request.
@@ -196,60 +147,23 @@ func (w *World) serve(p *process) {
 	p.req = request{}
 	switch r.kind {
 	case reqSleep:
-		p.state = stateBlocked
+		p.proc.Block()
 		until := w.now + int64(r.d)
 		var err error
 		if r.deadline < until {
 			until, err = r.deadline, context.DeadlineExceeded
 		}
-		w.at(until, func() { w.deliver(p, reply{err: err}) })
+		w.sched.At(until, func() { p.proc.Deliver(reply{err: err}) })
 	case reqFault:
 		if rep, block := r.fault(); !block {
-			w.handoff(p, rep)
+			w.sched.Handoff(&p.proc, rep)
 		} else {
-			p.state = stateBlocked
+			p.proc.Block()
 		}
 	case reqDial:
 		w.dial(p, r.cfg, r.deadline)
 	case reqMethod:
 		w.send(p, r, r.deadline)
-	}
-}
-
-// at runs fn at virtual time t (or at the first scheduling point after it).
-func (w *World) at(t int64, fn func()) *timer {
-	w.seq++
-	tm := &timer{at: t, seq: w.seq, fn: fn}
-	heap.Push(&w.timers, tm)
-	return tm
-}
-
-func (w *World) after(d time.Duration, fn func()) *timer { return w.at(w.now+int64(d), fn) }
-
-// fireNext advances the clock to the earliest pending timer and fires every
-// timer due then. It reports false when no timer is pending.
-func (w *World) fireNext() bool {
-	for w.timers.Len() > 0 && w.timers[0].cancelled {
-		heap.Pop(&w.timers)
-	}
-	if w.timers.Len() == 0 {
-		return false
-	}
-	if t := w.timers[0].at; t > w.now {
-		w.now = t
-	}
-	w.fireDue()
-	return true
-}
-
-// fireDue fires every timer due at or before now, in time order.
-func (w *World) fireDue() {
-	for w.timers.Len() > 0 && w.timers[0].at <= w.now {
-		tm := heap.Pop(&w.timers).(*timer)
-		if !tm.cancelled {
-			tm.cancelled = true
-			tm.fn()
-		}
 	}
 }
 
@@ -269,7 +183,7 @@ func (w *World) tracef(format string, args ...any) {
 // the World's fault methods.
 func (w *World) AfterMethods(name string, n int, f func()) error {
 	p := w.byName[name]
-	if p == nil || p.state == stateDone {
+	if p == nil || p.proc.Ended() {
 		return fmt.Errorf("sim: no running process named %q", name)
 	}
 	if p.hooks == nil {
@@ -308,7 +222,7 @@ func (w *World) Effects(name string, since int64) ([]Effect, bool) {
 
 // After runs f in the scheduler once d of virtual time has passed; f may
 // call the World's fault methods.
-func (w *World) After(d time.Duration, f func()) { w.after(d, f) }
+func (w *World) After(d time.Duration, f func()) { w.sched.After(d, f) }
 
 // Processes returns the names of the registered processes, sorted.
 func (w *World) Processes() []string {
@@ -320,115 +234,44 @@ func (w *World) Processes() []string {
 	return names
 }
 
-type timer struct {
-	at        int64
-	seq       uint64
-	fn        func()
-	cancelled bool
-}
-
-func (t *timer) cancel() {
-	if t != nil {
-		t.cancelled = true
-	}
-}
-
-type timerHeap []*timer
-
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
-func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)   { *h = append(*h, x.(*timer)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return t
-}
-
-type pstate uint8
-
-const (
-	stateNew     pstate = iota // registered, not started: runnable
-	stateRunning               // holds control
-	stateRequest               // posted a request: runnable
-	stateBlocked               // waiting on the network, a sleep or a timer
-	stateReply                 // a reply is waiting for it: runnable
-	stateDone                  // returned, or killed
-)
-
 // A process is one client program: a goroutine that only moves when the
 // scheduler lets it.
 type process struct {
 	w      *World
+	proc   sched.Proc[*process, reply]
 	name   string
 	fn     func(broker.Broker)
 	client *client
-	resume chan reply
 
-	state    pstate
-	paused   bool
-	dead     bool
 	dropNext bool
 	req      request
-	rep      reply
 	conns    []*conn
 	counters counters
 	hooks    map[int]func() // run after the process's n-th method is applied
 	effects  []Effect       // the queues its methods created or deleted
 
-	partitioned bool      // new connections hang until Heal
-	dialWait    *dialWait // a dial waiting for Heal
-	deadline    *timer    // a context deadline on a request held by a partition
+	partitioned bool         // new connections hang until Heal
+	dialWait    *dialWait    // a dial waiting for Heal
+	deadline    *sched.Timer // a context deadline on a request held by a partition
 }
 
 type dialWait struct {
 	cfg      broker.Config
 	deadline int64
-	timer    *timer
-}
-
-func (p *process) runnable() bool {
-	switch p.state {
-	case stateNew, stateRequest, stateReply:
-		return !p.paused
-	}
-	return false
-}
-
-func (p *process) main() {
-	defer func() {
-		if r := recover(); r != nil && p.w.failure == nil {
-			p.w.failure = fmt.Errorf("sim: process %s panicked: %v\n%s", p.name, r, debug.Stack())
-		}
-		p.state = stateDone
-		p.w.yield <- p
-	}()
-	if rep := <-p.resume; rep.killed {
-		return
-	}
-	p.fn(p.client)
+	timer    *sched.Timer
 }
 
 // call posts r, gives control back to the scheduler and returns the reply.
 func (p *process) call(r request) reply {
-	if p.w.running != p {
+	if p.w.sched.Running() != p {
 		panic("sim: a broker object was used from a goroutine the simulator did not start, or outside World.Run")
 	}
-	if p.dead {
+	if p.proc.Killed() {
 		runtime.Goexit()
 	}
 	p.req = r
-	p.state = stateRequest
-	p.w.yield <- p
-	rep := <-p.resume
-	if rep.killed {
+	rep, killed := p.proc.Yield()
+	if killed {
 		runtime.Goexit()
 	}
 	return rep
@@ -460,14 +303,13 @@ type request struct {
 }
 
 type reply struct {
-	err    error
-	killed bool
-	conn   *conn
-	ch     *channel
-	queue  broker.Queue
-	n      int
-	ok     bool
-	tag    string
-	conf   broker.Confirmation
-	cost   time.Duration // broker time the method took
+	err   error
+	conn  *conn
+	ch    *channel
+	queue broker.Queue
+	n     int
+	ok    bool
+	tag   string
+	conf  broker.Confirmation
+	cost  time.Duration // broker time the method took
 }

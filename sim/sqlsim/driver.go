@@ -185,7 +185,7 @@ func (c *conn) Close() error {
 		c.clientClosed, c.broken = true, true
 		c.p.w.clientClose(c.s)
 	}
-	if p := c.p; p.dead && p.w.running == p {
+	if p := c.p; p.proc.Killed() && p.w.sched.Running() == p {
 		p.stop(true)
 	}
 	return nil
@@ -195,14 +195,14 @@ func (c *conn) Close() error {
 // before reuse: one the server has closed is bad, and database/sql takes
 // another, or dials.
 func (c *conn) ResetSession(context.Context) error {
-	if c.broken || c.s.closed || c.p.dead {
+	if c.broken || c.s.closed || c.p.proc.Killed() {
 		c.broken = true
 		return driver.ErrBadConn
 	}
 	return nil
 }
 
-func (c *conn) IsValid() bool { return !c.broken && !c.p.dead }
+func (c *conn) IsValid() bool { return !c.broken && !c.p.proc.Killed() }
 
 // A tx is the client's handle on a transaction: COMMIT and ROLLBACK.
 type tx struct {

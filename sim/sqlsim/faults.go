@@ -10,7 +10,7 @@ import "time"
 
 // fault applies f as a step of the calling process, or at once.
 func (w *World) fault(f func()) {
-	if p := w.running; p != nil {
+	if p := w.sched.Running(); p != nil {
 		p.call(request{kind: reqFault, fault: f}, true)
 		return
 	}
@@ -48,22 +48,7 @@ func (w *World) Kill(name string) {
 // killProc ends p's goroutine (at its next safe point, see
 // Process.call; its deferred functions run, and their calls to the server
 // fail at once), then p's sockets close.
-func (w *World) killProc(p *Process) {
-	p.dead = true
-	switch p.state {
-	case stateDone:
-	case stateNew:
-		p.state = stateDone
-		w.endProcess(p)
-	default:
-		prev := w.running
-		w.running = p
-		p.state = stateRunning
-		p.resume <- reply{killed: true}
-		<-w.yield
-		w.running = prev
-	}
-}
+func (w *World) killProc(p *Process) { w.sched.Kill(&p.proc, nil) }
 
 // KillConnections is KILL CONNECTION on each of the process's open
 // connections: a statement in progress (waiting for a lock) ends, open
@@ -92,7 +77,7 @@ func (w *World) KillConnections(name string) {
 func (w *World) Pause(name string) {
 	w.fault(func() {
 		if p := w.target("pause", name); p != nil {
-			p.paused = true
+			p.proc.Pause()
 			w.tracef("%s paused", name)
 		}
 	})
@@ -101,8 +86,8 @@ func (w *World) Pause(name string) {
 // Resume schedules a paused process again (SIGCONT).
 func (w *World) Resume(name string) {
 	w.fault(func() {
-		if p := w.target("resume", name); p != nil && p.paused {
-			p.paused = false
+		if p := w.target("resume", name); p != nil && p.proc.Paused() {
+			p.proc.Resume()
 			w.tracef("%s resumed", name)
 		}
 	})

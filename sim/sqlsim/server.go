@@ -404,10 +404,10 @@ func (w *World) answer(p *Process, c *conn, num int, rep reply) {
 	if rep.err == mysql.ErrInvalidConn && c != nil {
 		c.broken = true
 	}
-	if p == nil || p.state == stateDone {
+	if p == nil || p.proc.Ended() {
 		return
 	}
-	w.deliver(p, rep)
+	p.proc.Deliver(rep)
 	w.fireHooks(p, num)
 }
 

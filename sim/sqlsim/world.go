@@ -1,7 +1,6 @@
 package sqlsim
 
 import (
-	"container/heap"
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
@@ -9,6 +8,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"time"
+
+	"github.com/lockprover/lockprover/sim/sched"
 )
 
 // Options configure a World. The zero value is MariaDB's defaults with
@@ -38,19 +39,13 @@ type Options struct {
 // process while it runs, from a timer or hook, or when no Run is in
 // progress.
 type World struct {
-	decide    func(n int) int
 	trace     io.Writer
 	lockWait  time.Duration
 	holdPurge bool
 
 	now       int64
-	procs     []*Process
+	sched     sched.Scheduler[*Process, reply]
 	byName    map[string]*Process
-	running   *Process
-	yield     chan *Process
-	ready     []*Process
-	timers    timerHeap
-	seq       uint64
 	failure   error
 	dueHooks  []func()
 	pending   map[string][]hook // hooks for processes not registered yet
@@ -76,12 +71,10 @@ type World struct {
 // New returns a World with an empty server, up, at virtual time 0.
 func New(o Options) *World {
 	w := &World{
-		decide:    o.Decide,
 		trace:     o.Trace,
 		lockWait:  o.LockWaitTimeout,
 		holdPurge: o.HoldPurge,
 		byName:    map[string]*Process{},
-		yield:     make(chan *Process),
 		pending:   map[string][]hook{},
 		tables:    map[string]*table{},
 		locks:     map[lockID]*lockQueue{},
@@ -92,7 +85,38 @@ func New(o Options) *World {
 	if w.lockWait <= 0 {
 		w.lockWait = defaultLockWait
 	}
+	c := sched.Config[*Process]{
+		Clock: &w.now,
+		Program: func(p *Process) {
+			p.w.tracef("%s starts", p.name)
+			p.fn(p)
+		},
+		Serve:  func(p *Process) { p.w.serve(p) },
+		Exit:   func(p *Process, panicked any) { p.w.exit(p, panicked) },
+		Settle: w.settle,
+		Stepped: func() {
+			if w.afterStep != nil {
+				w.afterStep()
+			}
+		},
+		Stuck: func(p *Process) { p.w.tracef("%s can never move again: killed", p.name) },
+	}
+	if o.Decide != nil {
+		c.Decide = decideFunc(o.Decide)
+	}
+	w.sched.Init(c)
 	return w
+}
+
+// decideFunc is Options.Decide as a sched.Decider.
+type decideFunc func(n int) int
+
+func (f decideFunc) Pick(n int) int {
+	i := f(n)
+	if i < 0 || i >= n {
+		panic(fmt.Sprintf("sqlsim: Decide(%d) = %d", n, i))
+	}
+	return i
 }
 
 // Now returns the virtual time in nanoseconds since New.
@@ -101,18 +125,14 @@ func (w *World) Now() int64 { return w.now }
 // A Process is one client program: a goroutine that moves only when the
 // scheduler lets it, with its own connection pool to the server.
 type Process struct {
-	w      *World
-	name   string
-	fn     func(*Process)
-	resume chan reply
+	w    *World
+	proc sched.Proc[*Process, reply]
+	name string
+	fn   func(*Process)
 
-	state      pstate
-	paused     bool
-	dead       bool // killed
 	exiting    bool // its goroutine is unwinding (runtime.Goexit)
 	dropCommit bool
 	req        request
-	rep        reply
 	db         *sql.DB
 	conns      []*conn
 	counters   Counters
@@ -123,25 +143,6 @@ type Process struct {
 type hook struct {
 	n int
 	f func()
-}
-
-type pstate uint8
-
-const (
-	stateNew     pstate = iota // registered, not started: runnable
-	stateRunning               // holds control
-	stateRequest               // posted a request: runnable
-	stateBlocked               // waiting for a lock, a sleep or a timer
-	stateReply                 // a reply waits for it: runnable
-	stateDone                  // returned, or killed
-)
-
-func (p *Process) runnable() bool {
-	switch p.state {
-	case stateNew, stateRequest, stateReply:
-		return !p.paused
-	}
-	return false
 }
 
 // Name returns the name the process was registered with.
@@ -181,20 +182,20 @@ func (p *Process) Sleep(d time.Duration) {
 // ended. Processes are offered to Decide in the order they were
 // registered.
 func (w *World) Go(name string, fn func(p *Process)) {
-	if old := w.byName[name]; old != nil && old.state != stateDone {
+	if old := w.byName[name]; old != nil && !old.proc.Ended() {
 		panic(fmt.Sprintf("sqlsim: process %q is still running", name))
 	}
-	p := &Process{w: w, name: name, fn: fn, resume: make(chan reply)}
+	p := &Process{w: w, name: name, fn: fn}
 	p.hooks = w.pending[name]
 	delete(w.pending, name)
-	w.procs = append(w.procs, p)
+	w.sched.Go(&p.proc, p)
 	w.byName[name] = p
 	w.tracef("%s registered", name)
 }
 
 // live returns the process named name unless it has ended.
 func (w *World) live(name string) *Process {
-	if p := w.byName[name]; p != nil && p.state != stateDone {
+	if p := w.byName[name]; p != nil && !p.proc.Ended() {
 		return p
 	}
 	return nil
@@ -205,91 +206,8 @@ func (w *World) live(name string) *Process {
 // returns the first panic of a process, or the first statement the server
 // did not know, as an error.
 func (w *World) Run() error {
-	for {
-		w.ready = w.ready[:0]
-		for _, p := range w.procs {
-			if p.runnable() {
-				w.ready = append(w.ready, p)
-			}
-		}
-		if len(w.ready) == 0 {
-			if !w.fireNext() {
-				break
-			}
-			continue
-		}
-		i := 0
-		if len(w.ready) > 1 && w.decide != nil {
-			i = w.decide(len(w.ready))
-			if i < 0 || i >= len(w.ready) {
-				panic(fmt.Sprintf("sqlsim: Decide(%d) = %d", len(w.ready), i))
-			}
-		}
-		w.step(w.ready[i])
-		w.settle()
-		w.fireDue()
-		w.compact()
-		if w.afterStep != nil {
-			w.afterStep()
-		}
-	}
-	for _, p := range w.procs {
-		if p.state != stateDone {
-			w.tracef("%s can never move again: killed", p.name)
-			w.killProc(p)
-			w.settle()
-		}
-	}
-	w.compact()
+	w.sched.Run()
 	return w.failure
-}
-
-// compact forgets ended processes (keeping the others' order).
-func (w *World) compact() {
-	j := 0
-	for _, p := range w.procs {
-		if p.state != stateDone {
-			w.procs[j] = p
-			j++
-		}
-	}
-	clear(w.procs[j:])
-	w.procs = w.procs[:j]
-}
-
-// step moves p: starts it, delivers its reply, or serves its request.
-func (w *World) step(p *Process) {
-	switch p.state {
-	case stateNew:
-		w.tracef("%s starts", p.name)
-		go p.main()
-		w.handoff(p, reply{})
-	case stateReply:
-		rep := p.rep
-		p.rep = reply{}
-		w.handoff(p, rep)
-	case stateRequest:
-		w.serve(p)
-	}
-}
-
-// handoff gives control to p with rep and waits until p posts its next
-// request or ends.
-func (w *World) handoff(p *Process, rep reply) {
-	p.state = stateRunning
-	w.running = p
-	p.resume <- rep
-	<-w.yield
-	w.running = nil
-}
-
-// deliver makes rep p's pending reply; p gets it when next scheduled.
-func (w *World) deliver(p *Process, rep reply) {
-	if p.state == stateDone {
-		return
-	}
-	p.rep = rep
-	p.state = stateReply
 }
 
 // settle lets the server finish what an event set off: statements granted
@@ -321,30 +239,26 @@ func (w *World) settle() {
 func (w *World) serve(p *Process) {
 	r := p.req
 	p.req = request{}
-	p.state = stateBlocked
+	p.proc.Block()
 	switch r.kind {
 	case reqSleep:
 		if r.d <= 0 {
-			w.deliver(p, reply{})
+			p.proc.Deliver(reply{})
 			return
 		}
 		w.tracef("%s sleeps %v", p.name, r.d)
-		w.after(r.d, func() { w.deliver(p, reply{}) })
+		w.after(r.d, func() { p.proc.Deliver(reply{}) })
 	case reqFault:
 		r.fault()
 		w.settle()
-		w.deliver(p, reply{})
+		p.proc.Deliver(reply{})
 	case reqConnect:
 		w.connect(p)
 	case reqStmt:
 		w.statement(p, r)
 		w.settle()
 	}
-	if p.state == stateReply && !p.paused && !p.dead {
-		rep := p.rep
-		p.rep = reply{}
-		w.handoff(p, rep)
-	}
+	w.sched.Continue(&p.proc)
 }
 
 // statement serves one statement of p.
@@ -397,7 +311,7 @@ func (w *World) connect(p *Process) {
 	if w.down {
 		w.now += int64(refusedTime)
 		w.tracef("%s connect: refused (server down)", p.name)
-		w.deliver(p, reply{err: errRefused()})
+		p.proc.Deliver(reply{err: errRefused()})
 		return
 	}
 	w.connID++
@@ -414,7 +328,7 @@ func (w *World) connect(p *Process) {
 	p.counters.Connections++
 	w.tracef("%s connects: %s (id %d)", p.name, s.name, s.id)
 	w.now += int64(connectTime)
-	w.deliver(p, reply{conn: c})
+	p.proc.Deliver(reply{conn: c})
 }
 
 // dropClosed removes, in place and in order, the elements that are gone.
@@ -430,20 +344,12 @@ func dropClosed[T any](xs []T, gone func(T) bool) []T {
 	return xs[:j]
 }
 
-func (p *Process) main() {
-	w := p.w
-	defer func() {
-		if r := recover(); r != nil && w.failure == nil {
-			w.failure = fmt.Errorf("sqlsim: process %s panicked: %v\n%s", p.name, r, debug.Stack())
-		}
-		w.endProcess(p)
-		p.state = stateDone
-		w.yield <- p
-	}()
-	if rep := <-p.resume; rep.killed {
-		return
+// exit records the panic that ended p, if any, and ends p.
+func (w *World) exit(p *Process, panicked any) {
+	if panicked != nil && w.failure == nil {
+		w.failure = fmt.Errorf("sqlsim: process %s panicked: %v\n%s", p.name, panicked, debug.Stack())
 	}
-	p.fn(p)
+	w.endProcess(p)
 }
 
 // endProcess is the end of a process's program: its sockets close (the
@@ -458,7 +364,7 @@ func (w *World) endProcess(p *Process) {
 	if p.db != nil {
 		p.db.Close()
 	}
-	if p.dead {
+	if p.proc.Killed() {
 		w.tracef("%s ended (killed)", p.name)
 	} else {
 		w.tracef("%s ended", p.name)
@@ -480,18 +386,16 @@ func (w *World) endProcess(p *Process) {
 // database/sql, discarding the connection, closes it: the process stops
 // there. Once it is unwinding, every call fails at once.
 func (p *Process) call(r request, safe bool) reply {
-	if p.w.running != p {
+	if p.w.sched.Running() != p {
 		panic("sqlsim: a process's database or Sleep was used from a goroutine the simulator did not start, or outside World.Run")
 	}
-	if p.dead {
+	if p.proc.Killed() {
 		p.stop(safe)
 		return reply{err: driver.ErrBadConn}
 	}
 	p.req = r
-	p.state = stateRequest
-	p.w.yield <- p
-	rep := <-p.resume
-	if rep.killed {
+	rep, killed := p.proc.Yield()
+	if killed {
 		p.stop(safe)
 		return reply{err: driver.ErrBadConn}
 	}
@@ -528,7 +432,6 @@ type request struct {
 
 type reply struct {
 	err      error
-	killed   bool
 	conn     *conn
 	affected int64
 	lastID   int64
@@ -573,71 +476,13 @@ func (w *World) fireHooks(p *Process, num int) {
 // call the World's faults.
 func (w *World) After(d time.Duration, f func()) { w.after(d, f) }
 
-type timer struct {
-	at        int64
-	seq       uint64
-	fn        func()
-	cancelled bool
-}
+// A timer is a sched.Timer, as the lock waits keep it.
+type timer sched.Timer
 
-func (t *timer) cancel() {
-	if t != nil {
-		t.cancelled = true
-	}
-}
+func (t *timer) cancel() { (*sched.Timer)(t).Cancel() }
 
 func (w *World) after(d time.Duration, fn func()) *timer {
-	w.seq++
-	tm := &timer{at: w.now + int64(d), seq: w.seq, fn: fn}
-	heap.Push(&w.timers, tm)
-	return tm
-}
-
-// fireNext advances the clock to the earliest pending timer and fires
-// every timer due then. It reports false when no timer is pending.
-func (w *World) fireNext() bool {
-	for w.timers.Len() > 0 && w.timers[0].cancelled {
-		heap.Pop(&w.timers)
-	}
-	if w.timers.Len() == 0 {
-		return false
-	}
-	if t := w.timers[0].at; t > w.now {
-		w.now = t
-	}
-	w.fireDue()
-	return true
-}
-
-// fireDue fires every timer due at or before now, in time order.
-func (w *World) fireDue() {
-	for w.timers.Len() > 0 && w.timers[0].at <= w.now {
-		tm := heap.Pop(&w.timers).(*timer)
-		if !tm.cancelled {
-			tm.cancelled = true
-			tm.fn()
-			w.settle()
-		}
-	}
-}
-
-type timerHeap []*timer
-
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
-func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)   { *h = append(*h, x.(*timer)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return t
+	return (*timer)(w.sched.After(d, fn))
 }
 
 func (w *World) tracef(format string, args ...any) {

@@ -1,0 +1,439 @@
+// Package sched is the deterministic scheduler under the simulators (the
+// AMQP broker of package sim, the MariaDB of package sim/sqlsim).
+//
+// A simulated process is a goroutine that moves only when the scheduler
+// hands it control, and hands it back at its next scheduling point (a
+// request to the simulated server, a sleep, a fault), so exactly one
+// goroutine moves at a time. Whenever more than one process could move, a
+// Decider picks which; the same answers give the same run, byte for byte.
+// Time is virtual: the simulator moves the clock by what its operations
+// cost, and when no process can move the scheduler jumps it to the next
+// timer. A process can be paused (it is not scheduled) and killed (its
+// goroutine is stopped at its scheduling point).
+//
+// The scheduler carries a process's replies (of the simulator's type R)
+// but knows nothing of its requests: a simulator keeps them in its own
+// process type, which holds a Proc, and says how a posted request is
+// served (Config.Serve).
+package sched
+
+import (
+	"container/heap"
+	"fmt"
+	"time"
+)
+
+// A Decider makes the scheduling choices: which of the runnable processes
+// moves next.
+type Decider interface {
+	// Pick returns a number in [0, n); n is at least 2.
+	Pick(n int) int
+}
+
+// Config is what a simulator tells its Scheduler. P is the simulator's
+// process type (a pointer to a struct holding a Proc). Every function runs
+// in the goroutine that holds control: the scheduler's, except Program.
+type Config[P any] struct {
+	// Clock is the virtual time in nanoseconds. It belongs to the
+	// simulator, which moves it on by what its operations cost; the
+	// scheduler moves it to a timer's time when nothing else can happen.
+	Clock *int64
+	// Decide picks among n >= 2 runnable processes (in the order they
+	// were registered); nil always picks the first.
+	Decide Decider
+	// Program is a process's own code, run in its own goroutine once the
+	// scheduler first hands it control.
+	Program func(p P)
+	// Serve handles the request a process posted (Proc.Yield) when the
+	// scheduler picks it: it hands control straight back with the reply
+	// (Handoff), or leaves the process waiting (Proc.Block) until something
+	// gives it its reply (Proc.Deliver).
+	Serve func(p P)
+	// Exit, if set, runs when a process ends: in its goroutine after its
+	// program returned, panicked (panicked is the recovered value) or was
+	// stopped by Kill; or in the scheduler when it was killed before it
+	// started.
+	Exit func(p P, panicked any)
+	// Settle, if set, runs after every step of a process, every timer and
+	// every kill at the end of Run: the simulator finishes what the event
+	// set off.
+	Settle func()
+	// Stepped, if set, runs after every step once the timers it made due
+	// have fired.
+	Stepped func()
+	// Stuck, if set, runs for each process that can never move again (it
+	// is paused, or waits for nothing that can still happen) before Run
+	// kills it.
+	Stuck func(p P)
+}
+
+// A Scheduler runs the processes of one simulated world; R is the type
+// of their replies. Its methods must
+// be called from the goroutine that holds control: the one that calls Run,
+// a process while it runs, or any goroutine when no Run is in progress.
+// The zero value is not usable: call Init.
+type Scheduler[P, R any] struct {
+	c       Config[P]
+	procs   []*Proc[P, R] // live processes, in the order registered
+	ended   bool          // a process in procs has ended since the last compaction
+	ready   []*Proc[P, R]
+	running *Proc[P, R]
+	yield   chan struct{} // a process gives control back
+	timers  timerHeap
+	seq     uint64
+	inRun   bool
+}
+
+// Init readies s to run processes under c.
+func (s *Scheduler[P, R]) Init(c Config[P]) {
+	s.c = c
+	s.yield = make(chan struct{})
+	// Room for a handful of processes and for the runnable ones among
+	// them, in one allocation: most worlds need no more.
+	buf := make([]*Proc[P, R], 16)
+	s.procs, s.ready = buf[:0:8], buf[8:8]
+}
+
+type state uint8
+
+const (
+	stateNew     state = iota // registered, not started: runnable
+	stateRunning              // holds control
+	stateRequest              // posted a request: runnable
+	stateBlocked              // waiting for the simulator to wake it
+	stateReply                // woken, its reply waiting: runnable
+	stateDone                 // returned, or killed
+)
+
+// A Proc is the scheduler's part of a simulated process, kept in the
+// simulator's process type.
+type Proc[P, R any] struct {
+	self   P
+	s      *Scheduler[P, R]
+	resume chan bool // true: killed, stop
+	reply  R         // given when it next gets control
+	state  state
+	paused bool
+	killed bool
+}
+
+// Go registers the process self, whose Proc is p, to run under s. A Proc
+// is used once: a process restarted under the same name is a new one.
+func (s *Scheduler[P, R]) Go(p *Proc[P, R], self P) {
+	*p = Proc[P, R]{self: self, s: s, resume: make(chan bool)}
+	s.procs = append(s.procs, p)
+}
+
+// Running returns the process that holds control, or the zero P when the
+// scheduler does (or no Run is in progress).
+func (s *Scheduler[P, R]) Running() P {
+	if s.running == nil {
+		var zero P
+		return zero
+	}
+	return s.running.self
+}
+
+// InRun reports whether Run is in progress.
+func (s *Scheduler[P, R]) InRun() bool { return s.inRun }
+
+// Run runs every process until none can move and no timer is pending; a
+// process that can never move again is then killed.
+func (s *Scheduler[P, R]) Run() {
+	s.inRun = true
+	defer func() { s.inRun = false }()
+	for {
+		s.ready = s.ready[:0]
+		for _, p := range s.procs {
+			if p.runnable() {
+				s.ready = append(s.ready, p)
+			}
+		}
+		if len(s.ready) == 0 {
+			if !s.fireNext() {
+				break
+			}
+			continue
+		}
+		i := 0
+		if len(s.ready) > 1 && s.c.Decide != nil {
+			i = s.c.Decide.Pick(len(s.ready))
+			if i < 0 || i >= len(s.ready) {
+				panic(fmt.Sprintf("sched: Decide(%d) = %d", len(s.ready), i))
+			}
+		}
+		s.step(s.ready[i])
+		s.settle()
+		s.fireDue()
+		if s.ended {
+			s.compact()
+		}
+		if s.c.Stepped != nil {
+			s.c.Stepped()
+		}
+	}
+	for _, p := range s.procs {
+		if p.state != stateDone {
+			if s.c.Stuck != nil {
+				s.c.Stuck(p.self)
+			}
+			s.Kill(p, nil)
+			s.settle()
+		}
+	}
+	s.compact()
+}
+
+func (s *Scheduler[P, R]) settle() {
+	if s.c.Settle != nil {
+		s.c.Settle()
+	}
+}
+
+// compact forgets ended processes, keeping the others' order.
+func (s *Scheduler[P, R]) compact() {
+	j := 0
+	for _, p := range s.procs {
+		if p.state != stateDone {
+			s.procs[j] = p
+			j++
+		}
+	}
+	clear(s.procs[j:])
+	s.procs = s.procs[:j]
+	s.ended = false
+}
+
+// step moves p: starts it, gives it its reply, or serves its request.
+func (s *Scheduler[P, R]) step(p *Proc[P, R]) {
+	switch p.state {
+	case stateNew:
+		go p.main()
+		s.handoff(p)
+	case stateReply:
+		s.handoff(p)
+	case stateRequest:
+		s.c.Serve(p.self)
+	}
+}
+
+// Handoff gives control to p with its reply and waits until p posts its
+// next request or ends.
+func (s *Scheduler[P, R]) Handoff(p *Proc[P, R], reply R) {
+	p.reply = reply
+	s.handoff(p)
+}
+
+// Continue gives control to p at once if it has its reply and is neither
+// paused nor killed: a reply ready within the step that served the
+// request goes over in that step. It reports whether it did.
+func (s *Scheduler[P, R]) Continue(p *Proc[P, R]) bool {
+	if p.state != stateReply || p.paused || p.killed {
+		return false
+	}
+	s.handoff(p)
+	return true
+}
+
+func (s *Scheduler[P, R]) handoff(p *Proc[P, R]) {
+	p.state = stateRunning
+	s.running = p
+	p.resume <- false
+	<-s.yield
+	s.running = nil
+}
+
+// Kill marks p killed, runs last (if not nil: the simulator's side of
+// the crash, which sees p killed), and stops p's goroutine where it
+// waits, or ends p if it never started. A killed goroutine gets control
+// once more to unwind (Yield reports it killed), and holds it until it
+// ends. Kill, like Handoff and Continue, is for the scheduler's goroutine
+// (in Serve, a timer, Settle) or for when no Run is in progress: a
+// process that kills another posts a request for it.
+func (s *Scheduler[P, R]) Kill(p *Proc[P, R], last func()) {
+	p.killed = true
+	if last != nil {
+		last()
+	}
+	switch p.state {
+	case stateDone:
+	case stateNew:
+		if s.c.Exit != nil {
+			s.c.Exit(p.self, nil)
+		}
+		s.done(p)
+	default:
+		prev := s.running
+		s.running = p
+		p.state = stateRunning
+		p.resume <- true
+		<-s.yield
+		s.running = prev
+	}
+}
+
+func (s *Scheduler[P, R]) done(p *Proc[P, R]) {
+	p.state = stateDone
+	s.ended = true
+}
+
+func (p *Proc[P, R]) main() {
+	s := p.s
+	defer func() {
+		r := recover()
+		if s.c.Exit != nil {
+			s.c.Exit(p.self, r)
+		}
+		s.done(p)
+		s.yield <- struct{}{}
+	}()
+	if <-p.resume {
+		return
+	}
+	s.c.Program(p.self)
+}
+
+// Yield posts the process's request (which the simulator keeps), gives
+// control back to the scheduler and returns the reply once the scheduler
+// hands control back. It reports whether the process was killed
+// meanwhile, in which case there is no reply and it must stop (or fail
+// every call). Only the process itself calls it, while it holds control.
+func (p *Proc[P, R]) Yield() (reply R, killed bool) {
+	p.state = stateRequest
+	p.s.yield <- struct{}{}
+	if <-p.resume {
+		return reply, true
+	}
+	reply, p.reply = p.reply, reply
+	return reply, false
+}
+
+// Block leaves the process waiting once its request is served: it is not
+// runnable until Deliver.
+func (p *Proc[P, R]) Block() { p.state = stateBlocked }
+
+// Deliver makes reply the process's reply, which it gets when next
+// scheduled (it is runnable again). An ended process gets nothing.
+func (p *Proc[P, R]) Deliver(reply R) {
+	if p.state == stateDone {
+		return
+	}
+	p.reply = reply
+	p.state = stateReply
+}
+
+// runnable reports whether the scheduler may pick the process: it has not
+// started, has posted a request, or has its reply, and is not paused.
+func (p *Proc[P, R]) runnable() bool {
+	switch p.state {
+	case stateNew, stateRequest, stateReply:
+		return !p.paused
+	}
+	return false
+}
+
+// Ended reports whether the process's program has returned, or it was
+// killed and has stopped.
+func (p *Proc[P, R]) Ended() bool { return p.state == stateDone }
+
+// Killed reports whether Kill has been called on the process.
+func (p *Proc[P, R]) Killed() bool { return p.killed }
+
+// Paused reports whether the process is paused.
+func (p *Proc[P, R]) Paused() bool { return p.paused }
+
+// Pause stops scheduling the process (SIGSTOP); Resume schedules it again
+// (SIGCONT). What it was waiting for can still happen meanwhile.
+func (p *Proc[P, R]) Pause()  { p.paused = true }
+func (p *Proc[P, R]) Resume() { p.paused = false }
+
+// A Timer is a function scheduled at a virtual time.
+type Timer struct {
+	at        int64
+	seq       uint64 // orders timers due at the same time: first set, first run
+	fn        func()
+	cancelled bool
+}
+
+// Cancel keeps the timer from running, if it has not yet; it does nothing
+// on a nil Timer.
+func (t *Timer) Cancel() {
+	if t != nil {
+		t.cancelled = true
+	}
+}
+
+// At runs fn in the scheduler at virtual time t, or at the first
+// scheduling point after it.
+func (s *Scheduler[P, R]) At(t int64, fn func()) *Timer {
+	s.seq++
+	tm := &Timer{at: t, seq: s.seq, fn: fn}
+	heap.Push(&s.timers, tm)
+	return tm
+}
+
+// After runs fn in the scheduler once d of virtual time has passed.
+func (s *Scheduler[P, R]) After(d time.Duration, fn func()) *Timer {
+	return s.At(*s.c.Clock+int64(d), fn)
+}
+
+// Advance moves the clock on by d outside Run, firing the timers that fall
+// due on the way, each at its own time.
+func (s *Scheduler[P, R]) Advance(d time.Duration) {
+	end := *s.c.Clock + int64(d)
+	for s.timers.Len() > 0 {
+		if tm := s.timers[0]; tm.cancelled || tm.at <= end {
+			s.fireNext()
+			continue
+		}
+		break
+	}
+	*s.c.Clock = end
+}
+
+// fireNext moves the clock to the earliest pending timer and fires every
+// timer due then. It reports false when no timer is pending.
+func (s *Scheduler[P, R]) fireNext() bool {
+	for s.timers.Len() > 0 && s.timers[0].cancelled {
+		heap.Pop(&s.timers)
+	}
+	if s.timers.Len() == 0 {
+		return false
+	}
+	if t := s.timers[0].at; t > *s.c.Clock {
+		*s.c.Clock = t
+	}
+	s.fireDue()
+	return true
+}
+
+// fireDue fires every timer due at or before now, in time order.
+func (s *Scheduler[P, R]) fireDue() {
+	for s.timers.Len() > 0 && s.timers[0].at <= *s.c.Clock {
+		tm := heap.Pop(&s.timers).(*Timer)
+		if !tm.cancelled {
+			tm.cancelled = true
+			tm.fn()
+			s.settle()
+		}
+	}
+}
+
+type timerHeap []*Timer
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)   { *h = append(*h, x.(*Timer)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return t
+}

@@ -1,0 +1,207 @@
+package sched_test
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/sim/sched"
+)
+
+// world is a minimal simulator: processes that log, yield and sleep.
+type world struct {
+	now int64
+	s   sched.Scheduler[*proc, int64]
+	log []string
+}
+
+type proc struct {
+	w     *world
+	proc  sched.Proc[*proc, int64]
+	name  string
+	fn    func(*proc)
+	sleep time.Duration // the posted request: sleep this long (0: just yield)
+}
+
+// picks is a Decider answering from a list, then 0.
+type picks []int
+
+func (p *picks) Pick(n int) int {
+	if len(*p) == 0 {
+		return 0
+	}
+	i := (*p)[0] % n
+	*p = (*p)[1:]
+	return i
+}
+
+func newWorld(d sched.Decider) *world {
+	w := &world{}
+	w.s.Init(sched.Config[*proc]{
+		Clock:   &w.now,
+		Decide:  d,
+		Program: func(p *proc) { p.fn(p) },
+		Serve: func(p *proc) {
+			if p.sleep < 0 {
+				p.w.s.Handoff(&p.proc, p.w.now) // on at once
+				return
+			}
+			if p.sleep == 0 {
+				p.proc.Deliver(p.w.now) // on when the Decider says
+				return
+			}
+			p.proc.Block()
+			p.w.s.After(p.sleep, func() { p.proc.Deliver(p.w.now) })
+		},
+		Exit: func(p *proc, panicked any) {
+			end := "ends"
+			if p.proc.Killed() {
+				end = "killed"
+			}
+			if panicked != nil {
+				end = fmt.Sprint("panics ", panicked)
+			}
+			p.w.logf("%s %s", p.name, end)
+		},
+		Stuck: func(p *proc) { p.w.logf("%s stuck", p.name) },
+	})
+	return w
+}
+
+func (w *world) logf(format string, args ...any) {
+	w.log = append(w.log, fmt.Sprintf("%d ", w.now)+fmt.Sprintf(format, args...))
+}
+
+func (w *world) goProc(name string, fn func(*proc)) *proc {
+	p := &proc{w: w, name: name, fn: fn}
+	w.s.Go(&p.proc, p)
+	return p
+}
+
+// wait is a scheduling point: the process sleeps d (0: it only yields;
+// less: it goes on in the same step). The reply is the time it woke.
+func (p *proc) wait(d time.Duration) int64 {
+	if p.w.s.Running() != p {
+		panic("not running")
+	}
+	p.sleep = d
+	woke, killed := p.proc.Yield()
+	if killed {
+		runtime.Goexit()
+	}
+	return woke
+}
+
+func steps(name string, n int) func(*proc) {
+	return func(p *proc) {
+		for i := range n {
+			p.w.logf("%s %d", name, i)
+			p.wait(0)
+		}
+	}
+}
+
+func TestOrderFollowsTheDecider(t *testing.T) {
+	run := func(d []int) string {
+		ps := picks(d)
+		w := newWorld(&ps)
+		w.goProc("a", steps("a", 3))
+		w.goProc("b", steps("b", 3))
+		w.s.Run()
+		return strings.Join(w.log, "\n")
+	}
+	first := run(nil)
+	if want := "0 a 0\n0 a 1\n0 a 2\n0 a ends\n0 b 0\n0 b 1\n0 b 2\n0 b ends"; first != want {
+		t.Errorf("always the first:\n%s\nwant\n%s", first, want)
+	}
+	mixed := []int{1, 1, 0, 1, 0, 0, 1}
+	got := run(mixed)
+	for range 5 {
+		if again := run(mixed); again != got {
+			t.Fatalf("the same decisions gave\n%s\nthen\n%s", got, again)
+		}
+	}
+	if got == first || !strings.HasPrefix(got, "0 b 0\n") {
+		t.Errorf("decisions %v did not steer the run:\n%s", mixed, got)
+	}
+}
+
+func TestTimersAndSleep(t *testing.T) {
+	w := newWorld(nil)
+	w.goProc("a", func(p *proc) {
+		woke := p.wait(30 * time.Nanosecond)
+		p.w.logf("a woke, told %d", woke)
+	})
+	w.goProc("b", func(p *proc) {
+		p.w.s.After(10, func() { p.w.logf("timer 10") })
+		tm := p.w.s.After(20, func() { p.w.logf("cancelled") })
+		p.w.s.At(10, func() { p.w.logf("timer at 10, set second") })
+		tm.Cancel()
+		if now := p.wait(-1); now != 0 {
+			t.Errorf("a handoff at 0 said %d", now)
+		}
+		p.wait(50)
+		p.w.logf("b woke")
+	})
+	w.s.Run()
+	got := strings.Join(w.log, "\n")
+	if want := "10 timer 10\n10 timer at 10, set second\n30 a woke, told 30\n30 a ends\n50 b woke\n50 b ends"; got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	var fired []int64
+	w.s.After(5, func() { fired = append(fired, w.now) })
+	w.s.After(15, func() { fired = append(fired, w.now) })
+	w.s.Advance(10)
+	if w.now != 60 || len(fired) != 1 || fired[0] != 55 {
+		t.Errorf("Advance(10) from 50: now %d, fired at %v", w.now, fired)
+	}
+}
+
+func TestKillAndPause(t *testing.T) {
+	w := newWorld(nil)
+	victim := w.goProc("victim", func(p *proc) {
+		defer p.w.logf("victim unwinds")
+		for {
+			p.wait(10)
+			p.w.logf("victim tick")
+		}
+	})
+	sleeper := w.goProc("sleeper", func(p *proc) { p.w.logf("sleeper runs") })
+	frozen := w.goProc("frozen", func(p *proc) { p.w.logf("frozen runs") })
+	never := w.goProc("never", func(p *proc) { p.w.logf("never runs") })
+	// Outside Run, faults apply at once; during Run, from the scheduler
+	// (a timer here; a simulator's served request).
+	sleeper.proc.Pause()
+	frozen.proc.Pause()
+	w.s.Kill(&never.proc, func() { w.logf("never killed") })
+	w.s.After(15, sleeper.proc.Resume)
+	w.s.After(25, func() {
+		w.s.Kill(&victim.proc, func() { w.logf("victim killed") })
+		if !victim.proc.Ended() || !victim.proc.Killed() {
+			t.Error("victim still going after Kill")
+		}
+	})
+	w.s.Run()
+	got := strings.Join(w.log, "\n")
+	want := strings.Join([]string{
+		"0 never killed",
+		"0 never killed", // the Exit of a process killed before it started
+		"10 victim tick",
+		"15 sleeper runs",
+		"15 sleeper ends",
+		"20 victim tick",
+		"25 victim killed",
+		"25 victim unwinds",
+		"25 victim killed", // its Exit
+		"30 frozen stuck",  // once the victim's last sleep has run out
+		"30 frozen killed",
+	}, "\n")
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if !frozen.proc.Ended() {
+		t.Error("Run left a paused process unended")
+	}
+}
