@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/conform"
+	"github.com/lockprover/lockprover/adapters/mysql"
+	"github.com/lockprover/lockprover/families/dbsemaphore"
+	"github.com/lockprover/lockprover/histories"
 )
 
 // runConform is `lockprover conform`: is the simulator telling the truth?
@@ -25,6 +28,9 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := interrupts(stderr, nil)
 	defer stop()
+	if cfg.kind == dbsemaphore.Kind {
+		return conformDatabase(ctx, cfg, stdout, stderr)
+	}
 	if code := preflight(ctx, "conform", cfg.url, stderr); code >= 0 {
 		return code
 	}
@@ -48,8 +54,27 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	return conformBoth(ctx, tg, cfg, stdout, stderr)
 }
 
+// conformDatabase is conform --kind db-semaphore: the simulated database
+// (sim/sqlsim) against MariaDB on drawn sequences of dbsem's statements.
+func conformDatabase(ctx context.Context, cfg conformConfig, stdout, stderr io.Writer) int {
+	rep, err := conform.MariaDB(ctx, cfg.dsn, cfg.sequences, cfg.seed, stdout)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "conform: interrupted; its tables are dropped")
+		return exitInterrupted
+	case err != nil:
+		fmt.Fprintf(stderr, "conform: %v\n", err)
+		return exitUsage
+	case rep.Found != nil:
+		return exitViolation
+	}
+	return exitOK
+}
+
 // conformConfig is what conform's flags ask for, checked.
 type conformConfig struct {
+	kind               string // --kind: semaphore (RabbitMQ) or db-semaphore (MariaDB)
+	dsn                string // --kind db-semaphore: the MariaDB's
 	url                string // the broker's, from the flag or the environment
 	sequences, retries int
 	seed               uint64 // picked at random unless --seed was given
@@ -69,6 +94,10 @@ purges, channel and connection closes, kills and forced closes on both, and
 shrinks the first divergence to a minimal sequence.
 It needs rabbitmqctl for the broker's node (run as root or the rabbitmq
 user) and cleans up every queue it creates.
+With --kind db-semaphore: the simulated database (sim/sqlsim) against MariaDB
+(--dsn): drawn sequences of the statements dbsem sends, on 2 to 4
+connections with their lock waits and deadlocks, run on both and compared
+step by step; the first divergence is shrunk.
 Exit status: 0 the simulator agrees, 1 a divergence, 2 usage or no broker,
 3 inconclusive (rabbitmqctl or the cleanup failed).
 
@@ -83,7 +112,9 @@ func parseConformFlags(args []string, stdout, stderr io.Writer) (cfg conformConf
 		fmt.Fprintln(fs.Output(), conformDoc)
 		fs.PrintDefaults()
 	}
+	fs.StringVar(&cfg.kind, "kind", "semaphore", "semaphore (the simulated broker against RabbitMQ) or db-semaphore (the simulated database against MariaDB)")
 	rawURL := fs.String("amqp-url", "", "the broker's URL; default $LOCKPROVER_AMQP_URL, else "+defaultAMQPURL)
+	dsn := fs.String("dsn", "", "--kind db-semaphore: the MariaDB's DSN; default $LOCKPROVER_MYSQL_DSN, else "+mysql.DefaultDSN)
 	fs.IntVar(&cfg.sequences, "sequences", 500, "differential sequences to draw in part 2; 0 skips part 2")
 	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the drawn sequences; by default one is picked (and printed)")
 	fs.BoolVar(&cfg.allowRestart, "allow-restart", false, "let table cases restart the broker (rabbitmqctl stop_app/start_app cuts every client of the broker off)")
@@ -102,13 +133,22 @@ func parseConformFlags(args []string, stdout, stderr io.Writer) (cfg conformConf
 	bad.nonNegative("retries", cfg.retries)
 	bad.duration("shrink-time", cfg.shrink, true)
 	bad.add(strings.TrimSpace(cfg.ctl) == "", "--rabbitmqctl must not be empty")
+	bad.oneOf("kind", cfg.kind, histories.Semaphore, dbsemaphore.Kind)
+	if cfg.kind == dbsemaphore.Kind {
+		for _, name := range []string{"amqp-url", "allow-restart", "rabbitmqctl", "retries", "shrink-time"} {
+			bad.add(given(fs, name), "--%s is for --kind semaphore (RabbitMQ), not %s", name, dbsemaphore.Kind)
+		}
+		bad.add(cfg.sequences == 0, "--sequences 0 leaves nothing to run with --kind %s", dbsemaphore.Kind)
+	} else {
+		bad.add(given(fs, "dsn"), "--dsn is for --kind %s", dbsemaphore.Kind)
+	}
 	if !bad.report("conform", stderr) {
 		return cfg, exitUsage, false
 	}
 	if !given(fs, "seed") {
 		cfg.seed = rand.Uint64()
 	}
-	cfg.url = brokerURL(*rawURL)
+	cfg.url, cfg.dsn = brokerURL(*rawURL), mysqlDSN(*dsn)
 	return cfg, exitOK, true
 }
 

@@ -158,3 +158,23 @@ func TestExploreLease(t *testing.T) {
 		t.Errorf("explore --kind mutex: exit %d, %s", code, errOut)
 	}
 }
+
+// conform --kind db-semaphore runs sequences of dbsem's statements on the
+// simulated database and on MariaDB and finds no divergence; RabbitMQ's
+// flags are refused.
+func TestConformDBSemaphore(t *testing.T) {
+	dsn := mysqltest.DSN(t)
+	code, out, errOut := lockprover("conform", "--kind", "db-semaphore", "--dsn", dsn, "--sequences", "20", "--seed", "3")
+	if code != exitOK || !strings.Contains(out, "20 sequences") || !strings.Contains(out, "no divergence") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, bad := range [][]string{{"--amqp-url", "amqp://x"}, {"--retries", "1"}, {"--sequences", "0"}} {
+		code, _, errOut := lockprover(append([]string{"conform", "--kind", "db-semaphore"}, bad...)...)
+		if code != exitUsage || !strings.Contains(errOut, bad[0]) {
+			t.Errorf("conform --kind db-semaphore %v: exit %d, %s", bad, code, errOut)
+		}
+	}
+	if code, _, errOut := lockprover("conform", "--dsn", "x"); code != exitUsage || !strings.Contains(errOut, "--dsn is for --kind db-semaphore") {
+		t.Errorf("conform --dsn: exit %d, %s", code, errOut)
+	}
+}
