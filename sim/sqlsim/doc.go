@@ -43,8 +43,10 @@
 //     shared lock (waiting for an uncommitted insert or delete of that
 //     key) held to the end of the transaction; locks go at COMMIT,
 //     ROLLBACK, and when a connection closes; a deleted row's record
-//     stays, locked and waited for, while anyone holds or waits for its
-//     lock (as until InnoDB's purge; with Options.HoldPurge, for good),
+//     stays while anyone holds or waits for its lock (as until InnoDB's
+//     purge; with Options.HoldPurge, for good), locked and waited for by
+//     REPEATABLE READ statements and duplicates' checks (READ COMMITTED
+//     passes over it once the delete has committed),
 //     and a rolled-back insert's record goes with its locks (a statement
 //     waiting for it goes on), its S locks (a duplicate's check) living on
 //     as gap locks before the next record, which an insert into the gap

@@ -558,7 +558,8 @@ func bgOf(s []step, c int) int {
 // without waiting); a rolled-back insert's record goes with its locks, and
 // a statement waiting for it goes on, but a duplicate's S lock on it
 // becomes a gap lock; a deleted row's record stays locked by whoever
-// waited for it; the deadlock's victim is the transaction with
+// waited for it, which REPEATABLE READ waits for and READ COMMITTED
+// passes over; the deadlock's victim is the transaction with
 // the fewer undo records and InnoDB lock structs (table locks, and record
 // lock structs kept after a READ COMMITTED unlock), the requester on a
 // tie. (These are the divergences adapters/conform's differential found.)
@@ -606,6 +607,21 @@ func TestMariaDBLockLifetimes(t *testing.T) {
 				step{conn: 1, q: q(p, "ROLLBACK")},
 				step{conn: 2, q: q(p, "releaseTokenAE"), args: []any{"k", "live"}},
 				step{conn: 2, q: q(p, "insertToken"), args: []any{"k", "live", at(0), int64(sec / 1000), 0}})
+		}},
+		scenario{"READ COMMITTED passes over a deleted row", func(p string) []step {
+			s := script(keysAndTokens(p), rc(0), rc(1), rc(2), []step{
+				{conn: 0, q: q(p, "releaseTokenAE"), args: []any{"k", "live"}},
+				{conn: 1, q: q(p, "deleteExpired"), args: []any{"k", at(-2 * sec)}, bg: true},
+				{conn: 0, q: q(p, "COMMIT")},
+			})
+			// Conn 1 keeps its lock on the deleted row: READ COMMITTED
+			// statements pass over the row, a REPEATABLE READ one waits.
+			return append(s, step{conn: 1, join: bgOf(s, 1)},
+				step{conn: 2, q: q(p, "refreshTokenAE"), args: []any{at(0), int64(sec / 1000), "k", "live"}},
+				step{conn: 2, q: q(p, "deleteExpired"), args: []any{"k", at(-2 * sec)}},
+				step{conn: 3, q: q(p, "releaseTokenAE"), args: []any{"k", "live"}},
+				step{conn: 1, q: q(p, "ROLLBACK")},
+				step{conn: 2, q: q(p, "COMMIT")})
 		}},
 		scenario{"a duplicate's check of a rolled-back insert leaves a gap lock", func(p string) []step {
 			s := script([]step{

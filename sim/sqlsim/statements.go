@@ -505,7 +505,7 @@ func execLockMaster(r *stmtRun) (bool, error) {
 	}
 	r.result()
 	k := pkey{key: r.b.key}
-	if tb.find(k) == nil {
+	if row := tb.find(k); row == nil || r.passes(row) {
 		return false, nil
 	}
 	if ok, err := r.lock(tb, k, lockX); !ok {
@@ -555,6 +555,10 @@ func execDeleteExpired(r *stmtRun) (bool, error) {
 			return false, nil
 		}
 		k := row.k
+		if r.passes(row) {
+			r.pos, r.posSet = k, true
+			continue
+		}
 		if ok, err := r.lock(tb, k, lockX); !ok {
 			return err == nil, err
 		}
@@ -683,6 +687,9 @@ func pickSlot(mixed, lock bool) func(r *stmtRun) (bool, error) {
 			if row.k.key != r.b.key || mixed && row.k.num >= r.b.max {
 				break
 			}
+			if r.passes(row) {
+				continue
+			}
 			if lock && !r.tryLock(tb, row.k, lockX) {
 				continue
 			}
@@ -802,7 +809,7 @@ func (r *stmtRun) insert(tb *table, k pkey, v *rowVal, ignore bool) (inserted, b
 // default: affected rows are changed rows).
 func (r *stmtRun) update(tb *table, k pkey, match func(*rowVal) bool, set func(rowVal) rowVal, del bool) (nv rowVal, matched, blocked bool, err error) {
 	row := tb.find(k)
-	if row == nil {
+	if row == nil || r.passes(row) {
 		return nv, false, false, nil
 	}
 	if ok, err := r.lock(tb, k, lockX); !ok {
@@ -829,6 +836,15 @@ func (r *stmtRun) update(tb *table, k pkey, match func(*rowVal) bool, set func(r
 		r.affected++
 	}
 	return nv, true, false, nil
+}
+
+// passes says whether a locking read or change passes over row without
+// locking it: under READ COMMITTED, a ghost (a delete that has committed:
+// nothing can bring it back). REPEATABLE READ locks it, and waits for it,
+// as it would a live row; so does a duplicate's check (checked against
+// MariaDB 10.11).
+func (r *stmtRun) passes(row *row) bool {
+	return row.cur == nil && row.writer == nil && r.t.iso == readCommitted
 }
 
 // keyText is a record's key for the trace.
