@@ -81,6 +81,13 @@ import (
 //     runs with Options.HoldPurge; sqlsim's own purge (a deleted row's
 //     record goes once nobody holds or waits for its lock) is not
 //     compared.
+//   - The order in which MariaDB runs statements that go on at once (two
+//     waiters one COMMIT frees, the waiters a deadlock's victim frees
+//     beside the statement that closed the cycle): real time; sqlsim runs
+//     them in one order. Where MariaDB's outcome may have depended on it
+//     and differs from sqlsim's, the sequence runs there again, up to 5
+//     times, and the sides agree if one run comes out as sqlsim's
+//     (MariaDBReport.Racy counts them).
 //   - DROP TABLE within a sequence: it waits for the metadata locks of
 //     open transactions, which sqlsim does not model (its DROP never
 //     waits). The harness drops the tables after each sequence.

@@ -66,9 +66,12 @@ type MariaDBReport struct {
 	// Runs counts the sequences run (up to and including the first
 	// divergence), Steps the statements they sent, Waits those that
 	// waited for a row lock, Deadlocks those that ended in error 1213,
-	// Skipped the steps not sent (see DBSeq).
-	Runs, Steps, Waits, Deadlocks, Skipped int
-	Elapsed                                time.Duration
+	// Skipped the steps not sent (see DBSeq). Racy counts the sequences
+	// whose first run on MariaDB came out otherwise than on sqlsim where
+	// the outcome depended on the order in which MariaDB ran statements
+	// that went on at once, and a run again came out as on sqlsim.
+	Runs, Steps, Waits, Deadlocks, Skipped, Racy int
+	Elapsed                                      time.Duration
 	// Found is the minimal divergence, or nil.
 	Found *DBDivergence
 }
@@ -76,6 +79,9 @@ type MariaDBReport struct {
 func (r MariaDBReport) String() string {
 	s := fmt.Sprintf("%d sequences, %d statements (%d lock waits, %d deadlocks), %d steps skipped, %v",
 		r.Runs, r.Steps, r.Waits, r.Deadlocks, r.Skipped, r.Elapsed.Round(time.Millisecond))
+	if r.Racy > 0 {
+		s += fmt.Sprintf(", %d racy on MariaDB (agreeing on a run again)", r.Racy)
+	}
 	if r.Found == nil {
 		return s + ": no divergence"
 	}
@@ -202,6 +208,46 @@ type mariaRun struct {
 	err   error         // a failure of sqlsim or of the harness: the run stops
 }
 
+// raceRuns is how many more times a sequence whose outcome on MariaDB
+// may have depended on timing (see mariaTarget.runRacy) and differs from
+// sqlsim's runs there, looking for sqlsim's outcome.
+const raceRuns = 5
+
+// compare runs seq on both sides, and returns MariaDB's steps and how the
+// sides differ (nil: they agree). When MariaDB's outcome may have
+// depended on the order in which it ran statements that went on at once
+// and differs, seq runs again, up to raceRuns times: the sides agree if
+// MariaDB comes out as sqlsim once (racy). An error is sqlsim's, or the
+// harness's (wrapping ErrHarness).
+func (r *mariaRun) compare(seq DBSeq) (real []DBStep, d *DBDivergence, racy bool, err error) {
+	racySeen := false
+	for try := 0; ; try++ {
+		prefix := r.t.nextPrefix()
+		sim, err := RunSimDB(seq, prefix)
+		if err != nil {
+			return real, nil, false, fmt.Errorf("conform: sqlsim: %w", err)
+		}
+		steps, racyRun, err := r.t.runRacy(r.ctx, seq, prefix)
+		if err != nil {
+			return real, nil, false, fmt.Errorf("conform: MariaDB: %w", err)
+		}
+		if try == 0 {
+			real = steps
+		}
+		racySeen = racySeen || racyRun
+		i := firstDBDifference(steps, sim)
+		if i < 0 {
+			return real, nil, try > 0, nil
+		}
+		if d == nil {
+			d = &DBDivergence{Seq: seq, Real: steps, Sim: sim, First: i}
+		}
+		if !racySeen || try >= raceRuns || r.ctx.Err() != nil {
+			return real, d, false, nil
+		}
+	}
+}
+
 // prop is the rapid property: a drawn sequence comes out alike on sqlsim
 // and on MariaDB. Sequences run while shrinking are not counted, and a
 // harness failure while shrinking only rejects the candidate.
@@ -210,35 +256,30 @@ func (r *mariaRun) prop(rt *rapid.T) {
 	if r.err != nil || r.ctx.Err() != nil {
 		return
 	}
-	prefix := r.t.nextPrefix()
-	sim, err := RunSimDB(seq, prefix)
-	if err != nil {
-		r.err = fmt.Errorf("conform: sqlsim: %w", err)
-		return
-	}
 	shrinking := r.found != nil
-	real, err := r.t.run(r.ctx, seq, prefix)
+	real, d, racy, err := r.compare(seq)
 	if err != nil {
-		if !shrinking && r.ctx.Err() == nil {
-			r.err = fmt.Errorf("conform: MariaDB: %w", err)
+		if r.ctx.Err() == nil && (!shrinking || !errors.Is(err, ErrHarness)) {
+			r.err = err
 		}
 		return
 	}
 	if !shrinking {
 		r.count(real)
+		if racy {
+			r.out.Racy++
+		}
 		if r.o.Progress != nil {
 			r.o.Progress(*r.out)
 		}
 	}
-	i := firstDBDifference(real, sim)
-	if i < 0 {
+	if d == nil {
 		return
 	}
-	d := &DBDivergence{Seq: seq, Real: real, Sim: sim, First: i}
 	if r.found == nil || len(d.Real) < len(r.found.Real) || len(d.Real) == len(r.found.Real) && d.First <= r.found.First {
 		r.found = d
 	}
-	rt.Fatalf("step %d differs", i+1)
+	rt.Fatalf("step %d differs", d.First+1)
 }
 
 func (r *mariaRun) count(steps []DBStep) {
@@ -259,21 +300,13 @@ func (r *mariaRun) count(steps []DBStep) {
 }
 
 // diverges runs seq on both sides and returns how they differ, or nil
-// (also if the harness fails).
+// (also if sqlsim or the harness fails).
 func (r *mariaRun) diverges(seq DBSeq) *DBDivergence {
-	prefix := r.t.nextPrefix()
-	sim, err := RunSimDB(seq, prefix)
+	_, d, _, err := r.compare(seq)
 	if err != nil {
 		return nil
 	}
-	real, err := r.t.run(r.ctx, seq, prefix)
-	if err != nil {
-		return nil
-	}
-	if i := firstDBDifference(real, sim); i >= 0 {
-		return &DBDivergence{Seq: seq, Real: real, Sim: sim, First: i}
-	}
-	return nil
+	return d
 }
 
 // trim takes steps out of the smallest divergence, one at a time, keeping
@@ -316,22 +349,17 @@ func (r *mariaRun) trim(deadline time.Time) {
 	}
 }
 
-// replay runs the minimal divergence again on MariaDB, counting the runs
-// that differ from sqlsim at the same step.
+// replay runs the minimal divergence again, counting the runs that
+// differ from sqlsim at the same step (as compare judges them).
 func (r *mariaRun) replay() {
 	d := r.found
 	for i := 0; i < r.o.Replays && r.ctx.Err() == nil; i++ {
-		prefix := r.t.nextPrefix()
-		sim, err := RunSimDB(d.Seq, prefix)
-		if err != nil {
-			break
-		}
-		real, err := r.t.run(r.ctx, d.Seq, prefix)
+		_, again, _, err := r.compare(d.Seq)
 		if err != nil {
 			break
 		}
 		d.Replays++
-		if firstDBDifference(real, sim) == d.First {
+		if again != nil && again.First == d.First {
 			d.Reproduced++
 		}
 	}

@@ -237,8 +237,18 @@ func parseLockWaits(status string) map[int64]string {
 // afterwards whatever happens. An error wraps ErrHarness: the run proves
 // nothing either way.
 func (t *mariaTarget) run(ctx context.Context, seq DBSeq, prefix string) (steps []DBStep, err error) {
+	steps, _, err = t.runRacy(ctx, seq, prefix)
+	return steps, err
+}
+
+// runRacy is run, and says whether the outcome may have depended on the
+// order in which MariaDB ran statements that went on at once: two or more
+// waiting statements that went on in the same step, or one that went on
+// beside the step's own statement, which was not a COMMIT or ROLLBACK
+// (a deadlock's victim rolled back). sqlsim runs them in one order.
+func (t *mariaTarget) runRacy(ctx context.Context, seq DBSeq, prefix string) (steps []DBStep, racy bool, err error) {
 	if err := seq.check(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, dbSeqTimeout)
 	defer cancel()
@@ -257,26 +267,26 @@ func (t *mariaTarget) run(ctx context.Context, seq DBSeq, prefix string) (steps 
 	mctx, mcancel := monitorContext()
 	defer mcancel()
 	if _, err := t.mon.ExecContext(mctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	d.snapshot = true
 	for range seq.Conns {
 		c, err := t.db.Conn(ctx)
 		if err != nil {
-			return r.steps, err
+			return r.steps, false, err
 		}
 		d.conns = append(d.conns, c)
 		var id int64
 		if err := c.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
-			return r.steps, err
+			return r.steps, false, err
 		}
 		d.ids = append(d.ids, id)
 		if _, err := c.ExecContext(ctx, fmt.Sprintf("SET SESSION innodb_lock_wait_timeout = %d", int(dbLockWait/time.Second))); err != nil {
-			return r.steps, err
+			return r.steps, false, err
 		}
 	}
 	err = r.drive(d)
-	return r.steps, err
+	return r.steps, d.racy, err
 }
 
 // mariaDriver is the runDriver of MariaDB: each statement runs in a
@@ -291,6 +301,7 @@ type mariaDriver struct {
 	done        chan mariaDone
 	running     int  // statements whose outcome is not collected yet
 	snapshot    bool // the monitor holds a read view
+	racy        bool // see mariaTarget.runRacy
 }
 
 // awaitGone waits until none of the run's connections is in the server's
@@ -359,11 +370,22 @@ func (d *mariaDriver) collect(x mariaDone) {
 func (d *mariaDriver) settle() error {
 	wait := 200 * time.Microsecond
 	confirmed := false
+	// The statements that were waiting before this step and have gone on.
+	woken := map[int]bool{}
+	defer func() {
+		own := d.r.steps[d.r.cur].Op.Stmt
+		if len(woken) >= 2 || len(woken) == 1 && own != "COMMIT" && own != "ROLLBACK" {
+			d.racy = true
+		}
+	}()
 	for d.running > 0 {
 		timer := time.NewTimer(wait)
 		select {
 		case x := <-d.done:
 			timer.Stop()
+			if x.i != d.r.cur {
+				woken[x.i] = true
+			}
 			d.collect(x)
 			confirmed = false
 			continue
@@ -380,6 +402,9 @@ func (d *mariaDriver) settle() error {
 		}
 		select {
 		case x := <-d.done:
+			if x.i != d.r.cur {
+				woken[x.i] = true
+			}
 			d.collect(x)
 			confirmed = false
 			continue
@@ -392,8 +417,12 @@ func (d *mariaDriver) settle() error {
 		for c, i := range d.r.busy {
 			if i >= 0 {
 				n++
-				all = all && strings.HasPrefix(waits[d.ids[c]], "`"+d.t.dbName+"`.`"+d.r.prefix)
+				mine := strings.HasPrefix(waits[d.ids[c]], "`"+d.t.dbName+"`.`"+d.r.prefix)
+				all = all && mine
 				skip = skip || skipLocked[d.r.steps[i].Op.Stmt]
+				if !mine && i != d.r.cur {
+					woken[i] = true // going on (or waiting elsewhere)
+				}
 			}
 		}
 		switch {
