@@ -178,3 +178,20 @@ func TestConformDBSemaphore(t *testing.T) {
 		t.Errorf("conform --dsn: exit %d, %s", code, errOut)
 	}
 }
+
+// A counterexample replays as the search judged it: with only the
+// database's clock timing leases, so that the client-clock-expiry
+// mutant's overlap, which a client's clock fault would excuse under the
+// default judging, fails again (it passed before replay used the family's
+// judging).
+func TestDBSemaphoreReplayJudgesAsTheSearch(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := lockprover("prove", "--kind", "db-semaphore", "--mutant", "client-clock-expiry", "--properties", "lease-exclusive", "--runs", "5000", "--seed", "6", "--out", dir)
+	if code != exitViolation {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = lockprover("replay", filepath.Join(dir, "plan.json"))
+	if code != exitViolation || !strings.Contains(out, "lease-exclusive FAIL") {
+		t.Fatalf("replay: exit %d\n%s%s", code, out, errOut)
+	}
+}

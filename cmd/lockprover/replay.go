@@ -86,6 +86,8 @@ type replayRun struct {
 	run            func(ctx context.Context) (*prover.Result, error)
 	onBroker       func(url string, allowRestart bool) // run it on a real broker instead
 	stop           func()                              // ends the implementation's processes
+	judging        func(model.Options) model.Options   // the family's model options (prover.Judging), or nil
+	backend        string                              // the real backend's name, for "ran on ... as lock"
 }
 
 // planKind is the kind a plan file names ("" if it cannot be read: the
@@ -116,7 +118,7 @@ func replayAMQP(path, mutant string, trace bool, impl string, stdout io.Writer) 
 		t = amqp.Simulator{Trace: stdout}
 	}
 	implementation := amqp.ImplFor(p)
-	rp := &replayRun{model: p.Model, properties: p.Properties, propertyNames: amqp.PropertyNames, stop: func() {}}
+	rp := &replayRun{model: p.Model, properties: p.Properties, propertyNames: amqp.PropertyNames, stop: func() {}, backend: "RabbitMQ"}
 	if impl != "" {
 		pi := &process.Impl{Command: impl}
 		implementation, rp.stop = pi, pi.Stop
@@ -171,7 +173,8 @@ func replayDatabase(ra *replayArgs, stdout io.Writer) (*replayRun, error) {
 		return nil, fmt.Errorf("the plan names mutant %s: add --mutant reference to run it against --impl", p.Mutant)
 	}
 	c := dbsemaphore.Config{Mutant: p.Mutant}
-	rp := &replayRun{model: p.Model, properties: p.Properties, propertyNames: lease.Properties, stop: func() {}}
+	rp := &replayRun{model: p.Model, properties: p.Properties, propertyNames: lease.Properties, stop: func() {},
+		judging: c.Judging, backend: "MariaDB"}
 	if ra.impl != "" {
 		li := &process.LeaseImpl{Command: ra.impl}
 		c.Impl, rp.stop = li, li.Stop
@@ -283,7 +286,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "replay: --history: %v\n", err)
 		return exitUsage
 	}
-	return ra.judge(res, strict, counted, sum, stdout, stderr)
+	return ra.judge(rp, res, strict, counted, sum, stdout, stderr)
 }
 
 // replayArgs are replay's flags, checked, and its plan file.
@@ -369,13 +372,17 @@ func (ra *replayArgs) open(stdout io.Writer) (*replayRun, error) {
 // judge checks the replayed history, prints what it shows, records it in
 // the summary and writes the summary out; it returns the exit status of
 // the worst counted verdict.
-func (ra *replayArgs) judge(res *prover.Result, strict bool, counted []string, sum *results.Summary, stdout, stderr io.Writer) int {
-	r := prover.Judge(res, model.Options{Strict: strict, Timeout: ra.timeout})
+func (ra *replayArgs) judge(rp *replayRun, res *prover.Result, strict bool, counted []string, sum *results.Summary, stdout, stderr io.Writer) int {
+	o := model.Options{Strict: strict, Timeout: ra.timeout}
+	if rp.judging != nil {
+		o = rp.judging(o) // as the search judged it
+	}
+	r := prover.Judge(res, o)
 	for _, pr := range res.Evidence.Problems {
 		fmt.Fprintf(stdout, "problem: %s\n", pr)
 	}
 	if ra.real {
-		fmt.Fprintf(stdout, "ran on RabbitMQ as lock %s\n", res.Evidence.Lock)
+		fmt.Fprintf(stdout, "ran on %s as lock %s\n", rp.backend, res.Evidence.Lock)
 	}
 	if !ra.outf.quiet || r.Status() != model.Pass {
 		printReport(stdout, filepath.Base(ra.path), r)
