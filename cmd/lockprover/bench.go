@@ -249,21 +249,28 @@ const (
 // time runs f as one measured operation of series key.
 func (b *bench) time(key string, f func() error) error {
 	before := b.proxy.Counts()
+	return measure(b.series, b.record, key, f, func() map[string]int { return b.proxy.Counts().Sub(before).Sent.Methods })
+}
+
+// measure runs f as one operation of series key in series: its latency
+// and, from sent, what it sent (read right after it); recorded only when
+// record is set (not in the warm-up).
+func measure(all map[string]*series, record bool, key string, f func() error, sent func() map[string]int) error {
 	t0 := time.Now()
 	err := f()
 	d := time.Since(t0)
-	after := b.proxy.Counts()
+	what := sent()
 	if err != nil {
 		return fmt.Errorf("%s: %w", key, err)
 	}
-	if b.record {
-		s := b.series[key]
+	if record {
+		s := all[key]
 		if s == nil {
 			s = &series{}
-			b.series[key] = s
+			all[key] = s
 		}
 		s.lat = append(s.lat, d)
-		s.sent = append(s.sent, after.Sub(before).Sent.Methods)
+		s.sent = append(s.sent, what)
 	}
 	return nil
 }

@@ -128,23 +128,7 @@ func (b *leaseBench) run() error {
 // the statements the proxy saw it send.
 func (b *leaseBench) time(key string, f func() error) error {
 	before := b.proxy.Counts()
-	t0 := time.Now()
-	err := f()
-	d := time.Since(t0)
-	after := b.proxy.Counts()
-	if err != nil {
-		return fmt.Errorf("%s: %w", key, err)
-	}
-	if b.record {
-		s := b.series[key]
-		if s == nil {
-			s = &series{}
-			b.series[key] = s
-		}
-		s.lat = append(s.lat, d)
-		s.sent = append(s.sent, after.Sub(before).Statements)
-	}
-	return nil
+	return measure(b.series, b.record, key, f, func() map[string]int { return b.proxy.Counts().Sub(before).Statements })
 }
 
 // acquire: a free key's acquire (then, untimed, its release).
