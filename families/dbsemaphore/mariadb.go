@@ -40,6 +40,10 @@ type MariaDB struct {
 	// Server is a private server (mysql.StartPrivate) that plans may
 	// restart; the caller starts and stops it.
 	Server *mysql.Server
+	// Tables starts the prefix of each run's tables (a run adds 8 hex
+	// digits and "_"): letters, digits and '_'; "" means "lp". A test
+	// that checks what it left behind names its own.
+	Tables string
 }
 
 // dsn is the DSN runs use.
@@ -114,7 +118,7 @@ func (t MariaDB) preflightImpl(ctx context.Context, impl Impl, o Options) error 
 	}
 	admin := sql.OpenDB(mustConnector(cfg))
 	defer admin.Close()
-	prefix := uniquePrefix()
+	prefix := t.uniquePrefix()
 	defer dropTables(admin, prefix)
 	s := Session{Key: "lp-preflight", DSN: t.dsn(), Prefix: prefix, Max: 1, TTL: time.Second, Design: o.Design, Fencing: o.Fencing}
 	pc, err := impl.Connect(ctx, "probe", s)
@@ -151,7 +155,7 @@ func (t MariaDB) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, e
 		pending: map[string][]hook{}, idle: make(chan struct{})}
 	b.admin = sql.OpenDB(mustConnector(cfg))
 	defer b.admin.Close()
-	prefix := uniquePrefix()
+	prefix := t.uniquePrefix()
 	defer dropTables(b.admin, prefix)
 	r := newRunner(ctx, p, b)
 	r.prefix = prefix
@@ -167,11 +171,16 @@ func (t MariaDB) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, e
 	return r.result()
 }
 
-// uniquePrefix is a table prefix no other run uses.
-func uniquePrefix() string {
+// uniquePrefix is a table prefix no other run uses: t.Tables (or "lp"),
+// 8 random hex digits, "_".
+func (t MariaDB) uniquePrefix() string {
 	var b [4]byte
 	rand.Read(b[:])
-	return "lp" + hex.EncodeToString(b[:]) + "_"
+	start := t.Tables
+	if start == "" {
+		start = "lp"
+	}
+	return start + hex.EncodeToString(b[:]) + "_"
 }
 
 // quiet is a driver logger that says nothing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,16 +17,17 @@ import (
 	"github.com/lockprover/lockprover/prover"
 )
 
-// tablesLeft counts the tables of runs (prefix lp<hex>_) in the DSN's
-// database.
-func tablesLeft(t *testing.T, dsn string) map[string]bool {
+// tablesLeft lists the tables in the DSN's database whose names start
+// with start: a test's own (MariaDB.Tables), as other tests may run on
+// the same server at once.
+func tablesLeft(t *testing.T, dsn, start string) map[string]bool {
 	t.Helper()
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name REGEXP '^lp[0-9a-f]{8}_'`)
+	rows, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND LEFT(table_name, ?) = ?`, len(start), start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +48,8 @@ func TestReferenceOnMariaDB(t *testing.T) {
 		t.Skip("real plans take seconds each")
 	}
 	dsn := mysqltest.DSN(t)
-	before := tablesLeft(t, dsn)
-	c := prover.Config{Family: Config{Target: MariaDB{DSN: dsn}}, Timeout: time.Minute}
+	tables := fmt.Sprintf("lpt%d", time.Now().UnixNano()%1e9)
+	c := prover.Config{Family: Config{Target: MariaDB{DSN: dsn, Tables: tables}}, Timeout: time.Minute}
 	out, err := prover.Search{Config: c, Seed: 3, Plans: 6, Shrink: time.Second}.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -55,10 +57,8 @@ func TestReferenceOnMariaDB(t *testing.T) {
 	if out.Found != nil {
 		t.Fatalf("%s", out.Found.Summary())
 	}
-	for n := range tablesLeft(t, dsn) {
-		if !before[n] {
-			t.Errorf("table %s left behind", n)
-		}
+	if left := tablesLeft(t, dsn, tables); len(left) != 0 {
+		t.Errorf("tables left behind: %v", left)
 	}
 	t.Logf("%d plans in %v", out.Plans, out.Elapsed)
 }
@@ -111,7 +111,7 @@ func TestRestartsOnAPrivateMariaDB(t *testing.T) {
 	if out.Found != nil {
 		t.Fatalf("%s", out.Found.Summary())
 	}
-	if n := tablesLeft(t, s.DSN()); len(n) != 0 {
+	if n := tablesLeft(t, s.DSN(), "lp"); len(n) != 0 {
 		t.Errorf("tables left behind: %v", n)
 	}
 	t.Logf("%d plans in %v", out.Plans, out.Elapsed)
