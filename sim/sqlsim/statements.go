@@ -42,7 +42,7 @@ type template struct {
 	intent bool     // locks rows: takes an IX lock on its table
 	multi  bool     // INSERT of rows "(?, n)", as many as it lists
 	cols   []string // a SELECT's columns
-	exec   func(r *stmtRun) (blocked bool, err error)
+	exec   execFunc // carries it out
 }
 
 // A variant is a template with {now} written one way.
@@ -67,55 +67,55 @@ var templates = []*template{
 		"PRIMARY KEY (lock_key, lock_num)) ENGINE=InnoDB"},
 	{name: "dropAll", kind: kOther, exec: execDrop, text: "DROP TABLE IF EXISTS {keys}, {tokens}, {slots}"},
 
-	{name: "selectKey", kind: kSelect, cols: []string{"max_count", "design"}, txn: true, exec: readKey(true), params: "key",
+	{name: "selectKey", kind: kSelect, cols: []string{"max_count", "design"}, txn: true, exec: selectRow(keysShape, maxCountDesign), params: "key",
 		text: "SELECT max_count, design FROM {keys} WHERE lock_key = ?"},
-	{name: "insertKey", kind: kInsert, txn: true, exec: execInsertKey, params: "key max design",
+	{name: "insertKey", kind: kInsert, txn: true, exec: insertRow(keysShape, true, newKey), params: "key max design",
 		text: "INSERT IGNORE INTO {keys} (lock_key, max_count, design, fence) VALUES (?, ?, ?, 0)"},
-	{name: "insertSlots", kind: kInsert, txn: true, multi: true, exec: insertSlots(false),
+	{name: "insertSlots", kind: kInsert, txn: true, multi: true, exec: on(slotsShape, insertSlots(false)),
 		text: "INSERT INTO {slots} (lock_key, lock_num) VALUES "},
-	{name: "insertSlotsMixed", kind: kInsert, txn: true, multi: true, exec: insertSlots(true),
+	{name: "insertSlotsMixed", kind: kInsert, txn: true, multi: true, exec: on(slotsShape, insertSlots(true)),
 		text: "INSERT IGNORE INTO {slots} (lock_key, lock_num) VALUES "},
-	{name: "countSlots", kind: kSelect, cols: []string{"COUNT(*)"}, txn: true, exec: execCountSlots, params: "key",
+	{name: "countSlots", kind: kSelect, cols: []string{"COUNT(*)"}, txn: true, exec: countRows(slotsShape, anyRow), params: "key",
 		text: "SELECT COUNT(*) FROM {slots} WHERE lock_key = ?"},
-	{name: "nextFence", kind: kUpdate, txn: true, exec: execNextFence, params: "key",
+	{name: "nextFence", kind: kUpdate, txn: true, exec: updateRow(keysShape, anyRow, nextFence), params: "key",
 		text: "UPDATE {keys} SET fence = LAST_INSERT_ID(fence + 1) WHERE lock_key = ?"},
 
-	{name: "lockMaster", kind: kSelect, cols: []string{"max_count"}, txn: true, exec: execLockMaster, params: "key",
+	{name: "lockMaster", kind: kSelect, cols: []string{"max_count"}, txn: true, exec: selectForUpdate(keysShape, maxCount), params: "key",
 		text: "SELECT max_count FROM {keys} WHERE lock_key = ? FOR UPDATE"},
-	{name: "readMaster", kind: kSelect, cols: []string{"max_count"}, txn: true, exec: readKey(false), params: "key",
+	{name: "readMaster", kind: kSelect, cols: []string{"max_count"}, txn: true, exec: selectRow(keysShape, maxCount), params: "key",
 		text: "SELECT max_count FROM {keys} WHERE lock_key = ?"},
-	{name: "deleteExpired", kind: kDelete, txn: true, exec: execDeleteExpired, params: "key now",
+	{name: "deleteExpired", kind: kDelete, txn: true, exec: deleteRows(tokensShape, expiredAt(0)), params: "key now",
 		text: "DELETE FROM {tokens} WHERE lock_key = ? AND expires <= {now}"},
-	{name: "countLive", kind: kSelect, cols: []string{"COUNT(*)"}, txn: true, exec: execCountLive, params: "key now",
+	{name: "countLive", kind: kSelect, cols: []string{"COUNT(*)"}, txn: true, exec: countRows(tokensShape, liveAt(0)), params: "key now",
 		text: "SELECT COUNT(*) FROM {tokens} WHERE lock_key = ? AND expires > {now}"},
-	{name: "insertToken", kind: kInsert, txn: true, exec: execInsertToken, params: "key token now us fence",
+	{name: "insertToken", kind: kInsert, txn: true, exec: insertRow(tokensShape, false, newToken), params: "key token now us fence",
 		text: "INSERT INTO {tokens} (lock_key, token, expires, fence) VALUES (?, ?, {now} + INTERVAL ? MICROSECOND, ?)"},
-	{name: "refreshToken", kind: kUpdate, txn: true, exec: refreshToken(true), params: "now us key token now",
+	{name: "refreshToken", kind: kUpdate, txn: true, exec: updateRow(tokensShape, liveAt(1), refresh), params: "now us key token now",
 		text: "UPDATE {tokens} SET expires = {now} + INTERVAL ? MICROSECOND, refreshes = refreshes + 1 WHERE lock_key = ? AND token = ? AND expires > {now}"},
-	{name: "releaseToken", kind: kDelete, txn: true, exec: releaseToken(true), params: "key token now",
+	{name: "releaseToken", kind: kDelete, txn: true, exec: deleteRow(tokensShape, liveAt(0)), params: "key token now",
 		text: "DELETE FROM {tokens} WHERE lock_key = ? AND token = ? AND expires > {now}"},
-	{name: "refreshTokenAE", kind: kUpdate, txn: true, exec: refreshToken(false), params: "now us key token",
+	{name: "refreshTokenAE", kind: kUpdate, txn: true, exec: updateRow(tokensShape, anyRow, refresh), params: "now us key token",
 		text: "UPDATE {tokens} SET expires = {now} + INTERVAL ? MICROSECOND, refreshes = refreshes + 1 WHERE lock_key = ? AND token = ?"},
-	{name: "releaseTokenAE", kind: kDelete, txn: true, exec: releaseToken(false), params: "key token",
+	{name: "releaseTokenAE", kind: kDelete, txn: true, exec: deleteRow(tokensShape, anyRow), params: "key token",
 		text: "DELETE FROM {tokens} WHERE lock_key = ? AND token = ?"},
 
-	{name: "pickSlot", kind: kSelect, cols: []string{"lock_num"}, txn: true, exec: pickSlot(false, true), params: "key now",
+	{name: "pickSlot", kind: kSelect, cols: []string{"lock_num"}, txn: true, exec: on(slotsShape, pickSlot(false, true)), params: "key now",
 		text: "SELECT lock_num FROM {slots} WHERE lock_key = ? AND (token IS NULL OR expires <= {now}) ORDER BY lock_num LIMIT 1 FOR UPDATE SKIP LOCKED"},
-	{name: "pickSlotMixed", kind: kSelect, cols: []string{"lock_num"}, txn: true, exec: pickSlot(true, true), params: "key max now",
+	{name: "pickSlotMixed", kind: kSelect, cols: []string{"lock_num"}, txn: true, exec: on(slotsShape, pickSlot(true, true)), params: "key max now",
 		text: "SELECT lock_num FROM {slots} WHERE lock_key = ? AND lock_num < ? AND (token IS NULL OR expires <= {now}) ORDER BY lock_num LIMIT 1 FOR UPDATE SKIP LOCKED"},
-	{name: "peekSlot", kind: kSelect, cols: []string{"lock_num"}, txn: true, exec: pickSlot(false, false), params: "key now",
+	{name: "peekSlot", kind: kSelect, cols: []string{"lock_num"}, txn: true, exec: on(slotsShape, pickSlot(false, false)), params: "key now",
 		text: "SELECT lock_num FROM {slots} WHERE lock_key = ? AND (token IS NULL OR expires <= {now}) ORDER BY lock_num LIMIT 1"},
-	{name: "peekSlotMixed", kind: kSelect, cols: []string{"lock_num"}, txn: true, exec: pickSlot(true, false), params: "key max now",
+	{name: "peekSlotMixed", kind: kSelect, cols: []string{"lock_num"}, txn: true, exec: on(slotsShape, pickSlot(true, false)), params: "key max now",
 		text: "SELECT lock_num FROM {slots} WHERE lock_key = ? AND lock_num < ? AND (token IS NULL OR expires <= {now}) ORDER BY lock_num LIMIT 1"},
-	{name: "takeSlot", kind: kUpdate, txn: true, exec: execTakeSlot, params: "token now us fence key num",
+	{name: "takeSlot", kind: kUpdate, txn: true, exec: updateRow(slotsShape, anyRow, takeSlot), params: "token now us fence key num",
 		text: "UPDATE {slots} SET token = ?, expires = {now} + INTERVAL ? MICROSECOND, fence = ?, refreshes = 0 WHERE lock_key = ? AND lock_num = ?"},
-	{name: "refreshSlot", kind: kUpdate, txn: true, exec: refreshSlot(true), params: "now us key num token now",
+	{name: "refreshSlot", kind: kUpdate, txn: true, exec: updateRow(slotsShape, liveHolder(1), refresh), params: "now us key num token now",
 		text: "UPDATE {slots} SET expires = {now} + INTERVAL ? MICROSECOND, refreshes = refreshes + 1 WHERE lock_key = ? AND lock_num = ? AND token = ? AND expires > {now}"},
-	{name: "releaseSlot", kind: kUpdate, txn: true, exec: releaseSlot(true), params: "key num token now",
+	{name: "releaseSlot", kind: kUpdate, txn: true, exec: updateRow(slotsShape, liveHolder(0), freeSlot), params: "key num token now",
 		text: "UPDATE {slots} SET token = NULL, expires = NULL WHERE lock_key = ? AND lock_num = ? AND token = ? AND expires > {now}"},
-	{name: "refreshSlotAE", kind: kUpdate, txn: true, exec: refreshSlot(false), params: "now us key num token",
+	{name: "refreshSlotAE", kind: kUpdate, txn: true, exec: updateRow(slotsShape, holder, refresh), params: "now us key num token",
 		text: "UPDATE {slots} SET expires = {now} + INTERVAL ? MICROSECOND, refreshes = refreshes + 1 WHERE lock_key = ? AND lock_num = ? AND token = ?"},
-	{name: "releaseSlotAE", kind: kUpdate, txn: true, exec: releaseSlot(false), params: "key num token",
+	{name: "releaseSlotAE", kind: kUpdate, txn: true, exec: updateRow(slotsShape, holder, freeSlot), params: "key num token",
 		text: "UPDATE {slots} SET token = NULL, expires = NULL WHERE lock_key = ? AND lock_num = ? AND token = ?"},
 
 	// What database/sql's BeginTx (with sql.LevelReadCommitted), Commit and
@@ -383,7 +383,41 @@ func asDatetime(v driver.Value) (int64, error) {
 	return 0, fmt.Errorf("%T is not a datetime", v)
 }
 
-// table is the statement's table of shape s, or error 1146.
+// Executors. A template's exec carries the statement out, and is called
+// again from the start each time a lock it waits for is granted: what it
+// did before the wait (its table's IX lock, the locks it holds, a scan's
+// place in r.pos, a multi-row INSERT's in r.idx) is found done. Most
+// statements work on one of dbsem's tables, and most of those on the one
+// row their whole primary key names, so the executors are built from a
+// few constructors (selectRow, selectForUpdate, insertRow, updateRow,
+// deleteRow; countRows and deleteRows for a key's rows) and each template
+// says only what is its own: its table, its WHERE beyond the key, its SET.
+
+// An execFunc carries a statement out: blocked means it waits for a
+// lock, err ends it.
+type execFunc func(r *stmtRun) (blocked bool, err error)
+
+// A where is a statement's condition on a row's latest version beyond
+// the primary key that found it.
+type where func(r *stmtRun, v *rowVal) bool
+
+// A setter is an UPDATE's SET: the row's new columns from its old ones.
+type setter func(r *stmtRun, v rowVal) rowVal
+
+// on is a statement on the table of shape s: it finds the table (error
+// 1146 if there is none) and runs f on it.
+func on(s shape, f func(r *stmtRun, tb *table) (bool, error)) execFunc {
+	return func(r *stmtRun) (bool, error) {
+		tb, err := r.table(s)
+		if err != nil {
+			return false, err
+		}
+		return f(r, tb)
+	}
+}
+
+// table is the statement's table of shape s, or error 1146. A statement
+// that locks rows takes the table's IX lock.
 func (r *stmtRun) table(s shape) (*table, error) {
 	name := r.prefix + shapeSuffix[s]
 	if tb := r.w.tableNamed(name); tb != nil {
@@ -395,6 +429,18 @@ func (r *stmtRun) table(s shape) (*table, error) {
 	return nil, errNoTable(name)
 }
 
+// rowKey is the primary key the statement's parameters name in a table
+// of shape s: the lock_key, with the token or the slot's number.
+func (r *stmtRun) rowKey(s shape) pkey {
+	switch s {
+	case tokensShape:
+		return pkey{key: r.b.key, sub: r.b.token}
+	case slotsShape:
+		return pkey{key: r.b.key, num: r.b.num}
+	}
+	return pkey{key: r.b.key}
+}
+
 // result starts the statement's result set, empty.
 func (r *stmtRun) result() {
 	r.cols = r.v.tpl.cols
@@ -404,7 +450,7 @@ func (r *stmtRun) result() {
 // DDL: an implicit COMMIT, then the change. Metadata locks are not
 // modelled: a DROP does not wait for transactions using the table.
 
-func create(s shape) func(r *stmtRun) (bool, error) {
+func create(s shape) execFunc {
 	return func(r *stmtRun) (bool, error) {
 		r.implicitCommit()
 		r.w.createTable(r.prefix+shapeSuffix[s], s)
@@ -460,226 +506,214 @@ func execRollback(r *stmtRun) (bool, error) {
 	return false, nil
 }
 
-// The keys table.
+// Statements on the one row their primary key names.
 
-// readKey is selectKey (with design) and readMaster: consistent reads of
-// the key's row.
-func readKey(design bool) func(r *stmtRun) (bool, error) {
-	return func(r *stmtRun) (bool, error) {
-		tb, err := r.table(keysShape)
-		if err != nil {
-			return false, err
-		}
+// selectRow is a consistent read of the row: the latest committed
+// version, or the transaction's own; cols are what it returns of it.
+func selectRow(s shape, cols func(*rowVal) []driver.Value) execFunc {
+	return on(s, func(r *stmtRun, tb *table) (bool, error) {
 		r.result()
-		if row := tb.find(pkey{key: r.b.key}); row != nil {
+		if row := tb.find(r.rowKey(s)); row != nil {
 			if v := row.visible(r.t); v != nil {
-				if design {
-					r.rows = append(r.rows, []driver.Value{v.maxCount, []byte(v.design)})
-				} else {
-					r.rows = append(r.rows, []driver.Value{v.maxCount})
-				}
+				r.rows = append(r.rows, cols(v))
 			}
 		}
 		return false, nil
-	}
+	})
 }
 
-func execInsertKey(r *stmtRun) (bool, error) {
-	tb, err := r.table(keysShape)
-	if err != nil {
-		return false, err
-	}
-	ins, blocked, err := r.insert(tb, pkey{key: r.b.key}, &rowVal{maxCount: r.b.max, design: r.b.design}, true)
-	if ins {
-		r.affected = 1
-	}
-	return blocked, err
+// selectForUpdate is SELECT ... FOR UPDATE of the row: it waits for the
+// row's lock, then reads its latest version.
+func selectForUpdate(s shape, cols func(*rowVal) []driver.Value) execFunc {
+	return on(s, func(r *stmtRun, tb *table) (bool, error) {
+		r.result()
+		_, v, blocked, err := r.claim(tb, r.rowKey(s), anyRow)
+		if v != nil {
+			r.rows = append(r.rows, cols(v))
+		}
+		return blocked, err
+	})
 }
 
-// execLockMaster is SELECT ... FOR UPDATE of the key's row: it waits for
-// the row's lock, then reads its latest version.
-func execLockMaster(r *stmtRun) (bool, error) {
-	tb, err := r.table(keysShape)
-	if err != nil {
-		return false, err
-	}
-	r.result()
-	k := pkey{key: r.b.key}
-	if row := tb.find(k); row == nil || r.passes(row) {
-		return false, nil
-	}
-	if ok, err := r.lock(tb, k, lockX); !ok {
-		return err == nil, err
-	}
-	var v *rowVal
-	if row := tb.find(k); row != nil {
-		v = row.visible(r.t)
-	}
-	if v == nil {
-		r.letGo(tb, k)
-		return false, nil
-	}
-	r.keep(tb, k)
-	r.rows = append(r.rows, []driver.Value{v.maxCount})
-	return false, nil
+// insertRow is an INSERT of the row newRow makes, at the key the
+// statement names; with ignore, INSERT IGNORE.
+func insertRow(s shape, ignore bool, newRow func(r *stmtRun) *rowVal) execFunc {
+	return on(s, func(r *stmtRun, tb *table) (bool, error) {
+		return r.insert(tb, r.rowKey(s), newRow(r), ignore)
+	})
 }
 
-func execNextFence(r *stmtRun) (bool, error) {
-	tb, err := r.table(keysShape)
-	if err != nil {
-		return false, err
-	}
-	nv, matched, blocked, err := r.update(tb, pkey{key: r.b.key}, func(*rowVal) bool { return true },
-		func(v rowVal) rowVal { v.fence++; return v }, false)
-	if matched {
-		r.lastID = nv.fence // LAST_INSERT_ID(expr): the OK packet carries it
-	}
-	return blocked, err
-}
-
-// Master-row acquire, refresh and release.
-
-// execDeleteExpired scans the key's token rows in primary-key order,
-// locking each (READ COMMITTED: a DELETE waits even for a row it will not
-// delete; only UPDATE reads semi-consistently), deleting the expired ones
-// and releasing the others.
-func execDeleteExpired(r *stmtRun) (bool, error) {
-	tb, err := r.table(tokensShape)
-	if err != nil {
-		return false, err
-	}
-	now := r.now(0)
-	for {
-		row := tb.after(r.b.key, r.pos, !r.posSet)
+// updateRow is an UPDATE of the row where match holds. A change that
+// leaves every column as it was is matched but not counted (MariaDB's
+// default: affected rows are changed rows).
+func updateRow(s shape, match where, set setter) execFunc {
+	return on(s, func(r *stmtRun, tb *table) (bool, error) {
+		row, v, blocked, err := r.claim(tb, r.rowKey(s), match)
 		if row == nil {
-			return false, nil
+			return blocked, err
 		}
-		k := row.k
-		if r.passes(row) {
-			r.pos, r.posSet = k, true
-			continue
+		if nv := set(r, *v); nv != *v {
+			changed := nv // only a change is a new version
+			r.w.write(r.t, row, &changed)
+			r.affected++
 		}
-		if ok, err := r.lock(tb, k, lockX); !ok {
-			return err == nil, err
-		}
-		r.pos, r.posSet = k, true
-		var v *rowVal
-		if row := tb.find(k); row != nil {
-			v = row.visible(r.t)
-		}
-		if v == nil || v.expires > now {
-			r.letGo(tb, k)
-			continue
-		}
-		r.w.write(r.t, tb.find(k), nil)
-		r.keep(tb, k)
-		r.affected++
-	}
+		return false, nil
+	})
 }
 
-func execCountLive(r *stmtRun) (bool, error) {
-	tb, err := r.table(tokensShape)
-	if err != nil {
-		return false, err
-	}
-	now := r.now(0)
-	var n int64
-	for i := tb.search(pkey{key: r.b.key}); i < len(tb.rows) && tb.rows[i].k.key == r.b.key; i++ {
-		if v := tb.rows[i].visible(r.t); v != nil && v.expires > now {
-			n++
+// deleteRow is a DELETE of the row where match holds.
+func deleteRow(s shape, match where) execFunc {
+	return on(s, func(r *stmtRun, tb *table) (bool, error) {
+		row, _, blocked, err := r.claim(tb, r.rowKey(s), match)
+		if row != nil {
+			r.w.write(r.t, row, nil)
+			r.affected++
 		}
-	}
-	r.result()
-	r.rows = append(r.rows, []driver.Value{n})
-	return false, nil
-}
-
-func execInsertToken(r *stmtRun) (bool, error) {
-	tb, err := r.table(tokensShape)
-	if err != nil {
-		return false, err
-	}
-	v := &rowVal{expires: r.now(0) + r.b.us, hasExpiry: true, fence: r.b.fence}
-	ins, blocked, err := r.insert(tb, pkey{key: r.b.key, sub: r.b.token}, v, false)
-	if ins {
-		r.affected = 1
-	}
-	return blocked, err
-}
-
-func refreshToken(live bool) func(r *stmtRun) (bool, error) {
-	return func(r *stmtRun) (bool, error) {
-		tb, err := r.table(tokensShape)
-		if err != nil {
-			return false, err
-		}
-		_, _, blocked, err := r.update(tb, pkey{key: r.b.key, sub: r.b.token},
-			func(v *rowVal) bool { return !live || v.expires > r.now(1) },
-			func(v rowVal) rowVal { v.expires = r.now(0) + r.b.us; v.refreshes++; return v }, false)
 		return blocked, err
-	}
+	})
 }
 
-func releaseToken(live bool) func(r *stmtRun) (bool, error) {
-	return func(r *stmtRun) (bool, error) {
-		tb, err := r.table(tokensShape)
-		if err != nil {
-			return false, err
+// Statements on all the rows of the key (lock_key = ?).
+
+// countRows is SELECT COUNT(*) of the key's rows where match holds, a
+// consistent read.
+func countRows(s shape, match where) execFunc {
+	return on(s, func(r *stmtRun, tb *table) (bool, error) {
+		var n int64
+		for i := tb.search(pkey{key: r.b.key}); i < len(tb.rows) && tb.rows[i].k.key == r.b.key; i++ {
+			if v := tb.rows[i].visible(r.t); v != nil && match(r, v) {
+				n++
+			}
 		}
-		_, _, blocked, err := r.update(tb, pkey{key: r.b.key, sub: r.b.token},
-			func(v *rowVal) bool { return !live || v.expires > r.now(0) }, nil, true)
-		return blocked, err
-	}
+		r.result()
+		r.rows = append(r.rows, []driver.Value{n})
+		return false, nil
+	})
 }
 
-// Row-per-slot.
-
-func insertSlots(ignore bool) func(r *stmtRun) (bool, error) {
-	return func(r *stmtRun) (bool, error) {
-		tb, err := r.table(slotsShape)
-		if err != nil {
-			return false, err
-		}
-		for ; r.idx < len(r.b.keys); r.idx++ {
-			k := pkey{key: r.b.keys[r.idx], num: r.v.nums[r.idx]}
-			ins, blocked, err := r.insert(tb, k, &rowVal{}, ignore)
+// deleteRows is a DELETE of the key's rows where match holds: it scans
+// them in primary-key order, locking each (READ COMMITTED: a DELETE waits
+// even for a row it will not delete; only UPDATE reads
+// semi-consistently), deleting the ones that match and releasing the
+// others. After a wait it starts again after r.pos, the last row it
+// had, so at the row it waited for.
+func deleteRows(s shape, match where) execFunc {
+	return on(s, func(r *stmtRun, tb *table) (bool, error) {
+		for {
+			next := tb.after(r.b.key, r.pos, !r.posSet)
+			if next == nil {
+				return false, nil
+			}
+			row, _, blocked, err := r.claim(tb, next.k, match)
 			if blocked || err != nil {
 				return blocked, err
 			}
-			if ins {
+			r.pos, r.posSet = next.k, true
+			if row != nil {
+				r.w.write(r.t, row, nil)
 				r.affected++
+			}
+		}
+	})
+}
+
+// The rows inserted, the columns returned, the WHEREs and the SETs of
+// dbsem's statements.
+
+func newKey(r *stmtRun) *rowVal {
+	return &rowVal{maxCount: r.b.max, design: r.b.design}
+}
+
+func newToken(r *stmtRun) *rowVal {
+	return &rowVal{expires: r.now(0) + r.b.us, hasExpiry: true, fence: r.b.fence}
+}
+
+func maxCount(v *rowVal) []driver.Value { return []driver.Value{v.maxCount} }
+
+func maxCountDesign(v *rowVal) []driver.Value {
+	return []driver.Value{v.maxCount, []byte(v.design)}
+}
+
+// anyRow is the primary key alone.
+func anyRow(*stmtRun, *rowVal) bool { return true }
+
+// unexpired is expires > now and expired expires <= now: false for a
+// NULL expires, as in SQL (only a free slot has one).
+func unexpired(v *rowVal, now int64) bool { return v.hasExpiry && v.expires > now }
+func expired(v *rowVal, now int64) bool   { return v.hasExpiry && v.expires <= now }
+
+// liveAt is expires > {now}, with the statement's i-th {now}.
+func liveAt(i int) where {
+	return func(r *stmtRun, v *rowVal) bool { return unexpired(v, r.now(i)) }
+}
+
+// expiredAt is expires <= {now}, with the statement's i-th {now}.
+func expiredAt(i int) where {
+	return func(r *stmtRun, v *rowVal) bool { return expired(v, r.now(i)) }
+}
+
+// holder is a slot's token = ?: the slot is the token's.
+func holder(r *stmtRun, v *rowVal) bool { return v.hasToken && v.token == r.b.token }
+
+// liveHolder is token = ? AND expires > {now}, with the i-th {now}.
+func liveHolder(i int) where {
+	return func(r *stmtRun, v *rowVal) bool { return holder(r, v) && unexpired(v, r.now(i)) }
+}
+
+// nextFence is SET fence = LAST_INSERT_ID(fence + 1): the OK packet
+// carries the new fence.
+func nextFence(r *stmtRun, v rowVal) rowVal {
+	v.fence++
+	r.lastID = v.fence
+	return v
+}
+
+// refresh is SET expires = {now} + INTERVAL ? MICROSECOND, refreshes =
+// refreshes + 1.
+func refresh(r *stmtRun, v rowVal) rowVal {
+	v.expires, v.hasExpiry = r.now(0)+r.b.us, true
+	v.refreshes++
+	return v
+}
+
+// takeSlot is SET token = ?, expires = {now} + INTERVAL ? MICROSECOND,
+// fence = ?, refreshes = 0.
+func takeSlot(r *stmtRun, v rowVal) rowVal {
+	v.token, v.hasToken = r.b.token, true
+	v.expires, v.hasExpiry = r.now(0)+r.b.us, true
+	v.fence, v.refreshes = r.b.fence, 0
+	return v
+}
+
+// freeSlot is SET token = NULL, expires = NULL.
+func freeSlot(_ *stmtRun, v rowVal) rowVal {
+	v.token, v.hasToken, v.expires, v.hasExpiry = "", false, 0, false
+	return v
+}
+
+// Row-per-slot's own scans.
+
+// insertSlots is the INSERT (with ignore, INSERT IGNORE) of the slot
+// rows "(?, n)" the statement lists, in order; after a wait it goes on
+// from r.idx, the row it waited at.
+func insertSlots(ignore bool) func(r *stmtRun, tb *table) (bool, error) {
+	return func(r *stmtRun, tb *table) (bool, error) {
+		for ; r.idx < len(r.b.keys); r.idx++ {
+			k := pkey{key: r.b.keys[r.idx], num: r.v.nums[r.idx]}
+			if blocked, err := r.insert(tb, k, &rowVal{}, ignore); blocked || err != nil {
+				return blocked, err
 			}
 		}
 		return false, nil
 	}
-}
-
-func execCountSlots(r *stmtRun) (bool, error) {
-	tb, err := r.table(slotsShape)
-	if err != nil {
-		return false, err
-	}
-	var n int64
-	for i := tb.search(pkey{key: r.b.key}); i < len(tb.rows) && tb.rows[i].k.key == r.b.key; i++ {
-		if tb.rows[i].visible(r.t) != nil {
-			n++
-		}
-	}
-	r.result()
-	r.rows = append(r.rows, []driver.Value{n})
-	return false, nil
 }
 
 // pickSlot is the first free or expired slot row of the key (below max,
 // with mixed), in lock_num order: with lock, FOR UPDATE SKIP LOCKED (a row
 // another transaction has locked is passed over; one that does not match
 // is locked, looked at and released), without, a consistent read.
-func pickSlot(mixed, lock bool) func(r *stmtRun) (bool, error) {
-	return func(r *stmtRun) (bool, error) {
-		tb, err := r.table(slotsShape)
-		if err != nil {
-			return false, err
-		}
+func pickSlot(mixed, lock bool) func(r *stmtRun, tb *table) (bool, error) {
+	return func(r *stmtRun, tb *table) (bool, error) {
 		now := r.now(0)
 		r.result()
 		for i := tb.search(pkey{key: r.b.key}); i < len(tb.rows); i++ {
@@ -693,8 +727,7 @@ func pickSlot(mixed, lock bool) func(r *stmtRun) (bool, error) {
 			if lock && !r.tryLock(tb, row.k, lockX) {
 				continue
 			}
-			v := row.visible(r.t)
-			if v == nil || v.hasToken && !(v.hasExpiry && v.expires <= now) {
+			if v := row.visible(r.t); v == nil || v.hasToken && !expired(v, now) {
 				if lock {
 					r.letGo(tb, row.k)
 				}
@@ -710,132 +743,35 @@ func pickSlot(mixed, lock bool) func(r *stmtRun) (bool, error) {
 	}
 }
 
-func execTakeSlot(r *stmtRun) (bool, error) {
-	tb, err := r.table(slotsShape)
-	if err != nil {
-		return false, err
-	}
-	_, _, blocked, err := r.update(tb, pkey{key: r.b.key, num: r.b.num}, func(*rowVal) bool { return true },
-		func(v rowVal) rowVal {
-			v.token, v.hasToken = r.b.token, true
-			v.expires, v.hasExpiry = r.now(0)+r.b.us, true
-			v.fence, v.refreshes = r.b.fence, 0
-			return v
-		}, false)
-	return blocked, err
-}
-
-func refreshSlot(live bool) func(r *stmtRun) (bool, error) {
-	return func(r *stmtRun) (bool, error) {
-		tb, err := r.table(slotsShape)
-		if err != nil {
-			return false, err
-		}
-		_, _, blocked, err := r.update(tb, pkey{key: r.b.key, num: r.b.num},
-			func(v *rowVal) bool {
-				return v.hasToken && v.token == r.b.token && (!live || v.hasExpiry && v.expires > r.now(1))
-			},
-			func(v rowVal) rowVal { v.expires, v.hasExpiry = r.now(0)+r.b.us, true; v.refreshes++; return v }, false)
-		return blocked, err
-	}
-}
-
-func releaseSlot(live bool) func(r *stmtRun) (bool, error) {
-	return func(r *stmtRun) (bool, error) {
-		tb, err := r.table(slotsShape)
-		if err != nil {
-			return false, err
-		}
-		_, _, blocked, err := r.update(tb, pkey{key: r.b.key, num: r.b.num},
-			func(v *rowVal) bool {
-				return v.hasToken && v.token == r.b.token && (!live || v.hasExpiry && v.expires > r.now(0))
-			},
-			func(v rowVal) rowVal {
-				v.token, v.hasToken, v.expires, v.hasExpiry = "", false, 0, false
-				return v
-			}, false)
-		return blocked, err
-	}
-}
-
 // Row operations shared by the statements.
 
-// insert inserts v at k. A row already at k is a duplicate unless it is
-// deleted: checking takes a shared lock on it (waiting for a transaction
-// that holds it, such as an uncommitted insert or delete), kept until the
-// transaction ends; a duplicate is error 1062, or nothing with ignore
-// (INSERT IGNORE). The new row is locked exclusively.
-func (r *stmtRun) insert(tb *table, k pkey, v *rowVal, ignore bool) (inserted, blocked bool, err error) {
-	if tb.find(k) != nil {
-		if ok, err := r.lock(tb, k, lockS); !ok {
-			return false, err == nil, err
-		}
-		if row := tb.find(k); row != nil && row.visible(r.t) != nil {
-			r.keep(tb, k)
-			if ignore {
-				return false, false, nil
-			}
-			return false, false, errDuplicate(tb, k)
-		}
-	}
-	lock := r.lock
-	if tb.find(k) == nil {
-		if ok, err := r.insertIntention(tb, k); !ok {
-			return false, err == nil, err
-		}
-		lock = func(tb *table, k pkey, _ lockMode) (bool, error) { return r.lockNew(tb, k) }
-	}
-	if ok, err := lock(tb, k, lockX); !ok {
-		return false, err == nil, err
-	}
-	rw := tb.find(k)
-	if rw == nil {
-		rw = &row{tb: tb, k: k, fresh: true}
-		tb.insert(rw)
-		r.w.inserted(tb, k)
-	}
-	r.w.write(r.t, rw, v)
-	r.keep(tb, k)
-	return true, false, nil
-}
-
-// update is an UPDATE (or with del a DELETE) of the row at k where match
-// holds. It locks the row, waiting for it, then reads its latest version.
-// (InnoDB's semi-consistent read, by which a READ COMMITTED UPDATE does
-// not wait for a locked row whose committed version does not match, is
-// for range scans only; every UPDATE of dbsem's finds its row by whole
-// primary key, and waits: checked against MariaDB 10.11.) A change that
-// leaves every column as it was is matched but not counted (MariaDB's
-// default: affected rows are changed rows).
-func (r *stmtRun) update(tb *table, k pkey, match func(*rowVal) bool, set func(rowVal) rowVal, del bool) (nv rowVal, matched, blocked bool, err error) {
-	row := tb.find(k)
-	if row == nil || r.passes(row) {
-		return nv, false, false, nil
+// claim is how a locking statement gets a row it names by whole primary
+// key: it locks the record at k exclusively, waiting for it, then reads
+// the row's latest version. A row that matches is returned, its lock
+// kept to the end of the transaction; none (there is no row, no longer
+// one, it does not match, or it is a record the statement passes over
+// unlocked) is nil, a lock taken let go under READ COMMITTED unless the
+// statement waited for it. (InnoDB's semi-consistent read, by which a
+// READ COMMITTED UPDATE does not wait for a locked row whose committed
+// version does not match, is for range scans only; every UPDATE of
+// dbsem's finds its row by whole primary key, and waits: checked against
+// MariaDB 10.11.)
+func (r *stmtRun) claim(tb *table, k pkey, match where) (row *row, v *rowVal, blocked bool, err error) {
+	if found := tb.find(k); found == nil || r.passes(found) {
+		return nil, nil, false, nil
 	}
 	if ok, err := r.lock(tb, k, lockX); !ok {
-		return nv, false, err == nil, err
+		return nil, nil, err == nil, err
 	}
-	var v *rowVal
 	if row = tb.find(k); row != nil {
 		v = row.visible(r.t)
 	}
-	if v == nil || !match(v) {
+	if v == nil || !match(r, v) {
 		r.letGo(tb, k)
-		return nv, false, false, nil
+		return nil, nil, false, nil
 	}
 	r.keep(tb, k)
-	if del {
-		r.w.write(r.t, row, nil)
-		r.affected++
-		return nv, true, false, nil
-	}
-	nv = set(*v)
-	if nv != *v {
-		changed := nv
-		r.w.write(r.t, row, &changed)
-		r.affected++
-	}
-	return nv, true, false, nil
+	return row, v, false, nil
 }
 
 // passes says whether a locking read or change passes over row without
@@ -845,6 +781,46 @@ func (r *stmtRun) update(tb *table, k pkey, match func(*rowVal) bool, set func(r
 // MariaDB 10.11).
 func (r *stmtRun) passes(row *row) bool {
 	return row.cur == nil && row.writer == nil && r.t.iso == readCommitted
+}
+
+// insert inserts v at k and counts it. A row already at k is a duplicate
+// unless it is deleted: checking takes a shared lock on it (waiting for a
+// transaction that holds it, such as an uncommitted insert or delete),
+// kept until the transaction ends; a duplicate is error 1062, or nothing
+// with ignore (INSERT IGNORE). The new row is locked exclusively.
+func (r *stmtRun) insert(tb *table, k pkey, v *rowVal, ignore bool) (blocked bool, err error) {
+	if tb.find(k) != nil {
+		if ok, err := r.lock(tb, k, lockS); !ok {
+			return err == nil, err
+		}
+		if row := tb.find(k); row != nil && row.visible(r.t) != nil {
+			r.keep(tb, k)
+			if ignore {
+				return false, nil
+			}
+			return false, errDuplicate(tb, k)
+		}
+	}
+	lock := r.lock
+	if tb.find(k) == nil {
+		if ok, err := r.insertIntention(tb, k); !ok {
+			return err == nil, err
+		}
+		lock = func(tb *table, k pkey, _ lockMode) (bool, error) { return r.lockNew(tb, k) }
+	}
+	if ok, err := lock(tb, k, lockX); !ok {
+		return err == nil, err
+	}
+	rw := tb.find(k)
+	if rw == nil {
+		rw = &row{tb: tb, k: k, fresh: true}
+		tb.insert(rw)
+		r.w.inserted(tb, k)
+	}
+	r.w.write(r.t, rw, v)
+	r.keep(tb, k)
+	r.affected++
+	return false, nil
 }
 
 // keyText is a record's key for the trace.
