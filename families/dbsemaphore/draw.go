@@ -51,12 +51,17 @@ func draw(t *rapid.T, c Config) *Plan {
 		}
 		p.Clients = append(p.Clients, script)
 	}
-	procs := p.processes()
-	if len(c.Faults) == 0 {
-		p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
-		p.ScheduleSeed = rapid.Uint64().Draw(t, "schedule_seed")
-		return p
+	if len(c.Faults) > 0 {
+		p.Nemesis = drawNemesis(t, c, p.processes(), ttl)
 	}
+	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
+	p.ScheduleSeed = rapid.Uint64().Draw(t, "schedule_seed")
+	return p
+}
+
+// drawNemesis draws a plan's faults (at least one kind is allowed): at a
+// time, or right after a client's n-th statement (inside an operation).
+func drawNemesis(t *rapid.T, c Config, procs []string, ttl int) []Fault {
 	// Swarm testing: each plan draws the fault kinds it may use, so that
 	// some plans are all clock faults, some all kills, and so on, instead
 	// of every plan thinly mixing all of them.
@@ -85,8 +90,5 @@ func draw(t *rapid.T, c Config) *Plan {
 		}
 		return f
 	})
-	p.Nemesis = rapid.SliceOfN(fault, 0, c.MaxFaults).Draw(t, "nemesis")
-	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
-	p.ScheduleSeed = rapid.Uint64().Draw(t, "schedule_seed")
-	return p
+	return rapid.SliceOfN(fault, 0, c.MaxFaults).Draw(t, "nemesis")
 }
