@@ -264,9 +264,9 @@ type stmtRun struct {
 	done   bool
 
 	// Where a scan or a multi-row INSERT stopped to wait.
-	pos    pkey
-	posSet bool
-	idx    int
+	pos pkey
+	how resume
+	idx int
 
 	affected, lastID int64
 	cols             []string

@@ -595,20 +595,22 @@ func countRows(s shape, match where) execFunc {
 // them in primary-key order, locking each (READ COMMITTED: a DELETE waits
 // even for a row it will not delete; only UPDATE reads
 // semi-consistently), deleting the ones that match and releasing the
-// others. After a wait it starts again after r.pos, the last row it
-// had, so at the row it waited for.
+// others. After a wait it goes on at the row it waited for: rows
+// inserted before that one meanwhile are not seen (MariaDB's cursor does
+// not go back).
 func deleteRows(s shape, match where) execFunc {
 	return on(s, func(r *stmtRun, tb *table) (bool, error) {
 		for {
-			next := tb.after(r.b.key, r.pos, !r.posSet)
+			next := tb.scan(r.b.key, r.pos, r.how)
 			if next == nil {
 				return false, nil
 			}
 			row, _, blocked, err := r.claim(tb, next.k, match)
 			if blocked || err != nil {
+				r.pos, r.how = next.k, atRow
 				return blocked, err
 			}
-			r.pos, r.posSet = next.k, true
+			r.pos, r.how = next.k, afterRow
 			if row != nil {
 				r.w.write(r.t, row, nil)
 				r.affected++

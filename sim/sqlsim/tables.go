@@ -119,13 +119,25 @@ func (tb *table) find(k pkey) *row {
 	return nil
 }
 
-// after returns the first row of lock_key key whose key is greater than
-// k (from: the first of key, whatever k), or nil.
-func (tb *table) after(key string, k pkey, from bool) *row {
+// A resume says where a scan of a key's rows goes on: from the key's
+// first row, at a given row (the one it stopped to wait for: a cursor
+// does not go back, so rows inserted before it meanwhile are not seen),
+// or after it (the row it last had).
+type resume uint8
+
+const (
+	fromFirst resume = iota
+	atRow
+	afterRow
+)
+
+// scan returns the first row of lock_key key where the scan goes on from
+// k, or nil.
+func (tb *table) scan(key string, k pkey, how resume) *row {
 	i := tb.search(pkey{key: key})
-	if !from {
+	if how != fromFirst {
 		i = tb.search(k)
-		if i < len(tb.rows) && tb.rows[i].k == k {
+		if how == afterRow && i < len(tb.rows) && tb.rows[i].k == k {
 			i++
 		}
 	}
