@@ -62,10 +62,10 @@
 //     DATETIME(6) to the microsecond, UTC_TIMESTAMP(6) read once at the
 //     statement's start (also when it then waits), string datetimes as
 //     parameters (the ClientClockExpiry defect);
-//   - faults: Kill, KillConnections, Pause and Resume, SkewClock,
-//     DropCommitReply and Restart, each documented with what the client
-//     and the server see, following go-sql-driver/mysql's errors; and
-//     AfterStatements and After to aim them.
+//   - faults: Kill, KillConnections, Pause and Resume, Partition and
+//     Heal, SkewClock, DropCommitReply and Restart, each documented with
+//     what the client and the server see, following go-sql-driver/mysql's
+//     errors; and AfterStatements and After to aim them.
 //
 // A killed process stops with runtime.Goexit, which runs its deferred
 // functions (dbsem's tx.Rollback and conn.Close among them; their calls

@@ -93,6 +93,40 @@ func (w *World) Resume(name string) {
 	})
 }
 
+// Partition cuts the network between the process named name and the
+// server both ways, as a partition does to TCP (bytes wait; nothing is
+// reset): its statements, and its connects, reach the server only once
+// it heals, and the server's replies to it wait too. The process runs
+// on (its Sleeps end, its clock reads), and the server notices nothing:
+// a transaction of the process keeps its locks, a statement of it that
+// waits for a lock still gets it, or times out.
+func (w *World) Partition(name string) {
+	w.fault(func() {
+		if p := w.target("partition", name); p != nil && !p.cut {
+			p.cut = true
+			w.tracef("%s partitioned", name)
+		}
+	})
+}
+
+// Heal ends the process's partition: what waited on either side goes
+// through, in the order it was sent.
+func (w *World) Heal(name string) {
+	w.fault(func() {
+		p := w.target("heal", name)
+		if p == nil || !p.cut {
+			return
+		}
+		p.cut = false
+		w.tracef("%s healed", name)
+		held := p.held
+		p.held = nil
+		for _, f := range held {
+			f()
+		}
+	})
+}
+
 // SkewClock sets, from now on, the clock offset of the host the process
 // named name runs on: UTC_TIMESTAMP(6) in its sessions and its
 // Process.Now read the true time plus offset. With name "" it sets the

@@ -268,6 +268,75 @@ func TestPause(t *testing.T) {
 	}
 }
 
+// A partitioned process runs on, but its statements and the server's
+// replies wait for the heal; the server keeps its locks meanwhile.
+func TestPartition(t *testing.T) {
+	w := New(Options{})
+	setUp(w, dbsem.MasterRow, []string{"k"}, func() {
+		w.Go("a", func(p *Process) {
+			s := open(p, dbsem.Options{})
+			l := acquire(s, "k", 100*time.Millisecond, 1)
+			w.Partition("a")
+			p.Sleep(50 * time.Millisecond)
+			if got := w.Now(); got > int64(200*time.Millisecond) {
+				t.Errorf("a's sleep ended at %v: a partition does not stop the process", time.Duration(got))
+			}
+			// Sent at once, it reaches the server at the heal (500 ms),
+			// after b took the lease.
+			must("refresh after the heal", s.Refresh(bg, "k", l.Token, 100*time.Millisecond), dbsem.ErrExpired)
+			if got := w.Now(); got < int64(500*time.Millisecond) {
+				t.Errorf("a's refresh returned at %v, before the heal", time.Duration(got))
+			}
+		})
+		w.Go("b", func(p *Process) {
+			s := open(p, dbsem.Options{})
+			p.Sleep(200 * time.Millisecond)
+			acquire(s, "k", 100*time.Millisecond, 1)
+		})
+		w.After(500*time.Millisecond, func() { w.Heal("a") })
+	})
+	run(t, w)
+
+	// A reply the server sends during the partition waits too: a's lock
+	// is granted at 100 ms, and a hears of it at the heal, while c waits
+	// for the lock a holds.
+	w = New(Options{})
+	var aHeard, cLocked int64
+	setUp(w, dbsem.MasterRow, []string{"k"}, func() {
+		w.Go("holder", func(p *Process) {
+			tx := begin(p)
+			_, err := tx.Exec(lockMaster, "k")
+			must("lock", err, nil)
+			p.Sleep(100 * time.Millisecond)
+			must("commit", tx.Commit(), nil)
+		})
+		w.Go("a", func(p *Process) {
+			tx := begin(p)
+			_, err := tx.Exec(lockMaster, "k") // granted at 100ms, heard at 1s
+			must("lock", err, nil)
+			aHeard = w.Now()
+			must("commit", tx.Commit(), nil)
+		})
+		w.After(50*time.Millisecond, func() { w.Partition("a") })
+		w.After(time.Second, func() { w.Heal("a") })
+		w.Go("c", func(p *Process) {
+			p.Sleep(200 * time.Millisecond)
+			tx := begin(p)
+			_, err := tx.Exec(lockMaster, "k")
+			must("lock", err, nil)
+			cLocked = w.Now()
+			must("commit", tx.Commit(), nil)
+		})
+	})
+	run(t, w)
+	if aHeard < int64(time.Second) {
+		t.Errorf("a heard of its lock at %v, before the heal", time.Duration(aHeard))
+	}
+	if cLocked < aHeard {
+		t.Errorf("c locked at %v, while partitioned a held the lock (until %v)", time.Duration(cLocked), time.Duration(aHeard))
+	}
+}
+
 // A wait longer than innodb_lock_wait_timeout ends in error 1205 at that
 // virtual time; only the statement rolls back.
 func TestLockWaitTimeout(t *testing.T) {

@@ -407,6 +407,11 @@ func (w *World) answer(p *Process, c *conn, num int, rep reply) {
 	if p == nil || p.proc.Ended() {
 		return
 	}
+	if p.cut {
+		w.tracef("%s: a reply waits for the partition to heal", p.name)
+		p.held = append(p.held, func() { w.answer(p, c, num, rep) })
+		return
+	}
 	p.proc.Deliver(rep)
 	w.fireHooks(p, num)
 }

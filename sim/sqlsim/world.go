@@ -132,6 +132,8 @@ type Process struct {
 
 	exiting    bool // its goroutine is unwinding (runtime.Goexit)
 	dropCommit bool
+	cut        bool     // partitioned from the server
+	held       []func() // what waits for the partition to heal, in order
 	req        request
 	db         *sql.DB
 	conns      []*conn
@@ -252,13 +254,25 @@ func (w *World) serve(p *Process) {
 		r.fault()
 		w.settle()
 		p.proc.Deliver(reply{})
-	case reqConnect:
-		w.connect(p)
-	case reqStmt:
-		w.statement(p, r)
-		w.settle()
+	case reqConnect, reqStmt:
+		if p.cut {
+			w.tracef("%s: its %s waits for the partition to heal", p.name, shortText(r))
+			p.held = append(p.held, func() { w.send(p, r) })
+			break
+		}
+		w.send(p, r)
 	}
 	w.sched.Continue(&p.proc)
+}
+
+// send serves p's connect or statement, as it reaches the server.
+func (w *World) send(p *Process, r request) {
+	if r.kind == reqConnect {
+		w.connect(p)
+		return
+	}
+	w.statement(p, r)
+	w.settle()
 }
 
 // statement serves one statement of p.
