@@ -105,12 +105,9 @@ func (d *DBDivergence) String() string {
 		fmt.Fprintf(&b, " (reproduced in %d of %d replays on MariaDB)", d.Reproduced, d.Replays)
 	}
 	b.WriteString("\n")
-	n := max(len(d.Real), len(d.Sim))
-	last := n - 1
-	for last > d.First && sameStep(stepAt(d.Real, last), stepAt(d.Sim, last)) {
-		last--
-	}
-	for i := 0; i <= last; i++ {
+	// Every step, also those after the divergence that agree: a lock wait
+	// ends at a later step, so the whole sequence is what reproduces it.
+	for i := 0; i < max(len(d.Real), len(d.Sim)); i++ {
 		r, s := stepAt(d.Real, i), stepAt(d.Sim, i)
 		if sameStep(r, s) {
 			fmt.Fprintf(&b, "   %-5s %-58s -> %s\n", r.Label, r.Op, r.Outcome)
@@ -122,9 +119,6 @@ func (d *DBDivergence) String() string {
 		} else {
 			fmt.Fprintf(&b, "   %-5s %-58s    sqlsim:  %s\n", "", "", s.Outcome)
 		}
-	}
-	if last < n-1 {
-		fmt.Fprintf(&b, "   (%d more steps, alike)\n", n-1-last)
 	}
 	return b.String()
 }
