@@ -36,7 +36,7 @@ var leaseFaultSets = []struct {
 }{
 	{"no faults", []string{}},
 	{"crashes", []string{histories.Kill}},
-	{"pauses", []string{histories.Pause}},
+	{"pauses, partitions", []string{histories.Pause, histories.Partition}},
 	{"connections", []string{histories.ForceClose, histories.DropReply}},
 	{"server restarts", []string{histories.RestartBroker}},
 	{"clocks", []string{histories.ClockSkew, histories.ClockJump}},

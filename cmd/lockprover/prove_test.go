@@ -72,7 +72,7 @@ func TestProveUsage(t *testing.T) {
 		{[]string{"prove", "--kind", "lock"}, "--kind must be semaphore or mutex or db-semaphore"},
 		{[]string{"prove", "--kind", "db-semaphore", "--target", "rabbitmq"}, "--kind db-semaphore runs on the simulated database (--target sim) or a real MariaDB (--target mariadb)"},
 		{[]string{"prove", "--kind", "db-semaphore", "--heartbeat", "1s"}, "--heartbeat is for amqp-locks"},
-		{[]string{"prove", "--kind", "db-semaphore", "--faults", "partition"}, `unknown fault "partition" for --kind db-semaphore`},
+		{[]string{"prove", "--kind", "db-semaphore", "--faults", "admin-crash"}, `unknown fault "admin-crash" for --kind db-semaphore`},
 		{[]string{"prove", "--kind", "db-semaphore", "--mutant", "trust-scan"}, `no db-semaphore mutant named "trust-scan"`},
 		{[]string{"prove", "--kind", "db-semaphore", "--options", "design=ring"}, `--options: design: want master-row or row-per-slot`},
 		{[]string{"prove", "--kind", "db-semaphore", "--properties", "slot-exclusive"}, `unknown property "slot-exclusive"`},

@@ -39,6 +39,8 @@ type backend interface {
 	Kill(name string)
 	Pause(name string)
 	Resume(name string)
+	Partition(name string)
+	Heal(name string)
 	KillConnections(name string)
 	DropCommitReply(name string)
 	// Restart restarts the server: it refuses connections for downtime.
@@ -97,6 +99,8 @@ func (b simBackend) AfterStatements(name string, n int, f func()) { b.w.AfterSta
 func (b simBackend) Kill(name string)                             { b.w.Kill(name) }
 func (b simBackend) Pause(name string)                            { b.w.Pause(name) }
 func (b simBackend) Resume(name string)                           { b.w.Resume(name) }
+func (b simBackend) Partition(name string)                        { b.w.Partition(name) }
+func (b simBackend) Heal(name string)                             { b.w.Heal(name) }
 func (b simBackend) KillConnections(name string)                  { b.w.KillConnections(name) }
 func (b simBackend) DropCommitReply(name string)                  { b.w.DropCommitReply(name) }
 func (b simBackend) Restart(downtime time.Duration)               { b.w.Restart(downtime) }

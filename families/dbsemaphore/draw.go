@@ -10,7 +10,12 @@ import (
 // schedules.
 func draw(t *rapid.T, c Config) *Plan {
 	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Options: c.Options, Mutant: c.Mutant}
+	nClients := rapid.IntRange(1, c.Clients).Draw(t, "clients")
+	// Mostly fewer slots than clients, so that they contend.
 	p.Max = rapid.IntRange(1, 3).Draw(t, "max")
+	if nClients > 1 && rapid.IntRange(0, 3).Draw(t, "contended") > 0 {
+		p.Max = rapid.IntRange(1, nClients-1).Draw(t, "contended_max")
+	}
 	p.TTLMs = c.TTLMs
 	if p.TTLMs == 0 {
 		p.TTLMs = rapid.SampledFrom([]int{100, 300, 1000}).Draw(t, "ttl_ms")
@@ -39,14 +44,16 @@ func draw(t *rapid.T, c Config) *Plan {
 			steps = append(steps, sleep.Draw(t, "work"), Step{Op: histories.Refresh})
 		}
 		if rapid.Bool().Draw(t, "release") {
+			if rapid.Bool().Draw(t, "work then release") {
+				steps = append(steps, sleep.Draw(t, "work"))
+			}
 			steps = append(steps, Step{Op: histories.Release})
 		}
 		return steps
 	})
-	nClients := rapid.IntRange(1, c.Clients).Draw(t, "clients")
 	for i := 0; i < nClients; i++ {
 		var script []Step
-		for _, cy := range rapid.SliceOfN(cycle, 0, max(1, c.Ops/3)).Draw(t, "client") {
+		for _, cy := range rapid.SliceOfN(cycle, 1, max(1, c.Ops/3)).Draw(t, "client") {
 			script = append(script, cy...)
 		}
 		p.Clients = append(p.Clients, script)
@@ -85,7 +92,7 @@ func drawNemesis(t *rapid.T, c Config, procs []string, ttl int) []Fault {
 		} else {
 			f.At = rapid.OneOf(rapid.IntRange(0, 300), rapid.IntRange(0, 3*ttl)).Draw(t, "at_ms")
 		}
-		if f.Fault == histories.Pause || histories.IsClockFault(f.Fault) {
+		if ender[f.Fault] != "" || histories.IsClockFault(f.Fault) {
 			f.For = rapid.IntRange(0, 4*ttl).Draw(t, "for_ms")
 		}
 		return f

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -225,9 +226,15 @@ type mariaProc struct {
 	ctx    context.Context
 	kill   context.CancelFunc // ends its sleeps once it is killed
 	killed bool
-	// stopped: paused by SIGSTOP (else, if paused, by its proxy)
+	// stopped: paused by SIGSTOP. The reference, in this process, is
+	// paused by its proxy and gate instead.
 	stopped bool
-	over    bool // returned, or killed: no longer counted as active
+	paused  bool // the reference, paused
+	cut     bool // partitioned: its proxy holds its bytes both ways
+	// gate, while the reference is paused, is closed when it resumes: its
+	// sleeps end no sooner.
+	gate atomic.Pointer[chan struct{}]
+	over bool // returned, or killed: no longer counted as active
 }
 
 func (m *mariaProc) DB() *sql.DB    { return m.db }
@@ -238,6 +245,24 @@ func (m *mariaProc) Sleep(d time.Duration) {
 	select {
 	case <-t.C:
 	case <-m.ctx.Done():
+		return
+	}
+	for g := m.gate.Load(); g != nil; g = m.gate.Load() {
+		select {
+		case <-*g:
+		case <-m.ctx.Done():
+			return
+		}
+	}
+}
+
+// hold partitions the process's proxy while it is paused (the reference)
+// or partitioned, and heals it when neither.
+func (m *mariaProc) hold() {
+	if m.paused || m.cut {
+		m.proxy.Partition()
+	} else {
+		m.proxy.Heal()
 	}
 }
 
@@ -444,16 +469,21 @@ func (b *mariaBackend) Kill(name string) {
 
 // Pause stops process name: an implementation's process with SIGSTOP;
 // the reference, in this process, as SIGSTOP would as far as the server
-// can tell: its connections stay open and pass nothing, its transaction
-// keeps its locks.
+// and the history can tell: its connections stay open and pass nothing
+// (its transaction keeps its locks), and its sleeps end no sooner than it
+// resumes. (A statement it sends meanwhile is held by the proxy, as if
+// sent just before the pause.)
 func (b *mariaBackend) Pause(name string) {
 	switch p := b.live(name); {
 	case p == nil:
 	case p.pc != nil:
 		p.stopped = true
 		p.pc.Signal(syscall.SIGSTOP)
-	default:
-		p.proxy.Partition()
+	case !p.paused:
+		p.paused = true
+		g := make(chan struct{})
+		p.gate.Store(&g)
+		p.hold()
 	}
 }
 
@@ -464,8 +494,27 @@ func (b *mariaBackend) Resume(name string) {
 	case p.stopped:
 		p.stopped = false
 		p.pc.Signal(syscall.SIGCONT)
-	default:
-		p.proxy.Heal()
+	case p.paused:
+		p.paused = false
+		p.hold()
+		close(*p.gate.Swap(nil))
+	}
+}
+
+// Partition cuts process name off the server both ways: its proxy holds
+// the bytes until the heal, while the process runs on.
+func (b *mariaBackend) Partition(name string) {
+	if p := b.live(name); p != nil {
+		p.cut = true
+		p.hold()
+	}
+}
+
+// Heal ends process name's partition: the held bytes go through.
+func (b *mariaBackend) Heal(name string) {
+	if p := b.live(name); p != nil {
+		p.cut = false
+		p.hold()
 	}
 }
 

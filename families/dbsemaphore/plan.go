@@ -72,9 +72,10 @@ const Sleep = "sleep"
 
 // A Fault strikes Target At milliseconds into the run or, with
 // AfterStatements, right after Target's AfterStatements-th statement was
-// applied by the server, before Target hears the reply. A pause or a clock
-// skew lasts For milliseconds (0: until the end of the run). A clock fault
-// moves Target's clock ("" for the server's) by OffsetMs.
+// applied by the server, before Target hears the reply. A pause, a
+// partition or a clock fault lasts For milliseconds (0: until the end of
+// the run). A clock fault moves Target's clock ("" for the server's) by
+// OffsetMs.
 type Fault struct {
 	At              int    `json:"at_ms"`
 	AfterStatements int    `json:"after_statements,omitempty"`
@@ -85,11 +86,12 @@ type Fault struct {
 }
 
 // faultNames are the faults a plan can hold: kill a client (it restarts
-// without its lease), pause it, close its connections from the server
-// (KILL CONNECTION: histories.ForceClose), lose the reply to its COMMIT,
-// restart the server, skew or jump a clock.
-var faultNames = []string{histories.Kill, histories.Pause, histories.ForceClose, histories.DropReply,
-	histories.RestartBroker, histories.ClockSkew, histories.ClockJump}
+// without its lease), pause it (SIGSTOP), partition it from the server
+// (it runs on; bytes wait both ways), close its connections from the
+// server (KILL CONNECTION: histories.ForceClose), lose the reply to its
+// COMMIT, restart the server, skew or jump a clock.
+var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, histories.ForceClose,
+	histories.DropReply, histories.RestartBroker, histories.ClockSkew, histories.ClockJump}
 
 // FaultNames are the faults a plan can hold.
 func FaultNames() []string { return slices.Clone(faultNames) }
@@ -174,6 +176,10 @@ func (p *Plan) Validate() error {
 			return bad(field+".target", "%s needs a target", f.Fault)
 		case histories.IsClockFault(f.Fault) && f.OffsetMs == 0:
 			return bad(field+".offset_ms", "a clock fault needs an offset")
+		case !histories.IsClockFault(f.Fault) && f.OffsetMs != 0:
+			return bad(field+".offset_ms", "only a clock fault has an offset, not %s", f.Fault)
+		case f.For != 0 && ender[f.Fault] == "" && !histories.IsClockFault(f.Fault):
+			return bad(field+".for_ms", "only a pause, a partition or a clock fault lasts, not %s", f.Fault)
 		}
 	}
 	return nil

@@ -103,7 +103,9 @@ type runner struct {
 	clients  map[string]*client
 	offsets  map[string]time.Duration // clock offsets in force, by target ("" the server)
 	problems []string
-	paused   map[string]bool
+	// held are the pauses and partitions in force, by fault and target;
+	// each lasts until its end (resume, heal) or the end of the run.
+	held map[heldBy]bool
 	// afterSetup starts the clients and the nemesis once the key is set up.
 	afterSetup func()
 	stuck      error // the plan did not finish
@@ -404,12 +406,19 @@ func (r *runner) nemesis() {
 	})
 }
 
-// await waits until every client is done (but those paused, with
-// exceptPaused), for at most the backend's stuckAfter (an hour of virtual
+// A heldBy is a fault that holds a client until it ends: a pause or a
+// partition, and its target.
+type heldBy struct{ fault, target string }
+
+// ender is the event that ends a fault that holds a client.
+var ender = map[string]string{histories.Pause: histories.Resume, histories.Partition: histories.Heal}
+
+// await waits until every client is done (but those paused or
+// partitioned, with exceptHeld), for at most the backend's stuckAfter (an hour of virtual
 // time on the simulator) or until the run is cancelled; then it says why
 // the plan is stuck (the run returns it) and ends every process.
-func (r *runner) await(proc proc, exceptPaused bool) bool {
-	for start := r.b.Now(); !r.allDone(exceptPaused); r.sleep(proc, 10*time.Millisecond) {
+func (r *runner) await(proc proc, exceptHeld bool) bool {
+	for start := r.b.Now(); !r.allDone(exceptHeld); r.sleep(proc, 10*time.Millisecond) {
 		if err := r.ctx.Err(); err != nil {
 			r.stuck = err
 			r.killAll()
@@ -466,28 +475,31 @@ func (r *runner) outside(f func()) {
 func (r *runner) sleep(proc proc, d time.Duration) { r.outside(func() { proc.Sleep(d) }) }
 
 // allDone says whether every client has ended its script (but those
-// paused, with exceptPaused).
-func (r *runner) allDone(exceptPaused bool) bool {
+// paused or partitioned, with exceptHeld).
+func (r *runner) allDone(exceptHeld bool) bool {
 	for name, st := range r.clients {
-		if !st.done && !(exceptPaused && r.paused[name]) {
+		held := r.held[heldBy{histories.Pause, name}] || r.held[heldBy{histories.Partition, name}]
+		if !st.done && !(exceptHeld && held) {
 			return false
 		}
 	}
 	return true
 }
 
-// endFaults ends the faults meant to last until the end: pauses and clock
-// offsets.
+// endFaults ends the faults meant to last until the end: pauses,
+// partitions and clock offsets.
 func (r *runner) endFaults() {
-	var names []string
-	for name := range r.paused {
-		if r.paused[name] {
-			names = append(names, name)
+	var held []heldBy
+	for h, on := range r.held {
+		if on {
+			held = append(held, h)
 		}
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		r.strike(Fault{Fault: histories.Pause, Target: name}, true)
+	sort.Slice(held, func(i, j int) bool {
+		return held[i].target < held[j].target || held[i].target == held[j].target && held[i].fault < held[j].fault
+	})
+	for _, h := range held {
+		r.strike(Fault{Fault: h.fault, Target: h.target}, true)
 	}
 	var clocks []string
 	for target, off := range r.offsets {
@@ -509,11 +521,11 @@ func (r *runner) strike(f Fault, end bool) {
 		v.Process = f.Target
 	}
 	switch {
-	case end && f.Fault == histories.Pause:
-		if !r.paused[f.Target] {
+	case end && ender[f.Fault] != "":
+		if !r.held[heldBy{f.Fault, f.Target}] {
 			return
 		}
-		name = histories.Resume
+		name = ender[f.Fault]
 	case end:
 		if r.offsets[f.Target] == 0 {
 			return
@@ -545,19 +557,27 @@ func (r *runner) strike(f Fault, end bool) {
 
 // apply makes the simulator strike fault name.
 func (r *runner) apply(name string, f Fault) {
-	if r.paused == nil {
-		r.paused = map[string]bool{}
+	if r.held == nil {
+		r.held = map[heldBy]bool{}
 	}
 	switch name {
 	case histories.Kill:
-		r.paused[f.Target] = false // a new incarnation starts unpaused
+		// A new incarnation starts unpaused, with connections of its own.
+		r.held[heldBy{histories.Pause, f.Target}] = false
+		r.held[heldBy{histories.Partition, f.Target}] = false
 		r.b.Kill(r.procOf(f.Target))
 	case histories.Pause:
-		r.paused[f.Target] = true
+		r.held[heldBy{histories.Pause, f.Target}] = true
 		r.b.Pause(r.procOf(f.Target))
 	case histories.Resume:
-		r.paused[f.Target] = false
+		r.held[heldBy{histories.Pause, f.Target}] = false
 		r.b.Resume(r.procOf(f.Target))
+	case histories.Partition:
+		r.held[heldBy{histories.Partition, f.Target}] = true
+		r.b.Partition(r.procOf(f.Target))
+	case histories.Heal:
+		r.held[heldBy{histories.Partition, f.Target}] = false
+		r.b.Heal(r.procOf(f.Target))
 	case histories.ForceClose:
 		r.b.KillConnections(r.procOf(f.Target))
 	case histories.DropReply:

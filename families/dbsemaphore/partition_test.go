@@ -1,0 +1,105 @@
+package dbsemaphore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+)
+
+// heldPlan: c1 takes the only lease (ttl 100 ms), is held by fault from
+// 10 ms to 310 ms, and refreshes after 20 ms of work; c2 tries at 150 ms,
+// when c1's lease has expired.
+func heldPlan(fault string) *Plan {
+	return &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: 100,
+		Clients: [][]Step{
+			{{Op: histories.Acquire}, {Op: Sleep, Ms: 20}, {Op: histories.Refresh}},
+			{{Op: Sleep, Ms: 150}, {Op: histories.Acquire}},
+		},
+		Nemesis: []Fault{{At: 10, Fault: fault, Target: "c1", For: 300}}}
+}
+
+// checkHeld checks a run of heldPlan(fault): the properties hold, c2 gets
+// the lease, and c1's refresh fails as expired, having been invoked
+// before the partition healed (the process ran on) or only after the
+// pause ended (it did not).
+func checkHeld(t *testing.T, fault string, h []histories.Event) {
+	t.Helper()
+	for _, v := range lease.Check(h, model.Options{}) {
+		if v.Status == model.Fail {
+			t.Errorf("%s: %s", v.Property, v.Detail)
+		}
+	}
+	var end, refreshInvoked int64 = -1, -1
+	var refreshed, c2 *histories.Event
+	for i, e := range h {
+		switch {
+		case e.Process == "nemesis" && e.F == ender[fault] && e.Type == histories.Invoke:
+			end = e.Time
+		case e.Process == "c1" && e.F == histories.Refresh && e.Type == histories.Invoke:
+			refreshInvoked = e.Time
+		case e.Process == "c1" && e.F == histories.Refresh:
+			refreshed = &h[i]
+		case e.Process == "c2" && e.F == histories.Acquire && e.Type != histories.Invoke:
+			c2 = &h[i]
+		}
+	}
+	switch {
+	case end < 0 || refreshInvoked < 0 || refreshed == nil || c2 == nil:
+		t.Fatalf("the history lacks the %s, c1's refresh or c2's acquire:\n%s", ender[fault], dump(h))
+	case c2.Type != histories.Ok:
+		t.Errorf("c2's acquire: %s, want ok (c1's lease had expired):\n%s", c2.Type, dump(h))
+	case refreshed.Type != histories.Fail || refreshed.Value == nil || refreshed.Value.Reason != histories.Expired:
+		t.Errorf("c1's refresh: %s %v, want fail expired:\n%s", refreshed.Type, refreshed.Value, dump(h))
+	case refreshed.Time < end:
+		t.Errorf("c1's refresh returned at %v, before the %s at %v", time.Duration(refreshed.Time), ender[fault], time.Duration(end))
+	case fault == histories.Partition && refreshInvoked >= end:
+		t.Errorf("c1 invoked its refresh at %v, not before the heal at %v: a partitioned client runs on", time.Duration(refreshInvoked), time.Duration(end))
+	case fault == histories.Pause && refreshInvoked < end:
+		t.Errorf("c1 invoked its refresh at %v, before the resume at %v: a paused client does not run", time.Duration(refreshInvoked), time.Duration(end))
+	}
+}
+
+func dump(h []histories.Event) string {
+	s := ""
+	for _, e := range h {
+		s += fmt.Sprintf("  %8v %s %s %s %v\n", time.Duration(e.Time), e.Process, e.Type, e.F, e.Value)
+	}
+	return s
+}
+
+// A partition holds a client's statements and replies while the client
+// runs on; a pause stops the client. Both on the simulator and on
+// MariaDB, for the reference in this process.
+func TestPartitionAndPause(t *testing.T) {
+	for _, fault := range []string{histories.Partition, histories.Pause} {
+		t.Run("sim/"+fault, func(t *testing.T) {
+			res, err := Simulate(heldPlan(fault), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkHeld(t, fault, res.History)
+		})
+	}
+	if testing.Short() {
+		return
+	}
+	dsn := mysqltest.DSN(t)
+	for _, fault := range []string{histories.Partition, histories.Pause} {
+		t.Run("mariadb/"+fault, func(t *testing.T) {
+			c := Config{Target: MariaDB{DSN: dsn}}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := c.Run(ctx, heldPlan(fault))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkHeld(t, fault, res.History)
+		})
+	}
+}
