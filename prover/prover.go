@@ -280,6 +280,10 @@ func (cx *Counterexample) Summary() string {
 	return b.String()
 }
 
+// violated says whether a property that counts was violated (not only
+// inconclusive).
+func (cx *Counterexample) violated() bool { return cx.Property != "" && !cx.Inconclusive }
+
 // verb is what happened to the property: violated, or inconclusive (its
 // check ran out of time: no violation shown, but no proof either).
 func (cx *Counterexample) verb() string {

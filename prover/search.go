@@ -31,7 +31,13 @@ type Search struct {
 	// modulo Shards, so that machines can split a seed's plans.
 	Shard, Shards int
 	Shrink        time.Duration // time to minimise a failing plan; 0 means 30 s
-	// Progress, if set, is called after every plan (not while shrinking).
+	// Parallel is how many plans run at once on the simulator, each in a
+	// world of its own; 0 means one per CPU (GOMAXPROCS). The seed's
+	// plans, the first violation and what it shrinks to, and the digests
+	// are the same whatever the number. Elsewhere plans run one at a time.
+	Parallel int
+	// Progress, if set, is called after every plan, or on the simulator
+	// after every batch (not while shrinking).
 	Progress func(plans, judged int)
 	// Context, if set, interrupts the search: no new plan starts, a run on
 	// a real broker stops and cleans up, and shrinking stops.
@@ -161,68 +167,109 @@ func (r *searching) stop() bool {
 	return r.ctx.Err() != nil || r.last == nil && !r.s.Until.IsZero() && !time.Now().Before(r.s.Until)
 }
 
-// seen counts a plan's outcome: its operations and verdicts, its place in
-// its batch's digest, a violation (the first, or a smaller one while
-// shrinking) and an inconclusive plan.
+// seen counts a plan's outcome, as rapid runs it: see tally. While
+// shrinking, a smaller violating plan becomes the counterexample.
 func (r *searching) seen(cx *Counterexample) {
-	out := r.out
-	violated := cx.Property != "" && !cx.Inconclusive
-	if out.Found != nil || r.last != nil || r.runErr != nil {
-		if violated {
+	if r.out.Found != nil || r.last != nil || r.runErr != nil {
+		if cx.violated() {
 			r.last = cx // a smaller failing plan, while shrinking
 		}
 		return
 	}
-	out.Plans++
-	out.Ops += len(cx.Result.History) / 2
-	out.Judged += len(cx.Report.Verdicts)
+	t := tally{digest: r.digest}
+	t.add(cx)
+	r.merge(&t)
+}
+
+// A tally counts the outcomes of plans of one batch, in the seed's order:
+// their operations and verdicts, the batch's digest, inconclusive plans,
+// and the violation that ends the search.
+type tally struct {
+	plans, ops, judged, inconclusive int
+	verdicts                         map[string]map[model.Status]int
+	firstInconclusive, violation     *Counterexample
+	digest                           hash.Hash // nil: not in a batch
+}
+
+func (t *tally) add(cx *Counterexample) {
+	t.plans++
+	t.ops += len(cx.Result.History) / 2
+	t.judged += len(cx.Report.Verdicts)
+	if t.verdicts == nil {
+		t.verdicts = map[string]map[model.Status]int{}
+	}
 	for _, v := range cx.Report.Verdicts {
-		if out.Verdicts[v.Property] == nil {
-			out.Verdicts[v.Property] = map[model.Status]int{}
+		if t.verdicts[v.Property] == nil {
+			t.verdicts[v.Property] = map[model.Status]int{}
 		}
-		out.Verdicts[v.Property][v.Status]++
+		t.verdicts[v.Property][v.Status]++
+	}
+	if t.digest != nil {
+		json.NewEncoder(t.digest).Encode(cx.Plan) // compact: the digest is the plan's JSON
+	}
+	switch {
+	case cx.violated():
+		t.violation = cx
+	case cx.Inconclusive:
+		t.inconclusive++
+		if t.firstInconclusive == nil {
+			t.firstInconclusive = cx
+		}
+	}
+}
+
+// merge adds t to the outcome, as the plans after those counted so far
+// (in the batch r.cur, if any); its violation becomes the counterexample.
+func (r *searching) merge(t *tally) {
+	out := r.out
+	before := out.Plans
+	out.Plans += t.plans
+	out.Ops += t.ops
+	out.Judged += t.judged
+	for p, byStatus := range t.verdicts {
+		if out.Verdicts[p] == nil {
+			out.Verdicts[p] = map[model.Status]int{}
+		}
+		for st, n := range byStatus {
+			out.Verdicts[p][st] += n
+		}
+	}
+	out.Inconclusive += t.inconclusive
+	if out.FirstInconclusive == nil {
+		out.FirstInconclusive = t.firstInconclusive
 	}
 	if r.cur >= 0 {
 		b := &out.Batches[r.cur]
-		json.NewEncoder(r.digest).Encode(cx.Plan) // compact: the digest is the plan's JSON
-		b.Plans++
-		if violated {
+		b.Plans += t.plans
+		if t.violation != nil {
 			out.FoundBatch, out.FoundIndex = b.Number, b.Plans-1
 		}
 	}
-	switch {
-	case violated:
-		r.last = cx
-	case cx.Inconclusive:
-		out.Inconclusive++
-		if out.FirstInconclusive == nil {
-			out.FirstInconclusive = cx
-		}
+	if t.violation != nil {
+		r.last = t.violation
 	}
-	if r.s.Progress != nil {
+	if r.s.Progress != nil && out.Plans > before {
 		r.s.Progress(out.Plans, out.Judged)
 	}
 }
 
 // batches runs the shard's batches of the seed's plans until the plans or
-// the time are used up, a plan violates a property or cannot run. A
-// deterministic family's batches hold a fixed number of plans, so that a
-// seed's plans are the same everywhere; elsewhere a batch starts at one
-// plan and doubles while batches are quick.
+// the time are used up, a plan violates a property or cannot run. On the
+// simulator (a deterministic family) batches hold a fixed number of plans,
+// so that a seed's plans are the same everywhere, and run in parallel;
+// elsewhere a batch starts at one plan and doubles while batches are
+// quick, and plans run one at a time.
 func (r *searching) batches(prop func(*rapid.T)) error {
 	s, out := r.s, r.out
-	simulated := s.Config.Family.Deterministic()
-	size := batch
+	if s.Config.Family.Deterministic() {
+		return r.parallel(prop)
+	}
+	size := 1
 	quota := s.Plans // the plans this search runs at most
-	if simulated {
-		out.BatchSize = batch
-	} else {
-		size = 1
-		if s.Shards > 1 {
-			quota = s.Plans / s.Shards
-			if s.Shard < s.Plans%s.Shards {
-				quota++
-			}
+	if s.Shards > 1 {
+		quota = s.Plans / s.Shards
+		if s.Shard < s.Plans%s.Shards {
+			quota++
 		}
 	}
 	for b := s.Shard; r.last == nil && r.runErr == nil && !r.stop(); b += s.Shards {
@@ -230,16 +277,8 @@ func (r *searching) batches(prop func(*rapid.T)) error {
 			break
 		}
 		n := size
-		switch {
-		case s.Plans > 0 && simulated:
-			// Batch b holds plans b*batch.. of the seed's Plans, whichever
-			// shard runs it.
-			n = min(size, s.Plans-b*batch)
-		case s.Plans > 0:
+		if s.Plans > 0 {
 			n = min(size, quota-out.Plans)
-		}
-		if n <= 0 {
-			break
 		}
 		before, began := out.Plans, time.Now()
 		out.Batches = append(out.Batches, BatchRun{Number: b})
@@ -253,7 +292,7 @@ func (r *searching) batches(prop func(*rapid.T)) error {
 		if out.Plans == before && r.last == nil && r.runErr == nil && !r.stop() {
 			return fmt.Errorf("prover: rapid drew no valid plan in a batch of %d", n)
 		}
-		if ran := out.Plans - before; !simulated && ran == n && time.Since(began)*2 < batchTime {
+		if ran := out.Plans - before; ran == n && time.Since(began)*2 < batchTime {
 			size = min(2*size, batch)
 		}
 	}

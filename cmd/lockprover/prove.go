@@ -471,7 +471,7 @@ const proveSynopsis = `prove [--runs N | --time D] [--seed S] [--clients N] [--o
                   [--shrink-time D] [--heartbeat D] [--options K=V,...] [--mutant NAME]
                   [--target sim|rabbitmq|mariadb] [--amqp-url URL] [--allow-restart]
                   [--dsn DSN] [--private-server] [--impl COMMAND] [--out DIR] [--shard i/n|auto]
-                  [--json FILE] [--junit FILE] [--quiet]`
+                  [--parallel N] [--json FILE] [--junit FILE] [--quiet]`
 
 // runProve is `lockprover prove`: it draws plans, proves the target on
 // them, and writes a counterexample (and the summaries CI asks for) when a
@@ -564,6 +564,7 @@ type proveRun struct {
 	fs         *flag.FlagSet
 	f          proveFlags
 	out, shard string // --out and --shard
+	parallel   int    // --parallel
 	outf       outputFlags
 	s          prover.Search
 	a          amqp.Config
@@ -584,6 +585,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	p.f.register(fs)
 	mutant := fs.String("mutant", "", "prove this mutant of the reference instead (see lockprover mutants)")
 	fs.StringVar(&p.out, "out", "lockprover-out", "directory for a counterexample")
+	fs.IntVar(&p.parallel, "parallel", 0, "plans run at once: 0 means one per CPU on the simulator (the same plans and the same first counterexample whatever the number), one on a real target")
 	fs.StringVar(&p.shard, "shard", "", "i/n: run the i-th of n shares of the seed's plans (i from 1; --runs counts them all); auto: the shard from the environment (LOCKPROVER_SHARD_INDEX and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX with JOB_COMPLETIONS, GitLab's CI_NODE_INDEX and CI_NODE_TOTAL)")
 	p.outf.register(fs, true)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
@@ -597,6 +599,13 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	if p.s, p.a, ok = p.f.search(fs, *mutant, p.shard, p.out, &p.outf, stderr); !ok {
 		return nil, exitUsage, false
 	}
+	var bad checks
+	bad.nonNegative("parallel", p.parallel)
+	bad.add(p.parallel > 1 && !p.s.Config.Family.Deterministic(), "--parallel: plans run one at a time on a real target")
+	if !bad.report("prove", stderr) {
+		return nil, exitUsage, false
+	}
+	p.s.Parallel = p.parallel
 	return p, exitOK, true
 }
 

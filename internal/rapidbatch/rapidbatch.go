@@ -63,6 +63,51 @@ func Batch(seed uint64, b, n int, prop func(*rapid.T)) (failed bool) {
 	return t.failed
 }
 
+// Shrink runs prop on case i of batch b of the base seed alone, as
+// Batch would draw it, and if it fails lets rapid shrink it; it reports
+// whether it failed. Case and Shrink together find and shrink what Batch
+// finds and shrinks, without running the cases before i again.
+func Shrink(seed uint64, b, i int, prop func(*rapid.T)) (failed bool) {
+	n := 1
+	if testing.Short() {
+		n = 5 // rapid runs a fifth of its checks under -short
+	}
+	flag.Set("rapid.checks", fmt.Sprint(n))
+	flag.Set("rapid.seed", fmt.Sprint(caseSeed(seed, b, i)))
+	t := &quietTB{}
+	rapid.Check(t, prop)
+	return t.failed
+}
+
+// caseSeed is the seed rapid's check loop starts case i of batch b from:
+// it adds the number of the case to the seed before each case, so case i
+// starts from the batch's seed plus 0+1+...+i.
+func caseSeed(seed uint64, b, i int) uint64 {
+	return mix(seed, uint64(b)) + uint64(i)*uint64(i+1)/2
+}
+
+// Case draws case i (from 0) of batch b of the base seed with draw, as
+// Batch runs it: the same bits, so the same value. It needs no session and
+// is safe to call from many goroutines at once, so that a batch's cases
+// can be drawn and run in parallel. ok is false when rapid rejected the
+// draw (invalid data: t.Skip, a filter or an assumption that failed),
+// where Batch would have moved on to the next seed: only Batch can say
+// then which cases the batch runs.
+func Case[V any](seed uint64, b, i int, draw func(*rapid.T) V) (v V, ok bool) {
+	tries := 0
+	g := rapid.Custom(func(t *rapid.T) V {
+		tries++ // rapid calls again what it rejected
+		return draw(t)
+	})
+	defer func() {
+		if r := recover(); r != nil {
+			ok = false // rapid gave up after many rejections
+		}
+	}()
+	v = g.Example(int(caseSeed(seed, b, i)))
+	return v, tries == 1
+}
+
 // mix derives batch seeds from a base seed (splitmix64); never zero, which
 // rapid would take for "random".
 func mix(seed, b uint64) uint64 {

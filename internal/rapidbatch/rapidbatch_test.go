@@ -1,6 +1,8 @@
 package rapidbatch
 
 import (
+	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -43,5 +45,88 @@ func TestBatch(t *testing.T) {
 	})
 	if !failed || last != 10 {
 		t.Errorf("failed %v, last failing case %d: want a failure shrunk to 10", failed, last)
+	}
+}
+
+// Case draws what Batch draws, case by case, for a generator of some
+// shape (nested, sliced, sampled, one of several).
+func TestCase(t *testing.T) {
+	type plan struct {
+		N     int
+		Steps []string
+		Pick  uint64
+	}
+	g := rapid.Custom(func(t *rapid.T) plan {
+		p := plan{N: rapid.IntRange(1, 3).Draw(t, "n")}
+		step := rapid.OneOf(rapid.Just("a"), rapid.SampledFrom([]string{"b", "c", "d"}),
+			rapid.Custom(func(t *rapid.T) string { return fmt.Sprint(rapid.IntRange(0, 99).Draw(t, "ms")) }))
+		p.Steps = rapid.SliceOfN(step, 0, 12).Draw(t, "steps")
+		p.Pick = rapid.Uint64().Draw(t, "pick")
+		return p
+	})
+	end, err := Begin(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []plan
+	Batch(11, 3, 200, func(rt *rapid.T) { want = append(want, g.Draw(rt, "plan")) })
+	end()
+	for i, w := range want {
+		got, ok := Case(11, 3, i, func(t *rapid.T) plan { return g.Draw(t, "plan") })
+		if !ok || !reflect.DeepEqual(got, w) {
+			t.Fatalf("case %d: Case drew %+v (ok %v), Batch drew %+v", i, got, ok, w)
+		}
+	}
+	if got, _ := Case(11, 4, 0, func(t *rapid.T) plan { return g.Draw(t, "plan") }); reflect.DeepEqual(got, want[0]) {
+		t.Errorf("batches 3 and 4 begin with the same case")
+	}
+	// A rejected draw says so: one rapid gives up on, and one it draws
+	// again.
+	if _, ok := Case(11, 0, 0, func(t *rapid.T) int {
+		return rapid.IntRange(0, 9).Filter(func(x int) bool { return x > 100 }).Draw(t, "x")
+	}); ok {
+		t.Errorf("a draw rapid must give up on was ok")
+	}
+	skipped := 0
+	for i := 0; i < 20; i++ {
+		if _, ok := Case(11, 0, i, func(t *rapid.T) int {
+			x := rapid.IntRange(0, 9).Draw(t, "x")
+			if x%2 == 0 {
+				t.Skip("even")
+			}
+			return x
+		}); !ok {
+			skipped++
+		}
+	}
+	if skipped == 0 || skipped == 20 {
+		t.Errorf("%d of 20 draws that skip even numbers were rejected", skipped)
+	}
+}
+
+// Shrink starts from the case Case drew and shrinks it as Batch does.
+func TestShrink(t *testing.T) {
+	end, err := Begin(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end()
+	g := rapid.IntRange(0, 1000)
+	var first []int
+	Batch(5, 2, 40, func(rt *rapid.T) { first = append(first, g.Draw(rt, "x")) })
+	i := slices.IndexFunc(first, func(x int) bool { return x >= 10 })
+	if i < 0 {
+		t.Fatal("no case of at least 10 in the batch")
+	}
+	var seen []int
+	failed := Shrink(5, 2, i, func(rt *rapid.T) {
+		x := g.Draw(rt, "x")
+		seen = append(seen, x)
+		if x >= 10 {
+			rt.Fatalf("%d", x)
+		}
+	})
+	if !failed || seen[0] != first[i] || seen[len(seen)-1] != 10 {
+		t.Errorf("failed %v, cases %v: want case %d (%d) first, shrunk to 10 last", failed, seen, i, first[i])
 	}
 }
