@@ -659,6 +659,31 @@ func TestMariaDBLockLifetimes(t *testing.T) {
 				step{conn: 1, q: q(p, "COMMIT")},
 				step{conn: 2, q: q(p, "insertToken"), args: []any{"j", "t9", at(0), int64(sec / 1000), 0}})
 		}},
+		scenario{"a range scan that finds nothing locks the record after it", func(p string) []step {
+			s := script([]step{
+				{conn: 0, q: q(p, "createKeys")},
+				{conn: 0, q: q(p, "createSlots")},
+				{conn: 0, q: q(p, "insertKey"), args: []any{"k", 1, "row-per-slot"}},
+				{conn: 0, q: q(p, "insertSlots", 1), args: []any{"k"}},
+				{conn: 0, q: q(p, "insertSlots", 2), args: []any{"kk", "kk"}},
+			}, rc(2), rc(3), []step{
+				{conn: 3, q: q(p, "pickSlot"), args: []any{"k", at(1500 * time.Millisecond)}},
+				// Passes over k's row 0 (conn 3's), then locks kk's row 0
+				// and lets it go: one lock struct more, besides the IX.
+				{conn: 2, q: q(p, "pickSlotMixed"), args: []any{"k", 1, at(500 * time.Millisecond)}},
+				{conn: 2, q: q(p, "insertKey"), args: []any{"j", 3, "row-per-slot"}},
+				{conn: 3, q: q(p, "insertKey"), args: []any{"k", 3, "row-per-slot"}},
+				{conn: 2, q: q(p, "nextFence"), args: []any{"k"}, bg: true},
+				// A tie, 5 and 5 (conn 2: 1 undo record, IX on both tables,
+				// kk's struct and its wait's; conn 3: IX on both tables, its
+				// slot row, the S lock of its duplicate key, its wait): the
+				// requester, conn 3, is the victim.
+				{conn: 3, q: q(p, "nextFence"), args: []any{"k"}},
+			})
+			return append(s, step{conn: 2, join: bgOf(s, 2)},
+				step{conn: 2, q: q(p, "ROLLBACK")},
+				step{conn: 3, q: q(p, "ROLLBACK")})
+		}},
 		scenario{"the victim by undo records and lock structs", func(p string) []step {
 			s := script([]step{
 				{conn: 0, q: q(p, "createKeys")},
