@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/rapidbatch"
@@ -167,4 +169,71 @@ func firstRare(t *testing.T, f rareFamily, seed uint64) (batch, index int) {
 	}
 	t.Fatal("no violation in 100 batches")
 	return
+}
+
+// realRare is rareFamily on a "real target": plans take real time, run
+// at once, and those whose number is a multiple of alone must run alone.
+type realRare struct {
+	rareFamily
+	alone                int
+	mu                   *sync.Mutex
+	running, most, mixed *int
+}
+
+func (realRare) Deterministic() bool { return false }
+
+func (f realRare) Alone(p prover.Plan) bool { return p.(*rarePlan).N%f.alone == 0 }
+
+func (f realRare) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
+	f.mu.Lock()
+	*f.running++
+	*f.most = max(*f.most, *f.running)
+	if *f.running > 1 && (f.Alone(p) || *f.mixed < 0) {
+		*f.mixed = *f.running
+	}
+	if f.Alone(p) {
+		*f.mixed = -1 - *f.mixed // an alone plan runs: none may start
+	}
+	f.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	f.mu.Lock()
+	*f.running--
+	if f.Alone(p) {
+		*f.mixed = -1 - *f.mixed
+	}
+	f.mu.Unlock()
+	return f.rareFamily.Run(ctx, p)
+}
+
+// On a real target plans run Parallel at once, each counted in the seed's
+// order (the first violation is the one a single worker meets), and a
+// plan that must run alone runs with no other.
+func TestParallelOnARealTarget(t *testing.T) {
+	search := func(parallel int) (*prover.Outcome, int, int) {
+		var mu sync.Mutex
+		var running, most, mixed int
+		f := realRare{rareFamily: rareFamily{every: 97}, alone: 7, mu: &mu, running: &running, most: &most, mixed: &mixed}
+		out, err := prover.Search{Config: prover.Config{Family: f}, Seed: 5, Plans: 400, Parallel: parallel, Shrink: 1}.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, most, mixed
+	}
+	one, most1, _ := search(1)
+	four, most4, mixed := search(4)
+	if one.Found == nil || one.Plans < 20 {
+		t.Fatalf("the violation was met after %d plans: not the search this test needs", one.Plans)
+	}
+	if four.Plans != one.Plans || four.FoundBatch != one.FoundBatch || four.Ops != one.Ops || !reflect.DeepEqual(four.Verdicts, one.Verdicts) {
+		t.Errorf("4 at once: %d plans, found at %d; one at a time: %d plans, found at %d", four.Plans, four.FoundBatch, one.Plans, one.FoundBatch)
+	}
+	if one.BatchSize != 0 || len(one.Batches) != one.Plans || one.Batches[len(one.Batches)-1].Number != one.Plans-1 {
+		t.Errorf("on a real target a batch is one plan, numbered by its place: BatchSize %d, %d batches for %d plans", one.BatchSize, len(one.Batches), one.Plans)
+	}
+	if most1 != 1 || most4 < 2 {
+		t.Errorf("at most %d plans ran at once with Parallel 1, %d with Parallel 4", most1, most4)
+	}
+	if mixed != 0 {
+		t.Errorf("a plan that must run alone ran beside %d others", mixed-1)
+	}
 }

@@ -2,16 +2,14 @@ package prover
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash"
+	"io"
 	"time"
 
 	"github.com/lockprover/lockprover/internal/rapidbatch"
 	"github.com/lockprover/lockprover/model"
-	"pgregory.net/rapid"
 )
 
 // A Search proves c outside go test, as the CLI does: rapid draws plans in
@@ -24,17 +22,22 @@ type Search struct {
 	// set). With Shards > 1 it is the seed's plans that all the shards
 	// share: on the simulator, the plans of batches 0, 1, ... that one
 	// search of Plans would run, each shard running its own batches of
-	// them; elsewhere (batch sizes vary there) an even share of the count.
+	// them; elsewhere (where a batch is one plan) an even share of them.
 	Plans int
-	Until time.Time // start no new plan after this (one in flight finishes); zero means no limit
+	Until time.Time // start no new plan after this (those in flight finish); zero means no limit
 	// Shard of Shards: this search runs the batches whose number is Shard
 	// modulo Shards, so that machines can split a seed's plans.
 	Shard, Shards int
 	Shrink        time.Duration // time to minimise a failing plan; 0 means 30 s
-	// Parallel is how many plans run at once on the simulator, each in a
-	// world of its own; 0 means one per CPU (GOMAXPROCS). The seed's
-	// plans, the first violation and what it shrinks to, and the digests
-	// are the same whatever the number. Elsewhere plans run one at a time.
+	// Parallel is how many plans run at once, each in a world (on a real
+	// target: locks, proxies, processes) of its own; 0 means one per CPU
+	// (GOMAXPROCS) on the simulator, four per CPU elsewhere (real plans
+	// mostly wait; but the more at once, the slower each, which changes
+	// when timing-dependent faults strike). The seed's plans, the
+	// first violation in the seed's order and what it shrinks to, and the
+	// digests are the same whatever the number (on a real target, the
+	// outcomes of plans may differ, as timing does). A plan that restarts
+	// a server the others use (see Alone) runs with no other.
 	Parallel int
 	// Progress, if set, is called after every plan, or on the simulator
 	// after every batch (not while shrinking).
@@ -65,7 +68,8 @@ type Outcome struct {
 	// Number's plans are the first Plans that rapid draws from it.
 	Batches []BatchRun
 	// BatchSize is the plans in a full batch: the same for every search on
-	// the simulator, 0 elsewhere (where batches grow with the plans' speed).
+	// the simulator, 0 elsewhere (where a batch is one plan: plan k of a
+	// seed is numbered k, and is the simulator's plan k).
 	BatchSize int
 	// FoundBatch and FoundIndex say where the first violating plan was
 	// drawn: its batch and its index in it (from 0); -1 without one. Of
@@ -85,15 +89,9 @@ type BatchRun struct {
 	Digest        string
 }
 
-// batch is how many plans each rapid.Check draws on the simulator. On
-// other targets batches start at one plan and double while a batch takes
-// less than batchTime, up to batch: a search notices its deadline and an
-// interrupt between plans either way, but the seed's plans on the
-// simulator must stay the same.
-const (
-	batch     = 500
-	batchTime = 10 * time.Second
-)
+// batch is how many plans a batch of rapid's draws: plan k of a seed is
+// case k%batch of rapid's batch k/batch, on every target.
+const batch = 500
 
 // Run runs the search.
 func (s Search) Run() (*Outcome, error) {
@@ -136,7 +134,8 @@ func (s Search) Run() (*Outcome, error) {
 			r.runErr = err
 		}
 	}
-	if err := r.batches(s.Config.property(r.seen)); err != nil {
+	r.simulated = s.Config.Family.Deterministic()
+	if err := r.run(s.Config.property(r.seen)); err != nil {
 		return nil, err
 	}
 	out := r.out
@@ -158,6 +157,9 @@ type searching struct {
 	digest hash.Hash // of the running batch's plans
 	last   *Counterexample
 	runErr error
+	// simulated: the family is deterministic (a simulator), and plans run
+	// in batches of a fixed size.
+	simulated bool
 }
 
 // stop says whether the next plan should not run: the search was
@@ -188,7 +190,7 @@ type tally struct {
 	plans, ops, judged, inconclusive int
 	verdicts                         map[string]map[model.Status]int
 	firstInconclusive, violation     *Counterexample
-	digest                           hash.Hash // nil: not in a batch
+	digest                           io.Writer // the plans' JSON goes there; nil: nowhere
 }
 
 func (t *tally) add(cx *Counterexample) {
@@ -251,50 +253,4 @@ func (r *searching) merge(t *tally) {
 	if r.s.Progress != nil && out.Plans > before {
 		r.s.Progress(out.Plans, out.Judged)
 	}
-}
-
-// batches runs the shard's batches of the seed's plans until the plans or
-// the time are used up, a plan violates a property or cannot run. On the
-// simulator (a deterministic family) batches hold a fixed number of plans,
-// so that a seed's plans are the same everywhere, and run in parallel;
-// elsewhere a batch starts at one plan and doubles while batches are
-// quick, and plans run one at a time.
-func (r *searching) batches(prop func(*rapid.T)) error {
-	s, out := r.s, r.out
-	if s.Config.Family.Deterministic() {
-		return r.parallel(prop)
-	}
-	size := 1
-	quota := s.Plans // the plans this search runs at most
-	if s.Shards > 1 {
-		quota = s.Plans / s.Shards
-		if s.Shard < s.Plans%s.Shards {
-			quota++
-		}
-	}
-	for b := s.Shard; r.last == nil && r.runErr == nil && !r.stop(); b += s.Shards {
-		if s.Plans > 0 && out.Plans >= quota {
-			break
-		}
-		n := size
-		if s.Plans > 0 {
-			n = min(size, quota-out.Plans)
-		}
-		before, began := out.Plans, time.Now()
-		out.Batches = append(out.Batches, BatchRun{Number: b})
-		r.cur, r.digest = len(out.Batches)-1, sha256.New()
-		failed := rapidbatch.Batch(s.Seed, b, n, prop)
-		out.Batches[r.cur].Digest = hex.EncodeToString(r.digest.Sum(nil))
-		r.cur = -1
-		if failed && r.last == nil && r.runErr == nil && r.ctx.Err() == nil {
-			return fmt.Errorf("prover: rapid failed batch %d without a violation or a plan that could not run (a plan's drawing failed?)", b)
-		}
-		if out.Plans == before && r.last == nil && r.runErr == nil && !r.stop() {
-			return fmt.Errorf("prover: rapid drew no valid plan in a batch of %d", n)
-		}
-		if ran := out.Plans - before; ran == n && time.Since(began)*2 < batchTime {
-			size = min(2*size, batch)
-		}
-	}
-	return nil
 }

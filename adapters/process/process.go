@@ -433,8 +433,14 @@ func (c *client) Broken() bool {
 }
 
 // Signal delivers sig to the process group; a SIGKILL is the harness's own
-// doing, not a crash.
+// doing, not a crash. Once the process has exited (and was reaped, so its
+// number may be another's) it does nothing.
 func (c *client) Signal(sig syscall.Signal) {
+	select {
+	case <-c.exited:
+		return
+	default:
+	}
 	if sig == syscall.SIGKILL {
 		c.mu.Lock()
 		c.killed = true

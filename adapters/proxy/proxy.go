@@ -182,6 +182,10 @@ func (p *Proxy) clientSent() {
 	}
 }
 
+// Open is how many connections through the proxy are open (accepted and
+// not yet ended on both sides).
+func (p *Proxy) Open() int { return len(p.fn.Conns()) }
+
 // BrokerSide returns the local addresses of the proxy's current connections
 // to the broker: the broker lists each connection under the name
 // "LOCAL -> BROKER", which is how rabbitmqctl finds a client's connections.

@@ -81,7 +81,6 @@ func TestProveUsage(t *testing.T) {
 		{[]string{"prove", "--properties", "fast"}, `unknown property "fast"`},
 		{[]string{"prove", "extra"}, `unexpected argument "extra"`},
 		{[]string{"prove", "--parallel", "-1"}, "--parallel must not be negative, not -1"},
-		{[]string{"prove", "--target", "rabbitmq", "--parallel", "2"}, "--parallel: plans run one at a time on a real target"},
 		{[]string{"prove", "--impl", "echo no config >&2; exit 3"}, "the implementation failed its preflight: probe did not start: exited (exit status 3)"},
 		{[]string{"replay"}, "want exactly one plan file"},
 		{[]string{"replay", "no-such-plan.json"}, "no-such-plan.json"},

@@ -34,6 +34,11 @@ type engine interface {
 	// Queues lists the queues whose names start with prefix, with the
 	// process owning each exclusive one ("" for none or unknown).
 	Queues(prefix string) ([]queueOwner, error)
+	// Notice waits, once every process is done, until the broker has
+	// noticed every connection of the plan that is gone (deleted its
+	// exclusive queues, requeued its consumers' messages), for at most
+	// limit: on the simulator, limit itself, as heartbeats decide there.
+	Notice(b broker.Broker, lock string, limit time.Duration)
 }
 
 type queueOwner struct{ name, owner string }

@@ -239,6 +239,62 @@ func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
 	return out, nil
 }
 
+// Notice polls, once every process is done, until no connection of the
+// plan is open through its proxies and the broker shows none of the
+// lock's queues held exclusively or consumed from: then it has deleted
+// the gone connections' exclusive queues and requeued their consumers'
+// messages, and the probe may start; or until limit (heartbeats let the
+// broker notice the rest).
+func (e *realEngine) Notice(b broker.Broker, lock string, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(e.ctx, limit)
+	defer cancel()
+	conn, err := rabbitmq.New(e.t.URL).Dial(ctx, broker.Config{Name: "lockprover-notice"})
+	if err != nil {
+		<-ctx.Done()
+		return
+	}
+	defer conn.Close()
+	for d := 5 * time.Millisecond; !e.quiet(ctx, conn, lock); d = min(2*d, 200*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+}
+
+// quiet says whether no proxy of the plan has a connection open and no
+// queue of the lock is exclusive or has a consumer.
+func (e *realEngine) quiet(ctx context.Context, conn broker.Conn, lock string) bool {
+	for _, px := range e.proxies.All() {
+		if px.Open() > 0 {
+			return false
+		}
+	}
+	ch, err := conn.Channel(ctx)
+	if err != nil {
+		return false
+	}
+	defer func() { ch.Close() }()
+	for _, n := range e.queueNames(lock) {
+		q, err := ch.Declare(ctx, n, broker.DeclareOptions{Passive: true})
+		switch broker.Code(err) {
+		case broker.NotFound:
+			// The channel is closed: the next name needs another.
+			if ch, err = conn.Channel(ctx); err != nil {
+				return false
+			}
+		case 0:
+			if err != nil || q.Consumers > 0 {
+				return false
+			}
+		default:
+			return false // exclusive (405), or the broker is in trouble
+		}
+	}
+	return true
+}
+
 // queueNames is every queue of the lock a plan can make: its
 // administration mutex and A and B queues up to the slots it can reach.
 func (e *realEngine) queueNames(lock string) []string {

@@ -43,6 +43,9 @@ func (e simEngine) Go(name string, fn func(broker.Broker)) { e.w.Go(name, fn) }
 func (e simEngine) Now() int64                             { return e.w.Tick() }
 func (e simEngine) After(d time.Duration, f func())        { e.w.After(d, f) }
 func (e simEngine) Hold(broker.Broker, string)             {} // the simulator freezes paused processes itself
+func (e simEngine) Notice(b broker.Broker, _ string, limit time.Duration) {
+	b.Sleep(context.Background(), limit)
+}
 
 func (e simEngine) AfterMethods(name string, n int, f func()) { e.w.AfterMethods(name, n, f) }
 

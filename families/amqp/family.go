@@ -10,6 +10,7 @@ package amqp
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
@@ -77,6 +78,13 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 	}
 	c = c.withDefaults()
 	return c.Target.Run(ctx, pl, implFor(pl, c.Impl))
+}
+
+// Alone says whether a plan must run with no other beside it on a real
+// target: it restarts the server every plan uses (prover.Alone).
+func (c Config) Alone(p prover.Plan) bool {
+	pl, ok := p.(*Plan)
+	return ok && slices.ContainsFunc(pl.Nemesis, func(f Fault) bool { return f.Fault == histories.RestartBroker })
 }
 
 // Deterministic says whether c runs on the simulator.

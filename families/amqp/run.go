@@ -547,7 +547,7 @@ func (r *runner) nemesis(b broker.Broker) {
 		return
 	}
 	if r.hb > 0 {
-		b.Sleep(ctx, 3*r.hb+time.Second) // the broker notices every dead connection
+		r.eng.Notice(b, r.lock, 3*r.hb+time.Second) // the broker notices every dead connection
 	}
 	st := &procState{open: -1, script: r.probe()}
 	r.start("probe", st)

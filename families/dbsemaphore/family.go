@@ -134,6 +134,13 @@ func (c Config) Judging(o model.Options) model.Options {
 	return o
 }
 
+// Alone says whether a plan must run with no other beside it on a real
+// target: it restarts the server every plan uses (prover.Alone).
+func (c Config) Alone(p prover.Plan) bool {
+	pl, ok := p.(*Plan)
+	return ok && slices.ContainsFunc(pl.Nemesis, func(f Fault) bool { return f.Fault == histories.RestartBroker })
+}
+
 // Deterministic says whether c runs on the simulator.
 func (c Config) Deterministic() bool {
 	_, ok := c.withDefaults().Target.(Simulator)

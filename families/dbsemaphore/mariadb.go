@@ -375,13 +375,27 @@ func (b *mariaBackend) close() {
 	for _, p := range procs {
 		p.kill()
 		p.proxy.Close()
-	}
-	if b.impl != nil {
-		b.impl.Stop()
+		b.stop(p)
 	}
 	b.wg.Wait()
 	for _, p := range procs {
+		b.stop(p) // one whose process started while the run was ending
+	}
+	for _, p := range procs {
 		p.db.Close()
+	}
+}
+
+// stop kills the implementation's process of p, if it has one: this
+// run's own processes only (the Impl's Stop would end those of the other
+// plans running beside it too).
+func (b *mariaBackend) stop(p *mariaProc) {
+	b.mu.Lock()
+	pc := p.pc
+	b.mu.Unlock()
+	if pc != nil {
+		pc.Signal(syscall.SIGKILL)
+		pc.Close()
 	}
 }
 
