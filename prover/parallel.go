@@ -87,7 +87,7 @@ func (r *searching) run(prop func(*rapid.T)) error {
 			return r.sequential(prop, j.number)
 		}
 		if r.count(j) {
-			if r.last != nil {
+			if r.last != nil && s.Shrink > time.Millisecond {
 				pool.stop()
 				rapidbatch.Shrink(s.Seed, j.batch, j.first+j.tally.plans-1, prop)
 			}

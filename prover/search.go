@@ -28,7 +28,10 @@ type Search struct {
 	// Shard of Shards: this search runs the batches whose number is Shard
 	// modulo Shards, so that machines can split a seed's plans.
 	Shard, Shards int
-	Shrink        time.Duration // time to minimise a failing plan; 0 means 30 s
+	// Shrink is the time to minimise a failing plan; 0 means 30 s, a
+	// millisecond or less none (the plan found is the counterexample, not
+	// run again).
+	Shrink time.Duration
 	// Parallel is how many plans run at once, each in a world (on a real
 	// target: locks, proxies, processes) of its own; 0 means one per CPU
 	// (GOMAXPROCS) on the simulator, four per CPU elsewhere (real plans

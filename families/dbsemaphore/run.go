@@ -157,6 +157,11 @@ func (r *runner) run(proc proc, name string, st *client, gen int) {
 		}
 		r.sleep(proc, openBackoff)
 	}
+	if sem == nil && err == nil {
+		// The run was cancelled before a try: it ends, recording nothing.
+		st.done = true
+		return
+	}
 	if !st.live(gen) {
 		return
 	}
