@@ -121,6 +121,18 @@ type fault struct {
 	offset int64 // a clock fault's amount, in nanoseconds, made positive
 }
 
+// firstGrant is the invoke of the lease's first grant: its acquire, or
+// (a lease no ok acquire granted) its first operation; never if none.
+func (l *lease) firstGrant() int64 {
+	switch {
+	case l.acq != nil:
+		return l.acq.call
+	case len(l.ops) > 0:
+		return l.ops[0].call
+	}
+	return never
+}
+
 func (f *fault) clock() bool { return f.f == histories.ClockSkew || f.f == histories.ClockJump }
 
 // describe renders a fault: "kill c1 (#4)", "clock-jump of the backend by

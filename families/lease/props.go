@@ -103,12 +103,14 @@ func smallestMax(distinct []int, byMax map[int]int) int {
 // three excuses are kept in excused); otherwise v fails with the overlap
 // and tooMany says so.
 func (h *history) tooMany(v *model.Verdict, active map[*lease]span, t int64, bound int, excused *[]string) bool {
-	// Too many. Would the clock faults in force explain it?
+	// Too many. Would the clock faults in force explain it? Those in force
+	// from the first grant of any of the leases on: a clock off while a
+	// grant ran may have set its deadline short, though put right by now.
 	ls := make([]*lease, 0, len(active))
 	from := t
 	for l, s := range active {
 		ls = append(ls, l)
-		from = min(from, s.from)
+		from = min(from, s.from, l.firstGrant())
 	}
 	sort.Slice(ls, func(i, j int) bool { return ls[i].id < ls[j].id })
 	slack, fs := h.clockSlack(from, t)
