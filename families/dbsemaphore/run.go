@@ -552,8 +552,12 @@ func (r *runner) strike(f Fault, end bool) {
 		}
 		return
 	}
-	r.rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
+	// Recorded once in place: struck from the nemesis's process, a fault
+	// on the simulator is applied when the scheduler serves it, and a
+	// fault a hook strikes meanwhile must not come between the two events
+	// (nor a resume between a pause and its taking effect).
 	r.apply(name, f)
+	r.rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
 	r.rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v})
 	if name == histories.Kill {
 		r.restart(f.Target)
@@ -565,21 +569,24 @@ func (r *runner) apply(name string, f Fault) {
 	if r.held == nil {
 		r.held = map[heldBy]bool{}
 	}
+	// A hold is noted once the backend has done it (see strike), its end
+	// before: the backend may run what the end lets through at once, and a
+	// hook there may strike a new hold.
 	switch name {
 	case histories.Kill:
+		r.b.Kill(r.procOf(f.Target))
 		// A new incarnation starts unpaused, with connections of its own.
 		r.held[heldBy{histories.Pause, f.Target}] = false
 		r.held[heldBy{histories.Partition, f.Target}] = false
-		r.b.Kill(r.procOf(f.Target))
 	case histories.Pause:
-		r.held[heldBy{histories.Pause, f.Target}] = true
 		r.b.Pause(r.procOf(f.Target))
+		r.held[heldBy{histories.Pause, f.Target}] = true
 	case histories.Resume:
 		r.held[heldBy{histories.Pause, f.Target}] = false
 		r.b.Resume(r.procOf(f.Target))
 	case histories.Partition:
-		r.held[heldBy{histories.Partition, f.Target}] = true
 		r.b.Partition(r.procOf(f.Target))
+		r.held[heldBy{histories.Partition, f.Target}] = true
 	case histories.Heal:
 		r.held[heldBy{histories.Partition, f.Target}] = false
 		r.b.Heal(r.procOf(f.Target))
