@@ -42,10 +42,13 @@ func (h *history) available() model.Verdict {
 }
 
 // excused reports whether a fault explains o's unknown outcome: one aimed
-// at o's process or at the backend (clock faults included) began before the
-// outcome was reported, and the process had not completed an operation
-// cleanly since the fault was over; or a dropped reply armed for o's
-// process, o being the first outcome it did not hear since.
+// at o's process or at the backend (clock faults included), or a pause or
+// partition of another process caught in the middle of an operation (it
+// may hold the locks that operation took, which o may wait for in vain),
+// began before the outcome was reported, and o's process had not
+// completed an operation cleanly since the fault was over; or a dropped
+// reply armed for o's process, o being the first outcome it did not hear
+// since.
 func (h *history) excused(o *op) bool {
 	for _, f := range h.faults {
 		if o.done >= 0 && f.index > o.done {
@@ -55,7 +58,7 @@ func (h *history) excused(o *op) bool {
 		case histories.Resume, histories.Heal, histories.ClockReset:
 			continue
 		}
-		if f.target != "" && f.target != o.proc {
+		if f.target != "" && f.target != o.proc && !h.caughtMidway(f) {
 			continue
 		}
 		if f.f == "drop-reply" {
@@ -65,6 +68,20 @@ func (h *history) excused(o *op) bool {
 			continue
 		}
 		if !h.recovered(o, f.over) {
+			return true
+		}
+	}
+	return false
+}
+
+// caughtMidway reports whether f is a pause or a partition that struck its
+// process while an operation of it was in flight.
+func (h *history) caughtMidway(f *fault) bool {
+	if f.f != histories.Pause && f.f != histories.Partition {
+		return false
+	}
+	for _, p := range h.byProc[f.target] {
+		if p.call < f.call && (p.unknown() || p.ret > f.call) {
 			return true
 		}
 	}

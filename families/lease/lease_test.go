@@ -49,6 +49,9 @@ func TestFailuresSayWhy(t *testing.T) {
 		{"136-lease-two-keys-one-bad.jsonl", "y", lease.LeaseExclusive, []int{1, 4}, []string{"c3's lease c"}},
 		{"137-lease-unknown-refresh-then-no-recovery.jsonl", "k", lease.Recovers, []int{8, 0}, []string{"until 2.030s"}},
 		{"147-lease-clock-behind-before-grant.jsonl", "k", lease.LeaseExclusive, []int{4, 6}, []string{"2 leases were certainly valid, max 1"}},
+		// c3 is paused between operations, holding nothing (148: paused
+		// in the middle of one, it excuses c2's wait in vain).
+		{"149-lease-unknown-beside-idle-paused.jsonl", "k", lease.Available, []int{6}, []string{"no fault was in force on c2"}},
 		{"138-lease-unknown-refresh-after-expiry-then-ok.jsonl", "k", lease.NoRevival, []int{6, 0}, []string{"if c1 refresh ttl_ms 1000, token a -> unknown (info) (#4) revived it instead"}},
 	} {
 		r := check(t, tc.file, model.Options{})
