@@ -54,7 +54,9 @@
 //   - waits end in error 1205 after innodb_lock_wait_timeout (only the
 //     statement rolls back), or 1213 when they close a cycle (the
 //     lighter transaction rolls back, the requester on a tie: weighed as
-//     InnoDB does, by undo records and lock structs); 1062 for a
+//     InnoDB does, by undo records and lock structs; the cycles left
+//     among the victim's fellow waiters are then checked from each of
+//     them, which loses a tie); 1062 for a
 //     duplicate key (INSERT IGNORE: nothing, 0 rows); 1146 for a missing
 //     table; errors are *mysql.MySQLError, as the real driver's;
 //   - results: rows affected are rows changed (go-sql-driver/mysql does
@@ -89,11 +91,9 @@
 // round trip, as with interpolateParams); context cancellation in the
 // middle of a statement (a context is looked at before each statement
 // only); latency beyond the fixed costs above; the server's clock moving
-// backwards on its own; which transaction InnoDB rolls back when a wait
-// closes two cycles at once and the second is left to its background
-// deadlock check: that check takes the waiters in the order of their
-// transactions' addresses in memory (a std::set of pointers) and, of
-// equal weights, rolls back the one it is checking (conform --kind
-// db-semaphore --seed 15 meets such a case at sequence 1,089; here the
-// requester goes on checking, and rolls itself back on a tie).
+// backwards on its own; the order in which InnoDB's background deadlock
+// check takes up the waiters left in cycles once a victim is rolled back
+// (the order of their transactions' addresses in memory, a std::set of
+// pointers): here they are checked in their queue's order, which agrees
+// with it where transactions began in that order.
 package sqlsim

@@ -212,17 +212,11 @@ func (r *stmtRun) enqueue(q *lockQueue, mode lockMode) (bool, error) {
 		if cycle == nil {
 			break
 		}
-		victim := t
-		for _, o := range cycle {
-			if o != t && o.weight() < victim.weight() {
-				victim = o
-			}
-		}
-		if victim == t {
+		victim := lightest(cycle, t)
+		if victim == t || w.recheck(victim, t) {
 			w.abandon(wt)
 			return false, errDeadlock()
 		}
-		w.deadlockVictim(victim)
 	}
 	if !wt.granted {
 		wt.timer = w.after(w.lockWait, func() { w.lockTimeout(wt) })
@@ -440,6 +434,46 @@ func (w *World) deadlockVictim(v *trx) {
 	r := wt.r
 	r.err = errDeadlock()
 	w.finish(r)
+}
+
+// lightest is the deadlock victim of a cycle: the lightest transaction
+// (trx.weight), of equal ones the transaction whose check found it.
+func lightest(cycle []*trx, checker *trx) *trx {
+	victim := checker
+	for _, o := range cycle {
+		if o != checker && o.weight() < victim.weight() {
+			victim = o
+		}
+	}
+	return victim
+}
+
+// recheck rolls victim back, the victim of a cycle t's wait closed, then
+// resolves the cycles left among the others that waited in the victim's
+// queue, each checked in turn, in the queue's order, as InnoDB's
+// background check does (each from the waiter it takes up, which is the
+// victim of a tie; InnoDB takes them in the order of their transactions'
+// addresses, which follows the order they began in here). It reports
+// whether t is such a victim too.
+func (w *World) recheck(victim, t *trx) bool {
+	q := victim.wait.q
+	w.deadlockVictim(victim)
+	for _, o := range slices.Clone(q.waiting) {
+		u := o.t
+		if u == t || u.wait != o {
+			continue
+		}
+		cycle := w.cycle(u)
+		if cycle == nil {
+			continue
+		}
+		v := lightest(cycle, u)
+		if v == t {
+			return true
+		}
+		w.deadlockVictim(v)
+	}
+	return false
 }
 
 // cycle returns the transactions of a cycle in the waits-for graph that

@@ -684,6 +684,29 @@ func TestMariaDBLockLifetimes(t *testing.T) {
 				step{conn: 2, q: q(p, "ROLLBACK")},
 				step{conn: 3, q: q(p, "ROLLBACK")})
 		}},
+		scenario{"one wait that closes two cycles", func(p string) []step {
+			s := script([]step{
+				{conn: 0, q: q(p, "createKeys")},
+				{conn: 0, q: q(p, "createTokens")},
+				{conn: 0, q: q(p, "insertKey"), args: []any{"k", 1, "master-row"}},
+			}, rc(3), rc(2), rc(1), []step{
+				{conn: 3, q: q(p, "lockMaster"), args: []any{"k"}},
+				{conn: 1, q: q(p, "insertKey"), args: []any{"k", 3, "master-row"}, bg: true},
+				{conn: 2, q: q(p, "deleteExpired"), args: []any{"k", at(0)}},
+				{conn: 0, q: q(p, "lockMaster"), args: []any{"k"}, bg: true},
+				{conn: 2, q: q(p, "nextFence"), args: []any{"k"}, bg: true},
+				{conn: 3, q: q(p, "ROLLBACK")},
+			})
+			// Conn 1 holds the S lock of its duplicate and asks for X,
+			// behind conn 0's and conn 2's waits for X: two cycles. Conn 0,
+			// the lightest, is rolled back first; conn 2 ties with conn 1
+			// and, checked next, is rolled back too; conn 1 gets its lock.
+			s = append(s, step{conn: 1, join: bgOf(s, 1)},
+				step{conn: 1, q: q(p, "lockMaster"), args: []any{"k"}})
+			return append(s, step{conn: 0, join: bgOf(s, 0)}, step{conn: 2, join: bgOf(s, 2)},
+				step{conn: 1, q: q(p, "ROLLBACK")},
+				step{conn: 2, q: q(p, "ROLLBACK")})
+		}},
 		scenario{"the victim by undo records and lock structs", func(p string) []step {
 			s := script([]step{
 				{conn: 0, q: q(p, "createKeys")},
