@@ -151,10 +151,11 @@ func onMariaDB(db *sql.DB, script []step) ([]string, error) {
 		case s.join > 0:
 			<-done[s.join-1]
 		case s.bg:
-			done[i] = make(chan struct{})
+			ch, c := make(chan struct{}), conns[s.conn]
+			done[i] = ch
 			go func() {
-				defer close(done[i])
-				out[i] = do(ctx, conns[s.conn], s)
+				defer close(ch)
+				out[i] = do(ctx, c, s)
 			}()
 			time.Sleep(300 * time.Millisecond)
 		default:
