@@ -2,7 +2,7 @@
 //
 // A World is a broker (queues, exclusive ownership per connection, publisher
 // confirms, heartbeats, restarts) plus the processes that use it. Each process
-// runs in its own goroutine, but exactly one moves at a time: at every broker
+// runs in its own coroutine, but exactly one moves at a time: at every broker
 // call the process hands control to the scheduler, which asks the World's
 // Decider which runnable process goes next. Time is virtual and advances by
 // latencies measured on a real broker (broker-semantics.md), so heartbeat
@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime"
 	"runtime/debug"
 	"sort"
 	"time"
@@ -234,7 +233,7 @@ func (w *World) Processes() []string {
 	return names
 }
 
-// A process is one client program: a goroutine that only moves when the
+// A process is one client program: a coroutine that only moves when the
 // scheduler lets it.
 type process struct {
 	w      *World
@@ -262,17 +261,19 @@ type dialWait struct {
 }
 
 // call posts r, gives control back to the scheduler and returns the reply.
+// A killed process stops here (Proc.Stop: its deferred functions run, and
+// their broker calls stop it again at once).
 func (p *process) call(r request) reply {
 	if p.w.sched.Running() != p {
 		panic("sim: a broker object was used from a goroutine the simulator did not start, or outside World.Run")
 	}
 	if p.proc.Killed() {
-		runtime.Goexit()
+		p.proc.Stop()
 	}
 	p.req = r
 	rep, killed := p.proc.Yield()
 	if killed {
-		runtime.Goexit()
+		p.proc.Stop()
 	}
 	return rep
 }

@@ -1,15 +1,28 @@
 // Package sched is the deterministic scheduler under the simulators (the
 // AMQP broker of package sim, the MariaDB of package sim/sqlsim).
 //
-// A simulated process is a goroutine that moves only when the scheduler
-// hands it control, and hands it back at its next scheduling point (a
-// request to the simulated server, a sleep, a fault), so exactly one
-// goroutine moves at a time. Whenever more than one process could move, a
+// A simulated process is a coroutine (iter.Pull) that moves only when the
+// scheduler hands it control, and hands it back at its next scheduling
+// point (a request to the simulated server, a sleep, a fault), so exactly
+// one goroutine moves at a time. A hand-off is a direct switch between the
+// scheduler's goroutine and the process's (the runtime's coroswitch): no
+// channel, no trip through Go's scheduler. Whenever more than one process could move, a
 // Decider picks which; the same answers give the same run, byte for byte.
 // Time is virtual: the simulator moves the clock by what its operations
 // cost, and when no process can move the scheduler jumps it to the next
 // timer. A process can be paused (it is not scheduled) and killed (its
 // goroutine is stopped at its scheduling point).
+//
+// A killed process stops with Proc.Stop, which panics with a value private
+// to this package that the process's coroutine recovers at its top: its
+// deferred functions run, as they would under runtime.Goexit, and the
+// scheduler's goroutine goes on. (runtime.Goexit itself must not be used:
+// iter.Pull would carry it over to the goroutine that resumed the process,
+// the scheduler's, and end that too.) So the rule for every piece of code
+// a process runs (the simulators, database/sql, the references in
+// amqplocks and dbsem, the families' runners): no deferred function
+// between a scheduling point and the process's top may recover a panic it
+// does not re-raise. None does today: none of them calls recover.
 //
 // The scheduler carries a process's replies (of the simulator's type R)
 // but knows nothing of its requests: a simulator keeps them in its own
@@ -20,6 +33,7 @@ package sched
 import (
 	"container/heap"
 	"fmt"
+	"iter"
 	"time"
 )
 
@@ -41,7 +55,7 @@ type Config[P any] struct {
 	// Decide picks among n >= 2 runnable processes (in the order they
 	// were registered); nil always picks the first.
 	Decide Decider
-	// Program is a process's own code, run in its own goroutine once the
+	// Program is a process's own code, run in its own coroutine once the
 	// scheduler first hands it control.
 	Program func(p P)
 	// Serve handles the request a process posted (Proc.Yield) when the
@@ -49,10 +63,10 @@ type Config[P any] struct {
 	// (Handoff), or leaves the process waiting (Proc.Block) until something
 	// gives it its reply (Proc.Deliver).
 	Serve func(p P)
-	// Exit, if set, runs when a process ends: in its goroutine after its
+	// Exit, if set, runs when a process ends: in its coroutine after its
 	// program returned, panicked (panicked is the recovered value) or was
-	// stopped by Kill; or in the scheduler when it was killed before it
-	// started.
+	// stopped (Kill, Proc.Stop: panicked is nil); or in the scheduler when
+	// it was killed before it started.
 	Exit func(p P, panicked any)
 	// Settle, if set, runs after every step of a process, every timer and
 	// every kill at the end of Run: the simulator finishes what the event
@@ -78,7 +92,6 @@ type Scheduler[P, R any] struct {
 	ended   bool          // a process in procs has ended since the last compaction
 	ready   []*Proc[P, R]
 	running *Proc[P, R]
-	yield   chan struct{} // a process gives control back
 	timers  timerHeap
 	seq     uint64
 	inRun   bool
@@ -87,7 +100,6 @@ type Scheduler[P, R any] struct {
 // Init readies s to run processes under c.
 func (s *Scheduler[P, R]) Init(c Config[P]) {
 	s.c = c
-	s.yield = make(chan struct{})
 	// Room for a handful of processes and for the runnable ones among
 	// them, in one allocation: most worlds need no more.
 	buf := make([]*Proc[P, R], 16)
@@ -108,10 +120,15 @@ const (
 // A Proc is the scheduler's part of a simulated process, kept in the
 // simulator's process type.
 type Proc[P, R any] struct {
-	self   P
-	s      *Scheduler[P, R]
-	resume chan bool // true: killed, stop
-	reply  R         // given when it next gets control
+	self P
+	s    *Scheduler[P, R]
+	// next resumes the process's coroutine until it yields or ends; stop
+	// resumes it with yield reporting false (killed), to unwind. Both are
+	// set when the process starts.
+	next   func() (struct{}, bool)
+	stop   func()
+	yield  func(struct{}) bool // in the coroutine: give control back
+	reply  R                   // given when it next gets control
 	state  state
 	paused bool
 	killed bool
@@ -120,7 +137,7 @@ type Proc[P, R any] struct {
 // Go registers the process self, whose Proc is p, to run under s. A Proc
 // is used once: a process restarted under the same name is a new one.
 func (s *Scheduler[P, R]) Go(p *Proc[P, R], self P) {
-	*p = Proc[P, R]{self: self, s: s, resume: make(chan bool)}
+	*p = Proc[P, R]{self: self, s: s}
 	s.procs = append(s.procs, p)
 }
 
@@ -208,7 +225,7 @@ func (s *Scheduler[P, R]) compact() {
 func (s *Scheduler[P, R]) step(p *Proc[P, R]) {
 	switch p.state {
 	case stateNew:
-		go p.main()
+		p.next, p.stop = iter.Pull(p.main)
 		s.handoff(p)
 	case stateReply:
 		s.handoff(p)
@@ -238,16 +255,15 @@ func (s *Scheduler[P, R]) Continue(p *Proc[P, R]) bool {
 func (s *Scheduler[P, R]) handoff(p *Proc[P, R]) {
 	p.state = stateRunning
 	s.running = p
-	p.resume <- false
-	<-s.yield
+	p.next()
 	s.running = nil
 }
 
 // Kill marks p killed, runs last (if not nil: the simulator's side of
-// the crash, which sees p killed), and stops p's goroutine where it
-// waits, or ends p if it never started. A killed goroutine gets control
-// once more to unwind (Yield reports it killed), and holds it until it
-// ends. Kill, like Handoff and Continue, is for the scheduler's goroutine
+// the crash, which sees p killed), and stops p's coroutine where it
+// waits, or ends p if it never started. A killed process gets control
+// once more to unwind (Yield reports it killed, and so does every Yield
+// after, without giving control away), and holds it until it ends. Kill, like Handoff and Continue, is for the scheduler's goroutine
 // (in Serve, a timer, Settle) or for when no Run is in progress: a
 // process that kills another posts a request for it.
 func (s *Scheduler[P, R]) Kill(p *Proc[P, R], last func()) {
@@ -266,8 +282,7 @@ func (s *Scheduler[P, R]) Kill(p *Proc[P, R], last func()) {
 		prev := s.running
 		s.running = p
 		p.state = stateRunning
-		p.resume <- true
-		<-s.yield
+		p.stop()
 		s.running = prev
 	}
 }
@@ -277,20 +292,37 @@ func (s *Scheduler[P, R]) done(p *Proc[P, R]) {
 	s.ended = true
 }
 
-func (p *Proc[P, R]) main() {
+// main is the process's coroutine: its program, then Exit. It recovers
+// every panic, so that none reaches the goroutine that resumed it: the
+// program's own (given to Exit) and Stop's (an ordinary end).
+func (p *Proc[P, R]) main(yield func(struct{}) bool) {
 	s := p.s
+	p.yield = yield
 	defer func() {
 		r := recover()
+		if _, ok := r.(stopped); ok {
+			r = nil
+		}
 		if s.c.Exit != nil {
 			s.c.Exit(p.self, r)
 		}
 		s.done(p)
-		s.yield <- struct{}{}
 	}()
-	if <-p.resume {
-		return
-	}
 	s.c.Program(p.self)
+}
+
+// stopped is the panic of Stop.
+type stopped struct{}
+
+// Stop ends the process's program where it is, running its deferred
+// functions on the way out, as runtime.Goexit would in a goroutine of its
+// own: it is how a killed process stops (or one that has nothing more to
+// do). Only the process itself calls it, while it holds control. It
+// panics with a value the process's coroutine recovers at its top, so
+// nothing the process runs may recover a panic without re-raising it
+// (see the package's doc).
+func (p *Proc[P, R]) Stop() {
+	panic(stopped{})
 }
 
 // Yield posts the process's request (which the simulator keeps), gives
@@ -300,8 +332,7 @@ func (p *Proc[P, R]) main() {
 // every call). Only the process itself calls it, while it holds control.
 func (p *Proc[P, R]) Yield() (reply R, killed bool) {
 	p.state = stateRequest
-	p.s.yield <- struct{}{}
-	if <-p.resume {
+	if !p.yield(struct{}{}) {
 		return reply, true
 	}
 	reply, p.reply = p.reply, reply

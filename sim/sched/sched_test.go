@@ -2,7 +2,6 @@ package sched_test
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +88,7 @@ func (p *proc) wait(d time.Duration) int64 {
 	p.sleep = d
 	woke, killed := p.proc.Yield()
 	if killed {
-		runtime.Goexit()
+		p.proc.Stop()
 	}
 	return woke
 }
@@ -203,5 +202,41 @@ func TestKillAndPause(t *testing.T) {
 	}
 	if !frozen.proc.Ended() {
 		t.Error("Run left a paused process unended")
+	}
+}
+
+// TestPanicsStayInTheProcess: a process's panic, and the Stop of a killed
+// process unwinding (also from its deferred functions, which call the
+// simulator again), end that process only; the scheduler goes on.
+func TestPanicsStayInTheProcess(t *testing.T) {
+	w := newWorld(nil)
+	w.goProc("boom", func(p *proc) {
+		p.wait(0)
+		panic("boom")
+	})
+	victim := w.goProc("victim", func(p *proc) {
+		defer p.w.logf("victim's first defer")
+		defer func() {
+			p.wait(0) // killed: stops again at once
+			p.w.logf("not reached")
+		}()
+		p.wait(100)
+	})
+	w.goProc("after", func(p *proc) {
+		p.wait(10)
+		p.w.logf("after goes on")
+	})
+	w.s.After(5, func() { w.s.Kill(&victim.proc, nil) })
+	w.s.Run()
+	got := strings.Join(w.log, "\n")
+	want := strings.Join([]string{
+		"0 boom panics boom",
+		"5 victim's first defer",
+		"5 victim killed",
+		"10 after goes on",
+		"10 after ends",
+	}, "\n")
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }

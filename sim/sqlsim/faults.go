@@ -28,7 +28,7 @@ func (w *World) target(fault, name string) *Process {
 }
 
 // Kill ends the process named name as a crash (or kill -9) would: its
-// goroutine stops where it waits (in BeginTx, Commit or Rollback, on its
+// coroutine stops where it waits (in BeginTx, Commit or Rollback, on its
 // way out of database/sql: see the package documentation) and runs no
 // more of its own code, and its sockets close, so the server rolls back
 // its open transactions and releases their locks, at once for a
@@ -45,7 +45,7 @@ func (w *World) Kill(name string) {
 	})
 }
 
-// killProc ends p's goroutine (at its next safe point, see
+// killProc ends p's coroutine (at its next safe point, see
 // Process.call; its deferred functions run, and their calls to the server
 // fail at once), then p's sockets close.
 func (w *World) killProc(p *Process) { w.sched.Kill(&p.proc, nil) }

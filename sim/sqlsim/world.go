@@ -5,7 +5,6 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"io"
-	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -122,7 +121,7 @@ func (f decideFunc) Pick(n int) int {
 // Now returns the virtual time in nanoseconds since New.
 func (w *World) Now() int64 { return w.now }
 
-// A Process is one client program: a goroutine that moves only when the
+// A Process is one client program: a coroutine that moves only when the
 // scheduler lets it, with its own connection pool to the server.
 type Process struct {
 	w    *World
@@ -130,7 +129,7 @@ type Process struct {
 	name string
 	fn   func(*Process)
 
-	exiting    bool // its goroutine is unwinding (runtime.Goexit)
+	exiting    bool // it is unwinding (Proc.Stop)
 	dropCommit bool
 	cut        bool     // partitioned from the server
 	held       []func() // what waits for the partition to heal, in order
@@ -388,7 +387,9 @@ func (w *World) endProcess(p *Process) {
 // call posts r, gives control back to the scheduler and returns the
 // reply.
 //
-// A killed process stops with runtime.Goexit, but only at a safe call:
+// A killed process stops with Proc.Stop (a panic its coroutine recovers
+// at its top, running its deferred functions as runtime.Goexit would), but
+// only at a safe call:
 // one that database/sql makes with every lock it holds released by a
 // deferred function (Exec, a query's first Rows.Next, dialling, closing a
 // connection), or one made outside database/sql (Sleep, a fault). Were it
@@ -421,7 +422,7 @@ func (p *Process) call(r request, safe bool) reply {
 func (p *Process) stop(safe bool) {
 	if safe && !p.exiting {
 		p.exiting = true
-		runtime.Goexit()
+		p.proc.Stop()
 	}
 }
 
