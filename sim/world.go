@@ -84,7 +84,7 @@ func New(o Options) *World {
 	w.sched.Init(sched.Config[*process]{
 		Clock:   &w.now,
 		Decide:  w.decide,
-		Program: func(p *process) { p.fn(p.client) },
+		Program: func(p *process) { p.fn(&p.client) },
 		Serve:   func(p *process) { p.w.serve(p) },
 		Exit:    func(p *process, panicked any) { p.w.exit(p, panicked) },
 		Stuck:   func(p *process) { p.w.tracef("%s stuck, killed", p.name) },
@@ -119,7 +119,7 @@ func (w *World) Go(name string, fn func(broker.Broker)) {
 		panic(fmt.Sprintf("sim: process %q is still running", name))
 	}
 	p := &process{w: w, name: name, fn: fn}
-	p.client = &client{p: p}
+	p.client.p = p
 	w.sched.Go(&p.proc, p)
 	w.procs = append(w.procs, p)
 	w.byName[name] = p
@@ -152,7 +152,7 @@ func (w *World) serve(p *process) {
 		if r.deadline < until {
 			until, err = r.deadline, context.DeadlineExceeded
 		}
-		w.sched.At(until, func() { p.proc.Deliver(reply{err: err}) })
+		w.sched.DeliverAt(until, &p.proc, reply{err: err})
 	case reqFault:
 		if rep, block := r.fault(); !block {
 			w.sched.Handoff(&p.proc, rep)
@@ -240,7 +240,7 @@ type process struct {
 	proc   sched.Proc[*process, reply]
 	name   string
 	fn     func(broker.Broker)
-	client *client
+	client client // its view of the broker, in the same allocation
 
 	dropNext bool
 	req      request
@@ -297,10 +297,18 @@ type request struct {
 	cfg      broker.Config
 	fault    func() (rep reply, block bool)
 	m        method
-	arg      string // the queue the method names, for the trace
 	conn     *conn
 	ch       *channel
-	apply    func() reply // the broker's side of a method
+	// The method's arguments (World.apply is the broker's side of it):
+	// the queue it names (also for the trace), and the options of
+	// queue.declare, queue.delete, basic.publish (queue.bind's exchange
+	// and key too) and basic.consume. They are fields rather than a
+	// closure so that a method allocates nothing to be sent.
+	queue     string
+	declare   broker.DeclareOptions
+	delete    broker.DeleteOptions
+	pub       broker.Publishing
+	exclusive bool
 }
 
 type reply struct {

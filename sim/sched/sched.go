@@ -125,13 +125,17 @@ type Proc[P, R any] struct {
 	// next resumes the process's coroutine until it yields or ends; stop
 	// resumes it with yield reporting false (killed), to unwind. Both are
 	// set when the process starts.
-	next   func() (struct{}, bool)
-	stop   func()
-	yield  func(struct{}) bool // in the coroutine: give control back
-	reply  R                   // given when it next gets control
-	state  state
-	paused bool
-	killed bool
+	next  func() (struct{}, bool)
+	stop  func()
+	yield func(struct{}) bool // in the coroutine: give control back
+	reply R                   // given when it next gets control
+	// wake is DeliverAt's timer, used again from one sleep to the next,
+	// and wakeReply what it delivers.
+	wake      Timer
+	wakeReply R
+	state     state
+	paused    bool
+	killed    bool
 }
 
 // Go registers the process self, whose Proc is p, to run under s. A Proc
@@ -384,6 +388,7 @@ type Timer struct {
 	seq       uint64 // orders timers due at the same time: first set, first run
 	fn        func()
 	cancelled bool
+	queued    bool // in the heap (fired or not)
 }
 
 // Cancel keeps the timer from running, if it has not yet; it does nothing
@@ -401,6 +406,29 @@ func (s *Scheduler[P, R]) At(t int64, fn func()) *Timer {
 	tm := &Timer{at: t, seq: s.seq, fn: fn}
 	heap.Push(&s.timers, tm)
 	return tm
+}
+
+// DeliverAt gives p reply (Deliver) at virtual time t: a sleep. It is At
+// with a function that delivers, in the same order among the timers, but
+// it allocates nothing once p has slept before: p's timer serves again
+// once it has left the heap, and it cannot be cancelled.
+func (s *Scheduler[P, R]) DeliverAt(t int64, p *Proc[P, R], reply R) {
+	if p.wake.queued {
+		s.At(t, func() { p.Deliver(reply) })
+		return
+	}
+	if p.wake.fn == nil {
+		p.wake.fn = func() {
+			reply := p.wakeReply
+			var none R
+			p.wakeReply = none
+			p.Deliver(reply)
+		}
+	}
+	s.seq++
+	p.wake.at, p.wake.seq, p.wake.cancelled = t, s.seq, false
+	p.wakeReply = reply
+	heap.Push(&s.timers, &p.wake)
 }
 
 // After runs fn in the scheduler once d of virtual time has passed.
@@ -460,11 +488,16 @@ func (h timerHeap) Less(i, j int) bool {
 	return h[i].seq < h[j].seq
 }
 func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)   { *h = append(*h, x.(*Timer)) }
+func (h *timerHeap) Push(x any) {
+	t := x.(*Timer)
+	t.queued = true
+	*h = append(*h, t)
+}
 func (h *timerHeap) Pop() any {
 	old := *h
 	t := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
+	t.queued = false
 	return t
 }

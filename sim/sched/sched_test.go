@@ -2,6 +2,7 @@ package sched_test
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func newWorld(d sched.Decider) *world {
 				return
 			}
 			p.proc.Block()
-			p.w.s.After(p.sleep, func() { p.proc.Deliver(p.w.now) })
+			p.w.s.DeliverAt(p.w.now+int64(p.sleep), &p.proc, p.w.now+int64(p.sleep))
 		},
 		Exit: func(p *proc, panicked any) {
 			end := "ends"
@@ -238,5 +239,27 @@ func TestPanicsStayInTheProcess(t *testing.T) {
 	}, "\n")
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestSleepsAllocateNothing: once a process has slept, its sleeps (the
+// timer that wakes it, the hand-offs) allocate nothing.
+func TestSleepsAllocateNothing(t *testing.T) {
+	const sleeps = 1000
+	w := newWorld(nil)
+	var allocs uint64
+	w.goProc("sleeper", func(p *proc) {
+		p.wait(1)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		for range sleeps {
+			p.wait(1)
+		}
+		runtime.ReadMemStats(&m1)
+		allocs = m1.Mallocs - m0.Mallocs
+	})
+	w.s.Run()
+	if allocs > sleeps/10 {
+		t.Errorf("%d sleeps allocated %d times", sleeps, allocs)
 	}
 }

@@ -248,7 +248,7 @@ func (w *World) serve(p *Process) {
 			return
 		}
 		w.tracef("%s sleeps %v", p.name, r.d)
-		w.after(r.d, func() { p.proc.Deliver(reply{}) })
+		w.sched.DeliverAt(w.now+int64(r.d), &p.proc, reply{})
 	case reqFault:
 		r.fault()
 		w.settle()
