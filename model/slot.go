@@ -209,7 +209,11 @@ type slotHolds map[int]map[int]int64
 
 // add adds so, the slot operation of o, to slot's operations.
 func (parts *slotParts) add(slot int, o *op, so slotOp) {
-	parts.m[slot] = append(parts.m[slot], porcupine.Operation{
+	ops := parts.m[slot]
+	if ops == nil {
+		ops = make([]porcupine.Operation, 0, 8) // spares a slot's first few appends their growth
+	}
+	parts.m[slot] = append(ops, porcupine.Operation{
 		ClientId: o.client, Call: o.call, Return: o.ret,
 		Input: parts.calls.new(so, o.call),
 	})

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
@@ -129,7 +130,7 @@ func (w *World) open(p *process, cfg broker.Config) *conn {
 	c := &conn{id: w.conns, p: p, brokerOpen: true, opened: w.now}
 	c.name = cfg.Name
 	if c.name == "" {
-		c.name = fmt.Sprintf("%s#%d", p.name, c.id)
+		c.name = p.name + "#" + strconv.Itoa(c.id)
 	}
 	switch hb := max(cfg.Heartbeat, 0); {
 	case hb == 0:

@@ -60,11 +60,12 @@ type World struct {
 	procs  []*process // every process registered, ended ones too
 	byName map[string]*process
 
-	queues  map[string]*queue
-	conns   int
-	up      bool
-	gen     int
-	failure error
+	queues   map[string]*queue
+	lastArgs map[string]any // the arguments of the queue declared last (sharedArgs)
+	conns    int
+	up       bool
+	gen      int
+	failure  error
 }
 
 // New returns a World with an empty, running broker at virtual time 0.

@@ -26,6 +26,7 @@ import "github.com/lockprover/lockprover/model"
 // charged, so the budgets judge only the methods the operation itself
 // needed.
 type ledger struct {
+	sent         model.Cost // the counts as last read (runner.cost), for every incarnation
 	seen         model.Cost // the counts accounted for so far (its own map)
 	scratch      model.Cost // what absorb works out and throws away
 	had          bool       // the process has had a connection

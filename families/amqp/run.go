@@ -43,8 +43,8 @@ type runner struct {
 	mu        sync.Mutex
 	states    map[string]*procState
 	costs     map[int]model.Cost
-	killed    map[string]bool            // processes killed while heartbeats are off
-	faulty    map[string]map[string]bool // process -> pause/partition in force
+	killed    map[string]bool            // processes killed while heartbeats are off (made on first use)
+	faulty    map[string]map[string]bool // process -> pause/partition in force (made on first use)
 	stuck     error
 	created   bool                          // the first admin's create has ended or was cut short
 	ending    bool                          // no fault strikes once the run is ending
@@ -64,7 +64,7 @@ func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
 	rec.Grow(2*steps + 4*len(p.Nemesis)) // an invoke and a completion a step, two events a fault and its end
 	return &runner{p: &p, impl: impl, eng: eng, lock: lock, rec: rec,
 		hb: p.Options.Heartbeat(), states: map[string]*procState{}, costs: make(map[int]model.Cost, steps),
-		killed: map[string]bool{}, faulty: map[string]map[string]bool{}, live: map[string]Client{},
+		live:     map[string]Client{},
 		dialling: map[string]context.CancelFunc{}, ledgers: map[string]*ledger{}, waste: map[int]string{},
 		created: p.Kind != histories.Semaphore || len(p.Admins) == 0}
 }
@@ -164,9 +164,10 @@ type incarnation struct {
 	client Client
 	held   int
 	// sent is what the process had sent when its operation began, then
-	// when it ended (one map, used again from one reading to the next
-	// where the engine can fill it: see runner.cost).
-	sent model.Cost
+	// when it ended: its ledger's, where the engine reads the counts
+	// into one map for all the process's operations and incarnations
+	// (see runner.cost).
+	sent *model.Cost
 }
 
 // current reports whether gen is still st's incarnation.
@@ -182,6 +183,7 @@ func (r *runner) run(name string, st *procState, gen int, b broker.Broker) {
 	ctx := context.Background()
 	in := &incarnation{gen: gen}
 	r.mu.Lock()
+	in.sent = &r.ledger(name).sent
 	create := st.first && !st.create && r.p.Kind == histories.Semaphore
 	st.create = st.create || create
 	r.mu.Unlock()
@@ -316,7 +318,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	if !ok {
 		return
 	}
-	before := r.cost(name, &in.sent)
+	before := r.cost(name, in.sent)
 	r.mu.Lock()
 	if st.gen != in.gen {
 		r.mu.Unlock()
@@ -342,7 +344,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	defer cancel()
 	c := in.client
 	res, held, err := r.call(ctx, c, in, s)
-	spent := r.cost(name, &in.sent) // before is done with: the ledger copied it
+	spent := r.cost(name, in.sent) // before is done with: the ledger copied it
 	done, known := r.completion(name, inv, e.Kind, res, err)
 	in.held = held
 	r.mu.Lock()
@@ -693,6 +695,9 @@ func (r *runner) strike(fault, target string) {
 	switch fault {
 	case histories.Pause, histories.Partition:
 		if err == nil {
+			if r.faulty == nil {
+				r.faulty = map[string]map[string]bool{}
+			}
 			if r.faulty[target] == nil {
 				r.faulty[target] = map[string]bool{}
 			}
@@ -775,6 +780,9 @@ func (r *runner) restart(name string) {
 		st.open = -1
 	}
 	if r.hb == 0 {
+		if r.killed == nil {
+			r.killed = map[string]bool{}
+		}
 		r.killed[name] = true
 	}
 	again := !st.done
