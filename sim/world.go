@@ -167,6 +167,9 @@ func (w *World) serve(p *process) {
 	}
 }
 
+// tracef writes a line of the trace, if there is one. Callers that pass
+// arguments look at w.trace first: boxing them for the call would cost an
+// allocation each, trace or not.
 func (w *World) tracef(format string, args ...any) {
 	if w.trace == nil {
 		return

@@ -22,7 +22,9 @@ func (w *World) fault(f func()) {
 func (w *World) target(fault, name string) *Process {
 	p := w.live(name)
 	if p == nil {
-		w.tracef("%s %s: no such process", fault, name)
+		if w.trace != nil {
+			w.tracef("%s %s: no such process", fault, name)
+		}
 	}
 	return p
 }
@@ -39,7 +41,9 @@ func (w *World) target(fault, name string) *Process {
 func (w *World) Kill(name string) {
 	w.fault(func() {
 		if p := w.target("kill", name); p != nil {
-			w.tracef("%s killed", name)
+			if w.trace != nil {
+				w.tracef("%s killed", name)
+			}
 			w.killProc(p)
 		}
 	})
@@ -64,7 +68,9 @@ func (w *World) KillConnections(name string) {
 		if p == nil {
 			return
 		}
-		w.tracef("KILL CONNECTION of every connection of %s", name)
+		if w.trace != nil {
+			w.tracef("KILL CONNECTION of every connection of %s", name)
+		}
 		for _, c := range p.conns {
 			w.killSession(c.s, "KILL CONNECTION")
 		}
@@ -78,7 +84,9 @@ func (w *World) Pause(name string) {
 	w.fault(func() {
 		if p := w.target("pause", name); p != nil {
 			p.proc.Pause()
-			w.tracef("%s paused", name)
+			if w.trace != nil {
+				w.tracef("%s paused", name)
+			}
 		}
 	})
 }
@@ -88,7 +96,9 @@ func (w *World) Resume(name string) {
 	w.fault(func() {
 		if p := w.target("resume", name); p != nil && p.proc.Paused() {
 			p.proc.Resume()
-			w.tracef("%s resumed", name)
+			if w.trace != nil {
+				w.tracef("%s resumed", name)
+			}
 		}
 	})
 }
@@ -104,7 +114,9 @@ func (w *World) Partition(name string) {
 	w.fault(func() {
 		if p := w.target("partition", name); p != nil && !p.cut {
 			p.cut = true
-			w.tracef("%s partitioned", name)
+			if w.trace != nil {
+				w.tracef("%s partitioned", name)
+			}
 		}
 	})
 }
@@ -118,7 +130,9 @@ func (w *World) Heal(name string) {
 			return
 		}
 		p.cut = false
-		w.tracef("%s healed", name)
+		if w.trace != nil {
+			w.tracef("%s healed", name)
+		}
 		held := p.held
 		p.held = nil
 		for _, f := range held {
@@ -138,7 +152,9 @@ func (w *World) SkewClock(name string, offset time.Duration) {
 	w.fault(func() {
 		if name == "" {
 			w.serverSkew = offset
-			w.tracef("server clock offset %v", offset)
+			if w.trace != nil {
+				w.tracef("server clock offset %v", offset)
+			}
 			return
 		}
 		if offset == 0 {
@@ -146,7 +162,9 @@ func (w *World) SkewClock(name string, offset time.Duration) {
 		} else {
 			w.skews[name] = offset
 		}
-		w.tracef("%s clock offset %v", name, offset)
+		if w.trace != nil {
+			w.tracef("%s clock offset %v", name, offset)
+		}
 	})
 }
 
@@ -157,7 +175,9 @@ func (w *World) DropCommitReply(name string) {
 	w.fault(func() {
 		if p := w.target("drop the commit reply of", name); p != nil {
 			p.dropCommit = true
-			w.tracef("%s: its next COMMIT's reply will be lost", name)
+			if w.trace != nil {
+				w.tracef("%s: its next COMMIT's reply will be lost", name)
+			}
 		}
 	})
 }
@@ -168,7 +188,9 @@ func (w *World) DropCommitReply(name string) {
 // until downtime has passed.
 func (w *World) Restart(downtime time.Duration) {
 	w.fault(func() {
-		w.tracef("server restarts, down for %v", downtime)
+		if w.trace != nil {
+			w.tracef("server restarts, down for %v", downtime)
+		}
 		sessions := w.sessions
 		w.sessions = nil
 		for _, s := range sessions {

@@ -74,7 +74,7 @@ func outcome(res sql.Result, rows [][]string, err error) string {
 
 // do runs one statement on c: a query if it returns rows.
 func do(ctx context.Context, c *sql.Conn, s step) string {
-	p, err := (&World{parsed: map[string]*parsed{}}).parse(s.q)
+	p, err := parse(s.q)
 	if err == nil && p.v.tpl.cols != nil {
 		rs, err := c.QueryContext(ctx, s.q, s.args...)
 		if err != nil {

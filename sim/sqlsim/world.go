@@ -56,7 +56,6 @@ type World struct {
 	tableOrder []*table
 	locks      map[lockID]*lockQueue
 	sessions   []*session
-	parsed     map[string]*parsed
 	connID     int64
 	connSeq    map[string]int
 	trxID      int64
@@ -77,7 +76,6 @@ func New(o Options) *World {
 		pending:   map[string][]hook{},
 		tables:    map[string]*table{},
 		locks:     map[lockID]*lockQueue{},
-		parsed:    map[string]*parsed{},
 		connSeq:   map[string]int{},
 		skews:     map[string]time.Duration{},
 	}
@@ -87,7 +85,9 @@ func New(o Options) *World {
 	c := sched.Config[*Process]{
 		Clock: &w.now,
 		Program: func(p *Process) {
-			p.w.tracef("%s starts", p.name)
+			if p.w.trace != nil {
+				p.w.tracef("%s starts", p.name)
+			}
 			p.fn(p)
 		},
 		Serve:  func(p *Process) { p.w.serve(p) },
@@ -191,7 +191,9 @@ func (w *World) Go(name string, fn func(p *Process)) {
 	delete(w.pending, name)
 	w.sched.Go(&p.proc, p)
 	w.byName[name] = p
-	w.tracef("%s registered", name)
+	if w.trace != nil {
+		w.tracef("%s registered", name)
+	}
 }
 
 // live returns the process named name unless it has ended.
@@ -247,7 +249,9 @@ func (w *World) serve(p *Process) {
 			p.proc.Deliver(reply{})
 			return
 		}
-		w.tracef("%s sleeps %v", p.name, r.d)
+		if w.trace != nil {
+			w.tracef("%s sleeps %v", p.name, r.d)
+		}
 		w.sched.DeliverAt(w.now+int64(r.d), &p.proc, reply{})
 	case reqFault:
 		r.fault()
@@ -255,13 +259,22 @@ func (w *World) serve(p *Process) {
 		p.proc.Deliver(reply{})
 	case reqConnect, reqStmt:
 		if p.cut {
-			w.tracef("%s: its %s waits for the partition to heal", p.name, shortText(r))
-			p.held = append(p.held, func() { w.send(p, r) })
+			w.hold(p, r)
 			break
 		}
 		w.send(p, r)
 	}
 	w.sched.Continue(&p.proc)
+}
+
+// hold keeps p's connect or statement until the partition heals. (A
+// function of its own so that only a held request, which its closure
+// keeps, goes to the heap: serve's copy of every request did.)
+func (w *World) hold(p *Process, r request) {
+	if w.trace != nil {
+		w.tracef("%s: its %s waits for the partition to heal", p.name, shortText(r))
+	}
+	p.held = append(p.held, func() { w.send(p, r) })
 }
 
 // send serves p's connect or statement, as it reaches the server.
@@ -289,16 +302,20 @@ func (w *World) statement(p *Process, rq request) {
 	case s.closed:
 		// The server closed the connection: the client writes its
 		// command, then reads EOF.
-		w.tracef("%s %s -> invalid connection (the server had closed it)", s.name, shortText(rq))
+		if w.trace != nil {
+			w.tracef("%s %s -> invalid connection (the server had closed it)", s.name, shortText(rq))
+		}
 		w.answer(p, c, num, reply{err: errInvalidConn})
 	case rq.err != nil:
-		w.tracef("%s %v", s.name, rq.err)
+		if w.trace != nil {
+			w.tracef("%s %v", s.name, rq.err)
+		}
 		if w.failure == nil {
 			w.failure = rq.err
 		}
 		w.answer(p, c, num, reply{err: rq.err})
 	default:
-		r := &stmtRun{w: w, s: s, p: p, c: c, v: rq.parsed.v, prefix: rq.parsed.prefix, b: rq.b, clock: s.clock(w), num: num}
+		r := &stmtRun{w: w, s: s, p: p, c: c, v: rq.parsed.v, parsed: rq.parsed, prefix: rq.parsed.prefix, b: rq.b, clock: s.clock(w), num: num}
 		if r.v.tpl.txn {
 			if s.trx != nil {
 				r.t = s.trx
@@ -323,7 +340,9 @@ func shortText(rq request) string {
 func (w *World) connect(p *Process) {
 	if w.down {
 		w.now += int64(refusedTime)
-		w.tracef("%s connect: refused (server down)", p.name)
+		if w.trace != nil {
+			w.tracef("%s connect: refused (server down)", p.name)
+		}
 		p.proc.Deliver(reply{err: errRefused()})
 		return
 	}
@@ -339,7 +358,9 @@ func (w *World) connect(p *Process) {
 	p.conns = dropClosed(p.conns, func(c *conn) bool { return c.clientClosed && c.s.closed })
 	p.conns = append(p.conns, c)
 	p.counters.Connections++
-	w.tracef("%s connects: %s (id %d)", p.name, s.name, s.id)
+	if w.trace != nil {
+		w.tracef("%s connects: %s (id %d)", p.name, s.name, s.id)
+	}
 	w.now += int64(connectTime)
 	p.proc.Deliver(reply{conn: c})
 }
@@ -378,9 +399,13 @@ func (w *World) endProcess(p *Process) {
 		p.db.Close()
 	}
 	if p.proc.Killed() {
-		w.tracef("%s ended (killed)", p.name)
+		if w.trace != nil {
+			w.tracef("%s ended (killed)", p.name)
+		}
 	} else {
-		w.tracef("%s ended", p.name)
+		if w.trace != nil {
+			w.tracef("%s ended", p.name)
+		}
 	}
 }
 
@@ -500,6 +525,9 @@ func (w *World) after(d time.Duration, fn func()) *timer {
 	return (*timer)(w.sched.After(d, fn))
 }
 
+// tracef writes a line of the trace, if there is one. Callers that pass
+// arguments look at w.trace first: boxing them for the call would cost an
+// allocation each, trace or not.
 func (w *World) tracef(format string, args ...any) {
 	if w.trace == nil {
 		return
