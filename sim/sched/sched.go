@@ -1,12 +1,14 @@
 // Package sched is the deterministic scheduler under the simulators (the
 // AMQP broker of package sim, the MariaDB of package sim/sqlsim).
 //
-// A simulated process is a coroutine (iter.Pull) that moves only when the
-// scheduler hands it control, and hands it back at its next scheduling
+// A simulated process runs on a coroutine (iter.Pull) and moves only when
+// the scheduler hands it control, and hands it back at its next scheduling
 // point (a request to the simulated server, a sleep, a fault), so exactly
 // one goroutine moves at a time. A hand-off is a direct switch between the
 // scheduler's goroutine and the process's (the runtime's coroswitch): no
-// channel, no trip through Go's scheduler. Whenever more than one process could move, a
+// channel, no trip through Go's scheduler. A coroutine whose process has
+// ended runs the next process to start; those left at the end of Run
+// stop. Whenever more than one process could move, a
 // Decider picks which; the same answers give the same run, byte for byte.
 // Time is virtual: the simulator moves the clock by what its operations
 // cost, and when no process can move the scheduler jumps it to the next
@@ -92,6 +94,7 @@ type Scheduler[P, R any] struct {
 	ended   bool          // a process in procs has ended since the last compaction
 	ready   []*Proc[P, R]
 	running *Proc[P, R]
+	idle    []*worker[P, R] // coroutines whose process has ended, for the next to start
 	timers  timerHeap
 	seq     uint64
 	inRun   bool
@@ -122,13 +125,15 @@ const (
 type Proc[P, R any] struct {
 	self P
 	s    *Scheduler[P, R]
-	// next resumes the process's coroutine until it yields or ends; stop
-	// resumes it with yield reporting false (killed), to unwind. Both are
-	// set when the process starts.
-	next  func() (struct{}, bool)
-	stop  func()
-	yield func(struct{}) bool // in the coroutine: give control back
-	reply R                   // given when it next gets control
+	// w is the coroutine that runs the process, from its start: an idle
+	// one, or own if there was none (a process's own worker may run
+	// other processes once it has ended); yield, in it, gives control
+	// back.
+	w        *worker[P, R]
+	own      worker[P, R]
+	yield    func(struct{}) bool
+	stopping bool // killed, and given control to unwind
+	reply    R    // given when it next gets control
 	// wake is DeliverAt's timer, used again from one sleep to the next,
 	// and wakeReply what it delivers.
 	wake      Timer
@@ -203,6 +208,7 @@ func (s *Scheduler[P, R]) Run() {
 		}
 	}
 	s.compact()
+	s.stopIdle()
 }
 
 func (s *Scheduler[P, R]) settle() {
@@ -229,8 +235,7 @@ func (s *Scheduler[P, R]) compact() {
 func (s *Scheduler[P, R]) step(p *Proc[P, R]) {
 	switch p.state {
 	case stateNew:
-		p.next, p.stop = iter.Pull(p.main)
-		s.handoff(p)
+		s.start(p)
 	case stateReply:
 		s.handoff(p)
 	case stateRequest:
@@ -259,17 +264,70 @@ func (s *Scheduler[P, R]) Continue(p *Proc[P, R]) bool {
 func (s *Scheduler[P, R]) handoff(p *Proc[P, R]) {
 	p.state = stateRunning
 	s.running = p
-	p.next()
+	p.w.next()
 	s.running = nil
+}
+
+// A worker is a coroutine (iter.Pull) that runs processes one after
+// another: a process that ends leaves it for the next one to start, so
+// that a Run makes only as many coroutines as it has processes alive at
+// once. The workers left idle stop at the end of Run: no goroutine
+// outlives it.
+type worker[P, R any] struct {
+	s    *Scheduler[P, R]
+	next func() (struct{}, bool) // resumes the coroutine until it yields
+	stop func()                  // ends an idle worker
+	proc *Proc[P, R]             // the process it runs, nil while idle
+}
+
+// start runs p, which has not started, on an idle worker or a new one.
+func (s *Scheduler[P, R]) start(p *Proc[P, R]) {
+	var w *worker[P, R]
+	if n := len(s.idle); n > 0 {
+		w = s.idle[n-1]
+		s.idle[n-1] = nil
+		s.idle = s.idle[:n-1]
+	} else {
+		w = &p.own
+		w.s = s
+		w.next, w.stop = iter.Pull(w.loop)
+	}
+	w.proc, p.w = p, w
+	s.handoff(p)
+}
+
+// loop is a worker's coroutine: it runs its process, then waits idle for
+// the next (yield reports false when the worker is to stop instead).
+func (w *worker[P, R]) loop(yield func(struct{}) bool) {
+	for {
+		p := w.proc
+		p.yield = yield
+		p.main()
+		w.proc = nil
+		w.s.idle = append(w.s.idle, w)
+		if !yield(struct{}{}) {
+			return
+		}
+	}
+}
+
+// stopIdle ends the idle workers' coroutines.
+func (s *Scheduler[P, R]) stopIdle() {
+	for _, w := range s.idle {
+		w.stop()
+	}
+	clear(s.idle)
+	s.idle = s.idle[:0]
 }
 
 // Kill marks p killed, runs last (if not nil: the simulator's side of
 // the crash, which sees p killed), and stops p's coroutine where it
 // waits, or ends p if it never started. A killed process gets control
 // once more to unwind (Yield reports it killed, and so does every Yield
-// after, without giving control away), and holds it until it ends. Kill, like Handoff and Continue, is for the scheduler's goroutine
-// (in Serve, a timer, Settle) or for when no Run is in progress: a
-// process that kills another posts a request for it.
+// after, without giving control away), and holds it until it ends. Kill,
+// like Handoff and Continue, is for the scheduler's goroutine (in Serve,
+// a timer, Settle) or for when no Run is in progress: a process that
+// kills another posts a request for it.
 func (s *Scheduler[P, R]) Kill(p *Proc[P, R], last func()) {
 	p.killed = true
 	if last != nil {
@@ -286,7 +344,8 @@ func (s *Scheduler[P, R]) Kill(p *Proc[P, R], last func()) {
 		prev := s.running
 		s.running = p
 		p.state = stateRunning
-		p.stop()
+		p.stopping = true
+		p.w.next()
 		s.running = prev
 	}
 }
@@ -296,12 +355,11 @@ func (s *Scheduler[P, R]) done(p *Proc[P, R]) {
 	s.ended = true
 }
 
-// main is the process's coroutine: its program, then Exit. It recovers
+// main is the process in its worker: its program, then Exit. It recovers
 // every panic, so that none reaches the goroutine that resumed it: the
 // program's own (given to Exit) and Stop's (an ordinary end).
-func (p *Proc[P, R]) main(yield func(struct{}) bool) {
+func (p *Proc[P, R]) main() {
 	s := p.s
-	p.yield = yield
 	defer func() {
 		r := recover()
 		if _, ok := r.(stopped); ok {
@@ -335,8 +393,12 @@ func (p *Proc[P, R]) Stop() {
 // meanwhile, in which case there is no reply and it must stop (or fail
 // every call). Only the process itself calls it, while it holds control.
 func (p *Proc[P, R]) Yield() (reply R, killed bool) {
+	if p.stopping {
+		return reply, true
+	}
 	p.state = stateRequest
-	if !p.yield(struct{}{}) {
+	p.yield(struct{}{}) // false only for an idle worker, never a process's
+	if p.stopping {
 		return reply, true
 	}
 	reply, p.reply = p.reply, reply

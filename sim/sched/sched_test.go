@@ -263,3 +263,25 @@ func TestSleepsAllocateNothing(t *testing.T) {
 		t.Errorf("%d sleeps allocated %d times", sleeps, allocs)
 	}
 }
+
+// TestCoroutinesAreReused: a process that starts once another has ended
+// runs on that one's coroutine, and none is left once Run returns.
+func TestCoroutinesAreReused(t *testing.T) {
+	before := runtime.NumGoroutine()
+	w := newWorld(nil)
+	var inA, inB int
+	w.goProc("a", func(p *proc) { inA = runtime.NumGoroutine() })
+	w.s.After(10, func() {
+		w.goProc("b", func(p *proc) {
+			p.wait(1)
+			inB = runtime.NumGoroutine()
+		})
+	})
+	w.s.Run()
+	if inA != before+1 || inB != inA {
+		t.Errorf("goroutines: %d before Run, %d in a, %d in b (started after a ended)", before, inA, inB)
+	}
+	if n := runtime.NumGoroutine(); n != before {
+		t.Errorf("%d goroutines after Run, %d before", n, before)
+	}
+}
