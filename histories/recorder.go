@@ -1,6 +1,7 @@
 package histories
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -46,6 +47,22 @@ func (r *Recorder) Add(e Event) Event {
 	e.Time = t
 	r.events = append(r.events, e)
 	return e
+}
+
+// Grow makes room for n more events, so that a caller that knows about
+// how long its history gets spares the appends their reallocations.
+func (r *Recorder) Grow(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = slices.Grow(r.events, n)
+}
+
+// Event returns event i of the history so far (Events()[i], without the
+// copy of the rest).
+func (r *Recorder) Event(i int) Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.events[i]
 }
 
 // Events returns a copy of the history so far. The copy shares the events'

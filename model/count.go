@@ -72,7 +72,14 @@ func stepCount(s countRange, c *countCall) (bool, countRange) {
 
 var countModel = porcupine.Model{
 	Init: func() any { return countRange{0, unbounded} },
-	Step: func(s, in, _ any) (bool, any) { return stepCount(s.(countRange), in.(*countCall)) },
+	Step: func(s, in, _ any) (bool, any) {
+		r := s.(countRange)
+		ok, next := stepCount(r, in.(*countCall))
+		if next == r {
+			return ok, s // the same state, without boxing it again
+		}
+		return ok, next
+	},
 	Hash: func(s any) uint64 {
 		r := s.(countRange)
 		return uint64(r.lo)<<32 | uint64(uint32(r.hi))
@@ -103,7 +110,8 @@ func countOps(lh *lockHistory, relaxed bool) ([]porcupine.Operation, int) {
 			}
 		}
 	}
-	var ops []porcupine.Operation
+	ops := make([]porcupine.Operation, 0, len(admin))
+	calls := make([]countCall, 0, len(admin)) // the inputs, in one allocation
 	judged := 0
 	for _, o := range admin {
 		if o.f == histories.Count {
@@ -115,7 +123,8 @@ func countOps(lh *lockHistory, relaxed bool) ([]porcupine.Operation, int) {
 			judged++
 		}
 		loose := relaxed && alone(admin, o)
-		ops = append(ops, porcupine.Operation{ClientId: o.client, Call: o.call, Return: o.ret, Input: &countCall{o, loose}})
+		calls = append(calls, countCall{o, loose}) // never beyond its capacity: no pointer taken moves
+		ops = append(ops, porcupine.Operation{ClientId: o.client, Call: o.call, Return: o.ret, Input: &calls[len(calls)-1]})
 	}
 	return ops, judged
 }

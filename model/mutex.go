@@ -13,9 +13,10 @@ import (
 // spuriously.
 func mutexOps(lh *lockHistory, exact bool) ([]porcupine.Operation, int) {
 	var ops []porcupine.Operation
+	var calls slotCalls
 	judged := 0
 	add := func(o *op, k slotKind) {
-		ops = append(ops, porcupine.Operation{ClientId: o.client, Call: o.call, Return: o.ret, Input: &slotCall{&slotOp{kind: k, proc: o.who, src: o}, o.call}})
+		ops = append(ops, porcupine.Operation{ClientId: o.client, Call: o.call, Return: o.ret, Input: calls.new(slotOp{kind: k, proc: o.who, src: o}, o.call)})
 	}
 	since := map[int]int64{}
 	lastTake := map[int]int64{}
@@ -52,7 +53,7 @@ func mutexOps(lh *lockHistory, exact bool) ([]porcupine.Operation, int) {
 		for _, f := range lh.faultsOf(proc) {
 			if t < f.immune {
 				ops = append(ops, porcupine.Operation{ClientId: -1, Call: f.call, Return: never,
-					Input: &slotCall{&slotOp{kind: lost, proc: proc, immune: f.immune, fault: f}, f.call}})
+					Input: calls.new(slotOp{kind: lost, proc: proc, immune: f.immune, fault: f}, f.call)})
 			}
 		}
 	}

@@ -78,6 +78,7 @@ func split(h []histories.Event) ([]*lockHistory, []string) {
 	locks := map[string]*lockHistory{}
 	var order []string
 	inflight := map[string]*op{}
+	ops := arena[op]{chunk: make([]op, 0, len(h)/2)} // an invoke and a completion each
 	var faults []*fault
 	openFault := map[string]*fault{}
 	for _, e := range h {
@@ -109,7 +110,7 @@ func split(h []histories.Event) ([]*lockHistory, []string) {
 		}
 		lh.mention(e.Value)
 		if e.Type == histories.Invoke {
-			o := &op{index: e.Index, done: -1, proc: num(e.Process), name: e.Process, f: e.F, call: e.Time, ret: never, arg: e.Value}
+			o := ops.new(op{index: e.Index, done: -1, proc: num(e.Process), name: e.Process, f: e.F, call: e.Time, ret: never, arg: e.Value})
 			lh.ops = append(lh.ops, o)
 			inflight[e.Process] = o
 			continue

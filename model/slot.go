@@ -135,7 +135,12 @@ var slotModel = porcupine.Model{
 	Init: func() any { return slotState{} },
 	Step: func(state, input, _ any) (bool, any) {
 		in := input.(*slotCall)
-		return stepSlot(state.(slotState), in.op, in.call)
+		s := state.(slotState)
+		ok, next := stepSlot(s, in.op, in.call)
+		if next == s {
+			return ok, state // the same state, without boxing it again
+		}
+		return ok, next
 	},
 	Equal: func(a, b any) bool { return a.(slotState) == b.(slotState) },
 	Hash: func(s any) uint64 {
@@ -154,8 +159,9 @@ type slotCall struct {
 // quiescent set, quiescent acquires that failed add what they observed
 // (acquire-exact); otherwise those are left out (slot-exclusive).
 func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porcupine.Operation {
-	parts := slotParts{}
+	parts := slotParts{m: map[int][]porcupine.Operation{}}
 	held := slotHolds{}
+	var effects []slotEffect
 	lastTake := map[int]int64{} // process -> invoke of its latest acquire that may have taken a slot
 	for _, o := range lh.ops {
 		if o.f == histories.Acquire && (o.typ == histories.Ok || o.unknown()) {
@@ -172,24 +178,29 @@ func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porc
 				if *o.res.Held {
 					k = verifyHeld
 				}
-				parts.add(*o.arg.Slot, o, &slotOp{kind: k, proc: o.who, src: o})
+				parts.add(*o.arg.Slot, o, slotOp{kind: k, proc: o.who, src: o})
 			}
 		case histories.Create, histories.Change, histories.Destroy:
-			for _, e := range adminEffects(lh, o) {
-				parts.add(e.slot, o, &slotOp{kind: e.kind, proc: o.who, src: o})
+			effects = adminEffects(effects[:0], lh, o)
+			for _, e := range effects {
+				parts.add(e.slot, o, slotOp{kind: e.kind, proc: o.who, src: o})
 			}
 		}
 	}
 	parts.addLost(lh, held)
-	for slot, ops := range parts {
+	for slot, ops := range parts.m {
 		numberLost(ops, maxClient(lh.ops))
-		parts[slot] = ops
+		parts.m[slot] = ops
 	}
-	return parts
+	return parts.m
 }
 
-// slotParts holds the operations of each slot of a semaphore, by slot.
-type slotParts map[int][]porcupine.Operation
+// slotParts holds the operations of each slot of a semaphore, by slot, and
+// makes their inputs.
+type slotParts struct {
+	m     map[int][]porcupine.Operation
+	calls slotCalls
+}
 
 // slotHolds says since when each process may hold each slot: slot ->
 // process -> earliest take call. It is a map of its own (not a field
@@ -197,10 +208,14 @@ type slotParts map[int][]porcupine.Operation
 type slotHolds map[int]map[int]int64
 
 // add adds so, the slot operation of o, to slot's operations.
-func (parts slotParts) add(slot int, o *op, so *slotOp) {
-	parts[slot] = append(parts[slot], porcupine.Operation{
+func (parts *slotParts) add(slot int, o *op, so slotOp) {
+	ops := parts.m[slot]
+	if ops == nil {
+		ops = make([]porcupine.Operation, 0, 8) // spares a slot's first few appends their growth
+	}
+	parts.m[slot] = append(ops, porcupine.Operation{
 		ClientId: o.client, Call: o.call, Return: o.ret,
-		Input: &slotCall{so, o.call},
+		Input: parts.calls.new(so, o.call),
 	})
 }
 
@@ -217,32 +232,32 @@ func (held slotHolds) note(slot, proc int, call int64) {
 // addAcquire adds acquire o: a take of its slot if ok, a possible take of
 // every slot if its outcome is unknown (each noted in held), and, with
 // quiescent set, what a quiescent failed acquire observed.
-func (parts slotParts) addAcquire(lh *lockHistory, o *op, quiescent map[*op][]slotObs, held slotHolds) {
+func (parts *slotParts) addAcquire(lh *lockHistory, o *op, quiescent map[*op][]slotObs, held slotHolds) {
 	switch {
 	case o.typ == histories.Ok:
 		s := *o.res.Slot
-		parts.add(s, o, &slotOp{kind: take, proc: o.who, src: o})
+		parts.add(s, o, slotOp{kind: take, proc: o.who, src: o})
 		held.note(s, o.proc, o.call)
 	case o.unknown():
 		for s := 1; s <= lh.max; s++ {
-			parts.add(s, o, &slotOp{kind: maybeTake, proc: o.who, src: o})
+			parts.add(s, o, slotOp{kind: maybeTake, proc: o.who, src: o})
 			held.note(s, o.proc, o.call)
 		}
 	case quiescent != nil:
 		for _, ob := range quiescent[o] {
-			parts.add(ob.slot, o, &slotOp{kind: ob.kind, proc: o.who, src: o})
+			parts.add(ob.slot, o, slotOp{kind: ob.kind, proc: o.who, src: o})
 		}
 	}
 }
 
 // addRelease adds release o, if it did not fail: a release of its slot, or
 // a possible one if its outcome is unknown.
-func (parts slotParts) addRelease(o *op) {
+func (parts *slotParts) addRelease(o *op) {
 	switch {
 	case o.typ == histories.Ok:
-		parts.add(*o.arg.Slot, o, &slotOp{kind: release, proc: o.who, src: o})
+		parts.add(*o.arg.Slot, o, slotOp{kind: release, proc: o.who, src: o})
 	case o.unknown():
-		parts.add(*o.arg.Slot, o, &slotOp{kind: maybeRelease, proc: o.who, src: o})
+		parts.add(*o.arg.Slot, o, slotOp{kind: maybeRelease, proc: o.who, src: o})
 	}
 }
 
@@ -250,16 +265,16 @@ func (parts slotParts) addRelease(o *op) {
 // whatever it held, so a lost operation, from the fault's start with no
 // known end, in every slot held says the process may have held since
 // before the fault's immunity.
-func (parts slotParts) addLost(lh *lockHistory, held slotHolds) {
+func (parts *slotParts) addLost(lh *lockHistory, held slotHolds) {
 	for slot, procs := range held {
 		for proc, since := range procs {
 			for _, f := range lh.faultsOf(proc) {
 				if since >= f.immune {
 					continue
 				}
-				parts[slot] = append(parts[slot], porcupine.Operation{
+				parts.m[slot] = append(parts.m[slot], porcupine.Operation{
 					ClientId: -1, Call: f.call, Return: never,
-					Input: &slotCall{&slotOp{kind: lost, proc: proc, immune: f.immune, fault: f}, f.call},
+					Input: parts.calls.new(slotOp{kind: lost, proc: proc, immune: f.immune, fault: f}, f.call),
 				})
 			}
 		}
@@ -285,9 +300,8 @@ type slotEffect struct {
 // operation's from/to values say which slots it created or deleted; one of
 // unknown outcome may have created or deleted any of the slots it could
 // have touched (and, being of unknown outcome, at any time after its
-// invoke).
-func adminEffects(lh *lockHistory, o *op) []slotEffect {
-	var es []slotEffect
+// invoke). They are appended to es (a buffer its callers use again).
+func adminEffects(es []slotEffect, lh *lockHistory, o *op) []slotEffect {
 	span := func(lo, hi int, k slotKind) {
 		for s := max(lo, 1); s <= hi; s++ {
 			es = append(es, slotEffect{s, k})

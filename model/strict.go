@@ -198,7 +198,7 @@ func strictOps(lh *lockHistory) ([]porcupine.Operation, int) {
 		case o.f == histories.Create || o.f == histories.Change || o.f == histories.Destroy:
 			// An admin changes one A queue at a time: each of its effects
 			// is an operation of its own over the admin operation's time.
-			for _, e := range adminEffects(lh, o) {
+			for _, e := range adminEffects(nil, lh, o) {
 				ops = append(ops, porcupine.Operation{ClientId: -1, Call: o.call, Return: o.ret,
 					Input: &strictCall{o: o, effects: []slotEffect{e}, count: -1}})
 			}

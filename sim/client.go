@@ -62,17 +62,15 @@ type connHandle struct {
 	c *conn
 }
 
-func (h *connHandle) method(ctx context.Context, m method, ch *channel, arg string, apply func() reply) reply {
-	return h.p.do(ctx, request{kind: reqMethod, m: m, arg: arg, conn: h.c, ch: ch, apply: apply})
+// method sends a method of the connection (ch nil) or of one of its
+// channels; r carries the method's arguments.
+func (h *connHandle) method(ctx context.Context, m method, ch *channel, r request) reply {
+	r.kind, r.m, r.conn, r.ch = reqMethod, m, h.c, ch
+	return h.p.do(ctx, r)
 }
 
 func (h *connHandle) Channel(ctx context.Context) (broker.Channel, error) {
-	c := h.c
-	rep := h.method(ctx, mChanOpen, nil, "", func() reply {
-		ch := &channel{id: len(c.chans) + 1, c: c, open: true}
-		c.chans = append(c.chans, ch)
-		return reply{ch: ch, cost: latChanOpen}
-	})
+	rep := h.method(ctx, mChanOpen, nil, request{})
 	if rep.err != nil {
 		return nil, rep.err
 	}
@@ -80,13 +78,7 @@ func (h *connHandle) Channel(ctx context.Context) (broker.Channel, error) {
 }
 
 func (h *connHandle) Close() error {
-	c, w := h.c, h.p.w
-	return h.method(context.Background(), mConnClose, nil, "", func() reply {
-		cost := latConnClose + time.Duration(len(c.owned))*latDelete
-		w.brokerClose(c, "closed by client")
-		w.clientClose(c, errClosed(true))
-		return reply{cost: cost}
-	}).err
+	return h.method(context.Background(), mConnClose, nil, request{}).err
 }
 
 func (h *connHandle) Err() error { return h.c.clientErr }
@@ -96,19 +88,12 @@ type chanHandle struct {
 	ch *channel
 }
 
-func (c *chanHandle) call(ctx context.Context, m method, arg string, apply func() reply) reply {
-	if arg != "" {
-		arg += " "
-	}
-	return c.h.method(ctx, m, c.ch, arg, apply)
+func (c *chanHandle) call(ctx context.Context, m method, r request) reply {
+	return c.h.method(ctx, m, c.ch, r)
 }
 
 func (c *chanHandle) Confirm(ctx context.Context) error {
-	ch := c.ch
-	return c.call(ctx, mConfirmSelect, "", func() reply {
-		ch.confirm = true
-		return reply{cost: latConfirm}
-	}).err
+	return c.call(ctx, mConfirmSelect, request{}).err
 }
 
 // tooLong fails a queue name amqp091-go cannot encode: the library tears
@@ -130,8 +115,7 @@ func (c *chanHandle) Declare(ctx context.Context, name string, o broker.DeclareO
 	if len(name) > 255 {
 		return broker.Queue{}, c.tooLong(ctx, name)
 	}
-	w, conn := c.h.p.w, c.h.c
-	rep := c.call(ctx, mQueueDeclare, name, func() reply { return w.declare(conn, name, o) })
+	rep := c.call(ctx, mQueueDeclare, request{queue: name, declare: o})
 	return rep.queue, rep.err
 }
 
@@ -139,8 +123,7 @@ func (c *chanHandle) Delete(ctx context.Context, name string, o broker.DeleteOpt
 	if len(name) > 255 {
 		return 0, c.tooLong(ctx, name)
 	}
-	w, conn := c.h.p.w, c.h.c
-	rep := c.call(ctx, mQueueDelete, name, func() reply { return w.deleteQ(conn, name, o) })
+	rep := c.call(ctx, mQueueDelete, request{queue: name, delete: o})
 	return rep.n, rep.err
 }
 
@@ -148,42 +131,32 @@ func (c *chanHandle) Publish(ctx context.Context, pb broker.Publishing) (broker.
 	if c.ch.closedErr == nil && !c.ch.confirm {
 		return broker.Confirmation{}, broker.ErrNotConfirming
 	}
-	w, conn, ch := c.h.p.w, c.h.c, c.ch
-	rep := c.call(ctx, mBasicPublish, pb.Key, func() reply { return w.publish(conn, ch, pb) })
+	rep := c.call(ctx, mBasicPublish, request{queue: pb.Key, pub: pb})
 	return rep.conf, rep.err
 }
 
 func (c *chanHandle) Consume(ctx context.Context, queue string, exclusive bool) (string, error) {
-	w, conn, ch := c.h.p.w, c.h.c, c.ch
-	rep := c.call(ctx, mBasicConsume, queue, func() reply { return w.consume(conn, ch, queue, exclusive) })
+	rep := c.call(ctx, mBasicConsume, request{queue: queue, exclusive: exclusive})
 	return rep.tag, rep.err
 }
 
 func (c *chanHandle) Get(ctx context.Context, queue string) (bool, error) {
-	w, conn, ch := c.h.p.w, c.h.c, c.ch
-	rep := c.call(ctx, mBasicGet, queue, func() reply { return w.get(conn, ch, queue) })
+	rep := c.call(ctx, mBasicGet, request{queue: queue})
 	return rep.ok, rep.err
 }
 
 func (c *chanHandle) Purge(ctx context.Context, queue string) (int, error) {
-	w, conn := c.h.p.w, c.h.c
-	rep := c.call(ctx, mQueuePurge, queue, func() reply { return w.purge(conn, queue) })
+	rep := c.call(ctx, mQueuePurge, request{queue: queue})
 	return rep.n, rep.err
 }
 
 func (c *chanHandle) Bind(ctx context.Context, queue, exchange, key string) error {
-	w, conn := c.h.p.w, c.h.c
-	return c.call(ctx, mQueueBind, queue, func() reply { return w.bind(conn, queue, exchange, key) }).err
+	return c.call(ctx, mQueueBind, request{queue: queue, pub: broker.Publishing{Exchange: exchange, Key: key}}).err
 }
 
 func (c *chanHandle) Close() error {
 	if c.ch.closedErr != nil {
 		return nil
 	}
-	w, ch := c.h.p.w, c.ch
-	return c.call(context.Background(), mChanClose, "", func() reply {
-		w.closeChannel(ch)
-		ch.closedErr = errClosed(false)
-		return reply{cost: latChanClose}
-	}).err
+	return c.call(context.Background(), mChanClose, request{}).err
 }

@@ -58,18 +58,29 @@ func (c *counters) sent() int {
 // methods it sent at least once by name, the connections it dialled and
 // the channels it opened. An unknown name has sent nothing.
 func (w *World) Cost(name string) model.Cost {
-	out := model.Cost{Methods: map[string]int{}}
+	var out model.Cost
+	w.ReadCost(name, &out)
+	return out
+}
+
+// ReadCost is Cost into c, whose map it empties and fills (making one if
+// c has none): a caller that reads costs often reuses one map.
+func (w *World) ReadCost(name string, c *model.Cost) {
+	if c.Methods == nil {
+		c.Methods = map[string]int{}
+	}
+	clear(c.Methods)
+	c.Connections, c.Channels = 0, 0
 	p := w.byName[name]
 	if p == nil {
-		return out
+		return
 	}
 	for m, n := range p.counters.methods {
 		if n > 0 {
-			out.Methods[methodNames[m]] = n
+			c.Methods[methodNames[m]] = n
 		}
 	}
-	out.Connections, out.Channels = p.counters.connections, p.counters.channels
-	return out
+	c.Connections, c.Channels = p.counters.connections, p.counters.channels
 }
 
 // RoundTrips returns how many synchronous exchanges the process named name

@@ -32,7 +32,9 @@ func (w *World) Kill(name string) error {
 				c.finPending = false
 				w.sense(c)
 			}
-			w.tracef("%s killed", p.name)
+			if w.trace != nil {
+				w.tracef("%s killed", p.name)
+			}
 		})
 	})
 }
@@ -45,7 +47,9 @@ func (w *World) Pause(name string) error {
 		for _, c := range p.conns {
 			w.sense(c)
 		}
-		w.tracef("%s paused", p.name)
+		if w.trace != nil {
+			w.tracef("%s paused", p.name)
+		}
 	})
 }
 
@@ -57,7 +61,9 @@ func (w *World) Resume(name string) error {
 			return
 		}
 		p.proc.Resume()
-		w.tracef("%s resumed", p.name)
+		if w.trace != nil {
+			w.tracef("%s resumed", p.name)
+		}
 		for _, c := range p.conns {
 			expired := c.expired
 			c.expired = false
@@ -89,14 +95,18 @@ func (w *World) Partition(name string) error {
 				w.sense(c)
 			}
 		}
-		w.tracef("%s partitioned", name)
+		if w.trace != nil {
+			w.tracef("%s partitioned", name)
+		}
 	})
 }
 
 // Heal ends a partition: held bytes are delivered, in order.
 func (w *World) Heal(name string) error {
 	return w.fault(name, false, func(p *process, cs []*conn) {
-		w.tracef("%s healed", name)
+		if w.trace != nil {
+			w.tracef("%s healed", name)
+		}
 		for _, c := range cs {
 			if c.down {
 				w.heal(c)
@@ -198,7 +208,9 @@ func (w *World) stop() {
 	if !w.up {
 		return
 	}
-	w.tracef("broker stopping")
+	if w.trace != nil {
+		w.tracef("broker stopping")
+	}
 	for _, p := range w.procs {
 		for _, c := range p.conns {
 			if c.brokerOpen {
@@ -214,7 +226,9 @@ func (w *World) stop() {
 func (w *World) start() {
 	if !w.up {
 		w.up = true
-		w.tracef("broker up")
+		if w.trace != nil {
+			w.tracef("broker up")
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
@@ -115,7 +116,9 @@ func (w *World) dial(p *process, cfg broker.Config, deadline int64) {
 	}
 	if !w.up {
 		w.now += int64(latRefused)
-		w.tracef("%s dial refused: broker down", p.name)
+		if w.trace != nil {
+			w.tracef("%s dial refused: broker down", p.name)
+		}
 		w.sched.Handoff(&p.proc, reply{err: fmt.Errorf("dial: %w", broker.ErrRefused)})
 		return
 	}
@@ -127,7 +130,7 @@ func (w *World) open(p *process, cfg broker.Config) *conn {
 	c := &conn{id: w.conns, p: p, brokerOpen: true, opened: w.now}
 	c.name = cfg.Name
 	if c.name == "" {
-		c.name = fmt.Sprintf("%s#%d", p.name, c.id)
+		c.name = p.name + "#" + strconv.Itoa(c.id)
 	}
 	switch hb := max(cfg.Heartbeat, 0); {
 	case hb == 0:
@@ -145,7 +148,9 @@ func (w *World) open(p *process, cfg broker.Config) *conn {
 	p.counters.methods[mConnOpen]++
 	p.counters.roundTrips += 2
 	p.conns = append(p.conns, c)
-	w.tracef("%s dial -> %s heartbeat=%v", p.name, c.name, c.hb)
+	if w.trace != nil {
+		w.tracef("%s dial -> %s heartbeat=%v", p.name, c.name, c.hb)
+	}
 	return c
 }
 
@@ -177,7 +182,9 @@ func (w *World) send(p *process, r request, deadline int64) {
 	rep := w.arrive(c, r)
 	if p.dropNext {
 		p.dropNext = false
-		w.tracef("%s reply dropped, connection %s severed", p.name, c.name)
+		if w.trace != nil {
+			w.tracef("%s reply dropped, connection %s severed", p.name, c.name)
+		}
 		w.clientClose(c, errReset)
 		w.fin(c)
 		rep = reply{err: errReset}
@@ -211,11 +218,15 @@ func (p *process) dueHook() func() {
 // arrive applies a request at the broker and returns the reply the client
 // gets, updating the client's view of its channel and connection.
 func (w *World) arrive(c *conn, r request) reply {
-	rep := r.apply()
+	rep := w.apply(&r)
 	w.now += int64(rep.cost)
 	c.lastRecv = w.now
 	if w.trace != nil {
-		w.tracef("%s %s ch%d %s %s-> %s", c.p.name, c.name, chanID(r.ch), r.m, r.arg, describe(r.m, rep))
+		arg := r.queue
+		if arg != "" {
+			arg += " "
+		}
+		w.tracef("%s %s ch%d %s %s-> %s", c.p.name, c.name, chanID(r.ch), r.m, arg, describe(r.m, rep))
 	}
 	if e, ok := rep.err.(*broker.Error); ok && e.Server {
 		if e.Connection {
@@ -227,6 +238,44 @@ func (w *World) arrive(c *conn, r request) reply {
 		}
 	}
 	return rep
+}
+
+// apply is the broker's side of method r.m.
+func (w *World) apply(r *request) reply {
+	c, ch := r.conn, r.ch
+	switch r.m {
+	case mChanOpen:
+		ch := &channel{id: len(c.chans) + 1, c: c, open: true}
+		c.chans = append(c.chans, ch)
+		return reply{ch: ch, cost: latChanOpen}
+	case mChanClose:
+		w.closeChannel(ch)
+		ch.closedErr = errClosed(false)
+		return reply{cost: latChanClose}
+	case mConnClose:
+		cost := latConnClose + time.Duration(len(c.owned))*latDelete
+		w.brokerClose(c, "closed by client")
+		w.clientClose(c, errClosed(true))
+		return reply{cost: cost}
+	case mConfirmSelect:
+		ch.confirm = true
+		return reply{cost: latConfirm}
+	case mQueueDeclare:
+		return w.declare(c, r.queue, r.declare)
+	case mQueueDelete:
+		return w.deleteQ(c, r.queue, r.delete)
+	case mBasicPublish:
+		return w.publish(c, ch, r.pub)
+	case mBasicConsume:
+		return w.consume(c, ch, r.queue, r.exclusive)
+	case mBasicGet:
+		return w.get(c, ch, r.queue)
+	case mQueuePurge:
+		return w.purge(c, r.queue)
+	case mQueueBind:
+		return w.bind(c, r.queue, r.pub.Exchange, r.pub.Key)
+	}
+	panic(fmt.Sprintf("sim: no broker side for %v", r.m))
 }
 
 func chanID(ch *channel) int {
@@ -298,7 +347,9 @@ func (w *World) clientClose(c *conn, err error) {
 			p.proc.Deliver(reply{err: err})
 		}
 	}
-	w.tracef("%s %s closed for the client: %v", c.p.name, c.name, err)
+	if w.trace != nil {
+		w.tracef("%s %s closed for the client: %v", c.p.name, c.name, err)
+	}
 }
 
 // notifyClose sends a broker-initiated close to the client, which hears it
@@ -329,7 +380,9 @@ func (w *World) brokerClose(c *conn, why string) {
 	for len(c.owned) > 0 {
 		w.deleteQueue(c.owned[0])
 	}
-	w.tracef("%s %s closed by the broker: %s", c.p.name, c.name, why)
+	if w.trace != nil {
+		w.tracef("%s %s closed by the broker: %s", c.p.name, c.name, why)
+	}
 }
 
 // fin is the client's socket closing with no AMQP close: the broker
@@ -366,7 +419,9 @@ func (w *World) sense(c *conn) {
 				// up after two checks in a row saw no bytes: 2T to 3T after the last.
 				d := nextTick(c.opened, c.hb, last) + 2*int64(c.hb)
 				c.brokerTimer = w.sched.At(d, func() {
-					w.tracef("%s %s missed heartbeats (timeout %v)", p.name, c.name, c.hb)
+					if w.trace != nil {
+						w.tracef("%s %s missed heartbeats (timeout %v)", p.name, c.name, c.hb)
+					}
 					w.brokerClose(c, "missed heartbeats")
 					w.notifyClose(c, errReset)
 				})
@@ -400,7 +455,9 @@ func (w *World) sense(c *conn) {
 // clientDetect is the client's read deadline passing: amqp091-go closes the
 // connection with a 501 and its socket.
 func (w *World) clientDetect(c *conn) {
-	w.tracef("%s %s client read deadline passed", c.p.name, c.name)
+	if w.trace != nil {
+		w.tracef("%s %s client read deadline passed", c.p.name, c.name)
+	}
 	w.clientClose(c, errTimeout)
 	w.fin(c)
 }

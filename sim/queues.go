@@ -89,7 +89,7 @@ func (w *World) declare(c *conn, name string, o broker.DeclareOptions) reply {
 	if r, bad := invalidArgs(o.Args); bad {
 		return r
 	}
-	q := &queue{name: name, durable: durable, autoDelete: o.AutoDelete, args: copyArgs(o.Args)}
+	q := &queue{name: name, durable: durable, autoDelete: o.AutoDelete, args: w.sharedArgs(o.Args)}
 	if o.Exclusive {
 		q.owner = c
 		c.owned = append(c.owned, q)
@@ -194,6 +194,43 @@ func copyArgs(a map[string]any) map[string]any {
 		c[k] = v
 	}
 	return c
+}
+
+// sharedArgs is a copy of a for a new queue to keep: the copy made for the
+// queue declared before if its arguments were the same (no queue changes
+// its arguments, so queues may share them), else a fresh one. A client
+// declares its queues with the same arguments over and over.
+func (w *World) sharedArgs(a map[string]any) map[string]any {
+	if len(a) == 0 {
+		return nil
+	}
+	if !sameArgs(w.lastArgs, a) {
+		w.lastArgs = copyArgs(a)
+	}
+	return w.lastArgs
+}
+
+// sameArgs reports whether x holds exactly y's keys, with values equal
+// and of a type that == compares safely (a number, a string or a bool).
+func sameArgs(x, y map[string]any) bool {
+	if len(x) != len(y) {
+		return false
+	}
+	for k, v := range y {
+		u, ok := x[k]
+		if !ok {
+			return false
+		}
+		switch v.(type) {
+		case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, string, bool:
+			if u != v {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // serverName makes a name like RabbitMQ's amq.gen-<22 characters>.

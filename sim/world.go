@@ -2,7 +2,7 @@
 //
 // A World is a broker (queues, exclusive ownership per connection, publisher
 // confirms, heartbeats, restarts) plus the processes that use it. Each process
-// runs in its own goroutine, but exactly one moves at a time: at every broker
+// runs in its own coroutine, but exactly one moves at a time: at every broker
 // call the process hands control to the scheduler, which asks the World's
 // Decider which runnable process goes next. Time is virtual and advances by
 // latencies measured on a real broker (broker-semantics.md), so heartbeat
@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime"
 	"runtime/debug"
 	"sort"
 	"time"
@@ -61,11 +60,12 @@ type World struct {
 	procs  []*process // every process registered, ended ones too
 	byName map[string]*process
 
-	queues  map[string]*queue
-	conns   int
-	up      bool
-	gen     int
-	failure error
+	queues   map[string]*queue
+	lastArgs map[string]any // the arguments of the queue declared last (sharedArgs)
+	conns    int
+	up       bool
+	gen      int
+	failure  error
 }
 
 // New returns a World with an empty, running broker at virtual time 0.
@@ -85,7 +85,7 @@ func New(o Options) *World {
 	w.sched.Init(sched.Config[*process]{
 		Clock:   &w.now,
 		Decide:  w.decide,
-		Program: func(p *process) { p.fn(p.client) },
+		Program: func(p *process) { p.fn(&p.client) },
 		Serve:   func(p *process) { p.w.serve(p) },
 		Exit:    func(p *process, panicked any) { p.w.exit(p, panicked) },
 		Stuck:   func(p *process) { p.w.tracef("%s stuck, killed", p.name) },
@@ -120,7 +120,7 @@ func (w *World) Go(name string, fn func(broker.Broker)) {
 		panic(fmt.Sprintf("sim: process %q is still running", name))
 	}
 	p := &process{w: w, name: name, fn: fn}
-	p.client = &client{p: p}
+	p.client.p = p
 	w.sched.Go(&p.proc, p)
 	w.procs = append(w.procs, p)
 	w.byName[name] = p
@@ -153,7 +153,7 @@ func (w *World) serve(p *process) {
 		if r.deadline < until {
 			until, err = r.deadline, context.DeadlineExceeded
 		}
-		w.sched.At(until, func() { p.proc.Deliver(reply{err: err}) })
+		w.sched.DeliverAt(until, &p.proc, reply{err: err})
 	case reqFault:
 		if rep, block := r.fault(); !block {
 			w.sched.Handoff(&p.proc, rep)
@@ -167,6 +167,9 @@ func (w *World) serve(p *process) {
 	}
 }
 
+// tracef writes a line of the trace, if there is one. Callers that pass
+// arguments look at w.trace first: boxing them for the call would cost an
+// allocation each, trace or not.
 func (w *World) tracef(format string, args ...any) {
 	if w.trace == nil {
 		return
@@ -234,14 +237,14 @@ func (w *World) Processes() []string {
 	return names
 }
 
-// A process is one client program: a goroutine that only moves when the
+// A process is one client program: a coroutine that only moves when the
 // scheduler lets it.
 type process struct {
 	w      *World
 	proc   sched.Proc[*process, reply]
 	name   string
 	fn     func(broker.Broker)
-	client *client
+	client client // its view of the broker, in the same allocation
 
 	dropNext bool
 	req      request
@@ -262,17 +265,19 @@ type dialWait struct {
 }
 
 // call posts r, gives control back to the scheduler and returns the reply.
+// A killed process stops here (Proc.Stop: its deferred functions run, and
+// their broker calls stop it again at once).
 func (p *process) call(r request) reply {
 	if p.w.sched.Running() != p {
 		panic("sim: a broker object was used from a goroutine the simulator did not start, or outside World.Run")
 	}
 	if p.proc.Killed() {
-		runtime.Goexit()
+		p.proc.Stop()
 	}
 	p.req = r
 	rep, killed := p.proc.Yield()
 	if killed {
-		runtime.Goexit()
+		p.proc.Stop()
 	}
 	return rep
 }
@@ -296,10 +301,18 @@ type request struct {
 	cfg      broker.Config
 	fault    func() (rep reply, block bool)
 	m        method
-	arg      string // the queue the method names, for the trace
 	conn     *conn
 	ch       *channel
-	apply    func() reply // the broker's side of a method
+	// The method's arguments (World.apply is the broker's side of it):
+	// the queue it names (also for the trace), and the options of
+	// queue.declare, queue.delete, basic.publish (queue.bind's exchange
+	// and key too) and basic.consume. They are fields rather than a
+	// closure so that a method allocates nothing to be sent.
+	queue     string
+	declare   broker.DeclareOptions
+	delete    broker.DeleteOptions
+	pub       broker.Publishing
+	exclusive bool
 }
 
 type reply struct {

@@ -42,3 +42,10 @@ type engine interface {
 }
 
 type queueOwner struct{ name, owner string }
+
+// A costReader reads what process name has sent into c, reusing c's map,
+// where engine.Cost makes a fresh one on every call: the simulator's
+// engine, which the runner asks twice an operation.
+type costReader interface {
+	ReadCost(name string, c *model.Cost)
+}

@@ -57,16 +57,27 @@ func (e simEngine) BrokerUp() bool { return e.w.Up() }
 
 func (e simEngine) Cost(name string) model.Cost { return e.w.Cost(name) }
 
+func (e simEngine) ReadCost(name string, c *model.Cost) { e.w.ReadCost(name, c) }
+
 // waitTimeout bounds an admin's wait in the simulator: only a holder that
 // is never released (heartbeats off and the holder killed) makes it run out.
 const waitTimeout = 10 * time.Minute
 
+// OpContext bounds a wait by virtual time. Any other operation gets
+// context.Background and a cancel that does nothing: on the simulator a
+// context cancelled once its operation returned is one no call sees (the
+// reference, its mutants and the runner keep none), and a process the
+// runner cancels mid-Connect (restart) has already been stopped by its
+// kill; so context.WithCancel's two allocations per operation bought
+// nothing.
 func (e simEngine) OpContext(wait bool) (context.Context, context.CancelFunc) {
 	if wait {
 		return e.w.WithTimeout(context.Background(), waitTimeout)
 	}
-	return context.WithCancel(context.Background())
+	return context.Background(), noCancel
 }
+
+func noCancel() {}
 
 func (e simEngine) Queues(prefix string) ([]queueOwner, error) {
 	var out []queueOwner

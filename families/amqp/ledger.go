@@ -26,7 +26,9 @@ import "github.com/lockprover/lockprover/model"
 // charged, so the budgets judge only the methods the operation itself
 // needed.
 type ledger struct {
-	seen         model.Cost // the counts accounted for so far
+	sent         model.Cost // the counts as last read (runner.cost), for every incarnation
+	seen         model.Cost // the counts accounted for so far (its own map)
+	scratch      model.Cost // what absorb works out and throws away
 	had          bool       // the process has had a connection
 	excuses      int        // faults (and broker closes) that may have cost it a connection, not yet used to excuse one
 	closedOwn    bool       // it closed a channel itself on its current connection
@@ -39,13 +41,55 @@ func (l *ledger) cut() { l.excuses++ }
 
 // absorb accounts for what the process sent outside any operation (its
 // start, between operations): nothing there is charged.
-func (l *ledger) absorb(now model.Cost) { l.charge(now) }
+func (l *ledger) absorb(now model.Cost) { l.work(now) }
 
 // charge accounts for what the process sent since the last call and
-// returns what of it is charged, with the waste it found ("" for none).
+// returns what of it is charged (a Cost of its own, its map no larger
+// than it needs), with the waste it found ("" for none).
 func (l *ledger) charge(now model.Cost) (model.Cost, string) {
-	out := now.Sub(l.seen) // a fresh Cost: charged as it is, less the free setup
-	l.seen = now
+	waste := l.work(now)
+	out := model.Cost{Methods: make(map[string]int, len(l.scratch.Methods)),
+		Connections: l.scratch.Connections, Channels: l.scratch.Channels}
+	for m, n := range l.scratch.Methods {
+		out.Methods[m] = n
+	}
+	return out, waste
+}
+
+// work accounts for now in the ledger's scratch Cost, used again from one
+// call to the next.
+func (l *ledger) work(now model.Cost) string {
+	if l.scratch.Methods == nil {
+		l.scratch.Methods = map[string]int{}
+	}
+	clear(l.scratch.Methods)
+	return l.account(now, &l.scratch)
+}
+
+// see makes now what the ledger has accounted for, copied: the caller may
+// reuse now's map.
+func (l *ledger) see(now model.Cost) {
+	if l.seen.Methods == nil {
+		l.seen.Methods = make(map[string]int, len(now.Methods))
+	}
+	clear(l.seen.Methods)
+	for m, n := range now.Methods {
+		l.seen.Methods[m] = n
+	}
+	l.seen.Connections, l.seen.Channels = now.Connections, now.Channels
+}
+
+// account is charge into out, whose map is empty: out becomes what is
+// charged of now (now less what was seen, methods whose difference is
+// zero left out as model.Cost.Sub leaves them, less the free setup).
+func (l *ledger) account(now model.Cost, out *model.Cost) string {
+	out.Connections, out.Channels = now.Connections-l.seen.Connections, now.Channels-l.seen.Channels
+	for m, n := range now.Methods {
+		if n -= l.seen.Methods[m]; n != 0 {
+			out.Methods[m] = n
+		}
+	}
+	l.see(now)
 	dialled, opens, brokerClosedConn := out.Connections, out.Methods["connection.open"], out.Methods["connection.close-ok"]
 	opened, own, byBroker := out.Channels, out.Methods["channel.close"], out.Methods["channel.close-ok"]
 	var waste string
@@ -98,5 +142,5 @@ func (l *ledger) charge(now model.Cost) (model.Cost, string) {
 			delete(out.Methods, m)
 		}
 	}
-	return out, waste
+	return waste
 }

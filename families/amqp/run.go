@@ -43,8 +43,8 @@ type runner struct {
 	mu        sync.Mutex
 	states    map[string]*procState
 	costs     map[int]model.Cost
-	killed    map[string]bool            // processes killed while heartbeats are off
-	faulty    map[string]map[string]bool // process -> pause/partition in force
+	killed    map[string]bool            // processes killed while heartbeats are off (made on first use)
+	faulty    map[string]map[string]bool // process -> pause/partition in force (made on first use)
 	stuck     error
 	created   bool                          // the first admin's create has ended or was cut short
 	ending    bool                          // no fault strikes once the run is ending
@@ -59,11 +59,28 @@ type runner struct {
 func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
 	p := *plan
 	p.Lock = lock // what implementations work on: unique per run on a real broker
-	return &runner{p: &p, impl: impl, eng: eng, lock: lock, rec: histories.NewRecorder(eng.Now),
-		hb: p.Options.Heartbeat(), states: map[string]*procState{}, costs: map[int]model.Cost{},
-		killed: map[string]bool{}, faulty: map[string]map[string]bool{}, live: map[string]Client{},
+	steps := planSteps(&p)
+	rec := histories.NewRecorder(eng.Now)
+	rec.Grow(2*steps + 4*len(p.Nemesis)) // an invoke and a completion a step, two events a fault and its end
+	return &runner{p: &p, impl: impl, eng: eng, lock: lock, rec: rec,
+		hb: p.Options.Heartbeat(), states: map[string]*procState{}, costs: make(map[int]model.Cost, steps),
+		live:     map[string]Client{},
 		dialling: map[string]context.CancelFunc{}, ledgers: map[string]*ledger{}, waste: map[int]string{},
 		created: p.Kind != histories.Semaphore || len(p.Admins) == 0}
+}
+
+// planSteps is about how many operations p's run records: its scripts'
+// steps and the probe's. newRunner sizes the history and the costs by it
+// (a guess: only allocations depend on it).
+func planSteps(p *Plan) int {
+	n := 6
+	for _, script := range p.Admins {
+		n += len(script)
+	}
+	for _, script := range p.Clients {
+		n += len(script)
+	}
+	return n
 }
 
 // begin starts every process of the plan and the nemesis.
@@ -95,8 +112,9 @@ func (r *runner) result() (*prover.Result, error) {
 	res := &prover.Result{History: r.rec.Events()}
 	ev := &res.Evidence
 	*ev = model.Evidence{Lock: r.lock, Costs: r.costs, Waste: r.waste, Methods: map[string]int{}, MaxSlots: maxSlots(r.p), Problems: r.problems}
+	var c model.Cost
 	for name := range r.states {
-		for m, n := range r.eng.Cost(name).Methods {
+		for m, n := range r.cost(name, &c).Methods {
 			ev.Methods[m] += n
 		}
 	}
@@ -145,6 +163,11 @@ type incarnation struct {
 	gen    int
 	client Client
 	held   int
+	// sent is what the process had sent when its operation began, then
+	// when it ended: its ledger's, where the engine reads the counts
+	// into one map for all the process's operations and incarnations
+	// (see runner.cost).
+	sent *model.Cost
 }
 
 // current reports whether gen is still st's incarnation.
@@ -160,6 +183,7 @@ func (r *runner) run(name string, st *procState, gen int, b broker.Broker) {
 	ctx := context.Background()
 	in := &incarnation{gen: gen}
 	r.mu.Lock()
+	in.sent = &r.ledger(name).sent
 	create := st.first && !st.create && r.p.Kind == histories.Semaphore
 	st.create = st.create || create
 	r.mu.Unlock()
@@ -294,7 +318,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	if !ok {
 		return
 	}
-	before := r.eng.Cost(name)
+	before := r.cost(name, in.sent)
 	r.mu.Lock()
 	if st.gen != in.gen {
 		r.mu.Unlock()
@@ -320,7 +344,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	defer cancel()
 	c := in.client
 	res, held, err := r.call(ctx, c, in, s)
-	spent := r.eng.Cost(name)
+	spent := r.cost(name, in.sent) // before is done with: the ledger copied it
 	done, known := r.completion(name, inv, e.Kind, res, err)
 	in.held = held
 	r.mu.Lock()
@@ -352,6 +376,18 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	}
 }
 
+// cost is what process name has sent so far, read into into's map where
+// the engine can (a costReader), so that the ledger's two readings an
+// operation allocate nothing after the first; the ledger copies what it
+// keeps.
+func (r *runner) cost(name string, into *model.Cost) model.Cost {
+	if cr, ok := r.eng.(costReader); ok {
+		cr.ReadCost(name, into)
+		return *into
+	}
+	return r.eng.Cost(name)
+}
+
 // invocation is step s's invoke event, or false when the step does not
 // apply: an acquire while the client holds a slot, a verify or a release
 // while it holds none.
@@ -370,14 +406,14 @@ func (r *runner) invocation(name string, in *incarnation, s Step) (histories.Eve
 			return e, false
 		}
 		if r.p.Kind != histories.Mutex {
-			e.Value = &histories.Value{Slot: histories.Int(in.held)}
+			e.Value = intValue(slotField, in.held)
 		}
 	case histories.Create:
-		e.Value = &histories.Value{Slots: histories.Int(r.p.Slots)}
+		e.Value = intValue(slotsField, r.p.Slots)
 	case histories.Change:
-		e.Value = &histories.Value{Delta: histories.Int(s.Delta)}
+		e.Value = intValue(deltaField, s.Delta)
 	case histories.Wait:
-		e.Value = &histories.Value{Slot: histories.Int(s.Slot)}
+		e.Value = intValue(slotField, s.Slot)
 	}
 	return e, true
 }
@@ -396,13 +432,13 @@ func (r *runner) call(ctx context.Context, c Client, in *incarnation, s Step) (*
 		if r.p.Kind == histories.Mutex {
 			return nil, -1, nil
 		}
-		return &histories.Value{Slot: histories.Int(got)}, got, nil
+		return intValue(slotField, got), got, nil
 	case histories.Verify:
 		ok, err := c.Verify(ctx, slot)
 		if err != nil {
 			return nil, held, err
 		}
-		return &histories.Value{Held: histories.Bool(ok)}, held, nil
+		return heldValue(ok), held, nil
 	case histories.Release:
 		return nil, 0, c.Release(ctx, slot)
 	case histories.Create:
@@ -412,19 +448,19 @@ func (r *runner) call(ctx context.Context, c Client, in *incarnation, s Step) (*
 		if err != nil {
 			return nil, held, err
 		}
-		return &histories.Value{From: histories.Int(from), To: histories.Int(to)}, held, nil
+		return fromToValue(from, to), held, nil
 	case histories.Destroy:
 		from, err := c.Destroy(ctx)
 		if err != nil {
 			return nil, held, err
 		}
-		return &histories.Value{From: histories.Int(from)}, held, nil
+		return intValue(fromField, from), held, nil
 	case histories.Count:
 		n, err := c.Count(ctx)
 		if err != nil {
 			return nil, held, err
 		}
-		return &histories.Value{Slots: histories.Int(n)}, held, nil
+		return intValue(slotsField, n), held, nil
 	case histories.Wait:
 		return nil, held, c.Wait(ctx, s.Slot)
 	}
@@ -437,10 +473,14 @@ func (r *runner) call(ctx context.Context, c Client, in *incarnation, s Step) (*
 func (r *runner) completion(name string, inv histories.Event, kind string, res *histories.Value, err error) (histories.Event, bool) {
 	done := histories.Event{Process: name, F: inv.F, Lock: r.lock, Kind: kind}
 	var f *Failure
+	failed := false
+	if err != nil {
+		f, failed = asFailure(err)
+	}
 	switch {
 	case err == nil:
 		done.Type, done.Value = histories.Ok, res
-	case errors.As(err, &f):
+	case failed:
 		done.Type, done.Value = histories.Fail, &histories.Value{Reason: f.Reason}
 	default:
 		done.Type = histories.Info
@@ -450,6 +490,15 @@ func (r *runner) completion(name string, inv histories.Event, kind string, res *
 		return done, false
 	}
 	return done, true
+}
+
+// asFailure is errors.As(err, &f) for a *Failure f, in a function of its
+// own so that f escapes to the heap only when there is an error to look
+// into (completion's f did on every operation).
+func asFailure(err error) (*Failure, bool) {
+	var f *Failure
+	ok := errors.As(err, &f)
+	return f, ok
 }
 
 // brokerUp is an engine that can tell whether its broker is up.
@@ -646,6 +695,9 @@ func (r *runner) strike(fault, target string) {
 	switch fault {
 	case histories.Pause, histories.Partition:
 		if err == nil {
+			if r.faulty == nil {
+				r.faulty = map[string]map[string]bool{}
+			}
 			if r.faulty[target] == nil {
 				r.faulty[target] = map[string]bool{}
 			}
@@ -719,7 +771,7 @@ func (r *runner) restart(name string) {
 		r.created = true // its create was cut short
 	}
 	if st.open >= 0 {
-		inv := r.rec.Events()[st.open]
+		inv := r.rec.Event(st.open)
 		done := histories.Event{Process: name, Type: histories.Info, F: inv.F, Lock: inv.Lock, Kind: inv.Kind}
 		if p := r.patch(name, inv); p != nil {
 			done = *p
@@ -728,6 +780,9 @@ func (r *runner) restart(name string) {
 		st.open = -1
 	}
 	if r.hb == 0 {
+		if r.killed == nil {
+			r.killed = map[string]bool{}
+		}
 		r.killed[name] = true
 	}
 	again := !st.done
@@ -745,4 +800,53 @@ func sortedKeys(m map[string]map[string]bool) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// A boxedValue is a history Value with room for the numbers and the
+// answer it points to, so that a Value and its fields are one allocation
+// rather than one each (histories.Int, histories.Bool).
+type boxedValue struct {
+	v    histories.Value
+	a, b int
+	held bool
+}
+
+// valueField is which of a Value's int fields intValue sets.
+type valueField uint8
+
+const (
+	slotField valueField = iota
+	slotsField
+	deltaField
+	fromField
+)
+
+// intValue is a Value whose field f is n.
+func intValue(f valueField, n int) *histories.Value {
+	x := &boxedValue{a: n}
+	switch f {
+	case slotField:
+		x.v.Slot = &x.a
+	case slotsField:
+		x.v.Slots = &x.a
+	case deltaField:
+		x.v.Delta = &x.a
+	case fromField:
+		x.v.From = &x.a
+	}
+	return &x.v
+}
+
+// fromToValue is a change's Value: from and to.
+func fromToValue(from, to int) *histories.Value {
+	x := &boxedValue{a: from, b: to}
+	x.v.From, x.v.To = &x.a, &x.b
+	return &x.v
+}
+
+// heldValue is a verify's Value: held or not.
+func heldValue(held bool) *histories.Value {
+	x := &boxedValue{held: held}
+	x.v.Held = &x.held
+	return &x.v
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -165,9 +166,8 @@ func (r *runner) run(proc proc, name string, st *client, gen int) {
 	if !st.live(gen) {
 		return
 	}
-	var ie *prover.ImplementationError
 	switch {
-	case errors.As(err, &ie):
+	case isImplementationError(err):
 		r.problems = append(r.problems, err.Error())
 		st.done = true
 		return
@@ -243,7 +243,13 @@ func (r *runner) session() Session {
 // seedFor is the seed of one incarnation's tokens.
 func seedFor(seed uint64, name string, gen int) [32]byte {
 	var s [32]byte
-	copy(s[:], fmt.Sprintf("%016x%s#%d", seed, name, gen))
+	b := make([]byte, 0, 64)
+	hex := strconv.AppendUint(make([]byte, 0, 16), seed, 16)
+	for range 16 - len(hex) {
+		b = append(b, '0')
+	}
+	b = append(append(append(b, hex...), name...), '#')
+	copy(s[:], strconv.AppendInt(b, int64(gen), 10)) // fmt's "%016x%s#%d", without its allocations
 	return s
 }
 
@@ -260,7 +266,7 @@ func (r *runner) step(ctx context.Context, proc proc, sem Client, name string, s
 		if s.Max > 0 {
 			m = s.Max
 		}
-		e.Value = &histories.Value{Max: histories.Int(m), TTLMs: histories.Int(r.p.TTLMs)}
+		e.Value = maxTTLValue(m, r.p.TTLMs)
 		r.invoke(st, e)
 		var l dbsem.Lease
 		var err error
@@ -269,7 +275,7 @@ func (r *runner) step(ctx context.Context, proc proc, sem Client, name string, s
 			r.acquired(st, e, l, err)
 		}
 	case s.Op == histories.Refresh && st.token != "":
-		e.Value = &histories.Value{Token: st.token, TTLMs: histories.Int(r.p.TTLMs)}
+		e.Value = tokenTTLValue(st.token, r.p.TTLMs)
 		r.invoke(st, e)
 		token := st.token
 		var err error
@@ -315,10 +321,7 @@ func (r *runner) complete(st *client, typ histories.Type, v *histories.Value, er
 func (r *runner) acquired(st *client, inv histories.Event, l dbsem.Lease, err error) {
 	switch {
 	case err == nil:
-		v := &histories.Value{Token: l.Token}
-		if r.p.Options.Fencing || l.Fence != 0 {
-			v.Fence = histories.Int(int(l.Fence))
-		}
+		v := tokenValue(l.Token, r.p.Options.Fencing || l.Fence != 0, int(l.Fence))
 		st.token = l.Token
 		r.complete(st, histories.Ok, v, nil)
 	case errors.Is(err, dbsem.ErrFull):
@@ -630,4 +633,44 @@ func (r *runner) procOf(name string) string {
 		return st.proc
 	}
 	return name
+}
+
+// isImplementationError is errors.As(err, &ie) for a
+// *prover.ImplementationError ie, in a function of its own so that ie
+// escapes only when there is an error to look into.
+func isImplementationError(err error) bool {
+	var ie *prover.ImplementationError
+	return errors.As(err, &ie)
+}
+
+// A boxedValue is a history Value with room for the numbers it points to,
+// so that a Value and its fields are one allocation rather than one each
+// (histories.Int).
+type boxedValue struct {
+	v    histories.Value
+	a, b int
+}
+
+// maxTTLValue is an acquire's Value: max and ttl_ms.
+func maxTTLValue(max, ttlMs int) *histories.Value {
+	x := &boxedValue{a: max, b: ttlMs}
+	x.v.Max, x.v.TTLMs = &x.a, &x.b
+	return &x.v
+}
+
+// tokenTTLValue is a refresh's Value: the token and ttl_ms.
+func tokenTTLValue(token string, ttlMs int) *histories.Value {
+	x := &boxedValue{v: histories.Value{Token: token}, a: ttlMs}
+	x.v.TTLMs = &x.a
+	return &x.v
+}
+
+// tokenValue is a granted acquire's Value: the token, and its fence if
+// fenced.
+func tokenValue(token string, fenced bool, fence int) *histories.Value {
+	x := &boxedValue{v: histories.Value{Token: token}, a: fence}
+	if fenced {
+		x.v.Fence = &x.a
+	}
+	return &x.v
 }

@@ -14,9 +14,10 @@
 package lease
 
 import (
+	"cmp"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -223,6 +224,14 @@ func Check(events []histories.Event, o model.Options) []model.Verdict {
 func build(events []histories.Event, r float64) *history {
 	h := &history{procs: map[string]bool{}, byProc: map[string][]*op{}, r: r}
 	inflight := map[string]*op{}
+	invokes := 0
+	for i := range events {
+		if events[i].Type == histories.Invoke && events[i].Process != "nemesis" {
+			invokes++
+		}
+	}
+	ops := make([]op, 0, invokes) // every op, in one allocation: never appended beyond its capacity
+	h.ops = make([]*op, 0, invokes)
 	var nemesis *fault
 	for _, e := range events {
 		if e.Process == "nemesis" {
@@ -248,7 +257,8 @@ func build(events []histories.Event, r float64) *history {
 		h.lock = e.Lock
 		h.procs[e.Process] = true
 		if e.Type == histories.Invoke {
-			o := &op{index: e.Index, done: -1, proc: e.Process, f: e.F, call: e.Time, ret: never, arg: e.Value}
+			ops = append(ops, op{index: e.Index, done: -1, proc: e.Process, f: e.F, call: e.Time, ret: never, arg: e.Value})
+			o := &ops[len(ops)-1]
 			h.ops = append(h.ops, o)
 			h.byProc[e.Process] = append(h.byProc[e.Process], o)
 			inflight[e.Process] = o
@@ -402,6 +412,6 @@ func describeFaults(fs []*fault) string {
 // sortedOps returns ops sorted by invoke time (stable: invoke order).
 func sortedOps(ops []*op) []*op {
 	s := append([]*op(nil), ops...)
-	sort.SliceStable(s, func(i, j int) bool { return s[i].call < s[j].call })
+	slices.SortStableFunc(s, func(a, b *op) int { return cmp.Compare(a.call, b.call) })
 	return s
 }

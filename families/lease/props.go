@@ -1,8 +1,10 @@
 package lease
 
 import (
+	"cmp"
 	"fmt"
 	"github.com/lockprover/lockprover/histories"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -77,11 +79,16 @@ func (h *history) certainEdges(v *model.Verdict, maxes map[int]bool) []leaseEdge
 			edges = append(edges, leaseEdge{s.from, true, l, s}, leaseEdge{s.to, false, l, s})
 		}
 	}
-	sort.SliceStable(edges, func(i, j int) bool {
-		if edges[i].t != edges[j].t {
-			return edges[i].t < edges[j].t
+	slices.SortStableFunc(edges, func(a, b leaseEdge) int {
+		switch {
+		case a.t != b.t:
+			return cmp.Compare(a.t, b.t)
+		case !a.start && b.start:
+			return -1 // ends first: spans are half-open
+		case a.start && !b.start:
+			return 1
 		}
-		return !edges[i].start && edges[j].start // ends first: spans are half-open
+		return 0
 	})
 	return edges
 }
@@ -112,7 +119,7 @@ func (h *history) tooMany(v *model.Verdict, active map[*lease]span, t int64, bou
 		ls = append(ls, l)
 		from = min(from, s.from, l.firstGrant())
 	}
-	sort.Slice(ls, func(i, j int) bool { return ls[i].id < ls[j].id })
+	slices.SortFunc(ls, func(a, b *lease) int { return cmp.Compare(a.id, b.id) }) // ids are distinct
 	slack, fs := h.clockSlack(from, t)
 	left, minLeft := 0, 0
 	for _, l := range ls {
@@ -258,7 +265,7 @@ func (h *history) fencing() model.Verdict {
 		return v
 	}
 	byRet := append([]*op(nil), fenced...)
-	sort.SliceStable(byRet, func(i, j int) bool { return byRet[i].ret < byRet[j].ret })
+	slices.SortStableFunc(byRet, func(a, b *op) int { return cmp.Compare(a.ret, b.ret) })
 	byCall := sortedOps(fenced)
 	var top *op // the largest fence among the grants returned so far
 	k := 0
@@ -494,8 +501,10 @@ func newCover(ss []span) *cover {
 			es = append(es, edge{s.from, 1}, edge{s.to, -1})
 		}
 	}
-	sort.Slice(es, func(i, j int) bool { return es[i].t < es[j].t })
-	c := &cover{}
+	// The order of edges at the same instant does not matter: they count
+	// together.
+	slices.SortFunc(es, func(a, b edge) int { return cmp.Compare(a.t, b.t) })
+	c := &cover{t: make([]int64, 0, len(es)), n: make([]int, 0, len(es))}
 	n := 0
 	for i, e := range es {
 		n += e.d

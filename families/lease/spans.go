@@ -1,6 +1,9 @@
 package lease
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+)
 
 // A revival is a refresh, or a release reported ok, invoked when the
 // lease had certainly expired (or been released): end is when it may have
@@ -91,7 +94,7 @@ func (h *history) grantsOf(l *lease) (gs []grant, clip int64) {
 			gs = append(gs, grant{o.call, o.ret, h.shrink(o.ttl())})
 		}
 	}
-	sort.SliceStable(gs, func(i, j int) bool { return gs[i].call < gs[j].call })
+	slices.SortStableFunc(gs, func(a, b grant) int { return cmp.Compare(a.call, b.call) })
 	return gs, clip
 }
 
@@ -106,14 +109,14 @@ type grantPoint struct {
 // breakpoints returns the breakpoints of the grants gs in time order: every
 // invoke, and every return that is not of an unknown outcome.
 func breakpoints(gs []grant) []grantPoint {
-	var pts []grantPoint
+	pts := make([]grantPoint, 0, 2*len(gs))
 	for i, g := range gs {
 		pts = append(pts, grantPoint{g.call, false, i})
 		if g.ret != never {
 			pts = append(pts, grantPoint{g.ret, true, i})
 		}
 	}
-	sort.SliceStable(pts, func(i, j int) bool { return pts[i].t < pts[j].t })
+	slices.SortStableFunc(pts, func(a, b grantPoint) int { return cmp.Compare(a.t, b.t) })
 	return pts
 }
 

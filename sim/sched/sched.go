@@ -1,15 +1,30 @@
 // Package sched is the deterministic scheduler under the simulators (the
 // AMQP broker of package sim, the MariaDB of package sim/sqlsim).
 //
-// A simulated process is a goroutine that moves only when the scheduler
-// hands it control, and hands it back at its next scheduling point (a
-// request to the simulated server, a sleep, a fault), so exactly one
-// goroutine moves at a time. Whenever more than one process could move, a
+// A simulated process runs on a coroutine (iter.Pull) and moves only when
+// the scheduler hands it control, and hands it back at its next scheduling
+// point (a request to the simulated server, a sleep, a fault), so exactly
+// one goroutine moves at a time. A hand-off is a direct switch between the
+// scheduler's goroutine and the process's (the runtime's coroswitch): no
+// channel, no trip through Go's scheduler. A coroutine whose process has
+// ended runs the next process to start; those left at the end of Run
+// stop. Whenever more than one process could move, a
 // Decider picks which; the same answers give the same run, byte for byte.
 // Time is virtual: the simulator moves the clock by what its operations
 // cost, and when no process can move the scheduler jumps it to the next
 // timer. A process can be paused (it is not scheduled) and killed (its
 // goroutine is stopped at its scheduling point).
+//
+// A killed process stops with Proc.Stop, which panics with a value private
+// to this package that the process's coroutine recovers at its top: its
+// deferred functions run, as they would under runtime.Goexit, and the
+// scheduler's goroutine goes on. (runtime.Goexit itself must not be used:
+// iter.Pull would carry it over to the goroutine that resumed the process,
+// the scheduler's, and end that too.) So the rule for every piece of code
+// a process runs (the simulators, database/sql, the references in
+// amqplocks and dbsem, the families' runners): no deferred function
+// between a scheduling point and the process's top may recover a panic it
+// does not re-raise. None does today: none of them calls recover.
 //
 // The scheduler carries a process's replies (of the simulator's type R)
 // but knows nothing of its requests: a simulator keeps them in its own
@@ -20,6 +35,7 @@ package sched
 import (
 	"container/heap"
 	"fmt"
+	"iter"
 	"time"
 )
 
@@ -41,7 +57,7 @@ type Config[P any] struct {
 	// Decide picks among n >= 2 runnable processes (in the order they
 	// were registered); nil always picks the first.
 	Decide Decider
-	// Program is a process's own code, run in its own goroutine once the
+	// Program is a process's own code, run in its own coroutine once the
 	// scheduler first hands it control.
 	Program func(p P)
 	// Serve handles the request a process posted (Proc.Yield) when the
@@ -49,10 +65,10 @@ type Config[P any] struct {
 	// (Handoff), or leaves the process waiting (Proc.Block) until something
 	// gives it its reply (Proc.Deliver).
 	Serve func(p P)
-	// Exit, if set, runs when a process ends: in its goroutine after its
+	// Exit, if set, runs when a process ends: in its coroutine after its
 	// program returned, panicked (panicked is the recovered value) or was
-	// stopped by Kill; or in the scheduler when it was killed before it
-	// started.
+	// stopped (Kill, Proc.Stop: panicked is nil); or in the scheduler when
+	// it was killed before it started.
 	Exit func(p P, panicked any)
 	// Settle, if set, runs after every step of a process, every timer and
 	// every kill at the end of Run: the simulator finishes what the event
@@ -78,7 +94,7 @@ type Scheduler[P, R any] struct {
 	ended   bool          // a process in procs has ended since the last compaction
 	ready   []*Proc[P, R]
 	running *Proc[P, R]
-	yield   chan struct{} // a process gives control back
+	idle    []*worker[P, R] // coroutines whose process has ended, for the next to start
 	timers  timerHeap
 	seq     uint64
 	inRun   bool
@@ -87,7 +103,6 @@ type Scheduler[P, R any] struct {
 // Init readies s to run processes under c.
 func (s *Scheduler[P, R]) Init(c Config[P]) {
 	s.c = c
-	s.yield = make(chan struct{})
 	// Room for a handful of processes and for the runnable ones among
 	// them, in one allocation: most worlds need no more.
 	buf := make([]*Proc[P, R], 16)
@@ -108,19 +123,30 @@ const (
 // A Proc is the scheduler's part of a simulated process, kept in the
 // simulator's process type.
 type Proc[P, R any] struct {
-	self   P
-	s      *Scheduler[P, R]
-	resume chan bool // true: killed, stop
-	reply  R         // given when it next gets control
-	state  state
-	paused bool
-	killed bool
+	self P
+	s    *Scheduler[P, R]
+	// w is the coroutine that runs the process, from its start: an idle
+	// one, or own if there was none (a process's own worker may run
+	// other processes once it has ended); yield, in it, gives control
+	// back.
+	w        *worker[P, R]
+	own      worker[P, R]
+	yield    func(struct{}) bool
+	stopping bool // killed, and given control to unwind
+	reply    R    // given when it next gets control
+	// wake is DeliverAt's timer, used again from one sleep to the next,
+	// and wakeReply what it delivers.
+	wake      Timer
+	wakeReply R
+	state     state
+	paused    bool
+	killed    bool
 }
 
 // Go registers the process self, whose Proc is p, to run under s. A Proc
 // is used once: a process restarted under the same name is a new one.
 func (s *Scheduler[P, R]) Go(p *Proc[P, R], self P) {
-	*p = Proc[P, R]{self: self, s: s, resume: make(chan bool)}
+	*p = Proc[P, R]{self: self, s: s}
 	s.procs = append(s.procs, p)
 }
 
@@ -182,6 +208,7 @@ func (s *Scheduler[P, R]) Run() {
 		}
 	}
 	s.compact()
+	s.stopIdle()
 }
 
 func (s *Scheduler[P, R]) settle() {
@@ -208,8 +235,7 @@ func (s *Scheduler[P, R]) compact() {
 func (s *Scheduler[P, R]) step(p *Proc[P, R]) {
 	switch p.state {
 	case stateNew:
-		go p.main()
-		s.handoff(p)
+		s.start(p)
 	case stateReply:
 		s.handoff(p)
 	case stateRequest:
@@ -238,18 +264,70 @@ func (s *Scheduler[P, R]) Continue(p *Proc[P, R]) bool {
 func (s *Scheduler[P, R]) handoff(p *Proc[P, R]) {
 	p.state = stateRunning
 	s.running = p
-	p.resume <- false
-	<-s.yield
+	p.w.next()
 	s.running = nil
 }
 
+// A worker is a coroutine (iter.Pull) that runs processes one after
+// another: a process that ends leaves it for the next one to start, so
+// that a Run makes only as many coroutines as it has processes alive at
+// once. The workers left idle stop at the end of Run: no goroutine
+// outlives it.
+type worker[P, R any] struct {
+	s    *Scheduler[P, R]
+	next func() (struct{}, bool) // resumes the coroutine until it yields
+	stop func()                  // ends an idle worker
+	proc *Proc[P, R]             // the process it runs, nil while idle
+}
+
+// start runs p, which has not started, on an idle worker or a new one.
+func (s *Scheduler[P, R]) start(p *Proc[P, R]) {
+	var w *worker[P, R]
+	if n := len(s.idle); n > 0 {
+		w = s.idle[n-1]
+		s.idle[n-1] = nil
+		s.idle = s.idle[:n-1]
+	} else {
+		w = &p.own
+		w.s = s
+		w.next, w.stop = iter.Pull(w.loop)
+	}
+	w.proc, p.w = p, w
+	s.handoff(p)
+}
+
+// loop is a worker's coroutine: it runs its process, then waits idle for
+// the next (yield reports false when the worker is to stop instead).
+func (w *worker[P, R]) loop(yield func(struct{}) bool) {
+	for {
+		p := w.proc
+		p.yield = yield
+		p.main()
+		w.proc = nil
+		w.s.idle = append(w.s.idle, w)
+		if !yield(struct{}{}) {
+			return
+		}
+	}
+}
+
+// stopIdle ends the idle workers' coroutines.
+func (s *Scheduler[P, R]) stopIdle() {
+	for _, w := range s.idle {
+		w.stop()
+	}
+	clear(s.idle)
+	s.idle = s.idle[:0]
+}
+
 // Kill marks p killed, runs last (if not nil: the simulator's side of
-// the crash, which sees p killed), and stops p's goroutine where it
-// waits, or ends p if it never started. A killed goroutine gets control
-// once more to unwind (Yield reports it killed), and holds it until it
-// ends. Kill, like Handoff and Continue, is for the scheduler's goroutine
-// (in Serve, a timer, Settle) or for when no Run is in progress: a
-// process that kills another posts a request for it.
+// the crash, which sees p killed), and stops p's coroutine where it
+// waits, or ends p if it never started. A killed process gets control
+// once more to unwind (Yield reports it killed, and so does every Yield
+// after, without giving control away), and holds it until it ends. Kill,
+// like Handoff and Continue, is for the scheduler's goroutine (in Serve,
+// a timer, Settle) or for when no Run is in progress: a process that
+// kills another posts a request for it.
 func (s *Scheduler[P, R]) Kill(p *Proc[P, R], last func()) {
 	p.killed = true
 	if last != nil {
@@ -266,8 +344,8 @@ func (s *Scheduler[P, R]) Kill(p *Proc[P, R], last func()) {
 		prev := s.running
 		s.running = p
 		p.state = stateRunning
-		p.resume <- true
-		<-s.yield
+		p.stopping = true
+		p.w.next()
 		s.running = prev
 	}
 }
@@ -277,20 +355,36 @@ func (s *Scheduler[P, R]) done(p *Proc[P, R]) {
 	s.ended = true
 }
 
+// main is the process in its worker: its program, then Exit. It recovers
+// every panic, so that none reaches the goroutine that resumed it: the
+// program's own (given to Exit) and Stop's (an ordinary end).
 func (p *Proc[P, R]) main() {
 	s := p.s
 	defer func() {
 		r := recover()
+		if _, ok := r.(stopped); ok {
+			r = nil
+		}
 		if s.c.Exit != nil {
 			s.c.Exit(p.self, r)
 		}
 		s.done(p)
-		s.yield <- struct{}{}
 	}()
-	if <-p.resume {
-		return
-	}
 	s.c.Program(p.self)
+}
+
+// stopped is the panic of Stop.
+type stopped struct{}
+
+// Stop ends the process's program where it is, running its deferred
+// functions on the way out, as runtime.Goexit would in a goroutine of its
+// own: it is how a killed process stops (or one that has nothing more to
+// do). Only the process itself calls it, while it holds control. It
+// panics with a value the process's coroutine recovers at its top, so
+// nothing the process runs may recover a panic without re-raising it
+// (see the package's doc).
+func (p *Proc[P, R]) Stop() {
+	panic(stopped{})
 }
 
 // Yield posts the process's request (which the simulator keeps), gives
@@ -299,9 +393,12 @@ func (p *Proc[P, R]) main() {
 // meanwhile, in which case there is no reply and it must stop (or fail
 // every call). Only the process itself calls it, while it holds control.
 func (p *Proc[P, R]) Yield() (reply R, killed bool) {
+	if p.stopping {
+		return reply, true
+	}
 	p.state = stateRequest
-	p.s.yield <- struct{}{}
-	if <-p.resume {
+	p.yield(struct{}{}) // false only for an idle worker, never a process's
+	if p.stopping {
 		return reply, true
 	}
 	reply, p.reply = p.reply, reply
@@ -353,6 +450,7 @@ type Timer struct {
 	seq       uint64 // orders timers due at the same time: first set, first run
 	fn        func()
 	cancelled bool
+	queued    bool // in the heap (fired or not)
 }
 
 // Cancel keeps the timer from running, if it has not yet; it does nothing
@@ -370,6 +468,29 @@ func (s *Scheduler[P, R]) At(t int64, fn func()) *Timer {
 	tm := &Timer{at: t, seq: s.seq, fn: fn}
 	heap.Push(&s.timers, tm)
 	return tm
+}
+
+// DeliverAt gives p reply (Deliver) at virtual time t: a sleep. It is At
+// with a function that delivers, in the same order among the timers, but
+// it allocates nothing once p has slept before: p's timer serves again
+// once it has left the heap, and it cannot be cancelled.
+func (s *Scheduler[P, R]) DeliverAt(t int64, p *Proc[P, R], reply R) {
+	if p.wake.queued {
+		s.At(t, func() { p.Deliver(reply) })
+		return
+	}
+	if p.wake.fn == nil {
+		p.wake.fn = func() {
+			reply := p.wakeReply
+			var none R
+			p.wakeReply = none
+			p.Deliver(reply)
+		}
+	}
+	s.seq++
+	p.wake.at, p.wake.seq, p.wake.cancelled = t, s.seq, false
+	p.wakeReply = reply
+	heap.Push(&s.timers, &p.wake)
 }
 
 // After runs fn in the scheduler once d of virtual time has passed.
@@ -429,11 +550,16 @@ func (h timerHeap) Less(i, j int) bool {
 	return h[i].seq < h[j].seq
 }
 func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)   { *h = append(*h, x.(*Timer)) }
+func (h *timerHeap) Push(x any) {
+	t := x.(*Timer)
+	t.queued = true
+	*h = append(*h, t)
+}
 func (h *timerHeap) Pop() any {
 	old := *h
 	t := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
+	t.queued = false
 	return t
 }

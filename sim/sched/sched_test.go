@@ -53,7 +53,7 @@ func newWorld(d sched.Decider) *world {
 				return
 			}
 			p.proc.Block()
-			p.w.s.After(p.sleep, func() { p.proc.Deliver(p.w.now) })
+			p.w.s.DeliverAt(p.w.now+int64(p.sleep), &p.proc, p.w.now+int64(p.sleep))
 		},
 		Exit: func(p *proc, panicked any) {
 			end := "ends"
@@ -89,7 +89,7 @@ func (p *proc) wait(d time.Duration) int64 {
 	p.sleep = d
 	woke, killed := p.proc.Yield()
 	if killed {
-		runtime.Goexit()
+		p.proc.Stop()
 	}
 	return woke
 }
@@ -203,5 +203,85 @@ func TestKillAndPause(t *testing.T) {
 	}
 	if !frozen.proc.Ended() {
 		t.Error("Run left a paused process unended")
+	}
+}
+
+// TestPanicsStayInTheProcess: a process's panic, and the Stop of a killed
+// process unwinding (also from its deferred functions, which call the
+// simulator again), end that process only; the scheduler goes on.
+func TestPanicsStayInTheProcess(t *testing.T) {
+	w := newWorld(nil)
+	w.goProc("boom", func(p *proc) {
+		p.wait(0)
+		panic("boom")
+	})
+	victim := w.goProc("victim", func(p *proc) {
+		defer p.w.logf("victim's first defer")
+		defer func() {
+			p.wait(0) // killed: stops again at once
+			p.w.logf("not reached")
+		}()
+		p.wait(100)
+	})
+	w.goProc("after", func(p *proc) {
+		p.wait(10)
+		p.w.logf("after goes on")
+	})
+	w.s.After(5, func() { w.s.Kill(&victim.proc, nil) })
+	w.s.Run()
+	got := strings.Join(w.log, "\n")
+	want := strings.Join([]string{
+		"0 boom panics boom",
+		"5 victim's first defer",
+		"5 victim killed",
+		"10 after goes on",
+		"10 after ends",
+	}, "\n")
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestSleepsAllocateNothing: once a process has slept, its sleeps (the
+// timer that wakes it, the hand-offs) allocate nothing.
+func TestSleepsAllocateNothing(t *testing.T) {
+	const sleeps = 1000
+	w := newWorld(nil)
+	var allocs uint64
+	w.goProc("sleeper", func(p *proc) {
+		p.wait(1)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		for range sleeps {
+			p.wait(1)
+		}
+		runtime.ReadMemStats(&m1)
+		allocs = m1.Mallocs - m0.Mallocs
+	})
+	w.s.Run()
+	if allocs > sleeps/10 {
+		t.Errorf("%d sleeps allocated %d times", sleeps, allocs)
+	}
+}
+
+// TestCoroutinesAreReused: a process that starts once another has ended
+// runs on that one's coroutine, and none is left once Run returns.
+func TestCoroutinesAreReused(t *testing.T) {
+	before := runtime.NumGoroutine()
+	w := newWorld(nil)
+	var inA, inB int
+	w.goProc("a", func(p *proc) { inA = runtime.NumGoroutine() })
+	w.s.After(10, func() {
+		w.goProc("b", func(p *proc) {
+			p.wait(1)
+			inB = runtime.NumGoroutine()
+		})
+	})
+	w.s.Run()
+	if inA != before+1 || inB != inA {
+		t.Errorf("goroutines: %d before Run, %d in a, %d in b (started after a ended)", before, inA, inB)
+	}
+	if n := runtime.NumGoroutine(); n != before {
+		t.Errorf("%d goroutines after Run, %d before", n, before)
 	}
 }

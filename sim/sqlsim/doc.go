@@ -5,7 +5,7 @@
 // it and a plan (clients, faults, a schedule) always gives the same run.
 //
 // A World is the server plus the processes that use it, in the manner of
-// package sim: each process is a goroutine that moves only when the
+// package sim: each process is a coroutine that moves only when the
 // scheduler hands it control, and every statement it sends is a
 // scheduling point (it yields before the server applies the statement,
 // so that other processes interleave between statements); Options.Decide
@@ -69,7 +69,8 @@
 //     what the client and the server see, following go-sql-driver/mysql's
 //     errors; and AfterStatements and After to aim them.
 //
-// A killed process stops with runtime.Goexit, which runs its deferred
+// A killed process stops with sched's Proc.Stop (a panic that the
+// process's coroutine recovers at its top), which runs its deferred
 // functions (dbsem's tx.Rollback and conn.Close among them; their calls
 // to the server fail at once). It stops only where database/sql holds no
 // lock that its non-deferred code would release, lest those deferred

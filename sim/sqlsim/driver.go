@@ -87,7 +87,7 @@ func (c *conn) send(ctx context.Context, query string, args []driver.Value, safe
 		return reply{}, err
 	}
 	rq := request{kind: reqStmt, c: c}
-	rq.parsed, rq.err = c.p.w.parse(query)
+	rq.parsed, rq.err = parse(query)
 	if rq.err == nil {
 		var err error
 		if rq.b, err = bind(rq.parsed.v, args); err != nil {
@@ -119,7 +119,7 @@ func (c *conn) query(ctx context.Context, query string, args []driver.Value) (dr
 		return nil, err
 	}
 	r := &rows{c: c, ctx: ctx, query: query, args: args}
-	if p, err := c.p.w.parse(query); err == nil {
+	if p, err := parse(query); err == nil {
 		r.cols = p.v.tpl.cols
 	}
 	return r, nil

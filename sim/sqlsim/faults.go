@@ -22,13 +22,15 @@ func (w *World) fault(f func()) {
 func (w *World) target(fault, name string) *Process {
 	p := w.live(name)
 	if p == nil {
-		w.tracef("%s %s: no such process", fault, name)
+		if w.trace != nil {
+			w.tracef("%s %s: no such process", fault, name)
+		}
 	}
 	return p
 }
 
 // Kill ends the process named name as a crash (or kill -9) would: its
-// goroutine stops where it waits (in BeginTx, Commit or Rollback, on its
+// coroutine stops where it waits (in BeginTx, Commit or Rollback, on its
 // way out of database/sql: see the package documentation) and runs no
 // more of its own code, and its sockets close, so the server rolls back
 // its open transactions and releases their locks, at once for a
@@ -39,13 +41,15 @@ func (w *World) target(fault, name string) *Process {
 func (w *World) Kill(name string) {
 	w.fault(func() {
 		if p := w.target("kill", name); p != nil {
-			w.tracef("%s killed", name)
+			if w.trace != nil {
+				w.tracef("%s killed", name)
+			}
 			w.killProc(p)
 		}
 	})
 }
 
-// killProc ends p's goroutine (at its next safe point, see
+// killProc ends p's coroutine (at its next safe point, see
 // Process.call; its deferred functions run, and their calls to the server
 // fail at once), then p's sockets close.
 func (w *World) killProc(p *Process) { w.sched.Kill(&p.proc, nil) }
@@ -64,7 +68,9 @@ func (w *World) KillConnections(name string) {
 		if p == nil {
 			return
 		}
-		w.tracef("KILL CONNECTION of every connection of %s", name)
+		if w.trace != nil {
+			w.tracef("KILL CONNECTION of every connection of %s", name)
+		}
 		for _, c := range p.conns {
 			w.killSession(c.s, "KILL CONNECTION")
 		}
@@ -78,7 +84,9 @@ func (w *World) Pause(name string) {
 	w.fault(func() {
 		if p := w.target("pause", name); p != nil {
 			p.proc.Pause()
-			w.tracef("%s paused", name)
+			if w.trace != nil {
+				w.tracef("%s paused", name)
+			}
 		}
 	})
 }
@@ -88,7 +96,9 @@ func (w *World) Resume(name string) {
 	w.fault(func() {
 		if p := w.target("resume", name); p != nil && p.proc.Paused() {
 			p.proc.Resume()
-			w.tracef("%s resumed", name)
+			if w.trace != nil {
+				w.tracef("%s resumed", name)
+			}
 		}
 	})
 }
@@ -104,7 +114,9 @@ func (w *World) Partition(name string) {
 	w.fault(func() {
 		if p := w.target("partition", name); p != nil && !p.cut {
 			p.cut = true
-			w.tracef("%s partitioned", name)
+			if w.trace != nil {
+				w.tracef("%s partitioned", name)
+			}
 		}
 	})
 }
@@ -118,7 +130,9 @@ func (w *World) Heal(name string) {
 			return
 		}
 		p.cut = false
-		w.tracef("%s healed", name)
+		if w.trace != nil {
+			w.tracef("%s healed", name)
+		}
 		held := p.held
 		p.held = nil
 		for _, f := range held {
@@ -138,7 +152,9 @@ func (w *World) SkewClock(name string, offset time.Duration) {
 	w.fault(func() {
 		if name == "" {
 			w.serverSkew = offset
-			w.tracef("server clock offset %v", offset)
+			if w.trace != nil {
+				w.tracef("server clock offset %v", offset)
+			}
 			return
 		}
 		if offset == 0 {
@@ -146,7 +162,9 @@ func (w *World) SkewClock(name string, offset time.Duration) {
 		} else {
 			w.skews[name] = offset
 		}
-		w.tracef("%s clock offset %v", name, offset)
+		if w.trace != nil {
+			w.tracef("%s clock offset %v", name, offset)
+		}
 	})
 }
 
@@ -157,7 +175,9 @@ func (w *World) DropCommitReply(name string) {
 	w.fault(func() {
 		if p := w.target("drop the commit reply of", name); p != nil {
 			p.dropCommit = true
-			w.tracef("%s: its next COMMIT's reply will be lost", name)
+			if w.trace != nil {
+				w.tracef("%s: its next COMMIT's reply will be lost", name)
+			}
 		}
 	})
 }
@@ -168,7 +188,9 @@ func (w *World) DropCommitReply(name string) {
 // until downtime has passed.
 func (w *World) Restart(downtime time.Duration) {
 	w.fault(func() {
-		w.tracef("server restarts, down for %v", downtime)
+		if w.trace != nil {
+			w.tracef("server restarts, down for %v", downtime)
+		}
 		sessions := w.sessions
 		w.sessions = nil
 		for _, s := range sessions {

@@ -206,7 +206,9 @@ func (r *stmtRun) enqueue(q *lockQueue, mode lockMode) (bool, error) {
 	t.wait = wt
 	t.structs++
 	r.wait = wt
-	w.tracef("%s %s waits for %s on %s%s held by %s", r.s.name, r.v.tpl.name, modeName(mode), q.id.tb.name, lockText(q.id), w.holders(q, t))
+	if w.trace != nil {
+		w.tracef("%s %s waits for %s on %s%s held by %s", r.s.name, r.v.tpl.name, modeName(mode), q.id.tb.name, lockText(q.id), w.holders(q, t))
+	}
 	for {
 		cycle := w.cycle(t)
 		if cycle == nil {

@@ -74,7 +74,7 @@ func outcome(res sql.Result, rows [][]string, err error) string {
 
 // do runs one statement on c: a query if it returns rows.
 func do(ctx context.Context, c *sql.Conn, s step) string {
-	p, err := (&World{parsed: map[string]*parsed{}}).parse(s.q)
+	p, err := parse(s.q)
 	if err == nil && p.v.tpl.cols != nil {
 		rs, err := c.QueryContext(ctx, s.q, s.args...)
 		if err != nil {
@@ -151,10 +151,11 @@ func onMariaDB(db *sql.DB, script []step) ([]string, error) {
 		case s.join > 0:
 			<-done[s.join-1]
 		case s.bg:
-			done[i] = make(chan struct{})
+			ch, c := make(chan struct{}), conns[s.conn]
+			done[i] = ch
 			go func() {
-				defer close(done[i])
-				out[i] = do(ctx, conns[s.conn], s)
+				defer close(ch)
+				out[i] = do(ctx, c, s)
 			}()
 			time.Sleep(300 * time.Millisecond)
 		default:

@@ -252,6 +252,7 @@ type stmtRun struct {
 	p      *Process // whom to answer; nil once the client has gone
 	c      *conn
 	v      *variant
+	parsed *parsed
 	prefix string
 	b      binding
 	clock  int64 // the session clock when the statement started, µs
@@ -408,7 +409,9 @@ func (w *World) answer(p *Process, c *conn, num int, rep reply) {
 		return
 	}
 	if p.cut {
-		w.tracef("%s: a reply waits for the partition to heal", p.name)
+		if w.trace != nil {
+			w.tracef("%s: a reply waits for the partition to heal", p.name)
+		}
 		p.held = append(p.held, func() { w.answer(p, c, num, rep) })
 		return
 	}
@@ -427,7 +430,9 @@ func (w *World) closeSession(s *session, why string) {
 		w.rollback(s.trx)
 		s.trx = nil
 	}
-	w.tracef("%s closed: %s", s.name, why)
+	if w.trace != nil {
+		w.tracef("%s closed: %s", s.name, why)
+	}
 }
 
 // killSession is KILL CONNECTION (and a server's shutdown): a statement in
@@ -458,7 +463,9 @@ func (w *World) clientClose(s *session) {
 	if r := s.run; r != nil && !r.done {
 		s.clientGone = true
 		r.p = nil
-		w.tracef("%s: its client went away; the server will notice when %s ends", s.name, r.v.tpl.name)
+		if w.trace != nil {
+			w.tracef("%s: its client went away; the server will notice when %s ends", s.name, r.v.tpl.name)
+		}
 		return
 	}
 	w.closeSession(s, "closed by its client")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -173,7 +174,11 @@ func normalize(s string) string {
 type parsed struct {
 	v      *variant
 	prefix string
+	tables [len(shapeSuffix)]string // the prefix's table of each shape
 }
+
+// table is the name of the statement's table of shape s.
+func (p *parsed) table(s shape) string { return p.tables[s] }
 
 // abstract normalizes q and replaces its backquoted table names
 // `<prefix>keys` (tokens, slots) by {keys} ({tokens}, {slots}), returning
@@ -223,9 +228,15 @@ func validPrefix(p string) bool {
 	return true
 }
 
-// parse recognises q, through the World's cache.
-func (w *World) parse(q string) (*parsed, error) {
-	if p, ok := w.parsed[q]; ok {
+// parse recognises q, through a cache that every World shares: what a
+// statement is depends on its text alone, and a parsed statement is never
+// changed, while each World (each plan) would otherwise parse the same
+// few statements again.
+func parse(q string) (*parsed, error) {
+	parses.Lock()
+	p, ok := parses.m[q]
+	parses.Unlock()
+	if ok {
 		return p, nil
 	}
 	norm, prefix, err := abstract(q)
@@ -239,12 +250,23 @@ func (w *World) parse(q string) (*parsed, error) {
 	if v == nil {
 		return nil, fmt.Errorf("sqlsim: unknown statement %q (not one dbsem sends)", norm)
 	}
-	p := &parsed{v: v, prefix: prefix}
-	if len(w.parsed) < 1024 {
-		w.parsed[q] = p
+	p = &parsed{v: v, prefix: prefix}
+	for s, suffix := range shapeSuffix {
+		p.tables[s] = prefix + suffix
 	}
+	parses.Lock()
+	if len(parses.m) < 1024 {
+		parses.m[q] = p
+	}
+	parses.Unlock()
 	return p, nil
 }
+
+// parses is parse's cache, by statement text.
+var parses = struct {
+	sync.Mutex
+	m map[string]*parsed
+}{m: map[string]*parsed{}}
 
 // parseMulti recognises insertSlots and insertSlotsMixed: their start,
 // then "(?, n)" rows separated by ", ".
@@ -419,7 +441,7 @@ func on(s shape, f func(r *stmtRun, tb *table) (bool, error)) execFunc {
 // table is the statement's table of shape s, or error 1146. A statement
 // that locks rows takes the table's IX lock.
 func (r *stmtRun) table(s shape) (*table, error) {
-	name := r.prefix + shapeSuffix[s]
+	name := r.parsed.table(s)
 	if tb := r.w.tableNamed(name); tb != nil {
 		if r.v.tpl.intent {
 			r.t.intend(tb)

@@ -5,7 +5,6 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"io"
-	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -57,7 +56,6 @@ type World struct {
 	tableOrder []*table
 	locks      map[lockID]*lockQueue
 	sessions   []*session
-	parsed     map[string]*parsed
 	connID     int64
 	connSeq    map[string]int
 	trxID      int64
@@ -78,7 +76,6 @@ func New(o Options) *World {
 		pending:   map[string][]hook{},
 		tables:    map[string]*table{},
 		locks:     map[lockID]*lockQueue{},
-		parsed:    map[string]*parsed{},
 		connSeq:   map[string]int{},
 		skews:     map[string]time.Duration{},
 	}
@@ -88,7 +85,9 @@ func New(o Options) *World {
 	c := sched.Config[*Process]{
 		Clock: &w.now,
 		Program: func(p *Process) {
-			p.w.tracef("%s starts", p.name)
+			if p.w.trace != nil {
+				p.w.tracef("%s starts", p.name)
+			}
 			p.fn(p)
 		},
 		Serve:  func(p *Process) { p.w.serve(p) },
@@ -122,7 +121,7 @@ func (f decideFunc) Pick(n int) int {
 // Now returns the virtual time in nanoseconds since New.
 func (w *World) Now() int64 { return w.now }
 
-// A Process is one client program: a goroutine that moves only when the
+// A Process is one client program: a coroutine that moves only when the
 // scheduler lets it, with its own connection pool to the server.
 type Process struct {
 	w    *World
@@ -130,7 +129,7 @@ type Process struct {
 	name string
 	fn   func(*Process)
 
-	exiting    bool // its goroutine is unwinding (runtime.Goexit)
+	exiting    bool // it is unwinding (Proc.Stop)
 	dropCommit bool
 	cut        bool     // partitioned from the server
 	held       []func() // what waits for the partition to heal, in order
@@ -192,7 +191,9 @@ func (w *World) Go(name string, fn func(p *Process)) {
 	delete(w.pending, name)
 	w.sched.Go(&p.proc, p)
 	w.byName[name] = p
-	w.tracef("%s registered", name)
+	if w.trace != nil {
+		w.tracef("%s registered", name)
+	}
 }
 
 // live returns the process named name unless it has ended.
@@ -248,21 +249,32 @@ func (w *World) serve(p *Process) {
 			p.proc.Deliver(reply{})
 			return
 		}
-		w.tracef("%s sleeps %v", p.name, r.d)
-		w.after(r.d, func() { p.proc.Deliver(reply{}) })
+		if w.trace != nil {
+			w.tracef("%s sleeps %v", p.name, r.d)
+		}
+		w.sched.DeliverAt(w.now+int64(r.d), &p.proc, reply{})
 	case reqFault:
 		r.fault()
 		w.settle()
 		p.proc.Deliver(reply{})
 	case reqConnect, reqStmt:
 		if p.cut {
-			w.tracef("%s: its %s waits for the partition to heal", p.name, shortText(r))
-			p.held = append(p.held, func() { w.send(p, r) })
+			w.hold(p, r)
 			break
 		}
 		w.send(p, r)
 	}
 	w.sched.Continue(&p.proc)
+}
+
+// hold keeps p's connect or statement until the partition heals. (A
+// function of its own so that only a held request, which its closure
+// keeps, goes to the heap: serve's copy of every request did.)
+func (w *World) hold(p *Process, r request) {
+	if w.trace != nil {
+		w.tracef("%s: its %s waits for the partition to heal", p.name, shortText(r))
+	}
+	p.held = append(p.held, func() { w.send(p, r) })
 }
 
 // send serves p's connect or statement, as it reaches the server.
@@ -290,16 +302,20 @@ func (w *World) statement(p *Process, rq request) {
 	case s.closed:
 		// The server closed the connection: the client writes its
 		// command, then reads EOF.
-		w.tracef("%s %s -> invalid connection (the server had closed it)", s.name, shortText(rq))
+		if w.trace != nil {
+			w.tracef("%s %s -> invalid connection (the server had closed it)", s.name, shortText(rq))
+		}
 		w.answer(p, c, num, reply{err: errInvalidConn})
 	case rq.err != nil:
-		w.tracef("%s %v", s.name, rq.err)
+		if w.trace != nil {
+			w.tracef("%s %v", s.name, rq.err)
+		}
 		if w.failure == nil {
 			w.failure = rq.err
 		}
 		w.answer(p, c, num, reply{err: rq.err})
 	default:
-		r := &stmtRun{w: w, s: s, p: p, c: c, v: rq.parsed.v, prefix: rq.parsed.prefix, b: rq.b, clock: s.clock(w), num: num}
+		r := &stmtRun{w: w, s: s, p: p, c: c, v: rq.parsed.v, parsed: rq.parsed, prefix: rq.parsed.prefix, b: rq.b, clock: s.clock(w), num: num}
 		if r.v.tpl.txn {
 			if s.trx != nil {
 				r.t = s.trx
@@ -324,7 +340,9 @@ func shortText(rq request) string {
 func (w *World) connect(p *Process) {
 	if w.down {
 		w.now += int64(refusedTime)
-		w.tracef("%s connect: refused (server down)", p.name)
+		if w.trace != nil {
+			w.tracef("%s connect: refused (server down)", p.name)
+		}
 		p.proc.Deliver(reply{err: errRefused()})
 		return
 	}
@@ -340,7 +358,9 @@ func (w *World) connect(p *Process) {
 	p.conns = dropClosed(p.conns, func(c *conn) bool { return c.clientClosed && c.s.closed })
 	p.conns = append(p.conns, c)
 	p.counters.Connections++
-	w.tracef("%s connects: %s (id %d)", p.name, s.name, s.id)
+	if w.trace != nil {
+		w.tracef("%s connects: %s (id %d)", p.name, s.name, s.id)
+	}
 	w.now += int64(connectTime)
 	p.proc.Deliver(reply{conn: c})
 }
@@ -379,16 +399,22 @@ func (w *World) endProcess(p *Process) {
 		p.db.Close()
 	}
 	if p.proc.Killed() {
-		w.tracef("%s ended (killed)", p.name)
+		if w.trace != nil {
+			w.tracef("%s ended (killed)", p.name)
+		}
 	} else {
-		w.tracef("%s ended", p.name)
+		if w.trace != nil {
+			w.tracef("%s ended", p.name)
+		}
 	}
 }
 
 // call posts r, gives control back to the scheduler and returns the
 // reply.
 //
-// A killed process stops with runtime.Goexit, but only at a safe call:
+// A killed process stops with Proc.Stop (a panic its coroutine recovers
+// at its top, running its deferred functions as runtime.Goexit would), but
+// only at a safe call:
 // one that database/sql makes with every lock it holds released by a
 // deferred function (Exec, a query's first Rows.Next, dialling, closing a
 // connection), or one made outside database/sql (Sleep, a fault). Were it
@@ -421,7 +447,7 @@ func (p *Process) call(r request, safe bool) reply {
 func (p *Process) stop(safe bool) {
 	if safe && !p.exiting {
 		p.exiting = true
-		runtime.Goexit()
+		p.proc.Stop()
 	}
 }
 
@@ -499,6 +525,9 @@ func (w *World) after(d time.Duration, fn func()) *timer {
 	return (*timer)(w.sched.After(d, fn))
 }
 
+// tracef writes a line of the trace, if there is one. Callers that pass
+// arguments look at w.trace first: boxing them for the call would cost an
+// allocation each, trace or not.
 func (w *World) tracef(format string, args ...any) {
 	if w.trace == nil {
 		return
