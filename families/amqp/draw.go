@@ -1,13 +1,18 @@
 package amqp
 
 import (
+	"slices"
+
 	"github.com/lockprover/lockprover/histories"
 	"pgregory.net/rapid"
 )
 
 // Draw draws a plan with rapid, so that rapid can shrink a failing plan to
 // a minimal one: fewer clients, fewer operations, fewer faults, simpler
-// schedules.
+// schedules. Plans lean toward what breaks locks: every client tries for
+// the lock, mostly several clients and admins meet, mostly something
+// fails, and an admin-crash mostly strikes between two queue writes of a
+// change.
 func Draw(t *rapid.T, c Config) *Plan {
 	c = c.withDefaults()
 	p := &Plan{Version: PlanVersion, Kind: c.Kind, Lock: "lp", Options: c.Options, Mutant: c.Mutant}
@@ -37,7 +42,13 @@ func drawClients(t *rapid.T, c Config, sleep *rapid.Generator[Step]) [][]Step {
 	// and verify now and then, let go (or not), again. (An acquire while
 	// the client believes it holds the lock is skipped.)
 	cycle := rapid.Custom(func(t *rapid.T) []Step {
-		steps := []Step{{Op: histories.Acquire}}
+		var steps []Step
+		// Now and then after a while: clients do not all arrive at once.
+		// (Drawn either way, so that shrinking it away shifts nothing.)
+		if think := sleep.Draw(t, "think"); rapid.Bool().Draw(t, "thinks") {
+			steps = append(steps, think)
+		}
+		steps = append(steps, Step{Op: histories.Acquire})
 		for i := rapid.IntRange(0, 2).Draw(t, "retries"); i > 0; i-- {
 			steps = append(steps, sleep.Draw(t, "backoff"), Step{Op: histories.Acquire})
 		}
@@ -49,16 +60,20 @@ func drawClients(t *rapid.T, c Config, sleep *rapid.Generator[Step]) [][]Step {
 		}
 		return steps
 	})
-	var clients [][]Step
-	nClients := rapid.IntRange(1, c.Clients).Draw(t, "clients")
-	for i := 0; i < nClients; i++ {
-		var script []Step
-		for _, cy := range rapid.SliceOfN(cycle, 0, max(1, c.Ops/3)).Draw(t, "client") {
-			script = append(script, cy...)
+	// Every client does at least one cycle.
+	script := rapid.Custom(func(t *rapid.T) []Step {
+		var steps []Step
+		for _, cy := range rapid.SliceOfN(cycle, 1, max(1, c.Ops/3)).Draw(t, "cycles") {
+			steps = append(steps, cy...)
 		}
-		clients = append(clients, script)
+		return steps
+	})
+	// Mostly more than one, so that they contend.
+	least := 1
+	if c.Clients > 1 && rapid.IntRange(0, 2).Draw(t, "crowd") > 0 {
+		least = 2
 	}
-	return clients
+	return rapid.SliceOfN(script, least, c.Clients).Draw(t, "clients")
 }
 
 // drawAdmins draws a semaphore's admins' scripts.
@@ -75,9 +90,12 @@ func drawAdmins(t *rapid.T, c Config, sleep *rapid.Generator[Step]) [][]Step {
 		rapid.Just(Step{Op: histories.Count}),
 		rapid.Custom(func(t *rapid.T) Step { return Step{Op: histories.Wait, Slot: rapid.IntRange(1, 3).Draw(t, "slot")} }),
 		sleep)
+	// Mostly more than one, so that their changes meet.
 	admins := 1
 	if c.Admins > 1 {
-		admins = rapid.IntRange(1, c.Admins).Draw(t, "admins")
+		if more := rapid.IntRange(2, c.Admins).Draw(t, "admins"); rapid.IntRange(0, 3).Draw(t, "more_admins") > 0 {
+			admins = more
+		}
 	}
 	for i := 0; i < admins; i++ {
 		out = append(out, rapid.SliceOfN(adminStep, 0, 4).Draw(t, "admin"))
@@ -89,20 +107,36 @@ func drawAdmins(t *rapid.T, c Config, sleep *rapid.Generator[Step]) [][]Step {
 // process's n-th method (inside an operation).
 func drawNemesis(t *rapid.T, c Config, p *Plan, hb int64) []Fault {
 	procs := p.processes()
-	faults := c.Faults
-	if len(p.Admins) == 0 {
-		faults = nil
-		for _, f := range c.Faults {
-			if f != AdminCrash {
-				faults = append(faults, f)
-			}
+	// An admin-crash strikes inside a change: only admins that change the
+	// semaphore can suffer one.
+	var changers []int
+	for a, script := range p.Admins {
+		if slices.ContainsFunc(script, func(s Step) bool { return s.Op == histories.Change }) {
+			changers = append(changers, a)
 		}
 	}
+	var faults []string
+	for _, f := range c.Faults {
+		if f != AdminCrash || len(changers) > 0 {
+			faults = append(faults, f)
+		}
+	}
+	crashes := map[int]int{} // admin-crashes drawn so far, per admin
 	fault := rapid.Custom(func(t *rapid.T) Fault {
 		f := Fault{Fault: rapid.SampledFrom(faults).Draw(t, "fault")}
 		if f.Fault == AdminCrash {
-			f.Target = adminName(rapid.IntRange(0, len(p.Admins)-1).Draw(t, "admin"))
-			f.AfterCalls = rapid.IntRange(1, 8).Draw(t, "after_calls")
+			a := rapid.SampledFrom(changers).Draw(t, "admin")
+			f.Target = adminName(a)
+			// It strikes the admin's next change: mostly between two of
+			// that change's queue writes, where a crash leaves the slots
+			// half changed; else anywhere in its first methods.
+			from, to := nthChange(p, a, crashes[a])
+			crashes[a]++
+			if writes := max(from, to) - min(from, to); writes > 1 && rapid.IntRange(0, 3).Draw(t, "between_writes") > 0 {
+				f.AfterCalls = methodsBeforeWrites(p, from) + rapid.IntRange(1, writes-1).Draw(t, "writes_done")
+			} else {
+				f.AfterCalls = rapid.IntRange(1, 8).Draw(t, "after_calls")
+			}
 			return f
 		}
 		if rapid.Bool().Draw(t, "mid-operation") {
@@ -123,5 +157,40 @@ func drawNemesis(t *rapid.T, c Config, p *Plan, hb int64) []Fault {
 	if len(faults) == 0 {
 		return nil
 	}
-	return rapid.SliceOfN(fault, 0, c.MaxFaults).Draw(t, "nemesis")
+	// Mostly at least one fault; now and then none.
+	least := 0
+	if rapid.IntRange(0, 3).Draw(t, "faulty") > 0 {
+		least = 1
+	}
+	return rapid.SliceOfN(fault, least, c.MaxFaults).Draw(t, "nemesis")
+}
+
+// nthChange predicts the slots before and after admin a's n-th change
+// (from 0; 0 and 0 if it has fewer): the plan's slots plus the admin's own
+// earlier deltas (other admins may change them meanwhile).
+func nthChange(p *Plan, a, n int) (from, to int) {
+	from = p.Slots
+	for _, s := range p.Admins[a] {
+		if s.Op != histories.Change {
+			continue
+		}
+		to = max(0, from+s.Delta)
+		if n == 0 {
+			return from, to
+		}
+		n--
+		from = to
+	}
+	return 0, 0
+}
+
+// methodsBeforeWrites is how many methods the reference's change from
+// slots sends before its first queue write: the administration mutex's
+// declare, then the count's probes of A[1]..A[from+1].
+func methodsBeforeWrites(p *Plan, from int) int {
+	n := from + 1
+	if !p.Options.NoAdminMutex {
+		n++
+	}
+	return n
 }

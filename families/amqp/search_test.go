@@ -46,7 +46,7 @@ func TestSearchDeadlineOnRabbitMQ(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-broker plans take seconds each")
 	}
-	c := realConfig(t)
+	c := realConfig(t, "kill", "partition", "drop-reply", "admin-crash") // no restart-broker: the broker is shared
 	until := time.Now().Add(3 * time.Second)
 	start := time.Now()
 	var longest, last time.Duration
