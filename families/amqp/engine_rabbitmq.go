@@ -115,14 +115,22 @@ func (b *procBroker) Sleep(ctx context.Context, d time.Duration) error {
 
 func (e *realEngine) Now() int64 { return int64(time.Since(e.start)) }
 
+// After runs f once d has passed, unless the run is interrupted first: then
+// the run does not wait out d (a fault's end, say) before it cleans up.
 func (e *realEngine) After(d time.Duration, f func()) {
 	e.wg.Add(1)
-	time.AfterFunc(d, func() {
+	go func() {
 		defer e.wg.Done()
-		if e.ctx.Err() == nil {
-			f()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			if e.ctx.Err() == nil {
+				f()
+			}
+		case <-e.ctx.Done():
 		}
-	})
+	}()
 }
 
 func (e *realEngine) AfterMethods(name string, n int, f func()) {
