@@ -232,8 +232,24 @@ func TestPause(t *testing.T) {
 	})
 	run(t, w)
 
-	w = New(Options{})
-	var cLocked int64
+	// a is granted its lock at 100 ms, while paused, and moves on only
+	// once resumed; c waits for the lock a holds meanwhile.
+	aHeard, cLocked := heldThrough(t, func(w *World) { w.Pause("a") }, func(w *World) { w.Resume("a") })
+	if aHeard < int64(time.Second) {
+		t.Errorf("a moved on at %v, while paused", time.Duration(aHeard))
+	}
+	if cLocked < int64(time.Second) {
+		t.Fatalf("c locked at %v, while paused a held the lock", time.Duration(cLocked))
+	}
+}
+
+// heldThrough runs a holder that keeps k's master row for 100 ms; a, which
+// asks for it at once and is held from 50 ms to 1 s (hold, release); and
+// c, which asks for it at 200 ms. It returns when a heard of its lock and
+// when c got it.
+func heldThrough(t *testing.T, hold, release func(w *World)) (aHeard, cLocked int64) {
+	t.Helper()
+	w := New(Options{})
 	setUp(w, dbsem.MasterRow, []string{"k"}, func() {
 		w.Go("holder", func(p *Process) {
 			tx := begin(p)
@@ -244,15 +260,13 @@ func TestPause(t *testing.T) {
 		})
 		w.Go("a", func(p *Process) {
 			tx := begin(p)
-			_, err := tx.Exec(lockMaster, "k") // granted at 100ms, while paused
+			_, err := tx.Exec(lockMaster, "k") // granted at 100ms, while held
 			must("lock", err, nil)
-			if w.Now() < int64(time.Second) {
-				panic("a moved while paused")
-			}
+			aHeard = w.Now()
 			must("commit", tx.Commit(), nil)
 		})
-		w.After(50*time.Millisecond, func() { w.Pause("a") })
-		w.After(time.Second, func() { w.Resume("a") })
+		w.After(50*time.Millisecond, func() { hold(w) })
+		w.After(time.Second, func() { release(w) })
 		w.Go("c", func(p *Process) {
 			p.Sleep(200 * time.Millisecond)
 			tx := begin(p)
@@ -263,9 +277,7 @@ func TestPause(t *testing.T) {
 		})
 	})
 	run(t, w)
-	if cLocked < int64(time.Second) {
-		t.Fatalf("c locked at %v, while paused a held the lock", time.Duration(cLocked))
-	}
+	return aHeard, cLocked
 }
 
 // A partitioned process runs on, but its statements and the server's
@@ -300,35 +312,7 @@ func TestPartition(t *testing.T) {
 	// A reply the server sends during the partition waits too: a's lock
 	// is granted at 100 ms, and a hears of it at the heal, while c waits
 	// for the lock a holds.
-	w = New(Options{})
-	var aHeard, cLocked int64
-	setUp(w, dbsem.MasterRow, []string{"k"}, func() {
-		w.Go("holder", func(p *Process) {
-			tx := begin(p)
-			_, err := tx.Exec(lockMaster, "k")
-			must("lock", err, nil)
-			p.Sleep(100 * time.Millisecond)
-			must("commit", tx.Commit(), nil)
-		})
-		w.Go("a", func(p *Process) {
-			tx := begin(p)
-			_, err := tx.Exec(lockMaster, "k") // granted at 100ms, heard at 1s
-			must("lock", err, nil)
-			aHeard = w.Now()
-			must("commit", tx.Commit(), nil)
-		})
-		w.After(50*time.Millisecond, func() { w.Partition("a") })
-		w.After(time.Second, func() { w.Heal("a") })
-		w.Go("c", func(p *Process) {
-			p.Sleep(200 * time.Millisecond)
-			tx := begin(p)
-			_, err := tx.Exec(lockMaster, "k")
-			must("lock", err, nil)
-			cLocked = w.Now()
-			must("commit", tx.Commit(), nil)
-		})
-	})
-	run(t, w)
+	aHeard, cLocked := heldThrough(t, func(w *World) { w.Partition("a") }, func(w *World) { w.Heal("a") })
 	if aHeard < int64(time.Second) {
 		t.Errorf("a heard of its lock at %v, before the heal", time.Duration(aHeard))
 	}
