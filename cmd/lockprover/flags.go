@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/lockprover/lockprover/prover"
 	"io"
 	"os"
 	"os/signal"
@@ -150,6 +151,9 @@ func interrupts(stderr io.Writer, onFirst func()) (ctx context.Context, stop fun
 		select {
 		case <-ch:
 			fmt.Fprintln(stderr, "interrupted again: quitting without cleaning up")
+			for _, what := range prover.LeftBehind() {
+				fmt.Fprintf(stderr, "left behind: %s\n", what)
+			}
 			os.Exit(exitInterrupted)
 		case <-done:
 		}

@@ -189,6 +189,8 @@ func TestInterruptExits130(t *testing.T) {
 	t.Run("a second interrupt quits at once", func(t *testing.T) {
 		cmd := exec.Command(bin, "prove", "--target", "rabbitmq", "--amqp-url", u, "--runs", "100")
 		stdout, _ := cmd.StdoutPipe()
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -204,5 +206,21 @@ func TestInterruptExits130(t *testing.T) {
 			t.Errorf("after two interrupts: %v", err)
 		}
 		t.Logf("second interrupt: %v, %v", err, time.Since(sent).Round(time.Millisecond))
+		// It says what it leaves behind: the queues of the locks of the
+		// plans it was running, which the test then removes.
+		var locks []string
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "left behind: the queues of lock "); ok {
+				locks = append(locks, strings.Fields(rest)[0])
+			}
+		}
+		if len(locks) == 0 {
+			t.Errorf("a second interrupt in the middle of plans names nothing it leaves behind:\n%s", stderr.String())
+		}
+		for _, lock := range locks {
+			for _, q := range queuesWithPrefix(t, lock) {
+				exec.Command("rabbitmqctl", "-q", "delete_queue", q).Run()
+			}
+		}
 	})
 }

@@ -59,6 +59,7 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, 
 	if e.t.OpTimeout == 0 {
 		e.t.OpTimeout = 30 * time.Second
 	}
+	defer prover.Leave("the queues of lock " + lock + " on " + rabbitmq.RedactURL(t.URL))()
 	defer e.cleanup(lock)
 	r := newRunner(p, impl, e, lock)
 	r.begin()

@@ -157,6 +157,7 @@ func (t MariaDB) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, e
 	b.admin = sql.OpenDB(mustConnector(cfg))
 	defer b.admin.Close()
 	prefix := t.uniquePrefix()
+	defer prover.Leave("the tables " + prefix + "* on " + t.String())()
 	defer dropTables(b.admin, prefix)
 	r := newRunner(ctx, p, b)
 	r.prefix = prefix
