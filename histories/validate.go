@@ -34,6 +34,19 @@ const (
 	ClockReset = "clock-reset"
 )
 
+// EndOf is the nemesis operation that ends a fault that holds a process
+// until it is ended: resume for pause, heal for partition; "" for any
+// other.
+func EndOf(f string) string {
+	switch f {
+	case Pause:
+		return Resume
+	case Partition:
+		return Heal
+	}
+	return ""
+}
+
 // IsClockFault reports whether f is a clock fault.
 func IsClockFault(f string) bool {
 	return f == ClockSkew || f == ClockJump || f == ClockReset

@@ -180,7 +180,7 @@ func immunity(faults []*fault) {
 			f.immune = f.end
 		case histories.Pause, histories.Partition:
 			f.immune = never
-			ender := map[string]string{histories.Pause: histories.Resume, histories.Partition: histories.Heal}[f.f]
+			ender := histories.EndOf(f.f)
 			for _, g := range faults[i+1:] {
 				if g.f == ender && g.target == f.target {
 					f.immune, f.healIdx = g.end, g.index

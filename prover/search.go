@@ -169,7 +169,7 @@ type searching struct {
 // interrupted, or (before a violation, which is shrunk whatever the time)
 // its deadline has passed.
 func (r *searching) stop() bool {
-	return r.ctx.Err() != nil || r.last == nil && !r.s.Until.IsZero() && !time.Now().Before(r.s.Until)
+	return r.ctx.Err() != nil || r.last == nil && r.halt()
 }
 
 // seen counts a plan's outcome, as rapid runs it: see tally. While

@@ -486,7 +486,7 @@ func faultText(h []histories.Event, inv, done int, target string, at func(int) s
 	if done >= 0 {
 		after = done
 	}
-	healer := map[string]string{histories.Pause: histories.Resume, histories.Partition: histories.Heal}[e.F]
+	healer := histories.EndOf(e.F)
 	switch {
 	case healer != "":
 		for j := after + 1; j < len(h); j++ {

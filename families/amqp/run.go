@@ -581,7 +581,7 @@ func (r *runner) nemesis(b broker.Broker) {
 	for _, name := range sortedKeys(r.faulty) {
 		for _, f := range []string{histories.Pause, histories.Partition} {
 			if r.faulty[name][f] {
-				ends = append(ends, [2]string{map[string]string{histories.Pause: histories.Resume, histories.Partition: histories.Heal}[f], name})
+				ends = append(ends, [2]string{histories.EndOf(f), name})
 			}
 		}
 	}
@@ -668,8 +668,7 @@ func (r *runner) strikeFor(f Fault) {
 		target = ""
 	}
 	r.strike(f.Fault, target)
-	if f.For > 0 && (f.Fault == histories.Pause || f.Fault == histories.Partition) {
-		end := map[string]string{histories.Pause: histories.Resume, histories.Partition: histories.Heal}[f.Fault]
+	if end := histories.EndOf(f.Fault); f.For > 0 && end != "" {
 		r.eng.After(time.Duration(f.For)*time.Millisecond, func() {
 			r.mu.Lock()
 			on := r.faulty[f.Target][f.Fault]

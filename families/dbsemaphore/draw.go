@@ -92,7 +92,7 @@ func drawNemesis(t *rapid.T, c Config, procs []string, ttl int) []Fault {
 		} else {
 			f.At = rapid.OneOf(rapid.IntRange(0, 300), rapid.IntRange(0, 3*ttl)).Draw(t, "at_ms")
 		}
-		if ender[f.Fault] != "" || histories.IsClockFault(f.Fault) {
+		if histories.EndOf(f.Fault) != "" || histories.IsClockFault(f.Fault) {
 			f.For = rapid.IntRange(0, 4*ttl).Draw(t, "for_ms")
 		}
 		return f

@@ -56,7 +56,7 @@ func checkHeld(t *testing.T, fault string, h []histories.Event) {
 	var refreshed, c2 *histories.Event
 	for i, e := range h {
 		switch {
-		case e.Process == "nemesis" && e.F == ender[fault] && e.Type == histories.Invoke:
+		case e.Process == "nemesis" && e.F == histories.EndOf(fault) && e.Type == histories.Invoke:
 			end = e.Time
 		case e.Process == "c1" && e.F == histories.Refresh && e.Type == histories.Invoke:
 			refreshInvoked = e.Time
@@ -68,13 +68,13 @@ func checkHeld(t *testing.T, fault string, h []histories.Event) {
 	}
 	switch {
 	case end < 0 || refreshInvoked < 0 || refreshed == nil || c2 == nil:
-		t.Fatalf("the history lacks the %s, c1's refresh or c2's acquire:\n%s", ender[fault], dump(h))
+		t.Fatalf("the history lacks the %s, c1's refresh or c2's acquire:\n%s", histories.EndOf(fault), dump(h))
 	case c2.Type != histories.Ok:
 		t.Errorf("c2's acquire: %s, want ok (c1's lease had expired):\n%s", c2.Type, dump(h))
 	case refreshed.Type != histories.Fail || refreshed.Value == nil || refreshed.Value.Reason != histories.Expired:
 		t.Errorf("c1's refresh: %s %v, want fail expired:\n%s", refreshed.Type, refreshed.Value, dump(h))
 	case refreshed.Time < end:
-		t.Errorf("c1's refresh returned at %v, before the %s at %v", time.Duration(refreshed.Time), ender[fault], time.Duration(end))
+		t.Errorf("c1's refresh returned at %v, before the %s at %v", time.Duration(refreshed.Time), histories.EndOf(fault), time.Duration(end))
 	case fault == histories.Partition && refreshInvoked >= end:
 		t.Errorf("c1 invoked its refresh at %v, not before the heal at %v: a partitioned client runs on", time.Duration(refreshInvoked), time.Duration(end))
 	case fault == histories.Pause && refreshInvoked < end:

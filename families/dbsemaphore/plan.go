@@ -178,7 +178,7 @@ func (p *Plan) Validate() error {
 			return bad(field+".offset_ms", "a clock fault needs an offset")
 		case !histories.IsClockFault(f.Fault) && f.OffsetMs != 0:
 			return bad(field+".offset_ms", "only a clock fault has an offset, not %s", f.Fault)
-		case f.For != 0 && ender[f.Fault] == "" && !histories.IsClockFault(f.Fault):
+		case f.For != 0 && histories.EndOf(f.Fault) == "" && !histories.IsClockFault(f.Fault):
 			return bad(field+".for_ms", "only a pause, a partition or a clock fault lasts, not %s", f.Fault)
 		}
 	}

@@ -418,9 +418,6 @@ func (r *runner) nemesis() {
 // partition, and its target.
 type heldBy struct{ fault, target string }
 
-// ender is the event that ends a fault that holds a client.
-var ender = map[string]string{histories.Pause: histories.Resume, histories.Partition: histories.Heal}
-
 // await waits until every client is done (but those paused or
 // partitioned, with exceptHeld), for at most the backend's stuckAfter (an hour of virtual
 // time on the simulator) or until the run is cancelled; then it says why
@@ -529,11 +526,11 @@ func (r *runner) strike(f Fault, end bool) {
 		v.Process = f.Target
 	}
 	switch {
-	case end && ender[f.Fault] != "":
+	case end && histories.EndOf(f.Fault) != "":
 		if !r.held[heldBy{f.Fault, f.Target}] {
 			return
 		}
-		name = ender[f.Fault]
+		name = histories.EndOf(f.Fault)
 	case end:
 		if r.offsets[f.Target] == 0 {
 			return

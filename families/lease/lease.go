@@ -289,8 +289,10 @@ func build(events []histories.Event, r float64) *history {
 func (h *history) overs() {
 	for i, f := range h.faults {
 		f.over = f.end
-		ender := map[string]string{histories.Pause: histories.Resume, histories.Partition: histories.Heal,
-			histories.ClockSkew: histories.ClockReset, histories.ClockJump: histories.ClockReset}[f.f]
+		ender := histories.EndOf(f.f)
+		if f.clock() {
+			ender = histories.ClockReset
+		}
 		if ender == "" {
 			continue
 		}
