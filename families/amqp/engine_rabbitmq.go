@@ -284,13 +284,19 @@ func (e *realEngine) quiet(ctx context.Context, conn broker.Conn, lock string) b
 	if err != nil {
 		return false
 	}
-	defer func() { ch.Close() }()
+	defer func() {
+		if ch != nil {
+			ch.Close()
+		}
+	}()
 	for _, n := range e.queueNames(lock) {
 		q, err := ch.Declare(ctx, n, broker.DeclareOptions{Passive: true})
 		switch broker.Code(err) {
 		case broker.NotFound:
-			// The channel is closed: the next name needs another.
+			// The channel is closed: the next name needs another (none if
+			// the connection is gone: an interrupt, say).
 			if ch, err = conn.Channel(ctx); err != nil {
+				ch = nil
 				return false
 			}
 		case 0:
