@@ -9,6 +9,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,13 +106,15 @@ func do(ctx context.Context, c *sql.Conn, s step) string {
 }
 
 // onMariaDB runs script on connections of db, with a lock wait timeout of
-// one second; a background step is given 300 ms to reach its wait. A read
+// one second; the script goes on from a background step once InnoDB shows
+// its transaction waiting for a lock (or the step is over). A read
 // view stays open while the script runs, so that InnoDB's purge, which
 // runs when it will, removes none of the rows the script deletes (see
 // World.purge).
 func onMariaDB(db *sql.DB, script []step) ([]string, error) {
 	ctx := context.Background()
 	var conns []*sql.Conn
+	var threads []int64 // each connection's CONNECTION_ID()
 	defer func() {
 		for _, c := range conns {
 			c.Close()
@@ -146,6 +149,11 @@ func onMariaDB(db *sql.DB, script []step) ([]string, error) {
 			if _, err := c.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
 				return nil, err
 			}
+			var id int64
+			if err := c.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+				return nil, err
+			}
+			threads = append(threads, id)
 		}
 		switch {
 		case s.join > 0:
@@ -157,12 +165,45 @@ func onMariaDB(db *sql.DB, script []step) ([]string, error) {
 				defer close(ch)
 				out[i] = do(ctx, c, s)
 			}()
-			time.Sleep(300 * time.Millisecond)
+			if err := untilWaiting(ctx, db, threads[s.conn], ch); err != nil {
+				return nil, fmt.Errorf("step %d: %w", i, err)
+			}
 		default:
 			out[i] = do(ctx, conns[s.conn], s)
 		}
 	}
 	return out, nil
+}
+
+// untilWaiting returns once the transaction of connection thread waits for
+// a lock, or done is closed: a wait MariaDB reports, rather than a guess at
+// how long a statement takes to reach it (a fixed guess either wastes time
+// or, on a loaded machine, lets the lock waits of later steps run out).
+// INNODB_TRX will not do: it is a cache refreshed only after 100 ms
+// without a reader, which polling never gives it.
+func untilWaiting(ctx context.Context, db *sql.DB, thread int64, done <-chan struct{}) error {
+	deadline := time.Now().Add(10 * time.Second)
+	id := fmt.Sprintf(" thread id %d,", thread)
+	for {
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		var typ, name, status string
+		if err := db.QueryRowContext(ctx, "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err != nil {
+			return err
+		}
+		for _, trx := range strings.Split(status, "\n---TRANSACTION ")[1:] {
+			if strings.Contains(trx, id) && strings.Contains(trx, "\nLOCK WAIT ") {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("connection %d neither waits for a lock nor finishes after 10 s", thread)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // onSim runs script on the simulator: a process per connection, taking
