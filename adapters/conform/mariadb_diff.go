@@ -17,8 +17,8 @@ import (
 // MariaDBOptions configure MariaDBDifferential.
 type MariaDBOptions struct {
 	// DSN is the MariaDB, as go-sql-driver/mysql reads it; "" means
-	// $LOCKPROVER_MYSQL_DSN, or DefaultMariaDBDSN without it. Its user
-	// needs CREATE and DROP in the database, and PROCESS (SHOW ENGINE
+	// $LOCKPROVER_MYSQL_DSN, or adapters/mysql's DefaultDSN without it.
+	// Its user needs CREATE and DROP in the database, and PROCESS (SHOW ENGINE
 	// INNODB STATUS).
 	DSN string
 	// Runs is how many sequences to draw; 0 means 100.
@@ -362,8 +362,8 @@ func (r *mariaRun) replay() {
 // MariaDB is the database semaphore's conformance check, as `lockprover
 // conform --kind db-semaphore` runs it: runs sequences drawn from seed on
 // sqlsim and on the MariaDB that dsn names ("" means
-// $LOCKPROVER_MYSQL_DSN, or DefaultMariaDBDSN), shrinking the first
-// divergence. It writes to out what it runs against, a line every tenth
+// $LOCKPROVER_MYSQL_DSN, or adapters/mysql's DefaultDSN), shrinking the
+// first divergence. It writes to out what it runs against, a line every tenth
 // of the runs, and the summary, with the minimal divergence if there is
 // one. It returns an error (wrapping ErrNoMariaDB or ErrHarness) only if
 // the check could not be made; a divergence is in the report.

@@ -14,16 +14,14 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	lpmysql "github.com/lockprover/lockprover/adapters/mysql"
 )
 
 // The sequence on MariaDB: a connection of its own per connection of the
 // sequence, and a monitor connection that reads SHOW ENGINE INNODB
 // STATUS, kills the sequence's own connections if it is stuck, and drops
 // its tables.
-
-// DefaultMariaDBDSN is the MariaDB a differential uses when neither its
-// options nor $LOCKPROVER_MYSQL_DSN name one.
-const DefaultMariaDBDSN = "root@tcp(127.0.0.1:3306)/test"
 
 // ErrNoMariaDB is wrapped by the error of a differential that cannot use
 // its MariaDB (nothing answers, or it cannot run the sequences).
@@ -49,13 +47,13 @@ type mariaTarget struct {
 	version string
 }
 
-// mariaDSN is dsn, or $LOCKPROVER_MYSQL_DSN, or DefaultMariaDBDSN.
+// mariaDSN is dsn, or $LOCKPROVER_MYSQL_DSN, or mysql.DefaultDSN.
 func mariaDSN(dsn string) string {
 	if dsn == "" {
 		dsn = os.Getenv("LOCKPROVER_MYSQL_DSN")
 	}
 	if dsn == "" {
-		dsn = DefaultMariaDBDSN
+		dsn = lpmysql.DefaultDSN
 	}
 	return dsn
 }
@@ -173,64 +171,9 @@ func monitorContext() (context.Context, context.CancelFunc) {
 }
 
 // lockWaits returns the connection ids whose transactions wait for a
-// lock, with the table of that lock (`db`.`name`), from SHOW ENGINE
-// INNODB STATUS: read on the spot, unlike
-// information_schema.INNODB_TRX, a cache that is refreshed only after
-// 0.1 s without a read (so that polling it sees a wait long after it
-// ended).
+// lock, with the table of each lock.
 func (t *mariaTarget) lockWaits(ctx context.Context) (map[int64]string, error) {
-	var typ, name, status string
-	if err := t.mon.QueryRowContext(ctx, "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err != nil {
-		return nil, fmt.Errorf("SHOW ENGINE INNODB STATUS: %w", err)
-	}
-	return parseLockWaits(status), nil
-}
-
-// parseLockWaits reads the TRANSACTIONS section of InnoDB's status: a
-// transaction is "---TRANSACTION ..." and the lines up to the next; one
-// of them starts "LOCK WAIT" while it waits, one "MariaDB thread id N,"
-// (MySQL: "MySQL thread id N,") names its connection, and the line after
-// "------- TRX HAS BEEN WAITING" describes the lock it waits for ("RECORD
-// LOCKS ... of table `db`.`name` ..." or "TABLE LOCK table `db`.`name`
-// ...").
-func parseLockWaits(status string) map[int64]string {
-	out := map[int64]string{}
-	if i := strings.Index(status, "\nTRANSACTIONS\n"); i >= 0 {
-		status = status[i:]
-	}
-	if i := strings.Index(status, "\n--------\n"); i >= 0 {
-		status = status[:i]
-	}
-	for _, tr := range strings.Split(status, "\n---TRANSACTION ")[1:] {
-		waits, id, table := false, int64(-1), "?"
-		lines := strings.Split(tr, "\n")
-		for i, line := range lines {
-			if strings.HasPrefix(line, "LOCK WAIT ") {
-				waits = true
-			}
-			for _, p := range []string{"MariaDB thread id ", "MySQL thread id "} {
-				if rest, ok := strings.CutPrefix(line, p); ok {
-					n, _, _ := strings.Cut(rest, ",")
-					if v, err := strconv.ParseInt(n, 10, 64); err == nil {
-						id = v
-					}
-				}
-			}
-			if strings.HasPrefix(line, "------- TRX HAS BEEN WAITING") && i+1 < len(lines) {
-				lock := lines[i+1]
-				for _, p := range []string{" of table ", "TABLE LOCK table "} {
-					if _, rest, ok := strings.Cut(lock, p); ok {
-						table, _, _ = strings.Cut(rest, " ")
-						break
-					}
-				}
-			}
-		}
-		if waits && id >= 0 {
-			out[id] = table
-		}
-	}
-	return out
+	return lpmysql.LockWaits(ctx, t.mon)
 }
 
 // run runs seq on MariaDB with tables prefixed prefix, and drops them

@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	lpmysql "github.com/lockprover/lockprover/adapters/mysql"
+	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
 )
 
 // The server's answers to dbsem's statements, compared with MariaDB's:
@@ -23,8 +24,7 @@ import (
 // and messages, lock waits that end in a timeout, a grant or a deadlock)
 // must be the same. The datetimes are the client clock's (string
 // parameters), so that both see the same times. The tests run against
-// the MariaDB that $LOCKPROVER_MYSQL_DSN names (by default
-// root@tcp(127.0.0.1:3306)/test) and skip without one.
+// the MariaDB that package mysqltest finds and skip without one.
 
 // A step is one statement of a script, on connection conn. A step marked
 // bg runs in the background (it is expected to wait for a lock): the
@@ -179,25 +179,20 @@ func onMariaDB(db *sql.DB, script []step) ([]string, error) {
 // a lock, or done is closed: a wait MariaDB reports, rather than a guess at
 // how long a statement takes to reach it (a fixed guess either wastes time
 // or, on a loaded machine, lets the lock waits of later steps run out).
-// INNODB_TRX will not do: it is a cache refreshed only after 100 ms
-// without a reader, which polling never gives it.
 func untilWaiting(ctx context.Context, db *sql.DB, thread int64, done <-chan struct{}) error {
 	deadline := time.Now().Add(10 * time.Second)
-	id := fmt.Sprintf(" thread id %d,", thread)
 	for {
 		select {
 		case <-done:
 			return nil
 		default:
 		}
-		var typ, name, status string
-		if err := db.QueryRowContext(ctx, "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err != nil {
+		waits, err := lpmysql.LockWaits(ctx, db)
+		if err != nil {
 			return err
 		}
-		for _, trx := range strings.Split(status, "\n---TRANSACTION ")[1:] {
-			if strings.Contains(trx, id) && strings.Contains(trx, "\nLOCK WAIT ") {
-				return nil
-			}
+		if _, ok := waits[thread]; ok {
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("connection %d neither waits for a lock nor finishes after 10 s", thread)
@@ -262,28 +257,21 @@ var (
 func maria(t *testing.T) *sql.DB {
 	mariaOnce.Do(func() {
 		mysql.SetLogger(log.New(io.Discard, "", 0))
-		dsn := os.Getenv("LOCKPROVER_MYSQL_DSN")
-		if dsn == "" {
-			dsn = "root@tcp(127.0.0.1:3306)/test"
-		}
-		cfg, err := mysql.ParseDSN(dsn)
+		cfg, err := mysqltest.Config()
 		if err != nil {
 			noMaria = err
 			return
 		}
-		cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 2*time.Second, 20*time.Second, 20*time.Second
 		c, err := mysql.NewConnector(cfg)
 		if err != nil {
 			noMaria = err
 			return
 		}
 		mariaDB = sql.OpenDB(c)
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		noMaria = mariaDB.PingContext(ctx)
 	})
 	if noMaria != nil {
-		t.Skipf("no MariaDB: %v", noMaria)
+		mysqltest.DSN(t) // skips, saying why and how to provide one
+		t.Fatal(noMaria)
 	}
 	return mariaDB
 }
