@@ -30,8 +30,10 @@ func openTarget(t *testing.T, o Options) *Target {
 // Both query modes see the same queue, owner, messages, and close the same
 // connection.
 func TestCtlModes(t *testing.T) {
+	t.Parallel()
 	for _, plain := range []bool{false, true} {
 		t.Run(map[bool]string{false: "session", true: "plain"}[plain], func(t *testing.T) {
+			t.Parallel()
 			if plain && testing.Short() {
 				t.Skip("plain rabbitmqctl is slow")
 			}

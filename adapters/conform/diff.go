@@ -328,7 +328,12 @@ func (e simEnv) StopBroker() error  { return errors.New("conform: restarts are n
 func (e simEnv) StartBroker() error { return errors.New("conform: restarts are not drawn") }
 
 // RunSimOps runs ops on a fresh simulator.
-func RunSimOps(ops []Op) ([]string, error) {
+func RunSimOps(ops []Op) ([]string, error) { return runSimOps(ops, nil) }
+
+// runSimOps runs ops on a fresh simulator; mutant, if not nil, then alters
+// the observations: a deliberately wrong simulator, which a Differential
+// must catch (set by tests, through DiffOptions.simMutant).
+func runSimOps(ops []Op, mutant func(ops []Op, observed []string)) ([]string, error) {
 	w := sim.New(sim.Options{Decider: sim.Seeded(0)})
 	var res semantics.Result
 	c := CaseOf(ops)
@@ -338,15 +343,11 @@ func RunSimOps(ops []Op) ([]string, error) {
 	if err := w.Run(); err != nil {
 		return nil, err
 	}
-	if simMutant != nil {
-		simMutant(ops, res.Observed)
+	if mutant != nil {
+		mutant(ops, res.Observed)
 	}
 	return res.Observed, nil
 }
-
-// simMutant, if set (by tests), alters the simulator's observations: a
-// deliberately wrong simulator that a Differential must catch.
-var simMutant func(ops []Op, observed []string)
 
 // seqTimeout bounds one sequence on the real broker.
 const seqTimeout = time.Minute
@@ -423,6 +424,8 @@ type DiffOptions struct {
 	// Progress, if set, is called after every sequence (not while
 	// shrinking).
 	Progress func(sequences, steps int)
+
+	simMutant func(ops []Op, observed []string) // see runSimOps
 }
 
 // DiffOutcome is what a differential run found.
@@ -457,25 +460,31 @@ func (o DiffOptions) withDefaults() DiffOptions {
 // and on the real broker, and returns the first divergence, shrunk by rapid.
 // rapid's settings are process-wide flags: in a program that is not a test,
 // call testing.Init and parse the global flag set first (see
-// cmd/lockprover); only one Differential runs at a time. Under go test
-// -short it still runs o.Sequences sequences.
+// cmd/lockprover). Sequences are drawn without them (rapidbatch.Cases), so
+// several Differentials may run at once; their shrinking takes turns.
 func (t *Target) Differential(ctx context.Context, o DiffOptions) (*DiffOutcome, error) {
 	o = o.withDefaults()
-	end, err := rapidbatch.Begin(o.Shrink)
-	if err != nil {
-		return nil, fmt.Errorf("conform: %w", err)
-	}
-	defer end()
-
 	r := &diffRun{t: t, ctx: ctx, o: o, out: &DiffOutcome{}}
 	start := time.Now()
-	for b := 0; r.found == nil && r.infraErr == nil && ctx.Err() == nil && r.out.Sequences < o.Sequences; b++ {
-		n := min(diffBatch, o.Sequences-r.out.Sequences)
-		before := r.out.Sequences
-		rapidbatch.Batch(o.Seed, b, n, r.prop)
-		if r.out.Sequences == before && r.found == nil && r.infraErr == nil {
-			break // rapid ran nothing: do not spin
+	draw := func(rt *rapid.T) []Op { return DrawOps(rt, o.MaxSteps) }
+	b, i, _, err := rapidbatch.Cases(o.Seed, o.Sequences, diffBatch, draw, func(ops []Op) bool {
+		r.run(ops)
+		return r.found != nil || r.infraErr != nil || ctx.Err() != nil
+	})
+	if err != nil {
+		return r.out, fmt.Errorf("conform: %w", err)
+	}
+	if r.found != nil && r.infraErr == nil {
+		end, err := rapidbatch.Begin(o.Shrink)
+		if err != nil {
+			return r.out, fmt.Errorf("conform: %w", err)
 		}
+		rapidbatch.Shrink(o.Seed, b, i, func(rt *rapid.T) {
+			if r.run(draw(rt)) {
+				rt.Fatalf("a step diverges")
+			}
+		})
+		end()
 	}
 	r.out.Elapsed = time.Since(start)
 	if r.infraErr != nil {
@@ -488,8 +497,8 @@ func (t *Target) Differential(ctx context.Context, o DiffOptions) (*DiffOutcome,
 	return r.out, ctx.Err()
 }
 
-// diffRun is the state of one Differential run, shared by the rapid
-// property across its batches and its shrinking.
+// diffRun is the state of one Differential run, shared by its search and
+// its shrinking.
 type diffRun struct {
 	t   *Target
 	ctx context.Context
@@ -500,19 +509,19 @@ type diffRun struct {
 	infraErr error       // a harness failure: the run stops and says so
 }
 
-// prop is the rapid property: a drawn sequence must be observed alike on
-// the simulator and on the real broker. Sequences run while shrinking are
-// not counted, and a harness failure while shrinking only rejects the
-// candidate; after a harness failure, or once ctx ends, it passes at once.
-func (r *diffRun) prop(rt *rapid.T) {
-	ops := DrawOps(rt, r.o.MaxSteps)
+// run runs ops on the simulator and on the real broker and reports whether
+// a step diverges (keeping the divergence if it is the smallest yet).
+// Sequences run while shrinking are not counted, and a harness failure
+// while shrinking only rejects the candidate; after a harness failure, or
+// once ctx ends, it runs nothing.
+func (r *diffRun) run(ops []Op) (diverged bool) {
 	if r.infraErr != nil || r.ctx.Err() != nil {
-		return
+		return false
 	}
-	simObs, err := RunSimOps(ops)
+	simObs, err := runSimOps(ops, r.o.simMutant)
 	if err != nil {
 		r.infraErr = fmt.Errorf("simulator: %w", err)
-		return
+		return false
 	}
 	shrinking := r.found != nil
 	realObs, err := r.t.RunOps(r.ctx, ops)
@@ -520,7 +529,7 @@ func (r *diffRun) prop(rt *rapid.T) {
 		if !shrinking {
 			r.infraErr = err
 		}
-		return
+		return false
 	}
 	if !shrinking {
 		r.out.Sequences++
@@ -531,10 +540,10 @@ func (r *diffRun) prop(rt *rapid.T) {
 	}
 	i := firstDifference(realObs, simObs)
 	if i < 0 {
-		return
+		return false
 	}
 	r.keep(&Divergence{Ops: ops, Real: realObs, Sim: simObs, First: i})
-	rt.Fatalf("step %d diverges", i+1)
+	return true
 }
 
 // keep records d if it is the smallest divergence yet: fewer steps, or as

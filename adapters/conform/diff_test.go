@@ -27,6 +27,7 @@ func diffSequences(t *testing.T) int {
 
 // The simulator and RabbitMQ observe the same thing for drawn sequences.
 func TestDifferential(t *testing.T) {
+	t.Parallel()
 	tg := openTarget(t, Options{})
 	if !tg.FastCtl() {
 		t.Skip("the rabbitmqctl eval session does not start")
@@ -49,19 +50,19 @@ func TestDifferential(t *testing.T) {
 // A wrong simulator is caught, and the divergence shrinks to the few steps
 // that show it: here a simulator that miscounts a purge of one message.
 func TestDifferentialCatchesAWrongSimulator(t *testing.T) {
+	t.Parallel()
 	tg := openTarget(t, Options{})
 	if !tg.FastCtl() {
 		t.Skip("the rabbitmqctl eval session does not start")
 	}
-	simMutant = func(ops []Op, obs []string) {
+	miscount := func(ops []Op, obs []string) {
 		for i, o := range ops {
 			if o.Kind == "purge" && i < len(obs) && obs[i] == "ok n=1" {
 				obs[i] = "ok n=7"
 			}
 		}
 	}
-	defer func() { simMutant = nil }()
-	out, err := tg.Differential(context.Background(), DiffOptions{Sequences: 3000, Seed: 1, Shrink: 10 * time.Second})
+	out, err := tg.Differential(context.Background(), DiffOptions{Sequences: 3000, Seed: 1, Shrink: 3 * time.Second, simMutant: miscount})
 	if err != nil {
 		t.Fatal(err)
 	}

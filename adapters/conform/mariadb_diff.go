@@ -37,6 +37,8 @@ type MariaDBOptions struct {
 	// Progress, if set, is called after every sequence (not while
 	// shrinking).
 	Progress func(r MariaDBReport)
+
+	simMutant func(op DBOp) DBOp // see runSimDB
 }
 
 func (o MariaDBOptions) withDefaults() MariaDBOptions {
@@ -153,7 +155,9 @@ func firstDBDifference(real, sim []DBStep) int {
 // be used; one wrapping ErrHarness, that the harness failed (the run
 // proves nothing either way). rapid's settings are process-wide flags:
 // outside a test, call testing.Init and parse the global flag set first
-// (see internal/rapidbatch); one differential runs at a time.
+// (see internal/rapidbatch). Sequences are drawn without them
+// (rapidbatch.Cases), so several differentials may run at once; their
+// shrinking takes turns.
 func MariaDBDifferential(ctx context.Context, o MariaDBOptions) (rep *MariaDBReport, err error) {
 	o = o.withDefaults()
 	t, err := openMaria(ctx, o.DSN)
@@ -161,22 +165,30 @@ func MariaDBDifferential(ctx context.Context, o MariaDBOptions) (rep *MariaDBRep
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, t.close()) }()
-	// rapid shrinks the draws for a quarter of the time; the rest goes to
-	// trim, which takes steps out of the sequence itself (a draw that
-	// rapid changes reshapes every step drawn after it).
-	end, err := rapidbatch.Begin(o.Shrink / 4)
-	if err != nil {
-		return nil, fmt.Errorf("conform: %w", err)
-	}
-	defer end()
 	r := &mariaRun{t: t, ctx: ctx, o: o, out: &MariaDBReport{Server: t.version, Seed: o.Seed, Prefix: t.prefix}}
 	start := time.Now()
-	for b := 0; r.found == nil && r.err == nil && ctx.Err() == nil && r.out.Runs < o.Runs; b++ {
-		before := r.out.Runs
-		rapidbatch.Batch(o.Seed, b, min(diffBatch, o.Runs-r.out.Runs), r.prop)
-		if r.out.Runs == before && r.found == nil && r.err == nil {
-			break // rapid ran nothing: do not spin
+	draw := func(rt *rapid.T) DBSeq { return DrawDBSeq(rt, o.MaxSteps) }
+	b, i, _, err := rapidbatch.Cases(o.Seed, o.Runs, diffBatch, draw, func(seq DBSeq) bool {
+		r.run(seq)
+		return r.found != nil || r.err != nil || ctx.Err() != nil
+	})
+	if err != nil {
+		return r.out, fmt.Errorf("conform: %w", err)
+	}
+	if r.found != nil && r.err == nil {
+		// rapid shrinks the draws for a quarter of the time; the rest goes
+		// to trim, which takes steps out of the sequence itself (a draw
+		// that rapid changes reshapes every step drawn after it).
+		end, err := rapidbatch.Begin(o.Shrink / 4)
+		if err != nil {
+			return r.out, fmt.Errorf("conform: %w", err)
 		}
+		rapidbatch.Shrink(o.Seed, b, i, func(rt *rapid.T) {
+			if r.run(draw(rt)) {
+				rt.Fatalf("a step differs")
+			}
+		})
+		end()
 	}
 	if r.found != nil && r.err == nil {
 		r.trim(time.Now().Add(o.Shrink - o.Shrink/4))
@@ -190,8 +202,8 @@ func MariaDBDifferential(ctx context.Context, o MariaDBOptions) (rep *MariaDBRep
 	return r.out, ctx.Err()
 }
 
-// mariaRun is the state of one MariaDBDifferential, shared by the rapid
-// property across its batches and its shrinking.
+// mariaRun is the state of one MariaDBDifferential, shared by its search
+// and its shrinking.
 type mariaRun struct {
 	t   *mariaTarget
 	ctx context.Context
@@ -217,7 +229,7 @@ func (r *mariaRun) compare(seq DBSeq) (real []DBStep, d *DBDivergence, racy bool
 	racySeen := false
 	for try := 0; ; try++ {
 		prefix := r.t.nextPrefix()
-		sim, err := RunSimDB(seq, prefix)
+		sim, err := runSimDB(seq, prefix, r.o.simMutant)
 		if err != nil {
 			return real, nil, false, fmt.Errorf("conform: sqlsim: %w", err)
 		}
@@ -242,13 +254,14 @@ func (r *mariaRun) compare(seq DBSeq) (real []DBStep, d *DBDivergence, racy bool
 	}
 }
 
-// prop is the rapid property: a drawn sequence comes out alike on sqlsim
-// and on MariaDB. Sequences run while shrinking are not counted, and a
-// harness failure while shrinking only rejects the candidate.
-func (r *mariaRun) prop(rt *rapid.T) {
-	seq := DrawDBSeq(rt, r.o.MaxSteps)
+// run runs seq on sqlsim and on MariaDB and reports whether they differ
+// (keeping the difference if it is the smallest yet). Sequences run while
+// shrinking are not counted, and a harness failure while shrinking only
+// rejects the candidate; after a failure, or once ctx ends, it runs
+// nothing.
+func (r *mariaRun) run(seq DBSeq) (differs bool) {
 	if r.err != nil || r.ctx.Err() != nil {
-		return
+		return false
 	}
 	shrinking := r.found != nil
 	real, d, racy, err := r.compare(seq)
@@ -256,7 +269,7 @@ func (r *mariaRun) prop(rt *rapid.T) {
 		if r.ctx.Err() == nil && (!shrinking || !errors.Is(err, ErrHarness)) {
 			r.err = err
 		}
-		return
+		return false
 	}
 	if !shrinking {
 		r.count(real)
@@ -268,12 +281,12 @@ func (r *mariaRun) prop(rt *rapid.T) {
 		}
 	}
 	if d == nil {
-		return
+		return false
 	}
 	if r.found == nil || len(d.Real) < len(r.found.Real) || len(d.Real) == len(r.found.Real) && d.First <= r.found.First {
 		r.found = d
 	}
-	rt.Fatalf("step %d differs", d.First+1)
+	return true
 }
 
 func (r *mariaRun) count(steps []DBStep) {

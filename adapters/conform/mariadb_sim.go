@@ -19,14 +19,15 @@ const (
 	dbSimSettle = 5 * time.Millisecond
 )
 
-// dbSimMutant, if set (by tests), is the statement sqlsim is sent in
-// place of op: a deliberately wrong simulator, which a differential must
-// catch. The step is recorded as drawn.
-var dbSimMutant func(op DBOp) DBOp
-
 // RunSimDB runs seq on a fresh sqlsim World, its tables prefixed prefix
 // (error messages name them), and returns the steps as run.
-func RunSimDB(seq DBSeq, prefix string) ([]DBStep, error) {
+func RunSimDB(seq DBSeq, prefix string) ([]DBStep, error) { return runSimDB(seq, prefix, nil) }
+
+// runSimDB is RunSimDB; mutant, if not nil, is the statement sqlsim is
+// sent in place of each op: a deliberately wrong simulator, which a
+// differential must catch (set by tests, through
+// MariaDBOptions.simMutant). The step is recorded as drawn.
+func runSimDB(seq DBSeq, prefix string, mutant func(op DBOp) DBOp) ([]DBStep, error) {
 	if err := seq.check(); err != nil {
 		return nil, err
 	}
@@ -55,8 +56,8 @@ func RunSimDB(seq DBSeq, prefix string) ([]DBStep, error) {
 				}
 				d.task[c] = -1
 				op := r.steps[i].Op
-				if dbSimMutant != nil {
-					op = dbSimMutant(op)
+				if mutant != nil {
+					op = mutant(op)
 				}
 				r.complete(i, execStep(ctx, conn, op, prefix, seq.ClientClock))
 			}

@@ -77,6 +77,7 @@ func noTablesLeft(t *testing.T, prefix string) {
 // MariaDB, as the CLI runs it, says what it runs and what it found, and
 // leaves no table behind; nor does a run cut short.
 func TestMariaDBEntry(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	rep, err := MariaDB(context.Background(), "", 20, 7, &out)
 	if errors.Is(err, ErrNoMariaDB) {
@@ -105,6 +106,7 @@ func TestMariaDBEntry(t *testing.T) {
 
 // sqlsim and MariaDB answer drawn sequences of dbsem's statements alike.
 func TestMariaDBDifferential(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("LOCKPROVER_CONFORM_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -134,14 +136,16 @@ func mariaShrink() time.Duration {
 // that show it: sqlsim is sent, in place of a statement, one of dbsem's
 // defects' variants of it.
 func TestMariaDBCatchesAWrongSimulator(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
+		seed     uint64 // one that draws a sequence showing it early
 		mutant   func(DBOp) DBOp
 		stmts    []string // the step that diverges is one of these
 		maxSteps int      // at most this many steps in the minimal sequence
 	}{
 		// Release ignores expiry: needs a token row that has expired.
-		{"release after expiry", func(o DBOp) DBOp {
+		{"release after expiry", 3, func(o DBOp) DBOp {
 			if o.Stmt == "releaseToken" {
 				return DBOp{Conn: o.Conn, Stmt: "releaseTokenAE", Args: o.Args[:2]}
 			}
@@ -150,7 +154,7 @@ func TestMariaDBCatchesAWrongSimulator(t *testing.T) {
 		// SKIP LOCKED neither locks nor skips: needs a slot row, and two
 		// transactions picking it (the second, which MariaDB makes skip
 		// the row, may pick below a max).
-		{"pick without locking", func(o DBOp) DBOp {
+		{"pick without locking", 1, func(o DBOp) DBOp {
 			if o.Stmt == "pickSlot" {
 				o.Stmt = "peekSlot"
 			}
@@ -158,9 +162,8 @@ func TestMariaDBCatchesAWrongSimulator(t *testing.T) {
 		}, []string{"pickSlot", "pickSlotMixed"}, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dbSimMutant = tc.mutant
-			defer func() { dbSimMutant = nil }()
-			rep := differential(t, MariaDBOptions{Runs: 1000, Seed: 1, Shrink: 20 * time.Second})
+			t.Parallel()
+			rep := differential(t, MariaDBOptions{Runs: 1000, Seed: tc.seed, Shrink: 20 * time.Second, simMutant: tc.mutant})
 			d := rep.Found
 			if d == nil {
 				t.Fatalf("no divergence in %d sequences", rep.Runs)

@@ -12,6 +12,7 @@ import (
 // Every case of the table that can run on a shared broker gives, on
 // RabbitMQ, what the table says, and agrees with the simulator.
 func TestTableOnRabbitMQ(t *testing.T) {
+	t.Parallel()
 	tg := openTarget(t, Options{})
 	if !tg.FastCtl() {
 		t.Skip("the rabbitmqctl eval session does not start: the timed cases need fast queries")

@@ -108,6 +108,28 @@ func Case[V any](seed uint64, b, i int, draw func(*rapid.T) V) (v V, ok bool) {
 	return v, tries == 1
 }
 
+// Cases calls check on the cases Batch would run from seed in batches of
+// size (the last one cut short), n cases in all, in that order, drawing
+// each with Case, until check returns true; it returns where it stopped
+// (batch b, case i) and whether check stopped it. Like Case it needs no
+// session, so that several searches can run at once, and only the
+// shrinking of what one finds (Shrink, in a session) waits for the
+// others. A draw rapid rejects is an error: Case cannot say then which
+// cases Batch runs.
+func Cases[V any](seed uint64, n, size int, draw func(*rapid.T) V, check func(V) bool) (b, i int, stopped bool, err error) {
+	for k := range n {
+		b, i = k/size, k%size
+		v, ok := Case(seed, b, i, draw)
+		if !ok {
+			return b, i, false, fmt.Errorf("rapid rejected the draw of case %d of batch %d (seed %d)", i, b, seed)
+		}
+		if check(v) {
+			return b, i, true, nil
+		}
+	}
+	return b, i, false, nil
+}
+
 // mix derives batch seeds from a base seed (splitmix64); never zero, which
 // rapid would take for "random".
 func mix(seed, b uint64) uint64 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +129,41 @@ func TestShrink(t *testing.T) {
 	})
 	if !failed || seen[0] != first[i] || seen[len(seen)-1] != 10 {
 		t.Errorf("failed %v, cases %v: want case %d (%d) first, shrunk to 10 last", failed, seen, i, first[i])
+	}
+}
+
+// Cases checks what Batch would run, in its order, without a session;
+// it stops where check says and names the case; a rejected draw is an
+// error.
+func TestCases(t *testing.T) {
+	end, err := Begin(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(draws(t, 9, 0, 4), draws(t, 9, 1, 4)...)
+	want = append(want, draws(t, 9, 2, 2)...)
+	end()
+	x := func(rt *rapid.T) int { return rapid.IntRange(0, 1<<30).Draw(rt, "x") }
+	var got []int
+	b, i, stopped, err := Cases(9, 10, 4, x, func(v int) bool { got = append(got, v); return false })
+	if err != nil || stopped || b != 2 || i != 1 || !slices.Equal(got, want) {
+		t.Errorf("Cases = %d, %d, %v, %v, checked %v; want 2, 1, false, nil, checked %v", b, i, stopped, err, got, want)
+	}
+	got = nil
+	b, i, stopped, err = Cases(9, 10, 4, x, func(v int) bool { got = append(got, v); return v == want[5] })
+	if err != nil || !stopped || b != 1 || i != 1 || !slices.Equal(got, want[:6]) {
+		t.Errorf("stopped at the sixth: Cases = %d, %d, %v, %v, checked %v", b, i, stopped, err, got)
+	}
+	reject := func(rt *rapid.T) int {
+		v := x(rt)
+		if v%2 == 1 {
+			rt.Skip("odd")
+		}
+		return v
+	}
+	got = nil
+	_, _, stopped, err = Cases(9, 10, 4, reject, func(v int) bool { got = append(got, v); return false })
+	if err == nil || stopped || !strings.Contains(err.Error(), "rejected") {
+		t.Errorf("a rejected draw: stopped %v, err %v, checked %v", stopped, err, got)
 	}
 }
