@@ -101,6 +101,7 @@ func TestCleanupNames(t *testing.T) {
 // With a Ctl, a Cleaner lists the queues itself and closes the connections
 // under the prefix that hold one, but not its own; Rounds bounds it.
 func TestCleanerWithCtl(t *testing.T) {
+	t.Parallel()
 	url := rabbitmqtest.URL(t)
 	ctl := newCtl(t, url, false)
 	prefix := rabbitmq.UniqueName("lp-cleanup-test-") + "-"
@@ -165,6 +166,7 @@ func TestCleanerWithCtl(t *testing.T) {
 
 // Without names, Cleanup lists and closes with plain rabbitmqctl commands.
 func TestCleanupPlain(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("plain rabbitmqctl is slow")
 	}

@@ -52,9 +52,11 @@ func awaitClosed(t *testing.T, c broker.Conn) error {
 // Both query modes see the same queue, owner, messages and connection, and
 // close it the same way.
 func TestCtlModes(t *testing.T) {
+	t.Parallel()
 	url := rabbitmqtest.URL(t)
 	for _, plain := range []bool{false, true} {
 		t.Run(map[bool]string{false: "session", true: "plain"}[plain], func(t *testing.T) {
+			t.Parallel()
 			if plain && testing.Short() {
 				t.Skip("plain rabbitmqctl is slow")
 			}
@@ -139,6 +141,7 @@ func TestCtlModes(t *testing.T) {
 // CloseConnectionsFrom closes the connections that come from a proxy's
 // broker-side addresses, and none other.
 func TestCloseConnectionsFrom(t *testing.T) {
+	t.Parallel()
 	url := rabbitmqtest.URL(t)
 	ctl := newCtl(t, url, true)
 	ctx := ctlCtx(t)

@@ -47,6 +47,7 @@ func closedPort(t *testing.T) string {
 // TestPreflightSaysWhatIsWrong: each way a broker URL can be wrong is told
 // apart, within seconds, and no message shows the password.
 func TestPreflightSaysWhatIsWrong(t *testing.T) {
+	t.Parallel()
 	good := rabbitmqtest.URL(t)
 	u, err := url.Parse(good)
 	if err != nil {
@@ -77,6 +78,7 @@ func TestPreflightSaysWhatIsWrong(t *testing.T) {
 		{"unknown host", "amqp://guest:sekrit@lp-no-such-host.invalid:5672/", rabbitmq.NoHost, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			start := time.Now()
 			err := rabbitmq.Preflight(context.Background(), tc.url, tc.timeout)
 			took := time.Since(start)
@@ -97,6 +99,7 @@ func TestPreflightSaysWhatIsWrong(t *testing.T) {
 		})
 	}
 	t.Run("vhost access refused", func(t *testing.T) {
+		t.Parallel()
 		if _, err := exec.LookPath("rabbitmqctl"); err != nil {
 			t.Skip("needs rabbitmqctl to make a vhost guest may not use")
 		}

@@ -537,6 +537,7 @@ func withHost(t testing.TB, rawURL, host string) string {
 // context.DeadlineExceeded and is connection-level, the connection is torn
 // down, and the exclusive queue it held is released promptly.
 func TestContextEndsDuringCall(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		call func(ctx context.Context, c broker.Conn, ch broker.Channel, q string) error
@@ -632,6 +633,7 @@ func TestContextDoneBeforeCall(t *testing.T) {
 }
 
 func TestDial(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 
 	t.Run("refused", func(t *testing.T) {
@@ -648,6 +650,7 @@ func TestDial(t *testing.T) {
 	})
 
 	t.Run("bad credentials", func(t *testing.T) {
+		t.Parallel()
 		u, _ := url.Parse(e.url)
 		u.User = url.UserPassword("guest", "not-the-password")
 		_, err := rabbitmq.New(u.String()).Dial(ctxT(t), broker.Config{})

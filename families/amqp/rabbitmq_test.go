@@ -24,6 +24,7 @@ func realConfig(t *testing.T, faults ...string) prover.Config {
 // The reference holds on real RabbitMQ under kills, partitions and lost
 // replies, and every run leaves the broker as it found it.
 func TestReferenceOnRabbitMQ(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("real-broker plans take seconds each")
 	}
@@ -40,6 +41,7 @@ func TestReferenceOnRabbitMQ(t *testing.T) {
 
 // A mutant whose defect shows on a single broker is caught there too.
 func TestMutantOnRabbitMQ(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("real-broker plans take seconds each")
 	}
@@ -58,6 +60,7 @@ func TestMutantOnRabbitMQ(t *testing.T) {
 
 // An interrupted run stops at once and still deletes its queues.
 func TestInterruptedRunCleansUp(t *testing.T) {
+	t.Parallel()
 	url := rabbitmqtest.URL(t)
 	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
 		t.Skip("needs rabbitmqctl to list the broker's queues")

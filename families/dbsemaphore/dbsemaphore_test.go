@@ -79,6 +79,7 @@ func TestSameSeedSameHistory(t *testing.T) {
 // error: it does not panic (it did, closing a nil connection, and the
 // search stopped on "a plan could not run").
 func TestAmbiguousRetryWithoutAConnection(t *testing.T) {
+	t.Parallel()
 	c := prover.Config{Family: Config{Mutant: "ambiguous-commit-retry", Faults: []string{histories.DropReply, histories.RestartBroker}},
 		Properties: []string{lease.Available}}
 	for seed := uint64(1); seed <= 3; seed++ {

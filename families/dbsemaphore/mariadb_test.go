@@ -44,6 +44,7 @@ func tablesLeft(t *testing.T, dsn, start string) map[string]bool {
 // The reference holds on MariaDB under every fault but a restart, and
 // each run drops its tables.
 func TestReferenceOnMariaDB(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("real plans take seconds each")
 	}
@@ -67,6 +68,7 @@ func TestReferenceOnMariaDB(t *testing.T) {
 // without FOR UPDATE: two clients count at once and both insert) is caught
 // on MariaDB too, by its property.
 func TestMutantsOnMariaDB(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("real plans take seconds each")
 	}
@@ -90,6 +92,7 @@ func TestMutantsOnMariaDB(t *testing.T) {
 // On a private server of the test's own, plans restart the server (with
 // the other faults) and the reference still holds.
 func TestRestartsOnAPrivateMariaDB(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("real plans take seconds each")
 	}
@@ -120,6 +123,7 @@ func TestRestartsOnAPrivateMariaDB(t *testing.T) {
 // A plan that restarts the server is refused on the shared one, before
 // anything runs, with the flag that allows it.
 func TestNoRestartOfTheSharedServer(t *testing.T) {
+	t.Parallel()
 	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "k", Max: 1, TTLMs: 100,
 		Nemesis: []Fault{{Fault: histories.RestartBroker, At: 10}}}
 	_, err := MariaDB{DSN: "root@tcp(127.0.0.1:1)/test"}.Run(context.Background(), p, nil)
@@ -130,6 +134,7 @@ func TestNoRestartOfTheSharedServer(t *testing.T) {
 
 // A DSN the target cannot use is said at once, naming what is wrong.
 func TestMariaDBBadDSN(t *testing.T) {
+	t.Parallel()
 	for dsn, want := range map[string]string{
 		"root@unix(/tmp/x.sock)/test": "over tcp",
 		"root@tcp(127.0.0.1:3306)/":   "name a database",

@@ -94,6 +94,7 @@ func dump(h []histories.Event) string {
 // runs on; a pause stops the client. Both on the simulator and on
 // MariaDB, for the reference in this process.
 func TestPartitionAndPause(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []string{histories.Partition, histories.Pause} {
 		t.Run("sim/"+fault, func(t *testing.T) {
 			res, err := Simulate(heldPlan(fault), nil)
@@ -109,6 +110,7 @@ func TestPartitionAndPause(t *testing.T) {
 	dsn := mysqltest.DSN(t)
 	for _, fault := range []string{histories.Partition, histories.Pause} {
 		t.Run("mariadb/"+fault, func(t *testing.T) {
+			t.Parallel()
 			c := Config{Target: MariaDB{DSN: dsn}}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
