@@ -54,7 +54,9 @@
 //   - waits end in error 1205 after innodb_lock_wait_timeout (only the
 //     statement rolls back), or 1213 when they close a cycle (the
 //     lighter transaction rolls back, the requester on a tie: weighed as
-//     InnoDB does, by undo records and lock structs; the cycles left
+//     InnoDB does, by undo records and lock structs, among them the two
+//     a waiting lock gains each time an update or a rollback changes the
+//     size of its record, which InnoDB rebuilds; the cycles left
 //     among the victim's fellow waiters are then checked from each of
 //     them, which loses a tie); 1062 for a
 //     duplicate key (INSERT IGNORE: nothing, 0 rows); 1146 for a missing

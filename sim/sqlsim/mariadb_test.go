@@ -760,5 +760,79 @@ func TestMariaDBLockLifetimes(t *testing.T) {
 				step{conn: 1, q: q(p, "ROLLBACK")},
 				step{conn: 0, q: q(p, "ROLLBACK")})
 		}},
+		// Conn 0 waits for slot 0, which conn 1 holds; conn 1's wait for
+		// j, which conn 0 holds, closes the cycle. Conn 0: 1 undo record
+		// and 4 structs (IX and X on the keys, IX and the wait on the
+		// slots); conn 1: 1 undo record and 5 structs (IX and X on each
+		// table, the wait). With take, conn 1 fills slot 0's NULLs while
+		// conn 0 waits on it: InnoDB rebuilds the record, moving conn 0's
+		// waiting lock twice (2 more structs), and conn 1 has 2 undo
+		// records: 7 and 7, a tie, and conn 1, the requester, is rolled
+		// back. Without it, conn 0, the lighter, is.
+		scenario{"an update that rebuilds a record weighs its waiters", func(p string) []step {
+			return rebuiltRecord(p, true)
+		}},
+		scenario{"a deadlock without the rebuild", func(p string) []step {
+			return rebuiltRecord(p, false)
+		}},
+		// A rollback that puts slot 0's NULLs back rebuilds the record
+		// too: conn 0, which waited on it, ends up with 4 undo records
+		// and 7 structs (IX and X on the keys, IX, the wait and the 2 the
+		// rollback gave it on the slots, the wait for k); conn 2 with 6
+		// undo records and 4 structs (IX and X on the keys, IX on the
+		// slots, the wait for j). Conn 2, the lighter, is rolled back;
+		// without the rollback's rebuild conn 0 would have been.
+		scenario{"a rollback that rebuilds a record weighs its waiters", func(p string) []step {
+			s := script([]step{
+				{conn: 0, q: q(p, "createKeys")},
+				{conn: 0, q: q(p, "createSlots")},
+				{conn: 0, q: q(p, "insertKey"), args: []any{"k", 1, "row-per-slot"}},
+				{conn: 0, q: q(p, "insertSlots", 1), args: []any{"k"}},
+				{conn: 0, q: q(p, "insertKey"), args: []any{"j", 1, "row-per-slot"}},
+			}, rc(1), []step{
+				{conn: 1, q: q(p, "pickSlot"), args: []any{"k", at(sec)}},
+				{conn: 1, q: q(p, "takeSlot"), args: []any{"b", at(1500 * time.Millisecond), int64(sec / 1000), 1, "k", 0}},
+			}, rc(0), []step{
+				{conn: 0, q: q(p, "nextFence"), args: []any{"j"}},
+				{conn: 0, q: q(p, "insertSlotsMixed", 4), args: []any{"k", "k", "k", "k"}, bg: true},
+				{conn: 1, q: q(p, "ROLLBACK")},
+			})
+			s = append(s, step{conn: 0, join: bgOf(s, 0)})
+			s = script(s, rc(2), []step{
+				{conn: 2, q: q(p, "nextFence"), args: []any{"k"}},
+				{conn: 2, q: q(p, "insertSlots", 5), args: []any{"m", "m", "m", "m", "m"}},
+				{conn: 0, q: q(p, "nextFence"), args: []any{"k"}, bg: true},
+				{conn: 2, q: q(p, "nextFence"), args: []any{"j"}},
+			})
+			return append(s, step{conn: 0, join: bgOf(s, 0)},
+				step{conn: 0, q: q(p, "ROLLBACK")},
+				step{conn: 2, q: q(p, "ROLLBACK")})
+		}},
 	)
+}
+
+// rebuiltRecord is the script of the scenarios of World.rebuilt.
+func rebuiltRecord(p string, take bool) []step {
+	s := script([]step{
+		{conn: 0, q: q(p, "createKeys")},
+		{conn: 0, q: q(p, "createSlots")},
+		{conn: 0, q: q(p, "insertKey"), args: []any{"k", 1, "row-per-slot"}},
+		{conn: 0, q: q(p, "insertSlots", 1), args: []any{"k"}},
+		{conn: 0, q: q(p, "insertKey"), args: []any{"j", 1, "row-per-slot"}},
+	}, rc(1), []step{
+		{conn: 1, q: q(p, "pickSlot"), args: []any{"k", at(sec)}},
+	}, rc(0), []step{
+		{conn: 0, q: q(p, "nextFence"), args: []any{"j"}},
+		{conn: 1, q: q(p, "nextFence"), args: []any{"k"}},
+		{conn: 0, q: q(p, "insertSlotsMixed", 4), args: []any{"k", "k", "k", "k"}, bg: true},
+	})
+	if take {
+		s = append(s, step{conn: 1, q: q(p, "takeSlot"), args: []any{"b", at(1500 * time.Millisecond), int64(sec / 1000), 1, "k", 0}})
+	}
+	s = append(s, step{conn: 1, q: q(p, "nextFence"), args: []any{"j"}, bg: !take})
+	s = append(s, step{conn: 0, join: bgOf(s, 0)})
+	if !take {
+		s = append(s, step{conn: 1, join: bgOf(s, 1)})
+	}
+	return append(s, step{conn: 0, q: q(p, "ROLLBACK")}, step{conn: 1, q: q(p, "ROLLBACK")})
 }

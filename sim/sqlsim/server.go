@@ -157,7 +157,7 @@ func (w *World) write(t *trx, r *row, v *rowVal) {
 func (w *World) undoTo(t *trx, mark int) {
 	for i := len(t.undo) - 1; i >= mark; i-- {
 		u := t.undo[i]
-		u.r.next = u.prev
+		w.restore(u)
 		if !u.hadWriter {
 			u.r.writer, u.r.next = nil, nil
 			if u.r.cur == nil {
@@ -166,6 +166,20 @@ func (w *World) undoTo(t *trx, mark int) {
 		}
 	}
 	t.undo = t.undo[:mark]
+}
+
+// restore puts back the version of u's row that u's write replaced, as
+// InnoDB's rollback does record by record: putting back a version of
+// another size rebuilds the record (see rebuilt).
+func (w *World) restore(u undoRec) {
+	back := u.prev
+	if back == nil && !u.hadWriter {
+		back = u.r.cur
+	}
+	if u.r.next != nil && back != nil && !u.r.next.sameSize(back) {
+		w.rebuilt(u.r.tb, u.r.k)
+	}
+	u.r.next = u.prev
 }
 
 // undone is a row none of whose versions is left after a rollback: an
@@ -224,6 +238,9 @@ func (w *World) rollback(t *trx) {
 	t.ended = true
 	if t.wait != nil {
 		w.abandon(t.wait)
+	}
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		w.restore(t.undo[i])
 	}
 	var ghosts []*row
 	for i := len(t.touched) - 1; i >= 0; i-- {

@@ -576,6 +576,9 @@ func updateRow(s shape, match where, set setter) execFunc {
 		}
 		if nv := set(r, *v); nv != *v {
 			changed := nv // only a change is a new version
+			if !v.sameSize(&changed) {
+				r.w.rebuilt(tb, row.k)
+			}
 			r.w.write(r.t, row, &changed)
 			r.affected++
 		}

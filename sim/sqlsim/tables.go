@@ -95,6 +95,13 @@ type rowVal struct {
 	refreshes int64
 }
 
+// sameSize says whether v and o take the same room in a record: the same
+// NULLs, and tokens of one length (the other columns are of fixed size,
+// or, as design, never updated).
+func (v *rowVal) sameSize(o *rowVal) bool {
+	return v.hasToken == o.hasToken && len(v.token) == len(o.token) && v.hasExpiry == o.hasExpiry
+}
+
 // visible is the version t reads: its own change if it made one, else the
 // latest committed version (READ COMMITTED, and REPEATABLE READ for the
 // single-statement transactions that use it here).
