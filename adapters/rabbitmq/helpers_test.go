@@ -128,7 +128,9 @@ func (e *env) deleteQueues(queues []string) {
 }
 
 // checkNoLeaks fails if goroutines of the adapter or of amqp091-go outlive
-// every connection's Close.
+// every connection's Close. It looks at every goroutine of the test
+// binary: the tests that call it (through newEnv) must not run in
+// parallel with others that talk to a broker.
 func checkNoLeaks(t testing.TB) {
 	t.Helper()
 	var leaked []string

@@ -537,7 +537,6 @@ func withHost(t testing.TB, rawURL, host string) string {
 // context.DeadlineExceeded and is connection-level, the connection is torn
 // down, and the exclusive queue it held is released promptly.
 func TestContextEndsDuringCall(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		name string
 		call func(ctx context.Context, c broker.Conn, ch broker.Channel, q string) error
@@ -633,7 +632,6 @@ func TestContextDoneBeforeCall(t *testing.T) {
 }
 
 func TestDial(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 
 	t.Run("refused", func(t *testing.T) {
