@@ -2,10 +2,13 @@
 # LOCKPROVER_AMQP_URL, or a broker on 127.0.0.1:5672, and skip without one.
 .PHONY: test fmt vet bench fuzz
 
-# Packages whose real-broker proofs run one search at a time can pass go
-# test's default 10-minute limit on a loaded 2-core machine.
+# Most of the suite waits on real servers and processes rather than on the
+# CPU, so packages run six at a time (-p; go's default is one per CPU) and
+# a package's parallel tests eight at a time (-parallel; the same default).
+# Tests that must not share the machine's timing with others say so by not
+# calling t.Parallel. The limit is a backstop for a wedged real server.
 test: fmt vet
-	go test -timeout 15m ./...
+	go test -p 6 -parallel 8 -timeout 15m ./...
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
