@@ -5,8 +5,8 @@
 # Most of the suite waits on real servers and processes rather than on the
 # CPU, so packages run six at a time (-p; go's default is one per CPU) and
 # a package's parallel tests eight at a time (-parallel; the same default).
-# Tests that must not share the machine's timing with others say so by not
-# calling t.Parallel. The limit is a backstop for a wedged real server.
+# A test that must not overlap the other tests of its package does not call
+# t.Parallel. The limit is a backstop for a wedged real server.
 test: fmt vet
 	go test -p 6 -parallel 8 -timeout 15m ./...
 
