@@ -15,40 +15,55 @@ import (
 
 // validate-impl --kind db-semaphore passes the reference served over the
 // protocol (with fencing, in both designs) and the Python example, and
-// fails a mutant, saying what is wrong.
+// fails a mutant, saying what is wrong. Each validation has tables of its
+// own, so they run side by side.
 func TestValidateImplLease(t *testing.T) {
+	t.Parallel()
 	dsn := mysqltest.DSN(t)
 	bin := builtBinary(t)
 	ref := bin + " serve-reference --kind db-semaphore"
 	for _, opts := range []string{"", "fencing", "design=row-per-slot,fencing"} {
-		code, out, errOut := lockprover("validate-impl", "--kind", "db-semaphore", "--dsn", dsn, "--options", opts, "--impl", ref)
-		if code != exitOK || strings.Contains(out, "FAIL") || errOut != "" ||
-			!strings.HasSuffix(out, "\nthe implementation follows the protocol: prove it with lockprover prove --kind db-semaphore --impl ...\n") {
-			t.Errorf("--options %q: exit %d\n%s%s", opts, code, out, errOut)
+		name := "--options " + opts
+		if opts == "" {
+			name = "no options"
 		}
-		if strings.Contains(opts, "fencing") != strings.Contains(out, "ok    fences increase over 8 grants") {
-			t.Errorf("--options %q: fences checked or not:\n%s", opts, out)
-		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := lockprover("validate-impl", "--kind", "db-semaphore", "--dsn", dsn, "--options", opts, "--impl", ref)
+			if code != exitOK || strings.Contains(out, "FAIL") || errOut != "" ||
+				!strings.HasSuffix(out, "\nthe implementation follows the protocol: prove it with lockprover prove --kind db-semaphore --impl ...\n") {
+				t.Errorf("--options %q: exit %d\n%s%s", opts, code, out, errOut)
+			}
+			if strings.Contains(opts, "fencing") != strings.Contains(out, "ok    fences increase over 8 grants") {
+				t.Errorf("--options %q: fences checked or not:\n%s", opts, out)
+			}
+		})
 	}
-	if exec.Command("/usr/bin/python3", "-c", "import pymysql").Run() == nil {
+	t.Run("the Python example", func(t *testing.T) {
+		t.Parallel()
+		if exec.Command("/usr/bin/python3", "-c", "import pymysql").Run() != nil {
+			t.Skip("the Python example is left out: needs Debian's /usr/bin/python3 with python3-pymysql")
+		}
 		script, err := filepath.Abs(filepath.Join("..", "..", "examples", "python", "db_semaphore.py"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The DSN from the environment, as the usage says.
-		t.Setenv("LOCKPROVER_MYSQL_DSN", dsn)
-		code, out, errOut := lockprover("validate-impl", "--kind", "db-semaphore", "--options", "fencing", "--impl", "/usr/bin/python3 "+script)
+		// The DSN from the environment, as the usage says: the binary's,
+		// as this process's environment is shared with the tests beside.
+		code, out, errOut := runBinary(t, bin, "", []string{"LOCKPROVER_MYSQL_DSN=" + dsn},
+			"validate-impl", "--kind", "db-semaphore", "--options", "fencing", "--impl", "/usr/bin/python3 "+script)
 		if code != exitOK || strings.Contains(out, "FAIL") {
 			t.Errorf("the Python example: exit %d\n%s%s", code, out, errOut)
 		}
-	} else {
-		t.Log("the Python example is left out: needs Debian's /usr/bin/python3 with python3-pymysql")
-	}
-	code, out, errOut := lockprover("validate-impl", "--kind", "db-semaphore", "--dsn", dsn, "--impl", ref+" --mutant release-after-expiry-succeeds")
-	if code != exitViolation || !strings.Contains(out, "FAIL  release of a lease whose ttl passed -> release_fail {reason:\"expired\"}\n      answered release_ok") ||
-		!strings.HasSuffix(out, "\nthe implementation does not follow the protocol yet: see docs/protocol.md\n") {
-		t.Errorf("a mutant: exit %d\n%s%s", code, out, errOut)
-	}
+	})
+	t.Run("a mutant", func(t *testing.T) {
+		t.Parallel()
+		code, out, errOut := lockprover("validate-impl", "--kind", "db-semaphore", "--dsn", dsn, "--impl", ref+" --mutant release-after-expiry-succeeds")
+		if code != exitViolation || !strings.Contains(out, "FAIL  release of a lease whose ttl passed -> release_fail {reason:\"expired\"}\n      answered release_ok") ||
+			!strings.HasSuffix(out, "\nthe implementation does not follow the protocol yet: see docs/protocol.md\n") {
+			t.Errorf("a mutant: exit %d\n%s%s", code, out, errOut)
+		}
+	})
 }
 
 // A database that cannot be used is named at once, with exit 2, without
@@ -113,6 +128,7 @@ func TestValidateImplUsage(t *testing.T) {
 
 // Ctrl-C stops validate-impl --kind db-semaphore at once, with exit 130.
 func TestValidateImplLeaseInterrupted(t *testing.T) {
+	t.Parallel()
 	dsn := mysqltest.DSN(t)
 	bin := builtBinary(t)
 	code, took, errOut := interrupt(t, bin, 300*time.Millisecond, "validate-impl", "--kind", "db-semaphore", "--dsn", dsn,
