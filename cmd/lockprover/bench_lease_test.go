@@ -12,6 +12,7 @@ import (
 // floors, in both designs, and drops its tables; amqp-locks' flags are
 // refused.
 func TestBenchDBSemaphore(t *testing.T) {
+	t.Parallel()
 	dsn := mysqltest.DSN(t)
 	var prefixes []string // each run's own: other runs may share the server
 	for _, opts := range []string{"", "design=row-per-slot,fencing"} {

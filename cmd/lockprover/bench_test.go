@@ -32,6 +32,7 @@ func benchBrokerURL(t *testing.T) string {
 }
 
 func TestBench(t *testing.T) {
+	t.Parallel()
 	u := benchBrokerURL(t)
 	const slots = 3
 	var out, errOut bytes.Buffer

@@ -98,6 +98,7 @@ func coverage(batches []results.Batch) map[int]results.Batch {
 // same batches, each once, with the same plans in them (their digests),
 // and merge says so in one verdict.
 func TestShardsCoverOneRun(t *testing.T) {
+	t.Parallel()
 	one, merged, shards, dir := shardRuns(t, 3, "--runs", "1800", "--seed", "5", "--clients", "2", "--ops", "4")
 	if one.Verdict != results.Held || merged.Verdict != results.Held {
 		t.Fatalf("one process %s, merged %s; want both held", one.Verdict, merged.Verdict)
@@ -145,6 +146,7 @@ func TestShardsCoverOneRun(t *testing.T) {
 // Shards find the counterexample one process finds first: the same plan,
 // at the same batch and index, whichever shard drew it.
 func TestShardsFindTheFirstCounterexample(t *testing.T) {
+	t.Parallel()
 	one, merged, shards, dir := shardRuns(t, 3, "--mutant", "silent-reconnect", "--runs", "1800", "--seed", "90", "--clients", "2", "--ops", "4", "--shrink-time", "0")
 	if one.Verdict != results.Violated || merged.Verdict != results.Violated {
 		t.Fatalf("one process %s, merged %s; want both violated", one.Verdict, merged.Verdict)

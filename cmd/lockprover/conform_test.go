@@ -10,6 +10,7 @@ import (
 
 // conform agrees on the local broker: the whole table and 50 sequences.
 func TestConform(t *testing.T) {
+	t.Parallel()
 	u := rabbitmqtest.URL(t)
 	var stdout, stderr bytes.Buffer
 	code := runConform([]string{"--amqp-url", u, "--sequences", "50", "--seed", "7"}, &stdout, &stderr)

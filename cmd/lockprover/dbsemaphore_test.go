@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
 )
@@ -13,6 +15,7 @@ import (
 // prove --kind db-semaphore proves the database semaphore's reference on
 // the simulated database, in both designs.
 func TestProveDBSemaphore(t *testing.T) {
+	t.Parallel()
 	for _, opts := range []string{"", "design=row-per-slot,fencing"} {
 		args := []string{"prove", "--kind", "db-semaphore", "--runs", "600", "--seed", "7"}
 		if opts != "" {
@@ -30,6 +33,7 @@ func TestProveDBSemaphore(t *testing.T) {
 // same violation, --mutant reference replays it against the reference, and
 // mutants --kind db-semaphore lists the catalogue.
 func TestDBSemaphoreMutantAndReplay(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	code, out, errOut := lockprover("prove", "--kind", "db-semaphore", "--mutant", "count-without-lock", "--runs", "2000", "--seed", "1", "--out", dir)
 	if code != exitViolation || !strings.Contains(out, "lease-exclusive violated") {
@@ -65,6 +69,7 @@ func TestDBSemaphoreMutantAndReplay(t *testing.T) {
 // real server and leaves none of its tables behind; a replay runs there
 // too.
 func TestProveDBSemaphoreOnMariaDB(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("real plans take seconds each")
 	}
@@ -114,6 +119,7 @@ func TestDBSemaphoreTargetFlags(t *testing.T) {
 // process per client, through a proxy of its own, and leaves no tables
 // or processes behind.
 func TestProvePythonLeaseExampleOnMariaDB(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("real plans take seconds each")
 	}
@@ -122,11 +128,15 @@ func TestProvePythonLeaseExampleOnMariaDB(t *testing.T) {
 		t.Skip("needs Debian's /usr/bin/python3 with python3-pymysql")
 	}
 	script, _ := filepath.Abs("../../examples/python/db_semaphore.py")
-	code, out, errOut := lockprover("prove", "--kind", "db-semaphore", "--impl", "/usr/bin/python3 "+script, "--dsn", dsn, "--runs", "5", "--seed", "2")
+	// -X names this run's processes (Python keeps an -X option it does not
+	// know in sys._xoptions), for pgrep: the script's path would find the
+	// processes of other tests that run it at the same time.
+	marker := fmt.Sprintf("lockprover-test=%d", time.Now().UnixNano())
+	code, out, errOut := lockprover("prove", "--kind", "db-semaphore", "--impl", "/usr/bin/python3 -X "+marker+" "+script, "--dsn", dsn, "--runs", "5", "--seed", "2")
 	if code != exitOK || !strings.Contains(out, "5 plans") || !strings.Contains(out, "every property held") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	if n, err := exec.Command("pgrep", "-f", script).Output(); err == nil {
+	if n, err := exec.Command("pgrep", "-f", marker).Output(); err == nil {
 		t.Errorf("processes of the example left running: %s", n)
 	}
 }
@@ -138,6 +148,7 @@ func TestProvePythonLeaseExampleOnMariaDB(t *testing.T) {
 // clock was off), and a client's clock matters only to the mutant that
 // reads it.
 func TestExploreLease(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "explore")
 	code, out, errOut := lockprover("explore", "--kind", "db-semaphore", "--plans", "20", "--out", dir)
 	if code != exitOK {
@@ -163,6 +174,7 @@ func TestExploreLease(t *testing.T) {
 // simulated database and on MariaDB and finds no divergence; RabbitMQ's
 // flags are refused.
 func TestConformDBSemaphore(t *testing.T) {
+	t.Parallel()
 	dsn := mysqltest.DSN(t)
 	code, out, errOut := lockprover("conform", "--kind", "db-semaphore", "--dsn", dsn, "--sequences", "20", "--seed", "3")
 	if code != exitOK || !strings.Contains(out, "20 sequences") || !strings.Contains(out, "no divergence") {
@@ -185,6 +197,7 @@ func TestConformDBSemaphore(t *testing.T) {
 // default judging, fails again (it passed before replay used the family's
 // judging).
 func TestDBSemaphoreReplayJudgesAsTheSearch(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	code, out, errOut := lockprover("prove", "--kind", "db-semaphore", "--mutant", "client-clock-expiry", "--properties", "lease-exclusive", "--runs", "5000", "--seed", "6", "--out", dir)
 	if code != exitViolation {

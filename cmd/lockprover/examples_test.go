@@ -239,6 +239,7 @@ func TestKubernetesRecipe(t *testing.T) {
 // The Dockerfile's build step builds lockprover as it says: run here, with
 // its output moved to a temporary directory (no Docker engine runs here).
 func TestDockerfileBuilds(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a static build from scratch takes half a minute")
 	}

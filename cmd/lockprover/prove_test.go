@@ -115,6 +115,7 @@ func TestMutantsList(t *testing.T) {
 }
 
 func TestExploreTable(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "explore")
 	code, out, errOut := lockprover("explore", "--plans", "40", "--out", dir, "--shrink-time", "1s")
 	if code != exitOK {
