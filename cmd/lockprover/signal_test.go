@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -236,17 +237,43 @@ func TestInterruptExits130(t *testing.T) {
 		t.Parallel()
 		cmd := exec.Command(bin, "prove", "--target", "rabbitmq", "--amqp-url", u, "--runs", "100")
 		stdout, _ := cmd.StdoutPipe()
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
+		errPipe, _ := cmd.StderrPipe()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		bufio.NewReader(stdout).ReadString('\n')
+		// The second interrupt goes once the first is taken (the line
+		// that says so comes before the cleanup starts): two sent 5 ms
+		// apart were one for a process that had no CPU in between (the
+		// kernel does not queue a second SIGINT), and it cleaned up and
+		// named nothing.
+		var stderr strings.Builder
+		taken, read := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(read)
+			sc := bufio.NewScanner(errPipe)
+			for sc.Scan() {
+				stderr.WriteString(sc.Text() + "\n")
+				if strings.HasPrefix(sc.Text(), "interrupted: stopping and cleaning up") {
+					close(taken)
+				}
+			}
+		}()
+		out := bufio.NewReader(stdout)
+		out.ReadString('\n')
+		drained := make(chan struct{})
+		go func() { io.Copy(io.Discard, out); close(drained) }()
 		time.Sleep(2 * time.Second)
 		cmd.Process.Signal(os.Interrupt)
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-taken:
+		case <-read:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+		}
 		cmd.Process.Signal(os.Interrupt)
 		sent := time.Now()
+		<-read
+		<-drained
 		err := cmd.Wait()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted && !ee.Sys().(syscall.WaitStatus).Signaled() {
