@@ -1,7 +1,8 @@
 // Package rapidbatch runs rapid properties outside a test's own rapid.Check
 // loop: in batches of a chosen size, each seeded from a base seed, with
 // failures kept quiet (the caller records what failed) and no fail files.
-// rapid's settings are process-wide flags, so one session runs at a time.
+// rapid's settings are process-wide flags, so one session runs at a time;
+// Case needs none, and draws beside one.
 package rapidbatch
 
 import (
@@ -16,6 +17,19 @@ import (
 
 var mu sync.Mutex
 
+// flags guards rapid's flags from being changed (by a session, with set)
+// while Case draws: rapid's Example reads the seed flag (and discards it)
+// even when given a seed, and a search's workers draw while another search
+// holds a session.
+var flags sync.RWMutex
+
+// set sets one of rapid's flags.
+func set(name, v string) error {
+	flags.Lock()
+	defer flags.Unlock()
+	return flag.Set(name, v)
+}
+
 // Begin starts a session: it waits for any other to end, then sets rapid's
 // flags (no fail file, shrink for at most shrink). The returned end restores
 // them. Outside go test it first registers the testing flags and parses the
@@ -29,7 +43,7 @@ func Begin(shrink time.Duration) (end func(), err error) {
 	old := map[string]string{}
 	restore := func() {
 		for name, v := range old {
-			flag.Set(name, v)
+			set(name, v)
 		}
 		mu.Unlock()
 	}
@@ -40,7 +54,7 @@ func Begin(shrink time.Duration) (end func(), err error) {
 			return nil, fmt.Errorf("rapid has no flag %s: call testing.Init and flag.Parse first", name)
 		}
 		old[name] = f.Value.String()
-		if err := flag.Set(name, v); err != nil {
+		if err := set(name, v); err != nil {
 			restore()
 			return nil, err
 		}
@@ -56,8 +70,8 @@ func Batch(seed uint64, b, n int, prop func(*rapid.T)) (failed bool) {
 	if testing.Short() {
 		n *= 5
 	}
-	flag.Set("rapid.checks", fmt.Sprint(n))
-	flag.Set("rapid.seed", fmt.Sprint(mix(seed, uint64(b))))
+	set("rapid.checks", fmt.Sprint(n))
+	set("rapid.seed", fmt.Sprint(mix(seed, uint64(b))))
 	t := &quietTB{}
 	rapid.Check(t, prop)
 	return t.failed
@@ -72,8 +86,8 @@ func Shrink(seed uint64, b, i int, prop func(*rapid.T)) (failed bool) {
 	if testing.Short() {
 		n = 5 // rapid runs a fifth of its checks under -short
 	}
-	flag.Set("rapid.checks", fmt.Sprint(n))
-	flag.Set("rapid.seed", fmt.Sprint(caseSeed(seed, b, i)))
+	set("rapid.checks", fmt.Sprint(n))
+	set("rapid.seed", fmt.Sprint(caseSeed(seed, b, i)))
 	t := &quietTB{}
 	rapid.Check(t, prop)
 	return t.failed
@@ -88,8 +102,9 @@ func caseSeed(seed uint64, b, i int) uint64 {
 
 // Case draws case i (from 0) of batch b of the base seed with draw, as
 // Batch runs it: the same bits, so the same value. It needs no session and
-// is safe to call from many goroutines at once, so that a batch's cases
-// can be drawn and run in parallel. ok is false when rapid rejected the
+// is safe to call from many goroutines at once, and while another goroutine
+// holds a session, so that a batch's cases can be drawn and run in
+// parallel, and searches run beside each other. ok is false when rapid rejected the
 // draw (invalid data: t.Skip, a filter or an assumption that failed),
 // where Batch would have moved on to the next seed: only Batch can say
 // then which cases the batch runs.
@@ -99,7 +114,9 @@ func Case[V any](seed uint64, b, i int, draw func(*rapid.T) V) (v V, ok bool) {
 		tries++ // rapid calls again what it rejected
 		return draw(t)
 	})
+	flags.RLock()
 	defer func() {
+		flags.RUnlock()
 		if r := recover(); r != nil {
 			ok = false // rapid gave up after many rejections
 		}

@@ -167,3 +167,35 @@ func TestCases(t *testing.T) {
 		t.Errorf("a rejected draw: stopped %v, err %v, checked %v", stopped, err, got)
 	}
 }
+
+// Case draws the same while a session changes rapid's flags, whose seed
+// rapid's Example reads: the flags are a session's, not Case's (and under
+// go test -race, Case may run beside a session).
+func TestCaseBesideASession(t *testing.T) {
+	draw := func(t *rapid.T) int { return rapid.IntRange(0, 1<<30).Draw(t, "x") }
+	var want []int
+	for i := 0; i < 200; i++ {
+		v, _ := Case(3, 1, i, draw)
+		want = append(want, v)
+	}
+	done := make(chan []int)
+	go func() {
+		var got []int
+		for i := range want {
+			v, _ := Case(3, 1, i, draw)
+			got = append(got, v)
+		}
+		done <- got
+	}()
+	for b := 0; b < 20; b++ {
+		end, err := Begin(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		Batch(uint64(b), b, 10, func(rt *rapid.T) { draw(rt) })
+		end()
+	}
+	if got := <-done; !slices.Equal(got, want) {
+		t.Errorf("Case drew differently beside a session:\n%v\n%v", got, want)
+	}
+}
