@@ -84,11 +84,17 @@ func (r *searching) run(prop func(*rapid.T)) error {
 			// the batch holds: from here on, run batches as rapid does.
 			// (rapid's settings are process-wide: no worker may draw.)
 			pool.stop()
+			if err := r.rapid(); err != nil {
+				return err
+			}
 			return r.sequential(prop, j.number)
 		}
 		if r.count(j) {
 			if r.last != nil && s.Shrink > time.Millisecond {
 				pool.stop()
+				if err := r.rapid(); err != nil {
+					return err
+				}
 				rapidbatch.Shrink(s.Seed, j.batch, j.first+j.tally.plans-1, prop)
 			}
 			return nil

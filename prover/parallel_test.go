@@ -7,6 +7,7 @@ import (
 	"io"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,5 +236,55 @@ func TestParallelOnARealTarget(t *testing.T) {
 	}
 	if mixed != 0 {
 		t.Errorf("a plan that must run alone ran beside %d others", mixed-1)
+	}
+}
+
+// meeting is rareFamily on a "real target" whose plans wait for each
+// other: a plan runs until every plan of the meeting has begun, or 10 s.
+type meeting struct {
+	rareFamily
+	arrived *sync.WaitGroup
+	all     chan struct{} // closed once every plan has begun
+	alone   *atomic.Int32 // plans that waited 10 s in vain
+}
+
+func (meeting) Deterministic() bool { return false }
+
+func (f meeting) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
+	f.arrived.Done()
+	select {
+	case <-f.all:
+	case <-time.After(10 * time.Second):
+		f.alone.Add(1)
+	}
+	return f.rareFamily.Run(ctx, p)
+}
+
+// Searches in one process (a test binary's) run their plans at once on a
+// real target: they take turns only for what rapid's process-wide flags
+// are needed for (shrinking), not while plans run.
+func TestSearchesRunAtOnce(t *testing.T) {
+	const searches = 3
+	var arrived sync.WaitGroup
+	arrived.Add(searches)
+	f := meeting{rareFamily: rareFamily{every: 1 << 30}, arrived: &arrived, all: make(chan struct{}), alone: &atomic.Int32{}}
+	go func() {
+		arrived.Wait()
+		close(f.all)
+	}()
+	var wg sync.WaitGroup
+	for s := 0; s < searches; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := prover.Search{Config: prover.Config{Family: f}, Seed: uint64(s + 1), Plans: 1, Parallel: 1}.Run()
+			if err != nil || out.Plans != 1 || out.Found != nil {
+				t.Errorf("search %d: %v, %+v", s, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := f.alone.Load(); n > 0 {
+		t.Errorf("%d of %d searches ran their plan without the others", n, searches)
 	}
 }

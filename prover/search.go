@@ -122,11 +122,6 @@ func (s Search) Run() (*Outcome, error) {
 			return nil, err
 		}
 	}
-	end, err := rapidbatch.Begin(s.Shrink)
-	if err != nil {
-		return nil, fmt.Errorf("prover: %w", err)
-	}
-	defer end()
 	r := &searching{s: s, ctx: ctx, cur: -1, start: time.Now(),
 		out: &Outcome{FoundBatch: -1, FoundIndex: -1, Verdicts: map[string]map[model.Status]int{}}}
 	s.Config.ctx = ctx
@@ -138,6 +133,11 @@ func (s Search) Run() (*Outcome, error) {
 		}
 	}
 	r.simulated = s.Config.Family.Deterministic()
+	defer func() {
+		if r.endRapid != nil {
+			r.endRapid()
+		}
+	}()
 	if err := r.run(s.Config.property(r.seen)); err != nil {
 		return nil, err
 	}
@@ -163,6 +163,25 @@ type searching struct {
 	// simulated: the family is deterministic (a simulator), and plans run
 	// in batches of a fixed size.
 	simulated bool
+	endRapid  func() // ends the rapidbatch session once begun (rapid)
+}
+
+// rapid begins the search's rapidbatch session, if it has none yet, for
+// what only rapid's own loop can do: shrink, or run a simulator's batches
+// after a rejected draw. rapid's settings are process-wide, so a session
+// waits for any other search's to end; the plans themselves are drawn
+// without one (rapidbatch.Case), so that searches in one process (a test
+// binary's, say) run their plans at once, and take turns only to shrink.
+func (r *searching) rapid() error {
+	if r.endRapid != nil {
+		return nil
+	}
+	end, err := rapidbatch.Begin(r.s.Shrink)
+	if err != nil {
+		return fmt.Errorf("prover: %w", err)
+	}
+	r.endRapid = end
+	return nil
 }
 
 // stop says whether the next plan should not run: the search was
