@@ -34,6 +34,10 @@ type Impl struct {
 	// Timeout bounds an operation; 0 means 30 s. A process that does not
 	// answer in time is killed and its operation's outcome is unknown.
 	Timeout time.Duration
+	// InitTimeout bounds the reply to init; 0 means 10 s, the protocol's
+	// (docs/protocol.md). A process that does not answer in time did not
+	// start.
+	InitTimeout time.Duration
 
 	mu     sync.Mutex
 	broken error // set after the implementation failed to start twice
@@ -41,7 +45,7 @@ type Impl struct {
 	procs  map[*client]bool
 }
 
-// handshake bounds the init exchange.
+// handshake bounds the init exchange: the protocol's 10 s.
 const handshake = 10 * time.Second
 
 // Connect starts a process for the client name of plan p and shakes hands.
@@ -98,7 +102,7 @@ func (i *Impl) launch(ctx context.Context, name, kind, lock, url string, heartbe
 		return nil, err
 	}
 	c.kind = kind
-	_, err = c.amqpCall(ctx, handshake, request{"type": "init", "client": name, "lock": kind, "name": lock, "url": url, "heartbeat_ms": heartbeatMs}, "init_ok")
+	_, err = c.amqpCall(ctx, i.initTimeout(), request{"type": "init", "client": name, "lock": kind, "name": lock, "url": url, "heartbeat_ms": heartbeatMs}, "init_ok")
 	if err == nil {
 		return c, nil
 	}
@@ -146,6 +150,13 @@ func (i *Impl) timeout() time.Duration {
 		return i.Timeout
 	}
 	return 30 * time.Second
+}
+
+func (i *Impl) initTimeout() time.Duration {
+	if i.InitTimeout > 0 {
+		return i.InitTimeout
+	}
+	return handshake
 }
 
 // Stop kills every process still running (after an interrupt, say).

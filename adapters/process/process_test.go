@@ -75,16 +75,19 @@ func TestBrokenImplementations(t *testing.T) {
 	init := `read l; echo '{"id":1,"type":"init_ok"}'; `
 	for _, tc := range []struct {
 		name, script, want string
+		initTimeout        time.Duration // Impl.InitTimeout
 	}{
-		{"crashes at start", `echo "no config" >&2; exit 3`, "did not start: exited (exit status 3)"},
-		{"hangs", `sleep 600`, "did not answer within 10s"},
-		{"refuses to start", `read l; echo '{"id":1,"type":"error","code":"unsupported","text":"no","definite":true}'`, "refused to start: unsupported"},
-		{"prints garbage", init + `read l; echo 'this is not JSON'; sleep 600`, "wrote a line that is not a JSON object"},
-		{"answers the wrong id", init + `while read l; do echo '{"id":999,"type":"acquire_ok","slot":1}'; done`, "answered id 999 to request id 2"},
+		{"crashes at start", `echo "no config" >&2; exit 3`, "did not start: exited (exit status 3)", 0},
+		// Not the default, 10 s: TestValidateLeaseFails/hangs_at_init
+		// waits that bound (the same constant) out.
+		{"hangs", `sleep 600`, "did not answer within 1.5s", 1500 * time.Millisecond},
+		{"refuses to start", `read l; echo '{"id":1,"type":"error","code":"unsupported","text":"no","definite":true}'`, "refused to start: unsupported", 0},
+		{"prints garbage", init + `read l; echo 'this is not JSON'; sleep 600`, "wrote a line that is not a JSON object", 0},
+		{"answers the wrong id", init + `while read l; do echo '{"id":999,"type":"acquire_ok","slot":1}'; done`, "answered id 999 to request id 2", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			marker := fmt.Sprintf("LPTEST%d", time.Now().UnixNano())
-			impl := &process.Impl{Command: fmt.Sprintf("%s=1; %s", marker, tc.script), Timeout: 5 * time.Second}
+			impl := &process.Impl{Command: fmt.Sprintf("%s=1; %s", marker, tc.script), Timeout: 5 * time.Second, InitTimeout: tc.initTimeout}
 			defer impl.Stop()
 			// Any plan shows a broken implementation: one client's lock cycle.
 			p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "lp-broken", Slots: 1, Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)},
