@@ -416,7 +416,7 @@ func leaseKill(t *testing.T, li *process.LeaseImpl, in dbsemaphore.Session) {
 	// A process that dies in the middle of an operation: paused, asked,
 	// and killed from outside.
 	c3 := connect(t, li, "c3", in)
-	c3.Signal(syscall.SIGSTOP)
+	stop(t, c3)
 	done := make(chan error, 1)
 	go func() {
 		_, err := c3.Acquire(ctx, in.Key, ttl, 1)
@@ -439,13 +439,84 @@ func leaseKill(t *testing.T, li *process.LeaseImpl, in dbsemaphore.Session) {
 
 	// A paused process that does not answer in time is given up on.
 	c4 := connect(t, li, "c4", in)
-	c4.Signal(syscall.SIGSTOP)
+	stop(t, c4)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	_, err = c4.Acquire(short, in.Key, ttl, 1)
 	if err == nil || !strings.Contains(c4.Crashed(), "did not answer before context deadline exceeded") {
 		t.Fatalf("acquire of a paused process: %v, crashed %q", err, c4.Crashed())
 	}
+}
+
+// stop pauses c's processes with SIGSTOP and waits until every thread of
+// each has stopped. A signal is only queued when kill returns: the thread
+// it wakes stops the others when it next runs, which on a loaded machine
+// can be after another thread of the process has read a request, asked
+// the database and answered (a "paused" process answered "full" once).
+func stop(t *testing.T, c *process.LeaseClient) {
+	t.Helper()
+	c.Signal(syscall.SIGSTOP)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err := runningThreads(c.Pid())
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name(), err)
+		}
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d threads of its processes still not stopped 10 s after SIGSTOP", c.Name(), running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runningThreads counts the threads of process group pgid that can still
+// run, from Linux's /proc: those whose state (in each thread's stat) is
+// neither T (stopped) nor Z or X (dead).
+func runningThreads(pgid int) (int, error) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("cannot see whether a process has stopped without Linux's /proc: %v", err)
+	}
+	running, members := 0, 0
+	for _, p := range procs {
+		var pid int
+		if _, err := fmt.Sscan(p.Name(), &pid); err != nil {
+			continue
+		}
+		if g, _ := statField(fmt.Sprintf("/proc/%d/stat", pid), 2); g != fmt.Sprint(pgid) {
+			continue
+		}
+		members++
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, task := range tasks {
+			if st, ok := statField(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()), 0); ok && !strings.Contains("TZX", st) {
+				running++
+			}
+		}
+	}
+	if members == 0 {
+		return 0, fmt.Errorf("no process in group %d", pgid)
+	}
+	return running, nil
+}
+
+// statField is field i of a /proc stat file after the command's name
+// (0 is the state, 2 the process group), or false if it cannot be read
+// (the process is gone).
+func statField(path string, i int) (string, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if i >= len(fields) {
+		return "", false
+	}
+	return fields[i], true
 }
 
 // Implementations that break the protocol get clear errors, and leave no
