@@ -27,6 +27,7 @@ func (addrOnly) Sleep(context.Context, time.Duration) error { return nil }
 // the broker out of reach (try again later), every time: the reply is read
 // before the exit is noticed. A definite one is a refusal to start.
 func TestInitAnsweredWithAnError(t *testing.T) {
+	t.Parallel()
 	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "x", Slots: 1}
 	impl := &process.Impl{Command: `read l; echo '{"id":1,"type":"error","code":"broker","text":"unreachable"}'`}
 	for i := 0; i < 200; i++ {
@@ -47,6 +48,7 @@ func TestInitAnsweredWithAnError(t *testing.T) {
 // Preflight fails at once, saying why, for an implementation that cannot
 // start, and passes the reference.
 func TestPreflight(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, script, want string }{
 		{"crashes at start", `echo "no config" >&2; exit 3`, "probe did not start: exited (exit status 3)"},
 		{"prints garbage", `read l; echo garbage`, `probe did not start: wrote a line that is not a JSON object: "garbage"`},
@@ -55,6 +57,7 @@ func TestPreflight(t *testing.T) {
 		{"broker out of reach", `read l; echo '{"id":1,"type":"error","code":"broker","text":"refused"}'`, "probe could not reach the broker: broker: refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			err := (&process.Impl{Command: tc.script}).Preflight(context.Background(), "amqp://guest:guest@127.0.0.1:1/", "semaphore")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("%v, want %q", err, tc.want)
@@ -65,6 +68,7 @@ func TestPreflight(t *testing.T) {
 		})
 	}
 	t.Run("the reference", func(t *testing.T) {
+		t.Parallel()
 		if err := (&process.Impl{Command: lockprover + " serve-reference"}).Preflight(context.Background(), rabbitmqtest.URL(t), "mutex"); err != nil {
 			t.Fatal(err)
 		}
@@ -74,6 +78,7 @@ func TestPreflight(t *testing.T) {
 // After two failed starts no more processes are started, and each refusal
 // names who was not started and why.
 func TestGivesUpAfterTwoFailedStarts(t *testing.T) {
+	t.Parallel()
 	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "x", Slots: 1}
 	impl := &process.Impl{Command: `exit 4`}
 	for _, name := range []string{"c1", "c2"} {
@@ -93,6 +98,7 @@ func TestGivesUpAfterTwoFailedStarts(t *testing.T) {
 // do: a plan without heartbeat_ms has the reference's default (10 s, sent
 // as 10000), 0 is none (sent as 0, "propose none"), n is n.
 func TestInitProposesThePlansHeartbeat(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		plan *int
 		wire string

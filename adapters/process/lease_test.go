@@ -113,11 +113,12 @@ func pythonLease(t *testing.T) string {
 	return "/usr/bin/python3 " + script
 }
 
-// serveLeaseBinary builds, into dir, a program that serves the reference
-// over the protocol with ServeLease, as `lockprover serve-reference --kind
-// db-semaphore` will.
-func serveLeaseBinary(t *testing.T, dir string) string {
-	t.Helper()
+// serveLease builds, once for the test binary, a program that serves the
+// reference over the protocol with ServeLease, as `lockprover
+// serve-reference --kind db-semaphore` does; it returns the program's path
+// and go build's output if it failed.
+var serveLease = sync.OnceValues(func() (string, string) {
+	dir := filepath.Dir(lockprover) // removed by TestMain
 	src := filepath.Join(dir, "main.go")
 	err := os.WriteFile(src, []byte(`package main
 
@@ -136,13 +137,24 @@ func main() {
 }
 `), 0o644)
 	if err != nil {
-		t.Fatal(err)
+		return "", err.Error()
 	}
 	bin := filepath.Join(dir, "serve-lease")
 	cmd := exec.Command("go", "build", "-o", bin, src)
 	cmd.Dir = filepath.Join("..", "..") // the module's root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the ServeLease program: %v\n%s", err, out)
+		return "", fmt.Sprintf("%v\n%s", err, out)
+	}
+	return bin, ""
+})
+
+// serveLeaseBinary is serveLease's program, failing the test if it could
+// not be built.
+func serveLeaseBinary(t *testing.T) string {
+	t.Helper()
+	bin, failed := serveLease()
+	if failed != "" {
+		t.Fatalf("building the ServeLease program: %s", failed)
 	}
 	return bin
 }
@@ -150,7 +162,7 @@ func main() {
 // leaseImpls are the implementations proven here: the reference through
 // ServeLease, and the Python example.
 func leaseImpls(t *testing.T) []struct{ name, cmd string } {
-	impls := []struct{ name, cmd string }{{"reference", serveLeaseBinary(t, t.TempDir())}}
+	impls := []struct{ name, cmd string }{{"reference", serveLeaseBinary(t)}}
 	if exec.Command("/usr/bin/python3", "-c", "import pymysql").Run() == nil {
 		impls = append(impls, struct{ name, cmd string }{"python", pythonLease(t)})
 	} else {
@@ -209,6 +221,7 @@ func ended(t *testing.T, c *process.LeaseClient) {
 // database's clock, fencing, the agreed max, exclusivity under
 // concurrency, and leases outliving a killed holder until they expire.
 func TestLeaseImplementations(t *testing.T) {
+	t.Parallel()
 	dsn, db := leaseDB(t)
 	for _, impl := range leaseImpls(t) {
 		for _, design := range []string{"master-row", "row-per-slot"} {
@@ -522,6 +535,7 @@ func statField(path string, i int) (string, bool) {
 // Implementations that break the protocol get clear errors, and leave no
 // process behind.
 func TestLeaseBrokenImplementations(t *testing.T) {
+	t.Parallel()
 	in := dbsemaphore.Session{Key: "k", DSN: "root@tcp(127.0.0.1:1)/test", Prefix: "lpt_", Max: 1, TTL: time.Second, Fencing: true}
 	initOK := `read l; echo '{"id":1,"type":"init_ok"}'; `
 	answer := func(reply string) string { return initOK + `while read l; do echo '` + reply + `'; done` }
@@ -548,11 +562,12 @@ func TestLeaseBrokenImplementations(t *testing.T) {
 		{name: "an error", script: answer(`{"id":2,"type":"error","code":"database","text":"lost"}`), start: true, want: "database: lost"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			marker := fmt.Sprintf("LPTEST%d", time.Now().UnixNano())
+			t.Parallel()
+			marker := newMarker("LPTEST")
 			li := &process.LeaseImpl{Command: fmt.Sprintf("%s=1; %s", marker, tc.script), Timeout: 5 * time.Second}
 			defer func() {
 				li.Stop()
-				if pids, _ := exec.Command("pgrep", "-f", marker).Output(); len(pids) > 0 {
+				if pids, _ := exec.Command("pgrep", "-f", marker+"=").Output(); len(pids) > 0 {
 					t.Errorf("processes left behind: %s", pids)
 				}
 			}()
@@ -591,6 +606,7 @@ func TestLeaseBrokenImplementations(t *testing.T) {
 
 // Refresh and release answer only expired as a failure.
 func TestLeaseBrokenRefreshAndRelease(t *testing.T) {
+	t.Parallel()
 	in := dbsemaphore.Session{Key: "k", DSN: "root@tcp(127.0.0.1:1)/test", Max: 1, TTL: time.Second}
 	li := &process.LeaseImpl{Command: `read l; echo '{"id":1,"type":"init_ok"}'; read l; echo '{"id":2,"type":"refresh_fail","reason":"expired"}'; read l; echo '{"id":3,"type":"release_fail","reason":"gone"}'; sleep 600`}
 	defer li.Stop()
@@ -608,6 +624,7 @@ func TestLeaseBrokenRefreshAndRelease(t *testing.T) {
 // After two failed starts no more processes are started; messages never
 // show the database's password, neither the DSN's nor the URL's.
 func TestLeaseGivesUpAndHidesThePassword(t *testing.T) {
+	t.Parallel()
 	in := dbsemaphore.Session{Key: "k", DSN: "u:s3cr3t@tcp(127.0.0.1:1)/db?timeout=1s", Prefix: "p_", Max: 2, TTL: 1500 * time.Millisecond}
 	li := &process.LeaseImpl{Command: `exit 4`}
 	for _, name := range []string{"c1", "c2"} {
@@ -641,10 +658,12 @@ func TestMySQLURL(t *testing.T) {
 
 // Preflight passes both implementations, and says why one cannot start.
 func TestLeasePreflight(t *testing.T) {
+	t.Parallel()
 	dsn, db := leaseDB(t)
 	in := dbsemaphore.Session{DSN: dsn, Prefix: leasePrefix(t, db), Max: 1, TTL: time.Second, Fencing: true}
 	for _, impl := range leaseImpls(t) {
 		t.Run(impl.name, func(t *testing.T) {
+			t.Parallel()
 			if err := (&process.LeaseImpl{Command: impl.cmd}).Preflight(context.Background(), in); err != nil {
 				t.Fatal(err)
 			}
@@ -722,6 +741,7 @@ func want(t *testing.T, what string, got map[string]any, typ, code string, defin
 // implementations: before init, malformed, of unknown types, of another
 // lock kind; a database out of reach at init is not definite.
 func TestLeaseRequestErrors(t *testing.T) {
+	t.Parallel()
 	unreachable := "root@tcp(127.0.0.1:1)/test"
 	impls := []struct{ name, cmd string }{{"ServeLease", ""}}
 	if exec.Command("/usr/bin/python3", "-c", "import pymysql").Run() == nil {
@@ -729,6 +749,7 @@ func TestLeaseRequestErrors(t *testing.T) {
 	}
 	for _, impl := range impls {
 		t.Run(impl.name, func(t *testing.T) {
+			t.Parallel()
 			r := exchange(t, impl.cmd,
 				`{"id":1,"type":"acquire","max":1,"ttl_ms":1000}`,
 				`not JSON`,
@@ -757,6 +778,7 @@ func TestLeaseRequestErrors(t *testing.T) {
 		})
 	}
 	t.Run("ServeLease refuses a defect its design cannot have", func(t *testing.T) {
+		t.Parallel()
 		var out bytes.Buffer
 		o := process.LeaseServeOptions{Defects: dbsem.Defects{NoSkipLocked: true}}
 		if err := process.ServeLease(strings.NewReader(leaseInitLine(unreachable, "p_", nil)+"\n"), &out, o); err != nil {
@@ -773,6 +795,7 @@ func TestLeaseRequestErrors(t *testing.T) {
 
 // With a database: unknown request types and malformed operations.
 func TestLeaseRequestErrorsAfterInit(t *testing.T) {
+	t.Parallel()
 	dsn, db := leaseDB(t)
 	prefix := leasePrefix(t, db)
 	impls := []struct{ name, cmd string }{{"ServeLease", ""}}
@@ -781,6 +804,7 @@ func TestLeaseRequestErrorsAfterInit(t *testing.T) {
 	}
 	for _, impl := range impls {
 		t.Run(impl.name, func(t *testing.T) {
+			t.Parallel()
 			r := exchange(t, impl.cmd,
 				leaseInitLine(dsn, prefix, nil),
 				`{"id":2,"type":"frobnicate"}`,

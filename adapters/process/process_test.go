@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// markers counts the markers made (newMarker).
+var markers atomic.Int64
+
+// newMarker is a word no other process has in its command line, not even
+// another test's running at the same time: a test puts it in an
+// implementation's command as a shell variable (marker=1; ...) to find
+// what that left running with pgrep -f marker=.
+func newMarker(prefix string) string {
+	return fmt.Sprintf("%s%d_%d", prefix, time.Now().UnixNano(), markers.Add(1))
+}
+
 // search proves impl on the local broker with a 1 s heartbeat.
 func search(t *testing.T, impl *process.Impl, plans int, props []string, faults ...string) *prover.Outcome {
 	t.Helper()
@@ -50,6 +62,7 @@ func search(t *testing.T, impl *process.Impl, plans int, props []string, faults 
 }
 
 func TestReferenceThroughTheProtocol(t *testing.T) {
+	t.Parallel()
 	out := search(t, &process.Impl{Command: lockprover + " serve-reference"}, 3, nil, "kill", "pause", "partition")
 	if out.Found != nil {
 		t.Fatalf("%s\nproblems: %v", out.Found.Summary(), out.Found.Result.Evidence.Problems)
@@ -58,8 +71,10 @@ func TestReferenceThroughTheProtocol(t *testing.T) {
 
 // Mutants served over the protocol are caught by their properties.
 func TestMutantsThroughTheProtocol(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"trust-scan", "release-deletes-a", "verify-by-get", "verify-errors"} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			m := amqp.MutantNamed(name)
 			out := search(t, &process.Impl{Command: lockprover + " serve-reference --mutant " + name}, 10, []string{m.Property})
 			if out.Found == nil || out.Found.Property != m.Property {
@@ -72,6 +87,7 @@ func TestMutantsThroughTheProtocol(t *testing.T) {
 // Broken implementations get a clear report, fail the run, and leave no
 // process behind.
 func TestBrokenImplementations(t *testing.T) {
+	t.Parallel()
 	init := `read l; echo '{"id":1,"type":"init_ok"}'; `
 	for _, tc := range []struct {
 		name, script, want string
@@ -86,7 +102,8 @@ func TestBrokenImplementations(t *testing.T) {
 		{"answers the wrong id", init + `while read l; do echo '{"id":999,"type":"acquire_ok","slot":1}'; done`, "answered id 999 to request id 2", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			marker := fmt.Sprintf("LPTEST%d", time.Now().UnixNano())
+			t.Parallel()
+			marker := newMarker("LPTEST")
 			impl := &process.Impl{Command: fmt.Sprintf("%s=1; %s", marker, tc.script), Timeout: 5 * time.Second, InitTimeout: tc.initTimeout}
 			defer impl.Stop()
 			// Any plan shows a broken implementation: one client's lock cycle.
@@ -106,7 +123,7 @@ func TestBrokenImplementations(t *testing.T) {
 			if avail.Status != model.Fail || !strings.Contains(problems, tc.want) {
 				t.Errorf("available %v (%s); problems:\n%s\nwant one saying %q", avail.Status, avail.Detail, problems, tc.want)
 			}
-			if pids, _ := exec.Command("pgrep", "-f", marker).Output(); len(pids) > 0 {
+			if pids, _ := exec.Command("pgrep", "-f", marker+"=").Output(); len(pids) > 0 {
 				t.Errorf("processes left behind: %s", pids)
 			}
 		})
@@ -117,7 +134,8 @@ func TestBrokenImplementations(t *testing.T) {
 // beside its successor, and a kill is not the implementation failing to
 // start.
 func TestKillDuringInit(t *testing.T) {
-	marker := fmt.Sprintf("LPTEST%d", time.Now().UnixNano())
+	t.Parallel()
+	marker := newMarker("LPTEST")
 	impl := &process.Impl{Command: fmt.Sprintf("%s=1; sleep 1; %s serve-reference", marker, lockprover)}
 	defer impl.Stop()
 	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "lp-slow", Slots: 1, Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)},
@@ -127,7 +145,7 @@ func TestKillDuringInit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pids, _ := exec.Command("pgrep", "-f", marker).Output(); len(pids) > 0 {
+	if pids, _ := exec.Command("pgrep", "-f", marker+"=").Output(); len(pids) > 0 {
 		t.Errorf("processes still running after the run: %s", pids)
 	}
 	if len(res.Evidence.Problems) > 0 {
@@ -139,6 +157,7 @@ func TestKillDuringInit(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	url := rabbitmqtest.URL(t)
 	var out strings.Builder
 	if !process.Validate(lockprover+" serve-reference", url, &out) {
@@ -167,6 +186,7 @@ func needPika(t *testing.T) {
 // The Python example, written from the spec with pika, is proven through
 // the protocol.
 func TestPythonExample(t *testing.T) {
+	t.Parallel()
 	needPika(t)
 	script := filepath.Join(pythonExample, "lockprover_impl.py")
 	if _, err := os.Stat(script); err != nil {
@@ -183,13 +203,51 @@ func TestPythonExample(t *testing.T) {
 	}
 }
 
-// The Python example's own unit tests pass against the same broker.
+// The Python example's own unit tests pass against the same broker: the
+// tests python3 -m unittest discovers, a process for each class of them,
+// all at once (each test works on queues of its own).
 func TestPythonExampleUnitTests(t *testing.T) {
+	t.Parallel()
 	needPika(t)
-	cmd := exec.Command("/usr/bin/python3", "-m", "unittest")
-	cmd.Dir = pythonExample
-	cmd.Env = append(os.Environ(), "AMQP_URL="+rabbitmqtest.URL(t), "PYTHONDONTWRITEBYTECODE=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("python3 -m unittest: %v\n%s", err, out)
+	env := append(os.Environ(), "AMQP_URL="+rabbitmqtest.URL(t), "PYTHONDONTWRITEBYTECODE=1")
+	list := exec.Command("/usr/bin/python3", "-c", `import unittest
+def ids(suite):
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            yield from ids(t)
+        else:
+            yield t.id()
+for i in ids(unittest.defaultTestLoader.discover(".")):
+    print(i)`)
+	list.Dir, list.Env = pythonExample, env
+	out, err := list.CombinedOutput()
+	if err != nil {
+		t.Fatalf("listing the unit tests: %v\n%s", err, out)
+	}
+	var classes []string
+	tests := map[string][]string{}
+	for _, id := range strings.Fields(string(out)) {
+		class := id[:max(strings.LastIndexByte(id, '.'), 0)]
+		if tests[class] == nil {
+			classes = append(classes, class)
+		}
+		tests[class] = append(tests[class], id)
+	}
+	if len(classes) == 0 {
+		t.Fatal("python3 -m unittest finds no tests")
+	}
+	for _, class := range classes {
+		t.Run(class, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command("/usr/bin/python3", append([]string{"-m", "unittest"}, tests[class]...)...)
+			cmd.Dir, cmd.Env = pythonExample, env
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("python3 -m unittest %s: %v\n%s", strings.Join(tests[class], " "), err, out)
+			}
+			if want := fmt.Sprintf("Ran %d test", len(tests[class])); !strings.Contains(string(out), want) {
+				t.Fatalf("python3 -m unittest %s: no %q in\n%s", class, want, out)
+			}
+		})
 	}
 }

@@ -30,15 +30,15 @@ var pythonVariants = []struct {
 }
 
 // variantPlans is how many plans the search draws per variant: about 7 s
-// each on a real broker. The variants run in parallel, but their searches
-// take turns (a search holds rapid's flags while it draws), so the whole
-// test takes about three searches and one variant's other checks.
+// each on a real broker, all at once.
 const variantPlans = 4
 
 // The Python example's variants are proven through the protocol: they
 // validate, a scripted plan that makes acquire fail both ways holds every
 // property, and so do plans drawn with kill, pause and partition faults.
+// The three run at once, each with processes and a lock of its own.
 func TestPythonVariants(t *testing.T) {
+	t.Parallel()
 	needPika(t)
 	url := rabbitmqtest.URL(t)
 	script := filepath.Join(pythonExample, "lockprover_impl.py")
@@ -46,30 +46,39 @@ func TestPythonVariants(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			cmd := "/usr/bin/python3 " + script + " " + v.args
-			start := time.Now()
-			var out strings.Builder
-			if !process.Validate(cmd, url, &out) {
-				t.Fatalf("%s fails validation:\n%s", cmd, out.String())
-			}
-			t.Logf("validated in %v", time.Since(start).Round(100*time.Millisecond))
-			start = time.Now()
-			scriptedVariant(t, url, cmd, v.plain)
-			t.Logf("scripted plan run in %v", time.Since(start).Round(100*time.Millisecond))
-			impl := &process.Impl{Command: cmd}
-			defer impl.Stop()
-			c := prover.Config{Family: amqp.Config{Target: amqp.RabbitMQ{URL: url}, Impl: impl, Faults: []string{"kill", "pause", "partition"},
-				Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)}}, Timeout: time.Minute}
-			o, err := prover.Search{Config: c, Seed: v.seed, Plans: variantPlans, Shrink: time.Nanosecond}.Run()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if o.Found != nil {
-				t.Fatalf("%s\nproblems: %v", o.Found.Summary(), o.Found.Result.Evidence.Problems)
-			}
-			if o.Plans != variantPlans || o.Inconclusive > 0 {
-				t.Fatalf("%d plans run of %d, %d inconclusive", o.Plans, variantPlans, o.Inconclusive)
-			}
-			t.Logf("%d plans, %d operations, %d verdicts, all held, in %v", o.Plans, o.Ops, o.Judged, o.Elapsed.Round(time.Second))
+			t.Run("validates", func(t *testing.T) {
+				t.Parallel()
+				start := time.Now()
+				var out strings.Builder
+				if !process.Validate(cmd, url, &out) {
+					t.Fatalf("%s fails validation:\n%s", cmd, out.String())
+				}
+				t.Logf("validated in %v", time.Since(start).Round(100*time.Millisecond))
+			})
+			t.Run("scripted plan", func(t *testing.T) {
+				t.Parallel()
+				start := time.Now()
+				scriptedVariant(t, url, cmd, v.plain)
+				t.Logf("scripted plan run in %v", time.Since(start).Round(100*time.Millisecond))
+			})
+			t.Run("drawn plans", func(t *testing.T) {
+				t.Parallel()
+				impl := &process.Impl{Command: cmd}
+				defer impl.Stop()
+				c := prover.Config{Family: amqp.Config{Target: amqp.RabbitMQ{URL: url}, Impl: impl, Faults: []string{"kill", "pause", "partition"},
+					Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)}}, Timeout: time.Minute}
+				o, err := prover.Search{Config: c, Seed: v.seed, Plans: variantPlans, Shrink: time.Nanosecond}.Run()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o.Found != nil {
+					t.Fatalf("%s\nproblems: %v", o.Found.Summary(), o.Found.Result.Evidence.Problems)
+				}
+				if o.Plans != variantPlans || o.Inconclusive > 0 {
+					t.Fatalf("%d plans run of %d, %d inconclusive", o.Plans, variantPlans, o.Inconclusive)
+				}
+				t.Logf("%d plans, %d operations, %d verdicts, all held, in %v", o.Plans, o.Ops, o.Judged, o.Elapsed.Round(time.Second))
+			})
 		})
 	}
 }

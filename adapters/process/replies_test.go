@@ -14,6 +14,7 @@ import (
 // A reply the harness cannot decode exactly is a protocol error that says
 // what is wrong with it, never a value read half-way or in another case.
 func TestRepliesDecodedStrictly(t *testing.T) {
+	t.Parallel()
 	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "x", Slots: 1}
 	init := `read l; echo '{"id":1,"type":"init_ok"}'; read l; `
 	for _, tc := range []struct{ name, reply, want string }{
@@ -28,6 +29,7 @@ func TestRepliesDecodedStrictly(t *testing.T) {
 		{"the wrong type", `{"id":2,"type":"release_ok"}`, `answered "release_ok" to a request that wants "acquire_ok" or "acquire_fail"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			impl := &process.Impl{Command: init + "echo '" + tc.reply + "'; sleep 600"}
 			defer impl.Stop()
 			c, err := impl.Connect(context.Background(), addrOnly{}, p, "c1")
@@ -50,6 +52,7 @@ func TestRepliesDecodedStrictly(t *testing.T) {
 // "unavailable" (no slot: full or absent, for implementations that cannot
 // tell them apart) is a failure reason for acquire, as full and absent are.
 func TestAcquireUnavailable(t *testing.T) {
+	t.Parallel()
 	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "x", Slots: 1}
 	impl := &process.Impl{Command: `read l; echo '{"id":1,"type":"init_ok"}'; read l; echo '{"id":2,"type":"acquire_fail","reason":"unavailable"}'; sleep 600`}
 	defer impl.Stop()
@@ -68,6 +71,7 @@ func TestAcquireUnavailable(t *testing.T) {
 // validate-impl takes "unavailable" where it wants "full": the reference
 // with its "full" rewritten passes.
 func TestValidateAcceptsUnavailable(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	impl := lockprover + ` serve-reference | sed -u 's/"reason":"full"/"reason":"unavailable"/'`
 	if !process.Validate(impl, rabbitmqtest.URL(t), &out) {
@@ -78,6 +82,7 @@ func TestValidateAcceptsUnavailable(t *testing.T) {
 // No message shows the broker's password: not the last request (the init,
 // which carries the URL), not what the process wrote.
 func TestMessagesHideThePassword(t *testing.T) {
+	t.Parallel()
 	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "x", Slots: 1}
 	impl := &process.Impl{Command: `read l; echo "cannot use $l" >&2; echo "{\"id\":1,\"type\":\"error\",\"code\":\"broker\",\"text\":\"cannot dial amqp://guest:guest@127.0.0.1:1/\",\"definite\":true}"`}
 	_, err := impl.Connect(context.Background(), addrOnly{}, p, "c1")

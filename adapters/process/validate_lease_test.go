@@ -45,6 +45,7 @@ func validateLease(t *testing.T, command string, o dbsemaphore.Options) (bool, s
 // The reference served over the protocol and the Python example pass, in
 // both designs, with fencing and without.
 func TestValidateLeasePasses(t *testing.T) {
+	t.Parallel()
 	leaseDB(t)
 	type impl struct {
 		name, cmd string
@@ -111,6 +112,7 @@ func fake(reply string) string {
 // Broken implementations fail, and the first failure says what is wrong;
 // no process is left behind.
 func TestValidateLeaseFails(t *testing.T) {
+	t.Parallel()
 	leaseDB(t)
 	mutant := func(name string) string {
 		return lockprover + " serve-reference --kind db-semaphore --mutant " + name
@@ -168,10 +170,10 @@ d.Server.answer = lambda self, req: answer(self, req) if req.get("type") in ("in
 			if patch, ok := strings.CutPrefix(cmd, "python:"); ok {
 				cmd = pythonBroken(t, patch)
 			}
-			marker := fmt.Sprintf("LPVTEST%d", time.Now().UnixNano())
+			marker := newMarker("LPVTEST")
 			cmd = marker + "=1; " + cmd
 			passed, out := validateLease(t, cmd, tc.o)
-			if pids, _ := exec.Command("pgrep", "-f", marker).Output(); len(pids) > 0 {
+			if pids, _ := exec.Command("pgrep", "-f", marker+"=").Output(); len(pids) > 0 {
 				t.Errorf("processes left behind: %s", pids)
 			}
 			if passed {
@@ -200,6 +202,7 @@ d.Server.answer = lambda self, req: answer(self, req) if req.get("type") in ("in
 // A database that cannot be used is the error, at once, and the
 // implementation is not started.
 func TestValidateLeaseWithoutADatabase(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -267,6 +270,7 @@ func (b *syncBuffer) String() string {
 
 // Cut short, it stops at once, kills every process and drops its tables.
 func TestValidateLeaseCancelled(t *testing.T) {
+	t.Parallel()
 	dsn, db := leaseDB(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer

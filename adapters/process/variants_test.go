@@ -12,6 +12,7 @@ import (
 // spec through the protocol too: served by serve-reference --options, they
 // hold every property on RabbitMQ under kill, pause and partition.
 func TestReferenceVariantsThroughTheProtocol(t *testing.T) {
+	t.Parallel()
 	// Every variant at once, then the lazy connection alone (the one a
 	// correct implementation is likeliest to choose); each variant alone
 	// holds 100,000 simulator plans (prover's TestCorrectVariantsHold and
@@ -37,6 +38,7 @@ func TestReferenceVariantsThroughTheProtocol(t *testing.T) {
 // the same lazy connection the variants above pass with: a connection per
 // acquire, and a channel opened and closed per acquire.
 func TestWasteThroughTheProtocol(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"reconnect-per-acquire", "throwaway-channel"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
