@@ -304,6 +304,20 @@ func checkLive(t *testing.T, what string, err error, returned, liveUntil time.Ti
 	}
 }
 
+// releaseLate releases the lease of an acquire that checkLive let pass as
+// too slow to judge (granted once the lease it was to find live had
+// expired), so that the key is free for the checks after it, as it would
+// have been had the acquire been in time.
+func releaseLate(t *testing.T, c *process.LeaseClient, key string, l dbsem.Lease, err error) {
+	t.Helper()
+	if err != nil {
+		return
+	}
+	if err := c.Release(context.Background(), key, l.Token); err != nil && !errors.Is(err, dbsem.ErrExpired) {
+		t.Fatalf("%s release of a lease granted too late to judge: %v", c.Name(), err)
+	}
+}
+
 func leaseExpiry(t *testing.T, li *process.LeaseImpl, in dbsemaphore.Session) {
 	ctx := context.Background()
 	ttl := time.Second
@@ -312,8 +326,9 @@ func leaseExpiry(t *testing.T, li *process.LeaseImpl, in dbsemaphore.Session) {
 	a1 := time.Now()
 	l1 := acquired(t, c1, in.Key, ttl, 1)
 	a1ret := time.Now() // l1's deadline is between a1 and a1ret, plus ttl
-	_, err := c2.Acquire(ctx, in.Key, ttl, 1)
+	l, err := c2.Acquire(ctx, in.Key, ttl, 1)
 	checkLive(t, "acquire while held", err, time.Now(), a1.Add(ttl), dbsem.ErrFull)
+	releaseLate(t, c2, in.Key, l, err)
 
 	sleepUntil(a1.Add(ttl * 6 / 10))
 	r1 := time.Now()
@@ -324,8 +339,9 @@ func leaseExpiry(t *testing.T, li *process.LeaseImpl, in dbsemaphore.Session) {
 		t.Skipf("refresh too late to go on: %v", err)
 	}
 	sleepUntil(a1ret.Add(ttl + margin)) // past the first deadline, not the refreshed one
-	_, err = c2.Acquire(ctx, in.Key, ttl, 1)
+	l, err = c2.Acquire(ctx, in.Key, ttl, 1)
 	checkLive(t, "acquire while held after a refresh", err, time.Now(), r1.Add(ttl), dbsem.ErrFull)
+	releaseLate(t, c2, in.Key, l, err)
 
 	sleepUntil(r1ret.Add(ttl + margin))
 	isErr(t, "refresh of an expired lease", c1.Refresh(ctx, in.Key, l1.Token, ttl), dbsem.ErrExpired)
@@ -409,7 +425,9 @@ func leaseKill(t *testing.T, li *process.LeaseImpl, in dbsemaphore.Session) {
 	ctx := context.Background()
 	ttl := time.Second
 	in.Key, in.Max, in.TTL = "kill", 1, ttl
-	c1 := connect(t, li, "c1", in)
+	// c2 starts before c1 takes its lease, so that its acquire comes while
+	// the lease is live unless the machine is very slow.
+	c1, c2 := connect(t, li, "c1", in), connect(t, li, "c2", in)
 	a1 := time.Now()
 	acquired(t, c1, in.Key, ttl, 1)
 	a1ret := time.Now()
@@ -420,9 +438,9 @@ func leaseKill(t *testing.T, li *process.LeaseImpl, in dbsemaphore.Session) {
 	if _, err := c1.Acquire(ctx, in.Key, ttl, 1); err == nil || errors.Is(err, errNotGranted) {
 		t.Fatalf("acquire on a killed process: %v, want an unknown outcome", err)
 	}
-	c2 := connect(t, li, "c2", in)
-	_, err := c2.Acquire(ctx, in.Key, ttl, 1)
+	l, err := c2.Acquire(ctx, in.Key, ttl, 1)
 	checkLive(t, "acquire while the killed holder's lease is live", err, time.Now(), a1.Add(ttl), dbsem.ErrFull)
+	releaseLate(t, c2, in.Key, l, err)
 	sleepUntil(a1ret.Add(ttl + margin))
 	acquired(t, c2, in.Key, ttl, 1)
 

@@ -91,18 +91,19 @@ func scriptedVariant(t *testing.T, url, cmd string, plain bool) {
 	t.Helper()
 	impl := &process.Impl{Command: cmd}
 	defer impl.Stop()
-	// Processes start at their first operation, some 0.3 s after it is due;
-	// every race below has a second or more to spare.
+	// Processes start at their first operation, some 0.3 s after it is due
+	// (seconds on a loaded machine, and not as late for each); every race
+	// below has two seconds or more to spare.
 	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "lp-pyvariant", Slots: 2,
 		Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)},
-		Admins:  [][]amqp.Step{{{Op: "sleep", Ms: 5500}, {Op: "destroy"}}}, // at 5.5 s
+		Admins:  [][]amqp.Step{{{Op: "sleep", Ms: 9000}, {Op: "destroy"}}}, // at 9 s
 		Clients: [][]amqp.Step{
-			// slot 1 at 0.3 s, let go at 2.8 s
-			{{Op: "acquire"}, {Op: "sleep", Ms: 2500}, {Op: "verify"}, {Op: "release"}},
-			// slot 2 at 0.8 s, let go at 3.8 s; absent at 7.3 s
-			{{Op: "sleep", Ms: 500}, {Op: "acquire"}, {Op: "sleep", Ms: 3000}, {Op: "release"}, {Op: "sleep", Ms: 3500}, {Op: "acquire"}},
-			// full at 1.8 s; a slot at 3.8 s
-			{{Op: "sleep", Ms: 1500}, {Op: "acquire"}, {Op: "sleep", Ms: 2000}, {Op: "acquire"}, {Op: "verify"}, {Op: "release"}},
+			// slot 1 at 0.3 s, let go at 4.8 s
+			{{Op: "acquire"}, {Op: "sleep", Ms: 4500}, {Op: "verify"}, {Op: "release"}},
+			// slot 2 at 0.8 s, let go at 6.8 s; absent at 11 s
+			{{Op: "sleep", Ms: 500}, {Op: "acquire"}, {Op: "sleep", Ms: 6000}, {Op: "release"}, {Op: "sleep", Ms: 4200}, {Op: "acquire"}},
+			// full at 2.8 s; a slot at 6.8 s
+			{{Op: "sleep", Ms: 2500}, {Op: "acquire"}, {Op: "sleep", Ms: 4000}, {Op: "acquire"}, {Op: "verify"}, {Op: "release"}},
 		}}
 	res, err := amqp.RabbitMQ{URL: url}.Run(context.Background(), p, impl)
 	if err != nil {
