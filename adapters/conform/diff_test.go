@@ -62,7 +62,7 @@ func TestDifferentialCatchesAWrongSimulator(t *testing.T) {
 			}
 		}
 	}
-	out, err := tg.Differential(context.Background(), DiffOptions{Sequences: 3000, Seed: 1, Shrink: 3 * time.Second, simMutant: miscount})
+	out, err := tg.Differential(context.Background(), DiffOptions{Sequences: 3000, Seed: 1, Shrink: 10 * time.Second, simMutant: miscount})
 	if err != nil {
 		t.Fatal(err)
 	}

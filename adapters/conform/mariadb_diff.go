@@ -212,6 +212,10 @@ type mariaRun struct {
 
 	found *DBDivergence // the smallest divergence so far; set, rapid is shrinking
 	err   error         // a failure of sqlsim or of the harness: the run stops
+	// shrunk holds how each sequence run while rapid shrinks came out
+	// (nil: alike on both sides): rapid draws most of its candidates
+	// again and again, and only the first of them needs MariaDB.
+	shrunk map[string]*DBDivergence
 }
 
 // raceRuns is how many more times a sequence whose outcome on MariaDB
@@ -263,15 +267,31 @@ func (r *mariaRun) run(seq DBSeq) (differs bool) {
 	if r.err != nil || r.ctx.Err() != nil {
 		return false
 	}
-	shrinking := r.found != nil
-	real, d, racy, err := r.compare(seq)
-	if err != nil {
-		if r.ctx.Err() == nil && (!shrinking || !errors.Is(err, ErrHarness)) {
-			r.err = err
+	var d *DBDivergence
+	if r.found != nil { // shrinking
+		key := fmt.Sprintf("%#v", seq)
+		var seen bool
+		if d, seen = r.shrunk[key]; !seen {
+			var err error
+			if _, d, _, err = r.compare(seq); err != nil {
+				if r.ctx.Err() == nil && !errors.Is(err, ErrHarness) {
+					r.err = err
+				}
+				return false
+			}
+			if r.shrunk == nil {
+				r.shrunk = map[string]*DBDivergence{}
+			}
+			r.shrunk[key] = d
 		}
-		return false
-	}
-	if !shrinking {
+	} else {
+		real, diff, racy, err := r.compare(seq)
+		if err != nil {
+			if r.ctx.Err() == nil {
+				r.err = err
+			}
+			return false
+		}
 		r.count(real)
 		if racy {
 			r.out.Racy++
@@ -279,6 +299,7 @@ func (r *mariaRun) run(seq DBSeq) (differs bool) {
 		if r.o.Progress != nil {
 			r.o.Progress(*r.out)
 		}
+		d = diff
 	}
 	if d == nil {
 		return false
