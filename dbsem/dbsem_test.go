@@ -66,10 +66,12 @@ func TestAcquireUpToMaxThenFull(t *testing.T) {
 func TestRefreshExtends(t *testing.T) {
 	designs(t, func(t *testing.T, d Design) {
 		s := open(t, openDB(t), Options{Design: d})
-		l := acquire(t, s, "k", 300*time.Millisecond, 1)
+		// A second's lease: the refresh comes well before its end, even on
+		// a loaded machine.
+		l := acquire(t, s, "k", time.Second, 1)
 		time.Sleep(100 * time.Millisecond)
 		wantErr(t, "refresh", s.Refresh(ctx(t), "k", l.Token, 5*time.Second), nil)
-		time.Sleep(400 * time.Millisecond) // past the first deadline
+		time.Sleep(time.Second) // past the first deadline
 		_, err := s.Acquire(ctx(t), "k", time.Second, 1)
 		wantErr(t, "acquire past the first deadline", err, ErrFull)
 		wantErr(t, "second refresh", s.Refresh(ctx(t), "k", l.Token, 5*time.Second), nil)
@@ -125,13 +127,14 @@ func TestFencesFollowGrantOrder(t *testing.T) {
 		var last int64
 		for i := range 8 {
 			c := []*Semaphore{s, other}[i%2]
-			l := acquire(t, c, "f", 150*time.Millisecond, 1)
+			// A second's lease, released at once, or let expire.
+			l := acquire(t, c, "f", time.Second, 1)
 			if l.Fence != last+1 {
 				t.Fatalf("grant %d: fence %d after %d, want %d", i, l.Fence, last, last+1)
 			}
 			last = l.Fence
 			if i%3 == 2 {
-				time.Sleep(200 * time.Millisecond) // let it expire
+				time.Sleep(1100 * time.Millisecond) // let it expire
 			} else {
 				wantErr(t, "release", c.Release(ctx(t), "f", l.Token), nil)
 			}
