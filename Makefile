@@ -3,12 +3,12 @@
 .PHONY: test fmt vet bench fuzz
 
 # Most of the suite waits on real servers and processes rather than on the
-# CPU, so packages run six at a time (-p; go's default is one per CPU) and
+# CPU, so packages run four at a time (-p; go's default is one per CPU) and
 # a package's parallel tests eight at a time (-parallel; the same default).
 # A test that must not overlap the other tests of its package does not call
 # t.Parallel. The limit is a backstop for a wedged real server.
 test: fmt vet
-	go test -p 6 -parallel 8 -timeout 15m ./...
+	go test -p 4 -parallel 8 -timeout 15m ./...
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
