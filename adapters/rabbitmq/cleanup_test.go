@@ -75,10 +75,12 @@ func TestCleanupNames(t *testing.T) {
 		t.Fatalf("Probe = %+v, %v; want %+v", found, err, want)
 	}
 
-	// Held by a live connection, and no Ctl to close it: reported left.
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	left, err := rabbitmq.Cleanup(ctx, url, prefix, durable, exclusive, never, outside)
+	// Held by a live connection, and no Ctl to close it: reported left
+	// after the rounds it is given (a deadline instead would have to leave
+	// room for the dial on a loaded machine).
+	cl := &rabbitmq.Cleaner{URL: url, Rounds: 3}
+	left, err := cl.Cleanup(ctlCtx(t), prefix, durable, exclusive, never, outside)
+	cl.Close()
 	if err != nil || !slices.Equal(left, []string{exclusive}) {
 		t.Fatalf("with the holder alive: left %q, %v; want %q", left, err, exclusive)
 	}
