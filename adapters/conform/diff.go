@@ -475,16 +475,13 @@ func (t *Target) Differential(ctx context.Context, o DiffOptions) (*DiffOutcome,
 		return r.out, fmt.Errorf("conform: %w", err)
 	}
 	if r.found != nil && r.infraErr == nil {
-		end, err := rapidbatch.Begin(o.Shrink)
-		if err != nil {
-			return r.out, fmt.Errorf("conform: %w", err)
-		}
-		rapidbatch.Shrink(o.Seed, b, i, func(rt *rapid.T) {
+		if _, err := rapidbatch.ShrinkAlone(o.Seed, b, i, o.Shrink, func(rt *rapid.T) {
 			if r.run(draw(rt)) {
 				rt.Fatalf("a step diverges")
 			}
-		})
-		end()
+		}); err != nil {
+			return r.out, fmt.Errorf("conform: %w", err)
+		}
 	}
 	r.out.Elapsed = time.Since(start)
 	if r.infraErr != nil {

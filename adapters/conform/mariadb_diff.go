@@ -179,16 +179,13 @@ func MariaDBDifferential(ctx context.Context, o MariaDBOptions) (rep *MariaDBRep
 		// rapid shrinks the draws for a quarter of the time; the rest goes
 		// to trim, which takes steps out of the sequence itself (a draw
 		// that rapid changes reshapes every step drawn after it).
-		end, err := rapidbatch.Begin(o.Shrink / 4)
-		if err != nil {
-			return r.out, fmt.Errorf("conform: %w", err)
-		}
-		rapidbatch.Shrink(o.Seed, b, i, func(rt *rapid.T) {
+		if _, err := rapidbatch.ShrinkAlone(o.Seed, b, i, o.Shrink/4, func(rt *rapid.T) {
 			if r.run(draw(rt)) {
 				rt.Fatalf("a step differs")
 			}
-		})
-		end()
+		}); err != nil {
+			return r.out, fmt.Errorf("conform: %w", err)
+		}
 	}
 	if r.found != nil && r.err == nil {
 		r.trim(time.Now().Add(o.Shrink - o.Shrink/4))

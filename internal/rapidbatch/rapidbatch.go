@@ -147,6 +147,18 @@ func Cases[V any](seed uint64, n, size int, draw func(*rapid.T) V, check func(V)
 	return b, i, false, nil
 }
 
+// ShrinkAlone is Shrink in a session of its own (which waits for any
+// other to end), rapid shrinking for at most shrink: for a search that
+// found case i of batch b with Cases, without a session.
+func ShrinkAlone(seed uint64, b, i int, shrink time.Duration, prop func(*rapid.T)) (failed bool, err error) {
+	end, err := Begin(shrink)
+	if err != nil {
+		return false, err
+	}
+	defer end()
+	return Shrink(seed, b, i, prop), nil
+}
+
 // mix derives batch seeds from a base seed (splitmix64); never zero, which
 // rapid would take for "random".
 func mix(seed, b uint64) uint64 {

@@ -199,3 +199,25 @@ func TestCaseBesideASession(t *testing.T) {
 		t.Errorf("Case drew differently beside a session:\n%v\n%v", got, want)
 	}
 }
+
+// ShrinkAlone shrinks what Cases found, from that case, in a session of
+// its own.
+func TestShrinkAlone(t *testing.T) {
+	g := func(rt *rapid.T) int { return rapid.IntRange(0, 1000).Draw(rt, "x") }
+	var found int
+	b, i, stopped, err := Cases(5, 80, 40, g, func(x int) bool { found = x; return x >= 10 })
+	if err != nil || !stopped {
+		t.Fatalf("Cases: stopped %v, %v", stopped, err)
+	}
+	var seen []int
+	failed, err := ShrinkAlone(5, b, i, time.Second, func(rt *rapid.T) {
+		x := g(rt)
+		seen = append(seen, x)
+		if x >= 10 {
+			rt.Fatalf("%d", x)
+		}
+	})
+	if err != nil || !failed || seen[0] != found || seen[len(seen)-1] != 10 {
+		t.Errorf("failed %v, %v, cases %v: want %d first, shrunk to 10 last", failed, err, seen, found)
+	}
+}
