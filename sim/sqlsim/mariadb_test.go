@@ -783,15 +783,9 @@ func TestMariaDBLockLifetimes(t *testing.T) {
 		// slots, the wait for j). Conn 2, the lighter, is rolled back;
 		// without the rollback's rebuild conn 0 would have been.
 		scenario{"a rollback that rebuilds a record weighs its waiters", func(p string) []step {
-			s := script([]step{
-				{conn: 0, q: q(p, "createKeys")},
-				{conn: 0, q: q(p, "createSlots")},
-				{conn: 0, q: q(p, "insertKey"), args: []any{"k", 1, "row-per-slot"}},
-				{conn: 0, q: q(p, "insertSlots", 1), args: []any{"k"}},
-				{conn: 0, q: q(p, "insertKey"), args: []any{"j", 1, "row-per-slot"}},
-			}, rc(1), []step{
+			s := script(slotK(p), rc(1), []step{
 				{conn: 1, q: q(p, "pickSlot"), args: []any{"k", at(sec)}},
-				{conn: 1, q: q(p, "takeSlot"), args: []any{"b", at(1500 * time.Millisecond), int64(sec / 1000), 1, "k", 0}},
+				takeSlotK(p),
 			}, rc(0), []step{
 				{conn: 0, q: q(p, "nextFence"), args: []any{"j"}},
 				{conn: 0, q: q(p, "insertSlotsMixed", 4), args: []any{"k", "k", "k", "k"}, bg: true},
@@ -811,15 +805,26 @@ func TestMariaDBLockLifetimes(t *testing.T) {
 	)
 }
 
-// rebuiltRecord is the script of the scenarios of World.rebuilt.
-func rebuiltRecord(p string, take bool) []step {
-	s := script([]step{
+// slotK makes the tables of row-per-slot, with key k of one slot and key
+// j of none.
+func slotK(p string) []step {
+	return []step{
 		{conn: 0, q: q(p, "createKeys")},
 		{conn: 0, q: q(p, "createSlots")},
 		{conn: 0, q: q(p, "insertKey"), args: []any{"k", 1, "row-per-slot"}},
 		{conn: 0, q: q(p, "insertSlots", 1), args: []any{"k"}},
 		{conn: 0, q: q(p, "insertKey"), args: []any{"j", 1, "row-per-slot"}},
-	}, rc(1), []step{
+	}
+}
+
+// takeSlotK is conn 1's take of slot 0 of k, which fills its NULLs.
+func takeSlotK(p string) step {
+	return step{conn: 1, q: q(p, "takeSlot"), args: []any{"b", at(1500 * time.Millisecond), int64(sec / 1000), 1, "k", 0}}
+}
+
+// rebuiltRecord is the script of the scenarios of World.rebuilt.
+func rebuiltRecord(p string, take bool) []step {
+	s := script(slotK(p), rc(1), []step{
 		{conn: 1, q: q(p, "pickSlot"), args: []any{"k", at(sec)}},
 	}, rc(0), []step{
 		{conn: 0, q: q(p, "nextFence"), args: []any{"j"}},
@@ -827,7 +832,7 @@ func rebuiltRecord(p string, take bool) []step {
 		{conn: 0, q: q(p, "insertSlotsMixed", 4), args: []any{"k", "k", "k", "k"}, bg: true},
 	})
 	if take {
-		s = append(s, step{conn: 1, q: q(p, "takeSlot"), args: []any{"b", at(1500 * time.Millisecond), int64(sec / 1000), 1, "k", 0}})
+		s = append(s, takeSlotK(p))
 	}
 	s = append(s, step{conn: 1, q: q(p, "nextFence"), args: []any{"j"}, bg: !take})
 	s = append(s, step{conn: 0, join: bgOf(s, 0)})
