@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"github.com/lockprover/lockprover/histories"
+	"slices"
 	"sort"
 
 	"github.com/anishathalye/porcupine"
@@ -52,7 +53,15 @@ func describeSlotCall(lh *lockHistory, c *slotCall) string {
 func explain(lh *lockHistory, m porcupine.Model, ops []porcupine.Operation, partials [][]int, slot int) (string, int, []int, bool) {
 	var best []int // empty when not even one operation could go first
 	if len(partials) > 0 {
-		sort.Slice(partials, func(i, j int) bool { return len(partials[i]) > len(partials[j]) })
+		// The longest, and of as long ones the first in order of their
+		// operations: porcupine hands them over in no fixed order (a map),
+		// and the same history must be explained the same way every time.
+		sort.Slice(partials, func(i, j int) bool {
+			if len(partials[i]) != len(partials[j]) {
+				return len(partials[i]) > len(partials[j])
+			}
+			return slices.Compare(partials[i], partials[j]) < 0
+		})
 		best = partials[0]
 	}
 	done := make([]bool, len(ops))
