@@ -66,8 +66,9 @@ func TestDBSemaphoreMutantAndReplay(t *testing.T) {
 }
 
 // prove --kind db-semaphore --target mariadb proves the reference on the
-// real server and leaves none of its tables behind; a replay runs there
-// too.
+// real server; a replay runs there too. (That a run leaves none of its
+// tables behind is TestReferenceOnMariaDB's to check, in
+// families/dbsemaphore, where a run's table prefix can be told.)
 func TestProveDBSemaphoreOnMariaDB(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
