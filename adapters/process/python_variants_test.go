@@ -92,18 +92,19 @@ func scriptedVariant(t *testing.T, url, cmd string, plain bool) {
 	impl := &process.Impl{Command: cmd}
 	defer impl.Stop()
 	// Processes start at their first operation, some 0.3 s after it is due
-	// (seconds on a loaded machine, and not as late for each); every race
-	// below has two seconds or more to spare.
+	// (seconds on a loaded machine, and not as late for each: the whole
+	// suite beside it once delayed one by more than two); every race below
+	// has four seconds or more to spare.
 	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "lp-pyvariant", Slots: 2,
 		Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)},
-		Admins:  [][]amqp.Step{{{Op: "sleep", Ms: 9000}, {Op: "destroy"}}}, // at 9 s
+		Admins:  [][]amqp.Step{{{Op: "sleep", Ms: 18000}, {Op: "destroy"}}}, // at 18 s
 		Clients: [][]amqp.Step{
-			// slot 1 at 0.3 s, let go at 4.8 s
-			{{Op: "acquire"}, {Op: "sleep", Ms: 4500}, {Op: "verify"}, {Op: "release"}},
-			// slot 2 at 0.8 s, let go at 6.8 s; absent at 11 s
-			{{Op: "sleep", Ms: 500}, {Op: "acquire"}, {Op: "sleep", Ms: 6000}, {Op: "release"}, {Op: "sleep", Ms: 4200}, {Op: "acquire"}},
-			// full at 2.8 s; a slot at 6.8 s
-			{{Op: "sleep", Ms: 2500}, {Op: "acquire"}, {Op: "sleep", Ms: 4000}, {Op: "acquire"}, {Op: "verify"}, {Op: "release"}},
+			// slot 1 at 0.3 s, let go at 9.3 s
+			{{Op: "acquire"}, {Op: "sleep", Ms: 9000}, {Op: "verify"}, {Op: "release"}},
+			// slot 2 at 1.3 s, let go at 13.3 s; absent at 22 s
+			{{Op: "sleep", Ms: 1000}, {Op: "acquire"}, {Op: "sleep", Ms: 12000}, {Op: "release"}, {Op: "sleep", Ms: 8700}, {Op: "acquire"}},
+			// full at 5.3 s; slot 1 at 13.3 s
+			{{Op: "sleep", Ms: 5000}, {Op: "acquire"}, {Op: "sleep", Ms: 8000}, {Op: "acquire"}, {Op: "verify"}, {Op: "release"}},
 		}}
 	res, err := amqp.RabbitMQ{URL: url}.Run(context.Background(), p, impl)
 	if err != nil {
