@@ -133,9 +133,9 @@ func queuesWithPrefix(t *testing.T, ctl *rabbitmq.Ctl, prefix string) []string {
 	return qs
 }
 
-// Ctrl-C stops a run on a real broker within a couple of seconds, with exit 130,
-// and leaves no queue of its lock and no process behind; also while it is
-// stuck connecting to a broker that does not answer. The cases run beside
+// Ctrl-C stops a run on a real broker within a couple of seconds, with
+// exit 130, and leaves no queue of its lock and no process behind; also
+// while it is stuck connecting to a broker that does not answer. The cases run beside
 // each other (and beside other tests): each runs a process of its own and
 // looks only at its own lock's queues and its own processes.
 func TestInterruptExits130(t *testing.T) {
