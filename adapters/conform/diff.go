@@ -379,8 +379,8 @@ var ErrHarness = errors.New("conform: harness failure")
 
 // A Divergence is a sequence whose observations differ.
 type Divergence struct {
-	Ops       []Op
-	Real, Sim []string
+	Ops       []Op     // the sequence, up to and including step First
+	Real, Sim []string // what each side observed of each step
 	First     int // the first step whose observations differ (0-based)
 	// Reproduced counts how many of Replays re-runs on the real broker
 	// (after shrinking) diverged again at the same step.
@@ -562,8 +562,13 @@ func (r *diffRun) run(ops []Op) (diverged bool) {
 }
 
 // keep records d if it is the smallest divergence yet: fewer steps, or as
-// many and diverging no later.
+// many and diverging no later. The steps after the first that diverges go:
+// a sequence runs one step after another, so none of them bears on it (the
+// replays of the minimal divergence check that it still diverges there).
 func (r *diffRun) keep(d *Divergence) {
+	if n := d.First + 1; n < len(d.Ops) {
+		d.Ops, d.Real, d.Sim = d.Ops[:n], d.Real[:min(n, len(d.Real))], d.Sim[:min(n, len(d.Sim))]
+	}
 	if r.found == nil || len(d.Ops) < len(r.found.Ops) || len(d.Ops) == len(r.found.Ops) && d.First <= r.found.First {
 		r.found = d
 	}
