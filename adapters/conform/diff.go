@@ -381,7 +381,7 @@ var ErrHarness = errors.New("conform: harness failure")
 type Divergence struct {
 	Ops       []Op     // the sequence, up to and including step First
 	Real, Sim []string // what each side observed of each step
-	First     int // the first step whose observations differ (0-based)
+	First     int      // the first step whose observations differ (0-based)
 	// Reproduced counts how many of Replays re-runs on the real broker
 	// (after shrinking) diverged again at the same step.
 	Reproduced, Replays int
