@@ -163,7 +163,7 @@ func TestMariaDBCatchesAWrongSimulator(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rep := differential(t, MariaDBOptions{Runs: 1000, Seed: tc.seed, Shrink: 20 * time.Second, simMutant: tc.mutant})
+			rep := differential(t, MariaDBOptions{Runs: 1000, Seed: tc.seed, Shrink: 30 * time.Second, simMutant: tc.mutant})
 			d := rep.Found
 			if d == nil {
 				t.Fatalf("no divergence in %d sequences", rep.Runs)
