@@ -13,16 +13,17 @@ import (
 	"github.com/lockprover/lockprover/model"
 )
 
-// heldPlan: c1 takes the only lease (ttl 200 ms), is held by fault from
-// 50 ms to 650 ms, and refreshes after 100 ms of work; c2 tries at 400 ms,
-// when c1's lease has expired.
+// heldPlan: c1 takes the only lease (ttl 1 s), is held by fault from
+// 500 ms to 3.5 s, and refreshes after 500 ms of work; c2 tries at 2 s,
+// when c1's lease has expired. (Half a second for c1's acquire: beside the
+// rest of the suite, 50 ms was too short three times in a row.)
 func heldPlan(fault string) *Plan {
-	return &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: 200,
+	return &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: 1000,
 		Clients: [][]Step{
-			{{Op: histories.Acquire}, {Op: Sleep, Ms: 100}, {Op: histories.Refresh}},
-			{{Op: Sleep, Ms: 400}, {Op: histories.Acquire}},
+			{{Op: histories.Acquire}, {Op: Sleep, Ms: 500}, {Op: histories.Refresh}},
+			{{Op: Sleep, Ms: 2000}, {Op: histories.Acquire}},
 		},
-		Nemesis: []Fault{{At: 50, Fault: fault, Target: "c1", For: 600}}}
+		Nemesis: []Fault{{At: 500, Fault: fault, Target: "c1", For: 3000}}}
 }
 
 // acquiredFirst says whether c1's acquire returned before the fault
