@@ -102,12 +102,12 @@ func caseSeed(seed uint64, b, i int) uint64 {
 
 // Case draws case i (from 0) of batch b of the base seed with draw, as
 // Batch runs it: the same bits, so the same value. It needs no session and
-// is safe to call from many goroutines at once, and while another goroutine
-// holds a session, so that a batch's cases can be drawn and run in
-// parallel, and searches run beside each other. ok is false when rapid rejected the
-// draw (invalid data: t.Skip, a filter or an assumption that failed),
-// where Batch would have moved on to the next seed: only Batch can say
-// then which cases the batch runs.
+// is safe to call from many goroutines at once, and while another
+// goroutine holds a session, so that a batch's cases can be drawn and run
+// in parallel, and searches run beside each other. ok is false when rapid
+// rejected the draw (invalid data: t.Skip, a filter or an assumption that
+// failed), where Batch would have moved on to the next seed: only Batch
+// can say then which cases the batch runs.
 func Case[V any](seed uint64, b, i int, draw func(*rapid.T) V) (v V, ok bool) {
 	tries := 0
 	g := rapid.Custom(func(t *rapid.T) V {
