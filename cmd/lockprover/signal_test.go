@@ -149,9 +149,10 @@ func TestInterruptExits130(t *testing.T) {
 	}
 	bin := builtBinary(t)
 	ctl := brokerCtl(t, u)
-	// "Within a couple of seconds" (README): a second's slack over two for
-	// a machine loaded with the rest of the suite (2.03 s was seen there).
-	const limit = 3 * time.Second
+	// "Within a couple of seconds" (README): 0.25 s here with four CPU hogs
+	// beside it, but up to 3.8 s beside the whole suite, whose tests keep
+	// the broker itself busy; a run that ignores Ctrl-C takes far longer.
+	const limit = 5 * time.Second
 	check := func(t *testing.T, name string, code int, took time.Duration, stderr string) {
 		t.Logf("%s: exit %d %v after SIGINT", name, code, took.Round(time.Millisecond))
 		if code != exitInterrupted {
