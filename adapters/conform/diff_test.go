@@ -2,6 +2,7 @@ package conform
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -80,5 +81,31 @@ func TestDifferentialCatchesAWrongSimulator(t *testing.T) {
 	}
 	if d.Reproduced != d.Replays {
 		t.Errorf("reproduced in %d of %d replays", d.Reproduced, d.Replays)
+	}
+}
+
+// A divergence is kept up to its first diverging step, the smallest
+// first: fewer steps win, and of as many the one diverging no later.
+func TestKeepCutsAfterTheFirstDivergence(t *testing.T) {
+	ops := func(n int) []Op {
+		var o []Op
+		for i := range n {
+			o = append(o, Op{On: "A", Kind: "declare", Queue: fmt.Sprintf("Q%d", i+1)})
+		}
+		return o
+	}
+	obs := func(n int) []string { return make([]string, n) }
+	r := &diffRun{}
+	r.keep(&Divergence{Ops: ops(6), Real: obs(6), Sim: obs(6), First: 3})
+	if f := r.found; len(f.Ops) != 4 || len(f.Real) != 4 || len(f.Sim) != 4 || f.First != 3 {
+		t.Fatalf("kept %d steps (%d and %d observations), first %d; want 4, diverging at 3", len(f.Ops), len(f.Real), len(f.Sim), f.First)
+	}
+	r.keep(&Divergence{Ops: ops(5), Real: obs(5), Sim: obs(5), First: 4})
+	if len(r.found.Ops) != 4 {
+		t.Errorf("a divergence of 5 steps replaced one of 4")
+	}
+	r.keep(&Divergence{Ops: ops(8), Real: obs(8), Sim: obs(8), First: 1})
+	if len(r.found.Ops) != 2 || r.found.First != 1 {
+		t.Errorf("kept %d steps diverging at %d; want 2 at 1", len(r.found.Ops), r.found.First)
 	}
 }
