@@ -134,6 +134,9 @@ func Case[V any](seed uint64, b, i int, draw func(*rapid.T) V) (v V, ok bool) {
 // others. A draw rapid rejects is an error: Case cannot say then which
 // cases Batch runs.
 func Cases[V any](seed uint64, n, size int, draw func(*rapid.T) V, check func(V) bool) (b, i int, stopped bool, err error) {
+	if size <= 0 {
+		return 0, 0, false, fmt.Errorf("batches of %d cases", size)
+	}
 	for k := range n {
 		b, i = k/size, k%size
 		v, ok := Case(seed, b, i, draw)

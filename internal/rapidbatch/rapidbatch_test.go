@@ -154,6 +154,9 @@ func TestCases(t *testing.T) {
 	if err != nil || !stopped || b != 1 || i != 1 || !slices.Equal(got, want[:6]) {
 		t.Errorf("stopped at the sixth: Cases = %d, %d, %v, %v, checked %v", b, i, stopped, err, got)
 	}
+	if _, _, _, err := Cases(9, 10, 0, x, func(int) bool { return false }); err == nil {
+		t.Error("batches of 0 cases: no error")
+	}
 	reject := func(rt *rapid.T) int {
 		v := x(rt)
 		if v%2 == 1 {
