@@ -9,7 +9,7 @@
 # t.Parallel. The packages that take longest are named first, so that they
 # start first (./... adds the rest). The limit is a backstop for a wedged
 # real server.
-SLOWEST = ./adapters/process ./adapters/conform ./cmd/lockprover ./families/dbsemaphore ./families/amqp ./adapters/rabbitmq ./dbsem
+SLOWEST = ./families/amqp ./adapters/conform ./internal/cli ./families/dbsemaphore ./consulsem ./backends/rabbitmq ./redlock ./dbsem
 test: fmt vet
 	go test -p 4 -parallel 8 -timeout 15m $(SLOWEST) ./...
 

@@ -66,7 +66,11 @@ type Client struct {
 	// reopened on next use.
 	chans [numPurposes]broker.Channel
 	admin bool // an admin's operation is running (Options.Channels)
-	held  map[string]bool
+	// held are the exclusive queues this client declared and has not
+	// deleted; relinquished are those of them whose lock a verify found
+	// gone: the client holds nothing there any more (the spec's
+	// "lock-relinquished"), though it keeps the queue until it releases it.
+	held, relinquished map[string]bool
 }
 
 // purpose is what a channel is for, with Options.Channels set to
@@ -83,7 +87,8 @@ const (
 // Dial connects a Client to the broker (with Options.LazyConnect, it only
 // prepares to: the first operation connects).
 func Dial(ctx context.Context, b broker.Broker, o Options) (*Client, error) {
-	c := &Client{b: b, o: o, rnd: o.Rand, held: map[string]bool{}}
+	c := &Client{b: b, o: o, rnd: o.Rand}
+	c.forget()
 	if c.rnd == nil {
 		c.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
@@ -122,7 +127,8 @@ func (c *Client) connect(ctx context.Context) error {
 // connection held).
 func (c *Client) afresh() {
 	if c.o.Reconnect && c.conn != nil && c.conn.Err() != nil {
-		c.conn, c.chans, c.held = nil, [numPurposes]broker.Channel{}, map[string]bool{}
+		c.conn, c.chans = nil, [numPurposes]broker.Channel{}
+		c.forget()
 	}
 }
 
@@ -130,7 +136,7 @@ func (c *Client) afresh() {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.held = map[string]bool{}
+	c.forget()
 	if c.conn == nil || c.conn.Err() != nil {
 		return nil
 	}
@@ -197,7 +203,7 @@ func (c *Client) channel(ctx context.Context, p purpose) (broker.Channel, error)
 
 // lost turns a connection loss into ErrLost for everything the client held.
 func (c *Client) lost(err error) error {
-	c.held = map[string]bool{}
+	c.forget()
 	return fmt.Errorf("%w: connection lost: %w", ErrLost, err)
 }
 
@@ -212,7 +218,7 @@ func (c *Client) failed(ctx context.Context, err error, p purpose) {
 	}
 	if e.Connection {
 		c.chans = [numPurposes]broker.Channel{}
-		c.held = map[string]bool{}
+		c.forget()
 		return
 	}
 	c.chans[c.route(p)] = nil
@@ -244,6 +250,7 @@ func (c *Client) declareExclusive(ctx context.Context, q string) (bool, error) {
 	_, err = ch.Declare(ctx, q, broker.DeclareOptions{Exclusive: true, Args: c.o.queueArgs()})
 	if err == nil {
 		c.held[q] = true
+		delete(c.relinquished, q)
 		return true, nil
 	}
 	c.failed(ctx, err, forQueues)
@@ -264,7 +271,14 @@ func (c *Client) remove(ctx context.Context, q string) error {
 		return fmt.Errorf("amqplocks: delete %s: %w", q, err)
 	}
 	delete(c.held, q)
+	delete(c.relinquished, q)
 	return nil
+}
+
+// forget drops every hold: the connection they were taken on is gone (or
+// is being closed).
+func (c *Client) forget() {
+	c.held, c.relinquished = map[string]bool{}, map[string]bool{}
 }
 
 // release deletes a queue this client holds exclusively.
@@ -280,13 +294,20 @@ func (c *Client) release(ctx context.Context, q string) error {
 
 // verifyHeld checks that this client still holds q's lock by probing
 // probe: the connection must be alive (so its exclusive queues are) and
-// probe must exist.
+// probe must exist. Once probe is found gone the lock is relinquished, as
+// the spec names a failed verify: every later verify says so too, even
+// if an admin creates probe again, until the client acquires anew.
+// Options.TidyVerify then deletes the held queue at once; otherwise the
+// client keeps it until its release.
 func (c *Client) verifyHeld(ctx context.Context, held, probe string) error {
 	if err := c.dead(); err != nil {
 		return c.lost(err)
 	}
 	if !c.held[held] {
 		return fmt.Errorf("%w: %s is not held by this client", ErrLost, held)
+	}
+	if c.relinquished[held] {
+		return fmt.Errorf("%w: %s was relinquished when a verify found the lock gone", ErrLost, held)
 	}
 	ok, err := c.probeForVerify(ctx, probe)
 	switch {
@@ -295,6 +316,11 @@ func (c *Client) verifyHeld(ctx context.Context, held, probe string) error {
 	case err != nil:
 		return err
 	case !ok:
+		c.relinquished[held] = true
+		if c.o.TidyVerify {
+			// A failed delete leaves the queue relinquished, for release.
+			c.remove(ctx, held)
+		}
 		return fmt.Errorf("%w: %s no longer exists", ErrLost, probe)
 	}
 	return nil

@@ -79,6 +79,15 @@ type Options struct {
 	// goes on over a new one.
 	Reconnect bool
 
+	// TidyVerify makes a verify that finds the lock gone (its A queue
+	// deleted) let go of it at once: it deletes the client's B queue
+	// before it answers, so a release after it has nothing to delete
+	// (ErrLost). By default the client keeps the B queue until its
+	// release. Either way the lock is relinquished, as the spec names a
+	// failed verify: no later verify says held until the client acquires
+	// again.
+	TidyVerify bool
+
 	// PlainFailure makes acquire fail with ErrUnavailable where it would
 	// say ErrFull or ErrAbsent: the spec's acquire says only "return
 	// lock-acquire failure", and an implementation that follows it to the

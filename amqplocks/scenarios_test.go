@@ -1,6 +1,7 @@
 package amqplocks_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -293,4 +294,78 @@ func TestDestroyWithOvershootRemovesStrays(t *testing.T) {
 	if qs := w.Queues(); len(qs) != 1 {
 		t.Errorf("without overshoot the stray A[4] should remain; queues: %v", qs)
 	}
+}
+
+// The spec names a failed verify "lock-relinquished": once a verify found
+// the slot gone, the client holds nothing there, and no later verify says
+// held, even after an admin creates the slot again. The reference keeps its
+// B queue until its release (which still deletes it), so no one else takes
+// the slot meanwhile.
+func TestAFailedVerifyRelinquishesTheSlot(t *testing.T) {
+	w := sim.New(sim.Options{})
+	create(t, w, "sem", 2, amqplocks.Options{})
+	run(t, w, map[string]func(broker.Broker){"c": func(b broker.Broker) {
+		sem := dial(t, b, amqplocks.Options{}).Semaphore("sem")
+		sem.Acquire(bg)
+		if s, err := sem.Acquire(bg); s != 2 || err != nil {
+			t.Fatalf("second acquire = %d, %v; want slot 2", s, err)
+		}
+		adm := dial(t, b, amqplocks.Options{}).Admin("sem")
+		adm.Change(bg, -1)
+		if err := sem.Verify(bg, 2); !errors.Is(err, amqplocks.ErrLost) {
+			t.Errorf("verify of the removed slot 2 = %v, want ErrLost", err)
+		}
+		adm.Change(bg, +1)
+		if err := sem.Verify(bg, 2); !errors.Is(err, amqplocks.ErrLost) {
+			t.Errorf("verify of slot 2, created again, after a verify found it gone = %v, want ErrLost", err)
+		}
+		other := dial(t, b, amqplocks.Options{}).Semaphore("sem")
+		if _, err := other.Acquire(bg); !errors.Is(err, amqplocks.ErrFull) {
+			t.Errorf("another client's acquire while the B queue is kept = %v, want ErrFull", err)
+		}
+		if err := sem.Release(bg, 2); err != nil {
+			t.Errorf("release of the relinquished slot (its B queue kept) = %v", err)
+		}
+		if s, err := other.Acquire(bg); s != 2 || err != nil {
+			t.Errorf("another client's acquire after the release = %d, %v; want slot 2", s, err)
+		}
+	}})
+}
+
+// Options.TidyVerify: a verify that finds the slot gone deletes the
+// client's B queue before it answers (one publish and one delete), so that
+// once the slot exists again another client takes it; the tidy client's
+// verify never says held again and its release has nothing to delete.
+func TestTidyVerifyLetsGoOfAGoneSlot(t *testing.T) {
+	var buf bytes.Buffer
+	w := sim.New(sim.Options{Trace: &buf})
+	create(t, w, "sem", 2, amqplocks.Options{})
+	run(t, w, map[string]func(broker.Broker){"c": func(b broker.Broker) {
+		sem := dial(t, b, amqplocks.Options{TidyVerify: true}).Semaphore("sem")
+		sem.Acquire(bg)
+		sem.Acquire(bg)
+		adm := dial(t, b, amqplocks.Options{}).Admin("sem")
+		adm.Change(bg, -1)
+		buf.Reset()
+		if err := sem.Verify(bg, 2); !errors.Is(err, amqplocks.ErrLost) {
+			t.Errorf("verify of the removed slot 2 = %v, want ErrLost", err)
+		}
+		if d := deletes(buf.String()); len(d) != 1 || d[0] != "sem-2-B" {
+			t.Errorf("the verify deleted %v, want [sem-2-B]", d)
+		}
+		adm.Change(bg, +1)
+		other := dial(t, b, amqplocks.Options{}).Semaphore("sem")
+		if s, err := other.Acquire(bg); s != 2 || err != nil {
+			t.Errorf("another client's acquire of the re-created slot = %d, %v; want slot 2", s, err)
+		}
+		if err := sem.Verify(bg, 2); !errors.Is(err, amqplocks.ErrLost) {
+			t.Errorf("the tidy client's verify after another took slot 2 = %v, want ErrLost", err)
+		}
+		if err := sem.Release(bg, 2); !errors.Is(err, amqplocks.ErrLost) {
+			t.Errorf("the tidy client's release = %v, want ErrLost (it holds nothing)", err)
+		}
+		if err := other.Verify(bg, 2); err != nil {
+			t.Errorf("the new holder's verify = %v, want held", err)
+		}
+	}})
 }

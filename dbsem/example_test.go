@@ -10,7 +10,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
-	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
+	"github.com/lockprover/lockprover/backends/mysql/mysqltest"
 	"github.com/lockprover/lockprover/dbsem"
 )
 

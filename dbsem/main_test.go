@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
+	"github.com/lockprover/lockprover/backends/mysql/mysqltest"
 )
 
 // The tests run against the test MariaDB (package mysqltest:

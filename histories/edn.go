@@ -17,17 +17,26 @@ import (
 	"olympos.io/encoding/edn"
 )
 
-// Imported says how a history read from Jepsen's EDN maps back onto its
-// file: the import adds events (a crashed process's kill, a fault on every
-// client) and leaves some out (failed acquires), so an event's index is not
-// the op's :index.
+// Imported says how a history read from Jepsen (EDN or JSON) maps back
+// onto its file: the import adds events (a fault on every client) and
+// leaves some out (failed acquires), so an event's index is not the op's
+// :index.
 type Imported struct {
-	// Lines holds, for each event, the line of the EDN op it comes from.
+	// Format is the file's format: FormatEDN or FormatJSON.
+	Format string
+	// Lines holds, for each event, the line of the op it comes from.
 	Lines []int
 	// Notes are what the import did that a reader of the verdicts should
-	// know: operations left out, faults it did not know.
+	// know: operations left out, times put in the file's order, faults it
+	// did not know, operations in flight at the end.
 	Notes []string
 }
+
+// The formats of a Jepsen history, as Imported.Format names them.
+const (
+	FormatEDN  = "Jepsen EDN"
+	FormatJSON = "Jepsen JSON"
+)
 
 // JepsenLock is the lock an imported history operates on when its ops carry
 // no independent key.
@@ -35,20 +44,24 @@ const JepsenLock = "lock"
 
 // ReadEDN reads a history that Jepsen wrote (history.edn) of a lock
 // workload and returns it in this package's events, judged as a true mutex
-// (kind [Mutex]). name is used in error messages.
+// (kind [Mutex]) as Knossos's mutex model judges it. name is used in error
+// messages.
 //
 // It reads one op map per line, as Jepsen writes them (an op may also span
 // several lines), or a single vector of op maps. Of each op it reads :type
 // (:invoke, :ok, :fail or :info), :f, :process, :time, :value and :error;
-// other keys (:index, :node, ...) are ignored. Clients are integer
+// other keys (:index, :node, ...) are ignored. :time is optional: Jepsen
+// orders a history by its position in the file, and so does the import
+// (times that are missing or run backwards are moved, and noted). Clients
+// are integer
 // processes, named "p<N>"; their :f is :acquire or :release, with a nil
 // :value or a jepsen.independent tuple [key nil] naming the lock. Faults are
 // ops of process :nemesis. How each is mapped is described in
 // docs/histories.md:
 //
-//   - an :info on a client is a crash: Jepsen retires the process (it comes
-//     back under a new number, a new client) and closes its connection, so
-//     the import adds a kill of it right after the :info;
+//   - an :info on a client is an operation of unknown outcome: it may take
+//     effect at any moment after its invoke, or never, and ends nothing
+//     else (Jepsen goes on under a new process number, a new client);
 //   - a failed :acquire is left out: in Jepsen a :fail says only that the
 //     operation had no effect (knossos drops it too), while lockprover reads
 //     a failed mutex acquire as "the mutex was held";
@@ -57,7 +70,8 @@ const JepsenLock = "lock"
 //     when a paired fault (:start and :stop, :start-X and :stop-X, :pause
 //     and :resume, :partition and :heal) is stopped, or when a one-shot
 //     fault (:kill, clock faults, ...) completes; an unknown fault is never
-//     over, which can excuse but never accuse, and is noted.
+//     over, and is noted. Judged with model.Options.Jepsen, as check judges
+//     an import, these faults excuse unknown outcomes but end no hold.
 //
 // The first problem is returned as an [*Error] naming the line.
 func ReadEDN(r io.Reader, name string) ([]Event, *Imported, error) {
@@ -71,15 +85,20 @@ func ReadEDN(r io.Reader, name string) ([]Event, *Imported, error) {
 // ReadAnyFile reads the history in the file at path in whichever format it
 // is: Jepsen's EDN if its name ends in .edn or, whatever its name, if it
 // starts like EDN (a ';' comment, a '#' tag, a '(' list, or a '[' vector or
-// '{' map whose first key is a keyword); else JSON lines, as [ReadFile]. The
-// Imported is nil for JSON lines.
+// '{' map whose first key is a keyword); Jepsen's ops in JSON if it is one
+// JSON array, or JSON lines whose first client names its process by a
+// number, as Jepsen does; else lockprover's JSON lines, as [ReadFile]. The
+// Imported is nil for lockprover's JSON lines.
 func ReadAnyFile(path string) ([]Event, *Imported, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	if strings.EqualFold(filepath.Ext(path), ".edn") || LooksLikeEDN(data) {
+	switch {
+	case strings.EqualFold(filepath.Ext(path), ".edn") || LooksLikeEDN(data):
 		return parseEDN(data, path)
+	case looksLikeJepsenJSON(data):
+		return parseJepsenJSON(data, path)
 	}
 	events, err := parse(data, path)
 	return events, nil, err
@@ -291,6 +310,7 @@ type jop struct {
 	nemesis bool
 	proc    int64 // a client's number
 	time    int64
+	hasTime bool
 	lock    string
 	err     string
 }
@@ -313,18 +333,33 @@ func parseEDN(data []byte, name string) ([]Event, *Imported, error) {
 		}
 	}
 	ops := make([]jop, 0, len(forms))
-	clients := map[int64]bool{}
 	for _, f := range forms {
-		o, msg := decodeOp(f)
+		m, msg := opMap(f)
 		if msg != "" {
 			return fail(f.line, "%s", msg)
 		}
-		if !o.nemesis {
-			clients[o.proc] = true
+		o, msg := decodeOp(m, f.line)
+		if msg != "" {
+			return fail(f.line, "%s", msg)
 		}
 		ops = append(ops, o)
 	}
-	c := converter{imp: &Imported{}}
+	return convert(ops, FormatEDN, name)
+}
+
+// convert turns decoded Jepsen ops, in file order, into events.
+func convert(ops []jop, format, name string) ([]Event, *Imported, error) {
+	fail := func(line int, format string, args ...any) ([]Event, *Imported, error) {
+		return nil, nil, &Error{File: name, Line: line, Msg: fmt.Sprintf(format, args...)}
+	}
+	clients := map[int64]bool{}
+	for _, o := range ops {
+		if !o.nemesis {
+			clients[o.proc] = true
+		}
+	}
+	c := converter{imp: &Imported{Format: format}}
+	c.imp.Notes = fileOrder(ops)
 	for p := range clients {
 		c.clients = append(c.clients, clientName(p))
 	}
@@ -333,6 +368,15 @@ func parseEDN(data []byte, name string) ([]Event, *Imported, error) {
 		if msg := c.add(&ops[i]); msg != "" {
 			return fail(ops[i].line, "%s", msg)
 		}
+	}
+	if len(c.pending) > 0 {
+		first := 0
+		for _, i := range c.pending {
+			if l := c.lines[i]; first == 0 || l < first {
+				first = l
+			}
+		}
+		c.imp.Notes = append(c.imp.Notes, fmt.Sprintf("%d %s still in flight when the history ends (first at line %d): a Jepsen history does not record a clean end, so %s unknown, and no liveness claim", len(c.pending), plural(len(c.pending), "operation is", "operations are"), first, plural(len(c.pending), "its outcome is", "their outcomes are")))
 	}
 	events, lines := c.result()
 	c.imp.Lines = lines
@@ -359,23 +403,24 @@ func natLess(a, b string) bool {
 	return a < b
 }
 
-// decodeOp decodes one op map.
-func decodeOp(f form) (o jop, msg string) {
-	o.line = f.line
-	m, msg := opMap(f)
-	if msg != "" {
-		return o, msg
-	}
-	if o.typ, msg = opType(m); msg != "" {
-		return o, msg
-	}
+// decodeOp decodes one op map, found at line. A client op that is not a
+// lock's is refused before anything else of it is looked at, so that a
+// history of another workload is named for what it is.
+func decodeOp(m map[any]any, line int) (o jop, msg string) {
+	o.line = line
 	if o.f, msg = opF(m); msg != "" {
 		return o, msg
 	}
 	if msg = o.setProcess(m); msg != "" {
 		return o, msg
 	}
-	if o.time, msg = opTime(m); msg != "" {
+	if !o.nemesis && o.f != Acquire && o.f != Release {
+		return o, fmt.Sprintf(":f: :%s is not a lock operation: this is not a lock history. lockprover checks histories of a lock (mutex) workload, whose clients do :acquire and :release, as Knossos's mutex model judges them; a workload of :read, :write, :cas and the like wants a checker of its own model", o.f)
+	}
+	if o.typ, msg = opType(m); msg != "" {
+		return o, msg
+	}
+	if o.time, o.hasTime, msg = opTime(m); msg != "" {
 		return o, msg
 	}
 	if e, ok := opGet(m, "error"); ok && e != nil {
@@ -384,11 +429,57 @@ func decodeOp(f form) (o jop, msg string) {
 	if o.nemesis {
 		return o, "" // a fault's value is the nemesis's business
 	}
-	if o.f != Acquire && o.f != Release {
-		return o, fmt.Sprintf(":f: a client of a lock workload does :acquire or :release, got :%s", o.f)
-	}
 	o.lock, msg = opLock(m)
 	return o, msg
+}
+
+// fileOrder puts the ops' times in the order of the file, as Jepsen and
+// Knossos order a history (a time is only a label: Jepsen stamps an op
+// before it journals it, so a time may be earlier than the one written
+// before it): a missing time, or one earlier than the op before it, is
+// moved to just after that op's. It returns notes that say what it moved.
+func fileOrder(ops []jop) []string {
+	missing, back, firstMissing, firstBack := 0, 0, 0, 0
+	var most int64 // the most a time went back
+	prev := int64(-1)
+	for i := range ops {
+		o := &ops[i]
+		switch {
+		case !o.hasTime:
+			if missing == 0 {
+				firstMissing = o.line
+			}
+			missing++
+			o.time = prev + 1
+		case o.time < prev:
+			if back == 0 {
+				firstBack = o.line
+			}
+			back++
+			most = max(most, prev-o.time)
+			o.time = prev + 1
+		}
+		prev = o.time
+	}
+	var notes []string
+	switch {
+	case missing == len(ops) && missing > 0:
+		notes = append(notes, "no op has a :time (a Knossos-era history): the ops are ordered by their position in the file, and timed by it (1 ns apart)")
+	case missing > 0:
+		notes = append(notes, fmt.Sprintf("%d %s no :time (first at line %d): ordered by position in the file, each timed 1 ns after the op before it", missing, plural(missing, "op has", "ops have"), firstMissing))
+	}
+	if back > 0 {
+		notes = append(notes, fmt.Sprintf("%d %s a :time earlier than the op written before %s (first at line %d; up to %s earlier): Jepsen orders a history by position in the file, and so does lockprover; each such time was moved to 1 ns after the op before it", back, plural(back, "op has", "ops have"), plural(back, "it", "them"), firstBack, time.Duration(most)))
+	}
+	return notes
+}
+
+// plural is one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // opMap decodes the form f into the op's map, seeing through a record tag
@@ -475,20 +566,19 @@ func (o *jop) setProcess(m map[any]any) string {
 }
 
 // opTime returns the op's :time, in nanoseconds, which must be an integer
-// >= 0.
-func opTime(m map[any]any) (int64, string) {
-	tm, ok := opGet(m, "time")
+// >= 0 if present; has says whether it is (nil counts as absent).
+func opTime(m map[any]any) (t int64, has bool, msg string) {
+	tm, _ := opGet(m, "time")
 	switch tm := tm.(type) {
+	case nil:
+		return 0, false, ""
 	case int64:
 		if tm < 0 {
-			return 0, fmt.Sprintf(":time: want an integer >= 0 (nanoseconds), got %d", tm)
+			return 0, false, fmt.Sprintf(":time: want an integer >= 0 (nanoseconds), got %d", tm)
 		}
-		return tm, ""
+		return tm, true, ""
 	default:
-		if !ok {
-			return 0, ":time: missing (want the op's time in nanoseconds)"
-		}
-		return 0, fmt.Sprintf(":time: want an integer (nanoseconds), got %s", shorten(ednText(tm)))
+		return 0, false, fmt.Sprintf(":time: want an integer (nanoseconds), got %s", shorten(ednText(tm)))
 	}
 }
 
@@ -666,13 +756,10 @@ func (c *converter) add(o *jop) string {
 		c.dropped++
 		return ""
 	}
+	// An :info is an unknown outcome, and no more: Knossos lets it take
+	// effect at any moment after its invoke, or never. Jepsen goes on under
+	// a new process number, which is a new client here too.
 	c.emit(e, o.line)
-	if o.typ == Info {
-		// Jepsen retires a process whose op crashed and closes its client:
-		// whatever it held may be lost from now on.
-		c.emit(Event{Time: o.time, Process: nemesis, Type: Invoke, F: Kill, Value: &Value{Process: name}}, o.line)
-		c.emit(Event{Time: o.time, Process: nemesis, Type: Info, F: Kill, Value: &Value{Process: name}}, o.line)
-	}
 	return ""
 }
 

@@ -149,3 +149,50 @@ func FuzzReadEDN(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadJepsenJSON checks Jepsen's JSON as FuzzReadEDN checks EDN: no
+// panic, errors located in the input, and imports that Read accepts.
+func FuzzReadJepsenJSON(f *testing.F) {
+	files, _ := filepath.Glob("../testdata/histories/*.json")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`[{"type":"invoke","f":"acquire","process":0}, {"type":"info","f":"start","process":"nemesis"}]`))
+	f.Add([]byte(`{"type":":invoke","f":":acquire","process":0,"time":5}` + "\n" + `{"type":"ok","f":"acquire","process":0,"time":1,"value":[1,null]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !looksLikeJepsenJSON(data) {
+			return
+		}
+		events, imp, err := parseJepsenJSON(data, "fuzz.json")
+		lines := bytes.Count(data, []byte{'\n'}) + 1
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v is a %T, want *Error", err, err)
+			}
+			if e.Line < 1 || e.Line > lines || e.Msg == "" || e.File != "fuzz.json" {
+				t.Fatalf("bad error location or message in a %d-line input: %#v", lines, e)
+			}
+			return
+		}
+		if len(imp.Lines) != len(events) {
+			t.Fatalf("%d lines for %d events", len(imp.Lines), len(events))
+		}
+		for _, l := range imp.Lines {
+			if l < 1 || l > lines {
+				t.Fatalf("event from line %d of a %d-line input", l, lines)
+			}
+		}
+		var buf bytes.Buffer
+		if err := Write(&buf, events); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Read(bytes.NewReader(buf.Bytes()), "imported.jsonl"); err != nil {
+			t.Fatalf("the JSON import gave what Read refuses: %v\ninput:\n%q\nimported:\n%s", err, data, buf.Bytes())
+		}
+	})
+}

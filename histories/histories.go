@@ -22,7 +22,8 @@
 // A [Recorder] builds a history while a run is going on.
 //
 // [ReadEDN] imports the history.edn that Jepsen writes for a lock workload,
-// judged as a true mutex, and [ReadAnyFile] reads either format. The
+// a true mutex to be judged as Knossos's mutex model judges it, and
+// [ReadAnyFile] reads any of the formats (Jepsen's JSON too). The
 // project's docs/histories.md describes both formats completely.
 package histories
 
@@ -73,7 +74,17 @@ const (
 	Count   = "count"
 	Wait    = "wait"
 	Destroy = "destroy"
+	// Lost is a lease lock's notice, not an operation: an info event of
+	// the victim's process, with no invoke, recorded when the process
+	// marked its lease (token) lost to the lease of a higher priority
+	// (thief), before it acknowledged the theft. It may come while the
+	// process has an operation in flight, and leaves it in flight.
+	Lost = "lost"
 )
+
+// IsNotice says whether e is a notice (a lost event): a single event that
+// neither starts nor ends an operation.
+func IsNotice(e *Event) bool { return e.F == Lost && e.Type == Info && e.Process != "nemesis" }
 
 // The faults, a nemesis event's F. Pause and partition last until the
 // matching resume and heal. The clock faults (ClockSkew, ClockJump,
@@ -87,6 +98,13 @@ const (
 	ForceClose    = "force-close"
 	DropReply     = "drop-reply"
 	RestartBroker = "restart-broker"
+	// QueueDeleted says the broker may have deleted, on its own, a queue
+	// the process holds (a slot it holds): RabbitMQ before 3.11 deletes an
+	// exclusive queue by name when another connection's exclusive declare
+	// of that name was in flight as its socket closed (docs/broker-
+	// semantics.md, 7c). A run on a real broker records it where its
+	// proxies saw that signature; the event's error says so.
+	QueueDeleted = "queue-deleted"
 )
 
 // Value is the union of every operation's argument or result; a field is nil
@@ -99,9 +117,10 @@ const (
 //	admin create {slots}; change {delta} -> ok {from, to};
 //	      destroy -> ok {from}; count -> ok {slots}; wait {slot}
 //	mutex acquire -> fail {reason: held}; verify -> ok {held}; release
-//	lease acquire {max, ttl_ms} -> ok {token, fence?}, fail {reason: full}?
+//	lease acquire {max, ttl_ms, priority?} -> ok {token, fence?}, fail {reason: full}?
 //	lease refresh {token, ttl_ms} -> fail {reason: expired}?
 //	lease release {token} -> fail {reason: expired}?
+//	lease lost (info, no invoke: a notice) {token, thief}
 //	nemesis kill, pause, resume, partition, heal, force-close,
 //	        drop-reply {process}; restart-broker;
 //	        clock-skew, clock-jump {process?, offset_ms}; clock-reset {process?}
@@ -150,6 +169,19 @@ type Value struct {
 	// ahead when positive. A clock-skew sets the clock that far from true
 	// time; a clock-jump steps it by that much.
 	OffsetMs *int `json:"offset_ms,omitempty"`
+	// ValidityMs is how long a lease a granting acquire or refresh
+	// returned is valid for, by the implementation's own reckoning, from
+	// its return (Redlock's validity: the ttl less the time the servers
+	// took and the clock drift), rounded down: 0 is under a millisecond,
+	// less says none was left.
+	ValidityMs *int `json:"validity_ms,omitempty"`
+	// Priority is a priority lease acquire's priority (any integer): an
+	// acquirer of strictly higher priority may take the lease from its
+	// holder (docs/lease.md, "Priority leases").
+	Priority *int `json:"priority,omitempty"`
+	// Thief names, in a lost notice, the token of the lease that took the
+	// notice's lease (its token).
+	Thief string `json:"thief,omitempty"`
 }
 
 // Unavailable is the reason of a semaphore acquire that found no slot, from
@@ -231,7 +263,7 @@ func (v *Value) Text() string {
 		name string
 		p    *int
 	}{{"slot", v.Slot}, {"slots", v.Slots}, {"delta", v.Delta}, {"from", v.From}, {"to", v.To},
-		{"max", v.Max}, {"ttl_ms", v.TTLMs}} {
+		{"max", v.Max}, {"ttl_ms", v.TTLMs}, {"validity_ms", v.ValidityMs}, {"priority", v.Priority}} {
 		if f.p != nil {
 			parts = append(parts, fmt.Sprintf("%s %d", f.name, *f.p))
 		}
@@ -245,6 +277,9 @@ func (v *Value) Text() string {
 	}
 	if v.Token != "" {
 		parts = append(parts, "token "+v.Token)
+	}
+	if v.Thief != "" {
+		parts = append(parts, "thief "+v.Thief)
 	}
 	if v.Fence != nil {
 		parts = append(parts, fmt.Sprintf("fence %d", *v.Fence))

@@ -67,7 +67,7 @@ func TestReadLease(t *testing.T) {
 		line int
 		msg  string
 	}{
-		{"unknown lease op", hist(`{"process":"c1","type":"invoke","f":"verify","lock":"k","kind":"lease"}`), 1, `f: unknown operation "verify" for a lease lock (want one of acquire, refresh, release)`},
+		{"unknown lease op", hist(`{"process":"c1","type":"invoke","f":"verify","lock":"k","kind":"lease"}`), 1, `f: unknown operation "verify" for a lease lock (want one of acquire, refresh, release, lost)`},
 		{"acquire without ttl", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":1}}`), 1, "value.ttl_ms: missing"},
 		{"acquire without value", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease"}`), 1, "value.max: missing"},
 		{"max zero", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":0,"ttl_ms":10}}`), 1, "value.max: want an integer >= 1, got 0"},
@@ -94,6 +94,94 @@ func TestReadLease(t *testing.T) {
 		{"clock completion names a process its invoke did not", hist(`{"process":"nemesis","type":"invoke","f":"clock-jump","value":{"offset_ms":9}}`, `{"process":"nemesis","type":"info","f":"clock-jump","value":{"process":"c1","offset_ms":9}}`), 2, "value.process: not allowed"},
 		{"clock reset with amount", hist(`{"process":"nemesis","type":"invoke","f":"clock-reset","value":{"offset_ms":9}}`), 1, "value.offset_ms: not allowed"},
 		{"clock fault from a client", hist(`{"process":"c1","type":"invoke","f":"clock-skew","lock":"k","kind":"lease","value":{"offset_ms":9}}`), 1, `f: "clock-skew" is a fault`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Read(strings.NewReader(tt.in), "h.jsonl")
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v, want *Error", err)
+			}
+			if e.Line != tt.line || !strings.Contains(e.Msg, tt.msg) {
+				t.Errorf("got  %s\nwant h.jsonl:%d: ...%s...", err, tt.line, tt.msg)
+			}
+		})
+	}
+}
+
+// A grant's validity_ms reads, writes back byte for byte, and shows in the
+// value's text; negative says none was left, and is kept. It belongs to a
+// granting acquire's or refresh's ok, and nowhere else.
+func TestValidityMs(t *testing.T) {
+	acq := `{"index":1,"time":5,"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":"t1","validity_ms":-3}}`
+	ref := `{"index":3,"time":7,"process":"c1","type":"ok","f":"refresh","lock":"k","kind":"lease","value":{"ttl_ms":1000,"validity_ms":987}}`
+	in := `{"index":0,"time":0,"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":2,"ttl_ms":1000}}` + "\n" + acq + "\n" +
+		`{"index":2,"time":6,"process":"c1","type":"invoke","f":"refresh","lock":"k","kind":"lease","value":{"ttl_ms":1000,"token":"t1"}}` + "\n" + ref + "\n"
+	events, err := Read(strings.NewReader(in), "h.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Write(&out, events); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != in {
+		t.Errorf("written back:\n%s\nwant\n%s", out.String(), in)
+	}
+	if got := events[3].Value.Text(); !strings.Contains(got, "validity_ms 987") {
+		t.Errorf("text %q lacks the validity", got)
+	}
+	bad := hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":2,"ttl_ms":1000,"validity_ms":5}}`)
+	if _, err := Read(strings.NewReader(bad), "h.jsonl"); err == nil || !strings.Contains(err.Error(), "h.jsonl:1") {
+		t.Errorf("validity_ms on an invoke: %v, want refused at line 1", err)
+	}
+}
+
+// A priority acquire says its priority; a victim's lost notice is an info
+// of its own, read and written back byte for byte, allowed while the
+// process has an operation in flight, which it leaves in flight. Each
+// mistake is refused naming its line and field.
+func TestPriorityAndLost(t *testing.T) {
+	in := `{"index":0,"time":0,"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":1,"ttl_ms":1000,"priority":-2}}` + "\n" +
+		`{"index":1,"time":5,"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":"t1"}}` + "\n" +
+		`{"index":2,"time":6,"process":"c1","type":"invoke","f":"refresh","lock":"k","kind":"lease","value":{"ttl_ms":1000,"token":"t1"}}` + "\n" +
+		`{"index":3,"time":7,"process":"c1","type":"info","f":"lost","lock":"k","kind":"lease","value":{"token":"t1","thief":"t2"}}` + "\n" +
+		`{"index":4,"time":8,"process":"c1","type":"fail","f":"refresh","lock":"k","kind":"lease"}` + "\n"
+	events, err := Read(strings.NewReader(in), "h.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Write(&out, events); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != in {
+		t.Errorf("written back:\n%s\nwant\n%s", out.String(), in)
+	}
+	if *events[0].Value.Priority != -2 || events[3].Value.Thief != "t2" || !IsNotice(&events[3]) || IsNotice(&events[4]) {
+		t.Errorf("decoded as %+v, %+v", events[0].Value, events[3].Value)
+	}
+	if got := events[3].Value.Text(); got != "token t1, thief t2" {
+		t.Errorf("text %q", got)
+	}
+	lost := func(v string) string {
+		return `{"process":"c1","type":"info","f":"lost","lock":"k","kind":"lease","value":` + v + `}`
+	}
+	for _, tt := range []struct {
+		name string
+		in   string
+		line int
+		msg  string
+	}{
+		{"priority a string", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":1,"ttl_ms":10,"priority":"high"}}`), 1, `value.priority: want an integer, got the string "high"`},
+		{"priority on a refresh", hist(`{"process":"c1","type":"invoke","f":"refresh","lock":"k","kind":"lease","value":{"token":"a","ttl_ms":10,"priority":1}}`), 1, "value.priority: not allowed"},
+		{"lost without thief", hist(lost(`{"token":"t1"}`)), 1, "value.thief: missing"},
+		{"lost without token", hist(lost(`{"thief":"t1"}`)), 1, "value.token: missing"},
+		{"empty thief", hist(lost(`{"token":"t1","thief":""}`)), 1, "value.thief: want a non-empty string"},
+		{"lost with a fence", hist(lost(`{"token":"t1","thief":"t2","fence":1}`)), 1, "value.fence: not allowed"},
+		{"lost invoked", hist(`{"process":"c1","type":"invoke","f":"lost","lock":"k","kind":"lease","value":{"token":"t1","thief":"t2"}}`), 1, "type: a lost notice is a single info event"},
+		{"lost on a semaphore", hist(`{"process":"c1","type":"info","f":"lost","lock":"k","value":{"token":"t1","thief":"t2"}}`), 1, `f: unknown operation "lost" for a semaphore lock`},
+		{"lost by the nemesis", hist(`{"process":"nemesis","type":"info","f":"lost","value":{"token":"t1","thief":"t2"}}`), 1, `f: process "nemesis" only injects faults`},
+		{"lost on a lock of another kind", hist(`{"process":"c2","type":"invoke","f":"acquire","lock":"k"}`, lost(`{"token":"t1","thief":"t2"}`)), 2, `kind: lock "k" is a lease here but was a semaphore at line 1`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Read(strings.NewReader(tt.in), "h.jsonl")

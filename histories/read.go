@@ -86,7 +86,7 @@ const (
 )
 
 // Which fields a value holds, in canonical order.
-type vfields uint16
+type vfields uint32
 
 const (
 	vSlot vfields = 1 << iota
@@ -103,18 +103,21 @@ const (
 	vToken
 	vFence
 	vOffsetMs
+	vValidityMs
+	vPriority
+	vThief
 )
 
 // valueNames are the JSON names of the value fields, in bit order.
 var valueNames = [...]string{"slot", "held", "reason", "slots", "delta", "from", "to", "process", "patched",
-	"max", "ttl_ms", "token", "fence", "offset_ms"}
+	"max", "ttl_ms", "token", "fence", "offset_ms", "validity_ms", "priority", "thief"}
 
 // valueBox holds a Value and the integers and boolean it points to, so that
 // decoding a value costs one slot in a slab instead of several allocations.
 type valueBox struct {
-	v                                                     Value
-	slot, slots, delta, from, to, max, ttl, fence, offset int
-	held                                                  bool
+	v                                                                         Value
+	slot, slots, delta, from, to, max, ttl, fence, offset, validity, priority int
+	held                                                                      bool
 }
 
 const slabSize = 256
@@ -368,7 +371,7 @@ func (p *parser) errorField(e *Event) bool {
 	return true
 }
 
-const valueFieldNames = "slot, held, reason, slots, delta, from, to, process, patched, max, ttl_ms, token, fence, offset_ms"
+const valueFieldNames = "slot, held, reason, slots, delta, from, to, process, patched, max, ttl_ms, token, fence, offset_ms, validity_ms, priority, thief"
 
 // valueBit returns the bit of the value field named key, or 0 if values
 // have no such field. Like eventBit, it is small enough to be inlined.
@@ -402,6 +405,12 @@ func valueBit(key []byte) vfields {
 		return vFence
 	case "offset_ms":
 		return vOffsetMs
+	case "validity_ms":
+		return vValidityMs
+	case "priority":
+		return vPriority
+	case "thief":
+		return vThief
 	}
 	return 0
 }
@@ -439,6 +448,10 @@ func (p *parser) valueField(key []byte, v *valueBox) bool {
 		ip, dst, field = &v.v.Fence, &v.fence, "value.fence"
 	case vOffsetMs:
 		ip, dst, field = &v.v.OffsetMs, &v.offset, "value.offset_ms"
+	case vValidityMs:
+		ip, dst, field = &v.v.ValidityMs, &v.validity, "value.validity_ms"
+	case vPriority:
+		ip, dst, field = &v.v.Priority, &v.priority, "value.priority"
 	case vHeld:
 		switch {
 		case p.peek() == 't' && p.literal("true"):
@@ -452,7 +465,7 @@ func (p *parser) valueField(key []byte, v *valueBox) bool {
 		return true
 	case vPatched:
 		return p.patchedField(v)
-	case vReason, vProcess, vToken:
+	case vReason, vProcess, vToken, vThief:
 		return p.valueString(bit, v)
 	default:
 		// bit 0, no such field, is refused here, where the switch tests it
@@ -487,6 +500,8 @@ func (p *parser) valueString(bit vfields, v *valueBox) bool {
 		field = "value.process"
 	case vToken:
 		field = "value.token"
+	case vThief:
+		field = "value.thief"
 	}
 	s, ok := p.string(field)
 	if !ok {
@@ -500,6 +515,8 @@ func (p *parser) valueString(bit vfields, v *valueBox) bool {
 		v.v.Reason = p.name(s)
 	case vProcess:
 		v.v.Process = p.name(s)
+	case vThief:
+		v.v.Thief = string(s)
 	default: // tokens rarely repeat: not interned
 		v.v.Token = string(s)
 	}

@@ -16,8 +16,8 @@ const nemesis = "nemesis"
 var (
 	semaphoreOps = []string{Acquire, Verify, Release, Create, Change, Destroy, Count, Wait}
 	mutexOps     = []string{Acquire, Verify, Release}
-	leaseOps     = []string{Acquire, Refresh, Release}
-	nemesisOps   = []string{Kill, Pause, Resume, Partition, Heal, ForceClose, RestartBroker, DropReply,
+	leaseOps     = []string{Acquire, Refresh, Release, Lost}
+	nemesisOps   = []string{Kill, Pause, Resume, Partition, Heal, ForceClose, RestartBroker, DropReply, QueueDeleted,
 		ClockSkew, ClockJump, ClockReset}
 )
 
@@ -192,14 +192,16 @@ var (
 		Release: {none, none, anyReason, none},
 	}
 	leaseShapes = map[string]*shapes{
-		"acquire": {{allowed: vMax | vTTLMs, required: vMax | vTTLMs, want: `{"max":n,"ttl_ms":t} with n, t >= 1`},
-			{allowed: vToken | vFence, required: vToken, want: `{"token":"..."}, with "fence":k (k >= 0) where the implementation gives numeric fencing tokens`},
+		"acquire": {{allowed: vMax | vTTLMs | vPriority, required: vMax | vTTLMs, want: `{"max":n,"ttl_ms":t} with n, t >= 1, and "priority":p (any integer) for a priority lease`},
+			{allowed: vToken | vFence | vTTLMs | vValidityMs, required: vToken, want: `{"token":"..."}, with "fence":k (k >= 0) where the implementation gives numeric fencing tokens, "ttl_ms":t (t >= 1) where it says the lease it granted, and "validity_ms":v where it says how long the lease is valid for from now`},
 			{allowed: vReason, reasons: []string{Full}, want: `{"reason":"full"}, or no value for a failure that claims nothing`},
 			none},
 		"refresh": {{allowed: vToken | vTTLMs, required: vToken | vTTLMs, want: `{"token":"...","ttl_ms":t} with t >= 1`},
-			none, expiredReason, none},
+			{allowed: vTTLMs | vValidityMs, want: `no value, or {"ttl_ms":t} (t >= 1) where the implementation says the lease it granted, with "validity_ms":v where it says how long the lease is valid for from now`}, expiredReason, none},
 		"release": {{allowed: vToken, required: vToken, want: `{"token":"..."}`},
 			none, expiredReason, none},
+		// A notice: only its info shape is used (checkNotice).
+		Lost: {none, none, none, {allowed: vToken | vThief, required: vToken | vThief, want: `{"token":"...","thief":"..."}: the lease lost and the lease that took it`}},
 	}
 	expiredReason = shape{allowed: vReason, reasons: []string{Expired}, want: `{"reason":"expired"}, or no value for a failure that claims nothing`}
 	clockShapes   = &shapes{
@@ -223,6 +225,7 @@ var (
 		Heal:          targeted,
 		ForceClose:    targeted,
 		DropReply:     targeted,
+		QueueDeleted:  targeted,
 		RestartBroker: {none, none, anyReason, none},
 	}
 	targeted = &shapes{target, target,
@@ -271,7 +274,9 @@ func (v *validator) check(line int, e *Event, has fields, vhas vfields, proc, lo
 	}
 	v.prevTime = e.Time
 	v.events++
-	if e.Type == Invoke {
+	if e.F == Lost && e.Process != nemesis && effectiveKind(e.Kind) == Lease {
+		// a notice: the process's operation in flight, if any, stays so
+	} else if e.Type == Invoke {
 		proc.busy, proc.op = true, inflight{line, e.F, e.Lock, effectiveKind(e.Kind), e.Value}
 	} else {
 		proc.busy, proc.op = false, inflight{}
@@ -307,6 +312,9 @@ func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, pro
 		return msg
 	}
 	in := proc.op
+	if kind == Lease && e.F == Lost {
+		return checkNotice(e, &op[3], vhas, lock)
+	}
 	if msg := checkInFlight(e, kind, proc, lock); msg != "" {
 		return msg
 	}
@@ -409,6 +417,21 @@ func operationShapes(e *Event, has fields, kind string) (*shapes, string) {
 		return op, ""
 	}
 	return nil, fmt.Sprintf("f: unknown operation %q for a semaphore lock (want one of %s)", e.F, strings.Join(semaphoreOps, ", "))
+}
+
+// checkNotice checks a lost notice: an info event on its own, whatever
+// the process has in flight, whose value has the shape sh.
+func checkNotice(e *Event, sh *shape, vhas vfields, lock *symbol) string {
+	if e.Type != Info {
+		return fmt.Sprintf("type: a lost notice is a single info event (no invoke, no completion), got %s", e.Type)
+	}
+	if lock.kind != "" && lock.kind != Lease {
+		return fmt.Sprintf("kind: lock %q is a lease here but was a %s at line %d (no kind means semaphore)", e.Lock, lock.kind, lock.kindLine)
+	}
+	if e.Value == nil {
+		vhas = 0
+	}
+	return checkFields(sh, e, vhas, inflight{}, func() string { return "lease lost notice" })
 }
 
 // checkInFlight checks the operations in flight: one per process, and a
@@ -592,6 +615,9 @@ func fieldsOf(v *Value) vfields {
 	set(vToken, v.Token != "")
 	set(vFence, v.Fence != nil)
 	set(vOffsetMs, v.OffsetMs != nil)
+	set(vValidityMs, v.ValidityMs != nil)
+	set(vPriority, v.Priority != nil)
+	set(vThief, v.Thief != "")
 	return fs
 }
 
@@ -640,6 +666,12 @@ func fieldText(bit vfields, v *Value) string {
 		return strconv.Itoa(*v.Fence)
 	case vOffsetMs:
 		return strconv.Itoa(*v.OffsetMs)
+	case vValidityMs:
+		return strconv.Itoa(*v.ValidityMs)
+	case vPriority:
+		return strconv.Itoa(*v.Priority)
+	case vThief:
+		return strconv.Quote(v.Thief)
 	default: // vPatched
 		return strconv.FormatBool(v.Patched)
 	}

@@ -99,6 +99,10 @@ func appendEvent(buf []byte, e *Event) []byte {
 		if v.OffsetMs != nil {
 			buf = appendInt(appendKey(buf, &sep, "offset_ms"), *v.OffsetMs)
 		}
+		if v.ValidityMs != nil {
+			buf = appendInt(appendKey(buf, &sep, "validity_ms"), *v.ValidityMs)
+		}
+		buf = appendPriority(buf, &sep, v)
 		if sep == '{' {
 			buf = append(buf, '{')
 		}
@@ -178,4 +182,15 @@ func appendString(buf []byte, s string) []byte {
 	}
 	buf = append(buf, s[start:]...)
 	return append(buf, '"')
+}
+
+// appendPriority appends a priority lease's fields of v: priority, thief.
+func appendPriority(buf []byte, sep *byte, v *Value) []byte {
+	if v.Priority != nil {
+		buf = appendInt(appendKey(buf, sep, "priority"), *v.Priority)
+	}
+	if v.Thief != "" {
+		buf = appendString(appendKey(buf, sep, "thief"), v.Thief)
+	}
+	return buf
 }

@@ -7,12 +7,6 @@ import (
 	"github.com/lockprover/lockprover/histories"
 )
 
-// describeOp renders an operation the way a person reads a history:
-// "c1 acquire -> slot 2 (#12)".
-func describeOp(o *op) string {
-	return DescribeOp(o.name, o.f, o.arg, o.res, o.typ, o.err, o.index)
-}
-
 // DescribeOp renders an operation the way a person reads a history, in
 // every family's verdicts: who, what with its argument, the outcome (typ ""
 // for none) with its value or reason, the error the process gave, whether
@@ -50,9 +44,19 @@ func DescribeOp(process, f string, arg, res *histories.Value, typ histories.Type
 	return b.String()
 }
 
-func describeFault(f *fault, procs []string) string {
-	if f.target == 0 {
-		return fmt.Sprintf("%s (#%d)", f.f, f.index)
+// NeverSucceeded is available's second half, for every family: of the
+// kinds of operation tried (in order), those that some attempt no fault
+// cut short tried (fair) and none of which succeeded (ok), said as a
+// verdict's detail; "" when there are none.
+func NeverSucceeded(order []string, fair, ok map[string]int) string {
+	var never []string
+	for _, f := range order {
+		if fair[f] > 0 && ok[f] == 0 {
+			never = append(never, f)
+		}
 	}
-	return fmt.Sprintf("%s %s (#%d)", f.f, procs[f.target-1], f.index)
+	if len(never) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("no %s ever succeeded: a history in which an operation never succeeds proves nothing about it", strings.Join(never, " or "))
 }

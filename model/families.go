@@ -6,10 +6,12 @@ import (
 	"github.com/lockprover/lockprover/histories"
 )
 
-// A FamilyCheck judges one lock of a family the core does not know. It gets
+// A FamilyCheck judges one lock of a family's kind. It gets
 // the lock's events and every nemesis event of the history, in history
 // order and with their original indexes, and returns the lock's verdicts,
-// each naming the lock, in the order the family lists its properties.
+// each naming the lock, in the order the family lists its properties. The
+// events may be the caller's history itself (a history of one lock is
+// passed as it is): a check reads them and never writes them.
 type FamilyCheck func(events []histories.Event, o Options) []Verdict
 
 var families struct {
@@ -18,16 +20,17 @@ var families struct {
 }
 
 // Register makes Check judge the locks of kind with check. A family
-// registers itself from an init function, and a program links it in with
-// a blank import (cmd/lockprover/families.go), so that model need not
-// import the families. Registering the built-in kinds (semaphore, mutex),
-// an empty kind or a kind twice is a programming error, and panics.
+// registers its checker from an init function (families/amqp/check for
+// semaphores and mutexes, families/lease for lease locks), and a program
+// links it in with an import, so that model need not import the families.
+// Registering an empty kind, a nil check or a kind twice is a programming
+// error, and panics.
 func Register(kind string, check FamilyCheck) {
 	families.Lock()
 	defer families.Unlock()
 	switch {
-	case kind == "" || kind == histories.Semaphore || kind == histories.Mutex:
-		panic("model.Register: kind " + `"` + kind + `"` + " is not a family's to take")
+	case kind == "":
+		panic("model.Register: an empty kind is not a family's to take")
 	case check == nil:
 		panic("model.Register: nil check for kind " + kind)
 	case families.m[kind] != nil:
@@ -39,62 +42,48 @@ func Register(kind string, check FamilyCheck) {
 	families.m[kind] = check
 }
 
-// family returns the check registered for kind, or nil.
+// family returns the check registered for kind (a lock whose events name
+// none is a semaphore, as histories reads it), or unjudged.
 func family(kind string) FamilyCheck {
+	if kind == "" {
+		kind = histories.Semaphore
+	}
 	families.RLock()
 	defer families.RUnlock()
-	return families.m[kind]
+	if c := families.m[kind]; c != nil {
+		return c
+	}
+	return unjudged(kind)
 }
 
-// byFamily sets aside the locks of registered kinds: it returns the events
-// the core judges (h itself when no lock is of a registered kind), the
-// events of each family lock (with every nemesis event), and the order in
-// which every lock, core or family, first appears.
-func byFamily(h []histories.Event) (core []histories.Event, fam map[string]*familyLock, order []string) {
-	kinds := map[string]FamilyCheck{}
+// byLock splits h by lock: each lock's check (by the kind of its first
+// event) and events, with every event of no lock (the nemesis's), and the
+// order in which the locks first appear.
+func byLock(h []histories.Event) (locks map[string]*familyLock, order []string) {
+	locks = map[string]*familyLock{}
 	for _, e := range h {
-		if e.Lock == "" {
-			continue
-		}
-		if _, seen := kinds[e.Lock]; !seen {
-			c := family(e.Kind)
-			if c == nil && e.Kind != "" && e.Kind != histories.Semaphore && e.Kind != histories.Mutex {
-				c = unjudged(e.Kind)
-			}
-			kinds[e.Lock] = c
+		if e.Lock != "" && locks[e.Lock] == nil {
+			locks[e.Lock] = &familyLock{check: family(e.Kind)}
 			order = append(order, e.Lock)
 		}
 	}
-	any := false
-	for _, c := range kinds {
-		any = any || c != nil
-	}
-	if !any {
-		return h, nil, order
-	}
-	fam = map[string]*familyLock{}
-	for l, c := range kinds {
-		if c != nil {
-			fam[l] = &familyLock{check: c}
-		}
+	if len(order) == 1 { // a plan's history: every event is its lock's or no lock's
+		locks[order[0]].events = h
+		return locks, order
 	}
 	for _, e := range h {
-		switch {
-		case e.Lock == "":
-			core = append(core, e)
-			for _, fl := range fam {
-				fl.events = append(fl.events, e)
-			}
-		case fam[e.Lock] != nil:
-			fam[e.Lock].events = append(fam[e.Lock].events, e)
-		default:
-			core = append(core, e)
+		if e.Lock != "" {
+			locks[e.Lock].events = append(locks[e.Lock].events, e)
+			continue
+		}
+		for _, l := range locks {
+			l.events = append(l.events, e)
 		}
 	}
-	return core, fam, order
+	return locks, order
 }
 
-// A familyLock is a lock of a registered kind: its check and its events.
+// A familyLock is one lock of a history: its check and its events.
 type familyLock struct {
 	check  FamilyCheck
 	events []histories.Event

@@ -10,8 +10,11 @@ import (
 	"github.com/lockprover/lockprover/report"
 )
 
-// writeArtifacts writes plan.json, history.jsonl, history.html,
-// summary.txt and index.html (the report a person reads) into dir.
+// writeArtifacts writes plan.json, history.jsonl, summary.txt, index.html
+// (the report a person reads) and, where a linearizability check of the
+// lock gives porcupine's timeline, history.html into dir. A family whose
+// checker runs no such check (lease locks sweep intervals) gets no
+// history.html, and index.html links none: an empty page is no view.
 func writeArtifacts(dir string, cx *Counterexample) error {
 	var plan, hist, page bytes.Buffer
 	if err := cx.Plan.Write(&plan); err != nil {
@@ -39,18 +42,24 @@ func writeArtifacts(dir string, cx *Counterexample) error {
 	if replay == "" {
 		replay = "lockprover replay " + filepath.Join(dir, "plan.json")
 	}
+	timeline := "history.html"
+	if page.Len() == 0 {
+		timeline = ""
+	}
 	var index bytes.Buffer
 	if err := report.Write(&index, report.Counterexample{Property: cx.Property, Lock: cx.Result.Evidence.Lock,
 		Verdicts: cx.Report.Verdicts, History: cx.Result.History, Plan: plan.Bytes(), Summary: cx.Summary(),
-		Replay: replay, Timeline: "history.html"}); err != nil {
+		Replay: replay, Timeline: timeline}); err != nil {
 		return err
 	}
 	files := map[string][]byte{
 		"index.html":    index.Bytes(),
 		"plan.json":     plan.Bytes(),
 		"history.jsonl": hist.Bytes(),
-		"history.html":  page.Bytes(),
 		"summary.txt":   []byte(cx.Summary()),
+	}
+	if timeline != "" {
+		files[timeline] = page.Bytes()
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {

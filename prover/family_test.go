@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/lockprover/lockprover/histories"
@@ -124,9 +125,13 @@ func (f toyFamily) String() string {
 	return "the toy"
 }
 
+// judgedBy counts the toy's checks by status only (true) and in full.
+var judgedBy = map[bool]*atomic.Int64{true: {}, false: {}}
+
 // checkToy judges toy-exclusive: no take succeeds while another process
 // holds the lock (a take's ok until its holder's ok drop).
 func checkToy(events []histories.Event, o model.Options) []model.Verdict {
+	judgedBy[o.StatusOnly].Add(1)
 	v := model.Verdict{Lock: "toy", Property: toyExclusive, Status: model.Pass}
 	holder := ""
 	for _, e := range events {
@@ -152,6 +157,8 @@ func checkToy(events []histories.Event, o model.Options) []model.Verdict {
 // every plan, through Check and through a Search.
 func TestFamilySeamHolds(t *testing.T) {
 	prover.Check(t, prover.Config{Family: toyFamily{}})
+	judgedBy[true].Store(0)
+	judgedBy[false].Store(0)
 	out, err := prover.Search{Config: prover.Config{Family: toyFamily{}}, Seed: 1, Plans: 300}.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -159,11 +166,17 @@ func TestFamilySeamHolds(t *testing.T) {
 	if out.Found != nil {
 		t.Fatalf("the correct toy failed:\n%s", out.Found.Summary())
 	}
-	if out.Plans != 300 || out.Verdicts[toyExclusive][model.Pass] != 300 {
+	// A plan in which no take or drop succeeded gives the toy's checker
+	// nothing to judge: not judged, never a pass.
+	if v := out.Verdicts[toyExclusive]; out.Plans != 300 || v[model.Pass]+v[model.NotJudged] != 300 || v[model.Pass] == 0 {
 		t.Fatalf("%d plans, verdicts %v: want 300 plans, each judged %s by the toy's checker", out.Plans, out.Verdicts, toyExclusive)
 	}
 	if out.BatchSize == 0 {
 		t.Errorf("a deterministic family's search has no fixed batch size")
+	}
+	// Passing plans are judged by status only: nobody reads their excuses.
+	if q, f := judgedBy[true].Load(), judgedBy[false].Load(); q != 300 || f != 0 {
+		t.Errorf("300 passing plans judged %d times by status only and %d in full, want 300 and 0", q, f)
 	}
 }
 
@@ -171,6 +184,8 @@ func TestFamilySeamHolds(t *testing.T) {
 // plan to the minimal one (two clients taking once each), and writes a
 // counterexample that reads back and fails again.
 func TestFamilySeamCatches(t *testing.T) {
+	judgedBy[true].Store(0)
+	judgedBy[false].Store(0)
 	out, err := prover.Search{Config: prover.Config{Family: toyFamily{broken: true}}, Seed: 1, Plans: 300, Shrink: 0}.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +201,11 @@ func TestFamilySeamCatches(t *testing.T) {
 	if len(p.Clients) != 2 || steps != 2 {
 		t.Errorf("not shrunk to two takes: %+v", p.Clients)
 	}
+	// A plan that fails is judged again in full, for its report: the
+	// first found and each failing plan the shrink tries.
+	if q, f := judgedBy[true].Load(), judgedBy[false].Load(); f == 0 || f > q {
+		t.Errorf("judged %d times by status only and %d in full: want the failing plans judged again in full", q, f)
+	}
 	if out.Found.Impl != "the toy's mutant" {
 		t.Errorf("Impl %q: the family says what is proven", out.Found.Impl)
 	}
@@ -193,10 +213,14 @@ func TestFamilySeamCatches(t *testing.T) {
 	if err := out.Found.Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"plan.json", "history.jsonl", "summary.txt", "index.html", "history.html"} {
+	for _, name := range []string{"plan.json", "history.jsonl", "summary.txt", "index.html"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("counterexample: %v", err)
 		}
+	}
+	// The toy's checker is no linearizability check: no timeline to show.
+	if _, err := os.Stat(filepath.Join(dir, "history.html")); err == nil {
+		t.Errorf("counterexample: an empty history.html was written")
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "plan.json"))
 	if err != nil {

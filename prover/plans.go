@@ -12,6 +12,21 @@ import (
 	"strings"
 )
 
+// JudgedBy is how a plan was judged when it was found: the model
+// ("strict" for the strict acquire-exact model, "" the standard one) and
+// the properties whose violation counted (none: all), which a replay
+// judges it by again. A family's plan embeds it, after its other fields,
+// and so has Plan's Judged.
+type JudgedBy struct {
+	Model      string   `json:"model,omitempty"`
+	Properties []string `json:"properties,omitempty"`
+}
+
+// Judged records how the plan was judged, for replays.
+func (j *JudgedBy) Judged(model string, properties []string) {
+	j.Model, j.Properties = model, properties
+}
+
 // A PlanError is something wrong with a plan, naming the field (as
 // "nemesis[0].target"). A family's validation returns one so that
 // ParsePlan can say where in the file the field is.
@@ -205,8 +220,7 @@ func (w *jsonWalker) value(t reflect.Type, field string) error {
 // '{', through its '}'.
 func (w *jsonWalker) object(t reflect.Type, field string) error {
 	fields := map[string]reflect.StructField{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
+	for _, f := range reflect.VisibleFields(t) { // with an embedded struct's, as encoding/json reads them
 		if n, _, _ := strings.Cut(f.Tag.Get("json"), ","); n != "" && n != "-" && f.IsExported() {
 			fields[n] = f
 		}

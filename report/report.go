@@ -53,6 +53,9 @@ type Counterexample struct {
 	// Timeline is a link, relative to the page, to porcupine's view of the
 	// check; "" for none.
 	Timeline string
+	// Notes say what an import did to the history (histories.Imported's
+	// notes): operations left out, times put in the file's order.
+	Notes []string
 }
 
 // Write writes cx's page to w.
@@ -78,6 +81,14 @@ type view struct {
 	Plan        string
 	Timeline    string
 	TL          *timeline
+	Notes       []string
+	Excuses     []excuse // the excuses of the page's lock's verdicts
+}
+
+// An excuse is what a verdict let through, and why.
+type excuse struct {
+	Property string
+	Why      []segment
 }
 
 // A failure is one failed verdict other than the page's.
@@ -94,7 +105,7 @@ type segment struct {
 }
 
 func build(cx Counterexample) *view {
-	v := &view{Replay: cx.Replay, Summary: cx.Summary, Timeline: cx.Timeline}
+	v := &view{Replay: cx.Replay, Summary: cx.Summary, Timeline: cx.Timeline, Notes: cx.Notes}
 	var main *model.Verdict
 	for i := range cx.Verdicts {
 		vd := &cx.Verdicts[i]
@@ -141,6 +152,9 @@ func build(cx Counterexample) *view {
 	for _, vd := range cx.Verdicts {
 		if vd.Lock == cx.Lock {
 			v.Verdicts = append(v.Verdicts, vd)
+			for _, e := range vd.Excuses {
+				v.Excuses = append(v.Excuses, excuse{vd.Property, refs(e.Why, tl.ids)})
+			}
 		}
 	}
 	if cx.Plan != nil {

@@ -308,3 +308,24 @@ func TestErrorInTooltip(t *testing.T) {
 		t.Errorf("the error is not in the tooltip: %+v", tl.Bars)
 	}
 }
+
+// TestExcusesAndNotesAreShown checks that the page lists what each verdict
+// let through (a kill that may have ended c1's hold, an unknown outcome it
+// excuses), linked to the operations, and what an import did.
+func TestExcusesAndNotesAreShown(t *testing.T) {
+	p := render(t, "02-kill-holder.jsonl", func(cx *Counterexample) {
+		cx.Notes = []string{"2 ops have a :time earlier than the op written before them"}
+	})
+	ex := element(t, p, "excuses")
+	for _, want := range []string{"<strong>slot-exclusive</strong>", "excused only because kill c1", `href="#op-5"`, "<strong>available</strong>", "an unknown outcome, excused by kill c1"} {
+		if !strings.Contains(ex, want) {
+			t.Errorf("excuses lack %q:\n%s", want, ex)
+		}
+	}
+	if notes := element(t, p, "notes"); !strings.Contains(notes, "2 ops have a :time earlier") {
+		t.Errorf("notes: %s", notes)
+	}
+	if p := render(t, "01-turns.jsonl", nil); strings.Contains(p, `id="excuses"`) || strings.Contains(p, `id="notes"`) {
+		t.Error("a history with nothing excused and no import shows excuses or notes")
+	}
+}

@@ -241,8 +241,8 @@ func completion(h []histories.Event, inv int, target string) int {
 	e := h[inv]
 	for j := inv + 1; j < len(h); j++ {
 		f := h[j]
-		if f.Process != e.Process {
-			continue
+		if f.Process != e.Process || histories.IsNotice(&f) {
+			continue // a notice (lost) completes nothing
 		}
 		if e.Process != "nemesis" {
 			if f.Type != histories.Invoke {

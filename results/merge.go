@@ -105,6 +105,7 @@ type merger struct {
 	m       *Summary
 	props   map[string]*Property // the properties added up, by name
 	order   []string             // their names, in the order first met
+	orders  map[string]int       // the interleavings' plans added up, by order
 	end     time.Time            // when the last shard to finish finished
 	verdict string               // the worst verdict so far
 }
@@ -134,6 +135,7 @@ func (g *merger) add(n *Named, i, count int) error {
 	}
 	m.Batches = append(m.Batches, s.Batches...)
 	g.addProperties(s.Properties)
+	g.addInterleavings(s.Interleavings)
 	g.addCounterexample(s)
 	g.verdict = worse(g.verdict, s.Verdict)
 	g.addTimings(s)
@@ -160,9 +162,23 @@ func (g *merger) addProperties(ps []Property) {
 		q.Fail += p.Fail
 		q.Inconclusive += p.Inconclusive
 		q.NotJudged += p.NotJudged
+		q.Excused += p.Excused
+		if q.FirstExcuse == "" {
+			q.FirstExcuse = p.FirstExcuse
+		}
 		if q.Explanation == "" && p.Explanation != "" {
 			q.Explanation, q.Where = p.Explanation, p.Where
 		}
+	}
+}
+
+// addInterleavings adds a shard's interleavings' plans.
+func (g *merger) addInterleavings(is []Interleaving) {
+	if g.orders == nil && len(is) > 0 {
+		g.orders = map[string]int{}
+	}
+	for _, i := range is {
+		g.orders[i.Order] += i.Plans
 	}
 }
 
@@ -221,6 +237,10 @@ func (g *merger) finish(byIndex []*Named) (*Summary, error) {
 		p.Verdict = propertyVerdict(p)
 		m.Properties = append(m.Properties, *p)
 	}
+	for order, n := range g.orders {
+		m.Interleavings = append(m.Interleavings, Interleaving{Order: order, Plans: n})
+	}
+	SortInterleavings(m.Interleavings)
 	m.Timings.ElapsedSeconds = g.end.Sub(m.Timings.Started).Seconds()
 	if m.Timings.ElapsedSeconds > 0 {
 		m.Timings.PlansPerSecond = float64(m.Plans) / m.Timings.ElapsedSeconds
@@ -336,4 +356,15 @@ func configDiff(a, b map[string]string) string {
 		parts = append(parts, fmt.Sprintf("--%s=%s", k, v))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// SortInterleavings orders interleavings most often reached first, then
+// by name.
+func SortInterleavings(is []Interleaving) {
+	sort.Slice(is, func(a, b int) bool {
+		if is[a].Plans != is[b].Plans {
+			return is[a].Plans > is[b].Plans
+		}
+		return is[a].Order < is[b].Order
+	})
 }

@@ -80,6 +80,11 @@ type Summary struct {
 	// Properties are the verdicts per property, in the checker's order,
 	// counted over every plan or lock judged.
 	Properties []Property `json:"properties,omitempty"`
+	// Interleavings are the orders of two operations the plans reached
+	// ("count after another's change": an admin's count begun after
+	// another's change ended), each with how many plans showed it, most
+	// often first.
+	Interleavings []Interleaving `json:"interleavings,omitempty"`
 	// Counterexample is the first violation (or, with Inconclusive, the
 	// first plan that could not be decided), as written to disk.
 	Counterexample *Counterexample `json:"counterexample,omitempty"`
@@ -101,6 +106,13 @@ type Shard struct {
 
 func (s *Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
 
+// An Interleaving is an order of two operations and the plans that
+// reached it.
+type Interleaving struct {
+	Order string `json:"order"`
+	Plans int    `json:"plans"`
+}
+
 // A Batch is one of the seed's batches that a run drew plans from.
 type Batch struct {
 	Number int    `json:"batch"`
@@ -119,6 +131,10 @@ type Property struct {
 	Fail         int  `json:"fail"`
 	Inconclusive int  `json:"inconclusive"`
 	NotJudged    int  `json:"not_judged"`
+	// Excused counts the passes that rested on excuses (a fault that
+	// explains what would fail); FirstExcuse is the first of them.
+	Excused     int    `json:"excused,omitempty"`
+	FirstExcuse string `json:"first_excuse,omitempty"`
 	// Explanation says what went wrong (the first failure's), in words.
 	Explanation string `json:"explanation,omitempty"`
 	// Where is what the explanation is about: "FILE lock L", say.
@@ -147,9 +163,28 @@ type Counterexample struct {
 // A History is one file check judged.
 type History struct {
 	File       string     `json:"file"`
-	Format     string     `json:"format"` // jsonl or jepsen-edn
+	Format     string     `json:"format"` // jsonl, jepsen-edn or jepsen-json
 	Verdict    string     `json:"verdict"`
 	Properties []Property `json:"properties"`
+	// Notes say what an import did that a reader of the verdicts should
+	// know: operations left out, times put in the file's order, faults it
+	// did not know, operations in flight at the end.
+	Notes []string `json:"notes,omitempty"`
+	// Excuses are what the verdicts let through because a fault, a clock
+	// fault, an unknown outcome or a missing event may explain it.
+	Excuses []Excuse `json:"excuses,omitempty"`
+}
+
+// An Excuse is one thing a verdict let through because something may
+// explain it: a pass with excuses holds only if they are true.
+type Excuse struct {
+	Lock     string `json:"lock"`
+	Property string `json:"property"`
+	// Ops are the history's event indexes: what was excused, then what
+	// excused it; Lines their lines in an imported file.
+	Ops   []int  `json:"ops"`
+	Lines []int  `json:"lines,omitempty"`
+	Why   string `json:"why"`
 }
 
 // A Mutant is one row of mutants --detect.

@@ -1,6 +1,6 @@
 package sim
 
-import "github.com/lockprover/lockprover/model"
+import "github.com/lockprover/lockprover/amqplocks/broker"
 
 // method is an AMQP method a client sends.
 type method uint8
@@ -57,15 +57,15 @@ func (c *counters) sent() int {
 // Cost returns what the process named name has sent so far: the AMQP
 // methods it sent at least once by name, the connections it dialled and
 // the channels it opened. An unknown name has sent nothing.
-func (w *World) Cost(name string) model.Cost {
-	var out model.Cost
+func (w *World) Cost(name string) broker.Cost {
+	var out broker.Cost
 	w.ReadCost(name, &out)
 	return out
 }
 
 // ReadCost is Cost into c, whose map it empties and fills (making one if
 // c has none): a caller that reads costs often reuses one map.
-func (w *World) ReadCost(name string, c *model.Cost) {
+func (w *World) ReadCost(name string, c *broker.Cost) {
 	if c.Methods == nil {
 		c.Methods = map[string]int{}
 	}

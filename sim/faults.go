@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
-	"github.com/lockprover/lockprover/histories"
 )
 
 // Faults name their target: a process, or a connection by the name it was
@@ -238,23 +237,23 @@ func (w *World) start() {
 // stops and starts take no target.
 func (w *World) Strike(fault, target string) error {
 	switch fault {
-	case histories.Kill:
+	case "kill":
 		return w.Kill(target)
-	case histories.Pause:
+	case "pause":
 		return w.Pause(target)
-	case histories.Resume:
+	case "resume":
 		return w.Resume(target)
-	case histories.Partition:
+	case "partition":
 		return w.Partition(target)
-	case histories.Heal:
+	case "heal":
 		return w.Heal(target)
-	case histories.ForceClose:
+	case "force-close":
 		return w.ForceClose(target)
 	case "close-socket":
 		return w.CloseSocket(target)
-	case histories.DropReply:
+	case "drop-reply":
 		return w.DropReply(target)
-	case histories.RestartBroker:
+	case "restart-broker":
 		return w.RestartBroker()
 	case "stop-broker":
 		return w.StopBroker()

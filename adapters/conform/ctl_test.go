@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/backends/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/sim/semantics"
 )
 

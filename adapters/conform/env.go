@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/proxy"
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/backends/proxy"
+	"github.com/lockprover/lockprover/backends/rabbitmq"
 	"github.com/lockprover/lockprover/sim/semantics"
 )
 
@@ -93,6 +93,17 @@ func (t *Target) Prefix() string { return t.prefix }
 // (about a millisecond each) rather than plain commands (about a second).
 func (t *Target) FastCtl() bool { return t.ctl.Fast() }
 
+// ctlBudget bounds one step that asks rabbitmqctl (an inspection, a
+// fault): a step runs a few queries, and plain rabbitmqctl boots an Erlang
+// VM for each, which took over 20s apiece on a loaded machine (a minute
+// for a forced close's three queries was once not enough).
+func (t *Target) ctlBudget() time.Duration {
+	if t.FastCtl() {
+		return time.Minute
+	}
+	return 5 * time.Minute
+}
+
 // Close deletes every queue whose name starts with the Target's prefix and
 // releases the Target's resources.
 func (t *Target) Close() error {
@@ -149,7 +160,7 @@ func (t *Target) NewEnv() *Env {
 // Env is semantics.Env on a real RabbitMQ broker.
 //
 //   - Dial: each table connection ("A", "B", ...) goes through its own
-//     fault proxy (adapters/proxy) and is dialled with the amqp091-go
+//     fault proxy (backends/proxy) and is dialled with the amqp091-go
 //     adapter, with connection_name "<prefix><A>#<n>" (n counts A's dials).
 //   - Inspect: the queue as rabbitmqctl's list_queues sees it (durable,
 //     auto_delete, owner_pid, messages_ready, consumers). Messages are the
@@ -451,7 +462,7 @@ func (e *Env) Now() time.Duration { return time.Since(e.start) }
 
 // Inspect describes a queue (its full name) from the broker's side.
 func (e *Env) Inspect(queue string) (semantics.QueueState, bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), e.t.ctlBudget())
 	defer cancel()
 	if err := e.settle(); err != nil {
 		return semantics.QueueState{}, false, err
@@ -515,7 +526,7 @@ func (e *Env) pidsOf(ctx context.Context, conn string) ([]string, error) {
 
 // Fault injects a connection fault on the table connection conn.
 func (e *Env) Fault(kind, conn string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), e.t.ctlBudget())
 	defer cancel()
 	p := e.proxies.Get(conn)
 	if p == nil {

@@ -17,7 +17,7 @@ import (
 // MariaDBOptions configure MariaDBDifferential.
 type MariaDBOptions struct {
 	// DSN is the MariaDB, as go-sql-driver/mysql reads it; "" means
-	// $LOCKPROVER_MYSQL_DSN, or adapters/mysql's DefaultDSN without it.
+	// $LOCKPROVER_MYSQL_DSN, or backends/mysql's DefaultDSN without it.
 	// Its user needs CREATE and DROP in the database, and PROCESS (SHOW ENGINE
 	// INNODB STATUS).
 	DSN string
@@ -28,9 +28,13 @@ type MariaDBOptions struct {
 	// MaxSteps bounds the drawn steps of a sequence (besides setting its
 	// tables and keys up); 0 means 40.
 	MaxSteps int
-	// Shrink is the time given to minimise a divergence (a quarter to
-	// rapid, the rest to taking steps out); 0 means 60 s.
-	Shrink time.Duration
+	// Shrink is the time rapid is given to shrink a divergence's draws; 0
+	// means 15 s. Steps are then taken out of the sequence itself until
+	// none can go (at most TrimRuns more runs on MariaDB, 0 meaning 1000):
+	// the result is minimal in steps however loaded the machine, which a
+	// time bound alone cannot promise.
+	Shrink   time.Duration
+	TrimRuns int
 	// Replays is how many times the minimal divergence runs again on
 	// MariaDB; 0 means 3.
 	Replays int
@@ -50,7 +54,10 @@ func (o MariaDBOptions) withDefaults() MariaDBOptions {
 		o.MaxSteps = 40
 	}
 	if o.Shrink <= 0 {
-		o.Shrink = time.Minute
+		o.Shrink = 15 * time.Second
+	}
+	if o.TrimRuns <= 0 {
+		o.TrimRuns = 1000
 	}
 	if o.Replays <= 0 {
 		o.Replays = 3
@@ -176,10 +183,10 @@ func MariaDBDifferential(ctx context.Context, o MariaDBOptions) (rep *MariaDBRep
 		return r.out, fmt.Errorf("conform: %w", err)
 	}
 	if r.found != nil && r.err == nil {
-		// rapid shrinks the draws for a quarter of the time; the rest goes
-		// to trim, which takes steps out of the sequence itself (a draw
-		// that rapid changes reshapes every step drawn after it).
-		if _, err := rapidbatch.ShrinkAlone(o.Seed, b, i, o.Shrink/4, func(rt *rapid.T) {
+		// rapid shrinks the draws; trim then takes steps out of the
+		// sequence itself (a draw that rapid changes reshapes every step
+		// drawn after it).
+		if _, err := rapidbatch.ShrinkAlone(o.Seed, b, i, o.Shrink, func(rt *rapid.T) {
 			if r.run(draw(rt)) {
 				rt.Fatalf("a step differs")
 			}
@@ -188,7 +195,7 @@ func MariaDBDifferential(ctx context.Context, o MariaDBOptions) (rep *MariaDBRep
 		}
 	}
 	if r.found != nil && r.err == nil {
-		r.trim(time.Now().Add(o.Shrink - o.Shrink/4))
+		r.trim(o.TrimRuns)
 		r.replay()
 		r.out.Found = r.found
 	}
@@ -336,11 +343,12 @@ func (r *mariaRun) diverges(seq DBSeq) *DBDivergence {
 
 // trim takes steps out of the smallest divergence, one at a time, keeping
 // each removal after which the sequence still diverges first at a step of
-// the same statement, until no step can go or the deadline passes; then
-// it drops connections no step uses.
-func (r *mariaRun) trim(deadline time.Time) {
+// the same statement, until no step can go (or budget runs on MariaDB are
+// spent, or ctx ends); then it drops connections no step uses.
+func (r *mariaRun) trim(budget int) {
 	stmt := stepAt(r.found.Real, r.found.First).Op.Stmt
 	try := func(seq DBSeq) bool {
+		budget--
 		d := r.diverges(seq)
 		if d == nil || stepAt(d.Real, d.First).Op.Stmt != stmt {
 			return false
@@ -351,7 +359,7 @@ func (r *mariaRun) trim(deadline time.Time) {
 	for again := true; again; {
 		again = false
 		for i := len(r.found.Seq.Ops) - 1; i >= 0; i-- {
-			if time.Now().After(deadline) || r.ctx.Err() != nil {
+			if budget <= 0 || r.ctx.Err() != nil {
 				return
 			}
 			if i >= len(r.found.Seq.Ops) {
@@ -368,7 +376,7 @@ func (r *mariaRun) trim(deadline time.Time) {
 	for _, o := range r.found.Seq.Ops {
 		used = max(used, o.Conn+1)
 	}
-	if seq := r.found.Seq; used < seq.Conns {
+	if seq := r.found.Seq; used < seq.Conns && budget > 0 {
 		seq.Conns = max(used, 2)
 		try(seq)
 	}
@@ -393,7 +401,7 @@ func (r *mariaRun) replay() {
 // MariaDB is the database semaphore's conformance check, as `lockprover
 // conform --kind db-semaphore` runs it: runs sequences drawn from seed on
 // sqlsim and on the MariaDB that dsn names ("" means
-// $LOCKPROVER_MYSQL_DSN, or adapters/mysql's DefaultDSN), shrinking the
+// $LOCKPROVER_MYSQL_DSN, or backends/mysql's DefaultDSN), shrinking the
 // first divergence. It writes to out what it runs against, a line every tenth
 // of the runs, and the summary, with the minimal divergence if there is
 // one. It returns an error (wrapping ErrNoMariaDB or ErrHarness) only if

@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	lpmysql "github.com/lockprover/lockprover/adapters/mysql"
+	lpmysql "github.com/lockprover/lockprover/backends/mysql"
 )
 
 // The sequence on MariaDB: a connection of its own per connection of the

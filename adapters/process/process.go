@@ -1,8 +1,18 @@
 // Package process runs lock implementations written in any language as
-// processes that speak lockprover's JSON-lines protocol (docs/protocol.md):
-// Impl is the harness side, one process per client and admin of a run, and
-// Serve is the implementation side, which serves lockprover's own reference
-// (and its mutants) over the protocol.
+// processes that speak lockprover's JSON-lines protocol (docs/protocol.md),
+// for every lock family alike. A Launcher starts one process per client
+// (by /bin/sh -c, in a process group of its own, the tail of its stderr
+// kept), shakes hands with init, counts the starts that failed (run by
+// run) and kills what is left on an interrupt; a Client sends it requests with increasing
+// ids and reads their replies within a timeout, giving up on a process
+// that breaks the protocol (the operation's outcome is then unknown). A
+// Server is the implementation side's transport, and a Checker prints the
+// checks of validate-impl.
+//
+// What a request and its reply mean is no business of this package's:
+// each family brings its side of the protocol from its own folder
+// (families/amqp, families/dbsemaphore), built on this one, which imports
+// no family.
 package process
 
 import (
@@ -11,8 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lockprover/lockprover/families/amqp"
-	"github.com/lockprover/lockprover/prover"
 	"io"
 	"os"
 	"os/exec"
@@ -22,14 +30,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
-	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/prover"
 )
 
-// Impl is an implementation under test that runs as processes: Command is
-// started (by /bin/sh -c, in a process group of its own) for each client
-// and admin, and spoken to over the protocol.
-type Impl struct {
+// A Launcher starts the processes of an implementation under test: Command
+// is started (by /bin/sh -c, in a process group of its own) for each
+// client, and spoken to over the protocol. A family wraps it in its own
+// terms (the init it sends, what replies mean).
+type Launcher struct {
 	Command string
 	// Timeout bounds an operation; 0 means 30 s. A process that does not
 	// answer in time is killed and its operation's outcome is unknown.
@@ -38,148 +47,171 @@ type Impl struct {
 	// (docs/protocol.md). A process that does not answer in time did not
 	// start.
 	InitTimeout time.Duration
+	// Redact, if set, hides what else than a URL's password (always
+	// hidden) the errors of a start may show: a DSN's password, say.
+	Redact func(string) string
+	// Refusal, if set, says in the family's words what a definite error
+	// answering init was, for "refused to start: ..."; unset, its code
+	// and text.
+	Refusal func(*ErrorReply) string
 
-	mu     sync.Mutex
-	broken error // set after the implementation failed to start twice
-	starts int   // failed starts so far
-	procs  map[*client]bool
+	mu sync.Mutex
+	// failed holds, by run, the starts of the implementation that failed
+	// in it so far: only runs that had one, so that it stays small.
+	failed map[string][]error
+	procs  map[*Client]bool
 }
 
-// handshake bounds the init exchange: the protocol's 10 s.
-const handshake = 10 * time.Second
+// HandshakeTimeout bounds the init exchange unless Launcher.InitTimeout
+// says otherwise: the protocol's 10 s.
+const HandshakeTimeout = 10 * time.Second
 
-// Connect starts a process for the client name of plan p and shakes hands.
-// The broker must be a real one that gives each process its own URL (the
-// RabbitMQ target's fault proxy). The implementation failing to start (it
-// exited, hung, wrote garbage or refused before init_ok) is a
-// *prover.ImplementationError; after two, Impl starts no more processes
-// and every Connect fails with one. Any other error (the broker out of
-// reach, as the process said with an error without definite; ctx done)
-// may pass if tried again.
-func (i *Impl) Connect(ctx context.Context, b broker.Broker, p *amqp.Plan, name string) (amqp.Client, error) {
-	u, ok := b.(interface{ URL() string })
-	if !ok {
-		return nil, &prover.ImplementationError{Msg: "an implementation in processes needs a real broker (--target rabbitmq)"}
+// Connect starts a process as client name of run (a plan's run: each has
+// a name of its own, its lock's or table prefix, say) and shakes hands
+// with init (its id is added). The implementation failing to start (it
+// exited, hung, wrote garbage or refused with a definite error before
+// init_ok) is a *prover.ImplementationError; after two in a run, the
+// Launcher starts no more processes for that run and its every Connect
+// fails with one. Failures are counted run by run so that each is charged
+// to the run (the plan) whose process failed, never to another that
+// happens to run at the same time or next. Any other error (a backend out
+// of reach, as the process said with an *ErrorReply without Definite;
+// ctx done) may pass if tried again. Stop kills the processes it started.
+func (l *Launcher) Connect(ctx context.Context, run, name string, init Request) (*Client, error) {
+	l.mu.Lock()
+	if failed := l.failed[run]; len(failed) >= 2 {
+		l.mu.Unlock()
+		return nil, &prover.ImplementationError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice in this run (%v)", name, failed[len(failed)-1])}
 	}
-	i.mu.Lock()
-	if i.broken != nil {
-		i.mu.Unlock()
-		return nil, &prover.ImplementationError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice (%v)", name, i.broken)}
-	}
-	i.mu.Unlock()
-	c, err := i.launch(ctx, name, p.Kind, p.Lock, u.URL(), int(p.Options.Heartbeat().Milliseconds()))
-	i.mu.Lock()
-	defer i.mu.Unlock()
+	l.mu.Unlock()
+	c, err := l.Launch(ctx, name, init)
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var ie *prover.ImplementationError
 	if errors.As(err, &ie) {
-		if i.starts++; i.starts >= 2 {
-			i.broken = err
+		if l.failed == nil {
+			l.failed = map[string][]error{}
 		}
+		l.failed[run] = append(l.failed[run], err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if i.procs == nil {
-		i.procs = map[*client]bool{}
+	if l.procs == nil {
+		l.procs = map[*Client]bool{}
 	}
-	i.procs[c] = true
+	l.procs[c] = true
 	c.gone = func() {
-		i.mu.Lock()
-		delete(i.procs, c)
-		i.mu.Unlock()
+		l.mu.Lock()
+		delete(l.procs, c)
+		l.mu.Unlock()
 	}
 	return c, nil
 }
 
-// launch starts a process as client name of the lock (kind, lock) on the
-// broker at url and shakes hands. On failure the process is gone, and the
-// error is a *prover.ImplementationError when the implementation cannot
-// start; anything else (the broker out of reach, ctx done) may pass if
-// tried again.
-func (i *Impl) launch(ctx context.Context, name, kind, lock, url string, heartbeatMs int) (*client, error) {
-	c, err := start(i.Command, name, i.timeout())
-	if err != nil {
-		return nil, err
+// Launch is Connect for a process of its own, outside the count of failed
+// starts and Stop's reach (a preflight's probe, which the caller ends).
+// On failure the process is gone.
+func (l *Launcher) Launch(ctx context.Context, name string, init Request) (*Client, error) {
+	c, err := l.Handshake(ctx, name, init)
+	if err == nil || c == nil {
+		return c, err
 	}
-	c.kind = kind
-	_, err = c.amqpCall(ctx, i.initTimeout(), request{"type": "init", "client": name, "lock": kind, "name": lock, "url": url, "heartbeat_ms": heartbeatMs}, "init_ok")
-	if err == nil {
-		return c, nil
-	}
-	var re *errorReply // without definite: amqpCall made a definite one a *amqp.Failure
-	var f *amqp.Failure
-	switch {
-	case ctx.Err() != nil, errors.As(err, &re):
-		// Cut short by the harness (its client was killed), or the broker
-		// out of reach (a fault, say).
-	case errors.As(err, &f):
-		err = &prover.ImplementationError{Msg: rabbitmq.Redact(fmt.Sprintf("%s refused to start: %s", name, f.Reason))}
-	default:
-		why := strings.TrimPrefix(c.Crashed(), "crashed: ")
-		if why == "" {
-			why = err.Error()
-		}
-		err = &prover.ImplementationError{Msg: rabbitmq.Redact(fmt.Sprintf("%s did not start: %s", name, why))}
-	}
-	c.Signal(syscall.SIGKILL)
-	c.wait()
+	err = l.StartFailure(ctx, c, err)
+	c.Kill()
 	return nil, err
 }
 
-// Preflight starts one process as the probe of a throwaway lock of the
-// given kind on the broker at url, shakes hands and ends it: an
-// implementation that cannot start fails here at once, with its stderr,
-// rather than in every plan of a run.
-func (i *Impl) Preflight(ctx context.Context, url, kind string) error {
-	c, err := i.launch(ctx, "probe", kind, rabbitmq.UniqueName("lp-preflight-"), url, 1000)
-	var re *errorReply
-	switch {
-	case errors.As(err, &re):
-		return fmt.Errorf("probe could not reach the broker: %v", re)
-	case err != nil:
-		return err
+// Handshake starts a process as client name and sends it init. With a
+// client, the error is init's as the process answered it (an
+// *ErrorReply), or why it did not answer init_ok (then the client's
+// Crashed says more), and the process is left for the caller to judge and
+// kill (validate-impl's checks); without one, nothing started.
+func (l *Launcher) Handshake(ctx context.Context, name string, init Request) (*Client, error) {
+	c, err := start(l.Command, name, l.timeout())
+	if err != nil {
+		var ie *prover.ImplementationError
+		if errors.As(err, &ie) {
+			return nil, &prover.ImplementationError{Msg: l.redact(ie.Msg)}
+		}
+		return nil, err
 	}
-	return c.Close()
+	_, err = c.Call(ctx, l.InitTimeoutOrDefault(), init, "init_ok")
+	return c, err
+}
+
+// StartFailure is err, the failure of c's handshake, as Connect reports
+// it: a *prover.ImplementationError when the implementation failed itself
+// (a definite refusal, a crash, a broken or missing reply); as it is when
+// it may pass if tried again (an *ErrorReply without Definite: a backend
+// out of reach; ctx done).
+func (l *Launcher) StartFailure(ctx context.Context, c *Client, err error) error {
+	var e *ErrorReply
+	switch {
+	case ctx.Err() != nil, errors.As(err, &e) && !e.Definite:
+		return err
+	case errors.As(err, &e):
+		refusal := e.describe()
+		if l.Refusal != nil {
+			refusal = l.Refusal(e)
+		}
+		return &prover.ImplementationError{Msg: l.redact(fmt.Sprintf("%s refused to start: %s", c.name, refusal))}
+	}
+	why := strings.TrimPrefix(c.Crashed(), "crashed: ")
+	if why == "" {
+		why = err.Error()
+	}
+	return &prover.ImplementationError{Msg: l.redact(fmt.Sprintf("%s did not start: %s", c.name, why))}
+}
+
+// redact hides URLs' passwords in s, and whatever Redact hides.
+func (l *Launcher) redact(s string) string {
+	if l.Redact != nil {
+		s = l.Redact(s)
+	}
+	return rabbitmq.Redact(s)
 }
 
 // String is the implementation's command, for reports.
-func (i *Impl) String() string { return fmt.Sprintf("the implementation %q", i.Command) }
+func (l *Launcher) String() string { return fmt.Sprintf("the implementation %q", l.Command) }
 
-func (i *Impl) timeout() time.Duration {
-	if i.Timeout > 0 {
-		return i.Timeout
+func (l *Launcher) timeout() time.Duration {
+	if l.Timeout > 0 {
+		return l.Timeout
 	}
 	return 30 * time.Second
 }
 
-func (i *Impl) initTimeout() time.Duration {
-	if i.InitTimeout > 0 {
-		return i.InitTimeout
+// InitTimeoutOrDefault is how long a process has to answer init.
+func (l *Launcher) InitTimeoutOrDefault() time.Duration {
+	if l.InitTimeout > 0 {
+		return l.InitTimeout
 	}
-	return handshake
+	return HandshakeTimeout
 }
 
-// Stop kills every process still running (after an interrupt, say).
-func (i *Impl) Stop() {
-	i.mu.Lock()
-	cs := make([]*client, 0, len(i.procs))
-	for c := range i.procs {
+// Stop kills every process Connect started that is still running (after
+// an interrupt, say).
+func (l *Launcher) Stop() {
+	l.mu.Lock()
+	cs := make([]*Client, 0, len(l.procs))
+	for c := range l.procs {
 		cs = append(cs, c)
 	}
-	i.mu.Unlock()
+	l.mu.Unlock()
 	for _, c := range cs {
-		c.Signal(syscall.SIGKILL)
-		c.wait()
+		c.Kill()
 	}
 }
 
-// request is one protocol request; the id is added when it is sent.
-type request map[string]any
+// A Request is one protocol request: its type and fields; Call adds the
+// id.
+type Request map[string]any
 
-// client is one running process, of any family: started, read, timed out,
-// signalled and ended the same way, and asked by call. What its replies
-// mean is the family's: ops.go for amqp-locks, lease.go for lease locks.
-type client struct {
+// A Client is one running process, of any family: started, read, timed
+// out, signalled and ended the same way, and asked by Call. What its
+// replies mean is its family's.
+type Client struct {
 	name    string
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
@@ -187,7 +219,6 @@ type client struct {
 	exited  chan struct{} // closed once the process has been reaped
 	stderr  *tail
 	timeout time.Duration
-	kind    string // amqp-locks: semaphore or mutex
 	gone    func()
 
 	mu       sync.Mutex
@@ -195,10 +226,11 @@ type client struct {
 	last     string // the last request sent
 	crashed  string // why the process is gone or was given up on
 	exitOnly bool   // crashed says only that it exited
+	hung     bool   // crashed says that an operation got no answer in time
 	killed   bool   // the harness killed it on purpose
 }
 
-func start(command, name string, timeout time.Duration) (*client, error) {
+func start(command, name string, timeout time.Duration) (*Client, error) {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
@@ -212,7 +244,7 @@ func start(command, name string, timeout time.Duration) (*client, error) {
 		return nil, err
 	}
 	cmd.Stdout = w
-	c := &client{name: name, cmd: cmd, stdin: stdin, lines: make(chan string, 16), exited: make(chan struct{}),
+	c := &Client{name: name, cmd: cmd, stdin: stdin, lines: make(chan string, 16), exited: make(chan struct{}),
 		stderr: &tail{}, timeout: timeout, next: 1}
 	cmd.Stderr = c.stderr
 	err = cmd.Start()
@@ -221,20 +253,7 @@ func start(command, name string, timeout time.Duration) (*client, error) {
 		stdout.Close()
 		return nil, &prover.ImplementationError{Msg: fmt.Sprintf("%s: cannot start %q: %v", name, command, err)}
 	}
-	go func() {
-		defer stdout.Close()
-		r := bufio.NewReaderSize(stdout, 64<<10)
-		for {
-			line, err := r.ReadString('\n')
-			if line != "" {
-				c.lines <- strings.TrimRight(line, "\r\n")
-			}
-			if err != nil {
-				close(c.lines)
-				return
-			}
-		}
-	}()
+	go c.read(stdout)
 	go func() {
 		err := cmd.Wait()
 		c.mu.Lock()
@@ -250,6 +269,22 @@ func start(command, name string, timeout time.Duration) (*client, error) {
 	return c, nil
 }
 
+// read passes stdout's lines to c.lines until it ends.
+func (c *Client) read(stdout *os.File) {
+	defer stdout.Close()
+	r := bufio.NewReaderSize(stdout, 64<<10)
+	for {
+		line, err := r.ReadString('\n')
+		if line != "" {
+			c.lines <- strings.TrimRight(line, "\r\n")
+		}
+		if err != nil {
+			close(c.lines)
+			return
+		}
+	}
+}
+
 func exitStatus(err error) string {
 	if err == nil {
 		return "status 0"
@@ -257,38 +292,54 @@ func exitStatus(err error) string {
 	return err.Error()
 }
 
-// A reply is a process's answer to a request, in no family's terms: its
+// Name is the client's name (c1, admin, probe, ...).
+func (c *Client) Name() string { return c.name }
+
+// Pid is the process's id (the leader of its process group).
+func (c *Client) Pid() int { return c.cmd.Process.Pid }
+
+// Timeout is the Launcher's bound on an operation.
+func (c *Client) Timeout() time.Duration { return c.timeout }
+
+// A Reply is a process's answer to a request, in no family's terms: its
 // type, one the request wanted, and its fields.
-type reply struct {
-	typ    string
-	fields map[string]json.RawMessage
+type Reply struct {
+	Type   string
+	Fields map[string]json.RawMessage
 }
 
-// An errorReply is a process's answer "error", in no family's terms:
-// definite, the request certainly had no effect; otherwise its outcome is
-// unknown. Each family makes it an error of its own (amqpCall,
-// LeaseClient.call); amqp-locks keeps one without definite as it is.
-type errorReply struct {
-	code, text string
-	definite   bool
+// An ErrorReply is a process's answer "error", in no family's terms:
+// Definite, the request certainly had no effect; otherwise its outcome is
+// unknown. Each family makes it an error of its own.
+type ErrorReply struct {
+	Code, Text string
+	Definite   bool
 }
 
-func (e *errorReply) Error() string { return rabbitmq.Redact(e.code + ": " + e.text) }
+func (e *ErrorReply) Error() string { return rabbitmq.Redact(e.Code + ": " + e.Text) }
 
-// errGone is the error of a request to a process already gone or given up
+// describe is the error's code, and its text if it has one.
+func (e *ErrorReply) describe() string {
+	if e.Text == "" {
+		return e.Code
+	}
+	return e.Code + ": " + e.Text
+}
+
+// ErrGone is the error of a request to a process already gone or given up
 // on: nothing was sent.
-var errGone = errors.New("the process is gone")
+var ErrGone = errors.New("the process is gone")
 
-// call sends req and waits up to d (within ctx) for its reply, which must
+// Call sends req and waits up to d (within ctx) for its reply, which must
 // echo its id and have one of the types wants, or be an error. It returns
-// the reply; an error reply is an *errorReply, a process already gone
-// errGone, and anything else that goes wrong an error of unknown outcome
+// the reply; an error reply is an *ErrorReply, a process already gone
+// ErrGone, and anything else that goes wrong an error of unknown outcome
 // with the process given up on.
-func (c *client) call(ctx context.Context, d time.Duration, req request, wants ...string) (reply, error) {
+func (c *Client) Call(ctx context.Context, d time.Duration, req Request, wants ...string) (Reply, error) {
 	c.mu.Lock()
 	if c.crashed != "" || c.killed {
 		c.mu.Unlock()
-		return reply{}, errGone
+		return Reply{}, ErrGone
 	}
 	id := c.next
 	c.next++
@@ -297,7 +348,7 @@ func (c *client) call(ctx context.Context, d time.Duration, req request, wants .
 	c.last = string(line)
 	c.mu.Unlock()
 	if _, err := c.stdin.Write(append(line, '\n')); err != nil {
-		return reply{}, c.ended(fmt.Sprintf("could not be written to (%v)", err))
+		return Reply{}, c.ended(fmt.Sprintf("could not be written to (%v)", err))
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -305,67 +356,67 @@ func (c *client) call(ctx context.Context, d time.Duration, req request, wants .
 	select {
 	case l, ok := <-c.lines:
 		if !ok {
-			return reply{}, c.ended("closed its stdout")
+			return Reply{}, c.ended("closed its stdout")
 		}
 		text = l
 	case <-timer.C:
-		return reply{}, c.giveUp(fmt.Sprintf("did not answer within %v", d))
+		return Reply{}, c.hang(req["type"], d)
 	case <-ctx.Done():
-		return reply{}, c.giveUp(fmt.Sprintf("did not answer before %v", ctx.Err()))
+		return Reply{}, c.GiveUp(fmt.Sprintf("did not answer before %v", ctx.Err()))
 	}
-	r, err := c.read(text, id, wants)
+	r, err := c.decode(text, id, wants)
 	if err != nil {
-		return reply{}, err
+		return Reply{}, err
 	}
-	if r.typ != "error" {
+	if r.Type != "error" {
 		return r, nil
 	}
-	return reply{}, c.readError(r.fields, text)
+	return Reply{}, c.decodeError(r.Fields, text)
 }
 
-// read decodes text, the reply to request id, which must be a JSON object
-// with that id and a type, one of wants or "error".
-func (c *client) read(text string, id int, wants []string) (reply, error) {
+// decode decodes text, the reply to request id, which must be a JSON
+// object with that id and a type, one of wants or "error".
+func (c *Client) decode(text string, id int, wants []string) (Reply, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(text), &fields); err != nil || fields == nil {
-		return reply{}, c.giveUp(fmt.Sprintf("wrote a line that is not a JSON object: %.200q", text))
+		return Reply{}, c.GiveUp(fmt.Sprintf("wrote a line that is not a JSON object: %.200q", text))
 	}
 	rawID, ok := fields["id"]
 	if !ok {
-		return reply{}, c.giveUp(fmt.Sprintf("answered without an id: %.200s", text))
+		return Reply{}, c.GiveUp(fmt.Sprintf("answered without an id: %.200s", text))
 	}
 	var gotID int
 	if err := json.Unmarshal(rawID, &gotID); err != nil {
-		return reply{}, c.giveUp(fmt.Sprintf("answered with an id that is not an integer (%s): %.200s", rawID, text))
+		return Reply{}, c.GiveUp(fmt.Sprintf("answered with an id that is not an integer (%s): %.200s", rawID, text))
 	}
 	var typ string
 	if err := json.Unmarshal(fields["type"], &typ); err != nil || fields["type"] == nil {
-		return reply{}, c.giveUp(fmt.Sprintf("answered without a \"type\" string: %.200s", text))
+		return Reply{}, c.GiveUp(fmt.Sprintf("answered without a \"type\" string: %.200s", text))
 	}
 	if gotID != id {
-		return reply{}, c.giveUp(fmt.Sprintf("answered id %d to request id %d: %.200s", gotID, id, text))
+		return Reply{}, c.GiveUp(fmt.Sprintf("answered id %d to request id %d: %.200s", gotID, id, text))
 	}
 	if typ != "error" && !slices.Contains(wants, typ) {
-		return reply{}, c.giveUp(fmt.Sprintf("answered %q to a request that wants %s: %.200s", typ, strings.Join(quoted(wants), " or "), text))
+		return Reply{}, c.GiveUp(fmt.Sprintf("answered %q to a request that wants %s: %.200s", typ, strings.Join(quoted(wants), " or "), text))
 	}
-	return reply{typ: typ, fields: fields}, nil
+	return Reply{Type: typ, Fields: fields}, nil
 }
 
-// readError decodes an error reply's fields (text is the whole line, for
-// messages) into an *errorReply.
-func (c *client) readError(fields map[string]json.RawMessage, text string) error {
-	e := &errorReply{}
-	if err := json.Unmarshal(fields["code"], &e.code); err != nil || e.code == "" {
-		return c.giveUp(fmt.Sprintf("sent an error without a \"code\" string: %.200s", text))
+// decodeError decodes an error reply's fields (text is the whole line,
+// for messages) into an *ErrorReply.
+func (c *Client) decodeError(fields map[string]json.RawMessage, text string) error {
+	e := &ErrorReply{}
+	if err := json.Unmarshal(fields["code"], &e.Code); err != nil || e.Code == "" {
+		return c.GiveUp(fmt.Sprintf("sent an error without a \"code\" string: %.200s", text))
 	}
 	if raw, ok := fields["text"]; ok {
-		if err := json.Unmarshal(raw, &e.text); err != nil {
-			return c.giveUp(fmt.Sprintf("sent an error whose \"text\" is not a string: %.200s", text))
+		if err := json.Unmarshal(raw, &e.Text); err != nil {
+			return c.GiveUp(fmt.Sprintf("sent an error whose \"text\" is not a string: %.200s", text))
 		}
 	}
 	if raw, ok := fields["definite"]; ok {
-		if err := json.Unmarshal(raw, &e.definite); err != nil {
-			return c.giveUp(fmt.Sprintf("sent an error whose \"definite\" is not true or false: %.200s", text))
+		if err := json.Unmarshal(raw, &e.Definite); err != nil {
+			return c.GiveUp(fmt.Sprintf("sent an error whose \"definite\" is not true or false: %.200s", text))
 		}
 	}
 	return e
@@ -379,9 +430,10 @@ func quoted(ss []string) []string {
 	return out
 }
 
-// giveUp kills the process and records why (rather than a bare exit, which
-// says less); the operation's outcome is unknown.
-func (c *client) giveUp(why string) error {
+// GiveUp kills the process and records why (rather than a bare exit, which
+// says less): a reply the family cannot read, say. The operation's outcome
+// is unknown; the error says the process's name and why.
+func (c *Client) GiveUp(why string) error {
 	why = rabbitmq.Redact(why)
 	c.mu.Lock()
 	if c.crashed == "" || c.exitOnly {
@@ -392,10 +444,25 @@ func (c *client) giveUp(why string) error {
 	return fmt.Errorf("%s %s", c.name, why)
 }
 
+// hang gives the process up because it did not answer an operation of
+// type typ within d, and says so plainly: a hang is a finding of its own
+// ("hung: no answer to its refresh within 30s"), not a crash. An init
+// that gets no answer is a start that failed, said as before ("did not
+// answer within 10s (--init-timeout gives a process more)").
+func (c *Client) hang(typ any, d time.Duration) error {
+	if typ == "init" {
+		return c.GiveUp(fmt.Sprintf("did not answer within %v (--init-timeout gives a process more)", d))
+	}
+	c.mu.Lock()
+	c.hung = c.crashed == "" || c.exitOnly // GiveUp's why is the one kept
+	c.mu.Unlock()
+	return c.GiveUp(fmt.Sprintf("hung: no answer to its %v within %v", typ, d))
+}
+
 // ended is the error of a request the process can no longer answer: most
 // often it has exited, and the error says so; one still running a second
 // later is given up on for why.
-func (c *client) ended(why string) error {
+func (c *Client) ended(why string) error {
 	select {
 	case <-c.exited:
 		c.mu.Lock()
@@ -405,13 +472,13 @@ func (c *client) ended(why string) error {
 		}
 		return fmt.Errorf("%s %s", c.name, why)
 	case <-time.After(time.Second):
-		return c.giveUp(why)
+		return c.GiveUp(why)
 	}
 }
 
-// why describes the process's end for a report: the reason, its last
+// Why describes the process's end for a report: the reason, its last
 // request, and the end of its stderr.
-func (c *client) why() string {
+func (c *Client) Why() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.crashed
@@ -427,17 +494,32 @@ func (c *client) why() string {
 	return rabbitmq.Redact(s)
 }
 
-func (c *client) Crashed() string {
+// Crashed says why the process is gone, with Why, if it crashed or was
+// given up on (not if the harness killed it); "" otherwise. A process
+// that hung says "hung: ..." (which operation, for how long) rather than
+// "crashed: ...".
+func (c *Client) Crashed() string {
 	c.mu.Lock()
-	crashed := c.crashed != "" && !c.killed
+	crashed, hung := c.crashed != "" && !c.killed, c.hung
 	c.mu.Unlock()
-	if !crashed {
+	switch {
+	case !crashed:
 		return ""
+	case hung:
+		return c.Why()
 	}
-	return "crashed: " + c.why()
+	return "crashed: " + c.Why()
 }
 
-func (c *client) Broken() bool {
+// ExitedCleanly says whether the process exited by itself with status 0.
+func (c *Client) ExitedCleanly() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.exitOnly && c.crashed == "exited (status 0)"
+}
+
+// Broken says whether the process is gone or was given up on.
+func (c *Client) Broken() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.crashed != "" || c.killed
@@ -446,7 +528,7 @@ func (c *client) Broken() bool {
 // Signal delivers sig to the process group; a SIGKILL is the harness's own
 // doing, not a crash. Once the process has exited (and was reaped, so its
 // number may be another's) it does nothing.
-func (c *client) Signal(sig syscall.Signal) {
+func (c *Client) Signal(sig syscall.Signal) {
 	select {
 	case <-c.exited:
 		return
@@ -460,9 +542,15 @@ func (c *client) Signal(sig syscall.Signal) {
 	syscall.Kill(-c.cmd.Process.Pid, sig)
 }
 
+// Kill kills the process group and waits for the process to be reaped.
+func (c *Client) Kill() {
+	c.Signal(syscall.SIGKILL)
+	<-c.exited
+}
+
 // Close ends the process as the protocol says: stdin closes, then SIGTERM
 // after 5 s, then SIGKILL after 5 more.
-func (c *client) Close() error {
+func (c *Client) Close() error {
 	c.stdin.Close()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		select {
@@ -475,11 +563,9 @@ func (c *client) Close() error {
 			syscall.Kill(-c.cmd.Process.Pid, sig)
 		}
 	}
-	c.wait()
+	<-c.exited
 	return nil
 }
-
-func (c *client) wait() { <-c.exited }
 
 // tail keeps the last few kilobytes a process wrote to stderr.
 type tail struct {

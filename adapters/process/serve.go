@@ -2,227 +2,118 @@ package process
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/lockprover/lockprover/families/amqp"
 	"io"
-
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
 )
 
-// Serve speaks the protocol as an implementation: it reads requests from
-// r and answers on w until r ends, serving lockprover's reference with
-// options o (or, if mutant is set, that mutant of it). It is what
-// `lockprover serve-reference` runs.
-func Serve(r io.Reader, w io.Writer, o amqp.Options, mutant string) error {
-	s := &server{out: bufio.NewWriter(w), o: o, mutant: mutant}
-	defer s.close()
+// A Server is the implementation side's transport, for a family's
+// reference served over the protocol (serve-reference): it reads requests,
+// one JSON object a line, and answers each with Handle's reply, the
+// request's id added, flushed at once.
+type Server struct {
+	// Handle answers a request of type typ, req being all its fields (id
+	// and type among them). A nil reply says the type is unknown: the
+	// answer is a definite "unsupported" error.
+	Handle func(typ string, req map[string]json.RawMessage) map[string]any
+	// Lenient keeps the replies of amqp-locks' first server to lines that
+	// are not requests: a blank line is answered too, with the JSON
+	// decoder's error as for any line that is not a JSON object, and a
+	// missing id or type is shown as nothing. Otherwise blank lines are
+	// skipped, a line that is not a JSON object is "a request must be one
+	// JSON object", and a missing id or type is "absent".
+	Lenient bool
+}
+
+// Serve answers the requests read from r on w until r ends. A line that
+// is not a request (not a JSON object, an id that is not an integer, a
+// type that is not a string) is answered with a definite "bad request"
+// error, id 0 when its id cannot be read.
+func (s Server) Serve(r io.Reader, w io.Writer) error {
+	out := bufio.NewWriter(w)
 	in := bufio.NewScanner(r)
 	in.Buffer(make([]byte, 64<<10), 1<<20)
 	for in.Scan() {
-		var req map[string]json.RawMessage
-		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
-			s.reply(0, map[string]any{"type": "error", "code": "bad request", "text": err.Error(), "definite": true})
+		if len(in.Bytes()) == 0 && !s.Lenient {
 			continue
 		}
-		var id int
-		var typ string
-		if err := json.Unmarshal(req["id"], &id); err != nil {
-			s.reply(0, map[string]any{"type": "error", "code": "bad request", "text": fmt.Sprintf("id must be an integer, got %s", req["id"]), "definite": true})
-		} else if err := json.Unmarshal(req["type"], &typ); err != nil {
-			s.reply(id, map[string]any{"type": "error", "code": "bad request", "text": fmt.Sprintf("type must be a string, got %s", req["type"]), "definite": true})
-		} else {
-			s.reply(id, s.handle(typ, req))
-		}
-		if err := s.out.Flush(); err != nil {
+		id, reply := s.answer(in.Bytes())
+		reply["id"] = id
+		line, _ := json.Marshal(reply)
+		out.Write(append(line, '\n'))
+		if err := out.Flush(); err != nil {
 			return err
 		}
 	}
 	return in.Err()
 }
 
-type server struct {
-	out    *bufio.Writer
-	o      amqp.Options
-	mutant string
-	plan   *amqp.Plan
-	name   string
-	url    string
-	client amqp.Client
-}
-
-func (s *server) reply(id int, m map[string]any) {
-	m["id"] = id
-	line, _ := json.Marshal(m)
-	s.out.Write(append(line, '\n'))
-}
-
-func (s *server) close() {
-	if s.client != nil {
-		s.client.Close()
-	}
-}
-
-// connect makes sure there is a live client: after a connection loss the
-// next request connects again (and holds nothing).
-func (s *server) connect() error {
-	if s.client != nil && !s.client.Broken() {
-		return nil
-	}
-	if s.client != nil {
-		s.client.Close()
-		s.client = nil
-	}
-	c, err := amqp.ImplFor(s.plan).Connect(context.Background(), rabbitmq.New(s.url), s.plan, s.name)
-	if err != nil {
-		return err
-	}
-	s.client = c
-	return nil
-}
-
-// handle answers one request of type typ: init sets the server up, and
-// every other request is an operation on its client, connected again
-// first if its connection was lost.
-func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]any {
-	f := &lenient{req: req}
-	if typ == "init" {
-		return s.init(f)
-	}
-	if s.plan == nil {
-		return map[string]any{"type": "error", "code": "not initialised", "text": "the first request must be init", "definite": true}
-	}
-	if err := s.connect(); err != nil {
-		return failure(err)
-	}
-	for _, field := range []string{"slot", "slots", "delta"} {
-		f.num(field)
-	}
-	if f.bad != nil {
-		return f.badRequest()
-	}
-	return s.operate(typ, f)
-}
-
-// lenient decodes a request's fields: a field left out is its zero value,
-// one present must be of its type (the first that is not is bad).
-type lenient struct {
-	req map[string]json.RawMessage
-	bad error
-}
-
-func (f *lenient) decode(field string, v any) {
-	if raw, ok := f.req[field]; ok && f.bad == nil {
-		if err := json.Unmarshal(raw, v); err != nil {
-			f.bad = fmt.Errorf("field %q: %v", field, err)
-		}
-	}
-}
-
-func (f *lenient) num(field string) int {
-	var n int
-	f.decode(field, &n)
-	return n
-}
-
-func (f *lenient) badRequest() map[string]any {
-	return map[string]any{"type": "error", "code": "bad request", "text": f.bad.Error(), "definite": true}
-}
-
-// init sets up the plan the requests after it run in, with the
-// heartbeat init proposes, and connects.
-func (s *server) init(f *lenient) map[string]any {
-	var lock, name string
-	f.decode("client", &s.name)
-	f.decode("lock", &lock)
-	f.decode("url", &s.url)
-	f.decode("name", &name)
-	hb := f.num("heartbeat_ms")
-	if f.bad != nil {
-		return f.badRequest()
-	}
-	o := s.o
-	o.HeartbeatMs = amqp.Ms(max(hb, 0)) // the protocol's meaning is the plan's: 0 proposes none
-	s.plan = &amqp.Plan{Version: amqp.PlanVersion, Kind: lock, Lock: name, Options: o, Mutant: s.mutant}
-	if err := s.connect(); err != nil {
-		return failure(err)
-	}
-	return map[string]any{"type": "init_ok"}
-}
-
-// operate runs an operation of type typ on the client, its fields already
-// checked, and answers with its result.
-func (s *server) operate(typ string, f *lenient) map[string]any {
-	ctx := context.Background()
-	c := s.client
-	switch typ {
-	case "acquire":
-		return s.acquire(ctx)
-	case "verify":
-		held, err := c.Verify(ctx, f.num("slot"))
-		if err != nil {
-			return failure(err)
-		}
-		return map[string]any{"type": "verify_ok", "held": held}
-	case "release":
-		return done("release_ok", c.Release(ctx, f.num("slot")))
-	case "create":
-		return done("create_ok", c.Create(ctx, f.num("slots")))
-	case "change":
-		from, to, err := c.Change(ctx, f.num("delta"))
-		if err != nil {
-			return failure(err)
-		}
-		return map[string]any{"type": "change_ok", "from": from, "to": to}
-	case "count":
-		n, err := c.Count(ctx)
-		if err != nil {
-			return failure(err)
-		}
-		return map[string]any{"type": "count_ok", "slots": n}
-	case "destroy":
-		from, err := c.Destroy(ctx)
-		if err != nil {
-			return failure(err)
-		}
-		return map[string]any{"type": "destroy_ok", "from": from}
-	case "wait":
-		return done("wait_ok", c.Wait(ctx, f.num("slot")))
-	}
-	return map[string]any{"type": "error", "code": "unsupported", "text": "no request type " + typ, "definite": true}
-}
-
-// acquire answers an acquire: a failure with one of the protocol's
-// reasons is acquire_fail, and a mutex's acquire_ok has no slot.
-func (s *server) acquire(ctx context.Context) map[string]any {
-	slot, err := s.client.Acquire(ctx)
-	var f *amqp.Failure
+// answer is the id and the reply to one line.
+func (s Server) answer(line []byte) (int, map[string]any) {
+	var req map[string]json.RawMessage
+	err := json.Unmarshal(line, &req)
 	switch {
-	case errors.As(err, &f) && (f.Reason == "full" || f.Reason == "absent" || f.Reason == "unavailable" || f.Reason == "contended" || f.Reason == "held"):
-		return map[string]any{"type": "acquire_fail", "reason": f.Reason}
-	case err != nil:
-		return failure(err)
-	case s.plan.Kind == "mutex":
-		return map[string]any{"type": "acquire_ok"}
+	case err != nil && s.Lenient:
+		return 0, Refuse("bad request", err.Error())
+	case err != nil || (req == nil && !s.Lenient):
+		return 0, Refuse("bad request", "a request must be one JSON object")
 	}
-	return map[string]any{"type": "acquire_ok", "slot": slot}
+	var id int
+	var typ string
+	if err := json.Unmarshal(req["id"], &id); err != nil || req["id"] == nil {
+		return 0, Refuse("bad request", fmt.Sprintf("id must be an integer, got %s", s.show(req["id"])))
+	}
+	if err := json.Unmarshal(req["type"], &typ); err != nil || req["type"] == nil {
+		return id, Refuse("bad request", fmt.Sprintf("type must be a string, got %s", s.show(req["type"])))
+	}
+	if reply := s.Handle(typ, req); reply != nil {
+		return id, reply
+	}
+	return id, Refuse("unsupported", "no request type "+typ)
 }
 
-func done(typ string, err error) map[string]any {
-	if err != nil {
-		return failure(err)
+// show is a request's field for a message.
+func (s Server) show(raw json.RawMessage) string {
+	if raw == nil && !s.Lenient {
+		return "absent"
 	}
-	return map[string]any{"type": typ}
+	return string(raw)
 }
 
-// failure turns an error into the protocol's: definite for a
-// *amqp.Failure, of unknown outcome otherwise.
-func failure(err error) map[string]any {
-	var f *amqp.Failure
-	if errors.As(err, &f) {
-		return map[string]any{"type": "error", "code": f.Reason, "text": rabbitmq.Redact(err.Error()), "definite": true}
+// Refuse is a definite error reply: the request certainly had no effect.
+func Refuse(code, text string) map[string]any {
+	return map[string]any{"type": "error", "code": code, "text": text, "definite": true}
+}
+
+// Fields decodes a request's fields strictly, for a Server's Handle: each
+// field asked for must be present and of its type, and the first that is
+// not is Bad (what the reply's "bad request" says).
+type Fields struct {
+	Req map[string]json.RawMessage
+	Bad error
+}
+
+// Get decodes field name into v, unless a field before it was bad.
+func (f *Fields) Get(name string, v any) {
+	if f.Bad != nil {
+		return
 	}
-	return map[string]any{"type": "error", "code": "broker", "text": rabbitmq.Redact(err.Error())}
+	raw, ok := f.Req[name]
+	if !ok || string(raw) == "null" {
+		f.Bad = fmt.Errorf("field %q is missing", name)
+		return
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		f.Bad = fmt.Errorf("field %q: %v", name, err)
+	}
+}
+
+// Positive is an integer field, at least 1.
+func (f *Fields) Positive(name string) int {
+	var n int
+	f.Get(name, &n)
+	if f.Bad == nil && n < 1 {
+		f.Bad = fmt.Errorf("field %q is %d: must be at least 1", name, n)
+	}
+	return n
 }

@@ -1,6 +1,8 @@
-// Command lockprover proves amqp-locks implementations: it draws
-// admin/client interleavings with faults, runs them, records what every
-// client saw and checks the histories against the spec's properties.
+// Command lockprover proves distributed lock implementations: it draws
+// interleavings of clients, admins and faults, runs them against a lock
+// family's reference, a mutant of it or an implementation in any
+// language, records what every client saw and checks the histories
+// against the family's properties.
 //
 // Usage:
 //
@@ -10,86 +12,10 @@
 package main
 
 import (
-	"fmt"
-	"io"
 	"os"
-	"strings"
+
+	_ "github.com/lockprover/lockprover/families/all" // every lock family
+	"github.com/lockprover/lockprover/internal/cli"
 )
 
-// Exit codes shared by every command.
-const (
-	exitOK           = 0
-	exitViolation    = 1
-	exitUsage        = 2
-	exitInconclusive = 3
-	// exitInterrupted (130) is in flags.go.
-)
-
-type command struct {
-	name, summary string
-	run           func(args []string, stdout, stderr io.Writer) int
-}
-
-func commands() []command {
-	return []command{
-		{"prove", "draw plans and prove the reference (or a mutant) on the simulator", runProve},
-		{"check", "check recorded histories against every property", runCheck},
-		{"replay", "run a saved plan again and check its history", runReplay},
-		{"merge", "combine prove's shards (--shard i/n --json FILE) into one verdict, summary and JUnit file", runMerge},
-		{"explore", "prove the reference's open choices under each family of faults: a Markdown table", runExplore},
-		{"mutants", "list the mutant catalogue: name and the property that must catch it", runMutants},
-		{"conform", "differential test of the simulator against a real RabbitMQ: the semantics table and drawn sequences", runConform},
-		{"bench", "cost per operation against a real broker: latency and AMQP methods beside the floor", runBench},
-		{"validate-impl", "check an implementation's handling of the process protocol (amqp-locks, or --kind db-semaphore) before proving it", runValidateImpl},
-		{"serve-reference", "serve the reference (or a mutant) over the process protocol, for --impl", runServeReference},
-		{"version", "print lockprover's version and the revision it was built from", runVersion},
-	}
-}
-
-func main() { os.Exit(run(os.Args[1:], os.Stdout, redactingWriter{os.Stderr})) }
-
-func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" && len(args) == 1 {
-		if len(args) == 0 {
-			usage(stderr)
-			return exitUsage
-		}
-		usage(stdout)
-		return exitOK
-	}
-	if args[0] == "-version" || args[0] == "--version" {
-		args = []string{"version"}
-	}
-	if args[0] == "help" {
-		if len(args) > 2 {
-			fmt.Fprintf(stderr, "lockprover: help takes one command, not %q\n", strings.Join(args[1:], " "))
-			return exitUsage
-		}
-		for _, c := range commands() {
-			if c.name == args[1] {
-				// The verb's usage, on stdout.
-				c.run([]string{"-h"}, stdout, stdout)
-				return exitOK
-			}
-		}
-		fmt.Fprintf(stderr, "lockprover: help: unknown command %q\n", args[1])
-		usage(stderr)
-		return exitUsage
-	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(args[1:], stdout, stderr)
-		}
-	}
-	fmt.Fprintf(stderr, "lockprover: unknown command %q\n", args[0])
-	usage(stderr)
-	return exitUsage
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: lockprover <command> [flags]\n\nCommands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintln(w, "\nRun \"lockprover help <command>\" for a command's flags. Flags may come before or\nafter a command's arguments.\n\nExit status: 0 every property held, 1 a violation, 2 usage or bad input\n(including a broker or database that cannot be used), 3 inconclusive, 130\ninterrupted.")
-}
+func main() { os.Exit(cli.Main()) }

@@ -154,9 +154,18 @@ class Client:
     a silent client's locks 2 to 3 heartbeats after its last byte.
     connect_timeout bounds the TCP connect and the AMQP handshake. name, if
     given, is shown as the connection's name in the management UI.
+
+    A verify that finds its lock gone relinquishes it (the spec's
+    "lock-relinquished"): later verifies say not held, even once an admin
+    creates the slot again, until the client acquires anew. With
+    tidy_verify that verify also deletes the client's B queue at once (a
+    release after it raises NotHeld); otherwise the client keeps the queue
+    until its release.
     """
 
-    def __init__(self, url, heartbeat=None, name=None, connect_timeout=10.0):
+    def __init__(self, url, heartbeat=None, name=None, connect_timeout=10.0,
+                 tidy_verify=False):
+        self.tidy_verify = tidy_verify
         params = pika.URLParameters(url)
         params.heartbeat = heartbeat
         params.connection_attempts = 1
@@ -170,6 +179,7 @@ class Client:
             raise ConnectionLost(f"could not connect: {_describe(e)}") from e
         self._channel = None
         self._held = set()  # the exclusive queues this connection declared
+        self._relinquished = set()  # those of them a verify found gone
         self._lost = None   # why the connection is gone, once it is
         try:
             self._reopen_channel()
@@ -200,6 +210,7 @@ class Client:
         RabbitMQ deletes the client's exclusive queues before it confirms the
         close."""
         self._held.clear()
+        self._relinquished.clear()
         if self._lost is None:
             self._lost = ConnectionLost("closed by the client")
         if self._conn.is_open:
@@ -223,6 +234,7 @@ class Client:
         self._lost = exc
         self._channel = None
         self._held.clear()
+        self._relinquished.clear()
 
     def _call(self, what, op):
         """Run op(channel) on the client's channel; what names it in errors."""
@@ -273,6 +285,7 @@ class Client:
                 return False
             raise
         self._held.add(queue)
+        self._relinquished.discard(queue)
         return True
 
     def _declare_durable(self, queue):
@@ -284,17 +297,27 @@ class Client:
         succeeds)."""
         self._call(f"delete {queue}", lambda ch: ch.queue_delete(queue))
         self._held.discard(queue)
+        self._relinquished.discard(queue)
 
     def _verify_held(self, held, probe):
         """Whether this client still holds the exclusive queue held: it
         declared it, and a probe of probe is routed on its live connection
         (so the connection, and the queues it owns, are alive)."""
-        if held not in self._held or not self.is_open:
+        if held not in self._held or held in self._relinquished or not self.is_open:
             return False
         try:
-            return self._exists(probe)
+            if self._exists(probe):
+                return True
         except ConnectionLost:
             return False
+        self._relinquished.add(held)
+        if self.tidy_verify:
+            try:
+                self._delete(held)
+            except BrokerError as e:
+                # Still relinquished: a release deletes it.
+                log.info("deleting %s after finding its lock gone: %s", held, e)
+        return False
 
     def _release(self, queue):
         if queue not in self._held or not self.is_open:

@@ -16,7 +16,7 @@ except for a verify, or as soon as it notices the loss while idle. If that
 fails, the next operation that needs the broker tries again. At EOF on stdin
 the server closes its connection and exits 0.
 
-Two options make variants that are just as correct by the spec:
+Three options make variants that are just as correct by the spec:
 
 --lazy-connect   init answers init_ok without connecting ("connect to the
                  broker, or prepare to"); the first operation that needs the
@@ -25,6 +25,10 @@ Two options make variants that are just as correct by the spec:
 --plain-failure  acquire follows the spec's step 2 to the letter: when it
                  finds no slot it fails with the reason "unavailable" (full
                  or absent) instead of telling "full" from "absent".
+--tidy-verify    a verify that finds its slot gone deletes the client's B
+                 queue before it answers held:false (the spec's
+                 "lock-relinquished"), so that a re-created slot is free for
+                 others at once; a release after it answers "not held".
 """
 
 import argparse
@@ -70,9 +74,10 @@ class Server:
     "unavailable" where it would say "full" or "absent".
     """
 
-    def __init__(self, lazy_connect=False, plain_failure=False):
+    def __init__(self, lazy_connect=False, plain_failure=False, tidy_verify=False):
         self.lazy_connect = lazy_connect
         self.plain_failure = plain_failure
+        self.tidy_verify = tidy_verify
         self.init = None       # the init request
         self.client = None     # the current amqp_locks.Client, once connected
         self.exit_code = None  # set when the server must stop after a reply
@@ -164,7 +169,7 @@ class Server:
         name = f"lockprover {self.init['client']} {self.init['name']}"
         log.info("connecting to %s (heartbeat %s s)", self.init["url"], heartbeat)
         return al.Client(self.init["url"], heartbeat=heartbeat, name=name,
-                         connect_timeout=timeout)
+                         connect_timeout=timeout, tidy_verify=self.tidy_verify)
 
     def connected(self):
         """The client, connecting first if it has no connection; raises
@@ -335,6 +340,9 @@ def options(argv):
     parser.add_argument("--plain-failure", action="store_true",
                         help='an acquire that finds no slot fails "unavailable", '
                              'not "full" or "absent"')
+    parser.add_argument("--tidy-verify", action="store_true",
+                        help="a verify that finds its slot gone deletes the client's B queue "
+                             "at once (a release after it answers not held)")
     return parser.parse_args(argv)
 
 
@@ -357,7 +365,8 @@ def main(argv=None):
     # the connection on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
-    server = Server(lazy_connect=opts.lazy_connect, plain_failure=opts.plain_failure)
+    server = Server(lazy_connect=opts.lazy_connect, plain_failure=opts.plain_failure,
+                    tidy_verify=opts.tidy_verify)
     reader = LineReader(sys.stdin.fileno())
     try:
         while server.exit_code is None:

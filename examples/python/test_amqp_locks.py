@@ -120,6 +120,39 @@ class SemaphoreTest(BrokerTest):
         with self.assertRaises(al.Absent):
             al.Semaphore(self.client(), self.name).acquire()
 
+    def test_a_failed_verify_relinquishes_the_slot(self):
+        # The spec's "lock-relinquished": once a verify found the slot gone,
+        # no later verify says held, even after the slot is created again.
+        admin = al.Admin(self.client(), self.name)
+        admin.create(1)
+        sem = al.Semaphore(self.client(), self.name)
+        self.assertEqual(sem.acquire(), 1)
+        admin.change(-1)
+        self.assertFalse(sem.verify(1))
+        admin.change(+1)
+        self.assertFalse(sem.verify(1))
+        # It kept its B queue: no one else takes the slot until it releases.
+        other = al.Semaphore(self.client(), self.name)
+        with self.assertRaises(al.Full):
+            other.acquire()
+        sem.release(1)
+        self.assertEqual(other.acquire(), 1)
+
+    def test_tidy_verify_lets_go_at_once(self):
+        admin = al.Admin(self.client(), self.name)
+        admin.create(1)
+        sem = al.Semaphore(self.client(tidy_verify=True), self.name)
+        self.assertEqual(sem.acquire(), 1)
+        admin.change(-1)
+        self.assertFalse(sem.verify(1))
+        admin.change(+1)
+        other = al.Semaphore(self.client(), self.name)
+        self.assertEqual(other.acquire(), 1)
+        self.assertFalse(sem.verify(1))
+        with self.assertRaises(al.NotHeld):
+            sem.release(1)
+        self.assertTrue(other.verify(1))
+
     def test_create_twice_is_exists(self):
         admin = al.Admin(self.client(), self.name)
         admin.create(2)
@@ -408,15 +441,17 @@ class VariantServerTest(BrokerTest):
         self.assertEqual(proxy.accepted, 2)
         self.assertEqual(c1.end(), 0)
 
-    def test_lazy_connect_answers_init_at_once_without_a_broker(self):
-        started = time.monotonic()
+    def test_lazy_connect_answers_init_without_a_broker(self):
+        # That init does not wait for the broker is shown by connections
+        # counted, not by time (a timed bound failed on a loaded machine):
+        # test_lazy_connect_waits_for_an_operation_that_needs_the_broker
+        # sees none made by init. Here: with no broker at all, init still
+        # succeeds and the first operation that needs one says why it fails.
         replies = run_server([
             {"id": 1, "type": "init", "client": "c1", "lock": "semaphore", "name": self.name,
              "url": f"amqp://guest:guest@127.0.0.1:{free_port()}/", "heartbeat_ms": 1000},
             {"id": 2, "type": "acquire"},
         ], args=["--lazy-connect"])
-        # Without --lazy-connect, init would try for INIT_PATIENCE (6 s).
-        self.assertLess(time.monotonic() - started, 4)
         self.assertEqual(replies[0], {"id": 1, "type": "init_ok"})
         self.assertEqual((replies[1]["type"], replies[1]["code"]), ("error", "broker"))
         self.assertNotIn("definite", replies[1])

@@ -2,8 +2,9 @@ package amqp
 
 import (
 	"fmt"
-	"github.com/lockprover/lockprover/prover"
 	"testing"
+
+	"github.com/lockprover/lockprover/prover"
 )
 
 // BenchmarkPlans is the cost of proving one plan on the simulator (draw,

@@ -13,6 +13,16 @@ import (
 // the lock, mostly several clients and admins meet, mostly something
 // fails, and an admin-crash mostly strikes between two queue writes of a
 // change.
+//
+// Plans also reach the interleavings a defect needs: every process paces
+// its operations by the plan's beat (a pause of up to beat milliseconds
+// before each), so that the processes' operations spread over the same
+// stretch of time and each kind of one process's operations comes after
+// each kind of another's, again and again, on the simulator and on a real
+// broker alike (where an admin unpaced finished its steps within some
+// 50 ms of its create, before another began); and clients mostly go
+// through several cycles, releasing mostly, so that most acquires are not
+// a process's first.
 func Draw(t *rapid.T, c Config) *Plan {
 	c = c.withDefaults()
 	p := &Plan{Version: PlanVersion, Kind: c.Kind, Lock: "lp", Options: c.Options, Mutant: c.Mutant}
@@ -25,10 +35,16 @@ func Draw(t *rapid.T, c Config) *Plan {
 	sleep := rapid.OneOf(
 		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, 50).Draw(t, "ms")} }),
 		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, int(3*hb)).Draw(t, "long_ms")} }))
-	p.Clients = drawClients(t, c, sleep)
+	// Half the plans unpaced (beat 0), where operations bunch up and race.
+	beat := 0
+	if b := rapid.IntRange(1, 400).Draw(t, "beat_ms"); rapid.Bool().Draw(t, "paced") {
+		beat = b
+	}
+	pace := rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(0, beat).Draw(t, "pace_ms")} })
+	p.Clients = drawClients(t, c, sleep, pace)
 	if p.Kind == histories.Semaphore {
 		p.Slots = rapid.IntRange(1, 3).Draw(t, "slots")
-		p.Admins = drawAdmins(t, c, sleep)
+		p.Admins = drawAdmins(t, c, sleep, pace)
 	}
 	p.Nemesis = drawNemesis(t, c, p, hb)
 	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
@@ -36,8 +52,16 @@ func Draw(t *rapid.T, c Config) *Plan {
 	return p
 }
 
+// paced appends op to steps after a pause drawn from pace (none if 0).
+func paced(t *rapid.T, steps []Step, pace *rapid.Generator[Step], op Step) []Step {
+	if s := pace.Draw(t, "pace"); s.Ms > 0 {
+		steps = append(steps, s)
+	}
+	return append(steps, op)
+}
+
 // drawClients draws the clients' scripts.
-func drawClients(t *rapid.T, c Config, sleep *rapid.Generator[Step]) [][]Step {
+func drawClients(t *rapid.T, c Config, sleep, pace *rapid.Generator[Step]) [][]Step {
 	// A client works as lock users do: try for the lock a few times, work
 	// and verify now and then, let go (or not), again. (An acquire while
 	// the client believes it holds the lock is skipped.)
@@ -48,22 +72,30 @@ func drawClients(t *rapid.T, c Config, sleep *rapid.Generator[Step]) [][]Step {
 		if think := sleep.Draw(t, "think"); rapid.Bool().Draw(t, "thinks") {
 			steps = append(steps, think)
 		}
-		steps = append(steps, Step{Op: histories.Acquire})
+		steps = paced(t, steps, pace, Step{Op: histories.Acquire})
 		for i := rapid.IntRange(0, 2).Draw(t, "retries"); i > 0; i-- {
-			steps = append(steps, sleep.Draw(t, "backoff"), Step{Op: histories.Acquire})
+			steps = append(steps, sleep.Draw(t, "backoff"))
+			steps = paced(t, steps, pace, Step{Op: histories.Acquire})
 		}
 		for i := rapid.IntRange(0, 3).Draw(t, "verifies"); i > 0; i-- {
-			steps = append(steps, sleep.Draw(t, "work"), Step{Op: histories.Verify})
+			steps = append(steps, sleep.Draw(t, "work"))
+			steps = paced(t, steps, pace, Step{Op: histories.Verify})
 		}
-		if rapid.Bool().Draw(t, "release") {
-			steps = append(steps, Step{Op: histories.Release})
+		// Mostly let go, so that the next cycle's acquire is not the
+		// client's first.
+		if rapid.IntRange(0, 3).Draw(t, "release") > 0 {
+			steps = paced(t, steps, pace, Step{Op: histories.Release})
 		}
 		return steps
 	})
-	// Every client does at least one cycle.
+	// Every client does at least one cycle, mostly two or more.
 	script := rapid.Custom(func(t *rapid.T) []Step {
+		least := 1
+		if rapid.IntRange(0, 3).Draw(t, "again") > 0 {
+			least = 2
+		}
 		var steps []Step
-		for _, cy := range rapid.SliceOfN(cycle, 1, max(1, c.Ops/3)).Draw(t, "cycles") {
+		for _, cy := range rapid.SliceOfN(cycle, least, max(2, c.Ops/3)).Draw(t, "cycles") {
 			steps = append(steps, cy...)
 		}
 		return steps
@@ -77,19 +109,21 @@ func drawClients(t *rapid.T, c Config, sleep *rapid.Generator[Step]) [][]Step {
 }
 
 // drawAdmins draws a semaphore's admins' scripts.
-func drawAdmins(t *rapid.T, c Config, sleep *rapid.Generator[Step]) [][]Step {
+func drawAdmins(t *rapid.T, c Config, sleep, pace *rapid.Generator[Step]) [][]Step {
 	var out [][]Step
-	adminStep := rapid.OneOf(
-		rapid.Custom(func(t *rapid.T) Step {
-			d := rapid.IntRange(1, 2).Draw(t, "delta")
-			if rapid.Bool().Draw(t, "remove") {
-				d = -d
-			}
-			return Step{Op: histories.Change, Delta: d}
-		}),
-		rapid.Just(Step{Op: histories.Count}),
+	change := rapid.Custom(func(t *rapid.T) Step {
+		d := rapid.IntRange(1, 2).Draw(t, "delta")
+		if rapid.Bool().Draw(t, "remove") {
+			d = -d
+		}
+		return Step{Op: histories.Change, Delta: d}
+	})
+	count := rapid.Just(Step{Op: histories.Count})
+	// Changes and counts twice as often as waits and pauses: what one
+	// admin changes, another counts.
+	adminStep := rapid.OneOf(change, count,
 		rapid.Custom(func(t *rapid.T) Step { return Step{Op: histories.Wait, Slot: rapid.IntRange(1, 3).Draw(t, "slot")} }),
-		sleep)
+		sleep, change, count)
 	// Mostly more than one, so that their changes meet.
 	admins := 1
 	if c.Admins > 1 {
@@ -98,7 +132,15 @@ func drawAdmins(t *rapid.T, c Config, sleep *rapid.Generator[Step]) [][]Step {
 		}
 	}
 	for i := 0; i < admins; i++ {
-		out = append(out, rapid.SliceOfN(adminStep, 0, 4).Draw(t, "admin"))
+		var script []Step
+		for _, s := range rapid.SliceOfN(adminStep, 1, 6).Draw(t, "admin") {
+			if s.Op == Sleep {
+				script = append(script, s)
+			} else {
+				script = paced(t, script, pace, s)
+			}
+		}
+		out = append(out, script)
 	}
 	return out
 }

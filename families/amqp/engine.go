@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"context"
-	"github.com/lockprover/lockprover/model"
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
@@ -24,8 +23,8 @@ type engine interface {
 	AfterMethods(name string, n int, f func())
 	// After runs f once d has passed.
 	After(d time.Duration, f func())
-	// model.Cost is what process name has sent so far.
-	Cost(name string) model.Cost
+	// Cost is what process name has sent so far.
+	Cost(name string) broker.Cost
 	// Hold blocks a process between steps while it is paused, for engines
 	// that cannot freeze it outright.
 	Hold(b broker.Broker, name string)
@@ -47,5 +46,5 @@ type queueOwner struct{ name, owner string }
 // where engine.Cost makes a fresh one on every call: the simulator's
 // engine, which the runner asks twice an operation.
 type costReader interface {
-	ReadCost(name string, c *model.Cost)
+	ReadCost(name string, c *broker.Cost)
 }

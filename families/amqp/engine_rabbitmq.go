@@ -4,17 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/model"
-	"github.com/lockprover/lockprover/prover"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/proxy"
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+
 	"github.com/lockprover/lockprover/amqplocks"
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/backends/proxy"
+	"github.com/lockprover/lockprover/backends/rabbitmq"
 )
 
 // RabbitMQ runs plans against a real broker with real concurrency: every
@@ -53,14 +54,24 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, 
 	lock := rabbitmq.UniqueName(p.Lock + "-")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	e := &realEngine{t: t, ctx: ctx, start: time.Now(), slots: maxSlots(p) + p.Options.Overshoot + 8,
+	_, listed := impl.(Foreign)
+	if listed {
+		// Started now, once a process, not in a clean-up after Ctrl-C
+		// (an Erlang VM takes seconds to start beside the suite).
+		lister(rabbitmq.VhostOf(t.URL))
+	}
+	e := &realEngine{t: t, ctx: ctx, start: time.Now(), slots: maxSlots(p) + p.Options.Overshoot + 8, listed: listed,
 		proxies: proxy.NewSet(t.URL), ctl: rabbitmq.NewCtl(nil, rabbitmq.VhostOf(t.URL), true), paused: map[string]bool{}}
 	defer e.ctl.Close()
 	if e.t.OpTimeout == 0 {
 		e.t.OpTimeout = 30 * time.Second
 	}
 	defer prover.Leave("the queues of lock " + lock + " on " + rabbitmq.RedactURL(t.URL))()
-	defer e.cleanup(lock)
+	defer func() {
+		if what := e.cleanup(lock); what != "" {
+			prover.Leave(what)
+		}
+	}()
 	r := newRunner(p, impl, e, lock)
 	r.begin()
 	e.wg.Wait()
@@ -79,6 +90,11 @@ type realEngine struct {
 	ctl     *rabbitmq.Ctl // plain rabbitmqctl commands, for a forced close and a restart
 
 	slots int // the highest slot a plan can reach, for Queues
+	// listed: the lock's queues are also those the broker lists under its
+	// name (an implementation in processes may name its queues as it
+	// likes: "some equivalent of N-1-A", the spec says), see lockQueues.
+	listed  bool
+	listing []string // what the broker listed under the lock, once listed
 
 	mu     sync.Mutex
 	paused map[string]bool
@@ -163,10 +179,10 @@ func (e *realEngine) OpContext(wait bool) (context.Context, context.CancelFunc) 
 	return context.WithTimeout(e.ctx, d)
 }
 
-func (e *realEngine) Cost(name string) model.Cost {
+func (e *realEngine) Cost(name string) broker.Cost {
 	px, _, err := e.proxies.For(name)
 	if err != nil {
-		return model.Cost{Methods: map[string]int{}}
+		return broker.Cost{Methods: map[string]int{}}
 	}
 	return px.Counts().Sent
 }
@@ -221,10 +237,9 @@ func (e *realEngine) restart() error {
 	return e.ctl.Restart(context.Background())
 }
 
-// Queues probes the lock's possible queues (queueNames) with passive
-// declares on a connection of its own (rabbitmq.Probe): it works on any
-// broker, with no management access. An exclusive queue answers 405; its
-// owner is not known.
+// Queues probes the lock's queues (lockQueues) with passive declares on a
+// connection of its own (rabbitmq.Probe). An exclusive queue answers 405;
+// its owner is not known.
 func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -233,7 +248,8 @@ func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
 		return nil, err
 	}
 	defer conn.Close()
-	found, err := rabbitmq.Probe(ctx, conn, e.queueNames(lock))
+	names, _ := e.lockQueues(ctx, lock)
+	found, err := rabbitmq.Probe(ctx, conn, names)
 	if err != nil {
 		return nil, err
 	}
@@ -246,6 +262,87 @@ func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
 		out = append(out, queueOwner{q.Name, owner})
 	}
 	return out, nil
+}
+
+// listers are the rabbitmqctl sessions that list a vhost's queues for
+// every run of this process, one a vhost, started at the first run that
+// needs one and not waited for until a listing is: a plain list_queues
+// starts an Erlang VM (about a second of CPU), and three of them a plan
+// starved a loaded machine's implementation processes of the CPU to
+// answer their init in time; and the session's own Erlang VM, waited for
+// at a run's start, held up a Ctrl-C for up to 20 s beside the suite.
+var listers struct {
+	sync.Mutex
+	m map[string]*pendingCtl
+}
+
+// A pendingCtl is a rabbitmqctl session being started.
+type pendingCtl struct {
+	ready chan struct{} // closed once ctl is set
+	ctl   *rabbitmq.Ctl
+}
+
+// lister is the vhost's session, started now if it was not yet.
+func lister(vhost string) *pendingCtl {
+	listers.Lock()
+	defer listers.Unlock()
+	if listers.m == nil {
+		listers.m = map[string]*pendingCtl{}
+	}
+	c := listers.m[vhost]
+	if c == nil {
+		c = &pendingCtl{ready: make(chan struct{})}
+		listers.m[vhost] = c
+		go func() {
+			c.ctl = rabbitmq.NewCtl(nil, vhost, false)
+			close(c.ready)
+		}()
+	}
+	return c
+}
+
+// queueNames lists the vhost's queues whose names start with prefix, once
+// the session has started, or fails when ctx ends first.
+func (c *pendingCtl) queueNames(ctx context.Context, prefix string) ([]string, error) {
+	select {
+	case <-c.ready:
+		return c.ctl.QueueNames(ctx, prefix)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("rabbitmqctl's session had not started: %w", ctx.Err())
+	}
+}
+
+// lockQueues is every queue of the lock that may exist: the reference's
+// names (queueNames), and, for an implementation in processes, every
+// queue the broker lists whose name starts with the lock's (unique to the
+// run), whatever the implementation called it, so that no-leak and the
+// clean-up judge what is really there. Listing needs rabbitmqctl on the
+// broker's machine; without it, or when ctx ends before the listing,
+// only the reference's names are known, and the error says why.
+// The listing is made once a run (its processes have ended by then, and
+// make no queue after), through the process's one rabbitmqctl session for
+// the vhost (lister).
+func (e *realEngine) lockQueues(ctx context.Context, lock string) ([]string, error) {
+	names := e.queueNames(lock)
+	if !e.listed {
+		return names, nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.listing == nil {
+		l, err := lister(rabbitmq.VhostOf(e.t.URL)).queueNames(ctx, lock)
+		if err != nil {
+			return names, err
+		}
+		e.listing = append([]string{}, l...)
+	}
+	listed := e.listing
+	for _, n := range listed {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names, nil
 }
 
 // Notice polls, once every process is done, until no connection of the
@@ -263,7 +360,8 @@ func (e *realEngine) Notice(b broker.Broker, lock string, limit time.Duration) {
 		return
 	}
 	defer conn.Close()
-	for d := 5 * time.Millisecond; !e.quiet(ctx, conn, lock); d = min(2*d, 200*time.Millisecond) {
+	names, _ := e.lockQueues(ctx, lock)
+	for d := 5 * time.Millisecond; !e.quiet(ctx, conn, names); d = min(2*d, 200*time.Millisecond) {
 		select {
 		case <-ctx.Done():
 			return
@@ -272,9 +370,9 @@ func (e *realEngine) Notice(b broker.Broker, lock string, limit time.Duration) {
 	}
 }
 
-// quiet says whether no proxy of the plan has a connection open and no
-// queue of the lock is exclusive or has a consumer.
-func (e *realEngine) quiet(ctx context.Context, conn broker.Conn, lock string) bool {
+// quiet says whether no proxy of the plan has a connection open and none
+// of the lock's queues (names) is exclusive or has a consumer.
+func (e *realEngine) quiet(ctx context.Context, conn broker.Conn, names []string) bool {
 	for _, px := range e.proxies.All() {
 		if px.Open() > 0 {
 			return false
@@ -289,7 +387,7 @@ func (e *realEngine) quiet(ctx context.Context, conn broker.Conn, lock string) b
 			ch.Close()
 		}
 	}()
-	for _, n := range e.queueNames(lock) {
+	for _, n := range names {
 		q, err := ch.Declare(ctx, n, broker.DeclareOptions{Passive: true})
 		switch broker.Code(err) {
 		case broker.NotFound:
@@ -321,14 +419,26 @@ func (e *realEngine) queueNames(lock string) []string {
 }
 
 // cleanup ends every connection of the run, then deletes every queue of
-// the lock (rabbitmq.Cleanup, retrying while the broker releases exclusive
+// the lock (lockQueues; rabbitmq.Cleanup, retrying while the broker releases exclusive
 // ones, for up to 30 s), and closes the proxies.
-func (e *realEngine) cleanup(lock string) {
+func (e *realEngine) cleanup(lock string) (leftover string) {
 	for _, px := range e.proxies.All() {
 		px.Kill()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rabbitmq.Cleanup(ctx, e.t.URL, lock, e.queueNames(lock)...)
+	// After Ctrl-C, the listing gets a few seconds, not thirty: what it
+	// could not list is said to be left behind.
+	lctx, lcancel := ctx, context.CancelFunc(func() {})
+	if e.ctx.Err() != nil {
+		lctx, lcancel = context.WithTimeout(ctx, 3*time.Second)
+	}
+	names, err := e.lockQueues(lctx, lock)
+	lcancel()
+	rabbitmq.Cleanup(ctx, e.t.URL, lock, names...)
 	e.proxies.Close()
+	if err != nil {
+		return fmt.Sprintf("any queue of lock %s on %s that the implementation named itself (the clean-up could not list them: %v)", lock, rabbitmq.RedactURL(e.t.URL), err)
+	}
+	return ""
 }

@@ -2,11 +2,11 @@ package amqp
 
 import (
 	"context"
-	"github.com/lockprover/lockprover/model"
-	"github.com/lockprover/lockprover/prover"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/lockprover/lockprover/prover"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/sim"
@@ -55,9 +55,9 @@ func (e simEngine) Fault(fault, target string) error { return e.w.Strike(fault, 
 // from outside any process leaves it down for the restart's downtime).
 func (e simEngine) BrokerUp() bool { return e.w.Up() }
 
-func (e simEngine) Cost(name string) model.Cost { return e.w.Cost(name) }
+func (e simEngine) Cost(name string) broker.Cost { return e.w.Cost(name) }
 
-func (e simEngine) ReadCost(name string, c *model.Cost) { e.w.ReadCost(name, c) }
+func (e simEngine) ReadCost(name string, c *broker.Cost) { e.w.ReadCost(name, c) }
 
 // waitTimeout bounds an admin's wait in the simulator: only a holder that
 // is never released (heartbeats off and the holder killed) makes it run out.

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 	"pgregory.net/rapid"
@@ -87,6 +88,10 @@ func (c Config) Alone(p prover.Plan) bool {
 	return ok && slices.ContainsFunc(pl.Nemesis, func(f Fault) bool { return f.Fault == histories.RestartBroker })
 }
 
+// Judging gives the amqp-locks checker's options for the model a plan is
+// judged by: strict judges acquire-exact with the whole semaphore's model.
+func (c Config) Judging(strict bool) any { return check.Options{Strict: strict} }
+
 // Deterministic says whether c runs on the simulator.
 func (c Config) Deterministic() bool {
 	_, ok := c.withDefaults().Target.(Simulator)
@@ -119,6 +124,3 @@ func (p *Plan) Brief() string {
 	return fmt.Sprintf("%s %q, %d slots, %d clients, %d admins, %d faults, %d scheduling decisions",
 		p.Kind, p.Lock, p.Slots, len(p.Clients), len(p.Admins), len(p.Nemesis), len(p.Schedule))
 }
-
-// Judged records how the plan was judged, for replays.
-func (p *Plan) Judged(model string, properties []string) { p.Model, p.Properties = model, properties }

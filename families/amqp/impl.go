@@ -3,10 +3,11 @@ package amqp
 import (
 	"context"
 	"errors"
-	"github.com/lockprover/lockprover/histories"
 	"hash/fnv"
 	"math/rand/v2"
 	"syscall"
+
+	"github.com/lockprover/lockprover/histories"
 
 	"github.com/lockprover/lockprover/amqplocks"
 	"github.com/lockprover/lockprover/amqplocks/broker"
@@ -20,6 +21,18 @@ import (
 // runner tries again.
 type Impl interface {
 	Connect(ctx context.Context, b broker.Broker, p *Plan, process string) (Client, error)
+}
+
+// A Foreign implementation is one whose queue names lockprover does not
+// know (the spec lets them be "some equivalent of N-1-A"): one in
+// processes (package protocol). On a real broker its lock's queues are
+// found by listing every queue under the run's unique lock name, for
+// no-leak, the wait for the broker to notice dead clients, and the
+// clean-up.
+type Foreign interface {
+	Impl
+	// NamesItsQueues marks the implementation as Foreign.
+	NamesItsQueues()
 }
 
 // A Client is one process's handle on the lock: its operations, as the

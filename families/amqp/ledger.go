@@ -1,6 +1,6 @@
 package amqp
 
-import "github.com/lockprover/lockprover/model"
+import "github.com/lockprover/lockprover/amqplocks/broker"
 
 // A ledger follows one process's connection and channels through its method
 // counts, so that an operation is charged only for what the spec calls
@@ -26,13 +26,13 @@ import "github.com/lockprover/lockprover/model"
 // charged, so the budgets judge only the methods the operation itself
 // needed.
 type ledger struct {
-	sent         model.Cost // the counts as last read (runner.cost), for every incarnation
-	seen         model.Cost // the counts accounted for so far (its own map)
-	scratch      model.Cost // what absorb works out and throws away
-	had          bool       // the process has had a connection
-	excuses      int        // faults (and broker closes) that may have cost it a connection, not yet used to excuse one
-	closedOwn    bool       // it closed a channel itself on its current connection
-	brokerClosed int        // channels the broker closed and it has not reopened
+	sent         broker.Cost // the counts as last read (runner.cost), for every incarnation
+	seen         broker.Cost // the counts accounted for so far (its own map)
+	scratch      broker.Cost // what absorb works out and throws away
+	had          bool        // the process has had a connection
+	excuses      int         // faults (and broker closes) that may have cost it a connection, not yet used to excuse one
+	closedOwn    bool        // it closed a channel itself on its current connection
+	brokerClosed int         // channels the broker closed and it has not reopened
 }
 
 // cut records a fault that may have cost the process its connection: it
@@ -41,14 +41,14 @@ func (l *ledger) cut() { l.excuses++ }
 
 // absorb accounts for what the process sent outside any operation (its
 // start, between operations): nothing there is charged.
-func (l *ledger) absorb(now model.Cost) { l.work(now) }
+func (l *ledger) absorb(now broker.Cost) { l.work(now) }
 
 // charge accounts for what the process sent since the last call and
 // returns what of it is charged (a Cost of its own, its map no larger
 // than it needs), with the waste it found ("" for none).
-func (l *ledger) charge(now model.Cost) (model.Cost, string) {
+func (l *ledger) charge(now broker.Cost) (broker.Cost, string) {
 	waste := l.work(now)
-	out := model.Cost{Methods: make(map[string]int, len(l.scratch.Methods)),
+	out := broker.Cost{Methods: make(map[string]int, len(l.scratch.Methods)),
 		Connections: l.scratch.Connections, Channels: l.scratch.Channels}
 	for m, n := range l.scratch.Methods {
 		out.Methods[m] = n
@@ -58,7 +58,7 @@ func (l *ledger) charge(now model.Cost) (model.Cost, string) {
 
 // work accounts for now in the ledger's scratch Cost, used again from one
 // call to the next.
-func (l *ledger) work(now model.Cost) string {
+func (l *ledger) work(now broker.Cost) string {
 	if l.scratch.Methods == nil {
 		l.scratch.Methods = map[string]int{}
 	}
@@ -68,7 +68,7 @@ func (l *ledger) work(now model.Cost) string {
 
 // see makes now what the ledger has accounted for, copied: the caller may
 // reuse now's map.
-func (l *ledger) see(now model.Cost) {
+func (l *ledger) see(now broker.Cost) {
 	if l.seen.Methods == nil {
 		l.seen.Methods = make(map[string]int, len(now.Methods))
 	}
@@ -79,10 +79,14 @@ func (l *ledger) see(now model.Cost) {
 	l.seen.Connections, l.seen.Channels = now.Connections, now.Channels
 }
 
+// reconnectWaste is the waste of an operation that opened a connection
+// with no excuse the ledger knew of when it ran.
+const reconnectWaste = "opened a connection though it had one and no fault had cut it off"
+
 // account is charge into out, whose map is empty: out becomes what is
 // charged of now (now less what was seen, methods whose difference is
-// zero left out as model.Cost.Sub leaves them, less the free setup).
-func (l *ledger) account(now model.Cost, out *model.Cost) string {
+// zero left out as broker.Cost.Sub leaves them, less the free setup).
+func (l *ledger) account(now broker.Cost, out *broker.Cost) string {
 	out.Connections, out.Channels = now.Connections-l.seen.Connections, now.Channels-l.seen.Channels
 	for m, n := range now.Methods {
 		if n -= l.seen.Methods[m]; n != 0 {
@@ -116,7 +120,7 @@ func (l *ledger) account(now model.Cost, out *model.Cost) string {
 			out.Methods[m] -= free
 		}
 		if out.Connections > 0 {
-			waste = "opened a connection though it had one and no fault had cut it off"
+			waste = reconnectWaste
 		}
 		l.had, l.excuses = true, excuses-free
 		l.closedOwn, l.brokerClosed = false, 0

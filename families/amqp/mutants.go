@@ -3,11 +3,11 @@ package amqp
 import (
 	"context"
 	"errors"
-	"github.com/lockprover/lockprover/model"
 	"strings"
 
 	"github.com/lockprover/lockprover/amqplocks"
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/families/amqp/check"
 )
 
 // A Mutant is a deliberately broken variant of the reference: a defect
@@ -25,49 +25,51 @@ type defects struct {
 	verifyB, verifyGet                             bool // verify's calls
 	cacheVerify, silentReconnect, verifyErrors     bool
 	releaseDeletesA, releaseNoDelete               bool
-	countFirstHeld, reconnectAcquire               bool
+	countFirstHeld, reconnectAcquire, cachedCount  bool
 	throwawayChannel                               bool // acquire's exclusive declare
 }
 
 // Mutants is the catalogue, in the order `lockprover mutants` lists it.
 var Mutants = []*Mutant{
-	{Name: "skip-b-probe", Property: model.AcquireExact, broker: defects{skipBProbe: true},
+	{Name: "skip-b-probe", Property: check.AcquireExact, broker: defects{skipBProbe: true},
 		Defect: "acquire skips the B probe and declares B[L] anyway, so a held slot costs it a RESOURCE_LOCKED and its retries; alone it fails contended"},
-	{Name: "b-not-exclusive", Property: model.SlotExclusive, broker: defects{bNotExclusive: true},
+	{Name: "b-not-exclusive", Property: check.SlotExclusive, broker: defects{bNotExclusive: true},
 		Defect: "B queues are declared non-exclusive: two clients both 'win' the same slot"},
-	{Name: "verify-probes-b", Property: model.SlotExclusive, broker: defects{verifyB: true},
+	{Name: "verify-probes-b", Property: check.SlotExclusive, broker: defects{verifyB: true},
 		Defect: "verify probes B[L] (its own queue, always there) instead of A[L], so it says held after the slot was removed"},
-	{Name: "verify-from-cache", Property: model.SlotExclusive, client: defects{cacheVerify: true},
+	{Name: "verify-from-cache", Property: check.SlotExclusive, client: defects{cacheVerify: true},
 		Defect: "verify answers from the client's memory without asking the broker"},
-	{Name: "ascending-no-overshoot", Property: model.NoLeak, options: func(o *Options) { o.DeleteOrder, o.Overshoot = "ascending", 0 },
+	{Name: "ascending-no-overshoot", Property: check.NoLeak, options: func(o *Options) { o.DeleteOrder, o.Overshoot = "ascending", 0 },
 		Defect: "admins delete A queues in ascending order with no overshoot: an admin that crashes midway leaves slots above a hole that nothing ever deletes"},
-	{Name: "no-admin-mutex", Property: model.CountExact, options: func(o *Options) { o.NoAdminMutex = true },
+	{Name: "no-admin-mutex", Property: check.CountExact, options: func(o *Options) { o.NoAdminMutex = true },
 		Defect: "admins change the semaphore without the administration mutex, so concurrent changes interleave"},
-	{Name: "transient-slots", Property: model.Persistent, options: func(o *Options) { o.TransientSlots = true },
+	{Name: "transient-slots", Property: check.Persistent, options: func(o *Options) { o.TransientSlots = true },
 		Defect: "A queues are declared non-durable, so a broker restart deletes every slot"},
-	{Name: "silent-reconnect", Property: model.SlotExclusive, client: defects{silentReconnect: true},
+	{Name: "silent-reconnect", Property: check.SlotExclusive, client: defects{silentReconnect: true},
 		Defect: "after losing its connection the client silently reconnects and keeps believing it holds its slot: verify then only checks that A[L] exists"},
-	{Name: "release-deletes-a", Property: model.Persistent, client: defects{releaseDeletesA: true},
+	{Name: "release-deletes-a", Property: check.Persistent, client: defects{releaseDeletesA: true},
 		Defect: "release deletes the slot's A queue as well as its B queue"},
-	{Name: "treat-405-as-success", Property: model.SlotExclusive, broker: defects{treat405: true},
+	{Name: "treat-405-as-success", Property: check.SlotExclusive, broker: defects{treat405: true},
 		options: func(o *Options) { o.SkipVerifyAfterAcquire = true },
 		Defect:  "a RESOURCE_LOCKED on declaring B[L] is taken as success, and acquire returns at once"},
-	{Name: "trust-scan", Property: model.SlotExclusive, broker: defects{trustScan: true},
+	{Name: "trust-scan", Property: check.SlotExclusive, broker: defects{trustScan: true},
 		Defect: "acquire trusts the scan: it returns a slot whose B probe said free without declaring B[L]"},
-	{Name: "count-first-held", Property: model.CountExact, client: defects{countFirstHeld: true},
+	{Name: "count-first-held", Property: check.CountExact, client: defects{countFirstHeld: true},
 		Defect: "count stops at the first held slot instead of the first missing A queue"},
-	{Name: "release-by-channel-close", Property: model.AcquireExact, client: defects{releaseNoDelete: true},
+	{Name: "release-by-channel-close", Property: check.AcquireExact, client: defects{releaseNoDelete: true},
 		Defect: "release closes a channel instead of deleting B[L], as the spec suggests; RabbitMQ keeps an exclusive queue until its connection ends (broker-semantics 6.1)"},
-	{Name: "verify-passive", Property: model.CheapVerify, options: func(o *Options) { o.VerifyMethod = "passive" },
+	{Name: "verify-passive", Property: check.CheapVerify, options: func(o *Options) { o.VerifyMethod = "passive" },
 		Defect: "verify passively declares A[L] instead of publishing to it: a declare, and a broken channel when the slot is gone"},
-	{Name: "reconnect-per-acquire", Property: model.CheapAcquire, client: defects{reconnectAcquire: true},
+	{Name: "reconnect-per-acquire", Property: check.CheapAcquire, client: defects{reconnectAcquire: true},
 		Defect: "acquire opens a new connection every time"},
-	{Name: "throwaway-channel", Property: model.CheapAcquire, broker: defects{throwawayChannel: true},
+	{Name: "throwaway-channel", Property: check.CheapAcquire, broker: defects{throwawayChannel: true},
 		Defect: "acquire declares B[L] on a channel of its own and closes it after, so that a RESOURCE_LOCKED breaks nothing: a channel opened and closed per acquire"},
-	{Name: "verify-by-get", Property: model.DriverMinimal, broker: defects{verifyGet: true},
+	{Name: "verify-by-get", Property: check.DriverMinimal, broker: defects{verifyGet: true},
 		Defect: "verify also sends a basic.get, which the spec's drivers need not support"},
-	{Name: "verify-errors", Property: model.Available, client: defects{verifyErrors: true},
+	{Name: "verify-errors", Property: check.Available, client: defects{verifyErrors: true},
 		Defect: "verify always fails with an error, so its outcome is never known"},
+	{Name: "cached-count", Property: check.CountExact, client: defects{cachedCount: true},
+		Defect: "an admin answers count from its own cache, the count it last created or changed to, without asking the broker: right until another admin changes the semaphore"},
 }
 
 // MutantNamed returns the mutant called name, or nil.
@@ -199,6 +201,8 @@ type mutClient struct {
 	zombie  bool // it reconnected silently and still believes it holds it
 	raw     broker.Channel
 	rawConn broker.Conn
+	count   int  // the count the admin last created or changed to (cached-count)
+	counted bool // it has one
 }
 
 func (c *mutClient) Close() error {
@@ -255,7 +259,34 @@ func (c *mutClient) Release(ctx context.Context, slot int) error {
 	return err
 }
 
+func (c *mutClient) Create(ctx context.Context, slots int) error {
+	err := c.Client.Create(ctx, slots)
+	if err == nil {
+		c.count, c.counted = slots, true
+	}
+	return err
+}
+
+func (c *mutClient) Change(ctx context.Context, delta int) (int, int, error) {
+	from, to, err := c.Client.Change(ctx, delta)
+	if err == nil {
+		c.count, c.counted = to, true
+	}
+	return from, to, err
+}
+
+func (c *mutClient) Destroy(ctx context.Context) (int, error) {
+	from, err := c.Client.Destroy(ctx)
+	if err == nil {
+		c.count, c.counted = 0, true
+	}
+	return from, err
+}
+
 func (c *mutClient) Count(ctx context.Context) (int, error) {
+	if c.d.cachedCount && c.counted {
+		return c.count, nil
+	}
 	if !c.d.countFirstHeld {
 		return c.Client.Count(ctx)
 	}

@@ -1,9 +1,10 @@
 package amqp
 
 import (
-	"github.com/lockprover/lockprover/prover"
 	"testing"
 	"time"
+
+	"github.com/lockprover/lockprover/prover"
 
 	"github.com/lockprover/lockprover/model"
 )

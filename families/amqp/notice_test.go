@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/lockprover/lockprover/adapters/proxy"
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/backends/proxy"
 )
 
 // gone is a connection whose first channel finds no queue (which closes
@@ -36,7 +36,7 @@ func (c *gone) Channel(context.Context) (broker.Channel, error) {
 // channel it never got, on the second Ctrl-C of a run).
 func TestQuietOnAConnectionThatGoes(t *testing.T) {
 	e := &realEngine{proxies: proxy.NewSet("amqp://guest:guest@127.0.0.1:1/"), slots: 2}
-	if e.quiet(context.Background(), &gone{}, "lp-x") {
+	if e.quiet(context.Background(), &gone{}, e.queueNames("lp-x")) {
 		t.Error("quiet, though it could not look at every queue")
 	}
 }

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/lockprover/lockprover/prover"
 	"regexp"
 	"testing"
+
+	"github.com/lockprover/lockprover/prover"
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"

@@ -4,15 +4,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/prover"
 	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/families/amqp/check"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/run"
+
 	"github.com/lockprover/lockprover/amqplocks"
-	"github.com/lockprover/lockprover/model"
 )
 
 // PlanVersion is the version of the plan format this package writes. It
@@ -41,25 +43,17 @@ type Plan struct {
 	Admins [][]Step `json:"admins"`
 	// Nemesis lists the faults, by time from the start of the run.
 	Nemesis []Fault `json:"nemesis"`
-	// Schedule is the simulator's decisions: at each point where several
-	// processes can move, the next number (modulo how many can) picks one;
-	// once it runs out the first runnable process moves.
-	Schedule []int `json:"schedule"`
-	// ScheduleSeed drives the decisions after Schedule runs out.
-	ScheduleSeed uint64 `json:"schedule_seed"`
-	// Model and Properties are how the plan was judged when it was found:
-	// "strict" for the strict acquire-exact model ("" the standard one),
-	// and the properties whose violation counted (none: all). Replay
-	// judges it the same way. Plans written before they existed have
-	// neither.
-	Model      string   `json:"model,omitempty"`
-	Properties []string `json:"properties,omitempty"`
+	// Decisions are the simulator's scheduling decisions.
+	run.Decisions
+	// JudgedBy is how the plan was judged when it was found (plans written
+	// before it existed have none).
+	prover.JudgedBy
 }
 
 // PropertyNames are the properties a plan can be judged by, in the
 // report's order.
-var PropertyNames = []string{model.SlotExclusive, model.AcquireExact, model.CountExact, model.Persistent, model.NoLeak,
-	model.Available, model.CheapAcquire, model.CheapVerify, model.DriverMinimal}
+var PropertyNames = []string{check.SlotExclusive, check.AcquireExact, check.CountExact, check.Persistent, check.NoLeak,
+	check.Available, check.CheapAcquire, check.CheapVerify, check.DriverMinimal}
 
 // A Step is one line of a script: acquire, verify, release (the slot the
 // client believes it holds), sleep, or an admin's change, count, wait,
@@ -108,6 +102,7 @@ type Options struct {
 	Channels               string `json:"channels,omitempty"` // "one" (default) or "per-purpose"
 	Reconnect              bool   `json:"reconnect,omitempty"`
 	PlainFailure           bool   `json:"plain_failure,omitempty"`
+	TidyVerify             bool   `json:"tidy_verify,omitempty"`
 }
 
 // Reference turns plan options into the reference's.
@@ -123,6 +118,7 @@ func (o Options) Reference() amqplocks.Options {
 		LazyConnect:            o.LazyConnect,
 		Reconnect:              o.Reconnect,
 		PlainFailure:           o.PlainFailure,
+		TidyVerify:             o.TidyVerify,
 	}
 	switch hb := o.HeartbeatMs; {
 	case hb == nil: // the reference's default

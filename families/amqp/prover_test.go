@@ -3,8 +3,9 @@ package amqp
 import (
 	"bytes"
 	"context"
-	"github.com/lockprover/lockprover/prover"
 	"testing"
+
+	"github.com/lockprover/lockprover/prover"
 
 	"github.com/lockprover/lockprover/histories"
 )

@@ -2,9 +2,11 @@ package amqp
 
 import (
 	"context"
-	"github.com/lockprover/lockprover/prover"
 	"strings"
 	"testing"
+
+	"github.com/lockprover/lockprover/families/amqp/check"
+	"github.com/lockprover/lockprover/prover"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/model"
@@ -69,7 +71,7 @@ func TestReconnectAfterFault(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, v := range prover.Judge(res, model.Options{}).Verdicts {
-			if v.Property == model.CheapAcquire {
+			if v.Property == check.CheapAcquire {
 				return v
 			}
 		}

@@ -4,24 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockprover/lockprover/model"
-	"github.com/lockprover/lockprover/prover"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/lockprover/lockprover/families/amqp/check"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/run"
+
 	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/histories"
 )
 
-// procState is a process's place in its script; it survives restarts.
+// procState is a process's place in its script; it survives restarts
+// (its Gen moves on at a kill: the killed goroutine stops recording).
 type procState struct {
+	run.Proc
 	pos    int
-	gen    int // incarnation: a killed process's goroutine stops recording
-	done   bool
-	open   int // index of the invoke of its operation in flight, or -1
 	first  bool
 	create bool // the first admin's create was attempted
 	script []Step
@@ -29,25 +30,24 @@ type procState struct {
 	crashes []int
 }
 
-// runner plays a plan on an engine. Its state is guarded by mu, which is
-// never held across a broker call (the simulator moves one process at a
-// time, and a process blocked on mu would stall it).
+// runner plays a plan on an engine, on the skeleton every family's runner
+// shares (run.Runner: processes, nemesis, holds, the quiescent end). Its
+// state is guarded by mu, which is never held across a broker call (the
+// simulator moves one process at a time, and a process blocked on mu would
+// stall it).
 type runner struct {
+	run.Runner
 	p    *Plan
 	impl Impl
 	eng  engine
 	lock string
-	rec  *histories.Recorder
 	hb   time.Duration
 
 	mu        sync.Mutex
 	states    map[string]*procState
-	costs     map[int]model.Cost
-	killed    map[string]bool            // processes killed while heartbeats are off (made on first use)
-	faulty    map[string]map[string]bool // process -> pause/partition in force (made on first use)
-	stuck     error
+	costs     map[int]broker.Cost
+	killed    map[string]bool               // processes killed while heartbeats are off (made on first use)
 	created   bool                          // the first admin's create has ended or was cut short
-	ending    bool                          // no fault strikes once the run is ending
 	destroyed bool                          // the probe's destroy succeeded
 	live      map[string]Client             // each process's current client, for signals
 	dialling  map[string]context.CancelFunc // cuts short a process's Connect when it is killed
@@ -60,14 +60,24 @@ func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
 	p := *plan
 	p.Lock = lock // what implementations work on: unique per run on a real broker
 	steps := planSteps(&p)
-	rec := histories.NewRecorder(eng.Now)
-	rec.Grow(2*steps + 4*len(p.Nemesis)) // an invoke and a completion a step, two events a fault and its end
-	return &runner{p: &p, impl: impl, eng: eng, lock: lock, rec: rec,
-		hb: p.Options.Heartbeat(), states: map[string]*procState{}, costs: make(map[int]model.Cost, steps),
+	r := &runner{p: &p, impl: impl, eng: eng, lock: lock,
+		hb: p.Options.Heartbeat(), states: map[string]*procState{}, costs: make(map[int]broker.Cost, steps),
 		live:     map[string]Client{},
 		dialling: map[string]context.CancelFunc{}, ledgers: map[string]*ledger{}, waste: map[int]string{},
 		created: p.Kind != histories.Semaphore || len(p.Admins) == 0}
+	r.Init(run.Config{Lock: &r.mu, Now: eng.Now, Poll: poll, Ends: ends})
+	r.Rec.Grow(2*steps + 4*len(p.Nemesis)) // an invoke and a completion a step, two events a fault and its end
+	return r
 }
+
+// poll is how the runner awaits (the first admin's create, the end of the
+// processes): every millisecond at first, then less often, at most every
+// second.
+var poll = run.Poll{First: time.Millisecond, Max: time.Second}
+
+// ends is the order in which a process's pause and partition end at the
+// quiescent end.
+var ends = []string{histories.Pause, histories.Partition}
 
 // planSteps is about how many operations p's run records: its scripts'
 // steps and the probe's. newRunner sizes the history and the costs by it
@@ -86,10 +96,10 @@ func planSteps(p *Plan) int {
 // begin starts every process of the plan and the nemesis.
 func (r *runner) begin() {
 	for i, script := range r.p.Admins {
-		r.start(adminName(i), &procState{first: i == 0, script: script, open: -1})
+		r.start(adminName(i), &procState{first: i == 0, script: script})
 	}
 	for i, script := range r.p.Clients {
-		r.start(clientName(i), &procState{script: script, open: -1})
+		r.start(clientName(i), &procState{script: script})
 	}
 	for _, f := range r.p.Nemesis {
 		switch {
@@ -106,13 +116,16 @@ func (r *runner) begin() {
 
 // result gathers the run's outcome once every process has ended.
 func (r *runner) result() (*prover.Result, error) {
-	if r.stuck != nil {
-		return nil, r.stuck
+	if err := r.Stuck(); err != nil {
+		return nil, err
 	}
-	res := &prover.Result{History: r.rec.Events()}
-	ev := &res.Evidence
-	*ev = model.Evidence{Lock: r.lock, Costs: r.costs, Waste: r.waste, Methods: map[string]int{}, MaxSlots: maxSlots(r.p), Problems: r.problems}
-	var c model.Cost
+	res := &prover.Result{History: r.Rec.Events()}
+	ev := &check.Evidence{Costs: r.costs, Waste: r.waste, Methods: map[string]int{}, MaxSlots: maxSlots(r.p)}
+	res.Evidence = model.Evidence{Lock: r.lock, Problems: r.problems, Family: ev}
+	if w, ok := r.eng.(serverWitness); ok {
+		r.addBrokerFaults(res, w.serverNotes())
+	}
+	var c broker.Cost
 	for name := range r.states {
 		for m, n := range r.cost(name, &c).Methods {
 			ev.Methods[m] += n
@@ -126,7 +139,9 @@ func (r *runner) result() (*prover.Result, error) {
 		switch {
 		case q.name != r.lock && !strings.HasPrefix(q.name, r.lock+"-"):
 		case q.owner == "" && !r.destroyed:
-			// A queues are judged only after a successful destroy.
+			// A queues are judged only after a successful destroy; the
+			// verdict names those it could not judge.
+			ev.Unjudged = append(ev.Unjudged, q.name)
 		case q.owner != "" && r.hb == 0 && r.killed[q.owner]:
 			// Held by a process killed while heartbeats are off: the
 			// broker never notices.
@@ -135,6 +150,60 @@ func (r *runner) result() (*prover.Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// addBrokerFaults records in res's history the faults the broker struck
+// on its own (brokerFaults), keeping the evidence's indexes right.
+func (r *runner) addBrokerFaults(res *prover.Result, notes []serverNote) {
+	faults := brokerFaults(res.History, r.lock, notes, brokerGrace(max(r.hb, time.Second)), r.hb)
+	h, moved := withFaults(res.History, faults)
+	if moved == nil {
+		return
+	}
+	res.History = h
+	ev := res.Evidence.Family.(*check.Evidence)
+	costs, waste := make(map[int]broker.Cost, len(ev.Costs)), make(map[int]string, len(ev.Waste))
+	for i, c := range ev.Costs {
+		costs[moved[i]] = c
+	}
+	for i, w := range ev.Waste {
+		waste[moved[i]] = w
+	}
+	ev.Costs, ev.Waste = costs, waste
+	excuseReconnects(h, ev)
+}
+
+// excuseReconnects excuses, for each connection the broker closed on its
+// own (a force-close lockprover did not strike, known only once the run
+// has ended, from what the proxy saw), the one new connection the
+// process then opened: the ledger charged it at the time as opened "though
+// no fault had cut it off", and the broker had.
+func excuseReconnects(h []histories.Event, ev *check.Evidence) {
+	invoked := map[string]int{} // process -> index of its operation in flight
+	closed := map[string]bool{} // the broker closed the process's connection: one reconnect excused
+	for _, e := range h {
+		switch {
+		case e.Process == "nemesis" && e.F == histories.ForceClose && e.Type == histories.Info && e.Value != nil && strings.HasPrefix(e.Error, notStruck):
+			closed[e.Value.Process] = true
+		case e.Process == "nemesis":
+		case e.Type == histories.Invoke:
+			invoked[e.Process] = e.Index
+		case closed[e.Process]:
+			i := invoked[e.Process]
+			if ev.Waste[i] == reconnectWaste && ev.Costs[i].Connections == 1 {
+				c := ev.Costs[i]
+				c.Connections = 0
+				for _, m := range []string{"connection.start-ok", "connection.tune-ok", "connection.open"} {
+					if c.Methods[m]--; c.Methods[m] <= 0 {
+						delete(c.Methods, m)
+					}
+				}
+				ev.Costs[i] = c
+				delete(ev.Waste, i)
+				closed[e.Process] = false
+			}
+		}
+	}
 }
 
 func maxSlots(p *Plan) int {
@@ -152,7 +221,9 @@ func maxSlots(p *Plan) int {
 func (r *runner) start(name string, st *procState) {
 	r.mu.Lock()
 	r.states[name] = st
-	gen := st.gen
+	st.Name = name
+	r.Add(&st.Proc)
+	gen := st.Gen
 	r.mu.Unlock()
 	r.eng.Go(name, func(b broker.Broker) { r.run(name, st, gen, b) })
 }
@@ -167,14 +238,14 @@ type incarnation struct {
 	// when it ended: its ledger's, where the engine reads the counts
 	// into one map for all the process's operations and incarnations
 	// (see runner.cost).
-	sent *model.Cost
+	sent *broker.Cost
 }
 
 // current reports whether gen is still st's incarnation.
 func (r *runner) current(st *procState, gen int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return st.gen == gen
+	return st.Live(gen)
 }
 
 // run plays a process's script from where it stands (a killed process
@@ -197,11 +268,11 @@ func (r *runner) run(name string, st *procState, gen int, b broker.Broker) {
 	}
 	// The semaphore is created before anything else, unless its creator is
 	// held up by a fault: then the others go ahead without it, a second on.
-	r.await(b, time.Second, func() bool { return r.created })
+	r.Await(sleeper(b), time.Second, func() bool { return r.created })
 	for {
 		r.eng.Hold(b, name)
 		r.mu.Lock()
-		if st.gen != gen || st.pos >= len(st.script) {
+		if !st.Live(gen) || st.pos >= len(st.script) {
 			r.mu.Unlock()
 			break
 		}
@@ -228,8 +299,8 @@ func (r *runner) run(name string, st *procState, gen int, b broker.Broker) {
 		in.client.Close()
 	}
 	r.mu.Lock()
-	if st.gen == gen {
-		st.done = true
+	if st.Live(gen) {
+		st.Done = true
 	}
 	r.mu.Unlock()
 }
@@ -245,48 +316,9 @@ func (r *runner) connect(b broker.Broker, name string, st *procState, in *incarn
 		in.client.Close()
 		in.client, in.held = nil, 0
 	}
-	var err error
-	for i := 0; i < 100 && r.current(st, in.gen); i++ {
-		ctx, cancel := r.eng.OpContext(false)
-		r.mu.Lock()
-		if st.gen != in.gen {
-			r.mu.Unlock()
-			cancel()
-			return false
-		}
-		r.dialling[name] = cancel
-		r.mu.Unlock()
-		var c Client
-		c, err = r.impl.Connect(ctx, b, r.p, name)
-		r.mu.Lock()
-		current := st.gen == in.gen
-		if current {
-			delete(r.dialling, name)
-			if err == nil {
-				r.live[name] = c
-			}
-		}
-		r.mu.Unlock()
-		cancel()
-		if err == nil && !current {
-			// Killed while it started: the kill found nothing to signal.
-			if pc, ok := c.(ProcessClient); ok {
-				pc.Signal(syscall.SIGKILL)
-			}
-			c.Close()
-			return false
-		}
-		if err == nil {
-			in.client = c
-			return true
-		}
-		var ie *prover.ImplementationError
-		if errors.As(err, &ie) {
-			break // the implementation itself failed to start: no retrying
-		}
-		if b.Sleep(context.Background(), 100*time.Millisecond) != nil {
-			return false
-		}
+	err := run.Retry(100, 100*time.Millisecond, sleeper(b), func() error { return r.dial(b, name, st, in) })
+	if in.client != nil {
+		return true
 	}
 	// A process that fails to start is the implementation's problem; so is
 	// the probe failing to connect, as no fault is in force when it runs.
@@ -296,6 +328,42 @@ func (r *runner) connect(b broker.Broker, name string, st *procState, in *incarn
 		r.problem(fmt.Sprintf("%s could not connect: %v", name, err))
 	}
 	return false
+}
+
+// dial is one try at connecting the incarnation (its client, on success),
+// or run.Stop once it is killed: a kill cuts short a Connect under way.
+func (r *runner) dial(b broker.Broker, name string, st *procState, in *incarnation) error {
+	ctx, cancel := r.eng.OpContext(false)
+	defer cancel()
+	r.mu.Lock()
+	if !st.Live(in.gen) {
+		r.mu.Unlock()
+		return run.Stop
+	}
+	r.dialling[name] = cancel
+	r.mu.Unlock()
+	c, err := r.impl.Connect(ctx, b, r.p, name)
+	r.mu.Lock()
+	current := st.Live(in.gen)
+	if current {
+		delete(r.dialling, name)
+		if err == nil {
+			r.live[name] = c
+		}
+	}
+	r.mu.Unlock()
+	if err == nil && !current {
+		// Killed while it started: the kill found nothing to signal.
+		if pc, ok := c.(ProcessClient); ok {
+			pc.Signal(syscall.SIGKILL)
+		}
+		c.Close()
+		return run.Stop
+	}
+	if err == nil {
+		in.client = c
+	}
+	return err
 }
 
 // problem records something wrong with the implementation (once).
@@ -320,12 +388,11 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	}
 	before := r.cost(name, in.sent)
 	r.mu.Lock()
-	if st.gen != in.gen {
+	if !st.Live(in.gen) {
 		r.mu.Unlock()
 		return
 	}
-	inv := r.rec.Add(e)
-	st.open = inv.Index
+	inv := r.Invoke(&st.Proc, e)
 	led := r.ledger(name)
 	led.absorb(before)
 	var crash int
@@ -348,12 +415,11 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	done, known := r.completion(name, inv, e.Kind, res, err)
 	in.held = held
 	r.mu.Lock()
-	if st.gen != in.gen {
+	if !st.Live(in.gen) {
 		r.mu.Unlock()
 		return // killed meanwhile: the nemesis recorded the outcome as unknown
 	}
 	cost, waste := led.charge(spent)
-	st.open = -1
 	if known {
 		r.costs[inv.Index] = cost
 		if waste != "" {
@@ -363,7 +429,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	if s.Op == histories.Destroy && err == nil && name == "probe" {
 		r.destroyed = true
 	}
-	r.rec.Add(done)
+	r.Complete(&st.Proc, done)
 	r.mu.Unlock()
 	if pc, ok := c.(ProcessClient); ok && !known {
 		if why := pc.Crashed(); why != "" {
@@ -380,7 +446,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 // the engine can (a costReader), so that the ledger's two readings an
 // operation allocate nothing after the first; the ledger copies what it
 // keeps.
-func (r *runner) cost(name string, into *model.Cost) model.Cost {
+func (r *runner) cost(name string, into *broker.Cost) broker.Cost {
 	if cr, ok := r.eng.(costReader); ok {
 		cr.ReadCost(name, into)
 		return *into
@@ -483,7 +549,7 @@ func (r *runner) completion(name string, inv histories.Event, kind string, res *
 	case failed:
 		done.Type, done.Value = histories.Fail, &histories.Value{Reason: f.Reason}
 	default:
-		done.Type = histories.Info
+		done.Type, done.Error = histories.Info, err.Error()
 		if p := r.patch(name, inv); p != nil {
 			done = *p
 		}
@@ -517,7 +583,7 @@ func (r *runner) pollUp(u brokerUp, e histories.Event, d time.Duration) {
 			return
 		}
 		r.mu.Lock()
-		r.rec.Add(e)
+		r.Rec.Add(e)
 		r.mu.Unlock()
 	})
 }
@@ -536,88 +602,54 @@ func (r *runner) ledger(name string) *ledger {
 func (r *runner) isEnding() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.ending
+	return r.Ending()
 }
 
 // nemesis strikes the plan's faults at their times, then brings the run to
-// an end: it waits for the scripts, heals what is still broken, lets the
-// broker notice dead connections, and runs the quiescent probe.
+// an end (run.Runner.Nemesis): it waits for the scripts, heals what is
+// still broken, lets the broker notice dead connections, and runs the
+// quiescent probe.
 func (r *runner) nemesis(b broker.Broker) {
-	ctx := context.Background()
-	type event struct {
-		at            int
-		fault, target string
-	}
-	var evs []event
-	for _, f := range r.p.Nemesis {
-		if f.AfterCalls > 0 || f.Fault == AdminCrash {
-			continue // struck mid-operation, by method counts
+	timeline := run.Timeline(len(r.p.Nemesis), func(i int) (int, int, bool) {
+		f := r.p.Nemesis[i]
+		lasts := 0
+		if f.Fault == histories.Pause || f.Fault == histories.Partition {
+			lasts = f.For
 		}
-		evs = append(evs, event{f.At, f.Fault, f.Target})
-		if f.For > 0 {
-			switch f.Fault {
-			case histories.Pause:
-				evs = append(evs, event{f.At + f.For, histories.Resume, f.Target})
-			case histories.Partition:
-				evs = append(evs, event{f.At + f.For, histories.Heal, f.Target})
+		return f.At, lasts, f.AfterCalls <= 0 && f.Fault != AdminCrash // the others strike mid-operation, by method counts
+	})
+	r.Nemesis(timeline, run.Nemesis{
+		Sleep: sleeper(b),
+		Strike: func(t run.Timed) {
+			f := r.p.Nemesis[t.Fault]
+			if t.End {
+				r.strike(histories.EndOf(f.Fault), f.Target)
+			} else {
+				r.strike(f.Fault, f.Target)
 			}
-		}
-	}
-	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
-	start := r.eng.Now()
-	for _, e := range evs {
-		if d := time.Duration(e.at)*time.Millisecond - time.Duration(r.eng.Now()-start); d > 0 {
-			b.Sleep(ctx, d)
-		}
-		r.strike(e.fault, e.target)
-	}
-	// Faults meant to last until the end last until every other process is
-	// done (or an hour has passed); then they end, so that the faulted
-	// processes can finish too.
-	r.await(b, time.Hour, func() bool { return r.allDone(true) })
-	r.mu.Lock()
-	r.ending = true
-	var ends [][2]string
-	for _, name := range sortedKeys(r.faulty) {
-		for _, f := range []string{histories.Pause, histories.Partition} {
-			if r.faulty[name][f] {
-				ends = append(ends, [2]string{histories.EndOf(f), name})
+		},
+		EndFaults: func() {
+			r.mu.Lock()
+			holds := r.Holds()
+			r.mu.Unlock()
+			for _, h := range holds {
+				r.strike(histories.EndOf(h.Fault), h.Target)
 			}
-		}
-	}
-	r.mu.Unlock()
-	for _, e := range ends {
-		r.strike(e[0], e[1])
-	}
-	if !r.await(b, time.Hour, func() bool { return r.allDone(false) }) {
-		r.mu.Lock()
-		r.stuck = fmt.Errorf("the plan did not finish within an hour of its faults ending: %s still running", strings.Join(r.running(), ", "))
-		r.mu.Unlock()
-		return
-	}
-	if r.hb > 0 {
-		r.eng.Notice(b, r.lock, 3*r.hb+time.Second) // the broker notices every dead connection
-	}
-	st := &procState{open: -1, script: r.probe()}
-	r.start("probe", st)
-	r.await(b, 24*time.Hour, func() bool { return r.allDone(false) })
+		},
+		Settle: func() {
+			if r.hb > 0 {
+				r.eng.Notice(b, r.lock, 3*r.hb+time.Second) // the broker notices every dead connection
+			}
+		},
+		Probe:     func() { r.start("probe", &procState{script: r.probe()}) },
+		Patience:  time.Hour,
+		ProbeTime: 24 * time.Hour,
+	})
 }
 
-// await polls cond, backing off from a millisecond to a second, until it
-// holds (true) or limit has passed (false).
-func (r *runner) await(b broker.Broker, limit time.Duration, cond func() bool) bool {
-	deadline := r.eng.Now() + int64(limit)
-	for d := time.Millisecond; ; d = min(2*d, time.Second) {
-		r.mu.Lock()
-		ok := cond()
-		r.mu.Unlock()
-		if ok {
-			return true
-		}
-		if r.eng.Now() >= deadline || b.Sleep(context.Background(), d) != nil {
-			return false // out of time, or the run was interrupted
-		}
-	}
+// sleeper is Sleep on b, for run.Runner's Await and Nemesis.
+func sleeper(b broker.Broker) func(time.Duration) error {
+	return func(d time.Duration) error { return b.Sleep(context.Background(), d) }
 }
 
 // probe is the final quiescent script: with every other process done and
@@ -630,31 +662,6 @@ func (r *runner) probe() []Step {
 		return []Step{{Op: histories.Acquire}, {Op: histories.Verify}, {Op: histories.Release}}
 	}
 	return []Step{{Op: histories.Count}, {Op: histories.Acquire}, {Op: histories.Verify}, {Op: histories.Release}, {Op: histories.Change, Delta: -1}, {Op: histories.Destroy}}
-}
-
-// allDone reports (with mu held) whether every process has ended, maybe
-// but for those a pause or partition still holds.
-func (r *runner) allDone(exceptFaulty bool) bool {
-	for name, st := range r.states {
-		if exceptFaulty && len(r.faulty[name]) > 0 {
-			continue
-		}
-		if !st.done {
-			return false
-		}
-	}
-	return true
-}
-
-func (r *runner) running() []string {
-	var names []string
-	for name, st := range r.states {
-		if !st.done {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	return names
 }
 
 // strikeFor strikes a fault counted in its target's calls, and ends it
@@ -671,7 +678,7 @@ func (r *runner) strikeFor(f Fault) {
 	if end := histories.EndOf(f.Fault); f.For > 0 && end != "" {
 		r.eng.After(time.Duration(f.For)*time.Millisecond, func() {
 			r.mu.Lock()
-			on := r.faulty[f.Target][f.Fault]
+			on := r.Held(f.Fault, f.Target)
 			r.mu.Unlock()
 			if on {
 				r.strike(end, f.Target)
@@ -687,25 +694,19 @@ func (r *runner) strike(fault, target string) {
 		e.Value = &histories.Value{Process: target}
 	}
 	e.Type = histories.Invoke
-	r.rec.Add(e)
+	r.Rec.Add(e)
 	r.signal(fault, target)
 	err := r.eng.Fault(fault, target)
 	r.mu.Lock()
 	switch fault {
 	case histories.Pause, histories.Partition:
 		if err == nil {
-			if r.faulty == nil {
-				r.faulty = map[string]map[string]bool{}
-			}
-			if r.faulty[target] == nil {
-				r.faulty[target] = map[string]bool{}
-			}
-			r.faulty[target][fault] = true
+			r.Hold(fault, target)
 		}
 	case histories.Resume:
-		delete(r.faulty[target], histories.Pause)
+		r.Unhold(histories.Pause, target)
 	case histories.Heal:
-		delete(r.faulty[target], histories.Partition)
+		r.Unhold(histories.Partition, target)
 	}
 	if err == nil && fault != histories.Resume && fault != histories.Heal {
 		for name := range r.states {
@@ -725,7 +726,7 @@ func (r *runner) strike(fault, target string) {
 		// recorded so, once the broker is back.
 		r.whenUp(u, e)
 	} else {
-		r.rec.Add(e)
+		r.Rec.Add(e)
 	}
 	r.mu.Unlock()
 	if fault == histories.Kill && err == nil {
@@ -761,7 +762,7 @@ func (r *runner) restart(name string) {
 		r.mu.Unlock()
 		return
 	}
-	st.gen++
+	st.Gen++ // the killed incarnation records no more
 	if cancel := r.dialling[name]; cancel != nil {
 		cancel()
 		delete(r.dialling, name)
@@ -769,14 +770,12 @@ func (r *runner) restart(name string) {
 	if st.first && st.create {
 		r.created = true // its create was cut short
 	}
-	if st.open >= 0 {
-		inv := r.rec.Event(st.open)
+	if inv, ok := r.InFlight(&st.Proc); ok {
 		done := histories.Event{Process: name, Type: histories.Info, F: inv.F, Lock: inv.Lock, Kind: inv.Kind}
 		if p := r.patch(name, inv); p != nil {
 			done = *p
 		}
-		r.rec.Add(done)
-		st.open = -1
+		r.Complete(&st.Proc, done)
 	}
 	if r.hb == 0 {
 		if r.killed == nil {
@@ -784,21 +783,12 @@ func (r *runner) restart(name string) {
 		}
 		r.killed[name] = true
 	}
-	again := !st.done
+	again := !st.Done
 	delete(r.live, name)
 	r.mu.Unlock()
 	if again {
 		r.start(name, st) // the old client is dropped: the kill severed it
 	}
-}
-
-func sortedKeys(m map[string]map[string]bool) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // A boxedValue is a history Value with room for the numbers and the

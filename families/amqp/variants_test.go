@@ -2,9 +2,12 @@ package amqp
 
 import (
 	"context"
-	"github.com/lockprover/lockprover/prover"
 	"strings"
 	"testing"
+
+	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/families/amqp/check"
+	"github.com/lockprover/lockprover/prover"
 
 	"github.com/lockprover/lockprover/model"
 )
@@ -18,7 +21,8 @@ var variants = []string{
 	"scan_start=random",
 	"reconnect",
 	"plain_failure",
-	"lazy_connect,channels=per-purpose,reconnect,plain_failure,scan_start=random",
+	"tidy_verify",
+	"lazy_connect,channels=per-purpose,reconnect,plain_failure,scan_start=random,tidy_verify",
 }
 
 // Every correct variant holds every property on the simulator, with every
@@ -71,7 +75,7 @@ func TestLazySetupIsFree(t *testing.T) {
 		}
 		p := &Plan{Version: PlanVersion, Kind: "semaphore", Lock: "lp", Slots: 2, Options: o, Admins: [][]Step{{}},
 			Clients: [][]Step{{{Op: "acquire"}, {Op: "verify"}, {Op: "release"}, {Op: "acquire"}, {Op: "verify"}}}}
-		for _, prop := range []string{model.CheapAcquire, model.CheapVerify} {
+		for _, prop := range []string{check.CheapAcquire, check.CheapVerify} {
 			if v := cheapVerdict(t, p, prop); v.Status != model.Pass || v.Judged < 2 {
 				t.Errorf("%s: %s %s (%d judged) %s", spec, prop, v.Status, v.Judged, v.Detail)
 			}
@@ -81,16 +85,16 @@ func TestLazySetupIsFree(t *testing.T) {
 
 // The ledger charges what the spec calls waste and nothing else.
 func TestLedger(t *testing.T) {
-	cost := func(conns, chans int, methods ...string) model.Cost {
-		c := model.Cost{Methods: map[string]int{}, Connections: conns, Channels: chans}
+	cost := func(conns, chans int, methods ...string) broker.Cost {
+		c := broker.Cost{Methods: map[string]int{}, Connections: conns, Channels: chans}
 		for _, m := range methods {
 			c.Methods[m]++
 		}
 		return c
 	}
 	handshake := []string{"connection.start-ok", "connection.tune-ok", "connection.open"}
-	sum := func(cs ...model.Cost) model.Cost {
-		out := model.Cost{Methods: map[string]int{}}
+	sum := func(cs ...broker.Cost) broker.Cost {
+		out := broker.Cost{Methods: map[string]int{}}
 		for _, c := range cs {
 			out.Connections += c.Connections
 			out.Channels += c.Channels
@@ -104,56 +108,56 @@ func TestLedger(t *testing.T) {
 	probe := cost(0, 0, "basic.publish")
 	for _, tc := range []struct {
 		name  string
-		steps func(l *ledger) (model.Cost, string)
+		steps func(l *ledger) (broker.Cost, string)
 		waste string // "" for none
 		conns int    // connections charged
 		chans int    // channels charged
 	}{
-		{"the first connection at an operation", func(l *ledger) (model.Cost, string) {
+		{"the first connection at an operation", func(l *ledger) (broker.Cost, string) {
 			return l.charge(sum(connect, probe))
 		}, "", 0, 0},
-		{"the first connection at init, then an operation", func(l *ledger) (model.Cost, string) {
+		{"the first connection at init, then an operation", func(l *ledger) (broker.Cost, string) {
 			l.absorb(connect)
 			return l.charge(sum(connect, probe))
 		}, "", 0, 0},
-		{"a second connection with no fault", func(l *ledger) (model.Cost, string) {
+		{"a second connection with no fault", func(l *ledger) (broker.Cost, string) {
 			l.absorb(connect)
 			return l.charge(sum(connect, connect, probe))
 		}, "opened a connection though it had one", 1, 0},
-		{"a second connection after a fault", func(l *ledger) (model.Cost, string) {
+		{"a second connection after a fault", func(l *ledger) (broker.Cost, string) {
 			l.absorb(connect)
 			l.cut()
 			return l.charge(sum(connect, connect, probe))
 		}, "", 0, 0},
-		{"a second connection after the broker closed the first", func(l *ledger) (model.Cost, string) {
+		{"a second connection after the broker closed the first", func(l *ledger) (broker.Cost, string) {
 			l.absorb(sum(connect, cost(0, 0, "connection.close-ok")))
 			return l.charge(sum(connect, connect, cost(0, 0, "connection.close-ok"), probe))
 		}, "", 0, 0},
-		{"attempts that never reached connection.open, then a connection, after one fault", func(l *ledger) (model.Cost, string) {
+		{"attempts that never reached connection.open, then a connection, after one fault", func(l *ledger) (broker.Cost, string) {
 			l.absorb(connect)
 			l.cut()
 			attempts := cost(2, 0, "connection.start-ok")
 			return l.charge(sum(connect, attempts, connect, probe))
 		}, "", 0, 0},
-		{"a channel per purpose", func(l *ledger) (model.Cost, string) {
+		{"a channel per purpose", func(l *ledger) (broker.Cost, string) {
 			l.absorb(connect)
 			return l.charge(sum(connect, cost(0, 2, "channel.open", "channel.open", "confirm.select")))
 		}, "", 0, 0},
-		{"a channel reopened after closing one", func(l *ledger) (model.Cost, string) {
+		{"a channel reopened after closing one", func(l *ledger) (broker.Cost, string) {
 			l.absorb(connect)
 			return l.charge(sum(connect, cost(0, 1, "channel.close", "channel.open", "confirm.select")))
 		}, "reopened a channel after closing one itself", 0, 1},
-		{"a channel closed in one operation, another opened in the next", func(l *ledger) (model.Cost, string) {
+		{"a channel closed in one operation, another opened in the next", func(l *ledger) (broker.Cost, string) {
 			l.absorb(connect)
 			after := sum(connect, cost(0, 0, "channel.close"))
 			l.charge(after)
 			return l.charge(sum(after, cost(0, 1, "channel.open")))
 		}, "reopened a channel after closing one itself", 0, 1},
-		{"a channel the broker closed, reopened at once", func(l *ledger) (model.Cost, string) {
+		{"a channel the broker closed, reopened at once", func(l *ledger) (broker.Cost, string) {
 			l.absorb(connect)
 			return l.charge(sum(connect, cost(0, 1, "channel.close-ok", "channel.open", "confirm.select")))
 		}, "", 0, 0},
-		{"a channel the broker closed, reopened at the next operation", func(l *ledger) (model.Cost, string) {
+		{"a channel the broker closed, reopened at the next operation", func(l *ledger) (broker.Cost, string) {
 			l.absorb(connect)
 			after := sum(connect, cost(0, 0, "channel.close-ok"))
 			l.charge(after)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"io"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -43,6 +42,11 @@ type backend interface {
 	Heal(name string)
 	KillConnections(name string)
 	DropCommitReply(name string)
+	// droppedReplies is how many COMMIT replies of process name were
+	// dropped so far, where the backend can tell (known false: the
+	// simulator, whose drop always strikes the next COMMIT, which only the
+	// runner's own reference sends there).
+	droppedReplies(name string) (n int, known bool)
 	// Restart restarts the server: it refuses connections for downtime.
 	Restart(downtime time.Duration)
 	// SkewServerClock sets the database's clock offset from true time.
@@ -75,16 +79,7 @@ type simBackend struct {
 // newSimBackend makes a simulated database that decides its schedule by
 // p's Schedule, then by p's ScheduleSeed.
 func newSimBackend(p *Plan, trace io.Writer) simBackend {
-	rng := rand.New(rand.NewPCG(p.ScheduleSeed, 0x6c70))
-	next := 0
-	decide := func(n int) int {
-		if next < len(p.Schedule) {
-			next++
-			return p.Schedule[next-1] % n
-		}
-		return rng.IntN(n)
-	}
-	return simBackend{sqlsim.New(sqlsim.Options{Decide: decide, Trace: trace})}
+	return simBackend{sqlsim.New(sqlsim.Options{Decide: p.Decider(0x6c70), Trace: trace})}
 }
 
 func (simBackend) Lock()   {}
@@ -103,6 +98,7 @@ func (b simBackend) Partition(name string)                        { b.w.Partitio
 func (b simBackend) Heal(name string)                             { b.w.Heal(name) }
 func (b simBackend) KillConnections(name string)                  { b.w.KillConnections(name) }
 func (b simBackend) DropCommitReply(name string)                  { b.w.DropCommitReply(name) }
+func (b simBackend) droppedReplies(string) (int, bool)            { return 0, false }
 func (b simBackend) Restart(downtime time.Duration)               { b.w.Restart(downtime) }
 func (b simBackend) SkewServerClock(offset time.Duration)         { b.w.SkewClock("", offset) }
 func (simBackend) stuckAfter() time.Duration                      { return time.Hour }

@@ -47,8 +47,9 @@ func (e notGranted) Is(target error) bool { return target == ErrNotGranted }
 func (e notGranted) Unwrap() error        { return e.err }
 
 // An Impl is an implementation under test that runs as processes of its
-// own, in any language (package adapters/process starts them and speaks the
-// process protocol, docs/protocol.md): one process per incarnation of a
+// own, in any language (dbsemprotocol.Processes starts them with the
+// generic launcher, adapters/process, and speaks the process protocol,
+// docs/protocol.md): one process per incarnation of a
 // client, on a real database.
 type Impl interface {
 	// Connect starts client name's process and sets it up for s. An error

@@ -15,9 +15,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 
-	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 	"pgregory.net/rapid"
 )
@@ -34,7 +34,7 @@ type Config struct {
 	Options   Options  // the reference's options
 	// TTLMs fixes the leases' ttl; 0 draws it (100, 300 or 1000 ms).
 	TTLMs int
-	// Drift is the drift bound plans are judged with (model.Options.Drift);
+	// Drift is the drift bound plans are judged with (lease.Options.Drift);
 	// 0 means model.DefaultDrift.
 	Drift float64
 	// Target runs the plans: nil (or Simulator{}) the simulated database,
@@ -125,13 +125,9 @@ func (c Config) Preflight(ctx context.Context) error {
 
 // Judging says that only the database's clock times the semaphore's
 // leases: a client's clock fault excuses nothing (the reference never reads
-// a client's clock).
-func (c Config) Judging(o model.Options) model.Options {
-	o.Clocks = model.ClocksBackend
-	if c.Drift != 0 {
-		o.Drift = c.Drift
-	}
-	return o
+// a client's clock). It has no strict model.
+func (c Config) Judging(bool) any {
+	return lease.Options{Clocks: lease.ClocksBackend, Drift: c.Drift}
 }
 
 // Alone says whether a plan must run with no other beside it on a real

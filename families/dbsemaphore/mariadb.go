@@ -16,7 +16,7 @@ import (
 
 	driver "github.com/go-sql-driver/mysql"
 
-	"github.com/lockprover/lockprover/adapters/mysql"
+	"github.com/lockprover/lockprover/backends/mysql"
 	"github.com/lockprover/lockprover/dbsem"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
@@ -24,7 +24,7 @@ import (
 
 // MariaDB runs plans on a real MariaDB (or MySQL) server, in real time.
 // Each client process reaches the server through a fault proxy of its own
-// (package adapters/mysql), which kills, partitions (a pause: the process
+// (package backends/mysql), which kills, partitions (a pause: the process
 // is cut off and its open transaction keeps its locks), drops the reply
 // to a COMMIT, counts statements and skews the clock of the process's
 // sessions (the server's clock, as the semaphore sees it, is every
@@ -550,6 +550,13 @@ func (b *mariaBackend) DropCommitReply(name string) {
 	if p := b.live(name); p != nil {
 		p.proxy.DropCommitReply()
 	}
+}
+
+func (b *mariaBackend) droppedReplies(name string) (int, bool) {
+	if p := b.live(name); p != nil {
+		return p.proxy.Counts().Dropped, true
+	}
+	return 0, true
 }
 
 // Restart restarts the private server; the runner goes on meanwhile.

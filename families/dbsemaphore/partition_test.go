@@ -7,39 +7,67 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
+	"github.com/lockprover/lockprover/backends/mysql/mysqltest"
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 )
 
-// heldPlan: c1 takes the only lease (ttl 1 s), is held by fault from
-// 500 ms to 3.5 s, and refreshes after 500 ms of work; c2 tries at 2 s,
-// when c1's lease has expired. (Half a second for c1's acquire: beside the
-// rest of the suite, 50 ms was too short three times in a row.)
-func heldPlan(fault string) *Plan {
-	return &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: 1000,
+// heldPlan: c1 takes the only lease (ttl 2u), is held by fault from u to
+// 7u, and refreshes after u of work; c2 tries at 4u, when c1's lease has
+// expired. u is the time c1's acquire has before the fault strikes: half a
+// second on the simulator, and on a real server as long as the machine
+// needs (see TestPartitionAndPause).
+func heldPlan(fault string, u time.Duration) *Plan {
+	ms := int(u.Milliseconds())
+	return &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: 2 * ms,
 		Clients: [][]Step{
-			{{Op: histories.Acquire}, {Op: Sleep, Ms: 500}, {Op: histories.Refresh}},
-			{{Op: Sleep, Ms: 2000}, {Op: histories.Acquire}},
+			{{Op: histories.Acquire}, {Op: Sleep, Ms: ms}, {Op: histories.Refresh}},
+			{{Op: Sleep, Ms: 4 * ms}, {Op: histories.Acquire}},
 		},
-		Nemesis: []Fault{{At: 500, Fault: fault, Target: "c1", For: 3000}}}
+		Nemesis: []Fault{{At: ms, Fault: fault, Target: "c1", For: 6 * ms}}}
 }
 
-// acquiredFirst says whether c1's acquire returned before the fault
-// struck, as heldPlan means it to (on a loaded machine, real time may
-// not keep to the plan).
+// acquireLatency is how long c1's acquire took in h (from its invoke to
+// its completion, or to the end of h if it never completed).
+func acquireLatency(h []histories.Event) time.Duration {
+	var from, to int64 = -1, -1
+	for _, e := range h {
+		switch {
+		case e.Process == "c1" && e.F == histories.Acquire && e.Type == histories.Invoke && from < 0:
+			from = e.Time
+		case e.Process == "c1" && e.F == histories.Acquire && from >= 0 && to < 0:
+			to = e.Time
+		}
+	}
+	if from < 0 {
+		return 0
+	}
+	if to < 0 && len(h) > 0 {
+		to = h[len(h)-1].Time
+	}
+	return time.Duration(to - from)
+}
+
+// acquiredFirst says whether the run went as heldPlan means it to (on a
+// loaded machine, real time may not keep to the plan): c1's acquire
+// returned before the fault struck, and its refresh was not invoked
+// before the fault was in place (its info), so that a pause held it.
 func acquiredFirst(fault string, h []histories.Event) bool {
-	acquired := int64(-1)
+	acquired, inPlace := int64(-1), int64(-1)
 	for _, e := range h {
 		switch {
 		case e.Process == "c1" && e.F == histories.Acquire && e.Type == histories.Ok:
 			acquired = e.Time
-		case e.Process == "nemesis" && e.F == fault && e.Type == histories.Invoke:
-			return acquired >= 0
+		case e.Process == "nemesis" && e.F == fault && e.Type == histories.Invoke && acquired < 0:
+			return false
+		case e.Process == "nemesis" && e.F == fault && e.Type == histories.Info:
+			inPlace = e.Time
+		case e.Process == "c1" && e.F == histories.Refresh && e.Type == histories.Invoke:
+			return inPlace >= 0 && acquired >= 0
 		}
 	}
-	return false
+	return acquired >= 0
 }
 
 // checkHeld checks a run of heldPlan(fault): the properties hold, c2 gets
@@ -98,7 +126,7 @@ func TestPartitionAndPause(t *testing.T) {
 	t.Parallel()
 	for _, fault := range []string{histories.Partition, histories.Pause} {
 		t.Run("sim/"+fault, func(t *testing.T) {
-			res, err := Simulate(heldPlan(fault), nil)
+			res, err := Simulate(heldPlan(fault, 500*time.Millisecond), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,10 +141,17 @@ func TestPartitionAndPause(t *testing.T) {
 		t.Run("mariadb/"+fault, func(t *testing.T) {
 			t.Parallel()
 			c := Config{Target: MariaDB{DSN: dsn}}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
+			// The plan's unit starts at half a second and, after a run
+			// whose acquire did not return before the fault (beside the
+			// whole suite it once took 3 s, and once 9.2 s), becomes
+			// twice as long, or twice the acquire's latency that run
+			// measured, but no more than 10 s: one slow acquire made
+			// the next unit 37 s, and the run outlasted its 5 minutes.
+			u := 500 * time.Millisecond
 			for try := 1; ; try++ {
-				res, err := c.Run(ctx, heldPlan(fault))
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+				res, err := c.Run(ctx, heldPlan(fault, u))
+				cancel()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -124,9 +159,11 @@ func TestPartitionAndPause(t *testing.T) {
 					checkHeld(t, fault, res.History)
 					return
 				}
-				if try == 3 {
-					t.Fatalf("in 3 runs c1 never acquired before the %s struck:\n%s", fault, dump(res.History))
+				if try == 4 {
+					t.Fatalf("in 4 runs c1 never acquired before the %s struck (the last gave it %v):\n%s", fault, u, dump(res.History))
 				}
+				u = min(max(2*u, 2*acquireLatency(res.History)), 10*time.Second).Round(time.Millisecond)
+				t.Logf("c1's acquire took %v, not done before the %s: again with %v", acquireLatency(res.History), fault, u)
 			}
 		})
 	}

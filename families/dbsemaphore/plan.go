@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/run"
 )
 
 // Kind is the family's name on the command line and in its plans
@@ -39,15 +40,10 @@ type Plan struct {
 	Clients [][]Step `json:"clients"`
 	// Nemesis lists the faults.
 	Nemesis []Fault `json:"nemesis"`
-	// Schedule is the simulator's decisions: at each point where several
-	// processes can move, the next number (modulo how many can) picks one;
-	// once it runs out, ScheduleSeed drives the choices.
-	Schedule     []int  `json:"schedule"`
-	ScheduleSeed uint64 `json:"schedule_seed"`
-	// Model and Properties are how the plan was judged when it was found;
-	// replay judges it the same way.
-	Model      string   `json:"model,omitempty"`
-	Properties []string `json:"properties,omitempty"`
+	// Decisions are the simulator's scheduling decisions.
+	run.Decisions
+	// JudgedBy is how the plan was judged when it was found.
+	prover.JudgedBy
 }
 
 // Options are the reference's options, as plan data (see dbsem.Options).
@@ -108,9 +104,6 @@ func (p *Plan) Brief() string {
 	return fmt.Sprintf("%s %q, max %d, ttl %d ms, %d clients, %d faults, %d scheduling decisions",
 		p.Kind, p.Key, p.Max, p.TTLMs, len(p.Clients), len(p.Nemesis), len(p.Schedule))
 }
-
-// Judged records how the plan was judged, for replays.
-func (p *Plan) Judged(model string, properties []string) { p.Model, p.Properties = model, properties }
 
 // ReadPlan reads a plan file as strictly as every plan is read
 // (prover.ParsePlan): a wrong value, an unknown field or a field twice is

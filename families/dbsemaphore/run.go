@@ -7,8 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/dbsem"
@@ -16,6 +14,7 @@ import (
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/run"
 )
 
 // restartDowntime is how long a restarted server refuses connections.
@@ -44,23 +43,27 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 // newRunner makes a runner of p on b, recording by b's clock.
 func newRunner(ctx context.Context, p *Plan, b backend) *runner {
 	r := &runner{ctx: ctx, p: p, b: b, prefix: "lp_", clients: map[string]*client{}, offsets: map[string]time.Duration{}}
-	r.rec = histories.NewRecorder(b.Now)
+	r.Init(run.Config{Lock: b, Now: b.Now, Poll: poll, Ends: ends})
 	return r
 }
+
+// poll is how the runner awaits the end of its clients: every 10 ms.
+var poll = run.Poll{First: 10 * time.Millisecond, Max: 10 * time.Millisecond}
+
+// ends is the order in which a client's partition and pause end at the
+// quiescent end.
+var ends = []string{histories.Partition, histories.Pause}
 
 // begin starts the plan: the key is set up with the plan's max before
 // anything else (the first acquire of a key records its max), so that a
 // client's acquire with another max disagrees with it rather than setting
 // it; then the clients and the nemesis start.
 func (r *runner) begin() {
-	setup := &client{script: []Step{{Op: histories.Acquire}, {Op: histories.Release}}}
-	r.clients["setup"] = setup
+	setup := r.add("setup", []Step{{Op: histories.Acquire}, {Op: histories.Release}})
 	r.afterSetup = func() {
 		for i, script := range r.p.Clients {
 			name := clientName(i)
-			st := &client{script: script}
-			r.clients[name] = st
-			r.start(name, st)
+			r.start(name, r.add(name, script))
 		}
 		r.nemesis()
 	}
@@ -73,44 +76,50 @@ func (r *runner) begin() {
 func (r *runner) result() (*prover.Result, error) {
 	r.b.Lock()
 	defer r.b.Unlock()
-	if r.stuck != nil {
-		return nil, r.stuck
+	if err := r.Stuck(); err != nil {
+		return nil, err
 	}
-	return &prover.Result{History: r.rec.Events(), Evidence: model.Evidence{Lock: r.p.Key, Problems: r.problems}}, nil
+	return &prover.Result{History: r.Rec.Events(), Evidence: model.Evidence{Lock: r.p.Key, Problems: r.problems}}, nil
 }
 
 // A client is a process's place in its script and the lease it believes
 // it holds; both survive a kill (the restarted process goes on with its
-// script, holding nothing).
+// script, holding nothing). Its Gen counts the incarnations started.
 type client struct {
+	run.Proc
 	script []Step
 	pos    int
 	token  string
-	gen    int    // incarnations started
 	proc   string // the current incarnation's process in the simulator
-	// dropArmed: the reply to the process's next COMMIT will be dropped.
+	// dropArmed: the reply to the process's next COMMIT will be dropped;
+	// dropBase is how many of its replies had been dropped when it was
+	// armed (where the backend can tell).
 	dropArmed bool
-	done      bool // its script has ended
-	running   *histories.Event
+	dropBase  int
 }
 
-// runner runs one plan on the simulator.
+// runner runs one plan on a backend, on the skeleton every family's runner
+// shares (run.Runner: processes, nemesis, holds, the quiescent end; its
+// lock is the backend's).
 type runner struct {
+	run.Runner
 	ctx      context.Context
 	p        *Plan
 	b        backend
 	prefix   string // of the semaphore's tables
-	rec      *histories.Recorder
 	clients  map[string]*client
 	offsets  map[string]time.Duration // clock offsets in force, by target ("" the server)
 	problems []string
-	// held are the pauses and partitions in force, by fault and target;
-	// each lasts until its end (resume, heal) or the end of the run.
-	held map[heldBy]bool
 	// afterSetup starts the clients and the nemesis once the key is set up.
 	afterSetup func()
-	stuck      error // the plan did not finish
-	ending     bool  // the faults have ended: no new one strikes
+}
+
+// add registers client name with its script.
+func (r *runner) add(name string, script []Step) *client {
+	st := &client{Proc: run.Proc{Name: name}, script: script}
+	r.clients[name] = st
+	r.Add(&st.Proc)
+	return st
 }
 
 // start starts an incarnation of client name.
@@ -120,8 +129,8 @@ type runner struct {
 // call, and until then it may still be running its code, which the
 // runner then ignores (see live).
 func (r *runner) start(name string, st *client) {
-	st.gen++
-	gen := st.gen
+	st.Gen++
+	gen := st.Gen
 	st.proc = name
 	if gen > 1 {
 		st.proc = fmt.Sprintf("%s#%d", name, gen)
@@ -133,11 +142,6 @@ func (r *runner) start(name string, st *client) {
 	})
 }
 
-// live says whether incarnation gen is the client's current one: a killed
-// one's code may run on for a while, and must neither record nor move the
-// script.
-func (st *client) live(gen int) bool { return st.gen == gen }
-
 // run is one incarnation of a client: it opens the semaphore and works
 // through the rest of its script.
 func (r *runner) run(proc proc, name string, st *client, gen int) {
@@ -146,53 +150,53 @@ func (r *runner) run(proc proc, name string, st *client, gen int) {
 	// while the tables are made: try again, as a client would, for a while.
 	// An implementation that fails itself is not tried again.
 	var sem Client
-	var err error
 	o, s := r.options(proc, name, gen), r.session()
-	for try := 0; try < openTries && ctx.Err() == nil; try++ {
-		if r.outside(func() { sem, err = r.b.open(ctx, proc, name, o, s) }); err == nil {
-			break
+	err := run.Retry(openTries, openBackoff, func(d time.Duration) error { r.sleep(proc, d); return nil }, func() error {
+		if ctx.Err() != nil {
+			return run.Stop
 		}
-		var ie *prover.ImplementationError
-		if errors.As(err, &ie) {
-			break
-		}
-		r.sleep(proc, openBackoff)
-	}
+		var err error
+		r.outside(func() { sem, err = r.b.open(ctx, proc, name, o, s) })
+		return err
+	})
 	if sem == nil && err == nil {
-		// The run was cancelled before a try: it ends, recording nothing.
-		st.done = true
+		// The run was cancelled: it ends, recording nothing.
+		st.Done = true
 		return
 	}
-	if !st.live(gen) {
+	if !st.Live(gen) {
 		return
 	}
 	switch {
 	case isImplementationError(err):
 		r.problems = append(r.problems, err.Error())
-		st.done = true
+		st.Done = true
 		return
 	case err != nil:
 		r.problems = append(r.problems, fmt.Sprintf("%s could not open the semaphore in %d tries: %v", name, openTries, err))
-		st.done = true
+		st.Done = true
 		return
 	}
-	for st.pos < len(st.script) && st.live(gen) {
+	for st.pos < len(st.script) && st.Live(gen) {
 		s := st.script[st.pos]
 		st.pos++
 		r.step(ctx, proc, sem, name, st, gen, s)
-		if pc, ok := sem.(ProcessClient); ok && st.live(gen) {
+		if pc, ok := sem.(ProcessClient); ok && st.Live(gen) {
 			if why := pc.Crashed(); why != "" {
+				// The process is gone (it exited, or hung and was given
+				// up): what it held is lost, and the client goes on as a
+				// new process, as after a kill. The kill is recorded
+				// after the operation ended, so it excuses nothing.
 				r.problems = append(r.problems, fmt.Sprintf("%s %s", name, why))
-				r.b.Kill(st.proc)
-				st.done = true
+				r.strike(Fault{Fault: histories.Kill, Target: name}, false)
 				return
 			}
 		}
 	}
-	if !st.live(gen) {
+	if !st.Live(gen) {
 		return
 	}
-	st.done = true
+	st.Done = true
 	if name == "setup" {
 		r.afterSetup()
 	}
@@ -203,7 +207,7 @@ func (r *runner) run(proc proc, name string, st *client, gen int) {
 // own (virtual, skewable) clock for a defect that reads it.
 func (r *runner) options(proc proc, name string, gen int) dbsem.Options {
 	o := dbsem.Options{Prefix: r.prefix, Fencing: r.p.Options.Fencing,
-		Random: rand.NewChaCha8(seedFor(r.p.ScheduleSeed, name, gen))}
+		Random: rand.NewChaCha8(run.Seed(r.p.ScheduleSeed, name, gen))}
 	if r.p.Options.Design == "row-per-slot" {
 		o.Design = dbsem.RowPerSlot
 	}
@@ -240,19 +244,6 @@ func (r *runner) session() Session {
 		Design: r.p.Options.Design, Fencing: r.p.Options.Fencing}
 }
 
-// seedFor is the seed of one incarnation's tokens.
-func seedFor(seed uint64, name string, gen int) [32]byte {
-	var s [32]byte
-	b := make([]byte, 0, 64)
-	hex := strconv.AppendUint(make([]byte, 0, 16), seed, 16)
-	for range 16 - len(hex) {
-		b = append(b, '0')
-	}
-	b = append(append(append(b, hex...), name...), '#')
-	copy(s[:], strconv.AppendInt(b, int64(gen), 10)) // fmt's "%016x%s#%d", without its allocations
-	return s
-}
-
 // step runs one line of a client's script.
 func (r *runner) step(ctx context.Context, proc proc, sem Client, name string, st *client, gen int, s Step) {
 	ttl := time.Duration(r.p.TTLMs) * time.Millisecond
@@ -267,61 +258,76 @@ func (r *runner) step(ctx context.Context, proc proc, sem Client, name string, s
 			m = s.Max
 		}
 		e.Value = maxTTLValue(m, r.p.TTLMs)
-		r.invoke(st, e)
+		r.Invoke(&st.Proc, e)
 		var l dbsem.Lease
 		var err error
 		r.outside(func() { l, err = sem.Acquire(ctx, r.p.Key, ttl, m) })
-		if st.live(gen) {
-			r.acquired(st, e, l, err)
+		if st.Live(gen) {
+			r.acquired(st, e, l, err, grantedMs(sem))
 		}
 	case s.Op == histories.Refresh && st.token != "":
 		e.Value = tokenTTLValue(st.token, r.p.TTLMs)
-		r.invoke(st, e)
+		r.Invoke(&st.Proc, e)
 		token := st.token
 		var err error
-		if r.outside(func() { err = sem.Refresh(ctx, r.p.Key, token, ttl) }); st.live(gen) {
-			r.changed(st, e, err)
+		if r.outside(func() { err = sem.Refresh(ctx, r.p.Key, token, ttl) }); st.Live(gen) {
+			r.changed(st, e, err, grantedMs(sem))
 		}
 	case s.Op == histories.Release && st.token != "":
 		e.Value = &histories.Value{Token: st.token}
-		r.invoke(st, e)
+		r.Invoke(&st.Proc, e)
 		token := st.token
 		var err error
-		if r.outside(func() { err = sem.Release(ctx, r.p.Key, token) }); st.live(gen) {
-			r.changed(st, e, err)
+		if r.outside(func() { err = sem.Release(ctx, r.p.Key, token) }); st.Live(gen) {
+			r.changed(st, e, err, nil)
 		}
 	}
 }
 
-func (r *runner) invoke(st *client, e histories.Event) {
-	e = r.rec.Add(e)
-	st.running = &e
+// dropStruck says whether the reply drop armed on st's process struck the
+// operation that ended as typ with err. On a real server, whether its
+// proxy dropped a COMMIT reply since it was armed, whatever the outcome
+// and the error say (an implementation in a process says it in its own
+// words: "the acquire's COMMIT got no reply"); an implementation that
+// commits inside stored procedures sends no COMMIT, and an operation of
+// unknown outcome meanwhile is not the drop's doing. On the simulator,
+// whether the reference said its COMMIT got no reply.
+func (r *runner) dropStruck(name string, st *client, typ histories.Type, err error) bool {
+	n, known := r.b.droppedReplies(r.procOf(name))
+	if known {
+		return n > st.dropBase
+	}
+	return typ == histories.Info && errors.Is(err, dbsem.ErrUnknownOutcome)
 }
 
 // complete records the completion of the client's operation in flight.
 func (r *runner) complete(st *client, typ histories.Type, v *histories.Value, err error) {
-	if st.dropArmed && errors.Is(err, dbsem.ErrUnknownOutcome) {
+	e, _ := r.InFlight(&st.Proc)
+	if st.dropArmed && r.dropStruck(e.Process, st, typ, err) {
 		// The COMMIT whose reply was dropped was this operation's (the
-		// reference says so; a mutant that retries hides it).
+		// reference says so, or the proxy saw it dropped: then it is
+		// recorded whatever the outcome, since it struck, and disarmed,
+		// so that it is never charged to a later operation; on the
+		// simulator a mutant that retries hides it).
 		st.dropArmed = false
-		dv := &histories.Value{Process: st.running.Process}
-		r.rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.DropReply, Value: dv})
-		r.rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: histories.DropReply, Value: dv})
+		dv := &histories.Value{Process: e.Process}
+		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.DropReply, Value: dv})
+		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: histories.DropReply, Value: dv})
 	}
-	e := *st.running
-	st.running = nil
 	e.Type, e.Value, e.Error = typ, v, ""
 	if err != nil {
 		e.Error = err.Error()
 	}
-	r.rec.Add(e)
+	r.Complete(&st.Proc, e)
 }
 
-// acquired records an acquire's outcome.
-func (r *runner) acquired(st *client, inv histories.Event, l dbsem.Lease, err error) {
+// acquired records an acquire's outcome; granted is the lease's ttl in
+// ms where the implementation said it (grantedMs), nil where it did not.
+func (r *runner) acquired(st *client, inv histories.Event, l dbsem.Lease, err error, granted *int) {
 	switch {
 	case err == nil:
 		v := tokenValue(l.Token, r.p.Options.Fencing || l.Fence != 0, int(l.Fence))
+		v.TTLMs = granted
 		st.token = l.Token
 		r.complete(st, histories.Ok, v, nil)
 	case errors.Is(err, dbsem.ErrFull):
@@ -335,14 +341,19 @@ func (r *runner) acquired(st *client, inv histories.Event, l dbsem.Lease, err er
 	}
 }
 
-// changed records a refresh's or release's outcome.
-func (r *runner) changed(st *client, inv histories.Event, err error) {
+// changed records a refresh's or release's outcome; granted as for
+// acquired.
+func (r *runner) changed(st *client, inv histories.Event, err error, granted *int) {
 	switch {
 	case err == nil:
 		if inv.F == histories.Release {
 			st.token = ""
 		}
-		r.complete(st, histories.Ok, nil, nil)
+		var v *histories.Value
+		if granted != nil {
+			v = &histories.Value{TTLMs: granted}
+		}
+		r.complete(st, histories.Ok, v, nil)
 	case errors.Is(err, dbsem.ErrExpired):
 		st.token = ""
 		r.complete(st, histories.Fail, &histories.Value{Reason: histories.Expired}, nil)
@@ -354,118 +365,66 @@ func (r *runner) changed(st *client, inv histories.Event, err error) {
 	}
 }
 
-// nemesis arranges the plan's faults, ends those that last until the end
-// once every client is done, and then probes the semaphore.
+// nemesis arranges the plan's faults (those counted in statements on
+// their targets' hooks), and starts the nemesis's process
+// (run.Runner.Nemesis): it strikes the timed faults, ends those that last
+// until the end once every client is done, waits out every lease, and
+// probes the semaphore.
 func (r *runner) nemesis() {
-	type event struct {
-		at    int
-		fault Fault
-		end   bool
-	}
-	var evs []event
 	for _, f := range r.p.Nemesis {
 		if f.AfterStatements > 0 {
-			f := f
-			r.b.AfterStatements(f.Target, f.AfterStatements, func() {
-				if r.ending {
-					return // the faults have ended: the run is closing
-				}
-				r.strike(f, false)
-				if f.For > 0 {
-					// It lasts For from when it struck.
-					r.b.After(time.Duration(f.For)*time.Millisecond, func() { r.strike(f, true) })
-				}
-			})
-			continue
-		}
-		evs = append(evs, event{f.At, f, false})
-		if f.For > 0 {
-			evs = append(evs, event{f.At + f.For, f, true})
+			r.b.AfterStatements(f.Target, f.AfterStatements, func() { r.strikeCounted(f) })
 		}
 	}
-	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
+	timeline := run.Timeline(len(r.p.Nemesis), func(i int) (int, int, bool) {
+		f := r.p.Nemesis[i]
+		return f.At, f.For, f.AfterStatements <= 0
+	})
 	r.b.Go("nemesis", func(proc proc) {
-		r.b.Lock()
-		defer r.b.Unlock()
-		start := r.b.Now()
-		for _, e := range evs {
-			if d := time.Duration(e.at)*time.Millisecond - time.Duration(r.b.Now()-start); d > 0 {
-				r.sleep(proc, d)
-			}
-			r.strike(e.fault, e.end)
-		}
-		if !r.await(proc, true) {
-			return
-		}
-		r.ending = true
-		r.endFaults()
-		if !r.await(proc, false) {
-			return
-		}
-		// Every lease has expired (or been released) once ttl and a margin
-		// have passed: a probe must find the semaphore free.
-		r.sleep(proc, time.Duration(r.p.TTLMs)*time.Millisecond+lease.Margin)
-		for i := 0; i < r.p.Max; i++ {
-			name := fmt.Sprintf("probe%d", i+1)
-			st := &client{script: []Step{{Op: histories.Acquire}}}
-			r.clients[name] = st
-			r.start(name, st)
-		}
+		r.Nemesis(timeline, run.Nemesis{
+			Sleep: func(d time.Duration) error {
+				proc.Sleep(d)
+				return r.ctx.Err()
+			},
+			Strike:    func(t run.Timed) { r.locked(func() { r.strike(r.p.Nemesis[t.Fault], t.End) }) },
+			EndFaults: func() { r.locked(r.endFaults) },
+			// Every lease has expired (or been released) once ttl and a
+			// margin have passed: a probe must find the semaphore free.
+			Settle:   func() { proc.Sleep(time.Duration(r.p.TTLMs)*time.Millisecond + lease.Margin) },
+			Probe:    func() { r.locked(r.probe) },
+			Abandon:  func(name string) { r.locked(func() { r.b.Kill(r.procOf(name)) }) },
+			Patience: r.b.stuckAfter(),
+		})
 	})
 }
 
-// A heldBy is a fault that holds a client until it ends: a pause or a
-// partition, and its target.
-type heldBy struct{ fault, target string }
-
-// await waits until every client is done (but those paused or
-// partitioned, with exceptHeld), for at most the backend's stuckAfter (an hour of virtual
-// time on the simulator) or until the run is cancelled; then it says why
-// the plan is stuck (the run returns it) and ends every process.
-func (r *runner) await(proc proc, exceptHeld bool) bool {
-	for start := r.b.Now(); !r.allDone(exceptHeld); r.sleep(proc, 10*time.Millisecond) {
-		if err := r.ctx.Err(); err != nil {
-			r.stuck = err
-			r.killAll()
-			return false
-		}
-		if time.Duration(r.b.Now()-start) > r.b.stuckAfter() {
-			var names []string
-			for name, st := range r.clients {
-				if !st.done {
-					names = append(names, name)
-				}
-			}
-			sort.Strings(names)
-			r.stuck = fmt.Errorf("dbsemaphore: the plan did not finish within %s: %s still running", r.within(), strings.Join(names, ", "))
-			r.killAll()
-			return false
-		}
+// strikeCounted strikes a fault counted in its target's statements (from
+// the backend's hook, with the lock held), unless the run is ending; it
+// lasts For from when it struck.
+func (r *runner) strikeCounted(f Fault) {
+	if r.Ending() {
+		return // the faults have ended: the run is closing
 	}
-	return true
+	r.strike(f, false)
+	if f.For > 0 {
+		r.b.After(time.Duration(f.For)*time.Millisecond, func() { r.strike(f, true) })
+	}
 }
 
-// within says how long await waits, for its message.
-func (r *runner) within() string {
-	if _, ok := r.b.(simBackend); ok {
-		return "an hour of virtual time"
+// probe starts the quiescent probe: as many clients as the semaphore has
+// places, each acquiring once.
+func (r *runner) probe() {
+	for i := 0; i < r.p.Max; i++ {
+		name := fmt.Sprintf("probe%d", i+1)
+		r.start(name, r.add(name, []Step{{Op: histories.Acquire}}))
 	}
-	return r.b.stuckAfter().String()
 }
 
-// killAll kills every client not done.
-func (r *runner) killAll() {
-	var names []string
-	for name, st := range r.clients {
-		if !st.done {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		r.b.Kill(r.procOf(name))
-		r.clients[name].done = true
-	}
+// locked runs f with the runner's lock (the backend's).
+func (r *runner) locked(f func()) {
+	r.b.Lock()
+	defer r.b.Unlock()
+	f()
 }
 
 // outside runs f, a call that may wait (a statement), without the
@@ -479,32 +438,11 @@ func (r *runner) outside(f func()) {
 // sleep lets d pass for proc, without the runner's lock.
 func (r *runner) sleep(proc proc, d time.Duration) { r.outside(func() { proc.Sleep(d) }) }
 
-// allDone says whether every client has ended its script (but those
-// paused or partitioned, with exceptHeld).
-func (r *runner) allDone(exceptHeld bool) bool {
-	for name, st := range r.clients {
-		held := r.held[heldBy{histories.Pause, name}] || r.held[heldBy{histories.Partition, name}]
-		if !st.done && !(exceptHeld && held) {
-			return false
-		}
-	}
-	return true
-}
-
 // endFaults ends the faults meant to last until the end: pauses,
 // partitions and clock offsets.
 func (r *runner) endFaults() {
-	var held []heldBy
-	for h, on := range r.held {
-		if on {
-			held = append(held, h)
-		}
-	}
-	sort.Slice(held, func(i, j int) bool {
-		return held[i].target < held[j].target || held[i].target == held[j].target && held[i].fault < held[j].fault
-	})
-	for _, h := range held {
-		r.strike(Fault{Fault: h.fault, Target: h.target}, true)
+	for _, h := range r.Holds() {
+		r.strike(Fault{Fault: h.Fault, Target: h.Target}, true)
 	}
 	var clocks []string
 	for target, off := range r.offsets {
@@ -527,7 +465,7 @@ func (r *runner) strike(f Fault, end bool) {
 	}
 	switch {
 	case end && histories.EndOf(f.Fault) != "":
-		if !r.held[heldBy{f.Fault, f.Target}] {
+		if !r.Held(f.Fault, f.Target) {
 			return
 		}
 		name = histories.EndOf(f.Fault)
@@ -546,8 +484,9 @@ func (r *runner) strike(f Fault, end bool) {
 		// Armed now, in place only at the target's next COMMIT: recorded
 		// then (see complete), so that the history shows it in force
 		// while the operation whose reply it lost ran.
-		if st := r.clients[f.Target]; st != nil && !st.done {
+		if st := r.clients[f.Target]; st != nil && !st.Done {
 			st.dropArmed = true
+			st.dropBase, _ = r.b.droppedReplies(r.procOf(f.Target))
 			r.apply(name, f)
 		}
 		return
@@ -557,8 +496,8 @@ func (r *runner) strike(f Fault, end bool) {
 	// fault a hook strikes meanwhile must not come between the two events
 	// (nor a resume between a pause and its taking effect).
 	r.apply(name, f)
-	r.rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
-	r.rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v})
+	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
+	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v})
 	if name == histories.Kill {
 		r.restart(f.Target)
 	}
@@ -566,9 +505,6 @@ func (r *runner) strike(f Fault, end bool) {
 
 // apply makes the simulator strike fault name.
 func (r *runner) apply(name string, f Fault) {
-	if r.held == nil {
-		r.held = map[heldBy]bool{}
-	}
 	// A hold is noted once the backend has done it (see strike), its end
 	// before: the backend may run what the end lets through at once, and a
 	// hook there may strike a new hold.
@@ -576,19 +512,19 @@ func (r *runner) apply(name string, f Fault) {
 	case histories.Kill:
 		r.b.Kill(r.procOf(f.Target))
 		// A new incarnation starts unpaused, with connections of its own.
-		r.held[heldBy{histories.Pause, f.Target}] = false
-		r.held[heldBy{histories.Partition, f.Target}] = false
+		r.Unhold(histories.Pause, f.Target)
+		r.Unhold(histories.Partition, f.Target)
 	case histories.Pause:
 		r.b.Pause(r.procOf(f.Target))
-		r.held[heldBy{histories.Pause, f.Target}] = true
+		r.Hold(histories.Pause, f.Target)
 	case histories.Resume:
-		r.held[heldBy{histories.Pause, f.Target}] = false
+		r.Unhold(histories.Pause, f.Target)
 		r.b.Resume(r.procOf(f.Target))
 	case histories.Partition:
 		r.b.Partition(r.procOf(f.Target))
-		r.held[heldBy{histories.Partition, f.Target}] = true
+		r.Hold(histories.Partition, f.Target)
 	case histories.Heal:
-		r.held[heldBy{histories.Partition, f.Target}] = false
+		r.Unhold(histories.Partition, f.Target)
 		r.b.Heal(r.procOf(f.Target))
 	case histories.ForceClose:
 		r.b.KillConnections(r.procOf(f.Target))
@@ -614,10 +550,10 @@ func (r *runner) apply(name string, f Fault) {
 // unknown, and it holds nothing.
 func (r *runner) restart(name string) {
 	st := r.clients[name]
-	if st == nil || st.done {
+	if st == nil || st.Done {
 		return
 	}
-	if st.running != nil {
+	if _, ok := r.InFlight(&st.Proc); ok {
 		r.complete(st, histories.Info, nil, errors.New("killed"))
 	}
 	st.token, st.dropArmed = "", false // the new incarnation's COMMITs are its own
@@ -646,6 +582,16 @@ func isImplementationError(err error) bool {
 type boxedValue struct {
 	v    histories.Value
 	a, b int
+}
+
+// grantedMs is the lease sem's last acquire or refresh granted, in ms,
+// where sem is a process that said it (Process.Granted); nil otherwise.
+func grantedMs(sem Client) *int {
+	if g, ok := sem.(interface{ Granted() time.Duration }); ok && g.Granted() > 0 {
+		ms := int(g.Granted().Milliseconds())
+		return &ms
+	}
+	return nil
 }
 
 // maxTTLValue is an acquire's Value: max and ttl_ms.

@@ -2,8 +2,9 @@ package lease
 
 import (
 	"fmt"
-	"github.com/lockprover/lockprover/histories"
 	"sort"
+
+	"github.com/lockprover/lockprover/histories"
 
 	"github.com/lockprover/lockprover/model"
 )
@@ -12,8 +13,11 @@ import (
 // every operation completes (ok or fail), and every kind of operation the
 // history tries succeeds at least once. The definite answers (an acquire
 // that found the lock full, a refresh or release that found the lease
-// expired) count as successes; a plain fail does not.
-func (h *history) available() model.Verdict {
+// expired) count as successes; a plain fail does not. Each unknown outcome
+// a fault excuses is listed; with cutOff (model.Options.Jepsen: a history
+// that records no clean end), an operation still in flight at the end is
+// excused, and listed, too.
+func (h *history) available(cutOff bool) model.Verdict {
 	v := model.Verdict{Property: Available, Status: model.Pass}
 	ok, fair := map[string]int{}, map[string]int{}
 	var order []string
@@ -29,10 +33,19 @@ func (h *history) available() model.Verdict {
 			fair[o.f]++
 		case o.failed():
 			fair[o.f]++
-		case !h.excused(o):
-			v.Status, v.Ops = model.Fail, []int{o.index}
-			v.Detail = fmt.Sprintf("%s, and no fault was in force on %s: an operation must complete where nothing is broken", describeOp(o), o.proc)
-			return v
+		case o.done < 0 && cutOff:
+			v.Excuses = append(v.Excuses, model.Excuse{Ops: []int{o.index}, Why: fmt.Sprintf("%s: still in flight when the history ends, which does not record a clean end (it may have been cut off there), so it makes no liveness claim", describeOp(o))})
+		case h.lostDuring(o) != nil:
+			n := h.lostDuring(o)
+			v.Excuses = append(v.Excuses, model.Excuse{Ops: []int{o.index, n.index}, Why: fmt.Sprintf("%s: an unknown outcome, excused by %s's lost notice (#%d): a higher priority took the lease while it ran", describeOp(o), n.proc, n.index)})
+		default:
+			f := h.excused(o)
+			if f == nil {
+				v.Status, v.Ops = model.Fail, []int{o.index}
+				v.Detail = fmt.Sprintf("%s, and no fault was in force on %s: an operation must complete where nothing is broken", describeOp(o), o.proc)
+				return v
+			}
+			v.Excuses = append(v.Excuses, model.Excuse{Ops: []int{o.index, f.index}, Why: fmt.Sprintf("%s: an unknown outcome, excused by %s", describeOp(o), f.describe())})
 		}
 	}
 	if d := model.NeverSucceeded(order, fair, ok); d != "" {
@@ -41,15 +54,17 @@ func (h *history) available() model.Verdict {
 	return v
 }
 
-// excused reports whether a fault explains o's unknown outcome: one aimed
+// excused returns the fault that explains o's unknown outcome, or nil: one aimed
 // at o's process or at the backend (clock faults included), or a pause or
 // partition of another process caught in the middle of an operation (it
 // may hold the locks that operation took, which o may wait for in vain),
+// or a fault on a holder of lower priority than o's (o may have waited
+// for its acknowledgement in vain),
 // began before the outcome was reported, and o's process had not
 // completed an operation cleanly since the fault was over; or a dropped
 // reply armed for o's process, o being the first outcome it did not hear
 // since.
-func (h *history) excused(o *op) bool {
+func (h *history) excused(o *op) *fault {
 	for _, f := range h.faults {
 		if o.done >= 0 && f.index > o.done {
 			continue
@@ -58,20 +73,66 @@ func (h *history) excused(o *op) bool {
 		case histories.Resume, histories.Heal, histories.ClockReset:
 			continue
 		}
-		if f.target != "" && f.target != o.proc && !h.caughtMidway(f) {
+		if h.atClient(f) && f.target != o.proc && h.victimStruck(o, f) {
+			return f // its victim's process recovering is no matter
+		}
+		if h.atClient(f) && f.target != o.proc && !h.caughtMidway(f) {
 			continue
 		}
 		if f.f == "drop-reply" {
 			if h.firstCut(o, f) {
-				return true
+				return f
 			}
 			continue
 		}
 		if !h.recovered(o, f.over) {
+			return f
+		}
+	}
+	return nil
+}
+
+// victimStruck reports whether f struck (in force from before o ended) the
+// process of an acquire of lower priority than o's (o an acquire) that
+// may have held the lock, or a key, when o began: a lease that may have
+// been valid then, an acquire of unknown outcome invoked before o ended,
+// or a failed one that returned less than its ttl(1+r) before (its key,
+// set on a minority, may live on, and its process answers for it). That
+// was o's victim, maybe, whose acknowledgement o waited for in vain (a
+// priority lease: docs/lease.md).
+func (h *history) victimStruck(o *op, f *fault) bool {
+	p, ok := priorityOf(o)
+	if o.f != Acquire || !ok {
+		return false
+	}
+	end := o.ret
+	for _, a := range h.byProc[f.target] {
+		ap, ok := priorityOf(a)
+		if a.f != Acquire || !ok || ap >= p || a.call >= end || f.call >= end || f.over < a.call {
+			continue
+		}
+		if a.unknown() || a.ok() && a.lease != nil && a.lease.mayBeValid(o.call, o.call, 0) ||
+			a.failed() && a.ret+h.stretch(a.ttl()) > o.call {
 			return true
 		}
 	}
 	return false
+}
+
+// lostDuring returns the lost notice of the lease o, a refresh or release
+// of unknown outcome, names, if the lease was lost (a thief took it)
+// after o was invoked: which servers it reached first, the thief's or
+// its own, decides what it did (a priority lease).
+func (h *history) lostDuring(o *op) *notice {
+	if o.f == Acquire || o.lease == nil {
+		return nil
+	}
+	for _, n := range h.notices {
+		if n.victim == o.lease && n.at >= o.call {
+			return n
+		}
+	}
+	return nil
 }
 
 // caughtMidway reports whether f is a pause or a partition that struck its

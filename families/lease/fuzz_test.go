@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 )
@@ -24,7 +25,7 @@ func FuzzCheck(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, o := range []model.Options{{}, {Drift: 0.5}} {
+		for _, o := range []model.Options{{}, {Family: []any{lease.Options{Drift: 0.5}}}} {
 			for _, v := range model.Check(h, o).Verdicts {
 				if v.Lock == "" {
 					t.Fatalf("a verdict names no lock: %+v", v)

@@ -8,7 +8,7 @@
 // monotonic clock: a lease is certainly valid from its acquire's return
 // until a release is invoked or its last grant's invoke plus ttl(1-r), and
 // may be valid until its last grant's return plus ttl(1+r), r being the
-// drift bound (model.Options.Drift). Nothing needs a linearizability
+// drift bound (Options.Drift). Nothing needs a linearizability
 // search, so a check is O(n log n). docs/lease.md states each property
 // exactly as judged here, and what is left unjudged.
 package lease
@@ -37,7 +37,7 @@ const (
 
 // The lease properties, in the order a report lists them.
 const (
-	LeaseExclusive = "lease-exclusive"
+	LeaseExclusive = model.LeaseExclusive
 	NoRevival      = "no-revival"
 	AcquireExact   = model.AcquireExact
 	Fencing        = "fencing"
@@ -54,6 +54,54 @@ var Properties = []string{LeaseExclusive, NoRevival, AcquireExact, Fencing, Reco
 const Margin = time.Second
 
 func init() { model.Register(Kind, Check) }
+
+// Options are the lease checker's own options, handed to model.Check in
+// model.Options.Family (a family sets them through prover.Judging, check
+// through its flags).
+type Options struct {
+	// Drift bounds how far the clocks that time leases may run fast or
+	// slow, as a fraction of the time measured: a lease of ttl t granted at
+	// g is certainly valid until g + t(1-Drift) and may be valid until
+	// g + t(1+Drift). 0 means model.DefaultDrift.
+	Drift float64
+	// Clocks says which clocks time leases: "" (any: the backend's and
+	// every process's, so that a fault of either beyond the drift bound
+	// may excuse what it explains) or ClocksBackend (only the backend's,
+	// as the database semaphore judges expiry by the database's clock: a
+	// fault of a process's clock excuses nothing).
+	Clocks string
+	// Expiry is how many ttls a lease may outlive its last grant before
+	// the backend may expire it: 1 (0 means 1) for a backend that expires
+	// a lease after its ttl (etcd, Redis, the database semaphore), 2 for
+	// Consul, which invalidates a session only after twice its TTL. A
+	// lease may be valid until its last grant's return plus
+	// Expiry·ttl(1+Drift); what is certainly valid does not change (the
+	// ttl is a lower bound everywhere).
+	Expiry float64
+	// Priority says that the lock is a priority lease lock (an acquirer of
+	// strictly higher priority may take a lease from its holder): the
+	// steal properties are judged, and listed even where nothing was
+	// stolen. Without it they are listed only for a history in which some
+	// acquire says its priority or some lease was lost.
+	Priority bool
+	// Validity says that the implementation's grants say their validity
+	// (validity_ms): validity-sound is judged, and listed even where no
+	// grant said one. Without it, validity-sound is listed only for a
+	// history in which some grant says its validity.
+	Validity bool
+}
+
+// ClocksBackend is Options.Clocks for designs whose leases are timed by the
+// backend's clock alone.
+const ClocksBackend = "backend"
+
+// DriftBound is o.Drift, or model.DefaultDrift when o.Drift is 0.
+func (o Options) DriftBound() float64 {
+	if o.Drift == 0 {
+		return model.DefaultDrift
+	}
+	return o.Drift
+}
 
 // never is the return time of an operation whose outcome is unknown, and
 // the end of what never ends.
@@ -83,8 +131,15 @@ func (o *op) reason() string {
 	return ""
 }
 
-// ttl is the ttl an acquire or refresh asked for, in nanoseconds.
+// ttl is an acquire's or refresh's ttl, in nanoseconds: the lease it
+// granted where the implementation said so (an ok completion's ttl_ms: a
+// backend with a grain of whole seconds grants 100 ms as 1 s), else the
+// ttl it asked for. Judging by what was granted keeps a lease longer
+// than asked from looking revived.
 func (o *op) ttl() int64 {
+	if o.ok() && o.res != nil && o.res.TTLMs != nil {
+		return int64(*o.res.TTLMs) * int64(time.Millisecond)
+	}
 	if o.arg == nil || o.arg.TTLMs == nil {
 		return 0
 	}
@@ -136,6 +191,11 @@ func (l *lease) firstGrant() int64 {
 
 func (f *fault) clock() bool { return f.f == histories.ClockSkew || f.f == histories.ClockJump }
 
+// atClient says whether f is aimed at a process of the history. A fault
+// aimed at none ("") or at a name no process of the history has (a
+// server, "redis2"; a Jepsen node) strikes the backend, or a part of it.
+func (h *history) atClient(f *fault) bool { return f.target != "" && h.procs[f.target] }
+
 // describe renders a fault: "kill c1 (#4)", "clock-jump of the backend by
 // 8000 ms (#6)".
 func (f *fault) describe() string {
@@ -163,6 +223,10 @@ type lease struct {
 	proc  string
 	max   int
 	ops   []*op // refreshes and releases, in invoke order
+	// lost is when its holder marked it lost to a thief (its first lost
+	// notice), never if it did not: it ends its certain validity there.
+	lost   int64
+	lostBy *notice
 
 	certain []span // where it is certainly valid
 	may     []span // where it may be valid, expiry counted (no margin)
@@ -197,22 +261,48 @@ type history struct {
 	byProc  map[string][]*op // each process's operations, in invoke order
 	orphans []*op            // ok refreshes and releases of a token nobody could have granted
 	r       float64
+	// k is the expiry factor (Options.Expiry): a lease may be valid
+	// until k·ttl(1+r) after its last grant's return.
+	k float64
 	// backendClock: only the backend's clock times leases, so a fault of a
 	// process's clock excuses nothing.
 	backendClock bool
+	// validities: some grant says its validity (validity_ms).
+	validities bool
+	// notices are the lost notices (priority leases), in history order.
+	notices []*notice
+}
+
+// A notice is a lost notice: process proc marked its lease token lost to
+// the lease thief at time at.
+type notice struct {
+	index        int
+	proc         string
+	at           int64
+	token, thief string
+	victim, by   *lease // the leases named, where the history shows them granted
 }
 
 // Check judges one lease lock: its events and the history's nemesis
-// events, as model.Check hands them to a registered family.
+// events, as model.Check hands them to a registered family, with its
+// Options from o.Family.
 func Check(events []histories.Event, o model.Options) []model.Verdict {
-	h := build(events, o.DriftBound())
-	h.backendClock = o.Clocks == model.ClocksBackend
+	lo := model.FamilyOptions[Options](o)
+	h := build(events, lo.DriftBound(), lo.Expiry)
+	h.backendClock = lo.Clocks == ClocksBackend
 	vs := []model.Verdict{
 		h.exclusive(),
 		h.noRevival(),
 	}
 	exact, recovers := h.exactAndRecovers()
-	vs = append(vs, exact, h.fencing(), recovers, h.available())
+	vs = append(vs, exact, h.fencing())
+	if lo.Validity || h.validities {
+		vs = append(vs, h.validitySound())
+	}
+	vs = append(vs, recovers, h.available(o.Jepsen))
+	if lo.Priority || h.priorities() {
+		vs = append(vs, h.stealOrder(), h.stealExact())
+	}
 	for i := range vs {
 		vs[i].Lock = h.lock
 	}
@@ -221,8 +311,11 @@ func Check(events []histories.Event, o model.Options) []model.Verdict {
 
 // build pairs invokes with completions, faults with what ends them, and
 // operations with their leases.
-func build(events []histories.Event, r float64) *history {
+func build(events []histories.Event, r, k float64) *history {
 	h := &history{procs: map[string]bool{}, byProc: map[string][]*op{}, r: r}
+	if k > 1 {
+		h.k = k
+	}
 	inflight := map[string]*op{}
 	invokes := 0
 	for i := range events {
@@ -256,6 +349,14 @@ func build(events []histories.Event, r float64) *history {
 		}
 		h.lock = e.Lock
 		h.procs[e.Process] = true
+		if histories.IsNotice(&e) {
+			n := &notice{index: e.Index, proc: e.Process, at: e.Time}
+			if e.Value != nil {
+				n.token, n.thief = e.Value.Token, e.Value.Thief
+			}
+			h.notices = append(h.notices, n)
+			continue
+		}
 		if e.Type == histories.Invoke {
 			ops = append(ops, op{index: e.Index, done: -1, proc: e.Process, f: e.F, call: e.Time, ret: never, arg: e.Value})
 			o := &ops[len(ops)-1]
@@ -270,6 +371,7 @@ func build(events []histories.Event, r float64) *history {
 		}
 		delete(inflight, e.Process)
 		o.done, o.typ, o.res, o.err = e.Index, e.Type, e.Value, e.Error
+		h.validities = h.validities || (e.Value != nil && e.Value.ValidityMs != nil)
 		if e.Type != histories.Info {
 			o.ret = e.Time
 		}
@@ -279,6 +381,7 @@ func build(events []histories.Event, r float64) *history {
 	for _, l := range h.leases {
 		h.spans(l)
 	}
+	h.stealSpans()
 	return h
 }
 
@@ -316,7 +419,7 @@ func (h *history) attach() {
 	byToken := map[string][]*lease{}
 	for _, o := range h.ops {
 		if o.f == Acquire && o.ok() {
-			l := &lease{id: len(h.leases), token: o.token(), acq: o, proc: o.proc, max: o.max()}
+			l := &lease{id: len(h.leases), token: o.token(), acq: o, proc: o.proc, max: o.max(), lost: never}
 			o.lease = l
 			h.leases = append(h.leases, l)
 			byToken[l.token] = append(byToken[l.token], l)
@@ -352,7 +455,7 @@ func (h *history) attach() {
 				continue
 			}
 			if l = orphan[o.token()]; l == nil {
-				l = &lease{id: len(h.leases), token: o.token(), proc: o.proc, max: m}
+				l = &lease{id: len(h.leases), token: o.token(), proc: o.proc, max: m, lost: never}
 				orphan[o.token()] = l
 				h.leases = append(h.leases, l)
 			}
@@ -360,16 +463,31 @@ func (h *history) attach() {
 		o.lease = l
 		l.ops = append(l.ops, o)
 	}
+	h.attachNotices(byToken)
 }
 
 // shrink and stretch are a ttl as the harness's clock may see it: ttl(1-r)
-// and ttl(1+r), rounded to the lenient side.
+// and ttl(1+r) (k·ttl(1+r) where the backend may let a lease outlive its
+// ttl k times), rounded to the lenient side.
 func (h *history) shrink(ttl int64) int64 {
 	return ttl - int64(math.Ceil(float64(ttl)*h.r))
 }
 
 func (h *history) stretch(ttl int64) int64 {
+	if h.k > 1 {
+		return int64(math.Ceil(h.k * float64(ttl) * (1 + h.r)))
+	}
 	return ttl + int64(math.Ceil(float64(ttl)*h.r))
+}
+
+// horizon names what stretch measures, for explanations: "ttl(1+drift)",
+// or "2·ttl(1+drift)" for a backend that lets a lease outlive its ttl
+// twice.
+func (h *history) horizon() string {
+	if h.k > 1 {
+		return fmt.Sprintf("%g·ttl(1+drift)", h.k)
+	}
+	return "ttl(1+drift)"
 }
 
 // seconds renders a time of the history for a person.
@@ -388,13 +506,13 @@ func describeOp(o *op) string {
 
 // clockSlack is how far the clock faults that may bear on this lock were
 // from true time, in total, at some moment of [from, to]: those aimed at
-// the backend's clock or at the clock of a process that operates on the
-// lock, in force then. It returns the faults too, for the report.
+// the backend's clock (or at a part of it, see atClient) or at the clock
+// of a process that operates on the lock, in force then. It returns the faults too, for the report.
 func (h *history) clockSlack(from, to int64) (int64, []*fault) {
 	var slack int64
 	var fs []*fault
 	for _, f := range h.faults {
-		if !f.clock() || f.call > to || f.over <= from || (f.target != "" && (!h.procs[f.target] || h.backendClock)) {
+		if !f.clock() || f.call > to || f.over <= from || (h.atClient(f) && h.backendClock) {
 			continue
 		}
 		slack += f.offset

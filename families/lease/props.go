@@ -3,11 +3,14 @@ package lease
 import (
 	"cmp"
 	"fmt"
-	"github.com/lockprover/lockprover/histories"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockprover/lockprover/histories"
 
 	"github.com/lockprover/lockprover/model"
 )
@@ -48,11 +51,34 @@ func (h *history) exclusive() model.Verdict {
 			return v
 		}
 	}
-	if len(excused) > 0 {
-		v.Detail = "excused by clock faults beyond the drift bound: " + strings.Join(excused, "; ")
-	}
+	clockExcuses(&v, excused)
 	return v
 }
+
+// clockExcuses says, in v's detail (the first three) and one by one in its
+// excuses, what clock faults beyond the drift bound excused.
+func clockExcuses(v *model.Verdict, excused []string) {
+	if len(excused) == 0 {
+		return
+	}
+	shown := excused[:min(3, len(excused))]
+	v.Detail = "excused by clock faults beyond the drift bound: " + strings.Join(shown, "; ")
+	if more := len(excused) - len(shown); more > 0 {
+		v.Detail += fmt.Sprintf("; and %d more", more)
+	}
+	for _, x := range excused {
+		var ops []int
+		for _, m := range opRef.FindAllStringSubmatch(x, -1) {
+			if n, err := strconv.Atoi(m[1]); err == nil && !slices.Contains(ops, n) {
+				ops = append(ops, n)
+			}
+		}
+		v.Excuses = append(v.Excuses, model.Excuse{Ops: ops, Why: x})
+	}
+}
+
+// opRef is an operation's index in a description: "(#12)".
+var opRef = regexp.MustCompile(`#([0-9]+)`)
 
 // A leaseEdge is where a span in which a lease is certainly valid starts
 // or ends.
@@ -106,8 +132,8 @@ func smallestMax(distinct []int, byMax map[int]int) int {
 
 // tooMany judges an instant t at which the leases active, each in the
 // certain span it has, outnumber bound. If the clock faults in force could
-// have expired enough of them early, the overlap is excused (the first
-// three excuses are kept in excused); otherwise v fails with the overlap
+// have expired enough of them early, the overlap is excused (and added to
+// excused); otherwise v fails with the overlap
 // and tooMany says so.
 func (h *history) tooMany(v *model.Verdict, active map[*lease]span, t int64, bound int, excused *[]string) bool {
 	// Too many. Would the clock faults in force explain it? Those in force
@@ -123,22 +149,46 @@ func (h *history) tooMany(v *model.Verdict, active map[*lease]span, t int64, bou
 	slack, fs := h.clockSlack(from, t)
 	left, minLeft := 0, 0
 	for _, l := range ls {
-		if s := active[l]; !s.byTTL || s.to-slack > t {
+		s := active[l]
+		end := s.to // the expiry its ttl gives; a span a release ends could have expired sooner
+		if !s.byTTL {
+			end = h.deadlineAt(l, t)
+		}
+		if end-slack > t {
 			left++
 			if minLeft == 0 || l.max < minLeft {
 				minLeft = l.max
 			}
 		}
 	}
-	what := fmt.Sprintf("at %s, %d leases were certainly valid, max %d: %s", seconds(t), len(ls), bound, h.listLeases(ls, active))
+	what := fmt.Sprintf("at %s, %d leases were certainly valid, max %d: %s%s", seconds(t), len(ls), bound, h.listLeases(ls, active), h.stealNote(ls))
 	if slack > 0 && left <= minLeft {
-		if len(*excused) < 3 {
-			*excused = append(*excused, fmt.Sprintf("%s; excused by %s: clocks that far off could have expired %d of them early", what, describeFaults(fs), len(ls)-left))
-		}
+		*excused = append(*excused, fmt.Sprintf("%s; excused by %s: clocks that far off could have expired %d of them early", what, describeFaults(fs), len(ls)-left))
 		return false
 	}
 	failOverlap(v, ls, what, slack, fs)
 	return true
+}
+
+// deadlineAt is when l is certainly valid until by its ttl alone, as seen
+// at t (releases ignored): the earliest deadline the grants invoked by t
+// may have set, each taking effect no earlier than its own invoke and the
+// latest invoke of the grants returned ok by t (see certainSpans).
+func (h *history) deadlineAt(l *lease, t int64) int64 {
+	gs, _ := h.grantsOf(l)
+	b := int64(-1)
+	for _, g := range gs {
+		if g.ret != never && g.ret <= t {
+			b = max(b, g.call)
+		}
+	}
+	d := int64(never)
+	for _, g := range gs {
+		if g.call <= t {
+			d = min(d, max(b, g.call)+g.sttl)
+		}
+	}
+	return d
 }
 
 // failOverlap makes v fail with the overlap what of the leases ls, saying
@@ -167,9 +217,12 @@ func (h *history) listLeases(ls []*lease, active map[*lease]span) string {
 	for i, l := range ls {
 		s := active[l]
 		until := "until " + seconds(s.to)
-		if s.byTTL {
+		switch {
+		case s.byTTL:
 			until += " (its last grant's invoke plus ttl(1-drift))"
-		} else {
+		case s.to == l.lost:
+			until += fmt.Sprintf(" (its holder's lost notice, #%d)", l.lostBy.index)
+		default:
 			until += " (a release's invoke)"
 		}
 		parts[i] = fmt.Sprintf("%s, max %d, certainly valid from %s %s", l.name(), l.max, seconds(s.from), until)
@@ -187,6 +240,24 @@ func disagree(ls []*lease) string {
 		return ""
 	}
 	return "the acquires disagree on max, and each lease is judged against its own (the smallest bounds them all)"
+}
+
+// carriedOn is how long l may have lasted, for o, if it lasted until end
+// (its end, stretched by a clock fault): a refresh of unknown outcome
+// invoked before then, and before o, may have taken effect just before
+// end, and carried it on by its own ttl(1+r); carried are those refreshes.
+// Without them a lease refreshed by a command whose reply was lost, while
+// a server's clock set back kept its key, would look revived by its next
+// refresh.
+func carriedOn(l *lease, o *op, end int64, stretch func(int64) int64) (int64, []*op) {
+	var carried []*op
+	for _, g := range l.ghosts {
+		if g.call < end && g.call < o.call {
+			end += stretch(g.ttl())
+			carried = append(carried, g)
+		}
+	}
+	return end, carried
 }
 
 // noRevival judges no-revival: a refresh reported ok, or a release reported
@@ -213,9 +284,19 @@ func (h *history) noRevival() model.Verdict {
 	for _, l := range h.leases {
 		for i := range l.revivals {
 			rv := &l.revivals[i]
-			slack, fs := h.clockSlack(l.acq.call, rv.o.call)
-			if slack > 0 && rv.o.call < rv.end+slack {
-				excused = append(excused, fmt.Sprintf("%s came %s after %s could last, which %s explains", describeOp(rv.o), ms(rv.o.call-rv.end), l.name(), describeFaults(fs)))
+			// It may have taken effect at any time until it returned:
+			// a clock fault struck meanwhile counts too.
+			to := rv.o.call
+			if rv.o.ret != never {
+				to = rv.o.ret
+			}
+			slack, fs := h.clockSlack(l.acq.call, to)
+			if end, carried := carriedOn(l, rv.o, rv.end+slack, h.stretch); slack > 0 && rv.o.call < end {
+				why := fmt.Sprintf("%s came %s after %s could last, which %s explains", describeOp(rv.o), ms(rv.o.call-rv.end), l.name(), describeFaults(fs))
+				for _, g := range carried {
+					why += fmt.Sprintf(", if %s, of unknown outcome, refreshed it meanwhile", describeOp(g))
+				}
+				excused = append(excused, why)
 				continue
 			}
 			if first == nil || rv.o.index < first.o.index {
@@ -226,7 +307,7 @@ func (h *history) noRevival() model.Verdict {
 	if first != nil {
 		l, o := firstLease, first.o
 		v.Status, v.Ops = model.Fail, []int{o.index, l.acq.index}
-		why := "had certainly expired: it may have been valid only until %s (its last grant's return plus ttl(1+drift))"
+		why := "had certainly expired: it may have been valid only until %s (its last grant's return plus " + h.horizon() + ")"
 		if l.held.to <= o.call {
 			why = "had been released: a release reported ok returned at %s"
 		}
@@ -239,9 +320,7 @@ func (h *history) noRevival() model.Verdict {
 		}
 		return v
 	}
-	if len(excused) > 0 {
-		v.Detail = "excused by clock faults beyond the drift bound: " + strings.Join(excused, "; ")
-	}
+	clockExcuses(&v, excused)
 	return v
 }
 
@@ -342,34 +421,49 @@ func (h *history) exactAndRecovers() (model.Verdict, model.Verdict) {
 			slack, fs := h.clockSlack(from, a.ret)
 			if slack > 0 && h.liveWithSlack(a, slack+margin) >= m {
 				if len(recExcused) < 3 {
-					recExcused = append(recExcused, fmt.Sprintf("%s while %s may have been valid only with %s", describeOp(a), h.leaseNames(expired), describeFaults(fs)))
+					who := h.leaseNames(expired) + " may have been valid"
+					if len(expired) == 0 {
+						who = "no lease may have been valid, but a key may have lived on"
+					}
+					recExcused = append(recExcused, fmt.Sprintf("%s while %s only with %s", describeOp(a), who, describeFaults(fs)))
 				}
 				continue
 			}
 			rec.Status = model.Fail
-			rec.Ops = []int{a.index}
-			var names []string
-			for _, l := range expired {
-				rec.Ops = append(rec.Ops, l.acq.index)
-				last := l.may[len(l.may)-1]
-				names = append(names, fmt.Sprintf("%s may have been valid only until %s%s", l.name(), seconds(last.to), h.holderFaults(l, a.call)))
-			}
-			rec.Detail = fmt.Sprintf("%s ran alone at %s, yet at most %d lease(s) may have been valid then, under its max %d: %s; ttl(1+drift) and a margin of %v had passed, so the slot should have been free again", describeOp(a), seconds(a.call), n, m, strings.Join(names, "; "), Margin)
-			for _, l := range expired {
-				for _, g := range l.ghosts {
-					rec.Detail += fmt.Sprintf(" (unless %s revived the lease, which no-revival forbids)", describeOp(g))
-				}
-			}
+			rec.Ops, rec.Detail = h.notRecovered(a, n, m, expired)
 		}
 	}
 	if exact.Judged == 0 {
 		exact.Status, exact.Detail = model.NotJudged, "no acquire that ran alone failed full"
 		rec.Status, rec.Detail = model.NotJudged, "no acquire that ran alone failed full"
 	}
-	if rec.Status == model.Pass && len(recExcused) > 0 {
-		rec.Detail = "excused by clock faults beyond the drift bound: " + strings.Join(recExcused, "; ")
+	if rec.Status == model.Pass {
+		clockExcuses(&rec, recExcused)
 	}
 	return exact, rec
+}
+
+// notRecovered explains recovers' failure on a, an acquire of max m that
+// failed full alone while at most n leases may have been valid, expired
+// being those in the way: the operations concerned and the detail.
+func (h *history) notRecovered(a *op, n, m int, expired []*lease) ([]int, string) {
+	ops := []int{a.index}
+	var names []string
+	for _, l := range expired {
+		ops = append(ops, l.acq.index)
+		last := l.may[len(l.may)-1]
+		names = append(names, fmt.Sprintf("%s may have been valid only until %s%s", l.name(), seconds(last.to), h.holderFaults(l, a.call)))
+	}
+	if len(names) == 0 {
+		names = []string{"no lease of the history may have been valid"}
+	}
+	detail := fmt.Sprintf("%s ran alone at %s, yet at most %d lease(s) may have been valid then, under its max %d: %s; %s and a margin of %v had passed, so the slot should have been free again", describeOp(a), seconds(a.call), n, m, strings.Join(names, "; "), h.horizon(), Margin)
+	for _, l := range expired {
+		for _, g := range l.ghosts {
+			detail += fmt.Sprintf(" (unless %s revived the lease, which no-revival forbids)", describeOp(g))
+		}
+	}
+	return ops, detail
 }
 
 // alone returns the acquires that ran alone, in invoke order.
@@ -408,7 +502,7 @@ func (h *history) faulted(o *op) bool {
 		if f.clock() || f.f == histories.Resume || f.f == histories.Heal || f.f == histories.ClockReset {
 			continue
 		}
-		if (f.target == "" || f.target == o.proc) && f.call <= o.ret && f.over >= o.call {
+		if (!h.atClient(f) || f.target == o.proc) && f.call <= o.ret && f.over >= o.call {
 			return true
 		}
 	}

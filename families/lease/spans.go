@@ -24,7 +24,7 @@ type grant struct {
 // where it may be held.
 func (h *history) spans(l *lease) {
 	l.certain = h.certainSpans(l)
-	l.may, l.held = h.maySpans(l)
+	l.may, l.held = h.maySpans(l, 0)
 }
 
 // certainSpans: l is certainly valid at x when its acquire has returned, no
@@ -79,9 +79,10 @@ func (h *history) certainSpans(l *lease) []span {
 
 // grantsOf returns l's grants (its acquire, and its refreshes that did
 // not fail) in invoke order, and clip, the invoke of the first release
-// that may have taken effect (never if none).
+// that may have taken effect or its lost mark, the earlier (never if
+// none).
 func (h *history) grantsOf(l *lease) (gs []grant, clip int64) {
-	clip = int64(never)
+	clip = l.lost // a lease its holder marked lost ends there, as at a release
 	if l.acq != nil {
 		gs = append(gs, grant{l.acq.call, l.acq.ret, h.shrink(l.acq.ttl())})
 	}
@@ -201,12 +202,14 @@ func extendSpans(out []span, s span) []span {
 // no effect: if it had, it revived the lease, which no-revival forbids.
 // held is where l may be held, expiry ignored: from the acquire's invoke
 // until an ok release returned.
-func (h *history) maySpans(l *lease) ([]span, span) {
+//
+// horizon is a later end a steal may give the acquire (stealHorizon).
+func (h *history) maySpans(l *lease, horizon int64) ([]span, span) {
 	if l.acq == nil {
 		return nil, span{}
 	}
 	held := span{l.acq.call, never, false}
-	cur := span{l.acq.call, l.acq.ret + h.stretch(l.acq.ttl()), true}
+	cur := span{l.acq.call, max(l.acq.ret+h.stretch(l.acq.ttl()), horizon), true}
 	var out []span
 	for _, o := range sortedOps(l.ops) {
 		switch {

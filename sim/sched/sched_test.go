@@ -267,7 +267,7 @@ func TestSleepsAllocateNothing(t *testing.T) {
 // TestCoroutinesAreReused: a process that starts once another has ended
 // runs on that one's coroutine, and none is left once Run returns.
 func TestCoroutinesAreReused(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := settledGoroutines()
 	w := newWorld(nil)
 	var inA, inB int
 	w.goProc("a", func(p *proc) { inA = runtime.NumGoroutine() })
@@ -281,7 +281,23 @@ func TestCoroutinesAreReused(t *testing.T) {
 	if inA != before+1 || inB != inA {
 		t.Errorf("goroutines: %d before Run, %d in a, %d in b (started after a ended)", before, inA, inB)
 	}
-	if n := runtime.NumGoroutine(); n != before {
+	if n := settledGoroutines(); n != before {
 		t.Errorf("%d goroutines after Run, %d before", n, before)
 	}
+}
+
+// settledGoroutines is the number of goroutines once it has stopped
+// changing for 20ms (up to 2s): goroutines of the tests before this one
+// may still be ending (CI once counted 3 before Run and 2 after it).
+func settledGoroutines() int {
+	n := runtime.NumGoroutine()
+	for deadline, still := time.Now().Add(2*time.Second), 0; still < 4 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m == n {
+			still++
+		} else {
+			n, still = m, 0
+		}
+	}
+	return n
 }

@@ -75,3 +75,29 @@ func TestMismatchesAreReported(t *testing.T) {
 		t.Errorf("timing mismatch not reported: %q", res.Mismatches)
 	}
 }
+
+// A bound stretches with the broker's latency as the case measured it,
+// and only by Slack times it: a release 340 ms after the Mark meets
+// 0..100 ms when the slowest round trip took 48 ms (a loaded broker), not
+// when it took 2 ms, and 600 ms meets it with neither.
+func TestWindowStretchesWithLatency(t *testing.T) {
+	ms := time.Millisecond
+	w := [2]time.Duration{0, 100 * ms}
+	for _, c := range []struct {
+		seen, now, slowest time.Duration
+		want               int
+	}{
+		{50 * ms, 60 * ms, 2 * ms, inside},
+		{330 * ms, 340 * ms, 48 * ms, stretched},
+		{330 * ms, 340 * ms, 2 * ms, outside},
+		{590 * ms, 600 * ms, 48 * ms, outside},
+	} {
+		if got := window(w, c.seen, c.now, c.slowest); got != c.want {
+			t.Errorf("seen %v, now %v, slowest %v: %d, want %d", c.seen, c.now, c.slowest, got, c.want)
+		}
+	}
+	// The lower bound does not move: a change too early is too early.
+	if got := window([2]time.Duration{time.Second, 2 * time.Second}, 400*ms, 500*ms, time.Second); got != outside {
+		t.Errorf("a change before the lower bound: %d, want outside", got)
+	}
+}

@@ -52,15 +52,21 @@
 //     as gap locks before the next record, which an insert into the gap
 //     waits for;
 //   - waits end in error 1205 after innodb_lock_wait_timeout (only the
-//     statement rolls back), or 1213 when they close a cycle (the
-//     lighter transaction rolls back, the requester on a tie: weighed as
-//     InnoDB does, by undo records and lock structs, among them the two
-//     a waiting lock gains each time an update or a rollback changes the
-//     size of its record, which InnoDB rebuilds; the cycles left
-//     among the victim's fellow waiters are then checked from each of
-//     them, which loses a tie); 1062 for a
-//     duplicate key (INSERT IGNORE: nothing, 0 rows); 1146 for a missing
-//     table; errors are *mysql.MySQLError, as the real driver's;
+//     statement rolls back), or 1213 for a deadlock, found as MariaDB
+//     10.6 and later find them: a waiting transaction waits for one
+//     other, the owner of the first lock in its way in the record's
+//     list (kept in the order InnoDB's lock structs were made), and the
+//     check follows that chain, when a request waits and, from the
+//     transactions a release leaves waiting for a waiting one, after
+//     the release (so a cycle through a lock further down the list is
+//     found only once a release makes it the first in the way); the
+//     lighter transaction of the cycle rolls back, on a tie the one the
+//     check started from: weighed as InnoDB does, by undo records and
+//     lock structs, among them the two a waiting lock gains each time an
+//     update or a rollback changes the size of its record, which InnoDB
+//     rebuilds; 1062 for a duplicate key (INSERT IGNORE: nothing, 0
+//     rows); 1146 for a missing table; errors are *mysql.MySQLError, as
+//     the real driver's;
 //   - results: rows affected are rows changed (go-sql-driver/mysql does
 //     not set CLIENT_FOUND_ROWS), LAST_INSERT_ID(expr) in the OK packet,
 //     DATETIME(6) to the microsecond, UTC_TIMESTAMP(6) read once at the
@@ -94,9 +100,14 @@
 // round trip, as with interpolateParams); context cancellation in the
 // middle of a statement (a context is looked at before each statement
 // only); latency beyond the fixed costs above; the server's clock moving
-// backwards on its own; the order in which InnoDB's background deadlock
-// check takes up the waiters left in cycles once a victim is rolled back
-// (the order of their transactions' addresses in memory, a std::set of
-// pointers): here they are checked in their queue's order, which agrees
-// with it where transactions began in that order.
+// backwards on its own; the addresses of InnoDB's transaction objects,
+// whose order is the order in which a deadlock check after a release
+// takes up the transactions it was given (a std::set of pointers): here a
+// connection takes the lowest free slot at its first statement on a
+// table, as it takes the free object of lowest address from InnoDB's
+// pool, which agrees with it as long as nothing else (InnoDB's own
+// background transactions, the connections of other clients) takes or
+// gives back objects meanwhile; InnoDB's pages, but for one page a table
+// (dbsem's tables take a page or so): a release looks again at every
+// request waiting on the table, as InnoDB does on the page.
 package sqlsim

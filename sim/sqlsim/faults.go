@@ -191,12 +191,14 @@ func (w *World) Restart(downtime time.Duration) {
 		if w.trace != nil {
 			w.tracef("server restarts, down for %v", downtime)
 		}
+		// Down first: the shutdown's rollbacks resolve no deadlocks (see
+		// deadlockCheck); every waiter is killed anyway.
+		w.down = true
 		sessions := w.sessions
 		w.sessions = nil
 		for _, s := range sessions {
 			w.killSession(s, "server shutdown")
 		}
-		w.down = true
 		w.upGen++
 		gen := w.upGen
 		w.after(downtime, func() {

@@ -1,16 +1,34 @@
 package sqlsim
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
 
 // Row locks, as InnoDB takes them on clustered-index records: shared (S)
-// and exclusive (X), granted in queue order, held until the transaction
-// ends (READ COMMITTED also lets a statement drop the locks of rows it
-// looked at but did not keep). A request waits if a lock another
-// transaction holds, or one it is waiting for ahead in the queue,
-// conflicts with it.
+// and exclusive (X), held until the transaction ends (READ COMMITTED also
+// lets a statement drop the locks of rows it looked at but did not keep).
+//
+// InnoDB keeps a record's locks in one list, in the order their structs
+// were made (a struct is a transaction's locks of one kind on a page; see
+// trx.weight): a new request joins the end, a lock granted after a wait
+// keeps its place, and a lock granted at once goes into its transaction's
+// first struct of its kind, and so takes that struct's place, older than
+// the request perhaps. Here each lock carries its struct's place (seq). A
+// request waits if a lock of another transaction anywhere in the list
+// conflicts with it (lock_rec_other_has_conflicting); a waiting one is
+// granted once no lock ahead of it does (lock_rec_has_to_wait_in_queue).
+//
+// Deadlocks, as MariaDB 10.6 and later find them (lock0lock.cc's
+// namespace Deadlock): a waiting transaction waits for one transaction
+// only, the owner of the first lock in its way (trx->lock.wait_trx, here
+// waiter.blocker), set when it asks and each time its request is looked
+// at again, and the check follows that one chain (see findCycle). So a
+// wait that closes a cycle through a lock further down the list is not
+// seen then; it is when a release makes the waiter's first lock in the
+// way one of a waiting transaction, which the release hands to a check
+// (see recheckPage and deadlockCheck).
 //
 // Gap locks, on the gap before a record (or after the last, the
 // supremum), come only from a record that goes (an insert rolled back):
@@ -46,18 +64,24 @@ type lockID struct {
 	gap bool // the gap before record k
 }
 
-// A lockQueue is the locks on one record, or on the gap before it:
-// granted ones, then waiting ones in the order they asked.
+// A lockQueue is the locks on one record, or on the gap before it (InnoDB
+// keeps both in the record's list; they never conflict with each other):
+// granted ones and waiting ones, which together, in seq order, are
+// InnoDB's list.
 type lockQueue struct {
 	id      lockID
 	granted []grant
-	waiting []*waiter
+	waiting []*waiter // in seq order
 }
 
+// A grant is a lock held: one per transaction and mode (a transaction
+// that holds S and takes X has both, in two structs, as in InnoDB).
 type grant struct {
 	t        *trx
 	mode     lockMode
-	implicit bool // a new row's lock, without a struct yet (see trx.weight)
+	kind     simLock // the kind of struct it is in
+	seq      uint64  // that struct's place; 0 while implicit
+	implicit bool    // a new row's lock, without a struct yet (see trx.weight)
 }
 
 // A waiter is a statement waiting for a lock.
@@ -66,63 +90,102 @@ type waiter struct {
 	t       *trx
 	mode    lockMode
 	r       *stmtRun
+	seq     uint64 // its struct's place
+	blocker *trx   // whom it waits for (InnoDB's trx->lock.wait_trx)
 	granted bool
 	timer   *timer
 }
 
 // held is the strongest mode t holds on q (0: none).
 func (q *lockQueue) held(t *trx) lockMode {
+	var m lockMode
 	for _, g := range q.granted {
-		if g.t == t {
-			return g.mode
+		if g.t == t && g.mode > m {
+			m = g.mode
 		}
 	}
-	return 0
+	return m
 }
 
-// mustWait says whether t's request for mode has to wait for a lock
-// another transaction holds or for one of the first ahead waiters.
-func (q *lockQueue) mustWait(t *trx, mode lockMode, ahead int) bool {
+// conflict returns the transaction of the first lock in q's list, ahead of
+// place before, that is another transaction's and that a request of t for
+// mode would wait for: for a new request (before ^0) InnoDB's
+// lock_rec_other_has_conflicting, for a waiting one (before its place)
+// lock_rec_has_to_wait_in_queue; nil if there is none.
+func (q *lockQueue) conflict(t *trx, mode lockMode, before uint64) *trx {
+	var first *trx
+	var at uint64
 	for _, g := range q.granted {
-		if g.t != t && q.conflicts(g.mode, mode) {
-			return true
+		if g.t != t && g.seq < before && q.conflicts(g.mode, mode) && (first == nil || g.seq < at) {
+			first, at = g.t, g.seq
 		}
 	}
-	for _, wt := range q.waiting[:ahead] {
-		if wt.t != t && q.conflicts(wt.mode, mode) {
+	for _, o := range q.waiting {
+		if o.seq >= before {
+			break
+		}
+		if o.t != t && q.conflicts(o.mode, mode) && (first == nil || o.seq < at) {
+			first, at = o.t, o.seq
+		}
+	}
+	return first
+}
+
+const anywhere = ^uint64(0) // conflict's before for a new request
+
+// newStruct gives t a new record lock struct on tb, at the end of the
+// lists, and returns its place.
+func (w *World) newStruct(t *trx, tb *table) uint64 {
+	w.lockSeq++
+	t.structs = append(t.structs, lockStruct{seq: w.lockSeq, tb: tb})
+	return w.lockSeq
+}
+
+// structFor is the place of the struct a lock of t of kind, granted
+// without a wait, goes into (lock_rec_add_to_queue): t's first struct of
+// that kind, unless a request waits on the record (or on the gap before
+// it), when, as when t has none, a new one at the end of the list.
+func (w *World) structFor(t *trx, id lockID, kind simLock) uint64 {
+	if !w.waitedOn(id.tb, id.k) {
+		if seq, ok := t.similarSeq(kind); ok {
+			return seq
+		}
+	}
+	seq := w.newStruct(t, id.tb)
+	t.took(kind, seq)
+	return seq
+}
+
+// waitedOn says whether a request waits on record k of tb or on the gap
+// before it.
+func (w *World) waitedOn(tb *table, k pkey) bool {
+	for _, gap := range []bool{false, true} {
+		if q := w.locks[lockID{tb: tb, k: k, gap: gap}]; q != nil && len(q.waiting) > 0 {
 			return true
 		}
 	}
 	return false
 }
 
-// give grants mode on q to t, upgrading a lock it holds on a record (on
-// a gap, its locks are each their own).
-func (w *World) give(q *lockQueue, t *trx, mode lockMode) {
-	for i, g := range q.granted {
-		if g.t == t && !q.id.gap {
-			if mode > g.mode {
-				q.granted[i].mode = mode
-			}
-			return
-		}
+// grantNow gives t mode on q without a wait, unless it holds it already.
+func (w *World) grantNow(q *lockQueue, t *trx, mode lockMode, kind simLock) {
+	for _, g := range q.granted {
 		if g.t == t && g.mode == mode {
 			return
 		}
 	}
-	q.granted = append(q.granted, grant{t: t, mode: mode})
-	if !slices.Contains(t.locks, q) {
-		t.locks = append(t.locks, q)
-	}
+	q.granted = append(q.granted, grant{t: t, mode: mode, kind: kind, seq: w.structFor(t, q.id, kind)})
+	t.hold(q)
 }
 
 // explicit gives the implicit lock of another transaction's new row a
-// struct, as InnoDB does before any request for a lock on the row.
-func (q *lockQueue) explicit(t *trx) {
+// struct, as InnoDB does before any request for a lock on the row
+// (lock_rec_convert_impl_to_expl).
+func (w *World) explicit(q *lockQueue, t *trx) {
 	for i, g := range q.granted {
 		if g.implicit && g.t != t {
 			q.granted[i].implicit = false
-			g.t.took(simLock{q.id.tb, g.mode, false, false}, false)
+			q.granted[i].seq = w.structFor(g.t, q.id, g.kind)
 		}
 	}
 }
@@ -130,18 +193,59 @@ func (q *lockQueue) explicit(t *trx) {
 // rebuilt is an update of record k that changes the size of a field (a
 // NULL becomes a value or a value NULL, a token another length), which
 // InnoDB makes by deleting the record and inserting it again: the locks
-// on it move to the page's infimum and back (lock_rec_store_on_page_infimum,
-// lock_rec_restore_from_page_infimum), and a waiting lock is given a new
-// struct at each move, while a granted one finds its transaction's
-// struct of its kind. So each transaction waiting on the record, or on
-// the gap before it, weighs two structs more (checked against MariaDB
-// 10.11's SHOW ENGINE INNODB STATUS). An update that keeps every size is
-// made in place and moves nothing.
+// on it, and on the gap before it, move to the page's infimum and back
+// (lock_rec_store_on_page_infimum, lock_rec_restore_from_page_infimum).
+// So each transaction waiting on the record, or on the gap before it,
+// weighs two structs more (checked against MariaDB 10.11's SHOW ENGINE
+// INNODB STATUS). An update that keeps every size is made in place and
+// moves nothing.
 func (w *World) rebuilt(tb *table, k pkey) {
+	w.move(tb, k)
+	w.move(tb, k)
+}
+
+// move is one move of record k's locks (lock_rec_move), in list order: a
+// waiting lock gets a new struct at the end of the list, and so its
+// place; a granted one goes into its transaction's first struct of its
+// kind, or, behind a waiting lock moved already, into a new struct.
+// Implicit locks have no struct and do not move.
+func (w *World) move(tb *table, k pkey) {
+	type entry struct {
+		g  *grant
+		wt *waiter
+	}
+	var list []entry
+	seqOf := func(e entry) uint64 {
+		if e.wt != nil {
+			return e.wt.seq
+		}
+		return e.g.seq
+	}
 	for _, gap := range []bool{false, true} {
 		if q := w.locks[lockID{tb: tb, k: k, gap: gap}]; q != nil {
+			for i := range q.granted {
+				if !q.granted[i].implicit {
+					list = append(list, entry{g: &q.granted[i]})
+				}
+			}
 			for _, wt := range q.waiting {
-				wt.t.structs += 2
+				list = append(list, entry{wt: wt})
+			}
+		}
+	}
+	slices.SortStableFunc(list, func(a, b entry) int { return cmp.Compare(seqOf(a), seqOf(b)) })
+	waited := false
+	for _, e := range list {
+		switch {
+		case e.wt != nil:
+			waited = true
+			e.wt.seq = w.newStruct(e.wt.t, tb)
+			w.waiters = append(deleteWaiter(w.waiters, e.wt), e.wt)
+		case waited:
+			e.g.seq = w.newStruct(e.g.t, tb)
+		default:
+			if seq, ok := e.g.t.similarSeq(e.g.kind); ok {
+				e.g.seq = seq
 			}
 		}
 	}
@@ -168,14 +272,14 @@ func (w *World) wouldWait(t *trx, tb *table, k pkey, mode lockMode) bool {
 	if q == nil || q.held(t) >= mode {
 		return false
 	}
-	q.explicit(t)
-	return q.mustWait(t, mode, len(q.waiting))
+	w.explicit(q, t)
+	return q.conflict(t, mode, anywhere) != nil
 }
 
 // lock takes mode on the record for r's transaction. It returns false when
 // the statement must wait (it is queued, and runs again once granted or
 // ends with error 1205 when the wait times out), or an error 1213 when
-// its wait would close a cycle and its transaction is the victim.
+// its wait closes a cycle and its transaction is the victim.
 func (r *stmtRun) lock(tb *table, k pkey, mode lockMode) (bool, error) {
 	w, t := r.w, r.t
 	q := w.queue(tb, k)
@@ -183,10 +287,10 @@ func (r *stmtRun) lock(tb *table, k pkey, mode lockMode) (bool, error) {
 	if had >= mode {
 		return true, nil
 	}
-	q.explicit(t)
-	if !q.mustWait(t, mode, len(q.waiting)) {
-		w.give(q, t, mode)
-		t.took(simLock{tb, mode, false, false}, false)
+	w.explicit(q, t)
+	b := q.conflict(t, mode, anywhere)
+	if b == nil {
+		w.grantNow(q, t, mode, simLock{tb, mode, false, false})
 		r.fresh = append(r.fresh, freshLock{q: q, had: had})
 		return true, nil
 	}
@@ -195,7 +299,7 @@ func (r *stmtRun) lock(tb *table, k pkey, mode lockMode) (bool, error) {
 	// InnoDB, running the statement on, finds the lock already held and
 	// takes it for one the transaction held before (MariaDB 10.11).
 	r.fresh = append(r.fresh, freshLock{q: q, had: had, kept: true})
-	return r.enqueue(q, mode)
+	return r.enqueue(q, mode, b)
 }
 
 // insertIntention is a fresh insert's check of the gap it inserts into,
@@ -211,37 +315,37 @@ func (r *stmtRun) insertIntention(tb *table, k pkey) (bool, error) {
 			return true, nil // granted after a wait
 		}
 	}
-	if !q.mustWait(r.t, lockII, len(q.waiting)) {
+	b := q.conflict(r.t, lockII, anywhere)
+	if b == nil {
 		return true, nil
 	}
-	return r.enqueue(q, lockII)
+	return r.enqueue(q, lockII, b)
 }
 
-// enqueue makes r's transaction wait for mode on q, unless the wait closes
-// a cycle of which it is the victim (error 1213).
-func (r *stmtRun) enqueue(q *lockQueue, mode lockMode) (bool, error) {
+// enqueue makes r's transaction wait for mode on q, behind blocker's lock,
+// and checks for a deadlock as InnoDB's lock_wait does
+// (Deadlock::check_and_resolve): a cycle its chain of waits reaches is
+// broken by rolling a victim back, and if that is r's transaction, r ends
+// with error 1213.
+func (r *stmtRun) enqueue(q *lockQueue, mode lockMode, blocker *trx) (bool, error) {
 	w, t := r.w, r.t
-	wt := &waiter{q: q, t: t, mode: mode, r: r}
+	wt := &waiter{q: q, t: t, mode: mode, r: r, seq: w.newStruct(t, q.id.tb), blocker: blocker}
 	q.waiting = append(q.waiting, wt)
+	w.waiters = append(w.waiters, wt)
 	t.wait = wt
-	t.structs++
 	r.wait = wt
 	if w.trace != nil {
-		w.tracef("%s %s waits for %s on %s%s held by %s", r.s.name, r.v.tpl.name, modeName(mode), q.id.tb.name, lockText(q.id), w.holders(q, t))
+		w.tracef("%s %s waits for %s on %s%s held by %s (behind %s)", r.s.name, r.v.tpl.name, modeName(mode), q.id.tb.name, lockText(q.id), w.holders(q, t), blocker.s.name)
 	}
-	for {
-		cycle := w.cycle(t)
-		if cycle == nil {
-			break
-		}
-		victim := lightest(cycle, t)
-		if victim == t || w.recheck(victim, t) {
-			w.abandon(wt)
-			return false, errDeadlock()
-		}
+	victim := w.report(t)
+	if victim == r {
+		return false, errDeadlock()
 	}
-	if !wt.granted {
+	if !wt.granted && t.wait == wt {
 		wt.timer = w.after(w.lockWait, func() { w.lockTimeout(wt) })
+	}
+	if victim != nil {
+		w.deadlockVictim(victim)
 	}
 	return false, nil
 }
@@ -251,11 +355,11 @@ func (r *stmtRun) enqueue(q *lockQueue, mode lockMode) (bool, error) {
 func (r *stmtRun) lockNew(tb *table, k pkey) (bool, error) {
 	w, t := r.w, r.t
 	q := w.queue(tb, k)
-	if q.held(t) > 0 || q.mustWait(t, lockX, len(q.waiting)) {
+	if q.held(t) > 0 || q.conflict(t, lockX, anywhere) != nil {
 		return r.lock(tb, k, lockX)
 	}
-	w.give(q, t, lockX)
-	q.granted[len(q.granted)-1].implicit = true
+	q.granted = append(q.granted, grant{t: t, mode: lockX, kind: simLock{tb, lockX, false, false}, implicit: true})
+	t.hold(q)
 	r.fresh = append(r.fresh, freshLock{q: q})
 	return true, nil
 }
@@ -270,73 +374,113 @@ func (r *stmtRun) tryLock(tb *table, k pkey, mode lockMode) bool {
 	return ok
 }
 
-// release drops t's lock on q and grants what can now be granted.
-func (w *World) release(t *trx, q *lockQueue) {
-	for i, g := range q.granted {
-		if g.t == t {
-			q.granted = append(q.granted[:i], q.granted[i+1:]...)
-			break
-		}
-	}
-	for i, l := range t.locks {
-		if l == q {
-			t.locks = append(t.locks[:i], t.locks[i+1:]...)
-			break
-		}
-	}
-	w.grantWaiting(q)
-}
-
-// downgrade takes t's lock on q back to mode (0: releases it), and grants
-// what can now be granted.
+// downgrade takes t's locks on q back to mode (0: releases them), as a
+// READ COMMITTED statement gives up a row it did not keep
+// (lock_rec_unlock): the requests waiting on the record are looked at
+// again (lock_rec_rebuild_waiting_queue, which hands no blocker to a
+// deadlock check).
 func (w *World) downgrade(t *trx, q *lockQueue, mode lockMode) {
-	if mode == 0 {
-		w.release(t, q)
-		return
+	q.granted = slices.DeleteFunc(q.granted, func(g grant) bool { return g.t == t && g.mode > mode })
+	if q.held(t) == 0 {
+		t.unhold(q)
 	}
-	for i, g := range q.granted {
-		if g.t == t && g.mode > mode {
-			q.granted[i].mode = mode
-			w.grantWaiting(q)
-			return
+	for i := 0; i < len(q.waiting); {
+		if !w.recheck(q.waiting[i], false) {
+			i++
 		}
 	}
+	w.tidy(q)
 }
 
-// releaseAll drops every lock of t, in the order t took them.
+// releaseAll drops every lock of t, at its COMMIT or ROLLBACK, as InnoDB's
+// lock_release does: struct by struct, the last made first, each time
+// looking again at the requests waiting on the struct's page (even a
+// struct whose locks are all given up: see recheckPage); then the
+// deadlock check, from the transactions the release left waiting for one
+// that waits.
 func (w *World) releaseAll(t *trx) {
 	locks := t.locks
 	t.locks = nil
+	for i := len(t.structs) - 1; i >= 0; i-- {
+		st := t.structs[i]
+		for _, q := range locks {
+			if q.id.tb == st.tb {
+				q.granted = slices.DeleteFunc(q.granted, func(g grant) bool { return g.t == t && g.seq == st.seq && !g.implicit })
+			}
+		}
+		w.recheckPage(st.tb)
+	}
 	for _, q := range locks {
-		q.granted = slices.DeleteFunc(q.granted, func(g grant) bool { return g.t == t })
-		w.grantWaiting(q)
+		q.granted = slices.DeleteFunc(q.granted, func(g grant) bool { return g.t == t }) // implicit ones
+		w.tidy(q)
+	}
+	w.deadlockCheck()
+}
+
+// recheckPage looks again, in list order, at the requests waiting on tb's
+// records, as InnoDB does on the page of a struct it removes
+// (lock_rec_dequeue_from_page): each is granted if no lock ahead of it is
+// in its way, or else waits for the first that is; and a transaction it
+// then waits for that waits itself is handed to the next deadlock check.
+func (w *World) recheckPage(tb *table) {
+	for i := 0; i < len(w.waiters); {
+		if wt := w.waiters[i]; wt.q.id.tb != tb || !w.recheck(wt, true) {
+			i++
+		}
 	}
 }
 
-// grantWaiting grants, in queue order, every waiting request nothing is in
-// the way of; their statements run again once the current event is done.
-func (w *World) grantWaiting(q *lockQueue) {
-	for i := 0; i < len(q.waiting); {
-		wt := q.waiting[i]
-		if q.mustWait(wt.t, wt.mode, i) {
-			i++
-			continue
-		}
-		q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
-		w.give(q, wt.t, wt.mode)
-		wt.t.took(simLock{q.id.tb, wt.mode, q.id.gap, false}, true)
-		wt.granted = true
-		wt.timer.cancel()
-		wt.t.wait = nil
-		wt.r.wait = nil
-		w.wake = append(w.wake, wt.r)
+// recheck grants wt if no lock ahead of it is in its way, and says so;
+// else wt now waits for the owner of the first lock that is, and with
+// check that owner, if it waits itself, is handed to the deadlock check.
+func (w *World) recheck(wt *waiter, check bool) bool {
+	b := wt.q.conflict(wt.t, wt.mode, wt.seq)
+	if b == nil {
+		w.grant(wt)
+		return true
 	}
+	wt.blocker = b
+	if check && b.wait != nil {
+		w.watch(b)
+	}
+	return false
+}
+
+// grant gives wt its lock, in its struct, where it stands in the list
+// (lock_grant); its statement runs again once the current event is done.
+func (w *World) grant(wt *waiter) {
+	q, t := wt.q, wt.t
+	q.waiting = deleteWaiter(q.waiting, wt)
+	w.waiters = deleteWaiter(w.waiters, wt)
+	kind := simLock{q.id.tb, wt.mode, q.id.gap, false}
+	q.granted = append(q.granted, grant{t: t, mode: wt.mode, kind: kind, seq: wt.seq})
+	t.hold(q)
+	t.took(kind, wt.seq)
+	wt.granted = true
+	wt.timer.cancel()
+	w.unwatch(wt.blocker) // lock_reset_lock_and_trx_wait
+	t.wait = nil
+	wt.r.wait = nil
+	w.wake = append(w.wake, wt.r)
+}
+
+// tidy forgets q once it holds no lock, and purges its record if that
+// was a ghost only its locks kept.
+func (w *World) tidy(q *lockQueue) {
 	if len(q.granted) == 0 && len(q.waiting) == 0 && w.locks[q.id] == q {
 		delete(w.locks, q.id)
 		if r := q.id.tb.find(q.id.k); r != nil && !q.id.gap {
 			w.purge(r)
 		}
 	}
+}
+
+// deleteWaiter removes wt from ws, keeping the order.
+func deleteWaiter(ws []*waiter, wt *waiter) []*waiter {
+	if i := slices.Index(ws, wt); i >= 0 {
+		return slices.Delete(ws, i, i+1)
+	}
+	return ws
 }
 
 // inheritable says whether a lock on a record that goes becomes a gap
@@ -347,23 +491,38 @@ func inheritable(t *trx, mode lockMode) bool {
 }
 
 // inherit gives the gap before record n of tb the gap locks that the
-// locks of q become (q: of record k that goes, or of the gap before it).
+// locks of q become (q: of record k that goes, or of the gap before it),
+// in q's list order.
 func (w *World) inherit(q *lockQueue, tb *table, n pkey) {
 	if q == nil {
 		return
 	}
-	add := func(t *trx, mode lockMode) {
-		if q.id.gap && mode != lockII || !q.id.gap && inheritable(t, mode) {
-			w.give(w.queueOf(lockID{tb: tb, k: n, gap: true}), t, mode)
-			t.took(simLock{tb, mode, true, false}, false)
+	heir := lockID{tb: tb, k: n, gap: true}
+	for _, l := range q.list() {
+		if q.id.gap && l.mode != lockII || !q.id.gap && inheritable(l.t, l.mode) {
+			w.grantNow(w.queueOf(heir), l.t, l.mode, simLock{tb, l.mode, true, false})
 		}
 	}
+}
+
+// A listed is a lock of a queue's list: its transaction and mode.
+type listed struct {
+	t    *trx
+	mode lockMode
+	seq  uint64
+}
+
+// list is q's locks, granted and waiting, in list order.
+func (q *lockQueue) list() []listed {
+	out := make([]listed, 0, len(q.granted)+len(q.waiting))
 	for _, g := range q.granted {
-		add(g.t, g.mode)
+		out = append(out, listed{g.t, g.mode, g.seq})
 	}
 	for _, wt := range q.waiting {
-		add(wt.t, wt.mode)
+		out = append(out, listed{wt.t, wt.mode, wt.seq})
 	}
+	slices.SortStableFunc(out, func(a, b listed) int { return cmp.Compare(a.seq, b.seq) })
+	return out
 }
 
 // inserted gives a new record k of tb a copy of the gap locks before the
@@ -373,10 +532,9 @@ func (w *World) inserted(tb *table, k pkey) {
 	if q == nil {
 		return
 	}
-	for _, g := range slices.Clone(q.granted) {
-		if g.mode != lockII {
-			w.give(w.queueOf(lockID{tb: tb, k: k, gap: true}), g.t, g.mode)
-			g.t.took(simLock{tb, g.mode, true, true}, false)
+	for _, l := range q.list() {
+		if l.mode != lockII {
+			w.grantNow(w.queueOf(lockID{tb: tb, k: k, gap: true}), l.t, l.mode, simLock{tb, l.mode, true, true})
 		}
 	}
 }
@@ -396,166 +554,200 @@ func (w *World) vanish(tb *table, k pkey) {
 }
 
 // drop ends the locks of q, whose record is gone: granted ones go, and a
-// statement waiting for one runs on without it.
+// statement waiting for one runs on without it (lock_rec_cancel).
 func (w *World) drop(q *lockQueue) {
 	if q == nil {
 		return
 	}
 	delete(w.locks, q.id)
 	for _, g := range q.granted {
-		if i := slices.Index(g.t.locks, q); i >= 0 {
-			g.t.locks = slices.Delete(g.t.locks, i, i+1)
-		}
+		g.t.unhold(q)
 	}
 	waiting := q.waiting
 	q.granted, q.waiting = nil, nil
 	for _, wt := range waiting {
+		w.waiters = deleteWaiter(w.waiters, wt)
 		wt.granted = true
 		wt.timer.cancel()
+		w.unwatch(wt.blocker)
 		wt.t.wait = nil
-		wt.t.took(simLock{q.id.tb, wt.mode, q.id.gap, false}, true)
+		wt.t.took(simLock{q.id.tb, wt.mode, q.id.gap, false}, wt.seq)
 		wt.r.wait = nil
 		w.wake = append(w.wake, wt.r)
 	}
 }
 
-// abandon takes a waiting request out of its queue (its statement ends).
+// abandon takes a waiting request out of its queue, as InnoDB cancels one
+// (lock_cancel_waiting_and_release: a timeout, a kill, a deadlock's
+// victim): its struct goes (InnoDB takes it back), the requests waiting on
+// its page are looked at again (see recheckPage; the transaction counts as
+// waiting meanwhile), and then the transaction it waited for is no longer
+// to be checked for a deadlock (lock_reset_lock_and_trx_wait). Its
+// statement ends, with the caller's error.
 func (w *World) abandon(wt *waiter) {
-	q := wt.q
-	for i, o := range q.waiting {
-		if o == wt {
-			q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
-			break
-		}
-	}
+	q, t := wt.q, wt.t
+	q.waiting = deleteWaiter(q.waiting, wt)
+	w.waiters = deleteWaiter(w.waiters, wt)
 	wt.timer.cancel()
-	wt.t.wait = nil
-	wt.t.structs-- // InnoDB takes a cancelled request's struct back
+	t.dropStruct(wt.seq)
+	w.recheckPage(q.id.tb)
+	w.unwatch(wt.blocker)
+	t.wait = nil
 	wt.r.wait = nil
-	w.grantWaiting(q)
+	w.tidy(q)
 }
 
 // lockTimeout ends a wait that lasted innodb_lock_wait_timeout: error
 // 1205, and only the statement is rolled back (innodb_rollback_on_timeout
-// is off by default).
+// is off by default). As lock_wait does, the cancelled wait is followed
+// by a deadlock check.
 func (w *World) lockTimeout(wt *waiter) {
 	if wt.granted || wt.t.wait != wt {
 		return
 	}
 	w.abandon(wt)
+	w.deadlockCheck()
 	r := wt.r
 	r.err = errLockWait()
 	w.finish(r)
 }
 
-// deadlockVictim ends the statement a victim transaction is waiting in
-// with error 1213; the whole transaction rolls back.
-func (w *World) deadlockVictim(v *trx) {
-	wt := v.wait
-	w.abandon(wt)
-	r := wt.r
+// deadlockVictim ends r, the statement a deadlock's victim was waiting in
+// (its wait cancelled already), with error 1213: the whole transaction
+// rolls back.
+func (w *World) deadlockVictim(r *stmtRun) {
 	r.err = errDeadlock()
 	w.finish(r)
 }
 
-// lightest is the deadlock victim of a cycle: the lightest transaction
-// (trx.weight), of equal ones the transaction whose check found it.
-func lightest(cycle []*trx, checker *trx) *trx {
-	victim := checker
-	for _, o := range cycle {
-		if o != checker && o.weight() < victim.weight() {
-			victim = o
+// findCycle follows the chain of waits from t, one blocker a transaction
+// (trx.waitsFor), as InnoDB's Deadlock::find_cycle does, with Brent's
+// algorithm; it returns the transaction where it found the chain loops
+// (one of the cycle's, not necessarily t: the chain may reach a cycle t is
+// not in), or nil.
+func findCycle(t *trx) *trx {
+	tortoise, hare := t, t
+	for power, l := 1, 1; ; l++ {
+		if hare = hare.waitsFor(); hare == nil {
+			return nil
+		}
+		if tortoise == hare {
+			return hare
+		}
+		if l == power {
+			power <<= 1
+			l = 0
+			tortoise = hare
 		}
 	}
-	return victim
 }
 
-// recheck rolls victim back, the victim of a cycle t's wait closed, then
-// resolves the cycles left among the others that waited in the victim's
-// queue, each checked in turn, in the queue's order, as InnoDB's
-// background check does (each from the waiter it takes up, which is the
-// victim of a tie; InnoDB takes them in the order of their transactions'
-// addresses, which follows the order they began in here). It reports
-// whether t is such a victim too.
-func (w *World) recheck(victim, t *trx) bool {
-	q := victim.wait.q
-	w.deadlockVictim(victim)
-	for _, o := range slices.Clone(q.waiting) {
-		u := o.t
-		if u == t || u.wait != o {
-			continue
-		}
-		cycle := w.cycle(u)
-		if cycle == nil {
-			continue
-		}
-		v := lightest(cycle, u)
-		if v == t {
-			return true
-		}
-		w.deadlockVictim(v)
+// victimWeight is how Deadlock::report compares its candidates
+// (calc_victim_weight): the lower the likelier the victim; the weight
+// (trx.weight) first, then, on a tie, the transaction whose check found
+// the cycle.
+func victimWeight(t, checker *trx) uint64 {
+	v := uint64(t.weight()) << 1
+	if t != checker {
+		v |= 1
 	}
-	return false
+	return v
 }
 
-// cycle returns the transactions of a cycle in the waits-for graph that
-// goes through t, or nil. A transaction waits for those whose granted
-// locks, or requests ahead of its own, conflict with its request.
-func (w *World) cycle(t *trx) []*trx {
-	w.stamp++
-	var path []*trx
-	var visit func(u *trx) bool
-	visit = func(u *trx) bool {
-		if u.visited == w.stamp {
-			return false
-		}
-		u.visited = w.stamp
-		wt := u.wait
-		if wt == nil {
-			return false
-		}
-		q := wt.q
-		ahead := len(q.waiting)
-		for i, o := range q.waiting {
-			if o == wt {
-				ahead = i
-				break
-			}
-		}
-		for _, b := range w.blockers(q, wt, ahead) {
-			if b == t || visit(b) {
-				path = append(path, u)
-				return true
-			}
-		}
-		return false
+// report resolves the cycle, if any, that t's chain of waits reaches, as
+// InnoDB's Deadlock::report does: of the cycle's transactions, starting
+// from the one findCycle returned and following the chain, the first of
+// the lowest victimWeight is the victim. Its wait is cancelled (abandon),
+// and its statement returned, to be ended with error 1213 (nil: no
+// cycle).
+func (w *World) report(t *trx) *stmtRun {
+	cycle := findCycle(t)
+	if cycle == nil {
+		return nil
 	}
-	if visit(t) {
-		return path
+	victim, weight := cycle, victimWeight(cycle, t)
+	names := ""
+	for next := cycle.waitsFor(); ; next = next.waitsFor() {
+		names += " " + next.s.name
+		if v := victimWeight(next, t); v < weight {
+			victim, weight = next, v
+		}
+		if next == cycle {
+			break
+		}
 	}
-	return nil
+	if w.trace != nil {
+		w.tracef("deadlock, found from %s:%s; %s rolls back", t.s.name, names, victim.s.name)
+	}
+	wt := victim.wait
+	w.abandon(wt)
+	return wt.r
 }
 
-func (w *World) blockers(q *lockQueue, wt *waiter, ahead int) []*trx {
-	var out []*trx
-	for _, g := range q.granted {
-		if g.t != wt.t && q.conflicts(g.mode, wt.mode) {
-			out = append(out, g.t)
+// watch hands t, which waits, to the next deadlock check (Deadlock::
+// to_check, a set); unwatch takes it back.
+func (w *World) watch(t *trx) {
+	c := toCheck{t: t, slot: t.s.slot}
+	if i, found := slices.BinarySearchFunc(w.toCheck, c, toCheck.cmp); !found {
+		w.toCheck = slices.Insert(w.toCheck, i, c)
+	}
+}
+
+func (w *World) unwatch(t *trx) {
+	if t == nil {
+		return
+	}
+	if i := slices.IndexFunc(w.toCheck, func(c toCheck) bool { return c.t == t }); i >= 0 {
+		w.toCheck = slices.Delete(w.toCheck, i, i+1)
+	}
+}
+
+// A toCheck is a transaction handed to the deadlock check, with its
+// session's slot when it was (see World.attach): Deadlock::to_check is
+// ordered by the address of the transactions' trx_t.
+type toCheck struct {
+	t    *trx
+	slot int
+}
+
+func (c toCheck) cmp(o toCheck) int {
+	if d := cmp.Compare(c.slot, o.slot); d != 0 {
+		return d
+	}
+	return cmp.Compare(c.t.id, o.t.id)
+}
+
+// deadlockCheck is InnoDB's lock_sys_t::deadlock_check, which a release
+// and a cancelled wait run: each transaction handed to it, in trx_t
+// address order, is checked for a cycle its chain of waits reaches, and
+// each cycle found is resolved (see report). The victims roll back once
+// the check is over (in InnoDB, their threads wait for the lock system's
+// latch, which the check holds). A server shutting down resolves nothing.
+func (w *World) deadlockCheck() {
+	if w.down {
+		w.toCheck = w.toCheck[:0]
+		return
+	}
+	var victims []*stmtRun
+	for len(w.toCheck) > 0 {
+		t := w.toCheck[0].t
+		w.toCheck = slices.Delete(w.toCheck, 0, 1)
+		if r := w.report(t); r != nil {
+			victims = append(victims, r)
 		}
 	}
-	for _, o := range q.waiting[:ahead] {
-		if o.t != wt.t && q.conflicts(o.mode, wt.mode) {
-			out = append(out, o.t)
-		}
+	for _, r := range victims {
+		w.deadlockVictim(r)
 	}
-	return out
 }
 
 // holders names, for the trace, the connections in t's way on q.
 func (w *World) holders(q *lockQueue, t *trx) string {
 	s := ""
+	var seen []*trx
 	for _, g := range q.granted {
-		if g.t != t {
+		if g.t != t && !slices.Contains(seen, g.t) {
+			seen = append(seen, g.t)
 			if s != "" {
 				s += ","
 			}

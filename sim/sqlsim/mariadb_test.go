@@ -8,14 +8,15 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
-	lpmysql "github.com/lockprover/lockprover/adapters/mysql"
-	"github.com/lockprover/lockprover/adapters/mysql/mysqltest"
+	lpmysql "github.com/lockprover/lockprover/backends/mysql"
+	"github.com/lockprover/lockprover/backends/mysql/mysqltest"
 )
 
 // The server's answers to dbsem's statements, compared with MariaDB's:
@@ -116,7 +117,12 @@ func onMariaDB(db *sql.DB, script []step) ([]string, error) {
 	var conns []*sql.Conn
 	var threads []int64 // each connection's CONNECTION_ID()
 	defer func() {
+		// Back to the pool with no transaction open: a scenario beside
+		// this one may take the connection next (CI once had one begin
+		// with "Transaction characteristics can't be changed while a
+		// transaction is in progress").
 		for _, c := range conns {
+			c.ExecContext(ctx, "ROLLBACK")
 			c.Close()
 		}
 	}()
@@ -203,9 +209,10 @@ func untilWaiting(ctx context.Context, db *sql.DB, thread int64, done <-chan str
 
 // onSim runs script on the simulator: a process per connection, taking
 // turns in script order (waiting for its turn in 1 ms sleeps), purge held
-// off as onMariaDB's read view holds it off.
-func onSim(script []step) ([]string, error) {
-	w := New(Options{LockWaitTimeout: time.Second, HoldPurge: true})
+// off as onMariaDB's read view holds it off; trace, if not nil, gets the
+// World's trace.
+func onSim(script []step, trace io.Writer) ([]string, error) {
+	w := New(Options{LockWaitTimeout: time.Second, HoldPurge: true, Trace: trace})
 	out := make([]string, len(script))
 	finished := make([]bool, len(script))
 	next, conns := 0, 0
@@ -303,7 +310,7 @@ func compare(t *testing.T, scenarios ...scenario) {
 		r.steps = sc.script(prefix)
 		wg.Go(func() {
 			if r.real, r.err = onMariaDB(db, r.steps); r.err == nil {
-				r.sim, r.err = onSim(r.steps)
+				r.sim, r.err = onSim(r.steps, nil)
 			}
 		})
 	}
@@ -593,8 +600,11 @@ func bgOf(s []step, c int) int {
 // the fewer undo records and InnoDB lock structs (table locks, and record
 // lock structs kept after a READ COMMITTED unlock), the requester on a
 // tie; a locking scan that waited for a row goes on from it, not seeing
-// rows inserted before it meanwhile. (These are the divergences
-// adapters/conform's differential found.)
+// rows inserted before it meanwhile; a waiting transaction waits for the
+// owner of the first lock in its way only, so that a cycle through
+// another is found only once a release makes it the first (see
+// deadlockOnRelease). (These are the divergences adapters/conform's
+// differential found.)
 func TestMariaDBLockLifetimes(t *testing.T) {
 	compare(t,
 		scenario{"a lock granted after a wait is kept", func(p string) []step {
@@ -737,6 +747,7 @@ func TestMariaDBLockLifetimes(t *testing.T) {
 				step{conn: 1, q: q(p, "ROLLBACK")},
 				step{conn: 2, q: q(p, "ROLLBACK")})
 		}},
+		scenario{"a deadlock found when a lock goes", deadlockOnRelease},
 		scenario{"the victim by undo records and lock structs", func(p string) []step {
 			s := script([]step{
 				{conn: 0, q: q(p, "createKeys")},
@@ -840,4 +851,74 @@ func rebuiltRecord(p string, take bool) []step {
 		s = append(s, step{conn: 1, join: bgOf(s, 1)})
 	}
 	return append(s, step{conn: 0, q: q(p, "ROLLBACK")}, step{conn: 1, q: q(p, "ROLLBACK")})
+}
+
+// deadlockOnRelease is the script of a deadlock that no wait closes, but a
+// release does (MariaDB 10.6 and later, whose check follows one blocker a
+// waiting transaction: the first lock in its way). Conns 3 and 2 hold S
+// locks on key k (their duplicates'), conn 0 X on slot 0. Conn 2 waits for
+// slot 0 (its duplicate check), behind conn 0; conn 0 waits for k, whose
+// first lock in its way is conn 3's, which does not wait: no cycle is
+// seen, though conn 2's S lock is in conn 0's way too. Conn 3's rollback
+// leaves conn 0 waiting for conn 2, which waits: the check that follows
+// finds the cycle, and conn 2 (a tie, 4 and 4, and the transaction the
+// check started from) is rolled back; conn 0 gets k.
+func deadlockOnRelease(p string) []step {
+	s := script([]step{
+		{conn: 0, q: q(p, "createKeys")},
+		{conn: 0, q: q(p, "createSlots")},
+		{conn: 0, q: q(p, "insertKey"), args: []any{"k", 1, "row-per-slot"}},
+		{conn: 0, q: q(p, "insertSlots", 1), args: []any{"k"}},
+	}, rc(3), rc(0), rc(2), []step{
+		{conn: 3, q: q(p, "insertKey"), args: []any{"k", 1, "row-per-slot"}},
+		{conn: 2, q: q(p, "insertKey"), args: []any{"k", 1, "row-per-slot"}},
+		{conn: 0, q: q(p, "pickSlot"), args: []any{"k", at(0)}},
+		{conn: 2, q: q(p, "insertSlots", 4), args: []any{"k", "k", "k", "k"}, bg: true},
+		{conn: 0, q: q(p, "nextFence"), args: []any{"k"}, bg: true},
+		{conn: 3, q: q(p, "ROLLBACK")},
+	})
+	s = append(s, step{conn: 2, join: bgOf(s, 2)}, step{conn: 0, join: bgOf(s, 0)})
+	return append(s, step{conn: 0, q: q(p, "ROLLBACK")}, step{conn: 2, q: q(p, "ROLLBACK")})
+}
+
+// The deadlock of deadlockOnRelease, on the simulator alone (without a
+// MariaDB, TestMariaDBLockLifetimes compares it with none): conn 2 and
+// then conn 0 wait, no cycle is found then; conn 3's rollback finds it,
+// conn 2 is the victim and conn 0 gets its lock.
+func TestDeadlockFoundOnRelease(t *testing.T) {
+	s := deadlockOnRelease("t_")
+	var trace strings.Builder
+	out, err := onSim(s, &trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert, fence := bgOf(s, 2)-1, bgOf(s, 0)-1
+	if want := "error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction"; out[insert] != want {
+		t.Errorf("conn 2's insertSlots: %s, want %s", out[insert], want)
+	}
+	if want := "n=1 id=1"; out[fence] != want {
+		t.Errorf("conn 0's nextFence: %s, want %s", out[fence], want)
+	}
+	// In the trace, in this order: both waits, conn 3's ROLLBACK finding
+	// the cycle from conn 2 (its own line comes once it is over), conn 2's
+	// error, the end of the ROLLBACK, conn 0's grant.
+	order := []string{
+		"conn2#1 insertSlots waits for S",
+		"conn0#1 nextFence waits for X",
+		"deadlock, found from conn2#1: conn2#1 conn0#1; conn2#1 rolls back",
+		"conn2#1 insertSlots(t_) \"k\" \"k\" \"k\" \"k\" -> Error 1213",
+		"conn3#1 ROLLBACK -> ok",
+		"conn0#1 nextFence(t_) \"k\" -> ok n=1 id=1",
+	}
+	text, at := trace.String(), 0
+	for _, line := range order {
+		i := strings.Index(text[at:], line)
+		if i < 0 {
+			t.Fatalf("no %q after byte %d of the trace:\n%s", line, at, text)
+		}
+		at += i + len(line)
+	}
+	if n := strings.Count(text, "deadlock, found"); n != 1 {
+		t.Errorf("%d deadlocks found, want 1:\n%s", n, text)
+	}
 }

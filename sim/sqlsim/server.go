@@ -41,6 +41,26 @@ type session struct {
 	run        *stmtRun // the statement in progress (waiting for a lock)
 	closed     bool
 	clientGone bool // the client closed its socket while a statement ran
+	slot       int  // its trx_t's place in InnoDB's pool (see World.attach); 0: none yet
+}
+
+// attach gives s its InnoDB transaction object, at its first statement
+// that reaches InnoDB (check_trx_exists), if it has none: InnoDB takes the
+// free one of lowest address from its pool (ut0pool.h's Pool::get), and
+// the connection keeps it until it closes. Here the address is a slot
+// number, the lowest free one; its order is the order in which a deadlock
+// check takes up the waiting transactions it was given (World.toCheck).
+func (w *World) attach(s *session) {
+	if s.slot > 0 {
+		return
+	}
+	i := slices.Index(w.slots, false)
+	if i < 0 {
+		i = len(w.slots)
+		w.slots = append(w.slots, false)
+	}
+	w.slots[i] = true
+	s.slot = i + 1
 }
 
 // clock is the session's UTC_TIMESTAMP(6): virtual time plus the server's
@@ -74,18 +94,35 @@ type trx struct {
 	s       *session
 	iso     isolation
 	auto    bool
-	locks   []*lockQueue
+	locks   []*lockQueue // the queues it holds locks in
 	undo    []undoRec
 	touched []*row
 	wait    *waiter
 	ended   bool
-	visited uint64
 
 	// InnoDB's lock structs, which weigh in the choice of a deadlock's
-	// victim: see weight.
-	structs int
-	tables  []*table  // those it holds IX on
-	similar []simLock // the record lock structs it can add a record to
+	// victim (see weight) and are released last first (see releaseAll).
+	structs []lockStruct    // its record lock structs, in the order made
+	tables  []*table        // those it holds IX on
+	similar []similarStruct // the record lock structs it can add a record to
+}
+
+// A lockStruct is one of a transaction's record lock structs: its place
+// in the lock lists (seq: InnoDB appends a new struct to its page's list,
+// and keeps it there until the transaction ends or, for a wait, until the
+// wait is cancelled) and its table (its page: dbsem's tables take a page
+// or so).
+type lockStruct struct {
+	seq uint64
+	tb  *table
+}
+
+// A similarStruct is t's first struct of a kind: the one a lock of that
+// kind goes into (lock_rec_find_similar_on_page finds the first in the
+// list).
+type similarStruct struct {
+	kind simLock
+	seq  uint64
 }
 
 // A simLock is a kind of record lock struct: InnoDB adds a record to a
@@ -102,15 +139,16 @@ type simLock struct {
 
 // weight is how InnoDB compares deadlock victims (TRX_WEIGHT): undo
 // records plus lock structs; the lighter transaction is rolled back, the
-// requester on a tie. The structs are an IX table lock on each table a
-// locking statement used (found rows or not), and record lock structs:
-// one for every wait, and one for every kind of lock (simLock) the
-// transaction took without waiting on each table (later locks of that
-// kind go into it); a lock given up under READ COMMITTED keeps its
-// struct; a row's insert locks it implicitly, without a struct, until
-// another transaction asks for a lock on it (checked against MariaDB
-// 10.11's SHOW ENGINE INNODB STATUS).
-func (t *trx) weight() int { return len(t.undo) + t.structs + len(t.tables) }
+// one whose check found the cycle on a tie (see World.report). The
+// structs are an IX table lock on each table a locking statement used
+// (found rows or not), and record lock structs: one for every wait, and
+// one for every kind of lock (simLock) the transaction took without
+// waiting on each table (later locks of that kind go into it, unless a
+// request waits on their record: see World.structFor); a lock given up
+// under READ COMMITTED keeps its struct; a row's insert locks it
+// implicitly, without a struct, until another transaction asks for a
+// lock on it (checked against MariaDB 10.11's SHOW ENGINE INNODB STATUS).
+func (t *trx) weight() int { return len(t.undo) + len(t.structs) + len(t.tables) }
 
 // intend notes t's IX lock on tb.
 func (t *trx) intend(tb *table) {
@@ -119,16 +157,58 @@ func (t *trx) intend(tb *table) {
 	}
 }
 
-// took notes a record lock of kind k that t took: a struct of that kind
-// takes it if t has one (after a wait, the struct made for the wait
-// becomes one), else a new struct.
-func (t *trx) took(k simLock, waited bool) {
-	if !slices.Contains(t.similar, k) {
-		t.similar = append(t.similar, k)
-		if !waited {
-			t.structs++
+// similarSeq returns the place of t's first struct of kind k, if it has
+// one.
+func (t *trx) similarSeq(k simLock) (uint64, bool) {
+	for _, s := range t.similar {
+		if s.kind == k {
+			return s.seq, true
 		}
 	}
+	return 0, false
+}
+
+// took notes that t has a struct of kind k at seq (a new one, or the one
+// a wait made, which becomes a granted lock's): the first of its kind is
+// where later locks of that kind go.
+func (t *trx) took(k simLock, seq uint64) {
+	if _, ok := t.similarSeq(k); !ok {
+		t.similar = append(t.similar, similarStruct{kind: k, seq: seq})
+	}
+}
+
+// dropStruct forgets t's struct at seq: a cancelled wait's, which InnoDB
+// takes back.
+func (t *trx) dropStruct(seq uint64) {
+	for i, s := range t.structs {
+		if s.seq == seq {
+			t.structs = slices.Delete(t.structs, i, i+1)
+			return
+		}
+	}
+}
+
+// hold notes that t has a lock in q; unhold, that it has none left there.
+func (t *trx) hold(q *lockQueue) {
+	if !slices.Contains(t.locks, q) {
+		t.locks = append(t.locks, q)
+	}
+}
+
+func (t *trx) unhold(q *lockQueue) {
+	if i := slices.Index(t.locks, q); i >= 0 {
+		t.locks = slices.Delete(t.locks, i, i+1)
+	}
+}
+
+// waitsFor is the transaction t waits for (InnoDB's trx->lock.wait_trx):
+// the one that holds or asked for the first lock in t's way; nil when t
+// does not wait.
+func (t *trx) waitsFor() *trx {
+	if t.wait == nil {
+		return nil
+	}
+	return t.wait.blocker
 }
 
 type undoRec struct {
@@ -349,7 +429,10 @@ func (w *World) execute(r *stmtRun) {
 		return
 	}
 	if blocked {
-		r.s.run = r
+		// (A deadlock check its wait set off may have ended it already.)
+		if !r.done {
+			r.s.run = r
+		}
 		return
 	}
 	w.finish(r)
@@ -447,6 +530,10 @@ func (w *World) closeSession(s *session, why string) {
 		w.rollback(s.trx)
 		s.trx = nil
 	}
+	if s.slot > 0 {
+		w.slots[s.slot-1] = false
+		s.slot = 0
+	}
 	if w.trace != nil {
 		w.tracef("%s closed: %s", s.name, why)
 	}
@@ -461,7 +548,10 @@ func (w *World) killSession(s *session, why string) {
 	}
 	if r := s.run; r != nil && !r.done {
 		if r.wait != nil {
+			// The kill cancels the wait (lock_sys_t::cancel), then checks
+			// for the deadlocks that leaves.
 			w.abandon(r.wait)
+			w.deadlockCheck()
 		}
 		r.err = mysql.ErrInvalidConn
 		w.finish(r)

@@ -443,6 +443,7 @@ func on(s shape, f func(r *stmtRun, tb *table) (bool, error)) execFunc {
 func (r *stmtRun) table(s shape) (*table, error) {
 	name := r.parsed.table(s)
 	if tb := r.w.tableNamed(name); tb != nil {
+		r.w.attach(r.s)
 		if r.v.tpl.intent {
 			r.t.intend(tb)
 		}
@@ -475,7 +476,9 @@ func (r *stmtRun) result() {
 func create(s shape) execFunc {
 	return func(r *stmtRun) (bool, error) {
 		r.implicitCommit()
-		r.w.createTable(r.prefix+shapeSuffix[s], s)
+		if r.w.createTable(r.prefix+shapeSuffix[s], s) {
+			r.w.attach(r.s)
+		}
 		return false, nil
 	}
 }
@@ -483,7 +486,9 @@ func create(s shape) execFunc {
 func execDrop(r *stmtRun) (bool, error) {
 	r.implicitCommit()
 	for _, s := range shapeSuffix {
-		r.w.dropTable(r.prefix + s)
+		if r.w.dropTable(r.prefix + s) {
+			r.w.attach(r.s)
+		}
 	}
 	return false, nil
 }

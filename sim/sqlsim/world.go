@@ -59,7 +59,10 @@ type World struct {
 	connID     int64
 	connSeq    map[string]int
 	trxID      int64
-	stamp      uint64
+	lockSeq    uint64    // the last lock struct's place (lockStruct.seq)
+	waiters    []*waiter // every waiting request, in its struct's place's order
+	toCheck    []toCheck // InnoDB's Deadlock::to_check, in slot order
+	slots      []bool    // the trx_t slots in use (see attach)
 	down       bool
 	upGen      int
 	serverSkew time.Duration

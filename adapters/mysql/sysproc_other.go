@@ -1,9 +1,0 @@
-//go:build !linux
-
-package mysql
-
-import "syscall"
-
-// sysProcAttr: outside Linux a private server outlives a test process that
-// dies without calling Stop.
-func sysProcAttr() *syscall.SysProcAttr { return nil }

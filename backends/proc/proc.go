@@ -1,0 +1,283 @@
+// Package proc supervises the private servers lockprover's backends start
+// for a run or a test (an etcd, a Consul agent): one process of the
+// caller's own, its outputs appended to a log file, killed with the caller
+// on Linux, stopped, crashed and started again on demand. What differs
+// between servers (their arguments, how to tell one is ready) is the
+// caller's; this package is the rest, written once.
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrKilled is in the error of a stop that had to kill the process after
+// its grace: the process is gone all the same, late (a loaded machine, a
+// server slow to shut down), which a caller may report without failing.
+var ErrKilled = errors.New("killed")
+
+// A Proc is one private server process, started again by each Launch.
+// Its methods are safe for concurrent use.
+type Proc struct {
+	Name string // in messages: "etcd: private server"
+	Log  string // both outputs of every start
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed once cmd has been waited for
+	stopped bool
+}
+
+// Launch starts bin with args, its outputs appended to p.Log (after a line
+// that says what started), and returns once ready says it is ready,
+// polling every 50 ms. If the process exits first, or ctx ends, the error
+// quotes the end of the log; where names the server in it ("on
+// 127.0.0.1:2379"). A Proc that was stopped launches nothing.
+func (p *Proc) Launch(ctx context.Context, bin string, args []string, where string, ready func(context.Context) error) error {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return fmt.Errorf("%s: stopped", p.Name)
+	}
+	logf, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("%s: %w", p.Name, err)
+	}
+	fmt.Fprintf(logf, "==> lockprover: starting %s %s\n", bin, strings.Join(args, " "))
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = sysProcAttr()
+	err = cmd.Start()
+	logf.Close() // the child has its own descriptor
+	if err != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("%s: %w", p.Name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
+
+	var last error
+	for {
+		if last = ready(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited at start (%v)\n%s", p.Name, cmd.ProcessState, p.LogTail())
+		case <-ctx.Done():
+			return fmt.Errorf("%s %s not ready: %w (last: %v)\n%s", p.Name, where, ctx.Err(), last, p.LogTail())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// PID is the process's id, 0 while it is not running.
+func (p *Proc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	select {
+	case <-p.exited:
+		return 0
+	default:
+		return p.cmd.Process.Pid
+	}
+}
+
+// Bounce ends the process with sig (SIGTERM: a clean stop; SIGKILL: a
+// crash), waits until it has exited (killing it after grace), stays down
+// for downtime and calls start to launch it again.
+func (p *Proc) Bounce(ctx context.Context, sig syscall.Signal, grace, downtime time.Duration, start func(context.Context) error) error {
+	if err := p.Halt(sig, grace); err != nil {
+		return err
+	}
+	if downtime > 0 {
+		t := time.NewTimer(downtime)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	return start(ctx)
+}
+
+// Halt sends sig to the process (and SIGCONT: a paused process must run
+// to stop) and waits for it to exit, killing it if it takes longer than
+// grace. It stays down until the next Launch. Halting a process that is
+// down does nothing.
+func (p *Proc) Halt(sig syscall.Signal, grace time.Duration) error {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	cmd.Process.Signal(sig)
+	cmd.Process.Signal(syscall.SIGCONT)
+	var err error
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		cmd.Process.Kill()
+		<-exited
+		err = fmt.Errorf("%s did not stop within %v of %v: %w", p.Name, grace, sig, ErrKilled)
+	}
+	p.mu.Lock()
+	if p.cmd == cmd {
+		p.cmd, p.exited = nil, nil
+	}
+	p.mu.Unlock()
+	return err
+}
+
+// Signal sends sig to the running process (SIGSTOP and SIGCONT pause and
+// resume it); an error if it is not running.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("%s: not running (%v)", p.Name, sig)
+	}
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s: not running (%v)", p.Name, sig)
+	default:
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// Stop stops the process for good (SIGTERM, SIGKILL if it has not exited
+// after grace) and waits for it to be gone. Stopping a stopped Proc does
+// nothing.
+func (p *Proc) Stop(grace time.Duration) error {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	return p.Halt(syscall.SIGTERM, grace)
+}
+
+// LogTail is the end of the log, for error messages.
+func (p *Proc) LogTail() string {
+	b, _ := os.ReadFile(p.Log)
+	const n = 3000
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// Temp starts a server (start, given a directory) in a temporary directory
+// of its own, which the returned stop removes once the server has stopped
+// (stopServer): for a command's run, which has no test directory.
+func Temp[S any](pattern string, start func(dir string) (S, error), stopServer func(S)) (s S, stop func(), err error) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return s, nil, err
+	}
+	s, err = start(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return s, nil, err
+	}
+	return s, func() { stopServer(s); os.RemoveAll(dir) }, nil
+}
+
+// FreePorts are n distinct ports on 127.0.0.1 on which nobody listens just
+// now, over TCP and, with udp, over UDP too (Consul's Serf uses both).
+//
+// They are drawn at random below the kernel's ephemeral range: a port the
+// kernel handed out for ":0" is one it hands out again as the local port
+// of somebody's outgoing connection, and a private redis-server lost its
+// port that way to the suite's own clients between the choice and its
+// bind. Two choosers may still draw the same port; [InUse] tells a server
+// that lost that race, for [Retry].
+func FreePorts(n int, udp bool) ([]int, error) {
+	lo, hi := portRange()
+	var ports []int
+	var held []io.Closer
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("no free port in %d-%d after 1000 tries", lo, hi)
+		}
+		port := lo + rand.IntN(hi-lo+1)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		held = append(held, ln)
+		if udp {
+			pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err != nil {
+				continue
+			}
+			held = append(held, pc)
+		}
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+// portRange is where FreePorts draws from: from 20000 up to just below the
+// ephemeral range that /proc/sys/net/ipv4/ip_local_port_range gives
+// (32768 by default, and where it cannot be read).
+func portRange() (lo, hi int) {
+	lo, hi = 20000, 32767
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		return lo, hi
+	}
+	if first, err := strconv.Atoi(f[0]); err == nil && first > 1024+1000 {
+		hi = first - 1
+		lo = min(lo, hi-1000)
+	}
+	return lo, hi
+}
+
+// InUse says whether err is a server's failure to bind a port somebody
+// else took, as the tail of its log quotes it ("Address already in use",
+// "bind: address already in use").
+func InUse(err error) bool {
+	return err != nil && strings.Contains(strings.ToLower(err.Error()), "address already in use")
+}
+
+// Retry calls start until it succeeds, fails for another reason than
+// [InUse], or has failed five times: start draws its own ports each time.
+func Retry(start func() error) error {
+	var err error
+	for range 5 {
+		if err = start(); !InUse(err) {
+			return err
+		}
+	}
+	return err
+}

@@ -1,0 +1,190 @@
+package upstream_test
+
+// The Redlock adapters of examples/upstream (redsync/, node-redlock/), built
+// and run through lockprover's validation on private redis-servers, so that
+// they cannot rot. Unlike the other adapters, these run the upstream code
+// itself: the test fetches it (the Go module proxy, npm) into the caches,
+// and skips, saying why, where it cannot (no network, no node or npm, no
+// redis-server). Where the upstream code fails a check by its own defect,
+// the test asserts exactly those failures, so that it fails if the verdict
+// (docs/verdicts.md) changes.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/redis"
+	"github.com/lockprover/lockprover/families/redlock/redlockprotocol"
+)
+
+// validateRedlock runs validate-impl --kind redlock on command and returns
+// its output; it skips without redis-server.
+func validateRedlock(t *testing.T, command string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out strings.Builder
+	// A runtime started beside the whole suite may take more than the
+	// protocol's 10 s to answer init.
+	_, err := redlockprotocol.Validate(ctx, command, time.Minute, "", &out)
+	if errors.Is(err, redis.ErrNoRedis) {
+		t.Skipf("needs redis-server (apt-get install redis-server): %v", err)
+	}
+	if err != nil {
+		t.Fatalf("validate-impl: %v", err)
+	}
+	t.Logf("validate-impl --kind redlock --impl %q:\n%s", command, out.String())
+	return out.String()
+}
+
+// buildRedsync builds examples/upstream/redsync against the redsync of
+// modfile ("" for go.mod's, the current release) with tags, and returns
+// the binary. It skips if the modules cannot be downloaded (into the
+// module cache: once, then the build cache makes it quick).
+func buildRedsync(t *testing.T, modfile, tags string) string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("needs the go command to build the redsync adapter (its own module)")
+	}
+	var flags []string
+	if modfile != "" {
+		flags = append(flags, "-modfile="+modfile)
+	}
+	dlFlags := flags
+	if tags != "" {
+		flags = append(flags, "-tags="+tags)
+	}
+	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// The nested module's dependencies come from the module proxy into the
+	// module cache; no network (and an empty cache) skips.
+	dl := exec.CommandContext(ctx, "go", append([]string{"mod", "download"}, dlFlags...)...)
+	dl.Dir, dl.Env = "redsync", env
+	if out, err := dl.CombinedOutput(); err != nil {
+		t.Skipf("cannot download the redsync adapter's modules (the Go module proxy out of reach?): %v\n%s", err, out)
+	}
+	bin := filepath.Join(t.TempDir(), "redsync-adapter")
+	build := exec.CommandContext(ctx, "go", append(append([]string{"build"}, flags...), "-o", bin, ".")...)
+	build.Dir, build.Env = "redsync", env
+	if out, err := build.CombinedOutput(); err != nil {
+		if strings.Contains(string(out), "dial tcp") || strings.Contains(string(out), "lookup ") {
+			t.Skipf("cannot download the redsync adapter's modules: %v\n%s", err, out)
+		}
+		t.Fatalf("go build %s: %v\n%s", strings.Join(flags, " "), err, out)
+	}
+	return bin
+}
+
+// wantFailures checks that a validation failed exactly the checks want.
+func wantFailures(t *testing.T, out string, want ...string) {
+	t.Helper()
+	got := failures(out)
+	var names []string
+	for _, f := range got {
+		names = append(names, strings.TrimSpace(f))
+	}
+	slices.Sort(names)
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Errorf("failed checks %q, want exactly %q", names, want)
+	}
+}
+
+// redsync's current release passes every check; v4.0.3 answers ok to a
+// release and a refresh of a lease it no longer holds (its Unlock and
+// Extend counted every server's answer as a success, fixed in v4.0.4);
+// WithSetNXOnExtend revives a released lease (its extend sets the key
+// anew where it is missing), which then holds the lock against c2 and c1
+// itself.
+func TestRedsyncAdapter(t *testing.T) {
+	for _, tc := range []struct {
+		name, modfile, tags, flags string
+		want                       []string
+	}{
+		{name: "current"},
+		{name: "setnx-on-extend", flags: " --setnx-on-extend", want: []string{
+			"c1's refresh after its release answers expired",
+			"c2's acquire after the release is granted",
+			"c1's acquire with a ttl of 500ms is granted",
+		}},
+		{name: "v4.0.3", modfile: "go.v4.0.3.mod", tags: "redsync_v4_0_3", want: []string{
+			"c1's second release answers expired",
+			"c1's refresh after its release answers expired",
+			"c1's refresh 800ms after its grant (no revival) answers expired",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bin := buildRedsync(t, tc.modfile, tc.tags)
+			out := validateRedlock(t, bin+tc.flags)
+			wantFailures(t, out, tc.want...)
+			if len(tc.want) == 0 && !strings.Contains(out, "ok    c1's acquire of the free lock is granted: the validity claimed is within the ttl") {
+				t.Error("no validity claimed, or not checked")
+			}
+		})
+	}
+}
+
+// npm redlock 4.2.0 on ioredis passes every check. node_modules is not in
+// the repository: the test installs package-lock.json's packages with
+// npm ci into the user's cache (once per lock file) and points NODE_PATH
+// there; a node_modules of the adapter's own directory, from the README's
+// npm ci, comes first.
+func TestNodeRedlockAdapter(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("needs node and npm (apt-get install nodejs npm) for the npm redlock adapter")
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("needs npm (apt-get install npm) to install the npm redlock adapter's packages")
+	}
+	lock, err := os.ReadFile("node-redlock/package-lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	sum := sha256.Sum256(lock)
+	dir := filepath.Join(cache, "lockprover", "node-redlock-"+hex.EncodeToString(sum[:6]))
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "redlock", "package.json")); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"package.json", "package-lock.json"} {
+			b, err := os.ReadFile(filepath.Join("node-redlock", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		ci := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+		ci.Dir = dir
+		if out, err := ci.CombinedOutput(); err != nil {
+			os.RemoveAll(filepath.Join(dir, "node_modules"))
+			t.Skipf("npm ci of the adapter's packages failed (the npm registry out of reach?): %v\n%s", err, out)
+		}
+	}
+	out := validateRedlock(t, "NODE_PATH="+filepath.Join(dir, "node_modules")+" "+node+" "+abs(t, "node-redlock/adapter.js"))
+	wantFailures(t, out)
+	if !strings.Contains(out, "ok    c1's acquire of the free lock is granted: the validity claimed is within the ttl") {
+		t.Error("no validity claimed, or not checked")
+	}
+}

@@ -1,0 +1,371 @@
+package all
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/families/amqp/amqpprotocol"
+
+	"github.com/lockprover/lockprover/adapters/conform"
+	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/families/amqp"
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/bench"
+)
+
+// AMQP is amqp-locks: the persistent semaphore, the true mutex and the
+// persistent mutex built from RabbitMQ queues (families/amqp).
+var AMQP = &family.Descriptor{
+	Name:       "amqp-locks",
+	Kinds:      []string{histories.Semaphore, histories.Mutex},
+	Properties: amqp.PropertyNames,
+	Faults:     amqp.FaultNames(),
+	Targets:    []family.Target{{Name: "sim"}, {Name: "rabbitmq", Real: true}},
+	Flags: []family.Flag{
+		{Name: "heartbeat", Verbs: family.Prove, Usage: "amqp-locks: the heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker (plans wait three heartbeats at their end); 0s for none"},
+		{Name: "amqp-url", Verbs: family.Backend, Usage: "amqp-locks: the real broker's URL; default $LOCKPROVER_AMQP_URL, else " + rabbitmq.DefaultURL},
+		{Name: "allow-restart", Bool: true, Verbs: family.Runs | family.Conform, Usage: "amqp-locks: let plans on a real broker restart it (rabbitmqctl stop_app/start_app); conform: let table cases restart it (cutting every client of the broker off)"},
+		{Name: "rabbitmqctl", Default: "rabbitmqctl", Verbs: family.Conform, Usage: "amqp-locks: the command that runs rabbitmqctl for the broker's node (split on spaces)"},
+		{Name: "retries", Default: "2", Verbs: family.Conform, Usage: "amqp-locks: run a diverging table case again up to this many times (real timing varies on a loaded machine)"},
+		{Name: "shrink-time", Default: "1m0s", Verbs: family.Conform, Usage: "amqp-locks: time to spend minimising a divergence"},
+		{Name: "slots", Default: "8", Verbs: family.Bench, Usage: "amqp-locks: L, the semaphore's slots; acquire is also measured at slot L with L-1 slots held"},
+	},
+	// check --model strict judges acquire-exact with the whole semaphore.
+	Judging:  func(flag func(string) string) any { return amqp.Config{}.Judging(flag("model") == "strict") },
+	Setup:    amqpSetup,
+	ReadPlan: func(path string) (prover.Plan, error) { return amqp.ReadPlan(path) },
+	Replay:   amqpReplay,
+	Serve:    amqpServe,
+	Validate: amqpValidate,
+	Explore:  amqp.Explore,
+	Bench:    amqpBench,
+	Conform:  amqpConform,
+}
+
+func init() {
+	for _, m := range amqp.Mutants {
+		AMQP.Mutants = append(AMQP.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect, Prove: amqp.Config{Mutant: m.Name}})
+	}
+	family.Register(AMQP)
+}
+
+// amqpSetup makes an amqp-locks proof from the command line: the
+// reference (its options, a mutant) or an implementation over the
+// protocol, on the simulator or a real broker.
+func amqpSetup(s family.Settings) (*family.Setup, error) {
+	a := amqp.Config{Kind: s.Kind, Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults}
+	target := s.Target
+	if target == "" {
+		target = "sim"
+	}
+	if s.Impl != "" {
+		if target != "rabbitmq" && s.Target != "" {
+			return nil, errors.New("--impl runs processes against a real broker: use --target rabbitmq")
+		}
+		target = "rabbitmq"
+	}
+	if err := amqpOptions(&a, s, target); err != nil {
+		return nil, err
+	}
+	switch {
+	case s.Mutant != "" && amqp.MutantNamed(s.Mutant) == nil:
+		return nil, fmt.Errorf("--mutant: no mutant named %q (see lockprover mutants)", s.Mutant)
+	case s.Mutant != "" && s.Impl != "":
+		return nil, errors.New("--mutant is a mutant of the reference; for one served over the protocol use --impl 'lockprover serve-reference --mutant NAME'")
+	}
+	a.Mutant = s.Mutant
+	u, restart := s.Flag("amqp-url"), s.Flag("allow-restart") != ""
+	setup := &family.Setup{Target: target, Where: "the simulator"}
+	switch target {
+	case "sim":
+		for _, name := range []string{"amqp-url", "allow-restart"} {
+			if s.Given(name) {
+				return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+			}
+		}
+	case "rabbitmq":
+		a.Target = amqp.RabbitMQ{URL: rabbitmq.URL(u), AllowRestart: restart}
+		if s.Faults == "all" && !restart {
+			a.Faults = withoutRestart(amqp.FaultNames())
+		}
+		setup.Real, setup.Where = true, "RabbitMQ at "+redactURL(rabbitmq.URL(u))
+		setup.Replay = amqpReplayFlags(s, u, restart)
+	default:
+		return nil, fmt.Errorf("--kind %s runs on the simulator (--target sim) or a real RabbitMQ (--target rabbitmq)", s.Kind)
+	}
+	if err := amqpFaults(&a, s.Faults, target, restart); err != nil {
+		return nil, err
+	}
+	if s.Impl != "" {
+		pi := amqpprotocol.NewProcesses(s.Impl)
+		pi.InitTimeout = s.InitTimeout
+		a.Impl, setup.Stop = pi, pi.Stop
+		setup.Start = func(ctx context.Context) error {
+			if err := rabbitmq.Preflight(ctx, rabbitmq.URL(u), 0); err != nil {
+				return &family.UsageError{Err: err}
+			}
+			if err := pi.Preflight(ctx, rabbitmq.URL(u), a.Kind); err != nil {
+				return &family.ImplError{Err: err, Command: s.Impl}
+			}
+			return nil
+		}
+	} else if target == "rabbitmq" {
+		setup.Start = func(ctx context.Context) error {
+			if err := rabbitmq.Preflight(ctx, rabbitmq.URL(u), 0); err != nil {
+				return &family.UsageError{Err: err}
+			}
+			return nil
+		}
+	}
+	setup.Prove = a
+	return setup, nil
+}
+
+// amqpOptions sets the reference's options in a: the heartbeat (the
+// target's default unless --heartbeat says otherwise), and --options,
+// which an implementation over the protocol does not take.
+func amqpOptions(a *amqp.Config, s family.Settings, target string) error {
+	if hb := s.Flag("heartbeat"); hb != "" {
+		d, err := time.ParseDuration(hb)
+		switch {
+		case err != nil:
+			return fmt.Errorf("--heartbeat: %v", err)
+		case d < 0:
+			return fmt.Errorf("--heartbeat must not be negative, not %v", d)
+		case d > 0 && d < time.Millisecond:
+			return fmt.Errorf("--heartbeat must be at least 1ms (or 0s for none), not %v", d)
+		}
+		a.Options.HeartbeatMs = amqp.Ms(int(d.Milliseconds()))
+	} else if target == "rabbitmq" {
+		a.Options.HeartbeatMs = amqp.Ms(1000)
+	}
+	if s.Options == "" {
+		return nil
+	}
+	if s.Impl != "" {
+		return errors.New("--options sets the reference's options; for the reference served over the protocol use --impl 'lockprover serve-reference --options ...'")
+	}
+	o, err := amqp.ParseOptions(a.Options, s.Options)
+	if err != nil {
+		return fmt.Errorf("--options: %w", err)
+	}
+	a.Options = o
+	return nil
+}
+
+// amqpFaults reads --faults for amqp-locks: all (as the target allows),
+// none, or a list of known faults, a broker restart on a real broker only
+// with --allow-restart.
+func amqpFaults(a *amqp.Config, faults, target string, restart bool) error {
+	switch faults {
+	case "all":
+		return nil
+	case "none":
+		a.Faults = []string{}
+		return nil
+	}
+	for _, name := range strings.Split(faults, ",") {
+		if !contains(amqp.FaultNames(), name) {
+			return fmt.Errorf("--faults: unknown fault %q (want some of %s; all; or none)", name, strings.Join(amqp.FaultNames(), ", "))
+		}
+		if name == histories.RestartBroker && target == "rabbitmq" && !restart {
+			return errors.New("--faults: restart-broker on a real broker needs --allow-restart")
+		}
+		a.Faults = append(a.Faults, name)
+	}
+	return nil
+}
+
+// amqpReplayFlags are the flags a replay of a plan on a real broker
+// needs: the implementation or the target, the URL when it holds no
+// password, a restart allowed.
+func amqpReplayFlags(s family.Settings, u string, restart bool) []string {
+	var replay []string
+	if s.Impl != "" {
+		replay = append(replay, "--impl", family.Quote(s.Impl))
+	} else {
+		replay = append(replay, "--target", "rabbitmq")
+		if pu, err := url.Parse(u); u != "" && err == nil && pu.User != nil {
+			if _, hasPassword := pu.User.Password(); !hasPassword {
+				replay = append(replay, "--amqp-url", family.Quote(u))
+			}
+		} else if u != "" && err == nil {
+			replay = append(replay, "--amqp-url", family.Quote(u))
+		}
+	}
+	if restart {
+		replay = append(replay, "--allow-restart")
+	}
+	return replay
+}
+
+// amqpReplay makes an amqp-locks plan read back ready to run: on the
+// simulator (its trace to s.Trace), or on a real broker, against the
+// reference, a mutant, or --impl.
+func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
+	p := pl.(*amqp.Plan)
+	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, amqp.MutantNamed(s.Mutant) != nil, "no mutant named %q (see lockprover mutants)"); err != nil {
+		return nil, err
+	}
+	target := s.Target
+	if target == "" && s.Impl != "" {
+		target = "rabbitmq"
+	}
+	if target == "" {
+		target = "sim"
+	}
+	if target != "sim" && target != "rabbitmq" {
+		return nil, fmt.Errorf("an amqp-locks plan runs on the simulator (--target sim) or RabbitMQ (--target rabbitmq)")
+	}
+	for _, name := range []string{"amqp-url", "allow-restart"} {
+		if target == "sim" && s.Given(name) {
+			return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+		}
+	}
+	a := amqp.Config{Mutant: p.Mutant, Target: amqp.Simulator{Trace: s.Trace}}
+	setup := &family.Setup{Target: target, Where: "the simulator", Stop: func() {}}
+	if s.Impl != "" {
+		pi := amqpprotocol.NewProcesses(s.Impl)
+		pi.InitTimeout = s.InitTimeout
+		a.Impl, setup.Stop = pi, pi.Stop
+	}
+	setup.What = a.String()
+	if s.Impl != "" {
+		setup.What = fmt.Sprintf("%q", s.Impl)
+	}
+	if target == "rabbitmq" {
+		u := rabbitmq.URL(s.Flag("amqp-url"))
+		a.Target = amqp.RabbitMQ{URL: u, AllowRestart: s.Flag("allow-restart") != ""}
+		setup.Real, setup.Where = true, "RabbitMQ"
+		setup.Start = func(ctx context.Context) error {
+			if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
+				return &family.UsageError{Err: err}
+			}
+			return nil
+		}
+	}
+	setup.Prove = a
+	return setup, nil
+}
+
+// amqpServe serves amqp-locks' reference (or a mutant) over the protocol.
+func amqpServe(in io.Reader, out, log io.Writer, mutant, options string) error {
+	if mutant != "" && amqp.MutantNamed(mutant) == nil {
+		return family.Usagef("--mutant: no mutant named %q (see lockprover mutants)", mutant)
+	}
+	o, err := amqp.ParseOptions(amqp.Options{}, options)
+	if err != nil {
+		return family.Usagef("--options: %v", err)
+	}
+	return amqpprotocol.Serve(in, out, o, mutant)
+}
+
+func withoutRestart(faults []string) []string {
+	var out []string
+	for _, f := range faults {
+		if f != histories.RestartBroker {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func redactURL(raw string) string {
+	if pu, err := url.Parse(raw); err == nil {
+		return pu.Redacted()
+	}
+	return raw
+}
+
+// amqpValidate checks an implementation of the semaphore and the mutex
+// against the broker --amqp-url names, once it answers.
+func amqpValidate(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
+	if s.Options != "" {
+		return false, family.Usagef("--options: an amqp-locks implementation is validated as it is, without options")
+	}
+	u := rabbitmq.URL(s.Flag("amqp-url"))
+	if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
+		return false, &family.UsageError{Err: fmt.Errorf("%w\ncannot reach the broker, so the implementation was not tried", err)}
+	}
+	return amqpprotocol.ValidateInit(ctx, command, s.InitTimeout, u, out), nil
+}
+
+// amqpBench measures the reference on the broker --amqp-url names beside
+// its floors, with --slots slots.
+func amqpBench(ctx context.Context, s family.Settings, c bench.Config, out io.Writer) error {
+	slots, err := strconv.Atoi(s.Flag("slots"))
+	switch {
+	case err != nil:
+		return family.Usagef("--slots: want a number, got %q", s.Flag("slots"))
+	case slots < 2:
+		return family.Usagef("--slots must be at least 2, not %d", slots)
+	case s.Options != "":
+		return family.Usagef("--options: amqp-locks' bench measures the reference with its defaults, and its floors")
+	}
+	u := rabbitmq.URL(s.Flag("amqp-url"))
+	if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
+		return &family.UsageError{Err: err}
+	}
+	return amqp.Bench(ctx, u, slots, c, out)
+}
+
+// amqpConform runs the semantics table and drawn sequences on the
+// simulated broker and on the RabbitMQ --amqp-url names.
+func amqpConform(ctx context.Context, s family.Settings, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
+	retries, err := strconv.Atoi(s.Flag("retries"))
+	switch {
+	case err != nil:
+		return 0, family.Usagef("--retries: want a number, got %q", s.Flag("retries"))
+	case retries < 0:
+		return 0, family.Usagef("--retries must not be negative, not %d", retries)
+	}
+	shrink, err := time.ParseDuration(s.Flag("shrink-time"))
+	switch {
+	case err != nil:
+		return 0, family.Usagef("--shrink-time: %v", err)
+	case shrink < 0:
+		return 0, family.Usagef("--shrink-time must not be negative, not %v", shrink)
+	}
+	ctl := strings.Fields(s.Flag("rabbitmqctl"))
+	if len(ctl) == 0 {
+		return 0, family.Usagef("--rabbitmqctl must not be empty")
+	}
+	u := rabbitmq.URL(s.Flag("amqp-url"))
+	if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
+		return 0, &family.UsageError{Err: err}
+	}
+	tg, err := conform.Open(ctx, conform.Options{URL: u, Ctl: ctl, AllowRestart: s.Flag("allow-restart") != ""})
+	if errors.Is(err, conform.ErrNoBroker) {
+		return 0, family.Usagef("%v\nStart RabbitMQ there, or name another broker with --amqp-url or LOCKPROVER_AMQP_URL.", err)
+	}
+	if err != nil {
+		return 0, &family.UsageError{Err: err}
+	}
+	defer func() {
+		if err := tg.Close(); err != nil {
+			fmt.Fprintf(c.Log, "conform: %v\n", err)
+		}
+	}()
+	if !tg.FastCtl() {
+		fmt.Fprintln(out, "note: the rabbitmqctl eval session did not start; every query is a plain rabbitmqctl command (about a second), so timed cases may diverge")
+	}
+	st, err := conform.RunRabbitMQ(ctx, tg, rabbitmq.RedactURL(u), conform.RunConfig{Sequences: c.Sequences, Seed: c.Seed, Retries: retries, Shrink: shrink, Out: out, Log: c.Log})
+	return family.Conformance(st), err
+}

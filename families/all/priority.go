@@ -1,0 +1,73 @@
+package all
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/redlock"
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// PriorityRedlock is the priority Redlock (families/redlock, PriorityKind):
+// an acquirer of strictly higher priority takes the lock from its holder
+// and acts once the holder acknowledged (or could no longer hold); equal
+// priority never steals. Its plans run on the simulated servers.
+var PriorityRedlock = &family.Descriptor{
+	Name:       redlock.PriorityKind,
+	Kinds:      []string{redlock.PriorityKind},
+	Properties: lease.WithPriority,
+	Faults:     redlock.FaultNames(),
+	Targets:    []family.Target{{Name: "sim"}},
+	Flags:      Redlock.Flags,
+	Setup:      prioritySetup,
+	ReadPlan:   func(path string) (prover.Plan, error) { return redlock.ReadPlan(path) },
+	Replay:     priorityReplay,
+}
+
+func init() {
+	for _, m := range redlock.PriorityMutants {
+		PriorityRedlock.Mutants = append(PriorityRedlock.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect,
+			Prove: redlock.Config{Mutant: m.Name, Priority: true}})
+	}
+	family.Register(PriorityRedlock)
+}
+
+// prioritySetup makes a priority Redlock proof from the command line: the
+// reference (or a mutant) on the simulated servers, with Redlock's flags.
+func prioritySetup(s family.Settings) (*family.Setup, error) {
+	switch {
+	case s.Impl != "":
+		return nil, errors.New("--impl: --kind priority-redlock proves the reference only, on the simulated servers")
+	case s.Target != "" && s.Target != "sim":
+		return nil, fmt.Errorf("--target: --kind %s runs on the simulated Redis servers only (--target sim), not yet on real redis-servers", redlock.PriorityKind)
+	case s.Mutant != "" && (redlock.MutantNamed(s.Mutant) == nil || !redlock.MutantNamed(s.Mutant).Priority):
+		return nil, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", redlock.PriorityKind, s.Mutant, redlock.PriorityKind)
+	}
+	plain := s
+	plain.Mutant = ""
+	setup, err := redlockSetup(plain)
+	if err != nil {
+		return nil, err
+	}
+	c := setup.Prove.(redlock.Config)
+	c.Priority, c.Mutant = true, s.Mutant
+	setup.Prove, setup.What = c, c.String()
+	return setup, nil
+}
+
+// priorityReplay makes a priority Redlock plan read back ready to run on
+// the simulated servers (its trace to s.Trace).
+func priorityReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
+	p := pl.(*redlock.Plan)
+	ok := redlock.MutantNamed(s.Mutant) != nil && redlock.MutantNamed(s.Mutant).Priority
+	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, ok, "no priority-redlock mutant named %q (see lockprover mutants --kind priority-redlock)"); err != nil {
+		return nil, err
+	}
+	if s.Target != "" && s.Target != "sim" {
+		return nil, fmt.Errorf("--target: --kind %s replays on the simulated Redis servers only", redlock.PriorityKind)
+	}
+	c := redlock.Config{Mutant: p.Mutant, Priority: true}
+	return &family.Setup{Target: "sim", Where: "the simulated Redis servers", What: c.String(), Prove: traced{c, s.Trace}, Stop: func() {}}, nil
+}

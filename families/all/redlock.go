@@ -1,0 +1,219 @@
+package all
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/redis"
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/redlock"
+	"github.com/lockprover/lockprover/families/redlock/redlockprotocol"
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/bench"
+)
+
+// Redlock is the Redis lease lock (families/redlock): a mutex granted by a
+// majority of N Redis servers, on the simulated servers or on real
+// redis-servers each plan starts, with its explore table; an
+// implementation in any language proves through the process protocol
+// (redlockprotocol) on real redis-servers; bench measures the reference
+// on private redis-servers beside the raw commands.
+var Redlock = &family.Descriptor{
+	Name:       redlock.Kind,
+	Kinds:      []string{redlock.Kind},
+	Properties: lease.WithValidity,
+	Faults:     redlock.FaultNames(),
+	Targets:    []family.Target{{Name: "sim"}, {Name: "redis", Real: true}},
+	Flags: []family.Flag{
+		{Name: "servers", Verbs: family.Prove | family.Bench, Usage: "redlock: N, the number of Redis servers every plan has (0: drawn from 1, 2 and 3; bench: 3)", Default: "0"},
+		{Name: "persistence", Verbs: family.Prove, Usage: "redlock: what the servers keep across a restart, none or always (fsync on every write); default drawn, with restarts only under always"},
+		ttlFlag,
+	},
+	Setup:    redlockSetup,
+	ReadPlan: func(path string) (prover.Plan, error) { return redlock.ReadPlan(path) },
+	Replay:   redlockReplay,
+	Explore:  redlock.Explore,
+	Serve:    redlockServe,
+	Validate: redlockValidate,
+	Bench:    redlockBench,
+}
+
+func init() {
+	for _, m := range redlock.Mutants {
+		Redlock.Mutants = append(Redlock.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect, Prove: redlock.Config{Mutant: m.Name}})
+	}
+	family.Register(Redlock)
+}
+
+// redlockSetup makes a Redlock proof from the command line: the reference
+// (or a mutant) on the simulated servers.
+func redlockSetup(s family.Settings) (*family.Setup, error) {
+	c := redlock.Config{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults, Persistence: s.Flag("persistence"), Mutant: s.Mutant}
+	setup, err := redlockTarget(s, &c)
+	if err != nil {
+		return nil, err
+	}
+	if s.Options != "" {
+		return nil, errors.New("--options: redlock's reference has no options yet")
+	}
+	n, err := strconv.Atoi(s.Flag("servers"))
+	if c.Servers = n; err != nil || n < 0 || n > 9 {
+		return nil, fmt.Errorf("--servers: want 0 (drawn) to 9, got %q", s.Flag("servers"))
+	}
+	if p := c.Persistence; p != "" && p != redlock.PersistNone && p != redlock.PersistAlways {
+		return nil, fmt.Errorf("--persistence: want %s or %s, got %q", redlock.PersistNone, redlock.PersistAlways, p)
+	}
+	if t := s.Flag("ttl"); t != "" {
+		ttl, err := time.ParseDuration(t)
+		if err != nil || ttl < 10*time.Millisecond || ttl%time.Millisecond != 0 {
+			return nil, fmt.Errorf("--ttl: want a duration of whole milliseconds, at least 10ms, got %q", t)
+		}
+		c.TTLMs = int(ttl.Milliseconds())
+	}
+	switch s.Faults {
+	case "all":
+	case "none":
+		c.Faults = []string{}
+	default:
+		for _, name := range strings.Split(s.Faults, ",") {
+			if !slices.Contains(redlock.FaultNames(), name) {
+				return nil, fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all; or none)", name, redlock.Kind, strings.Join(redlock.FaultNames(), ", "))
+			}
+			c.Faults = append(c.Faults, name)
+		}
+	}
+	if s.Mutant != "" && (redlock.MutantNamed(s.Mutant) == nil || redlock.MutantNamed(s.Mutant).Priority) {
+		return nil, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", redlock.Kind, s.Mutant, redlock.Kind)
+	}
+	c.Mutant = s.Mutant
+	setup.Prove, setup.What = c, c.String()
+	return setup, nil
+}
+
+// redlockTarget sets where Redlock's plans run: the simulated servers, or
+// real redis-servers each plan starts (--target redis).
+func redlockTarget(s family.Settings, c *redlock.Config) (*family.Setup, error) {
+	switch {
+	case s.Impl != "" && s.Target != "" && s.Target != "redis":
+		return nil, fmt.Errorf("--impl: an implementation runs on real redis-servers (--target redis), not --target %s", s.Target)
+	case s.Impl != "" && c.Mutant != "":
+		return nil, errors.New("--mutant: a mutant is a variant of the reference; it cannot run with --impl")
+	case s.Impl != "":
+		impl := redlockprotocol.NewProcesses(s.Impl)
+		impl.InitTimeout = s.InitTimeout
+		t := redlock.Redis{Impl: impl}
+		c.Target = t
+		return &family.Setup{Target: "redis", Real: true, Where: t.String(), What: impl.String(),
+			Replay: []string{"--target", "redis", "--impl", family.Quote(s.Impl)}, Interrupt: impl.Stop,
+			Start: func(ctx context.Context) error {
+				if err := (redlock.Redis{}).Preflight(ctx); err != nil {
+					return family.Usagef("--target redis: %v", err)
+				}
+				if err := t.Preflight(ctx); err != nil {
+					return &family.ImplError{Err: err, Command: s.Impl, Kind: redlock.Kind}
+				}
+				return nil
+			}, Stop: impl.Stop}, nil
+	case s.Target == "" || s.Target == "sim":
+		return &family.Setup{Target: "sim", Where: "the simulated Redis servers"}, nil
+	case s.Target == "redis":
+		t := redlock.Redis{}
+		c.Target = t
+		return &family.Setup{Target: "redis", Real: true, Where: t.String(), Replay: []string{"--target", "redis"},
+			Start: func(ctx context.Context) error {
+				if err := t.Preflight(ctx); err != nil {
+					return family.Usagef("--target redis: %v", err)
+				}
+				return nil
+			}}, nil
+	}
+	return nil, fmt.Errorf("--target: --kind %s runs on the simulated Redis servers (--target sim) or real redis-servers (--target redis)", redlock.Kind)
+}
+
+// redlockReplay makes a Redlock plan read back ready to run on the
+// simulated servers (its trace to s.Trace), against the reference or a
+// mutant.
+func redlockReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
+	p := pl.(*redlock.Plan)
+	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, redlock.MutantNamed(s.Mutant) != nil, "no redlock mutant named %q (see lockprover mutants --kind redlock)"); err != nil {
+		return nil, err
+	}
+	c := redlock.Config{Mutant: p.Mutant}
+	setup, err := redlockTarget(s, &c)
+	if err != nil {
+		return nil, err
+	}
+	setup.What, setup.Prove = c.String(), c
+	if setup.Stop == nil {
+		setup.Stop = func() {}
+	}
+	if !setup.Real {
+		setup.Prove = traced{c, s.Trace}
+	}
+	return setup, nil
+}
+
+// traced runs a Redlock plan on the simulated servers with its trace to
+// trace (nil for none).
+type traced struct {
+	redlock.Config
+	trace io.Writer
+}
+
+func (t traced) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
+	return redlock.Simulate(p.(*redlock.Plan), t.trace)
+}
+
+// redlockServe serves the Redlock reference (or a mutant) over the
+// process protocol.
+func redlockServe(in io.Reader, out, log io.Writer, mutant, options string) error {
+	if options != "" {
+		return family.Usagef("--options: redlock's reference has no options")
+	}
+	o := redlockprotocol.ServeOptions{Log: log}
+	if mutant != "" {
+		m := redlock.MutantNamed(mutant)
+		if m == nil {
+			return family.Usagef("--mutant: no mutant named %q (see lockprover mutants --kind redlock)", mutant)
+		}
+		m.Apply(&o.Defects)
+	}
+	return redlockprotocol.Serve(in, out, o)
+}
+
+// redlockValidate checks a Redlock implementation on private
+// redis-servers.
+func redlockValidate(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
+	if s.Options != "" {
+		return false, family.Usagef("--options: redlock's sessions have no options")
+	}
+	passed, err := redlockprotocol.Validate(ctx, command, s.InitTimeout, "", out)
+	if err != nil && ctx.Err() == nil {
+		return false, family.Usagef("redis-server: %v", err)
+	}
+	return passed, err
+}
+
+// redlockBench measures the reference on --servers private redis-servers
+// (3 for 0).
+func redlockBench(ctx context.Context, s family.Settings, c bench.Config, out io.Writer) error {
+	n, err := strconv.Atoi(s.Flag("servers"))
+	if err != nil || n < 0 || n > 9 {
+		return family.Usagef("--servers: want 0 (3) to 9, got %q", s.Flag("servers"))
+	}
+	if n == 0 {
+		n = 3
+	}
+	err = redlock.Bench(ctx, n, "", c, out)
+	if errors.Is(err, redis.ErrNoRedis) {
+		return &family.UsageError{Err: err}
+	}
+	return err
+}

@@ -1,0 +1,68 @@
+package all
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	redisbk "github.com/lockprover/lockprover/backends/redis"
+	"github.com/lockprover/lockprover/families/redlock"
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/sim/redissim"
+)
+
+func init() { Redlock.Conform = redlockConform }
+
+// redlockConformServers is how many private redis-servers conform --kind
+// redlock starts: each runs one sequence at a time, and a sequence spends
+// most of its time asleep (its sleeps are real time on Redis).
+const redlockConformServers = 8
+
+// redlockConform runs drawn sequences of the commands and scripts the
+// Redlock reference sends on the simulated server (sim/redissim) and on
+// private redis-servers, started for the run and removed after it, and
+// compares the answers step by step (redissim.Differential). More than a
+// tenth of the sequences inconclusive (the machine too slow to judge
+// expiry by) makes the run inconclusive.
+func redlockConform(ctx context.Context, s family.Settings, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
+	if c.Sequences == 0 {
+		return 0, family.Usagef("--sequences 0 leaves nothing to run with --kind %s", redlock.Kind)
+	}
+	dir, err := os.MkdirTemp("", "lockprover-conform-redis-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	servers, err := redisbk.StartN(ctx, dir, redlockConformServers, redisbk.Options{})
+	switch {
+	case ctx.Err() != nil:
+		return 0, fmt.Errorf("interrupted while starting redis-server: %w", ctx.Err())
+	case err != nil:
+		return 0, &family.UsageError{Err: fmt.Errorf("--kind %s runs the simulator against private redis-servers: %w", redlock.Kind, err)}
+	}
+	defer redisbk.StopAll(servers)
+	fmt.Fprintf(out, "redissim against redis-server: %d sequences of the commands and scripts redlock sends, seed %d, on %d private servers\n",
+		c.Sequences, c.Seed, len(servers))
+	rep, err := redissim.Differential(ctx, redisbk.Addrs(servers), c.Sequences, c.Seed, out)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintf(out, "interrupted after %s\n", rep)
+		return 0, fmt.Errorf("interrupted; its private redis-servers are stopped: %w", ctx.Err())
+	case err != nil:
+		log := c.Log
+		if log == nil {
+			log = out
+		}
+		fmt.Fprintf(log, "conform: the harness failed, nothing is decided: %v\n", err)
+		return family.Inconclusive, nil
+	case rep.Divergence != "":
+		fmt.Fprintf(out, "%s: the simulator diverges from redis-server %s\n\n%s", rep, rep.Server, rep.Divergence)
+		return family.Diverge, nil
+	case rep.Inconclusive*10 > rep.Sequences:
+		fmt.Fprintf(out, "%s: inconclusive, the machine was too slow to judge more than a tenth of them\n", rep)
+		return family.Inconclusive, nil
+	}
+	fmt.Fprintf(out, "%s: the simulator agrees with redis-server %s\n", rep, rep.Server)
+	return family.Agree, nil
+}

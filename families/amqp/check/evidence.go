@@ -1,0 +1,214 @@
+package check
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+)
+
+// Evidence is what a run of amqp-locks shows beyond its history, about
+// one lock (model.Evidence's Lock): what each operation sent, what any
+// process sent, the queues left behind. families/amqp records it in
+// model.Evidence.Family; with it Check judges no-leak and the efficiency
+// properties, which without it (a history alone) are NotJudged.
+type Evidence struct {
+	// Costs are the methods each completed operation sent, by the index of
+	// its invoke event, less the free setup of connections and channels;
+	// Waste says how an operation wasted connections or channels.
+	Costs map[int]broker.Cost
+	Waste map[int]string
+	// Methods counts every AMQP method any process sent.
+	Methods map[string]int
+	// Leaks are the lock's queues left on the broker once every client let
+	// go or was detected dead, and a final destroy ran.
+	Leaks []string
+	// Unjudged are the slot queues left on the broker when no final
+	// destroy succeeded: a slot queue is a leak only once a destroy said
+	// it deleted them, so these are not judged, and the verdict says so.
+	Unjudged []string
+	// MaxSlots is the largest number of slots the run can have made.
+	MaxSlots int
+}
+
+// judgeEvidence fills in what the evidence shows about the lock's
+// verdicts vs: no-leak and the efficiency properties. (The processes'
+// failures, which fail available, model.Check judges for every family.)
+func judgeEvidence(vs []model.Verdict, events []histories.Event, lock string, e *Evidence) {
+	for i := range vs {
+		v := &vs[i]
+		switch {
+		case v.Lock != lock || v.Status != model.NotJudged:
+		case v.Property == NoLeak:
+			*v = noLeak(lock, e)
+		case v.Property == CheapAcquire:
+			*v = cheap(events, lock, e, histories.Acquire, acquireBudget)
+		case v.Property == CheapVerify:
+			*v = cheap(events, lock, e, histories.Verify, verifyBudget)
+		case v.Property == DriverMinimal:
+			*v = driverMinimal(lock, e)
+		}
+	}
+}
+
+func noLeak(lock string, e *Evidence) model.Verdict {
+	v := model.Verdict{Lock: lock, Property: NoLeak, Status: model.Pass, Judged: 1}
+	if len(e.Leaks) > 0 {
+		v.Status = model.Fail
+		v.Detail = "after every client let go or was detected dead (and a final destroy), the broker still holds " + strings.Join(e.Leaks, ", ")
+	}
+	if len(e.Unjudged) > 0 {
+		why := "the slot queues " + strings.Join(e.Unjudged, ", ") + " were left unjudged: no final destroy succeeded, so they may be the semaphore's own"
+		if v.Status == model.Pass {
+			v.Detail = why
+		}
+		v.Excuses = append(v.Excuses, model.Excuse{Why: why})
+	}
+	return v
+}
+
+// A budget says what an operation may send, or why not.
+type budget func(e *Evidence, done histories.Event, c broker.Cost) string
+
+// cheap judges every completed operation f against its budget.
+func cheap(events []histories.Event, lock string, ev *Evidence, f string, within budget) model.Verdict {
+	v := model.Verdict{Lock: lock, Property: map[string]string{histories.Acquire: CheapAcquire, histories.Verify: CheapVerify}[f], Status: model.Pass}
+	for i, e := range events {
+		c, ok := ev.Costs[e.Index]
+		if !ok || e.F != f || e.Lock != lock {
+			continue
+		}
+		v.Judged++
+		why := ev.Waste[e.Index]
+		if why == "" {
+			why = within(ev, completion(events[i+1:], e), c)
+		}
+		if why != "" {
+			v.Status = model.Fail
+			v.Ops = []int{e.Index}
+			v.Detail = fmt.Sprintf("%s's %s (#%d) %s; it sent: %v", e.Process, f, e.Index, why, c)
+			return v
+		}
+	}
+	return v
+}
+
+// completion finds, among the events after e (its lock's and the
+// nemesis's), the one that completed the operation invoked by e.
+func completion(after []histories.Event, e histories.Event) histories.Event {
+	for _, x := range after {
+		if x.Process == e.Process && x.Type != histories.Invoke {
+			return x
+		}
+	}
+	return e
+}
+
+// acquireBudget: acquire wastes no connection or channel (the runner's
+// ledger judges that, and takes the free setup out of c) and sends at most
+// what the spec's scan needs: per attempt two probes per slot up to C+1
+// (twice over for a scan that wraps round), the declare and the verify, plus
+// the channel.close-ok of each race lost.
+func acquireBudget(e *Evidence, _ histories.Event, c broker.Cost) string {
+	races := c.Methods["channel.close-ok"]
+	methods := c.Total()
+	limit := (races+1)*(4*e.MaxSlots+6) + 2*races
+	switch {
+	case methods > limit:
+		return fmt.Sprintf("sent %d methods, more than the spec's scan needs (%d with %d slots at most)", methods, limit, e.MaxSlots)
+	}
+	return ""
+}
+
+// verifyBudget: verify is charged for deciding its answer, one mandatory
+// publish and its confirm: no declare and (the ledger's part) no wasted
+// connection or channel; a verify that says held must have asked. A verify
+// that says not held may also let go of what it kept, as the spec's
+// "lock-relinquished" allows: a tidy client deletes its B queue on finding
+// its slot gone, and may close the channel or connection it kept for it.
+// That is a release, not part of deciding: at most the one queue.delete of
+// its own B queue, and whatever it costs later (a connection opened again)
+// is charged where it is spent, as after any release.
+func verifyBudget(_ *Evidence, done histories.Event, c broker.Cost) string {
+	held := done.Value != nil && done.Value.Held != nil && *done.Value.Held
+	decide := c
+	if !held {
+		var cleanup broker.Cost
+		decide, cleanup = splitCost(c, "queue.delete", "channel.close", "connection.close")
+		if n := cleanup.Methods["queue.delete"]; n > 1 {
+			return fmt.Sprintf("let go of its slot after finding it gone, and that release sent %d queue.delete, more than the one of its own B queue", n)
+		}
+	}
+	pub := decide.Methods["basic.publish"]
+	others := decide
+	others.Methods = maps.Clone(decide.Methods)
+	delete(others.Methods, "basic.publish")
+	switch {
+	case pub == 0 && others.Total() > 0:
+		return fmt.Sprintf("asked the broker with %v, not one mandatory publish", methodList(others))
+	case pub > 1:
+		return fmt.Sprintf("sent %d mandatory publishes, more than one", pub)
+	case others.Total() > 0:
+		return fmt.Sprintf("sent, beside its mandatory publish, %v, which deciding does not need", methodList(others))
+	case pub == 0 && held:
+		return "said held without asking the broker"
+	}
+	return ""
+}
+
+// methodList lists c's methods, sorted: "channel.close=1 queue.declare=1".
+func methodList(c broker.Cost) string {
+	var out []string
+	for m, n := range c.Methods {
+		if n != 0 {
+			out = append(out, fmt.Sprintf("%s=%d", m, n))
+		}
+	}
+	return strings.Join(sortStrings(out), " ")
+}
+
+// splitCost parts c into the methods other than names and those named.
+func splitCost(c broker.Cost, names ...string) (rest, named broker.Cost) {
+	rest = broker.Cost{Methods: map[string]int{}, Connections: c.Connections, Channels: c.Channels}
+	named = broker.Cost{Methods: map[string]int{}}
+	for m, n := range c.Methods {
+		if slices.Contains(names, m) {
+			named.Methods[m] = n
+		} else {
+			rest.Methods[m] = n
+		}
+	}
+	return rest, named
+}
+
+// driverMinimal: only the methods the spec needs, from any process.
+func driverMinimal(lock string, e *Evidence) model.Verdict {
+	v := model.Verdict{Lock: lock, Property: DriverMinimal, Status: model.Pass}
+	var extra []string
+	for m, n := range e.Methods {
+		v.Judged += n
+		class, _, _ := strings.Cut(m, ".")
+		if class == "connection" || class == "channel" || m == "confirm.select" || m == "queue.declare" || m == "queue.delete" || m == "basic.publish" {
+			continue
+		}
+		extra = append(extra, fmt.Sprintf("%s x%d", m, n))
+	}
+	if len(extra) > 0 {
+		v.Status = model.Fail
+		v.Detail = "used methods the spec does not need: " + strings.Join(sortStrings(extra), ", ")
+	}
+	return v
+}
+
+func sortStrings(s []string) []string {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s
+}

@@ -1,0 +1,57 @@
+package check
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+)
+
+// A verify that said not held after a fault, left unjudged, is listed as
+// what the pass let through.
+func TestVerifyLeftUnjudgedIsAnExcuse(t *testing.T) {
+	h, err := histories.ReadFile(filepath.Join("..", "..", "..", "testdata", "histories", "05-force-close.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := find(t, model.Check(h, model.Options{}), "sem", SlotExclusive)
+	found := false
+	for _, e := range v.Excuses {
+		found = found || strings.Contains(e.Why, "c1 verify slot 2 -> ok not held (#6): left unjudged, since force-close c1 (#4)") && slices.Equal(e.Ops, []int{6, 4})
+	}
+	if v.Status != model.Pass || !found {
+		t.Errorf("%v %+v", v.Status, v.Excuses)
+	}
+}
+
+// Judged by status only (a search's plans), a pass that rests on a fault
+// keeps its status and loses only the excuse that says so; judged in full
+// it lists it.
+func TestStatusOnlySkipsOnlyExcuses(t *testing.T) {
+	h, err := histories.ReadFile(filepath.Join("..", "..", "..", "testdata", "histories", "02-kill-holder.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, quick := model.Check(h, model.Options{}), model.Check(h, model.Options{StatusOnly: true})
+	if len(full.Verdicts) != len(quick.Verdicts) {
+		t.Fatalf("%d verdicts in full, %d by status only", len(full.Verdicts), len(quick.Verdicts))
+	}
+	rests := func(v model.Verdict) bool {
+		return slices.ContainsFunc(v.Excuses, func(e model.Excuse) bool { return strings.Contains(e.Why, "excused only because kill") })
+	}
+	for i, v := range full.Verdicts {
+		q := quick.Verdicts[i]
+		if v.Property != q.Property || v.Status != q.Status {
+			t.Errorf("%s %s in full, %s %s by status only", v.Property, v.Status, q.Property, q.Status)
+		}
+		if rests(q) {
+			t.Errorf("%s by status only still re-checked its pass: %+v", q.Property, q.Excuses)
+		}
+	}
+	if !rests(find(t, full, "sem", SlotExclusive)) {
+		t.Errorf("in full, slot-exclusive does not say it rests on the kill: %+v", find(t, full, "sem", SlotExclusive).Excuses)
+	}
+}

@@ -1,0 +1,83 @@
+package amqp
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// checkRelinquished runs RelinquishPlan and checks that every property
+// holds, and that the run went as scripted: c1's verify said not held, and
+// then, with tidy, c2 took the slot and c1's verify cost one publish and
+// the delete of its B queue; without it, c2 found the slot held (c1 kept
+// its B queue) until c1's release. A run that did not go as scripted (a
+// loaded machine let a step run late, or c2's acquire timed out) is tried again with twice, then four
+// times, the gap between steps; every run must hold every property.
+func checkRelinquished(t *testing.T, run func(*Plan) (*prover.Result, error), tidy bool, gapMs int) {
+	t.Helper()
+	// Heartbeats of 5s: the plan strikes no fault, and a 1s heartbeat
+	// lapsed under the suite's load.
+	o := Options{HeartbeatMs: Ms(5000), TidyVerify: tidy}
+	for try, gap := range []int{gapMs, 2 * gapMs, 4 * gapMs} {
+		res, err := run(RelinquishPlan(o, gap))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		histories.Write(&b, res.History)
+		for _, v := range prover.Judge(res, model.Options{}).Verdicts {
+			if v.Status != model.Pass {
+				t.Errorf("%s: %s %s\n%s", v.Property, v.Status, v.Detail, b.String())
+			}
+		}
+		r := Relinquished(res)
+		if !r.Lost || !r.Scripted {
+			if try == 2 {
+				t.Fatalf("the plan did not run as scripted in three runs (the last with %d ms between steps): %+v\n%s", gap, r, b.String())
+			}
+			t.Logf("with %d ms between steps, the plan did not run as scripted (%+v): trying again with more\n%s", gap, r, b.String())
+			continue
+		}
+		if tidy && (!r.Taken || r.Cost.Methods["queue.delete"] != 1 || r.Cost.Methods["basic.publish"] != 1) {
+			t.Errorf("tidy: c2 took the slot: %v; c1's verify cost %v, want one publish and one delete", r.Taken, r.Cost)
+		}
+		if !tidy && r.Taken {
+			t.Errorf("c2 took the slot while c1 kept its B queue")
+		}
+		return
+	}
+}
+
+// A client whose verify deletes its B queue on finding its slot gone (a
+// tidy one) is correct, and so is one that keeps it until its release: on
+// the simulator, with the slot removed, created again and, for the tidy
+// one, taken by another client, neither is charged.
+func TestRelinquishedSlotOnTheSimulator(t *testing.T) {
+	for _, tidy := range []bool{true, false} {
+		checkRelinquished(t, func(p *Plan) (*prover.Result, error) {
+			return Simulator{}.Run(context.Background(), p, Reference)
+		}, tidy, 1000)
+	}
+}
+
+// The same on real RabbitMQ.
+func TestRelinquishedSlotOnRabbitMQ(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("a real-broker plan takes seconds")
+	}
+	url := rabbitmqtest.URL(t)
+	for _, tidy := range []bool{true, false} {
+		checkRelinquished(t, func(p *Plan) (*prover.Result, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			return RabbitMQ{URL: url}.Run(ctx, p, Reference)
+		}, tidy, 2000) // two seconds of margin for each step, beside the whole suite
+	}
+}

@@ -1,0 +1,66 @@
+package lease
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+)
+
+// A backend that lets a lease outlive its ttl twice (Consul invalidates a
+// session only after 2×TTL) is judged with that horizon: a refresh 1.5 ttl
+// after the grant, which a backend that expires at one ttl may not
+// answer ok (no-revival), is no revival at twice; and a refusal 2.2 ttl
+// after the grant, which recovers forbids at one ttl (plus its margin), is
+// allowed at twice. The certainly-valid span does not change.
+func TestExpiryFactor(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	ev := func(t int64, p string, typ histories.Type, f string, v *histories.Value) histories.Event {
+		return histories.Event{Time: ms(t), Process: p, Type: typ, F: f, Lock: "k", Kind: Kind, Value: v}
+	}
+	grant := &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}
+	refresh := []histories.Event{
+		ev(0, "c1", histories.Invoke, Acquire, grant),
+		ev(10, "c1", histories.Ok, Acquire, &histories.Value{Token: "a"}),
+		ev(1500, "c1", histories.Invoke, Refresh, &histories.Value{Token: "a", TTLMs: histories.Int(1000)}),
+		ev(1510, "c1", histories.Ok, Refresh, nil),
+	}
+	refused := []histories.Event{
+		ev(0, "c1", histories.Invoke, Acquire, grant),
+		ev(10, "c1", histories.Ok, Acquire, &histories.Value{Token: "a"}),
+		ev(2200, "c2", histories.Invoke, Acquire, grant),
+		ev(2210, "c2", histories.Fail, Acquire, &histories.Value{Reason: Full}),
+	}
+	for _, h := range [][]histories.Event{refresh, refused} {
+		for i := range h {
+			h[i].Index = i
+		}
+	}
+	verdict := func(h []histories.Event, o model.Options, property string) model.Verdict {
+		for _, v := range Check(h, o) {
+			if v.Property == property {
+				return v
+			}
+		}
+		t.Fatalf("no %s verdict", property)
+		return model.Verdict{}
+	}
+	if v := verdict(refresh, model.Options{}, NoRevival); v.Status != model.Fail || !strings.Contains(v.Detail, "its last grant's return plus ttl(1+drift)") {
+		t.Errorf("one ttl: no-revival %s: %s", v.Status, v.Detail)
+	}
+	if v := verdict(refresh, model.Options{Family: []any{Options{Expiry: 2}}}, NoRevival); v.Status != model.Pass {
+		t.Errorf("twice the ttl: no-revival %s: %s", v.Status, v.Detail)
+	}
+	if v := verdict(refused, model.Options{}, Recovers); v.Status != model.Fail || !strings.Contains(v.Detail, "ttl(1+drift) and a margin") {
+		t.Errorf("one ttl: recovers %s: %s", v.Status, v.Detail)
+	}
+	if v := verdict(refused, model.Options{Family: []any{Options{Expiry: 2}}}, Recovers); v.Status != model.Pass {
+		t.Errorf("twice the ttl: recovers %s: %s", v.Status, v.Detail)
+	}
+	refused[2].Time, refused[3].Time = ms(3100), ms(3110) // past 2·ttl(1+drift) and the margin
+	if v := verdict(refused, model.Options{Family: []any{Options{Expiry: 2}}}, Recovers); v.Status != model.Fail || !strings.Contains(v.Detail, "2·ttl(1+drift) and a margin") {
+		t.Errorf("twice the ttl, refused after it: recovers %s: %s", v.Status, v.Detail)
+	}
+}

@@ -1,0 +1,461 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockprover/lockprover/backends/redis"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/redlock"
+)
+
+// A Target runs plans: Simulator or Redis.
+type Target interface {
+	Run(ctx context.Context, p *Plan) (*prover.Result, error)
+}
+
+// Simulator runs plans on the simulated servers (package sim/redissim):
+// deterministic, in virtual time.
+type Simulator struct{}
+
+// Run runs p on fresh simulated servers (see Simulate).
+func (Simulator) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return Simulate(p, nil)
+}
+
+// Redis runs plans on real redis-servers, in real time. Each plan starts
+// its own N servers (package backends/redis: private directories and
+// ports, the plan's persistence), stopped and removed when it ends. Each
+// client incarnation reaches each server through a TCP fault proxy of its
+// own (redis.Proxy, which reads RESP): a kill closes its proxies, a
+// partition holds its bytes to and from one server, a lost reply is the
+// reply to its next command on that server, lost after the server applied
+// it, its connection cut. A pause is SIGSTOP of a server; a restart
+// SIGKILLs it and starts it again once the downtime is over, with what its
+// persistence kept; a clock jump forward shortens the life of every key on
+// that server at once (redis.Server.ClockJump). Not offered on it: a jump
+// back; plans drawn for it hold none.
+type Redis struct {
+	// Bin is the redis-server binary; "" looks for it.
+	Bin string
+	// Impl, if set, is the implementation the plans run against, in
+	// processes of its own, instead of the reference.
+	Impl Impl
+}
+
+// String says where plans run.
+func (Redis) String() string { return "private redis-servers, each plan's own" }
+
+// Preflight starts a server and stops it, so that a machine without
+// redis-server is said before any plan runs.
+func (t Redis) Preflight(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "lockprover-redis-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	s, err := redis.Start(ctx, dir, redis.Options{Bin: t.Bin})
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	if t.Impl == nil {
+		return nil
+	}
+	pc, err := t.Impl.Connect(ctx, "probe", Session{Key: "lp-preflight-" + filepath.Base(dir), Addrs: []string{s.Addr()}, TTL: time.Second, Run: "preflight"})
+	if err != nil {
+		return err
+	}
+	return pc.Close()
+}
+
+// Run starts p's servers, runs p on them against the reference (or p's
+// mutant), and stops them.
+func (t Redis) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	for i, f := range p.Nemesis {
+		if f.Fault == histories.ClockJump && f.OffsetMs < 0 {
+			return nil, fmt.Errorf("nemesis[%d]: %s is not offered on real Redis (clock jumps back)", i, describeFault(f))
+		}
+	}
+	quietOnce.Do(func() { goredis.SetLogger(quiet{}) })
+	dir, err := os.MkdirTemp("", "lockprover-redis-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	o := redis.Options{Bin: t.Bin}
+	if p.Persistence == PersistAlways {
+		o.Persistence = redis.Always
+	}
+	servers, err := redis.StartN(ctx, dir, p.Servers, o)
+	if err != nil {
+		return nil, err
+	}
+	defer redis.StopAll(servers)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b := &redisBackend{ctx: ctx, start: time.Now(), refStart: redlock.Monotonic(), servers: servers, procs: map[string]*redisProc{}, paused: map[int]bool{},
+		impl: t.Impl, session: Session{Key: p.Key, TTL: time.Duration(p.TTLMs) * time.Millisecond, Run: p.Key}}
+	r := &runner{p: p, ctx: ctx, clients: map[string]*client{}, cut: map[string]int{},
+		timeout: max(time.Duration(p.TTLMs)*time.Millisecond/2, 100*time.Millisecond)}
+	b.lost = r.dropped
+	r.begin(b)
+	b.wg.Wait()
+	b.close()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := errors.Join(b.errs...); err != nil {
+		return nil, err
+	}
+	return r.result()
+}
+
+// go-redis logs each failed dial to stderr, which the faults make many
+// of (a killed process's proxies, a server down): the history says what
+// happened. Its logger is the process's, set once.
+var quietOnce sync.Once
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// describeFault names a fault of a plan, for an error.
+func describeFault(f Fault) string {
+	if f.Fault == histories.ClockJump {
+		return fmt.Sprintf("a clock jump of %d ms", f.OffsetMs)
+	}
+	return f.Fault
+}
+
+// redisBackend is one plan's run on its real servers.
+type redisBackend struct {
+	ctx   context.Context
+	start time.Time
+	// refStart is CLOCK_MONOTONIC (the lock's clock) at start.
+	refStart int64
+	servers  []*redis.Server
+	// lost records a reply a proxy lost (the runner's dropped).
+	lost func(proc string, server int)
+	// impl, if set, runs in the plan's processes (session says them what
+	// to serve), instead of the reference.
+	impl    Impl
+	session Session
+
+	mu     sync.Mutex // the runner's lock (see backend)
+	procs  map[string]*redisProc
+	paused map[int]bool // servers paused (SIGSTOP) now
+	wg     sync.WaitGroup
+	ended  bool
+	errs   []error // a proxy that would not start, a fault that failed
+}
+
+// A redisProc is one process: its proxies, one per server (none for the
+// nemesis), and what ends its sleeps once it is killed.
+type redisProc struct {
+	b       *redisBackend
+	proxies []*redis.Proxy
+	ctx     context.Context
+	kill    context.CancelFunc
+	armed   func() // see arm
+	// pc is the implementation's process of this incarnation, once
+	// started (guarded by the backend's lock); killed says the process
+	// was killed.
+	pc     ProcessClient
+	killed bool
+}
+
+func (b *redisBackend) Lock()                     { b.mu.Lock() }
+func (b *redisBackend) Unlock()                   { b.mu.Unlock() }
+func (b *redisBackend) Now() int64                { return int64(time.Since(b.start)) }
+func (b *redisBackend) stuckAfter() time.Duration { return 2 * time.Minute }
+
+// left maps l's end to the history's clock, from the two clocks' readings
+// at its start: a goroutine the machine did not run between the lock's
+// return and the record then cannot make a claim look longer than it was.
+func (b *redisBackend) left(l redlock.Lease, recorded int64) time.Duration {
+	return time.Duration(l.ValidUntil - b.refStart - recorded)
+}
+
+// Go starts process name, a client with a proxy to each server; a proxy
+// that cannot start ends the run with an error.
+func (b *redisBackend) Go(name string, f func(proc)) {
+	if b.ended {
+		return
+	}
+	ctx, kill := context.WithCancel(b.ctx)
+	p := &redisProc{b: b, ctx: ctx, kill: kill}
+	if name != "nemesis" {
+		for i, s := range b.servers {
+			px, err := redis.Listen(s.Addr())
+			if err != nil {
+				b.errs = append(b.errs, fmt.Errorf("%s: %w", name, err))
+				p.closeProxies()
+				return
+			}
+			px.OnDrop(func() { b.replyLost(p, name, i) })
+			p.proxies = append(p.proxies, px)
+		}
+	}
+	b.procs[name] = p
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f(p)
+	}()
+}
+
+// Sleep lets d pass, or less if the process is killed or the run ends.
+func (p *redisProc) Sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.ctx.Done():
+	}
+}
+
+// openPriority: the priority lock is not offered on real servers yet.
+func (p *redisProc) openPriority(string, redlock.Options, int64) (Client, error) {
+	return nil, fmt.Errorf("%s runs on the simulated servers only, not on real redis-servers yet", PriorityKind)
+}
+
+// open makes the process's lock on its proxies: the reference, on an Env
+// that runs what arm set when the lock first reads its clock; or the
+// implementation's process, told the proxies, whose every operation runs
+// what arm set as it is sent.
+func (p *redisProc) open(name string, o redlock.Options) (Client, error) {
+	if p.ctx.Err() != nil {
+		return nil, errors.New("killed")
+	}
+	addrs := make([]string, len(p.proxies))
+	for i, px := range p.proxies {
+		addrs[i] = px.Addr()
+	}
+	if p.b.impl == nil {
+		rl, err := redlock.NewOn(startEnv{redlock.RedisEnv(addrs), p}, o)
+		if err != nil {
+			return nil, err
+		}
+		return rl, nil
+	}
+	s := p.b.session
+	s.Addrs = addrs
+	pc, err := p.b.impl.Connect(p.ctx, name, s)
+	if err != nil {
+		return nil, err
+	}
+	p.b.Lock()
+	defer p.b.Unlock()
+	if p.killed {
+		pc.Signal(syscall.SIGKILL) // killed while it started
+		pc.Close()
+		return nil, errors.New("killed")
+	}
+	p.pc = pc
+	return armedClient{pc, p}, nil
+}
+
+// armedClient is an implementation's process whose every operation first
+// runs what the runner armed (its invoke's record), outside the runner's
+// lock: the history's invoke then comes just before the request is sent.
+type armedClient struct {
+	ProcessClient
+	p *redisProc
+}
+
+func (c armedClient) fire() {
+	if f := c.p.armed; f != nil {
+		c.p.armed = nil
+		f()
+	}
+}
+
+func (c armedClient) Acquire(ctx context.Context, key string, ttl time.Duration) (redlock.Lease, error) {
+	c.fire()
+	return c.ProcessClient.Acquire(ctx, key, ttl)
+}
+
+func (c armedClient) Refresh(ctx context.Context, l redlock.Lease, ttl time.Duration) (redlock.Lease, error) {
+	c.fire()
+	return c.ProcessClient.Refresh(ctx, l, ttl)
+}
+
+func (c armedClient) Release(ctx context.Context, l redlock.Lease) error {
+	c.fire()
+	return c.ProcessClient.Release(ctx, l)
+}
+
+// arm sets f to run at the operation's first reading of the clock. The
+// runner arms and checks with its lock held, and the process runs one
+// operation at a time: armed needs no lock of its own.
+func (p *redisProc) arm(f func()) { p.armed = f }
+
+func (p *redisProc) fired() bool {
+	f := p.armed == nil
+	p.armed = nil
+	return f
+}
+
+// startEnv is the real servers' Env, but that its first reading of the
+// clock in an operation runs what the process armed: the runner records
+// the operation as invoked then, at its start as the lock counts it,
+// rather than before the call, which a busy machine may not run for tens
+// of milliseconds (and the validity the lock claims, from its start,
+// would look longer than the history's invoke allows).
+type startEnv struct {
+	redlock.Env
+	p *redisProc
+}
+
+// Now reads the clock before it runs the armed function (which may wait
+// for the runner's lock): the history's invoke is then never before the
+// start the lock counts from.
+func (e startEnv) Now() int64 {
+	t := e.Env.Now()
+	if f := e.p.armed; f != nil {
+		e.p.armed = nil
+		f()
+	}
+	return t
+}
+
+func (p *redisProc) closeProxies() {
+	for _, px := range p.proxies {
+		px.Close()
+	}
+}
+
+// Kill ends process name: its sleeps end and its proxies close, so that
+// it sends nothing more (what it does next fails, and the runner ignores
+// it).
+func (b *redisBackend) Kill(name string) {
+	if p := b.procs[name]; p != nil {
+		p.kill()
+		p.closeProxies()
+		p.killed = true
+		if p.pc != nil {
+			p.pc.Signal(syscall.SIGKILL)
+		}
+	}
+}
+
+func (b *redisBackend) proxy(name string, server int) *redis.Proxy {
+	if p := b.procs[name]; p != nil && server < len(p.proxies) {
+		return p.proxies[server]
+	}
+	return nil
+}
+
+func (b *redisBackend) Partition(name string, server int) {
+	if px := b.proxy(name, server); px != nil {
+		px.Partition()
+	}
+}
+
+func (b *redisBackend) Heal(name string, server int) {
+	if px := b.proxy(name, server); px != nil {
+		px.Heal()
+	}
+}
+
+// DropReply arms process name's proxy to server: its next reply is lost
+// (replyLost records it when it is).
+func (b *redisBackend) DropReply(name string, server int) {
+	if px := b.proxy(name, server); px != nil {
+		px.DropReply()
+	}
+}
+
+// replyLost records a reply p's proxy to server lost, as the proxy loses
+// it, before the connection is cut (so before the operation ends). It
+// runs on the proxy's goroutine, which a kill's closing of the proxies
+// waits for while the runner's lock is held: it takes the lock only if it
+// can, and gives up once p is killed (its operation then ends killed).
+func (b *redisBackend) replyLost(p *redisProc, name string, server int) {
+	for !b.mu.TryLock() {
+		if p.ctx.Err() != nil {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	defer b.mu.Unlock()
+	if p.ctx.Err() == nil && b.lost != nil {
+		b.lost(name, server)
+	}
+}
+
+func (b *redisBackend) Pause(server int) {
+	b.paused[server] = true
+	if err := b.servers[server].Pause(); err != nil {
+		b.errs = append(b.errs, fmt.Errorf("pause of redis%d: %w", server+1, err))
+	}
+}
+
+func (b *redisBackend) Resume(server int) {
+	delete(b.paused, server)
+	if err := b.servers[server].Resume(); err != nil {
+		b.errs = append(b.errs, fmt.Errorf("resume of redis%d: %w", server+1, err))
+	}
+}
+
+// Restart kills server (SIGKILL), waits down and starts it again.
+func (b *redisBackend) Restart(p proc, server int, down time.Duration, struck func()) error {
+	s := b.servers[server]
+	if err := s.Kill(); err != nil {
+		return err
+	}
+	struck()
+	p.Sleep(down)
+	return s.Restart(b.ctx, 0)
+}
+
+// ClockJump shortens the life of every key on server by d (forward only).
+// A paused server runs no script: the jump is refused (not struck, not
+// recorded) rather than left waiting for the resume.
+func (b *redisBackend) ClockJump(server int, d time.Duration) error {
+	if b.paused[server] {
+		return fmt.Errorf("redis%d is paused", server+1)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	_, err := b.servers[server].ClockJump(ctx, d)
+	return err
+}
+
+// close ends the run: every process's proxies closed.
+func (b *redisBackend) close() {
+	b.mu.Lock()
+	b.ended = true
+	procs := make([]*redisProc, 0, len(b.procs))
+	for _, p := range b.procs {
+		procs = append(procs, p)
+	}
+	b.mu.Unlock()
+	for _, p := range procs {
+		p.kill()
+		p.closeProxies()
+		b.mu.Lock()
+		pc := p.pc
+		b.mu.Unlock()
+		if pc != nil {
+			pc.Signal(syscall.SIGKILL)
+			pc.Close()
+		}
+	}
+}

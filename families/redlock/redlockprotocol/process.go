@@ -1,0 +1,293 @@
+// Package redlockprotocol is the Redlock family's side of the process
+// protocol (docs/protocol.md, "Redlock"): Processes starts one process of
+// an implementation under test per client of a run and Process speaks to
+// it; Serve serves the reference (or a mutant) as such a process
+// (serve-reference); Validate checks an implementation's plainest
+// promises one request at a time (validate-impl). The processes are
+// launched, read, timed out, signalled and ended by the generic launcher
+// (adapters/process); only the handshake and what the replies mean are
+// this family's.
+package redlockprotocol
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/families/redlock"
+	ref "github.com/lockprover/lockprover/redlock"
+)
+
+// initRequest is the init request for session s from client name.
+func initRequest(name string, s redlock.Session) (process.Request, error) {
+	switch {
+	case len(s.Key) < 1 || len(s.Key) > 255:
+		return nil, fmt.Errorf("redlock init: key of %d bytes: must be 1 to 255", len(s.Key))
+	case len(s.Addrs) == 0:
+		return nil, errors.New("redlock init: no servers")
+	case s.TTL < time.Millisecond:
+		return nil, fmt.Errorf("redlock init: ttl %v: must be at least 1ms", s.TTL)
+	}
+	return process.Request{"type": "init", "client": name, "lock": redlock.Kind, "name": s.Key,
+		"addrs": s.Addrs, "ttl_ms": s.TTL.Milliseconds()}, nil
+}
+
+// Processes is a Redlock implementation under test that runs as
+// processes: the Launcher's Command is started for each client, and
+// spoken to over the protocol. Make one with NewProcesses.
+type Processes struct{ process.Launcher }
+
+// NewProcesses is the implementation that command starts, one process per
+// client.
+func NewProcesses(command string) *Processes {
+	return &Processes{process.Launcher{Command: command}}
+}
+
+var (
+	_ redlock.Impl          = (*Processes)(nil)
+	_ redlock.ProcessClient = (*Process)(nil)
+)
+
+// Connect starts a process as client name (c1, c2, ..., probe1, ...) of
+// session s, and shakes hands (init says s). The implementation failing
+// to start (it exited, hung, wrote garbage or refused with a definite
+// error before init_ok) is a *prover.ImplementationError; after two in a
+// run (s.Run), no more of its processes start. Any other error (a server
+// out of reach, as the process said with an error without definite; ctx
+// done) may pass if tried again.
+func (i *Processes) Connect(ctx context.Context, name string, s redlock.Session) (redlock.ProcessClient, error) {
+	req, err := initRequest(name, s)
+	if err != nil {
+		return nil, err
+	}
+	c, err := i.Launcher.Connect(ctx, s.Run, name, req)
+	if err != nil {
+		return nil, initError(err)
+	}
+	return &Process{c: c, key: s.Key}, nil
+}
+
+// initialise starts a process and sends it init, for validate-impl: with
+// a process, the error is init's as the process answered it (a
+// *ProcessError), or why it did not answer init_ok, and the process is
+// left for the caller to kill; without one, nothing started.
+func (i *Processes) initialise(ctx context.Context, name string, s redlock.Session) (*Process, error) {
+	req, err := initRequest(name, s)
+	if err != nil {
+		return nil, err
+	}
+	c, err := i.Handshake(ctx, name, req)
+	if c == nil {
+		return nil, err
+	}
+	return &Process{c: c, key: s.Key}, initError(err)
+}
+
+// initError is an error init's reply said, as a *ProcessError; any other
+// as it is.
+func initError(err error) error {
+	var e *process.ErrorReply
+	if errors.As(err, &e) {
+		return &ProcessError{Op: "init", Code: e.Code, Text: e.Text, Definite: e.Definite}
+	}
+	return err
+}
+
+// A ProcessError is an error a process answered. Definite, it certainly
+// had no effect: for an acquire, errors.Is(err, redlock.ErrNotGranted)
+// holds. Otherwise the outcome is unknown.
+type ProcessError struct {
+	Op, Code, Text string
+	Definite       bool
+}
+
+func (e *ProcessError) Error() string {
+	if e.Text == "" {
+		return e.Code
+	}
+	return e.Code + ": " + e.Text
+}
+
+// Is makes a definite acquire failure match redlock.ErrNotGranted.
+func (e *ProcessError) Is(target error) bool {
+	return e.Definite && e.Op == "acquire" && target == redlock.ErrNotGranted
+}
+
+// Process is one running process of a Redlock implementation: a client of
+// one key, with redlock.Client's error contract. Requests go one at a
+// time: its methods must not be called concurrently.
+type Process struct {
+	c      *process.Client
+	key    string
+	closed atomic.Bool
+	// claimed is what the last acquire_ok or refresh_ok claimed (elapsed
+	// plus validity); said, whether it claimed any.
+	claimed time.Duration
+	said    bool
+}
+
+// Claimed is what the last acquire_ok or refresh_ok said of the lease's
+// validity: its elapsed_ms (0 if absent) plus its validity_ms; ok is false
+// if it said no validity_ms.
+func (l *Process) Claimed() (time.Duration, bool) { return l.claimed, l.said }
+
+// Name is the client's name (c1, ...).
+func (l *Process) Name() string { return l.c.Name() }
+
+// Acquire asks for the lock on key for ttl.
+func (l *Process) Acquire(ctx context.Context, key string, ttl time.Duration) (ref.Lease, error) {
+	if key != l.key {
+		return ref.Lease{}, &ProcessError{Op: "acquire", Code: "wrong key", Text: fmt.Sprintf("%s serves key %q, not %q", l.c.Name(), l.key, key), Definite: true}
+	}
+	r, err := l.call(ctx, "acquire", process.Request{"type": "acquire", "ttl_ms": ttl.Milliseconds()}, "acquire_ok", "acquire_fail")
+	if err != nil {
+		return ref.Lease{}, err
+	}
+	f := r.Fields
+	if r.Type == "acquire_fail" {
+		if err := l.reason(f, r.Type, "held"); err != nil {
+			return ref.Lease{}, err
+		}
+		return ref.Lease{}, ref.ErrHeld
+	}
+	lease := ref.Lease{Key: key, Fence: redlock.NoFence}
+	if err := json.Unmarshal(f["token"], &lease.Token); err != nil || lease.Token == "" {
+		return ref.Lease{}, l.c.GiveUp(fmt.Sprintf("sent an acquire_ok whose \"token\" is not a non-empty string: %s", orAbsent(f["token"])))
+	}
+	if raw, ok := f["fence"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &lease.Fence); err != nil || lease.Fence < 0 {
+			return ref.Lease{}, l.c.GiveUp(fmt.Sprintf("sent an acquire_ok whose \"fence\" is not an integer >= 0: %s", raw))
+		}
+	}
+	if err := l.claim(r.Type, f, &lease); err != nil {
+		return ref.Lease{}, err
+	}
+	return lease, nil
+}
+
+// Refresh extends a held lease to ttl from now.
+func (l *Process) Refresh(ctx context.Context, lease ref.Lease, ttl time.Duration) (ref.Lease, error) {
+	r, err := l.change(ctx, "refresh", process.Request{"type": "refresh", "token": lease.Token, "ttl_ms": ttl.Milliseconds()})
+	if err != nil {
+		return ref.Lease{}, err
+	}
+	if err := l.claim(r.Type, r.Fields, &lease); err != nil {
+		return ref.Lease{}, err
+	}
+	return lease, nil
+}
+
+// Release lets a held lease go.
+func (l *Process) Release(ctx context.Context, lease ref.Lease) error {
+	_, err := l.change(ctx, "release", process.Request{"type": "release", "token": lease.Token})
+	return err
+}
+
+// change is refresh or release: <op>_ok, or <op>_fail {reason: expired}.
+func (l *Process) change(ctx context.Context, op string, req process.Request) (process.Reply, error) {
+	r, err := l.call(ctx, op, req, op+"_ok", op+"_fail")
+	if err != nil {
+		return r, err
+	}
+	if r.Type == op+"_fail" {
+		if err := l.reason(r.Fields, r.Type, "expired"); err != nil {
+			return r, err
+		}
+		return r, ref.ErrExpired
+	}
+	return r, nil
+}
+
+// claim reads a grant's optional validity_ms and elapsed_ms (numbers of
+// milliseconds, >= 0, fractions allowed) into l.claimed and lease.
+func (l *Process) claim(typ string, f map[string]json.RawMessage, lease *ref.Lease) error {
+	l.claimed, l.said = 0, false
+	lease.Validity = -1
+	v, ok, err := millis(f, "validity_ms")
+	if err != nil {
+		return l.c.GiveUp(fmt.Sprintf("sent a %s whose %v", typ, err))
+	}
+	if !ok {
+		return nil
+	}
+	e, _, err := millis(f, "elapsed_ms")
+	if err != nil {
+		return l.c.GiveUp(fmt.Sprintf("sent a %s whose %v", typ, err))
+	}
+	lease.Validity = v
+	l.claimed, l.said = e+v, true
+	return nil
+}
+
+// millis is field name as a duration, if present: a number of
+// milliseconds, at least 0.
+func millis(f map[string]json.RawMessage, name string) (time.Duration, bool, error) {
+	raw, ok := f[name]
+	if !ok || string(raw) == "null" {
+		return 0, false, nil
+	}
+	var x float64
+	if err := json.Unmarshal(raw, &x); err != nil || x < 0 || math.IsInf(x, 0) || x > 1e12 {
+		return 0, false, fmt.Errorf("%q is not a number of milliseconds >= 0: %s", name, raw)
+	}
+	return time.Duration(x * float64(time.Millisecond)), true, nil
+}
+
+// reason checks that a _fail reply's reason is want.
+func (l *Process) reason(f map[string]json.RawMessage, typ, want string) error {
+	var reason string
+	if err := json.Unmarshal(f["reason"], &reason); err != nil || reason != want {
+		return l.c.GiveUp(fmt.Sprintf("sent %s whose \"reason\" is %s: want %q (answer other failures with an error)", typ, orAbsent(f["reason"]), want))
+	}
+	return nil
+}
+
+func orAbsent(raw json.RawMessage) string {
+	if raw == nil {
+		return "absent"
+	}
+	return string(raw)
+}
+
+// call is the client's call in the protocol's terms: an error reply to op
+// becomes a *ProcessError (definite or not), and a process already gone
+// says its name; anything else that goes wrong is an error of unknown
+// outcome with the process given up on.
+func (l *Process) call(ctx context.Context, op string, req process.Request, wants ...string) (process.Reply, error) {
+	r, err := l.c.Call(ctx, l.c.Timeout(), req, wants...)
+	var e *process.ErrorReply
+	switch {
+	case errors.As(err, &e):
+		return process.Reply{}, &ProcessError{Op: op, Code: e.Code, Text: e.Text, Definite: e.Definite}
+	case errors.Is(err, process.ErrGone):
+		return process.Reply{}, fmt.Errorf("%s: %w", l.c.Name(), err)
+	}
+	return r, err
+}
+
+// Signal delivers sig to the process group; a SIGKILL is the harness's own
+// doing, not a crash.
+func (l *Process) Signal(sig syscall.Signal) { l.c.Signal(sig) }
+
+// Crashed says why the process is gone, with its last request and the end
+// of its stderr, if it crashed or was given up on (not if the harness
+// killed it, nor if it exited with status 0 after Close); "" otherwise.
+func (l *Process) Crashed() string {
+	if l.closed.Load() && l.c.ExitedCleanly() {
+		return ""
+	}
+	return l.c.Crashed()
+}
+
+// Close ends the process as the protocol says: stdin closes, then SIGTERM
+// after 5 s, then SIGKILL after 5 more.
+func (l *Process) Close() error {
+	l.closed.Store(true)
+	return l.c.Close()
+}

@@ -1,0 +1,179 @@
+package redlockprotocol_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/process/processtest"
+	"github.com/lockprover/lockprover/backends/redis"
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/redlock"
+	"github.com/lockprover/lockprover/families/redlock/redlockprotocol"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+)
+
+var lockprover string
+
+func TestMain(m *testing.M) { processtest.Main(m, &lockprover) }
+
+// safety are the properties counted on real Redis (see families/redlock's
+// tests: available needs a machine that answers within a round's timeout).
+var safety = []string{lease.LeaseExclusive, lease.NoRevival, lease.AcquireExact, lease.Fencing, lease.ValiditySound}
+
+// onRedis skips where this machine has no redis-server.
+func onRedis(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts redis-servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := (redlock.Redis{}).Preflight(ctx); errors.Is(err, redis.ErrNoRedis) {
+		t.Skipf("skipped: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func serve(mutant string) string {
+	cmd := lockprover + " serve-reference --kind redlock"
+	if mutant != "" {
+		cmd += " --mutant " + mutant
+	}
+	return cmd
+}
+
+// validate-impl passes the reference served over the protocol, and fails
+// each mutant it can see, at the check that sees it.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	for _, c := range []struct{ mutant, fails string }{
+		{"", ""},
+		{"setnx-on-extend", "FAIL  c1's refresh after its release answers expired"},
+		{"always-ok", "FAIL  c1's second release answers expired"},
+		{"constant-token", "FAIL  c2's lease has a new token"},
+	} {
+		var out strings.Builder
+		passed, err := redlockprotocol.Validate(context.Background(), serve(c.mutant), time.Minute, "", &out)
+		switch {
+		case err != nil:
+			t.Fatalf("%q: %v", c.mutant, err)
+		case c.fails == "" && (!passed || strings.Contains(out.String(), "FAIL")):
+			t.Errorf("the reference fails validate-impl:\n%s", out.String())
+		case c.fails != "" && (passed || !strings.Contains(out.String(), c.fails)):
+			t.Errorf("mutant %s: passed %v, want %q in:\n%s", c.mutant, passed, c.fails, out.String())
+		}
+	}
+}
+
+// The reference served over the protocol holds on real redis-servers
+// under every fault offered there, and a mutant served so is caught: the
+// validity an implementation claims (elapsed_ms plus validity_ms) is
+// judged, counted from the invoke.
+func TestProveThroughTheProtocol(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	run := func(mutant string, props []string) *prover.Outcome {
+		impl := redlockprotocol.NewProcesses(serve(mutant))
+		impl.InitTimeout = time.Minute
+		defer impl.Stop()
+		out, err := prover.Search{Config: prover.Config{Family: redlock.Config{Target: redlock.Redis{Impl: impl}}, Properties: props},
+			Seed: 3, Plans: 6, Shrink: time.Nanosecond}.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := run("", safety); out.Found != nil {
+		t.Fatalf("the reference through the protocol: %s", out.Found.Summary())
+	}
+	if out := run("no-drift", []string{lease.ValiditySound}); out.Found == nil {
+		t.Fatal("no-drift through the protocol: not caught by validity-sound")
+	}
+}
+
+// onePlan runs a one-client plan against the fake implementation in
+// mode, on one private redis-server.
+func onePlan(t *testing.T, mode string, steps []redlock.Step) *prover.Result {
+	t.Helper()
+	impl := redlockprotocol.NewProcesses("/usr/bin/python3 testdata/fake_redlock.py " + mode)
+	impl.InitTimeout = time.Minute
+	defer impl.Stop()
+	p := &redlock.Plan{Version: redlock.PlanVersion, Kind: redlock.Kind, Key: "lp", Servers: 1, Persistence: redlock.PersistNone, TTLMs: 1000,
+		Clients: [][]redlock.Step{steps}}
+	res, err := redlock.Redis{Impl: impl}.Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// A grant that claims its whole ttl, with no time elapsed, claims more
+// than any grant can have (the time it took, and the drift): the
+// history records the claim, and validity-sound fails it.
+func TestWholeTTLClaimFails(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	res := onePlan(t, "whole-ttl", []redlock.Step{{Op: histories.Acquire}})
+	var b strings.Builder
+	histories.Write(&b, res.History)
+	if !strings.Contains(b.String(), `"validity_ms":`) {
+		t.Fatalf("the grant's claim is not recorded:\n%s", b.String())
+	}
+	for _, v := range prover.Judge(res, model.Options{Family: []any{lease.Options{Validity: true}}}).Verdicts {
+		if v.Property == lease.ValiditySound && v.Status != model.Fail {
+			t.Fatalf("validity-sound %s on a grant that claims its whole ttl:\n%s", v.Status, b.String())
+		}
+	}
+}
+
+// An acquire_ok without a token breaks the protocol: the process is given
+// up on, the acquire's outcome is unknown, and the run says why.
+func TestProtocolErrorIsACrash(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	res := onePlan(t, "no-token", []redlock.Step{{Op: histories.Acquire}})
+	var b strings.Builder
+	histories.Write(&b, res.History)
+	if !strings.Contains(strings.Join(res.Evidence.Problems, "\n"), `"token" is not a non-empty string`) {
+		t.Errorf("the problems do not name the missing token: %q", res.Evidence.Problems)
+	}
+	if !strings.Contains(b.String(), `"type":"info","f":"acquire"`) {
+		t.Errorf("the acquire is not recorded as of unknown outcome:\n%s", b.String())
+	}
+}
+
+// A process that exits after a grant is a crash: recorded as a kill once
+// noticed, after the operation (so that it excuses nothing before), and
+// the client goes on as a new process with the rest of its script. No
+// grant comes from a process already gone.
+func TestExitedProcessGoesOn(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	sleep := redlock.Step{Op: redlock.Sleep, Ms: 500}
+	acquire := redlock.Step{Op: histories.Acquire}
+	res := onePlan(t, "exit-after-acquire", []redlock.Step{acquire, sleep, acquire, sleep, acquire})
+	kills, grants := 0, 0
+	for _, e := range res.History {
+		switch {
+		case e.Process == "nemesis" && e.F == histories.Kill && e.Type == histories.Info:
+			kills++
+		case e.Process == "c1" && e.F == histories.Acquire && e.Type == histories.Ok:
+			if grants > kills {
+				t.Errorf("grant %d came from the process that made grant %d, which had exited", grants+1, grants)
+			}
+			grants++
+		}
+	}
+	if kills < 1 || grants < 2 || !strings.Contains(strings.Join(res.Evidence.Problems, "\n"), "exited") {
+		var b strings.Builder
+		histories.Write(&b, res.History)
+		t.Fatalf("%d kills and %d grants (want at least 1 and 2), problems %q:\n%s", kills, grants, res.Evidence.Problems, b.String())
+	}
+}

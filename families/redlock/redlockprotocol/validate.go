@@ -1,0 +1,198 @@
+package redlockprotocol
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/backends/redis"
+	"github.com/lockprover/lockprover/families/redlock"
+	ref "github.com/lockprover/lockprover/redlock"
+)
+
+// The ttls of the checks: one long enough to be live through every check
+// that needs a live lease, and one short enough to wait out.
+const (
+	validateTTL = 10 * time.Second
+	expiryTTL   = 500 * time.Millisecond
+	// expiryWait is how long the expiry check waits after the grant: the
+	// ttl and Redis's own lateness (a key lives until its millisecond
+	// deadline has passed).
+	expiryWait = expiryTTL + 300*time.Millisecond
+)
+
+// Validate checks a Redlock implementation's handling of the protocol
+// (docs/protocol.md, "Redlock") on three private redis-servers it starts
+// (with bin, "" to look for it on PATH and in the cache), before a first
+// prove: init, acquire, held, refresh, release, expired, expiry by the
+// ttl (no revival), fences where given, a claimed validity within the
+// ttl, an unknown request, and ending. Each process gets initTimeout to
+// answer init (0: the protocol's 10 s). It prints one line per check,
+// with what to fix for each failure, and reports whether every check
+// passed; cut short when ctx ends. A machine without redis-server is the
+// error (the implementation is not started). Every process and server is
+// stopped at the end, pass, fail or cancel.
+func Validate(ctx context.Context, command string, initTimeout time.Duration, bin string, out io.Writer) (bool, error) {
+	dir, err := os.MkdirTemp("", "lockprover-validate-")
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(dir)
+	servers, err := redis.StartN(ctx, dir, 3, redis.Options{Bin: bin})
+	if err != nil {
+		return false, err
+	}
+	defer redis.StopAll(servers)
+	var b [4]byte
+	rand.Read(b[:])
+	v := &validator{
+		Checker: process.NewChecker(ctx, out),
+		impl:    &Processes{process.Launcher{Command: command, Timeout: 10 * time.Second, InitTimeout: initTimeout}},
+		key:     "lp-validate-" + hex.EncodeToString(b[:]),
+	}
+	for _, s := range servers {
+		v.addrs = append(v.addrs, s.Addr())
+	}
+	defer v.impl.Stop()
+	v.basics()
+	return v.OK && ctx.Err() == nil, nil // a check cut short by the cancel passed nothing
+}
+
+type validator struct {
+	process.Checker
+	impl  *Processes
+	key   string
+	addrs []string
+}
+
+// start starts client name and checks its handshake; nil if it did not
+// start.
+func (v *validator) start(name string) *Process {
+	if v.Ctx.Err() != nil {
+		return nil
+	}
+	c, err := v.impl.initialise(v.Ctx, name, redlock.Session{Key: v.key, Addrs: v.addrs, TTL: validateTTL, Run: v.key})
+	var pe *ProcessError
+	switch {
+	case err == nil, c == nil:
+	case errors.As(err, &pe) && pe.Definite:
+		err = fmt.Errorf("%s refused init with a definite error (%v): that says it can never serve this session; answer init_ok", name, pe)
+	case errors.As(err, &pe):
+		err = fmt.Errorf("%s answered init with an error without \"definite\" (%v), as for servers out of reach; but they answer lockprover: connect to init's \"addrs\", and answer init_ok", name, pe)
+	default:
+		err = fmt.Errorf("%v\n      answer {\"id\":1,\"type\":\"init_ok\"} on stdout within %v of the init request, and write nothing else there", v.impl.StartFailure(v.Ctx, c.c, err), v.impl.InitTimeoutOrDefault())
+	}
+	if !v.Check(name+" starts and answers init with init_ok", err) {
+		return nil
+	}
+	return c
+}
+
+// describe says what an operation answered, for a failure's message.
+func describe(op string, l ref.Lease, err error) string {
+	switch {
+	case err == nil && op == "acquire":
+		return fmt.Sprintf("acquire_ok (token %q)", l.Token)
+	case err == nil:
+		return op + "_ok"
+	case errors.Is(err, ref.ErrHeld):
+		return `acquire_fail {"reason":"held"}`
+	case errors.Is(err, ref.ErrExpired):
+		return op + `_fail {"reason":"expired"}`
+	}
+	return "error: " + err.Error()
+}
+
+// basics are the checks, in order; each needs the ones before it.
+func (v *validator) basics() {
+	c1, c2 := v.start("c1"), v.start("c2")
+	if c1 == nil || c2 == nil {
+		return
+	}
+	l1, ok := v.granted(c1, "c1's acquire of the free lock is granted", validateTTL)
+	if !ok {
+		return
+	}
+	_, err := c2.Acquire(v.Ctx, v.key, validateTTL)
+	v.Expect("c2's acquire while c1 holds is held", nil, errors.Is(err, ref.ErrHeld),
+		fmt.Sprintf(`answered %s: want acquire_fail {"reason":"held"} while another client holds the lock`, describe("acquire", ref.Lease{}, err)))
+	l, err := c1.Refresh(v.Ctx, l1, validateTTL)
+	v.Expect("c1's refresh of its lease is ok", nil, err == nil, fmt.Sprintf("answered %s: want refresh_ok for a lease held", describe("refresh", l, err)))
+	v.claims("c1's refresh", c1, l, err, validateTTL)
+	err = c1.Release(v.Ctx, l1)
+	v.Expect("c1's release of its lease is ok", nil, err == nil, fmt.Sprintf("answered %s: want release_ok for a lease held", describe("release", l, err)))
+	v.expired("c1's second release", "release", func() error { return c1.Release(v.Ctx, l1) })
+	v.expired("c1's refresh after its release", "refresh", func() error { _, err := c1.Refresh(v.Ctx, l1, validateTTL); return err })
+	v.expired("a refresh of a token never granted", "refresh", func() error {
+		_, err := c2.Refresh(v.Ctx, ref.Lease{Key: v.key, Token: "lp-never-granted"}, validateTTL)
+		return err
+	})
+	l2, ok := v.granted(c2, "c2's acquire after the release is granted", validateTTL)
+	if ok {
+		v.Expect("c2's lease has a new token", nil, l2.Token != l1.Token, fmt.Sprintf("c2 was granted token %q, c1's: a token must name one grant", l2.Token))
+		if l1.Fence != redlock.NoFence && l2.Fence != redlock.NoFence {
+			v.Expect("fences increase", nil, l2.Fence > l1.Fence, fmt.Sprintf("c2's fence %d is not greater than c1's earlier %d", l2.Fence, l1.Fence))
+		}
+		err = c2.Release(v.Ctx, l2)
+		v.Expect("c2's release is ok", err, err == nil, "")
+	}
+	v.expiry(c1, c2)
+	_, err = c1.c.Call(v.Ctx, c1.c.Timeout(), process.Request{"type": "lp-no-such-request"}, "none")
+	var pe *process.ErrorReply
+	v.Expect("an unknown request type is a definite unsupported", nil, errors.As(err, &pe) && pe.Code == "unsupported" && pe.Definite,
+		fmt.Sprintf(`answered %v: want {"type":"error","code":"unsupported","definite":true}`, err))
+	v.Ends(c1.c)
+	v.Ends(c2.c)
+}
+
+// granted checks an acquire that must be granted, and the validity it
+// claims.
+func (v *validator) granted(c *Process, name string, ttl time.Duration) (ref.Lease, bool) {
+	l, err := c.Acquire(v.Ctx, v.key, ttl)
+	v.Expect(name, nil, err == nil, fmt.Sprintf("answered %s: want acquire_ok, the lock being free", describe("acquire", l, err)))
+	v.claims(name, c, l, err, ttl)
+	return l, err == nil
+}
+
+// claims checks that a grant claims no more than its ttl.
+func (v *validator) claims(name string, c *Process, l ref.Lease, err error, ttl time.Duration) {
+	if d, said := c.Claimed(); err == nil && said {
+		v.Expect(name+": the validity claimed is within the ttl", nil, d <= ttl,
+			fmt.Sprintf("elapsed_ms plus validity_ms is %v, more than the ttl %v: a grant is valid for less than its ttl, less the time it took and the drift", d, ttl))
+	}
+}
+
+// expired checks that an operation answers expired.
+func (v *validator) expired(name, op string, f func() error) {
+	err := f()
+	v.Expect(name+" answers expired", nil, errors.Is(err, ref.ErrExpired),
+		fmt.Sprintf(`answered %s: want %s_fail {"reason":"expired"} for a lease that is not held`, describe(op, ref.Lease{}, err), op))
+}
+
+// expiry checks that a lease ends with its ttl: once it has passed, a
+// refresh must not revive it, and another client's acquire is granted.
+func (v *validator) expiry(c1, c2 *Process) {
+	l, ok := v.granted(c1, fmt.Sprintf("c1's acquire with a ttl of %v is granted", expiryTTL), expiryTTL)
+	if !ok {
+		return
+	}
+	select {
+	case <-time.After(expiryWait):
+	case <-v.Ctx.Done():
+		return
+	}
+	v.expired(fmt.Sprintf("c1's refresh %v after its grant (no revival)", expiryWait), "refresh", func() error {
+		_, err := c1.Refresh(v.Ctx, l, validateTTL)
+		return err
+	})
+	l2, ok := v.granted(c2, "c2's acquire once c1's lease expired is granted", validateTTL)
+	if ok {
+		c2.Release(v.Ctx, l2)
+	}
+}

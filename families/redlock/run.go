@@ -1,0 +1,575 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/run"
+	"github.com/lockprover/lockprover/redlock"
+)
+
+// scheduleSalt seeds the simulator's choices once a plan's Schedule runs
+// out (with its ScheduleSeed).
+const scheduleSalt = 0x726c
+
+// Simulate runs p against the reference (or p's mutant of it) on fresh
+// simulated servers: the same plan always gives the same history. trace,
+// if set, receives the simulator's trace.
+func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	r := &runner{p: p, ctx: context.Background(), clients: map[string]*client{}, cut: map[string]int{}}
+	b, err := newSimBackend(p, trace, r.dropped)
+	if err != nil {
+		return nil, err
+	}
+	r.begin(b)
+	if err := b.w.Run(); err != nil {
+		return nil, err
+	}
+	return r.result()
+}
+
+// begin starts p's clients and its nemesis on b.
+func (r *runner) begin(b backend) {
+	r.b = b
+	r.Init(run.Config{Lock: b, Now: b.Now, Poll: run.Poll{First: 10 * time.Millisecond, Max: 10 * time.Millisecond},
+		Ends: []string{histories.Partition, histories.Pause}})
+	b.Lock()
+	defer b.Unlock()
+	for i, script := range r.p.Clients {
+		name := clientName(i)
+		st := r.add(name, script)
+		st.ttl = r.p.ttlOf(i)
+		if i < len(r.p.Priorities) {
+			st.prio = r.p.Priorities[i]
+		}
+		r.start(name, st)
+	}
+	r.nemesis()
+}
+
+// result is the run's history and evidence, or why the plan did not end.
+func (r *runner) result() (*prover.Result, error) {
+	r.b.Lock()
+	defer r.b.Unlock()
+	if err := r.Stuck(); err != nil {
+		return nil, err
+	}
+	return &prover.Result{History: r.Rec.Events(), Evidence: model.Evidence{Lock: r.p.Key, Problems: r.problems}}, nil
+}
+
+// A client is a process's place in its script and the lease it believes
+// it holds; the place survives a kill (the restarted process goes on with
+// its script, holding nothing).
+type client struct {
+	run.Proc
+	script []Step
+	pos    int
+	lease  redlock.Lease
+	holds  bool
+	proc   string // the current incarnation's process in the simulator
+	ttl    int    // its ttl, ms
+	prio   int64  // its priority (PriorityKind)
+}
+
+// runner runs one plan on the simulated servers, on the skeleton every
+// family's runner shares (run.Runner).
+type runner struct {
+	run.Runner
+	p        *Plan
+	ctx      context.Context
+	b        backend
+	timeout  time.Duration // each server's bound on a round; 0: the reference's
+	clients  map[string]*client
+	cut      map[string]int // the server (from 1) each partitioned client is cut from
+	problems []string
+}
+
+// add registers client name with its script.
+func (r *runner) add(name string, script []Step) *client {
+	st := &client{Proc: run.Proc{Name: name}, script: script}
+	r.clients[name] = st
+	r.Add(&st.Proc)
+	return st
+}
+
+// start starts an incarnation of client name: a process of its own in
+// the simulator (c1, then c1#2 after a kill, ...).
+func (r *runner) start(name string, st *client) {
+	st.Gen++
+	gen := st.Gen
+	st.proc = name
+	if gen > 1 {
+		st.proc = fmt.Sprintf("%s#%d", name, gen)
+	}
+	r.b.Go(st.proc, func(p proc) {
+		r.b.Lock()
+		defer r.b.Unlock()
+		r.run(p, name, st, gen)
+	})
+}
+
+// run is one incarnation of a client: the reference (or the plan's
+// mutant), with tokens drawn from the plan's seed, through the rest of
+// its script.
+func (r *runner) run(p proc, name string, st *client, gen int) {
+	o := redlock.Options{Random: rand.NewChaCha8(run.Seed(r.p.ScheduleSeed, name, gen)), Timeout: r.timeout}
+	if m := MutantNamed(r.p.Mutant); m != nil {
+		m.defects(&o.Defects)
+	}
+	var rl Client
+	var err error
+	if r.p.Kind == PriorityKind {
+		o.OnLost = r.onLost(st, gen)
+		r.outside(func() { rl, err = p.openPriority(name, o, st.prio) })
+	} else {
+		r.outside(func() { rl, err = p.open(name, o) })
+	}
+	if !st.Live(gen) {
+		return // killed while it started: its successor goes on
+	}
+	if err != nil {
+		r.problems = append(r.problems, fmt.Sprintf("%s: %v", name, err))
+		st.Done = true
+		return
+	}
+	defer r.outside(func() { rl.Close() })
+	for st.pos < len(st.script) && st.Live(gen) {
+		s := st.script[st.pos]
+		st.pos++
+		r.step(p, rl, st, gen, s)
+		if pc, ok := rl.(ProcessClient); ok && st.Live(gen) {
+			if why := pc.Crashed(); why != "" {
+				// The process is gone (it exited, or hung and was given
+				// up): what it held is lost, and the client goes on as a
+				// new process, as after a kill. The kill is recorded
+				// after the operation ended, so it excuses nothing.
+				r.problems = append(r.problems, fmt.Sprintf("%s %s", name, why))
+				r.strikeLocked(p, Fault{Fault: histories.Kill, Target: name}, false)
+				return
+			}
+		}
+	}
+	if r.p.Kind == PriorityKind && st.Live(gen) {
+		// A client stays, listening for thefts, as long as its lock
+		// listens: until its lease's validity ends (a holder at work), or
+		// a key its last failed acquire set may live (the lock answers a
+		// thief of it). A thief then hears from it, as from any live
+		// client.
+		d := time.Duration(st.ttl)*time.Millisecond*51/50 + time.Millisecond
+		if st.holds {
+			d = max(d, r.b.left(st.lease, r.b.Now()))
+		}
+		r.outside(func() { p.Sleep(d) })
+	}
+	if st.Live(gen) {
+		st.Done = true
+	}
+}
+
+// outside runs f, a call that may wait, without the runner's lock.
+func (r *runner) outside(f func()) {
+	r.b.Unlock()
+	defer r.b.Lock()
+	f()
+}
+
+// step runs one line of a client's script.
+func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
+	ctx := r.ctx
+	ttl := time.Duration(st.ttl) * time.Millisecond
+	e := histories.Event{Process: st.Name, Type: histories.Invoke, F: s.Op, Lock: r.p.Key, Kind: histories.Lease}
+	switch {
+	case s.Op == Sleep:
+		r.outside(func() { p.Sleep(time.Duration(s.Ms) * time.Millisecond) })
+	case s.Op == histories.Acquire && !st.holds:
+		e.Value = &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(st.ttl)}
+		if r.p.Kind == PriorityKind {
+			e.Value.Priority = histories.Int(int(st.prio))
+		}
+		r.invokeAtStart(p, st, gen, e)
+		var l redlock.Lease
+		var err error
+		r.outside(func() { l, err = rl.Acquire(ctx, r.p.Key, ttl) })
+		r.invoked(p, st, gen, e)
+		if !st.Live(gen) {
+			return
+		}
+		switch {
+		case err == nil:
+			st.lease, st.holds = l, true
+			v := &histories.Value{Token: l.Token}
+			if l.Fence != NoFence {
+				v.Fence = histories.Int(int(l.Fence))
+			}
+			r.granted(rl, st, v, l)
+		case errors.Is(err, redlock.ErrHeld) && !errors.Is(err, redlock.ErrLeftBehind):
+			r.complete(st, histories.Fail, &histories.Value{Reason: histories.Full}, nil)
+		case errors.Is(err, ErrNotGranted), errors.Is(err, redlock.ErrStolen):
+			// Stolen: a higher priority took the key while the acquire
+			// waited for its own victims; it never held it.
+			r.complete(st, histories.Fail, nil, err)
+		default:
+			// Too few servers answered, no validity was left, or its
+			// key may be left behind: it may stay on some servers until
+			// it expires, refusing others (a command a partition held
+			// may still set one), as a grant of unknown outcome does.
+			r.complete(st, histories.Info, nil, err)
+		}
+	case s.Op == histories.Refresh && st.holds:
+		e.Value = &histories.Value{Token: st.lease.Token, TTLMs: histories.Int(st.ttl)}
+		r.invokeAtStart(p, st, gen, e)
+		var l redlock.Lease
+		var err error
+		lease := st.lease
+		r.outside(func() { l, err = rl.Refresh(ctx, lease, ttl) })
+		r.invoked(p, st, gen, e)
+		if st.Live(gen) {
+			if err == nil {
+				st.lease = l
+				r.granted(rl, st, &histories.Value{}, l)
+				return
+			}
+			r.changed(st, err)
+		}
+	case s.Op == histories.Release && st.holds:
+		e.Value = &histories.Value{Token: st.lease.Token}
+		r.invokeAtStart(p, st, gen, e)
+		var err error
+		lease := st.lease
+		r.outside(func() { err = rl.Release(ctx, lease) })
+		r.invoked(p, st, gen, e)
+		if st.Live(gen) {
+			st.holds = false // the client gives up on it either way
+			r.changed(st, err)
+		}
+	}
+}
+
+// granted records a grant's ok completion, with v and validity_ms: the
+// validity the grant claims, left at the completion's time (the history
+// counts it from there), in whole milliseconds, rounded down: never more
+// than it claims. The reference's claim is l's; an implementation's
+// process's, what its reply said (none: no validity_ms), counted from the
+// invoke, since its own start can only be later: the check is then of the
+// time it says it took and the validity it says is left.
+func (r *runner) granted(rl Client, st *client, v *histories.Value, l redlock.Lease) {
+	invoke, _ := r.InFlight(&st.Proc)
+	e := r.complete(st, histories.Ok, v, nil)
+	var left time.Duration
+	if pc, ok := rl.(ProcessClient); ok {
+		d, said := pc.Claimed()
+		if !said {
+			return
+		}
+		left = time.Duration(invoke.Time) + d - time.Duration(e.Time)
+	} else {
+		left = r.b.left(l, e.Time)
+	}
+	if l.Validity >= 0 && left < 0 {
+		// The lock claimed validity when it returned; the record came
+		// later (a real machine's delay, 11 ms in a dry run): under a
+		// millisecond is left, as far as the lock is concerned.
+		left = 0
+	}
+	ms := left.Milliseconds()
+	if left < 0 && left%time.Millisecond != 0 {
+		ms-- // towards minus infinity
+	}
+	e.Value.ValidityMs = histories.Int(int(ms)) // the recorded event holds v
+}
+
+// invokeAtStart records e, the invocation of st's next operation, when
+// the lock starts it (proc.arm): at once on the simulator; on a real
+// server from inside the call, taking the runner's lock then. An
+// incarnation killed meanwhile records nothing.
+func (r *runner) invokeAtStart(p proc, st *client, gen int, e histories.Event) {
+	p.arm(func() {
+		r.locked(func() {
+			if st.Live(gen) {
+				r.Invoke(&st.Proc, e)
+			}
+		})
+	})
+}
+
+// invoked records e after the call (the lock held), if the call never
+// read the clock (an argument it refused).
+func (r *runner) invoked(p proc, st *client, gen int, e histories.Event) {
+	if !p.fired() && st.Live(gen) {
+		r.Invoke(&st.Proc, e)
+	}
+}
+
+// changed records a refresh's or release's outcome.
+func (r *runner) changed(st *client, err error) {
+	switch {
+	case err == nil:
+		r.complete(st, histories.Ok, nil, nil)
+	case errors.Is(err, redlock.ErrExpired), errors.Is(err, redlock.ErrStolen):
+		// A lease a higher priority took has ended too: the error says
+		// which.
+		st.holds = false
+		var why error
+		if errors.Is(err, redlock.ErrStolen) {
+			why = err
+		}
+		r.complete(st, histories.Fail, &histories.Value{Reason: histories.Expired}, why)
+	default:
+		r.complete(st, histories.Info, nil, err)
+	}
+}
+
+// complete records the completion of the client's operation in flight,
+// and returns it as recorded.
+func (r *runner) complete(st *client, typ histories.Type, v *histories.Value, err error) histories.Event {
+	e, _ := r.InFlight(&st.Proc)
+	e.Type, e.Value, e.Error = typ, v, ""
+	if err != nil {
+		e.Error = err.Error()
+	}
+	return r.Complete(&st.Proc, e)
+}
+
+// nemesis starts the nemesis's process (run.Runner.Nemesis): it strikes
+// the plan's faults at their times, ends those that last until the end
+// once every client is done, waits out every lease, and probes the lock.
+// The Runner calls these without the lock.
+func (r *runner) nemesis() {
+	timeline := run.Timeline(len(r.p.Nemesis), func(i int) (int, int, bool) {
+		f := r.p.Nemesis[i]
+		if f.Fault == histories.RestartBroker {
+			return f.At, 0, true // the server comes back by itself
+		}
+		return f.At, f.For, true
+	})
+	r.b.Go("nemesis", func(p proc) {
+		r.Nemesis(timeline, run.Nemesis{
+			Sleep: func(d time.Duration) error {
+				p.Sleep(d)
+				return r.ctx.Err()
+			},
+			Strike:    func(t run.Timed) { r.strike(p, r.p.Nemesis[t.Fault], t.End) },
+			EndFaults: func() { r.locked(func() { r.endFaults(p) }) },
+			// Every lease has expired (or been released) once its ttl, a
+			// margin and any clock set back have passed: a probe must
+			// find the lock free.
+			Settle:   func() { p.Sleep(time.Duration(r.p.longestTTL())*time.Millisecond + lease.Margin + r.behind()) },
+			Probe:    func() { r.locked(r.probe) },
+			Abandon:  func(name string) { r.locked(func() { r.b.Kill(r.procOf(name)) }) },
+			Patience: r.b.stuckAfter(),
+		})
+	})
+}
+
+// locked runs f with the runner's lock.
+func (r *runner) locked(f func()) {
+	r.b.Lock()
+	defer r.b.Unlock()
+	f()
+}
+
+// behind is how far the plan's clock jumps set the servers' clocks back,
+// in all: a key then lives that much longer.
+func (r *runner) behind() time.Duration {
+	var d time.Duration
+	for _, f := range r.p.Nemesis {
+		if f.Fault == histories.ClockJump && f.OffsetMs < 0 {
+			d -= time.Duration(f.OffsetMs) * time.Millisecond
+		}
+	}
+	return d
+}
+
+// probe starts the quiescent probe: a client that acquires once.
+func (r *runner) probe() {
+	st := r.add("probe1", []Step{{Op: histories.Acquire}})
+	st.ttl, st.prio = r.p.TTLMs, r.p.lowestPriority() // it steals from nobody
+	r.start("probe1", st)
+}
+
+// onLost records an incarnation's lost notices (redlock.Options.OnLost):
+// when its lease was marked lost, before it acknowledged the thief.
+func (r *runner) onLost(st *client, gen int) func(redlock.Lost) {
+	return func(x redlock.Lost) {
+		r.locked(func() {
+			if st.Live(gen) {
+				r.Rec.Add(histories.Event{Process: st.Name, Type: histories.Info, F: histories.Lost, Lock: r.p.Key, Kind: histories.Lease,
+					Value: &histories.Value{Token: x.Token, Thief: x.Thief}})
+			}
+		})
+	}
+}
+
+// endFaults ends the faults meant to last until the end: pauses and
+// partitions.
+func (r *runner) endFaults(p proc) {
+	for _, h := range r.Holds() {
+		f := Fault{Fault: h.Fault}
+		if h.Fault == histories.Partition {
+			f.Target, f.Server = h.Target, r.cut[h.Target]
+		} else {
+			f.Server = serverOf(h.Target)
+		}
+		r.strikeLocked(p, f, true)
+	}
+}
+
+// serverOf is the server (from 1) a history's name for it names.
+func serverOf(name string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(name, "redis"))
+	return n
+}
+
+// strike applies a fault (or, with end, ends it: resume, heal) as the
+// nemesis's process p, and records it once in place (struck from the
+// nemesis's process, a fault on the simulator is applied when the
+// scheduler serves it). It takes the runner's lock; a restart lets go of
+// it while the server is down.
+func (r *runner) strike(p proc, f Fault, end bool) {
+	if f.Fault == histories.RestartBroker {
+		r.restartServer(p, f)
+		return
+	}
+	r.locked(func() { r.strikeLocked(p, f, end) })
+}
+
+// strikeLocked is strike, with the lock held, but for a restart. A fault
+// that cannot strike (a second partition of a client already cut off, a
+// second pause, a clock jump the server did not take) is neither applied
+// nor recorded.
+func (r *runner) strikeLocked(p proc, f Fault, end bool) {
+	server := serverName(f.Server - 1)
+	switch f.Fault {
+	case histories.Kill:
+		if st := r.clients[f.Target]; st != nil && !st.Done {
+			r.b.Kill(st.proc)
+			r.record(histories.Kill, f.Target, 0)
+			r.restart(f.Target)
+		}
+	case histories.Partition:
+		r.partition(f, end)
+	case histories.DropReply:
+		// Armed now; recorded when it strikes (dropped), if it does.
+		r.b.DropReply(r.procOf(f.Target), f.Server-1)
+	case histories.Pause:
+		switch {
+		case end && r.Held(histories.Pause, server):
+			r.Unhold(histories.Pause, server)
+			r.b.Resume(f.Server - 1)
+			r.record(histories.Resume, server, 0)
+		case !end && !r.Held(histories.Pause, server):
+			r.b.Pause(f.Server - 1)
+			r.Hold(histories.Pause, server)
+			r.record(histories.Pause, server, 0)
+		}
+	case histories.ClockJump:
+		if err := r.b.ClockJump(f.Server-1, time.Duration(f.OffsetMs)*time.Millisecond); err == nil {
+			r.record(histories.ClockJump, server, f.OffsetMs)
+		}
+	}
+}
+
+// restartServer restarts f's server, down for f.For, as the nemesis's
+// process p: it is recorded as in force from the crash (once in place)
+// until the server is up again (its completion), so that it excuses what
+// fails meanwhile; a restart that does not come back says why. The nemesis waits for it: a
+// fault timed within the downtime strikes once the server is back.
+func (r *runner) restartServer(p proc, f Fault) {
+	v := &histories.Value{Process: serverName(f.Server - 1)}
+	down := time.Duration(f.For) * time.Millisecond
+	struck := false
+	err := r.b.Restart(p, f.Server-1, down, func() {
+		struck = true
+		r.locked(func() {
+			r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Value: v})
+		})
+	})
+	if !struck {
+		return // it never went down: nothing to record
+	}
+	r.locked(func() {
+		e := histories.Event{Process: "nemesis", Type: histories.Info, F: histories.RestartBroker, Value: v}
+		if err != nil {
+			e.Error = err.Error()
+		}
+		r.Rec.Add(e)
+	})
+}
+
+// partition cuts f's client from f's server, or (end) heals that cut.
+func (r *runner) partition(f Fault, end bool) {
+	held := r.Held(histories.Partition, f.Target)
+	switch {
+	case end && held && r.cut[f.Target] == f.Server:
+		r.Unhold(histories.Partition, f.Target)
+		delete(r.cut, f.Target)
+		r.b.Heal(r.procOf(f.Target), f.Server-1)
+		r.record(histories.Heal, f.Target, 0)
+	case !end && !held:
+		r.b.Partition(r.procOf(f.Target), f.Server-1)
+		r.Hold(histories.Partition, f.Target)
+		r.cut[f.Target] = f.Server
+		r.record(histories.Partition, f.Target, 0)
+	}
+}
+
+// record records fault name, aimed at target (a client, or a server by
+// its history name), as nemesis events; offset is a clock jump's.
+func (r *runner) record(name, target string, offset int) {
+	v := &histories.Value{Process: target}
+	if offset != 0 {
+		v.OffsetMs = histories.Int(offset)
+	}
+	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
+	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v})
+}
+
+// dropped records a lost reply when it is lost (redissim.Options.OnDrop):
+// to the current incarnation of a client only (an old one's operation is
+// over, recorded as unknown when it was killed).
+func (r *runner) dropped(proc string, _ int) {
+	for name, st := range r.clients {
+		if st.proc == proc && !st.Done {
+			r.record(histories.DropReply, name, 0)
+			return
+		}
+	}
+}
+
+// restart starts a killed client again: its operation in flight ends
+// unknown, and it holds nothing. A new incarnation has connections of its
+// own: no partition holds it (recorded as the partition's heal).
+func (r *runner) restart(name string) {
+	st := r.clients[name]
+	if _, ok := r.InFlight(&st.Proc); ok {
+		r.complete(st, histories.Info, nil, errors.New("killed"))
+	}
+	st.holds = false
+	if r.Held(histories.Partition, name) {
+		r.Unhold(histories.Partition, name)
+		delete(r.cut, name)
+		r.record(histories.Heal, name, 0)
+	}
+	r.start(name, st)
+}
+
+// procOf is the simulator's process of client name's current incarnation.
+func (r *runner) procOf(name string) string {
+	if st := r.clients[name]; st != nil && st.proc != "" {
+		return st.proc
+	}
+	return name
+}

@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/rabbitmq/rabbitmqtest"
+)
+
+// Flags go before or after the positional arguments, for every verb.
+func TestFlagsAfterArguments(t *testing.T) {
+	plan := filepath.Join("..", "..", "testdata", "plans", "zombie.json")
+	before, outBefore, _ := lockprover("replay", "--model", "strict", "--timeout", "30s", plan)
+	after, outAfter, errAfter := lockprover("replay", plan, "--model", "strict", "--timeout", "30s")
+	if after == exitUsage || before != after || outBefore != outAfter {
+		t.Errorf("replay PLAN --model strict: exit %d (before: %d), stderr %s", after, before, errAfter)
+	}
+	if !strings.Contains(outAfter, "judged with the strict model") {
+		t.Errorf("--model after the plan was not taken:\n%s", outAfter)
+	}
+	// "--" ends the flags: what follows is an argument, even with a dash.
+	code, _, errOut := lockprover("replay", "--", "--model")
+	if code != exitUsage || !strings.Contains(errOut, "--model: no such file") {
+		t.Errorf("replay -- --model: exit %d, %s", code, errOut)
+	}
+	hist := filepath.Join("..", "..", "testdata", "histories", "13-concurrent-spurious-full.jsonl")
+	code, out, errOut := lockprover("check", hist, "--model", "strict")
+	if code != exitViolation || !strings.Contains(out, "(strict model)") {
+		t.Errorf("check FILE --model strict: exit %d, stderr %s; want the strict model's violation", code, errOut)
+	}
+	code, _, errOut = lockprover("mutants", "foo", "-v")
+	if code != exitUsage || !strings.Contains(errOut, `unexpected argument "foo"`) {
+		t.Errorf("mutants foo -v: exit %d, %s", code, errOut)
+	}
+}
+
+// help VERB and VERB -h print the verb's own usage on stdout and exit 0.
+func TestHelpPerVerb(t *testing.T) {
+	for _, c := range commands() {
+		for _, args := range [][]string{{"help", c.name}, {c.name, "-h"}, {c.name, "--help"}} {
+			code, out, errOut := lockprover(args...)
+			if code != exitOK || !strings.HasPrefix(out, "Usage: lockprover "+c.name) || errOut != "" {
+				t.Errorf("%v: exit %d, stdout %.80q, stderr %.80q; want its usage on stdout, exit 0", args, code, out, errOut)
+			}
+		}
+	}
+	code, out, _ := lockprover("help", "prove")
+	for _, flag := range []string{"-runs", "-time", "-heartbeat", "-impl", "-shard", "-out", "-amqp-url"} {
+		if code != exitOK || !strings.Contains(out, flag) {
+			t.Errorf("help prove lacks %s", flag)
+		}
+	}
+	if code, _, errOut := lockprover("help", "frobnicate"); code != exitUsage || !strings.Contains(errOut, `unknown command "frobnicate"`) {
+		t.Errorf("help frobnicate: exit %d, %s", code, errOut)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := lockprover("version")
+	if code != exitOK || !strings.HasPrefix(out, "lockprover ") || !strings.Contains(out, "revision") || !strings.Contains(out, "go1.") {
+		t.Errorf("version: exit %d, %q", code, out)
+	}
+	if code, _, errOut := lockprover("version", "extra"); code != exitUsage || !strings.Contains(errOut, `unexpected argument "extra"`) {
+		t.Errorf("version extra: exit %d, %s", code, errOut)
+	}
+}
+
+// Nonsense is refused with exit 2 and a message naming the flag.
+func TestNonsenseRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(file, nil, 0o644)
+	plan := filepath.Join("..", "..", "testdata", "plans", "zombie.json")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"prove", "--time", "-1s"}, "--time must not be negative"},
+		{[]string{"prove", "--heartbeat", "-1s"}, "--heartbeat must not be negative"},
+		{[]string{"prove", "--heartbeat", "1ns"}, "--heartbeat must be at least 1ms"},
+		{[]string{"prove", "--clients", "0"}, "--clients must be at least 1, not 0"},
+		{[]string{"prove", "--ops", "-2"}, "--ops must be at least 1, not -2"},
+		{[]string{"prove", "--max-faults", "-1"}, "--max-faults must not be negative"},
+		{[]string{"prove", "--runs", "0"}, "--runs must be at least 1"},
+		{[]string{"prove", "--runs", "5", "--time", "1s"}, "--runs and --time exclude each other"},
+		{[]string{"prove", "--timeout", "0s"}, "--timeout must be more than 0"},
+		{[]string{"prove", "--shrink-time", "-1s"}, "--shrink-time must not be negative"},
+		{[]string{"prove", "--model", "lenient"}, "--model must be standard or strict"},
+		{[]string{"prove", "--target", "mars"}, "--target must be sim or rabbitmq"},
+		{[]string{"prove", "--faults", "kill,meteor"}, `--faults: unknown fault "meteor"`},
+		{[]string{"prove", "--faults", ""}, `--faults: unknown fault ""`},
+		{[]string{"prove", "--properties", ""}, `--properties: unknown property ""`},
+		{[]string{"prove", "--impl", ""}, "--impl needs a command"},
+		{[]string{"prove", "--amqp-url", "amqp://h/"}, "--amqp-url is for a real broker"},
+		{[]string{"prove", "--allow-restart"}, "--allow-restart is for a real broker"},
+		{[]string{"prove", "--target", "rabbitmq", "--faults", "restart-broker"}, "needs --allow-restart"},
+		{[]string{"prove", "--target", "rabbitmq", "--amqp-url", "notaurl"}, "broker URL notaurl"},
+		{[]string{"prove", "--out", file}, "--out: " + file + " is a file"},
+		{[]string{"prove", "--out", filepath.Join(file, "sub")}, "is a file"},
+		{[]string{"prove", "--out", "/proc/lockprover-out"}, "--out: cannot write in /proc"},
+		{[]string{"prove", "--runs", "10", "extra"}, `unexpected argument "extra"`},
+		{[]string{"replay", plan, "--timeout", "-1s"}, "--timeout must not be negative"},
+		{[]string{"replay", plan, "--trace", "--target", "rabbitmq"}, "--trace is the simulator's event trace"},
+		{[]string{"replay", plan, "--amqp-url", "amqp://h/"}, "--amqp-url is for a real broker"},
+		{[]string{"replay", plan, "--properties", "fast"}, `--properties: unknown property "fast"`},
+		{[]string{"replay", plan, "--mutant", "nope"}, `--mutant: no mutant named "nope"`},
+		{[]string{"replay", plan, plan}, "want exactly one plan file, got 2"},
+		{[]string{"mutants", "foo"}, `mutants: unexpected argument "foo"`},
+		{[]string{"mutants", "--detect", "-1"}, "--detect must not be negative"},
+		{[]string{"mutants", "--detect", "1", "--budget", "0"}, "--budget must be at least 1"},
+		{[]string{"mutants", "--budget", "5"}, "--budget goes with --detect"},
+		{[]string{"explore", "extra"}, `unexpected argument "extra"`},
+		{[]string{"explore", "--shrink-time", "-1s"}, "--shrink-time must not be negative"},
+		{[]string{"explore", "--out", file}, "--out: " + file + " is a file"},
+		{[]string{"serve-reference", "extra"}, `unexpected argument "extra"`},
+		{[]string{"serve-reference", "--mutant", "nope"}, `--mutant: no mutant named "nope"`},
+		{[]string{"validate-impl"}, "--impl: give the command"},
+		{[]string{"validate-impl", "--impl", "true", "extra"}, `unexpected argument "extra"`},
+		{[]string{"bench", "--n", "0"}, "--n must be at least 1"},
+		{[]string{"bench", "--warmup", "-1"}, "--warmup must not be negative"},
+		{[]string{"bench", "--slots", "1"}, "--slots must be at least 2"},
+		{[]string{"bench", "extra"}, `unexpected argument "extra"`},
+		{[]string{"conform", "--retries", "-1"}, "--retries must not be negative"},
+		{[]string{"conform", "--rabbitmqctl", " "}, "--rabbitmqctl must not be empty"},
+		{[]string{"prove", "--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{[]string{"prove", "--options", "lazy"}, `--options: no option "lazy"`},
+		{[]string{"check", "--timeout", "-1s", plan}, "--timeout must not be negative"},
+		{[]string{"check", "--model", "lenient", plan}, "--model must be standard or strict"},
+		{[]string{"check"}, "no history files given"},
+		{[]string{"prove", "--options", "channels=many"}, "--options: channels: want one or per-purpose"},
+		{[]string{"prove", "--options", "lazy_connect", "--impl", "true"}, "--options sets the reference's options"},
+		{[]string{"serve-reference", "--options", "reconnect=maybe"}, "--options: reconnect: want true or false"},
+	} {
+		start := time.Now()
+		code, _, errOut := lockprover(tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%q took %v", tc.args, d)
+		}
+	}
+}
+
+// A broker that cannot be used is named before the first plan, with exit 2,
+// within seconds, on every verb that uses one, and validate-impl does not
+// blame the implementation for it. The cases run beside each other: each
+// wrong password takes 3 s, RabbitMQ's wait before it closes a connection
+// whose login failed.
+func TestBrokerPreflight(t *testing.T) {
+	t.Parallel()
+	good, err := url.Parse(rabbitmqtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "amqp://guest:sekrit@" + l.Addr().String() + "/"
+	l.Close()
+	wrongPassword := *good
+	wrongPassword.User = url.UserPassword(good.User.Username(), "sekrit")
+	wrongVhost := *good
+	wrongVhost.Path = "/lp-no-such-vhost"
+	plan := filepath.Join("..", "..", "testdata", "plans", "zombie.json")
+	for _, tc := range []struct {
+		url, want string
+	}{
+		{closed, "connection refused"},
+		{wrongPassword.String(), "authentication failure"},
+		{wrongVhost.String(), "vhost not found"},
+	} {
+		for _, verb := range [][]string{
+			{"prove", "--target", "rabbitmq", "--runs", "1"},
+			{"prove", "--impl", "lockprover serve-reference", "--runs", "1"},
+			{"prove", "--target", "rabbitmq", "--mutant", "trust-scan", "--runs", "1"},
+			{"replay", plan, "--target", "rabbitmq"},
+			{"replay", plan, "--impl", "lockprover serve-reference"},
+			{"validate-impl", "--impl", "lockprover serve-reference"},
+		} {
+			args := append(verb[:len(verb):len(verb)], "--amqp-url", tc.url)
+			t.Run(tc.want+"/"+strings.ReplaceAll(strings.Join(verb, " "), plan, "PLAN"), func(t *testing.T) {
+				t.Parallel()
+				start := time.Now()
+				code, out, errOut := lockprover(args...)
+				took := time.Since(start)
+				if code != exitUsage || !strings.Contains(errOut, tc.want) {
+					t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", args, code, errOut, tc.want)
+				}
+				if strings.Contains(out+errOut, "sekrit") {
+					t.Errorf("%q shows the password: %s%s", args, out, errOut)
+				}
+				if strings.Contains(out, "the implementation fails the checks") {
+					t.Errorf("%q blames the implementation:\n%s", args, out)
+				}
+				if took > 5*time.Second {
+					t.Errorf("%q took %v, want < 5 s", args, took)
+				}
+				t.Logf("%s: %v", args[0], took.Round(time.Millisecond))
+			})
+		}
+	}
+}
+
+// The README's synopses list every flag of every command, as its help
+// prints them.
+func TestReadmeSynopsesListEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagLine := regexp.MustCompile(`^  -([a-z][a-z-]*)`)
+	for _, c := range commands() {
+		// The synopsis: the lines of the README's block that begin with
+		// "lockprover NAME", and their continuation lines.
+		var synopsis strings.Builder
+		in := false
+		for _, line := range strings.Split(string(readme), "\n") {
+			switch {
+			case strings.HasPrefix(line, "lockprover "+c.name+" ") || line == "lockprover "+c.name:
+				in = true
+			case strings.HasPrefix(line, "lockprover ") || !strings.HasPrefix(line, " "):
+				in = false
+			}
+			if in {
+				synopsis.WriteString(line + "\n")
+			}
+		}
+		if synopsis.Len() == 0 {
+			t.Errorf("README has no synopsis for %s", c.name)
+			continue
+		}
+		_, help, _ := lockprover(c.name, "-h")
+		for _, line := range strings.Split(help, "\n") {
+			if m := flagLine.FindStringSubmatch(line); m != nil {
+				name := m[1]
+				if len(name) > 1 {
+					name = "--" + name
+				} else {
+					name = "-" + name
+				}
+				if !regexp.MustCompile(regexp.QuoteMeta(name) + `\b`).MatchString(synopsis.String()) {
+					t.Errorf("README's synopsis of %s lacks %s:\n%s", c.name, name, synopsis.String())
+				}
+			}
+		}
+	}
+}

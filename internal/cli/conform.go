@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/histories"
+)
+
+// conformDoc is conform's usage, before its flags.
+const conformDoc = `Usage: lockprover conform [flags]
+
+Differential test of the simulator against a real RabbitMQ broker.
+Part 1 runs every case of the semantics table (broker-semantics.md) that a
+shared broker allows on RabbitMQ and on the simulator, step by step. Part 2
+runs drawn sequences of declares, publishes, deletes, consumes, gets,
+purges, channel and connection closes, kills and forced closes on both, and
+shrinks the first divergence to a minimal sequence.
+It needs rabbitmqctl for the broker's node (run as root or the rabbitmq
+user) and cleans up every queue it creates.
+With --kind db-semaphore: the simulated database (sim/sqlsim) against MariaDB
+(--dsn): drawn sequences of the statements dbsem sends, on 2 to 4
+connections with their lock waits and deadlocks, run on both and compared
+step by step; the first divergence is shrunk.
+With --kind redlock: the simulated Redis servers (sim/redissim) against
+private redis-servers the run starts and removes: drawn sequences of the
+commands and scripts redlock sends, with sleeps, compared step by step; the
+first divergence is printed with the flags that draw it again.
+Exit status: 0 the simulator agrees, 1 a divergence, 2 usage or no broker,
+3 inconclusive (rabbitmqctl or the cleanup failed), 130 interrupted.
+
+Flags:`
+
+// runConform is `lockprover conform`: is the simulator telling the truth?
+// The family --kind names runs its simulators against its real backends
+// (family.Descriptor.Conform).
+func runConform(args []string, stdout, stderr io.Writer) int {
+	kinds := kindsWith(func(d *family.Descriptor) bool { return d.Conform != nil })
+	fs := newFlags("conform", "conform", "", stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), conformDoc)
+		fs.PrintDefaults()
+	}
+	kind := fs.String("kind", histories.Semaphore, "the family, by its kind: "+strings.Join(kinds, " or "))
+	sequences := fs.Int("sequences", 500, "differential sequences to draw; 0 skips them (amqp-locks: part 2)")
+	seed := fs.Uint64("seed", 0, "seed of the drawn sequences; by default one is picked (and printed)")
+	var ff familyFlags
+	ff.register(fs, family.Conform)
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !noArgs("conform", pos, stderr) {
+		return exitUsage
+	}
+	var bad checks
+	bad.nonNegative("sequences", *sequences)
+	bad.oneOf("kind", *kind, kinds...)
+	d := family.Of(*kind)
+	if d != nil {
+		if err := ff.otherFamilies(fs, d, *kind); err != nil {
+			bad.add(true, "%v", err)
+		}
+	}
+	if !bad.report("conform", stderr) {
+		return exitUsage
+	}
+	if !given(fs, "seed") {
+		*seed = rand.Uint64()
+	}
+	ctx, stop := interrupts(stderr, nil)
+	defer stop()
+	st, err := d.Conform(ctx, ff.settings(fs, *kind, ""), family.ConformConfig{Sequences: *sequences, Seed: *seed, Log: stderr}, stdout)
+	switch {
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintf(stderr, "conform: %s\n", interrupted(err))
+		return exitInterrupted
+	case err != nil:
+		fmt.Fprintf(stderr, "conform: %v\n", err)
+		return exitUsage
+	case st == family.Diverge:
+		return exitViolation
+	case st == family.Inconclusive:
+		return exitInconclusive
+	}
+	return exitOK
+}

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The lockprover binary links neither rabbitmqtest nor testcontainers-go
+// (and Docker's client behind it): only tests find brokers in containers.
+func TestBinaryDoesNotLinkTestcontainers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../../cmd/lockprover").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps listed only %q", deps)
+	}
+	for _, d := range deps {
+		if strings.Contains(d, "testcontainers") || strings.HasSuffix(d, "/rabbitmqtest") || strings.Contains(d, "docker/docker") {
+			t.Errorf("the lockprover binary depends on %s", d)
+		}
+	}
+}
+
+// Dependencies point one way (README, "Layout"): backends import no
+// family; a family imports no generic machinery (adapters/: the process
+// launcher, the differential harness), which its protocol package above it
+// does; the core (prover, model, histories, family) imports no family and
+// no adapter; the CLI imports no family.
+func TestDependenciesPointOneWay(t *testing.T) {
+	const mod = "github.com/lockprover/lockprover/"
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}: {{join .Imports \" \"}}", "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, deps, _ := strings.Cut(line, ": ")
+		if rel, ok := strings.CutPrefix(pkg, mod); ok {
+			for _, d := range strings.Fields(deps) {
+				if r, ok := strings.CutPrefix(d, mod); ok {
+					imports[rel] = append(imports[rel], r)
+				}
+			}
+		}
+	}
+	if len(imports) < 20 {
+		t.Fatalf("go list gave only %d of the module's packages", len(imports))
+	}
+	under := func(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	isFamily := func(p string) bool { return under(p, "families") && !under(p, "families/all") }
+	for pkg, deps := range imports {
+		for _, d := range deps {
+			var why string
+			switch {
+			case under(pkg, "backends") && isFamily(d):
+				why = "a backend imports a family"
+			case isFamily(pkg) && !strings.HasSuffix(pkg, "protocol") && under(d, "adapters"):
+				why = "a family imports generic machinery"
+			case (under(pkg, "prover") || pkg == "model" || pkg == "histories" || pkg == "family") && (isFamily(d) || under(d, "adapters")):
+				why = "the core imports a family or an adapter"
+			case pkg == "internal/cli" && isFamily(d):
+				why = "the CLI imports a family"
+			}
+			if why != "" {
+				t.Errorf("%s: %s imports %s", why, pkg, d)
+			}
+		}
+	}
+}

@@ -1,0 +1,279 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The recipes in examples/ci are checked for what can be checked without
+// GitHub, a cluster or a Docker engine: the YAML parses, every lockprover
+// command in them names a verb that exists with flags it has, they shard
+// with --shard auto and pass the shard in, and the Dockerfile's build step
+// builds lockprover.
+
+const examples = "../../examples/ci"
+
+// flagsOf is the flags VERB -h prints, by name without dashes.
+func flagsOf(t *testing.T, verb string) map[string]bool {
+	t.Helper()
+	code, help, _ := lockprover(verb, "-h")
+	if code != exitOK {
+		t.Fatalf("lockprover %s -h: exit %d", verb, code)
+	}
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`).FindAllStringSubmatch(help, -1) {
+		flags[m[1]] = true
+	}
+	return flags
+}
+
+// checkCommand checks one lockprover command line (its words after
+// "lockprover"): a verb that exists, and flags it has, each with a value
+// where it takes one. It returns the flags, by name, with their values.
+func checkCommand(t *testing.T, where string, words []string) map[string]string {
+	t.Helper()
+	if len(words) == 0 {
+		t.Errorf("%s: lockprover with no verb", where)
+		return nil
+	}
+	verb := words[0]
+	known := false
+	for _, c := range commands() {
+		known = known || c.name == verb
+	}
+	if !known {
+		t.Errorf("%s: lockprover has no verb %q", where, verb)
+		return nil
+	}
+	flags := flagsOf(t, verb)
+	got := map[string]string{}
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		if !strings.HasPrefix(w, "-") {
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
+		if !flags[name] {
+			t.Errorf("%s: lockprover %s has no flag --%s", where, verb, name)
+			continue
+		}
+		if !hasValue && name != "quiet" && name != "v" && name != "allow-restart" && i+1 < len(words) {
+			i++
+			value = words[i]
+		}
+		got[name] = value
+	}
+	return got
+}
+
+// shellWords splits a shell line into words, dropping quotes (enough for
+// the recipes' lines: no escapes inside quotes).
+func shellWords(line string) []string {
+	var words []string
+	for _, m := range regexp.MustCompile(`"[^"]*"|'[^']*'|[^\s"']+`).FindAllString(line, -1) {
+		words = append(words, strings.Trim(m, `"'`))
+	}
+	return words
+}
+
+func readYAML(t *testing.T, name string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(filepath.Join(examples, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	var docs []map[string]any
+	for {
+		var doc map[string]any
+		if err := dec.Decode(&doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("%s: %v", name, err)
+		}
+		docs = append(docs, doc)
+	}
+	if len(docs) == 0 {
+		t.Fatalf("%s: no YAML document", name)
+	}
+	return docs
+}
+
+// get walks a YAML tree by keys (strings) and list indexes (ints).
+func get(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			if !ok || k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+func TestGitHubActionsRecipe(t *testing.T) {
+	wf := readYAML(t, "github-actions.yaml")[0]
+	jobs, _ := wf["jobs"].(map[string]any)
+	prove, merge := jobs["prove"], jobs["merge"]
+	if prove == nil || merge == nil {
+		t.Fatalf("want jobs prove and merge, got %v", jobs)
+	}
+	if shards, _ := get(prove, "strategy", "matrix", "shard").([]any); len(shards) < 2 {
+		t.Errorf("the prove job's matrix has shards %v", shards)
+	}
+	if get(merge, "needs") != "prove" || get(merge, "if") != "always()" {
+		t.Errorf("the merge job must need prove and run always: needs %v, if %v", get(merge, "needs"), get(merge, "if"))
+	}
+	// Every lockprover line of every run step.
+	verbs := map[string]map[string]string{}
+	for _, name := range []string{"prove", "merge"} {
+		steps, _ := get(jobs[name], "steps").([]any)
+		var uses []string
+		for i, st := range steps {
+			if u, ok := get(st, "uses").(string); ok {
+				uses = append(uses, u)
+			}
+			run, _ := get(st, "run").(string)
+			for _, line := range strings.Split(run, "\n") {
+				words := shellWords(line)
+				if len(words) > 0 && words[0] == "lockprover" {
+					where := fmt.Sprintf("github-actions.yaml: job %s, step %d", name, i+1)
+					verbs[words[1]] = checkCommand(t, where, words[1:])
+					if words[1] == "prove" {
+						env, _ := get(st, "env").(map[string]any)
+						if env["LOCKPROVER_SHARD_INDEX"] == nil || env["LOCKPROVER_SHARD_COUNT"] == nil {
+							t.Errorf("%s: --shard auto without LOCKPROVER_SHARD_INDEX and _COUNT in the step's env", where)
+						}
+					}
+				}
+			}
+		}
+		want := map[string][]string{"prove": {"actions/upload-artifact"}, "merge": {"actions/download-artifact", "actions/upload-artifact"}}[name]
+		for _, w := range want {
+			if !strings.Contains(strings.Join(uses, " "), w) {
+				t.Errorf("job %s does not use %s (uses %v)", name, w, uses)
+			}
+		}
+	}
+	p, m := verbs["prove"], verbs["merge"]
+	if p == nil || m == nil {
+		t.Fatalf("want a lockprover prove and a lockprover merge line, got %v", verbs)
+	}
+	if p["shard"] != "auto" || p["json"] == "" || p["seed"] == "" {
+		t.Errorf("prove runs with %v: want --shard auto, --json and a fixed --seed", p)
+	}
+	if m["json"] == "" || m["junit"] == "" {
+		t.Errorf("merge runs with %v: want --json and --junit", m)
+	}
+}
+
+func TestKubernetesRecipe(t *testing.T) {
+	var job, mergeJob map[string]any
+	for _, name := range []string{"kubernetes-job.yaml", "kubernetes-merge.yaml"} {
+		for _, doc := range readYAML(t, name) {
+			if doc["kind"] != "Job" {
+				continue
+			}
+			c := get(doc, "spec", "template", "spec", "containers", 0)
+			args, _ := get(c, "args").([]any)
+			var words []string
+			for _, a := range args {
+				words = append(words, a.(string))
+			}
+			flags := checkCommand(t, name, words)
+			switch words[0] {
+			case "prove":
+				job = doc
+				if flags["shard"] != "auto" {
+					t.Errorf("%s: prove runs with --shard %q, want auto", name, flags["shard"])
+				}
+				if !strings.Contains(flags["json"], "$(JOB_COMPLETION_INDEX)") || !strings.Contains(flags["out"], "$(JOB_COMPLETION_INDEX)") {
+					t.Errorf("%s: each shard must write where the others do not: --json %s, --out %s", name, flags["json"], flags["out"])
+				}
+				completions := get(doc, "spec", "completions")
+				found := false
+				for _, e := range get(c, "env").([]any) {
+					if get(e, "name") == "JOB_COMPLETIONS" {
+						found = true
+						if v, _ := get(e, "value").(string); v != fmt.Sprint(completions) {
+							t.Errorf("%s: JOB_COMPLETIONS is %q but spec.completions is %v", name, v, completions)
+						}
+					}
+				}
+				if !found {
+					t.Errorf("%s: no JOB_COMPLETIONS in the container's env (--shard auto needs the count)", name)
+				}
+				if get(doc, "spec", "completionMode") != "Indexed" || get(doc, "spec", "template", "spec", "restartPolicy") != "Never" {
+					t.Errorf("%s: want an Indexed Job with restartPolicy Never", name)
+				}
+			case "merge":
+				mergeJob = doc
+			}
+		}
+	}
+	if job == nil || mergeJob == nil {
+		t.Fatal("want a prove Job and a merge Job")
+	}
+}
+
+// The Dockerfile's build step builds lockprover as it says: run here, with
+// its output moved to a temporary directory (no Docker engine runs here).
+// From the build cache it takes a second; from an empty one (a new
+// machine, or a cache trimmed since) it compiles the standard library and
+// every dependency again for CGO_ENABLED=0 -trimpath, half a minute of
+// both CPUs, so it runs at a lower priority (nice 5), beside tests that
+// time how fast lockprover answers. Not the lowest: with two busy
+// processes beside the suite, a build at nice 19 got almost no CPU and
+// ran into the package's 15-minute limit.
+func TestDockerfileBuilds(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("a static build from scratch takes half a minute")
+	}
+	data, err := os.ReadFile(filepath.Join(examples, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var build string
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "RUN ") && strings.Contains(line, "go build") {
+			build = strings.TrimPrefix(line, "RUN ")
+		}
+	}
+	if build == "" || !strings.Contains(build, "./cmd/lockprover") || !strings.Contains(string(data), "ENTRYPOINT [\"/usr/local/bin/lockprover\"]") {
+		t.Fatalf("the Dockerfile has no go build of ./cmd/lockprover with lockprover as its entry point:\n%s", data)
+	}
+	out := filepath.Join(t.TempDir(), "lockprover")
+	build = strings.Replace(build, "/out/lockprover", out, 1)
+	cmd := exec.Command("sh", "-c", build)
+	if nice, err := exec.LookPath("nice"); err == nil {
+		cmd = exec.Command(nice, "-n", "5", "sh", "-c", build)
+	}
+	cmd.Dir = filepath.Join("..", "..")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", build, err, b)
+	}
+	if b, err := exec.Command(out, "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(b), "lockprover ") {
+		t.Errorf("the image's binary: %v, %s", err, b)
+	}
+}

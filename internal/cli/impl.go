@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/histories"
+)
+
+func runServeReference(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("serve-reference", "serve-reference [--kind "+strings.Join(family.Kinds(), "|")+"] [--options K=V,...] [--mutant NAME]", `Serves the reference implementation (or a mutant of it) over the process
+protocol (docs/protocol.md) on stdin and stdout, for --impl.`, stderr)
+	mutant := fs.String("mutant", "", "serve this mutant of the reference instead")
+	kind := fs.String("kind", histories.Semaphore, "the family, by a kind of it: "+family.KindList()+" (amqp-locks serves the semaphore and mutex alike)")
+	opts := fs.String("options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, plain_failure, scan_start=random, ...")
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !noArgs("serve-reference", pos, stderr) {
+		return exitUsage
+	}
+	d := family.Of(*kind)
+	switch {
+	case d == nil:
+		fmt.Fprintf(stderr, "serve-reference: --kind: want %s, got %q\n", family.KindList(), *kind)
+		return exitUsage
+	case d.Serve == nil:
+		fmt.Fprintf(stderr, "serve-reference: --kind %s: the %s family has no process protocol yet\n", *kind, d.Name)
+		return exitUsage
+	}
+	err := d.Serve(os.Stdin, stdout, stderr, *mutant, *opts)
+	var ue *family.UsageError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "serve-reference: %v\n", err)
+		return exitUsage
+	case err != nil:
+		fmt.Fprintf(stderr, "serve-reference: %v\n", err)
+		return exitViolation
+	}
+	return exitOK
+}
+
+func runValidateImpl(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("validate-impl", "validate-impl --impl COMMAND [--init-timeout D] [--kind "+strings.Join(family.FamilyKinds(), "|")+"] [--options ...] [the kind's backend flags: --amqp-url URL, --dsn DSN, ...]", `Checks an implementation's handling of the process protocol (docs/protocol.md)
+and says what to fix, before a long prove: an amqp-locks implementation (the
+semaphore and the mutex) against a real broker, or with --kind db-semaphore a
+database semaphore (lease lock) against a real MariaDB or MySQL, with the
+session's design and fencing from --options (as prove's). The broker or
+database is tried first: one that cannot be used is named at once (exit 2),
+not blamed on the implementation. Queues and tables are made under names of
+the check's own and removed at the end.
+Exit status: 0 every check passes, 1 the implementation fails a check (of
+the protocol or of the lock's semantics), 2 usage or a broker or database that cannot be used, 130
+interrupted.`, stderr)
+	impl := fs.String("impl", "", "the command that starts one process of the implementation")
+	kind := fs.String("kind", histories.Semaphore, "the family, by a kind of it: "+family.KindList())
+	opts := fs.String("options", "", "db-semaphore: the session's design and fencing, comma-separated: design=master-row|row-per-slot, fencing")
+	var ff familyFlags
+	ff.register(fs, family.Validate)
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !noArgs("validate-impl", pos, stderr) {
+		return exitUsage
+	}
+	var bad checks
+	bad.add(strings.TrimSpace(*impl) == "", "--impl: give the command that starts one process of the implementation")
+	bad.oneOf("kind", *kind, family.Kinds()...)
+	ff.check(&bad)
+	d := family.Of(*kind)
+	if d != nil {
+		if err := ff.otherFamilies(fs, d, *kind); err != nil {
+			bad.add(true, "%v", err)
+		}
+		bad.add(d.Validate == nil, "--kind %s: the %s family has no process protocol yet", *kind, d.Name)
+	}
+	if !bad.report("validate-impl", stderr) {
+		return exitUsage
+	}
+	ctx, stop := interrupts(stderr, nil)
+	defer stop()
+	s := ff.settings(fs, *kind, "")
+	s.Options = *opts
+	passed, err := d.Validate(ctx, *impl, s, stdout)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "validate-impl: interrupted")
+		return exitInterrupted
+	case err != nil:
+		fmt.Fprintf(stderr, "validate-impl: %v\n", strings.ReplaceAll(err.Error(), "\n", "\nvalidate-impl: "))
+		return exitUsage
+	case !passed:
+		fmt.Fprintln(stdout, "\nthe implementation fails the checks marked FAIL above (of the protocol or of the lock's semantics; each says what to fix): see docs/protocol.md")
+		return exitViolation
+	}
+	fmt.Fprintf(stdout, "\nthe implementation follows the protocol: prove it with lockprover prove --kind %s --impl ...\n", *kind)
+	return exitOK
+}

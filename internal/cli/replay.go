@@ -1,0 +1,415 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/results"
+)
+
+// writeHistory writes h to path, unless path is "".
+func writeHistory(path string, h []histories.Event) error {
+	if path == "" {
+		return nil
+	}
+	var b bytes.Buffer
+	histories.Write(&b, h)
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// summarizeReplay records a replay in its summary: its counts, its
+// properties, and the first counted verdict as bad as the worst as its
+// counterexample (annotated for CI logs).
+func summarizeReplay(sum *results.Summary, stdout io.Writer, res *prover.Result, r *model.Report, worst model.Status, counted []string, path, history string) {
+	sum.Plans, sum.Operations, sum.Verdicts = 1, len(res.History)/2, len(r.Verdicts)
+	sum.Properties = reportProperties(r, "", counted)
+	for _, v := range r.Verdicts {
+		if (counted == nil || known(v.Property, counted)) && v.Status == worst && worst != model.Pass && sum.Counterexample == nil {
+			sum.Counterexample = &results.Counterexample{Property: v.Property, Inconclusive: worst == model.Inconclusive, Explanation: v.Detail,
+				Dir: filepath.Dir(path), Plan: path, History: history, Replay: "lockprover replay " + shellWord(path), Batch: -1, Index: -1}
+			annotate(stdout, path, 0, fmt.Sprintf("%s %s (lock %s)", v.Property, v.Status, v.Lock), v.Detail)
+		}
+	}
+}
+
+// replayJudging is how a replay judges: the plan's model and counted
+// properties unless the flags say otherwise; it also checks that --history
+// names a file that does not exist yet.
+func replayJudging(fs *flag.FlagSet, rp *replayRun, modelName, props, history string) (strict bool, counted []string, err error) {
+	planModel, planProps := rp.header.Model, rp.header.Properties
+	strict = planModel == "strict"
+	if given(fs, "model") {
+		strict = modelName == "strict"
+	}
+	counted = planProps
+	if given(fs, "properties") {
+		if counted, err = parsePropertiesOf(props, rp.propertyNames); err != nil {
+			return false, nil, err
+		}
+	}
+	if history != "" {
+		if _, err := os.Stat(history); err == nil {
+			return false, nil, fmt.Errorf("--history: %s exists; not overwriting it", history)
+		}
+		if err := checkOut(filepath.Dir(history)); err != nil {
+			return false, nil, fmt.Errorf("--history: %v", err)
+		}
+	}
+	return strict, counted, nil
+}
+
+// A replayRun is a plan read back, ready to run again as its family runs
+// it.
+type replayRun struct {
+	plan          prover.Plan
+	header        family.Header // how the plan was judged
+	propertyNames []string      // the family's properties
+	setup         *family.Setup
+}
+
+// judgedWorst is the worst status among the counted properties of r,
+// saying how the plan was judged when that is not the default, and what
+// an inconclusive or quiet pass means.
+func judgedWorst(stdout io.Writer, r *model.Report, counted []string, strict, quiet bool) model.Status {
+	worst := model.Pass
+	for _, v := range r.Verdicts {
+		if (counted == nil || known(v.Property, counted)) && (v.Status == model.Fail || v.Status == model.Inconclusive) {
+			worst = max(worst, v.Status)
+		}
+	}
+	if counted != nil || strict {
+		how := "the standard model"
+		if strict {
+			how = "the strict model"
+		}
+		if counted != nil {
+			how += ", counting " + strings.Join(counted, ", ")
+		}
+		fmt.Fprintf(stdout, "judged with %s: %s\n", how, worst)
+	}
+	if worst == model.Inconclusive {
+		fmt.Fprintln(stdout, "inconclusive: a linearizability check ran out of time (raise --timeout); nothing was shown violated")
+	}
+	if quiet && worst == model.Pass {
+		fmt.Fprintln(stdout, "every property held")
+	}
+	return worst
+}
+
+// replaySynopsis is replay's usage line; the targets are the registered
+// families'.
+func replaySynopsis() string {
+	return `replay [--target ` + strings.Join(family.TargetNames(), "|") + `] [--amqp-url URL] [--allow-restart]
+                   [--dsn DSN] [--private-server] [--impl COMMAND [--init-timeout D]]
+                   [--mutant NAME|reference] [--model standard|strict] [--properties P,...]
+                   [--timeout D] [--times N] [--history FILE] [--trace] [--json FILE] [--junit FILE]
+                   [--quiet] PLAN`
+}
+
+// runReplay is `lockprover replay`: it runs a saved plan again, on the
+// simulator or a real broker, and judges the history as the plan was judged
+// when it was found.
+func runReplay(args []string, stdout, stderr io.Writer) int {
+	ra, code, ok := parseReplayFlags(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	stdout = ra.outf.tee(stdout)
+	rp, err := ra.open(stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "replay: %v\n", err)
+		return exitUsage
+	}
+	sum := &results.Summary{Target: rp.setup.Target, Timings: results.Timings{Started: time.Now()}}
+	if rp.setup.Stop != nil {
+		defer rp.setup.Stop()
+	}
+	strict, counted, err := replayJudging(ra.fs, rp, ra.modelName, ra.props, ra.history)
+	if err != nil {
+		fmt.Fprintf(stderr, "replay: %v\n", err)
+		return exitUsage
+	}
+	ctx, stop := interrupts(stderr, rp.setup.Interrupt)
+	defer stop()
+	sum.Implementation = rp.setup.What
+	var res *prover.Result
+	if rp.setup.Start != nil {
+		err = rp.setup.Start(ctx)
+	}
+	reproduced := 0
+	for run := 1; err == nil && run <= ra.times; run++ {
+		var r *prover.Result
+		if r, err = rp.setup.Prove.Run(ctx, rp.plan); err != nil {
+			break
+		}
+		// Keep the first run that fails (what a real target reproduces
+		// only at times), else the last.
+		bad := ra.worst(rp, r, strict, counted) != model.Pass
+		if bad {
+			reproduced++
+		}
+		if res == nil || bad && reproduced == 1 || reproduced == 0 {
+			res = r
+		}
+	}
+	if err == nil && ra.times > 1 {
+		fmt.Fprintf(stdout, "failed in %d of %d runs; the report below is of the %s\n", reproduced, ra.times,
+			map[bool]string{true: "first that failed", false: "last"}[reproduced > 0])
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "replay: interrupted")
+		return ra.outf.write("replay", sum, exitInterrupted, stderr)
+	}
+	var ue *family.UsageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "replay: %v\n", err)
+		return exitUsage
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "replay: %v\n", err)
+		sum.Verdict, sum.Error = results.Failed, err.Error()
+		return ra.outf.write("replay", sum, exitUsage, stderr)
+	}
+	if err := writeHistory(ra.history, res.History); err != nil {
+		fmt.Fprintf(stderr, "replay: --history: %v\n", err)
+		return exitUsage
+	}
+	return ra.judge(rp, res, strict, counted, sum, stdout, stderr)
+}
+
+// replayArgs are replay's flags, checked, and its plan file.
+type replayArgs struct {
+	fs                                        *flag.FlagSet // to tell the flags given from defaults
+	path                                      string        // the plan file
+	history, mutant, modelName, props, target string
+	impl                                      string
+	times                                     int // --times
+	trace                                     bool
+	real                                      bool // the plan runs on a real backend (--target other than sim, or --impl)
+	timeout                                   time.Duration
+	fam                                       familyFlags
+	outf                                      outputFlags
+}
+
+// parseReplayFlags reads replay's flags and checks them together, so that
+// every flag that is wrong is named at once: ok false with the exit status
+// when the replay must not start.
+func parseReplayFlags(args []string, stdout, stderr io.Writer) (ra *replayArgs, code int, ok bool) {
+	fs := newFlags("replay", replaySynopsis(), `Runs a saved plan again and checks its history. On the simulator the history
+is the same, byte for byte. The plan is judged as it was when it was found:
+its model and properties, unless --model or --properties say otherwise.
+Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
+3 inconclusive (a check ran out of time), 130 interrupted.`, stderr)
+	ra = &replayArgs{fs: fs}
+	fs.StringVar(&ra.history, "history", "", "also write the history to this file (it must not exist)")
+	fs.BoolVar(&ra.trace, "trace", false, "print the simulator's event trace (--target sim only)")
+	fs.IntVar(&ra.times, "times", 1, "run the plan this many times and say in how many a counted property failed (a real target's timing varies: a counterexample found there may not fail every time); the report is of the first run that failed")
+	fs.StringVar(&ra.mutant, "mutant", "", "run this mutant instead of the plan's implementation (\"reference\" for the reference)")
+	fs.StringVar(&ra.modelName, "model", "standard", "acquire-exact model: standard or strict; default the plan's")
+	fs.StringVar(&ra.props, "properties", "", "comma-separated properties whose violation counts; default the plan's, else all")
+	fs.DurationVar(&ra.timeout, "timeout", time.Minute, "time budget of each linearizability check")
+	fs.StringVar(&ra.target, "target", "sim", "where the plan runs: sim (its kind's simulator) or a real backend: "+targetList())
+	fs.StringVar(&ra.impl, "impl", "", "run an implementation that speaks the process protocol instead (implies the plan's real target: rabbitmq, mariadb)")
+	ra.fam.register(fs, family.Replay)
+	ra.outf.register(fs, true)
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return nil, code, false
+	}
+	ra.real = ra.target != "sim" || ra.impl != ""
+	var bad checks
+	bad.oneOf("target", ra.target, family.TargetNames()...)
+	bad.oneOf("model", ra.modelName, "standard", "strict")
+	bad.duration("timeout", ra.timeout, false)
+	bad.positive("times", ra.times)
+	bad.add(given(fs, "impl") && strings.TrimSpace(ra.impl) == "", "--impl needs a command")
+	bad.add(given(fs, "init-timeout") && ra.impl == "", "--init-timeout is for an implementation's processes: give --impl")
+	ra.fam.check(&bad)
+	bad.add(ra.impl != "" && given(fs, "target") && ra.target == "sim", "--impl runs processes against a real backend: use --target %s", strings.Join(strings.Split(targetList(), ", "), " or "))
+	bad.add(ra.trace && ra.real, "--trace is the simulator's event trace: not with a real target or --impl")
+	bad.add(len(pos) != 1, "want exactly one plan file, got %d arguments", len(pos))
+	ra.outf.check(&bad)
+	if !bad.report("replay", stderr) {
+		return nil, exitUsage, false
+	}
+	ra.path = pos[0]
+	return ra, exitOK, true
+}
+
+// open reads the plan as the family its kind names reads it, with
+// --mutant applied, ready to run on the target the flags name (--impl
+// without --target runs on the family's real backend).
+func (ra *replayArgs) open(stdout io.Writer) (*replayRun, error) {
+	h := family.ReadHeader(ra.path)
+	d := family.Of(h.Kind)
+	if d == nil {
+		d = family.Of(histories.Semaphore) // its reader says what is wrong
+	}
+	if err := ra.fam.otherFamilies(ra.fs, d, h.Kind); err != nil {
+		return nil, err
+	}
+	p, err := d.ReadPlan(ra.path)
+	if err != nil {
+		return nil, err
+	}
+	s := ra.fam.settings(ra.fs, h.Kind, ra.mutant)
+	s.Impl, s.Stdout, s.Quiet = ra.impl, stdout, ra.outf.quiet
+	if given(ra.fs, "target") {
+		s.Target = ra.target
+	}
+	if ra.trace {
+		s.Trace = stdout
+	}
+	setup, err := d.Replay(p, s)
+	if err != nil {
+		return nil, err
+	}
+	return &replayRun{plan: p, header: h, propertyNames: d.Properties, setup: setup}, nil
+}
+
+// worst is the worst status, among the counted properties, of a run's
+// verdicts, judged as judge judges it.
+func (ra *replayArgs) worst(rp *replayRun, res *prover.Result, strict bool, counted []string) model.Status {
+	w := model.Pass
+	for _, v := range prover.Judge(res, ra.options(rp, strict)).Verdicts {
+		if (counted == nil || known(v.Property, counted)) && (v.Status == model.Fail || v.Status == model.Inconclusive) {
+			w = max(w, v.Status)
+		}
+	}
+	return w
+}
+
+// options are what a replay judges with, as the search judged it: the
+// time budget, and the family's own options for the model (strict).
+func (ra *replayArgs) options(rp *replayRun, strict bool) model.Options {
+	o := model.Options{Timeout: ra.timeout}
+	if j, ok := rp.setup.Prove.(prover.Judging); ok {
+		o.Family = append(o.Family, j.Judging(strict))
+	}
+	return o
+}
+
+// judge checks the replayed history, prints what it shows, records it in
+// the summary and writes the summary out; it returns the exit status of
+// the worst counted verdict.
+func (ra *replayArgs) judge(rp *replayRun, res *prover.Result, strict bool, counted []string, sum *results.Summary, stdout, stderr io.Writer) int {
+	r := prover.Judge(res, ra.options(rp, strict))
+	for _, pr := range res.Evidence.Problems {
+		fmt.Fprintf(stdout, "problem: %s\n", pr)
+	}
+	if rp.setup.Real {
+		fmt.Fprintf(stdout, "ran on %s as lock %s\n", rp.setup.Where, res.Evidence.Lock)
+	}
+	if !ra.outf.quiet || r.Status() != model.Pass {
+		printReport(stdout, filepath.Base(ra.path), r)
+	}
+	worst := judgedWorst(stdout, r, counted, strict, ra.outf.quiet)
+	summarizeReplay(sum, stdout, res, r, worst, counted, ra.path, ra.history)
+	sum.Timings.ElapsedSeconds = time.Since(sum.Timings.Started).Seconds()
+	return ra.outf.write("replay", sum, exitFor(worst), stderr)
+}
+
+func runMutants(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("mutants", "mutants [--kind "+strings.Join(kindsWith(func(d *family.Descriptor) bool { return len(d.Mutants) > 0 }), "|")+"] [-v] [--detect N [--budget N] [--json FILE] [--junit FILE]]", `Lists the mutants of the reference: each one's name and the property that must
+catch it (-v: what it gets wrong). With --detect N it proves every mutant from
+seeds 1..N on the simulator and prints a Markdown table of how many seeds
+caught it, and the median plans and time it took.
+Exit status (--detect): 0 every seed caught every mutant, 1 a seed missed one,
+3 a seed missed one only because a check ran out of time, 130 interrupted.`, stderr)
+	verbose := fs.Bool("v", false, "also say what each mutant gets wrong")
+	detect := fs.Int("detect", 0, "prove each mutant from this many seeds and print a Markdown table of the plans and time it takes to catch")
+	budget := fs.Int("budget", 20000, "with --detect, give up on a seed after this many plans")
+	kind := fs.String("kind", histories.Semaphore, "the family whose mutants, by its kind: "+strings.Join(family.FamilyKinds(), " or "))
+	var outf outputFlags
+	outf.register(fs, false)
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if !noArgs("mutants", pos, stderr) {
+		return exitUsage
+	}
+	var bad checks
+	bad.oneOf("kind", *kind, family.FamilyKinds()...)
+	bad.nonNegative("detect", *detect)
+	bad.positive("budget", *budget)
+	bad.add(given(fs, "budget") && *detect == 0, "--budget goes with --detect")
+	bad.add(*verbose && *detect > 0, "-v lists the mutants; --detect proves them: give one")
+	bad.add((outf.json != "" || outf.junit != "") && *detect == 0, "--json and --junit go with --detect")
+	outf.check(&bad)
+	if !bad.report("mutants", stderr) {
+		return exitUsage
+	}
+	if *detect > 0 {
+		ctx, stop := interrupts(stderr, nil)
+		defer stop()
+		sum := &results.Summary{Target: "sim", Config: configOf(fs), Timings: results.Timings{Started: time.Now()}}
+		code := detectMutants(ctx, *kind, *detect, *budget, outf.tee(stdout), stderr, sum)
+		sum.Timings.ElapsedSeconds = time.Since(sum.Timings.Started).Seconds()
+		return outf.write("mutants", sum, code, stderr)
+	}
+	width := 26 // the names' column, wider for longer names
+	for _, m := range family.Of(*kind).Mutants {
+		width = max(width, len(m.Name)+2)
+	}
+	for _, m := range family.Of(*kind).Mutants {
+		fmt.Fprintf(stdout, "%-*s %s\n", width, m.Name, m.Property)
+		if *verbose {
+			fmt.Fprintf(stdout, "    %s\n", m.Defect)
+		}
+	}
+	return exitOK
+}
+
+// detectMutants proves each mutant from seeds 1..n (prover.Detect),
+// counting a seed as caught when the mutant's own property breaks, and
+// prints the medians. A seed that misses only because checks ran out of
+// time is inconclusive.
+func detectMutants(ctx context.Context, kind string, n, budget int, stdout, stderr io.Writer, sum *results.Summary) int {
+	fmt.Fprintf(stdout, "| mutant | property | caught | median plans | median seconds |\n|---|---|---|---|---|\n")
+	code := exitOK
+	for _, m := range family.Of(kind).Mutants {
+		d, err := prover.Detect(ctx, m.Prove, m.Property, n, budget)
+		switch {
+		case errors.Is(err, prover.ErrInterrupted):
+			fmt.Fprintf(stderr, "mutants: interrupted at %s, seed %d\n", m.Name, d.Ran+1)
+			return exitInterrupted
+		case err != nil:
+			fmt.Fprintf(stderr, "mutants: %s: %v\n", m.Name, err)
+			return exitUsage
+		case d.Missed():
+			code = exitViolation
+		case d.Caught < n && code == exitOK:
+			code = exitInconclusive
+		}
+		caught := fmt.Sprintf("%d/%d", d.Caught, n)
+		if d.Inconclusive > 0 {
+			caught += fmt.Sprintf(" (%d inconclusive)", d.Inconclusive)
+		}
+		row := results.Mutant{Name: m.Name, Property: m.Property, Seeds: n, Caught: d.Caught, Inconclusive: d.Inconclusive}
+		plans, secs := "-", "-"
+		if mp, ok := d.MedianPlans(); ok {
+			ms, _ := d.MedianSeconds()
+			row.MedianPlans, row.MedianSeconds = mp, ms
+			plans, secs = fmt.Sprint(mp), fmt.Sprintf("%.2f", ms)
+		}
+		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s |\n", m.Name, m.Property, caught, plans, secs)
+		sum.Mutants = append(sum.Mutants, row)
+		for _, p := range d.Plans {
+			sum.Plans += p
+		}
+	}
+	return code
+}

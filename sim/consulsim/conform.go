@@ -1,0 +1,457 @@
+package consulsim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/internal/rapidbatch"
+)
+
+// A Target is the real server a Differential runs against: a private one
+// (its sessions come and go by the thousand), such as backends/consul's
+// and backends/etcd's with their default options.
+type Target struct {
+	Kind Kind
+	// Addr is the Consul agent's HTTP API (host:port) or etcd's client
+	// URL (http://host:port).
+	Addr string
+	// Floor is the server's: Consul's session_ttl_min (at most 1 s: the
+	// differential's short sessions have a TTL of 1 s), etcd's lease
+	// floor (backends/etcd's Server.MinTTL).
+	Floor time.Duration
+
+	// alter, if set, changes the simulator's canonical answer to a step:
+	// tests break the simulator with it to see the differential catch it.
+	alter func(s step, answer string) string
+}
+
+// A Report is what Differential found.
+type Report struct {
+	Server string // "consul 1.20.2", "etcd 3.4.23"
+	// Sequences counts the sequences run (up to and including the first
+	// divergence), Steps the steps of those judged, Inconclusive those
+	// the machine was too slow to judge on every try.
+	Sequences, Steps, Inconclusive int
+	Elapsed                        time.Duration
+	// Divergence is the first sequence on which the simulator and the
+	// server answered differently, step by step with both answers, and
+	// the seed and number that draw it again; "" if none did. Shrunk is
+	// the smallest diverging sequence found from it by dropping steps and
+	// sleeps ("" if none diverged, or it did not diverge again).
+	Divergence, Shrunk string
+}
+
+func (r Report) String() string {
+	return fmt.Sprintf("%s: %d sequences, %d steps, %d inconclusive, %.1fs", r.Server, r.Sequences, r.Steps, r.Inconclusive, r.Elapsed.Seconds())
+}
+
+const (
+	diffBatch = 100 // sequences in each of rapidbatch's batches
+	maxTries  = 3   // runs of a sequence while the machine is too slow to judge it
+	// sequences run at once on Consul and on etcd (their sleeps are real
+	// time)
+	parallelConsul, parallelEtcd = 16, 16
+	// shrinkTime bounds the shrinking of a divergence (each try runs on
+	// the real server, in real time).
+	shrinkTime = 40 * time.Second
+)
+
+// Differential runs n sequences drawn from seed of the calls consulsem's
+// recipe makes, with sleeps, on the real server t and on a simulated one,
+// and compares the answers step by step (see differential.go for what is
+// compared, and when a sequence is inconclusive). Sequences run side by
+// side, each on a prefix of its own. The first divergence (the
+// lowest-numbered diverging sequence) is described in Report.Divergence,
+// and shrunk into Report.Shrunk. Progress lines go to progress
+// (nil: none).
+//
+// The same seed draws the same sequences (internal/rapidbatch). An error
+// is the harness's (the server could not be reached, the simulator
+// failed); if ctx ends, it wraps ctx's error.
+func Differential(ctx context.Context, t Target, n int, seed uint64, progress io.Writer) (Report, error) {
+	start := time.Now()
+	if n <= 0 {
+		return Report{}, fmt.Errorf("consulsim: a differential of %d sequences", n)
+	}
+	j, err := openJudge(ctx, t)
+	if err != nil {
+		return Report{}, err
+	}
+	defer j.close()
+	rep := Report{Server: j.server}
+	vs, first, err := j.runAll(ctx, n, seed, progress)
+	for _, v := range vs {
+		if v == nil {
+			break
+		}
+		rep.Sequences++
+		if v.slow {
+			rep.Inconclusive++
+		} else {
+			rep.Steps += len(v.steps)
+		}
+		if v == first {
+			rep.Divergence = v.String(seed)
+			break
+		}
+	}
+	if err == nil && first != nil {
+		var small *verdict
+		small, err = j.shrink(ctx, first)
+		if small != nil {
+			rep.Shrunk = small.shrunk(seed)
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("consulsim: differential: %w", ctx.Err())
+	}
+	return rep, err
+}
+
+// A judge runs sequences on a real server and on the simulator.
+type judge struct {
+	t      Target
+	b      consulsem.Backend
+	etcd   *clientv3.Client
+	server string
+	run    string       // this Differential's own, in the real server's prefixes
+	runs   atomic.Int64 // runs on the real server so far: each has a prefix of its own
+}
+
+func openJudge(ctx context.Context, t Target) (*judge, error) {
+	var id [4]byte
+	rand.Read(id[:])
+	j := &judge{t: t, run: fmt.Sprintf("%x", id)}
+	var err error
+	switch t.Kind {
+	case Consul:
+		if t.Floor < 2*time.Millisecond || t.Floor > time.Second {
+			return nil, fmt.Errorf("consulsim: the agent's session_ttl_min %v: the differential needs one of 2ms to 1s", t.Floor)
+		}
+		if j.b, err = consulsem.ConsulBackend(t.Addr, nil); err != nil {
+			return nil, err
+		}
+		j.server, err = consulVersion(ctx, t.Addr)
+	case Etcd:
+		if t.Floor < time.Second || t.Floor%time.Second != 0 {
+			return nil, fmt.Errorf("consulsim: etcd's lease floor %v: whole seconds", t.Floor)
+		}
+		if j.etcd, err = clientv3.New(clientv3.Config{Endpoints: []string{t.Addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
+			return nil, err
+		}
+		if j.b, err = consulsem.EtcdBackend(j.etcd); err == nil {
+			j.server, err = etcdVersion(ctx, j.etcd, t.Addr)
+		}
+	default:
+		return nil, fmt.Errorf("consulsim: unknown kind %d", int(t.Kind))
+	}
+	if err != nil {
+		j.close()
+		return nil, err
+	}
+	return j, nil
+}
+
+func (j *judge) close() {
+	if j.b != nil {
+		j.b.Close()
+	}
+	if j.etcd != nil {
+		j.etcd.Close()
+	}
+}
+
+// consulVersion asks the agent its version (GET /v1/agent/self).
+func consulVersion(ctx context.Context, addr string) (string, error) {
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	req, err := http.NewRequestWithContext(c, http.MethodGet, addr+"/v1/agent/self", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("consulsim: GET /v1/agent/self: %w", err)
+	}
+	defer resp.Body.Close()
+	var self struct{ Config struct{ Version string } }
+	if err := json.NewDecoder(resp.Body).Decode(&self); err != nil {
+		return "", fmt.Errorf("consulsim: GET /v1/agent/self: %w", err)
+	}
+	return "consul " + self.Config.Version, nil
+}
+
+func etcdVersion(ctx context.Context, c *clientv3.Client, addr string) (string, error) {
+	cx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := c.Status(cx, addr)
+	if err != nil {
+		return "", fmt.Errorf("consulsim: etcd status: %w", err)
+	}
+	return "etcd " + st.Version, nil
+}
+
+// A verdict is how a sequence came out.
+type verdict struct {
+	n         int // the sequence's number, from 0
+	steps     []step
+	sim, real []string // canonical answers
+	slept     []time.Duration
+	first     int  // the first step that differs; -1 if none
+	slow      bool // too slow to judge on every try: inconclusive
+}
+
+// judge runs sequence n on the real server and on the simulator, again
+// while the machine is too slow to judge it, up to maxTries times.
+func (j *judge) judge(ctx context.Context, n int, steps []step) (verdict, error) {
+	v := verdict{n: n, steps: steps, first: -1, slow: true}
+	pr := profileOf(j.t.Kind, j.t.Floor)
+	for try := 0; try < maxTries && v.slow; try++ {
+		prefix := fmt.Sprintf("consulsim-diff/%s/%d.%d", j.run, n+1, j.runs.Add(1))
+		real, err := j.onReal(ctx, pr, prefix, steps)
+		if errors.Is(err, errTooSlow) {
+			continue
+		}
+		if err != nil {
+			return v, fmt.Errorf("sequence %d: %s: %w", n+1, j.server, err)
+		}
+		sim, err := onSimulator(j.t.Kind, j.t.Floor, steps, real.slept)
+		if err != nil {
+			return v, fmt.Errorf("sequence %d: the simulator: %w", n+1, err)
+		}
+		v.sim, v.real, v.slept, v.slow = sim.canonical(j.t.Kind), real.canonical(j.t.Kind), real.slept, false
+		if j.t.alter != nil {
+			for i := range v.sim {
+				v.sim[i] = j.t.alter(steps[i], v.sim[i])
+			}
+		}
+		v.first = firstDifference(v.sim, v.real)
+	}
+	return v, nil
+}
+
+// onReal runs steps on the real server under prefix, then destroys the
+// sessions they created.
+func (j *judge) onReal(ctx context.Context, pr profile, prefix string, steps []step) (run, error) {
+	last := time.Now()
+	r := runner{b: j.b, kind: j.t.Kind, pr: pr, prefix: prefix, nap: func(int) (time.Duration, error) {
+		if time.Since(last) > pr.maxBusy {
+			return 0, errTooSlow
+		}
+		t0 := time.Now()
+		if err := sleep(ctx, pr.nap); err != nil {
+			return 0, err
+		}
+		last = time.Now()
+		return last.Sub(t0), nil
+	}}
+	out, err := r.run(ctx, steps)
+	if err == nil && time.Since(last) > pr.maxBusy {
+		err = errTooSlow
+	}
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tok := range out.toks {
+		j.b.DestroySession(c, tok)
+	}
+	return out, err
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// firstDifference is the first step on which sim and real differ, or -1.
+func firstDifference(sim, real []string) int {
+	for i := range max(len(sim), len(real)) {
+		if i >= len(sim) || i >= len(real) || sim[i] != real[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// String shows a diverging sequence, each step with both answers, and
+// how to draw it again.
+func (v *verdict) String(seed uint64) string {
+	return v.show(fmt.Sprintf("sequence %d of seed %d (replay: --seed %d --sequences %d), %d steps: step %d differs\n",
+		v.n+1, seed, seed, v.n+1, len(v.steps), v.first+1))
+}
+
+// shrunk shows a diverging sequence shrunk from sequence v.n.
+func (v *verdict) shrunk(seed uint64) string {
+	return v.show(fmt.Sprintf("sequence %d of seed %d shrunk to %d steps: step %d differs\n", v.n+1, seed, len(v.steps), v.first+1))
+}
+
+func (v *verdict) show(head string) string {
+	var b strings.Builder
+	b.WriteString(head)
+	naps := 0
+	for i, s := range v.steps {
+		mark, what := "  ", s.String()
+		if s.sleep && naps < len(v.slept) {
+			what = fmt.Sprintf("sleep %v; %s", v.slept[naps].Round(time.Millisecond), strings.TrimPrefix(what, "sleep; "))
+			naps++
+		}
+		if i == v.first {
+			mark = "!!"
+		}
+		fmt.Fprintf(&b, "%s %2d  %s\n      simulator: %s\n      server:    %s\n", mark, i+1, what, at(v.sim, i), at(v.real, i))
+	}
+	return b.String()
+}
+
+func at(ss []string, i int) string {
+	if i < len(ss) {
+		return ss[i]
+	}
+	return "(not run)"
+}
+
+// runAll runs the sequences, parallel at a time, until all have run, one
+// diverges, or an error stops them. It returns the verdicts by number
+// (nil for those not run; all those before a divergence have run) and the
+// first divergence, nil if none.
+func (j *judge) runAll(ctx context.Context, n int, seed uint64, progress io.Writer) (vs []*verdict, first *verdict, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := make(chan struct{})
+	halt := sync.OnceFunc(func() { close(stop) })
+	defer halt()
+	jobs := make(chan verdict)
+	var drawErr error
+	go func() {
+		defer close(jobs)
+		k := 0
+		_, _, _, drawErr = rapidbatch.Cases(seed, n, diffBatch, drawSequence, func(steps []step) bool {
+			select {
+			case jobs <- verdict{n: k, steps: steps}:
+				k++
+				return false
+			case <-stop:
+				return true
+			}
+		})
+	}()
+	type judged struct {
+		v   verdict
+		err error
+	}
+	done := make(chan judged)
+	var wg sync.WaitGroup
+	parallel := parallelConsul
+	if j.t.Kind == Etcd {
+		parallel = parallelEtcd
+	}
+	for range parallel {
+		wg.Go(func() {
+			for job := range jobs {
+				v, err := j.judge(ctx, job.n, job.steps)
+				done <- judged{v, err}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(done) }()
+	vs = make([]*verdict, n)
+	ran := 0
+	for r := range done {
+		switch {
+		case r.err != nil:
+			if err == nil {
+				err = r.err
+			}
+			halt()
+			cancel()
+			continue
+		case r.v.first >= 0 && (first == nil || r.v.n < first.n):
+			first = &r.v
+			halt()
+		}
+		vs[r.v.n] = &r.v
+		if ran++; progress != nil && ran%max(n/10, 1) == 0 && ran < n && first == nil && err == nil {
+			fmt.Fprintf(progress, "  %d/%d sequences\n", ran, n)
+		}
+	}
+	if err == nil {
+		err = drawErr
+	}
+	return vs, first, err
+}
+
+// shrink shrinks diverging sequence v greedily: it drops one step at a
+// time, then one sleep at a time, keeping each change after which the
+// sequence still diverges, until no change does or shrinkTime has
+// passed. It returns the smallest diverging sequence it ran (nil if
+// none diverged again).
+func (j *judge) shrink(ctx context.Context, v *verdict) (*verdict, error) {
+	deadline := time.Now().Add(shrinkTime)
+	var small *verdict
+	try := func(steps []step) (bool, error) {
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return false, ctx.Err()
+		}
+		w, err := j.judge(ctx, v.n, steps)
+		if err != nil || w.first < 0 {
+			return false, err
+		}
+		small = &w
+		return true, nil
+	}
+	cur := v.steps
+	if ok, err := try(cur); !ok || err != nil {
+		return nil, err
+	}
+	for progress := true; progress; {
+		progress = false
+		for i := len(cur) - 1; i >= 0 && len(cur) > 1; i-- {
+			cand := slices.Delete(slices.Clone(cur), i, i+1)
+			ok, err := try(cand)
+			if err != nil {
+				return small, err
+			}
+			if ok {
+				cur, progress = cand, true
+			}
+		}
+		for i := range cur {
+			if !cur[i].sleep {
+				continue
+			}
+			cand := slices.Clone(cur)
+			cand[i].sleep = false
+			ok, err := try(cand)
+			if err != nil {
+				return small, err
+			}
+			if ok {
+				cur, progress = cand, true
+			}
+		}
+	}
+	return small, nil
+}

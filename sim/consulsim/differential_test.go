@@ -1,0 +1,170 @@
+package consulsim
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/consul"
+	"github.com/lockprover/lockprover/backends/etcd"
+	"github.com/lockprover/lockprover/internal/rapidbatch"
+)
+
+var (
+	diffN    = flag.Int("consulsim.sequences", 100, "sequences of each differential test")
+	diffSeed = flag.Uint64("consulsim.seed", 0, "the differential tests' seed (0: a random one)")
+)
+
+// consulFloor is the private agents' session_ttl_min (backends/consul's
+// default).
+const consulFloor = time.Second
+
+// privateTarget starts a private server of kind k for the test; the test
+// is skipped on a machine without its binary.
+func privateTarget(t *testing.T, k Kind) Target {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if k == Consul {
+		a, err := consul.Start(ctx, t.TempDir(), consul.Options{SessionTTLMin: consulFloor})
+		if errors.Is(err, consul.ErrNoConsul) {
+			t.Skipf("skipped: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Stop() })
+		return Target{Kind: Consul, Addr: a.Addr(), Floor: consulFloor}
+	}
+	s, err := etcd.Start(ctx, t.TempDir(), etcd.Options{})
+	if errors.Is(err, etcd.ErrNoEtcd) {
+		t.Skipf("skipped: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop() })
+	return Target{Kind: Etcd, Addr: s.URL(), Floor: s.MinTTL()}
+}
+
+func seedOf() uint64 {
+	if *diffSeed != 0 {
+		return *diffSeed
+	}
+	return rand.Uint64()
+}
+
+// differential runs the differential of n sequences against a private
+// server of kind k.
+func differential(t *testing.T, k Kind, n int) {
+	t.Parallel()
+	target := privateTarget(t, k)
+	seed := seedOf()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	rep, err := Differential(ctx, target, n, seed, nil)
+	t.Logf("seed %d: %s", seed, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Divergence != "" {
+		t.Fatalf("%s:\n%s\nshrunk:\n%s", rep.Server, rep.Divergence, rep.Shrunk)
+	}
+	if rep.Sequences != n || rep.Steps == 0 || rep.Inconclusive > n/10 {
+		t.Errorf("%s: want %d sequences, most of them judged", rep, n)
+	}
+}
+
+// The differential (differential.go): drawn sequences of the recipe's
+// calls get the same answers from the simulator and from a private Consul
+// agent, and from a private etcd.
+func TestDifferentialConsul(t *testing.T) { differential(t, Consul, *diffN) }
+func TestDifferentialEtcd(t *testing.T)   { differential(t, Etcd, *diffN) }
+
+// A simulator that answers one call wrongly (a renewal of a live session
+// says it is gone) is caught: the report names the sequence that draws it
+// again and marks the step, with both answers, and rapid shrinks it.
+func TestDifferentialCatchesAWrongSimulator(t *testing.T) {
+	t.Parallel()
+	target := privateTarget(t, Consul)
+	target.alter = func(s step, a string) string {
+		if s.kind == "renew" && a == "ok" {
+			return "gone"
+		}
+		return a
+	}
+	rep, err := Differential(context.Background(), target, 100, 7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s\n%s\nshrunk:\n%s", rep, rep.Divergence, rep.Shrunk)
+	m := regexp.MustCompile(`^sequence (\d+) of seed 7 \(replay: --seed 7 --sequences (\d+)\), (\d+) steps: step (\d+) differs`).FindStringSubmatch(rep.Divergence)
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("the divergence does not say which sequence and step:\n%s", rep.Divergence)
+	}
+	marked := regexp.MustCompile(`(?m)^!! +` + m[4] + `  (sleep [^;]+; )?renew s\d\n +simulator: gone\n +server: +ok$`)
+	if !marked.MatchString(rep.Divergence) {
+		t.Fatalf("step %s is not marked as the renewal, with both answers:\n%s", m[4], rep.Divergence)
+	}
+	// Shrunk: the renewal of a session, after as few steps as name it.
+	sm := regexp.MustCompile(`^sequence ` + m[1] + ` of seed 7 shrunk to (\d+) steps: step (\d+) differs\n`).FindStringSubmatch(rep.Shrunk)
+	if sm == nil || sm[1] != sm[2] || sm[1] > "3" || sm[1] < "2" ||
+		!regexp.MustCompile(`(?m)^!! +`+sm[2]+`  renew s\d\n +simulator: gone\n +server: +ok$`).MatchString(rep.Shrunk) {
+		t.Errorf("not shrunk to a create and a renewal (at most one more create):\n%s", rep.Shrunk)
+	}
+}
+
+// A seed draws the same sequences every time, and canonical answers
+// name tokens by creation and indexes by rank.
+func TestSequencesAndCanonical(t *testing.T) {
+	for i := range 20 {
+		a, ok := rapidbatch.Case(9, 0, i, drawSequence)
+		b, _ := rapidbatch.Case(9, 0, i, drawSequence)
+		if !ok || !slices.Equal(a, b) || len(a) == 0 || len(a) > 20 {
+			t.Fatalf("case %d: %v, then %v", i, a, b)
+		}
+	}
+	r := run{toks: []string{"aa", "bb"}, answers: []string{"aa TTL 1s", "granted at ⟦40⟧", "[x owner \"bb\" at ⟦17⟧ lock 1: ]", "granted at ⟦40⟧"}}
+	want := []string{"s1 TTL 1s", "granted at #2", `[x owner "s2" at #1 lock 1: ]`, "granted at #2"}
+	if got := r.canonical(Consul); !slices.Equal(got, want) {
+		t.Errorf("canonical: %q, want %q", got, want)
+	}
+	// a listing's keys sort by their canonical names, whatever the tokens
+	r = run{toks: []string{"zz", "aa"}, answers: []string{`[aa owner "aa" at ⟦9⟧ lock 1: ; zz owner "zz" at ⟦3⟧ lock 1: ]`}}
+	want = []string{`[s1 owner "s1" at #1 lock 1: ; s2 owner "s2" at #2 lock 1: ]`}
+	if got := r.canonical(Consul); !slices.Equal(got, want) {
+		t.Errorf("canonical: %q, want %q", got, want)
+	}
+}
+
+// On the simulator, a sequence's short Consul session outlives one sleep
+// and not two (invalidated at twice its TTL), etcd's not one.
+func TestSimulatorSleeps(t *testing.T) {
+	steps := []step{
+		{kind: "create", ttl: "short"},
+		{kind: "contender", key: "own", ses: 1, bound: true},
+		{sleep: true, kind: "list"},
+		{sleep: true, kind: "list"},
+	}
+	for _, c := range []struct {
+		k    Kind
+		min  time.Duration
+		want []string
+	}{
+		{Consul, consulFloor, []string{"s1 TTL 1s", "true", `[s1 owner "s1" at #1 lock 1: ]`, "[]"}},
+		{Etcd, time.Second, []string{"s1 TTL 1s", "true", "[]", "[]"}},
+	} {
+		r, err := onSimulator(c.k, c.min, steps, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.canonical(c.k); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.k, got, c.want)
+		}
+	}
+}

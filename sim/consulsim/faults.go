@@ -1,0 +1,169 @@
+package consulsim
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Faults. A client is named by its name (the latest process registered
+// under it; a name with no live process is ignored, and said so in the
+// trace). Called from a process, a fault is a scheduling point of that
+// process, applied when the scheduler serves it; from a timer, or outside
+// Run, it applies at once.
+
+// fault applies f as a step of the calling process, or at once.
+func (w *World) fault(f func()) {
+	if p := w.sched.Running(); p != nil {
+		p.call(request{kind: reqFault, fault: f})
+		return
+	}
+	f()
+}
+
+// target returns the live client named name, tracing its absence.
+func (w *World) target(fault, name string) *Process {
+	p := w.live(name)
+	if p == nil {
+		w.tracef("%s %s: no such process", fault, name)
+	}
+	return p
+}
+
+// Kill ends the client named name as a crash would: it stops where it
+// waits and runs no more of its own code (its deferred functions run).
+// Calls it had sent still take effect; its sessions live on until their
+// TTL runs out.
+func (w *World) Kill(name string) {
+	w.fault(func() {
+		if p := w.target("kill", name); p != nil {
+			w.tracef("%s killed", name)
+			w.sched.Kill(&p.proc, nil)
+		}
+	})
+}
+
+// Pause stops the client named name (SIGSTOP, a long GC pause): it is
+// not scheduled until Resume, while the server's timers run on; an
+// answer that arrives meanwhile waits for it.
+func (w *World) Pause(name string) {
+	w.fault(func() {
+		if p := w.target("pause", name); p != nil {
+			p.proc.Pause()
+			w.tracef("%s paused", name)
+		}
+	})
+}
+
+// Resume continues a paused client (SIGCONT).
+func (w *World) Resume(name string) {
+	w.fault(func() {
+		if p := w.target("resume", name); p != nil && p.proc.Paused() {
+			p.proc.Resume()
+			w.tracef("%s resumed", name)
+		}
+	})
+}
+
+// Partition cuts the network between the client named name and the
+// server both ways, as a partition does to TCP (bytes wait; nothing is
+// reset): its calls reach the server only once it heals, and the
+// server's answers wait too (with Options.Timeout, its calls time out
+// meanwhile). The server notices nothing: the client's sessions expire
+// unless renewed.
+func (w *World) Partition(name string) {
+	w.fault(func() {
+		if p := w.target("partition", name); p != nil && !p.cut {
+			p.cut = true
+			w.tracef("%s partitioned from the server", name)
+		}
+	})
+}
+
+// Heal ends the client's partition: what waited goes through, in the
+// order it was sent (a call still takes effect, though its client may
+// have stopped waiting).
+func (w *World) Heal(name string) {
+	w.fault(func() {
+		p := w.target("heal", name)
+		if p == nil || !p.cut {
+			return
+		}
+		p.cut = false
+		w.tracef("%s healed", name)
+		held := p.held
+		p.held = nil
+		for _, f := range held {
+			f()
+		}
+	})
+}
+
+// DropReply arms a fault on the client named name: the server applies
+// its next call, but the answer is lost and the connection resets (the
+// client gets an error, the outcome unknown to it).
+func (w *World) DropReply(name string) {
+	w.fault(func() {
+		if p := w.target("drop the reply of", name); p != nil {
+			p.drop = true
+			w.tracef("%s: its next reply will be lost", name)
+		}
+	})
+}
+
+// Restart brings the server down and up again once downtime has passed:
+// every call it holds or has yet to answer fails (the connection resets),
+// calls meanwhile are refused. A Consul -dev agent comes back empty (its
+// indexes start again); a persistent Consul agent and etcd come back with
+// every session, key and index, and every session's TTL starts again from
+// when it is up (etcd: plus an election timeout). Restarting a server
+// that is down brings it up after downtime from now.
+func (w *World) Restart(downtime time.Duration) error {
+	if downtime < 0 {
+		return fmt.Errorf("consulsim: restart: downtime %v is negative", downtime)
+	}
+	w.fault(func() {
+		s := w.srv
+		s.crash()
+		gen := s.gen
+		w.tracef("server: down for %v", downtime)
+		w.sched.After(downtime, func() {
+			if s.gen == gen && s.down {
+				s.up()
+			}
+		})
+	})
+	return nil
+}
+
+// Sessions returns the ids of the server's sessions (leases), sorted:
+// none while it is down.
+func (w *World) Sessions() []string {
+	if w.srv.down {
+		return nil
+	}
+	var ids []string
+	for id := range w.srv.sessions {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Keys returns the server's keys as key=value, and [session] for a key a
+// session holds, sorted: none while it is down.
+func (w *World) Keys() []string {
+	if w.srv.down {
+		return nil
+	}
+	var out []string
+	for k, e := range w.srv.keys {
+		s := k + "=" + string(e.value)
+		if e.owner != "" {
+			s += " [" + e.owner + "]"
+		}
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,122 @@
+package consulsim
+
+import (
+	"time"
+
+	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/sim/sched"
+)
+
+// A result is the server's answer to one call, as the Backend returns it.
+type result struct {
+	tok string
+	ttl time.Duration
+	ok  bool
+	n   uint64
+	l   consulsem.Listing
+	err error
+}
+
+// netError is the failure to get an answer.
+type netError struct {
+	msg     string
+	timeout bool
+}
+
+func (e *netError) Error() string { return "consulsim: " + e.msg }
+
+// Timeout says whether the answer did not come in time, as net.Error.
+func (e *netError) Timeout() bool { return e.timeout }
+
+var (
+	errRefused = &netError{msg: "dial tcp: connect: connection refused (server down)"}
+	errReset   = &netError{msg: "read: connection reset by peer"}
+	errTimeout = &netError{msg: "i/o timeout", timeout: true}
+)
+
+// A call is one request of a client to the server and its answer.
+type call struct {
+	p    *Process
+	what string               // for the trace
+	op   func(*server, *call) // applies it on the server, answering now or later
+	wait time.Duration        // how long the server may hold it (a wait for a change)
+
+	timer   *sched.Timer // the client's timeout
+	arrived bool         // its answer reached the client's side (or was lost)
+	done    bool         // the client has its result
+}
+
+// send posts c to the server: held by a partition, refused by a server
+// that is down, or applied now.
+func (w *World) send(c *call) {
+	p := c.p
+	if w.o.Timeout > 0 && c.timer == nil {
+		c.timer = w.sched.After(w.o.Timeout+c.wait, func() {
+			if !c.done {
+				w.tracef("%s: %s timed out", p.name, c.what)
+				w.deliver(c, result{err: errTimeout})
+			}
+		})
+	}
+	if p.cut {
+		w.tracef("%s -> server: %s waits for the partition to heal", p.name, c.what)
+		p.held = append(p.held, func() { w.send(c) })
+		return
+	}
+	s := w.srv
+	if s.down {
+		w.tracef("%s -> server: %s: connection refused (server down)", p.name, c.what)
+		w.sched.After(refusedTime, func() { w.deliver(c, result{err: errRefused}) })
+		return
+	}
+	w.tracef("%s -> server: %s", p.name, c.what)
+	s.inflight = append(s.inflight, c)
+	c.op(s, c)
+}
+
+// reply sends the server's answer to c back: it reaches the client after
+// the call's time.
+func (w *World) reply(c *call, r result) {
+	w.sched.After(callTime, func() { w.arrive(c, r) })
+}
+
+// arrive is c's answer reaching the client's side: a reply the fault
+// lost resets the connection; a partition holds it.
+func (w *World) arrive(c *call, r result) {
+	if c.arrived {
+		return
+	}
+	c.arrived = true
+	w.srv.forget(c)
+	p := c.p
+	if p.drop && r.err != errReset {
+		p.drop = false
+		w.tracef("server -> %s: the reply to %s is lost, the connection reset", p.name, c.what)
+		r = result{err: errReset}
+		if w.o.OnDrop != nil {
+			w.o.OnDrop(p.name)
+		}
+	}
+	if p.cut {
+		p.held = append(p.held, func() { w.deliver(c, r) })
+		return
+	}
+	w.deliver(c, r)
+}
+
+// deliver gives the client its result, unless it has one already.
+func (w *World) deliver(c *call, r result) {
+	if c.done {
+		return
+	}
+	c.done = true
+	c.timer.Cancel()
+	c.p.proc.Deliver(r)
+}
+
+// do runs a call from the process and returns its result; a context
+// already ended sends nothing (one that ends meanwhile is not looked at:
+// its deadline is real time).
+func (p *Process) do(what string, wait time.Duration, op func(*server, *call)) result {
+	return p.call(request{kind: reqCall, call: &call{p: p, what: what, wait: wait, op: op}})
+}

@@ -1,0 +1,304 @@
+package consulsim
+
+import (
+	"fmt"
+	"io"
+	"runtime/debug"
+	"time"
+
+	"github.com/lockprover/lockprover/sim/sched"
+)
+
+// Kind is the server a World simulates.
+type Kind int
+
+const (
+	// Consul is a Consul agent (v1.20.2) and its KV, session and txn
+	// endpoints, as consulsem's Consul calls them.
+	Consul Kind = iota
+	// Etcd is an etcd v3 server (3.4) and its lease, KV, txn and watch
+	// API, as consulsem's Etcd calls it.
+	Etcd
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Consul:
+		return "consul"
+	case Etcd:
+		return "etcd"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Options configure a World. The zero value is a Consul agent in -dev
+// mode with session_ttl_min 1s, every choice given to the first
+// candidate.
+type Options struct {
+	Kind Kind
+	// Persistent (Consul only) is an agent with a data directory: a
+	// restart keeps sessions and keys and gives every session a fresh
+	// TTL. Without it, a -dev agent: a restart forgets everything and its
+	// indexes start again. etcd always keeps its state (its data
+	// directory), and gives every lease a fresh TTL.
+	Persistent bool
+	// SessionTTLMin (Consul) is the agent's session_ttl_min: a session of
+	// a shorter TTL is refused. 0 means 1 s, as backends/consul's agents.
+	SessionTTLMin time.Duration
+	// MinTTL (etcd) is the server's floor for a lease's TTL, a whole
+	// number of seconds: a Grant of less gets it. 0 means 1 s, as
+	// backends/etcd's servers (1.5 election timeouts of 500 ms, rounded
+	// up).
+	MinTTL time.Duration
+	// ElectionTimeout (etcd) is added to every lease's fresh TTL after a
+	// restart (the lessor's Promote). 0 means 500 ms, as backends/etcd.
+	ElectionTimeout time.Duration
+	// Timeout, if positive, is how long a client waits for an answer (a
+	// wait for a change: its max, plus Timeout) before its call fails
+	// with a timeout, the outcome unknown to it. 0: as long as it takes
+	// (a partition that never heals holds the call for good).
+	Timeout time.Duration
+	// Decide picks one of n (at least 2) candidates: which runnable
+	// client moves next (its call is then served at once), and, on
+	// Consul, when a session's TTL timer fires (Consul promises the TTL
+	// only as a lower bound): of 5, candidate 0 is 2 x TTL after the
+	// session's last renewal, as v1.20.2 does, and 1 to 4 are 1, 1.25,
+	// 1.5 and 1.75 x TTL. nil always picks the first.
+	Decide func(n int) int
+	// Trace, if set, receives one line per event: the virtual time in
+	// nanoseconds, then what happened.
+	Trace io.Writer
+	// OnDrop, if set, is told when a reply DropReply armed is lost: the
+	// client's name. It is when the fault strikes.
+	OnDrop func(client string)
+}
+
+// Virtual time a call takes (a round trip, as the client sees it; the
+// server applies the call when it arrives, at once), and a refused one.
+const (
+	callTime    = time.Millisecond
+	refusedTime = 100 * time.Microsecond
+)
+
+// A World is one simulated server (a Consul agent or an etcd server) and
+// the client processes that use it. Its methods must be called from the
+// goroutine that calls Run, from a process while it runs, from a timer,
+// or when no Run is in progress.
+type World struct {
+	o       Options
+	trace   io.Writer
+	now     int64
+	sched   sched.Scheduler[*Process, result]
+	byName  map[string]*Process
+	srv     *server
+	failure error
+}
+
+// New returns a World of one empty server, up, at virtual time 0. It
+// refuses options that make no sense.
+func New(o Options) (*World, error) {
+	if o.Kind != Consul && o.Kind != Etcd {
+		return nil, fmt.Errorf("consulsim: unknown kind %d", int(o.Kind))
+	}
+	if o.SessionTTLMin == 0 {
+		o.SessionTTLMin = time.Second
+	}
+	if o.MinTTL == 0 {
+		o.MinTTL = time.Second
+	}
+	if o.ElectionTimeout == 0 {
+		o.ElectionTimeout = 500 * time.Millisecond
+	}
+	if o.SessionTTLMin < 0 || o.MinTTL < 0 || o.MinTTL%time.Second != 0 || o.ElectionTimeout < 0 || o.Timeout < 0 {
+		return nil, fmt.Errorf("consulsim: session_ttl_min %v, min TTL %v (whole seconds), election timeout %v, timeout %v: none negative",
+			o.SessionTTLMin, o.MinTTL, o.ElectionTimeout, o.Timeout)
+	}
+	w := &World{o: o, trace: o.Trace, byName: map[string]*Process{}}
+	w.srv = newServer(w)
+	c := sched.Config[*Process]{
+		Clock:   &w.now,
+		Program: func(p *Process) { p.w.program(p) },
+		Serve:   func(p *Process) { p.w.serve(p) },
+		Exit:    func(p *Process, panicked any) { p.w.exit(p, panicked) },
+		Stuck:   func(p *Process) { p.w.tracef("%s can never move again: killed", p.name) },
+	}
+	if o.Decide != nil {
+		c.Decide = decideFunc(o.Decide)
+	}
+	w.sched.Init(c)
+	return w, nil
+}
+
+type decideFunc func(n int) int
+
+func (f decideFunc) Pick(n int) int { return pick(f, n) }
+
+// pick asks f for one of n, refusing an answer out of range.
+func pick(f func(int) int, n int) int {
+	if n < 2 || f == nil {
+		return 0
+	}
+	i := f(n)
+	if i < 0 || i >= n {
+		panic(fmt.Sprintf("consulsim: Decide(%d) = %d", n, i))
+	}
+	return i
+}
+
+// Now returns the virtual time in nanoseconds since New.
+func (w *World) Now() int64 { return w.now }
+
+// Kind is the server's kind.
+func (w *World) Kind() Kind { return w.o.Kind }
+
+// A Process is one client program: a coroutine that moves only when the
+// scheduler lets it.
+type Process struct {
+	w    *World
+	proc sched.Proc[*Process, result]
+	name string
+	fn   func(*Process)
+
+	exiting bool
+	req     request
+	cut     bool     // partitioned from the server
+	held    []func() // what the partition holds, in the order sent
+	drop    bool     // its next reply is lost
+}
+
+// Name returns the name the process was registered with.
+func (p *Process) Name() string { return p.name }
+
+// Now is the process's clock: the virtual time, in nanoseconds.
+func (p *Process) Now() int64 { return p.w.now }
+
+// Go registers a client process named name that will run fn. It may be
+// called before Run, or during Run from a process or a timer; a name may
+// be reused once its process has ended.
+func (w *World) Go(name string, fn func(p *Process)) {
+	if old := w.byName[name]; old != nil && !old.proc.Ended() {
+		panic(fmt.Sprintf("consulsim: process %q is still running", name))
+	}
+	p := &Process{w: w, name: name, fn: fn}
+	w.sched.Go(&p.proc, p)
+	w.byName[name] = p
+	w.tracef("%s registered", name)
+}
+
+// live returns the client named name unless it has ended.
+func (w *World) live(name string) *Process {
+	if p := w.byName[name]; p != nil && !p.proc.Ended() {
+		return p
+	}
+	return nil
+}
+
+// Run runs every process until the clients have ended (a client that can
+// never move again is killed) and no timer is pending (the server's TTL
+// timers included: sessions left alive expire in virtual time). It
+// returns the first panic of a client as an error. It may be called
+// again, with processes registered since.
+func (w *World) Run() error {
+	w.sched.Run()
+	return w.failure
+}
+
+func (w *World) program(p *Process) {
+	w.tracef("%s starts", p.name)
+	p.fn(p)
+}
+
+func (w *World) fail(err error) {
+	if w.failure == nil {
+		w.failure = err
+	}
+}
+
+func (w *World) exit(p *Process, panicked any) {
+	if panicked != nil {
+		w.fail(fmt.Errorf("consulsim: process %s panicked: %v\n%s", p.name, panicked, debug.Stack()))
+	}
+	if p.proc.Killed() {
+		w.tracef("%s ended (killed)", p.name)
+	} else {
+		w.tracef("%s ended", p.name)
+	}
+}
+
+// Sleep lets d of virtual time pass for the process; with d <= 0 it only
+// yields (another process may move first).
+func (p *Process) Sleep(d time.Duration) {
+	p.call(request{kind: reqSleep, d: d})
+}
+
+// call posts r, gives control back to the scheduler and returns the
+// reply. A killed process stops here (its deferred functions run).
+func (p *Process) call(r request) result {
+	if p.w.sched.Running() != p {
+		panic("consulsim: a process's calls or Sleep were used from a goroutine the simulator did not start, or outside World.Run")
+	}
+	if !p.proc.Killed() {
+		p.req = r
+		rep, killed := p.proc.Yield()
+		if !killed {
+			return rep
+		}
+	}
+	if !p.exiting {
+		p.exiting = true
+		p.proc.Stop()
+	}
+	return result{}
+}
+
+type reqKind uint8
+
+const (
+	reqSleep reqKind = iota
+	reqCall
+	reqFault
+)
+
+type request struct {
+	kind  reqKind
+	d     time.Duration
+	fault func()
+	call  *call
+}
+
+// serve handles p's posted request; a reply ready at once is handed over
+// at once.
+func (w *World) serve(p *Process) {
+	r := p.req
+	p.req = request{}
+	p.proc.Block()
+	switch r.kind {
+	case reqSleep:
+		if r.d <= 0 {
+			p.proc.Deliver(result{})
+			break
+		}
+		w.tracef("%s sleeps %v", p.name, r.d)
+		w.sched.DeliverAt(w.now+int64(r.d), &p.proc, result{})
+	case reqFault:
+		r.fault()
+		p.proc.Deliver(result{})
+	case reqCall:
+		w.send(r.call)
+	}
+	w.sched.Continue(&p.proc)
+}
+
+// After runs f in the scheduler once d of virtual time has passed; f may
+// call the World's faults.
+func (w *World) After(d time.Duration, f func()) { w.sched.After(d, f) }
+
+// tracef writes a line of the trace, if there is one.
+func (w *World) tracef(format string, args ...any) {
+	if w.trace == nil {
+		return
+	}
+	fmt.Fprintf(w.trace, "%12d ", w.now)
+	fmt.Fprintf(w.trace, format, args...)
+	io.WriteString(w.trace, "\n")
+}

@@ -1,0 +1,246 @@
+package redissim
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// command returns the command a server knows by name: what the Redlock
+// reference sends, and what its scripts call. Each answers as Redis 7.0 does, its errors with Redis's
+// words (what adapters compare is that an error came, not its text).
+func command(name string) func(s *server, args []string) Result {
+	switch name {
+	case "PING":
+		return cmdPing
+	case "GET":
+		return cmdGet
+	case "SET":
+		return cmdSet
+	case "DEL":
+		return cmdDel
+	case "EXISTS":
+		return cmdExists
+	case "PEXPIRE":
+		return cmdPexpire
+	case "PTTL":
+		return cmdPttl
+	case "INCR":
+		return cmdIncr
+	case "DBSIZE":
+		return cmdDbsize
+	case "EVAL":
+		return cmdEval
+	case "EVALSHA":
+		return cmdEvalsha
+	}
+	return priorityCommand(name)
+}
+
+// arity is each command's number of arguments, its name included: n, or
+// at least -n.
+var arity = map[string]int{
+	"PING": -1, "GET": 2, "SET": -3, "DEL": -2, "EXISTS": -2, "PEXPIRE": 3,
+	"PTTL": 2, "INCR": 2, "DBSIZE": 1, "EVAL": -3, "EVALSHA": -3,
+	"HSET": -4, "HGET": 3, "HMGET": -3, "HLEN": 2, "RPUSH": -3, "LLEN": 2,
+	"LRANGE": 4, "BLPOP": -3, "PUBLISH": 3, "TIME": 1, "TYPE": 2,
+}
+
+// exec runs one command. A command the server does not model is an error
+// reply, and a failure of the World: the simulator would otherwise answer
+// what Redis might not.
+func (s *server) exec(args []string) Result {
+	if len(args) == 0 {
+		return Result{Err: Error("ERR empty command")}
+	}
+	name := strings.ToUpper(args[0])
+	f := command(name)
+	if f == nil {
+		err := Error(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", args[0], strings.Join(args[1:], " ")))
+		s.w.fail(fmt.Errorf("redissim: %s: a command the simulator does not model: %s", s.name, describe(args)))
+		return Result{Err: err}
+	}
+	if n := arity[name]; n > 0 && len(args) != n || n < 0 && len(args) < -n {
+		return Result{Err: Error(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(name)))}
+	}
+	return f(s, args)
+}
+
+var (
+	errNotInteger  = Error("ERR value is not an integer or out of range")
+	errSyntax      = Error("ERR syntax error")
+	errNoScript    = Error("NOSCRIPT No matching script. Please use EVAL.")
+	errNumKeys     = Error("ERR Number of keys can't be greater than number of args")
+	errNegNumKeys  = Error("ERR Number of keys can't be negative")
+	errIncrOverflw = Error("ERR increment or decrement would overflow")
+	errWrongType   = Error("WRONGTYPE Operation against a key holding the wrong kind of value")
+)
+
+func errExpireTime(cmd string) Error {
+	return Error(fmt.Sprintf("ERR invalid expire time in '%s' command", cmd))
+}
+
+func integer(v string) (int64, bool) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+func cmdPing(s *server, args []string) Result {
+	if len(args) == 2 {
+		return Result{Val: args[1]}
+	}
+	if len(args) > 2 {
+		return Result{Err: Error("ERR wrong number of arguments for 'ping' command")}
+	}
+	return Result{Val: "PONG"}
+}
+
+func cmdGet(s *server, args []string) Result {
+	e := s.lookup(args[1])
+	switch {
+	case e == nil:
+		return Result{}
+	case e.kind() != "string":
+		return Result{Err: errWrongType}
+	}
+	return Result{Val: e.val}
+}
+
+// cmdSet is SET key value [NX] [PX ms]: the options Redlock sends.
+func cmdSet(s *server, args []string) Result {
+	nx, px := false, int64(0)
+	for i := 3; i < len(args); i++ {
+		switch strings.ToUpper(args[i]) {
+		case "NX":
+			nx = true
+		case "PX":
+			if i+1 >= len(args) || px != 0 {
+				return Result{Err: errSyntax}
+			}
+			i++
+			n, ok := integer(args[i])
+			if !ok {
+				return Result{Err: errNotInteger}
+			}
+			if n <= 0 || n > math.MaxInt64-s.clock() {
+				return Result{Err: errExpireTime("set")}
+			}
+			px = n
+		default:
+			s.w.fail(fmt.Errorf("redissim: %s: SET option %q is not modelled", s.name, args[i]))
+			return Result{Err: errSyntax}
+		}
+	}
+	if nx && s.lookup(args[1]) != nil {
+		return Result{}
+	}
+	e := &entry{val: args[2]}
+	if px > 0 {
+		e.deadline = s.clock() + px
+	}
+	s.keys[args[1]] = e
+	return Result{Val: "OK"}
+}
+
+func cmdDel(s *server, args []string) Result {
+	n := int64(0)
+	for _, k := range args[1:] {
+		if s.lookup(k) != nil {
+			delete(s.keys, k)
+			n++
+		}
+	}
+	return Result{Val: n}
+}
+
+func cmdExists(s *server, args []string) Result {
+	n := int64(0)
+	for _, k := range args[1:] {
+		if s.lookup(k) != nil {
+			n++
+		}
+	}
+	return Result{Val: n}
+}
+
+// cmdPexpire is PEXPIRE key ms: 1 if the key exists (a deadline not in
+// the future deletes it, as Redis 7 does), 0 if not.
+func cmdPexpire(s *server, args []string) Result {
+	n, ok := integer(args[2])
+	if !ok {
+		return Result{Err: errNotInteger}
+	}
+	now := s.clock()
+	if n > 0 && n > math.MaxInt64-now || n < 0 && n < math.MinInt64+now {
+		return Result{Err: errExpireTime("pexpire")}
+	}
+	e := s.lookup(args[1])
+	if e == nil {
+		return Result{Val: int64(0)}
+	}
+	if n <= 0 {
+		delete(s.keys, args[1])
+		return Result{Val: int64(1)}
+	}
+	e.deadline = now + n
+	return Result{Val: int64(1)}
+}
+
+// cmdPttl is PTTL key: -2 if missing, -1 without deadline, else the ms
+// left.
+func cmdPttl(s *server, args []string) Result {
+	e := s.lookup(args[1])
+	switch {
+	case e == nil:
+		return Result{Val: int64(-2)}
+	case e.deadline == 0:
+		return Result{Val: int64(-1)}
+	}
+	return Result{Val: max(e.deadline-s.clock(), 0)}
+}
+
+// cmdIncr is INCR key: a missing key counts from 0; the deadline stays.
+func cmdIncr(s *server, args []string) Result {
+	e := s.lookup(args[1])
+	var n int64
+	if e != nil && e.kind() != "string" {
+		return Result{Err: errWrongType}
+	}
+	if e != nil {
+		v, ok := integer(e.val)
+		if !ok || strconv.FormatInt(v, 10) != e.val {
+			return Result{Err: errNotInteger}
+		}
+		n = v
+	} else {
+		e = &entry{}
+		s.keys[args[1]] = e
+	}
+	if n == math.MaxInt64 {
+		return Result{Err: errIncrOverflw}
+	}
+	n++
+	e.val = strconv.FormatInt(n, 10)
+	return Result{Val: n}
+}
+
+func cmdDbsize(s *server, args []string) Result {
+	return Result{Val: int64(len(s.live()))}
+}
+
+// live returns the server's live keys, sorted, expiring those past their
+// deadline.
+func (s *server) live() []string {
+	var ks []string
+	for k := range s.keys {
+		ks = append(ks, k)
+	}
+	var out []string
+	for _, k := range sortedStrings(ks) {
+		if s.lookup(k) != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}

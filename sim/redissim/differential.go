@@ -1,0 +1,442 @@
+package redissim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"pgregory.net/rapid"
+)
+
+// The differential: is the simulator telling the truth about Redis?
+// rapid draws sequences of the commands and scripts the Redlock reference
+// sends (its scripts by EVAL and EVALSHA, GET, DEL, PEXPIRE, and beside
+// them PTTL, SET NX PX, INCR and EXISTS, with bad arguments now and then)
+// and those of the priority lock (its scripts obtain, undo, refreshPrio
+// and releasePrio, HGET, MULTI/EXEC of RPUSH and PEXPIRE, BLPOP, PUBLISH,
+// and beside them HSET, HMGET, HLEN, RPUSH, LLEN, LRANGE and TYPE, on
+// keys of every type), with sleeps; each runs on a private redis-server
+// and on a simulated server, which must give the same answers: the same
+// values, an error where Redis gives one (its text aside, and inside a
+// transaction's answer too), and PTTLs (and the remaining times obtain
+// answers) within a tolerance.
+//
+// A BLPOP that finds its lists empty waits out its timeout (0.2 s; Redis
+// answers on its 100 ms cron, so up to 100 ms later): on the simulator it
+// then lasts as long as it did on Redis, as a sleep does, and the time it
+// took does not count as the commands' time.
+//
+// Expiry is judged by keeping every key's fate far from its deadline: a
+// short ttl (50 ms) outlives the commands between two sleeps, and is gone
+// after a sleep (at least 120 ms). The sequence runs on Redis first, and
+// each of its sleeps lasts as long on the simulator as it took in real
+// time (an overslept timer moves no fate and no PTTL). What Redis's clock
+// may then count beyond the simulator's is the real time the commands
+// took: a run whose commands took more than 25 ms in all, sleeps aside,
+// cannot be judged (the PTTL tolerance is 30 ms); it runs again, and a
+// sequence too slow on every try is inconclusive, not a divergence.
+
+const (
+	shortTTL   = "50"
+	napTime    = 120 * time.Millisecond
+	maxBetween = 25 * time.Millisecond
+	pttlSlack  = 30 // ms
+	// maxTries is how many times a sequence runs while the machine is too
+	// slow to judge it.
+	maxTries = 3
+)
+
+// A step is one command of a sequence, after a sleep if sleep is set. Its
+// keys are without a run's prefix.
+type step struct {
+	sleep bool
+	// kind is a command (GET, DEL, PEXPIRE, PTTL, SET, INCR, EXISTS), a
+	// script's name, or badnumkeys: an EVAL with more keys than arguments.
+	kind string
+	sha  bool // a script sent by EVALSHA, not EVAL
+	// key is k1, k2 or k1:fence; fence a fence counter; raise the raise
+	// script's argument.
+	key, fence, token, ttl, raise string
+	// The priority lock's: lock is a hash's key, list a list's, list2
+	// BLPOP's second list, prio a priority, field a hash's field, flags
+	// obtain's ARGV[4] and ARGV[5], tmo BLPOP's timeout.
+	lock, list, list2, prio, field, flags, tmo string
+}
+
+// args is the step's command, its keys prefixed with prefix.
+func (s step) args(prefix string) []string {
+	key, fence := prefix+s.key, prefix+s.fence
+	if a := s.prioArgs(prefix); a != nil {
+		return a
+	}
+	switch s.kind {
+	case "GET", "DEL", "PTTL", "INCR", "EXISTS":
+		return []string{s.kind, key}
+	case "PEXPIRE":
+		return []string{s.kind, key, s.ttl}
+	case "SET":
+		return []string{s.kind, key, s.token, "NX", "PX", s.ttl}
+	case "badnumkeys":
+		return []string{"EVAL", scripts[0].src, "5", key}
+	}
+	sc := scriptNamed(s.kind)
+	eval := []string{"EVAL", sc.src}
+	if s.sha {
+		eval = []string{"EVALSHA", sc.sha}
+	}
+	switch s.kind {
+	case "acquire":
+		return append(eval, "2", key, fence, s.token, s.ttl)
+	case "raise":
+		return append(eval, "1", fence, s.raise)
+	case "release":
+		return append(eval, "1", key, s.token)
+	}
+	return append(eval, "1", key, s.token, s.ttl)
+}
+
+func (s step) String() string {
+	if s.sleep {
+		return "sleep; " + s.describe()
+	}
+	return s.describe()
+}
+
+// describe is the step's command, as the trace shows it.
+func (s step) describe() string {
+	if s.kind == "tx" {
+		return describeTx(s.tx(""))
+	}
+	return describe(s.args(""))
+}
+
+// drawSequence draws 1 to 20 steps.
+func drawSequence(t *rapid.T) []step {
+	var steps []step
+	for i := range rapid.IntRange(1, 20).Draw(t, "steps") {
+		steps = append(steps, drawStep(t, i))
+	}
+	return steps
+}
+
+// drawStep draws one command of the reference's kinds.
+func drawStep(t *rapid.T, i int) step {
+	label := func(what string) string { return fmt.Sprintf("%s%d", what, i) }
+	s := step{
+		key:   rapid.SampledFrom([]string{"k1", "k2", "k1:fence"}).Draw(t, label("key")),
+		fence: rapid.SampledFrom([]string{"k1:fence", "k2:fence"}).Draw(t, label("fence")),
+		token: rapid.SampledFrom([]string{"t1", "t2", "5"}).Draw(t, label("token")),
+		ttl:   rapid.SampledFrom([]string{shortTTL, shortTTL, "100000", "100000", "0", "-5", "x"}).Draw(t, label("ttl")),
+		sleep: rapid.IntRange(0, 9).Draw(t, label("sleep")) == 0,
+		kind:  rapid.SampledFrom(kinds).Draw(t, label("kind")),
+	}
+	if drawPrio(t, &s, label) {
+		return s
+	}
+	if scriptNamed(s.kind) != nil {
+		s.sha = rapid.Bool().Draw(t, label("evalsha"))
+		if s.kind == "raise" {
+			s.raise = rapid.SampledFrom([]string{"1", "3", "7", "x"}).Draw(t, label("fence"))
+		}
+	}
+	return s
+}
+
+// scriptNamed is the script of that name, or nil.
+func scriptNamed(name string) *script {
+	for _, sc := range scripts {
+		if sc.name == name {
+			return sc
+		}
+	}
+	return nil
+}
+
+// alterSim, if set, changes the simulator's answer to a step: tests break
+// the simulator with it to see the differential catch it.
+var alterSim func(s step, r Result) Result
+
+// onSimulator runs steps on one simulated server, the j-th sleep lasting
+// slept[j] (napTime beyond slept), and the j-th BLPOP that waits out its
+// timeout blocked[j] in all.
+func onSimulator(steps []step, slept, blocked []time.Duration) ([]Result, error) {
+	w, err := New(Options{})
+	if err != nil {
+		return nil, err
+	}
+	var out []Result
+	w.Go("d", func(p *Process) {
+		naps := 0
+		for _, s := range steps {
+			if s.sleep {
+				d := napTime
+				if naps < len(slept) {
+					d = slept[naps]
+				}
+				naps++
+				p.Sleep(d)
+			}
+			r := s.onSim(p, &blocked)
+			if alterSim != nil {
+				r = alterSim(s, r)
+			}
+			out = append(out, r)
+		}
+	})
+	return out, w.Run()
+}
+
+// A realRun is a sequence's run on redis-server.
+type realRun struct {
+	results []Result
+	slept   []time.Duration // how long each sleep took in real time
+	blocked []time.Duration // how long each BLPOP that waited took
+	busy    time.Duration   // the real time of the rest: the commands
+}
+
+// onRedis runs steps on the server of c, their keys prefixed with prefix,
+// after emptying its script cache (a simulated server starts without
+// scripts). ok is false when the commands took too long to judge expiry
+// by (maxBetween). An error is the harness's, or ctx's: an answer that
+// is not an error reply of Redis.
+func onRedis(ctx context.Context, c *goredis.Client, steps []step, prefix string) (run realRun, ok bool, err error) {
+	if err := c.Do(ctx, "SCRIPT", "FLUSH").Err(); err != nil {
+		return run, false, fmt.Errorf("SCRIPT FLUSH: %w", err)
+	}
+	start := time.Now()
+	var asleep time.Duration
+	for _, s := range steps {
+		if s.sleep {
+			if time.Since(start)-asleep > maxBetween {
+				return run, false, nil
+			}
+			t0 := time.Now()
+			if err := sleep(ctx, napTime); err != nil {
+				return run, false, err
+			}
+			d := time.Since(t0)
+			asleep += d
+			run.slept = append(run.slept, d)
+		}
+		t0 := time.Now()
+		r, err := s.onRedis(ctx, c, prefix)
+		if err != nil {
+			return run, false, fmt.Errorf("%s: %w", s.describe(), err)
+		}
+		if s.kind == "BLPOP" && r.Err == nil && r.Val == nil {
+			d := time.Since(t0)
+			asleep += d
+			run.blocked = append(run.blocked, d)
+		}
+		run.results = append(run.results, r)
+	}
+	run.busy = time.Since(start) - asleep
+	return run, run.busy <= maxBetween, nil
+}
+
+// redisResult is go-redis's answer as a Result: a nil reply is a nil Val;
+// an error that is not an error reply is returned as such.
+func redisResult(v any, err error) (Result, error) {
+	var re goredis.Error
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return Result{}, nil
+	case err == nil:
+		return Result{Val: v}, nil
+	case errors.As(err, &re):
+		return Result{Err: err}, nil
+	}
+	return Result{}, err
+}
+
+// sleep sleeps for d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// client is a go-redis client of addr, set as the reference's are
+// (RESP2, no retries), one connection at a time.
+func client(addr string) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{
+		Addr:                     addr,
+		Protocol:                 2,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		MaxRetries:               -1,
+		ContextTimeoutEnabled:    true,
+		DialTimeout:              5 * time.Second,
+		ReadTimeout:              10 * time.Second,
+		PoolSize:                 1,
+	})
+}
+
+// same says whether the simulator's result agrees with Redis's.
+func same(s step, sim, real Result) bool {
+	if sim.Err != nil || real.Err != nil {
+		var re goredis.Error
+		return sim.Err != nil && errors.As(real.Err, &re)
+	}
+	switch s.kind {
+	case "PTTL":
+		return samePTTL(sim.Val, real.Val)
+	case "obtain":
+		a, _ := sim.Val.([]any)
+		b, _ := real.Val.([]any)
+		if len(a) == 5 && len(b) == 5 { // a theft: the times left within the tolerance
+			return normText(a[:3]) == normText(b[:3]) && samePTTL(a[3], b[3]) && samePTTL(a[4], b[4])
+		}
+	}
+	return normText(sim.Val) == normText(real.Val)
+}
+
+// samePTTL says whether two remaining times agree: both clocks count
+// whole ms, Redis's ahead by the commands' real time.
+func samePTTL(sim, real any) bool {
+	a, _ := sim.(int64)
+	b, _ := real.(int64)
+	if a >= 0 && b >= 0 {
+		return b <= a+1 && a-b <= pttlSlack
+	}
+	return a == b
+}
+
+// normText is valText, but that an error reply within an array (a
+// transaction's answer) is "error", whatever its text.
+func normText(v any) string {
+	switch v := v.(type) {
+	case error:
+		return "error"
+	case []any:
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = normText(x)
+		}
+		return "[" + strings.Join(parts, " ") + "]"
+	}
+	return valText(v)
+}
+
+// firstDifference is the first step on which sim and real differ, or -1.
+func firstDifference(steps []step, sim, real []Result) int {
+	for i, s := range steps {
+		if i >= len(sim) || i >= len(real) || !same(s, sim[i], real[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// A verdict is how a sequence came out.
+type verdict struct {
+	n      int    // the sequence's number, from 0
+	prefix string // of its keys on Redis, in the run judged
+	steps  []step
+	sim    []Result
+	real   realRun
+	first  int  // the first step that differs; -1 if none
+	slow   bool // too slow to judge on every try: inconclusive
+	// again and replays: how many runs of a diverging sequence diverged
+	// again, of how many that could be judged.
+	again, replays int
+}
+
+// judge runs sequence n on the server of c and on the simulator, again
+// while the machine is too slow to judge it, up to maxTries times. An
+// error is the harness's or the simulator's, or ctx's.
+func judge(ctx context.Context, c *goredis.Client, n int, steps []step) (verdict, error) {
+	v := verdict{n: n, steps: steps, first: -1, slow: true}
+	for try := 0; try < maxTries && v.slow; try++ {
+		prefix := fmt.Sprintf("s%d.%d:", n+1, try+1)
+		real, ok, err := onRedis(ctx, c, steps, prefix)
+		if err != nil {
+			return v, fmt.Errorf("sequence %d: redis-server: %w", n+1, err)
+		}
+		if !ok {
+			continue
+		}
+		sim, err := onSimulator(steps, real.slept, real.blocked)
+		if err != nil {
+			return v, fmt.Errorf("sequence %d: the simulator: %w", n+1, err)
+		}
+		v.sim, v.real, v.slow, v.prefix = sim, real, false, prefix
+		v.first = firstDifference(steps, sim, real.results)
+	}
+	return v, nil
+}
+
+// replay runs a diverging sequence again, times times, counting the runs
+// that diverge again at the same step.
+func (v *verdict) replay(ctx context.Context, c *goredis.Client, times int) error {
+	for i := range times {
+		real, ok, err := onRedis(ctx, c, v.steps, fmt.Sprintf("s%d.r%d:", v.n+1, i+1))
+		if err != nil {
+			return fmt.Errorf("replay of sequence %d: redis-server: %w", v.n+1, err)
+		}
+		if !ok {
+			continue
+		}
+		sim, err := onSimulator(v.steps, real.slept, real.blocked)
+		if err != nil {
+			return fmt.Errorf("replay of sequence %d: the simulator: %w", v.n+1, err)
+		}
+		v.replays++
+		if firstDifference(v.steps, sim, real.results) == v.first {
+			v.again++
+		}
+	}
+	return nil
+}
+
+// answer is rs[i] shown short: an error's text (which is not compared)
+// cut to its first words.
+func answer(rs []Result, i int) string {
+	if i >= len(rs) {
+		return "(not run)"
+	}
+	s := rs[i].String()
+	if rs[i].Err != nil && len(s) > 30 {
+		s = s[:27] + "..."
+	}
+	return s
+}
+
+// String shows a diverging sequence, each step with both answers, and
+// how to draw it again.
+func (v *verdict) String(seed uint64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sequence %d of seed %d (replay: --seed %d --sequences %d), %d steps: step %d differs; it differed there again in %d of %d runs more\n",
+		v.n+1, seed, seed, v.n+1, len(v.steps), v.first+1, v.again, v.replays)
+	naps := 0
+	for i, s := range v.steps {
+		mark, cmd := "  ", s.describe()
+		if s.sleep {
+			cmd = fmt.Sprintf("sleep %v; %s", v.real.slept[naps].Round(100*time.Microsecond), cmd)
+			naps++
+		}
+		if i == v.first {
+			mark = "!!"
+		}
+		fmt.Fprintf(&b, "%s %2d  %-48s  simulator: %-16s  redis: %s\n", mark, i+1, cmd, answer(v.sim, i), answer(v.real.results, i))
+	}
+	fmt.Fprintf(&b, "(on Redis the keys had the prefix %s; the commands took %v in all, sleeps aside)\n", v.prefix, v.real.busy.Round(10*time.Microsecond))
+	return b.String()
+}

@@ -1,0 +1,242 @@
+package redissim
+
+import (
+	"fmt"
+	"github.com/lockprover/lockprover/redlock"
+	"math"
+	"strconv"
+)
+
+// The priority lock's scripts (redlock/scripts.go: obtain, undo,
+// refreshPrio, releasePrio), natively: each calls the commands its Lua
+// calls, in the same order (a script's effects before an error stay, as
+// on Redis), and converts numbers as Lua and Redis do.
+func priorityScripts() []*script {
+	sources := redlock.ScriptSources()
+	return []*script{
+		{name: "obtain", src: sources["obtain"], run: runObtain},
+		{name: "undo", src: sources["undo"], run: runUndo},
+		{name: "refreshPrio", src: sources["refreshPrio"], run: runRefreshPrio},
+		{name: "releasePrio", src: sources["releasePrio"], run: runReleasePrio},
+	}
+}
+
+// luaArg is a Lua number as redis.call sends it ("%.17g"): an integer's
+// digits.
+func luaArg(f float64) *string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return lit(strconv.FormatInt(int64(f), 10))
+	}
+	return lit(strconv.FormatFloat(f, 'g', 17, 64))
+}
+
+// luaNumber is tonumber of a reply: nil (false) for a nil reply.
+func luaNumber(v any) (float64, bool) {
+	switch v := v.(type) {
+	case string:
+		return tonumber(&v)
+	case int64:
+		return float64(v), true
+	}
+	return 0, false
+}
+
+// luaString is a reply as a Lua value passed back to redis.call: nil for
+// a nil reply (false, which redis.call refuses).
+func luaString(v any) *string {
+	switch v := v.(type) {
+	case string:
+		return &v
+	case int64:
+		return luaArg(float64(v))
+	}
+	return nil
+}
+
+var errCompareNil = fmt.Errorf("attempt to compare nil with number")
+
+// serverMs is the script's "now": TIME's seconds * 1000 + floor(micros/1000).
+func serverMs(s *server) (float64, error) {
+	t, err := call(s, lit("TIME"))
+	if err != nil {
+		return 0, err
+	}
+	ts := t.([]any)
+	sec, _ := luaNumber(ts[0])
+	us, _ := luaNumber(ts[1])
+	return sec*1000 + math.Floor(us/1000), nil
+}
+
+func runObtain(s *server, keys, argv []string) (Result, error) {
+	cur, err := call(s, lit("HGET"), at(keys, 1), lit("acq"))
+	if err != nil {
+		return Result{}, err
+	}
+	mine, mineOK := tonumber(at(argv, 2))
+	ttl, ttlOK := tonumber(at(argv, 3))
+	if cur == nil {
+		f, err := call(s, lit("INCR"), at(keys, 2))
+		if err != nil {
+			return Result{}, err
+		}
+		if _, err := call(s, lit("HSET"), at(keys, 1), lit("acq"), at(argv, 1), lit("prio"), at(argv, 2), lit("fence"), luaString(f)); err != nil {
+			return Result{}, err
+		}
+		if _, err := call(s, lit("PEXPIRE"), at(keys, 1), numArg(ttl, ttlOK)); err != nil {
+			return Result{}, err
+		}
+		return Result{Val: []any{int64(1), f}}, nil
+	}
+	v, err := call(s, lit("HMGET"), at(keys, 1), lit("prio"), lit("fence"))
+	if err != nil {
+		return Result{}, err
+	}
+	vs := v.([]any)
+	p, pOK := luaNumber(vs[0])
+	if !pOK || !mineOK {
+		return Result{}, errCompareNil
+	}
+	if !(p < mine || argIs(at(argv, 4), "1") && p == mine) {
+		return Result{Val: []any{int64(0), int64(p)}}, nil
+	}
+	return steal(s, keys, argv, cur, vs, ttl, ttlOK)
+}
+
+// steal is obtain's theft: the thief replaces the holder cur, keeping
+// the victim's fields vs (prio, fence) and deadline.
+func steal(s *server, keys, argv []string, cur any, vs []any, ttl float64, ttlOK bool) (Result, error) {
+	left, err := call(s, lit("PTTL"), at(keys, 1))
+	if err != nil {
+		return Result{}, err
+	}
+	now, err := serverMs(s)
+	if err != nil {
+		return Result{}, err
+	}
+	f, err := call(s, lit("INCR"), at(keys, 2))
+	if err != nil {
+		return Result{}, err
+	}
+	l := float64(left.(int64))
+	if _, err := call(s, lit("HSET"), at(keys, 1), lit("acq"), at(argv, 1), lit("prio"), at(argv, 2), lit("fence"), luaString(f),
+		lit("vacq"), luaString(cur), lit("vprio"), luaString(vs[0]), lit("vfence"), luaString(vs[1]), lit("vdl"), luaArg(now+l)); err != nil {
+		return Result{}, err
+	}
+	if !ttlOK {
+		return Result{}, errCompareNil // left > ttl, ttl nil
+	}
+	life := ttl
+	if !argIs(at(argv, 5), "1") && l > ttl {
+		life = l
+	}
+	if _, err := call(s, lit("PEXPIRE"), at(keys, 1), luaArg(life)); err != nil {
+		return Result{}, err
+	}
+	return Result{Val: []any{int64(2), f, cur, left, int64(life)}}, nil
+}
+
+// argIs is ARGV[i] == s.
+func argIs(a *string, s string) bool { return a != nil && *a == s }
+
+// numArg is a number passed to redis.call: nil if tonumber failed.
+func numArg(f float64, ok bool) *string {
+	if !ok {
+		return nil
+	}
+	return luaArg(f)
+}
+
+// forgetVictim is undo's first branch: where another (a thief) holds the
+// key, taken from token ARGV[1], whose key there was a fresh grant (ARGV[2]
+// = "1"), the victim gives up its claim to it (its deadline becomes 0), so
+// that the thief's own undo does not give the key back to an acquire that
+// failed. A key ARGV[1] stole keeps the claim: its life is its own
+// victim's deadline, which must outlast the undo.
+func forgetVictim(s *server, keys, argv []string, cur any) error {
+	if cur == nil || !eq(lit("1"), at(argv, 2)) {
+		return nil
+	}
+	v, err := call(s, lit("HGET"), at(keys, 1), lit("vacq"))
+	if err != nil || !eq(v, at(argv, 1)) {
+		return err
+	}
+	_, err = call(s, lit("HSET"), at(keys, 1), lit("vdl"), lit("0"))
+	return err
+}
+
+func runUndo(s *server, keys, argv []string) (Result, error) {
+	cur, err := call(s, lit("HGET"), at(keys, 1), lit("acq"))
+	if err != nil {
+		return Result{}, err
+	}
+	if !eq(cur, at(argv, 1)) {
+		return Result{Val: int64(0)}, forgetVictim(s, keys, argv, cur)
+	}
+	v, err := call(s, lit("HMGET"), at(keys, 1), lit("vacq"), lit("vprio"), lit("vfence"), lit("vdl"))
+	if err != nil {
+		return Result{}, err
+	}
+	if _, err := call(s, lit("DEL"), at(keys, 1)); err != nil {
+		return Result{}, err
+	}
+	vs := v.([]any)
+	if vs[0] == nil {
+		return Result{Val: int64(1)}, nil
+	}
+	now, err := serverMs(s)
+	if err != nil {
+		return Result{}, err
+	}
+	dl, ok := luaNumber(vs[3])
+	if !ok {
+		return Result{}, fmt.Errorf("attempt to perform arithmetic on a nil value")
+	}
+	left := dl - now
+	if left <= 0 {
+		return Result{Val: int64(1)}, nil
+	}
+	if _, err := call(s, lit("HSET"), at(keys, 1), lit("acq"), luaString(vs[0]), lit("prio"), luaString(vs[1]), lit("fence"), luaString(vs[2])); err != nil {
+		return Result{}, err
+	}
+	if _, err := call(s, lit("PEXPIRE"), at(keys, 1), luaArg(left)); err != nil {
+		return Result{}, err
+	}
+	return Result{Val: int64(2)}, nil
+}
+
+func runRefreshPrio(s *server, keys, argv []string) (Result, error) {
+	cur, err := call(s, lit("HGET"), at(keys, 1), lit("acq"))
+	if err != nil {
+		return Result{}, err
+	}
+	if eq(cur, at(argv, 1)) {
+		if _, err := call(s, lit("PEXPIRE"), at(keys, 1), at(argv, 2)); err != nil {
+			return Result{}, err
+		}
+		return Result{Val: int64(1)}, nil
+	}
+	if cur != nil {
+		return Result{Val: int64(-1)}, nil
+	}
+	return Result{Val: int64(0)}, nil
+}
+
+func runReleasePrio(s *server, keys, argv []string) (Result, error) {
+	if _, err := call(s, lit("DEL"), at(keys, 2)); err != nil {
+		return Result{}, err
+	}
+	cur, err := call(s, lit("HGET"), at(keys, 1), lit("acq"))
+	if err != nil {
+		return Result{}, err
+	}
+	if eq(cur, at(argv, 1)) {
+		if _, err := call(s, lit("DEL"), at(keys, 1)); err != nil {
+			return Result{}, err
+		}
+		return Result{Val: int64(1)}, nil
+	}
+	if cur != nil {
+		return Result{Val: int64(-1)}, nil
+	}
+	return Result{Val: int64(0)}, nil
+}

@@ -1,0 +1,146 @@
+package redissim
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/redis"
+	"github.com/lockprover/lockprover/internal/rapidbatch"
+)
+
+// privateServers starts n private redis-servers for the test and returns
+// their addresses; the test is skipped on a machine without redis-server.
+func privateServers(t *testing.T, n int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ss, err := redis.StartN(ctx, t.TempDir(), n, redis.Options{})
+	if errors.Is(err, redis.ErrNoRedis) {
+		t.Skipf("skipped: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { redis.StopAll(ss) })
+	return redis.Addrs(ss)
+}
+
+// The differential (differential.go): drawn sequences of the reference's
+// commands and scripts get the same answers from the simulator and from
+// private redis-servers.
+func TestDifferentialRedis(t *testing.T) {
+	addrs := privateServers(t, 4)
+	seed := rand.Uint64()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := Differential(ctx, addrs, 100, seed, nil)
+	t.Logf("seed %d: %s", seed, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Divergence != "" {
+		t.Fatalf("redis-server %s:\n%s", rep.Server, rep.Divergence)
+	}
+	if rep.Sequences != 100 || rep.Commands == 0 || rep.Inconclusive > 10 {
+		t.Errorf("%s: want 100 sequences, most of them judged", rep)
+	}
+}
+
+// A simulator that answers one command wrongly (INCR one too many) is
+// caught: the report names the sequence that draws it again and marks the
+// step, with both answers.
+func TestDifferentialCatchesAWrongSimulator(t *testing.T) {
+	addrs := privateServers(t, 2)
+	alterSim = func(s step, r Result) Result {
+		if n, ok := r.Val.(int64); ok && s.kind == "INCR" {
+			r.Val = n + 1
+		}
+		return r
+	}
+	t.Cleanup(func() { alterSim = nil })
+	rep, err := Differential(context.Background(), addrs, 50, 7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s\n%s", rep, rep.Divergence)
+	m := regexp.MustCompile(`^sequence (\d+) of seed 7 \(replay: --seed 7 --sequences (\d+)\), \d+ steps: step (\d+) differs`).FindStringSubmatch(rep.Divergence)
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("the divergence does not say which sequence and step:\n%s", rep.Divergence)
+	}
+	marked := regexp.MustCompile(`(?m)^!! +` + m[3] + `  (sleep [^;]+; )?INCR k\S+ +simulator: (\d+) +redis: (\d+)$`).FindStringSubmatch(rep.Divergence)
+	if marked == nil {
+		t.Fatalf("step %s is not marked as the INCR, with both answers:\n%s", m[3], rep.Divergence)
+	}
+	if sim, real := atoi(t, marked[2]), atoi(t, marked[3]); sim != real+1 {
+		t.Errorf("simulator %d, redis %d: want the broken simulator's one too many", sim, real)
+	}
+	if rep.Sequences != atoi(t, m[1]) {
+		t.Errorf("%s: want the sequences up to the divergence, %s", rep, m[1])
+	}
+	// Every replay judged differs again; under load one may be too slow
+	// to judge (CI saw "2 of 2"), never one that agrees.
+	again := regexp.MustCompile(`differed there again in (\d+) of (\d+) runs more`).FindStringSubmatch(rep.Divergence)
+	if again == nil || again[1] != again[2] || again[1] == "0" {
+		t.Errorf("the replays did not all differ again:\n%s", rep.Divergence)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Interrupted, Differential stops soon, with an error wrapping ctx's.
+func TestDifferentialInterrupted(t *testing.T) {
+	addrs := privateServers(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	rep, err := Differential(ctx, addrs, 1000, 1, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Errorf("after %v: %s, %v", time.Since(start), rep, err)
+	}
+}
+
+// A seed draws the same sequences every time; on the simulator, a short
+// ttl outlives the commands and not a sleep, and its PTTL is the ttl less
+// the commands' time.
+func TestSequencesAndSimulator(t *testing.T) {
+	for i := range 20 {
+		a, ok := rapidbatch.Case(9, 0, i, drawSequence)
+		b, _ := rapidbatch.Case(9, 0, i, drawSequence)
+		if !ok || !slices.Equal(a, b) || len(a) == 0 || len(a) > 20 {
+			t.Fatalf("case %d: %v, then %v", i, a, b)
+		}
+	}
+	steps := []step{
+		{kind: "SET", key: "k1", token: "t1", ttl: shortTTL},
+		{kind: "PTTL", key: "k1"},
+		{kind: "acquire", key: "k1", fence: "k1:fence", token: "t2", ttl: "100000"},
+		{kind: "release", sha: true, key: "k1", token: "t1"},
+		{sleep: true, kind: "acquire", key: "k1", fence: "k1:fence", token: "t2", ttl: "100000"},
+		{kind: "release", key: "k1", token: "t2"},
+	}
+	got, err := onSimulator(steps, []time.Duration{130 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`"OK"`, "50", "0", "error: NOSCRIPT No matching script. Please use EVAL.", "1", "1"}
+	for i, r := range got {
+		if r.String() != want[i] {
+			t.Errorf("step %d, %s: got %s, want %s", i+1, steps[i], r, want[i])
+		}
+	}
+	if pttl := (Result{Val: int64(40)}); !same(steps[1], Result{Val: int64(50)}, pttl) || same(steps[1], Result{Val: int64(50)}, Result{Val: int64(19)}) {
+		t.Error("PTTL's tolerance")
+	}
+}
