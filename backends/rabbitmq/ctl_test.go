@@ -30,9 +30,10 @@ func newCtl(t *testing.T, url string, plain bool) *rabbitmq.Ctl {
 }
 
 // ctlCtx bounds a test of plain rabbitmqctl commands, a second or more
-// each, longer on a loaded machine.
+// each on a quiet machine; CI's, beside the rest of the suite, took 16 s
+// a command (TestCtlModes/plain ran out of two minutes after some nine).
 func ctlCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -97,7 +98,7 @@ func TestCtlModes(t *testing.T) {
 				t.Fatalf("Queue(missing) = %v, %v", ok, err)
 			}
 			var conns map[string]string
-			for deadline := time.Now().Add(3 * time.Second); len(conns) == 0 && time.Now().Before(deadline); {
+			for tries, deadline := 0, time.Now().Add(3*time.Second); len(conns) == 0 && (tries < 3 || time.Now().Before(deadline)); tries++ {
 				if conns, err = ctl.Connections(ctx, prefix); err != nil {
 					t.Fatal(err)
 				}
@@ -119,7 +120,9 @@ func TestCtlModes(t *testing.T) {
 			if err := awaitClosed(t, c); broker.Code(err) != broker.ConnectionForced || !strings.Contains(err.Error(), "lockprover test") {
 				t.Fatalf("after CloseConnection: %v, want 320 - lockprover test", err)
 			}
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			// Ten seconds and three looks at least: one plain look can
+			// take longer than ten seconds on a loaded machine.
+			for tries, deadline := 1, time.Now().Add(10*time.Second); ; tries++ {
 				alive, err := ctl.Alive(ctx, q.OwnerPid, prefix)
 				if err != nil {
 					t.Fatal(err)
@@ -127,9 +130,10 @@ func TestCtlModes(t *testing.T) {
 				if !alive {
 					break
 				}
-				if time.Now().After(deadline) {
-					t.Fatal("the broker still holds the connection 10 s after it closed")
+				if tries >= 3 && time.Now().After(deadline) {
+					t.Fatalf("the broker still holds the connection 10 s and %d looks after it closed", tries)
 				}
+				time.Sleep(10 * time.Millisecond)
 			}
 			if _, ok, err := ctl.Queue(ctx, x); ok || err != nil {
 				t.Fatalf("the exclusive queue after its owner closed: %v, %v", ok, err)

@@ -547,15 +547,24 @@ def eventually(f, timeout=5.0):
         time.sleep(0.05)
 
 
-def force_close(connection_name):
-    """Close the broker connection of that name: 320 CONNECTION_FORCED."""
-    listing = subprocess.run(["rabbitmqctl", "-q", "list_connections", "pid", "client_properties"],
-                             capture_output=True, text=True, check=True).stdout
-    pids = [line.split("\t")[0] for line in listing.splitlines() if f'"{connection_name}"' in line]
-    if len(pids) != 1:
-        raise AssertionError(f"{len(pids)} connections named {connection_name!r}")
+def force_close(connection_name, looks=5):
+    """Close the broker connection of that name: 320 CONNECTION_FORCED.
+
+    Beside the whole suite in CI, one listing held no connection of that
+    name although the victim's acquire had just succeeded (why is not
+    known; rabbitmqctl took some 16 s a command then). So the connection
+    is looked for up to five times before that is a failure."""
+    for look in range(1, looks + 1):
+        listing = subprocess.run(["rabbitmqctl", "-q", "list_connections", "pid", "client_properties"],
+                                 capture_output=True, text=True, check=True, timeout=120).stdout
+        pids = [line.split("\t")[0] for line in listing.splitlines() if f'"{connection_name}"' in line]
+        if len(pids) > 1 or (not pids and look == looks):
+            raise AssertionError(f"{len(pids)} connections named {connection_name!r} in {look} listings")
+        if pids:
+            break
+        time.sleep(1)
     subprocess.run(["rabbitmqctl", "-q", "close_connection", pids[0], "test says bye"],
-                   capture_output=True, check=True)
+                   capture_output=True, check=True, timeout=120)
 
 
 def free_port():
