@@ -127,7 +127,8 @@ func TestServerCloseOnRabbitMQ(t *testing.T) {
 	c := dial(t, u, 0)
 	ctl := rabbitmq.NewCtl(nil, rabbitmq.VhostOf(u), false)
 	defer ctl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Two plain rabbitmqctl commands: 16 s each were seen in CI.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	side := p.BrokerSide()
 	if err := ctl.CloseConnectionsFrom(ctx, side, "lockprover test"); err != nil {
