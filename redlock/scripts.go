@@ -64,9 +64,15 @@ return 0
 var releaseScript = goredis.NewScript(releaseSrc)
 
 // The priority lock's scripts. KEYS[1] is the hash {k}:lock with fields
-// acq (the holder's token), prio and fence, and after a steal vacq, vprio,
-// vfence and vdl: the victim's, and its deadline in ms of the server's
-// clock, for undoing a steal that did not get its majority.
+// acq (the holder's token), prio and fence, and after steals the chain of
+// victims, for undoing a steal that did not get its majority: vn, how
+// many, and for the i-th (1 the first, a fresh grant; vn the holder's own
+// victim) vacq<i>, vprio<i>, vfence<i> and vdl<i>: its token, priority,
+// fence, and deadline in ms of the server's clock. A chain, not one
+// victim: where c2 stole from c1 and c3 from c2, and both steals are
+// undone, c3's undo gives the key back to c2 and c2's to c1 (until c1's
+// deadline); remembering only c2, c2's undo deleted the key while c1
+// held it, and a third acquire took it (a double hold).
 
 // obtainScript grants the lock to token ARGV[1] of priority ARGV[2] for
 // ARGV[3] ms, counting the grant on the fence counter KEYS[2]:
@@ -94,8 +100,9 @@ if p < mine or (ARGV[4] == '1' and p == mine) then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local f = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[1], 'acq', ARGV[1], 'prio', ARGV[2], 'fence', f,
-    'vacq', cur, 'vprio', v[1], 'vfence', v[2], 'vdl', now + left)
+  local n = (tonumber(redis.call('HGET', KEYS[1], 'vn')) or 0) + 1
+  redis.call('HSET', KEYS[1], 'acq', ARGV[1], 'prio', ARGV[2], 'fence', f, 'vn', n,
+    'vacq' .. n, cur, 'vprio' .. n, v[1], 'vfence' .. n, v[2], 'vdl' .. n, now + left)
   local life = ttl
   if ARGV[5] ~= '1' and left > ttl then life = left end
   redis.call('PEXPIRE', KEYS[1], life)
@@ -107,35 +114,43 @@ return {0, p}
 var obtainScript = goredis.NewScript(obtainSrc)
 
 // undoScript takes the lock back from token ARGV[1], if it holds it: a
-// steal is undone (the victim holds it again, until its own deadline, if
-// that has not passed: 2), a grant deleted (1); 0 if another holds it,
-// and if that other took it from ARGV[1], and ARGV[1]'s key there was a
-// fresh grant (ARGV[2] = "1"), ARGV[1] gives up its claim (its deadline
-// becomes 0): the thief's own undo then deletes the key rather than give
-// it back to an acquire that failed (a key nobody holds, which refused
-// acquires of no higher priority until it expired). A key ARGV[1] stole
-// keeps the claim: its deadline is its own victim's, whom nobody told.
+// steal is undone (its victim, the last of the chain, holds it again, with
+// the rest of the chain, until its own deadline, if that has not passed:
+// 2), a grant deleted (1); 0 if another holds it, and if ARGV[1]'s key
+// there was a fresh grant (ARGV[2] = "1"), the first of the chain,
+// ARGV[1] gives up its claim (its deadline becomes 0): the undo that
+// reaches it then deletes the key rather than give it back to an acquire
+// that failed (a key nobody holds, which refused acquires of no higher
+// priority until it expired). A key ARGV[1] stole keeps the claim: its
+// deadline is its own victim's, whom nobody told. The deadlines grow
+// along the chain (a thief's key lives at least as long as its victim's),
+// so a victim whose deadline has passed leaves none before it alive.
 const undoSrc = `
 local cur = redis.call('HGET', KEYS[1], 'acq')
 if cur ~= ARGV[1] then
-  if cur and ARGV[2] == '1' and redis.call('HGET', KEYS[1], 'vacq') == ARGV[1] then
-    redis.call('HSET', KEYS[1], 'vdl', 0)
+  if cur and ARGV[2] == '1' and redis.call('HGET', KEYS[1], 'vacq1') == ARGV[1] then
+    redis.call('HSET', KEYS[1], 'vdl1', 0)
   end
   return 0
 end
-local v = redis.call('HMGET', KEYS[1], 'vacq', 'vprio', 'vfence', 'vdl')
-redis.call('DEL', KEYS[1])
-if v[1] then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local left = tonumber(v[4]) - now
-  if left > 0 then
-    redis.call('HSET', KEYS[1], 'acq', v[1], 'prio', v[2], 'fence', v[3])
-    redis.call('PEXPIRE', KEYS[1], left)
-    return 2
-  end
+local n = tonumber(redis.call('HGET', KEYS[1], 'vn'))
+if not n then
+  redis.call('DEL', KEYS[1])
+  return 1
 end
-return 1
+local v = redis.call('HMGET', KEYS[1], 'vacq' .. n, 'vprio' .. n, 'vfence' .. n, 'vdl' .. n)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local left = tonumber(v[4]) - now
+if left <= 0 then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+redis.call('HDEL', KEYS[1], 'vacq' .. n, 'vprio' .. n, 'vfence' .. n, 'vdl' .. n)
+redis.call('HSET', KEYS[1], 'acq', v[1], 'prio', v[2], 'fence', v[3], 'vn', n - 1)
+if n == 1 then redis.call('HDEL', KEYS[1], 'vn') end
+redis.call('PEXPIRE', KEYS[1], left)
+return 2
 `
 
 var undoScript = goredis.NewScript(undoSrc)

@@ -43,7 +43,7 @@ func command(name string) func(s *server, args []string) Result {
 var arity = map[string]int{
 	"PING": -1, "GET": 2, "SET": -3, "DEL": -2, "EXISTS": -2, "PEXPIRE": 3,
 	"PTTL": 2, "INCR": 2, "DBSIZE": 1, "EVAL": -3, "EVALSHA": -3,
-	"HSET": -4, "HGET": 3, "HMGET": -3, "HLEN": 2, "RPUSH": -3, "LLEN": 2,
+	"HSET": -4, "HGET": 3, "HMGET": -3, "HLEN": 2, "HDEL": -3, "RPUSH": -3, "LLEN": 2,
 	"LRANGE": 4, "BLPOP": -3, "PUBLISH": 3, "TIME": 1, "TYPE": 2,
 }
 

@@ -18,7 +18,7 @@ import (
 var kinds = []string{"acquire", "raise", "refresh", "refreshSetNX", "release",
 	"GET", "DEL", "PEXPIRE", "PTTL", "SET", "INCR", "EXISTS", "badnumkeys",
 	"obtain", "undo", "refreshPrio", "releasePrio", "HSET", "HGET", "HMGET", "HLEN",
-	"RPUSH", "LLEN", "LRANGE", "BLPOP", "tx", "PUBLISH", "TYPE"}
+	"RPUSH", "LLEN", "LRANGE", "BLPOP", "tx", "PUBLISH", "TYPE", "HDEL"}
 
 // prioKinds are the priority lock's.
 var prioKinds = kinds[13:]
@@ -37,8 +37,9 @@ func drawPrio(t *rapid.T, s *step, label func(string) string) bool {
 	case "obtain", "undo", "refreshPrio", "releasePrio":
 		s.sha = rapid.Bool().Draw(t, label("evalsha"))
 		s.flags = rapid.SampledFrom([]string{"00", "00", "10", "01"}).Draw(t, label("flags"))
-	case "HGET":
-		s.field = rapid.SampledFrom([]string{"acq", "prio", "fence", "vacq", "vprio", "vfence"}).Draw(t, label("field"))
+	case "HGET", "HDEL":
+		// Not the deadlines (vdl<i>): they are the server's clock.
+		s.field = rapid.SampledFrom([]string{"acq", "prio", "fence", "vn", "vacq1", "vprio1", "vfence1", "vacq2"}).Draw(t, label("field"))
 	case "BLPOP":
 		s.list2 = rapid.SampledFrom([]string{"", "{p}:note:t2"}).Draw(t, label("list2"))
 		s.tmo = rapid.SampledFrom([]string{"0.2", "0.2", "0.2", "x", "-1"}).Draw(t, label("timeout"))
@@ -60,8 +61,8 @@ func (s step) prioArgs(prefix string) []string {
 	switch s.kind {
 	case "obtain":
 		return append(eval(), "2", lock, prefix+s.fence, s.token, s.prio, s.ttl, s.flags[:1], s.flags[1:])
-	case "undo":
-		return append(eval(), "1", lock, s.token)
+	case "undo": // ARGV[2], "1": the token's key was a fresh grant
+		return append(eval(), "1", lock, s.token, s.flags[:1])
 	case "refreshPrio":
 		return append(eval(), "1", lock, s.token, s.ttl)
 	case "releasePrio":
@@ -70,6 +71,8 @@ func (s step) prioArgs(prefix string) []string {
 		return []string{"HSET", lock, "acq", s.token, "prio", s.prio, "fence", "1"}
 	case "HGET":
 		return []string{"HGET", lock, s.field}
+	case "HDEL":
+		return []string{"HDEL", lock, s.field, "vn"}
 	case "HMGET":
 		return []string{"HMGET", lock, "prio", "fence"}
 	case "HLEN":

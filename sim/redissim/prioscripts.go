@@ -118,8 +118,15 @@ func steal(s *server, keys, argv []string, cur any, vs []any, ttl float64, ttlOK
 		return Result{}, err
 	}
 	l := float64(left.(int64))
-	if _, err := call(s, lit("HSET"), at(keys, 1), lit("acq"), at(argv, 1), lit("prio"), at(argv, 2), lit("fence"), luaString(f),
-		lit("vacq"), luaString(cur), lit("vprio"), luaString(vs[0]), lit("vfence"), luaString(vs[1]), lit("vdl"), luaArg(now+l)); err != nil {
+	vn, err := call(s, lit("HGET"), at(keys, 1), lit("vn"))
+	if err != nil {
+		return Result{}, err
+	}
+	n, _ := luaNumber(vn) // tonumber(...) or 0
+	n++
+	i := *luaArg(n)
+	if _, err := call(s, lit("HSET"), at(keys, 1), lit("acq"), at(argv, 1), lit("prio"), at(argv, 2), lit("fence"), luaString(f), lit("vn"), luaArg(n),
+		lit("vacq"+i), luaString(cur), lit("vprio"+i), luaString(vs[0]), lit("vfence"+i), luaString(vs[1]), lit("vdl"+i), luaArg(now+l)); err != nil {
 		return Result{}, err
 	}
 	if !ttlOK {
@@ -147,23 +154,27 @@ func numArg(f float64, ok bool) *string {
 }
 
 // forgetVictim is undo's first branch: where another (a thief) holds the
-// key, taken from token ARGV[1], whose key there was a fresh grant (ARGV[2]
-// = "1"), the victim gives up its claim to it (its deadline becomes 0), so
-// that the thief's own undo does not give the key back to an acquire that
-// failed. A key ARGV[1] stole keeps the claim: its life is its own
-// victim's deadline, which must outlast the undo.
+// key, and token ARGV[1]'s key there was a fresh grant (ARGV[2] = "1"),
+// the first of the chain of victims, ARGV[1] gives up its claim to it
+// (its deadline becomes 0), so that the undo that reaches it does not give
+// the key back to an acquire that failed. A key ARGV[1] stole keeps the
+// claim: its life is its own victim's deadline, which must outlast the
+// undo.
 func forgetVictim(s *server, keys, argv []string, cur any) error {
-	if cur == nil || !eq(lit("1"), at(argv, 2)) {
+	if cur == nil || !argIs(at(argv, 2), "1") {
 		return nil
 	}
-	v, err := call(s, lit("HGET"), at(keys, 1), lit("vacq"))
+	v, err := call(s, lit("HGET"), at(keys, 1), lit("vacq1"))
 	if err != nil || !eq(v, at(argv, 1)) {
 		return err
 	}
-	_, err = call(s, lit("HSET"), at(keys, 1), lit("vdl"), lit("0"))
+	_, err = call(s, lit("HSET"), at(keys, 1), lit("vdl1"), lit("0"))
 	return err
 }
 
+// runUndo is undoScript: the holder ARGV[1] gives the key back to the last
+// of its chain of victims, with the rest of the chain, until that
+// victim's deadline (2), or deletes it (1).
 func runUndo(s *server, keys, argv []string) (Result, error) {
 	cur, err := call(s, lit("HGET"), at(keys, 1), lit("acq"))
 	if err != nil {
@@ -172,17 +183,22 @@ func runUndo(s *server, keys, argv []string) (Result, error) {
 	if !eq(cur, at(argv, 1)) {
 		return Result{Val: int64(0)}, forgetVictim(s, keys, argv, cur)
 	}
-	v, err := call(s, lit("HMGET"), at(keys, 1), lit("vacq"), lit("vprio"), lit("vfence"), lit("vdl"))
+	vn, err := call(s, lit("HGET"), at(keys, 1), lit("vn"))
 	if err != nil {
 		return Result{}, err
 	}
-	if _, err := call(s, lit("DEL"), at(keys, 1)); err != nil {
+	n, ok := luaNumber(vn)
+	if !ok {
+		_, err := call(s, lit("DEL"), at(keys, 1))
+		return Result{Val: int64(1)}, err
+	}
+	i := *luaArg(n)
+	fields := []*string{lit("vacq" + i), lit("vprio" + i), lit("vfence" + i), lit("vdl" + i)}
+	v, err := call(s, append([]*string{lit("HMGET"), at(keys, 1)}, fields...)...)
+	if err != nil {
 		return Result{}, err
 	}
 	vs := v.([]any)
-	if vs[0] == nil {
-		return Result{Val: int64(1)}, nil
-	}
 	now, err := serverMs(s)
 	if err != nil {
 		return Result{}, err
@@ -193,15 +209,28 @@ func runUndo(s *server, keys, argv []string) (Result, error) {
 	}
 	left := dl - now
 	if left <= 0 {
-		return Result{Val: int64(1)}, nil
+		_, err := call(s, lit("DEL"), at(keys, 1))
+		return Result{Val: int64(1)}, err
 	}
-	if _, err := call(s, lit("HSET"), at(keys, 1), lit("acq"), luaString(vs[0]), lit("prio"), luaString(vs[1]), lit("fence"), luaString(vs[2])); err != nil {
-		return Result{}, err
+	return Result{Val: int64(2)}, restoreVictim(s, keys, fields, vs, n, left)
+}
+
+// restoreVictim is the end of undo's give-back: the victim vs (the chain's
+// n-th) holds the key again for left ms, with the chain before it.
+func restoreVictim(s *server, keys []string, fields []*string, vs []any, n, left float64) error {
+	if _, err := call(s, append([]*string{lit("HDEL"), at(keys, 1)}, fields...)...); err != nil {
+		return err
 	}
-	if _, err := call(s, lit("PEXPIRE"), at(keys, 1), luaArg(left)); err != nil {
-		return Result{}, err
+	if _, err := call(s, lit("HSET"), at(keys, 1), lit("acq"), luaString(vs[0]), lit("prio"), luaString(vs[1]), lit("fence"), luaString(vs[2]), lit("vn"), luaArg(n-1)); err != nil {
+		return err
 	}
-	return Result{Val: int64(2)}, nil
+	if n == 1 {
+		if _, err := call(s, lit("HDEL"), at(keys, 1), lit("vn")); err != nil {
+			return err
+		}
+	}
+	_, err := call(s, lit("PEXPIRE"), at(keys, 1), luaArg(left))
+	return err
 }
 
 func runRefreshPrio(s *server, keys, argv []string) (Result, error) {

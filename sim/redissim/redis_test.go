@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,3 +145,55 @@ func TestSequencesAndSimulator(t *testing.T) {
 		t.Error("PTTL's tolerance")
 	}
 }
+
+// The priority lock's undo walks back a chain of steals, on the simulator
+// as on redis-server: t2 stole from t1 and t3 from t2; t3's undo gives the
+// key back to t2, and t2's to t1, which still holds it (remembering only
+// t2, t2's undo deleted the key while t1 held it: a double hold). Where t1
+// gave up its claim (its acquire failed; its key was a fresh grant), the
+// undo that reaches it deletes the key.
+func TestPriorityUndoChain(t *testing.T) {
+	obtain := func(tok, prio string) step {
+		return step{kind: "obtain", lock: "{p}:lock", fence: "{p}:fence", token: tok, prio: prio, ttl: "100000", flags: "00"}
+	}
+	undo := func(tok, fresh string) step {
+		return step{kind: "undo", lock: "{p}:lock", token: tok, flags: fresh + "0"}
+	}
+	holder := step{kind: "HGET", lock: "{p}:lock", field: "acq"}
+	chain := []step{obtain("t1", "1"), obtain("t2", "2"), obtain("t3", "3"),
+		{kind: "HGET", lock: "{p}:lock", field: "vacq1"}, {kind: "HGET", lock: "{p}:lock", field: "vn"},
+		undo("t3", "0"), holder, undo("t2", "0"), holder, {kind: "HLEN", lock: "{p}:lock"}, undo("t1", "1"), holder}
+	gaveUp := []step{obtain("t1", "1"), obtain("t2", "2"), obtain("t3", "3"),
+		undo("t1", "1"), undo("t3", "0"), holder, undo("t2", "0"), holder}
+	addr := privateServers(t, 1)[0]
+	c := client(addr)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		want  []string // the answers after the three obtains
+	}{
+		{"undone twice", chain, []string{`"t1"`, `"2"`, "2", `"t2"`, "2", `"t1"`, "3", "1", "(nil)"}},
+		{"the first gave up", gaveUp, []string{"0", "2", `"t2"`, "1", "(nil)"}},
+	} {
+		sim, err := onSimulator(tc.steps, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		real, _, err := onRedis(ctx, c, tc.steps, casePrefix(tc.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 3; i < len(tc.steps); i++ {
+			got, on := sim[i].String(), real.results[i].String()
+			if got != tc.want[i-3] || on != tc.want[i-3] {
+				t.Errorf("%s: step %d, %s: simulator %s, redis-server %s, want %s", tc.name, i+1, tc.steps[i], got, on, tc.want[i-3])
+			}
+		}
+	}
+}
+
+// casePrefix is a case's key prefix, apart from the other cases'.
+func casePrefix(name string) string { return strings.ReplaceAll(name, " ", "-") + ":" }

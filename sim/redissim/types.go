@@ -25,6 +25,8 @@ func priorityCommand(name string) func(s *server, args []string) Result {
 		return cmdHmget
 	case "HLEN":
 		return cmdHlen
+	case "HDEL":
+		return cmdHdel
 	case "RPUSH":
 		return cmdRpush
 	case "LLEN":
@@ -139,6 +141,29 @@ func cmdHlen(s *server, args []string) Result {
 		return Result{Val: int64(0)}
 	}
 	return Result{Val: int64(len(e.hash))}
+}
+
+// cmdHdel is HDEL key field...: how many of the fields were there; a hash
+// left with no field is no more.
+func cmdHdel(s *server, args []string) Result {
+	e, err := s.typed(args[1], "hash")
+	if err != nil {
+		return Result{Err: err}
+	}
+	if e == nil {
+		return Result{Val: int64(0)}
+	}
+	n := int64(0)
+	for _, f := range args[2:] {
+		if _, ok := e.hash[f]; ok {
+			delete(e.hash, f)
+			n++
+		}
+	}
+	if len(e.hash) == 0 {
+		delete(s.keys, args[1])
+	}
+	return Result{Val: n}
 }
 
 // cmdRpush is RPUSH key value...: the list's length; clients blocked on
