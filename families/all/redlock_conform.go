@@ -45,24 +45,7 @@ func redlockConform(ctx context.Context, s family.Settings, c family.ConformConf
 	fmt.Fprintf(out, "redissim against redis-server: %d sequences of the commands and scripts redlock sends, seed %d, on %d private servers\n",
 		c.Sequences, c.Seed, len(servers))
 	rep, err := redissim.Differential(ctx, redisbk.Addrs(servers), c.Sequences, c.Seed, out)
-	switch {
-	case ctx.Err() != nil:
-		fmt.Fprintf(out, "interrupted after %s\n", rep)
-		return 0, fmt.Errorf("interrupted; its private redis-servers are stopped: %w", ctx.Err())
-	case err != nil:
-		log := c.Log
-		if log == nil {
-			log = out
-		}
-		fmt.Fprintf(log, "conform: the harness failed, nothing is decided: %v\n", err)
-		return family.Inconclusive, nil
-	case rep.Divergence != "":
-		fmt.Fprintf(out, "%s: the simulator diverges from redis-server %s\n\n%s", rep, rep.Server, rep.Divergence)
-		return family.Diverge, nil
-	case rep.Inconclusive*10 > rep.Sequences:
-		fmt.Fprintf(out, "%s: inconclusive, the machine was too slow to judge more than a tenth of them\n", rep)
-		return family.Inconclusive, nil
-	}
-	fmt.Fprintf(out, "%s: the simulator agrees with redis-server %s\n", rep, rep.Server)
-	return family.Agree, nil
+	return differential{report: rep, server: "redis-server " + rep.Server, divergence: rep.Divergence,
+		sequences: rep.Sequences, inconclusive: rep.Inconclusive, err: err,
+		stopped: "its private redis-servers are stopped"}.end(ctx, c, out)
 }
