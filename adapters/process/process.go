@@ -129,6 +129,9 @@ func (l *Launcher) Launch(ctx context.Context, name string, init Request) (*Clie
 // kill (validate-impl's checks); without one, nothing started.
 func (l *Launcher) Handshake(ctx context.Context, name string, init Request) (*Client, error) {
 	c, err := start(l.Command, name, l.timeout())
+	if err == nil {
+		c.exitGrace = max(ExitGrace, l.InitTimeout)
+	}
 	if err != nil {
 		var ie *prover.ImplementationError
 		if errors.As(err, &ie) {
@@ -220,6 +223,10 @@ type Client struct {
 	stderr  *tail
 	timeout time.Duration
 	gone    func()
+	// exitGrace is how long the process has to exit once its stdin
+	// closes (Checker.Ends): ExitGrace, or the init timeout the launcher
+	// was given (Launcher.InitTimeout, --init-timeout) if longer.
+	exitGrace time.Duration
 
 	mu       sync.Mutex
 	next     int

@@ -220,3 +220,41 @@ func TestHangSaidPlainly(t *testing.T) {
 		t.Errorf("Crashed() = %q, want it to start %q", got, want)
 	}
 }
+
+// Ends passes a process that exits once its stdin closes, and fails one
+// that stays (which it kills), after process.ExitGrace, or after the
+// launcher's init timeout where that is longer.
+func TestEndsChecksTheExit(t *testing.T) {
+	ctx := context.Background()
+	const initOK = `echo '{"id":1,"type":"init_ok"}'`
+	for _, tc := range []struct {
+		name, script string
+		init         time.Duration
+		pass         bool
+		want         string
+	}{
+		{"exits", `read l; ` + initOK + `; cat >/dev/null`, 0, true, ""},
+		{"stays", `read l; ` + initOK + `; trap "" TERM; exec sleep 600 </dev/null`, 0, false, "exit within 5s"},
+		{"exits late, within the init timeout", `read l; ` + initOK + `; cat >/dev/null; sleep 6`, 7 * time.Second, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := &process.Launcher{Command: tc.script, InitTimeout: tc.init}
+			c, err := l.Handshake(ctx, "c1", toyInit("c1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Kill()
+			var out strings.Builder
+			v := process.NewChecker(ctx, &out)
+			start := time.Now()
+			v.Ends(c)
+			if v.OK != tc.pass || !strings.Contains(out.String(), tc.want) {
+				t.Errorf("passed %v after %v, want %v:\n%s", v.OK, time.Since(start), tc.pass, out.String())
+			}
+			if !tc.pass && time.Since(start) < process.ExitGrace {
+				t.Errorf("failed after %v, before the grace ran out", time.Since(start))
+			}
+		})
+	}
+}
