@@ -130,34 +130,57 @@ func TestRedisLostReply(t *testing.T) {
 			{At: 100, Fault: histories.DropReply, Target: "c1", Server: 1},  // c1 refreshes at 300 ms: struck
 			{At: 3000, Fault: histories.DropReply, Target: "c1", Server: 1}, // c1 is done by then: never struck
 		}}
-	res, err := target.Run(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
+	// At load 25 to 30 every answer of one run came too late for c1's
+	// own timeouts (i/o timeout), and no lost reply was recorded. Most
+	// likely none struck: a reply that comes after its client gave up on
+	// the connection is not one the proxy loses. That the record of one
+	// that struck was lost is not ruled out (issue 24's open question).
+	// Such a run is not the plan's, and runs again, up to three runs.
+	for run := 1; ; run++ {
+		res, err := target.Run(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		histories.Write(&b, res.History)
+		drops, timedOut := lostReplies(t, res.History, b.String())
+		if drops == 0 && timedOut && run < 3 {
+			t.Logf("run %d: c1 timed out on its own before any reply could be lost (a machine too slow); running again\n%s", run, b.String())
+			continue
+		}
+		if drops != 1 {
+			t.Errorf("%d lost replies recorded, want 1 (the one armed after c1's last operation never strikes)\n%s", drops, b.String())
+		}
+		return
 	}
-	var b strings.Builder
-	histories.Write(&b, res.History)
-	// The reply lost is the one to c1's next command after 100 ms: its
-	// refresh's, or, where its acquire was still running then (beside
-	// CI's load once), its acquire's. That operation ends unknown: its
-	// only server's answer is lost.
-	inFlight, drops, cut := "", 0, ""
-	for _, e := range res.History {
+}
+
+// lostReplies counts the lost replies recorded in h, and says whether an
+// operation of c1 timed out; it checks that each was recorded while an
+// operation of c1 was in flight, which did not then end ok. The reply
+// lost is the one to c1's next command after 100 ms: its refresh's, or,
+// where its acquire was still running then (beside CI's load once), its
+// acquire's. That operation ends unknown: its only server's answer is
+// lost.
+func lostReplies(t *testing.T, h []histories.Event, text string) (drops int, timedOut bool) {
+	t.Helper()
+	inFlight, cut := "", ""
+	for _, e := range h {
 		switch {
 		case e.Process == "nemesis" && e.F == histories.DropReply && e.Type == histories.Invoke:
 			drops++
 			if cut = inFlight; inFlight == "" {
-				t.Errorf("the lost reply (#%d) recorded while c1 had no operation in flight\n%s", e.Index, b.String())
+				t.Errorf("the lost reply (#%d) recorded while c1 had no operation in flight\n%s", e.Index, text)
 			}
 		case e.Process == "c1" && e.Type == histories.Invoke:
 			inFlight = e.F
 		case e.Process == "c1":
 			if e.F == cut && e.Type == histories.Ok {
-				t.Errorf("c1's %s, whose only server's reply was lost, completed ok (#%d)\n%s", e.F, e.Index, b.String())
+				t.Errorf("c1's %s, whose only server's reply was lost, completed ok (#%d)\n%s", e.F, e.Index, text)
 			}
+			timedOut = timedOut || strings.Contains(e.Error, "i/o timeout")
 			inFlight, cut = "", ""
 		}
 	}
-	if drops != 1 {
-		t.Errorf("%d lost replies recorded, want 1 (the one armed after c1's last operation never strikes)\n%s", drops, b.String())
-	}
+	return drops, timedOut
 }
