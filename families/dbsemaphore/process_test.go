@@ -210,8 +210,13 @@ func ended(t *testing.T, c *dbsemprotocol.Process) {
 	t.Helper()
 	start := time.Now()
 	c.Close()
-	if d := time.Since(start); d > 4*time.Second {
-		t.Errorf("%s took %v to exit after its stdin closed", c.Name(), d)
+	// Close sends SIGTERM after 5 s, and SIGKILL 5 s later. A process
+	// that needed SIGKILL ignored both its stdin closing and SIGTERM; one
+	// that took over 5 s may just be slow (5.5 s for the Python example
+	// at load 25 to 30). Exiting within 5 s, or the init timeout given,
+	// is validate-impl's check (TestValidateLeasePasses).
+	if d := time.Since(start); d > 9*time.Second {
+		t.Errorf("%s took %v to exit after its stdin closed: it needed SIGKILL", c.Name(), d)
 	}
 	if why := c.Crashed(); why != "" {
 		t.Errorf("%s %s", c.Name(), why)
