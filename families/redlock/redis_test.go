@@ -148,11 +148,30 @@ func TestRedisLostReply(t *testing.T) {
 			t.Logf("run %d: c1 timed out on its own before any reply could be lost (a machine too slow); running again\n%s", run, b.String())
 			continue
 		}
-		if drops != 1 {
-			t.Errorf("%d lost replies recorded, want 1 (the one armed after c1's last operation never strikes)\n%s", drops, b.String())
+		// The second is armed at 3 s: it strikes only where c1, slowed
+		// down, was still running then (its second acquire once ran from
+		// 2.3 s to 5.8 s at load 30, and lost its reply: rightly
+		// recorded, and checked by lostReplies).
+		want, ok := "1", drops == 1
+		if busyAt(res.History, "c1", 3*time.Second) {
+			want, ok = "1 or 2 (c1 was still running when the second was armed)", drops == 1 || drops == 2
+		}
+		if !ok {
+			t.Errorf("%d lost replies recorded, want %s\n%s", drops, want, b.String())
 		}
 		return
 	}
+}
+
+// busyAt says whether process p's last event in h came after at (from the
+// run's start): then it may have sent a command after at.
+func busyAt(h []histories.Event, p string, at time.Duration) bool {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Process == p {
+			return time.Duration(h[i].Time) > at
+		}
+	}
+	return false
 }
 
 // lostReplies counts the lost replies recorded in h, and says whether an
