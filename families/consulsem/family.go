@@ -1,0 +1,171 @@
+// Package consulsemfamily is the consul-semaphore family (issue 23):
+// Consul's semaphore recipe (package consulsem, the reference), at most
+// limit holders of a prefix, each holding a session that expires unless
+// renewed, proven on the simulator of Consul and etcd (package
+// sim/consulsim). It says what a plan of the family is (the backend, the
+// limit and TTL, clients that acquire, refresh and release, faults:
+// kills, pauses of a client beyond its session's life, partitions, lost
+// replies to the granting write, restarts of the server), how plans are
+// drawn, and how they run. Histories are of lock kind histories.Lease,
+// judged by families/lease with the backend's expiry factor: Consul
+// invalidates a session between one and two TTLs after its last renewal,
+// etcd one TTL after it, noticed within its lessor's 500 ms sweep.
+//
+// A restart of the server gives every session a fresh TTL (a persistent
+// Consul agent, etcd), or forgets every session and key and starts its
+// indexes again (a Consul -dev agent): either lets a lease outlive what
+// the lease checker allows it from its last grant, so plans draw
+// restarts only when Config.AnyRestart says so, and their failures are
+// findings about the configuration (as for Redlock's servers that keep
+// nothing).
+package consulsemfamily
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/prover"
+	"pgregory.net/rapid"
+)
+
+// Config says what to prove and how hard to look: it is a prover.Family
+// on the simulator. The zero value proves the reference on a simulated
+// Consul -dev agent with every fault but restarts.
+type Config struct {
+	Mutant    string   // a mutant of the reference to prove instead
+	Clients   int      // at most this many clients; 0 means 3
+	Ops       int      // at most this many operations per client, sleeps aside; 0 means 8
+	Faults    []string // the faults plans may hold; nil means every fault, empty means none
+	MaxFaults int      // at most this many faults per plan; 0 means 3
+	// Backend is the simulated server, Consul ("" or "consul") or etcd.
+	Backend string
+	// TTLMs fixes the sessions' TTL; 0 draws it (1 or 2 s).
+	TTLMs int
+	// AnyRestart lets plans restart the server (see the package
+	// documentation); Persistent makes the Consul agent keep its state
+	// across them (else a -dev agent, which forgets).
+	AnyRestart, Persistent bool
+	// StaleReads and BehaviorRelease prove the reference's correct
+	// variants (consulsem.Options).
+	StaleReads, BehaviorRelease bool
+	// Drift is the drift bound plans are judged with; 0 means
+	// model.DefaultDrift.
+	Drift float64
+}
+
+func (c Config) withDefaults() Config {
+	if c.Clients == 0 {
+		c.Clients = 3
+	}
+	if c.Ops == 0 {
+		c.Ops = 8
+	}
+	if c.Faults == nil {
+		c.Faults = faultNames
+	}
+	if c.MaxFaults == 0 {
+		c.MaxFaults = 3
+	}
+	if c.Backend == "" {
+		c.Backend = Consul
+	}
+	return c
+}
+
+// Check says what is wrong with c, for a command line.
+func (c Config) Check() error {
+	c = c.withDefaults()
+	switch {
+	case c.Backend != Consul && c.Backend != Etcd:
+		return fmt.Errorf("backend %q: want %s or %s", c.Backend, Consul, Etcd)
+	case c.Backend == Etcd && (c.Persistent || c.BehaviorRelease):
+		return fmt.Errorf("persistent agents and Behavior release are Consul's, not etcd's")
+	case c.TTLMs != 0 && CheckTTL(c.Backend, c.TTLMs) != nil:
+		return CheckTTL(c.Backend, c.TTLMs)
+	case c.Mutant != "" && MutantNamed(c.Mutant) == nil:
+		return fmt.Errorf("no %s mutant named %q", Kind, c.Mutant)
+	}
+	for _, f := range c.Faults {
+		if !contains(faultNames, f) {
+			return fmt.Errorf("unknown fault %q", f)
+		}
+	}
+	return nil
+}
+
+func contains(s []string, x string) bool {
+	for _, y := range s {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckTTL says what is wrong with a TTL of ttlMs on backend: Consul's
+// agents refuse one under session_ttl_min (1 s) or over a day; etcd
+// grants whole seconds, at least its floor (1 s). Plans keep to a minute.
+func CheckTTL(backend string, ttlMs int) error {
+	if ttlMs < 1000 || ttlMs > 60000 || backend == Etcd && ttlMs%1000 != 0 {
+		return fmt.Errorf("ttl %d ms: want 1000 to 60000 (whole seconds on etcd)", ttlMs)
+	}
+	return nil
+}
+
+// Draw draws a plan of c with rapid.
+func (c Config) Draw(t *rapid.T) prover.Plan { return draw(t, c.withDefaults()) }
+
+// Run runs a plan of this family on the simulator.
+func (c Config) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
+	pl, ok := p.(*Plan)
+	if !ok {
+		return nil, fmt.Errorf("%s: a plan of another family (%T)", Kind, p)
+	}
+	return Simulate(pl, nil)
+}
+
+// Judging gives the lease checker the backend's expiry factor: a Consul
+// session may live two TTLs after its last renewal; an etcd lease one,
+// plus the lessor's sweep (500 ms, at most half a TTL of a second or
+// more: 1.5 TTLs bounds both).
+func (c Config) Judging(bool) any {
+	return lease.Options{Drift: c.Drift, Expiry: Expiry(c.withDefaults().Backend)}
+}
+
+// Expiry is the lease checker's expiry factor for backend (lease.Options.Expiry).
+func Expiry(backend string) float64 {
+	if backend == Etcd {
+		return 1.5
+	}
+	return 2
+}
+
+// Deterministic says that plans run on the simulator.
+func (Config) Deterministic() bool { return true }
+
+// String says what c proves.
+func (c Config) String() string {
+	what := "the reference"
+	if c.Mutant != "" {
+		what = "mutant " + c.Mutant
+	}
+	var variants []string
+	if c.StaleReads {
+		variants = append(variants, "stale reads")
+	}
+	if c.BehaviorRelease {
+		variants = append(variants, "Behavior release")
+	}
+	for i, v := range variants {
+		sep := " and "
+		if i == 0 {
+			sep = " with "
+		}
+		what += sep + v
+	}
+	return what + " on the simulated " + c.withDefaults().Backend
+}
+
+// kept says whether a restart of p's server keeps its sessions.
+func kept(p *Plan) bool { return p.Backend == Etcd || p.Persistent }
