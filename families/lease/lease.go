@@ -31,6 +31,7 @@ const (
 	Acquire = histories.Acquire
 	Refresh = histories.Refresh
 	Release = histories.Release
+	Verify  = histories.Verify
 	Full    = histories.Full
 	Expired = histories.Expired
 )
@@ -89,6 +90,11 @@ type Options struct {
 	// grant said one. Without it, validity-sound is listed only for a
 	// history in which some grant says its validity.
 	Validity bool
+	// Verify says that the implementation's holders verify (verify
+	// {token} -> ok {held}): aware is judged, and listed even where no
+	// verify answered held. Without it, aware is listed only for a history
+	// that holds a verify.
+	Verify bool
 }
 
 // ClocksBackend is Options.Clocks for designs whose leases are timed by the
@@ -271,6 +277,15 @@ type history struct {
 	validities bool
 	// notices are the lost notices (priority leases), in history order.
 	notices []*notice
+	// verifies are the verifies, in invoke order, with the lease each
+	// names.
+	verifies []verified
+}
+
+// verified is a verify and the lease it names (nil for none granted).
+type verified struct {
+	o *op
+	l *lease
 }
 
 // A notice is a lost notice: process proc marked its lease token lost to
@@ -300,6 +315,9 @@ func Check(events []histories.Event, o model.Options) []model.Verdict {
 		vs = append(vs, h.validitySound())
 	}
 	vs = append(vs, recovers, h.available(o.Jepsen))
+	if lo.Verify || len(h.verifies) > 0 {
+		vs = append(vs, h.aware())
+	}
 	if lo.Priority || h.priorities() {
 		vs = append(vs, h.stealOrder(), h.stealExact())
 	}
@@ -438,6 +456,11 @@ func (h *history) attach() {
 			if c.acq.call < o.call {
 				l = c
 			}
+		}
+		if o.isVerify() {
+			// It neither grants nor ends: aware judges it on its own.
+			h.verifies = append(h.verifies, verified{o, l})
+			continue
 		}
 		if l == nil {
 			// The largest max of the unknown acquires that could have
