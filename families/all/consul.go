@@ -24,7 +24,7 @@ import (
 var ConsulSemaphore = &family.Descriptor{
 	Name:       consulsemfamily.Kind,
 	Kinds:      []string{consulsemfamily.Kind},
-	Properties: lease.Properties,
+	Properties: lease.WithVerify,
 	Faults:     consulsemfamily.FaultNames(),
 	Targets:    []family.Target{{Name: "sim"}},
 	Flags: []family.Flag{

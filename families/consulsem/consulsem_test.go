@@ -34,7 +34,7 @@ func TestReferenceHolds(t *testing.T) {
 	t.Parallel()
 	for _, backend := range []string{Consul, Etcd} {
 		out := holds(t, Config{Backend: backend}, 300)
-		for _, p := range []string{lease.LeaseExclusive, lease.NoRevival, lease.Fencing, lease.Recovers, lease.Available} {
+		for _, p := range []string{lease.LeaseExclusive, lease.NoRevival, lease.Fencing, lease.Recovers, lease.Available, lease.Aware} {
 			if out.Verdicts[p][model.Pass] == 0 {
 				t.Errorf("%s: %s never passed on a plan: %v", backend, p, out.Verdicts[p])
 			}
@@ -127,7 +127,7 @@ func TestReadPlanErrors(t *testing.T) {
 		{"backend", `"backend":"consul"`, `"backend":"zookeeper"`, "backend"},
 		{"etcd ttl", `"backend":"consul","limit":1,"ttl_ms":1000`, `"backend":"etcd","limit":1,"ttl_ms":1500`, "ttl_ms"},
 		{"limit", `"limit":1`, `"limit":0`, "limit"},
-		{"op", `"op":"acquire"`, `"op":"verify"`, "clients[0][0].op"},
+		{"op", `"op":"acquire"`, `"op":"wait"`, "clients[0][0].op"},
 		{"target", `"target":"c1"`, `"target":"c9"`, "nemesis[0].target"},
 		{"restart target", `"fault":"kill","target":"c1"`, `"fault":"restart-broker","target":"c1"`, "nemesis[0].target"},
 		{"mutant", `"limit":1`, `"limit":1,"mutant":"nope"`, "mutant"},

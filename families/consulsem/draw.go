@@ -33,8 +33,10 @@ func draw(t *rapid.T, c Config) *Plan {
 		for i := rapid.IntRange(0, 2).Draw(t, "retries"); i > 0; i-- {
 			steps = append(steps, sleep.Draw(t, "backoff"), Step{Op: histories.Acquire})
 		}
+		// Work, refreshing the lease or asking whether it still holds it.
 		for i := rapid.IntRange(0, 3).Draw(t, "refreshes"); i > 0; i-- {
-			steps = append(steps, sleep.Draw(t, "work"), Step{Op: histories.Refresh})
+			op := rapid.SampledFrom([]string{histories.Refresh, histories.Refresh, histories.Verify}).Draw(t, "work_op")
+			steps = append(steps, sleep.Draw(t, "work"), Step{Op: op})
 		}
 		if rapid.Bool().Draw(t, "release") {
 			if rapid.IntRange(0, 3).Draw(t, "work then release") > 0 {

@@ -128,9 +128,9 @@ func (c Config) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
 // Judging gives the lease checker the backend's expiry factor: a Consul
 // session may live two TTLs after its last renewal; an etcd lease one,
 // plus the lessor's sweep (500 ms, at most half a TTL of a second or
-// more: 1.5 TTLs bounds both).
+// more: 1.5 TTLs bounds both). Holders verify, so aware is judged.
 func (c Config) Judging(bool) any {
-	return lease.Options{Drift: c.Drift, Expiry: Expiry(c.withDefaults().Backend)}
+	return lease.Options{Drift: c.Drift, Expiry: Expiry(c.withDefaults().Backend), Verify: true}
 }
 
 // Expiry is the lease checker's expiry factor for backend (lease.Options.Expiry).

@@ -18,10 +18,11 @@ type Mutant struct {
 
 // Mutants is the catalogue, in the order `lockprover mutants` lists it:
 // one per consulsem.Defects field the lease checker can catch.
-// NoLiveCheck and VerifyHeldThroughFailures are left out: a session that
-// dies of its TTL before the grant dies after the grant's certain
-// validity (its acquire's invoke plus the TTL) has passed, so no lease
-// property sees it, and the lease checker has no verify operation yet.
+// NoLiveCheck is left out: on the simulator a session dies only of its
+// TTL (or with a -dev agent's restart, which breaks the reference too), so
+// one that died before the grant died after the grant's certain validity
+// (its acquire's invoke plus the TTL) had passed, and no lease property
+// can tell its grant from a good one.
 var Mutants = []*Mutant{
 	{Name: "consul-cas-to-put", Property: lease.LeaseExclusive, defects: func(d *consulsem.Defects) { d.PlainPut = true },
 		Defect: "the lock key is written without the check on its index (a plain PUT, not ?cas): two contenders that read the same listing are both granted"},
@@ -35,6 +36,8 @@ var Mutants = []*Mutant{
 		Defect: "the contender key is put without ?acquire (etcd: without the lease): the grant's check that the session holds it refuses every acquire"},
 	{Name: "consul-release-ok", Property: lease.NoRevival, defects: func(d *consulsem.Defects) { d.ReleaseOKAfterPruned = true },
 		Defect: "release answers ok when the holder was pruned or its session is gone (upstream's Semaphore.Release): ok for a lease that had expired"},
+	{Name: "consul-monitor-forever", Property: lease.Aware, defects: func(d *consulsem.Defects) { d.VerifyHeldThroughFailures = true },
+		Defect: "verify looks only at the lock key's holders, and answers held when the backend cannot be read (Consul #18271): a holder whose session died keeps believing it holds"},
 	{Name: "consul-delete-fence", Property: lease.Fencing, defects: func(d *consulsem.Defects) { d.FenceRestarts = true },
 		Defect: "the fence is the contender key's own counter (LockIndex, etcd's Version), which starts again with every new key: every fence is 1"},
 }

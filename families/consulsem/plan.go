@@ -66,9 +66,9 @@ type Plan struct {
 	prover.JudgedBy
 }
 
-// A Step is one line of a client's script: acquire, refresh or release
-// (the lease the client believes it holds; skipped when that makes no
-// sense), or sleep Ms milliseconds.
+// A Step is one line of a client's script: acquire, refresh, verify or
+// release (the lease the client believes it holds; skipped when that makes
+// no sense), or sleep Ms milliseconds.
 type Step struct {
 	Op string `json:"op"`
 	Ms int    `json:"ms,omitempty"`
@@ -203,7 +203,7 @@ func prefixOK(prefix string) bool {
 // starts with ".".
 func validateStep(s Step) error {
 	switch s.Op {
-	case histories.Acquire, histories.Refresh, histories.Release:
+	case histories.Acquire, histories.Refresh, histories.Verify, histories.Release:
 		if s.Ms != 0 {
 			return bad(".ms", "only a sleep has ms, not %s", s.Op)
 		}
@@ -212,7 +212,7 @@ func validateStep(s Step) error {
 			return bad(".ms", "want 1 to 3600000, got %d", s.Ms)
 		}
 	default:
-		return bad(".op", "want acquire, refresh, release or sleep, got %q", s.Op)
+		return bad(".op", "want acquire, refresh, verify, release or sleep, got %q", s.Op)
 	}
 	return nil
 }

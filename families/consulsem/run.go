@@ -174,6 +174,13 @@ func (r *runner) step(p *consulsim.Process, sem *consulsem.Semaphore, st *client
 		if st.Live(gen) {
 			r.changed(st, err)
 		}
+	case s.Op == histories.Verify && st.token != "":
+		e.Value = &histories.Value{Token: st.token}
+		r.Invoke(&st.Proc, e)
+		held, err := sem.Verify(ctx, prefix, st.token)
+		if st.Live(gen) {
+			r.verified(st, held, err)
+		}
 	case s.Op == histories.Release && st.token != "":
 		e.Value = &histories.Value{Token: st.token}
 		r.Invoke(&st.Proc, e)
@@ -215,6 +222,19 @@ func (r *runner) changed(st *client, err error) {
 	default:
 		r.complete(st, histories.Info, nil, err)
 	}
+}
+
+// verified records a verify's outcome: a holder told it no longer holds
+// gives its lease up; an error leaves the answer unknown.
+func (r *runner) verified(st *client, held bool, err error) {
+	if err != nil {
+		r.complete(st, histories.Info, nil, err)
+		return
+	}
+	if !held {
+		st.token = ""
+	}
+	r.complete(st, histories.Ok, &histories.Value{Held: &held}, nil)
 }
 
 // complete records the completion of the client's operation in flight.
