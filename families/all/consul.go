@@ -77,9 +77,9 @@ func consulSetup(s family.Settings) (*family.Setup, error) {
 	return &family.Setup{Target: "sim", Where: "the simulated " + c.Backend, What: c.String(), Prove: c}, nil
 }
 
-// consulFaults reads --faults: all (restarts aside, see
+// consulFaults reads --faults: all (restarts of a -dev agent aside, see
 // families/consulsem), none, or a list (restart-broker in it draws
-// restarts).
+// restarts of a -dev agent too).
 func consulFaults(c *consulsemfamily.Config, faults string) error {
 	switch faults {
 	case "all":
@@ -94,8 +94,8 @@ func consulFaults(c *consulsemfamily.Config, faults string) error {
 		}
 		c.Faults = append(c.Faults, name)
 	}
-	// Restarts are drawn only when named: they let a session outlive
-	// what the lease checker allows it.
+	// A -dev agent's restarts are drawn only when named: they forget
+	// every session, which breaks any client.
 	c.AnyRestart = slices.Contains(c.Faults, histories.RestartBroker)
 	return nil
 }
@@ -141,7 +141,7 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, consulsemfamily.MutantNamed(s.Mutant) != nil, "no consul-semaphore mutant named %q (see lockprover mutants --kind consul-semaphore)"); err != nil {
 		return nil, err
 	}
-	c := consulsemfamily.Config{Mutant: p.Mutant, Backend: p.Backend, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease}
+	c := consulsemfamily.Config{Mutant: p.Mutant, Backend: p.Backend, Persistent: p.Persistent, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease}
 	return &family.Setup{Target: "sim", Where: "the simulated " + p.Backend, What: c.String(), Prove: consulTraced{c, s.Trace}, Stop: func() {}}, nil
 }
 

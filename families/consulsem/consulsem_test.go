@@ -28,15 +28,16 @@ func holds(t *testing.T, c Config, plans int) *prover.Outcome {
 	return out
 }
 
-// The reference holds on the simulated Consul and etcd, under every fault
-// the plans draw by default.
+// The reference holds on the simulated Consul (-dev and persistent) and
+// etcd, under every fault the plans draw by default (restarts of the
+// servers that keep their sessions).
 func TestReferenceHolds(t *testing.T) {
 	t.Parallel()
-	for _, backend := range []string{Consul, Etcd} {
-		out := holds(t, Config{Backend: backend}, 300)
+	for _, c := range []Config{{Backend: Consul}, {Backend: Consul, Persistent: true}, {Backend: Etcd}} {
+		out := holds(t, c, 300)
 		for _, p := range []string{lease.LeaseExclusive, lease.NoRevival, lease.Fencing, lease.Recovers, lease.Available, lease.Aware} {
 			if out.Verdicts[p][model.Pass] == 0 {
-				t.Errorf("%s: %s never passed on a plan: %v", backend, p, out.Verdicts[p])
+				t.Errorf("%s: %s never passed on a plan: %v", c, p, out.Verdicts[p])
 			}
 		}
 	}

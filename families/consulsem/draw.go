@@ -63,7 +63,7 @@ func draw(t *rapid.T, c Config) *Plan {
 			p.Limits = append(p.Limits, rapid.IntRange(1, 3).Draw(t, "own_limit"))
 		}
 	}
-	if kinds := drawable(c.Faults, c.AnyRestart); len(kinds) > 0 {
+	if kinds := drawable(c.Faults, c.AnyRestart || c.keeps()); len(kinds) > 0 {
 		p.Nemesis = drawNemesis(t, c, kinds, p, k)
 	}
 	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
@@ -72,11 +72,12 @@ func draw(t *rapid.T, c Config) *Plan {
 }
 
 // drawable are the faults of faults a plan may draw: restarts only when
-// any restart goes (see the package documentation).
-func drawable(faults []string, anyRestart bool) []string {
+// they may (of a server that keeps its sessions, or any with
+// Config.AnyRestart: see the package documentation).
+func drawable(faults []string, restarts bool) []string {
 	var out []string
 	for _, f := range faults {
-		if f != histories.RestartBroker || anyRestart {
+		if f != histories.RestartBroker || restarts {
 			out = append(out, f)
 		}
 	}

@@ -11,18 +11,20 @@
 // invalidates a session between one and two TTLs after its last renewal,
 // etcd one TTL after it, noticed within its lessor's 500 ms sweep.
 //
-// A restart of the server gives every session a fresh TTL (a persistent
-// Consul agent, etcd), or forgets every session and key and starts its
-// indexes again (a Consul -dev agent): either lets a lease outlive what
-// the lease checker allows it from its last grant, so plans draw
-// restarts only when Config.AnyRestart says so, and their failures are
-// findings about the configuration (as for Redlock's servers that keep
-// nothing).
+// A restart of the server either keeps its sessions and gives each a
+// fresh TTL from when it is back (a persistent Consul agent, etcd), which
+// the lease checker is told (lease.Options.RestartKeeps), or forgets every
+// session and key and starts its indexes again (a Consul -dev agent),
+// which breaks exclusivity and fencing for any client. Plans draw restarts
+// of a server that keeps its sessions; of a -dev agent only when
+// Config.AnyRestart says so, their failures being findings about the
+// configuration (as for Redlock's servers that keep nothing).
 package consulsemfamily
 
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/prover"
@@ -42,10 +44,10 @@ type Config struct {
 	Backend string
 	// TTLMs fixes the sessions' TTL; 0 draws it (1 or 2 s).
 	TTLMs int
-	// AnyRestart lets plans restart the server (see the package
-	// documentation); Persistent makes the Consul agent keep its state
-	// across them (else a -dev agent, which forgets).
-	AnyRestart, Persistent bool
+	// Persistent makes the Consul agent keep its state across a restart
+	// (else a -dev agent, which forgets); AnyRestart lets plans restart a
+	// -dev agent too (see the package documentation).
+	Persistent, AnyRestart bool
 	// StaleReads and BehaviorRelease prove the reference's correct
 	// variants (consulsem.Options).
 	StaleReads, BehaviorRelease bool
@@ -128,10 +130,24 @@ func (c Config) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
 // Judging gives the lease checker the backend's expiry factor: a Consul
 // session may live two TTLs after its last renewal; an etcd lease one,
 // plus the lessor's sweep (500 ms, at most half a TTL of a second or
-// more: 1.5 TTLs bounds both). Holders verify, so aware is judged.
+// more: 1.5 TTLs bounds both). A restart of a server that keeps its
+// sessions renews them from when it is back (etcd: plus its election
+// timeout). Holders verify, so aware is judged.
 func (c Config) Judging(bool) any {
-	return lease.Options{Drift: c.Drift, Expiry: Expiry(c.withDefaults().Backend), Verify: true}
+	c = c.withDefaults()
+	o := lease.Options{Drift: c.Drift, Expiry: Expiry(c.Backend), Verify: true, RestartKeeps: c.keeps()}
+	if c.Backend == Etcd {
+		o.RestartGrace = electionTimeout
+	}
+	return o
 }
+
+// electionTimeout is the simulated etcd's (consulsim.Options), which it
+// adds to every lease's fresh TTL after a restart.
+const electionTimeout = 500 * time.Millisecond
+
+// keeps says whether a restart of c's server keeps its sessions.
+func (c Config) keeps() bool { return c.Backend == Etcd || c.Persistent }
 
 // Expiry is the lease checker's expiry factor for backend (lease.Options.Expiry).
 func Expiry(backend string) float64 {
@@ -166,6 +182,3 @@ func (c Config) String() string {
 	}
 	return what + " on the simulated " + c.withDefaults().Backend
 }
-
-// kept says whether a restart of p's server keeps its sessions.
-func kept(p *Plan) bool { return p.Backend == Etcd || p.Persistent }
