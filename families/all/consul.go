@@ -35,6 +35,7 @@ var ConsulSemaphore = &family.Descriptor{
 	Setup:    consulSetup,
 	ReadPlan: func(path string) (prover.Plan, error) { return consulsemfamily.ReadPlan(path) },
 	Replay:   consulReplay,
+	Explore:  consulsemfamily.Explore,
 }
 
 func init() {

@@ -54,6 +54,9 @@ type Config struct {
 	// Drift is the drift bound plans are judged with; 0 means
 	// model.DefaultDrift.
 	Drift float64
+	// Expiry, if set, is the expiry factor plans are judged with instead
+	// of the backend's (explore shows what judging Consul with 1 finds).
+	Expiry float64
 }
 
 func (c Config) withDefaults() Config {
@@ -136,6 +139,9 @@ func (c Config) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
 func (c Config) Judging(bool) any {
 	c = c.withDefaults()
 	o := lease.Options{Drift: c.Drift, Expiry: Expiry(c.Backend), Verify: true, RestartKeeps: c.keeps()}
+	if c.Expiry != 0 {
+		o.Expiry = c.Expiry
+	}
 	if c.Backend == Etcd {
 		o.RestartGrace = electionTimeout
 	}
