@@ -149,3 +149,59 @@ func TestReadPlanErrors(t *testing.T) {
 		}
 	}
 }
+
+// A fault is recorded only where it struck: a kill and a pause aimed at a
+// client already done, and a drop-reply armed for a client that never
+// writes a grant again, leave no trace; a drop-reply that does strike is
+// recorded when the reply is lost.
+func TestOnlyStruckFaultsRecorded(t *testing.T) {
+	t.Parallel()
+	p := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: Consul, Limit: 1, TTLMs: 1000,
+		Clients: [][]Step{{{Op: histories.Acquire}, {Op: histories.Release}}, {{Op: Sleep, Ms: 100}, {Op: histories.Acquire}}},
+		Nemesis: []Fault{
+			{At: 50, Fault: histories.Kill, Target: "c1"},
+			{At: 60, Fault: histories.Pause, Target: "c1", For: 10},
+			{At: 70, Fault: histories.DropReply, Target: "c1"},
+			{At: 80, Fault: histories.DropReply, Target: "c2"},
+		}}
+	res, err := Simulate(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var faults []string
+	var c2 histories.Type // how c2's acquire ended
+	for _, e := range res.History {
+		if e.Process == "nemesis" && e.Type == histories.Invoke {
+			faults = append(faults, e.F+" "+e.Value.Process)
+		}
+		if e.Process == "c2" && e.Type != histories.Invoke {
+			c2 = e.Type
+		}
+	}
+	if got := strings.Join(faults, ", "); got != "drop-reply c2" || c2 != histories.Info {
+		var b bytes.Buffer
+		histories.Write(&b, res.History)
+		t.Fatalf("faults recorded: %q, want only c2's drop-reply:\n%s", got, b.String())
+	}
+}
+
+// The same seed draws the same plans and runs them to the same histories.
+func TestSameSeedSameHistories(t *testing.T) {
+	t.Parallel()
+	run := func() []byte {
+		out, err := prover.Search{Config: prover.Config{Family: Config{Mutant: "consul-release-ok", Backend: Etcd}}, Seed: 5, Plans: 300, Shrink: shrink}.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Found == nil {
+			t.Fatal("nothing found")
+		}
+		var b bytes.Buffer
+		out.Found.Plan.Write(&b)
+		histories.Write(&b, out.Found.Result.History)
+		return b.Bytes()
+	}
+	if a, b := run(), run(); !bytes.Equal(a, b) {
+		t.Fatalf("two searches from one seed differ:\n%s\n%s", a, b)
+	}
+}
