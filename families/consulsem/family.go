@@ -78,36 +78,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Check says what is wrong with c, for a command line.
-func (c Config) Check() error {
-	c = c.withDefaults()
-	switch {
-	case c.Backend != Consul && c.Backend != Etcd:
-		return fmt.Errorf("backend %q: want %s or %s", c.Backend, Consul, Etcd)
-	case c.Backend == Etcd && (c.Persistent || c.BehaviorRelease):
-		return fmt.Errorf("persistent agents and Behavior release are Consul's, not etcd's")
-	case c.TTLMs != 0 && CheckTTL(c.Backend, c.TTLMs) != nil:
-		return CheckTTL(c.Backend, c.TTLMs)
-	case c.Mutant != "" && MutantNamed(c.Mutant) == nil:
-		return fmt.Errorf("no %s mutant named %q", Kind, c.Mutant)
-	}
-	for _, f := range c.Faults {
-		if !contains(faultNames, f) {
-			return fmt.Errorf("unknown fault %q", f)
-		}
-	}
-	return nil
-}
-
-func contains(s []string, x string) bool {
-	for _, y := range s {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
 // CheckTTL says what is wrong with a TTL of ttlMs on backend: Consul's
 // agents refuse one under session_ttl_min (1 s) or over a day; etcd
 // grants whole seconds, at least its floor (1 s). Plans keep to a minute.
