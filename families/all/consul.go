@@ -18,9 +18,9 @@ import (
 
 // ConsulSemaphore is Consul's semaphore recipe (families/consulsem, issue
 // 23): the reference client (package consulsem) or one of its mutants,
-// on the simulator of a Consul agent or an etcd server (sim/consulsim).
-// The real backends, the process protocol, explore, bench and conform are
-// still to come.
+// on the simulator of a Consul agent or an etcd server (sim/consulsim),
+// with its explore table of what restarts do on each. The real backends,
+// the process protocol, bench and conform are still to come.
 var ConsulSemaphore = &family.Descriptor{
 	Name:       consulsemfamily.Kind,
 	Kinds:      []string{consulsemfamily.Kind},
