@@ -67,7 +67,8 @@ func TestReadLease(t *testing.T) {
 		line int
 		msg  string
 	}{
-		{"unknown lease op", hist(`{"process":"c1","type":"invoke","f":"verify","lock":"k","kind":"lease"}`), 1, `f: unknown operation "verify" for a lease lock (want one of acquire, refresh, release, lost)`},
+		{"unknown lease op", hist(`{"process":"c1","type":"invoke","f":"wait","lock":"k","kind":"lease"}`), 1, `f: unknown operation "wait" for a lease lock (want one of acquire, refresh, release, verify, lost)`},
+		{"verify without token", hist(`{"process":"c1","type":"invoke","f":"verify","lock":"k","kind":"lease"}`), 1, "value.token: missing"},
 		{"acquire without ttl", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":1}}`), 1, "value.ttl_ms: missing"},
 		{"acquire without value", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease"}`), 1, "value.max: missing"},
 		{"max zero", hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":0,"ttl_ms":10}}`), 1, "value.max: want an integer >= 1, got 0"},

@@ -16,7 +16,7 @@ const nemesis = "nemesis"
 var (
 	semaphoreOps = []string{Acquire, Verify, Release, Create, Change, Destroy, Count, Wait}
 	mutexOps     = []string{Acquire, Verify, Release}
-	leaseOps     = []string{Acquire, Refresh, Release, Lost}
+	leaseOps     = []string{Acquire, Refresh, Release, Verify, Lost}
 	nemesisOps   = []string{Kill, Pause, Resume, Partition, Heal, ForceClose, RestartBroker, DropReply, QueueDeleted,
 		ClockSkew, ClockJump, ClockReset}
 )
@@ -200,6 +200,10 @@ var (
 			{allowed: vTTLMs | vValidityMs, want: `no value, or {"ttl_ms":t} (t >= 1) where the implementation says the lease it granted, with "validity_ms":v where it says how long the lease is valid for from now`}, expiredReason, none},
 		"release": {{allowed: vToken, required: vToken, want: `{"token":"..."}`},
 			none, expiredReason, none},
+		// verify {token} -> ok {held}: whether the holder still holds the
+		// lease, as far as the implementation can tell (aware).
+		Verify: {{allowed: vToken, required: vToken, want: `{"token":"..."}`},
+			{allowed: vHeld, required: vHeld, want: `{"held":true|false}`}, none, none},
 		// A notice: only its info shape is used (checkNotice).
 		Lost: {none, none, none, {allowed: vToken | vThief, required: vToken | vThief, want: `{"token":"...","thief":"..."}: the lease lost and the lease that took it`}},
 	}

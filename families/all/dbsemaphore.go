@@ -48,7 +48,7 @@ var DBSemaphore = &family.Descriptor{
 }
 
 // ttlFlag is --ttl, which the lease families take alike.
-var ttlFlag = family.Flag{Name: "ttl", Verbs: family.Prove, Usage: "db-semaphore, redlock: every plan's lease ttl (a duration of whole milliseconds; at least 1ms, 10ms for redlock), instead of one drawn from 100ms, 300ms and 1s: for an implementation that grants leases in whole seconds, say"}
+var ttlFlag = family.Flag{Name: "ttl", Verbs: family.Prove, Usage: "db-semaphore, redlock, consul-semaphore: every plan's lease ttl (a duration of whole milliseconds; at least 1ms, 10ms for redlock, 1s to 1m in whole seconds on etcd for consul-semaphore), instead of one drawn (100ms, 300ms and 1s; consul-semaphore: 1s and 2s): for an implementation that grants leases in whole seconds, say"}
 
 func init() {
 	for _, m := range dbsemaphore.Mutants {

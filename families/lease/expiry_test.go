@@ -64,3 +64,48 @@ func TestExpiryFactor(t *testing.T) {
 		t.Errorf("twice the ttl, refused after it: recovers %s: %s", v.Status, v.Detail)
 	}
 }
+
+// A restart of a backend that keeps its leases renews them from when it is
+// back (Options.RestartKeeps): a refresh after the lease's last grant plus
+// ttl(1+r), but within that of the restart's completion, is no revival
+// there, and is one where the backend is not said to renew.
+func TestRestartKeeps(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	ev := func(t int64, p string, typ histories.Type, f string, v *histories.Value) histories.Event {
+		return histories.Event{Time: ms(t), Process: p, Type: typ, F: f, Lock: "k", Kind: Kind, Value: v}
+	}
+	restart := &histories.Value{Process: "server"}
+	h := []histories.Event{
+		ev(0, "c1", histories.Invoke, Acquire, &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}),
+		ev(10, "c1", histories.Ok, Acquire, &histories.Value{Token: "a"}),
+		{Time: ms(500), Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Value: restart},
+		{Time: ms(1500), Process: "nemesis", Type: histories.Info, F: histories.RestartBroker, Value: restart},
+		ev(2000, "c1", histories.Invoke, Refresh, &histories.Value{Token: "a", TTLMs: histories.Int(1000)}),
+		ev(2010, "c1", histories.Ok, Refresh, nil),
+	}
+	for i := range h {
+		h[i].Index = i
+	}
+	noRevival := func(o Options) model.Verdict {
+		for _, v := range Check(h, model.Options{Family: []any{o}}) {
+			if v.Property == NoRevival {
+				return v
+			}
+		}
+		t.Fatal("no no-revival verdict")
+		return model.Verdict{}
+	}
+	if v := noRevival(Options{}); v.Status != model.Fail {
+		t.Errorf("without RestartKeeps: no-revival %s: %s", v.Status, v.Detail)
+	}
+	if v := noRevival(Options{RestartKeeps: true}); v.Status != model.Pass {
+		t.Errorf("with RestartKeeps: no-revival %s: %s", v.Status, v.Detail)
+	}
+	h[4].Time, h[5].Time = ms(2600), ms(2610) // past the restart's completion plus ttl(1+r)
+	if v := noRevival(Options{RestartKeeps: true}); v.Status != model.Fail {
+		t.Errorf("with RestartKeeps, after its horizon: no-revival %s: %s", v.Status, v.Detail)
+	}
+	if v := noRevival(Options{RestartKeeps: true, RestartGrace: 500 * time.Millisecond}); v.Status != model.Pass {
+		t.Errorf("with RestartKeeps and a grace: no-revival %s: %s", v.Status, v.Detail)
+	}
+}

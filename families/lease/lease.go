@@ -31,6 +31,7 @@ const (
 	Acquire = histories.Acquire
 	Refresh = histories.Refresh
 	Release = histories.Release
+	Verify  = histories.Verify
 	Full    = histories.Full
 	Expired = histories.Expired
 )
@@ -89,6 +90,20 @@ type Options struct {
 	// grant said one. Without it, validity-sound is listed only for a
 	// history in which some grant says its validity.
 	Validity bool
+	// RestartKeeps says that a restart of the backend (a restart-broker
+	// aimed at no process of the history) keeps its leases and gives each
+	// a fresh life from when it is back, as a persistent Consul agent and
+	// etcd do: a lease that may be valid when the restart is invoked may
+	// be valid until the restart's completion plus Expiry·ttl(1+Drift)
+	// plus RestartGrace (etcd: its election timeout and its sweep). Its
+	// certain validity does not change.
+	RestartKeeps bool
+	RestartGrace time.Duration
+	// Verify says that the implementation's holders verify (verify
+	// {token} -> ok {held}): aware is judged, and listed even where no
+	// verify answered held. Without it, aware is listed only for a history
+	// that holds a verify.
+	Verify bool
 }
 
 // ClocksBackend is Options.Clocks for designs whose leases are timed by the
@@ -271,6 +286,19 @@ type history struct {
 	validities bool
 	// notices are the lost notices (priority leases), in history order.
 	notices []*notice
+	// verifies are the verifies, in invoke order, with the lease each
+	// names.
+	verifies []verified
+	// restartKeeps: a restart of the backend gives every lease a fresh
+	// life, and restartGrace more (Options.RestartKeeps).
+	restartKeeps bool
+	restartGrace int64
+}
+
+// verified is a verify and the lease it names (nil for none granted).
+type verified struct {
+	o *op
+	l *lease
 }
 
 // A notice is a lost notice: process proc marked its lease token lost to
@@ -288,7 +316,7 @@ type notice struct {
 // Options from o.Family.
 func Check(events []histories.Event, o model.Options) []model.Verdict {
 	lo := model.FamilyOptions[Options](o)
-	h := build(events, lo.DriftBound(), lo.Expiry)
+	h := build(events, lo)
 	h.backendClock = lo.Clocks == ClocksBackend
 	vs := []model.Verdict{
 		h.exclusive(),
@@ -300,6 +328,9 @@ func Check(events []histories.Event, o model.Options) []model.Verdict {
 		vs = append(vs, h.validitySound())
 	}
 	vs = append(vs, recovers, h.available(o.Jepsen))
+	if lo.Verify || len(h.verifies) > 0 {
+		vs = append(vs, h.aware())
+	}
 	if lo.Priority || h.priorities() {
 		vs = append(vs, h.stealOrder(), h.stealExact())
 	}
@@ -311,10 +342,13 @@ func Check(events []histories.Event, o model.Options) []model.Verdict {
 
 // build pairs invokes with completions, faults with what ends them, and
 // operations with their leases.
-func build(events []histories.Event, r, k float64) *history {
-	h := &history{procs: map[string]bool{}, byProc: map[string][]*op{}, r: r}
-	if k > 1 {
-		h.k = k
+func build(events []histories.Event, lo Options) *history {
+	h := &history{procs: map[string]bool{}, byProc: map[string][]*op{}, r: lo.DriftBound()}
+	if lo.Expiry > 1 {
+		h.k = lo.Expiry
+	}
+	if lo.RestartKeeps {
+		h.restartKeeps, h.restartGrace = true, max(int64(lo.RestartGrace), 0)
 	}
 	inflight := map[string]*op{}
 	invokes := 0
@@ -438,6 +472,11 @@ func (h *history) attach() {
 			if c.acq.call < o.call {
 				l = c
 			}
+		}
+		if o.isVerify() {
+			// It neither grants nor ends: aware judges it on its own.
+			h.verifies = append(h.verifies, verified{o, l})
+			continue
 		}
 		if l == nil {
 			// The largest max of the unknown acquires that could have

@@ -50,6 +50,7 @@ func TestFailuresSayWhy(t *testing.T) {
 		{"135-lease-refresh-never-succeeds.jsonl", "k", lease.Available, nil, []string{"no refresh ever succeeded"}},
 		{"136-lease-two-keys-one-bad.jsonl", "y", lease.LeaseExclusive, []int{1, 4}, []string{"c3's lease c"}},
 		{"137-lease-unknown-refresh-then-no-recovery.jsonl", "k", lease.Recovers, []int{8, 0}, []string{"until 2.030s"}},
+		{"139-lease-verify-held-after-expiry.jsonl", "k", lease.Aware, []int{4, 0}, []string{"answered held", "valid only until 1.020s"}},
 		{"147-lease-clock-behind-before-grant.jsonl", "k", lease.LeaseExclusive, []int{4, 6}, []string{"2 leases were certainly valid, max 1"}},
 		// c3 is paused between operations, holding nothing (148: paused
 		// in the middle of one, it excuses c2's wait in vain).

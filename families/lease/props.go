@@ -268,7 +268,7 @@ func carriedOn(l *lease, o *op, end int64, stretch func(int64) int64) (int64, []
 func (h *history) noRevival() model.Verdict {
 	v := model.Verdict{Property: NoRevival, Status: model.Pass}
 	for _, o := range h.ops {
-		if o.f != Acquire && o.ok() {
+		if o.f != Acquire && !o.isVerify() && o.ok() {
 			v.Judged++
 		}
 	}

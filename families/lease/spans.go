@@ -3,6 +3,8 @@ package lease
 import (
 	"cmp"
 	"slices"
+
+	"github.com/lockprover/lockprover/histories"
 )
 
 // A revival is a refresh, or a release reported ok, invoked when the
@@ -211,7 +213,14 @@ func (h *history) maySpans(l *lease, horizon int64) ([]span, span) {
 	held := span{l.acq.call, never, false}
 	cur := span{l.acq.call, max(l.acq.ret+h.stretch(l.acq.ttl()), horizon), true}
 	var out []span
+	restarts, ttl := h.keptRestarts(), l.acq.ttl()
 	for _, o := range sortedOps(l.ops) {
+		for len(restarts) > 0 && restarts[0].call <= o.call {
+			cur, restarts = h.restarted(cur, restarts[0], ttl), restarts[1:]
+		}
+		if !o.failed() && o.f != Release {
+			ttl = o.ttl()
+		}
 		switch {
 		case o.failed():
 		case o.f == Release && o.ok():
@@ -238,5 +247,41 @@ func (h *history) maySpans(l *lease, horizon int64) ([]span, span) {
 			cur = span{o.call, o.ret + h.stretch(o.ttl()), true}
 		}
 	}
+	for _, f := range restarts {
+		cur = h.restarted(cur, f, ttl)
+	}
 	return append(out, cur), held
+}
+
+// keptRestarts are the restarts of the backend, in invoke order, where a
+// restart keeps the leases and renews them (Options.RestartKeeps); none
+// otherwise.
+func (h *history) keptRestarts() []*fault {
+	if !h.restartKeeps {
+		return nil
+	}
+	var out []*fault
+	for _, f := range h.faults {
+		if f.f == histories.RestartBroker && !h.atClient(f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// restarted is cur after restart f, which renewed a lease of ttl that may
+// still have been valid when it struck: until f's completion (for ever if
+// it never completed) plus ttl stretched, plus the grace.
+func (h *history) restarted(cur span, f *fault, ttl int64) span {
+	if f.call >= cur.to {
+		return cur
+	}
+	to := int64(never)
+	if f.end != never {
+		to = f.end + h.stretch(ttl) + h.restartGrace
+	}
+	if to > cur.to {
+		cur.to, cur.byTTL = to, true
+	}
+	return cur
 }

@@ -1,0 +1,158 @@
+package all
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// ConsulSemaphore is Consul's semaphore recipe (families/consulsem, issue
+// 23): the reference client (package consulsem) or one of its mutants,
+// on the simulator of a Consul agent or an etcd server (sim/consulsim),
+// with its explore table of what restarts do on each. The real backends,
+// the process protocol, bench and conform are still to come.
+var ConsulSemaphore = &family.Descriptor{
+	Name:       consulsemfamily.Kind,
+	Kinds:      []string{consulsemfamily.Kind},
+	Properties: lease.WithVerify,
+	Faults:     consulsemfamily.FaultNames(),
+	Targets:    []family.Target{{Name: "sim"}},
+	Flags: []family.Flag{
+		{Name: "backend", Verbs: family.Prove, Usage: "consul-semaphore: the simulated server, consul or etcd", Default: consulsemfamily.Consul},
+		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a simulated Consul agent with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
+		ttlFlag,
+	},
+	Setup:    consulSetup,
+	ReadPlan: func(path string) (prover.Plan, error) { return consulsemfamily.ReadPlan(path) },
+	Replay:   consulReplay,
+	Explore:  consulsemfamily.Explore,
+}
+
+func init() {
+	for _, m := range consulsemfamily.Mutants {
+		ConsulSemaphore.Mutants = append(ConsulSemaphore.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect,
+			Prove: consulsemfamily.Config{Mutant: m.Name}})
+	}
+	family.Register(ConsulSemaphore)
+}
+
+// consulSetup makes a proof of the recipe from the command line: the
+// reference (or a mutant, or a correct variant from --options) on the
+// simulated server --backend names.
+func consulSetup(s family.Settings) (*family.Setup, error) {
+	if err := consulTarget(s); err != nil {
+		return nil, err
+	}
+	c := consulsemfamily.Config{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults, Mutant: s.Mutant,
+		Backend: s.Flag("backend"), Persistent: s.Flag("persistent") != ""}
+	switch {
+	case c.Backend != consulsemfamily.Consul && c.Backend != consulsemfamily.Etcd:
+		return nil, fmt.Errorf("--backend: want %s or %s, got %q", consulsemfamily.Consul, consulsemfamily.Etcd, c.Backend)
+	case c.Persistent && c.Backend != consulsemfamily.Consul:
+		return nil, errors.New("--persistent: only a Consul agent has a choice (etcd always keeps its state)")
+	case s.Mutant != "" && consulsemfamily.MutantNamed(s.Mutant) == nil:
+		return nil, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", consulsemfamily.Kind, s.Mutant, consulsemfamily.Kind)
+	}
+	if err := consulOptions(&c, s.Options); err != nil {
+		return nil, err
+	}
+	if t := s.Flag("ttl"); t != "" {
+		ttl, err := time.ParseDuration(t)
+		if c.TTLMs = int(ttl.Milliseconds()); err != nil || ttl%time.Millisecond != 0 || consulsemfamily.CheckTTL(c.Backend, c.TTLMs) != nil {
+			return nil, fmt.Errorf("--ttl: want 1s to 1m for --kind %s (whole seconds on etcd), got %q", consulsemfamily.Kind, t)
+		}
+	}
+	if err := consulFaults(&c, s.Faults); err != nil {
+		return nil, err
+	}
+	return &family.Setup{Target: "sim", Where: "the simulated " + c.Backend, What: c.String(), Prove: c}, nil
+}
+
+// consulFaults reads --faults: all (restarts of a -dev agent aside, see
+// families/consulsem), none, or a list (restart-broker in it draws
+// restarts of a -dev agent too).
+func consulFaults(c *consulsemfamily.Config, faults string) error {
+	switch faults {
+	case "all":
+		return nil
+	case "none":
+		c.Faults = []string{}
+		return nil
+	}
+	for _, name := range strings.Split(faults, ",") {
+		if !slices.Contains(consulsemfamily.FaultNames(), name) {
+			return fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all; or none)", name, consulsemfamily.Kind, strings.Join(consulsemfamily.FaultNames(), ", "))
+		}
+		c.Faults = append(c.Faults, name)
+	}
+	// A -dev agent's restarts are drawn only when named: they forget
+	// every session, which breaks any client.
+	c.AnyRestart = slices.Contains(c.Faults, histories.RestartBroker)
+	return nil
+}
+
+// consulTarget refuses what the family cannot do yet: real backends and
+// implementations.
+func consulTarget(s family.Settings) error {
+	switch {
+	case s.Impl != "":
+		return fmt.Errorf("--impl: --kind %s has no process protocol yet: it proves its reference on the simulator", consulsemfamily.Kind)
+	case s.Target != "" && s.Target != "sim":
+		return fmt.Errorf("--target: --kind %s runs on the simulator (--target sim) only, so far", consulsemfamily.Kind)
+	}
+	return nil
+}
+
+// consulOptions reads --options: the reference's correct variants,
+// comma-separated (stale-reads, behavior-release).
+func consulOptions(c *consulsemfamily.Config, options string) error {
+	if options == "" {
+		return nil
+	}
+	for _, o := range strings.Split(options, ",") {
+		switch o {
+		case "stale-reads":
+			c.StaleReads = true
+		case "behavior-release":
+			c.BehaviorRelease = true
+		default:
+			return fmt.Errorf("--options: unknown option %q for --kind %s (want stale-reads, behavior-release, comma-separated)", o, consulsemfamily.Kind)
+		}
+	}
+	return nil
+}
+
+// consulReplay makes a plan read back ready to run on the simulator (its
+// trace to s.Trace), against the reference or a mutant.
+func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
+	p := pl.(*consulsemfamily.Plan)
+	if err := consulTarget(s); err != nil {
+		return nil, err
+	}
+	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, consulsemfamily.MutantNamed(s.Mutant) != nil, "no consul-semaphore mutant named %q (see lockprover mutants --kind consul-semaphore)"); err != nil {
+		return nil, err
+	}
+	c := consulsemfamily.Config{Mutant: p.Mutant, Backend: p.Backend, Persistent: p.Persistent, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease}
+	return &family.Setup{Target: "sim", Where: "the simulated " + p.Backend, What: c.String(), Prove: consulTraced{c, s.Trace}, Stop: func() {}}, nil
+}
+
+// consulTraced runs a plan on the simulator with its trace to trace (nil
+// for none).
+type consulTraced struct {
+	consulsemfamily.Config
+	trace io.Writer
+}
+
+func (t consulTraced) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
+	return consulsemfamily.Simulate(p.(*consulsemfamily.Plan), t.trace)
+}

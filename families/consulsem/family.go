@@ -1,0 +1,160 @@
+// Package consulsemfamily is the consul-semaphore family (issue 23):
+// Consul's semaphore recipe (package consulsem, the reference), at most
+// limit holders of a prefix, each holding a session that expires unless
+// renewed, proven on the simulator of Consul and etcd (package
+// sim/consulsim). It says what a plan of the family is (the backend, the
+// limit and TTL, clients that acquire, refresh and release, faults:
+// kills, pauses of a client beyond its session's life, partitions, lost
+// replies to the granting write, restarts of the server), how plans are
+// drawn, and how they run. Histories are of lock kind histories.Lease,
+// judged by families/lease with the backend's expiry factor: Consul
+// invalidates a session between one and two TTLs after its last renewal,
+// etcd one TTL after it, noticed within its lessor's 500 ms sweep.
+//
+// A restart of the server either keeps its sessions and gives each a
+// fresh TTL from when it is back (a persistent Consul agent, etcd), which
+// the lease checker is told (lease.Options.RestartKeeps), or forgets every
+// session and key and starts its indexes again (a Consul -dev agent),
+// which breaks exclusivity and fencing for any client. Plans draw restarts
+// of a server that keeps its sessions; of a -dev agent only when
+// Config.AnyRestart says so, their failures being findings about the
+// configuration (as for Redlock's servers that keep nothing).
+package consulsemfamily
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/prover"
+	"pgregory.net/rapid"
+)
+
+// Config says what to prove and how hard to look: it is a prover.Family
+// on the simulator. The zero value proves the reference on a simulated
+// Consul -dev agent with every fault but restarts.
+type Config struct {
+	Mutant    string   // a mutant of the reference to prove instead
+	Clients   int      // at most this many clients; 0 means 3
+	Ops       int      // at most this many operations per client, sleeps aside; 0 means 8
+	Faults    []string // the faults plans may hold; nil means every fault, empty means none
+	MaxFaults int      // at most this many faults per plan; 0 means 3
+	// Backend is the simulated server, Consul ("" or "consul") or etcd.
+	Backend string
+	// TTLMs fixes the sessions' TTL; 0 draws it (1 or 2 s).
+	TTLMs int
+	// Persistent makes the Consul agent keep its state across a restart
+	// (else a -dev agent, which forgets); AnyRestart lets plans restart a
+	// -dev agent too (see the package documentation).
+	Persistent, AnyRestart bool
+	// StaleReads and BehaviorRelease prove the reference's correct
+	// variants (consulsem.Options).
+	StaleReads, BehaviorRelease bool
+	// Drift is the drift bound plans are judged with; 0 means
+	// model.DefaultDrift.
+	Drift float64
+	// Expiry, if set, is the expiry factor plans are judged with instead
+	// of the backend's (explore shows what judging Consul with 1 finds).
+	Expiry float64
+}
+
+func (c Config) withDefaults() Config {
+	if c.Clients == 0 {
+		c.Clients = 3
+	}
+	if c.Ops == 0 {
+		c.Ops = 8
+	}
+	if c.Faults == nil {
+		c.Faults = faultNames
+	}
+	if c.MaxFaults == 0 {
+		c.MaxFaults = 3
+	}
+	if c.Backend == "" {
+		c.Backend = Consul
+	}
+	return c
+}
+
+// CheckTTL says what is wrong with a TTL of ttlMs on backend: Consul's
+// agents refuse one under session_ttl_min (1 s) or over a day; etcd
+// grants whole seconds, at least its floor (1 s). Plans keep to a minute.
+func CheckTTL(backend string, ttlMs int) error {
+	if ttlMs < 1000 || ttlMs > 60000 || backend == Etcd && ttlMs%1000 != 0 {
+		return fmt.Errorf("ttl %d ms: want 1000 to 60000 (whole seconds on etcd)", ttlMs)
+	}
+	return nil
+}
+
+// Draw draws a plan of c with rapid.
+func (c Config) Draw(t *rapid.T) prover.Plan { return draw(t, c.withDefaults()) }
+
+// Run runs a plan of this family on the simulator.
+func (c Config) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
+	pl, ok := p.(*Plan)
+	if !ok {
+		return nil, fmt.Errorf("%s: a plan of another family (%T)", Kind, p)
+	}
+	return Simulate(pl, nil)
+}
+
+// Judging gives the lease checker the backend's expiry factor: a Consul
+// session may live two TTLs after its last renewal; an etcd lease one,
+// plus the lessor's sweep (500 ms, at most half a TTL of a second or
+// more: 1.5 TTLs bounds both). A restart of a server that keeps its
+// sessions renews them from when it is back (etcd: plus its election
+// timeout). Holders verify, so aware is judged.
+func (c Config) Judging(bool) any {
+	c = c.withDefaults()
+	o := lease.Options{Drift: c.Drift, Expiry: Expiry(c.Backend), Verify: true, RestartKeeps: c.keeps()}
+	if c.Expiry != 0 {
+		o.Expiry = c.Expiry
+	}
+	if c.Backend == Etcd {
+		o.RestartGrace = electionTimeout
+	}
+	return o
+}
+
+// electionTimeout is the simulated etcd's (consulsim.Options), which it
+// adds to every lease's fresh TTL after a restart.
+const electionTimeout = 500 * time.Millisecond
+
+// keeps says whether a restart of c's server keeps its sessions.
+func (c Config) keeps() bool { return c.Backend == Etcd || c.Persistent }
+
+// Expiry is the lease checker's expiry factor for backend (lease.Options.Expiry).
+func Expiry(backend string) float64 {
+	if backend == Etcd {
+		return 1.5
+	}
+	return 2
+}
+
+// Deterministic says that plans run on the simulator.
+func (Config) Deterministic() bool { return true }
+
+// String says what c proves.
+func (c Config) String() string {
+	what := "the reference"
+	if c.Mutant != "" {
+		what = "mutant " + c.Mutant
+	}
+	var variants []string
+	if c.StaleReads {
+		variants = append(variants, "stale reads")
+	}
+	if c.BehaviorRelease {
+		variants = append(variants, "Behavior release")
+	}
+	for i, v := range variants {
+		sep := " and "
+		if i == 0 {
+			sep = " with "
+		}
+		what += sep + v
+	}
+	return what + " on the simulated " + c.withDefaults().Backend
+}

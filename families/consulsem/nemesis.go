@@ -1,0 +1,173 @@
+package consulsemfamily
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover/run"
+	"github.com/lockprover/lockprover/sim/consulsim"
+)
+
+// server is how a history names the simulated server: no client is
+// called so, so the lease checker takes a fault aimed at it for one of
+// the backend.
+const server = "server"
+
+// nemesis starts the nemesis's process (run.Runner.Nemesis): it strikes
+// the plan's faults at their times, ends those that last until the end
+// once every client is done, waits out every session, and probes.
+func (r *runner) nemesis() {
+	timeline := run.Timeline(len(r.p.Nemesis), func(i int) (int, int, bool) {
+		f := r.p.Nemesis[i]
+		if f.Fault == histories.RestartBroker {
+			return f.At, 0, true // the server comes back by itself
+		}
+		return f.At, f.For, true
+	})
+	r.w.Go("nemesis", func(p *consulsim.Process) {
+		r.Nemesis(timeline, run.Nemesis{
+			Sleep:     func(d time.Duration) error { p.Sleep(d); return nil },
+			Strike:    func(t run.Timed) { r.strike(p, r.p.Nemesis[t.Fault], t.End) },
+			EndFaults: r.endFaults,
+			// Every session has been invalidated (or destroyed) once k
+			// TTLs, the sweep and a margin have passed since the last
+			// grant: a probe must find a slot free.
+			Settle:   func() { p.Sleep(2*time.Duration(r.p.TTLMs)*time.Millisecond + lease.Margin) },
+			Probe:    r.probe,
+			Abandon:  func(name string) { r.w.Kill(r.procOf(name)) },
+			Patience: time.Hour,
+		})
+	})
+}
+
+// probe starts the quiescent probe: a client that acquires once, with
+// the plan's limit, or, where the lock key has another (clients of their
+// own limits), with each of theirs until one agrees.
+func (r *runner) probe() {
+	st := r.add("probe1", []Step{{Op: histories.Acquire}}, r.p.Limit)
+	for _, l := range r.p.Limits {
+		if l != r.p.Limit && !slices.Contains(st.others, l) {
+			st.others = append(st.others, l)
+		}
+	}
+	r.start(st)
+}
+
+// strike applies a fault (or, with end, ends it: resume, heal) as the
+// nemesis's process p, and records it once in place. A fault that cannot
+// strike (its client is done, a second pause of a paused client) is
+// neither applied nor recorded; a drop-reply is recorded when it strikes.
+func (r *runner) strike(p *consulsim.Process, f Fault, end bool) {
+	st := r.clients[f.Target]
+	live := st != nil && !st.Done
+	switch f.Fault {
+	case histories.Kill:
+		if live {
+			r.w.Kill(st.proc)
+			r.record(histories.Kill, f.Target)
+			r.restart(st)
+		}
+	case histories.Pause:
+		r.hold(st, live, end, histories.Pause, histories.Resume, r.w.Pause, r.w.Resume)
+	case histories.Partition:
+		r.hold(st, live, end, histories.Partition, histories.Heal, r.w.Partition, r.w.Heal)
+	case histories.DropReply:
+		if live {
+			r.armed[f.Target] = true
+		}
+	case histories.RestartBroker:
+		r.restartServer(p, time.Duration(f.For)*time.Millisecond)
+	}
+}
+
+// hold strikes a fault that holds st until it ends (name: pause or
+// partition), or ends it (over: resume or heal).
+func (r *runner) hold(st *client, live, end bool, name, over string, apply, undo func(string)) {
+	switch {
+	case end && st != nil && r.Held(name, st.Name):
+		r.Unhold(name, st.Name)
+		undo(st.proc)
+		r.record(over, st.Name)
+	case !end && live && !r.Held(name, st.Name):
+		apply(st.proc)
+		r.Hold(name, st.Name)
+		r.record(name, st.Name)
+	}
+}
+
+// endFaults ends the faults meant to last until the end: pauses and
+// partitions.
+func (r *runner) endFaults() {
+	for _, h := range r.Holds() {
+		st := r.clients[h.Target]
+		if h.Fault == histories.Pause {
+			r.hold(st, true, true, histories.Pause, histories.Resume, r.w.Pause, r.w.Resume)
+		} else {
+			r.hold(st, true, true, histories.Partition, histories.Heal, r.w.Partition, r.w.Heal)
+		}
+	}
+}
+
+// restartServer restarts the server, down for down, as the nemesis's
+// process p: recorded in force from the crash until it is up again, so
+// that it excuses what fails meanwhile.
+func (r *runner) restartServer(p *consulsim.Process, down time.Duration) {
+	v := &histories.Value{Process: server}
+	if err := r.w.Restart(down); err != nil {
+		return // it never went down: nothing to record
+	}
+	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Value: v})
+	p.Sleep(down)
+	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: histories.RestartBroker, Value: v})
+}
+
+// record records fault name, aimed at target, as nemesis events.
+func (r *runner) record(name, target string) {
+	v := &histories.Value{Process: target}
+	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
+	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v})
+}
+
+// dropped records a lost reply when it is lost (consulsim.Options.OnDrop):
+// to the current incarnation of a client only.
+func (r *runner) dropped(proc string) {
+	for name, st := range r.clients {
+		if st.proc == proc && !st.Done {
+			r.record(histories.DropReply, name)
+			return
+		}
+	}
+}
+
+// restart starts a killed client again: its operation in flight ends
+// unknown, and it holds nothing. A new incarnation runs unpaused, with
+// connections of its own (recorded as the hold's end).
+func (r *runner) restart(st *client) {
+	if _, ok := r.InFlight(&st.Proc); ok {
+		r.complete(st, histories.Info, nil, errors.New("killed"))
+	}
+	st.token, st.acquiring = "", false
+	delete(r.armed, st.Name)
+	for _, h := range []string{histories.Pause, histories.Partition} {
+		if r.Held(h, st.Name) {
+			r.Unhold(h, st.Name)
+			over := histories.Resume
+			if h == histories.Partition {
+				over = histories.Heal
+			}
+			r.record(over, st.Name)
+		}
+	}
+	r.start(st)
+}
+
+// procOf is the simulator's process of client name's current incarnation.
+func (r *runner) procOf(name string) string {
+	if st := r.clients[name]; st != nil && st.proc != "" {
+		return st.proc
+	}
+	return name
+}

@@ -1,0 +1,258 @@
+package consulsemfamily
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/run"
+)
+
+// Kind is the family's name on the command line and in its plans (`prove
+// --kind consul-semaphore`); its histories record lock kind
+// histories.Lease, a semaphore of the plan's limit.
+const Kind = "consul-semaphore"
+
+// PlanVersion is the version of the plan format this package reads and
+// writes.
+const PlanVersion = 1
+
+// The backends a plan runs on (the simulator's two flavours).
+const (
+	Consul = "consul"
+	Etcd   = "etcd"
+)
+
+// A Plan is one run of the semaphore recipe, as data: the backend and
+// whether it keeps its state across a restart, the semaphore's limit and
+// its sessions' TTL, what each client does, which faults strike when,
+// and the simulator's scheduling decisions. On the simulator the same
+// plan always gives the same history, byte for byte.
+type Plan struct {
+	Version int    `json:"version"`
+	Kind    string `json:"kind"` // Kind
+	Prefix  string `json:"prefix"`
+	// Backend is the simulated server: "consul" or "etcd".
+	Backend string `json:"backend"`
+	// Persistent (Consul) is an agent with a data directory: a restart
+	// keeps sessions and keys. Without it a -dev agent, which forgets
+	// everything (and its indexes) at a restart. etcd always keeps its
+	// state.
+	Persistent bool `json:"persistent,omitempty"`
+	// Limit is the semaphore's limit, every client's unless Limits says
+	// otherwise.
+	Limit int `json:"limit"`
+	// Limits, if set, are the clients' own limits, one each (clients that
+	// disagree on the limit: the recipe refuses the second one's).
+	Limits []int `json:"limits,omitempty"`
+	TTLMs  int   `json:"ttl_ms"`
+	// Mutant names a deliberately broken variant of the reference.
+	Mutant string `json:"mutant,omitempty"`
+	// StaleReads and BehaviorRelease are the reference's correct variants
+	// (consulsem.Options).
+	StaleReads      bool `json:"stale_reads,omitempty"`
+	BehaviorRelease bool `json:"behavior_release,omitempty"`
+	// Clients are the clients' scripts, run by processes c1, c2, ...
+	Clients [][]Step `json:"clients"`
+	// Nemesis lists the faults.
+	Nemesis []Fault `json:"nemesis"`
+	// Decisions are the simulator's scheduling decisions.
+	run.Decisions
+	// JudgedBy is how the plan was judged when it was found.
+	prover.JudgedBy
+}
+
+// A Step is one line of a client's script: acquire, refresh, verify or
+// release (the lease the client believes it holds; skipped when that makes
+// no sense), or sleep Ms milliseconds.
+type Step struct {
+	Op string `json:"op"`
+	Ms int    `json:"ms,omitempty"`
+}
+
+// Sleep is the plan's word for a pause between operations.
+const Sleep = "sleep"
+
+// A Fault strikes At milliseconds into the run. Target names the client
+// it is aimed at (all but restart-broker, which strikes the server). A
+// pause or a partition lasts For milliseconds (0: until the clients are
+// done); a restart keeps the server down For milliseconds. A drop-reply
+// is armed At and strikes the client's next granting write (the lock
+// key's), if it makes one.
+type Fault struct {
+	At     int    `json:"at_ms"`
+	Fault  string `json:"fault"`
+	Target string `json:"target,omitempty"`
+	For    int    `json:"for_ms,omitempty"`
+}
+
+// faultNames are the faults a plan can hold: kill a client (it restarts
+// without its lease), pause it (a GC pause, its session expiring
+// meanwhile), partition it from the server (bytes wait both ways), lose
+// the reply to its granting write, restart the server.
+var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, histories.DropReply, histories.RestartBroker}
+
+// FaultNames are the faults a plan can hold.
+func FaultNames() []string { return slices.Clone(faultNames) }
+
+// Write writes the plan as indented JSON.
+func (p *Plan) Write(w io.Writer) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(p)
+}
+
+// Brief says the plan in one line.
+func (p *Plan) Brief() string {
+	kept := ""
+	if p.Backend == Consul && p.Persistent {
+		kept = " (persistent)"
+	}
+	limits := ""
+	if p.Limits != nil {
+		limits = fmt.Sprintf(" (clients' own: %v)", p.Limits)
+	}
+	return fmt.Sprintf("%s %q on %s%s, limit %d%s, ttl %d ms, %d clients, %d faults, %d scheduling decisions",
+		p.Kind, p.Prefix, p.Backend, kept, p.Limit, limits, p.TTLMs, len(p.Clients), len(p.Nemesis), len(p.Schedule))
+}
+
+// ReadPlan reads a plan file as strictly as every plan is read
+// (prover.ParsePlan): a wrong value, an unknown field or a field twice is
+// an error naming the file, line, column and field.
+func ReadPlan(path string) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var p Plan
+	if err := prover.ParsePlan(path, data, &p, p.Validate); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// bad is a PlanError naming field.
+func bad(field, format string, args ...any) error {
+	return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate says what is wrong with a plan, naming the field.
+func (p *Plan) Validate() error {
+	switch {
+	case p.Version != PlanVersion:
+		return bad("version", "want %d, got %d", PlanVersion, p.Version)
+	case p.Kind != Kind:
+		return bad("kind", "want %q, got %q", Kind, p.Kind)
+	case !prefixOK(p.Prefix):
+		return bad("prefix", "want 1 to 64 letters, digits, '-' or '_', got %q", p.Prefix)
+	case p.Backend != Consul && p.Backend != Etcd:
+		return bad("backend", "want %q or %q, got %q", Consul, Etcd, p.Backend)
+	case p.Persistent && p.Backend != Consul:
+		return bad("persistent", "only a Consul agent has a choice: etcd always keeps its state")
+	case p.BehaviorRelease && p.Backend != Consul:
+		return bad("behavior_release", "Behavior release is Consul's: etcd keys vanish with their lease")
+	case p.Limit < 1 || p.Limit > 9:
+		return bad("limit", "want 1 to 9, got %d", p.Limit)
+	case p.Limits != nil && len(p.Limits) != len(p.Clients):
+		return bad("limits", "want one per client (%d), or none, got %d", len(p.Clients), len(p.Limits))
+	case CheckTTL(p.Backend, p.TTLMs) != nil:
+		return bad("ttl_ms", "want 1000 (session_ttl_min, etcd's floor) to 60000, whole seconds on etcd, got %d", p.TTLMs)
+	case p.Mutant != "" && MutantNamed(p.Mutant) == nil:
+		return bad("mutant", "no %s mutant named %q", Kind, p.Mutant)
+	}
+	for i, l := range p.Limits {
+		if l < 1 || l > 9 {
+			return bad(fmt.Sprintf("limits[%d]", i), "want 1 to 9, got %d", l)
+		}
+	}
+	for i, script := range p.Clients {
+		for j, s := range script {
+			if err := validateStep(s); err != nil {
+				err.(*prover.PlanError).Field = fmt.Sprintf("clients[%d][%d]%s", i, j, err.(*prover.PlanError).Field)
+				return err
+			}
+		}
+	}
+	for i, f := range p.Nemesis {
+		if err := p.validateFault(f); err != nil {
+			err.(*prover.PlanError).Field = fmt.Sprintf("nemesis[%d]%s", i, err.(*prover.PlanError).Field)
+			return err
+		}
+	}
+	return nil
+}
+
+// prefixOK says whether prefix is a plain key segment.
+func prefixOK(prefix string) bool {
+	if len(prefix) < 1 || len(prefix) > 64 {
+		return false
+	}
+	for _, c := range prefix {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// validateStep says what is wrong with one step; the field it names
+// starts with ".".
+func validateStep(s Step) error {
+	switch s.Op {
+	case histories.Acquire, histories.Refresh, histories.Verify, histories.Release:
+		if s.Ms != 0 {
+			return bad(".ms", "only a sleep has ms, not %s", s.Op)
+		}
+	case Sleep:
+		if s.Ms < 1 || s.Ms > 3_600_000 {
+			return bad(".ms", "want 1 to 3600000, got %d", s.Ms)
+		}
+	default:
+		return bad(".op", "want acquire, refresh, verify, release or sleep, got %q", s.Op)
+	}
+	return nil
+}
+
+// validateFault says what is wrong with one fault; the field it names
+// starts with "." or is "" (the fault as a whole).
+func (p *Plan) validateFault(f Fault) error {
+	if !slices.Contains(faultNames, f.Fault) {
+		return bad(".fault", "want one of %v, got %q", faultNames, f.Fault)
+	}
+	procs := p.processes()
+	server := f.Fault == histories.RestartBroker
+	switch {
+	case f.At < 0 || f.For < 0 || f.At > 3_600_000 || f.For > 3_600_000:
+		return bad("", "at_ms and for_ms must be 0 to 3600000")
+	case !server && !slices.Contains(procs, f.Target):
+		return bad(".target", "%s needs a client, one of %v; got %q", f.Fault, procs, f.Target)
+	case server && f.Target != "":
+		return bad(".target", "%s strikes the server, not a client", f.Fault)
+	case f.For != 0 && (f.Fault == histories.Kill || f.Fault == histories.DropReply):
+		return bad(".for_ms", "a %s does not last", f.Fault)
+	}
+	return nil
+}
+
+// processes are the clients' process names.
+func (p *Plan) processes() []string {
+	var out []string
+	for i := range p.Clients {
+		out = append(out, clientName(i))
+	}
+	return out
+}
+
+// limitOf is client i's limit.
+func (p *Plan) limitOf(i int) int {
+	if i < len(p.Limits) {
+		return p.Limits[i]
+	}
+	return p.Limit
+}
+
+func clientName(i int) string { return fmt.Sprintf("c%d", i+1) }
