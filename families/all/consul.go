@@ -19,8 +19,9 @@ import (
 // ConsulSemaphore is Consul's semaphore recipe (families/consulsem, issue
 // 23): the reference client (package consulsem) or one of its mutants,
 // on the simulator of a Consul agent or an etcd server (sim/consulsim),
-// with its explore table of what restarts do on each. The real backends,
-// the process protocol, bench and conform are still to come.
+// with its explore table of what restarts do on each, and conform (the
+// simulator against private real servers). The real backends as targets,
+// the process protocol and bench are still to come.
 var ConsulSemaphore = &family.Descriptor{
 	Name:       consulsemfamily.Kind,
 	Kinds:      []string{consulsemfamily.Kind},
@@ -28,7 +29,7 @@ var ConsulSemaphore = &family.Descriptor{
 	Faults:     consulsemfamily.FaultNames(),
 	Targets:    []family.Target{{Name: "sim"}},
 	Flags: []family.Flag{
-		{Name: "backend", Verbs: family.Prove, Usage: "consul-semaphore: the simulated server, consul or etcd", Default: consulsemfamily.Consul},
+		{Name: "backend", Verbs: family.Prove | family.Conform, Usage: "consul-semaphore: the simulated server, consul or etcd; for conform, the real server (a private one) compared with the simulator, both when not given", Default: consulsemfamily.Consul},
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a simulated Consul agent with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
 		ttlFlag,
 	},
@@ -36,6 +37,7 @@ var ConsulSemaphore = &family.Descriptor{
 	ReadPlan: func(path string) (prover.Plan, error) { return consulsemfamily.ReadPlan(path) },
 	Replay:   consulReplay,
 	Explore:  consulsemfamily.Explore,
+	Conform:  consulConform,
 }
 
 func init() {

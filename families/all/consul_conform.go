@@ -1,0 +1,90 @@
+package all
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/consul"
+	"github.com/lockprover/lockprover/backends/etcd"
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/sim/consulsim"
+)
+
+// consulConformFloor is the private Consul agent's session_ttl_min: the
+// differential's short sessions have a TTL of one second.
+const consulConformFloor = time.Second
+
+// consulConform runs drawn sequences of every call the Consul semaphore
+// recipe makes (consulsem) on the simulator (sim/consulsim) and on private
+// real servers (a Consul agent, an etcd), started for the run and removed
+// after it, and compares the answers step by step
+// (consulsim.Differential): the one --backend names, both when it is not
+// given. A backend whose binary is missing is a usage error naming
+// --backend; more than a tenth of a backend's sequences
+// inconclusive (the machine too slow to judge expiry by) makes the run
+// inconclusive.
+func consulConform(ctx context.Context, s family.Settings, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
+	if c.Sequences == 0 {
+		return 0, family.Usagef("--sequences 0 leaves nothing to run with --kind %s", s.Kind)
+	}
+	kinds := []consulsim.Kind{consulsim.Consul, consulsim.Etcd}
+	if s.Given("backend") {
+		switch b := s.Flag("backend"); b {
+		case "consul":
+			kinds = kinds[:1]
+		case "etcd":
+			kinds = kinds[1:]
+		default:
+			return 0, family.Usagef("--backend %q: want consul or etcd", b)
+		}
+	}
+	worst := family.Agree
+	for _, k := range kinds {
+		res, err := consulConformOne(ctx, k, c, out)
+		if err != nil {
+			return 0, err
+		}
+		worst = max(worst, res)
+	}
+	return worst, nil
+}
+
+// consulConformOne compares the simulator with a private server of kind k.
+func consulConformOne(ctx context.Context, k consulsim.Kind, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
+	t, stop, err := consulConformTarget(ctx, k)
+	switch {
+	case ctx.Err() != nil:
+		return 0, fmt.Errorf("interrupted while starting a private server: %w", ctx.Err())
+	case errors.Is(err, consul.ErrNoConsul), errors.Is(err, etcd.ErrNoEtcd):
+		return 0, &family.UsageError{Err: fmt.Errorf("--backend: %w", err)}
+	case err != nil:
+		return 0, &family.UsageError{Err: fmt.Errorf("conform --kind consul-semaphore could not start its private server: %w", err)}
+	}
+	defer stop()
+	name := map[consulsim.Kind]string{consulsim.Consul: "a private Consul agent", consulsim.Etcd: "a private etcd"}[k]
+	fmt.Fprintf(out, "consulsim against %s: %d sequences of the calls the recipe makes, seed %d\n", name, c.Sequences, c.Seed)
+	rep, err := consulsim.Differential(ctx, t, c.Sequences, c.Seed, out)
+	return differential{report: rep, server: rep.Server, divergence: rep.Divergence, shrunk: rep.Shrunk,
+		sequences: rep.Sequences, inconclusive: rep.Inconclusive, err: err,
+		stopped: "its private server is stopped"}.end(ctx, c, out)
+}
+
+// consulConformTarget starts a private server of kind k in a temporary
+// directory; stop stops it and removes the directory.
+func consulConformTarget(ctx context.Context, k consulsim.Kind) (consulsim.Target, func(), error) {
+	if k == consulsim.Consul {
+		a, stop, err := consul.StartTemp(ctx, consul.Options{SessionTTLMin: consulConformFloor})
+		if err != nil {
+			return consulsim.Target{}, nil, err
+		}
+		return consulsim.Target{Kind: consulsim.Consul, Addr: a.Addr(), Floor: consulConformFloor}, stop, nil
+	}
+	s, stop, err := etcd.StartTemp(ctx, etcd.Options{})
+	if err != nil {
+		return consulsim.Target{}, nil, err
+	}
+	return consulsim.Target{Kind: consulsim.Etcd, Addr: s.URL(), Floor: s.MinTTL()}, stop, nil
+}
