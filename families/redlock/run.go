@@ -277,14 +277,8 @@ func (r *runner) granted(rl Client, st *client, v *histories.Value, l redlock.Le
 			return
 		}
 		left = time.Duration(invoke.Time) + c.Until - time.Duration(e.Time)
-		if c.Started > 0 {
-			// The library's start, counted from the invoke (no later
-			// than the process's own start), in whole milliseconds
-			// rounded up: validity_ms is rounded down, by up to a
-			// millisecond, so a library that claims exactly ttl(1-drift)
-			// from its start is not failed by the two roundings; a claim
-			// past that by a millisecond or more still fails.
-			e.Value.StartedMs = histories.Int(int((c.Started + time.Millisecond - 1) / time.Millisecond))
+		if s := startedMs(c.Started, time.Duration(e.Time-invoke.Time)); s > 0 {
+			e.Value.StartedMs = histories.Int(s)
 		}
 	} else {
 		left = r.b.left(l, e.Time)
@@ -300,6 +294,19 @@ func (r *runner) granted(rl Client, st *client, v *histories.Value, l redlock.Le
 		ms-- // towards minus infinity
 	}
 	e.Value.ValidityMs = histories.Int(int(ms)) // the recorded event holds v
+}
+
+// startedMs is the library's start an implementation said (started, after
+// its own start), as the history records it: from the invoke (no later
+// than the process's own start), in whole milliseconds rounded up, since
+// validity_ms is rounded down, by up to a millisecond, and a library that
+// claims exactly ttl(1-drift) from its start must not fail by the two
+// roundings (a claim past that by a millisecond or more still fails); but
+// never after the grant's return as recorded (took after the invoke): no
+// library starts later.
+func startedMs(started, took time.Duration) int {
+	s := int((started + time.Millisecond - 1) / time.Millisecond)
+	return min(s, int(took/time.Millisecond))
 }
 
 // invokeAtStart records e, the invocation of st's next operation, when
