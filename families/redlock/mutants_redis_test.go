@@ -164,6 +164,9 @@ type schedOp struct {
 // for a run to count as scripted.
 const onScriptMargin = int64(50 * time.Millisecond)
 
+// newSchedule reads a run's history: each completion paired with its
+// process's invoke (the nemesis's faults too: a restart from its crash to
+// its return), notices left out.
 func newSchedule(h []histories.Event, ttlMs int) *schedule {
 	s := &schedule{ops: map[string][]schedOp{}, ttl: int64(ttlMs) * int64(time.Millisecond)}
 	open := map[string]histories.Event{}
@@ -177,8 +180,7 @@ func newSchedule(h []histories.Event, ttlMs int) *schedule {
 			continue // a notice, not a completion
 		}
 		delete(open, e.Process)
-		o := schedOp{call: e.Time, ret: e.Time, outcome: string(e.Type)}
-		o.call = inv.Time
+		o := schedOp{call: inv.Time, ret: e.Time, outcome: string(e.Type)}
 		if e.Type == histories.Fail {
 			o.outcome = "fail"
 			if e.Value != nil && e.Value.Reason != "" {
