@@ -175,6 +175,13 @@ type Value struct {
 	// took and the clock drift), rounded down: 0 is under a millisecond,
 	// less says none was left.
 	ValidityMs *int `json:"validity_ms,omitempty"`
+	// StartedMs, on a grant with ValidityMs, is when the library the
+	// implementation wraps started it by its own reckoning (the clock
+	// reading it counts the validity from), in milliseconds after the
+	// invoke, rounded down, as the implementation said: a library that
+	// claims validity with no margin is judged from there (validity-sound
+	// shows it as an excuse), rather than from the invoke.
+	StartedMs *int `json:"started_ms,omitempty"`
 	// Priority is a priority lease acquire's priority (any integer): an
 	// acquirer of strictly higher priority may take the lease from its
 	// holder (docs/lease.md, "Priority leases").
@@ -263,7 +270,7 @@ func (v *Value) Text() string {
 		name string
 		p    *int
 	}{{"slot", v.Slot}, {"slots", v.Slots}, {"delta", v.Delta}, {"from", v.From}, {"to", v.To},
-		{"max", v.Max}, {"ttl_ms", v.TTLMs}, {"validity_ms", v.ValidityMs}, {"priority", v.Priority}} {
+		{"max", v.Max}, {"ttl_ms", v.TTLMs}, {"validity_ms", v.ValidityMs}, {"started_ms", v.StartedMs}, {"priority", v.Priority}} {
 		if f.p != nil {
 			parts = append(parts, fmt.Sprintf("%s %d", f.name, *f.p))
 		}

@@ -106,18 +106,19 @@ const (
 	vValidityMs
 	vPriority
 	vThief
+	vStartedMs
 )
 
 // valueNames are the JSON names of the value fields, in bit order.
 var valueNames = [...]string{"slot", "held", "reason", "slots", "delta", "from", "to", "process", "patched",
-	"max", "ttl_ms", "token", "fence", "offset_ms", "validity_ms", "priority", "thief"}
+	"max", "ttl_ms", "token", "fence", "offset_ms", "validity_ms", "priority", "thief", "started_ms"}
 
 // valueBox holds a Value and the integers and boolean it points to, so that
 // decoding a value costs one slot in a slab instead of several allocations.
 type valueBox struct {
-	v                                                                         Value
-	slot, slots, delta, from, to, max, ttl, fence, offset, validity, priority int
-	held                                                                      bool
+	v                                                                                  Value
+	slot, slots, delta, from, to, max, ttl, fence, offset, validity, priority, started int
+	held                                                                               bool
 }
 
 const slabSize = 256
@@ -411,6 +412,8 @@ func valueBit(key []byte) vfields {
 		return vPriority
 	case "thief":
 		return vThief
+	case "started_ms":
+		return vStartedMs
 	}
 	return 0
 }
@@ -452,6 +455,8 @@ func (p *parser) valueField(key []byte, v *valueBox) bool {
 		ip, dst, field = &v.v.ValidityMs, &v.validity, "value.validity_ms"
 	case vPriority:
 		ip, dst, field = &v.v.Priority, &v.priority, "value.priority"
+	case vStartedMs:
+		ip, dst, field = &v.v.StartedMs, &v.started, "value.started_ms"
 	case vHeld:
 		switch {
 		case p.peek() == 't' && p.literal("true"):

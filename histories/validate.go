@@ -193,11 +193,11 @@ var (
 	}
 	leaseShapes = map[string]*shapes{
 		"acquire": {{allowed: vMax | vTTLMs | vPriority, required: vMax | vTTLMs, want: `{"max":n,"ttl_ms":t} with n, t >= 1, and "priority":p (any integer) for a priority lease`},
-			{allowed: vToken | vFence | vTTLMs | vValidityMs, required: vToken, want: `{"token":"..."}, with "fence":k (k >= 0) where the implementation gives numeric fencing tokens, "ttl_ms":t (t >= 1) where it says the lease it granted, and "validity_ms":v where it says how long the lease is valid for from now`},
+			{allowed: vToken | vFence | vTTLMs | vValidityMs | vStartedMs, required: vToken, want: `{"token":"..."}, with "fence":k (k >= 0) where the implementation gives numeric fencing tokens, "ttl_ms":t (t >= 1) where it says the lease it granted, "validity_ms":v where it says how long the lease is valid for from now, and "started_ms":s (s >= 0) where it says when its library started, after the invoke`},
 			{allowed: vReason, reasons: []string{Full}, want: `{"reason":"full"}, or no value for a failure that claims nothing`},
 			none},
 		"refresh": {{allowed: vToken | vTTLMs, required: vToken | vTTLMs, want: `{"token":"...","ttl_ms":t} with t >= 1`},
-			{allowed: vTTLMs | vValidityMs, want: `no value, or {"ttl_ms":t} (t >= 1) where the implementation says the lease it granted, with "validity_ms":v where it says how long the lease is valid for from now`}, expiredReason, none},
+			{allowed: vTTLMs | vValidityMs | vStartedMs, want: `no value, or {"ttl_ms":t} (t >= 1) where the implementation says the lease it granted, with "validity_ms":v where it says how long the lease is valid for from now, and "started_ms":s (s >= 0) where it says when its library started, after the invoke`}, expiredReason, none},
 		"release": {{allowed: vToken, required: vToken, want: `{"token":"..."}`},
 			none, expiredReason, none},
 		// verify {token} -> ok {held}: whether the holder still holds the
@@ -591,6 +591,12 @@ func checkRanges(sh *shape, val *Value) string {
 	if val.Fence != nil && *val.Fence < 0 {
 		return fmt.Sprintf("value.fence: want an integer >= 0, got %d", *val.Fence)
 	}
+	if val.StartedMs != nil && *val.StartedMs < 0 {
+		return fmt.Sprintf("value.started_ms: want an integer >= 0 (milliseconds after the invoke), got %d", *val.StartedMs)
+	}
+	if val.StartedMs != nil && val.ValidityMs == nil {
+		return "value.started_ms: only with validity_ms (the start the validity counts from)"
+	}
 	if val.OffsetMs != nil && *val.OffsetMs == 0 {
 		return "value.offset_ms: want a non-zero integer (milliseconds; ahead when positive), got 0"
 	}
@@ -622,6 +628,7 @@ func fieldsOf(v *Value) vfields {
 	set(vValidityMs, v.ValidityMs != nil)
 	set(vPriority, v.Priority != nil)
 	set(vThief, v.Thief != "")
+	set(vStartedMs, v.StartedMs != nil)
 	return fs
 }
 
@@ -676,6 +683,8 @@ func fieldText(bit vfields, v *Value) string {
 		return strconv.Itoa(*v.Priority)
 	case vThief:
 		return strconv.Quote(v.Thief)
+	case vStartedMs:
+		return strconv.Itoa(*v.StartedMs)
 	default: // vPatched
 		return strconv.FormatBool(v.Patched)
 	}

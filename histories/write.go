@@ -192,5 +192,8 @@ func appendPriority(buf []byte, sep *byte, v *Value) []byte {
 	if v.Thief != "" {
 		buf = appendString(appendKey(buf, sep, "thief"), v.Thief)
 	}
+	if v.StartedMs != nil {
+		buf = appendInt(appendKey(buf, sep, "started_ms"), *v.StartedMs)
+	}
 	return buf
 }

@@ -131,6 +131,9 @@ func TestRedsyncAdapter(t *testing.T) {
 			if len(tc.want) == 0 && !strings.Contains(out, "ok    c1's acquire of the free lock is granted: the validity claimed is within the ttl") {
 				t.Error("no validity claimed, or not checked")
 			}
+			if len(tc.want) == 0 && !strings.Contains(out, "ok    c1's acquire of the free lock is granted: started_ms lies within the call") {
+				t.Error("no started_ms said (redsync's own start, measured), or not checked")
+			}
 		})
 	}
 }

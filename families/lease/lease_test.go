@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"path/filepath"
@@ -495,5 +496,66 @@ func TestStealPropertiesListed(t *testing.T) {
 	}
 	if got := fmt.Sprint(lease.WithPriority); !strings.HasSuffix(got, "steal-order steal-exact]") || len(lease.WithValidity) != 7 {
 		t.Errorf("WithPriority %s", got)
+	}
+}
+
+// A grant that says when its library started (started_ms after the
+// invoke) is judged from there: a claim past the invoke's bound but within
+// the library's start's passes, with the excuse shown; one past the
+// library's start's bound still fails, as does a start after the return.
+// The history reads and writes the field.
+func TestValiditySoundFromTheLibrarysStart(t *testing.T) {
+	ms := func(n int) int64 { return int64(n) * int64(time.Millisecond) }
+	hist := func(validity, started int) []histories.Event {
+		ev := []histories.Event{
+			{Process: "c1", Type: histories.Invoke, F: histories.Acquire, Time: 0, Value: &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}},
+			{Process: "c1", Type: histories.Ok, F: histories.Acquire, Time: ms(10), Value: &histories.Value{Token: "a", ValidityMs: histories.Int(validity), StartedMs: histories.Int(started)}},
+		}
+		for i := range ev {
+			ev[i].Index, ev[i].Lock, ev[i].Kind = i, "k", histories.Lease
+		}
+		var b bytes.Buffer
+		if err := histories.Write(&b, ev); err != nil {
+			t.Fatal(err)
+		}
+		back, err := histories.Read(&b, "started.jsonl")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, b.String())
+		}
+		return back
+	}
+	for _, c := range []struct {
+		name              string
+		validity, started int
+		want              model.Status
+		detail            string
+	}{
+		// The claim ends at 10+985 = 995 ms, past 0+990.
+		{"within the library's start", 985, 5, model.Pass, "started_ms"},
+		{"past the library's start too", 985, 3, model.Fail, "past its library's start (started_ms 3 after the invoke) plus ttl(1-drift), 0.993s"},
+		{"counted from the end", 990, 5, model.Fail, "past its library's start"},
+		{"a start after the return", 985, 11, model.Fail, "after the grant returned"},
+		{"within the invoke's bound", 980, 5, model.Pass, ""},
+	} {
+		var v *model.Verdict
+		for _, x := range model.Check(hist(c.validity, c.started), model.Options{Family: []any{lease.Options{}}}).Verdicts {
+			if x.Property == lease.ValiditySound {
+				v = &x
+			}
+		}
+		switch {
+		case v == nil || v.Status != c.want || !strings.Contains(v.Detail, c.detail):
+			t.Errorf("%s: %+v, want %v with %q", c.name, v, c.want, c.detail)
+		case c.want == model.Pass && c.detail != "" && (len(v.Excuses) != 1 || !strings.Contains(v.Excuses[0].Why, "(started_ms)") || v.Excuses[0].Ops[0] != 0):
+			t.Errorf("%s: excuses %+v, want the one, of the grant", c.name, v.Excuses)
+		case c.want == model.Pass && c.detail == "" && len(v.Excuses) != 0:
+			t.Errorf("%s: excuses %+v, want none (no tolerance used)", c.name, v.Excuses)
+		}
+	}
+	bad := `{"index":0,"time":0,"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":1,"ttl_ms":1000}}
+{"index":1,"time":10,"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":"a","started_ms":-1,"validity_ms":5}}
+`
+	if _, err := histories.Read(strings.NewReader(bad), "bad.jsonl"); err == nil || !strings.Contains(err.Error(), "value.started_ms") {
+		t.Errorf("a negative started_ms: %v, want an error naming value.started_ms", err)
 	}
 }

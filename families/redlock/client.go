@@ -80,15 +80,20 @@ type Session struct {
 	Run string
 }
 
+// A Claim is what an implementation's grant said of its validity, in
+// times after the operation's start as the process counted it (the origin
+// of its elapsed_ms): Until, the end of the validity it claims (elapsed_ms
+// plus validity_ms); Elapsed, its reply (elapsed_ms); Started, when the
+// library it wraps started by its own clock (started_ms, 0 if not said),
+// no later than Elapsed.
+type Claim struct{ Until, Elapsed, Started time.Duration }
+
 // A ProcessClient is a Client in a process of its own.
 type ProcessClient interface {
 	Client
 	// Claimed is what the last acquire_ok or refresh_ok said of the
-	// lease's validity: the time from the operation's start, as the
-	// process counted it, to the end of the validity it claims (its
-	// elapsed_ms plus its validity_ms). ok is false if the reply claimed
-	// no validity.
-	Claimed() (d time.Duration, ok bool)
+	// lease's validity; ok is false if the reply claimed none.
+	Claimed() (c Claim, ok bool)
 	// Signal sends sig to the process: SIGKILL for a kill.
 	Signal(sig syscall.Signal)
 	// Crashed says why the process is gone, if it ended or was given up on

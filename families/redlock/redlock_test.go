@@ -72,3 +72,19 @@ func TestSameSeedSameHistory(t *testing.T) {
 		}
 	}
 }
+
+// A library's start an implementation said is recorded in whole
+// milliseconds after the invoke, rounded up (validity_ms is rounded down),
+// but never after the grant's return as recorded: a start within the
+// first millisecond of a grant that took less gives none.
+func TestStartedMs(t *testing.T) {
+	us := time.Microsecond
+	for _, c := range []struct {
+		started, took time.Duration
+		want          int
+	}{{10 * us, 500 * us, 0}, {10 * us, 3 * time.Millisecond, 1}, {2300 * us, 10 * time.Millisecond, 3}, {5 * time.Millisecond, 4900 * us, 4}} {
+		if got := startedMs(c.started, c.took); got != c.want {
+			t.Errorf("startedMs(%v, %v) = %d, want %d", c.started, c.took, got, c.want)
+		}
+	}
+}

@@ -264,17 +264,22 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 // than it claims. The reference's claim is l's; an implementation's
 // process's, what its reply said (none: no validity_ms), counted from the
 // invoke, since its own start can only be later: the check is then of the
-// time it says it took and the validity it says is left.
+// time it says it took and the validity it says is left. Where the reply
+// says when the library it wraps started (started_ms), the grant records
+// that too, from the invoke, for validity-sound to judge the claim from.
 func (r *runner) granted(rl Client, st *client, v *histories.Value, l redlock.Lease) {
 	invoke, _ := r.InFlight(&st.Proc)
 	e := r.complete(st, histories.Ok, v, nil)
 	var left time.Duration
 	if pc, ok := rl.(ProcessClient); ok {
-		d, said := pc.Claimed()
+		c, said := pc.Claimed()
 		if !said {
 			return
 		}
-		left = time.Duration(invoke.Time) + d - time.Duration(e.Time)
+		left = time.Duration(invoke.Time) + c.Until - time.Duration(e.Time)
+		if s := startedMs(c.Started, time.Duration(e.Time-invoke.Time)); s > 0 {
+			e.Value.StartedMs = histories.Int(s)
+		}
 	} else {
 		left = r.b.left(l, e.Time)
 	}
@@ -289,6 +294,19 @@ func (r *runner) granted(rl Client, st *client, v *histories.Value, l redlock.Le
 		ms-- // towards minus infinity
 	}
 	e.Value.ValidityMs = histories.Int(int(ms)) // the recorded event holds v
+}
+
+// startedMs is the library's start an implementation said (started, after
+// its own start), as the history records it: from the invoke (no later
+// than the process's own start), in whole milliseconds rounded up, since
+// validity_ms is rounded down, by up to a millisecond, and a library that
+// claims exactly ttl(1-drift) from its start must not fail by the two
+// roundings (a claim past that by a millisecond or more still fails); but
+// never after the grant's return as recorded (took after the invoke): no
+// library starts later.
+func startedMs(started, took time.Duration) int {
+	s := int((started + time.Millisecond - 1) / time.Millisecond)
+	return min(s, int(took/time.Millisecond))
 }
 
 // invokeAtStart records e, the invocation of st's next operation, when

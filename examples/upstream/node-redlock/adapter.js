@@ -15,7 +15,14 @@
 //   validity_ms is lock.expiration less Date.now() (the library's clock),
 //   elapsed_ms the time since the adapter's own start of the operation
 //   (process.hrtime, read just before calling the library, which reads
-//   its own clock a few microseconds later). fence: none.
+//   its own clock a few microseconds later, or milliseconds on a loaded
+//   machine), and started_ms when the library made the lock's value
+//   (its _random, which lock() calls right before it reads its clock,
+//   Date.now(), for the start it counts the validity from), less a
+//   millisecond (Date.now()'s resolution: the start it counts from may
+//   be that much before the moment it read it). Wrapping _random on the
+//   adapter's instance, to note the time, is the one place the adapter
+//   reaches past the library's public API. fence: none.
 // - refresh: lock.extend(ttl_ms) on the Lock that token names; release:
 //   lock.unlock().
 // - The library fails every operation with one LockError, whatever the
@@ -65,6 +72,7 @@ let name = null;
 let clients = [];
 let redlock = null;
 let clientErrors = 0;
+let libStart = null; // process.hrtime() as the library made the last value
 const locks = new Map(); // token -> Lock granted by this process
 
 function log(msg) {
@@ -98,6 +106,10 @@ function granted(m, lock, start, wallStart, ttl) {
 	const now = Date.now();
 	m.validity_ms = Math.max(lock.expiration - now, 0);
 	m.elapsed_ms = since(start);
+	if (m.type === 'acquire_ok' && libStart !== null) {
+		const s = (libStart[0] - start[0]) * 1e3 + (libStart[1] - start[1]) / 1e6 - 1;
+		if (s > 0 && s <= m.elapsed_ms) m.started_ms = s;
+	}
 	const gap = lock.expiration - ttl + drift(ttl) - wallStart;
 	if (gap > 1) log(`${m.type}: the library's own start came ${gap} ms after the adapter's`);
 	return m;
@@ -131,6 +143,12 @@ function init(req) {
 		return c;
 	});
 	redlock = new Redlock(clients, { retryCount: 0 });
+	const random = redlock._random.bind(redlock);
+	redlock._random = () => {
+		const v = random();
+		libStart = process.hrtime();
+		return v;
+	};
 	// The library reads its clock after making the lock's value
 	// (crypto.randomBytes), whose first call in a process seeds the random
 	// generator: a few milliseconds that would lie between the adapter's
@@ -153,6 +171,7 @@ async function handle(req) {
 	if (req.type !== 'acquire' && !(typeof req.token === 'string' && req.token !== '')) return refuse('bad request', '"token" must be a non-empty string');
 	const start = process.hrtime();
 	const wallStart = Date.now();
+	libStart = null;
 	const before = clientErrors;
 	switch (req.type) {
 	case 'acquire':

@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"time"
 
@@ -70,8 +72,19 @@ func refusedOnly(err error) bool {
 	return len(errs) > 0
 }
 
-func (c *current) acquire(ctx context.Context, ttl time.Duration, start func()) (string, time.Time, outcome, error) {
-	m := c.rs.NewMutex(c.name, c.options(ttl)...)
+func (c *current) acquire(ctx context.Context, ttl time.Duration, start, began func()) (string, time.Time, outcome, error) {
+	// The value as redsync's own genValue makes it (16 random bytes,
+	// base64), with the time noted as it is asked for: redsync reads its
+	// clock right after.
+	value := redsync.WithGenValueFunc(func() (string, error) {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		began()
+		return base64.StdEncoding.EncodeToString(b[:]), nil
+	})
+	m := c.rs.NewMutex(c.name, append(c.options(ttl), value)...)
 	start()
 	err := m.LockContext(ctx)
 	switch {

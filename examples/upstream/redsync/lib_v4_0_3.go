@@ -51,7 +51,7 @@ func genValue() (string, error) {
 	return base64.StdEncoding.EncodeToString(b), nil
 }
 
-func (c *old) acquire(ctx context.Context, ttl time.Duration, start func()) (string, time.Time, outcome, error) {
+func (c *old) acquire(ctx context.Context, ttl time.Duration, start, _ func()) (string, time.Time, outcome, error) {
 	value, err := genValue()
 	if err != nil {
 		return "", time.Time{}, unknown, err

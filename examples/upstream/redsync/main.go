@@ -39,6 +39,12 @@
 //     --elapsed-from-redsync counts elapsed_ms from that reconstructed
 //     start instead (which trusts redsync's formula, so that
 //     validity-sound then judges only the validity left at the reply).
+//     Without it, an acquire_ok also says started_ms: when redsync asked
+//     for the mutex's value (WithGenValueFunc, making it as redsync's
+//     own genValue does), measured, after the adapter's start; redsync
+//     reads its clock right after, so its start is no earlier, and
+//     validity-sound judges the claim from there, showing it as an
+//     excuse where it needed it (docs/protocol.md, "Redlock").
 //   - fence: none (redsync's value is random; it orders nothing).
 //
 // Flags: --setnx-on-extend adds redsync's WithSetNXOnExtend() to every
@@ -77,8 +83,10 @@ const (
 type lib interface {
 	// acquire takes the lock for ttl; token is the mutex's value, until
 	// its Until() (zero where the version has none). start is called
-	// right before the library is.
-	acquire(ctx context.Context, ttl time.Duration, start func()) (token string, until time.Time, o outcome, err error)
+	// right before the library is; began when redsync asks for the
+	// mutex's value (WithGenValueFunc), which it does right before it
+	// reads its own clock.
+	acquire(ctx context.Context, ttl time.Duration, start, began func()) (token string, until time.Time, o outcome, err error)
 	// refresh extends the lease of token (one this process granted) to ttl.
 	refresh(ctx context.Context, token string, ttl time.Duration, start func()) (until time.Time, o outcome, err error)
 	// release ends the lease of token (one this process granted).
@@ -170,16 +178,17 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 		}
 	}
 	ttl := time.Duration(ttlMS) * time.Millisecond
-	var start time.Time
+	var start, libStart time.Time
 	begin := func() { start = time.Now() }
+	began := func() { libStart = time.Now() }
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	switch typ {
 	case "acquire":
-		token, until, o, err := s.l.acquire(ctx, ttl, begin)
+		token, until, o, err := s.l.acquire(ctx, ttl, begin, began)
 		switch o {
 		case ok:
-			return s.claim(map[string]any{"type": "acquire_ok", "token": token}, start, until, ttl)
+			return s.claim(map[string]any{"type": "acquire_ok", "token": token}, start, libStart, until, ttl)
 		case refused:
 			return map[string]any{"type": "acquire_fail", "reason": "held"}
 		}
@@ -191,7 +200,7 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 		until, o, err := s.l.refresh(ctx, token, ttl, begin)
 		switch o {
 		case ok:
-			return s.claim(map[string]any{"type": "refresh_ok"}, start, until, ttl)
+			return s.claim(map[string]any{"type": "refresh_ok"}, start, time.Time{}, until, ttl)
 		case refused:
 			return map[string]any{"type": "refresh_fail", "reason": "expired"}
 		}
@@ -221,8 +230,10 @@ func (s *server) failure(op string, err error) map[string]any {
 }
 
 // claim adds a grant's validity (Until() less now) and the time since the
-// operation's start, where the version has Until().
-func (s *server) claim(m map[string]any, start, until time.Time, ttl time.Duration) map[string]any {
+// operation's start, where the version has Until(); and, where libStart
+// was measured (an acquire: the time redsync asked for the value, just
+// before it read its own clock), started_ms, that time after the start.
+func (s *server) claim(m map[string]any, start, libStart, until time.Time, ttl time.Duration) map[string]any {
 	if until.IsZero() {
 		return m
 	}
@@ -238,6 +249,9 @@ func (s *server) claim(m map[string]any, start, until time.Time, ttl time.Durati
 	}
 	m["validity_ms"] = math.Max(float64(until.Sub(now))/float64(time.Millisecond), 0)
 	m["elapsed_ms"] = float64(now.Sub(start)) / float64(time.Millisecond)
+	if !s.fromRedsync && !libStart.IsZero() && libStart.After(start) {
+		m["started_ms"] = float64(libStart.Sub(start)) / float64(time.Millisecond)
+	}
 	return m
 }
 

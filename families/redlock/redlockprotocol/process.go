@@ -126,16 +126,15 @@ type Process struct {
 	c      *process.Client
 	key    string
 	closed atomic.Bool
-	// claimed is what the last acquire_ok or refresh_ok claimed (elapsed
-	// plus validity); said, whether it claimed any.
-	claimed time.Duration
+	// claimed is what the last acquire_ok or refresh_ok claimed; said,
+	// whether it claimed any validity.
+	claimed redlock.Claim
 	said    bool
 }
 
 // Claimed is what the last acquire_ok or refresh_ok said of the lease's
-// validity: its elapsed_ms (0 if absent) plus its validity_ms; ok is false
-// if it said no validity_ms.
-func (l *Process) Claimed() (time.Duration, bool) { return l.claimed, l.said }
+// validity (redlock.Claim); ok is false if it said no validity_ms.
+func (l *Process) Claimed() (redlock.Claim, bool) { return l.claimed, l.said }
 
 // Name is the client's name (c1, ...).
 func (l *Process) Name() string { return l.c.Name() }
@@ -204,25 +203,45 @@ func (l *Process) change(ctx context.Context, op string, req process.Request) (p
 	return r, nil
 }
 
-// claim reads a grant's optional validity_ms and elapsed_ms (numbers of
-// milliseconds, >= 0, fractions allowed) into l.claimed and lease.
+// claim reads a grant's optional validity_ms, elapsed_ms and started_ms
+// (numbers of milliseconds, >= 0, fractions allowed) into l.claimed and
+// lease. started_ms needs validity_ms and elapsed_ms, and is at most
+// elapsed_ms: the library's start lies between the process's own and the
+// reply. A reply that breaks this is given up on, naming the field.
 func (l *Process) claim(typ string, f map[string]json.RawMessage, lease *ref.Lease) error {
-	l.claimed, l.said = 0, false
+	l.claimed, l.said = redlock.Claim{}, false
 	lease.Validity = -1
+	var c redlock.Claim
 	v, ok, err := millis(f, "validity_ms")
-	if err != nil {
-		return l.c.GiveUp(fmt.Sprintf("sent a %s whose %v", typ, err))
+	if err == nil {
+		c.Elapsed, _, err = millis(f, "elapsed_ms")
 	}
-	if !ok {
+	var started bool
+	if err == nil {
+		c.Started, started, err = millis(f, "started_ms")
+	}
+	switch {
+	case err != nil:
+		return l.c.GiveUp(fmt.Sprintf("sent a %s whose %v", typ, err))
+	case started && (!ok || f["elapsed_ms"] == nil):
+		return l.c.GiveUp(fmt.Sprintf("sent a %s with \"started_ms\" but no %s: started_ms counts from elapsed_ms's origin, and only a validity claimed needs it", typ, orNone(ok)))
+	case c.Started > c.Elapsed:
+		return l.c.GiveUp(fmt.Sprintf("sent a %s whose \"started_ms\" %s is more than its \"elapsed_ms\" %s: the library cannot have started after the reply", typ, f["started_ms"], f["elapsed_ms"]))
+	case !ok:
 		return nil
 	}
-	e, _, err := millis(f, "elapsed_ms")
-	if err != nil {
-		return l.c.GiveUp(fmt.Sprintf("sent a %s whose %v", typ, err))
-	}
 	lease.Validity = v
-	l.claimed, l.said = e+v, true
+	c.Until = c.Elapsed + v
+	l.claimed, l.said = c, true
 	return nil
+}
+
+// orNone names the field a reply with started_ms lacks.
+func orNone(validity bool) string {
+	if validity {
+		return `"elapsed_ms"`
+	}
+	return `"validity_ms"`
 }
 
 // millis is field name as a duration, if present: a number of

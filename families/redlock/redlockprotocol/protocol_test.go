@@ -177,3 +177,55 @@ func TestExitedProcessGoesOn(t *testing.T) {
 		t.Fatalf("%d kills and %d grants (want at least 1 and 2), problems %q:\n%s", kills, grants, res.Evidence.Problems, b.String())
 	}
 }
+
+// A grant whose library started 20 ms after the process and claims
+// ttl(1-drift) from there, with no margin, passes validity-sound only
+// counted from the start its started_ms says: the history records it, and
+// the verdict shows the excuse. The same library claiming its whole ttl
+// from its start still fails; a started_ms after the reply breaks the
+// protocol, named.
+func TestLibraryStart(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	judge := func(mode string) (model.Verdict, string) {
+		res := onePlan(t, mode, []redlock.Step{{Op: histories.Acquire}})
+		var b strings.Builder
+		histories.Write(&b, res.History)
+		for _, v := range prover.Judge(res, model.Options{Family: []any{lease.Options{Validity: true}}}).Verdicts {
+			if v.Property == lease.ValiditySound {
+				return v, b.String() + strings.Join(res.Evidence.Problems, "\n")
+			}
+		}
+		t.Fatalf("%s: validity-sound not listed", mode)
+		return model.Verdict{}, ""
+	}
+	v, h := judge("library-start")
+	if !strings.Contains(h, `"started_ms":2`) || v.Status != model.Pass || len(v.Excuses) == 0 || !strings.Contains(v.Excuses[0].Why, "(started_ms)") {
+		t.Errorf("library-start: %v %q excuses %+v, want a pass excused by started_ms:\n%s", v.Status, v.Detail, v.Excuses, h)
+	}
+	if v, h := judge("over-claim-from-start"); v.Status != model.Fail || !strings.Contains(v.Detail, "past its library's start") {
+		t.Errorf("over-claim-from-start: %v %q, want a failure counted from the library's start:\n%s", v.Status, v.Detail, h)
+	}
+	if _, h := judge("started-after-reply"); !strings.Contains(h, `"started_ms"`) || !strings.Contains(h, "more than its \"elapsed_ms\"") {
+		t.Errorf("started-after-reply: the problems do not name started_ms:\n%s", h)
+	}
+}
+
+// validate-impl checks a grant's started_ms against the call as it timed
+// it: a process whose elapsed_ms (and started_ms after it) says it started
+// before the request came fails that check; one within the call passes
+// it. (The fake keeps its lock in memory, so other checks fail.)
+func TestValidateChecksStarted(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	const check = "c1's acquire of the free lock is granted: started_ms lies within the call"
+	for mode, want := range map[string]string{"library-start": "ok    " + check, "started-before-request": "FAIL  " + check} {
+		var out strings.Builder
+		if _, err := redlockprotocol.Validate(context.Background(), "/usr/bin/python3 testdata/fake_redlock.py "+mode, time.Minute, "", &out); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("%s: want %q in:\n%s", mode, want, out.String())
+		}
+	}
+}

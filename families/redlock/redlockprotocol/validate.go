@@ -122,9 +122,11 @@ func (v *validator) basics() {
 	_, err := c2.Acquire(v.Ctx, v.key, validateTTL)
 	v.Expect("c2's acquire while c1 holds is held", nil, errors.Is(err, ref.ErrHeld),
 		fmt.Sprintf(`answered %s: want acquire_fail {"reason":"held"} while another client holds the lock`, describe("acquire", ref.Lease{}, err)))
+	sent := time.Now()
 	l, err := c1.Refresh(v.Ctx, l1, validateTTL)
+	took := time.Since(sent)
 	v.Expect("c1's refresh of its lease is ok", nil, err == nil, fmt.Sprintf("answered %s: want refresh_ok for a lease held", describe("refresh", l, err)))
-	v.claims("c1's refresh", c1, l, err, validateTTL)
+	v.claims("c1's refresh", c1, l, err, validateTTL, took)
 	err = c1.Release(v.Ctx, l1)
 	v.Expect("c1's release of its lease is ok", nil, err == nil, fmt.Sprintf("answered %s: want release_ok for a lease held", describe("release", l, err)))
 	v.expired("c1's second release", "release", func() error { return c1.Release(v.Ctx, l1) })
@@ -154,17 +156,30 @@ func (v *validator) basics() {
 // granted checks an acquire that must be granted, and the validity it
 // claims.
 func (v *validator) granted(c *Process, name string, ttl time.Duration) (ref.Lease, bool) {
+	sent := time.Now()
 	l, err := c.Acquire(v.Ctx, v.key, ttl)
+	took := time.Since(sent)
 	v.Expect(name, nil, err == nil, fmt.Sprintf("answered %s: want acquire_ok, the lock being free", describe("acquire", l, err)))
-	v.claims(name, c, l, err, ttl)
+	v.claims(name, c, l, err, ttl, took)
 	return l, err == nil
 }
 
-// claims checks that a grant claims no more than its ttl.
-func (v *validator) claims(name string, c *Process, l ref.Lease, err error, ttl time.Duration) {
-	if d, said := c.Claimed(); err == nil && said {
-		v.Expect(name+": the validity claimed is within the ttl", nil, d <= ttl,
-			fmt.Sprintf("elapsed_ms plus validity_ms is %v, more than the ttl %v: a grant is valid for less than its ttl, less the time it took and the drift", d, ttl))
+// claims checks that a grant claims no more than its ttl, and, where it
+// says when its library started (started_ms), that the times it says lie
+// within the call as lockprover timed it (took, from the request's sending
+// to the reply's reading): its elapsed_ms no longer, so that its own
+// start, and the library's after it, came no earlier than the request.
+// (started_ms after the reply the reply itself refuses.)
+func (v *validator) claims(name string, c *Process, l ref.Lease, err error, ttl, took time.Duration) {
+	x, said := c.Claimed()
+	if err != nil || !said {
+		return
+	}
+	v.Expect(name+": the validity claimed is within the ttl", nil, x.Until <= ttl,
+		fmt.Sprintf("elapsed_ms plus validity_ms is %v, more than the ttl %v: a grant is valid for less than its ttl, less the time it took and the drift", x.Until, ttl))
+	if x.Started > 0 {
+		v.Expect(name+": started_ms lies within the call", nil, x.Elapsed <= took,
+			fmt.Sprintf("elapsed_ms is %v, but the call took %v from the request to the reply: count elapsed_ms, and started_ms after it, from your own first reading of your clock for the operation, after the request came", x.Elapsed, took))
 	}
 }
 

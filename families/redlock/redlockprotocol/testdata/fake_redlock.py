@@ -7,11 +7,46 @@ talks to Redis) and misbehaves as MODE says:
               grant took nor the drift);
   no-token    acquire_ok without a token (a protocol error);
   exit-after-acquire
-              the process exits right after its first acquire_ok.
+              the process exits right after its first acquire_ok;
+  library-start
+              every grant is made by a "library" that starts 20 ms after
+              the process's own start and claims ttl(1-0.01) from its own
+              start, with no margin (as redsync does): elapsed_ms,
+              validity_ms and started_ms say so;
+  over-claim-from-start
+              the same, but the library claims its whole ttl from its
+              start (it subtracts no drift): too much even from there;
+  started-after-reply
+              as library-start, but started_ms is 5 ms more than
+              elapsed_ms (a protocol error);
+  started-before-request
+              as library-start, but elapsed_ms and started_ms are a
+              second more: the process says it started before the request
+              came (validate-impl's check of the call's times).
 """
 import json
 import sys
+import time
 import uuid
+
+LIBRARY = ("library-start", "over-claim-from-start", "started-after-reply", "started-before-request")
+
+
+def library_grant(ttl_ms, begin):
+    """The claim of a library started 20 ms after begin."""
+    time.sleep(0.02)
+    lib = time.monotonic()
+    until = lib + ttl_ms / 1000 * (1.0 if mode == "over-claim-from-start" else 0.99)
+    time.sleep(0.005)  # the servers' round
+    now = time.monotonic()
+    out = {"validity_ms": (until - now) * 1000, "elapsed_ms": (now - begin) * 1000, "started_ms": (lib - begin) * 1000}
+    if mode == "started-after-reply":
+        out["started_ms"] = out["elapsed_ms"] + 5
+    if mode == "started-before-request":
+        out["elapsed_ms"] += 1000
+        out["started_ms"] += 1000
+    return out
+
 
 mode = sys.argv[1]
 held = {}
@@ -21,11 +56,14 @@ for line in sys.stdin:
     if t == "init":
         out = {"type": "init_ok"}
     elif t == "acquire":
+        begin = time.monotonic()
         token = uuid.uuid4().hex
         held[token] = True
         out = {"type": "acquire_ok", "token": token}
         if mode == "whole-ttl":
             out.update(validity_ms=req["ttl_ms"], elapsed_ms=0)
+        if mode in LIBRARY:
+            out.update(library_grant(req["ttl_ms"], begin))
         if mode == "no-token":
             del out["token"]
     elif t in ("refresh", "release"):
