@@ -2,7 +2,6 @@ package consulsemfamily
 
 import (
 	"bytes"
-	"github.com/lockprover/lockprover/histories"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 )

@@ -1,6 +1,7 @@
 package consulsemfamily
 
 import (
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"pgregory.net/rapid"
 )
@@ -55,7 +56,7 @@ func draw(t *rapid.T, c Config) *Plan {
 		for _, cy := range rapid.SliceOfN(cycle, 1, c.Ops).Draw(t, "client") {
 			script = append(script, cy...)
 		}
-		p.Clients = append(p.Clients, withinOps(script, c.Ops))
+		p.Clients = append(p.Clients, lease.WithinOps(script, c.Ops))
 	}
 	if m := MutantNamed(c.Mutant); nClients > 1 && (m != nil && m.mixedLimits || rapid.IntRange(0, 7).Draw(t, "mixed limits") == 0) {
 		// Clients that disagree on the limit: the first acquire sets it.
@@ -108,19 +109,4 @@ func drawNemesis(t *rapid.T, c Config, kinds []string, p *Plan, k int) []Fault {
 		return f
 	})
 	return rapid.SliceOfN(fault, 0, c.MaxFaults).Draw(t, "nemesis")
-}
-
-// withinOps is script up to its ops-th operation (sleeps aside), without
-// the sleep that would follow it.
-func withinOps(script []Step, ops int) []Step {
-	n := 0
-	for i, s := range script {
-		if s.Op == Sleep {
-			continue
-		}
-		if n++; n == ops {
-			return script[:i+1]
-		}
-	}
-	return script
 }

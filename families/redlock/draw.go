@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"pgregory.net/rapid"
 )
@@ -75,7 +76,7 @@ func draw(t *rapid.T, c Config) *Plan {
 		for _, cy := range rapid.SliceOfN(cycle, 1, c.Ops).Draw(t, "client") {
 			script = append(script, cy...)
 		}
-		p.Clients = append(p.Clients, withinOps(script, c.Ops))
+		p.Clients = append(p.Clients, lease.WithinOps(script, c.Ops))
 	}
 	if c.Priority {
 		drawPriorities(t, c, p)
@@ -131,21 +132,6 @@ func drawNemesis(t *rapid.T, c Config, kinds []string, p *Plan) []Fault {
 		return f
 	})
 	return rapid.SliceOfN(fault, 0, c.MaxFaults).Draw(t, "nemesis")
-}
-
-// withinOps is script up to its ops-th operation (sleeps aside), without
-// the sleep that would follow it.
-func withinOps(script []Step, ops int) []Step {
-	n := 0
-	for i, s := range script {
-		if s.Op == Sleep {
-			continue
-		}
-		if n++; n == ops {
-			return script[:i+1]
-		}
-	}
-	return script
 }
 
 // drawPriorities draws each client's priority, and maybe a ttl of its own:

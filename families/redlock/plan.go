@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
@@ -67,16 +68,11 @@ type Plan struct {
 	prover.JudgedBy
 }
 
-// A Step is one line of a client's script: acquire, refresh or release
-// (the lease the client believes it holds; skipped when that makes no
-// sense), or sleep Ms milliseconds.
-type Step struct {
-	Op string `json:"op"`
-	Ms int    `json:"ms,omitempty"`
-}
+// A Step is one line of a client's script (lease.Step).
+type Step = lease.Step
 
 // Sleep is the plan's word for a pause between operations.
-const Sleep = "sleep"
+const Sleep = lease.Sleep
 
 // The persistence settings a plan names.
 const (
