@@ -44,6 +44,10 @@ func Relinquished(res *prover.Result) Relinquish {
 	var r Relinquish
 	open := map[string]histories.Event{}
 	verifiedAt, createdAt, c2Outcome, struck := int64(-1), int64(-1), false, false
+	// Each step's order is judged at its own invoke: c2's acquire may
+	// begin before the admin's create does (at load 38 it began 1.3 s
+	// before it), and a later step must not make that right.
+	createdAfterVerify, acquiredAfterCreate := false, false
 	for _, e := range res.History {
 		if e.Process == "nemesis" {
 			struck = true
@@ -53,9 +57,9 @@ func Relinquished(res *prover.Result) Relinquish {
 			open[e.Process] = e
 			switch {
 			case e.Process == "admin" && e.F == histories.Change && grows(e):
-				r.Scripted = verifiedAt >= 0
+				createdAfterVerify = verifiedAt >= 0
 			case e.Process == "c2" && e.F == histories.Acquire:
-				r.Scripted = r.Scripted && createdAt >= 0
+				acquiredAfterCreate = createdAt >= 0
 			}
 			continue
 		}
@@ -71,7 +75,7 @@ func Relinquished(res *prover.Result) Relinquish {
 			c2Outcome = e.Type != histories.Info
 		}
 	}
-	r.Scripted = r.Scripted && c2Outcome && !struck
+	r.Scripted = createdAfterVerify && acquiredAfterCreate && c2Outcome && !struck
 	return r
 }
 

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/backends/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -79,5 +81,44 @@ func TestRelinquishedSlotOnRabbitMQ(t *testing.T) {
 			defer cancel()
 			return RabbitMQ{URL: url}.Run(ctx, p, Reference)
 		}, tidy, 2000) // two seconds of margin for each step, beside the whole suite
+	}
+}
+
+// Relinquished judges each step's order at its own invoke: in a CI run at
+// load 38, c2's acquire began before the admin created the slot again
+// (and failed absent), and the create that began later made the run look
+// as scripted, so the test failed c2 for not taking the slot instead of
+// running the plan again.
+func TestRelinquishedOrder(t *testing.T) {
+	ev := func(p string, typ histories.Type, f string, v *histories.Value) histories.Event {
+		return histories.Event{Process: p, Type: typ, F: f, Value: v}
+	}
+	held, slot := false, 1
+	grow := &histories.Value{Delta: histories.Int(1)}
+	verify := []histories.Event{ev("c1", histories.Invoke, histories.Verify, &histories.Value{Slot: &slot}),
+		ev("c1", histories.Ok, histories.Verify, &histories.Value{Held: &held})}
+	create := []histories.Event{ev("admin", histories.Invoke, histories.Change, grow), ev("admin", histories.Ok, histories.Change, nil)}
+	acquire := []histories.Event{ev("c2", histories.Invoke, histories.Acquire, nil), ev("c2", histories.Ok, histories.Acquire, &histories.Value{Slot: &slot})}
+	for _, tc := range []struct {
+		name  string
+		steps [][]histories.Event
+		want  bool
+	}{
+		{"in order", [][]histories.Event{verify, create, acquire}, true},
+		{"c2 before the create", [][]histories.Event{verify, acquire, create}, false},
+		{"the create before the verify", [][]histories.Event{create, verify, acquire}, false},
+	} {
+		var h []histories.Event
+		for _, s := range tc.steps {
+			h = append(h, s...)
+		}
+		for i := range h {
+			h[i].Index, h[i].Time = i, int64(i)
+		}
+		res := &prover.Result{History: h}
+		res.Evidence.Family = &check.Evidence{Costs: map[int]broker.Cost{}}
+		if r := Relinquished(res); r.Scripted != tc.want || !r.Lost {
+			t.Errorf("%s: %+v, want Scripted %v", tc.name, r, tc.want)
+		}
 	}
 }
