@@ -98,8 +98,8 @@ type proc interface {
 // simWorld is the simulator as a world.
 type simWorld struct{ *consulsim.World }
 
-func (simWorld) Lock()                   {}
-func (simWorld) Unlock()                 {}
+func (simWorld) Lock()                    {}
+func (simWorld) Unlock()                  {}
 func (simWorld) outside(_ proc, f func()) { f() }
 func (w simWorld) Go(name string, f func(proc)) {
 	w.World.Go(name, func(p *consulsim.Process) { f(p) })
