@@ -42,6 +42,10 @@ type Config struct {
 	MaxFaults int      // at most this many faults per plan; 0 means 3
 	// Backend is the simulated server, Consul ("" or "consul") or etcd.
 	Backend string
+	// Target is where plans run: the simulator ("" or "sim"), or a real
+	// server of their backend, Consul or Etcd (RunReal), which Backend
+	// then names too.
+	Target string
 	// TTLMs fixes the sessions' TTL; 0 draws it (1 or 2 s).
 	TTLMs int
 	// Persistent makes the Consul agent keep its state across a restart
@@ -66,8 +70,20 @@ func (c Config) withDefaults() Config {
 	if c.Ops == 0 {
 		c.Ops = 8
 	}
+	if c.real() {
+		c.Backend = c.Target
+	}
 	if c.Faults == nil {
 		c.Faults = faultNames
+		if c.real() {
+			c.Faults = realFaults
+		}
+	}
+	if c.TTLMs == 0 && c.real() && c.Backend == Etcd {
+		// etcd's lessor notices an expiry up to 500 ms late: judged
+		// with 1.5 TTLs, a lease of 1 s leaves no margin on a busy
+		// machine; one of 2 s leaves 500 ms.
+		c.TTLMs = 2000
 	}
 	if c.MaxFaults == 0 {
 		c.MaxFaults = 3
@@ -91,14 +107,23 @@ func CheckTTL(backend string, ttlMs int) error {
 // Draw draws a plan of c with rapid.
 func (c Config) Draw(t *rapid.T) prover.Plan { return draw(t, c.withDefaults()) }
 
-// Run runs a plan of this family on the simulator.
-func (c Config) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
+// Run runs a plan of this family on c's target.
+func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
 	pl, ok := p.(*Plan)
 	if !ok {
 		return nil, fmt.Errorf("%s: a plan of another family (%T)", Kind, p)
 	}
+	if c.real() {
+		if pl.Backend != c.Target {
+			return nil, fmt.Errorf("backend: a plan for %s cannot run on a real %s", pl.Backend, c.Target)
+		}
+		return RunReal(ctx, pl)
+	}
 	return Simulate(pl, nil)
 }
+
+// real says whether c's plans run on a real server.
+func (c Config) real() bool { return c.Target != "" && c.Target != "sim" }
 
 // Judging gives the lease checker the backend's expiry factor: a Consul
 // session may live two TTLs after its last renewal; an etcd lease one,
@@ -133,8 +158,8 @@ func Expiry(backend string) float64 {
 	return 2
 }
 
-// Deterministic says that plans run on the simulator.
-func (Config) Deterministic() bool { return true }
+// Deterministic says whether plans run on the simulator.
+func (c Config) Deterministic() bool { return !c.real() }
 
 // String says what c proves.
 func (c Config) String() string {
@@ -155,6 +180,9 @@ func (c Config) String() string {
 			sep = " with "
 		}
 		what += sep + v
+	}
+	if c.real() {
+		return what + " on a private real " + c.Target
 	}
 	return what + " on the simulated " + c.withDefaults().Backend
 }

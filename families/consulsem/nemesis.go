@@ -70,9 +70,14 @@ func (r *runner) locked(f func()) {
 
 // probe starts the quiescent probe: a client that acquires once, with
 // the plan's limit, or, where the lock key has another (clients of their
-// own limits), with each of theirs until one agrees.
+// own limits), with each of theirs until one agrees. On a real server it
+// then releases, so that the run leaves nothing behind.
 func (r *runner) probe() {
-	st := r.add("probe1", []Step{{Op: histories.Acquire}}, r.p.Limit)
+	script := []Step{{Op: histories.Acquire}}
+	if r.sim == nil {
+		script = append(script, Step{Op: histories.Release})
+	}
+	st := r.add("probe1", script, r.p.Limit)
 	for _, l := range r.p.Limits {
 		if l != r.p.Limit && !slices.Contains(st.others, l) {
 			st.others = append(st.others, l)
