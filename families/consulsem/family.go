@@ -2,7 +2,7 @@
 // Consul's semaphore recipe (package consulsem, the reference), at most
 // limit holders of a prefix, each holding a session that expires unless
 // renewed, proven on the simulator of Consul and etcd (package
-// sim/consulsim). It says what a plan of the family is (the backend, the
+// sim/consulsim) and on private real ones (RunReal, Config.Target). It says what a plan of the family is (the backend, the
 // limit and TTL, clients that acquire, refresh and release, faults:
 // kills, pauses of a client beyond its session's life, partitions, lost
 // replies to the granting write, restarts of the server), how plans are
