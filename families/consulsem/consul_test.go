@@ -93,7 +93,7 @@ func TestRealFaults(t *testing.T) {
 			if len(res.Evidence.Problems) > 0 {
 				t.Errorf("problems: %v", res.Evidence.Problems)
 			}
-			for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Backend: target}.Judging(false)}}).Verdicts {
+			for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging(false)}}).Verdicts {
 				if v.Status == model.Fail && v.Property != lease.Available && v.Property != lease.Recovers {
 					t.Errorf("%s: %s", v.Property, v.Detail)
 				}
@@ -129,7 +129,7 @@ func TestRealMutantsCaught(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					v := verdictOf(prover.Judge(res, model.Options{Family: []any{Config{Backend: target}.Judging(false)}}), m.Property)
+					v := verdictOf(prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging(false)}}), m.Property)
 					if v.Status == model.Fail {
 						t.Logf("run %d: %s caught by %s: %s", run, m.Name, m.Property, v.Detail)
 						return
