@@ -41,7 +41,7 @@ func TestConsulTargets(t *testing.T) {
 		want string
 	}{
 		{settings("consul", "all", map[string]string{"backend": "etcd"}), "--backend"},
-		{settings("etcd", "kill,drop-reply", nil), "--faults: drop-reply"},
+		{settings("etcd", "kill,restart-broker", nil), "--faults: restart-broker"},
 		{settings("consul", "restart-broker", nil), "--faults: restart-broker"},
 		{settings("zookeeper", "all", nil), "--target"},
 		{settings("etcd", "all", map[string]string{"persistent": "true"}), "--persistent"},

@@ -22,10 +22,11 @@ import (
 )
 
 // realFaults are the faults a plan can hold on a real server: those that
-// strike one client through its fault proxy. Lost replies and restarts of
-// the server are the simulator's only, so far: plans for a real target
-// draw none, and one that holds one is refused.
-var realFaults = []string{histories.Kill, histories.Pause, histories.Partition}
+// strike one client, through its fault proxy or, for a lost reply, its
+// backend (loseReply). Restarts of the server are the simulator's only,
+// so far: plans for a real target draw none, and one that holds one is
+// refused.
+var realFaults = []string{histories.Kill, histories.Pause, histories.Partition, histories.DropReply}
 
 // RealFaults are the faults a plan can hold on a real server.
 func RealFaults() []string { return slices.Clone(realFaults) }
@@ -103,6 +104,37 @@ func RunReal(ctx context.Context, p *Plan) (*prover.Result, error) {
 		res.Evidence.Problems = append(res.Evidence.Problems, "left behind on the server: "+left)
 	}
 	return res, nil
+}
+
+// errReplyLost is what a granting write whose reply was lost answers.
+var errReplyLost = errors.New("the reply was lost (drop-reply)")
+
+// loseReply is a real server's granting write, which a drop-reply armed
+// for the client strikes: the write reaches the server and is answered,
+// the answer is lost, recorded then (the acquire still in flight), and
+// the recipe sees the write fail, its outcome unknown. A write that got
+// no answer (a partition, a kill) loses none: the drop stays armed.
+func (d dropping) loseReply(ctx context.Context, w consulsem.LockWrite) (uint64, error) {
+	d.r.w.Lock()
+	armed := d.st.acquiring && d.st.Live(d.gen) && d.r.armed[d.st.Name]
+	delete(d.r.armed, d.st.Name)
+	d.r.w.Unlock()
+	idx, err := d.Backend.WriteLock(ctx, w)
+	if !armed {
+		return idx, err
+	}
+	answered := err == nil || errors.Is(err, consulsem.ErrCASLost) || errors.Is(err, consulsem.ErrNotLive)
+	d.r.w.Lock()
+	defer d.r.w.Unlock()
+	switch {
+	case !d.st.Live(d.gen):
+		return idx, err
+	case !answered:
+		d.r.armed[d.st.Name] = true
+		return idx, err
+	}
+	d.r.record(histories.DropReply, d.st.Name)
+	return 0, errReplyLost
 }
 
 // realWorld is a real server as a world: each client process a goroutine

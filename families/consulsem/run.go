@@ -195,7 +195,10 @@ type dropping struct {
 }
 
 func (d dropping) WriteLock(ctx context.Context, w consulsem.LockWrite) (uint64, error) {
-	if d.r.sim != nil && d.st.acquiring && d.st.Live(d.gen) && d.r.armed[d.st.Name] {
+	if d.r.sim == nil {
+		return d.loseReply(ctx, w)
+	}
+	if d.st.acquiring && d.st.Live(d.gen) && d.r.armed[d.st.Name] {
 		delete(d.r.armed, d.st.Name)
 		d.r.sim.DropReply(d.st.proc)
 	}
