@@ -62,17 +62,18 @@ func TestRealReferenceHolds(t *testing.T) {
 	}
 }
 
-// A plan on a real server records each fault it holds where it struck
-// (a lost reply when the answer to c2's grant is lost), leaves nothing
-// behind, and a plan holding a fault not offered there (a restart) is
+// A plan on a real server (a Consul agent -dev and persistent, etcd)
+// records each fault it holds where it struck (a lost reply when the
+// answer to c2's grant is lost), leaves nothing behind, and a plan holding a fault not offered there (a restart) is
 // refused, naming it.
 func TestRealFaults(t *testing.T) {
 	t.Parallel()
-	for _, target := range realTargets {
-		t.Run(target, func(t *testing.T) {
+	for _, where := range []string{Consul, Consul + "-persistent", Etcd} {
+		target, persistent := strings.CutSuffix(where, "-persistent")
+		t.Run(where, func(t *testing.T) {
 			t.Parallel()
 			onReal(t, target)
-			p := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: target, Limit: 2, TTLMs: 2000,
+			p := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: target, Persistent: persistent, Limit: 2, TTLMs: 2000,
 				Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 1500}, {Op: histories.Refresh}, {Op: histories.Release}},
 					{{Op: Sleep, Ms: 100}, {Op: histories.Acquire}, {Op: Sleep, Ms: 1500}, {Op: histories.Acquire}}},
 				Nemesis: []Fault{
