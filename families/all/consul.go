@@ -19,18 +19,19 @@ import (
 // ConsulSemaphore is Consul's semaphore recipe (families/consulsem, issue
 // 23): the reference client (package consulsem) or one of its mutants,
 // on the simulator of a Consul agent or an etcd server (sim/consulsim),
-// with its explore table of what restarts do on each, and conform (the
-// simulator against private real servers). The real backends as targets,
-// the process protocol and bench are still to come.
+// or on a private real Consul agent or etcd started for each plan
+// (--target consul, --target etcd), with its explore table of what
+// restarts do on each, and conform (the simulator against private real
+// servers). The process protocol and bench are still to come.
 var ConsulSemaphore = &family.Descriptor{
 	Name:       consulsemfamily.Kind,
 	Kinds:      []string{consulsemfamily.Kind},
 	Properties: lease.WithVerify,
 	Faults:     consulsemfamily.FaultNames(),
-	Targets:    []family.Target{{Name: "sim"}},
+	Targets:    []family.Target{{Name: "sim"}, {Name: consulsemfamily.Consul, Real: true}, {Name: consulsemfamily.Etcd, Real: true}},
 	Flags: []family.Flag{
-		{Name: "backend", Verbs: family.Prove | family.Conform, Usage: "consul-semaphore: the simulated server, consul or etcd; for conform, the real server (a private one) compared with the simulator, both when not given", Default: consulsemfamily.Consul},
-		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a simulated Consul agent with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
+		{Name: "backend", Verbs: family.Prove | family.Conform, Usage: "consul-semaphore: the simulated server, consul or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator, both when not given", Default: consulsemfamily.Consul},
+		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
 		ttlFlag,
 	},
 	Setup:    consulSetup,
@@ -50,13 +51,20 @@ func init() {
 
 // consulSetup makes a proof of the recipe from the command line: the
 // reference (or a mutant, or a correct variant from --options) on the
-// simulated server --backend names.
+// simulated server --backend names, or on a private real one (--target
+// consul or etcd) each plan starts.
 func consulSetup(s family.Settings) (*family.Setup, error) {
 	if err := consulTarget(s); err != nil {
 		return nil, err
 	}
 	c := consulsemfamily.Config{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults, Mutant: s.Mutant,
 		Backend: s.Flag("backend"), Persistent: s.Flag("persistent") != ""}
+	if real := consulReal(s.Target); real {
+		if s.Given("backend") && c.Backend != s.Target {
+			return nil, fmt.Errorf("--backend: --target %s runs on a real %s; --backend %s names another", s.Target, s.Target, c.Backend)
+		}
+		c.Target, c.Backend = s.Target, s.Target
+	}
 	switch {
 	case c.Backend != consulsemfamily.Consul && c.Backend != consulsemfamily.Etcd:
 		return nil, fmt.Errorf("--backend: want %s or %s, got %q", consulsemfamily.Consul, consulsemfamily.Etcd, c.Backend)
@@ -77,7 +85,28 @@ func consulSetup(s family.Settings) (*family.Setup, error) {
 	if err := consulFaults(&c, s.Faults); err != nil {
 		return nil, err
 	}
-	return &family.Setup{Target: "sim", Where: "the simulated " + c.Backend, What: c.String(), Prove: c}, nil
+	return consulWhere(c), nil
+}
+
+// consulReal says whether target is a real server.
+func consulReal(target string) bool {
+	return target == consulsemfamily.Consul || target == consulsemfamily.Etcd
+}
+
+// consulWhere is the setup of c: on the simulator, or on private real
+// servers, whose binary Start looks for first.
+func consulWhere(c consulsemfamily.Config) *family.Setup {
+	if c.Target == "" {
+		return &family.Setup{Target: "sim", Where: "the simulated " + c.Backend, What: c.String(), Prove: c}
+	}
+	return &family.Setup{Target: c.Target, Real: true, Where: "a private real " + c.Target + " for each plan", What: c.String(), Prove: c,
+		Replay: []string{"--target", c.Target},
+		Start: func(context.Context) error {
+			if err := consulsemfamily.Preflight(c.Target); err != nil {
+				return family.Usagef("--target %s: %v", c.Target, err)
+			}
+			return nil
+		}}
 }
 
 // consulFaults reads --faults: all (restarts of a -dev agent aside, see
@@ -95,6 +124,9 @@ func consulFaults(c *consulsemfamily.Config, faults string) error {
 		if !slices.Contains(consulsemfamily.FaultNames(), name) {
 			return fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all; or none)", name, consulsemfamily.Kind, strings.Join(consulsemfamily.FaultNames(), ", "))
 		}
+		if c.Target != "" && !slices.Contains(consulsemfamily.RealFaults(), name) {
+			return fmt.Errorf("--faults: %s is not offered on a real %s (want some of %s; all; or none)", name, c.Target, strings.Join(consulsemfamily.RealFaults(), ", "))
+		}
 		c.Faults = append(c.Faults, name)
 	}
 	// A -dev agent's restarts are drawn only when named: they forget
@@ -103,14 +135,14 @@ func consulFaults(c *consulsemfamily.Config, faults string) error {
 	return nil
 }
 
-// consulTarget refuses what the family cannot do yet: real backends and
-// implementations.
+// consulTarget refuses what the family cannot do yet: implementations,
+// and targets it does not have.
 func consulTarget(s family.Settings) error {
 	switch {
 	case s.Impl != "":
-		return fmt.Errorf("--impl: --kind %s has no process protocol yet: it proves its reference on the simulator", consulsemfamily.Kind)
-	case s.Target != "" && s.Target != "sim":
-		return fmt.Errorf("--target: --kind %s runs on the simulator (--target sim) only, so far", consulsemfamily.Kind)
+		return fmt.Errorf("--impl: --kind %s has no process protocol yet: it proves its reference", consulsemfamily.Kind)
+	case s.Target != "" && s.Target != "sim" && !consulReal(s.Target):
+		return fmt.Errorf("--target: --kind %s runs on the simulator (--target sim) or a private real server (--target consul, --target etcd), not %q", consulsemfamily.Kind, s.Target)
 	}
 	return nil
 }
@@ -135,7 +167,8 @@ func consulOptions(c *consulsemfamily.Config, options string) error {
 }
 
 // consulReplay makes a plan read back ready to run on the simulator (its
-// trace to s.Trace), against the reference or a mutant.
+// trace to s.Trace), or on a private real server of its backend
+// (--target consul or etcd), against the reference or a mutant.
 func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	p := pl.(*consulsemfamily.Plan)
 	if err := consulTarget(s); err != nil {
@@ -145,6 +178,15 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		return nil, err
 	}
 	c := consulsemfamily.Config{Mutant: p.Mutant, Backend: p.Backend, Persistent: p.Persistent, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease}
+	if consulReal(s.Target) {
+		if p.Backend != s.Target {
+			return nil, fmt.Errorf("--target: the plan is for %s, not %s", p.Backend, s.Target)
+		}
+		c.Target = s.Target
+		setup := consulWhere(c)
+		setup.Stop = func() {}
+		return setup, nil
+	}
 	return &family.Setup{Target: "sim", Where: "the simulated " + p.Backend, What: c.String(), Prove: consulTraced{c, s.Trace}, Stop: func() {}}, nil
 }
 

@@ -1,6 +1,8 @@
 package consulsemfamily
 
 import (
+	"slices"
+
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"pgregory.net/rapid"
@@ -64,7 +66,11 @@ func draw(t *rapid.T, c Config) *Plan {
 			p.Limits = append(p.Limits, rapid.IntRange(1, 3).Draw(t, "own_limit"))
 		}
 	}
-	if kinds := drawable(c.Faults, c.AnyRestart || c.keeps()); len(kinds) > 0 {
+	faults := c.Faults
+	if c.real() {
+		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool { return !slices.Contains(realFaults, f) })
+	}
+	if kinds := drawable(faults, c.AnyRestart || c.keeps()); len(kinds) > 0 {
 		p.Nemesis = drawNemesis(t, c, kinds, p, k)
 	}
 	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")

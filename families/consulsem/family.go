@@ -2,7 +2,7 @@
 // Consul's semaphore recipe (package consulsem, the reference), at most
 // limit holders of a prefix, each holding a session that expires unless
 // renewed, proven on the simulator of Consul and etcd (package
-// sim/consulsim). It says what a plan of the family is (the backend, the
+// sim/consulsim) and on private real ones (RunReal, Config.Target). It says what a plan of the family is (the backend, the
 // limit and TTL, clients that acquire, refresh and release, faults:
 // kills, pauses of a client beyond its session's life, partitions, lost
 // replies to the granting write, restarts of the server), how plans are
@@ -42,6 +42,10 @@ type Config struct {
 	MaxFaults int      // at most this many faults per plan; 0 means 3
 	// Backend is the simulated server, Consul ("" or "consul") or etcd.
 	Backend string
+	// Target is where plans run: the simulator ("" or "sim"), or a real
+	// server of their backend, Consul or Etcd (RunReal), which Backend
+	// then names too.
+	Target string
 	// TTLMs fixes the sessions' TTL; 0 draws it (1 or 2 s).
 	TTLMs int
 	// Persistent makes the Consul agent keep its state across a restart
@@ -66,8 +70,20 @@ func (c Config) withDefaults() Config {
 	if c.Ops == 0 {
 		c.Ops = 8
 	}
+	if c.real() {
+		c.Backend = c.Target
+	}
 	if c.Faults == nil {
 		c.Faults = faultNames
+		if c.real() {
+			c.Faults = realFaults
+		}
+	}
+	if c.TTLMs == 0 && c.real() && c.Backend == Etcd {
+		// etcd's lessor notices an expiry up to 500 ms late: judged
+		// with 1.5 TTLs, a lease of 1 s leaves no margin on a busy
+		// machine; one of 2 s leaves 500 ms.
+		c.TTLMs = 2000
 	}
 	if c.MaxFaults == 0 {
 		c.MaxFaults = 3
@@ -91,14 +107,23 @@ func CheckTTL(backend string, ttlMs int) error {
 // Draw draws a plan of c with rapid.
 func (c Config) Draw(t *rapid.T) prover.Plan { return draw(t, c.withDefaults()) }
 
-// Run runs a plan of this family on the simulator.
-func (c Config) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
+// Run runs a plan of this family on c's target.
+func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
 	pl, ok := p.(*Plan)
 	if !ok {
 		return nil, fmt.Errorf("%s: a plan of another family (%T)", Kind, p)
 	}
+	if c.real() {
+		if pl.Backend != c.Target {
+			return nil, fmt.Errorf("backend: a plan for %s cannot run on a real %s", pl.Backend, c.Target)
+		}
+		return RunReal(ctx, pl)
+	}
 	return Simulate(pl, nil)
 }
+
+// real says whether c's plans run on a real server.
+func (c Config) real() bool { return c.Target != "" && c.Target != "sim" }
 
 // Judging gives the lease checker the backend's expiry factor: a Consul
 // session may live two TTLs after its last renewal; an etcd lease one,
@@ -109,6 +134,9 @@ func (c Config) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
 func (c Config) Judging(bool) any {
 	c = c.withDefaults()
 	o := lease.Options{Drift: c.Drift, Expiry: Expiry(c.Backend), Verify: true, RestartKeeps: c.keeps()}
+	if o.Drift == 0 && c.real() {
+		o.Drift = realDrift
+	}
 	if c.Expiry != 0 {
 		o.Expiry = c.Expiry
 	}
@@ -117,6 +145,15 @@ func (c Config) Judging(bool) any {
 	}
 	return o
 }
+
+// realDrift is the drift bound plans on a real server are judged with
+// unless Config.Drift says otherwise: a real server's session timers
+// fire, and their expiry is applied, late on a busy machine (Consul
+// invalidates a session at two TTLs exactly, judged at two TTLs times
+// 1 + drift from the renewal's return), and 8% leaves 320 ms of a 2 s
+// session's 4 s (160 ms of a 1 s one's), where the simulator's 1% would
+// leave 40.
+const realDrift = 0.08
 
 // electionTimeout is the simulated etcd's (consulsim.Options), which it
 // adds to every lease's fresh TTL after a restart.
@@ -133,8 +170,8 @@ func Expiry(backend string) float64 {
 	return 2
 }
 
-// Deterministic says that plans run on the simulator.
-func (Config) Deterministic() bool { return true }
+// Deterministic says whether plans run on the simulator.
+func (c Config) Deterministic() bool { return !c.real() }
 
 // String says what c proves.
 func (c Config) String() string {
@@ -155,6 +192,9 @@ func (c Config) String() string {
 			sep = " with "
 		}
 		what += sep + v
+	}
+	if c.real() {
+		return what + " on a private real " + c.Target
 	}
 	return what + " on the simulated " + c.withDefaults().Backend
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover/run"
-	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
 // server is how a history names the simulated server: no client is
@@ -27,27 +26,58 @@ func (r *runner) nemesis() {
 		}
 		return f.At, f.For, true
 	})
-	r.w.Go("nemesis", func(p *consulsim.Process) {
+	r.w.Go("nemesis", func(p proc) {
 		r.Nemesis(timeline, run.Nemesis{
-			Sleep:     func(d time.Duration) error { p.Sleep(d); return nil },
-			Strike:    func(t run.Timed) { r.strike(p, r.p.Nemesis[t.Fault], t.End) },
-			EndFaults: r.endFaults,
+			Sleep: func(d time.Duration) error {
+				p.Sleep(d)
+				return r.ctx.Err()
+			},
+			Strike: func(t run.Timed) {
+				if f := r.p.Nemesis[t.Fault]; f.Fault == histories.RestartBroker {
+					r.restartServer(p, time.Duration(f.For)*time.Millisecond) // the simulator's only
+					return
+				}
+				r.locked(func() { r.strike(r.p.Nemesis[t.Fault], t.End) })
+			},
+			EndFaults: func() { r.locked(r.endFaults) },
 			// Every session has been invalidated (or destroyed) once k
 			// TTLs, the sweep and a margin have passed since the last
 			// grant: a probe must find a slot free.
 			Settle:   func() { p.Sleep(2*time.Duration(r.p.TTLMs)*time.Millisecond + lease.Margin) },
-			Probe:    r.probe,
-			Abandon:  func(name string) { r.w.Kill(r.procOf(name)) },
-			Patience: time.Hour,
+			Probe:    func() { r.locked(r.probe) },
+			Abandon:  func(name string) { r.locked(func() { r.w.Kill(r.procOf(name)) }) },
+			Patience: r.patience(),
 		})
 	})
 }
 
+// patience is how long the nemesis waits for the clients: on the
+// simulator, virtual time is free; a real run that has not ended two
+// minutes after its faults is stuck.
+func (r *runner) patience() time.Duration {
+	if r.sim != nil {
+		return time.Hour
+	}
+	return 2 * time.Minute
+}
+
+// locked runs f with the runner's lock.
+func (r *runner) locked(f func()) {
+	r.w.Lock()
+	defer r.w.Unlock()
+	f()
+}
+
 // probe starts the quiescent probe: a client that acquires once, with
 // the plan's limit, or, where the lock key has another (clients of their
-// own limits), with each of theirs until one agrees.
+// own limits), with each of theirs until one agrees. On a real server it
+// then releases, so that the run leaves nothing behind.
 func (r *runner) probe() {
-	st := r.add("probe1", []Step{{Op: histories.Acquire}}, r.p.Limit)
+	script := []Step{{Op: histories.Acquire}}
+	if r.sim == nil {
+		script = append(script, Step{Op: histories.Release})
+	}
+	st := r.add("probe1", script, r.p.Limit)
 	for _, l := range r.p.Limits {
 		if l != r.p.Limit && !slices.Contains(st.others, l) {
 			st.others = append(st.others, l)
@@ -56,11 +86,12 @@ func (r *runner) probe() {
 	r.start(st)
 }
 
-// strike applies a fault (or, with end, ends it: resume, heal) as the
-// nemesis's process p, and records it once in place. A fault that cannot
-// strike (its client is done, a second pause of a paused client) is
-// neither applied nor recorded; a drop-reply is recorded when it strikes.
-func (r *runner) strike(p *consulsim.Process, f Fault, end bool) {
+// strike applies a fault aimed at a client (or, with end, ends it:
+// resume, heal), with the runner's lock held, and records it once in
+// place. A fault that cannot strike (its client is done, a second pause
+// of a paused client) is neither applied nor recorded; a drop-reply is
+// recorded when it strikes.
+func (r *runner) strike(f Fault, end bool) {
 	st := r.clients[f.Target]
 	live := st != nil && !st.Done
 	switch f.Fault {
@@ -78,8 +109,6 @@ func (r *runner) strike(p *consulsim.Process, f Fault, end bool) {
 		if live {
 			r.armed[f.Target] = true
 		}
-	case histories.RestartBroker:
-		r.restartServer(p, time.Duration(f.For)*time.Millisecond)
 	}
 }
 
@@ -114,9 +143,9 @@ func (r *runner) endFaults() {
 // restartServer restarts the server, down for down, as the nemesis's
 // process p: recorded in force from the crash until it is up again, so
 // that it excuses what fails meanwhile.
-func (r *runner) restartServer(p *consulsim.Process, down time.Duration) {
+func (r *runner) restartServer(p proc, down time.Duration) {
 	v := &histories.Value{Process: server}
-	if err := r.w.Restart(down); err != nil {
+	if r.sim == nil || r.sim.Restart(down) != nil {
 		return // it never went down: nothing to record
 	}
 	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Value: v})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/lockprover/lockprover/consulsem"
@@ -26,7 +27,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{p: p, clients: map[string]*client{}, armed: map[string]bool{}}
+	r := &runner{p: p, clients: map[string]*client{}, armed: map[string]bool{}, ctx: context.Background()}
 	kind := consulsim.Consul
 	if p.Backend == Etcd {
 		kind = consulsim.Etcd
@@ -36,28 +37,73 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.w = w
-	r.Init(run.Config{Lock: noLock{}, Now: w.Now, Poll: run.Poll{First: 10 * time.Millisecond, Max: 10 * time.Millisecond},
-		Ends: []string{histories.Partition, histories.Pause}})
-	for i, script := range p.Clients {
-		st := r.add(clientName(i), script, p.limitOf(i))
-		r.start(st)
-	}
-	r.nemesis()
+	r.sim = w
+	r.begin(simWorld{w})
 	if err := w.Run(); err != nil {
 		return nil, err
 	}
+	return r.result()
+}
+
+// begin starts the plan's clients and its nemesis in w.
+func (r *runner) begin(w world) {
+	r.w = w
+	r.Init(run.Config{Lock: w, Now: w.Now, Poll: run.Poll{First: 10 * time.Millisecond, Max: 10 * time.Millisecond},
+		Ends: []string{histories.Partition, histories.Pause}})
+	w.Lock()
+	defer w.Unlock()
+	for i, script := range r.p.Clients {
+		st := r.add(clientName(i), script, r.p.limitOf(i))
+		r.start(st)
+	}
+	r.nemesis()
+}
+
+// result is the run's history and evidence, or why the plan did not end.
+func (r *runner) result() (*prover.Result, error) {
+	r.w.Lock()
+	defer r.w.Unlock()
 	if err := r.Stuck(); err != nil {
 		return nil, err
 	}
-	return &prover.Result{History: r.Rec.Events(), Evidence: model.Evidence{Lock: p.Prefix, Problems: r.problems}}, nil
+	return &prover.Result{History: r.Rec.Events(), Evidence: model.Evidence{Lock: r.p.Prefix, Problems: r.problems}}, nil
 }
 
-// noLock is the simulator's lock: it runs one process at a time.
-type noLock struct{}
+// A world is where a plan's processes run and where the faults aimed at
+// one client strike: the simulator (simWorld) or a real server reached
+// through a fault proxy per process (realWorld). Its lock guards the
+// runner's state: the simulator's does nothing (it moves one process at a
+// time); a real world's is a mutex, which a process lets go of while it
+// calls the server or sleeps (outside).
+type world interface {
+	sync.Locker
+	Now() int64
+	Go(name string, f func(proc))
+	Kill(name string)
+	Pause(name string)
+	Resume(name string)
+	Partition(name string)
+	Heal(name string)
+	// outside runs f, a call of p's that may wait, without the lock; a
+	// real world's paused process goes on only once it is resumed.
+	outside(p proc, f func())
+}
 
-func (noLock) Lock()   {}
-func (noLock) Unlock() {}
+// A proc is one process of a world.
+type proc interface {
+	Sleep(d time.Duration)
+	Backend() consulsem.Backend
+}
+
+// simWorld is the simulator as a world.
+type simWorld struct{ *consulsim.World }
+
+func (simWorld) Lock()                    {}
+func (simWorld) Unlock()                  {}
+func (simWorld) outside(_ proc, f func()) { f() }
+func (w simWorld) Go(name string, f func(proc)) {
+	w.World.Go(name, func(p *consulsim.Process) { f(p) })
+}
 
 // A client is a process's place in its script and the lease it believes
 // it holds; the place survives a kill (the restarted process goes on with
@@ -80,7 +126,10 @@ type client struct {
 type runner struct {
 	run.Runner
 	p        *Plan
-	w        *consulsim.World
+	ctx      context.Context
+	w        world
+	sim      *consulsim.World // the simulator's world, nil on a real server
+	timeout  time.Duration    // a real server's bound on one operation
 	clients  map[string]*client
 	armed    map[string]bool // clients whose next granting write loses its reply
 	problems []string
@@ -103,17 +152,24 @@ func (r *runner) start(st *client) {
 	if gen > 1 {
 		st.proc = fmt.Sprintf("%s#%d", st.Name, gen)
 	}
-	r.w.Go(st.proc, func(p *consulsim.Process) { r.run(p, st, gen) })
+	r.w.Go(st.proc, func(p proc) {
+		r.w.Lock()
+		defer r.w.Unlock()
+		r.run(p, st, gen)
+	})
 }
 
 // run is one incarnation of a client: the reference (or the plan's
 // mutant) through the rest of its script.
-func (r *runner) run(p *consulsim.Process, st *client, gen int) {
+func (r *runner) run(p proc, st *client, gen int) {
 	o := consulsem.Options{StaleReads: r.p.StaleReads, BehaviorRelease: r.p.BehaviorRelease}
 	if m := MutantNamed(r.p.Mutant); m != nil {
 		m.defects(&o.Defects)
 	}
 	sem, err := consulsem.On(dropping{p.Backend(), r, st, gen}, o)
+	if !st.Live(gen) {
+		return // killed while it started: its successor goes on
+	}
 	if err != nil {
 		r.problems = append(r.problems, fmt.Sprintf("%s: %v", st.Name, err))
 		st.Done = true
@@ -139,26 +195,43 @@ type dropping struct {
 }
 
 func (d dropping) WriteLock(ctx context.Context, w consulsem.LockWrite) (uint64, error) {
+	if d.r.sim == nil {
+		return d.loseReply(ctx, w)
+	}
 	if d.st.acquiring && d.st.Live(d.gen) && d.r.armed[d.st.Name] {
 		delete(d.r.armed, d.st.Name)
-		d.r.w.DropReply(d.st.proc)
+		d.r.sim.DropReply(d.st.proc)
 	}
 	return d.Backend.WriteLock(ctx, w)
 }
 
-// step runs one line of a client's script.
-func (r *runner) step(p *consulsim.Process, sem *consulsem.Semaphore, st *client, gen int, s Step) {
-	ctx, prefix := context.Background(), r.p.Prefix
+// step runs one line of a client's script: the call outside the
+// runner's lock, bounded by the runner's timeout on a real server.
+func (r *runner) step(p proc, sem *consulsem.Semaphore, st *client, gen int, s Step) {
+	prefix := r.p.Prefix
 	ttl := time.Duration(r.p.TTLMs) * time.Millisecond
 	e := histories.Event{Process: st.Name, Type: histories.Invoke, F: s.Op, Lock: prefix, Kind: histories.Lease}
+	call := func(f func(ctx context.Context)) {
+		r.w.outside(p, func() {
+			ctx, cancel := r.ctx, context.CancelFunc(func() {})
+			if r.timeout > 0 {
+				ctx, cancel = context.WithTimeout(ctx, r.timeout)
+			}
+			defer cancel()
+			f(ctx)
+		})
+	}
 	switch {
 	case s.Op == Sleep:
-		p.Sleep(time.Duration(s.Ms) * time.Millisecond)
+		r.w.outside(p, func() { p.Sleep(time.Duration(s.Ms) * time.Millisecond) })
 	case s.Op == histories.Acquire && st.token == "":
 		e.Value = &histories.Value{Max: histories.Int(st.limit), TTLMs: histories.Int(r.p.TTLMs)}
 		r.Invoke(&st.Proc, e)
 		st.acquiring = true
-		l, err := sem.Acquire(ctx, prefix, st.limit, ttl)
+		var l consulsem.Lease
+		var err error
+		limit := st.limit
+		call(func(ctx context.Context) { l, err = sem.Acquire(ctx, prefix, limit, ttl) })
 		st.acquiring = false
 		if st.Live(gen) {
 			r.acquired(st, l, err)
@@ -170,21 +243,28 @@ func (r *runner) step(p *consulsim.Process, sem *consulsem.Semaphore, st *client
 	case s.Op == histories.Refresh && st.token != "":
 		e.Value = &histories.Value{Token: st.token, TTLMs: histories.Int(r.p.TTLMs)}
 		r.Invoke(&st.Proc, e)
-		err := sem.Refresh(ctx, prefix, st.token)
+		var err error
+		tok := st.token
+		call(func(ctx context.Context) { err = sem.Refresh(ctx, prefix, tok) })
 		if st.Live(gen) {
 			r.changed(st, err)
 		}
 	case s.Op == histories.Verify && st.token != "":
 		e.Value = &histories.Value{Token: st.token}
 		r.Invoke(&st.Proc, e)
-		held, err := sem.Verify(ctx, prefix, st.token)
+		var held bool
+		var err error
+		tok := st.token
+		call(func(ctx context.Context) { held, err = sem.Verify(ctx, prefix, tok) })
 		if st.Live(gen) {
 			r.verified(st, held, err)
 		}
 	case s.Op == histories.Release && st.token != "":
 		e.Value = &histories.Value{Token: st.token}
 		r.Invoke(&st.Proc, e)
-		err := sem.Release(ctx, prefix, st.token)
+		var err error
+		tok := st.token
+		call(func(ctx context.Context) { err = sem.Release(ctx, prefix, tok) })
 		if st.Live(gen) {
 			st.token = "" // the client gives up on it either way
 			r.changed(st, err)

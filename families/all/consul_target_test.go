@@ -1,0 +1,53 @@
+package all
+
+import (
+	"strings"
+	"testing"
+
+	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
+	"github.com/lockprover/lockprover/family"
+)
+
+// --target consul and --target etcd prove on a private real server (a
+// real setup, the backend the target's), and what cannot run there is
+// refused naming its flag: another --backend, a fault not offered on a
+// real server, a target the family does not have.
+func TestConsulTargets(t *testing.T) {
+	settings := func(target, faults string, flags map[string]string) family.Settings {
+		return family.Settings{Kind: consulsemfamily.Kind, Target: target, Faults: faults,
+			Flag: func(name string) string {
+				if v, ok := flags[name]; ok {
+					return v
+				}
+				if name == "backend" {
+					return consulsemfamily.Consul
+				}
+				return ""
+			},
+			Given: func(name string) bool { _, ok := flags[name]; return ok }}
+	}
+	for _, target := range []string{consulsemfamily.Consul, consulsemfamily.Etcd} {
+		setup, err := consulSetup(settings(target, "all", nil))
+		if err != nil {
+			t.Fatalf("--target %s: %v", target, err)
+		}
+		c := setup.Prove.(consulsemfamily.Config)
+		if !setup.Real || setup.Target != target || c.Backend != target || c.Deterministic() || setup.Start == nil {
+			t.Errorf("--target %s: setup %+v, config %+v: want a real run on %s", target, setup, c, target)
+		}
+	}
+	for _, bad := range []struct {
+		s    family.Settings
+		want string
+	}{
+		{settings("consul", "all", map[string]string{"backend": "etcd"}), "--backend"},
+		{settings("etcd", "kill,restart-broker", nil), "--faults: restart-broker"},
+		{settings("consul", "restart-broker", nil), "--faults: restart-broker"},
+		{settings("zookeeper", "all", nil), "--target"},
+		{settings("etcd", "all", map[string]string{"persistent": "true"}), "--persistent"},
+	} {
+		if _, err := consulSetup(bad.s); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("--target %s --faults %s: %v, want an error naming %s", bad.s.Target, bad.s.Faults, err, bad.want)
+		}
+	}
+}

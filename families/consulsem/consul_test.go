@@ -1,0 +1,181 @@
+package consulsemfamily
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/consul"
+	"github.com/lockprover/lockprover/backends/etcd"
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// realTargets are the real servers the tests run on.
+var realTargets = []string{Consul, Etcd}
+
+// onReal skips the test where this machine has no server for target.
+func onReal(t *testing.T, target string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts real servers")
+	}
+	if err := Preflight(target); errors.Is(err, consul.ErrNoConsul) || errors.Is(err, etcd.ErrNoEtcd) {
+		t.Skipf("skipped: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// safety are the properties the drawn plans on real servers count: not
+// available (nor recovers), which needs a machine that answers within an
+// operation's timeout; a busy CI machine may not.
+var safety = []string{lease.LeaseExclusive, lease.NoRevival, lease.Fencing, lease.Aware}
+
+// The reference holds on a few drawn plans on each real server (every
+// fault offered there: kill, pause, partition). What a run leaves behind
+// fails available, which this test does not count: TestRealFaults checks
+// that nothing is.
+func TestRealReferenceHolds(t *testing.T) {
+	t.Parallel()
+	for _, target := range realTargets {
+		t.Run(target, func(t *testing.T) {
+			t.Parallel()
+			onReal(t, target)
+			c := Config{Target: target, Clients: 3, Ops: 5, TTLMs: 2000}
+			out, err := prover.Search{Config: prover.Config{Family: c, Properties: safety}, Seed: 1, Plans: 4, Parallel: 2, Shrink: time.Nanosecond}.Run()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Found != nil {
+				t.Fatalf("%s", out.Found.Summary())
+			}
+			t.Logf("%s: %d plans, %v", c, out.Plans, out.Verdicts)
+		})
+	}
+}
+
+// A plan on a real server (a Consul agent -dev and persistent, etcd)
+// records each fault it holds where it struck (a lost reply when the
+// answer to c2's grant is lost), leaves nothing behind, and a plan holding a fault not offered there (a restart) is
+// refused, naming it.
+func TestRealFaults(t *testing.T) {
+	t.Parallel()
+	for _, where := range []string{Consul, Consul + "-persistent", Etcd} {
+		target, persistent := strings.CutSuffix(where, "-persistent")
+		t.Run(where, func(t *testing.T) {
+			t.Parallel()
+			onReal(t, target)
+			p := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: target, Persistent: persistent, Limit: 2, TTLMs: 2000,
+				Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 1500}, {Op: histories.Refresh}, {Op: histories.Release}},
+					{{Op: Sleep, Ms: 100}, {Op: histories.Acquire}, {Op: Sleep, Ms: 1500}, {Op: histories.Acquire}}},
+				Nemesis: []Fault{
+					{At: 0, Fault: histories.DropReply, Target: "c2"}, // c2's grant at 100 ms
+					{At: 500, Fault: histories.Partition, Target: "c1", For: 400},
+					{At: 500, Fault: histories.Pause, Target: "c2", For: 400},
+					{At: 1300, Fault: histories.Kill, Target: "c2"},
+				}}
+			res, err := RunReal(context.Background(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var struck []string
+			for _, e := range res.History {
+				if e.Process == "nemesis" && e.Type == histories.Invoke {
+					struck = append(struck, e.F+" "+e.Value.Process)
+				}
+			}
+			slices.Sort(struck)
+			if got, want := strings.Join(struck, ", "), "drop-reply c2, heal c1, kill c2, partition c1, pause c2, resume c2"; got != want {
+				var b strings.Builder
+				histories.Write(&b, res.History)
+				t.Errorf("faults recorded: %s, want %s\n%s", got, want, b.String())
+			}
+			if len(res.Evidence.Problems) > 0 {
+				t.Errorf("problems: %v", res.Evidence.Problems)
+			}
+			for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging(false)}}).Verdicts {
+				if v.Status == model.Fail && v.Property != lease.Available && v.Property != lease.Recovers {
+					t.Errorf("%s: %s", v.Property, v.Detail)
+				}
+			}
+			q := *p
+			q.Nemesis = []Fault{{At: 10, Fault: histories.RestartBroker, For: 100}}
+			if _, err := RunReal(context.Background(), &q); err == nil || !strings.Contains(err.Error(), "restart-broker") {
+				t.Errorf("a plan with a restart: %v, want refused naming it", err)
+			}
+		})
+	}
+}
+
+// Two mutants are caught on each real server, each on a plan of
+// testdata/ written for it, by its property. A run the machine was too
+// slow for (the plan's operations did not end ok where its script needs
+// them to) is said and run again, up to four runs.
+func TestRealMutantsCaught(t *testing.T) {
+	t.Parallel()
+	for _, target := range realTargets {
+		for _, name := range []string{"real-limit-gt", "real-release-ok"} {
+			t.Run(target+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				onReal(t, target)
+				p, err := ReadPlan(filepath.Join("testdata", name+".json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Backend = target
+				m := MutantNamed(p.Mutant)
+				for run := 1; ; run++ {
+					res, err := RunReal(context.Background(), p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					v := verdictOf(prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging(false)}}), m.Property)
+					if v.Status == model.Fail {
+						t.Logf("run %d: %s caught by %s: %s", run, m.Name, m.Property, v.Detail)
+						return
+					}
+					var b strings.Builder
+					histories.Write(&b, res.History)
+					if why := offScript(res.History); why != "" && run < 4 {
+						t.Logf("run %d: off its script (%s: a machine too slow); running again\n%s", run, why, b.String())
+						continue
+					}
+					t.Fatalf("run %d: %s not caught by %s (%s)\n%s", run, m.Name, m.Property, v.Status, b.String())
+				}
+			})
+		}
+	}
+}
+
+// verdictOf is r's verdict on property.
+func verdictOf(r *model.Report, property string) model.Verdict {
+	for _, v := range r.Verdicts {
+		if v.Property == property {
+			return v
+		}
+	}
+	return model.Verdict{}
+}
+
+// offScript says which client's operation in h went off the mutants'
+// scripts, or "": an acquire not granted, or any operation whose outcome
+// is unknown (it timed out).
+func offScript(h []histories.Event) string {
+	for _, e := range h {
+		if strings.HasPrefix(e.Process, "probe") || e.Process == "nemesis" || e.Type == histories.Invoke {
+			continue
+		}
+		if e.F == histories.Acquire && e.Type != histories.Ok || e.Type == histories.Info {
+			return fmt.Sprintf("%s's %s ended %s %s", e.Process, e.F, e.Type, e.Error)
+		}
+	}
+	return ""
+}

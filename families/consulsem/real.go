@@ -1,0 +1,331 @@
+package consulsemfamily
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lockprover/lockprover/backends/consul"
+	"github.com/lockprover/lockprover/backends/etcd"
+	"github.com/lockprover/lockprover/backends/faultnet"
+	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// realFaults are the faults a plan can hold on a real server: those that
+// strike one client, through its fault proxy or, for a lost reply, its
+// backend (loseReply). Restarts of the server are the simulator's only,
+// so far: plans for a real target draw none, and one that holds one is
+// refused.
+var realFaults = []string{histories.Kill, histories.Pause, histories.Partition, histories.DropReply}
+
+// RealFaults are the faults a plan can hold on a real server.
+func RealFaults() []string { return slices.Clone(realFaults) }
+
+// Preflight says whether this machine has the server of a real target
+// (backends/consul.ErrNoConsul, backends/etcd.ErrNoEtcd when not).
+func Preflight(target string) error {
+	switch target {
+	case Consul:
+		_, err := consul.Find()
+		return err
+	case Etcd:
+		_, err := etcd.Find()
+		return err
+	}
+	return fmt.Errorf("target %q: want %s or %s", target, Consul, Etcd)
+}
+
+// RunReal runs p against the reference (or p's mutant) on a real server
+// of p's backend, in real time: a private Consul agent (Persistent as the
+// plan says, session_ttl_min 1 s) or etcd, started for the run and
+// stopped at its end. Each process reaches it through a fault proxy of
+// its own (backends/faultnet): a kill closes the proxy (the client goes on
+// as a new process, with a new one), a pause holds its bytes both ways and
+// stops the process until the resume, a partition holds its bytes both
+// ways. Keys live under a prefix of the run's own (the plan's, and random
+// hex); at the end, what the run left on the server (keys under it, but
+// the lock key, which the recipe keeps; sessions or leases) is a problem
+// of the run's evidence, which fails available.
+func RunReal(ctx context.Context, p *Plan) (*prover.Result, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	for i, f := range p.Nemesis {
+		if !slices.Contains(realFaults, f.Fault) {
+			return nil, fmt.Errorf("nemesis[%d]: %s is not offered on a real %s (only %v)", i, f.Fault, p.Backend, realFaults)
+		}
+	}
+	q := *p
+	var salt [6]byte
+	rand.Read(salt[:])
+	q.Prefix = fmt.Sprintf("%s-%s", p.Prefix[:min(len(p.Prefix), 48)], hex.EncodeToString(salt[:]))
+	srv, err := startServer(ctx, &q)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &realWorld{ctx: ctx, start: time.Now(), addr: srv.addr, backend: q.Backend, procs: map[string]*realProc{}}
+	ttl := time.Duration(q.TTLMs) * time.Millisecond
+	r := &runner{p: &q, ctx: ctx, clients: map[string]*client{}, armed: map[string]bool{},
+		timeout: time.Duration((Expiry(q.Backend)+1)*float64(ttl)) + time.Second}
+	r.begin(w)
+	w.wg.Wait()
+	w.close()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := errors.Join(w.errs...); err != nil {
+		return nil, err
+	}
+	res, err := r.result()
+	if err != nil {
+		return nil, err
+	}
+	// The probe released its lease, and every other session was
+	// invalidated before it started: what is there a session's life and
+	// a second later was left behind.
+	left, err := srv.leftovers(ctx, q.Prefix, 2*ttl+time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("looking for what the run left behind: %w", err)
+	}
+	if left != "" {
+		res.Evidence.Problems = append(res.Evidence.Problems, "left behind on the server: "+left)
+	}
+	return res, nil
+}
+
+// errReplyLost is what a granting write whose reply was lost answers.
+var errReplyLost = errors.New("the reply was lost (drop-reply)")
+
+// loseReply is a real server's granting write, which a drop-reply armed
+// for the client strikes: the write reaches the server and is answered,
+// the answer is lost, recorded then (the acquire still in flight), and
+// the recipe sees the write fail, its outcome unknown. A write that got
+// no answer (a partition, a kill) loses none: the drop stays armed.
+func (d dropping) loseReply(ctx context.Context, w consulsem.LockWrite) (uint64, error) {
+	d.r.w.Lock()
+	armed := d.st.acquiring && d.st.Live(d.gen) && d.r.armed[d.st.Name]
+	delete(d.r.armed, d.st.Name)
+	d.r.w.Unlock()
+	idx, err := d.Backend.WriteLock(ctx, w)
+	if !armed {
+		return idx, err
+	}
+	answered := err == nil || errors.Is(err, consulsem.ErrCASLost) || errors.Is(err, consulsem.ErrNotLive)
+	d.r.w.Lock()
+	defer d.r.w.Unlock()
+	switch {
+	case !d.st.Live(d.gen):
+		return idx, err
+	case !answered:
+		d.r.armed[d.st.Name] = true
+		return idx, err
+	}
+	d.r.record(histories.DropReply, d.st.Name)
+	return 0, errReplyLost
+}
+
+// realWorld is a real server as a world: each client process a goroutine
+// with a fault proxy and a client of its own, on the wall clock.
+type realWorld struct {
+	ctx     context.Context
+	start   time.Time
+	addr    string // the server's host:port
+	backend string
+
+	mu    sync.Mutex // the runner's lock
+	procs map[string]*realProc
+	wg    sync.WaitGroup
+	ended bool
+	errs  []error // a proxy or client that would not start
+}
+
+// A realProc is one process: its proxy and client (none for the
+// nemesis), what ends its sleeps once it is killed, and whether it is
+// paused or cut off.
+type realProc struct {
+	ctx  context.Context
+	kill context.CancelFunc
+	px   *faultnet.Proxy
+	b    consulsem.Backend
+	etcd *clientv3.Client
+
+	mu          sync.Mutex
+	paused, cut bool
+	resumed     chan struct{} // closed when not paused
+}
+
+func (w *realWorld) Lock()      { w.mu.Lock() }
+func (w *realWorld) Unlock()    { w.mu.Unlock() }
+func (w *realWorld) Now() int64 { return int64(time.Since(w.start)) }
+
+// Go starts process name: a client with a proxy of its own to the server
+// (the nemesis has none); one that cannot start ends the run with an
+// error. Called with the lock held.
+func (w *realWorld) Go(name string, f func(proc)) {
+	if w.ended {
+		return
+	}
+	ctx, kill := context.WithCancel(w.ctx)
+	p := &realProc{ctx: ctx, kill: kill, resumed: make(chan struct{})}
+	close(p.resumed)
+	if name != "nemesis" {
+		if err := p.connect(w.addr, w.backend); err != nil {
+			w.errs = append(w.errs, fmt.Errorf("%s: %w", name, err))
+			p.close()
+			return
+		}
+	}
+	w.procs[name] = p
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		f(p)
+	}()
+}
+
+// connect starts p's proxy to the server at addr and its client on it.
+func (p *realProc) connect(addr, backend string) error {
+	px, err := faultnet.Listen(addr)
+	if err != nil {
+		return err
+	}
+	p.px = px
+	if backend == Consul {
+		p.b, err = consulsem.ConsulBackend(px.Addr(), nil)
+		return err
+	}
+	p.etcd, err = clientv3.New(clientv3.Config{Endpoints: []string{"http://" + px.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	p.b, err = consulsem.EtcdBackend(p.etcd)
+	return err
+}
+
+// close ends p: its sleeps end, its proxy closes (every connection cut,
+// no new one), its client is closed.
+func (p *realProc) close() {
+	p.kill()
+	if p.px != nil {
+		p.px.Close()
+	}
+	if p.b != nil {
+		p.b.Close()
+	}
+	if p.etcd != nil {
+		p.etcd.Close()
+	}
+}
+
+func (p *realProc) Backend() consulsem.Backend { return p.b }
+
+// Sleep lets d pass, or less if the process is killed or the run ends;
+// a paused process wakes only once it is resumed.
+func (p *realProc) Sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.ctx.Done():
+	}
+	p.waitResumed()
+}
+
+// waitResumed returns once p is not paused (or is killed).
+func (p *realProc) waitResumed() {
+	p.mu.Lock()
+	ch := p.resumed
+	p.mu.Unlock()
+	select {
+	case <-ch:
+	case <-p.ctx.Done():
+	}
+}
+
+// outside runs f without the lock; a paused process goes on (and its
+// outcome is recorded) only once it is resumed, as a process the machine
+// stopped would.
+func (w *realWorld) outside(pr proc, f func()) {
+	w.mu.Unlock()
+	defer w.mu.Lock()
+	f()
+	pr.(*realProc).waitResumed()
+}
+
+// Kill ends process name's current incarnation: its connections are cut
+// and its proxy takes no new one, so it reaches the server no more.
+func (w *realWorld) Kill(name string) {
+	if p := w.procs[name]; p != nil {
+		p.close()
+	}
+}
+
+// Pause stops process name: its bytes are held both ways, and it goes on
+// with nothing until Resume.
+func (w *realWorld) Pause(name string) {
+	w.hold(name, func(p *realProc) {
+		if !p.paused {
+			p.paused, p.resumed = true, make(chan struct{})
+		}
+	})
+}
+
+// Resume lets a paused process go on.
+func (w *realWorld) Resume(name string) {
+	w.hold(name, func(p *realProc) {
+		if p.paused {
+			p.paused = false
+			close(p.resumed)
+		}
+	})
+}
+
+// Partition holds process name's bytes both ways, until Heal.
+func (w *realWorld) Partition(name string) { w.hold(name, func(p *realProc) { p.cut = true }) }
+
+// Heal ends a partition: the held bytes go on.
+func (w *realWorld) Heal(name string) { w.hold(name, func(p *realProc) { p.cut = false }) }
+
+// hold changes process name's state with f, then holds its proxy's bytes
+// while it is paused or cut off, and lets them go otherwise.
+func (w *realWorld) hold(name string, f func(*realProc)) {
+	p := w.procs[name]
+	if p == nil || p.px == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f(p)
+	if p.paused || p.cut {
+		p.px.Partition()
+	} else {
+		p.px.Heal()
+	}
+}
+
+// close ends the run: every process ended.
+func (w *realWorld) close() {
+	w.mu.Lock()
+	w.ended = true
+	procs := make([]*realProc, 0, len(w.procs))
+	for _, p := range w.procs {
+		procs = append(procs, p)
+	}
+	w.mu.Unlock()
+	for _, p := range procs {
+		p.close()
+	}
+}

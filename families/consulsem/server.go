@@ -1,0 +1,193 @@
+package consulsemfamily
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lockprover/lockprover/backends/consul"
+	"github.com/lockprover/lockprover/backends/etcd"
+)
+
+// A realServer is the private server of one real run: where it listens,
+// how to stop it, and how to read what is left on it.
+type realServer struct {
+	addr string
+	stop func()
+	// left lists the keys under a prefix but the lock key, and the
+	// sessions (leases) alive.
+	left func(ctx context.Context, prefix string) (keys, sessions []string, err error)
+	// clear deletes every key under a prefix.
+	clear func(ctx context.Context, prefix string) error
+}
+
+// startServer starts the private server of p's backend: a Consul agent
+// (persistent if p says so; session_ttl_min 1 s) or an etcd.
+func startServer(ctx context.Context, p *Plan) (*realServer, error) {
+	if p.Backend == Consul {
+		mode := consul.Dev
+		if p.Persistent {
+			mode = consul.Persistent
+		}
+		a, stop, err := consul.StartTemp(ctx, consul.Options{Mode: mode, SessionTTLMin: time.Second})
+		if err != nil {
+			return nil, err
+		}
+		c := consulHTTP{url: a.URL()}
+		return &realServer{addr: a.Addr(), stop: stop, left: c.left, clear: c.clear}, nil
+	}
+	s, stop, err := etcd.StartTemp(ctx, etcd.Options{})
+	if err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: s.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	e := etcdAdmin{cli}
+	return &realServer{addr: s.Addr(), stop: func() { cli.Close(); stop() }, left: e.left, clear: e.clear}, nil
+}
+
+// leftovers waits up to patience for the run's sessions (leases) to be
+// gone and its keys but the lock key deleted, then deletes the lock key
+// and says what is left, if anything ("" for nothing).
+func (s *realServer) leftovers(ctx context.Context, prefix string, patience time.Duration) (string, error) {
+	deadline := time.Now().Add(patience)
+	for {
+		keys, sessions, err := s.left(ctx, prefix)
+		if err != nil {
+			return "", err
+		}
+		if len(keys)+len(sessions) == 0 || time.Now().After(deadline) {
+			if err := s.clear(ctx, prefix); err != nil {
+				return "", err
+			}
+			var out []string
+			if len(keys) > 0 {
+				out = append(out, fmt.Sprintf("keys %s", strings.Join(keys, ", ")))
+			}
+			if len(sessions) > 0 {
+				out = append(out, fmt.Sprintf("sessions (leases) %s", strings.Join(sessions, ", ")))
+			}
+			if len(out) > 0 {
+				return strings.Join(out, "; ") + fmt.Sprintf(" (%v after the run's end)", patience), nil
+			}
+			return "", nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// agentProbe is the name of backends/consul's probe sessions.
+const agentProbe = "lockprover-probe"
+
+// consulHTTP reads and clears a private agent's state over its HTTP API.
+type consulHTTP struct{ url string }
+
+func (c consulHTTP) get(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch {
+	case err != nil:
+		return err
+	case resp.StatusCode == http.StatusNotFound:
+		return nil
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.Unmarshal(b, out)
+}
+
+func (c consulHTTP) left(ctx context.Context, prefix string) (keys, sessions []string, err error) {
+	var kv []struct{ Key string }
+	if err := c.get(ctx, "/v1/kv/"+prefix+"/?recurse", &kv); err != nil {
+		return nil, nil, err
+	}
+	for _, e := range kv {
+		if e.Key != prefix+"/.lock" {
+			keys = append(keys, e.Key)
+		}
+	}
+	var ss []struct{ ID, Name string }
+	if err := c.get(ctx, "/v1/session/list", &ss); err != nil {
+		return nil, nil, err
+	}
+	for _, s := range ss {
+		// The agent's start probe (backends/consul) is not the run's: a
+		// persistent agent's first probe may time out during its
+		// election yet be applied, leaving a session of 10 s behind.
+		if s.Name != agentProbe {
+			sessions = append(sessions, s.ID)
+		}
+	}
+	sort.Strings(keys)
+	sort.Strings(sessions)
+	return keys, sessions, nil
+}
+
+func (c consulHTTP) clear(ctx context.Context, prefix string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url+"/v1/kv/"+prefix+"/?recurse", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("DELETE %s/: %s", prefix, resp.Status)
+	}
+	return nil
+}
+
+// etcdAdmin reads and clears a private etcd's state.
+type etcdAdmin struct{ cli *clientv3.Client }
+
+func (e etcdAdmin) left(ctx context.Context, prefix string) (keys, leases []string, err error) {
+	resp, err := e.cli.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, kv := range resp.Kvs {
+		if k := string(kv.Key); k != prefix+"/.lock" {
+			keys = append(keys, k)
+		}
+	}
+	ls, err := e.cli.Leases(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, l := range ls.Leases {
+		leases = append(leases, fmt.Sprintf("%016x", int64(l.ID)))
+	}
+	sort.Strings(keys)
+	sort.Strings(leases)
+	return keys, leases, nil
+}
+
+func (e etcdAdmin) clear(ctx context.Context, prefix string) error {
+	_, err := e.cli.Delete(ctx, prefix+"/", clientv3.WithPrefix())
+	return err
+}
