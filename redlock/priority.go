@@ -335,7 +335,11 @@ type obtained struct {
 	victim string
 	left   time.Duration // the victim's remaining time
 	life   time.Duration // the key's life after the steal
-	err    error
+	// earlier are the victims before it in the key's chain, with their
+	// remaining time: each may never have been told of its loss (its
+	// thief's acquire failed), so the thief tells it too.
+	earlier map[string]time.Duration
+	err     error
 }
 
 func parseObtained(res []any, err error) obtained {
@@ -354,9 +358,15 @@ func parseObtained(res []any, err error) obtained {
 		return obtained{kind: 0, prio: n(1)}
 	case len(res) >= 2 && n(0) == 1:
 		return obtained{kind: 1, fence: n(1)}
-	case len(res) >= 5 && n(0) == 2:
+	case len(res) >= 5 && len(res)%2 == 1 && n(0) == 2:
 		v, _ := res[2].(string)
-		return obtained{kind: 2, fence: n(1), victim: v, left: msDur(n(3)), life: msDur(n(4))}
+		o := obtained{kind: 2, fence: n(1), victim: v, left: msDur(n(3)), life: msDur(n(4)), earlier: map[string]time.Duration{}}
+		for i := 5; i < len(res); i += 2 {
+			if tok, ok := res[i].(string); ok && n(i+1) > 0 && tok != v {
+				o.earlier[tok] = max(o.earlier[tok], msDur(n(i+1)))
+			}
+		}
+		return o
 	}
 	return obtained{err: fmt.Errorf("redlock: the obtain script answered %v", res)}
 }
@@ -385,6 +395,9 @@ func (p *Priority) Acquire(ctx context.Context, key string, ttl time.Duration, p
 	rs := make([]obtained, len(res))
 	for i, x := range res {
 		rs[i] = parseObtained(slice(x))
+		if d.DirectVictimOnly {
+			rs[i].earlier = nil
+		}
 	}
 	rnd := tallyObtained(rs, ttl)
 	if err := p.quorumOf(ctx, key, priority, timeout, rnd); err != nil {
@@ -394,11 +407,11 @@ func (p *Priority) Acquire(ctx context.Context, key string, ttl time.Duration, p
 				fresh[i] = r.err == nil && r.kind == 1
 			}
 			p.undo(ctx, key, token, fresh)
-			if len(rnd.victims) == 0 && rnd.first == nil {
-				// It stole from nobody (a lost answer may hide a steal):
-				// a thief of its keys robbed nobody else.
-				p.listenAfterFailure(key, token, ttl)
-			}
+			// A thief of its keys is told of every victim before it in
+			// the key's chain (which this acquire never told), and tells
+			// them itself: this acquire, which holds nothing, may
+			// acknowledge it at once.
+			p.listenAfterFailure(key, token, ttl)
 		}
 		if rnd.first != nil {
 			// A server that did not answer may run the obtain yet (a
@@ -472,6 +485,10 @@ func tallyObtained(rs []obtained, ttl time.Duration) obtainRound {
 			if r.kind == 2 {
 				rnd.victims[r.victim] = max(rnd.victims[r.victim], r.left)
 				rnd.stolenOn[r.victim] = append(rnd.stolenOn[r.victim], i)
+				for v, left := range r.earlier {
+					rnd.victims[v] = max(rnd.victims[v], left)
+					rnd.stolenOn[v] = append(rnd.stolenOn[v], i)
+				}
 			}
 		}
 	}
@@ -796,12 +813,14 @@ func (p *Priority) watchPop(ctx context.Context, i int, note, wake string, d tim
 
 // theft handles the first note: the lease is lost to thief. Unless its
 // own acquire still waits for its victims (then it waits for that first),
-// it marks the lease lost, tells OnLost, and acknowledges.
+// it marks the lease lost, tells OnLost, and acknowledges. The thief tells
+// those victims itself (they are the key's chain before this lease), so
+// the wait is not what keeps them safe; it keeps a chain's order (a victim
+// knows before its thief's robber acts) at no cost: the robber waits for
+// them anyway.
 func (p *Priority) theft(ctx context.Context, h *holding, thief string) {
-	if !p.o.Defects.ChainEarlyAck {
-		if p.env.Await(ctx, 0, h.settled, h.stopped) != 0 {
-			return
-		}
+	if p.env.Await(ctx, 0, h.settled, h.stopped) != 0 {
+		return
 	}
 	// Once the lease is known lost the thief must hear of it, even if the
 	// lease's owner stops the watchers meanwhile.

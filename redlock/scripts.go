@@ -81,7 +81,10 @@ var releaseScript = goredis.NewScript(releaseSrc)
 //     EqualSteals defect): the thief replaces it, the key living the longer
 //     of its remaining time and the ttl (just the ttl with ARGV[5] = "1",
 //     the StealResetsTTL defect): {2, fence, victim's token, victim's
-//     remaining ms, the key's life in ms};
+//     remaining ms, the key's life in ms, and then, for each earlier
+//     victim of the chain (who may not have been told: its thief's
+//     acquire may have failed), its token and remaining ms (0 or less:
+//     none, its claim given up or its time over)};
 //   - otherwise {0, holder's priority}.
 const obtainSrc = `
 local cur = redis.call('HGET', KEYS[1], 'acq')
@@ -101,12 +104,19 @@ if p < mine or (ARGV[4] == '1' and p == mine) then
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local f = redis.call('INCR', KEYS[2])
   local n = (tonumber(redis.call('HGET', KEYS[1], 'vn')) or 0) + 1
+  local r = {2, f, cur, left, 0}
+  for i = 1, n - 1 do
+    local c = redis.call('HMGET', KEYS[1], 'vacq' .. i, 'vdl' .. i)
+    r[#r + 1] = c[1]
+    r[#r + 1] = tonumber(c[2]) - now
+  end
   redis.call('HSET', KEYS[1], 'acq', ARGV[1], 'prio', ARGV[2], 'fence', f, 'vn', n,
     'vacq' .. n, cur, 'vprio' .. n, v[1], 'vfence' .. n, v[2], 'vdl' .. n, now + left)
   local life = ttl
   if ARGV[5] ~= '1' and left > ttl then life = left end
   redis.call('PEXPIRE', KEYS[1], life)
-  return {2, f, cur, left, life}
+  r[5] = life
+  return r
 end
 return {0, p}
 `

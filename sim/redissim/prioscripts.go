@@ -124,6 +124,10 @@ func steal(s *server, keys, argv []string, cur any, vs []any, ttl float64, ttlOK
 	}
 	n, _ := luaNumber(vn) // tonumber(...) or 0
 	n++
+	chain, err := earlierVictims(s, keys, n, now)
+	if err != nil {
+		return Result{}, err
+	}
 	i := *luaArg(n)
 	if _, err := call(s, lit("HSET"), at(keys, 1), lit("acq"), at(argv, 1), lit("prio"), at(argv, 2), lit("fence"), luaString(f), lit("vn"), luaArg(n),
 		lit("vacq"+i), luaString(cur), lit("vprio"+i), luaString(vs[0]), lit("vfence"+i), luaString(vs[1]), lit("vdl"+i), luaArg(now+l)); err != nil {
@@ -139,7 +143,28 @@ func steal(s *server, keys, argv []string, cur any, vs []any, ttl float64, ttlOK
 	if _, err := call(s, lit("PEXPIRE"), at(keys, 1), luaArg(life)); err != nil {
 		return Result{}, err
 	}
-	return Result{Val: []any{int64(2), f, cur, left, int64(life)}}, nil
+	return Result{Val: append([]any{int64(2), f, cur, left, int64(life)}, chain...)}, nil
+}
+
+// earlierVictims is the steal's answer about the chain before it: for
+// each of its first n-1 victims, its token (nil where the field is gone)
+// and remaining ms.
+func earlierVictims(s *server, keys []string, n, now float64) ([]any, error) {
+	var chain []any
+	for i := 1.0; i <= n-1; i++ {
+		j := *luaArg(i)
+		c, err := call(s, lit("HMGET"), at(keys, 1), lit("vacq"+j), lit("vdl"+j))
+		if err != nil {
+			return nil, err
+		}
+		cs := c.([]any)
+		dl, ok := luaNumber(cs[1])
+		if !ok {
+			return nil, fmt.Errorf("attempt to perform arithmetic on a nil value")
+		}
+		chain = append(chain, cs[0], int64(dl-now))
+	}
+	return chain, nil
 }
 
 // argIs is ARGV[i] == s.
