@@ -15,10 +15,11 @@ import (
 // under every fault, and its plans steal, refuse equals and chain:
 // steal-order is judged. Available, acquire-exact and recovers are left
 // out, the reference's liveness findings (docs/redlock.md, "Priority Redlock on the
-// simulator"): a failed steal robbed in turn leaves its robber waiting out
-// the first victim's time (and, with a ttl no longer, failing) with no
-// fault; a failed steal's undo gives a key back to a victim that may have
-// given up, which refuses others until it expires.
+// simulator"): a thief waits for every earlier victim of the key's chain,
+// also one that knew of its loss already, and a fault on that one leaves
+// it waiting out its time (and, with a ttl no longer, failing); a failed
+// steal's undo gives a key back to a victim that may have given up, which
+// refuses others until it expires.
 func TestPriorityReferenceHolds(t *testing.T) {
 	t.Parallel()
 	var safety []string

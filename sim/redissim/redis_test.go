@@ -186,6 +186,17 @@ func TestPriorityUndoChain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// t3's steal names t1, the chain before its victim t2, with its
+		// remaining ms (the same to a few ms: real time passes).
+		for _, got := range []string{sim[2].String(), real.results[2].String()} {
+			left := -1
+			if m := stealOfT3.FindStringSubmatch(got); m != nil {
+				left, _ = strconv.Atoi(m[1])
+			}
+			if left < 99900 || left > 100000 {
+				t.Errorf("%s: t3's obtain answered %s, want [2 3 \"t2\" left life \"t1\" about 100000]", tc.name, got)
+			}
+		}
 		for i := 3; i < len(tc.steps); i++ {
 			got, on := sim[i].String(), real.results[i].String()
 			if got != tc.want[i-3] || on != tc.want[i-3] {
@@ -194,6 +205,9 @@ func TestPriorityUndoChain(t *testing.T) {
 		}
 	}
 }
+
+// stealOfT3 is TestPriorityUndoChain's third steal's answer.
+var stealOfT3 = regexp.MustCompile(`^\[2 3 "t2" \d+ \d+ "t1" (\d+)\]$`)
 
 // casePrefix is a case's key prefix, apart from the other cases'.
 func casePrefix(name string) string { return strings.ReplaceAll(name, " ", "-") + ":" }
