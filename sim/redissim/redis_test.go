@@ -211,3 +211,28 @@ var stealOfT3 = regexp.MustCompile(`^\[2 3 "t2" \d+ \d+ "t1" (\d+)\]$`)
 
 // casePrefix is a case's key prefix, apart from the other cases'.
 func casePrefix(name string) string { return strings.ReplaceAll(name, " ", "-") + ":" }
+
+// The differential holds a theft's answer with earlier victims to Redis's
+// as it does the victim's time: tokens exactly, times within the
+// tolerance, and times of 0 or less (a deadline over, or a claim given up:
+// 0 less each server's own clock) alike.
+func TestSameChainAnswer(t *testing.T) {
+	obtain := step{kind: "obtain"}
+	answer := func(v ...any) Result {
+		return Result{Val: append([]any{int64(2), int64(3), "t2", int64(900), int64(1000)}, v...)}
+	}
+	for _, c := range []struct {
+		sim, real Result
+		want      bool
+	}{
+		{answer("t1", int64(800)), answer("t1", int64(799)), true},
+		{answer("t1", int64(-1764000000000)), answer("t1", int64(-5)), true},
+		{answer("t1", int64(800)), answer("t0", int64(800)), false},
+		{answer("t1", int64(800)), answer("t1", int64(800+pttlSlack+1)), false},
+		{answer("t1", int64(800)), answer(), false},
+	} {
+		if got := same(obtain, c.sim, c.real); got != c.want {
+			t.Errorf("same(%v, %v) = %v, want %v", c.sim.Val, c.real.Val, got, c.want)
+		}
+	}
+}
