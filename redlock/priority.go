@@ -33,14 +33,18 @@ import (
 // left no majority possible. With N > 1 the fence is written back to a
 // majority, as Redlock's.
 //
-// After a steal the thief notifies every victim it found, by RPUSH on the
-// list {k}:note:<victim's token> of each server it stole from the victim
-// (a list keeps the note until the victim reads it; pub/sub would drop it
-// while the victim is not subscribed, for instance while it reconnects),
-// and waits with BLPOP on its own lists {k}:ack:<thief's token>. It returns
-// the lease only once every victim has acknowledged or can no longer hold
-// (its remaining time on the server plus drift), and only if it still
-// holds a majority then. Every lease has a watcher per server: a task (a
+// After a steal the thief notifies every victim it found (those it took
+// the key from, and the earlier victims of the key's chain that the steal
+// named: a failed steal tells nobody, and acknowledges a thief of its key
+// at once), by RPUSH on the list {k}:note:<victim's token> of each server
+// that named the victim (a list keeps the note until the victim reads it;
+// pub/sub would drop it while the victim is not subscribed, for instance
+// while it reconnects), and waits with BLPOP on its own lists
+// {k}:ack:<thief's token>. It returns the lease only once every victim
+// has acknowledged or can no longer hold (its remaining time on the
+// server plus drift), and only if it still holds a majority then; where
+// it holds, it marks the chain below it told, so that a later thief does
+// not wait for these victims again. Every lease has a watcher per server: a task (a
 // goroutine, PriorityEnv.Go) blocked in BLPOP on the lease's note list on a connection of its own.
 // When a note arrives the lease is marked lost (Verify answers false,
 // Refresh ErrStolen), the time recorded and Options.OnLost told, and only
@@ -546,8 +550,9 @@ func (p *Priority) steal(ctx context.Context, key, token string, timeout time.Du
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redlock: acquire of %s: %w", key, err)
 	}
-	// Still ours on a majority? A higher priority may have taken it meanwhile.
-	held, robbed, _, first := p.holders(ctx, key, token, timeout)
+	// Still ours on a majority? A higher priority may have taken it
+	// meanwhile. Where it is, the victims before it are marked told.
+	held, robbed, _, first := countPrio(p.each(ctx, timeout, script(settleSrc, []string{lockKey(key)}, token)))
 	switch {
 	case held >= p.quorum() && !h.isLost():
 		return nil

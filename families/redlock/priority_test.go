@@ -129,3 +129,28 @@ func TestPriorityUndoChainFixed(t *testing.T) {
 		t.Error("lease-exclusive was not judged")
 	}
 }
+
+// A finding about the reference, fixed (docs/redlock.md): with chain
+// notification a thief waited for every earlier victim of the key's
+// chain, also c1, which had acknowledged c2 already; c1's watcher lost
+// c3's note to a dropped reply, and c3 waited out c1's time and failed
+// with no validity left (available). Found by `prove --kind
+// priority-redlock --seed 1` judging every property, at plan 3,353. A
+// thief that settles now marks the chain below it told, and the plan
+// holds.
+func TestPriorityToldVictimWaitFixed(t *testing.T) {
+	p, err := ReadPlan(filepath.Join("..", "..", "testdata", "plans", "priority-redlock-told-victim-wait.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Simulate(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := model.Check(res.History, model.Options{Family: []any{Config{Priority: true}.Judging(false)}})
+	for _, v := range r.Verdicts {
+		if v.Status == model.Fail {
+			t.Errorf("%s fails: %s", v.Property, v.Detail)
+		}
+	}
+}

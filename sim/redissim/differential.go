@@ -16,7 +16,7 @@ import (
 // rapid draws sequences of the commands and scripts the Redlock reference
 // sends (its scripts by EVAL and EVALSHA, GET, DEL, PEXPIRE, and beside
 // them PTTL, SET NX PX, INCR and EXISTS, with bad arguments now and then)
-// and those of the priority lock (its scripts obtain, undo, refreshPrio
+// and those of the priority lock (its scripts obtain, undo, settle, refreshPrio
 // and releasePrio, HGET, MULTI/EXEC of RPUSH and PEXPIRE, BLPOP, PUBLISH,
 // and beside them HSET, HMGET, HLEN, RPUSH, LLEN, LRANGE and TYPE, on
 // keys of every type), with sleeps; each runs on a private redis-server

@@ -206,6 +206,43 @@ func TestPriorityUndoChain(t *testing.T) {
 	}
 }
 
+// A thief whose wait is over marks the chain below it told (settle):
+// the next steal names no earlier victim, and undos keep the mark within
+// the chain, on the simulator as on redis-server.
+func TestPriorityToldChain(t *testing.T) {
+	obtain := func(tok, prio string) step {
+		return step{kind: "obtain", lock: "{p}:lock", fence: "{p}:fence", token: tok, prio: prio, ttl: "100000", flags: "00"}
+	}
+	undo := func(tok string) step { return step{kind: "undo", lock: "{p}:lock", token: tok, flags: "00"} }
+	told := step{kind: "HGET", lock: "{p}:lock", field: "told"}
+	steps := []step{obtain("t1", "1"), obtain("t2", "2"), {kind: "settle", lock: "{p}:lock", token: "t2"},
+		obtain("t3", "3"), told, undo("t3"), told, undo("t2"), told, {kind: "settle", lock: "{p}:lock", token: "t2"}}
+	want := map[int]string{2: "1", 4: `"1"`, 5: "2", 6: `"1"`, 7: "2", 8: "(nil)", 9: "-1"}
+	addr := privateServers(t, 1)[0]
+	c := client(addr)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sim, err := onSimulator(steps, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, _, err := onRedis(ctx, c, steps, "told:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range [][]Result{sim, real.results} {
+		if got := r[3].String(); !regexp.MustCompile(`^\[2 3 "t2" \d+ \d+\]$`).MatchString(got) {
+			t.Errorf("%d: t3's steal after t2 settled answered %s: no earlier victim wanted", i, got)
+		}
+		for j, w := range want {
+			if got := r[j].String(); got != w {
+				t.Errorf("%d: step %d, %s: %s, want %s", i, j+1, steps[j], got, w)
+			}
+		}
+	}
+}
+
 // stealOfT3 is TestPriorityUndoChain's third steal's answer.
 var stealOfT3 = regexp.MustCompile(`^\[2 3 "t2" \d+ \d+ "t1" (\d+)\]$`)
 
