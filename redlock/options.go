@@ -106,10 +106,13 @@ type Defects struct {
 	// watcher is not subscribed (starting, reconnecting) is lost, and the
 	// thief then waits out the victim's whole remaining time.
 	PubSubNotify bool
-	// ChainEarlyAck (Priority): a thief robbed while it still waits for its
-	// own victim's acknowledgement acknowledges its robber at once, so the
-	// robber may act while that victim still holds.
-	ChainEarlyAck bool
+	// DirectVictimOnly (Priority): the thief notifies, and waits for, only
+	// the victims it took the key from, not the earlier victims of the
+	// key's chain that the obtain script reports. A failed steal
+	// acknowledges a thief of its key at once (it holds nothing): its own
+	// victim, which it never told, is then told by nobody, and still holds
+	// while the thief acts.
+	DirectVictimOnly bool
 }
 
 func (d Defects) redlockOnly() []string {
@@ -136,7 +139,7 @@ func (d Defects) priorityOnly() []string {
 	}{{d.EqualSteals, "EqualSteals"}, {d.NoAckWait, "NoAckWait"},
 		{d.ProceedOnAckTimeout, "ProceedOnAckTimeout"}, {d.StealResetsTTL, "StealResetsTTL"},
 		{d.AckBeforeLost, "AckBeforeLost"}, {d.PubSubNotify, "PubSubNotify"},
-		{d.ChainEarlyAck, "ChainEarlyAck"}} {
+		{d.DirectVictimOnly, "DirectVictimOnly"}} {
 		if f.on {
 			s = append(s, f.name)
 		}

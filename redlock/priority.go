@@ -33,14 +33,18 @@ import (
 // left no majority possible. With N > 1 the fence is written back to a
 // majority, as Redlock's.
 //
-// After a steal the thief notifies every victim it found, by RPUSH on the
-// list {k}:note:<victim's token> of each server it stole from the victim
-// (a list keeps the note until the victim reads it; pub/sub would drop it
-// while the victim is not subscribed, for instance while it reconnects),
-// and waits with BLPOP on its own lists {k}:ack:<thief's token>. It returns
-// the lease only once every victim has acknowledged or can no longer hold
-// (its remaining time on the server plus drift), and only if it still
-// holds a majority then. Every lease has a watcher per server: a task (a
+// After a steal the thief notifies every victim it found (those it took
+// the key from, and the earlier victims of the key's chain that the steal
+// named: a failed steal tells nobody, and acknowledges a thief of its key
+// at once), by RPUSH on the list {k}:note:<victim's token> of each server
+// that named the victim (a list keeps the note until the victim reads it;
+// pub/sub would drop it while the victim is not subscribed, for instance
+// while it reconnects), and waits with BLPOP on its own lists
+// {k}:ack:<thief's token>. It returns the lease only once every victim
+// has acknowledged or can no longer hold (its remaining time on the
+// server plus drift), and only if it still holds a majority then; where
+// it holds, it marks the chain below it told, so that a later thief does
+// not wait for these victims again. Every lease has a watcher per server: a task (a
 // goroutine, PriorityEnv.Go) blocked in BLPOP on the lease's note list on a connection of its own.
 // When a note arrives the lease is marked lost (Verify answers false,
 // Refresh ErrStolen), the time recorded and Options.OnLost told, and only
@@ -335,7 +339,11 @@ type obtained struct {
 	victim string
 	left   time.Duration // the victim's remaining time
 	life   time.Duration // the key's life after the steal
-	err    error
+	// earlier are the victims before it in the key's chain, with their
+	// remaining time: each may never have been told of its loss (its
+	// thief's acquire failed), so the thief tells it too.
+	earlier map[string]time.Duration
+	err     error
 }
 
 func parseObtained(res []any, err error) obtained {
@@ -354,9 +362,15 @@ func parseObtained(res []any, err error) obtained {
 		return obtained{kind: 0, prio: n(1)}
 	case len(res) >= 2 && n(0) == 1:
 		return obtained{kind: 1, fence: n(1)}
-	case len(res) >= 5 && n(0) == 2:
+	case len(res) >= 5 && len(res)%2 == 1 && n(0) == 2:
 		v, _ := res[2].(string)
-		return obtained{kind: 2, fence: n(1), victim: v, left: msDur(n(3)), life: msDur(n(4))}
+		o := obtained{kind: 2, fence: n(1), victim: v, left: msDur(n(3)), life: msDur(n(4)), earlier: map[string]time.Duration{}}
+		for i := 5; i < len(res); i += 2 {
+			if tok, ok := res[i].(string); ok && n(i+1) > 0 && tok != v {
+				o.earlier[tok] = max(o.earlier[tok], msDur(n(i+1)))
+			}
+		}
+		return o
 	}
 	return obtained{err: fmt.Errorf("redlock: the obtain script answered %v", res)}
 }
@@ -385,6 +399,9 @@ func (p *Priority) Acquire(ctx context.Context, key string, ttl time.Duration, p
 	rs := make([]obtained, len(res))
 	for i, x := range res {
 		rs[i] = parseObtained(slice(x))
+		if d.DirectVictimOnly {
+			rs[i].earlier = nil
+		}
 	}
 	rnd := tallyObtained(rs, ttl)
 	if err := p.quorumOf(ctx, key, priority, timeout, rnd); err != nil {
@@ -394,11 +411,11 @@ func (p *Priority) Acquire(ctx context.Context, key string, ttl time.Duration, p
 				fresh[i] = r.err == nil && r.kind == 1
 			}
 			p.undo(ctx, key, token, fresh)
-			if len(rnd.victims) == 0 && rnd.first == nil {
-				// It stole from nobody (a lost answer may hide a steal):
-				// a thief of its keys robbed nobody else.
-				p.listenAfterFailure(key, token, ttl)
-			}
+			// A thief of its keys is told of every victim before it in
+			// the key's chain (which this acquire never told), and tells
+			// them itself: this acquire, which holds nothing, may
+			// acknowledge it at once.
+			p.listenAfterFailure(key, token, ttl)
 		}
 		if rnd.first != nil {
 			// A server that did not answer may run the obtain yet (a
@@ -472,6 +489,10 @@ func tallyObtained(rs []obtained, ttl time.Duration) obtainRound {
 			if r.kind == 2 {
 				rnd.victims[r.victim] = max(rnd.victims[r.victim], r.left)
 				rnd.stolenOn[r.victim] = append(rnd.stolenOn[r.victim], i)
+				for v, left := range r.earlier {
+					rnd.victims[v] = max(rnd.victims[v], left)
+					rnd.stolenOn[v] = append(rnd.stolenOn[v], i)
+				}
 			}
 		}
 	}
@@ -529,8 +550,9 @@ func (p *Priority) steal(ctx context.Context, key, token string, timeout time.Du
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redlock: acquire of %s: %w", key, err)
 	}
-	// Still ours on a majority? A higher priority may have taken it meanwhile.
-	held, robbed, _, first := p.holders(ctx, key, token, timeout)
+	// Still ours on a majority? A higher priority may have taken it
+	// meanwhile. Where it is, the victims before it are marked told.
+	held, robbed, _, first := countPrio(p.each(ctx, timeout, script(settleSrc, []string{lockKey(key)}, token)))
 	switch {
 	case held >= p.quorum() && !h.isLost():
 		return nil
@@ -796,12 +818,14 @@ func (p *Priority) watchPop(ctx context.Context, i int, note, wake string, d tim
 
 // theft handles the first note: the lease is lost to thief. Unless its
 // own acquire still waits for its victims (then it waits for that first),
-// it marks the lease lost, tells OnLost, and acknowledges.
+// it marks the lease lost, tells OnLost, and acknowledges. The thief tells
+// those victims itself (they are the key's chain before this lease), so
+// the wait is not what keeps them safe; it keeps a chain's order (a victim
+// knows before its thief's robber acts) at no cost: the robber waits for
+// them anyway.
 func (p *Priority) theft(ctx context.Context, h *holding, thief string) {
-	if !p.o.Defects.ChainEarlyAck {
-		if p.env.Await(ctx, 0, h.settled, h.stopped) != 0 {
-			return
-		}
+	if p.env.Await(ctx, 0, h.settled, h.stopped) != 0 {
+		return
 	}
 	// Once the lease is known lost the thief must hear of it, even if the
 	// lease's owner stops the watchers meanwhile.

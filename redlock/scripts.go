@@ -81,7 +81,11 @@ var releaseScript = goredis.NewScript(releaseSrc)
 //     EqualSteals defect): the thief replaces it, the key living the longer
 //     of its remaining time and the ttl (just the ttl with ARGV[5] = "1",
 //     the StealResetsTTL defect): {2, fence, victim's token, victim's
-//     remaining ms, the key's life in ms};
+//     remaining ms, the key's life in ms, and then, for each earlier
+//     victim of the chain (who may not have been told: its thief's
+//     acquire may have failed) after the first told ones (see
+//     settleScript), its token and remaining ms (0 or less: none, its
+//     claim given up or its time over)};
 //   - otherwise {0, holder's priority}.
 const obtainSrc = `
 local cur = redis.call('HGET', KEYS[1], 'acq')
@@ -101,12 +105,20 @@ if p < mine or (ARGV[4] == '1' and p == mine) then
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local f = redis.call('INCR', KEYS[2])
   local n = (tonumber(redis.call('HGET', KEYS[1], 'vn')) or 0) + 1
+  local told = tonumber(redis.call('HGET', KEYS[1], 'told')) or 0
+  local r = {2, f, cur, left, 0}
+  for i = told + 1, n - 1 do
+    local c = redis.call('HMGET', KEYS[1], 'vacq' .. i, 'vdl' .. i)
+    r[#r + 1] = c[1]
+    r[#r + 1] = tonumber(c[2]) - now
+  end
   redis.call('HSET', KEYS[1], 'acq', ARGV[1], 'prio', ARGV[2], 'fence', f, 'vn', n,
     'vacq' .. n, cur, 'vprio' .. n, v[1], 'vfence' .. n, v[2], 'vdl' .. n, now + left)
   local life = ttl
   if ARGV[5] ~= '1' and left > ttl then life = left end
   redis.call('PEXPIRE', KEYS[1], life)
-  return {2, f, cur, left, life}
+  r[5] = life
+  return r
 end
 return {0, p}
 `
@@ -148,12 +160,33 @@ if left <= 0 then
 end
 redis.call('HDEL', KEYS[1], 'vacq' .. n, 'vprio' .. n, 'vfence' .. n, 'vdl' .. n)
 redis.call('HSET', KEYS[1], 'acq', v[1], 'prio', v[2], 'fence', v[3], 'vn', n - 1)
-if n == 1 then redis.call('HDEL', KEYS[1], 'vn') end
+local told = tonumber(redis.call('HGET', KEYS[1], 'told'))
+if told and told > n - 1 then redis.call('HSET', KEYS[1], 'told', n - 1) end
+if n == 1 then redis.call('HDEL', KEYS[1], 'vn', 'told') end
 redis.call('PEXPIRE', KEYS[1], left)
 return 2
 `
 
 var undoScript = goredis.NewScript(undoSrc)
+
+// settleSrc is a thief's check, once its wait for its victims is over,
+// that token ARGV[1] still holds the lock: 1; -1 if another holds it, 0
+// if it is free. Where it holds, the chain below it (vn entries: the
+// victims its obtain named there) is marked told (told = vn): each one
+// acknowledged or can no longer hold, so a later thief's obtain names
+// only the entries after them, and waits for no victim that knew of its
+// loss already (one whose watcher a fault cut off would make it wait out
+// that victim's time for nothing). An undo keeps told within the chain.
+const settleSrc = `
+local cur = redis.call('HGET', KEYS[1], 'acq')
+if cur == ARGV[1] then
+  local n = redis.call('HGET', KEYS[1], 'vn')
+  if n then redis.call('HSET', KEYS[1], 'told', n) end
+  return 1
+end
+if cur then return -1 end
+return 0
+`
 
 // refreshPrioScript gives the lock ARGV[2] ms more if token ARGV[1] holds
 // it: 1; -1 if another holds it (a theft); 0 if it is free.
@@ -193,6 +226,6 @@ var releasePrioScript = goredis.NewScript(releasePrioSrc)
 func ScriptSources() map[string]string {
 	return map[string]string{
 		"acquire": acquireSrc, "raise": raiseSrc, "refresh": refreshSrc, "refreshSetNX": refreshSetNXSrc, "release": releaseSrc,
-		"obtain": obtainSrc, "undo": undoSrc, "refreshPrio": refreshPrioSrc, "releasePrio": releasePrioSrc,
+		"obtain": obtainSrc, "undo": undoSrc, "settle": settleSrc, "refreshPrio": refreshPrioSrc, "releasePrio": releasePrioSrc,
 	}
 }

@@ -68,6 +68,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Faults == nil {
 		c.Faults = faultNames
+		if m := MutantNamed(c.Mutant); m != nil && m.faults != nil {
+			c.Faults = m.faults
+		}
 	}
 	if c.MaxFaults == 0 {
 		c.MaxFaults = 3

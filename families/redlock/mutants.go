@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/redlock"
 )
 
@@ -21,8 +22,10 @@ type Mutant struct {
 	Priority bool
 	ownTTLs  bool
 	// ladder: its plans always draw a ladder of priorities (a defect of
-	// chains).
+	// chains); faults, if set, the only faults they draw (a defect that
+	// shows only where a fault makes a steal fail).
 	ladder bool
+	faults []string
 }
 
 // Mutants is the catalogue, in the order `lockprover mutants` lists it.
@@ -62,8 +65,9 @@ var PriorityMutants = []*Mutant{
 		Defect: "the steal sets the key's life to the thief's ttl, not the longer of it and the victim's time left: a thief that dies or gives up frees the key before the victim's deadline, and a third client takes it"},
 	{Name: "ack-before-lost", Property: lease.LeaseExclusive, Priority: true, defects: func(d *redlock.Defects) { d.AckBeforeLost = true },
 		Defect: "the victim acknowledges, then marks itself lost: the thief may act while the victim still thinks it holds"},
-	{Name: "chain-early-ack", Property: lease.LeaseExclusive, Priority: true, defects: func(d *redlock.Defects) { d.ChainEarlyAck = true }, servers: []int{1}, ladder: true,
-		Defect: "a thief robbed while it waits for its own victims acknowledges its robber at once: the robber acts while the first victim still holds"},
+	{Name: "direct-victim-only", Property: lease.LeaseExclusive, Priority: true, defects: func(d *redlock.Defects) { d.DirectVictimOnly = true }, servers: []int{1}, ladder: true,
+		faults: []string{histories.Pause, histories.DropReply},
+		Defect: "a thief notifies and waits for only the victim it took the key from, not the earlier victims of the key's chain: a failed steal robbed in turn acknowledges at once, and its own victim, never told, still holds while the robber acts"},
 }
 
 // MutantNamed returns the mutant called name, or nil.

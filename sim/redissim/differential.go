@@ -16,7 +16,7 @@ import (
 // rapid draws sequences of the commands and scripts the Redlock reference
 // sends (its scripts by EVAL and EVALSHA, GET, DEL, PEXPIRE, and beside
 // them PTTL, SET NX PX, INCR and EXISTS, with bad arguments now and then)
-// and those of the priority lock (its scripts obtain, undo, refreshPrio
+// and those of the priority lock (its scripts obtain, undo, settle, refreshPrio
 // and releasePrio, HGET, MULTI/EXEC of RPUSH and PEXPIRE, BLPOP, PUBLISH,
 // and beside them HSET, HMGET, HLEN, RPUSH, LLEN, LRANGE and TYPE, on
 // keys of every type), with sleeps; each runs on a private redis-server
@@ -301,11 +301,26 @@ func same(s step, sim, real Result) bool {
 	case "obtain":
 		a, _ := sim.Val.([]any)
 		b, _ := real.Val.([]any)
-		if len(a) == 5 && len(b) == 5 { // a theft: the times left within the tolerance
-			return normText(a[:3]) == normText(b[:3]) && samePTTL(a[3], b[3]) && samePTTL(a[4], b[4])
+		if len(a) >= 5 && len(a)%2 == 1 && len(b) == len(a) { // a theft: the times left within the tolerance
+			return normText(a[:3]) == normText(b[:3]) && samePTTL(a[3], b[3]) && samePTTL(a[4], b[4]) && sameChain(a[5:], b[5:])
 		}
 	}
 	return normText(sim.Val) == normText(real.Val)
+}
+
+// sameChain says whether two theft answers name the same earlier victims
+// (token, remaining ms pairs) with times that agree: within the
+// tolerance, or both 0 or less (over, or a claim given up: its deadline 0
+// less the server's clock, which differs between the two).
+func sameChain(a, b []any) bool {
+	for i := 0; i+1 < len(a); i += 2 {
+		x, _ := a[i+1].(int64)
+		y, _ := b[i+1].(int64)
+		if normText(a[i]) != normText(b[i]) || !(x <= 0 && y <= 0 || samePTTL(x, y)) {
+			return false
+		}
+	}
+	return true
 }
 
 // samePTTL says whether two remaining times agree: both clocks count

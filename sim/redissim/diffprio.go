@@ -18,7 +18,7 @@ import (
 var kinds = []string{"acquire", "raise", "refresh", "refreshSetNX", "release",
 	"GET", "DEL", "PEXPIRE", "PTTL", "SET", "INCR", "EXISTS", "badnumkeys",
 	"obtain", "undo", "refreshPrio", "releasePrio", "HSET", "HGET", "HMGET", "HLEN",
-	"RPUSH", "LLEN", "LRANGE", "BLPOP", "tx", "PUBLISH", "TYPE", "HDEL"}
+	"RPUSH", "LLEN", "LRANGE", "BLPOP", "tx", "PUBLISH", "TYPE", "HDEL", "settle"}
 
 // prioKinds are the priority lock's.
 var prioKinds = kinds[13:]
@@ -34,12 +34,12 @@ func drawPrio(t *rapid.T, s *step, label func(string) string) bool {
 	s.list = rapid.SampledFrom([]string{"{p}:note:t1", "{p}:note:t1", "{p}:note:t2", "{p}:lock", "k1"}).Draw(t, label("list"))
 	s.prio = rapid.SampledFrom([]string{"1", "2", "3", "x"}).Draw(t, label("prio"))
 	switch s.kind {
-	case "obtain", "undo", "refreshPrio", "releasePrio":
+	case "obtain", "undo", "settle", "refreshPrio", "releasePrio":
 		s.sha = rapid.Bool().Draw(t, label("evalsha"))
 		s.flags = rapid.SampledFrom([]string{"00", "00", "10", "01"}).Draw(t, label("flags"))
 	case "HGET", "HDEL":
 		// Not the deadlines (vdl<i>): they are the server's clock.
-		s.field = rapid.SampledFrom([]string{"acq", "prio", "fence", "vn", "vacq1", "vprio1", "vfence1", "vacq2"}).Draw(t, label("field"))
+		s.field = rapid.SampledFrom([]string{"acq", "prio", "fence", "vn", "told", "vacq1", "vprio1", "vfence1", "vacq2"}).Draw(t, label("field"))
 	case "BLPOP":
 		s.list2 = rapid.SampledFrom([]string{"", "{p}:note:t2"}).Draw(t, label("list2"))
 		s.tmo = rapid.SampledFrom([]string{"0.2", "0.2", "0.2", "x", "-1"}).Draw(t, label("timeout"))
@@ -63,6 +63,8 @@ func (s step) prioArgs(prefix string) []string {
 		return append(eval(), "2", lock, prefix+s.fence, s.token, s.prio, s.ttl, s.flags[:1], s.flags[1:])
 	case "undo": // ARGV[2], "1": the token's key was a fresh grant
 		return append(eval(), "1", lock, s.token, s.flags[:1])
+	case "settle":
+		return append(eval(), "1", lock, s.token)
 	case "refreshPrio":
 		return append(eval(), "1", lock, s.token, s.ttl)
 	case "releasePrio":

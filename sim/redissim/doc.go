@@ -46,7 +46,7 @@
 //     other);
 //   - EVAL and EVALSHA of the reference's scripts (redlock/scripts.go:
 //     acquire, raise, refresh, refreshSetNX, release, and the priority
-//     lock's obtain, undo, refreshPrio, releasePrio), implemented natively
+//     lock's obtain, undo, settle, refreshPrio, releasePrio), implemented natively
 //     and recognised by their exact source, then by SHA1 once a server
 //     was sent the source (NOSCRIPT before, and after a restart: the env
 //     falls back to EVAL as go-redis's Script.Run does); a script runs

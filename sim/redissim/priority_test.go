@@ -290,7 +290,7 @@ func TestPriorityTasksAreNamed(t *testing.T) {
 // failed steal undone, refreshes and releases of both.
 func TestPriorityCommandsAreModelled(t *testing.T) {
 	for _, d := range []redlock.Defects{{}, {PubSubNotify: true}, {StealResetsTTL: true}, {EqualSteals: true},
-		{NoAckWait: true}, {ProceedOnAckTimeout: true}, {AckBeforeLost: true}, {ChainEarlyAck: true}} {
+		{NoAckWait: true}, {ProceedOnAckTimeout: true}, {AckBeforeLost: true}, {DirectVictimOnly: true}} {
 		w := world(t, Options{Servers: 3, Decide: seeded(1)})
 		w.Go("v", func(p *Process) {
 			l := plock(p, redlock.Options{Defects: d})
@@ -392,14 +392,52 @@ func TestPriorityOneServerDownOnSimulator(t *testing.T) {
 }
 
 // A chain: T1 steals from V (slow to acknowledge), T2 steals from T1
-// while T1 waits. T2 returns only after V knows; T1 fails with ErrStolen.
-// With ChainEarlyAck, T1 acknowledges T2 at once, and T2 returns while V
-// still believes it holds.
+// while T1 waits. T2 returns only after V knows (it tells V itself, the
+// key's chain naming it); T1 fails with ErrStolen.
 func TestPriorityChainOnSimulator(t *testing.T) {
-	for _, c := range []struct {
-		d     redlock.Defects
-		early bool
-	}{{redlock.Defects{}, false}, {redlock.Defects{ChainEarlyAck: true}, true}} {
+	w := world(t, Options{Servers: 1})
+	ls := &losses{w: w}
+	var v redlock.Lease
+	var returned int64
+	var t1err error
+	w.Go("v", func(p *Process) {
+		v, _ = plock(p, redlock.Options{OnLost: ls.on}).Acquire(bg, "k", 5*time.Second, 1)
+		p.Sleep(10 * time.Second)
+	})
+	w.Go("slow", func(p *Process) { // V hears of T1's theft 500 ms late
+		p.Sleep(5 * ms)
+		w.Partition("v", 0)
+		p.Sleep(500 * ms)
+		w.Heal("v", 0)
+	})
+	w.Go("t1", func(p *Process) {
+		p.Sleep(10 * ms)
+		_, t1err = plock(p, redlock.Options{}).Acquire(bg, "k", 5*time.Second, 2)
+		p.Sleep(10 * time.Second)
+	})
+	w.Go("t2", func(p *Process) {
+		p.Sleep(50 * ms)
+		if _, err := plock(p, redlock.Options{}).Acquire(bg, "k", 5*time.Second, 3); err != nil {
+			t.Errorf("T2: %v", err)
+		}
+		returned = p.Now()
+	})
+	run(t, w)
+	if lost, ok := ls.of(v.Token); !ok || lost.At > returned {
+		t.Errorf("T2 returned (%d) before V knew (%v, %d)", returned, ok, lost.At)
+	}
+	if !errors.Is(t1err, redlock.ErrStolen) {
+		t.Errorf("T1: %v, want ErrStolen", t1err)
+	}
+}
+
+// A failed steal robbed in turn: T1 takes V's key, its answer lost (so it
+// fails, and tells nobody); T2 steals the key from T1 before T1's undo.
+// T2 learns of V from the key's chain, tells it and waits for it, and T1
+// (which holds nothing) acknowledges at once. With DirectVictimOnly T2
+// tells T1 only, and returns while V, never told, still holds.
+func TestPriorityChainOfFailedStealOnSimulator(t *testing.T) {
+	for _, d := range []redlock.Defects{{}, {DirectVictimOnly: true}} {
 		w := world(t, Options{Servers: 1})
 		ls := &losses{w: w}
 		var v redlock.Lease
@@ -409,31 +447,26 @@ func TestPriorityChainOnSimulator(t *testing.T) {
 			v, _ = plock(p, redlock.Options{OnLost: ls.on}).Acquire(bg, "k", 5*time.Second, 1)
 			p.Sleep(10 * time.Second)
 		})
-		w.Go("slow", func(p *Process) { // V hears of T1's theft 500 ms late
-			p.Sleep(5 * ms)
-			w.Partition("v", 0)
-			p.Sleep(500 * ms)
-			w.Heal("v", 0)
-		})
 		w.Go("t1", func(p *Process) {
 			p.Sleep(10 * ms)
-			_, t1err = plock(p, redlock.Options{Defects: c.d}).Acquire(bg, "k", 5*time.Second, 2)
+			w.DropReply("t1", 0)
+			_, t1err = plock(p, redlock.Options{}).Acquire(bg, "k", 5*time.Second, 2)
 			p.Sleep(10 * time.Second)
 		})
 		w.Go("t2", func(p *Process) {
-			p.Sleep(50 * ms)
-			if _, err := plock(p, redlock.Options{}).Acquire(bg, "k", 5*time.Second, 3); err != nil {
-				t.Errorf("%+v: T2: %v", c.d, err)
+			p.Sleep(10*ms + 50*time.Microsecond) // its obtain waits behind T1's, before T1's undo
+			if _, err := plock(p, redlock.Options{Defects: d}).Acquire(bg, "k", 5*time.Second, 3); err != nil {
+				t.Errorf("%+v: T2: %v", d, err)
 			}
 			returned = p.Now()
 		})
 		run(t, w)
-		lost, ok := ls.of(v.Token)
-		if early := !ok || lost.At > returned; early != c.early {
-			t.Errorf("%+v: T2 returned (%d) before V knew (%v, %d): %v, want %v", c.d, returned, ok, lost.At, early, c.early)
+		lost, told := ls.of(v.Token)
+		if early := !told || lost.At > returned; early != d.DirectVictimOnly {
+			t.Errorf("%+v: T2 returned (%d) before V knew (%v, %d): %v", d, returned, told, lost.At, early)
 		}
-		if !errors.Is(t1err, redlock.ErrStolen) {
-			t.Errorf("%+v: T1: %v, want ErrStolen", c.d, t1err)
+		if !errors.Is(t1err, redlock.ErrLeftBehind) {
+			t.Errorf("%+v: T1: %v, want ErrLeftBehind", d, t1err)
 		}
 	}
 }

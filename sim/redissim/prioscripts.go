@@ -7,7 +7,7 @@ import (
 	"strconv"
 )
 
-// The priority lock's scripts (redlock/scripts.go: obtain, undo,
+// The priority lock's scripts (redlock/scripts.go: obtain, undo, settle,
 // refreshPrio, releasePrio), natively: each calls the commands its Lua
 // calls, in the same order (a script's effects before an error stay, as
 // on Redis), and converts numbers as Lua and Redis do.
@@ -16,6 +16,7 @@ func priorityScripts() []*script {
 	return []*script{
 		{name: "obtain", src: sources["obtain"], run: runObtain},
 		{name: "undo", src: sources["undo"], run: runUndo},
+		{name: "settle", src: sources["settle"], run: runSettle},
 		{name: "refreshPrio", src: sources["refreshPrio"], run: runRefreshPrio},
 		{name: "releasePrio", src: sources["releasePrio"], run: runReleasePrio},
 	}
@@ -124,6 +125,10 @@ func steal(s *server, keys, argv []string, cur any, vs []any, ttl float64, ttlOK
 	}
 	n, _ := luaNumber(vn) // tonumber(...) or 0
 	n++
+	chain, err := earlierVictims(s, keys, n, now)
+	if err != nil {
+		return Result{}, err
+	}
 	i := *luaArg(n)
 	if _, err := call(s, lit("HSET"), at(keys, 1), lit("acq"), at(argv, 1), lit("prio"), at(argv, 2), lit("fence"), luaString(f), lit("vn"), luaArg(n),
 		lit("vacq"+i), luaString(cur), lit("vprio"+i), luaString(vs[0]), lit("vfence"+i), luaString(vs[1]), lit("vdl"+i), luaArg(now+l)); err != nil {
@@ -139,7 +144,33 @@ func steal(s *server, keys, argv []string, cur any, vs []any, ttl float64, ttlOK
 	if _, err := call(s, lit("PEXPIRE"), at(keys, 1), luaArg(life)); err != nil {
 		return Result{}, err
 	}
-	return Result{Val: []any{int64(2), f, cur, left, int64(life)}}, nil
+	return Result{Val: append([]any{int64(2), f, cur, left, int64(life)}, chain...)}, nil
+}
+
+// earlierVictims is the steal's answer about the chain before it: for
+// each of its first n-1 victims after the told ones, its token (nil where
+// the field is gone) and remaining ms.
+func earlierVictims(s *server, keys []string, n, now float64) ([]any, error) {
+	t, err := call(s, lit("HGET"), at(keys, 1), lit("told"))
+	if err != nil {
+		return nil, err
+	}
+	told, _ := luaNumber(t) // tonumber(...) or 0
+	var chain []any
+	for i := told + 1; i <= n-1; i++ {
+		j := *luaArg(i)
+		c, err := call(s, lit("HMGET"), at(keys, 1), lit("vacq"+j), lit("vdl"+j))
+		if err != nil {
+			return nil, err
+		}
+		cs := c.([]any)
+		dl, ok := luaNumber(cs[1])
+		if !ok {
+			return nil, fmt.Errorf("attempt to perform arithmetic on a nil value")
+		}
+		chain = append(chain, cs[0], int64(dl-now))
+	}
+	return chain, nil
 }
 
 // argIs is ARGV[i] == s.
@@ -224,13 +255,47 @@ func restoreVictim(s *server, keys []string, fields []*string, vs []any, n, left
 	if _, err := call(s, lit("HSET"), at(keys, 1), lit("acq"), luaString(vs[0]), lit("prio"), luaString(vs[1]), lit("fence"), luaString(vs[2]), lit("vn"), luaArg(n-1)); err != nil {
 		return err
 	}
-	if n == 1 {
-		if _, err := call(s, lit("HDEL"), at(keys, 1), lit("vn")); err != nil {
+	t, err := call(s, lit("HGET"), at(keys, 1), lit("told"))
+	if err != nil {
+		return err
+	}
+	if told, ok := luaNumber(t); ok && told > n-1 {
+		if _, err := call(s, lit("HSET"), at(keys, 1), lit("told"), luaArg(n-1)); err != nil {
 			return err
 		}
 	}
-	_, err := call(s, lit("PEXPIRE"), at(keys, 1), luaArg(left))
+	if n == 1 {
+		if _, err := call(s, lit("HDEL"), at(keys, 1), lit("vn"), lit("told")); err != nil {
+			return err
+		}
+	}
+	_, err = call(s, lit("PEXPIRE"), at(keys, 1), luaArg(left))
 	return err
+}
+
+// runSettle is settleScript: 1 where token ARGV[1] holds the lock (the
+// chain below it marked told), -1 where another does, 0 where nobody does.
+func runSettle(s *server, keys, argv []string) (Result, error) {
+	cur, err := call(s, lit("HGET"), at(keys, 1), lit("acq"))
+	if err != nil {
+		return Result{}, err
+	}
+	if !eq(cur, at(argv, 1)) {
+		if cur != nil {
+			return Result{Val: int64(-1)}, nil
+		}
+		return Result{Val: int64(0)}, nil
+	}
+	n, err := call(s, lit("HGET"), at(keys, 1), lit("vn"))
+	if err != nil {
+		return Result{}, err
+	}
+	if n != nil {
+		if _, err := call(s, lit("HSET"), at(keys, 1), lit("told"), luaString(n)); err != nil {
+			return Result{}, err
+		}
+	}
+	return Result{Val: int64(1)}, nil
 }
 
 func runRefreshPrio(s *server, keys, argv []string) (Result, error) {

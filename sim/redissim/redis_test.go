@@ -186,6 +186,17 @@ func TestPriorityUndoChain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// t3's steal names t1, the chain before its victim t2, with its
+		// remaining ms (the same to a few ms: real time passes).
+		for _, got := range []string{sim[2].String(), real.results[2].String()} {
+			left := -1
+			if m := stealOfT3.FindStringSubmatch(got); m != nil {
+				left, _ = strconv.Atoi(m[1])
+			}
+			if left < 99900 || left > 100000 {
+				t.Errorf("%s: t3's obtain answered %s, want [2 3 \"t2\" left life \"t1\" about 100000]", tc.name, got)
+			}
+		}
 		for i := 3; i < len(tc.steps); i++ {
 			got, on := sim[i].String(), real.results[i].String()
 			if got != tc.want[i-3] || on != tc.want[i-3] {
@@ -195,5 +206,70 @@ func TestPriorityUndoChain(t *testing.T) {
 	}
 }
 
+// A thief whose wait is over marks the chain below it told (settle):
+// the next steal names no earlier victim, and undos keep the mark within
+// the chain, on the simulator as on redis-server.
+func TestPriorityToldChain(t *testing.T) {
+	obtain := func(tok, prio string) step {
+		return step{kind: "obtain", lock: "{p}:lock", fence: "{p}:fence", token: tok, prio: prio, ttl: "100000", flags: "00"}
+	}
+	undo := func(tok string) step { return step{kind: "undo", lock: "{p}:lock", token: tok, flags: "00"} }
+	told := step{kind: "HGET", lock: "{p}:lock", field: "told"}
+	steps := []step{obtain("t1", "1"), obtain("t2", "2"), {kind: "settle", lock: "{p}:lock", token: "t2"},
+		obtain("t3", "3"), told, undo("t3"), told, undo("t2"), told, {kind: "settle", lock: "{p}:lock", token: "t2"}}
+	want := map[int]string{2: "1", 4: `"1"`, 5: "2", 6: `"1"`, 7: "2", 8: "(nil)", 9: "-1"}
+	addr := privateServers(t, 1)[0]
+	c := client(addr)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sim, err := onSimulator(steps, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, _, err := onRedis(ctx, c, steps, "told:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range [][]Result{sim, real.results} {
+		if got := r[3].String(); !regexp.MustCompile(`^\[2 3 "t2" \d+ \d+\]$`).MatchString(got) {
+			t.Errorf("%d: t3's steal after t2 settled answered %s: no earlier victim wanted", i, got)
+		}
+		for j, w := range want {
+			if got := r[j].String(); got != w {
+				t.Errorf("%d: step %d, %s: %s, want %s", i, j+1, steps[j], got, w)
+			}
+		}
+	}
+}
+
+// stealOfT3 is TestPriorityUndoChain's third steal's answer.
+var stealOfT3 = regexp.MustCompile(`^\[2 3 "t2" \d+ \d+ "t1" (\d+)\]$`)
+
 // casePrefix is a case's key prefix, apart from the other cases'.
 func casePrefix(name string) string { return strings.ReplaceAll(name, " ", "-") + ":" }
+
+// The differential holds a theft's answer with earlier victims to Redis's
+// as it does the victim's time: tokens exactly, times within the
+// tolerance, and times of 0 or less (a deadline over, or a claim given up:
+// 0 less each server's own clock) alike.
+func TestSameChainAnswer(t *testing.T) {
+	obtain := step{kind: "obtain"}
+	answer := func(v ...any) Result {
+		return Result{Val: append([]any{int64(2), int64(3), "t2", int64(900), int64(1000)}, v...)}
+	}
+	for _, c := range []struct {
+		sim, real Result
+		want      bool
+	}{
+		{answer("t1", int64(800)), answer("t1", int64(799)), true},
+		{answer("t1", int64(-1764000000000)), answer("t1", int64(-5)), true},
+		{answer("t1", int64(800)), answer("t0", int64(800)), false},
+		{answer("t1", int64(800)), answer("t1", int64(800+pttlSlack+1)), false},
+		{answer("t1", int64(800)), answer(), false},
+	} {
+		if got := same(obtain, c.sim, c.real); got != c.want {
+			t.Errorf("same(%v, %v) = %v, want %v", c.sim.Val, c.real.Val, got, c.want)
+		}
+	}
+}
