@@ -84,14 +84,15 @@ func brokerClosePlan(t *testing.T, url string) (*prover.Result, error) {
 	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: histories.Semaphore, Lock: "lp-brokerclose", Slots: 1, Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)},
 		Admins: [][]amqp.Step{{}},
 		Clients: [][]amqp.Step{
-			{{Op: histories.Acquire}, sleep(16000), {Op: histories.Verify}, {Op: histories.Release}},
-			{sleep(12000), {Op: histories.Acquire}, {Op: histories.Release}},
+			{sleep(4000), {Op: histories.Acquire}, sleep(16000), {Op: histories.Verify}, {Op: histories.Release}},
+			{sleep(16000), {Op: histories.Acquire}, {Op: histories.Release}},
 		}}
 	// Pause c1's process once it holds the slot (its pid is written when
-	// it answers acquire_ok), for 6 s: six heartbeats. c2 tries 12 s into
-	// the plan, c1 verifies at 16 s: margins for processes that start
-	// seconds late on a loaded machine. The watch lasts as long as the
-	// run.
+	// it answers acquire_ok), for 6 s: six heartbeats. c1 acquires 4 s
+	// into the plan (twice, at load 20, the admin's create ended after
+	// c1's acquire had found no semaphore), c2 tries at 16 s, c1 verifies
+	// at 20 s: margins for processes that start seconds late on a loaded
+	// machine. The watch lasts as long as the run.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	runDone := make(chan struct{})
