@@ -95,6 +95,9 @@ type realEngine struct {
 	// likes: "some equivalent of N-1-A", the spec says), see lockQueues.
 	listed  bool
 	listing []string // what the broker listed under the lock, once listed
+	// listErr is why the last Queues could not list the broker's queues
+	// (listFailed).
+	listErr error
 
 	mu     sync.Mutex
 	paused map[string]bool
@@ -248,7 +251,10 @@ func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
 		return nil, err
 	}
 	defer conn.Close()
-	names, _ := e.lockQueues(ctx, lock)
+	names, listErr := e.lockQueues(ctx, lock)
+	e.mu.Lock()
+	e.listErr = listErr
+	e.mu.Unlock()
 	found, err := rabbitmq.Probe(ctx, conn, names)
 	if err != nil {
 		return nil, err
@@ -262,6 +268,15 @@ func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
 		out = append(out, queueOwner{q.Name, owner})
 	}
 	return out, nil
+}
+
+// listFailed says why the last Queues could not list the broker's queues
+// (nil if it could, or had no need to): the names it probed were then the
+// reference's alone.
+func (e *realEngine) listFailed() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.listErr
 }
 
 // listers are the rabbitmqctl sessions that list a vhost's queues for

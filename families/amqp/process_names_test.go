@@ -14,6 +14,7 @@ import (
 	"github.com/lockprover/lockprover/backends/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/families/amqp"
 	"github.com/lockprover/lockprover/families/amqp/check"
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -85,8 +86,12 @@ func TestNoLeakByWhatIsOnTheBroker(t *testing.T) {
 						noLeak = v
 					}
 				}
+				// Nor can queues the implementation named itself be judged
+				// when the broker's listing failed (once beside the suite
+				// with two busy loops): the verdict says so, and it runs
+				// again.
 				ev, _ := res.Evidence.Family.(*check.Evidence)
-				if ev == nil || len(ev.Unjudged) == 0 {
+				if ev == nil || len(ev.Unjudged) == 0 && ev.Unlisted == "" {
 					break
 				}
 				t.Logf("run %d: %s", try, noLeak.Detail)
@@ -94,7 +99,9 @@ func TestNoLeakByWhatIsOnTheBroker(t *testing.T) {
 			lock := res.Evidence.Lock
 			switch {
 			case leak && (noLeak.Status != model.Fail || !strings.Contains(noLeak.Detail, lock+"-A-1")):
-				t.Errorf("no-leak %s (%s), want a failure naming %s-A-1", noLeak.Status, noLeak.Detail, lock)
+				var b strings.Builder
+				histories.Write(&b, res.History)
+				t.Errorf("no-leak %s (%s; excuses %+v), want a failure naming %s-A-1\n%s", noLeak.Status, noLeak.Detail, noLeak.Excuses, lock, b.String())
 			case !leak && noLeak.Status != model.Pass:
 				t.Errorf("no-leak %s: %s", noLeak.Status, noLeak.Detail)
 			}

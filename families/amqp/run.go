@@ -135,6 +135,11 @@ func (r *runner) result() (*prover.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if lf, ok := r.eng.(interface{ listFailed() error }); ok {
+		if err := lf.listFailed(); err != nil {
+			ev.Unlisted = err.Error()
+		}
+	}
 	for _, q := range qs {
 		switch {
 		case q.name != r.lock && !strings.HasPrefix(q.name, r.lock+"-"):

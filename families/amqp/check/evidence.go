@@ -31,6 +31,11 @@ type Evidence struct {
 	// destroy succeeded: a slot queue is a leak only once a destroy said
 	// it deleted them, so these are not judged, and the verdict says so.
 	Unjudged []string
+	// Unlisted, if set, says why the broker's queues could not be listed
+	// at the end: queues an implementation named itself (not as the
+	// reference does) were then not looked for, so a leak among them
+	// could not be seen, and the verdict says so.
+	Unlisted string
 	// MaxSlots is the largest number of slots the run can have made.
 	MaxSlots int
 }
@@ -60,6 +65,13 @@ func noLeak(lock string, e *Evidence) model.Verdict {
 	if len(e.Leaks) > 0 {
 		v.Status = model.Fail
 		v.Detail = "after every client let go or was detected dead (and a final destroy), the broker still holds " + strings.Join(e.Leaks, ", ")
+	}
+	if e.Unlisted != "" {
+		why := "the broker's queues could not be listed (" + e.Unlisted + "): queues the implementation named itself were not looked for"
+		if v.Status == model.Pass && v.Detail == "" {
+			v.Detail = why
+		}
+		v.Excuses = append(v.Excuses, model.Excuse{Why: why})
 	}
 	if len(e.Unjudged) > 0 {
 		why := "the slot queues " + strings.Join(e.Unjudged, ", ") + " were left unjudged: no final destroy succeeded, so they may be the semaphore's own"

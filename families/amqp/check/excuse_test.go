@@ -55,3 +55,17 @@ func TestStatusOnlySkipsOnlyExcuses(t *testing.T) {
 		t.Errorf("in full, slot-exclusive does not say it rests on the kill: %+v", find(t, full, "sem", SlotExclusive).Excuses)
 	}
 }
+
+// A no-leak pass made while the broker's queues could not be listed (so
+// queues an implementation named itself were not looked for) says so, as
+// an excuse; a leak found all the same still fails.
+func TestNoLeakUnlistedIsAnExcuse(t *testing.T) {
+	v := noLeak("lp", &Evidence{Unlisted: "rabbitmqctl: no answer within 1m0s"})
+	if v.Status != model.Pass || len(v.Excuses) != 1 || !strings.Contains(v.Excuses[0].Why, "could not be listed (rabbitmqctl: no answer within 1m0s)") || v.Detail == "" {
+		t.Errorf("unlisted: %v %q %+v", v.Status, v.Detail, v.Excuses)
+	}
+	v = noLeak("lp", &Evidence{Unlisted: "x", Leaks: []string{"lp-1-A (owner \"\")"}})
+	if v.Status != model.Fail || len(v.Excuses) != 1 {
+		t.Errorf("unlisted with a leak: %v %+v", v.Status, v.Excuses)
+	}
+}
