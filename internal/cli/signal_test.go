@@ -260,7 +260,8 @@ func TestInterruptExits130(t *testing.T) {
 			if strings.Contains(stderr, couldNot) {
 				break
 			}
-			if !strings.Contains(stderr, "interrupted after 0 plans") || after == 20*time.Second {
+			early := strings.Contains(stderr, "interrupted before the first plan") || strings.Contains(stderr, "interrupted after 0 plans")
+			if !early || after == 20*time.Second {
 				t.Errorf("the clean-up did not say what it could not list (interrupted %v in):\n%s", after, stderr)
 				break
 			}
