@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/backends/proc"
+	"github.com/lockprover/lockprover/backends/proc/proctest"
 )
 
 // start starts a private agent for the test, stopped when it ends; it
@@ -158,9 +159,7 @@ func TestSessionTTLMinIsLowered(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
-	if dir := os.Getenv(childEnv); dir != "" {
-		runChild(dir)
-	}
+	proctest.Child(childEnv, startChild)
 	if _, err := Find(); err != nil {
 		os.Stdout.WriteString("backends/consul: " + err.Error() + ": agent tests skip\n")
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/backends/proc"
+	"github.com/lockprover/lockprover/backends/proc/proctest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/grpclog"
@@ -137,9 +138,7 @@ func TestStopLeavesNoProcess(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
-	if dir := os.Getenv(childEnv); dir != "" {
-		runChild(dir)
-	}
+	proctest.Child(childEnv, startChild)
 	grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
 	log.SetOutput(io.Discard)
 	if _, err := Find(); err != nil {
