@@ -204,17 +204,38 @@ func TestInterruptExits130(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Wait until the clients hold their slots.
-		for deadline := time.Now().Add(20 * time.Second); len(queuesWithPrefix(t, ctl, lock)) < 4 && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond)
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		// Wait until the clients hold their slots: both A queues and both
+		// B queues. In CI, beside the suite, both A queues stood 20 s
+		// without a holder once; the wait is two minutes now, and a run
+		// that ends first says why.
+		var qs []string
+		var err error
+		waited := false
+	wait:
+		for deadline := time.Now().Add(2 * time.Minute); ; {
+			if qs = queuesWithPrefix(t, ctl, lock); len(qs) >= 4 {
+				break
+			}
+			select {
+			case err = <-exited:
+				t.Fatalf("the run ended (%v) before both clients held a slot: queues %v; stderr:\n%s", err, qs, stderr.String())
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				waited = true
+				break wait
+			}
 		}
-		if qs := queuesWithPrefix(t, ctl, lock); len(qs) < 4 {
+		if waited {
 			cmd.Process.Kill()
-			t.Fatalf("the plan did not get going: queues %v", qs)
+			<-exited
+			t.Fatalf("the plan did not get going in 2 minutes: queues %v; stderr:\n%s", qs, stderr.String())
 		}
 		sent := time.Now()
 		cmd.Process.Signal(os.Interrupt)
-		err := cmd.Wait()
+		err = <-exited
 		took := time.Since(sent)
 		var ee *exec.ExitError
 		code := 0
