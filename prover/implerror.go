@@ -1,5 +1,7 @@
 package prover
 
+import "context"
+
 // An ImplementationError is the implementation under test itself failing,
 // as opposed to its backend (a broker or database out of reach) or a fault
 // a plan injected: its process did not start, exited or hung before its
@@ -10,3 +12,26 @@ package prover
 type ImplementationError struct{ Msg string }
 
 func (e *ImplementationError) Error() string { return e.Msg }
+
+// A Warmer is an implementation in processes that can start a run's
+// processes ahead of its plan (adapters/process: Launcher.Warm), so that
+// their start-up (an interpreter loading its modules) is over before the
+// plan's clock starts and its clients begin together, as the plan has
+// them. A family's runner on a real backend warms n processes for run (its
+// unique name: a lock's, a table prefix) before it takes the time its
+// history counts from, and drains what no process took once the run ends.
+type Warmer interface {
+	Warm(ctx context.Context, run string, n int)
+	Drain(run string)
+}
+
+// Warm warms n processes of impl for run, if it is a Warmer, and returns
+// what drains them.
+func Warm(ctx context.Context, impl any, run string, n int) (drain func()) {
+	w, ok := impl.(Warmer)
+	if !ok {
+		return func() {}
+	}
+	w.Warm(ctx, run, n)
+	return func() { w.Drain(run) }
+}

@@ -60,6 +60,9 @@ type Launcher struct {
 	// in it so far: only runs that had one, so that it stays small.
 	failed map[string][]error
 	procs  map[*Client]bool
+	// spares holds, by run, the processes Warm started that no Connect
+	// has taken yet.
+	spares map[string][]*Client
 }
 
 // HandshakeTimeout bounds the init exchange unless Launcher.InitTimeout
@@ -84,36 +87,33 @@ func (l *Launcher) Connect(ctx context.Context, run, name string, init Request) 
 		return nil, &prover.ImplementationError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice in this run (%v)", name, failed[len(failed)-1])}
 	}
 	l.mu.Unlock()
-	c, err := l.Launch(ctx, name, init)
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	c, err := l.launch(ctx, l.take(run, name), name, init)
+	if err == nil {
+		l.register(c)
+		return c, nil
+	}
 	var ie *prover.ImplementationError
 	if errors.As(err, &ie) {
+		l.mu.Lock()
 		if l.failed == nil {
 			l.failed = map[string][]error{}
 		}
 		l.failed[run] = append(l.failed[run], err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if l.procs == nil {
-		l.procs = map[*Client]bool{}
-	}
-	l.procs[c] = true
-	c.gone = func() {
-		l.mu.Lock()
-		delete(l.procs, c)
 		l.mu.Unlock()
 	}
-	return c, nil
+	return nil, err
 }
 
 // Launch is Connect for a process of its own, outside the count of failed
 // starts and Stop's reach (a preflight's probe, which the caller ends).
 // On failure the process is gone.
 func (l *Launcher) Launch(ctx context.Context, name string, init Request) (*Client, error) {
-	c, err := l.Handshake(ctx, name, init)
+	return l.launch(ctx, nil, name, init)
+}
+
+// launch is Launch on started, a process Warm started, if not nil.
+func (l *Launcher) launch(ctx context.Context, started *Client, name string, init Request) (*Client, error) {
+	c, err := l.handshake(ctx, started, name, init)
 	if err == nil || c == nil {
 		return c, err
 	}
@@ -128,7 +128,15 @@ func (l *Launcher) Launch(ctx context.Context, name string, init Request) (*Clie
 // Crashed says more), and the process is left for the caller to judge and
 // kill (validate-impl's checks); without one, nothing started.
 func (l *Launcher) Handshake(ctx context.Context, name string, init Request) (*Client, error) {
-	c, err := start(l.Command, name, l.timeout())
+	return l.handshake(ctx, nil, name, init)
+}
+
+// handshake is Handshake on started, a process Warm started, if not nil.
+func (l *Launcher) handshake(ctx context.Context, started *Client, name string, init Request) (*Client, error) {
+	c, err := started, error(nil)
+	if c == nil {
+		c, err = start(l.Command, name, l.timeout())
+	}
 	if err == nil {
 		c.exitGrace = max(ExitGrace, l.InitTimeout)
 	}
@@ -267,10 +275,12 @@ func start(command, name string, timeout time.Duration) (*Client, error) {
 		if c.crashed == "" && !c.killed {
 			c.crashed, c.exitOnly = fmt.Sprintf("exited (%v)", exitStatus(err)), true
 		}
+		gone := c.gone
+		c.gone = func() {} // what registers it later has nothing to undo
 		c.mu.Unlock()
 		close(c.exited)
-		if c.gone != nil {
-			c.gone()
+		if gone != nil {
+			gone()
 		}
 	}()
 	return c, nil

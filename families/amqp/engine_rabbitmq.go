@@ -60,6 +60,9 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, 
 		// (an Erlang VM takes seconds to start beside the suite).
 		lister(rabbitmq.VhostOf(t.URL))
 	}
+	// The plan's clients and admins start together: their processes'
+	// start-up is over before the clock starts.
+	defer prover.Warm(ctx, impl, lock, len(p.Clients)+len(p.Admins))()
 	e := &realEngine{t: t, ctx: ctx, start: time.Now(), slots: maxSlots(p) + p.Options.Overshoot + 8, listed: listed,
 		proxies: proxy.NewSet(t.URL), ctl: rabbitmq.NewCtl(nil, rabbitmq.VhostOf(t.URL), true), paused: map[string]bool{}}
 	defer e.ctl.Close()

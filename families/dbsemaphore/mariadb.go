@@ -152,11 +152,15 @@ func (t MariaDB) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, e
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	prefix := t.uniquePrefix()
+	// The plan's clients (and the process that sets the key's max first)
+	// start together: their processes' start-up is over before the clock
+	// starts.
+	defer prover.Warm(ctx, impl, prefix, len(p.Clients)+1)()
 	b := &mariaBackend{t: t, impl: impl, cfg: cfg, ctx: ctx, start: time.Now(), procs: map[string]*mariaProc{},
 		pending: map[string][]hook{}, idle: make(chan struct{})}
 	b.admin = sql.OpenDB(mustConnector(cfg))
 	defer b.admin.Close()
-	prefix := t.uniquePrefix()
 	defer prover.Leave("the tables " + prefix + "* on " + t.String())()
 	defer dropTables(b.admin, prefix)
 	r := newRunner(ctx, p, b)

@@ -109,8 +109,15 @@ func (t Redis) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	defer redis.StopAll(servers)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Run names this run alone (its servers' directory), for the
+	// implementation's count of failed starts and its processes started
+	// ahead: plans run beside each other share their key.
+	run := filepath.Base(dir)
+	// The plan's clients start together: their processes' start-up is
+	// over before the clock starts.
+	defer prover.Warm(ctx, t.Impl, run, len(p.Clients))()
 	b := &redisBackend{ctx: ctx, start: time.Now(), refStart: redlock.Monotonic(), servers: servers, procs: map[string]*redisProc{}, paused: map[int]bool{},
-		impl: t.Impl, session: Session{Key: p.Key, TTL: time.Duration(p.TTLMs) * time.Millisecond, Run: p.Key}}
+		impl: t.Impl, session: Session{Key: p.Key, TTL: time.Duration(p.TTLMs) * time.Millisecond, Run: run}}
 	r := &runner{p: p, ctx: ctx, clients: map[string]*client{}, cut: map[string]int{},
 		timeout: max(time.Duration(p.TTLMs)*time.Millisecond/2, 100*time.Millisecond)}
 	b.lost = r.dropped
