@@ -129,6 +129,7 @@ type op struct {
 	f           string
 	typ         histories.Type // the completion's type; "" if none
 	call, ret   int64          // ret is never when the outcome is unknown
+	heard       int64          // when its completion came, an info's too; never if none did
 	arg, res    *histories.Value
 	err         string
 	lease       *lease // the lease an acquire granted or a refresh or release names
@@ -392,7 +393,7 @@ func build(events []histories.Event, lo Options) *history {
 			continue
 		}
 		if e.Type == histories.Invoke {
-			ops = append(ops, op{index: e.Index, done: -1, proc: e.Process, f: e.F, call: e.Time, ret: never, arg: e.Value})
+			ops = append(ops, op{index: e.Index, done: -1, proc: e.Process, f: e.F, call: e.Time, ret: never, heard: never, arg: e.Value})
 			o := &ops[len(ops)-1]
 			h.ops = append(h.ops, o)
 			h.byProc[e.Process] = append(h.byProc[e.Process], o)
@@ -404,7 +405,7 @@ func build(events []histories.Event, lo Options) *history {
 			continue
 		}
 		delete(inflight, e.Process)
-		o.done, o.typ, o.res, o.err = e.Index, e.Type, e.Value, e.Error
+		o.done, o.typ, o.res, o.err, o.heard = e.Index, e.Type, e.Value, e.Error, e.Time
 		h.validities = h.validities || (e.Value != nil && e.Value.ValidityMs != nil)
 		if e.Type != histories.Info {
 			o.ret = e.Time
