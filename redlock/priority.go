@@ -951,11 +951,19 @@ func (p *Priority) Refresh(ctx context.Context, l Lease, ttl time.Duration) (Lea
 	if err := checkArgs(l.Key, ttl); err != nil {
 		return Lease{}, err
 	}
-	start := p.env.Now()
-	yes, other, no, first := countPrio(p.each(ctx, p.o.timeout(ttl), script(refreshPrioSrc, []string{lockKey(l.Key)}, l.Token, ms(ttl))))
 	p.mu.Lock()
 	h := p.holds[l.Token]
 	p.mu.Unlock()
+	if h != nil && h.isLost() {
+		// Known lost: a server may still name l its holder (a thief's
+		// undo put it back there), which a refresh would keep alive
+		// past l's deadline for a holder who will never acknowledge the
+		// next thief, who then waits in vain (prove --kind
+		// priority-redlock --seed 1, plan 12,833).
+		return Lease{}, fmt.Errorf("%w: refresh of %s", ErrStolen, l.Key)
+	}
+	start := p.env.Now()
+	yes, other, no, first := countPrio(p.each(ctx, p.o.timeout(ttl), script(refreshPrioSrc, []string{lockKey(l.Key)}, l.Token, ms(ttl))))
 	q := p.quorum()
 	switch {
 	case h != nil && h.isLost():

@@ -154,3 +154,34 @@ func TestPriorityToldVictimWaitFixed(t *testing.T) {
 		}
 	}
 }
+
+// A finding about the reference, fixed: c1's lease was stolen by c2 and
+// marked lost; c2's acquire then failed (a server restarted) and its undo
+// put c1 back as the holder on one server; c1's refresh, 150 ms later,
+// kept that key alive past c1's deadline, though c1 knew its lease lost
+// and would acknowledge no thief; c2's next acquire met it and waited in
+// vain until its validity ran out (available). Found by `prove --kind
+// priority-redlock --seed 1` at plan 12,833. A refresh of a lease known
+// lost now answers ErrStolen without touching the servers, and the plan
+// holds.
+func TestPriorityLostRefreshFixed(t *testing.T) {
+	p, err := ReadPlan(filepath.Join("..", "..", "testdata", "plans", "priority-redlock-lost-refresh-wait.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Simulate(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := model.Check(res.History, model.Options{Family: []any{Config{Priority: true}.Judging(false)}})
+	judged := false
+	for _, v := range r.Verdicts {
+		if v.Status == model.Fail {
+			t.Errorf("%s fails: %s", v.Property, v.Detail)
+		}
+		judged = judged || v.Property == lease.Available && v.Judged > 0
+	}
+	if !judged {
+		t.Error("available was not judged")
+	}
+}
