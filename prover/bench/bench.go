@@ -203,8 +203,11 @@ func Beyond(s, floor *Series) string {
 		}
 		for _, sent := range s.Sent {
 			for name, k := range sent {
-				m[name] += float64(k) / float64(len(s.Sent))
+				m[name] += float64(k)
 			}
+		}
+		for name := range m {
+			m[name] /= float64(len(s.Sent))
 		}
 		return m
 	}
@@ -223,8 +226,8 @@ func Beyond(s, floor *Series) string {
 			continue
 		}
 		num := strconv.FormatFloat(d, 'f', 2, 64)
-		if d == math.Trunc(d) {
-			num = strconv.FormatFloat(d, 'f', 0, 64)
+		if math.Abs(d-math.Round(d)) < 0.005 {
+			num = strconv.FormatFloat(math.Round(d), 'f', 0, 64)
 		}
 		if d > 0 {
 			num = "+" + num

@@ -14,6 +14,7 @@ func TestBeyond(t *testing.T) {
 		{&Series{Sent: []map[string]int{{"GET": 1, "PUT": 1}}}, "+1 GET"},
 		{&Series{Sent: []map[string]int{{"GET": 2, "PUT": 1, "DELETE": 1}, {"GET": 2, "PUT": 2}}}, "-0.50 DELETE, -0.50 PUT"},
 		{nil, "+2 GET, +1 PUT"},
+		{&Series{Sent: []map[string]int{{"GET": 1}, {"GET": 1}, {"GET": 1}, {"GET": 1}, {"GET": 1}, {"GET": 1}, {"GET": 1}, {"GET": 1}, {"GET": 1}, {"GET": 1}, {"PUT": 10}}}, "+1.09 GET, +0.09 PUT"},
 	} {
 		if got := Beyond(ref, c.floor); got != c.want {
 			t.Errorf("Beyond(%v) = %q, want %q", c.floor, got, c.want)
