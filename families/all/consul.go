@@ -22,7 +22,8 @@ import (
 // or on a private real Consul agent or etcd started for each plan
 // (--target consul, --target etcd), with its explore table of what
 // restarts do on each, and conform (the simulator against private real
-// servers). The process protocol and bench are still to come.
+// servers), and bench (the reference beside its floors on private real
+// servers). The process protocol is still to come.
 var ConsulSemaphore = &family.Descriptor{
 	Name:       consulsemfamily.Kind,
 	Kinds:      []string{consulsemfamily.Kind},
@@ -30,7 +31,7 @@ var ConsulSemaphore = &family.Descriptor{
 	Faults:     consulsemfamily.FaultNames(),
 	Targets:    []family.Target{{Name: "sim"}, {Name: consulsemfamily.Consul, Real: true}, {Name: consulsemfamily.Etcd, Real: true}},
 	Flags: []family.Flag{
-		{Name: "backend", Verbs: family.Prove | family.Conform, Usage: "consul-semaphore: the simulated server, consul or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator, both when not given", Default: consulsemfamily.Consul},
+		{Name: "backend", Verbs: family.Prove | family.Conform | family.Bench, Usage: "consul-semaphore: the simulated server, consul or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator; for bench, the real server (a private one) measured; both when not given", Default: consulsemfamily.Consul},
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
 		ttlFlag,
 	},
@@ -39,6 +40,7 @@ var ConsulSemaphore = &family.Descriptor{
 	Replay:   consulReplay,
 	Explore:  consulsemfamily.Explore,
 	Conform:  consulConform,
+	Bench:    consulBench,
 }
 
 func init() {

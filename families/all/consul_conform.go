@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/lockprover/lockprover/backends/consul"
 	"github.com/lockprover/lockprover/backends/etcd"
+	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
 	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/prover/bench"
 	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
@@ -30,19 +33,13 @@ func consulConform(ctx context.Context, s family.Settings, c family.ConformConfi
 	if c.Sequences == 0 {
 		return 0, family.Usagef("--sequences 0 leaves nothing to run with --kind %s", s.Kind)
 	}
-	kinds := []consulsim.Kind{consulsim.Consul, consulsim.Etcd}
-	if s.Given("backend") {
-		switch b := s.Flag("backend"); b {
-		case "consul":
-			kinds = kinds[:1]
-		case "etcd":
-			kinds = kinds[1:]
-		default:
-			return 0, family.Usagef("--backend %q: want consul or etcd", b)
-		}
+	backends, err := consulBackends(s)
+	if err != nil {
+		return 0, err
 	}
 	worst := family.Agree
-	for _, k := range kinds {
+	for _, b := range backends {
+		k := map[string]consulsim.Kind{consulsemfamily.Consul: consulsim.Consul, consulsemfamily.Etcd: consulsim.Etcd}[b]
 		res, err := consulConformOne(ctx, k, c, out)
 		if err != nil {
 			return 0, err
@@ -50,6 +47,40 @@ func consulConform(ctx context.Context, s family.Settings, c family.ConformConfi
 		worst = max(worst, res)
 	}
 	return worst, nil
+}
+
+// consulBackends are the real servers --backend names for conform and
+// bench: the one given, both (Consul, then etcd) when it is not given.
+func consulBackends(s family.Settings) ([]string, error) {
+	backends := []string{consulsemfamily.Consul, consulsemfamily.Etcd}
+	if !s.Given("backend") {
+		return backends, nil
+	}
+	b := s.Flag("backend")
+	if !slices.Contains(backends, b) {
+		return nil, family.Usagef("--backend %q: want consul or etcd", b)
+	}
+	return []string{b}, nil
+}
+
+// consulBench is bench --kind consul-semaphore: the reference beside its
+// floors on a private server of each backend --backend names (both when
+// it is not given), whose binaries are looked for first: a missing one is
+// a usage error naming --backend.
+func consulBench(ctx context.Context, s family.Settings, c bench.Config, out io.Writer) error {
+	if s.Options != "" {
+		return family.Usagef("--options: consul-semaphore's bench measures the reference with its default options")
+	}
+	backends, err := consulBackends(s)
+	if err != nil {
+		return err
+	}
+	for _, b := range backends {
+		if err := consulsemfamily.Preflight(b); err != nil {
+			return &family.UsageError{Err: fmt.Errorf("--backend: %w", err)}
+		}
+	}
+	return consulsemfamily.Bench(ctx, backends, c, out)
 }
 
 // consulConformOne compares the simulator with a private server of kind k.

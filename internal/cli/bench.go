@@ -18,9 +18,11 @@ const benchDoc = `Usage: lockprover bench [flags]
 
 Measures the reference implementation against a real RabbitMQ broker (with
 --kind db-semaphore: the database semaphore's against a real MariaDB; with
---kind redlock: Redlock's on private redis-servers it starts), counting what
-each operation sends: latency (p50, p99, mean) and what each operation sent
-(AMQP methods, SQL statements, Redis commands), beside the floor, the same
+--kind redlock: Redlock's on private redis-servers it starts; with --kind
+consul-semaphore: Consul's semaphore recipe's on a private Consul agent and a
+private etcd it starts, --backend naming one), counting what each operation
+sends: latency (p50, p99, mean) and what each operation sent (AMQP methods,
+SQL statements, Redis commands, HTTP and gRPC requests), beside the floor, the same
 requests sent raw on the same kind of connection with no lock library. Prints a Markdown table and how
 each operation compares with its target. Everything it creates is deleted,
 also on error or interrupt.

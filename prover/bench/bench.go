@@ -10,9 +10,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -186,4 +189,53 @@ func Ratio(a, b time.Duration) float64 {
 		return 0
 	}
 	return float64(a) / float64(b)
+}
+
+// Beyond names what an operation's series sent per operation beyond its
+// floor's, by name ("+1 GET /v1/kv?recurse"; "-1 X" for what it sent
+// less of), from the mean counts: "none" when they match, so that a
+// reference that needs more requests than the floor says which.
+func Beyond(s, floor *Series) string {
+	mean := func(s *Series) map[string]float64 {
+		m := map[string]float64{}
+		if s == nil || len(s.Sent) == 0 {
+			return m
+		}
+		for _, sent := range s.Sent {
+			for name, k := range sent {
+				m[name] += float64(k)
+			}
+		}
+		for name := range m {
+			m[name] /= float64(len(s.Sent))
+		}
+		return m
+	}
+	a, b := mean(s), mean(floor)
+	names := map[string]bool{}
+	for name := range a {
+		names[name] = true
+	}
+	for name := range b {
+		names[name] = true
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		d := a[name] - b[name]
+		if math.Abs(d) < 0.005 {
+			continue
+		}
+		num := strconv.FormatFloat(d, 'f', 2, 64)
+		if math.Abs(d-math.Round(d)) < 0.005 {
+			num = strconv.FormatFloat(math.Round(d), 'f', 0, 64)
+		}
+		if d > 0 {
+			num = "+" + num
+		}
+		parts = append(parts, num+" "+name)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }

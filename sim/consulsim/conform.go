@@ -146,7 +146,7 @@ func openJudge(ctx context.Context, t Target) (*judge, error) {
 		if j.b, err = consulsem.ConsulBackend(t.Addr, nil); err != nil {
 			return nil, err
 		}
-		j.server, err = consulVersion(ctx, t.Addr)
+		j.server, err = ConsulVersion(ctx, t.Addr)
 	case Etcd:
 		if t.Floor < time.Second || t.Floor%time.Second != 0 {
 			return nil, fmt.Errorf("consulsim: etcd's lease floor %v: whole seconds", t.Floor)
@@ -155,7 +155,7 @@ func openJudge(ctx context.Context, t Target) (*judge, error) {
 			return nil, err
 		}
 		if j.b, err = consulsem.EtcdBackend(j.etcd); err == nil {
-			j.server, err = etcdVersion(ctx, j.etcd, t.Addr)
+			j.server, err = EtcdVersion(ctx, j.etcd, t.Addr)
 		}
 	default:
 		return nil, fmt.Errorf("consulsim: unknown kind %d", int(t.Kind))
@@ -176,8 +176,8 @@ func (j *judge) close() {
 	}
 }
 
-// consulVersion asks the agent its version (GET /v1/agent/self).
-func consulVersion(ctx context.Context, addr string) (string, error) {
+// ConsulVersion asks the agent its version (GET /v1/agent/self).
+func ConsulVersion(ctx context.Context, addr string) (string, error) {
 	c, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if !strings.Contains(addr, "://") {
@@ -199,7 +199,8 @@ func consulVersion(ctx context.Context, addr string) (string, error) {
 	return "consul " + self.Config.Version, nil
 }
 
-func etcdVersion(ctx context.Context, c *clientv3.Client, addr string) (string, error) {
+// EtcdVersion asks the etcd at addr its version, through c.
+func EtcdVersion(ctx context.Context, c *clientv3.Client, addr string) (string, error) {
 	cx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	st, err := c.Status(cx, addr)
