@@ -172,6 +172,9 @@ func (r *runner) run(p proc, name string, st *client, gen int) {
 		if st.holds {
 			d = max(d, r.b.left(st.lease, r.b.Now()))
 		}
+		if l, ok := rl.(interface{ Listening() time.Duration }); ok {
+			d = max(d, l.Listening()) // a key its steal kept alive past its ttl
+		}
 		r.outside(func() { p.Sleep(d) })
 	}
 	if st.Live(gen) {
