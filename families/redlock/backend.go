@@ -62,7 +62,8 @@ type proc interface {
 	// process (real servers only).
 	open(name string, o redlock.Options) (Client, error)
 	// openPriority makes the process's priority lock, of priority prio:
-	// the reference with options o (simulated servers only).
+	// the reference with options o on every server (no implementation's
+	// process yet).
 	openPriority(name string, o redlock.Options, prio int64) (Client, error)
 	// arm has f run when the operation about to be called first reads
 	// the lock's clock (its start, from which it counts the validity),
