@@ -39,8 +39,9 @@ type backend interface {
 	Pause(server int)
 	Resume(server int)
 	// Restart takes server down (a crash) for down and up again, as
-	// process p (the nemesis's), calling struck once it is down and
-	// returning once it is up; an error means it could not.
+	// process p (the nemesis's), calling struck, with the lock held,
+	// once it is down (before any process can record what the crash
+	// did), and returning once it is up; an error means it could not.
 	Restart(p proc, server int, down time.Duration, struck func()) error
 	// ClockJump moves server's clock by d; an error means it did not.
 	ClockJump(server int, d time.Duration) error

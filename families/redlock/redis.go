@@ -493,13 +493,22 @@ func (b *redisBackend) Resume(server int) {
 	}
 }
 
-// Restart kills server (SIGKILL), waits down and starts it again.
+// Restart kills server (SIGKILL), waits down and starts it again. The
+// kill and struck run under the runner's lock: a client whose operation
+// the crash ended records that only after the crash is recorded (killed
+// first, and recorded later, an acquire's EOF came before the crash in
+// the history, with no fault in force: available failed).
 func (b *redisBackend) Restart(p proc, server int, down time.Duration, struck func()) error {
 	s := b.servers[server]
-	if err := s.Kill(); err != nil {
+	b.mu.Lock()
+	err := s.Kill()
+	if err == nil {
+		struck()
+	}
+	b.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	struck()
 	p.Sleep(down)
 	return s.Restart(b.ctx, 0)
 }
