@@ -43,14 +43,16 @@ func TestPriorityOnRedis(t *testing.T) {
 // next acquire is refused by c2's key, which outlives c2.
 var stealPlan = &Plan{Version: PlanVersion, Kind: PriorityKind, Key: "lp", Servers: 3, Persistence: PersistNone, TTLMs: 1000,
 	Clients: [][]Step{
-		{{Op: histories.Acquire}, {Op: Sleep, Ms: 600}, {Op: histories.Refresh}, {Op: Sleep, Ms: 300}, {Op: histories.Acquire}},
-		{{Op: Sleep, Ms: 200}, {Op: histories.Acquire}, {Op: Sleep, Ms: 300}, {Op: histories.Release}},
+		{{Op: histories.Acquire}, {Op: Sleep, Ms: 1000}, {Op: histories.Refresh}, {Op: Sleep, Ms: 300}, {Op: histories.Acquire}},
+		{{Op: Sleep, Ms: 400}, {Op: histories.Acquire}, {Op: Sleep, Ms: 700}, {Op: histories.Release}},
 	},
 	Priorities: []int64{1, 2},
+	// Windows of hundreds of ms: a first acquire, which dials its
+	// servers, took 109 ms under the race detector.
 	Nemesis: []Fault{
-		{At: 100, Fault: histories.Partition, Target: "c1", Server: 2, For: 300},
-		{At: 150, Fault: histories.DropReply, Target: "c2", Server: 1},
-		{At: 400, Fault: histories.Kill, Target: "c2"},
+		{At: 300, Fault: histories.Partition, Target: "c1", Server: 2, For: 500},
+		{At: 350, Fault: histories.DropReply, Target: "c2", Server: 1},
+		{At: 900, Fault: histories.Kill, Target: "c2"},
 	}}
 
 // A steal on real redis-servers, under a partition of the victim, a lost
