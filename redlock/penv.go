@@ -74,6 +74,14 @@ type redisPriorityEnv struct {
 	watch []*goredis.Client // blocking pops and subscriptions: one connection each
 }
 
+// RedisPriorityEnv is the PriorityEnv NewPriority uses: the servers at
+// addrs (host:port), a second pool per server for the blocking commands
+// and subscriptions, goroutines, channels and timers on CLOCK_MONOTONIC.
+// A caller wraps it, as it does RedisEnv, to watch the lock's commands
+// (the prover does, to record an operation as invoked when it first sends
+// one).
+func RedisPriorityEnv(addrs []string) PriorityEnv { return newRedisPriorityEnv(addrs) }
+
 func newRedisPriorityEnv(addrs []string) *redisPriorityEnv {
 	e := &redisPriorityEnv{redisEnv: newRedisEnv(addrs)}
 	for _, a := range addrs {

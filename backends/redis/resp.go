@@ -128,7 +128,10 @@ return n
 // reproduce: a deadline set after the jump by a relative command (SET PX,
 // PEXPIRE) is the same either way, but absolute ones (PEXPIREAT, SET PXAT,
 // and what an append-only file replays) would be read against the moved
-// clock; lockprover's locks use only relative ones. A jump backwards
+// clock, and TIME does not move: lockprover's locks set only relative
+// deadlines, but the priority lock's scripts keep the deadlines of a
+// key's chain of victims in ms of TIME (vdl), which a real jump would
+// bring closer and this one does not. A jump backwards
 // (lengthening lives) is not offered: the lock's scripts never depend on
 // one being absent, and Kleppmann's case is the forward jump.
 func (s *Server) ClockJump(ctx context.Context, d time.Duration) (int64, error) {

@@ -1,7 +1,6 @@
 package all
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/lockprover/lockprover/families/lease"
@@ -13,13 +12,15 @@ import (
 // PriorityRedlock is the priority Redlock (families/redlock, PriorityKind):
 // an acquirer of strictly higher priority takes the lock from its holder
 // and acts once the holder acknowledged (or could no longer hold); equal
-// priority never steals. Its plans run on the simulated servers.
+// priority never steals. Its plans run on the simulated servers or on real
+// redis-servers each plan starts (the reference and its mutants; an
+// implementation of one's own is not offered for it yet).
 var PriorityRedlock = &family.Descriptor{
 	Name:       redlock.PriorityKind,
 	Kinds:      []string{redlock.PriorityKind},
 	Properties: lease.WithPriority,
 	Faults:     redlock.FaultNames(),
-	Targets:    []family.Target{{Name: "sim"}},
+	Targets:    []family.Target{{Name: "sim"}, {Name: "redis", Real: true}},
 	Flags:      Redlock.Flags,
 	Setup:      prioritySetup,
 	ReadPlan:   func(path string) (prover.Plan, error) { return redlock.ReadPlan(path) },
@@ -34,14 +35,17 @@ func init() {
 	family.Register(PriorityRedlock)
 }
 
+// noPriorityImpl refuses --impl for the priority Redlock: only the
+// reference (and its mutants) runs.
+var noPriorityImpl = fmt.Errorf("--impl: --kind %s proves the reference (or a mutant) only, not an implementation of one's own yet", redlock.PriorityKind)
+
 // prioritySetup makes a priority Redlock proof from the command line: the
-// reference (or a mutant) on the simulated servers, with Redlock's flags.
+// reference (or a mutant) on the simulated servers or real redis-servers,
+// with Redlock's flags.
 func prioritySetup(s family.Settings) (*family.Setup, error) {
 	switch {
 	case s.Impl != "":
-		return nil, errors.New("--impl: --kind priority-redlock proves the reference only, on the simulated servers")
-	case s.Target != "" && s.Target != "sim":
-		return nil, fmt.Errorf("--target: --kind %s runs on the simulated Redis servers only (--target sim), not yet on real redis-servers", redlock.PriorityKind)
+		return nil, noPriorityImpl
 	case s.Mutant != "" && (redlock.MutantNamed(s.Mutant) == nil || !redlock.MutantNamed(s.Mutant).Priority):
 		return nil, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", redlock.PriorityKind, s.Mutant, redlock.PriorityKind)
 	}
@@ -58,16 +62,15 @@ func prioritySetup(s family.Settings) (*family.Setup, error) {
 }
 
 // priorityReplay makes a priority Redlock plan read back ready to run on
-// the simulated servers (its trace to s.Trace).
+// the simulated servers (its trace to s.Trace) or on real redis-servers.
 func priorityReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	p := pl.(*redlock.Plan)
 	ok := redlock.MutantNamed(s.Mutant) != nil && redlock.MutantNamed(s.Mutant).Priority
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, ok, "no priority-redlock mutant named %q (see lockprover mutants --kind priority-redlock)"); err != nil {
 		return nil, err
 	}
-	if s.Target != "" && s.Target != "sim" {
-		return nil, fmt.Errorf("--target: --kind %s replays on the simulated Redis servers only", redlock.PriorityKind)
+	if s.Impl != "" {
+		return nil, noPriorityImpl
 	}
-	c := redlock.Config{Mutant: p.Mutant, Priority: true}
-	return &family.Setup{Target: "sim", Where: "the simulated Redis servers", What: c.String(), Prove: traced{c, s.Trace}, Stop: func() {}}, nil
+	return replayOn(s, redlock.Config{Mutant: p.Mutant, Priority: true})
 }

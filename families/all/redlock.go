@@ -134,7 +134,11 @@ func redlockTarget(s family.Settings, c *redlock.Config) (*family.Setup, error) 
 				return nil
 			}}, nil
 	}
-	return nil, fmt.Errorf("--target: --kind %s runs on the simulated Redis servers (--target sim) or real redis-servers (--target redis)", redlock.Kind)
+	kind := redlock.Kind
+	if s.Kind != "" {
+		kind = s.Kind // or the priority Redlock's
+	}
+	return nil, fmt.Errorf("--target: --kind %s runs on the simulated Redis servers (--target sim) or real redis-servers (--target redis)", kind)
 }
 
 // redlockReplay makes a Redlock plan read back ready to run on the
@@ -145,7 +149,13 @@ func redlockReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, redlock.MutantNamed(s.Mutant) != nil, "no redlock mutant named %q (see lockprover mutants --kind redlock)"); err != nil {
 		return nil, err
 	}
-	c := redlock.Config{Mutant: p.Mutant}
+	return replayOn(s, redlock.Config{Mutant: p.Mutant})
+}
+
+// replayOn sets up the replay of a plan proved as c (Redlock's or the
+// priority Redlock's): on the simulated servers, its trace to s.Trace, or
+// on real redis-servers (--target redis).
+func replayOn(s family.Settings, c redlock.Config) (*family.Setup, error) {
 	setup, err := redlockTarget(s, &c)
 	if err != nil {
 		return nil, err

@@ -39,8 +39,9 @@ type backend interface {
 	Pause(server int)
 	Resume(server int)
 	// Restart takes server down (a crash) for down and up again, as
-	// process p (the nemesis's), calling struck once it is down and
-	// returning once it is up; an error means it could not.
+	// process p (the nemesis's), calling struck, with the lock held,
+	// once it is down (before any process can record what the crash
+	// did), and returning once it is up; an error means it could not.
 	Restart(p proc, server int, down time.Duration, struck func()) error
 	// ClockJump moves server's clock by d; an error means it did not.
 	ClockJump(server int, d time.Duration) error
@@ -62,7 +63,8 @@ type proc interface {
 	// process (real servers only).
 	open(name string, o redlock.Options) (Client, error)
 	// openPriority makes the process's priority lock, of priority prio:
-	// the reference with options o (simulated servers only).
+	// the reference with options o on every server (no implementation's
+	// process yet).
 	openPriority(name string, o redlock.Options, prio int64) (Client, error)
 	// arm has f run when the operation about to be called first reads
 	// the lock's clock (its start, from which it counts the validity),

@@ -162,20 +162,28 @@ func drawPriorities(t *rapid.T, c Config, p *Plan) {
 			p.Clients[i] = script
 		}
 	}
+	ttls := []int{100, 300, 1000}
+	if c.real() {
+		// Real rounds take milliseconds, and a client's first acquire
+		// dials its servers: 127 ms of a ttl of 100 ms once, on a machine
+		// loaded by other work, with no fault in force. The shortest ttl
+		// is five times the simulator's there.
+		ttls = []int{500, 1000, 2000}
+	}
 	switch {
 	case c.TTLMs != 0:
 	case m != nil && m.ownTTLs:
 		// The first client's lease outlives the others' ttls: a thief's
 		// ttl shorter than its victim's time left.
 		for i := range p.Clients {
-			p.TTLs = append(p.TTLs, 100)
+			p.TTLs = append(p.TTLs, ttls[0])
 			if i == 0 {
-				p.TTLs[i] = 1000
+				p.TTLs[i] = ttls[2]
 			}
 		}
 	case rapid.Bool().Draw(t, "own ttls"):
 		for range p.Clients {
-			p.TTLs = append(p.TTLs, rapid.SampledFrom([]int{100, 300, 1000}).Draw(t, "client_ttl_ms"))
+			p.TTLs = append(p.TTLs, rapid.SampledFrom(ttls).Draw(t, "client_ttl_ms"))
 		}
 	}
 }

@@ -14,8 +14,8 @@ import (
 // The priority reference holds every safety property on the simulator,
 // under every fault, and its plans steal, refuse equals and chain:
 // steal-order is judged. Available, acquire-exact and recovers are left
-// out, the reference's liveness findings (docs/redlock.md, "Priority Redlock on the
-// simulator"): a thief waits for every earlier victim of the key's chain,
+// out, the reference's liveness findings (docs/redlock.md, "Priority Redlock, the
+// family"): a thief waits for every earlier victim of the key's chain,
 // also one that knew of its loss already, and a fault on that one leaves
 // it waiting out its time (and, with a ttl no longer, failing); a failed
 // steal's undo gives a key back to a victim that may have given up, which

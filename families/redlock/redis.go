@@ -47,11 +47,20 @@ func (Simulator) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 // persistence kept; a clock jump forward shortens the life of every key on
 // that server at once (redis.Server.ClockJump). Not offered on it: a jump
 // back; plans drawn for it hold none.
+//
+// The priority lock (PriorityKind) runs there too, the reference or a
+// mutant of it: its watchers and its waits for acknowledgements reach the
+// servers through the same proxies as its operations, so the faults
+// strike them alike. A clock jump there moves no server's TIME: the
+// deadlines the priority scripts keep of a chain's victims (vdl, on TIME)
+// do not come closer, as on the simulator they do; only the keys' lives
+// shorten.
 type Redis struct {
 	// Bin is the redis-server binary; "" looks for it.
 	Bin string
 	// Impl, if set, is the implementation the plans run against, in
-	// processes of its own, instead of the reference.
+	// processes of its own, instead of the reference (Redlock's plans
+	// only).
 	Impl Impl
 }
 
@@ -86,6 +95,9 @@ func (t Redis) Preflight(ctx context.Context) error {
 func (t Redis) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	if p.Kind == PriorityKind && t.Impl != nil {
+		return nil, fmt.Errorf("%s: an implementation (--impl) is not offered for this kind yet, only the reference", PriorityKind)
 	}
 	for i, f := range p.Nemesis {
 		if f.Fault == histories.ClockJump && f.OffsetMs < 0 {
@@ -237,9 +249,17 @@ func (p *redisProc) Sleep(d time.Duration) {
 	}
 }
 
-// openPriority: the priority lock is not offered on real servers yet.
-func (p *redisProc) openPriority(string, redlock.Options, int64) (Client, error) {
-	return nil, fmt.Errorf("%s runs on the simulated servers only, not on real redis-servers yet", PriorityKind)
+// proxyAddrs are where the process's proxies listen, in the servers'
+// order; an error once the process is killed.
+func (p *redisProc) proxyAddrs() ([]string, error) {
+	if p.ctx.Err() != nil {
+		return nil, errors.New("killed")
+	}
+	addrs := make([]string, len(p.proxies))
+	for i, px := range p.proxies {
+		addrs[i] = px.Addr()
+	}
+	return addrs, nil
 }
 
 // open makes the process's lock on its proxies: the reference, on an Env
@@ -247,12 +267,9 @@ func (p *redisProc) openPriority(string, redlock.Options, int64) (Client, error)
 // implementation's process, told the proxies, whose every operation runs
 // what arm set as it is sent.
 func (p *redisProc) open(name string, o redlock.Options) (Client, error) {
-	if p.ctx.Err() != nil {
-		return nil, errors.New("killed")
-	}
-	addrs := make([]string, len(p.proxies))
-	for i, px := range p.proxies {
-		addrs[i] = px.Addr()
+	addrs, err := p.proxyAddrs()
+	if err != nil {
+		return nil, err
 	}
 	if p.b.impl == nil {
 		rl, err := redlock.NewOn(startEnv{redlock.RedisEnv(addrs), p}, o)
@@ -278,6 +295,25 @@ func (p *redisProc) open(name string, o redlock.Options) (Client, error) {
 	return armedClient{pc, p}, nil
 }
 
+// openPriority makes the process's priority lock, of priority prio, on its
+// proxies: the reference, on a PriorityEnv that runs what arm set when an
+// operation sends its first command (startPriorityEnv). Its watchers and
+// waits for acknowledgements reach the servers through the same proxies,
+// on connections of their own: a kill, a partition or a lost reply strikes
+// them as it strikes the operations. An implementation's process is not
+// offered for this kind (Redis.Run refuses the plan).
+func (p *redisProc) openPriority(_ string, o redlock.Options, prio int64) (Client, error) {
+	addrs, err := p.proxyAddrs()
+	if err != nil {
+		return nil, err
+	}
+	pl, err := redlock.NewPriorityOn(startPriorityEnv{redlock.RedisPriorityEnv(addrs), p}, o)
+	if err != nil {
+		return nil, err
+	}
+	return startPriority{priorityClient{pl, prio}, p}, nil
+}
+
 // armedClient is an implementation's process whose every operation first
 // runs what the runner armed (its invoke's record), outside the runner's
 // lock: the history's invoke then comes just before the request is sent.
@@ -286,32 +322,35 @@ type armedClient struct {
 	p *redisProc
 }
 
-func (c armedClient) fire() {
-	if f := c.p.armed; f != nil {
-		c.p.armed = nil
-		f()
-	}
-}
-
 func (c armedClient) Acquire(ctx context.Context, key string, ttl time.Duration) (redlock.Lease, error) {
-	c.fire()
+	c.p.fire()
 	return c.ProcessClient.Acquire(ctx, key, ttl)
 }
 
 func (c armedClient) Refresh(ctx context.Context, l redlock.Lease, ttl time.Duration) (redlock.Lease, error) {
-	c.fire()
+	c.p.fire()
 	return c.ProcessClient.Refresh(ctx, l, ttl)
 }
 
 func (c armedClient) Release(ctx context.Context, l redlock.Lease) error {
-	c.fire()
+	c.p.fire()
 	return c.ProcessClient.Release(ctx, l)
 }
 
-// arm sets f to run at the operation's first reading of the clock. The
-// runner arms and checks with its lock held, and the process runs one
-// operation at a time: armed needs no lock of its own.
+// arm sets f to run at the operation's start (its first reading of the
+// clock, its first command: see startEnv, startPriorityEnv). The runner
+// arms and checks with its lock held, and the process runs one operation
+// at a time, from its client's goroutine, the only one to fire it:
+// armed needs no lock of its own.
 func (p *redisProc) arm(f func()) { p.armed = f }
+
+// fire runs what arm set, once.
+func (p *redisProc) fire() {
+	if f := p.armed; f != nil {
+		p.armed = nil
+		f()
+	}
+}
 
 func (p *redisProc) fired() bool {
 	f := p.armed == nil
@@ -335,11 +374,51 @@ type startEnv struct {
 // start the lock counts from.
 func (e startEnv) Now() int64 {
 	t := e.Env.Now()
-	if f := e.p.armed; f != nil {
-		e.p.armed = nil
-		f()
-	}
+	e.p.fire()
 	return t
+}
+
+// opKey marks the context of an operation of a process's priority lock
+// (startPriority); its value is the process.
+type opKey struct{}
+
+// startPriority is the priority reference of a process on its proxies,
+// each operation's context marked, so that its PriorityEnv tells the
+// operation's commands from those of the lock's watchers.
+type startPriority struct {
+	priorityClient
+	p *redisProc
+}
+
+func (c startPriority) Acquire(ctx context.Context, key string, ttl time.Duration) (redlock.Lease, error) {
+	return c.priorityClient.Acquire(context.WithValue(ctx, opKey{}, c.p), key, ttl)
+}
+
+func (c startPriority) Refresh(ctx context.Context, l redlock.Lease, ttl time.Duration) (redlock.Lease, error) {
+	return c.Priority.Refresh(context.WithValue(ctx, opKey{}, c.p), l, ttl)
+}
+
+func (c startPriority) Release(ctx context.Context, l redlock.Lease) error {
+	return c.Priority.Release(context.WithValue(ctx, opKey{}, c.p), l)
+}
+
+// startPriorityEnv is startEnv for the priority lock. Its watchers read
+// the clock, from goroutines of their own, at any time, so what the
+// process armed runs at the first command an operation sends (one whose
+// context startPriority marked), not at a reading of the clock. Each
+// operation reads its start (Acquire's and Refresh's start, Release's
+// began) just before its first command: the history's invoke then comes
+// after the start the lock counts from, and before anything is sent.
+type startPriorityEnv struct {
+	redlock.PriorityEnv
+	p *redisProc
+}
+
+func (e startPriorityEnv) Send(ctx context.Context, timeout time.Duration, cmds []redlock.Cmd) []redlock.Result {
+	if ctx.Value(opKey{}) == e.p {
+		e.p.fire()
+	}
+	return e.PriorityEnv.Send(ctx, timeout, cmds)
 }
 
 func (p *redisProc) closeProxies() {
@@ -421,13 +500,22 @@ func (b *redisBackend) Resume(server int) {
 	}
 }
 
-// Restart kills server (SIGKILL), waits down and starts it again.
+// Restart kills server (SIGKILL), waits down and starts it again. The
+// kill and struck run under the runner's lock: a client whose operation
+// the crash ended records that only after the crash is recorded (killed
+// first, and recorded later, an acquire's EOF came before the crash in
+// the history, with no fault in force: available failed).
 func (b *redisBackend) Restart(p proc, server int, down time.Duration, struck func()) error {
 	s := b.servers[server]
-	if err := s.Kill(); err != nil {
+	b.mu.Lock()
+	err := s.Kill()
+	if err == nil {
+		struck()
+	}
+	b.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	struck()
 	p.Sleep(down)
 	return s.Restart(b.ctx, 0)
 }

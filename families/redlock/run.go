@@ -514,9 +514,7 @@ func (r *runner) restartServer(p proc, f Fault) {
 	struck := false
 	err := r.b.Restart(p, f.Server-1, down, func() {
 		struck = true
-		r.locked(func() {
-			r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Value: v})
-		})
+		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Value: v})
 	})
 	if !struck {
 		return // it never went down: nothing to record

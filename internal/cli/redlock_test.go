@@ -70,3 +70,39 @@ func TestProveRedlockOnRedis(t *testing.T) {
 		t.Errorf("replay: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// prove --kind priority-redlock --target redis proves the priority
+// reference on real redis-servers each plan starts; a mutant's
+// counterexample is replayed there with the printed command. --impl is
+// refused, naming the flag and the kind.
+func TestProvePriorityRedlockOnRedis(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := lockprover("prove", "--kind", "priority-redlock", "--target", "redis", "--impl", "true")
+	if code != exitUsage || !strings.Contains(errOut, "--impl") || !strings.Contains(errOut, "--kind priority-redlock") {
+		t.Errorf("--impl: exit %d\n%s", code, errOut)
+	}
+	if testing.Short() {
+		t.Skip("starts redis-servers")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if _, err := os.Stat("/usr/bin/redis-server"); err != nil {
+			t.Skip("skipped: no redis-server on this machine (Debian: apt-get install redis-server)")
+		}
+	}
+	code, out, errOut := lockprover("prove", "--kind", "priority-redlock", "--target", "redis", "--runs", "2", "--seed", "1", "--quiet",
+		"--properties", "lease-exclusive,no-revival,fencing,validity-sound,steal-order,steal-exact")
+	if code != exitOK || !strings.Contains(out, "every property held") {
+		t.Fatalf("the priority reference on Redis: exit %d\n%s%s", code, out, errOut)
+	}
+	dir := t.TempDir()
+	code, out, errOut = lockprover("prove", "--kind", "priority-redlock", "--target", "redis", "--mutant", "equal-steals", "--runs", "20", "--seed", "1", "--quiet", "--out", dir,
+		"--shrink-time", "1s") // each try of a smaller plan runs in real time
+	replay := "lockprover replay --target redis --times 3 " + filepath.Join(dir, "plan.json")
+	if code != exitViolation || !strings.Contains(out, "steal-order FAIL") || !strings.Contains(out, replay) {
+		t.Fatalf("equal-steals on Redis: exit %d, want the replay %q\n%s%s", code, replay, out, errOut)
+	}
+	code, out, errOut = lockprover("replay", "--target", "redis", "--times", "3", filepath.Join(dir, "plan.json"))
+	if code != exitViolation || !strings.Contains(out+errOut, "of 3 runs") {
+		t.Errorf("replay: exit %d\n%s%s", code, out, errOut)
+	}
+}
