@@ -119,6 +119,20 @@ func (h *history) victimStruck(o *op, f *fault) bool {
 			return true
 		}
 	}
+	// Or through a thief between them: an acquire of lower priority than
+	// o's, in flight while o ran, that itself waited in vain for f's
+	// victim, and acknowledged o only once its own wait was over (a
+	// chain). prove --kind priority-redlock --seed 1 stopped at plan
+	// 23,087 on it: c2 stole from c1, c1 was killed before it
+	// acknowledged, and c3, stealing from c2, waited for c2 until c2's
+	// wait for c1 ran out (testdata/histories/176). Priorities fall at
+	// each step, so the recursion ends.
+	for _, b := range h.ops {
+		bp, ok := priorityOf(b)
+		if b.f == Acquire && ok && bp < p && b.call < end && b.heard > o.call && h.victimStruck(b, f) {
+			return true
+		}
+	}
 	return false
 }
 
