@@ -1027,15 +1027,15 @@ func (p *Priority) Release(ctx context.Context, l Lease) error {
 	began := p.env.Now()
 	// The watchers listen on while the release runs: a thief's note
 	// that comes meanwhile is heard and acknowledged (the release
-	// deletes the note list).
+	// deletes the note list only where it deleted its own key).
 	yes, other, none, first := p.releaseAll(ctx, l.Key, l.Token)
 	if h != nil {
 		p.drop(h)
 	}
 	if other > 0 {
-		// Taken meanwhile: a thief's note may come yet (the release
-		// deleted the note list), and the thief waits for it to be
-		// acknowledged.
+		// Taken meanwhile: a thief's note, come or to come, waits
+		// where the thief holds the key (the release left the note list
+		// there), and the thief waits for it to be acknowledged.
 		ttl := p.untilDur(l.ValidUntil)
 		if h != nil {
 			ttl = h.ttl

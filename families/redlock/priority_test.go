@@ -204,3 +204,15 @@ func holdsEveryProperty(t *testing.T, file string) {
 		t.Error("available was not judged")
 	}
 }
+
+// A finding about the reference, fixed: c2 stole from c1 while c1's
+// release ran; the release's script deleted c1's note list on both
+// servers, c2's note in it, and c2 waited in vain for c1's
+// acknowledgement until its validity ran out (available), though c1
+// listened on after the release that found the lock taken. Found by
+// `prove --kind priority-redlock --seed 2` at plan 14,014, with no fault
+// at all. The release now deletes the note list only where it deleted
+// its own key, and the plan holds.
+func TestPriorityReleaseKeepsThiefsNote(t *testing.T) {
+	holdsEveryProperty(t, "priority-redlock-release-keeps-note.json")
+}

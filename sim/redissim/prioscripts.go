@@ -316,15 +316,15 @@ func runRefreshPrio(s *server, keys, argv []string) (Result, error) {
 }
 
 func runReleasePrio(s *server, keys, argv []string) (Result, error) {
-	if _, err := call(s, lit("DEL"), at(keys, 2)); err != nil {
-		return Result{}, err
-	}
 	cur, err := call(s, lit("HGET"), at(keys, 1), lit("acq"))
 	if err != nil {
 		return Result{}, err
 	}
 	if eq(cur, at(argv, 1)) {
 		if _, err := call(s, lit("DEL"), at(keys, 1)); err != nil {
+			return Result{}, err
+		}
+		if _, err := call(s, lit("DEL"), at(keys, 2)); err != nil {
 			return Result{}, err
 		}
 		return Result{Val: int64(1)}, nil
