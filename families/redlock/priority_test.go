@@ -216,3 +216,26 @@ func holdsEveryProperty(t *testing.T, file string) {
 func TestPriorityReleaseKeepsThiefsNote(t *testing.T) {
 	holdsEveryProperty(t, "priority-redlock-release-keeps-note.json")
 }
+
+// A finding about the reference, fixed: c1's grant on one server came
+// late (a partition held it), so its key there outlived its lease; c1's
+// refresh, begun after its lease was over, failed on the others and gave
+// that key a second life; c2, of higher priority, met it and waited in
+// vain for c1's acknowledgement (available). Found by `prove --kind
+// priority-redlock --seed 1` at plan 31,723. A refresh begun once its
+// lease was over, that finds the lease gone, now deletes the key where it
+// extended it, and the plan holds.
+func TestPriorityLateRefreshGivesUp(t *testing.T) {
+	holdsEveryProperty(t, "priority-redlock-late-refresh-gives-up.json")
+}
+
+// The same clean-up within the lease's validity is a double hold: c1's
+// refresh met c2's steal on one server, whose acquire then failed (the
+// other server was paused); c1, told nothing, still holds its lease, and
+// had it deleted its key on the other server, c2's next acquire would
+// have taken the lock beside it (lease-exclusive). Found by `prove --kind
+// priority-redlock --seed 3` at plan 25,035 against a first version of
+// the fix above. The plan holds.
+func TestPriorityRefreshWithinValidityKeepsKey(t *testing.T) {
+	holdsEveryProperty(t, "priority-redlock-refresh-within-validity-keeps-key.json")
+}
