@@ -72,15 +72,18 @@ func TestPriorityStealOnRedis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		off := stealScript(res.History)
 		for _, p := range prioritySafety {
 			v := verdictOf(res, stealPlan, p)
-			// What it rests on (the steal, the grants) is in every run.
-			mustJudge := p == lease.LeaseExclusive || p == lease.StealOrder || p == lease.ValiditySound
+			// What it rests on (the steal, the grants) is in every run
+			// that went as scripted; one that did not may have no steal
+			// (CI once: c2 killed before its grant), and steal-order
+			// then judges nothing. No run may fail one.
+			mustJudge := len(off) == 0 && (p == lease.LeaseExclusive || p == lease.StealOrder || p == lease.ValiditySound)
 			if v.Status == model.Fail || mustJudge && v.Status != model.Pass {
 				t.Errorf("run %d: %s %v: %s\n%s", run, p, v.Status, v.Detail, historyText(res))
 			}
 		}
-		off := stealScript(res.History)
 		if len(off) == 0 {
 			t.Logf("run %d went as scripted:\n%s", run, historyText(res))
 			break
