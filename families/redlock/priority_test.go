@@ -99,27 +99,7 @@ func TestPriorityPlanValidates(t *testing.T) {
 // held it. Found by `prove --kind priority-redlock --seed 1` at plan
 // 61,593. The hash now keeps the chain of victims, and the plan holds.
 func TestPriorityUndoChainFixed(t *testing.T) {
-	p, err := ReadPlan(filepath.Join("..", "..", "testdata", "plans", "priority-redlock-undo-chain-double-hold.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Simulate(p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := model.Check(res.History, model.Options{Family: []any{Config{Priority: true}.Judging(false)}})
-	judged := false
-	for _, v := range r.Verdicts {
-		if v.Property == lease.LeaseExclusive {
-			judged = true
-			if v.Status != model.Pass {
-				t.Errorf("lease-exclusive %v: the double hold is back: %s", v.Status, v.Detail)
-			}
-		}
-	}
-	if !judged {
-		t.Error("lease-exclusive was not judged")
-	}
+	holdsEveryProperty(t, "priority-redlock-undo-chain-double-hold.json", lease.LeaseExclusive)
 }
 
 // A finding about the reference, fixed (docs/redlock.md): with chain
@@ -131,20 +111,7 @@ func TestPriorityUndoChainFixed(t *testing.T) {
 // thief that settles now marks the chain below it told, and the plan
 // holds.
 func TestPriorityToldVictimWaitFixed(t *testing.T) {
-	p, err := ReadPlan(filepath.Join("..", "..", "testdata", "plans", "priority-redlock-told-victim-wait.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Simulate(p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := model.Check(res.History, model.Options{Family: []any{Config{Priority: true}.Judging(false)}})
-	for _, v := range r.Verdicts {
-		if v.Status == model.Fail {
-			t.Errorf("%s fails: %s", v.Property, v.Detail)
-		}
-	}
+	holdsEveryProperty(t, "priority-redlock-told-victim-wait.json", lease.Available)
 }
 
 // A finding about the reference, fixed: c1's lease was stolen by c2 and
@@ -157,7 +124,7 @@ func TestPriorityToldVictimWaitFixed(t *testing.T) {
 // lost now answers ErrStolen without touching the servers, and the plan
 // holds.
 func TestPriorityLostRefreshFixed(t *testing.T) {
-	holdsEveryProperty(t, "priority-redlock-lost-refresh-wait.json")
+	holdsEveryProperty(t, "priority-redlock-lost-refresh-wait.json", lease.Available)
 }
 
 // A finding about the reference, fixed: c1 (ttl 100 ms) stole from c2
@@ -169,12 +136,13 @@ func TestPriorityLostRefreshFixed(t *testing.T) {
 // while its key may live, the client stays as long (Priority.Listening),
 // and the plan holds.
 func TestPriorityThiefListensOn(t *testing.T) {
-	holdsEveryProperty(t, "priority-redlock-thief-listens-on.json")
+	holdsEveryProperty(t, "priority-redlock-thief-listens-on.json", lease.Available)
 }
 
 // holdsEveryProperty simulates the plan of testdata/plans named file and
-// fails the test on every property that fails; available must be judged.
-func holdsEveryProperty(t *testing.T, file string) {
+// fails the test on every property that fails; property, the one its
+// finding was about, must be judged.
+func holdsEveryProperty(t *testing.T, file, property string) {
 	t.Helper()
 	p, err := ReadPlan(filepath.Join("..", "..", "testdata", "plans", file))
 	if err != nil {
@@ -190,10 +158,10 @@ func holdsEveryProperty(t *testing.T, file string) {
 		if v.Status == model.Fail {
 			t.Errorf("%s fails: %s", v.Property, v.Detail)
 		}
-		judged = judged || v.Property == lease.Available && v.Judged > 0
+		judged = judged || v.Property == property && v.Judged > 0
 	}
 	if !judged {
-		t.Error("available was not judged")
+		t.Errorf("%s was not judged", property)
 	}
 }
 
@@ -206,7 +174,7 @@ func holdsEveryProperty(t *testing.T, file string) {
 // at all. The release now deletes the note list only where it deleted
 // its own key, and the plan holds.
 func TestPriorityReleaseKeepsThiefsNote(t *testing.T) {
-	holdsEveryProperty(t, "priority-redlock-release-keeps-note.json")
+	holdsEveryProperty(t, "priority-redlock-release-keeps-note.json", lease.Available)
 }
 
 // A finding about the reference, fixed: c1's grant on one server came
@@ -218,7 +186,7 @@ func TestPriorityReleaseKeepsThiefsNote(t *testing.T) {
 // lease was over, that finds the lease gone, now deletes the key where it
 // extended it, and the plan holds.
 func TestPriorityLateRefreshGivesUp(t *testing.T) {
-	holdsEveryProperty(t, "priority-redlock-late-refresh-gives-up.json")
+	holdsEveryProperty(t, "priority-redlock-late-refresh-gives-up.json", lease.Available)
 }
 
 // The same clean-up within the lease's validity is a double hold: c1's
@@ -229,5 +197,5 @@ func TestPriorityLateRefreshGivesUp(t *testing.T) {
 // priority-redlock --seed 3` at plan 25,035 against a first version of
 // the fix above. The plan holds.
 func TestPriorityRefreshWithinValidityKeepsKey(t *testing.T) {
-	holdsEveryProperty(t, "priority-redlock-refresh-within-validity-keeps-key.json")
+	holdsEveryProperty(t, "priority-redlock-refresh-within-validity-keeps-key.json", lease.LeaseExclusive)
 }
