@@ -3,6 +3,8 @@ package redlockprotocol_test
 import (
 	"context"
 	"errors"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,7 +202,14 @@ func TestLibraryStart(t *testing.T) {
 		return model.Verdict{}, ""
 	}
 	v, h := judge("library-start")
-	if !strings.Contains(h, `"started_ms":2`) || v.Status != model.Pass || len(v.Excuses) == 0 || !strings.Contains(v.Excuses[0].Why, "(started_ms)") {
+	// 20 ms and more: the fake sleeps 20 ms before its library starts,
+	// longer on a loaded machine (42 ms once beside the suite at load 35).
+	m := regexp.MustCompile(`"started_ms":(\d+)`).FindStringSubmatch(h)
+	started := -1
+	if m != nil {
+		started, _ = strconv.Atoi(m[1])
+	}
+	if started < 20 || v.Status != model.Pass || len(v.Excuses) == 0 || !strings.Contains(v.Excuses[0].Why, "(started_ms)") {
 		t.Errorf("library-start: %v %q excuses %+v, want a pass excused by started_ms:\n%s", v.Status, v.Detail, v.Excuses, h)
 	}
 	if v, h := judge("over-claim-from-start"); v.Status != model.Fail || !strings.Contains(v.Detail, "past its library's start") {
