@@ -76,9 +76,11 @@ func TestRestartForgetsWithoutPersistence(t *testing.T) {
 // ended.
 func TestDelayedRestart(t *testing.T) {
 	ss := own(t, 1, redis.Options{})
-	r := newRedlock(t, addrsOf(ss), Options{Timeout: 500 * time.Millisecond})
+	// 1 s each: the first acquire on the fresh server ran out of a 500 ms
+	// timeout beside the suite at load 36.
+	r := newRedlock(t, addrsOf(ss), Options{Timeout: time.Second})
 	k := key(t)
-	const ttl = 300 * time.Millisecond
+	const ttl = time.Second
 	a := acquire(t, r, k, ttl)
 	if err := ss[0].Restart(ctx(t), ttl+50*time.Millisecond); err != nil {
 		t.Fatal(err)
