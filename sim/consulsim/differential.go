@@ -18,9 +18,10 @@ import (
 // The differential: is the simulator telling the truth about Consul and
 // etcd? rapid draws sequences of every call consulsem's recipe makes of
 // its backend (create, renew and destroy a session, on Consul with a
-// lock-delay or not; put a contender key, bound or not; list a prefix, stale or not; write the lock key with or
-// without the check on its index and on a contender's session; delete a
-// key; wait for a change after a listing's index, as the recipe waits),
+// lock-delay or not; put a contender key, bound or not; list a prefix,
+// stale or not; write the lock key with or without the check on its index
+// and on a contender's session; delete a key; wait for a change after a
+// listing's index, as the recipe waits),
 // with sleeps; each runs on a private real server through consulsem's own
 // ConsulBackend or EtcdBackend (the very HTTP and gRPC calls of the
 // recipe) and on a simulated server, which must give the same answers
