@@ -21,8 +21,9 @@ type Backend interface {
 	// Now is the clock Options.Wait is measured on.
 	Now() time.Time
 	// CreateSession creates a session of ttl (release: Consul's Behavior
-	// release, not delete), answering its token and the TTL granted.
-	CreateSession(ctx context.Context, ttl time.Duration, release bool) (tok string, granted time.Duration, err error)
+	// release, not delete; lockDelay: Consul's LockDelay, 0 for none,
+	// which etcd ignores), answering its token and the TTL granted.
+	CreateSession(ctx context.Context, ttl time.Duration, release bool, lockDelay time.Duration) (tok string, granted time.Duration, err error)
 	// RenewSession renews it; ErrSessionGone when it no longer exists.
 	RenewSession(ctx context.Context, tok string) error
 	// DestroySession ends it (nil when it was gone already).
@@ -121,8 +122,8 @@ type backendStore struct{ b Backend }
 
 func (s backendStore) timing() Timing { return s.b.Timing() }
 func (s backendStore) close() error   { return s.b.Close() }
-func (s backendStore) createSession(ctx context.Context, ttl time.Duration, release bool) (string, time.Duration, error) {
-	return s.b.CreateSession(ctx, ttl, release)
+func (s backendStore) createSession(ctx context.Context, ttl time.Duration, release bool, lockDelay time.Duration) (string, time.Duration, error) {
+	return s.b.CreateSession(ctx, ttl, release, lockDelay)
 }
 func (s backendStore) renewSession(ctx context.Context, tok string) error {
 	return s.b.RenewSession(ctx, tok)
@@ -157,8 +158,8 @@ type storeBackend struct{ st store }
 func (b storeBackend) Timing() Timing { return b.st.timing() }
 func (b storeBackend) Now() time.Time { return time.Now() }
 func (b storeBackend) Close() error   { return b.st.close() }
-func (b storeBackend) CreateSession(ctx context.Context, ttl time.Duration, release bool) (string, time.Duration, error) {
-	return b.st.createSession(ctx, ttl, release)
+func (b storeBackend) CreateSession(ctx context.Context, ttl time.Duration, release bool, lockDelay time.Duration) (string, time.Duration, error) {
+	return b.st.createSession(ctx, ttl, release, lockDelay)
 }
 func (b storeBackend) RenewSession(ctx context.Context, tok string) error {
 	return b.st.renewSession(ctx, tok)

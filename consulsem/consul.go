@@ -87,15 +87,15 @@ func (c *consulStore) call(ctx context.Context, method, path string, body []byte
 }
 
 // createSession: PUT /v1/session/create, a session with no health checks
-// (a pure TTL session, as api's CreateNoChecks), no lock-delay (the
-// semaphore gets none anyway: its lock key changes by check-and-set).
-func (c *consulStore) createSession(ctx context.Context, ttl time.Duration, release bool) (string, time.Duration, error) {
+// (a pure TTL session, as api's CreateNoChecks), with lock-delay lockDelay
+// (0s by default: Options.LockDelay).
+func (c *consulStore) createSession(ctx context.Context, ttl time.Duration, release bool, lockDelay time.Duration) (string, time.Duration, error) {
 	behavior := "delete"
 	if release {
 		behavior = "release"
 	}
 	body, _ := json.Marshal(map[string]any{"Name": "consulsem", "TTL": ttl.String(), "Behavior": behavior,
-		"LockDelay": "0s", "NodeChecks": []string{}})
+		"LockDelay": lockDelay.String(), "NodeChecks": []string{}})
 	_, b, _, err := c.call(ctx, http.MethodPut, "/v1/session/create", body)
 	if err != nil {
 		return "", 0, err

@@ -232,7 +232,7 @@ func (s *Semaphore) Acquire(ctx context.Context, prefix string, limit int, ttl t
 // contend is the recipe's first steps: a session of the lease's own, and
 // the contender key it holds under prefix.
 func (s *Semaphore) contend(ctx context.Context, prefix string, ttl time.Duration) (Lease, error) {
-	tok, granted, err := s.st.createSession(ctx, ttl, s.o.BehaviorRelease)
+	tok, granted, err := s.st.createSession(ctx, ttl, s.o.BehaviorRelease, s.o.LockDelay)
 	if err != nil {
 		return Lease{}, fmt.Errorf("consulsem: acquire: create session: %w", err)
 	}

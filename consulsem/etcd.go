@@ -45,7 +45,7 @@ func leaseID(tok string) (clientv3.LeaseID, error) {
 
 // createSession: Grant of ttl rounded up to whole seconds; etcd raises it
 // to its floor, and the answer says the TTL granted.
-func (e *etcdStore) createSession(ctx context.Context, ttl time.Duration, _ bool) (string, time.Duration, error) {
+func (e *etcdStore) createSession(ctx context.Context, ttl time.Duration, _ bool, _ time.Duration) (string, time.Duration, error) {
 	secs := int64((ttl + time.Second - 1) / time.Second)
 	g, err := e.c.Grant(ctx, secs)
 	if err != nil {

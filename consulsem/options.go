@@ -26,6 +26,19 @@ type Options struct {
 	// at its existence.
 	BehaviorRelease bool
 
+	// LockDelay (Consul only) creates sessions with this lock-delay
+	// instead of none ("0s"; Consul's own default is 15 s, at most 60 s
+	// is applied): once a session is invalidated (its TTL ran out, or it
+	// was destroyed), Consul refuses ?acquire of the keys it held for
+	// LockDelay. In this recipe the only keys a session holds are its own
+	// contender key, named after the session, which no other session ever
+	// acquires, and the lock key is written by check-and-set, which
+	// lock-delay does not look at: so it changes nothing the recipe does
+	// (docs/consul-semaphore.md, "Lock-delay"). Were a contender's
+	// ?acquire refused by it, the acquire would answer ErrNotGranted, as
+	// for any refused contender key, without retrying.
+	LockDelay time.Duration
+
 	// Wait is how long Acquire waits for a slot when every slot is held,
 	// watching the prefix (a Consul blocking query, an etcd watch) and
 	// renewing its session meanwhile; 0 answers ErrFull at once, which is
@@ -157,6 +170,12 @@ func (o Options) check(backend string) error {
 	}
 	if o.Wait < 0 {
 		return fmt.Errorf("consulsem: Wait %v: must be >= 0", o.Wait)
+	}
+	if o.LockDelay < 0 {
+		return fmt.Errorf("consulsem: LockDelay %v: must be >= 0", o.LockDelay)
+	}
+	if o.LockDelay > 0 && backend != "consul" {
+		return errors.New("consulsem: LockDelay is Consul's: etcd has no lock-delay")
 	}
 	if o.BehaviorRelease && backend != "consul" {
 		return errors.New("consulsem: BehaviorRelease is Consul's: etcd keys vanish with their lease")

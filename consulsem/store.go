@@ -12,8 +12,9 @@ import (
 type store interface {
 	timing() Timing
 	// createSession creates a session of ttl (release: Consul's Behavior
-	// release), answering its token and the TTL granted.
-	createSession(ctx context.Context, ttl time.Duration, release bool) (tok string, granted time.Duration, err error)
+	// release; lockDelay: Consul's LockDelay, 0 for none, ignored by
+	// etcd), answering its token and the TTL granted.
+	createSession(ctx context.Context, ttl time.Duration, release bool, lockDelay time.Duration) (tok string, granted time.Duration, err error)
 	// renewSession renews it; errGone when it no longer exists.
 	renewSession(ctx context.Context, tok string) error
 	// destroySession ends it (nil when it was gone already).

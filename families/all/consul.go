@@ -150,7 +150,7 @@ func consulTarget(s family.Settings) error {
 }
 
 // consulOptions reads --options: the reference's correct variants,
-// comma-separated (stale-reads, behavior-release).
+// comma-separated (stale-reads, behavior-release, lock-delay).
 func consulOptions(c *consulsemfamily.Config, options string) error {
 	if options == "" {
 		return nil
@@ -161,8 +161,10 @@ func consulOptions(c *consulsemfamily.Config, options string) error {
 			c.StaleReads = true
 		case "behavior-release":
 			c.BehaviorRelease = true
+		case "lock-delay":
+			c.LockDelay = true
 		default:
-			return fmt.Errorf("--options: unknown option %q for --kind %s (want stale-reads, behavior-release, comma-separated)", o, consulsemfamily.Kind)
+			return fmt.Errorf("--options: unknown option %q for --kind %s (want stale-reads, behavior-release, lock-delay, comma-separated)", o, consulsemfamily.Kind)
 		}
 	}
 	return nil
@@ -179,7 +181,7 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, consulsemfamily.MutantNamed(s.Mutant) != nil, "no consul-semaphore mutant named %q (see lockprover mutants --kind consul-semaphore)"); err != nil {
 		return nil, err
 	}
-	c := consulsemfamily.Config{Mutant: p.Mutant, Backend: p.Backend, Persistent: p.Persistent, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease}
+	c := consulsemfamily.Config{Mutant: p.Mutant, Backend: p.Backend, Persistent: p.Persistent, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease, LockDelay: p.LockDelay}
 	if consulReal(s.Target) {
 		if p.Backend != s.Target {
 			return nil, fmt.Errorf("--target: the plan is for %s, not %s", p.Backend, s.Target)

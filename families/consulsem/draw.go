@@ -13,7 +13,7 @@ import (
 // schedules.
 func draw(t *rapid.T, c Config) *Plan {
 	p := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: c.Backend, Mutant: c.Mutant,
-		StaleReads: c.StaleReads, BehaviorRelease: c.BehaviorRelease, Persistent: c.Persistent && c.Backend == Consul}
+		StaleReads: c.StaleReads, BehaviorRelease: c.BehaviorRelease, LockDelay: c.LockDelay, Persistent: c.Persistent && c.Backend == Consul}
 	p.Limit = rapid.SampledFrom([]int{1, 1, 2}).Draw(t, "limit")
 	p.TTLMs = c.TTLMs
 	if p.TTLMs == 0 {

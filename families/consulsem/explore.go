@@ -9,8 +9,9 @@ import (
 )
 
 // exploreRows are the configurations explore compares: what a restart
-// does to the sessions on each backend, and Consul judged as if its TTL
-// were exact (an expiry factor of 1, where Consul's is 2).
+// does to the sessions on each backend, Consul's sessions with a
+// lock-delay (of their TTL), and Consul judged as if its TTL were exact
+// (an expiry factor of 1, where Consul's is 2).
 var exploreRows = []struct {
 	name string
 	c    Config
@@ -18,6 +19,7 @@ var exploreRows = []struct {
 	{"Consul -dev (a restart forgets)", Config{Backend: Consul, AnyRestart: true}},
 	{"Consul persistent (a restart keeps, renews)", Config{Backend: Consul, Persistent: true}},
 	{"etcd (a restart keeps, renews)", Config{Backend: Etcd}},
+	{"Consul persistent, lock-delay = TTL", Config{Backend: Consul, Persistent: true, LockDelay: true}},
 	{"Consul persistent, judged with factor 1", Config{Backend: Consul, Persistent: true, Expiry: 1}},
 }
 

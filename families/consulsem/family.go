@@ -55,6 +55,9 @@ type Config struct {
 	// StaleReads and BehaviorRelease prove the reference's correct
 	// variants (consulsem.Options).
 	StaleReads, BehaviorRelease bool
+	// LockDelay (Consul only) creates the sessions with a lock-delay of
+	// their TTL (consulsem.Options.LockDelay; none otherwise).
+	LockDelay bool
 	// Drift is the drift bound plans are judged with; 0 means
 	// model.DefaultDrift.
 	Drift float64
@@ -185,6 +188,9 @@ func (c Config) String() string {
 	}
 	if c.BehaviorRelease {
 		variants = append(variants, "Behavior release")
+	}
+	if c.LockDelay {
+		variants = append(variants, "lock-delay")
 	}
 	for i, v := range variants {
 		sep := " and "

@@ -57,6 +57,9 @@ type Plan struct {
 	// (consulsem.Options).
 	StaleReads      bool `json:"stale_reads,omitempty"`
 	BehaviorRelease bool `json:"behavior_release,omitempty"`
+	// LockDelay creates the sessions with a lock-delay of the plan's TTL
+	// (Consul only; consulsem.Options.LockDelay).
+	LockDelay bool `json:"lock_delay,omitempty"`
 	// Clients are the clients' scripts, run by processes c1, c2, ...
 	Clients [][]Step `json:"clients"`
 	// Nemesis lists the faults.
@@ -151,6 +154,8 @@ func (p *Plan) Validate() error {
 		return bad("persistent", "only a Consul agent has a choice: etcd always keeps its state")
 	case p.BehaviorRelease && p.Backend != Consul:
 		return bad("behavior_release", "Behavior release is Consul's: etcd keys vanish with their lease")
+	case p.LockDelay && p.Backend != Consul:
+		return bad("lock_delay", "lock-delay is Consul's: etcd has none")
 	case p.Limit < 1 || p.Limit > 9:
 		return bad("limit", "want 1 to 9, got %d", p.Limit)
 	case p.Limits != nil && len(p.Limits) != len(p.Clients):

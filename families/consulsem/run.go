@@ -163,6 +163,9 @@ func (r *runner) start(st *client) {
 // mutant) through the rest of its script.
 func (r *runner) run(p proc, st *client, gen int) {
 	o := consulsem.Options{StaleReads: r.p.StaleReads, BehaviorRelease: r.p.BehaviorRelease}
+	if r.p.LockDelay {
+		o.LockDelay = time.Duration(r.p.TTLMs) * time.Millisecond
+	}
 	if m := MutantNamed(r.p.Mutant); m != nil {
 		m.defects(&o.Defects)
 	}

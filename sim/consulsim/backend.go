@@ -56,9 +56,13 @@ func now(f func(s *server) result) func(*server, *call) {
 	return func(s *server, c *call) { s.w.reply(c, f(s)) }
 }
 
-func (b backend) CreateSession(ctx context.Context, ttl time.Duration, release bool) (string, time.Duration, error) {
-	r := b.do(ctx, fmt.Sprintf("create session TTL %v release %v", ttl, release), 0, now(func(s *server) result {
-		tok, granted, err := s.create(ttl, release)
+func (b backend) CreateSession(ctx context.Context, ttl time.Duration, release bool, lockDelay time.Duration) (string, time.Duration, error) {
+	what := fmt.Sprintf("create session TTL %v release %v", ttl, release)
+	if lockDelay > 0 {
+		what += fmt.Sprintf(" lock-delay %v", lockDelay)
+	}
+	r := b.do(ctx, what, 0, now(func(s *server) result {
+		tok, granted, err := s.create(ttl, release, lockDelay)
 		return result{tok: tok, ttl: granted, err: err}
 	}))
 	return r.tok, r.ttl, r.err

@@ -17,10 +17,11 @@ import (
 
 // The differential: is the simulator telling the truth about Consul and
 // etcd? rapid draws sequences of every call consulsem's recipe makes of
-// its backend (create, renew and destroy a session; put a contender key,
-// bound or not; list a prefix, stale or not; write the lock key with or
-// without the check on its index and on a contender's session; delete a
-// key; wait for a change after a listing's index, as the recipe waits),
+// its backend (create, renew and destroy a session, on Consul with a
+// lock-delay or not; put a contender key, bound or not; list a prefix,
+// stale or not; write the lock key with or without the check on its index
+// and on a contender's session; delete a key; wait for a change after a
+// listing's index, as the recipe waits),
 // with sleeps; each runs on a private real server through consulsem's own
 // ConsulBackend or EtcdBackend (the very HTTP and gRPC calls of the
 // recipe) and on a simulated server, which must give the same answers
@@ -60,9 +61,15 @@ import (
 // A profile is how the differential exercises one kind of server.
 type profile struct {
 	short, long, tiny time.Duration // TTLs: outlives no sleep; outlives the run; below the floor
-	nap               time.Duration // a sleep
-	maxBusy           time.Duration // the most real time between two sleeps that can be judged
-	wait              time.Duration // a wait for a change's max
+	// delay is the lock-delay of a session drawn with one (Consul): it
+	// outlasts the calls between two sleeps and is over after a sleep
+	// (from a destroy), or by the first call after the sleep that ends a
+	// short session (invalidated at 2 x TTL, 2 s, the call at 3 s at
+	// the earliest).
+	delay   time.Duration
+	nap     time.Duration // a sleep
+	maxBusy time.Duration // the most real time between two sleeps that can be judged
+	wait    time.Duration // a wait for a change's max
 }
 
 // profileOf is the differential's profile on a server of kind k whose
@@ -71,7 +78,7 @@ func profileOf(k Kind, min time.Duration) profile {
 	if k == Consul {
 		// invalidated 2 s after its last renewal: alive after one nap
 		// (at most 1.9 s later), gone after two (3 s)
-		return profile{short: time.Second, long: time.Minute, tiny: min / 2,
+		return profile{short: time.Second, long: time.Minute, tiny: min / 2, delay: 500 * time.Millisecond,
 			nap: 1500 * time.Millisecond, maxBusy: 400 * time.Millisecond, wait: 200 * time.Millisecond}
 	}
 	// a watch from a revision passed waits up to 100 ms for the server's
@@ -84,9 +91,10 @@ func profileOf(k Kind, min time.Duration) profile {
 type step struct {
 	sleep bool
 	kind  string // create, renew, destroy, contender, list, write, delete, wait
-	// ttl (create): short, long or tiny; release: Consul's Behavior.
-	ttl     string
-	release bool
+	// ttl (create): short, long or tiny; release: Consul's Behavior;
+	// delay: a lock-delay (the profile's; etcd has none, and ignores it).
+	ttl            string
+	release, delay bool
 	// ses names a session: the ses-th the run created (from 1); 0, or
 	// one not yet created, a token no session has.
 	ses int
@@ -112,6 +120,9 @@ func (s step) String() string {
 	switch s.kind {
 	case "create":
 		fmt.Fprintf(&b, " ttl %s release %v", s.ttl, s.release)
+		if s.delay {
+			b.WriteString(" lock-delay")
+		}
 	case "renew", "destroy":
 		fmt.Fprintf(&b, " s%d", s.ses)
 	case "contender":
@@ -147,6 +158,7 @@ func drawStep(t *rapid.T, i int) step {
 	case "create":
 		s.ttl = rapid.SampledFrom([]string{"short", "short", "long", "tiny"}).Draw(t, label("ttl"))
 		s.release = rapid.IntRange(0, 3).Draw(t, label("release")) == 0
+		s.delay = rapid.IntRange(0, 2).Draw(t, label("delay")) == 0
 	case "contender", "delete":
 		s.key = rapid.SampledFrom([]string{"own", "own", "own", "lock", "other"}).Draw(t, label("key"))
 		s.bound = rapid.IntRange(0, 4).Draw(t, label("bound")) > 0
@@ -230,7 +242,11 @@ func (r runner) step(ctx context.Context, s step, toks *[]string, lists *[]consu
 	switch s.kind {
 	case "create":
 		ttl := map[string]time.Duration{"short": r.pr.short, "long": r.pr.long, "tiny": r.pr.tiny}[s.ttl]
-		t, granted, err := r.b.CreateSession(ctx, ttl, s.release)
+		var delay time.Duration
+		if s.delay {
+			delay = r.pr.delay
+		}
+		t, granted, err := r.b.CreateSession(ctx, ttl, s.release, delay)
 		if err != nil {
 			return "error"
 		}

@@ -168,3 +168,66 @@ func TestSimulatorSleeps(t *testing.T) {
 		}
 	}
 }
+
+// Lock-delay, on hand-made sequences (drawn ones rarely have a session
+// with a lock-delay take a key another session then asks for): after a
+// session with a lock-delay (500 ms) that held key x is destroyed, Behavior
+// delete or release, another session's ?acquire of x is refused at once
+// and granted after a sleep; after its TTL ran out (invalidated at 2 s)
+// it is granted after the sleep that ends it; a key deleted before its
+// session was destroyed is not delayed. The simulator and a private
+// Consul agent answer each step alike, and the agent refuses where the
+// sequence says it must (so that the sequences exercise the lock-delay).
+func TestDifferentialLockDelay(t *testing.T) {
+	t.Parallel()
+	target := privateTarget(t, Consul)
+	j, err := openJudge(context.Background(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	create := func(ttl string, release, delay bool) step {
+		return step{kind: "create", ttl: ttl, release: release, delay: delay}
+	}
+	take := func(ses int, sleep bool) step {
+		return step{kind: "contender", key: "other", ses: ses, bound: true, sleep: sleep}
+	}
+	for i, c := range []struct {
+		steps []step
+		want  []string // the real server's answers to the takes, in order
+	}{
+		{[]step{create("long", false, true), create("long", false, false), take(1, false),
+			{kind: "destroy", ses: 1}, take(2, false), take(2, true)}, []string{"true", "false", "true"}},
+		{[]step{create("long", true, true), create("long", false, false), take(1, false),
+			{kind: "destroy", ses: 1}, take(2, false), take(2, true)}, []string{"true", "false", "true"}},
+		{[]step{create("short", false, true), create("long", false, false), take(1, false),
+			take(2, true), take(2, true)}, []string{"true", "false", "true"}},
+		{[]step{create("long", false, true), create("long", false, false), take(1, false),
+			{kind: "delete", key: "other", ses: 1}, {kind: "destroy", ses: 1}, take(2, false)}, []string{"true", "true"}},
+		// without a lock-delay, at once
+		{[]step{create("long", false, false), create("long", false, false), take(1, false),
+			{kind: "destroy", ses: 1}, take(2, false)}, []string{"true", "true"}},
+	} {
+		v, err := j.judge(context.Background(), i, c.steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.slow {
+			t.Logf("sequence %d: too slow to judge", i+1)
+			continue
+		}
+		if v.first >= 0 {
+			t.Errorf("%s", v.String(0))
+			continue
+		}
+		var got []string
+		for k, s := range c.steps {
+			if s.kind == "contender" {
+				got = append(got, v.real[k])
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("sequence %d: the agent's answers to the takes %v, want %v:\n%s", i+1, got, c.want, v.show(""))
+		}
+	}
+}

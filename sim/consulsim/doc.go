@@ -42,6 +42,16 @@
 //   - a session's end: Consul's Behavior delete deletes its keys, release
 //     clears their Session (LockIndex kept, ModifyIndex moved on); etcd
 //     deletes a lease's keys at one revision;
+//   - Consul's lock-delay (a session's LockDelay, from its create
+//     request): when a session is invalidated (destroyed, or its TTL timer
+//     fired), whatever its Behavior, each key it held is refused to
+//     ?acquire (false, before the Raft apply, so no index is taken, and
+//     whichever session asks) until the delay, at most 60 s, has run out;
+//     a key let go before the session ended (deleted) is not delayed.
+//     Lock-delays live in the agent's memory: a restart forgets them here
+//     (a persistent agent replaying its Raft log sets again those of the
+//     invalidations it replays: not modelled). etcd has no lock-delay: it
+//     ignores one;
 //   - keys: Consul's ?acquire (LockIndex + 1 when a session takes a key;
 //     true again for the session that holds it; false for another; an
 //     error for a session that does not exist), a plain PUT (the key's
@@ -76,7 +86,7 @@
 //
 // Not modelled: stale reads that are stale (one server, so a stale
 // listing is a consistent one), leader elections without a restart,
-// clusters and replication, Consul's health checks, lock-delay, ACLs,
+// clusters and replication, Consul's health checks, ACLs,
 // KV flags and tombstone reaping, Consul's jitter on a blocking query's
 // wait (up to wait/16), etcd's compaction, its client's retries and
 // reconnection backoff (a call to a server that is down fails at once; an

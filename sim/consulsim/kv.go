@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/lockprover/lockprover/consulsem"
 )
@@ -38,6 +39,13 @@ func (s *server) putContender(key, tok string, bound bool) (bool, error) {
 		s.index++
 		s.put(key, e)
 		return true, nil
+	}
+	// Consul checks a lock-delay before the Raft apply (kvsPreApply): a
+	// refused ?acquire answers false and takes no index, whether or not
+	// the session exists.
+	if bound && s.delayed(key) {
+		s.w.tracef("server: ?acquire of %s refused: lock-delay until %v", key, time.Duration(s.delays[key]))
+		return false, nil
 	}
 	s.index++
 	e := &kv{}

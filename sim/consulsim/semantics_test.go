@@ -43,7 +43,7 @@ func must[V any](v V, err error) V {
 
 // contender creates a session of ttl and its contender key p/<token>.
 func contender(b consulsem.Backend, ttl time.Duration, release bool) (tok, key string) {
-	tok, _ = must2(b.CreateSession(bg, ttl, release))
+	tok, _ = must2(b.CreateSession(bg, ttl, release, 0))
 	key = "p/" + tok
 	if !must(b.PutContender(bg, key, tok, true)) {
 		panic("contender refused")
@@ -102,16 +102,16 @@ func TestConsulExpiryIsADecision(t *testing.T) {
 // whole seconds and raises it to its floor.
 func TestTTLFloors(t *testing.T) {
 	one(t, Options{SessionTTLMin: time.Second}, func(p *Process, b consulsem.Backend) {
-		if _, _, err := b.CreateSession(bg, 500*ms, false); err == nil {
+		if _, _, err := b.CreateSession(bg, 500*ms, false, 0); err == nil {
 			t.Error("Consul: a TTL of 500ms under session_ttl_min 1s was granted")
 		}
-		if _, ttl := must2(b.CreateSession(bg, 1500*ms, false)); ttl != 1500*ms {
+		if _, ttl := must2(b.CreateSession(bg, 1500*ms, false, 0)); ttl != 1500*ms {
 			t.Errorf("Consul granted %v for 1.5s", ttl)
 		}
 	})
 	one(t, Options{Kind: Etcd, MinTTL: 2 * time.Second}, func(p *Process, b consulsem.Backend) {
 		for _, c := range [][2]time.Duration{{300 * ms, 2 * time.Second}, {2100 * ms, 3 * time.Second}, {5 * time.Second, 5 * time.Second}} {
-			if _, ttl := must2(b.CreateSession(bg, c[0], false)); ttl != c[1] {
+			if _, ttl := must2(b.CreateSession(bg, c[0], false, 0)); ttl != c[1] {
 				t.Errorf("etcd granted %v for %v, want %v", ttl, c[0], c[1])
 			}
 		}
@@ -281,7 +281,7 @@ func TestClientFaults(t *testing.T) {
 	var healedAt int64
 	w.Go("cut", func(p *Process) {
 		p.w.Partition("cut")
-		_, _, errPart = p.Backend().CreateSession(bg, 10*time.Second, false)
+		_, _, errPart = p.Backend().CreateSession(bg, 10*time.Second, false, 0)
 		p.Sleep(time.Second)
 	})
 	w.Go("drop", func(p *Process) {
@@ -360,4 +360,96 @@ func TestTimingIsConsulsems(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", c.k, got, c.want)
 		}
 	}
+}
+
+// Consul's lock-delay: once a session with a lock-delay is invalidated
+// (destroyed, or its TTL timer fired), ?acquire of each key it held is
+// refused (false, no Raft index taken, whichever session asks, one that
+// does not exist included) until the delay has run out from the
+// invalidation, at most 60 s; a key deleted before the session ended is
+// not delayed (a release starts nothing); etcd has no lock-delay.
+func TestConsulLockDelay(t *testing.T) {
+	acquire := func(b consulsem.Backend, key, tok string) bool { return must(b.PutContender(bg, key, tok, true)) }
+	index := func(b consulsem.Backend) uint64 { return must(b.List(bg, "p", false)).Index }
+	// destroyed
+	one(t, Options{}, func(p *Process, b consulsem.Backend) {
+		a, _ := must2(b.CreateSession(bg, 10*time.Second, false, 2*time.Second))
+		c, _ := must2(b.CreateSession(bg, 10*time.Second, false, 0))
+		if !acquire(b, "p/x", a) {
+			t.Fatal("first acquire refused")
+		}
+		if err := b.DestroySession(bg, a); err != nil {
+			t.Fatal(err)
+		}
+		end := time.Duration(p.Now()) - ms // the destroy took effect as it was sent
+		until(p, end+time.Second)
+		before := index(b)
+		if acquire(b, "p/x", c) {
+			t.Error("acquired 1 s into a 2 s lock-delay")
+		}
+		if after := index(b); after != before {
+			t.Errorf("a refused ?acquire took an index: %d, then %d", before, after)
+		}
+		if _, err := b.PutContender(bg, "p/x", bogus(Consul), true); err != nil {
+			t.Errorf("?acquire by a session that does not exist, within a lock-delay: %v, want false", err)
+		}
+		until(p, end+2*time.Second+ms)
+		if !acquire(b, "p/x", c) {
+			t.Error("refused once the 2 s lock-delay was over")
+		}
+	})
+	// its TTL timer fired (2 x 1 s), Behavior release (the key stays)
+	one(t, Options{}, func(p *Process, b consulsem.Backend) {
+		a, _ := must2(b.CreateSession(bg, time.Second, true, 2*time.Second))
+		start := time.Duration(p.Now())
+		if !acquire(b, "p/x", a) {
+			t.Fatal("first acquire refused")
+		}
+		c, _ := must2(b.CreateSession(bg, time.Minute, false, 0))
+		until(p, start+3900*ms)
+		if acquire(b, "p/x", c) {
+			t.Error("acquired 1.9 s after the invalidation (at 2 s), within a 2 s lock-delay")
+		}
+		until(p, start+4100*ms)
+		if !acquire(b, "p/x", c) {
+			t.Error("refused 2.1 s after the invalidation, a 2 s lock-delay")
+		}
+	})
+	// capped at 60 s
+	one(t, Options{}, func(p *Process, b consulsem.Backend) {
+		a, _ := must2(b.CreateSession(bg, time.Minute, false, 90*time.Second))
+		c, _ := must2(b.CreateSession(bg, time.Hour, false, 0))
+		acquire(b, "p/x", a)
+		must(0, b.DestroySession(bg, a))
+		end := time.Duration(p.Now()) - ms
+		until(p, end+59*time.Second)
+		if acquire(b, "p/x", c) {
+			t.Error("acquired 59 s into the lock-delay")
+		}
+		until(p, end+60*time.Second+ms)
+		if !acquire(b, "p/x", c) {
+			t.Error("refused past 60 s: Consul applies at most 60 s")
+		}
+	})
+	// a key deleted before its session ended is not delayed
+	one(t, Options{}, func(p *Process, b consulsem.Backend) {
+		a, _ := must2(b.CreateSession(bg, time.Minute, false, 10*time.Second))
+		c, _ := must2(b.CreateSession(bg, time.Minute, false, 0))
+		acquire(b, "p/x", a)
+		must(0, b.DeleteKey(bg, "p/x"))
+		must(0, b.DestroySession(bg, a))
+		if !acquire(b, "p/x", c) {
+			t.Error("refused a key its session had let go before it ended")
+		}
+	})
+	// etcd: no lock-delay
+	one(t, Options{Kind: Etcd}, func(p *Process, b consulsem.Backend) {
+		a, _ := must2(b.CreateSession(bg, 10*time.Second, false, 10*time.Second))
+		c, _ := must2(b.CreateSession(bg, 10*time.Second, false, 10*time.Second))
+		acquire(b, "p/x", a)
+		must(0, b.DestroySession(bg, a))
+		if !acquire(b, "p/x", c) {
+			t.Error("etcd refused a key at once after its lease was revoked")
+		}
+	})
 }

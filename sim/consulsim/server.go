@@ -31,6 +31,12 @@ type server struct {
 	changed  map[string]uint64
 	sessions map[string]*session
 	ids      uint64 // sessions ever created: their ids
+	// delays are Consul's lock-delays: the keys whose holder's session was
+	// invalidated with a lock-delay, and until when ?acquire refuses them
+	// (virtual time); delayGen moves on when a restart forgets them, so
+	// that the drops scheduled before do nothing.
+	delays   map[string]int64
+	delayGen uint64
 
 	watches  []*watch
 	inflight []*call // calls applied or held, their answers not yet sent
@@ -48,6 +54,7 @@ type session struct {
 	id      string
 	ttl     time.Duration // granted
 	release bool          // Consul's Behavior release
+	delay   time.Duration // Consul's LockDelay, as created
 	timer   *sched.Timer  // its invalidation (Consul) or the sweep that revokes it (etcd)
 	expiry  int64         // etcd: the lease's deadline
 	renews  []*call       // etcd: renewals of an expired lease, waiting for its revocation
@@ -86,6 +93,7 @@ func newServer(w *World) *server {
 // reset empties the server, as a fresh one.
 func (s *server) reset() {
 	s.keys, s.changed, s.sessions = map[string]*kv{}, map[string]uint64{}, map[string]*session{}
+	s.forgetDelays()
 	s.index, s.kvIndex = consulFirstIndex, 0
 	if s.kind == Etcd {
 		s.index = 1

@@ -12,11 +12,20 @@ import (
 // consulTTLMax is the longest TTL Consul accepts.
 const consulTTLMax = 24 * time.Hour
 
-// create creates a session of ttl: Consul refuses a TTL outside
+// consulMaxLockDelay is the longest lock-delay Consul applies
+// (structs.MaxLockDelay): a longer one is cut to it when the session is
+// invalidated.
+const consulMaxLockDelay = 60 * time.Second
+
+// create creates a session of ttl, with lock-delay delay on Consul (etcd
+// has none: it is ignored): Consul refuses a TTL outside
 // [session_ttl_min, 24h]; etcd rounds it up to whole seconds and raises it
 // to its floor.
-func (s *server) create(ttl time.Duration, release bool) (string, time.Duration, error) {
+func (s *server) create(ttl time.Duration, release bool, delay time.Duration) (string, time.Duration, error) {
 	ses := &session{ttl: ttl, release: release && s.kind == Consul}
+	if s.kind == Consul {
+		ses.delay = delay
+	}
 	if s.kind == Consul {
 		if ttl < s.w.o.SessionTTLMin || ttl > consulTTLMax {
 			return "", 0, fmt.Errorf("PUT /v1/session/create: 500 Internal Server Error: Invalid Session TTL '%d', must be between [%v=%v]",
@@ -33,7 +42,11 @@ func (s *server) create(ttl time.Duration, release bool) (string, time.Duration,
 		s.sessions[ses.id] = ses
 		s.armEtcd(ses, s.w.now+int64(ses.ttl))
 	}
-	s.w.tracef("server: session %s created, TTL %v", ses.id, ses.ttl)
+	if ses.delay > 0 {
+		s.w.tracef("server: session %s created, TTL %v, lock-delay %v", ses.id, ses.ttl, ses.delay)
+	} else {
+		s.w.tracef("server: session %s created, TTL %v", ses.id, ses.ttl)
+	}
 	return ses.id, ses.ttl, nil
 }
 
@@ -110,6 +123,12 @@ func (s *server) end(ses *session, why string) {
 	}
 	s.w.tracef("server: session %s %s; its keys %v", ses.id, why, keys)
 	for _, k := range keys {
+		// Consul's deleteSessionTxn: whatever the Behavior, each key the
+		// session held is refused to ?acquire for its lock-delay (at most
+		// 60 s) from now.
+		if ses.delay > 0 {
+			s.delayKey(k, min(ses.delay, consulMaxLockDelay))
+		}
 		if ses.release {
 			e := *s.keys[k]
 			e.owner = ""
@@ -122,6 +141,39 @@ func (s *server) end(ses *session, why string) {
 		s.w.reply(c, result{ok: false})
 	}
 	ses.renews = nil
+}
+
+// delayKey starts key's lock-delay, d from now. As Consul's
+// Delay.SetExpiration, a drop of the key's entry runs d from now and
+// drops whatever the entry then holds: a later, longer delay set on the
+// key meanwhile ends with it.
+func (s *server) delayKey(key string, d time.Duration) {
+	s.delays[key] = s.w.now + int64(d)
+	s.w.tracef("server: %s lock-delayed for %v", key, d)
+	gen := s.delayGen
+	s.w.sched.After(d, func() {
+		if _, ok := s.delays[key]; ok && s.delayGen == gen {
+			delete(s.delays, key)
+		}
+	})
+}
+
+// delayed says whether ?acquire of key is refused by a lock-delay now:
+// its entry is there and its expiration is after now (Consul's
+// kvsPreApply, on the leader's clock).
+func (s *server) delayed(key string) bool {
+	until, ok := s.delays[key]
+	return ok && until > s.w.now
+}
+
+// forgetDelays drops every lock-delay: they live in the Consul leader's
+// memory (its state store's Delay), not in its Raft state, and a
+// restarted agent starts with none here (a persistent agent that replays
+// its Raft log sets again the lock-delays of the invalidations it
+// replays, from the replay's time: not modelled).
+func (s *server) forgetDelays() {
+	s.delays = map[string]int64{}
+	s.delayGen++
 }
 
 // crash brings the server down: every call it holds or answers fails
@@ -141,6 +193,7 @@ func (s *server) crash() {
 		wt.timer.Cancel()
 	}
 	s.watches = nil
+	s.forgetDelays()
 	for _, c := range slices.Clone(s.inflight) {
 		s.w.arrive(c, result{err: errReset})
 	}
