@@ -180,9 +180,9 @@ func offScript(h []histories.Event) string {
 	return ""
 }
 
-// Five mutants (docs/consul-semaphore.md: consul-cas-to-put,
+// Six mutants (docs/consul-semaphore.md: consul-cas-to-put,
 // consul-local-limit, consul-no-prune, consul-plain-contender,
-// consul-delete-fence) are caught on each real server on a plan of
+// consul-delete-fence, consul-monitor-forever) are caught on each real server on a plan of
 // testdata/ written for each, by its property, and the
 // reference passes the same plan: its property and every safety property
 // hold. A mutant's run the machine was too slow for (off its script: an
@@ -192,7 +192,7 @@ func offScript(h []histories.Event) string {
 func TestRealMutantsCaughtReferenceHolds(t *testing.T) {
 	t.Parallel()
 	for _, target := range realTargets {
-		for _, name := range []string{"real-cas-to-put", "real-local-limit", "real-no-prune", "real-plain-contender", "real-delete-fence"} {
+		for _, name := range []string{"real-cas-to-put", "real-local-limit", "real-no-prune", "real-plain-contender", "real-delete-fence", "real-monitor-forever"} {
 			t.Run(target+"/"+name, func(t *testing.T) {
 				t.Parallel()
 				onReal(t, target)
