@@ -82,18 +82,33 @@ func TestRealFaults(t *testing.T) {
 					{At: 500, Fault: histories.Pause, Target: "c2", For: 400},
 					{At: 1300, Fault: histories.Kill, Target: "c2"},
 				}}
-			res, err := RunReal(context.Background(), p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var struck []string
-			for _, e := range res.History {
-				if e.Process == "nemesis" && e.Type == histories.Invoke {
-					struck = append(struck, e.F+" "+e.Value.Process)
+			// The lost reply strikes c2's grant only if the grant comes
+			// before the pause: beside the suite, c2's acquire once ran
+			// from 186 ms past the pause at 558 ms, and was killed, so
+			// there was no reply to lose (and rightly none recorded).
+			// Such a run runs again, up to three runs.
+			const want = "drop-reply c2, heal c1, kill c2, partition c1, pause c2, resume c2"
+			var res *prover.Result
+			var got string
+			for run := 1; ; run++ {
+				var err error
+				if res, err = RunReal(context.Background(), p); err != nil {
+					t.Fatal(err)
 				}
+				var struck []string
+				for _, e := range res.History {
+					if e.Process == "nemesis" && e.Type == histories.Invoke {
+						struck = append(struck, e.F+" "+e.Value.Process)
+					}
+				}
+				slices.Sort(struck)
+				got = strings.Join(struck, ", ")
+				if got != "heal c1, kill c2, partition c1, pause c2, resume c2" || run == 3 {
+					break
+				}
+				t.Logf("run %d: c2's grant did not come before the pause, the lost reply did not strike: again", run)
 			}
-			slices.Sort(struck)
-			if got, want := strings.Join(struck, ", "), "drop-reply c2, heal c1, kill c2, partition c1, pause c2, resume c2"; got != want {
+			if got != want {
 				var b strings.Builder
 				histories.Write(&b, res.History)
 				t.Errorf("faults recorded: %s, want %s\n%s", got, want, b.String())

@@ -61,11 +61,11 @@ func TestProveRedlockOnRedis(t *testing.T) {
 	}
 	dir := t.TempDir()
 	code, out, errOut = lockprover("prove", "--kind", "redlock", "--target", "redis", "--mutant", "no-drift", "--runs", "10", "--seed", "1", "--quiet", "--out", dir)
-	replay := "lockprover replay --target redis --times 3 --properties lease-exclusive,no-revival,fencing,validity-sound,steal-order,steal-exact " + filepath.Join(dir, "plan.json")
+	replay := "lockprover replay --target redis --times 3 " + filepath.Join(dir, "plan.json")
 	if code != exitViolation || !strings.Contains(out, "validity-sound FAIL") || !strings.Contains(out, replay) {
 		t.Fatalf("no-drift on Redis: exit %d, want the replay %q\n%s%s", code, replay, out, errOut)
 	}
-	code, out, errOut = lockprover("replay", "--target", "redis", "--times", "3", "--properties", "lease-exclusive,no-revival,fencing,validity-sound,steal-order,steal-exact", filepath.Join(dir, "plan.json"))
+	code, out, errOut = lockprover("replay", "--target", "redis", "--times", "3", filepath.Join(dir, "plan.json"))
 	if code != exitViolation || !strings.Contains(out+errOut, "failed in 3 of 3 runs") {
 		t.Errorf("replay: exit %d\n%s%s", code, out, errOut)
 	}
