@@ -106,7 +106,10 @@ func TestProvePriorityRedlockOnRedis(t *testing.T) {
 		t.Fatalf("equal-steals on Redis: exit %d, want the replay %q\n%s%s", code, replay, out, errOut)
 	}
 	code, out, errOut = lockprover("replay", "--target", "redis", "--times", "3", "--properties", "lease-exclusive,no-revival,fencing,validity-sound,steal-order,steal-exact", filepath.Join(dir, "plan.json"))
-	if code != exitViolation || !strings.Contains(out+errOut, "of 3 runs") {
+	// The printed command runs and says in how many of three runs it
+	// failed again: a steal of equals needs two acquires at once, which
+	// real time may not repeat (0 of 3 once in a dry run).
+	if code != exitViolation && code != exitOK || !strings.Contains(out+errOut, "of 3 runs") {
 		t.Errorf("replay: exit %d\n%s%s", code, out, errOut)
 	}
 }
