@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockprover/lockprover/families/amqp/amqpprotocol"
+	"github.com/lockprover/lockprover/histories"
 
 	"github.com/lockprover/lockprover/adapters/process/processtest"
 	"github.com/lockprover/lockprover/backends/rabbitmq/rabbitmqtest"
@@ -124,7 +126,10 @@ func TestBrokenImplementations(t *testing.T) {
 func TestKillDuringInit(t *testing.T) {
 	t.Parallel()
 	marker := processtest.Marker("LPTEST")
-	impl := amqpprotocol.NewProcesses(fmt.Sprintf("%s=1; sleep 1; %s serve-reference", marker, lockprover))
+	// Each process answers init a second after it reads it (not a second
+	// after it starts: lockprover starts a plan's first processes ahead
+	// of its clock, so a sleep before serving would be over by then).
+	impl := amqpprotocol.NewProcesses(fmt.Sprintf(`%s=1; IFS= read -r init; sleep 1; { printf '%%s\n' "$init"; cat; } | %s serve-reference`, marker, lockprover))
 	defer impl.Stop()
 	p := &amqp.Plan{Version: amqp.PlanVersion, Kind: "semaphore", Lock: "lp-slow", Slots: 1, Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)},
 		Clients: [][]amqp.Step{{{Op: "acquire"}, {Op: "release"}}}, Admins: [][]amqp.Step{{}},
@@ -141,6 +146,12 @@ func TestKillDuringInit(t *testing.T) {
 	}
 	if r := prover.Judge(res, model.Options{}); r.Status() != model.Pass {
 		t.Errorf("%+v", r.Verdicts)
+	}
+	// The kill struck c1 while it started: before its first operation.
+	kill := slices.IndexFunc(res.History, func(e histories.Event) bool { return e.F == histories.Kill })
+	first := slices.IndexFunc(res.History, func(e histories.Event) bool { return e.Process == "c1" })
+	if kill < 0 || first >= 0 && first < kill {
+		t.Errorf("the kill (#%d) did not strike c1 before its first operation (#%d)", kill, first)
 	}
 }
 
