@@ -93,6 +93,10 @@ func (t *Target) Prefix() string { return t.prefix }
 // (about a millisecond each) rather than plain commands (about a second).
 func (t *Target) FastCtl() bool { return t.ctl.Fast() }
 
+// CtlSessionErr is why the rabbitmqctl eval session did not start, when
+// one was asked for and queries are plain commands.
+func (t *Target) CtlSessionErr() error { return t.ctl.SessionErr() }
+
 // ctlBudget bounds one step that asks rabbitmqctl (an inspection, a
 // fault): a step runs a few queries, and plain rabbitmqctl boots an Erlang
 // VM for each, which took over 20s apiece on a loaded machine (a minute

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+
+	"github.com/lockprover/lockprover/sim/semantics"
 )
 
 // A Status is how a conformance run ended, worst last.
@@ -22,6 +25,7 @@ const (
 // case, then, unless Sequences is 0, drawn differential sequences from
 // Seed (part 2), a divergence shrunk for up to Shrink.
 type RunConfig struct {
+	Cases              []semantics.Case // part 1's cases; nil means every one
 	Sequences, Retries int
 	Seed               uint64
 	Shrink             time.Duration
@@ -32,7 +36,7 @@ type RunConfig struct {
 // the target, writing what it finds to c.Out. An interrupted run's error
 // wraps ctx's.
 func RunRabbitMQ(ctx context.Context, tg *Target, shown string, c RunConfig) (Status, error) {
-	st := runTable(ctx, tg, shown, c.Retries, c.Out)
+	st := runTable(ctx, tg, shown, c.Cases, c.Retries, c.Out)
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}
@@ -49,12 +53,12 @@ func RunRabbitMQ(ctx context.Context, tg *Target, shown string, c RunConfig) (St
 }
 
 // runTable runs part 1, the semantics table, and prints a line per case.
-func runTable(ctx context.Context, tg *Target, shown string, retries int, stdout io.Writer) Status {
+func runTable(ctx context.Context, tg *Target, shown string, cases []semantics.Case, retries int, stdout io.Writer) Status {
 	code := Agree
 	fmt.Fprintf(stdout, "part 1: the semantics table on %s and on the simulator (queues %s*)\n", shown, tg.Prefix())
 	start := time.Now()
 	counts := map[string]int{}
-	tg.RunTable(ctx, nil, retries, func(r CaseReport) {
+	tg.RunTable(ctx, cases, retries, func(r CaseReport) {
 		counts[r.Status()]++
 		timing := ""
 		if r.Skipped == "" {
@@ -119,4 +123,34 @@ func runSequences(ctx context.Context, tg *Target, c RunConfig, code Status) (St
 	}
 	fmt.Fprintln(stdout, "no divergence")
 	return code, nil
+}
+
+// SelectCases picks the table's cases by the IDs part 1 prints: a name
+// picks the case of that ID, and every case whose ID is the name and a
+// parameter ("7b" picks "7b T=1s", "7b T=2s", ...). A name that picks
+// nothing is an error that names it.
+func SelectCases(names []string) ([]semantics.Case, error) {
+	var out []semantics.Case
+	picked := map[int]bool{}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		found := false
+		for i, c := range semantics.Cases {
+			if c.ID == n || strings.HasPrefix(c.ID, n+" ") {
+				found = true
+				if !picked[i] {
+					picked[i] = true
+					out = append(out, c)
+				}
+			}
+		}
+		if !found {
+			ids := make([]string, len(semantics.Cases))
+			for i, c := range semantics.Cases {
+				ids[i] = c.ID
+			}
+			return nil, fmt.Errorf("no case %q in the semantics table; its cases are %s", n, strings.Join(ids, ", "))
+		}
+	}
+	return out, nil
 }

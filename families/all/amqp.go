@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/families/amqp/amqpprotocol"
+	"github.com/lockprover/lockprover/sim/semantics"
 
 	"github.com/lockprover/lockprover/adapters/conform"
 	"github.com/lockprover/lockprover/backends/rabbitmq"
@@ -34,6 +35,7 @@ var AMQP = &family.Descriptor{
 		{Name: "amqp-url", Verbs: family.Backend, Usage: "amqp-locks: the real broker's URL; default $LOCKPROVER_AMQP_URL, else " + rabbitmq.DefaultURL},
 		{Name: "allow-restart", Bool: true, Verbs: family.Runs | family.Conform, Usage: "amqp-locks: let plans on a real broker restart it (rabbitmqctl stop_app/start_app); conform: let table cases restart it (cutting every client of the broker off)"},
 		{Name: "rabbitmqctl", Default: "rabbitmqctl", Verbs: family.Conform, Usage: "amqp-locks: the command that runs rabbitmqctl for the broker's node (split on spaces)"},
+		{Name: "cases", Verbs: family.Conform, Usage: "amqp-locks: part 1 runs only these cases of the table, by the IDs it prints, comma-separated (7b picks every 7b T=...); default every case"},
 		{Name: "retries", Default: "2", Verbs: family.Conform, Usage: "amqp-locks: run a diverging table case again up to this many times (real timing varies on a loaded machine)"},
 		{Name: "shrink-time", Default: "1m0s", Verbs: family.Conform, Usage: "amqp-locks: time to spend minimising a divergence"},
 		{Name: "slots", Default: "8", Verbs: family.Bench, Usage: "amqp-locks: L, the semaphore's slots; acquire is also measured at slot L with L-1 slots held"},
@@ -347,6 +349,12 @@ func amqpConform(ctx context.Context, s family.Settings, c family.ConformConfig,
 	if len(ctl) == 0 {
 		return 0, family.Usagef("--rabbitmqctl must not be empty")
 	}
+	var cases []semantics.Case
+	if f := s.Flag("cases"); f != "" {
+		if cases, err = conform.SelectCases(strings.Split(f, ",")); err != nil {
+			return 0, family.Usagef("--cases: %v", err)
+		}
+	}
 	u := rabbitmq.URL(s.Flag("amqp-url"))
 	if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
 		return 0, &family.UsageError{Err: err}
@@ -364,8 +372,12 @@ func amqpConform(ctx context.Context, s family.Settings, c family.ConformConfig,
 		}
 	}()
 	if !tg.FastCtl() {
-		fmt.Fprintln(out, "note: the rabbitmqctl eval session did not start; every query is a plain rabbitmqctl command (about a second), so timed cases may diverge")
+		why := ""
+		if err := tg.CtlSessionErr(); err != nil {
+			why = " (" + err.Error() + ")"
+		}
+		fmt.Fprintf(out, "note: the rabbitmqctl eval session did not start%s; every query is a plain rabbitmqctl command (about a second), so timed cases may diverge\n", why)
 	}
-	st, err := conform.RunRabbitMQ(ctx, tg, rabbitmq.RedactURL(u), conform.RunConfig{Sequences: c.Sequences, Seed: c.Seed, Retries: retries, Shrink: shrink, Out: out, Log: c.Log})
+	st, err := conform.RunRabbitMQ(ctx, tg, rabbitmq.RedactURL(u), conform.RunConfig{Cases: cases, Sequences: c.Sequences, Seed: c.Seed, Retries: retries, Shrink: shrink, Out: out, Log: c.Log})
 	return family.Conformance(st), err
 }

@@ -221,7 +221,9 @@ func (e *realEngine) Fault(fault, target string) error {
 	case histories.DropReply:
 		return px.DropReply("*")
 	case histories.ForceClose:
-		return e.ctl.CloseConnectionsFrom(context.Background(), px.BrokerSide(), "lockprover force-close")
+		// The run's context: a Ctrl-C does not wait for a rabbitmqctl
+		// that is slow to start (the run is discarded then).
+		return e.ctl.CloseConnectionsFrom(e.ctx, px.BrokerSide(), "lockprover force-close")
 	default:
 		return fmt.Errorf("unknown fault %q", fault)
 	}

@@ -381,13 +381,20 @@ func leaseConcurrency(t *testing.T, li *dbsemprotocol.Processes, in dbsemaphore.
 	for i := range cs {
 		cs[i] = connect(t, li, fmt.Sprintf("c%d", i+1), in)
 	}
-	deadline := time.Now().Add(1500 * time.Millisecond)
+	// A second and a half of racing, and on a machine too busy for one
+	// grant a client in that time, on until there have been that many
+	// (for a minute at most).
+	start := time.Now()
+	racing := func() bool {
+		d := time.Since(start)
+		return d < 1500*time.Millisecond || grants.Load() < clients && d < time.Minute
+	}
 	for _, c := range cs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ctx := context.Background()
-			for time.Now().Before(deadline) {
+			for racing() {
 				l, err := c.Acquire(ctx, in.Key, in.TTL, in.Max)
 				if errors.Is(err, dbsem.ErrFull) {
 					fulls.Add(1)

@@ -62,7 +62,10 @@ func Bench(ctx context.Context, n int, bin string, c bench.Config, out io.Writer
 		}
 	}()
 	b.env = &countingEnv{Env: redlock.RedisEnv(addrs), sent: map[string]int{}}
-	if b.rl, err = redlock.NewOn(b.env, redlock.Options{Timeout: time.Second}); err != nil {
+	// A generous bound on each server's answer: a measurement is not a
+	// race, and a fresh server beside CI's suite once took over a second
+	// for the first script.
+	if b.rl, err = redlock.NewOn(b.env, redlock.Options{Timeout: 10 * time.Second}); err != nil {
 		return err
 	}
 	defer b.rl.Close()

@@ -195,7 +195,7 @@ func TestInterruptExits130(t *testing.T) {
 		t.Parallel()
 		lock := fmt.Sprintf("lp-sigint-%d", time.Now().UnixNano())
 		plan := filepath.Join(t.TempDir(), "plan.json")
-		os.WriteFile(plan, []byte(`{"version":1,"kind":"semaphore","lock":"`+lock+`","slots":2,"options":{"heartbeat_ms":1000},
+		os.WriteFile(plan, []byte(`{"version":1,"kind":"semaphore","lock":"`+lock+`","slots":2,"options":{"heartbeat_ms":10000},
 			"clients":[[{"op":"acquire"},{"op":"sleep","ms":60000}],[{"op":"acquire"},{"op":"sleep","ms":60000}]],"admins":[[]],
 			"nemesis":[],"schedule":[],"schedule_seed":1}`), 0o644)
 		cmd := exec.Command(bin, "replay", plan, "--target", "rabbitmq", "--amqp-url", u)
@@ -208,8 +208,10 @@ func TestInterruptExits130(t *testing.T) {
 		go func() { exited <- cmd.Wait() }()
 		// Wait until the clients hold their slots: both A queues and both
 		// B queues. In CI, beside the suite, both A queues stood 20 s
-		// without a holder once; the wait is two minutes now, and a run
-		// that ends first says why.
+		// without a holder once, and once neither client held in the 60 s
+		// of the plan: with heartbeats of a second, a broker that busy
+		// drops its clients' connections. Heartbeats are 10 s now, the
+		// wait is two minutes, and a run that ends first says why.
 		var qs []string
 		var err error
 		waited := false
