@@ -39,7 +39,7 @@ func TestCtlModes(t *testing.T) {
 			}
 			tg := openTarget(t, Options{PlainCtl: plain})
 			if tg.FastCtl() == plain {
-				t.Fatalf("FastCtl = %v with PlainCtl %v", tg.FastCtl(), plain)
+				t.Fatalf("FastCtl = %v with PlainCtl %v (the session: %v)", tg.FastCtl(), plain, tg.CtlSessionErr())
 			}
 			env := tg.NewEnv()
 			defer env.Close()

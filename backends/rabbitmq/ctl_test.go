@@ -63,7 +63,7 @@ func TestCtlModes(t *testing.T) {
 			}
 			ctl := newCtl(t, url, plain)
 			if ctl.Fast() == plain {
-				t.Fatalf("Fast = %v with plain %v", ctl.Fast(), plain)
+				t.Fatalf("Fast = %v with plain %v (the session: %v)", ctl.Fast(), plain, ctl.SessionErr())
 			}
 			ctx := ctlCtx(t)
 			prefix := rabbitmq.UniqueName("lp-ctl-test-") + "-"
@@ -207,8 +207,15 @@ func TestCtlCommandFails(t *testing.T) {
 	if _, err := c.QueueNames(ctx, "x"); err == nil || !strings.HasSuffix(err.Error(), "list_queues -p / name --no-table-headers: exit status 3: no node") {
 		t.Errorf("QueueNames: %v", err)
 	}
-	if s := rabbitmq.NewCtl([]string{"sh", "-c", "exit 3", "rabbitmqctl"}, "/", false); s.Fast() {
+	if err := c.SessionErr(); err != nil {
+		t.Errorf("SessionErr of a Ctl asked for plain commands: %v", err)
+	}
+	s := rabbitmq.NewCtl([]string{"sh", "-c", "echo no eval here >&2; exit 3", "rabbitmqctl"}, "/", false)
+	if s.Fast() {
 		t.Error("a session started on a command that fails")
+	}
+	if err := s.SessionErr(); err == nil || !strings.Contains(err.Error(), "the session ended (stderr: no eval here)") {
+		t.Errorf("SessionErr = %v, want why the session did not start", err)
 	}
 }
 
