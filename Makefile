@@ -8,10 +8,12 @@
 # A test that must not overlap the other tests of its package does not call
 # t.Parallel. The packages that take longest are named first, so that they
 # start first (./... adds the rest). The limit is a backstop for a wedged
-# real server.
+# real server. scripts/test-again runs each test that failed once more,
+# alone, and names it as flaky when it passes then; one that fails again,
+# or a package that fails otherwise, fails the target.
 SLOWEST = ./families/amqp ./adapters/conform ./internal/cli ./families/dbsemaphore ./consulsem ./backends/rabbitmq ./redlock ./dbsem
 test: fmt vet
-	go test -p 4 -parallel 8 -timeout 15m $(SLOWEST) ./...
+	scripts/test-again -p 4 -parallel 8 -timeout 15m $(SLOWEST) ./...
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
