@@ -31,7 +31,7 @@ var ConsulSemaphore = &family.Descriptor{
 	Faults:     consulsemfamily.FaultNames(),
 	Targets:    []family.Target{{Name: "sim"}, {Name: consulsemfamily.Consul, Real: true}, {Name: consulsemfamily.Etcd, Real: true}},
 	Flags: []family.Flag{
-		{Name: "backend", Verbs: family.Prove | family.Conform | family.Bench, Usage: "consul-semaphore: the simulated server, consul or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator; for bench, the real server (a private one) measured; both when not given", Default: consulsemfamily.Consul},
+		{Name: "backend", Verbs: family.Prove | family.Conform | family.Bench, Usage: "consul-semaphore: the simulated server, consul (when not given) or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator; for bench, the real server (a private one) measured; for those two, both when not given"},
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
 		ttlFlag,
 	},
@@ -61,6 +61,9 @@ func consulSetup(s family.Settings) (*family.Setup, error) {
 	}
 	c := consulsemfamily.Config{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults, Mutant: s.Mutant,
 		Backend: s.Flag("backend"), Persistent: s.Flag("persistent") != ""}
+	if !s.Given("backend") {
+		c.Backend = consulsemfamily.Consul
+	}
 	if real := consulReal(s.Target); real {
 		if s.Given("backend") && c.Backend != s.Target {
 			return nil, fmt.Errorf("--backend: --target %s runs on a real %s; --backend %s names another", s.Target, s.Target, c.Backend)

@@ -55,6 +55,13 @@ func TestHelpPerVerb(t *testing.T) {
 			t.Errorf("help prove lacks %s", flag)
 		}
 	}
+	// --backend has no one default: prove's is consul, conform's and
+	// bench's both servers. The help says so and shows none.
+	for _, verb := range []string{"bench", "conform", "prove"} {
+		if _, out, _ := lockprover("help", verb); !strings.Contains(out, "consul (when not given)") || strings.Contains(out, `(default "consul")`) {
+			t.Errorf("help %s: --backend's help shows a default of consul for every verb:\n%s", verb, out)
+		}
+	}
 	if code, _, errOut := lockprover("help", "frobnicate"); code != exitUsage || !strings.Contains(errOut, `unknown command "frobnicate"`) {
 		t.Errorf("help frobnicate: exit %d, %s", code, errOut)
 	}
