@@ -30,7 +30,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -228,26 +227,33 @@ func (a *Agent) probe(ctx context.Context) error {
 // put sends a PUT to the agent's HTTP API and decodes a 200 answer into
 // out (if not nil).
 func (a *Agent) put(ctx context.Context, path, body string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, a.URL()+path, strings.NewReader(body))
+	return Call(ctx, http.DefaultClient, http.MethodPut, a.URL(), path, []byte(body), out)
+}
+
+// Call sends method path, with body, to the HTTP API at base (an agent's
+// URL) on hc and decodes a 200 answer (up to 1 MiB) into out, if out is
+// not nil. Any other status is an error that says the method, the path,
+// the status and what the agent answered.
+func Call(ctx context.Context, hc *http.Client, method, base, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
+	case out == nil:
+		return nil
 	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("PUT %s: %s: %s", path, resp.Status, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return json.Unmarshal(b, out)
 }
 
 // Addr is the agent's HTTP API address, 127.0.0.1:port, the same across

@@ -1,15 +1,14 @@
 package consulsemfamily
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 
+	"github.com/lockprover/lockprover/backends/consul"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -77,25 +76,7 @@ type consulFloor struct {
 
 // call sends a request and decodes its 200 answer into out (if not nil).
 func (f consulFloor) call(ctx context.Context, method, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, f.base+path, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := f.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	switch {
-	case err != nil:
-		return err
-	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
-	case out == nil:
-		return nil
-	}
-	return json.Unmarshal(b, out)
+	return consul.Call(ctx, f.hc, method, f.base, path, body, out)
 }
 
 // writeLock is the transaction that writes the lock key: check that tok
