@@ -39,13 +39,16 @@ func (h *history) available(cutOff bool) model.Verdict {
 			n := h.lostDuring(o)
 			v.Excuses = append(v.Excuses, model.Excuse{Ops: []int{o.index, n.index}, Why: fmt.Sprintf("%s: an unknown outcome, excused by %s's lost notice (#%d): a higher priority took the lease while it ran", describeOp(o), n.proc, n.index)})
 		default:
-			f := h.excused(o)
+			f, why := h.excused(o)
 			if f == nil {
 				v.Status, v.Ops = model.Fail, []int{o.index}
 				v.Detail = fmt.Sprintf("%s, and no fault was in force on %s: an operation must complete where nothing is broken", describeOp(o), o.proc)
 				return v
 			}
-			v.Excuses = append(v.Excuses, model.Excuse{Ops: []int{o.index, f.index}, Why: fmt.Sprintf("%s: an unknown outcome, excused by %s", describeOp(o), f.describe())})
+			if why != "" {
+				why = ": " + why
+			}
+			v.Excuses = append(v.Excuses, model.Excuse{Ops: []int{o.index, f.index}, Why: fmt.Sprintf("%s: an unknown outcome, excused by %s%s", describeOp(o), f.describe(), why)})
 		}
 	}
 	if d := model.NeverSucceeded(order, fair, ok); d != "" {
@@ -63,8 +66,9 @@ func (h *history) available(cutOff bool) model.Verdict {
 // began before the outcome was reported, and o's process had not
 // completed an operation cleanly since the fault was over; or a dropped
 // reply armed for o's process, o being the first outcome it did not hear
-// since.
-func (h *history) excused(o *op) *fault {
+// since. Why says how a fault on another process bears on o, where it is
+// a victim's or a thief's ("" otherwise: the fault names it).
+func (h *history) excused(o *op) (f *fault, why string) {
 	for _, f := range h.faults {
 		if o.done >= 0 && f.index > o.done {
 			continue
@@ -73,26 +77,47 @@ func (h *history) excused(o *op) *fault {
 		case histories.Resume, histories.Heal, histories.ClockReset:
 			continue
 		}
-		if h.atClient(f) && f.target != o.proc && (h.victimStruck(o, f) || h.thiefStruck(o, f)) {
-			return f // its victim's or thief's process recovering is no matter
+		if h.atClient(f) && f.target != o.proc {
+			// Its victim's or thief's process recovering is no matter.
+			if path := h.victimStruck(o, f); path != nil {
+				return f, waitedFor(o, path)
+			}
+			if a := h.thiefStruck(o, f); a != nil {
+				return f, fmt.Sprintf("%s's acquire (#%d), of higher priority than the lease %s names and of unknown outcome, may have taken that lease on some servers, and %s could send no lost notice", a.proc, a.index, o.f, a.proc)
+			}
 		}
 		if h.atClient(f) && f.target != o.proc && !h.caughtMidway(f) {
 			continue
 		}
 		if f.f == "drop-reply" {
 			if h.firstCut(o, f) {
-				return f
+				return f, ""
 			}
 			continue
 		}
 		if !h.recovered(o, f.over) {
-			return f
+			return f, ""
 		}
 	}
-	return nil
+	return nil, ""
 }
 
-// victimStruck reports whether f struck (in force from before o ended) the
+// waitedFor says how o may have waited in vain for the victim at the end
+// of path, through the thieves before it (victimStruck).
+func waitedFor(o *op, path []*op) string {
+	v := path[len(path)-1]
+	if len(path) == 1 {
+		return fmt.Sprintf("%s may have waited in vain for the acknowledgement of %s, whose acquire (#%d) was of lower priority", o.proc, v.proc, v.index)
+	}
+	s := fmt.Sprintf("%s may have waited in vain for %s's acquire (#%d), of lower priority", o.proc, path[0].proc, path[0].index)
+	for _, b := range path[1 : len(path)-1] {
+		s += fmt.Sprintf(", which waited for %s's acquire (#%d), lower still", b.proc, b.index)
+	}
+	return s + fmt.Sprintf(", which waited in vain for the acknowledgement of %s, whose acquire (#%d) was lower still", v.proc, v.index)
+}
+
+// victimStruck returns the acquires through which f struck o (nil if it
+// did not): f struck (in force from before o ended) the
 // process of an acquire of lower priority than o's (o an acquire) that
 // may have held the lock, or a key, while o ran: a lease that may have
 // been valid then (granted before o began, or after: o may meet it at any
@@ -103,10 +128,10 @@ func (h *history) excused(o *op) *fault {
 // vain (a priority lease: docs/lease.md). A lease granted after o began
 // and killed was not excused once (prove --kind priority-redlock --seed 2
 // stopped at plan 1,154 on it: testdata/histories/170).
-func (h *history) victimStruck(o *op, f *fault) bool {
+func (h *history) victimStruck(o *op, f *fault) []*op {
 	p, ok := priorityOf(o)
 	if o.f != Acquire || !ok {
-		return false
+		return nil
 	}
 	end := o.heard // an unknown outcome's too: a lease granted after it is no victim of o's
 	for _, a := range h.byProc[f.target] {
@@ -116,24 +141,28 @@ func (h *history) victimStruck(o *op, f *fault) bool {
 		}
 		if a.unknown() || a.ok() && a.lease != nil && a.lease.mayBeValid(o.call, end, 0) ||
 			a.failed() && a.ret+h.stretch(a.ttl()) > o.call || h.heldWrite(f, a, o.call) {
-			return true
+			return []*op{a}
 		}
 	}
 	// Or through a thief between them: an acquire of lower priority than
 	// o's, in flight while o ran, that itself waited in vain for f's
 	// victim, and acknowledged o only once its own wait was over (a
-	// chain). prove --kind priority-redlock --seed 1 stopped at plan
+	// chain; the path returned starts with it). prove --kind
+	// priority-redlock --seed 1 stopped at plan
 	// 23,087 on it: c2 stole from c1, c1 was killed before it
 	// acknowledged, and c3, stealing from c2, waited for c2 until c2's
 	// wait for c1 ran out (testdata/histories/176). Priorities fall at
 	// each step, so the recursion ends.
 	for _, b := range h.ops {
 		bp, ok := priorityOf(b)
-		if b.f == Acquire && ok && bp < p && b.call < end && b.heard > o.call && h.victimStruck(b, f) {
-			return true
+		if b.f != Acquire || !ok || bp >= p || b.call >= end || b.heard <= o.call {
+			continue
+		}
+		if path := h.victimStruck(b, f); path != nil {
+			return append([]*op{b}, path...)
 		}
 	}
-	return false
+	return nil
 }
 
 // heldWrite reports whether f, a partition of a's process in force while
@@ -147,7 +176,8 @@ func (h *history) heldWrite(f *fault, a *op, at int64) bool {
 	return f.f == histories.Partition && f.call <= a.heard && f.over != never && f.over+h.stretch(a.ttl()) > at
 }
 
-// thiefStruck reports whether f struck (in force from before o ended) the
+// thiefStruck returns the acquire through which f struck o (nil if it did
+// not): f struck (in force from before o ended) the
 // process of an acquire of unknown outcome and of higher priority than
 // the lease o (a refresh or release) names, invoked before o ended, whose
 // keys may have lived while o ran (until ttl(1+r) after its completion):
@@ -156,13 +186,13 @@ func (h *history) heldWrite(f *fault, a *op, at int64) bool {
 // --seed 3 stopped at plan 989 on it: a release that found its lease on 1
 // server of 3, where a killed thief's writes had landed after its
 // acquire (testdata/histories/172).
-func (h *history) thiefStruck(o *op, f *fault) bool {
+func (h *history) thiefStruck(o *op, f *fault) *op {
 	if o.f == Acquire || o.lease == nil || o.lease.acq == nil || f.call >= o.heard {
-		return false
+		return nil
 	}
 	p, ok := priorityOf(o.lease.acq)
 	if !ok {
-		return false
+		return nil
 	}
 	for _, a := range h.byProc[f.target] {
 		ap, ok := priorityOf(a)
@@ -170,10 +200,10 @@ func (h *history) thiefStruck(o *op, f *fault) bool {
 			continue
 		}
 		if a.heard == never || a.heard+h.stretch(a.ttl()) > o.call {
-			return true
+			return a
 		}
 	}
-	return false
+	return nil
 }
 
 // lostDuring returns the lost notice of the lease o, a refresh or release

@@ -559,3 +559,32 @@ func TestValiditySoundFromTheLibrarysStart(t *testing.T) {
 		t.Errorf("a negative started_ms: %v, want an error naming value.started_ms", err)
 	}
 }
+
+// An excuse by a fault on another process says how that process bears on
+// the operation it excuses: a victim whose acknowledgement a thief waited
+// for, a chain of thieves, a thief that may have taken a lease.
+func TestExcuseSaysWhoseFault(t *testing.T) {
+	for file, want := range map[string]string{
+		"170-prio-thief-waits-for-later-victim.jsonl":  "excused by kill c1 (#3): c2 may have waited in vain for the acknowledgement of c1, whose acquire (#1) was of lower priority",
+		"172-prio-release-after-killed-thief.jsonl":    "excused by kill c2 (#2): c2's acquire (#1), of higher priority than the lease release names and of unknown outcome, may have taken that lease on some servers, and c2 could send no lost notice",
+		"174-prio-thief-waits-for-held-write.jsonl":    "excused by partition c1 (#2): c3 may have waited in vain for the acknowledgement of c1, whose acquire (#7) was of lower priority",
+		"176-prio-chain-waits-for-killed-victim.jsonl": "excused by kill c1 (#4): c3 may have waited in vain for c2's acquire (#2), of lower priority, which waited in vain for the acknowledgement of c1, whose acquire (#0) was lower still",
+	} {
+		r := check(t, file, model.Options{})
+		found := false
+		for _, v := range r.Verdicts {
+			if v.Property != lease.Available {
+				continue
+			}
+			if v.Status != model.Pass {
+				t.Errorf("%s: available %v %q, want a pass", file, v.Status, v.Detail)
+			}
+			for _, e := range v.Excuses {
+				found = found || strings.Contains(e.Why, want)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no excuse of available says %q: %+v", file, want, r.Verdicts)
+		}
+	}
+}
