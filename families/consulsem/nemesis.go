@@ -2,6 +2,7 @@ package consulsemfamily
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -34,7 +35,7 @@ func (r *runner) nemesis() {
 			},
 			Strike: func(t run.Timed) {
 				if f := r.p.Nemesis[t.Fault]; f.Fault == histories.RestartBroker {
-					r.restartServer(p, time.Duration(f.For)*time.Millisecond) // the simulator's only
+					r.restartServer(p, time.Duration(f.For)*time.Millisecond)
 					return
 				}
 				r.locked(func() { r.strike(r.p.Nemesis[t.Fault], t.End) })
@@ -158,9 +159,22 @@ func (r *runner) endFaults() {
 
 // restartServer restarts the server, down for down, as the nemesis's
 // process p: recorded in force from the crash until it is up again, so
-// that it excuses what fails meanwhile.
+// that it excuses what fails meanwhile. A real server is recorded down
+// from before its stop until it answers again; a restart that failed
+// ends the run with an error, no history (whether it went down is not
+// known).
 func (r *runner) restartServer(p proc, down time.Duration) {
 	v := &histories.Value{Process: server}
+	if r.server != nil {
+		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Value: v})
+		if err := r.server.restart(r.ctx, down); err != nil {
+			r.w.Lock()
+			r.failed = append(r.failed, fmt.Errorf("restart-broker: %w", err))
+			r.w.Unlock()
+		}
+		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: histories.RestartBroker, Value: v})
+		return
+	}
 	if r.sim == nil || r.sim.Restart(down) != nil {
 		return // it never went down: nothing to record
 	}

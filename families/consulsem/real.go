@@ -23,10 +23,10 @@ import (
 
 // realFaults are the faults a plan can hold on a real server: those that
 // strike one client, through its fault proxy or, for a lost reply, its
-// backend (loseReply). Restarts of the server are the simulator's only,
-// so far: plans for a real target draw none, and one that holds one is
-// refused.
-var realFaults = []string{histories.Kill, histories.Pause, histories.Partition, histories.DropReply}
+// backend (loseReply), and a restart of the private server (SIGTERM, down
+// for the fault's time, started again on its ports and data: drawn, as
+// on the simulator, where the server keeps its sessions).
+var realFaults = []string{histories.Kill, histories.Pause, histories.Partition, histories.DropReply, histories.RestartBroker}
 
 // RealFaults are the faults a plan can hold on a real server.
 func RealFaults() []string { return slices.Clone(realFaults) }
@@ -78,7 +78,7 @@ func RunReal(ctx context.Context, p *Plan) (*prover.Result, error) {
 	defer cancel()
 	w := &realWorld{ctx: ctx, start: time.Now(), addr: srv.addr, backend: q.Backend, procs: map[string]*realProc{}}
 	ttl := time.Duration(q.TTLMs) * time.Millisecond
-	r := &runner{p: &q, ctx: ctx, clients: map[string]*client{}, armed: map[string]bool{},
+	r := &runner{p: &q, ctx: ctx, clients: map[string]*client{}, armed: map[string]bool{}, server: srv,
 		timeout: time.Duration((Expiry(q.Backend)+1)*float64(ttl)) + time.Second}
 	r.begin(w)
 	w.wg.Wait()

@@ -66,6 +66,9 @@ func (r *runner) result() (*prover.Result, error) {
 	if err := r.Stuck(); err != nil {
 		return nil, err
 	}
+	if err := errors.Join(r.failed...); err != nil {
+		return nil, err
+	}
 	return &prover.Result{History: r.Rec.Events(), Evidence: model.Evidence{Lock: r.p.Prefix, Problems: r.problems}}, nil
 }
 
@@ -129,10 +132,12 @@ type runner struct {
 	ctx      context.Context
 	w        world
 	sim      *consulsim.World // the simulator's world, nil on a real server
+	server   *realServer      // the real server, nil on the simulator
 	timeout  time.Duration    // a real server's bound on one operation
 	clients  map[string]*client
 	armed    map[string]bool // clients whose next granting write loses its reply
 	problems []string
+	failed   []error // what ends the run without a history (a restart that failed)
 }
 
 // add registers client name with its script and limit.

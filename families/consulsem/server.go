@@ -18,10 +18,14 @@ import (
 )
 
 // A realServer is the private server of one real run: where it listens,
-// how to stop it, and how to read what is left on it.
+// how to stop and restart it, and how to read what is left on it.
 type realServer struct {
 	addr string
 	stop func()
+	// restart stops the server (SIGTERM), keeps it down for down, and
+	// starts it again on the same ports (and data directory), returning
+	// once it answers.
+	restart func(ctx context.Context, down time.Duration) error
 	// left lists the keys under a prefix but the lock key, and the
 	// sessions (leases) alive.
 	left func(ctx context.Context, prefix string) (keys, sessions []string, err error)
@@ -42,7 +46,7 @@ func startServer(ctx context.Context, p *Plan) (*realServer, error) {
 			return nil, err
 		}
 		c := consulHTTP{url: a.URL()}
-		return &realServer{addr: a.Addr(), stop: stop, left: c.left, clear: c.clear}, nil
+		return &realServer{addr: a.Addr(), stop: stop, restart: a.Restart, left: c.left, clear: c.clear}, nil
 	}
 	s, stop, err := etcd.StartTemp(ctx, etcd.Options{})
 	if err != nil {
@@ -54,7 +58,7 @@ func startServer(ctx context.Context, p *Plan) (*realServer, error) {
 		return nil, err
 	}
 	e := etcdAdmin{cli}
-	return &realServer{addr: s.Addr(), stop: func() { cli.Close(); stop() }, left: e.left, clear: e.clear}, nil
+	return &realServer{addr: s.Addr(), stop: func() { cli.Close(); stop() }, restart: s.Restart, left: e.left, clear: e.clear}, nil
 }
 
 // leftovers waits up to patience for the run's sessions (leases) to be
