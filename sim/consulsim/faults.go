@@ -38,33 +38,12 @@ func (w *World) Resume(name string) { w.base.Resume(name) }
 // server's answers wait too (with Options.Timeout, its calls time out
 // meanwhile). The server notices nothing: the client's sessions expire
 // unless renewed.
-func (w *World) Partition(name string) {
-	w.fault(func() {
-		if p := w.target("partition", name); p != nil && !p.cut {
-			p.cut = true
-			w.tracef("%s partitioned from the server", name)
-		}
-	})
-}
+func (w *World) Partition(name string) { w.base.Partition(name, "partitioned from the server") }
 
 // Heal ends the client's partition: what waited goes through, in the
 // order it was sent (a call still takes effect, though its client may
 // have stopped waiting).
-func (w *World) Heal(name string) {
-	w.fault(func() {
-		p := w.target("heal", name)
-		if p == nil || !p.cut {
-			return
-		}
-		p.cut = false
-		w.tracef("%s healed", name)
-		held := p.held
-		p.held = nil
-		for _, f := range held {
-			f()
-		}
-	})
-}
+func (w *World) Heal(name string) { w.base.Heal(name) }
 
 // DropReply arms a fault on the client named name: the server applies
 // its next call, but the answer is lost and the connection resets (the

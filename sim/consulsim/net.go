@@ -58,9 +58,9 @@ func (w *World) send(c *call) {
 			}
 		})
 	}
-	if p.cut {
+	if p.proc.Link().Cut() {
 		w.tracef("%s -> server: %s waits for the partition to heal", p.Name(), c.what)
-		p.held = append(p.held, func() { w.send(c) })
+		p.proc.Link().Hold(func() { w.send(c) })
 		return
 	}
 	s := w.srv
@@ -97,8 +97,8 @@ func (w *World) arrive(c *call, r result) {
 			w.o.OnDrop(p.Name())
 		}
 	}
-	if p.cut {
-		p.held = append(p.held, func() { w.deliver(c, r) })
+	if p.proc.Link().Cut() {
+		p.proc.Link().Hold(func() { w.deliver(c, r) })
 		return
 	}
 	w.deliver(c, r)

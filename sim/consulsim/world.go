@@ -138,12 +138,10 @@ func (w *World) Kind() Kind { return w.o.Kind }
 // scheduler lets it.
 type Process struct {
 	w    *World
-	proc simworld.Proc[*Process, result]
+	proc simworld.Proc[*Process, result] // with its Link to the server
 
-	req  *call    // the call it posted
-	cut  bool     // partitioned from the server
-	held []func() // what the partition holds, in the order sent
-	drop bool     // its next reply is lost
+	req  *call // the call it posted
+	drop bool  // its next reply is lost
 }
 
 // Name returns the name the process was registered with.

@@ -4,8 +4,9 @@
 // process's calls into the simulator (a yield to the scheduler, and the
 // stop of a killed process); sleeps in virtual time; faults applied as a
 // step of the process that calls them, and those every simulator has on
-// a client (kill, pause, resume); the trace; and the first failure of a
-// run. What a process asks of the simulated server, and how the server
+// a client (kill, pause, resume), and, in a world of one server, a
+// partition between a client and it (a Link); the trace; and the first
+// failure of a run. What a process asks of the simulated server, and how the server
 // answers, stays each simulator's own: a Base serves a process's sleeps
 // and faults, and hands every other request to Config.Serve.
 //
@@ -93,10 +94,15 @@ type Proc[P, R any] struct {
 	kind    reqKind
 	sleep   time.Duration
 	fault   func()
+	link    Link
 }
 
 // Name returns the name the process was registered with.
 func (p *Proc[P, R]) Name() string { return p.name }
+
+// Link is the process's network path to the server, in a world of one
+// server (Base.Partition, Base.Heal).
+func (p *Proc[P, R]) Link() *Link { return &p.link }
 
 // Exiting reports whether the process was killed and is stopping: its
 // deferred functions are running.
@@ -374,6 +380,55 @@ func (b *Base[P, R]) Resume(name string) {
 		if p := b.Target("resume", name); p != zero && b.c.Proc(p).Paused() {
 			b.c.Proc(p).Resume()
 			b.Tracef("%s resumed", name)
+		}
+	})
+}
+
+// A Link is a client's network path to the one server of a world, as a
+// partition cuts it (TCP's way: bytes wait, nothing is reset): while it
+// is cut, what either side sends waits, and goes through in the order
+// sent once it heals. A world of several servers has its own.
+type Link struct {
+	cut  bool
+	held []func()
+}
+
+// Cut reports whether a partition cuts the link.
+func (l *Link) Cut() bool { return l.cut }
+
+// Hold keeps f, which delivers what one side sent, until the link heals.
+func (l *Link) Hold(f func()) { l.held = append(l.held, f) }
+
+// Partition cuts the Link of the client named name, both ways; the trace
+// says it is cut in the words cut ("partitioned from the server").
+func (b *Base[P, R]) Partition(name, cut string) {
+	b.Fault(func() {
+		var zero P
+		if p := b.Target("partition", name); p != zero {
+			if l := b.c.Proc(p).Link(); !l.cut {
+				l.cut = true
+				b.Tracef("%s %s", name, cut)
+			}
+		}
+	})
+}
+
+// Heal ends the partition of the client named name: what its Link held
+// goes through, in the order it was sent.
+func (b *Base[P, R]) Heal(name string) {
+	b.Fault(func() {
+		var zero P
+		p := b.Target("heal", name)
+		if p == zero || !b.c.Proc(p).link.cut {
+			return
+		}
+		l := b.c.Proc(p).Link()
+		l.cut = false
+		b.Tracef("%s healed", name)
+		held := l.held
+		l.held = nil
+		for _, f := range held {
+			f()
 		}
 	})
 }

@@ -63,36 +63,11 @@ func (w *World) Resume(name string) { w.base.Resume(name) }
 // on (its Sleeps end, its clock reads), and the server notices nothing:
 // a transaction of the process keeps its locks, a statement of it that
 // waits for a lock still gets it, or times out.
-func (w *World) Partition(name string) {
-	w.fault(func() {
-		if p := w.target("partition", name); p != nil && !p.cut {
-			p.cut = true
-			if w.trace != nil {
-				w.tracef("%s partitioned", name)
-			}
-		}
-	})
-}
+func (w *World) Partition(name string) { w.base.Partition(name, "partitioned") }
 
 // Heal ends the process's partition: what waited on either side goes
 // through, in the order it was sent.
-func (w *World) Heal(name string) {
-	w.fault(func() {
-		p := w.target("heal", name)
-		if p == nil || !p.cut {
-			return
-		}
-		p.cut = false
-		if w.trace != nil {
-			w.tracef("%s healed", name)
-		}
-		held := p.held
-		p.held = nil
-		for _, f := range held {
-			f()
-		}
-	})
-}
+func (w *World) Heal(name string) { w.base.Heal(name) }
 
 // SkewClock sets, from now on, the clock offset of the host the process
 // named name runs on: UTC_TIMESTAMP(6) in its sessions and its

@@ -508,11 +508,11 @@ func (w *World) answer(p *Process, c *conn, num int, rep reply) {
 	if p == nil || p.proc.Ended() {
 		return
 	}
-	if p.cut {
+	if p.proc.Link().Cut() {
 		if w.trace != nil {
 			w.tracef("%s: a reply waits for the partition to heal", p.Name())
 		}
-		p.held = append(p.held, func() { w.answer(p, c, num, rep) })
+		p.proc.Link().Hold(func() { w.answer(p, c, num, rep) })
 		return
 	}
 	p.proc.Deliver(rep)

@@ -107,11 +107,9 @@ func (w *World) Now() int64 { return w.now }
 // scheduler lets it, with its own connection pool to the server.
 type Process struct {
 	w    *World
-	proc simworld.Proc[*Process, reply]
+	proc simworld.Proc[*Process, reply] // with its Link to the server
 
 	dropCommit bool
-	cut        bool     // partitioned from the server
-	held       []func() // what waits for the partition to heal, in order
 	req        request
 	db         *sql.DB
 	conns      []*conn
@@ -204,7 +202,7 @@ func (w *World) serve(p *Process) {
 	r := p.req
 	p.req = request{}
 	p.proc.Block()
-	if p.cut {
+	if p.proc.Link().Cut() {
 		w.hold(p, r)
 	} else {
 		w.send(p, r)
@@ -219,7 +217,7 @@ func (w *World) hold(p *Process, r request) {
 	if w.trace != nil {
 		w.tracef("%s: its %s waits for the partition to heal", p.Name(), shortText(r))
 	}
-	p.held = append(p.held, func() { w.send(p, r) })
+	p.proc.Link().Hold(func() { w.send(p, r) })
 }
 
 // send serves p's connect or statement, as it reaches the server.
