@@ -118,9 +118,10 @@ func New(o Options) (*World, error) {
 	w.base.Init(&w.sched, simworld.Config[*Process, result]{
 		Name: "consulsim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide,
 		Proc: procOf, Serve: w.serve,
-		// A Sleep of nothing hands the process straight back: this
-		// simulator has always done so, and its runs depend on it.
-		YieldlessZeroSleep: true,
+		// A Sleep of nothing, once served, hands the process straight
+		// back: this simulator has always done so, and its runs depend
+		// on it.
+		ZeroSleepContinues: true,
 	})
 	return w, nil
 }
@@ -164,8 +165,8 @@ func (w *World) Go(name string, fn func(p *Process)) {
 // again, with processes registered since.
 func (w *World) Run() error { return w.base.Run() }
 
-// Sleep lets d of virtual time pass for the process; with d <= 0 the
-// process goes on at once (no other process moves first).
+// Sleep lets d of virtual time pass for the process; with d <= 0 it only
+// yields (another process may move first).
 func (p *Process) Sleep(d time.Duration) { p.w.base.Sleep(p, d) }
 
 // post posts c, gives control back to the scheduler and returns the

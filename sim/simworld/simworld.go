@@ -53,10 +53,13 @@ type Config[P comparable, R any] struct {
 	// runs after a fault, in the step of the process that called it or
 	// at once.
 	Settle, Stepped func()
-	// YieldlessZeroSleep makes a Sleep of nothing go on in the same step
-	// (the process gets its reply at once, as from any request served at
-	// once) instead of yielding, so that no other process moves first.
-	YieldlessZeroSleep bool
+	// A Sleep of nothing is a scheduling point: another process may move
+	// before it is served. ZeroSleepContinues then hands the process
+	// straight back in the step that serves it, as any request answered
+	// at once (consulsim's way); without it the process is runnable
+	// again, and competes for the next step once more (redissim's and
+	// sqlsim's).
+	ZeroSleepContinues bool
 }
 
 // A Base is the part of a simulated world its processes share; see the
@@ -235,9 +238,9 @@ func (b *Base[P, R]) exit(p P, panicked any) {
 // of the simulator's own (kept in the simulator's process), and returns
 // the reply Config.Serve gave it. It reports false, with no reply, if p
 // was killed, before or meanwhile: then if stop, p stops here (its
-// deferred functions run, and every call they make fails at once);
-// else the simulator fails the call and p goes on, to stop at its next
-// call that may stop.
+// deferred functions run, and every call they make returns at once,
+// false); else the simulator fails the call and p goes on, to stop at
+// its next call that may stop.
 func (b *Base[P, R]) Call(p P, stop bool) (R, bool) {
 	return b.call(p, reqOwn, stop)
 }
@@ -279,7 +282,7 @@ func (b *Base[P, R]) stop(pr *Proc[P, R]) {
 }
 
 // Sleep lets d of virtual time pass for p; with d <= 0 it only yields
-// (another process may move first), but see Config.YieldlessZeroSleep.
+// (another process may move first; see Config.ZeroSleepContinues).
 func (b *Base[P, R]) Sleep(p P, d time.Duration) {
 	b.c.Proc(p).sleep = d
 	b.call(p, reqSleep, true)
@@ -320,7 +323,7 @@ func (b *Base[P, R]) serve(p P) {
 		pr.Block()
 		if pr.sleep <= 0 {
 			pr.Deliver(none)
-			if !b.c.YieldlessZeroSleep {
+			if !b.c.ZeroSleepContinues {
 				return
 			}
 			break

@@ -26,14 +26,14 @@ type proc struct {
 	say  string // the posted echo
 }
 
-func newWorld(decide func(int) int, yieldless bool) *world {
+func newWorld(decide func(int) int, continues bool) *world {
 	w := &world{}
 	w.base.Init(&w.sched, simworld.Config[*proc, string]{
 		Name: "toy", Clock: &w.now, Trace: &w.trace, Decide: decide,
 		Proc:               func(p *proc) *simworld.Proc[*proc, string] { return &p.proc },
 		Serve:              w.serve,
 		Exit:               func(p *proc) { w.log = append(w.log, p.proc.Name()+" exit") },
-		YieldlessZeroSleep: yieldless,
+		ZeroSleepContinues: continues,
 	})
 	return w
 }
@@ -96,17 +96,18 @@ func TestFaults(t *testing.T) {
 	w.goProc("a", func(p *proc) {}) // a has ended: its name is free
 }
 
-// A Sleep of nothing yields, unless YieldlessZeroSleep: Decide picks x
-// to start and to serve its sleep, then prefers y.
+// A served Sleep of nothing leaves the process to compete again, unless
+// ZeroSleepContinues: Decide picks x to start and to serve its sleep,
+// then prefers y.
 func TestZeroSleep(t *testing.T) {
-	for _, yieldless := range []bool{false, true} {
+	for _, continues := range []bool{false, true} {
 		picks := 0
 		w := newWorld(func(n int) int {
 			if picks++; picks <= 2 {
 				return 0
 			}
 			return n - 1
-		}, yieldless)
+		}, continues)
 		w.goProc("x", func(p *proc) {
 			p.w.base.Sleep(p, 0)
 			p.logf("after")
@@ -116,11 +117,11 @@ func TestZeroSleep(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := "x after|x exit|y runs|y exit"
-		if !yieldless {
+		if !continues {
 			want = "y runs|y exit|x after|x exit"
 		}
 		if got := strings.Join(w.log, "|"); got != want {
-			t.Errorf("yieldless %v: %s, want %s", yieldless, got, want)
+			t.Errorf("continues %v: %s, want %s", continues, got, want)
 		}
 	}
 }
