@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lockprover/lockprover/consulsem"
-	"github.com/lockprover/lockprover/internal/rapidbatch"
+	"github.com/lockprover/lockprover/internal/diffrun"
 )
 
 // A Target is the real server a Differential runs against: a private one
@@ -94,20 +93,10 @@ func Differential(ctx context.Context, t Target, n int, seed uint64, progress io
 	defer j.close()
 	rep := Report{Server: j.server}
 	vs, first, err := j.runAll(ctx, n, seed, progress)
-	for _, v := range vs {
-		if v == nil {
-			break
-		}
-		rep.Sequences++
-		if v.slow {
-			rep.Inconclusive++
-		} else {
-			rep.Steps += len(v.steps)
-		}
-		if v == first {
-			rep.Divergence = v.String(seed)
-			break
-		}
+	var reached bool
+	rep.Sequences, rep.Steps, rep.Inconclusive, reached = diffrun.Tally(vs, first)
+	if reached {
+		rep.Divergence = first.String(seed)
 	}
 	if err == nil && first != nil {
 		var small *verdict
@@ -287,6 +276,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// Diverged, Inconclusive and Steps make a verdict a diffrun.Verdict.
+func (v verdict) Diverged() bool     { return v.first >= 0 }
+func (v verdict) Inconclusive() bool { return v.slow }
+func (v verdict) Steps() int         { return len(v.steps) }
+
 // firstDifference is the first step on which sim and real differ, or -1.
 func firstDifference(sim, real []string) int {
 	for i := range max(len(sim), len(real)) {
@@ -335,73 +329,18 @@ func at(ss []string, i int) string {
 }
 
 // runAll runs the sequences, parallel at a time, until all have run, one
-// diverges, or an error stops them. It returns the verdicts by number
-// (nil for those not run; all those before a divergence have run) and the
-// first divergence, nil if none.
+// diverges, or an error stops them (diffrun.Run).
 func (j *judge) runAll(ctx context.Context, n int, seed uint64, progress io.Writer) (vs []*verdict, first *verdict, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := make(chan struct{})
-	halt := sync.OnceFunc(func() { close(stop) })
-	defer halt()
-	jobs := make(chan verdict)
-	var drawErr error
-	go func() {
-		defer close(jobs)
-		k := 0
-		_, _, _, drawErr = rapidbatch.Cases(seed, n, diffBatch, drawSequence, func(steps []step) bool {
-			select {
-			case jobs <- verdict{n: k, steps: steps}:
-				k++
-				return false
-			case <-stop:
-				return true
-			}
-		})
-	}()
-	type judged struct {
-		v   verdict
-		err error
-	}
-	done := make(chan judged)
-	var wg sync.WaitGroup
 	parallel := parallelConsul
 	if j.t.Kind == Etcd {
 		parallel = parallelEtcd
 	}
-	for range parallel {
-		wg.Go(func() {
-			for job := range jobs {
-				v, err := j.judge(ctx, job.n, job.steps)
-				done <- judged{v, err}
-			}
-		})
+	c := diffrun.Config[[]step, verdict]{N: n, Batch: diffBatch, Seed: seed, Draw: drawSequence, Workers: parallel,
+		Judge: func(ctx context.Context, _, k int, steps []step) (verdict, error) { return j.judge(ctx, k, steps) }}
+	if progress != nil {
+		c.Progress = func(ran, _, _ int) { fmt.Fprintf(progress, "  %d/%d sequences\n", ran, n) }
 	}
-	go func() { wg.Wait(); close(done) }()
-	vs = make([]*verdict, n)
-	ran := 0
-	for r := range done {
-		switch {
-		case r.err != nil:
-			if err == nil {
-				err = r.err
-			}
-			halt()
-			cancel()
-			continue
-		case r.v.first >= 0 && (first == nil || r.v.n < first.n):
-			first = &r.v
-			halt()
-		}
-		vs[r.v.n] = &r.v
-		if ran++; progress != nil && ran%max(n/10, 1) == 0 && ran < n && first == nil && err == nil {
-			fmt.Fprintf(progress, "  %d/%d sequences\n", ran, n)
-		}
-	}
-	if err == nil {
-		err = drawErr
-	}
-	return vs, first, err
+	return diffrun.Run(ctx, c)
 }
 
 // shrink shrinks diverging sequence v greedily: it drops one step at a

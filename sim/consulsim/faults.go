@@ -13,57 +13,24 @@ import (
 // Run, it applies at once.
 
 // fault applies f as a step of the calling process, or at once.
-func (w *World) fault(f func()) {
-	if p := w.sched.Running(); p != nil {
-		p.call(request{kind: reqFault, fault: f})
-		return
-	}
-	f()
-}
+func (w *World) fault(f func()) { w.base.Fault(f) }
 
 // target returns the live client named name, tracing its absence.
-func (w *World) target(fault, name string) *Process {
-	p := w.live(name)
-	if p == nil {
-		w.tracef("%s %s: no such process", fault, name)
-	}
-	return p
-}
+func (w *World) target(fault, name string) *Process { return w.base.Target(fault, name) }
 
 // Kill ends the client named name as a crash would: it stops where it
 // waits and runs no more of its own code (its deferred functions run).
 // Calls it had sent still take effect; its sessions live on until their
 // TTL runs out.
-func (w *World) Kill(name string) {
-	w.fault(func() {
-		if p := w.target("kill", name); p != nil {
-			w.tracef("%s killed", name)
-			w.sched.Kill(&p.proc, nil)
-		}
-	})
-}
+func (w *World) Kill(name string) { w.base.Kill(name) }
 
 // Pause stops the client named name (SIGSTOP, a long GC pause): it is
 // not scheduled until Resume, while the server's timers run on; an
 // answer that arrives meanwhile waits for it.
-func (w *World) Pause(name string) {
-	w.fault(func() {
-		if p := w.target("pause", name); p != nil {
-			p.proc.Pause()
-			w.tracef("%s paused", name)
-		}
-	})
-}
+func (w *World) Pause(name string) { w.base.Pause(name) }
 
 // Resume continues a paused client (SIGCONT).
-func (w *World) Resume(name string) {
-	w.fault(func() {
-		if p := w.target("resume", name); p != nil && p.proc.Paused() {
-			p.proc.Resume()
-			w.tracef("%s resumed", name)
-		}
-	})
-}
+func (w *World) Resume(name string) { w.base.Resume(name) }
 
 // Partition cuts the network between the client named name and the
 // server both ways, as a partition does to TCP (bytes wait; nothing is
@@ -71,33 +38,12 @@ func (w *World) Resume(name string) {
 // server's answers wait too (with Options.Timeout, its calls time out
 // meanwhile). The server notices nothing: the client's sessions expire
 // unless renewed.
-func (w *World) Partition(name string) {
-	w.fault(func() {
-		if p := w.target("partition", name); p != nil && !p.cut {
-			p.cut = true
-			w.tracef("%s partitioned from the server", name)
-		}
-	})
-}
+func (w *World) Partition(name string) { w.base.Partition(name, "partitioned from the server") }
 
 // Heal ends the client's partition: what waited goes through, in the
 // order it was sent (a call still takes effect, though its client may
 // have stopped waiting).
-func (w *World) Heal(name string) {
-	w.fault(func() {
-		p := w.target("heal", name)
-		if p == nil || !p.cut {
-			return
-		}
-		p.cut = false
-		w.tracef("%s healed", name)
-		held := p.held
-		p.held = nil
-		for _, f := range held {
-			f()
-		}
-	})
-}
+func (w *World) Heal(name string) { w.base.Heal(name) }
 
 // DropReply arms a fault on the client named name: the server applies
 // its next call, but the answer is lost and the connection resets (the

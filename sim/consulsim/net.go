@@ -53,23 +53,23 @@ func (w *World) send(c *call) {
 	if w.o.Timeout > 0 && c.timer == nil {
 		c.timer = w.sched.After(w.o.Timeout+c.wait, func() {
 			if !c.done {
-				w.tracef("%s: %s timed out", p.name, c.what)
+				w.tracef("%s: %s timed out", p.Name(), c.what)
 				w.deliver(c, result{err: errTimeout})
 			}
 		})
 	}
-	if p.cut {
-		w.tracef("%s -> server: %s waits for the partition to heal", p.name, c.what)
-		p.held = append(p.held, func() { w.send(c) })
+	if p.proc.Link().Cut() {
+		w.tracef("%s -> server: %s waits for the partition to heal", p.Name(), c.what)
+		p.proc.Link().Hold(func() { w.send(c) })
 		return
 	}
 	s := w.srv
 	if s.down {
-		w.tracef("%s -> server: %s: connection refused (server down)", p.name, c.what)
+		w.tracef("%s -> server: %s: connection refused (server down)", p.Name(), c.what)
 		w.sched.After(refusedTime, func() { w.deliver(c, result{err: errRefused}) })
 		return
 	}
-	w.tracef("%s -> server: %s", p.name, c.what)
+	w.tracef("%s -> server: %s", p.Name(), c.what)
 	s.inflight = append(s.inflight, c)
 	c.op(s, c)
 }
@@ -91,14 +91,14 @@ func (w *World) arrive(c *call, r result) {
 	p := c.p
 	if p.drop && r.err != errReset {
 		p.drop = false
-		w.tracef("server -> %s: the reply to %s is lost, the connection reset", p.name, c.what)
+		w.tracef("server -> %s: the reply to %s is lost, the connection reset", p.Name(), c.what)
 		r = result{err: errReset}
 		if w.o.OnDrop != nil {
-			w.o.OnDrop(p.name)
+			w.o.OnDrop(p.Name())
 		}
 	}
-	if p.cut {
-		p.held = append(p.held, func() { w.deliver(c, r) })
+	if p.proc.Link().Cut() {
+		p.proc.Link().Hold(func() { w.deliver(c, r) })
 		return
 	}
 	w.deliver(c, r)
@@ -118,5 +118,5 @@ func (w *World) deliver(c *call, r result) {
 // already ended sends nothing (one that ends meanwhile is not looked at:
 // its deadline is real time).
 func (p *Process) do(what string, wait time.Duration, op func(*server, *call)) result {
-	return p.call(request{kind: reqCall, call: &call{p: p, what: what, wait: wait, op: op}})
+	return p.post(&call{p: p, what: what, wait: wait, op: op})
 }

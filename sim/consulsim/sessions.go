@@ -55,7 +55,7 @@ func (s *server) create(ttl time.Duration, release bool, delay time.Duration) (s
 func (s *server) armConsul(ses *session) {
 	ses.timer.Cancel()
 	d := 2 * ses.ttl
-	if i := pick(s.w.o.Decide, 5); i > 0 {
+	if i := s.w.base.Pick(5); i > 0 {
 		d = ses.ttl + time.Duration(i-1)*ses.ttl/4
 	}
 	ses.timer = s.w.sched.After(d, func() {

@@ -3,10 +3,10 @@ package consulsim
 import (
 	"fmt"
 	"io"
-	"runtime/debug"
 	"time"
 
 	"github.com/lockprover/lockprover/sim/sched"
+	"github.com/lockprover/lockprover/sim/simworld"
 )
 
 // Kind is the server a World simulates.
@@ -85,13 +85,13 @@ const (
 // goroutine that calls Run, from a process while it runs, from a timer,
 // or when no Run is in progress.
 type World struct {
-	o       Options
-	trace   io.Writer
-	now     int64
-	sched   sched.Scheduler[*Process, result]
-	byName  map[string]*Process
-	srv     *server
-	failure error
+	o     Options
+	now   int64
+	sched sched.Scheduler[*Process, result]
+	// base runs the clients: by name, their sleeps and faults, the trace
+	// and the first failure.
+	base simworld.Base[*Process, result]
+	srv  *server
 }
 
 // New returns a World of one empty server, up, at virtual time 0. It
@@ -113,37 +113,21 @@ func New(o Options) (*World, error) {
 		return nil, fmt.Errorf("consulsim: session_ttl_min %v, min TTL %v (whole seconds), election timeout %v, timeout %v: none negative",
 			o.SessionTTLMin, o.MinTTL, o.ElectionTimeout, o.Timeout)
 	}
-	w := &World{o: o, trace: o.Trace, byName: map[string]*Process{}}
+	w := &World{o: o}
 	w.srv = newServer(w)
-	c := sched.Config[*Process]{
-		Clock:   &w.now,
-		Program: func(p *Process) { p.w.program(p) },
-		Serve:   func(p *Process) { p.w.serve(p) },
-		Exit:    func(p *Process, panicked any) { p.w.exit(p, panicked) },
-		Stuck:   func(p *Process) { p.w.tracef("%s can never move again: killed", p.name) },
-	}
-	if o.Decide != nil {
-		c.Decide = decideFunc(o.Decide)
-	}
-	w.sched.Init(c)
+	w.base.Init(&w.sched, simworld.Config[*Process, result]{
+		Name: "consulsim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide,
+		Proc: procOf, Serve: w.serve,
+		// A Sleep of nothing, once served, hands the process straight
+		// back: this simulator has always done so, and its runs depend
+		// on it.
+		ZeroSleepContinues: true,
+	})
 	return w, nil
 }
 
-type decideFunc func(n int) int
-
-func (f decideFunc) Pick(n int) int { return pick(f, n) }
-
-// pick asks f for one of n, refusing an answer out of range.
-func pick(f func(int) int, n int) int {
-	if n < 2 || f == nil {
-		return 0
-	}
-	i := f(n)
-	if i < 0 || i >= n {
-		panic(fmt.Sprintf("consulsim: Decide(%d) = %d", n, i))
-	}
-	return i
-}
+// procOf is the simworld.Proc that p holds.
+func procOf(p *Process) *simworld.Proc[*Process, result] { return &p.proc }
 
 // Now returns the virtual time in nanoseconds since New.
 func (w *World) Now() int64 { return w.now }
@@ -155,19 +139,14 @@ func (w *World) Kind() Kind { return w.o.Kind }
 // scheduler lets it.
 type Process struct {
 	w    *World
-	proc sched.Proc[*Process, result]
-	name string
-	fn   func(*Process)
+	proc simworld.Proc[*Process, result] // with its Link to the server
 
-	exiting bool
-	req     request
-	cut     bool     // partitioned from the server
-	held    []func() // what the partition holds, in the order sent
-	drop    bool     // its next reply is lost
+	req  *call // the call it posted
+	drop bool  // its next reply is lost
 }
 
 // Name returns the name the process was registered with.
-func (p *Process) Name() string { return p.name }
+func (p *Process) Name() string { return p.proc.Name() }
 
 // Now is the process's clock: the virtual time, in nanoseconds.
 func (p *Process) Now() int64 { return p.w.now }
@@ -176,21 +155,7 @@ func (p *Process) Now() int64 { return p.w.now }
 // called before Run, or during Run from a process or a timer; a name may
 // be reused once its process has ended.
 func (w *World) Go(name string, fn func(p *Process)) {
-	if old := w.byName[name]; old != nil && !old.proc.Ended() {
-		panic(fmt.Sprintf("consulsim: process %q is still running", name))
-	}
-	p := &Process{w: w, name: name, fn: fn}
-	w.sched.Go(&p.proc, p)
-	w.byName[name] = p
-	w.tracef("%s registered", name)
-}
-
-// live returns the client named name unless it has ended.
-func (w *World) live(name string) *Process {
-	if p := w.byName[name]; p != nil && !p.proc.Ended() {
-		return p
-	}
-	return nil
+	w.base.Go(&Process{w: w}, name, fn)
 }
 
 // Run runs every process until the clients have ended (a client that can
@@ -198,95 +163,28 @@ func (w *World) live(name string) *Process {
 // timers included: sessions left alive expire in virtual time). It
 // returns the first panic of a client as an error. It may be called
 // again, with processes registered since.
-func (w *World) Run() error {
-	w.sched.Run()
-	return w.failure
-}
-
-func (w *World) program(p *Process) {
-	w.tracef("%s starts", p.name)
-	p.fn(p)
-}
-
-func (w *World) fail(err error) {
-	if w.failure == nil {
-		w.failure = err
-	}
-}
-
-func (w *World) exit(p *Process, panicked any) {
-	if panicked != nil {
-		w.fail(fmt.Errorf("consulsim: process %s panicked: %v\n%s", p.name, panicked, debug.Stack()))
-	}
-	if p.proc.Killed() {
-		w.tracef("%s ended (killed)", p.name)
-	} else {
-		w.tracef("%s ended", p.name)
-	}
-}
+func (w *World) Run() error { return w.base.Run() }
 
 // Sleep lets d of virtual time pass for the process; with d <= 0 it only
 // yields (another process may move first).
-func (p *Process) Sleep(d time.Duration) {
-	p.call(request{kind: reqSleep, d: d})
-}
+func (p *Process) Sleep(d time.Duration) { p.w.base.Sleep(p, d) }
 
-// call posts r, gives control back to the scheduler and returns the
+// post posts c, gives control back to the scheduler and returns the
 // reply. A killed process stops here (its deferred functions run).
-func (p *Process) call(r request) result {
-	if p.w.sched.Running() != p {
-		panic("consulsim: a process's calls or Sleep were used from a goroutine the simulator did not start, or outside World.Run")
-	}
-	if !p.proc.Killed() {
-		p.req = r
-		rep, killed := p.proc.Yield()
-		if !killed {
-			return rep
-		}
-	}
-	if !p.exiting {
-		p.exiting = true
-		p.proc.Stop()
-	}
-	return result{}
+func (p *Process) post(c *call) result {
+	p.req = c
+	rep, _ := p.w.base.Call(p, true)
+	return rep
 }
 
-type reqKind uint8
-
-const (
-	reqSleep reqKind = iota
-	reqCall
-	reqFault
-)
-
-type request struct {
-	kind  reqKind
-	d     time.Duration
-	fault func()
-	call  *call
-}
-
-// serve handles p's posted request; a reply ready at once is handed over
-// at once.
+// serve sends p's posted call; a reply ready at once is handed over at
+// once.
 func (w *World) serve(p *Process) {
-	r := p.req
-	p.req = request{}
+	c := p.req
+	p.req = nil
 	p.proc.Block()
-	switch r.kind {
-	case reqSleep:
-		if r.d <= 0 {
-			p.proc.Deliver(result{})
-			break
-		}
-		w.tracef("%s sleeps %v", p.name, r.d)
-		w.sched.DeliverAt(w.now+int64(r.d), &p.proc, result{})
-	case reqFault:
-		r.fault()
-		p.proc.Deliver(result{})
-	case reqCall:
-		w.send(r.call)
-	}
-	w.sched.Continue(&p.proc)
+	w.send(c)
+	w.sched.Continue(&p.proc.Proc)
 }
 
 // After runs f in the scheduler once d of virtual time has passed; f may
@@ -294,11 +192,4 @@ func (w *World) serve(p *Process) {
 func (w *World) After(d time.Duration, f func()) { w.sched.After(d, f) }
 
 // tracef writes a line of the trace, if there is one.
-func (w *World) tracef(format string, args ...any) {
-	if w.trace == nil {
-		return
-	}
-	fmt.Fprintf(w.trace, "%12d ", w.now)
-	fmt.Fprintf(w.trace, format, args...)
-	io.WriteString(w.trace, "\n")
-}
+func (w *World) tracef(format string, args ...any) { w.base.Tracef(format, args...) }

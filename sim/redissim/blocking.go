@@ -65,7 +65,7 @@ func (s *server) timeout(bl *blocker) {
 		return
 	}
 	s.unblock(bl)
-	s.w.tracef("%s: the BLPOP of %s times out", s.name, bl.m.rd.p.name)
+	s.w.tracef("%s: the BLPOP of %s times out", s.name, bl.m.rd.p.Name())
 	s.w.answer(bl.m.rd, bl.m.slot, s, Result{})
 }
 
@@ -112,7 +112,7 @@ func (s *server) serveBlocked() {
 			bl := s.blocked[i]
 			s.unblock(bl)
 			v := s.pop(key, e)
-			s.w.tracef("%s: the BLPOP of %s pops %q of %s", s.name, bl.m.rd.p.name, v, key)
+			s.w.tracef("%s: the BLPOP of %s pops %q of %s", s.name, bl.m.rd.p.Name(), v, key)
 			s.w.answer(bl.m.rd, bl.m.slot, s, Result{Val: []any{key, v}})
 		}
 	}
@@ -138,7 +138,7 @@ func (w *World) abandon(rd *round, i int) {
 		for _, bl := range s.blocked {
 			if bl.m.rd == rd && bl.m.slot == i {
 				s.unblock(bl)
-				w.tracef("%s forgets the BLPOP of %s (its connection closed)", s.name, rd.p.name)
+				w.tracef("%s forgets the BLPOP of %s (its connection closed)", s.name, rd.p.Name())
 				return
 			}
 		}

@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/lockprover/lockprover/internal/rapidbatch"
+	"github.com/lockprover/lockprover/internal/diffrun"
 )
 
 // A Report is what Differential found.
@@ -67,26 +66,21 @@ func Differential(ctx context.Context, addrs []string, n int, seed uint64, progr
 	if err != nil {
 		return Report{}, err
 	}
-	d := &differ{clients: clients, n: n, seed: seed, progress: progress}
-	vs, first, err := d.run(ctx)
+	vs, first, err := diffrun.Run(ctx, diffrun.Config[[]step, verdict]{
+		N: n, Batch: diffBatch, Seed: seed, Draw: drawSequence, Workers: len(clients),
+		Judge: func(ctx context.Context, worker, k int, steps []step) (verdict, error) {
+			return judge(ctx, clients[worker], k, steps)
+		},
+		Progress: progressTo(progress, n),
+	})
 	if err == nil && first != nil {
 		err = first.replay(ctx, clients[0], replays)
 	}
 	rep := Report{Server: ver}
-	for _, v := range vs {
-		if v == nil {
-			break
-		}
-		rep.Sequences++
-		if v.slow {
-			rep.Inconclusive++
-		} else {
-			rep.Commands += len(v.steps)
-		}
-		if v == first {
-			rep.Divergence = v.String(seed)
-			break
-		}
+	var reached bool
+	rep.Sequences, rep.Commands, rep.Inconclusive, reached = diffrun.Tally(vs, first)
+	if reached {
+		rep.Divergence = first.String(seed)
 	}
 	rep.Elapsed = time.Since(start)
 	if ctx.Err() != nil {
@@ -109,102 +103,17 @@ func version(ctx context.Context, c *goredis.Client) (string, error) {
 	return "", errors.New("redissim: INFO server gives no redis_version")
 }
 
-// differ runs a Differential's sequences: one goroutine draws them, in
-// order, and hands each to the first of the servers' goroutines free.
-type differ struct {
-	clients  []*goredis.Client
-	n        int
-	seed     uint64
-	progress io.Writer
-}
-
-// judged is a server's goroutine's word on a sequence.
-type judged struct {
-	v   verdict
-	err error
-}
-
-// run runs the sequences until all have run, one diverges, or an error
-// (the first) stops them. It returns the verdicts by number (nil for
-// those not run; all those before a divergence have run) and the first
-// divergence, nil if none.
-func (d *differ) run(ctx context.Context) (vs []*verdict, first *verdict, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := make(chan struct{})
-	halt := sync.OnceFunc(func() { close(stop) })
-	defer halt()
-	jobs := make(chan verdict)
-	var drawErr error
-	go func() {
-		defer close(jobs)
-		drawErr = d.draw(jobs, stop)
-	}()
-	vs = make([]*verdict, d.n)
-	var ran, commands, slow int
-	for j := range d.judgeAll(ctx, jobs) {
-		switch {
-		case j.err != nil:
-			if err == nil {
-				err = j.err
-			}
-			halt()
-			cancel()
-			continue
-		case j.v.first >= 0 && (first == nil || j.v.n < first.n):
-			first = &j.v
-			halt()
-		}
-		vs[j.v.n] = &j.v
-		ran++
-		if j.v.slow {
-			slow++
-		} else {
-			commands += len(j.v.steps)
-		}
-		if d.progress != nil && ran%max(d.n/10, 1) == 0 && ran < d.n && first == nil && err == nil {
-			fmt.Fprintf(d.progress, "  %d/%d sequences, %d commands, %d inconclusive\n", ran, d.n, commands, slow)
-		}
+// progressTo writes a Differential's progress lines to w (nil: none).
+func progressTo(w io.Writer, n int) func(ran, commands, inconclusive int) {
+	if w == nil {
+		return nil
 	}
-	if err == nil {
-		err = drawErr // read once jobs is closed, before done was
+	return func(ran, commands, inconclusive int) {
+		fmt.Fprintf(w, "  %d/%d sequences, %d commands, %d inconclusive\n", ran, n, commands, inconclusive)
 	}
-	return vs, first, err
 }
 
-// draw draws the sequences in order and sends them on jobs, until stop
-// is closed.
-func (d *differ) draw(jobs chan<- verdict, stop <-chan struct{}) error {
-	k := 0
-	_, _, _, err := rapidbatch.Cases(d.seed, d.n, diffBatch, drawSequence, func(steps []step) bool {
-		select {
-		case jobs <- verdict{n: k, steps: steps}:
-			k++
-			return false
-		case <-stop:
-			return true
-		}
-	})
-	return err
-}
-
-// judgeAll judges the sequences of jobs, one at a time on each server,
-// and sends each verdict on the channel it returns, closed once jobs is
-// closed and every sequence is judged.
-func (d *differ) judgeAll(ctx context.Context, jobs <-chan verdict) <-chan judged {
-	done := make(chan judged)
-	var wg sync.WaitGroup
-	for _, c := range d.clients {
-		wg.Go(func() {
-			for j := range jobs {
-				v, err := judge(ctx, c, j.n, j.steps)
-				done <- judged{v, err}
-			}
-		})
-	}
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	return done
-}
+// Diverged, Inconclusive and Steps make a verdict a diffrun.Verdict.
+func (v verdict) Diverged() bool     { return v.first >= 0 }
+func (v verdict) Inconclusive() bool { return v.slow }
+func (v verdict) Steps() int         { return len(v.steps) }

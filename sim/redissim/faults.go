@@ -13,14 +13,7 @@ import (
 // range is an error, and nothing happens.
 
 // fault applies f as a step of the calling process, or at once.
-func (w *World) fault(f func()) {
-	if p := w.sched.Running(); p != nil {
-		p.call(request{kind: reqFault, fault: f})
-		return
-	}
-	f()
-	w.settle()
-}
+func (w *World) fault(f func()) { w.base.Fault(f) }
 
 func (w *World) serverAt(fault string, i int) (*server, error) {
 	if i < 0 || i >= len(w.servers) {
@@ -217,24 +210,10 @@ func (w *World) DropReply(name string, i int) error {
 // and so do its tasks (PriorityEnv.Go). Commands it had sent still run on
 // their servers, but a blocked BLPOP is forgotten (its connection closes)
 // and its subscriptions end.
-func (w *World) Kill(name string) {
-	w.fault(func() {
-		if p := w.target("kill", name); p != nil {
-			w.tracef("%s killed", name)
-			w.sched.Kill(&p.proc, nil)
-		}
-	})
-}
+func (w *World) Kill(name string) { w.base.Kill(name) }
 
 // target returns the live client named name, tracing its absence.
-func (w *World) target(fault, name string) *Process {
-	p := w.live(name)
-	if p == nil || p.srv != nil {
-		w.tracef("%s %s: no such process", fault, name)
-		return nil
-	}
-	return p
-}
+func (w *World) target(fault, name string) *Process { return w.base.Target(fault, name) }
 
 // Keys returns the live keys of server i and their values, sorted by
 // key, for tests and checks that a run left nothing behind (what the

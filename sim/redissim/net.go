@@ -110,13 +110,13 @@ func (w *World) post(rd *round, i int) {
 	p, s, sl := rd.p, w.servers[rd.slots[i].server], &rd.slots[i]
 	m := &msg{rd: rd, slot: i, args: sl.args, tx: sl.tx, sub: sl.sub}
 	if c := p.client(); c.cut[s.id] {
-		w.tracef("%s -> %s: %s waits for the partition to heal", p.name, s.name, m.describe())
+		w.tracef("%s -> %s: %s waits for the partition to heal", p.Name(), s.name, m.describe())
 		c.held = append(c.held, held{server: s.id, f: func() { w.post(rd, i) }})
 		return
 	}
 	if s.down {
 		w.now += int64(refusedTime)
-		w.tracef("%s -> %s: connection refused (server down)", p.name, s.name)
+		w.tracef("%s -> %s: connection refused (server down)", p.Name(), s.name)
 		w.deliver(rd, i, Result{Err: errRefused})
 		return
 	}
@@ -139,10 +139,10 @@ func (w *World) answer(rd *round, i int, s *server, res Result) {
 	c := p.client()
 	if c.drop[s.id] {
 		delete(c.drop, s.id)
-		w.tracef("%s -> %s: the reply is lost, the connection reset", s.name, p.name)
+		w.tracef("%s -> %s: the reply is lost, the connection reset", s.name, p.Name())
 		res = Result{Err: errReset}
 		if w.onDrop != nil {
-			w.onDrop(c.name, s.id)
+			w.onDrop(c.Name(), s.id)
 		}
 	}
 	if c.cut[s.id] {
@@ -173,7 +173,7 @@ func (w *World) expire(rd *round) {
 	}
 	for i := range rd.slots {
 		if !rd.slots[i].answered {
-			w.tracef("%s: %s timed out after %v", rd.p.name, w.servers[rd.slots[i].server].name, rd.timeout)
+			w.tracef("%s: %s timed out after %v", rd.p.Name(), w.servers[rd.slots[i].server].name, rd.timeout)
 			w.deliver(rd, i, Result{Err: errTimeout})
 			w.abandon(rd, i)
 		}

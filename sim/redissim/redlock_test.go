@@ -96,7 +96,8 @@ func TestFailedAcquireCleansUpLostReplies(t *testing.T) {
 		w = world(t, Options{Servers: 2, OnDrop: func(client string, server int) {
 			dropped = append(dropped, fmt.Sprintf("%s/%d", client, server))
 			if again {
-				w.byName[client].cut[server] = true // the cleanup's DEL waits, and times out
+				p, _ := w.base.Latest(client)
+				p.cut[server] = true // the cleanup's DEL waits, and times out
 			}
 		}})
 		var err error

@@ -78,9 +78,9 @@ func (s *server) spawn() {
 	if s.proc != nil && !s.proc.proc.Ended() {
 		return
 	}
-	p := &Process{w: s.w, name: s.name, srv: s}
+	p := &Process{w: s.w, srv: s}
 	s.proc, s.posted, s.waiting = p, false, false
-	s.w.sched.Go(&p.proc, p)
+	s.w.base.Spawn(p, s.name, s.loop, true)
 	if s.paused {
 		p.proc.Pause()
 	}
@@ -136,7 +136,7 @@ func (s *server) next() *msg {
 			heads = append(heads, i)
 		}
 	}
-	i := heads[pick(s.w.decide, len(heads))]
+	i := heads[s.w.base.Pick(len(heads))]
 	m := s.inbox[i]
 	s.inbox = append(s.inbox[:i], s.inbox[i+1:]...)
 	return m
@@ -156,15 +156,15 @@ func (s *server) handle(m *msg) {
 	if b, ok := res.Val.(blockOn); ok {
 		s.w.now += int64(commandTime)
 		if m.rd.done || m.rd.slots[m.slot].answered {
-			s.w.tracef("%s <- %s: %s -> would block, but the client is gone", s.name, m.rd.p.name, m.describe())
+			s.w.tracef("%s <- %s: %s -> would block, but the client is gone", s.name, m.rd.p.Name(), m.describe())
 			return
 		}
-		s.w.tracef("%s <- %s: %s -> blocks", s.name, m.rd.p.name, m.describe())
+		s.w.tracef("%s <- %s: %s -> blocks", s.name, m.rd.p.Name(), m.describe())
 		s.block(m, b)
 		return
 	}
-	if s.w.trace != nil {
-		s.w.tracef("%s <- %s: %s -> %s", s.name, m.rd.p.name, m.describe(), res)
+	if s.w.base.Tracing() {
+		s.w.tracef("%s <- %s: %s -> %s", s.name, m.rd.p.Name(), m.describe(), res)
 	}
 	s.w.now += int64(commandTime)
 	s.w.answer(m.rd, m.slot, s, res)

@@ -133,8 +133,7 @@ func firstError(v any) error {
 func (e penv) Go(f func()) {
 	w, c := e.p.w, e.cur().client()
 	c.ntasks++
-	t := &Process{w: w, name: fmt.Sprintf("%s/%d", c.name, c.ntasks), fn: func(*Process) { f() },
-		owner: c, cut: c.cut, drop: c.drop}
+	t := &Process{w: w, owner: c, cut: c.cut, drop: c.drop}
 	live := c.tasks[:0]
 	for _, x := range c.tasks {
 		if !x.proc.Ended() {
@@ -142,9 +141,8 @@ func (e penv) Go(f func()) {
 		}
 	}
 	c.tasks = append(live, t)
-	w.sched.Go(&t.proc, t)
-	w.tracef("%s registered", t.name)
-	if c.proc.Ended() || c.exiting {
+	w.base.Spawn(t, fmt.Sprintf("%s/%d", c.Name(), c.ntasks), func(*Process) { f() }, false)
+	if c.proc.Ended() || c.proc.Exiting() {
 		w.reap = append(w.reap, t)
 	}
 }
@@ -219,9 +217,9 @@ func (w *World) startAwait(p *Process, a *awaiter) {
 	}
 	if a.deadline != 0 {
 		a.timer = w.sched.At(a.deadline, func() { a.resolve(-1) })
-		w.tracef("%s waits until %d", p.name, a.deadline)
+		w.tracef("%s waits until %d", p.Name(), a.deadline)
 	} else {
-		w.tracef("%s waits", p.name)
+		w.tracef("%s waits", p.Name())
 	}
 }
 
@@ -276,8 +274,8 @@ func (w *World) reapTasks() {
 		t := w.reap[0]
 		w.reap = w.reap[1:]
 		if !t.proc.Ended() {
-			w.tracef("%s killed: %s ended", t.name, t.owner.name)
-			w.sched.Kill(&t.proc, nil)
+			w.tracef("%s killed: %s ended", t.Name(), t.owner.Name())
+			w.sched.Kill(&t.proc.Proc, nil)
 		}
 	}
 }

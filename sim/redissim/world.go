@@ -3,10 +3,10 @@ package redissim
 import (
 	"fmt"
 	"io"
-	"runtime/debug"
 	"time"
 
 	"github.com/lockprover/lockprover/sim/sched"
+	"github.com/lockprover/lockprover/sim/simworld"
 )
 
 // Options configure a World. The zero value is one server without
@@ -55,14 +55,13 @@ const (
 // them. Its methods must be called from the goroutine that calls Run, from
 // a process while it runs, from a timer, or when no Run is in progress.
 type World struct {
-	trace   io.Writer
-	decide  func(n int) int
-	onDrop  func(client string, server int)
-	now     int64
-	sched   sched.Scheduler[*Process, reply]
-	byName  map[string]*Process
+	onDrop func(client string, server int)
+	now    int64
+	sched  sched.Scheduler[*Process, reply]
+	// base runs the processes: the clients by name, their sleeps and
+	// faults, the trace and the first failure.
+	base    simworld.Base[*Process, reply]
 	servers []*server
-	failure error
 	reap    []*Process // tasks to kill: their client has ended
 }
 
@@ -79,45 +78,19 @@ func New(o Options) (*World, error) {
 	if o.Persistence != None && o.Persistence != Always {
 		return nil, fmt.Errorf("redissim: unknown persistence %d", int(o.Persistence))
 	}
-	w := &World{trace: o.Trace, decide: o.Decide, onDrop: o.OnDrop, byName: map[string]*Process{}}
+	w := &World{onDrop: o.OnDrop}
 	for i := range n {
 		w.servers = append(w.servers, newServer(w, i, o.Persistence))
 	}
-	c := sched.Config[*Process]{
-		Clock:   &w.now,
-		Program: func(p *Process) { p.w.program(p) },
-		Serve:   func(p *Process) { p.w.serve(p) },
-		Exit:    func(p *Process, panicked any) { p.w.exit(p, panicked) },
-		Settle:  w.settle,
-		Stuck: func(p *Process) {
-			if p.srv == nil {
-				p.w.tracef("%s can never move again: killed", p.name)
-			}
-		},
-	}
-	if o.Decide != nil {
-		c.Decide = decideFunc(o.Decide)
-	}
-	w.sched.Init(c)
+	w.base.Init(&w.sched, simworld.Config[*Process, reply]{
+		Name: "redissim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide,
+		Proc: procOf, Serve: w.serve, Exit: w.ending, Settle: w.settle,
+	})
 	return w, nil
 }
 
-// decideFunc is Options.Decide as a sched.Decider.
-type decideFunc func(n int) int
-
-func (f decideFunc) Pick(n int) int { return pick(f, n) }
-
-// pick asks f for one of n, refusing an answer out of range.
-func pick(f func(int) int, n int) int {
-	if n < 2 || f == nil {
-		return 0
-	}
-	i := f(n)
-	if i < 0 || i >= n {
-		panic(fmt.Sprintf("redissim: Decide(%d) = %d", n, i))
-	}
-	return i
-}
+// procOf is the simworld.Proc that p holds.
+func procOf(p *Process) *simworld.Proc[*Process, reply] { return &p.proc }
 
 // Now returns the virtual time in nanoseconds since New.
 func (w *World) Now() int64 { return w.now }
@@ -129,16 +102,13 @@ func (w *World) Servers() int { return len(w.servers) }
 // moves only when the scheduler lets it.
 type Process struct {
 	w    *World
-	proc sched.Proc[*Process, reply]
-	name string
-	fn   func(*Process)
+	proc simworld.Proc[*Process, reply]
 	srv  *server // set for a server's process
 
-	exiting bool
-	req     request
-	cut     map[int]bool // servers it is partitioned from
-	held    []held       // what the partitions hold, in the order sent
-	drop    map[int]bool // servers whose next reply to it is lost
+	req  request
+	cut  map[int]bool // servers it is partitioned from
+	held []held       // what the partitions hold, in the order sent
+	drop map[int]bool // servers whose next reply to it is lost
 
 	// A client's tasks (PriorityEnv.Go) are processes of their own that
 	// share its network (cut and drop are its maps; held is its) and die
@@ -160,7 +130,7 @@ func (p *Process) client() *Process {
 }
 
 // Name returns the name the process was registered with.
-func (p *Process) Name() string { return p.name }
+func (p *Process) Name() string { return p.proc.Name() }
 
 // Now is the process's clock (CLOCK_MONOTONIC's stand-in): the virtual
 // time, in nanoseconds.
@@ -170,22 +140,11 @@ func (p *Process) Now() int64 { return p.w.now }
 // called before Run, or during Run from a process or a timer; a name may
 // be reused once its process has ended.
 func (w *World) Go(name string, fn func(p *Process)) {
-	if old := w.byName[name]; old != nil && !old.proc.Ended() {
-		panic(fmt.Sprintf("redissim: process %q is still running", name))
-	}
-	p := &Process{w: w, name: name, fn: fn, cut: map[int]bool{}, drop: map[int]bool{}}
-	w.sched.Go(&p.proc, p)
-	w.byName[name] = p
-	w.tracef("%s registered", name)
+	w.base.Go(&Process{w: w, cut: map[int]bool{}, drop: map[int]bool{}}, name, fn)
 }
 
 // live returns the client named name unless it has ended.
-func (w *World) live(name string) *Process {
-	if p := w.byName[name]; p != nil && !p.proc.Ended() {
-		return p
-	}
-	return nil
-}
+func (w *World) live(name string) *Process { return w.base.Live(name) }
 
 // Run runs every process until the clients have ended (a client that can
 // never move again, paused for good, is killed) and no timer is pending.
@@ -196,82 +155,35 @@ func (w *World) Run() error {
 	for _, s := range w.servers {
 		s.spawn()
 	}
-	w.sched.Run()
-	return w.failure
-}
-
-func (w *World) program(p *Process) {
-	if p.srv != nil {
-		p.srv.loop(p)
-		return
-	}
-	w.tracef("%s starts", p.name)
-	p.fn(p)
+	return w.base.Run()
 }
 
 // fail records the first failure of the World.
-func (w *World) fail(err error) {
-	if w.failure == nil {
-		w.failure = err
-	}
-}
-
-func (w *World) exit(p *Process, panicked any) {
-	if p.srv != nil {
-		return
-	}
-	w.ending(p)
-	if panicked != nil {
-		w.fail(fmt.Errorf("redissim: process %s panicked: %v\n%s", p.name, panicked, debug.Stack()))
-	}
-	if p.proc.Killed() {
-		w.tracef("%s ended (killed)", p.name)
-	} else {
-		w.tracef("%s ended", p.name)
-	}
-}
+func (w *World) fail(err error) { w.base.Fail(err) }
 
 // Sleep lets d of virtual time pass for the process; with d <= 0 it only
 // yields (another process may move first).
-func (p *Process) Sleep(d time.Duration) {
-	p.call(request{kind: reqSleep, d: d})
-}
+func (p *Process) Sleep(d time.Duration) { p.w.base.Sleep(p, d) }
 
 // call posts r, gives control back to the scheduler and returns the
 // reply. A killed process stops here (its deferred functions run).
 func (p *Process) call(r request) reply {
-	if p.w.sched.Running() != p {
-		panic("redissim: a process's commands or Sleep were used from a goroutine the simulator did not start, or outside World.Run")
-	}
-	if !p.proc.Killed() {
-		p.req = r
-		rep, killed := p.proc.Yield()
-		if !killed {
-			return rep
-		}
-	}
-	if !p.exiting {
-		p.exiting = true
-		p.proc.Stop()
-	}
-	return reply{}
+	p.req = r
+	rep, _ := p.w.base.Call(p, true)
+	return rep
 }
 
 type reqKind uint8
 
 const (
-	reqSleep reqKind = iota
-	reqRound
-	reqFault
-	reqRecv  // a server waits for its next command
-	reqAwait // PriorityEnv.Await
-	reqPost  // a round the process does not wait for
+	reqRound reqKind = iota
+	reqRecv          // a server waits for its next command
+	reqAwait         // PriorityEnv.Await
+	reqPost          // a round the process does not wait for
 )
 
 type request struct {
 	kind  reqKind
-	d     time.Duration
-	fault func()
 	round *round
 	await *awaiter
 }
@@ -288,17 +200,6 @@ func (w *World) serve(p *Process) {
 	p.req = request{}
 	p.proc.Block()
 	switch r.kind {
-	case reqSleep:
-		if r.d <= 0 {
-			p.proc.Deliver(reply{})
-			return
-		}
-		w.tracef("%s sleeps %v", p.name, r.d)
-		w.sched.DeliverAt(w.now+int64(r.d), &p.proc, reply{})
-	case reqFault:
-		r.fault()
-		w.settle()
-		p.proc.Deliver(reply{})
 	case reqRound:
 		w.send(r.round)
 	case reqPost:
@@ -310,7 +211,7 @@ func (w *World) serve(p *Process) {
 		p.srv.idle()
 		return
 	}
-	w.sched.Continue(&p.proc)
+	w.sched.Continue(&p.proc.Proc)
 }
 
 // settle lets each server that has posted its wait for a command wait,
@@ -331,11 +232,4 @@ func (w *World) settle() {
 func (w *World) After(d time.Duration, f func()) { w.sched.After(d, f) }
 
 // tracef writes a line of the trace, if there is one.
-func (w *World) tracef(format string, args ...any) {
-	if w.trace == nil {
-		return
-	}
-	fmt.Fprintf(w.trace, "%12d ", w.now)
-	fmt.Fprintf(w.trace, format, args...)
-	io.WriteString(w.trace, "\n")
-}
+func (w *World) tracef(format string, args ...any) { w.base.Tracef(format, args...) }

@@ -185,9 +185,7 @@ func (c *conn) Close() error {
 		c.clientClosed, c.broken = true, true
 		c.p.w.clientClose(c.s)
 	}
-	if p := c.p; p.proc.Killed() && p.w.sched.Running() == p {
-		p.stop(true)
-	}
+	c.p.w.base.StopKilled(c.p)
 	return nil
 }
 

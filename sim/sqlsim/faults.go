@@ -9,25 +9,10 @@ import "time"
 // or outside Run, it applies at once.
 
 // fault applies f as a step of the calling process, or at once.
-func (w *World) fault(f func()) {
-	if p := w.sched.Running(); p != nil {
-		p.call(request{kind: reqFault, fault: f}, true)
-		return
-	}
-	f()
-	w.settle()
-}
+func (w *World) fault(f func()) { w.base.Fault(f) }
 
 // target returns the live process named name, tracing its absence.
-func (w *World) target(fault, name string) *Process {
-	p := w.live(name)
-	if p == nil {
-		if w.trace != nil {
-			w.tracef("%s %s: no such process", fault, name)
-		}
-	}
-	return p
-}
+func (w *World) target(fault, name string) *Process { return w.base.Target(fault, name) }
 
 // Kill ends the process named name as a crash (or kill -9) would: its
 // coroutine stops where it waits (in BeginTx, Commit or Rollback, on its
@@ -38,21 +23,7 @@ func (w *World) target(fault, name string) *Process {
 // exception, as on MariaDB, which notices a gone client only when it
 // answers: its transaction keeps its locks until the wait ends (granted
 // or timed out), then rolls back.
-func (w *World) Kill(name string) {
-	w.fault(func() {
-		if p := w.target("kill", name); p != nil {
-			if w.trace != nil {
-				w.tracef("%s killed", name)
-			}
-			w.killProc(p)
-		}
-	})
-}
-
-// killProc ends p's coroutine (at its next safe point, see
-// Process.call; its deferred functions run, and their calls to the server
-// fail at once), then p's sockets close.
-func (w *World) killProc(p *Process) { w.sched.Kill(&p.proc, nil) }
+func (w *World) Kill(name string) { w.base.Kill(name) }
 
 // KillConnections is KILL CONNECTION on each of the process's open
 // connections: a statement in progress (waiting for a lock) ends, open
@@ -80,28 +51,10 @@ func (w *World) KillConnections(name string) {
 // Pause stops scheduling the process (SIGSTOP); virtual time goes on. A
 // statement it is blocked in still completes, or times out, on the
 // server; the process sees the outcome once resumed.
-func (w *World) Pause(name string) {
-	w.fault(func() {
-		if p := w.target("pause", name); p != nil {
-			p.proc.Pause()
-			if w.trace != nil {
-				w.tracef("%s paused", name)
-			}
-		}
-	})
-}
+func (w *World) Pause(name string) { w.base.Pause(name) }
 
 // Resume schedules a paused process again (SIGCONT).
-func (w *World) Resume(name string) {
-	w.fault(func() {
-		if p := w.target("resume", name); p != nil && p.proc.Paused() {
-			p.proc.Resume()
-			if w.trace != nil {
-				w.tracef("%s resumed", name)
-			}
-		}
-	})
-}
+func (w *World) Resume(name string) { w.base.Resume(name) }
 
 // Partition cuts the network between the process named name and the
 // server both ways, as a partition does to TCP (bytes wait; nothing is
@@ -110,36 +63,11 @@ func (w *World) Resume(name string) {
 // on (its Sleeps end, its clock reads), and the server notices nothing:
 // a transaction of the process keeps its locks, a statement of it that
 // waits for a lock still gets it, or times out.
-func (w *World) Partition(name string) {
-	w.fault(func() {
-		if p := w.target("partition", name); p != nil && !p.cut {
-			p.cut = true
-			if w.trace != nil {
-				w.tracef("%s partitioned", name)
-			}
-		}
-	})
-}
+func (w *World) Partition(name string) { w.base.Partition(name, "partitioned") }
 
 // Heal ends the process's partition: what waited on either side goes
 // through, in the order it was sent.
-func (w *World) Heal(name string) {
-	w.fault(func() {
-		p := w.target("heal", name)
-		if p == nil || !p.cut {
-			return
-		}
-		p.cut = false
-		if w.trace != nil {
-			w.tracef("%s healed", name)
-		}
-		held := p.held
-		p.held = nil
-		for _, f := range held {
-			f()
-		}
-	})
-}
+func (w *World) Heal(name string) { w.base.Heal(name) }
 
 // SkewClock sets, from now on, the clock offset of the host the process
 // named name runs on: UTC_TIMESTAMP(6) in its sessions and its

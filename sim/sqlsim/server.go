@@ -66,7 +66,7 @@ func (w *World) attach(s *session) {
 // clock is the session's UTC_TIMESTAMP(6): virtual time plus the server's
 // and the owning process's offsets, in microseconds since the Unix epoch.
 func (s *session) clock(w *World) int64 {
-	ns := w.now + int64(w.serverSkew) + int64(w.skews[s.p.name])
+	ns := w.now + int64(w.serverSkew) + int64(w.skews[s.p.Name()])
 	return epoch.UnixMicro() + floorDiv(ns, 1000)
 }
 
@@ -508,11 +508,11 @@ func (w *World) answer(p *Process, c *conn, num int, rep reply) {
 	if p == nil || p.proc.Ended() {
 		return
 	}
-	if p.cut {
+	if p.proc.Link().Cut() {
 		if w.trace != nil {
-			w.tracef("%s: a reply waits for the partition to heal", p.name)
+			w.tracef("%s: a reply waits for the partition to heal", p.Name())
 		}
-		p.held = append(p.held, func() { w.answer(p, c, num, rep) })
+		p.proc.Link().Hold(func() { w.answer(p, c, num, rep) })
 		return
 	}
 	p.proc.Deliver(rep)

@@ -5,10 +5,10 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"time"
 
 	"github.com/lockprover/lockprover/sim/sched"
+	"github.com/lockprover/lockprover/sim/simworld"
 )
 
 // Options configure a World. The zero value is MariaDB's defaults with
@@ -42,10 +42,11 @@ type World struct {
 	lockWait  time.Duration
 	holdPurge bool
 
-	now       int64
-	sched     sched.Scheduler[*Process, reply]
-	byName    map[string]*Process
-	failure   error
+	now   int64
+	sched sched.Scheduler[*Process, reply]
+	// base runs the processes: by name, their sleeps and faults, the
+	// trace and the first failure.
+	base      simworld.Base[*Process, reply]
 	dueHooks  []func()
 	pending   map[string][]hook // hooks for processes not registered yet
 	wake      []*stmtRun        // statements granted a lock, to run again
@@ -75,7 +76,6 @@ func New(o Options) *World {
 		trace:     o.Trace,
 		lockWait:  o.LockWaitTimeout,
 		holdPurge: o.HoldPurge,
-		byName:    map[string]*Process{},
 		pending:   map[string][]hook{},
 		tables:    map[string]*table{},
 		locks:     map[lockID]*lockQueue{},
@@ -85,41 +85,20 @@ func New(o Options) *World {
 	if w.lockWait <= 0 {
 		w.lockWait = defaultLockWait
 	}
-	c := sched.Config[*Process]{
-		Clock: &w.now,
-		Program: func(p *Process) {
-			if p.w.trace != nil {
-				p.w.tracef("%s starts", p.name)
-			}
-			p.fn(p)
-		},
-		Serve:  func(p *Process) { p.w.serve(p) },
-		Exit:   func(p *Process, panicked any) { p.w.exit(p, panicked) },
-		Settle: w.settle,
+	w.base.Init(&w.sched, simworld.Config[*Process, reply]{
+		Name: "sqlsim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide,
+		Proc: procOf, Serve: w.serve, Exit: w.endProcess, Settle: w.settle,
 		Stepped: func() {
 			if w.afterStep != nil {
 				w.afterStep()
 			}
 		},
-		Stuck: func(p *Process) { p.w.tracef("%s can never move again: killed", p.name) },
-	}
-	if o.Decide != nil {
-		c.Decide = decideFunc(o.Decide)
-	}
-	w.sched.Init(c)
+	})
 	return w
 }
 
-// decideFunc is Options.Decide as a sched.Decider.
-type decideFunc func(n int) int
-
-func (f decideFunc) Pick(n int) int {
-	i := f(n)
-	if i < 0 || i >= n {
-		panic(fmt.Sprintf("sqlsim: Decide(%d) = %d", n, i))
-	}
-	return i
-}
+// procOf is the simworld.Proc that p holds.
+func procOf(p *Process) *simworld.Proc[*Process, reply] { return &p.proc }
 
 // Now returns the virtual time in nanoseconds since New.
 func (w *World) Now() int64 { return w.now }
@@ -128,14 +107,9 @@ func (w *World) Now() int64 { return w.now }
 // scheduler lets it, with its own connection pool to the server.
 type Process struct {
 	w    *World
-	proc sched.Proc[*Process, reply]
-	name string
-	fn   func(*Process)
+	proc simworld.Proc[*Process, reply] // with its Link to the server
 
-	exiting    bool // it is unwinding (Proc.Stop)
 	dropCommit bool
-	cut        bool     // partitioned from the server
-	held       []func() // what waits for the partition to heal, in order
 	req        request
 	db         *sql.DB
 	conns      []*conn
@@ -150,13 +124,13 @@ type hook struct {
 }
 
 // Name returns the name the process was registered with.
-func (p *Process) Name() string { return p.name }
+func (p *Process) Name() string { return p.proc.Name() }
 
 // Now is the process's own clock: a fixed date (2025-01-01 00:00 UTC) plus
 // the virtual time, plus the offset SkewClock gave its name. Pass it as
 // dbsem's Defects.Now so that a client-clock defect reads virtual time.
 func (p *Process) Now() time.Time {
-	return epoch.Add(time.Duration(p.w.now) + p.w.skews[p.name])
+	return epoch.Add(time.Duration(p.w.now) + p.w.skews[p.Name()])
 }
 
 // DB returns the process's connection pool to the server (one per
@@ -176,9 +150,7 @@ func (p *Process) DB() *sql.DB {
 
 // Sleep lets d of virtual time pass for the process; with d <= 0 it only
 // yields (the process stays runnable, and Decide may let another move).
-func (p *Process) Sleep(d time.Duration) {
-	p.call(request{kind: reqSleep, d: d}, true)
-}
+func (p *Process) Sleep(d time.Duration) { p.w.base.Sleep(p, d) }
 
 // Go registers a process named name that will run fn. It may be called
 // before Run, or during Run from a process, a timer or a hook (a client
@@ -186,35 +158,20 @@ func (p *Process) Sleep(d time.Duration) {
 // ended. Processes are offered to Decide in the order they were
 // registered.
 func (w *World) Go(name string, fn func(p *Process)) {
-	if old := w.byName[name]; old != nil && !old.proc.Ended() {
-		panic(fmt.Sprintf("sqlsim: process %q is still running", name))
-	}
-	p := &Process{w: w, name: name, fn: fn}
+	p := &Process{w: w}
+	w.base.Go(p, name, fn)
 	p.hooks = w.pending[name]
 	delete(w.pending, name)
-	w.sched.Go(&p.proc, p)
-	w.byName[name] = p
-	if w.trace != nil {
-		w.tracef("%s registered", name)
-	}
 }
 
 // live returns the process named name unless it has ended.
-func (w *World) live(name string) *Process {
-	if p := w.byName[name]; p != nil && !p.proc.Ended() {
-		return p
-	}
-	return nil
-}
+func (w *World) live(name string) *Process { return w.base.Live(name) }
 
 // Run runs every process until all have ended and no timer is pending; a
 // process that can never move again (paused for good) is then killed. It
 // returns the first panic of a process, or the first statement the server
 // did not know, as an error.
-func (w *World) Run() error {
-	w.sched.Run()
-	return w.failure
-}
+func (w *World) Run() error { return w.base.Run() }
 
 // settle lets the server finish what an event set off: statements granted
 // a lock run again, and hooks armed by finished statements run.
@@ -237,37 +194,20 @@ func (w *World) settle() {
 	}
 }
 
-// serve handles p's posted request. A reply ready at once is handed over
-// at once (the process goes on to its next request in the same step),
-// unless a hook paused or killed the process meanwhile, or the request
-// was a Sleep of nothing (a yield: the process competes for the next
-// step).
+// serve handles p's posted connect or statement (its sleeps and faults
+// are the Base's). A reply ready at once is handed over at once (the
+// process goes on to its next request in the same step), unless a hook
+// paused or killed the process meanwhile.
 func (w *World) serve(p *Process) {
 	r := p.req
 	p.req = request{}
 	p.proc.Block()
-	switch r.kind {
-	case reqSleep:
-		if r.d <= 0 {
-			p.proc.Deliver(reply{})
-			return
-		}
-		if w.trace != nil {
-			w.tracef("%s sleeps %v", p.name, r.d)
-		}
-		w.sched.DeliverAt(w.now+int64(r.d), &p.proc, reply{})
-	case reqFault:
-		r.fault()
-		w.settle()
-		p.proc.Deliver(reply{})
-	case reqConnect, reqStmt:
-		if p.cut {
-			w.hold(p, r)
-			break
-		}
+	if p.proc.Link().Cut() {
+		w.hold(p, r)
+	} else {
 		w.send(p, r)
 	}
-	w.sched.Continue(&p.proc)
+	w.sched.Continue(&p.proc.Proc)
 }
 
 // hold keeps p's connect or statement until the partition heals. (A
@@ -275,9 +215,9 @@ func (w *World) serve(p *Process) {
 // keeps, goes to the heap: serve's copy of every request did.)
 func (w *World) hold(p *Process, r request) {
 	if w.trace != nil {
-		w.tracef("%s: its %s waits for the partition to heal", p.name, shortText(r))
+		w.tracef("%s: its %s waits for the partition to heal", p.Name(), shortText(r))
 	}
-	p.held = append(p.held, func() { w.send(p, r) })
+	p.proc.Link().Hold(func() { w.send(p, r) })
 }
 
 // send serves p's connect or statement, as it reaches the server.
@@ -313,9 +253,7 @@ func (w *World) statement(p *Process, rq request) {
 		if w.trace != nil {
 			w.tracef("%s %v", s.name, rq.err)
 		}
-		if w.failure == nil {
-			w.failure = rq.err
-		}
+		w.base.Fail(rq.err)
 		w.answer(p, c, num, reply{err: rq.err})
 	default:
 		r := &stmtRun{w: w, s: s, p: p, c: c, v: rq.parsed.v, parsed: rq.parsed, prefix: rq.parsed.prefix, b: rq.b, clock: s.clock(w), num: num}
@@ -344,14 +282,14 @@ func (w *World) connect(p *Process) {
 	if w.down {
 		w.now += int64(refusedTime)
 		if w.trace != nil {
-			w.tracef("%s connect: refused (server down)", p.name)
+			w.tracef("%s connect: refused (server down)", p.Name())
 		}
 		p.proc.Deliver(reply{err: errRefused()})
 		return
 	}
 	w.connID++
-	w.connSeq[p.name]++
-	s := &session{id: w.connID, name: fmt.Sprintf("%s#%d", p.name, w.connSeq[p.name]), p: p}
+	w.connSeq[p.Name()]++
+	s := &session{id: w.connID, name: fmt.Sprintf("%s#%d", p.Name(), w.connSeq[p.Name()]), p: p}
 	c := &conn{p: p, s: s}
 	s.c = c
 	if len(w.sessions) >= 64 && len(w.sessions)&(len(w.sessions)-1) == 0 {
@@ -362,7 +300,7 @@ func (w *World) connect(p *Process) {
 	p.conns = append(p.conns, c)
 	p.counters.Connections++
 	if w.trace != nil {
-		w.tracef("%s connects: %s (id %d)", p.name, s.name, s.id)
+		w.tracef("%s connects: %s (id %d)", p.Name(), s.name, s.id)
 	}
 	w.now += int64(connectTime)
 	p.proc.Deliver(reply{conn: c})
@@ -381,14 +319,6 @@ func dropClosed[T any](xs []T, gone func(T) bool) []T {
 	return xs[:j]
 }
 
-// exit records the panic that ended p, if any, and ends p.
-func (w *World) exit(p *Process, panicked any) {
-	if panicked != nil && w.failure == nil {
-		w.failure = fmt.Errorf("sqlsim: process %s panicked: %v\n%s", p.name, panicked, debug.Stack())
-	}
-	w.endProcess(p)
-}
-
 // endProcess is the end of a process's program: its sockets close (the
 // server rolls back what they had open) and its pool is closed.
 func (w *World) endProcess(p *Process) {
@@ -400,15 +330,6 @@ func (w *World) endProcess(p *Process) {
 	p.hooks = nil
 	if p.db != nil {
 		p.db.Close()
-	}
-	if p.proc.Killed() {
-		if w.trace != nil {
-			w.tracef("%s ended (killed)", p.name)
-		}
-	} else {
-		if w.trace != nil {
-			w.tracef("%s ended", p.name)
-		}
 	}
 }
 
@@ -429,44 +350,23 @@ func (w *World) endProcess(p *Process) {
 // database/sql, discarding the connection, closes it: the process stops
 // there. Once it is unwinding, every call fails at once.
 func (p *Process) call(r request, safe bool) reply {
-	if p.w.sched.Running() != p {
-		panic("sqlsim: a process's database or Sleep was used from a goroutine the simulator did not start, or outside World.Run")
-	}
-	if p.proc.Killed() {
-		p.stop(safe)
-		return reply{err: driver.ErrBadConn}
-	}
 	p.req = r
-	rep, killed := p.proc.Yield()
-	if killed {
-		p.stop(safe)
+	rep, ok := p.w.base.Call(p, safe)
+	if !ok {
 		return reply{err: driver.ErrBadConn}
 	}
 	return rep
-}
-
-// stop ends a killed process's goroutine if it is at a safe point and not
-// ending already.
-func (p *Process) stop(safe bool) {
-	if safe && !p.exiting {
-		p.exiting = true
-		p.proc.Stop()
-	}
 }
 
 type reqKind uint8
 
 const (
 	reqStmt reqKind = iota
-	reqSleep
 	reqConnect
-	reqFault
 )
 
 type request struct {
 	kind   reqKind
-	d      time.Duration
-	fault  func()
 	c      *conn
 	parsed *parsed
 	b      binding
@@ -531,14 +431,7 @@ func (w *World) after(d time.Duration, fn func()) *timer {
 // tracef writes a line of the trace, if there is one. Callers that pass
 // arguments look at w.trace first: boxing them for the call would cost an
 // allocation each, trace or not.
-func (w *World) tracef(format string, args ...any) {
-	if w.trace == nil {
-		return
-	}
-	fmt.Fprintf(w.trace, "%12d ", w.now)
-	fmt.Fprintf(w.trace, format, args...)
-	io.WriteString(w.trace, "\n")
-}
+func (w *World) tracef(format string, args ...any) { w.base.Tracef(format, args...) }
 
 // Counters are what a process sent: statements by kind (every statement,
 // whether or not the server could run it), and the connections it
@@ -579,7 +472,7 @@ func (c *Counters) count(k kind) {
 // Counters returns what the process named name (the latest one of that
 // name) has sent so far.
 func (w *World) Counters(name string) Counters {
-	if p := w.byName[name]; p != nil {
+	if p, ok := w.base.Latest(name); ok {
 		return p.counters
 	}
 	return Counters{}
