@@ -188,15 +188,11 @@ func (v *leaseValidator) group() { v.halted = "" }
 // message.
 func describe(op string, l dbsem.Lease, err error) string {
 	var le *ProcessError
-	switch {
+	switch reply, ok := family.Reply(op, err); {
 	case err == nil && op == "acquire":
 		return fmt.Sprintf("acquire_ok (token %q, fence %d)", l.Token, l.Fence)
-	case err == nil:
-		return op + "_ok"
-	case errors.Is(err, dbsem.ErrFull):
-		return `acquire_fail {"reason":"full"}`
-	case errors.Is(err, dbsem.ErrExpired):
-		return op + `_fail {"reason":"expired"}`
+	case ok:
+		return reply
 	case errors.As(err, &le) && le.Definite:
 		return fmt.Sprintf("a definite error (%s)", le.Said())
 	case errors.As(err, &le):

@@ -95,6 +95,22 @@ func (t *Terms) Answered(op string, err error) error {
 	return err
 }
 
+// Reply is the reply an operation op's outcome err stands for, in
+// validate-impl's messages: <op>_ok for none, acquire_fail {"reason":
+// Busy} for ErrBusy, <op>_fail {"reason":"expired"} for ErrExpired; ok is
+// false for any other error, which the family says in its own words.
+func (t *Terms) Reply(op string, err error) (reply string, ok bool) {
+	switch {
+	case err == nil:
+		return op + "_ok", true
+	case errors.Is(err, t.ErrBusy):
+		return `acquire_fail {"reason":"` + t.Busy + `"}`, true
+	case errors.Is(err, t.ErrExpired):
+		return op + `_fail {"reason":"expired"}`, true
+	}
+	return "", false
+}
+
 // A Family is one lease family's side of the handshake: its Terms, and
 // the init its sessions (of type S) say.
 type Family[S any] struct {

@@ -47,3 +47,25 @@ func TestProcessErrorInItsFamilysTerms(t *testing.T) {
 		t.Errorf("refused: %v, not granted %v", refused, errors.Is(refused, errNotGranted))
 	}
 }
+
+// TestReplySaysTheFamilysReason checks the replies validate-impl's
+// messages name for an operation's outcome.
+func TestReplySaysTheFamilysReason(t *testing.T) {
+	errHeld, errExpired := errors.New("held"), errors.New("expired")
+	terms := &Terms{Busy: "held", ErrBusy: errHeld, ErrExpired: errExpired}
+	for _, c := range []struct {
+		op    string
+		err   error
+		reply string
+		ok    bool
+	}{
+		{"release", nil, "release_ok", true},
+		{"acquire", errHeld, `acquire_fail {"reason":"held"}`, true},
+		{"refresh", errExpired, `refresh_fail {"reason":"expired"}`, true},
+		{"acquire", errors.New("gone"), "", false},
+	} {
+		if reply, ok := terms.Reply(c.op, c.err); reply != c.reply || ok != c.ok {
+			t.Errorf("%s answering %v: %q, %v; want %q, %v", c.op, c.err, reply, ok, c.reply, c.ok)
+		}
+	}
+}

@@ -96,15 +96,11 @@ func (v *validator) start(name string) *Process {
 
 // describe says what an operation answered, for a failure's message.
 func describe(op string, l ref.Lease, err error) string {
-	switch {
+	switch reply, ok := family.Reply(op, err); {
 	case err == nil && op == "acquire":
 		return fmt.Sprintf("acquire_ok (token %q)", l.Token)
-	case err == nil:
-		return op + "_ok"
-	case errors.Is(err, ref.ErrHeld):
-		return `acquire_fail {"reason":"held"}`
-	case errors.Is(err, ref.ErrExpired):
-		return op + `_fail {"reason":"expired"}`
+	case ok:
+		return reply
 	}
 	return "error: " + err.Error()
 }
