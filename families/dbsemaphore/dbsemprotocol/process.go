@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/backends/rabbitmq"
 	"github.com/lockprover/lockprover/dbsem"
+	"github.com/lockprover/lockprover/families/lease/leaseprotocol"
 )
 
 // This file is the database semaphore's side of the process protocol
@@ -91,6 +91,17 @@ func redactDSN(s string) string { return dsnCredentials.ReplaceAllString(s, "${1
 // redactLease hides the passwords of DSNs and URLs in s.
 func redactLease(s string) string { return rabbitmq.Redact(redactDSN(s)) }
 
+// family is the database semaphore's side of the handshake (a run is
+// named by its prefix), and what the replies of its processes become:
+// their errors and crashes hide the passwords of DSNs and URLs.
+var family = leaseprotocol.Family[dbsemaphore.Session]{
+	Terms: &leaseprotocol.Terms{NotGranted: dbsemaphore.ErrNotGranted, Busy: "full", ErrBusy: dbsem.ErrFull, ErrExpired: dbsem.ErrExpired, Redact: redactLease},
+	Init: func(name string, s dbsemaphore.Session) (process.Request, string, string, error) {
+		req, err := leaseInit(name, s)
+		return req, s.Prefix, s.Key, err
+	},
+}
+
 // Processes is a lease-lock implementation under test that runs as
 // processes: the Launcher's Command is started for each client, and
 // spoken to over the protocol. Make one with NewProcesses.
@@ -118,15 +129,11 @@ var (
 // Definite; ctx done) may pass if tried again. The client is a *Process;
 // with an error it is a nil interface.
 func (i *Processes) Connect(ctx context.Context, name string, s dbsemaphore.Session) (dbsemaphore.ProcessClient, error) {
-	req, err := leaseInit(name, s)
+	c, err := family.Connect(ctx, &i.Launcher, name, s)
 	if err != nil {
 		return nil, err
 	}
-	c, err := i.Launcher.Connect(ctx, s.Prefix, name, req)
-	if err != nil {
-		return nil, initError(err)
-	}
-	return &Process{c: c, key: s.Key, fencing: s.Fencing}, nil
+	return &Process{conn: c, fencing: s.Fencing}, nil
 }
 
 // initialise starts a process and sends it init, for validate-impl's
@@ -134,25 +141,11 @@ func (i *Processes) Connect(ctx context.Context, name string, s dbsemaphore.Sess
 // (a *ProcessError), or why it did not answer init_ok, and the process is
 // left for the caller to kill; without one, nothing started.
 func (i *Processes) initialise(ctx context.Context, name string, s dbsemaphore.Session) (*Process, error) {
-	req, err := leaseInit(name, s)
-	if err != nil {
-		return nil, err
-	}
-	c, err := i.Handshake(ctx, name, req)
+	c, err := family.Handshake(ctx, &i.Launcher, name, s)
 	if c == nil {
 		return nil, err
 	}
-	return &Process{c: c, key: s.Key, fencing: s.Fencing}, initError(err)
-}
-
-// initError is an error init's reply said, as a *ProcessError; any other
-// as it is.
-func initError(err error) error {
-	var e *process.ErrorReply
-	if errors.As(err, &e) {
-		return &ProcessError{Op: "init", Code: e.Code, Text: e.Text, Definite: e.Definite}
-	}
-	return err
+	return &Process{conn: c, fencing: s.Fencing}, err
 }
 
 // Preflight starts one process as the probe of a throwaway key in session
@@ -169,7 +162,7 @@ func (i *Processes) Preflight(ctx context.Context, s dbsemaphore.Session) error 
 	c, err := i.Launch(ctx, "probe", req)
 	var le *ProcessError
 	switch {
-	case errors.As(initError(err), &le):
+	case errors.As(family.Answered("init", err), &le):
 		return fmt.Errorf("probe could not reach the database: %v", le)
 	case err != nil:
 		return err
@@ -180,27 +173,7 @@ func (i *Processes) Preflight(ctx context.Context, s dbsemaphore.Session) error 
 // A ProcessError is an error a process answered. Definite, it certainly had
 // no effect: for an acquire, errors.Is(err, ErrNotGranted)
 // holds. Otherwise the outcome is unknown.
-type ProcessError struct {
-	Op, Code, Text string
-	Definite       bool
-}
-
-func (e *ProcessError) Error() string { return redactLease(e.describe()) }
-
-func (e *ProcessError) describe() string {
-	if e.Text == "" {
-		return e.Code
-	}
-	return e.Code + ": " + e.Text
-}
-
-// NotGranted says whether the error is an acquire's definite failure.
-func (e *ProcessError) NotGranted() bool { return e.Definite && e.Op == "acquire" }
-
-// Is makes a definite acquire failure match ErrNotGranted.
-func (e *ProcessError) Is(target error) bool {
-	return e.NotGranted() && target == dbsemaphore.ErrNotGranted
-}
+type ProcessError = leaseprotocol.ProcessError
 
 // Process is one running process of a lease-lock implementation: a
 // client of one key. It has Client's methods, with its error
@@ -210,10 +183,8 @@ func (e *ProcessError) Is(target error) bool {
 // answer dbsem.ErrExpired, or any other error for an unknown outcome.
 // Requests go one at a time: its methods must not be called concurrently.
 type Process struct {
-	c       *process.Client
-	key     string
+	conn    *leaseprotocol.Conn
 	fencing bool
-	closed  atomic.Bool // Close was called
 	// granted is the lease the last acquire_ok or refresh_ok said it
 	// granted (its optional ttl_ms), 0 if it said none.
 	granted time.Duration
@@ -235,65 +206,49 @@ func (l *Process) grantedTTL(typ string, f map[string]json.RawMessage) error {
 	}
 	var ms int64
 	if err := json.Unmarshal(raw, &ms); err != nil || ms < 1 {
-		return l.c.GiveUp(fmt.Sprintf("sent %s whose \"ttl_ms\" is not an integer >= 1 (the lease granted, in milliseconds): %s", typ, raw))
+		return l.conn.GiveUp(fmt.Sprintf("sent %s whose \"ttl_ms\" is not an integer >= 1 (the lease granted, in milliseconds): %s", typ, raw))
 	}
 	l.granted = time.Duration(ms) * time.Millisecond
 	return nil
 }
 
 // Name is the client's name (c1, ...).
-func (l *Process) Name() string { return l.c.Name() }
+func (l *Process) Name() string { return l.conn.Name() }
 
 // Pid is the process's id (the leader of its process group).
-func (l *Process) Pid() int { return l.c.Pid() }
-
-// wrongKey is the error of an operation on a key the process does not
-// serve: nothing was sent.
-func (l *Process) wrongKey(op, key string) error {
-	return &ProcessError{Op: op, Code: "wrong key", Text: fmt.Sprintf("%s serves key %q, not %q", l.c.Name(), l.key, key), Definite: true}
-}
+func (l *Process) Pid() int { return l.conn.Pid() }
 
 // ms is a ttl as the protocol's whole milliseconds.
 func ms(op string, ttl time.Duration) (int64, error) {
 	if ttl < time.Millisecond {
-		return 0, &ProcessError{Op: op, Code: "bad request", Text: fmt.Sprintf("ttl %v: must be at least 1ms", ttl), Definite: true}
+		return 0, family.Refused(op, "bad request", fmt.Sprintf("ttl %v: must be at least 1ms", ttl))
 	}
 	return ttl.Milliseconds(), nil
 }
 
 // Acquire asks for a lease on key for ttl if fewer than max are live.
 func (l *Process) Acquire(ctx context.Context, key string, ttl time.Duration, max int) (dbsem.Lease, error) {
-	if key != l.key {
-		return dbsem.Lease{}, l.wrongKey("acquire", key)
+	if err := l.conn.Key("acquire", key); err != nil {
+		return dbsem.Lease{}, err
 	}
 	t, err := ms("acquire", ttl)
 	if err != nil {
 		return dbsem.Lease{}, err
 	}
-	r, err := l.call(ctx, l.c.Timeout(), "acquire", process.Request{"type": "acquire", "max": max, "ttl_ms": t}, "acquire_ok", "acquire_fail")
+	f, err := l.conn.Acquire(ctx, process.Request{"type": "acquire", "max": max, "ttl_ms": t})
 	if err != nil {
 		return dbsem.Lease{}, err
 	}
-	f := r.Fields
-	if r.Type == "acquire_fail" {
-		if err := l.reason(f, "acquire_fail", "full"); err != nil {
-			return dbsem.Lease{}, err
-		}
-		return dbsem.Lease{}, dbsem.ErrFull
-	}
 	var token string
 	if err := json.Unmarshal(f["token"], &token); err != nil || token == "" {
-		return dbsem.Lease{}, l.c.GiveUp(fmt.Sprintf("sent an acquire_ok whose \"token\" is not a non-empty string: %s", f["token"]))
+		return dbsem.Lease{}, l.conn.GiveUp(fmt.Sprintf("sent an acquire_ok whose \"token\" is not a non-empty string: %s", f["token"]))
 	}
-	var fence int64
-	raw, ok := f["fence"]
+	fence, fenced, err := l.conn.Fence(f)
 	switch {
-	case ok && string(raw) != "null":
-		if err := json.Unmarshal(raw, &fence); err != nil || fence < 0 {
-			return dbsem.Lease{}, l.c.GiveUp(fmt.Sprintf("sent an acquire_ok whose \"fence\" is not an integer >= 0: %s", raw))
-		}
-	case l.fencing:
-		return dbsem.Lease{}, l.c.GiveUp("sent an acquire_ok without a \"fence\", though init asked for fencing (answer init with a definite error if you have no fencing tokens)")
+	case err != nil:
+		return dbsem.Lease{}, err
+	case !fenced && l.fencing:
+		return dbsem.Lease{}, l.conn.GiveUp("sent an acquire_ok without a \"fence\", though init asked for fencing (answer init with a definite error if you have no fencing tokens)")
 	}
 	if err := l.grantedTTL("an acquire_ok", f); err != nil {
 		return dbsem.Lease{}, err
@@ -303,8 +258,8 @@ func (l *Process) Acquire(ctx context.Context, key string, ttl time.Duration, ma
 
 // Refresh moves a live lease's deadline to ttl from now.
 func (l *Process) Refresh(ctx context.Context, key, token string, ttl time.Duration) error {
-	if key != l.key {
-		return l.wrongKey("refresh", key)
+	if err := l.conn.Key("refresh", key); err != nil {
+		return err
 	}
 	t, err := ms("refresh", ttl)
 	if err != nil {
@@ -315,82 +270,34 @@ func (l *Process) Refresh(ctx context.Context, key, token string, ttl time.Durat
 
 // Release ends a live lease.
 func (l *Process) Release(ctx context.Context, key, token string) error {
-	if key != l.key {
-		return l.wrongKey("release", key)
+	if err := l.conn.Key("release", key); err != nil {
+		return err
 	}
 	return l.change(ctx, "release", process.Request{"type": "release", "token": token})
 }
 
 // change is refresh or release: <op>_ok, or <op>_fail {reason: expired}.
 func (l *Process) change(ctx context.Context, op string, req process.Request) error {
-	r, err := l.call(ctx, l.c.Timeout(), op, req, op+"_ok", op+"_fail")
-	if err != nil {
-		return err
-	}
-	if r.Type == op+"_fail" {
-		if err := l.reason(r.Fields, r.Type, "expired"); err != nil {
-			return err
-		}
-		return dbsem.ErrExpired
-	}
-	if op == "refresh" {
+	r, err := l.conn.Change(ctx, op, req)
+	if err == nil && op == "refresh" {
 		return l.grantedTTL("a refresh_ok", r.Fields)
 	}
-	return nil
-}
-
-// reason checks that a _fail reply's reason is want.
-func (l *Process) reason(f map[string]json.RawMessage, typ, want string) error {
-	var reason string
-	if err := json.Unmarshal(f["reason"], &reason); err != nil || reason != want {
-		return l.c.GiveUp(fmt.Sprintf("sent %s whose \"reason\" is %s: want %q (answer other failures with an error)", typ, orAbsent(f["reason"]), want))
-	}
-	return nil
-}
-
-func orAbsent(raw json.RawMessage) string {
-	if raw == nil {
-		return "absent"
-	}
-	return string(raw)
+	return err
 }
 
 // Signal delivers sig to the process group; a SIGKILL is the harness's own
 // doing, not a crash.
-func (l *Process) Signal(sig syscall.Signal) { l.c.Signal(sig) }
+func (l *Process) Signal(sig syscall.Signal) { l.conn.Signal(sig) }
 
 // Crashed says why the process is gone, with its last request and the end
 // of its stderr, if it crashed or was given up on (not if the harness
-// killed it, nor if it exited with status 0 after Close); "" otherwise.
-func (l *Process) Crashed() string {
-	if l.closed.Load() && l.c.ExitedCleanly() {
-		return ""
-	}
-	return redactLease(l.c.Crashed())
-}
+// killed it, nor if it exited with status 0 after Close), the passwords
+// of DSNs and URLs hidden; "" otherwise.
+func (l *Process) Crashed() string { return l.conn.Crashed() }
 
 // Broken says whether the process is gone or was given up on.
-func (l *Process) Broken() bool { return l.c.Broken() }
+func (l *Process) Broken() bool { return l.conn.Broken() }
 
 // Close ends the process as the protocol says: stdin closes, then SIGTERM
 // after 5 s, then SIGKILL after 5 more.
-func (l *Process) Close() error {
-	l.closed.Store(true)
-	return l.c.Close()
-}
-
-// call is the client's call (process.go) in the lease protocol's terms:
-// an error reply to op becomes a *ProcessError (definite or not), and a
-// process already gone says its name; anything else that goes wrong is an
-// error of unknown outcome with the process given up on.
-func (l *Process) call(ctx context.Context, d time.Duration, op string, req process.Request, wants ...string) (process.Reply, error) {
-	r, err := l.c.Call(ctx, d, req, wants...)
-	var e *process.ErrorReply
-	switch {
-	case errors.As(err, &e):
-		return process.Reply{}, &ProcessError{Op: op, Code: e.Code, Text: e.Text, Definite: e.Definite}
-	case errors.Is(err, process.ErrGone):
-		return process.Reply{}, fmt.Errorf("%s: %w", l.c.Name(), err)
-	}
-	return r, err
-}
+func (l *Process) Close() error { return l.conn.Close() }

@@ -151,11 +151,11 @@ func (v *leaseValidator) start(name string, s dbsemaphore.Session) *Process {
 		if len(asked) > 0 {
 			fix = fmt.Sprintf("this session asked for %s (--options): validate and prove with the options you have", strings.Join(asked, ","))
 		}
-		err = fmt.Errorf("%s refused init with a definite error (%s): that says it can never serve this session (a lock kind, design or fencing it does not have); %s", name, le.describe(), fix)
+		err = fmt.Errorf("%s refused init with a definite error (%s): that says it can never serve this session (a lock kind, design or fencing it does not have); %s", name, le.Said(), fix)
 	case errors.As(err, &le):
-		err = fmt.Errorf("%s answered init with an error without \"definite\" (%s), as for a database out of reach; but the database at init's dsn answers lockprover: connect with init's \"dsn\" (or \"url\"), and answer init_ok", name, le.describe())
+		err = fmt.Errorf("%s answered init with an error without \"definite\" (%s), as for a database out of reach; but the database at init's dsn answers lockprover: connect with init's \"dsn\" (or \"url\"), and answer init_ok", name, le.Said())
 	default:
-		err = fmt.Errorf("%v\n      answer {\"id\":1,\"type\":\"init_ok\"} on stdout within %v of the init request, and write nothing else there", v.impl.StartFailure(v.Ctx, c.c, err), v.impl.InitTimeoutOrDefault())
+		err = fmt.Errorf("%v\n      answer {\"id\":1,\"type\":\"init_ok\"} on stdout within %v of the init request, and write nothing else there", v.impl.StartFailure(v.Ctx, c.conn.Client, err), v.impl.InitTimeoutOrDefault())
 	}
 	if !v.Check(fmt.Sprintf("%s starts and answers init with init_ok", name), err) {
 		return nil
@@ -188,19 +188,15 @@ func (v *leaseValidator) group() { v.halted = "" }
 // message.
 func describe(op string, l dbsem.Lease, err error) string {
 	var le *ProcessError
-	switch {
+	switch reply, ok := family.Reply(op, err); {
 	case err == nil && op == "acquire":
 		return fmt.Sprintf("acquire_ok (token %q, fence %d)", l.Token, l.Fence)
-	case err == nil:
-		return op + "_ok"
-	case errors.Is(err, dbsem.ErrFull):
-		return `acquire_fail {"reason":"full"}`
-	case errors.Is(err, dbsem.ErrExpired):
-		return op + `_fail {"reason":"expired"}`
+	case ok:
+		return reply
 	case errors.As(err, &le) && le.Definite:
-		return fmt.Sprintf("a definite error (%s)", le.describe())
+		return fmt.Sprintf("a definite error (%s)", le.Said())
 	case errors.As(err, &le):
-		return fmt.Sprintf("an error without \"definite\" (%s)", le.describe())
+		return fmt.Sprintf("an error without \"definite\" (%s)", le.Said())
 	}
 	return err.Error()
 }
@@ -298,8 +294,8 @@ func (v *leaseValidator) basics() bool {
 		v.unknownRequest(c1)
 	}
 	if v.halted == "" {
-		v.Ends(c1.c)
-		v.Ends(c2.c)
+		v.Ends(c1.conn.Client)
+		v.Ends(c2.conn.Client)
 	}
 	return true
 }
@@ -420,7 +416,7 @@ func (v *leaseValidator) fences(c1 *Process, s dbsemaphore.Session, last *int64)
 func (v *leaseValidator) unknownRequest(c1 *Process) {
 	ctx := v.Ctx
 	v.step(`an unknown request -> error {code:"unsupported", definite:true}`, func() error {
-		_, err := c1.call(ctx, c1.c.Timeout(), "frobnicate", process.Request{"type": "frobnicate"}, "frobnicate_ok")
+		_, err := c1.conn.Do(ctx, "frobnicate", process.Request{"type": "frobnicate"}, "frobnicate_ok")
 		var le *ProcessError
 		switch {
 		case errors.As(err, &le) && le.Code == "unsupported" && le.Definite:
@@ -509,8 +505,8 @@ func (v *leaseValidator) expiry(key string, ttl time.Duration, again string) boo
 	}
 	if !v.fullWhileLive(s, c4, invoked) {
 		fmt.Fprintf(v.Out, "skip  another client's acquire before the ttl passed -> acquire_fail {reason:\"full\"}\n      the machine was too slow to judge it: the answer came %v after the first acquire, past the ttl of %v; %s\n", time.Since(invoked).Round(time.Millisecond), ttl, again)
-		v.Ends(c3.c)
-		v.Ends(c4.c)
+		v.Ends(c3.conn.Client)
+		v.Ends(c4.conn.Client)
 		return false
 	}
 	// Wait out l3: its deadline is at most its grant's reply plus the ttl.
@@ -546,8 +542,8 @@ func (v *leaseValidator) expiry(key string, ttl time.Duration, again string) boo
 		return v.fenced(l, l3.Fence)
 	}, c4)
 	if v.halted == "" {
-		v.Ends(c3.c)
-		v.Ends(c4.c)
+		v.Ends(c3.conn.Client)
+		v.Ends(c4.conn.Client)
 	}
 	return true
 }
@@ -584,9 +580,9 @@ func (v *leaseValidator) unreachable() {
 	case errors.As(err, &le) && !le.Definite:
 		err = nil
 	case errors.As(err, &le):
-		err = fmt.Errorf(`answered init with a definite error (%s): a database out of reach is no reason to fail the run; answer an error without "definite" (code "database", say), and lockprover starts a new process a little later (a definite error is for a session you can never serve)`, le.describe())
+		err = fmt.Errorf(`answered init with a definite error (%s): a database out of reach is no reason to fail the run; answer an error without "definite" (code "database", say), and lockprover starts a new process a little later (a definite error is for a session you can never serve)`, le.Said())
 	case err != nil:
-		err = fmt.Errorf("%v\n      with the database out of reach, answer init within %v: an error without \"definite\" (code \"database\", say), or init_ok; bound the connection attempt (a connect timeout)", v.impl.StartFailure(v.Ctx, c.c, err), v.impl.InitTimeoutOrDefault())
+		err = fmt.Errorf("%v\n      with the database out of reach, answer init within %v: an error without \"definite\" (code \"database\", say), or init_ok; bound the connection attempt (a connect timeout)", v.impl.StartFailure(v.Ctx, c.conn.Client, err), v.impl.InitTimeoutOrDefault())
 	default:
 		_, err = c.Acquire(v.Ctx, s.Key, validateTTL, 1)
 		switch {
@@ -600,7 +596,7 @@ func (v *leaseValidator) unreachable() {
 	}
 	v.Check(name, err)
 	if c != nil && !c.Broken() {
-		v.Ends(c.c)
+		v.Ends(c.conn.Client)
 	}
 }
 
@@ -627,7 +623,7 @@ func (v *leaseValidator) tables() []string {
 // cleanup kills what is left and drops every table under the prefix.
 func (v *leaseValidator) cleanup() {
 	for _, c := range v.procs {
-		c.c.Kill()
+		c.conn.Kill()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

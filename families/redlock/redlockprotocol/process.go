@@ -15,11 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/families/lease/leaseprotocol"
 	"github.com/lockprover/lockprover/families/redlock"
 	ref "github.com/lockprover/lockprover/redlock"
 )
@@ -37,6 +37,21 @@ func initRequest(name string, s redlock.Session) (process.Request, error) {
 	return process.Request{"type": "init", "client": name, "lock": redlock.Kind, "name": s.Key,
 		"addrs": s.Addrs, "ttl_ms": s.TTL.Milliseconds()}, nil
 }
+
+// family is Redlock's side of the handshake, and what the replies of its
+// processes become.
+var family = leaseprotocol.Family[redlock.Session]{
+	Terms: &leaseprotocol.Terms{NotGranted: redlock.ErrNotGranted, Busy: "held", ErrBusy: ref.ErrHeld, ErrExpired: ref.ErrExpired},
+	Init: func(name string, s redlock.Session) (process.Request, string, string, error) {
+		req, err := initRequest(name, s)
+		return req, s.Run, s.Key, err
+	},
+}
+
+// A ProcessError is an error a process answered. Definite, it certainly
+// had no effect: for an acquire, errors.Is(err, redlock.ErrNotGranted)
+// holds. Otherwise the outcome is unknown.
+type ProcessError = leaseprotocol.ProcessError
 
 // Processes is a Redlock implementation under test that runs as
 // processes: the Launcher's Command is started for each client, and
@@ -62,15 +77,11 @@ var (
 // out of reach, as the process said with an error without definite; ctx
 // done) may pass if tried again.
 func (i *Processes) Connect(ctx context.Context, name string, s redlock.Session) (redlock.ProcessClient, error) {
-	req, err := initRequest(name, s)
+	c, err := family.Connect(ctx, &i.Launcher, name, s)
 	if err != nil {
 		return nil, err
 	}
-	c, err := i.Launcher.Connect(ctx, s.Run, name, req)
-	if err != nil {
-		return nil, initError(err)
-	}
-	return &Process{c: c, key: s.Key}, nil
+	return &Process{conn: c}, nil
 }
 
 // initialise starts a process and sends it init, for validate-impl: with
@@ -78,54 +89,18 @@ func (i *Processes) Connect(ctx context.Context, name string, s redlock.Session)
 // *ProcessError), or why it did not answer init_ok, and the process is
 // left for the caller to kill; without one, nothing started.
 func (i *Processes) initialise(ctx context.Context, name string, s redlock.Session) (*Process, error) {
-	req, err := initRequest(name, s)
-	if err != nil {
-		return nil, err
-	}
-	c, err := i.Handshake(ctx, name, req)
+	c, err := family.Handshake(ctx, &i.Launcher, name, s)
 	if c == nil {
 		return nil, err
 	}
-	return &Process{c: c, key: s.Key}, initError(err)
-}
-
-// initError is an error init's reply said, as a *ProcessError; any other
-// as it is.
-func initError(err error) error {
-	var e *process.ErrorReply
-	if errors.As(err, &e) {
-		return &ProcessError{Op: "init", Code: e.Code, Text: e.Text, Definite: e.Definite}
-	}
-	return err
-}
-
-// A ProcessError is an error a process answered. Definite, it certainly
-// had no effect: for an acquire, errors.Is(err, redlock.ErrNotGranted)
-// holds. Otherwise the outcome is unknown.
-type ProcessError struct {
-	Op, Code, Text string
-	Definite       bool
-}
-
-func (e *ProcessError) Error() string {
-	if e.Text == "" {
-		return e.Code
-	}
-	return e.Code + ": " + e.Text
-}
-
-// Is makes a definite acquire failure match redlock.ErrNotGranted.
-func (e *ProcessError) Is(target error) bool {
-	return e.Definite && e.Op == "acquire" && target == redlock.ErrNotGranted
+	return &Process{conn: c}, err
 }
 
 // Process is one running process of a Redlock implementation: a client of
 // one key, with redlock.Client's error contract. Requests go one at a
 // time: its methods must not be called concurrently.
 type Process struct {
-	c      *process.Client
-	key    string
-	closed atomic.Bool
+	conn *leaseprotocol.Conn
 	// claimed is what the last acquire_ok or refresh_ok claimed; said,
 	// whether it claimed any validity.
 	claimed redlock.Claim
@@ -137,34 +112,29 @@ type Process struct {
 func (l *Process) Claimed() (redlock.Claim, bool) { return l.claimed, l.said }
 
 // Name is the client's name (c1, ...).
-func (l *Process) Name() string { return l.c.Name() }
+func (l *Process) Name() string { return l.conn.Name() }
 
 // Acquire asks for the lock on key for ttl.
 func (l *Process) Acquire(ctx context.Context, key string, ttl time.Duration) (ref.Lease, error) {
-	if key != l.key {
-		return ref.Lease{}, &ProcessError{Op: "acquire", Code: "wrong key", Text: fmt.Sprintf("%s serves key %q, not %q", l.c.Name(), l.key, key), Definite: true}
+	if err := l.conn.Key("acquire", key); err != nil {
+		return ref.Lease{}, err
 	}
-	r, err := l.call(ctx, "acquire", process.Request{"type": "acquire", "ttl_ms": ttl.Milliseconds()}, "acquire_ok", "acquire_fail")
+	f, err := l.conn.Acquire(ctx, process.Request{"type": "acquire", "ttl_ms": ttl.Milliseconds()})
 	if err != nil {
 		return ref.Lease{}, err
 	}
-	f := r.Fields
-	if r.Type == "acquire_fail" {
-		if err := l.reason(f, r.Type, "held"); err != nil {
-			return ref.Lease{}, err
-		}
-		return ref.Lease{}, ref.ErrHeld
-	}
 	lease := ref.Lease{Key: key, Fence: redlock.NoFence}
 	if err := json.Unmarshal(f["token"], &lease.Token); err != nil || lease.Token == "" {
-		return ref.Lease{}, l.c.GiveUp(fmt.Sprintf("sent an acquire_ok whose \"token\" is not a non-empty string: %s", orAbsent(f["token"])))
+		return ref.Lease{}, l.conn.GiveUp(fmt.Sprintf("sent an acquire_ok whose \"token\" is not a non-empty string: %s", leaseprotocol.OrAbsent(f["token"])))
 	}
-	if raw, ok := f["fence"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &lease.Fence); err != nil || lease.Fence < 0 {
-			return ref.Lease{}, l.c.GiveUp(fmt.Sprintf("sent an acquire_ok whose \"fence\" is not an integer >= 0: %s", raw))
-		}
+	fence, fenced, err := l.conn.Fence(f)
+	if err != nil {
+		return ref.Lease{}, err
 	}
-	if err := l.claim(r.Type, f, &lease); err != nil {
+	if fenced {
+		lease.Fence = fence
+	}
+	if err := l.claim("acquire_ok", f, &lease); err != nil {
 		return ref.Lease{}, err
 	}
 	return lease, nil
@@ -172,7 +142,7 @@ func (l *Process) Acquire(ctx context.Context, key string, ttl time.Duration) (r
 
 // Refresh extends a held lease to ttl from now.
 func (l *Process) Refresh(ctx context.Context, lease ref.Lease, ttl time.Duration) (ref.Lease, error) {
-	r, err := l.change(ctx, "refresh", process.Request{"type": "refresh", "token": lease.Token, "ttl_ms": ttl.Milliseconds()})
+	r, err := l.conn.Change(ctx, "refresh", process.Request{"type": "refresh", "token": lease.Token, "ttl_ms": ttl.Milliseconds()})
 	if err != nil {
 		return ref.Lease{}, err
 	}
@@ -184,23 +154,8 @@ func (l *Process) Refresh(ctx context.Context, lease ref.Lease, ttl time.Duratio
 
 // Release lets a held lease go.
 func (l *Process) Release(ctx context.Context, lease ref.Lease) error {
-	_, err := l.change(ctx, "release", process.Request{"type": "release", "token": lease.Token})
+	_, err := l.conn.Change(ctx, "release", process.Request{"type": "release", "token": lease.Token})
 	return err
-}
-
-// change is refresh or release: <op>_ok, or <op>_fail {reason: expired}.
-func (l *Process) change(ctx context.Context, op string, req process.Request) (process.Reply, error) {
-	r, err := l.call(ctx, op, req, op+"_ok", op+"_fail")
-	if err != nil {
-		return r, err
-	}
-	if r.Type == op+"_fail" {
-		if err := l.reason(r.Fields, r.Type, "expired"); err != nil {
-			return r, err
-		}
-		return r, ref.ErrExpired
-	}
-	return r, nil
 }
 
 // claim reads a grant's optional validity_ms, elapsed_ms and started_ms
@@ -222,11 +177,11 @@ func (l *Process) claim(typ string, f map[string]json.RawMessage, lease *ref.Lea
 	}
 	switch {
 	case err != nil:
-		return l.c.GiveUp(fmt.Sprintf("sent a %s whose %v", typ, err))
+		return l.conn.GiveUp(fmt.Sprintf("sent a %s whose %v", typ, err))
 	case started && (!ok || f["elapsed_ms"] == nil):
-		return l.c.GiveUp(fmt.Sprintf("sent a %s with \"started_ms\" but no %s: started_ms counts from elapsed_ms's origin, and only a validity claimed needs it", typ, orNone(ok)))
+		return l.conn.GiveUp(fmt.Sprintf("sent a %s with \"started_ms\" but no %s: started_ms counts from elapsed_ms's origin, and only a validity claimed needs it", typ, orNone(ok)))
 	case c.Started > c.Elapsed:
-		return l.c.GiveUp(fmt.Sprintf("sent a %s whose \"started_ms\" %s is more than its \"elapsed_ms\" %s: the library cannot have started after the reply", typ, f["started_ms"], f["elapsed_ms"]))
+		return l.conn.GiveUp(fmt.Sprintf("sent a %s whose \"started_ms\" %s is more than its \"elapsed_ms\" %s: the library cannot have started after the reply", typ, f["started_ms"], f["elapsed_ms"]))
 	case !ok:
 		return nil
 	}
@@ -258,55 +213,15 @@ func millis(f map[string]json.RawMessage, name string) (time.Duration, bool, err
 	return time.Duration(x * float64(time.Millisecond)), true, nil
 }
 
-// reason checks that a _fail reply's reason is want.
-func (l *Process) reason(f map[string]json.RawMessage, typ, want string) error {
-	var reason string
-	if err := json.Unmarshal(f["reason"], &reason); err != nil || reason != want {
-		return l.c.GiveUp(fmt.Sprintf("sent %s whose \"reason\" is %s: want %q (answer other failures with an error)", typ, orAbsent(f["reason"]), want))
-	}
-	return nil
-}
-
-func orAbsent(raw json.RawMessage) string {
-	if raw == nil {
-		return "absent"
-	}
-	return string(raw)
-}
-
-// call is the client's call in the protocol's terms: an error reply to op
-// becomes a *ProcessError (definite or not), and a process already gone
-// says its name; anything else that goes wrong is an error of unknown
-// outcome with the process given up on.
-func (l *Process) call(ctx context.Context, op string, req process.Request, wants ...string) (process.Reply, error) {
-	r, err := l.c.Call(ctx, l.c.Timeout(), req, wants...)
-	var e *process.ErrorReply
-	switch {
-	case errors.As(err, &e):
-		return process.Reply{}, &ProcessError{Op: op, Code: e.Code, Text: e.Text, Definite: e.Definite}
-	case errors.Is(err, process.ErrGone):
-		return process.Reply{}, fmt.Errorf("%s: %w", l.c.Name(), err)
-	}
-	return r, err
-}
-
 // Signal delivers sig to the process group; a SIGKILL is the harness's own
 // doing, not a crash.
-func (l *Process) Signal(sig syscall.Signal) { l.c.Signal(sig) }
+func (l *Process) Signal(sig syscall.Signal) { l.conn.Signal(sig) }
 
 // Crashed says why the process is gone, with its last request and the end
 // of its stderr, if it crashed or was given up on (not if the harness
 // killed it, nor if it exited with status 0 after Close); "" otherwise.
-func (l *Process) Crashed() string {
-	if l.closed.Load() && l.c.ExitedCleanly() {
-		return ""
-	}
-	return l.c.Crashed()
-}
+func (l *Process) Crashed() string { return l.conn.Crashed() }
 
 // Close ends the process as the protocol says: stdin closes, then SIGTERM
 // after 5 s, then SIGKILL after 5 more.
-func (l *Process) Close() error {
-	l.closed.Store(true)
-	return l.c.Close()
-}
+func (l *Process) Close() error { return l.conn.Close() }

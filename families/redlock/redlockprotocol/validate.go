@@ -86,7 +86,7 @@ func (v *validator) start(name string) *Process {
 	case errors.As(err, &pe):
 		err = fmt.Errorf("%s answered init with an error without \"definite\" (%v), as for servers out of reach; but they answer lockprover: connect to init's \"addrs\", and answer init_ok", name, pe)
 	default:
-		err = fmt.Errorf("%v\n      answer {\"id\":1,\"type\":\"init_ok\"} on stdout within %v of the init request, and write nothing else there", v.impl.StartFailure(v.Ctx, c.c, err), v.impl.InitTimeoutOrDefault())
+		err = fmt.Errorf("%v\n      answer {\"id\":1,\"type\":\"init_ok\"} on stdout within %v of the init request, and write nothing else there", v.impl.StartFailure(v.Ctx, c.conn.Client, err), v.impl.InitTimeoutOrDefault())
 	}
 	if !v.Check(name+" starts and answers init with init_ok", err) {
 		return nil
@@ -96,15 +96,11 @@ func (v *validator) start(name string) *Process {
 
 // describe says what an operation answered, for a failure's message.
 func describe(op string, l ref.Lease, err error) string {
-	switch {
+	switch reply, ok := family.Reply(op, err); {
 	case err == nil && op == "acquire":
 		return fmt.Sprintf("acquire_ok (token %q)", l.Token)
-	case err == nil:
-		return op + "_ok"
-	case errors.Is(err, ref.ErrHeld):
-		return `acquire_fail {"reason":"held"}`
-	case errors.Is(err, ref.ErrExpired):
-		return op + `_fail {"reason":"expired"}`
+	case ok:
+		return reply
 	}
 	return "error: " + err.Error()
 }
@@ -145,12 +141,12 @@ func (v *validator) basics() {
 		v.Expect("c2's release is ok", err, err == nil, "")
 	}
 	v.expiry(c1, c2)
-	_, err = c1.c.Call(v.Ctx, c1.c.Timeout(), process.Request{"type": "lp-no-such-request"}, "none")
+	_, err = c1.conn.Call(v.Ctx, c1.conn.Timeout(), process.Request{"type": "lp-no-such-request"}, "none")
 	var pe *process.ErrorReply
 	v.Expect("an unknown request type is a definite unsupported", nil, errors.As(err, &pe) && pe.Code == "unsupported" && pe.Definite,
 		fmt.Sprintf(`answered %v: want {"type":"error","code":"unsupported","definite":true}`, err))
-	v.Ends(c1.c)
-	v.Ends(c2.c)
+	v.Ends(c1.conn.Client)
+	v.Ends(c2.conn.Client)
 }
 
 // granted checks an acquire that must be granted, and the validity it
