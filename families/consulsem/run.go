@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -53,7 +54,7 @@ func (r *runner) begin(w world) {
 	w.Lock()
 	defer w.Unlock()
 	for i, script := range r.p.Clients {
-		st := r.add(clientName(i), script, r.p.limitOf(i))
+		st := r.add(leaseplan.ClientName(i), script, r.p.limitOf(i))
 		r.start(st)
 	}
 	r.nemesis()

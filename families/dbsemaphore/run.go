@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockprover/lockprover/dbsem"
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -62,7 +63,7 @@ func (r *runner) begin() {
 	setup := r.add("setup", []Step{{Op: histories.Acquire}, {Op: histories.Release}})
 	r.afterSetup = func() {
 		for i, script := range r.p.Clients {
-			name := clientName(i)
+			name := leaseplan.ClientName(i)
 			r.start(name, r.add(name, script))
 		}
 		r.nemesis()

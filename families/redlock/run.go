@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -49,7 +50,7 @@ func (r *runner) begin(b backend) {
 	b.Lock()
 	defer b.Unlock()
 	for i, script := range r.p.Clients {
-		name := clientName(i)
+		name := leaseplan.ClientName(i)
 		st := r.add(name, script)
 		st.ttl = r.p.ttlOf(i)
 		if i < len(r.p.Priorities) {
