@@ -134,8 +134,7 @@ func (r *runner) add(name string, script []Step, limit int) *client {
 // start starts an incarnation of a client: a process of its own in the
 // simulator (c1, then c1#2 after a kill, ...).
 func (r *runner) start(st *client) {
-	gen := st.Next()
-	r.w.Go(st.Process, func(p proc) { r.Locked(func() { r.run(p, st, gen) }) })
+	run.Start(&r.Runner, &st.Proc, r.w.Go, func(p proc, gen int) { r.run(p, st, gen) })
 }
 
 // run is one incarnation of a client: the reference (or the plan's

@@ -117,8 +117,7 @@ func (r *runner) add(name string, script []Step) *client {
 // call, and until then it may still be running its code, which the
 // runner then ignores (see live).
 func (r *runner) start(name string, st *client) {
-	gen := st.Next()
-	r.b.Go(st.Process, func(proc proc) { r.Locked(func() { r.run(proc, name, st, gen) }) })
+	run.Start(&r.Runner, &st.Proc, r.b.Go, func(proc proc, gen int) { r.run(proc, name, st, gen) })
 }
 
 // run is one incarnation of a client: it opens the semaphore and works

@@ -96,8 +96,7 @@ func (r *runner) add(name string, script []Step) *client {
 // start starts an incarnation of client name: a process of its own in
 // the simulator (c1, then c1#2 after a kill, ...).
 func (r *runner) start(name string, st *client) {
-	gen := st.Next()
-	r.b.Go(st.Process, func(p proc) { r.Locked(func() { r.run(p, name, st, gen) }) })
+	run.Start(&r.Runner, &st.Proc, r.b.Go, func(p proc, gen int) { r.run(p, name, st, gen) })
 }
 
 // run is one incarnation of a client: the reference (or the plan's

@@ -8,12 +8,20 @@ import (
 	"github.com/lockprover/lockprover/prover"
 )
 
-// Next starts p's next incarnation: it moves Gen on and names the
-// incarnation's process on the backend (Process): the process's own name
-// for the first, then name#2, name#3, ... after kills, so that a killed
+// Start starts p's next incarnation as a process of its own on the
+// backend, which spawn (the backend's Go) starts, running body with the
+// Runner's lock held. The process is named (Proc.Process) by p's own name
+// the first time, then name#2, name#3, ... after kills, so that a killed
 // incarnation, which may run on for a while, is never taken for its
-// successor. It returns the new Gen.
-func (p *Proc) Next() int {
+// successor; body is told its incarnation's Gen, to check it is still
+// Live.
+func Start[P any](r *Runner, p *Proc, spawn func(process string, f func(P)), body func(proc P, gen int)) {
+	gen := p.next()
+	spawn(p.Process, func(proc P) { r.Locked(func() { body(proc, gen) }) })
+}
+
+// next moves p on to its next incarnation (Start), and returns its Gen.
+func (p *Proc) next() int {
 	p.Gen++
 	p.Process = p.Name
 	if p.Gen > 1 {
@@ -23,7 +31,7 @@ func (p *Proc) Next() int {
 }
 
 // ProcessOf is the backend's process of the current incarnation of the
-// run's process name (Next): name itself before it started, or where no
+// run's process name (Start): name itself before it started, or where no
 // process of the run is so called.
 func (r *Runner) ProcessOf(name string) string {
 	if p := r.procs[name]; p != nil && p.Process != "" {

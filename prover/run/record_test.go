@@ -2,6 +2,8 @@ package run
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -19,11 +21,16 @@ func TestIncarnations(t *testing.T) {
 	if got := r.ProcessOf("c1"); got != "c1" {
 		t.Errorf("before it started: %q, want c1", got)
 	}
-	if gen := p.Next(); gen != 1 || p.Process != "c1" {
-		t.Errorf("first incarnation: %d %q, want 1 c1", gen, p.Process)
+	var ran []string
+	spawn := func(process string, f func(string)) { f(process) } // a backend's Go, at once
+	body := func(proc string, gen int) { ran = append(ran, fmt.Sprintf("%s %d", proc, gen)) }
+	Start(&r, p, spawn, body)
+	if p.Process != "c1" {
+		t.Errorf("first incarnation: %q, want c1", p.Process)
 	}
-	if gen := p.Next(); gen != 2 || r.ProcessOf("c1") != "c1#2" || r.ProcessOf("probe1") != "probe1" {
-		t.Errorf("second incarnation: %d %q, want 2 c1#2", gen, r.ProcessOf("c1"))
+	Start(&r, p, spawn, body)
+	if r.ProcessOf("c1") != "c1#2" || r.ProcessOf("probe1") != "probe1" || !reflect.DeepEqual(ran, []string{"c1 1", "c1#2 2"}) {
+		t.Errorf("second incarnation: %q, ran %q; want c1#2, and c1 1, c1#2 2", r.ProcessOf("c1"), ran)
 	}
 	if r.Current("c1#2") != p || r.Current("c1") != nil {
 		t.Errorf("Current: the live incarnation's process only")

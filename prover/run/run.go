@@ -127,7 +127,7 @@ type Proc struct {
 	Gen int
 	// Done: the process has ended its script (or was abandoned).
 	Done bool
-	// Process is the current incarnation's process on the backend (Next).
+	// Process is the current incarnation's process on the backend (Start).
 	Process string
 	// inFlight is 1 + the index of the invoke of its operation in flight
 	// (0: none): Invoke, InFlight, Complete.
