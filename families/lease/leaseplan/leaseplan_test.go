@@ -3,7 +3,6 @@ package leaseplan
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -65,13 +64,17 @@ func TestCheckNamesTheField(t *testing.T) {
 // TestWriteRead: a plan reads back as written, and a bad one is named by
 // file, line and field.
 func TestWriteRead(t *testing.T) {
-	dir := t.TempDir()
 	p := &plan{Kind: "toy", Clients: [][]step{{{Op: "acquire"}, {Op: "sleep", Ms: 7}}}}
 	var b bytes.Buffer
 	if err := Write(&b, p); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "plan.json")
+	file, err := os.CreateTemp(t.TempDir(), "plan*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file.Close()
+	path := file.Name()
 	os.WriteFile(path, b.Bytes(), 0o644)
 	got, err := Read[plan](path)
 	if err != nil {
