@@ -3,7 +3,7 @@ package consulsemfamily
 import (
 	"slices"
 
-	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"pgregory.net/rapid"
 )
@@ -23,43 +23,11 @@ func draw(t *rapid.T, c Config) *Plan {
 	ttl, k := p.TTLMs, int(Expiry(p.Backend)+0.5)
 	// Short pauses, pauses on the scale of the session's life (where it
 	// is just over or not yet), and long ones.
-	sleep := rapid.OneOf(
-		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, 50).Draw(t, "ms")} }),
-		rapid.Custom(func(t *rapid.T) Step {
-			return Step{Op: Sleep, Ms: rapid.IntRange(ttl/2, k*ttl+ttl/2).Draw(t, "about_ttl_ms")}
-		}),
-		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, 3*k*ttl).Draw(t, "long_ms")} }))
-	// A client works as lease users do: try for a slot a few times, work
-	// and refresh now and then, let go (or not), again.
-	cycle := rapid.Custom(func(t *rapid.T) []Step {
-		steps := []Step{{Op: histories.Acquire}}
-		for i := rapid.IntRange(0, 2).Draw(t, "retries"); i > 0; i-- {
-			steps = append(steps, sleep.Draw(t, "backoff"), Step{Op: histories.Acquire})
-		}
-		// Work, refreshing the lease or asking whether it still holds it.
-		for i := rapid.IntRange(0, 3).Draw(t, "refreshes"); i > 0; i-- {
-			op := rapid.SampledFrom([]string{histories.Refresh, histories.Refresh, histories.Verify}).Draw(t, "work_op")
-			steps = append(steps, sleep.Draw(t, "work"), Step{Op: op})
-		}
-		if rapid.Bool().Draw(t, "release") {
-			if rapid.IntRange(0, 3).Draw(t, "work then release") > 0 {
-				steps = append(steps, sleep.Draw(t, "work"))
-			}
-			steps = append(steps, Step{Op: histories.Release})
-		}
-		return steps
-	})
-	nClients := rapid.IntRange(1, c.Clients).Draw(t, "clients")
-	for range nClients {
-		var script []Step
-		if rapid.Bool().Draw(t, "arrives late") {
-			script = append(script, sleep.Draw(t, "arrival"))
-		}
-		for _, cy := range rapid.SliceOfN(cycle, 1, c.Ops).Draw(t, "client") {
-			script = append(script, cy...)
-		}
-		p.Clients = append(p.Clients, lease.WithinOps(script, c.Ops))
-	}
+	sleep := leaseplan.Sleeps(ttl/2, k*ttl+ttl/2, 3*k*ttl)
+	// Work refreshes the lease or asks whether it still holds it.
+	work := rapid.SampledFrom([]string{histories.Refresh, histories.Refresh, histories.Verify})
+	p.Clients = leaseplan.DrawScripts(t, c.Clients, c.Ops, sleep, work)
+	nClients := len(p.Clients)
 	if m := MutantNamed(c.Mutant); nClients > 1 && (m != nil && m.mixedLimits || rapid.IntRange(0, 7).Draw(t, "mixed limits") == 0) {
 		// Clients that disagree on the limit: the first acquire sets it.
 		for range nClients {

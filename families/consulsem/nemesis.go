@@ -38,15 +38,15 @@ func (r *runner) nemesis() {
 					r.restartServer(p, time.Duration(f.For)*time.Millisecond)
 					return
 				}
-				r.locked(func() { r.strike(r.p.Nemesis[t.Fault], t.End) })
+				r.Locked(func() { r.strike(r.p.Nemesis[t.Fault], t.End) })
 			},
-			EndFaults: func() { r.locked(r.endFaults) },
+			EndFaults: func() { r.Locked(r.endFaults) },
 			// Every session has been invalidated (or destroyed) once k
 			// TTLs, the sweep and a margin have passed since the last
 			// grant: a probe must find a slot free.
 			Settle:   func() { p.Sleep(r.settle()) },
-			Probe:    func() { r.locked(r.probe) },
-			Abandon:  func(name string) { r.locked(func() { r.w.Kill(r.procOf(name)) }) },
+			Probe:    func() { r.Locked(r.probe) },
+			Abandon:  func(name string) { r.Locked(func() { r.w.Kill(r.ProcessOf(name)) }) },
 			Patience: r.patience(),
 		})
 	})
@@ -78,13 +78,6 @@ func (r *runner) patience() time.Duration {
 	return 2 * time.Minute
 }
 
-// locked runs f with the runner's lock.
-func (r *runner) locked(f func()) {
-	r.w.Lock()
-	defer r.w.Unlock()
-	f()
-}
-
 // probe starts the quiescent probe: a client that acquires once, with
 // the plan's limit, or, where the lock key has another (clients of their
 // own limits), with each of theirs until one agrees. On a real server it
@@ -114,7 +107,7 @@ func (r *runner) strike(f Fault, end bool) {
 	switch f.Fault {
 	case histories.Kill:
 		if live {
-			r.w.Kill(st.proc)
+			r.w.Kill(st.Process)
 			r.record(histories.Kill, f.Target)
 			r.restart(st)
 		}
@@ -135,10 +128,10 @@ func (r *runner) hold(st *client, live, end bool, name, over string, apply, undo
 	switch {
 	case end && st != nil && r.Held(name, st.Name):
 		r.Unhold(name, st.Name)
-		undo(st.proc)
+		undo(st.Process)
 		r.record(over, st.Name)
 	case !end && live && !r.Held(name, st.Name):
-		apply(st.proc)
+		apply(st.Process)
 		r.Hold(name, st.Name)
 		r.record(name, st.Name)
 	}
@@ -186,18 +179,14 @@ func (r *runner) restartServer(p proc, down time.Duration) {
 // record records fault name, aimed at target, as nemesis events.
 func (r *runner) record(name, target string) {
 	v := &histories.Value{Process: target}
-	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
-	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v})
+	r.Struck(name, v)
 }
 
 // dropped records a lost reply when it is lost (consulsim.Options.OnDrop):
 // to the current incarnation of a client only.
 func (r *runner) dropped(proc string) {
-	for name, st := range r.clients {
-		if st.proc == proc && !st.Done {
-			r.record(histories.DropReply, name)
-			return
-		}
+	if p := r.Current(proc); p != nil {
+		r.record(histories.DropReply, p.Name)
 	}
 }
 
@@ -221,12 +210,4 @@ func (r *runner) restart(st *client) {
 		}
 	}
 	r.start(st)
-}
-
-// procOf is the simulator's process of client name's current incarnation.
-func (r *runner) procOf(name string) string {
-	if st := r.clients[name]; st != nil && st.proc != "" {
-		return st.proc
-	}
-	return name
 }

@@ -1,13 +1,12 @@
 package consulsemfamily
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
@@ -98,12 +97,8 @@ var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, 
 // FaultNames are the faults a plan can hold.
 func FaultNames() []string { return slices.Clone(faultNames) }
 
-// Write writes the plan as indented JSON.
-func (p *Plan) Write(w io.Writer) error {
-	e := json.NewEncoder(w)
-	e.SetIndent("", "  ")
-	return e.Encode(p)
-}
+// Write writes the plan as indented JSON (leaseplan.Write).
+func (p *Plan) Write(w io.Writer) error { return leaseplan.Write(w, p) }
 
 // Brief says the plan in one line.
 func (p *Plan) Brief() string {
@@ -122,70 +117,51 @@ func (p *Plan) Brief() string {
 // ReadPlan reads a plan file as strictly as every plan is read
 // (prover.ParsePlan): a wrong value, an unknown field or a field twice is
 // an error naming the file, line, column and field.
-func ReadPlan(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var p Plan
-	if err := prover.ParsePlan(path, data, &p, p.Validate); err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
-
-// bad is a PlanError naming field.
-func bad(field, format string, args ...any) error {
-	return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
-}
+func ReadPlan(path string) (*Plan, error) { return leaseplan.Read[Plan](path) }
 
 // Validate says what is wrong with a plan, naming the field.
 func (p *Plan) Validate() error {
 	switch {
 	case p.Version != PlanVersion:
-		return bad("version", "want %d, got %d", PlanVersion, p.Version)
+		return leaseplan.Bad("version", "want %d, got %d", PlanVersion, p.Version)
 	case p.Kind != Kind:
-		return bad("kind", "want %q, got %q", Kind, p.Kind)
+		return leaseplan.Bad("kind", "want %q, got %q", Kind, p.Kind)
 	case !prefixOK(p.Prefix):
-		return bad("prefix", "want 1 to 64 letters, digits, '-' or '_', got %q", p.Prefix)
+		return leaseplan.Bad("prefix", "want 1 to 64 letters, digits, '-' or '_', got %q", p.Prefix)
 	case p.Backend != Consul && p.Backend != Etcd:
-		return bad("backend", "want %q or %q, got %q", Consul, Etcd, p.Backend)
+		return leaseplan.Bad("backend", "want %q or %q, got %q", Consul, Etcd, p.Backend)
 	case p.Persistent && p.Backend != Consul:
-		return bad("persistent", "only a Consul agent has a choice: etcd always keeps its state")
+		return leaseplan.Bad("persistent", "only a Consul agent has a choice: etcd always keeps its state")
 	case p.BehaviorRelease && p.Backend != Consul:
-		return bad("behavior_release", "Behavior release is Consul's: etcd keys vanish with their lease")
+		return leaseplan.Bad("behavior_release", "Behavior release is Consul's: etcd keys vanish with their lease")
 	case p.LockDelay && p.Backend != Consul:
-		return bad("lock_delay", "lock-delay is Consul's: etcd has none")
+		return leaseplan.Bad("lock_delay", "lock-delay is Consul's: etcd has none")
 	case p.Limit < 1 || p.Limit > 9:
-		return bad("limit", "want 1 to 9, got %d", p.Limit)
+		return leaseplan.Bad("limit", "want 1 to 9, got %d", p.Limit)
 	case p.Limits != nil && len(p.Limits) != len(p.Clients):
-		return bad("limits", "want one per client (%d), or none, got %d", len(p.Clients), len(p.Limits))
+		return leaseplan.Bad("limits", "want one per client (%d), or none, got %d", len(p.Clients), len(p.Limits))
 	case CheckTTL(p.Backend, p.TTLMs) != nil:
-		return bad("ttl_ms", "want 1000 (session_ttl_min, etcd's floor) to 60000, whole seconds on etcd, got %d", p.TTLMs)
+		return leaseplan.Bad("ttl_ms", "want 1000 (session_ttl_min, etcd's floor) to 60000, whole seconds on etcd, got %d", p.TTLMs)
 	case p.Mutant != "" && MutantNamed(p.Mutant) == nil:
-		return bad("mutant", "no %s mutant named %q", Kind, p.Mutant)
+		return leaseplan.Bad("mutant", "no %s mutant named %q", Kind, p.Mutant)
 	}
-	for i, l := range p.Limits {
-		if l < 1 || l > 9 {
-			return bad(fmt.Sprintf("limits[%d]", i), "want 1 to 9, got %d", l)
+	if err := leaseplan.Each("limits", len(p.Limits), func(i int) error {
+		if l := p.Limits[i]; l < 1 || l > 9 {
+			return leaseplan.Bad("", "want 1 to 9, got %d", l)
 		}
+		return nil
+	}); err != nil {
+		return err
 	}
-	for i, script := range p.Clients {
-		for j, s := range script {
-			if err := validateStep(s); err != nil {
-				err.(*prover.PlanError).Field = fmt.Sprintf("clients[%d][%d]%s", i, j, err.(*prover.PlanError).Field)
-				return err
-			}
-		}
+	if err := leaseplan.Scripts(p.Clients, func(s Step) error { return steps.Check(s.Op, s.Ms) }); err != nil {
+		return err
 	}
-	for i, f := range p.Nemesis {
-		if err := p.validateFault(f); err != nil {
-			err.(*prover.PlanError).Field = fmt.Sprintf("nemesis[%d]%s", i, err.(*prover.PlanError).Field)
-			return err
-		}
-	}
-	return nil
+	return leaseplan.Each("nemesis", len(p.Nemesis), func(i int) error { return p.validateFault(p.Nemesis[i]) })
 }
+
+// steps are the rules for a step of a client's script: a verify too, and
+// no sleep past an hour.
+var steps = leaseplan.Steps{Ops: []string{histories.Acquire, histories.Refresh, histories.Verify, histories.Release}, MaxMs: 3_600_000}
 
 // prefixOK says whether prefix is a plain key segment.
 func prefixOK(prefix string) bool {
@@ -200,53 +176,29 @@ func prefixOK(prefix string) bool {
 	return true
 }
 
-// validateStep says what is wrong with one step; the field it names
-// starts with ".".
-func validateStep(s Step) error {
-	switch s.Op {
-	case histories.Acquire, histories.Refresh, histories.Verify, histories.Release:
-		if s.Ms != 0 {
-			return bad(".ms", "only a sleep has ms, not %s", s.Op)
-		}
-	case Sleep:
-		if s.Ms < 1 || s.Ms > 3_600_000 {
-			return bad(".ms", "want 1 to 3600000, got %d", s.Ms)
-		}
-	default:
-		return bad(".op", "want acquire, refresh, verify, release or sleep, got %q", s.Op)
-	}
-	return nil
-}
-
 // validateFault says what is wrong with one fault; the field it names
 // starts with "." or is "" (the fault as a whole).
 func (p *Plan) validateFault(f Fault) error {
 	if !slices.Contains(faultNames, f.Fault) {
-		return bad(".fault", "want one of %v, got %q", faultNames, f.Fault)
+		return leaseplan.Bad(".fault", "want one of %v, got %q", faultNames, f.Fault)
 	}
 	procs := p.processes()
 	server := f.Fault == histories.RestartBroker
 	switch {
 	case f.At < 0 || f.For < 0 || f.At > 3_600_000 || f.For > 3_600_000:
-		return bad("", "at_ms and for_ms must be 0 to 3600000")
+		return leaseplan.Bad("", "at_ms and for_ms must be 0 to 3600000")
 	case !server && !slices.Contains(procs, f.Target):
-		return bad(".target", "%s needs a client, one of %v; got %q", f.Fault, procs, f.Target)
+		return leaseplan.Bad(".target", "%s needs a client, one of %v; got %q", f.Fault, procs, f.Target)
 	case server && f.Target != "":
-		return bad(".target", "%s strikes the server, not a client", f.Fault)
+		return leaseplan.Bad(".target", "%s strikes the server, not a client", f.Fault)
 	case f.For != 0 && (f.Fault == histories.Kill || f.Fault == histories.DropReply):
-		return bad(".for_ms", "a %s does not last", f.Fault)
+		return leaseplan.Bad(".for_ms", "a %s does not last", f.Fault)
 	}
 	return nil
 }
 
 // processes are the clients' process names.
-func (p *Plan) processes() []string {
-	var out []string
-	for i := range p.Clients {
-		out = append(out, clientName(i))
-	}
-	return out
-}
+func (p *Plan) processes() []string { return leaseplan.Processes(len(p.Clients)) }
 
 // limitOf is client i's limit.
 func (p *Plan) limitOf(i int) int {
@@ -255,5 +207,3 @@ func (p *Plan) limitOf(i int) int {
 	}
 	return p.Limit
 }
-
-func clientName(i int) string { return fmt.Sprintf("c%d", i+1) }

@@ -89,7 +89,10 @@ func RunReal(ctx context.Context, p *Plan) (*prover.Result, error) {
 	if err := errors.Join(w.errs...); err != nil {
 		return nil, err
 	}
-	res, err := r.result()
+	if err := errors.Join(r.failed...); err != nil {
+		return nil, err
+	}
+	res, err := r.Result(r.p.Prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
 	"github.com/lockprover/lockprover/sim/consulsim"
@@ -42,7 +42,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	if err := w.Run(); err != nil {
 		return nil, err
 	}
-	return r.result()
+	return r.Result(r.p.Prefix)
 }
 
 // begin starts the plan's clients and its nemesis in w.
@@ -53,23 +53,10 @@ func (r *runner) begin(w world) {
 	w.Lock()
 	defer w.Unlock()
 	for i, script := range r.p.Clients {
-		st := r.add(clientName(i), script, r.p.limitOf(i))
+		st := r.add(leaseplan.ClientName(i), script, r.p.limitOf(i))
 		r.start(st)
 	}
 	r.nemesis()
-}
-
-// result is the run's history and evidence, or why the plan did not end.
-func (r *runner) result() (*prover.Result, error) {
-	r.w.Lock()
-	defer r.w.Unlock()
-	if err := r.Stuck(); err != nil {
-		return nil, err
-	}
-	if err := errors.Join(r.failed...); err != nil {
-		return nil, err
-	}
-	return &prover.Result{History: r.Rec.Events(), Evidence: model.Evidence{Lock: r.p.Prefix, Problems: r.problems}}, nil
 }
 
 // A world is where a plan's processes run and where the faults aimed at
@@ -117,7 +104,6 @@ type client struct {
 	pos       int
 	limit     int
 	token     string // the lease it holds, "" for none
-	proc      string // the current incarnation's process in the simulator
 	acquiring bool   // an acquire is in flight (a drop-reply strikes its grant)
 	// others are limits to try again with when the lock key disagrees
 	// with limit (the probe's: the plan's clients may disagree).
@@ -128,16 +114,15 @@ type client struct {
 // runner shares (run.Runner).
 type runner struct {
 	run.Runner
-	p        *Plan
-	ctx      context.Context
-	w        world
-	sim      *consulsim.World // the simulator's world, nil on a real server
-	server   *realServer      // the real server, nil on the simulator
-	timeout  time.Duration    // a real server's bound on one operation
-	clients  map[string]*client
-	armed    map[string]bool // clients whose next granting write loses its reply
-	problems []string
-	failed   []error // what ends the run without a history (a restart that failed)
+	p       *Plan
+	ctx     context.Context
+	w       world
+	sim     *consulsim.World // the simulator's world, nil on a real server
+	server  *realServer      // the real server, nil on the simulator
+	timeout time.Duration    // a real server's bound on one operation
+	clients map[string]*client
+	armed   map[string]bool // clients whose next granting write loses its reply
+	failed  []error         // what ends the run without a history (a restart that failed)
 }
 
 // add registers client name with its script and limit.
@@ -151,17 +136,7 @@ func (r *runner) add(name string, script []Step, limit int) *client {
 // start starts an incarnation of a client: a process of its own in the
 // simulator (c1, then c1#2 after a kill, ...).
 func (r *runner) start(st *client) {
-	st.Gen++
-	gen := st.Gen
-	st.proc = st.Name
-	if gen > 1 {
-		st.proc = fmt.Sprintf("%s#%d", st.Name, gen)
-	}
-	r.w.Go(st.proc, func(p proc) {
-		r.w.Lock()
-		defer r.w.Unlock()
-		r.run(p, st, gen)
-	})
+	run.Start(&r.Runner, &st.Proc, r.w.Go, func(p proc, gen int) { r.run(p, st, gen) })
 }
 
 // run is one incarnation of a client: the reference (or the plan's
@@ -179,7 +154,7 @@ func (r *runner) run(p proc, st *client, gen int) {
 		return // killed while it started: its successor goes on
 	}
 	if err != nil {
-		r.problems = append(r.problems, fmt.Sprintf("%s: %v", st.Name, err))
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %v", st.Name, err))
 		st.Done = true
 		return
 	}
@@ -208,7 +183,7 @@ func (d dropping) WriteLock(ctx context.Context, w consulsem.LockWrite) (uint64,
 	}
 	if d.st.acquiring && d.st.Live(d.gen) && d.r.armed[d.st.Name] {
 		delete(d.r.armed, d.st.Name)
-		d.r.sim.DropReply(d.st.proc)
+		d.r.sim.DropReply(d.st.Process)
 	}
 	return d.Backend.WriteLock(ctx, w)
 }
@@ -327,10 +302,5 @@ func (r *runner) verified(st *client, held bool, err error) {
 
 // complete records the completion of the client's operation in flight.
 func (r *runner) complete(st *client, typ histories.Type, v *histories.Value, err error) {
-	e, _ := r.InFlight(&st.Proc)
-	e.Type, e.Value, e.Error = typ, v, ""
-	if err != nil {
-		e.Error = err.Error()
-	}
-	r.Complete(&st.Proc, e)
+	r.Finish(&st.Proc, typ, v, err)
 }

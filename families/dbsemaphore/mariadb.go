@@ -174,7 +174,7 @@ func (t MariaDB) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, e
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, fmt.Errorf("%s: %w", t, err)
 	}
-	return r.result()
+	return r.Result(r.p.Key)
 }
 
 // uniquePrefix is a table prefix no other run uses: t.Tables (or "lp"),

@@ -1,13 +1,12 @@
 package dbsemaphore
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
@@ -92,12 +91,8 @@ var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, 
 // FaultNames are the faults a plan can hold.
 func FaultNames() []string { return slices.Clone(faultNames) }
 
-// Write writes the plan as indented JSON.
-func (p *Plan) Write(w io.Writer) error {
-	e := json.NewEncoder(w)
-	e.SetIndent("", "  ")
-	return e.Encode(p)
-}
+// Write writes the plan as indented JSON (leaseplan.Write).
+func (p *Plan) Write(w io.Writer) error { return leaseplan.Write(w, p) }
 
 // Brief says the plan in one line.
 func (p *Plan) Brief() string {
@@ -108,86 +103,61 @@ func (p *Plan) Brief() string {
 // ReadPlan reads a plan file as strictly as every plan is read
 // (prover.ParsePlan): a wrong value, an unknown field or a field twice is
 // an error naming the file, line, column and field.
-func ReadPlan(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var p Plan
-	if err := prover.ParsePlan(path, data, &p, p.Validate); err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
+func ReadPlan(path string) (*Plan, error) { return leaseplan.Read[Plan](path) }
 
 // Validate says what is wrong with a plan, naming the field.
 func (p *Plan) Validate() error {
-	bad := func(field, format string, args ...any) error {
-		return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
-	}
 	switch {
 	case p.Version != PlanVersion:
-		return bad("version", "want %d, got %d", PlanVersion, p.Version)
+		return leaseplan.Bad("version", "want %d, got %d", PlanVersion, p.Version)
 	case p.Kind != Kind:
-		return bad("kind", "want %q, got %q", Kind, p.Kind)
+		return leaseplan.Bad("kind", "want %q, got %q", Kind, p.Kind)
 	case p.Key == "":
-		return bad("key", "want a non-empty key")
+		return leaseplan.Bad("key", "want a non-empty key")
 	case p.Max < 1 || p.Max > 1000:
-		return bad("max", "want 1 to 1000, got %d", p.Max)
+		return leaseplan.Bad("max", "want 1 to 1000, got %d", p.Max)
 	case p.TTLMs < 1:
-		return bad("ttl_ms", "want at least 1, got %d", p.TTLMs)
+		return leaseplan.Bad("ttl_ms", "want at least 1, got %d", p.TTLMs)
 	case p.Options.Design != "" && p.Options.Design != "master-row" && p.Options.Design != "row-per-slot":
-		return bad("options.design", `want "master-row" or "row-per-slot", got %q`, p.Options.Design)
+		return leaseplan.Bad("options.design", `want "master-row" or "row-per-slot", got %q`, p.Options.Design)
 	case p.Mutant != "" && MutantNamed(p.Mutant) == nil:
-		return bad("mutant", "no mutant named %q", p.Mutant)
+		return leaseplan.Bad("mutant", "no mutant named %q", p.Mutant)
 	}
-	for i, script := range p.Clients {
-		for j, s := range script {
-			field := fmt.Sprintf("clients[%d][%d]", i, j)
-			switch s.Op {
-			case histories.Acquire, histories.Refresh, histories.Release:
-			case Sleep:
-				if s.Ms < 1 {
-					return bad(field+".ms", "want at least 1, got %d", s.Ms)
-				}
-			default:
-				return bad(field+".op", "want acquire, refresh, release or sleep, got %q", s.Op)
-			}
-		}
+	if err := leaseplan.Scripts(p.Clients, func(s Step) error { return steps.Check(s.Op, s.Ms) }); err != nil {
+		return err
 	}
+	return leaseplan.Each("nemesis", len(p.Nemesis), func(i int) error { return p.validateFault(p.Nemesis[i]) })
+}
+
+// steps are the rules for a step of a client's script: an operation's ms
+// is ignored, as it always was.
+var steps = leaseplan.Steps{Ops: []string{histories.Acquire, histories.Refresh, histories.Release}, OpMs: true}
+
+// validateFault says what is wrong with one fault; the field it names
+// starts with "." or is "" (the fault as a whole).
+func (p *Plan) validateFault(f Fault) error {
 	procs := p.processes()
-	for i, f := range p.Nemesis {
-		field := fmt.Sprintf("nemesis[%d]", i)
-		switch {
-		case !slices.Contains(faultNames, f.Fault):
-			return bad(field+".fault", "want one of %v, got %q", faultNames, f.Fault)
-		case f.At < 0 || f.For < 0 || f.AfterStatements < 0:
-			return bad(field, "at_ms, for_ms and after_statements must not be negative")
-		case f.Target != "" && !slices.Contains(procs, f.Target):
-			return bad(field+".target", "want one of %v, got %q", procs, f.Target)
-		case f.Target == "" && f.Fault != histories.RestartBroker && !histories.IsClockFault(f.Fault):
-			return bad(field+".target", "%s needs a target", f.Fault)
-		case histories.IsClockFault(f.Fault) && f.OffsetMs == 0:
-			return bad(field+".offset_ms", "a clock fault needs an offset")
-		case !histories.IsClockFault(f.Fault) && f.OffsetMs != 0:
-			return bad(field+".offset_ms", "only a clock fault has an offset, not %s", f.Fault)
-		case f.For != 0 && histories.EndOf(f.Fault) == "" && !histories.IsClockFault(f.Fault):
-			return bad(field+".for_ms", "only a pause, a partition or a clock fault lasts, not %s", f.Fault)
-		}
+	switch {
+	case !slices.Contains(faultNames, f.Fault):
+		return leaseplan.Bad(".fault", "want one of %v, got %q", faultNames, f.Fault)
+	case f.At < 0 || f.For < 0 || f.AfterStatements < 0:
+		return leaseplan.Bad("", "at_ms, for_ms and after_statements must not be negative")
+	case f.Target != "" && !slices.Contains(procs, f.Target):
+		return leaseplan.Bad(".target", "want one of %v, got %q", procs, f.Target)
+	case f.Target == "" && f.Fault != histories.RestartBroker && !histories.IsClockFault(f.Fault):
+		return leaseplan.Bad(".target", "%s needs a target", f.Fault)
+	case histories.IsClockFault(f.Fault) && f.OffsetMs == 0:
+		return leaseplan.Bad(".offset_ms", "a clock fault needs an offset")
+	case !histories.IsClockFault(f.Fault) && f.OffsetMs != 0:
+		return leaseplan.Bad(".offset_ms", "only a clock fault has an offset, not %s", f.Fault)
+	case f.For != 0 && histories.EndOf(f.Fault) == "" && !histories.IsClockFault(f.Fault):
+		return leaseplan.Bad(".for_ms", "only a pause, a partition or a clock fault lasts, not %s", f.Fault)
 	}
 	return nil
 }
 
 // processes are the clients' process names.
-func (p *Plan) processes() []string {
-	var out []string
-	for i := range p.Clients {
-		out = append(out, clientName(i))
-	}
-	return out
-}
-
-func clientName(i int) string { return fmt.Sprintf("c%d", i+1) }
+func (p *Plan) processes() []string { return leaseplan.Processes(len(p.Clients)) }
 
 // ParseOptions reads the reference's options as the CLI's --options gives
 // them: comma-separated design=master-row|row-per-slot and fencing.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/lockprover/lockprover/dbsem"
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
 )
@@ -37,7 +37,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	if err := b.w.Run(); err != nil {
 		return nil, err
 	}
-	return r.result()
+	return r.Result(r.p.Key)
 }
 
 // newRunner makes a runner of p on b, recording by b's clock.
@@ -62,7 +62,7 @@ func (r *runner) begin() {
 	setup := r.add("setup", []Step{{Op: histories.Acquire}, {Op: histories.Release}})
 	r.afterSetup = func() {
 		for i, script := range r.p.Clients {
-			name := clientName(i)
+			name := leaseplan.ClientName(i)
 			r.start(name, r.add(name, script))
 		}
 		r.nemesis()
@@ -70,16 +70,6 @@ func (r *runner) begin() {
 	r.b.Lock()
 	defer r.b.Unlock()
 	r.start("setup", setup)
-}
-
-// result is the run's history and evidence, or why the plan did not end.
-func (r *runner) result() (*prover.Result, error) {
-	r.b.Lock()
-	defer r.b.Unlock()
-	if err := r.Stuck(); err != nil {
-		return nil, err
-	}
-	return &prover.Result{History: r.Rec.Events(), Evidence: model.Evidence{Lock: r.p.Key, Problems: r.problems}}, nil
 }
 
 // A client is a process's place in its script and the lease it believes
@@ -90,7 +80,6 @@ type client struct {
 	script []Step
 	pos    int
 	token  string
-	proc   string // the current incarnation's process in the simulator
 	// dropArmed: the reply to the process's next COMMIT will be dropped;
 	// dropBase is how many of its replies had been dropped when it was
 	// armed (where the backend can tell).
@@ -103,13 +92,12 @@ type client struct {
 // lock is the backend's).
 type runner struct {
 	run.Runner
-	ctx      context.Context
-	p        *Plan
-	b        backend
-	prefix   string // of the semaphore's tables
-	clients  map[string]*client
-	offsets  map[string]time.Duration // clock offsets in force, by target ("" the server)
-	problems []string
+	ctx     context.Context
+	p       *Plan
+	b       backend
+	prefix  string // of the semaphore's tables
+	clients map[string]*client
+	offsets map[string]time.Duration // clock offsets in force, by target ("" the server)
 	// afterSetup starts the clients and the nemesis once the key is set up.
 	afterSetup func()
 }
@@ -129,17 +117,7 @@ func (r *runner) add(name string, script []Step) *client {
 // call, and until then it may still be running its code, which the
 // runner then ignores (see live).
 func (r *runner) start(name string, st *client) {
-	st.Gen++
-	gen := st.Gen
-	st.proc = name
-	if gen > 1 {
-		st.proc = fmt.Sprintf("%s#%d", name, gen)
-	}
-	r.b.Go(st.proc, func(proc proc) {
-		r.b.Lock()
-		defer r.b.Unlock()
-		r.run(proc, name, st, gen)
-	})
+	run.Start(&r.Runner, &st.Proc, r.b.Go, func(proc proc, gen int) { r.run(proc, name, st, gen) })
 }
 
 // run is one incarnation of a client: it opens the semaphore and works
@@ -156,7 +134,7 @@ func (r *runner) run(proc proc, name string, st *client, gen int) {
 			return run.Stop
 		}
 		var err error
-		r.outside(func() { sem, err = r.b.open(ctx, proc, name, o, s) })
+		r.Outside(func() { sem, err = r.b.open(ctx, proc, name, o, s) })
 		return err
 	})
 	if sem == nil && err == nil {
@@ -169,11 +147,11 @@ func (r *runner) run(proc proc, name string, st *client, gen int) {
 	}
 	switch {
 	case isImplementationError(err):
-		r.problems = append(r.problems, err.Error())
+		r.Problems = append(r.Problems, err.Error())
 		st.Done = true
 		return
 	case err != nil:
-		r.problems = append(r.problems, fmt.Sprintf("%s could not open the semaphore in %d tries: %v", name, openTries, err))
+		r.Problems = append(r.Problems, fmt.Sprintf("%s could not open the semaphore in %d tries: %v", name, openTries, err))
 		st.Done = true
 		return
 	}
@@ -187,7 +165,7 @@ func (r *runner) run(proc proc, name string, st *client, gen int) {
 				// up): what it held is lost, and the client goes on as a
 				// new process, as after a kill. The kill is recorded
 				// after the operation ended, so it excuses nothing.
-				r.problems = append(r.problems, fmt.Sprintf("%s %s", name, why))
+				r.Problems = append(r.Problems, fmt.Sprintf("%s %s", name, why))
 				r.strike(Fault{Fault: histories.Kill, Target: name}, false)
 				return
 			}
@@ -261,7 +239,7 @@ func (r *runner) step(ctx context.Context, proc proc, sem Client, name string, s
 		r.Invoke(&st.Proc, e)
 		var l dbsem.Lease
 		var err error
-		r.outside(func() { l, err = sem.Acquire(ctx, r.p.Key, ttl, m) })
+		r.Outside(func() { l, err = sem.Acquire(ctx, r.p.Key, ttl, m) })
 		if st.Live(gen) {
 			r.acquired(st, e, l, err, grantedMs(sem))
 		}
@@ -270,7 +248,7 @@ func (r *runner) step(ctx context.Context, proc proc, sem Client, name string, s
 		r.Invoke(&st.Proc, e)
 		token := st.token
 		var err error
-		if r.outside(func() { err = sem.Refresh(ctx, r.p.Key, token, ttl) }); st.Live(gen) {
+		if r.Outside(func() { err = sem.Refresh(ctx, r.p.Key, token, ttl) }); st.Live(gen) {
 			r.changed(st, e, err, grantedMs(sem))
 		}
 	case s.Op == histories.Release && st.token != "":
@@ -278,7 +256,7 @@ func (r *runner) step(ctx context.Context, proc proc, sem Client, name string, s
 		r.Invoke(&st.Proc, e)
 		token := st.token
 		var err error
-		if r.outside(func() { err = sem.Release(ctx, r.p.Key, token) }); st.Live(gen) {
+		if r.Outside(func() { err = sem.Release(ctx, r.p.Key, token) }); st.Live(gen) {
 			r.changed(st, e, err, nil)
 		}
 	}
@@ -293,7 +271,7 @@ func (r *runner) step(ctx context.Context, proc proc, sem Client, name string, s
 // unknown outcome meanwhile is not the drop's doing. On the simulator,
 // whether the reference said its COMMIT got no reply.
 func (r *runner) dropStruck(name string, st *client, typ histories.Type, err error) bool {
-	n, known := r.b.droppedReplies(r.procOf(name))
+	n, known := r.b.droppedReplies(r.ProcessOf(name))
 	if known {
 		return n > st.dropBase
 	}
@@ -310,15 +288,9 @@ func (r *runner) complete(st *client, typ histories.Type, v *histories.Value, er
 		// so that it is never charged to a later operation; on the
 		// simulator a mutant that retries hides it).
 		st.dropArmed = false
-		dv := &histories.Value{Process: e.Process}
-		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.DropReply, Value: dv})
-		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: histories.DropReply, Value: dv})
+		r.Struck(histories.DropReply, &histories.Value{Process: e.Process})
 	}
-	e.Type, e.Value, e.Error = typ, v, ""
-	if err != nil {
-		e.Error = err.Error()
-	}
-	r.Complete(&st.Proc, e)
+	r.Finish(&st.Proc, typ, v, err)
 }
 
 // acquired records an acquire's outcome; granted is the lease's ttl in
@@ -386,13 +358,13 @@ func (r *runner) nemesis() {
 				proc.Sleep(d)
 				return r.ctx.Err()
 			},
-			Strike:    func(t run.Timed) { r.locked(func() { r.strike(r.p.Nemesis[t.Fault], t.End) }) },
-			EndFaults: func() { r.locked(r.endFaults) },
+			Strike:    func(t run.Timed) { r.Locked(func() { r.strike(r.p.Nemesis[t.Fault], t.End) }) },
+			EndFaults: func() { r.Locked(r.endFaults) },
 			// Every lease has expired (or been released) once ttl and a
 			// margin have passed: a probe must find the semaphore free.
 			Settle:   func() { proc.Sleep(time.Duration(r.p.TTLMs)*time.Millisecond + lease.Margin) },
-			Probe:    func() { r.locked(r.probe) },
-			Abandon:  func(name string) { r.locked(func() { r.b.Kill(r.procOf(name)) }) },
+			Probe:    func() { r.Locked(r.probe) },
+			Abandon:  func(name string) { r.Locked(func() { r.b.Kill(r.ProcessOf(name)) }) },
 			Patience: r.b.stuckAfter(),
 		})
 	})
@@ -420,23 +392,8 @@ func (r *runner) probe() {
 	}
 }
 
-// locked runs f with the runner's lock (the backend's).
-func (r *runner) locked(f func()) {
-	r.b.Lock()
-	defer r.b.Unlock()
-	f()
-}
-
-// outside runs f, a call that may wait (a statement), without the
-// runner's lock.
-func (r *runner) outside(f func()) {
-	r.b.Unlock()
-	defer r.b.Lock()
-	f()
-}
-
 // sleep lets d pass for proc, without the runner's lock.
-func (r *runner) sleep(proc proc, d time.Duration) { r.outside(func() { proc.Sleep(d) }) }
+func (r *runner) sleep(proc proc, d time.Duration) { r.Outside(func() { proc.Sleep(d) }) }
 
 // endFaults ends the faults meant to last until the end: pauses,
 // partitions and clock offsets.
@@ -486,7 +443,7 @@ func (r *runner) strike(f Fault, end bool) {
 		// while the operation whose reply it lost ran.
 		if st := r.clients[f.Target]; st != nil && !st.Done {
 			st.dropArmed = true
-			st.dropBase, _ = r.b.droppedReplies(r.procOf(f.Target))
+			st.dropBase, _ = r.b.droppedReplies(r.ProcessOf(f.Target))
 			r.apply(name, f)
 		}
 		return
@@ -496,8 +453,7 @@ func (r *runner) strike(f Fault, end bool) {
 	// fault a hook strikes meanwhile must not come between the two events
 	// (nor a resume between a pause and its taking effect).
 	r.apply(name, f)
-	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
-	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v})
+	r.Struck(name, v)
 	if name == histories.Kill {
 		r.restart(f.Target)
 	}
@@ -510,26 +466,26 @@ func (r *runner) apply(name string, f Fault) {
 	// hook there may strike a new hold.
 	switch name {
 	case histories.Kill:
-		r.b.Kill(r.procOf(f.Target))
+		r.b.Kill(r.ProcessOf(f.Target))
 		// A new incarnation starts unpaused, with connections of its own.
 		r.Unhold(histories.Pause, f.Target)
 		r.Unhold(histories.Partition, f.Target)
 	case histories.Pause:
-		r.b.Pause(r.procOf(f.Target))
+		r.b.Pause(r.ProcessOf(f.Target))
 		r.Hold(histories.Pause, f.Target)
 	case histories.Resume:
 		r.Unhold(histories.Pause, f.Target)
-		r.b.Resume(r.procOf(f.Target))
+		r.b.Resume(r.ProcessOf(f.Target))
 	case histories.Partition:
-		r.b.Partition(r.procOf(f.Target))
+		r.b.Partition(r.ProcessOf(f.Target))
 		r.Hold(histories.Partition, f.Target)
 	case histories.Heal:
 		r.Unhold(histories.Partition, f.Target)
-		r.b.Heal(r.procOf(f.Target))
+		r.b.Heal(r.ProcessOf(f.Target))
 	case histories.ForceClose:
-		r.b.KillConnections(r.procOf(f.Target))
+		r.b.KillConnections(r.ProcessOf(f.Target))
 	case histories.DropReply:
-		r.b.DropCommitReply(r.procOf(f.Target))
+		r.b.DropCommitReply(r.ProcessOf(f.Target))
 	case histories.RestartBroker:
 		r.b.Restart(restartDowntime)
 	case histories.ClockSkew:
@@ -558,14 +514,6 @@ func (r *runner) restart(name string) {
 	}
 	st.token, st.dropArmed = "", false // the new incarnation's COMMITs are its own
 	r.start(name, st)
-}
-
-// procOf is the simulator's process of client name's current incarnation.
-func (r *runner) procOf(name string) string {
-	if st := r.clients[name]; st != nil && st.proc != "" {
-		return st.proc
-	}
-	return name
 }
 
 // isImplementationError is errors.As(err, &ie) for a

@@ -1,7 +1,7 @@
 package redlock
 
 import (
-	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"pgregory.net/rapid"
 )
@@ -37,47 +37,10 @@ func draw(t *rapid.T, c Config) *Plan {
 	}
 	ttl := p.TTLMs
 	// Short pauses, and pauses on the scale of the ttl, so that leases
-	// expire under their holders (a GC pause, say): some about the ttl,
-	// where a lease is just over or not yet, and some up to three.
-	sleep := rapid.OneOf(
-		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, 50).Draw(t, "ms")} }),
-		rapid.Custom(func(t *rapid.T) Step {
-			return Step{Op: Sleep, Ms: rapid.IntRange(ttl/2, ttl+ttl/2).Draw(t, "about_ttl_ms")}
-		}),
-		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, 3*ttl).Draw(t, "long_ms")} }))
-	// A client works as lease users do: try for the lock a few times,
-	// work and refresh now and then, let go (or not), again.
-	cycle := rapid.Custom(func(t *rapid.T) []Step {
-		steps := []Step{{Op: histories.Acquire}}
-		for i := rapid.IntRange(0, 2).Draw(t, "retries"); i > 0; i-- {
-			steps = append(steps, sleep.Draw(t, "backoff"), Step{Op: histories.Acquire})
-		}
-		for i := rapid.IntRange(0, 3).Draw(t, "refreshes"); i > 0; i-- {
-			steps = append(steps, sleep.Draw(t, "work"), Step{Op: histories.Refresh})
-		}
-		if rapid.Bool().Draw(t, "release") {
-			// Mostly after some work: at times longer than the lease
-			// (the holder paused past its ttl, then letting go).
-			if rapid.IntRange(0, 3).Draw(t, "work then release") > 0 {
-				steps = append(steps, sleep.Draw(t, "work"))
-			}
-			steps = append(steps, Step{Op: histories.Release})
-		}
-		return steps
-	})
-	nClients := rapid.IntRange(1, c.Clients).Draw(t, "clients")
-	for range nClients {
-		var script []Step
-		// Clients arrive at different times, as a service's instances
-		// do: not all contending at the first instant.
-		if rapid.Bool().Draw(t, "arrives late") {
-			script = append(script, sleep.Draw(t, "arrival"))
-		}
-		for _, cy := range rapid.SliceOfN(cycle, 1, c.Ops).Draw(t, "client") {
-			script = append(script, cy...)
-		}
-		p.Clients = append(p.Clients, lease.WithinOps(script, c.Ops))
-	}
+	// expire under their holders: some about the ttl, where a lease is
+	// just over or not yet, and some up to three.
+	sleep := leaseplan.Sleeps(ttl/2, ttl+ttl/2, 3*ttl)
+	p.Clients = leaseplan.DrawScripts(t, c.Clients, c.Ops, sleep, nil)
 	if c.Priority {
 		drawPriorities(t, c, p)
 	}

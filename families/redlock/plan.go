@@ -1,13 +1,12 @@
 package redlock
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
@@ -119,12 +118,8 @@ func aims(fault string) (client, server bool) {
 	return false, true
 }
 
-// Write writes the plan as indented JSON.
-func (p *Plan) Write(w io.Writer) error {
-	e := json.NewEncoder(w)
-	e.SetIndent("", "  ")
-	return e.Encode(p)
-}
+// Write writes the plan as indented JSON (leaseplan.Write).
+func (p *Plan) Write(w io.Writer) error { return leaseplan.Write(w, p) }
 
 // Brief says the plan in one line.
 func (p *Plan) Brief() string {
@@ -142,91 +137,58 @@ func (p *Plan) Brief() string {
 // ReadPlan reads a plan file as strictly as every plan is read
 // (prover.ParsePlan): a wrong value, an unknown field or a field twice is
 // an error naming the file, line, column and field.
-func ReadPlan(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var p Plan
-	if err := prover.ParsePlan(path, data, &p, p.Validate); err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
+func ReadPlan(path string) (*Plan, error) { return leaseplan.Read[Plan](path) }
 
 // Validate says what is wrong with a plan, naming the field.
 func (p *Plan) Validate() error {
-	bad := func(field, format string, args ...any) error {
-		return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
-	}
 	switch {
 	case p.Version != PlanVersion:
-		return bad("version", "want %d, got %d", PlanVersion, p.Version)
+		return leaseplan.Bad("version", "want %d, got %d", PlanVersion, p.Version)
 	case p.Kind != Kind && p.Kind != PriorityKind:
-		return bad("kind", "want %q or %q, got %q", Kind, PriorityKind, p.Kind)
+		return leaseplan.Bad("kind", "want %q or %q, got %q", Kind, PriorityKind, p.Kind)
 	case p.Key == "":
-		return bad("key", "want a non-empty key")
+		return leaseplan.Bad("key", "want a non-empty key")
 	case p.Servers < 1 || p.Servers > 9:
-		return bad("servers", "want 1 to 9, got %d", p.Servers)
+		return leaseplan.Bad("servers", "want 1 to 9, got %d", p.Servers)
 	case p.Persistence != PersistNone && p.Persistence != PersistAlways:
-		return bad("persistence", "want %q or %q, got %q", PersistNone, PersistAlways, p.Persistence)
+		return leaseplan.Bad("persistence", "want %q or %q, got %q", PersistNone, PersistAlways, p.Persistence)
 	case p.TTLMs < 10:
-		return bad("ttl_ms", "want at least 10, got %d", p.TTLMs)
+		return leaseplan.Bad("ttl_ms", "want at least 10, got %d", p.TTLMs)
 	case p.Mutant != "" && (MutantNamed(p.Mutant) == nil || MutantNamed(p.Mutant).Priority != (p.Kind == PriorityKind)):
-		return bad("mutant", "no %s mutant named %q", p.Kind, p.Mutant)
+		return leaseplan.Bad("mutant", "no %s mutant named %q", p.Kind, p.Mutant)
 	}
 	if err := p.validatePriority(); err != nil {
 		return err
 	}
-	for i, script := range p.Clients {
-		for j, s := range script {
-			field := fmt.Sprintf("clients[%d][%d]", i, j)
-			switch s.Op {
-			case histories.Acquire, histories.Refresh, histories.Release:
-				if s.Ms != 0 {
-					return bad(field+".ms", "only a sleep has ms, not %s", s.Op)
-				}
-			case Sleep:
-				if s.Ms < 1 {
-					return bad(field+".ms", "want at least 1, got %d", s.Ms)
-				}
-			default:
-				return bad(field+".op", "want acquire, refresh, release or sleep, got %q", s.Op)
-			}
-		}
+	if err := leaseplan.Scripts(p.Clients, func(s Step) error { return steps.Check(s.Op, s.Ms) }); err != nil {
+		return err
 	}
-	for i, f := range p.Nemesis {
-		if err := p.validateFault(f); err != nil {
-			err.(*prover.PlanError).Field = fmt.Sprintf("nemesis[%d]%s", i, err.(*prover.PlanError).Field)
-			return err
-		}
-	}
-	return nil
+	return leaseplan.Each("nemesis", len(p.Nemesis), func(i int) error { return p.validateFault(p.Nemesis[i]) })
 }
+
+// steps are the rules for a step of a client's script.
+var steps = leaseplan.Steps{Ops: []string{histories.Acquire, histories.Refresh, histories.Release}}
 
 // validatePriority says what is wrong with the priorities and ttls.
 func (p *Plan) validatePriority() error {
-	bad := func(field, format string, args ...any) error {
-		return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
-	}
 	switch {
 	case p.Kind == Kind && p.Priorities != nil:
-		return bad("priorities", "only a %s plan has priorities", PriorityKind)
+		return leaseplan.Bad("priorities", "only a %s plan has priorities", PriorityKind)
 	case p.Kind == Kind && p.TTLs != nil:
-		return bad("ttls_ms", "only a %s plan has a ttl per client", PriorityKind)
+		return leaseplan.Bad("ttls_ms", "only a %s plan has a ttl per client", PriorityKind)
 	case p.Kind == PriorityKind && len(p.Priorities) != len(p.Clients):
-		return bad("priorities", "want one per client (%d), got %d", len(p.Clients), len(p.Priorities))
+		return leaseplan.Bad("priorities", "want one per client (%d), got %d", len(p.Clients), len(p.Priorities))
 	case p.TTLs != nil && len(p.TTLs) != len(p.Clients):
-		return bad("ttls_ms", "want one per client (%d), or none, got %d", len(p.Clients), len(p.TTLs))
+		return leaseplan.Bad("ttls_ms", "want one per client (%d), or none, got %d", len(p.Clients), len(p.TTLs))
 	}
 	for i, pr := range p.Priorities {
 		if pr > maxPriority || pr < -maxPriority {
-			return bad(fmt.Sprintf("priorities[%d]", i), "want a magnitude below 2^53, got %d", pr)
+			return leaseplan.Bad(fmt.Sprintf("priorities[%d]", i), "want a magnitude below 2^53, got %d", pr)
 		}
 	}
 	for i, t := range p.TTLs {
 		if t < 10 {
-			return bad(fmt.Sprintf("ttls_ms[%d]", i), "want at least 10, got %d", t)
+			return leaseplan.Bad(fmt.Sprintf("ttls_ms[%d]", i), "want at least 10, got %d", t)
 		}
 	}
 	return nil
@@ -262,45 +224,34 @@ func (p *Plan) lowestPriority() int64 {
 // validateFault says what is wrong with one fault; the field it names
 // starts with "." or is "" (the fault as a whole).
 func (p *Plan) validateFault(f Fault) error {
-	bad := func(field, format string, args ...any) error {
-		return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
-	}
 	if !slices.Contains(faultNames, f.Fault) {
-		return bad(".fault", "want one of %v, got %q", faultNames, f.Fault)
+		return leaseplan.Bad(".fault", "want one of %v, got %q", faultNames, f.Fault)
 	}
 	client, server := aims(f.Fault)
 	procs := p.processes()
 	switch {
 	case f.At < 0 || f.For < 0:
-		return bad("", "at_ms and for_ms must not be negative")
+		return leaseplan.Bad("", "at_ms and for_ms must not be negative")
 	case client && !slices.Contains(procs, f.Target):
-		return bad(".target", "%s needs a client, one of %v; got %q", f.Fault, procs, f.Target)
+		return leaseplan.Bad(".target", "%s needs a client, one of %v; got %q", f.Fault, procs, f.Target)
 	case !client && f.Target != "":
-		return bad(".target", "%s strikes a server, not a client: give server only", f.Fault)
+		return leaseplan.Bad(".target", "%s strikes a server, not a client: give server only", f.Fault)
 	case server && (f.Server < 1 || f.Server > p.Servers):
-		return bad(".server", "%s needs a server, 1 to %d; got %d", f.Fault, p.Servers, f.Server)
+		return leaseplan.Bad(".server", "%s needs a server, 1 to %d; got %d", f.Fault, p.Servers, f.Server)
 	case !server && f.Server != 0:
-		return bad(".server", "%s strikes a client, not a server", f.Fault)
+		return leaseplan.Bad(".server", "%s strikes a client, not a server", f.Fault)
 	case f.Fault == histories.ClockJump && f.OffsetMs == 0:
-		return bad(".offset_ms", "a clock jump needs an offset")
+		return leaseplan.Bad(".offset_ms", "a clock jump needs an offset")
 	case f.Fault != histories.ClockJump && f.OffsetMs != 0:
-		return bad(".offset_ms", "only a clock jump has an offset, not %s", f.Fault)
+		return leaseplan.Bad(".offset_ms", "only a clock jump has an offset, not %s", f.Fault)
 	case f.For != 0 && (f.Fault == histories.Kill || f.Fault == histories.DropReply || f.Fault == histories.ClockJump):
-		return bad(".for_ms", "a %s does not last", f.Fault)
+		return leaseplan.Bad(".for_ms", "a %s does not last", f.Fault)
 	}
 	return nil
 }
 
 // processes are the clients' process names.
-func (p *Plan) processes() []string {
-	var out []string
-	for i := range p.Clients {
-		out = append(out, clientName(i))
-	}
-	return out
-}
-
-func clientName(i int) string { return fmt.Sprintf("c%d", i+1) }
+func (p *Plan) processes() []string { return leaseplan.Processes(len(p.Clients)) }
 
 // serverName is how a history names server i (from 0): redis1, redis2, ...
 // A fault aimed at it names it as its process; no client is called so, so

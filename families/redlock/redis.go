@@ -142,7 +142,7 @@ func (t Redis) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, err
 	}
-	return r.result()
+	return r.Result(r.p.Key)
 }
 
 // go-redis logs each failed dial to stderr, which the faults make many

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
 	"github.com/lockprover/lockprover/redlock"
@@ -38,7 +38,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	if err := b.w.Run(); err != nil {
 		return nil, err
 	}
-	return r.result()
+	return r.Result(r.p.Key)
 }
 
 // begin starts p's clients and its nemesis on b.
@@ -49,7 +49,7 @@ func (r *runner) begin(b backend) {
 	b.Lock()
 	defer b.Unlock()
 	for i, script := range r.p.Clients {
-		name := clientName(i)
+		name := leaseplan.ClientName(i)
 		st := r.add(name, script)
 		st.ttl = r.p.ttlOf(i)
 		if i < len(r.p.Priorities) {
@@ -58,16 +58,6 @@ func (r *runner) begin(b backend) {
 		r.start(name, st)
 	}
 	r.nemesis()
-}
-
-// result is the run's history and evidence, or why the plan did not end.
-func (r *runner) result() (*prover.Result, error) {
-	r.b.Lock()
-	defer r.b.Unlock()
-	if err := r.Stuck(); err != nil {
-		return nil, err
-	}
-	return &prover.Result{History: r.Rec.Events(), Evidence: model.Evidence{Lock: r.p.Key, Problems: r.problems}}, nil
 }
 
 // A client is a process's place in its script and the lease it believes
@@ -79,22 +69,20 @@ type client struct {
 	pos    int
 	lease  redlock.Lease
 	holds  bool
-	proc   string // the current incarnation's process in the simulator
-	ttl    int    // its ttl, ms
-	prio   int64  // its priority (PriorityKind)
+	ttl    int   // its ttl, ms
+	prio   int64 // its priority (PriorityKind)
 }
 
 // runner runs one plan on the simulated servers, on the skeleton every
 // family's runner shares (run.Runner).
 type runner struct {
 	run.Runner
-	p        *Plan
-	ctx      context.Context
-	b        backend
-	timeout  time.Duration // each server's bound on a round; 0: the reference's
-	clients  map[string]*client
-	cut      map[string]int // the server (from 1) each partitioned client is cut from
-	problems []string
+	p       *Plan
+	ctx     context.Context
+	b       backend
+	timeout time.Duration // each server's bound on a round; 0: the reference's
+	clients map[string]*client
+	cut     map[string]int // the server (from 1) each partitioned client is cut from
 }
 
 // add registers client name with its script.
@@ -108,17 +96,7 @@ func (r *runner) add(name string, script []Step) *client {
 // start starts an incarnation of client name: a process of its own in
 // the simulator (c1, then c1#2 after a kill, ...).
 func (r *runner) start(name string, st *client) {
-	st.Gen++
-	gen := st.Gen
-	st.proc = name
-	if gen > 1 {
-		st.proc = fmt.Sprintf("%s#%d", name, gen)
-	}
-	r.b.Go(st.proc, func(p proc) {
-		r.b.Lock()
-		defer r.b.Unlock()
-		r.run(p, name, st, gen)
-	})
+	run.Start(&r.Runner, &st.Proc, r.b.Go, func(p proc, gen int) { r.run(p, name, st, gen) })
 }
 
 // run is one incarnation of a client: the reference (or the plan's
@@ -133,19 +111,19 @@ func (r *runner) run(p proc, name string, st *client, gen int) {
 	var err error
 	if r.p.Kind == PriorityKind {
 		o.OnLost = r.onLost(st, gen)
-		r.outside(func() { rl, err = p.openPriority(name, o, st.prio) })
+		r.Outside(func() { rl, err = p.openPriority(name, o, st.prio) })
 	} else {
-		r.outside(func() { rl, err = p.open(name, o) })
+		r.Outside(func() { rl, err = p.open(name, o) })
 	}
 	if !st.Live(gen) {
 		return // killed while it started: its successor goes on
 	}
 	if err != nil {
-		r.problems = append(r.problems, fmt.Sprintf("%s: %v", name, err))
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %v", name, err))
 		st.Done = true
 		return
 	}
-	defer r.outside(func() { rl.Close() })
+	defer r.Outside(func() { rl.Close() })
 	for st.pos < len(st.script) && st.Live(gen) {
 		s := st.script[st.pos]
 		st.pos++
@@ -156,7 +134,7 @@ func (r *runner) run(p proc, name string, st *client, gen int) {
 				// up): what it held is lost, and the client goes on as a
 				// new process, as after a kill. The kill is recorded
 				// after the operation ended, so it excuses nothing.
-				r.problems = append(r.problems, fmt.Sprintf("%s %s", name, why))
+				r.Problems = append(r.Problems, fmt.Sprintf("%s %s", name, why))
 				r.strikeLocked(p, Fault{Fault: histories.Kill, Target: name}, false)
 				return
 			}
@@ -175,18 +153,11 @@ func (r *runner) run(p proc, name string, st *client, gen int) {
 		if l, ok := rl.(interface{ Listening() time.Duration }); ok {
 			d = max(d, l.Listening()) // a key its steal kept alive past its ttl
 		}
-		r.outside(func() { p.Sleep(d) })
+		r.Outside(func() { p.Sleep(d) })
 	}
 	if st.Live(gen) {
 		st.Done = true
 	}
-}
-
-// outside runs f, a call that may wait, without the runner's lock.
-func (r *runner) outside(f func()) {
-	r.b.Unlock()
-	defer r.b.Lock()
-	f()
 }
 
 // step runs one line of a client's script.
@@ -196,7 +167,7 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 	e := histories.Event{Process: st.Name, Type: histories.Invoke, F: s.Op, Lock: r.p.Key, Kind: histories.Lease}
 	switch {
 	case s.Op == Sleep:
-		r.outside(func() { p.Sleep(time.Duration(s.Ms) * time.Millisecond) })
+		r.Outside(func() { p.Sleep(time.Duration(s.Ms) * time.Millisecond) })
 	case s.Op == histories.Acquire && !st.holds:
 		e.Value = &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(st.ttl)}
 		if r.p.Kind == PriorityKind {
@@ -205,7 +176,7 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 		r.invokeAtStart(p, st, gen, e)
 		var l redlock.Lease
 		var err error
-		r.outside(func() { l, err = rl.Acquire(ctx, r.p.Key, ttl) })
+		r.Outside(func() { l, err = rl.Acquire(ctx, r.p.Key, ttl) })
 		r.invoked(p, st, gen, e)
 		if !st.Live(gen) {
 			return
@@ -237,7 +208,7 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 		var l redlock.Lease
 		var err error
 		lease := st.lease
-		r.outside(func() { l, err = rl.Refresh(ctx, lease, ttl) })
+		r.Outside(func() { l, err = rl.Refresh(ctx, lease, ttl) })
 		r.invoked(p, st, gen, e)
 		if st.Live(gen) {
 			if err == nil {
@@ -252,7 +223,7 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 		r.invokeAtStart(p, st, gen, e)
 		var err error
 		lease := st.lease
-		r.outside(func() { err = rl.Release(ctx, lease) })
+		r.Outside(func() { err = rl.Release(ctx, lease) })
 		r.invoked(p, st, gen, e)
 		if st.Live(gen) {
 			st.holds = false // the client gives up on it either way
@@ -318,7 +289,7 @@ func startedMs(started, took time.Duration) int {
 // incarnation killed meanwhile records nothing.
 func (r *runner) invokeAtStart(p proc, st *client, gen int, e histories.Event) {
 	p.arm(func() {
-		r.locked(func() {
+		r.Locked(func() {
 			if st.Live(gen) {
 				r.Invoke(&st.Proc, e)
 			}
@@ -356,12 +327,7 @@ func (r *runner) changed(st *client, err error) {
 // complete records the completion of the client's operation in flight,
 // and returns it as recorded.
 func (r *runner) complete(st *client, typ histories.Type, v *histories.Value, err error) histories.Event {
-	e, _ := r.InFlight(&st.Proc)
-	e.Type, e.Value, e.Error = typ, v, ""
-	if err != nil {
-		e.Error = err.Error()
-	}
-	return r.Complete(&st.Proc, e)
+	return r.Finish(&st.Proc, typ, v, err)
 }
 
 // nemesis starts the nemesis's process (run.Runner.Nemesis): it strikes
@@ -383,23 +349,16 @@ func (r *runner) nemesis() {
 				return r.ctx.Err()
 			},
 			Strike:    func(t run.Timed) { r.strike(p, r.p.Nemesis[t.Fault], t.End) },
-			EndFaults: func() { r.locked(func() { r.endFaults(p) }) },
+			EndFaults: func() { r.Locked(func() { r.endFaults(p) }) },
 			// Every lease has expired (or been released) once its ttl, a
 			// margin and any clock set back have passed: a probe must
 			// find the lock free.
 			Settle:   func() { p.Sleep(time.Duration(r.p.longestTTL())*time.Millisecond + lease.Margin + r.behind()) },
-			Probe:    func() { r.locked(r.probe) },
-			Abandon:  func(name string) { r.locked(func() { r.b.Kill(r.procOf(name)) }) },
+			Probe:    func() { r.Locked(r.probe) },
+			Abandon:  func(name string) { r.Locked(func() { r.b.Kill(r.ProcessOf(name)) }) },
 			Patience: r.b.stuckAfter(),
 		})
 	})
-}
-
-// locked runs f with the runner's lock.
-func (r *runner) locked(f func()) {
-	r.b.Lock()
-	defer r.b.Unlock()
-	f()
 }
 
 // behind is how far the plan's clock jumps set the servers' clocks back,
@@ -425,7 +384,7 @@ func (r *runner) probe() {
 // when its lease was marked lost, before it acknowledged the thief.
 func (r *runner) onLost(st *client, gen int) func(redlock.Lost) {
 	return func(x redlock.Lost) {
-		r.locked(func() {
+		r.Locked(func() {
 			if st.Live(gen) {
 				r.Rec.Add(histories.Event{Process: st.Name, Type: histories.Info, F: histories.Lost, Lock: r.p.Key, Kind: histories.Lease,
 					Value: &histories.Value{Token: x.Token, Thief: x.Thief}})
@@ -464,7 +423,7 @@ func (r *runner) strike(p proc, f Fault, end bool) {
 		r.restartServer(p, f)
 		return
 	}
-	r.locked(func() { r.strikeLocked(p, f, end) })
+	r.Locked(func() { r.strikeLocked(p, f, end) })
 }
 
 // strikeLocked is strike, with the lock held, but for a restart. A fault
@@ -476,7 +435,7 @@ func (r *runner) strikeLocked(p proc, f Fault, end bool) {
 	switch f.Fault {
 	case histories.Kill:
 		if st := r.clients[f.Target]; st != nil && !st.Done {
-			r.b.Kill(st.proc)
+			r.b.Kill(st.Process)
 			r.record(histories.Kill, f.Target, 0)
 			r.restart(f.Target)
 		}
@@ -484,7 +443,7 @@ func (r *runner) strikeLocked(p proc, f Fault, end bool) {
 		r.partition(f, end)
 	case histories.DropReply:
 		// Armed now; recorded when it strikes (dropped), if it does.
-		r.b.DropReply(r.procOf(f.Target), f.Server-1)
+		r.b.DropReply(r.ProcessOf(f.Target), f.Server-1)
 	case histories.Pause:
 		switch {
 		case end && r.Held(histories.Pause, server):
@@ -519,7 +478,7 @@ func (r *runner) restartServer(p proc, f Fault) {
 	if !struck {
 		return // it never went down: nothing to record
 	}
-	r.locked(func() {
+	r.Locked(func() {
 		e := histories.Event{Process: "nemesis", Type: histories.Info, F: histories.RestartBroker, Value: v}
 		if err != nil {
 			e.Error = err.Error()
@@ -535,10 +494,10 @@ func (r *runner) partition(f Fault, end bool) {
 	case end && held && r.cut[f.Target] == f.Server:
 		r.Unhold(histories.Partition, f.Target)
 		delete(r.cut, f.Target)
-		r.b.Heal(r.procOf(f.Target), f.Server-1)
+		r.b.Heal(r.ProcessOf(f.Target), f.Server-1)
 		r.record(histories.Heal, f.Target, 0)
 	case !end && !held:
-		r.b.Partition(r.procOf(f.Target), f.Server-1)
+		r.b.Partition(r.ProcessOf(f.Target), f.Server-1)
 		r.Hold(histories.Partition, f.Target)
 		r.cut[f.Target] = f.Server
 		r.record(histories.Partition, f.Target, 0)
@@ -552,19 +511,15 @@ func (r *runner) record(name, target string, offset int) {
 	if offset != 0 {
 		v.OffsetMs = histories.Int(offset)
 	}
-	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
-	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v})
+	r.Struck(name, v)
 }
 
 // dropped records a lost reply when it is lost (redissim.Options.OnDrop):
 // to the current incarnation of a client only (an old one's operation is
 // over, recorded as unknown when it was killed).
 func (r *runner) dropped(proc string, _ int) {
-	for name, st := range r.clients {
-		if st.proc == proc && !st.Done {
-			r.record(histories.DropReply, name, 0)
-			return
-		}
+	if p := r.Current(proc); p != nil {
+		r.record(histories.DropReply, p.Name, 0)
 	}
 }
 
@@ -583,12 +538,4 @@ func (r *runner) restart(name string) {
 		r.record(histories.Heal, name, 0)
 	}
 	r.start(name, st)
-}
-
-// procOf is the simulator's process of client name's current incarnation.
-func (r *runner) procOf(name string) string {
-	if st := r.clients[name]; st != nil && st.proc != "" {
-		return st.proc
-	}
-	return name
 }

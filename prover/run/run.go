@@ -99,6 +99,10 @@ type Poll struct{ First, Max time.Duration }
 type Runner struct {
 	// Rec records the history, on Config.Now.
 	Rec *histories.Recorder
+	// Problems are what went wrong that is no property's to judge (an
+	// implementation that could not start, a process that crashed): the
+	// Result's evidence.
+	Problems []string
 
 	c      Config
 	procs  map[string]*Proc
@@ -123,6 +127,8 @@ type Proc struct {
 	Gen int
 	// Done: the process has ended its script (or was abandoned).
 	Done bool
+	// Process is the current incarnation's process on the backend (Start).
+	Process string
 	// inFlight is 1 + the index of the invoke of its operation in flight
 	// (0: none): Invoke, InFlight, Complete.
 	inFlight int

@@ -1,0 +1,128 @@
+// Package leaseplan is what the lease families' plans (db-semaphore,
+// redlock, consul-semaphore) share: how a plan file is written and read,
+// how their clients are named, and how a plan's scripts and lists are
+// checked, naming the field that is wrong. Each family keeps its own plan
+// struct and its own rules; what differs between them (the operations a
+// script may hold, how long a sleep may be) is a parameter here, so that
+// the three read, write and complain alike.
+//
+// It stands beside the lease checker (package lease), not in it: the
+// checker judges histories and knows nothing of plans; leaseplan uses the
+// checker's words for a script (lease.Sleep), never the other way round.
+package leaseplan
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// Write writes plan as indented JSON, as every lease family's plan files
+// have always been written (plan.json, testdata).
+func Write(w io.Writer, plan any) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(plan)
+}
+
+// Read reads the plan file at path as strictly as every plan is read
+// (prover.ParsePlan), and validates it with its Validate: a wrong value,
+// an unknown field or a field twice is an error naming the file, line,
+// column and field.
+func Read[T any, P interface {
+	*T
+	Validate() error
+}](path string) (*T, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var plan T
+	if err := prover.ParsePlan(path, data, &plan, P(&plan).Validate); err != nil {
+		return nil, err
+	}
+	return &plan, nil
+}
+
+// ClientName is the process name of a plan's i-th client (from 0): c1,
+// c2, ...
+func ClientName(i int) string { return fmt.Sprintf("c%d", i+1) }
+
+// Processes are the process names of a plan's n clients.
+func Processes(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, ClientName(i))
+	}
+	return out
+}
+
+// Bad is a *prover.PlanError: what is wrong with field.
+func Bad(field, format string, args ...any) error {
+	return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Each checks n items of the list field name with check, which names
+// fields within item i from its own place: ".target", "" (the item as a
+// whole), "[j]..." (an item of a nested list). A *prover.PlanError it
+// returns is moved into the list (nemesis[2].target); the first error
+// ends the checking.
+func Each(name string, n int, check func(i int) error) error {
+	for i := range n {
+		if err := check(i); err != nil {
+			var pe *prover.PlanError
+			if errors.As(err, &pe) {
+				pe.Field = fmt.Sprintf("%s[%d]%s", name, i, pe.Field)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Scripts checks every step of the clients' scripts with check, naming
+// the step's field as clients[i][j]....
+func Scripts[S any](clients [][]S, check func(S) error) error {
+	return Each("clients", len(clients), func(i int) error {
+		return Each("", len(clients[i]), func(j int) error { return check(clients[i][j]) })
+	})
+}
+
+// Steps are a family's rules for one step of a client's script: one of
+// Ops, or a sleep (lease.Sleep) of 1 to MaxMs milliseconds.
+type Steps struct {
+	// Ops are the operations a script may hold, sleep aside, in the
+	// order the error messages name them.
+	Ops []string
+	// MaxMs bounds a sleep; 0: no bound.
+	MaxMs int
+	// OpMs lets an operation carry ms too (ignored): db-semaphore's
+	// plans have always allowed it; the others' say it is a mistake.
+	OpMs bool
+}
+
+// Check says what is wrong with a step of operation op and ms ms; the
+// field it names starts with ".".
+func (s Steps) Check(op string, ms int) error {
+	switch {
+	case op == lease.Sleep:
+		if s.MaxMs == 0 && ms < 1 {
+			return Bad(".ms", "want at least 1, got %d", ms)
+		}
+		if s.MaxMs != 0 && (ms < 1 || ms > s.MaxMs) {
+			return Bad(".ms", "want 1 to %d, got %d", s.MaxMs, ms)
+		}
+	case !slices.Contains(s.Ops, op):
+		return Bad(".op", "want %s or %s, got %q", strings.Join(s.Ops, ", "), lease.Sleep, op)
+	case !s.OpMs && ms != 0:
+		return Bad(".ms", "only a sleep has ms, not %s", op)
+	}
+	return nil
+}

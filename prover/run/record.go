@@ -1,0 +1,99 @@
+package run
+
+import (
+	"fmt"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// Start starts p's next incarnation as a process of its own on the
+// backend, which spawn (the backend's Go) starts, running body with the
+// Runner's lock held. The process is named (Proc.Process) by p's own name
+// the first time, then name#2, name#3, ... after kills, so that a killed
+// incarnation, which may run on for a while, is never taken for its
+// successor; body is told its incarnation's Gen, to check it is still
+// Live.
+func Start[P any](r *Runner, p *Proc, spawn func(process string, f func(P)), body func(proc P, gen int)) {
+	gen := p.next()
+	spawn(p.Process, func(proc P) { r.Locked(func() { body(proc, gen) }) })
+}
+
+// next moves p on to its next incarnation (Start), and returns its Gen.
+func (p *Proc) next() int {
+	p.Gen++
+	p.Process = p.Name
+	if p.Gen > 1 {
+		p.Process = fmt.Sprintf("%s#%d", p.Name, p.Gen)
+	}
+	return p.Gen
+}
+
+// ProcessOf is the backend's process of the current incarnation of the
+// run's process name (Start): name itself before it started, or where no
+// process of the run is so called.
+func (r *Runner) ProcessOf(name string) string {
+	if p := r.procs[name]; p != nil && p.Process != "" {
+		return p.Process
+	}
+	return name
+}
+
+// Current is the process not done whose current incarnation is the
+// backend's process proc, nil if there is none: what a backend reports of
+// an older incarnation (a reply it lost) is over, ended when it was
+// killed.
+func (r *Runner) Current(proc string) *Proc {
+	for _, p := range r.procs {
+		if p.Process == proc && !p.Done {
+			return p
+		}
+	}
+	return nil
+}
+
+// Finish records the completion of p's operation in flight (Invoke) as
+// typ, with v and err's message (none for nil), and returns it as
+// recorded.
+func (r *Runner) Finish(p *Proc, typ histories.Type, v *histories.Value, err error) histories.Event {
+	e, _ := r.InFlight(p)
+	e.Type, e.Value, e.Error = typ, v, ""
+	if err != nil {
+		e.Error = err.Error()
+	}
+	return r.Complete(p, e)
+}
+
+// Struck records fault name as struck by the nemesis, in place: its
+// invocation and its info, with v (the target, an offset; nil for none).
+func (r *Runner) Struck(name string, v *histories.Value) {
+	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
+	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v})
+}
+
+// Locked runs f with the Runner's lock (Config.Lock).
+func (r *Runner) Locked(f func()) {
+	r.c.Lock.Lock()
+	defer r.c.Lock.Unlock()
+	f()
+}
+
+// Outside runs f, a call that may wait (on the backend, a sleep), without
+// the Runner's lock, which it is called with.
+func (r *Runner) Outside(f func()) {
+	r.c.Lock.Unlock()
+	defer r.c.Lock.Lock()
+	f()
+}
+
+// Result is the run's history and evidence (lock, the lock's name, and
+// the Problems the family met), or why the plan did not end (Stuck).
+func (r *Runner) Result(lock string) (*prover.Result, error) {
+	r.c.Lock.Lock()
+	defer r.c.Lock.Unlock()
+	if err := r.Stuck(); err != nil {
+		return nil, err
+	}
+	return &prover.Result{History: r.Rec.Events(), Evidence: model.Evidence{Lock: lock, Problems: r.Problems}}, nil
+}

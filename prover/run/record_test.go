@@ -1,0 +1,61 @@
+package run
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/lockprover/lockprover/histories"
+)
+
+// TestIncarnations: each incarnation of a process runs as a process of
+// its own on the backend, c1 then c1#2; the backend's reports of an older
+// one, or of a process done, find nobody.
+func TestIncarnations(t *testing.T) {
+	var r Runner
+	r.Init(Config{Lock: &sync.Mutex{}, Now: func() int64 { return 0 }})
+	p := &Proc{Name: "c1"}
+	r.Add(p)
+	if got := r.ProcessOf("c1"); got != "c1" {
+		t.Errorf("before it started: %q, want c1", got)
+	}
+	var ran []string
+	spawn := func(process string, f func(string)) { f(process) } // a backend's Go, at once
+	body := func(proc string, gen int) { ran = append(ran, fmt.Sprintf("%s %d", proc, gen)) }
+	Start(&r, p, spawn, body)
+	if p.Process != "c1" {
+		t.Errorf("first incarnation: %q, want c1", p.Process)
+	}
+	Start(&r, p, spawn, body)
+	if r.ProcessOf("c1") != "c1#2" || r.ProcessOf("probe1") != "probe1" || !reflect.DeepEqual(ran, []string{"c1 1", "c1#2 2"}) {
+		t.Errorf("second incarnation: %q, ran %q; want c1#2, and c1 1, c1#2 2", r.ProcessOf("c1"), ran)
+	}
+	if r.Current("c1#2") != p || r.Current("c1") != nil {
+		t.Errorf("Current: the live incarnation's process only")
+	}
+	if p.Done = true; r.Current("c1#2") != nil {
+		t.Errorf("Current: a process done is nobody's")
+	}
+}
+
+// TestFinish: the completion takes the invocation's place and says the
+// error; the nemesis's faults are recorded as invoke and info.
+func TestFinish(t *testing.T) {
+	var r Runner
+	r.Init(Config{Lock: &sync.Mutex{}, Now: func() int64 { return 0 }})
+	p := &Proc{Name: "c1"}
+	r.Invoke(p, histories.Event{Process: "c1", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"})
+	r.Struck(histories.Kill, &histories.Value{Process: "c1"})
+	e := r.Finish(p, histories.Info, nil, errors.New("killed"))
+	if e.Process != "c1" || e.F != histories.Acquire || e.Lock != "lp" || e.Type != histories.Info || e.Error != "killed" || e.Index != 3 {
+		t.Errorf("Finish recorded %+v", e)
+	}
+	r.Problems = append(r.Problems, "c2 crashed")
+	res, err := r.Result("lp")
+	if err != nil || len(res.History) != 4 || res.History[1].F != histories.Kill || res.History[2].Type != histories.Info ||
+		res.Evidence.Lock != "lp" || len(res.Evidence.Problems) != 1 {
+		t.Errorf("Result = %+v, %v", res, err)
+	}
+}
