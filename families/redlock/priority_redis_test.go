@@ -83,8 +83,9 @@ func TestPriorityStealOnRedis(t *testing.T) {
 			// validity-sound is held to the scripted runs only: in a dry
 			// run beside the suite, an off-script run's first acquire took
 			// 1,027 ms (its servers dialled) and claimed 37 ms past its
-			// recorded invoke plus ttl(1-drift), as if the invoke had been
-			// recorded before the lock read its start. Not understood yet
+			// recorded invoke plus ttl(1-drift): its completion was
+			// recorded after the lock's claim had run out, and the runner
+			// records 0 left then, overstating the claim
 			// (docs/redlock.md, "The priority Redlock on real Redis").
 			offScriptValidity := len(off) > 0 && p == lease.ValiditySound
 			if v.Status == model.Fail && offScriptValidity {
