@@ -9,9 +9,10 @@ import (
 )
 
 // --target consul and --target etcd prove on a private real server (a
-// real setup, the backend the target's), and what cannot run there is
-// refused naming its flag: another --backend, a fault not offered on a
-// real server, a target the family does not have.
+// real setup, the backend the target's), restarts of it among the faults
+// they take, and what cannot run there is refused naming its flag:
+// another --backend, a fault the family does not have, a target it does
+// not have.
 func TestConsulTargets(t *testing.T) {
 	settings := func(target, faults string, flags map[string]string) family.Settings {
 		return family.Settings{Kind: consulsemfamily.Kind, Target: target, Faults: faults,
@@ -35,14 +36,20 @@ func TestConsulTargets(t *testing.T) {
 		if !setup.Real || setup.Target != target || c.Backend != target || c.Deterministic() || setup.Start == nil {
 			t.Errorf("--target %s: setup %+v, config %+v: want a real run on %s", target, setup, c, target)
 		}
+		setup, err = consulSetup(settings(target, "kill,restart-broker", nil))
+		if err != nil {
+			t.Fatalf("--target %s --faults kill,restart-broker: %v", target, err)
+		}
+		if c := setup.Prove.(consulsemfamily.Config); !strings.Contains(strings.Join(c.Faults, ","), "restart-broker") {
+			t.Errorf("--target %s --faults kill,restart-broker: faults %v, want restart-broker among them", target, c.Faults)
+		}
 	}
 	for _, bad := range []struct {
 		s    family.Settings
 		want string
 	}{
 		{settings("consul", "all", map[string]string{"backend": "etcd"}), "--backend"},
-		{settings("etcd", "kill,restart-broker", nil), "--faults: restart-broker"},
-		{settings("consul", "restart-broker", nil), "--faults: restart-broker"},
+		{settings("etcd", "kill,clock-jump", nil), "clock-jump"},
 		{settings("zookeeper", "all", nil), "--target"},
 		{settings("etcd", "all", map[string]string{"persistent": "true"}), "--persistent"},
 	} {
