@@ -96,6 +96,10 @@ func (r *report) mutantOnRedis(target Redis, m *Mutant) {
 	}
 	ref := *p
 	ref.Mutant = ""
+	if refScript := refOnScript[m.Name]; refScript != nil {
+		r.referenceOnRedis(target, &ref, refScript)
+		return
+	}
 	res, err := target.Run(context.Background(), &ref)
 	if err != nil {
 		r.errorf("the reference: %v", err)
@@ -117,27 +121,69 @@ func (r *report) caughtOnRedis(target Redis, p *Plan, property string, script fu
 			return false
 		}
 		v := verdictOf(res, p, property)
+		s := newSchedule(res.History, p.TTLMs)
+		script(s)
+		// A run off its script is no catch either: it shows a timing,
+		// not the plan's defect.
+		if len(s.off) > 0 {
+			r.logf("run %d was not as scripted (%s): %s %v, not counted; running it again", attempt, strings.Join(s.off, "; "), property, v.Status)
+			continue
+		}
 		if v.Status == model.Fail {
 			r.logf("caught by %s on run %d (%.1fs): %s", property, attempt, time.Since(start).Seconds(), v.Detail)
 			return true
 		}
-		s := newSchedule(res.History, p.TTLMs)
-		script(s)
-		if len(s.off) == 0 {
-			r.errorf("run %d went as scripted, yet %s %v: %s\n%s", attempt, property, v.Status, v.Detail, historyText(res))
-			return false
-		}
-		r.logf("run %d was not as scripted (%s): %s held; running it again", attempt, strings.Join(s.off, "; "), property)
+		r.errorf("run %d went as scripted, yet %s %v: %s\n%s", attempt, property, v.Status, v.Detail, historyText(res))
+		return false
 	}
 	r.errorf("in %d runs the machine never ran the plan as scripted", attemptsOnRedis)
 	return false
 }
 
+// referenceOnRedis runs ref (a mutant's plan with no mutant) on Redis
+// until a run goes as script says, and notes an error for every property
+// it fails on any run: the reference holds every property on the plan,
+// and a run off the script, which proves nothing, is no pass.
+func (r *report) referenceOnRedis(target Redis, ref *Plan, script func(*schedule)) {
+	for attempt := 1; attempt <= attemptsOnRedis; attempt++ {
+		res, err := target.Run(context.Background(), ref)
+		if err != nil {
+			r.errorf("the reference, run %d: %v", attempt, err)
+			return
+		}
+		failed := false
+		for _, v := range verdictsOf(res, ref) {
+			if v.Status == model.Fail {
+				failed = true
+				r.errorf("the reference fails %s on run %d of the same plan: %s", v.Property, attempt, v.Detail)
+			}
+		}
+		if failed {
+			r.errorf("the reference's history:\n%s", historyText(res))
+			return
+		}
+		s := newSchedule(res.History, ref.TTLMs)
+		script(s)
+		if len(s.off) == 0 {
+			r.logf("the reference held every property on run %d, as scripted", attempt)
+			return
+		}
+		r.logf("the reference's run %d was not as scripted (%s): not counted; running it again", attempt, strings.Join(s.off, "; "))
+	}
+	r.errorf("in %d runs the machine never ran the reference as scripted", attemptsOnRedis)
+}
+
+// verdictsOf judges res, a run of p, as the family does (the priority
+// lock's plans as its own), every property.
+func verdictsOf(res *prover.Result, p *Plan) []model.Verdict {
+	c := Config{Priority: p.Kind == PriorityKind}
+	return prover.Judge(res, model.Options{Family: []any{c.Judging(false)}}).Verdicts
+}
+
 // verdictOf judges res, a run of p, as the family does (the priority
 // lock's plans as its own) and returns property's verdict.
 func verdictOf(res *prover.Result, p *Plan, property string) model.Verdict {
-	c := Config{Priority: p.Kind == PriorityKind}
-	for _, v := range prover.Judge(res, model.Options{Family: []any{c.Judging(false)}}).Verdicts {
+	for _, v := range verdictsOf(res, p) {
 		if v.Property == property {
 			return v
 		}
@@ -152,19 +198,24 @@ func historyText(res *prover.Result) string {
 }
 
 // A schedule is a run's operations by process and name ("c1 acquire",
-// "nemesis partition"), in order, and what was off the script in it.
+// "nemesis partition"), in order, its lost notices, and what was off the
+// script in it.
 type schedule struct {
-	ops map[string][]schedOp
-	ttl int64 // the plan's ttl, ns
-	off []string
+	ops  map[string][]schedOp
+	lost []histories.Event
+	ttl  int64 // the plan's ttl, ns
+	off  []string
 }
 
 // A schedOp is one operation of a run: its invoke's and completion's
-// times, and how it ended ("ok", a failure's reason or "fail", "info").
+// times, and how it ended ("ok", a failure's reason or "fail", "info");
+// a grant's token, and the ttl its acquire asked (0: not said).
 type schedOp struct {
 	call, ret int64
 	outcome   string
 	validity  *int
+	token     string
+	ttlMs     int
 }
 
 // onScriptMargin is the least room a window of a script must have left
@@ -179,6 +230,7 @@ func newSchedule(h []histories.Event, ttlMs int) *schedule {
 	open := map[string]histories.Event{}
 	for _, e := range h {
 		if histories.IsNotice(&e) {
+			s.lost = append(s.lost, e)
 			continue // a lost notice may come while its process's operation is in flight
 		}
 		if e.Type == histories.Invoke {
@@ -199,6 +251,12 @@ func newSchedule(h []histories.Event, ttlMs int) *schedule {
 		}
 		if e.Value != nil {
 			o.validity = e.Value.ValidityMs
+			if e.Type == histories.Ok {
+				o.token = e.Value.Token
+			}
+		}
+		if inv.Value != nil && inv.Value.TTLMs != nil {
+			o.ttlMs = *inv.Value.TTLMs
 		}
 		name := e.Process + " " + e.F
 		s.ops[name] = append(s.ops[name], o)
@@ -207,14 +265,14 @@ func newSchedule(h []histories.Event, ttlMs int) *schedule {
 }
 
 // op returns the i-th operation called name, and notes it as off the
-// script unless it ended as want says.
+// script unless it ended as want says ("": however it ended).
 func (s *schedule) op(name string, i int, want string) schedOp {
 	if i >= len(s.ops[name]) {
 		s.off = append(s.off, fmt.Sprintf("no %s #%d", name, i+1))
 		return schedOp{call: math.MaxInt64 / 4, ret: math.MaxInt64 / 4}
 	}
 	o := s.ops[name][i]
-	if o.outcome != want {
+	if want != "" && o.outcome != want {
 		s.off = append(s.off, fmt.Sprintf("%s #%d ended %s, not %s", name, i+1, o.outcome, want))
 	}
 	return o
@@ -236,6 +294,36 @@ func (s *schedule) certain() int64 {
 
 func (s *schedule) longest() int64 {
 	return s.ttl + int64(math.Ceil(float64(s.ttl)*model.DefaultDrift)) + onScriptMargin
+}
+
+// certainOf is how long after its invoke the grant a, of the ttl its
+// acquire asked (the plan's if it said none), is certainly valid
+// (ttl(1-drift)), less the margin.
+func (s *schedule) certainOf(a schedOp) int64 {
+	ttl := s.ttl
+	if a.ttlMs > 0 {
+		ttl = int64(a.ttlMs) * int64(time.Millisecond)
+	}
+	return ttl - int64(math.Ceil(float64(ttl)*model.DefaultDrift)) - onScriptMargin
+}
+
+// timeout is the runner's bound on each server's round of an operation on
+// Redis (half the plan's ttl, at least 100 ms: see Redis.Run), the
+// lock's Options.Timeout: an answer later than it is lost.
+func (s *schedule) timeout() int64 {
+	return max(s.ttl/2, int64(100*time.Millisecond))
+}
+
+// lostTo returns the lost notice of proc naming the grant a as its thief,
+// and notes the run off the script unless there is one.
+func (s *schedule) lostTo(proc string, a schedOp, why string) (histories.Event, bool) {
+	for _, e := range s.lost {
+		if e.Process == proc && a.token != "" && e.Value != nil && e.Value.Thief == a.token {
+			return e, true
+		}
+	}
+	s.off = append(s.off, fmt.Sprintf("no lost notice of %s names the grant of %s", proc, why))
+	return histories.Event{}, false
 }
 
 // overlaps notes a run off the script unless b was granted after a
@@ -342,4 +430,17 @@ var onScript = map[string]func(*schedule){
 	},
 	"no-ack-wait":            cutVictim,
 	"proceed-on-ack-timeout": cutVictim,
+	"steal-resets-ttl":       deadVictim,
+	"ack-before-lost":        slowAck,
+	"direct-victim-only":     failedStealRobbed,
+}
+
+// refOnScript says, for a mutant's plan, what the reference's run of it
+// must show to count as a pass (the mutant's script, where it says
+// nothing that only the mutant does); a mutant without one has its
+// reference judged on its property, on one run, whatever its timing.
+var refOnScript = map[string]func(*schedule){
+	"steal-resets-ttl":   deadVictim,
+	"ack-before-lost":    slowAck,
+	"direct-victim-only": failedStealRobbed,
 }

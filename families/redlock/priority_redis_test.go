@@ -162,7 +162,7 @@ func TestPriorityMutantsCaughtOnRedis(t *testing.T) {
 		t.Skip("starts redis-servers")
 	}
 	var ms []*Mutant
-	for _, name := range []string{"equal-steals", "no-ack-wait", "proceed-on-ack-timeout"} {
+	for _, name := range []string{"equal-steals", "no-ack-wait", "proceed-on-ack-timeout", "steal-resets-ttl", "ack-before-lost", "direct-victim-only"} {
 		ms = append(ms, MutantNamed(name))
 	}
 	mutantsOnRedis(t, onRedis(t), ms)
@@ -177,4 +177,73 @@ func cutVictim(s *schedule) {
 	p, h := s.op("nemesis partition", 0, "info"), s.op("nemesis heal", 0, "info")
 	s.need(p.ret < a2.call && a2.ret < h.call, "the partition of c1 was not in force throughout c2's acquire")
 	s.need(a2.ret < a1.call+s.certain(), "c2's grant returned when c1's lease may have ended")
+}
+
+// deadVictim is the script of steal-resets-ttl's plan (one server, the
+// runner's timeout 500 ms): c1 (priority 1, ttl 5 s) is granted and
+// killed; c2 (priority 2, ttl 500 ms) steals its key and waits in vain
+// for its acknowledgement, c1's time; c3 (priority 1, no thief) asks for
+// the lock after c2's key, had the steal set its life to c2's ttl, has
+// expired, while c1's lease is certainly valid. The reference's key lives
+// to c1's deadline and refuses c3; the mutant's has expired, and c3 holds
+// while c1 does.
+func deadVictim(s *schedule) {
+	a1 := s.op("c1 acquire", 0, "ok")
+	k := s.op("nemesis kill", 0, "info")
+	s.need(k.call > a1.ret, "c1 was killed before its grant returned")
+	// c2's steal: its obtain answered within the timeout (or it fails at
+	// once, its key given back), and it waited for c1 for seconds.
+	a2 := s.op("c2 acquire", 0, "")
+	s.need(a2.call > k.ret, "c2's acquire began before c1's kill")
+	s.need(a2.ret-a2.call > 2*s.timeout(), "c2's acquire ended after %v, not waiting for its victim: no steal", time.Duration(a2.ret-a2.call))
+	a3 := s.op("c3 acquire", 0, "") // the mutant's is granted, the reference's refused
+	life := s.timeout() + int64(a2.ttlMs)*int64(time.Millisecond) + onScriptMargin
+	s.need(a3.call > a2.call+life, "c3's acquire began %v after c2's, when a key of c2's ttl may still have lived", time.Duration(a3.call-a2.call))
+	s.need(a3.ret < a1.call+s.certainOf(a1), "c3's acquire returned when c1's lease may have ended")
+}
+
+// slowAck is the script of ack-before-lost's plan (three servers, the
+// runner's timeout 1 s): c1 (priority 1) holds all three and is cut from
+// server 3; c2 (priority 2) steals on all three, and its note reaches
+// c1's watchers on servers 1 and 2. c1's acknowledgement, pushed on every
+// server, is taken at once from servers 1 and 2 but held from server 3
+// until the push's timeout; the mutant marks c1 lost only then, after
+// c2's grant, the reference before it acknowledges.
+func slowAck(s *schedule) {
+	a1 := s.op("c1 acquire", 0, "ok")
+	p, h := s.op("nemesis partition", 0, "info"), s.op("nemesis heal", 0, "info")
+	s.need(a1.ret < p.call, "c1's grant returned after the partition began")
+	a2 := s.op("c2 acquire", 0, "ok")
+	s.need(p.ret < a2.call, "the partition of c1 began after c2's acquire")
+	// c1's acknowledgement is pushed after c2's invoke, and held from
+	// server 3 until a timeout later (or the heal).
+	s.need(a2.ret < a2.call+s.timeout()-onScriptMargin, "c2's acquire took %v, the acknowledgement's timeout less the margin or more", time.Duration(a2.ret-a2.call))
+	s.need(h.call > a2.call+s.timeout()+onScriptMargin, "the heal came before c1's push to server 3 timed out")
+	s.need(a2.ret < a1.call+s.certainOf(a1), "c2's grant returned when c1's lease may have ended")
+}
+
+// failedStealRobbed is the script of direct-victim-only's plan (one
+// server, the runner's timeout 2 s): c2 and c3 each take and release the
+// lock first (their connections then made), then c1 (priority 1, ttl 8 s)
+// holds it. The server is paused; c2 (priority 2) sends its obtain, and
+// c3 (priority 3) its own, before c2's times out; c2 then fails, its
+// undo queued behind c3's obtain; the server resumes before c3's times
+// out. The server runs c2's steal of c1's key, then c3's steal from c2
+// (c2's lost notice names c3's grant: the chain c1, c2), then c2's undo;
+// c2, failed, acknowledges c3 at once. The reference's c3 tells and waits
+// for c1 too; the mutant's tells c2 alone, and is granted while c1, never
+// told, holds.
+func failedStealRobbed(s *schedule) {
+	a1 := s.op("c1 acquire", 0, "ok")
+	p, r := s.op("nemesis pause", 0, "info"), s.op("nemesis resume", 0, "info")
+	s.need(a1.ret < p.call, "c1's grant returned after the pause began")
+	a2 := s.op("c2 acquire", 1, "info")
+	a3 := s.op("c3 acquire", 1, "ok")
+	s.need(p.ret < a2.call, "c2's acquire began before the pause")
+	s.need(a3.call > a2.call+onScriptMargin, "c3's obtain may have reached the server before c2's")
+	s.need(a3.call < a2.call+s.timeout()-onScriptMargin, "c3's obtain may have reached the server after c2's undo")
+	s.need(r.call > a2.call+s.timeout()+onScriptMargin, "the server resumed before c2's obtain timed out")
+	s.need(r.call < a3.call+s.timeout()-onScriptMargin, "the server resumed when c3's obtain may have timed out")
+	s.lostTo("c2", a3, "c3's acquire: c3 did not take the key from c2's failed steal")
+	s.need(a3.ret < a1.call+s.certainOf(a1), "c3's grant returned when c1's lease may have ended")
 }
