@@ -1,6 +1,7 @@
 package histories
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -33,9 +34,19 @@ func NewRecorder(clock func() int64) *Recorder {
 // or virtual clock that does not advance between two events must not make
 // them look concurrent. Add keeps e.Value as given; do not modify it after.
 func (r *Recorder) Add(e Event) Event {
+	return r.AddAt(e, math.MaxInt64)
+}
+
+// AddAt is Add for an event that happened at an earlier reading of the
+// clock, at, than its recording (a completion whose reply came at at,
+// recorded once its process could record it): it takes the time at, or
+// just after the last event recorded, if that is later (times still
+// strictly increase with the index; the history's order is the order of
+// recording).
+func (r *Recorder) AddAt(e Event, at int64) Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t := r.clock()
+	t := min(r.clock(), at)
 	if n := len(r.events); n > 0 {
 		if prev := r.events[n-1].Time; t <= prev {
 			t = prev + 1

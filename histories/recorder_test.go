@@ -90,3 +90,24 @@ func TestMonotonicClock(t *testing.T) {
 		t.Errorf("nil clock: %+v", e)
 	}
 }
+
+// AddAt records an event at the earlier time it happened, unless events
+// were recorded since: then just after the last of them; never later than
+// the clock.
+func TestRecorderAddAt(t *testing.T) {
+	now := int64(1000)
+	r := NewRecorder(func() int64 { return now })
+	r.Add(Event{Process: "c1", Type: Invoke, F: "acquire", Lock: "k"}) // at 1000
+	now = 5000
+	if e := r.AddAt(Event{Process: "c1", Type: Ok, F: "acquire", Lock: "k"}, 3000); e.Time != 3000 || e.Index != 1 {
+		t.Errorf("nothing recorded since 3000: time %d index %d, want 3000, 1", e.Time, e.Index)
+	}
+	r.Add(Event{Process: "c2", Type: Invoke, F: "acquire", Lock: "k"}) // at 5000
+	now = 9000
+	if e := r.AddAt(Event{Process: "c2", Type: Ok, F: "acquire", Lock: "k"}, 4000); e.Time != 5001 {
+		t.Errorf("an event recorded at 5000 since 4000: time %d, want 5001 (just after it)", e.Time)
+	}
+	if e := r.AddAt(Event{Process: "c3", Type: Invoke, F: "acquire", Lock: "k"}, 20000); e.Time != 9000 {
+		t.Errorf("at 20000 with the clock at 9000: time %d, want the clock's 9000", e.Time)
+	}
+}

@@ -85,8 +85,9 @@ func TestPriorityStealOnRedis(t *testing.T) {
 			// 1,027 ms (its servers dialled) and claimed 37 ms past its
 			// recorded invoke plus ttl(1-drift): its completion was
 			// recorded after the lock's claim had run out, and the runner
-			// records 0 left then, overstating the claim
-			// (docs/redlock.md, "The priority Redlock on real Redis").
+			// recorded 0 left then, overstating the claim. Grants are
+			// recorded at their return now, but after any event recorded
+			// since (docs/redlock.md, "The priority Redlock on real Redis").
 			offScriptValidity := len(off) > 0 && p == lease.ValiditySound
 			if v.Status == model.Fail && offScriptValidity {
 				t.Logf("run %d (off its script): %s %v: %s", run, p, v.Status, v.Detail)

@@ -176,7 +176,8 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 		r.invokeAtStart(p, st, gen, e)
 		var l redlock.Lease
 		var err error
-		r.Outside(func() { l, err = rl.Acquire(ctx, r.p.Key, ttl) })
+		var ret int64
+		r.Outside(func() { l, err = rl.Acquire(ctx, r.p.Key, ttl); ret = r.b.Now() })
 		r.invoked(p, st, gen, e)
 		if !st.Live(gen) {
 			return
@@ -188,7 +189,7 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 			if l.Fence != NoFence {
 				v.Fence = histories.Int(int(l.Fence))
 			}
-			r.granted(rl, st, v, l)
+			r.granted(rl, st, v, l, ret)
 		case errors.Is(err, redlock.ErrHeld) && !errors.Is(err, redlock.ErrLeftBehind):
 			r.complete(st, histories.Fail, &histories.Value{Reason: histories.Full}, nil)
 		case errors.Is(err, ErrNotGranted), errors.Is(err, redlock.ErrStolen):
@@ -207,13 +208,14 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 		r.invokeAtStart(p, st, gen, e)
 		var l redlock.Lease
 		var err error
+		var ret int64
 		lease := st.lease
-		r.Outside(func() { l, err = rl.Refresh(ctx, lease, ttl) })
+		r.Outside(func() { l, err = rl.Refresh(ctx, lease, ttl); ret = r.b.Now() })
 		r.invoked(p, st, gen, e)
 		if st.Live(gen) {
 			if err == nil {
 				st.lease = l
-				r.granted(rl, st, &histories.Value{}, l)
+				r.granted(rl, st, &histories.Value{}, l, ret)
 				return
 			}
 			r.changed(st, err)
@@ -232,7 +234,11 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 	}
 }
 
-// granted records a grant's ok completion, with v and validity_ms: the
+// granted records a grant's ok completion, at ret, when the call
+// returned (or just after the last event recorded since: a loaded
+// machine may not run the runner for tens of milliseconds, and a
+// completion recorded then, its claim run out, overstated it: see
+// docs/redlock.md), with v and validity_ms: the
 // validity the grant claims, left at the completion's time (the history
 // counts it from there), in whole milliseconds, rounded down: never more
 // than it claims. The reference's claim is l's; an implementation's
@@ -241,9 +247,9 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 // time it says it took and the validity it says is left. Where the reply
 // says when the library it wraps started (started_ms), the grant records
 // that too, from the invoke, for validity-sound to judge the claim from.
-func (r *runner) granted(rl Client, st *client, v *histories.Value, l redlock.Lease) {
+func (r *runner) granted(rl Client, st *client, v *histories.Value, l redlock.Lease, ret int64) {
 	invoke, _ := r.InFlight(&st.Proc)
-	e := r.complete(st, histories.Ok, v, nil)
+	e := r.FinishAt(&st.Proc, histories.Ok, v, nil, ret)
 	var left time.Duration
 	if pc, ok := rl.(ProcessClient); ok {
 		c, said := pc.Claimed()

@@ -2,6 +2,7 @@ package run
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
@@ -57,12 +58,21 @@ func (r *Runner) Current(proc string) *Proc {
 // typ, with v and err's message (none for nil), and returns it as
 // recorded.
 func (r *Runner) Finish(p *Proc, typ histories.Type, v *histories.Value, err error) histories.Event {
+	return r.FinishAt(p, typ, v, err, math.MaxInt64)
+}
+
+// FinishAt is Finish for a completion that came at at, a reading of the
+// run's clock before it is recorded (histories.Recorder.AddAt): a grant
+// whose claim of validity counts from its completion is then not
+// recorded later than the machine let the runner get to it.
+func (r *Runner) FinishAt(p *Proc, typ histories.Type, v *histories.Value, err error, at int64) histories.Event {
 	e, _ := r.InFlight(p)
 	e.Type, e.Value, e.Error = typ, v, ""
 	if err != nil {
 		e.Error = err.Error()
 	}
-	return r.Complete(p, e)
+	p.inFlight = 0
+	return r.Rec.AddAt(e, at)
 }
 
 // Struck records fault name as struck by the nemesis, in place: its
