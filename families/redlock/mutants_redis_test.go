@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -141,9 +142,13 @@ func (r *report) caughtOnRedis(target Redis, p *Plan, property string, script fu
 }
 
 // referenceOnRedis runs ref (a mutant's plan with no mutant) on Redis
-// until a run goes as script says, and notes an error for every property
-// it fails on any run: the reference holds every property on the plan,
-// and a run off the script, which proves nothing, is no pass.
+// until a run goes as script says, and notes an error for every safety
+// property it fails on any run, and every property it fails on the run
+// that went as scripted: the reference holds every property on the plan,
+// and a run off the script, which proves nothing, is no pass. (Off the
+// script, the machine may have been too slow for an operation's timeout:
+// in a dry run at load 30, c1's first acquire ran out of its 500 ms, and
+// available failed with no fault in force.)
 func (r *report) referenceOnRedis(target Redis, ref *Plan, script func(*schedule)) {
 	for attempt := 1; attempt <= attemptsOnRedis; attempt++ {
 		res, err := target.Run(context.Background(), ref)
@@ -151,19 +156,24 @@ func (r *report) referenceOnRedis(target Redis, ref *Plan, script func(*schedule
 			r.errorf("the reference, run %d: %v", attempt, err)
 			return
 		}
+		s := newSchedule(res.History, ref.TTLMs)
+		script(s)
 		failed := false
 		for _, v := range verdictsOf(res, ref) {
-			if v.Status == model.Fail {
-				failed = true
-				r.errorf("the reference fails %s on run %d of the same plan: %s", v.Property, attempt, v.Detail)
+			if v.Status != model.Fail {
+				continue
 			}
+			if len(s.off) > 0 && !slices.Contains(prioritySafety, v.Property) {
+				r.logf("the reference's run %d, off its script, fails %s (not counted): %s", attempt, v.Property, v.Detail)
+				continue
+			}
+			failed = true
+			r.errorf("the reference fails %s on run %d of the same plan: %s", v.Property, attempt, v.Detail)
 		}
 		if failed {
 			r.errorf("the reference's history:\n%s", historyText(res))
 			return
 		}
-		s := newSchedule(res.History, ref.TTLMs)
-		script(s)
 		if len(s.off) == 0 {
 			r.logf("the reference held every property on run %d, as scripted", attempt)
 			return
