@@ -24,6 +24,7 @@ package consulsemfamily
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/families/lease"
@@ -46,6 +47,11 @@ type Config struct {
 	// server of their backend, Consul or Etcd (RunReal), which Backend
 	// then names too.
 	Target string
+	// Addrs, if set, is the real server the user runs, which plans run on
+	// instead of a private one each (RunOn): a Consul agent's HTTP
+	// address, or etcd's endpoints, host:port. It is not restarted, so
+	// plans draw no restart-broker.
+	Addrs []string
 	// TTLMs fixes the sessions' TTL; 0 draws it (1 or 2 s).
 	TTLMs int
 	// Persistent makes the Consul agent keep its state across a restart
@@ -120,7 +126,7 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 		if pl.Backend != c.Target {
 			return nil, fmt.Errorf("backend: a plan for %s cannot run on a real %s", pl.Backend, c.Target)
 		}
-		return RunReal(ctx, pl)
+		return RunOn(ctx, pl, c.Addrs)
 	}
 	return Simulate(pl, nil)
 }
@@ -198,6 +204,9 @@ func (c Config) String() string {
 			sep = " with "
 		}
 		what += sep + v
+	}
+	if c.real() && len(c.Addrs) > 0 {
+		return what + " on the " + c.Target + " at " + strings.Join(c.Addrs, ",")
 	}
 	if c.real() {
 		return what + " on a private real " + c.Target
