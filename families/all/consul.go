@@ -159,7 +159,9 @@ func consulWhere(c consulsemfamily.Config) *family.Setup {
 		return &family.Setup{Target: c.Target, Real: true, Where: "the " + c.Target + " at " + addrs, What: c.String(), Prove: c,
 			Replay: []string{"--target", c.Target, "--" + flag, addrs},
 			Start: func(ctx context.Context) error {
-				if err := consulsemfamily.PreflightAddrs(ctx, c.Target, c.Addrs); err != nil {
+				// Plans draw TTLs of 1 s and up unless --ttl fixes one.
+				ttl := time.Duration(max(c.TTLMs, 1000)) * time.Millisecond
+				if err := consulsemfamily.PreflightAddrs(ctx, c.Target, c.Addrs, ttl); err != nil {
 					return family.Usagef("--%s %s: no %s answers there: %v", flag, addrs, c.Target, err)
 				}
 				return nil
@@ -258,7 +260,7 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		if p.Backend != s.Target {
 			return nil, fmt.Errorf("--target: the plan is for %s, not %s", p.Backend, s.Target)
 		}
-		c.Target = s.Target
+		c.Target, c.TTLMs = s.Target, p.TTLMs
 		if err := consulGiven(&c, s); err != nil {
 			return nil, err
 		}

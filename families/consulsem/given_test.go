@@ -148,8 +148,14 @@ func TestGivenServer(t *testing.T) {
 			if flag := "--" + AddrFlag(target); err == nil || !strings.Contains(err.Error(), histories.RestartBroker) || !strings.Contains(err.Error(), flag) {
 				t.Errorf("a restart on the given server: %v, want it refused naming %s and %s", err, histories.RestartBroker, flag)
 			}
-			if err := PreflightAddrs(context.Background(), target, c.Addrs); err != nil {
+			if err := PreflightAddrs(context.Background(), target, c.Addrs, time.Second); err != nil {
 				t.Errorf("the server no longer answers after the runs: %v", err)
+			}
+			// The agent's session_ttl_min is 1 s: sessions of 500 ms it
+			// would refuse, which its preflight says.
+			err = PreflightAddrs(context.Background(), target, c.Addrs, 500*time.Millisecond)
+			if target == Consul && (err == nil || !strings.Contains(err.Error(), "session_ttl_min is 1s")) {
+				t.Errorf("preflight for sessions of 500 ms on an agent whose floor is 1 s: %v, want an error naming session_ttl_min", err)
 			}
 		})
 	}

@@ -165,19 +165,16 @@ func (r *runner) end(w *realWorld) (*prover.Result, error) {
 
 // PreflightAddrs says whether the server of target at addrs answers,
 // within a few seconds: a Consul agent with a leader (GET
-// /v1/status/leader), or every etcd endpoint (Status).
-func PreflightAddrs(ctx context.Context, target string, addrs []string) error {
+// /v1/status/leader) that grants sessions of ttl (its session_ttl_min,
+// default 10 s, is not above it), or every etcd endpoint (Status).
+func PreflightAddrs(ctx context.Context, target string, addrs []string, ttl time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	switch target {
 	case Consul:
-		var leader string
 		for _, a := range addrs {
-			if err := (consulHTTP{url: "http://" + a}).get(ctx, "/v1/status/leader", &leader); err != nil {
+			if err := preflightAgent(ctx, consulHTTP{url: "http://" + a}, ttl); err != nil {
 				return err
-			}
-			if leader == "" {
-				return fmt.Errorf("the agent at %s has no leader", a)
 			}
 		}
 		return nil
@@ -195,6 +192,29 @@ func PreflightAddrs(ctx context.Context, target string, addrs []string) error {
 		return nil
 	}
 	return fmt.Errorf("target %q: want %s or %s", target, Consul, Etcd)
+}
+
+// preflightAgent says whether the agent c has a leader and grants
+// sessions of ttl. An agent that does not show its configuration (ACLs)
+// is taken to.
+func preflightAgent(ctx context.Context, c consulHTTP, ttl time.Duration) error {
+	var leader string
+	if err := c.get(ctx, "/v1/status/leader", &leader); err != nil {
+		return err
+	}
+	if leader == "" {
+		return fmt.Errorf("the agent at %s has no leader", c.url)
+	}
+	var self struct {
+		DebugConfig struct{ SessionTTLMin string }
+	}
+	if c.get(ctx, "/v1/agent/self", &self) != nil {
+		return nil
+	}
+	if floor, err := time.ParseDuration(self.DebugConfig.SessionTTLMin); err == nil && floor > ttl {
+		return fmt.Errorf("the agent's session_ttl_min is %v, above the sessions' TTL of %v (start it with -hcl 'session_ttl_min = \"1s\"', or give --ttl)", floor, ttl)
+	}
+	return nil
 }
 
 // errReplyLost is what a granting write whose reply was lost answers.
