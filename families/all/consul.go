@@ -162,7 +162,7 @@ func consulWhere(c consulsemfamily.Config) *family.Setup {
 				// Plans draw TTLs of 1 s and up unless --ttl fixes one.
 				ttl := time.Duration(max(c.TTLMs, 1000)) * time.Millisecond
 				if err := consulsemfamily.PreflightAddrs(ctx, c.Target, c.Addrs, ttl); err != nil {
-					return family.Usagef("--%s %s: no %s answers there: %v", flag, addrs, c.Target, err)
+					return family.Usagef("--%s %s: %v", flag, addrs, err)
 				}
 				return nil
 			}}

@@ -186,7 +186,7 @@ func PreflightAddrs(ctx context.Context, target string, addrs []string, ttl time
 		defer cli.Close()
 		for _, a := range addrs {
 			if _, err := cli.Status(ctx, a); err != nil {
-				return fmt.Errorf("%s: %w", a, err)
+				return fmt.Errorf("no etcd answers at %s: %w", a, err)
 			}
 		}
 		return nil
@@ -194,13 +194,17 @@ func PreflightAddrs(ctx context.Context, target string, addrs []string, ttl time
 	return fmt.Errorf("target %q: want %s or %s", target, Consul, Etcd)
 }
 
+// consulTTLMin is a Consul agent's session_ttl_min unless its
+// configuration sets one (its /v1/agent/self says 0s then).
+const consulTTLMin = 10 * time.Second
+
 // preflightAgent says whether the agent c has a leader and grants
 // sessions of ttl. An agent that does not show its configuration (ACLs)
 // is taken to.
 func preflightAgent(ctx context.Context, c consulHTTP, ttl time.Duration) error {
 	var leader string
 	if err := c.get(ctx, "/v1/status/leader", &leader); err != nil {
-		return err
+		return fmt.Errorf("no Consul agent answers: %w", err)
 	}
 	if leader == "" {
 		return fmt.Errorf("the agent at %s has no leader", c.url)
@@ -211,7 +215,11 @@ func preflightAgent(ctx context.Context, c consulHTTP, ttl time.Duration) error 
 	if c.get(ctx, "/v1/agent/self", &self) != nil {
 		return nil
 	}
-	if floor, err := time.ParseDuration(self.DebugConfig.SessionTTLMin); err == nil && floor > ttl {
+	floor, err := time.ParseDuration(self.DebugConfig.SessionTTLMin)
+	if err == nil && floor == 0 {
+		floor = consulTTLMin // not set: Consul's default
+	}
+	if err == nil && floor > ttl {
 		return fmt.Errorf("the agent's session_ttl_min is %v, above the sessions' TTL of %v (start it with -hcl 'session_ttl_min = \"1s\"', or give --ttl)", floor, ttl)
 	}
 	return nil
