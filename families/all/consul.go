@@ -22,7 +22,8 @@ import (
 // 23): the reference client (package consulsem) or one of its mutants,
 // on the simulator of a Consul agent or an etcd server (sim/consulsim),
 // or on a private real Consul agent or etcd started for each plan
-// (--target consul, --target etcd), with its explore table of what
+// (--target consul, --target etcd), or on one the user runs
+// (--consul-addr, --etcd-endpoints), with its explore table of what
 // restarts do on each, and conform (the simulator against private real
 // servers), and bench (the reference beside its floors on private real
 // servers). The process protocol is still to come.

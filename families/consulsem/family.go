@@ -2,9 +2,10 @@
 // Consul's semaphore recipe (package consulsem, the reference), at most
 // limit holders of a prefix, each holding a session that expires unless
 // renewed, proven on the simulator of Consul and etcd (package
-// sim/consulsim) and on private real ones (RunReal, Config.Target). It says what a plan of the family is (the backend, the
-// limit and TTL, clients that acquire, refresh and release, faults:
-// kills, pauses of a client beyond its session's life, partitions, lost
+// sim/consulsim) and on private real ones (RunReal, Config.Target) or
+// one the user runs (RunOn, Config.Addrs). It says what a plan of the
+// family is (the backend, the limit and TTL, clients that acquire,
+// refresh and release, faults: kills, pauses of a client beyond its session's life, partitions, lost
 // replies to the granting write, restarts of the server), how plans are
 // drawn, and how they run. Histories are of lock kind histories.Lease,
 // judged by families/lease with the backend's expiry factor: Consul
