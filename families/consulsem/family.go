@@ -5,12 +5,13 @@
 // sim/consulsim) and on private real ones (RunReal, Config.Target) or
 // one the user runs (RunOn, Config.Addrs). It says what a plan of the
 // family is (the backend, the limit and TTL, clients that acquire,
-// refresh and release, faults: kills, pauses of a client beyond its session's life, partitions, lost
-// replies to the granting write, restarts of the server), how plans are
-// drawn, and how they run. Histories are of lock kind histories.Lease,
-// judged by families/lease with the backend's expiry factor: Consul
-// invalidates a session between one and two TTLs after its last renewal,
-// etcd one TTL after it, noticed within its lessor's 500 ms sweep.
+// refresh and release, faults: kills, pauses of a client beyond its
+// session's life, partitions, lost replies to the granting write,
+// restarts of the server), how plans are drawn, and how they run.
+// Histories are of lock kind histories.Lease, judged by families/lease
+// with the backend's expiry factor: Consul invalidates a session
+// between one and two TTLs after its last renewal, etcd one TTL after
+// it, noticed within its lessor's 500 ms sweep.
 //
 // A restart of the server either keeps its sessions and gives each a
 // fresh TTL from when it is back (a persistent Consul agent, etcd), which
