@@ -1,10 +1,12 @@
 package all
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -20,7 +22,8 @@ import (
 // 23): the reference client (package consulsem) or one of its mutants,
 // on the simulator of a Consul agent or an etcd server (sim/consulsim),
 // or on a private real Consul agent or etcd started for each plan
-// (--target consul, --target etcd), with its explore table of what
+// (--target consul, --target etcd), or on one the user runs
+// (--consul-addr, --etcd-endpoints), with its explore table of what
 // restarts do on each, and conform (the simulator against private real
 // servers), and bench (the reference beside its floors on private real
 // servers). The process protocol is still to come.
@@ -33,6 +36,8 @@ var ConsulSemaphore = &family.Descriptor{
 	Flags: []family.Flag{
 		{Name: "backend", Verbs: family.Prove | family.Conform | family.Bench, Usage: "consul-semaphore: the simulated server, consul (when not given) or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator; for bench, the real server (a private one) measured; for those two, both when not given"},
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
+		{Name: "consul-addr", Verbs: family.Runs, Usage: "consul-semaphore: with --target consul, the HTTP API address (host:port) of a Consul agent you run, which plans run on instead of a private agent each: it is not started, stopped or restarted (no restart-broker), and each run's keys and sessions on it are its own and gone at its end"},
+		{Name: "etcd-endpoints", Verbs: family.Runs, Usage: "consul-semaphore: with --target etcd, the client endpoints (host:port, comma-separated) of an etcd you run, which plans run on instead of a private etcd each: it is not started, stopped or restarted (no restart-broker), and each run's keys and leases on it are its own and gone at its end"},
 		ttlFlag,
 	},
 	Setup:    consulSetup,
@@ -70,6 +75,13 @@ func consulSetup(s family.Settings) (*family.Setup, error) {
 		}
 		c.Target, c.Backend = s.Target, s.Target
 	}
+	if err := consulGiven(&c, s); err != nil {
+		return nil, err
+	}
+	if c.Persistent && len(c.Addrs) > 0 {
+		// A given agent has a data directory or not as it was started.
+		return nil, family.Usagef("--persistent: the Consul agent given with --consul-addr %s keeps its state as it was started to; lockprover chooses only for a private agent", strings.Join(c.Addrs, ","))
+	}
 	switch {
 	case c.Backend != consulsemfamily.Consul && c.Backend != consulsemfamily.Etcd:
 		return nil, fmt.Errorf("--backend: want %s or %s, got %q", consulsemfamily.Consul, consulsemfamily.Etcd, c.Backend)
@@ -93,16 +105,68 @@ func consulSetup(s family.Settings) (*family.Setup, error) {
 	return consulWhere(c), nil
 }
 
+// consulGiven reads --consul-addr and --etcd-endpoints into c.Addrs: a
+// server the user runs, of c's real target (either flag with another
+// target is refused, naming it).
+func consulGiven(c *consulsemfamily.Config, s family.Settings) error {
+	for _, backend := range []string{consulsemfamily.Consul, consulsemfamily.Etcd} {
+		flag := consulsemfamily.AddrFlag(backend)
+		if !s.Given(flag) {
+			continue
+		}
+		if c.Target != backend {
+			target := cmp.Or(s.Target, "sim")
+			return family.Usagef("--%s: a %s you run is for --target %s, not --target %s", flag, backend, backend, target)
+		}
+		addrs, err := consulAddrs(flag, s.Flag(flag))
+		if err != nil {
+			return err
+		}
+		c.Addrs = addrs
+	}
+	return nil
+}
+
+// consulAddrs reads a flag's comma-separated host:port addresses (a
+// Consul agent has one).
+func consulAddrs(flag, v string) ([]string, error) {
+	var addrs []string
+	for _, a := range strings.Split(v, ",") {
+		if _, _, err := net.SplitHostPort(a); err != nil || strings.Contains(a, "/") {
+			return nil, family.Usagef("--%s: want host:port, got %q", flag, a)
+		}
+		addrs = append(addrs, a)
+	}
+	if flag == consulsemfamily.AddrFlag(consulsemfamily.Consul) && len(addrs) != 1 {
+		return nil, family.Usagef("--%s: want one agent's address, got %q", flag, v)
+	}
+	return addrs, nil
+}
+
 // consulReal says whether target is a real server.
 func consulReal(target string) bool {
 	return target == consulsemfamily.Consul || target == consulsemfamily.Etcd
 }
 
-// consulWhere is the setup of c: on the simulator, or on private real
-// servers, whose binary Start looks for first.
+// consulWhere is the setup of c: on the simulator, on private real
+// servers, whose binary Start looks for first, or on the server the user
+// gave, which Start checks answers.
 func consulWhere(c consulsemfamily.Config) *family.Setup {
 	if c.Target == "" {
 		return &family.Setup{Target: "sim", Where: "the simulated " + c.Backend, What: c.String(), Prove: c}
+	}
+	if len(c.Addrs) > 0 {
+		flag, addrs := consulsemfamily.AddrFlag(c.Target), strings.Join(c.Addrs, ",")
+		return &family.Setup{Target: c.Target, Real: true, Where: "the " + c.Target + " at " + addrs, What: c.String(), Prove: c,
+			Replay: []string{"--target", c.Target, "--" + flag, addrs},
+			Start: func(ctx context.Context) error {
+				// Plans draw TTLs of 1 s and up unless --ttl fixes one.
+				ttl := time.Duration(max(c.TTLMs, 1000)) * time.Millisecond
+				if err := consulsemfamily.PreflightAddrs(ctx, c.Target, c.Addrs, ttl); err != nil {
+					return family.Usagef("--%s %s: %v", flag, addrs, err)
+				}
+				return nil
+			}}
 	}
 	return &family.Setup{Target: c.Target, Real: true, Where: "a private real " + c.Target + " for each plan", What: c.String(), Prove: c,
 		Replay: []string{"--target", c.Target},
@@ -131,6 +195,9 @@ func consulFaults(c *consulsemfamily.Config, faults string) error {
 		}
 		if c.Target != "" && !slices.Contains(consulsemfamily.RealFaults(), name) {
 			return fmt.Errorf("--faults: %s is not offered on a real %s (want some of %s; all; or none)", name, c.Target, strings.Join(consulsemfamily.RealFaults(), ", "))
+		}
+		if len(c.Addrs) > 0 && name == histories.RestartBroker {
+			return family.Usagef("--faults: %v", consulsemfamily.ErrGivenRestart(c.Target))
 		}
 		c.Faults = append(c.Faults, name)
 	}
@@ -185,11 +252,22 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		return nil, err
 	}
 	c := consulsemfamily.Config{Mutant: p.Mutant, Backend: p.Backend, Persistent: p.Persistent, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease, LockDelay: p.LockDelay}
+	if !consulReal(s.Target) {
+		if err := consulGiven(&c, s); err != nil {
+			return nil, err
+		}
+	}
 	if consulReal(s.Target) {
 		if p.Backend != s.Target {
 			return nil, fmt.Errorf("--target: the plan is for %s, not %s", p.Backend, s.Target)
 		}
-		c.Target = s.Target
+		c.Target, c.TTLMs = s.Target, p.TTLMs
+		if err := consulGiven(&c, s); err != nil {
+			return nil, err
+		}
+		if len(c.Addrs) > 0 && slices.ContainsFunc(p.Nemesis, func(f consulsemfamily.Fault) bool { return f.Fault == histories.RestartBroker }) {
+			return nil, family.Usagef("the plan: %v", consulsemfamily.ErrGivenRestart(c.Target))
+		}
 		setup := consulWhere(c)
 		setup.Stop = func() {}
 		return setup, nil

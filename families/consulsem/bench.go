@@ -54,7 +54,7 @@ func benchOn(ctx context.Context, backend string, c bench.Config, out io.Writer)
 		return err
 	}
 	defer srv.stop()
-	cl, err := dialBench(ctx, backend, srv.addr)
+	cl, err := dialBench(ctx, backend, srv.addrs[0])
 	if err != nil {
 		return err
 	}

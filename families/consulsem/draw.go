@@ -36,7 +36,10 @@ func draw(t *rapid.T, c Config) *Plan {
 	}
 	faults := c.Faults
 	if c.real() {
-		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool { return !slices.Contains(realFaults, f) })
+		// A given server (Addrs) is not lockprover's to restart.
+		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool {
+			return !slices.Contains(realFaults, f) || len(c.Addrs) > 0 && f == histories.RestartBroker
+		})
 	}
 	if kinds := drawable(faults, c.AnyRestart || c.keeps()); len(kinds) > 0 {
 		p.Nemesis = drawNemesis(t, c, kinds, p, k)

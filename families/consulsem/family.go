@@ -2,14 +2,16 @@
 // Consul's semaphore recipe (package consulsem, the reference), at most
 // limit holders of a prefix, each holding a session that expires unless
 // renewed, proven on the simulator of Consul and etcd (package
-// sim/consulsim) and on private real ones (RunReal, Config.Target). It says what a plan of the family is (the backend, the
-// limit and TTL, clients that acquire, refresh and release, faults:
-// kills, pauses of a client beyond its session's life, partitions, lost
-// replies to the granting write, restarts of the server), how plans are
-// drawn, and how they run. Histories are of lock kind histories.Lease,
-// judged by families/lease with the backend's expiry factor: Consul
-// invalidates a session between one and two TTLs after its last renewal,
-// etcd one TTL after it, noticed within its lessor's 500 ms sweep.
+// sim/consulsim) and on private real ones (RunReal, Config.Target) or
+// one the user runs (RunOn, Config.Addrs). It says what a plan of the
+// family is (the backend, the limit and TTL, clients that acquire,
+// refresh and release, faults: kills, pauses of a client beyond its
+// session's life, partitions, lost replies to the granting write,
+// restarts of the server), how plans are drawn, and how they run.
+// Histories are of lock kind histories.Lease, judged by families/lease
+// with the backend's expiry factor: Consul invalidates a session
+// between one and two TTLs after its last renewal, etcd one TTL after
+// it, noticed within its lessor's 500 ms sweep.
 //
 // A restart of the server either keeps its sessions and gives each a
 // fresh TTL from when it is back (a persistent Consul agent, etcd), which
@@ -24,6 +26,7 @@ package consulsemfamily
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/families/lease"
@@ -46,6 +49,11 @@ type Config struct {
 	// server of their backend, Consul or Etcd (RunReal), which Backend
 	// then names too.
 	Target string
+	// Addrs, if set, is the real server the user runs, which plans run on
+	// instead of a private one each (RunOn): a Consul agent's HTTP
+	// address, or etcd's endpoints, host:port. It is not restarted, so
+	// plans draw no restart-broker.
+	Addrs []string
 	// TTLMs fixes the sessions' TTL; 0 draws it (1 or 2 s).
 	TTLMs int
 	// Persistent makes the Consul agent keep its state across a restart
@@ -120,7 +128,7 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 		if pl.Backend != c.Target {
 			return nil, fmt.Errorf("backend: a plan for %s cannot run on a real %s", pl.Backend, c.Target)
 		}
-		return RunReal(ctx, pl)
+		return RunOn(ctx, pl, c.Addrs)
 	}
 	return Simulate(pl, nil)
 }
@@ -198,6 +206,9 @@ func (c Config) String() string {
 			sep = " with "
 		}
 		what += sep + v
+	}
+	if c.real() && len(c.Addrs) > 0 {
+		return what + " on the " + c.Target + " at " + strings.Join(c.Addrs, ",")
 	}
 	if c.real() {
 		return what + " on a private real " + c.Target

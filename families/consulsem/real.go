@@ -56,50 +56,57 @@ func Preflight(target string) error {
 // hex); at the end, what the run left on the server (keys under it, but
 // the lock key, which the recipe keeps; sessions or leases) is a problem
 // of the run's evidence, which fails available.
-func RunReal(ctx context.Context, p *Plan) (*prover.Result, error) {
-	if err := p.Validate(); err != nil {
+func RunReal(ctx context.Context, p *Plan) (*prover.Result, error) { return RunOn(ctx, p, nil) }
+
+// RunOn runs p as RunReal does, on the server the user runs at addrs (a
+// Consul agent's HTTP address, or etcd's endpoints, host:port), or on a
+// private one when addrs is empty. A given server is neither started nor
+// stopped nor restarted (a plan with restart-broker is refused), and
+// what the run left is only its own: its keys, and the sessions
+// (leases) its clients created, which are ended at the end either way.
+func RunOn(ctx context.Context, p *Plan, addrs []string) (*prover.Result, error) {
+	if err := checkReal(p, addrs); err != nil {
 		return nil, err
-	}
-	for i, f := range p.Nemesis {
-		if !slices.Contains(realFaults, f.Fault) {
-			return nil, fmt.Errorf("nemesis[%d]: %s is not offered on a real %s (only %v)", i, f.Fault, p.Backend, realFaults)
-		}
 	}
 	q := *p
 	var salt [6]byte
 	rand.Read(salt[:])
 	q.Prefix = fmt.Sprintf("%s-%s", p.Prefix[:min(len(p.Prefix), 48)], hex.EncodeToString(salt[:]))
-	srv, err := startServer(ctx, &q)
+	var srv *realServer
+	var err error
+	if len(addrs) > 0 {
+		srv, err = givenServer(&q, addrs)
+	} else {
+		srv, err = startServer(ctx, &q)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer srv.stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &realWorld{ctx: ctx, start: time.Now(), addr: srv.addr, backend: q.Backend, procs: map[string]*realProc{}}
+	w := &realWorld{ctx: ctx, start: time.Now(), addrs: srv.addrs, backend: q.Backend, procs: map[string]*realProc{}}
 	ttl := time.Duration(q.TTLMs) * time.Millisecond
-	r := &runner{p: &q, ctx: ctx, clients: map[string]*client{}, armed: map[string]bool{}, server: srv,
+	r := &runner{p: &q, ctx: ctx, clients: map[string]*client{}, armed: map[string]bool{}, server: srv, made: map[string]bool{},
 		timeout: time.Duration((Expiry(q.Backend)+1)*float64(ttl)) + time.Second}
 	r.begin(w)
 	w.wg.Wait()
 	w.close()
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	var only map[string]bool
+	if len(addrs) > 0 {
+		only = r.made
 	}
-	if err := errors.Join(w.errs...); err != nil {
-		return nil, err
+	res, err := r.end(w)
+	if ctx.Err() != nil || err != nil {
+		if len(addrs) > 0 {
+			// A given server stays: what the run left on it goes now.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			srv.leftovers(cctx, q.Prefix, only, 0)
+			cancel()
+		}
+		return nil, errors.Join(ctx.Err(), err)
 	}
-	if err := errors.Join(r.failed...); err != nil {
-		return nil, err
-	}
-	res, err := r.Result(r.p.Prefix)
-	if err != nil {
-		return nil, err
-	}
-	// The probe released its lease, and every other session was
-	// invalidated before it started: what is there a session's life and
-	// a second later was left behind.
-	left, err := srv.leftovers(ctx, q.Prefix, 2*ttl+time.Second)
+	left, err := srv.leftovers(ctx, q.Prefix, only, 2*ttl+time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("looking for what the run left behind: %w", err)
 	}
@@ -107,6 +114,115 @@ func RunReal(ctx context.Context, p *Plan) (*prover.Result, error) {
 		res.Evidence.Problems = append(res.Evidence.Problems, "left behind on the server: "+left)
 	}
 	return res, nil
+}
+
+// checkReal says why p cannot run on a real server (on the given one at
+// addrs, if any): an invalid plan, a fault not offered there, a restart
+// of a server lockprover did not start.
+func checkReal(p *Plan, addrs []string) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	for i, f := range p.Nemesis {
+		if !slices.Contains(realFaults, f.Fault) {
+			return fmt.Errorf("nemesis[%d]: %s is not offered on a real %s (only %v)", i, f.Fault, p.Backend, realFaults)
+		}
+		if f.Fault == histories.RestartBroker && len(addrs) > 0 {
+			return fmt.Errorf("nemesis[%d]: %w", i, ErrGivenRestart(p.Backend))
+		}
+	}
+	return nil
+}
+
+// ErrGivenRestart is why a plan cannot restart the given server of
+// backend: lockprover did not start it, so it cannot stop and start it
+// again. It names the fault and the flag that gave the server.
+func ErrGivenRestart(backend string) error {
+	return fmt.Errorf("%s cannot be done to the %s given with --%s: lockprover did not start it (leave out --%s for a private one it can restart)",
+		histories.RestartBroker, backend, AddrFlag(backend), AddrFlag(backend))
+}
+
+// AddrFlag is the flag that gives a server of backend the user runs:
+// consul-addr or etcd-endpoints.
+func AddrFlag(backend string) string {
+	if backend == Etcd {
+		return "etcd-endpoints"
+	}
+	return "consul-addr"
+}
+
+// end is the run's result once its processes are over: an error if a
+// process would not start or a restart failed.
+func (r *runner) end(w *realWorld) (*prover.Result, error) {
+	if err := errors.Join(w.errs...); err != nil {
+		return nil, err
+	}
+	if err := errors.Join(r.failed...); err != nil {
+		return nil, err
+	}
+	return r.Result(r.p.Prefix)
+}
+
+// PreflightAddrs says whether the server of target at addrs answers,
+// within a few seconds: a Consul agent with a leader (GET
+// /v1/status/leader) that grants sessions of ttl (its session_ttl_min,
+// default 10 s, is not above it), or every etcd endpoint (Status).
+func PreflightAddrs(ctx context.Context, target string, addrs []string, ttl time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	switch target {
+	case Consul:
+		for _, a := range addrs {
+			if err := preflightAgent(ctx, consulHTTP{url: "http://" + a}, ttl); err != nil {
+				return err
+			}
+		}
+		return nil
+	case Etcd:
+		cli, err := clientv3.New(clientv3.Config{Endpoints: addrs, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		for _, a := range addrs {
+			if _, err := cli.Status(ctx, a); err != nil {
+				return fmt.Errorf("no etcd answers at %s: %w", a, err)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("target %q: want %s or %s", target, Consul, Etcd)
+}
+
+// consulTTLMin is a Consul agent's session_ttl_min unless its
+// configuration sets one (its /v1/agent/self says 0s then).
+const consulTTLMin = 10 * time.Second
+
+// preflightAgent says whether the agent c has a leader and grants
+// sessions of ttl. An agent that does not show its configuration (ACLs)
+// is taken to.
+func preflightAgent(ctx context.Context, c consulHTTP, ttl time.Duration) error {
+	var leader string
+	if err := c.get(ctx, "/v1/status/leader", &leader); err != nil {
+		return fmt.Errorf("no Consul agent answers: %w", err)
+	}
+	if leader == "" {
+		return fmt.Errorf("the agent at %s has no leader", c.url)
+	}
+	var self struct {
+		DebugConfig struct{ SessionTTLMin string }
+	}
+	if c.get(ctx, "/v1/agent/self", &self) != nil {
+		return nil
+	}
+	floor, err := time.ParseDuration(self.DebugConfig.SessionTTLMin)
+	if err == nil && floor == 0 {
+		floor = consulTTLMin // not set: Consul's default
+	}
+	if err == nil && floor > ttl {
+		return fmt.Errorf("the agent's session_ttl_min is %v, above the sessions' TTL of %v (start it with -hcl 'session_ttl_min = \"1s\"', or give --ttl)", floor, ttl)
+	}
+	return nil
 }
 
 // errReplyLost is what a granting write whose reply was lost answers.
@@ -145,7 +261,7 @@ func (d dropping) loseReply(ctx context.Context, w consulsem.LockWrite) (uint64,
 type realWorld struct {
 	ctx     context.Context
 	start   time.Time
-	addr    string // the server's host:port
+	addrs   []string // the server's host:port (etcd: each endpoint's)
 	backend string
 
 	mu    sync.Mutex // the runner's lock
@@ -161,7 +277,7 @@ type realWorld struct {
 type realProc struct {
 	ctx  context.Context
 	kill context.CancelFunc
-	px   *faultnet.Proxy
+	pxs  []*faultnet.Proxy // one to each of the server's addresses
 	b    consulsem.Backend
 	etcd *clientv3.Client
 
@@ -185,7 +301,7 @@ func (w *realWorld) Go(name string, f func(proc)) {
 	p := &realProc{ctx: ctx, kill: kill, resumed: make(chan struct{})}
 	close(p.resumed)
 	if name != "nemesis" {
-		if err := p.connect(w.addr, w.backend); err != nil {
+		if err := p.connect(w.addrs, w.backend); err != nil {
 			w.errs = append(w.errs, fmt.Errorf("%s: %w", name, err))
 			p.close()
 			return
@@ -199,18 +315,24 @@ func (w *realWorld) Go(name string, f func(proc)) {
 	}()
 }
 
-// connect starts p's proxy to the server at addr and its client on it.
-func (p *realProc) connect(addr, backend string) error {
-	px, err := faultnet.Listen(addr)
-	if err != nil {
-		return err
+// connect starts p's proxies to the server at addrs (one each) and its
+// client on them.
+func (p *realProc) connect(addrs []string, backend string) error {
+	var eps []string
+	for _, a := range addrs {
+		px, err := faultnet.Listen(a)
+		if err != nil {
+			return err
+		}
+		p.pxs = append(p.pxs, px)
+		eps = append(eps, "http://"+px.Addr())
 	}
-	p.px = px
+	var err error
 	if backend == Consul {
-		p.b, err = consulsem.ConsulBackend(px.Addr(), nil)
+		p.b, err = consulsem.ConsulBackend(p.pxs[0].Addr(), nil)
 		return err
 	}
-	p.etcd, err = clientv3.New(clientv3.Config{Endpoints: []string{"http://" + px.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	p.etcd, err = clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}
@@ -222,8 +344,8 @@ func (p *realProc) connect(addr, backend string) error {
 // no new one), its client is closed.
 func (p *realProc) close() {
 	p.kill()
-	if p.px != nil {
-		p.px.Close()
+	for _, px := range p.pxs {
+		px.Close()
 	}
 	if p.b != nil {
 		p.b.Close()
@@ -306,16 +428,18 @@ func (w *realWorld) Heal(name string) { w.hold(name, func(p *realProc) { p.cut =
 // while it is paused or cut off, and lets them go otherwise.
 func (w *realWorld) hold(name string, f func(*realProc)) {
 	p := w.procs[name]
-	if p == nil || p.px == nil {
+	if p == nil || len(p.pxs) == 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f(p)
-	if p.paused || p.cut {
-		p.px.Partition()
-	} else {
-		p.px.Heal()
+	for _, px := range p.pxs {
+		if p.paused || p.cut {
+			px.Partition()
+		} else {
+			px.Heal()
+		}
 	}
 }
 

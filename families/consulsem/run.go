@@ -123,6 +123,10 @@ type runner struct {
 	clients map[string]*client
 	armed   map[string]bool // clients whose next granting write loses its reply
 	failed  []error         // what ends the run without a history (a restart that failed)
+	// made are the sessions (leases) the run's clients created on a real
+	// server, by token: on a given server, the only ones that are the
+	// run's.
+	made map[string]bool
 }
 
 // add registers client name with its script and limit.
@@ -175,6 +179,17 @@ type dropping struct {
 	r   *runner
 	st  *client
 	gen int
+}
+
+// CreateSession creates a session, whose token a real run keeps (made).
+func (d dropping) CreateSession(ctx context.Context, ttl time.Duration, release bool, lockDelay time.Duration) (string, time.Duration, error) {
+	tok, granted, err := d.Backend.CreateSession(ctx, ttl, release, lockDelay)
+	if err == nil && d.r.made != nil {
+		d.r.w.Lock()
+		d.r.made[tok] = true
+		d.r.w.Unlock()
+	}
+	return tok, granted, err
 }
 
 func (d dropping) WriteLock(ctx context.Context, w consulsem.LockWrite) (uint64, error) {

@@ -3,13 +3,17 @@ package consulsemfamily
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -17,20 +21,30 @@ import (
 	"github.com/lockprover/lockprover/backends/etcd"
 )
 
-// A realServer is the private server of one real run: where it listens,
-// how to stop and restart it, and how to read what is left on it.
+// A realServer is the server of one real run, private (started for it)
+// or given (one the user runs, Config.Addrs): where it listens, how to
+// stop and restart it (a private one only), and how to read and end
+// what the run left on it.
 type realServer struct {
-	addr string
-	stop func()
+	// addrs are the host:port each client's proxies lead to (one for
+	// Consul; etcd's endpoints).
+	addrs []string
+	stop  func()
 	// restart stops the server (SIGTERM), keeps it down for down, and
 	// starts it again on the same ports (and data directory), returning
-	// once it answers.
+	// once it answers; nil for a given server, which lockprover did not
+	// start and so cannot restart.
 	restart func(ctx context.Context, down time.Duration) error
 	// left lists the keys under a prefix but the lock key, and the
-	// sessions (leases) alive.
-	left func(ctx context.Context, prefix string) (keys, sessions []string, err error)
+	// sessions (leases) alive: every one on a private server, only those
+	// of only on a given one (only not nil), whose other sessions are
+	// not the run's.
+	left func(ctx context.Context, prefix string, only map[string]bool) (keys, sessions []string, err error)
 	// clear deletes every key under a prefix.
 	clear func(ctx context.Context, prefix string) error
+	// end destroys sessions (revokes leases) by token, those gone
+	// already aside.
+	end func(ctx context.Context, sessions []string) error
 }
 
 // startServer starts the private server of p's backend: a Consul agent
@@ -46,7 +60,7 @@ func startServer(ctx context.Context, p *Plan) (*realServer, error) {
 			return nil, err
 		}
 		c := consulHTTP{url: a.URL()}
-		return &realServer{addr: a.Addr(), stop: stop, restart: a.Restart, left: c.left, clear: c.clear}, nil
+		return &realServer{addrs: []string{a.Addr()}, stop: stop, restart: a.Restart, left: c.left, clear: c.clear, end: c.end}, nil
 	}
 	s, stop, err := etcd.StartTemp(ctx, etcd.Options{})
 	if err != nil {
@@ -58,21 +72,49 @@ func startServer(ctx context.Context, p *Plan) (*realServer, error) {
 		return nil, err
 	}
 	e := etcdAdmin{cli}
-	return &realServer{addr: s.Addr(), stop: func() { cli.Close(); stop() }, restart: s.Restart, left: e.left, clear: e.clear}, nil
+	return &realServer{addrs: []string{s.Addr()}, stop: func() { cli.Close(); stop() }, restart: s.Restart, left: e.left, clear: e.clear, end: e.end}, nil
+}
+
+// givenServer is the server the user runs at addrs (Config.Addrs), of p's
+// backend: a Consul agent's HTTP address, or etcd's endpoints. Nothing is
+// started, and stop only closes what reads it; it cannot be restarted.
+func givenServer(p *Plan, addrs []string) (*realServer, error) {
+	if p.Backend == Consul {
+		if len(addrs) != 1 {
+			return nil, fmt.Errorf("a Consul agent has one HTTP address, got %d", len(addrs))
+		}
+		c := consulHTTP{url: "http://" + addrs[0]}
+		return &realServer{addrs: addrs, stop: func() {}, left: c.left, clear: c.clear, end: c.end}, nil
+	}
+	eps := make([]string, len(addrs))
+	for i, a := range addrs {
+		eps[i] = "http://" + a
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, err
+	}
+	e := etcdAdmin{cli}
+	return &realServer{addrs: addrs, stop: func() { cli.Close() }, left: e.left, clear: e.clear, end: e.end}, nil
 }
 
 // leftovers waits up to patience for the run's sessions (leases) to be
-// gone and its keys but the lock key deleted, then deletes the lock key
-// and says what is left, if anything ("" for nothing).
-func (s *realServer) leftovers(ctx context.Context, prefix string, patience time.Duration) (string, error) {
+// gone and its keys but the lock key deleted, then deletes every key
+// under the prefix, ends the sessions still there, and says what was
+// left, if anything ("" for nothing). only, if not nil, are the run's
+// sessions on a given server (see left).
+func (s *realServer) leftovers(ctx context.Context, prefix string, only map[string]bool, patience time.Duration) (string, error) {
 	deadline := time.Now().Add(patience)
 	for {
-		keys, sessions, err := s.left(ctx, prefix)
+		keys, sessions, err := s.left(ctx, prefix, only)
 		if err != nil {
 			return "", err
 		}
 		if len(keys)+len(sessions) == 0 || time.Now().After(deadline) {
 			if err := s.clear(ctx, prefix); err != nil {
+				return "", err
+			}
+			if err := s.end(ctx, sessions); err != nil {
 				return "", err
 			}
 			var out []string
@@ -123,7 +165,7 @@ func (c consulHTTP) get(ctx context.Context, path string, out any) error {
 	return json.Unmarshal(b, out)
 }
 
-func (c consulHTTP) left(ctx context.Context, prefix string) (keys, sessions []string, err error) {
+func (c consulHTTP) left(ctx context.Context, prefix string, only map[string]bool) (keys, sessions []string, err error) {
 	var kv []struct{ Key string }
 	if err := c.get(ctx, "/v1/kv/"+prefix+"/?recurse", &kv); err != nil {
 		return nil, nil, err
@@ -141,7 +183,7 @@ func (c consulHTTP) left(ctx context.Context, prefix string) (keys, sessions []s
 		// The agent's start probe (backends/consul) is not the run's: a
 		// persistent agent's first probe may time out during its
 		// election yet be applied, leaving a session of 10 s behind.
-		if s.Name != agentProbe {
+		if s.Name != agentProbe && (only == nil || only[s.ID]) {
 			sessions = append(sessions, s.ID)
 		}
 	}
@@ -151,7 +193,23 @@ func (c consulHTTP) left(ctx context.Context, prefix string) (keys, sessions []s
 }
 
 func (c consulHTTP) clear(ctx context.Context, prefix string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url+"/v1/kv/"+prefix+"/?recurse", nil)
+	return c.do(ctx, http.MethodDelete, "/v1/kv/"+prefix+"/?recurse")
+}
+
+// end destroys sessions (PUT /v1/session/destroy/<id>, which answers
+// true for one gone already).
+func (c consulHTTP) end(ctx context.Context, sessions []string) error {
+	for _, id := range sessions {
+		if err := c.do(ctx, http.MethodPut, "/v1/session/destroy/"+url.PathEscape(id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// do sends a request with no body to the agent, wanting 200 OK.
+func (c consulHTTP) do(ctx context.Context, method, path string) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.url+path, nil)
 	if err != nil {
 		return err
 	}
@@ -161,7 +219,7 @@ func (c consulHTTP) clear(ctx context.Context, prefix string) error {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("DELETE %s/: %s", prefix, resp.Status)
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
 	return nil
 }
@@ -169,7 +227,7 @@ func (c consulHTTP) clear(ctx context.Context, prefix string) error {
 // etcdAdmin reads and clears a private etcd's state.
 type etcdAdmin struct{ cli *clientv3.Client }
 
-func (e etcdAdmin) left(ctx context.Context, prefix string) (keys, leases []string, err error) {
+func (e etcdAdmin) left(ctx context.Context, prefix string, only map[string]bool) (keys, leases []string, err error) {
 	resp, err := e.cli.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil, nil, err
@@ -184,7 +242,9 @@ func (e etcdAdmin) left(ctx context.Context, prefix string) (keys, leases []stri
 		return nil, nil, err
 	}
 	for _, l := range ls.Leases {
-		leases = append(leases, fmt.Sprintf("%016x", int64(l.ID)))
+		if id := fmt.Sprintf("%016x", int64(l.ID)); only == nil || only[id] {
+			leases = append(leases, id)
+		}
 	}
 	sort.Strings(keys)
 	sort.Strings(leases)
@@ -194,4 +254,19 @@ func (e etcdAdmin) left(ctx context.Context, prefix string) (keys, leases []stri
 func (e etcdAdmin) clear(ctx context.Context, prefix string) error {
 	_, err := e.cli.Delete(ctx, prefix+"/", clientv3.WithPrefix())
 	return err
+}
+
+// end revokes leases by their tokens (16 hex digits, as consulsem's);
+// one gone already is no error.
+func (e etcdAdmin) end(ctx context.Context, leases []string) error {
+	for _, tok := range leases {
+		id, err := strconv.ParseUint(tok, 16, 64)
+		if err != nil {
+			return fmt.Errorf("lease %q: %w", tok, err)
+		}
+		if _, err := e.cli.Revoke(ctx, clientv3.LeaseID(id)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("revoking lease %s: %w", tok, err)
+		}
+	}
+	return nil
 }
