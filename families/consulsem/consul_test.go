@@ -49,17 +49,36 @@ func TestRealReferenceHolds(t *testing.T) {
 		t.Run(target, func(t *testing.T) {
 			t.Parallel()
 			onReal(t, target)
-			c := Config{Target: target, Clients: 3, Ops: 5, TTLMs: 2000}
-			out, err := prover.Search{Config: prover.Config{Family: c, Properties: safety}, Seed: 1, Plans: 4, Parallel: 2, Shrink: time.Nanosecond}.Run()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out.Found != nil {
-				t.Fatalf("%s", out.Found.Summary())
-			}
-			t.Logf("%s: %d plans, %v", c, out.Plans, out.Verdicts)
+			safeOn(t, Config{Target: target, Clients: 3, Ops: 5, TTLMs: 2000}, 4, 2)
 		})
 	}
+}
+
+// safeOn proves the reference on plans drawn for c, from seed 1, parallel
+// at a time, counting the safety properties: none may fail.
+func safeOn(t *testing.T, c Config, plans, parallel int) {
+	t.Helper()
+	out, err := prover.Search{Config: prover.Config{Family: c, Properties: safety}, Seed: 1, Plans: plans, Parallel: parallel, Shrink: time.Nanosecond}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Found != nil {
+		t.Fatalf("%s", out.Found.Summary())
+	}
+	t.Logf("%s: %d plans, %v", c, out.Plans, out.Verdicts)
+}
+
+// realPlan reads testdata plan name for a real target (skipping where
+// this machine has no server for it), with its mutant.
+func realPlan(t *testing.T, target, name string) (*Plan, *Mutant) {
+	t.Helper()
+	onReal(t, target)
+	p, err := ReadPlan(filepath.Join("testdata", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Backend = target
+	return p, MutantNamed(p.Mutant)
 }
 
 // A plan on a real server (a Consul agent -dev and persistent, etcd)
@@ -180,13 +199,7 @@ func TestRealMutantsCaught(t *testing.T) {
 		for _, name := range []string{"real-limit-gt", "real-release-ok"} {
 			t.Run(target+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				onReal(t, target)
-				p, err := ReadPlan(filepath.Join("testdata", name+".json"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				p.Backend = target
-				m := MutantNamed(p.Mutant)
+				p, m := realPlan(t, target, name)
 				for run := 1; ; run++ {
 					res, err := RunReal(context.Background(), p)
 					if err != nil {
@@ -250,13 +263,7 @@ func TestRealMutantsCaughtReferenceHolds(t *testing.T) {
 		for _, name := range []string{"real-cas-to-put", "real-local-limit", "real-no-prune", "real-plain-contender", "real-delete-fence", "real-monitor-forever"} {
 			t.Run(target+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				onReal(t, target)
-				p, err := ReadPlan(filepath.Join("testdata", name+".json"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				p.Backend = target
-				m := MutantNamed(p.Mutant)
+				p, m := realPlan(t, target, name)
 				judge := func(p *Plan) (*model.Report, []histories.Event, string) {
 					t.Helper()
 					res, err := RunReal(context.Background(), p)

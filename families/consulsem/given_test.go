@@ -123,14 +123,7 @@ func TestGivenServer(t *testing.T) {
 			onReal(t, target)
 			u := startUser(t, target)
 			c := Config{Target: target, Addrs: []string{u.addr}, Clients: 3, Ops: 5, TTLMs: 2000}
-			out, err := prover.Search{Config: prover.Config{Family: c, Properties: safety}, Seed: 1, Plans: 3, Parallel: 1, Shrink: time.Nanosecond}.Run()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out.Found != nil {
-				t.Fatalf("%s", out.Found.Summary())
-			}
-			t.Logf("%s: %d plans, %v", c, out.Plans, out.Verdicts)
+			safeOn(t, c, 3, 1)
 			givenFaults(t, u, target)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

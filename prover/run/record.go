@@ -71,8 +71,7 @@ func (r *Runner) FinishAt(p *Proc, typ histories.Type, v *histories.Value, err e
 	if err != nil {
 		e.Error = err.Error()
 	}
-	p.inFlight = 0
-	return r.Rec.AddAt(e, at)
+	return r.completeAt(p, e, at)
 }
 
 // Struck records fault name as struck by the nemesis, in place: its

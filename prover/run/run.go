@@ -17,6 +17,7 @@ package run
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -157,8 +158,13 @@ func (r *Runner) InFlight(p *Proc) (histories.Event, bool) {
 // Complete records done, the completion of p's operation in flight, and
 // returns it as recorded.
 func (r *Runner) Complete(p *Proc, done histories.Event) histories.Event {
+	return r.completeAt(p, done, math.MaxInt64)
+}
+
+// completeAt is Complete at at (histories.Recorder.AddAt).
+func (r *Runner) completeAt(p *Proc, done histories.Event, at int64) histories.Event {
 	p.inFlight = 0
-	return r.Rec.Add(done)
+	return r.Rec.AddAt(done, at)
 }
 
 // Add registers p, so that the quiescent end waits for it.
