@@ -41,21 +41,26 @@ func draw(t *rapid.T, c Config) *Plan {
 			return !slices.Contains(realFaults, f) || len(c.Addrs) > 0 && f == histories.RestartBroker
 		})
 	}
-	if kinds := drawable(faults, c.AnyRestart || c.keeps()); len(kinds) > 0 {
+	kinds := drawable(faults, c.AnyRestart || c.keeps())
+	if len(kinds) > 0 {
 		p.Nemesis = drawNemesis(t, c, kinds, p, k)
 	}
 	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
 	p.ScheduleSeed = rapid.Uint64().Draw(t, "schedule_seed")
+	if slices.Contains(faults, histories.ForceClose) {
+		p.Nemesis = append(p.Nemesis, drawForceCloses(t, c, p, k, len(kinds) > 0)...)
+	}
 	return p
 }
 
-// drawable are the faults of faults a plan may draw: restarts only when
-// they may (of a server that keeps its sessions, or any with
-// Config.AnyRestart: see the package documentation).
+// drawable are the faults of faults a plan draws with drawNemesis:
+// restarts only when they may (of a server that keeps its sessions, or
+// any with Config.AnyRestart: see the package documentation); never
+// force-closes, which drawForceCloses draws.
 func drawable(faults []string, restarts bool) []string {
 	var out []string
 	for _, f := range faults {
-		if f != histories.RestartBroker || restarts {
+		if f != histories.ForceClose && (f != histories.RestartBroker || restarts) {
 			out = append(out, f)
 		}
 	}
@@ -73,7 +78,7 @@ func drawNemesis(t *rapid.T, c Config, kinds []string, p *Plan, k int) []Fault {
 		if f.Fault != histories.RestartBroker {
 			f.Target = rapid.SampledFrom(procs).Draw(t, "target")
 		}
-		f.At = rapid.OneOf(rapid.IntRange(0, 300), rapid.IntRange(0, 3*k*ttl)).Draw(t, "at_ms")
+		f.At = drawAt(t, k, ttl)
 		switch f.Fault {
 		case histories.Pause:
 			// Just under or beyond the session's life: a GC pause.
@@ -86,4 +91,32 @@ func drawNemesis(t *rapid.T, c Config, kinds []string, p *Plan, k int) []Fault {
 		return f
 	})
 	return rapid.SliceOfN(fault, 0, c.MaxFaults).Draw(t, "nemesis")
+}
+
+// drawAt draws when a fault strikes: early in the run, or anywhere in
+// three sessions' lives (a session living up to k TTLs of ttl ms).
+func drawAt(t *rapid.T, k, ttl int) int {
+	return rapid.OneOf(rapid.IntRange(0, 300), rapid.IntRange(0, 3*k*ttl)).Draw(t, "at_ms")
+}
+
+// drawForceCloses draws a plan's force-closes, after everything else the
+// plan draws: rapid draws the rest from the same bits as before
+// force-close was offered, so that a seed that draws none gives the plan
+// (and the history) it gave then, and the plans and counterexamples
+// found by seed stay put. Beside other kinds of faults (others), about
+// one plan in four draws any, at most Config.MaxFaults in all; alone,
+// they are drawn as drawNemesis draws its faults.
+func drawForceCloses(t *rapid.T, c Config, p *Plan, k int, others bool) []Fault {
+	room, least := c.MaxFaults-len(p.Nemesis), 0
+	if others {
+		if room <= 0 || rapid.IntRange(0, 3).Draw(t, "force_close") != 0 {
+			return nil
+		}
+		least = 1
+	}
+	procs := p.processes()
+	fault := rapid.Custom(func(t *rapid.T) Fault {
+		return Fault{Fault: histories.ForceClose, Target: rapid.SampledFrom(procs).Draw(t, "target"), At: drawAt(t, k, p.TTLMs)}
+	})
+	return rapid.SliceOfN(fault, least, room).Draw(t, "force_closes")
 }

@@ -99,8 +99,9 @@ func (r *runner) probe() {
 // strike applies a fault aimed at a client (or, with end, ends it:
 // resume, heal), with the runner's lock held, and records it once in
 // place. A fault that cannot strike (its client is done, a second pause
-// of a paused client) is neither applied nor recorded; a drop-reply is
-// recorded when it strikes.
+// of a paused client, a force-close of a client with no connection open)
+// is neither applied nor recorded; a drop-reply is recorded when it
+// strikes.
 func (r *runner) strike(f Fault, end bool) {
 	st := r.clients[f.Target]
 	live := st != nil && !st.Done
@@ -118,6 +119,10 @@ func (r *runner) strike(f Fault, end bool) {
 	case histories.DropReply:
 		if live {
 			r.armed[f.Target] = true
+		}
+	case histories.ForceClose:
+		if live && r.w.ForceClose(st.Process) {
+			r.record(histories.ForceClose, f.Target)
 		}
 	}
 }

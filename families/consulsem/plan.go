@@ -80,7 +80,7 @@ const Sleep = lease.Sleep
 // pause or a partition lasts For milliseconds (0: until the clients are
 // done); a restart keeps the server down For milliseconds. A drop-reply
 // is armed At and strikes the client's next granting write (the lock
-// key's), if it makes one.
+// key's), if it makes one; a force-close strikes At and does not last.
 type Fault struct {
 	At     int    `json:"at_ms"`
 	Fault  string `json:"fault"`
@@ -91,8 +91,11 @@ type Fault struct {
 // faultNames are the faults a plan can hold: kill a client (it restarts
 // without its lease), pause it (a GC pause, its session expiring
 // meanwhile), partition it from the server (bytes wait both ways), lose
-// the reply to its granting write, restart the server.
-var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, histories.DropReply, histories.RestartBroker}
+// the reply to its granting write, restart the server, close the
+// client's connections from the server's side (force-close: its call in
+// flight fails, and it connects again; its session lives on).
+var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, histories.DropReply, histories.RestartBroker,
+	histories.ForceClose}
 
 // FaultNames are the faults a plan can hold.
 func FaultNames() []string { return slices.Clone(faultNames) }
@@ -191,7 +194,7 @@ func (p *Plan) validateFault(f Fault) error {
 		return leaseplan.Bad(".target", "%s needs a client, one of %v; got %q", f.Fault, procs, f.Target)
 	case server && f.Target != "":
 		return leaseplan.Bad(".target", "%s strikes the server, not a client", f.Fault)
-	case f.For != 0 && (f.Fault == histories.Kill || f.Fault == histories.DropReply):
+	case f.For != 0 && (f.Fault == histories.Kill || f.Fault == histories.DropReply || f.Fault == histories.ForceClose):
 		return leaseplan.Bad(".for_ms", "a %s does not last", f.Fault)
 	}
 	return nil

@@ -26,7 +26,8 @@ import (
 // backend (loseReply), and a restart of the private server (SIGTERM, down
 // for the fault's time, started again on its ports and data: drawn, as
 // on the simulator, where the server keeps its sessions).
-var realFaults = []string{histories.Kill, histories.Pause, histories.Partition, histories.DropReply, histories.RestartBroker}
+var realFaults = []string{histories.Kill, histories.Pause, histories.Partition, histories.DropReply, histories.RestartBroker,
+	histories.ForceClose}
 
 // RealFaults are the faults a plan can hold on a real server.
 func RealFaults() []string { return slices.Clone(realFaults) }
@@ -423,6 +424,32 @@ func (w *realWorld) Partition(name string) { w.hold(name, func(p *realProc) { p.
 
 // Heal ends a partition: the held bytes go on.
 func (w *realWorld) Heal(name string) { w.hold(name, func(p *realProc) { p.cut = false }) }
+
+// ForceClose closes process name's current connections through its
+// proxies, both sockets of each (the server's side closed, bytes held by
+// a pause or partition lost), and says how it went: false when it had
+// none open (its client had not connected yet, or its connections had
+// closed), a fault that struck nothing, not recorded. The proxies keep
+// listening, so the client connects again at its next call (a kill
+// closes them).
+func (w *realWorld) ForceClose(name string) bool {
+	p := w.procs[name]
+	if p == nil {
+		return false
+	}
+	closed := false
+	for _, px := range p.pxs {
+		for _, c := range px.Conns() {
+			select {
+			case <-c.Done(): // ended already, not yet forgotten
+			default:
+				c.Kill()
+				closed = true
+			}
+		}
+	}
+	return closed
+}
 
 // hold changes process name's state with f, then holds its proxy's bytes
 // while it is paused or cut off, and lets them go otherwise.

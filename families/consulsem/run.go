@@ -74,6 +74,10 @@ type world interface {
 	Resume(name string)
 	Partition(name string)
 	Heal(name string)
+	// ForceClose closes process name's connections from the server's
+	// side (the client connects again at its next call), and says
+	// whether it closed any.
+	ForceClose(name string) bool
 	// outside runs f, a call of p's that may wait, without the lock; a
 	// real world's paused process goes on only once it is resumed.
 	outside(p proc, f func())

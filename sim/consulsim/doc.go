@@ -78,7 +78,9 @@
 //     wait both ways: a held call takes effect on heal; with
 //     Options.Timeout its caller may have given up by then), DropReply
 //     (the call takes effect, its answer is lost and the connection
-//     resets), Restart of the server (calls in flight fail, calls while it
+//     resets), ForceClose of a client's connection (the call it waits for
+//     fails with a reset, taken effect or not; its sessions live on),
+//     Restart of the server (calls in flight fail, calls while it
 //     is down are refused; a Consul -dev agent comes back empty, its
 //     indexes starting again; a persistent agent and etcd keep everything
 //     and give every session a fresh TTL from when they are back, etcd

@@ -57,6 +57,37 @@ func (w *World) DropReply(name string) {
 	})
 }
 
+// ForceClose closes the server's side of the connections of the client
+// named name, as a server (or a proxy in front of it) that cuts them
+// does, and reports whether it struck (a live client of that name). The
+// call the client waits for fails with a reset: one the server has
+// applied (a write answered, its answer not yet arrived) took effect, its
+// outcome unknown to the client; one the server holds (a wait for a
+// change, an etcd renewal waiting for its lease's revocation) ends; one a
+// partition holds on its way is lost. The client connects again at its
+// next call. Nothing else changes on the server: sessions (etcd: leases)
+// are not tied to a connection, so they live on until their TTL runs out
+// unless renewed; a drop-reply armed for the client stays armed (no reply
+// was lost).
+func (w *World) ForceClose(name string) (struck bool) {
+	w.fault(func() {
+		p := w.target("force-close", name)
+		if p == nil {
+			return
+		}
+		struck = true
+		w.tracef("server: closes %s's connection", name)
+		p.conn++
+		w.srv.cut(p)
+		if c := p.cur; c != nil && !c.done {
+			w.tracef("server -> %s: %s fails, the connection reset", name, c.what)
+			c.arrived = true // an answer on its way is lost with the connection
+			w.deliver(c, result{err: errReset})
+		}
+	})
+	return struck
+}
+
 // Restart brings the server down and up again once downtime has passed:
 // every call it holds or has yet to answer fails (the connection resets),
 // calls meanwhile are refused. A Consul -dev agent comes back empty (its

@@ -40,6 +40,7 @@ type call struct {
 	what string               // for the trace
 	op   func(*server, *call) // applies it on the server, answering now or later
 	wait time.Duration        // how long the server may hold it (a wait for a change)
+	conn int                  // the connection it was posted on (Process.conn)
 
 	timer   *sched.Timer // the client's timeout
 	arrived bool         // its answer reached the client's side (or was lost)
@@ -47,9 +48,14 @@ type call struct {
 }
 
 // send posts c to the server: held by a partition, refused by a server
-// that is down, or applied now.
+// that is down, or applied now. A call whose connection the server has
+// closed meanwhile (held by a partition at the time) is lost with it.
 func (w *World) send(c *call) {
 	p := c.p
+	if c.conn != p.conn {
+		w.tracef("%s -> server: %s is lost with its connection", p.Name(), c.what)
+		return
+	}
 	if w.o.Timeout > 0 && c.timer == nil {
 		c.timer = w.sched.After(w.o.Timeout+c.wait, func() {
 			if !c.done {
@@ -118,5 +124,5 @@ func (w *World) deliver(c *call, r result) {
 // already ended sends nothing (one that ends meanwhile is not looked at:
 // its deadline is real time).
 func (p *Process) do(what string, wait time.Duration, op func(*server, *call)) result {
-	return p.post(&call{p: p, what: what, wait: wait, op: op})
+	return p.post(&call{p: p, what: what, wait: wait, op: op, conn: p.conn})
 }

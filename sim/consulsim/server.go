@@ -107,6 +107,31 @@ func (s *server) forget(c *call) {
 	}
 }
 
+// cut drops the calls of p's that the server has applied or holds, their
+// connection closed (ForceClose): an answer on its way is lost, a wait
+// for a change or a renewal held for a revocation ends unanswered.
+func (s *server) cut(p *Process) {
+	var cut []*call
+	for _, c := range s.inflight {
+		if c.p == p {
+			cut = append(cut, c)
+		}
+	}
+	for _, c := range cut {
+		s.forget(c)
+		c.arrived = true
+		s.watches = slices.DeleteFunc(s.watches, func(wt *watch) bool {
+			if wt.c == c {
+				wt.timer.Cancel()
+			}
+			return wt.c == c
+		})
+		for _, ses := range s.sessions {
+			ses.renews = slices.DeleteFunc(ses.renews, func(r *call) bool { return r == c })
+		}
+	}
+}
+
 // under returns the keys under prefix/ that changed once (live or
 // deleted), sorted.
 func (s *server) under(prefix string) []string {

@@ -142,7 +142,11 @@ type Process struct {
 	proc simworld.Proc[*Process, result] // with its Link to the server
 
 	req  *call // the call it posted
+	cur  *call // the call it waits for, or last waited for
 	drop bool  // its next reply is lost
+	// conn counts its connections to the server that the server closed
+	// (ForceClose): a call belongs to the connection it was posted on.
+	conn int
 }
 
 // Name returns the name the process was registered with.
@@ -172,7 +176,7 @@ func (p *Process) Sleep(d time.Duration) { p.w.base.Sleep(p, d) }
 // post posts c, gives control back to the scheduler and returns the
 // reply. A killed process stops here (its deferred functions run).
 func (p *Process) post(c *call) result {
-	p.req = c
+	p.req, p.cur = c, c
 	rep, _ := p.w.base.Call(p, true)
 	return rep
 }
