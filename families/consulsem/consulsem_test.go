@@ -139,6 +139,7 @@ func TestReadPlanErrors(t *testing.T) {
 		{"restart target", `"fault":"kill","target":"c1"`, `"fault":"restart-broker","target":"c1"`, "nemesis[0].target"},
 		{"mutant", `"limit":1`, `"limit":1,"mutant":"nope"`, "mutant"},
 		{"persistent etcd", `"backend":"consul"`, `"backend":"etcd","persistent":true`, "persistent"},
+		{"force-close lasts", `"fault":"kill","target":"c1"`, `"fault":"force-close","target":"c1","for_ms":5`, "nemesis[0].for_ms"},
 	} {
 		path := filepath.Join(t.TempDir(), "plan.json")
 		os.WriteFile(path, []byte(strings.Replace(good, c.from, c.to, 1)), 0o644)
@@ -152,10 +153,10 @@ func TestReadPlanErrors(t *testing.T) {
 	}
 }
 
-// A fault is recorded only where it struck: a kill and a pause aimed at a
-// client already done, and a drop-reply armed for a client that never
-// writes a grant again, leave no trace; a drop-reply that does strike is
-// recorded when the reply is lost.
+// A fault is recorded only where it struck: a kill, a pause and a
+// force-close aimed at a client already done, and a drop-reply armed for
+// a client that never writes a grant again, leave no trace; a drop-reply
+// that does strike is recorded when the reply is lost.
 func TestOnlyStruckFaultsRecorded(t *testing.T) {
 	t.Parallel()
 	p := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: Consul, Limit: 1, TTLMs: 1000,
@@ -165,6 +166,7 @@ func TestOnlyStruckFaultsRecorded(t *testing.T) {
 			{At: 60, Fault: histories.Pause, Target: "c1", For: 10},
 			{At: 70, Fault: histories.DropReply, Target: "c1"},
 			{At: 80, Fault: histories.DropReply, Target: "c2"},
+			{At: 90, Fault: histories.ForceClose, Target: "c1"},
 		}}
 	res, err := Simulate(p, nil)
 	if err != nil {

@@ -7,7 +7,8 @@
 // family is (the backend, the limit and TTL, clients that acquire,
 // refresh and release, faults: kills, pauses of a client beyond its
 // session's life, partitions, lost replies to the granting write,
-// restarts of the server), how plans are drawn, and how they run.
+// restarts of the server, force-closes of a client's connections), how
+// plans are drawn, and how they run.
 // Histories are of lock kind histories.Lease, judged by families/lease
 // with the backend's expiry factor: Consul invalidates a session
 // between one and two TTLs after its last renewal, etcd one TTL after

@@ -53,7 +53,8 @@ func Preflight(target string) error {
 // its own (backends/faultnet): a kill closes the proxy (the client goes on
 // as a new process, with a new one), a pause holds its bytes both ways and
 // stops the process until the resume, a partition holds its bytes both
-// ways. Keys live under a prefix of the run's own (the plan's, and random
+// ways, a force-close closes its connections (the proxy listening on).
+// Keys live under a prefix of the run's own (the plan's, and random
 // hex); at the end, what the run left on the server (keys under it, but
 // the lock key, which the recipe keeps; sessions or leases) is a problem
 // of the run's evidence, which fails available.
