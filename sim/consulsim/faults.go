@@ -63,8 +63,9 @@ func (w *World) DropReply(name string) {
 // call the client waits for fails with a reset: one the server has
 // applied (a write answered, its answer not yet arrived) took effect, its
 // outcome unknown to the client; one the server holds (a wait for a
-// change, an etcd renewal waiting for its lease's revocation) ends; one a
-// partition holds on its way is lost. The client connects again at its
+// change, an etcd renewal waiting for its lease's revocation) ends; one
+// not yet at the server (not yet sent, or held on its way by a partition)
+// is lost and never takes effect. The client connects again at its
 // next call. Nothing else changes on the server: sessions (etcd: leases)
 // are not tied to a connection, so they live on until their TTL runs out
 // unless renewed; a drop-reply armed for the client stays armed (no reply
