@@ -51,7 +51,7 @@ func runWorld(t testing.TB, w *World) {
 
 // workload runs four clients of the reference (limit 2) and a nemesis (a
 // client killed and started again, one paused, one partitioned, a lost
-// reply, a restart of the server) under the schedule seed draws, on a
+// reply, a force-close, a restart of the server) under the schedule seed draws, on a
 // server of kind k, writing the trace and every outcome to out.
 func workload(t testing.TB, k Kind, seed uint64, out *bytes.Buffer) {
 	o := Options{Kind: k, Persistent: seed%2 == 0, Decide: seeded(seed), Trace: out}
@@ -88,6 +88,7 @@ func workload(t testing.TB, k Kind, seed uint64, out *bytes.Buffer) {
 		p.Sleep(3 * time.Second)
 		w.Resume("c2")
 		w.Heal("c3")
+		w.ForceClose("c1")
 		p.Sleep(time.Second)
 		if err := w.Restart(200 * ms); err != nil {
 			panic(err)
