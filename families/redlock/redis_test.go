@@ -100,7 +100,7 @@ func TestRedisFaults(t *testing.T) {
 			t.Errorf("%q not recorded; recorded: %v", w, struck)
 		}
 	}
-	for _, v := range prover.Judge(res, model.Options{Family: []any{Config{}.Judging(false)}}).Verdicts {
+	for _, v := range prover.Judge(res, model.Options{Family: []any{Config{}.Judging("")}}).Verdicts {
 		if v.Status.String() == "FAIL" && slices.Contains(safety, v.Property) {
 			t.Errorf("%s: %s", v.Property, v.Detail)
 		}
