@@ -57,6 +57,12 @@ type Descriptor struct {
 	// (--amqp-url, --dsn, ...). A flag two families take is declared by
 	// both, alike; a program registers it once (RegisterFlags).
 	Flags []Flag
+	// Models are the judging models its checker offers besides the
+	// standard one, which every family has: amqp-locks' "strict"
+	// (acquire-exact judged at every acquire, over the whole semaphore).
+	// --model takes one of them, or standard; a plan records the one it
+	// was judged by, and the family's prover.Judging is told it.
+	Models []string
 	// Judging, if set, gives the options the family's checker takes (a
 	// value of the type it declares, for model.Options.Family) for the
 	// histories check judges, from check's flags by name (--model,
@@ -290,6 +296,34 @@ func Of(kind string) *Descriptor {
 		}
 	}
 	return nil
+}
+
+// Model is the judging model --model names for d's plans, as prover.Config
+// and a plan record it: "" for standard, which every family has, or one
+// of d.Models. Any other is an error that names the flag and what d
+// offers: a model nobody judges by is never accepted silently.
+func (d *Descriptor) Model(name string) (string, error) {
+	switch {
+	case name == "standard" || name == "":
+		return "", nil
+	case slices.Contains(d.Models, name):
+		return name, nil
+	}
+	return "", fmt.Errorf("--model %s: --kind %s is judged by %s", name, d.Name, strings.Join(append([]string{"standard"}, d.Models...), " or "))
+}
+
+// ModelNames lists every judging model a registered family offers,
+// standard first, each once.
+func ModelNames() []string {
+	names := []string{"standard"}
+	for _, d := range All() {
+		for _, m := range d.Models {
+			if !slices.Contains(names, m) {
+				names = append(names, m)
+			}
+		}
+	}
+	return names
 }
 
 // Kinds lists every registered kind, family by family.

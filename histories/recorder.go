@@ -15,6 +15,10 @@ type Recorder struct {
 	clock  func() int64
 	mu     sync.Mutex
 	events []Event
+	// read is each event's clock reading, before Time moved it forward
+	// to keep times strictly increasing: AddAt goes before the events
+	// read after its own.
+	read []int64
 }
 
 // NewRecorder returns a Recorder that timestamps events with clock, in
@@ -39,24 +43,37 @@ func (r *Recorder) Add(e Event) Event {
 
 // AddAt is Add for an event that happened at an earlier reading of the
 // clock, at, than its recording (a completion whose reply came at at,
-// recorded once its process could record it): it takes the time at, or
-// just after the last event recorded, if that is later (times still
-// strictly increase with the index; the history's order is the order of
-// recording).
+// recorded once its process could record it). It takes the time at, and
+// goes before the events recorded since whose clock readings came after
+// at (other processes' events, recorded while this one waited to
+// record), which move one index up: the history stays in the order of
+// time, as the events happened. It never goes before an event of its own
+// process, nor before one whose reading was at or before at; where times
+// moved forward to stay strictly increasing leave no room, it takes the
+// first time after them. It returns e as stored: an Index below the
+// length the history had says it went in before others.
 func (r *Recorder) AddAt(e Event, at int64) Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t := min(r.clock(), at)
-	if n := len(r.events); n > 0 {
-		if prev := r.events[n-1].Time; t <= prev {
-			t = prev + 1
-		}
-	} else if t < 0 {
-		t = 0
+	read := min(r.clock(), at)
+	pos := len(r.events)
+	for pos > 0 && r.read[pos-1] > read && r.events[pos-1].Process != e.Process {
+		pos--
 	}
-	e.Index = len(r.events)
-	e.Time = t
-	r.events = append(r.events, e)
+	t := max(read, 0)
+	if pos > 0 {
+		t = max(t, r.events[pos-1].Time+1)
+	}
+	for pos < len(r.events) && t >= r.events[pos].Time {
+		t = r.events[pos].Time + 1
+		pos++
+	}
+	e.Index, e.Time = pos, t
+	r.events = slices.Insert(r.events, pos, e)
+	r.read = slices.Insert(r.read, pos, read)
+	for i := pos + 1; i < len(r.events); i++ {
+		r.events[i].Index = i
+	}
 	return e
 }
 
@@ -66,6 +83,7 @@ func (r *Recorder) Grow(n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = slices.Grow(r.events, n)
+	r.read = slices.Grow(r.read, n)
 }
 
 // Event returns event i of the history so far (Events()[i], without the

@@ -2,6 +2,7 @@ package histories
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,12 +103,39 @@ func TestRecorderAddAt(t *testing.T) {
 	if e := r.AddAt(Event{Process: "c1", Type: Ok, F: "acquire", Lock: "k"}, 3000); e.Time != 3000 || e.Index != 1 {
 		t.Errorf("nothing recorded since 3000: time %d index %d, want 3000, 1", e.Time, e.Index)
 	}
-	r.Add(Event{Process: "c2", Type: Invoke, F: "acquire", Lock: "k"}) // at 5000
+	r.Add(Event{Process: "c2", Type: Invoke, F: "acquire", Lock: "k"}) // at 5000, #2
+	r.Add(Event{Process: "c3", Type: Invoke, F: "acquire", Lock: "k"}) // at 5000, moved to 5001, #3
 	now = 9000
-	if e := r.AddAt(Event{Process: "c2", Type: Ok, F: "acquire", Lock: "k"}, 4000); e.Time != 5001 {
-		t.Errorf("an event recorded at 5000 since 4000: time %d, want 5001 (just after it)", e.Time)
+	r.Add(Event{Process: "c4", Type: Invoke, F: "acquire", Lock: "k"}) // at 9000, #4
+	// c2's completion came at 7000: before c4's invoke, which moves up.
+	if e := r.AddAt(Event{Process: "c2", Type: Ok, F: "acquire", Lock: "k"}, 7000); e.Time != 7000 || e.Index != 4 {
+		t.Errorf("c2's completion at 7000, c4's invoke read at 9000: time %d index %d, want 7000, 4", e.Time, e.Index)
 	}
-	if e := r.AddAt(Event{Process: "c3", Type: Invoke, F: "acquire", Lock: "k"}, 20000); e.Time != 9000 {
-		t.Errorf("at 20000 with the clock at 9000: time %d, want the clock's 9000", e.Time)
+	// c3's came at 5000: after c2's invoke (read at 5000 too) and its own
+	// invoke (moved to 5001), and before c2's completion.
+	if e := r.AddAt(Event{Process: "c3", Type: Ok, F: "acquire", Lock: "k"}, 5000); e.Time != 5002 || e.Index != 4 {
+		t.Errorf("c3's completion at 5000: time %d index %d, want 5002, 4", e.Time, e.Index)
+	}
+	// Never before an event of its own process: c4's completion said
+	// 2000, before its own invoke.
+	if e := r.AddAt(Event{Process: "c4", Type: Ok, F: "acquire", Lock: "k"}, 2000); e.Index != 7 || e.Time != 9001 {
+		t.Errorf("c4's completion said 2000, before its invoke at 9000: time %d index %d, want 9001, 7", e.Time, e.Index)
+	}
+	if e := r.AddAt(Event{Process: "c5", Type: Invoke, F: "acquire", Lock: "k"}, 20000); e.Time != 9000+2 || e.Index != 8 {
+		t.Errorf("at 20000 with the clock at 9000: time %d index %d, want 9002 (after 9001), 8", e.Time, e.Index)
+	}
+	var order []string
+	for i, e := range r.Events() {
+		if e.Index != i {
+			t.Errorf("event %d has index %d", i, e.Index)
+		}
+		if i > 0 && e.Time <= r.Event(i-1).Time {
+			t.Errorf("event %d at %d, not after event %d at %d", i, e.Time, i-1, r.Event(i-1).Time)
+		}
+		order = append(order, e.Process+" "+string(e.Type))
+	}
+	want := "c1 invoke,c1 ok,c2 invoke,c3 invoke,c3 ok,c2 ok,c4 invoke,c4 ok,c5 invoke"
+	if got := strings.Join(order, ","); got != want {
+		t.Errorf("order %s\nwant  %s", got, want)
 	}
 }

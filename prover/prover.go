@@ -93,8 +93,11 @@ type Config struct {
 
 	// Properties are those whose violation fails a plan; nil means all.
 	Properties []string
-	Strict     bool          // judge acquire-exact with the strict model
-	Timeout    time.Duration // per linearizability check; 0 means 10 s
+	// Model is the family's judging model plans are judged by, as a plan
+	// records it: "" for the standard one every family has, or one the
+	// family offers (amqp-locks: "strict"; family.Descriptor.Models).
+	Model   string
+	Timeout time.Duration // per linearizability check; 0 means 10 s
 	// Out is where a counterexample is written; "" means the test's
 	// artifact directory or a temporary one.
 	Out string
@@ -148,11 +151,7 @@ func (c Config) run(p Plan) (*Counterexample, error) {
 	}
 	// The plan records how it was judged, so that replaying it judges it
 	// the same way.
-	m := ""
-	if c.Strict {
-		m = "strict"
-	}
-	p.Judged(m, c.Properties)
+	p.Judged(c.Model, c.Properties)
 	// Most plans pass, and nobody reads their excuses: they are judged by
 	// status only, and a plan that violates a property again in full, for
 	// its report.
@@ -183,19 +182,19 @@ func (c Config) runRecovering(p Plan) (cx *Counterexample, err error) {
 func (c Config) judgeOptions() model.Options {
 	o := model.Options{Timeout: c.Timeout}
 	if j, ok := c.Family.(Judging); ok {
-		o.Family = append(o.Family, j.Judging(c.Strict))
+		o.Family = append(o.Family, j.Judging(c.Model))
 	}
 	return o
 }
 
 // Judging is a family whose checker takes options of its own: Judging
 // gives them (a value of the type its checker declares, for
-// model.Options.Family) for the model a plan is judged by, strict or
-// standard (Config.Strict, a plan's "model"), which a family may have
-// (amqp-locks' strict acquire-exact) or not. The database semaphore says
+// model.Options.Family) for the model a plan is judged by (Config.Model,
+// a plan's "model": "" for the standard one, or one the family offers,
+// as amqp-locks' "strict" acquire-exact). The database semaphore says
 // that only the database's clock times its leases.
 type Judging interface {
-	Judging(strict bool) any
+	Judging(model string) any
 }
 
 // firstViolation is the first property (in the report's fixed order) that

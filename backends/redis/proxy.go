@@ -62,7 +62,10 @@ func (p *Proxy) Heal() { p.fn.Heal() }
 
 // DropReply arms the proxy: the next reply to a command of the lock's, on
 // any of its connections, is lost and that connection cut (after the
-// server applied the command). It strikes once; OnDrop hears when.
+// server applied the command). It strikes once; OnDrop hears when. A
+// reply that comes after its client closed the connection (it gave up
+// waiting) is lost to nobody: it does not spend the arm, which strikes a
+// later reply the client still waits for.
 func (p *Proxy) DropReply() { p.armed.Store(true) }
 
 // OnDrop sets f to be called when a reply is lost, before the connection
@@ -75,6 +78,9 @@ type respSession struct {
 	p       *Proxy
 	mu      sync.Mutex
 	pending []string
+	// gone is set once the client's side ended (it closed the
+	// connection): no reply can reach it any more.
+	gone atomic.Bool
 }
 
 // toServer forwards the client's commands, noting each one's name.
@@ -85,6 +91,7 @@ func (s *respSession) toServer(pp *faultnet.Pipe) {
 		buf.Reset()
 		name, err := readRESP(br, &buf, true)
 		if err != nil {
+			s.gone.Store(true)
 			if buf.Len() > 0 {
 				pp.Deliver(buf.Bytes())
 			}
@@ -115,7 +122,7 @@ func (s *respSession) toClient(pp *faultnet.Pipe) {
 			return
 		}
 		name := s.answered(buf.Bytes())
-		if lockCommand(name) && !bytes.HasPrefix(buf.Bytes(), []byte("-NOSCRIPT")) && s.p.armed.CompareAndSwap(true, false) {
+		if lockCommand(name) && !bytes.HasPrefix(buf.Bytes(), []byte("-NOSCRIPT")) && !s.gone.Load() && s.p.armed.CompareAndSwap(true, false) {
 			if f := s.p.onDrop.Load(); f != nil {
 				(*f)()
 			}

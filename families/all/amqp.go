@@ -27,6 +27,7 @@ import (
 var AMQP = &family.Descriptor{
 	Name:       "amqp-locks",
 	Kinds:      []string{histories.Semaphore, histories.Mutex},
+	Models:     []string{amqp.Strict},
 	Properties: amqp.PropertyNames,
 	Faults:     amqp.FaultNames(),
 	Targets:    []family.Target{{Name: "sim"}, {Name: "rabbitmq", Real: true}},
@@ -41,7 +42,7 @@ var AMQP = &family.Descriptor{
 		{Name: "slots", Default: "8", Verbs: family.Bench, Usage: "amqp-locks: L, the semaphore's slots; acquire is also measured at slot L with L-1 slots held"},
 	},
 	// check --model strict judges acquire-exact with the whole semaphore.
-	Judging:  func(flag func(string) string) any { return amqp.Config{}.Judging(flag("model") == "strict") },
+	Judging:  func(flag func(string) string) any { return amqp.Config{}.Judging(flag("model")) },
 	Setup:    amqpSetup,
 	ReadPlan: func(path string) (prover.Plan, error) { return amqp.ReadPlan(path) },
 	Replay:   amqpReplay,

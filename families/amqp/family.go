@@ -88,9 +88,13 @@ func (c Config) Alone(p prover.Plan) bool {
 	return ok && slices.ContainsFunc(pl.Nemesis, func(f Fault) bool { return f.Fault == histories.RestartBroker })
 }
 
+// Strict is amqp-locks' strict judging model (--model strict): it judges
+// acquire-exact at every acquire, with the whole semaphore's model.
+const Strict = "strict"
+
 // Judging gives the amqp-locks checker's options for the model a plan is
-// judged by: strict judges acquire-exact with the whole semaphore's model.
-func (c Config) Judging(strict bool) any { return check.Options{Strict: strict} }
+// judged by: Strict, or "" for the standard one.
+func (c Config) Judging(model string) any { return check.Options{Strict: model == Strict} }
 
 // Deterministic says whether c runs on the simulator.
 func (c Config) Deterministic() bool {

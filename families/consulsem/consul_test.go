@@ -135,7 +135,7 @@ func TestRealFaults(t *testing.T) {
 			if len(res.Evidence.Problems) > 0 {
 				t.Errorf("problems: %v", res.Evidence.Problems)
 			}
-			for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging(false)}}).Verdicts {
+			for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging("")}}).Verdicts {
 				if v.Status == model.Fail && v.Property != lease.Available && v.Property != lease.Recovers {
 					t.Errorf("%s: %s", v.Property, v.Detail)
 				}
@@ -182,7 +182,7 @@ func realRestart(t *testing.T, target string, persistent bool) {
 	if target == Consul && !persistent {
 		return
 	}
-	for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging(false)}}).Verdicts {
+	for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging("")}}).Verdicts {
 		if v.Status == model.Fail && slices.Contains(safety, v.Property) {
 			t.Errorf("after a restart, %s: %s\n%s", v.Property, v.Detail, b.String())
 		}
@@ -205,7 +205,7 @@ func TestRealMutantsCaught(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					v := verdictOf(prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging(false)}}), m.Property)
+					v := verdictOf(prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging("")}}), m.Property)
 					if v.Status == model.Fail {
 						t.Logf("run %d: %s caught by %s: %s", run, m.Name, m.Property, v.Detail)
 						return
@@ -272,7 +272,7 @@ func TestRealMutantsCaughtReferenceHolds(t *testing.T) {
 					}
 					var b strings.Builder
 					histories.Write(&b, res.History)
-					return prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging(false)}}), res.History, b.String()
+					return prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging("")}}), res.History, b.String()
 				}
 				for run := 1; ; run++ {
 					r, events, h := judge(p)

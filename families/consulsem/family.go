@@ -143,7 +143,7 @@ func (c Config) real() bool { return c.Target != "" && c.Target != "sim" }
 // more: 1.5 TTLs bounds both). A restart of a server that keeps its
 // sessions renews them from when it is back (etcd: plus its election
 // timeout). Holders verify, so aware is judged.
-func (c Config) Judging(bool) any {
+func (c Config) Judging(string) any {
 	c = c.withDefaults()
 	o := lease.Options{Drift: c.Drift, Expiry: Expiry(c.Backend), Verify: true, RestartKeeps: c.keeps()}
 	if o.Drift == 0 && c.real() {

@@ -180,7 +180,7 @@ func givenFaults(t *testing.T, u *userServer, target string) {
 		histories.Write(&b, res.History)
 		t.Errorf("%d faults recorded, want 3 or more; problems %v\n%s", struck, res.Evidence.Problems, b.String())
 	}
-	for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging(false)}}).Verdicts {
+	for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging("")}}).Verdicts {
 		if v.Status == model.Fail && slices.Contains(safety, v.Property) {
 			t.Errorf("%s: %s", v.Property, v.Detail)
 		}

@@ -145,7 +145,7 @@ func toleranceCell(o Options, mutant, target string, fraction float64) (string, 
 		if err != nil {
 			return "", err
 		}
-		r := prover.Judge(res, model.Options{Family: []any{Config{}.Judging(false)}})
+		r := prover.Judge(res, model.Options{Family: []any{Config{}.Judging("")}})
 		for _, v := range r.Verdicts {
 			if v.Property != lease.LeaseExclusive {
 				continue

@@ -126,7 +126,7 @@ func (c Config) Preflight(ctx context.Context) error {
 // Judging says that only the database's clock times the semaphore's
 // leases: a client's clock fault excuses nothing (the reference never reads
 // a client's clock). It has no strict model.
-func (c Config) Judging(bool) any {
+func (c Config) Judging(string) any {
 	return lease.Options{Clocks: lease.ClocksBackend, Drift: c.Drift}
 }
 

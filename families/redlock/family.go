@@ -110,7 +110,7 @@ func (c Config) Preflight(ctx context.Context) error {
 // Judging says that any clock may time the leases (the servers' expire
 // keys, the clients' measure validity), within the drift bound, and that
 // every grant says its validity (validity-sound). It has no strict model.
-func (c Config) Judging(bool) any {
+func (c Config) Judging(string) any {
 	return lease.Options{Drift: c.Drift, Validity: true, Priority: c.Priority}
 }
 

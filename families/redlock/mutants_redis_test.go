@@ -187,7 +187,7 @@ func (r *report) referenceOnRedis(target Redis, ref *Plan, script func(*schedule
 // lock's plans as its own), every property.
 func verdictsOf(res *prover.Result, p *Plan) []model.Verdict {
 	c := Config{Priority: p.Kind == PriorityKind}
-	return prover.Judge(res, model.Options{Family: []any{c.Judging(false)}}).Verdicts
+	return prover.Judge(res, model.Options{Family: []any{c.Judging("")}}).Verdicts
 }
 
 // verdictOf judges res, a run of p, as the family does (the priority

@@ -58,7 +58,7 @@ func TestPriorityMutantsAreCaught(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := model.Check(res.History, model.Options{Family: []any{Config{Priority: true}.Judging(false)}})
+			r := model.Check(res.History, model.Options{Family: []any{Config{Priority: true}.Judging("")}})
 			for _, v := range r.Verdicts {
 				if v.Status == model.Fail {
 					t.Errorf("the reference fails %s on the plan that caught the mutant: %s", v.Property, v.Detail)
@@ -152,7 +152,7 @@ func holdsEveryProperty(t *testing.T, file, property string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := model.Check(res.History, model.Options{Family: []any{Config{Priority: true}.Judging(false)}})
+	r := model.Check(res.History, model.Options{Family: []any{Config{Priority: true}.Judging("")}})
 	judged := false
 	for _, v := range r.Verdicts {
 		if v.Status == model.Fail {

@@ -235,10 +235,10 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 }
 
 // granted records a grant's ok completion, at ret, when the call
-// returned (or just after the last event recorded since: a loaded
-// machine may not run the runner for tens of milliseconds, and a
-// completion recorded then, its claim run out, overstated it: see
-// docs/redlock.md), with v and validity_ms: the
+// returned, before the events recorded since (a loaded machine may not
+// run the runner for tens of milliseconds, and a completion recorded
+// then, its claim run out, overstated it: see docs/redlock.md), with v
+// and validity_ms: the
 // validity the grant claims, left at the completion's time (the history
 // counts it from there), in whole milliseconds, rounded down: never more
 // than it claims. The reference's claim is l's; an implementation's

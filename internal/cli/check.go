@@ -40,7 +40,7 @@ Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`, 
 	}
 	var bad checks
 	bad.add(len(files) == 0, "no history files given (lockprover help check)")
-	bad.oneOf("model", *modelName, "standard", "strict")
+	bad.oneOf("model", *modelName, family.ModelNames()...)
 	bad.duration("timeout", *timeout, true)
 	bad.add(!(*drift > 0 && *drift < 1), "--drift must be > 0 and < 1 (a fraction: 0.01 is 1%%), not %g", *drift)
 	bad.add(*leaseTTL < 0 || *leaseTTL%time.Millisecond != 0, "--lease-ttl must be a whole number of milliseconds >= 0, not %v", *leaseTTL)

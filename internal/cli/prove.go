@@ -49,7 +49,7 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.faults, "faults", "all", "comma-separated faults plans may hold (lockprover mutants lists a kind's; amqp-locks: kill, pause, partition, force-close, restart-broker, drop-reply, admin-crash); all; or none")
 	fs.StringVar(&f.kind, "kind", histories.Semaphore, "lock kind: "+family.KindList())
 	fs.StringVar(&f.props, "properties", "", "comma-separated properties whose violation counts; empty for all")
-	fs.StringVar(&f.modelName, "model", "standard", "acquire-exact model: standard or strict")
+	fs.StringVar(&f.modelName, "model", "standard", "the model plans are judged by: standard, or one the kind's family offers (amqp-locks: strict, acquire-exact at every acquire)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "time budget of each linearizability check")
 	fs.DurationVar(&f.shrink, "shrink-time", 30*time.Second, "time to spend minimising a counterexample")
 	fs.StringVar(&f.target, "target", "sim", "where plans run: sim (the kind's simulator) or a real backend: "+targetList())
@@ -75,9 +75,13 @@ func (f *proveFlags) search(fs *flag.FlagSet, mutant, shard, out string, outf *o
 	if given(fs, "target") {
 		settings.Target = f.target
 	}
-	c := prover.Config{Strict: f.modelName == "strict", Timeout: f.timeout}
+	c := prover.Config{Timeout: f.timeout}
 	var setup *family.Setup
-	err := f.fam.otherFamilies(fs, d, f.kind)
+	var err error
+	c.Model, err = d.Model(f.modelName)
+	if err == nil {
+		err = f.fam.otherFamilies(fs, d, f.kind)
+	}
 	if err == nil {
 		setup, err = d.Setup(settings)
 	}
@@ -108,7 +112,7 @@ func (f *proveFlags) search(fs *flag.FlagSet, mutant, shard, out string, outf *o
 // every family, so that all of it is reported at once.
 func (f *proveFlags) check(fs *flag.FlagSet, bad *checks) {
 	bad.oneOf("kind", f.kind, family.Kinds()...)
-	bad.oneOf("model", f.modelName, "standard", "strict")
+	bad.oneOf("model", f.modelName, family.ModelNames()...)
 	bad.positive("clients", f.clients)
 	bad.positive("ops", f.ops)
 	bad.nonNegative("max-faults", f.maxFault)

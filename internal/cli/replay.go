@@ -47,27 +47,29 @@ func summarizeReplay(sum *results.Summary, stdout io.Writer, res *prover.Result,
 // replayJudging is how a replay judges: the plan's model and counted
 // properties unless the flags say otherwise; it also checks that --history
 // names a file that does not exist yet.
-func replayJudging(fs *flag.FlagSet, rp *replayRun, modelName, props, history string) (strict bool, counted []string, err error) {
-	planModel, planProps := rp.header.Model, rp.header.Properties
-	strict = planModel == "strict"
+func replayJudging(fs *flag.FlagSet, rp *replayRun, modelName, props, history string) (judged string, counted []string, err error) {
+	judged = rp.header.Model
 	if given(fs, "model") {
-		strict = modelName == "strict"
+		judged = modelName
 	}
-	counted = planProps
+	if judged, err = family.Of(rp.header.Kind).Model(judged); err != nil {
+		return "", nil, err
+	}
+	counted = rp.header.Properties
 	if given(fs, "properties") {
 		if counted, err = parsePropertiesOf(props, rp.propertyNames); err != nil {
-			return false, nil, err
+			return "", nil, err
 		}
 	}
 	if history != "" {
 		if _, err := os.Stat(history); err == nil {
-			return false, nil, fmt.Errorf("--history: %s exists; not overwriting it", history)
+			return "", nil, fmt.Errorf("--history: %s exists; not overwriting it", history)
 		}
 		if err := checkOut(filepath.Dir(history)); err != nil {
-			return false, nil, fmt.Errorf("--history: %v", err)
+			return "", nil, fmt.Errorf("--history: %v", err)
 		}
 	}
-	return strict, counted, nil
+	return judged, counted, nil
 }
 
 // A replayRun is a plan read back, ready to run again as its family runs
@@ -82,17 +84,17 @@ type replayRun struct {
 // judgedWorst is the worst status among the counted properties of r,
 // saying how the plan was judged when that is not the default, and what
 // an inconclusive or quiet pass means.
-func judgedWorst(stdout io.Writer, r *model.Report, counted []string, strict, quiet bool) model.Status {
+func judgedWorst(stdout io.Writer, r *model.Report, counted []string, judged string, quiet bool) model.Status {
 	worst := model.Pass
 	for _, v := range r.Verdicts {
 		if (counted == nil || known(v.Property, counted)) && (v.Status == model.Fail || v.Status == model.Inconclusive) {
 			worst = max(worst, v.Status)
 		}
 	}
-	if counted != nil || strict {
+	if counted != nil || judged != "" {
 		how := "the standard model"
-		if strict {
-			how = "the strict model"
+		if judged != "" {
+			how = "the " + judged + " model"
 		}
 		if counted != nil {
 			how += ", counting " + strings.Join(counted, ", ")
@@ -136,7 +138,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if rp.setup.Stop != nil {
 		defer rp.setup.Stop()
 	}
-	strict, counted, err := replayJudging(ra.fs, rp, ra.modelName, ra.props, ra.history)
+	judged, counted, err := replayJudging(ra.fs, rp, ra.modelName, ra.props, ra.history)
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitUsage
@@ -156,7 +158,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		}
 		// Keep the first run that fails (what a real target reproduces
 		// only at times), else the last.
-		bad := ra.worst(rp, r, strict, counted) != model.Pass
+		bad := ra.worst(rp, r, judged, counted) != model.Pass
 		if bad {
 			reproduced++
 		}
@@ -186,7 +188,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "replay: --history: %v\n", err)
 		return exitUsage
 	}
-	return ra.judge(rp, res, strict, counted, sum, stdout, stderr)
+	return ra.judge(rp, res, judged, counted, sum, stdout, stderr)
 }
 
 // replayArgs are replay's flags, checked, and its plan file.
@@ -231,7 +233,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	ra.real = ra.target != "sim" || ra.impl != ""
 	var bad checks
 	bad.oneOf("target", ra.target, family.TargetNames()...)
-	bad.oneOf("model", ra.modelName, "standard", "strict")
+	bad.oneOf("model", ra.modelName, family.ModelNames()...)
 	bad.duration("timeout", ra.timeout, false)
 	bad.positive("times", ra.times)
 	bad.add(given(fs, "impl") && strings.TrimSpace(ra.impl) == "", "--impl needs a command")
@@ -281,9 +283,9 @@ func (ra *replayArgs) open(stdout io.Writer) (*replayRun, error) {
 
 // worst is the worst status, among the counted properties, of a run's
 // verdicts, judged as judge judges it.
-func (ra *replayArgs) worst(rp *replayRun, res *prover.Result, strict bool, counted []string) model.Status {
+func (ra *replayArgs) worst(rp *replayRun, res *prover.Result, judged string, counted []string) model.Status {
 	w := model.Pass
-	for _, v := range prover.Judge(res, ra.options(rp, strict)).Verdicts {
+	for _, v := range prover.Judge(res, ra.options(rp, judged)).Verdicts {
 		if (counted == nil || known(v.Property, counted)) && (v.Status == model.Fail || v.Status == model.Inconclusive) {
 			w = max(w, v.Status)
 		}
@@ -292,11 +294,11 @@ func (ra *replayArgs) worst(rp *replayRun, res *prover.Result, strict bool, coun
 }
 
 // options are what a replay judges with, as the search judged it: the
-// time budget, and the family's own options for the model (strict).
-func (ra *replayArgs) options(rp *replayRun, strict bool) model.Options {
+// time budget, and the family's own options for the model judged by.
+func (ra *replayArgs) options(rp *replayRun, judged string) model.Options {
 	o := model.Options{Timeout: ra.timeout}
 	if j, ok := rp.setup.Prove.(prover.Judging); ok {
-		o.Family = append(o.Family, j.Judging(strict))
+		o.Family = append(o.Family, j.Judging(judged))
 	}
 	return o
 }
@@ -304,8 +306,8 @@ func (ra *replayArgs) options(rp *replayRun, strict bool) model.Options {
 // judge checks the replayed history, prints what it shows, records it in
 // the summary and writes the summary out; it returns the exit status of
 // the worst counted verdict.
-func (ra *replayArgs) judge(rp *replayRun, res *prover.Result, strict bool, counted []string, sum *results.Summary, stdout, stderr io.Writer) int {
-	r := prover.Judge(res, ra.options(rp, strict))
+func (ra *replayArgs) judge(rp *replayRun, res *prover.Result, judged string, counted []string, sum *results.Summary, stdout, stderr io.Writer) int {
+	r := prover.Judge(res, ra.options(rp, judged))
 	for _, pr := range res.Evidence.Problems {
 		fmt.Fprintf(stdout, "problem: %s\n", pr)
 	}
@@ -315,7 +317,7 @@ func (ra *replayArgs) judge(rp *replayRun, res *prover.Result, strict bool, coun
 	if !ra.outf.quiet || r.Status() != model.Pass {
 		printReport(stdout, filepath.Base(ra.path), r)
 	}
-	worst := judgedWorst(stdout, r, counted, strict, ra.outf.quiet)
+	worst := judgedWorst(stdout, r, counted, judged, ra.outf.quiet)
 	summarizeReplay(sum, stdout, res, r, worst, counted, ra.path, ra.history)
 	sum.Timings.ElapsedSeconds = time.Since(sum.Timings.Started).Seconds()
 	return ra.outf.write("replay", sum, exitFor(worst), stderr)

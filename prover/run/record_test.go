@@ -59,3 +59,37 @@ func TestFinish(t *testing.T) {
 		t.Errorf("Result = %+v, %v", res, err)
 	}
 }
+
+// TestFinishAtGoesBefore: a completion whose call returned before events
+// recorded since (another process's invoke, a fault) goes in before them,
+// at its time; they move one index up, and another process's operation in
+// flight is still found (InFlight).
+func TestFinishAtGoesBefore(t *testing.T) {
+	now := int64(100)
+	var r Runner
+	r.Init(Config{Lock: &sync.Mutex{}, Now: func() int64 { return now }})
+	c1, c2 := &Proc{Name: "c1"}, &Proc{Name: "c2"}
+	r.Invoke(c1, histories.Event{Process: "c1", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"})
+	now = 300
+	inv2 := r.Invoke(c2, histories.Event{Process: "c2", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"})
+	now = 400
+	r.Struck(histories.Pause, &histories.Value{Process: "redis1"})
+	now = 500
+	e := r.FinishAt(c1, histories.Ok, &histories.Value{Token: "t"}, nil, 200) // c1's call returned at 200
+	if e.Index != 1 || e.Time != 200 {
+		t.Errorf("c1's completion at 200 recorded as #%d at %d, want #1 at 200", e.Index, e.Time)
+	}
+	got, ok := r.InFlight(c2)
+	if !ok || got.Process != "c2" || got.Type != histories.Invoke || got.Index != inv2.Index+1 {
+		t.Errorf("c2's operation in flight = %+v, %v; want its invoke, now #%d", got, ok, inv2.Index+1)
+	}
+	h := r.Rec.Events()
+	for i, e := range h {
+		if e.Index != i || (i > 0 && e.Time <= h[i-1].Time) {
+			t.Errorf("event %d: index %d time %d, after %d", i, e.Index, e.Time, h[i-1].Time)
+		}
+	}
+	if e := r.Finish(c2, histories.Ok, nil, nil); e.Index != 5 || h[2].Process != "c2" {
+		t.Errorf("c2's completion #%d, history %v", e.Index, h)
+	}
+}

@@ -107,6 +107,7 @@ type Runner struct {
 
 	c      Config
 	procs  map[string]*Proc
+	flying map[*Proc]bool // the processes with an operation in flight
 	holds  map[Hold]bool
 	ending bool
 	stuck  error
@@ -114,7 +115,7 @@ type Runner struct {
 
 // Init makes r ready for one run.
 func (r *Runner) Init(c Config) {
-	*r = Runner{Rec: histories.NewRecorder(c.Now), c: c, procs: map[string]*Proc{}}
+	*r = Runner{Rec: histories.NewRecorder(c.Now), c: c, procs: map[string]*Proc{}, flying: map[*Proc]bool{}}
 }
 
 // A Proc is one process of a plan (a client, an admin, a probe): what
@@ -143,6 +144,7 @@ func (p *Proc) Live(gen int) bool { return p.Gen == gen }
 func (r *Runner) Invoke(p *Proc, e histories.Event) histories.Event {
 	e = r.Rec.Add(e)
 	p.inFlight = e.Index + 1
+	r.flying[p] = true
 	return e
 }
 
@@ -161,10 +163,19 @@ func (r *Runner) Complete(p *Proc, done histories.Event) histories.Event {
 	return r.completeAt(p, done, math.MaxInt64)
 }
 
-// completeAt is Complete at at (histories.Recorder.AddAt).
+// completeAt is Complete at at (histories.Recorder.AddAt): a completion
+// that goes in before events recorded since moves them one index up,
+// the invokes of other processes' operations in flight among them.
 func (r *Runner) completeAt(p *Proc, done histories.Event, at int64) histories.Event {
 	p.inFlight = 0
-	return r.Rec.AddAt(done, at)
+	delete(r.flying, p)
+	e := r.Rec.AddAt(done, at)
+	for q := range r.flying {
+		if q.inFlight > e.Index {
+			q.inFlight++
+		}
+	}
+	return e
 }
 
 // Add registers p, so that the quiescent end waits for it.
