@@ -70,7 +70,7 @@ func TestForceCloseStrikesGrant(t *testing.T) {
 				t.Errorf("c2's acquires: %s, want fail full (c1's write and session live on), ok:\n%s", got, h.String())
 			}
 			excused := false
-			for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Backend: backend}.Judging(false)}}).Verdicts {
+			for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Backend: backend}.Judging("")}}).Verdicts {
 				if v.Status == model.Fail {
 					t.Errorf("%s: %s\n%s", v.Property, v.Detail, h.String())
 				}
@@ -269,7 +269,7 @@ func TestRealForceClose(t *testing.T) {
 				if len(res.Evidence.Problems) > 0 {
 					t.Errorf("problems: %v", res.Evidence.Problems)
 				}
-				for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging(false)}}).Verdicts {
+				for _, v := range prover.Judge(res, model.Options{Family: []any{Config{Target: target}.Judging("")}}).Verdicts {
 					if v.Status == model.Fail && slices.Contains(safety, v.Property) {
 						t.Errorf("%s: %s\n%s", v.Property, v.Detail, b.String())
 					}
