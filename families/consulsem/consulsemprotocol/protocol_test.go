@@ -99,7 +99,7 @@ func TestReferenceThroughTheProtocol(t *testing.T) {
 			impl := consulsemprotocol.NewProcesses(serve(""))
 			impl.InitTimeout = time.Minute
 			defer impl.Stop()
-			c := consulsemfamily.Config{Target: backend, Impl: impl, Clients: 3, Ops: 4}
+			c := consulsemfamily.Config{Target: backend, Impl: impl, Clients: 3, Ops: 6}
 			out, err := prover.Search{Config: prover.Config{Family: c, Properties: safety}, Seed: 1, Plans: 3, Shrink: time.Nanosecond}.Run()
 			if err != nil {
 				t.Fatal(err)
