@@ -128,7 +128,7 @@ func runImpl(t *testing.T, backend, name, command string, tries int) (caught boo
 	impl := consulsemprotocol.NewProcesses(command)
 	impl.InitTimeout = time.Minute
 	defer impl.Stop()
-	judging := consulsemfamily.Config{Target: backend}.Judging(false)
+	judging := consulsemfamily.Config{Target: backend}.Judging("")
 	for run := 1; run <= tries; run++ {
 		res, err := consulsemfamily.RunImpl(context.Background(), p, nil, impl)
 		if err != nil {
