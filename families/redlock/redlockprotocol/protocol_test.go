@@ -62,7 +62,7 @@ func TestValidate(t *testing.T) {
 		{"constant-token", "FAIL  c2's lease has a new token"},
 	} {
 		var out strings.Builder
-		passed, err := redlockprotocol.Validate(context.Background(), serve(c.mutant), time.Minute, "", &out)
+		passed, err := redlockprotocol.Validate(context.Background(), serve(c.mutant), time.Minute, "", &out, false)
 		switch {
 		case err != nil:
 			t.Fatalf("%q: %v", c.mutant, err)
@@ -230,7 +230,7 @@ func TestValidateChecksStarted(t *testing.T) {
 	const check = "c1's acquire of the free lock is granted: started_ms lies within the call"
 	for mode, want := range map[string]string{"library-start": "ok    " + check, "started-before-request": "FAIL  " + check} {
 		var out strings.Builder
-		if _, err := redlockprotocol.Validate(context.Background(), "/usr/bin/python3 testdata/fake_redlock.py "+mode, time.Minute, "", &out); err != nil {
+		if _, err := redlockprotocol.Validate(context.Background(), "/usr/bin/python3 testdata/fake_redlock.py "+mode, time.Minute, "", &out, false); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(out.String(), want) {
