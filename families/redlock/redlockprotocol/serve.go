@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
@@ -73,18 +74,16 @@ type server struct {
 // clockEnv is the real Env, noting the lock's first reading of its clock
 // in each operation (start, 0 until then). For the priority Redlock,
 // whose watchers read the clock at any time from goroutines of their own,
-// the operation's start is when the server began it (fixed): no later
-// than the lock's own start, so the validity claimed from it is counted
-// from no later than the lock counts it.
+// the operation's start is noted by opEnv instead (marked).
 type clockEnv struct {
 	ref.Env
-	fixed bool
-	start int64
+	start  int64
+	marked *opEnv
 }
 
 func (e *clockEnv) Now() int64 {
 	t := e.Env.Now()
-	if e.start == 0 && !e.fixed {
+	if e.start == 0 && e.marked == nil {
 		e.start = t
 	}
 	return t
@@ -93,19 +92,43 @@ func (e *clockEnv) Now() int64 {
 // begin starts an operation.
 func (e *clockEnv) begin() {
 	e.start = 0
-	if e.fixed {
-		e.start = e.Env.Now()
+	if e.marked != nil {
+		e.marked.start.Store(0)
 	}
 }
 
 // started is the operation's start.
-func (e *clockEnv) started() int64 { return e.start }
+func (e *clockEnv) started() int64 {
+	if e.marked != nil {
+		return e.marked.start.Load()
+	}
+	return e.start
+}
+
+// opKey marks the context of a request's operation (opEnv).
+type opKey struct{}
+
+// opEnv is the priority Redlock's real PriorityEnv, noting when the
+// operation (its context marked with opKey) first sends to the servers:
+// after the lock read its start, so that the validity claimed from there
+// is no more than the lock claims from its own start.
+type opEnv struct {
+	ref.PriorityEnv
+	start atomic.Int64
+}
+
+func (e *opEnv) Send(ctx context.Context, timeout time.Duration, cmds []ref.Cmd) []ref.Result {
+	if ctx.Value(opKey{}) != nil {
+		e.start.CompareAndSwap(0, e.Now())
+	}
+	return e.PriorityEnv.Send(ctx, timeout, cmds)
+}
 
 func (s *server) close() {
 	if s.rl != nil {
 		s.rl.Close()
 	}
-	if s.env != nil && s.env.fixed {
+	if s.env != nil && s.env.marked != nil {
 		s.env.Close()
 	}
 }
@@ -147,7 +170,7 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 	if f.Bad != nil {
 		return process.Refuse("bad request", f.Bad.Error())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.o.OpTimeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), opKey{}, true), s.o.OpTimeout)
 	defer cancel()
 	s.env.begin()
 	d := time.Duration(ttl) * time.Millisecond
@@ -275,11 +298,13 @@ func (s *server) initPriority(key string, addrs []string, o ref.Options) map[str
 			s.logf("lost notice of %s: %v", x.Token, err)
 		}
 	}
-	pl, err := ref.NewPriority(addrs, o)
+	env := &opEnv{PriorityEnv: ref.RedisPriorityEnv(addrs)}
+	pl, err := ref.NewPriorityOn(env, o)
 	if err != nil {
+		env.Close()
 		return process.Refuse("unsupported", err.Error())
 	}
-	s.key, s.rl, s.env = key, pl, &clockEnv{Env: ref.RedisEnv(nil), fixed: true}
+	s.key, s.rl, s.env = key, pl, &clockEnv{Env: ref.RedisEnv(nil), marked: env}
 	s.acquire = pl.Acquire
 	return map[string]any{"type": "init_ok"}
 }

@@ -1,0 +1,88 @@
+package redlockprotocol_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/redlock"
+	"github.com/lockprover/lockprover/families/redlock/redlockprotocol"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// prioritySafety are the properties a priority Redlock's process is held
+// to on real Redis here (available needs a machine that answers within a
+// round's timeout).
+var prioritySafety = append(append([]string(nil), safety...), lease.StealOrder, lease.StealExact)
+
+func servePriority(mutant string) string {
+	cmd := lockprover + " serve-reference --kind priority-redlock"
+	if mutant != "" {
+		cmd += " --mutant " + mutant
+	}
+	return cmd
+}
+
+// validate-impl --kind priority-redlock passes the priority reference
+// served over the protocol, and fails a mutant that steals from an equal,
+// and one whose thief does not wait for its victim, at the checks that see
+// them.
+func TestValidatePriority(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	for _, c := range []struct{ mutant, fails string }{
+		{"", ""},
+		{"equal-steals", "FAIL  c2's acquire while c1 holds is held"},
+		{"no-ack-wait", "FAIL  c4 is granted only after c3's lost notice came"},
+	} {
+		var out strings.Builder
+		passed, err := redlockprotocol.Validate(context.Background(), servePriority(c.mutant), time.Minute, "", &out, true)
+		switch {
+		case err != nil:
+			t.Fatalf("%q: %v", c.mutant, err)
+		case c.fails == "" && (!passed || strings.Contains(out.String(), "FAIL") || !strings.Contains(out.String(), "ok    c3's lost notice names c4's token as the thief")):
+			t.Errorf("the priority reference fails validate-impl:\n%s", out.String())
+		case c.fails != "" && (passed || !strings.Contains(out.String(), c.fails)):
+			t.Errorf("mutant %s: passed %v, want %q in:\n%s", c.mutant, passed, c.fails, out.String())
+		}
+	}
+}
+
+// proveImpl proves the priority Redlock that command serves over the
+// protocol on drawn plans: up to plans of them, judged on props.
+func proveImpl(t *testing.T, command string, seed uint64, plans int, props []string) *prover.Outcome {
+	t.Helper()
+	impl := redlockprotocol.NewProcesses(command)
+	impl.InitTimeout = time.Minute
+	defer impl.Stop()
+	out, err := prover.Search{Config: prover.Config{Family: redlock.Config{Target: redlock.Redis{Impl: impl, Priority: true}, Priority: true}, Properties: props},
+		Seed: seed, Plans: plans, Shrink: time.Nanosecond}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The priority reference served over the protocol holds on drawn plans
+// on real redis-servers (its lost notices recorded from its processes'
+// lines), and its mutant equal-steals, served so, is caught by
+// steal-order.
+func TestProvePriorityThroughTheProtocol(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	out := proveImpl(t, servePriority(""), 1, 4, prioritySafety)
+	if out.Found != nil {
+		var b strings.Builder
+		histories.Write(&b, out.Found.Result.History)
+		t.Fatalf("the priority reference through the protocol: %s\n%s", out.Found.Summary(), b.String())
+	}
+	t.Logf("the priority reference through the protocol: %d plans, %v", out.Plans, out.Verdicts)
+	if out := proveImpl(t, servePriority("equal-steals"), 1, 20, []string{lease.StealOrder}); out.Found == nil {
+		t.Fatal("equal-steals through the protocol: not caught by steal-order in 20 plans")
+	} else {
+		t.Logf("equal-steals through the protocol: caught after %d plans: %s", out.Plans, out.Found.Summary())
+	}
+}
