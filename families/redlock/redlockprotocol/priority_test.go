@@ -2,6 +2,8 @@ package redlockprotocol_test
 
 import (
 	"context"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +86,74 @@ func TestProvePriorityThroughTheProtocol(t *testing.T) {
 		t.Fatal("equal-steals through the protocol: not caught by steal-order in 20 plans")
 	} else {
 		t.Logf("equal-steals through the protocol: caught after %d plans: %s", out.Plans, out.Found.Summary())
+	}
+}
+
+// python is the command of the Python priority Redlock
+// (examples/python/priority_redlock.py), with defect (its
+// LP_PRIORITY_DEFECT, "" for none); the test is skipped, saying so,
+// without python3.
+func python(t *testing.T, defect string) string {
+	t.Helper()
+	// /usr/bin/python3 first: a pyenv shim on PATH takes a second or
+	// more to start each process.
+	py, err := exec.LookPath("/usr/bin/python3")
+	if err != nil {
+		py, err = exec.LookPath("python3")
+	}
+	if err != nil {
+		t.Skip("skipped: no python3 on PATH, which runs examples/python/priority_redlock.py")
+	}
+	script, err := filepath.Abs("../../../examples/python/priority_redlock.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := py + " " + script
+	if defect != "" {
+		cmd = "LP_PRIORITY_DEFECT=" + defect + " " + cmd
+	}
+	return cmd
+}
+
+// The Python priority Redlock passes validate-impl; its defects
+// equal-steals and no-ack-wait fail it, each at the check that sees it.
+func TestValidatePythonPriority(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	for _, c := range []struct{ defect, fails string }{
+		{"", ""},
+		{"equal-steals", "FAIL  c2's acquire while c1 holds is held"},
+		{"no-ack-wait", "FAIL  c4 is granted only after c3's lost notice came"},
+	} {
+		var out strings.Builder
+		passed, err := redlockprotocol.Validate(context.Background(), python(t, c.defect), time.Minute, "", &out, true)
+		switch {
+		case err != nil:
+			t.Fatalf("%q: %v", c.defect, err)
+		case c.fails == "" && (!passed || strings.Contains(out.String(), "FAIL")):
+			t.Errorf("the Python priority Redlock fails validate-impl:\n%s", out.String())
+		case c.fails != "" && (passed || !strings.Contains(out.String(), c.fails)):
+			t.Errorf("defect %s: passed %v, want %q in:\n%s", c.defect, passed, c.fails, out.String())
+		}
+	}
+}
+
+// The Python priority Redlock holds on drawn plans on real redis-servers,
+// under every fault offered there; with its defect equal-steals, steal-order
+// catches it.
+func TestProvePythonPriority(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	out := proveImpl(t, python(t, ""), 2, 4, prioritySafety)
+	if out.Found != nil {
+		var b strings.Builder
+		histories.Write(&b, out.Found.Result.History)
+		t.Fatalf("the Python priority Redlock: %s\n%s", out.Found.Summary(), b.String())
+	}
+	t.Logf("the Python priority Redlock: %d plans, %v", out.Plans, out.Verdicts)
+	if out := proveImpl(t, python(t, "equal-steals"), 1, 20, []string{lease.StealOrder}); out.Found == nil {
+		t.Fatal("the Python priority Redlock with equal-steals: not caught by steal-order in 20 plans")
+	} else {
+		t.Logf("equal-steals: caught after %d plans: %s", out.Plans, out.Found.Summary())
 	}
 }
