@@ -6,8 +6,11 @@
 // run) and kills what is left on an interrupt; a Client sends it requests with increasing
 // ids and reads their replies within a timeout, giving up on a process
 // that breaks the protocol (the operation's outcome is then unknown). A
-// Server is the implementation side's transport, and a Checker prints the
-// checks of validate-impl.
+// family whose processes may speak unasked names those messages (OnNotice:
+// a priority lock's victim saying its lease was taken); they are handled as
+// they are read, and Drain handles what a process wrote so far. A
+// Server is the implementation side's transport (Lines writes its replies
+// and notices), and a Checker prints the checks of validate-impl.
 //
 // What a request and its reply mean is no business of this package's:
 // each family brings its side of the protocol from its own folder

@@ -215,14 +215,10 @@ return 2
 # settle: KEYS lock; ARGV token. 1 (and the chain marked told) if token
 # holds the key, -1 if another does, 0 if nobody.
 SETTLE = """
-local holder = redis.call('HGET', KEYS[1], 'acq')
-if holder == ARGV[1] then
-  local n = redis.call('HGET', KEYS[1], 'vn')
-  if n then redis.call('HSET', KEYS[1], 'told', n) end
-  return 1
-end
-if holder then return -1 end
-return 0
+local e = redis.call('HMGET', KEYS[1], 'acq', 'vn')
+if e[1] ~= ARGV[1] then return e[1] and -1 or 0 end
+if e[2] then redis.call('HSET', KEYS[1], 'told', e[2]) end
+return 1
 """
 
 # refresh: KEYS lock; ARGV token, ttl ms. 1, -1 (another holds), 0 (free).

@@ -1,7 +1,6 @@
 package redlockprotocol_test
 
 import (
-	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,13 +19,7 @@ import (
 // round's timeout).
 var prioritySafety = append(append([]string(nil), safety...), lease.StealOrder, lease.StealExact)
 
-func servePriority(mutant string) string {
-	cmd := lockprover + " serve-reference --kind priority-redlock"
-	if mutant != "" {
-		cmd += " --mutant " + mutant
-	}
-	return cmd
-}
+func servePriority(mutant string) string { return serveKind("priority-redlock", mutant) }
 
 // validate-impl --kind priority-redlock passes the priority reference
 // served over the protocol, and fails a mutant that steals from an equal,
@@ -35,32 +28,26 @@ func servePriority(mutant string) string {
 func TestValidatePriority(t *testing.T) {
 	t.Parallel()
 	onRedis(t)
-	for _, c := range []struct{ mutant, fails string }{
-		{"", ""},
-		{"equal-steals", "FAIL  c2's acquire while c1 holds is held"},
-		{"no-ack-wait", "FAIL  c4 is granted only after c3's lost notice came"},
-	} {
-		var out strings.Builder
-		passed, err := redlockprotocol.Validate(context.Background(), servePriority(c.mutant), time.Minute, "", &out, true)
-		switch {
-		case err != nil:
-			t.Fatalf("%q: %v", c.mutant, err)
-		case c.fails == "" && (!passed || strings.Contains(out.String(), "FAIL") || !strings.Contains(out.String(), "ok    c3's lost notice names c4's token as the thief")):
-			t.Errorf("the priority reference fails validate-impl:\n%s", out.String())
-		case c.fails != "" && (passed || !strings.Contains(out.String(), c.fails)):
-			t.Errorf("mutant %s: passed %v, want %q in:\n%s", c.mutant, passed, c.fails, out.String())
-		}
-	}
+	validates(t, servePriority, true, "ok    c3's lost notice names c4's token as the thief", priorityCases)
 }
 
-// proveImpl proves the priority Redlock that command serves over the
-// protocol on drawn plans: up to plans of them, judged on props.
-func proveImpl(t *testing.T, command string, seed uint64, plans int, props []string) *prover.Outcome {
+// priorityCases are the priority mutants (or defects) validate-impl
+// catches, each at its check.
+var priorityCases = []validateCase{
+	{"", ""},
+	{"equal-steals", "FAIL  c2's acquire while c1 holds is held"},
+	{"no-ack-wait", "FAIL  c4 is granted only after c3's lost notice came"},
+}
+
+// proveImpl proves the Redlock (a priority Redlock, with priority) that
+// command serves over the protocol on drawn plans: up to plans of them,
+// judged on props.
+func proveImpl(t *testing.T, command string, priority bool, seed uint64, plans int, props []string) *prover.Outcome {
 	t.Helper()
 	impl := redlockprotocol.NewProcesses(command)
 	impl.InitTimeout = time.Minute
 	defer impl.Stop()
-	out, err := prover.Search{Config: prover.Config{Family: redlock.Config{Target: redlock.Redis{Impl: impl, Priority: true}, Priority: true}, Properties: props},
+	out, err := prover.Search{Config: prover.Config{Family: redlock.Config{Target: redlock.Redis{Impl: impl, Priority: priority}, Priority: priority}, Properties: props},
 		Seed: seed, Plans: plans, Shrink: time.Nanosecond}.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -75,14 +62,14 @@ func proveImpl(t *testing.T, command string, seed uint64, plans int, props []str
 func TestProvePriorityThroughTheProtocol(t *testing.T) {
 	t.Parallel()
 	onRedis(t)
-	out := proveImpl(t, servePriority(""), 1, 4, prioritySafety)
+	out := proveImpl(t, servePriority(""), true, 1, 4, prioritySafety)
 	if out.Found != nil {
 		var b strings.Builder
 		histories.Write(&b, out.Found.Result.History)
 		t.Fatalf("the priority reference through the protocol: %s\n%s", out.Found.Summary(), b.String())
 	}
 	t.Logf("the priority reference through the protocol: %d plans, %v", out.Plans, out.Verdicts)
-	if out := proveImpl(t, servePriority("equal-steals"), 1, 20, []string{lease.StealOrder}); out.Found == nil {
+	if out := proveImpl(t, servePriority("equal-steals"), true, 1, 20, []string{lease.StealOrder}); out.Found == nil {
 		t.Fatal("equal-steals through the protocol: not caught by steal-order in 20 plans")
 	} else {
 		t.Logf("equal-steals through the protocol: caught after %d plans: %s", out.Plans, out.Found.Summary())
@@ -120,22 +107,7 @@ func python(t *testing.T, defect string) string {
 func TestValidatePythonPriority(t *testing.T) {
 	t.Parallel()
 	onRedis(t)
-	for _, c := range []struct{ defect, fails string }{
-		{"", ""},
-		{"equal-steals", "FAIL  c2's acquire while c1 holds is held"},
-		{"no-ack-wait", "FAIL  c4 is granted only after c3's lost notice came"},
-	} {
-		var out strings.Builder
-		passed, err := redlockprotocol.Validate(context.Background(), python(t, c.defect), time.Minute, "", &out, true)
-		switch {
-		case err != nil:
-			t.Fatalf("%q: %v", c.defect, err)
-		case c.fails == "" && (!passed || strings.Contains(out.String(), "FAIL")):
-			t.Errorf("the Python priority Redlock fails validate-impl:\n%s", out.String())
-		case c.fails != "" && (passed || !strings.Contains(out.String(), c.fails)):
-			t.Errorf("defect %s: passed %v, want %q in:\n%s", c.defect, passed, c.fails, out.String())
-		}
-	}
+	validates(t, func(defect string) string { return python(t, defect) }, true, "ok    c3's lost notice names c4's token as the thief", priorityCases)
 }
 
 // The Python priority Redlock holds on drawn plans on real redis-servers,
@@ -144,14 +116,14 @@ func TestValidatePythonPriority(t *testing.T) {
 func TestProvePythonPriority(t *testing.T) {
 	t.Parallel()
 	onRedis(t)
-	out := proveImpl(t, python(t, ""), 2, 4, prioritySafety)
+	out := proveImpl(t, python(t, ""), true, 2, 4, prioritySafety)
 	if out.Found != nil {
 		var b strings.Builder
 		histories.Write(&b, out.Found.Result.History)
 		t.Fatalf("the Python priority Redlock: %s\n%s", out.Found.Summary(), b.String())
 	}
 	t.Logf("the Python priority Redlock: %d plans, %v", out.Plans, out.Verdicts)
-	if out := proveImpl(t, python(t, "equal-steals"), 1, 20, []string{lease.StealOrder}); out.Found == nil {
+	if out := proveImpl(t, python(t, "equal-steals"), true, 1, 20, []string{lease.StealOrder}); out.Found == nil {
 		t.Fatal("the Python priority Redlock with equal-steals: not caught by steal-order in 20 plans")
 	} else {
 		t.Logf("equal-steals: caught after %d plans: %s", out.Plans, out.Found.Summary())
