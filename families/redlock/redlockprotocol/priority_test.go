@@ -9,7 +9,6 @@ import (
 
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/families/redlock"
-	"github.com/lockprover/lockprover/families/redlock/redlockprotocol"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -44,9 +43,7 @@ var priorityCases = []validateCase{
 // judged on props.
 func proveImpl(t *testing.T, command string, priority bool, seed uint64, plans int, props []string) *prover.Outcome {
 	t.Helper()
-	impl := redlockprotocol.NewProcesses(command)
-	impl.InitTimeout = time.Minute
-	defer impl.Stop()
+	impl := processes(t, command)
 	out, err := prover.Search{Config: prover.Config{Family: redlock.Config{Target: redlock.Redis{Impl: impl, Priority: priority}, Priority: priority}, Properties: props},
 		Seed: seed, Plans: plans, Shrink: time.Nanosecond}.Run()
 	if err != nil {

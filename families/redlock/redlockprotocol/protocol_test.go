@@ -105,13 +105,20 @@ func TestProveThroughTheProtocol(t *testing.T) {
 	}
 }
 
+// processes is the implementation command starts, given a minute to
+// answer init (a loaded machine), its processes killed when t ends.
+func processes(t *testing.T, command string) *redlockprotocol.Processes {
+	impl := redlockprotocol.NewProcesses(command)
+	impl.InitTimeout = time.Minute
+	t.Cleanup(impl.Stop)
+	return impl
+}
+
 // onePlan runs a one-client plan against the fake implementation in
 // mode, on one private redis-server.
 func onePlan(t *testing.T, mode string, steps []redlock.Step) *prover.Result {
 	t.Helper()
-	impl := redlockprotocol.NewProcesses("/usr/bin/python3 testdata/fake_redlock.py " + mode)
-	impl.InitTimeout = time.Minute
-	defer impl.Stop()
+	impl := processes(t, "/usr/bin/python3 testdata/fake_redlock.py "+mode)
 	p := &redlock.Plan{Version: redlock.PlanVersion, Kind: redlock.Kind, Key: "lp", Servers: 1, Persistence: redlock.PersistNone, TTLMs: 1000,
 		Clients: [][]redlock.Step{steps}}
 	res, err := redlock.Redis{Impl: impl}.Run(context.Background(), p)
