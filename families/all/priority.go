@@ -10,6 +10,7 @@ import (
 	"github.com/lockprover/lockprover/families/redlock"
 	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/bench"
 )
 
 // PriorityRedlock is the priority Redlock (families/redlock, PriorityKind):
@@ -18,7 +19,9 @@ import (
 // priority never steals. Its plans run on the simulated servers or on real
 // redis-servers each plan starts (the reference and its mutants), and an
 // implementation in any language proves through the process protocol
-// (redlockprotocol, its priority part) on real redis-servers.
+// (redlockprotocol, its priority part) on real redis-servers; bench
+// measures the reference on private redis-servers beside its scripts sent
+// raw.
 var PriorityRedlock = &family.Descriptor{
 	Name:       redlock.PriorityKind,
 	Kinds:      []string{redlock.PriorityKind},
@@ -34,6 +37,9 @@ var PriorityRedlock = &family.Descriptor{
 	},
 	Validate: func(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
 		return validateKind(ctx, command, s, out, true)
+	},
+	Bench: func(ctx context.Context, s family.Settings, c bench.Config, out io.Writer) error {
+		return benchKind(ctx, s, c, out, true)
 	},
 }
 

@@ -230,6 +230,12 @@ func validateKind(ctx context.Context, command string, s family.Settings, out io
 // redlockBench measures the reference on --servers private redis-servers
 // (3 for 0).
 func redlockBench(ctx context.Context, s family.Settings, c bench.Config, out io.Writer) error {
+	return benchKind(ctx, s, c, out, false)
+}
+
+// benchKind measures the Redlock reference, or the priority Redlock's
+// (priority), on --servers private redis-servers (3 for 0).
+func benchKind(ctx context.Context, s family.Settings, c bench.Config, out io.Writer, priority bool) error {
 	n, err := strconv.Atoi(s.Flag("servers"))
 	if err != nil || n < 0 || n > 9 {
 		return family.Usagef("--servers: want 0 (3) to 9, got %q", s.Flag("servers"))
@@ -237,7 +243,7 @@ func redlockBench(ctx context.Context, s family.Settings, c bench.Config, out io
 	if n == 0 {
 		n = 3
 	}
-	err = redlock.Bench(ctx, n, "", c, out)
+	err = redlock.Bench(ctx, n, "", priority, c, out)
 	if errors.Is(err, redis.ErrNoRedis) {
 		return &family.UsageError{Err: err}
 	}
