@@ -6,8 +6,11 @@
 // run) and kills what is left on an interrupt; a Client sends it requests with increasing
 // ids and reads their replies within a timeout, giving up on a process
 // that breaks the protocol (the operation's outcome is then unknown). A
-// Server is the implementation side's transport, and a Checker prints the
-// checks of validate-impl.
+// family whose processes may speak unasked names those messages (OnNotice:
+// a priority lock's victim saying its lease was taken); they are handled as
+// they are read, and Drain handles what a process wrote so far. A
+// Server is the implementation side's transport (Lines writes its replies
+// and notices), and a Checker prints the checks of validate-impl.
 //
 // What a request and its reply mean is no business of this package's:
 // each family brings its side of the protocol from its own folder
@@ -16,7 +19,7 @@
 package process
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -226,7 +229,7 @@ type Client struct {
 	name    string
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
-	lines   chan string   // stdout, line by line; closed at EOF
+	replies *inbox        // stdout's replies, line by line, and its end
 	exited  chan struct{} // closed once the process has been reaped
 	stderr  *tail
 	timeout time.Duration
@@ -235,6 +238,15 @@ type Client struct {
 	// closes (Checker.Ends): ExitGrace, or the init timeout the launcher
 	// was given (Launcher.InitTimeout, --init-timeout) if longer.
 	exitGrace time.Duration
+
+	// out is stdout, read in full by whoever holds rmu: the reader's
+	// goroutine, or Drain. partial is a line not ended yet; notices, if
+	// set, handles the lines no request asked for (see OnNotice).
+	out     syscall.RawConn
+	rmu     sync.Mutex
+	partial []byte
+	eof     bool
+	notices *noticeHandler
 
 	mu       sync.Mutex
 	next     int
@@ -259,7 +271,7 @@ func start(command, name string, timeout time.Duration) (*Client, error) {
 		return nil, err
 	}
 	cmd.Stdout = w
-	c := &Client{name: name, cmd: cmd, stdin: stdin, lines: make(chan string, 16), exited: make(chan struct{}),
+	c := &Client{name: name, cmd: cmd, stdin: stdin, replies: newInbox(), exited: make(chan struct{}),
 		stderr: &tail{}, timeout: timeout, next: 1}
 	cmd.Stderr = c.stderr
 	err = cmd.Start()
@@ -286,20 +298,75 @@ func start(command, name string, timeout time.Duration) (*Client, error) {
 	return c, nil
 }
 
-// read passes stdout's lines to c.lines until it ends.
+// read reads stdout until it ends, as its bytes come (see pull).
 func (c *Client) read(stdout *os.File) {
 	defer stdout.Close()
-	r := bufio.NewReaderSize(stdout, 64<<10)
+	raw, err := stdout.SyscallConn()
+	if err != nil {
+		c.replies.end()
+		return
+	}
+	c.rmu.Lock()
+	c.out = raw
+	c.rmu.Unlock()
+	raw.Read(func(fd uintptr) bool { return c.pull(fd) })
+	c.rmu.Lock()
+	if !c.eof { // the pipe failed: nothing more can be read
+		c.finish()
+	}
+	c.rmu.Unlock()
+}
+
+// pull reads everything stdout holds now, without waiting, and hands its
+// lines on (dispatch), with rmu held: the reader's goroutine and Drain
+// read alike, one at a time. It says whether stdout has ended.
+func (c *Client) pull(fd uintptr) bool {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if c.eof {
+		return true
+	}
+	var buf [64 << 10]byte
 	for {
-		line, err := r.ReadString('\n')
-		if line != "" {
-			c.lines <- strings.TrimRight(line, "\r\n")
+		n, err := syscall.Read(int(fd), buf[:])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return false
+		case n > 0:
+			c.split(buf[:n])
+			continue
 		}
-		if err != nil {
-			close(c.lines)
+		c.finish()
+		return true
+	}
+}
+
+// split hands on each whole line of what was read, keeping the rest.
+func (c *Client) split(b []byte) {
+	c.partial = append(c.partial, b...)
+	for {
+		i := bytes.IndexByte(c.partial, '\n')
+		if i < 0 {
 			return
 		}
+		line := strings.TrimRight(string(c.partial[:i]), "\r")
+		c.partial = c.partial[i+1:]
+		c.dispatch(line)
 	}
+}
+
+// finish ends stdout (rmu held): a last line without its newline is
+// handed on too.
+func (c *Client) finish() {
+	c.eof = true
+	if len(c.partial) > 0 {
+		line := strings.TrimRight(string(c.partial), "\r")
+		c.partial = nil
+		c.dispatch(line)
+	}
+	c.replies.end()
 }
 
 func exitStatus(err error) string {
@@ -367,19 +434,9 @@ func (c *Client) Call(ctx context.Context, d time.Duration, req Request, wants .
 	if _, err := c.stdin.Write(append(line, '\n')); err != nil {
 		return Reply{}, c.ended(fmt.Sprintf("could not be written to (%v)", err))
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	var text string
-	select {
-	case l, ok := <-c.lines:
-		if !ok {
-			return Reply{}, c.ended("closed its stdout")
-		}
-		text = l
-	case <-timer.C:
-		return Reply{}, c.hang(req["type"], d)
-	case <-ctx.Done():
-		return Reply{}, c.GiveUp(fmt.Sprintf("did not answer before %v", ctx.Err()))
+	text, err := c.reply(ctx, d, req["type"])
+	if err != nil {
+		return Reply{}, err
 	}
 	r, err := c.decode(text, id, wants)
 	if err != nil {
@@ -389,6 +446,150 @@ func (c *Client) Call(ctx context.Context, d time.Duration, req Request, wants .
 		return r, nil
 	}
 	return Reply{}, c.decodeError(r.Fields, text)
+}
+
+// reply waits up to d (within ctx) for the next reply line of a request
+// of type typ.
+func (c *Client) reply(ctx context.Context, d time.Duration, typ any) (string, error) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		line, ok, ended := c.replies.take()
+		switch {
+		case ok:
+			return line, nil
+		case ended:
+			return "", c.ended("closed its stdout")
+		}
+		select {
+		case <-c.replies.more:
+		case <-timer.C:
+			return "", c.hang(typ, d)
+		case <-ctx.Done():
+			return "", c.GiveUp(fmt.Sprintf("did not answer before %v", ctx.Err()))
+		}
+	}
+}
+
+// An inbox holds the reply lines read and not yet taken, in order, and
+// says when stdout has ended: the reader never waits for a taker.
+type inbox struct {
+	mu    sync.Mutex
+	lines []string
+	ended bool
+	more  chan struct{} // has a value after a put or the end
+}
+
+func newInbox() *inbox { return &inbox{more: make(chan struct{}, 1)} }
+
+func (b *inbox) put(line string) {
+	b.mu.Lock()
+	b.lines = append(b.lines, line)
+	b.mu.Unlock()
+	b.signal()
+}
+
+func (b *inbox) end() {
+	b.mu.Lock()
+	b.ended = true
+	b.mu.Unlock()
+	b.signal()
+}
+
+func (b *inbox) signal() {
+	select {
+	case b.more <- struct{}{}:
+	default:
+	}
+}
+
+// take is the oldest line (ok), or says that none is left and stdout has
+// ended.
+func (b *inbox) take() (line string, ok, ended bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.lines) > 0 {
+		line = b.lines[0]
+		b.lines = b.lines[1:]
+		return line, true, false
+	}
+	return "", false, b.ended
+}
+
+// A Notice is a message a process wrote unasked: a JSON object with a
+// "type" the family named (OnNotice) and no "id".
+type Notice struct {
+	Type   string
+	Fields map[string]json.RawMessage
+}
+
+// noticeHandler is what OnNotice set.
+type noticeHandler struct {
+	types  []string
+	handle func(Notice) error
+}
+
+// OnNotice makes the process's lines without an "id" notices, which
+// handle receives as they are read (from the reader's goroutine, or from
+// Drain's caller, one at a time), if their type is one of types: a family
+// whose processes may speak unasked (a priority lock's victim saying that
+// its lease was taken) names what they may say. Once it is set, a line
+// without an id of any other type, or one handle refuses (its error says
+// why), breaks the protocol: the process is given up on, at once. Set it
+// before the first request that may cause a notice; replies (lines with an
+// id) are read as ever.
+func (c *Client) OnNotice(types []string, handle func(Notice) error) {
+	c.rmu.Lock()
+	c.notices = &noticeHandler{types: types, handle: handle}
+	c.rmu.Unlock()
+}
+
+// Drain reads what the process has written to stdout so far and handles
+// its notices before it returns (a line the process has not finished
+// writing excepted). A notice the process wrote before something that
+// another process then did, which lockprover saw (a thief's grant that
+// the notice's acknowledgement allowed), is then handled before lockprover
+// handles that: the reader's goroutine alone would handle it some time
+// after the process wrote it, with no bound. It must not be called from a
+// notice handler.
+func (c *Client) Drain() {
+	c.rmu.Lock()
+	raw := c.out
+	c.rmu.Unlock()
+	if raw != nil {
+		raw.Control(func(fd uintptr) { c.pull(fd) })
+	}
+}
+
+// dispatch hands on a whole line read (rmu held): a notice to its handler
+// at once, anything else to the replies.
+func (c *Client) dispatch(line string) {
+	h := c.notices
+	if h == nil {
+		c.replies.put(line)
+		return
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal([]byte(line), &fields) != nil || fields == nil || fields["id"] != nil {
+		c.replies.put(line) // a reply, or garbage that the next call reports
+		return
+	}
+	var typ string
+	if err := json.Unmarshal(fields["type"], &typ); err != nil || !slices.Contains(h.types, typ) {
+		c.GiveUp(fmt.Sprintf("wrote a message without an id whose \"type\" is %s: only %s may come unasked: %.200s", orAbsent(fields["type"]), strings.Join(quoted(h.types), " or "), line))
+		return
+	}
+	if err := h.handle(Notice{Type: typ, Fields: fields}); err != nil {
+		c.GiveUp(fmt.Sprintf("wrote a %s notice that breaks the protocol (%v): %.200s", typ, err, line))
+	}
+}
+
+// orAbsent is a field as it came, for a message: "absent" if it did not.
+func orAbsent(raw json.RawMessage) string {
+	if raw == nil {
+		return "absent"
+	}
+	return string(raw)
 }
 
 // decode decodes text, the reply to request id, which must be a JSON

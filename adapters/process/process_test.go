@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -256,5 +258,75 @@ func TestEndsChecksTheExit(t *testing.T) {
 				t.Errorf("failed after %v, before the grace ran out", time.Since(start))
 			}
 		})
+	}
+}
+
+// Lines without an id are notices once a family names their types: each
+// goes to its handler as it is read, in order with the replies; Drain
+// returns only once what the process wrote so far is handled; an id-less
+// line of a type not named, or one the handler refuses, gives the
+// process up at once.
+func TestNotices(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	script := `read l; echo '{"id":1,"type":"init_ok"}'
+read l; echo '{"type":"lost","token":"a"}'; echo '{"id":2,"type":"pong"}'
+read l; echo '{"type":"lost","token":"b"}'; touch ` + dir + `/wrote; sleep 600`
+	c, err := (&process.Launcher{Command: script}).Launch(ctx, "c1", toyInit("c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Kill()
+	var got []string
+	var mu sync.Mutex
+	c.OnNotice([]string{"lost"}, func(n process.Notice) error {
+		var token string
+		if err := json.Unmarshal(n.Fields["token"], &token); err != nil || token == "" {
+			return errors.New(`"token" is not a non-empty string`)
+		}
+		mu.Lock()
+		got = append(got, token)
+		mu.Unlock()
+		return nil
+	})
+	if _, err := c.Call(ctx, 5*time.Second, process.Request{"type": "ping"}, "pong"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(got) != 1 || got[0] != "a" {
+		t.Errorf("after the reply, notices %q: want [a], handled before the reply that followed it", got)
+	}
+	mu.Unlock()
+	if _, err := c.Call(ctx, 300*time.Millisecond, process.Request{"type": "ping"}, "pong"); err == nil {
+		t.Fatal("a ping with no answer passed")
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(dir + "/wrote"); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	c.Drain()
+	mu.Lock()
+	if len(got) != 2 || got[1] != "b" {
+		t.Errorf("after Drain, notices %q: want [a b]", got)
+	}
+	mu.Unlock()
+
+	for _, tc := range []struct{ line, want string }{
+		{`{"type":"gossip"}`, `wrote a message without an id whose "type" is "gossip": only "lost" may come unasked`},
+		{`{"type":"lost"}`, `wrote a lost notice that breaks the protocol ("token" is not a non-empty string)`},
+	} {
+		c, err := (&process.Launcher{Command: `read l; echo '{"id":1,"type":"init_ok"}'; read l; echo '` + tc.line + `'; sleep 600`}).Launch(ctx, "c1", toyInit("c1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.OnNotice([]string{"lost"}, func(n process.Notice) error {
+			return errors.New(`"token" is not a non-empty string`)
+		})
+		_, err = c.Call(ctx, 5*time.Second, process.Request{"type": "ping"}, "pong")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(c.Crashed(), tc.want) {
+			t.Errorf("%s: got %v (crashed: %q), want it given up: %s", tc.line, err, c.Crashed(), tc.want)
+		}
+		c.Kill()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // A Server is the implementation side's transport, for a family's
@@ -23,6 +24,34 @@ type Server struct {
 	// skipped, a line that is not a JSON object is "a request must be one
 	// JSON object", and a missing id or type is "absent".
 	Lenient bool
+	// Out, if set, is where the replies go (w is then unused): a server
+	// whose processes speak unasked (a priority lock's lost notice)
+	// writes its notices through it too, from any goroutine.
+	Out *Lines
+}
+
+// Lines writes a server's messages to stdout, one JSON object a line, each
+// flushed before Write returns, one at a time: replies and notices from
+// goroutines of their own never interleave, and a notice written is on its
+// way before the server does what must follow it.
+type Lines struct {
+	mu  sync.Mutex
+	out *bufio.Writer
+}
+
+// NewLines writes to w.
+func NewLines(w io.Writer) *Lines { return &Lines{out: bufio.NewWriter(w)} }
+
+// Write writes m as one line and flushes it.
+func (l *Lines) Write(m map[string]any) error {
+	line, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.out.Write(append(line, '\n'))
+	return l.out.Flush()
 }
 
 // Serve answers the requests read from r on w until r ends. A line that
@@ -30,7 +59,10 @@ type Server struct {
 // type that is not a string) is answered with a definite "bad request"
 // error, id 0 when its id cannot be read.
 func (s Server) Serve(r io.Reader, w io.Writer) error {
-	out := bufio.NewWriter(w)
+	out := s.Out
+	if out == nil {
+		out = NewLines(w)
+	}
 	in := bufio.NewScanner(r)
 	in.Buffer(make([]byte, 64<<10), 1<<20)
 	for in.Scan() {
@@ -39,9 +71,7 @@ func (s Server) Serve(r io.Reader, w io.Writer) error {
 		}
 		id, reply := s.answer(in.Bytes())
 		reply["id"] = id
-		line, _ := json.Marshal(reply)
-		out.Write(append(line, '\n'))
-		if err := out.Flush(); err != nil {
+		if err := out.Write(reply); err != nil {
 			return err
 		}
 	}

@@ -35,7 +35,7 @@ func validateRedlock(t *testing.T, command string) string {
 	var out strings.Builder
 	// A runtime started beside the whole suite may take more than the
 	// protocol's 10 s to answer init.
-	_, err := redlockprotocol.Validate(ctx, command, time.Minute, "", &out)
+	_, err := redlockprotocol.Validate(ctx, command, time.Minute, "", &out, false)
 	if errors.Is(err, redis.ErrNoRedis) {
 		t.Skipf("needs redis-server (apt-get install redis-server): %v", err)
 	}

@@ -1,20 +1,27 @@
 package all
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/families/redlock"
 	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/bench"
 )
 
 // PriorityRedlock is the priority Redlock (families/redlock, PriorityKind):
 // an acquirer of strictly higher priority takes the lock from its holder
 // and acts once the holder acknowledged (or could no longer hold); equal
 // priority never steals. Its plans run on the simulated servers or on real
-// redis-servers each plan starts (the reference and its mutants; an
-// implementation of one's own is not offered for it yet).
+// redis-servers each plan starts (the reference and its mutants), and an
+// implementation in any language proves through the process protocol
+// (redlockprotocol, its priority part) on real redis-servers; bench
+// measures the reference on private redis-servers beside its scripts sent
+// raw.
 var PriorityRedlock = &family.Descriptor{
 	Name:       redlock.PriorityKind,
 	Kinds:      []string{redlock.PriorityKind},
@@ -25,6 +32,15 @@ var PriorityRedlock = &family.Descriptor{
 	Setup:      prioritySetup,
 	ReadPlan:   func(path string) (prover.Plan, error) { return redlock.ReadPlan(path) },
 	Replay:     priorityReplay,
+	Serve: func(in io.Reader, out, log io.Writer, mutant, options string) error {
+		return serveKind(in, out, log, mutant, options, true)
+	},
+	Validate: func(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
+		return validateKind(ctx, command, s, out, true)
+	},
+	Bench: func(ctx context.Context, s family.Settings, c bench.Config, out io.Writer) error {
+		return benchKind(ctx, s, c, out, true)
+	},
 }
 
 func init() {
@@ -35,17 +51,14 @@ func init() {
 	family.Register(PriorityRedlock)
 }
 
-// noPriorityImpl refuses --impl for the priority Redlock: only the
-// reference (and its mutants) runs.
-var noPriorityImpl = fmt.Errorf("--impl: --kind %s proves the reference (or a mutant) only, not an implementation of one's own yet", redlock.PriorityKind)
-
 // prioritySetup makes a priority Redlock proof from the command line: the
 // reference (or a mutant) on the simulated servers or real redis-servers,
-// with Redlock's flags.
+// or an implementation's processes on real redis-servers, with Redlock's
+// flags.
 func prioritySetup(s family.Settings) (*family.Setup, error) {
 	switch {
-	case s.Impl != "":
-		return nil, noPriorityImpl
+	case s.Impl != "" && s.Mutant != "":
+		return nil, errors.New("--mutant: a mutant is a variant of the reference; it cannot run with --impl")
 	case s.Mutant != "" && (redlock.MutantNamed(s.Mutant) == nil || !redlock.MutantNamed(s.Mutant).Priority):
 		return nil, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", redlock.PriorityKind, s.Mutant, redlock.PriorityKind)
 	}
@@ -62,15 +75,13 @@ func prioritySetup(s family.Settings) (*family.Setup, error) {
 }
 
 // priorityReplay makes a priority Redlock plan read back ready to run on
-// the simulated servers (its trace to s.Trace) or on real redis-servers.
+// the simulated servers (its trace to s.Trace) or on real redis-servers,
+// against the reference, a mutant or an implementation's processes.
 func priorityReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	p := pl.(*redlock.Plan)
 	ok := redlock.MutantNamed(s.Mutant) != nil && redlock.MutantNamed(s.Mutant).Priority
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, ok, "no priority-redlock mutant named %q (see lockprover mutants --kind priority-redlock)"); err != nil {
 		return nil, err
-	}
-	if s.Impl != "" {
-		return nil, noPriorityImpl
 	}
 	return replayOn(s, redlock.Config{Mutant: p.Mutant, Priority: true})
 }

@@ -100,6 +100,10 @@ func redlockSetup(s family.Settings) (*family.Setup, error) {
 // redlockTarget sets where Redlock's plans run: the simulated servers, or
 // real redis-servers each plan starts (--target redis).
 func redlockTarget(s family.Settings, c *redlock.Config) (*family.Setup, error) {
+	kind := redlock.Kind
+	if s.Kind != "" {
+		kind = s.Kind // or the priority Redlock's
+	}
 	switch {
 	case s.Impl != "" && s.Target != "" && s.Target != "redis":
 		return nil, fmt.Errorf("--impl: an implementation runs on real redis-servers (--target redis), not --target %s", s.Target)
@@ -108,7 +112,7 @@ func redlockTarget(s family.Settings, c *redlock.Config) (*family.Setup, error) 
 	case s.Impl != "":
 		impl := redlockprotocol.NewProcesses(s.Impl)
 		impl.InitTimeout = s.InitTimeout
-		t := redlock.Redis{Impl: impl}
+		t := redlock.Redis{Impl: impl, Priority: kind == redlock.PriorityKind}
 		c.Target = t
 		return &family.Setup{Target: "redis", Real: true, Where: t.String(), What: impl.String(),
 			Replay: []string{"--target", "redis", "--impl", family.Quote(s.Impl)}, Interrupt: impl.Stop,
@@ -117,7 +121,7 @@ func redlockTarget(s family.Settings, c *redlock.Config) (*family.Setup, error) 
 					return family.Usagef("--target redis: %v", err)
 				}
 				if err := t.Preflight(ctx); err != nil {
-					return &family.ImplError{Err: err, Command: s.Impl, Kind: redlock.Kind}
+					return &family.ImplError{Err: err, Command: s.Impl, Kind: kind}
 				}
 				return nil
 			}, Stop: impl.Stop}, nil
@@ -133,10 +137,6 @@ func redlockTarget(s family.Settings, c *redlock.Config) (*family.Setup, error) 
 				}
 				return nil
 			}}, nil
-	}
-	kind := redlock.Kind
-	if s.Kind != "" {
-		kind = s.Kind // or the priority Redlock's
 	}
 	return nil, fmt.Errorf("--target: --kind %s runs on the simulated Redis servers (--target sim) or real redis-servers (--target redis)", kind)
 }
@@ -184,14 +184,24 @@ func (t traced) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
 // redlockServe serves the Redlock reference (or a mutant) over the
 // process protocol.
 func redlockServe(in io.Reader, out, log io.Writer, mutant, options string) error {
-	if options != "" {
-		return family.Usagef("--options: redlock's reference has no options")
+	return serveKind(in, out, log, mutant, options, false)
+}
+
+// serveKind serves the Redlock reference, or the priority Redlock's
+// (priority), or a mutant of it, over the process protocol.
+func serveKind(in io.Reader, out, log io.Writer, mutant, options string, priority bool) error {
+	kind := redlock.Kind
+	if priority {
+		kind = redlock.PriorityKind
 	}
-	o := redlockprotocol.ServeOptions{Log: log}
+	if options != "" {
+		return family.Usagef("--options: %s's reference has no options", kind)
+	}
+	o := redlockprotocol.ServeOptions{Log: log, Priority: priority}
 	if mutant != "" {
 		m := redlock.MutantNamed(mutant)
-		if m == nil {
-			return family.Usagef("--mutant: no mutant named %q (see lockprover mutants --kind redlock)", mutant)
+		if m == nil || m.Priority != priority {
+			return family.Usagef("--mutant: no mutant named %q (see lockprover mutants --kind %s)", mutant, kind)
 		}
 		m.Apply(&o.Defects)
 	}
@@ -201,10 +211,16 @@ func redlockServe(in io.Reader, out, log io.Writer, mutant, options string) erro
 // redlockValidate checks a Redlock implementation on private
 // redis-servers.
 func redlockValidate(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
+	return validateKind(ctx, command, s, out, false)
+}
+
+// validateKind checks a Redlock implementation, or a priority Redlock
+// (priority), on private redis-servers.
+func validateKind(ctx context.Context, command string, s family.Settings, out io.Writer, priority bool) (bool, error) {
 	if s.Options != "" {
 		return false, family.Usagef("--options: redlock's sessions have no options")
 	}
-	passed, err := redlockprotocol.Validate(ctx, command, s.InitTimeout, "", out)
+	passed, err := redlockprotocol.Validate(ctx, command, s.InitTimeout, "", out, priority)
 	if err != nil && ctx.Err() == nil {
 		return false, family.Usagef("redis-server: %v", err)
 	}
@@ -214,6 +230,12 @@ func redlockValidate(ctx context.Context, command string, s family.Settings, out
 // redlockBench measures the reference on --servers private redis-servers
 // (3 for 0).
 func redlockBench(ctx context.Context, s family.Settings, c bench.Config, out io.Writer) error {
+	return benchKind(ctx, s, c, out, false)
+}
+
+// benchKind measures the Redlock reference, or the priority Redlock's
+// (priority), on --servers private redis-servers (3 for 0).
+func benchKind(ctx context.Context, s family.Settings, c bench.Config, out io.Writer, priority bool) error {
 	n, err := strconv.Atoi(s.Flag("servers"))
 	if err != nil || n < 0 || n > 9 {
 		return family.Usagef("--servers: want 0 (3) to 9, got %q", s.Flag("servers"))
@@ -221,7 +243,7 @@ func redlockBench(ctx context.Context, s family.Settings, c bench.Config, out io
 	if n == 0 {
 		n = 3
 	}
-	err = redlock.Bench(ctx, n, "", c, out)
+	err = redlock.Bench(ctx, n, "", priority, c, out)
 	if errors.Is(err, redis.ErrNoRedis) {
 		return &family.UsageError{Err: err}
 	}

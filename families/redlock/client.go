@@ -78,6 +78,15 @@ type Session struct {
 	// Run names the run (its plan's key): a start that fails is charged
 	// to it.
 	Run string
+	// Priority says the lock is the priority Redlock (PriorityKind): init
+	// says so, and each acquire says Prio, the client's priority. OnLost,
+	// if set, receives the process's lost notices (a lease of its taken
+	// by a higher priority, before it acknowledged the thief), each as it
+	// is read, and before the reply to any operation of the run is
+	// returned that was read after the process wrote the notice.
+	Priority bool
+	Prio     int64
+	OnLost   func(redlock.Lost)
 }
 
 // A Claim is what an implementation's grant said of its validity, in

@@ -59,9 +59,13 @@ type Redis struct {
 	// Bin is the redis-server binary; "" looks for it.
 	Bin string
 	// Impl, if set, is the implementation the plans run against, in
-	// processes of its own, instead of the reference (Redlock's plans
-	// only).
+	// processes of its own, instead of the reference: a Redlock, or a
+	// priority Redlock for the plans of PriorityKind (its processes told
+	// so, and their lost notices recorded as the reference's are).
 	Impl Impl
+	// Priority says Impl is a priority Redlock: the probe Preflight
+	// starts is told so.
+	Priority bool
 }
 
 // String says where plans run.
@@ -83,7 +87,7 @@ func (t Redis) Preflight(ctx context.Context) error {
 	if t.Impl == nil {
 		return nil
 	}
-	pc, err := t.Impl.Connect(ctx, "probe", Session{Key: "lp-preflight-" + filepath.Base(dir), Addrs: []string{s.Addr()}, TTL: time.Second, Run: "preflight"})
+	pc, err := t.Impl.Connect(ctx, "probe", Session{Key: "lp-preflight-" + filepath.Base(dir), Addrs: []string{s.Addr()}, TTL: time.Second, Run: "preflight", Priority: t.Priority})
 	if err != nil {
 		return err
 	}
@@ -95,9 +99,6 @@ func (t Redis) Preflight(ctx context.Context) error {
 func (t Redis) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
-	}
-	if p.Kind == PriorityKind && t.Impl != nil {
-		return nil, fmt.Errorf("%s: an implementation (--impl) is not offered for this kind yet, only the reference", PriorityKind)
 	}
 	for i, f := range p.Nemesis {
 		if f.Fault == histories.ClockJump && f.OffsetMs < 0 {
@@ -280,6 +281,11 @@ func (p *redisProc) open(name string, o redlock.Options) (Client, error) {
 	}
 	s := p.b.session
 	s.Addrs = addrs
+	return p.connect(name, s)
+}
+
+// connect starts the implementation's process of client name for s.
+func (p *redisProc) connect(name string, s Session) (Client, error) {
 	pc, err := p.b.impl.Connect(p.ctx, name, s)
 	if err != nil {
 		return nil, err
@@ -300,12 +306,18 @@ func (p *redisProc) open(name string, o redlock.Options) (Client, error) {
 // operation sends its first command (startPriorityEnv). Its watchers and
 // waits for acknowledgements reach the servers through the same proxies,
 // on connections of their own: a kill, a partition or a lost reply strikes
-// them as it strikes the operations. An implementation's process is not
-// offered for this kind (Redis.Run refuses the plan).
-func (p *redisProc) openPriority(_ string, o redlock.Options, prio int64) (Client, error) {
+// them as it strikes the operations. An implementation's process is told
+// its priority and the proxies, and its lost notices go to o.OnLost, as
+// the reference's do.
+func (p *redisProc) openPriority(name string, o redlock.Options, prio int64) (Client, error) {
 	addrs, err := p.proxyAddrs()
 	if err != nil {
 		return nil, err
+	}
+	if p.b.impl != nil {
+		s := p.b.session
+		s.Addrs, s.Priority, s.Prio, s.OnLost = addrs, true, prio, o.OnLost
+		return p.connect(name, s)
 	}
 	pl, err := redlock.NewPriorityOn(startPriorityEnv{redlock.RedisPriorityEnv(addrs), p}, o)
 	if err != nil {

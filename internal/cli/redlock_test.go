@@ -73,13 +73,18 @@ func TestProveRedlockOnRedis(t *testing.T) {
 
 // prove --kind priority-redlock --target redis proves the priority
 // reference on real redis-servers each plan starts; a mutant's
-// counterexample is replayed there with the printed command. --impl is
-// refused, naming the flag and the kind.
+// counterexample is replayed there with the printed command. A mutant
+// with --impl is refused, naming the flag, and serve-reference refuses a
+// mutant of the other kind.
 func TestProvePriorityRedlockOnRedis(t *testing.T) {
 	t.Parallel()
-	code, _, errOut := lockprover("prove", "--kind", "priority-redlock", "--target", "redis", "--impl", "true")
-	if code != exitUsage || !strings.Contains(errOut, "--impl") || !strings.Contains(errOut, "--kind priority-redlock") {
-		t.Errorf("--impl: exit %d\n%s", code, errOut)
+	code, _, errOut := lockprover("prove", "--kind", "priority-redlock", "--impl", "true", "--mutant", "equal-steals")
+	if code != exitUsage || !strings.Contains(errOut, "--mutant: a mutant is a variant of the reference; it cannot run with --impl") {
+		t.Errorf("--impl with --mutant: exit %d\n%s", code, errOut)
+	}
+	code, _, errOut = lockprover("serve-reference", "--kind", "priority-redlock", "--mutant", "plain-del-release")
+	if code != exitUsage || !strings.Contains(errOut, `no mutant named "plain-del-release" (see lockprover mutants --kind priority-redlock)`) {
+		t.Errorf("serve-reference of a Redlock mutant as a priority one: exit %d\n%s", code, errOut)
 	}
 	if testing.Short() {
 		t.Skip("starts redis-servers")

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"syscall"
 	"time"
 
@@ -34,7 +35,11 @@ func initRequest(name string, s redlock.Session) (process.Request, error) {
 	case s.TTL < time.Millisecond:
 		return nil, fmt.Errorf("redlock init: ttl %v: must be at least 1ms", s.TTL)
 	}
-	return process.Request{"type": "init", "client": name, "lock": redlock.Kind, "name": s.Key,
+	lock := redlock.Kind
+	if s.Priority {
+		lock = redlock.PriorityKind
+	}
+	return process.Request{"type": "init", "client": name, "lock": lock, "name": s.Key,
 		"addrs": s.Addrs, "ttl_ms": s.TTL.Milliseconds()}, nil
 }
 
@@ -56,12 +61,19 @@ type ProcessError = leaseprotocol.ProcessError
 // Processes is a Redlock implementation under test that runs as
 // processes: the Launcher's Command is started for each client, and
 // spoken to over the protocol. Make one with NewProcesses.
-type Processes struct{ process.Launcher }
+type Processes struct {
+	process.Launcher
+
+	mu sync.Mutex
+	// runs holds, by run, the processes of the priority Redlock still
+	// open, whose notices each reply waits for (Process.drain).
+	runs map[string]map[*Process]bool
+}
 
 // NewProcesses is the implementation that command starts, one process per
 // client.
 func NewProcesses(command string) *Processes {
-	return &Processes{process.Launcher{Command: command}}
+	return &Processes{Launcher: process.Launcher{Command: command}}
 }
 
 var (
@@ -81,7 +93,86 @@ func (i *Processes) Connect(ctx context.Context, name string, s redlock.Session)
 	if err != nil {
 		return nil, err
 	}
-	return &Process{conn: c}, nil
+	return i.open(c, s), nil
+}
+
+// open is the process of c for session s: for the priority Redlock, its
+// lost notices go to s.OnLost, and it joins its run's processes.
+func (i *Processes) open(c *leaseprotocol.Conn, s redlock.Session) *Process {
+	l := &Process{conn: c}
+	if !s.Priority {
+		return l
+	}
+	prio := s.Prio
+	l.prio, l.owner, l.run = &prio, i, s.Run
+	c.OnNotice([]string{"lost"}, func(n process.Notice) error { return l.lost(n, s) })
+	i.mu.Lock()
+	if i.runs == nil {
+		i.runs = map[string]map[*Process]bool{}
+	}
+	if i.runs[s.Run] == nil {
+		i.runs[s.Run] = map[*Process]bool{}
+	}
+	i.runs[s.Run][l] = true
+	i.mu.Unlock()
+	return l
+}
+
+// lost is a lost notice of the process of session s: its token and thief
+// non-empty strings, and nothing else.
+func (l *Process) lost(n process.Notice, s redlock.Session) error {
+	var x ref.Lost
+	for name, raw := range n.Fields {
+		switch name {
+		case "type":
+		case "token", "thief":
+			var v string
+			if err := json.Unmarshal(raw, &v); err != nil || v == "" {
+				return fmt.Errorf("%q is not a non-empty string: %s", name, raw)
+			}
+			if name == "token" {
+				x.Token = v
+			} else {
+				x.Thief = v
+			}
+		default:
+			return fmt.Errorf("unknown field %q: a lost notice says token and thief only", name)
+		}
+	}
+	switch {
+	case x.Token == "":
+		return errors.New(`"token" is missing: a lost notice names the lease lost`)
+	case x.Thief == "":
+		return errors.New(`"thief" is missing: a lost notice names the lease that took it`)
+	}
+	x.Key, x.At = s.Key, ref.Monotonic()
+	if s.OnLost != nil {
+		s.OnLost(x)
+	}
+	return nil
+}
+
+// drain handles the notices every other process of l's run (the priority
+// Redlock's) has written so far: called once l's reply is read, before it
+// is returned, so that a victim's lost notice, written before it
+// acknowledged the theft, is handled before the thief's grant, which
+// came after the acknowledgement, whichever process's pipe lockprover
+// happened to read first.
+func (l *Process) drain() {
+	if l.owner == nil {
+		return
+	}
+	l.owner.mu.Lock()
+	others := make([]*Process, 0, len(l.owner.runs[l.run]))
+	for p := range l.owner.runs[l.run] {
+		if p != l {
+			others = append(others, p)
+		}
+	}
+	l.owner.mu.Unlock()
+	for _, p := range others {
+		p.conn.Drain()
+	}
 }
 
 // Process is one running process of a Redlock implementation: a client of
@@ -89,6 +180,12 @@ func (i *Processes) Connect(ctx context.Context, name string, s redlock.Session)
 // time: its methods must not be called concurrently.
 type Process struct {
 	conn *leaseprotocol.Conn
+	// prio is the priority each acquire says (the priority Redlock's),
+	// nil for Redlock; owner and run, its processes and its run, whose
+	// notices its replies wait for.
+	prio  *int64
+	owner *Processes
+	run   string
 	// claimed is what the last acquire_ok or refresh_ok claimed; said,
 	// whether it claimed any validity.
 	claimed redlock.Claim
@@ -107,7 +204,12 @@ func (l *Process) Acquire(ctx context.Context, key string, ttl time.Duration) (r
 	if err := l.conn.Key("acquire", key); err != nil {
 		return ref.Lease{}, err
 	}
-	f, err := l.conn.Acquire(ctx, process.Request{"type": "acquire", "ttl_ms": ttl.Milliseconds()})
+	req := process.Request{"type": "acquire", "ttl_ms": ttl.Milliseconds()}
+	if l.prio != nil {
+		req["priority"] = *l.prio
+	}
+	f, err := l.conn.Acquire(ctx, req)
+	l.drain()
 	if err != nil {
 		return ref.Lease{}, err
 	}
@@ -131,6 +233,7 @@ func (l *Process) Acquire(ctx context.Context, key string, ttl time.Duration) (r
 // Refresh extends a held lease to ttl from now.
 func (l *Process) Refresh(ctx context.Context, lease ref.Lease, ttl time.Duration) (ref.Lease, error) {
 	r, err := l.conn.Change(ctx, "refresh", process.Request{"type": "refresh", "token": lease.Token, "ttl_ms": ttl.Milliseconds()})
+	l.drain()
 	if err != nil {
 		return ref.Lease{}, err
 	}
@@ -143,6 +246,7 @@ func (l *Process) Refresh(ctx context.Context, lease ref.Lease, ttl time.Duratio
 // Release lets a held lease go.
 func (l *Process) Release(ctx context.Context, lease ref.Lease) error {
 	_, err := l.conn.Change(ctx, "release", process.Request{"type": "release", "token": lease.Token})
+	l.drain()
 	return err
 }
 
@@ -212,4 +316,14 @@ func (l *Process) Crashed() string { return l.conn.Crashed() }
 
 // Close ends the process as the protocol says: stdin closes, then SIGTERM
 // after 5 s, then SIGKILL after 5 more.
-func (l *Process) Close() error { return l.conn.Close() }
+func (l *Process) Close() error {
+	if l.owner != nil {
+		l.owner.mu.Lock()
+		delete(l.owner.runs[l.run], l)
+		if len(l.owner.runs[l.run]) == 0 {
+			delete(l.owner.runs, l.run)
+		}
+		l.owner.mu.Unlock()
+	}
+	return l.conn.Close()
+}

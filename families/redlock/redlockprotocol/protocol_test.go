@@ -42,12 +42,39 @@ func onRedis(t *testing.T) {
 	}
 }
 
-func serve(mutant string) string {
-	cmd := lockprover + " serve-reference --kind redlock"
+func serve(mutant string) string { return serveKind("redlock", mutant) }
+
+// serveKind is the command that serves the reference of kind, or its
+// mutant.
+func serveKind(kind, mutant string) string {
+	cmd := lockprover + " serve-reference --kind " + kind
 	if mutant != "" {
 		cmd += " --mutant " + mutant
 	}
 	return cmd
+}
+
+// A validateCase is an implementation's variant (a mutant, a defect; ""
+// for none) and the check validate-impl must fail it at ("" for none).
+type validateCase struct{ variant, fails string }
+
+// validates runs validate-impl (of a priority Redlock, with priority) on
+// command(variant) for each case: the plain one passes every check, and
+// says passing too if set; each other fails its check.
+func validates(t *testing.T, command func(string) string, priority bool, passing string, cases []validateCase) {
+	t.Helper()
+	for _, c := range cases {
+		var out strings.Builder
+		passed, err := redlockprotocol.Validate(context.Background(), command(c.variant), time.Minute, "", &out, priority)
+		switch {
+		case err != nil:
+			t.Fatalf("%q: %v", c.variant, err)
+		case c.fails == "" && (!passed || strings.Contains(out.String(), "FAIL") || !strings.Contains(out.String(), passing)):
+			t.Errorf("%s fails validate-impl:\n%s", command(c.variant), out.String())
+		case c.fails != "" && (passed || !strings.Contains(out.String(), c.fails)):
+			t.Errorf("%s: passed %v, want %q in:\n%s", command(c.variant), passed, c.fails, out.String())
+		}
+	}
 }
 
 // validate-impl passes the reference served over the protocol, and fails
@@ -55,23 +82,12 @@ func serve(mutant string) string {
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	onRedis(t)
-	for _, c := range []struct{ mutant, fails string }{
+	validates(t, serve, false, "", []validateCase{
 		{"", ""},
 		{"setnx-on-extend", "FAIL  c1's refresh after its release answers expired"},
 		{"always-ok", "FAIL  c1's second release answers expired"},
 		{"constant-token", "FAIL  c2's lease has a new token"},
-	} {
-		var out strings.Builder
-		passed, err := redlockprotocol.Validate(context.Background(), serve(c.mutant), time.Minute, "", &out)
-		switch {
-		case err != nil:
-			t.Fatalf("%q: %v", c.mutant, err)
-		case c.fails == "" && (!passed || strings.Contains(out.String(), "FAIL")):
-			t.Errorf("the reference fails validate-impl:\n%s", out.String())
-		case c.fails != "" && (passed || !strings.Contains(out.String(), c.fails)):
-			t.Errorf("mutant %s: passed %v, want %q in:\n%s", c.mutant, passed, c.fails, out.String())
-		}
-	}
+	})
 }
 
 // The reference served over the protocol holds on real redis-servers
@@ -81,32 +97,28 @@ func TestValidate(t *testing.T) {
 func TestProveThroughTheProtocol(t *testing.T) {
 	t.Parallel()
 	onRedis(t)
-	run := func(mutant string, props []string) *prover.Outcome {
-		impl := redlockprotocol.NewProcesses(serve(mutant))
-		impl.InitTimeout = time.Minute
-		defer impl.Stop()
-		out, err := prover.Search{Config: prover.Config{Family: redlock.Config{Target: redlock.Redis{Impl: impl}}, Properties: props},
-			Seed: 3, Plans: 6, Shrink: time.Nanosecond}.Run()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	if out := run("", safety); out.Found != nil {
+	if out := proveImpl(t, serve(""), false, 3, 6, safety); out.Found != nil {
 		t.Fatalf("the reference through the protocol: %s", out.Found.Summary())
 	}
-	if out := run("no-drift", []string{lease.ValiditySound}); out.Found == nil {
+	if out := proveImpl(t, serve("no-drift"), false, 3, 6, []string{lease.ValiditySound}); out.Found == nil {
 		t.Fatal("no-drift through the protocol: not caught by validity-sound")
 	}
+}
+
+// processes is the implementation command starts, given a minute to
+// answer init (a loaded machine), its processes killed when t ends.
+func processes(t *testing.T, command string) *redlockprotocol.Processes {
+	impl := redlockprotocol.NewProcesses(command)
+	impl.InitTimeout = time.Minute
+	t.Cleanup(impl.Stop)
+	return impl
 }
 
 // onePlan runs a one-client plan against the fake implementation in
 // mode, on one private redis-server.
 func onePlan(t *testing.T, mode string, steps []redlock.Step) *prover.Result {
 	t.Helper()
-	impl := redlockprotocol.NewProcesses("/usr/bin/python3 testdata/fake_redlock.py " + mode)
-	impl.InitTimeout = time.Minute
-	defer impl.Stop()
+	impl := processes(t, "/usr/bin/python3 testdata/fake_redlock.py "+mode)
 	p := &redlock.Plan{Version: redlock.PlanVersion, Kind: redlock.Kind, Key: "lp", Servers: 1, Persistence: redlock.PersistNone, TTLMs: 1000,
 		Clients: [][]redlock.Step{steps}}
 	res, err := redlock.Redis{Impl: impl}.Run(context.Background(), p)
@@ -230,7 +242,7 @@ func TestValidateChecksStarted(t *testing.T) {
 	const check = "c1's acquire of the free lock is granted: started_ms lies within the call"
 	for mode, want := range map[string]string{"library-start": "ok    " + check, "started-before-request": "FAIL  " + check} {
 		var out strings.Builder
-		if _, err := redlockprotocol.Validate(context.Background(), "/usr/bin/python3 testdata/fake_redlock.py "+mode, time.Minute, "", &out); err != nil {
+		if _, err := redlockprotocol.Validate(context.Background(), "/usr/bin/python3 testdata/fake_redlock.py "+mode, time.Minute, "", &out, false); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(out.String(), want) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
@@ -24,6 +25,11 @@ type ServeOptions struct {
 	OpTimeout time.Duration
 	// Log, if set, receives one line per failed operation (stderr, say).
 	Log io.Writer
+	// Priority serves the priority Redlock (init's lock
+	// priority-redlock): each acquire says its priority, and the lost
+	// notices are written as the reference tells them, before it
+	// acknowledges the thief.
+	Priority bool
 }
 
 // Serve speaks the protocol for Redlock (docs/protocol.md, "Redlock") as
@@ -37,40 +43,93 @@ func Serve(r io.Reader, w io.Writer, o ServeOptions) error {
 	if o.OpTimeout <= 0 {
 		o.OpTimeout = 20 * time.Second
 	}
-	s := &server{o: o, leases: map[string]ref.Lease{}}
+	s := &server{o: o, leases: map[string]ref.Lease{}, out: process.NewLines(w)}
 	defer s.close()
-	return process.Server{Handle: s.handle}.Serve(r, w)
+	return process.Server{Handle: s.handle, Out: s.out}.Serve(r, w)
+}
+
+// lock is the reference the server serves: a Redlock, or a priority
+// Redlock whose acquire is told the request's priority.
+type lock interface {
+	Refresh(ctx context.Context, l ref.Lease, ttl time.Duration) (ref.Lease, error)
+	Release(ctx context.Context, l ref.Lease) error
+	Close() error
 }
 
 type server struct {
 	o      ServeOptions
+	out    *process.Lines
 	client string
 	key    string
-	rl     *ref.Redlock
-	env    *clockEnv
+	rl     lock
+	// acquire is rl's acquire of key for ttl, at priority prio (the
+	// priority Redlock's; Redlock's ignores it).
+	acquire func(ctx context.Context, key string, ttl time.Duration, prio int64) (ref.Lease, error)
+	env     *clockEnv
 	// leases are the grants this process made, by token, so that a
 	// refresh or release names one by its token alone.
 	leases map[string]ref.Lease
 }
 
 // clockEnv is the real Env, noting the lock's first reading of its clock
-// in each operation (start, 0 until then).
+// in each operation (start, 0 until then). For the priority Redlock,
+// whose watchers read the clock at any time from goroutines of their own,
+// the operation's start is noted by opEnv instead (marked).
 type clockEnv struct {
 	ref.Env
-	start int64
+	start  int64
+	marked *opEnv
 }
 
 func (e *clockEnv) Now() int64 {
 	t := e.Env.Now()
-	if e.start == 0 {
+	if e.start == 0 && e.marked == nil {
 		e.start = t
 	}
 	return t
 }
 
+// begin starts an operation.
+func (e *clockEnv) begin() {
+	e.start = 0
+	if e.marked != nil {
+		e.marked.start.Store(0)
+	}
+}
+
+// started is the operation's start.
+func (e *clockEnv) started() int64 {
+	if e.marked != nil {
+		return e.marked.start.Load()
+	}
+	return e.start
+}
+
+// opKey marks the context of a request's operation (opEnv).
+type opKey struct{}
+
+// opEnv is the priority Redlock's real PriorityEnv, noting when the
+// operation (its context marked with opKey) first sends to the servers:
+// after the lock read its start, so that the validity claimed from there
+// is no more than the lock claims from its own start.
+type opEnv struct {
+	ref.PriorityEnv
+	start atomic.Int64
+}
+
+func (e *opEnv) Send(ctx context.Context, timeout time.Duration, cmds []ref.Cmd) []ref.Result {
+	if ctx.Value(opKey{}) != nil {
+		e.start.CompareAndSwap(0, e.Now())
+	}
+	return e.PriorityEnv.Send(ctx, timeout, cmds)
+}
+
 func (s *server) close() {
 	if s.rl != nil {
 		s.rl.Close()
+	}
+	if s.env != nil && s.env.marked != nil {
+		s.env.Close()
 	}
 }
 
@@ -104,16 +163,20 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 	if typ == "acquire" || typ == "refresh" {
 		ttl = f.Positive("ttl_ms")
 	}
+	var prio int64
+	if typ == "acquire" && s.o.Priority {
+		f.Get("priority", &prio)
+	}
 	if f.Bad != nil {
 		return process.Refuse("bad request", f.Bad.Error())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.o.OpTimeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), opKey{}, true), s.o.OpTimeout)
 	defer cancel()
-	s.env.start = 0
+	s.env.begin()
 	d := time.Duration(ttl) * time.Millisecond
 	switch typ {
 	case "acquire":
-		return s.acquire(ctx, d)
+		return s.grant(ctx, d, prio)
 	case "refresh":
 		l, err := s.rl.Refresh(ctx, s.lease(token), d)
 		if err == nil {
@@ -141,8 +204,8 @@ func (s *server) lease(token string) ref.Lease {
 	return ref.Lease{Key: s.key, Token: token}
 }
 
-func (s *server) acquire(ctx context.Context, ttl time.Duration) map[string]any {
-	l, err := s.rl.Acquire(ctx, s.key, ttl)
+func (s *server) grant(ctx context.Context, ttl time.Duration, prio int64) map[string]any {
+	l, err := s.acquire(ctx, s.key, ttl, prio)
 	switch {
 	case err == nil:
 		s.leases[l.Token] = l
@@ -161,12 +224,14 @@ func (s *server) acquire(ctx context.Context, ttl time.Duration) map[string]any 
 func (s *server) granted(m map[string]any, l ref.Lease) map[string]any {
 	now := s.env.Env.Now()
 	m["validity_ms"] = max(float64(l.ValidUntil-now), 0) / float64(time.Millisecond)
-	m["elapsed_ms"] = float64(now-s.env.start) / float64(time.Millisecond)
+	m["elapsed_ms"] = float64(now-s.env.started()) / float64(time.Millisecond)
 	return m
 }
 
+// changeFailed is the reply to a refresh or release that failed: a lease
+// expired or taken by a higher priority (stolen) is not held.
 func (s *server) changeFailed(typ, token string, err error) map[string]any {
-	if errors.Is(err, ref.ErrExpired) {
+	if errors.Is(err, ref.ErrExpired) || errors.Is(err, ref.ErrStolen) {
 		delete(s.leases, token)
 		return map[string]any{"type": typ + "_fail", "reason": "expired"}
 	}
@@ -194,18 +259,52 @@ func (s *server) init(f *process.Fields) map[string]any {
 		return process.Refuse("bad request", fmt.Sprintf("name: a key of %d bytes: must be 1 to 255", len(key)))
 	case len(addrs) == 0:
 		return process.Refuse("bad request", `field "addrs" is empty: want the servers' host:port`)
-	case lock != redlock.Kind:
-		return process.Refuse("unsupported", fmt.Sprintf("lock kind %q: this server serves %s", lock, redlock.Kind))
+	case lock != s.kind():
+		return process.Refuse("unsupported", fmt.Sprintf("lock kind %q: this server serves %s", lock, s.kind()))
 	}
-	env := &clockEnv{Env: ref.RedisEnv(addrs)}
 	// Each server's bound on a round, as the prover gives the reference
 	// it runs itself on real servers: a machine under load may take tens
 	// of milliseconds to answer.
-	rl, err := ref.NewOn(env, ref.Options{Defects: s.o.Defects, Timeout: max(ttl/2, 100*time.Millisecond)})
+	o := ref.Options{Defects: s.o.Defects, Timeout: max(ttl/2, 100*time.Millisecond)}
+	if s.o.Priority {
+		return s.initPriority(key, addrs, o)
+	}
+	env := &clockEnv{Env: ref.RedisEnv(addrs)}
+	rl, err := ref.NewOn(env, o)
 	if err != nil {
 		env.Close()
 		return process.Refuse("unsupported", err.Error())
 	}
 	s.key, s.rl, s.env = key, rl, env
+	s.acquire = func(ctx context.Context, key string, ttl time.Duration, _ int64) (ref.Lease, error) {
+		return rl.Acquire(ctx, key, ttl)
+	}
+	return map[string]any{"type": "init_ok"}
+}
+
+// kind is the lock kind the server serves.
+func (s *server) kind() string {
+	if s.o.Priority {
+		return redlock.PriorityKind
+	}
+	return redlock.Kind
+}
+
+// initPriority makes the priority lock on addrs, whose lost notices the
+// server writes as the lock tells them: before it acknowledges the thief.
+func (s *server) initPriority(key string, addrs []string, o ref.Options) map[string]any {
+	o.OnLost = func(x ref.Lost) {
+		if err := s.out.Write(map[string]any{"type": "lost", "token": x.Token, "thief": x.Thief}); err != nil {
+			s.logf("lost notice of %s: %v", x.Token, err)
+		}
+	}
+	env := &opEnv{PriorityEnv: ref.RedisPriorityEnv(addrs)}
+	pl, err := ref.NewPriorityOn(env, o)
+	if err != nil {
+		env.Close()
+		return process.Refuse("unsupported", err.Error())
+	}
+	s.key, s.rl, s.env = key, pl, &clockEnv{Env: ref.RedisEnv(nil), marked: env}
+	s.acquire = pl.Acquire
 	return map[string]any{"type": "init_ok"}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
@@ -37,8 +39,10 @@ const (
 // with what to fix for each failure, and reports whether every check
 // passed; cut short when ctx ends. A machine without redis-server is the
 // error (the implementation is not started). Every process and server is
-// stopped at the end, pass, fail or cancel.
-func Validate(ctx context.Context, command string, initTimeout time.Duration, bin string, out io.Writer) (bool, error) {
+// stopped at the end, pass, fail or cancel. With priority, the
+// implementation is a priority Redlock: the same checks run with clients
+// of one priority, and then the steal's (see stealing).
+func Validate(ctx context.Context, command string, initTimeout time.Duration, bin string, out io.Writer, priority bool) (bool, error) {
 	dir, err := os.MkdirTemp("", "lockprover-validate-")
 	if err != nil {
 		return false, err
@@ -53,14 +57,18 @@ func Validate(ctx context.Context, command string, initTimeout time.Duration, bi
 	rand.Read(b[:])
 	v := &validator{
 		Checker: process.NewChecker(ctx, out),
-		impl:    &Processes{process.Launcher{Command: command, Timeout: 10 * time.Second, InitTimeout: initTimeout}},
+		impl:    &Processes{Launcher: process.Launcher{Command: command, Timeout: 10 * time.Second, InitTimeout: initTimeout}},
 		key:     "lp-validate-" + hex.EncodeToString(b[:]),
+		prio:    priority,
 	}
 	for _, s := range servers {
 		v.addrs = append(v.addrs, s.Addr())
 	}
 	defer v.impl.Stop()
 	v.basics()
+	if priority && v.OK {
+		v.stealing()
+	}
 	return v.OK && ctx.Err() == nil, nil // a check cut short by the cancel passed nothing
 }
 
@@ -69,14 +77,36 @@ type validator struct {
 	impl  *Processes
 	key   string
 	addrs []string
+	// prio says the implementation is a priority Redlock; lost, the lost
+	// notices its processes wrote, as they were read.
+	prio bool
+	mu   sync.Mutex
+	lost []ref.Lost
 }
 
 // start starts client name and checks its handshake; nil if it did not
-// start.
+// start. A priority Redlock's client has priority 1 (start's clients are
+// equals: none steals from another).
 func (v *validator) start(name string) *Process {
-	s := redlock.Session{Key: v.key, Addrs: v.addrs, TTL: validateTTL, Run: v.key}
+	return v.startAt(name, 1)
+}
+
+// startAt starts client name of priority prio (a priority Redlock's) and
+// checks its handshake; nil if it did not start.
+func (v *validator) startAt(name string, prio int64) *Process {
+	if v.Ctx.Err() != nil {
+		return nil
+	}
+	s := redlock.Session{Key: v.key, Addrs: v.addrs, TTL: validateTTL, Run: v.key, Priority: v.prio, Prio: prio}
+	if v.prio {
+		s.OnLost = func(x ref.Lost) {
+			v.mu.Lock()
+			v.lost = append(v.lost, x)
+			v.mu.Unlock()
+		}
+	}
 	if c := family.CheckStart(&v.Checker, &v.impl.Launcher, name, s, "the redis-servers", `"addrs"`); c != nil {
-		return &Process{conn: c}
+		return v.impl.open(c, s)
 	}
 	return nil
 }
@@ -184,3 +214,61 @@ func (v *validator) expiry(c1, c2 *Process) {
 		c2.Release(v.Ctx, l2)
 	}
 }
+
+// stealing checks a priority Redlock's steal, one request at a time: c4
+// (priority 2) takes the lease of c3 (priority 1) while c3 is stopped
+// (SIGSTOP, then SIGCONT after stealPause): c4 is granted only once c3's
+// lost notice, naming c3's token and c4's, has come (c3's lease lasts
+// far longer than the pause), and c3's refresh then answers expired; c5,
+// of c4's priority, and c3 are held while c4 holds.
+func (v *validator) stealing() {
+	c3, c4, c5 := v.start("c3"), v.startAt("c4", 2), v.startAt("c5", 2)
+	if c3 == nil || c4 == nil || c5 == nil {
+		return
+	}
+	l3, ok := v.granted(c3, "c3's acquire (priority 1) of the free lock is granted", validateTTL)
+	if !ok {
+		return
+	}
+	c3.Signal(syscall.SIGSTOP)
+	resumed := time.AfterFunc(stealPause, func() { c3.Signal(syscall.SIGCONT) })
+	defer resumed.Stop()
+	l4, err := c4.Acquire(v.Ctx, v.key, validateTTL)
+	v.mu.Lock()
+	lost := v.lost
+	v.mu.Unlock()
+	c3.Signal(syscall.SIGCONT)
+	v.Expect("c4's acquire (priority 2) while c3 holds steals: it is granted", nil, err == nil,
+		fmt.Sprintf("answered %s: want acquire_ok, a priority strictly above the holder's (steal, notify the victim, wait for its acknowledgement)", describe("acquire", l4, err)))
+	if err != nil {
+		return
+	}
+	var notice *ref.Lost
+	for i := range lost {
+		if lost[i].Token == l3.Token {
+			notice = &lost[i]
+			break
+		}
+	}
+	v.Expect("c4 is granted only after c3's lost notice came", nil, notice != nil,
+		fmt.Sprintf("c4's acquire_ok came, c3 stopped for %v of its %v lease, before a lost notice of c3's token (notices: %v): the thief acts while its victim still thinks it holds (wait for the victim's acknowledgement, or until its lease could have ended; the victim writes {\"type\":\"lost\",\"token\":...,\"thief\":...} before it acknowledges)", stealPause, validateTTL, lost))
+	if notice != nil {
+		v.Expect("c3's lost notice names c4's token as the thief", nil, notice.Thief == l4.Token,
+			fmt.Sprintf("the notice said thief %q: want c4's token %q", notice.Thief, l4.Token))
+	}
+	v.expired("c3's refresh after the theft", "refresh", func() error { _, err := c3.Refresh(v.Ctx, l3, validateTTL); return err })
+	_, err = c5.Acquire(v.Ctx, v.key, validateTTL)
+	v.Expect("c5's acquire of c4's priority while c4 holds is held", nil, errors.Is(err, ref.ErrHeld),
+		fmt.Sprintf(`answered %s: want acquire_fail {"reason":"held"}: equal priority never steals`, describe("acquire", ref.Lease{}, err)))
+	_, err = c3.Acquire(v.Ctx, v.key, validateTTL)
+	v.Expect("c3's acquire of a lower priority while c4 holds is held", nil, errors.Is(err, ref.ErrHeld),
+		fmt.Sprintf(`answered %s: want acquire_fail {"reason":"held"}: a lower priority never steals`, describe("acquire", ref.Lease{}, err)))
+	err = c4.Release(v.Ctx, l4)
+	v.Expect("c4's release is ok", err, err == nil, "")
+	v.Ends(c3.conn.Client)
+	v.Ends(c4.conn.Client)
+	v.Ends(c5.conn.Client)
+}
+
+// stealPause is how long the victim of stealing's theft is stopped.
+const stealPause = 500 * time.Millisecond
