@@ -12,6 +12,7 @@ import (
 	"time"
 
 	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
+	"github.com/lockprover/lockprover/families/consulsem/consulsemprotocol"
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
@@ -26,7 +27,9 @@ import (
 // (--consul-addr, --etcd-endpoints), with its explore table of what
 // restarts do on each, and conform (the simulator against private real
 // servers), and bench (the reference beside its floors on private real
-// servers). The process protocol is still to come.
+// servers); an implementation in any language proves through the process
+// protocol (consulsemprotocol) on a real Consul agent or etcd (--impl
+// with --target consul or etcd).
 var ConsulSemaphore = &family.Descriptor{
 	Name:       consulsemfamily.Kind,
 	Kinds:      []string{consulsemfamily.Kind},
@@ -34,7 +37,7 @@ var ConsulSemaphore = &family.Descriptor{
 	Faults:     consulsemfamily.FaultNames(),
 	Targets:    []family.Target{{Name: "sim"}, {Name: consulsemfamily.Consul, Real: true}, {Name: consulsemfamily.Etcd, Real: true}},
 	Flags: []family.Flag{
-		{Name: "backend", Verbs: family.Prove | family.Conform | family.Bench, Usage: "consul-semaphore: the simulated server, consul (when not given) or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator; for bench, the real server (a private one) measured; for those two, both when not given"},
+		{Name: "backend", Verbs: family.Prove | family.Conform | family.Bench | family.Validate, Usage: "consul-semaphore: the simulated server, consul (when not given) or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator; for bench, the real server (a private one) measured; for those two, both when not given; for validate-impl, the private server the implementation is checked on, consul (when not given) or etcd"},
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
 		{Name: "consul-addr", Verbs: family.Runs, Usage: "consul-semaphore: with --target consul, the HTTP API address (host:port) of a Consul agent you run, which plans run on instead of a private agent each: it is not started, stopped or restarted (no restart-broker), and each run's keys and sessions on it are its own and gone at its end"},
 		{Name: "etcd-endpoints", Verbs: family.Runs, Usage: "consul-semaphore: with --target etcd, the client endpoints (host:port, comma-separated) of an etcd you run, which plans run on instead of a private etcd each: it is not started, stopped or restarted (no restart-broker), and each run's keys and leases on it are its own and gone at its end"},
@@ -46,6 +49,8 @@ var ConsulSemaphore = &family.Descriptor{
 	Explore:  consulsemfamily.Explore,
 	Conform:  consulConform,
 	Bench:    consulBench,
+	Serve:    consulServe,
+	Validate: consulValidate,
 }
 
 func init() {
@@ -99,10 +104,15 @@ func consulSetup(s family.Settings) (*family.Setup, error) {
 			return nil, fmt.Errorf("--ttl: want 1s to 1m for --kind %s (whole seconds on etcd), got %q", consulsemfamily.Kind, t)
 		}
 	}
+	if s.Impl != "" {
+		impl := consulsemprotocol.NewProcesses(s.Impl)
+		impl.InitTimeout = s.InitTimeout
+		c.Impl = impl
+	}
 	if err := consulFaults(&c, s.Faults); err != nil {
 		return nil, err
 	}
-	return consulWhere(c), nil
+	return consulWhere(c, s.Impl), nil
 }
 
 // consulGiven reads --consul-addr and --etcd-endpoints into c.Addrs: a
@@ -150,8 +160,31 @@ func consulReal(target string) bool {
 
 // consulWhere is the setup of c: on the simulator, on private real
 // servers, whose binary Start looks for first, or on the server the user
-// gave, which Start checks answers.
-func consulWhere(c consulsemfamily.Config) *family.Setup {
+// gave, which Start checks answers; against the implementation command
+// starts (c.Impl, "" for none), which Start then tries once.
+func consulWhere(c consulsemfamily.Config, command string) *family.Setup {
+	setup := consulServer(c)
+	if c.Impl == nil {
+		return setup
+	}
+	impl := c.Impl.(*consulsemprotocol.Processes)
+	server := setup.Start
+	setup.What, setup.Interrupt, setup.Stop = impl.String(), impl.Stop, impl.Stop
+	setup.Replay = append(setup.Replay, "--impl", family.Quote(command))
+	setup.Start = func(ctx context.Context) error {
+		if err := server(ctx); err != nil {
+			return err
+		}
+		if err := consulsemfamily.PreflightImpl(ctx, c.Target, c.Addrs, impl); err != nil {
+			return &family.ImplError{Err: err, Command: command, Kind: consulsemfamily.Kind}
+		}
+		return nil
+	}
+	return setup
+}
+
+// consulServer is the setup of c's server, for the reference.
+func consulServer(c consulsemfamily.Config) *family.Setup {
 	if c.Target == "" {
 		return &family.Setup{Target: "sim", Where: "the simulated " + c.Backend, What: c.String(), Prove: c}
 	}
@@ -199,6 +232,9 @@ func consulFaults(c *consulsemfamily.Config, faults string) error {
 		if len(c.Addrs) > 0 && name == histories.RestartBroker {
 			return family.Usagef("--faults: %v", consulsemfamily.ErrGivenRestart(c.Target))
 		}
+		if c.Impl != nil && !slices.Contains(consulsemfamily.ImplFaults(), name) {
+			return fmt.Errorf("--faults: %s is not offered for an implementation (want some of %s; all; or none)", name, strings.Join(consulsemfamily.ImplFaults(), ", "))
+		}
 		c.Faults = append(c.Faults, name)
 	}
 	// A -dev agent's restarts are drawn only when named: they forget
@@ -207,12 +243,17 @@ func consulFaults(c *consulsemfamily.Config, faults string) error {
 	return nil
 }
 
-// consulTarget refuses what the family cannot do yet: implementations,
-// and targets it does not have.
+// consulTarget refuses what the family cannot do: an implementation but on
+// a real server, or with a mutant or the reference's options; targets it
+// does not have.
 func consulTarget(s family.Settings) error {
 	switch {
-	case s.Impl != "":
-		return fmt.Errorf("--impl: --kind %s has no process protocol yet: it proves its reference", consulsemfamily.Kind)
+	case s.Impl != "" && !consulReal(s.Target):
+		return family.Usagef("--impl: an implementation of --kind %s runs on a real server: give --target %s or --target %s", consulsemfamily.Kind, consulsemfamily.Consul, consulsemfamily.Etcd)
+	case s.Impl != "" && s.Mutant != "" && s.Mutant != "reference":
+		return errors.New("--mutant: a mutant is a variant of the reference; it cannot run with --impl")
+	case s.Impl != "" && s.Options != "":
+		return errors.New("--options: the reference's variants; they cannot run with --impl")
 	case s.Target != "" && s.Target != "sim" && !consulReal(s.Target):
 		return fmt.Errorf("--target: --kind %s runs on the simulator (--target sim) or a private real server (--target consul, --target etcd), not %q", consulsemfamily.Kind, s.Target)
 	}
@@ -268,7 +309,18 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		if len(c.Addrs) > 0 && slices.ContainsFunc(p.Nemesis, func(f consulsemfamily.Fault) bool { return f.Fault == histories.RestartBroker }) {
 			return nil, family.Usagef("the plan: %v", consulsemfamily.ErrGivenRestart(c.Target))
 		}
-		setup := consulWhere(c)
+		if s.Impl != "" {
+			if slices.ContainsFunc(p.Nemesis, func(f consulsemfamily.Fault) bool { return f.Fault == histories.DropReply }) {
+				return nil, family.Usagef("the plan holds a %s, which is not offered for an implementation (its proxy does not read HTTP or gRPC)", histories.DropReply)
+			}
+			if p.Mutant != "" {
+				return nil, family.Usagef("the plan is of mutant %s: replay it with --mutant reference to run it against the implementation", p.Mutant)
+			}
+			impl := consulsemprotocol.NewProcesses(s.Impl)
+			impl.InitTimeout = s.InitTimeout
+			c.Impl = impl
+		}
+		setup := consulWhere(c, s.Impl)
 		setup.Stop = func() {}
 		return setup, nil
 	}
@@ -284,4 +336,42 @@ type consulTraced struct {
 
 func (t consulTraced) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
 	return consulsemfamily.Simulate(p.(*consulsemfamily.Plan), t.trace)
+}
+
+// consulServe serves the reference (or a mutant, or a correct variant
+// from options) over the process protocol, on the Consul agent or etcd
+// each process's init names.
+func consulServe(in io.Reader, out, log io.Writer, mutant, options string) error {
+	var c consulsemfamily.Config
+	if err := consulOptions(&c, options); err != nil {
+		return &family.UsageError{Err: err}
+	}
+	o := consulsemprotocol.ServeOptions{Log: log, LockDelay: c.LockDelay}
+	o.Options.StaleReads, o.Options.BehaviorRelease = c.StaleReads, c.BehaviorRelease
+	if mutant != "" {
+		if err := consulsemfamily.ApplyMutant(mutant, &o.Options.Defects); err != nil {
+			return family.Usagef("--mutant: %v (see lockprover mutants --kind %s)", err, consulsemfamily.Kind)
+		}
+	}
+	return consulsemprotocol.Serve(in, out, o)
+}
+
+// consulValidate checks an implementation of the semaphore on a private
+// server of --backend (consul when not given).
+func consulValidate(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
+	if s.Options != "" {
+		return false, family.Usagef("--options: consul-semaphore's sessions have no options")
+	}
+	backend := consulsemfamily.Consul
+	if s.Given("backend") {
+		backend = s.Flag("backend")
+	}
+	if backend != consulsemfamily.Consul && backend != consulsemfamily.Etcd {
+		return false, family.Usagef("--backend: want %s or %s, got %q", consulsemfamily.Consul, consulsemfamily.Etcd, backend)
+	}
+	passed, err := consulsemprotocol.Validate(ctx, command, s.InitTimeout, backend, out)
+	if err != nil && ctx.Err() == nil {
+		return false, family.Usagef("%s: %v", backend, err)
+	}
+	return passed, err
 }

@@ -37,8 +37,10 @@ func draw(t *rapid.T, c Config) *Plan {
 	faults := c.Faults
 	if c.real() {
 		// A given server (Addrs) is not lockprover's to restart.
+		// An implementation's proxy cannot lose a reply (ImplFaults).
 		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool {
-			return !slices.Contains(realFaults, f) || len(c.Addrs) > 0 && f == histories.RestartBroker
+			return !slices.Contains(realFaults, f) || len(c.Addrs) > 0 && f == histories.RestartBroker ||
+				c.Impl != nil && f == histories.DropReply
 		})
 	}
 	if kinds := drawable(faults, c.AnyRestart || c.keeps()); len(kinds) > 0 {

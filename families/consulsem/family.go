@@ -72,6 +72,10 @@ type Config struct {
 	// Expiry, if set, is the expiry factor plans are judged with instead
 	// of the backend's (explore shows what judging Consul with 1 finds).
 	Expiry float64
+	// Impl, if set, is the implementation under test, in processes of its
+	// own (RunImpl), instead of the reference: on a real server only
+	// (Target), with no mutant, and no drop-reply among its faults.
+	Impl Impl
 }
 
 func (c Config) withDefaults() Config {
@@ -88,6 +92,9 @@ func (c Config) withDefaults() Config {
 		c.Faults = faultNames
 		if c.real() {
 			c.Faults = realFaults
+		}
+		if c.Impl != nil {
+			c.Faults = ImplFaults()
 		}
 	}
 	if c.TTLMs == 0 && c.real() && c.Backend == Etcd {
@@ -128,7 +135,7 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 		if pl.Backend != c.Target {
 			return nil, fmt.Errorf("backend: a plan for %s cannot run on a real %s", pl.Backend, c.Target)
 		}
-		return RunOn(ctx, pl, c.Addrs)
+		return RunImpl(ctx, pl, c.Addrs, c.Impl)
 	}
 	return Simulate(pl, nil)
 }
@@ -187,6 +194,9 @@ func (c Config) Deterministic() bool { return !c.real() }
 // String says what c proves.
 func (c Config) String() string {
 	what := "the reference"
+	if c.Impl != nil {
+		what = c.Impl.String()
+	}
 	if c.Mutant != "" {
 		what = "mutant " + c.Mutant
 	}

@@ -1,6 +1,8 @@
 package consulsemfamily
 
 import (
+	"fmt"
+
 	"github.com/lockprover/lockprover/consulsem"
 	"github.com/lockprover/lockprover/families/lease"
 )
@@ -49,5 +51,17 @@ func MutantNamed(name string) *Mutant {
 			return m
 		}
 	}
+	return nil
+}
+
+// ApplyMutant switches on the defects of the mutant called name in d,
+// for the reference served over the process protocol; an error if there
+// is no such mutant.
+func ApplyMutant(name string, d *consulsem.Defects) error {
+	m := MutantNamed(name)
+	if m == nil {
+		return fmt.Errorf("no %s mutant named %q", Kind, name)
+	}
+	m.defects(d)
 	return nil
 }

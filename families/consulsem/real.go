@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -65,7 +66,24 @@ func RunReal(ctx context.Context, p *Plan) (*prover.Result, error) { return RunO
 // what the run left is only its own: its keys, and the sessions
 // (leases) its clients created, which are ended at the end either way.
 func RunOn(ctx context.Context, p *Plan, addrs []string) (*prover.Result, error) {
+	return RunImpl(ctx, p, addrs, nil)
+}
+
+// RunImpl runs p as RunOn does, against impl, an implementation in
+// processes of its own, one per incarnation of a client, each told its
+// own fault proxy; nil runs the reference (or p's mutant). An
+// implementation's plan holds no drop-reply (its proxy does not read
+// HTTP or gRPC, and cannot lose a reply on purpose) and no mutant; a
+// pause stops its process (SIGSTOP, SIGCONT) as well as holding its
+// bytes; each operation is bounded by the launcher's timeout, not the
+// reference's. The sessions its grants name (their tokens) are the run's
+// on a given server, ended at the end; those of acquires it answered
+// otherwise it must end itself, or they expire.
+func RunImpl(ctx context.Context, p *Plan, addrs []string, impl Impl) (*prover.Result, error) {
 	if err := checkReal(p, addrs); err != nil {
+		return nil, err
+	}
+	if err := checkImpl(p, impl); err != nil {
 		return nil, err
 	}
 	q := *p
@@ -85,10 +103,16 @@ func RunOn(ctx context.Context, p *Plan, addrs []string) (*prover.Result, error)
 	defer srv.stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &realWorld{ctx: ctx, start: time.Now(), addrs: srv.addrs, backend: q.Backend, procs: map[string]*realProc{}}
+	// The plan's clients (and the probe) start together: their
+	// processes' start-up is over before the clock starts.
+	defer prover.Warm(ctx, impl, q.Prefix, len(q.Clients)+1)()
+	w := &realWorld{ctx: ctx, start: time.Now(), addrs: srv.addrs, backend: q.Backend, procs: map[string]*realProc{}, impl: impl}
 	ttl := time.Duration(q.TTLMs) * time.Millisecond
 	r := &runner{p: &q, ctx: ctx, clients: map[string]*client{}, armed: map[string]bool{}, server: srv, made: map[string]bool{},
-		timeout: time.Duration((Expiry(q.Backend)+1)*float64(ttl)) + time.Second}
+		timeout: time.Duration((Expiry(q.Backend)+1)*float64(ttl)) + time.Second, impl: impl}
+	if impl != nil {
+		r.timeout = 0 // the launcher's bounds each request
+	}
 	r.begin(w)
 	w.wg.Wait()
 	w.close()
@@ -132,6 +156,30 @@ func checkReal(p *Plan, addrs []string) error {
 		}
 	}
 	return nil
+}
+
+// checkImpl says why p cannot run against impl (nil: the reference): a
+// mutant (of the reference), a drop-reply (which no proxy of an
+// implementation can strike).
+func checkImpl(p *Plan, impl Impl) error {
+	if impl == nil {
+		return nil
+	}
+	if p.Mutant != "" {
+		return fmt.Errorf("mutant: %s is a variant of the reference; it cannot run against %s", p.Mutant, impl)
+	}
+	for i, f := range p.Nemesis {
+		if f.Fault == histories.DropReply {
+			return fmt.Errorf("nemesis[%d]: %s is not offered for an implementation (its proxy does not read HTTP or gRPC, so it cannot lose a reply on purpose)", i, f.Fault)
+		}
+	}
+	return nil
+}
+
+// ImplFaults are the faults a plan can hold for an implementation on a
+// real server: RealFaults but drop-reply.
+func ImplFaults() []string {
+	return slices.DeleteFunc(RealFaults(), func(f string) bool { return f == histories.DropReply })
 }
 
 // ErrGivenRestart is why a plan cannot restart the given server of
@@ -192,6 +240,34 @@ func PreflightAddrs(ctx context.Context, target string, addrs []string, ttl time
 		return nil
 	}
 	return fmt.Errorf("target %q: want %s or %s", target, Consul, Etcd)
+}
+
+// PreflightImpl starts one process of impl as the probe of a throwaway
+// prefix on the server of target (the one at addrs, or a private one
+// started for it and stopped), waits for its init_ok and ends it: an
+// implementation that cannot start fails here at once, with what it said,
+// rather than in every plan.
+func PreflightImpl(ctx context.Context, target string, addrs []string, impl Impl) error {
+	p := &Plan{Backend: target}
+	var srv *realServer
+	var err error
+	if len(addrs) > 0 {
+		srv, err = givenServer(p, addrs)
+	} else {
+		srv, err = startServer(ctx, p)
+	}
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	var salt [4]byte
+	rand.Read(salt[:])
+	s := Session{Prefix: "lp-preflight-" + hex.EncodeToString(salt[:]), Backend: target, Addr: srv.addrs[0], Limit: 1, TTL: 2 * time.Second, Run: "preflight"}
+	pc, err := impl.Connect(ctx, "probe", s)
+	if err != nil {
+		return err
+	}
+	return pc.Close()
 }
 
 // consulTTLMin is a Consul agent's session_ttl_min unless its
@@ -263,6 +339,9 @@ type realWorld struct {
 	start   time.Time
 	addrs   []string // the server's host:port (etcd: each endpoint's)
 	backend string
+	// impl, if set, runs in the clients' processes: they get proxies but
+	// no client of the reference.
+	impl Impl
 
 	mu    sync.Mutex // the runner's lock
 	procs map[string]*realProc
@@ -284,6 +363,10 @@ type realProc struct {
 	mu          sync.Mutex
 	paused, cut bool
 	resumed     chan struct{} // closed when not paused
+	// pc is the implementation's process of this incarnation, once
+	// started; killed says the incarnation was killed (or the run ended).
+	pc     ProcessClient
+	killed bool
 }
 
 func (w *realWorld) Lock()      { w.mu.Lock() }
@@ -301,7 +384,7 @@ func (w *realWorld) Go(name string, f func(proc)) {
 	p := &realProc{ctx: ctx, kill: kill, resumed: make(chan struct{})}
 	close(p.resumed)
 	if name != "nemesis" {
-		if err := p.connect(w.addrs, w.backend); err != nil {
+		if err := p.connect(w.addrs, w.backend, w.impl == nil); err != nil {
 			w.errs = append(w.errs, fmt.Errorf("%s: %w", name, err))
 			p.close()
 			return
@@ -315,9 +398,9 @@ func (w *realWorld) Go(name string, f func(proc)) {
 	}()
 }
 
-// connect starts p's proxies to the server at addrs (one each) and its
-// client on them.
-func (p *realProc) connect(addrs []string, backend string) error {
+// connect starts p's proxies to the server at addrs (one each) and, with
+// reference, the reference's client on them.
+func (p *realProc) connect(addrs []string, backend string, reference bool) error {
 	var eps []string
 	for _, a := range addrs {
 		px, err := faultnet.Listen(a)
@@ -326,6 +409,9 @@ func (p *realProc) connect(addrs []string, backend string) error {
 		}
 		p.pxs = append(p.pxs, px)
 		eps = append(eps, "http://"+px.Addr())
+	}
+	if !reference {
+		return nil
 	}
 	var err error
 	if backend == Consul {
@@ -340,9 +426,38 @@ func (p *realProc) connect(addrs []string, backend string) error {
 	return err
 }
 
+// start starts the implementation's process for p as client name of s,
+// told p's first proxy (etcd: one endpoint is enough; each is behind a
+// proxy of p's own). One started as p was killed is killed at once; one
+// started as p was paused is stopped.
+func (p *realProc) start(impl Impl, name string, s Session) (ProcessClient, error) {
+	s.Addr = p.pxs[0].Addr()
+	pc, err := impl.Connect(p.ctx, name, s)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.killed {
+		pc.Signal(syscall.SIGKILL) // killed while it started
+		return nil, errors.New("killed")
+	}
+	p.pc = pc
+	if p.paused {
+		pc.Signal(syscall.SIGSTOP)
+	}
+	return pc, nil
+}
+
 // close ends p: its sleeps end, its proxy closes (every connection cut,
-// no new one), its client is closed.
+// no new one), its client is closed, its process killed.
 func (p *realProc) close() {
+	p.mu.Lock()
+	p.killed = true
+	if p.pc != nil {
+		p.pc.Signal(syscall.SIGKILL)
+	}
+	p.mu.Unlock()
 	p.kill()
 	for _, px := range p.pxs {
 		px.Close()
@@ -404,6 +519,9 @@ func (w *realWorld) Pause(name string) {
 	w.hold(name, func(p *realProc) {
 		if !p.paused {
 			p.paused, p.resumed = true, make(chan struct{})
+			if p.pc != nil {
+				p.pc.Signal(syscall.SIGSTOP)
+			}
 		}
 	})
 }
@@ -414,6 +532,9 @@ func (w *realWorld) Resume(name string) {
 		if p.paused {
 			p.paused = false
 			close(p.resumed)
+			if p.pc != nil {
+				p.pc.Signal(syscall.SIGCONT)
+			}
 		}
 	})
 }

@@ -120,6 +120,9 @@ type runner struct {
 	sim     *consulsim.World // the simulator's world, nil on a real server
 	server  *realServer      // the real server, nil on the simulator
 	timeout time.Duration    // a real server's bound on one operation
+	// impl, if set, is the implementation under test, run in processes
+	// of its own instead of the reference (real servers only).
+	impl    Impl
 	clients map[string]*client
 	armed   map[string]bool // clients whose next granting write loses its reply
 	failed  []error         // what ends the run without a history (a restart that failed)
@@ -146,14 +149,7 @@ func (r *runner) start(st *client) {
 // run is one incarnation of a client: the reference (or the plan's
 // mutant) through the rest of its script.
 func (r *runner) run(p proc, st *client, gen int) {
-	o := consulsem.Options{StaleReads: r.p.StaleReads, BehaviorRelease: r.p.BehaviorRelease}
-	if r.p.LockDelay {
-		o.LockDelay = time.Duration(r.p.TTLMs) * time.Millisecond
-	}
-	if m := MutantNamed(r.p.Mutant); m != nil {
-		m.defects(&o.Defects)
-	}
-	sem, err := consulsem.On(dropping{p.Backend(), r, st, gen}, o)
+	sem, err := r.open(p, st, gen)
 	if !st.Live(gen) {
 		return // killed while it started: its successor goes on
 	}
@@ -162,14 +158,58 @@ func (r *runner) run(p proc, st *client, gen int) {
 		st.Done = true
 		return
 	}
+	pc, _ := sem.(ProcessClient)
 	for st.pos < len(st.script) && st.Live(gen) {
 		s := st.script[st.pos]
 		st.pos++
 		r.step(p, sem, st, gen, s)
+		if pc == nil || !st.Live(gen) {
+			continue
+		}
+		if why := pc.Crashed(); why != "" {
+			// The process is gone (it exited, or hung and was given up):
+			// what it held is lost, and the client goes on as a new
+			// process, as after a kill. The kill is recorded after the
+			// operation ended, so it excuses nothing.
+			r.Problems = append(r.Problems, fmt.Sprintf("%s %s", st.Name, why))
+			r.strike(Fault{Fault: histories.Kill, Target: st.Name}, false)
+			return
+		}
 	}
 	if st.Live(gen) {
 		st.Done = true
 	}
+	if pc != nil {
+		r.w.outside(p, func() { pc.Close() }) // its stdin closes: it exits
+	}
+}
+
+// open makes the client of an incarnation: the reference (or the plan's
+// mutant) on the process's backend, or the implementation's process,
+// started outside the runner's lock.
+func (r *runner) open(p proc, st *client, gen int) (Client, error) {
+	if r.impl != nil {
+		var pc ProcessClient
+		var err error
+		s := Session{Prefix: r.p.Prefix, Backend: r.p.Backend, Limit: st.limit, TTL: time.Duration(r.p.TTLMs) * time.Millisecond, Run: r.p.Prefix}
+		r.w.outside(p, func() { pc, err = p.(*realProc).start(r.impl, st.Process, s) })
+		if err != nil {
+			return nil, err
+		}
+		return pc, nil
+	}
+	o := consulsem.Options{StaleReads: r.p.StaleReads, BehaviorRelease: r.p.BehaviorRelease}
+	if r.p.LockDelay {
+		o.LockDelay = time.Duration(r.p.TTLMs) * time.Millisecond
+	}
+	if m := MutantNamed(r.p.Mutant); m != nil {
+		m.defects(&o.Defects)
+	}
+	sem, err := consulsem.On(dropping{p.Backend(), r, st, gen}, o)
+	if err != nil {
+		return nil, err
+	}
+	return sem, nil
 }
 
 // dropping is a client's backend: a drop-reply armed for the client
@@ -205,7 +245,7 @@ func (d dropping) WriteLock(ctx context.Context, w consulsem.LockWrite) (uint64,
 
 // step runs one line of a client's script: the call outside the
 // runner's lock, bounded by the runner's timeout on a real server.
-func (r *runner) step(p proc, sem *consulsem.Semaphore, st *client, gen int, s Step) {
+func (r *runner) step(p proc, sem Client, st *client, gen int, s Step) {
 	prefix := r.p.Prefix
 	ttl := time.Duration(r.p.TTLMs) * time.Millisecond
 	e := histories.Event{Process: st.Name, Type: histories.Invoke, F: s.Op, Lock: prefix, Kind: histories.Lease}
@@ -275,8 +315,14 @@ func (r *runner) acquired(st *client, l consulsem.Lease, err error) {
 	switch {
 	case err == nil:
 		st.token = l.Token
-		r.complete(st, histories.Ok, &histories.Value{Token: l.Token, Fence: histories.Int(int(l.Fence)),
-			TTLMs: histories.Int(int(l.TTL.Milliseconds()))}, nil)
+		if r.made != nil {
+			r.made[l.Token] = true // an implementation's session: the run's
+		}
+		v := &histories.Value{Token: l.Token, TTLMs: histories.Int(int(l.TTL.Milliseconds()))}
+		if l.Fence != NoFence {
+			v.Fence = histories.Int(int(l.Fence))
+		}
+		r.complete(st, histories.Ok, v, nil)
 	case errors.Is(err, consulsem.ErrFull):
 		r.complete(st, histories.Fail, &histories.Value{Reason: histories.Full}, nil)
 	case errors.Is(err, consulsem.ErrUnknownOutcome):

@@ -270,3 +270,20 @@ func (e etcdAdmin) end(ctx context.Context, leases []string) error {
 	}
 	return nil
 }
+
+// StartPrivate starts a private server of backend (Consul or Etcd) as a
+// plan's: a Consul -dev agent with session_ttl_min 1 s, or an etcd, on
+// ports and in a directory of its own. It answers the address clients
+// reach it at (Consul's HTTP API, etcd's client endpoint, host:port) and
+// what stops it and removes its directory. backends/consul.ErrNoConsul
+// and backends/etcd.ErrNoEtcd say that this machine has no such server.
+func StartPrivate(ctx context.Context, backend string) (addr string, stop func(), err error) {
+	if backend != Consul && backend != Etcd {
+		return "", nil, fmt.Errorf("backend %q: want %s or %s", backend, Consul, Etcd)
+	}
+	srv, err := startServer(ctx, &Plan{Backend: backend})
+	if err != nil {
+		return "", nil, err
+	}
+	return srv.addrs[0], srv.stop, nil
+}

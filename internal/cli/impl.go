@@ -51,7 +51,9 @@ func runValidateImpl(args []string, stdout, stderr io.Writer) int {
 and says what to fix, before a long prove: an amqp-locks implementation (the
 semaphore and the mutex) against a real broker, or with --kind db-semaphore a
 database semaphore (lease lock) against a real MariaDB or MySQL, with the
-session's design and fencing from --options (as prove's). The broker or
+session's design and fencing from --options (as prove's), or with --kind
+consul-semaphore Consul's semaphore against a private Consul agent or etcd
+it starts (--backend consul, the default, or etcd). The broker or
 database is tried first: one that cannot be used is named at once (exit 2),
 not blamed on the implementation. Queues and tables are made under names of
 the check's own and removed at the end.
