@@ -38,7 +38,9 @@
 //
 // refresh is Session().Renew (404, "no such session", is expired); verify
 // is whether the channel Acquire or Lock returned is still open (the
-// library's own notice of a lost hold: its monitor closes it); release is
+// library's own notice of a lost hold: its monitor closes it), and false
+// once Release or Unlock was called (the monitor closes the channel only
+// once it sees the release, a moment later); release is
 // Release or Unlock, then Session().Destroy (the library's own clean-up
 // when it made the session). A Release or Unlock that answers "not held"
 // (the library's record says released already) is expired; any other
@@ -110,12 +112,14 @@ type adapter struct {
 	held map[string]*hold // by token: every grant of this process
 }
 
-// hold is one grant: the library's object that holds it, and the channel
-// it returned.
+// hold is one grant: the library's object that holds it, the channel it
+// returned, and whether Release or Unlock was called on it (the library's
+// own isHeld, which it does not export).
 type hold struct {
-	sem  *api.Semaphore
-	lock *api.Lock
-	lost <-chan struct{}
+	sem      *api.Semaphore
+	lock     *api.Lock
+	lost     <-chan struct{}
+	released bool
 }
 
 func (a *adapter) grant(token string) *hold {
@@ -215,6 +219,12 @@ func (a *adapter) destroy(id string) {
 	}
 }
 
+func (a *adapter) isReleased(h *hold) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return h.released
+}
+
 func (a *adapter) Refresh(ctx context.Context, token string) (time.Duration, error) {
 	if a.grant(token) == nil {
 		return 0, protoloop.ErrExpired
@@ -231,7 +241,7 @@ func (a *adapter) Refresh(ctx context.Context, token string) (time.Duration, err
 
 func (a *adapter) Verify(_ context.Context, token string) (bool, error) {
 	h := a.grant(token)
-	if h == nil {
+	if h == nil || a.isReleased(h) {
 		return false, nil
 	}
 	select {
@@ -247,6 +257,9 @@ func (a *adapter) Release(_ context.Context, token string) error {
 	if h == nil {
 		return protoloop.ErrExpired
 	}
+	a.mu.Lock()
+	h.released = true
+	a.mu.Unlock()
 	var err error
 	if h.sem != nil {
 		err = h.sem.Release()
