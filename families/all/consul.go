@@ -176,7 +176,8 @@ func consulWhere(c consulsemfamily.Config, command string) *family.Setup {
 			return err
 		}
 		if err := consulsemfamily.PreflightImpl(ctx, c.Target, c.Addrs, impl); err != nil {
-			return &family.ImplError{Err: err, Command: command, Kind: consulsemfamily.Kind}
+			// validate-impl checks on the backend the plans run on.
+			return &family.ImplError{Err: err, Command: command, Kind: consulsemfamily.Kind + " --backend " + c.Target}
 		}
 		return nil
 	}

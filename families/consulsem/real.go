@@ -514,7 +514,8 @@ func (w *realWorld) Kill(name string) {
 }
 
 // Pause stops process name: its bytes are held both ways, and it goes on
-// with nothing until Resume.
+// with nothing until Resume (an implementation's process is stopped,
+// SIGSTOP, and continued, SIGCONT).
 func (w *realWorld) Pause(name string) {
 	w.hold(name, func(p *realProc) {
 		if !p.paused {

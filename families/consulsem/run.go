@@ -147,7 +147,9 @@ func (r *runner) start(st *client) {
 }
 
 // run is one incarnation of a client: the reference (or the plan's
-// mutant) through the rest of its script.
+// mutant), or the implementation's process, through the rest of its
+// script. A process that crashed or hung is taken for killed (and said
+// among the run's problems); one that got to the end is closed.
 func (r *runner) run(p proc, st *client, gen int) {
 	sem, err := r.open(p, st, gen)
 	if !st.Live(gen) {
@@ -244,7 +246,8 @@ func (d dropping) WriteLock(ctx context.Context, w consulsem.LockWrite) (uint64,
 }
 
 // step runs one line of a client's script: the call outside the
-// runner's lock, bounded by the runner's timeout on a real server.
+// runner's lock, bounded by the runner's timeout on a real server (an
+// implementation's process by its launcher's).
 func (r *runner) step(p proc, sem Client, st *client, gen int, s Step) {
 	prefix := r.p.Prefix
 	ttl := time.Duration(r.p.TTLMs) * time.Millisecond

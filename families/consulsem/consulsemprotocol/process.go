@@ -95,18 +95,6 @@ func (i *Processes) Connect(ctx context.Context, name string, s consulsemfamily.
 	return &Process{conn: c}, nil
 }
 
-// initialise starts a process and sends it init, for validate-impl: with
-// a process, the error is init's as the process answered it (a
-// *ProcessError), or why it did not answer init_ok, and the process is
-// left for the caller to kill; without one, nothing started.
-func (i *Processes) initialise(ctx context.Context, name string, s consulsemfamily.Session) (*Process, error) {
-	c, err := family.Handshake(ctx, &i.Launcher, name, s)
-	if c == nil {
-		return nil, err
-	}
-	return &Process{conn: c}, err
-}
-
 // Process is one running process of an implementation of the semaphore:
 // a client of one prefix, with consulsemfamily.Client's error contract.
 // Requests go one at a time: its methods must not be called concurrently.

@@ -71,41 +71,26 @@ type validator struct {
 // start starts client name and checks its handshake; nil if it did not
 // start.
 func (v *validator) start(name string) *Process {
-	if v.Ctx.Err() != nil {
-		return nil
-	}
 	s := consulsemfamily.Session{Prefix: v.prefix, Backend: v.backend, Addr: v.addr, Limit: 1, TTL: validateTTL, Run: v.prefix}
-	c, err := v.impl.initialise(v.Ctx, name, s)
-	var pe *ProcessError
-	switch {
-	case err == nil, c == nil:
-	case errors.As(err, &pe) && pe.Definite:
-		err = fmt.Errorf("%s refused init with a definite error (%v): that says it can never serve this session (backend %s); answer init_ok", name, pe, v.backend)
-	case errors.As(err, &pe):
-		err = fmt.Errorf("%s answered init with an error without \"definite\" (%v), as for a server out of reach; but it answers lockprover: connect to init's \"addr\", and answer init_ok", name, pe)
-	default:
-		err = fmt.Errorf("%v\n      answer {\"id\":1,\"type\":\"init_ok\"} on stdout within %v of the init request, and write nothing else there", v.impl.StartFailure(v.Ctx, c.conn.Client, err), v.impl.InitTimeoutOrDefault())
+	if c := family.CheckStart(&v.Checker, &v.impl.Launcher, name, s, "the "+v.backend, `"addr"`); c != nil {
+		return &Process{conn: c}
 	}
-	if !v.Check(name+" starts and answers init with init_ok", err) {
-		return nil
-	}
-	return c
+	return nil
 }
 
 // describe says what an operation answered, for a failure's message.
 func describe(op string, l consulsem.Lease, err error) string {
-	switch reply, ok := family.Reply(op, err); {
-	case err == nil && op == "acquire":
-		return fmt.Sprintf("acquire_ok (token %q)", l.Token)
-	case ok:
-		return reply
-	}
-	return "error: " + err.Error()
+	return family.Describe(op, l.Token, err)
 }
 
 // basics are the checks, in order; each needs the ones before it.
 func (v *validator) basics() {
 	c1, c2 := v.start("c1"), v.start("c2")
+	for _, c := range []*Process{c1, c2} {
+		if c != nil {
+			defer c.conn.Kill() // the checks may end early; Ends ends them otherwise
+		}
+	}
 	if c1 == nil || c2 == nil {
 		return
 	}
@@ -187,9 +172,7 @@ func (v *validator) held(name string, c *Process, token string, want bool) {
 
 // expired checks that an operation answers expired.
 func (v *validator) expired(name, op string, f func() error) {
-	err := f()
-	v.Expect(name+" answers expired", nil, errors.Is(err, consulsem.ErrExpired),
-		fmt.Sprintf(`answered %s: want %s_fail {"reason":"expired"} for a lease that is not held`, describe(op, consulsem.Lease{}, err), op))
+	family.CheckExpired(&v.Checker, name, op, f())
 }
 
 // expiry checks that a session left to expire is gone after its horizon:

@@ -74,36 +74,15 @@ type validator struct {
 // start starts client name and checks its handshake; nil if it did not
 // start.
 func (v *validator) start(name string) *Process {
-	if v.Ctx.Err() != nil {
-		return nil
+	s := redlock.Session{Key: v.key, Addrs: v.addrs, TTL: validateTTL, Run: v.key}
+	if c := family.CheckStart(&v.Checker, &v.impl.Launcher, name, s, "the redis-servers", `"addrs"`); c != nil {
+		return &Process{conn: c}
 	}
-	c, err := v.impl.initialise(v.Ctx, name, redlock.Session{Key: v.key, Addrs: v.addrs, TTL: validateTTL, Run: v.key})
-	var pe *ProcessError
-	switch {
-	case err == nil, c == nil:
-	case errors.As(err, &pe) && pe.Definite:
-		err = fmt.Errorf("%s refused init with a definite error (%v): that says it can never serve this session; answer init_ok", name, pe)
-	case errors.As(err, &pe):
-		err = fmt.Errorf("%s answered init with an error without \"definite\" (%v), as for servers out of reach; but they answer lockprover: connect to init's \"addrs\", and answer init_ok", name, pe)
-	default:
-		err = fmt.Errorf("%v\n      answer {\"id\":1,\"type\":\"init_ok\"} on stdout within %v of the init request, and write nothing else there", v.impl.StartFailure(v.Ctx, c.conn.Client, err), v.impl.InitTimeoutOrDefault())
-	}
-	if !v.Check(name+" starts and answers init with init_ok", err) {
-		return nil
-	}
-	return c
+	return nil
 }
 
 // describe says what an operation answered, for a failure's message.
-func describe(op string, l ref.Lease, err error) string {
-	switch reply, ok := family.Reply(op, err); {
-	case err == nil && op == "acquire":
-		return fmt.Sprintf("acquire_ok (token %q)", l.Token)
-	case ok:
-		return reply
-	}
-	return "error: " + err.Error()
-}
+func describe(op string, l ref.Lease, err error) string { return family.Describe(op, l.Token, err) }
 
 // basics are the checks, in order; each needs the ones before it.
 func (v *validator) basics() {
@@ -181,9 +160,7 @@ func (v *validator) claims(name string, c *Process, l ref.Lease, err error, ttl,
 
 // expired checks that an operation answers expired.
 func (v *validator) expired(name, op string, f func() error) {
-	err := f()
-	v.Expect(name+" answers expired", nil, errors.Is(err, ref.ErrExpired),
-		fmt.Sprintf(`answered %s: want %s_fail {"reason":"expired"} for a lease that is not held`, describe(op, ref.Lease{}, err), op))
+	family.CheckExpired(&v.Checker, name, op, f())
 }
 
 // expiry checks that a lease ends with its ttl: once it has passed, a
