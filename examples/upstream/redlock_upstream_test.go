@@ -73,7 +73,9 @@ func buildModule(t *testing.T, dir, pkg, modfile, tags string) string {
 		flags = append(flags, "-tags="+tags)
 	}
 	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// Compiling a module's dependencies for the first time, beside the
+	// other adapters' builds on a loaded machine, took over 3 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	// The nested module's dependencies come from the module proxy into the
 	// module cache; no network (and an empty cache) skips.
