@@ -154,7 +154,7 @@ func (a *adapter) Acquire(ctx context.Context, limit int, ttl time.Duration) (pr
 	a.mu.Lock()
 	a.held[id] = h
 	a.mu.Unlock()
-	return protoloop.Grant{Token: id, Fence: fence, Asked: ttl}, nil
+	return protoloop.Grant{Token: id, Fence: fence}, nil
 }
 
 // take runs the library's acquire with session id: a hold, or nil and

@@ -137,7 +137,7 @@ func (a *adapter) Acquire(ctx context.Context, limit int, ttl time.Duration) (pr
 	a.held[token] = &hold{lease: lease.ID, sess: sess, mutex: m}
 	a.mu.Unlock()
 	fence := uint64(m.Header().Revision)
-	return protoloop.Grant{Token: token, Fence: &fence, TTL: time.Duration(lease.TTL) * time.Second, Asked: ttl}, nil
+	return protoloop.Grant{Token: token, Fence: &fence, TTL: time.Duration(lease.TTL) * time.Second}, nil
 }
 
 // revoke ends a lease an acquire made and did not hold with (best

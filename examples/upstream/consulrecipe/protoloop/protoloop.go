@@ -40,9 +40,9 @@ type Init struct {
 type Grant struct {
 	Token string  // the grant's session ID (Consul) or lease ID as %016x (etcd)
 	Fence *uint64 // nil where the library gives none
-	TTL   time.Duration
-	// Asked is the TTL asked for; TTL is said in the reply where it differs.
-	Asked time.Duration
+	// TTL is the TTL granted, 0 if the one asked for; said in the reply
+	// where it differs from that.
+	TTL time.Duration
 }
 
 // Lock is one library's semaphore, as one lockprover client uses it.
