@@ -48,12 +48,21 @@ func validateRedlock(t *testing.T, command string) string {
 
 // buildRedsync builds examples/upstream/redsync against the redsync of
 // modfile ("" for go.mod's, the current release) with tags, and returns
-// the binary. It skips if the modules cannot be downloaded (into the
-// module cache: once, then the build cache makes it quick).
+// the binary.
 func buildRedsync(t *testing.T, modfile, tags string) string {
 	t.Helper()
+	return buildModule(t, "redsync", ".", modfile, tags)
+}
+
+// buildModule builds package pkg of the Go module in dir (an adapter's
+// own module, whose dependencies lockprover's go.mod does not have), with
+// modfile ("" for go.mod) and tags, and returns the binary. It skips if
+// the modules cannot be downloaded (into the module cache: once, then the
+// build cache makes it quick).
+func buildModule(t *testing.T, dir, pkg, modfile, tags string) string {
+	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("needs the go command to build the redsync adapter (its own module)")
+		t.Skipf("needs the go command to build the adapter in %s (its own module)", dir)
 	}
 	var flags []string
 	if modfile != "" {
@@ -64,23 +73,25 @@ func buildRedsync(t *testing.T, modfile, tags string) string {
 		flags = append(flags, "-tags="+tags)
 	}
 	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// Compiling a module's dependencies for the first time, beside the
+	// other adapters' builds on a loaded machine, took over 3 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	// The nested module's dependencies come from the module proxy into the
 	// module cache; no network (and an empty cache) skips.
 	dl := exec.CommandContext(ctx, "go", append([]string{"mod", "download"}, dlFlags...)...)
-	dl.Dir, dl.Env = "redsync", env
+	dl.Dir, dl.Env = dir, env
 	if out, err := dl.CombinedOutput(); err != nil {
-		t.Skipf("cannot download the redsync adapter's modules (the Go module proxy out of reach?): %v\n%s", err, out)
+		t.Skipf("cannot download the modules of the adapter in %s (the Go module proxy out of reach?): %v\n%s", dir, err, out)
 	}
-	bin := filepath.Join(t.TempDir(), "redsync-adapter")
-	build := exec.CommandContext(ctx, "go", append(append([]string{"build"}, flags...), "-o", bin, ".")...)
-	build.Dir, build.Env = "redsync", env
+	bin := filepath.Join(t.TempDir(), filepath.Base(filepath.Join(dir, pkg))+"-adapter")
+	build := exec.CommandContext(ctx, "go", append(append([]string{"build"}, flags...), "-o", bin, pkg)...)
+	build.Dir, build.Env = dir, env
 	if out, err := build.CombinedOutput(); err != nil {
 		if strings.Contains(string(out), "dial tcp") || strings.Contains(string(out), "lookup ") {
-			t.Skipf("cannot download the redsync adapter's modules: %v\n%s", err, out)
+			t.Skipf("cannot download the modules of the adapter in %s: %v\n%s", dir, err, out)
 		}
-		t.Fatalf("go build %s: %v\n%s", strings.Join(flags, " "), err, out)
+		t.Fatalf("go build %s %s in %s: %v\n%s", strings.Join(flags, " "), pkg, dir, err, out)
 	}
 	return bin
 }
