@@ -234,14 +234,17 @@ func verdictOf(r *model.Report, property string) model.Verdict {
 }
 
 // offScript says which client's operation in h went off the mutants'
-// scripts, or "": an acquire not granted, or any operation whose outcome
-// is unknown (it timed out).
+// scripts, or "": an acquire not granted, a refresh or release that found
+// its lease expired (a machine so slow that a lease of seconds ran out
+// before the next step: once, at load 40, c2's acquire took 2.3 s of
+// real-local-limit's script and c1's release came too late), or any
+// operation whose outcome is unknown (it timed out).
 func offScript(h []histories.Event) string {
 	for _, e := range h {
 		if strings.HasPrefix(e.Process, "probe") || e.Process == "nemesis" || e.Type == histories.Invoke {
 			continue
 		}
-		if e.F == histories.Acquire && e.Type != histories.Ok || e.Type == histories.Info {
+		if e.Type != histories.Ok && (e.F == histories.Acquire || e.F == histories.Refresh || e.F == histories.Release) || e.Type == histories.Info {
 			return fmt.Sprintf("%s's %s ended %s %s", e.Process, e.F, e.Type, e.Error)
 		}
 	}
