@@ -14,8 +14,8 @@ package main
 import (
 	"os"
 
+	"github.com/lockprover/lockprover/cmd/lockprover/cli"
 	_ "github.com/lockprover/lockprover/families/all" // every lock family
-	"github.com/lockprover/lockprover/internal/cli"
 )
 
 func main() { os.Exit(cli.Main()) }

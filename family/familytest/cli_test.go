@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockprover/lockprover/cmd/lockprover/cli"
 	"github.com/lockprover/lockprover/family"
-	"github.com/lockprover/lockprover/internal/cli"
 )
 
 // lockprover runs the command line, with only the toy family registered.

@@ -130,7 +130,7 @@ func TestProvePythonLeaseExampleOnMariaDB(t *testing.T) {
 	if exec.Command("/usr/bin/python3", "-c", "import pymysql").Run() != nil {
 		t.Skip("needs Debian's /usr/bin/python3 with python3-pymysql")
 	}
-	script, _ := filepath.Abs("../../examples/python/db_semaphore.py")
+	script, _ := filepath.Abs("../../../examples/python/db_semaphore.py")
 	// -X names this run's processes (Python keeps an -X option it does not
 	// know in sys._xoptions), for pgrep: the script's path would find the
 	// processes of other tests that run it at the same time.

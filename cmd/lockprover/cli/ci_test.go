@@ -227,7 +227,7 @@ func TestShardAuto(t *testing.T) {
 // counterexample's plan, the history checked; elsewhere nothing is.
 func TestGitHubAnnotations(t *testing.T) {
 	dir := t.TempDir()
-	hist := filepath.Join("..", "..", "testdata", "histories", "20-double-holder.jsonl")
+	hist := filepath.Join("..", "..", "..", "testdata", "histories", "20-double-holder.jsonl")
 	t.Setenv("GITHUB_ACTIONS", "true")
 	_, out, _ := lockprover("prove", "--mutant", "trust-scan", "--seed", "1", "--runs", "50", "--out", filepath.Join(dir, "cx"))
 	if want := "::error file=" + filepath.Join(dir, "cx", "plan.json") + ",title=slot-exclusive violated::slot 1: "; !strings.Contains(out, want) || !strings.Contains(out, "%0Areplay: lockprover replay ") {
@@ -261,8 +261,8 @@ func TestQuiet(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(dir, "p.xml")); err != nil || !strings.Contains(string(data), "20 plans") {
 		t.Errorf("prove --junit: %v\n%s", err, data)
 	}
-	pass := filepath.Join("..", "..", "testdata", "histories", "01-turns.jsonl")
-	fail := filepath.Join("..", "..", "testdata", "histories", "20-double-holder.jsonl")
+	pass := filepath.Join("..", "..", "..", "testdata", "histories", "01-turns.jsonl")
+	fail := filepath.Join("..", "..", "..", "testdata", "histories", "20-double-holder.jsonl")
 	code, out, _ = lockprover("check", "--quiet", pass, fail)
 	if code != exitViolation || strings.Contains(out, pass) || !strings.Contains(out, fail) || !strings.HasSuffix(out, "2 histories checked: FAIL\n") {
 		t.Errorf("check --quiet: exit %d\n%s", code, out)
@@ -280,7 +280,7 @@ func TestOutputFlagsRefused(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "a-file")
 	os.WriteFile(file, nil, 0o644)
-	hist := filepath.Join("..", "..", "testdata", "histories", "20-double-holder.jsonl")
+	hist := filepath.Join("..", "..", "..", "testdata", "histories", "20-double-holder.jsonl")
 	for _, tc := range []struct {
 		args []string
 		want string

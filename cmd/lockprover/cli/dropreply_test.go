@@ -25,7 +25,7 @@ func TestDropReplyRecordedOnlyWhereItStruck(t *testing.T) {
 	t.Parallel()
 	dsn := mysqltest.DSN(t)
 	bin := builtBinary(t)
-	up, err := filepath.Abs(filepath.Join("..", "..", "examples", "upstream"))
+	up, err := filepath.Abs(filepath.Join("..", "..", "..", "examples", "upstream"))
 	if err != nil {
 		t.Fatal(err)
 	}

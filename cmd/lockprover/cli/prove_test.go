@@ -110,7 +110,7 @@ func TestReplayRefusesToOverwrite(t *testing.T) {
 	dir := t.TempDir()
 	existing := filepath.Join(dir, "h.jsonl")
 	os.WriteFile(existing, []byte("mine\n"), 0o644)
-	code, _, errOut := lockprover("replay", "--history", existing, filepath.Join("..", "..", "testdata", "plans", "zombie.json"))
+	code, _, errOut := lockprover("replay", "--history", existing, filepath.Join("..", "..", "..", "testdata", "plans", "zombie.json"))
 	if code != exitUsage || !strings.Contains(errOut, "not overwriting") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

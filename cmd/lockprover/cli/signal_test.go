@@ -46,7 +46,7 @@ func builtBinary(t *testing.T) string {
 			return
 		}
 		binary.path = filepath.Join(binary.dir, "lockprover")
-		if out, err := exec.Command("go", "build", "-o", binary.path, "../../cmd/lockprover").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-o", binary.path, "../../../cmd/lockprover").CombinedOutput(); err != nil {
 			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})

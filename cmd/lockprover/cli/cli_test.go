@@ -14,7 +14,7 @@ import (
 
 // Flags go before or after the positional arguments, for every verb.
 func TestFlagsAfterArguments(t *testing.T) {
-	plan := filepath.Join("..", "..", "testdata", "plans", "zombie.json")
+	plan := filepath.Join("..", "..", "..", "testdata", "plans", "zombie.json")
 	before, outBefore, _ := lockprover("replay", "--model", "strict", "--timeout", "30s", plan)
 	after, outAfter, errAfter := lockprover("replay", plan, "--model", "strict", "--timeout", "30s")
 	if after == exitUsage || before != after || outBefore != outAfter {
@@ -28,7 +28,7 @@ func TestFlagsAfterArguments(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "--model: no such file") {
 		t.Errorf("replay -- --model: exit %d, %s", code, errOut)
 	}
-	hist := filepath.Join("..", "..", "testdata", "histories", "13-concurrent-spurious-full.jsonl")
+	hist := filepath.Join("..", "..", "..", "testdata", "histories", "13-concurrent-spurious-full.jsonl")
 	code, out, errOut := lockprover("check", hist, "--model", "strict")
 	if code != exitViolation || !strings.Contains(out, "(strict model)") {
 		t.Errorf("check FILE --model strict: exit %d, stderr %s; want the strict model's violation", code, errOut)
@@ -81,7 +81,7 @@ func TestVersion(t *testing.T) {
 func TestNonsenseRefused(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "a-file")
 	os.WriteFile(file, nil, 0o644)
-	plan := filepath.Join("..", "..", "testdata", "plans", "zombie.json")
+	plan := filepath.Join("..", "..", "..", "testdata", "plans", "zombie.json")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -99,7 +99,7 @@ func TestNonsenseRefused(t *testing.T) {
 		{[]string{"prove", "--model", "lenient"}, "--model must be standard or strict"},
 		{[]string{"prove", "--kind", "redlock", "--model", "strict"}, "--model strict: --kind redlock is judged by standard"},
 		{[]string{"prove", "--kind", "db-semaphore", "--model", "strict"}, "--model strict: --kind db-semaphore is judged by standard"},
-		{[]string{"replay", filepath.Join("..", "..", "testdata", "plans", "priority-redlock-release-keeps-note.json"), "--model", "strict"}, "--model strict: --kind priority-redlock is judged by standard"},
+		{[]string{"replay", filepath.Join("..", "..", "..", "testdata", "plans", "priority-redlock-release-keeps-note.json"), "--model", "strict"}, "--model strict: --kind priority-redlock is judged by standard"},
 		{[]string{"prove", "--target", "mars"}, "--target must be sim or rabbitmq"},
 		{[]string{"prove", "--faults", "kill,meteor"}, `--faults: unknown fault "meteor"`},
 		{[]string{"prove", "--faults", ""}, `--faults: unknown fault ""`},
@@ -174,7 +174,7 @@ func TestBrokerPreflight(t *testing.T) {
 	wrongPassword.User = url.UserPassword(good.User.Username(), "sekrit")
 	wrongVhost := *good
 	wrongVhost.Path = "/lp-no-such-vhost"
-	plan := filepath.Join("..", "..", "testdata", "plans", "zombie.json")
+	plan := filepath.Join("..", "..", "..", "testdata", "plans", "zombie.json")
 	for _, tc := range []struct {
 		url, want string
 	}{
@@ -217,7 +217,7 @@ func TestBrokerPreflight(t *testing.T) {
 // The README's synopses list every flag of every command, as its help
 // prints them.
 func TestReadmeSynopsesListEveryFlag(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestValidateImplLease(t *testing.T) {
 		if exec.Command("/usr/bin/python3", "-c", "import pymysql").Run() != nil {
 			t.Skip("the Python example is left out: needs Debian's /usr/bin/python3 with python3-pymysql")
 		}
-		script, err := filepath.Abs(filepath.Join("..", "..", "examples", "python", "db_semaphore.py"))
+		script, err := filepath.Abs(filepath.Join("..", "..", "..", "examples", "python", "db_semaphore.py"))
 		if err != nil {
 			t.Fatal(err)
 		}

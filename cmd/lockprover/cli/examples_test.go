@@ -20,7 +20,7 @@ import (
 // with --shard auto and pass the shard in, and the Dockerfile's build step
 // builds lockprover.
 
-const examples = "../../examples/ci"
+const examples = "../../../examples/ci"
 
 // flagsOf is the flags VERB -h prints, by name without dashes.
 func flagsOf(t *testing.T, verb string) map[string]bool {
@@ -269,7 +269,7 @@ func TestDockerfileBuilds(t *testing.T) {
 	if nice, err := exec.LookPath("nice"); err == nil {
 		cmd = exec.Command(nice, "-n", "5", "sh", "-c", build)
 	}
-	cmd.Dir = filepath.Join("..", "..")
+	cmd.Dir = filepath.Join("..", "..", "..")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", build, err, b)
 	}

@@ -18,7 +18,7 @@ import (
 // check and compares the exit status and the failing properties with
 // verdicts.txt.
 func TestHistoryVerdicts(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "histories")
+	dir := filepath.Join("..", "..", "..", "testdata", "histories")
 	f, err := os.Open(filepath.Join(dir, "verdicts.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestCheckUsage(t *testing.T) {
 		{[]string{"check", "no/such/file.jsonl"}, "no/such/file.jsonl"},
 		{[]string{"check", "--timeout", "-1s", "x.jsonl"}, "--timeout must not be negative"},
 		{[]string{"check", "--lease-ttl", "1500us", "x.edn"}, "--lease-ttl must be a whole number of milliseconds"},
-		{[]string{"check", "--lease-ttl", "1s", filepath.Join("..", "..", "testdata", "histories", "01-turns.jsonl")}, "--lease-ttl judges Jepsen histories; this is lockprover's own JSON lines"},
+		{[]string{"check", "--lease-ttl", "1s", filepath.Join("..", "..", "..", "testdata", "histories", "01-turns.jsonl")}, "--lease-ttl judges Jepsen histories; this is lockprover's own JSON lines"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(tc.args, &out, &errOut); code != exitUsage {
@@ -123,7 +123,7 @@ func TestCheckUsageNamesTheFormatDocument(t *testing.T) {
 func TestCheckWritesVisualisations(t *testing.T) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
-	code := run([]string{"check", "--html", dir, filepath.Join("..", "..", "testdata", "histories", "02-kill-holder.jsonl")}, &out, &errOut)
+	code := run([]string{"check", "--html", dir, filepath.Join("..", "..", "..", "testdata", "histories", "02-kill-holder.jsonl")}, &out, &errOut)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
@@ -142,7 +142,7 @@ func TestCheckWritesVisualisations(t *testing.T) {
 // verdicts: that it was imported, the import's notes, and the EDN line of
 // each operation it names.
 func TestCheckEDN(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "histories")
+	dir := filepath.Join("..", "..", "..", "testdata", "histories")
 	for _, tc := range []struct {
 		file string
 		code int
@@ -185,7 +185,7 @@ func TestCheckEDN(t *testing.T) {
 // elides lines with "..." must match the lines it shows, in order;
 // trailing spaces do not count).
 func TestReadmeCheckExamples(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,8 +207,8 @@ func TestReadmeCheckExamples(t *testing.T) {
 			want = append(want, l)
 		}
 		var out, errOut bytes.Buffer
-		run(append(append([]string{"check"}, args[:len(args)-1]...), filepath.Join("..", "..", file)), &out, &errOut)
-		got := strings.Split(strings.TrimRight(strings.ReplaceAll(out.String(), filepath.Join("..", "..")+"/", ""), "\n"), "\n")
+		run(append(append([]string{"check"}, args[:len(args)-1]...), filepath.Join("..", "..", "..", file)), &out, &errOut)
+		got := strings.Split(strings.TrimRight(strings.ReplaceAll(out.String(), filepath.Join("..", "..", "..")+"/", ""), "\n"), "\n")
 		j := 0
 		for _, w := range want {
 			if strings.TrimSpace(w) == "..." {
@@ -232,7 +232,7 @@ func TestReadmeCheckExamples(t *testing.T) {
 // TestCheckJSONSaysWhatTheImportDid checks that --json carries an import's
 // notes and every excuse, with the file's lines, not only the text.
 func TestCheckJSONSaysWhatTheImportDid(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "histories")
+	dir := filepath.Join("..", "..", "..", "testdata", "histories")
 	out := filepath.Join(t.TempDir(), "r.json")
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"check", "--json", out, filepath.Join(dir, "91-jepsen-info-release-then-holder.edn"), filepath.Join(dir, "92-jepsen-time-decreasing.edn"), filepath.Join(dir, "94-jepsen-array.json")}, &stdout, &stderr)
@@ -272,7 +272,7 @@ func TestCheckJSONSaysWhatTheImportDid(t *testing.T) {
 func TestCheckReportPage(t *testing.T) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
-	code := run([]string{"check", "--report", dir, filepath.Join("..", "..", "testdata", "histories", "91-jepsen-info-release-then-holder.edn")}, &out, &errOut)
+	code := run([]string{"check", "--report", dir, filepath.Join("..", "..", "..", "testdata", "histories", "91-jepsen-info-release-then-holder.edn")}, &out, &errOut)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errOut.String())
 	}
