@@ -59,7 +59,7 @@ interrupted (not every plan ran).`, stderr)
 	printExcused(stdout, m.Properties, m.Plans, outf.quiet)
 	switch m.Verdict {
 	case results.Held:
-		fmt.Fprintln(stdout, "every property held")
+		printHeld(stdout, m.Properties)
 	case results.Violated, results.Inconclusive:
 		cx := m.Counterexample
 		if m.Verdict == results.Inconclusive {

@@ -396,8 +396,25 @@ func (f *proveFlags) conclude(o *prover.Outcome, out string, replay []string, su
 		_, sum.Counterexample = reportCounterexample(o.FirstInconclusive, out, replay, stdout, stderr)
 		return exitInconclusive
 	}
-	fmt.Fprintln(stdout, "every property held")
+	printHeld(stdout, sum.Properties)
 	return exitOK
+}
+
+// printHeld says that every property held, naming those judged on no
+// plan at all (each plan's verdict "not judged": a lock without fences
+// has no fencing to judge): those did not hold, they were never tried.
+func printHeld(w io.Writer, props []results.Property) {
+	var none []string
+	for _, p := range props {
+		if p.NotJudged > 0 && p.Pass+p.Fail+p.Inconclusive == 0 {
+			none = append(none, p.Name)
+		}
+	}
+	if len(none) == 0 {
+		fmt.Fprintln(w, "every property held")
+		return
+	}
+	fmt.Fprintf(w, "every property held that was judged; not judged on any plan: %s (nothing in the plans to judge it by)\n", strings.Join(none, ", "))
 }
 
 // checkOut checks, before any plan runs, that a counterexample can be
