@@ -52,8 +52,12 @@ func TestExpiry(t *testing.T) {
 		const ttl = 200 * time.Millisecond
 		start := Monotonic()
 		l := acquire(t, r, k, ttl)
-		if ok, _ := r.Verify(ctx(t), l); !ok {
-			t.Fatal("not held right after the grant")
+		// Verify answers false once the validity has ended; a machine that
+		// busy (CI once, beside the suite) may not run it before then.
+		if ok, _ := r.Verify(ctx(t), l); !ok && Monotonic() < l.ValidUntil {
+			t.Fatal("not held right after the grant, within its validity")
+		} else if !ok {
+			t.Logf("verify came after the grant's validity of %v had ended (a machine too busy)", l.Validity)
 		}
 		for {
 			at := Monotonic()
