@@ -1,7 +1,9 @@
-package histories
+package histories_test
 
 import (
 	"bytes"
+	"github.com/lockprover/lockprover/families/amqp/check"
+	"github.com/lockprover/lockprover/histories"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -10,21 +12,21 @@ import (
 // generate returns a valid history of n events or a few more, with clients
 // on several locks of both kinds, admin operations and faults, drawn from a
 // fixed seed.
-func generate(n int) []Event {
+func generate(n int) []histories.Event {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var now int64
-	r := NewRecorder(func() int64 { now += rng.Int64N(1000); return now })
+	r := histories.NewRecorder(func() int64 { now += rng.Int64N(1000); return now })
 
 	type client struct {
 		name, lock, kind string
-		pending          *Event // the invoke in flight, if any
-		slot             int    // held slot, 0 if none
+		pending          *histories.Event // the invoke in flight, if any
+		slot             int              // held slot, 0 if none
 	}
 	var clients []*client
 	for i := range 40 {
 		c := &client{name: "c" + strconv.Itoa(i+1), lock: "sem-" + strconv.Itoa(i%4)}
 		if i%4 == 3 {
-			c.lock, c.kind = "mutex-3", Mutex
+			c.lock, c.kind = "mutex-3", histories.Mutex
 		}
 		clients = append(clients, c)
 	}
@@ -32,44 +34,44 @@ func generate(n int) []Event {
 	nem := &client{name: "nemesis"}
 	faults := []string{"kill", "pause", "resume", "partition", "heal", "force-close", "drop-reply", "restart-broker"}
 
-	for len(r.events) < n {
+	for len(r.Events()) < n {
 		switch k := rng.IntN(100); {
-		case k < 2: // nemesis
+		case k < 2: // "nemesis"
 			if nem.pending == nil {
 				f := faults[rng.IntN(len(faults))]
-				var v *Value
+				var v histories.Value
 				if f != "restart-broker" {
-					v = &Value{Process: clients[rng.IntN(len(clients))].name}
+					v = &histories.Fault{Process: clients[rng.IntN(len(clients))].name}
 				}
-				e := r.Add(Event{Process: nemesis, Type: Invoke, F: f, Value: v})
+				e := r.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: f, Value: v})
 				nem.pending = &e
 			} else {
 				e := *nem.pending
-				e.Type = Info
+				e.Type = histories.Info
 				r.Add(e)
 				nem.pending = nil
 			}
 		case k < 6: // admin
 			if admin.pending == nil {
-				e := Event{Process: admin.name, Type: Invoke, Lock: admin.lock}
+				e := histories.Event{Process: admin.name, Type: histories.Invoke, Lock: admin.lock}
 				switch rng.IntN(3) {
 				case 0:
-					e.F, e.Value = "change", &Value{Delta: Int([]int{-2, -1, 1, 2}[rng.IntN(4)])}
+					e.F, e.Value = "change", &check.Value{Delta: histories.Int([]int{-2, -1, 1, 2}[rng.IntN(4)])}
 				case 1:
 					e.F = "count"
 				default:
-					e.F, e.Value = "wait", &Value{Slot: Int(1 + rng.IntN(3))}
+					e.F, e.Value = "wait", &check.Value{Slot: histories.Int(1 + rng.IntN(3))}
 				}
 				e = r.Add(e)
 				admin.pending = &e
 			} else {
 				e := *admin.pending
-				e.Type, e.Value = Ok, nil
+				e.Type, e.Value = histories.Ok, nil
 				switch e.F {
 				case "change":
-					e.Value = &Value{From: Int(3), To: Int(max(0, 3+*admin.pending.Value.Delta))}
+					e.Value = &check.Value{From: histories.Int(3), To: histories.Int(max(0, 3+*check.ValueOf(admin.pending).Delta))}
 				case "count":
-					e.Value = &Value{Slots: Int(3)}
+					e.Value = &check.Value{Slots: histories.Int(3)}
 				}
 				r.Add(e)
 				admin.pending = nil
@@ -77,7 +79,7 @@ func generate(n int) []Event {
 		default: // a client
 			c := clients[rng.IntN(len(clients))]
 			if c.pending == nil {
-				e := Event{Process: c.name, Type: Invoke, Lock: c.lock, Kind: c.kind}
+				e := histories.Event{Process: c.name, Type: histories.Invoke, Lock: c.lock, Kind: c.kind}
 				switch {
 				case c.slot == 0:
 					e.F = "acquire"
@@ -86,8 +88,8 @@ func generate(n int) []Event {
 				default:
 					e.F = "release"
 				}
-				if e.F != "acquire" && c.kind != Mutex {
-					e.Value = &Value{Slot: Int(c.slot)}
+				if e.F != "acquire" && c.kind != histories.Mutex {
+					e.Value = &check.Value{Slot: histories.Int(c.slot)}
 				}
 				e = r.Add(e)
 				c.pending = &e
@@ -97,24 +99,25 @@ func generate(n int) []Event {
 			e.Value = nil
 			switch roll := rng.IntN(10); {
 			case roll == 0:
-				e.Type = Info
+				e.Type = histories.Info
 				if e.F == "acquire" {
 					c.slot = 0
 				}
 			case e.F == "acquire" && roll < 4:
-				e.Type, e.Value = Fail, &Value{Reason: "full"}
-				if c.kind == Mutex {
-					e.Value.Reason = "held"
+				v := &check.Value{Reason: "full"}
+				if c.kind == histories.Mutex {
+					v.Reason = "held"
 				}
+				e.Type, e.Value = histories.Fail, v
 			case e.F == "acquire":
-				e.Type, c.slot = Ok, 1+rng.IntN(3)
-				if c.kind != Mutex {
-					e.Value = &Value{Slot: Int(c.slot)}
+				e.Type, c.slot = histories.Ok, 1+rng.IntN(3)
+				if c.kind != histories.Mutex {
+					e.Value = &check.Value{Slot: histories.Int(c.slot)}
 				}
 			case e.F == "verify":
-				e.Type, e.Value = Ok, &Value{Held: Bool(roll < 8)}
+				e.Type, e.Value = histories.Ok, &check.Value{Held: histories.Bool(roll < 8)}
 			default:
-				e.Type, c.slot = Ok, 0
+				e.Type, c.slot = histories.Ok, 0
 			}
 			r.Add(e)
 			c.pending = nil
@@ -126,14 +129,14 @@ func generate(n int) []Event {
 // BenchmarkRead reads a history of 100k events.
 func BenchmarkRead(b *testing.B) {
 	var buf bytes.Buffer
-	if err := Write(&buf, generate(100_000)); err != nil {
+	if err := histories.Write(&buf, generate(100_000)); err != nil {
 		b.Fatal(err)
 	}
 	data := buf.Bytes()
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Read(bytes.NewReader(data), "bench.jsonl"); err != nil {
+		if _, err := histories.Read(bytes.NewReader(data), "bench.jsonl"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -143,14 +146,14 @@ func BenchmarkRead(b *testing.B) {
 func BenchmarkWrite(b *testing.B) {
 	events := generate(100_000)
 	var buf bytes.Buffer
-	if err := Write(&buf, events); err != nil {
+	if err := histories.Write(&buf, events); err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(buf.Len()))
 	b.ReportAllocs()
 	for b.Loop() {
 		buf.Reset()
-		if err := Write(&buf, events); err != nil {
+		if err := histories.Write(&buf, events); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -161,10 +164,10 @@ func BenchmarkWrite(b *testing.B) {
 func TestGenerate(t *testing.T) {
 	events := generate(20_000)
 	var buf bytes.Buffer
-	if err := Write(&buf, events); err != nil {
+	if err := histories.Write(&buf, events); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Read(&buf, "generated.jsonl")
+	got, err := histories.Read(&buf, "generated.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

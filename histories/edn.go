@@ -855,8 +855,8 @@ func (c *converter) update(o *jop) {
 		f = Heal
 	}
 	for _, p := range c.clients {
-		c.emit(Event{Time: o.time, Process: nemesis, Type: Invoke, F: f, Value: &Value{Process: p}}, o.line)
-		c.emit(Event{Time: o.time, Process: nemesis, Type: Info, F: f, Value: &Value{Process: p}}, o.line)
+		c.emit(Event{Time: o.time, Process: nemesis, Type: Invoke, F: f, Value: &Fault{Process: p}}, o.line)
+		c.emit(Event{Time: o.time, Process: nemesis, Type: Info, F: f, Value: &Fault{Process: p}}, o.line)
 	}
 }
 
@@ -905,7 +905,9 @@ func validateImported(events []Event, lines []int, name string) error {
 		var vhas vfields
 		if e.Value != nil {
 			has |= hasValue
-			vhas = fieldsOf(e.Value)
+			if t := typeOf(e); t != nil {
+				vhas = fieldsOf(t, e.Value)
+			}
 		}
 		if msg := v.check(lines[i], e, has, vhas, sym(e.Process), sym(e.Lock)); msg != "" {
 			return &Error{File: name, Line: lines[i], Msg: msg}

@@ -1,8 +1,9 @@
-package histories
+package histories_test
 
 import (
 	"bytes"
 	"errors"
+	"github.com/lockprover/lockprover/histories"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -31,32 +32,32 @@ func TestReadEDNConverts(t *testing.T) {
 {:type :invoke, :f :release, :value nil, :process 2, :time 110, :index 10}
 {:type :fail, :f :release, :value nil, :process 2, :time 120, :index 11, :error :not-held}
 `
-	events, imp, err := ReadEDN(strings.NewReader(in), "h.edn")
+	events, imp, err := histories.ReadEDN(strings.NewReader(in), "h.edn")
 	if err != nil {
 		t.Fatal(err)
 	}
-	mx := func(p string, ty Type, f string, tm int64) Event {
-		return Event{Time: tm, Process: p, Type: ty, F: f, Lock: JepsenLock, Kind: Mutex}
+	mx := func(p string, ty histories.Type, f string, tm int64) histories.Event {
+		return histories.Event{Time: tm, Process: p, Type: ty, F: f, Lock: histories.JepsenLock, Kind: histories.Mutex}
 	}
-	nem := func(ty Type, f, p string, tm int64) Event {
-		return Event{Time: tm, Process: "nemesis", Type: ty, F: f, Value: &Value{Process: p}}
+	nem := func(ty histories.Type, f, p string, tm int64) histories.Event {
+		return histories.Event{Time: tm, Process: "nemesis", Type: ty, F: f, Value: &histories.Fault{Process: p}}
 	}
-	info := mx("p0", Info, "release", 80)
+	info := mx("p0", histories.Info, "release", 80)
 	info.Error = `[:timeout "no reply"]`
-	fail := mx("p2", Fail, "release", 120)
+	fail := mx("p2", histories.Fail, "release", 120)
 	fail.Error = ":not-held"
-	want := []Event{
-		mx("p0", Invoke, "acquire", 10),
-		mx("p0", Ok, "acquire", 30),
-		nem(Invoke, "partition", "p0", 50), nem(Info, "partition", "p0", 50),
-		nem(Invoke, "partition", "p1", 50), nem(Info, "partition", "p1", 50),
-		nem(Invoke, "partition", "p2", 50), nem(Info, "partition", "p2", 50),
-		mx("p0", Invoke, "release", 70),
+	want := []histories.Event{
+		mx("p0", histories.Invoke, "acquire", 10),
+		mx("p0", histories.Ok, "acquire", 30),
+		nem(histories.Invoke, "partition", "p0", 50), nem(histories.Info, "partition", "p0", 50),
+		nem(histories.Invoke, "partition", "p1", 50), nem(histories.Info, "partition", "p1", 50),
+		nem(histories.Invoke, "partition", "p2", 50), nem(histories.Info, "partition", "p2", 50),
+		mx("p0", histories.Invoke, "release", 70),
 		info,
-		nem(Invoke, "heal", "p0", 100), nem(Info, "heal", "p0", 100),
-		nem(Invoke, "heal", "p1", 100), nem(Info, "heal", "p1", 100),
-		nem(Invoke, "heal", "p2", 100), nem(Info, "heal", "p2", 100),
-		mx("p2", Invoke, "release", 110),
+		nem(histories.Invoke, "heal", "p0", 100), nem(histories.Info, "heal", "p0", 100),
+		nem(histories.Invoke, "heal", "p1", 100), nem(histories.Info, "heal", "p1", 100),
+		nem(histories.Invoke, "heal", "p2", 100), nem(histories.Info, "heal", "p2", 100),
+		mx("p2", histories.Invoke, "release", 110),
 		fail,
 	}
 	for i := range want {
@@ -64,8 +65,8 @@ func TestReadEDNConverts(t *testing.T) {
 	}
 	if !reflect.DeepEqual(events, want) {
 		var got, w bytes.Buffer
-		Write(&got, events)
-		Write(&w, want)
+		histories.Write(&got, events)
+		histories.Write(&w, want)
 		t.Errorf("got:\n%s\nwant:\n%s", got.String(), w.String())
 	}
 	wantLines := []int{1, 3, 5, 5, 5, 5, 5, 5, 9, 10, 12, 12, 12, 12, 12, 12, 13, 14}
@@ -109,13 +110,13 @@ func TestReadEDNFaults(t *testing.T) {
 				f := strings.Fields(op)
 				in.WriteString("{:type " + f[0] + ", :f " + f[1] + ", :process :nemesis, :time " + f[2] + "}\n")
 			}
-			events, imp, err := ReadEDN(strings.NewReader(in.String()), "h.edn")
+			events, imp, err := histories.ReadEDN(strings.NewReader(in.String()), "h.edn")
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
 			for _, e := range events {
-				if e.Process == "nemesis" && e.Type == Invoke {
+				if e.Process == "nemesis" && e.Type == histories.Invoke {
 					got = append(got, e.F+"@"+strconv.FormatInt(e.Time, 10))
 				}
 			}
@@ -132,9 +133,9 @@ func TestReadEDNFaults(t *testing.T) {
 // TestReadEDNForms checks the shapes of file Jepsen writes: one op per line,
 // an op over several lines, records, commas, and a single vector of ops.
 func TestReadEDNForms(t *testing.T) {
-	want := []Event{
-		{Index: 0, Time: 1, Process: "p3", Type: Invoke, F: "acquire", Lock: "k", Kind: Mutex},
-		{Index: 1, Time: 2, Process: "p3", Type: Ok, F: "acquire", Lock: "k", Kind: Mutex},
+	want := []histories.Event{
+		{Index: 0, Time: 1, Process: "p3", Type: histories.Invoke, F: "acquire", Lock: "k", Kind: histories.Mutex},
+		{Index: 1, Time: 2, Process: "p3", Type: histories.Ok, F: "acquire", Lock: "k", Kind: histories.Mutex},
 	}
 	for name, in := range map[string]string{
 		"lines":      "{:type :invoke, :f :acquire, :value [\"k\" nil], :process 3, :time 1}\n{:type :ok, :f :acquire, :value [\"k\" nil], :process 3, :time 2}\n",
@@ -147,7 +148,7 @@ func TestReadEDNForms(t *testing.T) {
 		"two a line": "{:type :invoke, :f :acquire, :value [\"k\" nil], :process 3, :time 1} {:type :ok, :f :acquire, :value [\"k\" nil], :process 3, :time 2}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, _, err := ReadEDN(strings.NewReader(in), "h.edn")
+			got, _, err := histories.ReadEDN(strings.NewReader(in), "h.edn")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,7 +157,7 @@ func TestReadEDNForms(t *testing.T) {
 			}
 		})
 	}
-	events, _, err := ReadEDN(strings.NewReader(""), "empty.edn")
+	events, _, err := histories.ReadEDN(strings.NewReader(""), "empty.edn")
 	if err != nil || len(events) != 0 {
 		t.Errorf("empty: %v, %v", events, err)
 	}
@@ -218,14 +219,14 @@ func TestReadEDNRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			events, imp, err := ReadEDN(strings.NewReader(tt.in), "h.edn")
+			events, imp, err := histories.ReadEDN(strings.NewReader(tt.in), "h.edn")
 			if err == nil {
 				t.Fatalf("accepted: %+v", events)
 			}
 			if events != nil || imp != nil {
 				t.Errorf("returned events or an import with the error")
 			}
-			var e *Error
+			var e *histories.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("error %v is a %T, want *Error", err, err)
 			}
@@ -252,7 +253,7 @@ func TestLooksLikeEDN(t *testing.T) {
 		``:                                  false,
 		`42`:                                false,
 	} {
-		if got := LooksLikeEDN([]byte(in)); got != want {
+		if got := histories.LooksLikeEDN([]byte(in)); got != want {
 			t.Errorf("LooksLikeEDN(%q) = %v, want %v", in, got, want)
 		}
 	}
@@ -282,7 +283,7 @@ func TestReadAnyFile(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		events, imp, err := ReadAnyFile(path)
+		events, imp, err := histories.ReadAnyFile(path)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: got %v, want an error with %q", name, err, tc.err)
@@ -293,7 +294,7 @@ func TestReadAnyFile(t *testing.T) {
 			t.Errorf("%s: %d events, imported %v, %v", name, len(events), imp != nil, err)
 		}
 	}
-	if _, _, err := ReadAnyFile(filepath.Join(dir, "missing.edn")); !errors.Is(err, os.ErrNotExist) {
+	if _, _, err := histories.ReadAnyFile(filepath.Join(dir, "missing.edn")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -307,7 +308,7 @@ func TestImportedHistoriesAreValid(t *testing.T) {
 		t.Fatal("no EDN histories")
 	}
 	for _, f := range files {
-		events, imp, err := ReadAnyFile(f)
+		events, imp, err := histories.ReadAnyFile(f)
 		if err != nil {
 			continue // the malformed ones
 		}
@@ -315,10 +316,10 @@ func TestImportedHistoriesAreValid(t *testing.T) {
 			t.Errorf("%s: %d lines for %d events", f, len(imp.Lines), len(events))
 		}
 		var buf bytes.Buffer
-		if err := Write(&buf, events); err != nil {
+		if err := histories.Write(&buf, events); err != nil {
 			t.Fatal(err)
 		}
-		again, err := Read(&buf, f+".jsonl")
+		again, err := histories.Read(&buf, f+".jsonl")
 		if err != nil {
 			t.Errorf("%s: the imported history does not read back: %v", f, err)
 			continue
@@ -342,12 +343,12 @@ func TestEDNText(t *testing.T) {
 		`#{[1] [2]}`:                   `#{[1] [2]}`,
 	} {
 		var v any
-		if err := unmarshalEDN([]byte(in), &v); err != nil {
+		if err := histories.UnmarshalEDN([]byte(in), &v); err != nil {
 			t.Errorf("%s: %v", in, err)
 			continue
 		}
-		if got := ednText(v); got != want {
-			t.Errorf("ednText(%s) = %s, want %s", in, got, want)
+		if got := histories.EDNText(v); got != want {
+			t.Errorf("histories.EDNText(%s) = %s, want %s", in, got, want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
 )
 
@@ -19,10 +20,10 @@ func ExampleRecorder() {
 	r.Add(histories.Event{Process: "c2", Type: histories.Invoke, F: "acquire", Lock: "sem"}) // same instant
 	now = 1800
 	r.Add(histories.Event{Process: "c1", Type: histories.Ok, F: "acquire", Lock: "sem",
-		Value: &histories.Value{Slot: histories.Int(1)}})
+		Value: &check.Value{Slot: histories.Int(1)}})
 	now = 2500
 	r.Add(histories.Event{Process: "c2", Type: histories.Fail, F: "acquire", Lock: "sem",
-		Value: &histories.Value{Reason: "full"}})
+		Value: &check.Value{Reason: "full"}})
 
 	if err := histories.Write(os.Stdout, r.Events()); err != nil {
 		fmt.Println(err)
@@ -49,8 +50,8 @@ func ExampleRead() {
 	}
 	for _, e := range events {
 		fmt.Printf("%d %s %s %s", e.Time, e.Process, e.Type, e.F)
-		if e.Value != nil && e.Value.Slot != nil {
-			fmt.Printf(" slot %d", *e.Value.Slot)
+		if v := check.ValueOf(&e); v != nil && v.Slot != nil {
+			fmt.Printf(" slot %d", *v.Slot)
 		}
 		fmt.Println()
 	}

@@ -29,7 +29,6 @@ package histories
 
 import (
 	"fmt"
-	"strings"
 )
 
 // Type says whether an event starts an operation or how it ended.
@@ -82,9 +81,16 @@ const (
 	Lost = "lost"
 )
 
-// IsNotice says whether e is a notice (a lost event): a single event that
-// neither starts nor ends an operation.
-func IsNotice(e *Event) bool { return e.F == Lost && e.Type == Info && e.Process != "nemesis" }
+// IsNotice says whether e is a notice (a lost event): a single info event
+// that neither starts nor ends an operation, as its kind declares it
+// (Operation.Notice).
+func IsNotice(e *Event) bool {
+	if e.Type != Info || e.Process == nemesis {
+		return false
+	}
+	k := declaredKind(effectiveKind(e.Kind))
+	return k != nil && k.ops[e.F] != nil && k.ops[e.F].notice
+}
 
 // The faults, a nemesis event's F. Pause and partition last until the
 // matching resume and heal. The clock faults (ClockSkew, ClockJump,
@@ -106,90 +112,6 @@ const (
 	// proxies saw that signature; the event's error says so.
 	QueueDeleted = "queue-deleted"
 )
-
-// Value is the union of every operation's argument or result; a field is nil
-// (or empty) when the operation does not carry it. Which fields an event may
-// carry depends on its lock kind, f and type, and Read enforces it:
-//
-//	semaphore acquire   -> ok {slot}, fail {reason: full|absent|unavailable|contended}
-//	semaphore verify    {slot} -> ok {held}
-//	semaphore release   {slot}
-//	admin create {slots}; change {delta} -> ok {from, to};
-//	      destroy -> ok {from}; count -> ok {slots}; wait {slot}
-//	mutex acquire -> fail {reason: held}; verify -> ok {held}; release
-//	lease acquire {max, ttl_ms, priority?} -> ok {token, fence?}, fail {reason: full}?
-//	lease refresh {token, ttl_ms} -> fail {reason: expired}?
-//	lease release {token} -> fail {reason: expired}?
-//	lease lost (info, no invoke: a notice) {token, thief}
-//	nemesis kill, pause, resume, partition, heal, force-close,
-//	        drop-reply {process}; restart-broker;
-//	        clock-skew, clock-jump {process?, offset_ms}; clock-reset {process?}
-//
-// A failed operation other than acquire may explain itself with a reason. A
-// completion may also repeat its invoke's fields (Jepsen's clients return
-// the op they were given, value included): Read accepts an echo that agrees
-// with the invoke and refuses one that contradicts it.
-type Value struct {
-	// Slot is the semaphore slot taken, verified, released or waited for
-	// (1-based).
-	Slot *int `json:"slot,omitempty"`
-	// Held is verify's answer: whether the client still holds the lock.
-	Held *bool `json:"held,omitempty"`
-	// Reason says why an operation failed.
-	Reason string `json:"reason,omitempty"`
-	// Slots is the number of slots, created or counted.
-	Slots *int `json:"slots,omitempty"`
-	// Delta is the change asked of the number of slots; never zero.
-	Delta *int `json:"delta,omitempty"`
-	// From is the number of slots before a change or a destroy.
-	From *int `json:"from,omitempty"`
-	// To is the number of slots after a change.
-	To *int `json:"to,omitempty"`
-	// Process is the client a fault is aimed at.
-	Process string `json:"process,omitempty"`
-	// Patched marks an acquire or release completion that the process saw
-	// as unknown and the runner settled from the simulator's ground truth
-	// (a fail then says "not applied"). It is what happened, but not what
-	// the implementation answered: available still wants a fault to excuse
-	// it.
-	Patched bool `json:"patched,omitempty"`
-	// Max is the most leases a lease acquire allows at once on its lock (1
-	// for a mutex).
-	Max *int `json:"max,omitempty"`
-	// TTLMs is the time to live, in milliseconds, a lease acquire or
-	// refresh asks for.
-	TTLMs *int `json:"ttl_ms,omitempty"`
-	// Token names a lease: what its acquire returned, and what refresh and
-	// release name.
-	Token string `json:"token,omitempty"`
-	// Fence is a lease's numeric fencing token, where the implementation
-	// gives one.
-	Fence *int `json:"fence,omitempty"`
-	// OffsetMs is how far, in milliseconds, a clock fault moves a clock:
-	// ahead when positive. A clock-skew sets the clock that far from true
-	// time; a clock-jump steps it by that much.
-	OffsetMs *int `json:"offset_ms,omitempty"`
-	// ValidityMs is how long a lease a granting acquire or refresh
-	// returned is valid for, by the implementation's own reckoning, from
-	// its return (Redlock's validity: the ttl less the time the servers
-	// took and the clock drift), rounded down: 0 is under a millisecond,
-	// less says none was left.
-	ValidityMs *int `json:"validity_ms,omitempty"`
-	// StartedMs, on a grant with ValidityMs, is when the library the
-	// implementation wraps started it by its own reckoning (the clock
-	// reading it counts the validity from), in milliseconds after the
-	// invoke, rounded down, as the implementation said: a library that
-	// claims validity with no margin is judged from there (validity-sound
-	// shows it as an excuse), rather than from the invoke.
-	StartedMs *int `json:"started_ms,omitempty"`
-	// Priority is a priority lease acquire's priority (any integer): an
-	// acquirer of strictly higher priority may take the lease from its
-	// holder (docs/lease.md, "Priority leases").
-	Priority *int `json:"priority,omitempty"`
-	// Thief names, in a lost notice, the token of the lease that took the
-	// notice's lease (its token).
-	Thief string `json:"thief,omitempty"`
-}
 
 // Unavailable is the reason of a semaphore acquire that found no slot, from
 // an implementation that cannot tell a full semaphore from an absent one:
@@ -231,8 +153,10 @@ type Event struct {
 	// Kind is the lock's kind, Semaphore (the default when empty) or Mutex.
 	Kind string `json:"kind,omitempty"`
 	// Value is the operation's argument (on invoke) or result (on
-	// completion), nil when it has none ("value":null reads as none).
-	Value *Value `json:"value,omitempty"`
+	// completion), nil when it has none ("value":null reads as none): a
+	// value of the type the event's kind declares (DeclareKind), a *Fault
+	// for a nemesis event.
+	Value Value `json:"value,omitempty"`
 	// Error is what the process said went wrong, kept as it was given: on a
 	// completion, usually a fail or an info (Jepsen's :error, in EDN text
 	// when the history was imported from EDN). Empty when there is none. It
@@ -258,41 +182,3 @@ func Int(n int) *int { return &n }
 
 // Bool returns a pointer to b, for building a [Value].
 func Bool(b bool) *bool { return &b }
-
-// Text is the value as a person reads it in a report: "slot 2",
-// "from 3, to 2", "not held"; "" for none.
-func (v *Value) Text() string {
-	if v == nil {
-		return ""
-	}
-	var parts []string
-	for _, f := range []struct {
-		name string
-		p    *int
-	}{{"slot", v.Slot}, {"slots", v.Slots}, {"delta", v.Delta}, {"from", v.From}, {"to", v.To},
-		{"max", v.Max}, {"ttl_ms", v.TTLMs}, {"validity_ms", v.ValidityMs}, {"started_ms", v.StartedMs}, {"priority", v.Priority}} {
-		if f.p != nil {
-			parts = append(parts, fmt.Sprintf("%s %d", f.name, *f.p))
-		}
-	}
-	if v.Held != nil {
-		if *v.Held {
-			parts = append(parts, "held")
-		} else {
-			parts = append(parts, "not held")
-		}
-	}
-	if v.Token != "" {
-		parts = append(parts, "token "+v.Token)
-	}
-	if v.Thief != "" {
-		parts = append(parts, "thief "+v.Thief)
-	}
-	if v.Fence != nil {
-		parts = append(parts, fmt.Sprintf("fence %d", *v.Fence))
-	}
-	if v.OffsetMs != nil {
-		parts = append(parts, fmt.Sprintf("offset_ms %d", *v.OffsetMs))
-	}
-	return strings.Join(parts, ", ")
-}

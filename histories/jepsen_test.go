@@ -1,6 +1,7 @@
-package histories
+package histories_test
 
 import (
+	"github.com/lockprover/lockprover/histories"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -27,7 +28,7 @@ func TestReadEDNFileOrder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			events, imp, err := ReadEDN(strings.NewReader(tt.in), "h.edn")
+			events, imp, err := histories.ReadEDN(strings.NewReader(tt.in), "h.edn")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +50,7 @@ func TestReadEDNFileOrder(t *testing.T) {
 // an imported history are noted as unknown.
 func TestReadEDNInFlightNoted(t *testing.T) {
 	in := "{:type :invoke, :f :acquire, :process 0, :time 1}\n{:type :invoke, :f :acquire, :process 1, :time 2}\n{:type :ok, :f :acquire, :process 0, :time 3}\n{:type :invoke, :f :acquire, :process 2, :time 4}\n"
-	_, imp, err := ReadEDN(strings.NewReader(in), "h.edn")
+	_, imp, err := histories.ReadEDN(strings.NewReader(in), "h.edn")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestReadEDNInFlightNoted(t *testing.T) {
 // EDN do, with their lines.
 func TestReadJepsenJSON(t *testing.T) {
 	edn := "{:type :invoke, :f :acquire, :value nil, :process 0, :time 1}\n{:type :info, :f :start, :process :nemesis, :time 2}\n{:type :ok, :f :acquire, :value nil, :process 0, :time 3, :error \"late\"}\n"
-	want, _, err := ReadEDN(strings.NewReader(edn), "h.edn")
+	want, _, err := histories.ReadEDN(strings.NewReader(edn), "h.edn")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +82,11 @@ func TestReadJepsenJSON(t *testing.T) {
 			if err := os.WriteFile(path, []byte(in), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			events, imp, err := ReadAnyFile(path)
+			events, imp, err := histories.ReadAnyFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if imp == nil || imp.Format != FormatJSON {
+			if imp == nil || imp.Format != histories.FormatJSON {
 				t.Fatalf("import %+v, want Jepsen JSON", imp)
 			}
 			if !reflect.DeepEqual(events, want) {
@@ -104,41 +105,10 @@ func TestReadJepsenJSON(t *testing.T) {
 func TestReadJepsenJSONRejects(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.json")
 	os.WriteFile(path, []byte("[{\"type\":\"invoke\",\"f\":\"acquire\",\"process\":0},\n {\"type\":\"invoke\",\"f\":\"read\",\"process\":1}]"), 0o644)
-	if _, _, err := ReadAnyFile(path); err == nil || !strings.Contains(err.Error(), "h.json:2: :f: :read is not a lock operation") {
+	if _, _, err := histories.ReadAnyFile(path); err == nil || !strings.Contains(err.Error(), "h.json:2: :f: :read is not a lock operation") {
 		t.Errorf("got %v", err)
 	}
-	if looksLikeJepsenJSON([]byte(`{"index":0,"time":1,"process":"nemesis","type":"invoke","f":"kill","value":{"process":"c1"}}` + "\n" + `{"index":1,"time":2,"process":"c1","type":"invoke","f":"acquire","lock":"l"}`)) {
+	if histories.LooksLikeJepsenJSON([]byte(`{"index":0,"time":1,"process":"nemesis","type":"invoke","f":"kill","value":{"process":"c1"}}` + "\n" + `{"index":1,"time":2,"process":"c1","type":"invoke","f":"acquire","lock":"l"}`)) {
 		t.Error("lockprover's JSON lines taken for Jepsen's")
-	}
-}
-
-// TestAsLease checks the lease lens: tokens per acquire, releases naming
-// the last one, the ttl asked for, and a history the reader accepts.
-func TestAsLease(t *testing.T) {
-	in := "{:type :invoke, :f :acquire, :process 0, :time 1}\n{:type :ok, :f :acquire, :process 0, :time 2}\n{:type :invoke, :f :release, :process 0, :time 3}\n{:type :info, :f :release, :process 0, :time 4}\n{:type :invoke, :f :release, :process 1, :time 5}\n{:type :fail, :f :release, :process 1, :time 6}\n"
-	events, _, err := ReadEDN(strings.NewReader(in), "h.edn")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease := AsLease(events, 500)
-	var b strings.Builder
-	if err := Write(&b, lease); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Read(strings.NewReader(b.String()), "lens"); err != nil {
-		t.Fatalf("%v\n%s", err, b.String())
-	}
-	want := `{"index":0,"time":1,"process":"p0","type":"invoke","f":"acquire","lock":"lock","kind":"lease","value":{"max":1,"ttl_ms":500}}
-{"index":1,"time":2,"process":"p0","type":"ok","f":"acquire","lock":"lock","kind":"lease","value":{"token":"p0/1"}}
-{"index":2,"time":3,"process":"p0","type":"invoke","f":"release","lock":"lock","kind":"lease","value":{"token":"p0/1"}}
-{"index":3,"time":4,"process":"p0","type":"info","f":"release","lock":"lock","kind":"lease"}
-{"index":4,"time":5,"process":"p1","type":"invoke","f":"release","lock":"lock","kind":"lease","value":{"token":"p1/0"}}
-{"index":5,"time":6,"process":"p1","type":"fail","f":"release","lock":"lock","kind":"lease"}
-`
-	if b.String() != want {
-		t.Errorf("got\n%swant\n%s", b.String(), want)
-	}
-	if events[0].Kind != Mutex {
-		t.Error("AsLease modified its input")
 	}
 }

@@ -1,8 +1,10 @@
-package histories
+package histories_test
 
 import (
 	"bytes"
 	"errors"
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/histories"
 	"reflect"
 	"strings"
 	"testing"
@@ -35,25 +37,25 @@ func TestReadLease(t *testing.T) {
 		`{"process":"nemesis","type":"invoke","f":"clock-reset"}`, `{"process":"nemesis","type":"info","f":"clock-reset"}`,
 		`{"process":"nemesis","type":"invoke","f":"clock-reset","value":{"process":"c1"}}`, `{"process":"nemesis","type":"fail","f":"clock-reset","value":{"process":"c1","reason":"ntp"}}`,
 		`{"process":"c2","type":"invoke","f":"acquire","lock":"sem"}`)
-	events, err := Read(strings.NewReader(good), "h.jsonl")
+	events, err := histories.Read(strings.NewReader(good), "h.jsonl")
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
-	if got := events[1].Value; got.Token != "t1" || got.Fence == nil || *got.Fence != 7 {
+	if got := lease.ValueOf(&events[1]); got.Token != "t1" || got.Fence == nil || *got.Fence != 7 {
 		t.Errorf("acquire ok decoded as %+v", got)
 	}
-	if got := events[0].Value; *got.Max != 2 || *got.TTLMs != 1000 {
+	if got := lease.ValueOf(&events[0]); *got.Max != 2 || *got.TTLMs != 1000 {
 		t.Errorf("acquire invoke decoded as %+v", got)
 	}
-	if got := events[18].Value; got.Process != "c1" || *got.OffsetMs != 5000 {
+	if got := histories.FaultOf(&events[18]); got.Process != "c1" || *got.OffsetMs != 5000 {
 		t.Errorf("clock-skew decoded as %+v", got)
 	}
 	// The canonical form reads back the same.
 	var buf bytes.Buffer
-	if err := Write(&buf, events); err != nil {
+	if err := histories.Write(&buf, events); err != nil {
 		t.Fatal(err)
 	}
-	again, err := Read(bytes.NewReader(buf.Bytes()), "canonical.jsonl")
+	again, err := histories.Read(bytes.NewReader(buf.Bytes()), "canonical.jsonl")
 	if err != nil || !reflect.DeepEqual(events, again) {
 		t.Fatalf("canonical form does not read back: %v\n%s", err, buf.String())
 	}
@@ -84,9 +86,9 @@ func TestReadLease(t *testing.T) {
 		{"refresh without token", hist(`{"process":"c1","type":"invoke","f":"refresh","lock":"k","kind":"lease","value":{"ttl_ms":10}}`), 1, "value.token: missing"},
 		{"refresh ok with a token of its own", hist(lRefInv, `{"process":"c1","type":"ok","f":"refresh","lock":"k","kind":"lease","value":{"token":"t9"}}`), 2, `value.token: want "t1", as in the invoke at line 1, got "t9"`},
 		{"release with ttl", hist(`{"process":"c1","type":"invoke","f":"release","lock":"k","kind":"lease","value":{"token":"a","ttl_ms":3}}`), 1, "value.ttl_ms: not allowed"},
-		{"slot on a lease", hist(lAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":"a","slot":1}}`), 2, "value.slot: not allowed"},
-		{"patched lease", hist(lAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":"a","patched":true}}`), 2, "value.patched: not allowed"},
-		{"token on a semaphore", hist(acqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"slot":1,"token":"a"}}`), 2, "value.token: not allowed"},
+		{"slot on a lease", hist(lAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":"a","slot":1}}`), 2, `unknown field "slot" in a lease lock's value (want held, reason, max, ttl_ms, token, fence, validity_ms, priority, thief, started_ms)`},
+		{"patched lease", hist(lAcqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":{"token":"a","patched":true}}`), 2, `unknown field "patched" in a lease lock's value`},
+		{"token on a semaphore", hist(acqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"slot":1,"token":"a"}}`), 2, `unknown field "token" in a semaphore lock's value (want slot, held, reason, slots, delta, from, to, patched)`},
 		{"lease lock seen as semaphore", hist(lAcqInv, lAcqOk, `{"process":"c2","type":"invoke","f":"acquire","lock":"k"}`), 3, `kind: lock "k" is a semaphore here but was a lease at line 1`},
 		{"clock skew without amount", hist(`{"process":"nemesis","type":"invoke","f":"clock-skew","value":{"process":"c1"}}`), 1, "value.offset_ms: missing"},
 		{"clock skew of zero", hist(`{"process":"nemesis","type":"invoke","f":"clock-jump","value":{"offset_ms":0}}`), 1, "value.offset_ms: want a non-zero integer"},
@@ -97,8 +99,8 @@ func TestReadLease(t *testing.T) {
 		{"clock fault from a client", hist(`{"process":"c1","type":"invoke","f":"clock-skew","lock":"k","kind":"lease","value":{"offset_ms":9}}`), 1, `f: "clock-skew" is a fault`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Read(strings.NewReader(tt.in), "h.jsonl")
-			var e *Error
+			_, err := histories.Read(strings.NewReader(tt.in), "h.jsonl")
+			var e *histories.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("error %v, want *Error", err)
 			}
@@ -117,12 +119,12 @@ func TestValidityMs(t *testing.T) {
 	ref := `{"index":3,"time":7,"process":"c1","type":"ok","f":"refresh","lock":"k","kind":"lease","value":{"ttl_ms":1000,"validity_ms":987}}`
 	in := `{"index":0,"time":0,"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":2,"ttl_ms":1000}}` + "\n" + acq + "\n" +
 		`{"index":2,"time":6,"process":"c1","type":"invoke","f":"refresh","lock":"k","kind":"lease","value":{"ttl_ms":1000,"token":"t1"}}` + "\n" + ref + "\n"
-	events, err := Read(strings.NewReader(in), "h.jsonl")
+	events, err := histories.Read(strings.NewReader(in), "h.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := Write(&out, events); err != nil {
+	if err := histories.Write(&out, events); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != in {
@@ -132,7 +134,7 @@ func TestValidityMs(t *testing.T) {
 		t.Errorf("text %q lacks the validity", got)
 	}
 	bad := hist(`{"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":2,"ttl_ms":1000,"validity_ms":5}}`)
-	if _, err := Read(strings.NewReader(bad), "h.jsonl"); err == nil || !strings.Contains(err.Error(), "h.jsonl:1") {
+	if _, err := histories.Read(strings.NewReader(bad), "h.jsonl"); err == nil || !strings.Contains(err.Error(), "h.jsonl:1") {
 		t.Errorf("validity_ms on an invoke: %v, want refused at line 1", err)
 	}
 }
@@ -147,18 +149,18 @@ func TestPriorityAndLost(t *testing.T) {
 		`{"index":2,"time":6,"process":"c1","type":"invoke","f":"refresh","lock":"k","kind":"lease","value":{"ttl_ms":1000,"token":"t1"}}` + "\n" +
 		`{"index":3,"time":7,"process":"c1","type":"info","f":"lost","lock":"k","kind":"lease","value":{"token":"t1","thief":"t2"}}` + "\n" +
 		`{"index":4,"time":8,"process":"c1","type":"fail","f":"refresh","lock":"k","kind":"lease"}` + "\n"
-	events, err := Read(strings.NewReader(in), "h.jsonl")
+	events, err := histories.Read(strings.NewReader(in), "h.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := Write(&out, events); err != nil {
+	if err := histories.Write(&out, events); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != in {
 		t.Errorf("written back:\n%s\nwant\n%s", out.String(), in)
 	}
-	if *events[0].Value.Priority != -2 || events[3].Value.Thief != "t2" || !IsNotice(&events[3]) || IsNotice(&events[4]) {
+	if *lease.ValueOf(&events[0]).Priority != -2 || lease.ValueOf(&events[3]).Thief != "t2" || !histories.IsNotice(&events[3]) || histories.IsNotice(&events[4]) {
 		t.Errorf("decoded as %+v, %+v", events[0].Value, events[3].Value)
 	}
 	if got := events[3].Value.Text(); got != "token t1, thief t2" {
@@ -185,8 +187,8 @@ func TestPriorityAndLost(t *testing.T) {
 		{"lost on a lock of another kind", hist(`{"process":"c2","type":"invoke","f":"acquire","lock":"k"}`, lost(`{"token":"t1","thief":"t2"}`)), 2, `kind: lock "k" is a lease here but was a semaphore at line 1`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Read(strings.NewReader(tt.in), "h.jsonl")
-			var e *Error
+			_, err := histories.Read(strings.NewReader(tt.in), "h.jsonl")
+			var e *histories.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("error %v, want *Error", err)
 			}

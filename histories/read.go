@@ -51,6 +51,7 @@ func parse(data []byte, name string) ([]Event, error) {
 	events := make([]Event, 0, bytes.Count(data, []byte{'\n'})+1)
 	p := parser{intern: make(map[string]*symbol)}
 	v := newValidator()
+	v.decode = p.value
 	for line := 1; len(data) > 0; line++ {
 		text := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -63,7 +64,7 @@ func parse(data []byte, name string) ([]Event, error) {
 		if !p.event(text, e) {
 			return nil, &Error{File: name, Line: line, Msg: p.msg}
 		}
-		if msg := v.check(line, e, p.has, p.vhas, p.proc, p.lock); msg != "" {
+		if msg := v.check(line, e, p.has, 0, p.proc, p.lock); msg != "" {
 			return nil, &Error{File: name, Line: line, Msg: msg}
 		}
 	}
@@ -85,43 +86,9 @@ const (
 	hasError
 )
 
-// Which fields a value holds, in canonical order.
+// Which fields a value holds: bit i is the i-th field its value type
+// declares (ValueType.Fields).
 type vfields uint32
-
-const (
-	vSlot vfields = 1 << iota
-	vHeld
-	vReason
-	vSlots
-	vDelta
-	vFrom
-	vTo
-	vProcess
-	vPatched
-	vMax
-	vTTLMs
-	vToken
-	vFence
-	vOffsetMs
-	vValidityMs
-	vPriority
-	vThief
-	vStartedMs
-)
-
-// valueNames are the JSON names of the value fields, in bit order.
-var valueNames = [...]string{"slot", "held", "reason", "slots", "delta", "from", "to", "process", "patched",
-	"max", "ttl_ms", "token", "fence", "offset_ms", "validity_ms", "priority", "thief", "started_ms"}
-
-// valueBox holds a Value and the integers and boolean it points to, so that
-// decoding a value costs one slot in a slab instead of several allocations.
-type valueBox struct {
-	v                                                                                  Value
-	slot, slots, delta, from, to, max, ttl, fence, offset, validity, priority, started int
-	held                                                                               bool
-}
-
-const slabSize = 256
 
 // parser decodes one line at a time into an Event. It is made for this
 // format: a flat object of known fields, one of which is a flat object of
@@ -131,14 +98,16 @@ type parser struct {
 	i   int    // the next byte to read
 	msg string // the problem, once parsing has failed
 
-	has  fields  // the top-level fields seen
-	vhas vfields // the value fields seen
-	proc *symbol // the process, once seen
-	lock *symbol // the lock, once seen
+	has    fields  // the top-level fields seen
+	vhas   vfields // the value fields seen
+	proc   *symbol // the process, once seen
+	lock   *symbol // the lock, once seen
+	vstart int     // where the value object starts, -1 for none
+	kind   string  // the event's kind, as the line says it
 
 	scratch []byte             // decoded strings that had escapes
 	intern  map[string]*symbol // names repeat on almost every line
-	slab    []valueBox         // where decoded values live
+	fr      FieldReader        // the value's fields, for its type's Make
 }
 
 // fail records a problem and returns false, so that parsing can stop with
@@ -204,7 +173,7 @@ func (p *parser) peek() byte {
 
 // event decodes line into e, recording which fields it held.
 func (p *parser) event(line []byte, e *Event) bool {
-	p.b, p.i, p.has, p.vhas, p.proc, p.lock = line, 0, 0, 0, nil, nil
+	p.b, p.i, p.has, p.vhas, p.proc, p.lock, p.vstart = line, 0, 0, 0, nil, nil, -1
 	if !utf8.Valid(line) {
 		return p.fail("line is not valid UTF-8")
 	}
@@ -224,6 +193,27 @@ func (p *parser) event(line []byte, e *Event) bool {
 		return p.syntax("want one JSON object per line, got more after it")
 	}
 	return true
+}
+
+// value decodes the value object of the line read last, if it has one,
+// into e: a value of type t, its kind's (a Fault for the nemesis). The
+// validator calls it once it knows the kind and the operation are right
+// (validator.decode), so that a value is judged by its operation's type.
+// It returns the fields the value holds, or the problem.
+func (p *parser) value(e *Event, t *ValueType) (vfields, string) {
+	if p.vstart < 0 {
+		return 0, ""
+	}
+	p.i, p.kind = p.vstart, e.Kind
+	p.fr.t, p.fr.has = t, 0
+	if !p.object(func(key []byte) bool { return p.valueField(key, t) }) {
+		return 0, p.msg
+	}
+	e.Value = t.Make(&p.fr)
+	for i := range t.Fields {
+		p.fr.strs[i] = ""
+	}
+	return p.fr.has, ""
 }
 
 // object reads a JSON object, handing each key to field, which must read the
@@ -338,16 +328,15 @@ func (p *parser) eventField(key []byte, e *Event) bool {
 		return ok
 	case hasError:
 		return p.errorField(e)
-	case hasValue: // an object, boxed in the slab, or null
+	case hasValue: // an object, decoded once the kind is known (value), or null
 		if p.peek() != '{' {
 			if p.peek() == 'n' && p.literal("null") {
 				return true // no value, as if the field were left out
 			}
 			return p.fail("value: want an object or null, got %s", p.describe())
 		}
-		v := p.newValue()
-		e.Value = &v.v
-		return p.object(func(key []byte) bool { return p.valueField(key, v) })
+		p.vstart = p.i
+		return p.skip()
 	default:
 		// bit 0, no such field, is refused here, where the switch tests it
 		// anyway, rather than by a test of its own before the others.
@@ -372,170 +361,112 @@ func (p *parser) errorField(e *Event) bool {
 	return true
 }
 
-const valueFieldNames = "slot, held, reason, slots, delta, from, to, process, patched, max, ttl_ms, token, fence, offset_ms, validity_ms, priority, thief"
-
-// valueBit returns the bit of the value field named key, or 0 if values
-// have no such field. Like eventBit, it is small enough to be inlined.
-func valueBit(key []byte) vfields {
-	switch string(key) {
-	case "slot":
-		return vSlot
-	case "held":
-		return vHeld
-	case "reason":
-		return vReason
-	case "slots":
-		return vSlots
-	case "delta":
-		return vDelta
-	case "from":
-		return vFrom
-	case "to":
-		return vTo
-	case "process":
-		return vProcess
-	case "patched":
-		return vPatched
-	case "max":
-		return vMax
-	case "ttl_ms":
-		return vTTLMs
-	case "token":
-		return vToken
-	case "fence":
-		return vFence
-	case "offset_ms":
-		return vOffsetMs
-	case "validity_ms":
-		return vValidityMs
-	case "priority":
-		return vPriority
-	case "thief":
-		return vThief
-	case "started_ms":
-		return vStartedMs
+// skip reads over the JSON value at the current position, checking only
+// its syntax: the value object is decoded once the line is read (value).
+func (p *parser) skip() bool {
+	switch c := p.peek(); {
+	case c == '{':
+		return p.object(func([]byte) bool { return p.skip() })
+	case c == '[':
+		p.i++
+		p.skipSpace()
+		if p.peek() == ']' {
+			p.i++
+			return true
+		}
+		for {
+			if !p.skip() {
+				return false
+			}
+			p.skipSpace()
+			switch p.peek() {
+			case ',':
+				p.i++
+				p.skipSpace()
+			case ']':
+				p.i++
+				return true
+			default:
+				return p.unexpected("',' or ']'")
+			}
+		}
+	case c == '"':
+		_, ok := p.str()
+		return ok
+	case c == '-' || c >= '0' && c <= '9':
+		_, ok := p.number()
+		return ok
+	case c == 't' && p.literal("true"), c == 'f' && p.literal("false"), c == 'n' && p.literal("null"):
+		return true
 	}
-	return 0
+	return p.unexpected("a JSON value")
 }
 
-// valueField reads the value of the field key of a value object into v,
-// refusing unknown and repeated fields. The integer fields and held, which
-// most values hold, are read here, so that they cost no call more; the
-// rarer patched and string fields are read by patchedField and
-// valueString.
-func (p *parser) valueField(key []byte, v *valueBox) bool {
-	bit := valueBit(key) // 0 for an unknown field, refused below
-	if p.vhas&bit != 0 {
+// valueField reads the value of the field key of a value object of type t
+// into p.fr, refusing fields t does not declare and repeated fields.
+func (p *parser) valueField(key []byte, t *ValueType) bool {
+	i := -1
+	for j := range t.Fields {
+		if t.Fields[j].Name == string(key) {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		what := "a fault's value"
+		if p.proc == nil || p.proc.name != nemesis {
+			what = "a " + effectiveKind(p.kind) + " lock's value"
+		}
+		return p.fail("unknown field %s in %s (want %s)", quote(key), what, t.names())
+	}
+	bit := vfields(1) << i
+	if p.fr.has&bit != 0 {
 		return p.fail("duplicate field \"value.%s\"", key)
 	}
-	p.vhas |= bit
-	var ip **int
-	var dst *int
-	var field string
-	switch bit {
-	case vSlot:
-		ip, dst, field = &v.v.Slot, &v.slot, "value.slot"
-	case vSlots:
-		ip, dst, field = &v.v.Slots, &v.slots, "value.slots"
-	case vDelta:
-		ip, dst, field = &v.v.Delta, &v.delta, "value.delta"
-	case vFrom:
-		ip, dst, field = &v.v.From, &v.from, "value.from"
-	case vTo:
-		ip, dst, field = &v.v.To, &v.to, "value.to"
-	case vMax:
-		ip, dst, field = &v.v.Max, &v.max, "value.max"
-	case vTTLMs:
-		ip, dst, field = &v.v.TTLMs, &v.ttl, "value.ttl_ms"
-	case vFence:
-		ip, dst, field = &v.v.Fence, &v.fence, "value.fence"
-	case vOffsetMs:
-		ip, dst, field = &v.v.OffsetMs, &v.offset, "value.offset_ms"
-	case vValidityMs:
-		ip, dst, field = &v.v.ValidityMs, &v.validity, "value.validity_ms"
-	case vPriority:
-		ip, dst, field = &v.v.Priority, &v.priority, "value.priority"
-	case vStartedMs:
-		ip, dst, field = &v.v.StartedMs, &v.started, "value.started_ms"
-	case vHeld:
+	p.fr.has |= bit
+	f := &t.Fields[i]
+	switch f.Type {
+	case BoolField:
 		switch {
 		case p.peek() == 't' && p.literal("true"):
-			v.held = true
+			p.fr.ints[i] = 1
 		case p.peek() == 'f' && p.literal("false"):
-			v.held = false
+			p.fr.ints[i] = 0
 		default:
-			return p.fail("value.held: want true or false, got %s", p.describe())
+			return p.fail("value.%s: want true or false, got %s", f.Name, p.describe())
 		}
-		v.v.Held = &v.held
 		return true
-	case vPatched:
-		return p.patchedField(v)
-	case vReason, vProcess, vToken, vThief:
-		return p.valueString(bit, v)
-	default:
-		// bit 0, no such field, is refused here, where the switch tests it
-		// anyway, rather than by a test of its own before the others.
-		return p.fail("unknown field %s in value (want %s)", quote(key), valueFieldNames)
+	case FlagField:
+		if p.peek() != 't' || !p.literal("true") {
+			return p.fail("value.%s: want true (leave the field out otherwise), got %s", f.Name, p.describe())
+		}
+		return true
+	case StringField:
+		return p.valueString(f, i)
 	}
-	n, ok := p.integer(field, math.MinInt, math.MaxInt)
-	*dst = int(n)
-	*ip = dst
+	n, ok := p.integer(t.labels[i], math.MinInt, math.MaxInt)
+	p.fr.ints[i] = int(n)
 	return ok
 }
 
-// patchedField reads value.patched into v. It can only be true: a value
-// that was not patched leaves the field out, so that a history has one
-// spelling.
-func (p *parser) patchedField(v *valueBox) bool {
-	if p.peek() != 't' || !p.literal("true") {
-		return p.fail("value.patched: want true (leave the field out otherwise), got %s", p.describe())
-	}
-	v.v.Patched = true
-	return true
-}
-
-// valueString reads the string field bit (value.reason, value.process or
-// value.token) into v. It must not be empty: a field with nothing to say
-// is left out. Reasons and processes repeat and are interned; tokens
-// rarely do and are not.
-func (p *parser) valueString(bit vfields, v *valueBox) bool {
-	field := "value.reason"
-	switch bit {
-	case vProcess:
-		field = "value.process"
-	case vToken:
-		field = "value.token"
-	case vThief:
-		field = "value.thief"
-	}
-	s, ok := p.string(field)
+// valueString reads the string field f, the i-th of its type, into p.fr.
+// It must not be empty: a field with nothing to say is left out. Strings
+// that repeat (reasons, processes) are interned; unique ones (tokens) are
+// not.
+func (p *parser) valueString(f *Field, i int) bool {
+	s, ok := p.string(p.fr.t.labels[i])
 	if !ok {
 		return false
 	}
 	if len(s) == 0 {
-		return p.fail("%s: want a non-empty string (leave the field out instead)", field)
+		return p.fail("value.%s: want a non-empty string (leave the field out instead)", f.Name)
 	}
-	switch bit {
-	case vReason:
-		v.v.Reason = p.name(s)
-	case vProcess:
-		v.v.Process = p.name(s)
-	case vThief:
-		v.v.Thief = string(s)
-	default: // tokens rarely repeat: not interned
-		v.v.Token = string(s)
+	if f.Unique {
+		p.fr.strs[i] = string(s)
+	} else {
+		p.fr.strs[i] = p.name(s)
 	}
 	return true
-}
-
-// newValue returns a fresh box from the slab.
-func (p *parser) newValue() *valueBox {
-	if len(p.slab) == 0 {
-		p.slab = make([]valueBox, slabSize)
-	}
-	v := &p.slab[0]
-	p.slab = p.slab[1:]
-	return v
 }
 
 // symbol returns the symbol named s, creating it the first time.

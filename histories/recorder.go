@@ -53,6 +53,9 @@ func (r *Recorder) Add(e Event) Event {
 // first time after them. It returns e as stored: an Index below the
 // length the history had says it went in before others.
 func (r *Recorder) AddAt(e Event, at int64) Event {
+	if noValue(e.Value) {
+		e.Value = nil // a nil *V handed on as a Value is no value
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	read := min(r.clock(), at)

@@ -1,7 +1,9 @@
-package histories
+package histories_test
 
 import (
 	"bytes"
+	"github.com/lockprover/lockprover/families/amqp/check"
+	"github.com/lockprover/lockprover/histories"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +16,7 @@ import (
 // with a clock that never moves, and that the result is a valid history.
 func TestRecorderConcurrent(t *testing.T) {
 	const workers, ops = 32, 200
-	r := NewRecorder(func() int64 { return 42 })
+	r := histories.NewRecorder(func() int64 { return 42 })
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -22,8 +24,8 @@ func TestRecorderConcurrent(t *testing.T) {
 			defer wg.Done()
 			p := "c" + string(rune('A'+w))
 			for range ops {
-				inv := r.Add(Event{Process: p, Type: Invoke, F: "acquire", Lock: "sem"})
-				ok := r.Add(Event{Process: p, Type: Ok, F: "acquire", Lock: "sem", Value: &Value{Slot: Int(1)}})
+				inv := r.Add(histories.Event{Process: p, Type: histories.Invoke, F: "acquire", Lock: "sem"})
+				ok := r.Add(histories.Event{Process: p, Type: histories.Ok, F: "acquire", Lock: "sem", Value: &check.Value{Slot: histories.Int(1)}})
 				if ok.Index <= inv.Index || ok.Time <= inv.Time {
 					t.Errorf("completion %+v not after its invoke %+v", ok, inv)
 				}
@@ -47,10 +49,10 @@ func TestRecorderConcurrent(t *testing.T) {
 		}
 	}
 	var buf bytes.Buffer
-	if err := Write(&buf, events); err != nil {
+	if err := histories.Write(&buf, events); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Read(&buf, "recorded"); err != nil {
+	if _, err := histories.Read(&buf, "recorded"); err != nil {
 		t.Fatalf("recorded history does not read back: %v", err)
 	}
 }
@@ -60,10 +62,10 @@ func TestRecorderConcurrent(t *testing.T) {
 func TestRecorderClock(t *testing.T) {
 	readings := []int64{-5, 10, 10, 3, 50}
 	var i atomic.Int64
-	r := NewRecorder(func() int64 { return readings[i.Add(1)-1] })
+	r := histories.NewRecorder(func() int64 { return readings[i.Add(1)-1] })
 	var got []int64
 	for range readings {
-		got = append(got, r.Add(Event{Index: 99, Time: 99}).Time)
+		got = append(got, r.Add(histories.Event{Index: 99, Time: 99}).Time)
 	}
 	want := []int64{0, 10, 11, 12, 50}
 	for k := range want {
@@ -79,15 +81,15 @@ func TestRecorderClock(t *testing.T) {
 }
 
 func TestMonotonicClock(t *testing.T) {
-	clock := MonotonicClock()
+	clock := histories.MonotonicClock()
 	a := clock()
 	time.Sleep(time.Millisecond)
 	b := clock()
 	if a < 0 || b-a < int64(time.Millisecond) {
 		t.Errorf("readings %d then %d, 1ms apart", a, b)
 	}
-	r := NewRecorder(nil)
-	if e := r.Add(Event{}); e.Time < 0 || e.Index != 0 {
+	r := histories.NewRecorder(nil)
+	if e := r.Add(histories.Event{}); e.Time < 0 || e.Index != 0 {
 		t.Errorf("nil clock: %+v", e)
 	}
 }
@@ -97,31 +99,31 @@ func TestMonotonicClock(t *testing.T) {
 // the clock.
 func TestRecorderAddAt(t *testing.T) {
 	now := int64(1000)
-	r := NewRecorder(func() int64 { return now })
-	r.Add(Event{Process: "c1", Type: Invoke, F: "acquire", Lock: "k"}) // at 1000
+	r := histories.NewRecorder(func() int64 { return now })
+	r.Add(histories.Event{Process: "c1", Type: histories.Invoke, F: "acquire", Lock: "k"}) // at 1000
 	now = 5000
-	if e := r.AddAt(Event{Process: "c1", Type: Ok, F: "acquire", Lock: "k"}, 3000); e.Time != 3000 || e.Index != 1 {
+	if e := r.AddAt(histories.Event{Process: "c1", Type: histories.Ok, F: "acquire", Lock: "k"}, 3000); e.Time != 3000 || e.Index != 1 {
 		t.Errorf("nothing recorded since 3000: time %d index %d, want 3000, 1", e.Time, e.Index)
 	}
-	r.Add(Event{Process: "c2", Type: Invoke, F: "acquire", Lock: "k"}) // at 5000, #2
-	r.Add(Event{Process: "c3", Type: Invoke, F: "acquire", Lock: "k"}) // at 5000, moved to 5001, #3
+	r.Add(histories.Event{Process: "c2", Type: histories.Invoke, F: "acquire", Lock: "k"}) // at 5000, #2
+	r.Add(histories.Event{Process: "c3", Type: histories.Invoke, F: "acquire", Lock: "k"}) // at 5000, moved to 5001, #3
 	now = 9000
-	r.Add(Event{Process: "c4", Type: Invoke, F: "acquire", Lock: "k"}) // at 9000, #4
+	r.Add(histories.Event{Process: "c4", Type: histories.Invoke, F: "acquire", Lock: "k"}) // at 9000, #4
 	// c2's completion came at 7000: before c4's invoke, which moves up.
-	if e := r.AddAt(Event{Process: "c2", Type: Ok, F: "acquire", Lock: "k"}, 7000); e.Time != 7000 || e.Index != 4 {
+	if e := r.AddAt(histories.Event{Process: "c2", Type: histories.Ok, F: "acquire", Lock: "k"}, 7000); e.Time != 7000 || e.Index != 4 {
 		t.Errorf("c2's completion at 7000, c4's invoke read at 9000: time %d index %d, want 7000, 4", e.Time, e.Index)
 	}
 	// c3's came at 5000: after c2's invoke (read at 5000 too) and its own
 	// invoke (moved to 5001), and before c2's completion.
-	if e := r.AddAt(Event{Process: "c3", Type: Ok, F: "acquire", Lock: "k"}, 5000); e.Time != 5002 || e.Index != 4 {
+	if e := r.AddAt(histories.Event{Process: "c3", Type: histories.Ok, F: "acquire", Lock: "k"}, 5000); e.Time != 5002 || e.Index != 4 {
 		t.Errorf("c3's completion at 5000: time %d index %d, want 5002, 4", e.Time, e.Index)
 	}
 	// Never before an event of its own process: c4's completion said
 	// 2000, before its own invoke.
-	if e := r.AddAt(Event{Process: "c4", Type: Ok, F: "acquire", Lock: "k"}, 2000); e.Index != 7 || e.Time != 9001 {
+	if e := r.AddAt(histories.Event{Process: "c4", Type: histories.Ok, F: "acquire", Lock: "k"}, 2000); e.Index != 7 || e.Time != 9001 {
 		t.Errorf("c4's completion said 2000, before its invoke at 9000: time %d index %d, want 9001, 7", e.Time, e.Index)
 	}
-	if e := r.AddAt(Event{Process: "c5", Type: Invoke, F: "acquire", Lock: "k"}, 20000); e.Time != 9000+2 || e.Index != 8 {
+	if e := r.AddAt(histories.Event{Process: "c5", Type: histories.Invoke, F: "acquire", Lock: "k"}, 20000); e.Time != 9000+2 || e.Index != 8 {
 		t.Errorf("at 20000 with the clock at 9000: time %d index %d, want 9002 (after 9001), 8", e.Time, e.Index)
 	}
 	var order []string

@@ -11,15 +11,9 @@ import (
 // nemesis is the process that injects faults.
 const nemesis = "nemesis"
 
-// The operations each kind of process may perform, in the order messages
-// list them.
-var (
-	semaphoreOps = []string{Acquire, Verify, Release, Create, Change, Destroy, Count, Wait}
-	mutexOps     = []string{Acquire, Verify, Release}
-	leaseOps     = []string{Acquire, Refresh, Release, Verify, Lost}
-	nemesisOps   = []string{Kill, Pause, Resume, Partition, Heal, ForceClose, RestartBroker, DropReply, QueueDeleted,
-		ClockSkew, ClockJump, ClockReset}
-)
+// nemesisOps are the faults, in the order messages list them.
+var nemesisOps = []string{Kill, Pause, Resume, Partition, Heal, ForceClose, RestartBroker, DropReply, QueueDeleted,
+	ClockSkew, ClockJump, ClockReset}
 
 // The clock faults, aimed at one process's clock or (with no process) at
 // the backend's. Their completion repeats their invoke's value.
@@ -53,78 +47,133 @@ func IsClockFault(f string) bool {
 }
 
 // An Operation declares one operation of a family's lock kind (see
-// DeclareKind): the value fields (by their JSON names: "slot", "token",
-// "max", ...) its invoke, ok and info may hold, and the reasons its fail
-// may give (a fail holds at most a reason; nil allows any).
+// DeclareKind): the values its invoke, ok, fail and info may hold.
 type Operation struct {
-	F                string
-	Invoke, Ok, Info []string
-	Reasons          []string
+	F                      string
+	Invoke, Ok, Fail, Info Shape
+	// Notice says the operation is a notice, not an operation: a single
+	// info event of a process (Info is its value), which neither starts
+	// nor ends an operation and may come while one is in flight (a lease
+	// lost to a thief).
+	Notice bool
+	// Refused, if set, says why F, an operation of another kind, is not
+	// one of this kind's: a history that holds it is refused with that
+	// reason ("a true mutex has no admin").
+	Refused string
+}
+
+// A Shape is what the value of one of an operation's events may hold: no
+// value, when Fields is empty.
+type Shape struct {
+	// Fields are the fields it may hold, by their JSON names (the
+	// ValueType's); Required those of them it must.
+	Fields, Required []string
+	// Reasons are the reasons it may give, if it may hold "reason"; nil
+	// allows any.
+	Reasons []string
+	// Want is the shape as a message says it: `{"slot":k} with k >= 1`;
+	// by default, one made of Fields.
+	Want string
+}
+
+// A kind is a lock kind as its family declared it.
+type kind struct {
+	values *ValueType
+	ops    map[string]*shapes
+	names  []string // the operations, in the order declared
 }
 
 var declared struct {
 	sync.RWMutex
-	kinds map[string]map[string]*shapes
-	ops   map[string][]string
+	kinds map[string]*kind
+	order []string
 }
 
-// DeclareKind lets histories of a lock kind the format does not know be
-// read and written: a family declares its kind and operations from an init
-// function, as it registers its checker with model.Register, and the core
-// needs no change. Declaring a built-in kind, a kind twice, an operation
-// that is a fault, or a value field the format does not have panics: it is
-// a programming error.
-func DeclareKind(kind string, ops ...Operation) {
+// DeclareKind lets histories of a lock kind be read and written: a family
+// declares its kind, the type of its values and its operations from an
+// init function, as it registers its checker with model.Register, and the
+// format needs no change. The kinds a history names must have been
+// declared by a family linked into the program (as image decoders are):
+// semaphore and mutex by amqp-locks' checker, lease by the lease checker.
+// Declaring a kind twice, an operation that is a fault, or a shape that
+// names a field its values lack panics: it is a programming error.
+func DeclareKind(name string, values *ValueType, ops ...Operation) {
 	declared.Lock()
 	defer declared.Unlock()
 	switch {
-	case kind == "" || kind == Semaphore || kind == Mutex || kind == Lease:
-		panic("histories.DeclareKind: kind " + strconv.Quote(kind) + " is built in")
-	case declared.kinds[kind] != nil:
-		panic("histories.DeclareKind: kind " + strconv.Quote(kind) + " declared twice")
+	case name == "":
+		panic("histories.DeclareKind: the empty kind (it means semaphore)")
+	case declared.kinds[name] != nil:
+		panic("histories.DeclareKind: kind " + strconv.Quote(name) + " declared twice")
+	case len(values.Fields) > maxFields:
+		panic("histories.DeclareKind: " + name + ": more than 32 value fields")
 	}
-	fields := func(names []string) vfields {
-		var f vfields
-		for _, n := range names {
-			i := slices.Index(valueNames[:], n)
-			if i < 0 {
-				panic("histories.DeclareKind: " + kind + ": no value field " + strconv.Quote(n) + " (want " + valueFieldNames + ")")
-			}
-			f |= 1 << i
-		}
-		return f
-	}
-	m := map[string]*shapes{}
-	var names []string
+	k := &kind{values: values.prepare(), ops: map[string]*shapes{}}
 	for _, o := range ops {
 		if nemesisShapes[o.F] != nil || o.F == "" {
-			panic("histories.DeclareKind: " + kind + ": operation " + strconv.Quote(o.F) + " is a fault or empty")
+			panic("histories.DeclareKind: " + name + ": operation " + strconv.Quote(o.F) + " is a fault or empty")
 		}
-		want := func(names []string) string {
-			if len(names) == 0 {
-				return "no value"
-			}
-			return "a value with some of " + strings.Join(names, ", ")
+		sh := &shapes{notice: o.Notice, refused: o.Refused}
+		for i, s := range []Shape{o.Invoke, o.Ok, o.Fail, o.Info} {
+			sh.s[i] = values.shape(name, s)
 		}
-		m[o.F] = &shapes{{allowed: fields(o.Invoke), want: want(o.Invoke)}, {allowed: fields(o.Ok), want: want(o.Ok)},
-			{allowed: vReason, reasons: o.Reasons, want: `{"reason":"..."}, or no value`}, {allowed: fields(o.Info), want: want(o.Info)}}
-		names = append(names, o.F)
+		k.ops[o.F] = sh
+		if o.Refused == "" {
+			k.names = append(k.names, o.F)
+		}
 	}
 	if declared.kinds == nil {
-		declared.kinds, declared.ops = map[string]map[string]*shapes{}, map[string][]string{}
+		declared.kinds = map[string]*kind{}
 	}
-	declared.kinds[kind], declared.ops[kind] = m, names
+	declared.kinds[name] = k
+	declared.order = append(declared.order, name)
 }
 
-// declaredKind returns the operations of a kind declared with DeclareKind
-// and their names, or nil.
-func declaredKind(kind string) (map[string]*shapes, []string) {
+// shape is s in t's fields.
+func (t *ValueType) shape(kind string, s Shape) shape {
+	want := s.Want
+	if want == "" {
+		want = "no value"
+		if len(s.Fields) > 0 {
+			want = "a value with some of " + strings.Join(s.Fields, ", ")
+		}
+	}
+	return shape{allowed: t.bits(kind, s.Fields), required: t.bits(kind, s.Required), reasons: s.Reasons, want: want}
+}
+
+// bits are the fields names of t.
+func (t *ValueType) bits(kind string, names []string) vfields {
+	var f vfields
+	for _, n := range names {
+		i := t.index(n)
+		if i < 0 {
+			panic("histories.DeclareKind: " + kind + ": no value field " + strconv.Quote(n) + " (want " + t.names() + ")")
+		}
+		f |= 1 << i
+	}
+	return f
+}
+
+// declaredKind returns the kind declared as name, or nil.
+func declaredKind(name string) *kind {
 	declared.RLock()
 	defer declared.RUnlock()
-	return declared.kinds[kind], declared.ops[kind]
+	return declared.kinds[name]
 }
 
-// shape is what the value of one (kind, f, type) may hold.
+// kindNames are the kinds declared, quoted, in the order declared.
+func kindNames() string {
+	declared.RLock()
+	defer declared.RUnlock()
+	q := make([]string, len(declared.order))
+	for i, k := range declared.order {
+		q[i] = strconv.Quote(k)
+	}
+	return strings.Join(q, ", ")
+}
+
+// shape is what the value of one (kind, f, type) may hold, in the bits of
+// the kind's value type.
 type shape struct {
 	allowed  vfields  // fields that may be present
 	required vfields  // fields that must be present
@@ -132,8 +181,13 @@ type shape struct {
 	reasons  []string // the reasons allowed; nil means any
 }
 
-// shapes are an operation's value shapes, by type: invoke, ok, fail, info.
-type shapes [4]shape
+// shapes are an operation's value shapes, by type: invoke, ok, fail, info;
+// and whether it is a notice.
+type shapes struct {
+	s       [4]shape
+	notice  bool
+	refused string
+}
 
 func typeIndex(t Type) int {
 	switch t {
@@ -148,76 +202,34 @@ func typeIndex(t Type) int {
 	}
 }
 
-var (
-	none      = shape{want: "no value"}
-	anyReason = shape{allowed: vReason, want: `no value, or {"reason":r} saying why`}
-	slotArg   = shape{allowed: vSlot, required: vSlot, want: `{"slot":k} with k >= 1`}
-	target    = shape{allowed: vProcess, required: vProcess, want: `{"process":p} naming the process the fault is aimed at`}
+// The faults' value bits (faultType's fields).
+const (
+	fReason vfields = 1 << iota
+	fProcess
+	fOffsetMs
 )
 
-// semaphoreShapes and mutexShapes are the value shapes of the client and
-// admin operations of each lock kind; nemesisShapes those of faults.
 var (
-	semaphoreShapes = map[string]*shapes{
-		Acquire: {none,
-			slotArg,
-			{allowed: vReason, required: vReason, reasons: []string{"full", "absent", Unavailable, "contended"}, want: `{"reason":"full"|"absent"|"unavailable"|"contended"}`},
-			none},
-		Verify: {slotArg,
-			{allowed: vHeld, required: vHeld, want: `{"held":true|false}`},
-			anyReason, none},
-		Release: {slotArg,
-			none,
-			anyReason, none},
-		"create": {{allowed: vSlots, required: vSlots, want: `{"slots":n} with n >= 0`},
-			none, anyReason, none},
-		"change": {{allowed: vDelta, required: vDelta, want: `{"delta":d} with d != 0`},
-			{allowed: vFrom | vTo, required: vFrom | vTo, want: `{"from":c,"to":c'} with c, c' >= 0`},
-			anyReason, none},
-		Destroy: {none,
-			{allowed: vFrom, required: vFrom, want: `{"from":c} with c >= 0`},
-			anyReason, none},
-		Count: {none,
-			{allowed: vSlots, required: vSlots, want: `{"slots":c} with c >= 0`},
-			anyReason, none},
-		Wait: {slotArg, none, anyReason, none},
-	}
-	mutexShapes = map[string]*shapes{
-		Acquire: {none, none,
-			{allowed: vReason, required: vReason, reasons: []string{"held"}, want: `{"reason":"held"}`},
-			none},
-		Verify: {none,
-			{allowed: vHeld, required: vHeld, want: `{"held":true|false}`},
-			anyReason, none},
-		Release: {none, none, anyReason, none},
-	}
-	leaseShapes = map[string]*shapes{
-		"acquire": {{allowed: vMax | vTTLMs | vPriority, required: vMax | vTTLMs, want: `{"max":n,"ttl_ms":t} with n, t >= 1, and "priority":p (any integer) for a priority lease`},
-			{allowed: vToken | vFence | vTTLMs | vValidityMs | vStartedMs, required: vToken, want: `{"token":"..."}, with "fence":k (k >= 0) where the implementation gives numeric fencing tokens, "ttl_ms":t (t >= 1) where it says the lease it granted, "validity_ms":v where it says how long the lease is valid for from now, and "started_ms":s (s >= 0) where it says when its library started, after the invoke`},
-			{allowed: vReason, reasons: []string{Full}, want: `{"reason":"full"}, or no value for a failure that claims nothing`},
-			none},
-		"refresh": {{allowed: vToken | vTTLMs, required: vToken | vTTLMs, want: `{"token":"...","ttl_ms":t} with t >= 1`},
-			{allowed: vTTLMs | vValidityMs | vStartedMs, want: `no value, or {"ttl_ms":t} (t >= 1) where the implementation says the lease it granted, with "validity_ms":v where it says how long the lease is valid for from now, and "started_ms":s (s >= 0) where it says when its library started, after the invoke`}, expiredReason, none},
-		"release": {{allowed: vToken, required: vToken, want: `{"token":"..."}`},
-			none, expiredReason, none},
-		// verify {token} -> ok {held}: whether the holder still holds the
-		// lease, as far as the implementation can tell (aware).
-		Verify: {{allowed: vToken, required: vToken, want: `{"token":"..."}`},
-			{allowed: vHeld, required: vHeld, want: `{"held":true|false}`}, none, none},
-		// A notice: only its info shape is used (checkNotice).
-		Lost: {none, none, none, {allowed: vToken | vThief, required: vToken | vThief, want: `{"token":"...","thief":"..."}: the lease lost and the lease that took it`}},
-	}
-	expiredReason = shape{allowed: vReason, reasons: []string{Expired}, want: `{"reason":"expired"}, or no value for a failure that claims nothing`}
-	clockShapes   = &shapes{
-		{allowed: vProcess | vOffsetMs, required: vOffsetMs, want: `{"offset_ms":d} with d != 0, and "process":p for a process's clock (none: the backend's)`},
+	none      = shape{want: "no value"}
+	anyReason = shape{allowed: fReason, want: `no value, or {"reason":r} saying why`}
+	target    = shape{allowed: fProcess, required: fProcess, want: `{"process":p} naming the process the fault is aimed at`}
+)
+
+// nemesisShapes are the value shapes of the faults.
+var (
+	clockShapes = &shapes{s: [4]shape{
+		{allowed: fProcess | fOffsetMs, required: fOffsetMs, want: `{"offset_ms":d} with d != 0, and "process":p for a process's clock (none: the backend's)`},
 		none,
-		{allowed: vProcess | vOffsetMs | vReason, want: `its invoke's value, optionally with a reason`},
-		{allowed: vProcess | vOffsetMs, want: `its invoke's value`}}
-	resetShapes = &shapes{
-		{allowed: vProcess, want: `no value for the backend's clock, or {"process":p}`},
+		{allowed: fProcess | fOffsetMs | fReason, want: `its invoke's value, optionally with a reason`},
+		{allowed: fProcess | fOffsetMs, want: `its invoke's value`}}}
+	resetShapes = &shapes{s: [4]shape{
+		{allowed: fProcess, want: `no value for the backend's clock, or {"process":p}`},
 		none,
-		{allowed: vProcess | vReason, want: `its invoke's value, optionally with a reason`},
-		{allowed: vProcess, want: `its invoke's value`}}
+		{allowed: fProcess | fReason, want: `its invoke's value, optionally with a reason`},
+		{allowed: fProcess, want: `its invoke's value`}}}
+	targeted = &shapes{s: [4]shape{target, target,
+		{allowed: fProcess | fReason, required: fProcess, want: `{"process":p}, as in its invoke, optionally with a reason`},
+		target}}
 	nemesisShapes = map[string]*shapes{
 		ClockSkew:     clockShapes,
 		ClockJump:     clockShapes,
@@ -230,11 +242,9 @@ var (
 		ForceClose:    targeted,
 		DropReply:     targeted,
 		QueueDeleted:  targeted,
-		RestartBroker: {none, none, anyReason, none},
+		RestartBroker: {s: [4]shape{none, none, anyReason, none}},
 	}
-	targeted = &shapes{target, target,
-		{allowed: vProcess | vReason, required: vProcess, want: `{"process":p}, as in its invoke, optionally with a reason`},
-		target}
+	faults = &kind{values: faultType, ops: nemesisShapes, names: nemesisOps}
 )
 
 // inflight is an operation that has been invoked and not yet completed.
@@ -243,7 +253,7 @@ type inflight struct {
 	f     string
 	lock  string
 	kind  string // effective: never empty
-	value *Value
+	value Value
 }
 
 // symbol is a name met in a history, with what the validator knows about
@@ -261,6 +271,11 @@ type symbol struct {
 
 // validator checks each event against the format and the events before it.
 type validator struct {
+	// decode, if set, decodes the value of the event being checked, of
+	// the type given, once its kind and operation are known to be right
+	// (the reader's parser.value); unset, values are decoded already.
+	decode func(e *Event, t *ValueType) (vfields, string)
+
 	prevTime int64
 	events   int
 }
@@ -278,7 +293,7 @@ func (v *validator) check(line int, e *Event, has fields, vhas vfields, proc, lo
 	}
 	v.prevTime = e.Time
 	v.events++
-	if e.F == Lost && e.Process != nemesis && effectiveKind(e.Kind) == Lease {
+	if IsNotice(e) {
 		// a notice: the process's operation in flight, if any, stays so
 	} else if e.Type == Invoke {
 		proc.busy, proc.op = true, inflight{line, e.F, e.Lock, effectiveKind(e.Kind), e.Value}
@@ -291,10 +306,7 @@ func (v *validator) check(line int, e *Event, has fields, vhas vfields, proc, lo
 	return ""
 }
 
-func isDeclared(kind string) bool {
-	ops, _ := declaredKind(kind)
-	return ops != nil
-}
+func isDeclared(kind string) bool { return declaredKind(kind) != nil }
 
 func effectiveKind(kind string) string {
 	if kind == "" {
@@ -311,19 +323,24 @@ func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, pro
 		return msg
 	}
 	kind := effectiveKind(e.Kind)
-	op, msg := operationShapes(e, has, kind)
+	k, op, msg := operationShapes(e, has, kind)
 	if msg != "" {
 		return msg
 	}
+	if v.decode != nil {
+		if vhas, msg = v.decode(e, k.values); msg != "" {
+			return msg
+		}
+	}
 	in := proc.op
-	if kind == Lease && e.F == Lost {
-		return checkNotice(e, &op[3], vhas, lock)
+	if op.notice {
+		return checkNotice(e, k, &op.s[3], vhas, lock)
 	}
 	if msg := checkInFlight(e, kind, proc, lock); msg != "" {
 		return msg
 	}
 	// The value.
-	if msg := checkValue(&op[typeIndex(e.Type)], e, kind, vhas, in); msg != "" {
+	if msg := checkValue(k, &op.s[typeIndex(e.Type)], e, kind, vhas, in); msg != "" {
 		return msg
 	}
 	if e.Process == nemesis && IsClockFault(e.F) && e.Type != Invoke {
@@ -362,8 +379,8 @@ func checkWho(e *Event, has fields) string {
 		return fmt.Sprintf("type: want invoke, ok, fail or info, got %q", e.Type)
 	case has&hasF == 0:
 		return "f: missing (want the operation, such as acquire)"
-	case has&hasKind != 0 && e.Kind != Semaphore && e.Kind != Mutex && e.Kind != Lease && !isDeclared(e.Kind):
-		return fmt.Sprintf("kind: want %q, %q or %q (or no kind, meaning semaphore; or a kind a family declared), got %q", Semaphore, Mutex, Lease, e.Kind)
+	case has&hasKind != 0 && !isDeclared(e.Kind):
+		return fmt.Sprintf("kind: want one of %s (or no kind, meaning semaphore: the kinds the families linked in declare), got %q", kindNames(), e.Kind)
 	case has&hasLock != 0 && e.Lock == "":
 		return "lock: want a non-empty string"
 	case e.Error != "" && e.Type == Invoke:
@@ -372,70 +389,56 @@ func checkWho(e *Event, has fields) string {
 	return ""
 }
 
-// operationShapes finds the value shapes of the event's operation: a fault
-// for the nemesis, an operation of the lock's kind for anyone else.
-func operationShapes(e *Event, has fields, kind string) (*shapes, string) {
+// operationShapes finds the event's kind (the faults' for the nemesis) and
+// the value shapes of its operation: a fault for the nemesis, an operation
+// of the lock's kind for anyone else.
+func operationShapes(e *Event, has fields, kind string) (*kind, *shapes, string) {
 	fault := nemesisShapes[e.F]
 	if e.Process == nemesis {
 		switch {
 		case fault == nil:
-			return nil, fmt.Sprintf("f: process %q only injects faults (want one of %s), got %q", nemesis, strings.Join(nemesisOps, ", "), e.F)
+			return nil, nil, fmt.Sprintf("f: process %q only injects faults (want one of %s), got %q", nemesis, strings.Join(nemesisOps, ", "), e.F)
 		case has&hasLock != 0:
-			return nil, fmt.Sprintf("lock: a nemesis event names no lock, got %q", e.Lock)
+			return nil, nil, fmt.Sprintf("lock: a nemesis event names no lock, got %q", e.Lock)
 		case has&hasKind != 0:
-			return nil, fmt.Sprintf("kind: a nemesis event names no lock, so no kind, got %q", e.Kind)
+			return nil, nil, fmt.Sprintf("kind: a nemesis event names no lock, so no kind, got %q", e.Kind)
 		case e.Type == Ok:
-			return nil, "type: a nemesis operation completes with info once the fault is in place (or fail if it could not be applied), not ok"
+			return nil, nil, "type: a nemesis operation completes with info once the fault is in place (or fail if it could not be applied), not ok"
 		}
-		return fault, ""
+		return faults, fault, ""
 	}
 	switch {
 	case fault != nil:
-		return nil, fmt.Sprintf("f: %q is a fault; only process %q may inject it", e.F, nemesis)
+		return nil, nil, fmt.Sprintf("f: %q is a fault; only process %q may inject it", e.F, nemesis)
 	case has&hasLock == 0:
-		return nil, fmt.Sprintf("lock: missing (every %s names the lock it operates on)", e.F)
+		return nil, nil, fmt.Sprintf("lock: missing (every %s names the lock it operates on)", e.F)
 	}
-	switch kind {
-	case Semaphore:
-	case Lease:
-		if op := leaseShapes[e.F]; op != nil {
-			return op, ""
-		}
-		return nil, fmt.Sprintf("f: unknown operation %q for a lease lock (want one of %s)", e.F, strings.Join(leaseOps, ", "))
-	case Mutex:
-		if op := mutexShapes[e.F]; op != nil {
-			return op, ""
-		}
-		if semaphoreShapes[e.F] != nil {
-			return nil, fmt.Sprintf("f: %q is a semaphore admin operation, but lock %q is a mutex: a true mutex has no admin", e.F, e.Lock)
-		}
-		return nil, fmt.Sprintf("f: unknown operation %q for a mutex lock (want one of %s)", e.F, strings.Join(mutexOps, ", "))
-	default:
-		ops, names := declaredKind(kind)
-		if op := ops[e.F]; op != nil {
-			return op, ""
-		}
-		return nil, fmt.Sprintf("f: unknown operation %q for a %s lock (want one of %s)", e.F, kind, strings.Join(names, ", "))
+	k := declaredKind(kind)
+	if k == nil {
+		return nil, nil, fmt.Sprintf("kind: no kind means %s, which no family linked into this program declares (want one of %s)", Semaphore, kindNames())
 	}
-	if op := semaphoreShapes[e.F]; op != nil {
-		return op, ""
+	if op := k.ops[e.F]; op != nil && op.refused == "" {
+		return k, op, ""
+	} else if op != nil {
+		return nil, nil, fmt.Sprintf("f: %q on lock %q, a %s: %s", e.F, e.Lock, kind, op.refused)
 	}
-	return nil, fmt.Sprintf("f: unknown operation %q for a semaphore lock (want one of %s)", e.F, strings.Join(semaphoreOps, ", "))
+	return nil, nil, fmt.Sprintf("f: unknown operation %q for a %s lock (want one of %s)", e.F, kind, strings.Join(k.names, ", "))
 }
 
-// checkNotice checks a lost notice: an info event on its own, whatever
-// the process has in flight, whose value has the shape sh.
-func checkNotice(e *Event, sh *shape, vhas vfields, lock *symbol) string {
+// checkNotice checks a notice (a lost lease): an info event on its own,
+// whatever the process has in flight, whose value has the shape sh.
+func checkNotice(e *Event, k *kind, sh *shape, vhas vfields, lock *symbol) string {
+	kind := effectiveKind(e.Kind)
 	if e.Type != Info {
-		return fmt.Sprintf("type: a lost notice is a single info event (no invoke, no completion), got %s", e.Type)
+		return fmt.Sprintf("type: a %s notice is a single info event (no invoke, no completion), got %s", e.F, e.Type)
 	}
-	if lock.kind != "" && lock.kind != Lease {
-		return fmt.Sprintf("kind: lock %q is a lease here but was a %s at line %d (no kind means semaphore)", e.Lock, lock.kind, lock.kindLine)
+	if lock.kind != "" && lock.kind != kind {
+		return fmt.Sprintf("kind: lock %q is a %s here but was a %s at line %d (no kind means semaphore)", e.Lock, kind, lock.kind, lock.kindLine)
 	}
 	if e.Value == nil {
 		vhas = 0
 	}
-	return checkFields(sh, e, vhas, inflight{}, func() string { return "lease lost notice" })
+	return checkFields(k, sh, e, vhas, inflight{}, func() string { return kind + " " + e.F + " notice" })
 }
 
 // checkInFlight checks the operations in flight: one per process, and a
@@ -472,23 +475,24 @@ func checkClockEcho(e *Event, vhas vfields, in inflight) string {
 	}
 	var want vfields
 	if in.value != nil {
-		want = fieldsOf(in.value) & (vProcess | vOffsetMs)
+		want = fieldsOf(faultType, in.value) & (fProcess | fOffsetMs)
 	}
 	if missing := want &^ vhas; missing != 0 {
-		return fmt.Sprintf("value.%s: missing: a %s completion repeats its invoke's value (line %d)", firstField(missing), e.F, in.line)
+		return fmt.Sprintf("value.%s: missing: a %s completion repeats its invoke's value (line %d)", faultType.first(missing), e.F, in.line)
 	}
-	if extra := vhas &^ (want | vReason); extra != 0 {
-		return fmt.Sprintf("value.%s: not allowed: its invoke at line %d has none (a %s completion repeats its invoke's value)", firstField(extra), in.line, e.F)
+	if extra := vhas &^ (want | fReason); extra != 0 {
+		return fmt.Sprintf("value.%s: not allowed: its invoke at line %d has none (a %s completion repeats its invoke's value)", faultType.first(extra), in.line, e.F)
 	}
 	return ""
 }
 
-// checkValue checks that e's value, holding the fields vhas, has the shape
-// sh; kind is e's lock kind and in the invoke e completes, if it is a
-// completion. A completion may repeat fields of its invoke's value (an
-// echo, as Jepsen's clients return the op they were given): they must
-// agree with the invoke, and they are not the completion's own fields.
-func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) string {
+// checkValue checks that e's value, holding the fields vhas of k's value
+// type, has the shape sh; kind is e's lock kind and in the invoke e
+// completes, if it is a completion. A completion may repeat fields of its
+// invoke's value (an echo, as Jepsen's clients return the op they were
+// given): they must agree with the invoke, and they are not the
+// completion's own fields.
+func checkValue(k *kind, sh *shape, e *Event, kind string, vhas vfields, in inflight) string {
 	val := e.Value
 	if val == nil {
 		vhas = 0
@@ -497,44 +501,57 @@ func checkValue(sh *shape, e *Event, kind string, vhas vfields, in inflight) str
 		kind = nemesis
 	}
 	what := func() string { return kind + " " + e.F + " " + string(e.Type) }
+	t := k.values
 	var echo vfields // the fields repeated from the invoke
 	if e.Type != Invoke && vhas != 0 && in.value != nil {
-		echo = vhas & fieldsOf(in.value)
-		if msg := checkEcho(echo, val, in); msg != "" {
+		echo = vhas & fieldsOf(t, in.value)
+		if msg := checkEcho(t, echo, val, in); msg != "" {
 			return msg
 		}
 	}
-	if vhas&vPatched != 0 {
-		if msg, done := checkPatched(e, kind, vhas, echo, what); done {
+	if patched := t.patchedBit(); vhas&patched != 0 {
+		if msg, done := checkPatched(e, kind, vhas, echo, patched, what); done {
 			return msg
 		}
-		vhas &^= vPatched
+		vhas &^= patched
 	}
 	vhas &^= echo &^ sh.allowed // echoes are checked; the shape is about the rest
-	if msg := checkFields(sh, e, vhas, in, what); msg != "" {
+	if msg := checkFields(k, sh, e, vhas, in, what); msg != "" {
 		return msg
 	}
 	if val == nil {
 		return ""
 	}
-	return checkRanges(sh, val)
+	return checkRanges(t, sh, val)
 }
 
-// checkPatched checks a value marked patched (vhas holds vPatched): only an
-// acquire or release completing ok or fail may be, and a patched fail
-// holds only the not-applied reason besides the echo. done says the
+// patchedBit is the bit of t's Patched field, 0 if it has none.
+func (t *ValueType) patchedBit() vfields {
+	if t.Patched == "" {
+		return 0
+	}
+	return 1 << t.index(t.Patched)
+}
+
+// checkPatched checks a value marked patched (vhas holds the bit patched):
+// only an acquire or release completing ok or fail may be, and a patched
+// fail holds only the not-applied reason besides the echo. done says the
 // verdict is msg (a patched fail needs no further checks); otherwise the
 // value is checked as if it were not marked.
-func checkPatched(e *Event, kind string, vhas, echo vfields, what func() string) (msg string, done bool) {
-	if kind == nemesis || kind == Lease || (e.F != Acquire && e.F != Release) || (e.Type != Ok && e.Type != Fail) {
+func checkPatched(e *Event, kind string, vhas, echo, patched vfields, what func() string) (msg string, done bool) {
+	if (e.F != Acquire && e.F != Release) || (e.Type != Ok && e.Type != Fail) {
 		return fmt.Sprintf("value.patched: not allowed: only an acquire or release that completes ok or fail may be patched, not a %s", what()), true
 	}
-	if e.Type == Fail && e.Value.Reason != NotApplied {
-		return fmt.Sprintf("value.reason: a patched fail says %q, got %q", NotApplied, e.Value.Reason), true
+	if reason := Reason(e.Value); e.Type == Fail && reason != NotApplied {
+		return fmt.Sprintf("value.reason: a patched fail says %q, got %q", NotApplied, reason), true
 	}
 	if e.Type == Fail {
-		if extra := vhas &^ (vReason | vPatched | echo); extra != 0 {
-			return fmt.Sprintf("value.%s: not allowed: a patched fail holds only its reason (and what it repeats of its invoke)", firstField(extra)), true
+		reason := vfields(0)
+		if i := declaredKind(kind).values.index("reason"); i >= 0 {
+			reason = 1 << i
+		}
+		if extra := vhas &^ (reason | patched | echo); extra != 0 {
+			return fmt.Sprintf("value.%s: not allowed: a patched fail holds only its reason (and what it repeats of its invoke)", declaredKind(kind).values.first(extra)), true
 		}
 		return "", true
 	}
@@ -543,9 +560,9 @@ func checkPatched(e *Event, kind string, vhas, echo vfields, what func() string)
 
 // checkFields checks that the fields vhas (echoes of the invoke taken out)
 // are those the shape sh allows and include those it requires.
-func checkFields(sh *shape, e *Event, vhas vfields, in inflight, what func() string) string {
+func checkFields(k *kind, sh *shape, e *Event, vhas vfields, in inflight, what func() string) string {
 	if extra := vhas &^ sh.allowed; extra != 0 {
-		f := firstField(extra)
+		f := k.values.first(extra)
 		also := ""
 		if in.value != nil && e.Type != Invoke {
 			also = fmt.Sprintf(" (besides the fields of its invoke at line %d, which it may repeat)", in.line)
@@ -556,145 +573,69 @@ func checkFields(sh *shape, e *Event, vhas vfields, in inflight, what func() str
 		return fmt.Sprintf("value.%s: not allowed: a %s wants %s%s", f, what(), sh.want, also)
 	}
 	if missing := sh.required &^ vhas; missing != 0 {
-		return fmt.Sprintf("value.%s: missing: a %s wants %s", firstField(missing), what(), sh.want)
+		return fmt.Sprintf("value.%s: missing: a %s wants %s", k.values.first(missing), what(), sh.want)
 	}
 	return ""
 }
 
-// checkRanges checks that each field val holds is in its range (and a
-// reason among those sh allows), in the order the fields are documented.
-func checkRanges(sh *shape, val *Value) string {
-	if val.Slot != nil && *val.Slot < 1 {
-		return fmt.Sprintf("value.slot: want an integer >= 1, got %d", *val.Slot)
-	}
-	if val.Reason != "" && sh.reasons != nil && !slices.Contains(sh.reasons, val.Reason) {
-		return fmt.Sprintf("value.reason: want %s, got %q", orList(sh.reasons), val.Reason)
-	}
-	if val.Slots != nil && *val.Slots < 0 {
-		return fmt.Sprintf("value.slots: want an integer >= 0, got %d", *val.Slots)
-	}
-	if val.Delta != nil && *val.Delta == 0 {
-		return "value.delta: want a non-zero integer, got 0"
-	}
-	if val.From != nil && *val.From < 0 {
-		return fmt.Sprintf("value.from: want an integer >= 0, got %d", *val.From)
-	}
-	if val.To != nil && *val.To < 0 {
-		return fmt.Sprintf("value.to: want an integer >= 0, got %d", *val.To)
-	}
-	if val.Max != nil && *val.Max < 1 {
-		return fmt.Sprintf("value.max: want an integer >= 1, got %d", *val.Max)
-	}
-	if val.TTLMs != nil && *val.TTLMs < 1 {
-		return fmt.Sprintf("value.ttl_ms: want an integer >= 1 (milliseconds), got %d", *val.TTLMs)
-	}
-	if val.Fence != nil && *val.Fence < 0 {
-		return fmt.Sprintf("value.fence: want an integer >= 0, got %d", *val.Fence)
-	}
-	if val.StartedMs != nil && *val.StartedMs < 0 {
-		return fmt.Sprintf("value.started_ms: want an integer >= 0 (milliseconds after the invoke), got %d", *val.StartedMs)
-	}
-	if val.StartedMs != nil && val.ValidityMs == nil {
-		return "value.started_ms: only with validity_ms (the start the validity counts from)"
-	}
-	if val.OffsetMs != nil && *val.OffsetMs == 0 {
-		return "value.offset_ms: want a non-zero integer (milliseconds; ahead when positive), got 0"
-	}
-	return ""
-}
-
-// fieldsOf says which fields v holds.
-func fieldsOf(v *Value) vfields {
-	var fs vfields
-	set := func(bit vfields, present bool) {
-		if present {
-			fs |= bit
+// checkRanges checks that the reason val gives is one sh allows, and that
+// its fields are in their ranges (the value type's Check).
+func checkRanges(t *ValueType, sh *shape, val Value) string {
+	if sh.reasons != nil {
+		if r := Reason(val); r != "" && !slices.Contains(sh.reasons, r) {
+			return fmt.Sprintf("value.reason: want %s, got %q", orList(sh.reasons), r)
 		}
 	}
-	set(vSlot, v.Slot != nil)
-	set(vHeld, v.Held != nil)
-	set(vReason, v.Reason != "")
-	set(vSlots, v.Slots != nil)
-	set(vDelta, v.Delta != nil)
-	set(vFrom, v.From != nil)
-	set(vTo, v.To != nil)
-	set(vProcess, v.Process != "")
-	set(vPatched, v.Patched)
-	set(vMax, v.Max != nil)
-	set(vTTLMs, v.TTLMs != nil)
-	set(vToken, v.Token != "")
-	set(vFence, v.Fence != nil)
-	set(vOffsetMs, v.OffsetMs != nil)
-	set(vValidityMs, v.ValidityMs != nil)
-	set(vPriority, v.Priority != nil)
-	set(vThief, v.Thief != "")
-	set(vStartedMs, v.StartedMs != nil)
+	if t.Check != nil {
+		return t.Check(val)
+	}
+	return ""
+}
+
+// typeOf is the type of e's value: a Fault for a nemesis event, or its
+// kind's values; nil if no family declared its kind.
+func typeOf(e *Event) *ValueType {
+	if e.Process == nemesis {
+		return faultType
+	}
+	if k := declaredKind(effectiveKind(e.Kind)); k != nil {
+		return k.values
+	}
+	return nil
+}
+
+// fieldsOf says which fields of t v holds.
+func fieldsOf(t *ValueType, v Value) vfields {
+	var fs vfields
+	for _, s := range record(v).spans {
+		if i := t.index(s.name); i >= 0 {
+			fs |= 1 << i
+		}
+	}
 	return fs
 }
 
 // checkEcho checks that the fields echo of val, which the invoke in also
 // holds, agree with it.
-func checkEcho(echo vfields, val *Value, in inflight) string {
-	for i, name := range valueNames {
-		bit := vfields(1) << i
-		if echo&bit == 0 {
+func checkEcho(t *ValueType, echo vfields, val Value, in inflight) string {
+	for i, f := range t.Fields {
+		if echo&(1<<i) == 0 {
 			continue
 		}
-		want, got := fieldText(bit, in.value), fieldText(bit, val)
+		want, _ := Lookup(in.value, f.Name)
+		got, _ := Lookup(val, f.Name)
 		if want != got {
-			return fmt.Sprintf("value.%s: want %s, as in the invoke at line %d, got %s (a completion may repeat its invoke's value, not contradict it)", name, want, in.line, got)
+			return fmt.Sprintf("value.%s: want %s, as in the invoke at line %d, got %s (a completion may repeat its invoke's value, not contradict it)", f.Name, want, in.line, got)
 		}
 	}
 	return ""
 }
 
-// fieldText renders one field of v for comparison and messages.
-func fieldText(bit vfields, v *Value) string {
-	switch bit {
-	case vSlot:
-		return strconv.Itoa(*v.Slot)
-	case vHeld:
-		return strconv.FormatBool(*v.Held)
-	case vReason:
-		return strconv.Quote(v.Reason)
-	case vSlots:
-		return strconv.Itoa(*v.Slots)
-	case vDelta:
-		return strconv.Itoa(*v.Delta)
-	case vFrom:
-		return strconv.Itoa(*v.From)
-	case vTo:
-		return strconv.Itoa(*v.To)
-	case vProcess:
-		return strconv.Quote(v.Process)
-	case vMax:
-		return strconv.Itoa(*v.Max)
-	case vTTLMs:
-		return strconv.Itoa(*v.TTLMs)
-	case vToken:
-		return strconv.Quote(v.Token)
-	case vFence:
-		return strconv.Itoa(*v.Fence)
-	case vOffsetMs:
-		return strconv.Itoa(*v.OffsetMs)
-	case vValidityMs:
-		return strconv.Itoa(*v.ValidityMs)
-	case vPriority:
-		return strconv.Itoa(*v.Priority)
-	case vThief:
-		return strconv.Quote(v.Thief)
-	case vStartedMs:
-		return strconv.Itoa(*v.StartedMs)
-	default: // vPatched
-		return strconv.FormatBool(v.Patched)
-	}
-}
-
-// firstField names the first field in fs, in canonical order.
-func firstField(fs vfields) string {
-	for i, name := range valueNames {
+// first names the first field in fs, in canonical order.
+func (t *ValueType) first(fs vfields) string {
+	for i, f := range t.Fields {
 		if fs&(1<<i) != 0 {
-			return name
+			return f.Name
 		}
 	}
 	return ""

@@ -54,78 +54,15 @@ func appendEvent(buf []byte, e *Event) []byte {
 		buf = append(buf, `,"kind":`...)
 		buf = appendString(buf, e.Kind)
 	}
-	if v := e.Value; v != nil {
+	if !noValue(e.Value) {
 		buf = append(buf, `,"value":`...)
-		sep := byte('{') // before the first field, then ','
-		if v.Slot != nil {
-			buf = appendInt(appendKey(buf, &sep, "slot"), *v.Slot)
-		}
-		if v.Held != nil {
-			buf = strconv.AppendBool(appendKey(buf, &sep, "held"), *v.Held)
-		}
-		if v.Reason != "" {
-			buf = appendString(appendKey(buf, &sep, "reason"), v.Reason)
-		}
-		if v.Slots != nil {
-			buf = appendInt(appendKey(buf, &sep, "slots"), *v.Slots)
-		}
-		if v.Delta != nil {
-			buf = appendInt(appendKey(buf, &sep, "delta"), *v.Delta)
-		}
-		if v.From != nil {
-			buf = appendInt(appendKey(buf, &sep, "from"), *v.From)
-		}
-		if v.To != nil {
-			buf = appendInt(appendKey(buf, &sep, "to"), *v.To)
-		}
-		if v.Process != "" {
-			buf = appendString(appendKey(buf, &sep, "process"), v.Process)
-		}
-		if v.Patched {
-			buf = append(appendKey(buf, &sep, "patched"), "true"...)
-		}
-		if v.Max != nil {
-			buf = appendInt(appendKey(buf, &sep, "max"), *v.Max)
-		}
-		if v.TTLMs != nil {
-			buf = appendInt(appendKey(buf, &sep, "ttl_ms"), *v.TTLMs)
-		}
-		if v.Token != "" {
-			buf = appendString(appendKey(buf, &sep, "token"), v.Token)
-		}
-		if v.Fence != nil {
-			buf = appendInt(appendKey(buf, &sep, "fence"), *v.Fence)
-		}
-		if v.OffsetMs != nil {
-			buf = appendInt(appendKey(buf, &sep, "offset_ms"), *v.OffsetMs)
-		}
-		if v.ValidityMs != nil {
-			buf = appendInt(appendKey(buf, &sep, "validity_ms"), *v.ValidityMs)
-		}
-		buf = appendPriority(buf, &sep, v)
-		if sep == '{' {
-			buf = append(buf, '{')
-		}
-		buf = append(buf, '}')
+		buf = appendValue(buf, e.Value)
 	}
 	if e.Error != "" {
 		buf = append(buf, `,"error":`...)
 		buf = appendString(buf, e.Error)
 	}
 	return append(buf, "}\n"...)
-}
-
-// appendKey appends *sep and the quoted key with its colon, then makes *sep
-// a comma for the next field.
-func appendKey(buf []byte, sep *byte, key string) []byte {
-	buf = append(buf, *sep, '"')
-	*sep = ','
-	buf = append(buf, key...)
-	return append(buf, '"', ':')
-}
-
-func appendInt(buf []byte, n int) []byte {
-	return strconv.AppendInt(buf, int64(n), 10)
 }
 
 const hexDigits = "0123456789abcdef"
@@ -182,18 +119,4 @@ func appendString(buf []byte, s string) []byte {
 	}
 	buf = append(buf, s[start:]...)
 	return append(buf, '"')
-}
-
-// appendPriority appends a priority lease's fields of v: priority, thief.
-func appendPriority(buf []byte, sep *byte, v *Value) []byte {
-	if v.Priority != nil {
-		buf = appendInt(appendKey(buf, sep, "priority"), *v.Priority)
-	}
-	if v.Thief != "" {
-		buf = appendString(appendKey(buf, sep, "thief"), v.Thief)
-	}
-	if v.StartedMs != nil {
-		buf = appendInt(appendKey(buf, sep, "started_ms"), *v.StartedMs)
-	}
-	return buf
 }

@@ -1,9 +1,11 @@
-package histories
+package histories_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/lockprover/lockprover/families/amqp/check"
+	"github.com/lockprover/lockprover/histories"
 	"os"
 	"strings"
 	"testing"
@@ -16,12 +18,12 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := Read(bytes.NewReader(want), "testdata/canonical.jsonl")
+	events, err := histories.Read(bytes.NewReader(want), "testdata/canonical.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
-	if err := Write(&got, events); err != nil {
+	if err := histories.Write(&got, events); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got.Bytes(), want) {
@@ -35,12 +37,12 @@ func TestWriteCanonicalizes(t *testing.T) {
 	in := " {\"lock\":\"sem\",\"f\":\"acquire\", \"type\":\"invoke\",\"process\":\"c\\u0031\",\"time\":10,\"index\":0}\r\n" +
 		`{"value":{ "slot" : 1 },"index":1,"time":20,"process":"c2","type":"invoke","f":"verify","lock":"sem","error":null}` + "\n" +
 		`{"error":"boom","value":null,"index":2,"time":30,"process":"c1","type":"info","f":"acquire","lock":"sem"}`
-	events, err := Read(strings.NewReader(in), "h.jsonl")
+	events, err := histories.Read(strings.NewReader(in), "h.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
-	if err := Write(&got, events); err != nil {
+	if err := histories.Write(&got, events); err != nil {
 		t.Fatal(err)
 	}
 	want := `{"index":0,"time":10,"process":"c1","type":"invoke","f":"acquire","lock":"sem"}` + "\n" +
@@ -56,17 +58,17 @@ func TestWriteCanonicalizes(t *testing.T) {
 // tags document the format truthfully, strings included.
 func TestWriteMatchesEncodingJSON(t *testing.T) {
 	strs := []string{"", "c1", `q"b\s/`, "\x00\x01\b\f\n\r\t\x1f\x7f", "\u2028\u2029", "<&>", "é☃😀", "bad\xffutf8\xc3", "\ufffd"}
-	var events []Event
+	var events []histories.Event
 	for i, s := range strs {
 		events = append(events,
-			Event{Index: i, Time: int64(i) * -3, Process: s, Type: Type(s), F: s, Lock: s, Kind: s,
-				Value: &Value{Reason: s, Process: s}, Error: s},
-			Event{Value: &Value{Slot: Int(-1), Held: Bool(false), Slots: Int(0), Delta: Int(1 << 40), From: Int(3), To: Int(4), Patched: true}},
-			Event{Value: &Value{}},
-			Event{})
+			histories.Event{Index: i, Time: int64(i) * -3, Process: s, Type: histories.Type(s), F: s, Lock: s, Kind: s,
+				Value: &histories.Fault{Reason: s, Process: s}, Error: s},
+			histories.Event{Value: &check.Value{Slot: histories.Int(-1), Held: histories.Bool(false), Slots: histories.Int(0), Delta: histories.Int(1 << 40), From: histories.Int(3), To: histories.Int(4), Patched: true}},
+			histories.Event{Value: &check.Value{}},
+			histories.Event{})
 	}
 	var got bytes.Buffer
-	if err := Write(&got, events); err != nil {
+	if err := histories.Write(&got, events); err != nil {
 		t.Fatal(err)
 	}
 	var want bytes.Buffer
@@ -90,19 +92,19 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 }
 
 func TestWriteError(t *testing.T) {
-	events := make([]Event, 10000) // more than one flush
+	events := make([]histories.Event, 10000) // more than one flush
 	w := &failingWriter{}
-	if err := Write(w, events); err == nil || err.Error() != "disk full" {
+	if err := histories.Write(w, events); err == nil || err.Error() != "disk full" {
 		t.Errorf("got %v, want disk full", err)
 	}
 	if w.n != 1 {
 		t.Errorf("Write went on after an error: %d writes", w.n)
 	}
-	if err := Write(w, events[:1]); err == nil {
+	if err := histories.Write(w, events[:1]); err == nil {
 		t.Errorf("short history: error lost")
 	}
 	var buf bytes.Buffer
-	if err := Write(&buf, nil); err != nil || buf.Len() != 0 {
+	if err := histories.Write(&buf, nil); err != nil || buf.Len() != 0 {
 		t.Errorf("empty history: %q, %v", buf.String(), err)
 	}
 }

@@ -12,10 +12,10 @@ import (
 // for none) with its value or reason, the error the process gave, whether
 // the outcome was patched from ground truth, and the invoke's index:
 // "c1 acquire -> ok slot 2 (#12)".
-func DescribeOp(process, f string, arg, res *histories.Value, typ histories.Type, err string, index int) string {
+func DescribeOp(process, f string, arg, res histories.Value, typ histories.Type, err string, index int) string {
 	var b strings.Builder
 	b.WriteString(process + " " + f)
-	if a := arg.Text(); a != "" {
+	if a := histories.TextOf(arg); a != "" {
 		b.WriteString(" " + a)
 	}
 	switch {
@@ -25,19 +25,19 @@ func DescribeOp(process, f string, arg, res *histories.Value, typ histories.Type
 		b.WriteString(" -> unknown (info)")
 	case typ == histories.Fail:
 		b.WriteString(" -> failed")
-		if res != nil && res.Reason != "" {
-			b.WriteString(" " + res.Reason)
+		if r := histories.Reason(res); r != "" {
+			b.WriteString(" " + r)
 		}
 	default:
 		b.WriteString(" -> ok")
-		if r := res.Text(); r != "" {
+		if r := histories.TextOf(res); r != "" {
 			b.WriteString(" " + r)
 		}
 	}
 	if err != "" {
 		fmt.Fprintf(&b, " (error: %s)", err)
 	}
-	if res != nil && res.Patched {
+	if histories.IsPatched(res) {
 		b.WriteString(" (patched from the simulator's ground truth)")
 	}
 	fmt.Fprintf(&b, " (#%d)", index)

@@ -33,7 +33,7 @@ func init() {
 }
 
 func TestFamilySeam(t *testing.T) {
-	ev := func(i int, proc string, typ histories.Type, f, lock, kind string, v *histories.Value) histories.Event {
+	ev := func(i int, proc string, typ histories.Type, f, lock, kind string, v histories.Value) histories.Event {
 		return histories.Event{Index: i, Time: int64(i), Process: proc, Type: typ, F: f, Lock: lock, Kind: kind, Value: v}
 	}
 	h := []histories.Event{
@@ -41,8 +41,8 @@ func TestFamilySeam(t *testing.T) {
 		ev(1, "c2", histories.Invoke, "acquire", "m", histories.Mutex, nil),
 		ev(2, "c1", histories.Ok, "poke", "t", "toy", nil),
 		ev(3, "c2", histories.Ok, "acquire", "m", histories.Mutex, nil),
-		ev(4, "nemesis", histories.Invoke, "kill", "", "", &histories.Value{Process: "c2"}),
-		ev(5, "nemesis", histories.Info, "kill", "", "", &histories.Value{Process: "c2"}),
+		ev(4, "nemesis", histories.Invoke, "kill", "", "", &histories.Fault{Process: "c2"}),
+		ev(5, "nemesis", histories.Info, "kill", "", "", &histories.Fault{Process: "c2"}),
 		ev(6, "c3", histories.Invoke, "poke", "u", "toy", nil),
 	}
 	r := Check(h, Options{Family: []any{"another family's", toyOptions{Drift: 0.01}, toyOptions{Drift: 0.05}}})

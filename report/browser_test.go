@@ -240,7 +240,7 @@ func TestReportInABrowser(t *testing.T) {
 	var faults []string
 	for _, e := range res.History {
 		if e.Process == "nemesis" && e.Type == histories.Invoke {
-			faults = append(faults, fmt.Sprintf("op-%d #%d %s %s", e.Index, e.Index, e.F, e.Value.Process))
+			faults = append(faults, fmt.Sprintf("op-%d #%d %s %s", e.Index, e.Index, e.F, histories.FaultOf(&e).Process))
 		}
 	}
 	var marked []string

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 )
@@ -157,20 +158,20 @@ func TestBarsHoldTheirLabels(t *testing.T) {
 func TestHostileNamesAreEscaped(t *testing.T) {
 	const evil = `"><script>alert(1)</script><img src=x onerror=alert(2)>`
 	var h []histories.Event
-	add := func(proc string, typ histories.Type, f string, v *histories.Value) {
+	add := func(proc string, typ histories.Type, f string, v histories.Value) {
 		lock := evil
 		if proc == "nemesis" {
 			lock = ""
 		}
 		h = append(h, histories.Event{Index: len(h), Time: int64(len(h)) * 1000, Process: proc, Type: typ, F: f, Lock: lock, Value: v})
 	}
-	add("admin"+evil, histories.Invoke, "create", &histories.Value{Slots: histories.Int(1)})
+	add("admin"+evil, histories.Invoke, "create", &check.Value{Slots: histories.Int(1)})
 	add("admin"+evil, histories.Ok, "create", nil)
 	add("c1", histories.Invoke, "acquire", nil)
-	add("nemesis", histories.Invoke, "kill", &histories.Value{Process: "c1"})
-	add("nemesis", histories.Info, "kill", &histories.Value{Process: "c1"})
+	add("nemesis", histories.Invoke, "kill", &histories.Fault{Process: "c1"})
+	add("nemesis", histories.Info, "kill", &histories.Fault{Process: "c1"})
 	add("c2", histories.Invoke, "acquire", nil)
-	add("c2", histories.Fail, "acquire", &histories.Value{Reason: evil})
+	add("c2", histories.Fail, "acquire", &check.Value{Reason: evil})
 	vs := []model.Verdict{{Lock: evil, Property: model.SlotExclusive + evil, Status: model.Fail, Ops: []int{5}, Detail: evil + " (#5)"}}
 	var b bytes.Buffer
 	err := Write(&b, Counterexample{Property: model.SlotExclusive + evil, Lock: evil, Verdicts: vs, History: h,
@@ -270,7 +271,7 @@ func TestRows(t *testing.T) {
 	ev := func(i int, proc string, typ histories.Type, f, target string) histories.Event {
 		e := histories.Event{Index: i, Time: int64(i), Process: proc, Type: typ, F: f, Lock: "sem"}
 		if proc == "nemesis" {
-			e.Lock, e.Value = "", &histories.Value{Process: target}
+			e.Lock, e.Value = "", &histories.Fault{Process: target}
 		}
 		return e
 	}

@@ -147,8 +147,8 @@ func processes(h []histories.Event) []string {
 	}
 	for _, e := range h {
 		add(e.Process)
-		if e.Process == "nemesis" && e.Value != nil {
-			add(e.Value.Process)
+		if f := histories.FaultOf(&e); e.Process == "nemesis" && f != nil {
+			add(f.Process)
 		}
 	}
 	sort.SliceStable(procs, func(i, j int) bool {
@@ -213,10 +213,7 @@ func pairSpans(h []histories.Event, rowOf map[string]int, several bool) *spans {
 			continue
 		}
 		s := &span{inv: i, done: -1, end: -1, row: -1}
-		target := ""
-		if e.Value != nil {
-			target = e.Value.Process
-		}
+		target := aimedAt(&e)
 		s.done = completion(h, i, target)
 		if e.Process == "nemesis" {
 			sp.fault(h, s, target, rowOf, at)
@@ -250,7 +247,7 @@ func completion(h []histories.Event, inv int, target string) int {
 			}
 			return -1
 		}
-		if f.F == e.F && f.Type != histories.Invoke && (f.Value == nil && target == "" || f.Value != nil && f.Value.Process == target) {
+		if f.F == e.F && f.Type != histories.Invoke && aimedAt(&f) == target {
 			return j
 		}
 	}
@@ -433,7 +430,7 @@ func opText(h []histories.Event, inv, done int, several bool, at func(int) strin
 		fmt.Fprintf(&b, "[%s] ", e.Lock)
 	}
 	b.WriteString(e.F)
-	if a := e.Value.Text(); a != "" {
+	if a := histories.TextOf(e.Value); a != "" {
 		b.WriteString(" " + a)
 	}
 	b.WriteString(" -> ")
@@ -448,16 +445,16 @@ func opText(h []histories.Event, inv, done int, several bool, at func(int) strin
 			b.WriteString("unknown (info)")
 		case histories.Fail:
 			b.WriteString("fail")
-			if c.Value != nil && c.Value.Reason != "" {
-				b.WriteString(" " + c.Value.Reason)
+			if r := histories.Reason(c.Value); r != "" {
+				b.WriteString(" " + r)
 			}
 		default:
 			b.WriteString("ok")
-			if r := c.Value.Text(); r != "" {
+			if r := histories.TextOf(c.Value); r != "" {
 				b.WriteString(" " + r)
 			}
 		}
-		if c.Value != nil && c.Value.Patched {
+		if histories.IsPatched(c.Value) {
 			b.WriteString(" (patched)")
 		}
 		when += fmt.Sprintf(", completed (#%d) at %s", c.Index, at(done))
@@ -491,10 +488,10 @@ func faultText(h []histories.Event, inv, done int, target string, at func(int) s
 	case healer != "":
 		for j := after + 1; j < len(h); j++ {
 			f := h[j]
-			if f.Process == "nemesis" && f.Type == histories.Invoke && f.F == healer && f.Value != nil && f.Value.Process == target {
+			if f.Process == "nemesis" && f.Type == histories.Invoke && f.F == healer && aims(&f, target) {
 				end := j
 				for k := j + 1; k < len(h); k++ {
-					if g := h[k]; g.Process == "nemesis" && g.F == healer && g.Type != histories.Invoke && g.Value != nil && g.Value.Process == target {
+					if g := h[k]; g.Process == "nemesis" && g.F == healer && g.Type != histories.Invoke && aims(&g, target) {
 						end = k
 						break
 					}
@@ -521,4 +518,19 @@ func faultText(h []histories.Event, inv, done int, target string, at func(int) s
 		window(-1, -1)
 	}
 	return label, title
+}
+
+// aimedAt is the process the fault e is aimed at, "" for none (or for an
+// event that is not a fault's).
+func aimedAt(e *histories.Event) string {
+	if f := histories.FaultOf(e); f != nil {
+		return f.Process
+	}
+	return ""
+}
+
+// aims says whether e is a fault's aimed at target.
+func aims(e *histories.Event, target string) bool {
+	f := histories.FaultOf(e)
+	return f != nil && f.Process == target
 }

@@ -51,7 +51,7 @@ func TestBrokerClosesAConnectionInAPlan(t *testing.T) {
 	closed, took := "", false
 	for _, e := range res.History {
 		switch {
-		case e.Process == "nemesis" && e.F == histories.ForceClose && e.Type == histories.Info && e.Value != nil && e.Value.Process == "c1":
+		case e.Process == "nemesis" && e.F == histories.ForceClose && e.Type == histories.Info && e.Value != nil && histories.FaultOf(&e).Process == "c1":
 			closed = e.Error
 		case e.Process == "c2" && e.F == histories.Acquire && e.Type == histories.Ok:
 			took = true

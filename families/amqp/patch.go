@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/sim"
 )
@@ -36,7 +37,7 @@ func (r *runner) patch(name string, inv histories.Event) *histories.Event {
 		return nil
 	}
 	done := &histories.Event{Process: name, F: inv.F, Lock: inv.Lock, Kind: inv.Kind, Type: histories.Fail,
-		Value: &histories.Value{Reason: histories.NotApplied, Patched: true}}
+		Value: &check.Value{Reason: histories.NotApplied, Patched: true}}
 	switch inv.F {
 	case histories.Acquire:
 		left := map[string]bool{} // holder queues created and still there
@@ -56,18 +57,21 @@ func (r *runner) patch(name string, inv histories.Event) *histories.Event {
 		case len(taken) > 1:
 			return nil // not what an acquire does: leave it to the checker
 		case len(taken) == 1:
-			done.Type, done.Value = histories.Ok, &histories.Value{Patched: true}
+			v := &check.Value{Patched: true}
 			if r.p.Kind != histories.Mutex {
-				done.Value.Slot = histories.Int(taken[0])
+				v.Slot = histories.Int(taken[0])
 			}
+			done.Type, done.Value = histories.Ok, v
 		}
 	case histories.Release:
+		arg := check.ValueOf(&inv)
 		for _, e := range fx {
-			if s, ok := r.holderSlot(e.Queue); ok && !e.Created && (inv.Value == nil || s == *inv.Value.Slot) {
-				done.Type, done.Value = histories.Ok, &histories.Value{Patched: true}
-				if inv.Value != nil {
-					done.Value.Slot = inv.Value.Slot
+			if s, ok := r.holderSlot(e.Queue); ok && !e.Created && (arg == nil || s == *arg.Slot) {
+				v := &check.Value{Patched: true}
+				if arg != nil {
+					v.Slot = arg.Slot
 				}
+				done.Type, done.Value = histories.Ok, v
 				break
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockprover/lockprover/prover"
 
+	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 )
@@ -47,12 +48,12 @@ func TestPatchFromGroundTruth(t *testing.T) {
 						if e.Type == histories.Info && (e.F == "acquire" || e.F == "release") && fault != "partition" {
 							t.Errorf("after %d methods: %s left unknown; the simulator knows its outcome", n, e.F)
 						}
-						if e.Value == nil || !e.Value.Patched {
+						if e.Value == nil || !check.ValueOf(&e).Patched {
 							continue
 						}
 						q := holder
-						if e.Value.Slot != nil {
-							q = fmt.Sprintf("lp-%d-B", *e.Value.Slot)
+						if check.ValueOf(&e).Slot != nil {
+							q = fmt.Sprintf("lp-%d-B", *check.ValueOf(&e).Slot)
 						}
 						method := map[string]string{"acquire": "queue.declare", "release": "queue.delete"}[e.F]
 						did := regexp.MustCompile(`c1 c1#\d+ ch\d+ ` + method + ` ` + q + ` -> ok`).Match(trace.Bytes())

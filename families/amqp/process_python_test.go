@@ -162,7 +162,7 @@ func scriptedVariantRun(t *testing.T, url, cmd string, plain bool, k int) (got, 
 		switch {
 		case !strings.HasPrefix(e.Process, "c"): // the final check's probe acquires too
 		case e.F == "acquire" && e.Type == histories.Fail && e.Value != nil:
-			reasons[e.Value.Reason]++
+			reasons[check.ValueOf(&e).Reason]++
 		case e.F == "acquire" && e.Type == histories.Ok:
 			acquired++
 		}

@@ -137,7 +137,7 @@ func TestValidateTakesAnyScanOrder(t *testing.T) {
 // connection on its own (a force-close lockprover did not strike).
 func brokerClosed(h []histories.Event, proc string) bool {
 	for _, e := range h {
-		if e.Process == "nemesis" && e.F == histories.ForceClose && e.Value != nil && e.Value.Process == proc && strings.Contains(e.Error, "not struck by lockprover") {
+		if e.Process == "nemesis" && e.F == histories.ForceClose && e.Value != nil && histories.FaultOf(&e).Process == proc && strings.Contains(e.Error, "not struck by lockprover") {
 			return true
 		}
 	}

@@ -66,7 +66,8 @@ func Relinquished(res *prover.Result) Relinquish {
 		switch {
 		case e.Process == "c1" && e.F == histories.Verify && verifiedAt < 0:
 			verifiedAt = e.Time
-			r.Lost = e.Type == histories.Ok && e.Value != nil && e.Value.Held != nil && !*e.Value.Held
+			v := check.ValueOf(&e)
+			r.Lost = e.Type == histories.Ok && v != nil && v.Held != nil && !*v.Held
 			r.Cost = res.Evidence.Family.(*check.Evidence).Costs[open[e.Process].Index]
 		case e.Process == "admin" && e.F == histories.Change && grows(open["admin"]) && e.Type == histories.Ok:
 			createdAt = e.Time
@@ -81,5 +82,6 @@ func Relinquished(res *prover.Result) Relinquish {
 
 // grows says whether e is a change that adds slots.
 func grows(e histories.Event) bool {
-	return e.F == histories.Change && e.Value != nil && e.Value.Delta != nil && *e.Value.Delta > 0
+	v := check.ValueOf(&e)
+	return e.F == histories.Change && v != nil && v.Delta != nil && *v.Delta > 0
 }

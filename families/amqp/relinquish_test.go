@@ -90,15 +90,15 @@ func TestRelinquishedSlotOnRabbitMQ(t *testing.T) {
 // as scripted, so the test failed c2 for not taking the slot instead of
 // running the plan again.
 func TestRelinquishedOrder(t *testing.T) {
-	ev := func(p string, typ histories.Type, f string, v *histories.Value) histories.Event {
+	ev := func(p string, typ histories.Type, f string, v *check.Value) histories.Event {
 		return histories.Event{Process: p, Type: typ, F: f, Value: v}
 	}
 	held, slot := false, 1
-	grow := &histories.Value{Delta: histories.Int(1)}
-	verify := []histories.Event{ev("c1", histories.Invoke, histories.Verify, &histories.Value{Slot: &slot}),
-		ev("c1", histories.Ok, histories.Verify, &histories.Value{Held: &held})}
+	grow := &check.Value{Delta: histories.Int(1)}
+	verify := []histories.Event{ev("c1", histories.Invoke, histories.Verify, &check.Value{Slot: &slot}),
+		ev("c1", histories.Ok, histories.Verify, &check.Value{Held: &held})}
 	create := []histories.Event{ev("admin", histories.Invoke, histories.Change, grow), ev("admin", histories.Ok, histories.Change, nil)}
-	acquire := []histories.Event{ev("c2", histories.Invoke, histories.Acquire, nil), ev("c2", histories.Ok, histories.Acquire, &histories.Value{Slot: &slot})}
+	acquire := []histories.Event{ev("c2", histories.Invoke, histories.Acquire, nil), ev("c2", histories.Ok, histories.Acquire, &check.Value{Slot: &slot})}
 	for _, tc := range []struct {
 		name  string
 		steps [][]histories.Event

@@ -188,8 +188,8 @@ func excuseReconnects(h []histories.Event, ev *check.Evidence) {
 	closed := map[string]bool{} // the broker closed the process's connection: one reconnect excused
 	for _, e := range h {
 		switch {
-		case e.Process == "nemesis" && e.F == histories.ForceClose && e.Type == histories.Info && e.Value != nil && strings.HasPrefix(e.Error, notStruck):
-			closed[e.Value.Process] = true
+		case e.Process == "nemesis" && e.F == histories.ForceClose && e.Type == histories.Info && histories.FaultOf(&e) != nil && strings.HasPrefix(e.Error, notStruck):
+			closed[histories.FaultOf(&e).Process] = true
 		case e.Process == "nemesis":
 		case e.Type == histories.Invoke:
 			invoked[e.Process] = e.Index
@@ -492,7 +492,7 @@ func (r *runner) invocation(name string, in *incarnation, s Step) (histories.Eve
 // call performs step s on the client: the completion's value, what the
 // incarnation holds afterwards (a slot, -1 for a mutex, 0 for nothing),
 // and the client's error.
-func (r *runner) call(ctx context.Context, c Client, in *incarnation, s Step) (*histories.Value, int, error) {
+func (r *runner) call(ctx context.Context, c Client, in *incarnation, s Step) (*check.Value, int, error) {
 	held, slot := in.held, in.held
 	switch s.Op {
 	case histories.Acquire:
@@ -541,7 +541,7 @@ func (r *runner) call(ctx context.Context, c Client, in *incarnation, s Step) (*
 // completion is the event that completes inv: ok with res, a definite
 // failure with its reason, or an unknown outcome (known false), which the
 // simulator may settle from its ground truth.
-func (r *runner) completion(name string, inv histories.Event, kind string, res *histories.Value, err error) (histories.Event, bool) {
+func (r *runner) completion(name string, inv histories.Event, kind string, res *check.Value, err error) (histories.Event, bool) {
 	done := histories.Event{Process: name, F: inv.F, Lock: r.lock, Kind: kind}
 	var f *Failure
 	failed := false
@@ -550,9 +550,9 @@ func (r *runner) completion(name string, inv histories.Event, kind string, res *
 	}
 	switch {
 	case err == nil:
-		done.Type, done.Value = histories.Ok, res
+		done.Type, done.Value = histories.Ok, histories.Of(res)
 	case failed:
-		done.Type, done.Value = histories.Fail, &histories.Value{Reason: f.Reason}
+		done.Type, done.Value = histories.Fail, &check.Value{Reason: f.Reason}
 	default:
 		done.Type, done.Error = histories.Info, err.Error()
 		if p := r.patch(name, inv); p != nil {
@@ -696,7 +696,7 @@ func (r *runner) strikeFor(f Fault) {
 func (r *runner) strike(fault, target string) {
 	e := histories.Event{Process: "nemesis", F: fault}
 	if target != "" {
-		e.Value = &histories.Value{Process: target}
+		e.Value = &histories.Fault{Process: target}
 	}
 	e.Type = histories.Invoke
 	r.Rec.Add(e)
@@ -723,7 +723,7 @@ func (r *runner) strike(fault, target string) {
 	e.Type = histories.Info
 	if err != nil && target != "" {
 		e.Type = histories.Fail
-		e.Value = &histories.Value{Process: target, Reason: "not applied: " + err.Error()}
+		e.Value = &histories.Fault{Process: target, Reason: "not applied: " + err.Error()}
 	}
 	if u, ok := r.eng.(brokerUp); ok && err == nil && fault == histories.RestartBroker && !u.BrokerUp() {
 		// Struck from outside any process (in the middle of an
@@ -800,7 +800,7 @@ func (r *runner) restart(name string) {
 // answer it points to, so that a Value and its fields are one allocation
 // rather than one each (histories.Int, histories.Bool).
 type boxedValue struct {
-	v    histories.Value
+	v    check.Value
 	a, b int
 	held bool
 }
@@ -816,7 +816,7 @@ const (
 )
 
 // intValue is a Value whose field f is n.
-func intValue(f valueField, n int) *histories.Value {
+func intValue(f valueField, n int) *check.Value {
 	x := &boxedValue{a: n}
 	switch f {
 	case slotField:
@@ -832,14 +832,14 @@ func intValue(f valueField, n int) *histories.Value {
 }
 
 // fromToValue is a change's Value: from and to.
-func fromToValue(from, to int) *histories.Value {
+func fromToValue(from, to int) *check.Value {
 	x := &boxedValue{a: from, b: to}
 	x.v.From, x.v.To = &x.a, &x.b
 	return &x.v
 }
 
 // heldValue is a verify's Value: held or not.
-func heldValue(held bool) *histories.Value {
+func heldValue(held bool) *check.Value {
 	x := &boxedValue{held: held}
 	x.v.Held = &x.held
 	return &x.v

@@ -11,6 +11,7 @@ import (
 	"github.com/lockprover/lockprover/amqplocks"
 	"github.com/lockprover/lockprover/backends/proxy"
 	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
 )
 
@@ -145,7 +146,7 @@ const notStruck = "not struck by lockprover: "
 // faultPair is a fault's invoke and info, at the same time, the info
 // saying why.
 func faultPair(f, proc string, at int64, why string) []histories.Event {
-	v := &histories.Value{Process: proc}
+	v := &histories.Fault{Process: proc}
 	return []histories.Event{
 		{Time: at, Process: "nemesis", Type: histories.Invoke, F: f, Value: v},
 		{Time: at, Process: "nemesis", Type: histories.Info, F: f, Value: v, Error: why},
@@ -163,8 +164,8 @@ func explained(h []histories.Event, n serverNote, grace int64) bool {
 			continue
 		}
 		target := ""
-		if e.Value != nil {
-			target = e.Value.Process
+		if f := histories.FaultOf(&e); f != nil {
+			target = f.Process
 		}
 		if target != n.proc && e.F != histories.RestartBroker {
 			continue
@@ -250,7 +251,8 @@ func gets(h []histories.Event, i, slot int) bool {
 		}
 		switch e.Type {
 		case histories.Ok:
-			return slot == 0 || e.Value != nil && e.Value.Slot != nil && *e.Value.Slot == slot
+			v := check.ValueOf(&e)
+			return slot == 0 || v != nil && v.Slot != nil && *v.Slot == slot
 		case histories.Info:
 			return true
 		}

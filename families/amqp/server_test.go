@@ -25,16 +25,16 @@ const ms = int64(time.Millisecond)
 // did something on its own.
 func twoHolders() []histories.Event {
 	h := []histories.Event{
-		{Time: 1 * ms, Process: "admin", Type: histories.Invoke, F: histories.Create, Lock: "lp", Value: &histories.Value{Slots: histories.Int(1)}},
+		{Time: 1 * ms, Process: "admin", Type: histories.Invoke, F: histories.Create, Lock: "lp", Value: &check.Value{Slots: histories.Int(1)}},
 		{Time: 2 * ms, Process: "admin", Type: histories.Ok, F: histories.Create, Lock: "lp"},
 		{Time: 10 * ms, Process: "c1", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"},
-		{Time: 12 * ms, Process: "c1", Type: histories.Ok, F: histories.Acquire, Lock: "lp", Value: &histories.Value{Slot: histories.Int(1)}},
+		{Time: 12 * ms, Process: "c1", Type: histories.Ok, F: histories.Acquire, Lock: "lp", Value: &check.Value{Slot: histories.Int(1)}},
 		{Time: 20 * ms, Process: "c3", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"},
-		{Time: 24 * ms, Process: "nemesis", Type: histories.Invoke, F: histories.Kill, Value: &histories.Value{Process: "c3"}},
-		{Time: 24 * ms, Process: "nemesis", Type: histories.Info, F: histories.Kill, Value: &histories.Value{Process: "c3"}},
+		{Time: 24 * ms, Process: "nemesis", Type: histories.Invoke, F: histories.Kill, Value: &histories.Fault{Process: "c3"}},
+		{Time: 24 * ms, Process: "nemesis", Type: histories.Info, F: histories.Kill, Value: &histories.Fault{Process: "c3"}},
 		{Time: 25 * ms, Process: "c3", Type: histories.Info, F: histories.Acquire, Lock: "lp", Error: "connection closed"},
 		{Time: 900 * ms, Process: "c2", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"},
-		{Time: 905 * ms, Process: "c2", Type: histories.Ok, F: histories.Acquire, Lock: "lp", Value: &histories.Value{Slot: histories.Int(1)}},
+		{Time: 905 * ms, Process: "c2", Type: histories.Ok, F: histories.Acquire, Lock: "lp", Value: &check.Value{Slot: histories.Int(1)}},
 	}
 	for i := range h {
 		h[i].Index = i
@@ -108,10 +108,10 @@ func TestBrokerFaultsAttribute(t *testing.T) {
 	// connection during it: nothing is added.
 	h := twoHolders()
 	part := []histories.Event{
-		{Time: 100 * ms, Process: "nemesis", Type: histories.Invoke, F: histories.Partition, Value: &histories.Value{Process: "c1"}},
-		{Time: 101 * ms, Process: "nemesis", Type: histories.Info, F: histories.Partition, Value: &histories.Value{Process: "c1"}},
-		{Time: 400 * ms, Process: "nemesis", Type: histories.Invoke, F: histories.Heal, Value: &histories.Value{Process: "c1"}},
-		{Time: 401 * ms, Process: "nemesis", Type: histories.Info, F: histories.Heal, Value: &histories.Value{Process: "c1"}},
+		{Time: 100 * ms, Process: "nemesis", Type: histories.Invoke, F: histories.Partition, Value: &histories.Fault{Process: "c1"}},
+		{Time: 101 * ms, Process: "nemesis", Type: histories.Info, F: histories.Partition, Value: &histories.Fault{Process: "c1"}},
+		{Time: 400 * ms, Process: "nemesis", Type: histories.Invoke, F: histories.Heal, Value: &histories.Fault{Process: "c1"}},
+		{Time: 401 * ms, Process: "nemesis", Type: histories.Info, F: histories.Heal, Value: &histories.Fault{Process: "c1"}},
 	}
 	h, _ = withFaults(h, part)
 	if got := brokerFaults(h, "lp", []serverNote{heartbeat}, brokerGrace(time.Second), time.Second); len(got) != 0 {
@@ -129,8 +129,8 @@ func TestBrokerFaultsAttribute(t *testing.T) {
 // each old one went).
 func TestWithFaults(t *testing.T) {
 	h := []histories.Event{
-		{Index: 0, Time: 10, Process: "nemesis", Type: histories.Invoke, F: histories.Kill, Value: &histories.Value{Process: "c1"}},
-		{Index: 1, Time: 30, Process: "nemesis", Type: histories.Info, F: histories.Kill, Value: &histories.Value{Process: "c1"}},
+		{Index: 0, Time: 10, Process: "nemesis", Type: histories.Invoke, F: histories.Kill, Value: &histories.Fault{Process: "c1"}},
+		{Index: 1, Time: 30, Process: "nemesis", Type: histories.Info, F: histories.Kill, Value: &histories.Fault{Process: "c1"}},
 		{Index: 2, Time: 40, Process: "c2", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"},
 	}
 	got, moved := withFaults(h, faultPair(histories.ForceClose, "c2", 20, "why"))
@@ -165,9 +165,9 @@ func TestWithFaults(t *testing.T) {
 func TestSilentBrokerAttribute(t *testing.T) {
 	unknownCreate := func() []histories.Event {
 		h := []histories.Event{
-			{Time: 1 * ms, Process: "admin", Type: histories.Invoke, F: histories.Create, Lock: "lp", Value: &histories.Value{Slots: histories.Int(3)}},
+			{Time: 1 * ms, Process: "admin", Type: histories.Invoke, F: histories.Create, Lock: "lp", Value: &check.Value{Slots: histories.Int(3)}},
 			{Time: 3500 * ms, Process: "admin", Type: histories.Info, F: histories.Create, Lock: "lp", Error: "Exception (501) Reason: \"read tcp 127.0.0.1:40000->127.0.0.1:5672: i/o timeout\""},
-			{Time: 3600 * ms, Process: "admin", Type: histories.Invoke, F: histories.Create, Lock: "lp", Value: &histories.Value{Slots: histories.Int(3)}},
+			{Time: 3600 * ms, Process: "admin", Type: histories.Invoke, F: histories.Create, Lock: "lp", Value: &check.Value{Slots: histories.Int(3)}},
 			{Time: 3610 * ms, Process: "admin", Type: histories.Ok, F: histories.Create, Lock: "lp"},
 		}
 		for i := range h {

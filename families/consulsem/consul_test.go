@@ -117,7 +117,7 @@ func TestRealFaults(t *testing.T) {
 				var struck []string
 				for _, e := range res.History {
 					if e.Process == "nemesis" && e.Type == histories.Invoke {
-						struck = append(struck, e.F+" "+e.Value.Process)
+						struck = append(struck, e.F+" "+histories.FaultOf(&e).Process)
 					}
 				}
 				slices.Sort(struck)
@@ -165,7 +165,7 @@ func realRestart(t *testing.T, target string, persistent bool) {
 	histories.Write(&b, res.History)
 	var down, up int64 = -1, -1
 	for _, e := range res.History {
-		if e.Process == "nemesis" && e.F == histories.RestartBroker && e.Value.Process == server {
+		if e.Process == "nemesis" && e.F == histories.RestartBroker && histories.FaultOf(&e).Process == server {
 			if e.Type == histories.Invoke {
 				down = e.Time
 			} else {

@@ -176,7 +176,7 @@ func TestOnlyStruckFaultsRecorded(t *testing.T) {
 	var c2 histories.Type // how c2's acquire ended
 	for _, e := range res.History {
 		if e.Process == "nemesis" && e.Type == histories.Invoke {
-			faults = append(faults, e.F+" "+e.Value.Process)
+			faults = append(faults, e.F+" "+histories.FaultOf(&e).Process)
 		}
 		if e.Process == "c2" && e.Type != histories.Invoke {
 			c2 = e.Type

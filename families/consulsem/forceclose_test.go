@@ -57,8 +57,8 @@ func TestForceCloseStrikesGrant(t *testing.T) {
 					c1 = e
 				case e.Process == "c2" && e.F == histories.Acquire && e.Type != histories.Invoke:
 					s := string(e.Type)
-					if e.Value != nil && e.Value.Reason != "" {
-						s += " " + e.Value.Reason
+					if e.Value != nil && lease.ValueOf(&e).Reason != "" {
+						s += " " + lease.ValueOf(&e).Reason
 					}
 					c2 = append(c2, s)
 				}
@@ -249,7 +249,7 @@ func TestRealForceClose(t *testing.T) {
 				for _, e := range res.History {
 					switch {
 					case e.Process == "nemesis" && e.Type == histories.Invoke:
-						struck = append(struck, e.F+" "+e.Value.Process)
+						struck = append(struck, e.F+" "+histories.FaultOf(&e).Process)
 					case strings.HasPrefix(e.Process, "c") && e.Type != histories.Invoke:
 						outcomes = append(outcomes, e.Process+" "+e.F+" "+string(e.Type))
 					}

@@ -162,7 +162,7 @@ func (r *runner) endFaults() {
 // ends the run with an error, no history (whether it went down is not
 // known).
 func (r *runner) restartServer(p proc, down time.Duration) {
-	v := &histories.Value{Process: server}
+	v := &histories.Fault{Process: server}
 	if r.server != nil {
 		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Value: v})
 		if err := r.server.restart(r.ctx, down); err != nil {
@@ -183,7 +183,7 @@ func (r *runner) restartServer(p proc, down time.Duration) {
 
 // record records fault name, aimed at target, as nemesis events.
 func (r *runner) record(name, target string) {
-	v := &histories.Value{Process: target}
+	v := &histories.Fault{Process: target}
 	r.Struck(name, v)
 }
 

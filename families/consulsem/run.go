@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
@@ -270,7 +271,7 @@ func (r *runner) step(p proc, sem Client, st *client, gen int, s Step) {
 	case s.Op == Sleep:
 		r.w.outside(p, func() { p.Sleep(time.Duration(s.Ms) * time.Millisecond) })
 	case s.Op == histories.Acquire && st.token == "":
-		e.Value = &histories.Value{Max: histories.Int(st.limit), TTLMs: histories.Int(r.p.TTLMs)}
+		e.Value = &lease.Value{Max: histories.Int(st.limit), TTLMs: histories.Int(r.p.TTLMs)}
 		r.Invoke(&st.Proc, e)
 		st.acquiring = true
 		var l consulsem.Lease
@@ -286,7 +287,7 @@ func (r *runner) step(p proc, sem Client, st *client, gen int, s Step) {
 			}
 		}
 	case s.Op == histories.Refresh && st.token != "":
-		e.Value = &histories.Value{Token: st.token, TTLMs: histories.Int(r.p.TTLMs)}
+		e.Value = &lease.Value{Token: st.token, TTLMs: histories.Int(r.p.TTLMs)}
 		r.Invoke(&st.Proc, e)
 		var err error
 		tok := st.token
@@ -295,7 +296,7 @@ func (r *runner) step(p proc, sem Client, st *client, gen int, s Step) {
 			r.changed(st, err)
 		}
 	case s.Op == histories.Verify && st.token != "":
-		e.Value = &histories.Value{Token: st.token}
+		e.Value = &lease.Value{Token: st.token}
 		r.Invoke(&st.Proc, e)
 		var held bool
 		var err error
@@ -305,7 +306,7 @@ func (r *runner) step(p proc, sem Client, st *client, gen int, s Step) {
 			r.verified(st, held, err)
 		}
 	case s.Op == histories.Release && st.token != "":
-		e.Value = &histories.Value{Token: st.token}
+		e.Value = &lease.Value{Token: st.token}
 		r.Invoke(&st.Proc, e)
 		var err error
 		tok := st.token
@@ -325,13 +326,13 @@ func (r *runner) acquired(st *client, l consulsem.Lease, err error) {
 		if r.made != nil {
 			r.made[l.Token] = true // an implementation's session: the run's
 		}
-		v := &histories.Value{Token: l.Token, TTLMs: histories.Int(int(l.TTL.Milliseconds()))}
+		v := &lease.Value{Token: l.Token, TTLMs: histories.Int(int(l.TTL.Milliseconds()))}
 		if l.Fence != NoFence {
 			v.Fence = histories.Int(int(l.Fence))
 		}
 		r.complete(st, histories.Ok, v, nil)
 	case errors.Is(err, consulsem.ErrFull):
-		r.complete(st, histories.Fail, &histories.Value{Reason: histories.Full}, nil)
+		r.complete(st, histories.Fail, &lease.Value{Reason: histories.Full}, nil)
 	case errors.Is(err, consulsem.ErrUnknownOutcome):
 		// Its session may hold a slot until it expires.
 		r.complete(st, histories.Info, nil, err)
@@ -349,7 +350,7 @@ func (r *runner) changed(st *client, err error) {
 		r.complete(st, histories.Ok, nil, nil)
 	case errors.Is(err, consulsem.ErrExpired):
 		st.token = ""
-		r.complete(st, histories.Fail, &histories.Value{Reason: histories.Expired}, nil)
+		r.complete(st, histories.Fail, &lease.Value{Reason: histories.Expired}, nil)
 	default:
 		r.complete(st, histories.Info, nil, err)
 	}
@@ -365,10 +366,10 @@ func (r *runner) verified(st *client, held bool, err error) {
 	if !held {
 		st.token = ""
 	}
-	r.complete(st, histories.Ok, &histories.Value{Held: &held}, nil)
+	r.complete(st, histories.Ok, &lease.Value{Held: &held}, nil)
 }
 
 // complete records the completion of the client's operation in flight.
-func (r *runner) complete(st *client, typ histories.Type, v *histories.Value, err error) {
-	r.Finish(&st.Proc, typ, v, err)
+func (r *runner) complete(st *client, typ histories.Type, v *lease.Value, err error) {
+	r.Finish(&st.Proc, typ, histories.Of(v), err)
 }

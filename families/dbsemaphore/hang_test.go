@@ -47,7 +47,7 @@ func TestHungClientGoesOn(t *testing.T) {
 		switch {
 		case e.Process == "c1" && e.F == histories.Refresh && e.Type == histories.Info && strings.Contains(e.Error, "hung: no answer to its refresh within 10s"):
 			hungAt = i
-		case e.Process == "nemesis" && e.F == histories.Kill && e.Type == histories.Invoke && e.Value != nil && e.Value.Process == "c1":
+		case e.Process == "nemesis" && e.F == histories.Kill && e.Type == histories.Invoke && e.Value != nil && histories.FaultOf(&e).Process == "c1":
 			killAt = i
 		case e.Process == "c1" && e.Type != histories.Invoke:
 			ops = append(ops, e.F+":"+string(e.Type))

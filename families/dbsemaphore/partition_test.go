@@ -100,7 +100,7 @@ func checkHeld(t *testing.T, fault string, h []histories.Event) {
 		t.Fatalf("the history lacks the %s, c1's refresh or c2's acquire:\n%s", histories.EndOf(fault), dump(h))
 	case c2.Type != histories.Ok:
 		t.Errorf("c2's acquire: %s, want ok (c1's lease had expired):\n%s", c2.Type, dump(h))
-	case refreshed.Type != histories.Fail || refreshed.Value == nil || refreshed.Value.Reason != histories.Expired:
+	case refreshed.Type != histories.Fail || refreshed.Value == nil || lease.ValueOf(refreshed).Reason != histories.Expired:
 		t.Errorf("c1's refresh: %s %v, want fail expired:\n%s", refreshed.Type, refreshed.Value, dump(h))
 	case refreshed.Time < end:
 		t.Errorf("c1's refresh returned at %v, before the %s at %v", time.Duration(refreshed.Time), histories.EndOf(fault), time.Duration(end))

@@ -252,7 +252,7 @@ func (r *runner) step(ctx context.Context, proc proc, sem Client, name string, s
 			r.changed(st, e, err, grantedMs(sem))
 		}
 	case s.Op == histories.Release && st.token != "":
-		e.Value = &histories.Value{Token: st.token}
+		e.Value = &lease.Value{Token: st.token}
 		r.Invoke(&st.Proc, e)
 		token := st.token
 		var err error
@@ -279,7 +279,7 @@ func (r *runner) dropStruck(name string, st *client, typ histories.Type, err err
 }
 
 // complete records the completion of the client's operation in flight.
-func (r *runner) complete(st *client, typ histories.Type, v *histories.Value, err error) {
+func (r *runner) complete(st *client, typ histories.Type, v *lease.Value, err error) {
 	e, _ := r.InFlight(&st.Proc)
 	if st.dropArmed && r.dropStruck(e.Process, st, typ, err) {
 		// The COMMIT whose reply was dropped was this operation's (the
@@ -288,9 +288,9 @@ func (r *runner) complete(st *client, typ histories.Type, v *histories.Value, er
 		// so that it is never charged to a later operation; on the
 		// simulator a mutant that retries hides it).
 		st.dropArmed = false
-		r.Struck(histories.DropReply, &histories.Value{Process: e.Process})
+		r.Struck(histories.DropReply, &histories.Fault{Process: e.Process})
 	}
-	r.Finish(&st.Proc, typ, v, err)
+	r.Finish(&st.Proc, typ, histories.Of(v), err)
 }
 
 // acquired records an acquire's outcome; granted is the lease's ttl in
@@ -303,7 +303,7 @@ func (r *runner) acquired(st *client, inv histories.Event, l dbsem.Lease, err er
 		st.token = l.Token
 		r.complete(st, histories.Ok, v, nil)
 	case errors.Is(err, dbsem.ErrFull):
-		r.complete(st, histories.Fail, &histories.Value{Reason: histories.Full}, nil)
+		r.complete(st, histories.Fail, &lease.Value{Reason: histories.Full}, nil)
 	case errors.Is(err, ErrNotGranted):
 		// Not granted (a disagreeing max, a lost connection before the
 		// COMMIT): a failure that claims nothing about the semaphore.
@@ -321,14 +321,14 @@ func (r *runner) changed(st *client, inv histories.Event, err error, granted *in
 		if inv.F == histories.Release {
 			st.token = ""
 		}
-		var v *histories.Value
+		var v *lease.Value
 		if granted != nil {
-			v = &histories.Value{TTLMs: granted}
+			v = &lease.Value{TTLMs: granted}
 		}
 		r.complete(st, histories.Ok, v, nil)
 	case errors.Is(err, dbsem.ErrExpired):
 		st.token = ""
-		r.complete(st, histories.Fail, &histories.Value{Reason: histories.Expired}, nil)
+		r.complete(st, histories.Fail, &lease.Value{Reason: histories.Expired}, nil)
 	default:
 		if inv.F == histories.Release {
 			st.token = "" // the client gives up on it either way
@@ -416,7 +416,7 @@ func (r *runner) endFaults() {
 // strike applies a fault (or, with end, ends it: resume, clock reset) and
 // records it as nemesis events.
 func (r *runner) strike(f Fault, end bool) {
-	name, v := f.Fault, &histories.Value{}
+	name, v := f.Fault, &histories.Fault{}
 	if f.Target != "" {
 		v.Process = f.Target
 	}
@@ -453,7 +453,7 @@ func (r *runner) strike(f Fault, end bool) {
 	// fault a hook strikes meanwhile must not come between the two events
 	// (nor a resume between a pause and its taking effect).
 	r.apply(name, f)
-	r.Struck(name, v)
+	r.Struck(name, histories.Of(v))
 	if name == histories.Kill {
 		r.restart(f.Target)
 	}
@@ -528,7 +528,7 @@ func isImplementationError(err error) bool {
 // so that a Value and its fields are one allocation rather than one each
 // (histories.Int).
 type boxedValue struct {
-	v    histories.Value
+	v    lease.Value
 	a, b int
 }
 
@@ -543,23 +543,23 @@ func grantedMs(sem Client) *int {
 }
 
 // maxTTLValue is an acquire's Value: max and ttl_ms.
-func maxTTLValue(max, ttlMs int) *histories.Value {
+func maxTTLValue(max, ttlMs int) *lease.Value {
 	x := &boxedValue{a: max, b: ttlMs}
 	x.v.Max, x.v.TTLMs = &x.a, &x.b
 	return &x.v
 }
 
 // tokenTTLValue is a refresh's Value: the token and ttl_ms.
-func tokenTTLValue(token string, ttlMs int) *histories.Value {
-	x := &boxedValue{v: histories.Value{Token: token}, a: ttlMs}
+func tokenTTLValue(token string, ttlMs int) *lease.Value {
+	x := &boxedValue{v: lease.Value{Token: token}, a: ttlMs}
 	x.v.TTLMs = &x.a
 	return &x.v
 }
 
 // tokenValue is a granted acquire's Value: the token, and its fence if
 // fenced.
-func tokenValue(token string, fenced bool, fence int) *histories.Value {
-	x := &boxedValue{v: histories.Value{Token: token}, a: fence}
+func tokenValue(token string, fenced bool, fence int) *lease.Value {
+	x := &boxedValue{v: lease.Value{Token: token}, a: fence}
 	if fenced {
 		x.v.Fence = &x.a
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 )
@@ -24,7 +25,7 @@ func generate(n, clients int) []histories.Event {
 	var h []histories.Event
 	now := int64(0)
 	fence := 0
-	add := func(proc string, typ histories.Type, f string, v *histories.Value) {
+	add := func(proc string, typ histories.Type, f string, v *lease.Value) {
 		h = append(h, histories.Event{Index: len(h), Time: now * 1e6, Process: proc, Type: typ, F: f, Lock: "k", Kind: histories.Lease, Value: v})
 	}
 	ops := 0
@@ -40,25 +41,25 @@ func generate(n, clients int) []histories.Event {
 			}
 			switch c.step {
 			case 0:
-				add(p, histories.Invoke, "acquire", &histories.Value{Max: histories.Int(3), TTLMs: histories.Int(ttl)})
+				add(p, histories.Invoke, "acquire", &lease.Value{Max: histories.Int(3), TTLMs: histories.Int(ttl)})
 				now++
 				if len(leases) < 3 {
 					fence++
 					c.token = fmt.Sprintf("t%d", fence)
 					leases[c.token] = now + ttl
-					add(p, histories.Ok, "acquire", &histories.Value{Token: c.token, Fence: histories.Int(fence)})
+					add(p, histories.Ok, "acquire", &lease.Value{Token: c.token, Fence: histories.Int(fence)})
 					c.step = 1
 				} else {
-					add(p, histories.Fail, "acquire", &histories.Value{Reason: histories.Full})
+					add(p, histories.Fail, "acquire", &lease.Value{Reason: histories.Full})
 				}
 			case 1, 2:
-				add(p, histories.Invoke, "refresh", &histories.Value{Token: c.token, TTLMs: histories.Int(ttl)})
+				add(p, histories.Invoke, "refresh", &lease.Value{Token: c.token, TTLMs: histories.Int(ttl)})
 				now++
 				leases[c.token] = now + ttl
 				add(p, histories.Ok, "refresh", nil)
 				c.step++
 			case 3:
-				add(p, histories.Invoke, "release", &histories.Value{Token: c.token})
+				add(p, histories.Invoke, "release", &lease.Value{Token: c.token})
 				now++
 				delete(leases, c.token)
 				add(p, histories.Ok, "release", nil)

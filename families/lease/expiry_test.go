@@ -17,21 +17,21 @@ import (
 // allowed at twice. The certainly-valid span does not change.
 func TestExpiryFactor(t *testing.T) {
 	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
-	ev := func(t int64, p string, typ histories.Type, f string, v *histories.Value) histories.Event {
+	ev := func(t int64, p string, typ histories.Type, f string, v *Value) histories.Event {
 		return histories.Event{Time: ms(t), Process: p, Type: typ, F: f, Lock: "k", Kind: Kind, Value: v}
 	}
-	grant := &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}
+	grant := &Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}
 	refresh := []histories.Event{
 		ev(0, "c1", histories.Invoke, Acquire, grant),
-		ev(10, "c1", histories.Ok, Acquire, &histories.Value{Token: "a"}),
-		ev(1500, "c1", histories.Invoke, Refresh, &histories.Value{Token: "a", TTLMs: histories.Int(1000)}),
+		ev(10, "c1", histories.Ok, Acquire, &Value{Token: "a"}),
+		ev(1500, "c1", histories.Invoke, Refresh, &Value{Token: "a", TTLMs: histories.Int(1000)}),
 		ev(1510, "c1", histories.Ok, Refresh, nil),
 	}
 	refused := []histories.Event{
 		ev(0, "c1", histories.Invoke, Acquire, grant),
-		ev(10, "c1", histories.Ok, Acquire, &histories.Value{Token: "a"}),
+		ev(10, "c1", histories.Ok, Acquire, &Value{Token: "a"}),
 		ev(2200, "c2", histories.Invoke, Acquire, grant),
-		ev(2210, "c2", histories.Fail, Acquire, &histories.Value{Reason: Full}),
+		ev(2210, "c2", histories.Fail, Acquire, &Value{Reason: Full}),
 	}
 	for _, h := range [][]histories.Event{refresh, refused} {
 		for i := range h {
@@ -71,16 +71,16 @@ func TestExpiryFactor(t *testing.T) {
 // there, and is one where the backend is not said to renew.
 func TestRestartKeeps(t *testing.T) {
 	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
-	ev := func(t int64, p string, typ histories.Type, f string, v *histories.Value) histories.Event {
+	ev := func(t int64, p string, typ histories.Type, f string, v *Value) histories.Event {
 		return histories.Event{Time: ms(t), Process: p, Type: typ, F: f, Lock: "k", Kind: Kind, Value: v}
 	}
-	restart := &histories.Value{Process: "server"}
+	restart := &histories.Fault{Process: "server"}
 	h := []histories.Event{
-		ev(0, "c1", histories.Invoke, Acquire, &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}),
-		ev(10, "c1", histories.Ok, Acquire, &histories.Value{Token: "a"}),
+		ev(0, "c1", histories.Invoke, Acquire, &Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}),
+		ev(10, "c1", histories.Ok, Acquire, &Value{Token: "a"}),
 		{Time: ms(500), Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Value: restart},
 		{Time: ms(1500), Process: "nemesis", Type: histories.Info, F: histories.RestartBroker, Value: restart},
-		ev(2000, "c1", histories.Invoke, Refresh, &histories.Value{Token: "a", TTLMs: histories.Int(1000)}),
+		ev(2000, "c1", histories.Invoke, Refresh, &Value{Token: "a", TTLMs: histories.Int(1000)}),
 		ev(2010, "c1", histories.Ok, Refresh, nil),
 	}
 	for i := range h {

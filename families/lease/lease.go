@@ -130,7 +130,7 @@ type op struct {
 	typ         histories.Type // the completion's type; "" if none
 	call, ret   int64          // ret is never when the outcome is unknown
 	heard       int64          // when its completion came, an info's too; never if none did
-	arg, res    *histories.Value
+	arg, res    *Value
 	err         string
 	lease       *lease // the lease an acquire granted or a refresh or release names
 }
@@ -365,10 +365,10 @@ func build(events []histories.Event, lo Options) *history {
 		if e.Process == "nemesis" {
 			if e.Type == histories.Invoke {
 				f := &fault{index: e.Index, f: e.F, call: e.Time, end: never}
-				if e.Value != nil {
-					f.target = e.Value.Process
-					if e.Value.OffsetMs != nil {
-						f.offset = int64(*e.Value.OffsetMs) * int64(time.Millisecond)
+				if fv := histories.FaultOf(&e); fv != nil {
+					f.target = fv.Process
+					if fv.OffsetMs != nil {
+						f.offset = int64(*fv.OffsetMs) * int64(time.Millisecond)
 						if f.offset < 0 {
 							f.offset = -f.offset
 						}
@@ -386,14 +386,14 @@ func build(events []histories.Event, lo Options) *history {
 		h.procs[e.Process] = true
 		if histories.IsNotice(&e) {
 			n := &notice{index: e.Index, proc: e.Process, at: e.Time}
-			if e.Value != nil {
-				n.token, n.thief = e.Value.Token, e.Value.Thief
+			if v := ValueOf(&e); v != nil {
+				n.token, n.thief = v.Token, v.Thief
 			}
 			h.notices = append(h.notices, n)
 			continue
 		}
 		if e.Type == histories.Invoke {
-			ops = append(ops, op{index: e.Index, done: -1, proc: e.Process, f: e.F, call: e.Time, ret: never, heard: never, arg: e.Value})
+			ops = append(ops, op{index: e.Index, done: -1, proc: e.Process, f: e.F, call: e.Time, ret: never, heard: never, arg: ValueOf(&e)})
 			o := &ops[len(ops)-1]
 			h.ops = append(h.ops, o)
 			h.byProc[e.Process] = append(h.byProc[e.Process], o)
@@ -405,8 +405,8 @@ func build(events []histories.Event, lo Options) *history {
 			continue
 		}
 		delete(inflight, e.Process)
-		o.done, o.typ, o.res, o.err, o.heard = e.Index, e.Type, e.Value, e.Error, e.Time
-		h.validities = h.validities || (e.Value != nil && e.Value.ValidityMs != nil)
+		o.done, o.typ, o.res, o.err, o.heard = e.Index, e.Type, ValueOf(&e), e.Error, e.Time
+		h.validities = h.validities || (o.res != nil && o.res.ValidityMs != nil)
 		if e.Type != histories.Info {
 			o.ret = e.Time
 		}
@@ -541,7 +541,7 @@ func seconds(t int64) string {
 // describeOp renders an operation as every family does: "c1 acquire max
 // 1, ttl_ms 1000 -> ok token a, fence 3 (#2)".
 func describeOp(o *op) string {
-	return model.DescribeOp(o.proc, o.f, o.arg, o.res, o.typ, o.err, o.index)
+	return model.DescribeOp(o.proc, o.f, histories.Of(o.arg), histories.Of(o.res), o.typ, o.err, o.index)
 }
 
 // clockSlack is how far the clock faults that may bear on this lock were

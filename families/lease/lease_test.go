@@ -189,8 +189,8 @@ func TestBackendClocksOnly(t *testing.T) {
 	}
 	client := append([]histories.Event(nil), h...)
 	for i, e := range client {
-		if e.Process == "nemesis" && e.Value != nil && e.Value.OffsetMs != nil {
-			v := *e.Value
+		if e.Process == "nemesis" && e.Value != nil && histories.FaultOf(&e).OffsetMs != nil {
+			v := *histories.FaultOf(&e)
 			v.Process = "c1"
 			client[i].Value = &v
 		}
@@ -209,22 +209,22 @@ func TestBackendClocksOnly(t *testing.T) {
 func TestRecoversExcusedByAnEarlierSkew(t *testing.T) {
 	ms := func(n int) int64 { return int64(n) * int64(time.Millisecond) }
 	var h []histories.Event
-	add := func(at int64, proc string, typ histories.Type, f string, v *histories.Value) {
+	add := func(at int64, proc string, typ histories.Type, f string, v histories.Value) {
 		e := histories.Event{Index: len(h), Time: at, Process: proc, Type: typ, F: f, Value: v}
 		if proc != "nemesis" {
 			e.Lock, e.Kind = "k", histories.Lease
 		}
 		h = append(h, e)
 	}
-	skew := &histories.Value{OffsetMs: histories.Int(1011)}
+	skew := &histories.Fault{OffsetMs: histories.Int(1011)}
 	add(0, "nemesis", histories.Invoke, histories.ClockSkew, skew)
 	add(ms(1), "nemesis", histories.Info, histories.ClockSkew, skew)
-	add(ms(2), "c1", histories.Invoke, histories.Acquire, &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)})
-	add(ms(3), "c1", histories.Ok, histories.Acquire, &histories.Value{Token: "a"})
+	add(ms(2), "c1", histories.Invoke, histories.Acquire, &lease.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)})
+	add(ms(3), "c1", histories.Ok, histories.Acquire, &lease.Value{Token: "a"})
 	add(ms(10), "nemesis", histories.Invoke, histories.ClockReset, nil)
 	add(ms(11), "nemesis", histories.Info, histories.ClockReset, nil)
-	add(ms(2014), "probe1", histories.Invoke, histories.Acquire, &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)})
-	add(ms(2015), "probe1", histories.Fail, histories.Acquire, &histories.Value{Reason: histories.Full})
+	add(ms(2014), "probe1", histories.Invoke, histories.Acquire, &lease.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)})
+	add(ms(2015), "probe1", histories.Fail, histories.Acquire, &lease.Value{Reason: histories.Full})
 	for _, v := range model.Check(h, model.Options{}).Verdicts {
 		if v.Property == lease.Recovers && (v.Status != model.Pass || !strings.Contains(v.Detail, "excused")) {
 			t.Errorf("recovers %v %q, want a pass excused by the skew", v.Status, v.Detail)
@@ -261,9 +261,9 @@ func TestFaultsAtAServer(t *testing.T) {
 		out := append([]histories.Event(nil), h...)
 		for i, e := range out {
 			if e.Process == "nemesis" && e.F == f {
-				v := histories.Value{}
-				if e.Value != nil {
-					v = *e.Value
+				v := histories.Fault{}
+				if f := histories.FaultOf(&e); f != nil {
+					v = *f
 				}
 				v.Process = target
 				out[i].Value = &v
@@ -298,14 +298,14 @@ func TestFaultsAtAServer(t *testing.T) {
 	// client of the history (given an operation), does not.
 	h := read("134-lease-unknown-unexcused.jsonl")
 	restart := []histories.Event{
-		{Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Time: 50_000_000, Value: &histories.Value{Process: "redis1"}},
-		{Process: "nemesis", Type: histories.Info, F: histories.RestartBroker, Time: 60_000_000, Value: &histories.Value{Process: "redis1"}},
+		{Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Time: 50_000_000, Value: &histories.Fault{Process: "redis1"}},
+		{Process: "nemesis", Type: histories.Info, F: histories.RestartBroker, Time: 60_000_000, Value: &histories.Fault{Process: "redis1"}},
 	}
 	with := func(target string, extra ...histories.Event) []histories.Event {
 		var out []histories.Event
 		out = append(out, h[:2]...)
 		for _, e := range restart {
-			e.Value = &histories.Value{Process: target}
+			e.Value = &histories.Fault{Process: target}
 			out = append(out, e)
 		}
 		out = append(out, h[2:]...)
@@ -319,8 +319,8 @@ func TestFaultsAtAServer(t *testing.T) {
 		t.Errorf("after a restart of redis1: available %v %q %+v, want a pass excused by it", v.Status, v.Detail, v.Excuses)
 	}
 	c9 := []histories.Event{
-		{Process: "c9", Type: histories.Invoke, F: histories.Acquire, Time: 500_000_000, Lock: "k", Kind: histories.Lease, Value: &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}},
-		{Process: "c9", Type: histories.Ok, F: histories.Acquire, Time: 510_000_000, Lock: "k", Kind: histories.Lease, Value: &histories.Value{Token: "z"}},
+		{Process: "c9", Type: histories.Invoke, F: histories.Acquire, Time: 500_000_000, Lock: "k", Kind: histories.Lease, Value: &lease.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}},
+		{Process: "c9", Type: histories.Ok, F: histories.Acquire, Time: 510_000_000, Lock: "k", Kind: histories.Lease, Value: &lease.Value{Token: "z"}},
 	}
 	if v := verdict(with("c9", c9...), lease.Available, lease.Options{}); v.Status != model.Fail {
 		t.Errorf("after a restart aimed at c9, a client: available %v %q, want FAIL", v.Status, v.Detail)
@@ -337,7 +337,7 @@ func TestClockExcusesALeaseEndedByARelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := []histories.Event{
-		{Process: "c1", Type: histories.Invoke, F: histories.Release, Time: 3_500_000_000, Lock: "k", Kind: histories.Lease, Value: &histories.Value{Token: "a"}},
+		{Process: "c1", Type: histories.Invoke, F: histories.Release, Time: 3_500_000_000, Lock: "k", Kind: histories.Lease, Value: &lease.Value{Token: "a"}},
 		{Process: "c1", Type: histories.Ok, F: histories.Release, Time: 3_510_000_000, Lock: "k", Kind: histories.Lease},
 	}
 	for _, c := range []struct {
@@ -347,7 +347,7 @@ func TestClockExcusesALeaseEndedByARelease(t *testing.T) {
 		var out []histories.Event
 		for _, e := range h {
 			if e.Process == "nemesis" && e.Value != nil {
-				e.Value = &histories.Value{OffsetMs: histories.Int(c.offset)}
+				e.Value = &histories.Fault{OffsetMs: histories.Int(c.offset)}
 			}
 			out = append(out, e)
 			if e.Index == 9 { // c2's release returned
@@ -380,16 +380,16 @@ func TestValiditySound(t *testing.T) {
 	const none = -1 << 30 // no validity_ms
 	hist := func(acqValidity, refValidity int) []histories.Event {
 		ev := []histories.Event{
-			{Process: "c1", Type: histories.Invoke, F: histories.Acquire, Time: 0, Value: &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}},
-			{Process: "c1", Type: histories.Ok, F: histories.Acquire, Time: ms(10), Value: &histories.Value{Token: "a"}},
-			{Process: "c1", Type: histories.Invoke, F: histories.Refresh, Time: ms(500), Value: &histories.Value{Token: "a", TTLMs: histories.Int(1000)}},
+			{Process: "c1", Type: histories.Invoke, F: histories.Acquire, Time: 0, Value: &lease.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}},
+			{Process: "c1", Type: histories.Ok, F: histories.Acquire, Time: ms(10), Value: &lease.Value{Token: "a"}},
+			{Process: "c1", Type: histories.Invoke, F: histories.Refresh, Time: ms(500), Value: &lease.Value{Token: "a", TTLMs: histories.Int(1000)}},
 			{Process: "c1", Type: histories.Ok, F: histories.Refresh, Time: ms(520)},
 		}
 		if acqValidity != none {
-			ev[1].Value.ValidityMs = histories.Int(acqValidity)
+			lease.ValueOf(&ev[1]).ValidityMs = histories.Int(acqValidity)
 		}
 		if refValidity != none {
-			ev[3].Value = &histories.Value{ValidityMs: histories.Int(refValidity)}
+			ev[3].Value = &lease.Value{ValidityMs: histories.Int(refValidity)}
 		}
 		for i := range ev {
 			ev[i].Index, ev[i].Lock, ev[i].Kind = i, "k", histories.Lease
@@ -448,7 +448,7 @@ func TestRevivalExcusedByAClockSetBackWhileInFlight(t *testing.T) {
 		var out []histories.Event
 		for _, e := range h {
 			if e.Index == 8 { // after the refresh's return
-				jump := &histories.Value{Process: "redis1", OffsetMs: histories.Int(-2500)}
+				jump := &histories.Fault{Process: "redis1", OffsetMs: histories.Int(-2500)}
 				out = append(out,
 					histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.ClockJump, Time: c.at, Value: jump},
 					histories.Event{Process: "nemesis", Type: histories.Info, F: histories.ClockJump, Time: c.at + 1, Value: jump})
@@ -508,8 +508,8 @@ func TestValiditySoundFromTheLibrarysStart(t *testing.T) {
 	ms := func(n int) int64 { return int64(n) * int64(time.Millisecond) }
 	hist := func(validity, started int) []histories.Event {
 		ev := []histories.Event{
-			{Process: "c1", Type: histories.Invoke, F: histories.Acquire, Time: 0, Value: &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}},
-			{Process: "c1", Type: histories.Ok, F: histories.Acquire, Time: ms(10), Value: &histories.Value{Token: "a", ValidityMs: histories.Int(validity), StartedMs: histories.Int(started)}},
+			{Process: "c1", Type: histories.Invoke, F: histories.Acquire, Time: 0, Value: &lease.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}},
+			{Process: "c1", Type: histories.Ok, F: histories.Acquire, Time: ms(10), Value: &lease.Value{Token: "a", ValidityMs: histories.Int(validity), StartedMs: histories.Int(started)}},
 		}
 		for i := range ev {
 			ev[i].Index, ev[i].Lock, ev[i].Kind = i, "k", histories.Lease

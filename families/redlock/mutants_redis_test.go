@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -255,18 +256,18 @@ func newSchedule(h []histories.Event, ttlMs int) *schedule {
 		o := schedOp{call: inv.Time, ret: e.Time, outcome: string(e.Type)}
 		if e.Type == histories.Fail {
 			o.outcome = "fail"
-			if e.Value != nil && e.Value.Reason != "" {
-				o.outcome = e.Value.Reason
+			if e.Value != nil && lease.ValueOf(&e).Reason != "" {
+				o.outcome = lease.ValueOf(&e).Reason
 			}
 		}
 		if e.Value != nil {
-			o.validity = e.Value.ValidityMs
+			o.validity = lease.ValueOf(&e).ValidityMs
 			if e.Type == histories.Ok {
-				o.token = e.Value.Token
+				o.token = lease.ValueOf(&e).Token
 			}
 		}
-		if inv.Value != nil && inv.Value.TTLMs != nil {
-			o.ttlMs = *inv.Value.TTLMs
+		if inv.Value != nil && lease.ValueOf(&inv).TTLMs != nil {
+			o.ttlMs = *lease.ValueOf(&inv).TTLMs
 		}
 		name := e.Process + " " + e.F
 		s.ops[name] = append(s.ops[name], o)
@@ -328,7 +329,7 @@ func (s *schedule) timeout() int64 {
 // and notes the run off the script unless there is one.
 func (s *schedule) lostTo(proc string, a schedOp, why string) (histories.Event, bool) {
 	for _, e := range s.lost {
-		if e.Process == proc && a.token != "" && e.Value != nil && e.Value.Thief == a.token {
+		if e.Process == proc && a.token != "" && e.Value != nil && lease.ValueOf(&e).Thief == a.token {
 			return e, true
 		}
 	}

@@ -89,12 +89,12 @@ func TestFaultsRecordedWhereTheyStruck(t *testing.T) {
 	for _, e := range res.History {
 		switch {
 		case e.Process == "nemesis" && e.F == histories.DropReply && e.Type == histories.Invoke:
-			drops = append(drops, e.Value.Process)
+			drops = append(drops, histories.FaultOf(&e).Process)
 			if release < 0 {
 				t.Errorf("the drop (#%d) recorded before the release it cut short was invoked", e.Index)
 			}
-		case e.Process == "nemesis" && e.F == histories.Pause && e.Value.Process != "redis1":
-			t.Errorf("a pause of the server recorded as aimed at %q, want redis1", e.Value.Process)
+		case e.Process == "nemesis" && e.F == histories.Pause && histories.FaultOf(&e).Process != "redis1":
+			t.Errorf("a pause of the server recorded as aimed at %q, want redis1", histories.FaultOf(&e).Process)
 		case e.Process == "c1" && e.F == histories.Release && e.Type == histories.Invoke:
 			release = e.Index
 		case e.Process == "c1" && e.F == histories.Release && e.Type != histories.Info:

@@ -120,7 +120,7 @@ func stealScript(h []histories.Event) (off []string) {
 	}
 	nemesis := func(f, target string) int {
 		return at(func(e histories.Event) bool {
-			return e.Process == "nemesis" && e.F == f && e.Type == histories.Invoke && e.Value.Process == target
+			return e.Process == "nemesis" && e.F == f && e.Type == histories.Invoke && histories.FaultOf(&e).Process == target
 		})
 	}
 	g1, g2 := grant("c1"), grant("c2")
@@ -132,7 +132,7 @@ func stealScript(h []histories.Event) (off []string) {
 	inv2 := at(func(e histories.Event) bool { return e.Process == "c2" && e.Type == histories.Invoke })
 	lost := at(func(e histories.Event) bool { return histories.IsNotice(&e) && e.Process == "c1" })
 	need(g1 < inv2, "c2's acquire began before c1's grant")
-	need(lost > inv2 && lost < g2 && h[lost].Value.Thief == h[g2].Value.Token, "c1's lost notice (#%d) does not name c2's grant (#%d) within its acquire", lost, g2)
+	need(lost > inv2 && lost < g2 && lease.ValueOf(&h[lost]).Thief == lease.ValueOf(&h[g2]).Token, "c1's lost notice (#%d) does not name c2's grant (#%d) within its acquire", lost, g2)
 	part, heal := nemesis(histories.Partition, "c1"), nemesis(histories.Heal, "c1")
 	need(part >= 0 && part < inv2 && heal > g2, "the partition of c1 was not in force throughout c2's acquire")
 	drop := nemesis(histories.DropReply, "c2")
@@ -141,7 +141,7 @@ func stealScript(h []histories.Event) (off []string) {
 	refresh := at(func(e histories.Event) bool {
 		return e.Process == "c1" && e.F == histories.Refresh && e.Type != histories.Invoke
 	})
-	need(refresh > lost && h[refresh].Type == histories.Fail && h[refresh].Value.Reason == histories.Expired, "c1's refresh did not fail expired after its lost notice")
+	need(refresh > lost && h[refresh].Type == histories.Fail && lease.ValueOf(&h[refresh]).Reason == histories.Expired, "c1's refresh did not fail expired after its lost notice")
 	return off
 }
 

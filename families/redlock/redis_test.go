@@ -87,7 +87,7 @@ func TestRedisFaults(t *testing.T) {
 	var struck []string
 	for _, e := range res.History {
 		if e.Process == "nemesis" && e.Type == histories.Invoke {
-			struck = append(struck, e.F+" "+e.Value.Process)
+			struck = append(struck, e.F+" "+histories.FaultOf(&e).Process)
 		}
 	}
 	want := []string{"partition c1", "pause redis2", "resume redis2", "heal c1", "restart-broker redis3", "clock-jump redis1"}

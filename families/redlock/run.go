@@ -169,10 +169,11 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 	case s.Op == Sleep:
 		r.Outside(func() { p.Sleep(time.Duration(s.Ms) * time.Millisecond) })
 	case s.Op == histories.Acquire && !st.holds:
-		e.Value = &histories.Value{Max: histories.Int(1), TTLMs: histories.Int(st.ttl)}
+		v := &lease.Value{Max: histories.Int(1), TTLMs: histories.Int(st.ttl)}
 		if r.p.Kind == PriorityKind {
-			e.Value.Priority = histories.Int(int(st.prio))
+			v.Priority = histories.Int(int(st.prio))
 		}
+		e.Value = v
 		r.invokeAtStart(p, st, gen, e)
 		var l redlock.Lease
 		var err error
@@ -185,13 +186,13 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 		switch {
 		case err == nil:
 			st.lease, st.holds = l, true
-			v := &histories.Value{Token: l.Token}
+			v := &lease.Value{Token: l.Token}
 			if l.Fence != NoFence {
 				v.Fence = histories.Int(int(l.Fence))
 			}
 			r.granted(rl, st, v, l, ret)
 		case errors.Is(err, redlock.ErrHeld) && !errors.Is(err, redlock.ErrLeftBehind):
-			r.complete(st, histories.Fail, &histories.Value{Reason: histories.Full}, nil)
+			r.complete(st, histories.Fail, &lease.Value{Reason: histories.Full}, nil)
 		case errors.Is(err, ErrNotGranted), errors.Is(err, redlock.ErrStolen):
 			// Stolen: a higher priority took the key while the acquire
 			// waited for its own victims; it never held it.
@@ -204,28 +205,28 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 			r.complete(st, histories.Info, nil, err)
 		}
 	case s.Op == histories.Refresh && st.holds:
-		e.Value = &histories.Value{Token: st.lease.Token, TTLMs: histories.Int(st.ttl)}
+		e.Value = &lease.Value{Token: st.lease.Token, TTLMs: histories.Int(st.ttl)}
 		r.invokeAtStart(p, st, gen, e)
 		var l redlock.Lease
 		var err error
 		var ret int64
-		lease := st.lease
-		r.Outside(func() { l, err = rl.Refresh(ctx, lease, ttl); ret = r.b.Now() })
+		held := st.lease
+		r.Outside(func() { l, err = rl.Refresh(ctx, held, ttl); ret = r.b.Now() })
 		r.invoked(p, st, gen, e)
 		if st.Live(gen) {
 			if err == nil {
 				st.lease = l
-				r.granted(rl, st, &histories.Value{}, l, ret)
+				r.granted(rl, st, &lease.Value{}, l, ret)
 				return
 			}
 			r.changed(st, err)
 		}
 	case s.Op == histories.Release && st.holds:
-		e.Value = &histories.Value{Token: st.lease.Token}
+		e.Value = &lease.Value{Token: st.lease.Token}
 		r.invokeAtStart(p, st, gen, e)
 		var err error
-		lease := st.lease
-		r.Outside(func() { err = rl.Release(ctx, lease) })
+		held := st.lease
+		r.Outside(func() { err = rl.Release(ctx, held) })
 		r.invoked(p, st, gen, e)
 		if st.Live(gen) {
 			st.holds = false // the client gives up on it either way
@@ -247,7 +248,7 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 // time it says it took and the validity it says is left. Where the reply
 // says when the library it wraps started (started_ms), the grant records
 // that too, from the invoke, for validity-sound to judge the claim from.
-func (r *runner) granted(rl Client, st *client, v *histories.Value, l redlock.Lease, ret int64) {
+func (r *runner) granted(rl Client, st *client, v *lease.Value, l redlock.Lease, ret int64) {
 	invoke, _ := r.InFlight(&st.Proc)
 	e := r.FinishAt(&st.Proc, histories.Ok, v, nil, ret)
 	var left time.Duration
@@ -258,7 +259,7 @@ func (r *runner) granted(rl Client, st *client, v *histories.Value, l redlock.Le
 		}
 		left = time.Duration(invoke.Time) + c.Until - time.Duration(e.Time)
 		if s := startedMs(c.Started, time.Duration(e.Time-invoke.Time)); s > 0 {
-			e.Value.StartedMs = histories.Int(s)
+			v.StartedMs = histories.Int(s)
 		}
 	} else {
 		left = r.b.left(l, e.Time)
@@ -273,7 +274,7 @@ func (r *runner) granted(rl Client, st *client, v *histories.Value, l redlock.Le
 	if left < 0 && left%time.Millisecond != 0 {
 		ms-- // towards minus infinity
 	}
-	e.Value.ValidityMs = histories.Int(int(ms)) // the recorded event holds v
+	v.ValidityMs = histories.Int(int(ms)) // the recorded event holds v
 }
 
 // startedMs is the library's start an implementation said (started, after
@@ -324,7 +325,7 @@ func (r *runner) changed(st *client, err error) {
 		if errors.Is(err, redlock.ErrStolen) {
 			why = err
 		}
-		r.complete(st, histories.Fail, &histories.Value{Reason: histories.Expired}, why)
+		r.complete(st, histories.Fail, &lease.Value{Reason: histories.Expired}, why)
 	default:
 		r.complete(st, histories.Info, nil, err)
 	}
@@ -332,8 +333,8 @@ func (r *runner) changed(st *client, err error) {
 
 // complete records the completion of the client's operation in flight,
 // and returns it as recorded.
-func (r *runner) complete(st *client, typ histories.Type, v *histories.Value, err error) histories.Event {
-	return r.Finish(&st.Proc, typ, v, err)
+func (r *runner) complete(st *client, typ histories.Type, v *lease.Value, err error) histories.Event {
+	return r.Finish(&st.Proc, typ, histories.Of(v), err)
 }
 
 // nemesis starts the nemesis's process (run.Runner.Nemesis): it strikes
@@ -393,7 +394,7 @@ func (r *runner) onLost(st *client, gen int) func(redlock.Lost) {
 		r.Locked(func() {
 			if st.Live(gen) {
 				r.Rec.Add(histories.Event{Process: st.Name, Type: histories.Info, F: histories.Lost, Lock: r.p.Key, Kind: histories.Lease,
-					Value: &histories.Value{Token: x.Token, Thief: x.Thief}})
+					Value: &lease.Value{Token: x.Token, Thief: x.Thief}})
 			}
 		})
 	}
@@ -474,7 +475,7 @@ func (r *runner) strikeLocked(p proc, f Fault, end bool) {
 // fails meanwhile; a restart that does not come back says why. The nemesis waits for it: a
 // fault timed within the downtime strikes once the server is back.
 func (r *runner) restartServer(p proc, f Fault) {
-	v := &histories.Value{Process: serverName(f.Server - 1)}
+	v := &histories.Fault{Process: serverName(f.Server - 1)}
 	down := time.Duration(f.For) * time.Millisecond
 	struck := false
 	err := r.b.Restart(p, f.Server-1, down, func() {
@@ -513,7 +514,7 @@ func (r *runner) partition(f Fault, end bool) {
 // record records fault name, aimed at target (a client, or a server by
 // its history name), as nemesis events; offset is a clock jump's.
 func (r *runner) record(name, target string, offset int) {
-	v := &histories.Value{Process: target}
+	v := &histories.Fault{Process: target}
 	if offset != 0 {
 		v.OffsetMs = histories.Int(offset)
 	}

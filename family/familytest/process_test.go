@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
@@ -180,7 +181,7 @@ func toyOutcome(ctx context.Context, c *process.Client, op string) histories.Eve
 	case err != nil:
 		done.Type, done.Error = histories.Info, err.Error()
 	case r.Type == op+"_fail" && json.Unmarshal(r.Fields["reason"], &reason) == nil && reason != "":
-		done.Type, done.Value = histories.Fail, &histories.Value{Reason: reason}
+		done.Type, done.Value = histories.Fail, &check.Value{Reason: reason}
 	case r.Type == op+"_fail":
 		done.Type, done.Error = histories.Info, c.GiveUp("sent a _fail without a \"reason\" string").Error()
 	}
@@ -228,7 +229,7 @@ func toyValidate(ctx context.Context, command string, _ family.Settings, out io.
 		}
 		answered := toyAnswer(op, got.Type, got.Error)
 		if got.Value != nil {
-			answered = toyAnswer(op, got.Type, got.Value.Reason)
+			answered = toyAnswer(op, got.Type, check.ValueOf(&got).Reason)
 		}
 		v.Expect(fmt.Sprintf("%s: %s -> %s", c.Name(), op, want), nil, answered == want, fmt.Sprintf("%s: answer %s, not %s", fix, want, answered))
 	}

@@ -78,8 +78,11 @@ var toy = &family.Descriptor{
 }
 
 func init() {
-	histories.DeclareKind(toyKind, histories.Operation{F: take, Reasons: []string{"held"}},
-		histories.Operation{F: drop, Reasons: []string{"not held"}})
+	reason := func(r string) histories.Shape {
+		return histories.Shape{Fields: []string{"reason"}, Reasons: []string{r}}
+	}
+	histories.DeclareKind(toyKind, toyValues, histories.Operation{F: take, Fail: reason("held")},
+		histories.Operation{F: drop, Fail: reason("not held")})
 	model.Register(toyKind, checkToy)
 	family.Register(toy)
 }
@@ -135,11 +138,11 @@ func (f toyProof) Run(_ context.Context, p prover.Plan) (*prover.Result, error) 
 		case op == take && (holder == "" || holder == name || f.broken):
 			holder = name
 		case op == take:
-			done.Type, done.Value = histories.Fail, &histories.Value{Reason: "held"}
+			done.Type, done.Value = histories.Fail, &toyValue{Reason: "held"}
 		case holder == name:
 			holder = ""
 		default:
-			done.Type, done.Value = histories.Fail, &histories.Value{Reason: "not held"}
+			done.Type, done.Value = histories.Fail, &toyValue{Reason: "not held"}
 		}
 		rec.Add(done)
 	}
@@ -206,4 +209,17 @@ func checkToy(events []histories.Event, _ model.Options) []model.Verdict {
 		}
 	}
 	return []model.Verdict{v}
+}
+
+// toyValue is the toy's own value type: why a take or a drop failed. The
+// family declares it (histories.DeclareKind); the format knows nothing of
+// it.
+type toyValue struct{ Reason string }
+
+func (v *toyValue) WriteFields(w *histories.FieldWriter) { w.String("reason", v.Reason) }
+func (v *toyValue) Text() string                         { return "" }
+
+var toyValues = &histories.ValueType{
+	Fields: []histories.Field{{Name: "reason", Type: histories.StringField}},
+	Make:   func(r *histories.FieldReader) histories.Value { return &toyValue{Reason: r.String("reason")} },
 }

@@ -57,7 +57,7 @@ func (r *Runner) Current(proc string) *Proc {
 // Finish records the completion of p's operation in flight (Invoke) as
 // typ, with v and err's message (none for nil), and returns it as
 // recorded.
-func (r *Runner) Finish(p *Proc, typ histories.Type, v *histories.Value, err error) histories.Event {
+func (r *Runner) Finish(p *Proc, typ histories.Type, v histories.Value, err error) histories.Event {
 	return r.FinishAt(p, typ, v, err, math.MaxInt64)
 }
 
@@ -65,7 +65,7 @@ func (r *Runner) Finish(p *Proc, typ histories.Type, v *histories.Value, err err
 // run's clock before it is recorded (histories.Recorder.AddAt): a grant
 // whose claim of validity counts from its completion is then not
 // recorded later than the machine let the runner get to it.
-func (r *Runner) FinishAt(p *Proc, typ histories.Type, v *histories.Value, err error, at int64) histories.Event {
+func (r *Runner) FinishAt(p *Proc, typ histories.Type, v histories.Value, err error, at int64) histories.Event {
 	e, _ := r.InFlight(p)
 	e.Type, e.Value, e.Error = typ, v, ""
 	if err != nil {
@@ -76,7 +76,7 @@ func (r *Runner) FinishAt(p *Proc, typ histories.Type, v *histories.Value, err e
 
 // Struck records fault name as struck by the nemesis, in place: its
 // invocation and its info, with v (the target, an offset; nil for none).
-func (r *Runner) Struck(name string, v *histories.Value) {
+func (r *Runner) Struck(name string, v histories.Value) {
 	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
 	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v})
 }

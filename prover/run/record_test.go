@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 )
 
@@ -47,7 +48,7 @@ func TestFinish(t *testing.T) {
 	r.Init(Config{Lock: &sync.Mutex{}, Now: func() int64 { return 0 }})
 	p := &Proc{Name: "c1"}
 	r.Invoke(p, histories.Event{Process: "c1", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"})
-	r.Struck(histories.Kill, &histories.Value{Process: "c1"})
+	r.Struck(histories.Kill, &histories.Fault{Process: "c1"})
 	e := r.Finish(p, histories.Info, nil, errors.New("killed"))
 	if e.Process != "c1" || e.F != histories.Acquire || e.Lock != "lp" || e.Type != histories.Info || e.Error != "killed" || e.Index != 3 {
 		t.Errorf("Finish recorded %+v", e)
@@ -73,9 +74,9 @@ func TestFinishAtGoesBefore(t *testing.T) {
 	now = 300
 	inv2 := r.Invoke(c2, histories.Event{Process: "c2", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"})
 	now = 400
-	r.Struck(histories.Pause, &histories.Value{Process: "redis1"})
+	r.Struck(histories.Pause, &histories.Fault{Process: "redis1"})
 	now = 500
-	e := r.FinishAt(c1, histories.Ok, &histories.Value{Token: "t"}, nil, 200) // c1's call returned at 200
+	e := r.FinishAt(c1, histories.Ok, &lease.Value{Token: "t"}, nil, 200) // c1's call returned at 200
 	if e.Index != 1 || e.Time != 200 {
 		t.Errorf("c1's completion at 200 recorded as #%d at %d, want #1 at 200", e.Index, e.Time)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
@@ -105,7 +106,7 @@ func readChecked(files []string, leaseTTL time.Duration, drift float64) ([]check
 			if imp == nil {
 				return nil, fmt.Errorf("%s: --lease-ttl judges Jepsen histories; this is lockprover's own JSON lines, whose lease locks say so (kind lease)", path)
 			}
-			c.mutex, c.h = h, histories.AsLease(h, int(leaseTTL/time.Millisecond))
+			c.mutex, c.h = h, lease.AsLease(h, int(leaseTTL/time.Millisecond))
 			imp.Notes = append(imp.Notes, fmt.Sprintf("judged through the lease lens (--lease-ttl %v): each acquire took a lease of ttl %v, max 1, that ends when released or when it can have run out, with drift %g; the lease checks, not Knossos's mutex model, judge it", leaseTTL, leaseTTL, drift))
 		}
 		out[i] = c

@@ -22,7 +22,7 @@ func generate(n, clients, slots int, seed uint64) []histories.Event {
 		proc      string
 		f         string
 		call, ret int64
-		arg, res  *histories.Value
+		arg, res  *Value
 		typ       histories.Type
 	}
 	var ops []opT
@@ -31,7 +31,7 @@ func generate(n, clients, slots int, seed uint64) []histories.Event {
 	held := make([]int, clients+2)   // slot held by a client, 0 none
 	verified := make([]bool, clients+2)
 	lat := func() int64 { return int64(50*time.Microsecond) + rnd.Int64N(int64(2*time.Millisecond)) }
-	ops = append(ops, opT{proc: "admin", f: "create", call: 0, ret: 1000, arg: &histories.Value{Slots: histories.Int(slots)}, typ: histories.Ok})
+	ops = append(ops, opT{proc: "admin", f: "create", call: 0, ret: 1000, arg: &Value{Slots: histories.Int(slots)}, typ: histories.Ok})
 	next[0] = 1000
 	// Each process invokes its next operation a little after its last one
 	// returned; the earliest invoke goes next, so effects happen in time
@@ -50,25 +50,25 @@ func generate(n, clients, slots int, seed uint64) []histories.Event {
 		o := opT{call: t, ret: t + lat(), typ: histories.Ok}
 		switch {
 		case p == 0:
-			o.proc, o.f, o.res = "admin", "count", &histories.Value{Slots: histories.Int(slots)}
+			o.proc, o.f, o.res = "admin", "count", &Value{Slots: histories.Int(slots)}
 			o.ret = t + lat()*5
 		case held[p] == 0:
 			o.proc, o.f = fmt.Sprintf("c%d", p), "acquire"
-			o.typ, o.res = histories.Fail, &histories.Value{Reason: "full"}
+			o.typ, o.res = histories.Fail, &Value{Reason: "full"}
 			for s := 1; s <= slots; s++ {
 				if holder[s] == 0 {
 					holder[s], held[p] = p, s
-					o.typ, o.res = histories.Ok, &histories.Value{Slot: histories.Int(s)}
+					o.typ, o.res = histories.Ok, &Value{Slot: histories.Int(s)}
 					break
 				}
 			}
 		case !verified[p]:
 			o.proc, o.f = fmt.Sprintf("c%d", p), "verify"
-			o.arg, o.res = &histories.Value{Slot: histories.Int(held[p])}, &histories.Value{Held: histories.Bool(true)}
+			o.arg, o.res = &Value{Slot: histories.Int(held[p])}, &Value{Held: histories.Bool(true)}
 			verified[p] = true
 		default:
 			o.proc, o.f = fmt.Sprintf("c%d", p), "release"
-			o.arg = &histories.Value{Slot: histories.Int(held[p])}
+			o.arg = &Value{Slot: histories.Int(held[p])}
 			holder[held[p]], held[p], verified[p] = 0, 0, false
 		}
 		next[p] = o.ret + rnd.Int64N(int64(100*time.Microsecond))

@@ -3,13 +3,14 @@ package check
 import (
 	"fmt"
 
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 )
 
 // describeOp renders an operation the way a person reads a history:
 // "c1 acquire -> slot 2 (#12)".
 func describeOp(o *op) string {
-	return model.DescribeOp(o.name, o.f, o.arg, o.res, o.typ, o.err, o.index)
+	return model.DescribeOp(o.name, o.f, histories.Of(o.arg), histories.Of(o.res), o.typ, o.err, o.index)
 }
 
 func describeFault(f *fault, procs []string) string {

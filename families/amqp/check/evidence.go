@@ -146,7 +146,8 @@ func acquireBudget(e *Evidence, _ histories.Event, c broker.Cost) string {
 // its own B queue, and whatever it costs later (a connection opened again)
 // is charged where it is spent, as after any release.
 func verifyBudget(_ *Evidence, done histories.Event, c broker.Cost) string {
-	held := done.Value != nil && done.Value.Held != nil && *done.Value.Held
+	v := ValueOf(&done)
+	held := v != nil && v.Held != nil && *v.Held
 	decide := c
 	if !held {
 		var cleanup broker.Cost

@@ -39,28 +39,30 @@ func hist(t *testing.T, text string) []histories.Event {
 		}
 		for _, kv := range rest {
 			k, v, _ := strings.Cut(kv, "=")
-			if e.Value == nil {
-				e.Value = &histories.Value{}
+			if e.Value == nil && e.Process == "nemesis" {
+				e.Value = &histories.Fault{}
+			} else if e.Value == nil {
+				e.Value = &Value{}
 			}
 			n, _ := strconv.Atoi(v)
 			switch k {
 			case "slot":
-				e.Value.Slot = &n
+				ValueOf(&e).Slot = &n
 			case "slots":
-				e.Value.Slots = &n
+				ValueOf(&e).Slots = &n
 			case "delta":
-				e.Value.Delta = &n
+				ValueOf(&e).Delta = &n
 			case "from":
-				e.Value.From = &n
+				ValueOf(&e).From = &n
 			case "to":
-				e.Value.To = &n
+				ValueOf(&e).To = &n
 			case "held":
 				b := v == "true"
-				e.Value.Held = &b
+				ValueOf(&e).Held = &b
 			case "reason":
-				e.Value.Reason = v
+				ValueOf(&e).Reason = v
 			case "process":
-				e.Value.Process = v
+				histories.FaultOf(&e).Process = v
 			}
 		}
 		h = append(h, e)

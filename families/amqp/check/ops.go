@@ -22,8 +22,8 @@ type op struct {
 	typ    histories.Type // the completion's type; "" if none
 	call   int64
 	ret    int64 // completion time; never when the outcome is unknown
-	arg    *histories.Value
-	res    *histories.Value
+	arg    *Value
+	res    *Value
 	err    string // what the process said went wrong (an event's error)
 	client int    // porcupine client id
 }
@@ -115,16 +115,16 @@ func split(h []histories.Event) ([]*lockHistory, []string) {
 		if e.Kind != "" {
 			lh.kind = e.Kind
 		}
-		lh.mention(e.Value)
+		lh.mention(ValueOf(&e))
 		if e.Type == histories.Invoke {
-			o := ops.new(op{index: e.Index, done: -1, proc: num(e.Process), name: e.Process, f: e.F, call: e.Time, ret: never, arg: e.Value})
+			o := ops.new(op{index: e.Index, done: -1, proc: num(e.Process), name: e.Process, f: e.F, call: e.Time, ret: never, arg: ValueOf(&e)})
 			lh.ops = append(lh.ops, o)
 			inflight[e.Process] = o
 			continue
 		}
 		o := inflight[e.Process]
 		delete(inflight, e.Process)
-		o.done, o.typ, o.res, o.err = e.Index, e.Type, e.Value, e.Error
+		o.done, o.typ, o.res, o.err = e.Index, e.Type, ValueOf(&e), e.Error
 		if e.Type != histories.Info {
 			o.ret = e.Time
 		}
@@ -155,13 +155,13 @@ func firstCreates(ops []*op) bool {
 }
 
 func target(e histories.Event) string {
-	if e.Value != nil {
-		return e.Value.Process
+	if f := histories.FaultOf(&e); f != nil {
+		return f.Process
 	}
 	return ""
 }
 
-func (lh *lockHistory) mention(v *histories.Value) {
+func (lh *lockHistory) mention(v *Value) {
 	if v == nil {
 		return
 	}

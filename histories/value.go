@@ -1,0 +1,371 @@
+package histories
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// A Value is an operation's argument (on its invoke) or result (on its
+// completion): a flat set of named fields, each an integer, a boolean or a
+// string. The format knows no lock family's fields: each lock kind's
+// family declares the type of its values, and the fields they may hold
+// (DeclareKind), and the faults' values are [Fault]s. A Value a history
+// holds is a pointer to its family's type.
+type Value interface {
+	// WriteFields hands w the fields the value holds, in canonical order
+	// (the order its ValueType declares them): a field with nothing to
+	// say (a nil number, an empty string, a false flag) is left out.
+	WriteFields(w *FieldWriter)
+	// Text is the value as a person reads it in a report: "slot 2",
+	// "from 3, to 2", "not held"; "" for none.
+	Text() string
+}
+
+// Of is v as a Value: nil, no value, when v is a nil pointer. A family
+// that hands a *V that may be nil on as a Value passes it through Of, for
+// a nil *V in a Value is not no value (it would be written as one).
+func Of[V any, P interface {
+	*V
+	Value
+}](v P) Value {
+	if v == nil {
+		return nil
+	}
+	return v
+}
+
+// noValue says whether v is no value: nil, or a nil pointer of a family's
+// type handed on as a Value (which Of avoids, and the Recorder and Write
+// take for no value).
+func noValue(v Value) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// TextOf is v.Text(), "" for no value.
+func TextOf(v Value) string {
+	if noValue(v) {
+		return ""
+	}
+	return v.Text()
+}
+
+// A FieldType is what a field of a value holds.
+type FieldType uint8
+
+const (
+	// IntField is a JSON integer (a Go *int: nil when absent).
+	IntField FieldType = iota + 1
+	// BoolField is true or false (a Go *bool: nil when absent).
+	BoolField
+	// StringField is a non-empty string ("" when absent). Strings that
+	// repeat (reasons, process names) are read into one shared copy.
+	StringField
+	// FlagField can only be true (a Go bool: false when absent), so that
+	// a history has one spelling of it.
+	FlagField
+)
+
+// A Field is one field a lock kind's values may hold.
+type Field struct {
+	// Name is its JSON name: "slot", "token", "ttl_ms".
+	Name string
+	Type FieldType
+	// Unique says its strings rarely repeat (tokens), so they are not
+	// shared; strings are by default.
+	Unique bool
+}
+
+// A ValueType is the type of a lock kind's values, as its family declares
+// it (DeclareKind): the fields they may hold and how a value is made of
+// the fields a history's line holds. Its fields' order is the canonical
+// order in which Write writes them and messages name them.
+type ValueType struct {
+	Fields []Field
+	// Make makes the value of the fields r read (at least one).
+	Make func(r *FieldReader) Value
+	// Check, if set, says what is wrong with the values of v's fields, ""
+	// for nothing: a number out of its range, a field without the one it
+	// goes with. A message names the field ("value.slot: want an integer
+	// >= 1, got 0"). The reasons of a fail are the shapes' to check.
+	Check func(v Value) string
+	// Patched, if set, names the Flag field that marks a completion the
+	// runner settled from a simulator's ground truth (docs/histories.md):
+	// only an acquire or release that completes ok or fail may hold it,
+	// and a patched fail says NotApplied.
+	Patched string
+
+	labels []string // "value.slot", ...: the fields as messages name them
+}
+
+// prepare makes t ready to read values.
+func (t *ValueType) prepare() *ValueType {
+	t.labels = make([]string, len(t.Fields))
+	for i, f := range t.Fields {
+		t.labels[i] = "value." + f.Name
+	}
+	return t
+}
+
+// index is the position of the field named name, or -1.
+func (t *ValueType) index(name string) int {
+	for i := range t.Fields {
+		if t.Fields[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// names are t's field names, for a message.
+func (t *ValueType) names() string {
+	n := make([]string, len(t.Fields))
+	for i, f := range t.Fields {
+		n[i] = f.Name
+	}
+	return strings.Join(n, ", ")
+}
+
+// A FieldReader holds the fields read of one value, for its type's Make.
+type FieldReader struct {
+	t    *ValueType
+	has  vfields
+	ints [maxFields]int
+	strs [maxFields]string
+}
+
+// maxFields is the most fields a value type may declare.
+const maxFields = 32
+
+// at is the position of the field named name, which t must declare.
+func (r *FieldReader) at(name string, want FieldType) (int, bool) {
+	i := r.t.index(name)
+	if i < 0 || r.t.Fields[i].Type != want {
+		panic(fmt.Sprintf("histories: the value type has no field %q of type %d", name, want))
+	}
+	return i, r.has&(1<<i) != 0
+}
+
+// Int returns the integer field name, nil if the value does not hold it.
+// The integer is written into dst, which the result points to: a family
+// boxes a value and its numbers in one allocation.
+func (r *FieldReader) Int(name string, dst *int) *int {
+	i, ok := r.at(name, IntField)
+	if !ok {
+		return nil
+	}
+	*dst = r.ints[i]
+	return dst
+}
+
+// Bool returns the boolean field name, nil if the value does not hold
+// it, written into dst as Int does.
+func (r *FieldReader) Bool(name string, dst *bool) *bool {
+	i, ok := r.at(name, BoolField)
+	if !ok {
+		return nil
+	}
+	*dst = r.ints[i] != 0
+	return dst
+}
+
+// String returns the string field name, "" if the value does not hold it.
+func (r *FieldReader) String(name string) string {
+	i, _ := r.at(name, StringField)
+	return r.strs[i]
+}
+
+// Flag returns whether the value holds the flag name.
+func (r *FieldReader) Flag(name string) bool {
+	_, ok := r.at(name, FlagField)
+	return ok
+}
+
+// A FieldWriter takes a value's fields (Value.WriteFields): it writes
+// them as JSON, and notes where each is, for the reader's checks.
+type FieldWriter struct {
+	buf   []byte
+	sep   byte // before the next field: '{', then ','
+	spans []span
+}
+
+// span is a field written: its name and where its JSON value is in buf.
+type span struct {
+	name     string
+	from, to int
+}
+
+func (w *FieldWriter) key(name string) {
+	w.buf = append(w.buf, w.sep, '"')
+	w.sep = ','
+	w.buf = append(w.buf, name...)
+	w.buf = append(w.buf, '"', ':')
+}
+
+func (w *FieldWriter) note(name string, from int) {
+	if w.spans != nil {
+		w.spans = append(w.spans, span{name, from, len(w.buf)})
+	}
+}
+
+// Int writes the integer field name, unless n is nil.
+func (w *FieldWriter) Int(name string, n *int) {
+	if n != nil {
+		w.key(name)
+		from := len(w.buf)
+		w.buf = strconv.AppendInt(w.buf, int64(*n), 10)
+		w.note(name, from)
+	}
+}
+
+// Bool writes the boolean field name, unless b is nil.
+func (w *FieldWriter) Bool(name string, b *bool) {
+	if b != nil {
+		w.key(name)
+		from := len(w.buf)
+		w.buf = strconv.AppendBool(w.buf, *b)
+		w.note(name, from)
+	}
+}
+
+// String writes the string field name, unless s is empty.
+func (w *FieldWriter) String(name, s string) {
+	if s != "" {
+		w.key(name)
+		from := len(w.buf)
+		w.buf = appendString(w.buf, s)
+		w.note(name, from)
+	}
+}
+
+// Flag writes the flag name, if it is set.
+func (w *FieldWriter) Flag(name string, set bool) {
+	if set {
+		w.key(name)
+		from := len(w.buf)
+		w.buf = append(w.buf, "true"...)
+		w.note(name, from)
+	}
+}
+
+// appendValue appends v as a JSON object.
+func appendValue(buf []byte, v Value) []byte {
+	w := FieldWriter{buf: buf, sep: '{'}
+	v.WriteFields(&w)
+	if w.sep == '{' {
+		w.buf = append(w.buf, '{')
+	}
+	return append(w.buf, '}')
+}
+
+// record writes v's fields, noting where each is.
+func record(v Value) *FieldWriter {
+	w := &FieldWriter{sep: '{', spans: make([]span, 0, 4)}
+	v.WriteFields(w)
+	return w
+}
+
+// text is the JSON text of the i-th field written.
+func (w *FieldWriter) text(i int) string { return string(w.buf[w.spans[i].from:w.spans[i].to]) }
+
+// Lookup returns the JSON text of the field name of v ("3", "true",
+// `"full"`), and whether v holds it: for code that knows no family's
+// value type (a report, the format's own checks).
+func Lookup(v Value, name string) (string, bool) {
+	if noValue(v) {
+		return "", false
+	}
+	w := record(v)
+	for i, s := range w.spans {
+		if s.name == name {
+			return w.text(i), true
+		}
+	}
+	return "", false
+}
+
+// Reason is v's reason field (why an operation failed), "" if it has
+// none: every family's values that may explain a failure name it
+// "reason".
+func Reason(v Value) string {
+	text, ok := Lookup(v, "reason")
+	if !ok {
+		return ""
+	}
+	s, err := strconv.Unquote(text)
+	if err != nil {
+		return text
+	}
+	return s
+}
+
+// IsPatched says whether v is marked patched (ValueType.Patched): a
+// family's value type that has such a flag says so with a method
+// IsPatched() bool.
+func IsPatched(v Value) bool {
+	p, ok := v.(interface{ IsPatched() bool })
+	return ok && !noValue(v) && p.IsPatched()
+}
+
+// A Fault is the value of a fault, a nemesis event: the process it is
+// aimed at (none: the backend), a clock fault's offset, and why it could
+// not be applied.
+type Fault struct {
+	// Reason says why the fault could not be applied (on its fail).
+	Reason string `json:"reason,omitempty"`
+	// Process is the client a fault is aimed at.
+	Process string `json:"process,omitempty"`
+	// OffsetMs is how far, in milliseconds, a clock fault moves a clock:
+	// ahead when positive. A clock-skew sets the clock that far from true
+	// time; a clock-jump steps it by that much.
+	OffsetMs *int `json:"offset_ms,omitempty"`
+}
+
+// WriteFields writes f's fields: reason, process, offset_ms.
+func (f *Fault) WriteFields(w *FieldWriter) {
+	w.String("reason", f.Reason)
+	w.String("process", f.Process)
+	w.Int("offset_ms", f.OffsetMs)
+}
+
+// Text is the fault's offset, if any: "offset_ms 250".
+func (f *Fault) Text() string {
+	if f.OffsetMs != nil {
+		return fmt.Sprintf("offset_ms %d", *f.OffsetMs)
+	}
+	return ""
+}
+
+// FaultOf is e's value as a fault's, nil if it has none (or is not a
+// nemesis event's).
+func FaultOf(e *Event) *Fault {
+	f, _ := e.Value.(*Fault)
+	return f
+}
+
+// faultBox is a Fault and its offset, in one allocation.
+type faultBox struct {
+	v      Fault
+	offset int
+}
+
+// faultType is the type of the faults' values.
+var faultType = (&ValueType{
+	Fields: []Field{{Name: "reason", Type: StringField}, {Name: "process", Type: StringField}, {Name: "offset_ms", Type: IntField}},
+	Make: func(r *FieldReader) Value {
+		f := &faultBox{}
+		f.v = Fault{Reason: r.String("reason"), Process: r.String("process"), OffsetMs: r.Int("offset_ms", &f.offset)}
+		return &f.v
+	},
+	Check: func(v Value) string {
+		if f := v.(*Fault); f.OffsetMs != nil && *f.OffsetMs == 0 {
+			return "value.offset_ms: want a non-zero integer (milliseconds; ahead when positive), got 0"
+		}
+		return ""
+	},
+}).prepare()
