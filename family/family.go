@@ -65,10 +65,16 @@ type Descriptor struct {
 	Models []string
 	// Judging, if set, gives the options the family's checker takes (a
 	// value of the type it declares, for model.Options.Family) for the
-	// histories check judges, from check's flags by name (--model,
+	// histories check judges, from check's flags by name (--model, and
+	// the family's Flags with the Check verb: the lease families'
 	// --drift): the CLI, which knows no family, hands them on. prove and
 	// replay take them from the prover.Family (prover.Judging).
 	Judging func(flag func(name string) string) any
+	// CheckFlags, if set, is what check does with the family's Flags with
+	// the Check verb beyond handing them to Judging: it refuses their bad
+	// values, and may judge imported histories through a lens they switch
+	// on (the lease families' --lease-ttl).
+	CheckFlags *CheckFlags
 	// Setup makes what prove proves from what the command line says:
 	// the prover.Family, where it runs, and what must start and stop with
 	// the run. An error names the flag that is wrong.
@@ -158,6 +164,7 @@ const (
 	Validate                   // validate-impl
 	Bench                      // bench
 	Conform                    // conform
+	Check                      // check (the histories it judges: CheckFlags)
 
 	// Backend is what a flag naming the backend (--amqp-url, --dsn) goes
 	// with: every verb that talks to it.

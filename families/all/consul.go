@@ -36,13 +36,17 @@ var ConsulSemaphore = &family.Descriptor{
 	Properties: lease.WithVerify,
 	Faults:     consulsemfamily.FaultNames(),
 	Targets:    []family.Target{{Name: "sim"}, {Name: consulsemfamily.Consul, Real: true}, {Name: consulsemfamily.Etcd, Real: true}},
-	Flags: []family.Flag{
+	Flags: append([]family.Flag{
 		{Name: "backend", Verbs: family.Prove | family.Conform | family.Bench | family.Validate, Usage: "consul-semaphore: the simulated server, consul (when not given) or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator; for bench, the real server (a private one) measured; for those two, both when not given; for validate-impl, the private server the implementation is checked on, consul (when not given) or etcd"},
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
 		{Name: "consul-addr", Verbs: family.Runs, Usage: "consul-semaphore: with --target consul, the HTTP API address (host:port) of a Consul agent you run, which plans run on instead of a private agent each: it is not started, stopped or restarted (no restart-broker), and each run's keys and sessions on it are its own and gone at its end"},
 		{Name: "etcd-endpoints", Verbs: family.Runs, Usage: "consul-semaphore: with --target etcd, the client endpoints (host:port, comma-separated) of an etcd you run, which plans run on instead of a private etcd each: it is not started, stopped or restarted (no restart-broker), and each run's keys and leases on it are its own and gone at its end"},
 		ttlFlag,
-	},
+	}, leaseCheckFlags...),
+	// How check judges lease locks, as every lease family says it.
+	Judging:    leaseJudging,
+	CheckFlags: leaseCheck,
+
 	Setup:    consulSetup,
 	ReadPlan: func(path string) (prover.Plan, error) { return consulsemfamily.ReadPlan(path) },
 	Replay:   consulReplay,

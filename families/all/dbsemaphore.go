@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,12 +30,15 @@ var DBSemaphore = &family.Descriptor{
 	Properties: lease.Properties,
 	Faults:     dbsemaphore.FaultNames(),
 	Targets:    []family.Target{{Name: "sim"}, {Name: "mariadb", Real: true}},
-	Flags: []family.Flag{
+	Flags: append([]family.Flag{
 		{Name: "dsn", Verbs: family.Backend, Usage: "db-semaphore: the real MariaDB's DSN (go-sql-driver form, over tcp); default $LOCKPROVER_MYSQL_DSN, else " + mysql.DefaultDSN},
 		ttlFlag,
 		{Name: "private-server", Bool: true, Verbs: family.Runs, Usage: "db-semaphore: run --target mariadb on a private mariadbd of the run's own (own datadir and port, stopped at the end), which plans may restart"},
-	},
-	Judging:  dbJudging,
+	}, leaseCheckFlags...),
+	// How check judges lease locks, as every lease family says it.
+	Judging:    leaseJudging,
+	CheckFlags: leaseCheck,
+
 	Setup:    dbSetup,
 	ReadPlan: func(path string) (prover.Plan, error) { return dbsemaphore.ReadPlan(path) },
 	Replay:   dbReplay,
@@ -61,14 +63,6 @@ func init() {
 // reference (or a mutant) on the simulated database, or on a real MariaDB
 // (--target mariadb, which --impl implies) named by --dsn or, with
 // --private-server, started by the run.
-// dbJudging is what check judges lease locks (of any lease family) with:
-// the drift bound --drift gives, and any clock (a history does not say
-// which clocks timed its leases).
-func dbJudging(flag func(string) string) any {
-	drift, _ := strconv.ParseFloat(flag("drift"), 64) // check has refused one that is not > 0 and < 1
-	return lease.Options{Drift: drift}
-}
-
 func dbSetup(s family.Settings) (*family.Setup, error) {
 	d := dbsemaphore.Config{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults}
 	setup, err := dbTarget(s, &d)

@@ -29,6 +29,8 @@ var PriorityRedlock = &family.Descriptor{
 	Faults:     redlock.FaultNames(),
 	Targets:    []family.Target{{Name: "sim"}, {Name: "redis", Real: true}},
 	Flags:      Redlock.Flags,
+	Judging:    leaseJudging,
+	CheckFlags: leaseCheck,
 	Setup:      prioritySetup,
 	ReadPlan:   func(path string) (prover.Plan, error) { return redlock.ReadPlan(path) },
 	Replay:     priorityReplay,

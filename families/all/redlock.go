@@ -31,11 +31,15 @@ var Redlock = &family.Descriptor{
 	Properties: lease.WithValidity,
 	Faults:     redlock.FaultNames(),
 	Targets:    []family.Target{{Name: "sim"}, {Name: "redis", Real: true}},
-	Flags: []family.Flag{
+	Flags: append([]family.Flag{
 		{Name: "servers", Verbs: family.Prove | family.Bench, Usage: "redlock: N, the number of Redis servers every plan has (0: drawn from 1, 2 and 3; bench: 3)", Default: "0"},
 		{Name: "persistence", Verbs: family.Prove, Usage: "redlock: what the servers keep across a restart, none or always (fsync on every write); default drawn, with restarts only under always"},
 		ttlFlag,
-	},
+	}, leaseCheckFlags...),
+	// How check judges lease locks, as every lease family says it.
+	Judging:    leaseJudging,
+	CheckFlags: leaseCheck,
+
 	Setup:    redlockSetup,
 	ReadPlan: func(path string) (prover.Plan, error) { return redlock.ReadPlan(path) },
 	Replay:   redlockReplay,

@@ -155,3 +155,43 @@ func TestThirdFamilyThroughTheProtocol(t *testing.T) {
 		t.Errorf("serve-reference --mutant nonesuch:\n%s", out)
 	}
 }
+
+// check's flags beyond every family's are the families' (family.Flag with
+// the Check verb): the toy's reach its checker (Judging), their bad values
+// are refused in the toy's words (CheckFlags.Check), and --toy-lens judges
+// a Jepsen history through the toy's lens (CheckFlags.Lens); the lease
+// families' --drift and --lease-ttl, not linked in here, are no flags of
+// check's at all.
+func TestCheckTakesTheFamiliesFlags(t *testing.T) {
+	h := filepath.Join(t.TempDir(), "toy.jsonl")
+	lines := `{"index":0,"time":1000,"process":"c1","type":"invoke","f":"take","lock":"toy","kind":"toy-lock"}
+{"index":1,"time":2000,"process":"c1","type":"ok","f":"take","lock":"toy","kind":"toy-lock"}
+`
+	if err := os.WriteFile(h, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := must(t, 0, "check", "--toy-grace", "3", h); !strings.Contains(out, "judged with grace 3") {
+		t.Errorf("--toy-grace does not reach the toy's checker:\n%s", out)
+	}
+	if out := must(t, 2, "check", "--toy-grace", "x", h); !strings.Contains(out, `check: --toy-grace must be a whole number, not "x"`) {
+		t.Errorf("a bad --toy-grace:\n%s", out)
+	}
+	for _, lease := range []string{"--drift", "--lease-ttl"} {
+		if out := must(t, 2, "check", lease, "1", h); !strings.Contains(out, "flag provided but not defined: "+strings.TrimPrefix(lease, "-")) {
+			t.Errorf("check takes %s with no lease family linked in:\n%s", lease, out)
+		}
+	}
+	if out := must(t, 0, "check", "-h"); !strings.Contains(out, "\n  -toy-grace ") || !strings.Contains(out, "\n  -toy-lens\n") || strings.Contains(out, "\n  -drift ") {
+		t.Errorf("check's usage does not list the toy's flags alone:\n%s", out)
+	}
+	jepsen := filepath.Join("..", "..", "testdata", "histories", "90-jepsen-partition-double-hold.edn")
+	out := must(t, 1, "check", "--toy-lens", jepsen)
+	for _, want := range []string{"(Jepsen EDN, judged through the toy lens;", "note: seen as the toy lock", "p1 took the lock p3 held"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check --toy-lens lacks %q:\n%s", want, out)
+		}
+	}
+	if out := must(t, 2, "check", "--toy-lens", h); !strings.Contains(out, "--toy-lens judges Jepsen histories") {
+		t.Errorf("--toy-lens on lockprover's own JSON lines:\n%s", out)
+	}
+}

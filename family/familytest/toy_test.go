@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"strconv"
 
 	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
@@ -34,6 +35,12 @@ var toy = &family.Descriptor{
 	Mutants:    []family.Mutant{{Name: "takes-held", Property: toyExclusive, Defect: "take never looks at the holder", Prove: toyProof{broken: true}}},
 	Faults:     []string{},
 	Targets:    []family.Target{{Name: "sim"}},
+	Flags: []family.Flag{
+		{Name: "toy-grace", Verbs: family.Check, Default: "0", Usage: "toy: the grace its checker is told of"},
+		{Name: "toy-lens", Bool: true, Verbs: family.Check, Usage: "toy: judge Jepsen histories as the toy lock's"},
+	},
+	Judging:    func(flag func(string) string) any { return toyOptions{Grace: flag("toy-grace")} },
+	CheckFlags: &family.CheckFlags{Check: toyCheckFlags, Lens: toyLens},
 	Setup: func(s family.Settings) (*family.Setup, error) {
 		if s.Faults != "all" && s.Faults != "none" {
 			return nil, fmt.Errorf("--faults: the toy has none")
@@ -187,10 +194,47 @@ func (f toyProof) String() string {
 	return "the toy"
 }
 
+// toyOptions are the toy checker's options, from check's --toy-grace
+// (Judging): it says its grace in a pass's detail.
+type toyOptions struct{ Grace string }
+
+// toyCheckFlags refuses a --toy-grace that is not a whole number.
+func toyCheckFlags(flag func(string) string) []string {
+	if _, err := strconv.Atoi(flag("toy-grace")); err != nil {
+		return []string{fmt.Sprintf("--toy-grace must be a whole number, not %q", flag("toy-grace"))}
+	}
+	return nil
+}
+
+// toyLens, with --toy-lens, judges a Jepsen history (a mutex's) as the
+// toy lock's: acquire is take, release drop.
+func toyLens(flag func(string) string) *family.Lens {
+	if flag("toy-lens") != "true" {
+		return nil
+	}
+	return &family.Lens{Name: "the toy lens", View: func(path string, h []histories.Event, imp *histories.Imported) ([]histories.Event, error) {
+		if imp == nil {
+			return nil, fmt.Errorf("%s: --toy-lens judges Jepsen histories", path)
+		}
+		imp.Notes = append(imp.Notes, "seen as the toy lock")
+		out := make([]histories.Event, len(h))
+		for i, e := range h {
+			if e.Kind == histories.Mutex {
+				e.Kind, e.F, e.Value = toyKind, map[string]string{histories.Acquire: take, histories.Release: drop}[e.F], nil
+			}
+			out[i] = e
+		}
+		return out, nil
+	}}
+}
+
 // checkToy judges toy-exclusive: no take succeeds while another process
 // holds the lock.
-func checkToy(events []histories.Event, _ model.Options) []model.Verdict {
+func checkToy(events []histories.Event, o model.Options) []model.Verdict {
 	v := model.Verdict{Lock: "toy", Property: toyExclusive, Status: model.Pass}
+	if g := model.FamilyOptions[toyOptions](o).Grace; g != "" && g != "0" {
+		v.Detail = "judged with grace " + g
+	}
 	holder := ""
 	for _, e := range events {
 		if e.Lock == "" || e.Type != histories.Ok {

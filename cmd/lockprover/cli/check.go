@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
@@ -31,8 +30,8 @@ Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`, 
 	timeout := fs.Duration("timeout", time.Minute, "time budget of each linearizability check; 0 for none")
 	html := fs.String("html", "", "write porcupine's visualisation of each check into this directory")
 	pages := fs.String("report", "", "write each history's report page (its verdicts, what each let through, what an import did, a timeline) into this directory")
-	drift := fs.Float64("drift", model.DefaultDrift, "lease locks: how far clocks may run fast or slow, as a fraction of the time measured (0.01 is 1%); > 0 and < 1")
-	leaseTTL := fs.Duration("lease-ttl", 0, "Jepsen histories: judge the lock as a lease lock whose holds last this long unless released (with --drift), not as Knossos's mutex; a lens for locks known to be lease-based, never the default")
+	var ff familyFlags
+	ff.register(fs, family.Check)
 	var outf outputFlags
 	outf.register(fs, true)
 	files, code, ok := parseFlags(fs, args, stdout, stderr)
@@ -43,15 +42,21 @@ Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`, 
 	bad.add(len(files) == 0, "no history files given (lockprover help check)")
 	bad.oneOf("model", *modelName, family.ModelNames()...)
 	bad.duration("timeout", *timeout, true)
-	bad.add(!(*drift > 0 && *drift < 1), "--drift must be > 0 and < 1 (a fraction: 0.01 is 1%%), not %g", *drift)
-	bad.add(*leaseTTL < 0 || *leaseTTL%time.Millisecond != 0, "--lease-ttl must be a whole number of milliseconds >= 0, not %v", *leaseTTL)
+	value := flagValue(fs)
+	for _, cf := range family.AllCheckFlags() {
+		bad = append(bad, cf.Check(value)...)
+	}
 	outf.check(&bad)
 	if !bad.report("check", stderr) {
 		return exitUsage
 	}
 	stdout = outf.tee(stdout)
 	sum := &results.Summary{Timings: results.Timings{Started: time.Now()}}
-	in, err := readChecked(files, *leaseTTL, *drift)
+	var in []checked
+	lens, err := familyLens(value)
+	if err == nil {
+		in, err = readChecked(files, lens)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "check: %v\n", err)
 		return exitUsage
@@ -65,7 +70,7 @@ Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`, 
 			return exitUsage
 		}
 	}
-	o := model.Options{Timeout: *timeout, Visualize: *html != "", Family: familyJudging(fs)}
+	o := model.Options{Timeout: *timeout, Visualize: *html != "", Family: familyJudging(value)}
 	worst := model.Pass
 	for _, c := range in {
 		r, err := c.judge(o, sum, outf.quiet, *pages, *html, stdout)
@@ -83,18 +88,19 @@ Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`, 
 }
 
 // A checked history: where it came from, its events as judged, what its
-// import did (nil for lockprover's own JSON lines) and, seen through the
-// lease lens, its events as imported.
+// import did (nil for lockprover's own JSON lines) and, seen through a
+// family's lens, the lens and its events as imported.
 type checked struct {
-	path  string
-	h     []histories.Event
-	imp   *histories.Imported
-	mutex []histories.Event
+	path     string
+	h        []histories.Event
+	imp      *histories.Imported
+	lens     *family.Lens
+	imported []histories.Event
 }
 
-// readChecked reads every file, and with leaseTTL > 0 turns each Jepsen
-// history into a lease lock's, keeping it as imported beside.
-func readChecked(files []string, leaseTTL time.Duration, drift float64) ([]checked, error) {
+// readChecked reads every file, and with a lens (nil for none) turns each
+// history into what the lens sees, keeping it as imported beside.
+func readChecked(files []string, lens *family.Lens) ([]checked, error) {
 	out := make([]checked, len(files))
 	for i, path := range files {
 		h, imp, err := histories.ReadAnyFile(path)
@@ -102,16 +108,35 @@ func readChecked(files []string, leaseTTL time.Duration, drift float64) ([]check
 			return nil, err
 		}
 		c := checked{path: path, h: h, imp: imp}
-		if leaseTTL > 0 {
-			if imp == nil {
-				return nil, fmt.Errorf("%s: --lease-ttl judges Jepsen histories; this is lockprover's own JSON lines, whose lease locks say so (kind lease)", path)
+		if lens != nil {
+			if c.h, err = lens.View(path, h, imp); err != nil {
+				return nil, err
 			}
-			c.mutex, c.h = h, lease.AsLease(h, int(leaseTTL/time.Millisecond))
-			imp.Notes = append(imp.Notes, fmt.Sprintf("judged through the lease lens (--lease-ttl %v): each acquire took a lease of ttl %v, max 1, that ends when released or when it can have run out, with drift %g; the lease checks, not Knossos's mutex model, judge it", leaseTTL, leaseTTL, drift))
+			c.lens, c.imported = lens, h
 		}
 		out[i] = c
 	}
 	return out, nil
+}
+
+// familyLens is the lens the families' flags for check switch on (their
+// CheckFlags.Lens), nil for none; two at once are refused.
+func familyLens(value func(string) string) (*family.Lens, error) {
+	var on []*family.Lens
+	for _, cf := range family.AllCheckFlags() {
+		if cf.Lens != nil {
+			if l := cf.Lens(value); l != nil {
+				on = append(on, l)
+			}
+		}
+	}
+	if len(on) > 1 {
+		return nil, fmt.Errorf("a history is judged through one lens at a time, not %s and %s", on[0].Name, on[1].Name)
+	}
+	if len(on) == 0 {
+		return nil, nil
+	}
+	return on[0], nil
 }
 
 // judge checks the history, prints its report (unless quiet and it
@@ -120,11 +145,15 @@ func readChecked(files []string, leaseTTL time.Duration, drift float64) ([]check
 func (c checked) judge(o model.Options, sum *results.Summary, quiet bool, pages, html string, stdout io.Writer) (*model.Report, error) {
 	o.Jepsen = c.imp != nil
 	r := model.Check(c.h, o)
-	if c.mutex != nil {
-		lensExcuses(r, model.Check(c.mutex, o))
+	lens := ""
+	if c.lens != nil {
+		lens = c.lens.Name
+		if c.lens.Excuse != nil {
+			c.lens.Excuse(r, model.Check(c.imported, o))
+		}
 	}
 	if !quiet || r.Status() != model.Pass {
-		printImportedReport(stdout, c.path, c.imp, r)
+		printImportedReport(stdout, c.path, c.imp, lens, r)
 	}
 	addHistory(sum, c.path, c.imp, r, stdout)
 	addExcuses(&sum.Histories[len(sum.Histories)-1], c.imp, r)
@@ -141,15 +170,20 @@ func (c checked) judge(o model.Options, sum *results.Summary, quiet bool, pages,
 	return r, nil
 }
 
-// familyJudging is what each family's checker takes from check's flags
-// (--model, --drift), as the family says (family.Descriptor.Judging).
-func familyJudging(fs *flag.FlagSet) []any {
-	value := func(name string) string {
+// flagValue gives the value of each of fs's flags by name ("" for none).
+func flagValue(fs *flag.FlagSet) func(name string) string {
+	return func(name string) string {
 		if f := fs.Lookup(name); f != nil {
 			return f.Value.String()
 		}
 		return ""
 	}
+}
+
+// familyJudging is what each family's checker takes from check's flags
+// by name (value): --model, and the families' own (the lease families'
+// --drift), as the family says (family.Descriptor.Judging).
+func familyJudging(value func(string) string) []any {
 	var out []any
 	for _, d := range family.All() {
 		if d.Judging != nil {
@@ -172,19 +206,20 @@ func exitFor(s model.Status) int {
 // printReport prints one history's verdicts: a line per lock and property,
 // with what went wrong under each failure.
 func printReport(w io.Writer, path string, r *model.Report) {
-	printImportedReport(w, path, nil, r)
+	printImportedReport(w, path, nil, "", r)
 }
 
 // printImportedReport is printReport for a history that may have been
 // imported from Jepsen's EDN (imp not nil): it says so, with the import's
-// notes, and gives each operation with the EDN line it comes from.
-func printImportedReport(w io.Writer, path string, imp *histories.Imported, r *model.Report) {
+// notes and the lens it was judged through (lens, its name, "" for none),
+// and gives each operation with the EDN line it comes from.
+func printImportedReport(w io.Writer, path string, imp *histories.Imported, lens string, r *model.Report) {
 	if imp == nil {
 		fmt.Fprintln(w, path)
 	} else {
 		how := "as Knossos's mutex model judges it"
-		if len(r.Verdicts) > 0 && r.Verdicts[0].Property != model.SlotExclusive {
-			how = "through the lease lens"
+		if lens != "" && len(r.Verdicts) > 0 {
+			how = "through " + lens
 		}
 		fmt.Fprintf(w, "%s (%s, judged %s; #N is an event of the imported history)\n", path, imp.Format, how)
 		for _, n := range imp.Notes {
@@ -218,24 +253,6 @@ func printImportedReport(w io.Writer, path string, imp *histories.Imported, r *m
 		}
 	}
 	fmt.Fprintf(w, "  verdict: %s\n", r.Status())
-}
-
-// lensExcuses lists, on lease-exclusive in r (a history judged through the
-// lease lens), each double hold that Knossos's mutex model finds (knossos,
-// the same history judged as imported) and the lens let through: it
-// holds only if the lock's leases are what --lease-ttl says.
-func lensExcuses(r, knossos *model.Report) {
-	for _, k := range knossos.Verdicts {
-		if k.Property != model.SlotExclusive || k.Status != model.Fail {
-			continue
-		}
-		for i := range r.Verdicts {
-			if v := &r.Verdicts[i]; v.Lock == k.Lock && v.Property == model.LeaseExclusive && v.Status == model.Pass {
-				found, _, _ := strings.Cut(k.Detail, "; no release")
-				v.Excuses = append(v.Excuses, model.Excuse{Ops: k.Ops, Why: "Knossos's mutex model finds that " + found + ", and no release freed it in between; the lease lens lets it through, since the first hold's lease can have run out by then (--lease-ttl)"})
-			}
-		}
-	}
 }
 
 // addExcuses adds to h, a history's summary, the import's notes and each

@@ -94,6 +94,7 @@ func TestCheckUsage(t *testing.T) {
 		{[]string{"check", "--model", "loose", "x.jsonl"}, `--model must be standard or strict, not "loose"`},
 		{[]string{"check", "no/such/file.jsonl"}, "no/such/file.jsonl"},
 		{[]string{"check", "--timeout", "-1s", "x.jsonl"}, "--timeout must not be negative"},
+		{[]string{"check", "--drift", "1", "x.jsonl"}, "--drift must be > 0 and < 1 (a fraction: 0.01 is 1%), not 1"},
 		{[]string{"check", "--lease-ttl", "1500us", "x.edn"}, "--lease-ttl must be a whole number of milliseconds"},
 		{[]string{"check", "--lease-ttl", "1s", filepath.Join("..", "..", "..", "testdata", "histories", "01-turns.jsonl")}, "--lease-ttl judges Jepsen histories; this is lockprover's own JSON lines"},
 	} {
