@@ -219,13 +219,7 @@ func (p *parser) value(e *Event, t *ValueType) (vfields, string) {
 // object reads a JSON object, handing each key to field, which must read the
 // member's value. It rejects duplicated keys through field.
 func (p *parser) object(field func(key []byte) bool) bool {
-	p.i++ // '{'
-	p.skipSpace()
-	if p.peek() == '}' {
-		p.i++
-		return true
-	}
-	for {
+	return p.members('}', func() bool {
 		if p.peek() != '"' {
 			return p.unexpected("a field name in double quotes")
 		}
@@ -239,7 +233,21 @@ func (p *parser) object(field func(key []byte) bool) bool {
 		}
 		p.i++
 		p.skipSpace()
-		if !field(key) {
+		return field(key)
+	})
+}
+
+// members reads the members of a JSON object or array, the current byte
+// being its opening bracket and end its closing one: member reads each.
+func (p *parser) members(end byte, member func() bool) bool {
+	p.i++ // '{' or '['
+	p.skipSpace()
+	if p.peek() == end {
+		p.i++
+		return true
+	}
+	for {
+		if !member() {
 			return false
 		}
 		p.skipSpace()
@@ -247,11 +255,11 @@ func (p *parser) object(field func(key []byte) bool) bool {
 		case ',':
 			p.i++
 			p.skipSpace()
-		case '}':
+		case end:
 			p.i++
 			return true
 		default:
-			return p.unexpected("',' or '}'")
+			return p.unexpected("',' or '" + string(end) + "'")
 		}
 	}
 }
@@ -368,28 +376,7 @@ func (p *parser) skip() bool {
 	case c == '{':
 		return p.object(func([]byte) bool { return p.skip() })
 	case c == '[':
-		p.i++
-		p.skipSpace()
-		if p.peek() == ']' {
-			p.i++
-			return true
-		}
-		for {
-			if !p.skip() {
-				return false
-			}
-			p.skipSpace()
-			switch p.peek() {
-			case ',':
-				p.i++
-				p.skipSpace()
-			case ']':
-				p.i++
-				return true
-			default:
-				return p.unexpected("',' or ']'")
-			}
-		}
+		return p.members(']', p.skip)
 	case c == '"':
 		_, ok := p.str()
 		return ok

@@ -253,6 +253,38 @@ func (w *FieldWriter) Flag(name string, set bool) {
 	}
 }
 
+// A TextWriter builds a value's Text, part by part, in the order a person
+// reads them: "slot 2, held", "token a, fence 3".
+type TextWriter struct{ parts []string }
+
+// Int adds "name n", unless n is nil.
+func (t *TextWriter) Int(name string, n *int) {
+	if n != nil {
+		t.parts = append(t.parts, name+" "+strconv.Itoa(*n))
+	}
+}
+
+// Bool adds yes or no as b says, unless b is nil.
+func (t *TextWriter) Bool(yes, no string, b *bool) {
+	switch {
+	case b == nil:
+	case *b:
+		t.parts = append(t.parts, yes)
+	default:
+		t.parts = append(t.parts, no)
+	}
+}
+
+// String adds "name s", unless s is empty.
+func (t *TextWriter) String(name, s string) {
+	if s != "" {
+		t.parts = append(t.parts, name+" "+s)
+	}
+}
+
+// Text is the parts added, joined by commas.
+func (t *TextWriter) Text() string { return strings.Join(t.parts, ", ") }
+
 // appendValue appends v as a JSON object.
 func appendValue(buf []byte, v Value) []byte {
 	w := FieldWriter{buf: buf, sep: '{'}
@@ -335,18 +367,21 @@ func (f *Fault) WriteFields(w *FieldWriter) {
 
 // Text is the fault's offset, if any: "offset_ms 250".
 func (f *Fault) Text() string {
-	if f.OffsetMs != nil {
-		return fmt.Sprintf("offset_ms %d", *f.OffsetMs)
-	}
-	return ""
+	var t TextWriter
+	t.Int("offset_ms", f.OffsetMs)
+	return t.Text()
+}
+
+// As is e's value as a P, a family's value type (the zero P, nil, if e
+// has none or one of another type): each family's ValueOf.
+func As[P Value](e *Event) P {
+	v, _ := e.Value.(P)
+	return v
 }
 
 // FaultOf is e's value as a fault's, nil if it has none (or is not a
 // nemesis event's).
-func FaultOf(e *Event) *Fault {
-	f, _ := e.Value.(*Fault)
-	return f
-}
+func FaultOf(e *Event) *Fault { return As[*Fault](e) }
 
 // faultBox is a Fault and its offset, in one allocation.
 type faultBox struct {

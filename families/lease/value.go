@@ -3,7 +3,6 @@ package lease
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/lockprover/lockprover/histories"
 )
@@ -77,39 +76,21 @@ func (v *Value) WriteFields(w *histories.FieldWriter) {
 // Text is the value as a person reads it: "max 1, ttl_ms 500", "token t1,
 // fence 3".
 func (v *Value) Text() string {
-	var parts []string
-	for _, f := range []struct {
-		name string
-		p    *int
-	}{{"max", v.Max}, {"ttl_ms", v.TTLMs}, {"validity_ms", v.ValidityMs}, {"started_ms", v.StartedMs}, {"priority", v.Priority}} {
-		if f.p != nil {
-			parts = append(parts, fmt.Sprintf("%s %d", f.name, *f.p))
-		}
-	}
-	if v.Held != nil {
-		if *v.Held {
-			parts = append(parts, "held")
-		} else {
-			parts = append(parts, "not held")
-		}
-	}
-	if v.Token != "" {
-		parts = append(parts, "token "+v.Token)
-	}
-	if v.Thief != "" {
-		parts = append(parts, "thief "+v.Thief)
-	}
-	if v.Fence != nil {
-		parts = append(parts, fmt.Sprintf("fence %d", *v.Fence))
-	}
-	return strings.Join(parts, ", ")
+	var t histories.TextWriter
+	t.Int("max", v.Max)
+	t.Int("ttl_ms", v.TTLMs)
+	t.Int("validity_ms", v.ValidityMs)
+	t.Int("started_ms", v.StartedMs)
+	t.Int("priority", v.Priority)
+	t.Bool("held", "not held", v.Held)
+	t.String("token", v.Token)
+	t.String("thief", v.Thief)
+	t.Int("fence", v.Fence)
+	return t.Text()
 }
 
 // ValueOf is e's value, nil if it has none (or is not a lease's).
-func ValueOf(e *histories.Event) *Value {
-	v, _ := e.Value.(*Value)
-	return v
-}
+func ValueOf(e *histories.Event) *Value { return histories.As[*Value](e) }
 
 // box is a Value and the numbers it points to, in one allocation.
 type box struct {

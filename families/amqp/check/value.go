@@ -2,7 +2,6 @@ package check
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/lockprover/lockprover/histories"
 )
@@ -64,31 +63,19 @@ func (v *Value) IsPatched() bool { return v.Patched }
 // Text is the value as a person reads it: "slot 2", "from 3, to 2", "not
 // held".
 func (v *Value) Text() string {
-	var parts []string
-	for _, f := range []struct {
-		name string
-		p    *int
-	}{{"slot", v.Slot}, {"slots", v.Slots}, {"delta", v.Delta}, {"from", v.From}, {"to", v.To}} {
-		if f.p != nil {
-			parts = append(parts, fmt.Sprintf("%s %d", f.name, *f.p))
-		}
-	}
-	if v.Held != nil {
-		if *v.Held {
-			parts = append(parts, "held")
-		} else {
-			parts = append(parts, "not held")
-		}
-	}
-	return strings.Join(parts, ", ")
+	var t histories.TextWriter
+	t.Int("slot", v.Slot)
+	t.Int("slots", v.Slots)
+	t.Int("delta", v.Delta)
+	t.Int("from", v.From)
+	t.Int("to", v.To)
+	t.Bool("held", "not held", v.Held)
+	return t.Text()
 }
 
 // ValueOf is e's value, nil if it has none (or is not a semaphore's or a
 // mutex's).
-func ValueOf(e *histories.Event) *Value {
-	v, _ := e.Value.(*Value)
-	return v
-}
+func ValueOf(e *histories.Event) *Value { return histories.As[*Value](e) }
 
 // box is a Value and the numbers it points to, in one allocation.
 type box struct {
