@@ -139,9 +139,7 @@ type runner struct {
 // add registers client name with its script and limit.
 func (r *runner) add(name string, script []Step, limit int) *client {
 	st := &client{Proc: run.Proc{Name: name}, script: script, limit: limit}
-	r.clients[name] = st
-	r.Add(&st.Proc)
-	return st
+	return run.Register(&r.Runner, r.clients, &st.Proc, st)
 }
 
 // start starts an incarnation of a client: a process of its own in the
