@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
@@ -48,8 +49,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 // begin starts the plan's clients and its nemesis in w.
 func (r *runner) begin(w world) {
 	r.w = w
-	r.Init(run.Config{Lock: w, Now: w.Now, Poll: run.Poll{First: 10 * time.Millisecond, Max: 10 * time.Millisecond},
-		Ends: []string{histories.Partition, histories.Pause}})
+	r.Init(lease.RunConfig(w, w.Now))
 	w.Lock()
 	defer w.Unlock()
 	for i, script := range r.p.Clients {

@@ -1,6 +1,9 @@
 package lease
 
 import (
+	"sync"
+	"time"
+
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover/run"
 )
@@ -19,4 +22,13 @@ func Timeline[F any](faults []F, timing func(F) (name string, at, lasts int)) []
 		}
 		return at, lasts, true
 	})
+}
+
+// RunConfig is the run.Config of a lease family's runner on lock and the
+// clock now: Await looks every 10 ms, and at the quiescent end a client's
+// partition ends before its pause, as the lease families' histories have
+// always shown.
+func RunConfig(lock sync.Locker, now func() int64) run.Config {
+	return run.Config{Lock: lock, Now: now, Poll: run.Poll{First: 10 * time.Millisecond, Max: 10 * time.Millisecond},
+		Ends: []string{histories.Partition, histories.Pause}}
 }

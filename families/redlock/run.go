@@ -44,8 +44,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 // begin starts p's clients and its nemesis on b.
 func (r *runner) begin(b backend) {
 	r.b = b
-	r.Init(run.Config{Lock: b, Now: b.Now, Poll: run.Poll{First: 10 * time.Millisecond, Max: 10 * time.Millisecond},
-		Ends: []string{histories.Partition, histories.Pause}})
+	r.Init(lease.RunConfig(b, b.Now))
 	b.Lock()
 	defer b.Unlock()
 	for i, script := range r.p.Clients {
