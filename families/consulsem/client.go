@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/families/lease"
 )
 
 // A Client is one process's handle on the semaphore: the reference
@@ -40,20 +41,9 @@ var _ Client = (*consulsem.Semaphore)(nil)
 const NoFence = -1
 
 // An Impl is an implementation under test that runs as processes of its
-// own, in any language (consulsemprotocol.Processes starts them with the
-// generic launcher, adapters/process, and speaks the process protocol):
-// one process per incarnation of a client, on a real Consul agent or etcd.
-type Impl interface {
-	// Connect starts client name's process and sets it up for s. An error
-	// is a *prover.ImplementationError when the implementation failed
-	// itself (it did not start, or refused s); any other may pass if tried
-	// again.
-	Connect(ctx context.Context, name string, s Session) (ProcessClient, error)
-	// Stop kills every process still running.
-	Stop()
-	// String names the implementation, for reports.
-	String() string
-}
+// own, in any language (consulsemprotocol.Processes starts them): one
+// process per incarnation of a client, on a real Consul agent or etcd.
+type Impl = lease.Impl[Session, ProcessClient]
 
 // A Session is what a client process is told when it starts (init): the
 // semaphore's prefix, the server behind the process's own fault proxy,

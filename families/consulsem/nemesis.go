@@ -20,19 +20,10 @@ const server = "server"
 // the plan's faults at their times, ends those that last until the end
 // once every client is done, waits out every session, and probes.
 func (r *runner) nemesis() {
-	timeline := run.Timeline(len(r.p.Nemesis), func(i int) (int, int, bool) {
-		f := r.p.Nemesis[i]
-		if f.Fault == histories.RestartBroker {
-			return f.At, 0, true // the server comes back by itself
-		}
-		return f.At, f.For, true
-	})
+	timeline := lease.Timeline(r.p.Nemesis, Fault.timing)
 	r.w.Go("nemesis", func(p proc) {
 		r.Nemesis(timeline, run.Nemesis{
-			Sleep: func(d time.Duration) error {
-				p.Sleep(d)
-				return r.ctx.Err()
-			},
+			Sleep: run.Sleeper(r.ctx, p.Sleep),
 			Strike: func(t run.Timed) {
 				if f := r.p.Nemesis[t.Fault]; f.Fault == histories.RestartBroker {
 					r.restartServer(p, time.Duration(f.For)*time.Millisecond)
@@ -46,7 +37,7 @@ func (r *runner) nemesis() {
 			// grant: a probe must find a slot free.
 			Settle:   func() { p.Sleep(r.settle()) },
 			Probe:    func() { r.Locked(r.probe) },
-			Abandon:  func(name string) { r.Locked(func() { r.w.Kill(r.ProcessOf(name)) }) },
+			Abandon:  r.Abandon(r.w.Kill),
 			Patience: r.patience(),
 		})
 	})
@@ -164,21 +155,21 @@ func (r *runner) endFaults() {
 func (r *runner) restartServer(p proc, down time.Duration) {
 	v := &histories.Fault{Process: server}
 	if r.server != nil {
-		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Value: v})
+		r.Began(histories.RestartBroker, v)
 		if err := r.server.restart(r.ctx, down); err != nil {
 			r.w.Lock()
 			r.failed = append(r.failed, fmt.Errorf("restart-broker: %w", err))
 			r.w.Unlock()
 		}
-		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: histories.RestartBroker, Value: v})
+		r.Ended(histories.RestartBroker, v, nil)
 		return
 	}
 	if r.sim == nil || r.sim.Restart(down) != nil {
 		return // it never went down: nothing to record
 	}
-	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Value: v})
+	r.Began(histories.RestartBroker, v)
 	p.Sleep(down)
-	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: histories.RestartBroker, Value: v})
+	r.Ended(histories.RestartBroker, v, nil)
 }
 
 // record records fault name, aimed at target, as nemesis events.

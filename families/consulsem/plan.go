@@ -88,6 +88,9 @@ type Fault struct {
 	For    int    `json:"for_ms,omitempty"`
 }
 
+// timing is f's name, time and length, as lease.Timeline reads them.
+func (f Fault) timing() (string, int, int) { return f.Fault, f.At, f.For }
+
 // faultNames are the faults a plan can hold: kill a client (it restarts
 // without its lease), pause it (a GC pause, its session expiring
 // meanwhile), partition it from the server (bytes wait both ways), lose

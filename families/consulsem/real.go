@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"syscall"
@@ -597,10 +598,7 @@ func (w *realWorld) hold(name string, f func(*realProc)) {
 func (w *realWorld) close() {
 	w.mu.Lock()
 	w.ended = true
-	procs := make([]*realProc, 0, len(w.procs))
-	for _, p := range w.procs {
-		procs = append(procs, p)
-	}
+	procs := slices.Collect(maps.Values(w.procs))
 	w.mu.Unlock()
 	for _, p := range procs {
 		p.close()

@@ -49,8 +49,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 // begin starts the plan's clients and its nemesis in w.
 func (r *runner) begin(w world) {
 	r.w = w
-	r.Init(run.Config{Lock: w, Now: w.Now, Poll: run.Poll{First: 10 * time.Millisecond, Max: 10 * time.Millisecond},
-		Ends: []string{histories.Partition, histories.Pause}})
+	r.Init(lease.RunConfig(w, w.Now))
 	w.Lock()
 	defer w.Unlock()
 	for i, script := range r.p.Clients {
@@ -140,9 +139,7 @@ type runner struct {
 // add registers client name with its script and limit.
 func (r *runner) add(name string, script []Step, limit int) *client {
 	st := &client{Proc: run.Proc{Name: name}, script: script, limit: limit}
-	r.clients[name] = st
-	r.Add(&st.Proc)
-	return st
+	return run.Register(&r.Runner, r.clients, &st.Proc, st)
 }
 
 // start starts an incarnation of a client: a process of its own in the

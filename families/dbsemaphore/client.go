@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/dbsem"
+	"github.com/lockprover/lockprover/families/lease"
 )
 
 // A Client is one process's handle on the semaphore: the reference
@@ -47,21 +48,9 @@ func (e notGranted) Is(target error) bool { return target == ErrNotGranted }
 func (e notGranted) Unwrap() error        { return e.err }
 
 // An Impl is an implementation under test that runs as processes of its
-// own, in any language (dbsemprotocol.Processes starts them with the
-// generic launcher, adapters/process, and speaks the process protocol,
-// docs/protocol.md): one process per incarnation of a
-// client, on a real database.
-type Impl interface {
-	// Connect starts client name's process and sets it up for s. An error
-	// is a *prover.ImplementationError when the implementation failed
-	// itself (it did not start, or refused s); any other may pass if tried
-	// again (the database out of reach during a fault).
-	Connect(ctx context.Context, name string, s Session) (ProcessClient, error)
-	// Stop kills every process still running.
-	Stop()
-	// String names the implementation, for reports.
-	String() string
-}
+// own, in any language (dbsemprotocol.Processes starts them): one process
+// per incarnation of a client, on a real database.
+type Impl = lease.Impl[Session, ProcessClient]
 
 // A Session is what a client process is told when it starts: the
 // semaphore and where its tables are.

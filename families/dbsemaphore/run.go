@@ -105,9 +105,7 @@ type runner struct {
 // add registers client name with its script.
 func (r *runner) add(name string, script []Step) *client {
 	st := &client{Proc: run.Proc{Name: name}, script: script}
-	r.clients[name] = st
-	r.Add(&st.Proc)
-	return st
+	return run.Register(&r.Runner, r.clients, &st.Proc, st)
 }
 
 // start starts an incarnation of client name.
@@ -354,17 +352,14 @@ func (r *runner) nemesis() {
 	})
 	r.b.Go("nemesis", func(proc proc) {
 		r.Nemesis(timeline, run.Nemesis{
-			Sleep: func(d time.Duration) error {
-				proc.Sleep(d)
-				return r.ctx.Err()
-			},
+			Sleep:     run.Sleeper(r.ctx, proc.Sleep),
 			Strike:    func(t run.Timed) { r.Locked(func() { r.strike(r.p.Nemesis[t.Fault], t.End) }) },
 			EndFaults: func() { r.Locked(r.endFaults) },
 			// Every lease has expired (or been released) once ttl and a
 			// margin have passed: a probe must find the semaphore free.
 			Settle:   func() { proc.Sleep(time.Duration(r.p.TTLMs)*time.Millisecond + lease.Margin) },
 			Probe:    func() { r.Locked(r.probe) },
-			Abandon:  func(name string) { r.Locked(func() { r.b.Kill(r.ProcessOf(name)) }) },
+			Abandon:  r.Abandon(r.b.Kill),
 			Patience: r.b.stuckAfter(),
 		})
 	})

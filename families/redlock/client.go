@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/redlock"
 )
 
@@ -52,21 +53,9 @@ func (c priorityClient) Acquire(ctx context.Context, key string, ttl time.Durati
 }
 
 // An Impl is an implementation under test that runs as processes of its
-// own, in any language (redlockprotocol.Processes starts them with the
-// generic launcher, adapters/process, and speaks the process protocol,
-// docs/protocol.md, "Redlock"): one process per incarnation of a client,
-// on real redis-servers.
-type Impl interface {
-	// Connect starts client name's process and sets it up for s. An error
-	// is a *prover.ImplementationError when the implementation failed
-	// itself (it did not start, or refused s); any other may pass if tried
-	// again.
-	Connect(ctx context.Context, name string, s Session) (ProcessClient, error)
-	// Stop kills every process still running.
-	Stop()
-	// String names the implementation, for reports.
-	String() string
-}
+// own, in any language (redlockprotocol.Processes starts them): one
+// process per incarnation of a client, on real redis-servers.
+type Impl = lease.Impl[Session, ProcessClient]
 
 // A Session is what a client process is told when it starts: the lock's
 // key, the servers (each through the process's own fault proxy, in the

@@ -95,6 +95,9 @@ type Fault struct {
 	OffsetMs int    `json:"offset_ms,omitempty"`
 }
 
+// timing is f's name, time and length, as lease.Timeline reads them.
+func (f Fault) timing() (string, int, int) { return f.Fault, f.At, f.For }
+
 // faultNames are the faults a plan can hold: kill a client (it restarts
 // without its lease); partition a client from one server (bytes wait both
 // ways); lose one server's reply to a client (the connection resets, the

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -549,10 +551,7 @@ func (b *redisBackend) ClockJump(server int, d time.Duration) error {
 func (b *redisBackend) close() {
 	b.mu.Lock()
 	b.ended = true
-	procs := make([]*redisProc, 0, len(b.procs))
-	for _, p := range b.procs {
-		procs = append(procs, p)
-	}
+	procs := slices.Collect(maps.Values(b.procs))
 	b.mu.Unlock()
 	for _, p := range procs {
 		p.kill()

@@ -44,8 +44,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 // begin starts p's clients and its nemesis on b.
 func (r *runner) begin(b backend) {
 	r.b = b
-	r.Init(run.Config{Lock: b, Now: b.Now, Poll: run.Poll{First: 10 * time.Millisecond, Max: 10 * time.Millisecond},
-		Ends: []string{histories.Partition, histories.Pause}})
+	r.Init(lease.RunConfig(b, b.Now))
 	b.Lock()
 	defer b.Unlock()
 	for i, script := range r.p.Clients {
@@ -88,9 +87,7 @@ type runner struct {
 // add registers client name with its script.
 func (r *runner) add(name string, script []Step) *client {
 	st := &client{Proc: run.Proc{Name: name}, script: script}
-	r.clients[name] = st
-	r.Add(&st.Proc)
-	return st
+	return run.Register(&r.Runner, r.clients, &st.Proc, st)
 }
 
 // start starts an incarnation of client name: a process of its own in
@@ -342,19 +339,10 @@ func (r *runner) complete(st *client, typ histories.Type, v *lease.Value, err er
 // once every client is done, waits out every lease, and probes the lock.
 // The Runner calls these without the lock.
 func (r *runner) nemesis() {
-	timeline := run.Timeline(len(r.p.Nemesis), func(i int) (int, int, bool) {
-		f := r.p.Nemesis[i]
-		if f.Fault == histories.RestartBroker {
-			return f.At, 0, true // the server comes back by itself
-		}
-		return f.At, f.For, true
-	})
+	timeline := lease.Timeline(r.p.Nemesis, Fault.timing)
 	r.b.Go("nemesis", func(p proc) {
 		r.Nemesis(timeline, run.Nemesis{
-			Sleep: func(d time.Duration) error {
-				p.Sleep(d)
-				return r.ctx.Err()
-			},
+			Sleep:     run.Sleeper(r.ctx, p.Sleep),
 			Strike:    func(t run.Timed) { r.strike(p, r.p.Nemesis[t.Fault], t.End) },
 			EndFaults: func() { r.Locked(func() { r.endFaults(p) }) },
 			// Every lease has expired (or been released) once its ttl, a
@@ -362,7 +350,7 @@ func (r *runner) nemesis() {
 			// find the lock free.
 			Settle:   func() { p.Sleep(time.Duration(r.p.longestTTL())*time.Millisecond + lease.Margin + r.behind()) },
 			Probe:    func() { r.Locked(r.probe) },
-			Abandon:  func(name string) { r.Locked(func() { r.b.Kill(r.ProcessOf(name)) }) },
+			Abandon:  r.Abandon(r.b.Kill),
 			Patience: r.b.stuckAfter(),
 		})
 	})
@@ -480,18 +468,12 @@ func (r *runner) restartServer(p proc, f Fault) {
 	struck := false
 	err := r.b.Restart(p, f.Server-1, down, func() {
 		struck = true
-		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: histories.RestartBroker, Value: v})
+		r.Began(histories.RestartBroker, v)
 	})
 	if !struck {
 		return // it never went down: nothing to record
 	}
-	r.Locked(func() {
-		e := histories.Event{Process: "nemesis", Type: histories.Info, F: histories.RestartBroker, Value: v}
-		if err != nil {
-			e.Error = err.Error()
-		}
-		r.Rec.Add(e)
-	})
+	r.Locked(func() { r.Ended(histories.RestartBroker, v, err) })
 }
 
 // partition cuts f's client from f's server, or (end) heals that cut.

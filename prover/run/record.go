@@ -77,8 +77,43 @@ func (r *Runner) FinishAt(p *Proc, typ histories.Type, v histories.Value, err er
 // Struck records fault name as struck by the nemesis, in place: its
 // invocation and its info, with v (the target, an offset; nil for none).
 func (r *Runner) Struck(name string, v histories.Value) {
+	r.Began(name, v)
+	r.Ended(name, v, nil)
+}
+
+// Began records the start of fault name, one in force for a while (a
+// server's restart, from its crash until it is up again), as the
+// nemesis's invocation, with v: what fails meanwhile is excused by it.
+// Ended records its end.
+func (r *Runner) Began(name string, v histories.Value) {
 	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: name, Value: v})
-	r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v})
+}
+
+// Ended records the end of fault name (Began) as the nemesis's info, with
+// v and err's message (none for nil): why it did not end as it should (a
+// server that did not come back).
+func (r *Runner) Ended(name string, v histories.Value, err error) {
+	e := histories.Event{Process: "nemesis", Type: histories.Info, F: name, Value: v}
+	if err != nil {
+		e.Error = err.Error()
+	}
+	r.Rec.Add(e)
+}
+
+// Register registers p (Add), and notes c, the family's state of it, in
+// clients by p's name, where the family's faults find their targets; it
+// returns c.
+func Register[C any](r *Runner, clients map[string]C, p *Proc, c C) C {
+	clients[p.Name] = c
+	r.Add(p)
+	return c
+}
+
+// Abandon is a Nemesis.Abandon for a family whose backend ends a process
+// with kill: the current incarnation of the run's process name, killed
+// with the Runner's lock held.
+func (r *Runner) Abandon(kill func(process string)) func(name string) {
+	return func(name string) { r.Locked(func() { kill(r.ProcessOf(name)) }) }
 }
 
 // Locked runs f with the Runner's lock (Config.Lock).

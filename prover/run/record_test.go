@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 )
 
@@ -76,7 +75,7 @@ func TestFinishAtGoesBefore(t *testing.T) {
 	now = 400
 	r.Struck(histories.Pause, &histories.Fault{Process: "redis1"})
 	now = 500
-	e := r.FinishAt(c1, histories.Ok, &lease.Value{Token: "t"}, nil, 200) // c1's call returned at 200
+	e := r.FinishAt(c1, histories.Ok, nil, nil, 200) // c1's call returned at 200
 	if e.Index != 1 || e.Time != 200 {
 		t.Errorf("c1's completion at 200 recorded as #%d at %d, want #1 at 200", e.Index, e.Time)
 	}

@@ -15,6 +15,7 @@
 package run
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -346,6 +347,16 @@ func Timeline(n int, when func(i int) (at, lasts int, timed bool)) []Timed {
 	}
 	slices.SortStableFunc(evs, func(a, b Timed) int { return a.At - b.At })
 	return evs
+}
+
+// Sleeper is a Nemesis.Sleep for a nemesis's process that lets time pass
+// with sleep (its backend's): an error once ctx is done, the run
+// interrupted.
+func Sleeper(ctx context.Context, sleep func(time.Duration)) func(time.Duration) error {
+	return func(d time.Duration) error {
+		sleep(d)
+		return ctx.Err()
+	}
 }
 
 // Nemesis is a family's side of the nemesis's process: how it lets time

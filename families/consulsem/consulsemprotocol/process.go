@@ -26,26 +26,40 @@ import (
 	"github.com/lockprover/lockprover/families/lease/leaseprotocol"
 )
 
+// Processes is an implementation of the semaphore under test that runs as
+// processes: the Launcher's Command is started for each client, and
+// spoken to over the protocol (Connect). Make one with NewProcesses.
+type Processes = leaseprotocol.Processes[consulsemfamily.Session, consulsemfamily.ProcessClient]
+
+// NewProcesses is the implementation that command starts, one process per
+// client.
+func NewProcesses(command string) *Processes {
+	return leaseprotocol.NewProcesses(family, command, func(c *leaseprotocol.Conn, _ consulsemfamily.Session) consulsemfamily.ProcessClient {
+		return &Process{conn: c}
+	})
+}
+
 // prefixRE is what a semaphore's prefix may be (docs/protocol.md): key
 // segments of letters, digits, '-', '_' and '.', joined by '/'.
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)
 
-// initRequest is the init request for session s from client name.
-func initRequest(name string, s consulsemfamily.Session) (process.Request, error) {
+// initRequest is the init request for session s from client name, with
+// the run s belongs to and the key its process serves (Family.Init).
+func initRequest(name string, s consulsemfamily.Session) (init process.Request, run, key string, err error) {
 	switch {
 	case len(s.Prefix) > 100 || !prefixRE.MatchString(s.Prefix):
-		return nil, fmt.Errorf("consul-semaphore init: prefix %q: want 1 to 100 bytes of letters, digits, '-', '_', '.' and '/' (not first or last)", s.Prefix)
+		return nil, "", "", fmt.Errorf("consul-semaphore init: prefix %q: want 1 to 100 bytes of letters, digits, '-', '_', '.' and '/' (not first or last)", s.Prefix)
 	case s.Backend != consulsemfamily.Consul && s.Backend != consulsemfamily.Etcd:
-		return nil, fmt.Errorf("consul-semaphore init: backend %q: want %s or %s", s.Backend, consulsemfamily.Consul, consulsemfamily.Etcd)
+		return nil, "", "", fmt.Errorf("consul-semaphore init: backend %q: want %s or %s", s.Backend, consulsemfamily.Consul, consulsemfamily.Etcd)
 	case s.Addr == "":
-		return nil, errors.New("consul-semaphore init: no server address")
+		return nil, "", "", errors.New("consul-semaphore init: no server address")
 	case s.Limit < 1:
-		return nil, fmt.Errorf("consul-semaphore init: limit %d: must be at least 1", s.Limit)
+		return nil, "", "", fmt.Errorf("consul-semaphore init: limit %d: must be at least 1", s.Limit)
 	case s.TTL < time.Millisecond:
-		return nil, fmt.Errorf("consul-semaphore init: ttl %v: must be at least 1ms", s.TTL)
+		return nil, "", "", fmt.Errorf("consul-semaphore init: ttl %v: must be at least 1ms", s.TTL)
 	}
 	return process.Request{"type": "init", "client": name, "lock": consulsemfamily.Kind, "name": s.Prefix,
-		"backend": s.Backend, "addr": s.Addr, "limit": s.Limit, "ttl_ms": s.TTL.Milliseconds()}, nil
+		"backend": s.Backend, "addr": s.Addr, "limit": s.Limit, "ttl_ms": s.TTL.Milliseconds()}, s.Run, s.Prefix, nil
 }
 
 // family is the semaphore's side of the handshake (a run is named by its
@@ -53,10 +67,7 @@ func initRequest(name string, s consulsemfamily.Session) (process.Request, error
 // errors.
 var family = leaseprotocol.Family[consulsemfamily.Session]{
 	Terms: &leaseprotocol.Terms{NotGranted: consulsem.ErrNotGranted, Busy: "full", ErrBusy: consulsem.ErrFull, ErrExpired: consulsem.ErrExpired},
-	Init: func(name string, s consulsemfamily.Session) (process.Request, string, string, error) {
-		req, err := initRequest(name, s)
-		return req, s.Run, s.Prefix, err
-	},
+	Init:  initRequest,
 }
 
 // A ProcessError is an error a process answered. Definite, it certainly
@@ -64,43 +75,17 @@ var family = leaseprotocol.Family[consulsemfamily.Session]{
 // holds. Otherwise the outcome is unknown.
 type ProcessError = leaseprotocol.ProcessError
 
-// Processes is an implementation of the semaphore under test that runs as
-// processes: the Launcher's Command is started for each client, and
-// spoken to over the protocol. Make one with NewProcesses.
-type Processes struct{ process.Launcher }
-
-// NewProcesses is the implementation that command starts, one process per
-// client.
-func NewProcesses(command string) *Processes {
-	return &Processes{process.Launcher{Command: command}}
-}
-
-var (
-	_ consulsemfamily.Impl          = (*Processes)(nil)
-	_ consulsemfamily.ProcessClient = (*Process)(nil)
-)
-
-// Connect starts a process as client name (c1, c2, ..., probe1, ...) of
-// session s, and shakes hands (init says s). The implementation failing
-// to start (it exited, hung, wrote garbage or refused with a definite
-// error before init_ok) is a *prover.ImplementationError; after two in a
-// run (s.Run), no more of its processes start. Any other error (a server
-// out of reach, as the process said with an error without definite; ctx
-// done) may pass if tried again.
-func (i *Processes) Connect(ctx context.Context, name string, s consulsemfamily.Session) (consulsemfamily.ProcessClient, error) {
-	c, err := family.Connect(ctx, &i.Launcher, name, s)
-	if err != nil {
-		return nil, err
-	}
-	return &Process{conn: c}, nil
-}
-
 // Process is one running process of an implementation of the semaphore:
 // a client of one prefix, with consulsemfamily.Client's error contract.
 // Requests go one at a time: its methods must not be called concurrently.
 type Process struct {
 	conn *leaseprotocol.Conn
 }
+
+var (
+	_ consulsemfamily.Impl          = (*Processes)(nil)
+	_ consulsemfamily.ProcessClient = (*Process)(nil)
+)
 
 // Name is the client's name (c1, ...).
 func (l *Process) Name() string { return l.conn.Name() }

@@ -2,7 +2,6 @@ package consulsemprotocol
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/consulsem"
 	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
+	"github.com/lockprover/lockprover/families/lease/leaseprotocol"
 )
 
 // ServeOptions are Serve's choices.
@@ -45,14 +45,17 @@ const maxOpTimeout = 20 * time.Second
 // `lockprover serve-reference --kind consul-semaphore` runs. Each grant
 // says its fence (the server's index) and the TTL the server granted.
 func Serve(r io.Reader, w io.Writer, o ServeOptions) error {
-	s := &server{o: o}
+	s := &server{o: o, Logger: leaseprotocol.Logger{Log: o.Log}}
 	defer s.close()
-	return process.Server{Handle: s.handle}.Serve(r, w)
+	h := leaseprotocol.Handler{Init: s.init, Ready: func() bool { return s.sem != nil }, Op: s.op}
+	return process.Server{Handle: h.Handle}.Serve(r, w)
 }
 
+// server is one process's reference: the semaphore init made, and the
+// client it serves (Logger.Client), which its log names.
 type server struct {
+	leaseprotocol.Logger
 	o       ServeOptions
-	client  string
 	prefix  string
 	timeout time.Duration
 	sem     *consulsem.Semaphore
@@ -68,35 +71,18 @@ func (s *server) close() {
 	}
 }
 
-func (s *server) logf(format string, args ...any) {
-	if s.o.Log != nil {
-		fmt.Fprintf(s.o.Log, "%s: %s\n", s.client, fmt.Sprintf(format, args...))
-	}
-}
-
 // failure is an error reply of unknown outcome (not definite).
-func failure(err error) map[string]any {
-	return map[string]any{"type": "error", "code": "server", "text": err.Error()}
-}
+func failure(err error) map[string]any { return leaseprotocol.Failure("server", err) }
 
-func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]any {
-	f := &process.Fields{Req: req}
-	if typ == "init" {
-		return s.init(f)
-	}
-	if s.sem == nil {
-		return process.Refuse("not initialised", "the first request must be init")
-	}
+// op answers a request after init: acquire, refresh, verify, release.
+func (s *server) op(typ string, f *process.Fields) map[string]any {
 	var token string
 	limit, ttl := 0, 0
 	switch typ {
 	case "acquire":
 		limit, ttl = f.Positive("limit"), f.Positive("ttl_ms")
 	case "refresh", "verify", "release":
-		f.Get("token", &token)
-		if f.Bad == nil && token == "" {
-			f.Bad = errors.New(`field "token" is empty`)
-		}
+		token = leaseprotocol.Token(f)
 	default:
 		return nil // unsupported
 	}
@@ -111,7 +97,7 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 	case "verify":
 		held, err := s.sem.Verify(ctx, s.prefix, token)
 		if err != nil {
-			s.logf("verify: %v", err)
+			s.Logf("verify: %v", err)
 			return failure(err)
 		}
 		return map[string]any{"type": "verify_ok", "held": held}
@@ -135,12 +121,12 @@ func (s *server) acquire(ctx context.Context, limit int, ttl time.Duration) map[
 	case errors.Is(err, consulsem.ErrFull):
 		return map[string]any{"type": "acquire_fail", "reason": "full"}
 	case errors.Is(err, consulsem.ErrUnknownOutcome):
-		s.logf("acquire: outcome unknown: %v", err)
+		s.Logf("acquire: outcome unknown: %v", err)
 		return failure(err)
 	case errors.Is(err, consulsem.ErrMismatch):
 		return process.Refuse("mismatch", err.Error())
 	}
-	s.logf("acquire: not granted: %v", err)
+	s.Logf("acquire: not granted: %v", err)
 	return process.Refuse("not-granted", err.Error())
 }
 
@@ -152,7 +138,7 @@ func (s *server) changed(typ string, err error) map[string]any {
 	case errors.Is(err, consulsem.ErrExpired):
 		return map[string]any{"type": typ + "_fail", "reason": "expired"}
 	}
-	s.logf("%s: outcome unknown: %v", typ, err)
+	s.Logf("%s: outcome unknown: %v", typ, err)
 	return failure(err)
 }
 
@@ -163,7 +149,7 @@ func (s *server) init(f *process.Fields) map[string]any {
 		return process.Refuse("bad request", "init was already received")
 	}
 	var lock, prefix, backend, addr string
-	f.Get("client", &s.client)
+	f.Get("client", &s.Client)
 	f.Get("lock", &lock)
 	f.Get("name", &prefix)
 	f.Get("backend", &backend)

@@ -12,6 +12,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/consulsem"
 	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
+	"github.com/lockprover/lockprover/families/lease/leaseprotocol"
 )
 
 // The TTLs of the checks: one long enough to be live through every check
@@ -46,12 +47,10 @@ func Validate(ctx context.Context, command string, initTimeout time.Duration, ba
 		return false, err
 	}
 	defer stop()
-	var b [4]byte
-	rand.Read(b[:])
 	v := &validator{
 		Checker: process.NewChecker(ctx, out),
-		impl:    &Processes{process.Launcher{Command: command, Timeout: 10 * time.Second, InitTimeout: initTimeout}},
-		prefix:  "lp-validate-" + hex.EncodeToString(b[:]),
+		impl:    NewProcesses(command).Validating(initTimeout),
+		prefix:  leaseprotocol.ValidateKey(),
 		backend: backend,
 		addr:    addr,
 	}
@@ -122,10 +121,7 @@ func (v *validator) basics() {
 		v.Expect("c2's release is ok", err, err == nil, "")
 	}
 	v.expiry(c1, c2)
-	_, err = c1.conn.Call(v.Ctx, c1.conn.Timeout(), process.Request{"type": "lp-no-such-request"}, "none")
-	var pe *process.ErrorReply
-	v.Expect("an unknown request type is a definite unsupported", nil, errors.As(err, &pe) && pe.Code == "unsupported" && pe.Definite,
-		fmt.Sprintf(`answered %v: want {"type":"error","code":"unsupported","definite":true}`, err))
+	leaseprotocol.CheckUnsupported(&v.Checker, c1.conn)
 	v.Ends(c1.conn.Client)
 	v.Ends(c2.conn.Client)
 }
@@ -184,9 +180,7 @@ func (v *validator) expiry(c1, c2 *Process) {
 		return
 	}
 	horizon := time.Duration(consulsemfamily.Expiry(v.backend)*float64(l.TTL)) + expiryMargin
-	select {
-	case <-time.After(horizon):
-	case <-v.Ctx.Done():
+	if !leaseprotocol.Wait(&v.Checker, horizon) {
 		return
 	}
 	v.held(fmt.Sprintf("c1's verify %v after its grant, unrenewed,", horizon), c1, l.Token, false)

@@ -1,14 +1,17 @@
 // Package leaseprotocol is what the lease families' sides of the process
 // protocol (docs/protocol.md: "Redlock", "Lease locks: the database
-// semaphore") have in common, as the harness speaks them: the start of a
-// client and its handshake (Family), an error a process answered
-// (ProcessError), and a client of one key (Conn) that makes the
-// protocol's acquire, refresh and release replies errors in its family's
-// terms. Each family says those terms (Terms: its sentinel errors, what
-// its messages must hide) and its init, and keeps the rest its own: the
-// grant's fields beyond its token and fence, its reference server,
-// validate-impl's checks. Written once here, the two families cannot
-// drift apart in what the same reply means.
+// semaphore", "Consul's semaphore") have in common, as the harness speaks
+// them: the start of a client and its handshake (Family), an
+// implementation's processes, one per client (Processes), an error a
+// process answered (ProcessError), and a client of one key (Conn) that
+// makes the protocol's acquire, refresh and release replies errors in its
+// family's terms; and, as a reference server speaks them, the shape of
+// its answers (Handler, Token, Failure, Logger). Each family says those
+// terms (Terms: its sentinel errors, what its messages must hide) and its
+// init, and keeps the rest its own: the grant's fields beyond its token
+// and fence, its reference's operations, validate-impl's checks. Written
+// once here, the families cannot drift apart in what the same reply
+// means.
 //
 // The processes themselves are launched, read, timed out, signalled and
 // ended by the generic launcher (adapters/process), which knows no family;

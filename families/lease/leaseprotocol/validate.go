@@ -3,6 +3,7 @@ package leaseprotocol
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
 )
@@ -55,4 +56,25 @@ func (t *Terms) Describe(op, token string, err error) string {
 func (t *Terms) CheckExpired(v *process.Checker, name, op string, err error) {
 	v.Expect(name+" answers expired", nil, errors.Is(err, t.ErrExpired),
 		fmt.Sprintf(`answered %s: want %s_fail {"reason":"expired"} for a lease that is not held`, t.Describe(op, "", err), op))
+}
+
+// CheckUnsupported is the check that c answers a request of a type no
+// family has with a definite error, code unsupported: what lockprover
+// relies on to tell what a process does not serve.
+func CheckUnsupported(v *process.Checker, c *Conn) {
+	_, err := c.Call(v.Ctx, c.Timeout(), process.Request{"type": "lp-no-such-request"}, "none")
+	var pe *process.ErrorReply
+	v.Expect("an unknown request type is a definite unsupported", nil, errors.As(err, &pe) && pe.Code == "unsupported" && pe.Definite,
+		fmt.Sprintf(`answered %v: want {"type":"error","code":"unsupported","definite":true}`, err))
+}
+
+// Wait lets d pass for v's checks (a lease left to expire): false if v's
+// context ended first, and the checks are cut short.
+func Wait(v *process.Checker, d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-v.Ctx.Done():
+		return false
+	}
 }

@@ -25,32 +25,44 @@ import (
 	ref "github.com/lockprover/lockprover/redlock"
 )
 
-// initRequest is the init request for session s from client name.
-func initRequest(name string, s redlock.Session) (process.Request, error) {
+// Processes is a Redlock implementation under test that runs as
+// processes: the Launcher's Command is started for each client, and
+// spoken to over the protocol (Connect). Make one with NewProcesses.
+type Processes = leaseprotocol.Processes[redlock.Session, redlock.ProcessClient]
+
+// NewProcesses is the implementation that command starts, one process per
+// client.
+func NewProcesses(command string) *Processes {
+	rs := &runs{}
+	return leaseprotocol.NewProcesses(family, command, func(c *leaseprotocol.Conn, s redlock.Session) redlock.ProcessClient {
+		return rs.open(c, s)
+	})
+}
+
+// initRequest is the init request for session s from client name, with
+// the run s belongs to and the key its process serves (Family.Init).
+func initRequest(name string, s redlock.Session) (init process.Request, run, key string, err error) {
 	switch {
 	case len(s.Key) < 1 || len(s.Key) > 255:
-		return nil, fmt.Errorf("redlock init: key of %d bytes: must be 1 to 255", len(s.Key))
+		return nil, "", "", fmt.Errorf("redlock init: key of %d bytes: must be 1 to 255", len(s.Key))
 	case len(s.Addrs) == 0:
-		return nil, errors.New("redlock init: no servers")
+		return nil, "", "", errors.New("redlock init: no servers")
 	case s.TTL < time.Millisecond:
-		return nil, fmt.Errorf("redlock init: ttl %v: must be at least 1ms", s.TTL)
+		return nil, "", "", fmt.Errorf("redlock init: ttl %v: must be at least 1ms", s.TTL)
 	}
 	lock := redlock.Kind
 	if s.Priority {
 		lock = redlock.PriorityKind
 	}
 	return process.Request{"type": "init", "client": name, "lock": lock, "name": s.Key,
-		"addrs": s.Addrs, "ttl_ms": s.TTL.Milliseconds()}, nil
+		"addrs": s.Addrs, "ttl_ms": s.TTL.Milliseconds()}, s.Run, s.Key, nil
 }
 
 // family is Redlock's side of the handshake, and what the replies of its
 // processes become.
 var family = leaseprotocol.Family[redlock.Session]{
 	Terms: &leaseprotocol.Terms{NotGranted: redlock.ErrNotGranted, Busy: "held", ErrBusy: ref.ErrHeld, ErrExpired: ref.ErrExpired},
-	Init: func(name string, s redlock.Session) (process.Request, string, string, error) {
-		req, err := initRequest(name, s)
-		return req, s.Run, s.Key, err
-	},
+	Init:  initRequest,
 }
 
 // A ProcessError is an error a process answered. Definite, it certainly
@@ -58,63 +70,32 @@ var family = leaseprotocol.Family[redlock.Session]{
 // holds. Otherwise the outcome is unknown.
 type ProcessError = leaseprotocol.ProcessError
 
-// Processes is a Redlock implementation under test that runs as
-// processes: the Launcher's Command is started for each client, and
-// spoken to over the protocol. Make one with NewProcesses.
-type Processes struct {
-	process.Launcher
-
+// runs are an implementation's processes of the priority Redlock still
+// open, by run, whose notices each reply waits for (Process.drain).
+type runs struct {
 	mu sync.Mutex
-	// runs holds, by run, the processes of the priority Redlock still
-	// open, whose notices each reply waits for (Process.drain).
-	runs map[string]map[*Process]bool
-}
-
-// NewProcesses is the implementation that command starts, one process per
-// client.
-func NewProcesses(command string) *Processes {
-	return &Processes{Launcher: process.Launcher{Command: command}}
-}
-
-var (
-	_ redlock.Impl          = (*Processes)(nil)
-	_ redlock.ProcessClient = (*Process)(nil)
-)
-
-// Connect starts a process as client name (c1, c2, ..., probe1, ...) of
-// session s, and shakes hands (init says s). The implementation failing
-// to start (it exited, hung, wrote garbage or refused with a definite
-// error before init_ok) is a *prover.ImplementationError; after two in a
-// run (s.Run), no more of its processes start. Any other error (a server
-// out of reach, as the process said with an error without definite; ctx
-// done) may pass if tried again.
-func (i *Processes) Connect(ctx context.Context, name string, s redlock.Session) (redlock.ProcessClient, error) {
-	c, err := family.Connect(ctx, &i.Launcher, name, s)
-	if err != nil {
-		return nil, err
-	}
-	return i.open(c, s), nil
+	m  map[string]map[*Process]bool
 }
 
 // open is the process of c for session s: for the priority Redlock, its
 // lost notices go to s.OnLost, and it joins its run's processes.
-func (i *Processes) open(c *leaseprotocol.Conn, s redlock.Session) *Process {
+func (rs *runs) open(c *leaseprotocol.Conn, s redlock.Session) *Process {
 	l := &Process{conn: c}
 	if !s.Priority {
 		return l
 	}
 	prio := s.Prio
-	l.prio, l.owner, l.run = &prio, i, s.Run
+	l.prio, l.owner, l.run = &prio, rs, s.Run
 	c.OnNotice([]string{"lost"}, func(n process.Notice) error { return l.lost(n, s) })
-	i.mu.Lock()
-	if i.runs == nil {
-		i.runs = map[string]map[*Process]bool{}
+	rs.mu.Lock()
+	if rs.m == nil {
+		rs.m = map[string]map[*Process]bool{}
 	}
-	if i.runs[s.Run] == nil {
-		i.runs[s.Run] = map[*Process]bool{}
+	if rs.m[s.Run] == nil {
+		rs.m[s.Run] = map[*Process]bool{}
 	}
-	i.runs[s.Run][l] = true
-	i.mu.Unlock()
+	rs.m[s.Run][l] = true
+	rs.mu.Unlock()
 	return l
 }
 
@@ -163,8 +144,8 @@ func (l *Process) drain() {
 		return
 	}
 	l.owner.mu.Lock()
-	others := make([]*Process, 0, len(l.owner.runs[l.run]))
-	for p := range l.owner.runs[l.run] {
+	others := make([]*Process, 0, len(l.owner.m[l.run]))
+	for p := range l.owner.m[l.run] {
 		if p != l {
 			others = append(others, p)
 		}
@@ -184,13 +165,18 @@ type Process struct {
 	// nil for Redlock; owner and run, its processes and its run, whose
 	// notices its replies wait for.
 	prio  *int64
-	owner *Processes
+	owner *runs
 	run   string
 	// claimed is what the last acquire_ok or refresh_ok claimed; said,
 	// whether it claimed any validity.
 	claimed redlock.Claim
 	said    bool
 }
+
+var (
+	_ redlock.Impl          = (*Processes)(nil)
+	_ redlock.ProcessClient = (*Process)(nil)
+)
 
 // Claimed is what the last acquire_ok or refresh_ok said of the lease's
 // validity (redlock.Claim); ok is false if it said no validity_ms.
@@ -319,9 +305,9 @@ func (l *Process) Crashed() string { return l.conn.Crashed() }
 func (l *Process) Close() error {
 	if l.owner != nil {
 		l.owner.mu.Lock()
-		delete(l.owner.runs[l.run], l)
-		if len(l.owner.runs[l.run]) == 0 {
-			delete(l.owner.runs, l.run)
+		delete(l.owner.m[l.run], l)
+		if len(l.owner.m[l.run]) == 0 {
+			delete(l.owner.m, l.run)
 		}
 		l.owner.mu.Unlock()
 	}

@@ -2,7 +2,6 @@ package redlockprotocol
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/families/lease/leaseprotocol"
 	"github.com/lockprover/lockprover/families/redlock"
 	ref "github.com/lockprover/lockprover/redlock"
 )
@@ -43,9 +43,10 @@ func Serve(r io.Reader, w io.Writer, o ServeOptions) error {
 	if o.OpTimeout <= 0 {
 		o.OpTimeout = 20 * time.Second
 	}
-	s := &server{o: o, leases: map[string]ref.Lease{}, out: process.NewLines(w)}
+	s := &server{o: o, Logger: leaseprotocol.Logger{Log: o.Log}, leases: map[string]ref.Lease{}, out: process.NewLines(w)}
 	defer s.close()
-	return process.Server{Handle: s.handle, Out: s.out}.Serve(r, w)
+	h := leaseprotocol.Handler{Init: s.init, Ready: func() bool { return s.rl != nil }, Op: s.op}
+	return process.Server{Handle: h.Handle, Out: s.out}.Serve(r, w)
 }
 
 // lock is the reference the server serves: a Redlock, or a priority
@@ -56,12 +57,14 @@ type lock interface {
 	Close() error
 }
 
+// server is one process's reference: the lock init made, and the client
+// it serves (Logger.Client), which its log names.
 type server struct {
-	o      ServeOptions
-	out    *process.Lines
-	client string
-	key    string
-	rl     lock
+	leaseprotocol.Logger
+	o   ServeOptions
+	out *process.Lines
+	key string
+	rl  lock
 	// acquire is rl's acquire of key for ttl, at priority prio (the
 	// priority Redlock's; Redlock's ignores it).
 	acquire func(ctx context.Context, key string, ttl time.Duration, prio int64) (ref.Lease, error)
@@ -133,31 +136,14 @@ func (s *server) close() {
 	}
 }
 
-func (s *server) logf(format string, args ...any) {
-	if s.o.Log != nil {
-		fmt.Fprintf(s.o.Log, "%s: %s\n", s.client, fmt.Sprintf(format, args...))
-	}
-}
-
 // failure is an error reply of unknown outcome (not definite).
-func failure(err error) map[string]any {
-	return map[string]any{"type": "error", "code": "redis", "text": err.Error()}
-}
+func failure(err error) map[string]any { return leaseprotocol.Failure("redis", err) }
 
-func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]any {
-	f := &process.Fields{Req: req}
-	if typ == "init" {
-		return s.init(f)
-	}
-	if s.rl == nil {
-		return process.Refuse("not initialised", "the first request must be init")
-	}
+// op answers a request after init: acquire, refresh, release.
+func (s *server) op(typ string, f *process.Fields) map[string]any {
 	var token string
 	if typ == "refresh" || typ == "release" {
-		f.Get("token", &token)
-		if f.Bad == nil && token == "" {
-			f.Bad = errors.New(`field "token" is empty`)
-		}
+		token = leaseprotocol.Token(f)
 	}
 	ttl := 0
 	if typ == "acquire" || typ == "refresh" {
@@ -215,7 +201,7 @@ func (s *server) grant(ctx context.Context, ttl time.Duration, prio int64) map[s
 	}
 	// Too few servers, no validity left, or keys possibly left behind:
 	// they may hold the lock for a while, as a grant of unknown outcome.
-	s.logf("acquire: %v", err)
+	s.Logf("acquire: %v", err)
 	return failure(err)
 }
 
@@ -235,7 +221,7 @@ func (s *server) changeFailed(typ, token string, err error) map[string]any {
 		delete(s.leases, token)
 		return map[string]any{"type": typ + "_fail", "reason": "expired"}
 	}
-	s.logf("%s: outcome unknown: %v", typ, err)
+	s.Logf("%s: outcome unknown: %v", typ, err)
 	return failure(err)
 }
 
@@ -247,7 +233,7 @@ func (s *server) init(f *process.Fields) map[string]any {
 	}
 	var lock, key string
 	var addrs []string
-	f.Get("client", &s.client)
+	f.Get("client", &s.Client)
 	f.Get("lock", &lock)
 	f.Get("name", &key)
 	f.Get("addrs", &addrs)
@@ -295,7 +281,7 @@ func (s *server) kind() string {
 func (s *server) initPriority(key string, addrs []string, o ref.Options) map[string]any {
 	o.OnLost = func(x ref.Lost) {
 		if err := s.out.Write(map[string]any{"type": "lost", "token": x.Token, "thief": x.Thief}); err != nil {
-			s.logf("lost notice of %s: %v", x.Token, err)
+			s.Logf("lost notice of %s: %v", x.Token, err)
 		}
 	}
 	env := &opEnv{PriorityEnv: ref.RedisPriorityEnv(addrs)}

@@ -2,8 +2,6 @@ package redlockprotocol
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/backends/redis"
+	"github.com/lockprover/lockprover/families/lease/leaseprotocol"
 	"github.com/lockprover/lockprover/families/redlock"
 	ref "github.com/lockprover/lockprover/redlock"
 )
@@ -53,12 +52,10 @@ func Validate(ctx context.Context, command string, initTimeout time.Duration, bi
 		return false, err
 	}
 	defer redis.StopAll(servers)
-	var b [4]byte
-	rand.Read(b[:])
 	v := &validator{
 		Checker: process.NewChecker(ctx, out),
-		impl:    &Processes{Launcher: process.Launcher{Command: command, Timeout: 10 * time.Second, InitTimeout: initTimeout}},
-		key:     "lp-validate-" + hex.EncodeToString(b[:]),
+		impl:    NewProcesses(command).Validating(initTimeout),
+		key:     leaseprotocol.ValidateKey(),
 		prio:    priority,
 	}
 	for _, s := range servers {
@@ -106,7 +103,7 @@ func (v *validator) startAt(name string, prio int64) *Process {
 		}
 	}
 	if c := family.CheckStart(&v.Checker, &v.impl.Launcher, name, s, "the redis-servers", `"addrs"`); c != nil {
-		return v.impl.open(c, s)
+		return v.impl.Open(c, s).(*Process)
 	}
 	return nil
 }
@@ -150,10 +147,7 @@ func (v *validator) basics() {
 		v.Expect("c2's release is ok", err, err == nil, "")
 	}
 	v.expiry(c1, c2)
-	_, err = c1.conn.Call(v.Ctx, c1.conn.Timeout(), process.Request{"type": "lp-no-such-request"}, "none")
-	var pe *process.ErrorReply
-	v.Expect("an unknown request type is a definite unsupported", nil, errors.As(err, &pe) && pe.Code == "unsupported" && pe.Definite,
-		fmt.Sprintf(`answered %v: want {"type":"error","code":"unsupported","definite":true}`, err))
+	leaseprotocol.CheckUnsupported(&v.Checker, c1.conn)
 	v.Ends(c1.conn.Client)
 	v.Ends(c2.conn.Client)
 }
@@ -197,12 +191,7 @@ func (v *validator) expired(name, op string, f func() error) {
 // refresh must not revive it, and another client's acquire is granted.
 func (v *validator) expiry(c1, c2 *Process) {
 	l, ok := v.granted(c1, fmt.Sprintf("c1's acquire with a ttl of %v is granted", expiryTTL), expiryTTL)
-	if !ok {
-		return
-	}
-	select {
-	case <-time.After(expiryWait):
-	case <-v.Ctx.Done():
+	if !ok || !leaseprotocol.Wait(&v.Checker, expiryWait) {
 		return
 	}
 	v.expired(fmt.Sprintf("c1's refresh %v after its grant (no revival)", expiryWait), "refresh", func() error {
