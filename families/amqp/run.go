@@ -223,14 +223,24 @@ func maxSlots(p *Plan) int {
 	return n
 }
 
+// start starts process name, with st its place in its script.
 func (r *runner) start(name string, st *procState) {
 	r.mu.Lock()
-	r.states[name] = st
+	defer r.mu.Unlock()
 	st.Name = name
-	r.Add(&st.Proc)
-	gen := st.Gen
-	r.mu.Unlock()
-	r.eng.Go(name, func(b broker.Broker) { r.run(name, st, gen, b) })
+	run.Register(&r.Runner, r.states, &st.Proc, st)
+	r.again(st)
+}
+
+// again starts st's next incarnation (run.Start), with r.mu held. On the
+// broker, simulated or through its proxy, it keeps its client's name
+// across incarnations: the broker counts a client's methods and aims its
+// faults by that name. The incarnation's code takes r.mu itself, which it
+// never holds across a broker call.
+func (r *runner) again(st *procState) {
+	name := st.Name
+	run.Start(&r.Runner, &st.Proc, func(_ string, f func(broker.Broker)) { r.eng.Go(name, f) },
+		func(b broker.Broker, gen int) { r.Outside(func() { r.run(name, st, gen, b) }) })
 }
 
 // incarnation is what one life of a process has: its client and the slot it
@@ -767,7 +777,6 @@ func (r *runner) restart(name string) {
 		r.mu.Unlock()
 		return
 	}
-	st.Gen++ // the killed incarnation records no more
 	if cancel := r.dialling[name]; cancel != nil {
 		cancel()
 		delete(r.dialling, name)
@@ -788,12 +797,13 @@ func (r *runner) restart(name string) {
 		}
 		r.killed[name] = true
 	}
-	again := !st.Done
 	delete(r.live, name)
-	r.mu.Unlock()
-	if again {
-		r.start(name, st) // the old client is dropped: the kill severed it
+	if st.Done {
+		st.Gen++ // the killed incarnation records no more
+	} else {
+		r.again(st) // a new incarnation: the killed one records no more, and its client is dropped (the kill severed it)
 	}
+	r.mu.Unlock()
 }
 
 // A boxedValue is a history Value with room for the numbers and the
