@@ -34,7 +34,9 @@ func generate(n int) []histories.Event {
 	nem := &client{name: "nemesis"}
 	faults := []string{"kill", "pause", "resume", "partition", "heal", "force-close", "drop-reply", "restart-broker"}
 
-	for len(r.Events()) < n {
+	count := 0 // the events added: Events copies them
+	add := func(e histories.Event) histories.Event { count++; return r.Add(e) }
+	for count < n {
 		switch k := rng.IntN(100); {
 		case k < 2: // "nemesis"
 			if nem.pending == nil {
@@ -43,12 +45,12 @@ func generate(n int) []histories.Event {
 				if f != "restart-broker" {
 					v = &histories.Fault{Process: clients[rng.IntN(len(clients))].name}
 				}
-				e := r.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: f, Value: v})
+				e := add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: f, Value: v})
 				nem.pending = &e
 			} else {
 				e := *nem.pending
 				e.Type = histories.Info
-				r.Add(e)
+				add(e)
 				nem.pending = nil
 			}
 		case k < 6: // admin
@@ -62,7 +64,7 @@ func generate(n int) []histories.Event {
 				default:
 					e.F, e.Value = "wait", &check.Value{Slot: histories.Int(1 + rng.IntN(3))}
 				}
-				e = r.Add(e)
+				e = add(e)
 				admin.pending = &e
 			} else {
 				e := *admin.pending
@@ -73,7 +75,7 @@ func generate(n int) []histories.Event {
 				case "count":
 					e.Value = &check.Value{Slots: histories.Int(3)}
 				}
-				r.Add(e)
+				add(e)
 				admin.pending = nil
 			}
 		default: // a client
@@ -91,7 +93,7 @@ func generate(n int) []histories.Event {
 				if e.F != "acquire" && c.kind != histories.Mutex {
 					e.Value = &check.Value{Slot: histories.Int(c.slot)}
 				}
-				e = r.Add(e)
+				e = add(e)
 				c.pending = &e
 				continue
 			}
@@ -119,7 +121,7 @@ func generate(n int) []histories.Event {
 			default:
 				e.Type, c.slot = histories.Ok, 0
 			}
-			r.Add(e)
+			add(e)
 			c.pending = nil
 		}
 	}

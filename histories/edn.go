@@ -906,7 +906,7 @@ func validateImported(events []Event, lines []int, name string) error {
 		if e.Value != nil {
 			has |= hasValue
 			if t := typeOf(e); t != nil {
-				vhas = fieldsOf(t, e.Value)
+				vhas = fieldsOf(&v.fw, t, e.Value)
 			}
 		}
 		if msg := v.check(lines[i], e, has, vhas, sym(e.Process), sym(e.Lock)); msg != "" {

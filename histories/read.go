@@ -205,7 +205,7 @@ func (p *parser) value(e *Event, t *ValueType) (vfields, string) {
 		return 0, ""
 	}
 	p.i, p.kind = p.vstart, e.Kind
-	p.fr.t, p.fr.has = t, 0
+	p.fr.t, p.fr.has, p.fr.next = t, 0, 0
 	if !p.object(func(key []byte) bool { return p.valueField(key, t) }) {
 		return 0, p.msg
 	}

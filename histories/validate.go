@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // nemesis is the process that injects faults.
@@ -84,9 +85,9 @@ type kind struct {
 }
 
 var declared struct {
-	sync.RWMutex
-	kinds map[string]*kind
-	order []string
+	sync.Mutex // for DeclareKind; readers load kinds
+	kinds      atomic.Pointer[map[string]*kind]
+	order      []string
 }
 
 // DeclareKind lets histories of a lock kind be read and written: a family
@@ -103,7 +104,7 @@ func DeclareKind(name string, values *ValueType, ops ...Operation) {
 	switch {
 	case name == "":
 		panic("histories.DeclareKind: the empty kind (it means semaphore)")
-	case declared.kinds[name] != nil:
+	case declaredKind(name) != nil:
 		panic("histories.DeclareKind: kind " + strconv.Quote(name) + " declared twice")
 	case len(values.Fields) > maxFields:
 		panic("histories.DeclareKind: " + name + ": more than 32 value fields")
@@ -122,10 +123,13 @@ func DeclareKind(name string, values *ValueType, ops ...Operation) {
 			k.names = append(k.names, o.F)
 		}
 	}
-	if declared.kinds == nil {
-		declared.kinds = map[string]*kind{}
+	kinds := map[string]*kind{name: k} // a new map, so that readers need no lock
+	if old := declared.kinds.Load(); old != nil {
+		for n, k := range *old {
+			kinds[n] = k
+		}
 	}
-	declared.kinds[name] = k
+	declared.kinds.Store(&kinds)
 	declared.order = append(declared.order, name)
 }
 
@@ -156,15 +160,17 @@ func (t *ValueType) bits(kind string, names []string) vfields {
 
 // declaredKind returns the kind declared as name, or nil.
 func declaredKind(name string) *kind {
-	declared.RLock()
-	defer declared.RUnlock()
-	return declared.kinds[name]
+	kinds := declared.kinds.Load()
+	if kinds == nil {
+		return nil
+	}
+	return (*kinds)[name]
 }
 
 // kindNames are the kinds declared, quoted, in the order declared.
 func kindNames() string {
-	declared.RLock()
-	defer declared.RUnlock()
+	declared.Lock()
+	defer declared.Unlock()
 	q := make([]string, len(declared.order))
 	for i, k := range declared.order {
 		q[i] = strconv.Quote(k)
@@ -271,6 +277,8 @@ type symbol struct {
 
 // validator checks each event against the format and the events before it.
 type validator struct {
+	fw FieldWriter // scans values (fieldsOf), allocating nothing after the first
+
 	// decode, if set, decodes the value of the event being checked, of
 	// the type given, once its kind and operation are known to be right
 	// (the reader's parser.value); unset, values are decoded already.
@@ -340,11 +348,11 @@ func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, pro
 		return msg
 	}
 	// The value.
-	if msg := checkValue(k, &op.s[typeIndex(e.Type)], e, kind, vhas, in); msg != "" {
+	if msg := checkValue(&v.fw, k, &op.s[typeIndex(e.Type)], e, kind, vhas, in); msg != "" {
 		return msg
 	}
 	if e.Process == nemesis && IsClockFault(e.F) && e.Type != Invoke {
-		return checkClockEcho(e, vhas, in)
+		return checkClockEcho(&v.fw, e, vhas, in)
 	}
 	return ""
 }
@@ -469,13 +477,13 @@ func checkInFlight(e *Event, kind string, proc, lock *symbol) string {
 
 // checkClockEcho checks that a clock fault's completion repeats its
 // invoke's value: which clock, and by how much.
-func checkClockEcho(e *Event, vhas vfields, in inflight) string {
+func checkClockEcho(w *FieldWriter, e *Event, vhas vfields, in inflight) string {
 	if e.Value == nil {
 		vhas = 0
 	}
 	var want vfields
 	if in.value != nil {
-		want = fieldsOf(faultType, in.value) & (fProcess | fOffsetMs)
+		want = fieldsOf(w, faultType, in.value) & (fProcess | fOffsetMs)
 	}
 	if missing := want &^ vhas; missing != 0 {
 		return fmt.Sprintf("value.%s: missing: a %s completion repeats its invoke's value (line %d)", faultType.first(missing), e.F, in.line)
@@ -492,7 +500,7 @@ func checkClockEcho(e *Event, vhas vfields, in inflight) string {
 // invoke's value (an echo, as Jepsen's clients return the op they were
 // given): they must agree with the invoke, and they are not the
 // completion's own fields.
-func checkValue(k *kind, sh *shape, e *Event, kind string, vhas vfields, in inflight) string {
+func checkValue(w *FieldWriter, k *kind, sh *shape, e *Event, kind string, vhas vfields, in inflight) string {
 	val := e.Value
 	if val == nil {
 		vhas = 0
@@ -504,13 +512,13 @@ func checkValue(k *kind, sh *shape, e *Event, kind string, vhas vfields, in infl
 	t := k.values
 	var echo vfields // the fields repeated from the invoke
 	if e.Type != Invoke && vhas != 0 && in.value != nil {
-		echo = vhas & fieldsOf(t, in.value)
-		if msg := checkEcho(t, echo, val, in); msg != "" {
+		echo = vhas & fieldsOf(w, t, in.value)
+		if msg := checkEcho(w, t, echo, val, in); msg != "" {
 			return msg
 		}
 	}
 	if patched := t.patchedBit(); vhas&patched != 0 {
-		if msg, done := checkPatched(e, kind, vhas, echo, patched, what); done {
+		if msg, done := checkPatched(w, e, kind, vhas, echo, patched, what); done {
 			return msg
 		}
 		vhas &^= patched
@@ -522,7 +530,7 @@ func checkValue(k *kind, sh *shape, e *Event, kind string, vhas vfields, in infl
 	if val == nil {
 		return ""
 	}
-	return checkRanges(t, sh, val)
+	return checkRanges(w, t, sh, val)
 }
 
 // patchedBit is the bit of t's Patched field, 0 if it has none.
@@ -538,11 +546,11 @@ func (t *ValueType) patchedBit() vfields {
 // fail holds only the not-applied reason besides the echo. done says the
 // verdict is msg (a patched fail needs no further checks); otherwise the
 // value is checked as if it were not marked.
-func checkPatched(e *Event, kind string, vhas, echo, patched vfields, what func() string) (msg string, done bool) {
+func checkPatched(w *FieldWriter, e *Event, kind string, vhas, echo, patched vfields, what func() string) (msg string, done bool) {
 	if (e.F != Acquire && e.F != Release) || (e.Type != Ok && e.Type != Fail) {
 		return fmt.Sprintf("value.patched: not allowed: only an acquire or release that completes ok or fail may be patched, not a %s", what()), true
 	}
-	if reason := Reason(e.Value); e.Type == Fail && reason != NotApplied {
+	if reason := w.scanFor(e.Value, "reason").str; e.Type == Fail && reason != NotApplied {
 		return fmt.Sprintf("value.reason: a patched fail says %q, got %q", NotApplied, reason), true
 	}
 	if e.Type == Fail {
@@ -580,9 +588,9 @@ func checkFields(k *kind, sh *shape, e *Event, vhas vfields, in inflight, what f
 
 // checkRanges checks that the reason val gives is one sh allows, and that
 // its fields are in their ranges (the value type's Check).
-func checkRanges(t *ValueType, sh *shape, val Value) string {
+func checkRanges(w *FieldWriter, t *ValueType, sh *shape, val Value) string {
 	if sh.reasons != nil {
-		if r := Reason(val); r != "" && !slices.Contains(sh.reasons, r) {
+		if r := w.scanFor(val, "reason").str; r != "" && !slices.Contains(sh.reasons, r) {
 			return fmt.Sprintf("value.reason: want %s, got %q", orList(sh.reasons), r)
 		}
 	}
@@ -604,11 +612,11 @@ func typeOf(e *Event) *ValueType {
 	return nil
 }
 
-// fieldsOf says which fields of t v holds.
-func fieldsOf(t *ValueType, v Value) vfields {
+// fieldsOf says which fields of t v holds, scanning it with w.
+func fieldsOf(w *FieldWriter, t *ValueType, v Value) vfields {
 	var fs vfields
-	for _, s := range record(v).spans {
-		if i := t.index(s.name); i >= 0 {
+	for _, name := range w.scanFor(v, "").names {
+		if i := t.index(name); i >= 0 {
 			fs |= 1 << i
 		}
 	}
@@ -617,13 +625,13 @@ func fieldsOf(t *ValueType, v Value) vfields {
 
 // checkEcho checks that the fields echo of val, which the invoke in also
 // holds, agree with it.
-func checkEcho(t *ValueType, echo vfields, val Value, in inflight) string {
+func checkEcho(w *FieldWriter, t *ValueType, echo vfields, val Value, in inflight) string {
 	for i, f := range t.Fields {
 		if echo&(1<<i) == 0 {
 			continue
 		}
-		want, _ := Lookup(in.value, f.Name)
-		got, _ := Lookup(val, f.Name)
+		want := w.scanFor(in.value, f.Name).found
+		got := w.scanFor(val, f.Name).found
 		if want != got {
 			return fmt.Sprintf("value.%s: want %s, as in the invoke at line %d, got %s (a completion may repeat its invoke's value, not contradict it)", f.Name, want, in.line, got)
 		}

@@ -133,18 +133,28 @@ func (t *ValueType) names() string {
 
 // A FieldReader holds the fields read of one value, for its type's Make.
 type FieldReader struct {
-	t    *ValueType
-	has  vfields
-	ints [maxFields]int
-	strs [maxFields]string
+	t     *ValueType
+	has   vfields
+	ints  [maxFields]int
+	strs  [maxFields]string
+	slabs map[reflect.Type]any // New's, by type
+	next  int                  // the field after the one Make asked for last
+	last  reflect.Type         // the type New gave last
+	slab  any                  // its slab
 }
 
 // maxFields is the most fields a value type may declare.
 const maxFields = 32
 
-// at is the position of the field named name, which t must declare.
+// at is the position of the field named name, which t must declare. A
+// Make that asks for the fields in the order t declares them finds each
+// at once.
 func (r *FieldReader) at(name string, want FieldType) (int, bool) {
-	i := r.t.index(name)
+	i := r.next
+	if i >= len(r.t.Fields) || r.t.Fields[i].Name != name {
+		i = r.t.index(name)
+	}
+	r.next = i + 1
 	if i < 0 || r.t.Fields[i].Type != want {
 		panic(fmt.Sprintf("histories: the value type has no field %q of type %d", name, want))
 	}
@@ -162,6 +172,34 @@ func (r *FieldReader) Int(name string, dst *int) *int {
 	*dst = r.ints[i]
 	return dst
 }
+
+// New returns a new T for a value being made (ValueType.Make): from a
+// slab the reader keeps per type, so that a history's values cost one
+// allocation per hundred rather than one each.
+func New[T any](r *FieldReader) *T {
+	if r.slabs == nil {
+		r.slabs = map[reflect.Type]any{}
+	}
+	key := reflect.TypeFor[T]()
+	slab, _ := r.slab.(*[]T)
+	if r.last != key {
+		slab, _ = r.slabs[key].(*[]T)
+		if slab == nil {
+			slab = new([]T)
+			r.slabs[key] = slab
+		}
+		r.last, r.slab = key, slab
+	}
+	if len(*slab) == 0 {
+		*slab = make([]T, slabSize)
+	}
+	t := &(*slab)[0]
+	*slab = (*slab)[1:]
+	return t
+}
+
+// slabSize is how many values a slab of New holds.
+const slabSize = 128
 
 // Bool returns the boolean field name, nil if the value does not hold
 // it, written into dst as Int does.
@@ -187,17 +225,18 @@ func (r *FieldReader) Flag(name string) bool {
 }
 
 // A FieldWriter takes a value's fields (Value.WriteFields): it writes
-// them as JSON, and notes where each is, for the reader's checks.
+// them as JSON, or, scanning, notes which the value holds and what one of
+// them says, for the format's own checks, writing nothing.
 type FieldWriter struct {
-	buf   []byte
-	sep   byte // before the next field: '{', then ','
-	spans []span
-}
+	buf []byte
+	sep byte // before the next field: '{', then ','
 
-// span is a field written: its name and where its JSON value is in buf.
-type span struct {
-	name     string
-	from, to int
+	scan  bool
+	names []string // scanning: the fields held
+	want  string   // scanning: the field to look up
+	found string   // scanning: what it says, as a message quotes it ("3", "true", `"full"`)
+	str   string   // scanning: what it says, if it is a string
+	ok    bool     // scanning: whether the value holds it
 }
 
 func (w *FieldWriter) key(name string) {
@@ -207,50 +246,76 @@ func (w *FieldWriter) key(name string) {
 	w.buf = append(w.buf, '"', ':')
 }
 
-func (w *FieldWriter) note(name string, from int) {
-	if w.spans != nil {
-		w.spans = append(w.spans, span{name, from, len(w.buf)})
-	}
+// held notes, scanning, that the value holds the field name, and says
+// whether it is the one looked up.
+func (w *FieldWriter) held(name string) bool {
+	w.names = append(w.names, name)
+	w.ok = w.ok || name == w.want
+	return name == w.want
 }
 
 // Int writes the integer field name, unless n is nil.
 func (w *FieldWriter) Int(name string, n *int) {
-	if n != nil {
+	switch {
+	case n == nil:
+	case w.scan:
+		if w.held(name) {
+			w.found = strconv.Itoa(*n)
+		}
+	default:
 		w.key(name)
-		from := len(w.buf)
 		w.buf = strconv.AppendInt(w.buf, int64(*n), 10)
-		w.note(name, from)
 	}
 }
 
 // Bool writes the boolean field name, unless b is nil.
 func (w *FieldWriter) Bool(name string, b *bool) {
-	if b != nil {
+	switch {
+	case b == nil:
+	case w.scan:
+		if w.held(name) {
+			w.found = strconv.FormatBool(*b)
+		}
+	default:
 		w.key(name)
-		from := len(w.buf)
 		w.buf = strconv.AppendBool(w.buf, *b)
-		w.note(name, from)
 	}
 }
 
 // String writes the string field name, unless s is empty.
 func (w *FieldWriter) String(name, s string) {
-	if s != "" {
+	switch {
+	case s == "":
+	case w.scan:
+		if w.held(name) {
+			w.found, w.str = strconv.Quote(s), s
+		}
+	default:
 		w.key(name)
-		from := len(w.buf)
 		w.buf = appendString(w.buf, s)
-		w.note(name, from)
 	}
 }
 
 // Flag writes the flag name, if it is set.
 func (w *FieldWriter) Flag(name string, set bool) {
-	if set {
+	switch {
+	case !set:
+	case w.scan:
+		if w.held(name) {
+			w.found = "true"
+		}
+	default:
 		w.key(name)
-		from := len(w.buf)
 		w.buf = append(w.buf, "true"...)
-		w.note(name, from)
 	}
+}
+
+// scanFor scans v, looking up the field want ("" for none): w.names are
+// then the fields v holds, and w.found, w.str and w.ok what want says.
+func (w *FieldWriter) scanFor(v Value, want string) *FieldWriter {
+	w.scan, w.names, w.want, w.found, w.str, w.ok = true, w.names[:0], want, "", "", false
+	v.WriteFields(w)
+	return w
 }
 
 // A TextWriter builds a value's Text, part by part, in the order a person
@@ -285,55 +350,36 @@ func (t *TextWriter) String(name, s string) {
 // Text is the parts added, joined by commas.
 func (t *TextWriter) Text() string { return strings.Join(t.parts, ", ") }
 
-// appendValue appends v as a JSON object.
-func appendValue(buf []byte, v Value) []byte {
-	w := FieldWriter{buf: buf, sep: '{'}
-	v.WriteFields(&w)
+// appendValue appends v as a JSON object to buf, through w.
+func (w *FieldWriter) appendValue(buf []byte, v Value) []byte {
+	w.buf, w.sep, w.scan = buf, '{', false
+	v.WriteFields(w)
 	if w.sep == '{' {
 		w.buf = append(w.buf, '{')
 	}
-	return append(w.buf, '}')
+	buf, w.buf = append(w.buf, '}'), nil
+	return buf
 }
 
-// record writes v's fields, noting where each is.
-func record(v Value) *FieldWriter {
-	w := &FieldWriter{sep: '{', spans: make([]span, 0, 4)}
-	v.WriteFields(w)
-	return w
-}
-
-// text is the JSON text of the i-th field written.
-func (w *FieldWriter) text(i int) string { return string(w.buf[w.spans[i].from:w.spans[i].to]) }
-
-// Lookup returns the JSON text of the field name of v ("3", "true",
-// `"full"`), and whether v holds it: for code that knows no family's
-// value type (a report, the format's own checks).
+// Lookup returns what the field name of v says, as a message quotes it
+// ("3", "true", `"full"`), and whether v holds it: for code that knows no
+// family's value type (a report, the format's own checks).
 func Lookup(v Value, name string) (string, bool) {
 	if noValue(v) {
 		return "", false
 	}
-	w := record(v)
-	for i, s := range w.spans {
-		if s.name == name {
-			return w.text(i), true
-		}
-	}
-	return "", false
+	w := new(FieldWriter).scanFor(v, name)
+	return w.found, w.ok
 }
 
 // Reason is v's reason field (why an operation failed), "" if it has
 // none: every family's values that may explain a failure name it
 // "reason".
 func Reason(v Value) string {
-	text, ok := Lookup(v, "reason")
-	if !ok {
+	if noValue(v) {
 		return ""
 	}
-	s, err := strconv.Unquote(text)
-	if err != nil {
-		return text
-	}
-	return s
+	return new(FieldWriter).scanFor(v, "reason").str
 }
 
 // IsPatched says whether v is marked patched (ValueType.Patched): a
@@ -393,7 +439,7 @@ type faultBox struct {
 var faultType = (&ValueType{
 	Fields: []Field{{Name: "reason", Type: StringField}, {Name: "process", Type: StringField}, {Name: "offset_ms", Type: IntField}},
 	Make: func(r *FieldReader) Value {
-		f := &faultBox{}
+		f := New[faultBox](r)
 		f.v = Fault{Reason: r.String("reason"), Process: r.String("process"), OffsetMs: r.Int("offset_ms", &f.offset)}
 		return &f.v
 	},

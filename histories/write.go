@@ -17,8 +17,9 @@ import (
 func Write(w io.Writer, events []Event) error {
 	const flushAt = 64 << 10
 	buf := make([]byte, 0, flushAt+512)
+	fw := &FieldWriter{} // one for every value: an interface's method keeps what it is given
 	for i := range events {
-		buf = appendEvent(buf, &events[i])
+		buf = appendEvent(buf, &events[i], fw)
 		if len(buf) >= flushAt {
 			if _, err := w.Write(buf); err != nil {
 				return err
@@ -34,8 +35,8 @@ func Write(w io.Writer, events []Event) error {
 	return nil
 }
 
-// appendEvent appends e's canonical line to buf.
-func appendEvent(buf []byte, e *Event) []byte {
+// appendEvent appends e's canonical line to buf, writing its value with w.
+func appendEvent(buf []byte, e *Event, w *FieldWriter) []byte {
 	buf = append(buf, `{"index":`...)
 	buf = strconv.AppendInt(buf, int64(e.Index), 10)
 	buf = append(buf, `,"time":`...)
@@ -56,7 +57,7 @@ func appendEvent(buf []byte, e *Event) []byte {
 	}
 	if !noValue(e.Value) {
 		buf = append(buf, `,"value":`...)
-		buf = appendValue(buf, e.Value)
+		buf = w.appendValue(buf, e.Value)
 	}
 	if e.Error != "" {
 		buf = append(buf, `,"error":`...)

@@ -57,7 +57,7 @@ func TestForceCloseStrikesGrant(t *testing.T) {
 					c1 = e
 				case e.Process == "c2" && e.F == histories.Acquire && e.Type != histories.Invoke:
 					s := string(e.Type)
-					if e.Value != nil && lease.ValueOf(&e).Reason != "" {
+					if lease.ValueOf(&e) != nil && lease.ValueOf(&e).Reason != "" {
 						s += " " + lease.ValueOf(&e).Reason
 					}
 					c2 = append(c2, s)

@@ -189,7 +189,7 @@ func TestBackendClocksOnly(t *testing.T) {
 	}
 	client := append([]histories.Event(nil), h...)
 	for i, e := range client {
-		if e.Process == "nemesis" && e.Value != nil && histories.FaultOf(&e).OffsetMs != nil {
+		if e.Process == "nemesis" && histories.FaultOf(&e) != nil && histories.FaultOf(&e).OffsetMs != nil {
 			v := *histories.FaultOf(&e)
 			v.Process = "c1"
 			client[i].Value = &v

@@ -107,7 +107,7 @@ var values = &histories.ValueType{
 		{Name: "validity_ms", Type: histories.IntField}, {Name: "priority", Type: histories.IntField},
 		{Name: "thief", Type: histories.StringField, Unique: true}, {Name: "started_ms", Type: histories.IntField}},
 	Make: func(r *histories.FieldReader) histories.Value {
-		b := &box{}
+		b := histories.New[box](r)
 		b.v = Value{Held: r.Bool("held", &b.held), Reason: r.String("reason"), Max: r.Int("max", &b.max),
 			TTLMs: r.Int("ttl_ms", &b.ttl), Token: r.String("token"), Fence: r.Int("fence", &b.fence),
 			ValidityMs: r.Int("validity_ms", &b.validity), Priority: r.Int("priority", &b.priority),

@@ -256,17 +256,17 @@ func newSchedule(h []histories.Event, ttlMs int) *schedule {
 		o := schedOp{call: inv.Time, ret: e.Time, outcome: string(e.Type)}
 		if e.Type == histories.Fail {
 			o.outcome = "fail"
-			if e.Value != nil && lease.ValueOf(&e).Reason != "" {
+			if lease.ValueOf(&e) != nil && lease.ValueOf(&e).Reason != "" {
 				o.outcome = lease.ValueOf(&e).Reason
 			}
 		}
-		if e.Value != nil {
+		if lease.ValueOf(&e) != nil {
 			o.validity = lease.ValueOf(&e).ValidityMs
 			if e.Type == histories.Ok {
 				o.token = lease.ValueOf(&e).Token
 			}
 		}
-		if inv.Value != nil && lease.ValueOf(&inv).TTLMs != nil {
+		if lease.ValueOf(&inv) != nil && lease.ValueOf(&inv).TTLMs != nil {
 			o.ttlMs = *lease.ValueOf(&inv).TTLMs
 		}
 		name := e.Process + " " + e.F
@@ -329,7 +329,7 @@ func (s *schedule) timeout() int64 {
 // and notes the run off the script unless there is one.
 func (s *schedule) lostTo(proc string, a schedOp, why string) (histories.Event, bool) {
 	for _, e := range s.lost {
-		if e.Process == proc && a.token != "" && e.Value != nil && lease.ValueOf(&e).Thief == a.token {
+		if e.Process == proc && a.token != "" && lease.ValueOf(&e) != nil && lease.ValueOf(&e).Thief == a.token {
 			return e, true
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 
 	"github.com/lockprover/lockprover/adapters/process"
-	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
@@ -181,7 +180,7 @@ func toyOutcome(ctx context.Context, c *process.Client, op string) histories.Eve
 	case err != nil:
 		done.Type, done.Error = histories.Info, err.Error()
 	case r.Type == op+"_fail" && json.Unmarshal(r.Fields["reason"], &reason) == nil && reason != "":
-		done.Type, done.Value = histories.Fail, &check.Value{Reason: reason}
+		done.Type, done.Value = histories.Fail, &toyValue{Reason: reason}
 	case r.Type == op+"_fail":
 		done.Type, done.Error = histories.Info, c.GiveUp("sent a _fail without a \"reason\" string").Error()
 	}
@@ -229,7 +228,7 @@ func toyValidate(ctx context.Context, command string, _ family.Settings, out io.
 		}
 		answered := toyAnswer(op, got.Type, got.Error)
 		if got.Value != nil {
-			answered = toyAnswer(op, got.Type, check.ValueOf(&got).Reason)
+			answered = toyAnswer(op, got.Type, histories.Reason(got.Value))
 		}
 		v.Expect(fmt.Sprintf("%s: %s -> %s", c.Name(), op, want), nil, answered == want, fmt.Sprintf("%s: answer %s, not %s", fix, want, answered))
 	}

@@ -91,7 +91,7 @@ var values = &histories.ValueType{
 		{Name: "delta", Type: histories.IntField}, {Name: "from", Type: histories.IntField},
 		{Name: "to", Type: histories.IntField}, {Name: "patched", Type: histories.FlagField}},
 	Make: func(r *histories.FieldReader) histories.Value {
-		b := &box{}
+		b := histories.New[box](r)
 		b.v = Value{Slot: r.Int("slot", &b.slot), Held: r.Bool("held", &b.held), Reason: r.String("reason"),
 			Slots: r.Int("slots", &b.slots), Delta: r.Int("delta", &b.delta), From: r.Int("from", &b.from),
 			To: r.Int("to", &b.to), Patched: r.Flag("patched")}
