@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/lockprover/lockprover/cmd/lockprover/cli"
+	// Jepsen's lock histories are true mutexes, a kind amqp-locks' checker
+	// declares (histories.DeclareKind): a program that reads them links it.
+	_ "github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/family"
 )
 
