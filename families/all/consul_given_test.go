@@ -12,6 +12,7 @@ import (
 	"github.com/lockprover/lockprover/backends/etcd"
 	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
@@ -123,7 +124,7 @@ func TestConsulGivenRun(t *testing.T) {
 			}
 			p := &consulsemfamily.Plan{Version: consulsemfamily.PlanVersion, Kind: consulsemfamily.Kind, Prefix: "lp", Backend: tc.target, Limit: 1, TTLMs: 2000,
 				Clients: [][]consulsemfamily.Step{{{Op: histories.Acquire}, {Op: histories.Release}}},
-				Nemesis: []consulsemfamily.Fault{{At: 100, Fault: histories.RestartBroker, For: 500}}}
+				Faulted: leaseplan.Faulted[consulsemfamily.Fault]{Nemesis: []consulsemfamily.Fault{{At: 100, Fault: histories.RestartBroker, For: 500}}}}
 			_, err = consulReplay(p, givenSettings(tc.target, "", flags))
 			var usage *family.UsageError
 			if !errors.As(err, &usage) || !strings.Contains(err.Error(), histories.RestartBroker) || !strings.Contains(err.Error(), "--"+tc.flag) {

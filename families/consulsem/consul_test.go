@@ -13,6 +13,7 @@ import (
 	"github.com/lockprover/lockprover/backends/consul"
 	"github.com/lockprover/lockprover/backends/etcd"
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -95,12 +96,12 @@ func TestRealFaults(t *testing.T) {
 			p := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: target, Persistent: persistent, Limit: 2, TTLMs: 2000,
 				Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 1500}, {Op: histories.Refresh}, {Op: histories.Release}},
 					{{Op: Sleep, Ms: 100}, {Op: histories.Acquire}, {Op: Sleep, Ms: 1500}, {Op: histories.Acquire}}},
-				Nemesis: []Fault{
+				Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{
 					{At: 0, Fault: histories.DropReply, Target: "c2"}, // c2's grant at 100 ms
 					{At: 500, Fault: histories.Partition, Target: "c1", For: 400},
 					{At: 500, Fault: histories.Pause, Target: "c2", For: 400},
 					{At: 1300, Fault: histories.Kill, Target: "c2"},
-				}}
+				}}}
 			// The lost reply strikes c2's grant only if the grant comes
 			// before the pause: beside the suite, c2's acquire once ran
 			// from 186 ms past the pause at 558 ms, and was killed, so
@@ -156,7 +157,7 @@ func realRestart(t *testing.T, target string, persistent bool) {
 	p := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: target, Persistent: persistent, Limit: 1, TTLMs: 2000,
 		Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 1500}, {Op: histories.Refresh}, {Op: histories.Release}},
 			{{Op: Sleep, Ms: 100}, {Op: histories.Acquire}, {Op: Sleep, Ms: 2500}, {Op: histories.Acquire}}},
-		Nemesis: []Fault{{At: 300, Fault: histories.RestartBroker, For: 500}}}
+		Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{{At: 300, Fault: histories.RestartBroker, For: 500}}}}
 	res, err := RunReal(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -161,13 +162,13 @@ func TestOnlyStruckFaultsRecorded(t *testing.T) {
 	t.Parallel()
 	p := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: Consul, Limit: 1, TTLMs: 1000,
 		Clients: [][]Step{{{Op: histories.Acquire}, {Op: histories.Release}}, {{Op: Sleep, Ms: 100}, {Op: histories.Acquire}}},
-		Nemesis: []Fault{
+		Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{
 			{At: 50, Fault: histories.Kill, Target: "c1"},
 			{At: 60, Fault: histories.Pause, Target: "c1", For: 10},
 			{At: 70, Fault: histories.DropReply, Target: "c1"},
 			{At: 80, Fault: histories.DropReply, Target: "c2"},
 			{At: 90, Fault: histories.ForceClose, Target: "c1"},
-		}}
+		}}}
 	res, err := Simulate(p, nil)
 	if err != nil {
 		t.Fatal(err)

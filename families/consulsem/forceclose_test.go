@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockprover/lockprover/backends/faultnet"
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -233,10 +234,10 @@ func TestRealForceClose(t *testing.T) {
 			p := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: target, Limit: 1, TTLMs: 2000,
 				Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 800}, {Op: histories.Refresh}, {Op: Sleep, Ms: 800}, {Op: histories.Release}},
 					{{Op: Sleep, Ms: 100}, {Op: histories.Acquire}, {Op: Sleep, Ms: 2500}, {Op: histories.Acquire}, {Op: histories.Release}}},
-				Nemesis: []Fault{
+				Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{
 					{At: 400, Fault: histories.ForceClose, Target: "c1"},  // c1 holds, asleep
 					{At: 1000, Fault: histories.ForceClose, Target: "c2"}, // c2 refused, asleep
-				}}
+				}}}
 			const want = "force-close c1, force-close c2"
 			for run := 1; ; run++ {
 				res, err := RunReal(context.Background(), p)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockprover/lockprover/backends/consul"
 	"github.com/lockprover/lockprover/backends/etcd"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -136,7 +137,7 @@ func TestGivenServer(t *testing.T) {
 			}
 			restart := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: target, Limit: 1, TTLMs: 2000,
 				Clients: [][]Step{{{Op: histories.Acquire}, {Op: histories.Release}}},
-				Nemesis: []Fault{{At: 100, Fault: histories.RestartBroker, For: 500}}}
+				Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{{At: 100, Fault: histories.RestartBroker, For: 500}}}}
 			_, err = RunOn(context.Background(), restart, c.Addrs)
 			if flag := "--" + AddrFlag(target); err == nil || !strings.Contains(err.Error(), histories.RestartBroker) || !strings.Contains(err.Error(), flag) {
 				t.Errorf("a restart on the given server: %v, want it refused naming %s and %s", err, histories.RestartBroker, flag)
@@ -162,9 +163,9 @@ func givenFaults(t *testing.T, u *userServer, target string) {
 	p := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: target, Limit: 1, TTLMs: 2000,
 		Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 1500}, {Op: histories.Refresh}, {Op: histories.Release}},
 			{{Op: Sleep, Ms: 100}, {Op: histories.Acquire}, {Op: Sleep, Ms: 500}, {Op: histories.Acquire}}},
-		Nemesis: []Fault{{At: 300, Fault: histories.Partition, Target: "c2", For: 300},
+		Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{{At: 300, Fault: histories.Partition, Target: "c2", For: 300},
 			{At: 700, Fault: histories.Pause, Target: "c2", For: 200},
-			{At: 1000, Fault: histories.Kill, Target: "c1"}}}
+			{At: 1000, Fault: histories.Kill, Target: "c1"}}}}
 	res, err := RunOn(context.Background(), p, []string{u.addr})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"pgregory.net/rapid"
 )
@@ -46,7 +47,7 @@ func TestImplDrawsNoDropReply(t *testing.T) {
 		}
 	}
 	p := &Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: Consul, Limit: 1, TTLMs: 1000,
-		Clients: [][]Step{{{Op: histories.Acquire}}}, Nemesis: []Fault{{At: 10, Fault: histories.DropReply, Target: "c1"}}}
+		Clients: [][]Step{{{Op: histories.Acquire}}}, Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{{At: 10, Fault: histories.DropReply, Target: "c1"}}}}
 	if _, err := RunImpl(context.Background(), p, nil, noImpl{}); err == nil || !strings.Contains(err.Error(), "nemesis[0]: drop-reply is not offered for an implementation") {
 		t.Errorf("a plan with a drop-reply for an implementation: %v", err)
 	}

@@ -8,8 +8,6 @@ import (
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/prover"
-	"github.com/lockprover/lockprover/prover/run"
 )
 
 // Kind is the family's name on the command line and in its plans (`prove
@@ -61,12 +59,9 @@ type Plan struct {
 	LockDelay bool `json:"lock_delay,omitempty"`
 	// Clients are the clients' scripts, run by processes c1, c2, ...
 	Clients [][]Step `json:"clients"`
-	// Nemesis lists the faults.
-	Nemesis []Fault `json:"nemesis"`
-	// Decisions are the simulator's scheduling decisions.
-	run.Decisions
-	// JudgedBy is how the plan was judged when it was found.
-	prover.JudgedBy
+	// Faulted holds the faults, the simulator's decisions and how the
+	// plan was judged.
+	leaseplan.Faulted[Fault]
 }
 
 // A Step is one line of a client's script (lease.Step).

@@ -19,6 +19,7 @@ import (
 	"github.com/lockprover/lockprover/backends/etcd"
 	"github.com/lockprover/lockprover/backends/faultnet"
 	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -435,21 +436,12 @@ func (p *realProc) connect(addrs []string, backend string, reference bool) error
 // started as p was paused is stopped.
 func (p *realProc) start(impl Impl, name string, s Session) (ProcessClient, error) {
 	s.Addr = p.pxs[0].Addr()
-	pc, err := impl.Connect(p.ctx, name, s)
-	if err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.killed {
-		pc.Signal(syscall.SIGKILL) // killed while it started
-		return nil, errors.New("killed")
-	}
-	p.pc = pc
-	if p.paused {
-		pc.Signal(syscall.SIGSTOP)
-	}
-	return pc, nil
+	return lease.StartProcess(p.ctx, impl, name, s, &p.mu, func() bool { return p.killed }, nil, func(pc ProcessClient) {
+		p.pc = pc
+		if p.paused {
+			pc.Signal(syscall.SIGSTOP)
+		}
+	})
 }
 
 // close ends p: its sleeps end, its proxy closes (every connection cut,

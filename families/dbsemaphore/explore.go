@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -184,7 +185,9 @@ func toleranceScenario(o Options, mutant, target string, offsetMs, atMs int) *Pl
 			{{Op: histories.Acquire}, {Op: Sleep, Ms: 1500}, {Op: histories.Release}},
 			c2,
 		},
-		Nemesis:   []Fault{{At: atMs, Fault: histories.ClockJump, Target: target, OffsetMs: offsetMs}},
-		Decisions: run.Decisions{ScheduleSeed: uint64(atMs)},
+		Faulted: leaseplan.Faulted[Fault]{
+			Nemesis:   []Fault{{At: atMs, Fault: histories.ClockJump, Target: target, OffsetMs: offsetMs}},
+			Decisions: run.Decisions{ScheduleSeed: uint64(atMs)},
+		},
 	}
 }

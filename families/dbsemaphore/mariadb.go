@@ -18,6 +18,7 @@ import (
 
 	"github.com/lockprover/lockprover/backends/mysql"
 	"github.com/lockprover/lockprover/dbsem"
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -329,17 +330,10 @@ func (b *mariaBackend) open(ctx context.Context, pr proc, name string, o dbsem.O
 		return reference{sem}, nil
 	}
 	s.DSN = p.proxy.Config(b.cfg).FormatDSN()
-	pc, err := b.impl.Connect(ctx, name, s)
+	pc, err := lease.StartProcess(ctx, b.impl, name, s, &b.mu, func() bool { return p.killed }, nil, func(pc ProcessClient) { p.pc = pc })
 	if err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if p.killed {
-		pc.Signal(syscall.SIGKILL) // killed while it started
-		return nil, errors.New("killed")
-	}
-	p.pc = pc
 	return pc, nil
 }
 

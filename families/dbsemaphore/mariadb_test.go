@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockprover/lockprover/backends/mysql"
 	"github.com/lockprover/lockprover/backends/mysql/mysqltest"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -127,7 +128,7 @@ func TestRestartsOnAPrivateMariaDB(t *testing.T) {
 func TestNoRestartOfTheSharedServer(t *testing.T) {
 	t.Parallel()
 	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "k", Max: 1, TTLMs: 100,
-		Nemesis: []Fault{{Fault: histories.RestartBroker, At: 10}}}
+		Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{{Fault: histories.RestartBroker, At: 10}}}}
 	_, err := MariaDB{DSN: "root@tcp(127.0.0.1:1)/test"}.Run(context.Background(), p, nil)
 	if err == nil || !strings.Contains(err.Error(), "--private-server") {
 		t.Fatalf("got %v, want a refusal naming --private-server", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockprover/lockprover/backends/mysql/mysqltest"
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 )
@@ -25,7 +26,7 @@ func heldPlan(fault string, u time.Duration) *Plan {
 			{{Op: histories.Acquire}, {Op: Sleep, Ms: ms}, {Op: histories.Refresh}},
 			{{Op: Sleep, Ms: 4 * ms}, {Op: histories.Acquire}},
 		},
-		Nemesis: []Fault{{At: ms, Fault: fault, Target: "c1", For: 6 * ms}}}
+		Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{{At: ms, Fault: fault, Target: "c1", For: 6 * ms}}}}
 }
 
 // acquireLatency is how long c1's acquire took in h (from its invoke to

@@ -8,8 +8,6 @@ import (
 
 	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/prover"
-	"github.com/lockprover/lockprover/prover/run"
 )
 
 // Kind is the family's name on the command line and in its plans
@@ -37,12 +35,9 @@ type Plan struct {
 	Mutant string `json:"mutant,omitempty"`
 	// Clients are the clients' scripts, run by processes c1, c2, ...
 	Clients [][]Step `json:"clients"`
-	// Nemesis lists the faults.
-	Nemesis []Fault `json:"nemesis"`
-	// Decisions are the simulator's scheduling decisions.
-	run.Decisions
-	// JudgedBy is how the plan was judged when it was found.
-	prover.JudgedBy
+	// Faulted holds the faults, the simulator's decisions and how the
+	// plan was judged.
+	leaseplan.Faulted[Fault]
 }
 
 // Options are the reference's options, as plan data (see dbsem.Options).

@@ -1,6 +1,11 @@
 package lease
 
-import "context"
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall"
+)
 
 // An Impl is a lease family's implementation under test that runs as
 // processes of its own, in any language (the family's protocol package
@@ -18,4 +23,39 @@ type Impl[S, P any] interface {
 	Stop()
 	// String names the implementation, for reports.
 	String() string
+}
+
+// A Process is an implementation's process as the nemesis strikes it.
+type Process interface {
+	// Signal sends sig to the process: SIGKILL for a kill.
+	Signal(sig syscall.Signal)
+}
+
+// StartProcess starts the process of incarnation name of a client on a
+// real backend (impl.Connect, told s), the way every lease family's runner
+// does: a kill may strike while the process starts, so once it has
+// started StartProcess takes mu, the runner's lock, and asks killed
+// whether it did. A process started as its client was killed is killed at
+// once (and handed to dropKilled, if set, which closes it where the family
+// does) and StartProcess fails; any other is handed to adopt, still under
+// mu, which keeps it (and stops it, in a family whose pauses may strike
+// meanwhile). On an error the process returned is P's zero value.
+func StartProcess[S any, P Process](ctx context.Context, impl Impl[S, P], name string, s S,
+	mu sync.Locker, killed func() bool, dropKilled, adopt func(P)) (P, error) {
+	var none P
+	pc, err := impl.Connect(ctx, name, s)
+	if err != nil {
+		return none, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if killed() {
+		pc.Signal(syscall.SIGKILL) // killed while it started
+		if dropKilled != nil {
+			dropKilled(pc)
+		}
+		return none, errors.New("killed")
+	}
+	adopt(pc)
+	return pc, nil
 }

@@ -8,8 +8,6 @@ import (
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/prover"
-	"github.com/lockprover/lockprover/prover/run"
 )
 
 // Kind is the family's name on the command line and in its plans
@@ -59,12 +57,9 @@ type Plan struct {
 	// (PriorityKind only: a thief of a shorter ttl than its victim's time
 	// left); none means TTLMs for all.
 	TTLs []int `json:"ttls_ms,omitempty"`
-	// Nemesis lists the faults.
-	Nemesis []Fault `json:"nemesis"`
-	// Decisions are the simulator's scheduling decisions.
-	run.Decisions
-	// JudgedBy is how the plan was judged when it was found.
-	prover.JudgedBy
+	// Faulted holds the faults, the simulator's decisions and how the
+	// plan was judged.
+	leaseplan.Faulted[Fault]
 }
 
 // A Step is one line of a client's script (lease.Step).

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestPlanFiles(t *testing.T) {
 	good := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Servers: 3, Persistence: PersistAlways, TTLMs: 300,
 		Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 10}, {Op: histories.Release}}},
-		Nemesis: []Fault{{At: 5, Fault: histories.Partition, Target: "c1", Server: 2, For: 100}, {Fault: histories.ClockJump, Server: 3, OffsetMs: -50}}}
+		Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{{At: 5, Fault: histories.Partition, Target: "c1", Server: 2, For: 100}, {Fault: histories.ClockJump, Server: 3, OffsetMs: -50}}}}
 	dir := t.TempDir()
 	write := func(name string, p *Plan) string {
 		var b bytes.Buffer
@@ -75,11 +76,11 @@ func TestPlanFiles(t *testing.T) {
 func TestFaultsRecordedWhereTheyStruck(t *testing.T) {
 	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Servers: 1, Persistence: PersistAlways, TTLMs: 300,
 		Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 100}, {Op: histories.Release}}, {{Op: Sleep, Ms: 10}}},
-		Nemesis: []Fault{
+		Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{
 			{At: 50, Fault: histories.DropReply, Target: "c1", Server: 1}, // c1 releases at 100 ms: struck
 			{At: 50, Fault: histories.DropReply, Target: "c2", Server: 1}, // c2 sends nothing: never struck
 			{At: 60, Fault: histories.Pause, Server: 1, For: 10},
-		}}
+		}}}
 	res, err := Simulate(p, nil)
 	if err != nil {
 		t.Fatal(err)

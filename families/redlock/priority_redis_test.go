@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -49,11 +50,11 @@ var stealPlan = &Plan{Version: PlanVersion, Kind: PriorityKind, Key: "lp", Serve
 	Priorities: []int64{1, 2},
 	// Windows of hundreds of ms: a first acquire, which dials its
 	// servers, took 109 ms under the race detector.
-	Nemesis: []Fault{
+	Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{
 		{At: 300, Fault: histories.Partition, Target: "c1", Server: 2, For: 500},
 		{At: 350, Fault: histories.DropReply, Target: "c2", Server: 1},
 		{At: 900, Fault: histories.Kill, Target: "c2"},
-	}}
+	}}}
 
 // A steal on real redis-servers, under a partition of the victim, a lost
 // reply of the thief's and a kill of the thief, holds every safety

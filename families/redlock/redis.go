@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockprover/lockprover/backends/redis"
+	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/redlock"
@@ -288,18 +289,11 @@ func (p *redisProc) open(name string, o redlock.Options) (Client, error) {
 
 // connect starts the implementation's process of client name for s.
 func (p *redisProc) connect(name string, s Session) (Client, error) {
-	pc, err := p.b.impl.Connect(p.ctx, name, s)
+	pc, err := lease.StartProcess(p.ctx, p.b.impl, name, s, p.b, func() bool { return p.killed },
+		func(pc ProcessClient) { pc.Close() }, func(pc ProcessClient) { p.pc = pc })
 	if err != nil {
 		return nil, err
 	}
-	p.b.Lock()
-	defer p.b.Unlock()
-	if p.killed {
-		pc.Signal(syscall.SIGKILL) // killed while it started
-		pc.Close()
-		return nil, errors.New("killed")
-	}
-	p.pc = pc
 	return armedClient{pc, p}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/backends/redis"
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
@@ -73,13 +74,13 @@ func TestRedisFaults(t *testing.T) {
 	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Servers: 3, Persistence: PersistAlways, TTLMs: 1000,
 		Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 400}, {Op: histories.Refresh}, {Op: histories.Release}},
 			{{Op: Sleep, Ms: 50}, {Op: histories.Acquire}, {Op: Sleep, Ms: 300}, {Op: histories.Acquire}}},
-		Nemesis: []Fault{
+		Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{
 			{At: 100, Fault: histories.Partition, Target: "c1", Server: 1, For: 200},
 			{At: 150, Fault: histories.Pause, Server: 2, For: 100},
 			{At: 300, Fault: histories.RestartBroker, Server: 3, For: 100},
 			{At: 500, Fault: histories.ClockJump, Server: 1, OffsetMs: 50},
 			{At: 600, Fault: histories.Kill, Target: "c2"},
-		}}
+		}}}
 	res, err := target.Run(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
@@ -126,10 +127,10 @@ func TestRedisLostReply(t *testing.T) {
 	target := onRedis(t)
 	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Servers: 1, Persistence: PersistNone, TTLMs: 1000,
 		Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 300}, {Op: histories.Refresh}, {Op: Sleep, Ms: 300}, {Op: histories.Acquire}}},
-		Nemesis: []Fault{
+		Faulted: leaseplan.Faulted[Fault]{Nemesis: []Fault{
 			{At: 100, Fault: histories.DropReply, Target: "c1", Server: 1},  // c1 refreshes at 300 ms: struck
 			{At: 3000, Fault: histories.DropReply, Target: "c1", Server: 1}, // c1 is done by then: never struck
-		}}
+		}}}
 	// At load 25 to 30 every answer of one run came too late for c1's
 	// own timeouts (i/o timeout), and no lost reply was recorded: none
 	// struck. A reply that comes after its client gave up and closed the

@@ -22,7 +22,23 @@ import (
 
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/run"
 )
+
+// Faulted is the tail every lease family's plan ends with, after its
+// clients' scripts (and what the family says of each client): the faults
+// of type F, the simulator's scheduling decisions, and how the plan was
+// judged. A plan embeds it as its last field, so that encoding/json
+// flattens these fields where each plan always had them and the plan
+// files stay as they were, byte for byte.
+type Faulted[F any] struct {
+	// Nemesis lists the faults.
+	Nemesis []F `json:"nemesis"`
+	// Decisions are the simulator's scheduling decisions.
+	run.Decisions
+	// JudgedBy is how the plan was judged when it was found.
+	prover.JudgedBy
+}
 
 // Write writes plan as indented JSON, as every lease family's plan files
 // have always been written (plan.json, testdata).
