@@ -55,7 +55,7 @@ var AMQP = &family.Descriptor{
 
 func init() {
 	for _, m := range amqp.Mutants {
-		AMQP.Mutants = append(AMQP.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect, Prove: amqp.Config{Mutant: m.Name}})
+		AMQP.Mutants = append(AMQP.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect, Prove: amqp.Config{Scope: prover.Scope{Mutant: m.Name}}})
 	}
 	family.Register(AMQP)
 }
@@ -64,7 +64,7 @@ func init() {
 // reference (its options, a mutant) or an implementation over the
 // protocol, on the simulator or a real broker.
 func amqpSetup(s family.Settings) (*family.Setup, error) {
-	a := amqp.Config{Kind: s.Kind, Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults}
+	a := amqp.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults}, Kind: s.Kind}
 	target := s.Target
 	if target == "" {
 		target = "sim"
@@ -233,7 +233,7 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 			return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 		}
 	}
-	a := amqp.Config{Mutant: p.Mutant, Target: amqp.Simulator{Trace: s.Trace}}
+	a := amqp.Config{Scope: prover.Scope{Mutant: p.Mutant}, Target: amqp.Simulator{Trace: s.Trace}}
 	setup := &family.Setup{Target: target, Where: "the simulator", Stop: func() {}}
 	if s.Impl != "" {
 		pi := amqpprotocol.NewProcesses(s.Impl)

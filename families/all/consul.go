@@ -60,7 +60,7 @@ var ConsulSemaphore = &family.Descriptor{
 func init() {
 	for _, m := range consulsemfamily.Mutants {
 		ConsulSemaphore.Mutants = append(ConsulSemaphore.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect,
-			Prove: consulsemfamily.Config{Mutant: m.Name}})
+			Prove: consulsemfamily.Config{Scope: prover.Scope{Mutant: m.Name}}})
 	}
 	family.Register(ConsulSemaphore)
 }
@@ -73,7 +73,7 @@ func consulSetup(s family.Settings) (*family.Setup, error) {
 	if err := consulTarget(s); err != nil {
 		return nil, err
 	}
-	c := consulsemfamily.Config{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults, Mutant: s.Mutant,
+	c := consulsemfamily.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults, Mutant: s.Mutant},
 		Backend: s.Flag("backend"), Persistent: s.Flag("persistent") != ""}
 	if !s.Given("backend") {
 		c.Backend = consulsemfamily.Consul
@@ -297,7 +297,7 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, consulsemfamily.MutantNamed(s.Mutant) != nil, "no consul-semaphore mutant named %q (see lockprover mutants --kind consul-semaphore)"); err != nil {
 		return nil, err
 	}
-	c := consulsemfamily.Config{Mutant: p.Mutant, Backend: p.Backend, Persistent: p.Persistent, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease, LockDelay: p.LockDelay}
+	c := consulsemfamily.Config{Scope: prover.Scope{Mutant: p.Mutant}, Backend: p.Backend, Persistent: p.Persistent, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease, LockDelay: p.LockDelay}
 	if !consulReal(s.Target) {
 		if err := consulGiven(&c, s); err != nil {
 			return nil, err

@@ -54,7 +54,7 @@ var ttlFlag = family.Flag{Name: "ttl", Verbs: family.Prove, Usage: "db-semaphore
 
 func init() {
 	for _, m := range dbsemaphore.Mutants {
-		DBSemaphore.Mutants = append(DBSemaphore.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect, Prove: dbsemaphore.Config{Mutant: m.Name}})
+		DBSemaphore.Mutants = append(DBSemaphore.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect, Prove: dbsemaphore.Config{Scope: prover.Scope{Mutant: m.Name}}})
 	}
 	family.Register(DBSemaphore)
 }
@@ -64,7 +64,7 @@ func init() {
 // (--target mariadb, which --impl implies) named by --dsn or, with
 // --private-server, started by the run.
 func dbSetup(s family.Settings) (*family.Setup, error) {
-	d := dbsemaphore.Config{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults}
+	d := dbsemaphore.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults}}
 	setup, err := dbTarget(s, &d)
 	if err != nil {
 		return nil, err
@@ -241,7 +241,7 @@ func dbReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if s.Impl != "" && p.Mutant != "" {
 		return nil, fmt.Errorf("the plan names mutant %s: add --mutant reference to run it against --impl", p.Mutant)
 	}
-	c := dbsemaphore.Config{Mutant: p.Mutant}
+	c := dbsemaphore.Config{Scope: prover.Scope{Mutant: p.Mutant}}
 	setup := &family.Setup{Target: target, Where: "the simulated database", Stop: func() {}}
 	if s.Impl != "" {
 		li := dbsemprotocol.NewProcesses(s.Impl)

@@ -48,7 +48,7 @@ var PriorityRedlock = &family.Descriptor{
 func init() {
 	for _, m := range redlock.PriorityMutants {
 		PriorityRedlock.Mutants = append(PriorityRedlock.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect,
-			Prove: redlock.Config{Mutant: m.Name, Priority: true}})
+			Prove: redlock.Config{Scope: prover.Scope{Mutant: m.Name}, Priority: true}})
 	}
 	family.Register(PriorityRedlock)
 }
@@ -85,5 +85,5 @@ func priorityReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, ok, "no priority-redlock mutant named %q (see lockprover mutants --kind priority-redlock)"); err != nil {
 		return nil, err
 	}
-	return replayOn(s, redlock.Config{Mutant: p.Mutant, Priority: true})
+	return replayOn(s, redlock.Config{Scope: prover.Scope{Mutant: p.Mutant}, Priority: true})
 }

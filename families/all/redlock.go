@@ -51,7 +51,7 @@ var Redlock = &family.Descriptor{
 
 func init() {
 	for _, m := range redlock.Mutants {
-		Redlock.Mutants = append(Redlock.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect, Prove: redlock.Config{Mutant: m.Name}})
+		Redlock.Mutants = append(Redlock.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect, Prove: redlock.Config{Scope: prover.Scope{Mutant: m.Name}}})
 	}
 	family.Register(Redlock)
 }
@@ -59,7 +59,7 @@ func init() {
 // redlockSetup makes a Redlock proof from the command line: the reference
 // (or a mutant) on the simulated servers.
 func redlockSetup(s family.Settings) (*family.Setup, error) {
-	c := redlock.Config{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults, Persistence: s.Flag("persistence"), Mutant: s.Mutant}
+	c := redlock.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults, Mutant: s.Mutant}, Persistence: s.Flag("persistence")}
 	setup, err := redlockTarget(s, &c)
 	if err != nil {
 		return nil, err
@@ -153,7 +153,7 @@ func redlockReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, redlock.MutantNamed(s.Mutant) != nil, "no redlock mutant named %q (see lockprover mutants --kind redlock)"); err != nil {
 		return nil, err
 	}
-	return replayOn(s, redlock.Config{Mutant: p.Mutant})
+	return replayOn(s, redlock.Config{Scope: prover.Scope{Mutant: p.Mutant}})
 }
 
 // replayOn sets up the replay of a plan proved as c (Redlock's or the

@@ -47,7 +47,7 @@ var exploreCols = []struct {
 // writes the table of what broke.
 func Explore(ctx context.Context, c explore.Config) (inconclusive bool, err error) {
 	m := explore.Matrix{Title: "variant", Prove: func(r, col int) prover.Family {
-		a := Config{Faults: exploreCols[col].faults}
+		a := Config{Scope: prover.Scope{Faults: exploreCols[col].faults}}
 		exploreRows[r].set(&a.Options)
 		return a
 	}}

@@ -27,36 +27,23 @@ type Target interface {
 // The zero value proves the reference on the simulator with every fault.
 type Config struct {
 	Target Target // nil: the simulator
-	Impl   Impl   // nil: the reference (or Mutant of it)
-	Mutant string // a mutant of the reference to prove instead
+	Impl   Impl   // nil: the reference (or Scope.Mutant of it)
+	// Scope is the mutant, and how many clients, steps and faults plans
+	// may have, and which faults.
+	prover.Scope
 
-	Kind      string   // histories.Semaphore (default) or histories.Mutex
-	Clients   int      // at most this many clients; 0 means 3
-	Ops       int      // at most this many steps per client; 0 means 8
-	Admins    int      // at most this many admins; 0 means 2
-	Faults    []string // the faults plans may hold; nil means every fault, empty means none
-	MaxFaults int      // at most this many faults per plan; 0 means 3
-	Options   Options  // the reference's options
+	Kind    string  // histories.Semaphore (default) or histories.Mutex
+	Admins  int     // at most this many admins; 0 means 2
+	Options Options // the reference's options
 }
 
 func (c Config) withDefaults() Config {
 	if c.Kind == "" {
 		c.Kind = histories.Semaphore
 	}
-	if c.Clients == 0 {
-		c.Clients = 3
-	}
-	if c.Ops == 0 {
-		c.Ops = 8
-	}
+	c.Scope = c.Scope.Defaults(faultNames)
 	if c.Admins == 0 {
 		c.Admins = 2
-	}
-	if c.Faults == nil {
-		c.Faults = faultNames
-	}
-	if c.MaxFaults == 0 {
-		c.MaxFaults = 3
 	}
 	if c.Target == nil {
 		c.Target = Simulator{}

@@ -72,7 +72,7 @@ func TestPythonVariants(t *testing.T) {
 				impl := amqpprotocol.NewProcesses(cmd)
 				impl.InitTimeout = loadedInit
 				defer impl.Stop()
-				c := prover.Config{Family: amqp.Config{Target: amqp.RabbitMQ{URL: url}, Impl: impl, Faults: []string{"kill", "pause", "partition"},
+				c := prover.Config{Family: amqp.Config{Scope: prover.Scope{Faults: []string{"kill", "pause", "partition"}}, Target: amqp.RabbitMQ{URL: url}, Impl: impl,
 					Options: amqp.Options{HeartbeatMs: amqp.Ms(1000)}}, Timeout: time.Minute}
 				o, err := prover.Search{Config: c, Seed: v.seed, Plans: variantPlans, Shrink: time.Nanosecond}.Run()
 				if err != nil {

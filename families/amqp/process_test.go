@@ -41,7 +41,7 @@ func search(t *testing.T, impl *amqpprotocol.Processes, plans int, props []strin
 	if impl.InitTimeout == 0 {
 		impl.InitTimeout = loadedInit
 	}
-	c := prover.Config{Family: amqp.Config{Target: amqp.RabbitMQ{URL: rabbitmqtest.URL(t)}, Impl: impl, Faults: faults,
+	c := prover.Config{Family: amqp.Config{Scope: prover.Scope{Faults: faults}, Target: amqp.RabbitMQ{URL: rabbitmqtest.URL(t)}, Impl: impl,
 		Options: amqp.Options{HeartbeatMs: amqp.Ms(3000)}}, Properties: props, Timeout: time.Minute}
 	out, err := prover.Search{Config: c, Seed: 2, Plans: plans, Shrink: time.Nanosecond}.Run()
 	if err != nil {

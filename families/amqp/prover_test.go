@@ -20,7 +20,7 @@ func TestReference(t *testing.T) {
 func TestReferenceUnderEachFault(t *testing.T) {
 	for _, f := range faultNames {
 		t.Run(f, func(t *testing.T) {
-			out, err := prover.Search{Config: prover.Config{Family: Config{Faults: []string{f}}}, Seed: 11, Plans: 1000}.Run()
+			out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Faults: []string{f}}}}, Seed: 11, Plans: 1000}.Run()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +44,7 @@ func TestMutexReference(t *testing.T) {
 // Same seed, same plans, same histories, byte for byte.
 func TestSameSeedSameHistory(t *testing.T) {
 	run := func() (plans, hists [][]byte) {
-		c := Config{Mutant: "b-not-exclusive"}
+		c := Config{Scope: prover.Scope{Mutant: "b-not-exclusive"}}
 		out, err := prover.Search{Config: prover.Config{Family: c}, Seed: 42, Plans: 200, Shrink: 1}.Run()
 		if err != nil || out.Found == nil {
 			t.Fatalf("search: %v, %v", out, err)

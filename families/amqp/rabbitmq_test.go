@@ -17,8 +17,8 @@ import (
 // not 1s: under the suite's load, 1s heartbeats lapsed.
 func realConfig(t *testing.T, faults ...string) prover.Config {
 	return prover.Config{Family: Config{
+		Scope:   prover.Scope{Faults: faults},
 		Target:  RabbitMQ{URL: rabbitmqtest.URL(t)},
-		Faults:  faults,
 		Options: Options{HeartbeatMs: Ms(3000)},
 	}, Timeout: time.Minute}
 }

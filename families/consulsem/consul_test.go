@@ -50,7 +50,7 @@ func TestRealReferenceHolds(t *testing.T) {
 		t.Run(target, func(t *testing.T) {
 			t.Parallel()
 			onReal(t, target)
-			safeOn(t, Config{Target: target, Clients: 3, Ops: 5, TTLMs: 2000}, 4, 2)
+			safeOn(t, Config{Scope: prover.Scope{Clients: 3, Ops: 5}, Target: target, TTLMs: 2000}, 4, 2)
 		})
 	}
 }

@@ -56,7 +56,7 @@ func TestMutantsAreCaught(t *testing.T) {
 	for _, backend := range []string{Consul, Etcd} {
 		for _, m := range Mutants {
 			t.Run(backend+"/"+m.Name, func(t *testing.T) {
-				out, err := prover.Search{Config: prover.Config{Family: Config{Mutant: m.Name, Backend: backend}, Properties: []string{m.Property}},
+				out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: m.Name}, Backend: backend}, Properties: []string{m.Property}},
 					Seed: 1, Plans: 2000, Shrink: shrink}.Run()
 				if err != nil {
 					t.Fatal(err)
@@ -84,7 +84,7 @@ func TestVariantsHold(t *testing.T) {
 // history, byte for byte.
 func TestPlanRoundTripsAndRepeats(t *testing.T) {
 	t.Parallel()
-	out, err := prover.Search{Config: prover.Config{Family: Config{Mutant: "consul-limit-gt"}}, Seed: 3, Plans: 500, Shrink: shrink}.Run()
+	out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: "consul-limit-gt"}}}, Seed: 3, Plans: 500, Shrink: shrink}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestOnlyStruckFaultsRecorded(t *testing.T) {
 func TestSameSeedSameHistories(t *testing.T) {
 	t.Parallel()
 	run := func() []byte {
-		out, err := prover.Search{Config: prover.Config{Family: Config{Mutant: "consul-release-ok", Backend: Etcd}}, Seed: 5, Plans: 300, Shrink: time.Nanosecond}.Run()
+		out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: "consul-release-ok"}, Backend: Etcd}}, Seed: 5, Plans: 300, Shrink: time.Nanosecond}.Run()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestLockDelayPlansRepeat(t *testing.T) {
 	t.Parallel()
 	delayed, refused := 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
-		c := Config{Backend: Consul, Persistent: true, LockDelay: true, Faults: []string{histories.Pause, histories.Kill, histories.RestartBroker}}
+		c := Config{Scope: prover.Scope{Faults: []string{histories.Pause, histories.Kill, histories.RestartBroker}}, Backend: Consul, Persistent: true, LockDelay: true}
 		p := c.Draw(rt).(*Plan)
 		if !p.LockDelay {
 			rt.Fatal("the plan has no lock_delay")

@@ -39,11 +39,9 @@ import (
 // on the simulator. The zero value proves the reference on a simulated
 // Consul -dev agent with every fault but restarts.
 type Config struct {
-	Mutant    string   // a mutant of the reference to prove instead
-	Clients   int      // at most this many clients; 0 means 3
-	Ops       int      // at most this many operations per client, sleeps aside; 0 means 8
-	Faults    []string // the faults plans may hold; nil means every fault, empty means none
-	MaxFaults int      // at most this many faults per plan; 0 means 3
+	// Scope is the mutant, and how many clients, operations and faults
+	// plans may have, and which faults.
+	prover.Scope
 	// Backend is the simulated server, Consul ("" or "consul") or etcd.
 	Backend string
 	// Target is where plans run: the simulator ("" or "sim"), or a real
@@ -80,32 +78,22 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Clients == 0 {
-		c.Clients = 3
-	}
-	if c.Ops == 0 {
-		c.Ops = 8
-	}
 	if c.real() {
 		c.Backend = c.Target
 	}
-	if c.Faults == nil {
-		c.Faults = faultNames
-		if c.real() {
-			c.Faults = realFaults
-		}
-		if c.Impl != nil {
-			c.Faults = ImplFaults()
-		}
+	faults := faultNames
+	if c.real() {
+		faults = realFaults
 	}
+	if c.Impl != nil {
+		faults = ImplFaults()
+	}
+	c.Scope = c.Scope.Defaults(faults)
 	if c.TTLMs == 0 && c.real() && c.Backend == Etcd {
 		// etcd's lessor notices an expiry up to 500 ms late: judged
 		// with 1.5 TTLs, a lease of 1 s leaves no margin on a busy
 		// machine; one of 2 s leaves 500 ms.
 		c.TTLMs = 2000
-	}
-	if c.MaxFaults == 0 {
-		c.MaxFaults = 3
 	}
 	if c.Backend == "" {
 		c.Backend = Consul

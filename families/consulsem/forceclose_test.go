@@ -92,7 +92,7 @@ func TestForceCloseStrikesGrant(t *testing.T) {
 func TestForceCloseDrawnHold(t *testing.T) {
 	t.Parallel()
 	for _, backend := range []string{Consul, Etcd} {
-		c := Config{Backend: backend, Faults: []string{histories.ForceClose}}
+		c := Config{Scope: prover.Scope{Faults: []string{histories.ForceClose}}, Backend: backend}
 		out := holds(t, c, 300)
 		if out.Excused[lease.Available] == 0 || !strings.Contains(out.FirstExcuse[lease.Available], "force-close") {
 			t.Errorf("%s: no force-close excused an unknown outcome in %d plans (%d excused, the first: %q)",

@@ -123,7 +123,7 @@ func TestGivenServer(t *testing.T) {
 			t.Parallel()
 			onReal(t, target)
 			u := startUser(t, target)
-			c := Config{Target: target, Addrs: []string{u.addr}, Clients: 3, Ops: 5, TTLMs: 2000}
+			c := Config{Scope: prover.Scope{Clients: 3, Ops: 5}, Target: target, Addrs: []string{u.addr}, TTLMs: 2000}
 			safeOn(t, c, 3, 1)
 			givenFaults(t, u, target)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -194,7 +194,7 @@ func TestGivenDrawsNoRestart(t *testing.T) {
 	for _, target := range realTargets {
 		restarts := map[bool]int{}
 		for _, given := range []bool{false, true} {
-			c := Config{Target: target, Faults: RealFaults(), AnyRestart: true, MaxFaults: 3}
+			c := Config{Scope: prover.Scope{Faults: RealFaults(), MaxFaults: 3}, Target: target, AnyRestart: true}
 			if given {
 				c.Addrs = []string{"127.0.0.1:1"}
 			}

@@ -3,6 +3,7 @@ package consulsemfamily
 import (
 	"context"
 	"errors"
+	"github.com/lockprover/lockprover/prover"
 	"strings"
 	"testing"
 
@@ -29,7 +30,7 @@ func TestImplDrawsNoDropReply(t *testing.T) {
 	for _, target := range realTargets {
 		drops := map[bool]int{}
 		for _, impl := range []bool{false, true} {
-			c := Config{Target: target, Faults: RealFaults(), MaxFaults: 3}
+			c := Config{Scope: prover.Scope{Faults: RealFaults(), MaxFaults: 3}, Target: target}
 			if impl {
 				c.Impl = noImpl{}
 			}

@@ -122,11 +122,10 @@ func ReadPlan(path string) (*Plan, error) { return leaseplan.Read[Plan](path) }
 
 // Validate says what is wrong with a plan, naming the field.
 func (p *Plan) Validate() error {
+	if err := leaseplan.Header(p.Version, PlanVersion, p.Kind, Kind); err != nil {
+		return err
+	}
 	switch {
-	case p.Version != PlanVersion:
-		return leaseplan.Bad("version", "want %d, got %d", PlanVersion, p.Version)
-	case p.Kind != Kind:
-		return leaseplan.Bad("kind", "want %q, got %q", Kind, p.Kind)
 	case !prefixOK(p.Prefix):
 		return leaseplan.Bad("prefix", "want 1 to 64 letters, digits, '-' or '_', got %q", p.Prefix)
 	case p.Backend != Consul && p.Backend != Etcd:

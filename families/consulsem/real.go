@@ -22,6 +22,7 @@ import (
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/run"
 )
 
 // realFaults are the faults a plan can hold on a real server: those that
@@ -470,12 +471,7 @@ func (p *realProc) Backend() consulsem.Backend { return p.b }
 // Sleep lets d pass, or less if the process is killed or the run ends;
 // a paused process wakes only once it is resumed.
 func (p *realProc) Sleep(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-p.ctx.Done():
-	}
+	run.Sleep(p.ctx, d)
 	p.waitResumed()
 }
 

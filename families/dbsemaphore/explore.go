@@ -51,7 +51,7 @@ var leaseFaultSets = []struct {
 func Explore(ctx context.Context, c explore.Config) (inconclusive bool, err error) {
 	m := explore.Matrix{Title: "variant", Prove: func(r, col int) prover.Family {
 		row := leaseRows[r]
-		return Config{Options: row.options, TTLMs: row.ttlMs, Drift: row.drift, Faults: leaseFaultSets[col].faults}
+		return Config{Scope: prover.Scope{Faults: leaseFaultSets[col].faults}, Options: row.options, TTLMs: row.ttlMs, Drift: row.drift}
 	}}
 	for _, r := range leaseRows {
 		m.Rows = append(m.Rows, r.name)

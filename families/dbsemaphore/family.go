@@ -26,12 +26,10 @@ import (
 // The zero value proves the reference (master-row design, UUID tokens) on
 // the simulator with every fault.
 type Config struct {
-	Mutant    string   // a mutant of the reference to prove instead
-	Clients   int      // at most this many clients; 0 means 3
-	Ops       int      // at most this many steps per client; 0 means 8
-	Faults    []string // the faults plans may hold; nil means every fault, empty means none
-	MaxFaults int      // at most this many faults per plan; 0 means 3
-	Options   Options  // the reference's options
+	// Scope is the mutant, and how many clients, operations and faults
+	// plans may have, and which faults.
+	prover.Scope
+	Options Options // the reference's options
 	// TTLMs fixes the leases' ttl; 0 draws it (100, 300 or 1000 ms).
 	TTLMs int
 	// Drift is the drift bound plans are judged with (lease.Options.Drift);
@@ -68,22 +66,12 @@ func (Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, e
 }
 
 func (c Config) withDefaults() Config {
-	if c.Clients == 0 {
-		c.Clients = 3
+	faults := faultNames
+	if t, ok := c.Target.(MariaDB); ok && t.Server == nil {
+		// The shared server is never restarted.
+		faults = slices.DeleteFunc(slices.Clone(faultNames), func(f string) bool { return f == histories.RestartBroker })
 	}
-	if c.Ops == 0 {
-		c.Ops = 8
-	}
-	if c.Faults == nil {
-		c.Faults = faultNames
-		if t, ok := c.Target.(MariaDB); ok && t.Server == nil {
-			// The shared server is never restarted.
-			c.Faults = slices.DeleteFunc(slices.Clone(faultNames), func(f string) bool { return f == histories.RestartBroker })
-		}
-	}
-	if c.MaxFaults == 0 {
-		c.MaxFaults = 3
-	}
+	c.Scope = c.Scope.Defaults(faults)
 	if c.Target == nil {
 		c.Target = Simulator{}
 	}

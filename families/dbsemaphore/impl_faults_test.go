@@ -2,6 +2,7 @@ package dbsemaphore
 
 import (
 	"context"
+	"github.com/lockprover/lockprover/prover"
 	"testing"
 
 	"github.com/lockprover/lockprover/histories"
@@ -35,10 +36,10 @@ func TestImplPlansDrawNoClientClockFault(t *testing.T) {
 		return client, server
 	}
 	clocks := []string{histories.ClockSkew, histories.ClockJump}
-	if client, server := count(Config{Impl: anImpl{}, Target: MariaDB{}, Faults: clocks}); client != 0 || server == 0 {
+	if client, server := count(Config{Scope: prover.Scope{Faults: clocks}, Impl: anImpl{}, Target: MariaDB{}}); client != 0 || server == 0 {
 		t.Errorf("an implementation's plans: %d client clock faults (want 0), %d of the database's", client, server)
 	}
-	if client, _ := count(Config{Faults: clocks}); client == 0 {
+	if client, _ := count(Config{Scope: prover.Scope{Faults: clocks}}); client == 0 {
 		t.Errorf("the reference's plans draw no client clock fault: the test shows nothing")
 	}
 }

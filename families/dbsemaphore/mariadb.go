@@ -21,6 +21,7 @@ import (
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/run"
 )
 
 // MariaDB runs plans on a real MariaDB (or MySQL) server, in real time.
@@ -246,11 +247,7 @@ type mariaProc struct {
 func (m *mariaProc) DB() *sql.DB    { return m.db }
 func (m *mariaProc) Now() time.Time { return time.Now() }
 func (m *mariaProc) Sleep(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-m.ctx.Done():
+	if run.Sleep(m.ctx, d) != nil {
 		return
 	}
 	for g := m.gate.Load(); g != nil; g = m.gate.Load() {

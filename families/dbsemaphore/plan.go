@@ -102,11 +102,10 @@ func ReadPlan(path string) (*Plan, error) { return leaseplan.Read[Plan](path) }
 
 // Validate says what is wrong with a plan, naming the field.
 func (p *Plan) Validate() error {
+	if err := leaseplan.Header(p.Version, PlanVersion, p.Kind, Kind); err != nil {
+		return err
+	}
 	switch {
-	case p.Version != PlanVersion:
-		return leaseplan.Bad("version", "want %d, got %d", PlanVersion, p.Version)
-	case p.Kind != Kind:
-		return leaseplan.Bad("kind", "want %q, got %q", Kind, p.Kind)
 	case p.Key == "":
 		return leaseplan.Bad("key", "want a non-empty key")
 	case p.Max < 1 || p.Max > 1000:

@@ -47,8 +47,8 @@ var exploreCols = []struct {
 func Explore(ctx context.Context, c explore.Config) (inconclusive bool, err error) {
 	m := explore.Matrix{Title: "configuration", Prove: func(r, col int) prover.Family {
 		row := exploreRows[r]
-		return Config{Servers: row.servers, Persistence: row.persistence, TTLMs: exploreTTL,
-			AnyRestart: true, MinDownMs: row.minDownMs, Faults: exploreCols[col].faults}
+		return Config{Scope: prover.Scope{Faults: exploreCols[col].faults}, Servers: row.servers, Persistence: row.persistence, TTLMs: exploreTTL,
+			AnyRestart: true, MinDownMs: row.minDownMs}
 	}}
 	for _, r := range exploreRows {
 		m.Rows = append(m.Rows, r.name)

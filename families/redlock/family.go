@@ -29,11 +29,9 @@ import (
 // Config says what to prove and how hard to look: it is a prover.Family.
 // The zero value proves the reference on the simulator with every fault.
 type Config struct {
-	Mutant    string   // a mutant of the reference to prove instead
-	Clients   int      // at most this many clients; 0 means 3
-	Ops       int      // at most this many operations per client, sleeps aside; 0 means 8
-	Faults    []string // the faults plans may hold; nil means every fault, empty means none
-	MaxFaults int      // at most this many faults per plan; 0 means 3
+	// Scope is the mutant, and how many clients, operations and faults
+	// plans may have, and which faults.
+	prover.Scope
 	// Servers fixes N; 0 draws it from 1, 2 and 3 (from the mutant's own
 	// choice where it has one).
 	Servers int
@@ -60,21 +58,11 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Clients == 0 {
-		c.Clients = 3
+	faults := faultNames
+	if m := MutantNamed(c.Mutant); m != nil && m.faults != nil {
+		faults = m.faults
 	}
-	if c.Ops == 0 {
-		c.Ops = 8
-	}
-	if c.Faults == nil {
-		c.Faults = faultNames
-		if m := MutantNamed(c.Mutant); m != nil && m.faults != nil {
-			c.Faults = m.faults
-		}
-	}
-	if c.MaxFaults == 0 {
-		c.MaxFaults = 3
-	}
+	c.Scope = c.Scope.Defaults(faults)
 	if c.Target == nil {
 		c.Target = Simulator{}
 	}

@@ -139,11 +139,10 @@ func ReadPlan(path string) (*Plan, error) { return leaseplan.Read[Plan](path) }
 
 // Validate says what is wrong with a plan, naming the field.
 func (p *Plan) Validate() error {
+	if err := leaseplan.Header(p.Version, PlanVersion, p.Kind, Kind, PriorityKind); err != nil {
+		return err
+	}
 	switch {
-	case p.Version != PlanVersion:
-		return leaseplan.Bad("version", "want %d, got %d", PlanVersion, p.Version)
-	case p.Kind != Kind && p.Kind != PriorityKind:
-		return leaseplan.Bad("kind", "want %q or %q, got %q", Kind, PriorityKind, p.Kind)
 	case p.Key == "":
 		return leaseplan.Bad("key", "want a non-empty key")
 	case p.Servers < 1 || p.Servers > 9:

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"github.com/lockprover/lockprover/prover"
 	"pgregory.net/rapid"
 
 	"bytes"
@@ -113,7 +114,7 @@ func TestDrawnPlansKeepToOps(t *testing.T) {
 	for _, ops := range []int{1, 3, 8} {
 		most := 0
 		rapid.Check(t, func(rt *rapid.T) {
-			p := Config{Ops: ops}.Draw(rt).(*Plan)
+			p := Config{Scope: prover.Scope{Ops: ops}}.Draw(rt).(*Plan)
 			for i, script := range p.Clients {
 				n := 0
 				for _, s := range script {

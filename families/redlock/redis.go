@@ -18,6 +18,7 @@ import (
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/run"
 	"github.com/lockprover/lockprover/redlock"
 )
 
@@ -244,14 +245,7 @@ func (b *redisBackend) Go(name string, f func(proc)) {
 }
 
 // Sleep lets d pass, or less if the process is killed or the run ends.
-func (p *redisProc) Sleep(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-p.ctx.Done():
-	}
-}
+func (p *redisProc) Sleep(d time.Duration) { run.Sleep(p.ctx, d) }
 
 // proxyAddrs are where the process's proxies listen, in the servers'
 // order; an error once the process is killed.

@@ -22,9 +22,9 @@ func TestMatrix(t *testing.T) {
 	m := explore.Matrix{Title: "variant", Rows: []string{"reference", "Mutant A"}, Cols: []string{"no faults"},
 		Prove: func(r, c int) prover.Family {
 			if r == 1 {
-				return amqp.Config{Mutant: "b-not-exclusive", Faults: []string{}}
+				return amqp.Config{Scope: prover.Scope{Mutant: "b-not-exclusive", Faults: []string{}}}
 			}
-			return amqp.Config{Faults: []string{}}
+			return amqp.Config{Scope: prover.Scope{Faults: []string{}}}
 		}}
 	inconclusive, err := m.Run(context.Background(), explore.Config{Seed: 1, Plans: 200, Root: root, Out: &out, Log: &log})
 	if err != nil || inconclusive {

@@ -99,7 +99,7 @@ func TestReferenceThroughTheProtocol(t *testing.T) {
 			impl := consulsemprotocol.NewProcesses(serve(""))
 			impl.InitTimeout = time.Minute
 			defer impl.Stop()
-			c := consulsemfamily.Config{Target: backend, Impl: impl, Clients: 3, Ops: 6}
+			c := consulsemfamily.Config{Scope: prover.Scope{Clients: 3, Ops: 6}, Target: backend, Impl: impl}
 			out, err := prover.Search{Config: prover.Config{Family: c, Properties: safety}, Seed: 1, Plans: 3, Shrink: time.Nanosecond}.Run()
 			if err != nil {
 				t.Fatal(err)
@@ -202,7 +202,7 @@ func TestPythonExample(t *testing.T) {
 	impl := consulsemprotocol.NewProcesses(cmd)
 	impl.InitTimeout = time.Minute
 	defer impl.Stop()
-	c := consulsemfamily.Config{Target: consulsemfamily.Consul, Impl: impl, Clients: 3, Ops: 6}
+	c := consulsemfamily.Config{Scope: prover.Scope{Clients: 3, Ops: 6}, Target: consulsemfamily.Consul, Impl: impl}
 	res, err := prover.Search{Config: prover.Config{Family: c, Properties: safety}, Seed: 2, Plans: 3, Shrink: time.Nanosecond}.Run()
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/lockprover/lockprover/families/lease"
@@ -83,6 +84,23 @@ func Processes(n int) []string {
 // Bad is a *prover.PlanError: what is wrong with field.
 func Bad(field, format string, args ...any) error {
 	return &prover.PlanError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Header says what is wrong with a plan's version and kind, naming the
+// field: the format's version is want, and its kinds are kinds (one or
+// two).
+func Header(version, want int, kind string, kinds ...string) error {
+	switch {
+	case version != want:
+		return Bad("version", "want %d, got %d", want, version)
+	case !slices.Contains(kinds, kind):
+		q := make([]string, len(kinds))
+		for i, k := range kinds {
+			q[i] = strconv.Quote(k)
+		}
+		return Bad("kind", "want %s, got %q", strings.Join(q, " or "), kind)
+	}
+	return nil
 }
 
 // Each checks n items of the list field name with check, which names
