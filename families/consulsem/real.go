@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"syscall"
@@ -584,11 +583,7 @@ func (w *realWorld) hold(name string, f func(*realProc)) {
 
 // close ends the run: every process ended.
 func (w *realWorld) close() {
-	w.mu.Lock()
-	w.ended = true
-	procs := slices.Collect(maps.Values(w.procs))
-	w.mu.Unlock()
-	for _, p := range procs {
+	for _, p := range lease.Ending(&w.mu, &w.ended, w.procs) {
 		p.close()
 	}
 }

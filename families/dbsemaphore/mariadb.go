@@ -382,18 +382,8 @@ func (b *mariaBackend) close() {
 	}
 }
 
-// stop kills the implementation's process of p, if it has one: this
-// run's own processes only (the Impl's Stop would end those of the other
-// plans running beside it too).
-func (b *mariaBackend) stop(p *mariaProc) {
-	b.mu.Lock()
-	pc := p.pc
-	b.mu.Unlock()
-	if pc != nil {
-		pc.Signal(syscall.SIGKILL)
-		pc.Close()
-	}
-}
+// stop kills the implementation's process of p, if it has one (lease.Kill).
+func (b *mariaBackend) stop(p *mariaProc) { lease.Kill(&b.mu, &p.pc) }
 
 // dropTables drops the tables whose names start with prefix, with a
 // context of its own: the run's may have been cancelled.

@@ -3,6 +3,8 @@ package lease
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"syscall"
 )
@@ -58,4 +60,31 @@ func StartProcess[S any, P Process](ctx context.Context, impl Impl[S, P], name s
 	}
 	adopt(pc)
 	return pc, nil
+}
+
+// Kill kills the process *pc holds, read under mu (StartProcess's adopt
+// sets it), and closes it, if it holds one: a run's end, which kills only
+// the run's own processes (an Impl's Stop would end those of the other
+// plans running beside it too).
+func Kill[P interface {
+	Process
+	Close() error
+}](mu sync.Locker, pc *P) {
+	mu.Lock()
+	p := *pc
+	mu.Unlock()
+	if any(p) != nil {
+		p.Signal(syscall.SIGKILL)
+		p.Close()
+	}
+}
+
+// Ending marks a real backend's run ended (so that no incarnation starts
+// after it) and returns the processes it had, for the family to end each
+// as its backend wants.
+func Ending[K comparable, P any](mu sync.Locker, ended *bool, procs map[K]P) []P {
+	mu.Lock()
+	defer mu.Unlock()
+	*ended = true
+	return slices.Collect(maps.Values(procs))
 }

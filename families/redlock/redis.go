@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -537,19 +535,9 @@ func (b *redisBackend) ClockJump(server int, d time.Duration) error {
 
 // close ends the run: every process's proxies closed.
 func (b *redisBackend) close() {
-	b.mu.Lock()
-	b.ended = true
-	procs := slices.Collect(maps.Values(b.procs))
-	b.mu.Unlock()
-	for _, p := range procs {
+	for _, p := range lease.Ending(&b.mu, &b.ended, b.procs) {
 		p.kill()
 		p.closeProxies()
-		b.mu.Lock()
-		pc := p.pc
-		b.mu.Unlock()
-		if pc != nil {
-			pc.Signal(syscall.SIGKILL)
-			pc.Close()
-		}
+		lease.Kill(&b.mu, &p.pc)
 	}
 }
