@@ -58,7 +58,7 @@ func init() {
 		Patched: "patched",
 	}
 	histories.DeclareKind(epochKind, values,
-		histories.Operation{F: histories.Acquire,
+		histories.Operation{F: histories.Acquire, Patchable: true,
 			Invoke: histories.Shape{Fields: []string{"tag"}},
 			Ok:     histories.Shape{Fields: []string{"epoch", "fresh"}, Required: []string{"epoch"}, Want: `{"epoch":e} with e >= 1`},
 			Fail:   histories.Shape{Fields: []string{"reason"}, Reasons: []string{"taken"}}},
@@ -81,7 +81,9 @@ func TestDeclaredValues(t *testing.T) {
 		ev(`"type":"invoke","f":"release","value":{"epoch":3}`),
 		ev(`"type":"ok","f":"release","value":{"epoch":3}`),
 		ev(`"type":"invoke","f":"acquire"`),
-		ev(`"type":"fail","f":"acquire","value":{"reason":"taken"}`))
+		// the value before the kind: a semaphore's reason too, until the
+		// kind says otherwise
+		`{"value":{"reason":"taken"},"process":"c1","type":"fail","f":"acquire","lock":"e","kind":"epoch-lock"}`)
 	events, err := histories.Read(strings.NewReader(good), "h.jsonl")
 	if err != nil {
 		t.Fatal(err)
@@ -93,8 +95,8 @@ func TestDeclaredValues(t *testing.T) {
 	if !histories.IsNotice(&events[1]) || histories.IsNotice(&events[0]) {
 		t.Error("bump is the kind's notice, acquire is not")
 	}
-	if got := histories.Reason(events[6].Value); got != "taken" {
-		t.Errorf("Reason: %q", got)
+	if got := histories.Reason(events[6].Value); got != "taken" || histories.As[*epochValue](&events[6]) == nil {
+		t.Errorf("the fail read as %#v, reason %q", events[6].Value, got)
 	}
 	var out bytes.Buffer
 	if err := histories.Write(&out, events); err != nil {
@@ -119,7 +121,7 @@ func TestDeclaredValues(t *testing.T) {
 		{"range", hist(ev(`"type":"invoke","f":"acquire"`), ev(`"type":"ok","f":"acquire","value":{"epoch":0}`)), `h.jsonl:2: value.epoch: want an integer >= 1`},
 		{"reason", hist(ev(`"type":"invoke","f":"acquire"`), ev(`"type":"fail","f":"acquire","value":{"reason":"busy"}`)), `h.jsonl:2: value.reason: want "taken", got "busy"`},
 		{"echo contradicts", hist(ev(`"type":"invoke","f":"release","value":{"epoch":2}`), ev(`"type":"ok","f":"release","value":{"epoch":3}`)), `h.jsonl:2: value.epoch: want 2, as in the invoke at line 1, got 3`},
-		{"patched release", hist(ev(`"type":"invoke","f":"release","value":{"epoch":2}`), ev(`"type":"info","f":"release","value":{"patched":true}`)), `h.jsonl:2: value.patched: not allowed: only an acquire or release that completes ok or fail may be patched`},
+		{"patched release", hist(ev(`"type":"invoke","f":"release","value":{"epoch":2}`), ev(`"type":"info","f":"release","value":{"patched":true}`)), `h.jsonl:2: value.patched: not allowed: only an acquire that completes ok or fail may be patched, not a epoch-lock release info`},
 		{"notice with an invoke", hist(ev(`"type":"invoke","f":"bump","value":{"epoch":2}`)), `h.jsonl:1: type: a bump notice is a single info event`},
 		{"refused", hist(ev(`"type":"invoke","f":"create"`)), `h.jsonl:1: f: "create" on lock "e", a epoch-lock: an epoch lock is made by its first acquire`},
 		{"unknown operation", hist(ev(`"type":"invoke","f":"wait"`)), `h.jsonl:1: f: unknown operation "wait" for a epoch-lock lock (want one of acquire, release, bump)`},

@@ -103,7 +103,14 @@ type parser struct {
 	proc   *symbol // the process, once seen
 	lock   *symbol // the lock, once seen
 	vstart int     // where the value object starts, -1 for none
-	kind   string  // the event's kind, as the line says it
+
+	// The value as decoded where the line holds it, by the type its
+	// event's kind so far wants (early): the validator's value takes
+	// it, if its type is the one the whole line wants.
+	early    *ValueType
+	earlyHas vfields
+	earlyMsg string
+	kind     string // the event's kind, as the line says it
 
 	scratch []byte             // decoded strings that had escapes
 	intern  map[string]*symbol // names repeat on almost every line
@@ -173,7 +180,7 @@ func (p *parser) peek() byte {
 
 // event decodes line into e, recording which fields it held.
 func (p *parser) event(line []byte, e *Event) bool {
-	p.b, p.i, p.has, p.vhas, p.proc, p.lock, p.vstart = line, 0, 0, 0, nil, nil, -1
+	p.b, p.i, p.has, p.vhas, p.proc, p.lock, p.vstart, p.early = line, 0, 0, 0, nil, nil, -1, nil
 	if !utf8.Valid(line) {
 		return p.fail("line is not valid UTF-8")
 	}
@@ -201,10 +208,20 @@ func (p *parser) event(line []byte, e *Event) bool {
 // (validator.decode), so that a value is judged by its operation's type.
 // It returns the fields the value holds, or the problem.
 func (p *parser) value(e *Event, t *ValueType) (vfields, string) {
-	if p.vstart < 0 {
+	switch {
+	case p.vstart < 0:
 		return 0, ""
+	case t == p.early && (p.earlyMsg == "" || p.kind == e.Kind):
+		return p.earlyHas, p.earlyMsg // its message names the kind the line says
 	}
-	p.i, p.kind = p.vstart, e.Kind
+	p.i = p.vstart
+	return p.decode(e, t)
+}
+
+// decode decodes the value object at the current position into e, as a
+// value of type t, and returns the fields it holds, or the problem.
+func (p *parser) decode(e *Event, t *ValueType) (vfields, string) {
+	p.kind = e.Kind
 	p.fr.t, p.fr.has, p.fr.next = t, 0, 0
 	if !p.object(func(key []byte) bool { return p.valueField(key, t) }) {
 		return 0, p.msg
@@ -214,6 +231,23 @@ func (p *parser) value(e *Event, t *ValueType) (vfields, string) {
 		p.fr.strs[i] = ""
 	}
 	return p.fr.has, ""
+}
+
+// typeSoFar is the type of the value of e, as far as the line read so far
+// says: a fault's for the nemesis, else the kind's (no kind yet: a
+// semaphore's, as no kind means); nil before the process is read, or for
+// a kind no family declared.
+func (p *parser) typeSoFar(e *Event) *ValueType {
+	switch {
+	case p.has&hasProcess == 0:
+		return nil
+	case e.Process == nemesis:
+		return faultType
+	}
+	if k := declaredKind(effectiveKind(e.Kind)); k != nil {
+		return k.values
+	}
+	return nil
 }
 
 // object reads a JSON object, handing each key to field, which must read the
@@ -344,6 +378,15 @@ func (p *parser) eventField(key []byte, e *Event) bool {
 			return p.fail("value: want an object or null, got %s", p.describe())
 		}
 		p.vstart = p.i
+		if t := p.typeSoFar(e); t != nil {
+			// In the canonical order the process and the kind come
+			// first: the value is decoded once, as it is read.
+			p.early = t
+			if p.earlyHas, p.earlyMsg = p.decode(e, t); p.earlyMsg == "" {
+				return true
+			}
+			p.i = p.vstart
+		}
 		return p.skip()
 	default:
 		// bit 0, no such field, is refused here, where the switch tests it

@@ -57,6 +57,10 @@ type Operation struct {
 	// nor ends an operation and may come while one is in flight (a lease
 	// lost to a thief).
 	Notice bool
+	// Patchable says a completion of F, ok or fail, may be marked patched
+	// (ValueType.Patched): the runner settled it from a simulator's
+	// ground truth.
+	Patchable bool
 	// Refused, if set, says why F, an operation of another kind, is not
 	// one of this kind's: a history that holds it is refused with that
 	// reason ("a true mutex has no admin").
@@ -79,9 +83,10 @@ type Shape struct {
 
 // A kind is a lock kind as its family declared it.
 type kind struct {
-	values *ValueType
-	ops    map[string]*shapes
-	names  []string // the operations, in the order declared
+	values    *ValueType
+	ops       map[string]*shapes
+	names     []string // the operations, in the order declared
+	patchable string   // those that may be patched, as a message says them: "an acquire or release"
 }
 
 var declared struct {
@@ -114,7 +119,10 @@ func DeclareKind(name string, values *ValueType, ops ...Operation) {
 		if nemesisShapes[o.F] != nil || o.F == "" {
 			panic("histories.DeclareKind: " + name + ": operation " + strconv.Quote(o.F) + " is a fault or empty")
 		}
-		sh := &shapes{notice: o.Notice, refused: o.Refused}
+		sh := &shapes{notice: o.Notice, refused: o.Refused, patchable: o.Patchable}
+		if o.Patchable {
+			k.patchable = orWords(k.patchable, o.F)
+		}
 		for i, s := range []Shape{o.Invoke, o.Ok, o.Fail, o.Info} {
 			sh.s[i] = values.shape(name, s)
 		}
@@ -190,9 +198,10 @@ type shape struct {
 // shapes are an operation's value shapes, by type: invoke, ok, fail, info;
 // and whether it is a notice.
 type shapes struct {
-	s       [4]shape
-	notice  bool
-	refused string
+	s         [4]shape
+	notice    bool
+	refused   string
+	patchable bool
 }
 
 func typeIndex(t Type) int {
@@ -348,7 +357,7 @@ func (v *validator) checkEvent(line int, e *Event, has fields, vhas vfields, pro
 		return msg
 	}
 	// The value.
-	if msg := checkValue(&v.fw, k, &op.s[typeIndex(e.Type)], e, kind, vhas, in); msg != "" {
+	if msg := checkValue(&v.fw, k, op, e, kind, vhas, in); msg != "" {
 		return msg
 	}
 	if e.Process == nemesis && IsClockFault(e.F) && e.Type != Invoke {
@@ -500,7 +509,8 @@ func checkClockEcho(w *FieldWriter, e *Event, vhas vfields, in inflight) string 
 // invoke's value (an echo, as Jepsen's clients return the op they were
 // given): they must agree with the invoke, and they are not the
 // completion's own fields.
-func checkValue(w *FieldWriter, k *kind, sh *shape, e *Event, kind string, vhas vfields, in inflight) string {
+func checkValue(w *FieldWriter, k *kind, op *shapes, e *Event, kind string, vhas vfields, in inflight) string {
+	sh := &op.s[typeIndex(e.Type)]
 	val := e.Value
 	if val == nil {
 		vhas = 0
@@ -518,7 +528,7 @@ func checkValue(w *FieldWriter, k *kind, sh *shape, e *Event, kind string, vhas 
 		}
 	}
 	if patched := t.patchedBit(); vhas&patched != 0 {
-		if msg, done := checkPatched(w, e, kind, vhas, echo, patched, what); done {
+		if msg, done := checkPatched(w, k, op, e, vhas, echo, patched, what); done {
 			return msg
 		}
 		vhas &^= patched
@@ -542,24 +552,25 @@ func (t *ValueType) patchedBit() vfields {
 }
 
 // checkPatched checks a value marked patched (vhas holds the bit patched):
-// only an acquire or release completing ok or fail may be, and a patched
-// fail holds only the not-applied reason besides the echo. done says the
-// verdict is msg (a patched fail needs no further checks); otherwise the
-// value is checked as if it were not marked.
-func checkPatched(w *FieldWriter, e *Event, kind string, vhas, echo, patched vfields, what func() string) (msg string, done bool) {
-	if (e.F != Acquire && e.F != Release) || (e.Type != Ok && e.Type != Fail) {
-		return fmt.Sprintf("value.patched: not allowed: only an acquire or release that completes ok or fail may be patched, not a %s", what()), true
+// only a completion, ok or fail, of an operation op of k that is
+// Patchable may be, and a patched fail holds only the not-applied reason
+// besides the echo. done says the verdict is msg (a patched fail needs no
+// further checks); otherwise the value is checked as if it were not
+// marked.
+func checkPatched(w *FieldWriter, k *kind, op *shapes, e *Event, vhas, echo, patched vfields, what func() string) (msg string, done bool) {
+	if !op.patchable || (e.Type != Ok && e.Type != Fail) {
+		return fmt.Sprintf("value.patched: not allowed: only %s that completes ok or fail may be patched, not a %s", k.patchable, what()), true
 	}
 	if reason := w.scanFor(e.Value, "reason").str; e.Type == Fail && reason != NotApplied {
 		return fmt.Sprintf("value.reason: a patched fail says %q, got %q", NotApplied, reason), true
 	}
 	if e.Type == Fail {
 		reason := vfields(0)
-		if i := declaredKind(kind).values.index("reason"); i >= 0 {
+		if i := k.values.index("reason"); i >= 0 {
 			reason = 1 << i
 		}
 		if extra := vhas &^ (reason | patched | echo); extra != 0 {
-			return fmt.Sprintf("value.%s: not allowed: a patched fail holds only its reason (and what it repeats of its invoke)", declaredKind(kind).values.first(extra)), true
+			return fmt.Sprintf("value.%s: not allowed: a patched fail holds only its reason (and what it repeats of its invoke)", k.values.first(extra)), true
 		}
 		return "", true
 	}
@@ -647,6 +658,18 @@ func (t *ValueType) first(fs vfields) string {
 		}
 	}
 	return ""
+}
+
+// orWords adds word to the words of list, "an acquire or release": the
+// article is the first word's.
+func orWords(list, word string) string {
+	if list != "" {
+		return list + " or " + word
+	}
+	if strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an " + word
+	}
+	return "a " + word
 }
 
 // orList quotes words and joins them as `"a", "b" or "c"`.

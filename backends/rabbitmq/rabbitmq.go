@@ -51,6 +51,7 @@ package rabbitmq
 
 import (
 	"context"
+	"github.com/lockprover/lockprover/internal/realtime"
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
@@ -72,12 +73,5 @@ func (b *rmqBroker) Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return realtime.Sleep(ctx, d)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/internal/realtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -21,7 +22,6 @@ import (
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
-	"github.com/lockprover/lockprover/prover/run"
 )
 
 // realFaults are the faults a plan can hold on a real server: those that
@@ -470,7 +470,7 @@ func (p *realProc) Backend() consulsem.Backend { return p.b }
 // Sleep lets d pass, or less if the process is killed or the run ends;
 // a paused process wakes only once it is resumed.
 func (p *realProc) Sleep(d time.Duration) {
-	run.Sleep(p.ctx, d)
+	realtime.Sleep(p.ctx, d)
 	p.waitResumed()
 }
 

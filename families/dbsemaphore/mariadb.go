@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/internal/realtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,6 @@ import (
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
-	"github.com/lockprover/lockprover/prover/run"
 )
 
 // MariaDB runs plans on a real MariaDB (or MySQL) server, in real time.
@@ -247,7 +247,7 @@ type mariaProc struct {
 func (m *mariaProc) DB() *sql.DB    { return m.db }
 func (m *mariaProc) Now() time.Time { return time.Now() }
 func (m *mariaProc) Sleep(d time.Duration) {
-	if run.Sleep(m.ctx, d) != nil {
+	if realtime.Sleep(m.ctx, d) != nil {
 		return
 	}
 	for g := m.gate.Load(); g != nil; g = m.gate.Load() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/internal/realtime"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,7 +17,6 @@ import (
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
-	"github.com/lockprover/lockprover/prover/run"
 	"github.com/lockprover/lockprover/redlock"
 )
 
@@ -243,7 +243,7 @@ func (b *redisBackend) Go(name string, f func(proc)) {
 }
 
 // Sleep lets d pass, or less if the process is killed or the run ends.
-func (p *redisProc) Sleep(d time.Duration) { run.Sleep(p.ctx, d) }
+func (p *redisProc) Sleep(d time.Duration) { realtime.Sleep(p.ctx, d) }
 
 // proxyAddrs are where the process's proxies listen, in the servers'
 // order; an error once the process is killed.

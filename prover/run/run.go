@@ -349,19 +349,6 @@ func Timeline(n int, when func(i int) (at, lasts int, timed bool)) []Timed {
 	return evs
 }
 
-// Sleep lets d pass in real time, or less if ctx is done first, and
-// returns ctx's error then: a process's sleep on a real backend.
-func Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // Sleeper is a Nemesis.Sleep for a nemesis's process that lets time pass
 // with sleep (its backend's): an error once ctx is done, the run
 // interrupted.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/internal/realtime"
 	"io"
 	"net/http"
 	"slices"
@@ -247,7 +248,7 @@ func (j *judge) onReal(ctx context.Context, pr profile, prefix string, steps []s
 			return 0, errTooSlow
 		}
 		t0 := time.Now()
-		if err := sleep(ctx, pr.nap); err != nil {
+		if err := realtime.Sleep(ctx, pr.nap); err != nil {
 			return 0, err
 		}
 		last = time.Now()
@@ -263,17 +264,6 @@ func (j *judge) onReal(ctx context.Context, pr profile, prefix string, steps []s
 		j.b.DestroySession(c, tok)
 	}
 	return out, err
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Diverged, Inconclusive and Steps make a verdict a diffrun.Verdict.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/internal/realtime"
 	"strings"
 	"time"
 
@@ -215,7 +216,7 @@ func onRedis(ctx context.Context, c *goredis.Client, steps []step, prefix string
 				return run, false, nil
 			}
 			t0 := time.Now()
-			if err := sleep(ctx, napTime); err != nil {
+			if err := realtime.Sleep(ctx, napTime); err != nil {
 				return run, false, err
 			}
 			d := time.Since(t0)
@@ -251,18 +252,6 @@ func redisResult(v any, err error) (Result, error) {
 		return Result{Err: err}, nil
 	}
 	return Result{}, err
-}
-
-// sleep sleeps for d, or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func anys(ss []string) []any {

@@ -132,10 +132,10 @@ var (
 
 func init() {
 	histories.DeclareKind(histories.Semaphore, values,
-		histories.Operation{F: histories.Acquire, Ok: slotArg,
+		histories.Operation{F: histories.Acquire, Ok: slotArg, Patchable: true,
 			Fail: histories.Shape{Fields: []string{"reason"}, Required: []string{"reason"}, Reasons: []string{"full", "absent", histories.Unavailable, "contended"}, Want: `{"reason":"full"|"absent"|"unavailable"|"contended"}`}},
 		histories.Operation{F: histories.Verify, Invoke: slotArg, Ok: heldOk, Fail: anyReason},
-		histories.Operation{F: histories.Release, Invoke: slotArg, Fail: anyReason},
+		histories.Operation{F: histories.Release, Invoke: slotArg, Fail: anyReason, Patchable: true},
 		histories.Operation{F: histories.Create, Invoke: histories.Shape{Fields: []string{"slots"}, Required: []string{"slots"}, Want: `{"slots":n} with n >= 0`}, Fail: anyReason},
 		histories.Operation{F: histories.Change, Invoke: histories.Shape{Fields: []string{"delta"}, Required: []string{"delta"}, Want: `{"delta":d} with d != 0`},
 			Ok: histories.Shape{Fields: []string{"from", "to"}, Required: []string{"from", "to"}, Want: `{"from":c,"to":c'} with c, c' >= 0`}, Fail: anyReason},
@@ -144,10 +144,10 @@ func init() {
 		histories.Operation{F: histories.Wait, Invoke: slotArg, Fail: anyReason},
 	)
 	mutex := []histories.Operation{
-		{F: histories.Acquire,
+		{F: histories.Acquire, Patchable: true,
 			Fail: histories.Shape{Fields: []string{"reason"}, Required: []string{"reason"}, Reasons: []string{"held"}, Want: `{"reason":"held"}`}},
 		{F: histories.Verify, Ok: heldOk, Fail: anyReason},
-		{F: histories.Release, Fail: anyReason},
+		{F: histories.Release, Fail: anyReason, Patchable: true},
 	}
 	for _, f := range []string{histories.Create, histories.Change, histories.Destroy, histories.Count, histories.Wait} {
 		mutex = append(mutex, histories.Operation{F: f, Refused: "a true mutex has no admin (" + f + " is a semaphore's)"})
