@@ -285,10 +285,13 @@ func Register(d *Descriptor) {
 			}
 		}
 	}
-	registry.list = append(registry.list, d)
+	i, _ := slices.BinarySearchFunc(registry.list, d.Name, func(o *Descriptor, name string) int { return strings.Compare(o.Name, name) })
+	registry.list = slices.Insert(registry.list, i, d)
 }
 
-// All lists the registered families in the order they registered.
+// All lists the registered families by name (amqp-locks first): the
+// order every list of kinds, targets and flags follows, whatever order
+// Go ran their packages' init functions in.
 func All() []*Descriptor {
 	registry.RLock()
 	defer registry.RUnlock()

@@ -1,15 +1,13 @@
-// Package all registers every lock family lockprover proves (package
-// family): a program that proves them all, such as cmd/lockprover, links
-// them in with a blank import of this package.
-//
-// Each family's entry here wires its package (families/amqp,
-// families/dbsemaphore), with its side of the process protocol (its
-// Processes, Serve and Validate, built on the generic launcher,
-// adapters/process), to the command line and to its backends'
-// command-line defaults; the checkers a family's kinds need are linked in
-// with it.
+// Package all links every lock family lockprover proves into a program
+// that proves them all, such as cmd/lockprover: one blank import a family.
+// Each family's descriptor (package family), in its own folder, registers
+// it from an init, with its side of the process protocol, its targets'
+// flags and the checkers its kinds need.
 package all
 
 import (
-	_ "github.com/lockprover/lockprover/families/lease" // the lease checker, for db-semaphore's histories
+	_ "github.com/lockprover/lockprover/families/amqp/descriptor"        // amqp-locks: semaphore, mutex
+	_ "github.com/lockprover/lockprover/families/consulsem/descriptor"   // consul-semaphore
+	_ "github.com/lockprover/lockprover/families/dbsemaphore/descriptor" // db-semaphore
+	_ "github.com/lockprover/lockprover/families/redlock/descriptor"     // redlock, priority-redlock
 )

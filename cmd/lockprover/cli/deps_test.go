@@ -26,9 +26,11 @@ func TestBinaryDoesNotLinkTestcontainers(t *testing.T) {
 
 // Dependencies point one way (README, "Layout"): backends import no
 // family; a family imports no generic machinery (adapters/: the process
-// launcher, the differential harness), which its protocol package above it
-// does; the core (prover, model, histories, family) imports no family and
-// no adapter; the CLI imports no family.
+// launcher, the differential harness), which its wiring above it does (its
+// protocol package, and its descriptor, the family's top); only
+// families/all imports a descriptor, and no family's other packages import
+// its wiring; the core (prover, model, histories, family) imports no family
+// and no adapter; the CLI imports no family.
 func TestDependenciesPointOneWay(t *testing.T) {
 	const mod = "github.com/lockprover/lockprover/"
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}: {{join .Imports \" \"}}", "../../../...").Output()
@@ -51,14 +53,20 @@ func TestDependenciesPointOneWay(t *testing.T) {
 	}
 	under := func(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 	isFamily := func(p string) bool { return under(p, "families") && !under(p, "families/all") }
+	isDescriptor := func(p string) bool { return isFamily(p) && strings.HasSuffix(p, "/descriptor") }
+	isWiring := func(p string) bool { return isDescriptor(p) || isFamily(p) && strings.HasSuffix(p, "protocol") }
 	for pkg, deps := range imports {
 		for _, d := range deps {
 			var why string
 			switch {
 			case under(pkg, "backends") && isFamily(d):
 				why = "a backend imports a family"
-			case isFamily(pkg) && !strings.HasSuffix(pkg, "protocol") && under(d, "adapters"):
+			case isFamily(pkg) && !isWiring(pkg) && under(d, "adapters"):
 				why = "a family imports generic machinery"
+			case isDescriptor(d) && pkg != "families/all":
+				why = "only families/all imports a family's descriptor"
+			case isFamily(pkg) && !isWiring(pkg) && isWiring(d):
+				why = "a family's package imports the wiring above it"
 			case (under(pkg, "prover") || pkg == "model" || pkg == "histories" || pkg == "family") && (isFamily(d) || under(d, "adapters")):
 				why = "the core imports a family or an adapter"
 			case pkg == "cmd/lockprover/cli" && isFamily(d):

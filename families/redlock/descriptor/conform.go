@@ -1,4 +1,4 @@
-package all
+package descriptor
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func redlockConform(ctx context.Context, s family.Settings, c family.ConformConf
 	fmt.Fprintf(out, "redissim against redis-server: %d sequences of the commands and scripts redlock sends, seed %d, on %d private servers\n",
 		c.Sequences, c.Seed, len(servers))
 	rep, err := redissim.Differential(ctx, redisbk.Addrs(servers), c.Sequences, c.Seed, out)
-	return differential{report: rep, server: "redis-server " + rep.Server, divergence: rep.Divergence,
-		sequences: rep.Sequences, inconclusive: rep.Inconclusive, err: err,
-		stopped: "its private redis-servers are stopped"}.end(ctx, c, out)
+	return family.Differential{Report: rep, Server: "redis-server " + rep.Server, Divergence: rep.Divergence,
+		Sequences: rep.Sequences, Inconclusive: rep.Inconclusive, Err: err,
+		Stopped: "its private redis-servers are stopped"}.End(ctx, c, out)
 }

@@ -1,4 +1,4 @@
-package all
+package descriptor
 
 import (
 	"context"
@@ -98,9 +98,9 @@ func consulConformOne(ctx context.Context, k consulsim.Kind, c family.ConformCon
 	name := map[consulsim.Kind]string{consulsim.Consul: "a private Consul agent", consulsim.Etcd: "a private etcd"}[k]
 	fmt.Fprintf(out, "consulsim against %s: %d sequences of the calls the recipe makes, seed %d\n", name, c.Sequences, c.Seed)
 	rep, err := consulsim.Differential(ctx, t, c.Sequences, c.Seed, out)
-	return differential{report: rep, server: rep.Server, divergence: rep.Divergence, shrunk: rep.Shrunk,
-		sequences: rep.Sequences, inconclusive: rep.Inconclusive, err: err,
-		stopped: "its private server is stopped"}.end(ctx, c, out)
+	return family.Differential{Report: rep, Server: rep.Server, Divergence: rep.Divergence, Shrunk: rep.Shrunk,
+		Sequences: rep.Sequences, Inconclusive: rep.Inconclusive, Err: err,
+		Stopped: "its private server is stopped"}.End(ctx, c, out)
 }
 
 // consulConformTarget starts a private server of kind k in a temporary

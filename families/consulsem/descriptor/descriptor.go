@@ -1,10 +1,16 @@
-package all
+// Package descriptor registers Consul's semaphore recipe
+// (families/consulsem) with lockprover (package family): on its simulator
+// and on private or given Consul agents and etcd servers, with its side of
+// the process protocol (consulsemprotocol), conform and bench. It is the
+// family's top: only families/all imports it.
+package descriptor
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/families/lease/leasecheck"
 	"io"
 	"net"
 	"slices"
@@ -19,8 +25,8 @@ import (
 	"github.com/lockprover/lockprover/prover"
 )
 
-// ConsulSemaphore is Consul's semaphore recipe (families/consulsem, issue
-// 23): the reference client (package consulsem) or one of its mutants,
+// ConsulSemaphore is Consul's semaphore recipe (families/consulsem):
+// the reference client (package consulsem) or one of its mutants,
 // on the simulator of a Consul agent or an etcd server (sim/consulsim),
 // or on a private real Consul agent or etcd started for each plan
 // (--target consul, --target etcd), or on one the user runs
@@ -41,11 +47,11 @@ var ConsulSemaphore = &family.Descriptor{
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
 		{Name: "consul-addr", Verbs: family.Runs, Usage: "consul-semaphore: with --target consul, the HTTP API address (host:port) of a Consul agent you run, which plans run on instead of a private agent each: it is not started, stopped or restarted (no restart-broker), and each run's keys and sessions on it are its own and gone at its end"},
 		{Name: "etcd-endpoints", Verbs: family.Runs, Usage: "consul-semaphore: with --target etcd, the client endpoints (host:port, comma-separated) of an etcd you run, which plans run on instead of a private etcd each: it is not started, stopped or restarted (no restart-broker), and each run's keys and leases on it are its own and gone at its end"},
-		ttlFlag,
-	}, leaseCheckFlags...),
+		leasecheck.TTL,
+	}, leasecheck.Flags...),
 	// How check judges lease locks, as every lease family says it.
-	Judging:    leaseJudging,
-	CheckFlags: leaseCheck,
+	Judging:    leasecheck.Judging,
+	CheckFlags: leasecheck.Check,
 
 	Setup:    consulSetup,
 	ReadPlan: func(path string) (prover.Plan, error) { return consulsemfamily.ReadPlan(path) },

@@ -1,4 +1,9 @@
-package all
+// Package descriptor registers amqp-locks (families/amqp) with lockprover
+// (package family): its kinds, flags and targets, what prove, replay,
+// check, bench and conform do for it on the simulator and on a real
+// RabbitMQ, and its side of the process protocol (amqpprotocol). It is the
+// family's top: only families/all imports it.
+package descriptor
 
 import (
 	"context"
@@ -6,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,7 +103,7 @@ func amqpSetup(s family.Settings) (*family.Setup, error) {
 	case "rabbitmq":
 		a.Target = amqp.RabbitMQ{URL: rabbitmq.URL(u), AllowRestart: restart}
 		if s.Faults == "all" && !restart {
-			a.Faults = withoutRestart(amqp.FaultNames())
+			a.Faults = slices.DeleteFunc(amqp.FaultNames(), isRestart)
 		}
 		setup.Real, setup.Where = true, "RabbitMQ at "+redactURL(rabbitmq.URL(u))
 		setup.Replay = amqpReplayFlags(s, u, restart)
@@ -176,7 +182,7 @@ func amqpFaults(a *amqp.Config, faults, target string, restart bool) error {
 		return nil
 	}
 	for _, name := range strings.Split(faults, ",") {
-		if !contains(amqp.FaultNames(), name) {
+		if !slices.Contains(amqp.FaultNames(), name) {
 			return fmt.Errorf("--faults: unknown fault %q (want some of %s; all; or none)", name, strings.Join(amqp.FaultNames(), ", "))
 		}
 		if name == histories.RestartBroker && target == "rabbitmq" && !restart {
@@ -271,25 +277,6 @@ func amqpServe(in io.Reader, out, log io.Writer, mutant, options string) error {
 	return amqpprotocol.Serve(in, out, o, mutant)
 }
 
-func withoutRestart(faults []string) []string {
-	var out []string
-	for _, f := range faults {
-		if f != histories.RestartBroker {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func redactURL(raw string) string {
 	if pu, err := url.Parse(raw); err == nil {
 		return pu.Redacted()
@@ -382,3 +369,7 @@ func amqpConform(ctx context.Context, s family.Settings, c family.ConformConfig,
 	st, err := conform.RunRabbitMQ(ctx, tg, rabbitmq.RedactURL(u), conform.RunConfig{Cases: cases, Sequences: c.Sequences, Seed: c.Seed, Retries: retries, Shrink: shrink, Out: out, Log: c.Log})
 	return family.Conformance(st), err
 }
+
+// isRestart says whether a fault is restart-broker, which a plan on a
+// shared real server may not draw.
+func isRestart(fault string) bool { return fault == histories.RestartBroker }

@@ -1,4 +1,8 @@
-package all
+// Package leasecheck holds what the lease families (db-semaphore,
+// consul-semaphore, redlock, priority-redlock) declare alike in their
+// descriptors: check's --drift and --lease-ttl (the lease lens), the
+// judging options they give, and prove's --ttl.
+package leasecheck
 
 import (
 	"fmt"
@@ -12,22 +16,22 @@ import (
 	"github.com/lockprover/lockprover/model"
 )
 
-// leaseCheckFlags are the flags check takes for lease locks: the lease
+// Flags are the flags check takes for lease locks: the lease
 // families (db-semaphore, consul-semaphore, redlock, priority-redlock)
 // each declare them, from here, with leaseCheck and leaseJudging beside.
-var leaseCheckFlags = []family.Flag{
+var Flags = []family.Flag{
 	{Name: "drift", Verbs: family.Check, Default: strconv.FormatFloat(model.DefaultDrift, 'g', -1, 64), Usage: "lease locks: how far clocks may run fast or slow, as a fraction of the time measured (0.01 is 1%); > 0 and < 1"},
 	{Name: "lease-ttl", Verbs: family.Check, Usage: "Jepsen histories: judge the lock as a lease lock whose holds last this long unless released (with --drift), not as Knossos's mutex; a lens for locks known to be lease-based, never the default"},
 }
 
-// leaseCheck is what check does with leaseCheckFlags: it refuses a bad
+// Check is what check does with Flags: it refuses a bad
 // --drift or --lease-ttl, and --lease-ttl switches on the lease lens.
-var leaseCheck = &family.CheckFlags{Check: leaseCheckValues, Lens: leaseLens}
+var Check = &family.CheckFlags{Check: leaseCheckValues, Lens: leaseLens}
 
-// leaseJudging is what check judges lease locks (of any lease family)
+// Judging is what check judges lease locks (of any lease family)
 // with: the drift bound --drift gives, and any clock (a history does not
 // say which clocks timed its leases).
-func leaseJudging(flag func(string) string) any {
+func Judging(flag func(string) string) any {
 	drift, _ := strconv.ParseFloat(flag("drift"), 64) // check has refused one that is not > 0 and < 1
 	return lease.Options{Drift: drift}
 }
@@ -97,3 +101,6 @@ func lensExcuses(r, knossos *model.Report) {
 		}
 	}
 }
+
+// TTL is prove's --ttl, which the lease families take alike.
+var TTL = family.Flag{Name: "ttl", Verbs: family.Prove, Usage: "db-semaphore, redlock, consul-semaphore: every plan's lease ttl (a duration of whole milliseconds; at least 1ms, 10ms for redlock, 1s to 1m in whole seconds on etcd for consul-semaphore), instead of one drawn (100ms, 300ms and 1s; consul-semaphore: 1s and 2s): for an implementation that grants leases in whole seconds, say"}

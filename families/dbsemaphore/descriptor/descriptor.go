@@ -1,10 +1,17 @@
-package all
+// Package descriptor registers the database semaphore
+// (families/dbsemaphore) with lockprover (package family): on the
+// simulated MariaDB and on a real or private one, with its side of the
+// process protocol (dbsemprotocol), conform and bench. It is the family's
+// top: only families/all imports it.
+package descriptor
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/families/lease/leasecheck"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,12 +39,12 @@ var DBSemaphore = &family.Descriptor{
 	Targets:    []family.Target{{Name: "sim"}, {Name: "mariadb", Real: true}},
 	Flags: append([]family.Flag{
 		{Name: "dsn", Verbs: family.Backend, Usage: "db-semaphore: the real MariaDB's DSN (go-sql-driver form, over tcp); default $LOCKPROVER_MYSQL_DSN, else " + mysql.DefaultDSN},
-		ttlFlag,
+		leasecheck.TTL,
 		{Name: "private-server", Bool: true, Verbs: family.Runs, Usage: "db-semaphore: run --target mariadb on a private mariadbd of the run's own (own datadir and port, stopped at the end), which plans may restart"},
-	}, leaseCheckFlags...),
+	}, leasecheck.Flags...),
 	// How check judges lease locks, as every lease family says it.
-	Judging:    leaseJudging,
-	CheckFlags: leaseCheck,
+	Judging:    leasecheck.Judging,
+	CheckFlags: leasecheck.Check,
 
 	Setup:    dbSetup,
 	ReadPlan: func(path string) (prover.Plan, error) { return dbsemaphore.ReadPlan(path) },
@@ -48,9 +55,6 @@ var DBSemaphore = &family.Descriptor{
 	Bench:    dbBench,
 	Conform:  dbConform,
 }
-
-// ttlFlag is --ttl, which the lease families take alike.
-var ttlFlag = family.Flag{Name: "ttl", Verbs: family.Prove, Usage: "db-semaphore, redlock, consul-semaphore: every plan's lease ttl (a duration of whole milliseconds; at least 1ms, 10ms for redlock, 1s to 1m in whole seconds on etcd for consul-semaphore), instead of one drawn (100ms, 300ms and 1s; consul-semaphore: 1s and 2s): for an implementation that grants leases in whole seconds, say"}
 
 func init() {
 	for _, m := range dbsemaphore.Mutants {
@@ -177,7 +181,7 @@ func dbFaults(d *dbsemaphore.Config, faults, target string, private bool) error 
 	switch faults {
 	case "all":
 		if target == "mariadb" && !private {
-			d.Faults = withoutRestart(dbsemaphore.FaultNames())
+			d.Faults = slices.DeleteFunc(dbsemaphore.FaultNames(), isRestart)
 		}
 		return nil
 	case "none":
@@ -185,7 +189,7 @@ func dbFaults(d *dbsemaphore.Config, faults, target string, private bool) error 
 		return nil
 	}
 	for _, name := range strings.Split(faults, ",") {
-		if !contains(dbsemaphore.FaultNames(), name) {
+		if !slices.Contains(dbsemaphore.FaultNames(), name) {
 			return fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all; or none)", name, dbsemaphore.Kind, strings.Join(dbsemaphore.FaultNames(), ", "))
 		}
 		if name == histories.RestartBroker && target == "mariadb" && !private {
@@ -376,3 +380,7 @@ func dbConform(ctx context.Context, s family.Settings, c family.ConformConfig, o
 	}
 	return family.Agree, nil
 }
+
+// isRestart says whether a fault is restart-broker, which a plan on a
+// shared real server may not draw.
+func isRestart(fault string) bool { return fault == histories.RestartBroker }

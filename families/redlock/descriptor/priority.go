@@ -1,9 +1,10 @@
-package all
+package descriptor
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/families/lease/leasecheck"
 	"io"
 
 	"github.com/lockprover/lockprover/families/lease"
@@ -29,8 +30,8 @@ var PriorityRedlock = &family.Descriptor{
 	Faults:     redlock.FaultNames(),
 	Targets:    []family.Target{{Name: "sim"}, {Name: "redis", Real: true}},
 	Flags:      Redlock.Flags,
-	Judging:    leaseJudging,
-	CheckFlags: leaseCheck,
+	Judging:    leasecheck.Judging,
+	CheckFlags: leasecheck.Check,
 	Setup:      prioritySetup,
 	ReadPlan:   func(path string) (prover.Plan, error) { return redlock.ReadPlan(path) },
 	Replay:     priorityReplay,

@@ -1,9 +1,15 @@
-package all
+// Package descriptor registers Redlock and priority Redlock
+// (families/redlock) with lockprover (package family): on their simulated
+// Redis servers and on private real ones, with their side of the process
+// protocol (redlockprotocol), conform and bench. It is the family's top:
+// only families/all imports it.
+package descriptor
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockprover/lockprover/families/lease/leasecheck"
 	"io"
 	"slices"
 	"strconv"
@@ -34,11 +40,11 @@ var Redlock = &family.Descriptor{
 	Flags: append([]family.Flag{
 		{Name: "servers", Verbs: family.Prove | family.Bench, Usage: "redlock: N, the number of Redis servers every plan has (0: drawn from 1, 2 and 3; bench: 3)", Default: "0"},
 		{Name: "persistence", Verbs: family.Prove, Usage: "redlock: what the servers keep across a restart, none or always (fsync on every write); default drawn, with restarts only under always"},
-		ttlFlag,
-	}, leaseCheckFlags...),
+		leasecheck.TTL,
+	}, leasecheck.Flags...),
 	// How check judges lease locks, as every lease family says it.
-	Judging:    leaseJudging,
-	CheckFlags: leaseCheck,
+	Judging:    leasecheck.Judging,
+	CheckFlags: leasecheck.Check,
 
 	Setup:    redlockSetup,
 	ReadPlan: func(path string) (prover.Plan, error) { return redlock.ReadPlan(path) },
