@@ -205,7 +205,14 @@ func TestReadRejects(t *testing.T) {
 		{"kill with empty target", hist(`{"process":"nemesis","type":"invoke","f":"kill","value":{"process":""}}`), 1, "value.process: want a non-empty string"},
 		{"kill info with another target", hist(killInv, `{"process":"nemesis","type":"info","f":"kill","value":{"process":"c2"}}`), 2, `value.process: want "c1", as in the invoke at line 1, got "c2"`},
 		{"kill info without target", hist(killInv, `{"process":"nemesis","type":"info","f":"kill"}`), 2, "value.process: missing: a nemesis kill info wants"},
-		{"partition with a slot", hist(`{"process":"nemesis","type":"invoke","f":"partition","value":{"process":"c1","slot":1}}`), 1, `unknown field "slot" in a fault's value (want reason, process, offset_ms)`},
+		{"partition with a slot", hist(`{"process":"nemesis","type":"invoke","f":"partition","value":{"process":"c1","slot":1}}`), 1, `unknown field "slot" in a fault's value (want reason, process, offset_ms, cut)`},
+		{"partition with neither process nor cut", hist(`{"process":"nemesis","type":"invoke","f":"partition"}`), 1, `value.process: missing: a nemesis partition invoke wants {"process":p} naming the client cut off, or {"cut":"a>b ..."}`},
+		{"partition with both process and cut", hist(`{"process":"nemesis","type":"invoke","f":"partition","value":{"process":"c1","cut":"n1>n2"}}`), 1, "value.cut: not allowed with value.process"},
+		{"cut of a node from itself", hist(`{"process":"nemesis","type":"invoke","f":"partition","value":{"cut":"n1>n2 n2>n2"}}`), 1, `value.cut: "n2>n2" cuts n2 off from itself`},
+		{"cut not a direction", hist(`{"process":"nemesis","type":"invoke","f":"partition","value":{"cut":"n1-n2"}}`), 1, `value.cut: want directions "from>to" separated by single spaces, got "n1-n2"`},
+		{"cut with two spaces", hist(`{"process":"nemesis","type":"invoke","f":"partition","value":{"cut":"n1>n2  n2>n1"}}`), 1, `value.cut: want directions`},
+		{"cut given twice", hist(`{"process":"nemesis","type":"invoke","f":"partition","value":{"cut":"n1>n2 n1>n2"}}`), 1, `value.cut: "n1>n2" given twice`},
+		{"heal of another cut", hist(`{"process":"nemesis","type":"invoke","f":"heal","value":{"cut":"n1>n2"}}`, `{"process":"nemesis","type":"info","f":"heal","value":{"cut":"n2>n1"}}`), 2, `value.cut: want "n1>n2", as in the invoke at line 1, got "n2>n1"`},
 		// Values: patched completions.
 		{"patched verify", hist(verInv, `{"process":"c1","type":"ok","f":"verify","lock":"sem","value":{"held":true,"patched":true}}`), 2, "value.patched: not allowed: only an acquire or release that completes ok or fail may be patched, not a semaphore verify ok"},
 		{"patched info", hist(acqInv, `{"process":"c1","type":"info","f":"acquire","lock":"sem","value":{"patched":true}}`), 2, "value.patched: not allowed"},
@@ -216,7 +223,7 @@ func TestReadRejects(t *testing.T) {
 		{"not applied without patched", hist(acqInv, `{"process":"c1","type":"fail","f":"acquire","lock":"sem","value":{"reason":"not applied"}}`), 2, `value.reason: want "full", "absent", "unavailable" or "contended", got "not applied"`},
 		{"patched ok without a slot", hist(acqInv, `{"process":"c1","type":"ok","f":"acquire","lock":"sem","value":{"patched":true}}`), 2, "value.slot: missing"},
 
-		{"restart-broker with a target", hist(`{"process":"nemesis","type":"invoke","f":"restart-broker","value":{"process":"c1"}}`), 1, "value.process: not allowed: a nemesis restart-broker invoke carries no value"},
+		{"restart-broker with an offset", hist(`{"process":"nemesis","type":"invoke","f":"restart-broker","value":{"offset_ms":5}}`), 1, `value.offset_ms: not allowed: a nemesis restart-broker invoke wants no value, or {"process":n} naming the cluster's node restarted`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -191,6 +191,7 @@ func kindNames() string {
 type shape struct {
 	allowed  vfields  // fields that may be present
 	required vfields  // fields that must be present
+	oneOf    vfields  // fields of which exactly one must be present
 	want     string   // the whole shape, for messages
 	reasons  []string // the reasons allowed; nil means any
 }
@@ -222,6 +223,7 @@ const (
 	fReason vfields = 1 << iota
 	fProcess
 	fOffsetMs
+	fCut
 )
 
 var (
@@ -242,6 +244,17 @@ var (
 		none,
 		{allowed: fProcess | fReason, want: `its invoke's value, optionally with a reason`},
 		{allowed: fProcess, want: `its invoke's value`}}}
+	// A partition and its heal are aimed at a client (process) or cut
+	// links between a cluster's nodes (cut); a completion repeats it.
+	cutTarget = shape{allowed: fProcess | fCut, oneOf: fProcess | fCut, want: `{"process":p} naming the client cut off, or {"cut":"a>b ..."} naming the directions cut between nodes`}
+	cutShapes = &shapes{s: [4]shape{cutTarget, cutTarget,
+		{allowed: fProcess | fCut | fReason, oneOf: fProcess | fCut, want: `its invoke's value, optionally with a reason`},
+		cutTarget}}
+	// A restart of the broker names no process, or the node of a
+	// cluster it restarts.
+	nodeOrNone    = shape{allowed: fProcess, want: `no value, or {"process":n} naming the cluster's node restarted`}
+	restartShapes = &shapes{s: [4]shape{nodeOrNone, nodeOrNone,
+		{allowed: fProcess | fReason, want: `its invoke's value, optionally with a reason`}, nodeOrNone}}
 	targeted = &shapes{s: [4]shape{target, target,
 		{allowed: fProcess | fReason, required: fProcess, want: `{"process":p}, as in its invoke, optionally with a reason`},
 		target}}
@@ -252,12 +265,12 @@ var (
 		Kill:          targeted,
 		Pause:         targeted,
 		Resume:        targeted,
-		Partition:     targeted,
-		Heal:          targeted,
+		Partition:     cutShapes,
+		Heal:          cutShapes,
 		ForceClose:    targeted,
 		DropReply:     targeted,
 		QueueDeleted:  targeted,
-		RestartBroker: {s: [4]shape{none, none, anyReason, none}},
+		RestartBroker: restartShapes,
 	}
 	faults = &kind{values: faultType, ops: nemesisShapes, names: nemesisOps}
 )
@@ -593,6 +606,14 @@ func checkFields(k *kind, sh *shape, e *Event, vhas vfields, in inflight, what f
 	}
 	if missing := sh.required &^ vhas; missing != 0 {
 		return fmt.Sprintf("value.%s: missing: a %s wants %s", k.values.first(missing), what(), sh.want)
+	}
+	if sh.oneOf != 0 {
+		switch has := vhas & sh.oneOf; {
+		case has == 0:
+			return fmt.Sprintf("value.%s: missing: a %s wants %s", k.values.first(sh.oneOf), what(), sh.want)
+		case has&(has-1) != 0:
+			return fmt.Sprintf("value.%s: not allowed with value.%s: a %s wants %s", k.values.first(has&(has-1)), k.values.first(has), what(), sh.want)
+		}
 	}
 	return ""
 }

@@ -391,31 +391,73 @@ func IsPatched(v Value) bool {
 }
 
 // A Fault is the value of a fault, a nemesis event: the process it is
-// aimed at (none: the backend), a clock fault's offset, and why it could
-// not be applied.
+// aimed at (none: the backend), a clock fault's offset, the links a
+// partition of a cluster cuts, and why it could not be applied.
 type Fault struct {
 	// Reason says why the fault could not be applied (on its fail).
 	Reason string `json:"reason,omitempty"`
-	// Process is the client a fault is aimed at.
+	// Process is what a fault is aimed at: a client, or a server by the
+	// name its family gives it (a Redis server, a cluster's node).
 	Process string `json:"process,omitempty"`
 	// OffsetMs is how far, in milliseconds, a clock fault moves a clock:
 	// ahead when positive. A clock-skew sets the clock that far from true
 	// time; a clock-jump steps it by that much.
 	OffsetMs *int `json:"offset_ms,omitempty"`
+	// Cut is what a partition of a cluster cuts, and its heal restores:
+	// directions between the cluster's nodes (or the clients' side,
+	// "local"), each "from>to" (from's packets to "to" are dropped),
+	// separated by spaces: "n1>n2 n2>n1" cuts n1 and n2 off from each
+	// other, "n1>n2" one way only. A partition aimed at a process cuts
+	// that client's connection instead, and has no Cut.
+	Cut string `json:"cut,omitempty"`
 }
 
-// WriteFields writes f's fields: reason, process, offset_ms.
+// WriteFields writes f's fields: reason, process, offset_ms, cut.
 func (f *Fault) WriteFields(w *FieldWriter) {
 	w.String("reason", f.Reason)
 	w.String("process", f.Process)
 	w.Int("offset_ms", f.OffsetMs)
+	w.String("cut", f.Cut)
 }
 
-// Text is the fault's offset, if any: "offset_ms 250".
+// Text is the fault's offset and cut, if any: "offset_ms 250",
+// "cut n1>n2 n2>n1".
 func (f *Fault) Text() string {
 	var t TextWriter
 	t.Int("offset_ms", f.OffsetMs)
+	t.String("cut", f.Cut)
 	return t.Text()
+}
+
+// Directions are the directions a cut names, each [from, to], in its
+// order; nil for none.
+func (f *Fault) Directions() [][2]string {
+	var out [][2]string
+	for _, d := range strings.Fields(f.Cut) {
+		from, to, _ := strings.Cut(d, ">")
+		out = append(out, [2]string{from, to})
+	}
+	return out
+}
+
+// checkCut says what is wrong with a cut, "" if nothing: each direction
+// "from>to", two different names, given once, separated by single
+// spaces.
+func checkCut(cut string) string {
+	seen := map[string]bool{}
+	for _, d := range strings.Split(cut, " ") {
+		from, to, ok := strings.Cut(d, ">")
+		switch {
+		case !ok || from == "" || to == "" || strings.Contains(to, ">"):
+			return fmt.Sprintf("value.cut: want directions \"from>to\" separated by single spaces, got %q", cut)
+		case from == to:
+			return fmt.Sprintf("value.cut: %q cuts %s off from itself", d, from)
+		case seen[d]:
+			return fmt.Sprintf("value.cut: %q given twice", d)
+		}
+		seen[d] = true
+	}
+	return ""
 }
 
 // As is e's value as a P, a family's value type (the zero P, nil, if e
@@ -437,15 +479,19 @@ type faultBox struct {
 
 // faultType is the type of the faults' values.
 var faultType = (&ValueType{
-	Fields: []Field{{Name: "reason", Type: StringField}, {Name: "process", Type: StringField}, {Name: "offset_ms", Type: IntField}},
+	Fields: []Field{{Name: "reason", Type: StringField}, {Name: "process", Type: StringField}, {Name: "offset_ms", Type: IntField}, {Name: "cut", Type: StringField}},
 	Make: func(r *FieldReader) Value {
 		f := New[faultBox](r)
-		f.v = Fault{Reason: r.String("reason"), Process: r.String("process"), OffsetMs: r.Int("offset_ms", &f.offset)}
+		f.v = Fault{Reason: r.String("reason"), Process: r.String("process"), OffsetMs: r.Int("offset_ms", &f.offset), Cut: r.String("cut")}
 		return &f.v
 	},
 	Check: func(v Value) string {
-		if f := v.(*Fault); f.OffsetMs != nil && *f.OffsetMs == 0 {
+		f := v.(*Fault)
+		if f.OffsetMs != nil && *f.OffsetMs == 0 {
 			return "value.offset_ms: want a non-zero integer (milliseconds; ahead when positive), got 0"
+		}
+		if f.Cut != "" {
+			return checkCut(f.Cut)
 		}
 		return ""
 	},

@@ -108,3 +108,31 @@ func TestWriteError(t *testing.T) {
 		t.Errorf("empty history: %q, %v", buf.String(), err)
 	}
 }
+
+// A cluster's faults (a partition between nodes, by its cut; a node
+// paused or restarted, named as the process) read and write back byte for
+// byte, and a cut gives its directions.
+func TestClusterFaults(t *testing.T) {
+	want, err := os.ReadFile("testdata/cluster-faults.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := histories.Read(bytes.NewReader(want), "testdata/cluster-faults.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := histories.Write(&got, events); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("Write(Read(x)) != x\ngot:\n%s\nwant:\n%s", got.Bytes(), want)
+	}
+	f := histories.FaultOf(&events[0])
+	if d := f.Directions(); len(d) != 4 || d[0] != [2]string{"n1", "n2"} || d[3] != [2]string{"n3", "n1"} {
+		t.Errorf("Directions() = %v", d)
+	}
+	if txt := f.Text(); txt != "cut n1>n2 n1>n3 n2>n1 n3>n1" {
+		t.Errorf("Text() = %q", txt)
+	}
+}
