@@ -1,0 +1,219 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A transcript is a command the documentation shows being run ("$ " at
+// the start of a line in a fenced block of README.md or docs/*.md), with
+// the output it shows below it, up to the next command or the block's end.
+type transcript struct {
+	file string
+	line int
+	cmd  string
+	want []string
+	// block numbers the fenced blocks of a file: the commands of one
+	// block run one after another in one directory, as a user would type
+	// them.
+	block int
+}
+
+// transcripts reads every transcript of the documentation under root.
+func transcripts(t *testing.T, root string) []transcript {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	files = append([]string{filepath.Join(root, "README.md")}, files...)
+	var out []transcript
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, f)
+		s := bufio.NewScanner(fh)
+		s.Buffer(nil, 1<<20)
+		in, block, n := false, 0, 0
+		var cur *transcript
+		for s.Scan() {
+			n++
+			line := s.Text()
+			switch {
+			case strings.HasPrefix(line, "```"):
+				in = !in
+				block++
+				cur = nil
+			case in && strings.HasPrefix(line, "$ "):
+				out = append(out, transcript{file: rel, line: n, cmd: strings.TrimPrefix(line, "$ "), block: block})
+				cur = &out[len(out)-1]
+			case in && cur != nil:
+				cur.want = append(cur.want, line)
+			}
+		}
+		fh.Close()
+	}
+	return out
+}
+
+// needsServers says whether a transcript's command needs something beyond
+// the simulator (a real server, an implementation's runtime, a container
+// engine, root for a network lab) or runs for long: such transcripts run
+// only with LOCKPROVER_TRANSCRIPTS=all, on a machine set up as .ci/run sets
+// it up.
+func needsServers(cmd string) bool {
+	for _, s := range []string{"--target", "--impl", "conform", "bench", "validate-impl", "docker", "kubectl", "git ", "export ", "--time", "--private-server", "make ", "GOFLAGS"} {
+		if strings.Contains(cmd, s) {
+			return true
+		}
+	}
+	if m := regexp.MustCompile(`--runs (\d+)`).FindStringSubmatch(cmd); m != nil && len(m[1]) > 5 {
+		return true // 100,000 plans and more
+	}
+	return !strings.Contains(cmd, "lockprover")
+}
+
+// masks are what varies from run to run in an output a transcript shows:
+// timings and rates, dates and the run's random names.
+var masks = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`\d+(\.\d+)?\s?plans/s`), "N plans/s"},
+	{regexp.MustCompile(`\b\d+(\.\d+)?(µs|ms|s|m)\b`), "T"},
+	{regexp.MustCompile(`\b\d+m\d+(\.\d+)?s\b`), "T"},
+	{regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+Z?`), "DATE"},
+	{regexp.MustCompile(`\bseed \d{6,}`), "seed S"},
+	{regexp.MustCompile(`\blp[a-z]*[0-9a-f]{6,}[0-9a-f_-]*`), "NAME"},
+	{regexp.MustCompile(`\| \d+\.\d\d \|$`), "| T |"}, // a table's seconds (mutants --detect)
+	{regexp.MustCompile(`\s+$`), ""},
+}
+
+func mask(line string) string {
+	for _, m := range masks {
+		line = m.re.ReplaceAllString(line, m.with)
+	}
+	return line
+}
+
+// matches says whether got (the lines a command printed) is what want
+// shows: line for line, after masking, where a line "..." stands for any
+// number of lines; the first line that does not match is returned.
+func matches(want, got []string) (bool, string) {
+	j := 0
+	skip := false
+	for _, w := range want {
+		if strings.TrimSpace(w) == "..." {
+			skip = true
+			continue
+		}
+		mw := mask(w)
+		for skip && j < len(got) && mask(got[j]) != mw {
+			j++
+		}
+		if j == len(got) || mask(got[j]) != mw {
+			return false, w
+		}
+		j++
+		skip = false
+	}
+	if !skip && j < len(got) {
+		return false, "(the output goes on: " + got[j] + ")"
+	}
+	return true, ""
+}
+
+// Every command the README and docs/ show being run prints what they show
+// it printing (timings, rates and run names aside; "..." elides lines).
+// Those that need servers or run long are run with
+// LOCKPROVER_TRANSCRIPTS=all on a machine .ci/run set up; the rest always.
+func TestDocTranscripts(t *testing.T) {
+	if testing.Short() || os.Getenv("LOCKPROVER_TRANSCRIPTS") == "" {
+		t.Skip("runs the documentation's commands: LOCKPROVER_TRANSCRIPTS=sim for those on the simulator, all for every one")
+	}
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := os.Getenv("LOCKPROVER_TRANSCRIPTS") == "all"
+	bin := builtBinary(t)
+	dirs := map[string]string{} // file#block -> its directory
+	ran, skipped := 0, 0
+	for _, tr := range transcripts(t, root) {
+		if !all && needsServers(tr.cmd) {
+			skipped++
+			continue
+		}
+		key := fmt.Sprintf("%s#%d", tr.file, tr.block)
+		if dirs[key] == "" {
+			dirs[key] = workDir(t, root)
+		}
+		ran++
+		cmd := strings.ReplaceAll(tr.cmd, "go run ./cmd/lockprover", "lockprover")
+		c := exec.Command("sh", "-c", cmd)
+		c.Dir = dirs[key]
+		c.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "NO_COLOR=1")
+		start := time.Now()
+		out, _ := c.CombinedOutput() // the transcript shows the exit by what it prints
+		got := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+		if len(out) == 0 {
+			got = nil
+		}
+		if ok, first := matches(tr.want, got); !ok {
+			t.Errorf("%s:%d: $ %s\nshows %q, which is not what it prints (in %v):\n%s", tr.file, tr.line, tr.cmd, first, time.Since(start).Round(time.Millisecond), out)
+		}
+	}
+	t.Logf("%d commands run, %d left for LOCKPROVER_TRANSCRIPTS=all", ran, skipped)
+	if ran == 0 {
+		t.Error("no command of the documentation ran")
+	}
+}
+
+// workDir is a fresh directory that holds the repository's top-level
+// entries as symbolic links, where a block's commands run: they read the
+// repository's files by the paths the documentation gives, and what they
+// write stays out of the repository.
+func workDir(t *testing.T, root string) string {
+	dir := t.TempDir()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() == ".git" {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(root, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestTranscriptMatching(t *testing.T) {
+	for _, c := range []struct {
+		want, got []string
+		ok        bool
+	}{
+		{[]string{"a", "b"}, []string{"a", "b"}, true},
+		{[]string{"a", "b"}, []string{"a", "c"}, false},
+		{[]string{"a"}, []string{"a", "b"}, false},
+		{[]string{"a", "..."}, []string{"a", "b", "c"}, true},
+		{[]string{"a", "...", "c"}, []string{"a", "b", "b", "c"}, true},
+		{[]string{"a", "...", "d"}, []string{"a", "b", "c"}, false},
+		{[]string{"1000 plans, 0.3s (3295.9 plans/s)"}, []string{"1000 plans, 0.5s (1881.1 plans/s)"}, true},
+		{[]string{"1000 plans"}, []string{"1001 plans"}, false},
+		{[]string{"proving the reference on RabbitMQ, seed 11684891785492496758"}, []string{"proving the reference on RabbitMQ, seed 666864198145840397"}, true},
+		{[]string{"seed 1"}, []string{"seed 2"}, false},
+	} {
+		if ok, _ := matches(c.want, c.got); ok != c.ok {
+			t.Errorf("matches(%q, %q) = %v", c.want, c.got, ok)
+		}
+	}
+}
