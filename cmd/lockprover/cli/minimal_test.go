@@ -1,0 +1,37 @@
+package cli
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The implementers' guide's minimal example (examples/minimal): its
+// adapter passes validate-impl; on the guide's hand plan its lock holds,
+// and its variant that releases with a plain DEL is caught by
+// lease-exclusive and no-revival, every time.
+func TestMinimalExample(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server: apt-get install redis-server")
+	}
+	if _, err := exec.LookPath("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3: apt-get install python3")
+	}
+	dir := filepath.Join("..", "..", "..", "examples", "minimal")
+	impl := "/usr/bin/python3 " + filepath.Join(dir, "redis_lock.py")
+	plan := filepath.Join(dir, "release-after-expiry.json")
+
+	if code, out, errOut := lockprover("validate-impl", "--kind", "redlock", "--impl", impl); code != exitOK {
+		t.Fatalf("validate-impl: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := lockprover("replay", "--target", "redis", "--impl", impl, plan); code != exitOK {
+		t.Errorf("the safe lock on the guide's plan: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := lockprover("replay", "--target", "redis", "--impl", impl+" --unsafe-release", "--times", "2", plan)
+	if code != exitViolation || !strings.Contains(out, "failed in 2 of 2 runs") ||
+		!strings.Contains(out, "lease-exclusive FAIL") || !strings.Contains(out, "no-revival      FAIL") {
+		t.Errorf("the unsafe release on the guide's plan: exit %d, want it caught in 2 of 2 runs\n%s%s", code, out, errOut)
+	}
+}
