@@ -182,11 +182,26 @@ func TestCheckEDN(t *testing.T) {
 	}
 }
 
-// The README's check examples print what check prints (an example that
-// elides lines with "..." must match the lines it shows, in order;
-// trailing spaces do not count).
-func TestReadmeCheckExamples(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+// The check examples of the README and docs/ print what check prints (an
+// example that elides lines with "..." must match the lines it shows, in
+// order; trailing spaces do not count). TestDocTranscripts runs every
+// command of the documentation; this one runs check's, always, in process.
+func TestDocCheckExamples(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	n := 0
+	for _, f := range append([]string{filepath.Join(root, "README.md")}, files...) {
+		n += checkExamples(t, f)
+	}
+	if n == 0 {
+		t.Error("no check example found in the README or docs/")
+	}
+}
+
+// checkExamples runs the check examples of one page and returns how many
+// it found.
+func checkExamples(t *testing.T, page string) int {
+	readme, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +209,9 @@ func TestReadmeCheckExamples(t *testing.T) {
 	n := 0
 	for i, line := range lines {
 		rest, ok := strings.CutPrefix(line, "$ go run ./cmd/lockprover check ")
+		if !ok {
+			rest, ok = strings.CutPrefix(line, "$ lockprover check ")
+		}
 		if !ok {
 			continue
 		}
@@ -219,15 +237,13 @@ func TestReadmeCheckExamples(t *testing.T) {
 				j++
 			}
 			if j == len(got) {
-				t.Errorf("README's check %s shows %q, which check does not print in that order:\n%s", file, w, out.String())
+				t.Errorf("%s's check %s shows %q, which check does not print in that order:\n%s", page, file, w, out.String())
 				break
 			}
 			j++
 		}
 	}
-	if n == 0 {
-		t.Error("no check example found in the README")
-	}
+	return n
 }
 
 // TestCheckJSONSaysWhatTheImportDid checks that --json carries an import's

@@ -214,10 +214,10 @@ func TestBrokerPreflight(t *testing.T) {
 	}
 }
 
-// The README's synopses list every flag of every command, as its help
-// prints them.
-func TestReadmeSynopsesListEveryFlag(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+// The synopses of docs/cli.md list every flag of every command, as its
+// help prints them.
+func TestSynopsesListEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "cli.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestReadmeSynopsesListEveryFlag(t *testing.T) {
 			}
 		}
 		if synopsis.Len() == 0 {
-			t.Errorf("README has no synopsis for %s", c.name)
+			t.Errorf("docs/cli.md has no synopsis for %s", c.name)
 			continue
 		}
 		_, help, _ := lockprover(c.name, "-h")
@@ -252,7 +252,7 @@ func TestReadmeSynopsesListEveryFlag(t *testing.T) {
 					name = "-" + name
 				}
 				if !regexp.MustCompile(regexp.QuoteMeta(name) + `\b`).MatchString(synopsis.String()) {
-					t.Errorf("README's synopsis of %s lacks %s:\n%s", c.name, name, synopsis.String())
+					t.Errorf("docs/cli.md's synopsis of %s lacks %s:\n%s", c.name, name, synopsis.String())
 				}
 			}
 		}
