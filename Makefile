@@ -1,6 +1,6 @@
 # The tests CI runs (.ci/run calls `make test`). RabbitMQ-backed tests use
 # LOCKPROVER_AMQP_URL, or a broker on 127.0.0.1:5672, and skip without one.
-.PHONY: test fmt vet bench fuzz
+.PHONY: test check fmt vet bench fuzz
 
 # Most of the suite waits on real servers and processes rather than on the
 # CPU, so packages run four at a time (-p; go's default is one per CPU) and
@@ -14,6 +14,17 @@
 SLOWEST = ./families/amqp ./adapters/conform ./cmd/lockprover/cli ./families/dbsemaphore ./consulsem ./backends/rabbitmq ./redlock ./dbsem
 test: fmt vet
 	scripts/test-again -p 4 -parallel 8 -timeout 15m $(SLOWEST) ./...
+
+# The quick inner loop: the simulators, the checkers, every family's
+# simulated runs, and one short run per real server (TestSmoke in
+# cmd/lockprover/cli: the reference proving two plans on RabbitMQ, MariaDB,
+# Redis, Consul and etcd, each skipped when its server is missing here).
+# go test -short skips every other test that needs a real server, a private
+# server or an implementation's processes (internal/quick says which), and
+# the packages that are only about real servers are left to make test.
+CHECK_LEAVES = /backends/(consul|etcd|mysql|netns|proxy|rabbitmq|redis)$$|/adapters/conform$$|/examples/upstream$$|/scripts$$
+check: fmt vet
+	go test -short -p 4 -parallel 8 $$(go list ./... | grep -Ev '$(CHECK_LEAVES)')
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockprover/lockprover/backends/consul"
 	"github.com/lockprover/lockprover/backends/etcd"
+	"github.com/lockprover/lockprover/internal/quick"
 )
 
 // The tests run on a private Consul agent (-dev) and a private etcd that
@@ -85,6 +86,7 @@ var testBackends = []backend{
 }
 
 func skipWithout(t *testing.T, why error) {
+	quick.Skip(t, "a private Consul agent or etcd")
 	t.Helper()
 	if errors.Is(why, consul.ErrNoConsul) || errors.Is(why, etcd.ErrNoEtcd) {
 		t.Skip(why)

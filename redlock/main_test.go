@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockprover/lockprover/backends/redis"
+	"github.com/lockprover/lockprover/internal/quick"
 )
 
 // The tests run on private redis-server instances (package
@@ -50,6 +51,7 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // shared returns the shared servers' addresses (three), skipping the test
 // without redis-server.
 func shared(t testing.TB) []string {
+	quick.Skip(t, "private redis-servers")
 	t.Helper()
 	sharedOnce.Do(func() {
 		if sharedDir, sharedErr = os.MkdirTemp("", "redlock-test-"); sharedErr != nil {
@@ -70,6 +72,7 @@ func shared(t testing.TB) []string {
 
 // own starts n servers of the test's own, stopped when it ends.
 func own(t testing.TB, n int, o redis.Options) []*redis.Server {
+	quick.Skip(t, "private redis-servers")
 	t.Helper()
 	ss, err := redis.StartN(ctx(t), t.TempDir(), n, o)
 	if errors.Is(err, redis.ErrNoRedis) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -79,6 +80,7 @@ func TestSameSeedSameHistory(t *testing.T) {
 // error: it does not panic (it did, closing a nil connection, and the
 // search stopped on "a plan could not run").
 func TestAmbiguousRetryWithoutAConnection(t *testing.T) {
+	quick.Skip(t, "processes")
 	t.Parallel()
 	c := prover.Config{Family: Config{Scope: prover.Scope{Mutant: "ambiguous-commit-retry", Faults: []string{histories.DropReply, histories.RestartBroker}}},
 		Properties: []string{lease.Available}}

@@ -17,6 +17,7 @@ import (
 	"github.com/lockprover/lockprover/families/dbsemaphore/dbsemprotocol"
 
 	"github.com/lockprover/lockprover/families/dbsemaphore"
+	"github.com/lockprover/lockprover/internal/quick"
 )
 
 // validatePrefix finds the validation's table prefix in its output.
@@ -219,6 +220,7 @@ d.Server.answer = lambda self, req: answer(self, req) if req.get("type") in ("in
 // A database that cannot be used is the error, at once, and the
 // implementation is not started.
 func TestValidateLeaseWithoutADatabase(t *testing.T) {
+	quick.Skip(t, "processes")
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

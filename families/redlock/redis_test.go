@@ -11,6 +11,7 @@ import (
 	"github.com/lockprover/lockprover/backends/redis"
 	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -24,6 +25,7 @@ var safety = []string{"lease-exclusive", "no-revival", "acquire-exact", "fencing
 
 // onRedis is Redis{}, or a skip where this machine has no redis-server.
 func onRedis(t *testing.T) Redis {
+	quick.Skip(t, "private redis-servers")
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

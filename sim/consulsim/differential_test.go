@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockprover/lockprover/backends/consul"
 	"github.com/lockprover/lockprover/backends/etcd"
+	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/internal/rapidbatch"
 )
 
@@ -27,6 +28,7 @@ const consulFloor = time.Second
 // privateTarget starts a private server of kind k for the test; the test
 // is skipped on a machine without its binary.
 func privateTarget(t *testing.T, k Kind) Target {
+	quick.Skip(t, "a private Consul agent or etcd")
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -62,6 +64,7 @@ func seedOf() uint64 {
 // differential runs the differential of n sequences against a private
 // server of kind k.
 func differential(t *testing.T, k Kind, n int) {
+	quick.Skip(t, "a private Consul agent or etcd")
 	t.Parallel()
 	target := privateTarget(t, k)
 	seed := seedOf()

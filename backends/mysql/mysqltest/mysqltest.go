@@ -30,6 +30,7 @@ import (
 	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/lockprover/lockprover/backends/mysql"
+	"github.com/lockprover/lockprover/internal/quick"
 )
 
 const (
@@ -81,9 +82,11 @@ func Config() (*driver.Config, error) {
 // DSN returns the test database's DSN as it was given
 // ($LOCKPROVER_MYSQL_DSN, or mysql.DefaultDSN; without Config's timeouts),
 // or skips the test, saying why and how to provide one (set
-// LOCKPROVER_MYSQL_DSN, or start MariaDB on 127.0.0.1:3306).
+// LOCKPROVER_MYSQL_DSN, or start MariaDB on 127.0.0.1:3306). Under -short
+// (make check) it skips the test: the quick loop leaves MariaDB to make test.
 func DSN(t testing.TB) string {
 	t.Helper()
+	quick.Skip(t, "MariaDB")
 	dsn, _, err := lookup()
 	if err != nil {
 		t.Skip(skipMessage(err))

@@ -6,12 +6,14 @@ import (
 	"testing"
 
 	"github.com/lockprover/lockprover/backends/mysql/mysqltest"
+	"github.com/lockprover/lockprover/internal/quick"
 )
 
 // bench --kind db-semaphore measures the reference on MariaDB beside its
 // floors, in both designs, and drops its tables; amqp-locks' flags are
 // refused.
 func TestBenchDBSemaphore(t *testing.T) {
+	quick.Skip(t, "MariaDB")
 	t.Parallel()
 	dsn := mysqltest.DSN(t)
 	var prefixes []string // each run's own: other runs may share the server

@@ -14,6 +14,7 @@ import (
 	"github.com/lockprover/lockprover/amqplocks"
 	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/internal/quick"
 )
 
 // benchBrokerURL is LOCKPROVER_AMQP_URL, or the local broker if it answers;
@@ -32,6 +33,7 @@ func benchBrokerURL(t *testing.T) string {
 }
 
 func TestBench(t *testing.T) {
+	quick.Skip(t, "RabbitMQ")
 	t.Parallel()
 	u := benchBrokerURL(t)
 	const slots = 3
