@@ -16,7 +16,7 @@ func TestReferenceVariantsThroughTheProtocol(t *testing.T) {
 	// Every variant at once, then the lazy connection alone (the one a
 	// correct implementation is likeliest to choose); each variant alone
 	// holds 100,000 simulator plans (prover's TestCorrectVariantsHold and
-	// the README's figures).
+	// docs/amqp-locks.md's figures).
 	for _, tc := range []struct {
 		spec  string
 		plans int

@@ -223,7 +223,7 @@ func TestSynopsesListEveryFlag(t *testing.T) {
 	}
 	flagLine := regexp.MustCompile(`^  -([a-z][a-z-]*)`)
 	for _, c := range commands() {
-		// The synopsis: the lines of the README's block that begin with
+		// The synopsis: the lines of docs/cli.md's block that begin with
 		// "lockprover NAME", and their continuation lines.
 		var synopsis strings.Builder
 		in := false

@@ -24,7 +24,7 @@ func TestBinaryDoesNotLinkTestcontainers(t *testing.T) {
 	}
 }
 
-// Dependencies point one way (README, "Layout"): backends import no
+// Dependencies point one way (docs/architecture.md): backends import no
 // family; a family imports no generic machinery (adapters/: the process
 // launcher, the differential harness), which its wiring above it does (its
 // protocol package, and its descriptor, the family's top); only

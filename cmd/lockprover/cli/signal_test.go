@@ -165,7 +165,7 @@ func TestInterruptExits130(t *testing.T) {
 	}
 	bin := builtBinary(t)
 	ctl := brokerCtl(t, u)
-	// "Within a couple of seconds" (README): 0.25 s here with four CPU hogs
+	// "Within a couple of seconds" (docs/cli.md): 0.25 s here with four CPU hogs
 	// beside it, but up to 3.8 s beside the whole suite, whose tests keep
 	// the broker itself busy, 5.6 s beside four other agents' builds (load
 	// 11 to 15), and 9.1 s once in CI (an implementation's run lists the
