@@ -112,7 +112,7 @@ func TestMariaDBDifferential(t *testing.T) {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
 	t.Attr("seed", strconv.FormatUint(seed, 10))
-	rep := differential(t, MariaDBOptions{Runs: mariaRuns(t, 300), Seed: seed, Shrink: mariaShrink()})
+	rep := differential(t, MariaDBOptions{Runs: mariaRuns(t, 100), Seed: seed, Shrink: mariaShrink()})
 	t.Logf("seed %d, MariaDB %s: %s", seed, rep.Server, rep)
 	if rep.Found != nil {
 		t.Fatalf("divergence (seed %d):\n%s", seed, rep.Found)

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -76,11 +77,14 @@ func TestRelinquishedSlotOnRabbitMQ(t *testing.T) {
 	}
 	url := rabbitmqtest.URL(t)
 	for _, tidy := range []bool{true, false} {
-		checkRelinquished(t, func(p *Plan) (*prover.Result, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			return RabbitMQ{URL: url}.Run(ctx, p, Reference)
-		}, tidy, 2000) // two seconds of margin for each step, beside the whole suite
+		t.Run(fmt.Sprintf("tidy=%v", tidy), func(t *testing.T) {
+			t.Parallel() // each on a lock of its own
+			checkRelinquished(t, func(p *Plan) (*prover.Result, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				return RabbitMQ{URL: url}.Run(ctx, p, Reference)
+			}, tidy, 2000) // two seconds of margin for each step, beside the whole suite
+		})
 	}
 }
 
