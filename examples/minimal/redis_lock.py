@@ -67,7 +67,7 @@ class Lock:
 
     def redis(self):
         if self.conn is None:
-            self.conn = Redis(self.addr, timeout=0.5)
+            self.conn = Redis(self.addr, timeout=2)
         return self.conn
 
     def run(self, *cmd):
