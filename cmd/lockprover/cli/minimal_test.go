@@ -11,8 +11,7 @@ import (
 
 // The implementers' guide's minimal example (examples/minimal): its
 // adapter passes validate-impl; on the guide's hand plan its lock holds,
-// and its variant that releases with a plain DEL is caught by
-// lease-exclusive and no-revival, every time.
+// and its variant that releases with a plain DEL is caught every time.
 func TestMinimalExample(t *testing.T) {
 	quick.Skip(t, "private redis-servers and Python processes")
 	t.Parallel()
@@ -33,8 +32,10 @@ func TestMinimalExample(t *testing.T) {
 		t.Errorf("the safe lock on the guide's plan: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut := lockprover("replay", "--target", "redis", "--impl", impl+" --unsafe-release", "--times", "2", plan)
-	if code != exitViolation || !strings.Contains(out, "failed in 2 of 2 runs") ||
-		!strings.Contains(out, "lease-exclusive FAIL") || !strings.Contains(out, "no-revival      FAIL") {
+	// no-revival catches it whatever the machine's load (c1 releases
+	// after its lease ended); lease-exclusive too where c3's acquire lands
+	// inside c2's lease, which a machine at load 60 has delayed past it.
+	if code != exitViolation || !strings.Contains(out, "failed in 2 of 2 runs") || !strings.Contains(out, "no-revival      FAIL") {
 		t.Errorf("the unsafe release on the guide's plan: exit %d, want it caught in 2 of 2 runs\n%s%s", code, out, errOut)
 	}
 }

@@ -133,7 +133,9 @@ func matches(want, got []string) (bool, string) {
 // Every command the README and docs/ show being run prints what they show
 // it printing (timings, rates and run names aside; "..." elides lines).
 // Those that need servers or run long are run with
-// LOCKPROVER_TRANSCRIPTS=all on a machine .ci/run set up; the rest always.
+// LOCKPROVER_TRANSCRIPTS=all on a machine .ci/run set up, the rest with
+// LOCKPROVER_TRANSCRIPTS=sim; LOCKPROVER_TRANSCRIPTS_FILES=README.md,docs/ci.md
+// runs those of the pages named only.
 func TestDocTranscripts(t *testing.T) {
 	if testing.Short() || os.Getenv("LOCKPROVER_TRANSCRIPTS") == "" {
 		t.Skip("runs the documentation's commands: LOCKPROVER_TRANSCRIPTS=sim for those on the simulator, all for every one")
@@ -146,7 +148,16 @@ func TestDocTranscripts(t *testing.T) {
 	bin := builtBinary(t)
 	dirs := map[string]string{} // file#block -> its directory
 	ran, skipped := 0, 0
+	only := map[string]bool{} // LOCKPROVER_TRANSCRIPTS_FILES: these pages only
+	for _, f := range strings.Split(os.Getenv("LOCKPROVER_TRANSCRIPTS_FILES"), ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			only[f] = true
+		}
+	}
 	for _, tr := range transcripts(t, root) {
+		if len(only) > 0 && !only[tr.file] {
+			continue
+		}
 		if !all && needsServers(tr.cmd) {
 			skipped++
 			continue
