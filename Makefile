@@ -1,6 +1,6 @@
 # The tests CI runs (.ci/run calls `make test`). RabbitMQ-backed tests use
 # LOCKPROVER_AMQP_URL, or a broker on 127.0.0.1:5672, and skip without one.
-.PHONY: test check fmt vet bench fuzz
+.PHONY: test check transcripts fmt vet bench fuzz
 
 # Most of the suite waits on real servers and processes rather than on the
 # CPU, so packages run four at a time (-p; go's default is one per CPU) and
@@ -25,6 +25,14 @@ test: fmt vet
 CHECK_LEAVES = /backends/(consul|etcd|mysql|netns|proxy|rabbitmq|redis)$$|/adapters/conform$$|/examples/upstream$$|/scripts$$
 check: fmt vet
 	go test -short -p 4 -parallel 8 $$(go list ./... | grep -Ev '$(CHECK_LEAVES)')
+
+# Every command README.md and docs/*.md show being run on the simulator
+# prints what they show (TestDocTranscripts; about ten minutes).
+# LOCKPROVER_TRANSCRIPTS=all runs those on real servers too, on a machine
+# .ci/run has set up; LOCKPROVER_TRANSCRIPTS_FILES=README.md,docs/ci.md
+# narrows it to some pages.
+transcripts:
+	LOCKPROVER_TRANSCRIPTS=$${LOCKPROVER_TRANSCRIPTS:-sim} go test -count=1 -timeout 60m -run '^TestDocTranscripts$$' ./cmd/lockprover/cli
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
