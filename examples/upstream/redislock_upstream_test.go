@@ -23,3 +23,23 @@ func TestRedislockAdapter(t *testing.T) {
 		t.Error("the adapter claims a validity, which bsm/redislock does not compute")
 	}
 }
+
+// redis-py's Lock (Debian python3-redis), one Lock per grant on the first
+// server, passes every check, refreshing by reacquire() or, with
+// --extend, by extend(ttl, replace_ttl=True). It claims no validity.
+func TestRedisPyLockAdapter(t *testing.T) {
+	needModule(t, "redis", "python3-redis")
+	for _, flags := range []string{"", " --extend"} {
+		t.Run("refresh"+strings.ReplaceAll(flags, " ", "="), func(t *testing.T) {
+			t.Parallel()
+			out := validateRedlock(t, python+" "+abs(t, "redis_py_lock.py")+flags)
+			wantFailures(t, out)
+			if !strings.Contains(out, "ok    c1's refresh after its release answers expired") {
+				t.Error("the refresh-after-release check did not run, or did not pass")
+			}
+			if strings.Contains(out, "validity claimed") {
+				t.Error("the adapter claims a validity, which redis-py's Lock does not compute")
+			}
+		})
+	}
+}
