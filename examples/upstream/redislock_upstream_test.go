@@ -43,3 +43,19 @@ func TestRedisPyLockAdapter(t *testing.T) {
 		})
 	}
 }
+
+// npm redis-lock 1.0.0 has no refresh: the adapter refuses each with a
+// definite unsupported, which fails exactly validate-impl's refresh checks;
+// everything else passes (acquire, held, release, a second release, a new
+// lease after the release and after the expiry).
+func TestNodeRedisLockAdapter(t *testing.T) {
+	t.Parallel()
+	node, modules := npmModules(t, "node-redis-lock", "redis-lock")
+	out := validateRedlock(t, "NODE_PATH="+modules+" "+node+" "+abs(t, "node-redis-lock/adapter.js"))
+	wantFailures(t, out,
+		"c1's refresh of its lease is ok",
+		"c1's refresh after its release answers expired",
+		"a refresh of a token never granted answers expired",
+		"c1's refresh 800ms after its grant (no revival) answers expired",
+	)
+}
