@@ -1,126 +1,142 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """lockprover's process protocol for Redlock (docs/protocol.md, "Redlock")
-served by redis-py's Lock (redis.lock.Lock), called through its public API
-and unchanged: Debian's python3-redis (4.3.4 on bookworm). One process is
-one lockprover client of one key, on the first server init names.
+served by redis-py's Lock (redis.lock.Lock, Debian python3-redis 4.3.4),
+called through its public API and unchanged: one process is one
+lockprover client of one key.
 
     lockprover validate-impl --kind redlock --impl '/usr/bin/python3 examples/upstream/redis_py_lock.py'
     lockprover prove --kind redlock --servers 1 --impl '/usr/bin/python3 examples/upstream/redis_py_lock.py'
 
-Each acquire makes a new Lock, as a redis-py user does for each lock taken:
-redis.Redis(...).lock(name, timeout=ttl) and acquire(blocking=False) (the
-protocol's acquire never waits; --blocking-timeout-ms N acquires with
-blocking=True, blocking_timeout=N ms instead, the library polling every
---sleep-ms). The token is the one the Lock made (its local.token, a uuid1),
-and refresh and release call the Lock that token names:
+redis-py's Lock is a single-instance lock: the adapter connects to the
+first address of init's addrs only (every client of a plan does); prove
+it with --servers 1, so that every fault drawn falls on its server. The
+client is redis.Redis(host, port, socket_timeout=10): redis-py has no
+timeout by default, and a command stuck on a partitioned server must
+answer before lockprover gives up on the process (30 s).
 
-  --refresh extend     (default) extend(ttl, replace_ttl=True): the key
-                       lives ttl from now, as the protocol's refresh means;
-  --refresh extend-add extend(ttl), the library's default: ttl is ADDED to
-                       what the key had left;
-  --refresh reacquire  lock.timeout = ttl, then reacquire(): the key's TTL
-                       reset to the lock's timeout.
-
-Results: acquire True is acquire_ok, False acquire_fail held; a refresh or
-release that raises LockNotOwnedError is _fail expired; redis.ConnectionError
-and redis.TimeoutError (the command may or may not have run) are errors
-without definite: unknown outcome. A token released successfully is
-forgotten: a refresh or release of it, or of a token this process never
-granted, answers expired without calling redis-py. A Lock whose release
-failed with an unknown outcome has no token left (redis-py clears it before
-it sends the release script), so a refresh or release of it raises
-LockError: answered as an error with definite (the library did nothing,
-and the lease's state is unknown), and logged on stderr. No validity is
-claimed (redis-py claims none) and no fence is given.
-
-Each client is redis.Redis(host, port, socket_timeout=2, socket_connect_timeout=2)
-with redis-py's defaults otherwise (no retry); lockprover waits 30 s.
+Each acquire makes a new Lock, as a user does for each lock taken:
+Lock(client, name, timeout=ttl_ms/1000, blocking=False) and acquire()
+(the protocol's acquire never waits); True is acquire_ok, its token the
+Lock's own (lock.local.token, uuid1 hex), False acquire_fail held. The
+Lock of each grant is kept by token: refresh sets its timeout to the
+request's ttl and calls reacquire() (--extend: extend(ttl, replace_ttl=True);
+--extend-add: extend(ttl), the library's default, which adds ttl to what the
+key has left), release calls release(). LockNotOwnedError is refresh_fail or release_fail
+expired; any other error (redis.exceptions.ConnectionError, TimeoutError)
+an error without definite: an unknown outcome. redis-py claims no
+validity (it keeps no clock for a lease): no validity_ms; tokens are
+random: no fence. A refresh or release of a token this process never
+granted answers expired without calling the library.
 """
-import argparse
 import json
 import sys
 
 import redis
-from redis.exceptions import LockError, LockNotOwnedError
+from redis.exceptions import LockNotOwnedError
+
+EXTEND = "--extend" in sys.argv[1:]
+EXTEND_ADD = "--extend-add" in sys.argv[1:]
+
+
+class Adapter:
+    def __init__(self):
+        self.client = None
+        self.name = None
+        self.locks = {}
+
+    def init(self, req):
+        if req.get("lock") != "redlock":
+            return {"type": "error", "code": "unsupported", "definite": True,
+                    "text": "lock kind %r: this adapter serves redlock" % req.get("lock")}
+        addrs = req.get("addrs") or []
+        if not req.get("name") or not addrs:
+            return {"type": "error", "code": "bad request", "definite": True,
+                    "text": 'init needs "name" and "addrs"'}
+        host, port = addrs[0].rsplit(":", 1)
+        self.client = redis.Redis(host=host, port=int(port), socket_timeout=10)
+        self.name = req["name"]
+        return {"type": "init_ok"}
+
+    def acquire(self, req):
+        lock = self.client.lock(self.name, timeout=req["ttl_ms"] / 1000, blocking=False)
+        if not lock.acquire():
+            return {"type": "acquire_fail", "reason": "held"}
+        token = lock.local.token.decode()
+        self.locks[token] = lock
+        return {"type": "acquire_ok", "token": token}
+
+    def refresh(self, req):
+        lock = self.locks.get(req["token"])
+        if lock is None:
+            return {"type": "refresh_fail", "reason": "expired"}
+        # A Lock that released forgot its token: extend and reacquire
+        # raise LockError without asking Redis.
+        if lock.local.token is None:
+            return {"type": "refresh_fail", "reason": "expired"}
+        try:
+            if EXTEND:
+                lock.extend(req["ttl_ms"] / 1000, replace_ttl=True)
+            elif EXTEND_ADD:
+                lock.extend(req["ttl_ms"] / 1000)
+            else:
+                lock.timeout = req["ttl_ms"] / 1000
+                lock.reacquire()
+        except LockNotOwnedError:
+            return {"type": "refresh_fail", "reason": "expired"}
+        return {"type": "refresh_ok"}
+
+    def release(self, req):
+        lock = self.locks.get(req["token"])
+        if lock is None:
+            return {"type": "release_fail", "reason": "expired"}
+        # release() forgets the token before it asks Redis (even when the
+        # command then fails): a second release of this Lock raises
+        # LockError without asking Redis, which is expired too.
+        if lock.local.token is None:
+            return {"type": "release_fail", "reason": "expired"}
+        try:
+            lock.release()
+        except LockNotOwnedError:
+            return {"type": "release_fail", "reason": "expired"}
+        return {"type": "release_ok"}
+
+    def handle(self, req):
+        kind = req.get("type")
+        if kind == "init":
+            if self.client is not None:
+                return {"type": "error", "code": "bad request", "definite": True, "text": "init was already received"}
+            return self.init(req)
+        if kind not in ("acquire", "refresh", "release"):
+            return {"type": "error", "code": "unsupported", "definite": True, "text": "request type %r" % kind}
+        if self.client is None:
+            return {"type": "error", "code": "not initialised", "definite": True, "text": "the first request must be init"}
+        if kind != "acquire" and not (isinstance(req.get("token"), str) and req["token"]):
+            return {"type": "error", "code": "bad request", "definite": True, "text": '"token" must be a non-empty string'}
+        if kind != "release" and not (isinstance(req.get("ttl_ms"), int) and req["ttl_ms"] > 0):
+            return {"type": "error", "code": "bad request", "definite": True, "text": '"ttl_ms" must be a positive integer'}
+        try:
+            return getattr(self, kind)(req)
+        except redis.exceptions.RedisError as e:
+            # Whether the command took effect is not known: no definite.
+            sys.stderr.write("%s: %s: %r\n" % (self.name, kind, e))
+            return {"type": "error", "code": "redis", "text": repr(e)}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--refresh", choices=["extend", "extend-add", "reacquire"], default="extend")
-    ap.add_argument("--blocking-timeout-ms", type=int, default=0)
-    ap.add_argument("--sleep-ms", type=int, default=100)
-    args = ap.parse_args()
-    sys.stderr.write("redis-py %s Lock adapter: refresh by %s, blocking timeout %d ms\n"
-                     % (redis.__version__, args.refresh, args.blocking_timeout_ms))
-
-    client, name, locks = None, None, {}
-
-    def reply(rid, kind, **fields):
-        sys.stdout.write(json.dumps(dict(id=rid, type=kind, **fields)) + "\n")
-        sys.stdout.flush()
-
+    sys.stderr.write("redis-py Lock adapter: redis-py %s, refresh by %s\n"
+                     % (redis.__version__, "extend(replace_ttl=True)" if EXTEND else "extend()" if EXTEND_ADD else "reacquire()"))
+    a = Adapter()
     for line in sys.stdin:
         try:
             req = json.loads(line)
-            rid, kind = req["id"], req["type"]
+            rid = req["id"]
         except (ValueError, KeyError, TypeError):
-            sys.stderr.write("not a request: %r\n" % line)
+            sys.stderr.write("a request that is not a JSON object with an id: %s" % line)
             continue
-        try:
-            if kind == "init":
-                if req.get("lock") != "redlock" or not req.get("addrs"):
-                    reply(rid, "error", code="unsupported", definite=True,
-                          text="redis-py's Lock is a lock on one Redis server")
-                    continue
-                host, port = req["addrs"][0].rsplit(":", 1)
-                client = redis.Redis(host=host, port=int(port), socket_timeout=2,
-                                     socket_connect_timeout=2)
-                name = req["name"]
-                reply(rid, "init_ok")
-            elif client is None:
-                reply(rid, "error", code="not initialised", definite=True)
-            elif kind == "acquire":
-                lock = client.lock(name, timeout=req["ttl_ms"] / 1000.0,
-                                   sleep=args.sleep_ms / 1000.0)
-                if args.blocking_timeout_ms > 0:
-                    got = lock.acquire(blocking=True, blocking_timeout=args.blocking_timeout_ms / 1000.0)
-                else:
-                    got = lock.acquire(blocking=False)
-                if got:
-                    token = lock.local.token.decode()
-                    locks[token] = lock
-                    reply(rid, "acquire_ok", token=token)
-                else:
-                    reply(rid, "acquire_fail", reason="held")
-            elif kind in ("refresh", "release"):
-                lock = locks.get(req.get("token"))
-                if lock is None:
-                    reply(rid, kind + "_fail", reason="expired")
-                    continue
-                try:
-                    if kind == "release":
-                        lock.release()
-                        # The Lock holds no token now: later calls on it
-                        # raise LockError; the lease is certainly not ours.
-                        del locks[req["token"]]
-                    elif args.refresh == "extend":
-                        lock.extend(req["ttl_ms"] / 1000.0, replace_ttl=True)
-                    elif args.refresh == "extend-add":
-                        lock.extend(req["ttl_ms"] / 1000.0)
-                    else:
-                        lock.timeout = req["ttl_ms"] / 1000.0
-                        lock.reacquire()
-                    reply(rid, kind + "_ok")
-                except LockNotOwnedError:
-                    reply(rid, kind + "_fail", reason="expired")
-                except LockError as e:
-                    sys.stderr.write("%s of %s: LockError: %s\n" % (kind, req.get("token"), e))
-                    reply(rid, "error", code="lock-error", text=str(e), definite=True)
-            else:
-                reply(rid, "error", code="unsupported", definite=True)
-        except (redis.ConnectionError, redis.TimeoutError) as e:
-            # Whether the command took effect is not known: no definite.
-            reply(rid, "error", code="redis", text=str(e))
+        reply = a.handle(req)
+        reply["id"] = rid
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -156,15 +156,29 @@ func TestRedsyncAdapter(t *testing.T) {
 // npm ci, comes first.
 func TestNodeRedlockAdapter(t *testing.T) {
 	t.Parallel()
+	node, modules := npmModules(t, "node-redlock", "redlock")
+	out := validateRedlock(t, "NODE_PATH="+modules+" "+node+" "+abs(t, "node-redlock/adapter.js"))
+	wantFailures(t, out)
+	if !strings.Contains(out, "ok    c1's acquire of the free lock is granted: the validity claimed is within the ttl") {
+		t.Error("no validity claimed, or not checked")
+	}
+}
+
+// npmModules installs the packages of dir's package-lock.json with npm ci
+// into the user's cache (once per lock file) and returns node and that
+// node_modules; it skips without node or npm, or when npm ci fails (the
+// registry out of reach). probe is a package the lock file installs.
+func npmModules(t *testing.T, dir, probe string) (node, modules string) {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("needs node and npm (apt-get install nodejs npm) for the npm redlock adapter")
+		t.Skipf("needs node and npm (apt-get install nodejs npm) for the adapter in %s", dir)
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		t.Skip("needs npm (apt-get install npm) to install the npm redlock adapter's packages")
+		t.Skipf("needs npm (apt-get install npm) to install the packages of the adapter in %s", dir)
 	}
-	lock, err := os.ReadFile("node-redlock/package-lock.json")
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,32 +187,28 @@ func TestNodeRedlockAdapter(t *testing.T) {
 		cache = os.TempDir()
 	}
 	sum := sha256.Sum256(lock)
-	dir := filepath.Join(cache, "lockprover", "node-redlock-"+hex.EncodeToString(sum[:6]))
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "redlock", "package.json")); err != nil {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+	inst := filepath.Join(cache, "lockprover", dir+"-"+hex.EncodeToString(sum[:6]))
+	if _, err := os.Stat(filepath.Join(inst, "node_modules", probe, "package.json")); err != nil {
+		if err := os.MkdirAll(inst, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range []string{"package.json", "package-lock.json"} {
-			b, err := os.ReadFile(filepath.Join("node-redlock", f))
+			b, err := os.ReadFile(filepath.Join(dir, f))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(inst, f), b, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		ci := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		ci.Dir = dir
+		ci.Dir = inst
 		if out, err := ci.CombinedOutput(); err != nil {
-			os.RemoveAll(filepath.Join(dir, "node_modules"))
-			t.Skipf("npm ci of the adapter's packages failed (the npm registry out of reach?): %v\n%s", err, out)
+			os.RemoveAll(filepath.Join(inst, "node_modules"))
+			t.Skipf("npm ci of the packages of the adapter in %s failed (the npm registry out of reach?): %v\n%s", dir, err, out)
 		}
 	}
-	out := validateRedlock(t, "NODE_PATH="+filepath.Join(dir, "node_modules")+" "+node+" "+abs(t, "node-redlock/adapter.js"))
-	wantFailures(t, out)
-	if !strings.Contains(out, "ok    c1's acquire of the free lock is granted: the validity claimed is within the ttl") {
-		t.Error("no validity claimed, or not checked")
-	}
+	return node, filepath.Join(inst, "node_modules")
 }

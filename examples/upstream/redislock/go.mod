@@ -1,4 +1,4 @@
-module github.com/lockprover/lockprover/examples/upstream/bsmredislock
+module github.com/lockprover/lockprover/examples/upstream/redislock
 
 go 1.26.0
 

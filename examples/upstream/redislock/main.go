@@ -1,0 +1,190 @@
+// Command redislock serves lockprover's process protocol for Redlock
+// (docs/protocol.md, "Redlock") with github.com/bsm/redislock (go.mod's
+// version), called through its public API and unchanged: one process is
+// one lockprover client of one key.
+//
+//	lockprover validate-impl --kind redlock --impl 'examples/upstream/redislock/redislock-adapter'
+//	lockprover prove --kind redlock --servers 1 --impl 'examples/upstream/redislock/redislock-adapter'
+//
+// bsm/redislock is a single-instance lock: a Client wraps one go-redis
+// client. The adapter connects to init's first address only (every
+// client of a plan does, so they share that one server); plans are
+// meant to be run with --servers 1, so that every fault drawn falls on
+// the lock's server. The go-redis client has the options the library's
+// README shows (the address only, go-redis's defaults otherwise).
+//
+// The mapping (one redislock.Client per process):
+//
+//   - acquire: Client.Obtain(ctx, name, ttl, nil) (the default: no
+//     retry, a random token). nil is acquire_ok with the lock's Token();
+//     ErrNotObtained is acquire_fail held; any other error is an error
+//     without definite (an unknown outcome: the script may have run).
+//   - refresh: Lock.Refresh(ctx, ttl, nil): nil is refresh_ok;
+//     ErrNotObtained is refresh_fail expired; anything else an error.
+//   - release: Lock.Release(ctx): nil is release_ok; ErrLockNotHeld is
+//     release_fail expired; anything else an error.
+//   - validity_ms, elapsed_ms, fence: none. The library keeps no clock
+//     of its own for a lease (Lock.TTL asks Redis), so it claims no
+//     validity, and validity-sound has nothing of it to judge; its
+//     tokens are random and order nothing.
+//
+// A refresh or release of a token this process never granted answers
+// expired without calling the library (there is no Lock for it). Each
+// operation runs under a context of 20 s (lockprover waits 30 s), so
+// that one stuck on a partitioned server is answered as an error.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/redis/go-redis/v9"
+)
+
+const opTimeout = 20 * time.Second
+
+func main() {
+	fmt.Fprintln(os.Stderr, "redislock adapter: github.com/bsm/redislock (go.mod's version)")
+	s := &server{out: bufio.NewWriter(os.Stdout), locks: map[string]*redislock.Lock{}}
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	for in.Scan() {
+		s.serve(in.Bytes())
+	}
+	if s.rc != nil {
+		s.rc.Close()
+	}
+}
+
+type server struct {
+	out    *bufio.Writer
+	client string
+	name   string
+	rc     *redis.Client
+	lc     *redislock.Client
+	// locks are the grants of this process, by token.
+	locks map[string]*redislock.Lock
+}
+
+func (s *server) serve(line []byte) {
+	var req map[string]json.RawMessage
+	var id int64
+	var typ string
+	if err := json.Unmarshal(line, &req); err != nil || json.Unmarshal(req["id"], &id) != nil {
+		fmt.Fprintf(os.Stderr, "%s: a request that is not a JSON object with an id: %s\n", s.client, line)
+		return
+	}
+	json.Unmarshal(req["type"], &typ)
+	r := s.handle(typ, req)
+	r["id"] = id
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(err) // only strings and numbers: cannot happen
+	}
+	s.out.Write(append(b, '\n'))
+	s.out.Flush()
+}
+
+func refuse(code, text string) map[string]any {
+	return map[string]any{"type": "error", "code": code, "text": text, "definite": true}
+}
+
+// failure is an error of unknown outcome (not definite).
+func (s *server) failure(op string, err error) map[string]any {
+	fmt.Fprintf(os.Stderr, "%s: %s: %v\n", s.client, op, err)
+	return map[string]any{"type": "error", "code": "redislock", "text": err.Error()}
+}
+
+func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]any {
+	if typ == "init" {
+		return s.init(req)
+	}
+	switch typ {
+	case "acquire", "refresh", "release":
+	default:
+		return refuse("unsupported", fmt.Sprintf("request type %q", typ))
+	}
+	if s.lc == nil {
+		return refuse("not initialised", "the first request must be init")
+	}
+	var token string
+	var ttlMS int64
+	if typ != "acquire" {
+		if json.Unmarshal(req["token"], &token) != nil || token == "" {
+			return refuse("bad request", `"token" must be a non-empty string`)
+		}
+	}
+	if typ != "release" {
+		if json.Unmarshal(req["ttl_ms"], &ttlMS) != nil || ttlMS <= 0 {
+			return refuse("bad request", `"ttl_ms" must be a positive integer`)
+		}
+	}
+	ttl := time.Duration(ttlMS) * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	switch typ {
+	case "acquire":
+		l, err := s.lc.Obtain(ctx, s.name, ttl, nil)
+		switch {
+		case err == nil:
+			s.locks[l.Token()] = l
+			return map[string]any{"type": "acquire_ok", "token": l.Token()}
+		case errors.Is(err, redislock.ErrNotObtained):
+			return map[string]any{"type": "acquire_fail", "reason": "held"}
+		}
+		return s.failure(typ, err)
+	case "refresh":
+		l := s.locks[token]
+		if l == nil {
+			return map[string]any{"type": "refresh_fail", "reason": "expired"}
+		}
+		err := l.Refresh(ctx, ttl, nil)
+		switch {
+		case err == nil:
+			return map[string]any{"type": "refresh_ok"}
+		case errors.Is(err, redislock.ErrNotObtained):
+			return map[string]any{"type": "refresh_fail", "reason": "expired"}
+		}
+		return s.failure(typ, err)
+	default:
+		l := s.locks[token]
+		if l == nil {
+			return map[string]any{"type": "release_fail", "reason": "expired"}
+		}
+		err := l.Release(ctx)
+		switch {
+		case err == nil:
+			return map[string]any{"type": "release_ok"}
+		case errors.Is(err, redislock.ErrLockNotHeld):
+			return map[string]any{"type": "release_fail", "reason": "expired"}
+		}
+		return s.failure(typ, err)
+	}
+}
+
+func (s *server) init(req map[string]json.RawMessage) map[string]any {
+	if s.lc != nil {
+		return refuse("bad request", "init was already received")
+	}
+	var lock string
+	var addrs []string
+	json.Unmarshal(req["client"], &s.client)
+	json.Unmarshal(req["lock"], &lock)
+	json.Unmarshal(req["name"], &s.name)
+	json.Unmarshal(req["addrs"], &addrs)
+	switch {
+	case lock != "redlock":
+		return refuse("unsupported", fmt.Sprintf("lock kind %q: this adapter serves redlock", lock))
+	case s.name == "" || len(addrs) == 0 || addrs[0] == "":
+		return refuse("bad request", `init needs "name" and "addrs"`)
+	}
+	s.rc = redis.NewClient(&redis.Options{Addr: addrs[0]})
+	s.lc = redislock.New(s.rc)
+	return map[string]any{"type": "init_ok"}
+}
