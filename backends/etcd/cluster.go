@@ -197,16 +197,21 @@ func (m *Member) Pause() error { return m.proc.Signal(syscall.SIGSTOP) }
 // Resume continues a paused member (SIGCONT).
 func (m *Member) Resume() error { return m.proc.Signal(syscall.SIGCONT) }
 
-// Stop stops every member (resuming a paused one first) and waits for
-// their processes to be gone. It leaves the directory and the lab to the
-// caller.
+// Stop stops every member at once (resuming a paused one first; SIGTERM,
+// SIGKILL 10 s later: a leader cut off from its followers can wait longer
+// than that trying to hand its leadership over) and waits for their
+// processes to be gone. It leaves the directory and the lab to the caller.
 func (c *Cluster) Stop() error {
-	var errs []error
+	errs := make(chan error, len(c.Members))
 	for _, m := range c.Members {
-		m.proc.Signal(syscall.SIGCONT)
-		if err := m.proc.Stop(30 * time.Second); err != nil {
-			errs = append(errs, err)
-		}
+		go func() {
+			m.proc.Signal(syscall.SIGCONT)
+			errs <- m.proc.Stop(10 * time.Second)
+		}()
 	}
-	return errors.Join(errs...)
+	var all []error
+	for range c.Members {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
 }

@@ -34,6 +34,7 @@ func startCluster(t *testing.T) (*netns.Lab, *Cluster) {
 	}
 	t.Logf("3 members healthy in %v", time.Since(t0).Round(time.Millisecond))
 	t.Cleanup(func() {
+		lab.Heal(context.Background())
 		if err := c.Stop(); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
