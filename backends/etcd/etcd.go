@@ -173,10 +173,13 @@ func (s *Server) start(ctx context.Context) error {
 
 // healthy asks the server's /health: true once it has a leader and no
 // alarm.
-func (s *Server) healthy(ctx context.Context) error {
+func (s *Server) healthy(ctx context.Context) error { return health(ctx, s.URL()) }
+
+// health asks the /health of the etcd at url.
+func health(ctx context.Context, url string) error {
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(c, http.MethodGet, s.URL()+"/health", nil)
+	req, err := http.NewRequestWithContext(c, http.MethodGet, url+"/health", nil)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,216 @@
+package consul
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/netns"
+	"github.com/lockprover/lockprover/backends/proc"
+)
+
+// HTTPPort is every cluster agent's HTTP API port: each agent has a
+// network namespace (a host of a netns lab) and an address of its own, so
+// Consul's default ports (8300 RPC, 8301 Serf LAN, 8302 WAN, 8500 HTTP)
+// never collide between agents or labs.
+const HTTPPort = 8500
+
+// A Cluster is a private Consul datacenter in a network lab: servers
+// (`-server -bootstrap-expect N`, data directories kept across restarts)
+// and a client agent per application node, which the node's clients talk
+// to. Raft runs with raft_multiplier 1, the fastest timing Consul allows
+// (the default 5 is for slow shared machines): leader lease 500 ms,
+// election timeout 1 s, so a cut-off leader steps down within about a
+// second. The lab is the caller's: it cuts, isolates and heals.
+type Cluster struct {
+	Servers []*Member
+	Clients []*Member
+}
+
+// A Member is one agent of a Cluster.
+type Member struct {
+	Name   string // the lab host's name, also the agent's node name
+	Addr   string // host:8500, reachable from the caller's namespace
+	Server bool
+	bin    string
+	dir    string
+	ttlMin time.Duration
+	lab    *netns.Lab
+	join   []string // the servers' addresses, -retry-join
+	nsrv   int
+	proc   proc.Proc
+}
+
+// StartCluster starts a server agent in each of the lab's hosts named in
+// servers and a client agent in each named in clients, files under dir
+// (the caller's to remove): dir/<name>/data and dir/<name>/consul.log. It
+// returns once every agent creates a session (a leader is elected and the
+// agent has joined), or, on any failure, having stopped what it started.
+// o.Mode is ignored (a cluster keeps its state on disk); o.SessionTTLMin
+// is every agent's session_ttl_min (0 means 1 s).
+func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o Options, servers, clients []string) (*Cluster, error) {
+	if len(servers) == 0 {
+		return nil, errors.New("consul cluster: no servers named")
+	}
+	if o.SessionTTLMin == 0 {
+		o.SessionTTLMin = time.Second
+	}
+	if o.SessionTTLMin < time.Millisecond || o.SessionTTLMin%time.Millisecond != 0 {
+		return nil, fmt.Errorf("consul: session_ttl_min %v: must be whole milliseconds, at least 1ms", o.SessionTTLMin)
+	}
+	bin := o.Bin
+	if bin == "" {
+		var err error
+		if bin, err = Find(); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{}
+	var join []string
+	mk := func(name string, server bool) (*Member, error) {
+		h, err := lab.Host(name)
+		if err != nil {
+			return nil, fmt.Errorf("consul cluster: %w", err)
+		}
+		m := &Member{Name: name, Addr: fmt.Sprintf("%s:%d", h.Addr, HTTPPort), Server: server, bin: bin,
+			dir: filepath.Join(dir, name), ttlMin: o.SessionTTLMin, lab: lab, nsrv: len(servers)}
+		if err := os.MkdirAll(m.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("consul cluster: %w", err)
+		}
+		m.proc = proc.Proc{Name: "consul: agent " + name, Log: filepath.Join(m.dir, "consul.log")}
+		return m, nil
+	}
+	for _, n := range servers {
+		m, err := mk(n, true)
+		if err != nil {
+			return nil, err
+		}
+		join = append(join, m.Addr[:len(m.Addr)-len(":8500")])
+		c.Servers = append(c.Servers, m)
+	}
+	for _, n := range clients {
+		m, err := mk(n, false)
+		if err != nil {
+			return nil, err
+		}
+		c.Clients = append(c.Clients, m)
+	}
+	all := c.members()
+	for _, m := range all {
+		m.join = join
+	}
+	errs := make(chan error, len(all))
+	for _, m := range all {
+		go func() { errs <- m.start(ctx) }()
+	}
+	var es []error
+	for range all {
+		es = append(es, <-errs)
+	}
+	if err := errors.Join(es...); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("consul cluster: %w", err)
+	}
+	return c, nil
+}
+
+func (c *Cluster) members() []*Member { return append(append([]*Member{}, c.Servers...), c.Clients...) }
+
+// Member is the agent of that name, nil if none.
+func (c *Cluster) Member(name string) *Member {
+	for _, m := range c.members() {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// URL is the agent's HTTP API URL.
+func (m *Member) URL() string { return "http://" + m.Addr }
+
+func (m *Member) args() []string {
+	host := m.Addr[:len(m.Addr)-len(":8500")]
+	args := []string{"agent", "-node", m.Name, "-data-dir", filepath.Join(m.dir, "data"),
+		"-bind", host, "-client", host, "-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1",
+		"-hcl", fmt.Sprintf("session_ttl_min = %q", m.ttlMin.String()),
+		"-hcl", "disable_update_check = true",
+		"-hcl", "performance { raft_multiplier = 1 }",
+		"-log-level", "info"}
+	if m.Server {
+		args = append(args, "-server", "-bootstrap-expect", fmt.Sprint(m.nsrv))
+	}
+	for _, j := range m.join {
+		if j != host {
+			args = append(args, "-retry-join", j, "-retry-interval", "1s")
+		}
+	}
+	return args
+}
+
+func (m *Member) start(ctx context.Context) error {
+	bin, argv, err := m.lab.Exec(m.Name, m.bin, m.args()...)
+	if err != nil {
+		return err
+	}
+	return m.proc.Launch(ctx, bin, argv, "on "+m.Addr, m.probe)
+}
+
+// probe creates a session through the agent and destroys it: it works
+// once the agent has joined and the servers have a leader.
+func (m *Member) probe(ctx context.Context) error {
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var out struct{ ID string }
+	body := `{"Name":"lockprover-probe","TTL":"10s","Behavior":"delete","LockDelay":"0s"}`
+	if err := Call(c, http.DefaultClient, http.MethodPut, m.URL(), "/v1/session/create", []byte(body), &out); err != nil {
+		return err
+	}
+	return Call(c, http.DefaultClient, http.MethodPut, m.URL(), "/v1/session/destroy/"+out.ID, nil, nil)
+}
+
+// PID is the agent's process id, 0 while it is not running.
+func (m *Member) PID() int { return m.proc.PID() }
+
+// LogPath is the agent's log file.
+func (m *Member) LogPath() string { return m.proc.Log }
+
+// Restart stops the agent (SIGTERM), stays down for downtime and starts
+// it again on its data directory, returning once it creates a session.
+func (m *Member) Restart(ctx context.Context, downtime time.Duration) error {
+	return m.proc.Bounce(ctx, syscall.SIGTERM, 30*time.Second, downtime, m.start)
+}
+
+// Crash kills the agent (SIGKILL) and starts it again as Restart does.
+func (m *Member) Crash(ctx context.Context, downtime time.Duration) error {
+	return m.proc.Bounce(ctx, syscall.SIGKILL, 30*time.Second, downtime, m.start)
+}
+
+// Pause stops the agent's process (SIGSTOP) until Resume.
+func (m *Member) Pause() error { return m.proc.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused agent (SIGCONT).
+func (m *Member) Resume() error { return m.proc.Signal(syscall.SIGCONT) }
+
+// Stop stops every agent (resuming a paused one first) and waits for
+// their processes to be gone. It leaves the directory and the lab to the
+// caller.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for _, m := range c.members() {
+		m.proc.Signal(syscall.SIGCONT)
+		if err := m.proc.Stop(30 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
