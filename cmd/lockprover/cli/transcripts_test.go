@@ -165,6 +165,11 @@ func TestDocTranscripts(t *testing.T) {
 		key := fmt.Sprintf("%s#%d", tr.file, tr.block)
 		if dirs[key] == "" {
 			dirs[key] = workDir(t, root)
+			// The README's paths build ./lockprover once, in one block,
+			// and use it in the next, as a reader's shell would.
+			if err := os.Symlink(bin, filepath.Join(dirs[key], "lockprover")); err != nil {
+				t.Fatal(err)
+			}
 		}
 		ran++
 		cmd := strings.ReplaceAll(tr.cmd, "go run ./cmd/lockprover", "lockprover")
