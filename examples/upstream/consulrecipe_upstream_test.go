@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -245,4 +246,16 @@ func runRecipeScript(t *testing.T, command, backend, addr string, script []recip
 			tokens[fmt.Sprintf("T%d", grants)] = token
 		}
 	}
+}
+
+// python-etcd3's Lock (Debian python3-etcd3 0.12.0), a mutex on etcd,
+// passes every check but the limit mismatch (a mutex refuses a limit of 2
+// as unsupported), as etcd's concurrency.Mutex does.
+func TestPythonEtcd3LockAdapter(t *testing.T) {
+	t.Parallel()
+	if err := exec.Command("/usr/bin/python3", "-c", "import etcd3").Run(); err != nil {
+		t.Skipf("needs Debian's python3 with python3-etcd3 (apt-get install python3-etcd3): %v", err)
+	}
+	out := validateRecipe(t, "/usr/bin/python3 python_etcd3_lock.py", "etcd")
+	wantFailures(t, out, "c2's acquire with limit 2, the lock key saying 1, is a definite mismatch")
 }
