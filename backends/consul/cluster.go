@@ -57,20 +57,7 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o Options, se
 	if len(servers) == 0 {
 		return nil, errors.New("consul cluster: no servers named")
 	}
-	if o.SessionTTLMin == 0 {
-		o.SessionTTLMin = time.Second
-	}
-	if o.SessionTTLMin < time.Millisecond || o.SessionTTLMin%time.Millisecond != 0 {
-		return nil, fmt.Errorf("consul: session_ttl_min %v: must be whole milliseconds, at least 1ms", o.SessionTTLMin)
-	}
-	bin := o.Bin
-	if bin == "" {
-		var err error
-		if bin, err = Find(); err != nil {
-			return nil, err
-		}
-	}
-	dir, err := filepath.Abs(dir)
+	bin, dir, err := o.prepare(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -141,20 +141,7 @@ func Start(ctx context.Context, dir string, o Options) (*Agent, error) {
 	if o.Mode != Dev && o.Mode != Persistent {
 		return nil, fmt.Errorf("consul: unknown mode %d", int(o.Mode))
 	}
-	if o.SessionTTLMin == 0 {
-		o.SessionTTLMin = time.Second
-	}
-	if o.SessionTTLMin < time.Millisecond || o.SessionTTLMin%time.Millisecond != 0 {
-		return nil, fmt.Errorf("consul: session_ttl_min %v: must be whole milliseconds, at least 1ms", o.SessionTTLMin)
-	}
-	bin := o.Bin
-	if bin == "" {
-		var err error
-		if bin, err = Find(); err != nil {
-			return nil, err
-		}
-	}
-	dir, err := filepath.Abs(dir)
+	bin, dir, err := o.prepare(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -308,4 +295,23 @@ func (a *Agent) Stop() error { return a.proc.Stop(30 * time.Second) }
 // command's run, which has no test directory.
 func StartTemp(ctx context.Context, o Options) (a *Agent, stop func(), err error) {
 	return proc.Temp("lockprover-consul-", func(dir string) (*Agent, error) { return Start(ctx, dir, o) }, func(s *Agent) { s.Stop() })
+}
+
+// prepare gives o its defaults (session_ttl_min 1 s), checks them, and
+// returns the consul binary (o.Bin, else Find's) and dir made absolute:
+// what a single agent and a cluster start alike.
+func (o *Options) prepare(dir string) (bin, abs string, err error) {
+	if o.SessionTTLMin == 0 {
+		o.SessionTTLMin = time.Second
+	}
+	if o.SessionTTLMin < time.Millisecond || o.SessionTTLMin%time.Millisecond != 0 {
+		return "", "", fmt.Errorf("consul: session_ttl_min %v: must be whole milliseconds, at least 1ms", o.SessionTTLMin)
+	}
+	if bin = o.Bin; bin == "" {
+		if bin, err = Find(); err != nil {
+			return "", "", err
+		}
+	}
+	abs, err = filepath.Abs(dir)
+	return bin, abs, err
 }

@@ -78,14 +78,7 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o Options, na
 			names = append(names, h.Name)
 		}
 	}
-	bin := o.Bin
-	if bin == "" {
-		var err error
-		if bin, err = Find(); err != nil {
-			return nil, err
-		}
-	}
-	dir, err := filepath.Abs(dir)
+	bin, dir, err := o.prepare(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -105,14 +105,7 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 		return nil, fmt.Errorf("etcd: heartbeat %v, election timeout %v: whole milliseconds, the timeout at least 5 heartbeats",
 			o.HeartbeatInterval, o.ElectionTimeout)
 	}
-	bin := o.Bin
-	if bin == "" {
-		var err error
-		if bin, err = Find(); err != nil {
-			return nil, err
-		}
-	}
-	dir, err := filepath.Abs(dir)
+	bin, dir, err := o.prepare(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -243,4 +236,16 @@ func (s *Server) Stop() error { return s.proc.Stop(30 * time.Second) }
 // for a command's run, which has no test directory.
 func StartTemp(ctx context.Context, o Options) (s *Server, stop func(), err error) {
 	return proc.Temp("lockprover-etcd-", func(dir string) (*Server, error) { return Start(ctx, dir, o) }, func(s *Server) { s.Stop() })
+}
+
+// prepare returns the etcd binary (o.Bin, else Find's) and dir made
+// absolute: what a single server and a cluster start alike.
+func (o *Options) prepare(dir string) (bin, abs string, err error) {
+	if bin = o.Bin; bin == "" {
+		if bin, err = Find(); err != nil {
+			return "", "", err
+		}
+	}
+	abs, err = filepath.Abs(dir)
+	return bin, abs, err
 }
