@@ -86,13 +86,15 @@ var masks = []struct {
 	with string
 }{
 	{regexp.MustCompile(`\d+(\.\d+)?\s?plans/s`), "N plans/s"},
-	{regexp.MustCompile(`\b\d+(\.\d+)?(µs|ms|s|m)\b`), "T"},
+	{regexp.MustCompile(`\b\d+(\.\d+)? ?(µs|ms|s|m)\b`), "T"},
+	{regexp.MustCompile(`\b\d+\.\d+x\b`), "Rx"}, // bench's ratios to its floors
 	{regexp.MustCompile(`\b\d+m\d+(\.\d+)?s\b`), "T"},
 	{regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+Z?`), "DATE"},
 	{regexp.MustCompile(`\bseed \d{6,}`), "seed S"},
-	{regexp.MustCompile(`\blp[a-z]*[0-9a-f]{6,}[0-9a-f_-]*`), "NAME"},
+	{regexp.MustCompile(`\blp[a-z]*-?[0-9a-f]{6,}[0-9a-f_-]*`), "NAME"},
 	{regexp.MustCompile(`\| \d+\.\d\d \|$`), "| T |"}, // a table's seconds (mutants --detect)
 	{regexp.MustCompile(`\s+$`), ""},
+	{regexp.MustCompile(`(\S) {2,}`), "$1 "}, // a column's width follows its widest value
 }
 
 func mask(line string) string {
@@ -214,9 +216,10 @@ func workDir(t *testing.T, root string) string {
 }
 
 // progress is a line a long run prints every ten seconds ("plans 2500
-// plans/s 228.2 verdicts 17500 elapsed 11s"): how many there are depends on
-// the machine's speed, so they are left out on both sides.
-var progress = regexp.MustCompile(`^(plans|sequences|schedules) \d+ +[a-z/]+ `)
+// plans/s 228.2 verdicts 17500 elapsed 11s"), or bench's as it begins a
+// phase ("bench: master-row (30 + 300 iterations)"): how many there are
+// depends on the machine's speed, so they are left out on both sides.
+var progress = regexp.MustCompile(`^((plans|sequences|schedules) \d+ +[a-z/]+ |bench: [a-z-]+ \(\d+ \+ \d+ iterations\)$)`)
 
 func withoutProgress(lines []string) []string {
 	var out []string
@@ -245,6 +248,14 @@ func TestTranscriptMatching(t *testing.T) {
 		{[]string{"seed 1"}, []string{"seed 2"}, false},
 		{[]string{"a", "b"}, []string{"a", "plans 2500  plans/s 228.2  verdicts 17500  elapsed 11s", "b"}, true},
 		{[]string{"a", "plans 15783  plans/s 1578.3  verdicts 142047  elapsed 10s", "b"}, []string{"a", "b"}, true},
+		{[]string{"a"}, []string{"bench: master-row (30 + 300 iterations)", "a"}, true},
+		{[]string{"  shard 2/3  violated    99 plans    13.2s  x"}, []string{"  shard 2/3  violated    99 plans     9.2s  x"}, true},
+		{[]string{"  shard 2/3"}, []string{"shard 2/3"}, false},
+		{[]string{"| acquire | 2260 µs | 8 (3 select) | 1.21x |"}, []string{"| acquire | 2490 µs | 8 (3 select) | 1.19x |"}, true},
+		{[]string{"| acquire | 2260 µs | 8 (3 select) | 1.21x |"}, []string{"| acquire | 2490 µs | 9 (4 select) | 1.19x |"}, false},
+		{[]string{"a"}, []string{"bench: master-row took long", "a"}, false},
+		{[]string{"queues lpconf-9c271b68-*"}, []string{"queues lpconf-daeff55b-*"}, true},
+		{[]string{"queues lpconf-9c271b68-*"}, []string{"queues lpconf-*"}, false},
 	} {
 		if ok, _ := matches(c.want, c.got); ok != c.ok {
 			t.Errorf("matches(%q, %q) = %v", c.want, c.got, ok)
