@@ -71,7 +71,7 @@ func (f *proveFlags) search(fs *flag.FlagSet, mutant, shard, out string, outf *o
 	settings := f.fam.settings(fs, f.kind, mutant)
 	settings.Impl, settings.Options, settings.Faults = f.impl, f.options, f.faults
 	settings.Clients, settings.Ops, settings.MaxFaults = f.clients, f.ops, f.maxFault
-	settings.Stdout, settings.Quiet = stdout, outf.quiet
+	settings.Stdout, settings.Quiet, settings.Stderr = stdout, outf.quiet, stderr
 	if given(fs, "target") {
 		settings.Target = f.target
 	}

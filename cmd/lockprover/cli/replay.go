@@ -129,7 +129,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	stdout = ra.outf.tee(stdout)
-	rp, err := ra.open(stdout)
+	rp, err := ra.open(stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitUsage
@@ -253,7 +253,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 // open reads the plan as the family its kind names reads it, with
 // --mutant applied, ready to run on the target the flags name (--impl
 // without --target runs on the family's real backend).
-func (ra *replayArgs) open(stdout io.Writer) (*replayRun, error) {
+func (ra *replayArgs) open(stdout, stderr io.Writer) (*replayRun, error) {
 	h := family.ReadHeader(ra.path)
 	d := family.Of(h.Kind)
 	if d == nil {
@@ -267,7 +267,7 @@ func (ra *replayArgs) open(stdout io.Writer) (*replayRun, error) {
 		return nil, err
 	}
 	s := ra.fam.settings(ra.fs, h.Kind, ra.mutant)
-	s.Impl, s.Stdout, s.Quiet = ra.impl, stdout, ra.outf.quiet
+	s.Impl, s.Stdout, s.Quiet, s.Stderr = ra.impl, stdout, ra.outf.quiet, stderr
 	if given(ra.fs, "target") {
 		s.Target = ra.target
 	}
