@@ -32,8 +32,9 @@ const imageEnvVar = "LOCKPROVER_RABBITMQ_IMAGE"
 
 // containerChoice says whether the run starts a private broker container
 // (--docker, --docker-image, --amqp-url, $LOCKPROVER_AMQP_URL and whether a
-// broker answers at rabbitmq.DefaultURL), and from which image.
-func containerChoice(s family.Settings) (bool, string, error) {
+// broker answers at rabbitmq.DefaultURL, as up says), and from which
+// image.
+func containerChoice(s family.Settings, up func(url string) bool) (bool, string, error) {
 	mode, image := s.Flag("docker"), s.Flag("docker-image")
 	if mode == "" {
 		mode = dockerAuto
@@ -59,7 +60,7 @@ func containerChoice(s family.Settings) (bool, string, error) {
 	case dockerOff:
 		return false, image, nil
 	}
-	return !named && !answers(rabbitmq.DefaultURL), image, nil
+	return !named && !up(rabbitmq.DefaultURL), image, nil
 }
 
 // answers reports whether a TCP connection to the URL's host and port

@@ -110,7 +110,7 @@ func amqpSetup(s family.Settings) (*family.Setup, error) {
 		}
 		setup.Real, setup.Where = true, "RabbitMQ at "+redactURL(rabbitmq.URL(u))
 		setup.Replay = amqpReplayFlags(s, u, restart)
-		inDocker, image, err := containerChoice(s)
+		inDocker, image, err := containerChoice(s, answers)
 		if err != nil {
 			return nil, err
 		}
@@ -313,7 +313,7 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		u, restart := rabbitmq.URL(s.Flag("amqp-url")), s.Flag("allow-restart") != ""
 		a.Target = amqp.RabbitMQ{URL: u, AllowRestart: restart}
 		setup.Real, setup.Where = true, "RabbitMQ"
-		inDocker, image, err := containerChoice(s)
+		inDocker, image, err := containerChoice(s, answers)
 		if err != nil {
 			return nil, err
 		}
