@@ -40,8 +40,8 @@ var AMQP = &family.Descriptor{
 	Flags: []family.Flag{
 		{Name: "heartbeat", Verbs: family.Prove, Usage: "amqp-locks: the heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker (plans wait three heartbeats at their end); 0s for none"},
 		{Name: "amqp-url", Verbs: family.Backend, Usage: "amqp-locks: the real broker's URL; default $LOCKPROVER_AMQP_URL, else " + rabbitmq.DefaultURL},
-		{Name: "docker", Default: dockerAuto, Verbs: family.Prove | family.Replay, Usage: "amqp-locks: a private RabbitMQ in a Docker container for the run, removed at its end (also after Ctrl-C): auto starts one when no broker is named (--amqp-url, $LOCKPROVER_AMQP_URL) and none answers at 127.0.0.1:5672; always; or off"},
-		{Name: "docker-image", Verbs: family.Prove | family.Replay, Usage: "amqp-locks: the image of --docker's broker; default $LOCKPROVER_RABBITMQ_IMAGE, else " + rabbitmq.ContainerImage + " (pulled if missing)"},
+		{Name: "docker", Default: dockerAuto, Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: a private RabbitMQ in a Docker container for the run, removed at its end (also after Ctrl-C): auto starts one when no broker is named (--amqp-url, $LOCKPROVER_AMQP_URL) and none answers at 127.0.0.1:5672; always; or off"},
+		{Name: "docker-image", Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: the image of --docker's broker; default $LOCKPROVER_RABBITMQ_IMAGE, else " + rabbitmq.ContainerImage + " (pulled if missing)"},
 		{Name: "allow-restart", Bool: true, Verbs: family.Runs | family.Conform, Usage: "amqp-locks: let plans on a real broker restart it (rabbitmqctl stop_app/start_app); conform: let table cases restart it (cutting every client of the broker off)"},
 		{Name: "rabbitmqctl", Default: "rabbitmqctl", Verbs: family.Conform, Usage: "amqp-locks: the command that runs rabbitmqctl for the broker's node (split on spaces)"},
 		{Name: "cases", Verbs: family.Conform, Usage: "amqp-locks: part 1 runs only these cases of the table, by the IDs it prints, comma-separated (7b picks every 7b T=...); default every case"},
@@ -368,6 +368,18 @@ func amqpValidate(ctx context.Context, command string, s family.Settings, out io
 		return false, family.Usagef("--options: an amqp-locks implementation is validated as it is, without options")
 	}
 	u := rabbitmq.URL(s.Flag("amqp-url"))
+	inDocker, image, err := containerChoice(s, answers)
+	if err != nil {
+		return false, &family.UsageError{Err: err}
+	}
+	if inDocker {
+		box := newBox(s, image)
+		defer box.stop()
+		if err := box.start(ctx, s.Flag("docker") == dockerAlways); err != nil {
+			return false, err
+		}
+		u = box.c.URL
+	}
 	if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
 		return false, &family.UsageError{Err: fmt.Errorf("%w\ncannot reach the broker, so the implementation was not tried", err)}
 	}
