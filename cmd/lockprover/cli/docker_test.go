@@ -179,3 +179,61 @@ func TestDockerFlagsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestProveDockerAuto runs prove as a user's CI runs it: no broker named,
+// none on 127.0.0.1:5672, only Docker. The machine here has a broker on
+// 127.0.0.1:5672, so prove runs inside a container of the broker image
+// (its own loopback, nothing on 5672) with the engine's socket, a static
+// lockprover and the docker CLI mounted in; given no --docker flag, it
+// must start a broker container of its own, prove on it, and remove it.
+func TestProveDockerAuto(t *testing.T) {
+	quick.Skip(t, "Docker")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e, err := docker.Connect(ctx, "")
+	if err != nil {
+		t.Skipf("%v (as root, .ci/docker up starts one and prints its DOCKER_HOST)", err)
+	}
+	sock, ok := strings.CutPrefix(e.Host(), "unix://")
+	if !ok {
+		t.Skipf("DOCKER_HOST %s is not a unix socket to mount into the container", e.Host())
+	}
+	image := dockerImage()
+	if ok, err := e.HasImage(ctx, image); err != nil || !ok {
+		t.Skipf("the engine has no %s (%v): set LOCKPROVER_RABBITMQ_IMAGE to one it has (.ci/docker up builds one)", image, err)
+	}
+	cli, err := exec.LookPath("docker")
+	if err != nil {
+		t.Skip("no docker CLI to run the container with")
+	}
+	bin := filepath.Join(t.TempDir(), "lockprover")
+	build := exec.Command("go", "build", "-o", bin, "../../../cmd/lockprover")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	run := exec.CommandContext(ctx, cli, "run", "--rm", "--user", "root", "--entrypoint", "lockprover",
+		"-v", bin+":/usr/local/bin/lockprover:ro", "-v", cli+":/usr/local/bin/docker:ro", "-v", sock+":/run/docker.sock",
+		"-e", "DOCKER_HOST=unix:///run/docker.sock", "-e", "LOCKPROVER_RABBITMQ_IMAGE="+image, "-w", "/tmp",
+		image, "prove", "--target", "rabbitmq", "--runs", "3", "--seed", "5")
+	out, err := run.CombinedOutput()
+	if err != nil {
+		t.Fatalf("prove in a container: %v\n%s", err, out)
+	}
+	for _, w := range []string{"none answers at amqp://guest:xxxxx@127.0.0.1:5672/", "started RabbitMQ container", "every property held", "removed RabbitMQ container"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("prove did not say %q:\n%s", w, out)
+		}
+	}
+	_, rest, _ := strings.Cut(string(out), "started RabbitMQ container ")
+	id, _, _ := strings.Cut(rest, " ")
+	left, err := e.Labelled(ctx, rabbitmq.ContainerLabel, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range left {
+		if id != "" && strings.HasPrefix(l, id) {
+			t.Errorf("container %s is left after the run", id)
+		}
+	}
+}
