@@ -22,7 +22,9 @@
 //     lacks (TESTCONTAINERS_RYUK_DISABLED=true turns it off; with Ryuk on,
 //     both remove it). A container that fails to start is removed with
 //     testcontainers.CleanupContainer at the end of the test that tried,
-//     and that test fails (Docker works, so this is a real failure);
+//     and that test fails (Docker works, so this is a real failure), unless
+//     the image is neither in the engine nor pullable: then the test is
+//     skipped, saying how to provide one;
 //  4. nothing: the test is skipped with a message that says how to provide a
 //     broker (set LOCKPROVER_AMQP_URL, start RabbitMQ on 127.0.0.1:5672, or
 //     install Docker).
@@ -39,6 +41,7 @@ package rabbitmqtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -49,6 +52,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/backends/docker"
 	"github.com/lockprover/lockprover/backends/rabbitmq"
 	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/testcontainers/testcontainers-go"
@@ -96,6 +100,9 @@ func URL(t testing.TB) string {
 			t.Skip(containerSkipMessage)
 		}
 		u, err := sharedContainer(t)
+		if errors.Is(err, docker.ErrNoImage) {
+			t.Skip(err)
+		}
 		if err != nil {
 			t.Fatalf("rabbitmqtest: %s=1 and Docker answers, but the RabbitMQ container did not start: %v", ContainerEnvVar, err)
 		}
@@ -140,6 +147,9 @@ func resolve(tb testing.TB,
 	}
 	if dockerOK() {
 		u, err := start(tb)
+		if errors.Is(err, docker.ErrNoImage) {
+			tb.Skip(err)
+		}
 		if err != nil {
 			tb.Fatalf("rabbitmqtest: Docker is available but the RabbitMQ container did not start: %v", err)
 		}
@@ -213,6 +223,9 @@ func startContainer(tb testing.TB) (string, error) {
 	img := image()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
+	if err := ensureImage(ctx, img); err != nil {
+		return "", err
+	}
 	c, err := tcrabbitmq.Run(ctx, img,
 		testcontainers.WithLabels(map[string]string{label: strconv.Itoa(os.Getpid())}))
 	if c != nil {
@@ -242,6 +255,22 @@ func startContainer(tb testing.TB) (string, error) {
 	tb.Logf("rabbitmqtest: started %s, container %.12s, node %s, address %s, at %s", img, c.GetContainerID(), shared.node, shared.ip, u)
 	// Shared by later tests; the watcher removes it when the binary exits.
 	return u, nil
+}
+
+// ensureImage pulls img if the engine lacks it; an error wrapping
+// docker.ErrNoImage (URL skips the test then) says how to provide it.
+func ensureImage(ctx context.Context, img string) error {
+	e, err := docker.Connect(ctx, "")
+	if err != nil {
+		return err
+	}
+	if ok, err := e.HasImage(ctx, img); err != nil || ok {
+		return err
+	}
+	if err := e.Pull(ctx, img); err != nil {
+		return fmt.Errorf("%w; set %s to an image the engine has (.ci/docker up builds one from Debian's packages where no registry is reachable)", err, ImageEnvVar)
+	}
+	return nil
 }
 
 // watch starts a detached watcher that removes container id once process

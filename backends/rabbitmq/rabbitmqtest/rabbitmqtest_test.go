@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/backends/docker"
 	"github.com/lockprover/lockprover/internal/quick"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -197,6 +198,15 @@ func TestResolve(t *testing.T) {
 			start:    func(testing.TB) (string, error) { return "", errors.New("image pull failed") },
 			wantFail: true,
 			wantMsgs: []string{"image pull failed"},
+		},
+		{
+			name:     "docker healthy but the image cannot be had: skip and say how",
+			dockerOK: yesDocker,
+			start: func(testing.TB) (string, error) {
+				return "", fmt.Errorf("%w: pull rabbitmq:3.10; set %s", docker.ErrNoImage, ImageEnvVar)
+			},
+			wantSkip: true,
+			wantMsgs: []string{"rabbitmq:3.10", ImageEnvVar},
 		},
 		{
 			name:     "nothing: skip and say how",
