@@ -40,7 +40,7 @@ func transcripts(t *testing.T, root string) []transcript {
 		rel, _ := filepath.Rel(root, f)
 		s := bufio.NewScanner(fh)
 		s.Buffer(nil, 1<<20)
-		in, block, n := false, 0, 0
+		in, block, n, cont := false, 0, 0, false
 		var cur *transcript
 		for s.Scan() {
 			n++
@@ -49,10 +49,15 @@ func transcripts(t *testing.T, root string) []transcript {
 			case strings.HasPrefix(line, "```"):
 				in = !in
 				block++
-				cur = nil
+				cur, cont = nil, false
 			case in && strings.HasPrefix(line, "$ "):
 				out = append(out, transcript{file: rel, line: n, cmd: strings.TrimPrefix(line, "$ "), block: block})
 				cur = &out[len(out)-1]
+				cont = strings.HasSuffix(line, " \\")
+			case in && cont && cur != nil:
+				// A command continued on the next line, as a shell reads it.
+				cur.cmd += "\n" + line
+				cont = strings.HasSuffix(line, " \\")
 			case in && cur != nil:
 				cur.want = append(cur.want, line)
 			}
@@ -148,6 +153,12 @@ func TestDocTranscripts(t *testing.T) {
 	}
 	all := os.Getenv("LOCKPROVER_TRANSCRIPTS") == "all"
 	bin := builtBinary(t)
+	// The commands find lockprover, and consul where .ci/run built it,
+	// on their PATH, as a reader who installed both would.
+	path := filepath.Dir(bin) + ":" + os.Getenv("PATH")
+	if c := os.Getenv("LOCKPROVER_CONSUL"); c != "" {
+		path = filepath.Dir(c) + ":" + path
+	}
 	dirs := map[string]string{} // file#block -> its directory
 	ran, skipped := 0, 0
 	only := map[string]bool{} // LOCKPROVER_TRANSCRIPTS_FILES: these pages only
@@ -177,7 +188,7 @@ func TestDocTranscripts(t *testing.T) {
 		cmd := strings.ReplaceAll(tr.cmd, "go run ./cmd/lockprover", "lockprover")
 		c := exec.Command("sh", "-c", cmd)
 		c.Dir = dirs[key]
-		c.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "NO_COLOR=1")
+		c.Env = append(os.Environ(), "PATH="+path, "NO_COLOR=1")
 		start := time.Now()
 		out, _ := c.CombinedOutput() // the transcript shows the exit by what it prints
 		got := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
@@ -260,5 +271,20 @@ func TestTranscriptMatching(t *testing.T) {
 		if ok, _ := matches(c.want, c.got); ok != c.ok {
 			t.Errorf("matches(%q, %q) = %v", c.want, c.got, ok)
 		}
+	}
+}
+
+// A command continued with a backslash is one command, its output what
+// follows its last line.
+func TestTranscriptContinuation(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "docs"), 0o755)
+	page := "```\n$ echo a \\\n    b\na b\n$ echo c\nc\n```\n"
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trs := transcripts(t, dir)
+	if len(trs) != 2 || trs[0].cmd != "echo a \\\n    b" || fmt.Sprint(trs[0].want) != "[a b]" || trs[1].cmd != "echo c" {
+		t.Errorf("transcripts %+v", trs)
 	}
 }
