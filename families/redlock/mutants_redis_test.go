@@ -227,6 +227,7 @@ type schedOp struct {
 	validity  *int
 	token     string
 	ttlMs     int
+	err       string // an info's or fail's error
 }
 
 // onScriptMargin is the least room a window of a script must have left
@@ -253,7 +254,7 @@ func newSchedule(h []histories.Event, ttlMs int) *schedule {
 			continue // a notice, not a completion
 		}
 		delete(open, e.Process)
-		o := schedOp{call: inv.Time, ret: e.Time, outcome: string(e.Type)}
+		o := schedOp{call: inv.Time, ret: e.Time, outcome: string(e.Type), err: e.Error}
 		if e.Type == histories.Fail {
 			o.outcome = "fail"
 			if lease.ValueOf(&e) != nil && lease.ValueOf(&e).Reason != "" {

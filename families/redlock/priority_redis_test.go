@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,6 +191,9 @@ func deadVictim(s *schedule) {
 	a2 := s.op("c2 acquire", 0, "")
 	s.need(a2.call > k.ret, "c2's acquire began before c1's kill")
 	s.need(a2.ret-a2.call > 2*s.timeout(), "c2's acquire ended after %v, not waiting for its victim: no steal", time.Duration(a2.ret-a2.call))
+	// Nor if its obtain got no answer (a write to the server timed out
+	// beside the suite): it took nothing.
+	s.need(!strings.Contains(a2.err, "obtained on 0 of"), "c2's obtain took nothing (%s): no steal", a2.err)
 	a3 := s.op("c3 acquire", 0, "") // the mutant's is granted, the reference's refused
 	// Neither, if it timed out (CI once, beside the suite: a write to the
 	// server timed out): such a run shows nothing.
