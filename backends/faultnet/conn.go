@@ -46,6 +46,21 @@ func (c *Conn) Kill() {
 	}
 }
 
+// Reset kills the connection as Kill does, but each socket is closed
+// with a reset (SO_LINGER 0) rather than an end of stream: each side reads
+// "connection reset by peer", as after a middlebox's or a rebooted host's
+// RST.
+func (c *Conn) Reset() {
+	c.mu.Lock()
+	for _, s := range []net.Conn{c.client, c.upstream} {
+		if tc, ok := s.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+	}
+	c.mu.Unlock()
+	c.Kill()
+}
+
 // Done is closed once the connection is killed.
 func (c *Conn) Done() <-chan struct{} { return c.ctx.Done() }
 

@@ -2,9 +2,11 @@ package faultnet
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -333,5 +335,21 @@ func TestListenForwards(t *testing.T) {
 	start := time.Now()
 	if got := echo("pong"); got != "pong" || time.Since(start) < 150*time.Millisecond {
 		t.Errorf("through a partition healed after 200 ms: %q after %v", got, time.Since(start))
+	}
+}
+
+// Reset closes both sides with a reset, not an end of stream.
+func TestResetResetsBothSides(t *testing.T) {
+	p, _, client, up := setup(t, false)
+	p.Reset()
+	for _, s := range []struct {
+		c   net.Conn
+		who string
+	}{{client, "client"}, {up, "upstream"}} {
+		s.c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err := s.c.Read(make([]byte, 8))
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("the %s read %v after Reset, want a connection reset", s.who, err)
+		}
 	}
 }
