@@ -1,0 +1,153 @@
+// Package descriptor registers the PostgreSQL advisory-lock family
+// (families/pgadvisory) with lockprover (package family): its plans run
+// on a private PostgreSQL server the run starts and stops. It is the
+// family's top: only families/all imports it.
+package descriptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/postgres"
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leasecheck"
+	"github.com/lockprover/lockprover/families/pgadvisory"
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// target is the family's one target: a private PostgreSQL server.
+const target = "postgres"
+
+// PGAdvisory is the PostgreSQL advisory-lock family.
+var PGAdvisory = &family.Descriptor{
+	Name:       pgadvisory.Kind,
+	Kinds:      []string{pgadvisory.Kind},
+	Properties: lease.Properties,
+	Faults:     pgadvisory.FaultNames(),
+	// No simulator yet: its one target is a real server, a private one
+	// of the run's own.
+	Targets:    []family.Target{{Name: target, Real: true}},
+	Flags:      append([]family.Flag{leasecheck.TTL}, leasecheck.Flags...),
+	Judging:    leasecheck.Judging,
+	CheckFlags: leasecheck.Check,
+	Setup:      setup,
+	ReadPlan:   func(path string) (prover.Plan, error) { return pgadvisory.ReadPlan(path) },
+	Replay:     replay,
+}
+
+func init() { family.Register(PGAdvisory) }
+
+// errNoSim says why --target sim is refused.
+var errNoSim = family.Usagef("--kind %s has no simulator yet: its plans run on a private PostgreSQL (--target %s)", pgadvisory.Kind, target)
+
+// checkTarget refuses any target but postgres ("" means postgres).
+func checkTarget(s family.Settings) error {
+	switch {
+	case s.Impl != "":
+		return family.Usagef("--kind %s proves its reference and mutants only: no implementation runs over the process protocol yet", pgadvisory.Kind)
+	case s.Target == "sim":
+		return errNoSim
+	case s.Target != "" && s.Target != target:
+		return family.Usagef("--kind %s runs on a private PostgreSQL (--target %s), not %q", pgadvisory.Kind, target, s.Target)
+	}
+	return nil
+}
+
+// setup makes a proof from the command line: the reference (or a
+// mutant) on a private PostgreSQL the run starts.
+func setup(s family.Settings) (*family.Setup, error) {
+	if err := checkTarget(s); err != nil {
+		return nil, err
+	}
+	c := pgadvisory.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults}}
+	if s.Mutant != "" && pgadvisory.MutantNamed(s.Mutant) == nil {
+		return nil, fmt.Errorf("--mutant: no %s mutant named %q (%s)", pgadvisory.Kind, s.Mutant, mutantNames())
+	}
+	c.Mutant = s.Mutant
+	if s.Options != "" {
+		return nil, fmt.Errorf("--options: --kind %s takes none", pgadvisory.Kind)
+	}
+	if t := s.Flag("ttl"); t != "" {
+		ttl, err := time.ParseDuration(t)
+		if err != nil || ttl < 10*time.Millisecond || ttl > time.Minute || ttl%time.Millisecond != 0 {
+			return nil, fmt.Errorf("--ttl: want a duration of whole milliseconds, 10ms to 1m, got %q", t)
+		}
+		c.TTLMs = int(ttl.Milliseconds())
+	}
+	switch s.Faults {
+	case "all":
+	case "none":
+		c.Faults = []string{}
+	default:
+		for _, name := range strings.Split(s.Faults, ",") {
+			if !slices.Contains(pgadvisory.FaultNames(), name) {
+				return nil, fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all, which is kill, pause and partition; or none)",
+					name, pgadvisory.Kind, strings.Join(pgadvisory.FaultNames(), ", "))
+			}
+			c.Faults = append(c.Faults, name)
+		}
+	}
+	st := &family.Setup{Target: target, Where: "a private PostgreSQL of the run's own", Real: true, Prove: c,
+		Replay: []string{"--target", target}}
+	startPrivate(s, st, func(server *postgres.Server) { c.Server = server; st.Prove = c })
+	return st, nil
+}
+
+// mutantNames lists the family's mutants.
+func mutantNames() string {
+	var names []string
+	for _, m := range pgadvisory.Mutants {
+		names = append(names, m.Name)
+	}
+	return "its mutants: " + strings.Join(names, ", ")
+}
+
+// startPrivate makes st start a private PostgreSQL for the run (saying so
+// unless quiet), hand it to then, and stop it, its data removed, at the
+// end.
+func startPrivate(s family.Settings, st *family.Setup, then func(*postgres.Server)) {
+	var stopServer func()
+	st.Start = func(ctx context.Context) error {
+		server, stop, err := postgres.StartTemp(ctx)
+		if err != nil {
+			if errors.Is(err, postgres.ErrNoServer) || errors.Is(err, postgres.ErrNoUser) {
+				return family.Usagef("%v", err)
+			}
+			return family.Usagef("a private PostgreSQL: %v", err)
+		}
+		stopServer = stop
+		if !s.Quiet {
+			fmt.Fprintf(s.Stdout, "started a private PostgreSQL at %s (pid %d) for the run\n", server.Addr(), server.PID())
+		}
+		then(server)
+		return nil
+	}
+	st.Stop = func() {
+		if stopServer != nil {
+			stopServer()
+			stopServer = nil
+		}
+	}
+	st.Interrupt = st.Stop
+}
+
+// replay makes a plan read back ready to run again on a private
+// PostgreSQL, with s.Mutant ("reference" for none) replacing its mutant.
+func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
+	p := pl.(*pgadvisory.Plan)
+	if err := checkTarget(s); err != nil {
+		return nil, err
+	}
+	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, pgadvisory.MutantNamed(s.Mutant) != nil, "no pg-advisory mutant named %q"); err != nil {
+		return nil, err
+	}
+	c := pgadvisory.Config{Scope: prover.Scope{Mutant: p.Mutant}}
+	st := &family.Setup{Target: target, Where: "a private PostgreSQL of the run's own", Real: true, What: c.String(), Prove: c}
+	startPrivate(s, st, func(server *postgres.Server) { c.Server = server; st.Prove = c })
+	return st, nil
+}
