@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -68,6 +69,7 @@ type Lock struct {
 	conn *pgx.Conn
 	held *pgx.Conn // the session that took the lock, nil when none
 	used time.Time // when the session's last statement ended
+	pid  atomic.Uint32
 }
 
 // NewLock returns a Lock on advisory key key of the server at url, whose
@@ -87,6 +89,7 @@ func (l *Lock) session(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	l.conn = c
+	l.pid.Store(c.PgConn().PID())
 	return c, nil
 }
 
@@ -223,16 +226,15 @@ func (l *Lock) failed(err error) error {
 
 // Close closes the session, which releases the lock if it holds it.
 func (l *Lock) Close() {
+	l.pid.Store(0)
 	if l.conn != nil {
 		l.conn.Close(context.Background())
 		l.conn, l.held = nil, nil
 	}
 }
 
-// PID is the server's process id of the open session, 0 if none.
-func (l *Lock) PID() uint32 {
-	if l.conn == nil || l.conn.IsClosed() {
-		return 0
-	}
-	return l.conn.PgConn().PID()
-}
+// PID is the server's process id of the session last opened, 0 if none
+// or closed (it may have ended meanwhile). Unlike the Lock's other
+// methods, it may be called from any goroutine: a fault strikes the
+// session while its client uses it.
+func (l *Lock) PID() uint32 { return l.pid.Load() }

@@ -169,6 +169,21 @@ func TestForceCloseBreaksTheLease(t *testing.T) {
 	want(t, vs, lease.LeaseExclusive, model.Fail)
 }
 
+// Faults that meet oddly are handled: a pause of a paused client (its
+// resume lets it go on), a force-close before the client's first session
+// (nothing to end), a kill of a paused client.
+func TestFaultsMeeting(t *testing.T) {
+	s := server(t)
+	vs := runJudged(t, s, Config{}, plan(200, []Fault{
+		{At: 0, Fault: histories.ForceClose, Target: "c2"},
+		{At: 50, Fault: histories.Pause, Target: "c1", For: 300},
+		{At: 100, Fault: histories.Pause, Target: "c1", For: 100},
+		{At: 100, Fault: histories.Pause, Target: "c2", For: 400},
+		{At: 150, Fault: histories.Kill, Target: "c2"},
+	}, []lease.Step{acq, sleep(100), ref, rel}, []lease.Step{sleep(20), acq, sleep(100), rel}))
+	want(t, vs, lease.LeaseExclusive, model.Pass)
+}
+
 // Drawn plans, under the default faults, never fail the reference: plans
 // 0 to n-1 of the generator (rapid's Example), n being
 // LOCKPROVER_PG_PLANS (default 6).

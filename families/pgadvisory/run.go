@@ -308,7 +308,9 @@ func (r *runner) strike(f Fault, end bool) {
 		r.startClient(st) // its next incarnation: the old one is no longer Live
 		return
 	case histories.Pause:
-		st.paused, st.gate = true, make(chan struct{})
+		if !st.paused { // a second pause of a paused client keeps its gate
+			st.paused, st.gate = true, make(chan struct{})
+		}
 		r.Hold(histories.Pause, f.Target)
 		r.hold(st)
 	case histories.Resume:
@@ -326,7 +328,10 @@ func (r *runner) strike(f Fault, end bool) {
 		r.hold(st)
 	case histories.ForceClose:
 		r.Began(name, histories.Of(v))
-		if pid := st.lock.PID(); pid != 0 {
+		if st.lock == nil {
+			// Its first incarnation has not opened its session yet:
+			// nothing to end.
+		} else if pid := st.lock.PID(); pid != 0 {
 			var err error
 			r.Outside(func() { _, err = r.server.Terminate(r.ctx, pid) })
 			if err != nil {
