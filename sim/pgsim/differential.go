@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -313,4 +315,50 @@ func simAnswer(b bool, err error) string {
 		return "error: " + err.Error()
 	}
 	return fmt.Sprint(b)
+}
+
+// A Report is what Conform found.
+type Report struct {
+	Sequences, Agreed, Unjudged int
+	// Found is the first divergence, nil if none.
+	Found *Divergence
+}
+
+// Conform runs n drawn sequences (sequence i of seed is Steps' example
+// seed·100000+i) through Differential on the server at url, each with
+// keys of its own, writing a line per sequence that does not agree to
+// out and a summary; it stops at the first divergence. An error is a
+// server that could not be used, or an interrupt.
+func Conform(ctx context.Context, url string, n int, seed uint64, out io.Writer) (Report, error) {
+	gen := Steps()
+	rng := rand.New(rand.NewPCG(seed, 0x7067))
+	base := int(seed % (1 << 40))
+	var rep Report
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		steps := gen.Example(base*100000 + i)
+		o, err := Differential(ctx, url, int64(rng.Uint64()>>2), steps)
+		var d *Divergence
+		if errors.As(err, &d) {
+			rep.Sequences++
+			rep.Found = d
+			fmt.Fprintf(out, "sequence %d (seed %d): %v", i, seed, d)
+			break
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.Sequences++
+		if o == Unjudged {
+			rep.Unjudged++
+			fmt.Fprintf(out, "sequence %d (seed %d): unjudged: its statements took more than %v, three times\n", i, seed, Slack)
+		} else {
+			rep.Agreed++
+		}
+	}
+	fmt.Fprintf(out, "pg-advisory: %d sequences (seed %d): %d agreed, %d unjudged, %d diverged\n",
+		rep.Sequences, seed, rep.Agreed, rep.Unjudged, rep.Sequences-rep.Agreed-rep.Unjudged)
+	return rep, nil
 }

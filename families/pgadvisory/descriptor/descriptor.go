@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/lockprover/lockprover/families/pgadvisory"
 	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/sim/pgsim"
 )
 
 // target is the family's one target: a private PostgreSQL server.
@@ -38,6 +40,7 @@ var PGAdvisory = &family.Descriptor{
 	Setup:      setup,
 	ReadPlan:   func(path string) (prover.Plan, error) { return pgadvisory.ReadPlan(path) },
 	Replay:     replay,
+	Conform:    conform,
 }
 
 func init() { family.Register(PGAdvisory) }
@@ -150,4 +153,31 @@ func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	st := &family.Setup{Target: target, Where: "a private PostgreSQL of the run's own", Real: true, What: c.String(), Prove: c}
 	startPrivate(s, st, func(server *postgres.Server) { c.Server = server; st.Prove = c })
 	return st, nil
+}
+
+// conform holds the simulator (sim/pgsim) to a private PostgreSQL the
+// run starts: c.Sequences drawn sequences from c.Seed (pgsim.Conform).
+func conform(ctx context.Context, s family.Settings, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
+	if c.Sequences == 0 {
+		return 0, family.Usagef("--sequences 0 leaves nothing to run with --kind %s", pgadvisory.Kind)
+	}
+	server, stop, err := postgres.StartTemp(ctx)
+	if err != nil {
+		return 0, family.Usagef("a private PostgreSQL: %v", err)
+	}
+	defer stop()
+	fmt.Fprintf(out, "started a private PostgreSQL at %s (pid %d)\n", server.Addr(), server.PID())
+	rep, err := pgsim.Conform(ctx, server.URL(), c.Sequences, c.Seed, out)
+	switch {
+	case ctx.Err() != nil:
+		return 0, fmt.Errorf("interrupted; the private server is stopped: %w", ctx.Err())
+	case err != nil:
+		return family.Inconclusive, err
+	case rep.Found != nil:
+		return family.Diverge, nil
+	case rep.Unjudged > rep.Sequences/10:
+		fmt.Fprintf(out, "too many sequences unjudged (%d of %d): the machine is too slow for the differential's margins\n", rep.Unjudged, rep.Sequences)
+		return family.Inconclusive, nil
+	}
+	return family.Agree, nil
 }
