@@ -118,7 +118,18 @@ func (l *Lock) open(ctx context.Context) (*pgx.Conn, error) {
 // any other error leaves it unknown (the session may have taken the lock
 // before it ended, and has released it if it ended).
 func (l *Lock) Acquire(ctx context.Context) error {
-	if l.held == nil && l.conn != nil && time.Since(l.used) > l.ttl/2 {
+	if l.held != nil {
+		// Its session still holds the lock of a lease the client gave up
+		// on (a refresh or release that reached nothing). Taking it again
+		// there would only count it twice (session locks are re-entrant),
+		// and one unlock would not free it: it is held until the session
+		// has idled past the ttl, which the server then ends.
+		if time.Since(l.used) <= l.ttl {
+			return ErrFull
+		}
+		l.Close()
+	}
+	if l.conn != nil && time.Since(l.used) > l.ttl/2 {
 		// The server may be ending this idle session just now: a new
 		// one, rather than a statement that may meet the end.
 		l.Close()
