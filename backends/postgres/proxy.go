@@ -43,6 +43,7 @@
 package postgres
 
 import (
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -118,6 +119,21 @@ func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
 // Open is how many connections are open through the proxy now (cut ones
 // included, until both their sides have closed).
 func (p *Proxy) Open() int { return len(p.fn.Conns()) }
+
+// UpstreamPorts are the local ports of the current connections' server
+// sides (those dialled): the server's pg_stat_activity.client_port of the
+// sessions the proxy carries (Server.SessionsFrom).
+func (p *Proxy) UpstreamPorts() []int {
+	var ports []int
+	for _, c := range p.fn.Conns() {
+		if up := c.Upstream(); up != nil {
+			if a, ok := up.LocalAddr().(*net.TCPAddr); ok {
+				ports = append(ports, a.Port)
+			}
+		}
+	}
+	return ports
+}
 
 // Kill closes both sides of every current connection.
 func (p *Proxy) Kill() { p.fn.Kill() }

@@ -164,3 +164,21 @@ func TestProxyDelay(t *testing.T) {
 	}
 	p.Delay(0)
 }
+
+// The sessions a proxy carries are found by its ports, and only they.
+func TestSessionsFromProxyPorts(t *testing.T) {
+	s := startPrivate(t)
+	p := newProxy(t, s)
+	a := connect(t, p.URL())
+	connect(t, s.URL()) // another session, not through the proxy
+	pids, err := s.SessionsFrom(ctx(t), p.UpstreamPorts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) != 1 || pids[0] != a.PgConn().PID() {
+		t.Fatalf("sessions from the proxy's ports %v: %v, want [%d]", p.UpstreamPorts(), pids, a.PgConn().PID())
+	}
+	if pids, err := s.SessionsFrom(ctx(t), nil); err != nil || len(pids) != 0 {
+		t.Fatalf("sessions from no port: %v, %v", pids, err)
+	}
+}

@@ -97,3 +97,35 @@ func (s *Server) Sessions(ctx context.Context) ([]uint32, error) {
 	}
 	return pids, nil
 }
+
+// SessionsFrom returns the process ids of the client backends whose
+// connections come from 127.0.0.1 on one of ports (a Proxy's
+// UpstreamPorts: the sessions of one client, whatever it is), in pid
+// order.
+func (s *Server) SessionsFrom(ctx context.Context, ports []int) ([]uint32, error) {
+	if len(ports) == 0 {
+		return nil, nil
+	}
+	p32 := make([]int32, len(ports))
+	for i, p := range ports {
+		p32[i] = int32(p)
+	}
+	var pids []uint32
+	err := s.admin(ctx, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE backend_type = 'client backend' AND client_port = ANY($1) ORDER BY pid`, p32)
+		if err != nil {
+			return err
+		}
+		pids, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint32, error) {
+			var pid int32
+			err := r.Scan(&pid)
+			return uint32(pid), err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: sessions from ports %v: %w", ports, err)
+	}
+	return pids, nil
+}

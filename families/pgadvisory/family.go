@@ -39,6 +39,9 @@ type Config struct {
 	// Server is the private server plans run on; it must be set before a
 	// plan runs (the descriptor starts one for the run).
 	Server *postgres.Server
+	// Impl is the implementation to prove, in processes of its own; nil
+	// means the reference (or Mutant), in this process.
+	Impl Impl
 }
 
 func (c Config) withDefaults() Config {
@@ -61,7 +64,10 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 	if c.Server == nil {
 		return nil, errNoServer
 	}
-	return runPlan(ctx, pl, c.Server)
+	if c.Impl != nil && pl.Mutant != "" {
+		return nil, fmt.Errorf("the plan names mutant %s, a variant of the reference: it cannot run against %s", pl.Mutant, c.Impl)
+	}
+	return runPlan(ctx, pl, c.Server, c.Impl)
 }
 
 // Preflight checks, before the first plan, that the server answers.
@@ -93,7 +99,10 @@ func (c Config) Deterministic() bool { return false }
 // String says what c proves.
 func (c Config) String() string {
 	what := "the reference"
-	if c.Mutant != "" {
+	switch {
+	case c.Impl != nil:
+		what = c.Impl.String()
+	case c.Mutant != "":
 		what = "mutant " + c.Mutant
 	}
 	return what + " on a private PostgreSQL"

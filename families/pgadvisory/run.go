@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lockprover/lockprover/backends/postgres"
@@ -24,10 +24,17 @@ const restartDowntime = 200 * time.Millisecond
 // holds ends unknown after it.
 func opTimeout(ttl time.Duration) time.Duration { return 2*ttl + time.Second }
 
-// runPlan runs p against the reference (or p's mutant of it) on server,
-// each client behind a fault proxy of its own.
-func runPlan(ctx context.Context, p *Plan, server *postgres.Server) (*prover.Result, error) {
-	r := &runner{ctx: ctx, p: p, server: server, ttl: time.Duration(p.TTLMs) * time.Millisecond,
+// A client that cannot start (an implementation's process, its server
+// restarting) tries openTries times, openBackoff apart.
+const (
+	openTries   = 40
+	openBackoff = 50 * time.Millisecond
+)
+
+// runPlan runs p against impl (nil: the reference, or p's mutant of it)
+// on server, each client behind a fault proxy of its own.
+func runPlan(ctx context.Context, p *Plan, server *postgres.Server, impl Impl) (*prover.Result, error) {
+	r := &runner{ctx: ctx, p: p, server: server, impl: impl, ttl: time.Duration(p.TTLMs) * time.Millisecond,
 		clients: map[string]*client{}, start: time.Now()}
 	// A key of the run's own, so that runs on one server never meet.
 	r.key = int64(rand.Uint64() >> 1)
@@ -67,12 +74,12 @@ type runner struct {
 	ctx     context.Context
 	p       *Plan
 	server  *postgres.Server
+	impl    Impl // nil: the reference
 	ttl     time.Duration
 	key     int64
 	defects Defects
 	start   time.Time
 	clients map[string]*client
-	grants  int // acquires granted so far: each token is unique
 	wg      sync.WaitGroup
 }
 
@@ -85,9 +92,10 @@ type client struct {
 	token  string
 	proxy  *postgres.Proxy
 
-	lock           *Lock              // the current incarnation's
-	locks          []*Lock            // every incarnation's, closed at the run's end
-	cancel         context.CancelFunc // ends the current incarnation's statements
+	cancel         context.CancelFunc // ends the current incarnation's calls
+	pc             ProcessClient      // the current incarnation's process, if an implementation's
+	refs           []reference        // every incarnation's reference, closed at the run's end
+	procs          []ProcessClient    // every incarnation's process, closed at the run's end
 	paused, parted bool
 	gate           chan struct{} // closed when a pause ends
 }
@@ -115,23 +123,69 @@ func (r *runner) startClient(st *client) {
 	}, func(_ *client, gen int) { r.run(st, gen) })
 }
 
-// run is one incarnation of a client (with the lock held): a Lock of its
-// own, through the client's proxy, and the rest of the script.
+// run is one incarnation of a client (with the lock held): the
+// reference (a Lock of its own) or a process of the implementation, told
+// to go through the client's proxy, and the rest of the script.
 func (r *runner) run(st *client, gen int) {
 	ctx, cancel := context.WithCancel(r.ctx)
-	l := NewLock(st.proxy.URL(), r.key, r.ttl, r.defects)
-	st.lock, st.cancel = l, cancel
-	st.locks = append(st.locks, l)
+	st.cancel = cancel
 	// A client done with its script leaves its session open and idle, a
 	// lock in it as a lease left to expire: the server ends the session
 	// once it has been idle for the ttl (closing it now would free the
-	// lock while the lease is still certainly valid). The run closes it
-	// at its end.
+	// lock while the lease is still certainly valid). The run closes
+	// sessions and processes at its end.
 	defer cancel()
+	s := Session{URL: st.proxy.URL(), Key: r.key, TTL: r.ttl, Run: r.p.Key}
+	var c Client
+	if r.impl == nil {
+		ref := NewReference(st.Process, s, r.defects).(reference)
+		st.refs = append(st.refs, ref)
+		c = ref
+	} else {
+		var pc ProcessClient
+		err := run.Retry(openTries, openBackoff, func(d time.Duration) error { r.Outside(func() { time.Sleep(d) }); return ctx.Err() }, func() error {
+			if ctx.Err() != nil || !st.Live(gen) {
+				return run.Stop
+			}
+			var err error
+			r.Outside(func() { pc, err = r.impl.Connect(ctx, st.Process, s) })
+			return err
+		})
+		if pc != nil {
+			st.procs = append(st.procs, pc)
+		}
+		if !st.Live(gen) {
+			return
+		}
+		if pc == nil || err != nil {
+			if err == nil {
+				err = errors.New("the run ended")
+			}
+			r.Problems = append(r.Problems, fmt.Sprintf("%s could not start: %v", st.Name, err))
+			st.Done = true
+			return
+		}
+		st.pc = pc
+		if st.paused {
+			pc.Signal(syscall.SIGSTOP) // paused while it started
+		}
+		c = pc
+	}
 	for st.pos < len(st.script) && st.Live(gen) && ctx.Err() == nil {
-		s := st.script[st.pos]
+		step := st.script[st.pos]
 		st.pos++
-		r.step(ctx, st, gen, l, s)
+		r.step(ctx, st, gen, c, step)
+		if st.pc != nil && st.Live(gen) {
+			if why := st.pc.Crashed(); why != "" {
+				// The process is gone: what it held goes with its
+				// session, and the client goes on as a new process, as
+				// after a kill (recorded after the operation ended, so
+				// that it excuses nothing).
+				r.Problems = append(r.Problems, fmt.Sprintf("%s %s", st.Name, why))
+				r.strike(Fault{Fault: histories.Kill, Target: st.Name}, false)
+				return
+			}
+		}
 	}
 	if st.Live(gen) {
 		st.Done = true
@@ -155,7 +209,7 @@ func (r *runner) wait(st *client) {
 }
 
 // step runs one line of a client's script.
-func (r *runner) step(ctx context.Context, st *client, gen int, l *Lock, s lease.Step) {
+func (r *runner) step(ctx context.Context, st *client, gen int, c Client, s lease.Step) {
 	r.wait(st)
 	if !st.Live(gen) {
 		return
@@ -183,31 +237,36 @@ func (r *runner) step(ctx context.Context, st *client, gen int, l *Lock, s lease
 		return // nothing to refresh or release, or already held
 	}
 	r.Invoke(&st.Proc, e)
+	var token string
 	var err error
 	r.Outside(func() {
-		x, cancel := context.WithTimeout(ctx, opTimeout(r.ttl))
-		defer cancel()
+		x := ctx
+		if r.impl == nil {
+			// An implementation's process has the protocol's timeout.
+			var cancel context.CancelFunc
+			x, cancel = context.WithTimeout(ctx, opTimeout(r.ttl))
+			defer cancel()
+		}
 		switch s.Op {
 		case histories.Acquire:
-			err = l.Acquire(x)
+			token, err = c.Acquire(x)
 		case histories.Refresh:
-			err = l.Refresh(x)
+			err = c.Refresh(x, st.token)
 		case histories.Release:
-			err = l.Release(x)
+			err = c.Release(x, st.token)
 		}
 	})
 	if !st.Live(gen) {
 		return // killed meanwhile: the kill ended the operation
 	}
-	r.complete(st, l, s.Op, err)
+	r.complete(st, c, s.Op, token, err)
 }
 
 // complete records an operation's outcome.
-func (r *runner) complete(st *client, l *Lock, op string, err error) {
+func (r *runner) complete(st *client, c Client, op, token string, err error) {
 	switch {
 	case err == nil && op == histories.Acquire:
-		r.grants++
-		st.token = st.Name + "-" + strconv.Itoa(r.grants)
+		st.token = token
 		r.Finish(&st.Proc, histories.Ok, &lease.Value{Token: st.token}, nil)
 	case err == nil:
 		if op == histories.Release {
@@ -227,11 +286,14 @@ func (r *runner) complete(st *client, l *Lock, op string, err error) {
 		st.token = ""
 		r.Finish(&st.Proc, histories.Fail, nil, err)
 	default:
-		// Unknown: the client gives up its lease, and a lock its session
-		// may hold goes with the session, which it ends.
+		// Unknown: the client gives up its lease; the reference ends its
+		// session, and a lock the session may hold goes with it (an
+		// implementation does as it does).
 		st.token = ""
 		r.Finish(&st.Proc, histories.Info, nil, err)
-		r.Outside(l.Close)
+		if ref, ok := c.(reference); ok {
+			r.Outside(ref.Close)
+		}
 	}
 }
 
@@ -310,6 +372,9 @@ func (r *runner) strike(f Fault, end bool) {
 	case histories.Pause:
 		if !st.paused { // a second pause of a paused client keeps its gate
 			st.paused, st.gate = true, make(chan struct{})
+			if st.pc != nil {
+				st.pc.Signal(syscall.SIGSTOP)
+			}
 		}
 		r.Hold(histories.Pause, f.Target)
 		r.hold(st)
@@ -317,6 +382,9 @@ func (r *runner) strike(f Fault, end bool) {
 		r.Unhold(histories.Pause, f.Target)
 		st.paused = false
 		close(st.gate)
+		if st.pc != nil {
+			st.pc.Signal(syscall.SIGCONT)
+		}
 		r.hold(st)
 	case histories.Partition:
 		st.parted = true
@@ -327,16 +395,19 @@ func (r *runner) strike(f Fault, end bool) {
 		st.parted = false
 		r.hold(st)
 	case histories.ForceClose:
+		// The server ends every session the client has through its proxy
+		// (found by the proxy's ports, whatever the client is).
 		r.Began(name, histories.Of(v))
-		if st.lock == nil {
-			// Its first incarnation has not opened its session yet:
-			// nothing to end.
-		} else if pid := st.lock.PID(); pid != 0 {
-			var err error
-			r.Outside(func() { _, err = r.server.Terminate(r.ctx, pid) })
-			if err != nil {
-				r.Problems = append(r.Problems, fmt.Sprintf("force-close of %s: %v", f.Target, err))
+		ports := st.proxy.UpstreamPorts()
+		var err error
+		r.Outside(func() {
+			var pids []uint32
+			if pids, err = r.server.SessionsFrom(r.ctx, ports); err == nil && len(pids) > 0 {
+				_, err = r.server.Terminate(r.ctx, pids...)
 			}
+		})
+		if err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("force-close of %s: %v", f.Target, err))
 		}
 		r.Ended(name, histories.Of(v), nil)
 		return
@@ -350,11 +421,11 @@ func (r *runner) strike(f Fault, end bool) {
 	r.Struck(name, histories.Of(v))
 }
 
-// hold makes the client's proxy hold its bytes while it is paused (a
-// statement it sent is held, as if sent just before the pause) or
-// partitioned.
+// hold makes the client's proxy hold its bytes while it is partitioned,
+// or, the reference, paused (a statement it sent is held, as if sent just
+// before the pause; an implementation's process is stopped with SIGSTOP).
 func (r *runner) hold(st *client) {
-	if st.paused || st.parted {
+	if (st.paused && r.impl == nil) || st.parted {
 		st.proxy.Partition()
 	} else {
 		st.proxy.Heal()
@@ -370,6 +441,10 @@ func (r *runner) kill(st *client) {
 	}
 	if st.cancel != nil {
 		st.cancel()
+	}
+	if st.pc != nil {
+		st.pc.Signal(syscall.SIGKILL) // closed with the run
+		st.pc = nil
 	}
 	st.token = ""
 	if st.paused {
@@ -388,8 +463,11 @@ func (r *runner) kill(st *client) {
 func (r *runner) close() {
 	r.wg.Wait()
 	for _, st := range r.clients {
-		for _, l := range st.locks {
-			l.Close()
+		for _, ref := range st.refs {
+			ref.Close()
+		}
+		for _, pc := range st.procs {
+			pc.Close()
 		}
 		st.proxy.Close()
 	}
