@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -25,14 +26,17 @@ func (s *Server) admin(ctx context.Context, f func(*pgx.Conn) error) error {
 
 // Terminate ends the sessions whose backends have the given process ids
 // from the server's side (pg_terminate_backend), as an administrator, a
-// pooler or a server's timeout would: each session's advisory locks are
-// released at once, and its client reads "terminating connection due to
+// pooler or a server's timeout would, and returns once their backends are
+// gone (at most 5 s later): each session's advisory locks are then
+// released (a backend lets its locks go before it leaves
+// pg_stat_activity). Its client reads "terminating connection due to
 // administrator command" (SQLSTATE 57P01) at its next read, or later, if
 // the bytes cannot reach it. It returns how many sessions it ended (a
 // session already gone is not counted).
 func (s *Server) Terminate(ctx context.Context, pids ...uint32) (int, error) {
 	n := 0
 	err := s.admin(ctx, func(c *pgx.Conn) error {
+		var ended []int32
 		for _, pid := range pids {
 			var ok bool
 			if err := c.QueryRow(ctx, "SELECT pg_terminate_backend($1)", int32(pid)).Scan(&ok); err != nil {
@@ -40,7 +44,24 @@ func (s *Server) Terminate(ctx context.Context, pids ...uint32) (int, error) {
 			}
 			if ok {
 				n++
+				ended = append(ended, int32(pid))
 			}
+		}
+		// pg_terminate_backend only signals the backend: wait for it to
+		// exit, and so to release its locks.
+		deadline := time.Now().Add(5 * time.Second)
+		for len(ended) > 0 {
+			var left int
+			if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)", ended).Scan(&left); err != nil {
+				return fmt.Errorf("postgres: waiting for terminated sessions %v: %w", ended, err)
+			}
+			if left == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("postgres: terminated sessions %v still there after 5 s", ended)
+			}
+			time.Sleep(2 * time.Millisecond)
 		}
 		return nil
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/families/lease/leasecheck"
 	"github.com/lockprover/lockprover/families/pgadvisory"
+	"github.com/lockprover/lockprover/families/pgadvisory/pgadvisoryprotocol"
 	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/sim/pgsim"
@@ -40,6 +41,8 @@ var PGAdvisory = &family.Descriptor{
 	Setup:      setup,
 	ReadPlan:   func(path string) (prover.Plan, error) { return pgadvisory.ReadPlan(path) },
 	Replay:     replay,
+	Serve:      serve,
+	Validate:   validate,
 	Conform:    conform,
 }
 
@@ -51,8 +54,6 @@ var errNoSim = family.Usagef("--kind %s has no simulator yet: its plans run on a
 // checkTarget refuses any target but postgres ("" means postgres).
 func checkTarget(s family.Settings) error {
 	switch {
-	case s.Impl != "":
-		return family.Usagef("--kind %s proves its reference and mutants only: no implementation runs over the process protocol yet", pgadvisory.Kind)
 	case s.Target == "sim":
 		return errNoSim
 	case s.Target != "" && s.Target != target:
@@ -72,6 +73,15 @@ func setup(s family.Settings) (*family.Setup, error) {
 		return nil, fmt.Errorf("--mutant: no %s mutant named %q (%s)", pgadvisory.Kind, s.Mutant, mutantNames())
 	}
 	c.Mutant = s.Mutant
+	var stopImpl func()
+	if s.Impl != "" {
+		if s.Mutant != "" {
+			return nil, errors.New("--mutant is a variant of the reference: it cannot be given with --impl")
+		}
+		li := pgadvisoryprotocol.NewProcesses(s.Impl)
+		li.InitTimeout = s.InitTimeout
+		c.Impl, stopImpl = li, li.Stop
+	}
 	if s.Options != "" {
 		return nil, fmt.Errorf("--options: --kind %s takes none", pgadvisory.Kind)
 	}
@@ -97,7 +107,10 @@ func setup(s family.Settings) (*family.Setup, error) {
 	}
 	st := &family.Setup{Target: target, Where: "a private PostgreSQL of the run's own", Real: true, Prove: c,
 		Replay: []string{"--target", target}}
-	startPrivate(s, st, func(server *postgres.Server) { c.Server = server; st.Prove = c })
+	if s.Impl != "" {
+		st.Replay = append(st.Replay, "--impl", family.Quote(s.Impl))
+	}
+	startPrivate(s, st, stopImpl, func(server *postgres.Server) { c.Server = server; st.Prove = c })
 	return st, nil
 }
 
@@ -112,8 +125,8 @@ func mutantNames() string {
 
 // startPrivate makes st start a private PostgreSQL for the run (saying so
 // unless quiet), hand it to then, and stop it, its data removed, at the
-// end.
-func startPrivate(s family.Settings, st *family.Setup, then func(*postgres.Server)) {
+// end, after the implementation's processes (stopImpl, if set).
+func startPrivate(s family.Settings, st *family.Setup, stopImpl func(), then func(*postgres.Server)) {
 	var stopServer func()
 	st.Start = func(ctx context.Context) error {
 		server, stop, err := postgres.StartTemp(ctx)
@@ -131,12 +144,18 @@ func startPrivate(s family.Settings, st *family.Setup, then func(*postgres.Serve
 		return nil
 	}
 	st.Stop = func() {
+		if stopImpl != nil {
+			stopImpl()
+		}
 		if stopServer != nil {
 			stopServer()
 			stopServer = nil
 		}
 	}
 	st.Interrupt = st.Stop
+	if stopImpl != nil {
+		st.Interrupt = stopImpl
+	}
 }
 
 // replay makes a plan read back ready to run again on a private
@@ -149,9 +168,18 @@ func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, pgadvisory.MutantNamed(s.Mutant) != nil, "no pg-advisory mutant named %q"); err != nil {
 		return nil, err
 	}
+	if s.Impl != "" && p.Mutant != "" {
+		return nil, fmt.Errorf("the plan names mutant %s: add --mutant reference to run it against --impl", p.Mutant)
+	}
 	c := pgadvisory.Config{Scope: prover.Scope{Mutant: p.Mutant}}
+	var stopImpl func()
+	if s.Impl != "" {
+		li := pgadvisoryprotocol.NewProcesses(s.Impl)
+		li.InitTimeout = s.InitTimeout
+		c.Impl, stopImpl = li, li.Stop
+	}
 	st := &family.Setup{Target: target, Where: "a private PostgreSQL of the run's own", Real: true, What: c.String(), Prove: c}
-	startPrivate(s, st, func(server *postgres.Server) { c.Server = server; st.Prove = c })
+	startPrivate(s, st, stopImpl, func(server *postgres.Server) { c.Server = server; st.Prove = c })
 	return st, nil
 }
 
@@ -180,4 +208,29 @@ func conform(ctx context.Context, s family.Settings, c family.ConformConfig, out
 		return family.Inconclusive, nil
 	}
 	return family.Agree, nil
+}
+
+// serve serves the reference (or a mutant) over the process protocol.
+func serve(in io.Reader, out, log io.Writer, mutant, options string) error {
+	if options != "" {
+		return family.Usagef("--options: --kind %s takes none", pgadvisory.Kind)
+	}
+	o := pgadvisoryprotocol.ServeOptions{Log: log}
+	if mutant != "" {
+		m := pgadvisory.MutantNamed(mutant)
+		if m == nil {
+			return family.Usagef("--mutant: no %s mutant named %q (%s)", pgadvisory.Kind, mutant, mutantNames())
+		}
+		o.Defects = m.Defects()
+	}
+	return pgadvisoryprotocol.Serve(in, out, o)
+}
+
+// validate checks an implementation on a private PostgreSQL it starts.
+func validate(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
+	passed, err := pgadvisoryprotocol.Validate(ctx, command, s.InitTimeout, out)
+	if err != nil && ctx.Err() == nil {
+		return false, &family.UsageError{Err: fmt.Errorf("%w\ncannot start a private PostgreSQL, so the implementation was not tried", err)}
+	}
+	return passed, nil
 }
