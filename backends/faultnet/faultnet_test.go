@@ -341,6 +341,15 @@ func TestListenForwards(t *testing.T) {
 // Reset closes both sides with a reset, not an end of stream.
 func TestResetResetsBothSides(t *testing.T) {
 	p, _, client, up := setup(t, false)
+	// The upstream accepted the proxy's dial; wait until the proxy has it
+	// too (a connection still dialling is closed, not reset).
+	deadline := time.Now().Add(2 * time.Second)
+	for cs := p.Conns(); len(cs) != 1 || cs[0].Upstream() == nil; cs = p.Conns() {
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy's connection never got its upstream")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	p.Reset()
 	for _, s := range []struct {
 		c   net.Conn
