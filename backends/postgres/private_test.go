@@ -147,6 +147,16 @@ func TestPrivateStartStopLeavesNothing(t *testing.T) {
 // data directory behind.
 func TestPrivateFailedStartLeavesNothing(t *testing.T) {
 	quick.Skip(t, "PostgreSQL's initdb")
+	// A temporary directory of the test's own, so that other tests'
+	// servers (other packages run at once) are not taken for leftovers;
+	// user postgres must reach it.
+	tmp := t.TempDir()
+	for _, d := range []string{tmp, filepath.Dir(tmp)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("TMPDIR", tmp)
 	before := ownDirs(t)
 	_, err := StartPrivate(ctx(t), filepath.Join(t.TempDir(), "no", "such", "dir"))
 	if errors.Is(err, ErrNoServer) || errors.Is(err, ErrNoUser) {
@@ -178,7 +188,7 @@ func terminated(err error) bool {
 // holder's next statement fails.
 func TestServerEndsSessions(t *testing.T) {
 	s := startPrivate(t)
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		name   string
 		strike func(holder uint32) error
 	}{
@@ -192,10 +202,13 @@ func TestServerEndsSessions(t *testing.T) {
 		{"Restart", func(uint32) error { return s.Restart(ctx(t), 100*time.Millisecond) }},
 		{"Crash", func(uint32) error { return s.Crash(ctx(t), 0) }},
 	} {
+		// A key of each case's own: the last case's sessions may still be
+		// exiting, their locks with them.
+		key := int64(7 + i)
 		t.Run(tc.name, func(t *testing.T) {
 			a := connect(t, s.URL())
-			if !tryLock(t, a, 7) {
-				t.Fatal("pg_try_advisory_lock(7) failed on a fresh server")
+			if !tryLock(t, a, key) {
+				t.Fatalf("pg_try_advisory_lock(%d) failed on a fresh server", key)
 			}
 			pid := s.PID()
 			if err := tc.strike(a.PgConn().PID()); err != nil {
@@ -204,9 +217,9 @@ func TestServerEndsSessions(t *testing.T) {
 			if tc.name != "Terminate" && s.PID() == pid {
 				t.Errorf("the postmaster's pid is still %d", pid)
 			}
-			eventually(t, s, 7, nil, tc.name)
+			eventually(t, s, key, nil, tc.name)
 			b := connect(t, s.URL())
-			if !tryLock(t, b, 7) {
+			if !tryLock(t, b, key) {
 				t.Fatal("another session could not take the released lock")
 			}
 			_, err := a.Exec(ctx(t), "SELECT 1")
