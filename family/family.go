@@ -198,6 +198,9 @@ type Settings struct {
 	// Stdout hears what the setup starts (a private server), unless Quiet.
 	Stdout io.Writer
 	Quiet  bool
+	// Stderr, if set, hears what the setup starts in the user's stead when
+	// nothing was named (a broker container), even under Quiet.
+	Stderr io.Writer
 }
 
 // A Setup is a run made ready: what it proves, where, and what must start

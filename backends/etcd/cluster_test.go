@@ -2,12 +2,14 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockprover/lockprover/backends/netns"
+	"github.com/lockprover/lockprover/backends/proc"
 )
 
 // startCluster starts a 3-member cluster in a lab of its own, or skips
@@ -35,7 +37,11 @@ func startCluster(t *testing.T) (*netns.Lab, *Cluster) {
 	t.Logf("3 members healthy in %v", time.Since(t0).Round(time.Millisecond))
 	t.Cleanup(func() {
 		lab.Heal(context.Background())
-		if err := c.Stop(); err != nil {
+		// A member that took longer than Stop's grace to end was killed:
+		// gone all the same (a loaded machine), which is said, not failed.
+		if err := c.Stop(); errors.Is(err, proc.ErrKilled) {
+			t.Logf("Stop: %v", err)
+		} else if err != nil {
 			t.Errorf("Stop: %v", err)
 		}
 		if err := lab.Close(); err != nil {

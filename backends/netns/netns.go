@@ -53,8 +53,10 @@ const Local = "local"
 // them for Local's link).
 const MaxHosts = 15
 
-// blocks is how many labs 198.18.0.0/15 holds at once: 512 /24s, 16 each.
-const blocks = 32
+// blocks is how many labs 198.18.0.0/15 holds at once: 512 /24s, 16 each,
+// but the last block (198.19.240.0/20), whose last /24 is the bridge of
+// the Docker engine .ci/docker starts (198.19.255.0/24).
+const blocks = 31
 
 // rulePriority is the priority of every partition rule in a router:
 // before the main table's rule (32766), so that it drops before routing.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -315,4 +316,20 @@ func TestSweepDeadRun(t *testing.T) {
 		t.Errorf("Sweep removed %d namespaces, want the orphan's 3 at least", n)
 	}
 	assertGone(t, id)
+}
+
+// No lab's block holds the bridge of the Docker engine .ci/docker starts
+// (198.19.255.0/24), and every block stays inside 198.18.0.0/15.
+func TestBlocksLeaveDockersBridge(t *testing.T) {
+	bridge := netip.MustParseAddr("198.19.255.1")
+	bench := netip.MustParsePrefix("198.18.0.0/15")
+	for b := range blocks {
+		p := (&Lab{block: b}).Prefix()
+		if p.Contains(bridge) {
+			t.Errorf("block %d (%v) holds Docker's bridge %v", b, p, bridge)
+		}
+		if !bench.Contains(p.Addr()) || !bench.Contains((&Lab{block: b}).subnet(15, 255)) {
+			t.Errorf("block %d (%v) leaves 198.18.0.0/15", b, p)
+		}
+	}
 }

@@ -110,10 +110,19 @@ def serve(requests, reply):
                 if token is None:
                     reply(rid, "acquire_fail", reason="held")
                 else:
-                    # The lease is ours for ttl from before we sent SET.
+                    # The lease is ours for ttl from before we sent SET,
+                    # less 1% for the clocks' drift.
                     elapsed = (time.monotonic() - start) * 1000
-                    reply(rid, "acquire_ok", token=token, elapsed_ms=elapsed,
-                          validity_ms=max(0.0, req["ttl_ms"] * 0.99 - elapsed))
+                    validity = req["ttl_ms"] * 0.99 - elapsed
+                    if validity > 0:
+                        reply(rid, "acquire_ok", token=token, elapsed_ms=elapsed,
+                              validity_ms=validity)
+                    else:
+                        # SET took the whole ttl: the key may have expired
+                        # already and gone to another. Claim nothing; the
+                        # key is left to expire (no definite: it may stay).
+                        reply(rid, "error", code="no_validity",
+                              text="SET took %.0f ms of a ttl of %d ms" % (elapsed, req["ttl_ms"]))
             elif kind == "refresh":
                 if lock.refresh(req["token"], req["ttl_ms"]):
                     reply(rid, "refresh_ok")

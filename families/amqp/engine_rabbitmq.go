@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,11 @@ type RabbitMQ struct {
 	// OpTimeout ends an operation that takes longer with an unknown
 	// outcome; 0 means 30 s.
 	OpTimeout time.Duration
+	// Ctl is the command that runs rabbitmqctl on the broker's node (a
+	// forced close, a restart, listing an implementation's queues); nil
+	// means rabbitmqctl, for a broker on this machine. A broker in a
+	// container has docker exec's (rabbitmq.Container.Ctl).
+	Ctl []string
 }
 
 // Preflight connects to the broker once, so that a broker out of reach, a
@@ -58,13 +64,13 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, 
 	if listed {
 		// Started now, once a process, not in a clean-up after Ctrl-C
 		// (an Erlang VM takes seconds to start beside the suite).
-		lister(rabbitmq.VhostOf(t.URL))
+		lister(t.Ctl, rabbitmq.VhostOf(t.URL))
 	}
 	// The plan's clients and admins start together: their processes'
 	// start-up is over before the clock starts.
 	defer prover.Warm(ctx, impl, lock, len(p.Clients)+len(p.Admins))()
 	e := &realEngine{t: t, ctx: ctx, start: time.Now(), slots: maxSlots(p) + p.Options.Overshoot + 8, listed: listed,
-		proxies: proxy.NewSet(t.URL), ctl: rabbitmq.NewCtl(nil, rabbitmq.VhostOf(t.URL), true), paused: map[string]bool{}}
+		proxies: proxy.NewSet(t.URL), ctl: rabbitmq.NewCtl(t.Ctl, rabbitmq.VhostOf(t.URL), true), paused: map[string]bool{}}
 	defer e.ctl.Close()
 	if e.t.OpTimeout == 0 {
 		e.t.OpTimeout = 30 * time.Second
@@ -285,7 +291,7 @@ func (e *realEngine) listFailed() error {
 }
 
 // listers are the rabbitmqctl sessions that list a vhost's queues for
-// every run of this process, one a vhost, started at the first run that
+// every run of this process, one a rabbitmqctl command and vhost, started at the first run that
 // needs one and not waited for until a listing is: a plain list_queues
 // starts an Erlang VM (about a second of CPU), and three of them a plan
 // starved a loaded machine's implementation processes of the CPU to
@@ -302,19 +308,21 @@ type pendingCtl struct {
 	ctl   *rabbitmq.Ctl
 }
 
-// lister is the vhost's session, started now if it was not yet.
-func lister(vhost string) *pendingCtl {
+// lister is the session of rabbitmqctl command cmd (nil: rabbitmqctl) on
+// the vhost, started now if it was not yet.
+func lister(cmd []string, vhost string) *pendingCtl {
 	listers.Lock()
 	defer listers.Unlock()
 	if listers.m == nil {
 		listers.m = map[string]*pendingCtl{}
 	}
-	c := listers.m[vhost]
+	key := strings.Join(cmd, "\x00") + "\x00" + vhost
+	c := listers.m[key]
 	if c == nil {
 		c = &pendingCtl{ready: make(chan struct{})}
-		listers.m[vhost] = c
+		listers.m[key] = c
 		go func() {
-			c.ctl = rabbitmq.NewCtl(nil, vhost, false)
+			c.ctl = rabbitmq.NewCtl(cmd, vhost, false)
 			close(c.ready)
 		}()
 	}
@@ -350,7 +358,7 @@ func (e *realEngine) lockQueues(ctx context.Context, lock string) ([]string, err
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.listing == nil {
-		l, err := lister(rabbitmq.VhostOf(e.t.URL)).queueNames(ctx, lock)
+		l, err := lister(e.t.Ctl, rabbitmq.VhostOf(e.t.URL)).queueNames(ctx, lock)
 		if err != nil {
 			return names, err
 		}

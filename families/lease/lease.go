@@ -199,6 +199,7 @@ type fault struct {
 	call   int64
 	end    int64 // when it completed (in place, or failed); never if it did not
 	over   int64 // when it stops being in force
+	reset  int64 // a clock fault's: the invoke of the clock-reset that ends it; never if none
 	offset int64 // a clock fault's amount, in nanoseconds, made positive
 }
 
@@ -451,10 +452,10 @@ func (h *history) overs() {
 		if ender == "" {
 			continue
 		}
-		f.over = never
+		f.over, f.reset = never, never
 		for _, g := range h.faults[i+1:] {
 			if g.f == ender && g.target == f.target && g.end != never {
-				f.over = g.end
+				f.over, f.reset = g.end, g.call
 				break
 			}
 		}
@@ -578,12 +579,38 @@ func describeOp(o *op) string {
 // clockSlack is how far the clock faults that may bear on this lock were
 // from true time, in total, at some moment of [from, to]: those aimed at
 // the backend's clock (or at a part of it, see atClient) or at the clock
-// of a process that operates on the lock, in force then. It returns the faults too, for the report.
+// of a process that operates on the lock, in force then. It returns the
+// faults too, for the report.
 func (h *history) clockSlack(from, to int64) (int64, []*fault) {
+	return h.slack(from, to, false)
+}
+
+// stepSlack is clockSlack for a lease granted at from: how far the clock
+// faults could have moved its end by to. The backend measures a lease
+// against its own clock alone (a deadline set and read on it, or a ttl it
+// counts down), so an offset it had all along changes nothing: only a
+// step of its clock within [from, to] counts, the fault's own or its
+// clock-reset's. A process's clock, where the design reads clients'
+// clocks too, counts as in clockSlack: two clocks that disagree set and
+// read one deadline.
+func (h *history) stepSlack(from, to int64) (int64, []*fault) {
+	return h.slack(from, to, true)
+}
+
+func (h *history) slack(from, to int64, steps bool) (int64, []*fault) {
 	var slack int64
 	var fs []*fault
 	for _, f := range h.faults {
-		if !f.clock() || f.call > to || f.over <= from || (h.atClient(f) && h.backendClock) {
+		if !f.clock() || (h.atClient(f) && h.backendClock) {
+			continue
+		}
+		if steps && !h.atClient(f) {
+			stepped := f.call <= to && f.end >= from
+			reset := f.over != never && f.reset <= to && f.over >= from
+			if !stepped && !reset {
+				continue
+			}
+		} else if f.call > to || f.over <= from {
 			continue
 		}
 		slack += f.offset

@@ -53,6 +53,10 @@ func TestFailuresSayWhy(t *testing.T) {
 		{"137-lease-unknown-refresh-then-no-recovery.jsonl", "k", lease.Recovers, []int{8, 0}, []string{"until 2.030s"}},
 		{"139-lease-verify-held-after-expiry.jsonl", "k", lease.Aware, []int{4, 0}, []string{"answered held", "valid only until 1.020s"}},
 		{"147-lease-clock-behind-before-grant.jsonl", "k", lease.LeaseExclusive, []int{4, 6}, []string{"2 leases were certainly valid, max 1"}},
+		// The backend's clock stepped 8 s ahead before either grant and
+		// stayed so until both leases had ended: each deadline was set
+		// and read on the stepped clock, so the step explains nothing.
+		{"178-lease-clock-jump-before-grants.jsonl", "k", lease.LeaseExclusive, []int{2, 4}, []string{"2 leases were certainly valid, max 1"}},
 		// c3 is paused between operations, holding nothing (148: paused
 		// in the middle of one, it excuses c2's wait in vain).
 		{"149-lease-unknown-beside-idle-paused.jsonl", "k", lease.Available, []int{6}, []string{"no fault was in force on c2"}},

@@ -136,25 +136,31 @@ func smallestMax(distinct []int, byMax map[int]int) int {
 // excused); otherwise v fails with the overlap
 // and tooMany says so.
 func (h *history) tooMany(v *model.Verdict, active map[*lease]span, t int64, bound int, excused *[]string) bool {
-	// Too many. Would the clock faults in force explain it? Those in force
-	// from the first grant of any of the leases on: a clock off while a
-	// grant ran may have set its deadline short, though put right by now.
+	// Too many. Would the clock faults explain it? Each lease by those that
+	// could have moved its end since its first grant (stepSlack): a lease
+	// granted after a step of the backend's clock lasts its whole ttl.
 	ls := make([]*lease, 0, len(active))
-	from := t
-	for l, s := range active {
+	for l := range active {
 		ls = append(ls, l)
-		from = min(from, s.from, l.firstGrant())
 	}
 	slices.SortFunc(ls, func(a, b *lease) int { return cmp.Compare(a.id, b.id) }) // ids are distinct
-	slack, fs := h.clockSlack(from, t)
+	var slack int64                                                               // the most any one lease could have lost
+	var fs []*fault
 	left, minLeft := 0, 0
 	for _, l := range ls {
 		s := active[l]
+		lslack, lfs := h.stepSlack(min(s.from, l.firstGrant()), t)
+		slack = max(slack, lslack)
+		for _, f := range lfs {
+			if !slices.Contains(fs, f) {
+				fs = append(fs, f)
+			}
+		}
 		end := s.to // the expiry its ttl gives; a span a release ends could have expired sooner
 		if !s.byTTL {
 			end = h.deadlineAt(l, t)
 		}
-		if end-slack > t {
+		if end-lslack > t {
 			left++
 			if minLeft == 0 || l.max < minLeft {
 				minLeft = l.max

@@ -4,12 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockprover/lockprover/backends/docker"
+	"github.com/lockprover/lockprover/internal/quick"
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // fakeTB records Skip and Fatal instead of acting on a real test. Skip and
@@ -192,6 +200,15 @@ func TestResolve(t *testing.T) {
 			wantMsgs: []string{"image pull failed"},
 		},
 		{
+			name:     "docker healthy but the image cannot be had: skip and say how",
+			dockerOK: yesDocker,
+			start: func(testing.TB) (string, error) {
+				return "", fmt.Errorf("%w: pull rabbitmq:3.10; set %s", docker.ErrNoImage, ImageEnvVar)
+			},
+			wantSkip: true,
+			wantMsgs: []string{"rabbitmq:3.10", ImageEnvVar},
+		},
+		{
 			name:     "nothing: skip and say how",
 			dockerOK: noDocker,
 			start:    mustNotStart,
@@ -275,4 +292,118 @@ func TestURL(t *testing.T) {
 		t.Fatal("URL returned an empty string")
 	}
 	t.Logf("broker: %s", u)
+}
+
+// TestWatchRemovesAfterExit runs the watcher against a process that exits
+// and a docker CLI that records its arguments: the container is removed
+// once the process has gone, not before.
+func TestWatchRemovesAfterExit(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "args")
+	fake := "#!/bin/sh\necho \"$@\" > " + record + ".tmp && mv " + record + ".tmp " + record + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "docker"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	proc := exec.Command("sleep", "2")
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { proc.Wait(); close(exited) }()
+	if err := watch(proc.Process.Pid, "c0ffee"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		t.Fatal("sleep 2 exited before the first check; the machine is too slow for this test")
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, err := os.Stat(record); err == nil {
+		t.Fatal("the watcher removed the container while its process was alive")
+	}
+	<-exited
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		b, err := os.ReadFile(record)
+		if err != nil {
+			continue
+		}
+		if got, want := strings.TrimSpace(string(b)), "rm -f -v c0ffee"; got != want {
+			t.Fatalf("the watcher ran docker %q, want docker %q", got, want)
+		}
+		return
+	}
+	t.Fatal("the watcher did not remove the container within 10 s of its process's exit")
+}
+
+// TestContainerIsTheBroker takes the container path with no broker URL
+// given, and checks that the broker the URL reaches is the container's: it
+// announces the container's node name as its cluster_name, and the
+// container's address lies in $LOCKPROVER_DOCKER_SUBNET when that is set
+// (.ci/run sets the private engine's bridge, 198.19.255.0/24). Skipped
+// without Docker.
+func TestContainerIsTheBroker(t *testing.T) {
+	t.Setenv(EnvVar, "")
+	t.Setenv(ContainerEnvVar, "1")
+	u := URL(t)
+	node, ip, ok := Node()
+	if !ok {
+		t.Fatal("URL returned without starting a container")
+	}
+	conn, err := amqp.Dial(u)
+	if err != nil {
+		t.Fatalf("dial the container's broker %s: %v", u, err)
+	}
+	defer conn.Close()
+	if got := fmt.Sprint(conn.Properties["cluster_name"]); got != node {
+		t.Errorf("the broker at %s is %q, not the container's node %q", u, got, node)
+	}
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		t.Fatalf("container address %q: %v", ip, err)
+	}
+	if s := os.Getenv("LOCKPROVER_DOCKER_SUBNET"); s != "" {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			t.Fatalf("LOCKPROVER_DOCKER_SUBNET=%q: %v", s, err)
+		}
+		if !p.Contains(addr) {
+			t.Errorf("container address %s is outside the engine's bridge %s", addr, p)
+		}
+	}
+	t.Logf("broker %s: node %s at %s", u, node, addr)
+}
+
+// TestContainerRemovedAfterExit runs TestContainerIsTheBroker in a child
+// test binary and checks that once the child has exited its container is
+// gone: nothing is left behind, with or without Ryuk.
+func TestContainerRemovedAfterExit(t *testing.T) {
+	quick.Skip(t, "Docker")
+	if !dockerAvailable() {
+		t.Skip(containerSkipMessage)
+	}
+	docker, err := exec.LookPath("docker")
+	if err != nil {
+		t.Skip("no docker CLI: rabbitmqtest's watcher needs it to remove containers")
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestContainerIsTheBroker$", "-test.v", "-test.count=1")
+	child.Env = append(os.Environ(), ContainerEnvVar+"=1")
+	out, err := child.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestContainerIsTheBroker") {
+		t.Fatalf("child test: %v\n%s", err, out)
+	}
+	filter := fmt.Sprintf("label=%s=%d", label, child.Process.Pid)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ps, err := exec.Command(docker, "ps", "-aq", "--filter", filter).Output()
+		if err != nil {
+			t.Fatalf("docker ps --filter %s: %v", filter, err)
+		}
+		if len(strings.TrimSpace(string(ps))) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s (%s) still there 20 s after its test binary exited", strings.TrimSpace(string(ps)), filter)
+		}
+	}
 }

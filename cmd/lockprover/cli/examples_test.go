@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,9 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/lockprover/lockprover/backends/docker"
+	"github.com/lockprover/lockprover/backends/rabbitmq"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -18,7 +23,8 @@ import (
 // GitHub, a cluster or a Docker engine: the YAML parses, every lockprover
 // command in them names a verb that exists with flags it has, they shard
 // with --shard auto and pass the shard in, and the Dockerfile's build step
-// builds lockprover.
+// builds lockprover. The Docker-only GitHub recipe's prove also runs, where
+// a Docker engine is.
 
 const examples = "../../../examples/ci"
 
@@ -275,5 +281,76 @@ func TestDockerfileBuilds(t *testing.T) {
 	}
 	if b, err := exec.Command(out, "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(b), "lockprover ") {
 		t.Errorf("the image's binary: %v, %s", err, b)
+	}
+}
+
+// TestGitHubActionsDockerRecipe checks the Docker-only recipe: one job, no
+// services (no broker but Docker's), a prove of an implementation naming
+// no broker; and runs its prove line where Docker and the image are here,
+// for three plans, with --docker always added (a broker answers on
+// 127.0.0.1:5672 on this machine, where a runner has none).
+func TestGitHubActionsDockerRecipe(t *testing.T) {
+	wf := readYAML(t, "github-actions-docker.yaml")[0]
+	job := get(wf, "jobs", "prove")
+	if job == nil || get(job, "services") != nil {
+		t.Fatalf("want a job prove with no services, got %v", job)
+	}
+	impl, _ := get(job, "env", "IMPL").(string)
+	var line []string
+	steps, _ := get(job, "steps").([]any)
+	for i, st := range steps {
+		run, _ := get(st, "run").(string)
+		words := shellWords(run)
+		if len(words) > 1 && words[0] == "lockprover" && words[1] == "prove" {
+			p := checkCommand(t, fmt.Sprintf("github-actions-docker.yaml: step %d", i+1), words[1:])
+			if p["impl"] != "$IMPL" || p["amqp-url"] != "" || p["docker"] != "" || p["target"] != "" {
+				t.Errorf("prove runs with %v: want --impl \"$IMPL\" and no broker, target or --docker named", p)
+			}
+			line = words[1:]
+		}
+	}
+	if line == nil || impl == "" {
+		t.Fatalf("want a lockprover prove step and IMPL in the job's env")
+	}
+	if testing.Short() {
+		t.Skip("running the recipe's prove starts a broker container")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, err := docker.Connect(ctx, "")
+	if err != nil {
+		t.Skipf("%v (as root, .ci/docker up starts one and prints its DOCKER_HOST)", err)
+	}
+	if ok, err := e.HasImage(ctx, dockerImage()); err != nil || !ok {
+		t.Skipf("the engine has no %s (%v): set LOCKPROVER_RABBITMQ_IMAGE to one it has (.ci/docker up builds one)", dockerImage(), err)
+	}
+	bin := builtBinary(t)
+	dir := t.TempDir()
+	var args []string
+	for i := 0; i < len(line); i++ {
+		switch line[i] {
+		case "$IMPL":
+			args = append(args, strings.Replace(impl, "lockprover", bin, 1))
+		case "--time":
+			args = append(args, "--runs", "3")
+			i++
+		default:
+			args = append(args, line[i])
+		}
+	}
+	args = append(args, "--docker", "always", "--docker-image", dockerImage())
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("lockprover %v: %v\n%s", args, err, out)
+	}
+	for _, w := range []string{"started RabbitMQ container", "every property held", "removed RabbitMQ container"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("the recipe's prove did not say %q:\n%s", w, out)
+		}
+	}
+	if ids, err := e.Labelled(ctx, rabbitmq.ContainerLabel, strconv.Itoa(cmd.Process.Pid)); err != nil || len(ids) != 0 {
+		t.Errorf("containers left: %v %v", ids, err)
 	}
 }

@@ -159,10 +159,10 @@ func reportProperties(r *model.Report, where string, counted []string) []results
 
 // configOf is every flag of fs that decides which plans are drawn and how
 // they are judged, by name, as given or by default: shards of one search
-// must agree on it. Where files go, the shard and the shrinking time are
-// left out.
+// must agree on it. Where files go, the shard, the shrinking time and
+// where the broker is (--amqp-url, --docker, --docker-image) are left out.
 func configOf(fs *flag.FlagSet) map[string]string {
-	skip := map[string]bool{"out": true, "shard": true, "json": true, "junit": true, "quiet": true, "shrink-time": true, "amqp-url": true, "seed": true}
+	skip := map[string]bool{"out": true, "shard": true, "json": true, "junit": true, "quiet": true, "shrink-time": true, "amqp-url": true, "docker": true, "docker-image": true, "seed": true}
 	m := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) {
 		if !skip[f.Name] {

@@ -71,7 +71,7 @@ func (f *proveFlags) search(fs *flag.FlagSet, mutant, shard, out string, outf *o
 	settings := f.fam.settings(fs, f.kind, mutant)
 	settings.Impl, settings.Options, settings.Faults = f.impl, f.options, f.faults
 	settings.Clients, settings.Ops, settings.MaxFaults = f.clients, f.ops, f.maxFault
-	settings.Stdout, settings.Quiet = stdout, outf.quiet
+	settings.Stdout, settings.Quiet, settings.Stderr = stdout, outf.quiet, stderr
 	if given(fs, "target") {
 		settings.Target = f.target
 	}
@@ -240,6 +240,7 @@ func proveSynopsis() string {
                   [--properties P,...] [--model standard|strict] [--timeout D]
                   [--shrink-time D] [--heartbeat D] [--options K=V,...] [--mutant NAME]
                   [--target ` + strings.Join(family.TargetNames(), "|") + `] [--amqp-url URL] [--allow-restart]
+                  [--docker auto|always|off] [--docker-image IMAGE]
                   [--dsn DSN] [--private-server] [--ttl D] [--servers N] [--persistence none|always]
                   [--impl COMMAND [--init-timeout D]] [--out DIR] [--shard i/n|auto]
                   [--parallel N] [--json FILE] [--junit FILE] [--quiet]`

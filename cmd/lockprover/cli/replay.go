@@ -114,6 +114,7 @@ func judgedWorst(stdout io.Writer, r *model.Report, counted []string, judged str
 // families'.
 func replaySynopsis() string {
 	return `replay [--target ` + strings.Join(family.TargetNames(), "|") + `] [--amqp-url URL] [--allow-restart]
+                   [--docker auto|always|off] [--docker-image IMAGE]
                    [--dsn DSN] [--private-server] [--impl COMMAND [--init-timeout D]]
                    [--mutant NAME|reference] [--model standard|strict] [--properties P,...]
                    [--timeout D] [--times N] [--history FILE] [--trace] [--json FILE] [--junit FILE]
@@ -129,7 +130,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	stdout = ra.outf.tee(stdout)
-	rp, err := ra.open(stdout)
+	rp, err := ra.open(stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitUsage
@@ -253,7 +254,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 // open reads the plan as the family its kind names reads it, with
 // --mutant applied, ready to run on the target the flags name (--impl
 // without --target runs on the family's real backend).
-func (ra *replayArgs) open(stdout io.Writer) (*replayRun, error) {
+func (ra *replayArgs) open(stdout, stderr io.Writer) (*replayRun, error) {
 	h := family.ReadHeader(ra.path)
 	d := family.Of(h.Kind)
 	if d == nil {
@@ -267,7 +268,7 @@ func (ra *replayArgs) open(stdout io.Writer) (*replayRun, error) {
 		return nil, err
 	}
 	s := ra.fam.settings(ra.fs, h.Kind, ra.mutant)
-	s.Impl, s.Stdout, s.Quiet = ra.impl, stdout, ra.outf.quiet
+	s.Impl, s.Stdout, s.Quiet, s.Stderr = ra.impl, stdout, ra.outf.quiet, stderr
 	if given(ra.fs, "target") {
 		s.Target = ra.target
 	}

@@ -40,7 +40,7 @@ func transcripts(t *testing.T, root string) []transcript {
 		rel, _ := filepath.Rel(root, f)
 		s := bufio.NewScanner(fh)
 		s.Buffer(nil, 1<<20)
-		in, block, n := false, 0, 0
+		in, block, n, cont := false, 0, 0, false
 		var cur *transcript
 		for s.Scan() {
 			n++
@@ -49,10 +49,15 @@ func transcripts(t *testing.T, root string) []transcript {
 			case strings.HasPrefix(line, "```"):
 				in = !in
 				block++
-				cur = nil
+				cur, cont = nil, false
 			case in && strings.HasPrefix(line, "$ "):
 				out = append(out, transcript{file: rel, line: n, cmd: strings.TrimPrefix(line, "$ "), block: block})
 				cur = &out[len(out)-1]
+				cont = strings.HasSuffix(line, " \\")
+			case in && cont && cur != nil:
+				// A command continued on the next line, as a shell reads it.
+				cur.cmd += "\n" + line
+				cont = strings.HasSuffix(line, " \\")
 			case in && cur != nil:
 				cur.want = append(cur.want, line)
 			}
@@ -86,13 +91,15 @@ var masks = []struct {
 	with string
 }{
 	{regexp.MustCompile(`\d+(\.\d+)?\s?plans/s`), "N plans/s"},
-	{regexp.MustCompile(`\b\d+(\.\d+)?(µs|ms|s|m)\b`), "T"},
+	{regexp.MustCompile(`\b\d+(\.\d+)? ?(µs|ms|s|m)\b`), "T"},
+	{regexp.MustCompile(`\b\d+\.\d+x\b`), "Rx"}, // bench's ratios to its floors
 	{regexp.MustCompile(`\b\d+m\d+(\.\d+)?s\b`), "T"},
 	{regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+Z?`), "DATE"},
 	{regexp.MustCompile(`\bseed \d{6,}`), "seed S"},
-	{regexp.MustCompile(`\blp[a-z]*[0-9a-f]{6,}[0-9a-f_-]*`), "NAME"},
+	{regexp.MustCompile(`\blp[a-z]*-?[0-9a-f]{6,}[0-9a-f_-]*`), "NAME"},
 	{regexp.MustCompile(`\| \d+\.\d\d \|$`), "| T |"}, // a table's seconds (mutants --detect)
 	{regexp.MustCompile(`\s+$`), ""},
+	{regexp.MustCompile(`(\S) {2,}`), "$1 "}, // a column's width follows its widest value
 }
 
 func mask(line string) string {
@@ -146,6 +153,12 @@ func TestDocTranscripts(t *testing.T) {
 	}
 	all := os.Getenv("LOCKPROVER_TRANSCRIPTS") == "all"
 	bin := builtBinary(t)
+	// The commands find lockprover, and consul where .ci/run built it,
+	// on their PATH, as a reader who installed both would.
+	path := filepath.Dir(bin) + ":" + os.Getenv("PATH")
+	if c := os.Getenv("LOCKPROVER_CONSUL"); c != "" {
+		path = filepath.Dir(c) + ":" + path
+	}
 	dirs := map[string]string{} // file#block -> its directory
 	ran, skipped := 0, 0
 	only := map[string]bool{} // LOCKPROVER_TRANSCRIPTS_FILES: these pages only
@@ -175,7 +188,7 @@ func TestDocTranscripts(t *testing.T) {
 		cmd := strings.ReplaceAll(tr.cmd, "go run ./cmd/lockprover", "lockprover")
 		c := exec.Command("sh", "-c", cmd)
 		c.Dir = dirs[key]
-		c.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "NO_COLOR=1")
+		c.Env = append(os.Environ(), "PATH="+path, "NO_COLOR=1")
 		start := time.Now()
 		out, _ := c.CombinedOutput() // the transcript shows the exit by what it prints
 		got := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
@@ -214,9 +227,10 @@ func workDir(t *testing.T, root string) string {
 }
 
 // progress is a line a long run prints every ten seconds ("plans 2500
-// plans/s 228.2 verdicts 17500 elapsed 11s"): how many there are depends on
-// the machine's speed, so they are left out on both sides.
-var progress = regexp.MustCompile(`^(plans|sequences|schedules) \d+ +[a-z/]+ `)
+// plans/s 228.2 verdicts 17500 elapsed 11s"), or bench's as it begins a
+// phase ("bench: master-row (30 + 300 iterations)"): how many there are
+// depends on the machine's speed, so they are left out on both sides.
+var progress = regexp.MustCompile(`^((plans|sequences|schedules) \d+ +[a-z/]+ |bench: [a-z-]+ \(\d+ \+ \d+ iterations\)$)`)
 
 func withoutProgress(lines []string) []string {
 	var out []string
@@ -245,9 +259,32 @@ func TestTranscriptMatching(t *testing.T) {
 		{[]string{"seed 1"}, []string{"seed 2"}, false},
 		{[]string{"a", "b"}, []string{"a", "plans 2500  plans/s 228.2  verdicts 17500  elapsed 11s", "b"}, true},
 		{[]string{"a", "plans 15783  plans/s 1578.3  verdicts 142047  elapsed 10s", "b"}, []string{"a", "b"}, true},
+		{[]string{"a"}, []string{"bench: master-row (30 + 300 iterations)", "a"}, true},
+		{[]string{"  shard 2/3  violated    99 plans    13.2s  x"}, []string{"  shard 2/3  violated    99 plans     9.2s  x"}, true},
+		{[]string{"  shard 2/3"}, []string{"shard 2/3"}, false},
+		{[]string{"| acquire | 2260 µs | 8 (3 select) | 1.21x |"}, []string{"| acquire | 2490 µs | 8 (3 select) | 1.19x |"}, true},
+		{[]string{"| acquire | 2260 µs | 8 (3 select) | 1.21x |"}, []string{"| acquire | 2490 µs | 9 (4 select) | 1.19x |"}, false},
+		{[]string{"a"}, []string{"bench: master-row took long", "a"}, false},
+		{[]string{"queues lpconf-9c271b68-*"}, []string{"queues lpconf-daeff55b-*"}, true},
+		{[]string{"queues lpconf-9c271b68-*"}, []string{"queues lpconf-*"}, false},
 	} {
 		if ok, _ := matches(c.want, c.got); ok != c.ok {
 			t.Errorf("matches(%q, %q) = %v", c.want, c.got, ok)
 		}
+	}
+}
+
+// A command continued with a backslash is one command, its output what
+// follows its last line.
+func TestTranscriptContinuation(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "docs"), 0o755)
+	page := "```\n$ echo a \\\n    b\na b\n$ echo c\nc\n```\n"
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trs := transcripts(t, dir)
+	if len(trs) != 2 || trs[0].cmd != "echo a \\\n    b" || fmt.Sprint(trs[0].want) != "[a b]" || trs[1].cmd != "echo c" {
+		t.Errorf("transcripts %+v", trs)
 	}
 }

@@ -40,6 +40,8 @@ var AMQP = &family.Descriptor{
 	Flags: []family.Flag{
 		{Name: "heartbeat", Verbs: family.Prove, Usage: "amqp-locks: the heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker (plans wait three heartbeats at their end); 0s for none"},
 		{Name: "amqp-url", Verbs: family.Backend, Usage: "amqp-locks: the real broker's URL; default $LOCKPROVER_AMQP_URL, else " + rabbitmq.DefaultURL},
+		{Name: "docker", Default: dockerAuto, Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: a private RabbitMQ in a Docker container for the run, removed at its end (also after Ctrl-C): auto starts one when no broker is named (--amqp-url, $LOCKPROVER_AMQP_URL) and none answers at 127.0.0.1:5672; always; or off"},
+		{Name: "docker-image", Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: the image of --docker's broker; default $LOCKPROVER_RABBITMQ_IMAGE, else " + rabbitmq.ContainerImage + " (pulled if missing)"},
 		{Name: "allow-restart", Bool: true, Verbs: family.Runs | family.Conform, Usage: "amqp-locks: let plans on a real broker restart it (rabbitmqctl stop_app/start_app); conform: let table cases restart it (cutting every client of the broker off)"},
 		{Name: "rabbitmqctl", Default: "rabbitmqctl", Verbs: family.Conform, Usage: "amqp-locks: the command that runs rabbitmqctl for the broker's node (split on spaces)"},
 		{Name: "cases", Verbs: family.Conform, Usage: "amqp-locks: part 1 runs only these cases of the table, by the IDs it prints, comma-separated (7b picks every 7b T=...); default every case"},
@@ -93,9 +95,10 @@ func amqpSetup(s family.Settings) (*family.Setup, error) {
 	a.Mutant = s.Mutant
 	u, restart := s.Flag("amqp-url"), s.Flag("allow-restart") != ""
 	setup := &family.Setup{Target: target, Where: "the simulator"}
+	var box *brokerBox // the run's broker container, with --docker
 	switch target {
 	case "sim":
-		for _, name := range []string{"amqp-url", "allow-restart"} {
+		for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
 			if s.Given(name) {
 				return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 			}
@@ -107,35 +110,91 @@ func amqpSetup(s family.Settings) (*family.Setup, error) {
 		}
 		setup.Real, setup.Where = true, "RabbitMQ at "+redactURL(rabbitmq.URL(u))
 		setup.Replay = amqpReplayFlags(s, u, restart)
+		inDocker, image, err := containerChoice(s, answers)
+		if err != nil {
+			return nil, err
+		}
+		if inDocker {
+			box = newBox(s, image)
+			setup.Where = "a private RabbitMQ in Docker (" + image + ")"
+			setup.Replay = append(setup.Replay, dockerReplayFlags(s)...)
+		}
 	default:
 		return nil, fmt.Errorf("--kind %s runs on the simulator (--target sim) or a real RabbitMQ (--target rabbitmq)", s.Kind)
 	}
 	if err := amqpFaults(&a, s.Faults, target, restart); err != nil {
 		return nil, err
 	}
+	// brokerURL is the broker's URL once Start has begun: the container's
+	// once started, else the one named.
+	brokerURL := func() string { return rabbitmq.URL(u) }
+	// startBroker starts the container, if the run has one, and makes it
+	// the target.
+	startBroker := func(ctx context.Context) error {
+		if box == nil {
+			return nil
+		}
+		if err := box.start(ctx, s.Flag("docker") == dockerAlways); err != nil {
+			return err
+		}
+		a.Target = box.target(restart)
+		setup.Prove = a
+		brokerURL = func() string { return box.c.URL }
+		return nil
+	}
 	if s.Impl != "" {
 		pi := amqpprotocol.NewProcesses(s.Impl)
 		pi.InitTimeout = s.InitTimeout
 		a.Impl, setup.Stop = pi, pi.Stop
 		setup.Start = func(ctx context.Context) error {
-			if err := rabbitmq.Preflight(ctx, rabbitmq.URL(u), 0); err != nil {
+			if err := startBroker(ctx); err != nil {
+				return err
+			}
+			if err := rabbitmq.Preflight(ctx, brokerURL(), 0); err != nil {
 				return &family.UsageError{Err: err}
 			}
-			if err := pi.Preflight(ctx, rabbitmq.URL(u), a.Kind); err != nil {
+			if err := pi.Preflight(ctx, brokerURL(), a.Kind); err != nil {
 				return &family.ImplError{Err: err, Command: s.Impl}
 			}
 			return nil
 		}
 	} else if target == "rabbitmq" {
 		setup.Start = func(ctx context.Context) error {
-			if err := rabbitmq.Preflight(ctx, rabbitmq.URL(u), 0); err != nil {
+			if err := startBroker(ctx); err != nil {
+				return err
+			}
+			if err := rabbitmq.Preflight(ctx, brokerURL(), 0); err != nil {
 				return &family.UsageError{Err: err}
 			}
 			return nil
 		}
 	}
+	if box != nil {
+		// The implementation's processes end first, then their broker.
+		stopImpl := setup.Stop
+		setup.Stop = func() {
+			if stopImpl != nil {
+				stopImpl()
+			}
+			box.stop()
+		}
+	}
 	setup.Prove = a
 	return setup, nil
+}
+
+// dockerReplayFlags are the --docker flags a replay needs to run where the
+// run ran: in a container of the same image when the run chose one
+// explicitly (auto chooses again where the replay runs).
+func dockerReplayFlags(s family.Settings) []string {
+	var f []string
+	if s.Flag("docker") == dockerAlways {
+		f = append(f, "--docker", dockerAlways)
+	}
+	if s.Given("docker-image") {
+		f = append(f, "--docker-image", family.Quote(s.Flag("docker-image")))
+	}
+	return f
 }
 
 // amqpOptions sets the reference's options in a: the heartbeat (the
@@ -234,7 +293,7 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if target != "sim" && target != "rabbitmq" {
 		return nil, fmt.Errorf("an amqp-locks plan runs on the simulator (--target sim) or RabbitMQ (--target rabbitmq)")
 	}
-	for _, name := range []string{"amqp-url", "allow-restart"} {
+	for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
 		if target == "sim" && s.Given(name) {
 			return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 		}
@@ -251,10 +310,28 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		setup.What = fmt.Sprintf("%q", s.Impl)
 	}
 	if target == "rabbitmq" {
-		u := rabbitmq.URL(s.Flag("amqp-url"))
-		a.Target = amqp.RabbitMQ{URL: u, AllowRestart: s.Flag("allow-restart") != ""}
+		u, restart := rabbitmq.URL(s.Flag("amqp-url")), s.Flag("allow-restart") != ""
+		a.Target = amqp.RabbitMQ{URL: u, AllowRestart: restart}
 		setup.Real, setup.Where = true, "RabbitMQ"
+		inDocker, image, err := containerChoice(s, answers)
+		if err != nil {
+			return nil, err
+		}
+		var box *brokerBox
+		if inDocker {
+			box = newBox(s, image)
+			setup.Where = "a private RabbitMQ in Docker (" + image + ")"
+			stopImpl := setup.Stop
+			setup.Stop = func() { stopImpl(); box.stop() }
+		}
 		setup.Start = func(ctx context.Context) error {
+			if box != nil {
+				if err := box.start(ctx, s.Flag("docker") == dockerAlways); err != nil {
+					return err
+				}
+				a.Target, u = box.target(restart), box.c.URL
+				setup.Prove = a
+			}
 			if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
 				return &family.UsageError{Err: err}
 			}
@@ -291,6 +368,18 @@ func amqpValidate(ctx context.Context, command string, s family.Settings, out io
 		return false, family.Usagef("--options: an amqp-locks implementation is validated as it is, without options")
 	}
 	u := rabbitmq.URL(s.Flag("amqp-url"))
+	inDocker, image, err := containerChoice(s, answers)
+	if err != nil {
+		return false, &family.UsageError{Err: err}
+	}
+	if inDocker {
+		box := newBox(s, image)
+		defer box.stop()
+		if err := box.start(ctx, s.Flag("docker") == dockerAlways); err != nil {
+			return false, err
+		}
+		u = box.c.URL
+	}
 	if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
 		return false, &family.UsageError{Err: fmt.Errorf("%w\ncannot reach the broker, so the implementation was not tried", err)}
 	}

@@ -1,0 +1,244 @@
+package consul
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/netns"
+)
+
+// clusterForRows starts three servers and a client agent in a lab of its
+// own for a measurement, or skips; cleanup heals, stops and removes it.
+func clusterForRows(t *testing.T) (*Cluster, *netns.Lab) {
+	t.Helper()
+	if os.Getenv("LOCKPROVER_CLUSTER_ROWS") == "" {
+		t.Skip("measures docs/consul-semaphore.md's cluster rows: LOCKPROVER_CLUSTER_ROWS=1 to run it")
+	}
+	if err := netns.Preflight(); err != nil {
+		t.Skipf("no consul cluster here: %v", err)
+	}
+	if _, err := Find(); err != nil {
+		t.Skip(err)
+	}
+	lab, err := netns.New(context.Background(), "s1", "s2", "s3", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		lab.Close()
+		ns, _ := exec.Command("ip", "netns", "list").Output()
+		if strings.Contains(string(ns), lab.ID) {
+			t.Errorf("lab %s left behind", lab.ID)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := StartCluster(ctx, lab, t.TempDir(), Options{}, []string{"s1", "s2", "s3"}, []string{"c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		lab.Heal(context.Background())
+		c.Stop()
+	})
+	return c, lab
+}
+
+// call is one HTTP call with a deadline of its own: its answer, or what
+// went wrong, in a word or a line.
+func call(method, base, path string, body string, out any) error {
+	return callWithin(2*time.Second, method, base, path, body, out)
+}
+
+func callWithin(limit time.Duration, method, base, path string, body string, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	return Call(ctx, &http.Client{}, method, base, path, []byte(body), out)
+}
+
+// A changeLog notes what a probe answered, once per change, with the time
+// since t0.
+type changeLog struct {
+	t0   time.Time
+	last string
+	seen []string
+}
+
+func (l *changeLog) see(what string) bool {
+	if what == l.last {
+		return false
+	}
+	l.last = what
+	l.seen = append(l.seen, fmt.Sprintf("%s from %.1fs", what, time.Since(l.t0).Seconds()))
+	return true
+}
+
+func (l *changeLog) String() string { return strings.Join(l.seen, ", ") }
+
+func short(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, "context deadline exceeded"); i >= 0 {
+		return "no answer in time"
+	}
+	if len(s) > 90 {
+		s = s[:90] + "..."
+	}
+	return s
+}
+
+// TestClusterSessionRows measures, on three Consul servers and a client
+// agent c1 (raft_multiplier 1, session_ttl_min 1 s), what
+// docs/consul-semaphore.md's cluster rows say: (1) when a session whose
+// node c1 is cut off from every server is invalidated (read from a
+// server), and what its holder sees through c1 meanwhile; (2) what a
+// session's TTL does when the leader changes; (3) what a deposed leader
+// answers to reads in each consistency mode.
+func TestClusterSessionRows(t *testing.T) {
+	c, lab := clusterForRows(t)
+	ctx := context.Background()
+	c1, s1 := c.Member("c1"), c.Member("s1")
+
+	// (1) A node-bound session (the default checks: serfHealth), made
+	// through c1, holding a key.
+	var sess struct{ ID string }
+	if err := call("PUT", c1.URL(), "/v1/session/create", `{"Name":"rows","LockDelay":"0s"}`, &sess); err != nil {
+		t.Fatal(err)
+	}
+	var ok bool
+	if err := call("PUT", c1.URL(), "/v1/kv/lprows/lock?acquire="+sess.ID, "x", &ok); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	t0 := time.Now()
+	for _, s := range c.Servers {
+		lab.Cut(ctx, "c1", s.Name)
+		lab.Cut(ctx, s.Name, "c1")
+	}
+	server, holder, key := &changeLog{t0: t0}, &changeLog{t0: t0}, &changeLog{t0: t0}
+	var wg sync.WaitGroup
+	loop := func(l *changeLog, probe func() string) {
+		defer wg.Done()
+		for time.Since(t0) < 45*time.Second {
+			l.see(probe())
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	wg.Add(3)
+	go loop(server, func() string {
+		var info []map[string]any
+		if err := call("GET", s1.URL(), "/v1/session/info/"+sess.ID, "", &info); err != nil {
+			return short(err)
+		} else if len(info) == 0 {
+			return "gone"
+		}
+		return "alive"
+	})
+	// The holder asks its own agent: its session, and the key (?stale).
+	go loop(holder, func() string {
+		var info []map[string]any
+		t1 := time.Now()
+		if err := callWithin(15*time.Second, "GET", c1.URL(), "/v1/session/info/"+sess.ID, "", &info); err != nil {
+			return fmt.Sprintf("%s (after %.1fs)", short(err), time.Since(t1).Seconds())
+		} else if len(info) == 0 {
+			return "gone"
+		}
+		return "alive"
+	})
+	go loop(key, func() string {
+		var kv []struct{ Session string }
+		t1 := time.Now()
+		if err := callWithin(15*time.Second, "GET", c1.URL(), "/v1/kv/lprows/lock?stale", "", &kv); err != nil {
+			return fmt.Sprintf("stale read: %s (after %.1fs)", short(err), time.Since(t1).Seconds())
+		} else if len(kv) == 1 && kv[0].Session == sess.ID {
+			return "stale read: held"
+		}
+		return "stale read: not held"
+	})
+	wg.Wait()
+	t.Logf("row: c1 cut off from the servers; its session, read from s1: %s", server)
+	t.Logf("row: the same session, read through c1 (the holder's agent): %s", holder)
+	t.Logf("row: the lock key, read through c1 with ?stale: %s", key)
+	lab.Heal(ctx)
+
+	// (2) A TTL session, then the leader isolated half-way through it.
+	var leader string
+	if err := call("GET", s1.URL(), "/v1/status/leader", "", &leader); err != nil {
+		t.Fatal(err)
+	}
+	var lead *Member
+	for _, s := range c.Servers {
+		if strings.HasPrefix(leader, strings.TrimSuffix(s.Addr, ":8500")+":") {
+			lead = s
+		}
+	}
+	if lead == nil {
+		t.Fatalf("leader %q is none of the servers", leader)
+	}
+	var other *Member
+	for _, s := range c.Servers {
+		if s != lead {
+			other = s
+			break
+		}
+	}
+	if err := call("PUT", other.URL(), "/v1/session/create", `{"Name":"ttl","TTL":"10s","Behavior":"delete","LockDelay":"0s"}`, &sess); err != nil {
+		t.Fatal(err)
+	}
+	tc := time.Now()
+	time.Sleep(5 * time.Second)
+	// (3) before the cut, a key written through the leader.
+	if err := call("PUT", lead.URL(), "/v1/kv/lprows/v", "old", &ok); err != nil {
+		t.Fatal(err)
+	}
+	ti := time.Now()
+	if err := lab.Isolate(ctx, lead.Name); err != nil {
+		t.Fatal(err)
+	}
+	// A new leader, and the value changed through it.
+	var newLeader string
+	for time.Since(ti) < 20*time.Second {
+		if err := call("GET", other.URL(), "/v1/status/leader", "", &newLeader); err == nil && newLeader != "" && newLeader != leader {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("row: leader %s isolated; %s leads %.1fs later", leader, newLeader, time.Since(ti).Seconds())
+	for time.Since(ti) < 20*time.Second {
+		if err := call("PUT", other.URL(), "/v1/kv/lprows/v", "new", &ok); err == nil && ok {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, mode := range []string{"", "?stale", "?consistent"} {
+		var kv []struct{ Value string }
+		got := ""
+		t1 := time.Now()
+		if err := callWithin(15*time.Second, "GET", lead.URL(), "/v1/kv/lprows/v"+mode, "", &kv); err != nil {
+			got = fmt.Sprintf("%s (after %.1fs)", short(err), time.Since(t1).Seconds())
+		} else if len(kv) == 1 {
+			b, _ := base64.StdEncoding.DecodeString(kv[0].Value)
+			got = fmt.Sprintf("%q", b)
+		}
+		name := strings.TrimPrefix(mode, "?")
+		if name == "" {
+			name = "default"
+		}
+		t.Logf("row: the deposed leader's read of a key changed by the new leader, %s mode: %s", name, got)
+	}
+	// The TTL session: when is it gone, as the new leader sees it?
+	var info []map[string]any
+	for time.Since(tc) < 60*time.Second {
+		if err := call("GET", other.URL(), "/v1/session/info/"+sess.ID, "", &info); err == nil && len(info) == 0 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("row: a 10s TTL session never renewed, the leader isolated at %.1fs: gone at %.1fs (new leader's view)", ti.Sub(tc).Seconds(), time.Since(tc).Seconds())
+}

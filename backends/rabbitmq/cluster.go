@@ -1,0 +1,391 @@
+package rabbitmq
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lockprover/lockprover/backends/netns"
+	"github.com/lockprover/lockprover/backends/proc"
+)
+
+// The partition handling modes of RabbitMQ 3.x (rabbitmq.conf's
+// cluster_partition_handling): what a node does once it has noticed that
+// it lost touch with others.
+const (
+	// Ignore: both sides go on, each on its own copy of the metadata, and
+	// stay apart after the heal until an operator restarts one side.
+	Ignore = "ignore"
+	// PauseMinority: a node that sees itself in a minority stops its
+	// broker (its clients' connections close) until a majority is back.
+	PauseMinority = "pause_minority"
+	// Autoheal: as Ignore while the partition lasts; at the heal, the
+	// side with fewer client connections restarts.
+	Autoheal = "autoheal"
+)
+
+// Modes are the partition handling modes, in the order docs list them.
+var Modes = []string{Ignore, PauseMinority, Autoheal}
+
+// DefaultNetTicktime is a cluster's net_ticktime unless ClusterOptions say
+// otherwise: 5 s, where RabbitMQ's default is 60 s. A node takes between
+// 0.75 and 1.25 times it to declare a silent peer down (Erlang's ticks),
+// so 60 s would make every partition plan last minutes; RabbitMQ's own
+// partition tests use 5 s and less. Lower values declare a peer down
+// after a scheduling stall of the 2 cores the nodes share.
+const DefaultNetTicktime = 5 * time.Second
+
+// ServerBin is Debian's rabbitmq-server script, which runs the node in
+// the foreground (not the /usr/sbin wrapper, which switches to the
+// rabbitmq user).
+var ServerBin = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+
+// CtlBin is rabbitmqctl, run in a node's namespace with the cluster's
+// cookie.
+var CtlBin = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+
+// ClusterOptions say how a Cluster is made.
+type ClusterOptions struct {
+	// PartitionHandling is one of Modes; "" means Ignore, RabbitMQ's
+	// default.
+	PartitionHandling string
+	// NetTicktime is every node's net_ticktime, whole seconds; 0 means
+	// DefaultNetTicktime.
+	NetTicktime time.Duration
+}
+
+// ClusterPreflight says what this machine lacks to start a cluster, in
+// words that say how to get it: a network lab (root, ip) and Debian's
+// rabbitmq-server.
+func ClusterPreflight() error {
+	if err := netns.Preflight(); err != nil {
+		return err
+	}
+	for _, b := range []string{ServerBin, CtlBin} {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("no %s (apt-get install rabbitmq-server): %w", b, err)
+		}
+	}
+	return nil
+}
+
+// A Cluster is a private RabbitMQ cluster: one node per host of a network
+// lab (backends/netns), joined to the first. The lab is the caller's: it
+// cuts, isolates and heals the nodes' links.
+type Cluster struct {
+	Nodes []*Node
+	o     ClusterOptions
+}
+
+// A Node is one node of a Cluster: rabbitmq-server in its host's
+// namespace, named rabbit@<its address> (long names: no host names to
+// resolve), listening on AMQP's default port there, its files under
+// dir/<host>.
+type Node struct {
+	Host string // the lab host's name
+	Name string // the Erlang node name, rabbit@198.18.x.2
+	Addr string // host:5672, reachable from the caller's namespace
+	dir  string
+	env  []string
+	lab  *netns.Lab
+	proc proc.Proc
+}
+
+// URL is an AMQP URL of the node, for the guest user (which the cluster
+// lets in from other hosts).
+func (n *Node) URL() string { return "amqp://guest:guest@" + n.Addr + "/" }
+
+// StartCluster starts one node in each named host of lab (all of the
+// lab's hosts if none are named), files under dir (the caller's to
+// remove), and joins every node to the first. It returns once every node
+// runs its broker in one cluster, or, on any failure, having stopped what
+// it started.
+func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o ClusterOptions, hosts ...string) (*Cluster, error) {
+	if o.PartitionHandling == "" {
+		o.PartitionHandling = Ignore
+	}
+	if !validMode(o.PartitionHandling) {
+		return nil, fmt.Errorf("rabbitmq cluster: partition handling %q: want one of %s", o.PartitionHandling, strings.Join(Modes, ", "))
+	}
+	if o.NetTicktime == 0 {
+		o.NetTicktime = DefaultNetTicktime
+	}
+	if o.NetTicktime < time.Second || o.NetTicktime%time.Second != 0 {
+		return nil, fmt.Errorf("rabbitmq cluster: net_ticktime %v: whole seconds, at least 1 s", o.NetTicktime)
+	}
+	if err := ClusterPreflight(); err != nil {
+		return nil, fmt.Errorf("rabbitmq cluster: %w", err)
+	}
+	if len(hosts) == 0 {
+		for _, h := range lab.Hosts() {
+			hosts = append(hosts, h.Name)
+		}
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	cookie := make([]byte, 16)
+	rand.Read(cookie)
+	c := &Cluster{o: o}
+	for _, name := range hosts {
+		h, err := lab.Host(name)
+		if err != nil {
+			return nil, fmt.Errorf("rabbitmq cluster: %w", err)
+		}
+		n := &Node{Host: name, Name: "rabbit@" + h.Addr.String(), Addr: net.JoinHostPort(h.Addr.String(), "5672"),
+			dir: filepath.Join(dir, name), lab: lab}
+		if err := n.files(hex.EncodeToString(cookie), o); err != nil {
+			return nil, fmt.Errorf("rabbitmq cluster: %w", err)
+		}
+		n.proc = proc.Proc{Name: "rabbitmq: node " + n.Name, Log: filepath.Join(n.dir, "server.log")}
+		c.Nodes = append(c.Nodes, n)
+	}
+	// The nodes boot side by side (about 20 s each on 2 cores), then join
+	// the first one after the other.
+	errs := make(chan error, len(c.Nodes))
+	for _, n := range c.Nodes {
+		go func() { errs <- n.start(ctx) }()
+	}
+	var all []error
+	for range c.Nodes {
+		all = append(all, <-errs)
+	}
+	if err := errors.Join(all...); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("rabbitmq cluster: %w", err)
+	}
+	for _, n := range c.Nodes[1:] {
+		if err := n.join(ctx, c.Nodes[0]); err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("rabbitmq cluster: %w", err)
+		}
+	}
+	return c, nil
+}
+
+func validMode(m string) bool {
+	for _, x := range Modes {
+		if m == x {
+			return true
+		}
+	}
+	return false
+}
+
+// files writes the node's configuration, cookie and directories, and
+// the environment its server and rabbitmqctl run with.
+func (n *Node) files(cookie string, o ClusterOptions) error {
+	for _, d := range []string{"mnesia", "log", "home"} {
+		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	conf := fmt.Sprintf("loopback_users = none\ncluster_partition_handling = %s\nlisteners.tcp.default = 5672\n", o.PartitionHandling)
+	files := []struct {
+		name, text string
+		mode       os.FileMode
+	}{
+		{"rabbitmq.conf", conf, 0o644},
+		{"advanced.config", fmt.Sprintf("[{kernel, [{net_ticktime, %d}]}].\n", int(o.NetTicktime/time.Second)), 0o644},
+		{"enabled_plugins", "[].\n", 0o644},
+		// Not the machine's /etc/rabbitmq/rabbitmq-env.conf, which may
+		// bind epmd and the node's distribution to 127.0.0.1 (Debian's
+		// single node), where the other nodes cannot reach them.
+		{"rabbitmq-env.conf", "", 0o644},
+		{"home/.erlang.cookie", cookie, 0o400},
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(n.dir, f.name), []byte(f.text), f.mode); err != nil {
+			return err
+		}
+	}
+	n.env = []string{
+		"HOME=" + filepath.Join(n.dir, "home"),
+		"RABBITMQ_USE_LONGNAME=true",
+		"RABBITMQ_NODENAME=" + n.Name,
+		"RABBITMQ_MNESIA_BASE=" + filepath.Join(n.dir, "mnesia"),
+		"RABBITMQ_LOG_BASE=" + filepath.Join(n.dir, "log"),
+		"RABBITMQ_CONFIG_FILE=" + filepath.Join(n.dir, "rabbitmq.conf"),
+		"RABBITMQ_CONF_ENV_FILE=" + filepath.Join(n.dir, "rabbitmq-env.conf"),
+		"RABBITMQ_ADVANCED_CONFIG_FILE=" + filepath.Join(n.dir, "advanced.config"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(n.dir, "enabled_plugins"),
+		"RABBITMQ_PID_FILE=" + filepath.Join(n.dir, "rabbit.pid"),
+		"ERL_CRASH_DUMP=" + filepath.Join(n.dir, "erl_crash.dump"),
+		"RABBITMQ_LOGS=-", // the server's log on its output: server.log
+		"PATH=/usr/lib/rabbitmq/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	}
+	return nil
+}
+
+// command runs name with the node's environment in its namespace, under
+// a lowered open-file limit (Erlang spends seconds closing every possible
+// descriptor at start when the limit is high).
+func (n *Node) command(name string, args ...string) (bin string, argv []string, err error) {
+	script := `ulimit -n 4096; exec env "$@"`
+	a := append([]string{"-c", script, "sh"}, n.env...)
+	return n.lab.Exec(n.Host, "/bin/sh", append(append(a, name), args...)...)
+}
+
+func (n *Node) start(ctx context.Context) error {
+	bin, argv, err := n.command(ServerBin)
+	if err != nil {
+		return err
+	}
+	return n.proc.Launch(ctx, bin, argv, "on "+n.Addr, n.ready)
+}
+
+// ready says whether the node's broker takes AMQP connections.
+func (n *Node) ready(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := amqp.DialConfig(n.URL(), amqp.Config{Dial: func(network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(dctx, network, addr)
+	}})
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+// Ctl runs rabbitmqctl against the node (-n), from the node's namespace,
+// and returns its output; an error quotes it.
+func (n *Node) Ctl(ctx context.Context, args ...string) (string, error) {
+	bin, argv, err := n.command(CtlBin, append([]string{"-n", n.Name}, args...)...)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, bin, argv...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("rabbitmqctl %s on %s: %v: %s", strings.Join(args, " "), n.Name, err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
+
+// join makes n a member of to's cluster: stop_app, join_cluster,
+// start_app, then waits for its broker.
+func (n *Node) join(ctx context.Context, to *Node) error {
+	for _, args := range [][]string{{"stop_app"}, {"join_cluster", to.Name}, {"start_app"}} {
+		if _, err := n.Ctl(ctx, args...); err != nil {
+			return fmt.Errorf("%w\n%s", err, n.proc.LogTail())
+		}
+	}
+	for {
+		if err := n.ready(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: not ready after joining %s: %w", n.Name, to.Name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Node is the node on that lab host, nil if none.
+func (c *Cluster) Node(host string) *Node {
+	for _, n := range c.Nodes {
+		if n.Host == host {
+			return n
+		}
+	}
+	return nil
+}
+
+// Options are the options the cluster was made with, defaults filled in.
+func (c *Cluster) Options() ClusterOptions { return c.o }
+
+// beam is the pid of the node's Erlang VM (the server script's child):
+// the process to kill for a crash and to stop for a pause.
+func (n *Node) beam() (int, error) {
+	b, err := os.ReadFile(filepath.Join(n.dir, "rabbit.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("%s: no pid file: %w", n.Name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("%s: pid file %q", n.Name, b)
+	}
+	return pid, nil
+}
+
+// Pause stops the node's VM (SIGSTOP) until Resume: alive to the kernel,
+// its connections open, answering nothing, its peers' ticks unanswered.
+func (n *Node) Pause() error {
+	pid, err := n.beam()
+	if err != nil {
+		return err
+	}
+	return syscall.Kill(pid, syscall.SIGSTOP)
+}
+
+// Resume continues a paused node (SIGCONT).
+func (n *Node) Resume() error {
+	pid, err := n.beam()
+	if err != nil {
+		return err
+	}
+	return syscall.Kill(pid, syscall.SIGCONT)
+}
+
+// Crash kills the node's VM (SIGKILL): its clients' and peers'
+// connections are reset at once by the kernel. It stays down until
+// Start.
+func (n *Node) Crash() error {
+	pid, err := n.beam()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return err
+	}
+	return n.proc.Halt(syscall.SIGTERM, 10*time.Second) // the script, once its VM is gone
+}
+
+// Start starts a crashed or stopped node again on its data (it rejoins
+// its cluster by itself), returning once its broker takes connections.
+func (n *Node) Start(ctx context.Context) error {
+	os.Remove(filepath.Join(n.dir, "rabbit.pid"))
+	return n.start(ctx)
+}
+
+// Stop stops every node at once (SIGTERM, SIGKILL after 30 s) and waits
+// for them to be gone. It leaves the directory and the lab (whose Close
+// ends the nodes' epmd) to the caller.
+func (c *Cluster) Stop() error {
+	errs := make(chan error, len(c.Nodes))
+	for _, n := range c.Nodes {
+		go func() {
+			n.Resume() // a paused VM must run to stop
+			errs <- n.proc.Stop(30 * time.Second)
+		}()
+	}
+	var all []error
+	for range c.Nodes {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// Restart stops the node (SIGTERM: a clean stop) and starts it again on
+// its data, returning once its broker takes connections: what RabbitMQ's
+// docs tell an operator to do to the side of a partition given up.
+func (n *Node) Restart(ctx context.Context) error {
+	return n.proc.Bounce(ctx, syscall.SIGTERM, 30*time.Second, 0, n.Start)
+}
