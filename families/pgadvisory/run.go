@@ -135,7 +135,9 @@ func (r *runner) run(st *client, gen int) {
 	// lock while the lease is still certainly valid). The run closes
 	// sessions and processes at its end.
 	defer cancel()
-	s := Session{URL: st.proxy.URL(), Key: r.key, TTL: r.ttl, Run: r.p.Key}
+	// The run's name (the launcher counts an implementation's failed
+	// starts by it) is its key's: each run's own.
+	s := Session{URL: st.proxy.URL(), Key: r.key, TTL: r.ttl, Run: fmt.Sprintf("lp-%x", r.key)}
 	var c Client
 	if r.impl == nil {
 		ref := NewReference(st.Process, s, r.defects).(reference)
