@@ -23,6 +23,7 @@ type Conn struct {
 
 	mu       sync.Mutex
 	upstream net.Conn // nil until dialled
+	reset    bool     // Reset: an upstream dialled after it is reset too
 }
 
 // NewConn returns a connection of p's over client that p neither tracks
@@ -44,6 +45,22 @@ func (c *Conn) Kill() {
 	if c.upstream != nil {
 		c.upstream.Close()
 	}
+}
+
+// Reset kills the connection as Kill does, but each socket is closed
+// with a reset (SO_LINGER 0) rather than an end of stream: each side reads
+// "connection reset by peer", as after a middlebox's or a rebooted host's
+// RST.
+func (c *Conn) Reset() {
+	c.mu.Lock()
+	c.reset = true
+	for _, s := range []net.Conn{c.client, c.upstream} {
+		if tc, ok := s.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+	}
+	c.mu.Unlock()
+	c.Kill()
 }
 
 // Done is closed once the connection is killed.
@@ -81,6 +98,9 @@ func (c *Conn) run() {
 	}
 	c.mu.Lock()
 	if c.ctx.Err() != nil {
+		if tc, ok := up.(*net.TCPConn); ok && c.reset {
+			tc.SetLinger(0) // reset while it was being dialled
+		}
 		c.mu.Unlock()
 		up.Close()
 		return

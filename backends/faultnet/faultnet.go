@@ -5,6 +5,7 @@
 // protocol:
 //
 //   - Kill: both sockets of every current connection closed at once;
+//   - Reset: the same, with a reset (RST) instead of an end of stream;
 //   - Partition and Heal: no byte passes either way, the sockets stay open,
 //     what is sent meanwhile (an end of stream included) is held, in order,
 //     until Heal;
@@ -137,6 +138,14 @@ func (p *Proxy) Conns() []*Conn {
 func (p *Proxy) Kill() {
 	for _, c := range p.Conns() {
 		c.Kill()
+	}
+}
+
+// Reset resets every current connection (Conn.Reset): both sides read a
+// reset. New connections are accepted as usual.
+func (p *Proxy) Reset() {
+	for _, c := range p.Conns() {
+		c.Reset()
 	}
 }
 

@@ -2,9 +2,11 @@ package faultnet
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -333,5 +335,30 @@ func TestListenForwards(t *testing.T) {
 	start := time.Now()
 	if got := echo("pong"); got != "pong" || time.Since(start) < 150*time.Millisecond {
 		t.Errorf("through a partition healed after 200 ms: %q after %v", got, time.Since(start))
+	}
+}
+
+// Reset closes both sides with a reset, not an end of stream.
+func TestResetResetsBothSides(t *testing.T) {
+	p, _, client, up := setup(t, false)
+	// The upstream accepted the proxy's dial; wait until the proxy has it
+	// too (a connection still dialling is closed, not reset).
+	deadline := time.Now().Add(2 * time.Second)
+	for cs := p.Conns(); len(cs) != 1 || cs[0].Upstream() == nil; cs = p.Conns() {
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy's connection never got its upstream")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.Reset()
+	for _, s := range []struct {
+		c   net.Conn
+		who string
+	}{{client, "client"}, {up, "upstream"}} {
+		s.c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err := s.c.Read(make([]byte, 8))
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("the %s read %v after Reset, want a connection reset", s.who, err)
+		}
 	}
 }

@@ -32,6 +32,10 @@ var ErrKilled = errors.New("killed")
 type Proc struct {
 	Name string // in messages: "etcd: private server"
 	Log  string // both outputs of every start
+	// Cred, if set, is the user and group the process runs as (the
+	// caller must be allowed to switch to them: root): PostgreSQL refuses
+	// to run as root.
+	Cred *syscall.Credential
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -59,6 +63,12 @@ func (p *Proc) Launch(ctx context.Context, bin string, args []string, where stri
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()
+	if p.Cred != nil {
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.Credential = p.Cred
+	}
 	err = cmd.Start()
 	logf.Close() // the child has its own descriptor
 	if err != nil {

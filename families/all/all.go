@@ -9,5 +9,6 @@ import (
 	_ "github.com/lockprover/lockprover/families/amqp/descriptor"        // amqp-locks: semaphore, mutex
 	_ "github.com/lockprover/lockprover/families/consulsem/descriptor"   // consul-semaphore
 	_ "github.com/lockprover/lockprover/families/dbsemaphore/descriptor" // db-semaphore
+	_ "github.com/lockprover/lockprover/families/pgadvisory/descriptor"  // pg-advisory
 	_ "github.com/lockprover/lockprover/families/redlock/descriptor"     // redlock, priority-redlock
 )

@@ -109,3 +109,44 @@ func TestRestartKeeps(t *testing.T) {
 		t.Errorf("with RestartKeeps and a grace: no-revival %s: %s", v.Status, v.Detail)
 	}
 }
+
+// Where a kill ends a lease (Options.KillEnds: a session lock freed when
+// its holder's connection closes), another taking the lock right after its
+// holder was killed is no double hold; elsewhere it is one.
+func TestKillEnds(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	ev := func(t int64, p string, typ histories.Type, f string, v *Value) histories.Event {
+		return histories.Event{Time: ms(t), Process: p, Type: typ, F: f, Lock: "k", Kind: Kind, Value: v}
+	}
+	kill := &histories.Fault{Process: "c1"}
+	h := []histories.Event{
+		ev(0, "c1", histories.Invoke, Acquire, &Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}),
+		ev(10, "c1", histories.Ok, Acquire, &Value{Token: "a"}),
+		{Time: ms(100), Process: "nemesis", Type: histories.Invoke, F: histories.Kill, Value: kill},
+		{Time: ms(100), Process: "nemesis", Type: histories.Info, F: histories.Kill, Value: kill},
+		ev(200, "c2", histories.Invoke, Acquire, &Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}),
+		ev(210, "c2", histories.Ok, Acquire, &Value{Token: "b"}),
+	}
+	for i := range h {
+		h[i].Index = i
+	}
+	exclusive := func(o Options) model.Verdict {
+		for _, v := range Check(h, model.Options{Family: []any{o}}) {
+			if v.Property == LeaseExclusive {
+				return v
+			}
+		}
+		t.Fatal("no lease-exclusive verdict")
+		return model.Verdict{}
+	}
+	if v := exclusive(Options{}); v.Status != model.Fail {
+		t.Errorf("without KillEnds: lease-exclusive %s: %s", v.Status, v.Detail)
+	}
+	if v := exclusive(Options{KillEnds: true}); v.Status != model.Pass {
+		t.Errorf("with KillEnds: lease-exclusive %s: %s", v.Status, v.Detail)
+	}
+	h[2].Time, h[3].Time = ms(300), ms(300) // the kill after c2's grant
+	if v := exclusive(Options{KillEnds: true}); v.Status != model.Fail {
+		t.Errorf("with KillEnds, killed after the overlap: lease-exclusive %s: %s", v.Status, v.Detail)
+	}
+}

@@ -104,6 +104,15 @@ type Options struct {
 	// verify answered held. Without it, aware is listed only for a history
 	// that holds a verify.
 	Verify bool
+	// KillEnds says that the backend frees a lease the moment its
+	// holder's process dies, as a session-level lock (a PostgreSQL
+	// advisory lock, an exclusive queue) is freed when its holder's
+	// connection closes: a kill of the holder's process (a nemesis kill
+	// aimed at it, invoked after its acquire was) ends the lease's
+	// certain validity there, as a release's invoke does. A dead holder
+	// acts no more, so another taking the lock then is no double hold.
+	// What may be valid does not change.
+	KillEnds bool
 }
 
 // ClocksBackend is Options.Clocks for designs whose leases are timed by the
@@ -244,6 +253,10 @@ type lease struct {
 	// notice), never if it did not: it ends its certain validity there.
 	lost   int64
 	lostBy *notice
+	// killed is the invoke of the first kill of its holder's process
+	// after its acquire's invoke, where a kill ends a lease
+	// (Options.KillEnds); never otherwise.
+	killed int64
 
 	certain []span // where it is certainly valid
 	may     []span // where it may be valid, expiry counted (no margin)
@@ -295,6 +308,9 @@ type history struct {
 	// life, and restartGrace more (Options.RestartKeeps).
 	restartKeeps bool
 	restartGrace int64
+	// killEnds: a kill of a holder's process ends its lease
+	// (Options.KillEnds).
+	killEnds bool
 }
 
 // verified is a verify and the lease it names (nil for none granted).
@@ -352,6 +368,7 @@ func build(events []histories.Event, lo Options) *history {
 	if lo.RestartKeeps {
 		h.restartKeeps, h.restartGrace = true, max(int64(lo.RestartGrace), 0)
 	}
+	h.killEnds = lo.KillEnds
 	inflight := map[string]*op{}
 	invokes := 0
 	for i := range events {
@@ -455,7 +472,7 @@ func (h *history) attach() {
 	byToken := map[string][]*lease{}
 	for _, o := range h.ops {
 		if o.f == Acquire && o.ok() {
-			l := &lease{id: len(h.leases), token: o.token(), acq: o, proc: o.proc, max: o.max(), lost: never}
+			l := &lease{id: len(h.leases), token: o.token(), acq: o, proc: o.proc, max: o.max(), lost: never, killed: h.killOf(o)}
 			o.lease = l
 			h.leases = append(h.leases, l)
 			byToken[l.token] = append(byToken[l.token], l)
@@ -496,7 +513,7 @@ func (h *history) attach() {
 				continue
 			}
 			if l = orphan[o.token()]; l == nil {
-				l = &lease{id: len(h.leases), token: o.token(), proc: o.proc, max: m, lost: never}
+				l = &lease{id: len(h.leases), token: o.token(), proc: o.proc, max: m, lost: never, killed: never}
 				orphan[o.token()] = l
 				h.leases = append(h.leases, l)
 			}
@@ -505,6 +522,20 @@ func (h *history) attach() {
 		l.ops = append(l.ops, o)
 	}
 	h.attachNotices(byToken)
+}
+
+// killOf is when a kill ends the lease acquire a granted: the invoke of
+// the first kill aimed at its process after its invoke, where kills end
+// leases (Options.KillEnds); never otherwise.
+func (h *history) killOf(a *op) int64 {
+	if h.killEnds {
+		for _, f := range h.faults {
+			if f.f == histories.Kill && f.target == a.proc && f.call > a.call {
+				return f.call
+			}
+		}
+	}
+	return never
 }
 
 // shrink and stretch are a ttl as the harness's clock may see it: ttl(1-r)

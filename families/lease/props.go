@@ -228,6 +228,8 @@ func (h *history) listLeases(ls []*lease, active map[*lease]span) string {
 			until += " (its last grant's invoke plus ttl(1-drift))"
 		case s.to == l.lost:
 			until += fmt.Sprintf(" (its holder's lost notice, #%d)", l.lostBy.index)
+		case s.to == l.killed:
+			until += " (its holder's kill)"
 		default:
 			until += " (a release's invoke)"
 		}

@@ -84,7 +84,7 @@ func (h *history) certainSpans(l *lease) []span {
 // that may have taken effect or its lost mark, the earlier (never if
 // none).
 func (h *history) grantsOf(l *lease) (gs []grant, clip int64) {
-	clip = l.lost // a lease its holder marked lost ends there, as at a release
+	clip = min(l.lost, l.killed) // a lease its holder marked lost ends there, as at a release, and one whose holder was killed, where kills end leases
 	if l.acq != nil {
 		gs = append(gs, grant{l.acq.call, l.acq.ret, h.shrink(l.acq.ttl())})
 	}

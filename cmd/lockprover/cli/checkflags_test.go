@@ -16,7 +16,7 @@ import (
 // refresh, a violation within the default bound (1%), is what clocks 50%
 // apart may do.
 func TestCheckTakesTheLeaseFamiliesFlags(t *testing.T) {
-	lease := []string{"consul-semaphore", "db-semaphore", "priority-redlock", "redlock"}
+	lease := []string{"consul-semaphore", "db-semaphore", "pg-advisory", "priority-redlock", "redlock"}
 	for _, name := range []string{"drift", "lease-ttl"} {
 		var who []string
 		var decl []family.Flag

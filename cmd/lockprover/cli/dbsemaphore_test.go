@@ -314,7 +314,7 @@ func TestProveDBSemaphoreTTL(t *testing.T) {
 			t.Errorf("--ttl %s: exit %d, %s", bad, code, errOut)
 		}
 	}
-	if code, _, errOut := lockprover("prove", "--ttl", "1s"); code != exitUsage || !strings.Contains(errOut, "--ttl is for consul-semaphore and db-semaphore and priority-redlock and redlock, not --kind semaphore") {
+	if code, _, errOut := lockprover("prove", "--ttl", "1s"); code != exitUsage || !strings.Contains(errOut, "--ttl is for consul-semaphore and db-semaphore and pg-advisory and priority-redlock and redlock, not --kind semaphore") {
 		t.Errorf("--ttl for amqp-locks: exit %d, %s", code, errOut)
 	}
 }

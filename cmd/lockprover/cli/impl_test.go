@@ -108,7 +108,7 @@ func TestValidateImplUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"validate-impl", "--kind", "db-semaphore"}, "--impl: give the command"},
-		{[]string{"validate-impl", "--kind", "lease", "--impl", "true"}, `--kind must be semaphore or mutex or consul-semaphore or db-semaphore or priority-redlock or redlock, not "lease"`},
+		{[]string{"validate-impl", "--kind", "lease", "--impl", "true"}, `--kind must be semaphore or mutex or consul-semaphore or db-semaphore or pg-advisory or priority-redlock or redlock, not "lease"`},
 		{[]string{"validate-impl", "--kind", "redlock", "--impl", "true", "--options", "x"}, "--options: redlock's sessions have no options"},
 		{[]string{"serve-reference", "--kind", "redlock", "--mutant", "nope"}, `--mutant: no mutant named "nope"`},
 		{[]string{"prove", "--kind", "redlock", "--impl", "true", "--target", "sim"}, "--impl: an implementation runs on real redis-servers (--target redis), not --target sim"},

@@ -99,7 +99,7 @@ func TestProveUsage(t *testing.T) {
 		{[]string{"prove", "--kind", "db-semaphore", "--mutant", "trust-scan"}, `no db-semaphore mutant named "trust-scan"`},
 		{[]string{"prove", "--kind", "db-semaphore", "--options", "design=ring"}, `--options: design: want master-row or row-per-slot`},
 		{[]string{"prove", "--kind", "db-semaphore", "--properties", "slot-exclusive"}, `unknown property "slot-exclusive"`},
-		{[]string{"mutants", "--kind", "consul"}, "--kind must be semaphore or consul-semaphore or db-semaphore or priority-redlock or redlock"},
+		{[]string{"mutants", "--kind", "consul"}, "--kind must be semaphore or consul-semaphore or db-semaphore or pg-advisory or priority-redlock or redlock"},
 		{[]string{"prove", "--kind", "redlock", "--target", "mariadb"}, "--kind redlock runs on the simulated Redis servers (--target sim) or real redis-servers (--target redis)"},
 		{[]string{"prove", "--kind", "redlock", "--servers", "10"}, `--servers: want 0 (drawn) to 9, got "10"`},
 		{[]string{"prove", "--kind", "redlock", "--servers", "3x"}, `--servers: want 0 (drawn) to 9, got "3x"`},

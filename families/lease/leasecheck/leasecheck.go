@@ -103,4 +103,4 @@ func lensExcuses(r, knossos *model.Report) {
 }
 
 // TTL is prove's --ttl, which the lease families take alike.
-var TTL = family.Flag{Name: "ttl", Verbs: family.Prove, Usage: "db-semaphore, redlock, consul-semaphore: every plan's lease ttl (a duration of whole milliseconds; at least 1ms, 10ms for redlock, 1s to 1m in whole seconds on etcd for consul-semaphore), instead of one drawn (100ms, 300ms and 1s; consul-semaphore: 1s and 2s): for an implementation that grants leases in whole seconds, say"}
+var TTL = family.Flag{Name: "ttl", Verbs: family.Prove, Usage: "db-semaphore, redlock, consul-semaphore, pg-advisory: every plan's lease ttl (a duration of whole milliseconds; at least 1ms, 10ms for redlock, 1s to 1m in whole seconds on etcd for consul-semaphore, 10ms to 1m for pg-advisory), instead of one drawn (100ms, 300ms and 1s; consul-semaphore: 1s and 2s; pg-advisory: 200ms and 500ms): for an implementation that grants leases in whole seconds, say"}

@@ -1,0 +1,236 @@
+// Package descriptor registers the PostgreSQL advisory-lock family
+// (families/pgadvisory) with lockprover (package family): its plans run
+// on a private PostgreSQL server the run starts and stops. It is the
+// family's top: only families/all imports it.
+package descriptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/postgres"
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/families/lease/leasecheck"
+	"github.com/lockprover/lockprover/families/pgadvisory"
+	"github.com/lockprover/lockprover/families/pgadvisory/pgadvisoryprotocol"
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/sim/pgsim"
+)
+
+// target is the family's one target: a private PostgreSQL server.
+const target = "postgres"
+
+// PGAdvisory is the PostgreSQL advisory-lock family.
+var PGAdvisory = &family.Descriptor{
+	Name:       pgadvisory.Kind,
+	Kinds:      []string{pgadvisory.Kind},
+	Properties: lease.Properties,
+	Faults:     pgadvisory.FaultNames(),
+	// No simulator yet: its one target is a real server, a private one
+	// of the run's own.
+	Targets:    []family.Target{{Name: target, Real: true}},
+	Flags:      append([]family.Flag{leasecheck.TTL}, leasecheck.Flags...),
+	Judging:    leasecheck.Judging,
+	CheckFlags: leasecheck.Check,
+	Setup:      setup,
+	ReadPlan:   func(path string) (prover.Plan, error) { return pgadvisory.ReadPlan(path) },
+	Replay:     replay,
+	Serve:      serve,
+	Validate:   validate,
+	Conform:    conform,
+}
+
+func init() { family.Register(PGAdvisory) }
+
+// errNoSim says why --target sim is refused.
+var errNoSim = family.Usagef("--kind %s has no simulator yet: its plans run on a private PostgreSQL (--target %s)", pgadvisory.Kind, target)
+
+// checkTarget refuses any target but postgres ("" means postgres).
+func checkTarget(s family.Settings) error {
+	switch {
+	case s.Target == "sim":
+		return errNoSim
+	case s.Target != "" && s.Target != target:
+		return family.Usagef("--kind %s runs on a private PostgreSQL (--target %s), not %q", pgadvisory.Kind, target, s.Target)
+	}
+	return nil
+}
+
+// setup makes a proof from the command line: the reference (or a
+// mutant) on a private PostgreSQL the run starts.
+func setup(s family.Settings) (*family.Setup, error) {
+	if err := checkTarget(s); err != nil {
+		return nil, err
+	}
+	c := pgadvisory.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults}}
+	if s.Mutant != "" && pgadvisory.MutantNamed(s.Mutant) == nil {
+		return nil, fmt.Errorf("--mutant: no %s mutant named %q (%s)", pgadvisory.Kind, s.Mutant, mutantNames())
+	}
+	c.Mutant = s.Mutant
+	var stopImpl func()
+	if s.Impl != "" {
+		if s.Mutant != "" {
+			return nil, errors.New("--mutant is a variant of the reference: it cannot be given with --impl")
+		}
+		li := pgadvisoryprotocol.NewProcesses(s.Impl)
+		li.InitTimeout = s.InitTimeout
+		c.Impl, stopImpl = li, li.Stop
+	}
+	if s.Options != "" {
+		return nil, fmt.Errorf("--options: --kind %s takes none", pgadvisory.Kind)
+	}
+	if t := s.Flag("ttl"); t != "" {
+		ttl, err := time.ParseDuration(t)
+		if err != nil || ttl < 10*time.Millisecond || ttl > time.Minute || ttl%time.Millisecond != 0 {
+			return nil, fmt.Errorf("--ttl: want a duration of whole milliseconds, 10ms to 1m, got %q", t)
+		}
+		c.TTLMs = int(ttl.Milliseconds())
+	}
+	switch s.Faults {
+	case "all":
+	case "none":
+		c.Faults = []string{}
+	default:
+		for _, name := range strings.Split(s.Faults, ",") {
+			if !slices.Contains(pgadvisory.FaultNames(), name) {
+				return nil, fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all, which is kill, pause and partition; or none)",
+					name, pgadvisory.Kind, strings.Join(pgadvisory.FaultNames(), ", "))
+			}
+			c.Faults = append(c.Faults, name)
+		}
+	}
+	st := &family.Setup{Target: target, Where: "a private PostgreSQL of the run's own", Real: true, Prove: c,
+		Replay: []string{"--target", target}}
+	if s.Impl != "" {
+		st.Replay = append(st.Replay, "--impl", family.Quote(s.Impl))
+	}
+	startPrivate(s, st, stopImpl, func(server *postgres.Server) { c.Server = server; st.Prove = c })
+	return st, nil
+}
+
+// mutantNames lists the family's mutants.
+func mutantNames() string {
+	var names []string
+	for _, m := range pgadvisory.Mutants {
+		names = append(names, m.Name)
+	}
+	return "its mutants: " + strings.Join(names, ", ")
+}
+
+// startPrivate makes st start a private PostgreSQL for the run (saying so
+// unless quiet), hand it to then, and stop it, its data removed, at the
+// end, after the implementation's processes (stopImpl, if set).
+func startPrivate(s family.Settings, st *family.Setup, stopImpl func(), then func(*postgres.Server)) {
+	var stopServer func()
+	st.Start = func(ctx context.Context) error {
+		server, stop, err := postgres.StartTemp(ctx)
+		if err != nil {
+			if errors.Is(err, postgres.ErrNoServer) || errors.Is(err, postgres.ErrNoUser) {
+				return family.Usagef("%v", err)
+			}
+			return family.Usagef("a private PostgreSQL: %v", err)
+		}
+		stopServer = stop
+		if !s.Quiet {
+			fmt.Fprintf(s.Stdout, "started a private PostgreSQL at %s (pid %d) for the run\n", server.Addr(), server.PID())
+		}
+		then(server)
+		return nil
+	}
+	st.Stop = func() {
+		if stopImpl != nil {
+			stopImpl()
+		}
+		if stopServer != nil {
+			stopServer()
+			stopServer = nil
+		}
+	}
+	st.Interrupt = st.Stop
+	if stopImpl != nil {
+		st.Interrupt = stopImpl
+	}
+}
+
+// replay makes a plan read back ready to run again on a private
+// PostgreSQL, with s.Mutant ("reference" for none) replacing its mutant.
+func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
+	p := pl.(*pgadvisory.Plan)
+	if err := checkTarget(s); err != nil {
+		return nil, err
+	}
+	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, pgadvisory.MutantNamed(s.Mutant) != nil, "no pg-advisory mutant named %q"); err != nil {
+		return nil, err
+	}
+	if s.Impl != "" && p.Mutant != "" {
+		return nil, fmt.Errorf("the plan names mutant %s: add --mutant reference to run it against --impl", p.Mutant)
+	}
+	c := pgadvisory.Config{Scope: prover.Scope{Mutant: p.Mutant}}
+	var stopImpl func()
+	if s.Impl != "" {
+		li := pgadvisoryprotocol.NewProcesses(s.Impl)
+		li.InitTimeout = s.InitTimeout
+		c.Impl, stopImpl = li, li.Stop
+	}
+	st := &family.Setup{Target: target, Where: "a private PostgreSQL of the run's own", Real: true, What: c.String(), Prove: c}
+	startPrivate(s, st, stopImpl, func(server *postgres.Server) { c.Server = server; st.Prove = c })
+	return st, nil
+}
+
+// conform holds the simulator (sim/pgsim) to a private PostgreSQL the
+// run starts: c.Sequences drawn sequences from c.Seed (pgsim.Conform).
+func conform(ctx context.Context, s family.Settings, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
+	if c.Sequences == 0 {
+		return 0, family.Usagef("--sequences 0 leaves nothing to run with --kind %s", pgadvisory.Kind)
+	}
+	server, stop, err := postgres.StartTemp(ctx)
+	if err != nil {
+		return 0, family.Usagef("a private PostgreSQL: %v", err)
+	}
+	defer stop()
+	fmt.Fprintf(out, "started a private PostgreSQL at %s (pid %d)\n", server.Addr(), server.PID())
+	rep, err := pgsim.Conform(ctx, server.URL(), c.Sequences, c.Seed, out)
+	switch {
+	case ctx.Err() != nil:
+		return 0, fmt.Errorf("interrupted; the private server is stopped: %w", ctx.Err())
+	case err != nil:
+		return family.Inconclusive, err
+	case rep.Found != nil:
+		return family.Diverge, nil
+	case rep.Unjudged > rep.Sequences/10:
+		fmt.Fprintf(out, "too many sequences unjudged (%d of %d): the machine is too slow for the differential's margins\n", rep.Unjudged, rep.Sequences)
+		return family.Inconclusive, nil
+	}
+	return family.Agree, nil
+}
+
+// serve serves the reference (or a mutant) over the process protocol.
+func serve(in io.Reader, out, log io.Writer, mutant, options string) error {
+	if options != "" {
+		return family.Usagef("--options: --kind %s takes none", pgadvisory.Kind)
+	}
+	o := pgadvisoryprotocol.ServeOptions{Log: log}
+	if mutant != "" {
+		m := pgadvisory.MutantNamed(mutant)
+		if m == nil {
+			return family.Usagef("--mutant: no %s mutant named %q (%s)", pgadvisory.Kind, mutant, mutantNames())
+		}
+		o.Defects = m.Defects()
+	}
+	return pgadvisoryprotocol.Serve(in, out, o)
+}
+
+// validate checks an implementation on a private PostgreSQL it starts.
+func validate(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
+	passed, err := pgadvisoryprotocol.Validate(ctx, command, s.InitTimeout, out)
+	if err != nil && ctx.Err() == nil {
+		return false, &family.UsageError{Err: fmt.Errorf("%w\ncannot start a private PostgreSQL, so the implementation was not tried", err)}
+	}
+	return passed, nil
+}
