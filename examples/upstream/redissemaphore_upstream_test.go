@@ -73,7 +73,11 @@ func TestNodeRedisSemaphoreProve(t *testing.T) {
 // 600 ms ahead (0.3 of the ttl; the adapter's --clock-ahead) evicts c1,
 // which refreshes every 0.8 ttl, and is granted beside it; the Mutex,
 // expired by the server's clock, refuses c2. A release after expiry
-// answers ok (no-revival), the library's release saying nothing.
+// answers ok (no-revival), the library's release saying nothing. An
+// acquire whose reply is lost is refused by its own key (ioredis sends
+// the SET NX again), and the next acquire too (acquire-exact); told that
+// a connection closed during the refusal (--reconnect-unknown), the
+// adapter says unknown and the plan passes.
 func TestNodeRedisSemaphoreFindings(t *testing.T) {
 	for _, tc := range []struct {
 		flags, plan, fails string // fails: the property that fails, "" none
@@ -82,6 +86,8 @@ func TestNodeRedisSemaphoreFindings(t *testing.T) {
 		{" --variant redlock-semaphore --clock-ahead c2=600", "redis-semaphore-clock-ahead.json", "lease-exclusive"},
 		{" --variant mutex --clock-ahead c2=600", "redis-semaphore-clock-ahead.json", ""},
 		{" --variant mutex", "redis-semaphore-release-after-expiry.json", "no-revival"},
+		{" --variant mutex", "redis-semaphore-lost-reply.json", "acquire-exact"},
+		{" --variant mutex --reconnect-unknown", "redis-semaphore-lost-reply.json", ""},
 	} {
 		t.Run(strings.ReplaceAll(tc.flags, " ", "")+"/"+tc.plan, func(t *testing.T) {
 			code, out := lockprover("replay", "--target", "redis", "--impl", nodeRedisSemaphore(t, tc.flags),

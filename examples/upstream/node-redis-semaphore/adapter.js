@@ -55,6 +55,15 @@
 //   --command-timeout MS   ioredis's commandTimeout (none by default, as in
 //                          the README: without it a command to a paused or
 //                          partitioned server waits as long as the fault)
+//   --reconnect-unknown    an acquire refused after ioredis lost a connection
+//                          during it is an unknown outcome, not held: ioredis
+//                          sends a command whose reply was lost again
+//                          (autoResendUnfulfilledCommands, on by default),
+//                          and the second SET NX (or script) meets the
+//                          first's key and answers no. The library does not
+//                          tell; the adapter watches ioredis's 'close' events
+//                          (what a caller could do). Without the flag the
+//                          refusal is held, as the library says
 //   --clock-ahead C=MS     the process serving client C (init's "client")
 //                          runs with Date.now() MS milliseconds ahead of
 //                          the machine's clock, for the library and
@@ -79,16 +88,21 @@ const variants = {
 };
 
 function usage(msg) {
-	process.stderr.write(`${msg}\nusage: node adapter.js [--variant ${Object.keys(variants).join('|')}] [--command-timeout MS] [--clock-ahead CLIENT=MS]...\n`);
+	process.stderr.write(`${msg}\nusage: node adapter.js [--variant ${Object.keys(variants).join('|')}] [--command-timeout MS] [--reconnect-unknown] [--clock-ahead CLIENT=MS]...\n`);
 	process.exit(2);
 }
 
 const args = process.argv.slice(2);
 let variantName = 'mutex';
 let commandTimeout;
+let reconnectUnknown = false;
 const clockAhead = new Map();
 for (let i = 0; i < args.length; i++) {
 	const a = args[i];
+	if (a === '--reconnect-unknown') {
+		reconnectUnknown = true;
+		continue;
+	}
 	if (i + 1 >= args.length) usage(`${a}: a value is missing`);
 	const v = args[++i];
 	if (a === '--variant') {
@@ -114,6 +128,7 @@ const versions = `redis-semaphore ${require('redis-semaphore/package.json').vers
 let client = '';
 let name = null;
 let clients = [];
+let closes = 0; // connections of the clients that ioredis saw close
 let rejections = 0; // command promises of the watched clients that were rejected
 const locks = new Map(); // token -> the instance that stands for its lease
 
@@ -167,6 +182,7 @@ function init(req) {
 		if (commandTimeout !== undefined) o.commandTimeout = commandTimeout;
 		const c = new Redis(o);
 		c.on('error', (e) => log(`ioredis ${a}: ${e.message}`));
+		c.on('close', () => closes++);
 		return c;
 	});
 	const ahead = clockAhead.get(client);
@@ -175,7 +191,7 @@ function init(req) {
 		Date.now = () => real() + ahead;
 		log(`Date.now() runs ${ahead} ms ahead of the machine's clock in this process (--clock-ahead; not recorded in the history)`);
 	}
-	log(`${versions}, ${variantName} on ${addrs.join(' ')}, command timeout ${commandTimeout === undefined ? 'none' : commandTimeout + ' ms'}`);
+	log(`${versions}, ${variantName} on ${addrs.join(' ')}, command timeout ${commandTimeout === undefined ? 'none' : commandTimeout + ' ms'}${reconnectUnknown ? ', reconnect unknown' : ''}`);
 	return { type: 'init_ok' };
 }
 
@@ -200,6 +216,7 @@ async function handle(req) {
 	if (req.type !== 'release' && !(Number.isInteger(req.ttl_ms) && req.ttl_ms > 0)) return refuse('bad request', '"ttl_ms" must be a positive integer');
 	if (req.type !== 'acquire' && !(typeof req.token === 'string' && req.token !== '')) return refuse('bad request', '"token" must be a non-empty string');
 	const before = rejections;
+	const closesBefore = closes;
 	switch (req.type) {
 	case 'acquire': {
 		const lock = instance({ lockTimeout: req.ttl_ms });
@@ -214,6 +231,7 @@ async function handle(req) {
 			return { type: 'acquire_ok', token: lock.identifier };
 		}
 		if (rejections !== before) return unknown('acquire', new Error(`refused, ${rejections - before} commands rejected`));
+		if (reconnectUnknown && closes !== closesBefore) return unknown('acquire', new Error('refused after a connection was lost (the command may have been sent twice)'));
 		return { type: 'acquire_fail', reason: 'held' };
 	}
 	case 'refresh': {
