@@ -55,6 +55,9 @@ type Config struct {
 	// Priority proves the priority Redlock (PriorityKind) instead:
 	// plans give each client a priority, and may give each a ttl.
 	Priority bool
+	// Limit, above 1, proves an implementation's counting semaphore of
+	// Limit leases (Plan.Limit); the reference is a mutex.
+	Limit int
 }
 
 func (c Config) withDefaults() Config {

@@ -10,12 +10,14 @@
 // --variant picks the class (default mutex):
 //   mutex              Mutex(client, name): SET NX PX on the first server of
 //                      init's addrs (the Redis server's clock expires it)
-//   semaphore          Semaphore(client, name, 1): a sorted set on the first
-//                      server, members expired by the CLIENT's Date.now()
+//   semaphore          Semaphore(client, name, limit): a sorted set on the
+//                      first server, members expired by the CLIENT's
+//                      Date.now()
 //   redlock-mutex      RedlockMutex(clients, name) over every server
-//   redlock-semaphore  RedlockSemaphore(clients, name, 1) over every server
-// The protocol's Redlock is a mutex (max 1): the semaphores run with limit
-// 1, the only limit lockprover's redlock family judges.
+//   redlock-semaphore  RedlockSemaphore(clients, name, limit) over every
+//                      server
+// limit is init's (present when the plan's is above 1: prove --limit N),
+// else 1; the mutexes refuse a limit above 1 (a definite unsupported).
 //
 // - init: one ioredis client per address (ioredis's defaults: host and
 //   port, plus commandTimeout with --command-timeout). Only the variant's
@@ -127,6 +129,7 @@ console.log = (...a) => console.error(...a);
 const versions = `redis-semaphore ${require('redis-semaphore/package.json').version}, ioredis ${require('ioredis/package.json').version}`;
 let client = '';
 let name = null;
+let limit = 1;
 let clients = [];
 let closes = 0; // connections of the clients that ioredis saw close
 let rejections = 0; // command promises of the watched clients that were rejected
@@ -174,6 +177,9 @@ function init(req) {
 	if (typeof req.name !== 'string' || req.name === '' || !Array.isArray(req.addrs) || req.addrs.length === 0) {
 		return refuse('bad request', 'init needs "name" and "addrs"');
 	}
+	if (req.limit !== undefined && !(Number.isInteger(req.limit) && req.limit >= 1)) return refuse('bad request', '"limit" must be a positive integer');
+	if (req.limit > 1 && !variant.semaphore) return refuse('unsupported', `limit ${req.limit}: ${variantName} is a mutex`);
+	if (req.limit !== undefined) limit = req.limit;
 	name = req.name;
 	const addrs = variant.redlock ? req.addrs : req.addrs.slice(0, 1);
 	clients = addrs.map((a) => {
@@ -191,7 +197,7 @@ function init(req) {
 		Date.now = () => real() + ahead;
 		log(`Date.now() runs ${ahead} ms ahead of the machine's clock in this process (--clock-ahead; not recorded in the history)`);
 	}
-	log(`${versions}, ${variantName} on ${addrs.join(' ')}, command timeout ${commandTimeout === undefined ? 'none' : commandTimeout + ' ms'}${reconnectUnknown ? ', reconnect unknown' : ''}`);
+	log(`${versions}, ${variantName}${variant.semaphore ? ` (limit ${limit})` : ''} on ${addrs.join(' ')}, command timeout ${commandTimeout === undefined ? 'none' : commandTimeout + ' ms'}${reconnectUnknown ? ', reconnect unknown' : ''}`);
 	return { type: 'init_ok' };
 }
 
@@ -199,7 +205,7 @@ function init(req) {
 function instance(options) {
 	const o = Object.assign({ acquireAttemptsLimit: 1, retryInterval: 0, refreshInterval: 0 }, options);
 	const target = variant.redlock ? clients.map(watched) : watched(clients[0]);
-	return variant.semaphore ? new variant.cls(target, name, 1, o) : new variant.cls(target, name, o);
+	return variant.semaphore ? new variant.cls(target, name, limit, o) : new variant.cls(target, name, o);
 }
 
 // unknown is the reply to an operation whose outcome the adapter cannot
