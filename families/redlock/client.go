@@ -76,6 +76,10 @@ type Session struct {
 	Priority bool
 	Prio     int64
 	OnLost   func(redlock.Lost)
+	// Limit, where above 1, makes the lock a counting semaphore of Limit
+	// leases (an implementation's: the reference is a mutex); init says
+	// it.
+	Limit int
 }
 
 // A Claim is what an implementation's grant said of its validity, in

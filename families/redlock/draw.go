@@ -10,7 +10,7 @@ import (
 // a minimal one: fewer clients, fewer operations, fewer faults, simpler
 // schedules.
 func draw(t *rapid.T, c Config) *Plan {
-	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Mutant: c.Mutant, Servers: c.Servers, Persistence: c.Persistence}
+	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Mutant: c.Mutant, Servers: c.Servers, Persistence: c.Persistence, Limit: c.Limit}
 	if c.Priority {
 		p.Kind = PriorityKind
 	}

@@ -1,6 +1,7 @@
 // Package redlock is the Redlock family: a lease lock (a mutex) kept on N
 // independent Redis servers, granted by a majority, each key expiring on
-// its server's clock. It says what a plan of the family is (the servers
+// its server's clock; an implementation's plans may make it a counting
+// semaphore instead (Plan.Limit, prove --limit). It says what a plan of the family is (the servers
 // and their persistence, clients that acquire, refresh and release, the
 // faults of the Redlock debate: pauses, partitions, lost replies,
 // restarts, clock jumps), how plans are drawn, and how they run: the
@@ -55,6 +56,9 @@ type Config struct {
 	// Priority proves the priority Redlock (PriorityKind) instead:
 	// plans give each client a priority, and may give each a ttl.
 	Priority bool
+	// Limit, above 1, proves an implementation's counting semaphore of
+	// Limit leases (Plan.Limit); the reference is a mutex.
+	Limit int
 }
 
 func (c Config) withDefaults() Config {

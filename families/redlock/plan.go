@@ -57,6 +57,10 @@ type Plan struct {
 	// (PriorityKind only: a thief of a shorter ttl than its victim's time
 	// left); none means TTLMs for all.
 	TTLs []int `json:"ttls_ms,omitempty"`
+	// Limit, where above 1, is how many leases the lock grants at once (a
+	// counting semaphore; Kind only, and an implementation only: the
+	// reference is a mutex). 0 or 1: a mutex.
+	Limit int `json:"limit,omitempty"`
 	// Faulted holds the faults, the simulator's decisions and how the
 	// plan was judged.
 	leaseplan.Faulted[Fault]
@@ -128,6 +132,9 @@ func (p *Plan) Brief() string {
 			prio += fmt.Sprintf(", ttls %v ms", p.TTLs)
 		}
 	}
+	if p.limit() > 1 {
+		prio += fmt.Sprintf(", limit %d", p.Limit)
+	}
 	return fmt.Sprintf("%s %q, %d server(s), persistence %s, ttl %d ms, %d clients%s, %d faults, %d scheduling decisions",
 		p.Kind, p.Key, p.Servers, p.Persistence, p.TTLMs, len(p.Clients), prio, len(p.Nemesis), len(p.Schedule))
 }
@@ -153,6 +160,12 @@ func (p *Plan) Validate() error {
 		return leaseplan.Bad("ttl_ms", "want at least 10, got %d", p.TTLMs)
 	case p.Mutant != "" && (MutantNamed(p.Mutant) == nil || MutantNamed(p.Mutant).Priority != (p.Kind == PriorityKind)):
 		return leaseplan.Bad("mutant", "no %s mutant named %q", p.Kind, p.Mutant)
+	case p.Limit < 0 || p.Limit > 9:
+		return leaseplan.Bad("limit", "want 1 to 9 (or none: 1), got %d", p.Limit)
+	case p.Limit > 1 && p.Kind == PriorityKind:
+		return leaseplan.Bad("limit", "a %s plan is a mutex: want none or 1, got %d", PriorityKind, p.Limit)
+	case p.Limit > 1 && p.Mutant != "":
+		return leaseplan.Bad("limit", "the reference and its mutants are mutexes: a limit of %d needs an implementation (--impl)", p.Limit)
 	}
 	if err := p.validatePriority(); err != nil {
 		return err
@@ -246,6 +259,9 @@ func (p *Plan) validateFault(f Fault) error {
 	}
 	return nil
 }
+
+// limit is how many leases the lock grants at once.
+func (p *Plan) limit() int { return max(p.Limit, 1) }
 
 // processes are the clients' process names.
 func (p *Plan) processes() []string { return leaseplan.Processes(len(p.Clients)) }

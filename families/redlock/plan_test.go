@@ -57,6 +57,9 @@ func TestPlanFiles(t *testing.T) {
 		{"nemesis[1].for_ms", func(p *Plan) { p.Nemesis[1].For = 10 }},
 		{"nemesis[0].fault", func(p *Plan) { p.Nemesis[0].Fault = "force-close" }},
 		{"nemesis[0]", func(p *Plan) { p.Nemesis[0].At = -1 }},
+		{"limit", func(p *Plan) { p.Limit = 10 }},
+		{"limit", func(p *Plan) { p.Limit = -1 }},
+		{"limit", func(p *Plan) { p.Limit, p.Mutant = 2, "always-ok" }},
 	} {
 		p := *good
 		p.Clients = [][]Step{append([]Step(nil), good.Clients[0]...)}
@@ -134,5 +137,28 @@ func TestDrawnPlansKeepToOps(t *testing.T) {
 		if most != ops {
 			t.Errorf("--ops %d: no client had %d operations (at most %d)", ops, ops, most)
 		}
+	}
+}
+
+// A limit above 1 makes an implementation's semaphore (init says it);
+// the reference is a mutex, and a plan that asks it for a semaphore is
+// refused rather than judged against a lock it is not.
+func TestLimitNeedsAnImplementation(t *testing.T) {
+	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Servers: 1, Persistence: PersistNone, TTLMs: 300, Limit: 2,
+		Clients: [][]Step{{{Op: histories.Acquire}}}}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("a plan of limit 2: %v", err)
+	}
+	if !strings.Contains(p.Brief(), "limit 2") {
+		t.Errorf("brief %q does not say the limit", p.Brief())
+	}
+	for _, target := range []Target{Simulator{}, Redis{}} {
+		if _, err := target.Run(t.Context(), p); err == nil || !strings.Contains(err.Error(), "the reference is a mutex") {
+			t.Errorf("%T: %v, want a refusal saying the reference is a mutex", target, err)
+		}
+	}
+	p.Kind, p.Priorities = PriorityKind, []int64{1}
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Errorf("a priority plan of limit 2: %v, want an error naming the limit", err)
 	}
 }

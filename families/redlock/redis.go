@@ -34,6 +34,9 @@ func (Simulator) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if p.limit() > 1 {
+		return nil, fmt.Errorf("limit %d: the reference is a mutex; a semaphore needs an implementation (--target redis --impl)", p.Limit)
+	}
 	return Simulate(p, nil)
 }
 
@@ -102,6 +105,9 @@ func (t Redis) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if p.limit() > 1 && t.Impl == nil {
+		return nil, fmt.Errorf("limit %d: the reference is a mutex; a semaphore needs an implementation (--impl)", p.Limit)
+	}
 	for i, f := range p.Nemesis {
 		if f.Fault == histories.ClockJump && f.OffsetMs < 0 {
 			return nil, fmt.Errorf("nemesis[%d]: %s is not offered on real Redis (clock jumps back)", i, describeFault(f))
@@ -132,7 +138,7 @@ func (t Redis) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	// over before the clock starts.
 	defer prover.Warm(ctx, t.Impl, run, len(p.Clients))()
 	b := &redisBackend{ctx: ctx, start: time.Now(), refStart: redlock.Monotonic(), servers: servers, procs: map[string]*redisProc{}, paused: map[int]bool{},
-		impl: t.Impl, session: Session{Key: p.Key, TTL: time.Duration(p.TTLMs) * time.Millisecond, Run: run}}
+		impl: t.Impl, session: Session{Key: p.Key, TTL: time.Duration(p.TTLMs) * time.Millisecond, Run: run, Limit: p.Limit}}
 	r := &runner{p: p, ctx: ctx, clients: map[string]*client{}, cut: map[string]int{},
 		timeout: max(time.Duration(p.TTLMs)*time.Millisecond/2, 100*time.Millisecond)}
 	b.lost = r.dropped

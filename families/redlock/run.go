@@ -166,7 +166,7 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 	case s.Op == Sleep:
 		r.Outside(func() { p.Sleep(time.Duration(s.Ms) * time.Millisecond) })
 	case s.Op == histories.Acquire && !st.holds:
-		v := &lease.Value{Max: histories.Int(1), TTLMs: histories.Int(st.ttl)}
+		v := &lease.Value{Max: histories.Int(r.p.limit()), TTLMs: histories.Int(st.ttl)}
 		if r.p.Kind == PriorityKind {
 			v.Priority = histories.Int(int(st.prio))
 		}

@@ -40,6 +40,7 @@ var Redlock = &family.Descriptor{
 	Flags: append([]family.Flag{
 		{Name: "servers", Verbs: family.Prove | family.Bench, Usage: "redlock: N, the number of Redis servers every plan has (0: drawn from 1, 2 and 3; bench: 3)", Default: "0"},
 		{Name: "persistence", Verbs: family.Prove, Usage: "redlock: what the servers keep across a restart, none or always (fsync on every write); default drawn, with restarts only under always"},
+		{Name: "limit", Verbs: family.Prove, Usage: "redlock: how many leases the lock grants at once, every plan's (1: a mutex; above 1 only with --impl, a semaphore: init says the limit)", Default: "1"},
 		leasecheck.TTL,
 	}, leasecheck.Flags...),
 	// How check judges lease locks, as every lease family says it.
@@ -77,6 +78,14 @@ func redlockSetup(s family.Settings) (*family.Setup, error) {
 	if c.Servers = n; err != nil || n < 0 || n > 9 {
 		return nil, fmt.Errorf("--servers: want 0 (drawn) to 9, got %q", s.Flag("servers"))
 	}
+	l, err := strconv.Atoi(s.Flag("limit"))
+	switch {
+	case err != nil || l < 1 || l > 9:
+		return nil, fmt.Errorf("--limit: want 1 to 9, got %q", s.Flag("limit"))
+	case l > 1 && s.Impl == "":
+		return nil, fmt.Errorf("--limit %d: the reference is a mutex; a semaphore needs an implementation (--impl)", l)
+	}
+	c.Limit = l
 	if p := c.Persistence; p != "" && p != redlock.PersistNone && p != redlock.PersistAlways {
 		return nil, fmt.Errorf("--persistence: want %s or %s, got %q", redlock.PersistNone, redlock.PersistAlways, p)
 	}

@@ -72,6 +72,9 @@ func prioritySetup(s family.Settings) (*family.Setup, error) {
 		return nil, err
 	}
 	c := setup.Prove.(redlock.Config)
+	if c.Limit > 1 {
+		return nil, fmt.Errorf("--limit %d: the priority Redlock is a mutex", c.Limit)
+	}
 	c.Priority, c.Mutant = true, s.Mutant
 	setup.Prove, setup.What = c, c.String()
 	return setup, nil

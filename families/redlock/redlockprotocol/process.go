@@ -49,13 +49,19 @@ func initRequest(name string, s redlock.Session) (init process.Request, run, key
 		return nil, "", "", errors.New("redlock init: no servers")
 	case s.TTL < time.Millisecond:
 		return nil, "", "", fmt.Errorf("redlock init: ttl %v: must be at least 1ms", s.TTL)
+	case s.Limit > 1 && s.Priority:
+		return nil, "", "", fmt.Errorf("redlock init: limit %d: the priority Redlock is a mutex", s.Limit)
 	}
 	lock := redlock.Kind
 	if s.Priority {
 		lock = redlock.PriorityKind
 	}
-	return process.Request{"type": "init", "client": name, "lock": lock, "name": s.Key,
-		"addrs": s.Addrs, "ttl_ms": s.TTL.Milliseconds()}, s.Run, s.Key, nil
+	init = process.Request{"type": "init", "client": name, "lock": lock, "name": s.Key,
+		"addrs": s.Addrs, "ttl_ms": s.TTL.Milliseconds()}
+	if s.Limit > 1 {
+		init["limit"] = s.Limit
+	}
+	return init, s.Run, s.Key, nil
 }
 
 // family is Redlock's side of the handshake, and what the replies of its

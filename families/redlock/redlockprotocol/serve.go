@@ -238,9 +238,16 @@ func (s *server) init(f *process.Fields) map[string]any {
 	f.Get("name", &key)
 	f.Get("addrs", &addrs)
 	ttl := time.Duration(f.Positive("ttl_ms")) * time.Millisecond
+	limit := 1
+	if _, ok := f.Req["limit"]; ok {
+		limit = f.Positive("limit")
+	}
 	switch {
 	case f.Bad != nil:
 		return process.Refuse("bad request", f.Bad.Error())
+	case limit > 1:
+		// The reference is a mutex: a semaphore's plan is not its to serve.
+		return process.Refuse("unsupported", fmt.Sprintf("limit %d: the reference is a mutex", limit))
 	case len(key) > 255 || key == "":
 		return process.Refuse("bad request", fmt.Sprintf("name: a key of %d bytes: must be 1 to 255", len(key)))
 	case len(addrs) == 0:
