@@ -95,7 +95,8 @@ var masks = []struct {
 	{regexp.MustCompile(`\b\d+\.\d+x\b`), "Rx"}, // bench's ratios to its floors
 	// conform on a real server: how many steps its sequences took and how
 	// many were inconclusive (a reply too slow to judge) depend on timing.
-	{regexp.MustCompile(`\b\d+ steps, \d+ inconclusive\b`), "N steps, N inconclusive"},
+	{regexp.MustCompile(`\b\d+ (steps|commands), \d+ inconclusive\b`), "N $1, N inconclusive"},
+	{regexp.MustCompile(`\d+(\.\d+)? sequences/s\b`), "N sequences/s"},
 	{regexp.MustCompile(`\b\d+m\d+(\.\d+)?s\b`), "T"},
 	{regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+Z?`), "DATE"},
 	{regexp.MustCompile(`\bseed \d{6,}`), "seed S"},
@@ -275,6 +276,8 @@ func TestTranscriptMatching(t *testing.T) {
 		{[]string{"every property held..."}, []string{"every property held"}, true},
 		{[]string{"consul 1.20.2: 2000 sequences, 16134 steps, 43 inconclusive, 352.1s: agrees"}, []string{"consul 1.20.2: 2000 sequences, 16072 steps, 47 inconclusive, 378.8s: agrees"}, true},
 		{[]string{"consul 1.20.2: 2000 sequences, 16134 steps, 43 inconclusive, 352.1s: agrees"}, []string{"consul 1.20.2: 1999 sequences, 16072 steps, 47 inconclusive, 378.8s: agrees"}, false},
+		{[]string{"  1000/2000 sequences, 8425 commands, 0 inconclusive"}, []string{"  1000/2000 sequences, 8409 commands, 1 inconclusive"}, true},
+		{[]string{"part 2: 500 sequences, 4847 steps in 9.9s (51 sequences/s)"}, []string{"part 2: 500 sequences, 4847 steps in 17.3s (29 sequences/s)"}, true},
 		{[]string{"every property held..."}, []string{"fencing violated"}, false},
 		{[]string{"prove it with lockprover prove --impl ..."}, []string{"prove it with lockprover prove --impl ..."}, true},
 		{[]string{"  shard 2/3  violated    99 plans    13.2s  x"}, []string{"  shard 2/3  violated    99 plans     9.2s  x"}, true},
