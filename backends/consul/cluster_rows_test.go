@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockprover/lockprover/backends/netns"
+
+	"github.com/lockprover/lockprover/backends/netns/netnstest"
 )
 
 // clusterForRows starts three servers and a client agent in a lab of its
@@ -22,23 +23,10 @@ func clusterForRows(t *testing.T) (*Cluster, *netns.Lab) {
 	if os.Getenv("LOCKPROVER_CLUSTER_ROWS") == "" {
 		t.Skip("measures docs/consul-semaphore.md's cluster rows: LOCKPROVER_CLUSTER_ROWS=1 to run it")
 	}
-	if err := netns.Preflight(); err != nil {
-		t.Skipf("no consul cluster here: %v", err)
-	}
 	if _, err := Find(); err != nil {
 		t.Skip(err)
 	}
-	lab, err := netns.New(context.Background(), "s1", "s2", "s3", "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		lab.Close()
-		ns, _ := exec.Command("ip", "netns", "list").Output()
-		if strings.Contains(string(ns), lab.ID) {
-			t.Errorf("lab %s left behind", lab.ID)
-		}
-	})
+	lab := netnstest.Lab(t, "s1", "s2", "s3", "c1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, err := StartCluster(ctx, lab, t.TempDir(), Options{}, []string{"s1", "s2", "s3"}, []string{"c1"})
@@ -67,9 +55,10 @@ func callWithin(limit time.Duration, method, base, path string, body string, out
 // A changeLog notes what a probe answered, once per change, with the time
 // since t0.
 type changeLog struct {
-	t0   time.Time
-	last string
-	seen []string
+	t0    time.Time
+	last  string
+	seen  []string
+	first map[string]time.Duration // when each answer was first seen
 }
 
 func (l *changeLog) see(what string) bool {
@@ -77,6 +66,12 @@ func (l *changeLog) see(what string) bool {
 		return false
 	}
 	l.last = what
+	if l.first == nil {
+		l.first = map[string]time.Duration{}
+	}
+	if _, ok := l.first[what]; !ok {
+		l.first[what] = time.Since(l.t0)
+	}
 	l.seen = append(l.seen, fmt.Sprintf("%s from %.1fs", what, time.Since(l.t0).Seconds()))
 	return true
 }
@@ -165,6 +160,14 @@ func TestClusterSessionRows(t *testing.T) {
 	t.Logf("row: c1 cut off from the servers; its session, read from s1: %s", server)
 	t.Logf("row: the same session, read through c1 (the holder's agent): %s", holder)
 	t.Logf("row: the lock key, read through c1 with ?stale: %s", key)
+	// K.3: the servers let the session go within seconds (a serf failure
+	// detection), while the holder's own agent never says it is gone.
+	if d, ok := server.first["gone"]; !ok || d > 20*time.Second {
+		t.Errorf("the cut-off node's session, read from s1: %s; want it gone within 20 s", server)
+	}
+	if _, ok := holder.first["gone"]; ok {
+		t.Errorf("the holder's agent said its session was gone while cut off: %s", holder)
+	}
 	lab.Heal(ctx)
 
 	// (2) A TTL session, then the leader isolated half-way through it.
@@ -209,6 +212,7 @@ func TestClusterSessionRows(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	elected := time.Since(tc)
 	t.Logf("row: leader %s isolated; %s leads %.1fs later", leader, newLeader, time.Since(ti).Seconds())
 	for time.Since(ti) < 20*time.Second {
 		if err := call("PUT", other.URL(), "/v1/kv/lprows/v", "new", &ok); err == nil && ok {
@@ -231,6 +235,10 @@ func TestClusterSessionRows(t *testing.T) {
 			name = "default"
 		}
 		t.Logf("row: the deposed leader's read of a key changed by the new leader, %s mode: %s", name, got)
+		// K.5: ?stale serves the old value; the others never the new one.
+		if (mode == "?stale" && got != `"old"`) || got == `"new"` {
+			t.Errorf("the deposed leader's %s read: %s", name, got)
+		}
 	}
 	// The TTL session: when is it gone, as the new leader sees it?
 	var info []map[string]any
@@ -240,5 +248,12 @@ func TestClusterSessionRows(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Logf("row: a 10s TTL session never renewed, the leader isolated at %.1fs: gone at %.1fs (new leader's view)", ti.Sub(tc).Seconds(), time.Since(tc).Seconds())
+	gone := time.Since(tc)
+	t.Logf("row: a 10s TTL session never renewed, the leader isolated at %.1fs: gone at %.1fs (new leader's view)", ti.Sub(tc).Seconds(), gone.Seconds())
+	// K.4: the new leader starts the TTL timer afresh, so the session
+	// lives twice its TTL from the election (not from its creation, 20 s,
+	// what it would get without one), less a second of the probe's slack.
+	if gone < elected+19*time.Second || gone >= 60*time.Second {
+		t.Errorf("the TTL session was gone %v after its creation, the new leader elected at %v; want 2 x 10 s after the election, within a minute", gone, elected)
+	}
 }

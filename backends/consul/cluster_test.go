@@ -3,35 +3,20 @@ package consul
 import (
 	"context"
 	"net/http"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/backends/netns"
+	"github.com/lockprover/lockprover/backends/netns/netnstest"
 )
 
 // TestClusterStarts: three servers and a client agent start in a lab,
 // the client agent creates sessions through the servers' leader, and
 // nothing is left once stopped.
 func TestClusterStarts(t *testing.T) {
-	if err := netns.Preflight(); err != nil {
-		t.Skipf("no consul cluster here: %v", err)
-	}
 	if _, err := Find(); err != nil {
 		t.Skip(err)
 	}
-	lab, err := netns.New(context.Background(), "s1", "s2", "s3", "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		lab.Close()
-		ns, _ := exec.Command("ip", "netns", "list").Output()
-		if strings.Contains(string(ns), lab.ID) {
-			t.Errorf("lab %s left behind", lab.ID)
-		}
-	}()
+	lab := netnstest.Lab(t, "s1", "s2", "s3", "c1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()

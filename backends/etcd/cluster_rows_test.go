@@ -75,6 +75,7 @@ func TestClusterKeepAliveCutOff(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var kaSeen, watchSeen, majSeen []string
+	var kaClosed, leaseGone time.Duration // 0: not seen
 	note := func(s *[]string, f string, a ...any) {
 		mu.Lock()
 		*s = append(*s, fmt.Sprintf("%.1fs: ", time.Since(t0).Seconds())+fmt.Sprintf(f, a...))
@@ -91,6 +92,9 @@ func TestClusterKeepAliveCutOff(t *testing.T) {
 			case r, ok := <-ka:
 				if !ok {
 					note(&kaSeen, "keepalive channel closed")
+					mu.Lock()
+					kaClosed = time.Since(t0)
+					mu.Unlock()
 					return
 				}
 				if r.TTL != last {
@@ -141,6 +145,11 @@ func TestClusterKeepAliveCutOff(t *testing.T) {
 			if s != last {
 				note(&majSeen, "%s", s)
 				last = s
+				if s == "lease gone" {
+					mu.Lock()
+					leaseGone = time.Since(t0)
+					mu.Unlock()
+				}
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -150,4 +159,19 @@ func TestClusterKeepAliveCutOff(t *testing.T) {
 	t.Logf("row: the holder's keepalive: %s", strings.Join(kaSeen, "; "))
 	t.Logf("row: the holder's watch of the lock's prefix: %s", strings.Join(watchSeen, "; "))
 	t.Logf("row: the lease, as the majority sees it: %s", strings.Join(majSeen, "; "))
+	// K.2: the majority drops the lease about a TTL after the cut, the
+	// holder's keepalive channel closes within a couple of seconds of
+	// that, and its watch, on the cut-off member, never hears of it.
+	ttlD := time.Duration(ttl) * time.Second
+	if leaseGone == 0 || leaseGone > ttlD+3*time.Second {
+		t.Errorf("the majority dropped the lease at %v (0: never), want within a TTL and 3 s of the cut", leaseGone)
+	}
+	if kaClosed == 0 || kaClosed > ttlD+3*time.Second || (leaseGone != 0 && (kaClosed-leaseGone > 2*time.Second || leaseGone-kaClosed > 2*time.Second)) {
+		t.Errorf("the holder's keepalive closed at %v (0: never), the lease dropped at %v: want both about a TTL after the cut", kaClosed, leaseGone)
+	}
+	for _, w := range watchSeen {
+		if strings.Contains(w, "DELETE") {
+			t.Errorf("the cut-off holder's watch saw %s", w)
+		}
+	}
 }

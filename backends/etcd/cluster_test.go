@@ -3,35 +3,29 @@ package etcd
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockprover/lockprover/backends/netns"
 	"github.com/lockprover/lockprover/backends/proc"
+
+	"github.com/lockprover/lockprover/backends/netns/netnstest"
 )
 
 // startCluster starts a 3-member cluster in a lab of its own, or skips
 // saying what this machine lacks; cleanup stops it and removes the lab.
 func startCluster(t *testing.T) (*netns.Lab, *Cluster) {
 	t.Helper()
-	if err := netns.Preflight(); err != nil {
-		t.Skipf("no etcd cluster here: %v", err)
-	}
 	if _, err := Find(); err != nil {
 		t.Skip(err)
 	}
-	lab, err := netns.New(context.Background(), "e1", "e2", "e3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lab := netnstest.Lab(t, "e1", "e2", "e3")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
 	c, err := StartCluster(ctx, lab, t.TempDir(), Options{})
 	if err != nil {
-		lab.Close()
 		t.Fatal(err)
 	}
 	t.Logf("3 members healthy in %v", time.Since(t0).Round(time.Millisecond))
@@ -43,13 +37,6 @@ func startCluster(t *testing.T) (*netns.Lab, *Cluster) {
 			t.Logf("Stop: %v", err)
 		} else if err != nil {
 			t.Errorf("Stop: %v", err)
-		}
-		if err := lab.Close(); err != nil {
-			t.Errorf("lab Close: %v", err)
-		}
-		ns, _ := exec.Command("ip", "netns", "list").Output()
-		if strings.Contains(string(ns), lab.ID) {
-			t.Errorf("lab %s left behind: %s", lab.ID, ns)
 		}
 	})
 	return lab, c

@@ -74,22 +74,10 @@ func (s *Server) Terminate(ctx context.Context, pids ...uint32) (int, error) {
 // pg_locks splits a bigint key into classid (its high 32 bits) and objid
 // (its low 32 bits), with objsubid 1.
 func (s *Server) AdvisoryHolders(ctx context.Context, key int64) ([]uint32, error) {
-	var pids []uint32
-	err := s.admin(ctx, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, `SELECT pid FROM pg_locks
-			WHERE locktype = 'advisory' AND granted AND objsubid = 1
-			AND classid = $1::bigint::oid AND objid = $2::bigint::oid ORDER BY pid`,
-			uint64(key)>>32, uint64(key)&0xffffffff)
-		if err != nil {
-			return err
-		}
-		pids, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint32, error) {
-			var pid int32
-			err := r.Scan(&pid)
-			return uint32(pid), err
-		})
-		return err
-	})
+	pids, err := s.pids(ctx, `SELECT pid FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 1
+		AND classid = $1::bigint::oid AND objid = $2::bigint::oid ORDER BY pid`,
+		uint64(key)>>32, uint64(key)&0xffffffff)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: advisory holders of %d: %w", key, err)
 	}
@@ -99,20 +87,8 @@ func (s *Server) AdvisoryHolders(ctx context.Context, key int64) ([]uint32, erro
 // Sessions returns the process ids of the client backends connected to
 // database postgres, but the caller's own, in pid order.
 func (s *Server) Sessions(ctx context.Context) ([]uint32, error) {
-	var pids []uint32
-	err := s.admin(ctx, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, `SELECT pid FROM pg_stat_activity
-			WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() ORDER BY pid`)
-		if err != nil {
-			return err
-		}
-		pids, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint32, error) {
-			var pid int32
-			err := r.Scan(&pid)
-			return uint32(pid), err
-		})
-		return err
-	})
+	pids, err := s.pids(ctx, `SELECT pid FROM pg_stat_activity
+		WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() ORDER BY pid`)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: sessions: %w", err)
 	}
@@ -131,10 +107,20 @@ func (s *Server) SessionsFrom(ctx context.Context, ports []int) ([]uint32, error
 	for i, p := range ports {
 		p32[i] = int32(p)
 	}
+	pids, err := s.pids(ctx, `SELECT pid FROM pg_stat_activity
+		WHERE backend_type = 'client backend' AND client_port = ANY($1) ORDER BY pid`, p32)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: sessions from ports %v: %w", ports, err)
+	}
+	return pids, nil
+}
+
+// pids runs a query whose rows are one backend process id each, on an
+// administrator's connection.
+func (s *Server) pids(ctx context.Context, query string, args ...any) ([]uint32, error) {
 	var pids []uint32
 	err := s.admin(ctx, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, `SELECT pid FROM pg_stat_activity
-			WHERE backend_type = 'client backend' AND client_port = ANY($1) ORDER BY pid`, p32)
+		rows, err := c.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -145,8 +131,5 @@ func (s *Server) SessionsFrom(ctx context.Context, ports []int) ([]uint32, error
 		})
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: sessions from ports %v: %w", ports, err)
-	}
-	return pids, nil
+	return pids, err
 }

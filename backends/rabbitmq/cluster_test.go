@@ -2,13 +2,14 @@ package rabbitmq
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockprover/lockprover/backends/netns"
 	"github.com/lockprover/lockprover/internal/quick"
+
+	"github.com/lockprover/lockprover/backends/netns/netnstest"
 )
 
 // startCluster starts a three-node cluster in a lab of its own for a
@@ -20,17 +21,7 @@ func startCluster(t *testing.T, o ClusterOptions) (*Cluster, *netns.Lab) {
 	if err := ClusterPreflight(); err != nil {
 		t.Skipf("no RabbitMQ cluster here: %v", err)
 	}
-	lab, err := netns.New(context.Background(), "n1", "n2", "n3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		lab.Close()
-		ns, _ := exec.Command("ip", "netns", "list").Output()
-		if strings.Contains(string(ns), lab.ID) {
-			t.Errorf("lab %s left behind", lab.ID)
-		}
-	})
+	lab := netnstest.Lab(t, "n1", "n2", "n3")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	t0 := time.Now()
@@ -61,4 +52,22 @@ func TestClusterStarts(t *testing.T) {
 		}
 	}
 	t.Logf("%s", out)
+}
+
+// A partition handling mode RabbitMQ does not have, or a net_ticktime that
+// is not whole seconds, is refused before anything starts, naming it.
+func TestStartClusterRefusesBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		o    ClusterOptions
+		want string
+	}{
+		{ClusterOptions{PartitionHandling: "pause-minority"}, `partition handling "pause-minority": want one of ignore, pause_minority, autoheal`},
+		{ClusterOptions{NetTicktime: 1500 * time.Millisecond}, "net_ticktime 1.5s: whole seconds"},
+		{ClusterOptions{NetTicktime: -time.Second}, "net_ticktime -1s"},
+	} {
+		_, err := StartCluster(context.Background(), nil, t.TempDir(), tc.o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error saying %q", tc.o, err, tc.want)
+		}
+	}
 }
