@@ -2,6 +2,8 @@ package rabbitmq
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +53,52 @@ func TestClusterStarts(t *testing.T) {
 			t.Errorf("cluster_status does not name %s: %s", n.Name, out)
 		}
 	}
-	t.Logf("%s", out)
+	// Pause stops the node's VM itself (not the script that runs it),
+	// Resume continues it; Crash kills it and Start brings it back into
+	// the cluster.
+	n3 := c.Nodes[2]
+	pid, err := n3.beam()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n3.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if st := procState(pid); st != "T" {
+		t.Errorf("paused node's VM (pid %d) in state %q, want T (stopped)", pid, st)
+	}
+	if err := n3.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n3.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if procState(pid) != "" {
+		t.Errorf("crashed node's VM (pid %d) still runs", pid)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := n3.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.Nodes[0].Ctl(ctx, "cluster_status", "--formatter", "json"); err != nil || !strings.Contains(out, n3.Name) {
+		t.Errorf("after its restart, cluster_status %v: %s", err, out)
+	}
+}
+
+// procState is a process's state letter from /proc ("" if it is gone).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		if st := s[i+2 : i+3]; st != "Z" {
+			return st
+		}
+	}
+	return ""
 }
 
 // A partition handling mode RabbitMQ does not have, or a net_ticktime that
