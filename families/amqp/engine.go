@@ -42,6 +42,13 @@ type engine interface {
 
 type queueOwner struct{ name, owner string }
 
+// A settler is an engine whose backend must be brought back to its first
+// state before the quiescent probe (a cluster made one again), whatever
+// the plan's heartbeat.
+type settler interface {
+	Settle()
+}
+
 // A costReader reads what process name has sent into c, reusing c's map,
 // where engine.Cost makes a fresh one on every call: the simulator's
 // engine, which the runner asks twice an operation.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -628,7 +629,7 @@ func (r *runner) nemesis(b broker.Broker) {
 	timeline := run.Timeline(len(r.p.Nemesis), func(i int) (int, int, bool) {
 		f := r.p.Nemesis[i]
 		lasts := 0
-		if f.Fault == histories.Pause || f.Fault == histories.Partition {
+		if r.endOf(f.Fault, f.aim()) != "" {
 			lasts = f.For
 		}
 		return f.At, lasts, f.AfterCalls <= 0 && f.Fault != AdminCrash // the others strike mid-operation, by method counts
@@ -638,9 +639,9 @@ func (r *runner) nemesis(b broker.Broker) {
 		Strike: func(t run.Timed) {
 			f := r.p.Nemesis[t.Fault]
 			if t.End {
-				r.strike(histories.EndOf(f.Fault), f.Target)
+				r.strike(r.endOf(f.Fault, f.aim()), f.aim())
 			} else {
-				r.strike(f.Fault, f.Target)
+				r.strike(f.Fault, f.aim())
 			}
 		},
 		EndFaults: func() {
@@ -648,10 +649,13 @@ func (r *runner) nemesis(b broker.Broker) {
 			holds := r.Holds()
 			r.mu.Unlock()
 			for _, h := range holds {
-				r.strike(histories.EndOf(h.Fault), h.Target)
+				r.strike(r.endOf(h.Fault, h.Target), h.Target)
 			}
 		},
 		Settle: func() {
+			if s, ok := r.eng.(settler); ok {
+				s.Settle() // a cluster agrees again
+			}
 			if r.hb > 0 {
 				r.eng.Notice(b, r.lock, 3*r.hb+time.Second) // the broker notices every dead connection
 			}
@@ -685,39 +689,68 @@ func (r *runner) strikeFor(f Fault) {
 	if r.isEnding() {
 		return
 	}
-	target := f.Target
-	if f.Fault == histories.RestartBroker {
-		target = ""
-	}
+	target := f.aim()
 	r.strike(f.Fault, target)
-	if end := histories.EndOf(f.Fault); f.For > 0 && end != "" {
+	if end := r.endOf(f.Fault, target); f.For > 0 && end != "" {
 		r.eng.After(time.Duration(f.For)*time.Millisecond, func() {
 			r.mu.Lock()
-			on := r.Held(f.Fault, f.Target)
+			on := r.Held(f.Fault, target)
 			r.mu.Unlock()
 			if on {
-				r.strike(end, f.Target)
+				r.strike(end, target)
 			}
 		})
 	}
+}
+
+// endOf is the fault that ends fault struck at aim: resume for a pause,
+// heal for a partition, and for a node killed, its start (restart-broker
+// aimed at it); "" for a fault that does not last.
+func (r *runner) endOf(fault, aim string) string {
+	if fault == histories.Kill && slices.Contains(r.p.Cluster, aim) {
+		return histories.RestartBroker
+	}
+	return histories.EndOf(fault)
+}
+
+// onCluster says whether aim is a node of the plan's cluster or a cut
+// between its nodes, not a process.
+func (r *runner) onCluster(aim string) bool {
+	return slices.Contains(r.p.Cluster, aim) || strings.Contains(aim, ">")
+}
+
+// aimValue is how a history records a fault's aim: the process or node
+// it strikes, or the directions it cuts between nodes.
+func aimValue(aim string) *histories.Fault {
+	if strings.Contains(aim, ">") {
+		return &histories.Fault{Cut: aim}
+	}
+	return &histories.Fault{Process: aim}
 }
 
 // strike applies one fault and records it.
 func (r *runner) strike(fault, target string) {
 	e := histories.Event{Process: "nemesis", F: fault}
 	if target != "" {
-		e.Value = &histories.Fault{Process: target}
+		e.Value = aimValue(target)
 	}
 	e.Type = histories.Invoke
 	r.Rec.Add(e)
 	r.signal(fault, target)
 	err := r.eng.Fault(fault, target)
 	r.mu.Lock()
+	cluster := r.onCluster(target)
 	switch fault {
 	case histories.Pause, histories.Partition:
 		if err == nil {
 			r.Hold(fault, target)
 		}
+	case histories.Kill:
+		if err == nil && cluster {
+			r.Hold(fault, target) // until its node starts again
+		}
+	case histories.RestartBroker:
+		r.Unhold(histories.Kill, target)
 	case histories.Resume:
 		r.Unhold(histories.Pause, target)
 	case histories.Heal:
@@ -725,7 +758,7 @@ func (r *runner) strike(fault, target string) {
 	}
 	if err == nil && fault != histories.Resume && fault != histories.Heal {
 		for name := range r.states {
-			if target == "" || name == target {
+			if target == "" || cluster || name == target {
 				r.ledger(name).cut()
 			}
 		}
@@ -733,7 +766,8 @@ func (r *runner) strike(fault, target string) {
 	e.Type = histories.Info
 	if err != nil && target != "" {
 		e.Type = histories.Fail
-		e.Value = &histories.Fault{Process: target, Reason: "not applied: " + err.Error()}
+		e.Value = aimValue(target)
+		e.Value.(*histories.Fault).Reason = "not applied: " + err.Error()
 	}
 	if u, ok := r.eng.(brokerUp); ok && err == nil && fault == histories.RestartBroker && !u.BrokerUp() {
 		// Struck from outside any process (in the middle of an
@@ -744,7 +778,7 @@ func (r *runner) strike(fault, target string) {
 		r.Rec.Add(e)
 	}
 	r.mu.Unlock()
-	if fault == histories.Kill && err == nil {
+	if fault == histories.Kill && err == nil && !cluster {
 		r.restart(target)
 	}
 }

@@ -1,0 +1,151 @@
+package amqp
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/netns/netnstest"
+	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/families/amqp/check"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/quick"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// clusterTarget starts a three-node cluster (n1, n2, n3) in the given
+// partition handling mode for t, skipping where the machine cannot make
+// one, and stops it (and its lab) at t's end.
+func clusterTarget(t *testing.T, mode string) RabbitMQCluster {
+	t.Helper()
+	quick.Skip(t, "a RabbitMQ cluster")
+	if err := rabbitmq.ClusterPreflight(); err != nil {
+		t.Skipf("no RabbitMQ cluster here: %v", err)
+	}
+	lab := netnstest.Lab(t, "n1", "n2", "n3")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := rabbitmq.StartCluster(ctx, lab, t.TempDir(), rabbitmq.ClusterOptions{PartitionHandling: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping the cluster: %v", err)
+		}
+	})
+	return RabbitMQCluster{Cluster: c, Lab: lab, Log: os.Stderr}
+}
+
+// isolatedHolder is a hand plan: c1 takes the one slot through n1, then
+// n1 is cut off from n2 and n3 both ways, silently; once the others have
+// had time to declare n1 down (net_ticktime 5 s: 3.75 to 6.25 s), c2
+// asks for the slot through n2, and c1 verifies it still holds. The
+// semaphore's A queue is made through n2 (the admin's node), on the
+// majority's side.
+func isolatedHolder() *Plan {
+	return &Plan{Version: PlanVersion, Kind: histories.Semaphore, Lock: "lp-cluster", Slots: 1,
+		Options: Options{HeartbeatMs: Ms(3000)},
+		Cluster: []string{"n1", "n2", "n3"},
+		Nodes:   map[string]string{"admin": "n2", "c1": "n1", "c2": "n2"},
+		Admins:  [][]Step{{}},
+		Clients: [][]Step{
+			{{Op: "acquire"}, {Op: Sleep, Ms: 14000}, {Op: "verify"}, {Op: Sleep, Ms: 1000}, {Op: "release"}},
+			{{Op: Sleep, Ms: 10000}, {Op: "acquire"}, {Op: Sleep, Ms: 6000}, {Op: "verify"}, {Op: "release"}},
+		},
+		Nemesis: []Fault{{At: 1000, Fault: histories.Partition, Cut: "n1>n2 n1>n3 n2>n1 n3>n1", For: 17000}},
+	}
+}
+
+// runCluster runs p on the cluster and judges it.
+func runCluster(t *testing.T, tg RabbitMQCluster, p *Plan) *prover.Result {
+	t.Helper()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	res, err := tg.Run(ctx, p, Reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("plan ran in %v", time.Since(t0).Round(time.Millisecond))
+	return res
+}
+
+// verdicts are the report's statuses by property, and its failures'
+// details.
+func verdicts(t *testing.T, res *prover.Result) map[string]model.Verdict {
+	t.Helper()
+	rep := prover.Judge(res, model.Options{Timeout: time.Minute, Family: []any{check.Options{}}})
+	out := map[string]model.Verdict{}
+	for _, v := range rep.Verdicts {
+		out[v.Property] = v
+		t.Logf("%s: %s %s", v.Property, v.Status, v.Detail)
+	}
+	return out
+}
+
+// isolatedHolderOn runs isolatedHolder on a cluster in mode and checks
+// what every mode shares: the partition is recorded with the directions
+// it cut, then its heal; the cluster is one again for the probe, whose
+// every operation succeeds; nothing leaks and the count stays exact.
+func isolatedHolderOn(t *testing.T, mode string) (map[string]model.Verdict, []histories.Event) {
+	tg := clusterTarget(t, mode)
+	res := runCluster(t, tg, isolatedHolder())
+	var b strings.Builder
+	histories.Write(&b, res.History)
+	t.Log(b.String())
+	var cut, healed bool
+	for _, e := range res.History {
+		f := histories.FaultOf(&e)
+		switch {
+		case e.Process == "nemesis" && e.F == histories.Partition && e.Type == histories.Info:
+			cut = f != nil && f.Cut == "n1>n2 n1>n3 n2>n1 n3>n1"
+		case e.Process == "nemesis" && e.F == histories.Heal && e.Type == histories.Info:
+			healed = f != nil && f.Cut == "n1>n2 n1>n3 n2>n1 n3>n1"
+		case e.Process == "probe" && e.Type != histories.Invoke && e.Type != histories.Ok:
+			t.Errorf("the probe's %s did not succeed (the cluster was not one again?): %+v", e.F, e)
+		}
+	}
+	if !cut || !healed {
+		t.Errorf("the history does not record the partition (%v) and its heal (%v) with the directions cut", cut, healed)
+	}
+	v := verdicts(t, res)
+	for _, prop := range []string{check.CountExact, check.Persistent, check.NoLeak} {
+		if v[prop].Status != model.Pass {
+			t.Errorf("%s: %s %s", prop, v[prop].Status, v[prop].Detail)
+		}
+	}
+	return v, res.History
+}
+
+// Under ignore, both sides of the partition go on: once n2 has declared
+// n1 down, c2 takes the slot c1 still holds through n1 (c1 is told only
+// at its next verify): slot-exclusive fails, and names both holds.
+func TestClusterIsolatedHolderIgnore(t *testing.T) {
+	v, _ := isolatedHolderOn(t, rabbitmq.Ignore)
+	se := v[check.SlotExclusive]
+	if se.Status != model.Fail || !strings.Contains(se.Detail, "c2 acquire") || !strings.Contains(se.Detail, "while c1 held it") {
+		t.Errorf("slot-exclusive under ignore: %s %s; want c2's acquire of the slot c1 held", se.Status, se.Detail)
+	}
+}
+
+// Under pause_minority, n1 finds itself alone and stops its broker,
+// closing c1's connection; c2 still takes the slot through n2 before c1
+// hears of it at its verify.
+func TestClusterIsolatedHolderPauseMinority(t *testing.T) {
+	v, h := isolatedHolderOn(t, rabbitmq.PauseMinority)
+	for _, e := range h {
+		if e.Process == "c1" && e.F == histories.Verify && e.Type == histories.Ok {
+			if v := check.ValueOf(&e); v != nil && v.Held != nil && *v.Held {
+				t.Errorf("c1's verify through the paused n1 says it holds: %+v", e)
+			}
+		}
+	}
+	t.Logf("slot-exclusive under pause_minority: %s", v[check.SlotExclusive].Status)
+}
