@@ -17,9 +17,9 @@ func TestClusterPlanValidation(t *testing.T) {
 		t.Fatalf("the hand plan: %v", err)
 	}
 	for _, tc := range []struct {
-		name   string
+		name    string
 		breakIt func(p *Plan)
-		want   string
+		want    string
 	}{
 		{"node name", func(p *Plan) { p.Cluster[1] = "N-2" }, `cluster[1]: a node's name is a letter then letters or digits (n1), got "N-2"`},
 		{"node twice", func(p *Plan) { p.Cluster[2] = "n1" }, `cluster[2]: node "n1" named twice`},
