@@ -49,6 +49,7 @@ func Draw(t *rapid.T, c Config) *Plan {
 	}
 	if ct, ok := c.Target.(RabbitMQCluster); ok {
 		drawNodes(t, p, ct.Nodes())
+		p.PartitionHandling = ct.Cluster.Options().PartitionHandling
 	}
 	p.Nemesis = drawNemesis(t, c, p, hb)
 	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")

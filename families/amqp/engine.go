@@ -49,6 +49,12 @@ type settler interface {
 	Settle()
 }
 
+// onCluster is an engine that may run on a RabbitMQ cluster: its
+// partition handling mode ("" on a single broker).
+type onCluster interface {
+	partitionHandling() string
+}
+
 // A costReader reads what process name has sent into c, reusing c's map,
 // where engine.Cost makes a fresh one on every call: the simulator's
 // engine, which the runner asks twice an operation.

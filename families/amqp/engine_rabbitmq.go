@@ -464,6 +464,13 @@ func (e *realEngine) queueNames(lock string) []string {
 	return names
 }
 
+func (e *realEngine) partitionHandling() string {
+	if e.t.cluster == nil {
+		return ""
+	}
+	return e.t.cluster.t.Cluster.Options().PartitionHandling
+}
+
 // Settle brings a cluster back to one before the quiescent probe (nothing
 // on a single broker). A cluster that could not be brought back is said in
 // the run's problems by the probe's failures, and in the target's log.

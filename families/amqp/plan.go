@@ -53,6 +53,10 @@ type Plan struct {
 	// (NodeOf), and the final probe to the first node.
 	Cluster []string          `json:"cluster,omitempty"`
 	Nodes   map[string]string `json:"nodes,omitempty"`
+	// PartitionHandling is the cluster's mode the plan was drawn for
+	// (ignore, pause_minority, autoheal): what a replay runs it under
+	// unless told otherwise.
+	PartitionHandling string `json:"partition_handling,omitempty"`
 	// Decisions are the simulator's scheduling decisions.
 	run.Decisions
 	// JudgedBy is how the plan was judged when it was found (plans written
@@ -343,6 +347,15 @@ func (p *Plan) validateCluster() error {
 	if len(p.Nodes) > 0 && len(p.Cluster) == 0 {
 		return planError("nodes", "a plan without a cluster has no nodes to connect to")
 	}
+	switch p.PartitionHandling {
+	case "":
+	case "ignore", "pause_minority", "autoheal":
+		if len(p.Cluster) == 0 {
+			return planError("partition_handling", "a plan without a cluster has no partition handling")
+		}
+	default:
+		return planError("partition_handling", "want ignore, pause_minority or autoheal, got %q", p.PartitionHandling)
+	}
 	for _, name := range slices.Sorted(maps.Keys(p.Nodes)) {
 		if !slices.Contains(p.processes(), name) {
 			return planError("nodes."+name, "no process named %q in this plan", name)
@@ -517,5 +530,6 @@ func (p *Plan) upgrade() {
 func (p *Plan) Write(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // a cut reads n1>n2
 	return enc.Encode(p)
 }

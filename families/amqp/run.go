@@ -122,6 +122,12 @@ func (r *runner) result() (*prover.Result, error) {
 	}
 	res := &prover.Result{History: r.Rec.Events()}
 	ev := &check.Evidence{Costs: r.costs, Waste: r.waste, Methods: map[string]int{}, MaxSlots: maxSlots(r.p)}
+	if c, ok := r.eng.(onCluster); ok && len(r.p.Cluster) > 0 {
+		ev.Cluster = &check.Cluster{Mode: c.partitionHandling(), NodeOf: map[string]string{}}
+		for name := range r.states {
+			ev.Cluster.NodeOf[name] = r.p.NodeOf(name)
+		}
+	}
 	res.Evidence = model.Evidence{Lock: r.lock, Problems: r.problems, Family: ev}
 	if w, ok := r.eng.(serverWitness); ok {
 		r.addBrokerFaults(res, w.serverNotes())

@@ -186,6 +186,15 @@ func clusterReplay(p *amqp.Plan, s family.Settings) (*family.Setup, error) {
 	if len(p.Cluster) == 0 {
 		return nil, fmt.Errorf("the plan has no cluster: replay it on the simulator or --target rabbitmq")
 	}
+	if !s.Given("partition-handling") && p.PartitionHandling != "" {
+		flag := s.Flag
+		s.Flag = func(name string) string {
+			if name == "partition-handling" {
+				return p.PartitionHandling // the mode the plan was found under
+			}
+			return flag(name)
+		}
+	}
 	o, err := clusterOptions(s)
 	if err != nil {
 		return nil, err
