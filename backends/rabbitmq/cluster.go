@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -478,8 +479,8 @@ func (c *Cluster) Recover(ctx context.Context, lab *netns.Lab) (string, error) {
 				return "", err
 			}
 			did = append(did, "started "+n.Host)
-		} else if err := n.Resume(); err != nil {
-			return "", err
+		} else if err := n.Resume(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err // (no pid file: a node still starting, not paused)
 		}
 	}
 	// Within two tick times a healed cluster has merged (pause_minority,

@@ -115,6 +115,11 @@ func (c *clusterRun) fault(ctx context.Context, fault, aim string) (handled bool
 	if n == nil {
 		return false, nil
 	}
+	defer func() {
+		if err != nil && c.t.Log != nil {
+			fmt.Fprintf(c.t.Log, "cluster: %s of node %s failed: %v\n", fault, aim, err)
+		}
+	}()
 	switch fault {
 	case histories.Kill:
 		return true, n.Crash()
@@ -189,7 +194,7 @@ func (c *clusterRun) settle(ctx context.Context) error {
 	c.mu.Unlock()
 	t0 := time.Now()
 	did, err := c.t.Cluster.Recover(ctx, c.t.Lab)
-	if c.t.Log != nil && (did != "" || err != nil) {
+	if c.t.Log != nil && (strings.Contains(did, "restarted") || err != nil) { // an operator's restart, or a failure
 		if err != nil {
 			fmt.Fprintf(c.t.Log, "cluster: recovery failed after %.1fs: %v\n", time.Since(t0).Seconds(), err)
 		} else {

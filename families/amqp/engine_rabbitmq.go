@@ -91,6 +91,9 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if e.settleErr != nil {
+		return nil, fmt.Errorf("the cluster could not be made one again before the probe: %w", e.settleErr)
+	}
 	return r.result()
 }
 
@@ -123,6 +126,10 @@ type realEngine struct {
 
 	mu     sync.Mutex
 	paused map[string]bool
+	// settleErr is why the cluster could not be brought back to one
+	// before the probe: the plan's verdicts would judge the harness, so
+	// the plan could not run.
+	settleErr error
 }
 
 func (e *realEngine) Go(name string, fn func(broker.Broker)) {
@@ -476,7 +483,11 @@ func (e *realEngine) partitionHandling() string {
 // the run's problems by the probe's failures, and in the target's log.
 func (e *realEngine) Settle() {
 	if e.t.cluster != nil {
-		e.t.cluster.settle(e.ctx)
+		if err := e.t.cluster.settle(e.ctx); err != nil {
+			e.mu.Lock()
+			e.settleErr = err
+			e.mu.Unlock()
+		}
 	}
 }
 

@@ -734,7 +734,56 @@ func aimValue(aim string) *histories.Fault {
 	return &histories.Fault{Process: aim}
 }
 
-// strike applies one fault and records it.
+// throughNode is what a fault on a node of a cluster does to the
+// processes connected to it, as a fault on each (the history's own
+// terms, which the checker judges holds by): a kill or a restart of the
+// node closes their connections (a force-close of each; none for the
+// start of a node that was down), a pause silences them (a partition of
+// each, until the node's resume heals them). "" for none.
+func (r *runner) throughNode(fault, node string) string {
+	if !slices.Contains(r.p.Cluster, node) {
+		return ""
+	}
+	switch fault {
+	case histories.Kill:
+		return histories.ForceClose
+	case histories.RestartBroker:
+		r.mu.Lock()
+		down := r.Held(histories.Kill, node)
+		r.mu.Unlock()
+		if !down {
+			return histories.ForceClose
+		}
+	case histories.Pause:
+		return histories.Partition
+	case histories.Resume:
+		return histories.Heal
+	}
+	return ""
+}
+
+// nodeFaultWords says what a fault did to a node, for the history.
+var nodeFaultWords = map[string]string{histories.Kill: "killed", histories.RestartBroker: "restarted",
+	histories.Pause: "paused", histories.Resume: "resumed"}
+
+// onNode lists the plan's processes that have started and connect to
+// node, sorted.
+func (r *runner) onNode(node string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for name := range r.states {
+		if r.p.NodeOf(name) == node {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// strike applies one fault and records it. A fault on a node is recorded
+// with what it does to each process connected to the node (throughNode),
+// invoked with it and in place once it is.
 func (r *runner) strike(fault, target string) {
 	e := histories.Event{Process: "nemesis", F: fault}
 	if target != "" {
@@ -742,8 +791,27 @@ func (r *runner) strike(fault, target string) {
 	}
 	e.Type = histories.Invoke
 	r.Rec.Add(e)
+	via := r.throughNode(fault, target)
+	var hit []string
+	if via != "" {
+		hit = r.onNode(target)
+		for _, p := range hit {
+			r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: via, Value: &histories.Fault{Process: p}})
+		}
+	}
 	r.signal(fault, target)
 	err := r.eng.Fault(fault, target)
+	defer func() {
+		for _, p := range hit {
+			done := histories.Event{Process: "nemesis", Type: histories.Info, F: via, Value: &histories.Fault{Process: p},
+				Error: fmt.Sprintf("struck through its node: %s %s", target, nodeFaultWords[fault])}
+			if err != nil {
+				done.Type, done.Error = histories.Fail, ""
+				done.Value = &histories.Fault{Process: p, Reason: fmt.Sprintf("not applied: the %s of its node %s was not: %v", fault, target, err)}
+			}
+			r.Rec.Add(done)
+		}
+	}()
 	r.mu.Lock()
 	cluster := r.onCluster(target)
 	switch fault {
