@@ -72,3 +72,13 @@ func TestSimulatorRefusesClusterPlan(t *testing.T) {
 		t.Errorf("the simulator ran a cluster's plan: %v", err)
 	}
 }
+
+// isolatedHolder is the hand plan examples/cluster/isolated-holder.json
+// (families/amqp/clusters runs it on real clusters).
+func isolatedHolder() *Plan {
+	p, err := ReadPlan("../../examples/cluster/isolated-holder.json")
+	if err != nil {
+		panic(err)
+	}
+	return p
+}

@@ -1,4 +1,8 @@
-package amqp
+// Package clusters_test proves amqp-locks' hand plans on private RabbitMQ
+// clusters (families/amqp's RabbitMQCluster target), in a package of its
+// own so that its minutes of cluster time run beside the other packages'
+// tests, not before families/amqp's parallel ones.
+package clusters_test
 
 import (
 	"context"
@@ -9,6 +13,7 @@ import (
 
 	"github.com/lockprover/lockprover/backends/netns/netnstest"
 	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/families/amqp"
 	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/quick"
@@ -19,7 +24,7 @@ import (
 // clusterTarget starts a three-node cluster (n1, n2, n3) in the given
 // partition handling mode for t, skipping where the machine cannot make
 // one, and stops it (and its lab) at t's end.
-func clusterTarget(t *testing.T, mode string) RabbitMQCluster {
+func clusterTarget(t *testing.T, mode string) amqp.RabbitMQCluster {
 	t.Helper()
 	quick.Skip(t, "a RabbitMQ cluster")
 	if err := rabbitmq.ClusterPreflight(); err != nil {
@@ -37,7 +42,7 @@ func clusterTarget(t *testing.T, mode string) RabbitMQCluster {
 			t.Errorf("stopping the cluster: %v", err)
 		}
 	})
-	return RabbitMQCluster{Cluster: c, Lab: lab, Log: os.Stderr}
+	return amqp.RabbitMQCluster{Cluster: c, Lab: lab, Log: os.Stderr}
 }
 
 // isolatedHolder is the hand plan examples/cluster/isolated-holder.json:
@@ -46,8 +51,8 @@ func clusterTarget(t *testing.T, mode string) RabbitMQCluster {
 // (net_ticktime 5 s: 3.75 to 6.25 s), c2 asks for the slot through n2,
 // and c1 verifies it still holds. The semaphore's A queue is made
 // through n2 (the admin's node), on the majority's side.
-func isolatedHolder() *Plan {
-	p, err := ReadPlan("../../examples/cluster/isolated-holder.json")
+func isolatedHolder() *amqp.Plan {
+	p, err := amqp.ReadPlan("../../../examples/cluster/isolated-holder.json")
 	if err != nil {
 		panic(err)
 	}
@@ -55,7 +60,7 @@ func isolatedHolder() *Plan {
 }
 
 // runCluster runs p on the cluster and judges it.
-func runCluster(t *testing.T, tg RabbitMQCluster, p *Plan) *prover.Result {
+func runCluster(t *testing.T, tg amqp.RabbitMQCluster, p *amqp.Plan) *prover.Result {
 	t.Helper()
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
@@ -63,7 +68,7 @@ func runCluster(t *testing.T, tg RabbitMQCluster, p *Plan) *prover.Result {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	res, err := tg.Run(ctx, p, Reference)
+	res, err := tg.Run(ctx, p, amqp.Reference)
 	if err != nil {
 		t.Fatal(err)
 	}
