@@ -499,9 +499,11 @@ func (e *realEngine) cleanup(lock string) (leftover string) {
 		px.Kill()
 	}
 	if e.t.cluster != nil && e.ctx.Err() != nil {
-		// Interrupted mid-plan: the nodes may be cut off, paused or
-		// down; the clean-up needs them back.
-		e.t.cluster.settle(context.Background())
+		// Interrupted: the run removes the whole cluster, whose nodes may
+		// be cut off, paused or down; nothing of this plan needs deleting
+		// first.
+		e.proxies.Close()
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -78,6 +78,7 @@ func (b *clusterBox) start(ctx context.Context) error {
 	b.lab, b.dir = lab, dir
 	b.leave = prover.Leave(fmt.Sprintf("the RabbitMQ cluster's network lab %s (ip netns list: its namespaces begin with %s) and %s", lab.ID, lab.ID, dir))
 	b.mu.Unlock()
+	fmt.Fprintf(b.stderr, "lockprover: starting a RabbitMQ cluster of 3 nodes in the network lab %s, files under %s\n", lab.ID, dir)
 	c, err := rabbitmq.StartCluster(ctx, lab, dir, b.o)
 	if err != nil {
 		b.stop()
