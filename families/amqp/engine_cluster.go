@@ -39,6 +39,22 @@ type RabbitMQCluster struct {
 	OpTimeout time.Duration
 	// Log hears what each recovery had to do (nil: nothing).
 	Log io.Writer
+
+	// dirty, shared by the target's copies, says the last plan did not
+	// end with the cluster made one again (it was interrupted, by a
+	// search's deadline say, or its recovery failed): the next plan
+	// recovers it first.
+	dirty *dirtyFlag
+}
+
+type dirtyFlag struct {
+	sync.Mutex
+	set bool
+}
+
+// NewRabbitMQCluster is the target of a started cluster in its lab.
+func NewRabbitMQCluster(c *rabbitmq.Cluster, lab *netns.Lab, log io.Writer) RabbitMQCluster {
+	return RabbitMQCluster{Cluster: c, Lab: lab, Log: log, dirty: &dirtyFlag{}}
 }
 
 // Nodes are the cluster's nodes, by their hosts' names: what a plan's
@@ -77,6 +93,16 @@ func (t RabbitMQCluster) Run(ctx context.Context, p *Plan, impl Impl) (*prover.R
 		return nil, err
 	}
 	c := &clusterRun{t: t, plan: p, cuts: map[string][][2]string{}}
+	if t.dirty != nil {
+		t.dirty.Lock()
+		defer t.dirty.Unlock() // plans on a cluster run one at a time
+		if t.dirty.set {
+			if err := c.settle(ctx); err != nil {
+				return nil, fmt.Errorf("the cluster could not be made one again after the last plan: %w", err)
+			}
+		}
+		t.dirty.set = true // until this plan's recovery succeeds
+	}
 	// A restart-broker on a cluster restarts a node (clusterRun.fault).
 	return RabbitMQ{URL: first.URL(), Ctl: ctl, OpTimeout: t.OpTimeout, AllowRestart: true, cluster: c}.Run(ctx, p, impl)
 }
@@ -116,7 +142,7 @@ func (c *clusterRun) fault(ctx context.Context, fault, aim string) (handled bool
 		return false, nil
 	}
 	defer func() {
-		if err != nil && c.t.Log != nil {
+		if err != nil && c.t.Log != nil && ctx.Err() == nil {
 			fmt.Fprintf(c.t.Log, "cluster: %s of node %s failed: %v\n", fault, aim, err)
 		}
 	}()
@@ -194,7 +220,13 @@ func (c *clusterRun) settle(ctx context.Context) error {
 	c.mu.Unlock()
 	t0 := time.Now()
 	did, err := c.t.Cluster.Recover(ctx, c.t.Lab)
-	if c.t.Log != nil && (strings.Contains(did, "restarted") || err != nil) { // an operator's restart, or a failure
+	if err == nil && c.t.dirty != nil {
+		c.t.dirty.set = false // (its lock is the plan's)
+	}
+	if ctx.Err() != nil {
+		return err // interrupted (a Ctrl-C, a search's deadline): the next plan recovers it
+	}
+	if c.t.Log != nil && (strings.Contains(did, "restarted") || strings.Contains(did, "reset") || err != nil) { // an operator's restart, or a failure
 		if err != nil {
 			fmt.Fprintf(c.t.Log, "cluster: recovery failed after %.1fs: %v\n", time.Since(t0).Seconds(), err)
 		} else {

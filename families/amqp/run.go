@@ -734,56 +734,66 @@ func aimValue(aim string) *histories.Fault {
 	return &histories.Fault{Process: aim}
 }
 
-// throughNode is what a fault on a node of a cluster does to the
-// processes connected to it, as a fault on each (the history's own
-// terms, which the checker judges holds by): a kill or a restart of the
-// node closes their connections (a force-close of each; none for the
-// start of a node that was down), a pause silences them (a partition of
-// each, until the node's resume heals them). "" for none.
-func (r *runner) throughNode(fault, node string) string {
+// throughNode is what a fault on a node of a cluster does to the plan's
+// processes connected to it, in the history's own terms, which the
+// checker judges holds by: while the node is down (killed, until its
+// start; stopped for a restart; paused, until its resume) they are cut off
+// from the broker, a partition of each; its start, the end of a restart
+// and its resume heal them. cut says a partition begins with the fault,
+// heal that one ends once it is in place (a restart: both).
+func (r *runner) throughNode(fault, node string) (cut, heal bool) {
 	if !slices.Contains(r.p.Cluster, node) {
-		return ""
+		return false, false
 	}
 	switch fault {
-	case histories.Kill:
-		return histories.ForceClose
+	case histories.Kill, histories.Pause:
+		return true, false
+	case histories.Resume:
+		return false, true
 	case histories.RestartBroker:
 		r.mu.Lock()
 		down := r.Held(histories.Kill, node)
 		r.mu.Unlock()
-		if !down {
-			return histories.ForceClose
-		}
-	case histories.Pause:
-		return histories.Partition
-	case histories.Resume:
-		return histories.Heal
+		return !down, true
 	}
-	return ""
+	return false, false
+}
+
+// onNode lists the plan's processes that connect to node.
+func (r *runner) onNode(node string) []string {
+	var out []string
+	for _, name := range r.p.processes() {
+		if r.p.NodeOf(name) == node {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// throughNodeEvents records, for each of procs, fault's invoke and (once
+// in place, or not applied for err) its completion, saying which fault on
+// which node struck it.
+func (r *runner) throughNodeEvents(fault string, procs []string, invoke bool, node, nodeFault string, err error) {
+	for _, p := range procs {
+		e := histories.Event{Process: "nemesis", Type: histories.Invoke, F: fault, Value: &histories.Fault{Process: p}}
+		if !invoke {
+			e.Type, e.Error = histories.Info, fmt.Sprintf("struck through its node: %s %s", node, nodeFaultWords[nodeFault])
+			if err != nil {
+				e.Type, e.Error = histories.Fail, ""
+				e.Value = &histories.Fault{Process: p, Reason: fmt.Sprintf("not applied: the %s of its node %s was not: %v", nodeFault, node, err)}
+			}
+		}
+		r.Rec.Add(e)
+	}
 }
 
 // nodeFaultWords says what a fault did to a node, for the history.
 var nodeFaultWords = map[string]string{histories.Kill: "killed", histories.RestartBroker: "restarted",
 	histories.Pause: "paused", histories.Resume: "resumed"}
 
-// onNode lists the plan's processes that have started and connect to
-// node, sorted.
-func (r *runner) onNode(node string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for name := range r.states {
-		if r.p.NodeOf(name) == node {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // strike applies one fault and records it. A fault on a node is recorded
-// with what it does to each process connected to the node (throughNode),
-// invoked with it and in place once it is.
+// with what it does to the processes connected to the node
+// (throughNode).
 func (r *runner) strike(fault, target string) {
 	e := histories.Event{Process: "nemesis", F: fault}
 	if target != "" {
@@ -791,25 +801,23 @@ func (r *runner) strike(fault, target string) {
 	}
 	e.Type = histories.Invoke
 	r.Rec.Add(e)
-	via := r.throughNode(fault, target)
+	cut, heal := r.throughNode(fault, target)
 	var hit []string
-	if via != "" {
+	if cut || heal {
 		hit = r.onNode(target)
-		for _, p := range hit {
-			r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: via, Value: &histories.Fault{Process: p}})
-		}
+	}
+	if cut {
+		r.throughNodeEvents(histories.Partition, hit, true, target, fault, nil)
 	}
 	r.signal(fault, target)
 	err := r.eng.Fault(fault, target)
 	defer func() {
-		for _, p := range hit {
-			done := histories.Event{Process: "nemesis", Type: histories.Info, F: via, Value: &histories.Fault{Process: p},
-				Error: fmt.Sprintf("struck through its node: %s %s", target, nodeFaultWords[fault])}
-			if err != nil {
-				done.Type, done.Error = histories.Fail, ""
-				done.Value = &histories.Fault{Process: p, Reason: fmt.Sprintf("not applied: the %s of its node %s was not: %v", fault, target, err)}
-			}
-			r.Rec.Add(done)
+		if cut {
+			r.throughNodeEvents(histories.Partition, hit, false, target, fault, err)
+		}
+		if heal && err == nil {
+			r.throughNodeEvents(histories.Heal, hit, true, target, fault, nil)
+			r.throughNodeEvents(histories.Heal, hit, false, target, fault, nil)
 		}
 	}()
 	r.mu.Lock()

@@ -42,7 +42,7 @@ func clusterTarget(t *testing.T, mode string) amqp.RabbitMQCluster {
 			t.Errorf("stopping the cluster: %v", err)
 		}
 	})
-	return amqp.RabbitMQCluster{Cluster: c, Lab: lab, Log: os.Stderr}
+	return amqp.NewRabbitMQCluster(c, lab, os.Stderr)
 }
 
 // isolatedHolder is the hand plan examples/cluster/isolated-holder.json:

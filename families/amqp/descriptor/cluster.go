@@ -45,6 +45,7 @@ type clusterBox struct {
 	mu    sync.Mutex
 	lab   *netns.Lab
 	c     *rabbitmq.Cluster
+	tg    *amqp.RabbitMQCluster
 	dir   string
 	leave func()
 }
@@ -126,7 +127,11 @@ func (b *clusterBox) stop() {
 func (b *clusterBox) target() amqp.RabbitMQCluster {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return amqp.RabbitMQCluster{Cluster: b.c, Lab: b.lab, Log: b.stderr}
+	if b.tg == nil {
+		t := amqp.NewRabbitMQCluster(b.c, b.lab, b.stderr)
+		b.tg = &t
+	}
+	return *b.tg
 }
 
 // url is the first node's URL, once started.
