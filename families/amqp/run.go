@@ -125,9 +125,8 @@ func (r *runner) result() (*prover.Result, error) {
 	if w, ok := r.eng.(serverWitness); ok {
 		r.addBrokerFaults(res, w.serverNotes())
 	}
-	var c broker.Cost
 	for name := range r.states {
-		for m, n := range r.cost(name, &c).Methods {
+		for m, n := range r.eng.Cost(name).Methods {
 			ev.Methods[m] += n
 		}
 	}
@@ -250,10 +249,9 @@ type incarnation struct {
 	client Client
 	held   int
 	// sent is what the process had sent when its operation began, then
-	// when it ended: its ledger's, where the engine reads the counts
-	// into one map for all the process's operations and incarnations
-	// (see runner.cost).
-	sent *broker.Cost
+	// when it ended: its ledger's, where the engine reads the counts for
+	// all the process's operations and incarnations (see runner.counts).
+	sent *tally
 }
 
 // current reports whether gen is still st's incarnation.
@@ -401,7 +399,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	if !ok {
 		return
 	}
-	before := r.cost(name, in.sent)
+	before := r.counts(name, in.sent)
 	r.mu.Lock()
 	if !st.Live(in.gen) {
 		r.mu.Unlock()
@@ -416,7 +414,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	}
 	r.mu.Unlock()
 	if crash > 0 {
-		r.eng.AfterMethods(name, before.Total()+crash, func() {
+		r.eng.AfterMethods(name, before.total()+crash, func() {
 			if !r.isEnding() {
 				r.strike(histories.Kill, name)
 			}
@@ -426,7 +424,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	defer cancel()
 	c := in.client
 	res, held, err := r.call(ctx, c, in, s)
-	spent := r.cost(name, in.sent) // before is done with: the ledger copied it
+	spent := r.counts(name, in.sent) // before is done with: the ledger copied it
 	done, known := r.completion(name, inv, e.Kind, res, err)
 	in.held = held
 	r.mu.Lock()
@@ -457,16 +455,18 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	}
 }
 
-// cost is what process name has sent so far, read into into's map where
-// the engine can (a costReader), so that the ledger's two readings an
-// operation allocate nothing after the first; the ledger copies what it
-// keeps.
-func (r *runner) cost(name string, into *broker.Cost) broker.Cost {
-	if cr, ok := r.eng.(costReader); ok {
-		cr.ReadCost(name, into)
-		return *into
+// counts reads what process name has sent so far into into, and returns
+// it: with no map where the engine can (a countReader), so that the
+// ledger's two readings an operation neither allocate nor hash a method's
+// name; the ledger copies what it keeps.
+func (r *runner) counts(name string, into *tally) *tally {
+	if cr, ok := r.eng.(countReader); ok {
+		cr.ReadCounts(name, &into.Counts)
+		clear(into.other)
+		return into
 	}
-	return r.eng.Cost(name)
+	into.set(r.eng.Cost(name))
+	return into
 }
 
 // invocation is step s's invoke event, or false when the step does not
