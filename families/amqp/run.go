@@ -80,15 +80,19 @@ var poll = run.Poll{First: time.Millisecond, Max: time.Second}
 var ends = []string{histories.Pause, histories.Partition}
 
 // planSteps is about how many operations p's run records: its scripts'
-// steps and the probe's. newRunner sizes the history and the costs by it
-// (a guess: only allocations depend on it).
+// steps but their sleeps, a final release per client, and the probe's.
+// newRunner sizes the history and the costs by it (a guess: only
+// allocations depend on it, and an event is 128 bytes to be zeroed).
 func planSteps(p *Plan) int {
-	n := 6
-	for _, script := range p.Admins {
-		n += len(script)
-	}
-	for _, script := range p.Clients {
-		n += len(script)
+	n := 6 + len(p.Clients)
+	for _, scripts := range [][][]Step{p.Admins, p.Clients} {
+		for _, script := range scripts {
+			for _, s := range script {
+				if s.Op != Sleep {
+					n++
+				}
+			}
+		}
 	}
 	return n
 }
@@ -119,7 +123,7 @@ func (r *runner) result() (*prover.Result, error) {
 	if err := r.Stuck(); err != nil {
 		return nil, err
 	}
-	res := &prover.Result{History: r.Rec.Events()}
+	res := &prover.Result{History: r.Rec.Take()} // the run is over: nothing records any more
 	ev := &check.Evidence{Costs: r.costs, Waste: r.waste, Methods: map[string]int{}, MaxSlots: maxSlots(r.p)}
 	res.Evidence = model.Evidence{Lock: r.lock, Problems: r.problems, Family: ev}
 	if w, ok := r.eng.(serverWitness); ok {
