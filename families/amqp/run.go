@@ -13,6 +13,7 @@ import (
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
+	"github.com/lockprover/lockprover/sim"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/histories"
@@ -129,8 +130,14 @@ func (r *runner) result() (*prover.Result, error) {
 	if w, ok := r.eng.(serverWitness); ok {
 		r.addBrokerFaults(res, w.serverNotes())
 	}
+	var t tally
 	for name := range r.states {
-		for m, n := range r.eng.Cost(name).Methods {
+		for i, n := range r.counts(name, &t).Methods {
+			if n > 0 {
+				ev.Methods[sim.MethodName(i)] += n
+			}
+		}
+		for m, n := range t.other {
 			ev.Methods[m] += n
 		}
 	}
