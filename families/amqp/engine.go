@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim"
 )
 
 // An engine is where a plan's processes run: the simulator (virtual time,
@@ -55,9 +56,9 @@ type onCluster interface {
 	partitionHandling() string
 }
 
-// A costReader reads what process name has sent into c, reusing c's map,
+// A countReader reads what process name has sent into c, with no map,
 // where engine.Cost makes a fresh one on every call: the simulator's
 // engine, which the runner asks twice an operation.
-type costReader interface {
-	ReadCost(name string, c *broker.Cost)
+type countReader interface {
+	ReadCounts(name string, c *sim.Counts)
 }

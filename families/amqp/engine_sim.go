@@ -61,7 +61,7 @@ func (e simEngine) BrokerUp() bool { return e.w.Up() }
 
 func (e simEngine) Cost(name string) broker.Cost { return e.w.Cost(name) }
 
-func (e simEngine) ReadCost(name string, c *broker.Cost) { e.w.ReadCost(name, c) }
+func (e simEngine) ReadCounts(name string, c *sim.Counts) { e.w.ReadCounts(name, c) }
 
 // waitTimeout bounds an admin's wait in the simulator: only a holder that
 // is never released (heartbeats off and the holder killed) makes it run out.

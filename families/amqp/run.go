@@ -14,6 +14,7 @@ import (
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
+	"github.com/lockprover/lockprover/sim"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/histories"
@@ -81,15 +82,19 @@ var poll = run.Poll{First: time.Millisecond, Max: time.Second}
 var ends = []string{histories.Pause, histories.Partition}
 
 // planSteps is about how many operations p's run records: its scripts'
-// steps and the probe's. newRunner sizes the history and the costs by it
-// (a guess: only allocations depend on it).
+// steps but their sleeps, a final release per client, and the probe's.
+// newRunner sizes the history and the costs by it (a guess: only
+// allocations depend on it, and an event is 128 bytes to be zeroed).
 func planSteps(p *Plan) int {
-	n := 6
-	for _, script := range p.Admins {
-		n += len(script)
-	}
-	for _, script := range p.Clients {
-		n += len(script)
+	n := 6 + len(p.Clients)
+	for _, scripts := range [][][]Step{p.Admins, p.Clients} {
+		for _, script := range scripts {
+			for _, s := range script {
+				if s.Op != Sleep {
+					n++
+				}
+			}
+		}
 	}
 	return n
 }
@@ -120,7 +125,7 @@ func (r *runner) result() (*prover.Result, error) {
 	if err := r.Stuck(); err != nil {
 		return nil, err
 	}
-	res := &prover.Result{History: r.Rec.Events()}
+	res := &prover.Result{History: r.Rec.Take()} // the run is over: nothing records any more
 	ev := &check.Evidence{Costs: r.costs, Waste: r.waste, Methods: map[string]int{}, MaxSlots: maxSlots(r.p)}
 	if c, ok := r.eng.(onCluster); ok && len(r.p.Cluster) > 0 {
 		ev.Cluster = &check.Cluster{Mode: c.partitionHandling(), NodeOf: map[string]string{}}
@@ -132,9 +137,14 @@ func (r *runner) result() (*prover.Result, error) {
 	if w, ok := r.eng.(serverWitness); ok {
 		r.addBrokerFaults(res, w.serverNotes())
 	}
-	var c broker.Cost
+	var t tally
 	for name := range r.states {
-		for m, n := range r.cost(name, &c).Methods {
+		for i, n := range r.counts(name, &t).Methods {
+			if n > 0 {
+				ev.Methods[sim.MethodName(i)] += n
+			}
+		}
+		for m, n := range t.other {
 			ev.Methods[m] += n
 		}
 	}
@@ -257,10 +267,9 @@ type incarnation struct {
 	client Client
 	held   int
 	// sent is what the process had sent when its operation began, then
-	// when it ended: its ledger's, where the engine reads the counts
-	// into one map for all the process's operations and incarnations
-	// (see runner.cost).
-	sent *broker.Cost
+	// when it ended: its ledger's, where the engine reads the counts for
+	// all the process's operations and incarnations (see runner.counts).
+	sent *tally
 }
 
 // current reports whether gen is still st's incarnation.
@@ -408,7 +417,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	if !ok {
 		return
 	}
-	before := r.cost(name, in.sent)
+	before := r.counts(name, in.sent)
 	r.mu.Lock()
 	if !st.Live(in.gen) {
 		r.mu.Unlock()
@@ -423,7 +432,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	}
 	r.mu.Unlock()
 	if crash > 0 {
-		r.eng.AfterMethods(name, before.Total()+crash, func() {
+		r.eng.AfterMethods(name, before.total()+crash, func() {
 			if !r.isEnding() {
 				r.strike(histories.Kill, name)
 			}
@@ -433,7 +442,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	defer cancel()
 	c := in.client
 	res, held, err := r.call(ctx, c, in, s)
-	spent := r.cost(name, in.sent) // before is done with: the ledger copied it
+	spent := r.counts(name, in.sent) // before is done with: the ledger copied it
 	done, known := r.completion(name, inv, e.Kind, res, err)
 	in.held = held
 	r.mu.Lock()
@@ -464,16 +473,18 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	}
 }
 
-// cost is what process name has sent so far, read into into's map where
-// the engine can (a costReader), so that the ledger's two readings an
-// operation allocate nothing after the first; the ledger copies what it
-// keeps.
-func (r *runner) cost(name string, into *broker.Cost) broker.Cost {
-	if cr, ok := r.eng.(costReader); ok {
-		cr.ReadCost(name, into)
-		return *into
+// counts reads what process name has sent so far into into, and returns
+// it: with no map where the engine can (a countReader), so that the
+// ledger's two readings an operation neither allocate nor hash a method's
+// name; the ledger copies what it keeps.
+func (r *runner) counts(name string, into *tally) *tally {
+	if cr, ok := r.eng.(countReader); ok {
+		cr.ReadCounts(name, &into.Counts)
+		clear(into.other)
+		return into
 	}
-	return r.eng.Cost(name)
+	into.set(r.eng.Cost(name))
+	return into
 }
 
 // invocation is step s's invoke event, or false when the step does not

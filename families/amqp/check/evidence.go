@@ -41,7 +41,7 @@ type Evidence struct {
 	// Cluster, for a run on a RabbitMQ cluster, is its mode and the node
 	// of each process: a failure of slot-exclusive says what struck the
 	// cluster between the two holders' nodes.
-	Cluster *Cluster
+	Cluster *Cluster `json:",omitempty"`
 }
 
 // judgeEvidence fills in what the evidence shows about the lock's
