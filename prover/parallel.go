@@ -118,8 +118,15 @@ func (r *searching) job(n int) *job {
 	if r.s.Plans > 0 && k >= r.s.Plans {
 		return nil
 	}
-	// Steered from the plans counted so far, before this one is drawn.
-	goal := aim(r.goals, r.out.Interleavings, r.out.Aimed, k)
+	// Steered from what the plans counted so far reached, and what the
+	// plans drawn so far were aimed at.
+	goal := aim(r.goals, r.out.Interleavings, r.aiming, k)
+	if goal != nil {
+		if r.aiming == nil {
+			r.aiming = map[Interleaving]int{}
+		}
+		r.aiming[*goal]++
+	}
 	return &job{number: k, batch: k / batch, first: k % batch, size: 1, goal: goal, done: make(chan struct{})}
 }
 

@@ -196,6 +196,10 @@ type searching struct {
 	// the batch rapid's own loop runs (sequential), which it steers from.
 	shrinkGoal *Interleaving
 	batch      *tally
+	// aiming counts, on a real target, the plans drawn toward each goal
+	// so far, those still running too, so that plans drawn before the
+	// first ends aim at different goals.
+	aiming map[Interleaving]int
 }
 
 // goal is the goal the next plan rapid's own loop draws is steered

@@ -123,11 +123,11 @@ func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
 // DrawToward draws a plan as Draw does, then leans it toward g: it puts
 // g's operations first in two processes' scripts (one's, for a process's
 // two in a row or a fault), spaced as g needs, and, for a fault, strikes
-// it at one of the first methods of the operation. Y first, then after a
-// pause of tens of milliseconds X, for X after another's Y; the two within
-// some milliseconds of each other, for X during another's Y; so that
-// processes that start together (on the simulator and on a broker alike)
-// mostly meet as g says.
+// it at one of the operation's methods. Y first, then after a pause of
+// tens of milliseconds X, for X after another's Y; three of each, from
+// some milliseconds apart, for X during another's Y; so that processes
+// that start together (on the simulator and on a broker alike) mostly meet
+// as g says.
 func DrawToward(t *rapid.T, c Config, g prover.Interleaving) *Plan {
 	c = c.withDefaults()
 	p := Draw(t, c)
@@ -143,15 +143,30 @@ func DrawToward(t *rapid.T, c Config, g prover.Interleaving) *Plan {
 	aName := process(p, xr, bName)
 	a, b := script(p, aName), script(p, bName)
 	switch g.How {
-	case prover.After, prover.During:
+	case prover.After:
 		if g.Y != histories.Create {
 			*b = append(steps(t, p, yr, g.Y), *b...)
 		}
-		pause := rapid.IntRange(20, 200)
-		if g.How == prover.During {
-			pause = rapid.IntRange(0, 12)
+		pause := rapid.IntRange(20, 200).Draw(t, "steer_pause_ms")
+		*a = append(spaced(steps(t, p, xr, g.X), pause), *a...)
+	case prover.During:
+		// Each three times in a row, after pauses of up to 30 ms: the
+		// processes do not start at the same moment (the first admin
+		// starts right after its create, the others once connected some
+		// 20 ms later on the simulator), and an operation takes some
+		// milliseconds.
+		// Two changes go the same way, so that both mostly extend or
+		// both shrink the semaphore from the same count.
+		var ys, xs []Step
+		for range 3 {
+			y, x := steps(t, p, yr, g.Y), steps(t, p, xr, g.X)
+			if g.X == histories.Change && g.Y == histories.Change && (x[0].Delta > 0) != (y[0].Delta > 0) {
+				x[0].Delta = -x[0].Delta
+			}
+			ys, xs = append(ys, y...), append(xs, x...)
 		}
-		*a = append(spaced(t, steps(t, p, xr, g.X), pause.Draw(t, "steer_pause_ms")), *a...)
+		*b = append(pausedFor(t, ys, "steer_y_pause_ms"), *b...)
+		*a = append(pausedFor(t, xs, "steer_pause_ms"), *a...)
 	case prover.AfterOwn:
 		var pre []Step
 		if g.Y != histories.Create {
@@ -162,6 +177,15 @@ func DrawToward(t *rapid.T, c Config, g prover.Interleaving) *Plan {
 			x = x[len(x)-1:] // Y left the client holding
 		}
 		*a = append(append(pre, x...), *a...)
+	}
+	if g.How != prover.Struck {
+		// The faults drawn that would strike the meeting's processes
+		// are left out: they would mostly stop it.
+		p.Nemesis = slices.DeleteFunc(p.Nemesis, func(f Fault) bool {
+			return f.Target == "" || f.Target == aName || f.Target == bName
+		})
+	}
+	switch g.How {
 	case prover.Struck:
 		pre := steps(t, p, xr, g.X)
 		*a = append(pre, *a...)
@@ -268,8 +292,17 @@ func methods(p *Plan, s Step) int {
 	return 1
 }
 
+// pausedFor puts a pause of up to 30 ms (none if 0), drawn as name,
+// before steps.
+func pausedFor(t *rapid.T, s []Step, name string) []Step {
+	if ms := rapid.IntRange(0, 30).Draw(t, name); ms > 0 {
+		return append([]Step{{Op: Sleep, Ms: ms}}, s...)
+	}
+	return s
+}
+
 // spaced puts a pause of ms (none if 0) before the last of steps.
-func spaced(t *rapid.T, s []Step, ms int) []Step {
+func spaced(s []Step, ms int) []Step {
 	if ms == 0 {
 		return s
 	}
