@@ -73,7 +73,8 @@ func Role(process string) string {
 // Interleavings lists the interleavings h shows (each once, in no fixed
 // order). The run's final checks (processes whose names begin with
 // "probe") are left out: they are not the plan's; the nemesis's events
-// count only as the faults of Struck.
+// count only as the faults of Struck (a pause's resume and a partition's
+// heal, which end one, not at all).
 func Interleavings(h []histories.Event) []Interleaving {
 	type op struct{ f, who string }
 	var kinds []op // operations that succeeded, with who did them, by index
@@ -114,8 +115,8 @@ func Interleavings(h []histories.Event) []Interleaving {
 			continue
 		}
 		if e.Process == "nemesis" {
-			if e.Type != histories.Invoke {
-				continue
+			if e.Type != histories.Invoke || e.F == histories.Resume || e.F == histories.Heal {
+				continue // a fault's end is no fault
 			}
 			target := ""
 			if f, ok := e.Value.(*histories.Fault); ok && f != nil {

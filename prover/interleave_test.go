@@ -32,6 +32,7 @@ func TestInterleavings(t *testing.T) {
 	add("c1", histories.Invoke, "acquire")  // after admin's create and admin2's change, during admin's count
 	fault("pause", "c1")                    // during c1's acquire, not admin's count
 	fault("restart-broker", "")             // during both
+	fault("resume", "c1")                   // no fault: the end of one
 	add("c1", histories.Ok, "acquire")
 	add("admin", histories.Ok, "count")
 	add("c1", histories.Invoke, "release") // after own acquire, after admin's count
