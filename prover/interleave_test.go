@@ -8,14 +8,19 @@ import (
 	"github.com/lockprover/lockprover/histories"
 )
 
-// Interleavings names the orders a history shows, and only those: an
-// operation after its process's own last success, and after the successes
-// of others that ended since its process's last operation; the nemesis and
-// the final probe are no one's.
+// Interleavings names the meetings a history shows, and only those, with
+// whose operations met: an operation after its process's own last
+// success, after the successes of others that ended since its process's
+// last operation, during others' pending operations, and a fault during
+// its target's pending operation (an untargeted one, during everyone's);
+// the final probe is no one's.
 func TestInterleavings(t *testing.T) {
 	var h []histories.Event
 	add := func(proc string, typ histories.Type, f string) {
 		h = append(h, histories.Event{Index: len(h), Process: proc, Type: typ, F: f, Lock: "sem"})
+	}
+	fault := func(f, target string) {
+		h = append(h, histories.Event{Index: len(h), Process: "nemesis", Type: histories.Invoke, F: f, Value: &histories.Fault{Process: target}})
 	}
 	add("admin", histories.Invoke, "create")
 	add("admin", histories.Ok, "create")
@@ -24,7 +29,10 @@ func TestInterleavings(t *testing.T) {
 	add("nemesis", histories.Invoke, "kill")
 	add("nemesis", histories.Info, "kill")
 	add("admin", histories.Invoke, "count") // after own create, after admin2's change
-	add("c1", histories.Invoke, "acquire")  // after admin's create and admin2's change
+	add("c1", histories.Invoke, "acquire")  // after admin's create and admin2's change, during admin's count
+	fault("pause", "c1")                    // during c1's acquire, not admin's count
+	fault("restart-broker", "")             // during both
+	fault("resume", "c1")                   // no fault: the end of one
 	add("c1", histories.Ok, "acquire")
 	add("admin", histories.Ok, "count")
 	add("c1", histories.Invoke, "release") // after own acquire, after admin's count
@@ -41,9 +49,12 @@ func TestInterleavings(t *testing.T) {
 	}
 	sort.Strings(got)
 	want := []string{
-		"acquire after another's change", "acquire after another's create", "acquire after own release",
-		"change after another's create", "count after another's change", "count after own create",
-		"release after another's count", "release after own acquire",
+		"acquire after another's change (client/admin)", "acquire after another's create (client/admin)",
+		"acquire after own release (client/client)", "acquire during another's count (client/admin)",
+		"change after another's create (admin/admin)", "count after another's change (admin/admin)",
+		"count after own create (admin/admin)", "pause during acquire (client)",
+		"release after another's count (client/admin)", "release after own acquire (client/client)",
+		"restart-broker during acquire (client)", "restart-broker during count (admin)",
 	}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "; "), strings.Join(want, "; "))

@@ -24,9 +24,10 @@ type job struct {
 	number             int // its place in the seed's order: the batch's number, or the plan's
 	batch, first, size int
 	tally              tally
-	plans              bytes.Buffer // the plans' JSON, one after the other, for the digest
-	runErr             error        // a plan could not run: the search ends there
-	redo, halted       bool         // rapid rejected a draw; stopped before its last plan
+	plans              bytes.Buffer  // the plans' JSON, one after the other, for the digest
+	runErr             error         // a plan could not run: the search ends there
+	redo, halted       bool          // rapid rejected a draw; stopped before its last plan
+	goal               *Interleaving // on a real target, the goal its plan is drawn toward
 	done               chan struct{}
 }
 
@@ -117,7 +118,16 @@ func (r *searching) job(n int) *job {
 	if r.s.Plans > 0 && k >= r.s.Plans {
 		return nil
 	}
-	return &job{number: k, batch: k / batch, first: k % batch, size: 1, done: make(chan struct{})}
+	// Steered from what the plans counted so far reached, and what the
+	// plans drawn so far were aimed at.
+	goal := aim(r.goals, r.out.Interleavings, r.aiming, k)
+	if goal != nil {
+		if r.aiming == nil {
+			r.aiming = map[Interleaving]int{}
+		}
+		r.aiming[*goal]++
+	}
+	return &job{number: k, batch: k / batch, first: k % batch, size: 1, goal: goal, done: make(chan struct{})}
 }
 
 // batchSize is how many of the seed's plans batch b holds.
@@ -174,7 +184,9 @@ func (r *searching) sequential(prop func(*rapid.T), b int) error {
 	for ; !r.stopped() && r.batchSize(b) > 0; b += r.s.Shards {
 		out.Batches = append(out.Batches, BatchRun{Number: b})
 		r.cur, r.digest = len(out.Batches)-1, sha256.New()
+		r.batch = &tally{} // steers the batch's plans, as a worker's does
 		rapidbatch.Batch(r.s.Seed, b, r.batchSize(b), prop)
+		r.batch = nil
 		out.Batches[r.cur].Digest = hex.EncodeToString(r.digest.Sum(nil))
 		r.cur = -1
 	}
@@ -201,7 +213,13 @@ func (r *searching) runJob(cfg Config, p *pool, j *job) {
 			j.halted = true
 			return
 		}
-		plan, ok := rapidbatch.Case(r.s.Seed, j.batch, i, cfg.Family.Draw)
+		// On the simulator, a batch steers from its own plans, so that it
+		// draws the same plans whichever worker or shard runs it.
+		goal := j.goal
+		if r.simulated {
+			goal = aim(r.goals, j.tally.interleavings, j.tally.aimed, i)
+		}
+		plan, ok := rapidbatch.Case(r.s.Seed, j.batch, i, func(t *rapid.T) Plan { return cfg.draw(t, goal) })
 		if !ok {
 			j.redo = true
 			return
@@ -210,6 +228,7 @@ func (r *searching) runJob(cfg Config, p *pool, j *job) {
 		if err != nil {
 			j.runErr = err
 		} else {
+			cx.aimed = goal
 			j.tally.add(cx)
 		}
 		if err != nil || cx.violated() {

@@ -110,6 +110,9 @@ type Config struct {
 	stop                 func() bool
 	runError             func(error)
 	tolerateInconclusive bool
+	// goal, set by Search, says which goal the next plan rapid's loop
+	// draws is steered toward (nil: none).
+	goal func() *Interleaving
 }
 
 func (c Config) withDefaults() Config {
@@ -137,6 +140,10 @@ type Counterexample struct {
 
 	judged  model.Options // how Report was judged (timeout, model)
 	counted []string      // the properties whose violation counts; nil for all
+	// aimed is the goal the plan was drawn toward (nil: none), reached
+	// the interleavings its history shows.
+	aimed   *Interleaving
+	reached []Interleaving
 }
 
 // run runs and judges one plan.
@@ -158,7 +165,8 @@ func (c Config) run(p Plan) (*Counterexample, error) {
 	quick := c.judgeOptions()
 	quick.StatusOnly = true
 	rep := Judge(res, quick)
-	cx := &Counterexample{Plan: p, Result: res, Report: rep, Impl: c.Family.String(), judged: c.judgeOptions(), counted: c.Properties}
+	cx := &Counterexample{Plan: p, Result: res, Report: rep, Impl: c.Family.String(), judged: c.judgeOptions(), counted: c.Properties,
+		reached: Interleavings(res.History)}
 	if cx.Property, _ = firstViolation(rep, c.Properties); cx.Property != "" {
 		cx.Report = Judge(res, cx.judged)
 	}
@@ -258,7 +266,11 @@ func (c Config) property(seen func(*Counterexample)) func(*rapid.T) {
 		if c.stop != nil && c.stop() {
 			return
 		}
-		p := c.Family.Draw(t)
+		var goal *Interleaving
+		if c.goal != nil {
+			goal = c.goal()
+		}
+		p := c.draw(t, goal)
 		cx, err := c.runRecovering(p)
 		if err != nil {
 			if c.runError != nil {
@@ -269,6 +281,7 @@ func (c Config) property(seen func(*Counterexample)) func(*rapid.T) {
 			t.Logf("plan:\n%s", b.String())
 			t.Fatalf("run: %v", err)
 		}
+		cx.aimed = goal
 		seen(cx)
 		if cx.Property != "" && !(cx.Inconclusive && c.tolerateInconclusive) {
 			t.Logf("%s", cx.Summary())

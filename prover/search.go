@@ -93,6 +93,16 @@ type Outcome struct {
 	// counted in Plans whose history shows it (see Interleavings): which
 	// interleavings the run reached, and how often.
 	Interleavings map[Interleaving]int
+	// Goals are the family's steering goals (Steerable), nil if it has
+	// none: what the search drew toward, and what a report says it never
+	// reached. Aimed counts, for each goal, the plans drawn toward it, and
+	// Steered all of them. On the simulator each batch steers from its own
+	// plans' interleavings only, so that a seed's plans are the same
+	// whatever the machine, -parallel and the shards; elsewhere, from those
+	// of the plans counted before a plan is drawn.
+	Goals   []Interleaving
+	Aimed   map[Interleaving]int
+	Steered int
 }
 
 // A BatchRun is one batch a search ran: its number, the plans it ran, and
@@ -144,6 +154,9 @@ func (s Search) Run() (*Outcome, error) {
 		}
 	}
 	r.simulated = s.Config.Family.Deterministic()
+	r.goals = goals(s.Config.Family)
+	r.out.Goals = r.goals
+	s.Config.goal = r.goal
 	defer func() {
 		if r.endRapid != nil {
 			r.endRapid()
@@ -177,6 +190,29 @@ type searching struct {
 	endRapid  func() // ends the rapidbatch session once begun (rapid)
 	// shrinkUntil is when shrinking the first violation must end.
 	shrinkUntil time.Time
+	goals       []Interleaving // the family's steering goals
+	// shrinkGoal is the goal the first violating plan was drawn toward,
+	// what rapid draws toward while shrinking it; batch is the counts of
+	// the batch rapid's own loop runs (sequential), which it steers from.
+	shrinkGoal *Interleaving
+	batch      *tally
+	// aiming counts, on a real target, the plans drawn toward each goal
+	// so far, those still running too, so that plans drawn before the
+	// first ends aim at different goals.
+	aiming map[Interleaving]int
+}
+
+// goal is the goal the next plan rapid's own loop draws is steered
+// toward: while shrinking, the violating plan's; in a batch rapid runs,
+// the one its plans so far say (aim), as a worker would.
+func (r *searching) goal() *Interleaving {
+	switch {
+	case r.last != nil:
+		return r.shrinkGoal
+	case r.batch != nil:
+		return aim(r.goals, r.batch.interleavings, r.batch.aimed, r.batch.plans)
+	}
+	return nil
 }
 
 // rapid begins the search's rapidbatch session, if it has none yet, for
@@ -223,6 +259,9 @@ func (r *searching) seen(cx *Counterexample) {
 	}
 	t := tally{digest: r.digest}
 	t.add(cx)
+	if r.batch != nil {
+		r.batch.add(cx)
+	}
 	r.merge(&t)
 }
 
@@ -234,7 +273,7 @@ type tally struct {
 	verdicts                         map[string]map[model.Status]int
 	excused                          map[string]int
 	firstExcuse                      map[string]string
-	interleavings                    map[Interleaving]int
+	interleavings, aimed             map[Interleaving]int
 	firstInconclusive, violation     *Counterexample
 	digest                           io.Writer // the plans' JSON goes there; nil: nowhere
 }
@@ -263,8 +302,14 @@ func (t *tally) add(cx *Counterexample) {
 	if t.interleavings == nil {
 		t.interleavings = map[Interleaving]int{}
 	}
-	for _, i := range Interleavings(cx.Result.History) {
+	for _, i := range cx.reached {
 		t.interleavings[i]++
+	}
+	if cx.aimed != nil {
+		if t.aimed == nil {
+			t.aimed = map[Interleaving]int{}
+		}
+		t.aimed[*cx.aimed]++
 	}
 	if t.digest != nil {
 		json.NewEncoder(t.digest).Encode(cx.Plan) // compact: the digest is the plan's JSON
@@ -311,6 +356,13 @@ func (r *searching) merge(t *tally) {
 	for i, n := range t.interleavings {
 		out.Interleavings[i] += n
 	}
+	for i, n := range t.aimed {
+		if out.Aimed == nil {
+			out.Aimed = map[Interleaving]int{}
+		}
+		out.Aimed[i] += n
+		out.Steered += n
+	}
 	out.Inconclusive += t.inconclusive
 	if out.FirstInconclusive == nil {
 		out.FirstInconclusive = t.firstInconclusive
@@ -323,7 +375,7 @@ func (r *searching) merge(t *tally) {
 		}
 	}
 	if t.violation != nil {
-		r.last = t.violation
+		r.last, r.shrinkGoal = t.violation, t.violation.aimed
 		r.shrinkUntil = time.Now().Add(r.s.Shrink)
 	}
 	if r.s.Progress != nil && out.Plans > before {

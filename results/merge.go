@@ -103,11 +103,11 @@ func byShard(in []Named) ([]*Named, error) {
 // into the summary of one run of all their plans.
 type merger struct {
 	m       *Summary
-	props   map[string]*Property // the properties added up, by name
-	order   []string             // their names, in the order first met
-	orders  map[string]int       // the interleavings' plans added up, by order
-	end     time.Time            // when the last shard to finish finished
-	verdict string               // the worst verdict so far
+	props   map[string]*Property     // the properties added up, by name
+	order   []string                 // their names, in the order first met
+	orders  map[string]*Interleaving // the interleavings added up, by order
+	end     time.Time                // when the last shard to finish finished
+	verdict string                   // the worst verdict so far
 }
 
 // newMerger starts a merge with what every shard shares with first: the
@@ -128,6 +128,7 @@ func (g *merger) add(n *Named, i, count int) error {
 	m.Operations += s.Operations
 	m.Verdicts += s.Verdicts
 	m.InconclusivePlans += s.InconclusivePlans
+	m.SteeredPlans += s.SteeredPlans
 	for _, b := range s.Batches {
 		if count > 1 && b.Number%count != i-1 {
 			return fmt.Errorf("%s: batch %d is not shard %d/%d's (its batches are %d modulo %d)", n.File, b.Number, i, count, i-1, count)
@@ -172,13 +173,21 @@ func (g *merger) addProperties(ps []Property) {
 	}
 }
 
-// addInterleavings adds a shard's interleavings' plans.
+// addInterleavings adds a shard's interleavings' plans, and the plans
+// aimed at them; one that is a goal in a shard is one in the merge.
 func (g *merger) addInterleavings(is []Interleaving) {
 	if g.orders == nil && len(is) > 0 {
-		g.orders = map[string]int{}
+		g.orders = map[string]*Interleaving{}
 	}
 	for _, i := range is {
-		g.orders[i.Order] += i.Plans
+		m := g.orders[i.Order]
+		if m == nil {
+			m = &Interleaving{Order: i.Order}
+			g.orders[i.Order] = m
+		}
+		m.Plans += i.Plans
+		m.Aimed += i.Aimed
+		m.Goal = m.Goal || i.Goal
 	}
 }
 
@@ -237,8 +246,8 @@ func (g *merger) finish(byIndex []*Named) (*Summary, error) {
 		p.Verdict = propertyVerdict(p)
 		m.Properties = append(m.Properties, *p)
 	}
-	for order, n := range g.orders {
-		m.Interleavings = append(m.Interleavings, Interleaving{Order: order, Plans: n})
+	for _, i := range g.orders {
+		m.Interleavings = append(m.Interleavings, *i)
 	}
 	SortInterleavings(m.Interleavings)
 	m.Timings.ElapsedSeconds = g.end.Sub(m.Timings.Started).Seconds()

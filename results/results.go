@@ -80,11 +80,14 @@ type Summary struct {
 	// Properties are the verdicts per property, in the checker's order,
 	// counted over every plan or lock judged.
 	Properties []Property `json:"properties,omitempty"`
-	// Interleavings are the orders of two operations the plans reached
-	// ("count after another's change": an admin's count begun after
-	// another's change ended), each with how many plans showed it, most
-	// often first.
+	// Interleavings are the meetings of two operations (or of a fault and
+	// an operation) the plans reached ("count after another's change
+	// (admin/admin)": an admin's count begun after another admin's change
+	// ended), each with how many plans showed it, most often first; and
+	// the family's steering goals no plan reached, with 0 plans.
+	// SteeredPlans are the plans drawn toward a goal.
 	Interleavings []Interleaving `json:"interleavings,omitempty"`
+	SteeredPlans  int            `json:"steered_plans,omitempty"`
 	// Counterexample is the first violation (or, with Inconclusive, the
 	// first plan that could not be decided), as written to disk.
 	Counterexample *Counterexample `json:"counterexample,omitempty"`
@@ -106,11 +109,14 @@ type Shard struct {
 
 func (s *Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
 
-// An Interleaving is an order of two operations and the plans that
-// reached it.
+// An Interleaving is a meeting of two operations, or of a fault and an
+// operation, and the plans that reached it; Goal says it is one of the
+// family's steering goals, Aimed how many plans were drawn toward it.
 type Interleaving struct {
 	Order string `json:"order"`
 	Plans int    `json:"plans"`
+	Goal  bool   `json:"goal,omitempty"`
+	Aimed int    `json:"aimed,omitempty"`
 }
 
 // A Batch is one of the seed's batches that a run drew plans from.

@@ -106,18 +106,26 @@ func TestDrawnPlansReachTheInterleavings(t *testing.T) {
 			ys = append(ys, histories.Create)
 		}
 		for _, y := range ys {
-			if i := (prover.Interleaving{X: x, Y: y}); out.Interleavings[i] == 0 {
+			if i := (prover.Interleaving{X: x, Y: y, Who: roleOf(x) + "/" + roleOf(y)}); out.Interleavings[i] == 0 {
 				t.Errorf("no plan shows %s", i)
 			}
 		}
 	}
 	for i, least := range map[prover.Interleaving]int{
-		{X: histories.Count, Y: histories.Change}:               100,
-		{X: histories.Change, Y: histories.Change}:              100,
-		{X: histories.Acquire, Y: histories.Release, Own: true}: 600,
+		{X: histories.Count, Y: histories.Change, Who: "admin/admin"}:                            100,
+		{X: histories.Change, Y: histories.Change, Who: "admin/admin"}:                           100,
+		{X: histories.Acquire, Y: histories.Release, How: prover.AfterOwn, Who: "client/client"}: 600,
 	} {
 		if n := out.Interleavings[i]; n < least {
 			t.Errorf("%s in %d plans of %d, want %d or more", i, n, out.Plans, least)
 		}
 	}
+}
+
+// roleOf is the role of the process that does op.
+func roleOf(op string) string {
+	if slices.Contains(clientOps, op) {
+		return "client"
+	}
+	return "admin"
 }

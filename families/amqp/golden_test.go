@@ -33,13 +33,13 @@ var goldenCases = []struct {
 	plans int
 	want  string // the SHA-256 of everything the plans gave (goldenDigest)
 }{
-	{"reference", Config{}, 1, 400, "7dfd577dd4ed1e1c658955d06c8534f497e2482d2b2a4deab0d843c86e6c4ebb"},
-	{"mutex", Config{Kind: histories.Mutex}, 2, 150, "da4ac8a14ada0190f8516ed2513ad700fdd28a4b10c787104a6f7b2ad3c944e7"},
-	{"b-not-exclusive", Config{Scope: prover.Scope{Mutant: "b-not-exclusive"}}, 3, 100, "8db16dbd2e2d31637d772c4ed7634c460f37afc4ccc3f1a7c74e8da9dbc459d9"},
-	{"no-admin-mutex", Config{Scope: prover.Scope{Mutant: "no-admin-mutex"}}, 4, 100, "a576c78838ab86b257b98d68a8ebe6513a246db314752de61ad5c87305259807"},
-	{"verify-from-cache", Config{Scope: prover.Scope{Mutant: "verify-from-cache"}}, 5, 100, "2279a790ce6797de51b8b1db758fc9d0e7dfbebe80fa1fa4d88dbe6daa3d8fc3"},
-	{"ascending-no-overshoot", Config{Scope: prover.Scope{Mutant: "ascending-no-overshoot"}}, 6, 100, "3e748f2a7e06b0404da6ea1a6cbcad4c8dfa253c1b5dde348d6e94c65c665238"},
-	{"release-by-channel-close", Config{Scope: prover.Scope{Mutant: "release-by-channel-close"}}, 7, 100, "86feaf5165a8648f311eaf55d3ee509d89c80eda88da95b415de6fe0dd3ea181"},
+	{"reference", Config{}, 1, 400, "e82a483d773a1afcee6b52106d76e4fbb00845779de8b23fd576c01bda86612e"},
+	{"mutex", Config{Kind: histories.Mutex}, 2, 150, "c1e66d5440133e7ba0f3dea40474aa5b9dff95edccb6d623c612c2449e9d1b9b"},
+	{"b-not-exclusive", Config{Scope: prover.Scope{Mutant: "b-not-exclusive"}}, 3, 100, "4f5756fd71e3ce33b61280a8639f4bd2e5d86e06774ee7f1897e46ff9fa584f9"},
+	{"no-admin-mutex", Config{Scope: prover.Scope{Mutant: "no-admin-mutex"}}, 4, 100, "d2fde24659447b836c06c4316fa0fac6d01d83153c88eac801405fb23bb380c4"},
+	{"verify-from-cache", Config{Scope: prover.Scope{Mutant: "verify-from-cache"}}, 5, 100, "8050eeae3d1f6341b84dc8b914fedffea3f22714927ecd5b4db29b5f89680e8d"},
+	{"ascending-no-overshoot", Config{Scope: prover.Scope{Mutant: "ascending-no-overshoot"}}, 6, 100, "da427aea89ae2e9a21bc6f03b3a41ea72d20ea6c4d75a3e1922e9bd124b19468"},
+	{"release-by-channel-close", Config{Scope: prover.Scope{Mutant: "release-by-channel-close"}}, 7, 100, "6f56d81539ee16e116035f48ac7c7b2a09c7ecc3ee39d5495a12c5514da05465"},
 }
 
 // TestGoldenRuns pins what the simulator and the checker give, byte for

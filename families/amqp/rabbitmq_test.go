@@ -85,7 +85,7 @@ func TestCachedCountOnRabbitMQ(t *testing.T) {
 	}
 	if out.Found == nil || out.Found.Property != "count-exact" {
 		t.Fatalf("cached-count not caught on RabbitMQ in %d plans (count after another's change in %d)", out.Plans,
-			out.Interleavings[prover.Interleaving{X: "count", Y: "change"}])
+			out.Interleavings[prover.Interleaving{X: "count", Y: "change", Who: "admin/admin"}])
 	}
 	t.Logf("caught after %d plans, %v", out.Plans, time.Since(start).Round(time.Second))
 }

@@ -149,7 +149,7 @@ func TestShardsCoverOneRun(t *testing.T) {
 // at the same batch and index, whichever shard drew it.
 func TestShardsFindTheFirstCounterexample(t *testing.T) {
 	t.Parallel()
-	one, merged, shards, dir := shardRuns(t, 3, "--mutant", "silent-reconnect", "--runs", "1800", "--seed", "90", "--clients", "2", "--ops", "4", "--shrink-time", "0")
+	one, merged, shards, dir := shardRuns(t, 3, "--mutant", "silent-reconnect", "--runs", "1800", "--seed", "104", "--clients", "2", "--ops", "4", "--shrink-time", "0")
 	if one.Verdict != results.Violated || merged.Verdict != results.Violated {
 		t.Fatalf("one process %s, merged %s; want both violated", one.Verdict, merged.Verdict)
 	}

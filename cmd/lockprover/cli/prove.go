@@ -187,9 +187,17 @@ func summarize(sum *results.Summary, o *prover.Outcome, names, props []string, r
 		p := &sum.Properties[i]
 		p.Excused, p.FirstExcuse = o.Excused[p.Name], o.FirstExcuse[p.Name]
 	}
-	for i, n := range o.Interleavings {
-		sum.Interleavings = append(sum.Interleavings, results.Interleaving{Order: i.String(), Plans: n})
+	goal := map[prover.Interleaving]bool{}
+	for _, g := range o.Goals {
+		goal[g] = true
+		if o.Interleavings[g] == 0 { // never reached: listed, with 0 plans
+			sum.Interleavings = append(sum.Interleavings, results.Interleaving{Order: g.String(), Goal: true, Aimed: o.Aimed[g]})
+		}
 	}
+	for i, n := range o.Interleavings {
+		sum.Interleavings = append(sum.Interleavings, results.Interleaving{Order: i.String(), Plans: n, Goal: goal[i], Aimed: o.Aimed[i]})
+	}
+	sum.SteeredPlans = o.Steered
 	results.SortInterleavings(sum.Interleavings)
 }
 
