@@ -2,8 +2,13 @@ package amqp
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/prover"
+	"pgregory.net/rapid"
 
 	"github.com/lockprover/lockprover/histories"
 )
@@ -81,4 +86,48 @@ func isolatedHolder() *Plan {
 		panic(err)
 	}
 	return p
+}
+
+// Plans drawn toward every coverage goal of a cluster's faults are valid
+// plans: no goal asks for a cluster fault inside one process's operation.
+func TestClusterGoalsDrawValidPlans(t *testing.T) {
+	c := Config{Scope: prover.Scope{Faults: append(FaultNames(), ClusterFaultNames...)}}
+	for _, g := range c.Goals() {
+		if slices.Contains(ClusterFaultNames, g.Y) {
+			t.Errorf("goal %v asks for a cluster fault inside an operation", g)
+		}
+	}
+}
+
+// Plans drawn for a cluster, freely and toward each goal, are valid: every
+// process has a node of the cluster, every fault on a node or link names
+// them.
+func TestClusterDrawsValidPlans(t *testing.T) {
+	cl := &rabbitmq.Cluster{Nodes: []*rabbitmq.Node{{Host: "n1"}, {Host: "n2"}, {Host: "n3"}}}
+	c := Config{Scope: prover.Scope{Faults: append(slices.DeleteFunc(FaultNames(), func(f string) bool { return f == histories.RestartBroker }), ClusterFaultNames...)},
+		Target: RabbitMQCluster{Cluster: cl}}
+	goals := c.Goals()
+	onCluster := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		var p *Plan
+		if i := rapid.IntRange(-1, len(goals)-1).Draw(rt, "goal"); i < 0 {
+			p = Draw(rt, c)
+		} else {
+			p = DrawToward(rt, c, goals[i])
+		}
+		if err := p.Validate(); err != nil {
+			rt.Fatalf("%v\n%+v", err, p)
+		}
+		if !slices.Equal(p.Cluster, []string{"n1", "n2", "n3"}) {
+			rt.Fatalf("cluster %v", p.Cluster)
+		}
+		for _, f := range p.Nemesis {
+			if f.OnCluster() {
+				onCluster++
+			}
+		}
+	})
+	if onCluster == 0 {
+		t.Error("no plan drew a fault on the cluster")
+	}
 }
