@@ -3,9 +3,12 @@ package amqp
 import (
 	"context"
 	"io"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/internal/statehash"
 	"github.com/lockprover/lockprover/prover"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
@@ -25,16 +28,64 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 		return nil, err
 	}
 	o := sim.Options{Decider: sim.Script(p.Schedule, sim.Seeded(p.ScheduleSeed)), Trace: s.Trace}
+	var chooser *chooserDecider
+	if p.Chooser != nil {
+		chooser = &chooserDecider{ch: p.Chooser}
+		o.Decider, o.Exchanges = chooser, true
+	}
 	if p.Options.NoHeartbeat() {
 		o.ServerHeartbeat = -1 // heartbeats off on both sides
 	}
 	w := sim.New(o)
 	r := newRunner(p, impl, simEngine{w}, p.Lock)
+	if chooser != nil {
+		// The state at a choice: the world (its broker, its timers, each
+		// process's requests and replies so far) and the runner (the
+		// history so far, each process's client and script), not the
+		// chooser itself.
+		h := statehash.New(reflect.TypeOf(chooser), reflect.TypeOf(p.Chooser))
+		chooser.state = func() statehash.Sum { return h.Sum(w, r) }
+		chooser.choosing = w.Choosing
+	}
 	r.begin()
 	if err := w.Run(); err != nil {
 		return nil, err
 	}
 	return r.result()
+}
+
+// chooserDecider hands every choice of the simulator to a plan's
+// Chooser, with the state the choice is made in.
+//
+// The nemesis is no choice of the chooser's: it moves only when no other
+// process can. In a plan whose faults all strike inside their targets'
+// methods (an exhaustive search's), the nemesis only awaits the end,
+// looking now and then whether every process is done; when it looks
+// changes only when it sees that, and so when the quiescent end begins.
+// docs/exhaustive.md argues why that leaves the verdicts as they were,
+// and TestExhaustReductionSound checks it against every schedule.
+type chooserDecider struct {
+	ch       prover.Chooser
+	state    func() statehash.Sum
+	choosing func() []string
+}
+
+func (d *chooserDecider) Pick(n int) int {
+	if e, ok := d.ch.(interface{ Everything() bool }); ok && e.Everything() {
+		return d.ch.Choose(n, d.state)
+	}
+	names := d.choosing()
+	if i := slices.Index(names, "nemesis"); i >= 0 {
+		pick := 0
+		if n > 2 {
+			pick = d.ch.Choose(n-1, d.state)
+		}
+		if pick >= i {
+			pick++
+		}
+		return pick
+	}
+	return d.ch.Choose(n, d.state)
 }
 
 type simEngine struct{ w *sim.World }

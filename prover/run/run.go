@@ -39,6 +39,9 @@ import (
 type Decisions struct {
 	Schedule     []int  `json:"schedule"`
 	ScheduleSeed uint64 `json:"schedule_seed"`
+	// Chooser, if set, answers every choice instead (the exhaustive
+	// search, prover.Exhaust); it is no part of the plan's data.
+	Chooser prover.Chooser `json:"-"`
 }
 
 // Decider returns the decisions as a simulator's Decide (pick one of n): the

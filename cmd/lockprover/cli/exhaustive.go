@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/prover"
+)
+
+// exhaustFlags are prove's flags of an exhaustive search (--exhaustive).
+type exhaustFlags struct {
+	on           bool
+	adminOps     int
+	maxSchedules float64
+	noReduction  bool
+}
+
+func (e *exhaustFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&e.on, "exhaustive", false, "instead of drawing plans, run every plan of the scope (--clients, --ops, --admin-ops, --max-faults, --faults) under every schedule the simulator can produce, and report the shortest counterexample or that every property holds within the scope (docs/exhaustive.md)")
+	fs.IntVar(&e.adminOps, "admin-ops", 0, "with --exhaustive: at most this many operations for the admin (kinds with admins only)")
+	fs.Float64Var(&e.maxSchedules, "max-schedules", 1e6, "with --exhaustive: refuse, before it starts, a search estimated to run more schedules than this, unless --time bounds it")
+	fs.BoolVar(&e.noReduction, "no-reduction", false, "with --exhaustive: run every schedule, without pruning those that reach a state already explored, and with every choice of the nemesis's")
+}
+
+// check lists what is wrong with the exhaustive flags, given prove's.
+func (e *exhaustFlags) check(fs *flag.FlagSet, f *proveFlags, bad *checks) {
+	for _, name := range []string{"admin-ops", "max-schedules", "no-reduction"} {
+		bad.add(given(fs, name) && !e.on, "--%s is for an exhaustive search: give --exhaustive", name)
+	}
+	if !e.on {
+		return
+	}
+	bad.nonNegative("admin-ops", e.adminOps)
+	bad.add(e.maxSchedules < 1, "--max-schedules must be at least 1, not %g", e.maxSchedules)
+	bad.add(given(fs, "runs"), "--runs draws plans: an exhaustive search runs every plan of its scope (bound its time with --time)")
+	bad.add(given(fs, "seed"), "--seed draws plans: an exhaustive search draws none")
+	bad.add(given(fs, "impl") || (given(fs, "target") && f.target != "sim"), "--exhaustive runs on the simulator only (no --impl, --target sim)")
+}
+
+// exhaust runs an exhaustive search and reports it: what it covered, and
+// the shortest counterexample or that every property held in the scope.
+func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) int {
+	e := prover.Exhaust{Config: p.s.Config, Reduce: !p.ex.noReduction, Everything: p.ex.noReduction, MaxSchedules: p.ex.maxSchedules, Context: ctx,
+		Scope: prover.ExhaustScope{Clients: p.f.clients, Ops: p.f.ops, AdminOps: p.ex.adminOps, MaxFaults: p.f.maxFault}}
+	if !given(p.fs, "max-faults") {
+		e.Scope.MaxFaults = 0
+	}
+	if !given(p.fs, "clients") {
+		e.Scope.Clients = 1
+	}
+	if !given(p.fs, "ops") {
+		e.Scope.Ops = 1
+	}
+	if p.f.dur > 0 {
+		e.Until = time.Now().Add(p.f.dur)
+	}
+	if !p.outf.quiet {
+		e.Progress = func(o prover.ExhaustOutcome) {
+			fmt.Fprintf(stderr, "plans %d/%d  schedules %d  states %d  pruned %d  elapsed %s\n", o.PlansDone, o.Plans, o.Schedules, o.States, o.Pruned, o.Elapsed.Round(time.Second))
+		}
+	}
+	o, err := e.Run()
+	if err != nil {
+		fmt.Fprintf(stderr, "prove: %v\n", err)
+		if errors.Is(err, prover.ErrScopeTooLarge) {
+			fmt.Fprintf(stderr, "prove: the scope: %s\n", o.Scope)
+		}
+		return p.finish(exitUsage, err, stderr)
+	}
+	states := "states"
+	if !e.Reduce {
+		states = "choice points"
+	}
+	fmt.Fprintf(stdout, "%d plans, %d schedules, %d %s, %d pruned, %.1fs (%.0f schedules/s, %.0f %s/s)\n", o.PlansDone, o.Schedules, o.States, states, o.Pruned,
+		o.Elapsed.Seconds(), rate(o.Schedules, o.Elapsed), rate(o.States, o.Elapsed), states)
+	p.sum.Plans, p.sum.Timings.ElapsedSeconds = o.PlansDone, o.Elapsed.Seconds()
+	if o.Found != nil {
+		shortest := "the shortest counterexample"
+		if o.Stopped != "" {
+			shortest = fmt.Sprintf("a counterexample (%s before the search ended: a shorter one may exist)", o.Stopped)
+		}
+		fmt.Fprintf(stdout, "%s: %s, %d scheduling decisions\n", shortest, size(o.Found.Plan), o.FoundSteps)
+		code, cx := reportCounterexample(o.Found, p.out, p.f.replayFlags(p.fs), stdout, stderr)
+		p.sum.Counterexample = cx
+		return p.finish(code, nil, stderr)
+	}
+	if o.Stopped != "" {
+		fmt.Fprintf(stderr, "prove: %s after %d of %d plans (and part of the next): nothing violated so far within: %s\n", o.Stopped, o.PlansDone, o.Plans, o.Scope)
+		if o.Stopped == "interrupted" {
+			return p.finish(exitInterrupted, nil, stderr)
+		}
+		return p.finish(exitOK, nil, stderr)
+	}
+	fmt.Fprintf(stdout, "every property holds for every schedule within: %s\n", o.Scope)
+	return p.finish(exitOK, nil, stderr)
+}
+
+func rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// size is a plan's operations and faults, as its brief counts them.
+func size(p prover.Plan) string {
+	b := p.Brief()
+	if i := strings.Index(b, ","); i >= 0 {
+		return b[i+2:]
+	}
+	return b
+}
