@@ -20,6 +20,10 @@ import (
 // timers, the history so far), computed only when asked for.
 type Chooser interface {
 	Choose(n int, state func() statehash.Sum) int
+	// Made hears every choice the simulator made, as a plan's schedule
+	// says it (which of all it could choose): those the family left out
+	// of Choose (Exhaust.Everything) too.
+	Made(pick int)
 }
 
 // An ExhaustScope bounds the plans an exhaustive search enumerates.
@@ -179,7 +183,7 @@ func (e Exhaust) Run() (*ExhaustOutcome, error) {
 				}
 			}
 			if cx.violated() && (o.Found == nil || len(d.picks) < o.FoundSteps) {
-				cx.Plan = fam.Scheduled(p, d.picks, nil)
+				cx.Plan = fam.Scheduled(p, d.made, nil)
 				cx.Plan.Judged(c.Model, c.Properties)
 				o.Found, o.FoundSteps, foundSize = cx, len(d.picks), size
 			}
@@ -224,11 +228,14 @@ type dfs struct {
 	prefix  []int
 	picks   []int
 	ns      []int
+	made    []int // the simulator's choices, as a schedule says them
 	visited map[statehash.Sum]bool
 	pruned  int // the choice at which the run met a state seen before; -1 none
 	states  *int64
 	all     bool
 }
+
+func (d *dfs) Made(pick int) { d.made = append(d.made, pick) }
 
 // Everything says whether the family must offer every choice, leaving
 // out none it argues away (Exhaust.Everything).
@@ -282,6 +289,7 @@ type probe struct {
 }
 
 func (p *probe) Everything() bool { return p.all }
+func (p *probe) Made(int)         {}
 
 func (p *probe) Choose(n int, _ func() statehash.Sum) int {
 	p.product *= float64(n)

@@ -71,6 +71,12 @@ type chooserDecider struct {
 }
 
 func (d *chooserDecider) Pick(n int) int {
+	pick := d.pick(n)
+	d.ch.Made(pick)
+	return pick
+}
+
+func (d *chooserDecider) pick(n int) int {
 	if e, ok := d.ch.(interface{ Everything() bool }); ok && e.Everything() {
 		return d.ch.Choose(n, d.state)
 	}

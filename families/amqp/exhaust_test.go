@@ -1,10 +1,12 @@
 package amqp
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
@@ -45,7 +47,7 @@ func TestExhaustReductionSound(t *testing.T) {
 		{"semaphore 1x1 verify-passive", Config{Kind: histories.Semaphore, Scope: prover.Scope{Mutant: "verify-passive"}}, one, false},
 	}
 	if testing.Short() {
-		cases = cases[1:3]
+		cases = cases[1:2]
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,5 +77,21 @@ func TestExhaustScopeRefused(t *testing.T) {
 	o, err := prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: prover.ExhaustScope{Clients: 2, Ops: 1}}.Run()
 	if err == nil || o == nil || o.Schedules != 0 || o.Estimate < 1e6 {
 		t.Errorf("a scope too large: %v, %+v", err, o)
+	}
+}
+
+// TestExhaustInterrupted: an interrupted search stops and reports what it
+// covered, and so does one whose time ran out.
+func TestExhaustInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	s := prover.ExhaustScope{Clients: 2, Ops: 1}
+	o, err := prover.Exhaust{Config: prover.Config{Family: Config{Kind: histories.Mutex}}, Scope: s, Reduce: true, Context: ctx}.Run()
+	if err != nil || o.Stopped != "interrupted" || o.Schedules == 0 || o.PlansDone == o.Plans {
+		t.Errorf("interrupted: %v, %+v", err, o)
+	}
+	o, err = prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: s, Reduce: true, Until: time.Now().Add(300 * time.Millisecond)}.Run()
+	if err != nil || o.Stopped != "--time ran out" || o.Schedules == 0 || o.Estimate < 1e6 {
+		t.Errorf("--time: %v, %+v", err, o)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/prover"
@@ -84,7 +83,7 @@ func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) 
 		if o.Stopped != "" {
 			shortest = fmt.Sprintf("a counterexample (%s before the search ended: a shorter one may exist)", o.Stopped)
 		}
-		fmt.Fprintf(stdout, "%s: %s, %d scheduling decisions\n", shortest, size(o.Found.Plan), o.FoundSteps)
+		fmt.Fprintf(stdout, "%s, %d scheduling decisions: %s\n", shortest, o.FoundSteps, o.Found.Plan.Brief())
 		code, cx := reportCounterexample(o.Found, p.out, p.f.replayFlags(p.fs), stdout, stderr)
 		p.sum.Counterexample = cx
 		return p.finish(code, nil, stderr)
@@ -105,13 +104,4 @@ func rate(n int64, d time.Duration) float64 {
 		return 0
 	}
 	return float64(n) / d.Seconds()
-}
-
-// size is a plan's operations and faults, as its brief counts them.
-func size(p prover.Plan) string {
-	b := p.Brief()
-	if i := strings.Index(b, ","); i >= 0 {
-		return b[i+2:]
-	}
-	return b
 }
