@@ -89,7 +89,7 @@ type ExhaustOutcome struct {
 	Elapsed    time.Duration
 	Stopped    string // "" if complete; else why not ("interrupted", "--time ran out")
 	Found      *Counterexample
-	FoundSteps int // the counterexample's scheduling decisions
+	FoundSteps int // the counterexample's scheduling decisions (its plan's schedule)
 	// Outcomes counts the schedules by their verdicts: each key lists
 	// every property with its status ("available=pass slot-exclusive=fail
 	// ..."); two searches of a scope that reach the same keys reach the
@@ -182,10 +182,10 @@ func (e Exhaust) Run() (*ExhaustOutcome, error) {
 					stack = append(stack, next)
 				}
 			}
-			if cx.violated() && (o.Found == nil || len(d.picks) < o.FoundSteps) {
+			if cx.violated() && (o.Found == nil || len(d.made) < o.FoundSteps) {
 				cx.Plan = fam.Scheduled(p, d.made, nil)
 				cx.Plan.Judged(c.Model, c.Properties)
-				o.Found, o.FoundSteps, foundSize = cx, len(d.picks), size
+				o.Found, o.FoundSteps, foundSize = cx, len(d.made), size
 			}
 			if e.Progress != nil && time.Since(last) >= time.Second {
 				last = time.Now()

@@ -60,7 +60,7 @@ func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) 
 	}
 	if !p.outf.quiet {
 		e.Progress = func(o prover.ExhaustOutcome) {
-			fmt.Fprintf(stderr, "plans %d/%d  schedules %d  states %d  pruned %d  elapsed %s\n", o.PlansDone, o.Plans, o.Schedules, o.States, o.Pruned, o.Elapsed.Round(time.Second))
+			fmt.Fprintf(stderr, "schedules %d  plans %d/%d  states %d  pruned %d  elapsed %s\n", o.Schedules, o.PlansDone, o.Plans, o.States, o.Pruned, o.Elapsed.Round(time.Second))
 		}
 	}
 	o, err := e.Run()
@@ -83,7 +83,7 @@ func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) 
 		if o.Stopped != "" {
 			shortest = fmt.Sprintf("a counterexample (%s before the search ended: a shorter one may exist)", o.Stopped)
 		}
-		fmt.Fprintf(stdout, "%s, %d scheduling decisions: %s\n", shortest, o.FoundSteps, o.Found.Plan.Brief())
+		fmt.Fprintf(stdout, "%s: %s\n", shortest, o.Found.Plan.Brief())
 		code, cx := reportCounterexample(o.Found, p.out, p.f.replayFlags(p.fs), stdout, stderr)
 		p.sum.Counterexample = cx
 		return p.finish(code, nil, stderr)

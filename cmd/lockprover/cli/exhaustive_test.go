@@ -23,7 +23,7 @@ func TestProveExhaustiveHolds(t *testing.T) {
 func TestProveExhaustiveCounterexampleReplays(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	code, out, errOut := lockprover("prove", "--exhaustive", "--kind", "mutex", "--clients", "2", "--ops", "1", "--mutant", "verify-probes-b", "--out", dir, "--quiet")
-	if code != exitViolation || !strings.Contains(out, "the shortest counterexample, 5 scheduling decisions") || !strings.Contains(out, "slot-exclusive violated") {
+	if code != exitViolation || !strings.Contains(out, "the shortest counterexample: mutex \"lp\", 0 slots, 2 clients, 0 admins, 0 faults, 18 scheduling decisions") || !strings.Contains(out, "slot-exclusive violated") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 	again := filepath.Join(t.TempDir(), "again.jsonl")
