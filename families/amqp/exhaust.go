@@ -89,19 +89,23 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		}
 	}
 	slices.SortStableFunc(out, func(a, b prover.Plan) int { return a.(*exhaustPlan).Size() - b.(*exhaustPlan).Size() })
-	what := fmt.Sprintf("%s, %d client(s) each with every script of 1 to %d of acquire, verify, release", c.Kind, s.Clients, s.Ops)
-	if c.Kind == histories.Semaphore {
-		what += fmt.Sprintf("; one admin creating %d slot, then every script of 0 to %d of change +1, change -1, count, wait slot 1, destroy", exhaustSlots, s.AdminOps)
+	what := fmt.Sprintf("%s, %s, each with every script of 1 to %d operations of acquire, verify, release", c.Kind, plural(s.Clients, "client"), s.Ops)
+	switch {
+	case c.Kind != histories.Semaphore:
+	case s.AdminOps == 0:
+		what += fmt.Sprintf("; one admin that creates %d slot and does nothing more", exhaustSlots)
+	default:
+		what += fmt.Sprintf("; one admin that creates %d slot, then every script of 0 to %d operations of change +1, change -1, count, wait for slot 1, destroy", exhaustSlots, s.AdminOps)
 	}
-	if s.MaxFaults == 0 || len(faults) == 0 {
+	if len(faults) == 0 {
 		what += "; no faults"
 	} else {
-		what += fmt.Sprintf("; 0 to %d faults of %s, each right after every method its target sends (pauses and partitions to the end)", s.MaxFaults, strings.Join(faults, ", "))
+		what += fmt.Sprintf("; 0 to %d faults of %s, each right after any method its target sends (a pause or partition lasting to the end)", s.MaxFaults, strings.Join(faults, ", "))
 	}
 	if mutant != "" {
 		what += "; mutant " + mutant
 	}
-	what += fmt.Sprintf(" (%d plans); every schedule of each", len(out))
+	what += fmt.Sprintf(" (%d plans), under every schedule of the simulator", len(out))
 	return out, what, nil
 }
 
@@ -211,6 +215,13 @@ func subsets(places []Fault, k int) [][]Fault {
 	}
 	grow(0, nil)
 	return out
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // exhaustPlan is a plan of an exhaustive search: a Plan, and its size.

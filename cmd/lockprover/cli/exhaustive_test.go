@@ -13,7 +13,7 @@ import (
 func TestProveExhaustiveHolds(t *testing.T) {
 	code, out, errOut := lockprover("prove", "--exhaustive", "--kind", "mutex", "--clients", "1", "--ops", "1", "--quiet")
 	if code != exitOK || !strings.Contains(out, "3 plans, 3 schedules") ||
-		!strings.Contains(out, "every property holds for every schedule within: mutex, 1 client(s) each with every script of 1 to 1 of acquire, verify, release; no faults") {
+		!strings.Contains(out, "every property holds for every schedule within: mutex, 1 client, each with every script of 1 to 1 operations of acquire, verify, release; no faults (3 plans), under every schedule of the simulator") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 }
@@ -61,5 +61,13 @@ func TestProveExhaustiveRefusals(t *testing.T) {
 	code, _, errOut := lockprover("prove", "--admin-ops", "1")
 	if code != exitUsage || !strings.Contains(errOut, "--admin-ops is for an exhaustive search: give --exhaustive") {
 		t.Errorf("--admin-ops without --exhaustive: exit %d\n%s", code, errOut)
+	}
+}
+
+// A family that enumerates no scope is refused by its kind.
+func TestProveExhaustiveOtherFamilies(t *testing.T) {
+	code, _, errOut := lockprover("prove", "--exhaustive", "--kind", "redlock")
+	if code != exitUsage || !strings.Contains(errOut, "--exhaustive: --kind redlock: its family enumerates no scope yet") {
+		t.Errorf("exit %d\n%s", code, errOut)
 	}
 }

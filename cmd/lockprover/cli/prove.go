@@ -243,7 +243,8 @@ func proveSynopsis() string {
                   [--docker auto|always|off] [--docker-image IMAGE]
                   [--dsn DSN] [--private-server] [--ttl D] [--servers N] [--persistence none|always] [--limit N]
                   [--impl COMMAND [--init-timeout D]] [--out DIR] [--shard i/n|auto]
-                  [--parallel N] [--json FILE] [--junit FILE] [--quiet]`
+                  [--parallel N] [--json FILE] [--junit FILE] [--quiet]
+                  [--exhaustive [--admin-ops N] [--max-schedules N] [--no-reduction]]`
 }
 
 // runProve is `lockprover prove`: it draws plans, proves the target on
