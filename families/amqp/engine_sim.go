@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +45,15 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 		h := statehash.New(reflect.TypeOf(chooser), reflect.TypeOf(p.Chooser))
 		chooser.state = func() statehash.Sum { return h.Sum(w, r) }
 		chooser.choosing = w.Choosing
+		chooser.later = func(name string) int {
+			switch {
+			case name == "nemesis":
+				return 2
+			case deferAwaiting && !r.created && r.awaiting[name]:
+				return 1
+			}
+			return 0
+		}
 	}
 	r.begin()
 	if err := w.Run(); err != nil {
@@ -57,18 +65,28 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 // chooserDecider hands every choice of the simulator to a plan's
 // Chooser, with the state the choice is made in.
 //
-// The nemesis is no choice of the chooser's: it moves only when no other
-// process can. In a plan whose faults all strike inside their targets'
-// methods (an exhaustive search's), the nemesis only awaits the end,
-// looking now and then whether every process is done; when it looks
-// changes only when it sees that, and so when the quiescent end begins.
-// docs/exhaustive.md argues why that leaves the verdicts as they were,
-// and TestExhaustReductionSound checks it against every schedule.
+// Unless the chooser asks for every choice (prover.Exhaust.Everything),
+// two kinds of process move only when no other can: the nemesis, and a
+// process awaiting the semaphore's create before it has ended. In a plan
+// whose faults all strike inside their targets' methods (an exhaustive
+// search's), the nemesis only awaits the end, looking now and then
+// whether every process is done, and a process awaiting the create only
+// looks whether it has ended: when either looks changes no order of the
+// processes' operations, only when a process notices (the end begins, the
+// process starts its script), and every order after that is still
+// chosen. docs/exhaustive.md argues it; TestExhaustReductionSound checks
+// it against every schedule.
 type chooserDecider struct {
 	ch       prover.Chooser
 	state    func() statehash.Sum
 	choosing func() []string
+	later    func(name string) int // 0: moves as any; higher: only when no lower can
+	among    []int
 }
+
+// deferAwaiting is whether a process awaiting the create moves last;
+// only TestExhaustReductionSound turns it off, to check it.
+var deferAwaiting = true
 
 func (d *chooserDecider) Pick(n int) int {
 	pick := d.pick(n)
@@ -81,17 +99,23 @@ func (d *chooserDecider) pick(n int) int {
 		return d.ch.Choose(n, d.state)
 	}
 	names := d.choosing()
-	if i := slices.Index(names, "nemesis"); i >= 0 {
-		pick := 0
-		if n > 2 {
-			pick = d.ch.Choose(n-1, d.state)
-		}
-		if pick >= i {
-			pick++
-		}
-		return pick
+	if names == nil {
+		return d.ch.Choose(n, d.state) // not which process moves
 	}
-	return d.ch.Choose(n, d.state)
+	least := 3
+	for _, name := range names {
+		least = min(least, d.later(name))
+	}
+	d.among = d.among[:0]
+	for i, name := range names {
+		if d.later(name) == least {
+			d.among = append(d.among, i)
+		}
+	}
+	if len(d.among) == 1 {
+		return d.among[0]
+	}
+	return d.among[d.ch.Choose(len(d.among), d.state)]
 }
 
 type simEngine struct{ w *sim.World }

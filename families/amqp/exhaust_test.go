@@ -38,13 +38,18 @@ func TestExhaustReductionSound(t *testing.T) {
 		s          prover.ExhaustScope
 		everything bool // the plain run offers every choice (else the nemesis moves last in both)
 	}{
-		// The nemesis last, and pruning, against every schedule.
+		// Both reductions against every schedule.
 		{"mutex 1x1", Config{Kind: histories.Mutex}, one, true},
-		// Pruning against every schedule with the nemesis last.
+		// Pruning and the clients' waiting for the create against every
+		// schedule with the nemesis last.
 		{"semaphore 1x1", Config{Kind: histories.Semaphore}, one, false},
+		{"semaphore 1x2", Config{Kind: histories.Semaphore}, prover.ExhaustScope{Clients: 1, Ops: 2}, false},
 		{"mutex 2x1", Config{Kind: histories.Mutex}, two, false},
 		{"mutex 2x1 b-not-exclusive", Config{Kind: histories.Mutex, Scope: prover.Scope{Mutant: "b-not-exclusive"}}, two, false},
 		{"semaphore 1x1 verify-passive", Config{Kind: histories.Semaphore, Scope: prover.Scope{Mutant: "verify-passive"}}, one, false},
+		{"semaphore 1x1 release-deletes-a", Config{Kind: histories.Semaphore, Scope: prover.Scope{Mutant: "release-deletes-a"}}, one, false},
+		{"semaphore 1x1 kill b-not-exclusive", Config{Kind: histories.Semaphore, Scope: prover.Scope{Mutant: "b-not-exclusive"}},
+			prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1, Faults: []string{histories.Kill}}, false},
 	}
 	if testing.Short() {
 		cases = cases[1:2]
@@ -52,7 +57,9 @@ func TestExhaustReductionSound(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			red := exhaust(t, tc.c, tc.s, true, false)
+			deferAwaiting = false
 			plain := exhaust(t, tc.c, tc.s, false, tc.everything)
+			deferAwaiting = true
 			t.Logf("reduced: %d schedules, %d states, %d pruned; plain: %d schedules; outcomes %v", red.Schedules, red.States, red.Pruned, plain.Schedules, slices.Sorted(maps.Keys(plain.Outcomes)))
 			if !slices.Equal(slices.Sorted(maps.Keys(red.Outcomes)), slices.Sorted(maps.Keys(plain.Outcomes))) {
 				t.Errorf("the reduction reached other verdicts:\nreduced %v\nplain   %v", red.Outcomes, plain.Outcomes)
