@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -19,6 +20,10 @@ var (
 	exhaustAdminOps  = []Step{{Op: histories.Change, Delta: 1}, {Op: histories.Change, Delta: -1},
 		{Op: histories.Count}, {Op: histories.Wait, Slot: 1}, {Op: histories.Destroy}}
 )
+
+// maxSkeletons bounds the plans of a scope before faults: more is
+// refused before they are listed.
+const maxSkeletons = 100000
 
 // exhaustSlots is the slots the admin creates in an exhaustive search's
 // semaphore: one, the smallest that lets two clients contend.
@@ -64,6 +69,10 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if c.Kind == histories.Semaphore {
 		base.Slots = exhaustSlots
 		adminScripts = scripts(exhaustAdminOps, 0, s.AdminOps)
+	}
+	// Refuse at once what cannot even be listed: the faults multiply it.
+	if n := math.Pow(float64(len(clientScripts)), float64(s.Clients)) * float64(max(1, len(adminScripts))); n > maxSkeletons {
+		return nil, "", fmt.Errorf("--clients %d, --ops %d, --admin-ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most %d): narrow the scope", s.Clients, s.Ops, s.AdminOps, n, maxSkeletons)
 	}
 	var out []prover.Plan
 	for _, cs := range product(clientScripts, s.Clients) {

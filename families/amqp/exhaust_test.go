@@ -81,6 +81,10 @@ func TestExhaustScopeRefused(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "--admin-ops:") {
 		t.Errorf("admin operations on a mutex: %v", err)
 	}
+	_, _, err = Config{}.Skeletons(prover.ExhaustScope{Clients: 3, Ops: 8})
+	if err == nil || !strings.Contains(err.Error(), "--clients 3, --ops 8, --admin-ops 0: 9.53e+11 plans before any fault") {
+		t.Errorf("a scope too large to list: %v", err)
+	}
 	o, err := prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: prover.ExhaustScope{Clients: 2, Ops: 1}}.Run()
 	if err == nil || o == nil || o.Schedules != 0 || o.Estimate < 1e6 {
 		t.Errorf("a scope too large: %v, %+v", err, o)
