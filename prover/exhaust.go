@@ -17,7 +17,8 @@ import (
 // A Chooser answers a simulator's scheduling choices (pick one of n,
 // n >= 2) in an exhaustive search; state fingerprints the simulation as
 // it stands at the choice (every process's place, the server, the
-// timers, the history so far), computed only when asked for.
+// timers, the history so far), computed only when asked for; nil where
+// the family's simulator gives none (then nothing is pruned).
 type Chooser interface {
 	Choose(n int, state func() statehash.Sum) int
 	// Made hears every choice the simulator made, as a plan's schedule
@@ -246,7 +247,7 @@ func (d *dfs) Choose(n int, state func() statehash.Sum) int {
 	pick := 0
 	if i < len(d.prefix) {
 		pick = d.prefix[i] % n
-	} else if d.visited != nil && d.pruned < 0 {
+	} else if d.visited != nil && d.pruned < 0 && state != nil {
 		s := state()
 		if d.visited[s] {
 			d.pruned = i
