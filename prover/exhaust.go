@@ -50,6 +50,9 @@ type Exhaustive interface {
 	// Scheduled returns a copy of p whose simulator takes its choices
 	// from ch, or, ch nil, from schedule (a replayable plan).
 	Scheduled(p Plan, schedule []int, ch Chooser) Plan
+	// Size is one of Skeletons' plans' operations and faults: the
+	// shortest counterexample has the fewest.
+	Size(p Plan) int
 }
 
 // Exhaust is an exhaustive search of a scope: every plan of the scope,
@@ -140,7 +143,7 @@ func (e Exhaust) Run() (*ExhaustOutcome, error) {
 	last := time.Now()
 	foundSize := -1
 	for i, p := range plans {
-		size := planSize(plans, i)
+		size := fam.Size(p)
 		if foundSize >= 0 && size > foundSize {
 			break // the shortest counterexample has the fewest operations and faults
 		}
@@ -198,16 +201,6 @@ func (e Exhaust) Run() (*ExhaustOutcome, error) {
 	}
 	o.Elapsed = time.Since(start)
 	return o, nil
-}
-
-// planSize is the size of plans[i] by which the shortest counterexample
-// is the first: its place among plans of the same size order (Skeletons
-// orders them by size, and briefs say it).
-func planSize(plans []Plan, i int) int {
-	if s, ok := plans[i].(interface{ Size() int }); ok {
-		return s.Size()
-	}
-	return i
 }
 
 // outcomeKey says a report's verdicts, property by property.

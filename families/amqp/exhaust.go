@@ -93,11 +93,11 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 			for _, nem := range subsets(places, s.MaxFaults) {
 				q := p
 				q.Nemesis = nem
-				out = append(out, &exhaustPlan{Plan: q})
+				out = append(out, &q)
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b prover.Plan) int { return a.(*exhaustPlan).Size() - b.(*exhaustPlan).Size() })
+	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
 	what := fmt.Sprintf("%s, %s, each with every script of 1 to %d operations of acquire, verify, release", c.Kind, plural(s.Clients, "client"), s.Ops)
 	switch {
 	case c.Kind != histories.Semaphore:
@@ -233,16 +233,14 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// exhaustPlan is a plan of an exhaustive search: a Plan, and its size.
-type exhaustPlan struct{ Plan }
-
-// Size is the plan's operations and faults.
-func (p *exhaustPlan) Size() int {
-	n := len(p.Nemesis)
-	for _, s := range p.Clients {
+// Size is p's operations and faults (prover.Exhaustive).
+func (c Config) Size(p prover.Plan) int {
+	q := p.(*Plan)
+	n := len(q.Nemesis)
+	for _, s := range q.Clients {
 		n += len(s)
 	}
-	for _, s := range p.Admins {
+	for _, s := range q.Admins {
 		n += len(s)
 	}
 	return n
@@ -251,13 +249,7 @@ func (p *exhaustPlan) Size() int {
 // Scheduled returns a copy of p (one of Skeletons') that takes its
 // choices from ch, or from schedule (prover.Exhaustive).
 func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
-	var q Plan
-	switch p := p.(type) {
-	case *exhaustPlan:
-		q = p.Plan
-	case *Plan:
-		q = *p
-	}
+	q := *p.(*Plan)
 	q.Schedule, q.ScheduleSeed, q.Chooser = slices.Clone(schedule), 0, ch
 	return &q
 }

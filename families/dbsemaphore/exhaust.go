@@ -96,16 +96,8 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 			out = append(out, &p)
 		}
 	}
-	size := func(p prover.Plan) int {
-		q := p.(*Plan)
-		n := len(q.Nemesis)
-		for _, sc := range q.Clients {
-			n += len(sc)
-		}
-		return n
-	}
-	slices.SortStableFunc(out, func(a, b prover.Plan) int { return size(a) - size(b) })
-	what := fmt.Sprintf("db-semaphore of 1 slot, ttl %d ms, %d client(s), each with every script of 1 to %d operations of acquire, refresh, release", ttl, s.Clients, s.Ops)
+	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
+	what := fmt.Sprintf("db-semaphore of 1 slot, ttl %d ms, %s, each with every script of 1 to %d operations of acquire, refresh, release", ttl, clientsOf(s.Clients), s.Ops)
 	if len(faults) == 0 {
 		what += "; no faults"
 	} else {
@@ -116,6 +108,16 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	}
 	what += fmt.Sprintf(" (%d plans), under every schedule of the simulator", len(out))
 	return out, what, nil
+}
+
+// Size is p's operations and faults (prover.Exhaustive).
+func (c Config) Size(p prover.Plan) int {
+	q := p.(*Plan)
+	n := len(q.Nemesis)
+	for _, sc := range q.Clients {
+		n += len(sc)
+	}
+	return n
 }
 
 // Scheduled returns a copy of p that takes its choices from ch, or from
@@ -142,6 +144,13 @@ func subsets(places []Fault, k int) [][]Fault {
 	}
 	grow(0, nil)
 	return out
+}
+
+func clientsOf(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", n)
 }
 
 var _ prover.Exhaustive = Config{}
