@@ -31,7 +31,8 @@ type Chooser interface {
 type ExhaustScope struct {
 	Clients   int      // this many clients
 	Ops       int      // at most this many operations per client
-	AdminOps  int      // at most this many operations per admin (0: no admin)
+	AdminOps  int      // at most this many operations per admin
+	Admins    int      // this many admins, for a kind that has them; 0 means 1
 	MaxFaults int      // at most this many faults per plan
 	Faults    []string // the faults plans may hold; nil means the family's default
 	Mutant    string   // a mutant of the reference to prove instead

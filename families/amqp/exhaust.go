@@ -34,7 +34,7 @@ const exhaustSlots = 1
 // with every script of 1 to s.Ops operations (acquire, verify, release);
 // a semaphore's one admin, which creates it with one slot, with every
 // script of 0 to s.AdminOps operations (change +1 or -1, count, wait for
-// slot 1, destroy); and 0 to s.MaxFaults faults of s.Faults, each at
+// slot 1, destroy), and so on for s.Admins admins; and 0 to s.MaxFaults faults of s.Faults, each at
 // every place a plan names: right after each method its target sends in
 // the plan's run without faults (after_calls), a pause or partition
 // lasting to the end of the run.
@@ -49,6 +49,10 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if c.Kind == histories.Mutex && s.AdminOps > 0 {
 		return nil, "", fmt.Errorf("--admin-ops: a mutex has no admins (give --admin-ops 0, or --kind semaphore)")
 	}
+	if c.Kind == histories.Mutex && s.Admins > 0 {
+		return nil, "", fmt.Errorf("--admins: a mutex has no admins (or --kind semaphore)")
+	}
+	admins := max(1, s.Admins)
 	faults := s.Faults
 	if faults == nil {
 		faults = c.Faults // --faults, as the family's setup read it
@@ -71,19 +75,16 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		adminScripts = scripts(exhaustAdminOps, 0, s.AdminOps)
 	}
 	// Refuse at once what cannot even be listed: the faults multiply it.
-	if n := math.Pow(float64(len(clientScripts)), float64(s.Clients)) * float64(max(1, len(adminScripts))); n > maxSkeletons {
+	if n := math.Pow(float64(len(clientScripts)), float64(s.Clients)) * math.Pow(float64(max(1, len(adminScripts))), float64(admins)); n > maxSkeletons {
 		return nil, "", fmt.Errorf("--clients %d, --ops %d, --admin-ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most %d): narrow the scope", s.Clients, s.Ops, s.AdminOps, n, maxSkeletons)
 	}
 	var out []prover.Plan
 	for _, cs := range product(clientScripts, s.Clients) {
-		admins := [][][]Step{nil}
+		adminSets := [][][]Step{nil}
 		if c.Kind == histories.Semaphore {
-			admins = nil
-			for _, a := range adminScripts {
-				admins = append(admins, [][]Step{a})
-			}
+			adminSets = product(adminScripts, admins)
 		}
-		for _, as := range admins {
+		for _, as := range adminSets {
 			p := base
 			p.Clients, p.Admins = cs, as
 			places, err := c.faultPlaces(&p, faults)
@@ -101,10 +102,12 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	what := fmt.Sprintf("%s, %s, each with every script of 1 to %d operations of acquire, verify, release", c.Kind, plural(s.Clients, "client"), s.Ops)
 	switch {
 	case c.Kind != histories.Semaphore:
-	case s.AdminOps == 0:
+	case admins == 1 && s.AdminOps == 0:
 		what += fmt.Sprintf("; one admin that creates %d slot and does nothing more", exhaustSlots)
-	default:
+	case admins == 1:
 		what += fmt.Sprintf("; one admin that creates %d slot, then every script of 0 to %d operations of change +1, change -1, count, wait for slot 1, destroy", exhaustSlots, s.AdminOps)
+	default:
+		what += fmt.Sprintf("; %d admins, the first creating %d slot, each with every script of 0 to %d operations of change +1, change -1, count, wait for slot 1, destroy", admins, exhaustSlots, s.AdminOps)
 	}
 	if len(faults) == 0 {
 		what += "; no faults"
@@ -133,7 +136,7 @@ func (c Config) faultPlaces(p *Plan, faults []string) ([]Fault, error) {
 	procs := p.processes()
 	for _, f := range faults {
 		for _, target := range procs {
-			if f == AdminCrash && (!strings.HasPrefix(target, "admin") || !slices.ContainsFunc(p.Admins[0], func(s Step) bool { return s.Op == histories.Change })) {
+			if f == AdminCrash && !changes(p, target) {
 				continue
 			}
 			n := methods[target]
@@ -146,6 +149,16 @@ func (c Config) faultPlaces(p *Plan, faults []string) ([]Fault, error) {
 		}
 	}
 	return out, nil
+}
+
+// changes says whether target is an admin of p with a change.
+func changes(p *Plan, target string) bool {
+	for i, script := range p.Admins {
+		if adminName(i) == target {
+			return slices.ContainsFunc(script, func(s Step) bool { return s.Op == histories.Change })
+		}
+	}
+	return false
 }
 
 // methodCounts runs p on the simulator, without faults and taking the

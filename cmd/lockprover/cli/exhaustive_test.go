@@ -71,3 +71,12 @@ func TestProveExhaustiveOtherFamilies(t *testing.T) {
 		t.Errorf("exit %d\n%s", code, errOut)
 	}
 }
+
+// --admins is refused on a mutex, and without --exhaustive.
+func TestProveExhaustiveAdmins(t *testing.T) {
+	for _, args := range [][]string{{"prove", "--exhaustive", "--kind", "mutex", "--admins", "2"}, {"prove", "--admins", "2"}, {"prove", "--exhaustive", "--admins", "0"}} {
+		if code, _, errOut := lockprover(args...); code != exitUsage || !strings.Contains(errOut, "--admins") {
+			t.Errorf("%v: exit %d\n%s", args, code, errOut)
+		}
+	}
+}
