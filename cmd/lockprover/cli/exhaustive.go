@@ -88,7 +88,10 @@ func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintf(stdout, "%d plans, %d schedules, %d %s, %d pruned, %.1fs (%.0f schedules/s, %.0f %s/s)\n", o.PlansDone, o.Schedules, o.States, states, o.Pruned,
 		o.Elapsed.Seconds(), rate(o.Schedules, o.Elapsed), rate(o.States, o.Elapsed), states)
+	// The summary (--json, --junit) has no fields of its own for a search:
+	// its plans are those searched whole, and no seed drew them.
 	p.sum.Plans, p.sum.Timings.ElapsedSeconds = o.PlansDone, o.Elapsed.Seconds()
+	p.sum.Seed, p.sum.RequestedPlans = "", 0
 	if o.Found != nil {
 		shortest := "the shortest counterexample"
 		if o.Stopped != "" {
