@@ -44,6 +44,11 @@ type Options struct {
 	RestartDowntime time.Duration
 	// Trace, if set, receives one line per broker event.
 	Trace io.Writer
+	// Exchanges keeps every process's requests and replies in the World,
+	// so that a fingerprint of the World (internal/statehash) also tells
+	// where each process's own code stands: a process is a function of
+	// the replies it got (the exhaustive search, prover.Exhaust).
+	Exchanges bool
 }
 
 // A World is one simulated broker and the processes that talk to it. Its
@@ -66,6 +71,7 @@ type World struct {
 	up       bool
 	gen      int
 	failure  error
+	keep     bool // Options.Exchanges
 }
 
 // coroutines are the idle coroutines every World's processes run on: a
@@ -80,6 +86,7 @@ func New(o Options) *World {
 		serverHB: o.ServerHeartbeat,
 		downtime: o.RestartDowntime,
 		trace:    o.Trace,
+		keep:     o.Exchanges,
 		byName:   map[string]*process{},
 		queues:   map[string]*queue{},
 		up:       true,
@@ -106,6 +113,20 @@ func New(o Options) *World {
 		w.downtime = time.Second
 	}
 	return w
+}
+
+// Choosing is, while the Decider picks which process moves next, the
+// names of those it picks among, in order; nil while it makes any other
+// choice (how long the broker takes to notice a closed socket).
+func (w *World) Choosing() []string {
+	var names []string
+	for i := 0; ; i++ {
+		p, ok := w.sched.Choosing(i)
+		if !ok {
+			return names
+		}
+		names = append(names, p.name)
+	}
 }
 
 // Now returns the virtual time in nanoseconds since the World began.
@@ -262,6 +283,13 @@ type process struct {
 	partitioned bool         // new connections hang until Heal
 	dialWait    *dialWait    // a dial waiting for Heal
 	deadline    *sched.Timer // a context deadline on a request held by a partition
+	exchanges   []exchange   // with Options.Exchanges: every request and its reply
+}
+
+// An exchange is a request a process made and the reply it got.
+type exchange struct {
+	r   request
+	rep reply
 }
 
 type dialWait struct {
@@ -284,6 +312,9 @@ func (p *process) call(r request) reply {
 	rep, killed := p.proc.Yield()
 	if killed {
 		p.proc.Stop()
+	}
+	if p.w.keep {
+		p.exchanges = append(p.exchanges, exchange{r, rep})
 	}
 	return rep
 }

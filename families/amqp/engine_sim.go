@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/internal/statehash"
 	"github.com/lockprover/lockprover/prover"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
@@ -29,16 +31,95 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 		return nil, fmt.Errorf("the plan runs on a cluster of %d nodes, which the simulated broker is not: run it on one (--target rabbitmq-cluster)", len(p.Cluster))
 	}
 	o := sim.Options{Decider: sim.Script(p.Schedule, sim.Seeded(p.ScheduleSeed)), Trace: s.Trace}
+	var chooser *chooserDecider
+	if p.Chooser != nil {
+		chooser = &chooserDecider{ch: p.Chooser}
+		o.Decider, o.Exchanges = chooser, true
+	}
 	if p.Options.NoHeartbeat() {
 		o.ServerHeartbeat = -1 // heartbeats off on both sides
 	}
 	w := sim.New(o)
 	r := newRunner(p, impl, simEngine{w}, p.Lock)
+	if chooser != nil {
+		// The state at a choice: the world (its broker, its timers, each
+		// process's requests and replies so far) and the runner (the
+		// history so far, each process's client and script), not the
+		// chooser itself.
+		h := statehash.New(reflect.TypeOf(chooser), reflect.TypeOf(p.Chooser))
+		chooser.state = func() statehash.Sum { return h.Sum(w, r) }
+		chooser.choosing = w.Choosing
+		chooser.later = func(name string) int {
+			switch {
+			case name == "nemesis":
+				return 2
+			case deferAwaiting && !r.created && r.awaiting[name]:
+				return 1
+			}
+			return 0
+		}
+	}
 	r.begin()
 	if err := w.Run(); err != nil {
 		return nil, err
 	}
 	return r.result()
+}
+
+// chooserDecider hands every choice of the simulator to a plan's
+// Chooser, with the state the choice is made in.
+//
+// Unless the chooser asks for every choice (prover.Exhaust.Everything),
+// two kinds of process move only when no other can: the nemesis, and a
+// process awaiting the semaphore's create before it has ended. In a plan
+// whose faults all strike inside their targets' methods (an exhaustive
+// search's), the nemesis only awaits the end, looking now and then
+// whether every process is done, and a process awaiting the create only
+// looks whether it has ended: when either looks changes no order of the
+// processes' operations, only when a process notices (the end begins, the
+// process starts its script), and every order after that is still
+// chosen. docs/exhaustive.md argues it; TestExhaustReductionSound checks
+// it against every schedule.
+type chooserDecider struct {
+	ch       prover.Chooser
+	state    func() statehash.Sum
+	choosing func() []string
+	later    func(name string) int // 0: moves as any; higher: only when no lower can
+	among    []int
+}
+
+// deferAwaiting is whether a process awaiting the create moves last;
+// only TestExhaustReductionSound turns it off, to check it.
+var deferAwaiting = true
+
+func (d *chooserDecider) Pick(n int) int {
+	pick := d.pick(n)
+	d.ch.Made(pick)
+	return pick
+}
+
+func (d *chooserDecider) pick(n int) int {
+	if e, ok := d.ch.(interface{ Everything() bool }); ok && e.Everything() {
+		return d.ch.Choose(n, d.state)
+	}
+	names := d.choosing()
+	if names == nil {
+		return d.ch.Choose(n, d.state) // not which process moves
+	}
+	least := 3
+	for _, name := range names {
+		least = min(least, d.later(name))
+	}
+	d.among = d.among[:0]
+	for i, name := range names {
+		if d.later(name) == least {
+			d.among = append(d.among, i)
+		}
+	}
+	if len(d.among) == 1 {
+		return d.among[0]
+	}
+	return d.among[d.ch.Choose(len(d.among), d.state)]
 }
 
 type simEngine struct{ w *sim.World }

@@ -50,6 +50,7 @@ type runner struct {
 	costs     map[int]broker.Cost
 	killed    map[string]bool               // processes killed while heartbeats are off (made on first use)
 	created   bool                          // the first admin's create has ended or was cut short
+	awaiting  map[string]bool               // in an exhaustive search, the processes awaiting it (made on first use)
 	destroyed bool                          // the probe's destroy succeeded
 	live      map[string]Client             // each process's current client, for signals
 	dialling  map[string]context.CancelFunc // cuts short a process's Connect when it is killed
@@ -299,7 +300,25 @@ func (r *runner) run(name string, st *procState, gen int, b broker.Broker) {
 	}
 	// The semaphore is created before anything else, unless its creator is
 	// held up by a fault: then the others go ahead without it, a second on.
+	// (An exhaustive search lets a process awaiting it move last: it
+	// notes which are.)
+	exhaustive := r.p.Chooser != nil
+	if exhaustive {
+		r.mu.Lock()
+		if !r.created {
+			if r.awaiting == nil {
+				r.awaiting = map[string]bool{}
+			}
+			r.awaiting[name] = true
+		}
+		r.mu.Unlock()
+	}
 	r.Await(sleeper(b), time.Second, func() bool { return r.created })
+	if exhaustive {
+		r.mu.Lock()
+		delete(r.awaiting, name)
+		r.mu.Unlock()
+	}
 	for {
 		r.eng.Hold(b, name)
 		r.mu.Lock()

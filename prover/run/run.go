@@ -39,12 +39,24 @@ import (
 type Decisions struct {
 	Schedule     []int  `json:"schedule"`
 	ScheduleSeed uint64 `json:"schedule_seed"`
+	// Chooser, if set, answers every choice instead (the exhaustive
+	// search, prover.Exhaust); it is no part of the plan's data.
+	Chooser prover.Chooser `json:"-"`
 }
 
 // Decider returns the decisions as a simulator's Decide (pick one of n): the
 // numbers of Schedule modulo n, then a PCG seeded with ScheduleSeed and
-// salt, which a family keeps fixed so that its plans keep their histories.
+// salt, which a family keeps fixed so that its plans keep their histories;
+// or, with a Chooser, its choices.
 func (d Decisions) Decider(salt uint64) func(n int) int {
+	if ch := d.Chooser; ch != nil {
+		// No fingerprint of the state: the search prunes nothing.
+		return func(n int) int {
+			pick := ch.Choose(n, nil)
+			ch.Made(pick)
+			return pick
+		}
+	}
 	rng := rand.New(rand.NewPCG(d.ScheduleSeed, salt))
 	next := 0
 	return func(n int) int {

@@ -100,6 +100,7 @@ type Scheduler[P, R any] struct {
 	timers  timerHeap
 	seq     uint64
 	inRun   bool
+	picking bool // Decide is picking among ready (Choosing)
 }
 
 // Init readies s to run processes under c.
@@ -212,6 +213,15 @@ func (s *Scheduler[P, R]) Running() P {
 	return s.running.self
 }
 
+// Choosing says, while Decide picks which process moves, the i-th
+// process it picks among (ok false while it makes any other choice).
+func (s *Scheduler[P, R]) Choosing(i int) (p P, ok bool) {
+	if !s.picking || i >= len(s.ready) {
+		return p, false
+	}
+	return s.ready[i].self, true
+}
+
 // InRun reports whether Run is in progress.
 func (s *Scheduler[P, R]) InRun() bool { return s.inRun }
 
@@ -235,7 +245,9 @@ func (s *Scheduler[P, R]) Run() {
 		}
 		i := 0
 		if len(s.ready) > 1 && s.c.Decide != nil {
+			s.picking = true
 			i = s.c.Decide.Pick(len(s.ready))
+			s.picking = false
 			if i < 0 || i >= len(s.ready) {
 				panic(fmt.Sprintf("sched: Decide(%d) = %d", len(s.ready), i))
 			}

@@ -251,7 +251,8 @@ func proveSynopsis() string {
                   [--docker auto|always|off] [--docker-image IMAGE] [--partition-handling MODE] [--net-ticktime D]
                   [--dsn DSN] [--private-server] [--ttl D] [--servers N] [--persistence none|always] [--limit N]
                   [--impl COMMAND [--init-timeout D]] [--out DIR] [--shard i/n|auto]
-                  [--parallel N] [--json FILE] [--junit FILE] [--quiet]`
+                  [--parallel N] [--json FILE] [--junit FILE] [--quiet]
+                  [--exhaustive [--admins N] [--admin-ops N] [--max-schedules N] [--no-reduction]]`
 }
 
 // runProve is `lockprover prove`: it draws plans, proves the target on
@@ -279,7 +280,11 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 	}
 	what, where := p.f.describe(p.mutant)
 	p.sum.Implementation, p.sum.Seed = what, strconv.FormatUint(p.s.Seed, 10)
-	if !p.outf.quiet {
+	switch {
+	case p.outf.quiet:
+	case p.ex.on:
+		fmt.Fprintf(stdout, "searching every schedule of %s on %s\n", what, where)
+	default:
 		fmt.Fprintf(stdout, "proving %s on %s, seed %d\n", what, where, p.s.Seed)
 	}
 	ctx, stop := interrupts(stderr, p.f.setup.Interrupt)
@@ -288,6 +293,9 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 		return p.finish(code, err, stderr)
 	}
 	p.s.Config.Family = p.f.setup.Prove // as Start left it
+	if p.ex.on {
+		return p.exhaust(ctx, term, stdout, stderr)
+	}
 	return p.prove(ctx, term, stdout, stderr)
 }
 
@@ -300,6 +308,7 @@ type proveRun struct {
 	parallel   int    // --parallel
 	mutant     string // --mutant
 	outf       outputFlags
+	ex         exhaustFlags // --exhaustive and its own flags
 	s          prover.Search
 	sum        *results.Summary
 }
@@ -321,6 +330,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	fs.IntVar(&p.parallel, "parallel", 0, "plans run at once, each on a lock (and processes, proxies) of its own: 0 means one per CPU on the simulator (the same plans and the same first counterexample whatever the number), four per CPU on a real target (where concurrency slows each plan: see the README)")
 	fs.StringVar(&p.shard, "shard", "", "i/n: run the i-th of n shares of the seed's plans (i from 1; --runs counts them all); auto: the shard from the environment (LOCKPROVER_SHARD_INDEX and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX with JOB_COMPLETIONS, GitLab's CI_NODE_INDEX and CI_NODE_TOTAL)")
 	p.outf.register(fs, true)
+	p.ex.register(fs)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return nil, code, false
@@ -334,6 +344,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	}
 	var bad checks
 	bad.nonNegative("parallel", p.parallel)
+	p.ex.check(fs, &p.f, &bad)
 	if !bad.report("prove", stderr) {
 		return nil, exitUsage, false
 	}

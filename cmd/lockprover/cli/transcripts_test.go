@@ -97,6 +97,7 @@ var masks = []struct {
 	// many were inconclusive (a reply too slow to judge) depend on timing.
 	{regexp.MustCompile(`\b\d+ (steps|commands), \d+ inconclusive\b`), "N $1, N inconclusive"},
 	{regexp.MustCompile(`\d+(\.\d+)? sequences/s\b`), "N sequences/s"},
+	{regexp.MustCompile(`\d+ (schedules|states|choice points)/s\b`), "N $1/s"}, // prove --exhaustive's rates
 	{regexp.MustCompile(`\b\d+m\d+(\.\d+)?s\b`), "T"},
 	{regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+Z?`), "DATE"},
 	{regexp.MustCompile(`\bseed \d{6,}`), "seed S"},

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/lockprover/lockprover/prover"
+)
+
+// exhaustFlags are prove's flags of an exhaustive search (--exhaustive).
+type exhaustFlags struct {
+	on           bool
+	adminOps     int
+	admins       int
+	maxSchedules float64
+	noReduction  bool
+}
+
+func (e *exhaustFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&e.on, "exhaustive", false, "instead of drawing plans, run every plan of the scope (--clients, --ops, --admin-ops, --max-faults, --faults) under every schedule the simulator can produce, and report the shortest counterexample or that every property holds within the scope (docs/exhaustive.md)")
+	fs.IntVar(&e.adminOps, "admin-ops", 0, "with --exhaustive: at most this many operations for the admin (kinds with admins only)")
+	fs.IntVar(&e.admins, "admins", 1, "with --exhaustive: this many admins (kinds with admins only), the first creating the semaphore")
+	fs.Float64Var(&e.maxSchedules, "max-schedules", 1e6, "with --exhaustive: refuse, before it starts, a search estimated to run more schedules than this, unless --time bounds it")
+	fs.BoolVar(&e.noReduction, "no-reduction", false, "with --exhaustive: run every schedule, without pruning those that reach a state already explored, and with every choice of the nemesis's")
+}
+
+// check lists what is wrong with the exhaustive flags, given prove's.
+func (e *exhaustFlags) check(fs *flag.FlagSet, f *proveFlags, bad *checks) {
+	for _, name := range []string{"admin-ops", "admins", "max-schedules", "no-reduction"} {
+		bad.add(given(fs, name) && !e.on, "--%s is for an exhaustive search: give --exhaustive", name)
+	}
+	if !e.on {
+		return
+	}
+	bad.nonNegative("admin-ops", e.adminOps)
+	bad.positive("admins", e.admins)
+	bad.add(e.maxSchedules < 1, "--max-schedules must be at least 1, not %g", e.maxSchedules)
+	bad.add(given(fs, "runs"), "--runs draws plans: an exhaustive search runs every plan of its scope (bound its time with --time)")
+	bad.add(given(fs, "seed"), "--seed draws plans: an exhaustive search draws none")
+	bad.add(given(fs, "impl") || (given(fs, "target") && f.target != "sim"), "--exhaustive runs on the simulator only (no --impl, --target sim)")
+}
+
+// exhaust runs an exhaustive search and reports it: what it covered, and
+// the shortest counterexample or that every property held in the scope.
+func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) int {
+	if _, ok := p.s.Config.Family.(prover.Exhaustive); !ok {
+		err := fmt.Errorf("--exhaustive: --kind %s: its family enumerates no scope yet (docs/exhaustive.md)", p.f.kind)
+		fmt.Fprintf(stderr, "prove: %v\n", err)
+		return p.finish(exitUsage, err, stderr)
+	}
+	e := prover.Exhaust{Config: p.s.Config, Reduce: !p.ex.noReduction, Everything: p.ex.noReduction, MaxSchedules: p.ex.maxSchedules, Context: ctx,
+		Scope: prover.ExhaustScope{Clients: p.f.clients, Ops: p.f.ops, AdminOps: p.ex.adminOps, MaxFaults: p.f.maxFault}}
+	if given(p.fs, "admins") {
+		e.Scope.Admins = p.ex.admins
+	}
+	if !given(p.fs, "max-faults") {
+		e.Scope.MaxFaults = 0
+	}
+	if !given(p.fs, "clients") {
+		e.Scope.Clients = 1
+	}
+	if !given(p.fs, "ops") {
+		e.Scope.Ops = 1
+	}
+	if p.f.dur > 0 {
+		e.Until = time.Now().Add(p.f.dur)
+	}
+	if !p.outf.quiet {
+		e.Progress = func(o prover.ExhaustOutcome) {
+			fmt.Fprintf(stderr, "schedules %d  plans %d/%d  states %d  pruned %d  elapsed %s\n", o.Schedules, o.PlansDone, o.Plans, o.States, o.Pruned, o.Elapsed.Round(time.Second))
+		}
+	}
+	o, err := e.Run()
+	if err != nil {
+		fmt.Fprintf(stderr, "prove: %v\n", err)
+		if errors.Is(err, prover.ErrScopeTooLarge) {
+			fmt.Fprintf(stderr, "prove: the scope: %s\n", o.Scope)
+		}
+		return p.finish(exitUsage, err, stderr)
+	}
+	states := "states"
+	if !e.Reduce {
+		states = "choice points"
+	}
+	fmt.Fprintf(stdout, "%d plans, %d schedules, %d %s, %d pruned, %.1fs (%.0f schedules/s, %.0f %s/s)\n", o.PlansDone, o.Schedules, o.States, states, o.Pruned,
+		o.Elapsed.Seconds(), rate(o.Schedules, o.Elapsed), rate(o.States, o.Elapsed), states)
+	// The summary (--json, --junit) has no fields of its own for a search:
+	// its plans are those searched whole, and no seed drew them.
+	p.sum.Plans, p.sum.Timings.ElapsedSeconds = o.PlansDone, o.Elapsed.Seconds()
+	p.sum.Seed, p.sum.RequestedPlans = "", 0
+	if o.Found != nil {
+		shortest := "the shortest counterexample"
+		if o.Stopped != "" {
+			shortest = fmt.Sprintf("a counterexample (%s before the search ended: a shorter one may exist)", o.Stopped)
+		}
+		fmt.Fprintf(stdout, "%s: %s\n", shortest, o.Found.Plan.Brief())
+		code, cx := reportCounterexample(o.Found, p.out, p.f.replayFlags(p.fs), stdout, stderr)
+		p.sum.Counterexample = cx
+		return p.finish(code, nil, stderr)
+	}
+	if o.Stopped != "" {
+		fmt.Fprintf(stderr, "prove: %s after %d of %d plans (and part of the next): nothing violated so far within: %s\n", o.Stopped, o.PlansDone, o.Plans, o.Scope)
+		if o.Stopped == "interrupted" {
+			return p.finish(exitInterrupted, nil, stderr)
+		}
+		return p.finish(exitOK, nil, stderr)
+	}
+	fmt.Fprintf(stdout, "every property holds for every schedule within: %s\n", o.Scope)
+	return p.finish(exitOK, nil, stderr)
+}
+
+func rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}

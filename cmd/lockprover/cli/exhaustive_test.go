@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// An exhaustive search of a scope that holds says so, spelling the scope
+// out, with what it ran.
+func TestProveExhaustiveHolds(t *testing.T) {
+	code, out, errOut := lockprover("prove", "--exhaustive", "--kind", "mutex", "--clients", "1", "--ops", "1", "--quiet")
+	if code != exitOK || !strings.Contains(out, "3 plans, 3 schedules") ||
+		!strings.Contains(out, "every property holds for every schedule within: mutex, 1 client, each with every script of 1 to 1 operations of acquire, verify, release; no faults (3 plans), under every schedule of the simulator") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// A mutant's shortest counterexample is written as a plan that replay
+// reruns to the same history and the same violation.
+func TestProveExhaustiveCounterexampleReplays(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	code, out, errOut := lockprover("prove", "--exhaustive", "--kind", "mutex", "--clients", "2", "--ops", "1", "--mutant", "verify-probes-b", "--out", dir, "--quiet")
+	if code != exitViolation || !strings.Contains(out, "the shortest counterexample: mutex \"lp\", 0 slots, 2 clients, 0 admins, 0 faults, 18 scheduling decisions") || !strings.Contains(out, "slot-exclusive violated") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	again := filepath.Join(t.TempDir(), "again.jsonl")
+	code, out, errOut = lockprover("replay", "--history", again, filepath.Join(dir, "plan.json"))
+	if code != exitViolation || !strings.Contains(out, "slot-exclusive  FAIL") {
+		t.Fatalf("replay: exit %d\n%s%s", code, out, errOut)
+	}
+	a, _ := os.ReadFile(filepath.Join(dir, "history.jsonl"))
+	b, _ := os.ReadFile(again)
+	if !bytes.Equal(a, b) {
+		t.Error("replay gave a different history")
+	}
+}
+
+// Bad scopes are refused before anything runs, naming the flag; a scope
+// too large says its estimate and the flag that bounds time.
+func TestProveExhaustiveRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kind", "mutex", "--admin-ops", "1"}, "--admin-ops: a mutex has no admins"},
+		{[]string{"--clients", "2"}, "scope too large: about"},
+		{[]string{"--clients", "2"}, "--time"},
+		{[]string{"--runs", "5"}, "--runs draws plans"},
+		{[]string{"--target", "rabbitmq"}, "--exhaustive runs on the simulator only"},
+		{[]string{"--admin-ops", "-1"}, "--admin-ops"},
+		{[]string{"--max-schedules", "0"}, "--max-schedules must be at least 1"},
+	} {
+		code, out, errOut := lockprover(append([]string{"prove", "--exhaustive"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, want 2 and %q\n%s%s", tc.args, code, tc.want, out, errOut)
+		}
+	}
+	code, _, errOut := lockprover("prove", "--admin-ops", "1")
+	if code != exitUsage || !strings.Contains(errOut, "--admin-ops is for an exhaustive search: give --exhaustive") {
+		t.Errorf("--admin-ops without --exhaustive: exit %d\n%s", code, errOut)
+	}
+}
+
+// A family that enumerates no scope is refused by its kind.
+func TestProveExhaustiveOtherFamilies(t *testing.T) {
+	code, _, errOut := lockprover("prove", "--exhaustive", "--kind", "redlock")
+	if code != exitUsage || !strings.Contains(errOut, "--exhaustive: --kind redlock: its family enumerates no scope yet") {
+		t.Errorf("exit %d\n%s", code, errOut)
+	}
+}
+
+// --admins is refused on a mutex, and without --exhaustive.
+func TestProveExhaustiveAdmins(t *testing.T) {
+	for _, args := range [][]string{{"prove", "--exhaustive", "--kind", "mutex", "--admins", "2"}, {"prove", "--admins", "2"}, {"prove", "--exhaustive", "--admins", "0"}} {
+		if code, _, errOut := lockprover(args...); code != exitUsage || !strings.Contains(errOut, "--admins") {
+			t.Errorf("%v: exit %d\n%s", args, code, errOut)
+		}
+	}
+}

@@ -1,0 +1,270 @@
+package amqp
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/sim"
+)
+
+// The operation alphabets of an exhaustive search: a client's, and an
+// admin's (the change of one slot either way, a count, a wait for slot 1,
+// the destroy). Sleeps are left out: on the simulator time moves by what
+// operations cost, and a sleep's length is a choice no scope can list.
+var (
+	exhaustClientOps = []Step{{Op: histories.Acquire}, {Op: histories.Verify}, {Op: histories.Release}}
+	exhaustAdminOps  = []Step{{Op: histories.Change, Delta: 1}, {Op: histories.Change, Delta: -1},
+		{Op: histories.Count}, {Op: histories.Wait, Slot: 1}, {Op: histories.Destroy}}
+)
+
+// maxSkeletons bounds the plans of a scope before faults: more is
+// refused before they are listed.
+const maxSkeletons = 100000
+
+// exhaustSlots is the slots the admin creates in an exhaustive search's
+// semaphore: one, the smallest that lets two clients contend.
+const exhaustSlots = 1
+
+// Skeletons returns every plan of s (prover.Exhaustive), fewest
+// operations and faults first: c.Kind's lock, s.Clients clients each
+// with every script of 1 to s.Ops operations (acquire, verify, release);
+// a semaphore's one admin, which creates it with one slot, with every
+// script of 0 to s.AdminOps operations (change +1 or -1, count, wait for
+// slot 1, destroy), and so on for s.Admins admins; and 0 to s.MaxFaults faults of s.Faults, each at
+// every place a plan names: right after each method its target sends in
+// the plan's run without faults (after_calls), a pause or partition
+// lasting to the end of the run.
+func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
+	c = c.withDefaults()
+	if s.Clients < 1 {
+		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
+	}
+	if s.Ops < 1 {
+		return nil, "", fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", s.Ops)
+	}
+	if c.Kind == histories.Mutex && s.AdminOps > 0 {
+		return nil, "", fmt.Errorf("--admin-ops: a mutex has no admins (give --admin-ops 0, or --kind semaphore)")
+	}
+	if c.Kind == histories.Mutex && s.Admins > 0 {
+		return nil, "", fmt.Errorf("--admins: a mutex has no admins (or --kind semaphore)")
+	}
+	admins := max(1, s.Admins)
+	faults := s.Faults
+	if faults == nil {
+		faults = c.Faults // --faults, as the family's setup read it
+	}
+	if s.MaxFaults == 0 {
+		faults = nil
+	}
+	if c.Kind == histories.Mutex {
+		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool { return f == AdminCrash })
+	}
+	mutant := s.Mutant
+	if mutant == "" {
+		mutant = c.Mutant
+	}
+	base := Plan{Version: PlanVersion, Kind: c.Kind, Lock: "lp", Options: c.Options, Mutant: mutant}
+	clientScripts := scripts(exhaustClientOps, 1, s.Ops)
+	var adminScripts [][]Step
+	if c.Kind == histories.Semaphore {
+		base.Slots = exhaustSlots
+		adminScripts = scripts(exhaustAdminOps, 0, s.AdminOps)
+	}
+	// Refuse at once what cannot even be listed: the faults multiply it.
+	if n := math.Pow(float64(len(clientScripts)), float64(s.Clients)) * math.Pow(float64(max(1, len(adminScripts))), float64(admins)); n > maxSkeletons {
+		return nil, "", fmt.Errorf("--clients %d, --ops %d, --admin-ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most %d): narrow the scope", s.Clients, s.Ops, s.AdminOps, n, maxSkeletons)
+	}
+	var out []prover.Plan
+	for _, cs := range product(clientScripts, s.Clients) {
+		adminSets := [][][]Step{nil}
+		if c.Kind == histories.Semaphore {
+			adminSets = product(adminScripts, admins)
+		}
+		for _, as := range adminSets {
+			p := base
+			p.Clients, p.Admins = cs, as
+			places, err := c.faultPlaces(&p, faults)
+			if err != nil {
+				return nil, "", err
+			}
+			for _, nem := range subsets(places, s.MaxFaults) {
+				q := p
+				q.Nemesis = nem
+				out = append(out, &q)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
+	what := fmt.Sprintf("%s, %s, each with every script of 1 to %d operations of acquire, verify, release", c.Kind, plural(s.Clients, "client"), s.Ops)
+	switch {
+	case c.Kind != histories.Semaphore:
+	case admins == 1 && s.AdminOps == 0:
+		what += fmt.Sprintf("; one admin that creates %d slot and does nothing more", exhaustSlots)
+	case admins == 1:
+		what += fmt.Sprintf("; one admin that creates %d slot, then every script of 0 to %d operations of change +1, change -1, count, wait for slot 1, destroy", exhaustSlots, s.AdminOps)
+	default:
+		what += fmt.Sprintf("; %d admins, the first creating %d slot, each with every script of 0 to %d operations of change +1, change -1, count, wait for slot 1, destroy", admins, exhaustSlots, s.AdminOps)
+	}
+	if len(faults) == 0 {
+		what += "; no faults"
+	} else {
+		what += fmt.Sprintf("; 0 to %d faults of %s, each right after any method its target sends (a pause or partition lasting to the end)", s.MaxFaults, strings.Join(faults, ", "))
+	}
+	if mutant != "" {
+		what += "; mutant " + mutant
+	}
+	what += fmt.Sprintf(" (%d plans), under every schedule of the simulator", len(out))
+	return out, what, nil
+}
+
+// faultPlaces are the faults of p's scope, each at every place: after
+// each method its target sends in p's run without faults, on the
+// simulator, taking the first choice at each point.
+func (c Config) faultPlaces(p *Plan, faults []string) ([]Fault, error) {
+	if len(faults) == 0 {
+		return nil, nil
+	}
+	methods, err := methodCounts(p, implFor(p, c.Impl))
+	if err != nil {
+		return nil, err
+	}
+	var out []Fault
+	procs := p.processes()
+	for _, f := range faults {
+		for _, target := range procs {
+			if f == AdminCrash && !changes(p, target) {
+				continue
+			}
+			n := methods[target]
+			if f == AdminCrash {
+				n = 4 // within the change: the administration mutex, the count's probes, the writes
+			}
+			for k := 1; k <= n; k++ {
+				out = append(out, Fault{Fault: f, Target: target, AfterCalls: k})
+			}
+		}
+	}
+	return out, nil
+}
+
+// changes says whether target is an admin of p with a change.
+func changes(p *Plan, target string) bool {
+	for i, script := range p.Admins {
+		if adminName(i) == target {
+			return slices.ContainsFunc(script, func(s Step) bool { return s.Op == histories.Change })
+		}
+	}
+	return false
+}
+
+// methodCounts runs p on the simulator, without faults and taking the
+// first choice at each point, and counts each process's methods.
+func methodCounts(p *Plan, impl Impl) (map[string]int, error) {
+	q := *p
+	q.Nemesis, q.Schedule, q.ScheduleSeed = nil, nil, 0
+	w := sim.New(sim.Options{Decider: sim.Script(nil, nil)})
+	if q.Options.NoHeartbeat() {
+		w = sim.New(sim.Options{Decider: sim.Script(nil, nil), ServerHeartbeat: -1})
+	}
+	r := newRunner(&q, impl, simEngine{w}, q.Lock)
+	r.begin()
+	if err := w.Run(); err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, name := range q.processes() {
+		total := 0
+		for _, n := range w.Cost(name).Methods {
+			total += n
+		}
+		out[name] = total
+	}
+	return out, nil
+}
+
+// scripts is every sequence of min to max steps of alphabet.
+func scripts(alphabet []Step, least, most int) [][]Step {
+	var out [][]Step
+	level := [][]Step{nil}
+	for n := 0; n <= most; n++ {
+		if n >= least {
+			out = append(out, level...)
+		}
+		var next [][]Step
+		for _, s := range level {
+			for _, a := range alphabet {
+				next = append(next, append(slices.Clone(s), a))
+			}
+		}
+		level = next
+	}
+	return out
+}
+
+// product is every choice of n scripts from set, in order.
+func product(set [][]Step, n int) [][][]Step {
+	out := [][][]Step{nil}
+	for range n {
+		var next [][][]Step
+		for _, prefix := range out {
+			for _, s := range set {
+				next = append(next, append(slices.Clone(prefix), s))
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// subsets is every subset of at most k of places, in the places' order
+// (the empty one first).
+func subsets(places []Fault, k int) [][]Fault {
+	out := [][]Fault{nil}
+	var grow func(from int, cur []Fault)
+	grow = func(from int, cur []Fault) {
+		if len(cur) == k {
+			return
+		}
+		for i := from; i < len(places); i++ {
+			next := append(slices.Clone(cur), places[i])
+			out = append(out, next)
+			grow(i+1, next)
+		}
+	}
+	grow(0, nil)
+	return out
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// Size is p's operations and faults (prover.Exhaustive).
+func (c Config) Size(p prover.Plan) int {
+	q := p.(*Plan)
+	n := len(q.Nemesis)
+	for _, s := range q.Clients {
+		n += len(s)
+	}
+	for _, s := range q.Admins {
+		n += len(s)
+	}
+	return n
+}
+
+// Scheduled returns a copy of p (one of Skeletons') that takes its
+// choices from ch, or from schedule (prover.Exhaustive).
+func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
+	q := *p.(*Plan)
+	q.Schedule, q.ScheduleSeed, q.Chooser = slices.Clone(schedule), 0, ch
+	return &q
+}
+
+var _ prover.Exhaustive = Config{}

@@ -1,0 +1,108 @@
+package amqp
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+)
+
+func exhaust(t *testing.T, c Config, s prover.ExhaustScope, reduce, everything bool) *prover.ExhaustOutcome {
+	t.Helper()
+	o, err := prover.Exhaust{Config: prover.Config{Family: c}, Scope: s, Reduce: reduce, Everything: everything, MaxSchedules: 1e9}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Stopped != "" || o.PlansDone != o.Plans {
+		t.Fatalf("%+v: stopped (%s) after %d of %d plans", s, o.Stopped, o.PlansDone, o.Plans)
+	}
+	return o
+}
+
+// TestExhaustReductionSound checks both reductions against the plain
+// enumeration on scopes small enough for it: the same verdicts (each
+// property's status, as sets of outcomes) are reached with the reduction
+// as with every schedule, for the reference and for mutants that the
+// scope catches, where the reduction runs fewer schedules.
+func TestExhaustReductionSound(t *testing.T) {
+	one := prover.ExhaustScope{Clients: 1, Ops: 1}
+	two := prover.ExhaustScope{Clients: 2, Ops: 1}
+	cases := []struct {
+		name       string
+		c          Config
+		s          prover.ExhaustScope
+		everything bool // the plain run offers every choice (else the nemesis moves last in both)
+	}{
+		// Both reductions against every schedule.
+		{"mutex 1x1", Config{Kind: histories.Mutex}, one, true},
+		// Pruning and the clients' waiting for the create against every
+		// schedule with the nemesis last.
+		{"semaphore 1x1", Config{Kind: histories.Semaphore}, one, false},
+		{"semaphore 1x2", Config{Kind: histories.Semaphore}, prover.ExhaustScope{Clients: 1, Ops: 2}, false},
+		{"mutex 2x1", Config{Kind: histories.Mutex}, two, false},
+		{"mutex 2x1 b-not-exclusive", Config{Kind: histories.Mutex, Scope: prover.Scope{Mutant: "b-not-exclusive"}}, two, false},
+		{"semaphore 1x1 verify-passive", Config{Kind: histories.Semaphore, Scope: prover.Scope{Mutant: "verify-passive"}}, one, false},
+		{"semaphore 1x1 release-deletes-a", Config{Kind: histories.Semaphore, Scope: prover.Scope{Mutant: "release-deletes-a"}}, one, false},
+		{"semaphore 1x1 kill b-not-exclusive", Config{Kind: histories.Semaphore, Scope: prover.Scope{Mutant: "b-not-exclusive"}},
+			prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1, Faults: []string{histories.Kill}}, false},
+	}
+	if testing.Short() {
+		cases = cases[1:2]
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			red := exhaust(t, tc.c, tc.s, true, false)
+			deferAwaiting = false
+			plain := exhaust(t, tc.c, tc.s, false, tc.everything)
+			deferAwaiting = true
+			t.Logf("reduced: %d schedules, %d states, %d pruned; plain: %d schedules; outcomes %v", red.Schedules, red.States, red.Pruned, plain.Schedules, slices.Sorted(maps.Keys(plain.Outcomes)))
+			if !slices.Equal(slices.Sorted(maps.Keys(red.Outcomes)), slices.Sorted(maps.Keys(plain.Outcomes))) {
+				t.Errorf("the reduction reached other verdicts:\nreduced %v\nplain   %v", red.Outcomes, plain.Outcomes)
+			}
+			if red.Schedules >= plain.Schedules {
+				t.Errorf("the reduction ran %d schedules, the plain enumeration %d", red.Schedules, plain.Schedules)
+			}
+			if (red.Found == nil) != (plain.Found == nil) {
+				t.Errorf("a counterexample: reduced %v, plain %v", red.Found != nil, plain.Found != nil)
+			}
+		})
+	}
+}
+
+// TestExhaustScopeRefused: a scope that means nothing for the kind is
+// refused naming its flag, and one too large says so before it starts.
+func TestExhaustScopeRefused(t *testing.T) {
+	_, _, err := Config{Kind: histories.Mutex}.Skeletons(prover.ExhaustScope{Clients: 1, Ops: 1, AdminOps: 1})
+	if err == nil || !strings.HasPrefix(err.Error(), "--admin-ops:") {
+		t.Errorf("admin operations on a mutex: %v", err)
+	}
+	_, _, err = Config{}.Skeletons(prover.ExhaustScope{Clients: 3, Ops: 8})
+	if err == nil || !strings.Contains(err.Error(), "--clients 3, --ops 8, --admin-ops 0: 9.53e+11 plans before any fault") {
+		t.Errorf("a scope too large to list: %v", err)
+	}
+	o, err := prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: prover.ExhaustScope{Clients: 2, Ops: 1}}.Run()
+	if err == nil || o == nil || o.Schedules != 0 || o.Estimate < 1e6 {
+		t.Errorf("a scope too large: %v, %+v", err, o)
+	}
+}
+
+// TestExhaustInterrupted: an interrupted search stops and reports what it
+// covered, and so does one whose time ran out.
+func TestExhaustInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	s := prover.ExhaustScope{Clients: 2, Ops: 1}
+	o, err := prover.Exhaust{Config: prover.Config{Family: Config{Kind: histories.Mutex}}, Scope: s, Reduce: true, Context: ctx}.Run()
+	if err != nil || o.Stopped != "interrupted" || o.Schedules == 0 || o.PlansDone == o.Plans {
+		t.Errorf("interrupted: %v, %+v", err, o)
+	}
+	o, err = prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: s, Reduce: true, Until: time.Now().Add(300 * time.Millisecond)}.Run()
+	if err != nil || o.Stopped != "--time ran out" || o.Schedules == 0 || o.Estimate < 1e6 {
+		t.Errorf("--time: %v, %+v", err, o)
+	}
+}

@@ -1,0 +1,156 @@
+package dbsemaphore
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// exhaustOps is a client's operation alphabet in an exhaustive search.
+// Sleeps are left out: their lengths are no finite choice.
+var exhaustOps = []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Release}}
+
+// exhaustCalls is how many of its target's first statements a fault of
+// an exhaustive search may follow.
+const exhaustCalls = 6
+
+// Skeletons returns every plan of s (prover.Exhaustive), fewest operations
+// and faults first: a semaphore of one slot with c's ttl (1000 ms if
+// unset), s.Clients clients each with every script of 1 to s.Ops
+// operations (acquire, refresh, release), and 0 to s.MaxFaults faults of
+// those that strike a client, each right after one of its first six
+// statements (a pause or partition lasting to the end of the run). Clock
+// faults and restarts, which need a time or an offset, are left out.
+func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
+	c = c.withDefaults()
+	switch {
+	case s.Clients < 1:
+		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
+	case s.Ops < 1:
+		return nil, "", fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", s.Ops)
+	case s.AdminOps > 0:
+		return nil, "", fmt.Errorf("--admin-ops: a db-semaphore has no admins (give --admin-ops 0)")
+	}
+	var faults []string
+	asked := s.Faults
+	if asked == nil {
+		asked = c.Faults // --faults, as the family's setup read it
+	}
+	if s.MaxFaults > 0 {
+		for _, f := range asked {
+			if !histories.IsClockFault(f) && f != histories.RestartBroker {
+				faults = append(faults, f)
+			}
+		}
+	}
+	var scripts [][]Step
+	level := [][]Step{nil}
+	for n := 1; n <= s.Ops; n++ {
+		var next [][]Step
+		for _, sc := range level {
+			for _, a := range exhaustOps {
+				next = append(next, append(slices.Clone(sc), a))
+			}
+		}
+		scripts, level = append(scripts, next...), next
+	}
+	if n := math.Pow(float64(len(scripts)), float64(s.Clients)); n > 100000 {
+		return nil, "", fmt.Errorf("--clients %d, --ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most 100000): narrow the scope", s.Clients, s.Ops, n)
+	}
+	ttl := c.TTLMs
+	if ttl == 0 {
+		ttl = 1000
+	}
+	mutant := c.Mutant
+	if s.Mutant != "" {
+		mutant = s.Mutant
+	}
+	base := Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: ttl, Options: c.Options, Mutant: mutant}
+	clients := [][][]Step{nil}
+	for range s.Clients {
+		var next [][][]Step
+		for _, prefix := range clients {
+			for _, sc := range scripts {
+				next = append(next, append(slices.Clone(prefix), sc))
+			}
+		}
+		clients = next
+	}
+	var places []Fault
+	for _, f := range faults {
+		for i := range s.Clients {
+			for k := 1; k <= exhaustCalls; k++ {
+				places = append(places, Fault{Fault: f, Target: fmt.Sprintf("c%d", i+1), AfterStatements: k})
+			}
+		}
+	}
+	var out []prover.Plan
+	for _, cs := range clients {
+		for _, nem := range subsets(places, s.MaxFaults) {
+			p := base
+			p.Clients, p.Nemesis = cs, nem
+			out = append(out, &p)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
+	what := fmt.Sprintf("db-semaphore of 1 slot, ttl %d ms, %s, each with every script of 1 to %d operations of acquire, refresh, release", ttl, clientsOf(s.Clients), s.Ops)
+	if len(faults) == 0 {
+		what += "; no faults"
+	} else {
+		what += fmt.Sprintf("; 0 to %d faults of %s, each right after one of its target's first %d statements (a pause or partition lasting to the end)", s.MaxFaults, strings.Join(faults, ", "), exhaustCalls)
+	}
+	if mutant != "" {
+		what += "; mutant " + mutant
+	}
+	what += fmt.Sprintf(" (%d plans), under every schedule of the simulator", len(out))
+	return out, what, nil
+}
+
+// Size is p's operations and faults (prover.Exhaustive).
+func (c Config) Size(p prover.Plan) int {
+	q := p.(*Plan)
+	n := len(q.Nemesis)
+	for _, sc := range q.Clients {
+		n += len(sc)
+	}
+	return n
+}
+
+// Scheduled returns a copy of p that takes its choices from ch, or from
+// schedule (prover.Exhaustive).
+func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
+	q := *p.(*Plan)
+	q.Schedule, q.ScheduleSeed, q.Chooser = slices.Clone(schedule), 0, ch
+	return &q
+}
+
+// subsets is every subset of at most k of places, the empty one first.
+func subsets(places []Fault, k int) [][]Fault {
+	out := [][]Fault{nil}
+	var grow func(from int, cur []Fault)
+	grow = func(from int, cur []Fault) {
+		if len(cur) == k {
+			return
+		}
+		for i := from; i < len(places); i++ {
+			next := append(slices.Clone(cur), places[i])
+			out = append(out, next)
+			grow(i+1, next)
+		}
+	}
+	grow(0, nil)
+	return out
+}
+
+func clientsOf(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", n)
+}
+
+var _ prover.Exhaustive = Config{}

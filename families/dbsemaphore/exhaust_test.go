@@ -1,0 +1,34 @@
+package dbsemaphore
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// TestExhaust: every schedule of a small scope holds for the reference,
+// with faults; a mutant's shortest counterexample runs again from its
+// written plan to the same violation; admins are refused by their flag.
+func TestExhaust(t *testing.T) {
+	o, err := prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1, Faults: []string{histories.Kill}}}.Run()
+	if err != nil || o.Found != nil || o.Stopped != "" || o.PlansDone != o.Plans || o.Plans != 21 || o.Schedules < 21 {
+		t.Fatalf("the reference: %v, %+v", err, o)
+	}
+	o, err = prover.Exhaust{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: "fence-from-uuid"}}}, Scope: prover.ExhaustScope{Clients: 1, Ops: 2}}.Run()
+	if err != nil || o.Found == nil || o.Found.Property != "fencing" {
+		t.Fatalf("fence-from-uuid: %v, %+v", err, o)
+	}
+	res, err := Config{}.Run(t.Context(), o.Found.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(res.History, o.Found.Result.History) {
+		t.Errorf("the written plan runs to another history")
+	}
+	if _, _, err := (Config{}).Skeletons(prover.ExhaustScope{Clients: 1, Ops: 1, AdminOps: 1}); err == nil || !strings.HasPrefix(err.Error(), "--admin-ops:") {
+		t.Errorf("admin operations: %v", err)
+	}
+}

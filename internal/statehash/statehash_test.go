@@ -1,0 +1,59 @@
+package statehash
+
+import (
+	"reflect"
+	"testing"
+)
+
+type node struct {
+	name string
+	next *node
+	tags map[string]int
+	f    func()
+}
+
+type skipped struct{ n int }
+
+func graph(name string, share bool) *node {
+	b := &node{name: "b", tags: map[string]int{"x": 1, "y": 2, "z": 3}}
+	a := &node{name: name, next: b}
+	if share {
+		b.next = a // a cycle
+	} else {
+		b.next = &node{name: name, next: b}
+	}
+	return a
+}
+
+// TestSumByStructure: graphs of the same shape hash the same wherever
+// they live and whatever their maps' order; a field, a shared pointer, a
+// map entry or a function's code told apart; skipped types left out.
+func TestSumByStructure(t *testing.T) {
+	h := New(reflect.TypeOf(&skipped{}))
+	if h.Sum(graph("a", true)) != h.Sum(graph("a", true)) {
+		t.Error("two graphs of the same shape hash differently")
+	}
+	if h.Sum(graph("a", true)) == h.Sum(graph("c", true)) {
+		t.Error("a field's value is not seen")
+	}
+	if h.Sum(graph("a", true)) == h.Sum(graph("a", false)) {
+		t.Error("a pointer shared (a cycle) is not told from a copy")
+	}
+	g := graph("a", true)
+	g.next.tags["w"] = 0
+	if h.Sum(g) == h.Sum(graph("a", true)) {
+		t.Error("a map entry is not seen")
+	}
+	f1, f2 := graph("a", true), graph("a", true)
+	f1.f, f2.f = func() {}, func() { println() }
+	if h.Sum(f1) == h.Sum(f2) {
+		t.Error("two functions' code is not told apart")
+	}
+	if h.Sum(struct{ S *skipped }{&skipped{1}}) != h.Sum(struct{ S *skipped }{&skipped{2}}) {
+		t.Error("a skipped type is seen")
+	}
+	var any1, any2 any = &skipped{1}, &skipped{2}
+	if h.Sum(struct{ A any }{any1}) != h.Sum(struct{ A any }{any2}) {
+		t.Error("a skipped type in an interface is seen")
+	}
+}

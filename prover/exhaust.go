@@ -1,0 +1,292 @@
+package prover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/internal/statehash"
+	"github.com/lockprover/lockprover/model"
+)
+
+// A Chooser answers a simulator's scheduling choices (pick one of n,
+// n >= 2) in an exhaustive search; state fingerprints the simulation as
+// it stands at the choice (every process's place, the server, the
+// timers, the history so far), computed only when asked for; nil where
+// the family's simulator gives none (then nothing is pruned).
+type Chooser interface {
+	Choose(n int, state func() statehash.Sum) int
+	// Made hears every choice the simulator made, as a plan's schedule
+	// says it (which of all it could choose): those the family left out
+	// of Choose (Exhaust.Everything) too.
+	Made(pick int)
+}
+
+// An ExhaustScope bounds the plans an exhaustive search enumerates.
+type ExhaustScope struct {
+	Clients   int      // this many clients
+	Ops       int      // at most this many operations per client
+	AdminOps  int      // at most this many operations per admin
+	Admins    int      // this many admins, for a kind that has them; 0 means 1
+	MaxFaults int      // at most this many faults per plan
+	Faults    []string // the faults plans may hold; nil means the family's default
+	Mutant    string   // a mutant of the reference to prove instead
+}
+
+// Exhaustive is a family that can enumerate the plans of a scope, for
+// Exhaust: every script of its operation alphabet, every fault at every
+// place a plan can name, the scheduling left to a Chooser.
+type Exhaustive interface {
+	Family
+	// Skeletons returns every plan of s, fewest operations and faults
+	// first, their scheduling left open; or an error that names the flag
+	// of s that means nothing for the family. What it says is the scope
+	// in words, as the search's last line spells it out.
+	Skeletons(s ExhaustScope) (plans []Plan, what string, err error)
+	// Scheduled returns a copy of p whose simulator takes its choices
+	// from ch, or, ch nil, from schedule (a replayable plan).
+	Scheduled(p Plan, schedule []int, ch Chooser) Plan
+	// Size is one of Skeletons' plans' operations and faults: the
+	// shortest counterexample has the fewest.
+	Size(p Plan) int
+}
+
+// Exhaust is an exhaustive search of a scope: every plan of the scope,
+// and for each every schedule the simulator can produce (which process
+// moves at each point where several can, and every other choice the
+// simulator leaves open), visited once up to equal states (Reduce).
+type Exhaust struct {
+	Config Config
+	Scope  ExhaustScope
+	// Reduce prunes a schedule at a state the search has already
+	// explored from: what follows is what followed then. False runs
+	// every schedule.
+	Reduce bool
+	// Everything makes the family offer every choice, leaving out none it
+	// argues changes no verdict (amqp-locks: the nemesis moves last).
+	// docs/exhaustive.md argues why both reductions are sound.
+	Everything bool
+	// MaxSchedules refuses, before it starts, a search estimated to run
+	// more schedules, unless Until bounds it; 0 means 1,000,000.
+	MaxSchedules float64
+	// Until, if set, stops the search then, reporting what it covered.
+	Until time.Time
+	// Context interrupts the search (it reports what it covered).
+	Context context.Context
+	// Progress, if set, hears how far the search is, about every second.
+	Progress func(ExhaustOutcome)
+}
+
+// ExhaustOutcome is what an exhaustive search covered and found.
+type ExhaustOutcome struct {
+	Scope      string  // the scope in words
+	Plans      int     // the scope's plans (skeletons)
+	PlansDone  int     // those whose every schedule was explored
+	Estimate   float64 // schedules without pruning at states seen before, estimated before the start
+	Schedules  int64   // schedules run (each a whole run, judged)
+	States     int64   // distinct states met at choice points (Reduce), or choice points run
+	Pruned     int64   // schedules cut short at a state seen before
+	Elapsed    time.Duration
+	Stopped    string // "" if complete; else why not ("interrupted", "--time ran out")
+	Found      *Counterexample
+	FoundSteps int // the counterexample's scheduling decisions (its plan's schedule)
+	// Outcomes counts the schedules by their verdicts: each key lists
+	// every property with its status ("available=pass slot-exclusive=fail
+	// ..."); two searches of a scope that reach the same keys reach the
+	// same verdicts.
+	Outcomes map[string]int
+}
+
+// ErrScopeTooLarge is the error of a search Exhaust refuses before it
+// starts: its estimate is above MaxSchedules and no Until bounds it.
+var ErrScopeTooLarge = errors.New("scope too large")
+
+// Run runs the search.
+func (e Exhaust) Run() (*ExhaustOutcome, error) {
+	fam, ok := e.Config.Family.(Exhaustive)
+	if !ok {
+		return nil, fmt.Errorf("%s cannot be searched exhaustively (its family enumerates no scope)", e.Config.Family)
+	}
+	if !fam.Deterministic() {
+		return nil, errors.New("an exhaustive search runs on the simulator only (--target sim)")
+	}
+	ctx := e.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c := e.Config.withDefaults()
+	c.ctx = ctx
+	start := time.Now()
+	plans, what, err := fam.Skeletons(e.Scope)
+	if err != nil {
+		return nil, err
+	}
+	o := &ExhaustOutcome{Scope: what, Plans: len(plans), Outcomes: map[string]int{}}
+	if len(plans) == 0 {
+		return nil, fmt.Errorf("the scope holds no plan: %s", what)
+	}
+	o.Estimate, err = estimate(c, fam, plans, e.Everything)
+	if err != nil {
+		return nil, err
+	}
+	limit := e.MaxSchedules
+	if limit == 0 {
+		limit = 1e6
+	}
+	if o.Estimate > limit && e.Until.IsZero() {
+		return o, fmt.Errorf("%w: about %.3g schedules to run (%d plans; estimated without pruning at states seen before), above --max-schedules %.0f: narrow the scope, bound the search's time with --time (it then reports what it covered), or raise --max-schedules", ErrScopeTooLarge, o.Estimate, len(plans), limit)
+	}
+	last := time.Now()
+	foundSize := -1
+	for i, p := range plans {
+		size := fam.Size(p)
+		if foundSize >= 0 && size > foundSize {
+			break // the shortest counterexample has the fewest operations and faults
+		}
+		visited := map[statehash.Sum]bool{}
+		stack := [][]int{nil}
+		for len(stack) > 0 {
+			switch {
+			case ctx.Err() != nil:
+				o.Stopped = "interrupted"
+			case !e.Until.IsZero() && time.Now().After(e.Until):
+				o.Stopped = "--time ran out"
+			}
+			if o.Stopped != "" {
+				o.Elapsed = time.Since(start)
+				return o, nil
+			}
+			prefix := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			d := &dfs{prefix: prefix, states: &o.States, pruned: -1, all: e.Everything}
+			if e.Reduce {
+				d.visited = visited
+			}
+			cx, err := c.runRecovering(fam.Scheduled(p, nil, d))
+			if err != nil {
+				return nil, fmt.Errorf("plan %d of the scope, schedule %v: %w", i+1, prefix, err)
+			}
+			o.Schedules++
+			o.Outcomes[outcomeKey(cx.Report)]++
+			end := len(d.picks)
+			if d.pruned >= 0 {
+				o.Pruned++
+				end = d.pruned
+			}
+			if !e.Reduce {
+				o.States += int64(end - len(prefix))
+			}
+			for j := end - 1; j >= len(prefix); j-- {
+				for a := d.ns[j] - 1; a >= 1; a-- {
+					next := append(slices.Clone(d.picks[:j]), (d.picks[j]+a)%d.ns[j])
+					stack = append(stack, next)
+				}
+			}
+			if cx.violated() && (o.Found == nil || len(d.made) < o.FoundSteps) {
+				cx.Plan = fam.Scheduled(p, d.made, nil)
+				cx.Plan.Judged(c.Model, c.Properties)
+				o.Found, o.FoundSteps, foundSize = cx, len(d.made), size
+			}
+			if e.Progress != nil && time.Since(last) >= time.Second {
+				last = time.Now()
+				o.Elapsed = time.Since(start)
+				e.Progress(*o)
+			}
+		}
+		o.PlansDone++
+	}
+	o.Elapsed = time.Since(start)
+	return o, nil
+}
+
+// outcomeKey says a report's verdicts, property by property.
+func outcomeKey(r *model.Report) string {
+	var parts []string
+	for _, v := range r.Verdicts {
+		parts = append(parts, v.Property+"="+v.Status.String())
+	}
+	slices.Sort(parts)
+	parts = slices.Compact(parts)
+	return strings.Join(parts, " ")
+}
+
+// dfs is one schedule of the search: the prefix it replays, then the
+// first choice at every point, noting each point's number of choices;
+// with visited, the first state met again cuts it short (pruned: what
+// follows is explored from where the state was first met).
+type dfs struct {
+	prefix  []int
+	picks   []int
+	ns      []int
+	made    []int // the simulator's choices, as a schedule says them
+	visited map[statehash.Sum]bool
+	pruned  int // the choice at which the run met a state seen before; -1 none
+	states  *int64
+	all     bool
+}
+
+func (d *dfs) Made(pick int) { d.made = append(d.made, pick) }
+
+// Everything says whether the family must offer every choice, leaving
+// out none it argues away (Exhaust.Everything).
+func (d *dfs) Everything() bool { return d.all }
+
+func (d *dfs) Choose(n int, state func() statehash.Sum) int {
+	i := len(d.picks)
+	pick := 0
+	if i < len(d.prefix) {
+		pick = d.prefix[i] % n
+	} else if d.visited != nil && d.pruned < 0 && state != nil {
+		s := state()
+		if d.visited[s] {
+			d.pruned = i
+		} else {
+			d.visited[s] = true
+			*d.states++
+		}
+	}
+	d.picks = append(d.picks, pick)
+	d.ns = append(d.ns, n)
+	return pick
+}
+
+// estimate is the number of schedules a plain enumeration of plans runs,
+// by Knuth's estimator of a tree's size: along a schedule drawn at
+// random, the product of the number of choices at each point, averaged
+// over a few schedules of a sample of the plans.
+func estimate(c Config, fam Exhaustive, plans []Plan, all bool) (float64, error) {
+	const sample, probes = 24, 4
+	step := max(1, len(plans)/sample)
+	total, n := 0.0, 0
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < len(plans); i += step {
+		for range probes {
+			r := &probe{rng: rng, product: 1, all: all}
+			if _, err := c.Family.Run(c.ctx, fam.Scheduled(plans[i], nil, r)); err != nil {
+				return 0, fmt.Errorf("plan %d of the scope: %w", i+1, err)
+			}
+			total += math.Min(r.product, 1e300)
+			n++
+		}
+	}
+	return total / float64(n) * float64(len(plans)), nil
+}
+
+type probe struct {
+	rng     *rand.Rand
+	product float64
+	all     bool
+}
+
+func (p *probe) Everything() bool { return p.all }
+func (p *probe) Made(int)         {}
+
+func (p *probe) Choose(n int, _ func() statehash.Sum) int {
+	p.product *= float64(n)
+	return p.rng.IntN(n)
+}
