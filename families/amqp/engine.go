@@ -43,6 +43,19 @@ type engine interface {
 
 type queueOwner struct{ name, owner string }
 
+// A settler is an engine whose backend must be brought back to its first
+// state before the quiescent probe (a cluster made one again), whatever
+// the plan's heartbeat.
+type settler interface {
+	Settle()
+}
+
+// onCluster is an engine that may run on a RabbitMQ cluster: its
+// partition handling mode ("" on a single broker).
+type onCluster interface {
+	partitionHandling() string
+}
+
 // A countReader reads what process name has sent into c, with no map,
 // where engine.Cost makes a fresh one on every call: the simulator's
 // engine, which the runner asks twice an operation.
