@@ -97,8 +97,11 @@ type budget func(e *Evidence, done histories.Event, c broker.Cost) string
 func cheap(events []histories.Event, lock string, ev *Evidence, f string, within budget) model.Verdict {
 	v := model.Verdict{Lock: lock, Property: map[string]string{histories.Acquire: CheapAcquire, histories.Verify: CheapVerify}[f], Status: model.Pass}
 	for i, e := range events {
+		if e.F != f || e.Lock != lock {
+			continue
+		}
 		c, ok := ev.Costs[e.Index]
-		if !ok || e.F != f || e.Lock != lock {
+		if !ok {
 			continue
 		}
 		v.Judged++
@@ -164,16 +167,20 @@ func verifyBudget(_ *Evidence, done histories.Event, c broker.Cost) string {
 		}
 	}
 	pub := decide.Methods["basic.publish"]
-	others := decide
-	others.Methods = maps.Clone(decide.Methods)
-	delete(others.Methods, "basic.publish")
+	rest := decide.Total() - pub   // what it sent beside its publishes
+	others := func() broker.Cost { // those methods, for the message (most verifies pass and need none)
+		o := decide
+		o.Methods = maps.Clone(decide.Methods)
+		delete(o.Methods, "basic.publish")
+		return o
+	}
 	switch {
-	case pub == 0 && others.Total() > 0:
-		return fmt.Sprintf("asked the broker with %v, not one mandatory publish", methodList(others))
+	case pub == 0 && rest > 0:
+		return fmt.Sprintf("asked the broker with %v, not one mandatory publish", methodList(others()))
 	case pub > 1:
 		return fmt.Sprintf("sent %d mandatory publishes, more than one", pub)
-	case others.Total() > 0:
-		return fmt.Sprintf("sent, beside its mandatory publish, %v, which deciding does not need", methodList(others))
+	case rest > 0:
+		return fmt.Sprintf("sent, beside its mandatory publish, %v, which deciding does not need", methodList(others()))
 	case pub == 0 && held:
 		return "said held without asking the broker"
 	}
