@@ -463,7 +463,7 @@ func (c *Cluster) awaitAgreement(ctx context.Context, limit time.Duration) bool 
 // listed). A cluster that stays split (ignore never merges by itself) is
 // recovered as RabbitMQ's docs tell an operator to: the nodes outside the
 // largest side are restarted (the side given up), and if it is still
-// split, every node but the first. It says what it had to
+// split, every node but the first, then every node. It says what it had to
 // do, for the run's log.
 func (c *Cluster) Recover(ctx context.Context, lab *netns.Lab) (string, error) {
 	var did []string
@@ -520,23 +520,22 @@ func (c *Cluster) Recover(ctx context.Context, lab *netns.Lab) (string, error) {
 	if c.awaitAgreement(ctx, time.Minute) {
 		return strings.Join(did, ", "), nil
 	}
-	if err := restart(c.Nodes[1:]); err != nil {
+	// Still split: a node keeps the partitions it saw listed until it
+	// restarts itself (after a bridge, the bridge node, which saw both
+	// sides, lists them): every node restarts, one after the other.
+	if err := restart(c.Nodes); err != nil {
 		return "", err
 	}
 	if c.awaitAgreement(ctx, time.Minute) {
 		return strings.Join(did, ", "), nil
 	}
-	// Still split (a bridge under ignore has been seen to stay so): the
-	// cluster is made anew on the same hosts, its data wiped.
-	if err := c.Reset(ctx); err != nil {
-		return "", fmt.Errorf("rabbitmq cluster: still split after %s, and made anew: %w", strings.Join(did, ", "), err)
-	}
-	did = append(did, "reset the cluster (its data wiped)")
-	if c.awaitAgreement(ctx, time.Minute) {
-		return strings.Join(did, ", "), nil
-	}
-	return "", fmt.Errorf("rabbitmq cluster: still split after %s", strings.Join(did, ", "))
+	return "", fmt.Errorf("%w after %s", ErrStillSplit, strings.Join(did, ", "))
 }
+
+// ErrStillSplit is Recover's error when the cluster stays split after
+// every restart an operator would make: only Reset (which wipes the
+// data) makes it one again.
+var ErrStillSplit = errors.New("rabbitmq cluster: still split")
 
 // Reset makes the cluster anew on the same hosts: every node stopped, its
 // data (Mnesia, logs) wiped, started again and joined to the first, as

@@ -220,6 +220,18 @@ func (c *clusterRun) settle(ctx context.Context) error {
 	c.mu.Unlock()
 	t0 := time.Now()
 	did, err := c.t.Cluster.Recover(ctx, c.t.Lab)
+	if errors.Is(err, rabbitmq.ErrStillSplit) {
+		// Made anew for the next plan; this one cannot be judged: its
+		// queues are gone with the data, which no fault of its did.
+		if rerr := c.t.Cluster.Reset(ctx); rerr != nil {
+			err = fmt.Errorf("%w; made anew: %v", err, rerr)
+		} else {
+			err = fmt.Errorf("%w (the cluster was made anew, its data wiped, for the next plan: this plan cannot be judged)", err)
+			if c.t.dirty != nil {
+				c.t.dirty.set = false
+			}
+		}
+	}
 	if err == nil && c.t.dirty != nil {
 		c.t.dirty.set = false // (its lock is the plan's)
 	}
