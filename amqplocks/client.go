@@ -278,7 +278,12 @@ func (c *Client) remove(ctx context.Context, q string) error {
 // forget drops every hold: the connection they were taken on is gone (or
 // is being closed).
 func (c *Client) forget() {
-	c.held, c.relinquished = map[string]bool{}, map[string]bool{}
+	if c.held == nil {
+		c.held, c.relinquished = map[string]bool{}, map[string]bool{}
+		return
+	}
+	clear(c.held)
+	clear(c.relinquished)
 }
 
 // release deletes a queue this client holds exclusively.

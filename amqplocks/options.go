@@ -170,5 +170,10 @@ func (o Options) queueArgs() map[string]any {
 	if o.NoLengthLimit {
 		return nil
 	}
-	return map[string]any{"x-max-length": int32(0)}
+	return lengthLimit
 }
+
+// lengthLimit is the arguments of every queue the reference declares,
+// shared by all its declares (which only read them) rather than made anew
+// for each.
+var lengthLimit = map[string]any{"x-max-length": int32(0)}

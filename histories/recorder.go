@@ -105,6 +105,17 @@ func (r *Recorder) Events() []Event {
 	return append([]Event(nil), r.events...)
 }
 
+// Take returns the history and leaves the Recorder empty, its clock kept:
+// Events without the copy, for the end of a run, once nothing records any
+// more.
+func (r *Recorder) Take() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.events
+	r.events, r.read = nil, nil
+	return h
+}
+
 // MonotonicClock returns a clock for [NewRecorder] on real brokers: the
 // nanoseconds elapsed since MonotonicClock was called, read from the
 // monotonic clock so that wall-clock jumps cannot reorder a history.

@@ -141,3 +141,27 @@ func TestRecorderAddAt(t *testing.T) {
 		t.Errorf("order %s\nwant  %s", got, want)
 	}
 }
+
+// Take hands over the history recorded so far, as Events would copy it,
+// and leaves the Recorder empty: what is recorded after starts a history
+// of its own, at index 0, on the same clock.
+func TestRecorderTake(t *testing.T) {
+	now := int64(0)
+	r := histories.NewRecorder(func() int64 { now += 10; return now })
+	r.Add(histories.Event{Process: "c1", Type: histories.Invoke, F: "acquire", Lock: "sem"})
+	r.Add(histories.Event{Process: "c1", Type: histories.Ok, F: "acquire", Lock: "sem", Value: &check.Value{Slot: histories.Int(1)}})
+	want := r.Events()
+	got := r.Take()
+	var a, b bytes.Buffer
+	histories.Write(&a, want)
+	histories.Write(&b, got)
+	if a.String() != b.String() || len(got) != 2 {
+		t.Fatalf("Take gave\n%s\nEvents gave\n%s", b.String(), a.String())
+	}
+	if n := len(r.Events()); n != 0 {
+		t.Fatalf("%d events left after Take", n)
+	}
+	if e := r.Add(histories.Event{Process: "c2", Type: histories.Invoke, F: "acquire", Lock: "sem"}); e.Index != 0 || e.Time != 30 {
+		t.Errorf("after Take, Add recorded %+v, want index 0 at time 30", e)
+	}
+}

@@ -440,9 +440,11 @@ func (f *Fault) Directions() [][2]string {
 	return out
 }
 
-// checkCut says what is wrong with a cut, "" if nothing: each direction
-// "from>to", two different names, given once, separated by single
-// spaces.
+// CheckCut says what is wrong with f's cut, "" if nothing: each
+// direction "from>to", two different names, given once, separated by
+// single spaces.
+func (f *Fault) CheckCut() string { return checkCut(f.Cut) }
+
 func checkCut(cut string) string {
 	seen := map[string]bool{}
 	for _, d := range strings.Split(cut, " ") {

@@ -209,6 +209,14 @@ func (w *jsonWalker) value(t reflect.Type, field string) error {
 			return bad("an array")
 		}
 		return w.array(t, field)
+	case reflect.Map: // string keys, as encoding/json reads them
+		if tok == nil {
+			return nil
+		}
+		if tok != json.Delim('{') {
+			return bad("an object")
+		}
+		return w.mapping(t, field)
 	}
 	if want := scalarMismatch(t, tok); want != "" {
 		return bad(want)
@@ -264,6 +272,29 @@ func unknownField(fields map[string]reflect.StructField, key, path string, off i
 	}
 	sort.Strings(names)
 	return &jsonError{off, fmt.Sprintf("%s: unknown field (want one of %s)", path, strings.Join(names, ", "))}
+}
+
+// mapping reads the members of an object that fills map t, after its
+// '{', through its '}': any key, each once.
+func (w *jsonWalker) mapping(t reflect.Type, field string) error {
+	seen := map[string]bool{}
+	for w.dec.More() {
+		ktok, koff, err := w.token()
+		if err != nil {
+			return err
+		}
+		key, _ := ktok.(string)
+		path := field + "." + key
+		if seen[key] {
+			return &jsonError{koff, fmt.Sprintf("%s: the field appears twice", path)}
+		}
+		seen[key] = true
+		if err := w.value(t.Elem(), path); err != nil {
+			return err
+		}
+	}
+	_, _, err := w.token() // '}'
+	return err
 }
 
 // array reads the elements of an array that fills slice t, after its '[',

@@ -56,24 +56,13 @@ func (c *counters) sent() int {
 
 // Cost returns what the process named name has sent so far: the AMQP
 // methods it sent at least once by name, the connections it dialled and
-// the channels it opened. An unknown name has sent nothing.
+// the channels it opened. An unknown name has sent nothing. (ReadCounts
+// says the same without a map.)
 func (w *World) Cost(name string) broker.Cost {
-	var out broker.Cost
-	w.ReadCost(name, &out)
-	return out
-}
-
-// ReadCost is Cost into c, whose map it empties and fills (making one if
-// c has none): a caller that reads costs often reuses one map.
-func (w *World) ReadCost(name string, c *broker.Cost) {
-	if c.Methods == nil {
-		c.Methods = map[string]int{}
-	}
-	clear(c.Methods)
-	c.Connections, c.Channels = 0, 0
+	c := broker.Cost{Methods: map[string]int{}}
 	p := w.byName[name]
 	if p == nil {
-		return
+		return c
 	}
 	for m, n := range p.counters.methods {
 		if n > 0 {
@@ -81,6 +70,34 @@ func (w *World) ReadCost(name string, c *broker.Cost) {
 		}
 	}
 	c.Connections, c.Channels = p.counters.connections, p.counters.channels
+	return c
+}
+
+// NumMethods is how many AMQP methods the simulated broker tells apart;
+// MethodName names each, by its index in Counts.Methods.
+const NumMethods = int(numMethods)
+
+// MethodName is the full AMQP name of method i ("queue.declare"), for i
+// in [0, NumMethods).
+func MethodName(i int) string { return methodNames[i] }
+
+// Counts is what a process has sent, as Cost says it but without a map:
+// each method's count by its index (MethodName), the connections it
+// dialled and the channels it opened. It is for callers that read what a
+// process sent at every operation (the amqp-locks runner's ledger).
+type Counts struct {
+	Methods               [NumMethods]int
+	Connections, Channels int
+}
+
+// ReadCounts is Cost into c: what the process named name has sent so far
+// (nothing for an unknown name).
+func (w *World) ReadCounts(name string, c *Counts) {
+	*c = Counts{}
+	if p := w.byName[name]; p != nil {
+		c.Methods = p.counters.methods
+		c.Connections, c.Channels = p.counters.connections, p.counters.channels
+	}
 }
 
 // RoundTrips returns how many synchronous exchanges the process named name

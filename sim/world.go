@@ -68,6 +68,11 @@ type World struct {
 	failure  error
 }
 
+// coroutines are the idle coroutines every World's processes run on: a
+// search's worlds, one after another and on every CPU, start their
+// processes on those the worlds before them left (sched.Pool).
+var coroutines sched.Pool[*process, reply]
+
 // New returns a World with an empty, running broker at virtual time 0.
 func New(o Options) *World {
 	w := &World{
@@ -90,6 +95,7 @@ func New(o Options) *World {
 		Exit:    func(p *process, panicked any) { p.w.exit(p, panicked) },
 		Stuck:   func(p *process) { p.w.tracef("%s stuck, killed", p.name) },
 	})
+	w.sched.Share(&coroutines)
 	if w.serverHB == 0 {
 		w.serverHB = 60 * time.Second
 	}

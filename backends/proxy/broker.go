@@ -66,6 +66,7 @@ func parseBrokerURL(brokerURL string) (*url.URL, error) {
 // Its methods are safe for concurrent use.
 type Set struct {
 	brokerURL string
+	route     func(name string) string // the broker of a name, if set (NewRoutedSet)
 	mu        sync.Mutex
 	proxies   map[string]*Proxy
 	urls      map[string]string
@@ -76,6 +77,12 @@ func NewSet(brokerURL string) *Set {
 	return &Set{brokerURL: brokerURL, proxies: map[string]*Proxy{}, urls: map[string]string{}}
 }
 
+// NewRoutedSet returns an empty Set whose proxy for a name is in front of
+// the broker at route(name): a node of a cluster, each name its own.
+func NewRoutedSet(route func(name string) string) *Set {
+	return &Set{route: route, proxies: map[string]*Proxy{}, urls: map[string]string{}}
+}
+
 // For returns name's proxy and the broker's URL through it, starting the
 // proxy the first time.
 func (s *Set) For(name string) (*Proxy, string, error) {
@@ -84,7 +91,11 @@ func (s *Set) For(name string) (*Proxy, string, error) {
 	if p := s.proxies[name]; p != nil {
 		return p, s.urls[name], nil
 	}
-	p, u, err := ListenURL(s.brokerURL)
+	to := s.brokerURL
+	if s.route != nil {
+		to = s.route(name)
+	}
+	p, u, err := ListenURL(to)
 	if err != nil {
 		return nil, "", err
 	}

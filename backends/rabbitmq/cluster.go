@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -388,4 +391,192 @@ func (c *Cluster) Stop() error {
 // docs tell an operator to do to the side of a partition given up.
 func (n *Node) Restart(ctx context.Context) error {
 	return n.proc.Bounce(ctx, syscall.SIGTERM, 30*time.Second, 0, n.Start)
+}
+
+// CtlCommand is the command that runs rabbitmqctl against the node from
+// its namespace, with the cluster's cookie (what a RabbitMQ target's Ctl
+// takes): rabbitmqctl's own arguments follow it.
+func (n *Node) CtlCommand() ([]string, error) {
+	bin, argv, err := n.command(CtlBin, "-n", n.Name)
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{bin}, argv...), nil
+}
+
+// Up says whether the node's server runs (it may be paused).
+func (n *Node) Up() bool { return n.proc.PID() != 0 }
+
+// A Status is what one node says of its cluster (cluster_status).
+type Status struct {
+	Running    []string            `json:"running_nodes"`
+	Partitions map[string][]string `json:"partitions"`
+}
+
+// Status asks the node what it sees of its cluster.
+func (n *Node) Status(ctx context.Context) (Status, error) {
+	var st Status
+	out, err := n.Ctl(ctx, "cluster_status", "--formatter", "json")
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return st, fmt.Errorf("cluster_status on %s: %v: %q", n.Name, err, out)
+	}
+	return st, nil
+}
+
+// agreed says whether every node runs, each sees every node running and
+// none lists a partition.
+func (c *Cluster) agreed(ctx context.Context) bool {
+	for _, n := range c.Nodes {
+		if !n.Up() {
+			return false
+		}
+		st, err := n.Status(ctx)
+		if err != nil || len(st.Partitions) > 0 || len(st.Running) != len(c.Nodes) {
+			return false
+		}
+	}
+	return true
+}
+
+// awaitAgreement polls until the cluster agrees (agreed) or limit passes.
+func (c *Cluster) awaitAgreement(ctx context.Context, limit time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		if c.agreed(ctx) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// Recover brings the cluster back to one after a plan's faults: it heals
+// every cut of the lab, continues paused nodes, starts crashed ones and
+// waits until the cluster agrees again (every node running, no partition
+// listed). A cluster that stays split (ignore never merges by itself) is
+// recovered as RabbitMQ's docs tell an operator to: the nodes outside the
+// largest side are restarted (the side given up), and if it is still
+// split, every node but the first. It says what it had to
+// do, for the run's log.
+func (c *Cluster) Recover(ctx context.Context, lab *netns.Lab) (string, error) {
+	var did []string
+	if len(lab.Cuts()) > 0 {
+		if err := lab.Heal(ctx); err != nil {
+			return "", err
+		}
+		did = append(did, "healed the lab")
+	}
+	for _, n := range c.Nodes {
+		if !n.Up() {
+			if err := n.Start(ctx); err != nil {
+				return "", err
+			}
+			did = append(did, "started "+n.Host)
+		} else if err := n.Resume(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err // (no pid file: a node still starting, not paused)
+		}
+	}
+	// Within two tick times a healed cluster has merged (pause_minority,
+	// autoheal), or it never will by itself (ignore).
+	if c.awaitAgreement(ctx, 2*c.o.NetTicktime+10*time.Second) {
+		return strings.Join(did, ", "), nil
+	}
+	restart := func(nodes []*Node) error {
+		for _, n := range nodes {
+			if err := n.Restart(ctx); err != nil {
+				return err
+			}
+			did = append(did, "restarted "+n.Host)
+		}
+		return nil
+	}
+	// The side kept is the largest a node sees running (the first node's
+	// side of a tie); every node outside it is given up.
+	var kept []string
+	for _, n := range c.Nodes {
+		if st, err := n.Status(ctx); err == nil && len(st.Running) > len(kept) {
+			kept = st.Running
+		}
+	}
+	var given []*Node
+	for _, n := range c.Nodes {
+		if !slices.Contains(kept, n.Name) {
+			given = append(given, n)
+		}
+	}
+	if len(given) == 0 {
+		given = c.Nodes[1:]
+	}
+	if err := restart(given); err != nil {
+		return "", err
+	}
+	if c.awaitAgreement(ctx, time.Minute) {
+		return strings.Join(did, ", "), nil
+	}
+	if err := restart(c.Nodes[1:]); err != nil {
+		return "", err
+	}
+	if c.awaitAgreement(ctx, time.Minute) {
+		return strings.Join(did, ", "), nil
+	}
+	// Still split (a bridge under ignore has been seen to stay so): the
+	// cluster is made anew on the same hosts, its data wiped.
+	if err := c.Reset(ctx); err != nil {
+		return "", fmt.Errorf("rabbitmq cluster: still split after %s, and made anew: %w", strings.Join(did, ", "), err)
+	}
+	did = append(did, "reset the cluster (its data wiped)")
+	if c.awaitAgreement(ctx, time.Minute) {
+		return strings.Join(did, ", "), nil
+	}
+	return "", fmt.Errorf("rabbitmq cluster: still split after %s", strings.Join(did, ", "))
+}
+
+// Reset makes the cluster anew on the same hosts: every node stopped, its
+// data (Mnesia, logs) wiped, started again and joined to the first, as
+// StartCluster does.
+func (c *Cluster) Reset(ctx context.Context) error {
+	errs := make(chan error, len(c.Nodes))
+	for _, n := range c.Nodes {
+		go func() {
+			n.Resume() // a paused VM must run to stop
+			errs <- n.proc.Halt(syscall.SIGTERM, 30*time.Second)
+		}()
+	}
+	for range c.Nodes {
+		<-errs // a node that had to be killed is down all the same
+	}
+	for _, n := range c.Nodes {
+		for _, d := range []string{"mnesia", "log"} {
+			if err := os.RemoveAll(filepath.Join(n.dir, d)); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
+				return err
+			}
+		}
+		os.Remove(filepath.Join(n.dir, "rabbit.pid"))
+	}
+	for _, n := range c.Nodes {
+		go func() { errs <- n.start(ctx) }()
+	}
+	var all []error
+	for range c.Nodes {
+		all = append(all, <-errs)
+	}
+	if err := errors.Join(all...); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes[1:] {
+		if err := n.join(ctx, c.Nodes[0]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

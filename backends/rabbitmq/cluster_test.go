@@ -84,6 +84,24 @@ func TestClusterStarts(t *testing.T) {
 	if out, err := c.Nodes[0].Ctl(ctx, "cluster_status", "--formatter", "json"); err != nil || !strings.Contains(out, n3.Name) {
 		t.Errorf("after its restart, cluster_status %v: %s", err, out)
 	}
+	// Reset makes the cluster anew: one cluster again, a durable queue
+	// declared before it gone.
+	q := uniqueName(t)
+	if _, err := n3.Ctl(ctx, "eval", fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [], none, <<"lockprover">>).`, q)); err != nil {
+		t.Fatal(err)
+	}
+	if qs, err := c.Nodes[0].Ctl(ctx, "list_queues", "name", "--no-table-headers", "--quiet"); err != nil || !strings.Contains(qs, q) {
+		t.Fatalf("before the reset, list_queues %v: %s (want %s)", err, qs, q)
+	}
+	if err := c.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !c.agreed(ctx) {
+		t.Error("after a reset, the nodes do not agree on one cluster")
+	}
+	if qs, err := c.Nodes[0].Ctl(ctx, "list_queues", "name", "--no-table-headers", "--quiet"); err != nil || strings.Contains(qs, q) {
+		t.Errorf("after a reset, list_queues %v: %s (want no %s)", err, qs, q)
+	}
 }
 
 // procState is a process's state letter from /proc ("" if it is gone).

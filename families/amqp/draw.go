@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/lockprover/lockprover/histories"
 	"pgregory.net/rapid"
@@ -45,6 +46,10 @@ func Draw(t *rapid.T, c Config) *Plan {
 	if p.Kind == histories.Semaphore {
 		p.Slots = rapid.IntRange(1, 3).Draw(t, "slots")
 		p.Admins = drawAdmins(t, c, sleep, pace)
+	}
+	if ct, ok := c.Target.(RabbitMQCluster); ok {
+		drawNodes(t, p, ct.Nodes())
+		p.PartitionHandling = ct.Cluster.Options().PartitionHandling
 	}
 	p.Nemesis = drawNemesis(t, c, p, hb)
 	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
@@ -163,9 +168,15 @@ func drawNemesis(t *rapid.T, c Config, p *Plan, hb int64) []Fault {
 			faults = append(faults, f)
 		}
 	}
+	if len(p.Cluster) == 0 {
+		faults = slices.DeleteFunc(faults, func(f string) bool { return slices.Contains(ClusterFaultNames, f) })
+	}
 	crashes := map[int]int{} // admin-crashes drawn so far, per admin
 	fault := rapid.Custom(func(t *rapid.T) Fault {
 		f := Fault{Fault: rapid.SampledFrom(faults).Draw(t, "fault")}
+		if slices.Contains(ClusterFaultNames, f.Fault) {
+			return drawClusterFault(t, p, f.Fault, procs)
+		}
 		if f.Fault == AdminCrash {
 			a := rapid.SampledFrom(changers).Draw(t, "admin")
 			f.Target = adminName(a)
@@ -235,4 +246,75 @@ func methodsBeforeWrites(p *Plan, from int) int {
 		n++
 	}
 	return n
+}
+
+// The faults a plan on a cluster may hold beside a single broker's, as
+// --faults names them: a node cut off from the others both ways
+// (isolate-node), or one way (cut-one-way: its packets to the others are
+// dropped, theirs reach it); a bridge (two nodes cut off from each other,
+// the third seeing both); a node's VM killed (kill-node) and started
+// again after a while, paused (SIGSTOP) and continued (pause-node), or
+// restarted cleanly (restart-node). A plan records each as the fault a
+// history names (partition with the directions cut, kill, pause,
+// restart-broker aimed at the node).
+var ClusterFaultNames = []string{"isolate-node", "cut-one-way", "bridge", "kill-node", "pause-node", "restart-node"}
+
+// drawNodes draws the node each process of p connects to.
+func drawNodes(t *rapid.T, p *Plan, nodes []string) {
+	p.Cluster = slices.Clone(nodes)
+	p.Nodes = map[string]string{}
+	for _, name := range p.processes() {
+		p.Nodes[name] = rapid.SampledFrom(nodes).Draw(t, "node_of_"+name)
+	}
+}
+
+// drawClusterFault draws a fault of the ClusterFaultNames kind on p's
+// cluster: mostly long enough (up to 20 s) for the nodes to notice it,
+// which takes 0.75 to 1.25 net_ticktimes (5 s by default), at a time in the
+// plan's first seconds or while a process is in the middle of an
+// operation (after_calls of a process).
+func drawClusterFault(t *rapid.T, p *Plan, kind string, procs []string) Fault {
+	var f Fault
+	if rapid.Bool().Draw(t, "mid-operation") {
+		f.Target = rapid.SampledFrom(procs).Draw(t, "target")
+		f.AfterCalls = rapid.IntRange(1, 40).Draw(t, "after_calls")
+	} else {
+		f.At = rapid.IntRange(0, 8000).Draw(t, "at_ms")
+	}
+	lasts := rapid.OneOf(rapid.IntRange(0, 3000), rapid.IntRange(3000, 20000)).Draw(t, "for_ms")
+	node := rapid.SampledFrom(p.Cluster).Draw(t, "node")
+	var others []string
+	for _, n := range p.Cluster {
+		if n != node {
+			others = append(others, n)
+		}
+	}
+	var cut []string
+	switch kind {
+	case "isolate-node":
+		for _, o := range others {
+			cut = append(cut, node+">"+o, o+">"+node)
+		}
+	case "cut-one-way":
+		for _, o := range others {
+			cut = append(cut, node+">"+o)
+		}
+	case "bridge":
+		// node is the bridge: the two others are cut off from each other.
+		if len(others) >= 2 {
+			cut = append(cut, others[0]+">"+others[1], others[1]+">"+others[0])
+		} else {
+			cut = append(cut, node+">"+others[0], others[0]+">"+node)
+		}
+	case "kill-node":
+		f.Fault, f.Node, f.For = histories.Kill, node, lasts
+	case "pause-node":
+		f.Fault, f.Node, f.For = histories.Pause, node, lasts
+	case "restart-node":
+		f.Fault, f.Node = histories.RestartBroker, node
+	}
+	if cut != nil {
+		f.Fault, f.Cut, f.For = histories.Partition, strings.Join(cut, " "), lasts
+	}
+	return f
 }

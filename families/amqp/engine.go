@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim"
 )
 
 // An engine is where a plan's processes run: the simulator (virtual time,
@@ -42,9 +43,22 @@ type engine interface {
 
 type queueOwner struct{ name, owner string }
 
-// A costReader reads what process name has sent into c, reusing c's map,
+// A settler is an engine whose backend must be brought back to its first
+// state before the quiescent probe (a cluster made one again), whatever
+// the plan's heartbeat.
+type settler interface {
+	Settle()
+}
+
+// onCluster is an engine that may run on a RabbitMQ cluster: its
+// partition handling mode ("" on a single broker).
+type onCluster interface {
+	partitionHandling() string
+}
+
+// A countReader reads what process name has sent into c, with no map,
 // where engine.Cost makes a fresh one on every call: the simulator's
 // engine, which the runner asks twice an operation.
-type costReader interface {
-	ReadCost(name string, c *broker.Cost)
+type countReader interface {
+	ReadCounts(name string, c *sim.Counts)
 }

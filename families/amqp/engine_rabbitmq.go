@@ -38,6 +38,10 @@ type RabbitMQ struct {
 	// means rabbitmqctl, for a broker on this machine. A broker in a
 	// container has docker exec's (rabbitmq.Container.Ctl).
 	Ctl []string
+
+	// cluster is the plan's run on a cluster (RabbitMQCluster), whose
+	// first node URL and Ctl are.
+	cluster *clusterRun
 }
 
 // Preflight connects to the broker once, so that a broker out of reach, a
@@ -70,7 +74,7 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, 
 	// start-up is over before the clock starts.
 	defer prover.Warm(ctx, impl, lock, len(p.Clients)+len(p.Admins))()
 	e := &realEngine{t: t, ctx: ctx, start: time.Now(), slots: maxSlots(p) + p.Options.Overshoot + 8, listed: listed,
-		proxies: proxy.NewSet(t.URL), ctl: rabbitmq.NewCtl(t.Ctl, rabbitmq.VhostOf(t.URL), true), paused: map[string]bool{}}
+		proxies: t.proxies(), ctl: rabbitmq.NewCtl(t.Ctl, rabbitmq.VhostOf(t.URL), true), paused: map[string]bool{}}
 	defer e.ctl.Close()
 	if e.t.OpTimeout == 0 {
 		e.t.OpTimeout = 30 * time.Second
@@ -87,7 +91,19 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if e.settleErr != nil {
+		return nil, fmt.Errorf("the cluster could not be made one again before the probe: %w", e.settleErr)
+	}
 	return r.result()
+}
+
+// proxies is the run's set of proxies: each in front of the broker, or
+// of its process's node of a cluster.
+func (t RabbitMQ) proxies() *proxy.Set {
+	if t.cluster != nil {
+		return t.cluster.proxies()
+	}
+	return proxy.NewSet(t.URL)
 }
 
 type realEngine struct {
@@ -110,6 +126,10 @@ type realEngine struct {
 
 	mu     sync.Mutex
 	paused map[string]bool
+	// settleErr is why the cluster could not be brought back to one
+	// before the probe: the plan's verdicts would judge the harness, so
+	// the plan could not run.
+	settleErr error
 }
 
 func (e *realEngine) Go(name string, fn func(broker.Broker)) {
@@ -204,6 +224,11 @@ func (e *realEngine) Cost(name string) broker.Cost {
 // holds it between operations, a partition stops its bytes, a dropped reply
 // is the proxy's. A forced close and a restart go through rabbitmqctl.
 func (e *realEngine) Fault(fault, target string) error {
+	if e.t.cluster != nil {
+		if handled, err := e.t.cluster.fault(e.ctx, fault, target); handled {
+			return err
+		}
+	}
 	if fault == histories.RestartBroker {
 		return e.restart()
 	}
@@ -446,12 +471,39 @@ func (e *realEngine) queueNames(lock string) []string {
 	return names
 }
 
+func (e *realEngine) partitionHandling() string {
+	if e.t.cluster == nil {
+		return ""
+	}
+	return e.t.cluster.t.Cluster.Options().PartitionHandling
+}
+
+// Settle brings a cluster back to one before the quiescent probe (nothing
+// on a single broker). A cluster that could not be brought back is said in
+// the run's problems by the probe's failures, and in the target's log.
+func (e *realEngine) Settle() {
+	if e.t.cluster != nil {
+		if err := e.t.cluster.settle(e.ctx); err != nil {
+			e.mu.Lock()
+			e.settleErr = err
+			e.mu.Unlock()
+		}
+	}
+}
+
 // cleanup ends every connection of the run, then deletes every queue of
 // the lock (lockQueues; rabbitmq.Cleanup, retrying while the broker releases exclusive
 // ones, for up to 30 s), and closes the proxies.
 func (e *realEngine) cleanup(lock string) (leftover string) {
 	for _, px := range e.proxies.All() {
 		px.Kill()
+	}
+	if e.t.cluster != nil && e.ctx.Err() != nil {
+		// Interrupted: the run removes the whole cluster, whose nodes may
+		// be cut off, paused or down; nothing of this plan needs deleting
+		// first.
+		e.proxies.Close()
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

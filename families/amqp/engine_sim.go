@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ type Simulator struct {
 func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if len(p.Cluster) > 0 {
+		return nil, fmt.Errorf("the plan runs on a cluster of %d nodes, which the simulated broker is not: run it on one (--target rabbitmq-cluster)", len(p.Cluster))
 	}
 	o := sim.Options{Decider: sim.Script(p.Schedule, sim.Seeded(p.ScheduleSeed)), Trace: s.Trace}
 	if p.Options.NoHeartbeat() {
@@ -57,7 +61,7 @@ func (e simEngine) BrokerUp() bool { return e.w.Up() }
 
 func (e simEngine) Cost(name string) broker.Cost { return e.w.Cost(name) }
 
-func (e simEngine) ReadCost(name string, c *broker.Cost) { e.w.ReadCost(name, c) }
+func (e simEngine) ReadCounts(name string, c *sim.Counts) { e.w.ReadCounts(name, c) }
 
 // waitTimeout bounds an admin's wait in the simulator: only a holder that
 // is never released (heartbeats off and the holder killed) makes it run out.

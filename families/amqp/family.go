@@ -69,10 +69,11 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 }
 
 // Alone says whether a plan must run with no other beside it on a real
-// target: it restarts the server every plan uses (prover.Alone).
+// target (prover.Alone): it restarts the server every plan uses, or runs
+// on a cluster, whose nodes and links its faults strike for every plan.
 func (c Config) Alone(p prover.Plan) bool {
 	pl, ok := p.(*Plan)
-	return ok && slices.ContainsFunc(pl.Nemesis, func(f Fault) bool { return f.Fault == histories.RestartBroker })
+	return ok && (len(pl.Cluster) > 0 || slices.ContainsFunc(pl.Nemesis, func(f Fault) bool { return f.Fault == histories.RestartBroker }))
 }
 
 // Strict is amqp-locks' strict judging model (--model strict): it judges

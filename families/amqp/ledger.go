@@ -1,6 +1,9 @@
 package amqp
 
-import "github.com/lockprover/lockprover/amqplocks/broker"
+import (
+	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim"
+)
 
 // A ledger follows one process's connection and channels through its method
 // counts, so that an operation is charged only for what the spec calls
@@ -26,13 +29,103 @@ import "github.com/lockprover/lockprover/amqplocks/broker"
 // charged, so the budgets judge only the methods the operation itself
 // needed.
 type ledger struct {
-	sent         broker.Cost // the counts as last read (runner.cost), for every incarnation
-	seen         broker.Cost // the counts accounted for so far (its own map)
-	scratch      broker.Cost // what absorb works out and throws away
-	had          bool        // the process has had a connection
-	excuses      int         // faults (and broker closes) that may have cost it a connection, not yet used to excuse one
-	closedOwn    bool        // it closed a channel itself on its current connection
-	brokerClosed int         // channels the broker closed and it has not reopened
+	sent         tally // the counts as last read (runner.counts), for every incarnation
+	seen         tally // the counts accounted for so far
+	scratch      tally // what account works out: what is charged
+	had          bool  // the process has had a connection
+	excuses      int   // faults (and broker closes) that may have cost it a connection, not yet used to excuse one
+	closedOwn    bool  // it closed a channel itself on its current connection
+	brokerClosed int   // channels the broker closed and it has not reopened
+}
+
+// A tally is what a process sent (a broker.Cost) as the ledger works on
+// it: the methods the simulator tells apart counted by their index
+// (sim.MethodName), as the simulator reads them out with no map at every
+// operation, and any other (a real broker's proxy counts whatever an
+// implementation sends) by name. As in a Cost, a method never sent counts
+// 0 (is absent).
+type tally struct {
+	sim.Counts
+	other map[string]int
+}
+
+// methodIndex is the index of each method sim.MethodName names.
+var methodIndex = func() map[string]int {
+	m := make(map[string]int, sim.NumMethods)
+	for i := range sim.NumMethods {
+		m[sim.MethodName(i)] = i
+	}
+	return m
+}()
+
+// The methods the ledger looks at, by index.
+var (
+	mStartOk      = methodIndex["connection.start-ok"]
+	mTuneOk       = methodIndex["connection.tune-ok"]
+	mConnOpen     = methodIndex["connection.open"]
+	mConnCloseOk  = methodIndex["connection.close-ok"]
+	mChanOpen     = methodIndex["channel.open"]
+	mChanClose    = methodIndex["channel.close"]
+	mChanCloseOk  = methodIndex["channel.close-ok"]
+	mConfirmSel   = methodIndex["confirm.select"]
+	handshakeOnly = [...]int{mStartOk, mTuneOk}
+	handshake     = [...]int{mStartOk, mTuneOk, mConnOpen}
+)
+
+// set makes t what c says.
+func (t *tally) set(c broker.Cost) {
+	t.Counts = sim.Counts{Connections: c.Connections, Channels: c.Channels}
+	clear(t.other)
+	for m, n := range c.Methods {
+		if i, ok := methodIndex[m]; ok {
+			t.Methods[i] = n
+			continue
+		}
+		if t.other == nil {
+			t.other = map[string]int{}
+		}
+		t.other[m] = n
+	}
+}
+
+// total is the number of methods.
+func (t *tally) total() int {
+	n := 0
+	for _, k := range t.Methods {
+		n += k
+	}
+	for _, k := range t.other {
+		n += k
+	}
+	return n
+}
+
+// cost is t as a Cost of its own, with the methods that count more than
+// 0 (a map no larger than it needs).
+func (t *tally) cost() broker.Cost {
+	n := 0
+	for _, k := range t.Methods {
+		if k > 0 {
+			n++
+		}
+	}
+	for _, k := range t.other {
+		if k > 0 {
+			n++
+		}
+	}
+	out := broker.Cost{Methods: make(map[string]int, n), Connections: t.Connections, Channels: t.Channels}
+	for i, k := range t.Methods {
+		if k > 0 {
+			out.Methods[sim.MethodName(i)] = k
+		}
+	}
+	for m, k := range t.other {
+		if k > 0 {
+			out.Methods[m] = k
+		}
+	}
+	return out
 }
 
 // cut records a fault that may have cost the process its connection: it
@@ -41,61 +134,62 @@ func (l *ledger) cut() { l.excuses++ }
 
 // absorb accounts for what the process sent outside any operation (its
 // start, between operations): nothing there is charged.
-func (l *ledger) absorb(now broker.Cost) { l.work(now) }
+func (l *ledger) absorb(now *tally) { l.account(now) }
 
 // charge accounts for what the process sent since the last call and
 // returns what of it is charged (a Cost of its own, its map no larger
 // than it needs), with the waste it found ("" for none).
-func (l *ledger) charge(now broker.Cost) (broker.Cost, string) {
-	waste := l.work(now)
-	out := broker.Cost{Methods: make(map[string]int, len(l.scratch.Methods)),
-		Connections: l.scratch.Connections, Channels: l.scratch.Channels}
-	for m, n := range l.scratch.Methods {
-		out.Methods[m] = n
-	}
-	return out, waste
-}
-
-// work accounts for now in the ledger's scratch Cost, used again from one
-// call to the next.
-func (l *ledger) work(now broker.Cost) string {
-	if l.scratch.Methods == nil {
-		l.scratch.Methods = map[string]int{}
-	}
-	clear(l.scratch.Methods)
-	return l.account(now, &l.scratch)
+func (l *ledger) charge(now *tally) (broker.Cost, string) {
+	waste := l.account(now)
+	return l.scratch.cost(), waste
 }
 
 // see makes now what the ledger has accounted for, copied: the caller may
-// reuse now's map.
-func (l *ledger) see(now broker.Cost) {
-	if l.seen.Methods == nil {
-		l.seen.Methods = make(map[string]int, len(now.Methods))
+// read into now again.
+func (l *ledger) see(now *tally) {
+	l.seen.Counts = now.Counts
+	if len(now.other) == 0 && len(l.seen.other) == 0 {
+		return
 	}
-	clear(l.seen.Methods)
-	for m, n := range now.Methods {
-		l.seen.Methods[m] = n
+	if l.seen.other == nil {
+		l.seen.other = make(map[string]int, len(now.other))
 	}
-	l.seen.Connections, l.seen.Channels = now.Connections, now.Channels
+	clear(l.seen.other)
+	for m, n := range now.other {
+		l.seen.other[m] = n
+	}
 }
 
 // reconnectWaste is the waste of an operation that opened a connection
 // with no excuse the ledger knew of when it ran.
 const reconnectWaste = "opened a connection though it had one and no fault had cut it off"
 
-// account is charge into out, whose map is empty: out becomes what is
-// charged of now (now less what was seen, methods whose difference is
-// zero left out as broker.Cost.Sub leaves them, less the free setup).
-func (l *ledger) account(now broker.Cost, out *broker.Cost) string {
+// account works out in the ledger's scratch what is charged of now: now
+// less what was seen (a method now counts 0 for stays 0, as
+// broker.Cost.Sub leaves it out), less the free setup; what counts 0 or
+// less there is not charged (tally.cost leaves it out).
+func (l *ledger) account(now *tally) string {
+	out := &l.scratch
 	out.Connections, out.Channels = now.Connections-l.seen.Connections, now.Channels-l.seen.Channels
-	for m, n := range now.Methods {
-		if n -= l.seen.Methods[m]; n != 0 {
-			out.Methods[m] = n
+	for i, n := range now.Methods {
+		if n != 0 {
+			n -= l.seen.Methods[i]
+		}
+		out.Methods[i] = n
+	}
+	clear(out.other)
+	for m, n := range now.other {
+		if n -= l.seen.other[m]; n != 0 {
+			if out.other == nil {
+				out.other = map[string]int{}
+			}
+			out.other[m] = n
 		}
 	}
 	l.see(now)
-	dialled, opens, brokerClosedConn := out.Connections, out.Methods["connection.open"], out.Methods["connection.close-ok"]
-	opened, own, byBroker := out.Channels, out.Methods["channel.close"], out.Methods["channel.close-ok"]
+	ms := &out.Methods
+	dialled, opens, brokerClosedConn := out.Connections, ms[mConnOpen], ms[mConnCloseOk]
+	opened, own, byBroker := out.Channels, ms[mChanClose], ms[mChanCloseOk]
 	var waste string
 	// A connection counts once its handshake reached connection.open: an
 	// attempt refused, or held by a partition until the client gave up, is
@@ -103,8 +197,8 @@ func (l *ledger) account(now broker.Cost, out *broker.Cost) string {
 	conns := min(dialled, opens)
 	if failed := dialled - conns; failed > 0 {
 		out.Connections -= failed
-		for _, m := range []string{"connection.start-ok", "connection.tune-ok"} {
-			out.Methods[m] -= min(failed, max(0, out.Methods[m]-conns))
+		for _, m := range handshakeOnly {
+			ms[m] -= min(failed, max(0, ms[m]-conns))
 		}
 	}
 	if conns > 0 {
@@ -116,8 +210,8 @@ func (l *ledger) account(now broker.Cost, out *broker.Cost) string {
 		}
 		free := min(conns, excuses)
 		out.Connections -= free
-		for _, m := range []string{"connection.start-ok", "connection.tune-ok", "connection.open"} {
-			out.Methods[m] -= free
+		for _, m := range handshake {
+			ms[m] -= free
 		}
 		if out.Connections > 0 {
 			waste = reconnectWaste
@@ -139,12 +233,7 @@ func (l *ledger) account(now broker.Cost, out *broker.Cost) string {
 	l.closedOwn = l.closedOwn || own > 0
 	free := opened - charged
 	out.Channels = charged
-	out.Methods["confirm.select"] -= min(free, out.Methods["confirm.select"])
-	out.Methods["channel.open"] -= free
-	for m, n := range out.Methods {
-		if n <= 0 {
-			delete(out.Methods, m)
-		}
-	}
+	ms[mConfirmSel] -= min(free, ms[mConfirmSel])
+	ms[mChanOpen] -= free
 	return waste
 }

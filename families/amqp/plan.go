@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +46,17 @@ type Plan struct {
 	Admins [][]Step `json:"admins"`
 	// Nemesis lists the faults, by time from the start of the run.
 	Nemesis []Fault `json:"nemesis"`
+	// Cluster names the nodes of the RabbitMQ cluster the plan runs on
+	// (n1, n2, n3), none for a single broker. Nodes says which node each
+	// process connects to; a process it does not name connects to
+	// Cluster[i mod len(Cluster)], i its place among admins then clients
+	// (NodeOf), and the final probe to the first node.
+	Cluster []string          `json:"cluster,omitempty"`
+	Nodes   map[string]string `json:"nodes,omitempty"`
+	// PartitionHandling is the cluster's mode the plan was drawn for
+	// (ignore, pause_minority, autoheal): what a replay runs it under
+	// unless told otherwise.
+	PartitionHandling string `json:"partition_handling,omitempty"`
 	// Decisions are the simulator's scheduling decisions.
 	run.Decisions
 	// JudgedBy is how the plan was judged when it was found (plans written
@@ -71,12 +85,54 @@ type Step struct {
 // operation. A restart-broker has no target unless it counts a process's
 // calls. A pause or partition lasts For milliseconds (0: until the end of
 // the run).
+//
+// On a cluster, a fault may strike a node instead of a process: a kill
+// (the node's VM killed; it stays down For milliseconds, or until the
+// end of the run), a pause (SIGSTOP) or a restart-broker (a clean restart,
+// or the start of a killed node) names its Node; a partition between
+// nodes names the directions it cuts (Cut, "n1>n2 n2>n1": each from>to
+// drops from's packets to "to", silently). Target then only counts calls.
 type Fault struct {
 	At         int    `json:"at_ms"`
 	AfterCalls int    `json:"after_calls,omitempty"`
 	Fault      string `json:"fault"`
 	Target     string `json:"target,omitempty"`
+	Node       string `json:"node,omitempty"`
+	Cut        string `json:"cut,omitempty"`
 	For        int    `json:"for_ms,omitempty"`
+}
+
+// aim is what the fault strikes, as the runner keys its holds and the
+// engine takes it: the process, the node, or the cut.
+func (f Fault) aim() string {
+	switch {
+	case f.Cut != "":
+		return f.Cut
+	case f.Node != "":
+		return f.Node
+	case f.Fault == histories.RestartBroker:
+		return ""
+	}
+	return f.Target
+}
+
+// OnCluster says whether the fault strikes the cluster (a node, or the
+// links between nodes) rather than a process.
+func (f Fault) OnCluster() bool { return f.Node != "" || f.Cut != "" }
+
+// NodeOf is the cluster node process name connects to ("" for a single
+// broker).
+func (p *Plan) NodeOf(name string) string {
+	if len(p.Cluster) == 0 {
+		return ""
+	}
+	if n := p.Nodes[name]; n != "" {
+		return n
+	}
+	if i := slices.Index(p.processes(), name); i >= 0 {
+		return p.Cluster[i%len(p.Cluster)]
+	}
+	return p.Cluster[0]
 }
 
 // Options are the reference implementation's options, as plan data; see
@@ -215,6 +271,9 @@ func (p *Plan) Validate() error {
 			}
 		}
 	}
+	if err := p.validateCluster(); err != nil {
+		return err
+	}
 	if err := p.validateNemesis(); err != nil {
 		return err
 	}
@@ -245,6 +304,12 @@ func (p *Plan) validateNemesis() error {
 		if !contains(faultNames, f.Fault) {
 			return planError(field+".fault", "want one of %v, got %q", faultNames, f.Fault)
 		}
+		if f.OnCluster() {
+			if err := p.validateClusterFault(field, f, procs); err != nil {
+				return err
+			}
+			continue
+		}
 		if f.At < 0 || f.For < 0 || f.AfterCalls < 0 {
 			return planError(field, "times and counts must not be negative")
 		}
@@ -260,6 +325,84 @@ func (p *Plan) validateNemesis() error {
 			}
 		} else if !procs[f.Target] {
 			return planError(field+".target", "no process named %q in this plan", f.Target)
+		}
+	}
+	return nil
+}
+
+// validateCluster reports what is wrong with the plan's cluster and the
+// nodes its processes connect to.
+func (p *Plan) validateCluster() error {
+	for i, n := range p.Cluster {
+		if !nodeName.MatchString(n) {
+			return planError(fmt.Sprintf("cluster[%d]", i), "a node's name is a letter then letters or digits (n1), got %q", n)
+		}
+		if slices.Contains(p.Cluster[:i], n) {
+			return planError(fmt.Sprintf("cluster[%d]", i), "node %q named twice", n)
+		}
+		if slices.Contains(p.processes(), n) || strings.HasPrefix(n, "probe") || n == "nemesis" {
+			return planError(fmt.Sprintf("cluster[%d]", i), "node %q has a process's name", n)
+		}
+	}
+	if len(p.Nodes) > 0 && len(p.Cluster) == 0 {
+		return planError("nodes", "a plan without a cluster has no nodes to connect to")
+	}
+	switch p.PartitionHandling {
+	case "":
+	case "ignore", "pause_minority", "autoheal":
+		if len(p.Cluster) == 0 {
+			return planError("partition_handling", "a plan without a cluster has no partition handling")
+		}
+	default:
+		return planError("partition_handling", "want ignore, pause_minority or autoheal, got %q", p.PartitionHandling)
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Nodes)) {
+		if !slices.Contains(p.processes(), name) {
+			return planError("nodes."+name, "no process named %q in this plan", name)
+		}
+		if n := p.Nodes[name]; !slices.Contains(p.Cluster, n) {
+			return planError("nodes."+name, "want a node of the cluster (%s), got %q", strings.Join(p.Cluster, ", "), n)
+		}
+	}
+	return nil
+}
+
+// nodeName is what a cluster node's name looks like (a network lab
+// host's name).
+var nodeName = regexp.MustCompile(`^[a-z][a-z0-9]{0,7}$`)
+
+// validateClusterFault reports what is wrong with a fault that strikes the
+// cluster.
+func (p *Plan) validateClusterFault(field string, f Fault, procs map[string]bool) error {
+	switch {
+	case len(p.Cluster) == 0:
+		return planError(field, "a fault on a node or a cut between nodes needs a cluster (the plan's cluster field)")
+	case f.Node != "" && f.Cut != "":
+		return planError(field, "a fault strikes a node or cuts links between nodes, not both")
+	case f.Cut != "" && f.Fault != histories.Partition:
+		return planError(field+".cut", "only a partition cuts links, not a %s", f.Fault)
+	case f.Node != "" && f.Fault != histories.Kill && f.Fault != histories.Pause && f.Fault != histories.RestartBroker:
+		return planError(field+".node", "a node can be killed, paused or restarted (restart-broker), not struck by %s", f.Fault)
+	case f.Node != "" && !slices.Contains(p.Cluster, f.Node):
+		return planError(field+".node", "want a node of the cluster (%s), got %q", strings.Join(p.Cluster, ", "), f.Node)
+	case f.Target != "" && !procs[f.Target]:
+		return planError(field+".target", "no process named %q in this plan", f.Target)
+	case f.Target != "" && f.AfterCalls == 0:
+		return planError(field+".target", "a fault on the cluster strikes at_ms, or after_calls of its target process")
+	case f.AfterCalls > 0 && f.Target == "":
+		return planError(field+".after_calls", "counts the calls of a target process: name it")
+	}
+	if f.Cut != "" {
+		v := histories.Fault{Cut: f.Cut}
+		if msg := v.CheckCut(); msg != "" {
+			return planError(field+".cut", "%s", strings.TrimPrefix(msg, "value.cut: "))
+		}
+		for _, d := range v.Directions() {
+			for _, n := range d {
+				if !slices.Contains(p.Cluster, n) {
+					return planError(field+".cut", "want nodes of the cluster (%s), got %q", strings.Join(p.Cluster, ", "), n)
+				}
+			}
 		}
 	}
 	return nil
@@ -387,5 +530,6 @@ func (p *Plan) upgrade() {
 func (p *Plan) Write(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // a cut reads n1>n2
 	return enc.Encode(p)
 }

@@ -47,6 +47,9 @@ func TestReadPlanStrictly(t *testing.T) {
 		{"bad value", strings.Replace(goodPlan, `"nemesis": null`, `"nemesis": [{"at_ms": 5, "fault": "kill", "target": "c7"}]`, 1), `bad-value.json:9:55: nemesis[0].target: no process named "c7" in this plan`},
 		{"bad step", strings.Replace(goodPlan, `{"op": "acquire"}`, `{"op": "grab"}`, 1), `bad-step.json:7:23: clients[0][0].op: want acquire, verify, release or sleep, got "grab"`},
 		{"missing field", strings.Replace(goodPlan, `"lock": "lp",`, ``, 1), "missing-field.json: lock: missing"},
+		{"node not a string", strings.Replace(goodPlan, `"slots": 1,`, `"slots": 1, "cluster": ["n1"], "nodes": {"c1": 1},`, 1), "node-not-a-string.json:5:50: nodes.c1: want a string, got the number 1"},
+		{"node twice", strings.Replace(goodPlan, `"slots": 1,`, `"slots": 1, "cluster": ["n1"], "nodes": {"c1": "n1", "c1": "n1"},`, 1), "node-twice.json:5:56: nodes.c1: the field appears twice"},
+		{"nodes not an object", strings.Replace(goodPlan, `"slots": 1,`, `"slots": 1, "cluster": ["n1"], "nodes": ["n1"],`, 1), "nodes-not-an-object.json:5:43: nodes: want an object, got an array"},
 		{"bad model", strings.Replace(goodPlan, `"slots": 1,`, `"slots": 1, "model": "lenient",`, 1), `bad-model.json:5:24: model: want "standard" or "strict", got "lenient"`},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")

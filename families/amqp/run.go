@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
+	"github.com/lockprover/lockprover/sim"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/histories"
@@ -80,15 +82,19 @@ var poll = run.Poll{First: time.Millisecond, Max: time.Second}
 var ends = []string{histories.Pause, histories.Partition}
 
 // planSteps is about how many operations p's run records: its scripts'
-// steps and the probe's. newRunner sizes the history and the costs by it
-// (a guess: only allocations depend on it).
+// steps but their sleeps, a final release per client, and the probe's.
+// newRunner sizes the history and the costs by it (a guess: only
+// allocations depend on it, and an event is 128 bytes to be zeroed).
 func planSteps(p *Plan) int {
-	n := 6
-	for _, script := range p.Admins {
-		n += len(script)
-	}
-	for _, script := range p.Clients {
-		n += len(script)
+	n := 6 + len(p.Clients)
+	for _, scripts := range [][][]Step{p.Admins, p.Clients} {
+		for _, script := range scripts {
+			for _, s := range script {
+				if s.Op != Sleep {
+					n++
+				}
+			}
+		}
 	}
 	return n
 }
@@ -119,15 +125,26 @@ func (r *runner) result() (*prover.Result, error) {
 	if err := r.Stuck(); err != nil {
 		return nil, err
 	}
-	res := &prover.Result{History: r.Rec.Events()}
+	res := &prover.Result{History: r.Rec.Take()} // the run is over: nothing records any more
 	ev := &check.Evidence{Costs: r.costs, Waste: r.waste, Methods: map[string]int{}, MaxSlots: maxSlots(r.p)}
+	if c, ok := r.eng.(onCluster); ok && len(r.p.Cluster) > 0 {
+		ev.Cluster = &check.Cluster{Mode: c.partitionHandling(), NodeOf: map[string]string{}}
+		for name := range r.states {
+			ev.Cluster.NodeOf[name] = r.p.NodeOf(name)
+		}
+	}
 	res.Evidence = model.Evidence{Lock: r.lock, Problems: r.problems, Family: ev}
 	if w, ok := r.eng.(serverWitness); ok {
 		r.addBrokerFaults(res, w.serverNotes())
 	}
-	var c broker.Cost
+	var t tally
 	for name := range r.states {
-		for m, n := range r.cost(name, &c).Methods {
+		for i, n := range r.counts(name, &t).Methods {
+			if n > 0 {
+				ev.Methods[sim.MethodName(i)] += n
+			}
+		}
+		for m, n := range t.other {
 			ev.Methods[m] += n
 		}
 	}
@@ -250,10 +267,9 @@ type incarnation struct {
 	client Client
 	held   int
 	// sent is what the process had sent when its operation began, then
-	// when it ended: its ledger's, where the engine reads the counts
-	// into one map for all the process's operations and incarnations
-	// (see runner.cost).
-	sent *broker.Cost
+	// when it ended: its ledger's, where the engine reads the counts for
+	// all the process's operations and incarnations (see runner.counts).
+	sent *tally
 }
 
 // current reports whether gen is still st's incarnation.
@@ -401,7 +417,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	if !ok {
 		return
 	}
-	before := r.cost(name, in.sent)
+	before := r.counts(name, in.sent)
 	r.mu.Lock()
 	if !st.Live(in.gen) {
 		r.mu.Unlock()
@@ -416,7 +432,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	}
 	r.mu.Unlock()
 	if crash > 0 {
-		r.eng.AfterMethods(name, before.Total()+crash, func() {
+		r.eng.AfterMethods(name, before.total()+crash, func() {
 			if !r.isEnding() {
 				r.strike(histories.Kill, name)
 			}
@@ -426,7 +442,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	defer cancel()
 	c := in.client
 	res, held, err := r.call(ctx, c, in, s)
-	spent := r.cost(name, in.sent) // before is done with: the ledger copied it
+	spent := r.counts(name, in.sent) // before is done with: the ledger copied it
 	done, known := r.completion(name, inv, e.Kind, res, err)
 	in.held = held
 	r.mu.Lock()
@@ -457,16 +473,18 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 	}
 }
 
-// cost is what process name has sent so far, read into into's map where
-// the engine can (a costReader), so that the ledger's two readings an
-// operation allocate nothing after the first; the ledger copies what it
-// keeps.
-func (r *runner) cost(name string, into *broker.Cost) broker.Cost {
-	if cr, ok := r.eng.(costReader); ok {
-		cr.ReadCost(name, into)
-		return *into
+// counts reads what process name has sent so far into into, and returns
+// it: with no map where the engine can (a countReader), so that the
+// ledger's two readings an operation neither allocate nor hash a method's
+// name; the ledger copies what it keeps.
+func (r *runner) counts(name string, into *tally) *tally {
+	if cr, ok := r.eng.(countReader); ok {
+		cr.ReadCounts(name, &into.Counts)
+		clear(into.other)
+		return into
 	}
-	return r.eng.Cost(name)
+	into.set(r.eng.Cost(name))
+	return into
 }
 
 // invocation is step s's invoke event, or false when the step does not
@@ -628,7 +646,7 @@ func (r *runner) nemesis(b broker.Broker) {
 	timeline := run.Timeline(len(r.p.Nemesis), func(i int) (int, int, bool) {
 		f := r.p.Nemesis[i]
 		lasts := 0
-		if f.Fault == histories.Pause || f.Fault == histories.Partition {
+		if r.endOf(f.Fault, f.aim()) != "" {
 			lasts = f.For
 		}
 		return f.At, lasts, f.AfterCalls <= 0 && f.Fault != AdminCrash // the others strike mid-operation, by method counts
@@ -638,9 +656,9 @@ func (r *runner) nemesis(b broker.Broker) {
 		Strike: func(t run.Timed) {
 			f := r.p.Nemesis[t.Fault]
 			if t.End {
-				r.strike(histories.EndOf(f.Fault), f.Target)
+				r.strike(r.endOf(f.Fault, f.aim()), f.aim())
 			} else {
-				r.strike(f.Fault, f.Target)
+				r.strike(f.Fault, f.aim())
 			}
 		},
 		EndFaults: func() {
@@ -648,10 +666,13 @@ func (r *runner) nemesis(b broker.Broker) {
 			holds := r.Holds()
 			r.mu.Unlock()
 			for _, h := range holds {
-				r.strike(histories.EndOf(h.Fault), h.Target)
+				r.strike(r.endOf(h.Fault, h.Target), h.Target)
 			}
 		},
 		Settle: func() {
+			if s, ok := r.eng.(settler); ok {
+				s.Settle() // a cluster agrees again
+			}
 			if r.hb > 0 {
 				r.eng.Notice(b, r.lock, 3*r.hb+time.Second) // the broker notices every dead connection
 			}
@@ -685,39 +706,144 @@ func (r *runner) strikeFor(f Fault) {
 	if r.isEnding() {
 		return
 	}
-	target := f.Target
-	if f.Fault == histories.RestartBroker {
-		target = ""
-	}
+	target := f.aim()
 	r.strike(f.Fault, target)
-	if end := histories.EndOf(f.Fault); f.For > 0 && end != "" {
+	if end := r.endOf(f.Fault, target); f.For > 0 && end != "" {
 		r.eng.After(time.Duration(f.For)*time.Millisecond, func() {
 			r.mu.Lock()
-			on := r.Held(f.Fault, f.Target)
+			on := r.Held(f.Fault, target)
 			r.mu.Unlock()
 			if on {
-				r.strike(end, f.Target)
+				r.strike(end, target)
 			}
 		})
 	}
 }
 
-// strike applies one fault and records it.
+// endOf is the fault that ends fault struck at aim: resume for a pause,
+// heal for a partition, and for a node killed, its start (restart-broker
+// aimed at it); "" for a fault that does not last.
+func (r *runner) endOf(fault, aim string) string {
+	if fault == histories.Kill && slices.Contains(r.p.Cluster, aim) {
+		return histories.RestartBroker
+	}
+	return histories.EndOf(fault)
+}
+
+// onCluster says whether aim is a node of the plan's cluster or a cut
+// between its nodes, not a process.
+func (r *runner) onCluster(aim string) bool {
+	return slices.Contains(r.p.Cluster, aim) || strings.Contains(aim, ">")
+}
+
+// aimValue is how a history records a fault's aim: the process or node
+// it strikes, or the directions it cuts between nodes.
+func aimValue(aim string) *histories.Fault {
+	if strings.Contains(aim, ">") {
+		return &histories.Fault{Cut: aim}
+	}
+	return &histories.Fault{Process: aim}
+}
+
+// throughNode is what a fault on a node of a cluster does to the plan's
+// processes connected to it, in the history's own terms, which the
+// checker judges holds by: while the node is down (killed, until its
+// start; stopped for a restart; paused, until its resume) they are cut off
+// from the broker, a partition of each; its start, the end of a restart
+// and its resume heal them. cut says a partition begins with the fault,
+// heal that one ends once it is in place (a restart: both).
+func (r *runner) throughNode(fault, node string) (cut, heal bool) {
+	if !slices.Contains(r.p.Cluster, node) {
+		return false, false
+	}
+	switch fault {
+	case histories.Kill, histories.Pause:
+		return true, false
+	case histories.Resume:
+		return false, true
+	case histories.RestartBroker:
+		r.mu.Lock()
+		down := r.Held(histories.Kill, node)
+		r.mu.Unlock()
+		return !down, true
+	}
+	return false, false
+}
+
+// onNode lists the plan's processes that connect to node.
+func (r *runner) onNode(node string) []string {
+	var out []string
+	for _, name := range r.p.processes() {
+		if r.p.NodeOf(name) == node {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// throughNodeEvents records, for each of procs, fault's invoke and (once
+// in place, or not applied for err) its completion, saying which fault on
+// which node struck it.
+func (r *runner) throughNodeEvents(fault string, procs []string, invoke bool, node, nodeFault string, err error) {
+	for _, p := range procs {
+		e := histories.Event{Process: "nemesis", Type: histories.Invoke, F: fault, Value: &histories.Fault{Process: p}}
+		if !invoke {
+			e.Type, e.Error = histories.Info, fmt.Sprintf("struck through its node: %s %s", node, nodeFaultWords[nodeFault])
+			if err != nil {
+				e.Type, e.Error = histories.Fail, ""
+				e.Value = &histories.Fault{Process: p, Reason: fmt.Sprintf("not applied: the %s of its node %s was not: %v", nodeFault, node, err)}
+			}
+		}
+		r.Rec.Add(e)
+	}
+}
+
+// nodeFaultWords says what a fault did to a node, for the history.
+var nodeFaultWords = map[string]string{histories.Kill: "killed", histories.RestartBroker: "restarted",
+	histories.Pause: "paused", histories.Resume: "resumed"}
+
+// strike applies one fault and records it. A fault on a node is recorded
+// with what it does to the processes connected to the node
+// (throughNode).
 func (r *runner) strike(fault, target string) {
 	e := histories.Event{Process: "nemesis", F: fault}
 	if target != "" {
-		e.Value = &histories.Fault{Process: target}
+		e.Value = aimValue(target)
 	}
 	e.Type = histories.Invoke
 	r.Rec.Add(e)
+	cut, heal := r.throughNode(fault, target)
+	var hit []string
+	if cut || heal {
+		hit = r.onNode(target)
+	}
+	if cut {
+		r.throughNodeEvents(histories.Partition, hit, true, target, fault, nil)
+	}
 	r.signal(fault, target)
 	err := r.eng.Fault(fault, target)
+	defer func() {
+		if cut {
+			r.throughNodeEvents(histories.Partition, hit, false, target, fault, err)
+		}
+		if heal && err == nil {
+			r.throughNodeEvents(histories.Heal, hit, true, target, fault, nil)
+			r.throughNodeEvents(histories.Heal, hit, false, target, fault, nil)
+		}
+	}()
 	r.mu.Lock()
+	cluster := r.onCluster(target)
 	switch fault {
 	case histories.Pause, histories.Partition:
 		if err == nil {
 			r.Hold(fault, target)
 		}
+	case histories.Kill:
+		if err == nil && cluster {
+			r.Hold(fault, target) // until its node starts again
+		}
+	case histories.RestartBroker:
+		r.Unhold(histories.Kill, target)
 	case histories.Resume:
 		r.Unhold(histories.Pause, target)
 	case histories.Heal:
@@ -725,7 +851,7 @@ func (r *runner) strike(fault, target string) {
 	}
 	if err == nil && fault != histories.Resume && fault != histories.Heal {
 		for name := range r.states {
-			if target == "" || name == target {
+			if target == "" || cluster || name == target {
 				r.ledger(name).cut()
 			}
 		}
@@ -733,7 +859,8 @@ func (r *runner) strike(fault, target string) {
 	e.Type = histories.Info
 	if err != nil && target != "" {
 		e.Type = histories.Fail
-		e.Value = &histories.Fault{Process: target, Reason: "not applied: " + err.Error()}
+		e.Value = aimValue(target)
+		e.Value.(*histories.Fault).Reason = "not applied: " + err.Error()
 	}
 	if u, ok := r.eng.(brokerUp); ok && err == nil && fault == histories.RestartBroker && !u.BrokerUp() {
 		// Struck from outside any process (in the middle of an
@@ -744,7 +871,7 @@ func (r *runner) strike(fault, target string) {
 		r.Rec.Add(e)
 	}
 	r.mu.Unlock()
-	if fault == histories.Kill && err == nil {
+	if fault == histories.Kill && err == nil && !cluster {
 		r.restart(target)
 	}
 }

@@ -154,7 +154,8 @@ func faultPair(f, proc string, at int64, why string) []histories.Event {
 }
 
 // explained says whether a fault lockprover struck on n's process (or on
-// every process: a broker restart) explains the broker closing its
+// every process: a broker restart; a fault on a node of a cluster is
+// recorded as a fault on each process it strikes) explains the broker closing its
 // connection: n came after the fault began and no later than grace after
 // it ended.
 func explained(h []histories.Event, n serverNote, grace int64) bool {
@@ -167,8 +168,8 @@ func explained(h []histories.Event, n serverNote, grace int64) bool {
 		if f := histories.FaultOf(&e); f != nil {
 			target = f.Process
 		}
-		if target != n.proc && e.F != histories.RestartBroker {
-			continue
+		if target != n.proc && (e.F != histories.RestartBroker || target != "") {
+			continue // a fault on another process, or on a node of a cluster
 		}
 		switch e.F {
 		case histories.Pause, histories.Partition:

@@ -87,6 +87,9 @@ func (c Config) Goals() []prover.Interleaving {
 	}
 	// Faults inside operations (an admin-crash is recorded as a kill).
 	for _, f := range c.Faults {
+		if slices.Contains(ClusterFaultNames, f) {
+			continue // struck on nodes and links, not inside one process's operation
+		}
 		if f == AdminCrash {
 			if !slices.Contains(c.Faults, histories.Kill) && slices.Contains(roles, "admin") {
 				out = append(out, prover.Interleaving{X: histories.Change, Y: histories.Kill, How: prover.Struck, Who: "admin"})

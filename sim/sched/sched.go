@@ -8,7 +8,7 @@
 // scheduler's goroutine and the process's (the runtime's coroswitch): no
 // channel, no trip through Go's scheduler. A coroutine whose process has
 // ended runs the next process to start; those left at the end of Run
-// stop. Whenever more than one process could move, a
+// stop, or wait in a Pool for the next Run that shares it. Whenever more than one process could move, a
 // Decider picks which; the same answers give the same run, byte for byte.
 // Time is virtual: the simulator moves the clock by what its operations
 // cost, and when no process can move the scheduler jumps it to the next
@@ -36,6 +36,7 @@ import (
 	"container/heap"
 	"fmt"
 	"iter"
+	"sync"
 	"time"
 )
 
@@ -95,6 +96,7 @@ type Scheduler[P, R any] struct {
 	ready   []*Proc[P, R]
 	running *Proc[P, R]
 	idle    []*worker[P, R] // coroutines whose process has ended, for the next to start
+	pool    *Pool[P, R]     // where idle coroutines go at the end of Run, and come from (Share)
 	timers  timerHeap
 	seq     uint64
 	inRun   bool
@@ -107,6 +109,56 @@ func (s *Scheduler[P, R]) Init(c Config[P]) {
 	// them, in one allocation: most worlds need no more.
 	buf := make([]*Proc[P, R], 16)
 	s.procs, s.ready = buf[:0:8], buf[8:8]
+}
+
+// Share makes s take the coroutines its processes run on from pool, and
+// give them back to it at the end of Run instead of ending them, so that
+// the worlds of a search (one after another, or several at once) start
+// their processes on coroutines that already exist, their stacks already
+// grown, instead of making new ones. Which coroutine runs a process is
+// invisible to it: a run is the same, byte for byte, with or without a
+// pool.
+func (s *Scheduler[P, R]) Share(pool *Pool[P, R]) { s.pool = pool }
+
+// A Pool keeps idle coroutines between the Runs of the Schedulers that
+// Share it; it is safe for concurrent use, and its zero value is ready.
+// A simulator keeps one for all its worlds (a package variable). An idle
+// coroutine is a parked goroutine and its stack: a Pool keeps at most
+// maxPooled of them, and a Run ends those it cannot give back.
+type Pool[P, R any] struct {
+	mu   sync.Mutex
+	idle []*worker[P, R]
+}
+
+// maxPooled bounds a Pool: more than the processes alive at once in the
+// worlds of every CPU's search, and few enough that what a Pool holds (a
+// goroutine and a stack of some kilobytes each) stays small.
+const maxPooled = 256
+
+// get takes an idle coroutine from the pool, or returns nil.
+func (pl *Pool[P, R]) get() *worker[P, R] {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	n := len(pl.idle)
+	if n == 0 {
+		return nil
+	}
+	w := pl.idle[n-1]
+	pl.idle[n-1] = nil
+	pl.idle = pl.idle[:n-1]
+	return w
+}
+
+// put gives ws back to the pool and returns those it had no room for.
+func (pl *Pool[P, R]) put(ws []*worker[P, R]) []*worker[P, R] {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	n := min(len(ws), maxPooled-len(pl.idle))
+	for _, w := range ws[:n] {
+		w.s = nil
+	}
+	pl.idle = append(pl.idle, ws[:n]...)
+	return ws[n:]
 }
 
 type state uint8
@@ -271,8 +323,8 @@ func (s *Scheduler[P, R]) handoff(p *Proc[P, R]) {
 // A worker is a coroutine (iter.Pull) that runs processes one after
 // another: a process that ends leaves it for the next one to start, so
 // that a Run makes only as many coroutines as it has processes alive at
-// once. The workers left idle stop at the end of Run: no goroutine
-// outlives it.
+// once. The workers left idle stop at the end of Run (no goroutine
+// outlives it), or, with a Pool, wait there for another Run.
 type worker[P, R any] struct {
 	s    *Scheduler[P, R]
 	next func() (struct{}, bool) // resumes the coroutine until it yields
@@ -280,13 +332,21 @@ type worker[P, R any] struct {
 	proc *Proc[P, R]             // the process it runs, nil while idle
 }
 
-// start runs p, which has not started, on an idle worker or a new one.
+// start runs p, which has not started, on an idle worker, one from the
+// pool, or a new one.
 func (s *Scheduler[P, R]) start(p *Proc[P, R]) {
 	var w *worker[P, R]
 	if n := len(s.idle); n > 0 {
 		w = s.idle[n-1]
 		s.idle[n-1] = nil
 		s.idle = s.idle[:n-1]
+	} else if s.pool != nil {
+		if w = s.pool.get(); w == nil {
+			// A worker of its own, not p's: a pooled one outlives p.
+			w = new(worker[P, R])
+			w.next, w.stop = iter.Pull(w.loop)
+		}
+		w.s = s
 	} else {
 		w = &p.own
 		w.s = s
@@ -311,9 +371,14 @@ func (w *worker[P, R]) loop(yield func(struct{}) bool) {
 	}
 }
 
-// stopIdle ends the idle workers' coroutines.
+// stopIdle gives the idle workers to the pool, if s shares one, and ends
+// the coroutines of the others.
 func (s *Scheduler[P, R]) stopIdle() {
-	for _, w := range s.idle {
+	rest := s.idle
+	if s.pool != nil {
+		rest = s.pool.put(s.idle)
+	}
+	for _, w := range rest {
 		w.stop()
 	}
 	clear(s.idle)

@@ -301,3 +301,61 @@ func settledGoroutines() int {
 	}
 	return n
 }
+
+// TestPoolSharesCoroutines: worlds that share a Pool run their processes
+// on the coroutines the worlds before them left, one after another and
+// beside each other, and run as they would without it; a Pool keeps no
+// more coroutines than it has room for.
+func TestPoolSharesCoroutines(t *testing.T) {
+	inside := 0 // goroutines while the last process runs
+	script := func(w *world) {
+		for i := range 3 {
+			w.goProc(fmt.Sprint("p", i), func(p *proc) {
+				p.wait(time.Duration(i + 1))
+				if i == 2 {
+					inside = runtime.NumGoroutine()
+				}
+				if i == 1 {
+					p.proc.Pause()
+					p.wait(0) // never scheduled again: killed once stuck
+				}
+			})
+		}
+	}
+	plain := newWorld(&picks{1, 0, 1})
+	script(plain)
+	plain.s.Run()
+
+	var pool sched.Pool[*proc, int64]
+	run := func() *world {
+		w := newWorld(&picks{1, 0, 1})
+		w.s.Share(&pool)
+		script(w)
+		w.s.Run()
+		return w
+	}
+	first := run()
+	if strings.Join(first.log, "\n") != strings.Join(plain.log, "\n") {
+		t.Fatalf("with a pool:\n%s\nwithout:\n%s", strings.Join(first.log, "\n"), strings.Join(plain.log, "\n"))
+	}
+	before := settledGoroutines()
+	for range 5 {
+		if w := run(); strings.Join(w.log, "\n") != strings.Join(plain.log, "\n") {
+			t.Fatalf("a later world ran otherwise:\n%s", strings.Join(w.log, "\n"))
+		}
+		if inside != before {
+			t.Fatalf("%d goroutines in a later world, %d before it: it made coroutines of its own", inside, before)
+		}
+	}
+	// Worlds beside each other take what the pool has and make the rest.
+	done := make(chan bool)
+	for range 4 {
+		go func() { run(); done <- true }()
+	}
+	for range 4 {
+		<-done
+	}
+	if n := settledGoroutines(); n > before+3*3 {
+		t.Errorf("%d goroutines after the worlds, %d before", n, before)
+	}
+}

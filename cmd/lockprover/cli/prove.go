@@ -248,7 +248,7 @@ func proveSynopsis() string {
                   [--properties P,...] [--model standard|strict] [--timeout D]
                   [--shrink-time D] [--heartbeat D] [--options K=V,...] [--mutant NAME]
                   [--target ` + strings.Join(family.TargetNames(), "|") + `] [--amqp-url URL] [--allow-restart]
-                  [--docker auto|always|off] [--docker-image IMAGE]
+                  [--docker auto|always|off] [--docker-image IMAGE] [--partition-handling MODE] [--net-ticktime D]
                   [--dsn DSN] [--private-server] [--ttl D] [--servers N] [--persistence none|always] [--limit N]
                   [--impl COMMAND [--init-timeout D]] [--out DIR] [--shard i/n|auto]
                   [--parallel N] [--json FILE] [--junit FILE] [--quiet]`

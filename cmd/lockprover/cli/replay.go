@@ -114,7 +114,7 @@ func judgedWorst(stdout io.Writer, r *model.Report, counted []string, judged str
 // families'.
 func replaySynopsis() string {
 	return `replay [--target ` + strings.Join(family.TargetNames(), "|") + `] [--amqp-url URL] [--allow-restart]
-                   [--docker auto|always|off] [--docker-image IMAGE]
+                   [--docker auto|always|off] [--docker-image IMAGE] [--partition-handling MODE] [--net-ticktime D]
                    [--dsn DSN] [--private-server] [--impl COMMAND [--init-timeout D]]
                    [--mutant NAME|reference] [--model standard|strict] [--properties P,...]
                    [--timeout D] [--times N] [--history FILE] [--trace] [--json FILE] [--junit FILE]

@@ -38,6 +38,10 @@ type Evidence struct {
 	Unlisted string
 	// MaxSlots is the largest number of slots the run can have made.
 	MaxSlots int
+	// Cluster, for a run on a RabbitMQ cluster, is its mode and the node
+	// of each process: a failure of slot-exclusive says what struck the
+	// cluster between the two holders' nodes.
+	Cluster *Cluster `json:",omitempty"`
 }
 
 // judgeEvidence fills in what the evidence shows about the lock's
@@ -56,6 +60,9 @@ func judgeEvidence(vs []model.Verdict, events []histories.Event, lock string, e 
 			*v = cheap(events, lock, e, histories.Verify, verifyBudget)
 		case v.Property == DriverMinimal:
 			*v = driverMinimal(lock, e)
+		}
+		if e.Cluster != nil && v.Lock == lock {
+			explainOnCluster(v, events, e.Cluster)
 		}
 	}
 }

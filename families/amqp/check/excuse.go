@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -25,8 +26,10 @@ func reliance(v *model.Verdict, lh *lockHistory, m porcupine.Model, parts map[in
 	}
 	strict := map[int][]porcupine.Operation{}
 	var excusers []*slotOp
-	for k, ops := range parts {
-		for _, p := range ops {
+	// Slot by slot in order: the excuse names its excusers in the order
+	// met, which must not vary from run to run as a map's order does.
+	for _, k := range slices.Sorted(maps.Keys(parts)) {
+		for _, p := range parts[k] {
 			if c, ok := p.Input.(*slotCall); ok && (c.op.kind == lost || c.op.kind == maybeRelease) {
 				excusers = append(excusers, c.op)
 				continue

@@ -1,6 +1,9 @@
 package check
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/anishathalye/porcupine"
 	"github.com/lockprover/lockprover/histories"
 )
@@ -76,7 +79,8 @@ func mutexOps(lh *lockHistory, exact, keep bool) ([]porcupine.Operation, int) {
 	if keep {
 		since = nil
 	}
-	for proc, t := range since {
+	for _, proc := range slices.Sorted(maps.Keys(since)) { // not a map's order: see addLost
+		t := since[proc]
 		for _, f := range lh.faultsOf(proc) {
 			if t < f.immune {
 				ops = append(ops, porcupine.Operation{ClientId: -1, Call: f.call, Return: never,

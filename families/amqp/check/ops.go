@@ -92,7 +92,10 @@ func split(h []histories.Event) ([]*lockHistory, []string) {
 			key := e.F + "/" + target(e)
 			if e.Type == histories.Invoke {
 				f := &fault{index: e.Index, f: e.F, call: e.Time, end: never, healIdx: -1}
-				if e.F != histories.RestartBroker {
+				// A restart of the broker strikes every process; of one
+				// node of a cluster, only what the history names as struck
+				// through it (the node is a target no operation has).
+				if e.F != histories.RestartBroker || target(e) != "" {
 					f.target = num(target(e))
 				}
 				faults = append(faults, f)
@@ -154,8 +157,13 @@ func firstCreates(ops []*op) bool {
 	return false
 }
 
+// target is what a fault event aims at: a process, a node, or the
+// directions a partition between nodes cuts.
 func target(e histories.Event) string {
 	if f := histories.FaultOf(&e); f != nil {
+		if f.Process == "" {
+			return f.Cut
+		}
 		return f.Process
 	}
 	return ""

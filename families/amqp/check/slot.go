@@ -2,6 +2,8 @@ package check
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/lockprover/lockprover/histories"
@@ -285,8 +287,13 @@ func (parts *slotParts) addRelease(o *op) {
 // known end, in every slot held says the process may have held since
 // before the fault's immunity.
 func (parts *slotParts) addLost(lh *lockHistory, held slotHolds) {
-	for slot, procs := range held {
-		for proc, since := range procs {
+	// In order of slot and process, not a map's: the lost operations'
+	// order numbers them (numberLost) and orders porcupine's search, and
+	// so what an explanation or an excuse names first.
+	for _, slot := range slices.Sorted(maps.Keys(held)) {
+		procs := held[slot]
+		for _, proc := range slices.Sorted(maps.Keys(procs)) {
+			since := procs[proc]
 			for _, f := range lh.faultsOf(proc) {
 				if since >= f.immune {
 					continue

@@ -2,6 +2,8 @@ package check
 
 import (
 	"encoding/binary"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -208,7 +210,8 @@ func strictOps(lh *lockHistory) ([]porcupine.Operation, int) {
 			}
 		}
 	}
-	for proc, t := range since {
+	for _, proc := range slices.Sorted(maps.Keys(since)) { // not a map's order: see addLost
+		t := since[proc]
 		for _, f := range lh.faultsOf(proc) {
 			if t < f.immune {
 				ops = append(ops, porcupine.Operation{ClientId: -1, Call: f.call, Return: never,

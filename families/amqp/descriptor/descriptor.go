@@ -35,14 +35,16 @@ var AMQP = &family.Descriptor{
 	Kinds:      []string{histories.Semaphore, histories.Mutex},
 	Models:     []string{amqp.Strict},
 	Properties: amqp.PropertyNames,
-	Faults:     amqp.FaultNames(),
-	Targets:    []family.Target{{Name: "sim"}, {Name: "rabbitmq", Real: true}},
+	Faults:     append(amqp.FaultNames(), amqp.ClusterFaultNames...),
+	Targets:    []family.Target{{Name: "sim"}, {Name: "rabbitmq", Real: true}, {Name: clusterTarget, Real: true}},
 	Flags: []family.Flag{
 		{Name: "heartbeat", Verbs: family.Prove, Usage: "amqp-locks: the heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker (plans wait three heartbeats at their end); 0s for none"},
 		{Name: "amqp-url", Verbs: family.Backend, Usage: "amqp-locks: the real broker's URL; default $LOCKPROVER_AMQP_URL, else " + rabbitmq.DefaultURL},
 		{Name: "docker", Default: dockerAuto, Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: a private RabbitMQ in a Docker container for the run, removed at its end (also after Ctrl-C): auto starts one when no broker is named (--amqp-url, $LOCKPROVER_AMQP_URL) and none answers at 127.0.0.1:5672; always; or off"},
 		{Name: "docker-image", Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: the image of --docker's broker; default $LOCKPROVER_RABBITMQ_IMAGE, else " + rabbitmq.ContainerImage + " (pulled if missing)"},
 		{Name: "allow-restart", Bool: true, Verbs: family.Runs | family.Conform, Usage: "amqp-locks: let plans on a real broker restart it (rabbitmqctl stop_app/start_app); conform: let table cases restart it (cutting every client of the broker off)"},
+		{Name: "partition-handling", Default: rabbitmq.Ignore, Verbs: family.Runs, Usage: "amqp-locks: --target rabbitmq-cluster's cluster_partition_handling: ignore (RabbitMQ's default), pause_minority or autoheal"},
+		{Name: "net-ticktime", Default: "5s", Verbs: family.Runs, Usage: "amqp-locks: --target rabbitmq-cluster's net_ticktime, whole seconds: a node declares a silent peer down after 0.75 to 1.25 of it (RabbitMQ's default, 60s, would make every partition plan last minutes)"},
 		{Name: "rabbitmqctl", Default: "rabbitmqctl", Verbs: family.Conform, Usage: "amqp-locks: the command that runs rabbitmqctl for the broker's node (split on spaces)"},
 		{Name: "cases", Verbs: family.Conform, Usage: "amqp-locks: part 1 runs only these cases of the table, by the IDs it prints, comma-separated (7b picks every 7b T=...); default every case"},
 		{Name: "retries", Default: "2", Verbs: family.Conform, Usage: "amqp-locks: run a diverging table case again up to this many times (real timing varies on a loaded machine)"},
@@ -78,10 +80,12 @@ func amqpSetup(s family.Settings) (*family.Setup, error) {
 		target = "sim"
 	}
 	if s.Impl != "" {
-		if target != "rabbitmq" && s.Target != "" {
-			return nil, errors.New("--impl runs processes against a real broker: use --target rabbitmq")
+		if target != "rabbitmq" && target != clusterTarget && s.Target != "" {
+			return nil, errors.New("--impl runs processes against a real broker: use --target rabbitmq (or rabbitmq-cluster)")
 		}
-		target = "rabbitmq"
+		if target != clusterTarget {
+			target = "rabbitmq"
+		}
 	}
 	if err := amqpOptions(&a, s, target); err != nil {
 		return nil, err
@@ -95,13 +99,38 @@ func amqpSetup(s family.Settings) (*family.Setup, error) {
 	a.Mutant = s.Mutant
 	u, restart := s.Flag("amqp-url"), s.Flag("allow-restart") != ""
 	setup := &family.Setup{Target: target, Where: "the simulator"}
-	var box *brokerBox // the run's broker container, with --docker
+	var box *brokerBox      // the run's broker container, with --docker
+	var cluster *clusterBox // the run's cluster, with --target rabbitmq-cluster
+	for _, name := range []string{"partition-handling", "net-ticktime"} {
+		if target != clusterTarget && s.Given(name) {
+			return nil, fmt.Errorf("--%s is for a cluster: add --target %s", name, clusterTarget)
+		}
+	}
 	switch target {
 	case "sim":
 		for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
 			if s.Given(name) {
 				return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 			}
+		}
+	case clusterTarget:
+		for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
+			if s.Given(name) {
+				return nil, fmt.Errorf("--%s is not for --target %s, whose nodes the run starts (restart-node restarts one)", name, clusterTarget)
+			}
+		}
+		o, err := clusterOptions(s)
+		if err != nil {
+			return nil, err
+		}
+		cluster = newClusterBox(s, o)
+		if s.Faults == "all" {
+			a.Faults = append(slices.DeleteFunc(amqp.FaultNames(), isRestart), amqp.ClusterFaultNames...)
+		}
+		setup.Real, setup.Where = true, fmt.Sprintf("a private RabbitMQ cluster of 3 nodes (%s)", o.PartitionHandling)
+		setup.Replay = clusterReplayFlags(o)
+		if s.Impl != "" {
+			setup.Replay = append([]string{"--impl", family.Quote(s.Impl)}, setup.Replay...)
 		}
 	case "rabbitmq":
 		a.Target = amqp.RabbitMQ{URL: rabbitmq.URL(u), AllowRestart: restart}
@@ -124,6 +153,9 @@ func amqpSetup(s family.Settings) (*family.Setup, error) {
 	}
 	if err := amqpFaults(&a, s.Faults, target, restart); err != nil {
 		return nil, err
+	}
+	if cluster != nil {
+		return clusterSetup(s, a, setup, cluster)
 	}
 	// brokerURL is the broker's URL once Start has begun: the container's
 	// once started, else the one named.
@@ -212,7 +244,7 @@ func amqpOptions(a *amqp.Config, s family.Settings, target string) error {
 			return fmt.Errorf("--heartbeat must be at least 1ms (or 0s for none), not %v", d)
 		}
 		a.Options.HeartbeatMs = amqp.Ms(int(d.Milliseconds()))
-	} else if target == "rabbitmq" {
+	} else if target == "rabbitmq" || target == clusterTarget {
 		a.Options.HeartbeatMs = amqp.Ms(1000)
 	}
 	if s.Options == "" {
@@ -241,8 +273,18 @@ func amqpFaults(a *amqp.Config, faults, target string, restart bool) error {
 		return nil
 	}
 	for _, name := range strings.Split(faults, ",") {
+		if slices.Contains(amqp.ClusterFaultNames, name) {
+			if target != clusterTarget {
+				return fmt.Errorf("--faults: %s strikes a cluster: add --target %s", name, clusterTarget)
+			}
+			a.Faults = append(a.Faults, name)
+			continue
+		}
 		if !slices.Contains(amqp.FaultNames(), name) {
-			return fmt.Errorf("--faults: unknown fault %q (want some of %s; all; or none)", name, strings.Join(amqp.FaultNames(), ", "))
+			return fmt.Errorf("--faults: unknown fault %q (want some of %s; all; or none)", name, strings.Join(append(amqp.FaultNames(), amqp.ClusterFaultNames...), ", "))
+		}
+		if name == histories.RestartBroker && target == clusterTarget {
+			return fmt.Errorf("--faults: on a cluster, restart-node restarts a node (restart-broker has no broker to restart)")
 		}
 		if name == histories.RestartBroker && target == "rabbitmq" && !restart {
 			return errors.New("--faults: restart-broker on a real broker needs --allow-restart")
@@ -290,8 +332,19 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if target == "" {
 		target = "sim"
 	}
-	if target != "sim" && target != "rabbitmq" {
-		return nil, fmt.Errorf("an amqp-locks plan runs on the simulator (--target sim) or RabbitMQ (--target rabbitmq)")
+	if len(p.Cluster) > 0 && s.Target == "" {
+		target = clusterTarget
+	}
+	if target != "sim" && target != "rabbitmq" && target != clusterTarget {
+		return nil, fmt.Errorf("an amqp-locks plan runs on the simulator (--target sim), RabbitMQ (--target rabbitmq) or a RabbitMQ cluster (--target %s)", clusterTarget)
+	}
+	if target == clusterTarget {
+		return clusterReplay(p, s)
+	}
+	for _, name := range []string{"partition-handling", "net-ticktime"} {
+		if s.Given(name) {
+			return nil, fmt.Errorf("--%s is for a cluster: add --target %s", name, clusterTarget)
+		}
 	}
 	for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
 		if target == "sim" && s.Given(name) {

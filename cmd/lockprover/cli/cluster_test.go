@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/internal/quick"
+)
+
+// A run on a RabbitMQ cluster interrupted while the cluster starts, and
+// one interrupted in the middle of its plans, exit 130 and leave nothing:
+// no namespace of their network lab, no process of their nodes (beam,
+// epmd: every one runs from the cluster's files), no files.
+func TestClusterInterrupted(t *testing.T) {
+	quick.Skip(t, "a RabbitMQ cluster")
+	t.Parallel()
+	if err := rabbitmq.ClusterPreflight(); err != nil {
+		t.Skipf("no RabbitMQ cluster here: %v", err)
+	}
+	bin := builtBinary(t)
+	started := regexp.MustCompile(`network lab (lp[0-9a-f]+), files under (\S+)`)
+	for _, tc := range []struct {
+		name string
+		wait time.Duration
+	}{
+		{"while it starts", 4 * time.Second},
+		{"during its plans", 45 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, took, stderr := interrupt(t, bin, tc.wait, "prove", "--target", "rabbitmq-cluster", "--partition-handling", "pause_minority",
+				"--faults", "isolate-node,kill-node,pause-node", "--runs", "50", "--seed", "1", "--out", t.TempDir())
+			if code != 130 {
+				t.Errorf("exit %d after SIGINT, want 130; stderr:\n%s", code, stderr)
+			}
+			m := started.FindStringSubmatch(stderr)
+			if m == nil {
+				t.Fatalf("stderr does not say which lab and files the run made:\n%s", stderr)
+			}
+			lab, dir := m[1], m[2]
+			t.Logf("exited %v after SIGINT; lab %s, files %s", took.Round(time.Millisecond), lab, dir)
+			if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), lab) {
+				t.Errorf("namespaces of lab %s left: %s", lab, ns)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("the cluster's files %s left (%v)", dir, err)
+			}
+			procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+			for _, p := range procs {
+				if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), dir) {
+					t.Errorf("a process of the cluster left: %s: %s", p, strings.ReplaceAll(string(b), "\x00", " "))
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,59 @@
+package check
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model"
+)
+
+// A double hold on a cluster is explained by what struck it: the two
+// holders' nodes, the partition between them, and how the first holder
+// heard of it. The history is a real run of the isolated-holder hand plan
+// on a three-node cluster under ignore (families/amqp's
+// TestClusterIsolatedHolderIgnore).
+func TestDoubleHoldExplainedOnCluster(t *testing.T) {
+	h, err := histories.ReadFile(filepath.Join("..", "..", "..", "testdata", "histories", "179-cluster-ignore-double-hold.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := h[0].Lock
+	judge := func(h []histories.Event, nodes map[string]string) model.Verdict {
+		ev := &Evidence{Cluster: &Cluster{Mode: "ignore", NodeOf: nodes}}
+		for _, v := range model.Check(h, model.Options{Evidence: &model.Evidence{Lock: lock, Family: ev}}).Verdicts {
+			if v.Property == SlotExclusive {
+				return v
+			}
+		}
+		t.Fatal("no slot-exclusive verdict")
+		return model.Verdict{}
+	}
+	nodes := map[string]string{"admin": "n2", "c1": "n1", "c2": "n2", "probe": "n1"}
+	v := judge(h, nodes)
+	want := "On the cluster (partition handling ignore): c1 held it through n1, c2 took it through n2, while the partition at #4 cut n1>n2 n1>n3 n2>n1 n3>n1 (n1 and n2 cut off from each other) and was not healed: n2 had declared n1 down and let c2 take the slot c1's queue still held there; c1 was told only by its verify (#8), which said not held."
+	if v.Status != model.Fail || !strings.HasSuffix(v.Detail, want) {
+		t.Errorf("got %s %q\nwant a failure ending %q", v.Status, v.Detail, want)
+	}
+	// Both through one node: no partition explains it.
+	same := map[string]string{"admin": "n2", "c1": "n2", "c2": "n2"}
+	if v := judge(h, same); !strings.HasSuffix(v.Detail, "c1 held it through n2, c2 took it through n2, the same node, so no partition explains it.") {
+		t.Errorf("same node: %q", v.Detail)
+	}
+	// Without the partition in the history, none is cited.
+	cut := slices.DeleteFunc(slices.Clone(h), func(e histories.Event) bool { return e.Process == "nemesis" })
+	for i := range cut {
+		cut[i].Index = i
+	}
+	if v := judge(cut, nodes); !strings.Contains(v.Detail, "with no fault on the cluster between n1 and n2 in force") {
+		t.Errorf("no partition: %q", v.Detail)
+	}
+	// Without cluster evidence the verdict says nothing of a cluster.
+	for _, v := range model.Check(h, model.Options{}).Verdicts {
+		if strings.Contains(v.Detail, "cluster") {
+			t.Errorf("a verdict without cluster evidence speaks of one: %q", v.Detail)
+		}
+	}
+}

@@ -1,0 +1,219 @@
+package descriptor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/netns"
+	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/families/amqp"
+	"github.com/lockprover/lockprover/families/amqp/amqpprotocol"
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// clusterTarget is the --target of a RabbitMQ cluster.
+const clusterTarget = "rabbitmq-cluster"
+
+// clusterOptions reads --partition-handling and --net-ticktime.
+func clusterOptions(s family.Settings) (rabbitmq.ClusterOptions, error) {
+	var o rabbitmq.ClusterOptions
+	o.PartitionHandling = s.Flag("partition-handling")
+	if o.PartitionHandling != rabbitmq.Ignore && o.PartitionHandling != rabbitmq.PauseMinority && o.PartitionHandling != rabbitmq.Autoheal {
+		return o, fmt.Errorf("--partition-handling: want ignore, pause_minority or autoheal, not %q", o.PartitionHandling)
+	}
+	d, err := time.ParseDuration(s.Flag("net-ticktime"))
+	if err != nil || d < time.Second || d%time.Second != 0 {
+		return o, fmt.Errorf("--net-ticktime: want whole seconds, at least 1s (5s by default), not %q", s.Flag("net-ticktime"))
+	}
+	o.NetTicktime = d
+	return o, nil
+}
+
+// A clusterBox is the private cluster of one run: a network lab of three
+// hosts (n1, n2, n3) and a RabbitMQ node in each, started by start and
+// gone, lab, nodes, epmd and files, after stop.
+type clusterBox struct {
+	o      rabbitmq.ClusterOptions
+	stderr io.Writer
+
+	mu    sync.Mutex
+	lab   *netns.Lab
+	c     *rabbitmq.Cluster
+	tg    *amqp.RabbitMQCluster
+	dir   string
+	leave func()
+}
+
+func newClusterBox(s family.Settings, o rabbitmq.ClusterOptions) *clusterBox {
+	b := &clusterBox{o: o, stderr: s.Stderr}
+	if b.stderr == nil {
+		b.stderr = io.Discard
+	}
+	return b
+}
+
+// start makes the lab and starts the cluster, saying so and how long it
+// took; a machine that cannot is a *family.UsageError naming what it
+// lacks.
+func (b *clusterBox) start(ctx context.Context) error {
+	if err := rabbitmq.ClusterPreflight(); err != nil {
+		return family.Usagef("--target %s: %v", clusterTarget, err)
+	}
+	t0 := time.Now()
+	dir, err := os.MkdirTemp("", "lockprover-cluster-")
+	if err != nil {
+		return err
+	}
+	lab, err := netns.New(ctx, "n1", "n2", "n3")
+	if err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("--target %s: %w", clusterTarget, err)
+	}
+	b.mu.Lock()
+	b.lab, b.dir = lab, dir
+	b.leave = prover.Leave(fmt.Sprintf("the RabbitMQ cluster's network lab %s (ip netns list: its namespaces begin with %s) and %s", lab.ID, lab.ID, dir))
+	b.mu.Unlock()
+	fmt.Fprintf(b.stderr, "lockprover: starting a RabbitMQ cluster of 3 nodes in the network lab %s, files under %s\n", lab.ID, dir)
+	c, err := rabbitmq.StartCluster(ctx, lab, dir, b.o)
+	if err != nil {
+		b.stop()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("--target %s: %w", clusterTarget, err)
+	}
+	b.mu.Lock()
+	b.c = c
+	b.mu.Unlock()
+	fmt.Fprintf(b.stderr, "lockprover: started a RabbitMQ cluster of 3 nodes (%s, net_ticktime %v) in the network lab %s in %.1fs; it is removed when the run ends\n",
+		b.o.PartitionHandling, c.Options().NetTicktime, lab.ID, time.Since(t0).Seconds())
+	return nil
+}
+
+// stop stops the nodes, closes the lab and removes the nodes' files; it
+// may be called more than once.
+func (b *clusterBox) stop() {
+	b.mu.Lock()
+	c, lab, dir, leave := b.c, b.lab, b.dir, b.leave
+	b.c, b.lab, b.dir, b.leave = nil, nil, "", nil
+	b.mu.Unlock()
+	if c != nil {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintf(b.stderr, "lockprover: stopping the cluster: %v\n", err)
+		}
+	}
+	if lab != nil {
+		if err := lab.Close(); err != nil {
+			fmt.Fprintf(b.stderr, "lockprover: %v\n", err)
+			return
+		}
+	}
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	if leave != nil {
+		leave()
+		fmt.Fprintf(b.stderr, "lockprover: removed the RabbitMQ cluster and its network lab\n")
+	}
+}
+
+// target is the cluster as a target, once started.
+func (b *clusterBox) target() amqp.RabbitMQCluster {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tg == nil {
+		t := amqp.NewRabbitMQCluster(b.c, b.lab, b.stderr)
+		b.tg = &t
+	}
+	return *b.tg
+}
+
+// url is the first node's URL, once started.
+func (b *clusterBox) url() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.c.Nodes[0].URL()
+}
+
+// clusterReplayFlags are the flags a replay on the cluster needs.
+func clusterReplayFlags(o rabbitmq.ClusterOptions) []string {
+	return []string{"--target", clusterTarget, "--partition-handling", o.PartitionHandling, "--net-ticktime", strconv.Itoa(int(o.NetTicktime/time.Second)) + "s"}
+}
+
+// clusterSetup finishes amqpSetup for --target rabbitmq-cluster: the
+// cluster starts before the first plan (and the implementation's
+// preflight, on its first node), and stops after the implementation.
+func clusterSetup(s family.Settings, a amqp.Config, setup *family.Setup, box *clusterBox) (*family.Setup, error) {
+	var pi interface {
+		Preflight(ctx context.Context, url, kind string) error
+		Stop()
+	}
+	if s.Impl != "" {
+		p := amqpprotocol.NewProcesses(s.Impl)
+		p.InitTimeout = s.InitTimeout
+		a.Impl, pi = p, p
+	}
+	setup.Start = func(ctx context.Context) error {
+		if err := box.start(ctx); err != nil {
+			return err
+		}
+		a.Target = box.target()
+		setup.Prove = a
+		if pi != nil {
+			if err := pi.Preflight(ctx, box.url(), a.Kind); err != nil {
+				return &family.ImplError{Err: err, Command: s.Impl}
+			}
+		}
+		return nil
+	}
+	setup.Stop = func() {
+		if pi != nil {
+			pi.Stop()
+		}
+		box.stop()
+	}
+	setup.Prove = a
+	return setup, nil
+}
+
+// clusterReplay makes a plan ready to run again on a cluster of its own.
+func clusterReplay(p *amqp.Plan, s family.Settings) (*family.Setup, error) {
+	for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
+		if s.Given(name) {
+			return nil, fmt.Errorf("--%s is not for --target %s, whose nodes the run starts", name, clusterTarget)
+		}
+	}
+	if len(p.Cluster) == 0 {
+		return nil, fmt.Errorf("the plan has no cluster: replay it on the simulator or --target rabbitmq")
+	}
+	if !s.Given("partition-handling") && p.PartitionHandling != "" {
+		flag := s.Flag
+		s.Flag = func(name string) string {
+			if name == "partition-handling" {
+				return p.PartitionHandling // the mode the plan was found under
+			}
+			return flag(name)
+		}
+	}
+	o, err := clusterOptions(s)
+	if err != nil {
+		return nil, err
+	}
+	a := amqp.Config{Scope: prover.Scope{Mutant: p.Mutant}}
+	setup := &family.Setup{Target: clusterTarget, Real: true, Where: fmt.Sprintf("a private RabbitMQ cluster of 3 nodes (%s)", o.PartitionHandling)}
+	out, err := clusterSetup(s, a, setup, newClusterBox(s, o))
+	if err != nil {
+		return nil, err
+	}
+	out.What = a.String()
+	if s.Impl != "" {
+		out.What = fmt.Sprintf("%q", s.Impl)
+	}
+	return out, nil
+}
