@@ -39,8 +39,9 @@ type Search struct {
 	// when timing-dependent faults strike). The seed's plans, the
 	// first violation in the seed's order and what it shrinks to, and the
 	// digests are the same whatever the number (on a real target, the
-	// outcomes of plans may differ, as timing does). A plan that restarts
-	// a server the others use (see Alone) runs with no other.
+	// outcomes of plans may differ, as timing does, and so may the plans
+	// a Steerable family draws toward the goals they reached). A plan that
+	// restarts a server the others use (see Alone) runs with no other.
 	Parallel int
 	// Progress, if set, is called after every plan, or on the simulator
 	// after every batch (not while shrinking).
@@ -72,7 +73,7 @@ type Outcome struct {
 	Batches []BatchRun
 	// BatchSize is the plans in a full batch: the same for every search on
 	// the simulator, 0 elsewhere (where a batch is one plan: plan k of a
-	// seed is numbered k, and is the simulator's plan k).
+	// seed is numbered k, and is the simulator's plan k unless steered).
 	BatchSize int
 	// FoundBatch and FoundIndex say where the first violating plan was
 	// drawn: its batch and its index in it (from 0); -1 without one. Of

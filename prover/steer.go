@@ -5,7 +5,8 @@ import "pgregory.net/rapid"
 // Steerable is a family whose draws can lean toward an interleaving, so
 // that a search reaches by design what random plans reach rarely: a
 // search counts the interleavings its plans reach and draws every other
-// plan toward the goal reached least so far (see Search).
+// plan toward the goal reached least so far (see Search). Check, under
+// rapid's own loop, draws every plan freely.
 type Steerable interface {
 	// Goals are the interleavings the family's plans can reach and
 	// DrawToward can aim at, the most wanted first: a search aims at them
