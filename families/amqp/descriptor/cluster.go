@@ -205,7 +205,7 @@ func clusterReplay(p *amqp.Plan, s family.Settings) (*family.Setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := amqp.Config{Scope: prover.Scope{Mutant: p.Mutant}}
+	a := amqp.Config{Scope: prover.Scope{Mutant: p.Mutant}, Kind: p.Kind} // the kind an implementation's preflight is asked for
 	setup := &family.Setup{Target: clusterTarget, Real: true, Where: fmt.Sprintf("a private RabbitMQ cluster of 3 nodes (%s)", o.PartitionHandling)}
 	out, err := clusterSetup(s, a, setup, newClusterBox(s, o))
 	if err != nil {
