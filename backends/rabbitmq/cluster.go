@@ -390,7 +390,21 @@ func (c *Cluster) Stop() error {
 // its data, returning once its broker takes connections: what RabbitMQ's
 // docs tell an operator to do to the side of a partition given up.
 func (n *Node) Restart(ctx context.Context) error {
-	return n.proc.Bounce(ctx, syscall.SIGTERM, 30*time.Second, 0, n.Start)
+	pid, _ := n.beam()
+	err := n.proc.Halt(syscall.SIGTERM, 30*time.Second)
+	// The script stops its VM on SIGTERM; if it had to be killed for
+	// taking longer, its VM may still run, holding the node's name: the
+	// start would exit at once.
+	if pid > 0 && syscall.Kill(pid, 0) == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if err != nil && !errors.Is(err, proc.ErrKilled) {
+		return err
+	}
+	return n.Start(ctx)
 }
 
 // CtlCommand is the command that runs rabbitmqctl against the node from
