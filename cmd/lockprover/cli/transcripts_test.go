@@ -102,6 +102,7 @@ var masks = []struct {
 	{regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+Z?`), "DATE"},
 	{regexp.MustCompile(`\bseed \d{6,}`), "seed S"},
 	{regexp.MustCompile(`\blp[a-z]*-?[0-9a-f]{6,}[0-9a-f_-]*`), "NAME"},
+	{regexp.MustCompile(`\blockprover-cluster-\d+`), "lockprover-cluster-N"}, // a cluster's temporary files
 	{regexp.MustCompile(`\| \d+\.\d\d \|$`), "| T |"}, // a table's seconds (mutants --detect)
 	{regexp.MustCompile(`\s+$`), ""},
 	{regexp.MustCompile(`(\S) {2,}`), "$1 "}, // a column's width follows its widest value
@@ -280,6 +281,8 @@ func TestTranscriptMatching(t *testing.T) {
 		{[]string{"  1000/2000 sequences, 8425 commands, 0 inconclusive"}, []string{"  1000/2000 sequences, 8409 commands, 1 inconclusive"}, true},
 		{[]string{"part 2: 500 sequences, 4847 steps in 9.9s (51 sequences/s)"}, []string{"part 2: 500 sequences, 4847 steps in 17.3s (29 sequences/s)"}, true},
 		{[]string{"every property held..."}, []string{"fencing violated"}, false},
+		{[]string{"lockprover: starting a RabbitMQ cluster of 3 nodes in the network lab lp12f002, files under /tmp/lockprover-cluster-1372571764"}, []string{"lockprover: starting a RabbitMQ cluster of 3 nodes in the network lab lp05a1c3, files under /tmp/lockprover-cluster-99"}, true},
+		{[]string{"files under /tmp/lockprover-cluster-1372571764"}, []string{"files under /tmp/lockprover-other-1"}, false},
 		{[]string{"prove it with lockprover prove --impl ..."}, []string{"prove it with lockprover prove --impl ..."}, true},
 		{[]string{"  shard 2/3  violated    99 plans    13.2s  x"}, []string{"  shard 2/3  violated    99 plans     9.2s  x"}, true},
 		{[]string{"  shard 2/3"}, []string{"shard 2/3"}, false},
