@@ -103,7 +103,7 @@ var masks = []struct {
 	{regexp.MustCompile(`\bseed \d{6,}`), "seed S"},
 	{regexp.MustCompile(`\blp[a-z]*-?[0-9a-f]{6,}[0-9a-f_-]*`), "NAME"},
 	{regexp.MustCompile(`\blockprover-cluster-\d+`), "lockprover-cluster-N"}, // a cluster's temporary files
-	{regexp.MustCompile(`\| \d+\.\d\d \|$`), "| T |"}, // a table's seconds (mutants --detect)
+	{regexp.MustCompile(`\| \d+\.\d\d \|$`), "| T |"},                        // a table's seconds (mutants --detect)
 	{regexp.MustCompile(`\s+$`), ""},
 	{regexp.MustCompile(`(\S) {2,}`), "$1 "}, // a column's width follows its widest value
 }
