@@ -64,8 +64,15 @@ func TestClusterStarts(t *testing.T) {
 	if err := n3.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	if st := procState(pid); st != "T" {
-		t.Errorf("paused node's VM (pid %d) in state %q, want T (stopped)", pid, st)
+	// A signal is delivered when the kernel next schedules the VM's
+	// threads: on a loaded machine, some milliseconds after kill returns.
+	st := procState(pid)
+	for i := 0; i < 100 && st != "T"; i++ {
+		time.Sleep(20 * time.Millisecond)
+		st = procState(pid)
+	}
+	if st != "T" {
+		t.Errorf("paused node's VM (pid %d) in state %q 2 s after SIGSTOP, want T (stopped)", pid, st)
 	}
 	if err := n3.Resume(); err != nil {
 		t.Fatal(err)
