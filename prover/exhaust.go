@@ -290,3 +290,23 @@ func (p *probe) Choose(n int, _ func() statehash.Sum) int {
 	p.product *= float64(n)
 	return p.rng.IntN(n)
 }
+
+// Subsets is every subset of at most k of places, in their order, the
+// empty one first: the placements of at most k faults a family's
+// Skeletons enumerate.
+func Subsets[T any](places []T, k int) [][]T {
+	out := [][]T{nil}
+	var grow func(from int, cur []T)
+	grow = func(from int, cur []T) {
+		if len(cur) == k {
+			return
+		}
+		for i := from; i < len(places); i++ {
+			next := append(slices.Clone(cur), places[i])
+			out = append(out, next)
+			grow(i+1, next)
+		}
+	}
+	grow(0, nil)
+	return out
+}

@@ -91,7 +91,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 			if err != nil {
 				return nil, "", err
 			}
-			for _, nem := range subsets(places, s.MaxFaults) {
+			for _, nem := range prover.Subsets(places, s.MaxFaults) {
 				q := p
 				q.Nemesis = nem
 				out = append(out, &q)
@@ -217,25 +217,6 @@ func product(set [][]Step, n int) [][][]Step {
 		}
 		out = next
 	}
-	return out
-}
-
-// subsets is every subset of at most k of places, in the places' order
-// (the empty one first).
-func subsets(places []Fault, k int) [][]Fault {
-	out := [][]Fault{nil}
-	var grow func(from int, cur []Fault)
-	grow = func(from int, cur []Fault) {
-		if len(cur) == k {
-			return
-		}
-		for i := from; i < len(places); i++ {
-			next := append(slices.Clone(cur), places[i])
-			out = append(out, next)
-			grow(i+1, next)
-		}
-	}
-	grow(0, nil)
 	return out
 }
 

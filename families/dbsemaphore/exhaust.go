@@ -90,7 +90,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	}
 	var out []prover.Plan
 	for _, cs := range clients {
-		for _, nem := range subsets(places, s.MaxFaults) {
+		for _, nem := range prover.Subsets(places, s.MaxFaults) {
 			p := base
 			p.Clients, p.Nemesis = cs, nem
 			out = append(out, &p)
@@ -126,24 +126,6 @@ func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prov
 	q := *p.(*Plan)
 	q.Schedule, q.ScheduleSeed, q.Chooser = slices.Clone(schedule), 0, ch
 	return &q
-}
-
-// subsets is every subset of at most k of places, the empty one first.
-func subsets(places []Fault, k int) [][]Fault {
-	out := [][]Fault{nil}
-	var grow func(from int, cur []Fault)
-	grow = func(from int, cur []Fault) {
-		if len(cur) == k {
-			return
-		}
-		for i := from; i < len(places); i++ {
-			next := append(slices.Clone(cur), places[i])
-			out = append(out, next)
-			grow(i+1, next)
-		}
-	}
-	grow(0, nil)
-	return out
 }
 
 func clientsOf(n int) string {
