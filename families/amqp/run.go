@@ -800,20 +800,16 @@ func (r *runner) onNode(node string) []string {
 	return out
 }
 
-// throughNodeEvents records, for each of procs, fault's invoke and (once
-// in place, or not applied for err) its completion, saying which fault on
-// which node struck it.
-func (r *runner) throughNodeEvents(fault string, procs []string, invoke bool, node, nodeFault string, err error) {
+// throughNodeEvents records fault (a partition or a heal) of each of
+// procs, invoked and in place one after the other (the nemesis has one
+// operation in flight at a time), saying which fault on which node struck
+// it.
+func (r *runner) throughNodeEvents(fault string, procs []string, node, nodeFault string) {
 	for _, p := range procs {
-		e := histories.Event{Process: "nemesis", Type: histories.Invoke, F: fault, Value: &histories.Fault{Process: p}}
-		if !invoke {
-			e.Type, e.Error = histories.Info, fmt.Sprintf("struck through its node: %s %s", node, nodeFaultWords[nodeFault])
-			if err != nil {
-				e.Type, e.Error = histories.Fail, ""
-				e.Value = &histories.Fault{Process: p, Reason: fmt.Sprintf("not applied: the %s of its node %s was not: %v", nodeFault, node, err)}
-			}
-		}
-		r.Rec.Add(e)
+		v := &histories.Fault{Process: p}
+		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Invoke, F: fault, Value: v})
+		r.Rec.Add(histories.Event{Process: "nemesis", Type: histories.Info, F: fault, Value: v,
+			Error: fmt.Sprintf("struck through its node: %s %s", node, nodeFaultWords[nodeFault])})
 	}
 }
 
@@ -823,31 +819,29 @@ var nodeFaultWords = map[string]string{histories.Kill: "killed", histories.Resta
 
 // strike applies one fault and records it. A fault on a node is recorded
 // with what it does to the processes connected to the node
-// (throughNode).
+// (throughNode): the cut first, so that it is in force for the whole of
+// the node's fault, the heal once the node is back (at once, if the
+// node's fault could not be applied).
 func (r *runner) strike(fault, target string) {
-	e := histories.Event{Process: "nemesis", F: fault}
-	if target != "" {
-		e.Value = aimValue(target)
-	}
-	e.Type = histories.Invoke
-	r.Rec.Add(e)
 	cut, heal := r.throughNode(fault, target)
 	var hit []string
 	if cut || heal {
 		hit = r.onNode(target)
 	}
 	if cut {
-		r.throughNodeEvents(histories.Partition, hit, true, target, fault, nil)
+		r.throughNodeEvents(histories.Partition, hit, target, fault)
 	}
+	e := histories.Event{Process: "nemesis", F: fault}
+	if target != "" {
+		e.Value = aimValue(target)
+	}
+	e.Type = histories.Invoke
+	r.Rec.Add(e)
 	r.signal(fault, target)
 	err := r.eng.Fault(fault, target)
 	defer func() {
-		if cut {
-			r.throughNodeEvents(histories.Partition, hit, false, target, fault, err)
-		}
-		if heal && err == nil {
-			r.throughNodeEvents(histories.Heal, hit, true, target, fault, nil)
-			r.throughNodeEvents(histories.Heal, hit, false, target, fault, nil)
+		if heal || cut && err != nil {
+			r.throughNodeEvents(histories.Heal, hit, target, fault)
 		}
 	}()
 	r.mu.Lock()
