@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -200,4 +201,74 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Leader is the server the cluster's servers say leads, asking each in
+// turn (each within a second): the first non-empty answer names it. An
+// error if none answers with a leader (an election under way, or a
+// majority cut off from every server asked).
+func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
+	var errs []error
+	for _, s := range c.Servers {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		var leader string
+		err := Call(cctx, http.DefaultClient, http.MethodGet, s.URL(), "/v1/status/leader", nil, &leader)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.Name, err))
+			continue
+		}
+		for _, m := range c.Servers {
+			if host, _, _ := strings.Cut(leader, ":"); host != "" && host == strings.TrimSuffix(m.Addr, fmt.Sprintf(":%d", HTTPPort)) {
+				return m, nil
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: no leader (%q)", s.Name, leader))
+	}
+	return nil, fmt.Errorf("consul cluster: no leader: %w", errors.Join(errs...))
+}
+
+// Agreed says whether the cluster is whole again: every server names the
+// same leader, every agent the first server knows is alive (Serf status
+// 1), and every agent creates a session; or why not.
+func (c *Cluster) Agreed(ctx context.Context) error {
+	var leaders []string
+	for _, s := range c.Servers {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		var leader string
+		err := Call(cctx, http.DefaultClient, http.MethodGet, s.URL(), "/v1/status/leader", nil, &leader)
+		cancel()
+		if err != nil || leader == "" {
+			return fmt.Errorf("%s names no leader (%v)", s.Name, err)
+		}
+		leaders = append(leaders, leader)
+	}
+	for _, l := range leaders[1:] {
+		if l != leaders[0] {
+			return fmt.Errorf("the servers name different leaders: %v", leaders)
+		}
+	}
+	var members []struct {
+		Name   string
+		Status int
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	err := Call(cctx, http.DefaultClient, http.MethodGet, c.Servers[0].URL(), "/v1/agent/members", nil, &members)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%s: members: %w", c.Servers[0].Name, err)
+	}
+	alive := map[string]bool{}
+	for _, m := range members {
+		alive[m.Name] = m.Status == 1
+	}
+	for _, m := range c.members() {
+		if !alive[m.Name] {
+			return fmt.Errorf("%s is not alive in %s's view", m.Name, c.Servers[0].Name)
+		}
+		if err := m.probe(ctx); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
+		}
+	}
+	return nil
 }

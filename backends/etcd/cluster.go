@@ -2,8 +2,11 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -207,4 +210,69 @@ func (c *Cluster) Stop() error {
 		all = append(all, <-errs)
 	}
 	return errors.Join(all...)
+}
+
+// Leader is the member that says it leads (each member asked in turn,
+// within a second each, through the gRPC gateway's maintenance status);
+// an error if none does.
+func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
+	var errs []error
+	for _, m := range c.Members {
+		id, leader, err := m.status(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.Name, err))
+			continue
+		}
+		if id != "" && id == leader {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("etcd cluster: no member leads: %w", errors.Join(errs...))
+}
+
+// status is the member's id and its leader's, as its maintenance status
+// says them.
+func (m *Member) status(ctx context.Context) (id, leader string, err error) {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodPost, m.URL()+"/v3/maintenance/status", strings.NewReader("{}"))
+	if err != nil {
+		return "", "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	var s struct {
+		Header struct {
+			MemberID string `json:"member_id"`
+		}
+		Leader string
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if err := json.Unmarshal(b, &s); err != nil || resp.StatusCode != http.StatusOK {
+		return "", "", fmt.Errorf("status: %s %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	return s.Header.MemberID, s.Leader, nil
+}
+
+// Agreed says whether the cluster is whole again: every member is
+// healthy (it has a leader) and all name the same one; or why not.
+func (c *Cluster) Agreed(ctx context.Context) error {
+	var first string
+	for _, m := range c.Members {
+		if err := health(ctx, m.URL()); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
+		}
+		_, leader, err := m.status(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
+		}
+		if leader == "" || leader == "0" || first != "" && leader != first {
+			return fmt.Errorf("%s names leader %q, another %q", m.Name, leader, first)
+		}
+		first = leader
+	}
+	return nil
 }

@@ -35,6 +35,17 @@ func draw(t *rapid.T, c Config) *Plan {
 		}
 	}
 	faults := c.Faults
+	var onNodes []string
+	if c.Cluster != nil {
+		drawNodes(t, p)
+		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool {
+			if slices.Contains(ClusterFaultNames, f) {
+				onNodes = append(onNodes, f)
+				return true
+			}
+			return false
+		})
+	}
 	if c.real() {
 		// A given server (Addrs) is not lockprover's to restart.
 		// An implementation's proxy cannot lose a reply (ImplFaults).
@@ -46,6 +57,11 @@ func draw(t *rapid.T, c Config) *Plan {
 	kinds := drawable(faults, c.AnyRestart || c.keeps())
 	if len(kinds) > 0 {
 		p.Nemesis = drawNemesis(t, c, kinds, p, k)
+	}
+	if len(onNodes) > 0 && len(p.Nemesis) < c.MaxFaults {
+		p.Nemesis = append(p.Nemesis, rapid.SliceOfN(rapid.Custom(func(t *rapid.T) Fault {
+			return drawNodeFault(t, p, rapid.SampledFrom(onNodes).Draw(t, "node_fault"), k)
+		}), 1, c.MaxFaults-len(p.Nemesis)).Draw(t, "node_faults")...)
 	}
 	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")
 	p.ScheduleSeed = rapid.Uint64().Draw(t, "schedule_seed")

@@ -27,10 +27,12 @@ package consulsemfamily
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 	"pgregory.net/rapid"
 )
@@ -75,6 +77,11 @@ type Config struct {
 	// own (RunImpl), instead of the reference: on a real server only
 	// (Target), with no mutant, and no drop-reply among its faults.
 	Impl Impl
+	// Cluster, if set, is the private cluster of Target's backend plans
+	// run on (RunCluster), started for the run: plans draw the nodes
+	// their clients talk to, and faults on the nodes (ClusterFaultNames)
+	// beside those on the clients.
+	Cluster *Cluster
 }
 
 func (c Config) withDefaults() Config {
@@ -87,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Impl != nil {
 		faults = ImplFaults()
+	}
+	if c.Cluster != nil {
+		faults = append(slices.DeleteFunc(slices.Clone(faults), func(f string) bool { return f == histories.RestartBroker }), clusterFaults(c.Backend)...)
 	}
 	c.Scope = c.Scope.Defaults(faults)
 	if c.TTLMs == 0 && c.real() && c.Backend == Etcd {
@@ -124,9 +134,20 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 		if pl.Backend != c.Target {
 			return nil, fmt.Errorf("backend: a plan for %s cannot run on a real %s", pl.Backend, c.Target)
 		}
+		if c.Cluster != nil {
+			return RunCluster(ctx, pl, c.Cluster, c.Impl)
+		}
 		return RunImpl(ctx, pl, c.Addrs, c.Impl)
 	}
 	return Simulate(pl, nil)
+}
+
+// Alone says whether a plan must run with no other beside it on a real
+// target (prover.Alone): one on a cluster, whose nodes and links its
+// faults strike for every plan.
+func (c Config) Alone(p prover.Plan) bool {
+	pl, ok := p.(*Plan)
+	return ok && len(pl.Cluster) > 0
 }
 
 // real says whether c's plans run on a real server.
@@ -149,6 +170,12 @@ func (c Config) Judging(string) any {
 	}
 	if c.Backend == Etcd {
 		o.RestartGrace = electionTimeout
+	}
+	if c.Cluster != nil {
+		// A fault on the cluster's servers may bring an election,
+		// which renews every session (docs/consul-semaphore.md, K.1,
+		// K.4).
+		o.Elections, o.RestartGrace = servers(c.Backend), clusterGrace
 	}
 	return o
 }
@@ -208,6 +235,9 @@ func (c Config) String() string {
 	}
 	if c.real() && len(c.Addrs) > 0 {
 		return what + " on the " + c.Target + " at " + strings.Join(c.Addrs, ",")
+	}
+	if c.Cluster != nil {
+		return what + " on a private " + c.Target + " cluster"
 	}
 	if c.real() {
 		return what + " on a private real " + c.Target

@@ -25,17 +25,29 @@ func (r *runner) nemesis() {
 		r.Nemesis(timeline, run.Nemesis{
 			Sleep: run.Sleeper(r.ctx, p.Sleep),
 			Strike: func(t run.Timed) {
-				if f := r.p.Nemesis[t.Fault]; f.Fault == histories.RestartBroker {
+				f := r.p.Nemesis[t.Fault]
+				switch {
+				case f.onCluster():
+					r.strikeNode(t.Fault, t.End)
+					return
+				case f.Fault == histories.RestartBroker:
 					r.restartServer(p, time.Duration(f.For)*time.Millisecond)
 					return
 				}
 				r.Locked(func() { r.strike(r.p.Nemesis[t.Fault], t.End) })
 			},
-			EndFaults: func() { r.Locked(r.endFaults) },
+			EndFaults: func() {
+				r.endNodeFaults()
+				r.Locked(r.endFaults)
+			},
 			// Every session has been invalidated (or destroyed) once k
 			// TTLs, the sweep and a margin have passed since the last
-			// grant: a probe must find a slot free.
-			Settle:   func() { p.Sleep(r.settle()) },
+			// grant: a probe must find a slot free. A cluster first
+			// agrees again, and elects, after its faults.
+			Settle: func() {
+				r.awaitCluster()
+				p.Sleep(r.settle())
+			},
 			Probe:    func() { r.Locked(r.probe) },
 			Abandon:  r.Abandon(r.w.Kill),
 			Patience: r.patience(),
@@ -55,6 +67,9 @@ func (r *runner) settle() time.Duration {
 	ttl := 2 * time.Duration(r.p.TTLMs) * time.Millisecond
 	if r.sim == nil {
 		ttl = time.Duration(float64(ttl) * (1 + realDrift))
+	}
+	if r.cluster != nil {
+		ttl += clusterGrace
 	}
 	return ttl + lease.Margin
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/families/lease/leaseplan"
@@ -59,6 +60,13 @@ type Plan struct {
 	LockDelay bool `json:"lock_delay,omitempty"`
 	// Clients are the clients' scripts, run by processes c1, c2, ...
 	Clients [][]Step `json:"clients"`
+	// Cluster names the nodes of the real cluster the plan runs on
+	// (ClusterNodes: Consul's servers s1, s2, s3 and client agents a1,
+	// a2; etcd's members e1, e2, e3), none for a single server. Nodes
+	// says which node each client talks to (a client agent; a member),
+	// the first when it does not say, and the probe to the first.
+	Cluster []string          `json:"cluster,omitempty"`
+	Nodes   map[string]string `json:"nodes,omitempty"`
 	// Faulted holds the faults, the simulator's decisions and how the
 	// plan was judged.
 	leaseplan.Faulted[Fault]
@@ -71,20 +79,37 @@ type Step = lease.Step
 const Sleep = lease.Sleep
 
 // A Fault strikes At milliseconds into the run. Target names the client
-// it is aimed at (all but restart-broker, which strikes the server). A
-// pause or a partition lasts For milliseconds (0: until the clients are
-// done); a restart keeps the server down For milliseconds. A drop-reply
-// is armed At and strikes the client's next granting write (the lock
-// key's), if it makes one; a force-close strikes At and does not last.
+// it is aimed at (all but restart-broker, which strikes the server, and
+// the faults on a cluster's nodes). A pause or a partition lasts For
+// milliseconds (0: until the clients are done); a restart keeps the
+// server down For milliseconds. A drop-reply is armed At and strikes the
+// client's next granting write (the lock key's), if it makes one; a
+// force-close strikes At and does not last.
+//
+// On a cluster (Plan.Cluster), a fault may strike a node instead (Node):
+// a partition cuts it off from every other node, both ways (Node
+// "leader": whichever server leads when it strikes), a pause stops its
+// process (SIGSTOP), a kill (SIGKILL) or a restart-broker (SIGTERM) keeps
+// it down For milliseconds and starts it again; or a partition cuts the
+// links Cut names ("s1>s2 s2>s1": each from>to direction dropped). Node
+// and Cut are the cluster's names (ClusterNodes).
 type Fault struct {
 	At     int    `json:"at_ms"`
 	Fault  string `json:"fault"`
 	Target string `json:"target,omitempty"`
 	For    int    `json:"for_ms,omitempty"`
+	Node   string `json:"node,omitempty"`
+	Cut    string `json:"cut,omitempty"`
 }
 
-// timing is f's name, time and length, as lease.Timeline reads them.
-func (f Fault) timing() (string, int, int) { return f.Fault, f.At, f.For }
+// timing is f's name, time and length, as lease.Timeline reads them: a
+// node's kill, like a restart, comes back by itself.
+func (f Fault) timing() (string, int, int) {
+	if f.Fault == histories.Kill && f.Node != "" {
+		return histories.RestartBroker, f.At, f.For
+	}
+	return f.Fault, f.At, f.For
+}
 
 // faultNames are the faults a plan can hold: kill a client (it restarts
 // without its lease), pause it (a GC pause, its session expiring
@@ -156,6 +181,9 @@ func (p *Plan) Validate() error {
 	if err := leaseplan.Scripts(p.Clients, func(s Step) error { return steps.Check(s.Op, s.Ms) }); err != nil {
 		return err
 	}
+	if err := p.validateCluster(); err != nil {
+		return err
+	}
 	return leaseplan.Each("nemesis", len(p.Nemesis), func(i int) error { return p.validateFault(p.Nemesis[i]) })
 }
 
@@ -187,6 +215,10 @@ func (p *Plan) validateFault(f Fault) error {
 	switch {
 	case f.At < 0 || f.For < 0 || f.At > 3_600_000 || f.For > 3_600_000:
 		return leaseplan.Bad("", "at_ms and for_ms must be 0 to 3600000")
+	case f.onCluster():
+		return p.validateClusterFault(f)
+	case server && len(p.Cluster) > 0:
+		return leaseplan.Bad(".node", "on a cluster, a %s names the server it restarts (one of %s)", f.Fault, strings.Join(servers(p.Backend), ", "))
 	case !server && !slices.Contains(procs, f.Target):
 		return leaseplan.Bad(".target", "%s needs a client, one of %v; got %q", f.Fault, procs, f.Target)
 	case server && f.Target != "":

@@ -84,7 +84,34 @@ func RunOn(ctx context.Context, p *Plan, addrs []string) (*prover.Result, error)
 // on a given server, ended at the end; those of acquires it answered
 // otherwise it must end itself, or they expire.
 func RunImpl(ctx context.Context, p *Plan, addrs []string, impl Impl) (*prover.Result, error) {
-	if err := checkReal(p, addrs); err != nil {
+	return runReal(ctx, p, addrs, impl, nil)
+}
+
+// RunCluster runs p as RunImpl does, on cl, a private cluster of p's
+// backend started for the run (StartCluster), which it first makes whole
+// if an earlier plan left it struck: each client talks to its node's
+// client agent (Consul) or member (etcd) through a fault proxy of its
+// own, and the nemesis strikes the plan's faults on the nodes too
+// (partitions in the lab's router, signals to the nodes' processes).
+// What the run left is looked for as on a given server: its own keys and
+// sessions.
+func RunCluster(ctx context.Context, p *Plan, cl *Cluster, impl Impl) (*prover.Result, error) {
+	if cl == nil || len(p.Cluster) == 0 {
+		return nil, fmt.Errorf("cluster: the plan runs on a single %s; replay it with --target %s", p.Backend, p.Backend)
+	}
+	if p.Backend != cl.Backend {
+		return nil, fmt.Errorf("backend: a plan for %s cannot run on a %s cluster", p.Backend, cl.Backend)
+	}
+	if err := cl.ready(ctx); err != nil {
+		return nil, err
+	}
+	return runReal(ctx, p, cl.serverAddrs(), impl, cl)
+}
+
+// runReal runs p on a real server: a private one, the one at addrs, or
+// cluster cl (whose servers addrs then are).
+func runReal(ctx context.Context, p *Plan, addrs []string, impl Impl, cl *Cluster) (*prover.Result, error) {
+	if err := checkReal(p, addrs, cl != nil); err != nil {
 		return nil, err
 	}
 	if err := checkImpl(p, impl); err != nil {
@@ -111,9 +138,12 @@ func RunImpl(ctx context.Context, p *Plan, addrs []string, impl Impl) (*prover.R
 	// processes' start-up is over before the clock starts.
 	defer prover.Warm(ctx, impl, q.Prefix, len(q.Clients)+1)()
 	w := &realWorld{ctx: ctx, start: time.Now(), addrs: srv.addrs, backend: q.Backend, procs: map[string]*realProc{}, impl: impl}
+	if cl != nil {
+		w.addrsOf = func(name string) []string { return []string{cl.addr(q.nodeOf(name))} }
+	}
 	ttl := time.Duration(q.TTLMs) * time.Millisecond
 	r := &runner{p: &q, ctx: ctx, clients: map[string]*client{}, armed: map[string]bool{}, server: srv, made: map[string]bool{},
-		timeout: time.Duration((Expiry(q.Backend)+1)*float64(ttl)) + time.Second, impl: impl}
+		timeout: time.Duration((Expiry(q.Backend)+1)*float64(ttl)) + time.Second, impl: impl, cluster: cl}
 	if impl != nil {
 		r.timeout = 0 // the launcher's bounds each request
 	}
@@ -145,17 +175,20 @@ func RunImpl(ctx context.Context, p *Plan, addrs []string, impl Impl) (*prover.R
 }
 
 // checkReal says why p cannot run on a real server (on the given one at
-// addrs, if any): an invalid plan, a fault not offered there, a restart
-// of a server lockprover did not start.
-func checkReal(p *Plan, addrs []string) error {
+// addrs, if any; on a cluster): an invalid plan, a fault not offered
+// there, a restart of a server lockprover did not start.
+func checkReal(p *Plan, addrs []string, cluster bool) error {
 	if err := p.Validate(); err != nil {
 		return err
+	}
+	if len(p.Cluster) > 0 && !cluster {
+		return fmt.Errorf("cluster: the plan runs on a %s cluster: replay it with --target %s-cluster", p.Backend, p.Backend)
 	}
 	for i, f := range p.Nemesis {
 		if !slices.Contains(realFaults, f.Fault) {
 			return fmt.Errorf("nemesis[%d]: %s is not offered on a real %s (only %v)", i, f.Fault, p.Backend, realFaults)
 		}
-		if f.Fault == histories.RestartBroker && len(addrs) > 0 {
+		if f.Fault == histories.RestartBroker && len(addrs) > 0 && !cluster {
 			return fmt.Errorf("nemesis[%d]: %w", i, ErrGivenRestart(p.Backend))
 		}
 	}
@@ -339,9 +372,12 @@ func (d dropping) loseReply(ctx context.Context, w consulsem.LockWrite) (uint64,
 // realWorld is a real server as a world: each client process a goroutine
 // with a fault proxy and a client of its own, on the wall clock.
 type realWorld struct {
-	ctx     context.Context
-	start   time.Time
-	addrs   []string // the server's host:port (etcd: each endpoint's)
+	ctx   context.Context
+	start time.Time
+	addrs []string // the server's host:port (etcd: each endpoint's)
+	// addrsOf, if set, is the host:port process name talks to instead
+	// (a cluster's: its node's).
+	addrsOf func(name string) []string
 	backend string
 	// impl, if set, runs in the clients' processes: they get proxies but
 	// no client of the reference.
@@ -388,7 +424,11 @@ func (w *realWorld) Go(name string, f func(proc)) {
 	p := &realProc{ctx: ctx, kill: kill, resumed: make(chan struct{})}
 	close(p.resumed)
 	if name != "nemesis" {
-		if err := p.connect(w.addrs, w.backend, w.impl == nil); err != nil {
+		addrs := w.addrs
+		if w.addrsOf != nil {
+			addrs = w.addrsOf(name)
+		}
+		if err := p.connect(addrs, w.backend, w.impl == nil); err != nil {
 			w.errs = append(w.errs, fmt.Errorf("%s: %w", name, err))
 			p.close()
 			return

@@ -28,6 +28,9 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if len(p.Cluster) > 0 {
+		return nil, fmt.Errorf("cluster: the plan runs on a %s cluster, which the simulator is not: run it with --target %s-cluster", p.Backend, p.Backend)
+	}
 	r := &runner{p: p, clients: map[string]*client{}, armed: map[string]bool{}, ctx: context.Background()}
 	kind := consulsim.Consul
 	if p.Backend == Etcd {
@@ -123,7 +126,12 @@ type runner struct {
 	w       world
 	sim     *consulsim.World // the simulator's world, nil on a real server
 	server  *realServer      // the real server, nil on the simulator
-	timeout time.Duration    // a real server's bound on one operation
+	cluster *Cluster         // the real cluster, nil on a single server
+	// struck are the faults on the cluster in force, by their index in
+	// the plan: the cut a partition made (a node's resolved), or the
+	// node a pause stopped.
+	struck  map[int]histories.Fault
+	timeout time.Duration // a real server's bound on one operation
 	// impl, if set, is the implementation under test, run in processes
 	// of its own instead of the reference (real servers only).
 	impl    Impl

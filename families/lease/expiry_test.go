@@ -150,3 +150,71 @@ func TestKillEnds(t *testing.T) {
 		t.Errorf("with KillEnds, killed after the overlap: lease-exclusive %s: %s", v.Status, v.Detail)
 	}
 }
+
+// On a cluster (Options.Elections), a partition between its nodes may
+// bring an election, which renews every lease from when it is over: a
+// refresh past the lease's last grant plus ttl(1+r), but within that of
+// the heal, is no revival; without Elections it is one. Two partitions
+// of different links end at their own heals (their cuts), not at the
+// first heal of any.
+func TestElections(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	ev := func(t int64, p string, typ histories.Type, f string, v *Value) histories.Event {
+		return histories.Event{Time: ms(t), Process: p, Type: typ, F: f, Lock: "k", Kind: Kind, Value: v}
+	}
+	nem := func(t int64, typ histories.Type, f, cut string) histories.Event {
+		return histories.Event{Time: ms(t), Process: "nemesis", Type: typ, F: f, Value: &histories.Fault{Cut: cut}}
+	}
+	a, b := "e1>e2 e2>e1 e1>e3 e3>e1", "e2>e3 e3>e2"
+	servers := []string{"e1", "e2", "e3"}
+	h := []histories.Event{
+		ev(0, "c1", histories.Invoke, Acquire, &Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}),
+		ev(10, "c1", histories.Ok, Acquire, &Value{Token: "a"}),
+		nem(400, histories.Invoke, histories.Partition, b),
+		nem(410, histories.Info, histories.Partition, b),
+		nem(500, histories.Invoke, histories.Partition, a),
+		nem(510, histories.Info, histories.Partition, a),
+		nem(1500, histories.Invoke, histories.Heal, a),
+		nem(1510, histories.Info, histories.Heal, a),
+		ev(2000, "c1", histories.Invoke, Refresh, &Value{Token: "a", TTLMs: histories.Int(1000)}),
+		ev(2010, "c1", histories.Ok, Refresh, nil),
+		nem(3000, histories.Invoke, histories.Heal, b),
+		nem(3010, histories.Info, histories.Heal, b),
+		ev(3500, "c1", histories.Invoke, Refresh, &Value{Token: "a", TTLMs: histories.Int(1000)}),
+		ev(3510, "c1", histories.Ok, Refresh, nil),
+	}
+	for i := range h {
+		h[i].Index = i
+	}
+	noRevival := func(o Options) model.Verdict {
+		for _, v := range Check(h, model.Options{Family: []any{o}}) {
+			if v.Property == NoRevival {
+				return v
+			}
+		}
+		t.Fatal("no no-revival verdict")
+		return model.Verdict{}
+	}
+	if v := noRevival(Options{RestartKeeps: true}); v.Status != model.Fail {
+		t.Errorf("without Elections: no-revival %s: %s", v.Status, v.Detail)
+	}
+	if v := noRevival(Options{Elections: servers}); v.Status != model.Pass {
+		t.Errorf("with Elections: no-revival %s: %s", v.Status, v.Detail)
+	}
+	// The refresh at 3.5 s passed only if b was in force until its own
+	// heal (3 s), not a's (1.5 s: the lease renewed at 2 s would end by
+	// 3.1 s). Past b's heal plus ttl(1+r), a refresh is a revival.
+	h[12].Time, h[13].Time = ms(4200), ms(4210)
+	if v := noRevival(Options{Elections: servers}); v.Status != model.Fail {
+		t.Errorf("with Elections, past the last heal plus ttl(1+r): no-revival %s: %s", v.Status, v.Detail)
+	}
+	if v := noRevival(Options{Elections: servers, RestartGrace: time.Second}); v.Status != model.Pass {
+		t.Errorf("with Elections and a grace: no-revival %s: %s", v.Status, v.Detail)
+	}
+	// Links cut between a server and other nodes (with e1 the only
+	// server, no cut joins two) bring no election: the refresh at 2 s is
+	// a revival.
+	if v := noRevival(Options{Elections: []string{"e1"}}); v.Status != model.Fail {
+		t.Errorf("with e1 no server: no-revival %s: %s", v.Status, v.Detail)
+	}
+}

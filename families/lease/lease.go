@@ -99,6 +99,17 @@ type Options struct {
 	// certain validity does not change.
 	RestartKeeps bool
 	RestartGrace time.Duration
+	// Elections names a cluster's servers (the nodes that keep its state
+	// and elect its leader), whose faults may bring an election, at which
+	// every lease gets a fresh life on the new leader (etcd's lessor
+	// Promote; Consul's new leader restarts its session timers): a
+	// server paused, killed or restarted, or a partition that cuts a link
+	// between two servers, counts as a restart that keeps the leases
+	// (RestartKeeps), from when it is over (its heal, its resume, its
+	// server back) plus RestartGrace. A fault on another node (a client
+	// agent cut off from the servers) brings none. Certain validity does
+	// not change.
+	Elections []string
 	// Verify says that the implementation's holders verify (verify
 	// {token} -> ok {held}): aware is judged, and listed even where no
 	// verify answered held. Without it, aware is listed only for a history
@@ -197,10 +208,11 @@ type fault struct {
 	f      string
 	target string // the process aimed at; "" for the backend
 	call   int64
-	end    int64 // when it completed (in place, or failed); never if it did not
-	over   int64 // when it stops being in force
-	reset  int64 // a clock fault's: the invoke of the clock-reset that ends it; never if none
-	offset int64 // a clock fault's amount, in nanoseconds, made positive
+	end    int64  // when it completed (in place, or failed); never if it did not
+	over   int64  // when it stops being in force
+	cut    string // the links between a cluster's nodes a partition cut (its heal restores them)
+	reset  int64  // a clock fault's: the invoke of the clock-reset that ends it; never if none
+	offset int64  // a clock fault's amount, in nanoseconds, made positive
 }
 
 // firstGrant is the invoke of the lease's first grant: its acquire, or
@@ -234,7 +246,10 @@ func (f *fault) describe() string {
 		}
 		return fmt.Sprintf("%s %s by %d ms (#%d)", f.f, who, f.offset/int64(time.Millisecond), f.index)
 	}
-	if who == "" {
+	switch {
+	case f.cut != "":
+		return fmt.Sprintf("%s %s (#%d)", f.f, f.cut, f.index)
+	case who == "":
 		return fmt.Sprintf("%s (#%d)", f.f, f.index)
 	}
 	return fmt.Sprintf("%s %s (#%d)", f.f, who, f.index)
@@ -308,6 +323,9 @@ type history struct {
 	// life, and restartGrace more (Options.RestartKeeps).
 	restartKeeps bool
 	restartGrace int64
+	// elections are a cluster's servers, whose faults count as restarts
+	// that keep the leases (Options.Elections).
+	elections []string
 	// killEnds: a kill of a holder's process ends its lease
 	// (Options.KillEnds).
 	killEnds bool
@@ -365,9 +383,10 @@ func build(events []histories.Event, lo Options) *history {
 	if lo.Expiry > 1 {
 		h.k = lo.Expiry
 	}
-	if lo.RestartKeeps {
+	if lo.RestartKeeps || len(lo.Elections) > 0 {
 		h.restartKeeps, h.restartGrace = true, max(int64(lo.RestartGrace), 0)
 	}
+	h.elections = lo.Elections
 	h.killEnds = lo.KillEnds
 	inflight := map[string]*op{}
 	invokes := 0
@@ -384,7 +403,7 @@ func build(events []histories.Event, lo Options) *history {
 			if e.Type == histories.Invoke {
 				f := &fault{index: e.Index, f: e.F, call: e.Time, end: never}
 				if fv := histories.FaultOf(&e); fv != nil {
-					f.target = fv.Process
+					f.target, f.cut = fv.Process, fv.Cut
 					if fv.OffsetMs != nil {
 						f.offset = int64(*fv.OffsetMs) * int64(time.Millisecond)
 						if f.offset < 0 {
@@ -454,7 +473,7 @@ func (h *history) overs() {
 		}
 		f.over, f.reset = never, never
 		for _, g := range h.faults[i+1:] {
-			if g.f == ender && g.target == f.target && g.end != never {
+			if g.f == ender && g.target == f.target && g.cut == f.cut && g.end != never {
 				f.over, f.reset = g.end, g.call
 				break
 			}

@@ -262,11 +262,35 @@ func (h *history) keptRestarts() []*fault {
 	}
 	var out []*fault
 	for _, f := range h.faults {
-		if f.f == histories.RestartBroker && !h.atClient(f) {
+		if h.atClient(f) {
+			continue
+		}
+		switch {
+		case f.f == histories.RestartBroker && (len(h.elections) == 0 || slices.Contains(h.elections, f.target)):
 			out = append(out, f)
+		case f.f == histories.Pause || f.f == histories.Kill:
+			if slices.Contains(h.elections, f.target) {
+				out = append(out, f)
+			}
+		case f.f == histories.Partition:
+			if h.electionCut(f.cut) {
+				out = append(out, f)
+			}
 		}
 	}
 	return out
+}
+
+// electionCut says whether cut (a partition of a cluster's links) cuts a
+// link between two of its servers (Options.Elections).
+func (h *history) electionCut(cut string) bool {
+	v := histories.Fault{Cut: cut}
+	for _, d := range v.Directions() {
+		if slices.Contains(h.elections, d[0]) && slices.Contains(h.elections, d[1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // restarted is cur after restart f, which renewed a lease of ttl that may
@@ -277,8 +301,10 @@ func (h *history) restarted(cur span, f *fault, ttl int64) span {
 		return cur
 	}
 	to := int64(never)
-	if f.end != never {
-		to = f.end + h.stretch(ttl) + h.restartGrace
+	if back := max(f.end, f.over); f.end != never && f.over != never {
+		// A restart is over once back; a partition or a pause of a
+		// cluster's node once healed or resumed (Options.Elections).
+		to = back + h.stretch(ttl) + h.restartGrace
 	}
 	if to > cur.to {
 		cur.to, cur.byTTL = to, true

@@ -41,7 +41,8 @@ var ConsulSemaphore = &family.Descriptor{
 	Kinds:      []string{consulsemfamily.Kind},
 	Properties: lease.WithVerify,
 	Faults:     consulsemfamily.FaultNames(),
-	Targets:    []family.Target{{Name: "sim"}, {Name: consulsemfamily.Consul, Real: true}, {Name: consulsemfamily.Etcd, Real: true}},
+	Targets: []family.Target{{Name: "sim"}, {Name: consulsemfamily.Consul, Real: true}, {Name: consulsemfamily.Etcd, Real: true},
+		{Name: consulsemfamily.ConsulCluster, Real: true}, {Name: consulsemfamily.EtcdCluster, Real: true}},
 	Flags: append([]family.Flag{
 		{Name: "backend", Verbs: family.Prove | family.Conform | family.Bench | family.Validate, Usage: "consul-semaphore: the simulated server, consul (when not given) or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator; for bench, the real server (a private one) measured; for those two, both when not given; for validate-impl, the private server the implementation is checked on, consul (when not given) or etcd"},
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
@@ -76,6 +77,9 @@ func init() {
 // simulated server --backend names, or on a private real one (--target
 // consul or etcd) each plan starts.
 func consulSetup(s family.Settings) (*family.Setup, error) {
+	if consulsemfamily.ClusterBackend(s.Target) != "" {
+		return clusterSetup(s)
+	}
 	if err := consulTarget(s); err != nil {
 		return nil, err
 	}
@@ -266,7 +270,7 @@ func consulTarget(s family.Settings) error {
 	case s.Impl != "" && s.Options != "":
 		return errors.New("--options: the reference's variants; they cannot run with --impl")
 	case s.Target != "" && s.Target != "sim" && !consulReal(s.Target):
-		return fmt.Errorf("--target: --kind %s runs on the simulator (--target sim) or a private real server (--target consul, --target etcd), not %q", consulsemfamily.Kind, s.Target)
+		return fmt.Errorf("--target: --kind %s runs on the simulator (--target sim), a private real server (--target consul, --target etcd) or cluster (--target consul-cluster, --target etcd-cluster), not %q", consulsemfamily.Kind, s.Target)
 	}
 	return nil
 }
@@ -297,8 +301,14 @@ func consulOptions(c *consulsemfamily.Config, options string) error {
 // (--target consul or etcd), against the reference or a mutant.
 func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	p := pl.(*consulsemfamily.Plan)
+	if consulsemfamily.ClusterBackend(s.Target) != "" {
+		return clusterReplay(p, s)
+	}
 	if err := consulTarget(s); err != nil {
 		return nil, err
+	}
+	if len(p.Cluster) > 0 {
+		return nil, family.Usagef("the plan runs on a %s cluster: replay it with --target %s-cluster", p.Backend, p.Backend)
 	}
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, consulsemfamily.MutantNamed(s.Mutant) != nil, "no consul-semaphore mutant named %q (see lockprover mutants --kind consul-semaphore)"); err != nil {
 		return nil, err

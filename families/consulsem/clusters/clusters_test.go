@@ -1,0 +1,140 @@
+// Package clusters_test proves the semaphore recipe's hand plans on
+// private Consul and etcd clusters (families/consulsem's cluster
+// targets), in a package of its own so that its minutes of cluster time
+// run beside the other packages' tests.
+package clusters_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/quick"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// startCluster starts a cluster of backend for t, skipping where the
+// machine cannot make one, and checks at t's end that it is gone: no
+// namespace of its lab, no directory.
+func startCluster(t *testing.T, backend string) *consulsemfamily.Cluster {
+	t.Helper()
+	quick.Skip(t, "a "+backend+" cluster")
+	if err := consulsemfamily.ClusterPreflight(backend); err != nil {
+		t.Skipf("no %s cluster here: %v", backend, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := consulsemfamily.StartCluster(ctx, backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s cluster started in %.1fs", backend, cl.Took.Seconds())
+	t.Cleanup(func() {
+		if err := cl.Stop(); err != nil {
+			t.Errorf("stopping the cluster: %v", err)
+		}
+		ns, _ := exec.Command("ip", "netns", "list").Output()
+		if strings.Contains(string(ns), cl.Lab()) {
+			t.Errorf("lab %s left behind: %s", cl.Lab(), ns)
+		}
+		if _, err := exec.Command("test", "-e", cl.Dir()).Output(); err == nil {
+			t.Errorf("%s left behind", cl.Dir())
+		}
+	})
+	return cl
+}
+
+// prove runs the hand plan examples/cluster/<name>.json on cl (against
+// mutant, "" for the reference) and judges it as the family does.
+func prove(t *testing.T, cl *consulsemfamily.Cluster, name, mutant string) (map[string]model.Verdict, []histories.Event) {
+	t.Helper()
+	p, err := consulsemfamily.ReadPlan(filepath.Join("..", "..", "..", "examples", "cluster", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Mutant = mutant
+	c := consulsemfamily.Config{Backend: p.Backend, Target: p.Backend, Cluster: cl}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := c.Run(ctx, p)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if len(res.Evidence.Problems) > 0 {
+		t.Errorf("%s: problems: %v", name, res.Evidence.Problems)
+	}
+	vs := map[string]model.Verdict{}
+	for _, v := range lease.Check(res.History, model.Options{Family: []any{c.Judging("")}}) {
+		vs[v.Property] = v
+	}
+	return vs, res.History
+}
+
+// partitions are the cuts a history's partitions made.
+func partitions(h []histories.Event) []string {
+	var out []string
+	for i := range h {
+		if h[i].Process == "nemesis" && h[i].Type == histories.Invoke && h[i].F == histories.Partition {
+			out = append(out, histories.FaultOf(&h[i]).Cut)
+		}
+	}
+	return out
+}
+
+// On etcd, a holder whose member is cut off from the others, and an
+// election (the leader cut off, whichever it is when the fault strikes),
+// leave every property of the reference holding; the history records
+// the links really cut (the leader's, by its name).
+func TestEtcdClusterHandPlans(t *testing.T) {
+	t.Parallel()
+	cl := startCluster(t, consulsemfamily.Etcd)
+	vs, h := prove(t, cl, "etcd-isolated-holder", "")
+	for _, v := range vs {
+		if v.Status == model.Fail {
+			t.Errorf("etcd-isolated-holder: %s fails: %s", v.Property, v.Detail)
+		}
+	}
+	if cuts := partitions(h); !slices.Equal(cuts, []string{"e1>e2 e2>e1 e1>e3 e3>e1"}) {
+		t.Errorf("etcd-isolated-holder: partitions %q, want e1's", cuts)
+	}
+	vs, h = prove(t, cl, "etcd-leader-election", "")
+	for _, v := range vs {
+		if v.Status == model.Fail {
+			t.Errorf("etcd-leader-election: %s fails: %s", v.Property, v.Detail)
+		}
+	}
+	cuts := partitions(h)
+	if len(cuts) != 1 || strings.Contains(cuts[0], "leader") {
+		t.Fatalf("etcd-leader-election: partitions %q, want one cutting a member off", cuts)
+	}
+}
+
+// On Consul, a holder whose client agent is cut off from every other
+// node (its application still reaching it) leaves the reference's
+// properties holding: its verify gets no answer (unknown), never held.
+// The mutant that answers held when it cannot read (Consul #18271's
+// monitor) fails aware on the same plan.
+func TestConsulClusterHandPlans(t *testing.T) {
+	t.Parallel()
+	cl := startCluster(t, consulsemfamily.Consul)
+	vs, _ := prove(t, cl, "consul-isolated-agent", "")
+	for _, v := range vs {
+		if v.Status == model.Fail {
+			t.Errorf("consul-isolated-agent: %s fails: %s", v.Property, v.Detail)
+		}
+	}
+	vs, _ = prove(t, cl, "consul-isolated-agent", "consul-monitor-forever")
+	if v := vs[lease.Aware]; v.Status != model.Fail {
+		t.Errorf("consul-isolated-agent, consul-monitor-forever: aware %s (%s), want a failure", v.Status, v.Detail)
+	}
+}
+
+var _ prover.Plan = (*consulsemfamily.Plan)(nil)

@@ -1,0 +1,228 @@
+package descriptor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
+	"github.com/lockprover/lockprover/families/consulsem/consulsemprotocol"
+	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// clusterFaults are the faults --faults may name for --target
+// consul-cluster or etcd-cluster: those of a real server aimed at one
+// client (an implementation's proxy loses no reply), and those on the
+// cluster's nodes (consulsemfamily.ClusterFaultNames); a single server's
+// restart is restart-node's there.
+func clusterFaults(target string, impl bool) []string {
+	var out []string
+	for _, f := range consulsemfamily.RealFaults() {
+		if f != histories.RestartBroker && (!impl || f != histories.DropReply) {
+			out = append(out, f)
+		}
+	}
+	return append(out, consulsemfamily.ClusterFaults(target)...)
+}
+
+// clusterSetup makes a proof of the recipe on a private cluster
+// (--target consul-cluster or etcd-cluster), started once before the
+// first plan (and the implementation's preflight, on its first node) and
+// removed after the last: plans run one at a time on it.
+func clusterSetup(s family.Settings) (*family.Setup, error) {
+	backend := consulsemfamily.ClusterBackend(s.Target)
+	for _, flag := range []string{"consul-addr", "etcd-endpoints", "persistent"} {
+		if s.Given(flag) {
+			return nil, family.Usagef("--%s is not for --target %s, whose nodes the run starts (and whose servers keep their state)", flag, s.Target)
+		}
+	}
+	if s.Given("backend") && s.Flag("backend") != backend {
+		return nil, fmt.Errorf("--backend: --target %s runs on %s; --backend %s names another", s.Target, backend, s.Flag("backend"))
+	}
+	switch {
+	case s.Impl != "" && s.Mutant != "" && s.Mutant != "reference":
+		return nil, fmt.Errorf("--mutant: a mutant is a variant of the reference; it cannot run with --impl")
+	case s.Impl != "" && s.Options != "":
+		return nil, fmt.Errorf("--options: the reference's variants; they cannot run with --impl")
+	case s.Mutant != "" && consulsemfamily.MutantNamed(s.Mutant) == nil:
+		return nil, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", consulsemfamily.Kind, s.Mutant, consulsemfamily.Kind)
+	}
+	c := consulsemfamily.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults, Mutant: s.Mutant},
+		Backend: backend, Target: backend}
+	if err := consulOptions(&c, s.Options); err != nil {
+		return nil, err
+	}
+	if t := s.Flag("ttl"); t != "" {
+		ttl, err := time.ParseDuration(t)
+		if c.TTLMs = int(ttl.Milliseconds()); err != nil || ttl%time.Millisecond != 0 || consulsemfamily.CheckTTL(backend, c.TTLMs) != nil {
+			return nil, fmt.Errorf("--ttl: want 1s to 1m for --kind %s (whole seconds on etcd), got %q", consulsemfamily.Kind, t)
+		}
+	}
+	offered := clusterFaults(s.Target, s.Impl != "")
+	switch s.Faults {
+	case "all":
+		c.Faults = offered
+	case "none":
+		c.Faults = []string{}
+	default:
+		for _, name := range strings.Split(s.Faults, ",") {
+			if !slices.Contains(offered, name) {
+				return nil, fmt.Errorf("--faults: %q is not offered on --target %s (want some of %s; all; or none)", name, s.Target, strings.Join(offered, ", "))
+			}
+			c.Faults = append(c.Faults, name)
+		}
+	}
+	var impl *consulsemprotocol.Processes
+	if s.Impl != "" {
+		impl = consulsemprotocol.NewProcesses(s.Impl)
+		impl.InitTimeout = s.InitTimeout
+		c.Impl = impl
+	}
+	box := &clusterBox{backend: backend, target: s.Target, stderr: s.Stderr}
+	if box.stderr == nil {
+		box.stderr = io.Discard
+	}
+	setup := &family.Setup{Target: s.Target, Real: true, Where: "a private " + backend + " cluster (" + strings.Join(consulsemfamily.ClusterNodes(backend), ", ") + ")",
+		What: c.String(), Prove: c, Replay: []string{"--target", s.Target}}
+	if impl != nil {
+		setup.What, setup.Interrupt = impl.String(), impl.Stop
+		setup.Replay = append(setup.Replay, "--impl", family.Quote(s.Impl))
+	}
+	setup.Start = func(ctx context.Context) error {
+		cl, err := box.start(ctx)
+		if err != nil {
+			return err
+		}
+		c.Cluster = cl
+		setup.Prove, setup.What = c, c.String()
+		if impl != nil {
+			setup.What = impl.String()
+			if err := consulsemfamily.PreflightImpl(ctx, backend, []string{cl.AppAddr()}, impl); err != nil {
+				return &family.ImplError{Err: err, Command: s.Impl, Kind: consulsemfamily.Kind + " --backend " + backend}
+			}
+		}
+		return nil
+	}
+	setup.Stop = func() {
+		if impl != nil {
+			impl.Stop()
+		}
+		box.stop()
+	}
+	return setup, nil
+}
+
+// A clusterBox is the private cluster of one run, started by start and
+// gone (nodes, lab, files) after stop, which an interrupt may call while
+// start is under way.
+type clusterBox struct {
+	backend, target string
+	stderr          io.Writer
+	mu              sync.Mutex
+	cl              *consulsemfamily.Cluster
+	stopped         bool
+	doneCh          chan struct{}
+}
+
+// start starts the cluster, saying so and how long it took; a machine
+// that cannot is a *family.UsageError naming what it lacks.
+func (b *clusterBox) start(ctx context.Context) (*consulsemfamily.Cluster, error) {
+	if err := consulsemfamily.ClusterPreflight(b.backend); err != nil {
+		return nil, family.Usagef("--target %s: %v", b.target, err)
+	}
+	leave := prover.Leave(fmt.Sprintf("the %s cluster's network lab (ip netns list: namespaces beginning lp) and its files under the temporary directory (lockprover-%s-cluster-*)", b.backend, b.backend))
+	fmt.Fprintf(b.stderr, "lockprover: starting a %s cluster (%s) in a network lab of its own\n", b.backend, strings.Join(consulsemfamily.ClusterNodes(b.backend), ", "))
+	cl, err := consulsemfamily.StartCluster(ctx, b.backend)
+	if err != nil {
+		leave()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("--target %s: %w", b.target, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		cl.Stop()
+		leave()
+		return nil, context.Canceled
+	}
+	b.cl = cl
+	fmt.Fprintf(b.stderr, "lockprover: started the %s cluster in the network lab %s in %.1fs; it is removed when the run ends\n", b.backend, cl.Lab(), cl.Took.Seconds())
+	go func() {
+		// leave is done when stop has removed it all.
+		<-b.done()
+		leave()
+	}()
+	return cl, nil
+}
+
+// done is closed once the box has stopped.
+func (b *clusterBox) done() chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.doneCh == nil {
+		b.doneCh = make(chan struct{})
+	}
+	return b.doneCh
+}
+
+// stop removes the cluster; it may be called more than once.
+func (b *clusterBox) stop() {
+	ch := b.done()
+	b.mu.Lock()
+	cl := b.cl
+	b.cl, b.stopped = nil, true
+	b.mu.Unlock()
+	if cl == nil {
+		return
+	}
+	if err := cl.Stop(); err != nil {
+		fmt.Fprintf(b.stderr, "lockprover: stopping the cluster: %v\n", err)
+	}
+	fmt.Fprintf(b.stderr, "lockprover: removed the %s cluster and its network lab\n", b.backend)
+	close(ch)
+}
+
+// clusterReplay makes a plan on a cluster ready to run again on a
+// cluster of its own.
+func clusterReplay(p *consulsemfamily.Plan, s family.Settings) (*family.Setup, error) {
+	if len(p.Cluster) == 0 {
+		return nil, fmt.Errorf("--target %s: the plan runs on a single %s: replay it on the simulator or --target %s", s.Target, p.Backend, p.Backend)
+	}
+	if b := consulsemfamily.ClusterBackend(s.Target); b != p.Backend {
+		return nil, fmt.Errorf("--target: the plan is for a %s cluster, not %s", p.Backend, s.Target)
+	}
+	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, consulsemfamily.MutantNamed(s.Mutant) != nil, "no consul-semaphore mutant named %q (see lockprover mutants --kind consul-semaphore)"); err != nil {
+		return nil, err
+	}
+	if s.Impl != "" && p.Mutant != "" {
+		return nil, family.Usagef("the plan is of mutant %s: replay it with --mutant reference to run it against the implementation", p.Mutant)
+	}
+	// The plan says what runs: its mutant, its variants, its faults.
+	s.Clients, s.Ops, s.MaxFaults, s.Faults, s.Mutant = 0, 0, 0, "none", p.Mutant
+	var opts []string
+	if p.StaleReads {
+		opts = append(opts, "stale-reads")
+	}
+	if p.BehaviorRelease {
+		opts = append(opts, "behavior-release")
+	}
+	if p.LockDelay {
+		opts = append(opts, "lock-delay")
+	}
+	if s.Impl == "" {
+		s.Options = strings.Join(opts, ",")
+	}
+	setup, err := clusterSetup(s)
+	if err != nil {
+		return nil, err
+	}
+	return setup, nil
+}
