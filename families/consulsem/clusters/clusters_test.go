@@ -6,6 +6,7 @@ package clusters_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -131,10 +132,19 @@ func TestConsulClusterHandPlans(t *testing.T) {
 			t.Errorf("consul-isolated-agent: %s fails: %s", v.Property, v.Detail)
 		}
 	}
-	vs, _ = prove(t, cl, "consul-isolated-agent", "consul-monitor-forever")
+	vs, h := prove(t, cl, "consul-isolated-agent", "consul-monitor-forever")
 	if v := vs[lease.Aware]; v.Status != model.Fail {
-		t.Errorf("consul-isolated-agent, consul-monitor-forever: aware %s (%s), want a failure", v.Status, v.Detail)
+		t.Errorf("consul-isolated-agent, consul-monitor-forever: aware %s (%s), want a failure; the history:\n%s", v.Status, v.Detail, text(h))
 	}
 }
 
 var _ prover.Plan = (*consulsemfamily.Plan)(nil)
+
+// text is h, an event a line.
+func text(h []histories.Event) string {
+	var b strings.Builder
+	for i := range h {
+		fmt.Fprintf(&b, "%+v\n", h[i])
+	}
+	return b.String()
+}
