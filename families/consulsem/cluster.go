@@ -240,8 +240,9 @@ func ClusterPreflight(backend string) error {
 // Consul's servers with raft_multiplier 1 and session_ttl_min 1 s
 // (backends/consul.StartCluster), etcd's members with their default
 // 100 ms heartbeat and 1 s election timeout (backends/etcd.StartCluster).
-// On a failure, what it started is gone.
-func StartCluster(ctx context.Context, backend string) (c *Cluster, err error) {
+// made, if set, hears the lab's id and the directory once they exist,
+// before any node starts. On a failure, what it started is gone.
+func StartCluster(ctx context.Context, backend string, made func(lab, dir string)) (c *Cluster, err error) {
 	if err := ClusterPreflight(backend); err != nil {
 		return nil, err
 	}
@@ -259,6 +260,9 @@ func StartCluster(ctx context.Context, backend string) (c *Cluster, err error) {
 	c.lab, err = netns.New(ctx, ClusterNodes(backend)...)
 	if err != nil {
 		return nil, err
+	}
+	if made != nil {
+		made(c.lab.ID, c.dir)
 	}
 	if backend == Etcd {
 		c.etc, err = etcd.StartCluster(ctx, c.lab, c.dir, etcd.Options{}, ClusterNodes(Etcd)...)

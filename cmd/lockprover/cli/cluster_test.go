@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/backends/rabbitmq"
+	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 
@@ -35,6 +37,54 @@ func TestClusterInterrupted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			code, took, stderr := interrupt(t, bin, tc.wait, "prove", "--target", "rabbitmq-cluster", "--partition-handling", "pause_minority",
 				"--faults", "isolate-node,kill-node,pause-node", "--runs", "50", "--seed", "1", "--out", t.TempDir())
+			if code != 130 {
+				t.Errorf("exit %d after SIGINT, want 130; stderr:\n%s", code, stderr)
+			}
+			m := started.FindStringSubmatch(stderr)
+			if m == nil {
+				t.Fatalf("stderr does not say which lab and files the run made:\n%s", stderr)
+			}
+			lab, dir := m[1], m[2]
+			t.Logf("exited %v after SIGINT; lab %s, files %s", took.Round(time.Millisecond), lab, dir)
+			if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), lab) {
+				t.Errorf("namespaces of lab %s left: %s", lab, ns)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("the cluster's files %s left (%v)", dir, err)
+			}
+			procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+			for _, p := range procs {
+				if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), dir) {
+					t.Errorf("a process of the cluster left: %s: %s", p, strings.ReplaceAll(string(b), "\x00", " "))
+				}
+			}
+		})
+	}
+}
+
+// The same of a run on a Consul or etcd cluster (--target consul-cluster,
+// etcd-cluster): interrupted while the cluster starts, or in the middle of
+// its plans, it exits 130 and leaves no namespace, no agent or member, no
+// files.
+func TestLeaseClusterInterrupted(t *testing.T) {
+	quick.Skip(t, "Consul and etcd clusters")
+	t.Parallel()
+	bin := builtBinary(t)
+	started := regexp.MustCompile(`network lab (lp[0-9a-f]+), files under (\S+)`)
+	for _, tc := range []struct {
+		backend, target string
+		wait            time.Duration
+	}{
+		{consulsemfamily.Etcd, consulsemfamily.EtcdCluster, 1500 * time.Millisecond},
+		{consulsemfamily.Etcd, consulsemfamily.EtcdCluster, 15 * time.Second},
+		{consulsemfamily.Consul, consulsemfamily.ConsulCluster, 20 * time.Second},
+	} {
+		t.Run(fmt.Sprintf("%s after %v", tc.target, tc.wait), func(t *testing.T) {
+			if err := consulsemfamily.ClusterPreflight(tc.backend); err != nil {
+				t.Skipf("no %s cluster here: %v", tc.backend, err)
+			}
+			code, took, stderr := interrupt(t, bin, tc.wait, "prove", "--kind", consulsemfamily.Kind, "--target", tc.target,
+				"--runs", "50", "--seed", "1", "--out", t.TempDir())
 			if code != 130 {
 				t.Errorf("exit %d after SIGINT, want 130; stderr:\n%s", code, stderr)
 			}

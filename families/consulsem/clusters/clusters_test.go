@@ -33,7 +33,7 @@ func startCluster(t *testing.T, backend string) *consulsemfamily.Cluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := consulsemfamily.StartCluster(ctx, backend)
+	cl, err := consulsemfamily.StartCluster(ctx, backend, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

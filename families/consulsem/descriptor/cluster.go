@@ -136,9 +136,12 @@ func (b *clusterBox) start(ctx context.Context) (*consulsemfamily.Cluster, error
 	if err := consulsemfamily.ClusterPreflight(b.backend); err != nil {
 		return nil, family.Usagef("--target %s: %v", b.target, err)
 	}
-	leave := prover.Leave(fmt.Sprintf("the %s cluster's network lab (ip netns list: namespaces beginning lp) and its files under the temporary directory (lockprover-%s-cluster-*)", b.backend, b.backend))
-	fmt.Fprintf(b.stderr, "lockprover: starting a %s cluster (%s) in a network lab of its own\n", b.backend, strings.Join(consulsemfamily.ClusterNodes(b.backend), ", "))
-	cl, err := consulsemfamily.StartCluster(ctx, b.backend)
+	leave := func() {}
+	cl, err := consulsemfamily.StartCluster(ctx, b.backend, func(lab, dir string) {
+		leave = prover.Leave(fmt.Sprintf("the %s cluster's network lab %s (ip netns list: its namespaces begin with %s) and %s", b.backend, lab, lab, dir))
+		fmt.Fprintf(b.stderr, "lockprover: starting a cluster of %s (%s) in the network lab %s, files under %s\n",
+			b.backend, strings.Join(consulsemfamily.ClusterNodes(b.backend), ", "), lab, dir)
+	})
 	if err != nil {
 		leave()
 		if ctx.Err() != nil {
@@ -154,7 +157,7 @@ func (b *clusterBox) start(ctx context.Context) (*consulsemfamily.Cluster, error
 		return nil, context.Canceled
 	}
 	b.cl = cl
-	fmt.Fprintf(b.stderr, "lockprover: started the %s cluster in the network lab %s in %.1fs; it is removed when the run ends\n", b.backend, cl.Lab(), cl.Took.Seconds())
+	fmt.Fprintf(b.stderr, "lockprover: started the cluster of %s in %.1fs; it is removed when the run ends\n", b.backend, cl.Took.Seconds())
 	go func() {
 		// leave is done when stop has removed it all.
 		<-b.done()
@@ -186,7 +189,7 @@ func (b *clusterBox) stop() {
 	if err := cl.Stop(); err != nil {
 		fmt.Fprintf(b.stderr, "lockprover: stopping the cluster: %v\n", err)
 	}
-	fmt.Fprintf(b.stderr, "lockprover: removed the %s cluster and its network lab\n", b.backend)
+	fmt.Fprintf(b.stderr, "lockprover: removed the cluster of %s and its network lab\n", b.backend)
 	close(ch)
 }
 
