@@ -11,7 +11,7 @@
 # real server. scripts/test-again runs each test that failed once more,
 # alone, and names it as flaky when it passes then; one that fails again,
 # or a package that fails otherwise, fails the target.
-SLOWEST = ./families/amqp ./families/amqp/clusters ./adapters/conform ./cmd/lockprover/cli ./families/dbsemaphore ./consulsem ./backends/rabbitmq ./redlock ./dbsem
+SLOWEST = ./families/amqp ./families/amqp/clusters ./families/consulsem/clusters ./adapters/conform ./cmd/lockprover/cli ./families/dbsemaphore ./consulsem ./backends/rabbitmq ./redlock ./dbsem
 test: fmt vet
 	scripts/test-again -p 4 -parallel 8 -timeout 15m $(SLOWEST) ./...
 
