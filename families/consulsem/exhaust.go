@@ -1,0 +1,216 @@
+package consulsemfamily
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/statehash"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// exhaustOps is a client's operation alphabet in an exhaustive search.
+// Sleeps are left out: their lengths are no finite choice.
+var exhaustOps = []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Verify}, {Op: histories.Release}}
+
+// exhaustLimits are the limits a client of a plan with two or more
+// clients may have of its own in an exhaustive search (Plan.Limits): the
+// recipe's agreement on the limit is only tried by clients that disagree.
+var exhaustLimits = []int{1, 2}
+
+// Skeletons returns every plan of s (prover.Exhaustive), fewest operations
+// and faults first: a semaphore of limit 1 on c's backend (the simulated
+// Consul -dev agent, a persistent one, or etcd: --backend, --persistent)
+// with c's ttl (1000 ms if unset) and variants (--options), s.Clients
+// clients each with every script of 1 to s.Ops operations (acquire,
+// refresh, verify, release), and, with two clients or more, every choice
+// of each client's own limit, 1 or 2 (all equal: the plan's limit); then 0
+// to s.MaxFaults faults, each at any whole millisecond from the start to
+// the clients' last event in the plan's run without faults (every call
+// of the simulator takes 1 ms, so these are all the places a fault can
+// fall between two calls, and the schedule then decides whether it
+// strikes before or after the calls of that millisecond). A pause or a
+// partition lasts until the clients are done, a restart of the server
+// comes back at once; restarts of a -dev agent, which forgets every
+// session, are offered only as plans draw them (Config.AnyRestart).
+func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
+	c = c.withDefaults()
+	switch {
+	case s.Clients < 1:
+		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
+	case s.Ops < 1:
+		return nil, "", fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", s.Ops)
+	case s.AdminOps > 0:
+		return nil, "", fmt.Errorf("--admin-ops: a %s has no admins (give --admin-ops 0)", Kind)
+	case s.Admins != 0:
+		return nil, "", fmt.Errorf("--admins: a %s has no admins", Kind)
+	}
+	asked := s.Faults
+	if asked == nil {
+		asked = c.Faults // --faults, as the family's setup read it
+	}
+	var faults []string
+	if s.MaxFaults > 0 {
+		for _, f := range asked {
+			if f != histories.RestartBroker || c.AnyRestart || c.keeps() {
+				faults = append(faults, f)
+			}
+		}
+	}
+	var scripts [][]Step
+	level := [][]Step{nil}
+	for n := 1; n <= s.Ops; n++ {
+		var next [][]Step
+		for _, sc := range level {
+			for _, a := range exhaustOps {
+				next = append(next, append(slices.Clone(sc), a))
+			}
+		}
+		scripts, level = append(scripts, next...), next
+	}
+	limits := [][]int{nil}
+	if s.Clients > 1 {
+		limits = product(exhaustLimits, s.Clients)
+	}
+	if n := math.Pow(float64(len(scripts)), float64(s.Clients)) * float64(len(limits)); n > 100000 {
+		return nil, "", fmt.Errorf("--clients %d, --ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most 100000): narrow the scope", s.Clients, s.Ops, n)
+	}
+	ttl := c.TTLMs
+	if ttl == 0 {
+		ttl = 1000
+	}
+	mutant := c.Mutant
+	if s.Mutant != "" {
+		mutant = s.Mutant
+	}
+	base := Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: c.Backend, Persistent: c.Persistent && c.Backend == Consul,
+		Limit: 1, TTLMs: ttl, Mutant: mutant, StaleReads: c.StaleReads, BehaviorRelease: c.BehaviorRelease, LockDelay: c.LockDelay}
+	var out []prover.Plan
+	for _, cs := range product(scripts, s.Clients) {
+		for _, ls := range limits {
+			p := base
+			p.Clients = cs
+			if ls != nil && slices.ContainsFunc(ls, func(l int) bool { return l != ls[0] }) {
+				p.Limits = ls
+			} else if ls != nil {
+				p.Limit = ls[0]
+			}
+			var places []Fault
+			if len(faults) > 0 {
+				end, err := quietEnd(&p)
+				if err != nil {
+					return nil, "", err
+				}
+				for _, f := range faults {
+					targets := p.processes()
+					if f == histories.RestartBroker {
+						targets = []string{""}
+					}
+					for _, target := range targets {
+						for at := 0; at <= end; at++ {
+							places = append(places, Fault{At: at, Fault: f, Target: target})
+						}
+					}
+				}
+			}
+			for _, nem := range prover.Subsets(places, s.MaxFaults) {
+				q := p
+				q.Nemesis = nem
+				out = append(out, &q)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
+	server := "a simulated Consul -dev agent"
+	switch {
+	case c.Backend == Etcd:
+		server = "a simulated etcd"
+	case c.Persistent:
+		server = "a simulated persistent Consul agent"
+	}
+	what := fmt.Sprintf("consul-semaphore on %s, ttl %d ms, %s, each with every script of 1 to %d operations of acquire, refresh, verify, release", server, ttl, clientsOf(s.Clients), s.Ops)
+	if s.Clients > 1 {
+		what += ", each with a limit of 1 or 2 of its own"
+	} else {
+		what += ", limit 1"
+	}
+	if len(faults) == 0 {
+		what += "; no faults"
+	} else {
+		what += fmt.Sprintf("; 0 to %d faults of %s, each at any millisecond up to the clients' last event in the run without faults (a pause or partition lasting until the clients are done, a restart back at once)", s.MaxFaults, strings.Join(faults, ", "))
+	}
+	if mutant != "" {
+		what += "; mutant " + mutant
+	}
+	what += fmt.Sprintf(" (%d plans), under every schedule of the simulator", len(out))
+	return out, what, nil
+}
+
+// quietEnd is the millisecond of the last event of p's clients in its run
+// without faults, every choice of the simulator its first.
+func quietEnd(p *Plan) (int, error) {
+	q := *p
+	q.Nemesis, q.Schedule, q.ScheduleSeed, q.Chooser = nil, nil, 0, firstChoice{}
+	res, err := Simulate(&q, nil)
+	if err != nil {
+		return 0, fmt.Errorf("the scope's plan without faults: %w", err)
+	}
+	var end int64
+	for _, e := range res.History {
+		if e.Process != "nemesis" && !strings.HasPrefix(e.Process, "probe") {
+			end = max(end, e.Time)
+		}
+	}
+	return int(end / 1e6), nil
+}
+
+// firstChoice takes the first choice wherever the simulator has several.
+type firstChoice struct{}
+
+func (firstChoice) Choose(int, func() statehash.Sum) int { return 0 }
+func (firstChoice) Made(int)                             {}
+
+// product is every sequence of n items of set, the first item varying
+// slowest.
+func product[T any](set []T, n int) [][]T {
+	out := [][]T{nil}
+	for range n {
+		var next [][]T
+		for _, prefix := range out {
+			for _, x := range set {
+				next = append(next, append(slices.Clone(prefix), x))
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// Size is p's operations and faults (prover.Exhaustive).
+func (c Config) Size(p prover.Plan) int {
+	q := p.(*Plan)
+	n := len(q.Nemesis)
+	for _, sc := range q.Clients {
+		n += len(sc)
+	}
+	return n
+}
+
+// Scheduled returns a copy of p that takes its choices from ch, or from
+// schedule (prover.Exhaustive).
+func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
+	q := *p.(*Plan)
+	q.Schedule, q.ScheduleSeed, q.Chooser = slices.Clone(schedule), 0, ch
+	return &q
+}
+
+func clientsOf(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", n)
+}
+
+var _ prover.Exhaustive = Config{}
