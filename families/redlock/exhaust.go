@@ -1,0 +1,246 @@
+package redlock
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/statehash"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// exhaustOps is a client's operation alphabet in an exhaustive search.
+// Sleeps are left out: their lengths are no finite choice.
+var exhaustOps = []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Release}}
+
+// exhaustPriorities are the priorities a client of a priority Redlock's
+// plan may have in an exhaustive search: equal, or one above the other.
+var exhaustPriorities = []int64{0, 1}
+
+// exhaustTTL is the leases' ttl in an exhaustive search unless --ttl
+// fixes it: the shortest plans draw, so that a server paused to the end
+// lets its keys expire within the run.
+const exhaustTTL = 100
+
+// Skeletons returns every plan of s (prover.Exhaustive), fewest operations
+// and faults first: a lock on c's servers (--servers; 1 if unset) of c's
+// persistence ("always" if unset) and ttl (100 ms if unset), s.Clients
+// clients each with every script of 1 to s.Ops operations (acquire,
+// refresh, release) and, for the priority Redlock, every choice of each
+// client's priority, 0 or 1; then 0 to s.MaxFaults faults, each at any
+// whole millisecond from the start to the clients' last event in the
+// plan's run without faults (the schedule then decides whether it strikes
+// before or after what happens in that millisecond), at every client and
+// server it can aim at. A pause or a partition lasts until the clients
+// are done, a restart keeps its server down c.MinDownMs, a clock jump
+// moves its server's clock one ttl ahead; restarts only of servers that
+// persist every write, unless c.AnyRestart (as plans draw them).
+func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
+	c = c.withDefaults()
+	kind := Kind
+	if c.Priority {
+		kind = PriorityKind
+	}
+	switch {
+	case s.Clients < 1:
+		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
+	case s.Ops < 1:
+		return nil, "", fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", s.Ops)
+	case s.AdminOps > 0:
+		return nil, "", fmt.Errorf("--admin-ops: a %s has no admins (give --admin-ops 0)", kind)
+	case s.Admins != 0:
+		return nil, "", fmt.Errorf("--admins: a %s has no admins", kind)
+	case c.Limit > 1:
+		return nil, "", fmt.Errorf("--limit %d: the reference is a mutex, and an exhaustive search runs it on the simulator only", c.Limit)
+	}
+	servers := c.Servers
+	if servers == 0 {
+		servers = 1
+	}
+	persistence := c.Persistence
+	if persistence == "" {
+		persistence = PersistAlways
+	}
+	ttl := c.TTLMs
+	if ttl == 0 {
+		ttl = exhaustTTL
+	}
+	asked := s.Faults
+	if asked == nil {
+		asked = c.Faults // --faults, as the family's setup read it
+	}
+	var faults []string
+	if s.MaxFaults > 0 {
+		faults = drawable(asked, persistence, c.AnyRestart)
+	}
+	var scripts [][]Step
+	level := [][]Step{nil}
+	for n := 1; n <= s.Ops; n++ {
+		var next [][]Step
+		for _, sc := range level {
+			for _, a := range exhaustOps {
+				next = append(next, append(slices.Clone(sc), a))
+			}
+		}
+		scripts, level = append(scripts, next...), next
+	}
+	priorities := [][]int64{nil}
+	if c.Priority {
+		priorities = [][]int64{{0}}
+		if s.Clients > 1 {
+			priorities = product(exhaustPriorities, s.Clients)
+		}
+	}
+	if n := math.Pow(float64(len(scripts)), float64(s.Clients)) * float64(len(priorities)); n > 100000 {
+		return nil, "", fmt.Errorf("--clients %d, --ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most 100000): narrow the scope", s.Clients, s.Ops, n)
+	}
+	mutant := c.Mutant
+	if s.Mutant != "" {
+		mutant = s.Mutant
+	}
+	base := Plan{Version: PlanVersion, Kind: kind, Key: "lp", Servers: servers, Persistence: persistence, TTLMs: ttl, Mutant: mutant}
+	var out []prover.Plan
+	for _, cs := range product(scripts, s.Clients) {
+		for _, prio := range priorities {
+			p := base
+			p.Clients = cs
+			if c.Priority {
+				p.Priorities = slices.Clone(prio)
+			}
+			var places []Fault
+			if len(faults) > 0 {
+				end, err := quietEnd(&p)
+				if err != nil {
+					return nil, "", err
+				}
+				places = faultPlaces(&p, faults, end, c.MinDownMs)
+			}
+			for _, nem := range prover.Subsets(places, s.MaxFaults) {
+				q := p
+				q.Nemesis = nem
+				out = append(out, &q)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
+	what := fmt.Sprintf("%s on %d simulated server(s) of persistence %s, ttl %d ms, %s, each with every script of 1 to %d operations of acquire, refresh, release", kind, servers, persistence, ttl, clientsOf(s.Clients), s.Ops)
+	switch {
+	case c.Priority && s.Clients > 1:
+		what += ", each with a priority of 0 or 1"
+	case c.Priority:
+		what += ", of priority 0"
+	}
+	if len(faults) == 0 {
+		what += "; no faults"
+	} else {
+		what += fmt.Sprintf("; 0 to %d faults of %s, each at any millisecond up to the clients' last event in the run without faults, at every client and server it aims at (a pause or partition lasting until the clients are done, a restart down %d ms, a clock jump of +%d ms)", s.MaxFaults, strings.Join(faults, ", "), c.MinDownMs, ttl)
+	}
+	if mutant != "" {
+		what += "; mutant " + mutant
+	}
+	what += fmt.Sprintf(" (%d plans), under every schedule of the simulator", len(out))
+	return out, what, nil
+}
+
+// faultPlaces are the faults of p's scope: each of faults at every
+// millisecond from 0 to end, at every client and server it aims at.
+func faultPlaces(p *Plan, faults []string, end, down int) []Fault {
+	var out []Fault
+	for _, name := range faults {
+		client, server := aims(name)
+		targets, nums := []string{""}, []int{0}
+		if client {
+			targets = p.processes()
+		}
+		if server {
+			nums = nil
+			for i := 1; i <= p.Servers; i++ {
+				nums = append(nums, i)
+			}
+		}
+		for _, t := range targets {
+			for _, n := range nums {
+				for at := 0; at <= end; at++ {
+					f := Fault{At: at, Fault: name, Target: t, Server: n}
+					switch name {
+					case histories.RestartBroker:
+						f.For = down
+					case histories.ClockJump:
+						f.OffsetMs = p.TTLMs
+					}
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// quietEnd is the millisecond of the last event of p's clients in its run
+// without faults, every choice of the simulator its first.
+func quietEnd(p *Plan) (int, error) {
+	q := *p
+	q.Nemesis, q.Schedule, q.ScheduleSeed, q.Chooser = nil, nil, 0, firstChoice{}
+	res, err := Simulate(&q, nil)
+	if err != nil {
+		return 0, fmt.Errorf("the scope's plan without faults: %w", err)
+	}
+	var end int64
+	for _, e := range res.History {
+		if e.Process != "nemesis" && !strings.HasPrefix(e.Process, "probe") {
+			end = max(end, e.Time)
+		}
+	}
+	return int(end / 1e6), nil
+}
+
+// firstChoice takes the first choice wherever the simulator has several.
+type firstChoice struct{}
+
+func (firstChoice) Choose(int, func() statehash.Sum) int { return 0 }
+func (firstChoice) Made(int)                             {}
+
+// product is every sequence of n items of set, the first item varying
+// slowest.
+func product[T any](set []T, n int) [][]T {
+	out := [][]T{nil}
+	for range n {
+		var next [][]T
+		for _, prefix := range out {
+			for _, x := range set {
+				next = append(next, append(slices.Clone(prefix), x))
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// Size is p's operations and faults (prover.Exhaustive).
+func (c Config) Size(p prover.Plan) int {
+	q := p.(*Plan)
+	n := len(q.Nemesis)
+	for _, sc := range q.Clients {
+		n += len(sc)
+	}
+	return n
+}
+
+// Scheduled returns a copy of p that takes its choices from ch, or from
+// schedule (prover.Exhaustive).
+func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
+	q := *p.(*Plan)
+	q.Schedule, q.ScheduleSeed, q.Chooser = slices.Clone(schedule), 0, ch
+	return &q
+}
+
+func clientsOf(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", n)
+}
+
+var _ prover.Exhaustive = Config{}
