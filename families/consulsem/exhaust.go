@@ -32,8 +32,9 @@ var exhaustLimits = []int{1, 2}
 // of the simulator takes 1 ms, so these are all the places a fault can
 // fall between two calls, and the schedule then decides whether it
 // strikes before or after the calls of that millisecond). A pause or a
-// partition lasts until the clients are done, a restart of the server
-// comes back at once; restarts of a -dev agent, which forgets every
+// partition lasts either until the clients are done or three ttls (past
+// any session's life: Consul's end two ttls after the last renewal,
+// etcd's one and a half), a restart of the server comes back at once; restarts of a -dev agent, which forgets every
 // session, are offered only as plans draw them (Config.AnyRestart).
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
@@ -108,9 +109,15 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 					if f == histories.RestartBroker {
 						targets = []string{""}
 					}
+					lengths := []int{0}
+					if f == histories.Pause || f == histories.Partition {
+						lengths = append(lengths, 3*ttl)
+					}
 					for _, target := range targets {
-						for at := 0; at <= end; at++ {
-							places = append(places, Fault{At: at, Fault: f, Target: target})
+						for _, length := range lengths {
+							for at := 0; at <= end; at++ {
+								places = append(places, Fault{At: at, Fault: f, Target: target, For: length})
+							}
 						}
 					}
 				}
@@ -139,7 +146,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if len(faults) == 0 {
 		what += "; no faults"
 	} else {
-		what += fmt.Sprintf("; 0 to %d faults of %s, each at any millisecond up to the clients' last event in the run without faults (a pause or partition lasting until the clients are done, a restart back at once)", s.MaxFaults, strings.Join(faults, ", "))
+		what += fmt.Sprintf("; 0 to %d faults of %s, each at any millisecond up to the clients' last event in the run without faults (a pause or partition lasting until the clients are done or %d ms, a restart back at once)", s.MaxFaults, strings.Join(faults, ", "), 3*ttl)
 	}
 	if mutant != "" {
 		what += "; mutant " + mutant

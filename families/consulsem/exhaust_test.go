@@ -69,7 +69,7 @@ func TestExhaust(t *testing.T) {
 		t.Fatalf("the reference on Consul, 1x1: %+v", o)
 	}
 	o = exhaust(t, Config{Backend: Etcd}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1})
-	if o.Found != nil || o.Plans != 52 || o.Schedules != 1887 || !strings.Contains(o.Scope, "restart-broker") {
+	if o.Found != nil || o.Plans != 68 || o.Schedules != 2795 || !strings.Contains(o.Scope, "restart-broker") {
 		t.Fatalf("the reference on etcd, 1x1, a fault: %+v", o)
 	}
 	for _, tc := range []struct {

@@ -34,7 +34,8 @@ const exhaustTTL = 100
 // plan's run without faults (the schedule then decides whether it strikes
 // before or after what happens in that millisecond), at every client and
 // server it can aim at. A pause or a partition lasts until the clients
-// are done, a restart keeps its server down c.MinDownMs, a clock jump
+// are done or two ttls (past a lease's life), a restart keeps its server
+// down c.MinDownMs, a clock jump
 // moves its server's clock one ttl ahead; restarts only of servers that
 // persist every write, unless c.AnyRestart (as plans draw them).
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
@@ -135,7 +136,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if len(faults) == 0 {
 		what += "; no faults"
 	} else {
-		what += fmt.Sprintf("; 0 to %d faults of %s, each at any millisecond up to the clients' last event in the run without faults, at every client and server it aims at (a pause or partition lasting until the clients are done, a restart down %d ms, a clock jump of +%d ms)", s.MaxFaults, strings.Join(faults, ", "), c.MinDownMs, ttl)
+		what += fmt.Sprintf("; 0 to %d faults of %s, each at any millisecond up to the clients' last event in the run without faults, at every client and server it aims at (a pause or partition lasting until the clients are done or %d ms, a restart down %d ms, a clock jump of +%d ms)", s.MaxFaults, strings.Join(faults, ", "), 2*ttl, c.MinDownMs, ttl)
 	}
 	if mutant != "" {
 		what += "; mutant " + mutant
@@ -160,17 +161,23 @@ func faultPlaces(p *Plan, faults []string, end, down int) []Fault {
 				nums = append(nums, i)
 			}
 		}
+		lengths := []int{0}
+		switch name {
+		case histories.Pause, histories.Partition:
+			lengths = append(lengths, 2*p.TTLMs)
+		case histories.RestartBroker:
+			lengths = []int{down}
+		}
 		for _, t := range targets {
 			for _, n := range nums {
-				for at := 0; at <= end; at++ {
-					f := Fault{At: at, Fault: name, Target: t, Server: n}
-					switch name {
-					case histories.RestartBroker:
-						f.For = down
-					case histories.ClockJump:
-						f.OffsetMs = p.TTLMs
+				for _, length := range lengths {
+					for at := 0; at <= end; at++ {
+						f := Fault{At: at, Fault: name, Target: t, Server: n, For: length}
+						if name == histories.ClockJump {
+							f.OffsetMs = p.TTLMs
+						}
+						out = append(out, f)
 					}
-					out = append(out, f)
 				}
 			}
 		}

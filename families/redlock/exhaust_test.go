@@ -66,7 +66,7 @@ func replays(t *testing.T, c Config, cx *prover.Counterexample) {
 func TestExhaust(t *testing.T) {
 	one := prover.ExhaustScope{Clients: 1, Ops: 1}
 	o := exhaust(t, Config{}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1})
-	if o.Found != nil || o.Plans != 21 || o.Schedules != 12051 || !strings.Contains(o.Scope, "clock-jump") {
+	if o.Found != nil || o.Plans != 27 || o.Schedules != 12521 || !strings.Contains(o.Scope, "clock-jump") {
 		t.Fatalf("the reference, 1x1, a fault: %+v", o)
 	}
 	o = exhaust(t, Config{Priority: true}, one)
