@@ -47,11 +47,6 @@ func (e *exhaustFlags) check(fs *flag.FlagSet, f *proveFlags, bad *checks) {
 // exhaust runs an exhaustive search and reports it: what it covered, and
 // the shortest counterexample or that every property held in the scope.
 func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) int {
-	if _, ok := p.s.Config.Family.(prover.Exhaustive); !ok {
-		err := fmt.Errorf("--exhaustive: --kind %s: its family enumerates no scope yet (docs/exhaustive.md)", p.f.kind)
-		fmt.Fprintf(stderr, "prove: %v\n", err)
-		return p.finish(exitUsage, err, stderr)
-	}
 	e := prover.Exhaust{Config: p.s.Config, Reduce: !p.ex.noReduction, Everything: p.ex.noReduction, MaxSchedules: p.ex.maxSchedules, Context: ctx,
 		Scope: prover.ExhaustScope{Clients: p.f.clients, Ops: p.f.ops, AdminOps: p.ex.adminOps, MaxFaults: p.f.maxFault}}
 	if given(p.fs, "admins") {

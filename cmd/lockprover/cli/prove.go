@@ -275,6 +275,12 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 	if p.s.Seed == 0 {
 		p.s.Seed = rand.Uint64()
 	}
+	if _, ok := p.f.setup.Prove.(prover.Exhaustive); p.ex.on && !ok {
+		// Refused before anything starts (a private server).
+		err := fmt.Errorf("--exhaustive: --kind %s: its family enumerates no scope yet (docs/exhaustive.md)", p.f.kind)
+		fmt.Fprintf(stderr, "prove: %v\n", err)
+		return p.finish(exitUsage, err, stderr)
+	}
 	if p.f.setup.Stop != nil {
 		defer p.f.setup.Stop()
 	}
