@@ -28,10 +28,11 @@ var exhaustLimits = []int{1, 2}
 // refresh, verify, release), and, with two clients or more, every choice
 // of each client's own limit, 1 or 2 (all equal: the plan's limit); then 0
 // to s.MaxFaults faults, each at any whole millisecond from the start to
-// the clients' last event in the plan's run without faults (every call
-// of the simulator takes 1 ms, so these are all the places a fault can
-// fall between two calls, and the schedule then decides whether it
-// strikes before or after the calls of that millisecond). A pause or a
+// the clients' last event in the plan's run without faults, under the
+// first choice at every point (every call of the simulator takes 1 ms, so
+// these are all the places a fault can fall between two calls of that
+// run, and the schedule then decides whether it strikes before or after
+// the calls of that millisecond). A pause or a
 // partition lasts either until the clients are done or three ttls (past
 // any session's life: Consul's end two ttls after the last renewal,
 // etcd's one and a half), a restart of the server comes back at once; restarts of a -dev agent, which forgets every

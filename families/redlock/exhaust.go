@@ -31,13 +31,17 @@ const exhaustTTL = 100
 // refresh, release) and, for the priority Redlock, every choice of each
 // client's priority, 0 or 1; then 0 to s.MaxFaults faults, each at any
 // whole millisecond from the start to the clients' last event in the
-// plan's run without faults (the schedule then decides whether it strikes
-// before or after what happens in that millisecond), at every client and
-// server it can aim at. A pause or a partition lasts until the clients
-// are done or two ttls (past a lease's life), a restart keeps its server
-// down c.MinDownMs, a clock jump
-// moves its server's clock one ttl ahead; restarts only of servers that
-// persist every write, unless c.AnyRestart (as plans draw them).
+// plan's run without faults (under the first choice at every point), at
+// every client and server it can aim at. The schedule then decides
+// whether it strikes before or after each step taken at that instant; a
+// call to a simulated Redis takes 0.1 ms, so a fault falls between two
+// calls of a client only where they are a whole millisecond apart (before
+// an acquire's first call, say, but not between its calls to two
+// servers). A pause or a partition lasts until the clients are done or
+// two ttls (past a lease's life), a restart keeps its server down
+// c.MinDownMs, a clock jump moves its server's clock one ttl ahead;
+// restarts only of servers that persist every write, unless c.AnyRestart
+// (as plans draw them).
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
 	kind := Kind
