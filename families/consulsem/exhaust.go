@@ -2,6 +2,7 @@ package consulsemfamily
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -11,32 +12,37 @@ import (
 	"github.com/lockprover/lockprover/prover"
 )
 
-// exhaustOps is a client's operation alphabet in an exhaustive search.
-// Sleeps are left out: their lengths are no finite choice.
-var exhaustOps = []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Verify}, {Op: histories.Release}}
+// exhaustOps is a client's step alphabet in an exhaustive search of
+// leases of ttl ms: its operations, and one sleep, of 3 ttls (past any
+// session's life: Consul ends one two ttls after its last renewal at
+// most, etcd one and a half), so that a lease can expire under a holder
+// that goes on after it; other lengths of sleep are no finite choice.
+func exhaustOps(ttl int) []Step {
+	return []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Verify}, {Op: histories.Release}, {Op: Sleep, Ms: 3 * ttl}}
+}
 
 // exhaustLimits are the limits a client of a plan with two or more
 // clients may have of its own in an exhaustive search (Plan.Limits): the
 // recipe's agreement on the limit is only tried by clients that disagree.
 var exhaustLimits = []int{1, 2}
 
-// Skeletons returns every plan of s (prover.Exhaustive), fewest operations
-// and faults first: a semaphore of limit 1 on c's backend (the simulated
+// Skeletons returns every plan of s (prover.Exhaustive), fewest steps and
+// faults first: a semaphore of limit 1 on c's backend (the simulated
 // Consul -dev agent, a persistent one, or etcd: --backend, --persistent)
 // with c's ttl (1000 ms if unset) and variants (--options), s.Clients
-// clients each with every script of 1 to s.Ops operations (acquire,
-// refresh, verify, release), and, with two clients or more, every choice
-// of each client's own limit, 1 or 2 (all equal: the plan's limit); then 0
-// to s.MaxFaults faults, each at any whole millisecond from the start to
-// the clients' last event in the plan's run without faults, under the
-// first choice at every point (every call of the simulator takes 1 ms, so
-// these are all the places a fault can fall between two calls of that
-// run, and the schedule then decides whether it strikes before or after
-// the calls of that millisecond). A pause or a
-// partition lasts either until the clients are done or three ttls (past
-// any session's life: Consul's end two ttls after the last renewal,
-// etcd's one and a half), a restart of the server comes back at once; restarts of a -dev agent, which forgets every
-// session, are offered only as plans draw them (Config.AnyRestart).
+// clients each with every script of 1 to s.Ops steps (acquire, refresh,
+// verify, release, a sleep of three ttls: exhaustOps), and, with two
+// clients or more, every choice of each client's own limit, 1 or 2 (all
+// equal: the plan's limit); then 0 to s.MaxFaults faults, each at every
+// whole millisecond in which a client has an operation in flight in the
+// plan's run without faults, under the first choice at every point
+// (inFlight). Every call of the simulator takes 1 ms, so these are all
+// the places a fault can fall between two calls of that run, and the
+// schedule then decides whether it strikes before or after the calls of
+// its millisecond. A pause or a partition lasts either until the clients
+// are done or three ttls (past any session's life), a restart of the
+// server comes back at once; restarts of a -dev agent, which forgets
+// every session, are offered only as plans draw them (Config.AnyRestart).
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
 	switch {
@@ -61,12 +67,16 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 			}
 		}
 	}
+	ttl := c.TTLMs
+	if ttl == 0 {
+		ttl = 1000
+	}
 	var scripts [][]Step
 	level := [][]Step{nil}
 	for n := 1; n <= s.Ops; n++ {
 		var next [][]Step
 		for _, sc := range level {
-			for _, a := range exhaustOps {
+			for _, a := range exhaustOps(ttl) {
 				next = append(next, append(slices.Clone(sc), a))
 			}
 		}
@@ -78,10 +88,6 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	}
 	if n := math.Pow(float64(len(scripts)), float64(s.Clients)) * float64(len(limits)); n > 100000 {
 		return nil, "", fmt.Errorf("--clients %d, --ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most 100000): narrow the scope", s.Clients, s.Ops, n)
-	}
-	ttl := c.TTLMs
-	if ttl == 0 {
-		ttl = 1000
 	}
 	mutant := c.Mutant
 	if s.Mutant != "" {
@@ -101,7 +107,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 			}
 			var places []Fault
 			if len(faults) > 0 {
-				end, err := quietEnd(&p)
+				times, err := inFlight(&p)
 				if err != nil {
 					return nil, "", err
 				}
@@ -116,7 +122,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 					}
 					for _, target := range targets {
 						for _, length := range lengths {
-							for at := 0; at <= end; at++ {
+							for _, at := range times {
 								places = append(places, Fault{At: at, Fault: f, Target: target, For: length})
 							}
 						}
@@ -138,7 +144,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	case c.Persistent:
 		server = "a simulated persistent Consul agent"
 	}
-	what := fmt.Sprintf("consul-semaphore on %s, ttl %d ms, %s, each with every script of 1 to %d operations of acquire, refresh, verify, release", server, ttl, clientsOf(s.Clients), s.Ops)
+	what := fmt.Sprintf("consul-semaphore on %s, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, verify, release, sleep %d ms", server, ttl, clientsOf(s.Clients), s.Ops, 3*ttl)
 	if s.Clients > 1 {
 		what += ", each with a limit of 1 or 2 of its own"
 	} else {
@@ -147,7 +153,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if len(faults) == 0 {
 		what += "; no faults"
 	} else {
-		what += fmt.Sprintf("; 0 to %d faults of %s, each at any millisecond up to the clients' last event in the run without faults (a pause or partition lasting until the clients are done or %d ms, a restart back at once)", s.MaxFaults, strings.Join(faults, ", "), 3*ttl)
+		what += fmt.Sprintf("; 0 to %d faults of %s, each at every millisecond in which a client's operation is in flight in the run without faults (a pause or partition lasting until the clients are done or %d ms, a restart back at once)", s.MaxFaults, strings.Join(faults, ", "), 3*ttl)
 	}
 	if mutant != "" {
 		what += "; mutant " + mutant
@@ -156,22 +162,34 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	return out, what, nil
 }
 
-// quietEnd is the millisecond of the last event of p's clients in its run
-// without faults, every choice of the simulator its first.
-func quietEnd(p *Plan) (int, error) {
+// inFlight are the whole milliseconds in which one of p's clients has an
+// operation in flight (from its invocation to its completion, both
+// included) in its run without faults, every choice of the simulator its
+// first, in order: 0 and the places a fault can strike a client between
+// its calls, or at the start or end of a sleep (a fault inside a sleep
+// would only fall later in the same quiet stretch).
+func inFlight(p *Plan) ([]int, error) {
 	q := *p
 	q.Nemesis, q.Schedule, q.ScheduleSeed, q.Chooser = nil, nil, 0, firstChoice{}
 	res, err := Simulate(&q, nil)
 	if err != nil {
-		return 0, fmt.Errorf("the scope's plan without faults: %w", err)
+		return nil, fmt.Errorf("the scope's plan without faults: %w", err)
 	}
-	var end int64
+	ms := map[int]bool{0: true}
+	invoked := map[string]int64{}
 	for _, e := range res.History {
-		if e.Process != "nemesis" && !strings.HasPrefix(e.Process, "probe") {
-			end = max(end, e.Time)
+		if e.Process == "nemesis" || strings.HasPrefix(e.Process, "probe") {
+			continue
+		}
+		if e.Type == histories.Invoke {
+			invoked[e.Process] = e.Time
+			continue
+		}
+		for t := invoked[e.Process] / 1e6; t <= e.Time/1e6; t++ {
+			ms[int(t)] = true
 		}
 	}
-	return int(end / 1e6), nil
+	return slices.Sorted(maps.Keys(ms)), nil
 }
 
 // firstChoice takes the first choice wherever the simulator has several.

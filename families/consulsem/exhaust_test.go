@@ -65,11 +65,11 @@ func replays(t *testing.T, c Config, cx *prover.Counterexample) {
 func TestExhaust(t *testing.T) {
 	one := prover.ExhaustScope{Clients: 1, Ops: 1}
 	o := exhaust(t, Config{}, one)
-	if o.Found != nil || o.Plans != 4 || o.Schedules != 195 {
+	if o.Found != nil || o.Plans != 5 || o.Schedules != 285 {
 		t.Fatalf("the reference on Consul, 1x1: %+v", o)
 	}
 	o = exhaust(t, Config{Backend: Etcd}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1})
-	if o.Found != nil || o.Plans != 68 || o.Schedules != 2795 || !strings.Contains(o.Scope, "restart-broker") {
+	if o.Found != nil || o.Plans != 77 || o.Schedules != 3067 || !strings.Contains(o.Scope, "restart-broker") {
 		t.Fatalf("the reference on etcd, 1x1, a fault: %+v", o)
 	}
 	for _, tc := range []struct {

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -11,9 +12,13 @@ import (
 	"github.com/lockprover/lockprover/prover"
 )
 
-// exhaustOps is a client's operation alphabet in an exhaustive search.
-// Sleeps are left out: their lengths are no finite choice.
-var exhaustOps = []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Release}}
+// exhaustOps is a client's step alphabet in an exhaustive search of
+// leases of ttl ms: its operations, and one sleep, of 2 ttls (past a
+// lease's life), so that a lease can expire under a holder that goes on
+// after it; other lengths of sleep are no finite choice.
+func exhaustOps(ttl int) []Step {
+	return []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Release}, {Op: Sleep, Ms: 2 * ttl}}
+}
 
 // exhaustPriorities are the priorities a client of a priority Redlock's
 // plan may have in an exhaustive search: equal, or one above the other.
@@ -24,24 +29,24 @@ var exhaustPriorities = []int64{0, 1}
 // lets its keys expire within the run.
 const exhaustTTL = 100
 
-// Skeletons returns every plan of s (prover.Exhaustive), fewest operations
-// and faults first: a lock on c's servers (--servers; 1 if unset) of c's
+// Skeletons returns every plan of s (prover.Exhaustive), fewest steps and
+// faults first: a lock on c's servers (--servers; 1 if unset) of c's
 // persistence ("always" if unset) and ttl (100 ms if unset), s.Clients
-// clients each with every script of 1 to s.Ops operations (acquire,
-// refresh, release) and, for the priority Redlock, every choice of each
-// client's priority, 0 or 1; then 0 to s.MaxFaults faults, each at any
-// whole millisecond from the start to the clients' last event in the
-// plan's run without faults (under the first choice at every point), at
-// every client and server it can aim at. The schedule then decides
-// whether it strikes before or after each step taken at that instant; a
-// call to a simulated Redis takes 0.1 ms, so a fault falls between two
-// calls of a client only where they are a whole millisecond apart (before
-// an acquire's first call, say, but not between its calls to two
-// servers). A pause or a partition lasts until the clients are done or
-// two ttls (past a lease's life), a restart keeps its server down
-// c.MinDownMs, a clock jump moves its server's clock one ttl ahead;
-// restarts only of servers that persist every write, unless c.AnyRestart
-// (as plans draw them).
+// clients each with every script of 1 to s.Ops steps (acquire, refresh,
+// release, a sleep of two ttls: exhaustOps) and, for the priority
+// Redlock, every choice of each client's priority, 0 or 1; then 0 to
+// s.MaxFaults faults, each at every whole millisecond in which a client
+// has an operation in flight in the plan's run without faults, under the
+// first choice at every point (inFlight), at every client and server it
+// can aim at. The schedule then decides whether it strikes before or
+// after each step taken at that instant; a call to a simulated Redis
+// takes 0.1 ms, so a fault falls between two calls of a client only where
+// they are a whole millisecond apart (before an acquire's first call, say,
+// but not between its calls to two servers). A pause or a partition
+// lasts until the clients are done or two ttls (past a lease's life), a
+// restart keeps its server down c.MinDownMs, a clock jump moves its
+// server's clock one ttl ahead; restarts only of servers that persist
+// every write, unless c.AnyRestart (as plans draw them).
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
 	kind := Kind
@@ -68,10 +73,6 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if persistence == "" {
 		persistence = PersistAlways
 	}
-	ttl := c.TTLMs
-	if ttl == 0 {
-		ttl = exhaustTTL
-	}
 	asked := s.Faults
 	if asked == nil {
 		asked = c.Faults // --faults, as the family's setup read it
@@ -80,12 +81,16 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if s.MaxFaults > 0 {
 		faults = drawable(asked, persistence, c.AnyRestart)
 	}
+	ttl := c.TTLMs
+	if ttl == 0 {
+		ttl = exhaustTTL
+	}
 	var scripts [][]Step
 	level := [][]Step{nil}
 	for n := 1; n <= s.Ops; n++ {
 		var next [][]Step
 		for _, sc := range level {
-			for _, a := range exhaustOps {
+			for _, a := range exhaustOps(ttl) {
 				next = append(next, append(slices.Clone(sc), a))
 			}
 		}
@@ -116,11 +121,11 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 			}
 			var places []Fault
 			if len(faults) > 0 {
-				end, err := quietEnd(&p)
+				times, err := inFlight(&p)
 				if err != nil {
 					return nil, "", err
 				}
-				places = faultPlaces(&p, faults, end, c.MinDownMs)
+				places = faultPlaces(&p, faults, times, c.MinDownMs)
 			}
 			for _, nem := range prover.Subsets(places, s.MaxFaults) {
 				q := p
@@ -130,7 +135,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		}
 	}
 	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
-	what := fmt.Sprintf("%s on %d simulated server(s) of persistence %s, ttl %d ms, %s, each with every script of 1 to %d operations of acquire, refresh, release", kind, servers, persistence, ttl, clientsOf(s.Clients), s.Ops)
+	what := fmt.Sprintf("%s on %d simulated server(s) of persistence %s, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, release, sleep %d ms", kind, servers, persistence, ttl, clientsOf(s.Clients), s.Ops, 2*ttl)
 	switch {
 	case c.Priority && s.Clients > 1:
 		what += ", each with a priority of 0 or 1"
@@ -140,7 +145,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if len(faults) == 0 {
 		what += "; no faults"
 	} else {
-		what += fmt.Sprintf("; 0 to %d faults of %s, each at any millisecond up to the clients' last event in the run without faults, at every client and server it aims at (a pause or partition lasting until the clients are done or %d ms, a restart down %d ms, a clock jump of +%d ms)", s.MaxFaults, strings.Join(faults, ", "), 2*ttl, c.MinDownMs, ttl)
+		what += fmt.Sprintf("; 0 to %d faults of %s, each at every millisecond in which a client's operation is in flight in the run without faults, at every client and server it aims at (a pause or partition lasting until the clients are done or %d ms, a restart down %d ms, a clock jump of +%d ms)", s.MaxFaults, strings.Join(faults, ", "), 2*ttl, c.MinDownMs, ttl)
 	}
 	if mutant != "" {
 		what += "; mutant " + mutant
@@ -150,8 +155,8 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 }
 
 // faultPlaces are the faults of p's scope: each of faults at every
-// millisecond from 0 to end, at every client and server it aims at.
-func faultPlaces(p *Plan, faults []string, end, down int) []Fault {
+// millisecond of times, at every client and server it aims at.
+func faultPlaces(p *Plan, faults []string, times []int, down int) []Fault {
 	var out []Fault
 	for _, name := range faults {
 		client, server := aims(name)
@@ -175,7 +180,7 @@ func faultPlaces(p *Plan, faults []string, end, down int) []Fault {
 		for _, t := range targets {
 			for _, n := range nums {
 				for _, length := range lengths {
-					for at := 0; at <= end; at++ {
+					for _, at := range times {
 						f := Fault{At: at, Fault: name, Target: t, Server: n, For: length}
 						if name == histories.ClockJump {
 							f.OffsetMs = p.TTLMs
@@ -189,22 +194,34 @@ func faultPlaces(p *Plan, faults []string, end, down int) []Fault {
 	return out
 }
 
-// quietEnd is the millisecond of the last event of p's clients in its run
-// without faults, every choice of the simulator its first.
-func quietEnd(p *Plan) (int, error) {
+// inFlight are the whole milliseconds in which one of p's clients has an
+// operation in flight (from its invocation to its completion, both
+// included) in its run without faults, every choice of the simulator its
+// first, in order: 0 and the places a fault can strike a client between
+// its calls, or at the start or end of a sleep (a fault inside a sleep
+// would only fall later in the same quiet stretch).
+func inFlight(p *Plan) ([]int, error) {
 	q := *p
 	q.Nemesis, q.Schedule, q.ScheduleSeed, q.Chooser = nil, nil, 0, firstChoice{}
 	res, err := Simulate(&q, nil)
 	if err != nil {
-		return 0, fmt.Errorf("the scope's plan without faults: %w", err)
+		return nil, fmt.Errorf("the scope's plan without faults: %w", err)
 	}
-	var end int64
+	ms := map[int]bool{0: true}
+	invoked := map[string]int64{}
 	for _, e := range res.History {
-		if e.Process != "nemesis" && !strings.HasPrefix(e.Process, "probe") {
-			end = max(end, e.Time)
+		if e.Process == "nemesis" || strings.HasPrefix(e.Process, "probe") {
+			continue
+		}
+		if e.Type == histories.Invoke {
+			invoked[e.Process] = e.Time
+			continue
+		}
+		for t := invoked[e.Process] / 1e6; t <= e.Time/1e6; t++ {
+			ms[int(t)] = true
 		}
 	}
-	return int(end / 1e6), nil
+	return slices.Sorted(maps.Keys(ms)), nil
 }
 
 // firstChoice takes the first choice wherever the simulator has several.

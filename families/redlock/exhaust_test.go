@@ -66,11 +66,11 @@ func replays(t *testing.T, c Config, cx *prover.Counterexample) {
 func TestExhaust(t *testing.T) {
 	one := prover.ExhaustScope{Clients: 1, Ops: 1}
 	o := exhaust(t, Config{}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1})
-	if o.Found != nil || o.Plans != 27 || o.Schedules != 12521 || !strings.Contains(o.Scope, "clock-jump") {
+	if o.Found != nil || o.Plans != 36 || o.Schedules != 14520 || !strings.Contains(o.Scope, "clock-jump") {
 		t.Fatalf("the reference, 1x1, a fault: %+v", o)
 	}
 	o = exhaust(t, Config{Priority: true}, one)
-	if o.Found != nil || o.Plans != 3 || o.Schedules != 3408 {
+	if o.Found != nil || o.Plans != 4 || o.Schedules != 4128 {
 		t.Fatalf("the priority reference, 1x1: %+v", o)
 	}
 	for _, tc := range []struct {
