@@ -79,7 +79,12 @@ func TestExhaust(t *testing.T) {
 	}{
 		{Config{Scope: prover.Scope{Mutant: "consul-plain-contender"}}, one, "available"},
 		{Config{Scope: prover.Scope{Mutant: "consul-delete-fence"}, Backend: Etcd}, prover.ExhaustScope{Clients: 1, Ops: 2}, "fencing"},
+		// Acquire, sleep past the session's life, release: ok.
+		{Config{Scope: prover.Scope{Mutant: "consul-release-ok"}, Backend: Etcd}, prover.ExhaustScope{Clients: 1, Ops: 3}, "no-revival"},
 	} {
+		if testing.Short() && tc.s.Ops > 2 {
+			continue
+		}
 		o := exhaust(t, tc.c, tc.s)
 		if o.Found == nil || o.Found.Property != tc.property {
 			t.Fatalf("%s: %+v", tc.c, o)
