@@ -242,12 +242,12 @@ func ClusterPreflight(backend string) error {
 // 100 ms heartbeat and 1 s election timeout (backends/etcd.StartCluster).
 // made, if set, hears the lab's id and the directory once they exist,
 // before any node starts. On a failure, what it started is gone.
-func StartCluster(ctx context.Context, backend string, made func(lab, dir string)) (c *Cluster, err error) {
+func StartCluster(ctx context.Context, backend string, made func(lab, dir string)) (_ *Cluster, err error) {
 	if err := ClusterPreflight(backend); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
-	c = &Cluster{Backend: backend}
+	c := &Cluster{Backend: backend}
 	c.dir, err = os.MkdirTemp("", "lockprover-"+backend+"-cluster-")
 	if err != nil {
 		return nil, err
@@ -282,9 +282,21 @@ func (c *Cluster) Lab() string { return c.lab.ID }
 // Dir is the directory of the nodes' data and logs.
 func (c *Cluster) Dir() string { return c.dir }
 
-// Stop stops every node, closes the lab and removes the files.
+// ErrLeft marks an error of Stop that left something behind: the lab's
+// namespaces or the nodes' files. Stop's other errors say how a node
+// stopped (killed after its grace): it is gone all the same.
+var ErrLeft = errors.New("left behind")
+
+// Stop heals the lab (a cut-off Consul agent that leaves on SIGTERM
+// would wait for its servers), stops every node, closes the lab and
+// removes the files.
 func (c *Cluster) Stop() error {
 	var errs []error
+	if c.lab != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c.lab.Heal(ctx)
+		cancel()
+	}
 	if c.con != nil {
 		errs = append(errs, c.con.Stop())
 	}
@@ -292,10 +304,14 @@ func (c *Cluster) Stop() error {
 		errs = append(errs, c.etc.Stop())
 	}
 	if c.lab != nil {
-		errs = append(errs, c.lab.Close())
+		if err := c.lab.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %v", ErrLeft, err))
+		}
 	}
 	if c.dir != "" {
-		errs = append(errs, os.RemoveAll(c.dir))
+		if err := os.RemoveAll(c.dir); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %v", ErrLeft, err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -406,10 +422,26 @@ func (c *Cluster) ready(ctx context.Context) error {
 	}
 	err := agreed(time.Minute)
 	if err != nil {
+		// Every node again, each in the background: a Consul agent
+		// answers only once a quorum of servers is back.
+		errs := make(chan error, len(nodes))
 		for _, n := range nodes {
-			if rerr := c.member(n).Restart(ctx, 0); rerr != nil {
-				return fmt.Errorf("the cluster is not whole (%v), and %s would not restart: %w", err, n, rerr)
-			}
+			go func() {
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+				defer cancel()
+				if rerr := c.member(n).Restart(rctx, 0); rerr != nil {
+					errs <- fmt.Errorf("%s would not restart: %w", n, rerr)
+					return
+				}
+				errs <- nil
+			}()
+		}
+		var rerrs []error
+		for range nodes {
+			rerrs = append(rerrs, <-errs)
+		}
+		if rerr := errors.Join(rerrs...); rerr != nil {
+			return fmt.Errorf("the cluster is not whole (%v), and restarting its nodes: %w", err, rerr)
 		}
 		if err = agreed(time.Minute); err != nil {
 			return fmt.Errorf("the cluster is not whole a minute after every node restarted: %w", err)
@@ -439,6 +471,11 @@ func (c *Cluster) agreed(ctx context.Context) error {
 // server may keep (excusing a slow recovery), never a holder's certain
 // validity.
 const clusterGrace = 5 * time.Second
+
+// nodeBack is how long a node started again may take to answer before the
+// nemesis goes on without it (a Consul agent answers once it has joined
+// and its servers have a leader, which a node still cut off does not).
+const nodeBack = 30 * time.Second
 
 // strikeNode strikes the plan's i-th fault, one on the cluster's nodes,
 // as the nemesis (without the runner's lock), or ends it (end: a heal, a
@@ -486,10 +523,21 @@ func (r *runner) strikeNode(i int, end bool) {
 		down := time.Duration(f.For) * time.Millisecond
 		v := &histories.Fault{Process: f.Node}
 		r.Began(histories.RestartBroker, v)
+		// A server started again while cut off (another fault) cannot
+		// answer until it is healed, which this nemesis does: it waits
+		// nodeBack at most, and the node rejoins when it can (the
+		// cluster is made whole before the next plan either way).
+		bctx, cancel := context.WithTimeout(ctx, down+nodeBack)
 		if f.Fault == histories.Kill {
-			err = cl.member(f.Node).Crash(ctx, down)
+			err = cl.member(f.Node).Crash(bctx, down)
 		} else {
-			err = cl.member(f.Node).Restart(ctx, down)
+			err = cl.member(f.Node).Restart(bctx, down)
+		}
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			err = fmt.Errorf("not answering %v after it was started again: %w", nodeBack, err)
+			r.Ended(histories.RestartBroker, v, err)
+			return
 		}
 		r.Ended(histories.RestartBroker, v, err)
 	}

@@ -46,6 +46,9 @@ func TestClusterInterrupted(t *testing.T) {
 			}
 			lab, dir := m[1], m[2]
 			t.Logf("exited %v after SIGINT; lab %s, files %s", took.Round(time.Millisecond), lab, dir)
+			if strings.Contains(stderr, "left behind") {
+				t.Errorf("stderr says something was left behind, though the run removed it all:\n%s", stderr)
+			}
 			if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), lab) {
 				t.Errorf("namespaces of lab %s left: %s", lab, ns)
 			}
@@ -94,6 +97,9 @@ func TestLeaseClusterInterrupted(t *testing.T) {
 			}
 			lab, dir := m[1], m[2]
 			t.Logf("exited %v after SIGINT; lab %s, files %s", took.Round(time.Millisecond), lab, dir)
+			if strings.Contains(stderr, "left behind") {
+				t.Errorf("stderr says something was left behind, though the run removed it all:\n%s", stderr)
+			}
 			if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), lab) {
 				t.Errorf("namespaces of lab %s left: %s", lab, ns)
 			}

@@ -281,9 +281,6 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "prove: %v\n", err)
 		return p.finish(exitUsage, err, stderr)
 	}
-	if p.f.setup.Stop != nil {
-		defer p.f.setup.Stop()
-	}
 	what, where := p.f.describe(p.mutant)
 	p.sum.Implementation, p.sum.Seed = what, strconv.FormatUint(p.s.Seed, 10)
 	switch {
@@ -295,6 +292,11 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := interrupts(stderr, p.f.setup.Interrupt)
 	defer stop()
+	if p.f.setup.Stop != nil {
+		// Before stop, which lists what an interrupted run left behind:
+		// what Stop removes is not.
+		defer p.f.setup.Stop()
+	}
 	if code, err := p.f.start(ctx, stderr); code >= 0 {
 		return p.finish(code, err, stderr)
 	}

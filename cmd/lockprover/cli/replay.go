@@ -136,16 +136,21 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	sum := &results.Summary{Target: rp.setup.Target, Timings: results.Timings{Started: time.Now()}}
-	if rp.setup.Stop != nil {
-		defer rp.setup.Stop()
-	}
 	judged, counted, err := replayJudging(ra.fs, rp, ra.modelName, ra.props, ra.history)
 	if err != nil {
+		if rp.setup.Stop != nil {
+			rp.setup.Stop()
+		}
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return exitUsage
 	}
 	ctx, stop := interrupts(stderr, rp.setup.Interrupt)
 	defer stop()
+	if rp.setup.Stop != nil {
+		// Before stop, which lists what an interrupted run left behind:
+		// what Stop removes is not.
+		defer rp.setup.Stop()
+	}
 	sum.Implementation = rp.setup.What
 	var res *prover.Result
 	if rp.setup.Start != nil {

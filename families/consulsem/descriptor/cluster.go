@@ -2,6 +2,7 @@ package descriptor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -127,7 +128,7 @@ type clusterBox struct {
 	mu              sync.Mutex
 	cl              *consulsemfamily.Cluster
 	stopped         bool
-	doneCh          chan struct{}
+	leave           func() // says the cluster is gone (prover.Leave)
 }
 
 // start starts the cluster, saying so and how long it took; a machine
@@ -156,41 +157,28 @@ func (b *clusterBox) start(ctx context.Context) (*consulsemfamily.Cluster, error
 		leave()
 		return nil, context.Canceled
 	}
-	b.cl = cl
+	b.cl, b.leave = cl, leave
 	fmt.Fprintf(b.stderr, "lockprover: started the cluster of %s in %.1fs; it is removed when the run ends\n", b.backend, cl.Took.Seconds())
-	go func() {
-		// leave is done when stop has removed it all.
-		<-b.done()
-		leave()
-	}()
 	return cl, nil
-}
-
-// done is closed once the box has stopped.
-func (b *clusterBox) done() chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.doneCh == nil {
-		b.doneCh = make(chan struct{})
-	}
-	return b.doneCh
 }
 
 // stop removes the cluster; it may be called more than once.
 func (b *clusterBox) stop() {
-	ch := b.done()
 	b.mu.Lock()
-	cl := b.cl
-	b.cl, b.stopped = nil, true
+	cl, leave := b.cl, b.leave
+	b.cl, b.leave, b.stopped = nil, nil, true
 	b.mu.Unlock()
 	if cl == nil {
 		return
 	}
 	if err := cl.Stop(); err != nil {
 		fmt.Fprintf(b.stderr, "lockprover: stopping the cluster: %v\n", err)
+		if errors.Is(err, consulsemfamily.ErrLeft) {
+			return // what it could not remove is left behind, and said so
+		}
 	}
+	leave()
 	fmt.Fprintf(b.stderr, "lockprover: removed the cluster of %s and its network lab\n", b.backend)
-	close(ch)
 }
 
 // clusterReplay makes a plan on a cluster ready to run again on a
