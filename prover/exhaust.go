@@ -310,3 +310,29 @@ func Subsets[T any](places []T, k int) [][]T {
 	grow(0, nil)
 	return out
 }
+
+// Product is every sequence of n items of set, the first item varying
+// slowest: the scripts (or the clients' scripts) of a scope.
+func Product[T any](set []T, n int) [][]T {
+	out := [][]T{nil}
+	for range n {
+		var next [][]T
+		for _, prefix := range out {
+			for _, x := range set {
+				next = append(next, append(slices.Clone(prefix), x))
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// FirstChoice is a Chooser that takes the first choice wherever the
+// simulator has several: a plan's one run without the search (where its
+// operations fall, for placing faults).
+var FirstChoice Chooser = firstChoice{}
+
+type firstChoice struct{}
+
+func (firstChoice) Choose(int, func() statehash.Sum) int { return 0 }
+func (firstChoice) Made(int)                             {}

@@ -79,10 +79,10 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		return nil, "", fmt.Errorf("--clients %d, --ops %d, --admin-ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most %d): narrow the scope", s.Clients, s.Ops, s.AdminOps, n, maxSkeletons)
 	}
 	var out []prover.Plan
-	for _, cs := range product(clientScripts, s.Clients) {
+	for _, cs := range prover.Product(clientScripts, s.Clients) {
 		adminSets := [][][]Step{nil}
 		if c.Kind == histories.Semaphore {
-			adminSets = product(adminScripts, admins)
+			adminSets = prover.Product(adminScripts, admins)
 		}
 		for _, as := range adminSets {
 			p := base
@@ -201,21 +201,6 @@ func scripts(alphabet []Step, least, most int) [][]Step {
 			}
 		}
 		level = next
-	}
-	return out
-}
-
-// product is every choice of n scripts from set, in order.
-func product(set [][]Step, n int) [][][]Step {
-	out := [][][]Step{nil}
-	for range n {
-		var next [][][]Step
-		for _, prefix := range out {
-			for _, s := range set {
-				next = append(next, append(slices.Clone(prefix), s))
-			}
-		}
-		out = next
 	}
 	return out
 }

@@ -2,13 +2,12 @@ package redlock
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strings"
 
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/internal/statehash"
 	"github.com/lockprover/lockprover/prover"
 )
 
@@ -100,7 +99,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if c.Priority {
 		priorities = [][]int64{{0}}
 		if s.Clients > 1 {
-			priorities = product(exhaustPriorities, s.Clients)
+			priorities = prover.Product(exhaustPriorities, s.Clients)
 		}
 	}
 	if n := math.Pow(float64(len(scripts)), float64(s.Clients)) * float64(len(priorities)); n > 100000 {
@@ -112,7 +111,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	}
 	base := Plan{Version: PlanVersion, Kind: kind, Key: "lp", Servers: servers, Persistence: persistence, TTLMs: ttl, Mutant: mutant}
 	var out []prover.Plan
-	for _, cs := range product(scripts, s.Clients) {
+	for _, cs := range prover.Product(scripts, s.Clients) {
 		for _, prio := range priorities {
 			p := base
 			p.Clients = cs
@@ -202,48 +201,12 @@ func faultPlaces(p *Plan, faults []string, times []int, down int) []Fault {
 // would only fall later in the same quiet stretch).
 func inFlight(p *Plan) ([]int, error) {
 	q := *p
-	q.Nemesis, q.Schedule, q.ScheduleSeed, q.Chooser = nil, nil, 0, firstChoice{}
+	q.Nemesis, q.Schedule, q.ScheduleSeed, q.Chooser = nil, nil, 0, prover.FirstChoice
 	res, err := Simulate(&q, nil)
 	if err != nil {
 		return nil, fmt.Errorf("the scope's plan without faults: %w", err)
 	}
-	ms := map[int]bool{0: true}
-	invoked := map[string]int64{}
-	for _, e := range res.History {
-		if e.Process == "nemesis" || strings.HasPrefix(e.Process, "probe") {
-			continue
-		}
-		if e.Type == histories.Invoke {
-			invoked[e.Process] = e.Time
-			continue
-		}
-		for t := invoked[e.Process] / 1e6; t <= e.Time/1e6; t++ {
-			ms[int(t)] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(ms)), nil
-}
-
-// firstChoice takes the first choice wherever the simulator has several.
-type firstChoice struct{}
-
-func (firstChoice) Choose(int, func() statehash.Sum) int { return 0 }
-func (firstChoice) Made(int)                             {}
-
-// product is every sequence of n items of set, the first item varying
-// slowest.
-func product[T any](set []T, n int) [][]T {
-	out := [][]T{nil}
-	for range n {
-		var next [][]T
-		for _, prefix := range out {
-			for _, x := range set {
-				next = append(next, append(slices.Clone(prefix), x))
-			}
-		}
-		out = next
-	}
-	return out
+	return leaseplan.BusyMs(res.History), nil
 }
 
 // Size is p's operations and faults (prover.Exhaustive).

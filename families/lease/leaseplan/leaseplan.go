@@ -16,12 +16,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
 )
@@ -159,4 +161,26 @@ func (s Steps) Check(op string, ms int) error {
 		return Bad(".ms", "only a sleep has ms, not %s", op)
 	}
 	return nil
+}
+
+// BusyMs are the whole milliseconds of h in which one of its clients has
+// an operation in flight (the nemesis and the probe aside), and 0: where
+// an exhaustive scope places its faults, in the run of a plan without
+// them.
+func BusyMs(h []histories.Event) []int {
+	ms := map[int]bool{0: true}
+	invoked := map[string]int64{}
+	for _, e := range h {
+		if e.Process == "nemesis" || strings.HasPrefix(e.Process, "probe") {
+			continue
+		}
+		if e.Type == histories.Invoke {
+			invoked[e.Process] = e.Time
+			continue
+		}
+		for t := invoked[e.Process] / 1e6; t <= e.Time/1e6; t++ {
+			ms[int(t)] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(ms))
 }
