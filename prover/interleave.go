@@ -39,7 +39,9 @@ const (
 	During
 	// Struck: the nemesis struck fault Y while X, of the fault's target,
 	// was pending (or, for a fault aimed at no process of the plan, as a
-	// broker restart, any process's X).
+	// broker restart, any process's X). A partition of a cluster's links
+	// (a fault that names a cut) is Y "partition of nodes", told apart
+	// from a client's.
 	Struck
 )
 
@@ -118,16 +120,19 @@ func Interleavings(h []histories.Event) []Interleaving {
 			if e.Type != histories.Invoke || e.F == histories.Resume || e.F == histories.Heal {
 				continue // a fault's end is no fault
 			}
-			target := ""
+			target, y := "", e.F
 			if f, ok := e.Value.(*histories.Fault); ok && f != nil {
 				target = f.Process
+				if f.Cut != "" {
+					y = e.F + " of nodes" // links cut between a cluster's nodes, not a client's
+				}
 			}
 			if procs[target] == nil {
 				target = "" // a server's fault, or none's: it strikes every process
 			}
 			for _, name := range names {
 				if q := procs[name]; q.pending != "" && (target == "" || target == name) {
-					saw(Interleaving{X: q.pending, Y: e.F, How: Struck, Who: q.role})
+					saw(Interleaving{X: q.pending, Y: y, How: Struck, Who: q.role})
 				}
 			}
 			continue

@@ -12,8 +12,9 @@ import (
 // whose operations met: an operation after its process's own last
 // success, after the successes of others that ended since its process's
 // last operation, during others' pending operations, and a fault during
-// its target's pending operation (an untargeted one, during everyone's);
-// the final probe is no one's.
+// its target's pending operation (an untargeted one, during everyone's;
+// a cut of a cluster's links told apart from a client's partition); the
+// final probe is no one's.
 func TestInterleavings(t *testing.T) {
 	var h []histories.Event
 	add := func(proc string, typ histories.Type, f string) {
@@ -33,6 +34,8 @@ func TestInterleavings(t *testing.T) {
 	fault("pause", "c1")                    // during c1's acquire, not admin's count
 	fault("restart-broker", "")             // during both
 	fault("resume", "c1")                   // no fault: the end of one
+	h = append(h, histories.Event{Index: len(h), Process: "nemesis", Type: histories.Invoke, F: "partition",
+		Value: &histories.Fault{Cut: "n1>n2 n2>n1"}}) // of a cluster's links, during both
 	add("c1", histories.Ok, "acquire")
 	add("admin", histories.Ok, "count")
 	add("c1", histories.Invoke, "release") // after own acquire, after admin's count
@@ -52,7 +55,8 @@ func TestInterleavings(t *testing.T) {
 		"acquire after another's change (client/admin)", "acquire after another's create (client/admin)",
 		"acquire after own release (client/client)", "acquire during another's count (client/admin)",
 		"change after another's create (admin/admin)", "count after another's change (admin/admin)",
-		"count after own create (admin/admin)", "pause during acquire (client)",
+		"count after own create (admin/admin)", "partition of nodes during acquire (client)",
+		"partition of nodes during count (admin)", "pause during acquire (client)",
 		"release after another's count (client/admin)", "release after own acquire (client/client)",
 		"restart-broker during acquire (client)", "restart-broker during count (admin)",
 	}
