@@ -190,11 +190,13 @@ func (m *Member) Pause() error { return m.proc.Signal(syscall.SIGSTOP) }
 func (m *Member) Resume() error { return m.proc.Signal(syscall.SIGCONT) }
 
 // Stop stops every agent (resuming a paused one first) and waits for
-// their processes to be gone. It leaves the directory and the lab to the
+// their processes to be gone: the client agents first, which leave the
+// cluster through its servers on SIGTERM (with the servers gone, each
+// waited out its 30 s). It leaves the directory and the lab to the
 // caller.
 func (c *Cluster) Stop() error {
 	var errs []error
-	for _, m := range c.members() {
+	for _, m := range append(append([]*Member{}, c.Clients...), c.Servers...) {
 		m.proc.Signal(syscall.SIGCONT)
 		if err := m.proc.Stop(30 * time.Second); err != nil {
 			errs = append(errs, err)
