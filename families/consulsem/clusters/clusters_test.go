@@ -148,3 +148,35 @@ func text(h []histories.Event) string {
 	}
 	return b.String()
 }
+
+// A cluster whose nodes cannot start (an etcd that exits at once) is an
+// error of StartCluster, which leaves nothing behind: no namespace of its
+// lab, no directory.
+func TestFailedStartLeavesNothing(t *testing.T) {
+	// Not parallel: it sets LOCKPROVER_ETCD, which the other tests of
+	// this package, parallel, read after it has ended.
+	quick.Skip(t, "a network lab")
+	if err := consulsemfamily.ClusterPreflight(consulsemfamily.Etcd); err != nil {
+		t.Skipf("no etcd cluster here: %v", err)
+	}
+	t.Setenv("LOCKPROVER_ETCD", "/bin/false")
+	var lab, dir string
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := consulsemfamily.StartCluster(ctx, consulsemfamily.Etcd, func(l, d string) { lab, dir = l, d })
+	if err == nil {
+		cl.Stop()
+		t.Fatal("a cluster of /bin/false started")
+	}
+	if lab == "" || dir == "" {
+		t.Fatalf("no lab or directory was made before the nodes failed: %v", err)
+	}
+	t.Logf("failed as it should: %v", err)
+	if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), lab) {
+		t.Errorf("lab %s left behind: %s", lab, ns)
+	}
+	if _, err := exec.Command("test", "-e", dir).Output(); err == nil {
+		t.Errorf("%s left behind", dir)
+	}
+}
+
