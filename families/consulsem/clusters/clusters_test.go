@@ -179,4 +179,3 @@ func TestFailedStartLeavesNothing(t *testing.T) {
 		t.Errorf("%s left behind", dir)
 	}
 }
-
