@@ -573,8 +573,14 @@ func (cl *cluster) pauseMinority(x *node, all bool) {
 		cl.w.tracef("node %s pauses: pause_minority", x.name)
 	}
 	x.minority, x.all = true, all
-	cl.stopApp(x, false)
+	cl.stopApp(x, false, stopping)
 }
+
+// stopping is how long a node pausing itself (pause_minority) takes to
+// stop its broker, as its peers see it: until then they count it as
+// running, and a peer that asks them of a partial partition meanwhile is
+// told of one (not measured; rabbit:stop takes seconds).
+const stopping = 2 * time.Second
 
 // recoverMinority starts a paused minority's application again once it
 // sees what it waits for.
@@ -601,11 +607,11 @@ const shutdown = "CONNECTION_FORCED - broker forced connection closure with reas
 
 // stopApp stops x's rabbit application: its connections are closed
 // (320), its transient queues deleted, its peers stop counting it as
-// running. loser is an autoheal's loser, whose exclusive queues are then
+// running (peersLater after, for a stop they see take that long). loser is an autoheal's loser, whose exclusive queues are then
 // deleted by name in the winner's records too: RabbitMQ 3.10 deletes the
 // record of that name, which by then may be another connection's queue
 // (broker-semantics.md C.9).
-func (cl *cluster) stopApp(x *node, loser bool) {
+func (cl *cluster) stopApp(x *node, loser bool, peersLater time.Duration) {
 	w := cl.w
 	if !x.app {
 		return
@@ -621,8 +627,18 @@ func (cl *cluster) stopApp(x *node, loser bool) {
 	cl.dropTransient(x)
 	x.app = false
 	for _, z := range cl.nodes {
-		cl.rabbitDown(z, x)
 		cl.rabbitDown(x, z)
+		if peersLater == 0 || z == x || !z.running[x.i] {
+			cl.rabbitDown(z, x)
+			continue
+		}
+		z, x := z, x
+		cl.w.sched.After(peersLater, func() {
+			if !x.app {
+				cl.rabbitDown(z, x)
+				cl.update()
+			}
+		})
 	}
 	if loser {
 		for _, name := range names {
@@ -824,7 +840,7 @@ func (cl *cluster) maybeAutoheal() {
 		cl.w.tracef("autoheal: %s win", nodeNames(sides[win]))
 	}
 	for _, x := range losers {
-		cl.stopApp(x, true)
+		cl.stopApp(x, true, 0)
 		x.booting = true
 	}
 	cl.w.sched.After(400*time.Millisecond, func() {
@@ -1089,7 +1105,7 @@ func (cl *cluster) restart(x *node) bool {
 		cl.w.tracef("node %s restarting", x.name)
 	}
 	if x.alive {
-		cl.stopApp(x, false)
+		cl.stopApp(x, false, 0)
 	}
 	x.minority, x.all = false, false
 	x.booting = true

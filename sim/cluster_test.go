@@ -415,3 +415,54 @@ func TestClusterSameSeedSameTrace(t *testing.T) {
 		}
 	}
 }
+
+// A bridge (n2 and n3 cut off from each other, n1 seeing both) is a
+// partial partition: under ignore, the first of n2 and n3 to declare the
+// other down is told that n1 still sees it, and cuts itself off from n1
+// too (a durable queue on n1 is then "home node down" through it, and
+// only through it); under pause_minority both pause until every node is
+// back when they notice within the 2 s the first takes to stop (each
+// asks n1 while the other is still stopping: so in these seeds, and in
+// the real cluster's runs), and n1 serves alone.
+func TestClusterBridge(t *testing.T) {
+	for seed := uint64(0); seed < 6; seed++ {
+		for _, mode := range []string{sim.Ignore, sim.PauseMinority} {
+			w := clusterWorld(mode, seed, nil)
+			var got []string
+			w.Go("a", func(b broker.Broker) {
+				_, ch := channel(t, b)
+				ch.Declare(bg, "A", broker.DeclareOptions{Durable: true})
+				b.Sleep(bg, 15*time.Second)
+			})
+			for _, p := range []string{"c", "t"} {
+				w.Go(p, func(b broker.Broker) {
+					b.Sleep(bg, 12*time.Second)
+					conn, err := b.Dial(bg, broker.Config{Heartbeat: time.Second})
+					if err != nil {
+						got = append(got, p+": "+err.Error())
+						return
+					}
+					ch, _ := conn.Channel(bg)
+					_, err = ch.Declare(bg, "A", broker.DeclareOptions{Passive: true})
+					got = append(got, fmt.Sprintf("%s: %v", p, err))
+				})
+			}
+			w.After(time.Second, func() { w.Strike("partition", "n2>n3 n3>n2") })
+			w.After(20*time.Second, func() { w.Strike("heal", "n2>n3 n3>n2") })
+			if err := w.Run(); err != nil {
+				t.Fatal(err)
+			}
+			all := strings.Join(got, "; ")
+			switch mode {
+			case sim.Ignore:
+				if strings.Count(all, "home node 'rabbit@n1'") != 1 || strings.Count(all, "<nil>") != 1 {
+					t.Errorf("seed %d, ignore: %s; want one of n2 and n3 cut off from n1 (404 home node down), the other still with it", seed, all)
+				}
+			case sim.PauseMinority:
+				if strings.Count(all, "refused") != 2 {
+					t.Errorf("seed %d, pause_minority: %s; want n2 and n3 both paused", seed, all)
+				}
+			}
+		}
+	}
+}
