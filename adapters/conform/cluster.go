@@ -475,11 +475,14 @@ func (e *realClusterEnv) Fault(fault, target string) error {
 	return fmt.Errorf("%s cannot strike node %s", fault, target)
 }
 
-// RunRealCluster runs steps on the real cluster, then makes it one again
-// (rabbitmq.Cluster.Recover) and deletes the sequence's queues.
-func RunRealCluster(ctx context.Context, rc RealCluster, steps []ClusterStep) ([]string, error) {
+// RunRealCluster runs steps on the real cluster, its queues' names
+// beginning with prefix (a prefix of its own for each run: a durable
+// queue of a node that rejoins comes back a while after the cluster
+// agrees again, after any cleanup), then makes it one again
+// (rabbitmq.Cluster.Recover) and deletes the queues it can.
+func RunRealCluster(ctx context.Context, rc RealCluster, prefix string, steps []ClusterStep) ([]string, error) {
 	e := &realClusterEnv{rc: rc, ctx: ctx, made: map[string][][2]string{}}
-	out := runClusterSteps(e, "cd-", steps)
+	out := runClusterSteps(e, prefix, steps)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -494,22 +497,14 @@ func RunRealCluster(ctx context.Context, rc RealCluster, steps []ClusterStep) ([
 			return nil, err
 		}
 	}
-	// The sequence's queues go, through the first node (exclusive ones
-	// went with their connections).
-	conn, err := rabbitmq.New(rc.Cluster.Nodes[0].URL()).Dial(rctx, broker.Config{})
-	if err != nil {
-		return nil, fmt.Errorf("cleanup: %w", err)
-	}
-	defer conn.Close()
-	for _, q := range []string{"q1", "q2", "d1"} {
-		ch, err := conn.Channel(rctx)
-		if err != nil {
-			return nil, fmt.Errorf("cleanup: %w", err)
+	// The sequence's durable queue goes, through the first node, where
+	// it can (exclusive ones went with their connections; the names are
+	// the run's own either way).
+	if conn, err := rabbitmq.New(rc.Cluster.Nodes[0].URL()).Dial(rctx, broker.Config{}); err == nil {
+		if ch, err := conn.Channel(rctx); err == nil {
+			ch.Delete(rctx, prefix+"d1", broker.DeleteOptions{})
 		}
-		if _, err := ch.Delete(rctx, "cd-"+q, broker.DeleteOptions{}); err != nil && broker.Code(err) != broker.NotFound {
-			return nil, fmt.Errorf("cleanup of cd-%s: %w", q, err)
-		}
-		ch.Close()
+		conn.Close()
 	}
 	return out, nil
 }
@@ -580,8 +575,10 @@ func ClusterDifferential(ctx context.Context, rc RealCluster, o ClusterDiffOptio
 		o.Steps = 10
 	}
 	tick := rc.Cluster.Options().NetTicktime
+	runs := 0
 	diverges := func(steps []ClusterStep) ([]string, []string, int, error) {
-		real, err := RunRealCluster(ctx, rc, steps)
+		runs++
+		real, err := RunRealCluster(ctx, rc, fmt.Sprintf("cd%d-%d-", o.Seed%1000, runs), steps)
 		if err != nil {
 			return nil, nil, -1, err
 		}
