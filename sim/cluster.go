@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -729,7 +730,7 @@ func (cl *cluster) startApp(x *node) {
 	w := cl.w
 	x.app, x.booting = true, false
 	var own []*queue
-	for _, name := range sortedNames(x.durable) {
+	for _, name := range slices.Sorted(maps.Keys(x.durable)) {
 		if q := x.durable[name]; q.home == x {
 			own = append(own, q)
 		}
@@ -742,7 +743,7 @@ func (cl *cluster) startApp(x *node) {
 		}
 	}
 	if from != nil {
-		x.view, x.durable = cloneRecords(from.view), cloneRecords(from.durable)
+		x.view, x.durable = maps.Clone(from.view), maps.Clone(from.durable)
 		for j := range x.running {
 			x.running[j] = j != x.i && (j == from.i || from.running[j])
 		}
@@ -770,23 +771,6 @@ func (cl *cluster) startApp(x *node) {
 	for _, p := range w.procs {
 		w.endDialWait(p)
 	}
-}
-
-func sortedNames(m map[string]*queue) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-func cloneRecords(m map[string]*queue) map[string]*queue {
-	c := make(map[string]*queue, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
 
 // maybeAutoheal runs an autoheal once every node is linked to every other
@@ -1175,9 +1159,7 @@ func (w *World) Settle() error {
 		if w.trace != nil {
 			w.tracef("settling the cluster")
 		}
-		cuts := mapsKeys(cl.cuts)
-		sort.Strings(cuts)
-		for _, cut := range cuts {
+		for _, cut := range slices.Sorted(maps.Keys(cl.cuts)) {
 			cl.heal(cut)
 		}
 		for _, x := range cl.nodes {
@@ -1224,14 +1206,6 @@ func (w *World) Settle() error {
 		w.sched.After(100*time.Millisecond, func() { poll(w.now + int64(2*cl.tick+10*time.Second)) })
 		return reply{}, true
 	}}).err
-}
-
-func mapsKeys(m map[string][][2]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // givenUp are the nodes outside the largest side (the first node's on a

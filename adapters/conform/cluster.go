@@ -1,11 +1,14 @@
 package conform
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -200,7 +203,7 @@ func runClusterSteps(e clusterEnv, prefix string, steps []ClusterStep) []string 
 				cuts[cut] = true
 				err = e.Fault("partition", cut)
 			case "heal":
-				for _, cut := range sortedKeys(cuts) {
+				for _, cut := range slices.Sorted(maps.Keys(cuts)) {
 					if e := e.Fault("heal", cut); e != nil && err == nil {
 						err = e
 					}
@@ -230,7 +233,7 @@ func runClusterSteps(e clusterEnv, prefix string, steps []ClusterStep) []string 
 			}
 			var why string
 			clients[s.On], why = dial(s.On)
-			out = append(out, cmpOr(why, "ok"))
+			out = append(out, cmp.Or(why, "ok"))
 			continue
 		}
 		if c == nil {
@@ -287,33 +290,11 @@ func runClusterSteps(e clusterEnv, prefix string, steps []ClusterStep) []string 
 				}
 			}
 		}
-		out = append(out, cmpOr(what, "ok"))
+		out = append(out, cmp.Or(what, "ok"))
 	}
 	for _, c := range clients {
 		if c != nil {
 			c.conn.Close()
-		}
-	}
-	return out
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func sortedKeys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
 		}
 	}
 	return out
