@@ -37,7 +37,7 @@ var AMQP = &family.Descriptor{
 	Models:     []string{amqp.Strict},
 	Properties: amqp.PropertyNames,
 	Faults:     append(amqp.FaultNames(), amqp.ClusterFaultNames...),
-	Targets:    []family.Target{{Name: "sim"}, {Name: simClusterTarget}, {Name: "rabbitmq", Real: true}, {Name: clusterTarget, Real: true}},
+	Targets:    []family.Target{{Name: "sim"}, {Name: "rabbitmq", Real: true}, {Name: clusterTarget, Real: true}, {Name: simClusterTarget}},
 	Flags: []family.Flag{
 		{Name: "heartbeat", Verbs: family.Prove, Usage: "amqp-locks: the heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker (plans wait three heartbeats at their end); 0s for none"},
 		{Name: "amqp-url", Verbs: family.Backend, Usage: "amqp-locks: the real broker's URL; default $LOCKPROVER_AMQP_URL, else " + rabbitmq.DefaultURL},
