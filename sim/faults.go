@@ -70,7 +70,7 @@ func (w *World) Resume(name string) error {
 				w.clientDetect(c)
 			}
 			w.sense(c)
-			if c.clientErr == nil && !c.down {
+			if c.clientErr == nil && !c.held() {
 				if c.pendingClose != nil {
 					w.clientClose(c, c.pendingClose)
 				} else if !c.brokerOpen {
@@ -115,16 +115,28 @@ func (w *World) Heal(name string) error {
 			return
 		}
 		p.partitioned = false
-		if dw := p.dialWait; dw != nil {
-			p.dialWait = nil
-			dw.timer.Cancel()
-			if !w.up {
-				p.proc.Deliver(reply{err: fmt.Errorf("dial: %w", broker.ErrRefused)})
-			} else {
-				p.proc.Deliver(reply{conn: w.open(p, dw.cfg)})
-			}
-		}
+		w.endDialWait(p)
 	})
+}
+
+// endDialWait completes p's dial held by a partition or a paused node,
+// once neither holds it.
+func (w *World) endDialWait(p *process) {
+	dw := p.dialWait
+	if dw == nil {
+		return
+	}
+	n := w.nodeOf(p, dw.cfg.Name)
+	if p.partitioned || n != nil && n.frozen {
+		return
+	}
+	p.dialWait = nil
+	dw.timer.Cancel()
+	if !w.up || n != nil && !n.serving() {
+		p.proc.Deliver(reply{err: fmt.Errorf("dial: %w", broker.ErrRefused)})
+	} else {
+		p.proc.Deliver(reply{conn: w.open(p, dw.cfg)})
+	}
 }
 
 // ForceClose closes the target's connections from the broker with 320
@@ -166,6 +178,9 @@ func (w *World) DropReply(name string) error {
 // restart downtime. From a process it returns once the broker is back;
 // outside Run the restart completes when Advance passes the downtime.
 func (w *World) RestartBroker() error {
+	if w.cl != nil {
+		return errNoBroker
+	}
 	if caller := w.sched.Running(); caller != nil {
 		return caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
 			w.stop()
@@ -182,7 +197,8 @@ func (w *World) RestartBroker() error {
 }
 
 // Up reports whether the broker is up: not stopped, nor restarting.
-func (w *World) Up() bool { return w.up }
+// On a cluster: no node is being started or restarted.
+func (w *World) Up() bool { return w.up && (w.cl == nil || !w.cl.booting()) }
 
 // StopBroker stops the broker (rabbitmqctl stop_app): every connection is
 // closed with 320, transient and exclusive queues vanish, durable queues
@@ -192,7 +208,14 @@ func (w *World) StopBroker() error { return w.brokerFault(w.stop) }
 // StartBroker starts a stopped broker (rabbitmqctl start_app).
 func (w *World) StartBroker() error { return w.brokerFault(w.start) }
 
+// errNoBroker is the error of a fault on the one broker of a World that
+// is a cluster: a fault there names a node.
+var errNoBroker = fmt.Errorf("sim: on a cluster, a restart-broker restarts a node: name it")
+
 func (w *World) brokerFault(f func()) error {
+	if w.cl != nil {
+		return errNoBroker
+	}
 	if caller := w.sched.Running(); caller != nil {
 		return caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
 			f()
@@ -236,6 +259,11 @@ func (w *World) start() {
 // start-broker) to target, as the fault methods do; restarts and broker
 // stops and starts take no target.
 func (w *World) Strike(fault, target string) error {
+	if w.cl != nil {
+		if handled, err := w.strikeCluster(fault, target); handled {
+			return err
+		}
+	}
 	switch fault {
 	case "kill":
 		return w.Kill(target)

@@ -52,6 +52,7 @@ type conn struct {
 	pendingClose error     // a close the broker sent that has not reached the client
 	finPending   bool      // the client closed its socket while the link was down
 	outbox       []pending // requests held by a partition
+	node         *node     // on a cluster, the node it is connected to
 
 	lastSent, lastRecv int64 // last bytes from the client / to the client
 	sendSilent         bool  // no bytes reach the broker (pause, partition, kill)
@@ -88,6 +89,10 @@ type delivery struct {
 
 func (c *conn) String() string { return c.name }
 
+// held says no bytes pass between the client and the broker: its link is
+// partitioned, or (on a cluster) its node is paused.
+func (c *conn) held() bool { return c.down || c.node != nil && c.node.frozen }
+
 func errClosed(conn bool) error {
 	return &broker.Error{Code: broker.ChannelError, Reason: "channel/connection is not open", Connection: conn}
 }
@@ -98,7 +103,8 @@ var (
 )
 
 func (w *World) dial(p *process, cfg broker.Config, deadline int64) {
-	if p.partitioned {
+	n := w.nodeOf(p, cfg.Name)
+	if p.partitioned || n != nil && n.frozen {
 		p.proc.Block()
 		limit := w.now + int64(dialTimeout)
 		if deadline < limit {
@@ -114,7 +120,7 @@ func (w *World) dial(p *process, cfg broker.Config, deadline int64) {
 		})}
 		return
 	}
-	if !w.up {
+	if !w.up || n != nil && !n.serving() {
 		w.now += int64(latRefused)
 		if w.trace != nil {
 			w.tracef("%s dial refused: broker down", p.name)
@@ -127,7 +133,7 @@ func (w *World) dial(p *process, cfg broker.Config, deadline int64) {
 
 func (w *World) open(p *process, cfg broker.Config) *conn {
 	w.conns++
-	c := &conn{id: w.conns, p: p, brokerOpen: true, opened: w.now}
+	c := &conn{id: w.conns, p: p, brokerOpen: true, opened: w.now, node: w.nodeOf(p, cfg.Name)}
 	c.name = cfg.Name
 	if c.name == "" {
 		c.name = p.name + "#" + strconv.Itoa(c.id)
@@ -171,12 +177,15 @@ func (w *World) send(p *process, r request, deadline int64) {
 		p.counters.channels++
 	}
 	c.lastSent = w.now
-	if c.down {
+	if c.held() {
 		c.outbox = append(c.outbox, pending{p: p, r: r})
 		p.proc.Block()
 		if deadline != noDeadline {
 			p.deadline = w.sched.At(deadline, func() { w.abandon(p, c) })
 		}
+		return
+	}
+	if w.cl != nil && w.stallIfCut(p, c, r, deadline) {
 		return
 	}
 	rep := w.arrive(c, r)
@@ -347,6 +356,9 @@ func (w *World) clientClose(c *conn, err error) {
 			p.proc.Deliver(reply{err: err})
 		}
 	}
+	if w.cl != nil {
+		w.cl.failStalls(c, err)
+	}
 	if w.trace != nil {
 		w.tracef("%s %s closed for the client: %v", c.p.name, c.name, err)
 	}
@@ -358,7 +370,7 @@ func (w *World) notifyClose(c *conn, err error) {
 	if c.clientErr != nil || c.p.proc.Killed() {
 		return
 	}
-	if c.down || c.p.proc.Paused() {
+	if c.held() || c.p.proc.Paused() {
 		c.pendingClose = err
 		return
 	}
@@ -391,7 +403,7 @@ func (w *World) fin(c *conn) {
 	if !c.brokerOpen || c.releaseTimer != nil {
 		return
 	}
-	if c.down {
+	if c.held() {
 		c.finPending = true
 		return
 	}
@@ -410,10 +422,12 @@ func (w *World) pick(n int) int {
 // link changed.
 func (w *World) sense(c *conn) {
 	p := c.p
-	if send := p.proc.Paused() || c.down || p.proc.Killed(); send != c.sendSilent {
+	if send := p.proc.Paused() || c.held() || p.proc.Killed(); send != c.sendSilent {
 		c.sendSilent = send
 		if send {
-			if c.hb > 0 && c.brokerOpen {
+			// (A paused node times no one out: what its clients sent waits
+			// in its socket buffers until it runs again.)
+			if c.hb > 0 && c.brokerOpen && (c.node == nil || !c.node.frozen) {
 				last := max(c.lastSent, lastTick(c.opened, c.hb/2, w.now))
 				// The broker checks every hb from the connection's start and gives
 				// up after two checks in a row saw no bytes: 2T to 3T after the last.
@@ -431,7 +445,7 @@ func (w *World) sense(c *conn) {
 			c.lastSent = w.now
 		}
 	}
-	if recv := (p.proc.Paused() || c.down) && !p.proc.Killed(); recv != c.recvSilent {
+	if recv := (p.proc.Paused() || c.held()) && !p.proc.Killed(); recv != c.recvSilent {
 		c.recvSilent = recv
 		if recv {
 			if c.hb > 0 && c.clientErr == nil {
@@ -479,6 +493,9 @@ func nextTick(open int64, period time.Duration, t int64) int64 {
 func (w *World) heal(c *conn) {
 	c.down = false
 	w.sense(c)
+	if c.held() {
+		return // its node is paused: what is held waits for its resume
+	}
 	if c.clientErr == nil {
 		switch {
 		case c.pendingClose != nil:

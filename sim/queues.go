@@ -21,6 +21,7 @@ type queue struct {
 	consumers   []*consumer
 	hadConsumer bool
 	bindings    []binding
+	home        *node // on a cluster, the node it lives on
 }
 
 type consumer struct {
@@ -55,8 +56,10 @@ func heldByOther(q *queue, c *conn) bool { return q.owner != nil && q.owner != c
 
 func (w *World) declare(c *conn, name string, o broker.DeclareOptions) reply {
 	if o.Passive {
-		q := w.queues[name]
+		q := w.view(c)[name]
 		switch {
+		case q == nil && w.cl != nil:
+			return w.absent(c, name)
 		case q == nil:
 			return notFound(name)
 		case heldByOther(q, c):
@@ -70,7 +73,7 @@ func (w *World) declare(c *conn, name string, o broker.DeclareOptions) reply {
 		return chanErr(broker.AccessRefused, "ACCESS_REFUSED - queue name '%s' contains reserved prefix 'amq.*'", name)
 	}
 	durable := o.Durable && !o.Exclusive // 3.10 drops durable on exclusive declares
-	if q := w.queues[name]; q != nil {
+	if q := w.view(c)[name]; q != nil {
 		// Exclusivity first (405), then equivalence (406).
 		if heldByOther(q, c) || o.Exclusive != (q.owner != nil) {
 			return locked(name)
@@ -89,12 +92,17 @@ func (w *World) declare(c *conn, name string, o broker.DeclareOptions) reply {
 	if r, bad := invalidArgs(o.Args); bad {
 		return r
 	}
+	if w.cl != nil {
+		if r, gone := w.homeDown(c, name); gone {
+			return r
+		}
+	}
 	q := &queue{name: name, durable: durable, autoDelete: o.AutoDelete, args: w.sharedArgs(o.Args)}
 	if o.Exclusive {
 		q.owner = c
 		c.owned = append(c.owned, q)
 	}
-	w.queues[name] = q
+	w.addQueue(c, q)
 	c.p.effects = append(c.p.effects, Effect{Time: w.now, Queue: name, Created: true})
 	return reply{queue: broker.Queue{Name: name}, cost: latCreate}
 }
@@ -243,8 +251,13 @@ func (w *World) serverName() string {
 }
 
 func (w *World) deleteQ(c *conn, name string, o broker.DeleteOptions) reply {
-	q := w.queues[name]
+	q := w.view(c)[name]
 	switch {
+	case q == nil && w.cl != nil:
+		if r, gone := w.homeDown(c, name); gone {
+			return r
+		}
+		return reply{cost: latLookup}
 	case q == nil:
 		return reply{cost: latLookup}
 	case heldByOther(q, c):
@@ -263,7 +276,7 @@ func (w *World) deleteQ(c *conn, name string, o broker.DeleteOptions) reply {
 // deleteQueue removes q, cancelling its consumers (their channels stay
 // open) and forgetting its unacknowledged messages.
 func (w *World) deleteQueue(q *queue) {
-	delete(w.queues, q.name)
+	w.dropRecord(q)
 	if o := q.owner; o != nil {
 		for i, x := range o.owned {
 			if x == q {
@@ -296,7 +309,7 @@ func (w *World) closeChannel(ch *channel) {
 	ch.open = false
 	for i := len(ch.unacked) - 1; i >= 0; i-- {
 		d := ch.unacked[i]
-		if w.queues[d.q.name] == d.q {
+		if w.exists(d.q) {
 			d.q.msgs = append([]bool{d.persistent}, d.q.msgs...)
 		}
 	}
@@ -305,7 +318,7 @@ func (w *World) closeChannel(ch *channel) {
 	for _, cs := range ch.consumers {
 		q := cs.q
 		q.consumers = removeConsumer(q.consumers, cs)
-		if q.autoDelete && len(q.consumers) == 0 && w.queues[q.name] == q {
+		if q.autoDelete && len(q.consumers) == 0 && w.exists(q) {
 			w.deleteQueue(q)
 		}
 	}
@@ -313,7 +326,7 @@ func (w *World) closeChannel(ch *channel) {
 	// What came back goes on to a consumer its queue still has, as
 	// RabbitMQ delivers requeued messages.
 	for _, d := range requeued {
-		if q := d.q; w.queues[q.name] == q && len(q.consumers) > 0 && len(q.msgs) > 0 {
+		if q := d.q; w.exists(q) && len(q.consumers) > 0 && len(q.msgs) > 0 {
 			cs := q.consumers[0]
 			for _, m := range q.msgs {
 				cs.ch.unacked = append(cs.ch.unacked, delivery{q, m})
@@ -329,19 +342,32 @@ func (w *World) publish(c *conn, ch *channel, pb broker.Publishing) reply {
 		w.brokerClose(c, "immediate=true")
 		return reply{err: err, cost: latChanError}
 	}
-	var targets []*queue
+	targets, r, bad := w.targets(c, pb)
+	if bad {
+		return r
+	}
+	return w.deliver(pb, targets, len(targets) > 0)
+}
+
+// targets are the queues pb routes to in c's view of the broker; bad
+// says r is the error instead.
+func (w *World) targets(c *conn, pb broker.Publishing) (targets []*queue, r reply, bad bool) {
 	if pb.Exchange == "" {
-		if q := w.queues[pb.Key]; q != nil {
+		if q := w.view(c)[pb.Key]; q != nil {
 			targets = append(targets, q)
 		}
-	} else {
-		kind, ok := exchanges[pb.Exchange]
-		if !ok {
-			return chanErr(broker.NotFound, "NOT_FOUND - no exchange '%s' in vhost '/'", pb.Exchange)
-		}
-		targets = w.route(pb.Exchange, kind, pb.Key)
+		return targets, reply{}, false
 	}
-	if len(targets) == 0 {
+	kind, ok := exchanges[pb.Exchange]
+	if !ok {
+		return nil, chanErr(broker.NotFound, "NOT_FOUND - no exchange '%s' in vhost '/'", pb.Exchange), true
+	}
+	return w.route(w.view(c), pb.Exchange, kind, pb.Key), reply{}, false
+}
+
+// deliver enqueues pb on targets; routed false means it routed nowhere.
+func (w *World) deliver(pb broker.Publishing, targets []*queue, routed bool) reply {
+	if !routed {
 		return reply{conf: broker.Confirmation{Returned: pb.Mandatory, Acked: true}, cost: latPublish}
 	}
 	acked, cost := true, latPublish
@@ -358,9 +384,9 @@ func (w *World) publish(c *conn, ch *channel, pb broker.Publishing) reply {
 
 // route finds the queues bound to a named exchange: every binding for
 // fanout, an equal routing key otherwise (topic patterns are not modelled).
-func (w *World) route(exchange, kind, key string) []*queue {
+func (w *World) route(view map[string]*queue, exchange, kind, key string) []*queue {
 	var names []string
-	for name, q := range w.queues {
+	for name, q := range view {
 		for _, b := range q.bindings {
 			if b.exchange == exchange && (kind == "fanout" || b.key == key) {
 				names = append(names, name)
@@ -371,7 +397,7 @@ func (w *World) route(exchange, kind, key string) []*queue {
 	sort.Strings(names)
 	qs := make([]*queue, len(names))
 	for i, n := range names {
-		qs[i] = w.queues[n]
+		qs[i] = view[n]
 	}
 	return qs
 }
@@ -400,8 +426,10 @@ func (w *World) enqueue(q *queue, persistent bool) bool {
 }
 
 func (w *World) consume(c *conn, ch *channel, name string, exclusive bool) reply {
-	q := w.queues[name]
+	q := w.view(c)[name]
 	switch {
+	case q == nil && w.cl != nil:
+		return w.absent(c, name)
 	case q == nil:
 		return notFound(name)
 	case heldByOther(q, c):
@@ -422,8 +450,10 @@ func (w *World) consume(c *conn, ch *channel, name string, exclusive bool) reply
 }
 
 func (w *World) get(c *conn, ch *channel, name string) reply {
-	q := w.queues[name]
+	q := w.view(c)[name]
 	switch {
+	case q == nil && w.cl != nil:
+		return w.absent(c, name)
 	case q == nil:
 		return notFound(name)
 	case heldByOther(q, c):
@@ -437,8 +467,10 @@ func (w *World) get(c *conn, ch *channel, name string) reply {
 }
 
 func (w *World) purge(c *conn, name string) reply {
-	q := w.queues[name]
+	q := w.view(c)[name]
 	switch {
+	case q == nil && w.cl != nil:
+		return w.absent(c, name)
 	case q == nil:
 		return notFound(name)
 	case heldByOther(q, c):
@@ -450,8 +482,10 @@ func (w *World) purge(c *conn, name string) reply {
 }
 
 func (w *World) bind(c *conn, name, exchange, key string) reply {
-	q := w.queues[name]
+	q := w.view(c)[name]
 	switch {
+	case q == nil && w.cl != nil:
+		return w.absent(c, name)
 	case q == nil:
 		return notFound(name)
 	case heldByOther(q, c):
@@ -471,12 +505,22 @@ type QueueInfo struct {
 	Name                string
 	Durable, AutoDelete bool
 	Owner               string // the owning connection's name if exclusive
+	Node                string // on a cluster, the node the queue lives on
 	Messages, Consumers int
 	Args                map[string]any
 }
 
-// Queue returns the broker's view of the queue named name.
+// Queue returns the broker's view of the queue named name (on a cluster,
+// the first node's that has it).
 func (w *World) Queue(name string) (QueueInfo, bool) {
+	if w.cl != nil {
+		for _, qi := range w.Queues() {
+			if qi.Name == name {
+				return qi, true
+			}
+		}
+		return QueueInfo{}, false
+	}
 	q := w.queues[name]
 	if q == nil {
 		return QueueInfo{}, false
@@ -484,8 +528,13 @@ func (w *World) Queue(name string) (QueueInfo, bool) {
 	return q.info(), true
 }
 
-// Queues returns every queue, sorted by name.
+// Queues returns every queue, sorted by name; on a cluster, every queue a
+// node holds a record of (a name twice when a split cluster's sides each
+// have a queue of that name).
 func (w *World) Queues() []QueueInfo {
+	if w.cl != nil {
+		return w.cl.queues()
+	}
 	names := make([]string, 0, len(w.queues))
 	for n := range w.queues {
 		names = append(names, n)
@@ -502,6 +551,9 @@ func (q *queue) info() QueueInfo {
 	i := QueueInfo{Name: q.name, Durable: q.durable, AutoDelete: q.autoDelete, Messages: len(q.msgs), Consumers: len(q.consumers), Args: copyArgs(q.args)}
 	if q.owner != nil {
 		i.Owner = q.owner.name
+	}
+	if q.home != nil {
+		i.Node = q.home.name
 	}
 	return i
 }

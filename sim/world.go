@@ -44,6 +44,9 @@ type Options struct {
 	RestartDowntime time.Duration
 	// Trace, if set, receives one line per broker event.
 	Trace io.Writer
+	// Cluster, if set, makes the World a RabbitMQ cluster of nodes
+	// rather than one broker (ClusterOptions).
+	Cluster *ClusterOptions
 	// Exchanges keeps every process's requests and replies in the World,
 	// so that a fingerprint of the World (internal/statehash) also tells
 	// where each process's own code stands: a process is a function of
@@ -71,7 +74,8 @@ type World struct {
 	up       bool
 	gen      int
 	failure  error
-	keep     bool // Options.Exchanges
+	keep     bool     // Options.Exchanges
+	cl       *cluster // Options.Cluster; nil for one broker
 }
 
 // coroutines are the idle coroutines every World's processes run on: a
@@ -111,6 +115,9 @@ func New(o Options) *World {
 	}
 	if w.downtime == 0 {
 		w.downtime = time.Second
+	}
+	if o.Cluster != nil {
+		w.cl = newCluster(w, *o.Cluster)
 	}
 	return w
 }

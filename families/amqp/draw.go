@@ -1,10 +1,12 @@
 package amqp
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/sim"
 	"pgregory.net/rapid"
 )
 
@@ -47,9 +49,15 @@ func Draw(t *rapid.T, c Config) *Plan {
 		p.Slots = rapid.IntRange(1, 3).Draw(t, "slots")
 		p.Admins = drawAdmins(t, c, sleep, pace)
 	}
-	if ct, ok := c.Target.(RabbitMQCluster); ok {
+	switch ct := c.Target.(type) {
+	case RabbitMQCluster:
 		drawNodes(t, p, ct.Nodes())
 		p.PartitionHandling = ct.Cluster.Options().PartitionHandling
+	case Simulator:
+		if len(ct.Cluster) > 0 {
+			drawNodes(t, p, ct.Cluster)
+			p.PartitionHandling = cmp.Or(ct.PartitionHandling, sim.Ignore)
+		}
 	}
 	p.Nemesis = drawNemesis(t, c, p, hb)
 	p.Schedule = rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(t, "schedule")

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -12,14 +13,41 @@ import (
 	"github.com/lockprover/lockprover/prover"
 
 	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/backends/proxy"
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/sim"
 )
 
 // Simulator runs plans on the simulated broker: deterministic, the same
-// plan always gives the same history.
+// plan always gives the same history. A plan with a cluster runs on a
+// simulated RabbitMQ cluster of its nodes (sim.ClusterOptions).
 type Simulator struct {
 	// Trace, if set, receives the simulator's event trace.
 	Trace io.Writer
+	// Cluster, if set, names the nodes of the simulated cluster plans
+	// are drawn for (n1, n2, n3), as the cluster target's nodes are;
+	// none draws plans for one broker.
+	Cluster []string
+	// PartitionHandling, if set, is the simulated cluster's mode whatever
+	// a plan says (a replay with --partition-handling); else the plan's,
+	// else ignore.
+	PartitionHandling string
+	// NetTicktime is the simulated cluster's net_ticktime; 0 means 5 s.
+	NetTicktime time.Duration
+}
+
+// Nodes are the nodes of the simulated cluster plans are drawn for.
+func (s Simulator) Nodes() []string { return s.Cluster }
+
+// mode is the partition handling p runs under on a simulated cluster.
+func (s Simulator) mode(p *Plan) string {
+	switch {
+	case s.PartitionHandling != "":
+		return s.PartitionHandling
+	case p.PartitionHandling != "":
+		return p.PartitionHandling
+	}
+	return sim.Ignore
 }
 
 // Run executes p against impl on a fresh simulated broker.
@@ -27,10 +55,15 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if len(p.Cluster) > 0 {
-		return nil, fmt.Errorf("the plan runs on a cluster of %d nodes, which the simulated broker is not: run it on one (--target rabbitmq-cluster)", len(p.Cluster))
-	}
 	o := sim.Options{Decider: sim.Script(p.Schedule, sim.Seeded(p.ScheduleSeed)), Trace: s.Trace}
+	if len(p.Cluster) > 0 {
+		for _, f := range p.Nemesis {
+			if f.Fault == histories.RestartBroker && f.Node == "" {
+				return nil, errors.New("on a cluster, a restart-broker restarts a node: name it (node)")
+			}
+		}
+		o.Cluster = &sim.ClusterOptions{Nodes: p.Cluster, PartitionHandling: s.mode(p), NetTicktime: s.NetTicktime, NodeOf: p.NodeOf}
+	}
 	var chooser *chooserDecider
 	if p.Chooser != nil {
 		chooser = &chooserDecider{ch: p.Chooser}
@@ -40,7 +73,11 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 		o.ServerHeartbeat = -1 // heartbeats off on both sides
 	}
 	w := sim.New(o)
-	r := newRunner(p, impl, simEngine{w}, p.Lock)
+	var eng engine = simEngine{w}
+	if o.Cluster != nil {
+		eng = &simCluster{simEngine{w}, o.Cluster.PartitionHandling, nil}
+	}
+	r := newRunner(p, impl, eng, p.Lock)
 	if chooser != nil {
 		// The state at a choice: the world (its broker, its timers, each
 		// process's requests and replies so far) and the runner (the
@@ -63,7 +100,42 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 	if err := w.Run(); err != nil {
 		return nil, err
 	}
+	if c, ok := eng.(*simCluster); ok && c.settleErr != nil {
+		return nil, fmt.Errorf("the simulated cluster could not be made one again before the probe: %w", c.settleErr)
+	}
 	return r.result()
+}
+
+// simCluster is the simulator's engine for a plan on a cluster: the
+// runner asks it for the mode, to make the cluster one again before the
+// probe, and for the connections its nodes closed on their own (a node
+// pausing itself, an autoheal's loser restarting, a node killed), which
+// the history records as the broker's force-closes where no fault of the
+// plan explains them, as on the cluster target.
+type simCluster struct {
+	simEngine
+	mode      string
+	settleErr error
+}
+
+func (e *simCluster) partitionHandling() string { return e.mode }
+
+func (e *simCluster) Settle() {
+	if err := e.w.Settle(); err != nil && e.settleErr == nil {
+		e.settleErr = err
+	}
+}
+
+func (e *simCluster) serverNotes() []serverNote {
+	var notes []serverNote
+	for _, c := range e.w.BrokerCloses() {
+		ev := proxy.ServerEvent{What: proxy.ServerClose, Code: c.Code, Text: c.Text}
+		if c.Code == 0 {
+			ev.What = proxy.ServerEOF
+		}
+		notes = append(notes, serverNote{proc: c.Process, at: c.At, ev: ev})
+	}
+	return notes
 }
 
 // chooserDecider hands every choice of the simulator to a plan's

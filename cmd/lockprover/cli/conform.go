@@ -23,6 +23,11 @@ purges, channel and connection closes, kills and forced closes on both, and
 shrinks the first divergence to a minimal sequence.
 It needs rabbitmqctl for the broker's node (run as root or the rabbitmq
 user) and cleans up every queue it creates.
+With --cluster: the simulated RabbitMQ cluster against a private cluster
+of three nodes the run starts and removes (root, network namespaces),
+in --partition-handling's mode: drawn sequences of queue methods through
+each node and cluster faults (cuts, kills, pauses, restarts, heals), run
+on both and compared step by step; the first divergence is shrunk.
 With --kind db-semaphore: the simulated database (sim/sqlsim) against MariaDB
 (--dsn): drawn sequences of the statements dbsem sends, on 2 to 4
 connections with their lock waits and deadlocks, run on both and compared

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/conform"
 	"github.com/lockprover/lockprover/backends/netns"
 	"github.com/lockprover/lockprover/backends/rabbitmq"
 	"github.com/lockprover/lockprover/families/amqp"
@@ -19,6 +20,11 @@ import (
 
 // clusterTarget is the --target of a RabbitMQ cluster.
 const clusterTarget = "rabbitmq-cluster"
+
+// simClusterTarget is the --target of the simulated RabbitMQ cluster
+// (sim.ClusterOptions): plans drawn as for clusterTarget, run on the
+// simulator.
+const simClusterTarget = "sim-cluster"
 
 // clusterOptions reads --partition-handling and --net-ticktime.
 func clusterOptions(s family.Settings) (rabbitmq.ClusterOptions, error) {
@@ -216,4 +222,40 @@ func clusterReplay(p *amqp.Plan, s family.Settings) (*family.Setup, error) {
 		out.What = fmt.Sprintf("%q", s.Impl)
 	}
 	return out, nil
+}
+
+// clusterConform is conform --cluster: the simulated cluster against a
+// private real one in the mode --partition-handling names (a divergence
+// shrunk for at most shrink).
+func clusterConform(ctx context.Context, s family.Settings, c family.ConformConfig, shrink time.Duration, out io.Writer) (family.Conformance, error) {
+	o, err := clusterOptions(s)
+	if err != nil {
+		return 0, family.Usagef("%v", err)
+	}
+	box := newClusterBox(s, o)
+	box.stderr = c.Log
+	if box.stderr == nil {
+		box.stderr = io.Discard
+	}
+	if err := box.start(ctx); err != nil {
+		return 0, err
+	}
+	defer box.stop()
+	fmt.Fprintf(out, "conform --cluster: %d sequences of 10 steps, seed %d, %s, net_ticktime %v\n", c.Sequences, c.Seed, o.PartitionHandling, box.c.Options().NetTicktime)
+	t0 := time.Now()
+	agreed, d, err := conform.ClusterDifferential(ctx, conform.RealCluster{Cluster: box.c, Lab: box.lab},
+		conform.ClusterDiffOptions{Mode: o.PartitionHandling, Sequences: c.Sequences, Seed: c.Seed, Shrink: shrink, Out: out})
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintf(out, "interrupted after %d sequences that agreed\n", agreed)
+		return 0, ctx.Err()
+	case err != nil:
+		fmt.Fprintf(c.Log, "conform: the harness failed after %d sequences that agreed, nothing more is decided: %v\n", agreed, err)
+		return family.Inconclusive, nil
+	case d != nil:
+		fmt.Fprintf(out, "%d sequences agreed; the simulated cluster diverges from the real one (%s) in %.0fs\n\n%s", agreed, o.PartitionHandling, time.Since(t0).Seconds(), d)
+		return family.Diverge, nil
+	}
+	fmt.Fprintf(out, "%d sequences (%s): the simulated cluster agrees with the real one, in %.0fs\n", agreed, o.PartitionHandling, time.Since(t0).Seconds())
+	return family.Agree, nil
 }

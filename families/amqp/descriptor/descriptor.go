@@ -6,6 +6,7 @@
 package descriptor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,15 +37,16 @@ var AMQP = &family.Descriptor{
 	Models:     []string{amqp.Strict},
 	Properties: amqp.PropertyNames,
 	Faults:     append(amqp.FaultNames(), amqp.ClusterFaultNames...),
-	Targets:    []family.Target{{Name: "sim"}, {Name: "rabbitmq", Real: true}, {Name: clusterTarget, Real: true}},
+	Targets:    []family.Target{{Name: "sim"}, {Name: "rabbitmq", Real: true}, {Name: clusterTarget, Real: true}, {Name: simClusterTarget}},
 	Flags: []family.Flag{
 		{Name: "heartbeat", Verbs: family.Prove, Usage: "amqp-locks: the heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker (plans wait three heartbeats at their end); 0s for none"},
 		{Name: "amqp-url", Verbs: family.Backend, Usage: "amqp-locks: the real broker's URL; default $LOCKPROVER_AMQP_URL, else " + rabbitmq.DefaultURL},
 		{Name: "docker", Default: dockerAuto, Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: a private RabbitMQ in a Docker container for the run, removed at its end (also after Ctrl-C): auto starts one when no broker is named (--amqp-url, $LOCKPROVER_AMQP_URL) and none answers at 127.0.0.1:5672; always; or off"},
 		{Name: "docker-image", Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: the image of --docker's broker; default $LOCKPROVER_RABBITMQ_IMAGE, else " + rabbitmq.ContainerImage + " (pulled if missing)"},
 		{Name: "allow-restart", Bool: true, Verbs: family.Runs | family.Conform, Usage: "amqp-locks: let plans on a real broker restart it (rabbitmqctl stop_app/start_app); conform: let table cases restart it (cutting every client of the broker off)"},
-		{Name: "partition-handling", Default: rabbitmq.Ignore, Verbs: family.Runs, Usage: "amqp-locks: --target rabbitmq-cluster's cluster_partition_handling: ignore (RabbitMQ's default), pause_minority or autoheal"},
-		{Name: "net-ticktime", Default: "5s", Verbs: family.Runs, Usage: "amqp-locks: --target rabbitmq-cluster's net_ticktime, whole seconds: a node declares a silent peer down after 0.75 to 1.25 of it (RabbitMQ's default, 60s, would make every partition plan last minutes)"},
+		{Name: "partition-handling", Default: rabbitmq.Ignore, Verbs: family.Runs | family.Conform, Usage: "amqp-locks: the cluster's cluster_partition_handling (--target rabbitmq-cluster or sim-cluster; replay: a cluster plan's on the simulator too): ignore (RabbitMQ's default), pause_minority or autoheal"},
+		{Name: "net-ticktime", Default: "5s", Verbs: family.Runs | family.Conform, Usage: "amqp-locks: the cluster's net_ticktime (--target rabbitmq-cluster or sim-cluster), whole seconds: a node declares a silent peer down after 0.75 to 1.25 of it (RabbitMQ's default, 60s, would make every partition plan last minutes)"},
+		{Name: "cluster", Bool: true, Verbs: family.Conform, Usage: "amqp-locks: the simulated cluster against a private three-node RabbitMQ cluster the run starts (as --target rabbitmq-cluster does; needs root), in --partition-handling's mode: drawn sequences of queue methods through each node and cluster faults, compared step by step"},
 		{Name: "rabbitmqctl", Default: "rabbitmqctl", Verbs: family.Conform, Usage: "amqp-locks: the command that runs rabbitmqctl for the broker's node (split on spaces)"},
 		{Name: "cases", Verbs: family.Conform, Usage: "amqp-locks: part 1 runs only these cases of the table, by the IDs it prints, comma-separated (7b picks every 7b T=...); default every case"},
 		{Name: "retries", Default: "2", Verbs: family.Conform, Usage: "amqp-locks: run a diverging table case again up to this many times (real timing varies on a loaded machine)"},
@@ -102,11 +104,27 @@ func amqpSetup(s family.Settings) (*family.Setup, error) {
 	var box *brokerBox      // the run's broker container, with --docker
 	var cluster *clusterBox // the run's cluster, with --target rabbitmq-cluster
 	for _, name := range []string{"partition-handling", "net-ticktime"} {
-		if target != clusterTarget && s.Given(name) {
-			return nil, fmt.Errorf("--%s is for a cluster: add --target %s", name, clusterTarget)
+		if target != clusterTarget && target != simClusterTarget && s.Given(name) {
+			return nil, fmt.Errorf("--%s is for a cluster: add --target %s (or %s)", name, clusterTarget, simClusterTarget)
 		}
 	}
 	switch target {
+	case simClusterTarget:
+		for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
+			if s.Given(name) {
+				return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+			}
+		}
+		o, err := clusterOptions(s)
+		if err != nil {
+			return nil, err
+		}
+		a.Target = amqp.Simulator{Cluster: []string{"n1", "n2", "n3"}, PartitionHandling: o.PartitionHandling, NetTicktime: o.NetTicktime}
+		if s.Faults == "all" {
+			a.Faults = append(slices.DeleteFunc(amqp.FaultNames(), isRestart), amqp.ClusterFaultNames...)
+		}
+		setup.Where = fmt.Sprintf("a simulated RabbitMQ cluster of 3 nodes (%s)", o.PartitionHandling)
+		setup.Replay = []string{"--target", "sim", "--partition-handling", o.PartitionHandling, "--net-ticktime", strconv.Itoa(int(o.NetTicktime/time.Second)) + "s"}
 	case "sim":
 		for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
 			if s.Given(name) {
@@ -274,8 +292,8 @@ func amqpFaults(a *amqp.Config, faults, target string, restart bool) error {
 	}
 	for _, name := range strings.Split(faults, ",") {
 		if slices.Contains(amqp.ClusterFaultNames, name) {
-			if target != clusterTarget {
-				return fmt.Errorf("--faults: %s strikes a cluster: add --target %s", name, clusterTarget)
+			if target != clusterTarget && target != simClusterTarget {
+				return fmt.Errorf("--faults: %s strikes a cluster: add --target %s (or %s)", name, clusterTarget, simClusterTarget)
 			}
 			a.Faults = append(a.Faults, name)
 			continue
@@ -283,7 +301,7 @@ func amqpFaults(a *amqp.Config, faults, target string, restart bool) error {
 		if !slices.Contains(amqp.FaultNames(), name) {
 			return fmt.Errorf("--faults: unknown fault %q (want some of %s; all; or none)", name, strings.Join(append(amqp.FaultNames(), amqp.ClusterFaultNames...), ", "))
 		}
-		if name == histories.RestartBroker && target == clusterTarget {
+		if name == histories.RestartBroker && (target == clusterTarget || target == simClusterTarget) {
 			return fmt.Errorf("--faults: on a cluster, restart-node restarts a node (restart-broker has no broker to restart)")
 		}
 		if name == histories.RestartBroker && target == "rabbitmq" && !restart {
@@ -335,24 +353,42 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if len(p.Cluster) > 0 && s.Target == "" {
 		target = clusterTarget
 	}
+	if target == simClusterTarget {
+		target = "sim"
+	}
 	if target != "sim" && target != "rabbitmq" && target != clusterTarget {
 		return nil, fmt.Errorf("an amqp-locks plan runs on the simulator (--target sim), RabbitMQ (--target rabbitmq) or a RabbitMQ cluster (--target %s)", clusterTarget)
 	}
 	if target == clusterTarget {
 		return clusterReplay(p, s)
 	}
+	var simCluster amqp.Simulator // a cluster plan on the simulator: its mode and tick time as the flags say
 	for _, name := range []string{"partition-handling", "net-ticktime"} {
-		if s.Given(name) {
-			return nil, fmt.Errorf("--%s is for a cluster: add --target %s", name, clusterTarget)
+		if s.Given(name) && (target != "sim" || len(p.Cluster) == 0) {
+			return nil, fmt.Errorf("--%s is for a cluster plan: add --target %s, or --target sim for a plan with a cluster", name, clusterTarget)
 		}
+	}
+	if target == "sim" && len(p.Cluster) > 0 {
+		o, err := clusterOptions(s)
+		if err != nil {
+			return nil, err
+		}
+		if s.Given("partition-handling") {
+			simCluster.PartitionHandling = o.PartitionHandling
+		}
+		simCluster.NetTicktime = o.NetTicktime
 	}
 	for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
 		if target == "sim" && s.Given(name) {
 			return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 		}
 	}
-	a := amqp.Config{Scope: prover.Scope{Mutant: p.Mutant}, Target: amqp.Simulator{Trace: s.Trace}}
+	simCluster.Trace = s.Trace
+	a := amqp.Config{Scope: prover.Scope{Mutant: p.Mutant}, Target: simCluster}
 	setup := &family.Setup{Target: target, Where: "the simulator", Stop: func() {}}
+	if target == "sim" && len(p.Cluster) > 0 {
+		setup.Where = fmt.Sprintf("a simulated RabbitMQ cluster of %d nodes (%s)", len(p.Cluster), cmp.Or(simCluster.PartitionHandling, p.PartitionHandling, rabbitmq.Ignore))
+	}
 	if s.Impl != "" {
 		pi := amqpprotocol.NewProcesses(s.Impl)
 		pi.InitTimeout = s.InitTimeout
@@ -474,6 +510,14 @@ func amqpConform(ctx context.Context, s family.Settings, c family.ConformConfig,
 		return 0, family.Usagef("--shrink-time: %v", err)
 	case shrink < 0:
 		return 0, family.Usagef("--shrink-time must not be negative, not %v", shrink)
+	}
+	if s.Flag("cluster") != "" {
+		return clusterConform(ctx, s, c, shrink, out)
+	}
+	for _, name := range []string{"partition-handling", "net-ticktime"} {
+		if s.Given(name) {
+			return 0, family.Usagef("--%s is for --cluster", name)
+		}
 	}
 	ctl := strings.Fields(s.Flag("rabbitmqctl"))
 	if len(ctl) == 0 {

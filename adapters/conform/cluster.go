@@ -1,0 +1,611 @@
+package conform
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/backends/netns"
+	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/sim"
+)
+
+// The cluster differential holds the simulated RabbitMQ cluster
+// (sim.ClusterOptions) to a real one: drawn sequences of queue methods,
+// each through a client connected to one node (A to n1, B to n2, C to
+// n3), and cluster faults (a node cut off from the others, both ways or
+// one; a bridge; a node killed and started, paused and continued,
+// restarted; the heal), run on both and compared step by step. A fault
+// is followed by a wait of two net_ticktimes (ClusterSettle), so that what
+// the steps after it observe no longer hangs on when each node noticed;
+// the differential judges what the cluster does, not how fast.
+
+// A ClusterStep is one step of a cluster sequence: a method of a client
+// (On is A, B or C) on a queue, or a fault on the cluster (On is "").
+type ClusterStep struct {
+	On  string
+	Do  string // a method (clusterMethods) or a fault (clusterFaults)
+	Arg string // the method's queue (q1, q2, d1), the fault's node
+}
+
+// clusterMethods are what a client does: an exclusive declare, a passive
+// one, a delete, a mandatory publish under confirms, a durable declare,
+// a new connection.
+var clusterMethods = []string{"declare-exclusive", "declare-passive", "delete", "publish", "declare-durable", "reconnect"}
+
+// clusterFaults are what strikes the cluster, as the cluster target's
+// faults do (isolate-node, cut-one-way, bridge, kill-node, pause-node,
+// restart-node), and their ends.
+var clusterFaults = []string{"isolate", "cut-one-way", "bridge", "kill", "pause", "restart", "heal", "resume", "start"}
+
+// clusterClients are the clients and their nodes.
+var clusterClients = map[string]string{"A": "n1", "B": "n2", "C": "n3"}
+
+var clusterNodes = []string{"n1", "n2", "n3"}
+
+func (s ClusterStep) String() string {
+	if s.On == "" {
+		return s.Do + " " + s.Arg
+	}
+	return fmt.Sprintf("%s(%s) %s %s", s.On, clusterClients[s.On], s.Do, s.Arg)
+}
+
+// cut is the directions a fault on node cuts ("" for none).
+func (s ClusterStep) cut() string {
+	var others []string
+	for _, n := range clusterNodes {
+		if n != s.Arg {
+			others = append(others, n)
+		}
+	}
+	var d []string
+	switch s.Do {
+	case "isolate":
+		for _, o := range others {
+			d = append(d, s.Arg+">"+o, o+">"+s.Arg)
+		}
+	case "cut-one-way":
+		for _, o := range others {
+			d = append(d, s.Arg+">"+o)
+		}
+	case "bridge":
+		d = append(d, others[0]+">"+others[1], others[1]+">"+others[0])
+	}
+	return strings.Join(d, " ")
+}
+
+// DrawClusterSteps draws a sequence of n steps from r: mostly methods,
+// and up to three faults, a node killed or paused ended later in the
+// sequence or by the settle after it.
+func DrawClusterSteps(r *rand.Rand, n int) []ClusterStep {
+	var out []ClusterStep
+	faults := 0
+	killed, paused, cuts := "", "", 0
+	queues := []string{"q1", "q2", "q1", "d1"}
+	for range n {
+		if faults < 3 && r.IntN(3) == 0 {
+			var options []ClusterStep
+			node := clusterNodes[r.IntN(len(clusterNodes))]
+			if killed == "" && paused == "" && cuts == 0 {
+				for _, f := range []string{"isolate", "cut-one-way", "bridge", "kill", "pause", "restart"} {
+					options = append(options, ClusterStep{Do: f, Arg: node})
+				}
+			}
+			if cuts > 0 {
+				options = append(options, ClusterStep{Do: "heal"})
+			}
+			if killed != "" {
+				options = append(options, ClusterStep{Do: "start", Arg: killed})
+			}
+			if paused != "" {
+				options = append(options, ClusterStep{Do: "resume", Arg: paused})
+			}
+			if len(options) > 0 {
+				s := options[r.IntN(len(options))]
+				switch s.Do {
+				case "isolate", "cut-one-way", "bridge":
+					cuts++
+				case "heal":
+					cuts = 0
+				case "kill":
+					killed = s.Arg
+				case "start":
+					killed = ""
+				case "pause":
+					paused = s.Arg
+				case "resume":
+					paused = ""
+				}
+				out = append(out, s)
+				faults++
+				continue
+			}
+		}
+		on := []string{"A", "B", "C"}[r.IntN(3)]
+		m := clusterMethods[r.IntN(len(clusterMethods))]
+		q := queues[r.IntN(len(queues))]
+		switch m {
+		case "declare-exclusive":
+			q = []string{"q1", "q2"}[r.IntN(2)]
+		case "declare-durable":
+			q = "d1"
+		case "reconnect":
+			q = ""
+		}
+		out = append(out, ClusterStep{On: on, Do: m, Arg: q})
+	}
+	return out
+}
+
+// A clusterEnv is where a sequence runs: the simulated cluster or a real
+// one.
+type clusterEnv interface {
+	broker.Broker
+	// Timeout bounds one method.
+	Timeout(d time.Duration) (context.Context, context.CancelFunc)
+	// Fault strikes a fault: partition or heal of a cut ("n1>n2 ..."),
+	// kill, pause, resume or restart-broker (which starts a killed node)
+	// of a node.
+	Fault(fault, target string) error
+}
+
+// ClusterSettle is how long a sequence waits after a fault before its
+// next step: two net_ticktimes of 5 s, past the latest a node declares a
+// silent peer down (1.25 of it) and what a mode then does.
+const ClusterSettle = 10 * time.Second
+
+// clusterOpTimeout bounds one method of a sequence: one through a paused
+// node, or on a queue whose node is cut off and not yet declared down,
+// gets no answer.
+const clusterOpTimeout = 2 * time.Second
+
+// runClusterSteps runs steps on e and says what each step observed.
+// prefix names the sequence's queues.
+func runClusterSteps(e clusterEnv, prefix string, steps []ClusterStep) []string {
+	type client struct {
+		conn broker.Conn
+		ch   broker.Channel
+	}
+	clients := map[string]*client{}
+	dial := func(name string) (*client, string) {
+		ctx, cancel := e.Timeout(clusterOpTimeout)
+		defer cancel()
+		conn, err := e.Dial(ctx, broker.Config{Name: name, Heartbeat: 2 * time.Second})
+		if err != nil {
+			return nil, "dial: " + observe(err)
+		}
+		ch, err := conn.Channel(ctx)
+		if err == nil {
+			err = ch.Confirm(ctx)
+		}
+		if err != nil {
+			conn.Close()
+			return nil, "channel: " + observe(err)
+		}
+		return &client{conn, ch}, ""
+	}
+	var out []string
+	cuts := map[string]bool{}
+	for _, s := range steps {
+		if s.On == "" {
+			var err error
+			switch s.Do {
+			case "isolate", "cut-one-way", "bridge":
+				cut := s.cut()
+				cuts[cut] = true
+				err = e.Fault("partition", cut)
+			case "heal":
+				for _, cut := range slices.Sorted(maps.Keys(cuts)) {
+					if e := e.Fault("heal", cut); e != nil && err == nil {
+						err = e
+					}
+				}
+				clear(cuts)
+			case "restart", "start":
+				err = e.Fault("restart-broker", s.Arg)
+			default:
+				err = e.Fault(s.Do, s.Arg)
+			}
+			if err != nil {
+				out = append(out, "fault failed: "+err.Error())
+			} else {
+				out = append(out, "done")
+			}
+			e.Sleep(context.Background(), ClusterSettle)
+			continue
+		}
+		c := clients[s.On]
+		if c != nil && c.conn.Err() != nil {
+			c.conn.Close()
+			c, clients[s.On] = nil, nil
+		}
+		if s.Do == "reconnect" {
+			if c != nil {
+				c.conn.Close()
+			}
+			var why string
+			clients[s.On], why = dial(s.On)
+			out = append(out, cmp.Or(why, "ok"))
+			continue
+		}
+		if c == nil {
+			var why string
+			if c, why = dial(s.On); c == nil {
+				out = append(out, why)
+				continue
+			}
+			clients[s.On] = c
+		}
+		q := prefix + s.Arg
+		ctx, cancel := e.Timeout(clusterOpTimeout)
+		var err error
+		var what string
+		switch s.Do {
+		case "declare-exclusive":
+			_, err = c.ch.Declare(ctx, q, broker.DeclareOptions{Exclusive: true})
+		case "declare-passive":
+			_, err = c.ch.Declare(ctx, q, broker.DeclareOptions{Passive: true})
+		case "declare-durable":
+			_, err = c.ch.Declare(ctx, q, broker.DeclareOptions{Durable: true})
+		case "delete":
+			_, err = c.ch.Delete(ctx, q, broker.DeleteOptions{})
+		case "publish":
+			var conf broker.Confirmation
+			conf, err = c.ch.Publish(ctx, broker.Publishing{Key: q, Mandatory: true})
+			switch {
+			case err != nil:
+			case conf.Returned:
+				what = "returned"
+			case conf.Acked:
+				what = "acked"
+			default:
+				what = "nacked"
+			}
+		}
+		cancel()
+		if err != nil {
+			what = observe(err)
+			if c.conn.Err() == nil {
+				// The broker closed the channel: a fresh one for the next
+				// method.
+				ctx, cancel := e.Timeout(clusterOpTimeout)
+				ch, cerr := c.conn.Channel(ctx)
+				if cerr == nil {
+					cerr = ch.Confirm(ctx)
+				}
+				cancel()
+				if cerr != nil {
+					c.conn.Close()
+					clients[s.On] = nil
+				} else {
+					c.ch = ch
+				}
+			}
+		}
+		out = append(out, cmp.Or(what, "ok"))
+	}
+	for _, c := range clients {
+		if c != nil {
+			c.conn.Close()
+		}
+	}
+	return out
+}
+
+// observe is what an error says, in terms both sides share: its AMQP code
+// (404 split by its two reasons), a lost connection, a timeout, a refused
+// dial.
+func observe(err error) string {
+	var e *broker.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, broker.ErrRefused):
+		return "refused"
+	case errors.As(err, &e) && e.Server && e.Code == broker.NotFound && strings.Contains(e.Reason, "home node"):
+		return "404 home node down"
+	case errors.As(err, &e) && e.Server:
+		return fmt.Sprint(e.Code)
+	case broker.ConnectionLost(err):
+		return "connection lost"
+	}
+	return "error"
+}
+
+// simClusterEnv runs a sequence on a simulated cluster, from a process
+// whose connections go to their clients' nodes (sim.ClusterOptions.
+// NodeOfConn).
+type simClusterEnv struct {
+	broker.Broker
+	w *sim.World
+}
+
+func (e simClusterEnv) Timeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return e.w.WithTimeout(context.Background(), d)
+}
+
+func (e simClusterEnv) Fault(fault, target string) error { return e.w.Strike(fault, target) }
+
+// RunSimCluster runs steps on a fresh simulated cluster in mode, with
+// net_ticktime tick, and says what each step observed.
+func RunSimCluster(mode string, tick time.Duration, seed uint64, steps []ClusterStep) ([]string, error) {
+	w := sim.New(sim.Options{Decider: sim.Seeded(seed), Cluster: &sim.ClusterOptions{
+		Nodes: clusterNodes, PartitionHandling: mode, NetTicktime: tick,
+		NodeOfConn: func(conn string) string { return clusterClients[conn] }}})
+	var out []string
+	w.Go("driver", func(b broker.Broker) {
+		out = runClusterSteps(simClusterEnv{b, w}, "cd-", steps)
+	})
+	err := w.Run()
+	return out, err
+}
+
+// SimSeeds is how many runs of the simulated cluster a sequence's real
+// observations are matched against: where the real cluster's outcome hangs
+// on a race (which of two nodes that lose each other notices first, on
+// their own tick timers), the simulator picks one side of it by its
+// seed, and the real cluster's outcome must be one the simulator can give.
+const SimSeeds = 32
+
+// SimClusterMatch runs steps on the simulated cluster under SimSeeds seeds
+// and returns the observations of the first that gives real, with -1; if
+// none does, the observations that agree with real longest, and the step
+// where they first differ.
+func SimClusterMatch(mode string, tick time.Duration, steps []ClusterStep, real []string) ([]string, int, error) {
+	var best []string
+	bestAt := -1
+	for seed := range uint64(SimSeeds) {
+		sim, err := RunSimCluster(mode, tick, seed, steps)
+		if err != nil {
+			return nil, -1, err
+		}
+		k := diffAt(real, sim)
+		if k < 0 {
+			return sim, -1, nil
+		}
+		if k > bestAt {
+			best, bestAt = sim, k
+		}
+	}
+	return best, bestAt, nil
+}
+
+// RealCluster is a started RabbitMQ cluster in its lab, as the
+// differential's other side.
+type RealCluster struct {
+	Cluster *rabbitmq.Cluster
+	Lab     *netns.Lab
+}
+
+// realClusterEnv runs a sequence on a real cluster, its clients dialling
+// their nodes directly.
+type realClusterEnv struct {
+	rc   RealCluster
+	ctx  context.Context
+	made map[string][][2]string // each partition's directions it cut
+}
+
+func (e *realClusterEnv) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, error) {
+	n := e.rc.Cluster.Node(clusterClients[cfg.Name])
+	return rabbitmq.New(n.URL()).Dial(ctx, cfg)
+}
+
+func (e *realClusterEnv) Sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-e.ctx.Done():
+		return e.ctx.Err()
+	}
+}
+
+func (e *realClusterEnv) Timeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(e.ctx, d)
+}
+
+func (e *realClusterEnv) Fault(fault, target string) error {
+	if strings.Contains(target, ">") {
+		var dirs [][2]string
+		for _, d := range strings.Fields(target) {
+			from, to, _ := strings.Cut(d, ">")
+			dirs = append(dirs, [2]string{from, to})
+		}
+		switch fault {
+		case "partition":
+			for _, d := range dirs {
+				if err := e.rc.Lab.Cut(e.ctx, d[0], d[1]); err != nil {
+					return err
+				}
+			}
+			e.made[target] = dirs
+		case "heal":
+			for _, d := range e.made[target] {
+				if err := e.rc.Lab.Restore(e.ctx, d[0], d[1]); err != nil {
+					return err
+				}
+			}
+			delete(e.made, target)
+		}
+		return nil
+	}
+	n := e.rc.Cluster.Node(target)
+	if n == nil {
+		return fmt.Errorf("no node %q", target)
+	}
+	switch fault {
+	case "kill":
+		return n.Crash()
+	case "pause":
+		return n.Pause()
+	case "resume":
+		return n.Resume()
+	case "restart-broker":
+		if !n.Up() {
+			return n.Start(e.ctx)
+		}
+		return n.Restart(e.ctx)
+	}
+	return fmt.Errorf("%s cannot strike node %s", fault, target)
+}
+
+// RunRealCluster runs steps on the real cluster, its queues' names
+// beginning with prefix (a prefix of its own for each run: a durable
+// queue of a node that rejoins comes back a while after the cluster
+// agrees again, after any cleanup), then makes it one again
+// (rabbitmq.Cluster.Recover) and deletes the queues it can.
+func RunRealCluster(ctx context.Context, rc RealCluster, prefix string, steps []ClusterStep) ([]string, error) {
+	e := &realClusterEnv{rc: rc, ctx: ctx, made: map[string][][2]string{}}
+	out := runClusterSteps(e, prefix, steps)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if _, err := rc.Cluster.Recover(rctx, rc.Lab); err != nil {
+		if errors.Is(err, rabbitmq.ErrStillSplit) {
+			if rerr := rc.Cluster.Reset(rctx); rerr != nil {
+				return nil, fmt.Errorf("%w; made anew: %v", err, rerr)
+			}
+		} else {
+			return nil, err
+		}
+	}
+	// The sequence's durable queue goes, through the first node, where
+	// it can (exclusive ones went with their connections; the names are
+	// the run's own either way).
+	if conn, err := rabbitmq.New(rc.Cluster.Nodes[0].URL()).Dial(rctx, broker.Config{}); err == nil {
+		if ch, err := conn.Channel(rctx); err == nil {
+			ch.Delete(rctx, prefix+"d1", broker.DeleteOptions{})
+		}
+		conn.Close()
+	}
+	return out, nil
+}
+
+// ClusterDiffOptions configure ClusterDifferential.
+type ClusterDiffOptions struct {
+	Mode      string // the cluster's partition handling
+	Sequences int
+	Seed      uint64
+	Steps     int           // per sequence; 0 means 10
+	Shrink    time.Duration // time to spend shrinking a divergence
+	Out       io.Writer     // a line per sequence
+}
+
+// A ClusterDivergence is a sequence on which the simulated cluster and
+// the real one observed differently, from its first differing step.
+type ClusterDivergence struct {
+	Seq         int
+	Steps       []ClusterStep
+	Real, Sim   []string
+	Step        int // the first step that differs
+	ShrunkSteps []ClusterStep
+}
+
+func (d *ClusterDivergence) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sequence %d, step %d differs:\n", d.Seq, d.Step+1)
+	for i, s := range d.Steps {
+		mark := "  "
+		if i == d.Step {
+			mark = "> "
+		}
+		fmt.Fprintf(&b, "%s%2d %-36s real: %-22s sim: %s\n", mark, i+1, s, obsAt(d.Real, i), obsAt(d.Sim, i))
+	}
+	if d.ShrunkSteps != nil {
+		fmt.Fprintf(&b, "shrunk to %d steps:\n", len(d.ShrunkSteps))
+		for i, s := range d.ShrunkSteps {
+			fmt.Fprintf(&b, "  %2d %s\n", i+1, s)
+		}
+	}
+	return b.String()
+}
+
+func obsAt(obs []string, i int) string {
+	if i < len(obs) {
+		return obs[i]
+	}
+	return "-"
+}
+
+// diffAt is the first step at which real and sim differ, or -1.
+func diffAt(real, sim []string) int {
+	for i := range max(len(real), len(sim)) {
+		if obsAt(real, i) != obsAt(sim, i) {
+			return i
+		}
+	}
+	return -1
+}
+
+// ClusterDifferential runs o.Sequences drawn sequences on the real
+// cluster and on the simulated one and compares them step by step; it
+// stops at the first divergence, which it shrinks for o.Shrink (fewer
+// steps, still diverging), and returns it with the number of sequences
+// that agreed.
+func ClusterDifferential(ctx context.Context, rc RealCluster, o ClusterDiffOptions) (agreed int, d *ClusterDivergence, err error) {
+	if o.Steps <= 0 {
+		o.Steps = 10
+	}
+	tick := rc.Cluster.Options().NetTicktime
+	runs := 0
+	diverges := func(steps []ClusterStep) ([]string, []string, int, error) {
+		runs++
+		real, err := RunRealCluster(ctx, rc, fmt.Sprintf("cd%d-%d-", o.Seed%1000, runs), steps)
+		if err != nil {
+			return nil, nil, -1, err
+		}
+		sim, k, err := SimClusterMatch(o.Mode, tick, steps, real)
+		return real, sim, k, err
+	}
+	for i := range o.Sequences {
+		r := rand.New(rand.NewPCG(o.Seed, uint64(i)))
+		steps := DrawClusterSteps(r, o.Steps)
+		t0 := time.Now()
+		real, sim, k, err := diverges(steps)
+		if err != nil {
+			return agreed, nil, fmt.Errorf("sequence %d: %w", i, err)
+		}
+		if o.Out != nil {
+			fmt.Fprintf(o.Out, "sequence %d (%s): %s in %.0fs\n", i, o.Mode, map[bool]string{true: "agrees", false: "DIVERGES"}[k < 0], time.Since(t0).Seconds())
+		}
+		if k < 0 {
+			agreed++
+			continue
+		}
+		d = &ClusterDivergence{Seq: i, Steps: steps, Real: real, Sim: sim, Step: k}
+		d.ShrunkSteps = shrinkCluster(ctx, steps[:k+1], o.Shrink, func(s []ClusterStep) bool {
+			_, _, k, err := diverges(s)
+			return err == nil && k >= 0
+		})
+		return agreed, d, nil
+	}
+	return agreed, nil, nil
+}
+
+// shrinkCluster removes steps one at a time while the sequence still
+// diverges, for at most budget.
+func shrinkCluster(ctx context.Context, steps []ClusterStep, budget time.Duration, diverges func([]ClusterStep) bool) []ClusterStep {
+	if budget <= 0 {
+		return nil
+	}
+	end := time.Now().Add(budget)
+	cur := steps
+	for i := 0; i < len(cur)-1 && time.Now().Before(end) && ctx.Err() == nil; {
+		try := append(append([]ClusterStep{}, cur[:i]...), cur[i+1:]...)
+		if diverges(try) {
+			cur = try
+			continue
+		}
+		i++
+	}
+	return cur
+}

@@ -1,0 +1,80 @@
+package conform
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/backends/netns/netnstest"
+	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/internal/quick"
+)
+
+// Drawn cluster sequences run on the simulated cluster in every mode,
+// the same sequence giving the same observations every time, and they
+// observe what a cluster does: some step is held up (a timeout) or
+// refused by a fault somewhere among them, and faults apply.
+func TestSimClusterSequences(t *testing.T) {
+	seen := map[string]bool{}
+	for _, mode := range rabbitmq.Modes {
+		for i := range 60 {
+			steps := DrawClusterSteps(rand.New(rand.NewPCG(7, uint64(i))), 12)
+			a, err := RunSimCluster(mode, 5*time.Second, 0, steps)
+			if err != nil {
+				t.Fatalf("%s, sequence %d: %v", mode, i, err)
+			}
+			b, _ := RunSimCluster(mode, 5*time.Second, 0, steps)
+			if !slices.Equal(a, b) || len(a) != len(steps) {
+				t.Fatalf("%s, sequence %d: %d steps observed %v, then %v", mode, i, len(steps), a, b)
+			}
+			for j, o := range a {
+				if strings.HasPrefix(o, "fault failed") {
+					t.Errorf("%s, sequence %d, step %d (%s): %s", mode, i, j+1, steps[j], o)
+				}
+				seen[o] = true
+			}
+		}
+	}
+	for _, want := range []string{"ok", "405", "404", "acked", "returned", "done", "404 home node down"} {
+		if !seen[want] {
+			t.Errorf("no step observed %q; seen %v", want, seen)
+		}
+	}
+}
+
+// The differential on a real cluster, briefly: two drawn sequences under
+// ignore (seed 2's first two: two bridges, an isolation, two heals and a
+// restart among their steps) agree with the simulated cluster. It needs
+// root, network namespaces and rabbitmq-server, and skips without them.
+// (pause_minority's bridge has a divergence still open, docs/amqp-locks.md
+// "The simulated cluster"; seed 1's third sequence under pause_minority
+// hit it in one run of two.)
+func TestClusterDifferential(t *testing.T) {
+	quick.Skip(t, "a RabbitMQ cluster")
+	if err := rabbitmq.ClusterPreflight(); err != nil {
+		t.Skipf("no RabbitMQ cluster here: %v", err)
+	}
+	lab := netnstest.Lab(t, "n1", "n2", "n3")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	c, err := rabbitmq.StartCluster(ctx, lab, t.TempDir(), rabbitmq.ClusterOptions{PartitionHandling: rabbitmq.Ignore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping the cluster: %v", err)
+		}
+	})
+	agreed, d, err := ClusterDifferential(ctx, RealCluster{c, lab}, ClusterDiffOptions{Mode: rabbitmq.Ignore, Sequences: 2, Seed: 2, Out: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d != nil {
+		t.Errorf("after %d sequences that agreed:\n%s", agreed, d)
+	}
+}

@@ -1,0 +1,477 @@
+package sim_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim"
+)
+
+// The three nodes of the simulated clusters below, and where their
+// processes connect: h (the holder) to n1, c (the contender) to n2, t
+// (a third client) to n3.
+var (
+	nodes = []string{"n1", "n2", "n3"}
+	homes = map[string]string{"h": "n1", "c": "n2", "t": "n3", "a": "n1", "d": "n2"}
+)
+
+const isolateN1 = "n1>n2 n2>n1 n1>n3 n3>n1"
+
+func clusterWorld(mode string, seed uint64, trace *bytes.Buffer) *sim.World {
+	o := sim.Options{Decider: sim.Seeded(seed), Cluster: &sim.ClusterOptions{
+		Nodes: nodes, PartitionHandling: mode, NodeOf: func(p string) string { return homes[p] }}}
+	if trace != nil {
+		o.Trace = trace
+	}
+	return sim.New(o)
+}
+
+// channel dials b and opens a channel, failing t if it cannot.
+func channel(t *testing.T, b broker.Broker) (broker.Conn, broker.Channel) {
+	t.Helper()
+	conn, err := b.Dial(bg, broker.Config{Heartbeat: time.Second})
+	if err != nil {
+		t.Errorf("dial: %v", err)
+		return nil, nil
+	}
+	ch, err := conn.Channel(bg)
+	if err != nil {
+		t.Errorf("channel: %v", err)
+	}
+	return conn, ch
+}
+
+// reopen opens a fresh channel after one the broker closed.
+func reopen(t *testing.T, conn broker.Conn) broker.Channel {
+	t.Helper()
+	ch, err := conn.Channel(bg)
+	if err != nil {
+		t.Errorf("channel: %v", err)
+	}
+	return ch
+}
+
+func at(w *sim.World) time.Duration { return time.Duration(w.Now()) }
+
+// Queues live where RabbitMQ puts them: an exclusive queue on its owner
+// connection's node, a durable one on the node that declared it (C.1),
+// and every node sees every record while the cluster is one: a
+// contender through another node gets 405 (C.2).
+func TestClusterQueueHomes(t *testing.T) {
+	w := clusterWorld(sim.Ignore, 1, nil)
+	w.Go("h", func(b broker.Broker) {
+		_, ch := channel(t, b)
+		if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true}); err != nil {
+			t.Errorf("h's exclusive declare: %v", err)
+		}
+		b.Sleep(bg, time.Second)
+	})
+	w.Go("d", func(b broker.Broker) {
+		_, ch := channel(t, b)
+		if _, err := ch.Declare(bg, "A", broker.DeclareOptions{Durable: true}); err != nil {
+			t.Errorf("d's durable declare: %v", err)
+		}
+		b.Sleep(bg, time.Second)
+	})
+	w.Go("t", func(b broker.Broker) {
+		b.Sleep(bg, 100*time.Millisecond)
+		_, ch := channel(t, b)
+		_, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true})
+		if broker.Code(err) != broker.ResourceLocked {
+			t.Errorf("t's declare through n3 of h's queue: %v, want 405", err)
+		}
+		for _, q := range w.Queues() {
+			if want := map[string]string{"A": "n2", "B": "n1"}[q.Name]; q.Node != want {
+				t.Errorf("queue %s lives on %s, want %s", q.Name, q.Node, want)
+			}
+		}
+	})
+	if err := w.Run(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// partitionRun is the measured scenario of broker-semantics.md section 5
+// on the simulated cluster: h holds B through n1, n1 is cut off from n2
+// and n3 at 1 s, c tries B through n2 every 250 ms and h checks its queue
+// through n1 (a passive declare) as often, until the heal at heal; then
+// a third client through n3 tries B. It returns when c first got B, when
+// h was first told (its connection closed, or its check failed; 0 if
+// never), and what c's and t's last attempts got.
+type partitionOutcome struct {
+	took, told  time.Duration
+	cAfter      error // c's passive declare of B after the heal
+	tAfter      error // t's exclusive declare of B after the heal
+	split       bool  // B is recorded twice (two queues of that name) after the heal
+	refusedFrom time.Duration
+	closes      []sim.BrokerClose
+}
+
+func partitionRun(t *testing.T, mode string, seed uint64, heal time.Duration) partitionOutcome {
+	t.Helper()
+	var out partitionOutcome
+	w := clusterWorld(mode, seed, nil)
+	const cut = time.Second
+	w.Go("h", func(b broker.Broker) {
+		conn, ch := channel(t, b)
+		if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true}); err != nil {
+			t.Errorf("h's declare: %v", err)
+		}
+		for at(w) < heal+5*time.Second {
+			b.Sleep(bg, 250*time.Millisecond)
+			if out.told != 0 {
+				continue
+			}
+			if conn.Err() != nil {
+				out.told = at(w) - cut
+				continue
+			}
+			if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Passive: true}); err != nil {
+				out.told = at(w) - cut
+			}
+		}
+	})
+	w.Go("c", func(b broker.Broker) {
+		conn, ch := channel(t, b)
+		for at(w) < heal {
+			b.Sleep(bg, 250*time.Millisecond)
+			if out.took != 0 {
+				continue
+			}
+			_, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true})
+			switch {
+			case err == nil:
+				out.took = at(w) - cut
+			case broker.Code(err) == broker.ResourceLocked:
+				ch = reopen(t, conn)
+			default:
+				t.Errorf("c's declare at %v: %v", at(w), err)
+			}
+		}
+		b.Sleep(bg, 4*time.Second)
+		_, out.cAfter = reopen(t, conn).Declare(bg, "B", broker.DeclareOptions{Passive: true})
+		b.Sleep(bg, 2*time.Second)
+	})
+	w.Go("t", func(b broker.Broker) {
+		b.Sleep(bg, heal+4500*time.Millisecond)
+		_, ch := channel(t, b)
+		_, out.tAfter = ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true})
+		n := 0
+		for _, q := range w.Queues() {
+			if q.Name == "B" {
+				n++
+			}
+		}
+		out.split = n > 1
+	})
+	w.Go("a", func(b broker.Broker) { // dials n1 now and then: refused while it pauses
+		for at(w) < heal {
+			b.Sleep(bg, 250*time.Millisecond)
+			conn, err := b.Dial(bg, broker.Config{Heartbeat: time.Second})
+			if err != nil && out.refusedFrom == 0 {
+				out.refusedFrom = at(w) - cut
+			}
+			if err == nil {
+				conn.Close()
+			}
+		}
+	})
+	w.After(cut, func() { w.Strike("partition", isolateN1) })
+	w.After(heal, func() { w.Strike("heal", isolateN1) })
+	if err := w.Run(); err != nil {
+		t.Fatal(err)
+	}
+	out.closes = w.BrokerCloses()
+	return out
+}
+
+// Under ignore, n2 frees h's queue once it declares n1 down, 0.75 to 1.25
+// net_ticktimes after the cut (C.3), while n1 tells h nothing (C.4); the
+// cluster stays split after the heal (C.8): c keeps its queue and a third
+// client through n3 gets 405 (C.9).
+func TestClusterIgnore(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for seed := uint64(0); seed < 8; seed++ {
+		o := partitionRun(t, sim.Ignore, seed, 20*time.Second)
+		if o.took < 3750*time.Millisecond || o.took > 6500*time.Millisecond {
+			t.Errorf("seed %d: c took h's queue %v after the cut, want between 0.75 and 1.25 net_ticktimes (5 s) and a probe", seed, o.took)
+		}
+		seen[o.took.Truncate(250*time.Millisecond)] = true
+		if o.told != 0 || len(o.closes) != 0 {
+			t.Errorf("seed %d: h was told at %v (closes %v); under ignore n1 never tells it", seed, o.told, o.closes)
+		}
+		if o.cAfter != nil || broker.Code(o.tAfter) != broker.ResourceLocked || !o.split {
+			t.Errorf("seed %d: after the heal c's check %v, t's declare %v, split %v; want ok, 405, and the cluster still split", seed, o.cAfter, o.tAfter, o.split)
+		}
+	}
+	if len(seen) < 2 {
+		t.Errorf("the detection time never varied over 8 seeds: %v", seen)
+	}
+}
+
+// Under pause_minority, n1 stops its broker when it finds itself alone:
+// h's connection is closed with 320 (C.4), the close recorded as the
+// broker's own, new connections to n1 are refused until the heal (C.7),
+// after which the cluster is one again: c keeps the queue, t gets 405.
+func TestClusterPauseMinority(t *testing.T) {
+	for seed := uint64(0); seed < 8; seed++ {
+		o := partitionRun(t, sim.PauseMinority, seed, 20*time.Second)
+		if o.told < 3750*time.Millisecond || o.told > 6500*time.Millisecond {
+			t.Errorf("seed %d: h was told %v after the cut, want when n1 declares its peers down", seed, o.told)
+		}
+		if len(o.closes) != 1 || o.closes[0].Process != "h" || o.closes[0].Code != 320 || !strings.Contains(o.closes[0].Text, "shutdown") {
+			t.Errorf("seed %d: the broker's closes %+v, want h's, 320 shutdown", seed, o.closes)
+		}
+		if o.refusedFrom == 0 || o.refusedFrom < o.told-500*time.Millisecond {
+			t.Errorf("seed %d: dials to n1 refused from %v, want from n1's pause (%v)", seed, o.refusedFrom, o.told)
+		}
+		if o.cAfter != nil || broker.Code(o.tAfter) != broker.ResourceLocked || o.split {
+			t.Errorf("seed %d: after the heal c's check %v, t's declare %v, split %v; want ok, 405, one cluster", seed, o.cAfter, o.tAfter, o.split)
+		}
+	}
+}
+
+// Under autoheal, both sides go on during the partition; after the heal
+// n1, whose side has fewer connections, restarts: h's connection is
+// closed, and n1 deletes h's queue by name, which by then is c's record:
+// c's check gets 404 while its connection stays open, and the third
+// client takes the queue (C.9, RabbitMQ 3.10's exclusive-queue bug).
+func TestClusterAutoheal(t *testing.T) {
+	o := partitionRun(t, sim.Autoheal, 3, 20*time.Second)
+	if o.took == 0 {
+		t.Fatalf("c never took h's queue")
+	}
+	if o.told < 19*time.Second {
+		t.Errorf("h was told %v after the cut, want only once the heal restarts n1", o.told)
+	}
+	if len(o.closes) != 1 || o.closes[0].Process != "h" || o.closes[0].Code != 320 {
+		t.Errorf("the broker's closes %+v, want h's at n1's restart", o.closes)
+	}
+	if broker.Code(o.cAfter) != broker.NotFound || o.tAfter != nil || o.split {
+		t.Errorf("after the heal c's check %v, t's declare %v, split %v; want 404, ok, one cluster", o.cAfter, o.tAfter, o.split)
+	}
+}
+
+// A durable queue whose home node is cut off: a passive declare through
+// another node gets no answer until that node declares the home down, then
+// 404 "home node ... down or inaccessible" and its channel closed (C.6);
+// a publish to it is confirmed then, its message lost; once the cluster is
+// one again the queue is back.
+func TestClusterDurableHomeCutOff(t *testing.T) {
+	w := clusterWorld(sim.Ignore, 2, nil)
+	w.Go("a", func(b broker.Broker) {
+		_, ch := channel(t, b)
+		if _, err := ch.Declare(bg, "A", broker.DeclareOptions{Durable: true}); err != nil {
+			t.Errorf("a's declare: %v", err)
+		}
+		b.Sleep(bg, 40*time.Second)
+	})
+	w.Go("c", func(b broker.Broker) {
+		conn, ch := channel(t, b)
+		b.Sleep(bg, 2*time.Second)
+		t0 := at(w)
+		_, err := ch.Declare(bg, "A", broker.DeclareOptions{Passive: true})
+		waited := at(w) - t0
+		if broker.Code(err) != broker.NotFound || !strings.Contains(err.Error(), "home node 'rabbit@n1' of durable queue 'A'") {
+			t.Errorf("c's passive declare of A: %v, want 404 home node down", err)
+		}
+		if waited < 2750*time.Millisecond || waited > 5250*time.Millisecond {
+			t.Errorf("c's passive declare was answered after %v, want once n2 declares n1 down (3.75 to 6.25 s after the cut at 1 s)", waited)
+		}
+		ch = reopen(t, conn)
+		ch.Confirm(bg)
+		conf, err := ch.Publish(bg, broker.Publishing{Key: "A", Mandatory: true})
+		if err != nil || !conf.Returned {
+			t.Errorf("a publish to A once n1 is down: %+v %v, want returned (no record to route to)", conf, err)
+		}
+		b.Sleep(bg, 30*time.Second)
+		if _, err := reopen(t, conn).Declare(bg, "A", broker.DeclareOptions{Passive: true}); err != nil {
+			t.Errorf("A after the heal and the operator's restart: %v", err)
+		}
+	})
+	w.Go("nemesis", func(b broker.Broker) {
+		b.Sleep(bg, time.Second)
+		w.Strike("partition", isolateN1)
+		b.Sleep(bg, 12*time.Second)
+		w.Strike("heal", isolateN1)
+		if err := w.Settle(); err != nil {
+			t.Errorf("settle: %v", err)
+		}
+	})
+	if err := w.Run(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A paused node (SIGSTOP) answers no one: its clients' calls wait, its
+// peers declare it down, and once it continues what waited is answered;
+// a killed node resets its clients' connections at once, its peers
+// notice at once, and a restart brings its durable queues back but not
+// its exclusive ones.
+func TestClusterPauseKillRestart(t *testing.T) {
+	var trace bytes.Buffer
+	w := clusterWorld(sim.Ignore, 4, &trace)
+	w.Go("a", func(b broker.Broker) {
+		_, ch := channel(t, b)
+		ch.Declare(bg, "A", broker.DeclareOptions{Durable: true})
+		ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true})
+		b.Sleep(bg, 1100*time.Millisecond) // n1 pauses at 1 s
+		t0 := at(w)
+		if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Passive: true}); err != nil {
+			t.Errorf("a's check through the paused n1: %v", err)
+		}
+		if waited := at(w) - t0; waited < 500*time.Millisecond {
+			t.Errorf("a's check through the paused n1 answered after %v, want once n1 continues", waited)
+		}
+	})
+	w.Go("c", func(b broker.Broker) {
+		conn, ch := channel(t, b)
+		b.Sleep(bg, 10*time.Second) // n1 killed at 9 s, started again at 12 s
+		_, err := ch.Declare(bg, "A", broker.DeclareOptions{Passive: true})
+		if broker.Code(err) != broker.NotFound || !strings.Contains(err.Error(), "home node") {
+			t.Errorf("A through n2 while n1 is dead: %v, want 404 home node down", err)
+		}
+		b.Sleep(bg, 5*time.Second)
+		ch = reopen(t, conn)
+		if _, err := ch.Declare(bg, "A", broker.DeclareOptions{Passive: true}); err != nil {
+			t.Errorf("A after n1's restart: %v", err)
+		}
+		if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Passive: true}); broker.Code(err) != broker.NotFound {
+			t.Errorf("B after n1's restart: %v, want 404 (its owner's connection died with n1)", err)
+		}
+	})
+	w.Go("nemesis", func(b broker.Broker) {
+		b.Sleep(bg, time.Second)
+		w.Strike("pause", "n1")
+		b.Sleep(bg, 600*time.Millisecond)
+		w.Strike("resume", "n1")
+		b.Sleep(bg, 7400*time.Millisecond)
+		w.Strike("kill", "n1")
+		b.Sleep(bg, 3*time.Second)
+		w.Strike("restart-broker", "n1")
+		if err := w.Settle(); err != nil {
+			t.Errorf("settle: %v", err)
+		}
+	})
+	if err := w.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(trace.String(), "node n2 declares node n1 down") {
+		t.Errorf("n2 never declared the killed n1 down:\n%s", trace.String())
+	}
+}
+
+// A cluster's faults name its nodes and its links; anything else is an
+// error, never a panic.
+func TestClusterFaultErrors(t *testing.T) {
+	w := clusterWorld(sim.Ignore, 0, nil)
+	for _, c := range []struct{ fault, target, want string }{
+		{"restart-broker", "", "name it"},
+		{"partition", "n1>n9", "not a direction"},
+		{"partition", "n1>n1", "not a direction"},
+		{"force-close", "n1", "cannot strike node"},
+		{"heal", "n1>n2>n3", "not a direction"},
+	} {
+		err := w.Strike(c.fault, c.target)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %q: %v, want an error saying %q", c.fault, c.target, err, c.want)
+		}
+	}
+}
+
+// The same seed gives the same cluster run, byte for byte, faults and
+// detection times included.
+func TestClusterSameSeedSameTrace(t *testing.T) {
+	run := func(seed uint64) string {
+		var buf bytes.Buffer
+		w := clusterWorld(sim.Autoheal, seed, &buf)
+		workload(w)
+		w.Go("cut", func(b broker.Broker) {
+			b.Sleep(bg, 5*time.Millisecond)
+			w.Strike("partition", "n2>n3 n3>n2")
+			b.Sleep(bg, 8*time.Second)
+			w.Strike("heal", "n2>n3 n3>n2")
+			w.Settle()
+		})
+		if err := w.Run(); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range w.Queues() {
+			fmt.Fprintf(&buf, "%+v\n", q)
+		}
+		return buf.String()
+	}
+	for seed := uint64(0); seed < 4; seed++ {
+		a, b := run(seed), run(seed)
+		if a != b {
+			t.Fatalf("seed %d: two runs differ:\n%s", seed, firstDiff(a, b))
+		}
+		if !strings.Contains(a, "declares node") {
+			t.Fatalf("seed %d: no node declared a peer down:\n%s", seed, a)
+		}
+	}
+}
+
+// A bridge (n2 and n3 cut off from each other, n1 seeing both) is a
+// partial partition: under ignore, the first of n2 and n3 to declare the
+// other down is told that n1 still sees it, and cuts itself off from n1
+// too (a durable queue on n1 is then "home node down" through it, and
+// only through it); under pause_minority that node pauses until every
+// node is back, and so does the other if it notices before the first has
+// stopped (each asks n1, which still counts the other as running): one
+// or both, by the seed, as on the real cluster; n1 always serves.
+func TestClusterBridge(t *testing.T) {
+	paused := map[int]int{} // nodes paused -> seeds
+	for seed := uint64(0); seed < 32; seed++ {
+		for _, mode := range []string{sim.Ignore, sim.PauseMinority} {
+			w := clusterWorld(mode, seed, nil)
+			var got []string
+			w.Go("a", func(b broker.Broker) {
+				_, ch := channel(t, b)
+				ch.Declare(bg, "A", broker.DeclareOptions{Durable: true})
+				b.Sleep(bg, 12*time.Second)
+				if _, err := ch.Declare(bg, "A", broker.DeclareOptions{Passive: true}); err != nil {
+					t.Errorf("seed %d, %s: n1 does not serve: %v", seed, mode, err)
+				}
+			})
+			for _, p := range []string{"c", "t"} {
+				w.Go(p, func(b broker.Broker) {
+					b.Sleep(bg, 12*time.Second)
+					conn, err := b.Dial(bg, broker.Config{Heartbeat: time.Second})
+					if err != nil {
+						got = append(got, p+": "+err.Error())
+						return
+					}
+					ch, _ := conn.Channel(bg)
+					_, err = ch.Declare(bg, "A", broker.DeclareOptions{Passive: true})
+					got = append(got, fmt.Sprintf("%s: %v", p, err))
+				})
+			}
+			w.After(time.Second, func() { w.Strike("partition", "n2>n3 n3>n2") })
+			w.After(20*time.Second, func() { w.Strike("heal", "n2>n3 n3>n2") })
+			if err := w.Run(); err != nil {
+				t.Fatal(err)
+			}
+			all := strings.Join(got, "; ")
+			switch mode {
+			case sim.Ignore:
+				if strings.Count(all, "home node 'rabbit@n1'") != 1 || strings.Count(all, "<nil>") != 1 {
+					t.Errorf("seed %d, ignore: %s; want one of n2 and n3 cut off from n1 (404 home node down), the other still with it", seed, all)
+				}
+			case sim.PauseMinority:
+				n := strings.Count(all, "refused")
+				paused[n]++
+				if n == 0 || n == 1 && strings.Count(all, "<nil>") != 1 {
+					t.Errorf("seed %d, pause_minority: %s; want n2 or n3 paused, or both, the other serving", seed, all)
+				}
+			}
+		}
+	}
+	if paused[1] == 0 || paused[2] == 0 {
+		t.Errorf("pause_minority: seeds by nodes paused %v, want some with one, some with both", paused)
+	}
+}
