@@ -393,7 +393,7 @@ func (p *proveRun) prove(ctx context.Context, term, stdout, stderr io.Writer) in
 	if o.Elapsed > 0 {
 		rate = float64(o.Plans) / o.Elapsed.Seconds()
 	}
-	fmt.Fprintf(stdout, "%d plans, %d verdicts, %.1fs (%.1f plans/s)\n", o.Plans, o.Judged, o.Elapsed.Seconds(), rate)
+	fmt.Fprintf(stdout, "%d plans, %d verdicts, %.1fs (%s plans/s)\n", o.Plans, o.Judged, o.Elapsed.Seconds(), perSecond(rate))
 	if !p.outf.quiet {
 		printInterleavings(stdout, o)
 	}
@@ -604,7 +604,7 @@ func (s *status) update(plans, judged int) {
 	}
 	s.last = time.Now()
 	el := time.Since(s.start)
-	line := fmt.Sprintf("plans %d  plans/s %.1f  verdicts %d  elapsed %s", plans, float64(plans)/el.Seconds(), judged, el.Round(time.Second))
+	line := fmt.Sprintf("plans %d  plans/s %s  verdicts %d  elapsed %s", plans, perSecond(float64(plans)/el.Seconds()), judged, el.Round(time.Second))
 	if s.tty {
 		fmt.Fprintf(s.w, "\r%s ", line)
 	} else {
@@ -616,4 +616,13 @@ func (s *status) done() {
 	if s.tty && time.Since(s.start) > 200*time.Millisecond {
 		fmt.Fprintln(s.w)
 	}
+}
+
+// perSecond renders a rate with one decimal, or two significant digits
+// under one a second (a cluster's plans take 20 s: "0.045", not "0.0").
+func perSecond(r float64) string {
+	if r > 0 && r < 1 {
+		return strconv.FormatFloat(r, 'g', 2, 64)
+	}
+	return strconv.FormatFloat(r, 'f', 1, 64)
 }

@@ -155,3 +155,13 @@ func TestExploreTable(t *testing.T) {
 		t.Errorf("table:\n%s", out)
 	}
 }
+
+// A rate under one a second keeps two significant digits (a cluster's
+// plans take seconds each), any other one decimal.
+func TestPerSecond(t *testing.T) {
+	for r, want := range map[float64]string{0.0452996: "0.045", 0.5: "0.5", 0: "0.0", 1: "1.0", 3295.94: "3295.9"} {
+		if got := perSecond(r); got != want {
+			t.Errorf("perSecond(%v) = %q, want %q", r, got, want)
+		}
+	}
+}
