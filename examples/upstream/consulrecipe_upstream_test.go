@@ -25,7 +25,10 @@ import (
 	"github.com/lockprover/lockprover/backends/consul"
 	"github.com/lockprover/lockprover/backends/etcd"
 	"github.com/lockprover/lockprover/backends/faultnet"
+	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
 	"github.com/lockprover/lockprover/families/consulsem/consulsemprotocol"
+	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/model"
 )
 
 // recipeStep is one request of a script and the reply it must get: its
@@ -258,4 +261,44 @@ func TestPythonEtcd3LockAdapter(t *testing.T) {
 	}
 	out := validateRecipe(t, "/usr/bin/python3 python_etcd3_lock.py", "etcd")
 	wantFailures(t, out, "c2's acquire with limit 2, the lock key saying 1, is a definite mismatch")
+}
+
+// Jepsen's etcd 3.4.3 finding, an acquirer whose lease expires while it
+// waits, on Debian's etcd with client v3.5.21: with --wait, c2's Lock
+// waits for c1 (who holds 3.6 s, refreshing) on a lease of 2 s nothing
+// renews, and answers ErrSessionExpired once c1 lets go (the adapter's
+// definite session-expired), never a grant: every property holds
+// (examples/upstream/plans/etcd-lease-expires-while-waiting.json).
+func TestEtcdMutexLeaseExpiresWhileWaiting(t *testing.T) {
+	if _, err := etcd.Find(); err != nil {
+		t.Skipf("needs etcd: %v", err)
+	}
+	bin := buildModule(t, "consulrecipe", "./etcdmutex", "", "")
+	p, err := consulsemfamily.ReadPlan("plans/etcd-lease-expires-while-waiting.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	impl := consulsemprotocol.NewProcesses(bin + " --wait 8s")
+	defer impl.Stop()
+	res, err := consulsemfamily.RunImpl(ctx, p, nil, impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c2 string
+	for _, e := range res.History {
+		if e.Process == "c2" && e.F == "acquire" && e.Type != "invoke" {
+			c2 = fmt.Sprintf("%s %s", e.Type, e.Error)
+		}
+	}
+	if !strings.HasPrefix(c2, "fail session-expired") {
+		t.Errorf("c2's waiting acquire: %q, want a definite fail session-expired", c2)
+	}
+	c := consulsemfamily.Config{Backend: "etcd", Target: "etcd"}
+	for _, v := range lease.Check(res.History, model.Options{Family: []any{c.Judging("")}}) {
+		if v.Status == model.Fail {
+			t.Errorf("%s fails: %s", v.Property, v.Detail)
+		}
+	}
 }

@@ -26,6 +26,13 @@
 // it. --keepalive leaves the library's KeepAlive running, as a user of
 // NewSession gets it.
 //
+// --wait D calls Lock, bounded by D, instead of TryLock: an acquire that
+// waits for the holder, as a user of Lock does (and as Jepsen's etcd 3.4.3
+// lock test did). A Lock that runs out of D is acquire_fail full (it
+// deletes its key; the lease is revoked too); its ErrSessionExpired (the
+// lease, and with it the key, gone while it waited) is a definite
+// acquire_fail session-expired; another error is an unknown outcome.
+//
 // A limit other than 1 is refused as a definite unsupported. TryLock's
 // ErrLocked is acquire_fail full; another error of TryLock is an unknown
 // outcome (its transaction may have put the key); an error of Grant or
@@ -56,6 +63,7 @@ import (
 
 func main() {
 	keepAlive := flag.Bool("keepalive", false, "leave the concurrency.Session's own KeepAlive of each lease running")
+	wait := flag.Duration("wait", 0, "call Lock, bounded by this long, instead of TryLock (0: TryLock)")
 	flag.Parse()
 	var cli *clientv3.Client
 	open := func(in protoloop.Init) (protoloop.Lock, error) {
@@ -69,7 +77,7 @@ func main() {
 			return nil, err
 		}
 		cli = c
-		return &adapter{cli: c, name: in.Name, keepAlive: *keepAlive, held: map[string]*hold{}}, nil
+		return &adapter{cli: c, name: in.Name, keepAlive: *keepAlive, wait: *wait, held: map[string]*hold{}}, nil
 	}
 	err := protoloop.Serve(os.Stdin, os.Stdout, open)
 	if cli != nil {
@@ -86,6 +94,7 @@ type adapter struct {
 	cli       *clientv3.Client
 	name      string
 	keepAlive bool
+	wait      time.Duration // Lock bounded by it instead of TryLock, if not 0
 
 	mu   sync.Mutex
 	held map[string]*hold // by token: every grant of this process
@@ -122,7 +131,13 @@ func (a *adapter) Acquire(ctx context.Context, limit int, ttl time.Duration) (pr
 		sess.Orphan()
 	}
 	m := concurrency.NewMutex(sess, a.name)
-	if err := m.TryLock(ctx); err != nil {
+	if a.wait > 0 {
+		if err := a.lock(ctx, m); err != nil {
+			sess.Orphan()
+			a.revoke(lease.ID)
+			return protoloop.Grant{}, err
+		}
+	} else if err := m.TryLock(ctx); err != nil {
 		// Not granted (or not known to be): the lease goes again, and
 		// with it the mutex's key.
 		sess.Orphan()
@@ -138,6 +153,24 @@ func (a *adapter) Acquire(ctx context.Context, limit int, ttl time.Duration) (pr
 	a.mu.Unlock()
 	fence := uint64(m.Header().Revision)
 	return protoloop.Grant{Token: token, Fence: &fence, TTL: time.Duration(lease.TTL) * time.Second}, nil
+}
+
+// lock calls m's Lock bounded by a.wait (--wait), saying what its error
+// means for the acquire: running out of the wait is full, a session
+// expired while waiting definite, any other error unknown.
+func (a *adapter) lock(ctx context.Context, m *concurrency.Mutex) error {
+	wctx, cancel := context.WithTimeout(ctx, a.wait)
+	defer cancel()
+	err := m.Lock(wctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, concurrency.ErrSessionExpired):
+		return &protoloop.Definite{Code: "session-expired", Err: err}
+	case wctx.Err() != nil && ctx.Err() == nil:
+		return protoloop.ErrFull
+	}
+	return err
 }
 
 // revoke ends a lease an acquire made and did not hold with (best
