@@ -229,7 +229,7 @@ func (c Config) Size(p prover.Plan) int {
 // choices from ch, or from schedule (prover.Exhaustive).
 func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
 	q := *p.(*Plan)
-	q.Schedule, q.ScheduleSeed, q.Chooser = slices.Clone(schedule), 0, ch
+	q.Decisions = q.Decisions.Choosing(schedule, ch)
 	return &q
 }
 

@@ -143,7 +143,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	case c.Persistent:
 		server = "a simulated persistent Consul agent"
 	}
-	what := fmt.Sprintf("consul-semaphore on %s, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, verify, release, sleep %d ms", server, ttl, clientsOf(s.Clients), s.Ops, 3*ttl)
+	what := fmt.Sprintf("consul-semaphore on %s, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, verify, release, sleep %d ms", server, ttl, leaseplan.Clients(s.Clients), s.Ops, 3*ttl)
 	if s.Clients > 1 {
 		what += ", each with a limit of 1 or 2 of its own"
 	} else {
@@ -180,26 +180,15 @@ func inFlight(p *Plan) ([]int, error) {
 // Size is p's operations and faults (prover.Exhaustive).
 func (c Config) Size(p prover.Plan) int {
 	q := p.(*Plan)
-	n := len(q.Nemesis)
-	for _, sc := range q.Clients {
-		n += len(sc)
-	}
-	return n
+	return leaseplan.Size(q.Clients, q.Nemesis)
 }
 
 // Scheduled returns a copy of p that takes its choices from ch, or from
 // schedule (prover.Exhaustive).
 func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
 	q := *p.(*Plan)
-	q.Schedule, q.ScheduleSeed, q.Chooser = slices.Clone(schedule), 0, ch
+	q.Decisions = q.Decisions.Choosing(schedule, ch)
 	return &q
-}
-
-func clientsOf(n int) string {
-	if n == 1 {
-		return "1 client"
-	}
-	return fmt.Sprintf("%d clients", n)
 }
 
 var _ prover.Exhaustive = Config{}

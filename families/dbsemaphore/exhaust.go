@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -97,7 +98,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		}
 	}
 	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
-	what := fmt.Sprintf("db-semaphore of 1 slot, ttl %d ms, %s, each with every script of 1 to %d operations of acquire, refresh, release", ttl, clientsOf(s.Clients), s.Ops)
+	what := fmt.Sprintf("db-semaphore of 1 slot, ttl %d ms, %s, each with every script of 1 to %d operations of acquire, refresh, release", ttl, leaseplan.Clients(s.Clients), s.Ops)
 	if len(faults) == 0 {
 		what += "; no faults"
 	} else {
@@ -113,26 +114,15 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 // Size is p's operations and faults (prover.Exhaustive).
 func (c Config) Size(p prover.Plan) int {
 	q := p.(*Plan)
-	n := len(q.Nemesis)
-	for _, sc := range q.Clients {
-		n += len(sc)
-	}
-	return n
+	return leaseplan.Size(q.Clients, q.Nemesis)
 }
 
 // Scheduled returns a copy of p that takes its choices from ch, or from
 // schedule (prover.Exhaustive).
 func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
 	q := *p.(*Plan)
-	q.Schedule, q.ScheduleSeed, q.Chooser = slices.Clone(schedule), 0, ch
+	q.Decisions = q.Decisions.Choosing(schedule, ch)
 	return &q
-}
-
-func clientsOf(n int) string {
-	if n == 1 {
-		return "1 client"
-	}
-	return fmt.Sprintf("%d clients", n)
 }
 
 var _ prover.Exhaustive = Config{}

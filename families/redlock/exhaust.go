@@ -134,7 +134,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		}
 	}
 	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
-	what := fmt.Sprintf("%s on %d simulated server(s) of persistence %s, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, release, sleep %d ms", kind, servers, persistence, ttl, clientsOf(s.Clients), s.Ops, 2*ttl)
+	what := fmt.Sprintf("%s on %d simulated server(s) of persistence %s, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, release, sleep %d ms", kind, servers, persistence, ttl, leaseplan.Clients(s.Clients), s.Ops, 2*ttl)
 	switch {
 	case c.Priority && s.Clients > 1:
 		what += ", each with a priority of 0 or 1"
@@ -212,26 +212,15 @@ func inFlight(p *Plan) ([]int, error) {
 // Size is p's operations and faults (prover.Exhaustive).
 func (c Config) Size(p prover.Plan) int {
 	q := p.(*Plan)
-	n := len(q.Nemesis)
-	for _, sc := range q.Clients {
-		n += len(sc)
-	}
-	return n
+	return leaseplan.Size(q.Clients, q.Nemesis)
 }
 
 // Scheduled returns a copy of p that takes its choices from ch, or from
 // schedule (prover.Exhaustive).
 func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
 	q := *p.(*Plan)
-	q.Schedule, q.ScheduleSeed, q.Chooser = slices.Clone(schedule), 0, ch
+	q.Decisions = q.Decisions.Choosing(schedule, ch)
 	return &q
-}
-
-func clientsOf(n int) string {
-	if n == 1 {
-		return "1 client"
-	}
-	return fmt.Sprintf("%d clients", n)
 }
 
 var _ prover.Exhaustive = Config{}

@@ -44,6 +44,13 @@ type Decisions struct {
 	Chooser prover.Chooser `json:"-"`
 }
 
+// Choosing is d for a run of an exhaustive search (prover.Exhaustive's
+// Scheduled): its choices from ch, or, ch nil, from schedule alone (a
+// replayable plan: no seed).
+func (d Decisions) Choosing(schedule []int, ch prover.Chooser) Decisions {
+	return Decisions{Schedule: slices.Clone(schedule), Chooser: ch}
+}
+
 // Decider returns the decisions as a simulator's Decide (pick one of n): the
 // numbers of Schedule modulo n, then a PCG seeded with ScheduleSeed and
 // salt, which a family keeps fixed so that its plans keep their histories;

@@ -44,23 +44,8 @@ func TestClusterInterrupted(t *testing.T) {
 			if m == nil {
 				t.Fatalf("stderr does not say which lab and files the run made:\n%s", stderr)
 			}
-			lab, dir := m[1], m[2]
-			t.Logf("exited %v after SIGINT; lab %s, files %s", took.Round(time.Millisecond), lab, dir)
-			if strings.Contains(stderr, "left behind") {
-				t.Errorf("stderr says something was left behind, though the run removed it all:\n%s", stderr)
-			}
-			if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), lab) {
-				t.Errorf("namespaces of lab %s left: %s", lab, ns)
-			}
-			if _, err := os.Stat(dir); !os.IsNotExist(err) {
-				t.Errorf("the cluster's files %s left (%v)", dir, err)
-			}
-			procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-			for _, p := range procs {
-				if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), dir) {
-					t.Errorf("a process of the cluster left: %s: %s", p, strings.ReplaceAll(string(b), "\x00", " "))
-				}
-			}
+			t.Logf("exited %v after SIGINT; lab %s, files %s", took.Round(time.Millisecond), m[1], m[2])
+			nothingLeft(t, stderr, m[1], m[2])
 		})
 	}
 }
@@ -95,23 +80,30 @@ func TestLeaseClusterInterrupted(t *testing.T) {
 			if m == nil {
 				t.Fatalf("stderr does not say which lab and files the run made:\n%s", stderr)
 			}
-			lab, dir := m[1], m[2]
-			t.Logf("exited %v after SIGINT; lab %s, files %s", took.Round(time.Millisecond), lab, dir)
-			if strings.Contains(stderr, "left behind") {
-				t.Errorf("stderr says something was left behind, though the run removed it all:\n%s", stderr)
-			}
-			if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), lab) {
-				t.Errorf("namespaces of lab %s left: %s", lab, ns)
-			}
-			if _, err := os.Stat(dir); !os.IsNotExist(err) {
-				t.Errorf("the cluster's files %s left (%v)", dir, err)
-			}
-			procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-			for _, p := range procs {
-				if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), dir) {
-					t.Errorf("a process of the cluster left: %s: %s", p, strings.ReplaceAll(string(b), "\x00", " "))
-				}
-			}
+			t.Logf("exited %v after SIGINT; lab %s, files %s", took.Round(time.Millisecond), m[1], m[2])
+			nothingLeft(t, stderr, m[1], m[2])
 		})
+	}
+}
+
+// nothingLeft fails t if an interrupted cluster run (its stderr) left its
+// lab's namespaces, its files under dir or a process running from them,
+// or said it left anything.
+func nothingLeft(t *testing.T, stderr, lab, dir string) {
+	t.Helper()
+	if strings.Contains(stderr, "left behind") {
+		t.Errorf("stderr says something was left behind, though the run removed it all:\n%s", stderr)
+	}
+	if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), lab) {
+		t.Errorf("namespaces of lab %s left: %s", lab, ns)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the cluster's files %s left (%v)", dir, err)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), dir) {
+			t.Errorf("a process of the cluster left: %s: %s", p, strings.ReplaceAll(string(b), "\x00", " "))
+		}
 	}
 }

@@ -184,3 +184,23 @@ func BusyMs(h []histories.Event) []int {
 	}
 	return slices.Sorted(maps.Keys(ms))
 }
+
+// Size is a lease plan's operations and faults, by which an exhaustive
+// search orders its plans (prover.Exhaustive's Size: the shortest
+// counterexample has the fewest).
+func Size[S, F any](clients [][]S, nemesis []F) int {
+	n := len(nemesis)
+	for _, sc := range clients {
+		n += len(sc)
+	}
+	return n
+}
+
+// Clients says n clients in words, as a scope is spelled out ("1 client",
+// "2 clients").
+func Clients(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", n)
+}
