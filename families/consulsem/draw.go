@@ -34,25 +34,9 @@ func draw(t *rapid.T, c Config) *Plan {
 			p.Limits = append(p.Limits, rapid.IntRange(1, 3).Draw(t, "own_limit"))
 		}
 	}
-	faults := c.Faults
-	var onNodes []string
+	faults, onNodes := c.planFaults()
 	if c.Cluster != nil {
 		drawNodes(t, p)
-		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool {
-			if slices.Contains(ClusterFaultNames, f) {
-				onNodes = append(onNodes, f)
-				return true
-			}
-			return false
-		})
-	}
-	if c.real() {
-		// A given server (Addrs) is not lockprover's to restart.
-		// An implementation's proxy cannot lose a reply (ImplFaults).
-		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool {
-			return !slices.Contains(realFaults, f) || len(c.Addrs) > 0 && f == histories.RestartBroker ||
-				c.Impl != nil && f == histories.DropReply
-		})
 	}
 	kinds := drawable(faults, c.AnyRestart || c.keeps())
 	if len(kinds) > 0 {
@@ -69,6 +53,30 @@ func draw(t *rapid.T, c Config) *Plan {
 		p.Nemesis = append(p.Nemesis, drawForceCloses(t, c, p, k, len(kinds) > 0)...)
 	}
 	return p
+}
+
+// planFaults are the faults c's plans may strike at their clients or
+// their server, and apart, those on a cluster's nodes.
+func (c Config) planFaults() (faults, onNodes []string) {
+	faults = c.Faults
+	if c.Cluster != nil {
+		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool {
+			if slices.Contains(ClusterFaultNames, f) {
+				onNodes = append(onNodes, f)
+				return true
+			}
+			return false
+		})
+	}
+	if c.real() {
+		// A given server (Addrs) is not lockprover's to restart.
+		// An implementation's proxy cannot lose a reply (ImplFaults).
+		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool {
+			return !slices.Contains(realFaults, f) || len(c.Addrs) > 0 && f == histories.RestartBroker ||
+				c.Impl != nil && f == histories.DropReply
+		})
+	}
+	return faults, onNodes
 }
 
 // drawable are the faults of faults a plan draws with drawNemesis:

@@ -1,0 +1,86 @@
+package consulsemfamily
+
+import (
+	"slices"
+
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+	"pgregory.net/rapid"
+)
+
+// steering is what the lease families' steering needs of c's plans: any
+// fault they may strike at a client or the server (a cluster's node
+// faults aside), a semaphore, an operation taking some milliseconds on
+// the simulator (a call each 1 ms) and more on a real server.
+func (c Config) steering() leaseplan.Steering {
+	faults, _ := c.planFaults()
+	kinds := drawable(faults, c.AnyRestart || c.keeps())
+	if slices.Contains(faults, histories.ForceClose) {
+		kinds = append(kinds, histories.ForceClose)
+	}
+	opMs := 3
+	if c.real() {
+		opMs = 10
+	}
+	return leaseplan.Steering{Ops: steps.Ops, Faults: kinds, Clients: c.Clients, Semaphore: true, OpMs: opMs,
+		// A lost reply is that of the write that grants (runner.loseReply).
+		Only: map[string][]string{histories.DropReply: {histories.Acquire}}}
+}
+
+// Goals are the interleavings c's plans can reach and DrawToward aims at
+// (prover.Steerable; leaseplan.Steering says which).
+func (c Config) Goals() []prover.Interleaving { return c.withDefaults().steering().Goals() }
+
+// DrawToward draws a plan as Draw does, then leans it toward g
+// (leaseplan.Steering.Toward): g's operations lead two clients' scripts
+// (one's), under a limit of 2 where both must hold; the faults drawn at
+// those clients or the server are left out, unless g is a fault, which
+// then strikes inside the operation.
+func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
+	c = c.withDefaults()
+	p := draw(t, c)
+	s := c.steering()
+	m := s.Toward(t, p.Clients, g)
+	p.Clients = m.Scripts
+	if m.BothHold || len(p.Limits) != len(p.Clients) {
+		p.Limits = nil
+	}
+	if m.BothHold {
+		p.Limit = 2
+	}
+	if p.Cluster != nil {
+		for i, name := range p.processes() {
+			if _, ok := p.Nodes[name]; !ok {
+				p.Nodes[name] = appNodes(p.Backend)[i%len(appNodes(p.Backend))]
+			}
+		}
+	}
+	met := make([]string, len(m.Met))
+	for i, k := range m.Met {
+		met[i] = leaseplan.ClientName(k)
+	}
+	// The faults drawn that would strike the meeting's clients would
+	// mostly stop it.
+	p.Nemesis = slices.DeleteFunc(p.Nemesis, func(f Fault) bool {
+		return f.Node == "" && f.Cut == "" && (f.Target == "" || slices.Contains(met, f.Target))
+	})
+	if g.How != prover.Struck {
+		return p
+	}
+	ttl, k := p.TTLMs, int(Expiry(p.Backend)+0.5)
+	f := Fault{Fault: g.Y, Target: met[0], At: m.StrikeAt}
+	switch f.Fault {
+	case histories.Pause:
+		f.For = rapid.IntRange(ttl/2, 2*k*ttl).Draw(t, "steer_for_ms")
+	case histories.Partition:
+		f.For = rapid.IntRange(0, 4*k*ttl).Draw(t, "steer_for_ms")
+	case histories.RestartBroker:
+		f.Target, f.For = "", rapid.IntRange(0, 2*ttl).Draw(t, "steer_down_ms")
+	}
+	if len(p.Nemesis) >= c.MaxFaults && len(p.Nemesis) > 0 {
+		p.Nemesis = p.Nemesis[1:]
+	}
+	p.Nemesis = append([]Fault{f}, p.Nemesis...)
+	return p
+}

@@ -1,0 +1,56 @@
+package pgadvisory
+
+import (
+	"slices"
+
+	"github.com/lockprover/lockprover/families/lease/leaseplan"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/prover"
+	"pgregory.net/rapid"
+)
+
+// steering is what the lease families' steering needs of c's plans: its
+// faults, a mutex (an advisory lock has one holder), an operation taking
+// about two milliseconds on the private server.
+func (c Config) steering() leaseplan.Steering {
+	return leaseplan.Steering{Ops: steps.Ops, Faults: c.Faults, Clients: c.Clients, OpMs: 2}
+}
+
+// Goals are the interleavings c's plans can reach and DrawToward aims at
+// (prover.Steerable; leaseplan.Steering says which).
+func (c Config) Goals() []prover.Interleaving { return c.withDefaults().steering().Goals() }
+
+// DrawToward draws a plan as Draw does, then leans it toward g
+// (leaseplan.Steering.Toward): g's operations lead two clients' scripts
+// (one's); the faults drawn at those clients or at the server are left
+// out, unless g is a fault, which then strikes inside the operation.
+func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
+	c = c.withDefaults()
+	p := draw(t, c)
+	m := c.steering().Toward(t, p.Clients, g)
+	p.Clients = m.Scripts
+	met := make([]string, len(m.Met))
+	for i, k := range m.Met {
+		met[i] = leaseplan.ClientName(k)
+	}
+	// The faults drawn that would strike the meeting's clients would
+	// mostly stop it.
+	p.Nemesis = slices.DeleteFunc(p.Nemesis, func(f Fault) bool {
+		return f.Target == "" || slices.Contains(met, f.Target)
+	})
+	if g.How != prover.Struck {
+		return p
+	}
+	f := Fault{Fault: g.Y, Target: met[0], At: m.StrikeAt}
+	if f.Fault == histories.RestartBroker {
+		f.Target = ""
+	}
+	if histories.EndOf(f.Fault) != "" {
+		f.For = rapid.IntRange(1, 3*p.TTLMs).Draw(t, "steer_for_ms")
+	}
+	if len(p.Nemesis) >= c.MaxFaults && len(p.Nemesis) > 0 {
+		p.Nemesis = p.Nemesis[1:]
+	}
+	p.Nemesis = append([]Fault{f}, p.Nemesis...)
+	return p
+}
