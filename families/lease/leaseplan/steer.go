@@ -30,9 +30,21 @@ type Steering struct {
 	// Semaphore: a plan may let two clients hold at once (its limit 2).
 	Semaphore bool
 	// OpMs is about how long one operation takes where the plans run, in
-	// milliseconds (at least 1): where a fault is placed to strike inside
-	// one.
-	OpMs int
+	// milliseconds (at least 1), and Took, where known, how long each
+	// does (an acquire takes longer than a refresh: on a real etcd about
+	// 35 ms against 2); StartMs is when a client's first operation
+	// begins. Where a fault is placed to strike inside an operation.
+	OpMs    int
+	Took    map[string]int
+	StartMs int
+}
+
+// took is about how long op takes, in ms (at least 1).
+func (s Steering) took(op string) int {
+	if ms, ok := s.Took[op]; ok {
+		return max(1, ms)
+	}
+	return max(1, s.OpMs)
 }
 
 // holding says whether a client does op only while it holds a lease
@@ -157,10 +169,22 @@ func (s Steering) Toward(t *rapid.T, scripts [][]lease.Step, g prover.Interleavi
 			}
 		}
 		lead(0, x)
-		// Each operation takes about OpMs; X is every other one of
-		// the first eight, or the second to the fifth.
-		ms := max(1, s.OpMs)
-		m.StrikeAt = rapid.IntRange(0, 8*ms).Draw(t, "steer_at_ms")
+		// When one of the four is in flight, by the operations' times:
+		// one of the refreshes (verifies) after the acquire, or the
+		// acquire or release of one of the four cycles.
+		a, r, at := s.took(histories.Acquire), s.took(histories.Release), s.StartMs
+		switch g.X {
+		case histories.Acquire, histories.Release:
+			at += rapid.IntRange(0, 3).Draw(t, "steer_cycle") * (a + r)
+			if g.X == histories.Release {
+				at += a
+				a = r
+			}
+			at += rapid.IntRange(0, a).Draw(t, "steer_at_ms")
+		default:
+			at += a + rapid.IntRange(0, 4*s.took(g.X)).Draw(t, "steer_at_ms")
+		}
+		m.StrikeAt = at
 	}
 	// The other clients come later, so that the meeting's hold their
 	// leases (a limit or a mutex taken by a third would skip them).
