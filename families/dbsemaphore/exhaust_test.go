@@ -32,3 +32,27 @@ func TestExhaust(t *testing.T) {
 		t.Errorf("admin operations: %v", err)
 	}
 }
+
+// TestExhaustTwoClients: two clients are searched whole within one
+// preemption: the reference holds, and a mutant whose defect is a race
+// between two acquires breaks lease-exclusive, its plan running again
+// to the same history.
+func TestExhaustTwoClients(t *testing.T) {
+	s := prover.ExhaustScope{Clients: 2, Ops: 1, Bounded: true, Preemptions: 1}
+	o, err := prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: s}.Run()
+	if err != nil || o.Found != nil || o.Stopped != "" || o.PlansDone != 9 || o.Schedules != 726 {
+		t.Fatalf("the reference: %v, %+v", err, o)
+	}
+	c := Config{Scope: prover.Scope{Mutant: "no-skip-locked"}}
+	o, err = prover.Exhaust{Config: prover.Config{Family: c}, Scope: s}.Run()
+	if err != nil || o.Found == nil || o.Found.Property != "lease-exclusive" {
+		t.Fatalf("no-skip-locked: %v, %+v", err, o)
+	}
+	res, err := c.Run(t.Context(), o.Found.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(res.History, o.Found.Result.History) {
+		t.Errorf("the written plan runs to another history")
+	}
+}
