@@ -15,12 +15,15 @@ import (
 )
 
 // A Chooser answers a simulator's scheduling choices (pick one of n,
-// n >= 2) in an exhaustive search; state fingerprints the simulation as
-// it stands at the choice (every process's place, the server, the
-// timers, the history so far), computed only when asked for; nil where
-// the family's simulator gives none (then nothing is pruned).
+// n >= 2) in an exhaustive search. keep is the choice that keeps the
+// process that moved last moving, where the choice is which process
+// moves and that one can (any other is a preemption); -1 if none does.
+// state fingerprints the simulation as it stands at the choice (every
+// process's place, the server, the timers, the history so far),
+// computed only when asked for; nil where the family's simulator gives
+// none (then nothing is pruned).
 type Chooser interface {
-	Choose(n int, state func() statehash.Sum) int
+	Choose(n, keep int, state func() statehash.Sum) int
 	// Made hears every choice the simulator made, as a plan's schedule
 	// says it (which of all it could choose): those the family left out
 	// of Choose (Exhaust.Everything) too.
@@ -36,6 +39,21 @@ type ExhaustScope struct {
 	MaxFaults int      // at most this many faults per plan
 	Faults    []string // the faults plans may hold; nil means the family's default
 	Mutant    string   // a mutant of the reference to prove instead
+	// Bounded bounds each schedule's preemptions by Preemptions: every
+	// schedule within the bound runs (CHESS's preemption bounding), in
+	// which a process that can go on moving is switched away from at
+	// most Preemptions times; a switch from a process that cannot move,
+	// and every choice that is not which process moves, is free.
+	Bounded     bool
+	Preemptions int
+}
+
+// bound is s's bound on preemptions, -1 for none.
+func (s ExhaustScope) bound() int {
+	if !s.Bounded {
+		return -1
+	}
+	return s.Preemptions
 }
 
 // Exhaustive is a family that can enumerate the plans of a scope, for
@@ -126,11 +144,15 @@ func (e Exhaust) Run() (*ExhaustOutcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	bound := e.Scope.bound()
+	if bound >= 0 {
+		what += fmt.Sprintf(" with at most %s (a switch away from a process that could go on)", plural(bound, "preemption"))
+	}
 	o := &ExhaustOutcome{Scope: what, Plans: len(plans), Outcomes: map[string]int{}}
 	if len(plans) == 0 {
 		return nil, fmt.Errorf("the scope holds no plan: %s", what)
 	}
-	o.Estimate, err = estimate(c, fam, plans, e.Everything)
+	o.Estimate, err = estimate(c, fam, plans, e.Everything, bound)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +170,7 @@ func (e Exhaust) Run() (*ExhaustOutcome, error) {
 		if foundSize >= 0 && size > foundSize {
 			break // the shortest counterexample has the fewest operations and faults
 		}
-		visited := map[statehash.Sum]bool{}
+		visited := map[visit]int{}
 		stack := [][]int{nil}
 		for len(stack) > 0 {
 			switch {
@@ -163,7 +185,7 @@ func (e Exhaust) Run() (*ExhaustOutcome, error) {
 			}
 			prefix := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			d := &dfs{prefix: prefix, states: &o.States, pruned: -1, all: e.Everything}
+			d := &dfs{prefix: prefix, states: &o.States, pruned: -1, all: e.Everything, bound: bound}
 			if e.Reduce {
 				d.visited = visited
 			}
@@ -183,8 +205,11 @@ func (e Exhaust) Run() (*ExhaustOutcome, error) {
 			}
 			for j := end - 1; j >= len(prefix); j-- {
 				for a := d.ns[j] - 1; a >= 1; a-- {
-					next := append(slices.Clone(d.picks[:j]), (d.picks[j]+a)%d.ns[j])
-					stack = append(stack, next)
+					pick := (d.picks[j] + a) % d.ns[j]
+					if bound >= 0 && d.used[j]+d.cost(j, pick) > bound {
+						continue
+					}
+					stack = append(stack, append(slices.Clone(d.picks[:j]), pick))
 				}
 			}
 			if cx.violated() && (o.Found == nil || len(d.made) < o.FoundSteps) {
@@ -215,19 +240,49 @@ func outcomeKey(r *model.Report) string {
 	return strings.Join(parts, " ")
 }
 
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
 // dfs is one schedule of the search: the prefix it replays, then the
-// first choice at every point, noting each point's number of choices;
+// first choice at every point (with a bound on preemptions, the one that
+// keeps the last process moving), noting each point's number of choices;
 // with visited, the first state met again cuts it short (pruned: what
 // follows is explored from where the state was first met).
 type dfs struct {
 	prefix  []int
 	picks   []int
 	ns      []int
+	keeps   []int // each point's keep (Chooser.Choose)
+	used    []int // the preemptions before each point
 	made    []int // the simulator's choices, as a schedule says them
-	visited map[statehash.Sum]bool
+	visited map[visit]int
 	pruned  int // the choice at which the run met a state seen before; -1 none
 	states  *int64
 	all     bool
+	bound   int // at most this many preemptions; -1 no bound
+}
+
+// A visit is a state the search met, and, under a bound on preemptions,
+// which choice kept the last process moving there (what a preemption is
+// from then on); the search notes the fewest preemptions it met it with,
+// and prunes a meeting with as many or more: what a schedule can do from
+// there with fewer left was explored from the first.
+type visit struct {
+	state statehash.Sum
+	keep  int
+}
+
+// cost is the preemptions that pick at point j takes: 1 if it switches
+// away from a process that could go on.
+func (d *dfs) cost(j, pick int) int {
+	if d.keeps[j] >= 0 && pick != d.keeps[j] {
+		return 1
+	}
+	return 0
 }
 
 func (d *dfs) Made(pick int) { d.made = append(d.made, pick) }
@@ -236,18 +291,29 @@ func (d *dfs) Made(pick int) { d.made = append(d.made, pick) }
 // out none it argues away (Exhaust.Everything).
 func (d *dfs) Everything() bool { return d.all }
 
-func (d *dfs) Choose(n int, state func() statehash.Sum) int {
+func (d *dfs) Choose(n, keep int, state func() statehash.Sum) int {
 	i := len(d.picks)
-	pick := 0
+	used := 0
+	if i > 0 {
+		used = d.used[i-1] + d.cost(i-1, d.picks[i-1])
+	}
+	if d.bound < 0 {
+		keep = -1 // every choice is free; the first is taken first
+	}
+	d.keeps = append(d.keeps, keep)
+	d.used = append(d.used, used)
+	pick := max(keep, 0)
 	if i < len(d.prefix) {
 		pick = d.prefix[i] % n
 	} else if d.visited != nil && d.pruned < 0 && state != nil {
-		s := state()
-		if d.visited[s] {
+		v := visit{state(), keep}
+		if least, ok := d.visited[v]; ok && least <= used {
 			d.pruned = i
 		} else {
-			d.visited[s] = true
-			*d.states++
+			if !ok {
+				*d.states++
+			}
+			d.visited[v] = used
 		}
 	}
 	d.picks = append(d.picks, pick)
@@ -259,14 +325,14 @@ func (d *dfs) Choose(n int, state func() statehash.Sum) int {
 // by Knuth's estimator of a tree's size: along a schedule drawn at
 // random, the product of the number of choices at each point, averaged
 // over a few schedules of a sample of the plans.
-func estimate(c Config, fam Exhaustive, plans []Plan, all bool) (float64, error) {
+func estimate(c Config, fam Exhaustive, plans []Plan, all bool, bound int) (float64, error) {
 	const sample, probes = 24, 4
 	step := max(1, len(plans)/sample)
 	total, n := 0.0, 0
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < len(plans); i += step {
 		for range probes {
-			r := &probe{rng: rng, product: 1, all: all}
+			r := &probe{rng: rng, product: 1, all: all, bound: bound}
 			if _, err := c.Family.Run(c.ctx, fam.Scheduled(plans[i], nil, r)); err != nil {
 				return 0, fmt.Errorf("plan %d of the scope: %w", i+1, err)
 			}
@@ -277,18 +343,34 @@ func estimate(c Config, fam Exhaustive, plans []Plan, all bool) (float64, error)
 	return total / float64(n) * float64(len(plans)), nil
 }
 
+// probe is one random schedule of estimate's: under a bound on
+// preemptions, once it has used them all, only the choice that keeps the
+// last process moving is one.
 type probe struct {
 	rng     *rand.Rand
 	product float64
 	all     bool
+	bound   int // -1 none
+	used    int
 }
 
 func (p *probe) Everything() bool { return p.all }
 func (p *probe) Made(int)         {}
 
-func (p *probe) Choose(n int, _ func() statehash.Sum) int {
+func (p *probe) Choose(n, keep int, _ func() statehash.Sum) int {
+	if p.bound < 0 || keep < 0 {
+		p.product *= float64(n)
+		return p.rng.IntN(n)
+	}
+	if p.used >= p.bound {
+		return keep
+	}
 	p.product *= float64(n)
-	return p.rng.IntN(n)
+	pick := p.rng.IntN(n)
+	if pick != keep {
+		p.used++
+	}
+	return pick
 }
 
 // Subsets is every subset of at most k of places, in their order, the
@@ -334,5 +416,5 @@ var FirstChoice Chooser = firstChoice{}
 
 type firstChoice struct{}
 
-func (firstChoice) Choose(int, func() statehash.Sum) int { return 0 }
-func (firstChoice) Made(int)                             {}
+func (firstChoice) Choose(int, int, func() statehash.Sum) int { return 0 }
+func (firstChoice) Made(int)                                  {}

@@ -136,6 +136,12 @@ func (w *World) Choosing() []string {
 	}
 }
 
+// Keep says, while the Decider picks which process moves, which of its
+// choices keeps the process that moved last moving; -1 if none does, or
+// while it makes any other choice (an exhaustive search's bound on
+// preemptions).
+func (w *World) Keep() int { return w.sched.Keep() }
+
 // Now returns the virtual time in nanoseconds since the World began.
 func (w *World) Now() int64 { return w.now }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,6 +87,7 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 		h := statehash.New(reflect.TypeOf(chooser), reflect.TypeOf(p.Chooser))
 		chooser.state = func() statehash.Sum { return h.Sum(w, r) }
 		chooser.choosing = w.Choosing
+		chooser.keep = w.Keep
 		chooser.later = func(name string) int {
 			switch {
 			case name == "nemesis":
@@ -156,6 +158,7 @@ type chooserDecider struct {
 	ch       prover.Chooser
 	state    func() statehash.Sum
 	choosing func() []string
+	keep     func() int            // the world's Keep
 	later    func(name string) int // 0: moves as any; higher: only when no lower can
 	among    []int
 }
@@ -171,12 +174,13 @@ func (d *chooserDecider) Pick(n int) int {
 }
 
 func (d *chooserDecider) pick(n int) int {
+	keep := d.keep()
 	if e, ok := d.ch.(interface{ Everything() bool }); ok && e.Everything() {
-		return d.ch.Choose(n, d.state)
+		return d.ch.Choose(n, keep, d.state)
 	}
 	names := d.choosing()
 	if names == nil {
-		return d.ch.Choose(n, d.state) // not which process moves
+		return d.ch.Choose(n, -1, d.state) // not which process moves
 	}
 	least := 3
 	for _, name := range names {
@@ -191,7 +195,7 @@ func (d *chooserDecider) pick(n int) int {
 	if len(d.among) == 1 {
 		return d.among[0]
 	}
-	return d.among[d.ch.Choose(len(d.among), d.state)]
+	return d.among[d.ch.Choose(len(d.among), slices.Index(d.among, keep), d.state)]
 }
 
 type simEngine struct{ w *sim.World }

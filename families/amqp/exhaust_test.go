@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -104,5 +105,49 @@ func TestExhaustInterrupted(t *testing.T) {
 	o, err = prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: s, Reduce: true, Until: time.Now().Add(300 * time.Millisecond)}.Run()
 	if err != nil || o.Stopped != "--time ran out" || o.Schedules == 0 || o.Estimate < 1e6 {
 		t.Errorf("--time: %v, %+v", err, o)
+	}
+}
+
+// TestExhaustPreemptionBound checks the bound on preemptions against the
+// plain enumeration (the nemesis last in both): a bound no schedule
+// reaches runs every schedule, to the same verdicts; with the states
+// pruned too, the same verdicts; and each smaller bound runs fewer
+// schedules, reaching only verdicts the plain enumeration reaches. A
+// bound of 0 still chooses where the process that moved last cannot go
+// on, and every choice that is not which process moves.
+func TestExhaustPreemptionBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("16 s: the plain enumeration of two clients")
+	}
+	c := Config{Kind: histories.Mutex, Scope: prover.Scope{Mutant: "b-not-exclusive"}}
+	s := prover.ExhaustScope{Clients: 2, Ops: 1}
+	plain := exhaust(t, c, s, false, false)
+	keys := func(o *prover.ExhaustOutcome) []string { return slices.Sorted(maps.Keys(o.Outcomes)) }
+	s.Bounded, s.Preemptions = true, 1000
+	all := exhaust(t, c, s, false, false)
+	if all.Schedules != plain.Schedules || !slices.Equal(keys(all), keys(plain)) {
+		t.Errorf("a bound no schedule reaches: %d schedules, %v; plain %d, %v", all.Schedules, keys(all), plain.Schedules, keys(plain))
+	}
+	red := exhaust(t, c, s, true, false)
+	if red.Schedules >= plain.Schedules || !slices.Equal(keys(red), keys(plain)) {
+		t.Errorf("reduced under a bound no schedule reaches: %d schedules, %v; plain %d, %v", red.Schedules, keys(red), plain.Schedules, keys(plain))
+	}
+	last := plain.Schedules
+	for _, p := range []int{2, 1, 0} {
+		s.Preemptions = p
+		o := exhaust(t, c, s, false, false)
+		t.Logf("at most %d preemptions: %d schedules, outcomes %v", p, o.Schedules, keys(o))
+		if o.Schedules >= last || o.Schedules < int64(o.Plans) {
+			t.Errorf("at most %d preemptions: %d schedules, after %d", p, o.Schedules, last)
+		}
+		last = o.Schedules
+		for _, k := range keys(o) {
+			if plain.Outcomes[k] == 0 {
+				t.Errorf("at most %d preemptions: verdicts the plain enumeration never reached: %s", p, k)
+			}
+		}
+		if !strings.HasSuffix(o.Scope, fmt.Sprintf("with at most %d preemption%s (a switch away from a process that could go on)", p, map[bool]string{true: "", false: "s"}[p == 1])) {
+			t.Errorf("the scope does not say its bound: %s", o.Scope)
+		}
 	}
 }

@@ -36,7 +36,8 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	if p.Backend == Etcd {
 		kind = consulsim.Etcd
 	}
-	w, err := consulsim.New(consulsim.Options{Kind: kind, Persistent: p.Persistent, Decide: p.Decider(scheduleSalt),
+	var w *consulsim.World
+	w, err := consulsim.New(consulsim.Options{Kind: kind, Persistent: p.Persistent, Decide: p.Decider(scheduleSalt, func() int { return w.Keep() }),
 		Timeout: time.Duration(p.TTLMs) * time.Millisecond, Trace: trace, OnDrop: r.dropped})
 	if err != nil {
 		return nil, err

@@ -79,7 +79,9 @@ type simBackend struct {
 // newSimBackend makes a simulated database that decides its schedule by
 // p's Schedule, then by p's ScheduleSeed.
 func newSimBackend(p *Plan, trace io.Writer) simBackend {
-	return simBackend{sqlsim.New(sqlsim.Options{Decide: p.Decider(0x6c70), Trace: trace})}
+	var w *sqlsim.World
+	w = sqlsim.New(sqlsim.Options{Decide: p.Decider(0x6c70, func() int { return w.Keep() }), Trace: trace})
+	return simBackend{w}
 }
 
 func (simBackend) Lock()   {}

@@ -11,18 +11,23 @@ import (
 	"github.com/lockprover/lockprover/prover"
 )
 
-// exhaustOps is a client's operation alphabet in an exhaustive search.
-// Sleeps are left out: their lengths are no finite choice.
-var exhaustOps = []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Release}}
+// exhaustOps is a client's step alphabet in an exhaustive search of
+// leases of ttl ms: its operations, and one sleep, of 2 ttls (past a
+// lease's life), so that a lease can expire under a holder that goes on
+// after it; other lengths of sleep are no finite choice.
+func exhaustOps(ttl int) []Step {
+	return []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Release}, {Op: Sleep, Ms: 2 * ttl}}
+}
 
 // exhaustCalls is how many of its target's first statements a fault of
 // an exhaustive search may follow.
 const exhaustCalls = 6
 
-// Skeletons returns every plan of s (prover.Exhaustive), fewest operations
+// Skeletons returns every plan of s (prover.Exhaustive), fewest steps
 // and faults first: a semaphore of one slot with c's ttl (1000 ms if
-// unset), s.Clients clients each with every script of 1 to s.Ops
-// operations (acquire, refresh, release), and 0 to s.MaxFaults faults of
+// unset), s.Clients clients each with every script of 1 to s.Ops steps
+// (acquire, refresh, release, a sleep of two ttls: exhaustOps), and 0 to
+// s.MaxFaults faults of
 // those that strike a client, each right after one of its first six
 // statements (a pause or partition lasting to the end of the run). Clock
 // faults and restarts, which need a time or an offset, are left out.
@@ -48,12 +53,16 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 			}
 		}
 	}
+	ttl := c.TTLMs
+	if ttl == 0 {
+		ttl = 1000
+	}
 	var scripts [][]Step
 	level := [][]Step{nil}
 	for n := 1; n <= s.Ops; n++ {
 		var next [][]Step
 		for _, sc := range level {
-			for _, a := range exhaustOps {
+			for _, a := range exhaustOps(ttl) {
 				next = append(next, append(slices.Clone(sc), a))
 			}
 		}
@@ -61,10 +70,6 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	}
 	if n := math.Pow(float64(len(scripts)), float64(s.Clients)); n > 100000 {
 		return nil, "", fmt.Errorf("--clients %d, --ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most 100000): narrow the scope", s.Clients, s.Ops, n)
-	}
-	ttl := c.TTLMs
-	if ttl == 0 {
-		ttl = 1000
 	}
 	mutant := c.Mutant
 	if s.Mutant != "" {
@@ -98,7 +103,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		}
 	}
 	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
-	what := fmt.Sprintf("db-semaphore of 1 slot, ttl %d ms, %s, each with every script of 1 to %d operations of acquire, refresh, release", ttl, leaseplan.Clients(s.Clients), s.Ops)
+	what := fmt.Sprintf("db-semaphore of 1 slot, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, release, sleep %d ms", ttl, leaseplan.Clients(s.Clients), s.Ops, 2*ttl)
 	if len(faults) == 0 {
 		what += "; no faults"
 	} else {

@@ -85,7 +85,8 @@ func newSimBackend(p *Plan, trace io.Writer, lost func(proc string, server int))
 	if p.Persistence == PersistAlways {
 		pers = redissim.Always
 	}
-	w, err := redissim.New(redissim.Options{Servers: p.Servers, Persistence: pers, Decide: p.Decider(scheduleSalt), Trace: trace, OnDrop: lost})
+	var w *redissim.World
+	w, err := redissim.New(redissim.Options{Servers: p.Servers, Persistence: pers, Decide: p.Decider(scheduleSalt, func() int { return w.Keep() }), Trace: trace, OnDrop: lost})
 	return simBackend{w}, err
 }
 

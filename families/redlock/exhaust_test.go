@@ -1,9 +1,12 @@
 package redlock
 
 import (
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,8 +85,11 @@ func TestExhaust(t *testing.T) {
 		// Acquire, sleep past the lease's life, refresh: it sets the key
 		// again.
 		{Config{Scope: prover.Scope{Mutant: "setnx-on-extend"}}, prover.ExhaustScope{Clients: 1, Ops: 3}, "no-revival"},
+		// Two clients without a preemption: c2's key, set by the token
+		// every client shares, is c1's to refresh once c1 released.
+		{Config{Scope: prover.Scope{Mutant: "constant-token"}}, prover.ExhaustScope{Clients: 2, Ops: 2, Bounded: true}, "no-revival"},
 	} {
-		if testing.Short() && tc.s.Ops > 2 {
+		if testing.Short() && (tc.s.Ops > 2 || tc.s.Clients > 1) {
 			continue
 		}
 		o := exhaust(t, tc.c, tc.s)
@@ -110,6 +116,36 @@ func TestExhaustScopeRefused(t *testing.T) {
 	} {
 		if _, _, err := tc.c.Skeletons(tc.s); err == nil || !strings.HasPrefix(err.Error(), tc.flag) {
 			t.Errorf("%+v: %v, want an error naming %s", tc.s, err, tc.flag)
+		}
+	}
+}
+
+// TestExhaustPreemptionBound: the simulated Redis tells the search which
+// choice keeps the process that moved last moving, so a bound on
+// preemptions runs fewer schedules the smaller it is, reaching only
+// verdicts the plain enumeration reaches; a bound no schedule reaches
+// runs every schedule.
+func TestExhaustPreemptionBound(t *testing.T) {
+	s := prover.ExhaustScope{Clients: 1, Ops: 1}
+	plain := exhaust(t, Config{}, s)
+	keys := func(o *prover.ExhaustOutcome) []string { return slices.Sorted(maps.Keys(o.Outcomes)) }
+	s.Bounded = true
+	last := int64(math.MaxInt64)
+	for _, p := range []int{1000, 1, 0} {
+		s.Preemptions = p
+		o := exhaust(t, Config{}, s)
+		t.Logf("at most %d preemptions: %d schedules", p, o.Schedules)
+		if p == 1000 && (o.Schedules != plain.Schedules || !slices.Equal(keys(o), keys(plain))) {
+			t.Errorf("a bound no schedule reaches: %d schedules, %v; plain %d, %v", o.Schedules, keys(o), plain.Schedules, keys(plain))
+		}
+		if o.Schedules >= last {
+			t.Errorf("at most %d preemptions: %d schedules, after %d", p, o.Schedules, last)
+		}
+		last = o.Schedules
+		for _, k := range keys(o) {
+			if plain.Outcomes[k] == 0 {
+				t.Errorf("at most %d preemptions: verdicts the plain enumeration never reached: %s", p, k)
+			}
 		}
 	}
 }

@@ -10,7 +10,8 @@
 // state. What it cannot see is listed so that a caller can argue it
 // away: a function value is hashed by its code alone (a closure's
 // captured variables are not visible), a channel by identity alone, and
-// types the caller names in Skip are left out.
+// types the caller names in Skip, and struct fields tagged
+// `statehash:"-"`, are left out.
 package statehash
 
 import (
@@ -21,6 +22,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"sync"
 	"unsafe"
 )
 
@@ -135,8 +137,11 @@ func (x *Hasher) value(v reflect.Value) {
 		}
 	case reflect.Struct:
 		x.str(t.String())
+		omit := omitted(t)
 		for i := range v.NumField() {
-			x.value(v.Field(i))
+			if omit == nil || !omit[i] {
+				x.value(v.Field(i))
+			}
 		}
 	case reflect.Pointer:
 		if x.ref(v.Pointer()) {
@@ -167,6 +172,30 @@ func (x *Hasher) value(v reflect.Value) {
 	case reflect.Chan, reflect.UnsafePointer:
 		x.ref(v.Pointer())
 	}
+}
+
+// omits caches omitted's answers, by struct type.
+var omits sync.Map
+
+// omitted says which fields of struct type t are tagged `statehash:"-"`:
+// bookkeeping that is no part of the state (which process moved last, in
+// a scheduler: what a bound on preemptions counts from, which the search
+// keys on itself); nil if none is.
+func omitted(t reflect.Type) []bool {
+	if o, ok := omits.Load(t); ok {
+		return o.([]bool)
+	}
+	var o []bool
+	for i := range t.NumField() {
+		if t.Field(i).Tag.Get("statehash") == "-" {
+			if o == nil {
+				o = make([]bool, t.NumField())
+			}
+			o[i] = true
+		}
+	}
+	omits.Store(t, o)
+	return o
 }
 
 // mapValue hashes a map's entries in the order of their keys' own

@@ -14,6 +14,11 @@ type node struct {
 
 type skipped struct{ n int }
 
+type tagged struct {
+	n    int
+	last *node `statehash:"-"`
+}
+
 func graph(name string, share bool) *node {
 	b := &node{name: "b", tags: map[string]int{"x": 1, "y": 2, "z": 3}}
 	a := &node{name: name, next: b}
@@ -27,7 +32,8 @@ func graph(name string, share bool) *node {
 
 // TestSumByStructure: graphs of the same shape hash the same wherever
 // they live and whatever their maps' order; a field, a shared pointer, a
-// map entry or a function's code told apart; skipped types left out.
+// map entry or a function's code told apart; skipped types, and fields
+// tagged statehash:"-", left out.
 func TestSumByStructure(t *testing.T) {
 	h := New(reflect.TypeOf(&skipped{}))
 	if h.Sum(graph("a", true)) != h.Sum(graph("a", true)) {
@@ -55,5 +61,11 @@ func TestSumByStructure(t *testing.T) {
 	var any1, any2 any = &skipped{1}, &skipped{2}
 	if h.Sum(struct{ A any }{any1}) != h.Sum(struct{ A any }{any2}) {
 		t.Error("a skipped type in an interface is seen")
+	}
+	if h.Sum(tagged{1, graph("a", true)}) != h.Sum(tagged{1, graph("c", false)}) {
+		t.Error("a field tagged statehash:\"-\" is seen")
+	}
+	if h.Sum(tagged{1, nil}) == h.Sum(tagged{2, nil}) {
+		t.Error("a field beside one tagged statehash:\"-\" is not seen")
 	}
 }

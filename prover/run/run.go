@@ -54,12 +54,14 @@ func (d Decisions) Choosing(schedule []int, ch prover.Chooser) Decisions {
 // Decider returns the decisions as a simulator's Decide (pick one of n): the
 // numbers of Schedule modulo n, then a PCG seeded with ScheduleSeed and
 // salt, which a family keeps fixed so that its plans keep their histories;
-// or, with a Chooser, its choices.
-func (d Decisions) Decider(salt uint64) func(n int) int {
+// or, with a Chooser, its choices, told by keep (the simulator's Keep,
+// read at each choice) which choice keeps the process that moved last
+// moving.
+func (d Decisions) Decider(salt uint64, keep func() int) func(n int) int {
 	if ch := d.Chooser; ch != nil {
 		// No fingerprint of the state: the search prunes nothing.
 		return func(n int) int {
-			pick := ch.Choose(n, nil)
+			pick := ch.Choose(n, keep(), nil)
 			ch.Made(pick)
 			return pick
 		}

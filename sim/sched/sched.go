@@ -101,6 +101,10 @@ type Scheduler[P, R any] struct {
 	seq     uint64
 	inRun   bool
 	picking bool // Decide is picking among ready (Choosing)
+	// last is the process that moved last (Keep); statehash leaves it
+	// out: where the search bounds preemptions it keys its states on
+	// Keep itself, and elsewhere it changes nothing that can follow.
+	last *Proc[P, R] `statehash:"-"`
 }
 
 // Init readies s to run processes under c.
@@ -222,6 +226,22 @@ func (s *Scheduler[P, R]) Choosing(i int) (p P, ok bool) {
 	return s.ready[i].self, true
 }
 
+// Keep says, while Decide picks which process moves, the index among
+// those it picks from of the process that moved last, which picking
+// keeps moving: any other is a preemption, a switch away from a process
+// that could go on (an exhaustive search bounds them); -1 if that
+// process cannot move, or while Decide makes any other choice.
+func (s *Scheduler[P, R]) Keep() int {
+	if s.picking {
+		for i, p := range s.ready {
+			if p == s.last {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
 // InRun reports whether Run is in progress.
 func (s *Scheduler[P, R]) InRun() bool { return s.inRun }
 
@@ -252,7 +272,8 @@ func (s *Scheduler[P, R]) Run() {
 				panic(fmt.Sprintf("sched: Decide(%d) = %d", len(s.ready), i))
 			}
 		}
-		s.step(s.ready[i])
+		s.last = s.ready[i]
+		s.step(s.last)
 		s.settle()
 		s.fireDue()
 		if s.ended {

@@ -148,6 +148,10 @@ func (b *Base[P, R]) Pick(n int) int {
 	return i
 }
 
+// Keep is the Scheduler's Keep: while a process is picked, which choice
+// keeps the one that moved last moving (-1: none does).
+func (b *Base[P, R]) Keep() int { return b.s.Keep() }
+
 // Go registers p, a client process named name that will run fn: the
 // faults name it (Live). It may be called before Run, or during Run from
 // a process or a timer; a name may be reused once its process has ended.

@@ -103,6 +103,12 @@ func procOf(p *Process) *simworld.Proc[*Process, reply] { return &p.proc }
 // Now returns the virtual time in nanoseconds since New.
 func (w *World) Now() int64 { return w.now }
 
+// Keep says, while the Decider picks which process moves, which of its
+// choices keeps the process that moved last moving; -1 if none does, or
+// while it makes any other choice (an exhaustive search's bound on
+// preemptions).
+func (w *World) Keep() int { return w.base.Keep() }
+
 // A Process is one client program: a coroutine that moves only when the
 // scheduler lets it, with its own connection pool to the server.
 type Process struct {

@@ -18,6 +18,7 @@ type exhaustFlags struct {
 	admins       int
 	maxSchedules float64
 	noReduction  bool
+	preemptions  int
 }
 
 func (e *exhaustFlags) register(fs *flag.FlagSet) {
@@ -25,12 +26,13 @@ func (e *exhaustFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.adminOps, "admin-ops", 0, "with --exhaustive: at most this many operations for the admin (kinds with admins only)")
 	fs.IntVar(&e.admins, "admins", 1, "with --exhaustive: this many admins (kinds with admins only), the first creating the semaphore")
 	fs.Float64Var(&e.maxSchedules, "max-schedules", 1e6, "with --exhaustive: refuse, before it starts, a search estimated to run more schedules than this, unless --time bounds it")
+	fs.IntVar(&e.preemptions, "preemptions", 0, "with --exhaustive: run every schedule with at most this many preemptions (a switch away from a process that could go on moving), instead of every schedule (docs/exhaustive.md)")
 	fs.BoolVar(&e.noReduction, "no-reduction", false, "with --exhaustive: run every schedule, without pruning those that reach a state already explored, and with every choice of the nemesis's")
 }
 
 // check lists what is wrong with the exhaustive flags, given prove's.
 func (e *exhaustFlags) check(fs *flag.FlagSet, f *proveFlags, bad *checks) {
-	for _, name := range []string{"admin-ops", "admins", "max-schedules", "no-reduction"} {
+	for _, name := range []string{"admin-ops", "admins", "max-schedules", "no-reduction", "preemptions"} {
 		bad.add(given(fs, name) && !e.on, "--%s is for an exhaustive search: give --exhaustive", name)
 	}
 	if !e.on {
@@ -38,6 +40,7 @@ func (e *exhaustFlags) check(fs *flag.FlagSet, f *proveFlags, bad *checks) {
 	}
 	bad.nonNegative("admin-ops", e.adminOps)
 	bad.positive("admins", e.admins)
+	bad.nonNegative("preemptions", e.preemptions)
 	bad.add(e.maxSchedules < 1, "--max-schedules must be at least 1, not %g", e.maxSchedules)
 	bad.add(given(fs, "runs"), "--runs draws plans: an exhaustive search runs every plan of its scope (bound its time with --time)")
 	bad.add(given(fs, "seed"), "--seed draws plans: an exhaustive search draws none")
@@ -51,6 +54,9 @@ func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) 
 		Scope: prover.ExhaustScope{Clients: p.f.clients, Ops: p.f.ops, AdminOps: p.ex.adminOps, MaxFaults: p.f.maxFault}}
 	if given(p.fs, "admins") {
 		e.Scope.Admins = p.ex.admins
+	}
+	if given(p.fs, "preemptions") {
+		e.Scope.Bounded, e.Scope.Preemptions = true, p.ex.preemptions
 	}
 	if !given(p.fs, "max-faults") {
 		e.Scope.MaxFaults = 0

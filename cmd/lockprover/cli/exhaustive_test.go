@@ -52,15 +52,18 @@ func TestProveExhaustiveRefusals(t *testing.T) {
 		{[]string{"--target", "rabbitmq"}, "--exhaustive runs on the simulator only"},
 		{[]string{"--admin-ops", "-1"}, "--admin-ops"},
 		{[]string{"--max-schedules", "0"}, "--max-schedules must be at least 1"},
+		{[]string{"--preemptions", "-1"}, "--preemptions"},
 	} {
 		code, out, errOut := lockprover(append([]string{"prove", "--exhaustive"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, want 2 and %q\n%s%s", tc.args, code, tc.want, out, errOut)
 		}
 	}
-	code, _, errOut := lockprover("prove", "--admin-ops", "1")
-	if code != exitUsage || !strings.Contains(errOut, "--admin-ops is for an exhaustive search: give --exhaustive") {
-		t.Errorf("--admin-ops without --exhaustive: exit %d\n%s", code, errOut)
+	for _, flag := range []string{"--admin-ops", "--preemptions"} {
+		code, _, errOut := lockprover("prove", flag, "1")
+		if code != exitUsage || !strings.Contains(errOut, flag+" is for an exhaustive search: give --exhaustive") {
+			t.Errorf("%s without --exhaustive: exit %d\n%s", flag, code, errOut)
+		}
 	}
 }
 

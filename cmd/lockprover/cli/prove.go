@@ -252,7 +252,7 @@ func proveSynopsis() string {
                   [--dsn DSN] [--private-server] [--ttl D] [--servers N] [--persistence none|always] [--limit N]
                   [--impl COMMAND [--init-timeout D]] [--out DIR] [--shard i/n|auto]
                   [--parallel N] [--json FILE] [--junit FILE] [--quiet]
-                  [--exhaustive [--admins N] [--admin-ops N] [--max-schedules N] [--no-reduction]]`
+                  [--exhaustive [--admins N] [--admin-ops N] [--max-schedules N] [--no-reduction] [--preemptions P]]`
 }
 
 // runProve is `lockprover prove`: it draws plans, proves the target on
