@@ -586,6 +586,9 @@ func (p *Priority) steal(ctx context.Context, key, token string, timeout time.Du
 	case first != nil && held+robbed < p.quorum():
 		return fmt.Errorf("%w: acquire of %s: held on %d of %d servers after the wait: %v", ErrNoQuorum, key, held, p.n(), first)
 	}
+	if held == 0 && first == nil {
+		return fmt.Errorf("%w: %s expired on every server while its acquire waited for its victims", ErrOutwaited, key)
+	}
 	return fmt.Errorf("%w: %s expired while its acquire waited for its victims", ErrNoValidity, key)
 }
 

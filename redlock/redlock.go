@@ -85,6 +85,11 @@ var (
 	// ErrNoValidity: a majority granted or extended the lease, but by the
 	// time they had answered no validity was left.
 	ErrNoValidity = errors.New("redlock: no validity left")
+	// ErrOutwaited: a priority acquire's own lease expired while it
+	// waited for its victims, and every server answered that it no longer
+	// holds the key there: it holds nothing, certainly (a thief whose ttl
+	// is shorter than its victim's time left).
+	ErrOutwaited = errors.New("redlock: outwaited by its victims")
 	// ErrLeftBehind, wrapped with the reason a failed acquire failed: its
 	// key may stay on some servers until it expires (they may have set it,
 	// and their answers to the acquire and to its cleanup were lost),

@@ -190,9 +190,10 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 			r.granted(rl, st, v, l, ret)
 		case errors.Is(err, redlock.ErrHeld) && !errors.Is(err, redlock.ErrLeftBehind):
 			r.complete(st, histories.Fail, &lease.Value{Reason: histories.Full}, nil)
-		case errors.Is(err, ErrNotGranted), errors.Is(err, redlock.ErrStolen):
+		case errors.Is(err, ErrNotGranted), errors.Is(err, redlock.ErrStolen), errors.Is(err, redlock.ErrOutwaited):
 			// Stolen: a higher priority took the key while the acquire
-			// waited for its own victims; it never held it.
+			// waited for its own victims; outwaited: its key expired
+			// everywhere meanwhile. Either way it holds nothing.
 			r.complete(st, histories.Fail, nil, err)
 		default:
 			// Too few servers answered, no validity was left, or its
