@@ -72,6 +72,23 @@ func Role(process string) string {
 	return "client"
 }
 
+// met is an Interleaving's Who for an X of role x and a Y of role y
+// (Role's): a constant, not a string built again for every pair of
+// operations a history shows.
+func met(x, y string) string {
+	switch {
+	case x == "admin" && y == "admin":
+		return "admin/admin"
+	case x == "admin" && y == "client":
+		return "admin/client"
+	case x == "client" && y == "admin":
+		return "client/admin"
+	case x == "client" && y == "client":
+		return "client/client"
+	}
+	return x + "/" + y
+}
+
 // Interleavings lists the interleavings h shows (each once, in no fixed
 // order). The run's final checks (processes whose names begin with
 // "probe") are left out: they are not the plan's; the nemesis's events
@@ -142,15 +159,15 @@ func Interleavings(h []histories.Event) []Interleaving {
 		case histories.Invoke:
 			for k, o := range kinds {
 				if p.since&(1<<k) != 0 {
-					saw(Interleaving{X: e.F, Y: o.f, Who: p.role + "/" + o.who})
+					saw(Interleaving{X: e.F, Y: o.f, Who: met(p.role, o.who)})
 				}
 			}
 			if p.last >= 0 {
-				saw(Interleaving{X: e.F, Y: kinds[p.last].f, How: AfterOwn, Who: p.role + "/" + p.role})
+				saw(Interleaving{X: e.F, Y: kinds[p.last].f, How: AfterOwn, Who: met(p.role, p.role)})
 			}
 			for _, name := range names {
 				if q := procs[name]; q != p && q.pending != "" {
-					saw(Interleaving{X: e.F, Y: q.pending, How: During, Who: p.role + "/" + q.role})
+					saw(Interleaving{X: e.F, Y: q.pending, How: During, Who: met(p.role, q.role)})
 				}
 			}
 			p.since, p.pending = 0, e.F

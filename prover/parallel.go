@@ -1,10 +1,10 @@
 package prover
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"math"
 	"runtime"
 	"sync"
@@ -24,7 +24,7 @@ type job struct {
 	number             int // its place in the seed's order: the batch's number, or the plan's
 	batch, first, size int
 	tally              tally
-	plans              bytes.Buffer  // the plans' JSON, one after the other, for the digest
+	plans              hash.Hash     // the plans' JSON, one after the other: the digest
 	runErr             error         // a plan could not run: the search ends there
 	redo, halted       bool          // rapid rejected a draw; stopped before its last plan
 	goal               *Interleaving // on a real target, the goal its plan is drawn toward
@@ -206,7 +206,8 @@ func (r *searching) stopped() bool { return r.last != nil || r.runErr != nil || 
 // cannot run (which ends the jobs after it too), a halt, or an end of the
 // search in an earlier job.
 func (r *searching) runJob(cfg Config, p *pool, j *job) {
-	j.tally.digest = &j.plans
+	j.plans = sha256.New()
+	j.tally.digest = j.plans
 	alone, _ := cfg.Family.(Alone)
 	for i := j.first; i < j.first+j.size; i++ {
 		if int64(j.number) > p.end.Load() || r.halt() {
@@ -260,8 +261,7 @@ func (r *searching) count(j *job) (over bool) {
 	if j.tally.plans > 0 {
 		out.Batches = append(out.Batches, BatchRun{Number: j.number})
 		r.cur = len(out.Batches) - 1
-		sum := sha256.Sum256(j.plans.Bytes())
-		out.Batches[r.cur].Digest = hex.EncodeToString(sum[:])
+		out.Batches[r.cur].Digest = hex.EncodeToString(j.plans.Sum(nil))
 	}
 	r.merge(&j.tally)
 	r.cur = -1

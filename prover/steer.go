@@ -37,10 +37,16 @@ func aim(goals []Interleaving, reached, aimed map[Interleaving]int, k int) *Inte
 	if len(goals) == 0 || k%2 == 0 {
 		return nil
 	}
-	best := -1
-	for i, g := range goals {
-		if best < 0 || reached[g] < reached[goals[best]] || reached[g] == reached[goals[best]] && aimed[g] < aimed[goals[best]] {
-			best = i
+	// Each goal's counts are looked up once, the best's kept: the keys
+	// are strings, and this runs for every other plan over every goal.
+	best, bestReached, bestAimed := 0, reached[goals[0]], aimed[goals[0]]
+	for i, g := range goals[1:] {
+		r := reached[g]
+		if r > bestReached {
+			continue
+		}
+		if a := aimed[g]; r < bestReached || a < bestAimed {
+			best, bestReached, bestAimed = i+1, r, a
 		}
 	}
 	g := goals[best]

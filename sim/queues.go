@@ -350,11 +350,12 @@ func (w *World) publish(c *conn, ch *channel, pb broker.Publishing) reply {
 }
 
 // targets are the queues pb routes to in c's view of the broker; bad
-// says r is the error instead.
+// says r is the error instead. They are the caller's until the next call.
 func (w *World) targets(c *conn, pb broker.Publishing) (targets []*queue, r reply, bad bool) {
 	if pb.Exchange == "" {
 		if q := w.view(c)[pb.Key]; q != nil {
-			targets = append(targets, q)
+			w.routed[0] = q
+			targets = w.routed[:]
 		}
 		return targets, reply{}, false
 	}

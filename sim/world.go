@@ -76,6 +76,10 @@ type World struct {
 	failure  error
 	keep     bool     // Options.Exchanges
 	cl       *cluster // Options.Cluster; nil for one broker
+	// routed holds the one queue a publish to the default exchange
+	// routes to (targets): most publishes, and none need a slice of
+	// their own.
+	routed [1]*queue
 }
 
 // coroutines are the idle coroutines every World's processes run on: a

@@ -35,18 +35,20 @@ func Draw(t *rapid.T, c Config) *Plan {
 	}
 	// Mostly short pauses; now and then one on the scale of heartbeats, so
 	// that holds outlast detection and zombies wake up to verify.
+	long := rapid.IntRange(1, int(3*hb)) // made once a plan: see intRange
 	sleep := rapid.OneOf(
-		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, 50).Draw(t, "ms")} }),
-		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(1, int(3*hb)).Draw(t, "long_ms")} }))
+		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: intRange(1, 50).Draw(t, "ms")} }),
+		rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: long.Draw(t, "long_ms")} }))
 	// Half the plans unpaced (beat 0), where operations bunch up and race.
 	beat := 0
-	if b := rapid.IntRange(1, 400).Draw(t, "beat_ms"); rapid.Bool().Draw(t, "paced") {
+	if b := intRange(1, 400).Draw(t, "beat_ms"); aBool.Draw(t, "paced") {
 		beat = b
 	}
-	pace := rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: rapid.IntRange(0, beat).Draw(t, "pace_ms")} })
+	paces := rapid.IntRange(0, beat) // made once a plan: see intRange
+	pace := rapid.Custom(func(t *rapid.T) Step { return Step{Op: Sleep, Ms: paces.Draw(t, "pace_ms")} })
 	p.Clients = drawClients(t, c, sleep, pace)
 	if p.Kind == histories.Semaphore {
-		p.Slots = rapid.IntRange(1, 3).Draw(t, "slots")
+		p.Slots = intRange(1, 3).Draw(t, "slots")
 		p.Admins = drawAdmins(t, c, sleep, pace)
 	}
 	switch ct := c.Target.(type) {
@@ -82,21 +84,21 @@ func drawClients(t *rapid.T, c Config, sleep, pace *rapid.Generator[Step]) [][]S
 		var steps []Step
 		// Now and then after a while: clients do not all arrive at once.
 		// (Drawn either way, so that shrinking it away shifts nothing.)
-		if think := sleep.Draw(t, "think"); rapid.Bool().Draw(t, "thinks") {
+		if think := sleep.Draw(t, "think"); aBool.Draw(t, "thinks") {
 			steps = append(steps, think)
 		}
 		steps = paced(t, steps, pace, Step{Op: histories.Acquire})
-		for i := rapid.IntRange(0, 2).Draw(t, "retries"); i > 0; i-- {
+		for i := intRange(0, 2).Draw(t, "retries"); i > 0; i-- {
 			steps = append(steps, sleep.Draw(t, "backoff"))
 			steps = paced(t, steps, pace, Step{Op: histories.Acquire})
 		}
-		for i := rapid.IntRange(0, 3).Draw(t, "verifies"); i > 0; i-- {
+		for i := intRange(0, 3).Draw(t, "verifies"); i > 0; i-- {
 			steps = append(steps, sleep.Draw(t, "work"))
 			steps = paced(t, steps, pace, Step{Op: histories.Verify})
 		}
 		// Mostly let go, so that the next cycle's acquire is not the
 		// client's first.
-		if rapid.IntRange(0, 3).Draw(t, "release") > 0 {
+		if intRange(0, 3).Draw(t, "release") > 0 {
 			steps = paced(t, steps, pace, Step{Op: histories.Release})
 		}
 		return steps
@@ -104,7 +106,7 @@ func drawClients(t *rapid.T, c Config, sleep, pace *rapid.Generator[Step]) [][]S
 	// Every client does at least one cycle, mostly two or more.
 	script := rapid.Custom(func(t *rapid.T) []Step {
 		least := 1
-		if rapid.IntRange(0, 3).Draw(t, "again") > 0 {
+		if intRange(0, 3).Draw(t, "again") > 0 {
 			least = 2
 		}
 		var steps []Step
@@ -115,7 +117,7 @@ func drawClients(t *rapid.T, c Config, sleep, pace *rapid.Generator[Step]) [][]S
 	})
 	// Mostly more than one, so that they contend.
 	least := 1
-	if c.Clients > 1 && rapid.IntRange(0, 2).Draw(t, "crowd") > 0 {
+	if c.Clients > 1 && intRange(0, 2).Draw(t, "crowd") > 0 {
 		least = 2
 	}
 	return rapid.SliceOfN(script, least, c.Clients).Draw(t, "clients")
@@ -125,8 +127,8 @@ func drawClients(t *rapid.T, c Config, sleep, pace *rapid.Generator[Step]) [][]S
 func drawAdmins(t *rapid.T, c Config, sleep, pace *rapid.Generator[Step]) [][]Step {
 	var out [][]Step
 	change := rapid.Custom(func(t *rapid.T) Step {
-		d := rapid.IntRange(1, 2).Draw(t, "delta")
-		if rapid.Bool().Draw(t, "remove") {
+		d := intRange(1, 2).Draw(t, "delta")
+		if aBool.Draw(t, "remove") {
 			d = -d
 		}
 		return Step{Op: histories.Change, Delta: d}
@@ -135,12 +137,12 @@ func drawAdmins(t *rapid.T, c Config, sleep, pace *rapid.Generator[Step]) [][]St
 	// Changes and counts twice as often as waits and pauses: what one
 	// admin changes, another counts.
 	adminStep := rapid.OneOf(change, count,
-		rapid.Custom(func(t *rapid.T) Step { return Step{Op: histories.Wait, Slot: rapid.IntRange(1, 3).Draw(t, "slot")} }),
+		rapid.Custom(func(t *rapid.T) Step { return Step{Op: histories.Wait, Slot: intRange(1, 3).Draw(t, "slot")} }),
 		sleep, change, count)
 	// Mostly more than one, so that their changes meet.
 	admins := 1
 	if c.Admins > 1 {
-		if more := rapid.IntRange(2, c.Admins).Draw(t, "admins"); rapid.IntRange(0, 3).Draw(t, "more_admins") > 0 {
+		if more := intRange(2, c.Admins).Draw(t, "admins"); intRange(0, 3).Draw(t, "more_admins") > 0 {
 			admins = more
 		}
 	}
@@ -193,16 +195,16 @@ func drawNemesis(t *rapid.T, c Config, p *Plan, hb int64) []Fault {
 			// half changed; else anywhere in its first methods.
 			from, to := nthChange(p, a, crashes[a])
 			crashes[a]++
-			if writes := max(from, to) - min(from, to); writes > 1 && rapid.IntRange(0, 3).Draw(t, "between_writes") > 0 {
-				f.AfterCalls = methodsBeforeWrites(p, from) + rapid.IntRange(1, writes-1).Draw(t, "writes_done")
+			if writes := max(from, to) - min(from, to); writes > 1 && intRange(0, 3).Draw(t, "between_writes") > 0 {
+				f.AfterCalls = methodsBeforeWrites(p, from) + intRange(1, writes-1).Draw(t, "writes_done")
 			} else {
-				f.AfterCalls = rapid.IntRange(1, 8).Draw(t, "after_calls")
+				f.AfterCalls = intRange(1, 8).Draw(t, "after_calls")
 			}
 			return f
 		}
-		if rapid.Bool().Draw(t, "mid-operation") {
+		if aBool.Draw(t, "mid-operation") {
 			// Right after the target's n-th method: inside an operation.
-			f.AfterCalls = rapid.IntRange(1, 40).Draw(t, "after_calls")
+			f.AfterCalls = intRange(1, 40).Draw(t, "after_calls")
 			f.Target = rapid.SampledFrom(procs).Draw(t, "target")
 		} else {
 			f.At = rapid.OneOf(rapid.IntRange(0, 300), rapid.IntRange(0, int(3*hb))).Draw(t, "at_ms")
@@ -211,7 +213,7 @@ func drawNemesis(t *rapid.T, c Config, p *Plan, hb int64) []Fault {
 			}
 		}
 		if f.Fault == histories.Pause || f.Fault == histories.Partition {
-			f.For = rapid.IntRange(0, int(4*hb)).Draw(t, "for_ms")
+			f.For = intRange(0, int(4*hb)).Draw(t, "for_ms")
 		}
 		return f
 	})
@@ -220,7 +222,7 @@ func drawNemesis(t *rapid.T, c Config, p *Plan, hb int64) []Fault {
 	}
 	// Mostly at least one fault; now and then none.
 	least := 0
-	if rapid.IntRange(0, 3).Draw(t, "faulty") > 0 {
+	if intRange(0, 3).Draw(t, "faulty") > 0 {
 		least = 1
 	}
 	return rapid.SliceOfN(fault, least, c.MaxFaults).Draw(t, "nemesis")
@@ -283,11 +285,11 @@ func drawNodes(t *rapid.T, p *Plan, nodes []string) {
 // operation (after_calls of a process).
 func drawClusterFault(t *rapid.T, p *Plan, kind string, procs []string) Fault {
 	var f Fault
-	if rapid.Bool().Draw(t, "mid-operation") {
+	if aBool.Draw(t, "mid-operation") {
 		f.Target = rapid.SampledFrom(procs).Draw(t, "target")
-		f.AfterCalls = rapid.IntRange(1, 40).Draw(t, "after_calls")
+		f.AfterCalls = intRange(1, 40).Draw(t, "after_calls")
 	} else {
-		f.At = rapid.IntRange(0, 8000).Draw(t, "at_ms")
+		f.At = intRange(0, 8000).Draw(t, "at_ms")
 	}
 	lasts := rapid.OneOf(rapid.IntRange(0, 3000), rapid.IntRange(3000, 20000)).Draw(t, "for_ms")
 	node := rapid.SampledFrom(p.Cluster).Draw(t, "node")
@@ -326,3 +328,31 @@ func drawClusterFault(t *rapid.T, p *Plan, kind string, procs []string) Fault {
 	}
 	return f
 }
+
+// intRange is rapid.IntRange(min, max), for a draw of its own (Draw):
+// the same value from the same bits, but the generators of the ranges
+// every plan draws from are made once (ranges) rather than again for each
+// of some hundred draws a plan (three allocations and a map lookup each).
+// A rapid generator keeps nothing a draw changes; the label it gives the
+// draw for shrinking is empty unless its String has been called, which
+// only a generator put inside another (SliceOf, OneOf) gets: those are
+// made with rapid.IntRange still.
+func intRange(min, max int) *rapid.Generator[int] {
+	if g := ranges[[2]int{min, max}]; g != nil {
+		return g
+	}
+	return rapid.IntRange(min, max)
+}
+
+// ranges are the generators intRange shares: the constant ranges of the
+// draws, and whatever else any draw of a plan uses often.
+var ranges = func() map[[2]int]*rapid.Generator[int] {
+	m := map[[2]int]*rapid.Generator[int]{}
+	for _, r := range [][2]int{{0, 2}, {0, 3}, {0, 30}, {0, 4000}, {0, 8000}, {1, 2}, {1, 3}, {1, 4}, {1, 8}, {1, 40}, {1, 50}, {1, 400}, {20, 200}} {
+		m[r] = rapid.IntRange(r[0], r[1])
+	}
+	return m
+}()
+
+// aBool is rapid.Bool(), made once for the same reason as ranges.
+var aBool = rapid.Bool()

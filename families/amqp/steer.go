@@ -150,7 +150,7 @@ func DrawToward(t *rapid.T, c Config, g prover.Interleaving) *Plan {
 		if g.Y != histories.Create {
 			*b = append(steps(t, p, yr, g.Y), *b...)
 		}
-		pause := rapid.IntRange(20, 200).Draw(t, "steer_pause_ms")
+		pause := intRange(20, 200).Draw(t, "steer_pause_ms")
 		*a = append(spaced(steps(t, p, xr, g.X), pause), *a...)
 	case prover.During:
 		// Each three times in a row, after pauses of up to 30 ms: the
@@ -205,10 +205,10 @@ func DrawToward(t *rapid.T, c Config, g prover.Interleaving) *Plan {
 		f := Fault{Fault: g.Y, Target: aName,
 			AfterCalls: before + rapid.IntRange(1, methods(p, pre[len(pre)-1])).Draw(t, "steer_method")}
 		if !slices.Contains(c.Faults, f.Fault) && f.Fault == histories.Kill && xr == "admin" {
-			f.Fault, f.AfterCalls = AdminCrash, rapid.IntRange(1, 4).Draw(t, "steer_writes")
+			f.Fault, f.AfterCalls = AdminCrash, intRange(1, 4).Draw(t, "steer_writes")
 		}
 		if f.Fault == histories.Pause || f.Fault == histories.Partition {
-			f.For = rapid.IntRange(0, 4000).Draw(t, "steer_for_ms")
+			f.For = intRange(0, 4000).Draw(t, "steer_for_ms")
 		}
 		if len(p.Nemesis) >= c.MaxFaults && len(p.Nemesis) > 0 {
 			p.Nemesis = p.Nemesis[1:]
@@ -259,13 +259,13 @@ func steps(t *rapid.T, p *Plan, role, op string) []Step {
 	case histories.Verify, histories.Release:
 		return []Step{{Op: histories.Acquire}, {Op: op}}
 	case histories.Change:
-		d := rapid.IntRange(1, 2).Draw(t, "steer_delta")
-		if rapid.Bool().Draw(t, "steer_remove") {
+		d := intRange(1, 2).Draw(t, "steer_delta")
+		if aBool.Draw(t, "steer_remove") {
 			d = -d
 		}
 		return []Step{{Op: op, Delta: d}}
 	case histories.Wait:
-		return []Step{{Op: op, Slot: rapid.IntRange(1, max(1, p.Slots)).Draw(t, "steer_slot")}}
+		return []Step{{Op: op, Slot: intRange(1, max(1, p.Slots)).Draw(t, "steer_slot")}}
 	}
 	return []Step{{Op: op}}
 }
@@ -298,7 +298,7 @@ func methods(p *Plan, s Step) int {
 // pausedFor puts a pause of up to 30 ms (none if 0), drawn as name,
 // before steps.
 func pausedFor(t *rapid.T, s []Step, name string) []Step {
-	if ms := rapid.IntRange(0, 30).Draw(t, name); ms > 0 {
+	if ms := intRange(0, 30).Draw(t, name); ms > 0 {
 		return append([]Step{{Op: Sleep, Ms: ms}}, s...)
 	}
 	return s
