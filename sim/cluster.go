@@ -557,16 +557,21 @@ func (cl *cluster) rabbitDown(x, y *node) {
 
 // onNodeDown is x declaring y down while x runs: RabbitMQ 3.10's
 // on_node_down deletes the records of y's queues in a Mnesia
-// transaction, so in every copy x shares its records with, and a peer
-// that still reaches y, and still counts it as running, loses them too:
-// after a bridge its clients get "home node down" for y's durable queues
-// while y serves them (conform --cluster, broker-semantics.md C.13).
+// transaction, so in every copy shared both ways with x (each counting
+// the other as running, linked), and a peer that still reaches y, and
+// still counts it as running, loses them too: after a bridge its clients
+// get "home node down" for y's durable queues while y serves them
+// (conform --cluster, broker-semantics.md C.13). A peer that gave x up
+// (x paused, and continued) takes none of it.
 func (cl *cluster) onNodeDown(x, y *node) {
 	if !x.running[y.i] {
 		return
 	}
 	cl.rabbitDown(x, y)
 	for _, z := range cl.group(x)[1:] {
+		if !z.running[x.i] || !z.conn[x.i] || !x.conn[z.i] {
+			continue
+		}
 		for name, q := range z.view {
 			if q.home == y {
 				delete(z.view, name)
