@@ -57,6 +57,24 @@ func reopen(t *testing.T, conn broker.Conn) broker.Channel {
 
 func at(w *sim.World) time.Duration { return time.Duration(w.Now()) }
 
+// isolateN1AndSettle runs a nemesis on w that cuts n1 off from n2 and n3
+// at 1 s, heals the cut at 13 s and settles the cluster (as the cluster
+// target does after a plan), then runs after, if any.
+func isolateN1AndSettle(t *testing.T, w *sim.World, after func()) {
+	w.Go("nemesis", func(b broker.Broker) {
+		b.Sleep(bg, time.Second)
+		w.Strike("partition", isolateN1)
+		b.Sleep(bg, 12*time.Second)
+		w.Strike("heal", isolateN1)
+		if err := w.Settle(); err != nil {
+			t.Errorf("settle: %v", err)
+		}
+		if after != nil {
+			after()
+		}
+	})
+}
+
 // Queues live where RabbitMQ puts them: an exclusive queue on its owner
 // connection's node, a durable one on the node that declared it (C.1),
 // and every node sees every record while the cluster is one: a
@@ -293,15 +311,7 @@ func TestClusterDurableHomeCutOff(t *testing.T) {
 			t.Errorf("A after the heal and the operator's restart: %v", err)
 		}
 	})
-	w.Go("nemesis", func(b broker.Broker) {
-		b.Sleep(bg, time.Second)
-		w.Strike("partition", isolateN1)
-		b.Sleep(bg, 12*time.Second)
-		w.Strike("heal", isolateN1)
-		if err := w.Settle(); err != nil {
-			t.Errorf("settle: %v", err)
-		}
-	})
+	isolateN1AndSettle(t, w, nil)
 	if err := w.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -498,14 +508,7 @@ func TestClusterPausedMinorityLosesItsWrite(t *testing.T) {
 				t.Errorf("seed %d: a's connection still open after n1 paused", seed)
 			}
 		})
-		w.Go("nemesis", func(b broker.Broker) {
-			b.Sleep(bg, time.Second)
-			w.Strike("partition", isolateN1)
-			b.Sleep(bg, 12*time.Second)
-			w.Strike("heal", isolateN1)
-			if err := w.Settle(); err != nil {
-				t.Errorf("settle: %v", err)
-			}
+		isolateN1AndSettle(t, w, func() {
 			for _, p := range []string{"h", "c"} { // on n1, on n2
 				w.Go(p, func(b broker.Broker) {
 					_, ch := channel(t, b)
