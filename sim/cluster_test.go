@@ -57,6 +57,24 @@ func reopen(t *testing.T, conn broker.Conn) broker.Channel {
 
 func at(w *sim.World) time.Duration { return time.Duration(w.Now()) }
 
+// isolateN1AndSettle runs a nemesis on w that cuts n1 off from n2 and n3
+// at 1 s, heals the cut at 13 s and settles the cluster (as the cluster
+// target does after a plan), then runs after, if any.
+func isolateN1AndSettle(t *testing.T, w *sim.World, after func()) {
+	w.Go("nemesis", func(b broker.Broker) {
+		b.Sleep(bg, time.Second)
+		w.Strike("partition", isolateN1)
+		b.Sleep(bg, 12*time.Second)
+		w.Strike("heal", isolateN1)
+		if err := w.Settle(); err != nil {
+			t.Errorf("settle: %v", err)
+		}
+		if after != nil {
+			after()
+		}
+	})
+}
+
 // Queues live where RabbitMQ puts them: an exclusive queue on its owner
 // connection's node, a durable one on the node that declared it (C.1),
 // and every node sees every record while the cluster is one: a
@@ -293,15 +311,7 @@ func TestClusterDurableHomeCutOff(t *testing.T) {
 			t.Errorf("A after the heal and the operator's restart: %v", err)
 		}
 	})
-	w.Go("nemesis", func(b broker.Broker) {
-		b.Sleep(bg, time.Second)
-		w.Strike("partition", isolateN1)
-		b.Sleep(bg, 12*time.Second)
-		w.Strike("heal", isolateN1)
-		if err := w.Settle(); err != nil {
-			t.Errorf("settle: %v", err)
-		}
-	})
+	isolateN1AndSettle(t, w, nil)
 	if err := w.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -473,5 +483,43 @@ func TestClusterBridge(t *testing.T) {
 	}
 	if paused[1] == 0 || paused[2] == 0 {
 		t.Errorf("pause_minority: seeds by nodes paused %v, want some with one, some with both", paused)
+	}
+}
+
+// Under pause_minority, a durable declare through n1 just after n1 is
+// cut off waits for n2 and n3 (a Mnesia write), is answered ok once n1
+// declares them down, before n1 pauses and closes the connection; the
+// record is only in n1's copy, which n1 gives up when it starts again
+// after the heal: the queue is gone, though its client was told ok
+// (broker-semantics.md C.14, as on the real cluster).
+func TestClusterPausedMinorityLosesItsWrite(t *testing.T) {
+	for seed := uint64(0); seed < 8; seed++ {
+		w := clusterWorld(sim.PauseMinority, seed, nil)
+		w.Go("a", func(b broker.Broker) {
+			conn, ch := channel(t, b)
+			b.Sleep(bg, time.Second+time.Millisecond)
+			t0 := at(w)
+			_, err := ch.Declare(bg, "A", broker.DeclareOptions{Durable: true})
+			if waited := at(w) - t0; err != nil || waited < 3750*time.Millisecond || waited > 6500*time.Millisecond {
+				t.Errorf("seed %d: a's declare during the cut: %v after %v, want ok once n1 declares n2 and n3 down", seed, err, waited)
+			}
+			b.Sleep(bg, time.Second)
+			if conn.Err() == nil {
+				t.Errorf("seed %d: a's connection still open after n1 paused", seed)
+			}
+		})
+		isolateN1AndSettle(t, w, func() {
+			for _, p := range []string{"h", "c"} { // on n1, on n2
+				w.Go(p, func(b broker.Broker) {
+					_, ch := channel(t, b)
+					if _, err := ch.Declare(bg, "A", broker.DeclareOptions{Passive: true}); broker.Code(err) != broker.NotFound {
+						t.Errorf("seed %d: A through %s's node after the heal: %v, want 404: n1 took its peers' records", seed, p, err)
+					}
+				})
+			}
+		})
+		if err := w.Run(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -388,9 +388,21 @@ type RealCluster struct {
 // realClusterEnv runs a sequence on a real cluster, its clients dialling
 // their nodes directly.
 type realClusterEnv struct {
-	rc   RealCluster
-	ctx  context.Context
-	made map[string][][2]string // each partition's directions it cut
+	rc    RealCluster
+	ctx   context.Context
+	made  map[string][][2]string // each partition's directions it cut
+	spent clusterTimes
+}
+
+// clusterTimes is where a sequence's time on the real cluster went: its
+// faults (a node's start and restart wait until it runs), the settles
+// after them (ClusterSettle each), and making the cluster one again after
+// it (rabbitmq.Cluster.Recover, and the cleanup); the rest is its
+// methods.
+type clusterTimes struct{ faults, settles, recovery time.Duration }
+
+func (t clusterTimes) String() string {
+	return fmt.Sprintf("faults %.0fs, settles %.0fs, recovery %.0fs", t.faults.Seconds(), t.settles.Seconds(), t.recovery.Seconds())
 }
 
 func (e *realClusterEnv) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, error) {
@@ -399,6 +411,7 @@ func (e *realClusterEnv) Dial(ctx context.Context, cfg broker.Config) (broker.Co
 }
 
 func (e *realClusterEnv) Sleep(ctx context.Context, d time.Duration) error {
+	defer func(t0 time.Time) { e.spent.settles += time.Since(t0) }(time.Now())
 	select {
 	case <-time.After(d):
 		return nil
@@ -412,6 +425,7 @@ func (e *realClusterEnv) Timeout(d time.Duration) (context.Context, context.Canc
 }
 
 func (e *realClusterEnv) Fault(fault, target string) error {
+	defer func(t0 time.Time) { e.spent.faults += time.Since(t0) }(time.Now())
 	if strings.Contains(target, ">") {
 		var dirs [][2]string
 		for _, d := range strings.Fields(target) {
@@ -456,26 +470,28 @@ func (e *realClusterEnv) Fault(fault, target string) error {
 	return fmt.Errorf("%s cannot strike node %s", fault, target)
 }
 
-// RunRealCluster runs steps on the real cluster, its queues' names
+// runRealCluster runs steps on the real cluster, its queues' names
 // beginning with prefix (a prefix of its own for each run: a durable
 // queue of a node that rejoins comes back a while after the cluster
 // agrees again, after any cleanup), then makes it one again
-// (rabbitmq.Cluster.Recover) and deletes the queues it can.
-func RunRealCluster(ctx context.Context, rc RealCluster, prefix string, steps []ClusterStep) ([]string, error) {
+// (rabbitmq.Cluster.Recover) and deletes the queues it can. It says
+// where the time went.
+func runRealCluster(ctx context.Context, rc RealCluster, prefix string, steps []ClusterStep) ([]string, clusterTimes, error) {
 	e := &realClusterEnv{rc: rc, ctx: ctx, made: map[string][][2]string{}}
 	out := runClusterSteps(e, prefix, steps)
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return nil, e.spent, ctx.Err()
 	}
+	t0 := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if _, err := rc.Cluster.Recover(rctx, rc.Lab); err != nil {
 		if errors.Is(err, rabbitmq.ErrStillSplit) {
 			if rerr := rc.Cluster.Reset(rctx); rerr != nil {
-				return nil, fmt.Errorf("%w; made anew: %v", err, rerr)
+				return nil, e.spent, fmt.Errorf("%w; made anew: %v", err, rerr)
 			}
 		} else {
-			return nil, err
+			return nil, e.spent, err
 		}
 	}
 	// The sequence's durable queue goes, through the first node, where
@@ -487,7 +503,8 @@ func RunRealCluster(ctx context.Context, rc RealCluster, prefix string, steps []
 		}
 		conn.Close()
 	}
-	return out, nil
+	e.spent.recovery = time.Since(t0)
+	return out, e.spent, nil
 }
 
 // ClusterDiffOptions configure ClusterDifferential.
@@ -495,6 +512,7 @@ type ClusterDiffOptions struct {
 	Mode      string // the cluster's partition handling
 	Sequences int
 	Seed      uint64
+	First     int           // the index of the first sequence drawn from Seed
 	Steps     int           // per sequence; 0 means 10
 	Shrink    time.Duration // time to spend shrinking a divergence
 	Out       io.Writer     // a line per sequence
@@ -557,16 +575,18 @@ func ClusterDifferential(ctx context.Context, rc RealCluster, o ClusterDiffOptio
 	}
 	tick := rc.Cluster.Options().NetTicktime
 	runs := 0
+	var spent clusterTimes
 	diverges := func(steps []ClusterStep) ([]string, []string, int, error) {
 		runs++
-		real, err := RunRealCluster(ctx, rc, fmt.Sprintf("cd%d-%d-", o.Seed%1000, runs), steps)
+		real, t, err := runRealCluster(ctx, rc, fmt.Sprintf("cd%d-%d-", o.Seed%1000, runs), steps)
+		spent = t
 		if err != nil {
 			return nil, nil, -1, err
 		}
 		sim, k, err := SimClusterMatch(o.Mode, tick, steps, real)
 		return real, sim, k, err
 	}
-	for i := range o.Sequences {
+	for i := o.First; i < o.First+o.Sequences; i++ {
 		r := rand.New(rand.NewPCG(o.Seed, uint64(i)))
 		steps := DrawClusterSteps(r, o.Steps)
 		t0 := time.Now()
@@ -575,7 +595,7 @@ func ClusterDifferential(ctx context.Context, rc RealCluster, o ClusterDiffOptio
 			return agreed, nil, fmt.Errorf("sequence %d: %w", i, err)
 		}
 		if o.Out != nil {
-			fmt.Fprintf(o.Out, "sequence %d (%s): %s in %.0fs\n", i, o.Mode, map[bool]string{true: "agrees", false: "DIVERGES"}[k < 0], time.Since(t0).Seconds())
+			fmt.Fprintf(o.Out, "sequence %d (%s): %s in %.0fs (%s)\n", i, o.Mode, map[bool]string{true: "agrees", false: "DIVERGES"}[k < 0], time.Since(t0).Seconds(), spent)
 		}
 		if k < 0 {
 			agreed++

@@ -175,6 +175,38 @@ func TestSimulatedClusterSameBytes(t *testing.T) {
 
 // isolatedHolder is the hand plan examples/cluster/isolated-holder.json
 // (families/amqp/clusters runs it on real clusters).
+// The hand plan for the true mutex: as the semaphore's, the double hold
+// under ignore and autoheal, none under pause_minority; and the holder,
+// whose verify asks only its own queue on its own node, is never told
+// (on the real cluster: docs/amqp-locks.md "Verdicts on the cluster").
+func TestSimulatedClusterIsolatedMutexHolder(t *testing.T) {
+	p, err := ReadPlan("../../examples/cluster/isolated-mutex-holder.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode string
+		fail bool
+	}{{"ignore", true}, {"pause_minority", false}, {"autoheal", true}} {
+		res, err := Simulator{PartitionHandling: c.mode}.Run(context.Background(), p, Reference)
+		if err != nil {
+			t.Fatalf("%s: %v", c.mode, err)
+		}
+		rep := prover.Judge(res, model.Options{Timeout: time.Minute, Family: []any{check.Options{}}})
+		for _, v := range rep.Verdicts {
+			if v.Property != check.SlotExclusive {
+				continue
+			}
+			switch {
+			case c.fail && (v.Status != model.Fail || !strings.Contains(v.Detail, "c1 was not told it had lost the slot")):
+				t.Errorf("%s: slot-exclusive %s %s, want a failure c1 was not told of", c.mode, v.Status, v.Detail)
+			case !c.fail && v.Status != model.Pass:
+				t.Errorf("%s: slot-exclusive %s %s, want pass", c.mode, v.Status, v.Detail)
+			}
+		}
+	}
+}
+
 func isolatedHolder() *Plan {
 	p, err := ReadPlan("../../examples/cluster/isolated-holder.json")
 	if err != nil {
