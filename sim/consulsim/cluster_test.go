@@ -3,6 +3,7 @@ package consulsim
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -272,5 +273,31 @@ func TestClusterStrikeRefuses(t *testing.T) {
 	}
 	if err := w.Restart(time.Second); err == nil {
 		t.Error("Restart of a cluster")
+	}
+}
+
+// A stale listing right after a write may miss it (a follower applies it
+// at the leader's next word), as a serializable read through e2 right
+// after a delete through e1 did; 100 ms later it sees it.
+func TestClusterStaleListingMayLag(t *testing.T) {
+	seen := map[string]bool{}
+	for seed := range uint64(16) {
+		w := clusterWorld(t, Etcd, seed, nil)
+		w.Go("driver", func(p *Process) {
+			e1, e2 := p.BackendOn("e1"), p.BackendOn("e2")
+			ctx := context.Background()
+			e1.PutContender(ctx, "l/k", "", false)
+			l, _ := e2.List(ctx, "l", true)
+			seen[fmt.Sprint("soon ", len(l.Entries))] = true
+			p.Sleep(150 * time.Millisecond)
+			l, _ = e2.List(ctx, "l", true)
+			seen[fmt.Sprint("later ", len(l.Entries))] = true
+		})
+		if err := w.Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !seen["soon 0"] || !seen["soon 1"] || seen["later 0"] || !seen["later 1"] {
+		t.Errorf("stale listings seen: %v; want the key missed or seen right after its write, seen 150 ms later", seen)
 	}
 }

@@ -82,6 +82,10 @@ func (w *World) send(c *call) {
 	}
 	w.tracef("%s -> server: %s", p.Name(), c.what)
 	s.inflight = append(s.inflight, c)
+	if w.cl != nil {
+		w.cl.apply(c)
+		return
+	}
 	c.op(s, c)
 }
 

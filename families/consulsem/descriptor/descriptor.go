@@ -48,6 +48,7 @@ var ConsulSemaphore = &family.Descriptor{
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
 		{Name: "consul-addr", Verbs: family.Runs, Usage: "consul-semaphore: with --target consul, the HTTP API address (host:port) of a Consul agent you run, which plans run on instead of a private agent each: it is not started, stopped or restarted (no restart-broker), and each run's keys and sessions on it are its own and gone at its end"},
 		{Name: "etcd-endpoints", Verbs: family.Runs, Usage: "consul-semaphore: with --target etcd, the client endpoints (host:port, comma-separated) of an etcd you run, which plans run on instead of a private etcd each: it is not started, stopped or restarted (no restart-broker), and each run's keys and leases on it are its own and gone at its end"},
+		{Name: "cluster", Bool: true, Verbs: family.Conform, Usage: "consul-semaphore: the simulated cluster against a private real one the run starts (as --target consul-cluster or etcd-cluster do; needs root): drawn sequences of the recipe's calls through clients on different nodes and faults on the cluster, compared step by step (--backend: consul, etcd, or both when not given)"},
 		leasecheck.TTL,
 	}, leasecheck.Flags...),
 	// How check judges lease locks, as every lease family says it.
