@@ -36,7 +36,7 @@ func draw(t *rapid.T, c Config) *Plan {
 	}
 	faults := c.Faults
 	var onNodes []string
-	if c.Cluster != nil {
+	if c.cluster() {
 		drawNodes(t, p)
 		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool {
 			if slices.Contains(ClusterFaultNames, f) {

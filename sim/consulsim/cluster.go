@@ -105,30 +105,36 @@ type cluster struct {
 	held    []*call            // calls waiting for their node to reach the majority
 	replies []func()           // answers waiting for their node to reach it again
 	// lagged is the state before the last write, made at lagAt: a
-	// stale listing soon after may be answered from it.
+	// stale listing right after may be answered from it, through a node
+	// not yet in fresh (one that answered the state after it).
 	lagged *server
 	lagAt  int64
+	fresh  map[*cnode]bool
 }
 
 // lagWindow is how long after a write a stale listing (served by a
 // follower, which applies the write once the leader tells it it is
-// committed) may not see it yet: up to a heartbeat, 100 ms on etcd
-// (measured: a serializable listing through e2 right after a delete
-// through e1 still had the key) and on Consul.
-const lagWindow = 100 * time.Millisecond
+// committed) may not see it yet: a round trip (measured on etcd: a
+// serializable listing through e2 right after a delete through e1 still
+// had the key, in one sequence of about 80; the differential's steps
+// follow each other by a round trip).
+const lagWindow = callTime
 
 // apply applies call c, which reaches the majority's side: a stale
-// listing soon after a write may be answered from the state before it
-// (Options.Decide picks), any other call changes the state, which is
-// kept for the stale listings after it if it was a write.
+// listing within lagWindow of a write may be answered from the state
+// before it (Options.Decide picks), unless its node has answered the
+// state after it already; any other call changes the state, which is
+// kept for the stale listings right after if it was a write.
 func (cl *cluster) apply(c *call) {
 	s := cl.w.srv
 	if c.stale {
-		if cl.lagged != nil && cl.w.now-cl.lagAt <= int64(lagWindow) && cl.w.base.Pick(2) == 1 {
+		n := cl.nodeOf(c)
+		if cl.lagged != nil && !cl.fresh[n] && cl.w.now-cl.lagAt <= int64(lagWindow) && cl.w.base.Pick(2) == 1 {
 			cl.w.tracef("cluster: %s answered by a follower that lags", c.what)
 			c.op(cl.lagged, c)
 			return
 		}
+		cl.fresh[n] = true
 		c.op(s, c)
 		return
 	}
@@ -136,6 +142,7 @@ func (cl *cluster) apply(c *call) {
 	c.op(s, c)
 	if s.index != index {
 		cl.lagged, cl.lagAt = before, cl.w.now
+		clear(cl.fresh)
 	}
 }
 
@@ -161,7 +168,7 @@ func newCluster(w *World, o ClusterOptions) *cluster {
 			o.ElectionDelay = 1100 * time.Millisecond
 		}
 	}
-	cl := &cluster{w: w, o: o, cut: map[[2]string]bool{}}
+	cl := &cluster{w: w, o: o, cut: map[[2]string]bool{}, fresh: map[*cnode]bool{}}
 	for _, name := range ClusterNodes(w.o.Kind) {
 		cl.nodes = append(cl.nodes, &cnode{name: name, server: !slices.Contains(AppNodes(w.o.Kind), name) || w.o.Kind == Etcd, main: true})
 	}
@@ -429,9 +436,11 @@ func (s *server) snapshot() *server {
 }
 
 // Strike strikes a fault on the cluster: "partition" or "heal" of a cut
-// (directions "s1>s2 s2>s1 ..."), or "kill", "pause", "resume" or
-// "restart-broker" of a node (a server; restart-broker starts a killed
-// one, and brings a running one down and up again at once). Called from
+// (directions "s1>s2 s2>s1 ..."), "pause" or "resume" of a node (a paused
+// Consul agent's clients get no answer, and its node is declared failed
+// as a cut-off one), "kill" or "restart-broker" of a server
+// (restart-broker starts a killed one, and brings a running one down and
+// up again at once). Called from
 // a process it is a step of that process; from a timer or outside Run it
 // applies at once.
 func (w *World) Strike(fault, target string) error {
@@ -450,11 +459,11 @@ func (w *World) Strike(fault, target string) error {
 			dirs = append(dirs, [2]string{from, to})
 		}
 	} else {
-		if n = cl.node(target); n == nil || !n.server {
-			return fmt.Errorf("consulsim: %s: %q is no server of the cluster", fault, target)
-		}
 		if !slices.Contains([]string{"kill", "pause", "resume", "restart-broker"}, fault) {
 			return fmt.Errorf("consulsim: no fault %q on a cluster", fault)
+		}
+		if n = cl.node(target); n == nil || !n.server && (fault == "kill" || fault == "restart-broker") {
+			return fmt.Errorf("consulsim: %s: %q is no server of the cluster (a node is paused, a server killed or restarted)", fault, target)
 		}
 	}
 	w.fault(func() {

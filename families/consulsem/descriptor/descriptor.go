@@ -308,13 +308,14 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if err := consulTarget(s); err != nil {
 		return nil, err
 	}
-	if len(p.Cluster) > 0 {
-		return nil, family.Usagef("the plan runs on a %s cluster: replay it with --target %s-cluster", p.Backend, p.Backend)
+	if len(p.Cluster) > 0 && consulReal(s.Target) {
+		return nil, family.Usagef("the plan runs on a %s cluster: replay it with --target %s-cluster, or on the simulated cluster with --target sim", p.Backend, p.Backend)
 	}
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, consulsemfamily.MutantNamed(s.Mutant) != nil, "no consul-semaphore mutant named %q (see lockprover mutants --kind consul-semaphore)"); err != nil {
 		return nil, err
 	}
-	c := consulsemfamily.Config{Scope: prover.Scope{Mutant: p.Mutant}, Backend: p.Backend, Persistent: p.Persistent, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease, LockDelay: p.LockDelay}
+	c := consulsemfamily.Config{Scope: prover.Scope{Mutant: p.Mutant}, Backend: p.Backend, Persistent: p.Persistent, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease, LockDelay: p.LockDelay,
+		SimCluster: len(p.Cluster) > 0}
 	if !consulReal(s.Target) {
 		if err := consulGiven(&c, s); err != nil {
 			return nil, err
@@ -346,7 +347,11 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		setup.Stop = func() {}
 		return setup, nil
 	}
-	return &family.Setup{Target: "sim", Where: "the simulated " + p.Backend, What: c.String(), Prove: consulTraced{c, s.Trace}, Stop: func() {}}, nil
+	where := "the simulated " + p.Backend
+	if c.SimCluster {
+		where += " cluster (" + strings.Join(p.Cluster, ", ") + ")"
+	}
+	return &family.Setup{Target: "sim", Where: where, What: c.String(), Prove: consulTraced{c, s.Trace}, Stop: func() {}}, nil
 }
 
 // consulTraced runs a plan on the simulator with its trace to trace (nil
