@@ -139,3 +139,40 @@ func TestClusterDraws(t *testing.T) {
 		}
 	}
 }
+
+// Plans drawn for the simulated cluster run on it, and the same plan
+// gives the same run byte for byte (its trace and its history).
+func TestSimClusterSamePlanSameRun(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{Consul, Etcd} {
+		c := Config{Backend: backend, SimCluster: true}
+		gen := rapid.Custom(func(t *rapid.T) *Plan { return c.Draw(t).(*Plan) })
+		struck := 0
+		for i := range 40 {
+			p := gen.Example(i)
+			if len(p.Cluster) == 0 {
+				t.Fatalf("%s: a plan for the simulated cluster without one", backend)
+			}
+			var runs [2]string
+			for j := range 2 {
+				var trace strings.Builder
+				res, err := Simulate(p, &trace)
+				if err != nil {
+					t.Fatalf("%s plan %d: %v", backend, i, err)
+				}
+				var h strings.Builder
+				histories.Write(&h, res.History)
+				runs[j] = trace.String() + h.String()
+				if j == 0 && strings.Contains(trace.String(), "cluster: ") {
+					struck++
+				}
+			}
+			if runs[0] != runs[1] {
+				t.Fatalf("%s plan %d: two runs differ", backend, i)
+			}
+		}
+		if struck == 0 {
+			t.Errorf("%s: no plan of 40 struck the cluster", backend)
+		}
+	}
+}

@@ -42,7 +42,7 @@ var ConsulSemaphore = &family.Descriptor{
 	Properties: lease.WithVerify,
 	Faults:     consulsemfamily.FaultNames(),
 	Targets: []family.Target{{Name: "sim"}, {Name: consulsemfamily.Consul, Real: true}, {Name: consulsemfamily.Etcd, Real: true},
-		{Name: consulsemfamily.ConsulCluster, Real: true}, {Name: consulsemfamily.EtcdCluster, Real: true}},
+		{Name: consulsemfamily.ConsulCluster, Real: true}, {Name: consulsemfamily.EtcdCluster, Real: true}, {Name: SimCluster}},
 	Flags: append([]family.Flag{
 		{Name: "backend", Verbs: family.Prove | family.Conform | family.Bench | family.Validate, Usage: "consul-semaphore: the simulated server, consul (when not given) or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator; for bench, the real server (a private one) measured; for those two, both when not given; for validate-impl, the private server the implementation is checked on, consul (when not given) or etcd"},
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
@@ -80,6 +80,9 @@ func init() {
 func consulSetup(s family.Settings) (*family.Setup, error) {
 	if consulsemfamily.ClusterBackend(s.Target) != "" {
 		return clusterSetup(s)
+	}
+	if s.Target == SimCluster {
+		return simClusterSetup(s)
 	}
 	if err := consulTarget(s); err != nil {
 		return nil, err
@@ -271,7 +274,7 @@ func consulTarget(s family.Settings) error {
 	case s.Impl != "" && s.Options != "":
 		return errors.New("--options: the reference's variants; they cannot run with --impl")
 	case s.Target != "" && s.Target != "sim" && !consulReal(s.Target):
-		return fmt.Errorf("--target: --kind %s runs on the simulator (--target sim), a private real server (--target consul, --target etcd) or cluster (--target consul-cluster, --target etcd-cluster), not %q", consulsemfamily.Kind, s.Target)
+		return fmt.Errorf("--target: --kind %s runs on the simulator (--target sim), a private real server (--target consul, --target etcd) or cluster (--target consul-cluster, --target etcd-cluster), or the simulated cluster (--target sim-cluster), not %q", consulsemfamily.Kind, s.Target)
 	}
 	return nil
 }
