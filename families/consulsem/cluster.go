@@ -45,23 +45,22 @@ func ClusterBackend(target string) string {
 
 // ClusterNodes are the nodes of a cluster of backend, as plans name them:
 // Consul's three servers (s1, s2, s3) and two client agents (a1, a2), one
-// per application node; etcd's three members (e1, e2, e3).
-func ClusterNodes(backend string) []string {
-	if backend == Etcd {
-		return []string{"e1", "e2", "e3"}
-	}
-	return []string{"s1", "s2", "s3", "a1", "a2"}
-}
+// per application node; etcd's three members (e1, e2, e3)
+// (consulsim.ClusterNodes: the simulated cluster's are the same).
+func ClusterNodes(backend string) []string { return consulsim.ClusterNodes(kindOf(backend)) }
 
 // appNodes are the nodes of a cluster a client talks to: on Consul its
 // node's client agent, as Consul's guide and real deployments have it; on
 // etcd one member (its only endpoint, so that a member cut off keeps its
 // clients: a client given every endpoint would fail over).
-func appNodes(backend string) []string {
+func appNodes(backend string) []string { return consulsim.AppNodes(kindOf(backend)) }
+
+// kindOf is the simulator's kind of backend.
+func kindOf(backend string) consulsim.Kind {
 	if backend == Etcd {
-		return ClusterNodes(Etcd)
+		return consulsim.Etcd
 	}
-	return []string{"a1", "a2"}
+	return consulsim.Consul
 }
 
 // servers are the nodes of a cluster that hold its state (Consul's
@@ -176,28 +175,10 @@ func (p *Plan) validateClusterFault(f Fault) error {
 
 // isolating is the cut that isolates node from every other node of
 // cluster, both ways.
-func isolating(node string, cluster []string) string {
-	var cut []string
-	for _, o := range cluster {
-		if o != node {
-			cut = append(cut, node+">"+o, o+">"+node)
-		}
-	}
-	return strings.Join(cut, " ")
-}
+func isolating(node string, cluster []string) string { return consulsim.Cut([]string{node}, cluster) }
 
 // splitting is the cut between side and the rest of cluster, both ways.
-func splitting(side, cluster []string) string {
-	var cut []string
-	for _, a := range side {
-		for _, b := range cluster {
-			if !slices.Contains(side, b) {
-				cut = append(cut, a+">"+b, b+">"+a)
-			}
-		}
-	}
-	return strings.Join(cut, " ")
-}
+func splitting(side, cluster []string) string { return consulsim.Cut(side, cluster) }
 
 // nodeOf is the node process name (c1, c1#2, probe1) talks to: its
 // client's, as the plan says (the first of the nodes clients may talk to

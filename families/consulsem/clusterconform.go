@@ -19,12 +19,7 @@ func (c *Cluster) ConformTarget() consulsim.ClusterTarget { return conformTarget
 
 type conformTarget struct{ c *Cluster }
 
-func (t conformTarget) Kind() consulsim.Kind {
-	if t.c.Backend == Etcd {
-		return consulsim.Etcd
-	}
-	return consulsim.Consul
-}
+func (t conformTarget) Kind() consulsim.Kind { return kindOf(t.c.Backend) }
 
 // Server is the first application node's server and version ("consul
 // 1.20.2"), or the backend's name if it does not say.

@@ -29,11 +29,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 		return nil, err
 	}
 	r := &runner{p: p, clients: map[string]*client{}, armed: map[string]bool{}, ctx: context.Background()}
-	kind := consulsim.Consul
-	if p.Backend == Etcd {
-		kind = consulsim.Etcd
-	}
-	o := consulsim.Options{Kind: kind, Persistent: p.Persistent, Decide: p.Decider(scheduleSalt),
+	o := consulsim.Options{Kind: kindOf(p.Backend), Persistent: p.Persistent, Decide: p.Decider(scheduleSalt),
 		Timeout: time.Duration(p.TTLMs) * time.Millisecond, Trace: trace, OnDrop: r.dropped}
 	if len(p.Cluster) > 0 {
 		// A cluster's servers keep their state on disk, as the real

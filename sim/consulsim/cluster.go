@@ -114,11 +114,11 @@ type cluster struct {
 
 // lagWindow is how long after a write a stale listing (served by a
 // follower, which applies the write once the leader tells it it is
-// committed) may not see it yet: a round trip (measured on etcd: a
-// serializable listing through e2 right after a delete through e1 still
-// had the key, in one sequence of about 80; the differential's steps
-// follow each other by a round trip).
-const lagWindow = callTime
+// committed, at its next heartbeat at the latest) may not see it yet: a
+// heartbeat, 100 ms (seen on etcd: a serializable listing through e2
+// right after a delete through e1 still had the key, and one through e3
+// two round trips after it).
+const lagWindow = 100 * time.Millisecond
 
 // apply applies call c, which reaches the majority's side: a stale
 // listing within lagWindow of a write may be answered from the state

@@ -220,8 +220,12 @@ func settleAfter(k Kind, s clusterStep) time.Duration {
 // faultCut is the directions the fault cuts (isolate, split) on a
 // cluster of kind k.
 func faultCut(k Kind, s clusterStep) string {
-	nodes := ClusterNodes(k)
-	side := strings.Split(s.arg, "+")
+	return Cut(strings.Split(s.arg, "+"), ClusterNodes(k))
+}
+
+// Cut is the cut between side and the rest of nodes, both ways, as
+// Strike takes it ("a1>s1 s1>a1 ...").
+func Cut(side, nodes []string) string {
 	var d []string
 	for _, a := range side {
 		for _, b := range nodes {
@@ -314,11 +318,17 @@ func (side clusterSide) run(prefix string, steps []clusterStep) (run, error) {
 }
 
 // onSimCluster runs steps on a simulated cluster of kind k, its choices
-// drawn from seed.
+// drawn from seed; seed 0 makes the first choice always (no stale
+// listing lags, the first candidate is elected, an agent is declared
+// failed after 6.5 s).
 func onSimCluster(k Kind, seed uint64, steps []clusterStep) (run, error) {
-	r := rand.New(rand.NewPCG(seed, seed))
+	var decide func(int) int
+	if seed > 0 {
+		r := rand.New(rand.NewPCG(seed, seed))
+		decide = func(n int) int { return r.IntN(n) }
+	}
 	w, err := New(Options{Kind: k, Timeout: clusterCallTimeout, Persistent: true, Cluster: &ClusterOptions{},
-		Decide: func(n int) int { return r.IntN(n) }})
+		Decide: decide})
 	if err != nil {
 		return run{}, err
 	}
@@ -352,7 +362,8 @@ func onSimCluster(k Kind, seed uint64, steps []clusterStep) (run, error) {
 // clusterSimSeeds is how many runs of the simulated cluster a sequence's
 // real observations are matched against: where the real outcome hangs on
 // a choice the simulator makes by its seed (who is elected, when a node is
-// declared failed), one of them must give it.
+// declared failed, whether a stale listing lags), one of them must give
+// it; the first (seed 0) makes the first choice always.
 const clusterSimSeeds = 8
 
 // matchSim runs steps on the simulated cluster under clusterSimSeeds seeds
@@ -444,6 +455,11 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 		}
 		if progress != nil {
 			fmt.Fprintf(progress, "sequence %d%s: %s in %.1fs\n", i, map[bool]string{true: " (fault)"}[faulted], verdict, time.Since(t0).Seconds())
+			if at >= 0 {
+				// every divergence, as it comes: a run may be
+				// interrupted before its end
+				fmt.Fprint(progress, showClusterRun(i, seed, steps, real, sim, at))
+			}
 		}
 	}
 	if first != nil && shrink > 0 {
