@@ -18,6 +18,7 @@ import (
 	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/realtime"
+	"github.com/lockprover/lockprover/sim/consulsim"
 	"pgregory.net/rapid"
 )
 
@@ -44,23 +45,22 @@ func ClusterBackend(target string) string {
 
 // ClusterNodes are the nodes of a cluster of backend, as plans name them:
 // Consul's three servers (s1, s2, s3) and two client agents (a1, a2), one
-// per application node; etcd's three members (e1, e2, e3).
-func ClusterNodes(backend string) []string {
-	if backend == Etcd {
-		return []string{"e1", "e2", "e3"}
-	}
-	return []string{"s1", "s2", "s3", "a1", "a2"}
-}
+// per application node; etcd's three members (e1, e2, e3)
+// (consulsim.ClusterNodes: the simulated cluster's are the same).
+func ClusterNodes(backend string) []string { return consulsim.ClusterNodes(kindOf(backend)) }
 
 // appNodes are the nodes of a cluster a client talks to: on Consul its
 // node's client agent, as Consul's guide and real deployments have it; on
 // etcd one member (its only endpoint, so that a member cut off keeps its
 // clients: a client given every endpoint would fail over).
-func appNodes(backend string) []string {
+func appNodes(backend string) []string { return consulsim.AppNodes(kindOf(backend)) }
+
+// kindOf is the simulator's kind of backend.
+func kindOf(backend string) consulsim.Kind {
 	if backend == Etcd {
-		return ClusterNodes(Etcd)
+		return consulsim.Etcd
 	}
-	return []string{"a1", "a2"}
+	return consulsim.Consul
 }
 
 // servers are the nodes of a cluster that hold its state (Consul's
@@ -175,28 +175,10 @@ func (p *Plan) validateClusterFault(f Fault) error {
 
 // isolating is the cut that isolates node from every other node of
 // cluster, both ways.
-func isolating(node string, cluster []string) string {
-	var cut []string
-	for _, o := range cluster {
-		if o != node {
-			cut = append(cut, node+">"+o, o+">"+node)
-		}
-	}
-	return strings.Join(cut, " ")
-}
+func isolating(node string, cluster []string) string { return consulsim.Cut([]string{node}, cluster) }
 
 // splitting is the cut between side and the rest of cluster, both ways.
-func splitting(side, cluster []string) string {
-	var cut []string
-	for _, a := range side {
-		for _, b := range cluster {
-			if !slices.Contains(side, b) {
-				cut = append(cut, a+">"+b, b+">"+a)
-			}
-		}
-	}
-	return strings.Join(cut, " ")
-}
+func splitting(side, cluster []string) string { return consulsim.Cut(side, cluster) }
 
 // nodeOf is the node process name (c1, c1#2, probe1) talks to: its
 // client's, as the plan says (the first of the nodes clients may talk to
@@ -477,6 +459,95 @@ const clusterGrace = 5 * time.Second
 // and its servers have a leader, which a node still cut off does not).
 const nodeBack = 30 * time.Second
 
+// nodes is where a plan's faults on the cluster's nodes strike: the real
+// cluster (*Cluster) or the simulated one (simNodes).
+type nodes interface {
+	// leader is the leading server's node name, an error while none
+	// leads.
+	leader(ctx context.Context) (string, error)
+	// cut cuts the directions of cut (restore: restores them).
+	cut(ctx context.Context, cut string, restore bool) error
+	pause(node string) error
+	resume(node string) error
+	// bounce takes node down (kill: SIGKILL, else SIGTERM) for down and
+	// starts it again, returning once it answers.
+	bounce(ctx context.Context, node string, kill bool, down time.Duration) error
+	// await waits until the cluster agrees again (a leader, every node
+	// alive), for a minute at most.
+	await(ctx context.Context) error
+}
+
+func (c *Cluster) pause(node string) error  { c.touch(); return c.member(node).Pause() }
+func (c *Cluster) resume(node string) error { return c.member(node).Resume() }
+
+// bounce waits nodeBack at most for the node to answer: a server started
+// again while cut off (another fault) cannot answer until it is healed,
+// which the nemesis does; it rejoins when it can (the cluster is made
+// whole before the next plan either way).
+func (c *Cluster) bounce(ctx context.Context, node string, kill bool, down time.Duration) error {
+	c.touch()
+	bctx, cancel := context.WithTimeout(ctx, down+nodeBack)
+	defer cancel()
+	if kill {
+		return c.member(node).Crash(bctx, down)
+	}
+	return c.member(node).Restart(bctx, down)
+}
+
+func (c *Cluster) await(ctx context.Context) error {
+	var err error
+	for end := time.Now().Add(time.Minute); ; {
+		if err = c.agreed(ctx); err == nil || time.Now().After(end) || ctx.Err() != nil {
+			return err
+		}
+		realtime.Sleep(ctx, 250*time.Millisecond)
+	}
+}
+
+// simNodes is the simulated cluster (consulsim's Options.Cluster) as the
+// nemesis strikes it, from its process (sleep is its Sleep, set when it
+// starts).
+type simNodes struct {
+	w     *consulsim.World
+	sleep func(time.Duration)
+}
+
+func (s *simNodes) leader(context.Context) (string, error) {
+	if l := s.w.Leader(); l != "" {
+		return l, nil
+	}
+	return "", errors.New("no leader: an election is under way")
+}
+
+func (s *simNodes) cut(_ context.Context, cut string, restore bool) error {
+	if restore {
+		return s.w.Strike("heal", cut)
+	}
+	return s.w.Strike("partition", cut)
+}
+
+func (s *simNodes) pause(node string) error  { return s.w.Strike("pause", node) }
+func (s *simNodes) resume(node string) error { return s.w.Strike("resume", node) }
+
+// bounce: a clean stop takes a simulated node down as a kill does.
+func (s *simNodes) bounce(_ context.Context, node string, _ bool, down time.Duration) error {
+	if err := s.w.Strike("kill", node); err != nil {
+		return err
+	}
+	s.sleep(down)
+	return s.w.Strike("restart-broker", node)
+}
+
+// await waits out an election (the simulated cluster's take 2 s at
+// most after the fault's end).
+func (s *simNodes) await(context.Context) error {
+	s.sleep(3 * time.Second)
+	if s.w.Leader() == "" {
+		return errors.New("no leader 3 s after the faults' end")
+	}
+	return nil
+}
+
 // strikeNode strikes the plan's i-th fault, one on the cluster's nodes,
 // as the nemesis (without the runner's lock), or ends it (end: a heal, a
 // resume): a partition cuts the links its node (the leader, resolved
@@ -488,7 +559,7 @@ const nodeBack = 30 * time.Second
 // (no leader to cut off) is neither applied nor recorded; one the lab or
 // a node refused ends the run with an error.
 func (r *runner) strikeNode(i int, end bool) {
-	f, cl, ctx := r.p.Nemesis[i], r.cluster, r.ctx
+	f, cl, ctx := r.p.Nemesis[i], r.nodes, r.ctx
 	if end {
 		r.endNode(i)
 		return
@@ -512,28 +583,16 @@ func (r *runner) strikeNode(i int, end bool) {
 		r.Ended(histories.Partition, v, err)
 		r.held(i, histories.Fault{Cut: cut})
 	case histories.Pause:
-		cl.touch()
 		v := &histories.Fault{Process: f.Node}
 		r.Began(histories.Pause, v)
-		err = cl.member(f.Node).Pause()
+		err = cl.pause(f.Node)
 		r.Ended(histories.Pause, v, err)
 		r.held(i, histories.Fault{Process: f.Node})
 	case histories.Kill, histories.RestartBroker:
-		cl.touch()
 		down := time.Duration(f.For) * time.Millisecond
 		v := &histories.Fault{Process: f.Node}
 		r.Began(histories.RestartBroker, v)
-		// A server started again while cut off (another fault) cannot
-		// answer until it is healed, which this nemesis does: it waits
-		// nodeBack at most, and the node rejoins when it can (the
-		// cluster is made whole before the next plan either way).
-		bctx, cancel := context.WithTimeout(ctx, down+nodeBack)
-		if f.Fault == histories.Kill {
-			err = cl.member(f.Node).Crash(bctx, down)
-		} else {
-			err = cl.member(f.Node).Restart(bctx, down)
-		}
-		cancel()
+		err = cl.bounce(ctx, f.Node, f.Fault == histories.Kill, down)
 		if err != nil && ctx.Err() == nil {
 			err = fmt.Errorf("not answering %v after it was started again: %w", nodeBack, err)
 			r.Ended(histories.RestartBroker, v, err)
@@ -569,11 +628,11 @@ func (r *runner) endNode(i int) {
 	var err error
 	if v.Cut != "" {
 		r.Began(histories.Heal, &v)
-		err = r.cluster.cut(r.ctx, v.Cut, true)
+		err = r.nodes.cut(r.ctx, v.Cut, true)
 		r.Ended(histories.Heal, &v, err)
 	} else {
 		r.Began(histories.Resume, &v)
-		err = r.cluster.member(v.Process).Resume()
+		err = r.nodes.resume(v.Process)
 		r.Ended(histories.Resume, &v, err)
 	}
 	if err != nil {
@@ -584,7 +643,7 @@ func (r *runner) endNode(i int) {
 // endNodeFaults ends every fault on the cluster's nodes still in force,
 // in the plan's order.
 func (r *runner) endNodeFaults() {
-	if r.cluster == nil {
+	if r.nodes == nil {
 		return
 	}
 	r.w.Lock()
@@ -600,17 +659,10 @@ func (r *runner) endNodeFaults() {
 // most a minute: a cluster that does not is a problem of the run's
 // evidence (and is made whole before the next plan).
 func (r *runner) awaitCluster() {
-	if r.cluster == nil {
+	if r.nodes == nil {
 		return
 	}
-	var err error
-	for end := time.Now().Add(time.Minute); ; {
-		if err = r.cluster.agreed(r.ctx); err == nil || time.Now().After(end) || r.ctx.Err() != nil {
-			break
-		}
-		realtime.Sleep(r.ctx, 250*time.Millisecond)
-	}
-	if err != nil {
+	if err := r.nodes.await(r.ctx); err != nil {
 		r.failedWith(fmt.Errorf("the cluster did not agree again within a minute of its faults' end: %w", err))
 	}
 }

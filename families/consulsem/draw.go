@@ -35,7 +35,7 @@ func draw(t *rapid.T, c Config) *Plan {
 		}
 	}
 	faults, onNodes := c.planFaults()
-	if c.Cluster != nil {
+	if c.cluster() {
 		drawNodes(t, p)
 	}
 	kinds := drawable(faults, c.AnyRestart || c.keeps())
@@ -59,7 +59,7 @@ func draw(t *rapid.T, c Config) *Plan {
 // their server, and apart, those on a cluster's nodes.
 func (c Config) planFaults() (faults, onNodes []string) {
 	faults = c.Faults
-	if c.Cluster != nil {
+	if c.cluster() {
 		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool {
 			if slices.Contains(ClusterFaultNames, f) {
 				onNodes = append(onNodes, f)

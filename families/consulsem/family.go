@@ -82,7 +82,14 @@ type Config struct {
 	// their clients talk to, and faults on the nodes (ClusterFaultNames)
 	// beside those on the clients.
 	Cluster *Cluster
+	// SimCluster makes plans run on the simulated cluster of Backend
+	// (consulsim's Options.Cluster): they draw nodes and faults on them
+	// as on Cluster, and are judged as there.
+	SimCluster bool
 }
+
+// cluster says whether c's plans run on a cluster, real or simulated.
+func (c Config) cluster() bool { return c.Cluster != nil || c.SimCluster }
 
 func (c Config) withDefaults() Config {
 	if c.real() {
@@ -95,7 +102,7 @@ func (c Config) withDefaults() Config {
 	if c.Impl != nil {
 		faults = ImplFaults()
 	}
-	if c.Cluster != nil {
+	if c.cluster() {
 		faults = append(slices.DeleteFunc(slices.Clone(faults), func(f string) bool { return f == histories.RestartBroker }), clusterFaults(c.Backend)...)
 	}
 	c.Scope = c.Scope.Defaults(faults)
@@ -171,7 +178,7 @@ func (c Config) Judging(string) any {
 	if c.Backend == Etcd {
 		o.RestartGrace = electionTimeout
 	}
-	if c.Cluster != nil {
+	if c.cluster() {
 		// A fault on the cluster's servers may bring an election,
 		// which renews every session (docs/consul-semaphore.md, K.1,
 		// K.4).

@@ -22,6 +22,9 @@ const server = "server"
 func (r *runner) nemesis() {
 	timeline := lease.Timeline(r.p.Nemesis, Fault.timing)
 	r.w.Go("nemesis", func(p proc) {
+		if s, ok := r.nodes.(*simNodes); ok {
+			s.sleep = p.Sleep
+		}
 		r.Nemesis(timeline, run.Nemesis{
 			Sleep: run.Sleeper(r.ctx, p.Sleep),
 			Strike: func(t run.Timed) {
@@ -68,7 +71,7 @@ func (r *runner) settle() time.Duration {
 	if r.sim == nil {
 		ttl = time.Duration(float64(ttl) * (1 + realDrift))
 	}
-	if r.cluster != nil {
+	if r.nodes != nil {
 		ttl += clusterGrace
 	}
 	return ttl + lease.Margin

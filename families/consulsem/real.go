@@ -143,7 +143,10 @@ func runReal(ctx context.Context, p *Plan, addrs []string, impl Impl, cl *Cluste
 	}
 	ttl := time.Duration(q.TTLMs) * time.Millisecond
 	r := &runner{p: &q, ctx: ctx, clients: map[string]*client{}, armed: map[string]bool{}, server: srv, made: map[string]bool{},
-		timeout: time.Duration((Expiry(q.Backend)+1)*float64(ttl)) + time.Second, impl: impl, cluster: cl}
+		timeout: time.Duration((Expiry(q.Backend)+1)*float64(ttl)) + time.Second, impl: impl}
+	if cl != nil {
+		r.nodes = cl
+	}
 	if impl != nil {
 		r.timeout = 0 // the launcher's bounds each request
 	}

@@ -28,21 +28,24 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if len(p.Cluster) > 0 {
-		return nil, fmt.Errorf("cluster: the plan runs on a %s cluster, which the simulator is not: run it with --target %s-cluster", p.Backend, p.Backend)
-	}
 	r := &runner{p: p, clients: map[string]*client{}, armed: map[string]bool{}, ctx: context.Background()}
-	kind := consulsim.Consul
-	if p.Backend == Etcd {
-		kind = consulsim.Etcd
-	}
 	var w *consulsim.World
-	w, err := consulsim.New(consulsim.Options{Kind: kind, Persistent: p.Persistent, Decide: p.Decider(scheduleSalt, func() int { return w.Keep() }),
-		Timeout: time.Duration(p.TTLMs) * time.Millisecond, Trace: trace, OnDrop: r.dropped})
+	o := consulsim.Options{Kind: kindOf(p.Backend), Persistent: p.Persistent, Decide: p.Decider(scheduleSalt, func() int { return w.Keep() }),
+		Timeout: time.Duration(p.TTLMs) * time.Millisecond, Trace: trace, OnDrop: r.dropped}
+	if len(p.Cluster) > 0 {
+		// A cluster's servers keep their state on disk, as the real
+		// cluster targets' do.
+		o.Persistent = true
+		o.Cluster = &consulsim.ClusterOptions{NodeOf: p.nodeOf}
+	}
+	w, err := consulsim.New(o)
 	if err != nil {
 		return nil, err
 	}
 	r.sim = w
+	if len(p.Cluster) > 0 {
+		r.nodes = &simNodes{w: w}
+	}
 	r.begin(simWorld{w})
 	if err := w.Run(); err != nil {
 		return nil, err
@@ -122,12 +125,12 @@ type client struct {
 // runner shares (run.Runner).
 type runner struct {
 	run.Runner
-	p       *Plan
-	ctx     context.Context
-	w       world
-	sim     *consulsim.World // the simulator's world, nil on a real server
-	server  *realServer      // the real server, nil on the simulator
-	cluster *Cluster         // the real cluster, nil on a single server
+	p      *Plan
+	ctx    context.Context
+	w      world
+	sim    *consulsim.World // the simulator's world, nil on a real server
+	server *realServer      // the real server, nil on the simulator
+	nodes  nodes            // the cluster's nodes, real or simulated; nil on a single server
 	// struck are the faults on the cluster in force, by their index in
 	// the plan: the cut a partition made (a node's resolved), or the
 	// node a pause stopped.

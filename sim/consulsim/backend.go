@@ -19,14 +19,23 @@ var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // virtual time. Use it from the process only; a Semaphore on it then
 // starts no goroutine and reads no other clock, so that a run depends
 // only on the World's decisions.
-func (p *Process) Backend() consulsem.Backend { return backend{p} }
+func (p *Process) Backend() consulsem.Backend { return backend{p: p} }
+
+// BackendOn is Backend, its calls going through node of a cluster
+// (Options.Cluster) whatever ClusterOptions.NodeOf says of the process:
+// one process with clients on several nodes (the cluster differential's
+// driver).
+func (p *Process) BackendOn(node string) consulsem.Backend { return backend{p: p, node: node} }
 
 // Semaphore is consulsem's reference on the process's Backend.
 func (p *Process) Semaphore(o consulsem.Options) (*consulsem.Semaphore, error) {
 	return consulsem.On(p.Backend(), o)
 }
 
-type backend struct{ p *Process }
+type backend struct {
+	p    *Process
+	node string // the cluster's node its calls go through ("": the process's)
+}
 
 // Timing is consulsem's for the kind: Consul's TTL timers run for up to
 // twice the TTL; etcd's leases are whole seconds, revoked by a sweep
@@ -45,10 +54,16 @@ func (b backend) etcd() bool { return b.p.w.o.Kind == Etcd }
 
 // do runs one call, unless ctx has ended.
 func (b backend) do(ctx context.Context, what string, wait time.Duration, op func(*server, *call)) result {
+	return b.doStale(ctx, what, wait, false, op)
+}
+
+// doStale runs one call, a stale listing if stale, unless ctx has ended.
+func (b backend) doStale(ctx context.Context, what string, wait time.Duration, stale bool, op func(*server, *call)) result {
 	if err := ctx.Err(); err != nil {
 		return result{err: err}
 	}
-	return b.p.do(what, wait, op)
+	p := b.p
+	return p.post(&call{p: p, what: what, wait: wait, op: op, conn: p.conn, stale: stale, node: b.node})
 }
 
 // now answers c with what f returns, at once.
@@ -61,10 +76,13 @@ func (b backend) CreateSession(ctx context.Context, ttl time.Duration, release b
 	if lockDelay > 0 {
 		what += fmt.Sprintf(" lock-delay %v", lockDelay)
 	}
-	r := b.do(ctx, what, 0, now(func(s *server) result {
+	r := b.do(ctx, what, 0, func(s *server, c *call) {
 		tok, granted, err := s.create(ttl, release, lockDelay)
-		return result{tok: tok, ttl: granted, err: err}
-	}))
+		if err == nil && s.w.cl != nil {
+			s.sessions[tok].node = s.w.cl.nodeOf(c).name
+		}
+		s.w.reply(c, result{tok: tok, ttl: granted, err: err})
+	})
 	return r.tok, r.ttl, r.err
 }
 
@@ -98,7 +116,7 @@ func (b backend) PutContender(ctx context.Context, key, tok string, bound bool) 
 }
 
 func (b backend) List(ctx context.Context, prefix string, stale bool) (consulsem.Listing, error) {
-	r := b.do(ctx, fmt.Sprintf("list %s/ stale %v", prefix, stale), 0, now(func(s *server) result {
+	r := b.doStale(ctx, fmt.Sprintf("list %s/ stale %v", prefix, stale), 0, stale, now(func(s *server) result {
 		return result{l: s.list(prefix)}
 	}))
 	if r.l.Entries == nil {

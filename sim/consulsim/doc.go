@@ -86,9 +86,12 @@
 //     and give every session a fresh TTL from when they are back, etcd
 //     plus an election timeout, Options.ElectionTimeout).
 //
-// Not modelled: stale reads that are stale (one server, so a stale
-// listing is a consistent one), leader elections without a restart,
-// clusters and replication, Consul's health checks, ACLs,
+// Options.Cluster makes the World a cluster of Consul servers and client
+// agents or of etcd members, with stale reads that are stale, leader
+// elections and node failure (cluster.go says what it models, held to
+// real clusters by ClusterDifferential). Not modelled on a single
+// server: stale reads that are stale (a stale listing is a consistent
+// one), leader elections without a restart, Consul's health checks, ACLs,
 // KV flags and tombstone reaping, Consul's jitter on a blocking query's
 // wait (up to wait/16), etcd's compaction, its client's retries and
 // reconnection backoff (a call to a server that is down fails at once; an
@@ -99,5 +102,5 @@
 // context's deadline (real time: a client's patience is Options.Timeout,
 // in virtual time). The calls' error texts are not Consul's or etcd's
 // words (only their kind is compared). Consul's TTL timers also restart on
-// a leader election, which only Restart brings here.
+// a leader election, which on a single server only Restart brings.
 package consulsim

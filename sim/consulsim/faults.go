@@ -100,6 +100,9 @@ func (w *World) Restart(downtime time.Duration) error {
 	if downtime < 0 {
 		return fmt.Errorf("consulsim: restart: downtime %v is negative", downtime)
 	}
+	if w.cl != nil {
+		return fmt.Errorf("consulsim: restart: a cluster's nodes restart by Strike")
+	}
 	w.fault(func() {
 		s := w.srv
 		s.crash()

@@ -42,6 +42,8 @@ type call struct {
 	wait time.Duration        // how long the server may hold it (a wait for a change)
 	conn int                  // the connection it was posted on (Process.conn)
 
+	node    string       // a cluster's node it goes through ("": its process's)
+	stale   bool         // a stale listing (a cluster's servers off the majority's side answer it)
 	timer   *sched.Timer // the client's timeout
 	arrived bool         // its answer reached the client's side (or was lost)
 	done    bool         // the client has its result
@@ -69,6 +71,9 @@ func (w *World) send(c *call) {
 		p.proc.Link().Hold(func() { w.send(c) })
 		return
 	}
+	if w.cl != nil && w.cl.route(c) {
+		return
+	}
 	s := w.srv
 	if s.down {
 		w.tracef("%s -> server: %s: connection refused (server down)", p.Name(), c.what)
@@ -77,6 +82,10 @@ func (w *World) send(c *call) {
 	}
 	w.tracef("%s -> server: %s", p.Name(), c.what)
 	s.inflight = append(s.inflight, c)
+	if w.cl != nil {
+		w.cl.apply(c)
+		return
+	}
 	c.op(s, c)
 }
 
@@ -103,6 +112,9 @@ func (w *World) arrive(c *call, r result) {
 			w.o.OnDrop(p.Name())
 		}
 	}
+	if w.cl != nil && w.cl.answerHeld(c, func() { w.deliver(c, r) }) {
+		return
+	}
 	if p.proc.Link().Cut() {
 		p.proc.Link().Hold(func() { w.deliver(c, r) })
 		return
@@ -118,11 +130,4 @@ func (w *World) deliver(c *call, r result) {
 	c.done = true
 	c.timer.Cancel()
 	c.p.proc.Deliver(r)
-}
-
-// do runs a call from the process and returns its result; a context
-// already ended sends nothing (one that ends meanwhile is not looked at:
-// its deadline is real time).
-func (p *Process) do(what string, wait time.Duration, op func(*server, *call)) result {
-	return p.post(&call{p: p, what: what, wait: wait, op: op, conn: p.conn})
 }

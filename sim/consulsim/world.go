@@ -71,6 +71,10 @@ type Options struct {
 	// OnDrop, if set, is told when a reply DropReply armed is lost: the
 	// client's name. It is when the fault strikes.
 	OnDrop func(client string)
+	// Cluster, if set, makes the World a cluster (cluster.go): the
+	// server is then the majority's state, and Restart is refused
+	// (Strike strikes the nodes).
+	Cluster *ClusterOptions
 }
 
 // Virtual time a call takes (a round trip, as the client sees it; the
@@ -92,6 +96,7 @@ type World struct {
 	// and the first failure.
 	base simworld.Base[*Process, result]
 	srv  *server
+	cl   *cluster // nil for a single server
 }
 
 // New returns a World of one empty server, up, at virtual time 0. It
@@ -115,6 +120,9 @@ func New(o Options) (*World, error) {
 	}
 	w := &World{o: o}
 	w.srv = newServer(w)
+	if o.Cluster != nil {
+		w.cl = newCluster(w, *o.Cluster)
+	}
 	w.base.Init(&w.sched, simworld.Config[*Process, result]{
 		Name: "consulsim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide,
 		Proc: procOf, Serve: w.serve,

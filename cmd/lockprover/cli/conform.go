@@ -32,6 +32,10 @@ With --kind db-semaphore: the simulated database (sim/sqlsim) against MariaDB
 (--dsn): drawn sequences of the statements dbsem sends, on 2 to 4
 connections with their lock waits and deadlocks, run on both and compared
 step by step; the first divergence is shrunk.
+With --kind consul-semaphore --cluster: the simulated Consul or etcd cluster
+(sim/consulsim) against a private one the run starts and removes (root,
+network namespaces): drawn sequences of the recipe's calls through clients
+on different nodes and faults on the cluster, compared step by step.
 With --kind redlock: the simulated Redis servers (sim/redissim) against
 private redis-servers the run starts and removes: drawn sequences of the
 commands and scripts redlock sends, with sleeps, compared step by step; the

@@ -38,34 +38,82 @@ func clusterFaults(target string, impl bool) []string {
 // removed after the last: plans run one at a time on it.
 func clusterSetup(s family.Settings) (*family.Setup, error) {
 	backend := consulsemfamily.ClusterBackend(s.Target)
+	c, err := clusterConfig(s, backend, s.Target)
+	if err != nil {
+		return nil, err
+	}
+	c.Target = backend
+	var impl *consulsemprotocol.Processes
+	if s.Impl != "" {
+		impl = consulsemprotocol.NewProcesses(s.Impl)
+		impl.InitTimeout = s.InitTimeout
+		c.Impl = impl
+	}
+	box := &clusterBox{backend: backend, target: s.Target, stderr: s.Stderr}
+	return clusterTail(s, c, impl, box, backend)
+}
+
+// simClusterSetup makes a proof of the recipe on the simulated cluster
+// of --backend (--target sim-cluster): plans draw the nodes their clients
+// talk to and faults on the cluster's nodes, as on the real cluster
+// targets, and replay with --target sim.
+func simClusterSetup(s family.Settings) (*family.Setup, error) {
+	backend := consulsemfamily.Consul
+	if s.Given("backend") {
+		backend = s.Flag("backend")
+	}
+	if backend != consulsemfamily.Consul && backend != consulsemfamily.Etcd {
+		return nil, fmt.Errorf("--backend: want %s or %s, got %q", consulsemfamily.Consul, consulsemfamily.Etcd, backend)
+	}
+	if s.Impl != "" {
+		return nil, family.Usagef("--impl: an implementation runs on a real cluster (--target %s-cluster), not the simulated one", backend)
+	}
+	c, err := clusterConfig(s, backend, backend+"-cluster")
+	if err != nil {
+		return nil, err
+	}
+	c.SimCluster = true
+	return &family.Setup{Target: SimCluster, Where: "the simulated " + backend + " cluster (" + strings.Join(consulsemfamily.ClusterNodes(backend), ", ") + ")",
+		What: c.String(), Prove: c, Replay: []string{"--target", "sim"}}, nil
+}
+
+// SimCluster is the target of plans on the simulated cluster of
+// --backend.
+const SimCluster = "sim-cluster"
+
+// clusterConfig is the Config of a proof on a cluster of backend, real
+// or simulated, as s says it (target names the real cluster's target,
+// whose faults it offers).
+func clusterConfig(s family.Settings, backend, target string) (consulsemfamily.Config, error) {
+	var c consulsemfamily.Config
 	for _, flag := range []string{"consul-addr", "etcd-endpoints", "persistent"} {
 		if s.Given(flag) {
-			return nil, family.Usagef("--%s is not for --target %s, whose nodes the run starts (and whose servers keep their state)", flag, s.Target)
+			return c, family.Usagef("--%s is not for --target %s, whose nodes the run starts (and whose servers keep their state)", flag, s.Target)
 		}
 	}
 	if s.Given("backend") && s.Flag("backend") != backend {
-		return nil, fmt.Errorf("--backend: --target %s runs on %s; --backend %s names another", s.Target, backend, s.Flag("backend"))
+		return c, fmt.Errorf("--backend: --target %s runs on %s; --backend %s names another", s.Target, backend, s.Flag("backend"))
 	}
 	switch {
 	case s.Impl != "" && s.Mutant != "" && s.Mutant != "reference":
-		return nil, fmt.Errorf("--mutant: a mutant is a variant of the reference; it cannot run with --impl")
+		return c, fmt.Errorf("--mutant: a mutant is a variant of the reference; it cannot run with --impl")
 	case s.Impl != "" && s.Options != "":
-		return nil, fmt.Errorf("--options: the reference's variants; they cannot run with --impl")
+		return c, fmt.Errorf("--options: the reference's variants; they cannot run with --impl")
 	case s.Mutant != "" && consulsemfamily.MutantNamed(s.Mutant) == nil:
-		return nil, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", consulsemfamily.Kind, s.Mutant, consulsemfamily.Kind)
+		return c, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", consulsemfamily.Kind, s.Mutant, consulsemfamily.Kind)
 	}
-	c := consulsemfamily.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults, Mutant: s.Mutant},
-		Backend: backend, Target: backend}
+	c = consulsemfamily.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults, Mutant: s.Mutant},
+		Backend: backend}
 	if err := consulOptions(&c, s.Options); err != nil {
-		return nil, err
+		return c, err
 	}
 	if t := s.Flag("ttl"); t != "" {
 		ttl, err := time.ParseDuration(t)
 		if c.TTLMs = int(ttl.Milliseconds()); err != nil || ttl%time.Millisecond != 0 || consulsemfamily.CheckTTL(backend, c.TTLMs) != nil {
-			return nil, fmt.Errorf("--ttl: want 1s to 1m for --kind %s (whole seconds on etcd), got %q", consulsemfamily.Kind, t)
+			return c, fmt.Errorf("--ttl: want 1s to 1m for --kind %s (whole seconds on etcd), got %q", consulsemfamily.Kind, t)
 		}
 	}
-	offered := clusterFaults(s.Target, s.Impl != "")
+	offered := clusterFaults(target, s.Impl != "")
 	switch s.Faults {
 	case "all":
 		c.Faults = offered
@@ -74,18 +122,17 @@ func clusterSetup(s family.Settings) (*family.Setup, error) {
 	default:
 		for _, name := range strings.Split(s.Faults, ",") {
 			if !slices.Contains(offered, name) {
-				return nil, fmt.Errorf("--faults: %q is not offered on --target %s (want some of %s; all; or none)", name, s.Target, strings.Join(offered, ", "))
+				return c, fmt.Errorf("--faults: %q is not offered on --target %s (want some of %s; all; or none)", name, s.Target, strings.Join(offered, ", "))
 			}
 			c.Faults = append(c.Faults, name)
 		}
 	}
-	var impl *consulsemprotocol.Processes
-	if s.Impl != "" {
-		impl = consulsemprotocol.NewProcesses(s.Impl)
-		impl.InitTimeout = s.InitTimeout
-		c.Impl = impl
-	}
-	box := &clusterBox{backend: backend, target: s.Target, stderr: s.Stderr}
+	return c, nil
+}
+
+// clusterTail is the rest of clusterSetup: the setup that starts the
+// cluster before the first plan and removes it after the last.
+func clusterTail(s family.Settings, c consulsemfamily.Config, impl *consulsemprotocol.Processes, box *clusterBox, backend string) (*family.Setup, error) {
 	if box.stderr == nil {
 		box.stderr = io.Discard
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/backends/consul"
@@ -39,6 +40,14 @@ func consulConform(ctx context.Context, s family.Settings, c family.ConformConfi
 	}
 	worst := family.Agree
 	for _, b := range backends {
+		if s.Flag("cluster") != "" {
+			res, err := clusterConform(ctx, b, c, out)
+			if err != nil {
+				return 0, err
+			}
+			worst = max(worst, res)
+			continue
+		}
 		k := map[string]consulsim.Kind{consulsemfamily.Consul: consulsim.Consul, consulsemfamily.Etcd: consulsim.Etcd}[b]
 		res, err := consulConformOne(ctx, k, c, out)
 		if err != nil {
@@ -118,4 +127,38 @@ func consulConformTarget(ctx context.Context, k consulsim.Kind) (consulsim.Targe
 		return consulsim.Target{}, nil, err
 	}
 	return consulsim.Target{Kind: consulsim.Etcd, Addr: s.URL(), Floor: s.MinTTL()}, stop, nil
+}
+
+// clusterShrink bounds the shrinking of a cluster divergence: each try
+// runs on the real cluster, with its settles.
+const clusterShrink = 3 * time.Minute
+
+// clusterConform is conform --cluster: the simulated cluster of backend
+// against a private real one, started for the run (as --target
+// consul-cluster and etcd-cluster start theirs) and removed after it
+// (consulsim.ClusterDifferential). A machine that cannot start it is a
+// usage error naming what is missing.
+func clusterConform(ctx context.Context, backend string, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
+	if err := consulsemfamily.ClusterPreflight(backend); err != nil {
+		return 0, &family.UsageError{Err: fmt.Errorf("--cluster: %w", err)}
+	}
+	cl, err := consulsemfamily.StartCluster(ctx, backend, func(lab, dir string) {
+		fmt.Fprintf(c.Log, "lockprover: starting a cluster of %s in the network lab %s, files under %s\n", backend, lab, dir)
+	})
+	if ctx.Err() != nil {
+		return 0, fmt.Errorf("interrupted while starting a private cluster: %w", ctx.Err())
+	}
+	if err != nil {
+		return 0, &family.UsageError{Err: fmt.Errorf("conform --cluster could not start its private %s cluster: %w", backend, err)}
+	}
+	defer func() {
+		if err := cl.Stop(); err != nil {
+			fmt.Fprintf(c.Log, "conform: stopping the cluster: %v\n", err)
+		}
+	}()
+	fmt.Fprintf(out, "the simulated %s cluster against a private one (%s, started in %.1fs): %d sequences, seed %d\n",
+		backend, strings.Join(consulsemfamily.ClusterNodes(backend), ", "), cl.Took.Seconds(), c.Sequences, c.Seed)
+	rep, err := consulsim.ClusterDifferential(ctx, cl.ConformTarget(), c.Sequences, c.Seed, clusterShrink, out)
+	return family.Differential{Report: rep, Server: rep.Server + " cluster", Divergence: rep.Divergence, Shrunk: rep.Shrunk,
+		Sequences: rep.Sequences, Err: err, Stopped: "its private cluster is stopped"}.End(ctx, c, out)
 }

@@ -42,12 +42,13 @@ var ConsulSemaphore = &family.Descriptor{
 	Properties: lease.WithVerify,
 	Faults:     consulsemfamily.FaultNames(),
 	Targets: []family.Target{{Name: "sim"}, {Name: consulsemfamily.Consul, Real: true}, {Name: consulsemfamily.Etcd, Real: true},
-		{Name: consulsemfamily.ConsulCluster, Real: true}, {Name: consulsemfamily.EtcdCluster, Real: true}},
+		{Name: consulsemfamily.ConsulCluster, Real: true}, {Name: consulsemfamily.EtcdCluster, Real: true}, {Name: SimCluster}},
 	Flags: append([]family.Flag{
 		{Name: "backend", Verbs: family.Prove | family.Conform | family.Bench | family.Validate, Usage: "consul-semaphore: the simulated server, consul (when not given) or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator; for bench, the real server (a private one) measured; for those two, both when not given; for validate-impl, the private server the implementation is checked on, consul (when not given) or etcd"},
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
 		{Name: "consul-addr", Verbs: family.Runs, Usage: "consul-semaphore: with --target consul, the HTTP API address (host:port) of a Consul agent you run, which plans run on instead of a private agent each: it is not started, stopped or restarted (no restart-broker), and each run's keys and sessions on it are its own and gone at its end"},
 		{Name: "etcd-endpoints", Verbs: family.Runs, Usage: "consul-semaphore: with --target etcd, the client endpoints (host:port, comma-separated) of an etcd you run, which plans run on instead of a private etcd each: it is not started, stopped or restarted (no restart-broker), and each run's keys and leases on it are its own and gone at its end"},
+		{Name: "cluster", Bool: true, Verbs: family.Conform, Usage: "consul-semaphore: the simulated cluster against a private real one the run starts (as --target consul-cluster or etcd-cluster do; needs root): drawn sequences of the recipe's calls through clients on different nodes and faults on the cluster, compared step by step (--backend: consul, etcd, or both when not given)"},
 		leasecheck.TTL,
 	}, leasecheck.Flags...),
 	// How check judges lease locks, as every lease family says it.
@@ -79,6 +80,9 @@ func init() {
 func consulSetup(s family.Settings) (*family.Setup, error) {
 	if consulsemfamily.ClusterBackend(s.Target) != "" {
 		return clusterSetup(s)
+	}
+	if s.Target == SimCluster {
+		return simClusterSetup(s)
 	}
 	if err := consulTarget(s); err != nil {
 		return nil, err
@@ -270,7 +274,7 @@ func consulTarget(s family.Settings) error {
 	case s.Impl != "" && s.Options != "":
 		return errors.New("--options: the reference's variants; they cannot run with --impl")
 	case s.Target != "" && s.Target != "sim" && !consulReal(s.Target):
-		return fmt.Errorf("--target: --kind %s runs on the simulator (--target sim), a private real server (--target consul, --target etcd) or cluster (--target consul-cluster, --target etcd-cluster), not %q", consulsemfamily.Kind, s.Target)
+		return fmt.Errorf("--target: --kind %s runs on the simulator (--target sim), a private real server (--target consul, --target etcd) or cluster (--target consul-cluster, --target etcd-cluster), or the simulated cluster (--target sim-cluster), not %q", consulsemfamily.Kind, s.Target)
 	}
 	return nil
 }
@@ -307,13 +311,14 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if err := consulTarget(s); err != nil {
 		return nil, err
 	}
-	if len(p.Cluster) > 0 {
-		return nil, family.Usagef("the plan runs on a %s cluster: replay it with --target %s-cluster", p.Backend, p.Backend)
+	if len(p.Cluster) > 0 && consulReal(s.Target) {
+		return nil, family.Usagef("the plan runs on a %s cluster: replay it with --target %s-cluster, or on the simulated cluster with --target sim", p.Backend, p.Backend)
 	}
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, consulsemfamily.MutantNamed(s.Mutant) != nil, "no consul-semaphore mutant named %q (see lockprover mutants --kind consul-semaphore)"); err != nil {
 		return nil, err
 	}
-	c := consulsemfamily.Config{Scope: prover.Scope{Mutant: p.Mutant}, Backend: p.Backend, Persistent: p.Persistent, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease, LockDelay: p.LockDelay}
+	c := consulsemfamily.Config{Scope: prover.Scope{Mutant: p.Mutant}, Backend: p.Backend, Persistent: p.Persistent, StaleReads: p.StaleReads, BehaviorRelease: p.BehaviorRelease, LockDelay: p.LockDelay,
+		SimCluster: len(p.Cluster) > 0}
 	if !consulReal(s.Target) {
 		if err := consulGiven(&c, s); err != nil {
 			return nil, err
@@ -345,7 +350,11 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		setup.Stop = func() {}
 		return setup, nil
 	}
-	return &family.Setup{Target: "sim", Where: "the simulated " + p.Backend, What: c.String(), Prove: consulTraced{c, s.Trace}, Stop: func() {}}, nil
+	where := "the simulated " + p.Backend
+	if c.SimCluster {
+		where += " cluster (" + strings.Join(p.Cluster, ", ") + ")"
+	}
+	return &family.Setup{Target: "sim", Where: where, What: c.String(), Prove: consulTraced{c, s.Trace}, Stop: func() {}}, nil
 }
 
 // consulTraced runs a plan on the simulator with its trace to trace (nil
