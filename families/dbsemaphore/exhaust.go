@@ -19,6 +19,12 @@ func exhaustOps(ttl int) []Step {
 	return []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Release}, {Op: Sleep, Ms: 2 * ttl}}
 }
 
+// exhaustLimits are the limits a client of a plan with two or more
+// clients may pass of its own in an exhaustive search (Step.Max on its
+// acquires): the reference's agreement on the limit is only tried by
+// clients that disagree.
+var exhaustLimits = []int{1, 2}
+
 // exhaustCalls is how many of its target's first statements a fault of
 // an exhaustive search may follow.
 const exhaustCalls = 6
@@ -29,8 +35,11 @@ const exhaustCalls = 6
 // (acquire, refresh, release, a sleep of two ttls: exhaustOps), and 0 to
 // s.MaxFaults faults of
 // those that strike a client, each right after one of its first six
-// statements (a pause or partition lasting to the end of the run). Clock
-// faults and restarts, which need a time or an offset, are left out.
+// statements (a pause or partition lasting to the end of the run; a
+// clock fault moving the client's clock two ttls ahead, past any lease's
+// life, to the end). With two clients or more, every choice of each
+// client's own limit, 1 or 2 (all equal: the plan's max). Restarts and
+// the server's clock, which need a time, are left out.
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
 	switch {
@@ -48,7 +57,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	}
 	if s.MaxFaults > 0 {
 		for _, f := range asked {
-			if !histories.IsClockFault(f) && f != histories.RestartBroker {
+			if f != histories.RestartBroker {
 				faults = append(faults, f)
 			}
 		}
@@ -68,7 +77,11 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		}
 		scripts, level = append(scripts, next...), next
 	}
-	if n := math.Pow(float64(len(scripts)), float64(s.Clients)); n > 100000 {
+	limits := [][]int{nil}
+	if s.Clients > 1 {
+		limits = prover.Product(exhaustLimits, s.Clients)
+	}
+	if n := math.Pow(float64(len(scripts)), float64(s.Clients)) * float64(len(limits)); n > 100000 {
 		return nil, "", fmt.Errorf("--clients %d, --ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most 100000): narrow the scope", s.Clients, s.Ops, n)
 	}
 	mutant := c.Mutant
@@ -76,44 +89,67 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		mutant = s.Mutant
 	}
 	base := Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: ttl, Options: c.Options, Mutant: mutant}
-	clients := [][][]Step{nil}
-	for range s.Clients {
-		var next [][][]Step
-		for _, prefix := range clients {
-			for _, sc := range scripts {
-				next = append(next, append(slices.Clone(prefix), sc))
-			}
-		}
-		clients = next
-	}
 	var places []Fault
 	for _, f := range faults {
 		for i := range s.Clients {
 			for k := 1; k <= exhaustCalls; k++ {
-				places = append(places, Fault{Fault: f, Target: fmt.Sprintf("c%d", i+1), AfterStatements: k})
+				place := Fault{Fault: f, Target: fmt.Sprintf("c%d", i+1), AfterStatements: k}
+				if histories.IsClockFault(f) {
+					place.OffsetMs = 2 * ttl
+				}
+				places = append(places, place)
 			}
 		}
 	}
 	var out []prover.Plan
-	for _, cs := range clients {
-		for _, nem := range prover.Subsets(places, s.MaxFaults) {
+	for _, cs := range prover.Product(scripts, s.Clients) {
+		for _, ls := range limits {
 			p := base
-			p.Clients, p.Nemesis = cs, nem
-			out = append(out, &p)
+			p.Clients = cs
+			if ls != nil && slices.ContainsFunc(ls, func(l int) bool { return l != ls[0] }) {
+				p.Clients = withLimits(cs, ls)
+			} else if ls != nil {
+				p.Max = ls[0]
+			}
+			for _, nem := range prover.Subsets(places, s.MaxFaults) {
+				q := p
+				q.Nemesis = nem
+				out = append(out, &q)
+			}
 		}
 	}
 	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
-	what := fmt.Sprintf("db-semaphore of 1 slot, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, release, sleep %d ms", ttl, leaseplan.Clients(s.Clients), s.Ops, 2*ttl)
+	what := fmt.Sprintf("db-semaphore, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, release, sleep %d ms", ttl, leaseplan.Clients(s.Clients), s.Ops, 2*ttl)
+	if s.Clients > 1 {
+		what += ", each with a limit of 1 or 2 of its own"
+	} else {
+		what += ", limit 1"
+	}
 	if len(faults) == 0 {
 		what += "; no faults"
 	} else {
-		what += fmt.Sprintf("; 0 to %d faults of %s, each right after one of its target's first %d statements (a pause or partition lasting to the end)", s.MaxFaults, strings.Join(faults, ", "), exhaustCalls)
+		what += fmt.Sprintf("; 0 to %d faults of %s, each right after one of its target's first %d statements (a pause or partition lasting to the end, a clock fault of +%d ms)", s.MaxFaults, strings.Join(faults, ", "), exhaustCalls, 2*ttl)
 	}
 	if mutant != "" {
 		what += "; mutant " + mutant
 	}
 	what += fmt.Sprintf(" (%d plans), under every schedule of the simulator", len(out))
 	return out, what, nil
+}
+
+// withLimits is scripts with each client's acquires passing its own
+// limit, limits[i] for client i.
+func withLimits(scripts [][]Step, limits []int) [][]Step {
+	out := make([][]Step, len(scripts))
+	for i, sc := range scripts {
+		out[i] = slices.Clone(sc)
+		for j := range out[i] {
+			if out[i][j].Op == histories.Acquire {
+				out[i][j].Max = limits[i]
+			}
+		}
+	}
+	return out
 }
 
 // Size is p's operations and faults (prover.Exhaustive).
