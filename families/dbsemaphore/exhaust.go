@@ -2,7 +2,6 @@ package dbsemaphore
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -31,7 +30,7 @@ const exhaustCalls = 6
 
 // Skeletons returns every plan of s (prover.Exhaustive), fewest steps
 // and faults first: a semaphore of one slot with c's ttl (1000 ms if
-// unset), s.Clients clients each with every script of 1 to s.Ops steps
+// unset), s.Clients clients each with every script of 1 to s.Ops steps (or its own of s.EachOps)
 // (acquire, refresh, release, a sleep of two ttls: exhaustOps), and 0 to
 // s.MaxFaults faults of
 // those that strike a client, each right after one of its first six
@@ -45,8 +44,6 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	switch {
 	case s.Clients < 1:
 		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
-	case s.Ops < 1:
-		return nil, "", fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", s.Ops)
 	case s.AdminOps > 0:
 		return nil, "", fmt.Errorf("--admin-ops: a db-semaphore has no admins (give --admin-ops 0)")
 	}
@@ -66,23 +63,13 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if ttl == 0 {
 		ttl = 1000
 	}
-	var scripts [][]Step
-	level := [][]Step{nil}
-	for n := 1; n <= s.Ops; n++ {
-		var next [][]Step
-		for _, sc := range level {
-			for _, a := range exhaustOps(ttl) {
-				next = append(next, append(slices.Clone(sc), a))
-			}
-		}
-		scripts, level = append(scripts, next...), next
-	}
 	limits := [][]int{nil}
 	if s.Clients > 1 {
 		limits = prover.Product(exhaustLimits, s.Clients)
 	}
-	if n := math.Pow(float64(len(scripts)), float64(s.Clients)) * float64(len(limits)); n > 100000 {
-		return nil, "", fmt.Errorf("--clients %d, --ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most 100000): narrow the scope", s.Clients, s.Ops, n)
+	clientScripts, err := prover.ClientScripts(exhaustOps(ttl), s, len(limits))
+	if err != nil {
+		return nil, "", err
 	}
 	mutant := c.Mutant
 	if s.Mutant != "" {
@@ -102,7 +89,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		}
 	}
 	var out []prover.Plan
-	for _, cs := range prover.Product(scripts, s.Clients) {
+	for _, cs := range clientScripts {
 		for _, ls := range limits {
 			p := base
 			p.Clients = cs
@@ -119,7 +106,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		}
 	}
 	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
-	what := fmt.Sprintf("db-semaphore, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, release, sleep %d ms", ttl, leaseplan.Clients(s.Clients), s.Ops, 2*ttl)
+	what := fmt.Sprintf("db-semaphore, ttl %d ms, %s, each with every script of %s steps of acquire, refresh, release, sleep %d ms", ttl, leaseplan.Clients(s.Clients), s.Steps(), 2*ttl)
 	if s.Clients > 1 {
 		what += ", each with a limit of 1 or 2 of its own"
 	} else {
