@@ -19,11 +19,6 @@ func exhaustOps(ttl int) []Step {
 	return []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Verify}, {Op: histories.Release}, {Op: Sleep, Ms: 3 * ttl}}
 }
 
-// exhaustLimits are the limits a client of a plan with two or more
-// clients may have of its own in an exhaustive search (Plan.Limits): the
-// recipe's agreement on the limit is only tried by clients that disagree.
-var exhaustLimits = []int{1, 2}
-
 // Skeletons returns every plan of s (prover.Exhaustive), fewest steps and
 // faults first: a semaphore of limit 1 on c's backend (the simulated
 // Consul -dev agent, a persistent one, or etcd: --backend, --persistent)
@@ -67,10 +62,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if ttl == 0 {
 		ttl = 1000
 	}
-	limits := [][]int{nil}
-	if s.Clients > 1 {
-		limits = prover.Product(exhaustLimits, s.Clients)
-	}
+	limits := leaseplan.Limits(s.Clients)
 	clientScripts, err := prover.ClientScripts(exhaustOps(ttl), s, len(limits))
 	if err != nil {
 		return nil, "", err

@@ -18,12 +18,6 @@ func exhaustOps(ttl int) []Step {
 	return []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Release}, {Op: Sleep, Ms: 2 * ttl}}
 }
 
-// exhaustLimits are the limits a client of a plan with two or more
-// clients may pass of its own in an exhaustive search (Step.Max on its
-// acquires): the reference's agreement on the limit is only tried by
-// clients that disagree.
-var exhaustLimits = []int{1, 2}
-
 // exhaustCalls is how many of its target's first statements a fault of
 // an exhaustive search may follow.
 const exhaustCalls = 6
@@ -63,10 +57,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if ttl == 0 {
 		ttl = 1000
 	}
-	limits := [][]int{nil}
-	if s.Clients > 1 {
-		limits = prover.Product(exhaustLimits, s.Clients)
-	}
+	limits := leaseplan.Limits(s.Clients)
 	clientScripts, err := prover.ClientScripts(exhaustOps(ttl), s, len(limits))
 	if err != nil {
 		return nil, "", err
