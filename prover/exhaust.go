@@ -32,8 +32,11 @@ type Chooser interface {
 
 // An ExhaustScope bounds the plans an exhaustive search enumerates.
 type ExhaustScope struct {
-	Clients   int      // this many clients
-	Ops       int      // at most this many operations per client
+	Clients int // this many clients
+	Ops     int // at most this many operations per client
+	// EachOps, if not nil, is each client's own most operations, in
+	// place of Ops (one per client; a lease family's only).
+	EachOps   []int
 	AdminOps  int      // at most this many operations per admin
 	Admins    int      // this many admins, for a kind that has them; 0 means 1
 	MaxFaults int      // at most this many faults per plan
@@ -391,6 +394,78 @@ func Subsets[T any](places []T, k int) [][]T {
 	}
 	grow(0, nil)
 	return out
+}
+
+// maxSkeletonPlans is the most plans, before any fault, a lease family's
+// scope may have.
+const maxSkeletonPlans = 100000
+
+// ClientScripts returns every choice of s's clients' scripts, the first
+// client's varying slowest: client i with every script of 1 to its most
+// steps (s.Ops, or s.EachOps[i]) of alphabet, shortest first. Times is
+// how many plans each choice makes (each client's limit, say); a scope
+// of more than 100000 plans before any fault is refused, naming --ops.
+func ClientScripts[T any](alphabet []T, s ExhaustScope, times int) ([][][]T, error) {
+	if s.EachOps != nil && len(s.EachOps) != s.Clients {
+		return nil, fmt.Errorf("--ops %s: give one count per client (--clients %d), or one for all", s.opsWords(), s.Clients)
+	}
+	n := float64(times)
+	each := make([][][]T, s.Clients)
+	for i := range each {
+		most := s.Ops
+		if s.EachOps != nil {
+			most = s.EachOps[i]
+		}
+		if most < 1 {
+			return nil, fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", most)
+		}
+		level := [][]T{nil}
+		for range most {
+			var next [][]T
+			for _, sc := range level {
+				for _, a := range alphabet {
+					next = append(next, append(slices.Clone(sc), a))
+				}
+			}
+			each[i], level = append(each[i], next...), next
+		}
+		n *= float64(len(each[i]))
+	}
+	if n > maxSkeletonPlans {
+		return nil, fmt.Errorf("--clients %d, --ops %s: %.3g plans before any fault, more than an exhaustive search can run (at most %d): narrow the scope", s.Clients, s.opsWords(), n, maxSkeletonPlans)
+	}
+	out := [][][]T{nil}
+	for _, scripts := range each {
+		var next [][][]T
+		for _, prefix := range out {
+			for _, sc := range scripts {
+				next = append(next, append(slices.Clone(prefix), sc))
+			}
+		}
+		out = next
+	}
+	return out, nil
+}
+
+// opsWords is s's --ops as given: one count, or one per client.
+func (s ExhaustScope) opsWords() string {
+	if s.EachOps == nil {
+		return fmt.Sprint(s.Ops)
+	}
+	return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(s.EachOps)), ","), "[]")
+}
+
+// Steps says how many steps s's clients' scripts have: "1 to N", or
+// each client's, as "1 to 3 (c1), 1 to 1 (c2)".
+func (s ExhaustScope) Steps() string {
+	if s.EachOps == nil {
+		return fmt.Sprintf("1 to %d", s.Ops)
+	}
+	var w []string
+	for i, n := range s.EachOps {
+		w = append(w, fmt.Sprintf("1 to %d (c%d)", n, i+1))
+	}
+	return strings.Join(w, ", ")
 }
 
 // Product is every sequence of n items of set, the first item varying

@@ -2,6 +2,7 @@ package prover
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -14,5 +15,27 @@ func TestSubsets(t *testing.T) {
 	}
 	if got := len(Subsets([]int{1, 2, 3}, 0)); got != 1 {
 		t.Errorf("Subsets of at most 0: %d, want only the empty one", got)
+	}
+}
+
+// TestClientScripts: each client gets every script of its own count of
+// steps, shortest first, the first client varying slowest; a count per
+// client must be one per client, and too many plans are refused by --ops.
+func TestClientScripts(t *testing.T) {
+	cs, err := ClientScripts([]string{"a", "b"}, ExhaustScope{Clients: 2, EachOps: []int{2, 1}}, 1)
+	if err != nil || len(cs) != 6*2 {
+		t.Fatalf("%v, %d choices, want 12", err, len(cs))
+	}
+	if fmt.Sprint(cs[0], cs[1], cs[11]) != "[[a] [a]] [[a] [b]] [[b b] [b]]" {
+		t.Errorf("order: %v %v %v", cs[0], cs[1], cs[11])
+	}
+	if s := (ExhaustScope{Clients: 2, EachOps: []int{2, 1}}).Steps(); s != "1 to 2 (c1), 1 to 1 (c2)" {
+		t.Errorf("steps: %q", s)
+	}
+	if _, err := ClientScripts([]string{"a"}, ExhaustScope{Clients: 3, EachOps: []int{2, 1}}, 1); err == nil || !strings.HasPrefix(err.Error(), "--ops 2,1: give one count per client") {
+		t.Errorf("two counts for three clients: %v", err)
+	}
+	if _, err := ClientScripts([]string{"a", "b", "c", "d"}, ExhaustScope{Clients: 2, Ops: 4}, 2); err == nil || !strings.HasPrefix(err.Error(), "--clients 2, --ops 4: 2.31e+05 plans") {
+		t.Errorf("too many: %v", err)
 	}
 }

@@ -43,6 +43,9 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if s.Clients < 1 {
 		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
 	}
+	if s.EachOps != nil {
+		return nil, "", fmt.Errorf("--ops: amqp-locks' clients share one count of operations (give --ops N)")
+	}
 	if s.Ops < 1 {
 		return nil, "", fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", s.Ops)
 	}

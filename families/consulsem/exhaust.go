@@ -2,7 +2,6 @@ package consulsemfamily
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -20,16 +19,11 @@ func exhaustOps(ttl int) []Step {
 	return []Step{{Op: histories.Acquire}, {Op: histories.Refresh}, {Op: histories.Verify}, {Op: histories.Release}, {Op: Sleep, Ms: 3 * ttl}}
 }
 
-// exhaustLimits are the limits a client of a plan with two or more
-// clients may have of its own in an exhaustive search (Plan.Limits): the
-// recipe's agreement on the limit is only tried by clients that disagree.
-var exhaustLimits = []int{1, 2}
-
 // Skeletons returns every plan of s (prover.Exhaustive), fewest steps and
 // faults first: a semaphore of limit 1 on c's backend (the simulated
 // Consul -dev agent, a persistent one, or etcd: --backend, --persistent)
 // with c's ttl (1000 ms if unset) and variants (--options), s.Clients
-// clients each with every script of 1 to s.Ops steps (acquire, refresh,
+// clients each with every script of 1 to s.Ops steps (or its own of s.EachOps) (acquire, refresh,
 // verify, release, a sleep of three ttls: exhaustOps), and, with two
 // clients or more, every choice of each client's own limit, 1 or 2 (all
 // equal: the plan's limit); then 0 to s.MaxFaults faults, each at every
@@ -47,8 +41,6 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	switch {
 	case s.Clients < 1:
 		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
-	case s.Ops < 1:
-		return nil, "", fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", s.Ops)
 	case s.AdminOps > 0:
 		return nil, "", fmt.Errorf("--admin-ops: a %s has no admins (give --admin-ops 0)", Kind)
 	case s.Admins != 0:
@@ -70,23 +62,10 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if ttl == 0 {
 		ttl = 1000
 	}
-	var scripts [][]Step
-	level := [][]Step{nil}
-	for n := 1; n <= s.Ops; n++ {
-		var next [][]Step
-		for _, sc := range level {
-			for _, a := range exhaustOps(ttl) {
-				next = append(next, append(slices.Clone(sc), a))
-			}
-		}
-		scripts, level = append(scripts, next...), next
-	}
-	limits := [][]int{nil}
-	if s.Clients > 1 {
-		limits = prover.Product(exhaustLimits, s.Clients)
-	}
-	if n := math.Pow(float64(len(scripts)), float64(s.Clients)) * float64(len(limits)); n > 100000 {
-		return nil, "", fmt.Errorf("--clients %d, --ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most 100000): narrow the scope", s.Clients, s.Ops, n)
+	limits := leaseplan.Limits(s.Clients)
+	clientScripts, err := prover.ClientScripts(exhaustOps(ttl), s, len(limits))
+	if err != nil {
+		return nil, "", err
 	}
 	mutant := c.Mutant
 	if s.Mutant != "" {
@@ -95,7 +74,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	base := Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: c.Backend, Persistent: c.Persistent && c.Backend == Consul,
 		Limit: 1, TTLMs: ttl, Mutant: mutant, StaleReads: c.StaleReads, BehaviorRelease: c.BehaviorRelease, LockDelay: c.LockDelay}
 	var out []prover.Plan
-	for _, cs := range prover.Product(scripts, s.Clients) {
+	for _, cs := range clientScripts {
 		for _, ls := range limits {
 			p := base
 			p.Clients = cs
@@ -143,7 +122,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	case c.Persistent:
 		server = "a simulated persistent Consul agent"
 	}
-	what := fmt.Sprintf("consul-semaphore on %s, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, verify, release, sleep %d ms", server, ttl, leaseplan.Clients(s.Clients), s.Ops, 3*ttl)
+	what := fmt.Sprintf("consul-semaphore on %s, ttl %d ms, %s, each with every script of %s steps of acquire, refresh, verify, release, sleep %d ms", server, ttl, leaseplan.Clients(s.Clients), s.Steps(), 3*ttl)
 	if s.Clients > 1 {
 		what += ", each with a limit of 1 or 2 of its own"
 	} else {

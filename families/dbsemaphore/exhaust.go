@@ -2,7 +2,6 @@ package dbsemaphore
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -25,19 +24,20 @@ const exhaustCalls = 6
 
 // Skeletons returns every plan of s (prover.Exhaustive), fewest steps
 // and faults first: a semaphore of one slot with c's ttl (1000 ms if
-// unset), s.Clients clients each with every script of 1 to s.Ops steps
+// unset), s.Clients clients each with every script of 1 to s.Ops steps (or its own of s.EachOps)
 // (acquire, refresh, release, a sleep of two ttls: exhaustOps), and 0 to
 // s.MaxFaults faults of
 // those that strike a client, each right after one of its first six
-// statements (a pause or partition lasting to the end of the run). Clock
-// faults and restarts, which need a time or an offset, are left out.
+// statements (a pause or partition lasting to the end of the run; a
+// clock fault moving the client's clock two ttls ahead, past any lease's
+// life, to the end). With two clients or more, every choice of each
+// client's own limit, 1 or 2 (all equal: the plan's max). Restarts and
+// the server's clock, which need a time, are left out.
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
 	switch {
 	case s.Clients < 1:
 		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
-	case s.Ops < 1:
-		return nil, "", fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", s.Ops)
 	case s.AdminOps > 0:
 		return nil, "", fmt.Errorf("--admin-ops: a db-semaphore has no admins (give --admin-ops 0)")
 	}
@@ -48,7 +48,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	}
 	if s.MaxFaults > 0 {
 		for _, f := range asked {
-			if !histories.IsClockFault(f) && f != histories.RestartBroker {
+			if f != histories.RestartBroker {
 				faults = append(faults, f)
 			}
 		}
@@ -57,63 +57,77 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if ttl == 0 {
 		ttl = 1000
 	}
-	var scripts [][]Step
-	level := [][]Step{nil}
-	for n := 1; n <= s.Ops; n++ {
-		var next [][]Step
-		for _, sc := range level {
-			for _, a := range exhaustOps(ttl) {
-				next = append(next, append(slices.Clone(sc), a))
-			}
-		}
-		scripts, level = append(scripts, next...), next
-	}
-	if n := math.Pow(float64(len(scripts)), float64(s.Clients)); n > 100000 {
-		return nil, "", fmt.Errorf("--clients %d, --ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most 100000): narrow the scope", s.Clients, s.Ops, n)
+	limits := leaseplan.Limits(s.Clients)
+	clientScripts, err := prover.ClientScripts(exhaustOps(ttl), s, len(limits))
+	if err != nil {
+		return nil, "", err
 	}
 	mutant := c.Mutant
 	if s.Mutant != "" {
 		mutant = s.Mutant
 	}
 	base := Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: ttl, Options: c.Options, Mutant: mutant}
-	clients := [][][]Step{nil}
-	for range s.Clients {
-		var next [][][]Step
-		for _, prefix := range clients {
-			for _, sc := range scripts {
-				next = append(next, append(slices.Clone(prefix), sc))
-			}
-		}
-		clients = next
-	}
 	var places []Fault
 	for _, f := range faults {
 		for i := range s.Clients {
 			for k := 1; k <= exhaustCalls; k++ {
-				places = append(places, Fault{Fault: f, Target: fmt.Sprintf("c%d", i+1), AfterStatements: k})
+				place := Fault{Fault: f, Target: fmt.Sprintf("c%d", i+1), AfterStatements: k}
+				if histories.IsClockFault(f) {
+					place.OffsetMs = 2 * ttl
+				}
+				places = append(places, place)
 			}
 		}
 	}
 	var out []prover.Plan
-	for _, cs := range clients {
-		for _, nem := range prover.Subsets(places, s.MaxFaults) {
+	for _, cs := range clientScripts {
+		for _, ls := range limits {
 			p := base
-			p.Clients, p.Nemesis = cs, nem
-			out = append(out, &p)
+			p.Clients = cs
+			if ls != nil && slices.ContainsFunc(ls, func(l int) bool { return l != ls[0] }) {
+				p.Clients = withLimits(cs, ls)
+			} else if ls != nil {
+				p.Max = ls[0]
+			}
+			for _, nem := range prover.Subsets(places, s.MaxFaults) {
+				q := p
+				q.Nemesis = nem
+				out = append(out, &q)
+			}
 		}
 	}
 	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
-	what := fmt.Sprintf("db-semaphore of 1 slot, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, release, sleep %d ms", ttl, leaseplan.Clients(s.Clients), s.Ops, 2*ttl)
+	what := fmt.Sprintf("db-semaphore, ttl %d ms, %s, each with every script of %s steps of acquire, refresh, release, sleep %d ms", ttl, leaseplan.Clients(s.Clients), s.Steps(), 2*ttl)
+	if s.Clients > 1 {
+		what += ", each with a limit of 1 or 2 of its own"
+	} else {
+		what += ", limit 1"
+	}
 	if len(faults) == 0 {
 		what += "; no faults"
 	} else {
-		what += fmt.Sprintf("; 0 to %d faults of %s, each right after one of its target's first %d statements (a pause or partition lasting to the end)", s.MaxFaults, strings.Join(faults, ", "), exhaustCalls)
+		what += fmt.Sprintf("; 0 to %d faults of %s, each right after one of its target's first %d statements (a pause or partition lasting to the end, a clock fault of +%d ms)", s.MaxFaults, strings.Join(faults, ", "), exhaustCalls, 2*ttl)
 	}
 	if mutant != "" {
 		what += "; mutant " + mutant
 	}
 	what += fmt.Sprintf(" (%d plans), under every schedule of the simulator", len(out))
 	return out, what, nil
+}
+
+// withLimits is scripts with each client's acquires passing its own
+// limit, limits[i] for client i.
+func withLimits(scripts [][]Step, limits []int) [][]Step {
+	out := make([][]Step, len(scripts))
+	for i, sc := range scripts {
+		out[i] = slices.Clone(sc)
+		for j := range out[i] {
+			if out[i][j].Op == histories.Acquire {
+				out[i][j].Max = limits[i]
+			}
+		}
+	}
+	return out
 }
 
 // Size is p's operations and faults (prover.Exhaustive).

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -31,7 +30,7 @@ const exhaustTTL = 100
 // Skeletons returns every plan of s (prover.Exhaustive), fewest steps and
 // faults first: a lock on c's servers (--servers; 1 if unset) of c's
 // persistence ("always" if unset) and ttl (100 ms if unset), s.Clients
-// clients each with every script of 1 to s.Ops steps (acquire, refresh,
+// clients each with every script of 1 to s.Ops steps (or its own of s.EachOps) (acquire, refresh,
 // release, a sleep of two ttls: exhaustOps) and, for the priority
 // Redlock, every choice of each client's priority, 0 or 1; then 0 to
 // s.MaxFaults faults, each at every whole millisecond in which a client
@@ -55,8 +54,6 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	switch {
 	case s.Clients < 1:
 		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
-	case s.Ops < 1:
-		return nil, "", fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", s.Ops)
 	case s.AdminOps > 0:
 		return nil, "", fmt.Errorf("--admin-ops: a %s has no admins (give --admin-ops 0)", kind)
 	case s.Admins != 0:
@@ -84,17 +81,6 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if ttl == 0 {
 		ttl = exhaustTTL
 	}
-	var scripts [][]Step
-	level := [][]Step{nil}
-	for n := 1; n <= s.Ops; n++ {
-		var next [][]Step
-		for _, sc := range level {
-			for _, a := range exhaustOps(ttl) {
-				next = append(next, append(slices.Clone(sc), a))
-			}
-		}
-		scripts, level = append(scripts, next...), next
-	}
 	priorities := [][]int64{nil}
 	if c.Priority {
 		priorities = [][]int64{{0}}
@@ -102,8 +88,9 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 			priorities = prover.Product(exhaustPriorities, s.Clients)
 		}
 	}
-	if n := math.Pow(float64(len(scripts)), float64(s.Clients)) * float64(len(priorities)); n > 100000 {
-		return nil, "", fmt.Errorf("--clients %d, --ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most 100000): narrow the scope", s.Clients, s.Ops, n)
+	clientScripts, err := prover.ClientScripts(exhaustOps(ttl), s, len(priorities))
+	if err != nil {
+		return nil, "", err
 	}
 	mutant := c.Mutant
 	if s.Mutant != "" {
@@ -111,7 +98,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	}
 	base := Plan{Version: PlanVersion, Kind: kind, Key: "lp", Servers: servers, Persistence: persistence, TTLMs: ttl, Mutant: mutant}
 	var out []prover.Plan
-	for _, cs := range prover.Product(scripts, s.Clients) {
+	for _, cs := range clientScripts {
 		for _, prio := range priorities {
 			p := base
 			p.Clients = cs
@@ -134,7 +121,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		}
 	}
 	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
-	what := fmt.Sprintf("%s on %d simulated server(s) of persistence %s, ttl %d ms, %s, each with every script of 1 to %d steps of acquire, refresh, release, sleep %d ms", kind, servers, persistence, ttl, leaseplan.Clients(s.Clients), s.Ops, 2*ttl)
+	what := fmt.Sprintf("%s on %d simulated server(s) of persistence %s, ttl %d ms, %s, each with every script of %s steps of acquire, refresh, release, sleep %d ms", kind, servers, persistence, ttl, leaseplan.Clients(s.Clients), s.Steps(), 2*ttl)
 	switch {
 	case c.Priority && s.Clients > 1:
 		what += ", each with a priority of 0 or 1"

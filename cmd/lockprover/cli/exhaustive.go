@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/prover"
@@ -35,9 +38,11 @@ func (e *exhaustFlags) check(fs *flag.FlagSet, f *proveFlags, bad *checks) {
 	for _, name := range []string{"admin-ops", "admins", "max-schedules", "no-reduction", "preemptions"} {
 		bad.add(given(fs, name) && !e.on, "--%s is for an exhaustive search: give --exhaustive", name)
 	}
+	bad.add(f.eachOps != nil && !e.on, "--ops with a count per client is for an exhaustive search: give --exhaustive, or one count")
 	if !e.on {
 		return
 	}
+	bad.add(f.eachOps != nil && len(f.eachOps) != f.clients, "--ops %s: give one count per client (--clients %d), or one for all", opsCounts{&f.ops, &f.eachOps}, f.clients)
 	bad.nonNegative("admin-ops", e.adminOps)
 	bad.positive("admins", e.admins)
 	bad.nonNegative("preemptions", e.preemptions)
@@ -67,6 +72,7 @@ func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) 
 	if !given(p.fs, "ops") {
 		e.Scope.Ops = 1
 	}
+	e.Scope.EachOps = p.f.eachOps
 	if p.f.dur > 0 {
 		e.Until = time.Now().Add(p.f.dur)
 	}
@@ -112,6 +118,43 @@ func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintf(stdout, "every property holds for every schedule within: %s\n", o.Scope)
 	return p.finish(exitOK, nil, stderr)
+}
+
+// opsCounts is --ops: one count for every client, or one per client,
+// comma-separated (an exhaustive search's); most is the largest.
+type opsCounts struct {
+	most *int
+	each *[]int
+}
+
+func (o opsCounts) String() string {
+	if o.most == nil {
+		return ""
+	}
+	if *o.each == nil {
+		return strconv.Itoa(*o.most)
+	}
+	w := make([]string, len(*o.each))
+	for i, n := range *o.each {
+		w[i] = strconv.Itoa(n)
+	}
+	return strings.Join(w, ",")
+}
+
+func (o opsCounts) Set(s string) error {
+	var each []int
+	for _, w := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil || n < 1 {
+			return fmt.Errorf("want a count of at least 1, or one per client, comma-separated, got %q", s)
+		}
+		each = append(each, n)
+	}
+	*o.most, *o.each = slices.Max(each), nil
+	if len(each) > 1 {
+		*o.each = each
+	}
+	return nil
 }
 
 func rate(n int64, d time.Duration) float64 {

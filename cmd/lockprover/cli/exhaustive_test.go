@@ -53,11 +53,18 @@ func TestProveExhaustiveRefusals(t *testing.T) {
 		{[]string{"--admin-ops", "-1"}, "--admin-ops"},
 		{[]string{"--max-schedules", "0"}, "--max-schedules must be at least 1"},
 		{[]string{"--preemptions", "-1"}, "--preemptions"},
+		{[]string{"--kind", "redlock", "--clients", "2", "--ops", "3,1,1"}, "--ops 3,1,1: give one count per client (--clients 2)"},
+		{[]string{"--kind", "redlock", "--clients", "2", "--ops", "3,x"}, `invalid value "3,x" for flag -ops`},
+		{[]string{"--kind", "redlock", "--clients", "2", "--ops", "3,0"}, "-ops: want a count of at least 1"},
+		{[]string{"--kind", "mutex", "--clients", "2", "--ops", "2,1"}, "--ops: amqp-locks' clients share one count"},
 	} {
 		code, out, errOut := lockprover(append([]string{"prove", "--exhaustive"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, want 2 and %q\n%s%s", tc.args, code, tc.want, out, errOut)
 		}
+	}
+	if code, _, errOut := lockprover("prove", "--kind", "redlock", "--clients", "2", "--ops", "3,1"); code != exitUsage || !strings.Contains(errOut, "--ops with a count per client is for an exhaustive search") {
+		t.Errorf("--ops 3,1 without --exhaustive: exit %d\n%s", code, errOut)
 	}
 	for _, flag := range []string{"--admin-ops", "--preemptions"} {
 		code, _, errOut := lockprover("prove", flag, "1")

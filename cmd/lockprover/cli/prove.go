@@ -30,6 +30,7 @@ type proveFlags struct {
 	dur                    time.Duration
 	seed                   uint64
 	clients, ops, maxFault int
+	eachOps                []int // --ops given as a count per client (an exhaustive search's)
 	faults, kind, props    string
 	modelName              string
 	timeout, shrink        time.Duration
@@ -44,7 +45,8 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.dur, "time", 0, "draw plans for this long instead of --runs")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the plans drawn; 0 picks one (and prints it)")
 	fs.IntVar(&f.clients, "clients", 3, "at most this many clients per plan")
-	fs.IntVar(&f.ops, "ops", 8, "at most this many steps per client")
+	f.ops = 8
+	fs.Var(opsCounts{most: &f.ops, each: &f.eachOps}, "ops", "at most this many steps per client; with --exhaustive, also one count per client, comma-separated (3,1)")
 	fs.IntVar(&f.maxFault, "max-faults", 3, "at most this many faults per plan")
 	fs.StringVar(&f.faults, "faults", "all", "comma-separated faults plans may hold (lockprover mutants lists a kind's; amqp-locks: kill, pause, partition, force-close, restart-broker, drop-reply, admin-crash); all; or none")
 	fs.StringVar(&f.kind, "kind", histories.Semaphore, "lock kind: "+family.KindList())
