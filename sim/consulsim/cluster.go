@@ -104,13 +104,29 @@ type cluster struct {
 	electAt *sched.Timer       // the election under way
 	held    []*call            // calls waiting for their node to reach the majority
 	replies []func()           // answers waiting for their node to reach it again
-	// lagged is the state before the last write, made at lagAt: a
-	// stale listing right after may be answered from it, through a node
-	// not yet in fresh (one that answered the state after it).
-	lagged *server
-	lagAt  int64
-	fresh  map[*cnode]bool
+	// recent are the states before the last writes, oldest first, at
+	// most maxLagged: a stale listing may be answered from one replaced
+	// within lagWindow, through a node that has not answered a newer one
+	// (shown: the newest state, by its number of writes, each node
+	// answered). writes counts the writes.
+	recent []lagged
+	writes int
+	shown  map[*cnode]int
 }
+
+// A lagged state is the cluster's state before a write: the write's
+// number (writes before it) and when it was made.
+type lagged struct {
+	state *server
+	n     int
+	gone  int64
+}
+
+// maxLagged is how many writes a stale listing may miss: two were seen
+// (a serializable listing through e2, just restarted, missed the last
+// two writes; a Consul ?stale listing answered the state between a put
+// and a delete, then again on the calls after).
+const maxLagged = 3
 
 // lagWindow is how long after a write a stale listing (served by a
 // follower, which applies the write once the leader tells it it is
@@ -121,28 +137,44 @@ type cluster struct {
 const lagWindow = 100 * time.Millisecond
 
 // apply applies call c, which reaches the majority's side: a stale
-// listing within lagWindow of a write may be answered from the state
-// before it (Options.Decide picks), unless its node has answered the
-// state after it already; any other call changes the state, which is
-// kept for the stale listings right after if it was a write.
+// listing may be answered from a state a write replaced within
+// lagWindow (Options.Decide picks whether, then which), no older than
+// the newest its node has answered; any other call changes the state,
+// which is kept for the stale listings right after if it was a write.
 func (cl *cluster) apply(c *call) {
 	s := cl.w.srv
 	if c.stale {
 		n := cl.nodeOf(c)
-		if cl.lagged != nil && !cl.fresh[n] && cl.w.now-cl.lagAt <= int64(lagWindow) && cl.w.base.Pick(2) == 1 {
-			cl.w.tracef("cluster: %s answered by a follower that lags", c.what)
-			c.op(cl.lagged, c)
+		var older []lagged // newest first
+		for i := len(cl.recent) - 1; i >= 0; i-- {
+			l := cl.recent[i]
+			if l.n < cl.shown[n] || cl.w.now-l.gone > int64(lagWindow) {
+				break
+			}
+			older = append(older, l)
+		}
+		if len(older) > 0 && cl.w.base.Pick(2) == 1 {
+			l := older[0]
+			if len(older) > 1 {
+				l = older[cl.w.base.Pick(len(older))]
+			}
+			cl.w.tracef("cluster: %s answered by a follower that lags %d writes", c.what, cl.writes-l.n)
+			cl.shown[n] = l.n
+			c.op(l.state, c)
 			return
 		}
-		cl.fresh[n] = true
+		cl.shown[n] = cl.writes
 		c.op(s, c)
 		return
 	}
 	before, index := s.snapshot(), s.index
 	c.op(s, c)
 	if s.index != index {
-		cl.lagged, cl.lagAt = before, cl.w.now
-		clear(cl.fresh)
+		cl.recent = append(cl.recent, lagged{state: before, n: cl.writes, gone: cl.w.now})
+		if len(cl.recent) > maxLagged {
+			cl.recent = cl.recent[1:]
+		}
+		cl.writes++
 	}
 }
 
@@ -168,7 +200,7 @@ func newCluster(w *World, o ClusterOptions) *cluster {
 			o.ElectionDelay = 1100 * time.Millisecond
 		}
 	}
-	cl := &cluster{w: w, o: o, cut: map[[2]string]bool{}, fresh: map[*cnode]bool{}}
+	cl := &cluster{w: w, o: o, cut: map[[2]string]bool{}, shown: map[*cnode]int{}}
 	for _, name := range ClusterNodes(w.o.Kind) {
 		cl.nodes = append(cl.nodes, &cnode{name: name, server: !slices.Contains(AppNodes(w.o.Kind), name) || w.o.Kind == Etcd, main: true})
 	}
