@@ -62,10 +62,7 @@ func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
 			}
 		}
 	}
-	met := make([]string, len(m.Met))
-	for i, k := range m.Met {
-		met[i] = leaseplan.ClientName(k)
-	}
+	met := m.Names
 	// The faults drawn that would strike the meeting's clients would
 	// mostly stop it.
 	p.Nemesis = slices.DeleteFunc(p.Nemesis, func(f Fault) bool {
@@ -84,9 +81,6 @@ func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
 	case histories.RestartBroker:
 		f.Target, f.For = "", rapid.IntRange(0, 2*ttl).Draw(t, "steer_down_ms")
 	}
-	if len(p.Nemesis) >= c.MaxFaults && len(p.Nemesis) > 0 {
-		p.Nemesis = p.Nemesis[1:]
-	}
-	p.Nemesis = append([]Fault{f}, p.Nemesis...)
+	p.Nemesis = leaseplan.Strike(p.Nemesis, f, c.MaxFaults)
 	return p
 }

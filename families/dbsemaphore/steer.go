@@ -57,10 +57,7 @@ func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
 	if m.BothHold {
 		p.Max = max(p.Max, 2)
 	}
-	met := make([]string, len(m.Met))
-	for i, k := range m.Met {
-		met[i] = leaseplan.ClientName(k)
-	}
+	met := m.Names
 	// The faults drawn that would strike the meeting's clients would
 	// mostly stop it.
 	p.Nemesis = slices.DeleteFunc(p.Nemesis, func(f Fault) bool {
@@ -96,9 +93,6 @@ func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
 	if histories.EndOf(f.Fault) != "" || histories.IsClockFault(f.Fault) {
 		f.For = rapid.IntRange(0, 4*ttl).Draw(t, "steer_for_ms")
 	}
-	if len(p.Nemesis) >= c.MaxFaults && len(p.Nemesis) > 0 {
-		p.Nemesis = p.Nemesis[1:]
-	}
-	p.Nemesis = append([]Fault{f}, p.Nemesis...)
+	p.Nemesis = leaseplan.Strike(p.Nemesis, f, c.MaxFaults)
 	return p
 }

@@ -32,10 +32,7 @@ func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
 	p := draw(t, c)
 	m := c.steering().Toward(t, p.Clients, g)
 	p.Clients = m.Scripts
-	met := make([]string, len(m.Met))
-	for i, k := range m.Met {
-		met[i] = leaseplan.ClientName(k)
-	}
+	met := m.Names
 	// The faults drawn that would strike the meeting's clients would
 	// mostly stop it.
 	p.Nemesis = slices.DeleteFunc(p.Nemesis, func(f Fault) bool {
@@ -51,9 +48,6 @@ func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
 	if histories.EndOf(f.Fault) != "" {
 		f.For = rapid.IntRange(1, 3*p.TTLMs).Draw(t, "steer_for_ms")
 	}
-	if len(p.Nemesis) >= c.MaxFaults && len(p.Nemesis) > 0 {
-		p.Nemesis = p.Nemesis[1:]
-	}
-	p.Nemesis = append([]Fault{f}, p.Nemesis...)
+	p.Nemesis = leaseplan.Strike(p.Nemesis, f, c.MaxFaults)
 	return p
 }

@@ -50,10 +50,7 @@ func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
 	for len(p.TTLs) > 0 && len(p.TTLs) < len(p.Clients) {
 		p.TTLs = append(p.TTLs, p.TTLs[0])
 	}
-	met := make([]string, len(m.Met))
-	for i, k := range m.Met {
-		met[i] = leaseplan.ClientName(k)
-	}
+	met := m.Names
 	// The faults drawn that would strike the meeting's clients would
 	// mostly stop it.
 	p.Nemesis = slices.DeleteFunc(p.Nemesis, func(f Fault) bool {
@@ -83,9 +80,6 @@ func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
 	case histories.ClockJump:
 		f.OffsetMs = rapid.IntRange(1, 3*ttl).Draw(t, "steer_offset_ms")
 	}
-	if len(p.Nemesis) >= c.MaxFaults && len(p.Nemesis) > 0 {
-		p.Nemesis = p.Nemesis[1:]
-	}
-	p.Nemesis = append([]Fault{f}, p.Nemesis...)
+	p.Nemesis = leaseplan.Strike(p.Nemesis, f, c.MaxFaults)
 	return p
 }

@@ -103,6 +103,8 @@ type Meeting struct {
 	// or two, by index): the family leaves out the faults it drew at
 	// them, which would mostly stop the meeting, unless it strikes one.
 	Met []int
+	// Names are the Met clients' process names, in the same order.
+	Names []string
 	// BothHold: the goal needs two clients to hold at once; the family
 	// gives the plan a limit of 2.
 	BothHold bool
@@ -186,6 +188,9 @@ func (s Steering) Toward(t *rapid.T, scripts [][]lease.Step, g prover.Interleavi
 		}
 		m.StrikeAt = at
 	}
+	for _, k := range m.Met {
+		m.Names = append(m.Names, ClientName(k))
+	}
 	// The other clients come later, so that the meeting's hold their
 	// leases (a limit or a mutex taken by a third would skip them).
 	for i := range scripts {
@@ -213,4 +218,14 @@ func (s Steering) pausedFor(t *rapid.T, steps []lease.Step, name string) []lease
 		return append([]lease.Step{{Op: lease.Sleep, Ms: ms}}, steps...)
 	}
 	return steps
+}
+
+// Strike puts f, the fault a goal strikes, first among a plan's drawn
+// faults, leaving out the first of them when the plan already holds
+// maxFaults.
+func Strike[F any](nemesis []F, f F, maxFaults int) []F {
+	if len(nemesis) >= maxFaults && len(nemesis) > 0 {
+		nemesis = nemesis[1:]
+	}
+	return append([]F{f}, nemesis...)
 }
