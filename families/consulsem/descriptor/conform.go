@@ -142,8 +142,12 @@ func clusterConform(ctx context.Context, backend string, c family.ConformConfig,
 	if err := consulsemfamily.ClusterPreflight(backend); err != nil {
 		return 0, &family.UsageError{Err: fmt.Errorf("--cluster: %w", err)}
 	}
+	log := c.Log
+	if log == nil {
+		log = out
+	}
 	cl, err := consulsemfamily.StartCluster(ctx, backend, func(lab, dir string) {
-		fmt.Fprintf(c.Log, "lockprover: starting a cluster of %s in the network lab %s, files under %s\n", backend, lab, dir)
+		fmt.Fprintf(log, "lockprover: starting a cluster of %s in the network lab %s, files under %s\n", backend, lab, dir)
 	})
 	if ctx.Err() != nil {
 		return 0, fmt.Errorf("interrupted while starting a private cluster: %w", ctx.Err())
@@ -153,7 +157,7 @@ func clusterConform(ctx context.Context, backend string, c family.ConformConfig,
 	}
 	defer func() {
 		if err := cl.Stop(); err != nil {
-			fmt.Fprintf(c.Log, "conform: stopping the cluster: %v\n", err)
+			fmt.Fprintf(log, "conform: stopping the cluster: %v\n", err)
 		}
 	}()
 	fmt.Fprintf(out, "the simulated %s cluster against a private one (%s, started in %.1fs): %d sequences, seed %d\n",

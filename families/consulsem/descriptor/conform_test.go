@@ -24,7 +24,14 @@ func TestConsulConform(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	given := func(name string) bool { return name == "backend" }
-	s := family.Settings{Kind: "consul-semaphore", Flag: func(string) string { return "etcd" }, Given: given}
+	backend := "etcd"
+	flag := func(name string) string {
+		if name == "backend" {
+			return backend
+		}
+		return "" // --cluster and every other flag unset: the single server
+	}
+	s := family.Settings{Kind: "consul-semaphore", Flag: flag, Given: given}
 	var out bytes.Buffer
 	res, err := consulConform(ctx, s, family.ConformConfig{Sequences: 20, Seed: 1}, &out)
 	if err != nil || res == family.Diverge {
@@ -33,7 +40,7 @@ func TestConsulConform(t *testing.T) {
 	if !strings.Contains(out.String(), "consulsim against a private etcd: 20 sequences") || !strings.Contains(out.String(), "etcd 3.") {
 		t.Errorf("the output does not say what ran:\n%s", out.String())
 	}
-	s.Flag = func(string) string { return "zookeeper" }
+	backend = "zookeeper"
 	_, err = consulConform(ctx, s, family.ConformConfig{Sequences: 20, Seed: 1}, &out)
 	var ue *family.UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `--backend "zookeeper"`) {
