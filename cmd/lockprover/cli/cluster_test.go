@@ -31,11 +31,11 @@ func TestClusterInterrupted(t *testing.T) {
 		name string
 		wait time.Duration
 	}{
-		{"while it starts", 4 * time.Second},
+		{"while it starts", 2 * time.Second},
 		{"during its plans", 45 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, took, stderr := interrupt(t, bin, tc.wait, "prove", "--target", "rabbitmq-cluster", "--partition-handling", "pause_minority",
+			code, took, stderr := interruptAfter(t, bin, started, tc.wait, "prove", "--target", "rabbitmq-cluster", "--partition-handling", "pause_minority",
 				"--faults", "isolate-node,kill-node,pause-node", "--runs", "50", "--seed", "1", "--out", t.TempDir())
 			if code != 130 {
 				t.Errorf("exit %d after SIGINT, want 130; stderr:\n%s", code, stderr)
@@ -63,7 +63,7 @@ func TestLeaseClusterInterrupted(t *testing.T) {
 		backend, target string
 		wait            time.Duration
 	}{
-		{consulsemfamily.Etcd, consulsemfamily.EtcdCluster, 1500 * time.Millisecond},
+		{consulsemfamily.Etcd, consulsemfamily.EtcdCluster, 300 * time.Millisecond}, // while its members start
 		{consulsemfamily.Etcd, consulsemfamily.EtcdCluster, 15 * time.Second},
 		{consulsemfamily.Consul, consulsemfamily.ConsulCluster, 20 * time.Second},
 	} {
@@ -71,7 +71,7 @@ func TestLeaseClusterInterrupted(t *testing.T) {
 			if err := consulsemfamily.ClusterPreflight(tc.backend); err != nil {
 				t.Skipf("no %s cluster here: %v", tc.backend, err)
 			}
-			code, took, stderr := interrupt(t, bin, tc.wait, "prove", "--kind", consulsemfamily.Kind, "--target", tc.target,
+			code, took, stderr := interruptAfter(t, bin, started, tc.wait, "prove", "--kind", consulsemfamily.Kind, "--target", tc.target,
 				"--runs", "50", "--seed", "1", "--out", t.TempDir())
 			if code != 130 {
 				t.Errorf("exit %d after SIGINT, want 130; stderr:\n%s", code, stderr)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -61,13 +62,23 @@ func builtBinary(t *testing.T) string {
 // took after the signal.
 func interrupt(t *testing.T, bin string, wait time.Duration, args ...string) (int, time.Duration, string) {
 	t.Helper()
+	return interruptAfter(t, bin, nil, wait, args...)
+}
+
+// interruptAfter is interrupt, with wait counted from the first stderr
+// line that matches ready (when not nil) instead of the first line on
+// stdout: a run interrupted "while its cluster starts" is interrupted
+// after it has said which lab it made, however slow the machine is to
+// get there.
+func interruptAfter(t *testing.T, bin string, ready *regexp.Regexp, wait time.Duration, args ...string) (int, time.Duration, string) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &watchedBuffer{pattern: ready, matched: make(chan struct{})}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,11 +90,16 @@ func interrupt(t *testing.T, bin string, wait time.Duration, args ...string) (in
 		}
 		close(lines)
 	}()
+	started := (<-chan string)(lines)
+	if ready != nil {
+		started = nil
+	}
 	select {
-	case <-lines: // it has started
+	case <-started: // it has started
+	case <-stderr.matched:
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
-		t.Fatal("no first line within 30 s")
+		t.Fatalf("not started within 30 s (no first line on stdout, or on stderr none matching %v); stderr: %s", ready, stderr.String())
 	}
 	time.Sleep(wait)
 	sent := time.Now()
@@ -404,4 +420,32 @@ func TestInterruptExits130(t *testing.T) {
 			}
 		}
 	})
+}
+
+// watchedBuffer is a process's stderr: what it wrote, safe to read while
+// it writes, and matched closed at the first write after which the whole
+// matches pattern (never, when pattern is nil).
+type watchedBuffer struct {
+	mu      sync.Mutex
+	b       strings.Builder
+	pattern *regexp.Regexp
+	matched chan struct{}
+	seen    bool
+}
+
+func (w *watchedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if w.pattern != nil && !w.seen && w.pattern.MatchString(w.b.String()) {
+		w.seen = true
+		close(w.matched)
+	}
+	return len(p), nil
+}
+
+func (w *watchedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
