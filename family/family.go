@@ -397,15 +397,22 @@ func Flagged(name string) []*Descriptor {
 }
 
 // Flags lists every registered family's flags, each name once (the first
-// family's declaration of it), in registration order.
+// family's declaration of it, in registration order), its usage joining
+// every family's own where they differ: a flag two families read means
+// what each says.
 func Flags() []Flag {
 	var out []Flag
-	seen := map[string]bool{}
+	at := map[string]int{}
 	for _, d := range All() {
 		for _, f := range d.Flags {
-			if !seen[f.Name] {
-				seen[f.Name] = true
+			i, ok := at[f.Name]
+			if !ok {
+				at[f.Name] = len(out)
 				out = append(out, f)
+				continue
+			}
+			if f.Usage != "" && !strings.Contains(out[i].Usage, f.Usage) {
+				out[i].Usage += "; " + f.Usage
 			}
 		}
 	}

@@ -34,9 +34,9 @@ func panics(f func()) (msg string) {
 func TestRegistry(t *testing.T) {
 	a := descriptor("test-a", "ta-sem", "ta-mutex")
 	a.Targets = append(a.Targets, Target{Name: "ta-server", Real: true})
-	a.Flags = []Flag{{Name: "ta-url"}, {Name: "shared"}}
+	a.Flags = []Flag{{Name: "ta-url"}, {Name: "shared", Usage: "test-a: what a reads it for"}}
 	b := descriptor("test-b", "tb")
-	b.Flags = []Flag{{Name: "shared"}, {Name: "tb-flag", Bool: true}}
+	b.Flags = []Flag{{Name: "shared", Usage: "test-b: what b reads it for"}, {Name: "tb-flag", Bool: true}}
 	Register(a)
 	Register(b)
 	if Of("ta-mutex") != a || Of("tb") != b || Of("nothing") != nil {
@@ -54,6 +54,9 @@ func TestRegistry(t *testing.T) {
 	var names []string
 	for _, f := range Flags() {
 		names = append(names, f.Name)
+		if f.Name == "shared" && f.Usage != "test-a: what a reads it for; test-b: what b reads it for" {
+			t.Errorf("the usage of a flag two families read is %q: want each family's", f.Usage)
+		}
 	}
 	if got := strings.Join(names, ","); !strings.Contains(got, "ta-url,shared,tb-flag") {
 		t.Errorf("Flags = %s: want each flag once", got)

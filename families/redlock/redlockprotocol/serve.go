@@ -198,6 +198,16 @@ func (s *server) grant(ctx context.Context, ttl time.Duration, prio int64) map[s
 		return s.granted(map[string]any{"type": "acquire_ok", "token": l.Token, "fence": l.Fence}, l)
 	case errors.Is(err, ref.ErrHeld) && !errors.Is(err, ref.ErrLeftBehind):
 		return map[string]any{"type": "acquire_fail", "reason": "held"}
+	case errors.Is(err, ref.ErrStolen), errors.Is(err, ref.ErrOutwaited):
+		// Taken by a higher priority while it waited for its own
+		// victims, or its own key expired everywhere meanwhile: it
+		// certainly holds nothing, as the in-process runner records it.
+		code := "stolen"
+		if errors.Is(err, ref.ErrOutwaited) {
+			code = "outwaited"
+		}
+		s.Logf("acquire: %v", err)
+		return map[string]any{"type": "error", "code": code, "text": err.Error(), "definite": true}
 	}
 	// Too few servers, no validity left, or keys possibly left behind:
 	// they may hold the lock for a while, as a grant of unknown outcome.
