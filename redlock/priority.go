@@ -1067,6 +1067,15 @@ func (p *Priority) Release(ctx context.Context, l Lease) error {
 	switch {
 	case yes >= q:
 		return nil
+	case other+none > p.n()-q && yes > 0 && other > 0 && began < l.ValidUntil && !(h != nil && h.isLost()):
+		// A thief holds the key where the lease does not, and has not
+		// yet been told the lease is gone (not lost): it waits for this
+		// holder's acknowledgement, so the lease was valid until this
+		// release, which ended it (and acknowledged the thief's notes, or
+		// will). Released, certainly: no fault is needed for a thief to
+		// race a release, so an unknown here would leave a client
+		// without an answer where nothing is broken.
+		return nil
 	case other+none > p.n()-q && yes > 0 && began < l.ValidUntil && !(h != nil && h.isLost()):
 		// It deleted the key somewhere, within the lease's validity, not
 		// yet known lost: it may have ended a lease still valid
