@@ -10,13 +10,18 @@ import (
 )
 
 // steering is what the lease families' steering needs of c's plans: any
-// fault they may strike at a client or the server (a cluster's node
-// faults aside), a semaphore, and how long its operations take.
+// fault they may strike at a client or the server, or, on a cluster, at
+// its nodes (nodeGoals), a semaphore, and how long its operations take.
 func (c Config) steering() leaseplan.Steering {
-	faults, _ := c.planFaults()
+	faults, onNodes := c.planFaults()
 	kinds := drawable(faults, c.AnyRestart || c.keeps())
 	if slices.Contains(faults, histories.ForceClose) {
 		kinds = append(kinds, histories.ForceClose)
+	}
+	for _, y := range nodeGoalOrder {
+		if len(nodeKinds(y, onNodes)) > 0 && !slices.Contains(kinds, y) {
+			kinds = append(kinds, y)
+		}
 	}
 	// Measured (replay --history of one client's script): on the
 	// simulator an acquire or a release is four calls of 1 ms, a refresh
@@ -72,6 +77,20 @@ func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
 		return p
 	}
 	ttl, k := p.TTLMs, int(Expiry(p.Backend)+0.5)
+	if _, onNodes := c.planFaults(); len(nodeKinds(g.Y, onNodes)) > 0 && (g.Y == nodesCut || !slices.Contains(c.Faults, g.Y)) {
+		// A fault on the cluster's nodes, as the history names it: a cut
+		// of their links, a node paused, or one killed or restarted
+		// (restart-broker). A cut is aimed at the met client's own node
+		// when it can be (its agent, or its etcd member).
+		kind := rapid.SampledFrom(nodeKinds(g.Y, onNodes)).Draw(t, "steer_node_fault")
+		f := drawNodeFault(t, p, kind, k)
+		f.At = m.StrikeAt
+		if own := p.Nodes[met[0]]; own != "" && (kind == "isolate-agent" || kind == "isolate-server" && slices.Contains(servers(p.Backend), own)) {
+			f.Node = own
+		}
+		p.Nemesis = leaseplan.Strike(p.Nemesis, f, c.MaxFaults)
+		return p
+	}
 	f := Fault{Fault: g.Y, Target: met[0], At: m.StrikeAt}
 	switch f.Fault {
 	case histories.Pause:
@@ -83,4 +102,29 @@ func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
 	}
 	p.Nemesis = leaseplan.Strike(p.Nemesis, f, c.MaxFaults)
 	return p
+}
+
+// nodesCut is how a history names a cut of a cluster's links when it
+// strikes (prover.Interleaving's Y): a partition of nodes, told apart
+// from a client's partition.
+const nodesCut = histories.Partition + " of nodes"
+
+// nodeGoalOrder are the faults on a cluster's nodes that steering aims
+// at, as histories name them when they strike: a cut of links, a node
+// paused, a node killed or restarted (a restart-broker of the node).
+var nodeGoalOrder = []string{nodesCut, histories.Pause, histories.RestartBroker}
+
+// nodeKinds are the kinds of onNodes (cluster faults a plan may draw,
+// ClusterFaultNames) that strike as y.
+func nodeKinds(y string, onNodes []string) []string {
+	var of []string
+	switch y {
+	case nodesCut:
+		of = []string{"isolate-agent", "isolate-server", "isolate-leader", "split"}
+	case histories.Pause:
+		of = []string{"pause-node"}
+	case histories.RestartBroker:
+		of = []string{"kill-node", "restart-node"}
+	}
+	return slices.DeleteFunc(slices.Clone(onNodes), func(k string) bool { return !slices.Contains(of, k) })
 }
