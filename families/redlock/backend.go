@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockprover/lockprover/internal/statehash"
 	"github.com/lockprover/lockprover/redlock"
 	"github.com/lockprover/lockprover/sim/redissim"
 )
@@ -79,14 +80,25 @@ type proc interface {
 type simBackend struct{ w *redissim.World }
 
 // newSimBackend makes p's simulated servers, deciding by p's Decisions;
-// lost reports each reply DropReply lost, as it is lost.
-func newSimBackend(p *Plan, trace io.Writer, lost func(proc string, server int)) (simBackend, error) {
+// lost reports each reply DropReply lost, as it is lost. Under an
+// exhaustive search each choice's state is the servers' and runner's
+// (the history among it), fingerprinted.
+func newSimBackend(p *Plan, trace io.Writer, lost func(proc string, server int), runner any) (simBackend, error) {
 	pers := redissim.None
 	if p.Persistence == PersistAlways {
 		pers = redissim.Always
 	}
 	var w *redissim.World
-	w, err := redissim.New(redissim.Options{Servers: p.Servers, Persistence: pers, Decide: p.Decider(scheduleSalt, func() int { return w.Keep() }), Trace: trace, OnDrop: lost})
+	var fp func() statehash.Sum
+	var state func() statehash.Sum
+	if p.Searched() {
+		state = func() statehash.Sum { return fp() }
+	}
+	w, err := redissim.New(redissim.Options{Servers: p.Servers, Persistence: pers, KeepInputs: p.Searched(), Trace: trace, OnDrop: lost,
+		Decide: p.Fingerprinted(scheduleSalt, func() int { return w.Keep() }, state)})
+	if err == nil {
+		fp = p.Fingerprint(w.Unseen(), w, runner)
+	}
 	return simBackend{w}, err
 }
 

@@ -30,7 +30,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 		return nil, err
 	}
 	r := &runner{p: p, ctx: context.Background(), clients: map[string]*client{}, cut: map[string]int{}}
-	b, err := newSimBackend(p, trace, r.dropped)
+	b, err := newSimBackend(p, trace, r.dropped, r)
 	if err != nil {
 		return nil, err
 	}

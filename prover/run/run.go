@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -28,6 +29,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/statehash"
 	"github.com/lockprover/lockprover/prover"
 )
 
@@ -58,10 +60,23 @@ func (d Decisions) Choosing(schedule []int, ch prover.Chooser) Decisions {
 // read at each choice) which choice keeps the process that moved last
 // moving.
 func (d Decisions) Decider(salt uint64, keep func() int) func(n int) int {
+	return d.Fingerprinted(salt, keep, nil)
+}
+
+// Searched says whether an exhaustive search makes the decisions (a
+// Chooser): a family then has its simulator keep what its processes
+// were handed (KeepInputs) and fingerprints the state at each choice
+// (Fingerprinted).
+func (d Decisions) Searched() bool { return d.Chooser != nil }
+
+// Fingerprinted is Decider, telling a Chooser the state each choice is
+// made in as state fingerprints it (the simulator, its processes' inputs,
+// the runner and the history so far): the search prunes a schedule at a
+// state it has explored from before. With state nil it prunes nothing.
+func (d Decisions) Fingerprinted(salt uint64, keep func() int, state func() statehash.Sum) func(n int) int {
 	if ch := d.Chooser; ch != nil {
-		// No fingerprint of the state: the search prunes nothing.
 		return func(n int) int {
-			pick := ch.Choose(n, keep(), nil)
+			pick := ch.Choose(n, keep(), state)
 			ch.Made(pick)
 			return pick
 		}
@@ -75,6 +90,19 @@ func (d Decisions) Decider(salt uint64, keep func() int) func(n int) int {
 		}
 		return rng.IntN(n)
 	}
+}
+
+// Fingerprint returns the state of an exhaustive search's choices for
+// Fingerprinted: the fingerprint of of (a simulated world whose processes
+// keep their inputs, and the family's runner, its history among it),
+// leaving out the types unseen (the world's machinery: its Unseen) and
+// the search's own Chooser. Nil when no search makes the decisions.
+func (d Decisions) Fingerprint(unseen []reflect.Type, of ...any) func() statehash.Sum {
+	if d.Chooser == nil {
+		return nil
+	}
+	h := statehash.New(append(slices.Clone(unseen), reflect.TypeOf(d.Chooser))...)
+	return func() statehash.Sum { return h.Sum(of...) }
 }
 
 // Seed is the seed of the random bits (tokens) of incarnation gen of

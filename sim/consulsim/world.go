@@ -3,6 +3,7 @@ package consulsim
 import (
 	"fmt"
 	"io"
+	"reflect"
 	"time"
 
 	"github.com/lockprover/lockprover/sim/sched"
@@ -65,6 +66,10 @@ type Options struct {
 	// session's last renewal, as v1.20.2 does, and 1 to 4 are 1, 1.25,
 	// 1.5 and 1.75 x TTL. nil always picks the first.
 	Decide func(n int) int
+	// KeepInputs makes each process keep what it was handed each time
+	// it moved (sched.Config.KeepInputs): for an exhaustive search's
+	// fingerprint of the state (Unseen says what it must leave out).
+	KeepInputs bool
 	// Trace, if set, receives one line per event: the virtual time in
 	// nanoseconds, then what happened.
 	Trace io.Writer
@@ -124,7 +129,7 @@ func New(o Options) (*World, error) {
 		w.cl = newCluster(w, *o.Cluster)
 	}
 	w.base.Init(&w.sched, simworld.Config[*Process, result]{
-		Name: "consulsim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide,
+		Name: "consulsim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide, KeepInputs: o.KeepInputs,
 		Proc: procOf, Serve: w.serve,
 		// A Sleep of nothing, once served, hands the process straight
 		// back: this simulator has always done so, and its runs depend
@@ -211,3 +216,7 @@ func (w *World) After(d time.Duration, f func()) { w.sched.After(d, f) }
 
 // tracef writes a line of the trace, if there is one.
 func (w *World) tracef(format string, args ...any) { w.base.Tracef(format, args...) }
+
+// Unseen are the types a fingerprint of the world (internal/statehash)
+// must leave out: its scheduler's machinery (sched.Scheduler.Unseen).
+func (w *World) Unseen() []reflect.Type { return w.sched.Unseen() }

@@ -3,6 +3,7 @@ package redissim
 import (
 	"fmt"
 	"io"
+	"reflect"
 	"time"
 
 	"github.com/lockprover/lockprover/sim/sched"
@@ -21,6 +22,10 @@ type Options struct {
 	// server takes next when several are waiting. nil always picks the
 	// first (in the order processes were registered, commands sent).
 	Decide func(n int) int
+	// KeepInputs makes each process keep what it was handed each time
+	// it moved (sched.Config.KeepInputs): for an exhaustive search's
+	// fingerprint of the state (Unseen says what it must leave out).
+	KeepInputs bool
 	// Trace, if set, receives one line per event: the virtual time in
 	// nanoseconds, then what happened.
 	Trace io.Writer
@@ -83,7 +88,7 @@ func New(o Options) (*World, error) {
 		w.servers = append(w.servers, newServer(w, i, o.Persistence))
 	}
 	w.base.Init(&w.sched, simworld.Config[*Process, reply]{
-		Name: "redissim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide,
+		Name: "redissim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide, KeepInputs: o.KeepInputs,
 		Proc: procOf, Serve: w.serve, Exit: w.ending, Settle: w.settle,
 	})
 	return w, nil
@@ -239,3 +244,7 @@ func (w *World) After(d time.Duration, f func()) { w.sched.After(d, f) }
 
 // tracef writes a line of the trace, if there is one.
 func (w *World) tracef(format string, args ...any) { w.base.Tracef(format, args...) }
+
+// Unseen are the types a fingerprint of the world (internal/statehash)
+// must leave out: its scheduler's machinery (sched.Scheduler.Unseen).
+func (w *World) Unseen() []reflect.Type { return w.sched.Unseen() }

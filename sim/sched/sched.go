@@ -36,6 +36,7 @@ import (
 	"container/heap"
 	"fmt"
 	"iter"
+	"reflect"
 	"sync"
 	"time"
 )
@@ -82,6 +83,21 @@ type Config[P any] struct {
 	// is paused, or waits for nothing that can still happen) before Run
 	// kills it.
 	Stuck func(p P)
+	// KeepInputs makes each process keep what it was handed each time it
+	// got control (Input: the clock then, and its reply), for an
+	// exhaustive search's fingerprint of the state (internal/statehash):
+	// a process's code is a function of its inputs, so two runs that
+	// handed a process the same inputs left it at the same place, with
+	// the same locals, though neither can be seen on its coroutine.
+	KeepInputs bool
+}
+
+// An Input is what a process was handed when it got control
+// (Config.KeepInputs): the clock then (every reading of it until it gives
+// control back), and its reply (the zero R when it started).
+type Input[R any] struct {
+	At    int64
+	Reply R
 }
 
 // A Scheduler runs the processes of one simulated world; R is the type
@@ -198,6 +214,7 @@ type Proc[P, R any] struct {
 	state     state
 	paused    bool
 	killed    bool
+	inputs    []Input[R] // with Config.KeepInputs
 }
 
 // Go registers the process self, whose Proc is p, to run under s. A Proc
@@ -240,6 +257,14 @@ func (s *Scheduler[P, R]) Keep() int {
 		}
 	}
 	return -1
+}
+
+// Unseen are the types of s's own machinery that a fingerprint of the
+// state (internal/statehash) must leave out: the coroutines that run the
+// processes (which one runs a process is invisible to it) and the Pool
+// they come from, shared with other worlds.
+func (s *Scheduler[P, R]) Unseen() []reflect.Type {
+	return []reflect.Type{reflect.TypeOf(s.pool), reflect.TypeOf(&worker[P, R]{}), reflect.TypeOf(worker[P, R]{})}
 }
 
 // InRun reports whether Run is in progress.
@@ -347,6 +372,9 @@ func (s *Scheduler[P, R]) Continue(p *Proc[P, R]) bool {
 }
 
 func (s *Scheduler[P, R]) handoff(p *Proc[P, R]) {
+	if s.c.KeepInputs {
+		p.inputs = append(p.inputs, Input[R]{At: *s.c.Clock, Reply: p.reply})
+	}
 	p.state = stateRunning
 	s.running = p
 	p.w.next()

@@ -60,6 +60,9 @@ type Config[P comparable, R any] struct {
 	// again, and competes for the next step once more (redissim's and
 	// sqlsim's).
 	ZeroSleepContinues bool
+	// KeepInputs is the Scheduler's (sched.Config): each process keeps
+	// what it was handed, for a fingerprint of the state.
+	KeepInputs bool
 }
 
 // A Base is the part of a simulated world its processes share; see the
@@ -116,12 +119,13 @@ func (p *Proc[P, R]) Exiting() bool { return p.exiting }
 func (b *Base[P, R]) Init(s *sched.Scheduler[P, R], c Config[P, R]) {
 	b.c, b.s, b.byName = c, s, map[string]P{}
 	sc := sched.Config[P]{
-		Clock:   c.Clock,
-		Program: b.program,
-		Serve:   b.serve,
-		Exit:    b.exit,
-		Settle:  c.Settle,
-		Stepped: c.Stepped,
+		Clock:      c.Clock,
+		Program:    b.program,
+		Serve:      b.serve,
+		Exit:       b.exit,
+		Settle:     c.Settle,
+		Stepped:    c.Stepped,
+		KeepInputs: c.KeepInputs,
 		Stuck: func(p P) {
 			if pr := b.c.Proc(p); !pr.quiet {
 				b.Tracef("%s can never move again: killed", pr.name)

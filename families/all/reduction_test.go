@@ -1,0 +1,90 @@
+package all_test
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"testing"
+
+	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
+	"github.com/lockprover/lockprover/families/redlock"
+	"github.com/lockprover/lockprover/prover"
+)
+
+// recording is a family whose runs note each history they give, by its
+// JSON: which histories a search reached.
+type recording struct {
+	prover.Exhaustive
+	seen map[string]bool
+}
+
+func (r recording) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
+	res, err := r.Exhaustive.Run(ctx, p)
+	if err == nil {
+		b, _ := json.Marshal(res.History)
+		r.seen[string(b)] = true
+	}
+	return res, err
+}
+
+func (r recording) Judging(model string) any { return r.Exhaustive.(prover.Judging).Judging(model) }
+
+// The lease families' reduction is sound: pruning a schedule at a state
+// the search has explored from before (the simulator's servers, its
+// processes' inputs, the runner and the history so far, fingerprinted)
+// reaches the same histories as running every schedule, so the same
+// verdicts, on the scopes small enough for that, the reference and
+// mutants alike; and it prunes. (A pruned schedule's history is not run:
+// its state held its history so far, and what can follow was run from
+// the state's first meeting, so every history it could end in was.)
+func TestLeaseReductionSound(t *testing.T) {
+	one, fault := prover.ExhaustScope{Clients: 1, Ops: 1}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1}
+	mutant := func(m string) prover.Scope { return prover.Scope{Mutant: m} }
+	for _, c := range []struct {
+		name  string
+		f     prover.Family
+		scope prover.ExhaustScope
+		slow  bool
+	}{
+		{"redlock, a fault", redlock.Config{}, fault, false},
+		{"redlock, 2 servers", redlock.Config{Servers: 2}, one, true},
+		{"redlock no-drift, a fault", redlock.Config{Scope: mutant("no-drift")}, fault, false},
+		{"redlock always-ok, 1x3", redlock.Config{Scope: mutant("always-ok")}, prover.ExhaustScope{Clients: 1, Ops: 3}, true},
+		{"priority-redlock", redlock.Config{Priority: true}, one, false},
+		{"consul-semaphore, 1x2", consulsemfamily.Config{}, prover.ExhaustScope{Clients: 1, Ops: 2}, false},
+		{"consul-semaphore on etcd, a fault", consulsemfamily.Config{Backend: consulsemfamily.Etcd}, fault, false},
+		{"consul-plain-contender", consulsemfamily.Config{Scope: mutant("consul-plain-contender")}, one, false},
+		{"consul-delete-fence on etcd, 1x2", consulsemfamily.Config{Scope: mutant("consul-delete-fence"), Backend: consulsemfamily.Etcd}, prover.ExhaustScope{Clients: 1, Ops: 2}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.slow && testing.Short() {
+				t.Skip("a slow scope")
+			}
+			t.Parallel()
+			search := func(reduce bool) (*prover.ExhaustOutcome, map[string]bool) {
+				f := recording{c.f.(prover.Exhaustive), map[string]bool{}}
+				o, err := prover.Exhaust{Config: prover.Config{Family: f}, Scope: c.scope, Reduce: reduce, MaxSchedules: 1e7}.Run()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return o, f.seen
+			}
+			plain, all := search(false)
+			reduced, some := search(true)
+			if missed := len(all) - len(some); missed != 0 || !maps.Equal(all, some) {
+				t.Errorf("every schedule reached %d histories, the reduced search %d, %d of them not among the others", len(all), len(some), missed)
+			}
+			if p, r := slices.Sorted(maps.Keys(plain.Outcomes)), slices.Sorted(maps.Keys(reduced.Outcomes)); !slices.Equal(p, r) {
+				t.Errorf("verdicts: every schedule %v, reduced %v", p, r)
+			}
+			if (plain.Found == nil) != (reduced.Found == nil) {
+				t.Errorf("a counterexample found by every schedule: %v, reduced: %v", plain.Found != nil, reduced.Found != nil)
+			}
+			if reduced.Pruned == 0 || reduced.Schedules >= plain.Schedules {
+				t.Errorf("reduced: %d schedules, %d pruned, against %d: nothing pruned", reduced.Schedules, reduced.Pruned, plain.Schedules)
+			}
+			t.Logf("%d schedules, reduced %d (%d states, %d pruned); %d histories, %d kinds of verdicts", plain.Schedules, reduced.Schedules, reduced.States, reduced.Pruned, len(all), len(plain.Outcomes))
+		})
+	}
+}
