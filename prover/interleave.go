@@ -72,123 +72,154 @@ func Role(process string) string {
 	return "client"
 }
 
-// met is an Interleaving's Who for an X of role x and a Y of role y
-// (Role's): a constant, not a string built again for every pair of
-// operations a history shows.
-func met(x, y string) string {
-	switch {
-	case x == "admin" && y == "admin":
-		return "admin/admin"
-	case x == "admin" && y == "client":
-		return "admin/client"
-	case x == "client" && y == "admin":
-		return "client/admin"
-	case x == "client" && y == "client":
-		return "client/client"
-	}
-	return x + "/" + y
-}
-
-// Interleavings lists the interleavings h shows (each once, in no fixed
-// order). The run's final checks (processes whose names begin with
+// Interleavings lists the interleavings h shows (each once, in the order
+// first shown). The run's final checks (processes whose names begin with
 // "probe") are left out: they are not the plan's; the nemesis's events
 // count only as the faults of Struck (a pause's resume and a partition's
 // heal, which end one, not at all).
+//
+// It runs for every plan a search runs: the operations' names are
+// numbered as they first appear (ops), and a meeting is told from those
+// seen before by a number made of its parts, not by hashing its strings.
 func Interleavings(h []histories.Event) []Interleaving {
-	type op struct{ f, who string }
-	var kinds []op // operations that succeeded, with who did them, by index
-	kind := func(o op) int {
-		for i, k := range kinds {
-			if k == o {
+	var ops []string // the operations' and faults' names, numbered as they first appear
+	op := func(f string) int {
+		for i, o := range ops {
+			if o == f {
 				return i
 			}
 		}
-		kinds = append(kinds, o)
+		ops = append(ops, f)
+		return len(ops) - 1
+	}
+	type kind struct{ f, role int } // an operation that succeeded, with who did it
+	var kinds []kind                // by index
+	kindOf := func(k kind) int {
+		for i, o := range kinds {
+			if o == k {
+				return i
+			}
+		}
+		kinds = append(kinds, k)
 		return len(kinds) - 1
 	}
 	type proc struct {
-		role    string
+		name    string
+		role    int    // roleClient or roleAdmin
 		last    int    // kind of its last operation that succeeded, or -1
 		since   uint64 // kinds of others' operations that succeeded since its last one began
-		pending string // the operation it has begun and not ended, or ""
+		pending int    // the operation it has begun and not ended (ops), or -1
 	}
 	probe := func(name string) bool { return strings.HasPrefix(name, "probe") }
-	procs := map[string]*proc{}
-	var names []string // in order of first appearance, so that the output's order is fixed
-	for _, e := range h {
-		if e.Process != "nemesis" && !probe(e.Process) && procs[e.Process] == nil {
-			procs[e.Process] = &proc{last: -1, role: Role(e.Process)}
-			names = append(names, e.Process)
+	var procs []proc // in order of first appearance, so that the output's order is fixed
+	find := func(name string) int {
+		for i := range procs {
+			if procs[i].name == name {
+				return i
+			}
+		}
+		return -1
+	}
+	for i := range h {
+		e := &h[i]
+		if e.Process != "nemesis" && !probe(e.Process) && find(e.Process) < 0 {
+			role := roleClient
+			if Role(e.Process) == "admin" {
+				role = roleAdmin
+			}
+			procs = append(procs, proc{name: e.Process, role: role, last: -1, pending: -1})
 		}
 	}
-	seen := map[Interleaving]bool{}
+	seen := make(map[uint64]struct{}, 64)
 	var out []Interleaving
-	saw := func(i Interleaving) {
-		if !seen[i] {
-			seen[i] = true
-			out = append(out, i)
+	// saw notes that x met y, how, by whose operations (who: whoNames).
+	saw := func(x, y int, how How, who int) {
+		key := uint64(x) | uint64(y)<<24 | uint64(how)<<48 | uint64(who)<<56
+		if _, ok := seen[key]; !ok {
+			seen[key] = struct{}{}
+			out = append(out, Interleaving{X: ops[x], Y: ops[y], How: how, Who: whoNames[who]})
 		}
 	}
-	for _, e := range h {
-		if probe(e.Process) || histories.IsNotice(&e) {
+	for i := range h {
+		e := &h[i]
+		if probe(e.Process) || histories.IsNotice(e) {
 			continue
 		}
 		if e.Process == "nemesis" {
 			if e.Type != histories.Invoke || e.F == histories.Resume || e.F == histories.Heal {
 				continue // a fault's end is no fault
 			}
-			target, y := "", e.F
+			target, y := -1, e.F
 			if f, ok := e.Value.(*histories.Fault); ok && f != nil {
-				target = f.Process
+				target = find(f.Process)
 				if f.Cut != "" {
 					y = e.F + " of nodes" // links cut between a cluster's nodes, not a client's
 				}
 			}
-			if procs[target] == nil {
-				target = "" // a server's fault, or none's: it strikes every process
-			}
-			for _, name := range names {
-				if q := procs[name]; q.pending != "" && (target == "" || target == name) {
-					saw(Interleaving{X: q.pending, Y: y, How: Struck, Who: q.role})
+			// (A fault of no process of the plan's, a server's or none's,
+			// strikes every process: target -1.)
+			var yk int
+			struck := false
+			for k := range procs {
+				if q := &procs[k]; q.pending >= 0 && (target < 0 || target == k) {
+					if !struck {
+						yk, struck = op(y), true
+					}
+					saw(q.pending, yk, Struck, 4+q.role)
 				}
 			}
 			continue
 		}
-		p := procs[e.Process]
+		pi := find(e.Process)
+		p := &procs[pi]
 		switch e.Type {
 		case histories.Invoke:
+			x := op(e.F)
 			for k, o := range kinds {
 				if p.since&(1<<k) != 0 {
-					saw(Interleaving{X: e.F, Y: o.f, Who: met(p.role, o.who)})
+					saw(x, o.f, After, met2(p.role, o.role))
 				}
 			}
 			if p.last >= 0 {
-				saw(Interleaving{X: e.F, Y: kinds[p.last].f, How: AfterOwn, Who: met(p.role, p.role)})
+				saw(x, kinds[p.last].f, AfterOwn, met2(p.role, p.role))
 			}
-			for _, name := range names {
-				if q := procs[name]; q != p && q.pending != "" {
-					saw(Interleaving{X: e.F, Y: q.pending, How: During, Who: met(p.role, q.role)})
+			for k := range procs {
+				if q := &procs[k]; k != pi && q.pending >= 0 {
+					saw(x, q.pending, During, met2(p.role, q.role))
 				}
 			}
-			p.since, p.pending = 0, e.F
+			p.since, p.pending = 0, x
 		case histories.Ok:
-			p.pending = ""
-			k := kind(op{e.F, p.role})
+			p.pending = -1
+			k := kindOf(kind{op(e.F), p.role})
 			if k >= 64 {
 				continue
 			}
 			p.last = k
-			for name, q := range procs {
-				if name != e.Process {
-					q.since |= 1 << k
+			for q := range procs {
+				if q != pi {
+					procs[q].since |= 1 << k
 				}
 			}
 		default:
-			p.pending, p.last = "", -1
+			p.pending, p.last = -1, -1
 		}
 	}
 	return out
 }
+
+// The roles of Role, numbered for Interleavings, and the Who of each
+// meeting of two (met2) and of one (Struck: the role's own name).
+const (
+	roleClient = 0
+	roleAdmin  = 1
+)
+
+var whoNames = [...]string{"client/client", "client/admin", "admin/client", "admin/admin", "client", "admin"}
+
+// met2 is the index in whoNames of the Who of an X of role x and a Y of
+// role y; a role alone (Struck) is at 4+role.
+func met2(x, y int) int { return x<<1 | y }
 
 // SortedInterleavings is counts' keys, most often reached first (then by
 // name).

@@ -120,7 +120,7 @@ func (r *searching) job(n int) *job {
 	}
 	// Steered from what the plans counted so far reached, and what the
 	// plans drawn so far were aimed at.
-	goal := aim(r.goals, r.out.Interleavings, r.aiming, k)
+	goal := aimFrom(r.goals, r.out.Interleavings, r.aiming, k)
 	if goal != nil {
 		if r.aiming == nil {
 			r.aiming = map[Interleaving]int{}
@@ -185,6 +185,7 @@ func (r *searching) sequential(prop func(*rapid.T), b int) error {
 		out.Batches = append(out.Batches, BatchRun{Number: b})
 		r.cur, r.digest = len(out.Batches)-1, sha256.New()
 		r.batch = &tally{} // steers the batch's plans, as a worker's does
+		r.batch.steerBy(r.steer)
 		rapidbatch.Batch(r.s.Seed, b, r.batchSize(b), prop)
 		r.batch = nil
 		out.Batches[r.cur].Digest = hex.EncodeToString(r.digest.Sum(nil))
@@ -208,6 +209,9 @@ func (r *searching) stopped() bool { return r.last != nil || r.runErr != nil || 
 func (r *searching) runJob(cfg Config, p *pool, j *job) {
 	j.plans = sha256.New()
 	j.tally.digest = j.plans
+	if r.simulated {
+		j.tally.steerBy(r.steer)
+	}
 	alone, _ := cfg.Family.(Alone)
 	for i := j.first; i < j.first+j.size; i++ {
 		if int64(j.number) > p.end.Load() || r.halt() {
@@ -218,7 +222,7 @@ func (r *searching) runJob(cfg Config, p *pool, j *job) {
 		// draws the same plans whichever worker or shard runs it.
 		goal := j.goal
 		if r.simulated {
-			goal = aim(r.goals, j.tally.interleavings, j.tally.aimed, i)
+			goal = j.tally.aim(i)
 		}
 		plan, ok := rapidbatch.Case(r.s.Seed, j.batch, i, func(t *rapid.T) Plan { return cfg.draw(t, goal) })
 		if !ok {

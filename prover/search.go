@@ -156,6 +156,7 @@ func (s Search) Run() (*Outcome, error) {
 	}
 	r.simulated = s.Config.Family.Deterministic()
 	r.goals = goals(s.Config.Family)
+	r.steer = newSteering(r.goals)
 	r.out.Goals = r.goals
 	s.Config.goal = r.goal
 	defer func() {
@@ -192,6 +193,7 @@ type searching struct {
 	// shrinkUntil is when shrinking the first violation must end.
 	shrinkUntil time.Time
 	goals       []Interleaving // the family's steering goals
+	steer       *steering      // the same, numbered for the tallies of batches (nil for none)
 	// shrinkGoal is the goal the first violating plan was drawn toward,
 	// what rapid draws toward while shrinking it; batch is the counts of
 	// the batch rapid's own loop runs (sequential), which it steers from.
@@ -211,7 +213,7 @@ func (r *searching) goal() *Interleaving {
 	case r.last != nil:
 		return r.shrinkGoal
 	case r.batch != nil:
-		return aim(r.goals, r.batch.interleavings, r.batch.aimed, r.batch.plans)
+		return r.batch.aim(r.batch.plans)
 	}
 	return nil
 }
@@ -274,9 +276,38 @@ type tally struct {
 	verdicts                         map[string]map[model.Status]int
 	excused                          map[string]int
 	firstExcuse                      map[string]string
-	interleavings, aimed             map[Interleaving]int
+	interleavings                    map[Interleaving]*reach
+	aimed                            map[Interleaving]int
 	firstInconclusive, violation     *Counterexample
 	digest                           io.Writer // the plans' JSON goes there; nil: nowhere
+	// steer, if set, is the search's goals: goalReached and goalAimed
+	// count the plans that reached each and were aimed at it, by its
+	// place in steer.goals, for aim.
+	steer                  *steering
+	goalReached, goalAimed []int
+}
+
+// reach counts the plans of a tally that reached an interleaving.
+type reach struct {
+	n      int
+	places []int // its places among the search's goals, if it is one
+}
+
+// steerBy makes t count the plans that reached and were aimed at each of
+// s's goals (none for nil).
+func (t *tally) steerBy(s *steering) {
+	if s != nil {
+		t.steer, t.goalReached, t.goalAimed = s, make([]int, len(s.goals)), make([]int, len(s.goals))
+	}
+}
+
+// aim is the goal plan k of t's batch is drawn toward, from t's plans
+// before it (see aim).
+func (t *tally) aim(k int) *Interleaving {
+	if t.steer == nil {
+		return nil
+	}
+	return aim(t.steer.goals, t.goalReached, t.goalAimed, k)
 }
 
 func (t *tally) add(cx *Counterexample) {
@@ -301,16 +332,32 @@ func (t *tally) add(cx *Counterexample) {
 		}
 	}
 	if t.interleavings == nil {
-		t.interleavings = map[Interleaving]int{}
+		t.interleavings = map[Interleaving]*reach{}
 	}
 	for _, i := range cx.reached {
-		t.interleavings[i]++
+		c := t.interleavings[i]
+		if c == nil {
+			c = &reach{}
+			if t.steer != nil {
+				c.places = t.steer.places[i]
+			}
+			t.interleavings[i] = c
+		}
+		c.n++
+		for _, g := range c.places {
+			t.goalReached[g]++
+		}
 	}
 	if cx.aimed != nil {
 		if t.aimed == nil {
 			t.aimed = map[Interleaving]int{}
 		}
 		t.aimed[*cx.aimed]++
+		if t.steer != nil {
+			for _, g := range t.steer.places[*cx.aimed] {
+				t.goalAimed[g]++
+			}
+		}
 	}
 	if t.digest != nil {
 		json.NewEncoder(t.digest).Encode(cx.Plan) // compact: the digest is the plan's JSON
@@ -354,8 +401,8 @@ func (r *searching) merge(t *tally) {
 	if out.Interleavings == nil && len(t.interleavings) > 0 {
 		out.Interleavings = map[Interleaving]int{}
 	}
-	for i, n := range t.interleavings {
-		out.Interleavings[i] += n
+	for i, c := range t.interleavings {
+		out.Interleavings[i] += c.n
 	}
 	for i, n := range t.aimed {
 		if out.Aimed == nil {

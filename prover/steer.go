@@ -28,29 +28,61 @@ func goals(f Family) []Interleaving {
 }
 
 // aim says which goal plan k is drawn toward, from what the plans before
-// it reached and were aimed at: every other plan (odd k) aims at the goal
+// it reached and were aimed at (reached and aimed count them, goal by
+// goal, in goals' order): every other plan (odd k) aims at the goal
 // reached by the fewest, of those the fewest aimed at, the first in the
 // family's order; the others (and every plan of a family with no goals)
 // are drawn freely (nil), as without steering, so that what random draws
 // find they still find.
-func aim(goals []Interleaving, reached, aimed map[Interleaving]int, k int) *Interleaving {
+func aim(goals []Interleaving, reached, aimed []int, k int) *Interleaving {
 	if len(goals) == 0 || k%2 == 0 {
 		return nil
 	}
-	// Each goal's counts are looked up once, the best's kept: the keys
-	// are strings, and this runs for every other plan over every goal.
-	best, bestReached, bestAimed := 0, reached[goals[0]], aimed[goals[0]]
-	for i, g := range goals[1:] {
-		r := reached[g]
+	best, bestReached, bestAimed := 0, reached[0], aimed[0]
+	for i := 1; i < len(goals); i++ {
+		r := reached[i]
 		if r > bestReached {
 			continue
 		}
-		if a := aimed[g]; r < bestReached || a < bestAimed {
-			best, bestReached, bestAimed = i+1, r, a
+		if a := aimed[i]; r < bestReached || a < bestAimed {
+			best, bestReached, bestAimed = i, r, a
 		}
 	}
 	g := goals[best]
 	return &g
+}
+
+// aimFrom is aim with the counts in maps (a real target's search, where a
+// plan takes far longer than looking its goals up).
+func aimFrom(goals []Interleaving, reached, aimed map[Interleaving]int, k int) *Interleaving {
+	if len(goals) == 0 || k%2 == 0 {
+		return nil
+	}
+	r, a := make([]int, len(goals)), make([]int, len(goals))
+	for i, g := range goals {
+		r[i], a[i] = reached[g], aimed[g]
+	}
+	return aim(goals, r, a, k)
+}
+
+// steering is a search's goals as a tally counts them: by their places
+// in goals, so that aim, every other plan, reads two slices instead of
+// looking each goal up in two maps keyed by its strings.
+type steering struct {
+	goals  []Interleaving
+	places map[Interleaving][]int // each goal's places in goals (one, unless a family lists a goal twice)
+}
+
+// newSteering numbers goals; nil for none.
+func newSteering(goals []Interleaving) *steering {
+	if len(goals) == 0 {
+		return nil
+	}
+	s := &steering{goals: goals, places: make(map[Interleaving][]int, len(goals))}
+	for i, g := range goals {
+		s.places[g] = append(s.places[g], i)
+	}
+	return s
 }
 
 // draw draws a plan, toward goal if there is one.

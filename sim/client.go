@@ -34,7 +34,7 @@ func deadlineOf(ctx context.Context) int64 {
 }
 
 // do makes a call unless ctx is already done.
-func (p *process) do(ctx context.Context, r request) reply {
+func (p *process) do(ctx context.Context, r *request) reply {
 	if err := ctx.Err(); err != nil {
 		return reply{err: err}
 	}
@@ -46,7 +46,7 @@ func (p *process) do(ctx context.Context, r request) reply {
 }
 
 func (cl *client) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, error) {
-	rep := cl.p.do(ctx, request{kind: reqDial, cfg: cfg})
+	rep := cl.p.do(ctx, &request{kind: reqDial, cfg: cfg})
 	if rep.err != nil {
 		return nil, rep.err
 	}
@@ -54,7 +54,7 @@ func (cl *client) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, err
 }
 
 func (cl *client) Sleep(ctx context.Context, d time.Duration) error {
-	return cl.p.do(ctx, request{kind: reqSleep, d: d}).err
+	return cl.p.do(ctx, &request{kind: reqSleep, d: d}).err
 }
 
 type connHandle struct {
@@ -64,13 +64,13 @@ type connHandle struct {
 
 // method sends a method of the connection (ch nil) or of one of its
 // channels; r carries the method's arguments.
-func (h *connHandle) method(ctx context.Context, m method, ch *channel, r request) reply {
+func (h *connHandle) method(ctx context.Context, m method, ch *channel, r *request) reply {
 	r.kind, r.m, r.conn, r.ch = reqMethod, m, h.c, ch
 	return h.p.do(ctx, r)
 }
 
 func (h *connHandle) Channel(ctx context.Context) (broker.Channel, error) {
-	rep := h.method(ctx, mChanOpen, nil, request{})
+	rep := h.method(ctx, mChanOpen, nil, &request{})
 	if rep.err != nil {
 		return nil, rep.err
 	}
@@ -78,7 +78,7 @@ func (h *connHandle) Channel(ctx context.Context) (broker.Channel, error) {
 }
 
 func (h *connHandle) Close() error {
-	return h.method(context.Background(), mConnClose, nil, request{}).err
+	return h.method(context.Background(), mConnClose, nil, &request{}).err
 }
 
 func (h *connHandle) Err() error { return h.c.clientErr }
@@ -88,19 +88,19 @@ type chanHandle struct {
 	ch *channel
 }
 
-func (c *chanHandle) call(ctx context.Context, m method, r request) reply {
+func (c *chanHandle) call(ctx context.Context, m method, r *request) reply {
 	return c.h.method(ctx, m, c.ch, r)
 }
 
 func (c *chanHandle) Confirm(ctx context.Context) error {
-	return c.call(ctx, mConfirmSelect, request{}).err
+	return c.call(ctx, mConfirmSelect, &request{}).err
 }
 
 // tooLong fails a queue name amqp091-go cannot encode: the library tears
 // the whole connection down before anything is sent.
 func (c *chanHandle) tooLong(ctx context.Context, name string) error {
 	w, conn := c.h.p.w, c.h.c
-	return c.h.p.do(ctx, request{kind: reqFault, fault: func() (reply, bool) {
+	return c.h.p.do(ctx, &request{kind: reqFault, fault: func() (reply, bool) {
 		err := &broker.Error{Code: broker.FrameError, Reason: fmt.Sprintf("amqp: shortstr %q exceeds 255 bytes", name[:16]+"..."), Connection: true}
 		if conn.clientErr != nil {
 			return reply{err: errClosed(true)}, false
@@ -115,7 +115,7 @@ func (c *chanHandle) Declare(ctx context.Context, name string, o broker.DeclareO
 	if len(name) > 255 {
 		return broker.Queue{}, c.tooLong(ctx, name)
 	}
-	rep := c.call(ctx, mQueueDeclare, request{queue: name, declare: o})
+	rep := c.call(ctx, mQueueDeclare, &request{queue: name, declare: o})
 	return rep.queue, rep.err
 }
 
@@ -123,7 +123,7 @@ func (c *chanHandle) Delete(ctx context.Context, name string, o broker.DeleteOpt
 	if len(name) > 255 {
 		return 0, c.tooLong(ctx, name)
 	}
-	rep := c.call(ctx, mQueueDelete, request{queue: name, delete: o})
+	rep := c.call(ctx, mQueueDelete, &request{queue: name, delete: o})
 	return rep.n, rep.err
 }
 
@@ -131,32 +131,32 @@ func (c *chanHandle) Publish(ctx context.Context, pb broker.Publishing) (broker.
 	if c.ch.closedErr == nil && !c.ch.confirm {
 		return broker.Confirmation{}, broker.ErrNotConfirming
 	}
-	rep := c.call(ctx, mBasicPublish, request{queue: pb.Key, pub: pb})
+	rep := c.call(ctx, mBasicPublish, &request{queue: pb.Key, pub: pb})
 	return rep.conf, rep.err
 }
 
 func (c *chanHandle) Consume(ctx context.Context, queue string, exclusive bool) (string, error) {
-	rep := c.call(ctx, mBasicConsume, request{queue: queue, exclusive: exclusive})
+	rep := c.call(ctx, mBasicConsume, &request{queue: queue, exclusive: exclusive})
 	return rep.tag, rep.err
 }
 
 func (c *chanHandle) Get(ctx context.Context, queue string) (bool, error) {
-	rep := c.call(ctx, mBasicGet, request{queue: queue})
+	rep := c.call(ctx, mBasicGet, &request{queue: queue})
 	return rep.ok, rep.err
 }
 
 func (c *chanHandle) Purge(ctx context.Context, queue string) (int, error) {
-	rep := c.call(ctx, mQueuePurge, request{queue: queue})
+	rep := c.call(ctx, mQueuePurge, &request{queue: queue})
 	return rep.n, rep.err
 }
 
 func (c *chanHandle) Bind(ctx context.Context, queue, exchange, key string) error {
-	return c.call(ctx, mQueueBind, request{queue: queue, pub: broker.Publishing{Exchange: exchange, Key: key}}).err
+	return c.call(ctx, mQueueBind, &request{queue: queue, pub: broker.Publishing{Exchange: exchange, Key: key}}).err
 }
 
 func (c *chanHandle) Close() error {
 	if c.ch.closedErr != nil {
 		return nil
 	}
-	return c.call(context.Background(), mChanClose, request{}).err
+	return c.call(context.Background(), mChanClose, &request{}).err
 }

@@ -257,8 +257,8 @@ func (cl *cluster) cutFrom(x, y *node) bool {
 // on that node, a record write that node must take), and says whether it
 // did: classic queue calls wait with no timeout, and Mnesia transactions
 // wait for every node they count as running.
-func (w *World) stallIfCut(p *process, c *conn, r request, deadline int64) bool {
-	s := &stall{p: p, c: c, r: r}
+func (w *World) stallIfCut(p *process, c *conn, r *request, deadline int64) bool {
+	s := &stall{p: p, c: c, r: *r}
 	if r.m == mBasicPublish {
 		targets, _, bad := w.targets(c, r.pub)
 		if bad || r.pub.Immediate {
@@ -281,7 +281,7 @@ func (w *World) stallIfCut(p *process, c *conn, r request, deadline int64) bool 
 		rep := w.deliver(r.pub, reached, true)
 		rep.conf.Returned = false
 		s.pre = &rep
-	} else if !w.cl.waits(c, &r) {
+	} else if !w.cl.waits(c, r) {
 		return false
 	}
 	if w.trace != nil {
@@ -383,7 +383,7 @@ func (cl *cluster) retry() {
 		if s.pre != nil {
 			rep = w.answered(s.c, s.r, *s.pre)
 		} else {
-			rep = w.arrive(s.c, s.r)
+			rep = w.arrive(s.c, &s.r)
 		}
 		p.deadline.Cancel()
 		p.deadline = nil
@@ -971,7 +971,7 @@ func (w *World) strikeCluster(fault, target string) (handled bool, err error) {
 		return reply{}, false
 	}
 	if caller := w.sched.Running(); caller != nil {
-		return true, caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
+		return true, caller.call(&request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
 			rep, block := apply()
 			if block && !x.booting {
 				return rep, false
@@ -1193,7 +1193,7 @@ func (w *World) Settle() error {
 	if caller == nil {
 		return fmt.Errorf("sim: Settle runs in a process")
 	}
-	return caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
+	return caller.call(&request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
 		if w.trace != nil {
 			w.tracef("settling the cluster")
 		}

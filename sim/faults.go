@@ -182,7 +182,7 @@ func (w *World) RestartBroker() error {
 		return errNoBroker
 	}
 	if caller := w.sched.Running(); caller != nil {
-		return caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
+		return caller.call(&request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
 			w.stop()
 			w.sched.After(w.downtime, func() {
 				w.start()
@@ -217,7 +217,7 @@ func (w *World) brokerFault(f func()) error {
 		return errNoBroker
 	}
 	if caller := w.sched.Running(); caller != nil {
-		return caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
+		return caller.call(&request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
 			f()
 			return reply{}, false
 		}}).err
@@ -317,7 +317,7 @@ func (w *World) fault(name string, procOnly bool, f func(*process, []*conn)) err
 		return nil
 	}
 	if caller := w.sched.Running(); caller != nil {
-		return caller.call(request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
+		return caller.call(&request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
 			return reply{err: apply()}, false
 		}}).err
 	}

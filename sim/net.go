@@ -161,7 +161,7 @@ func (w *World) open(p *process, cfg broker.Config) *conn {
 }
 
 // send puts p's method on the wire.
-func (w *World) send(p *process, r request, deadline int64) {
+func (w *World) send(p *process, r *request, deadline int64) {
 	c := r.conn
 	if c.clientErr != nil {
 		w.sched.Handoff(&p.proc, reply{err: errClosed(true)})
@@ -178,7 +178,7 @@ func (w *World) send(p *process, r request, deadline int64) {
 	}
 	c.lastSent = w.now
 	if c.held() {
-		c.outbox = append(c.outbox, pending{p: p, r: r})
+		c.outbox = append(c.outbox, pending{p: p, r: *r})
 		p.proc.Block()
 		if deadline != noDeadline {
 			p.deadline = w.sched.At(deadline, func() { w.abandon(p, c) })
@@ -226,8 +226,8 @@ func (p *process) dueHook() func() {
 
 // arrive applies a request at the broker and returns the reply the client
 // gets, updating the client's view of its channel and connection.
-func (w *World) arrive(c *conn, r request) reply {
-	rep := w.apply(&r)
+func (w *World) arrive(c *conn, r *request) reply {
+	rep := w.apply(r)
 	w.now += int64(rep.cost)
 	c.lastRecv = w.now
 	if w.trace != nil {
@@ -507,7 +507,7 @@ func (w *World) heal(c *conn) {
 	for len(c.outbox) > 0 && c.brokerOpen {
 		pd := c.outbox[0]
 		c.outbox = c.outbox[1:]
-		rep := w.arrive(c, pd.r)
+		rep := w.arrive(c, &pd.r)
 		if pd.p != nil {
 			pd.p.deadline.Cancel()
 			pd.p.proc.Deliver(rep)

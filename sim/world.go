@@ -207,7 +207,7 @@ func (w *World) serve(p *process) {
 	case reqDial:
 		w.dial(p, r.cfg, r.deadline)
 	case reqMethod:
-		w.send(p, r, r.deadline)
+		w.send(p, &r, r.deadline)
 	}
 }
 
@@ -318,20 +318,20 @@ type dialWait struct {
 // call posts r, gives control back to the scheduler and returns the reply.
 // A killed process stops here (Proc.Stop: its deferred functions run, and
 // their broker calls stop it again at once).
-func (p *process) call(r request) reply {
+func (p *process) call(r *request) reply {
 	if p.w.sched.Running() != p {
 		panic("sim: a broker object was used from a goroutine the simulator did not start, or outside World.Run")
 	}
 	if p.proc.Killed() {
 		p.proc.Stop()
 	}
-	p.req = r
+	p.req = *r
 	rep, killed := p.proc.Yield()
 	if killed {
 		p.proc.Stop()
 	}
 	if p.w.keep {
-		p.exchanges = append(p.exchanges, exchange{r, rep})
+		p.exchanges = append(p.exchanges, exchange{*r, rep})
 	}
 	return rep
 }
