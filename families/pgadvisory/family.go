@@ -1,10 +1,13 @@
 // Package pgadvisory is the PostgreSQL advisory-lock family: a mutex held
 // by a PostgreSQL session (pg_try_advisory_lock, pg_advisory_unlock), as
 // migration tools and job runners take one, used as a lease. It says what
-// a plan of the family is, how plans are drawn, and how they run: the
-// reference (Lock) or one of its mutants, each client behind a fault proxy
-// of its own (backends/postgres), on a private PostgreSQL server the run
-// starts. Histories are of lock kind histories.Lease, judged by
+// a plan of the family is, how plans are drawn, and how they run, on one
+// runner over two backends: the reference (Lock, its statements behind
+// Server and Conn) or one of its mutants on the simulated PostgreSQL
+// (sim/pgsim), deterministic; or the reference, a mutant or an
+// implementation's processes, each client behind a fault proxy of its own
+// (backends/postgres), on a private PostgreSQL server the run starts; and
+// an exhaustive search of small scopes on the simulator. Histories are of lock kind histories.Lease, judged by
 // families/lease with kills ending leases (lease.Options.KillEnds): a
 // session's lock is freed when its connection closes. Config is the family
 // as package prover's core proves it. docs/pg-advisory.md says why and
@@ -36,8 +39,8 @@ type Config struct {
 	// Drift is the drift bound plans are judged with (lease.Options.Drift);
 	// 0 means model.DefaultDrift.
 	Drift float64
-	// Server is the private server plans run on; it must be set before a
-	// plan runs (the descriptor starts one for the run).
+	// Server is the private server plans run on (the descriptor starts
+	// one for the run); nil runs them on the simulator (sim/pgsim).
 	Server *postgres.Server
 	// Impl is the implementation to prove, in processes of its own; nil
 	// means the reference (or Mutant), in this process.
@@ -52,20 +55,27 @@ func (c Config) withDefaults() Config {
 // Draw draws a plan of c with rapid.
 func (c Config) Draw(t *rapid.T) prover.Plan { return draw(t, c.withDefaults()) }
 
-// errNoServer is Run's and Preflight's error without a server.
-var errNoServer = errors.New("pgadvisory: no PostgreSQL server to run on (the run starts a private one)")
+// errNoServer is Run's and Preflight's error for an implementation
+// without a server.
+var errNoServer = errors.New("pgadvisory: an implementation in processes needs a real PostgreSQL (--target postgres)")
 
-// Run runs a plan of this family on c's server.
+// Run runs a plan of this family on c's server, or on the simulator.
 func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
 	pl, ok := p.(*Plan)
 	if !ok {
 		return nil, fmt.Errorf("pgadvisory: a plan of another family (%T)", p)
 	}
-	if c.Server == nil {
-		return nil, errNoServer
-	}
 	if c.Impl != nil && pl.Mutant != "" {
 		return nil, fmt.Errorf("the plan names mutant %s, a variant of the reference: it cannot run against %s", pl.Mutant, c.Impl)
+	}
+	if c.Server == nil {
+		if c.Impl != nil {
+			return nil, errNoServer
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return Simulate(pl, nil)
 	}
 	return runPlan(ctx, pl, c.Server, c.Impl)
 }
@@ -73,7 +83,10 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 // Preflight checks, before the first plan, that the server answers.
 func (c Config) Preflight(ctx context.Context) error {
 	if c.Server == nil {
-		return errNoServer
+		if c.Impl != nil {
+			return errNoServer
+		}
+		return nil
 	}
 	_, err := c.Server.Sessions(ctx)
 	return err
@@ -93,8 +106,8 @@ func (c Config) Alone(p prover.Plan) bool {
 	return ok && slices.ContainsFunc(pl.Nemesis, func(f Fault) bool { return f.Fault == histories.RestartBroker })
 }
 
-// Deterministic is false: plans run on a real server.
-func (c Config) Deterministic() bool { return false }
+// Deterministic says whether c runs on the simulator.
+func (c Config) Deterministic() bool { return c.Server == nil }
 
 // String says what c proves.
 func (c Config) String() string {
@@ -104,6 +117,9 @@ func (c Config) String() string {
 		what = c.Impl.String()
 	case c.Mutant != "":
 		what = "mutant " + c.Mutant
+	}
+	if c.Server == nil {
+		return what
 	}
 	return what + " on a private PostgreSQL"
 }

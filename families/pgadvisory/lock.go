@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The outcomes a Lock's operations report besides success; any other
@@ -61,25 +57,36 @@ type Defects struct {
 // gone (the old one's lock went with it). It is not safe for concurrent
 // use.
 type Lock struct {
-	url     string
+	server  Server
 	key     int64
 	ttl     time.Duration
 	defects Defects
 
-	conn *pgx.Conn
-	held *pgx.Conn // the session that took the lock, nil when none
+	conn Conn
+	held Conn      // the session that took the lock, nil when none
 	used time.Time // when the session's last statement ended
 	pid  atomic.Uint32
 }
 
-// NewLock returns a Lock on advisory key key of the server at url, whose
-// holder counts on ttl: its sessions set idle_session_timeout to ttl.
+// NewLock returns a Lock on advisory key key of the PostgreSQL server at
+// url (through pgx), whose holder counts on ttl: its sessions set
+// idle_session_timeout to ttl.
 func NewLock(url string, key int64, ttl time.Duration, d Defects) *Lock {
-	return &Lock{url: url, key: key, ttl: ttl, defects: d}
+	return NewLockOn(PGX(url), key, ttl, d)
 }
 
+// NewLockOn returns a Lock on advisory key key of server (a real one,
+// PGX, or the simulator's), whose holder counts on ttl.
+func NewLockOn(server Server, key int64, ttl time.Duration, d Defects) *Lock {
+	return &Lock{server: server, key: key, ttl: ttl, defects: d}
+}
+
+// since is how long ago t was, by the server's clock as the Lock reads
+// it.
+func (l *Lock) since(t time.Time) time.Duration { return l.server.Now().Sub(t) }
+
 // session returns the open session, opening one if there is none.
-func (l *Lock) session(ctx context.Context) (*pgx.Conn, error) {
+func (l *Lock) session(ctx context.Context) (Conn, error) {
 	if l.conn != nil && !l.conn.IsClosed() {
 		return l.conn, nil
 	}
@@ -89,27 +96,22 @@ func (l *Lock) session(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	l.conn = c
-	l.pid.Store(c.PgConn().PID())
+	l.pid.Store(c.PID())
 	return c, nil
 }
 
 // open opens a session whose idle_session_timeout is the ttl (half of it
 // with ShortIdle).
-func (l *Lock) open(ctx context.Context) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(l.url)
-	if err != nil {
-		return nil, err
-	}
+func (l *Lock) open(ctx context.Context) (Conn, error) {
 	idle := l.ttl
 	if l.defects.ShortIdle {
 		idle /= 2
 	}
-	cfg.RuntimeParams["idle_session_timeout"] = strconv.FormatInt(max(idle.Milliseconds(), 1), 10)
-	c, err := pgx.ConnectConfig(ctx, cfg)
+	c, err := l.server.Open(ctx, time.Duration(max(idle.Milliseconds(), 1))*time.Millisecond)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
+		return nil, err
 	}
-	l.used = time.Now()
+	l.used = l.server.Now()
 	return c, nil
 }
 
@@ -124,12 +126,12 @@ func (l *Lock) Acquire(ctx context.Context) error {
 		// there would only count it twice (session locks are re-entrant),
 		// and one unlock would not free it: it is held until the session
 		// has idled past the ttl, which the server then ends.
-		if time.Since(l.used) <= l.ttl {
+		if l.since(l.used) <= l.ttl {
 			return ErrFull
 		}
 		l.Close()
 	}
-	if l.conn != nil && time.Since(l.used) > l.ttl/2 {
+	if l.conn != nil && l.since(l.used) > l.ttl/2 {
 		// The server may be ending this idle session just now: a new
 		// one, rather than a statement that may meet the end.
 		l.Close()
@@ -138,12 +140,10 @@ func (l *Lock) Acquire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var ok bool
-	err = c.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", l.key).Scan(&ok)
-	l.used = time.Now()
+	ok, err := c.TryLock(ctx, l.key)
+	l.used = l.server.Now()
 	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "57P05" {
+		if errors.Is(err, ErrIdled) {
 			// The server ended the session for idling before it read
 			// the statement: it never ran.
 			l.Close()
@@ -172,12 +172,8 @@ func (l *Lock) Refresh(ctx context.Context) error {
 		l.held = nil
 		return ErrLost
 	}
-	var held bool
-	err := l.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND objsubid = 1
-		AND classid = $1::bigint::oid AND objid = $2::bigint::oid)`,
-		uint64(l.key)>>32, uint64(l.key)&0xffffffff).Scan(&held)
-	l.used = time.Now()
+	held, err := l.conn.Holds(ctx, l.key)
+	l.used = l.server.Now()
 	if err != nil {
 		return l.failed(err)
 	}
@@ -196,8 +192,8 @@ func (l *Lock) Release(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		defer c.Close(context.WithoutCancel(ctx))
-		c.Exec(ctx, "SELECT pg_advisory_unlock($1)", l.key)
+		defer c.Close()
+		c.Unlock(ctx, l.key)
 		l.held = nil
 		return nil
 	}
@@ -205,9 +201,8 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.held = nil
 		return ErrLost
 	}
-	var ok bool
-	err := l.conn.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", l.key).Scan(&ok)
-	l.used = time.Now()
+	ok, err := l.conn.Unlock(ctx, l.key)
+	l.used = l.server.Now()
 	if err != nil {
 		return l.failed(err)
 	}
@@ -218,15 +213,14 @@ func (l *Lock) Release(ctx context.Context) error {
 	return nil
 }
 
-// failed classifies a statement's error: nothing sent (ErrNotSent), the
-// session ended by the server (ErrLost: its locks went with it), or
-// unknown.
+// failed classifies a statement's error (as its Conn said it): nothing
+// sent (ErrNotSent), the session ended by the server (ErrLost: its locks
+// went with it), or unknown.
 func (l *Lock) failed(err error) error {
-	var pe *pgconn.PgError
 	switch {
-	case pgconn.SafeToRetry(err):
-		return fmt.Errorf("%w: %w", ErrNotSent, err)
-	case errors.As(err, &pe) && (pe.Code == "57P01" || pe.Code == "57P05"):
+	case errors.Is(err, ErrNotSent):
+		return err
+	case errors.Is(err, ErrEnded):
 		// admin_shutdown (pg_terminate_backend, a fast shutdown) or
 		// idle_session_timeout: the session is over, and its locks.
 		l.held = nil
@@ -239,7 +233,7 @@ func (l *Lock) failed(err error) error {
 func (l *Lock) Close() {
 	l.pid.Store(0)
 	if l.conn != nil {
-		l.conn.Close(context.Background())
+		l.conn.Close()
 		l.conn, l.held = nil, nil
 	}
 }

@@ -32,9 +32,9 @@ type Plan struct {
 	Mutant string `json:"mutant,omitempty"`
 	// Clients are the clients' scripts, run by processes c1, c2, ...
 	Clients [][]lease.Step `json:"clients"`
-	// Faulted holds the faults and how the plan was judged (its
-	// scheduling decisions are for a simulator, which the family does not
-	// have yet: they are drawn and kept, and nothing reads them).
+	// Faulted holds the faults, the simulator's scheduling decisions
+	// (read on the simulator; a real server ignores them) and how the
+	// plan was judged.
 	leaseplan.Faulted[Fault]
 }
 

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/lockprover/lockprover/backends/postgres"
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
@@ -31,160 +28,179 @@ const (
 	openBackoff = 50 * time.Millisecond
 )
 
-// runPlan runs p against impl (nil: the reference, or p's mutant of it)
-// on server, each client behind a fault proxy of its own.
-func runPlan(ctx context.Context, p *Plan, server *postgres.Server, impl Impl) (*prover.Result, error) {
-	r := &runner{ctx: ctx, p: p, server: server, impl: impl, ttl: time.Duration(p.TTLMs) * time.Millisecond,
-		clients: map[string]*client{}, start: time.Now()}
-	// A key of the run's own, so that runs on one server never meet.
-	r.key = int64(rand.Uint64() >> 1)
-	if m := MutantNamed(p.Mutant); m != nil {
-		r.defects = m.Defects()
-	}
-	r.Init(run.Config{Lock: &r.mu, Now: r.now, Poll: run.Poll{First: 10 * time.Millisecond, Max: 50 * time.Millisecond},
-		Ends: []string{histories.Partition, histories.Pause}})
-	defer r.close()
-	r.mu.Lock()
-	for i, script := range p.Clients {
-		name := leaseplan.ClientName(i)
-		st, err := r.add(name, script)
-		if err != nil {
-			r.mu.Unlock()
-			return nil, err
-		}
-		r.startClient(st)
-	}
-	r.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.nemesis()
-	}()
-	<-done
-	r.wg.Wait()
-	return r.Result(p.Key)
+// A backend is where a plan's processes run and its faults strike: the
+// simulated server (simBackend, sim/pgsim) or a private PostgreSQL with a
+// fault proxy per client (pgBackend). The runner is the same on both.
+//
+// The runner's state is guarded by the backend's Locker: a process holds
+// it while it records and decides, and lets go of it around every call
+// that may wait (a statement, a sleep, a restart). The simulator runs
+// one process at a time and needs no lock; a real backend's processes
+// run at once and share a mutex. The faults are called with the lock
+// held, on the client name (c1, c2, ...) and its current incarnation's
+// process (c1, c1#2, ...).
+type backend interface {
+	sync.Locker
+	// Now is the time since the run began, in nanoseconds: the history's
+	// clock.
+	Now() int64
+	// Go starts process (the nemesis, or a client's incarnation) running
+	// f.
+	Go(process string, f func(proc))
+	// add readies the backend for client name (a real one: its proxy).
+	add(name string) error
+	// Kill ends the client's current incarnation: its connections close
+	// (the server ends its sessions, and their locks) and it runs no more;
+	// it is no longer paused or partitioned.
+	Kill(name, process string)
+	// Pause stops the client (SIGSTOP: its sessions idle); Resume lets it
+	// go on.
+	Pause(name, process string)
+	Resume(name, process string)
+	// Partition holds what the client and the server send each other
+	// until Heal.
+	Partition(name, process string)
+	Heal(name, process string)
+	// ForceClose ends every session the client has on the server
+	// (pg_terminate_backend); it may wait.
+	ForceClose(name string) error
+	// Restart takes the server down, as a fast shutdown does, for
+	// restartDowntime, as process p (the nemesis's), returning once it
+	// is up; it may wait.
+	Restart(p proc) error
+	// patience is how long the nemesis waits for the clients, and then
+	// for the probe.
+	patience() time.Duration
+	// poll is how often the runner looks whether its clients are done.
+	poll() run.Poll
 }
 
-// runner runs one plan on a real server, on the skeleton every family's
-// runner shares (its lock is mu: processes, timers and the nemesis run
-// at once).
+// A proc is one process's view of the backend.
+type proc interface {
+	// Sleep lets d pass for the process (it may be cut short when the
+	// run is interrupted).
+	Sleep(d time.Duration)
+	// wait waits while the client is paused, where the backend cannot
+	// stop the process itself (the reference, in this process, on a real
+	// server: its proxy holds its bytes, and its next step waits here).
+	wait()
+	// open makes the process's handle on the lock, as client name: the
+	// reference with defects d, or the implementation's process, told s
+	// (with the URL of the client's proxy). It is called without the
+	// lock.
+	open(name string, s Session, d Defects) (Client, error)
+	// context is the context of the process's operations: one bounded by
+	// opTimeout for the reference on a real server (the protocol has the
+	// implementation's own timeout).
+	context(ttl time.Duration) (context.Context, context.CancelFunc)
+}
+
+// runner runs one plan on a backend, on the skeleton every family's
+// runner shares (its lock is the backend's).
 type runner struct {
 	run.Runner
-	mu      sync.Mutex
 	ctx     context.Context
 	p       *Plan
-	server  *postgres.Server
-	impl    Impl // nil: the reference
+	b       backend
 	ttl     time.Duration
 	key     int64
 	defects Defects
-	start   time.Time
 	clients map[string]*client
-	wg      sync.WaitGroup
 }
 
-// A client is a process's place in its script, the lease it believes it
-// holds, and its proxy; they outlive its incarnations.
+// A client is a process's place in its script and the lease it believes
+// it holds; they outlive its incarnations.
 type client struct {
 	run.Proc
 	script []lease.Step
 	pos    int
 	token  string
-	proxy  *postgres.Proxy
-
-	cancel         context.CancelFunc // ends the current incarnation's calls
-	pc             ProcessClient      // the current incarnation's process, if an implementation's
-	refs           []reference        // every incarnation's reference, closed at the run's end
-	procs          []ProcessClient    // every incarnation's process, closed at the run's end
-	paused, parted bool
-	gate           chan struct{} // closed when a pause ends
 }
 
-func (r *runner) now() int64 { return int64(time.Since(r.start)) }
-
-// add registers client name with its script and a proxy of its own.
-func (r *runner) add(name string, script []lease.Step) (*client, error) {
-	px, err := postgres.NewProxy(r.server.Addr())
-	if err != nil {
-		return nil, fmt.Errorf("pgadvisory: a proxy for %s: %w", name, err)
+// newRunner makes a runner of p on b, recording by b's clock, with the
+// lock's key.
+func newRunner(ctx context.Context, p *Plan, b backend, key int64) *runner {
+	r := &runner{ctx: ctx, p: p, b: b, ttl: time.Duration(p.TTLMs) * time.Millisecond, key: key, clients: map[string]*client{}}
+	if m := MutantNamed(p.Mutant); m != nil {
+		r.defects = m.Defects()
 	}
-	st := &client{Proc: run.Proc{Name: name}, script: script, proxy: px}
+	r.Init(run.Config{Lock: b, Now: b.Now, Poll: b.poll(), Ends: []string{histories.Partition, histories.Pause}})
+	return r
+}
+
+// begin starts the clients and the nemesis (with the lock held).
+func (r *runner) begin() error {
+	for i, script := range r.p.Clients {
+		name := leaseplan.ClientName(i)
+		st, err := r.add(name, script)
+		if err != nil {
+			return err
+		}
+		r.start(st)
+	}
+	r.nemesis()
+	return nil
+}
+
+// add registers client name with its script.
+func (r *runner) add(name string, script []lease.Step) (*client, error) {
+	if err := r.b.add(name); err != nil {
+		return nil, err
+	}
+	st := &client{Proc: run.Proc{Name: name}, script: script}
 	return run.Register(&r.Runner, r.clients, &st.Proc, st), nil
 }
 
-// startClient starts the client's next incarnation (with the lock held).
-func (r *runner) startClient(st *client) {
-	run.Start(&r.Runner, &st.Proc, func(_ string, f func(*client)) {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			f(st)
-		}()
-	}, func(_ *client, gen int) { r.run(st, gen) })
+// start starts the client's next incarnation (with the lock held).
+func (r *runner) start(st *client) {
+	run.Start(&r.Runner, &st.Proc, r.b.Go, func(pr proc, gen int) { r.run(pr, st, gen) })
 }
 
 // run is one incarnation of a client (with the lock held): the
-// reference (a Lock of its own) or a process of the implementation, told
-// to go through the client's proxy, and the rest of the script.
-func (r *runner) run(st *client, gen int) {
-	ctx, cancel := context.WithCancel(r.ctx)
-	st.cancel = cancel
-	// A client done with its script leaves its session open and idle, a
-	// lock in it as a lease left to expire: the server ends the session
-	// once it has been idle for the ttl (closing it now would free the
-	// lock while the lease is still certainly valid). The run closes
-	// sessions and processes at its end.
-	defer cancel()
+// reference or a process of the implementation, and the rest of the
+// script.
+//
+// A client done with its script leaves its session open and idle, a
+// lock in it as a lease left to expire: the server ends the session once
+// it has been idle for the ttl (closing it now would free the lock while
+// the lease is still certainly valid). The run closes sessions and
+// processes at its end.
+func (r *runner) run(pr proc, st *client, gen int) {
 	// The run's name (the launcher counts an implementation's failed
 	// starts by it) is its key's: each run's own.
-	s := Session{URL: st.proxy.URL(), Key: r.key, TTL: r.ttl, Run: fmt.Sprintf("lp-%x", r.key)}
+	s := Session{Key: r.key, TTL: r.ttl, Run: fmt.Sprintf("lp-%x", r.key)}
 	var c Client
-	if r.impl == nil {
-		ref := NewReference(st.Process, s, r.defects).(reference)
-		st.refs = append(st.refs, ref)
-		c = ref
-	} else {
-		var pc ProcessClient
-		err := run.Retry(openTries, openBackoff, func(d time.Duration) error { r.Outside(func() { time.Sleep(d) }); return ctx.Err() }, func() error {
-			if ctx.Err() != nil || !st.Live(gen) {
-				return run.Stop
-			}
-			var err error
-			r.Outside(func() { pc, err = r.impl.Connect(ctx, st.Process, s) })
-			return err
-		})
-		if pc != nil {
-			st.procs = append(st.procs, pc)
+	err := run.Retry(openTries, openBackoff, func(d time.Duration) error { r.Outside(func() { pr.Sleep(d) }); return r.ctx.Err() }, func() error {
+		if r.ctx.Err() != nil || !st.Live(gen) {
+			return run.Stop
 		}
-		if !st.Live(gen) {
-			return
-		}
-		if pc == nil || err != nil {
-			if err == nil {
-				err = errors.New("the run ended")
-			}
-			r.Problems = append(r.Problems, fmt.Sprintf("%s could not start: %v", st.Name, err))
-			st.Done = true
-			return
-		}
-		st.pc = pc
-		if st.paused {
-			pc.Signal(syscall.SIGSTOP) // paused while it started
-		}
-		c = pc
+		var err error
+		r.Outside(func() { c, err = pr.open(st.Process, s, r.defects) })
+		return err
+	})
+	if !st.Live(gen) {
+		return
 	}
-	for st.pos < len(st.script) && st.Live(gen) && ctx.Err() == nil {
+	if c == nil || err != nil {
+		if err == nil {
+			err = errors.New("the run ended")
+		}
+		r.Problems = append(r.Problems, fmt.Sprintf("%s could not start: %v", st.Name, err))
+		st.Done = true
+		return
+	}
+	for st.pos < len(st.script) && st.Live(gen) && r.ctx.Err() == nil {
 		step := st.script[st.pos]
 		st.pos++
-		r.step(ctx, st, gen, c, step)
-		if st.pc != nil && st.Live(gen) {
-			if why := st.pc.Crashed(); why != "" {
+		r.step(pr, st, gen, c, step)
+		if pc, ok := c.(ProcessClient); ok && st.Live(gen) {
+			if why := pc.Crashed(); why != "" {
 				// The process is gone: what it held goes with its
 				// session, and the client goes on as a new process, as
 				// after a kill (recorded after the operation ended, so
 				// that it excuses nothing).
 				r.Problems = append(r.Problems, fmt.Sprintf("%s %s", st.Name, why))
-				r.strike(Fault{Fault: histories.Kill, Target: st.Name}, false)
+				r.strike(nil, Fault{Fault: histories.Kill, Target: st.Name}, false)
 				return
 			}
 		}
@@ -194,35 +210,14 @@ func (r *runner) run(st *client, gen int) {
 	}
 }
 
-// wait waits, without the lock, while the client is paused.
-func (r *runner) wait(st *client) {
-	for st.paused {
-		g := st.gate
-		r.Outside(func() {
-			select {
-			case <-g:
-			case <-r.ctx.Done():
-			}
-		})
-		if r.ctx.Err() != nil {
-			return
-		}
-	}
-}
-
 // step runs one line of a client's script.
-func (r *runner) step(ctx context.Context, st *client, gen int, c Client, s lease.Step) {
-	r.wait(st)
+func (r *runner) step(pr proc, st *client, gen int, c Client, s lease.Step) {
+	pr.wait()
 	if !st.Live(gen) {
 		return
 	}
 	if s.Op == lease.Sleep {
-		r.Outside(func() {
-			select {
-			case <-time.After(time.Duration(s.Ms) * time.Millisecond):
-			case <-ctx.Done():
-			}
-		})
+		r.Outside(func() { pr.Sleep(time.Duration(s.Ms) * time.Millisecond) })
 		return
 	}
 	e := histories.Event{Process: st.Name, Type: histories.Invoke, F: s.Op, Lock: r.p.Key, Kind: histories.Lease}
@@ -242,13 +237,8 @@ func (r *runner) step(ctx context.Context, st *client, gen int, c Client, s leas
 	var token string
 	var err error
 	r.Outside(func() {
-		x := ctx
-		if r.impl == nil {
-			// An implementation's process has the protocol's timeout.
-			var cancel context.CancelFunc
-			x, cancel = context.WithTimeout(ctx, opTimeout(r.ttl))
-			defer cancel()
-		}
+		x, cancel := pr.context(r.ttl)
+		defer cancel()
 		switch s.Op {
 		case histories.Acquire:
 			token, err = c.Acquire(x)
@@ -299,57 +289,54 @@ func (r *runner) complete(st *client, c Client, op, token string, err error) {
 	}
 }
 
-// nemesis strikes the plan's timed faults and brings the run to its
-// quiescent end: the holds ended, every lease expired, and a probe that
-// must take the lock.
+// nemesis starts the nemesis's process: it strikes the plan's timed
+// faults and brings the run to its quiescent end: the holds ended, every
+// lease expired, and a probe that must take the lock.
 func (r *runner) nemesis() {
 	timeline := run.Timeline(len(r.p.Nemesis), func(i int) (int, int, bool) {
 		f := r.p.Nemesis[i]
 		return f.At, f.For, true
 	})
-	sleep := func(d time.Duration) {
-		select {
-		case <-time.After(d):
-		case <-r.ctx.Done():
-		}
-	}
-	r.Nemesis(timeline, run.Nemesis{
-		Sleep:  run.Sleeper(r.ctx, sleep),
-		Strike: func(t run.Timed) { r.Locked(func() { r.strike(r.p.Nemesis[t.Fault], t.End) }) },
-		EndFaults: func() {
-			r.Locked(func() {
-				for _, h := range r.Holds() {
-					r.strike(Fault{Fault: h.Fault, Target: h.Target}, true)
-				}
-			})
-		},
-		// Every session left idle has been ended by the server once the
-		// ttl and a margin have passed: the lock must be free.
-		Settle: func() { sleep(r.ttl + lease.Margin) },
-		Probe: func() {
-			r.Locked(func() {
-				if st, err := r.add("probe", []lease.Step{{Op: histories.Acquire}, {Op: histories.Release}}); err == nil {
-					r.startClient(st)
-				} else {
-					r.Problems = append(r.Problems, err.Error())
-				}
-			})
-		},
-		Abandon: func(name string) {
-			r.Locked(func() {
-				if st := r.clients[name]; st != nil {
-					r.kill(st)
-					st.Gen++ // the abandoned incarnation records nothing more
-				}
-			})
-		},
-		Patience:  time.Minute,
-		ProbeTime: time.Minute,
+	r.b.Go("nemesis", func(pr proc) {
+		r.Nemesis(timeline, run.Nemesis{
+			Sleep:  run.Sleeper(r.ctx, pr.Sleep),
+			Strike: func(t run.Timed) { r.Locked(func() { r.strike(pr, r.p.Nemesis[t.Fault], t.End) }) },
+			EndFaults: func() {
+				r.Locked(func() {
+					for _, h := range r.Holds() {
+						r.strike(pr, Fault{Fault: h.Fault, Target: h.Target}, true)
+					}
+				})
+			},
+			// Every session left idle has been ended by the server once
+			// the ttl and a margin have passed: the lock must be free.
+			Settle: func() { pr.Sleep(r.ttl + lease.Margin) },
+			Probe: func() {
+				r.Locked(func() {
+					if st, err := r.add("probe", []lease.Step{{Op: histories.Acquire}, {Op: histories.Release}}); err == nil {
+						r.start(st)
+					} else {
+						r.Problems = append(r.Problems, err.Error())
+					}
+				})
+			},
+			Abandon: func(name string) {
+				r.Locked(func() {
+					if st := r.clients[name]; st != nil {
+						r.kill(st, nil)
+						st.Gen++ // the abandoned incarnation records nothing more
+					}
+				})
+			},
+			Patience:  r.b.patience(),
+			ProbeTime: r.b.patience(),
+		})
 	})
 }
 
-// strike applies a fault (or, with end, ends it) and records it.
-func (r *runner) strike(f Fault, end bool) {
+// strike applies a fault (or, with end, ends it) and records it; pr is
+// the nemesis's process (nil for a kill of a crashed client's).
+func (r *runner) strike(pr proc, f Fault, end bool) {
 	st := r.clients[f.Target]
 	name := f.Fault
 	if end {
@@ -365,49 +352,33 @@ func (r *runner) strike(f Fault, end bool) {
 	if st != nil && st.Done && !end {
 		return // the client has finished its script
 	}
+	// The backend's fault first, then its record: on the simulator a
+	// fault from the nemesis's process is a scheduling point, applied
+	// when the scheduler serves it (others may move before, nothing
+	// between it and what the nemesis does next).
 	switch name {
 	case histories.Kill:
-		r.Struck(name, histories.Of(v))
-		r.kill(st)
-		r.startClient(st) // its next incarnation: the old one is no longer Live
+		r.kill(st, func() { r.Struck(name, histories.Of(v)) })
+		r.start(st) // its next incarnation: the old one is no longer Live
 		return
 	case histories.Pause:
-		if !st.paused { // a second pause of a paused client keeps its gate
-			st.paused, st.gate = true, make(chan struct{})
-			if st.pc != nil {
-				st.pc.Signal(syscall.SIGSTOP)
-			}
-		}
+		r.b.Pause(st.Name, st.Process)
 		r.Hold(histories.Pause, f.Target)
-		r.hold(st)
 	case histories.Resume:
 		r.Unhold(histories.Pause, f.Target)
-		st.paused = false
-		close(st.gate)
-		if st.pc != nil {
-			st.pc.Signal(syscall.SIGCONT)
-		}
-		r.hold(st)
+		r.b.Resume(st.Name, st.Process)
 	case histories.Partition:
-		st.parted = true
+		r.b.Partition(st.Name, st.Process)
 		r.Hold(histories.Partition, f.Target)
-		r.hold(st)
 	case histories.Heal:
 		r.Unhold(histories.Partition, f.Target)
-		st.parted = false
-		r.hold(st)
+		r.b.Heal(st.Name, st.Process)
 	case histories.ForceClose:
-		// The server ends every session the client has through its proxy
-		// (found by the proxy's ports, whatever the client is).
+		// The server ends every session the client has (found by its
+		// proxy's ports on a real server, whatever the client is).
 		r.Began(name, histories.Of(v))
-		ports := st.proxy.UpstreamPorts()
 		var err error
-		r.Outside(func() {
-			var pids []uint32
-			if pids, err = r.server.SessionsFrom(r.ctx, ports); err == nil && len(pids) > 0 {
-				_, err = r.server.Terminate(r.ctx, pids...)
-			}
-		})
+		r.Outside(func() { err = r.b.ForceClose(f.Target) })
 		if err != nil {
 			r.Problems = append(r.Problems, fmt.Sprintf("force-close of %s: %v", f.Target, err))
 		}
@@ -416,61 +387,29 @@ func (r *runner) strike(f Fault, end bool) {
 	case histories.RestartBroker:
 		r.Began(name, nil)
 		var err error
-		r.Outside(func() { err = r.server.Restart(r.ctx, restartDowntime) })
+		r.Outside(func() { err = r.b.Restart(pr) })
 		r.Ended(name, nil, err)
 		return
 	}
 	r.Struck(name, histories.Of(v))
 }
 
-// hold makes the client's proxy hold its bytes while it is partitioned,
-// or, the reference, paused (a statement it sent is held, as if sent just
-// before the pause; an implementation's process is stopped with SIGSTOP).
-func (r *runner) hold(st *client) {
-	if (st.paused && r.impl == nil) || st.parted {
-		st.proxy.Partition()
-	} else {
-		st.proxy.Heal()
+// kill ends the client's current incarnation: the backend closes its
+// connections (the server ends its session, and its lock), and it is no
+// longer paused or partitioned; then struck (if set) records the kill,
+// the operation in flight ends unknown, and the client holds nothing.
+func (r *runner) kill(st *client, struck func()) {
+	r.b.Kill(st.Name, st.Process)
+	if struck != nil {
+		struck()
 	}
-}
-
-// kill ends the client's current incarnation: its connections close (the
-// server ends its session, and its lock), its operation in flight ends
-// unknown, and it holds nothing; it is no longer paused or partitioned.
-func (r *runner) kill(st *client) {
 	if _, ok := r.InFlight(&st.Proc); ok {
 		r.Finish(&st.Proc, histories.Info, nil, errors.New("killed"))
 	}
-	if st.cancel != nil {
-		st.cancel()
-	}
-	if st.pc != nil {
-		st.pc.Signal(syscall.SIGKILL) // closed with the run
-		st.pc = nil
-	}
 	st.token = ""
-	if st.paused {
-		st.paused = false
-		close(st.gate)
-	}
-	st.parted = false
 	r.Unhold(histories.Pause, st.Name)
 	r.Unhold(histories.Partition, st.Name)
-	st.proxy.Heal()
-	st.proxy.Kill()
 }
 
-// close closes every session of the run, and the clients' proxies, once
-// every incarnation has ended.
-func (r *runner) close() {
-	r.wg.Wait()
-	for _, st := range r.clients {
-		for _, ref := range st.refs {
-			ref.Close()
-		}
-		for _, pc := range st.procs {
-			pc.Close()
-		}
-		st.proxy.Close()
-	}
-}
+// result is the run's history and evidence.
+func (r *runner) result() (*prover.Result, error) { return r.Result(r.p.Key) }

@@ -195,3 +195,16 @@ func (s *Server) Restart() {
 
 // Holder is the pid of the session that holds key, 0 if none.
 func (s *Server) Holder(key int64) int { return s.holders[key] }
+
+// alive says whether session pid lives.
+func (s *Server) alive(pid int) bool {
+	i := pid - firstPID
+	return i >= 0 && i < len(s.sessions) && s.sessions[i].ended == nil
+}
+
+// terminate ends session pid as pg_terminate_backend does.
+func (s *Server) terminate(pid int) {
+	if i := pid - firstPID; i >= 0 && i < len(s.sessions) {
+		s.end(s.sessions[i], ErrTerminated)
+	}
+}

@@ -1,5 +1,5 @@
 // Package simworld is what the lease families' simulated worlds (packages
-// sim/consulsim, sim/redissim and sim/sqlsim) have in common, written
+// sim/consulsim, sim/redissim, sim/sqlsim and sim/pgsim) have in common, written
 // once: their processes on a sched.Scheduler, registered by name; a
 // process's calls into the simulator (a yield to the scheduler, and the
 // stop of a killed process); sleeps in virtual time; faults applied as a

@@ -101,6 +101,8 @@ func TestNonsenseRefused(t *testing.T) {
 		{[]string{"prove", "--kind", "db-semaphore", "--model", "strict"}, "--model strict: --kind db-semaphore is judged by standard"},
 		{[]string{"replay", filepath.Join("..", "..", "..", "testdata", "plans", "priority-redlock-release-keeps-note.json"), "--model", "strict"}, "--model strict: --kind priority-redlock is judged by standard"},
 		{[]string{"prove", "--target", "mars"}, "--target must be sim or rabbitmq"},
+		{[]string{"prove", "--kind", "pg-advisory", "--target", "sim", "--impl", "true"}, "--impl runs processes against a real PostgreSQL: use --target postgres"},
+		{[]string{"prove", "--kind", "pg-advisory", "--target", "redis"}, `--kind pg-advisory runs on the simulated PostgreSQL (--target sim) or a private PostgreSQL (--target postgres), not "redis"`},
 		{[]string{"prove", "--faults", "kill,meteor"}, `--faults: unknown fault "meteor"`},
 		{[]string{"prove", "--faults", ""}, `--faults: unknown fault ""`},
 		{[]string{"prove", "--properties", ""}, `--properties: unknown property ""`},

@@ -204,3 +204,46 @@ func Clients(n int) string {
 	}
 	return fmt.Sprintf("%d clients", n)
 }
+
+// Exhaustible is what an exhaustive search of a lease family needs to
+// reach in its plan type T, a struct that embeds Faulted[F]: that
+// Faulted.
+type Exhaustible[T, F any] func(p *T) *Faulted[F]
+
+// InFlight are the whole milliseconds in which one of p's clients has an
+// operation in flight (BusyMs) in its run without faults, every choice of
+// the simulator its first (simulate runs such a copy of p): where an
+// exhaustive scope places its faults.
+func (x Exhaustible[T, F]) InFlight(p *T, simulate func(*T) (*prover.Result, error)) ([]int, error) {
+	q := *p
+	f := x(&q)
+	f.Nemesis, f.Decisions = nil, run.Decisions{Chooser: prover.FirstChoice}
+	res, err := simulate(&q)
+	if err != nil {
+		return nil, fmt.Errorf("the scope's plan without faults: %w", err)
+	}
+	return BusyMs(res.History), nil
+}
+
+// Scheduled is a copy of p that takes its choices from ch, or from
+// schedule (prover.Exhaustive's Scheduled).
+func (x Exhaustible[T, F]) Scheduled(p *T, schedule []int, ch prover.Chooser) *T {
+	q := *p
+	f := x(&q)
+	f.Decisions = f.Decisions.Choosing(schedule, ch)
+	return &q
+}
+
+// NoAdmins says what is wrong with an exhaustive scope s for a lease
+// family of kind (which has clients and no admins), naming the flag.
+func NoAdmins(kind string, s prover.ExhaustScope) error {
+	switch {
+	case s.Clients < 1:
+		return fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
+	case s.AdminOps > 0:
+		return fmt.Errorf("--admin-ops: a %s has no admins (give --admin-ops 0)", kind)
+	case s.Admins != 0:
+		return fmt.Errorf("--admins: a %s has no admins", kind)
+	}
+	return nil
+}

@@ -1,7 +1,8 @@
 // Package descriptor registers the PostgreSQL advisory-lock family
 // (families/pgadvisory) with lockprover (package family): its plans run
-// on a private PostgreSQL server the run starts and stops. It is the
-// family's top: only families/all imports it.
+// on the simulated PostgreSQL (sim/pgsim), or on a private PostgreSQL
+// server the run starts and stops. It is the family's top: only
+// families/all imports it.
 package descriptor
 
 import (
@@ -23,7 +24,7 @@ import (
 	"github.com/lockprover/lockprover/sim/pgsim"
 )
 
-// target is the family's one target: a private PostgreSQL server.
+// target is the family's real target: a private PostgreSQL server.
 const target = "postgres"
 
 // PGAdvisory is the PostgreSQL advisory-lock family.
@@ -32,9 +33,8 @@ var PGAdvisory = &family.Descriptor{
 	Kinds:      []string{pgadvisory.Kind},
 	Properties: lease.Properties,
 	Faults:     pgadvisory.FaultNames(),
-	// No simulator yet: its one target is a real server, a private one
-	// of the run's own.
-	Targets:    []family.Target{{Name: target, Real: true}},
+	// The simulator, and a real server, a private one of the run's own.
+	Targets:    []family.Target{{Name: "sim"}, {Name: target, Real: true}},
 	Flags:      append([]family.Flag{leasecheck.TTL}, leasecheck.Flags...),
 	Judging:    leasecheck.Judging,
 	CheckFlags: leasecheck.Check,
@@ -46,26 +46,39 @@ var PGAdvisory = &family.Descriptor{
 	Conform:    conform,
 }
 
-func init() { family.Register(PGAdvisory) }
-
-// errNoSim says why --target sim is refused.
-var errNoSim = family.Usagef("--kind %s has no simulator yet: its plans run on a private PostgreSQL (--target %s)", pgadvisory.Kind, target)
-
-// checkTarget refuses any target but postgres ("" means postgres).
-func checkTarget(s family.Settings) error {
-	switch {
-	case s.Target == "sim":
-		return errNoSim
-	case s.Target != "" && s.Target != target:
-		return family.Usagef("--kind %s runs on a private PostgreSQL (--target %s), not %q", pgadvisory.Kind, target, s.Target)
+func init() {
+	for _, m := range pgadvisory.Mutants {
+		PGAdvisory.Mutants = append(PGAdvisory.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect,
+			Prove: pgadvisory.Config{Scope: prover.Scope{Mutant: m.Name}}})
 	}
-	return nil
+	family.Register(PGAdvisory)
+}
+
+// simWhere is where plans run on the simulator.
+const simWhere = "the simulated PostgreSQL"
+
+// checkTarget says where the plans run: the simulator ("" means sim,
+// unless --impl, which needs a real server: postgres), or a private
+// PostgreSQL.
+func checkTarget(s family.Settings) (string, error) {
+	switch {
+	case s.Target == "" && s.Impl != "":
+		return target, nil
+	case s.Target == "":
+		return "sim", nil
+	case s.Target == "sim" && s.Impl != "":
+		return "", family.Usagef("--impl runs processes against a real PostgreSQL: use --target %s", target)
+	case s.Target != "sim" && s.Target != target:
+		return "", family.Usagef("--kind %s runs on the simulated PostgreSQL (--target sim) or a private PostgreSQL (--target %s), not %q", pgadvisory.Kind, target, s.Target)
+	}
+	return s.Target, nil
 }
 
 // setup makes a proof from the command line: the reference (or a
-// mutant) on a private PostgreSQL the run starts.
+// mutant) on the simulator, or on a private PostgreSQL the run starts.
 func setup(s family.Settings) (*family.Setup, error) {
-	if err := checkTarget(s); err != nil {
+	where, err := checkTarget(s)
+	if err != nil {
 		return nil, err
 	}
 	c := pgadvisory.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults}}
@@ -104,6 +117,9 @@ func setup(s family.Settings) (*family.Setup, error) {
 			}
 			c.Faults = append(c.Faults, name)
 		}
+	}
+	if where == "sim" {
+		return &family.Setup{Target: "sim", Where: simWhere, Prove: c}, nil
 	}
 	st := &family.Setup{Target: target, Where: "a private PostgreSQL of the run's own", Real: true, Prove: c,
 		Replay: []string{"--target", target}}
@@ -158,11 +174,12 @@ func startPrivate(s family.Settings, st *family.Setup, stopImpl func(), then fun
 	}
 }
 
-// replay makes a plan read back ready to run again on a private
-// PostgreSQL, with s.Mutant ("reference" for none) replacing its mutant.
+// replay makes a plan read back ready to run again on the simulator or a
+// private PostgreSQL, with s.Mutant ("reference" for none) replacing its mutant.
 func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	p := pl.(*pgadvisory.Plan)
-	if err := checkTarget(s); err != nil {
+	where, err := checkTarget(s)
+	if err != nil {
 		return nil, err
 	}
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, pgadvisory.MutantNamed(s.Mutant) != nil, "no pg-advisory mutant named %q"); err != nil {
@@ -172,6 +189,9 @@ func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		return nil, fmt.Errorf("the plan names mutant %s: add --mutant reference to run it against --impl", p.Mutant)
 	}
 	c := pgadvisory.Config{Scope: prover.Scope{Mutant: p.Mutant}}
+	if where == "sim" {
+		return &family.Setup{Target: "sim", Where: simWhere, What: c.String(), Prove: simulated{c, s.Trace}}, nil
+	}
 	var stopImpl func()
 	if s.Impl != "" {
 		li := pgadvisoryprotocol.NewProcesses(s.Impl)
@@ -208,6 +228,16 @@ func conform(ctx context.Context, s family.Settings, c family.ConformConfig, out
 		return family.Inconclusive, nil
 	}
 	return family.Agree, nil
+}
+
+// simulated is a replay on the simulator, its trace (--trace) to trace.
+type simulated struct {
+	pgadvisory.Config
+	trace io.Writer
+}
+
+func (s simulated) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
+	return pgadvisory.Simulate(p.(*pgadvisory.Plan), s.trace)
 }
 
 // serve serves the reference (or a mutant) over the process protocol.
