@@ -364,8 +364,65 @@ func (n *Node) Crash() error {
 // Start starts a crashed or stopped node again on its data (it rejoins
 // its cluster by itself), returning once its broker takes connections.
 func (n *Node) Start(ctx context.Context) error {
+	if err := n.clearOld(ctx, 5*time.Second, 10*time.Second); err != nil {
+		return err
+	}
 	os.Remove(filepath.Join(n.dir, "rabbit.pid"))
 	return n.start(ctx)
+}
+
+// clearOld waits, before the node starts again, until no broker VM of
+// the node runs: one that outlived its script's stop (a loaded machine;
+// a pid file not yet written when the VM was to be killed) still holds the
+// node's name and distribution port, and the new one would stop at once
+// (dist_port_already_used). It kills those left after grace, and errs,
+// naming them, if one is still there after limit.
+func (n *Node) clearOld(ctx context.Context, grace, limit time.Duration) error {
+	start := time.Now()
+	killed := false
+	for {
+		left := n.brokerVMs()
+		if len(left) == 0 {
+			return nil
+		}
+		switch d := time.Since(start); {
+		case d >= limit:
+			return fmt.Errorf("%s: an earlier broker VM of the node still runs (pid %v) %v after it was to stop", n.Name, left, limit)
+		case d >= grace && !killed:
+			for _, pid := range left {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			killed = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// brokerVMs are the pids of the node's broker VMs that run: an Erlang VM
+// whose command line names the node's home and boots rabbit (not a
+// rabbitmqctl's VM, which names the home too, nor a zombie, whose command
+// line is empty).
+func (n *Node) brokerVMs() []int {
+	home := "-home " + filepath.Join(n.dir, "home") + " "
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []int
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		line := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(line, home) && strings.Contains(line, "-s rabbit boot") {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
 }
 
 // Stop stops every node at once (SIGTERM, SIGKILL after 30 s) and waits
