@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
+	"github.com/lockprover/lockprover/families/dbsemaphore"
 	"github.com/lockprover/lockprover/families/redlock"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -55,6 +56,8 @@ func TestLeaseReductionSound(t *testing.T) {
 		{"consul-semaphore, 1x2", consulsemfamily.Config{}, prover.ExhaustScope{Clients: 1, Ops: 2}, false},
 		{"consul-semaphore on etcd, a fault", consulsemfamily.Config{Backend: consulsemfamily.Etcd}, fault, false},
 		{"consul-plain-contender", consulsemfamily.Config{Scope: mutant("consul-plain-contender")}, one, false},
+		{"db-semaphore, a fault", dbsemaphore.Config{}, fault, false},
+		{"db-semaphore, 1x2", dbsemaphore.Config{}, prover.ExhaustScope{Clients: 1, Ops: 2}, false},
 		{"consul-delete-fence on etcd, 1x2", consulsemfamily.Config{Scope: mutant("consul-delete-fence"), Backend: consulsemfamily.Etcd}, prover.ExhaustScope{Clients: 1, Ops: 2}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

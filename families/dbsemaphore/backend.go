@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/dbsem"
+	"github.com/lockprover/lockprover/internal/statehash"
 	"github.com/lockprover/lockprover/sim/sqlsim"
 )
 
@@ -77,10 +78,21 @@ type simBackend struct {
 }
 
 // newSimBackend makes a simulated database that decides its schedule by
-// p's Schedule, then by p's ScheduleSeed.
-func newSimBackend(p *Plan, trace io.Writer) simBackend {
+// p's Schedule, then by p's ScheduleSeed. Under an exhaustive search each
+// choice's state is the database's and runner()'s (the history among it),
+// fingerprinted.
+func newSimBackend(p *Plan, trace io.Writer, runner func() any) simBackend {
 	var w *sqlsim.World
-	w = sqlsim.New(sqlsim.Options{Decide: p.Decider(0x6c70, func() int { return w.Keep() }), Trace: trace})
+	var fp, state func() statehash.Sum
+	if p.Searched() {
+		state = func() statehash.Sum {
+			if fp == nil {
+				fp = p.Fingerprint(w.Unseen(), w, runner())
+			}
+			return fp()
+		}
+	}
+	w = sqlsim.New(sqlsim.Options{Decide: p.Fingerprinted(0x6c70, func() int { return w.Keep() }, state), KeepInputs: p.Searched(), Trace: trace})
 	return simBackend{w}
 }
 

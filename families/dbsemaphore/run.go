@@ -31,8 +31,9 @@ const (
 // simulated database: the same plan always gives the same history. trace,
 // if set, receives the simulator's trace.
 func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
-	b := newSimBackend(p, trace)
-	r := newRunner(context.Background(), p, b)
+	var r *runner
+	b := newSimBackend(p, trace, func() any { return r })
+	r = newRunner(context.Background(), p, b)
 	r.begin()
 	if err := b.w.Run(); err != nil {
 		return nil, err

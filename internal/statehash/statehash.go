@@ -32,6 +32,11 @@ type Sum [16]byte
 // Hasher fingerprints values; its zero value is not ready: use New.
 type Hasher struct {
 	skip map[reflect.Type]bool
+	// ordering are the maps whose keys are being fingerprinted alone, to
+	// order them (mapValue), shared with the hashers that do it: a key
+	// that leads back to its own map (a cycle through it) is not walked
+	// into again there, which would never end.
+	ordering map[uintptr]bool
 	h    hash.Hash
 	seen map[uintptr]uint64 // pointer -> its number in the walk
 	buf  [8]byte
@@ -208,12 +213,22 @@ func (x *Hasher) mapValue(v reflect.Value) {
 	if !x.ref(v.Pointer()) {
 		return
 	}
+	if x.ordering[v.Pointer()] {
+		// A key being ordered leads back to its own map: what the
+		// map holds is hashed where the walk met it first.
+		x.u64(0xc1c1e)
+		return
+	}
 	type entry struct {
 		key  Sum
 		k, e reflect.Value
 	}
 	entries := make([]entry, 0, v.Len())
-	sub := &Hasher{skip: x.skip}
+	if x.ordering == nil {
+		x.ordering = map[uintptr]bool{}
+	}
+	x.ordering[v.Pointer()] = true
+	sub := &Hasher{skip: x.skip, ordering: x.ordering}
 	it := v.MapRange()
 	for it.Next() {
 		entries = append(entries, entry{k: it.Key(), e: it.Value()})
@@ -222,6 +237,7 @@ func (x *Hasher) mapValue(v reflect.Value) {
 		sub.value(it.Key())
 		copy(entries[len(entries)-1].key[:], sub.h.Sum(nil))
 	}
+	delete(x.ordering, v.Pointer())
 	slices.SortFunc(entries, func(a, b entry) int {
 		for i := range a.key {
 			if c := cmp.Compare(a.key[i], b.key[i]); c != 0 {

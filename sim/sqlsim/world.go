@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"io"
+	"reflect"
 	"time"
 
 	"github.com/lockprover/lockprover/sim/sched"
@@ -17,6 +18,10 @@ type Options struct {
 	// Decide picks which of n (at least 2) runnable processes moves next;
 	// nil always picks the first (in the order they were registered).
 	Decide func(n int) int
+	// KeepInputs makes each process keep what it was handed each time
+	// it moved (sched.Config.KeepInputs): for an exhaustive search's
+	// fingerprint of the state (Unseen says what it must leave out).
+	KeepInputs bool
 	// Trace, if set, receives one line per scheduling event and statement:
 	// the virtual time in nanoseconds, then what happened.
 	Trace io.Writer
@@ -86,7 +91,7 @@ func New(o Options) *World {
 		w.lockWait = defaultLockWait
 	}
 	w.base.Init(&w.sched, simworld.Config[*Process, reply]{
-		Name: "sqlsim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide,
+		Name: "sqlsim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide, KeepInputs: o.KeepInputs,
 		Proc: procOf, Serve: w.serve, Exit: w.endProcess, Settle: w.settle,
 		Stepped: func() {
 			if w.afterStep != nil {
@@ -482,4 +487,13 @@ func (w *World) Counters(name string) Counters {
 		return p.counters
 	}
 	return Counters{}
+}
+
+// Unseen are the types a fingerprint of the world (internal/statehash)
+// must leave out: its scheduler's machinery (sched.Scheduler.Unseen), and
+// database/sql's pool of each process, whose state is its process's
+// (a function of what the process was handed, which the fingerprint
+// holds) and whose structures the hash cannot walk within its stack.
+func (w *World) Unseen() []reflect.Type {
+	return append(w.sched.Unseen(), reflect.TypeOf(&sql.DB{}), reflect.TypeOf(&sql.Conn{}), reflect.TypeOf(&sql.Tx{}))
 }
