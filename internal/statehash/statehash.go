@@ -37,9 +37,9 @@ type Hasher struct {
 	// that leads back to its own map (a cycle through it) is not walked
 	// into again there, which would never end.
 	ordering map[uintptr]bool
-	h    hash.Hash
-	seen map[uintptr]uint64 // pointer -> its number in the walk
-	buf  [8]byte
+	h        hash.Hash
+	seen     map[uintptr]uint64 // pointer -> its number in the walk
+	buf      [8]byte
 }
 
 // New returns a Hasher that leaves out the values of the types in skip
