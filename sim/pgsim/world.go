@@ -25,8 +25,9 @@ import (
 // (Restart):
 //
 //   - a killed process's connections close at once, so the server ends
-//     its sessions and frees their locks (a process that returns leaves
-//     its sessions open, to idle);
+//     its sessions and frees their locks, partitioned or not (as the
+//     family's real runner heals a client's proxy before it kills it); a
+//     process that returns leaves its sessions open, to idle;
 //   - a paused process is not scheduled (SIGSTOP); its sessions idle;
 //   - a partition holds what the process sends until it heals (its
 //     sessions idle meanwhile, and end when their timeout passes); a
@@ -222,8 +223,14 @@ func (w *World) serve(p *Process) {
 	p.req = request{}
 	p.proc.Block()
 	if r.op == opClose {
-		// The client does not wait for a close.
-		w.send(p, r)
+		// The client does not wait for a close; a partition holds it
+		// as anything else the client sends.
+		if l := p.proc.Link(); l.Cut() {
+			c := r.c
+			l.Hold(func() { w.end(c) })
+		} else {
+			w.send(p, r)
+		}
 		p.proc.Deliver(reply{})
 		w.sched.Continue(&p.proc.Proc)
 		return

@@ -169,3 +169,28 @@ func TestWorldTerminateAndRestart(t *testing.T) {
 		t.Errorf("a connect while down: %v; after: %v", refused, back)
 	}
 }
+
+// A close the client sends while partitioned reaches the server on the
+// heal: until then its session, and its lock, live on.
+func TestWorldPartitionHoldsAClose(t *testing.T) {
+	w := NewWorld(Options{})
+	var during, after bool
+	w.Go("c1", func(p *Process) {
+		c := connect(t, p, 0)
+		try(t, c, 7)
+		p.Sleep(10 * time.Millisecond) // c2 partitions it meanwhile
+		c.Close()
+		p.Sleep(time.Second) // alive at the heal
+	})
+	w.Go("c2", func(p *Process) {
+		w.Partition("c1")
+		p.Sleep(20 * time.Millisecond)
+		during = try(t, connect(t, p, 0), 7)
+		w.Heal("c1")
+		after = try(t, connect(t, p, 0), 7)
+	})
+	run(t, w)
+	if during || !after {
+		t.Errorf("c2 took the key during the partition %v (want false), after the heal %v (want true)", during, after)
+	}
+}
