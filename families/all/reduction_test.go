@@ -9,6 +9,7 @@ import (
 
 	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
 	"github.com/lockprover/lockprover/families/dbsemaphore"
+	"github.com/lockprover/lockprover/families/pgadvisory"
 	"github.com/lockprover/lockprover/families/redlock"
 	"github.com/lockprover/lockprover/prover"
 )
@@ -58,6 +59,8 @@ func TestLeaseReductionSound(t *testing.T) {
 		{"consul-plain-contender", consulsemfamily.Config{Scope: mutant("consul-plain-contender")}, one, false},
 		{"db-semaphore, a fault", dbsemaphore.Config{}, fault, false},
 		{"db-semaphore, 1x2", dbsemaphore.Config{}, prover.ExhaustScope{Clients: 1, Ops: 2}, false},
+		{"pg-advisory, a fault", pgadvisory.Config{}, fault, false},
+		{"pg-advisory, 1x3", pgadvisory.Config{}, prover.ExhaustScope{Clients: 1, Ops: 3}, false},
 		{"consul-delete-fence on etcd, 1x2", consulsemfamily.Config{Scope: mutant("consul-delete-fence"), Backend: consulsemfamily.Etcd}, prover.ExhaustScope{Clients: 1, Ops: 2}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"time"
 
@@ -57,6 +58,10 @@ type Options struct {
 	// next; nil always picks the first (in the order they were
 	// registered).
 	Decide func(n int) int
+	// KeepInputs makes each process keep what it was handed each time
+	// it moved (sched.Config.KeepInputs): for an exhaustive search's
+	// fingerprint of the state (Unseen says what it must leave out).
+	KeepInputs bool
 	// Trace, if set, receives one line per event: the virtual time in
 	// nanoseconds, then what happened.
 	Trace io.Writer
@@ -85,7 +90,7 @@ var (
 func NewWorld(o Options) *World {
 	w := &World{srv: New(), timeout: o.Timeout}
 	w.base.Init(&w.sched, simworld.Config[*Process, reply]{
-		Name: "pgsim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide,
+		Name: "pgsim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide, KeepInputs: o.KeepInputs,
 		Proc: procOf, Serve: w.serve, Exit: w.exit,
 	})
 	return w
@@ -394,3 +399,7 @@ func (w *World) Restart(down time.Duration) {
 		w.base.Tracef("the server restarts: down for %v", down)
 	})
 }
+
+// Unseen are the types a fingerprint of the world (internal/statehash)
+// must leave out: its scheduler's machinery (sched.Scheduler.Unseen).
+func (w *World) Unseen() []reflect.Type { return w.sched.Unseen() }
