@@ -30,13 +30,16 @@ const exhaustSlots = 1
 
 // Skeletons returns every plan of s (prover.Exhaustive), fewest
 // operations and faults first: c.Kind's lock, s.Clients clients each
-// with every script of 1 to s.Ops operations (acquire, verify, release);
-// a semaphore's one admin, which creates it with one slot, with every
-// script of 0 to s.AdminOps operations (change +1 or -1, count, wait for
-// slot 1, destroy), and so on for s.Admins admins; and 0 to s.MaxFaults faults of s.Faults, each at
-// every place a plan names: right after each method its target sends in
-// the plan's run without faults (after_calls), a pause or partition
-// lasting to the end of the run.
+// with every script of 1 to s.Ops operations (or its own of s.EachOps)
+// (acquire, verify, release, and a sleep of s.SleepMs if above 0), every
+// client but the first s.StaggerMs late; a semaphore's one admin, which
+// creates it with one slot, with every script of 0 to s.AdminOps
+// operations (or its own of s.EachAdminOps) (change +1 or -1, count, wait
+// for slot 1, destroy, the sleep), and so on for s.Admins admins; and 0
+// to s.MaxFaults faults of s.Faults, each at every place a plan names:
+// right after each method its target sends in the plan's run without
+// faults (after_calls), a pause or partition lasting to the end of the
+// run, or healing s.HealMs after it struck.
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
 	if s.Clients < 1 {

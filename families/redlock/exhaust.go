@@ -50,8 +50,10 @@ const exhaustTTL = 100
 // faults first: a lock on c's servers (--servers; 1 if unset) of c's
 // persistence ("always" if unset) and ttl (100 ms if unset), s.Clients
 // clients each with every script of 1 to s.Ops steps (or its own of s.EachOps) (acquire, refresh,
-// release, a sleep of two ttls: exhaustOps) and, for the priority
-// Redlock, every choice of each client's priority, 0 or 1; then 0 to
+// release, a sleep of two ttls, and one of s.SleepMs if above 0:
+// exhaustSteps), every client but the first s.StaggerMs late, and, for
+// the priority Redlock, every choice of each client's priority
+// (exhaustPriorities) and the clients' own ttls of s.TTLsMs; then 0 to
 // s.MaxFaults faults, each at every whole millisecond in which a client
 // has an operation in flight in the plan's run without faults, under the
 // first choice at every point (inFlight), at every client and server it
@@ -60,7 +62,8 @@ const exhaustTTL = 100
 // takes 0.1 ms, so a fault falls between two calls of a client only where
 // they are a whole millisecond apart (before an acquire's first call, say,
 // but not between its calls to two servers). A pause or a partition
-// lasts until the clients are done or two ttls (past a lease's life), a
+// lasts until the clients are done or two ttls (past a lease's life), or
+// heals s.HealMs after it struck (pauseLengths), a
 // restart keeps its server down c.MinDownMs, a clock jump moves its
 // server's clock one ttl ahead; restarts only of servers that persist
 // every write, unless c.AnyRestart (as plans draw them).
