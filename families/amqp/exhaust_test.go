@@ -154,6 +154,35 @@ func TestExhaustPreemptionBound(t *testing.T) {
 			t.Errorf("the scope does not say its bound: %s", o.Scope)
 		}
 	}
+	// Delays, pruned and not: a bound no schedule reaches runs every
+	// schedule (to the same verdicts), each smaller one fewer, and none
+	// at all one schedule a plan.
+	s.Delays, s.Preemptions = true, 1000
+	if all := exhaust(t, c, s, false, false); all.Schedules != plain.Schedules || !slices.Equal(keys(all), keys(plain)) {
+		t.Errorf("a bound on delays no schedule reaches: %d schedules, %v; plain %d, %v", all.Schedules, keys(all), plain.Schedules, keys(plain))
+	}
+	if red := exhaust(t, c, s, true, false); !slices.Equal(keys(red), keys(plain)) {
+		t.Errorf("reduced under a bound on delays no schedule reaches: %v; plain %v", keys(red), keys(plain))
+	}
+	last = plain.Schedules
+	for _, d := range []int{2, 1, 0} {
+		s.Preemptions = d
+		for _, reduce := range []bool{false, true} {
+			o := exhaust(t, c, s, reduce, false)
+			t.Logf("at most %d delays (pruned %v): %d schedules, outcomes %v", d, reduce, o.Schedules, keys(o))
+			if !reduce && (o.Schedules >= last || d == 0 && o.Schedules != int64(o.Plans)) {
+				t.Errorf("at most %d delays: %d schedules (%d plans), after %d", d, o.Schedules, o.Plans, last)
+			}
+			if !reduce {
+				last = o.Schedules
+			}
+			for _, k := range keys(o) {
+				if plain.Outcomes[k] == 0 {
+					t.Errorf("at most %d delays (pruned %v): verdicts the plain enumeration never reached: %s", d, reduce, k)
+				}
+			}
+		}
+	}
 }
 
 // TestExhaustMutantsBySleepCrashAndStagger: the four mutants the scopes
