@@ -36,12 +36,31 @@ type ExhaustScope struct {
 	Ops     int // at most this many operations per client
 	// EachOps, if not nil, is each client's own most operations, in
 	// place of Ops (one per client; a lease family's only).
-	EachOps   []int
-	AdminOps  int      // at most this many operations per admin
-	Admins    int      // this many admins, for a kind that has them; 0 means 1
-	MaxFaults int      // at most this many faults per plan
-	Faults    []string // the faults plans may hold; nil means the family's default
-	Mutant    string   // a mutant of the reference to prove instead
+	EachOps  []int
+	AdminOps int // at most this many operations per admin
+	// EachAdminOps, if not nil, is each admin's own most operations, in
+	// place of AdminOps (one per admin).
+	EachAdminOps []int
+	Admins       int      // this many admins, for a kind that has them; 0 means 1
+	MaxFaults    int      // at most this many faults per plan
+	Faults       []string // the faults plans may hold; nil means the family's default
+	Mutant       string   // a mutant of the reference to prove instead
+	// SleepMs, if above 0, adds a sleep of that many milliseconds to the
+	// step alphabet of every client (and admin): a step of their scripts
+	// like any other (--sleep).
+	SleepMs int
+	// HealMs, if above 0, lets every pause and partition of the scope
+	// also end that many milliseconds after it struck, beside the lengths
+	// the family gives them (--heal).
+	HealMs int
+	// StaggerMs, if above 0, starts every client but the first
+	// StaggerMs milliseconds late, a sleep before its script that is no
+	// step of it (--stagger): the first then meets the others only as far
+	// as that lets it.
+	StaggerMs int
+	// TTLsMs, if not nil, are the clients' own ttls in milliseconds, one
+	// each (--ttls; the priority Redlock's only).
+	TTLsMs []int
 	// Bounded bounds each schedule's preemptions by Preemptions: every
 	// schedule within the bound runs (CHESS's preemption bounding), in
 	// which a process that can go on moving is switched away from at
@@ -49,6 +68,39 @@ type ExhaustScope struct {
 	// and every choice that is not which process moves, is free.
 	Bounded     bool
 	Preemptions int
+	// Delays makes the bound count delays instead (--delays): a delay is
+	// any choice other than the one the search takes first at its point,
+	// the process that moved last where it can go on, else the first of
+	// the choices (delay bounding, Emmi, Qadeer and Rakamaric, POPL
+	// 2011). Every preemption is a delay; a free choice that is not the
+	// first is one too, so that a bound on them cuts the schedules of a
+	// simulator whose processes mostly wait on each other.
+	Delays bool
+}
+
+// NoSleepOrHeal is an error naming --sleep, --heal or --stagger if s
+// gives one, for a family (kind) whose scopes offer none of them; nil if
+// s gives none.
+func (s ExhaustScope) NoSleepOrHeal(kind string) error {
+	if err := s.NoStagger(kind); err != nil {
+		return err
+	}
+	switch {
+	case s.SleepMs > 0:
+		return fmt.Errorf("--sleep: a %s scope has no sleep of another length (amqp-locks and Redlock scopes do)", kind)
+	case s.HealMs > 0:
+		return fmt.Errorf("--heal: a %s scope has no pause or partition that heals at another time (amqp-locks and Redlock scopes do)", kind)
+	}
+	return nil
+}
+
+// NoStagger is an error naming --stagger if s gives it, for a family
+// (kind) whose scopes offer none.
+func (s ExhaustScope) NoStagger(kind string) error {
+	if s.StaggerMs > 0 {
+		return fmt.Errorf("--stagger: a %s scope starts every client at once (amqp-locks and Redlock scopes can stagger them)", kind)
+	}
+	return nil
 }
 
 // bound is s's bound on preemptions, -1 for none.
@@ -147,15 +199,18 @@ func (e Exhaust) Run() (*ExhaustOutcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	bound := e.Scope.bound()
-	if bound >= 0 {
+	bound, delays := e.Scope.bound(), e.Scope.Delays
+	switch {
+	case bound >= 0 && delays:
+		what += fmt.Sprintf(" with at most %s (a choice other than the first: a switch away from a process that could go on, or, where none can, any but the first process)", plural(bound, "delay"))
+	case bound >= 0:
 		what += fmt.Sprintf(" with at most %s (a switch away from a process that could go on)", plural(bound, "preemption"))
 	}
 	o := &ExhaustOutcome{Scope: what, Plans: len(plans), Outcomes: map[string]int{}}
 	if len(plans) == 0 {
 		return nil, fmt.Errorf("the scope holds no plan: %s", what)
 	}
-	o.Estimate, err = estimate(c, fam, plans, e.Everything, bound)
+	o.Estimate, err = estimate(c, fam, plans, e.Everything, bound, delays)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +243,7 @@ func (e Exhaust) Run() (*ExhaustOutcome, error) {
 			}
 			prefix := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			d := &dfs{prefix: prefix, states: &o.States, pruned: -1, all: e.Everything, bound: bound}
+			d := &dfs{prefix: prefix, states: &o.States, pruned: -1, all: e.Everything, bound: bound, delays: delays}
 			if e.Reduce {
 				d.visited = visited
 			}
@@ -266,7 +321,8 @@ type dfs struct {
 	pruned  int // the choice at which the run met a state seen before; -1 none
 	states  *int64
 	all     bool
-	bound   int // at most this many preemptions; -1 no bound
+	bound   int // at most this many preemptions (or delays); -1 no bound
+	delays  bool
 }
 
 // A visit is a state the search met, and, under a bound on preemptions,
@@ -280,9 +336,20 @@ type visit struct {
 }
 
 // cost is the preemptions that pick at point j takes: 1 if it switches
-// away from a process that could go on.
+// away from a process that could go on; with delays, the delays: 1 if it
+// is not the first choice taken there.
 func (d *dfs) cost(j, pick int) int {
-	if d.keeps[j] >= 0 && pick != d.keeps[j] {
+	return bounded(d.keeps[j], pick, d.delays)
+}
+
+// bounded is what choosing pick where keep keeps the last process moving
+// costs a bound: 1 for a preemption, or, delays, for any but the first
+// choice (keep, else 0).
+func bounded(keep, pick int, delays bool) int {
+	switch {
+	case delays && pick != max(keep, 0):
+		return 1
+	case !delays && keep >= 0 && pick != keep:
 		return 1
 	}
 	return 0
@@ -328,14 +395,14 @@ func (d *dfs) Choose(n, keep int, state func() statehash.Sum) int {
 // by Knuth's estimator of a tree's size: along a schedule drawn at
 // random, the product of the number of choices at each point, averaged
 // over a few schedules of a sample of the plans.
-func estimate(c Config, fam Exhaustive, plans []Plan, all bool, bound int) (float64, error) {
+func estimate(c Config, fam Exhaustive, plans []Plan, all bool, bound int, delays bool) (float64, error) {
 	const sample, probes = 24, 4
 	step := max(1, len(plans)/sample)
 	total, n := 0.0, 0
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < len(plans); i += step {
 		for range probes {
-			r := &probe{rng: rng, product: 1, all: all, bound: bound}
+			r := &probe{rng: rng, product: 1, all: all, bound: bound, delays: delays}
 			if _, err := c.Family.Run(c.ctx, fam.Scheduled(plans[i], nil, r)); err != nil {
 				return 0, fmt.Errorf("plan %d of the scope: %w", i+1, err)
 			}
@@ -354,6 +421,7 @@ type probe struct {
 	product float64
 	all     bool
 	bound   int // -1 none
+	delays  bool
 	used    int
 }
 
@@ -361,18 +429,16 @@ func (p *probe) Everything() bool { return p.all }
 func (p *probe) Made(int)         {}
 
 func (p *probe) Choose(n, keep int, _ func() statehash.Sum) int {
-	if p.bound < 0 || keep < 0 {
+	if p.bound < 0 || (keep < 0 && !p.delays) {
 		p.product *= float64(n)
 		return p.rng.IntN(n)
 	}
 	if p.used >= p.bound {
-		return keep
+		return max(keep, 0)
 	}
 	p.product *= float64(n)
 	pick := p.rng.IntN(n)
-	if pick != keep {
-		p.used++
-	}
+	p.used += bounded(keep, pick, p.delays)
 	return pick
 }
 
@@ -407,7 +473,7 @@ const maxSkeletonPlans = 100000
 // of more than 100000 plans before any fault is refused, naming --ops.
 func ClientScripts[T any](alphabet []T, s ExhaustScope, times int) ([][][]T, error) {
 	if s.EachOps != nil && len(s.EachOps) != s.Clients {
-		return nil, fmt.Errorf("--ops %s: give one count per client (--clients %d), or one for all", s.opsWords(), s.Clients)
+		return nil, fmt.Errorf("--ops %s: give one count per client (--clients %d), or one for all", s.OpsWords(), s.Clients)
 	}
 	n := float64(times)
 	each := make([][][]T, s.Clients)
@@ -432,8 +498,14 @@ func ClientScripts[T any](alphabet []T, s ExhaustScope, times int) ([][][]T, err
 		n *= float64(len(each[i]))
 	}
 	if n > maxSkeletonPlans {
-		return nil, fmt.Errorf("--clients %d, --ops %s: %.3g plans before any fault, more than an exhaustive search can run (at most %d): narrow the scope", s.Clients, s.opsWords(), n, maxSkeletonPlans)
+		return nil, fmt.Errorf("--clients %d, --ops %s: %.3g plans before any fault, more than an exhaustive search can run (at most %d): narrow the scope", s.Clients, s.OpsWords(), n, maxSkeletonPlans)
 	}
+	return Choices(each), nil
+}
+
+// Choices is every choice of one script from each of each's lists (a
+// process's scripts each), the first list's varying slowest.
+func Choices[T any](each [][][]T) [][][]T {
 	out := [][][]T{nil}
 	for _, scripts := range each {
 		var next [][][]T
@@ -444,15 +516,38 @@ func ClientScripts[T any](alphabet []T, s ExhaustScope, times int) ([][][]T, err
 		}
 		out = next
 	}
-	return out, nil
+	return out
 }
 
-// opsWords is s's --ops as given: one count, or one per client.
-func (s ExhaustScope) opsWords() string {
-	if s.EachOps == nil {
-		return fmt.Sprint(s.Ops)
+// OpsWords is s's --ops as given: one count, or one per client.
+func (s ExhaustScope) OpsWords() string { return countsWords(s.Ops, s.EachOps) }
+
+// countsWords is a count flag as given: one, or each, comma-separated.
+func countsWords(one int, each []int) string {
+	if each == nil {
+		return fmt.Sprint(one)
 	}
-	return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(s.EachOps)), ","), "[]")
+	return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(each)), ","), "[]")
+}
+
+// AdminOpsWords is s's --admin-ops as given: one count, or one per admin.
+func (s ExhaustScope) AdminOpsWords() string { return countsWords(s.AdminOps, s.EachAdminOps) }
+
+// AdminSteps says how many operations s's admins' scripts have: "0 to
+// N", or each admin's, as "0 to 2 (admin), 0 to 1 (admin2)".
+func (s ExhaustScope) AdminSteps() string {
+	if s.EachAdminOps == nil {
+		return fmt.Sprintf("0 to %d", s.AdminOps)
+	}
+	var w []string
+	for i, n := range s.EachAdminOps {
+		name := "admin"
+		if i > 0 {
+			name = fmt.Sprintf("admin%d", i+1)
+		}
+		w = append(w, fmt.Sprintf("0 to %d (%s)", n, name))
+	}
+	return strings.Join(w, ", ")
 }
 
 // Steps says how many steps s's clients' scripts have: "1 to N", or
@@ -466,6 +561,23 @@ func (s ExhaustScope) Steps() string {
 		w = append(w, fmt.Sprintf("1 to %d (c%d)", n, i+1))
 	}
 	return strings.Join(w, ", ")
+}
+
+// Staggered is the clients' scripts cs, every one's but the first's
+// after a sleep of ms (sleep makes the step), if ms is above 0
+// (ExhaustScope.StaggerMs).
+func Staggered[T any](cs [][]T, ms int, sleep func(ms int) T) [][]T {
+	if ms <= 0 {
+		return cs
+	}
+	out := make([][]T, len(cs))
+	for i, sc := range cs {
+		out[i] = sc
+		if i > 0 {
+			out[i] = append([]T{sleep(ms)}, sc...)
+		}
+	}
+	return out
 }
 
 // Product is every sequence of n items of set, the first item varying

@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -31,22 +30,22 @@ const exhaustSlots = 1
 
 // Skeletons returns every plan of s (prover.Exhaustive), fewest
 // operations and faults first: c.Kind's lock, s.Clients clients each
-// with every script of 1 to s.Ops operations (acquire, verify, release);
-// a semaphore's one admin, which creates it with one slot, with every
-// script of 0 to s.AdminOps operations (change +1 or -1, count, wait for
-// slot 1, destroy), and so on for s.Admins admins; and 0 to s.MaxFaults faults of s.Faults, each at
-// every place a plan names: right after each method its target sends in
-// the plan's run without faults (after_calls), a pause or partition
-// lasting to the end of the run.
+// with every script of 1 to s.Ops operations (or its own of s.EachOps)
+// (acquire, verify, release, and a sleep of s.SleepMs if above 0), every
+// client but the first s.StaggerMs late; a semaphore's one admin, which
+// creates it with one slot, with every script of 0 to s.AdminOps
+// operations (or its own of s.EachAdminOps) (change +1 or -1, count, wait
+// for slot 1, destroy, the sleep), and so on for s.Admins admins; and 0
+// to s.MaxFaults faults of s.Faults, each at every place a plan names:
+// right after each method its target sends in the plan's run without
+// faults (after_calls), a pause or partition lasting to the end of the
+// run, or healing s.HealMs after it struck.
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
 	if s.Clients < 1 {
 		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
 	}
-	if s.EachOps != nil {
-		return nil, "", fmt.Errorf("--ops: amqp-locks' clients share one count of operations (give --ops N)")
-	}
-	if s.Ops < 1 {
+	if s.Ops < 1 && s.EachOps == nil {
 		return nil, "", fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", s.Ops)
 	}
 	if c.Kind == histories.Mutex && s.AdminOps > 0 {
@@ -71,26 +70,54 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		mutant = c.Mutant
 	}
 	base := Plan{Version: PlanVersion, Kind: c.Kind, Lock: "lp", Options: c.Options, Mutant: mutant}
-	clientScripts := scripts(exhaustClientOps, 1, s.Ops)
-	var adminScripts [][]Step
+	clientOps, adminOps := exhaustClientOps, exhaustAdminOps
+	if s.SleepMs > 0 {
+		sleep := Step{Op: Sleep, Ms: s.SleepMs}
+		clientOps, adminOps = append(slices.Clone(clientOps), sleep), append(slices.Clone(adminOps), sleep)
+	}
+	if s.EachAdminOps != nil && len(s.EachAdminOps) != admins {
+		return nil, "", fmt.Errorf("--admin-ops %s: give one count per admin (--admins %d), or one for all", s.AdminOpsWords(), admins)
+	}
+	adminSets := [][][]Step{nil}
+	n := 1.0
 	if c.Kind == histories.Semaphore {
 		base.Slots = exhaustSlots
-		adminScripts = scripts(exhaustAdminOps, 0, s.AdminOps)
+		// Each admin's scripts, the first admin's varying slowest.
+		adminSets = nil
+		each := make([][][]Step, admins)
+		for i := range each {
+			most := s.AdminOps
+			if s.EachAdminOps != nil {
+				most = s.EachAdminOps[i]
+			}
+			each[i] = scripts(adminOps, 0, most)
+			n *= float64(len(each[i]))
+		}
+		if n <= maxSkeletons {
+			adminSets = prover.Choices(each)
+		}
 	}
 	// Refuse at once what cannot even be listed: the faults multiply it.
-	if n := math.Pow(float64(len(clientScripts)), float64(s.Clients)) * math.Pow(float64(max(1, len(adminScripts))), float64(admins)); n > maxSkeletons {
-		return nil, "", fmt.Errorf("--clients %d, --ops %d, --admin-ops %d: %.3g plans before any fault, more than an exhaustive search can run (at most %d): narrow the scope", s.Clients, s.Ops, s.AdminOps, n, maxSkeletons)
+	for i := range s.Clients {
+		most := s.Ops
+		if s.EachOps != nil && i < len(s.EachOps) {
+			most = s.EachOps[i]
+		}
+		n *= float64(len(scripts(clientOps, 1, most)))
+	}
+	if n > maxSkeletons {
+		return nil, "", fmt.Errorf("--clients %d, --ops %s, --admin-ops %s: %.3g plans before any fault, more than an exhaustive search can run (at most %d): narrow the scope", s.Clients, s.OpsWords(), s.AdminOpsWords(), n, maxSkeletons)
+	}
+	clientSets, err := prover.ClientScripts(clientOps, s, 1)
+	if err != nil {
+		return nil, "", err
 	}
 	var out []prover.Plan
-	for _, cs := range prover.Product(clientScripts, s.Clients) {
-		adminSets := [][][]Step{nil}
-		if c.Kind == histories.Semaphore {
-			adminSets = prover.Product(adminScripts, admins)
-		}
+	for _, cs := range clientSets {
 		for _, as := range adminSets {
 			p := base
-			p.Clients, p.Admins = cs, as
-			places, err := c.faultPlaces(&p, faults)
+			p.Clients, p.Admins = prover.Staggered(cs, s.StaggerMs, func(ms int) Step { return Step{Op: Sleep, Ms: ms} }), as
+			places, err := c.faultPlaces(&p, faults, s.HealMs)
 			if err != nil {
 				return nil, "", err
 			}
@@ -102,20 +129,31 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		}
 	}
 	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
-	what := fmt.Sprintf("%s, %s, each with every script of 1 to %d operations of acquire, verify, release", c.Kind, plural(s.Clients, "client"), s.Ops)
+	sleep := ""
+	if s.SleepMs > 0 {
+		sleep = fmt.Sprintf(", sleep %d ms", s.SleepMs)
+	}
+	what := fmt.Sprintf("%s, %s, each with every script of %s operations of acquire, verify, release%s", c.Kind, plural(s.Clients, "client"), s.Steps(), sleep)
+	if s.StaggerMs > 0 {
+		what += fmt.Sprintf(", every client but the first starting after a sleep of %d ms", s.StaggerMs)
+	}
 	switch {
 	case c.Kind != histories.Semaphore:
-	case admins == 1 && s.AdminOps == 0:
+	case admins == 1 && s.AdminOps == 0 && s.EachAdminOps == nil:
 		what += fmt.Sprintf("; one admin that creates %d slot and does nothing more", exhaustSlots)
 	case admins == 1:
-		what += fmt.Sprintf("; one admin that creates %d slot, then every script of 0 to %d operations of change +1, change -1, count, wait for slot 1, destroy", exhaustSlots, s.AdminOps)
+		what += fmt.Sprintf("; one admin that creates %d slot, then every script of 0 to %d operations of change +1, change -1, count, wait for slot 1, destroy%s", exhaustSlots, s.AdminOps, sleep)
 	default:
-		what += fmt.Sprintf("; %d admins, the first creating %d slot, each with every script of 0 to %d operations of change +1, change -1, count, wait for slot 1, destroy", admins, exhaustSlots, s.AdminOps)
+		what += fmt.Sprintf("; %d admins, the first creating %d slot, each with every script of %s operations of change +1, change -1, count, wait for slot 1, destroy%s", admins, exhaustSlots, s.AdminSteps(), sleep)
 	}
 	if len(faults) == 0 {
 		what += "; no faults"
 	} else {
-		what += fmt.Sprintf("; 0 to %d faults of %s, each right after any method its target sends (a pause or partition lasting to the end)", s.MaxFaults, strings.Join(faults, ", "))
+		lasting := "lasting to the end"
+		if s.HealMs > 0 {
+			lasting = fmt.Sprintf("lasting to the end, or healing %d ms after it struck", s.HealMs)
+		}
+		what += fmt.Sprintf("; 0 to %d faults of %s, each right after any method its target sends (a pause or partition %s)", s.MaxFaults, strings.Join(faults, ", "), lasting)
 	}
 	if mutant != "" {
 		what += "; mutant " + mutant
@@ -126,8 +164,10 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 
 // faultPlaces are the faults of p's scope, each at every place: after
 // each method its target sends in p's run without faults, on the
-// simulator, taking the first choice at each point.
-func (c Config) faultPlaces(p *Plan, faults []string) ([]Fault, error) {
+// simulator, taking the first choice at each point; a pause or a
+// partition lasting to the end of the run, and, heal above 0, also
+// ending heal ms after it struck.
+func (c Config) faultPlaces(p *Plan, faults []string, heal int) ([]Fault, error) {
 	if len(faults) == 0 {
 		return nil, nil
 	}
@@ -142,23 +182,32 @@ func (c Config) faultPlaces(p *Plan, faults []string) ([]Fault, error) {
 			if f == AdminCrash && !changes(p, target) {
 				continue
 			}
+			// An admin-crash strikes k methods into the admin's first
+			// change or destroy, and, k past its end, into what follows
+			// it: up to every method the admin sends, so that a crash
+			// can fall in a later change or destroy too (within a
+			// destroy after a change, say).
 			n := methods[target]
-			if f == AdminCrash {
-				n = 4 // within the change: the administration mutex, the count's probes, the writes
+			lengths := []int{0}
+			if heal > 0 && (f == histories.Pause || f == histories.Partition) {
+				lengths = append(lengths, heal)
 			}
-			for k := 1; k <= n; k++ {
-				out = append(out, Fault{Fault: f, Target: target, AfterCalls: k})
+			for _, length := range lengths {
+				for k := 1; k <= n; k++ {
+					out = append(out, Fault{Fault: f, Target: target, AfterCalls: k, For: length})
+				}
 			}
 		}
 	}
 	return out, nil
 }
 
-// changes says whether target is an admin of p with a change.
+// changes says whether target is an admin of p with a change or a
+// destroy (where an admin-crash strikes).
 func changes(p *Plan, target string) bool {
 	for i, script := range p.Admins {
 		if adminName(i) == target {
-			return slices.ContainsFunc(script, func(s Step) bool { return s.Op == histories.Change })
+			return slices.ContainsFunc(script, func(s Step) bool { return s.Op == histories.Change || s.Op == histories.Destroy })
 		}
 	}
 	return false

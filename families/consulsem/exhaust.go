@@ -38,6 +38,9 @@ func exhaustOps(ttl int) []Step {
 // every session, are offered only as plans draw them (Config.AnyRestart).
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
+	if err := s.NoSleepOrHeal(Kind); err != nil {
+		return nil, "", err
+	}
 	switch {
 	case s.Clients < 1:
 		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)

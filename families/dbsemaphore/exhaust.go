@@ -35,6 +35,9 @@ const exhaustCalls = 6
 // the server's clock, which need a time, are left out.
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
+	if err := s.NoSleepOrHeal(Kind); err != nil {
+		return nil, "", err
+	}
 	switch {
 	case s.Clients < 1:
 		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)

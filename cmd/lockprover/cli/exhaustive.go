@@ -18,34 +18,53 @@ import (
 type exhaustFlags struct {
 	on           bool
 	adminOps     int
+	eachAdminOps []int // --admin-ops given as a count per admin
 	admins       int
 	maxSchedules float64
 	noReduction  bool
 	preemptions  int
+	delays       int
+	sleep        time.Duration
+	heal         time.Duration
+	stagger      time.Duration
+	ttls         durations
 }
 
 func (e *exhaustFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&e.on, "exhaustive", false, "instead of drawing plans, run every plan of the scope (--clients, --ops, --admin-ops, --max-faults, --faults) under every schedule the simulator can produce, and report the shortest counterexample or that every property holds within the scope (docs/exhaustive.md)")
-	fs.IntVar(&e.adminOps, "admin-ops", 0, "with --exhaustive: at most this many operations for the admin (kinds with admins only)")
+	fs.Var(opsCounts{most: &e.adminOps, each: &e.eachAdminOps, least: 0, who: "admin"}, "admin-ops", "with --exhaustive: at most this many operations for the admin (kinds with admins only); also one count per admin, comma-separated (2,1)")
 	fs.IntVar(&e.admins, "admins", 1, "with --exhaustive: this many admins (kinds with admins only), the first creating the semaphore")
 	fs.Float64Var(&e.maxSchedules, "max-schedules", 1e6, "with --exhaustive: refuse, before it starts, a search estimated to run more schedules than this, unless --time bounds it")
 	fs.IntVar(&e.preemptions, "preemptions", 0, "with --exhaustive: run every schedule with at most this many preemptions (a switch away from a process that could go on moving), instead of every schedule (docs/exhaustive.md)")
+	fs.IntVar(&e.delays, "delays", 0, "with --exhaustive: run every schedule with at most this many delays (a choice other than the first the search takes: a preemption, or, where the process that moved last cannot go on, any but the first process), instead of every schedule (docs/exhaustive.md)")
+	fs.DurationVar(&e.sleep, "sleep", 0, "with --exhaustive: also a sleep of this long (whole milliseconds) as a step of every client's (and admin's) script, beside the family's own (docs/exhaustive.md)")
+	fs.DurationVar(&e.heal, "heal", 0, "with --exhaustive: every pause and partition may also end this long (whole milliseconds) after it struck, beside the lengths the family gives them (docs/exhaustive.md)")
+	fs.DurationVar(&e.stagger, "stagger", 0, "with --exhaustive (amqp-locks and redlock kinds): start every client but the first this long (whole milliseconds) late, a sleep before its script that is no step of it (docs/exhaustive.md)")
+	fs.Var(&e.ttls, "ttls", "with --exhaustive (priority-redlock): each client's own ttl, one per client, comma-separated (1s,100ms), whole milliseconds")
 	fs.BoolVar(&e.noReduction, "no-reduction", false, "with --exhaustive: run every schedule, without pruning those that reach a state already explored, and with every choice of the nemesis's")
 }
 
 // check lists what is wrong with the exhaustive flags, given prove's.
 func (e *exhaustFlags) check(fs *flag.FlagSet, f *proveFlags, bad *checks) {
-	for _, name := range []string{"admin-ops", "admins", "max-schedules", "no-reduction", "preemptions"} {
+	for _, name := range []string{"admin-ops", "admins", "max-schedules", "no-reduction", "preemptions", "delays", "sleep", "heal", "stagger", "ttls"} {
 		bad.add(given(fs, name) && !e.on, "--%s is for an exhaustive search: give --exhaustive", name)
 	}
 	bad.add(f.eachOps != nil && !e.on, "--ops with a count per client is for an exhaustive search: give --exhaustive, or one count")
 	if !e.on {
 		return
 	}
-	bad.add(f.eachOps != nil && len(f.eachOps) != f.clients, "--ops %s: give one count per client (--clients %d), or one for all", opsCounts{&f.ops, &f.eachOps}, f.clients)
-	bad.nonNegative("admin-ops", e.adminOps)
+	bad.add(f.eachOps != nil && len(f.eachOps) != f.clients, "--ops %s: give one count per client (--clients %d), or one for all", opsCounts{most: &f.ops, each: &f.eachOps}, f.clients)
+	bad.add(e.eachAdminOps != nil && len(e.eachAdminOps) != e.admins, "--admin-ops %s: give one count per admin (--admins %d), or one for all", opsCounts{most: &e.adminOps, each: &e.eachAdminOps}, e.admins)
 	bad.positive("admins", e.admins)
 	bad.nonNegative("preemptions", e.preemptions)
+	bad.nonNegative("delays", e.delays)
+	bad.add(given(fs, "preemptions") && given(fs, "delays"), "--preemptions and --delays are two bounds of one search: give one")
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"sleep", e.sleep}, {"heal", e.heal}, {"stagger", e.stagger}} {
+		bad.add(given(fs, d.name) && (d.v < time.Millisecond || d.v%time.Millisecond != 0), "--%s %v: give a length of whole milliseconds, at least 1ms", d.name, d.v)
+	}
 	bad.add(e.maxSchedules < 1, "--max-schedules must be at least 1, not %g", e.maxSchedules)
 	bad.add(given(fs, "runs"), "--runs draws plans: an exhaustive search runs every plan of its scope (bound its time with --time)")
 	bad.add(given(fs, "seed"), "--seed draws plans: an exhaustive search draws none")
@@ -63,6 +82,9 @@ func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) 
 	if given(p.fs, "preemptions") {
 		e.Scope.Bounded, e.Scope.Preemptions = true, p.ex.preemptions
 	}
+	if given(p.fs, "delays") {
+		e.Scope.Bounded, e.Scope.Preemptions, e.Scope.Delays = true, p.ex.delays, true
+	}
 	if !given(p.fs, "max-faults") {
 		e.Scope.MaxFaults = 0
 	}
@@ -72,7 +94,11 @@ func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) 
 	if !given(p.fs, "ops") {
 		e.Scope.Ops = 1
 	}
-	e.Scope.EachOps = p.f.eachOps
+	e.Scope.EachOps, e.Scope.EachAdminOps = p.f.eachOps, p.ex.eachAdminOps
+	for _, d := range p.ex.ttls {
+		e.Scope.TTLsMs = append(e.Scope.TTLsMs, int(d/time.Millisecond))
+	}
+	e.Scope.SleepMs, e.Scope.HealMs, e.Scope.StaggerMs = int(p.ex.sleep/time.Millisecond), int(p.ex.heal/time.Millisecond), int(p.ex.stagger/time.Millisecond)
 	if p.f.dur > 0 {
 		e.Until = time.Now().Add(p.f.dur)
 	}
@@ -120,11 +146,15 @@ func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) 
 	return p.finish(exitOK, nil, stderr)
 }
 
-// opsCounts is --ops: one count for every client, or one per client,
-// comma-separated (an exhaustive search's); most is the largest.
+// opsCounts is --ops (or --admin-ops): one count for every client (or
+// admin), or one each, comma-separated (an exhaustive search's); most is
+// the largest. A count is at least least (--ops: 1), and who says whose
+// counts they are in an error ("" for a client's).
 type opsCounts struct {
-	most *int
-	each *[]int
+	most  *int
+	each  *[]int
+	least int
+	who   string
 }
 
 func (o opsCounts) String() string {
@@ -142,11 +172,15 @@ func (o opsCounts) String() string {
 }
 
 func (o opsCounts) Set(s string) error {
+	who := o.who
+	if who == "" {
+		who = "client"
+	}
 	var each []int
 	for _, w := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
-		if err != nil || n < 1 {
-			return fmt.Errorf("want a count of at least 1, or one per client, comma-separated, got %q", s)
+		if err != nil || n < o.least {
+			return fmt.Errorf("want a count of at least %d, or one per %s, comma-separated, got %q", o.least, who, s)
 		}
 		each = append(each, n)
 	}
@@ -154,6 +188,31 @@ func (o opsCounts) Set(s string) error {
 	if len(each) > 1 {
 		*o.each = each
 	}
+	return nil
+}
+
+// durations is --ttls: lengths of whole milliseconds, at least 1ms each,
+// comma-separated.
+type durations []time.Duration
+
+func (d *durations) String() string {
+	w := make([]string, len(*d))
+	for i, x := range *d {
+		w[i] = x.String()
+	}
+	return strings.Join(w, ",")
+}
+
+func (d *durations) Set(s string) error {
+	var out durations
+	for _, w := range strings.Split(s, ",") {
+		x, err := time.ParseDuration(strings.TrimSpace(w))
+		if err != nil || x < time.Millisecond || x%time.Millisecond != 0 {
+			return fmt.Errorf("want lengths of whole milliseconds, at least 1ms each, comma-separated, got %q", s)
+		}
+		out = append(out, x)
+	}
+	*d = out
 	return nil
 }
 

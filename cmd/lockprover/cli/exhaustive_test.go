@@ -50,13 +50,22 @@ func TestProveExhaustiveRefusals(t *testing.T) {
 		{[]string{"--clients", "2"}, "--time"},
 		{[]string{"--runs", "5"}, "--runs draws plans"},
 		{[]string{"--target", "rabbitmq"}, "--exhaustive runs on the simulator only"},
-		{[]string{"--admin-ops", "-1"}, "--admin-ops"},
+		{[]string{"--admin-ops", "-1"}, "-admin-ops: want a count of at least 0"},
 		{[]string{"--max-schedules", "0"}, "--max-schedules must be at least 1"},
 		{[]string{"--preemptions", "-1"}, "--preemptions"},
 		{[]string{"--kind", "redlock", "--clients", "2", "--ops", "3,1,1"}, "--ops 3,1,1: give one count per client (--clients 2)"},
 		{[]string{"--kind", "redlock", "--clients", "2", "--ops", "3,x"}, `invalid value "3,x" for flag -ops`},
 		{[]string{"--kind", "redlock", "--clients", "2", "--ops", "3,0"}, "-ops: want a count of at least 1"},
-		{[]string{"--kind", "mutex", "--clients", "2", "--ops", "2,1"}, "--ops: amqp-locks' clients share one count"},
+		{[]string{"--kind", "mutex", "--clients", "2", "--ops", "2,1,1"}, "--ops 2,1,1: give one count per client (--clients 2)"},
+		{[]string{"--admins", "2", "--admin-ops", "2,1,1"}, "--admin-ops 2,1,1: give one count per admin (--admins 2)"},
+		{[]string{"--admins", "2", "--admin-ops", "2,-1"}, "-admin-ops: want a count of at least 0"},
+		{[]string{"--preemptions", "1", "--delays", "1"}, "--preemptions and --delays are two bounds of one search: give one"},
+		{[]string{"--delays", "-1"}, "--delays"},
+		{[]string{"--sleep", "0s"}, "--sleep 0s: give a length of whole milliseconds, at least 1ms"},
+		{[]string{"--heal", "1500us"}, "--heal 1.5ms: give a length of whole milliseconds"},
+		{[]string{"--kind", "db-semaphore", "--sleep", "10ms"}, "--sleep: a db-semaphore scope has no sleep of another length"},
+		{[]string{"--kind", "consul-semaphore", "--heal", "10ms"}, "--heal: a consul-semaphore scope has no pause or partition that heals"},
+		{[]string{"--kind", "db-semaphore", "--stagger", "10ms"}, "--stagger: a db-semaphore scope starts every client at once"},
 	} {
 		code, out, errOut := lockprover(append([]string{"prove", "--exhaustive"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {
@@ -66,8 +75,14 @@ func TestProveExhaustiveRefusals(t *testing.T) {
 	if code, _, errOut := lockprover("prove", "--kind", "redlock", "--clients", "2", "--ops", "3,1"); code != exitUsage || !strings.Contains(errOut, "--ops with a count per client is for an exhaustive search") {
 		t.Errorf("--ops 3,1 without --exhaustive: exit %d\n%s", code, errOut)
 	}
-	for _, flag := range []string{"--admin-ops", "--preemptions"} {
+	for _, flag := range []string{"--admin-ops", "--preemptions", "--delays"} {
 		code, _, errOut := lockprover("prove", flag, "1")
+		if code != exitUsage || !strings.Contains(errOut, flag+" is for an exhaustive search: give --exhaustive") {
+			t.Errorf("%s without --exhaustive: exit %d\n%s", flag, code, errOut)
+		}
+	}
+	for _, flag := range []string{"--sleep", "--heal", "--stagger"} {
+		code, _, errOut := lockprover("prove", flag, "10ms")
 		if code != exitUsage || !strings.Contains(errOut, flag+" is for an exhaustive search: give --exhaustive") {
 			t.Errorf("%s without --exhaustive: exit %d\n%s", flag, code, errOut)
 		}

@@ -46,7 +46,7 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the plans drawn; 0 picks one (and prints it)")
 	fs.IntVar(&f.clients, "clients", 3, "at most this many clients per plan")
 	f.ops = 8
-	fs.Var(opsCounts{most: &f.ops, each: &f.eachOps}, "ops", "at most this many steps per client; with --exhaustive, also one count per client, comma-separated (3,1)")
+	fs.Var(opsCounts{most: &f.ops, each: &f.eachOps, least: 1}, "ops", "at most this many steps per client; with --exhaustive, also one count per client, comma-separated (3,1)")
 	fs.IntVar(&f.maxFault, "max-faults", 3, "at most this many faults per plan")
 	fs.StringVar(&f.faults, "faults", "all", "comma-separated faults plans may hold (lockprover mutants lists a kind's; amqp-locks: kill, pause, partition, force-close, restart-broker, drop-reply, admin-crash); all; or none")
 	fs.StringVar(&f.kind, "kind", histories.Semaphore, "lock kind: "+family.KindList())
@@ -254,7 +254,8 @@ func proveSynopsis() string {
                   [--dsn DSN] [--private-server] [--ttl D] [--servers N] [--persistence none|always] [--limit N]
                   [--impl COMMAND [--init-timeout D]] [--out DIR] [--shard i/n|auto]
                   [--parallel N] [--json FILE] [--junit FILE] [--quiet]
-                  [--exhaustive [--admins N] [--admin-ops N] [--max-schedules N] [--no-reduction] [--preemptions P]]`
+                  [--exhaustive [--admins N] [--admin-ops N] [--max-schedules N] [--no-reduction] [--preemptions P | --delays D]
+                               [--sleep D] [--heal D] [--stagger D] [--ttls D,...]]`
 }
 
 // runProve is `lockprover prove`: it draws plans, proves the target on
