@@ -78,11 +78,14 @@ type ExhaustScope struct {
 	Delays bool
 }
 
-// NoSleepOrHeal is an error naming --sleep, --heal or --stagger if s
-// gives one, for a family (kind) whose scopes offer none of them; nil if
-// s gives none.
+// NoSleepOrHeal is an error naming --sleep, --heal, --stagger or --ttls
+// if s gives one, for a family (kind) whose scopes offer none of them;
+// nil if s gives none.
 func (s ExhaustScope) NoSleepOrHeal(kind string) error {
 	if err := s.NoStagger(kind); err != nil {
+		return err
+	}
+	if err := s.NoTTLs(kind); err != nil {
 		return err
 	}
 	switch {
@@ -90,6 +93,15 @@ func (s ExhaustScope) NoSleepOrHeal(kind string) error {
 		return fmt.Errorf("--sleep: a %s scope has no sleep of another length (amqp-locks and Redlock scopes do)", kind)
 	case s.HealMs > 0:
 		return fmt.Errorf("--heal: a %s scope has no pause or partition that heals at another time (amqp-locks and Redlock scopes do)", kind)
+	}
+	return nil
+}
+
+// NoTTLs is an error naming --ttls if s gives it, for a family (kind)
+// whose clients have no ttls of their own.
+func (s ExhaustScope) NoTTLs(kind string) error {
+	if s.TTLsMs != nil {
+		return fmt.Errorf("--ttls: a %s's clients have no ttls of their own (the priority Redlock's have)", kind)
 	}
 	return nil
 }

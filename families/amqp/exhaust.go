@@ -42,6 +42,9 @@ const exhaustSlots = 1
 // run, or healing s.HealMs after it struck.
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
+	if err := s.NoTTLs(c.Kind); err != nil {
+		return nil, "", err
+	}
 	if s.Clients < 1 {
 		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
 	}

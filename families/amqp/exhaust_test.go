@@ -220,3 +220,70 @@ func TestExhaustMutantsBySleepCrashAndStagger(t *testing.T) {
 		})
 	}
 }
+
+// TestExhaustHealAndSleep: --heal gives pauses and partitions, and no
+// other fault, a second length, and a partition of it heals no later
+// than that long after it struck, and that long after where it cuts off
+// an acquire (struck during the client's connection setup, it is healed
+// at once, as one that lasts to the end is, by the client's fresh
+// connection); --sleep adds a sleep to the clients' alphabet.
+func TestExhaustHealAndSleep(t *testing.T) {
+	c := Config{Kind: histories.Semaphore}
+	s := prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1, Faults: []string{histories.Kill, histories.Partition}}
+	plain, _, err := c.Skeletons(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.HealMs = 500
+	healing, what, err := c.Skeletons(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lengths := map[string]map[int]int{}
+	var healed []*Plan
+	for _, p := range healing {
+		for _, f := range p.(*Plan).Nemesis {
+			if lengths[f.Fault] == nil {
+				lengths[f.Fault] = map[int]int{}
+			}
+			lengths[f.Fault][f.For]++
+			if f.Fault == histories.Partition && f.For == 500 && p.(*Plan).Clients[0][0].Op == histories.Acquire {
+				healed = append(healed, p.(*Plan))
+			}
+		}
+	}
+	if lengths[histories.Kill][500] != 0 || lengths[histories.Partition][500] != lengths[histories.Partition][0] || lengths[histories.Partition][0] == 0 ||
+		len(healing)-len(plain) != lengths[histories.Partition][500] || !strings.Contains(what, "or healing 500 ms after it struck") {
+		t.Fatalf("--heal 500ms: %d plans (%d without), fault lengths %v; %s", len(healing), len(plain), lengths, what)
+	}
+	exact := 0
+	for _, p := range healed {
+		res, err := c.Run(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cut, heal int64 = -1, -1
+		for _, e := range res.History {
+			switch {
+			case e.Process == "nemesis" && e.F == histories.Partition && e.Type == histories.Invoke:
+				cut = e.Time
+			case e.Process == "nemesis" && e.F == histories.Heal && e.Type == histories.Invoke && heal < 0:
+				heal = e.Time
+			}
+		}
+		switch {
+		case cut < 0 || heal < cut || heal-cut > int64(501*time.Millisecond):
+			t.Errorf("%+v: the partition struck at %d ns and healed at %d ns, later than 500 ms after", p.Nemesis, cut, heal)
+		case heal-cut >= int64(500*time.Millisecond):
+			exact++
+		}
+	}
+	if exact == 0 {
+		t.Errorf("none of %d partitions of 500 ms of an acquire healed 500 ms after it struck", len(healed))
+	}
+	s = prover.ExhaustScope{Clients: 1, Ops: 1, SleepMs: 100}
+	sleeping, what, err := c.Skeletons(s)
+	if err != nil || len(sleeping) != 4 || !strings.Contains(what, "acquire, verify, release, sleep 100 ms") {
+		t.Errorf("--sleep 100ms: %d plans, %v; %s", len(sleeping), err, what)
+	}
+}

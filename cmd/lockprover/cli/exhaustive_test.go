@@ -66,6 +66,11 @@ func TestProveExhaustiveRefusals(t *testing.T) {
 		{[]string{"--kind", "db-semaphore", "--sleep", "10ms"}, "--sleep: a db-semaphore scope has no sleep of another length"},
 		{[]string{"--kind", "consul-semaphore", "--heal", "10ms"}, "--heal: a consul-semaphore scope has no pause or partition that heals"},
 		{[]string{"--kind", "db-semaphore", "--stagger", "10ms"}, "--stagger: a db-semaphore scope starts every client at once"},
+		{[]string{"--kind", "redlock", "--clients", "2", "--ttls", "1s,100ms"}, "--ttls: a redlock's clients share one ttl (--ttl)"},
+		{[]string{"--kind", "priority-redlock", "--clients", "2", "--ttls", "1s"}, "--ttls: give one ttl per client (--clients 2), got 1"},
+		{[]string{"--kind", "mutex", "--ttls", "1s"}, "--ttls: a mutex's clients have no ttls of their own"},
+		{[]string{"--kind", "db-semaphore", "--ttls", "1s"}, "--ttls: a db-semaphore's clients have no ttls of their own"},
+		{[]string{"--kind", "priority-redlock", "--clients", "2", "--ttls", "1s,1500us"}, "-ttls: want lengths of whole milliseconds"},
 	} {
 		code, out, errOut := lockprover(append([]string{"prove", "--exhaustive"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {
@@ -81,7 +86,7 @@ func TestProveExhaustiveRefusals(t *testing.T) {
 			t.Errorf("%s without --exhaustive: exit %d\n%s", flag, code, errOut)
 		}
 	}
-	for _, flag := range []string{"--sleep", "--heal", "--stagger"} {
+	for _, flag := range []string{"--sleep", "--heal", "--stagger", "--ttls"} {
 		code, _, errOut := lockprover("prove", flag, "10ms")
 		if code != exitUsage || !strings.Contains(errOut, flag+" is for an exhaustive search: give --exhaustive") {
 			t.Errorf("%s without --exhaustive: exit %d\n%s", flag, code, errOut)
