@@ -1,62 +1,15 @@
 package consulsemfamily
 
 import (
-	"os"
-	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/exhausttest"
 )
 
-// exhaust searches s of c whole, failing the test if it could not.
-func exhaust(t *testing.T, c Config, s prover.ExhaustScope) *prover.ExhaustOutcome {
-	t.Helper()
-	o, err := prover.Exhaust{Config: prover.Config{Family: c}, Scope: s}.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Stopped != "" || o.PlansDone != o.Plans && o.Found == nil {
-		t.Fatalf("%+v: stopped (%s) after %d of %d plans", s, o.Stopped, o.PlansDone, o.Plans)
-	}
-	return o
-}
-
-// replays writes the counterexample's plan, reads it back as replay does,
-// and runs it again: the same history, and the same property fails.
-func replays(t *testing.T, c Config, cx *prover.Counterexample) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "plan.json")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cx.Plan.Write(f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	p, err := ReadPlan(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Run(t.Context(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(res.History, cx.Result.History) {
-		t.Errorf("the written plan runs to another history")
-	}
-	r := prover.Judge(res, model.Options{Family: []any{c.Judging("")}})
-	failed := false
-	for _, v := range r.Verdicts {
-		failed = failed || v.Property == cx.Property && v.Status == model.Fail
-	}
-	if !failed {
-		t.Errorf("the written plan: %s did not fail: %+v", cx.Property, r.Verdicts)
-	}
-}
+// readPlan is ReadPlan as a family's plan, for exhausttest.Replays.
+func readPlan(path string) (prover.Plan, error) { return ReadPlan(path) }
 
 // TestExhaust: every schedule of a small scope holds for the reference,
 // on Consul and on etcd with every fault; mutants' shortest
@@ -64,11 +17,11 @@ func replays(t *testing.T, c Config, cx *prover.Counterexample) {
 // run again from their written plans to the same violation.
 func TestExhaust(t *testing.T) {
 	one := prover.ExhaustScope{Clients: 1, Ops: 1}
-	o := exhaust(t, Config{}, one)
+	o := exhausttest.Search(t, Config{}, one)
 	if o.Found != nil || o.Plans != 5 || o.Schedules != 285 {
 		t.Fatalf("the reference on Consul, 1x1: %+v", o)
 	}
-	o = exhaust(t, Config{Backend: Etcd}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1})
+	o = exhausttest.Search(t, Config{Backend: Etcd}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1})
 	if o.Found != nil || o.Plans != 77 || o.Schedules != 3067 || !strings.Contains(o.Scope, "restart-broker") {
 		t.Fatalf("the reference on etcd, 1x1, a fault: %+v", o)
 	}
@@ -85,11 +38,11 @@ func TestExhaust(t *testing.T) {
 		if testing.Short() && tc.s.Ops > 2 {
 			continue
 		}
-		o := exhaust(t, tc.c, tc.s)
+		o := exhausttest.Search(t, tc.c, tc.s)
 		if o.Found == nil || o.Found.Property != tc.property {
 			t.Fatalf("%s: %+v", tc.c, o)
 		}
-		replays(t, tc.c, o.Found)
+		exhausttest.Replays(t, tc.c, readPlan, o.Found)
 	}
 }
 

@@ -1,75 +1,27 @@
 package pgadvisory
 
 import (
-	"os"
-	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/lockprover/lockprover/backends/postgres"
-	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/exhausttest"
 )
 
-// exhaust searches s of c whole (or up to the plans of its shortest
-// counterexample), failing the test if it could not.
-func exhaust(t *testing.T, c Config, s prover.ExhaustScope) *prover.ExhaustOutcome {
-	t.Helper()
-	o, err := prover.Exhaust{Config: prover.Config{Family: c}, Scope: s}.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Stopped != "" || o.PlansDone != o.Plans && o.Found == nil {
-		t.Fatalf("%+v: stopped (%s) after %d of %d plans", s, o.Stopped, o.PlansDone, o.Plans)
-	}
-	return o
-}
-
-// replays writes the counterexample's plan, reads it back as replay does,
-// and runs it again: the same history, and the same property fails.
-func replays(t *testing.T, c Config, cx *prover.Counterexample) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "plan.json")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cx.Plan.Write(f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	p, err := ReadPlan(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Run(t.Context(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(res.History, cx.Result.History) {
-		t.Errorf("the written plan runs to another history")
-	}
-	r := prover.Judge(res, model.Options{Family: []any{c.Judging("")}})
-	failed := false
-	for _, v := range r.Verdicts {
-		failed = failed || v.Property == cx.Property && v.Status == model.Fail
-	}
-	if !failed {
-		t.Errorf("the written plan: %s did not fail: %+v", cx.Property, r.Verdicts)
-	}
-}
+// readPlan is ReadPlan as a family's plan, for exhausttest.Replays.
+func readPlan(path string) (prover.Plan, error) { return ReadPlan(path) }
 
 // TestExhaust: every schedule of small scopes holds for the reference
 // under the default faults; the mutants' shortest counterexamples are
 // found by the scopes docs/exhaustive.md names, and run again from their
 // written plans to the same violation.
 func TestExhaust(t *testing.T) {
-	o := exhaust(t, Config{}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1})
+	o := exhausttest.Search(t, Config{}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1})
 	if o.Found != nil || o.Plans != 30 || o.Schedules != 2210 || !strings.Contains(o.Scope, "faults of kill, pause, partition") {
 		t.Fatalf("the reference, 1x1, a fault: %+v", o)
 	}
-	o = exhaust(t, Config{}, prover.ExhaustScope{Clients: 1, Ops: 2})
+	o = exhausttest.Search(t, Config{}, prover.ExhaustScope{Clients: 1, Ops: 2})
 	if o.Found != nil || o.Plans != 30 || o.Schedules != 2450 {
 		t.Fatalf("the reference, 1x2: %+v", o)
 	}
@@ -94,11 +46,11 @@ func TestExhaust(t *testing.T) {
 			continue
 		}
 		c := Config{Scope: prover.Scope{Mutant: tc.mutant}}
-		o := exhaust(t, c, tc.s)
+		o := exhausttest.Search(t, c, tc.s)
 		if o.Found == nil || o.Found.Property != tc.property {
 			t.Fatalf("%s: %+v", tc.mutant, o)
 		}
-		replays(t, c, o.Found)
+		exhausttest.Replays(t, c, readPlan, o.Found)
 	}
 }
 

@@ -3,65 +3,17 @@ package redlock
 import (
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/exhausttest"
 )
 
-// exhaust searches s of c whole (or up to the plans of its shortest
-// counterexample), failing the test if it could not.
-func exhaust(t *testing.T, c Config, s prover.ExhaustScope) *prover.ExhaustOutcome {
-	t.Helper()
-	o, err := prover.Exhaust{Config: prover.Config{Family: c}, Scope: s}.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Stopped != "" || o.PlansDone != o.Plans && o.Found == nil {
-		t.Fatalf("%+v: stopped (%s) after %d of %d plans", s, o.Stopped, o.PlansDone, o.Plans)
-	}
-	return o
-}
-
-// replays writes the counterexample's plan, reads it back as replay does,
-// and runs it again: the same history, and the same property fails.
-func replays(t *testing.T, c Config, cx *prover.Counterexample) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "plan.json")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cx.Plan.Write(f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	p, err := ReadPlan(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Run(t.Context(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(res.History, cx.Result.History) {
-		t.Errorf("the written plan runs to another history")
-	}
-	r := prover.Judge(res, model.Options{Family: []any{c.Judging("")}})
-	failed := false
-	for _, v := range r.Verdicts {
-		failed = failed || v.Property == cx.Property && v.Status == model.Fail
-	}
-	if !failed {
-		t.Errorf("the written plan: %s did not fail: %+v", cx.Property, r.Verdicts)
-	}
-}
+// readPlan is ReadPlan as a family's plan, for exhausttest.Replays.
+func readPlan(path string) (prover.Plan, error) { return ReadPlan(path) }
 
 // TestExhaust: every schedule of a small scope holds for the reference
 // with every fault, and for the priority reference; mutants' shortest
@@ -74,11 +26,11 @@ func TestExhaust(t *testing.T) {
 	killed := prover.ExhaustScope{Clients: 2, Ops: 1, StaggerMs: 15, Bounded: true, Preemptions: 1, Delays: true, MaxFaults: 1, Faults: []string{histories.Kill}}
 	ladder := prover.ExhaustScope{Clients: 3, Ops: 1, StaggerMs: 15, Bounded: true, Delays: true, MaxFaults: 1, Faults: []string{histories.DropReply}}
 	ownTTLs := prover.ExhaustScope{Clients: 2, Ops: 4, EachOps: []int{4, 1}, StaggerMs: 15, TTLsMs: []int{1000, 100}, Bounded: true, Delays: true, MaxFaults: 1, Faults: []string{histories.DropReply}}
-	o := exhaust(t, Config{}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1})
+	o := exhausttest.Search(t, Config{}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1})
 	if o.Found != nil || o.Plans != 36 || o.Schedules != 14520 || !strings.Contains(o.Scope, "clock-jump") {
 		t.Fatalf("the reference, 1x1, a fault: %+v", o)
 	}
-	o = exhaust(t, Config{Priority: true}, one)
+	o = exhausttest.Search(t, Config{Priority: true}, one)
 	if o.Found != nil || o.Plans != 4 || o.Schedules != 4128 {
 		t.Fatalf("the priority reference, 1x1: %+v", o)
 	}
@@ -92,7 +44,7 @@ func TestExhaust(t *testing.T) {
 		if testing.Short() && tc.s.Clients > 1 && (tc.s.MaxFaults > 0 || tc.s.EachOps != nil) {
 			continue
 		}
-		if o := exhaust(t, tc.c, tc.s); o.Found != nil {
+		if o := exhausttest.Search(t, tc.c, tc.s); o.Found != nil {
 			t.Fatalf("the reference (%s), %+v: %s violated", tc.c, tc.s, o.Found.Property)
 		}
 	}
@@ -135,11 +87,11 @@ func TestExhaust(t *testing.T) {
 		if testing.Short() && (tc.s.Ops > 2 || tc.s.Clients > 1) && (tc.s.StaggerMs == 0 || tc.s.MaxFaults > 0) {
 			continue
 		}
-		o := exhaust(t, tc.c, tc.s)
+		o := exhausttest.Search(t, tc.c, tc.s)
 		if o.Found == nil || o.Found.Property != tc.property {
 			t.Fatalf("%s: %+v", tc.c, o)
 		}
-		replays(t, tc.c, o.Found)
+		exhausttest.Replays(t, tc.c, readPlan, o.Found)
 	}
 }
 
@@ -171,7 +123,7 @@ func TestExhaustScopeRefused(t *testing.T) {
 // a plan.
 func TestExhaustPreemptionBound(t *testing.T) {
 	s := prover.ExhaustScope{Clients: 1, Ops: 1}
-	plain := exhaust(t, Config{}, s)
+	plain := exhausttest.Search(t, Config{}, s)
 	keys := func(o *prover.ExhaustOutcome) []string { return slices.Sorted(maps.Keys(o.Outcomes)) }
 	s.Bounded = true
 	for _, delays := range []bool{false, true} {
@@ -187,7 +139,7 @@ func bounded(t *testing.T, s prover.ExhaustScope, plain *prover.ExhaustOutcome, 
 	last := int64(math.MaxInt64)
 	for _, p := range []int{1000, 1, 0} {
 		s.Preemptions = p
-		o := exhaust(t, Config{}, s)
+		o := exhausttest.Search(t, Config{}, s)
 		t.Logf("at most %d (delays %v): %d schedules", p, s.Delays, o.Schedules)
 		if p == 0 && s.Delays && o.Schedules != int64(o.Plans) {
 			t.Errorf("no delay: %d schedules of %d plans, want one each", o.Schedules, o.Plans)
