@@ -251,6 +251,9 @@ type clusterSide struct {
 	// fault (a client whose member was killed reconnects only after a
 	// backoff).
 	reconnect func() error
+	// notes, on the real side, makes run note how each step went
+	// (run.notes): its time, and the error behind an "error".
+	notes bool
 }
 
 // run runs steps on side, after giving the prefix a history of its own,
@@ -274,11 +277,17 @@ func (side clusterSide) run(prefix string, steps []clusterStep) (run, error) {
 	for _, s := range steps {
 		if s.fault == "" {
 			ctx, cancel := side.call()
-			r := runner{b: side.clients[s.on], kind: side.kind, pr: pr, prefix: prefix}
+			var why error
+			r := runner{b: side.clients[s.on], kind: side.kind, pr: pr, prefix: prefix, failed: func(err error) { why = err }}
+			t0 := time.Now()
 			out.answers = append(out.answers, r.step(ctx, s.call, &out.toks, &lists))
+			if side.notes {
+				out.notes = append(out.notes, noteOf(time.Since(t0), why))
+			}
 			cancel()
 			continue
 		}
+		t0 := time.Now()
 		var err error
 		switch s.fault {
 		case "isolate", "split":
@@ -308,6 +317,9 @@ func (side clusterSide) run(prefix string, steps []clusterStep) (run, error) {
 			return out, fmt.Errorf("after %s: %w", s, err)
 		}
 		out.answers = append(out.answers, "done")
+		if side.notes {
+			out.notes = append(out.notes, noteOf(time.Since(t0), nil))
+		}
 	}
 	if cut != "" {
 		if err := side.strike("heal", cut); err != nil {
@@ -315,6 +327,14 @@ func (side clusterSide) run(prefix string, steps []clusterStep) (run, error) {
 		}
 	}
 	return out, nil
+}
+
+// noteOf notes a step that took d and failed with err (nil: did not).
+func noteOf(d time.Duration, err error) string {
+	if err != nil {
+		return fmt.Sprintf("%.2fs: %v", d.Seconds(), err)
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
 }
 
 // onSimCluster runs steps on a simulated cluster of kind k, its choices
@@ -421,9 +441,11 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 	k := t.Kind()
 	rep := ClusterReport{Server: t.Server(ctx)}
 	runs := 0
+	var notes []string // how the last real run's steps went
 	diverges := func(steps []clusterStep) (real, sim []string, at int, err error) {
 		runs++
 		rr, err := onRealCluster(ctx, t, fmt.Sprintf("lockprover-cd-%d-%d", seed%100000, runs), steps)
+		notes = rr.notes
 		if err != nil {
 			return nil, nil, -1, err
 		}
@@ -453,7 +475,7 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 			verdict = fmt.Sprintf("DIVERGES at step %d", at+1)
 			if first == nil {
 				first = steps
-				rep.Divergence = showClusterRun(i, seed, steps, real, sim, at)
+				rep.Divergence = showClusterRun(i, seed, steps, real, sim, notes, at)
 			}
 		}
 		if progress != nil {
@@ -461,7 +483,7 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 			if at >= 0 {
 				// every divergence, as it comes: a run may be
 				// interrupted before its end
-				fmt.Fprint(progress, showClusterRun(i, seed, steps, real, sim, at))
+				fmt.Fprint(progress, showClusterRun(i, seed, steps, real, sim, notes, at))
 			}
 		}
 	}
@@ -488,8 +510,9 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 	return rep, ctx.Err()
 }
 
-// showClusterRun shows a diverging sequence step by step.
-func showClusterRun(i int, seed uint64, steps []clusterStep, real, sim []string, at int) string {
+// showClusterRun shows a diverging sequence step by step, with how each
+// step went on the real cluster (notes: its time, an error's text).
+func showClusterRun(i int, seed uint64, steps []clusterStep, real, sim, notes []string, at int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sequence %d of seed %d, step %d differs:\n", i, seed, at+1)
 	for j, s := range steps {
@@ -497,7 +520,7 @@ func showClusterRun(i int, seed uint64, steps []clusterStep, real, sim []string,
 		if j == at {
 			mark = "> "
 		}
-		fmt.Fprintf(&b, "%s%2d %s\n       real: %s\n       sim:  %s\n", mark, j+1, s, at2(real, j), at2(sim, j))
+		fmt.Fprintf(&b, "%s%2d %s\n       real: %s (%s)\n       sim:  %s\n", mark, j+1, s, at2(real, j), at2(notes, j), at2(sim, j))
 	}
 	return b.String()
 }
@@ -513,7 +536,7 @@ func at2(ss []string, i int) string {
 // with a client of its own on each node, and leaves it whole.
 func onRealCluster(ctx context.Context, t ClusterTarget, prefix string, steps []clusterStep) (run, error) {
 	k := t.Kind()
-	side := clusterSide{kind: k, clients: map[string]consulsem.Backend{},
+	side := clusterSide{kind: k, clients: map[string]consulsem.Backend{}, notes: true,
 		call:   func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, clusterCallTimeout) },
 		strike: func(fault, target string) error { return t.Strike(ctx, fault, target) },
 		whole:  func() error { return t.Whole(ctx) },
