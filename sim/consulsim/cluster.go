@@ -191,6 +191,11 @@ type cnode struct {
 	frozen *server
 	// failing is a Consul agent's detection as failed, pending.
 	failing *sched.Timer
+	// staleFrom is when a Consul agent off the majority's side starts
+	// answering stale reads from the server cut off with it: at once if
+	// that server is the one it sends to, else once its Serf has declared
+	// the majority's servers failed (K.7).
+	staleFrom int64
 }
 
 func newCluster(w *World, o ClusterOptions) *cluster {
@@ -315,12 +320,18 @@ func (cl *cluster) update() {
 		on := slices.Contains(side, n)
 		switch {
 		case n.server && n.main && !on:
-			n.frozen = cl.w.srv.snapshot()
+			n.frozen = cl.frozen()
 		case on:
 			n.frozen = nil
 		}
+		left := n.main && !on
 		n.main = on
 		if !n.server {
+			if left && cl.w.o.Kind == Consul && cl.staleServer(n) != nil {
+				d := staleSwitch[cl.w.base.Pick(len(staleSwitch))]
+				n.staleFrom = cl.w.now + int64(d)
+				cl.w.tracef("cluster: %s answers stale reads from the server cut off with it %v from now", n.name, d)
+			}
 			cl.watchAgent(n)
 		}
 	}
@@ -415,7 +426,7 @@ func (cl *cluster) route(c *call) (taken bool) {
 	case cl.reaches(n) && cl.leader != nil:
 		return false
 	case c.stale && !cl.reaches(n):
-		if s := cl.staleServer(n); s != nil {
+		if s := cl.staleServer(n); s != nil && cl.w.now >= n.staleFrom {
 			cl.w.tracef("%s -> %s: %s, answered by %s off the majority's side", c.p.Name(), n.name, c.what, s.name)
 			c.op(s.frozen, c)
 			return true
@@ -459,6 +470,39 @@ func (cl *cluster) answerHeld(c *call, f func()) bool {
 		}
 	})
 	return true
+}
+
+// staleSwitch are the delays, one picked by Options.Decide, after which
+// a Consul agent split off from the majority's side together with a
+// server answers stale reads from that server: at once if it is the
+// server the agent sends to (a client agent sends every call to the first
+// server of its list, rotated on an error, reshuffled every 2 to 3
+// minutes), else once the agent's Serf has declared the servers it can no
+// longer reach failed and its router has dropped them; until then a stale
+// read through it gets no answer (K.7: from 16.2 to 16.7 s after the
+// split, and from 17.1 to 19.1 s; or at once).
+var staleSwitch = []time.Duration{0, 16 * time.Second, 18 * time.Second, 20 * time.Second}
+
+// frozen is the state a Consul server that leaves the majority's side
+// keeps: the cluster's, or (Options.Decide picks whether, then which) one
+// that a write replaced within lagWindow, which the server had not applied
+// yet (seen: a ?stale listing through an agent split off with a server
+// right after the setup's delete answered the state before it, 19 s
+// later, K.7). An etcd member keeps the cluster's.
+func (cl *cluster) frozen() *server {
+	var older []lagged // newest first
+	for i := len(cl.recent) - 1; i >= 0 && cl.w.o.Kind == Consul; i-- {
+		if l := cl.recent[i]; cl.w.now-l.gone <= int64(lagWindow) {
+			older = append(older, l)
+		}
+	}
+	if len(older) > 0 {
+		if i := cl.w.base.Pick(len(older) + 1); i > 0 {
+			cl.w.tracef("cluster: a server leaves the majority's side %d writes behind", cl.writes-older[i-1].n)
+			return older[i-1].state.snapshot()
+		}
+	}
+	return cl.w.srv.snapshot()
 }
 
 // snapshot is a copy of the server's state, for its stale reads.

@@ -337,3 +337,52 @@ func TestClusterStaleListingLagsMonotonic(t *testing.T) {
 		t.Errorf("listings right after two writes answered these counts of keys: %v; want 0, 1 and 2", seen)
 	}
 }
+
+// K.6 and K.7: agent a1 split off with server s2, right after a write
+// (the setup's delete) or a second after it. A stale listing through a1
+// 15 s later is answered from s2's state, at once (s2 is the server a1
+// sends to) or only from 16 to 20 s after the split (a1's Serf has to
+// declare s1 and s3 failed first), as the seed picks; s2's state may lack
+// the write made within 100 ms of the split (s2 had not applied it), never
+// one made a second before it.
+func TestClusterSplitAgentStaleReads(t *testing.T) {
+	seen := map[string]bool{}
+	for _, gap := range []time.Duration{0, time.Second} {
+		for seed := range uint64(48) {
+			w := clusterWorld(t, Consul, seed, nil)
+			w.Go("driver", func(p *Process) {
+				a1, a2 := p.BackendOn("a1"), p.BackendOn("a2")
+				ctx := context.Background()
+				a2.PutContender(ctx, "l/setup", "", false)
+				a2.DeleteKey(ctx, "l/setup")
+				p.Sleep(gap)
+				w.Strike("partition", faultCut(Consul, clusterStep{fault: "split", arg: "s2+a1"}))
+				a2.PutContender(ctx, "l/after", "", false)
+				p.Sleep(15 * time.Second)
+				var answered []string
+				for range 4 {
+					l, err := a1.List(ctx, "l", true) // 2 s each without an answer
+					switch {
+					case err != nil:
+						answered = append(answered, "none")
+					case len(l.Entries) == 0:
+						answered = append(answered, "last")
+					case l.Entries["l/setup"].Key != "" && gap == 0:
+						answered = append(answered, "lagged")
+					default:
+						t.Errorf("gap %v, seed %d: a stale listing through a1 answered %v", gap, seed, l.Entries)
+					}
+				}
+				seen[strings.Join(answered, " ")] = true
+			})
+			if err := w.Run(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, want := range []string{"last last last last", "lagged lagged lagged lagged", "none last last last", "none none none lagged"} {
+		if !seen[want] {
+			t.Errorf("stale listings through a1 from 15 s after the split: %v; want among them %q", seen, want)
+		}
+	}
+}
