@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lockprover/lockprover/consulsem"
-	"github.com/lockprover/lockprover/internal/realtime"
 	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
@@ -94,14 +93,7 @@ func (t conformTarget) Strike(ctx context.Context, fault, target string) error {
 // Whole waits until every server names one leader and every node is
 // alive (backends' Agreed), a minute at most.
 func (t conformTarget) Whole(ctx context.Context) error {
-	var err error
-	for end := time.Now().Add(time.Minute); ; {
-		if err = t.c.agreed(ctx); err == nil || time.Now().After(end) || ctx.Err() != nil {
-			break
-		}
-		realtime.Sleep(ctx, 250*time.Millisecond)
-	}
-	if err != nil {
+	if err := t.c.whole(ctx, time.Minute); err != nil {
 		return fmt.Errorf("the cluster is not whole a minute after its fault ended: %w", err)
 	}
 	return nil
