@@ -37,12 +37,17 @@ import (
 //     starts again, K.4; etcd: the lessor's Promote, TTL plus an election
 //     timeout, K.1) and, on Consul, forgets the lock-delays (they live in
 //     the leader's memory);
-//   - Consul: a session belongs to the node of the agent it was created
-//     through; an agent off the majority's side has its node declared
-//     failed after a detection delay (Options.Decide picks 6.5, 7.5 or
-//     8.5 s; measured 6.4 and 8.5 s, K.3), which invalidates its sessions
-//     (their Behavior applies, and their lock-delays); back on the
-//     majority's side before that, nothing happens;
+//   - Consul: an agent off the majority's side is declared failed by the
+//     servers (K.3), which ends no session the recipe makes: consulsem
+//     creates them with no node checks (NodeChecks: [], as consul/api's
+//     CreateNoChecks), so only their TTL, or a destroy, ends them (seed
+//     371152, sequence 111: a session made through a2, a2 split off and
+//     marked critical by the leader, held after the heal); K.3's figures
+//     are those of a session with the default check, serfHealth;
+//   - Consul: a server that leaves the majority's side keeps a state up
+//     to the writes of the last 100 ms behind, and an agent split off
+//     with it answers stale reads from it at once or 16 to 20 s later
+//     (K.7; Options.Decide picks);
 //   - faults (Strike): a partition of links between nodes and its heal,
 //     a node killed (a server of Consul, a member of etcd: down until a
 //     restart-broker starts it), paused and resumed, restarted.
@@ -88,11 +93,6 @@ func AppNodes(k Kind) []string {
 	}
 	return []string{"a1", "a2"}
 }
-
-// detectDelays are the delays, one picked by Options.Decide, after which
-// Consul's servers declare a client agent off their side failed (its
-// serfHealth critical) and invalidate its sessions.
-var detectDelays = []time.Duration{6500 * time.Millisecond, 7500 * time.Millisecond, 8500 * time.Millisecond}
 
 // A cluster is a World's nodes and the links between them.
 type cluster struct {
@@ -189,8 +189,6 @@ type cnode struct {
 	// frozen is a server's state as it was when it left the majority's
 	// side, which its stale reads answer (nil while on it).
 	frozen *server
-	// failing is a Consul agent's detection as failed, pending.
-	failing *sched.Timer
 	// staleFrom is when a Consul agent off the majority's side starts
 	// answering stale reads from the server cut off with it: at once if
 	// that server is the one it sends to, else once its Serf has declared
@@ -332,7 +330,6 @@ func (cl *cluster) update() {
 				n.staleFrom = cl.w.now + int64(d)
 				cl.w.tracef("cluster: %s answers stale reads from the server cut off with it %v from now", n.name, d)
 			}
-			cl.watchAgent(n)
 		}
 	}
 	if cl.leader != nil && !cl.leader.main {
@@ -378,38 +375,6 @@ func (cl *cluster) elect() {
 	}
 	cl.w.tracef("cluster: %s leads; %d sessions with a fresh TTL", cl.leader.name, len(ids))
 	cl.retry()
-}
-
-// watchAgent starts or stops the detection of Consul agent n as failed,
-// as it is off or on the majority's side.
-func (cl *cluster) watchAgent(n *cnode) {
-	if n.main {
-		n.failing.Cancel()
-		n.failing = nil
-		return
-	}
-	if n.failing != nil {
-		return
-	}
-	d := detectDelays[cl.w.base.Pick(len(detectDelays))]
-	n.failing = cl.w.sched.After(d, func() {
-		n.failing = nil
-		if n.main {
-			return
-		}
-		s := cl.w.srv
-		var gone []*session
-		for _, id := range slices.Sorted(maps.Keys(s.sessions)) {
-			if ses := s.sessions[id]; ses.node == n.name {
-				gone = append(gone, ses)
-			}
-		}
-		cl.w.tracef("cluster: %s declared failed after %v, %d sessions invalidated", n.name, d, len(gone))
-		for _, ses := range gone {
-			s.end(ses, "invalidated: its node "+n.name+" failed")
-		}
-		n.failing = nil
-	})
 }
 
 // route sends c as its node allows, saying whether it took it: the
@@ -513,8 +478,7 @@ func (s *server) snapshot() *server {
 
 // Strike strikes a fault on the cluster: "partition" or "heal" of a cut
 // (directions "s1>s2 s2>s1 ..."), "pause" or "resume" of a node (a paused
-// Consul agent's clients get no answer, and its node is declared failed
-// as a cut-off one), "kill" or "restart-broker" of a server
+// Consul agent's clients get no answer, as a cut-off one's), "kill" or "restart-broker" of a server
 // (restart-broker starts a killed one, and brings a running one down and
 // up again at once). Called from
 // a process it is a step of that process; from a timer or outside Run it

@@ -35,11 +35,13 @@ func isolate(k Kind, node string) string {
 	return faultCut(k, clusterStep{fault: "isolate", arg: node})
 }
 
-// K.3: a session made through client agent a1, holding a key; a1 cut off
-// from every other node. The servers invalidate the session 6.5 to 8.5 s
-// later (the key deleted, as its Behavior says); its holder, asking its
-// own agent, gets no answer meanwhile and after, never "gone" while cut
-// off; once healed, its session is gone.
+// K.3: a session made through client agent a1 (with no node checks, as
+// the recipe makes them), holding a key; a1 cut off from every other
+// node. The servers declare a1 failed, which ends no such session: it
+// ends by its TTL (10 s, which Consul enforces within twice that), not
+// before (seed 371152, sequence 111); its holder, asking its own agent,
+// gets no answer meanwhile, never "gone" while cut off; once healed, its
+// session is gone.
 func TestClusterAgentCutOff(t *testing.T) {
 	for seed := range uint64(6) {
 		w := clusterWorld(t, Consul, seed, nil)
@@ -60,7 +62,7 @@ func TestClusterAgentCutOff(t *testing.T) {
 			cutAt := p.Now()
 			w.Strike("partition", isolate(Consul, "a1"))
 			holderRenew = a1.RenewSession(ctx, tok)
-			for gone < 0 && p.Now()-cutAt < int64(20*time.Second) {
+			for gone < 0 && p.Now()-cutAt < int64(25*time.Second) {
 				l, err := a2.List(ctx, "l", false)
 				if err != nil {
 					t.Error(err)
@@ -79,8 +81,8 @@ func TestClusterAgentCutOff(t *testing.T) {
 		if err := w.Run(); err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Duration(gone); d < 6500*time.Millisecond || d > 8600*time.Millisecond {
-			t.Errorf("seed %d: the session's key went %v after the cut, want 6.5 to 8.5 s", seed, d)
+		if d := time.Duration(gone); d < 10*time.Second || d > 20100*time.Millisecond {
+			t.Errorf("seed %d: the session's key went %v after the cut, want 10 to 20 s (its TTL, twice it at most)", seed, d)
 		}
 		if holderRenew == nil || holderList == nil || errorsIsGone(holderRenew) {
 			t.Errorf("seed %d: the cut-off holder's renew %v and stale list %v: want no answer", seed, holderRenew, holderList)
