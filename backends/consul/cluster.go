@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,10 +213,8 @@ func (c *Cluster) Stop() error {
 func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
 	var errs []error
 	for _, s := range c.Servers {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		var leader string
-		err := Call(cctx, http.DefaultClient, http.MethodGet, s.URL(), "/v1/status/leader", nil, &leader)
-		cancel()
+		err := within1s(ctx, http.MethodGet, s.URL(), "/v1/status/leader", &leader)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.Name, err))
 			continue
@@ -242,10 +241,8 @@ func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
 func (c *Cluster) Agreed(ctx context.Context) error {
 	var leaders []string
 	for _, s := range c.Servers {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		var leader string
-		err := Call(cctx, http.DefaultClient, http.MethodGet, s.URL(), "/v1/status/leader", nil, &leader)
-		cancel()
+		err := within1s(ctx, http.MethodGet, s.URL(), "/v1/status/leader", &leader)
 		if err != nil || leader == "" {
 			return fmt.Errorf("%s names no leader (%v)", s.Name, err)
 		}
@@ -263,9 +260,7 @@ func (c *Cluster) Agreed(ctx context.Context) error {
 		Name   string
 		Status int
 	}
-	cctx, cancel := context.WithTimeout(ctx, time.Second)
-	err := Call(cctx, http.DefaultClient, http.MethodGet, c.Servers[0].URL(), "/v1/agent/members", nil, &members)
-	cancel()
+	err := within1s(ctx, http.MethodGet, c.Servers[0].URL(), "/v1/agent/members", &members)
 	if err != nil {
 		return fmt.Errorf("%s: members: %w", c.Servers[0].Name, err)
 	}
@@ -294,9 +289,7 @@ func (c *Cluster) voters(ctx context.Context) error {
 			Voter bool
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, time.Second)
-	err := Call(cctx, http.DefaultClient, http.MethodGet, c.Servers[0].URL(), "/v1/operator/raft/configuration", nil, &conf)
-	cancel()
+	err := within1s(ctx, http.MethodGet, c.Servers[0].URL(), "/v1/operator/raft/configuration", &conf)
 	if err != nil {
 		return fmt.Errorf("%s: raft configuration: %w", c.Servers[0].Name, err)
 	}
@@ -324,26 +317,27 @@ func (c *Cluster) Rejoin(ctx context.Context) {
 			if s == m {
 				continue
 			}
-			cctx, cancel := context.WithTimeout(ctx, time.Second)
-			Call(cctx, http.DefaultClient, http.MethodPut, m.URL(), "/v1/agent/join/"+strings.TrimSuffix(s.Addr, fmt.Sprintf(":%d", HTTPPort)), nil, nil)
-			cancel()
+			within1s(ctx, http.MethodPut, m.URL(), "/v1/agent/join/"+strings.TrimSuffix(s.Addr, fmt.Sprintf(":%d", HTTPPort)), nil)
 		}
 	}
 }
 
 // Flush makes every client agent use each server once, so that none keeps
-// a connection to a server process that is gone: through each agent,
+// a connection to a server that is dead or stalled: through each agent,
 // three times, a lock acquire with a session no one has (its error, as
 // any error an agent gets from a server, moves the agent on to the next
 // server of its list) and a ?stale read (a read that meets a dead
 // connection is sent again to the next server, and the connection
-// dropped), a second each, errors ignored. Without it the first write an
-// agent sends to a server restarted since it last used it fails at once,
-// 500 "rpc error making call: stream closed", on a whole cluster (K.8:
-// consul's connection pool hands out a stream cached from the dead
-// session, and an agent sends a write again only after "No cluster
-// leader", a read after a closed stream too).
-func (c *Cluster) Flush(ctx context.Context) {
+// dropped), a second each. An error answer is an answer; an error if a
+// call got none (a connection that stalled while its agent was cut off
+// holds every call sent on it until yamux's keepalive gives up on it, up
+// to 40 s later: K.8). Without it the first write an agent sends to a
+// server restarted since it last used it fails at once, 500 "rpc error
+// making call: stream closed", on a whole cluster (K.8: consul's
+// connection pool hands out a stream cached from the dead session, and an
+// agent sends a write again only after "No cluster leader", a read after
+// a closed stream too).
+func (c *Cluster) Flush(ctx context.Context) error {
 	const bogus = "00000000-0000-4000-8000-00000000f1a5"
 	for _, m := range c.Clients {
 		for range c.Servers {
@@ -351,10 +345,19 @@ func (c *Cluster) Flush(ctx context.Context) {
 				{http.MethodPut, "/v1/kv/lockprover-flush?acquire=" + bogus},
 				{http.MethodGet, "/v1/kv/lockprover-flush?stale"},
 			} {
-				cctx, cancel := context.WithTimeout(ctx, time.Second)
-				Call(cctx, http.DefaultClient, q.method, m.URL(), q.path, nil, nil)
-				cancel()
+				var ue *url.Error
+				if err := within1s(ctx, q.method, m.URL(), q.path, nil); errors.As(err, &ue) {
+					return fmt.Errorf("%s: no answer through it from a server: %w", m.Name, err)
+				}
 			}
 		}
 	}
+	return nil
+}
+
+// within1s is one call to an agent's HTTP API (Call), given a second.
+func within1s(ctx context.Context, method, base, path string, out any) error {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return Call(cctx, http.DefaultClient, method, base, path, nil, out)
 }

@@ -439,15 +439,16 @@ func (c *Cluster) agreed(ctx context.Context) error {
 // most, and says why not if it is not by then. On Consul, every 5 s it is
 // not, every agent is asked to join the servers again (consul's Rejoin: a
 // server cut off alone may otherwise stay out of Serf for minutes), and
-// once it is, every agent uses each server once (consul's Flush: a
-// connection to a server restarted meanwhile would fail the agent's next
-// write to it, K.8).
+// it is whole only once every agent has used each server once, each
+// call answered (consul's Flush: a connection to a server restarted
+// meanwhile would fail the agent's next write to it, one that stalled
+// while the agent was cut off would hold its next calls, K.8).
 func (c *Cluster) whole(ctx context.Context, limit time.Duration) error {
 	var err error
 	nudged := time.Now()
 	for end := time.Now().Add(limit); ; realtime.Sleep(ctx, 250*time.Millisecond) {
 		if err = c.agreed(ctx); err == nil && c.con != nil {
-			c.con.Flush(ctx)
+			err = c.con.Flush(ctx)
 		}
 		if err == nil || time.Now().After(end) || ctx.Err() != nil {
 			return err

@@ -90,11 +90,12 @@ func (t conformTarget) Strike(ctx context.Context, fault, target string) error {
 	return fmt.Errorf("no fault %q on a cluster", fault)
 }
 
-// Whole waits until every server names one leader and every node is
-// alive (backends' Agreed), a minute at most.
+// Whole waits until the cluster is whole (Cluster.whole: on Consul also
+// every server a voter and every agent answered through each server), two
+// minutes at most.
 func (t conformTarget) Whole(ctx context.Context) error {
-	if err := t.c.whole(ctx, time.Minute); err != nil {
-		return fmt.Errorf("the cluster is not whole a minute after its fault ended: %w", err)
+	if err := t.c.whole(ctx, 2*time.Minute); err != nil {
+		return fmt.Errorf("the cluster is not whole two minutes after its fault ended: %w", err)
 	}
 	return nil
 }

@@ -32,8 +32,10 @@ import (
 // agent stops sending to a server it cannot reach once Serf says so), 4 s
 // on etcd (an election takes 1.1 to 1.2 s); a fault's end (heal, resume,
 // a node started again) is followed on the real cluster by a wait until
-// it is whole again (ClusterTarget.Whole: every server naming one leader,
-// every agent alive, up to a minute), on the simulated one by nothing. So
+// it is whole again (ClusterTarget.Whole: every server naming one leader
+// and, on Consul, a voter again, K.6; every agent alive and answered
+// through each server, K.8; up to two minutes),
+// on the simulated one by nothing. So
 // it is what the cluster does that is compared, not how fast: detection
 // times are the K rows' business. Expiry by TTL is left out (the TTL of a
 // minute outlives every sequence): the fresh TTL an election gives is
@@ -57,7 +59,8 @@ type ClusterTarget interface {
 	Strike(ctx context.Context, fault, target string) error
 	// Whole waits until the cluster is whole again (every link restored,
 	// every node running, one leader every server names, every agent
-	// alive), for a minute at most.
+	// alive and, on Consul, answered through each server), for two
+	// minutes at most.
 	Whole(ctx context.Context) error
 }
 
@@ -339,8 +342,9 @@ func noteOf(d time.Duration, err error) string {
 
 // onSimCluster runs steps on a simulated cluster of kind k, its choices
 // drawn from seed; seed 0 makes the first choice always (no stale
-// listing lags, the first candidate is elected, an agent is declared
-// failed after 6.5 s).
+// listing lags, the first candidate is elected, a server cut off keeps
+// the cluster's last state, an agent split off with it answers stale
+// listings from it at once).
 func onSimCluster(k Kind, seed uint64, steps []clusterStep) (run, error) {
 	var decide func(int) int
 	if seed > 0 {
@@ -381,8 +385,9 @@ func onSimCluster(k Kind, seed uint64, steps []clusterStep) (run, error) {
 
 // clusterSimSeeds is how many runs of the simulated cluster a sequence's
 // real observations are matched against: where the real outcome hangs on
-// a choice the simulator makes by its seed (who is elected, when a node is
-// declared failed, whether a stale listing lags), one of them must give
+// a choice the simulator makes by its seed (who is elected, whether a
+// stale listing lags, how far behind a server cut off is, when an agent
+// split off with it answers stale listings), one of them must give
 // it; the first (seed 0) makes the first choice always. 64, as a
 // sequence may hold several stale listings, each free to lag by up to
 // maxLagged writes (Consul's seed 371140, sequence 10: two listings
