@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -255,5 +256,184 @@ func TestClusterSessionRows(t *testing.T) {
 	// what it would get without one), less a second of the probe's slack.
 	if gone < elected+19*time.Second || gone >= 60*time.Second {
 		t.Errorf("the TTL session was gone %v after its creation, the new leader elected at %v; want 2 x 10 s after the election, within a minute", gone, elected)
+	}
+}
+
+// raftVoters is the leader's Raft configuration as "s1:voter s2:nonvoter
+// ..." (absent servers left out), asked of m with a second's deadline.
+func raftVoters(m *Member) (string, error) {
+	var conf struct {
+		Servers []struct {
+			Node  string
+			Voter bool
+		}
+	}
+	if err := callWithin(time.Second, "GET", m.URL(), "/v1/operator/raft/configuration", "", &conf); err != nil {
+		return "", err
+	}
+	var out []string
+	for _, s := range conf.Servers {
+		kind := "voter"
+		if !s.Voter {
+			kind = "nonvoter"
+		}
+		out = append(out, s.Node+":"+kind)
+	}
+	slices.Sort(out)
+	return strings.Join(out, " "), nil
+}
+
+// TestClusterSplitRows measures, on three Consul servers and a client
+// agent c1, what docs/consul-semaphore.md's rows K.6 and K.7 say: (K.6)
+// what Consul's autopilot does with a server cut off from the others
+// (with c1: a split) and when it comes back, and what a second server cut
+// off while the first is not yet a voter again does; (K.7) when a ?stale
+// read through c1, split off with a server, is answered.
+func TestClusterSplitRows(t *testing.T) {
+	c, lab := clusterForRows(t)
+	ctx := context.Background()
+	c1 := c.Member("c1")
+	var ok bool
+	for round := 1; round <= 3; round++ {
+		lead, err := c.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var x *Member // a follower, split off with c1
+		for _, s := range c.Servers {
+			if s != lead && x == nil {
+				x = s
+			}
+		}
+		if err := call("PUT", lead.URL(), "/v1/kv/lpsplit/v", fmt.Sprint(round), &ok); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		side := []string{x.Name, "c1"}
+		for _, a := range side {
+			for _, h := range lab.Hosts() {
+				if !slices.Contains(side, h.Name) {
+					lab.Cut(ctx, a, h.Name)
+					lab.Cut(ctx, h.Name, a)
+				}
+			}
+		}
+		// ?stale reads through c1, one launched every 500 ms, each with 3 s.
+		stale := &changeLog{t0: t0}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		conf := &changeLog{t0: t0}
+		for time.Since(t0) < 30*time.Second {
+			wg.Add(1)
+			go func(at time.Duration) {
+				defer wg.Done()
+				var kv []struct{ Value string }
+				got := ""
+				if err := callWithin(3*time.Second, "GET", c1.URL(), "/v1/kv/lpsplit/v?stale", "", &kv); err != nil {
+					got = short(err)
+				} else if len(kv) == 1 {
+					b, _ := base64.StdEncoding.DecodeString(kv[0].Value)
+					got = fmt.Sprintf("answered %q", b)
+				}
+				mu.Lock()
+				stale.seen = append(stale.seen, fmt.Sprintf("%.1fs: %s", at.Seconds(), got))
+				mu.Unlock()
+			}(time.Since(t0))
+			if v, err := raftVoters(lead); err == nil {
+				conf.see(v)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		wg.Wait()
+		th := time.Now()
+		lab.Heal(ctx)
+		back := &changeLog{t0: th}
+		for time.Since(th) < 40*time.Second {
+			if v, err := raftVoters(lead); err == nil {
+				back.see(v)
+				if !strings.Contains(v, "nonvoter") && strings.Count(v, ":voter") == 3 {
+					break
+				}
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		t.Logf("round %d: %s split off with c1 (leader %s): the leader's Raft configuration: %s", round, x.Name, lead.Name, conf)
+		t.Logf("round %d: ?stale reads through c1 (launched at, answer): %s", round, strings.Join(stale.seen, "; "))
+		t.Logf("round %d: healed; the configuration: %s", round, back)
+		// K.6: autopilot takes the split-off server out of the voters,
+		// and it is a voter again only after the heal.
+		if _, ok := conf.first[strings.Join(slices.DeleteFunc([]string{"s1:voter", "s2:voter", "s3:voter"}, func(v string) bool { return strings.HasPrefix(v, x.Name+":") }), " ")]; !ok {
+			t.Errorf("round %d: %s split off for 30 s never left the Raft configuration: %s", round, x.Name, conf)
+		}
+		// K.7: a stale read through c1 answers the split-off server's
+		// state: the value written just before the split, or the one
+		// before it (not yet applied there), never anything else.
+		for _, a := range stale.seen {
+			if _, v, ok := strings.Cut(a, "answered "); ok && v != fmt.Sprintf("%q", fmt.Sprint(round)) && v != fmt.Sprintf("%q", fmt.Sprint(round-1)) {
+				t.Errorf("round %d: a stale read through c1 answered %s", round, v)
+			}
+		}
+		for time.Since(th) < 60*time.Second {
+			if c.Agreed(ctx) == nil {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	// K.6's second half: a server cut off alone; healed; as soon as it is
+	// back as a non-voter, another follower cut off.
+	lead, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x, y *Member
+	for _, s := range c.Servers {
+		switch {
+		case s == lead:
+		case x == nil:
+			x = s
+		default:
+			y = s
+		}
+	}
+	lab.Isolate(ctx, x.Name)
+	t0 := time.Now()
+	for time.Since(t0) < 30*time.Second {
+		if v, err := raftVoters(lead); err == nil && !strings.Contains(v, x.Name) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	removed := time.Since(t0)
+	lab.Heal(ctx)
+	th := time.Now()
+	for time.Since(th) < 45*time.Second {
+		if v, err := raftVoters(lead); err == nil && strings.Contains(v, x.Name+":") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	nonvoter := time.Since(th)
+	v, _ := raftVoters(lead)
+	lab.Isolate(ctx, y.Name)
+	ty := time.Now()
+	leaders := &changeLog{t0: ty}
+	for time.Since(ty) < 40*time.Second {
+		var l string
+		if err := call("GET", lead.URL(), "/v1/status/leader", "", &l); err != nil {
+			leaders.see(short(err))
+		} else if l == "" {
+			leaders.see("no leader")
+		} else {
+			leaders.see("leader " + l)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("second fault: %s cut off, out of the configuration %.1fs later; healed, back in it %.1fs after the heal (%s); then %s cut off: %s says %s",
+		x.Name, removed.Seconds(), nonvoter.Seconds(), v, y.Name, lead.Name, leaders)
+	// K.6: with the first server back as a non-voter, the second fault
+	// leaves the two voters without a quorum: no leader for a while.
+	if d, ok := leaders.first["no leader"]; strings.Contains(v, x.Name+":nonvoter") && (!ok || d > 5*time.Second) {
+		t.Errorf("%s cut off while %s was a non-voter: %s; want no leader within 5 s", y.Name, x.Name, leaders)
 	}
 }

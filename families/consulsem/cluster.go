@@ -394,14 +394,7 @@ func (c *Cluster) ready(ctx context.Context) error {
 	for _, n := range nodes {
 		c.member(n).Resume()
 	}
-	agreed := func(limit time.Duration) error {
-		var err error
-		for end := time.Now().Add(limit); ; time.Sleep(250 * time.Millisecond) {
-			if err = c.agreed(ctx); err == nil || time.Now().After(end) || ctx.Err() != nil {
-				return err
-			}
-		}
-	}
+	agreed := func(limit time.Duration) error { return c.whole(ctx, limit) }
 	err := agreed(time.Minute)
 	if err != nil {
 		// Every node again, each in the background: a Consul agent
@@ -440,6 +433,31 @@ func (c *Cluster) agreed(ctx context.Context) error {
 		return c.etc.Agreed(ctx)
 	}
 	return c.con.Agreed(ctx)
+}
+
+// whole waits until the cluster is whole again (agreed), for limit at
+// most, and says why not if it is not by then. On Consul, every 5 s it is
+// not, every agent is asked to join the servers again (consul's Rejoin: a
+// server cut off alone may otherwise stay out of Serf for minutes), and
+// it is whole only once every agent has used each server once, each
+// call answered (consul's Flush: a connection to a server restarted
+// meanwhile would fail the agent's next write to it, one that stalled
+// while the agent was cut off would hold its next calls, K.8).
+func (c *Cluster) whole(ctx context.Context, limit time.Duration) error {
+	var err error
+	nudged := time.Now()
+	for end := time.Now().Add(limit); ; realtime.Sleep(ctx, 250*time.Millisecond) {
+		if err = c.agreed(ctx); err == nil && c.con != nil {
+			err = c.con.Flush(ctx)
+		}
+		if err == nil || time.Now().After(end) || ctx.Err() != nil {
+			return err
+		}
+		if c.con != nil && time.Since(nudged) > 5*time.Second {
+			c.con.Rejoin(ctx)
+			nudged = time.Now()
+		}
+	}
 }
 
 // clusterGrace is how long after a fault on a cluster's nodes is over
@@ -494,15 +512,7 @@ func (c *Cluster) bounce(ctx context.Context, node string, kill bool, down time.
 	return c.member(node).Restart(bctx, down)
 }
 
-func (c *Cluster) await(ctx context.Context) error {
-	var err error
-	for end := time.Now().Add(time.Minute); ; {
-		if err = c.agreed(ctx); err == nil || time.Now().After(end) || ctx.Err() != nil {
-			return err
-		}
-		realtime.Sleep(ctx, 250*time.Millisecond)
-	}
-}
+func (c *Cluster) await(ctx context.Context) error { return c.whole(ctx, time.Minute) }
 
 // simNodes is the simulated cluster (consulsim's Options.Cluster) as the
 // nemesis strikes it, from its process (sleep is its Sleep, set when it

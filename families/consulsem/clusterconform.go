@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lockprover/lockprover/consulsem"
-	"github.com/lockprover/lockprover/internal/realtime"
 	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
@@ -91,18 +90,12 @@ func (t conformTarget) Strike(ctx context.Context, fault, target string) error {
 	return fmt.Errorf("no fault %q on a cluster", fault)
 }
 
-// Whole waits until every server names one leader and every node is
-// alive (backends' Agreed), a minute at most.
+// Whole waits until the cluster is whole (Cluster.whole: on Consul also
+// every server a voter and every agent answered through each server), two
+// minutes at most.
 func (t conformTarget) Whole(ctx context.Context) error {
-	var err error
-	for end := time.Now().Add(time.Minute); ; {
-		if err = t.c.agreed(ctx); err == nil || time.Now().After(end) || ctx.Err() != nil {
-			break
-		}
-		realtime.Sleep(ctx, 250*time.Millisecond)
-	}
-	if err != nil {
-		return fmt.Errorf("the cluster is not whole a minute after its fault ended: %w", err)
+	if err := t.c.whole(ctx, 2*time.Minute); err != nil {
+		return fmt.Errorf("the cluster is not whole two minutes after its fault ended: %w", err)
 	}
 	return nil
 }

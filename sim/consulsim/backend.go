@@ -78,9 +78,6 @@ func (b backend) CreateSession(ctx context.Context, ttl time.Duration, release b
 	}
 	r := b.do(ctx, what, 0, func(s *server, c *call) {
 		tok, granted, err := s.create(ttl, release, lockDelay)
-		if err == nil && s.w.cl != nil {
-			s.sessions[tok].node = s.w.cl.nodeOf(c).name
-		}
 		s.w.reply(c, result{tok: tok, ttl: granted, err: err})
 	})
 	return r.tok, r.ttl, r.err

@@ -37,12 +37,17 @@ import (
 //     starts again, K.4; etcd: the lessor's Promote, TTL plus an election
 //     timeout, K.1) and, on Consul, forgets the lock-delays (they live in
 //     the leader's memory);
-//   - Consul: a session belongs to the node of the agent it was created
-//     through; an agent off the majority's side has its node declared
-//     failed after a detection delay (Options.Decide picks 6.5, 7.5 or
-//     8.5 s; measured 6.4 and 8.5 s, K.3), which invalidates its sessions
-//     (their Behavior applies, and their lock-delays); back on the
-//     majority's side before that, nothing happens;
+//   - Consul: an agent off the majority's side is declared failed by the
+//     servers (K.3), which ends no session the recipe makes: consulsem
+//     creates them with no node checks (NodeChecks: [], as consul/api's
+//     CreateNoChecks), so only their TTL, or a destroy, ends them (seed
+//     371152, sequence 111: a session made through a2, a2 split off and
+//     marked critical by the leader, held after the heal); K.3's figures
+//     are those of a session with the default check, serfHealth;
+//   - Consul: a server that leaves the majority's side keeps a state up
+//     to the writes of the last 100 ms behind, and an agent split off
+//     with it answers stale reads from it at once or 16 to 20 s later
+//     (K.7; Options.Decide picks);
 //   - faults (Strike): a partition of links between nodes and its heal,
 //     a node killed (a server of Consul, a member of etcd: down until a
 //     restart-broker starts it), paused and resumed, restarted.
@@ -88,11 +93,6 @@ func AppNodes(k Kind) []string {
 	}
 	return []string{"a1", "a2"}
 }
-
-// detectDelays are the delays, one picked by Options.Decide, after which
-// Consul's servers declare a client agent off their side failed (its
-// serfHealth critical) and invalidate its sessions.
-var detectDelays = []time.Duration{6500 * time.Millisecond, 7500 * time.Millisecond, 8500 * time.Millisecond}
 
 // A cluster is a World's nodes and the links between them.
 type cluster struct {
@@ -189,8 +189,11 @@ type cnode struct {
 	// frozen is a server's state as it was when it left the majority's
 	// side, which its stale reads answer (nil while on it).
 	frozen *server
-	// failing is a Consul agent's detection as failed, pending.
-	failing *sched.Timer
+	// staleFrom is when a Consul agent off the majority's side starts
+	// answering stale reads from the server cut off with it: at once if
+	// that server is the one it sends to, else once its Serf has declared
+	// the majority's servers failed (K.7).
+	staleFrom int64
 }
 
 func newCluster(w *World, o ClusterOptions) *cluster {
@@ -315,13 +318,18 @@ func (cl *cluster) update() {
 		on := slices.Contains(side, n)
 		switch {
 		case n.server && n.main && !on:
-			n.frozen = cl.w.srv.snapshot()
+			n.frozen = cl.frozen()
 		case on:
 			n.frozen = nil
 		}
+		left := n.main && !on
 		n.main = on
 		if !n.server {
-			cl.watchAgent(n)
+			if left && cl.w.o.Kind == Consul && cl.staleServer(n) != nil {
+				d := staleSwitch[cl.w.base.Pick(len(staleSwitch))]
+				n.staleFrom = cl.w.now + int64(d)
+				cl.w.tracef("cluster: %s answers stale reads from the server cut off with it %v from now", n.name, d)
+			}
 		}
 	}
 	if cl.leader != nil && !cl.leader.main {
@@ -369,38 +377,6 @@ func (cl *cluster) elect() {
 	cl.retry()
 }
 
-// watchAgent starts or stops the detection of Consul agent n as failed,
-// as it is off or on the majority's side.
-func (cl *cluster) watchAgent(n *cnode) {
-	if n.main {
-		n.failing.Cancel()
-		n.failing = nil
-		return
-	}
-	if n.failing != nil {
-		return
-	}
-	d := detectDelays[cl.w.base.Pick(len(detectDelays))]
-	n.failing = cl.w.sched.After(d, func() {
-		n.failing = nil
-		if n.main {
-			return
-		}
-		s := cl.w.srv
-		var gone []*session
-		for _, id := range slices.Sorted(maps.Keys(s.sessions)) {
-			if ses := s.sessions[id]; ses.node == n.name {
-				gone = append(gone, ses)
-			}
-		}
-		cl.w.tracef("cluster: %s declared failed after %v, %d sessions invalidated", n.name, d, len(gone))
-		for _, ses := range gone {
-			s.end(ses, "invalidated: its node "+n.name+" failed")
-		}
-		n.failing = nil
-	})
-}
-
 // route sends c as its node allows, saying whether it took it: the
 // cluster's state takes it (false) if the node reaches the majority's
 // side and a leader; else a frozen server answers a stale listing, a
@@ -415,7 +391,7 @@ func (cl *cluster) route(c *call) (taken bool) {
 	case cl.reaches(n) && cl.leader != nil:
 		return false
 	case c.stale && !cl.reaches(n):
-		if s := cl.staleServer(n); s != nil {
+		if s := cl.staleServer(n); s != nil && cl.w.now >= n.staleFrom {
 			cl.w.tracef("%s -> %s: %s, answered by %s off the majority's side", c.p.Name(), n.name, c.what, s.name)
 			c.op(s.frozen, c)
 			return true
@@ -461,6 +437,39 @@ func (cl *cluster) answerHeld(c *call, f func()) bool {
 	return true
 }
 
+// staleSwitch are the delays, one picked by Options.Decide, after which
+// a Consul agent split off from the majority's side together with a
+// server answers stale reads from that server: at once if it is the
+// server the agent sends to (a client agent sends every call to the first
+// server of its list, rotated on an error, reshuffled every 2 to 3
+// minutes), else once the agent's Serf has declared the servers it can no
+// longer reach failed and its router has dropped them; until then a stale
+// read through it gets no answer (K.7: from 16.2 to 16.7 s after the
+// split, and from 17.1 to 19.1 s; or at once).
+var staleSwitch = []time.Duration{0, 16 * time.Second, 18 * time.Second, 20 * time.Second}
+
+// frozen is the state a Consul server that leaves the majority's side
+// keeps: the cluster's, or (Options.Decide picks whether, then which) one
+// that a write replaced within lagWindow, which the server had not applied
+// yet (seen: a ?stale listing through an agent split off with a server
+// right after the setup's delete answered the state before it, 19 s
+// later, K.7). An etcd member keeps the cluster's.
+func (cl *cluster) frozen() *server {
+	var older []lagged // newest first
+	for i := len(cl.recent) - 1; i >= 0 && cl.w.o.Kind == Consul; i-- {
+		if l := cl.recent[i]; cl.w.now-l.gone <= int64(lagWindow) {
+			older = append(older, l)
+		}
+	}
+	if len(older) > 0 {
+		if i := cl.w.base.Pick(len(older) + 1); i > 0 {
+			cl.w.tracef("cluster: a server leaves the majority's side %d writes behind", cl.writes-older[i-1].n)
+			return older[i-1].state.snapshot()
+		}
+	}
+	return cl.w.srv.snapshot()
+}
+
 // snapshot is a copy of the server's state, for its stale reads.
 func (s *server) snapshot() *server {
 	return &server{w: s.w, kind: s.kind, index: s.index, kvIndex: s.kvIndex,
@@ -469,8 +478,7 @@ func (s *server) snapshot() *server {
 
 // Strike strikes a fault on the cluster: "partition" or "heal" of a cut
 // (directions "s1>s2 s2>s1 ..."), "pause" or "resume" of a node (a paused
-// Consul agent's clients get no answer, and its node is declared failed
-// as a cut-off one), "kill" or "restart-broker" of a server
+// Consul agent's clients get no answer, as a cut-off one's), "kill" or "restart-broker" of a server
 // (restart-broker starts a killed one, and brings a running one down and
 // up again at once). Called from
 // a process it is a step of that process; from a timer or outside Run it

@@ -32,8 +32,10 @@ import (
 // agent stops sending to a server it cannot reach once Serf says so), 4 s
 // on etcd (an election takes 1.1 to 1.2 s); a fault's end (heal, resume,
 // a node started again) is followed on the real cluster by a wait until
-// it is whole again (ClusterTarget.Whole: every server naming one leader,
-// every agent alive, up to a minute), on the simulated one by nothing. So
+// it is whole again (ClusterTarget.Whole: every server naming one leader
+// and, on Consul, a voter again, K.6; every agent alive and answered
+// through each server, K.8; up to two minutes),
+// on the simulated one by nothing. So
 // it is what the cluster does that is compared, not how fast: detection
 // times are the K rows' business. Expiry by TTL is left out (the TTL of a
 // minute outlives every sequence): the fresh TTL an election gives is
@@ -57,7 +59,8 @@ type ClusterTarget interface {
 	Strike(ctx context.Context, fault, target string) error
 	// Whole waits until the cluster is whole again (every link restored,
 	// every node running, one leader every server names, every agent
-	// alive), for a minute at most.
+	// alive and, on Consul, answered through each server), for two
+	// minutes at most.
 	Whole(ctx context.Context) error
 }
 
@@ -251,6 +254,9 @@ type clusterSide struct {
 	// fault (a client whose member was killed reconnects only after a
 	// backoff).
 	reconnect func() error
+	// notes, on the real side, makes run note how each step went
+	// (run.notes): its time, and the error behind an "error".
+	notes bool
 }
 
 // run runs steps on side, after giving the prefix a history of its own,
@@ -274,11 +280,17 @@ func (side clusterSide) run(prefix string, steps []clusterStep) (run, error) {
 	for _, s := range steps {
 		if s.fault == "" {
 			ctx, cancel := side.call()
-			r := runner{b: side.clients[s.on], kind: side.kind, pr: pr, prefix: prefix}
+			var why error
+			r := runner{b: side.clients[s.on], kind: side.kind, pr: pr, prefix: prefix, failed: func(err error) { why = err }}
+			t0 := time.Now()
 			out.answers = append(out.answers, r.step(ctx, s.call, &out.toks, &lists))
+			if side.notes {
+				out.notes = append(out.notes, noteOf(time.Since(t0), why))
+			}
 			cancel()
 			continue
 		}
+		t0 := time.Now()
 		var err error
 		switch s.fault {
 		case "isolate", "split":
@@ -308,6 +320,9 @@ func (side clusterSide) run(prefix string, steps []clusterStep) (run, error) {
 			return out, fmt.Errorf("after %s: %w", s, err)
 		}
 		out.answers = append(out.answers, "done")
+		if side.notes {
+			out.notes = append(out.notes, noteOf(time.Since(t0), nil))
+		}
 	}
 	if cut != "" {
 		if err := side.strike("heal", cut); err != nil {
@@ -317,10 +332,19 @@ func (side clusterSide) run(prefix string, steps []clusterStep) (run, error) {
 	return out, nil
 }
 
+// noteOf notes a step that took d and failed with err (nil: did not).
+func noteOf(d time.Duration, err error) string {
+	if err != nil {
+		return fmt.Sprintf("%.2fs: %v", d.Seconds(), err)
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
 // onSimCluster runs steps on a simulated cluster of kind k, its choices
 // drawn from seed; seed 0 makes the first choice always (no stale
-// listing lags, the first candidate is elected, an agent is declared
-// failed after 6.5 s).
+// listing lags, the first candidate is elected, a server cut off keeps
+// the cluster's last state, an agent split off with it answers stale
+// listings from it at once).
 func onSimCluster(k Kind, seed uint64, steps []clusterStep) (run, error) {
 	var decide func(int) int
 	if seed > 0 {
@@ -361,8 +385,9 @@ func onSimCluster(k Kind, seed uint64, steps []clusterStep) (run, error) {
 
 // clusterSimSeeds is how many runs of the simulated cluster a sequence's
 // real observations are matched against: where the real outcome hangs on
-// a choice the simulator makes by its seed (who is elected, when a node is
-// declared failed, whether a stale listing lags), one of them must give
+// a choice the simulator makes by its seed (who is elected, whether a
+// stale listing lags, how far behind a server cut off is, when an agent
+// split off with it answers stale listings), one of them must give
 // it; the first (seed 0) makes the first choice always. 64, as a
 // sequence may hold several stale listings, each free to lag by up to
 // maxLagged writes (Consul's seed 371140, sequence 10: two listings
@@ -421,9 +446,11 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 	k := t.Kind()
 	rep := ClusterReport{Server: t.Server(ctx)}
 	runs := 0
+	var notes []string // how the last real run's steps went
 	diverges := func(steps []clusterStep) (real, sim []string, at int, err error) {
 		runs++
 		rr, err := onRealCluster(ctx, t, fmt.Sprintf("lockprover-cd-%d-%d", seed%100000, runs), steps)
+		notes = rr.notes
 		if err != nil {
 			return nil, nil, -1, err
 		}
@@ -453,7 +480,7 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 			verdict = fmt.Sprintf("DIVERGES at step %d", at+1)
 			if first == nil {
 				first = steps
-				rep.Divergence = showClusterRun(i, seed, steps, real, sim, at)
+				rep.Divergence = showClusterRun(i, seed, steps, real, sim, notes, at)
 			}
 		}
 		if progress != nil {
@@ -461,7 +488,7 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 			if at >= 0 {
 				// every divergence, as it comes: a run may be
 				// interrupted before its end
-				fmt.Fprint(progress, showClusterRun(i, seed, steps, real, sim, at))
+				fmt.Fprint(progress, showClusterRun(i, seed, steps, real, sim, notes, at))
 			}
 		}
 	}
@@ -488,8 +515,9 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 	return rep, ctx.Err()
 }
 
-// showClusterRun shows a diverging sequence step by step.
-func showClusterRun(i int, seed uint64, steps []clusterStep, real, sim []string, at int) string {
+// showClusterRun shows a diverging sequence step by step, with how each
+// step went on the real cluster (notes: its time, an error's text).
+func showClusterRun(i int, seed uint64, steps []clusterStep, real, sim, notes []string, at int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sequence %d of seed %d, step %d differs:\n", i, seed, at+1)
 	for j, s := range steps {
@@ -497,7 +525,7 @@ func showClusterRun(i int, seed uint64, steps []clusterStep, real, sim []string,
 		if j == at {
 			mark = "> "
 		}
-		fmt.Fprintf(&b, "%s%2d %s\n       real: %s\n       sim:  %s\n", mark, j+1, s, at2(real, j), at2(sim, j))
+		fmt.Fprintf(&b, "%s%2d %s\n       real: %s (%s)\n       sim:  %s\n", mark, j+1, s, at2(real, j), at2(notes, j), at2(sim, j))
 	}
 	return b.String()
 }
@@ -513,7 +541,7 @@ func at2(ss []string, i int) string {
 // with a client of its own on each node, and leaves it whole.
 func onRealCluster(ctx context.Context, t ClusterTarget, prefix string, steps []clusterStep) (run, error) {
 	k := t.Kind()
-	side := clusterSide{kind: k, clients: map[string]consulsem.Backend{},
+	side := clusterSide{kind: k, clients: map[string]consulsem.Backend{}, notes: true,
 		call:   func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, clusterCallTimeout) },
 		strike: func(fault, target string) error { return t.Strike(ctx, fault, target) },
 		whole:  func() error { return t.Whole(ctx) },

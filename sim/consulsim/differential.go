@@ -187,6 +187,10 @@ type run struct {
 	answers []string
 	toks    []string
 	slept   []time.Duration
+	// notes says, for a cluster sequence, how each step's call went on
+	// the real cluster (its time, and the error behind an "error"), for
+	// the report of a divergence; never compared.
+	notes []string
 }
 
 // runner runs steps on a backend.
@@ -198,6 +202,17 @@ type runner struct {
 	// nap sleeps for the j-th sleep and returns how long it took, or an
 	// error that ends the run (ctx's, or errTooSlow).
 	nap func(j int) (time.Duration, error)
+	// failed, if set, is told the error behind each "error" answer.
+	failed func(err error)
+}
+
+// fail is the answer to a call that failed with err: "error", and
+// r.failed told why.
+func (r runner) fail(err error) string {
+	if r.failed != nil {
+		r.failed(err)
+	}
+	return "error"
 }
 
 var errTooSlow = errors.New("the calls between two sleeps took too long to judge")
@@ -248,31 +263,31 @@ func (r runner) step(ctx context.Context, s step, toks *[]string, lists *[]consu
 		}
 		t, granted, err := r.b.CreateSession(ctx, ttl, s.release, delay)
 		if err != nil {
-			return "error"
+			return r.fail(err)
 		}
 		*toks = append(*toks, t)
 		return fmt.Sprintf("%s TTL %v", t, granted)
 	case "renew":
-		return errWord(r.b.RenewSession(ctx, tok))
+		return r.errWord(r.b.RenewSession(ctx, tok))
 	case "destroy":
-		return errWord(r.b.DestroySession(ctx, tok))
+		return r.errWord(r.b.DestroySession(ctx, tok))
 	case "contender":
 		ok, err := r.b.PutContender(ctx, key, tok, s.bound)
 		if err != nil {
-			return "error"
+			return r.fail(err)
 		}
 		return strconv.FormatBool(ok)
 	case "list":
 		l, err := r.b.List(ctx, r.prefix, s.stale)
 		if err != nil {
-			return "error"
+			return r.fail(err)
 		}
 		*lists = append(*lists, l)
 		return showListing(l, r.prefix)
 	case "write":
 		return r.write(ctx, s, tok, *lists)
 	case "delete":
-		return errWord(r.b.DeleteKey(ctx, key))
+		return r.errWord(r.b.DeleteKey(ctx, key))
 	case "wait":
 		n := len(*lists)
 		if n == 0 {
@@ -284,7 +299,7 @@ func (r runner) step(ctx context.Context, s step, toks *[]string, lists *[]consu
 		index := (*lists)[n-1].Index
 		start := r.b.Now()
 		if err := r.b.WaitChange(ctx, r.prefix, index, r.pr.wait); err != nil {
-			return "error"
+			return r.fail(err)
 		}
 		if r.b.Now().Sub(start) < r.pr.wait-r.pr.wait/10 {
 			return "changed"
@@ -314,17 +329,17 @@ func (r runner) write(ctx context.Context, s step, tok string, lists []consulsem
 	case errors.Is(err, consulsem.ErrNotLive):
 		return "not live"
 	}
-	return "error"
+	return r.fail(err)
 }
 
-func errWord(err error) string {
+func (r runner) errWord(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
 	case errors.Is(err, consulsem.ErrSessionGone):
 		return "gone"
 	}
-	return "error"
+	return r.fail(err)
 }
 
 // showListing shows a listing's keys (canonical sorts them), without

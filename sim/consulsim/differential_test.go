@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,6 +232,21 @@ func TestDifferentialLockDelay(t *testing.T) {
 		}
 		if !slices.Equal(got, c.want) {
 			t.Errorf("sequence %d: the agent's answers to the takes %v, want %v:\n%s", i+1, got, c.want, v.show(""))
+		}
+	}
+}
+
+// A diverging cluster sequence is shown with how each real step went: its
+// time, and the error behind an "error" (never compared: only shown).
+func TestShowClusterRunNotes(t *testing.T) {
+	steps := []clusterStep{{fault: "isolate", arg: "s1"}, {on: "A", call: step{kind: "list", stale: true}}}
+	real := []string{"done", "error"}
+	sim := []string{"done", "[]"}
+	notes := []string{noteOf(10*time.Second, nil), noteOf(2010*time.Millisecond, errors.New("context deadline exceeded"))}
+	got := showClusterRun(3, 371150, steps, real, sim, notes, 1)
+	for _, want := range []string{"real: done (10.00s)", ">  2 A: list stale true\n       real: error (2.01s: context deadline exceeded)\n       sim:  []"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("showClusterRun:\n%s\nwant in it %q", got, want)
 		}
 	}
 }

@@ -58,7 +58,6 @@ type session struct {
 	timer   *sched.Timer  // its invalidation (Consul) or the sweep that revokes it (etcd)
 	expiry  int64         // etcd: the lease's deadline
 	renews  []*call       // etcd: renewals of an expired lease, waiting for its revocation
-	node    string        // a cluster's: the node of the agent it was created through (Consul)
 }
 
 // A watch is a wait for a change under prefix after index. An etcd
