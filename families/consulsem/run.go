@@ -12,7 +12,6 @@ import (
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/families/lease/leaseplan"
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/internal/statehash"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
 	"github.com/lockprover/lockprover/sim/consulsim"
@@ -31,14 +30,8 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	}
 	r := &runner{p: p, clients: map[string]*client{}, armed: map[string]bool{}, ctx: context.Background()}
 	var w *consulsim.World
-	// Under an exhaustive search each choice's state is the world's and
-	// the runner's (the history among it), fingerprinted.
-	var fp, state func() statehash.Sum
-	if p.Searched() {
-		state = func() statehash.Sum { return fp() }
-	}
-	o := consulsim.Options{Kind: kindOf(p.Backend), Persistent: p.Persistent, KeepInputs: p.Searched(),
-		Decide:  p.Fingerprinted(scheduleSalt, func() int { return w.Keep() }, state),
+	decide, state := p.Decider(scheduleSalt, func() int { return w.Keep() })
+	o := consulsim.Options{Kind: kindOf(p.Backend), Persistent: p.Persistent, KeepInputs: p.Searched(), Decide: decide,
 		Timeout: time.Duration(p.TTLMs) * time.Millisecond, Trace: trace, OnDrop: r.dropped}
 	if len(p.Cluster) > 0 {
 		// A cluster's servers keep their state on disk, as the real
@@ -51,7 +44,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 		return nil, err
 	}
 	r.sim = w
-	fp = p.Fingerprint(w.Unseen(), w, r)
+	state(w.Unseen(), w, r) // an exhaustive search's state at a choice
 	if len(p.Cluster) > 0 {
 		r.nodes = &simNodes{w: w}
 	}

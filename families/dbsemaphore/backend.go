@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"io"
+	"reflect"
 	"sync"
 	"time"
 
 	"github.com/lockprover/lockprover/dbsem"
-	"github.com/lockprover/lockprover/internal/statehash"
 	"github.com/lockprover/lockprover/sim/sqlsim"
 )
 
@@ -78,22 +78,13 @@ type simBackend struct {
 }
 
 // newSimBackend makes a simulated database that decides its schedule by
-// p's Schedule, then by p's ScheduleSeed. Under an exhaustive search each
-// choice's state is the database's and runner()'s (the history among it),
-// fingerprinted.
-func newSimBackend(p *Plan, trace io.Writer, runner func() any) simBackend {
+// p's Schedule, then by p's ScheduleSeed, and the state an exhaustive
+// search's choices are made in, which the runner names once it exists.
+func newSimBackend(p *Plan, trace io.Writer) (simBackend, func(unseen []reflect.Type, of ...any)) {
 	var w *sqlsim.World
-	var fp, state func() statehash.Sum
-	if p.Searched() {
-		state = func() statehash.Sum {
-			if fp == nil {
-				fp = p.Fingerprint(w.Unseen(), w, runner())
-			}
-			return fp()
-		}
-	}
-	w = sqlsim.New(sqlsim.Options{Decide: p.Fingerprinted(0x6c70, func() int { return w.Keep() }, state), KeepInputs: p.Searched(), Trace: trace})
-	return simBackend{w}
+	decide, state := p.Decider(0x6c70, func() int { return w.Keep() })
+	w = sqlsim.New(sqlsim.Options{Decide: decide, KeepInputs: p.Searched(), Trace: trace})
+	return simBackend{w}, state
 }
 
 func (simBackend) Lock()   {}

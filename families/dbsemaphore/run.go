@@ -31,9 +31,9 @@ const (
 // simulated database: the same plan always gives the same history. trace,
 // if set, receives the simulator's trace.
 func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
-	var r *runner
-	b := newSimBackend(p, trace, func() any { return r })
-	r = newRunner(context.Background(), p, b)
+	b, state := newSimBackend(p, trace)
+	r := newRunner(context.Background(), p, b)
+	state(b.w.Unseen(), b.w, r) // an exhaustive search's state at a choice
 	r.begin()
 	if err := b.w.Run(); err != nil {
 		return nil, err

@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/lockprover/lockprover/internal/statehash"
 	"github.com/lockprover/lockprover/prover"
 	"github.com/lockprover/lockprover/prover/run"
 	"github.com/lockprover/lockprover/sim/pgsim"
@@ -25,16 +24,11 @@ const simKey = 1
 // history. trace, if set, receives the simulator's trace.
 func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	var w *pgsim.World
-	// Under an exhaustive search each choice's state is the world's and
-	// the runner's (the history among it), fingerprinted.
-	var fp, state func() statehash.Sum
-	if p.Searched() {
-		state = func() statehash.Sum { return fp() }
-	}
-	w = pgsim.NewWorld(pgsim.Options{Decide: p.Fingerprinted(scheduleSalt, func() int { return w.Keep() }, state), KeepInputs: p.Searched(),
+	decide, state := p.Decider(scheduleSalt, func() int { return w.Keep() })
+	w = pgsim.NewWorld(pgsim.Options{Decide: decide, KeepInputs: p.Searched(),
 		Trace: trace, Timeout: opTimeout(time.Duration(p.TTLMs) * time.Millisecond)})
 	r := newRunner(context.Background(), p, simBackend{w}, simKey)
-	fp = p.Fingerprint(w.Unseen(), w, r)
+	state(w.Unseen(), w, r) // an exhaustive search's state at a choice
 	if err := r.begin(); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockprover/lockprover/internal/statehash"
 	"github.com/lockprover/lockprover/redlock"
 	"github.com/lockprover/lockprover/sim/redissim"
 )
@@ -89,15 +88,10 @@ func newSimBackend(p *Plan, trace io.Writer, lost func(proc string, server int),
 		pers = redissim.Always
 	}
 	var w *redissim.World
-	var fp func() statehash.Sum
-	var state func() statehash.Sum
-	if p.Searched() {
-		state = func() statehash.Sum { return fp() }
-	}
-	w, err := redissim.New(redissim.Options{Servers: p.Servers, Persistence: pers, KeepInputs: p.Searched(), Trace: trace, OnDrop: lost,
-		Decide: p.Fingerprinted(scheduleSalt, func() int { return w.Keep() }, state)})
+	decide, state := p.Decider(scheduleSalt, func() int { return w.Keep() })
+	w, err := redissim.New(redissim.Options{Servers: p.Servers, Persistence: pers, KeepInputs: p.Searched(), Trace: trace, OnDrop: lost, Decide: decide})
 	if err == nil {
-		fp = p.Fingerprint(w.Unseen(), w, runner)
+		state(w.Unseen(), w, runner) // an exhaustive search's state at a choice
 	}
 	return simBackend{w}, err
 }

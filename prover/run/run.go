@@ -53,57 +53,55 @@ func (d Decisions) Choosing(schedule []int, ch prover.Chooser) Decisions {
 	return Decisions{Schedule: slices.Clone(schedule), Chooser: ch}
 }
 
-// Decider returns the decisions as a simulator's Decide (pick one of n): the
-// numbers of Schedule modulo n, then a PCG seeded with ScheduleSeed and
-// salt, which a family keeps fixed so that its plans keep their histories;
-// or, with a Chooser, its choices, told by keep (the simulator's Keep,
-// read at each choice) which choice keeps the process that moved last
-// moving.
-func (d Decisions) Decider(salt uint64, keep func() int) func(n int) int {
-	return d.Fingerprinted(salt, keep, nil)
-}
-
-// Searched says whether an exhaustive search makes the decisions (a
-// Chooser): a family then has its simulator keep what its processes
-// were handed (KeepInputs) and fingerprints the state at each choice
-// (Fingerprinted).
-func (d Decisions) Searched() bool { return d.Chooser != nil }
-
-// Fingerprinted is Decider, telling a Chooser the state each choice is
-// made in as state fingerprints it (the simulator, its processes' inputs,
-// the runner and the history so far): the search prunes a schedule at a
-// state it has explored from before. With state nil it prunes nothing.
-func (d Decisions) Fingerprinted(salt uint64, keep func() int, state func() statehash.Sum) func(n int) int {
+// Decider returns the decisions as a simulator's Decide (pick one of n):
+// the numbers of Schedule modulo n, then a PCG seeded with ScheduleSeed
+// and salt, which a family keeps fixed so that its plans keep their
+// histories; or, with a Chooser (an exhaustive search), its choices, told
+// by keep (the simulator's Keep, read at each choice) which choice keeps
+// the process that moved last moving, and the state each choice is made
+// in, which the search prunes at when it has explored from it before.
+// That state is what state names, once the world and the family's runner
+// exist and before the world runs: state(unseen, of...) fingerprints of
+// (the world, whose processes keep their inputs: Searched, and the
+// runner, its history among it), leaving out the types unseen (the
+// world's machinery: its Unseen) and the search's own Chooser. Without a
+// search, state does nothing.
+func (d Decisions) Decider(salt uint64, keep func() int) (decide func(n int) int, state func(unseen []reflect.Type, of ...any)) {
 	if ch := d.Chooser; ch != nil {
-		return func(n int) int {
-			pick := ch.Choose(n, keep(), state)
+		var fp func() statehash.Sum
+		sum := func() statehash.Sum {
+			if fp == nil {
+				panic("run: a choice before the family named its state (Decider's state)")
+			}
+			return fp()
+		}
+		decide = func(n int) int {
+			pick := ch.Choose(n, keep(), sum)
 			ch.Made(pick)
 			return pick
 		}
+		state = func(unseen []reflect.Type, of ...any) {
+			h := statehash.New(append(slices.Clone(unseen), reflect.TypeOf(ch))...)
+			fp = func() statehash.Sum { return h.Sum(of...) }
+		}
+		return decide, state
 	}
 	rng := rand.New(rand.NewPCG(d.ScheduleSeed, salt))
 	next := 0
-	return func(n int) int {
+	decide = func(n int) int {
 		if next < len(d.Schedule) {
 			next++
 			return d.Schedule[next-1] % n
 		}
 		return rng.IntN(n)
 	}
+	return decide, func([]reflect.Type, ...any) {}
 }
 
-// Fingerprint returns the state of an exhaustive search's choices for
-// Fingerprinted: the fingerprint of of (a simulated world whose processes
-// keep their inputs, and the family's runner, its history among it),
-// leaving out the types unseen (the world's machinery: its Unseen) and
-// the search's own Chooser. Nil when no search makes the decisions.
-func (d Decisions) Fingerprint(unseen []reflect.Type, of ...any) func() statehash.Sum {
-	if d.Chooser == nil {
-		return nil
-	}
-	h := statehash.New(append(slices.Clone(unseen), reflect.TypeOf(d.Chooser))...)
-	return func() statehash.Sum { return h.Sum(of...) }
-}
+// Searched says whether an exhaustive search makes the decisions (a
+// Chooser): a family then has its simulator keep what its processes were
+// handed (KeepInputs), for the state Decider fingerprints.
+func (d Decisions) Searched() bool { return d.Chooser != nil }
 
 // Seed is the seed of the random bits (tokens) of incarnation gen of
 // process name in a plan of schedule seed seed: the same on every run, and
