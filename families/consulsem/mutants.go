@@ -24,7 +24,8 @@ type Mutant struct {
 // TTL (or with a -dev agent's restart, which breaks the reference too), so
 // one that died before the grant died after the grant's certain validity
 // (its acquire's invoke plus the TTL) had passed, and no lease property
-// can tell its grant from a good one.
+// can tell its grant from a good one (TestNoLiveCheckStrikesUnseen: on
+// every schedule of small scopes it strikes, and every property holds).
 var Mutants = []*Mutant{
 	{Name: "consul-cas-to-put", Property: lease.LeaseExclusive, defects: func(d *consulsem.Defects) { d.PlainPut = true },
 		Defect: "the lock key is written without the check on its index (a plain PUT, not ?cas): two contenders that read the same listing are both granted"},
