@@ -38,10 +38,18 @@ func Percent(live uint64, floor int) int {
 	return max(int(p), floor)
 }
 
-// Start sets GOGC to floor now and, after each collection, to
-// Percent(the live heap, floor).
+// Start sets GOGC to Percent(the heap now, floor) and, after each
+// collection, to Percent(the live heap, floor). (Before the first
+// collection no live heap is known: the heap's objects now, all of them
+// live or not, stand for it.)
 func Start(floor int) {
-	debug.SetGCPercent(floor)
+	now := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(now)
+	p := floor
+	if v := now[0].Value; v.Kind() == metrics.KindUint64 && v.Uint64() > 0 {
+		p = Percent(v.Uint64(), floor)
+	}
+	debug.SetGCPercent(p)
 	t := &tuner{floor: floor, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 	t.arm()
 }

@@ -33,20 +33,21 @@ func gogc() int {
 	return p
 }
 
-// After a collection the tuner sets GOGC from the live heap: this test's
-// heap is a few megabytes, so well above the floor; and it sets it again
-// after the cycles that follow (the finalizer arms itself again), which
-// undo a GOGC set meanwhile.
+// The tuner sets GOGC from the heap at Start, and after each collection
+// from the live heap: this test's heap is a few megabytes, so well above
+// the floor; it sets it again after the cycles that follow (the finalizer
+// arms itself again), which undo a GOGC set meanwhile; and a live heap
+// larger than Headroom brings it down to the floor.
 func TestStartFollowsTheLiveHeap(t *testing.T) {
 	defer debug.SetGCPercent(gogc())
 	Start(400)
-	if p := gogc(); p != 400 {
-		t.Fatalf("GOGC %d right after Start(400), want the floor", p)
+	if p := gogc(); p <= 400 {
+		t.Fatalf("GOGC %d right after Start(400) with a heap of a few megabytes, want more than the floor", p)
 	}
-	await := func(what string) {
+	await := func(what string, done func(int) bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for gogc() <= 400 {
+		for !done(gogc()) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: GOGC still %d after 10 s of collections", what, gogc())
 			}
@@ -54,7 +55,11 @@ func TestStartFollowsTheLiveHeap(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	await("the first cycle")
 	debug.SetGCPercent(400)
-	await("a later cycle")
+	await("a small heap", func(p int) bool { return p > 400 })
+	big := make([]byte, 2*Headroom)
+	await("a live heap of twice Headroom", func(p int) bool { return p == 400 })
+	runtime.KeepAlive(big)
+	big = nil
+	await("the big heap gone", func(p int) bool { return p > 400 })
 }
