@@ -12,7 +12,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/lockprover/lockprover/cmd/lockprover/cli"
 	_ "github.com/lockprover/lockprover/families/all" // every lock family
@@ -31,9 +33,36 @@ import (
 // Speed), while an exhaustive search holding gigabytes keeps 400.
 const gcPercent = 400
 
-func main() {
+// cpuProfile names the variable that, set to a file's path, makes the
+// binary write a CPU profile of its run there (scripts/pgo-profile makes
+// cmd/lockprover/default.pgo, the compiler's profile, from such runs).
+const cpuProfile = "LOCKPROVER_CPUPROFILE"
+
+func main() { os.Exit(run()) }
+
+// run is the binary: the collector's pace, the profile if asked for, and
+// the command line's verb; it returns the exit code.
+func run() int {
 	if os.Getenv("GOGC") == "" {
 		gctune.Start(gcPercent)
 	}
-	os.Exit(cli.Main())
+	path := os.Getenv(cpuProfile)
+	if path == "" {
+		return cli.Main()
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lockprover: %s=%s: %v\n", cpuProfile, path, err)
+		return 2
+	}
+	code := cli.Main()
+	pprof.StopCPUProfile()
+	if err := f.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "lockprover: %s=%s: %v\n", cpuProfile, path, err)
+		code = max(code, 1)
+	}
+	return code
 }
