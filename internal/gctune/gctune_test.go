@@ -13,7 +13,7 @@ func TestPercent(t *testing.T) {
 		floor int
 		want  int
 	}{
-		{live: 8 << 20, floor: 400, want: 800},         // a small heap gets Headroom
+		{live: Headroom / 8, floor: 400, want: 800},    // a small heap gets Headroom
 		{live: 1 << 30, floor: 400, want: 400},         // a large one keeps the floor
 		{live: Headroom / 4, floor: 100, want: 400},    // Headroom is four such heaps
 		{live: 0, floor: 400, want: most},              // nothing live: the bound
