@@ -280,11 +280,19 @@ type tally struct {
 	aimed                            map[Interleaving]int
 	firstInconclusive, violation     *Counterexample
 	digest                           io.Writer // the plans' JSON goes there; nil: nowhere
+	json                             []byte    // a plan's JSON, for the digest (jsonAppender)
 	// steer, if set, is the search's goals: goalReached and goalAimed
 	// count the plans that reached each and were aimed at it, by its
 	// place in steer.goals, for aim.
 	steer                  *steering
 	goalReached, goalAimed []int
+}
+
+// A jsonAppender is a plan that writes its own JSON, as encoding/json's
+// Encoder writes it, byte for byte (newline included), without its
+// reflection: a search writes every plan it draws into a digest.
+type jsonAppender interface {
+	AppendJSON([]byte) []byte
 }
 
 // reach counts the plans of a tally that reached an interleaving.
@@ -360,7 +368,13 @@ func (t *tally) add(cx *Counterexample) {
 		}
 	}
 	if t.digest != nil {
-		json.NewEncoder(t.digest).Encode(cx.Plan) // compact: the digest is the plan's JSON
+		// Compact, a newline after: the digest is the plan's JSON.
+		if a, ok := cx.Plan.(jsonAppender); ok {
+			t.json = a.AppendJSON(t.json[:0])
+			t.digest.Write(t.json)
+		} else {
+			json.NewEncoder(t.digest).Encode(cx.Plan)
+		}
 	}
 	switch {
 	case cx.violated():

@@ -27,11 +27,12 @@ import (
 // some 100 kB, thousands of times a second): at Go's default of 100 it
 // collected some eighty times a second on the simulator, and its marking,
 // assists and write barriers took a fifth of the run's CPU. gctune keeps
-// GOGC at 400 or more, and high enough that 32 MiB may be allocated
+// GOGC at 400 or more, and high enough that 64 MiB may be allocated
 // between two collections: a proof on the simulator then peaks at some
-// 85 MiB (docs/architecture.md, Speed), while an exhaustive search
-// holding gigabytes keeps 400. (16 MiB cost 4 to 8% more CPU; 64 MiB, 3%
-// more on short runs, from touching fresh memory, and none less on long.)
+// 140 MiB (docs/architecture.md, Speed), while an exhaustive search
+// holding gigabytes keeps 400. (32 MiB cost 6% more CPU on long runs
+// and 3.5% less on short ones, from touching less fresh memory; 16 MiB,
+// 4 to 8% more on both.)
 const gcPercent = 400
 
 // cpuProfile names the variable that, set to a file's path, makes the

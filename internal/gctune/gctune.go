@@ -20,7 +20,7 @@ import (
 )
 
 // Headroom is the least the heap may grow by between two collections.
-const Headroom = 32 << 20
+const Headroom = 64 << 20
 
 // most bounds the GOGC Start sets (a heap of a few bytes live).
 const most = 10000
