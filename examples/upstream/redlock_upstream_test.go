@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,6 +169,13 @@ func TestNodeRedlockAdapter(t *testing.T) {
 // into the user's cache (once per lock file) and returns node and that
 // node_modules; it skips without node or npm, or when npm ci fails (the
 // registry out of reach). probe is a package the lock file installs.
+//
+// Tests that share a lock file install it once, one at a time (a lock on
+// a file beside the cache's directory, which other test processes honour
+// too), and npm ci runs in a directory of its own whose node_modules is
+// moved into place whole: a test never reads a node_modules that another
+// is still writing (npm writes a probe's package.json before the rest;
+// CI once parsed a package.json cut short).
 func npmModules(t *testing.T, dir, probe string) (node, modules string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
@@ -188,27 +196,63 @@ func npmModules(t *testing.T, dir, probe string) (node, modules string) {
 	}
 	sum := sha256.Sum256(lock)
 	inst := filepath.Join(cache, "lockprover", dir+"-"+hex.EncodeToString(sum[:6]))
-	if _, err := os.Stat(filepath.Join(inst, "node_modules", probe, "package.json")); err != nil {
-		if err := os.MkdirAll(inst, 0o755); err != nil {
+	modules = filepath.Join(inst, "node_modules")
+	installed := func() bool {
+		_, err := os.Stat(filepath.Join(modules, probe, "package.json"))
+		return err == nil
+	}
+	if installed() {
+		return node, modules
+	}
+	if err := os.MkdirAll(inst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unlock := lockFile(t, inst+".lock")
+	defer unlock()
+	if installed() { // another test installed it meanwhile
+		return node, modules
+	}
+	work, err := os.MkdirTemp(filepath.Dir(inst), filepath.Base(inst)+"-npm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	for _, f := range []string{"package.json", "package-lock.json"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range []string{"package.json", "package-lock.json"} {
-			b, err := os.ReadFile(filepath.Join(dir, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(inst, f), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		ci := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		ci.Dir = inst
-		if out, err := ci.CombinedOutput(); err != nil {
-			os.RemoveAll(filepath.Join(inst, "node_modules"))
-			t.Skipf("npm ci of the packages of the adapter in %s failed (the npm registry out of reach?): %v\n%s", dir, err, out)
+		if err := os.WriteFile(filepath.Join(work, f), b, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return node, filepath.Join(inst, "node_modules")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ci := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	ci.Dir = work
+	if out, err := ci.CombinedOutput(); err != nil {
+		t.Skipf("npm ci of the packages of the adapter in %s failed (the npm registry out of reach?): %v\n%s", dir, err, out)
+	}
+	if err := os.RemoveAll(modules); err != nil { // what a killed install left
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(work, "node_modules"), modules); err != nil {
+		t.Fatal(err)
+	}
+	return node, modules
+}
+
+// lockFile takes an exclusive lock on the file at path (made if missing),
+// waiting for it, and returns its release.
+func lockFile(t *testing.T, path string) (unlock func()) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	return func() { f.Close() } // closing releases the lock
 }
