@@ -397,12 +397,19 @@ type realClusterEnv struct {
 // clusterTimes is where a sequence's time on the real cluster went: its
 // faults (a node's start and restart wait until it runs), the settles
 // after them (ClusterSettle each), and making the cluster one again after
-// it (rabbitmq.Cluster.Recover, and the cleanup); the rest is its
-// methods.
-type clusterTimes struct{ faults, settles, recovery time.Duration }
+// it (recovery: rabbitmq.Cluster.Recover, whose own split is recovered,
+// and the cleanup); the rest is its methods.
+type clusterTimes struct {
+	faults, settles, recovery time.Duration
+	recovered                 rabbitmq.Recovery
+}
 
 func (t clusterTimes) String() string {
-	return fmt.Sprintf("faults %.0fs, settles %.0fs, recovery %.0fs", t.faults.Seconds(), t.settles.Seconds(), t.recovery.Seconds())
+	did := ""
+	if len(t.recovered.Did) > 0 {
+		did = " (" + t.recovered.String() + ")"
+	}
+	return fmt.Sprintf("faults %.0fs, settles %.0fs, recovery %.0fs%s: %s", t.faults.Seconds(), t.settles.Seconds(), t.recovery.Seconds(), did, t.recovered.Times())
 }
 
 func (e *realClusterEnv) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, error) {
@@ -485,7 +492,8 @@ func runRealCluster(ctx context.Context, rc RealCluster, prefix string, steps []
 	t0 := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if _, err := rc.Cluster.Recover(rctx, rc.Lab); err != nil {
+	var err error
+	if e.spent.recovered, err = rc.Cluster.Recover(rctx, rc.Lab); err != nil {
 		if errors.Is(err, rabbitmq.ErrStillSplit) {
 			if rerr := rc.Cluster.Reset(rctx); rerr != nil {
 				return nil, e.spent, fmt.Errorf("%w; made anew: %v", err, rerr)

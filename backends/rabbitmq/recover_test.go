@@ -1,0 +1,77 @@
+package rabbitmq
+
+import (
+	"slices"
+	"testing"
+)
+
+// Under ignore, a cluster whose nodes list a partition is split for good
+// (Recover stops waiting and restarts the side given up); under
+// pause_minority and autoheal the mode resolves it, and a cluster whose
+// nodes list none (nodes still reconnecting, one down) may yet agree.
+func TestSplitForGood(t *testing.T) {
+	listed := []*Status{
+		{Running: []string{"a"}, Partitions: map[string][]string{"a": {"b"}}},
+		nil,
+		{Running: []string{"b", "c"}},
+	}
+	reconnecting := []*Status{{Running: []string{"a"}}, nil, {Running: []string{"b", "c"}}}
+	for _, c := range []struct {
+		mode string
+		sts  []*Status
+		want bool
+	}{
+		{Ignore, listed, true},
+		{PauseMinority, listed, false},
+		{Autoheal, listed, false},
+		{Ignore, reconnecting, false},
+		{Ignore, []*Status{nil, nil, nil}, false},
+	} {
+		if got := splitForGood(c.mode, c.sts); got != c.want {
+			t.Errorf("%s, %v: split for good %v, want %v", c.mode, c.sts, got, c.want)
+		}
+	}
+}
+
+// The nodes given up are those outside the largest side a node sees
+// running; after a bridge, where the bridge node sees every node running,
+// one of the two that list each other; with nothing to go by, every node
+// but the first.
+func TestGivenUp(t *testing.T) {
+	names := []string{"n1", "n2", "n3"}
+	all := []string{"n1", "n2", "n3"}
+	for _, c := range []struct {
+		what string
+		sts  []*Status
+		want []int
+	}{
+		{"n1 isolated, then healed", []*Status{
+			{Running: []string{"n1"}, Partitions: map[string][]string{"n1": {"n2", "n3"}}},
+			{Running: []string{"n2", "n3"}, Partitions: map[string][]string{"n2": {"n1"}}},
+			{Running: []string{"n2", "n3"}},
+		}, []int{0}},
+		{"n3 paused past its peers' tick, then continued", []*Status{
+			{Running: []string{"n1", "n2"}},
+			{Running: []string{"n1", "n2"}, Partitions: map[string][]string{"n2": {"n3"}}},
+			nil,
+		}, []int{2}},
+		{"a bridge through n1", []*Status{
+			{Running: all},
+			{Running: []string{"n1", "n2"}, Partitions: map[string][]string{"n2": {"n3"}}},
+			{Running: []string{"n1", "n3"}, Partitions: map[string][]string{"n3": {"n2"}}},
+		}, []int{2}},
+		{"three sides of one, n1 silent: n2's is kept", []*Status{
+			nil,
+			{Running: []string{"n2"}},
+			{Running: []string{"n3"}},
+		}, []int{0, 2}},
+		{"every node sees every node, none lists a partition", []*Status{
+			{Running: all}, {Running: all}, {Running: all},
+		}, []int{1, 2}},
+		{"no node answers", []*Status{nil, nil, nil}, []int{0, 1, 2}},
+	} {
+		if got := givenUp(names, c.sts); !slices.Equal(got, c.want) {
+			t.Errorf("%s: given up %v, want %v", c.what, got, c.want)
+		}
+	}
+}
