@@ -660,8 +660,12 @@ func (r Recovery) Times() string {
 			restarts++
 		}
 	}
-	return fmt.Sprintf("agreement %.0fs in %d polls (%d cluster_status, %.1fs each), %d restarts %.0fs (stops %.0fs), starts %.0fs, heal %.0fs",
-		r.Agreement.Seconds(), r.Polls, r.Calls, per, restarts, r.Restarts.Seconds(), r.Stops.Seconds(), r.Starts.Seconds(), r.Heal.Seconds())
+	stuck := ""
+	if r.Stuck > 0 {
+		stuck = fmt.Sprintf(", %d cut short by a lasting partition", r.Stuck)
+	}
+	return fmt.Sprintf("agreement %.0fs in %d polls (%d cluster_status, %.1fs each%s), %d restarts %.0fs (stops %.0fs), starts %.0fs, heal %.0fs",
+		r.Agreement.Seconds(), r.Polls, r.Calls, per, stuck, restarts, r.Restarts.Seconds(), r.Stops.Seconds(), r.Starts.Seconds(), r.Heal.Seconds())
 }
 
 // Recover brings the cluster back to one after a plan's faults: it heals
@@ -732,7 +736,10 @@ func (c *Cluster) Recover(ctx context.Context, lab *netns.Lab) (Recovery, error)
 	if _, ok := c.awaitAgreement(ctx, time.Minute, &r); ok {
 		return r, nil
 	}
-	// Still split: every node restarts, one after the other.
+	// Still split: a node keeps the partitions it saw listed until it
+	// restarts itself or a node it lists goes down (after a bridge, the
+	// bridge node, which saw both sides, may list them): every node
+	// restarts, one after the other.
 	if err := restart(c.Nodes); err != nil {
 		return r, err
 	}

@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // Under ignore, a cluster whose nodes list a partition is split for good
@@ -73,5 +74,22 @@ func TestGivenUp(t *testing.T) {
 		if got := givenUp(names, c.sts); !slices.Equal(got, c.want) {
 			t.Errorf("%s: given up %v, want %v", c.what, got, c.want)
 		}
+	}
+}
+
+// A recovery says what it did and where its time went: its restarts
+// counted from what it did, a wait cut short named.
+func TestRecoveryTimes(t *testing.T) {
+	r := Recovery{Did: []string{"healed the lab", "restarted n1"}, Agreement: 3 * time.Second, Polls: 2, Calls: 6,
+		Status: 3 * time.Second, Restarts: 7 * time.Second, Stops: time.Second, Stuck: 1}
+	if !r.Restarted() || (Recovery{Did: []string{"healed the lab", "started n2"}}).Restarted() {
+		t.Errorf("Restarted: %v for %q; want true, and false for a start", r.Restarted(), r)
+	}
+	want := "agreement 3s in 2 polls (6 cluster_status, 0.5s each, 1 cut short by a lasting partition), 1 restarts 7s (stops 1s), starts 0s, heal 0s"
+	if got := r.Times(); got != want {
+		t.Errorf("Times:\n%s\nwant\n%s", got, want)
+	}
+	if got := r.String(); got != "healed the lab, restarted n1" {
+		t.Errorf("String: %q", got)
 	}
 }
