@@ -674,8 +674,8 @@ func (r Recovery) Times() string {
 // listed). A cluster that stays split (ignore never merges by itself:
 // splitForGood) is recovered as RabbitMQ's docs tell an operator to: the
 // nodes of the side given up are restarted (givenUp), and if it is still
-// split, every node, one after the other. It says what it had to do and
-// where its time went, also with an error.
+// split, the nodes one after the other until it agrees (restartUntil).
+// It says what it had to do and where its time went, also with an error.
 func (c *Cluster) Recover(ctx context.Context, lab *netns.Lab) (Recovery, error) {
 	var r Recovery
 	t0 := time.Now()
@@ -737,16 +737,42 @@ func (c *Cluster) Recover(ctx context.Context, lab *netns.Lab) (Recovery, error)
 		return r, nil
 	}
 	// Still split: a node keeps the partitions it saw listed until it
-	// restarts itself or a node it lists goes down (after a bridge, the
-	// bridge node, which saw both sides, may list them): every node
-	// restarts, one after the other.
-	if err := restart(c.Nodes); err != nil {
+	// restarts itself or a node it lists goes down (after a bridge, or
+	// two partitions, the cluster is in three pieces): the nodes restart,
+	// one after the other, until the cluster agrees.
+	ok, err := restartUntil(len(c.Nodes), func(i int) error { return restart(c.Nodes[i : i+1]) }, func(last bool) bool {
+		limit := 5 * time.Second // (a lasting partition ends the wait at once)
+		if last {
+			limit = time.Minute
+		}
+		_, ok := c.awaitAgreement(ctx, limit, &r)
+		return ok
+	})
+	switch {
+	case err != nil:
 		return r, err
-	}
-	if _, ok := c.awaitAgreement(ctx, time.Minute, &r); ok {
+	case ok:
 		return r, nil
 	}
 	return r, fmt.Errorf("%w after %s", ErrStillSplit, r)
+}
+
+// restartUntil restarts n nodes one after the other (restart(i)), asking
+// after each whether the cluster agrees (agrees, told whether that was
+// the last node), and stops at the first restart that made it agree: a
+// node restarted into a cluster that agrees takes the records the others
+// share, so that restarting the rest would change nothing but the time.
+// It says whether the cluster agrees.
+func restartUntil(n int, restart func(i int) error, agrees func(last bool) bool) (bool, error) {
+	for i := range n {
+		if err := restart(i); err != nil {
+			return false, err
+		}
+		if agrees(i == n-1) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // ErrStillSplit is Recover's error when the cluster stays split after

@@ -1,6 +1,8 @@
 package rabbitmq
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -91,5 +93,37 @@ func TestRecoveryTimes(t *testing.T) {
 	}
 	if got := r.String(); got != "healed the lab, restarted n1" {
 		t.Errorf("String: %q", got)
+	}
+}
+
+// The fallback's restarts stop at the first that makes the cluster
+// agree, give the last node the long wait, and stop at a failed restart.
+func TestRestartUntil(t *testing.T) {
+	for _, c := range []struct {
+		agreesAfter, failAt int // -1: never
+		want                []string
+		ok, err             bool
+	}{
+		{0, -1, []string{"restart 0", "ask 0 (last false)"}, true, false},
+		{1, -1, []string{"restart 0", "ask 0 (last false)", "restart 1", "ask 1 (last false)"}, true, false},
+		{-1, -1, []string{"restart 0", "ask 0 (last false)", "restart 1", "ask 1 (last false)", "restart 2", "ask 2 (last true)"}, false, false},
+		{-1, 1, []string{"restart 0", "ask 0 (last false)", "restart 1"}, false, true},
+	} {
+		var did []string
+		cur := -1
+		ok, err := restartUntil(3, func(i int) error {
+			did = append(did, fmt.Sprint("restart ", i))
+			cur = i
+			if i == c.failAt {
+				return errors.New("no start")
+			}
+			return nil
+		}, func(last bool) bool {
+			did = append(did, fmt.Sprintf("ask %d (last %v)", cur, last))
+			return cur == c.agreesAfter
+		})
+		if ok != c.ok || (err != nil) != c.err || !slices.Equal(did, c.want) {
+			t.Errorf("agreeing after restart %d, failing at %d: %v, %v, did %q; want %v, error %v, %q", c.agreesAfter, c.failAt, ok, err, did, c.ok, c.err, c.want)
+		}
 	}
 }
