@@ -25,8 +25,9 @@ import (
 // one; a bridge; a node killed and started, paused and continued,
 // restarted; the heal), run on both and compared step by step. A fault
 // is followed by a wait of two net_ticktimes (ClusterSettle), so that what
-// the steps after it observe no longer hangs on when each node noticed;
-// the differential judges what the cluster does, not how fast.
+// the steps after it observe no longer hangs on when each node noticed
+// (a last step's is not: nothing after it observes); the differential
+// judges what the cluster does, not how fast.
 
 // A ClusterStep is one step of a cluster sequence: a method of a client
 // (On is A, B or C) on a queue, or a fault on the cluster (On is "").
@@ -194,7 +195,7 @@ func runClusterSteps(e clusterEnv, prefix string, steps []ClusterStep) []string 
 	}
 	var out []string
 	cuts := map[string]bool{}
-	for _, s := range steps {
+	for i, s := range steps {
 		if s.On == "" {
 			var err error
 			switch s.Do {
@@ -219,7 +220,11 @@ func runClusterSteps(e clusterEnv, prefix string, steps []ClusterStep) []string 
 			} else {
 				out = append(out, "done")
 			}
-			e.Sleep(context.Background(), ClusterSettle)
+			if i < len(steps)-1 {
+				// (After the last step nothing is observed: the real
+				// cluster's recovery follows at once.)
+				e.Sleep(context.Background(), ClusterSettle)
+			}
 			continue
 		}
 		c := clients[s.On]
@@ -397,12 +402,19 @@ type realClusterEnv struct {
 // clusterTimes is where a sequence's time on the real cluster went: its
 // faults (a node's start and restart wait until it runs), the settles
 // after them (ClusterSettle each), and making the cluster one again after
-// it (rabbitmq.Cluster.Recover, and the cleanup); the rest is its
-// methods.
-type clusterTimes struct{ faults, settles, recovery time.Duration }
+// it (recovery: rabbitmq.Cluster.Recover, whose own split is recovered,
+// and the cleanup); the rest is its methods.
+type clusterTimes struct {
+	faults, settles, recovery time.Duration
+	recovered                 rabbitmq.Recovery
+}
 
 func (t clusterTimes) String() string {
-	return fmt.Sprintf("faults %.0fs, settles %.0fs, recovery %.0fs", t.faults.Seconds(), t.settles.Seconds(), t.recovery.Seconds())
+	did := ""
+	if len(t.recovered.Did) > 0 {
+		did = " (" + t.recovered.String() + ")"
+	}
+	return fmt.Sprintf("faults %.0fs, settles %.0fs, recovery %.0fs%s: %s", t.faults.Seconds(), t.settles.Seconds(), t.recovery.Seconds(), did, t.recovered.Times())
 }
 
 func (e *realClusterEnv) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, error) {
@@ -485,7 +497,8 @@ func runRealCluster(ctx context.Context, rc RealCluster, prefix string, steps []
 	t0 := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if _, err := rc.Cluster.Recover(rctx, rc.Lab); err != nil {
+	var err error
+	if e.spent.recovered, err = rc.Cluster.Recover(rctx, rc.Lab); err != nil {
 		if errors.Is(err, rabbitmq.ErrStillSplit) {
 			if rerr := rc.Cluster.Reset(rctx); rerr != nil {
 				return nil, e.spent, fmt.Errorf("%w; made anew: %v", err, rerr)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/backends/netns/netnstest"
 	"github.com/lockprover/lockprover/backends/rabbitmq"
 	"github.com/lockprover/lockprover/internal/quick"
@@ -133,5 +134,53 @@ func TestSimClusterMatchesRecordedRealRuns(t *testing.T) {
 		if k >= 0 {
 			t.Errorf("%s, seed %d, sequence %d: real %v: no seed of the simulated cluster gives it; the closest differs at step %d (%s): %v", c.mode, c.seed, c.index, c.real, k+1, steps[k], sim)
 		}
+	}
+}
+
+// settleCounter is a cluster where every dial is refused and faults
+// apply, counting the settles a sequence waits.
+type settleCounter struct {
+	settles int
+	faults  []string
+}
+
+func (e *settleCounter) Dial(context.Context, broker.Config) (broker.Conn, error) {
+	return nil, broker.ErrRefused
+}
+
+func (e *settleCounter) Sleep(_ context.Context, d time.Duration) error {
+	if d == ClusterSettle {
+		e.settles++
+	}
+	return nil
+}
+
+func (e *settleCounter) Timeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
+
+func (e *settleCounter) Fault(fault, target string) error {
+	e.faults = append(e.faults, fault+" "+target)
+	return nil
+}
+
+// Every fault of a sequence but its last step is followed by a settle:
+// after the last step nothing observes, and the real cluster's recovery
+// follows at once.
+func TestClusterSettlesBeforeTheNextStepOnly(t *testing.T) {
+	steps := []ClusterStep{{Do: "isolate", Arg: "n1"}, {On: "A", Do: "declare-passive", Arg: "q1"}, {Do: "heal"}, {Do: "kill", Arg: "n2"}}
+	e := &settleCounter{}
+	obs := runClusterSteps(e, "t-", steps)
+	want := []string{"done", "dial: refused", "done", "done"}
+	if !slices.Equal(obs, want) {
+		t.Errorf("observed %q, want %q", obs, want)
+	}
+	if len(e.faults) != 3 || e.settles != 2 {
+		t.Errorf("%d faults struck (%q), %d settles; want 3 faults, 2 settles (none after the last step)", len(e.faults), e.faults, e.settles)
+	}
+	e = &settleCounter{}
+	runClusterSteps(e, "t-", steps[:3])
+	if e.settles != 1 {
+		t.Errorf("ending in a heal: %d settles, want 1", e.settles)
 	}
 }

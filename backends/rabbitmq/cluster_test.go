@@ -103,7 +103,7 @@ func TestClusterStarts(t *testing.T) {
 	if err := c.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !c.agreed(ctx) {
+	if !c.agreed(ctx, &Recovery{}) {
 		t.Error("after a reset, the nodes do not agree on one cluster")
 	}
 	if qs, err := c.Nodes[0].Ctl(ctx, "list_queues", "name", "--no-table-headers", "--quiet"); err != nil || strings.Contains(qs, q) {

@@ -238,11 +238,11 @@ func (c *clusterRun) settle(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return err // interrupted (a Ctrl-C, a search's deadline): the next plan recovers it
 	}
-	if c.t.Log != nil && (strings.Contains(did, "restarted") || strings.Contains(did, "reset") || err != nil) { // an operator's restart, or a failure
+	if c.t.Log != nil && (did.Restarted() || err != nil) { // an operator's restart, or a failure
 		if err != nil {
 			fmt.Fprintf(c.t.Log, "cluster: recovery failed after %.1fs: %v\n", time.Since(t0).Seconds(), err)
 		} else {
-			fmt.Fprintf(c.t.Log, "cluster: %s; one cluster again after %.1fs\n", did, time.Since(t0).Seconds())
+			fmt.Fprintf(c.t.Log, "cluster: %s; one cluster again after %.1fs (%s)\n", did, time.Since(t0).Seconds(), did.Times())
 		}
 	}
 	return err

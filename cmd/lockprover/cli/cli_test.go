@@ -138,6 +138,7 @@ func TestNonsenseRefused(t *testing.T) {
 		{[]string{"bench", "extra"}, `unexpected argument "extra"`},
 		{[]string{"conform", "--retries", "-1"}, "--retries must not be negative"},
 		{[]string{"conform", "--rabbitmqctl", " "}, "--rabbitmqctl must not be empty"},
+		{[]string{"conform", "--cluster", "--first", "-1"}, `--first: a sequence's index, 0 or more, not "-1"`},
 		{[]string{"prove", "--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 		{[]string{"prove", "--options", "lazy"}, `--options: no option "lazy"`},
 		{[]string{"check", "--timeout", "-1s", plan}, "--timeout must not be negative"},

@@ -232,6 +232,10 @@ func clusterConform(ctx context.Context, s family.Settings, c family.ConformConf
 	if err != nil {
 		return 0, family.Usagef("%v", err)
 	}
+	first, err := strconv.Atoi(s.Flag("first"))
+	if err != nil || first < 0 {
+		return 0, family.Usagef("--first: a sequence's index, 0 or more, not %q", s.Flag("first"))
+	}
 	box := newClusterBox(s, o)
 	box.stderr = c.Log
 	if box.stderr == nil {
@@ -241,10 +245,14 @@ func clusterConform(ctx context.Context, s family.Settings, c family.ConformConf
 		return 0, err
 	}
 	defer box.stop()
-	fmt.Fprintf(out, "conform --cluster: %d sequences of 10 steps, seed %d, %s, net_ticktime %v\n", c.Sequences, c.Seed, o.PartitionHandling, box.c.Options().NetTicktime)
+	from := ""
+	if first > 0 {
+		from = fmt.Sprintf(" from its sequence %d", first)
+	}
+	fmt.Fprintf(out, "conform --cluster: %d sequences of 10 steps, seed %d%s, %s, net_ticktime %v\n", c.Sequences, c.Seed, from, o.PartitionHandling, box.c.Options().NetTicktime)
 	t0 := time.Now()
 	agreed, d, err := conform.ClusterDifferential(ctx, conform.RealCluster{Cluster: box.c, Lab: box.lab},
-		conform.ClusterDiffOptions{Mode: o.PartitionHandling, Sequences: c.Sequences, Seed: c.Seed, Shrink: shrink, Out: out})
+		conform.ClusterDiffOptions{Mode: o.PartitionHandling, Sequences: c.Sequences, Seed: c.Seed, First: first, Shrink: shrink, Out: out})
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintf(out, "interrupted after %d sequences that agreed\n", agreed)

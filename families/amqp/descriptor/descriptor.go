@@ -51,6 +51,7 @@ var AMQP = &family.Descriptor{
 		{Name: "cases", Verbs: family.Conform, Usage: "amqp-locks: part 1 runs only these cases of the table, by the IDs it prints, comma-separated (7b picks every 7b T=...); default every case"},
 		{Name: "retries", Default: "2", Verbs: family.Conform, Usage: "amqp-locks: run a diverging table case again up to this many times (real timing varies on a loaded machine)"},
 		{Name: "shrink-time", Default: "1m0s", Verbs: family.Conform, Usage: "amqp-locks: time to spend minimising a divergence"},
+		{Name: "first", Default: "0", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, the first of --seed's sequences to run (the sequences before it are skipped: to go on after a divergence, or to run one again)"},
 		{Name: "slots", Default: "8", Verbs: family.Bench, Usage: "amqp-locks: L, the semaphore's slots; acquire is also measured at slot L with L-1 slots held"},
 	},
 	// check --model strict judges acquire-exact with the whole semaphore.
