@@ -1,8 +1,6 @@
 package all_test
 
 import (
-	"context"
-	"encoding/json"
 	"maps"
 	"slices"
 	"testing"
@@ -12,25 +10,8 @@ import (
 	"github.com/lockprover/lockprover/families/pgadvisory"
 	"github.com/lockprover/lockprover/families/redlock"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/exhausttest"
 )
-
-// recording is a family whose runs note each history they give, by its
-// JSON: which histories a search reached.
-type recording struct {
-	prover.Exhaustive
-	seen map[string]bool
-}
-
-func (r recording) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
-	res, err := r.Exhaustive.Run(ctx, p)
-	if err == nil {
-		b, _ := json.Marshal(res.History)
-		r.seen[string(b)] = true
-	}
-	return res, err
-}
-
-func (r recording) Judging(model string) any { return r.Exhaustive.(prover.Judging).Judging(model) }
 
 // The lease families' reduction is sound: pruning a schedule at a state
 // the search has explored from before (the simulator's servers, its
@@ -69,12 +50,12 @@ func TestLeaseReductionSound(t *testing.T) {
 			}
 			t.Parallel()
 			search := func(reduce bool) (*prover.ExhaustOutcome, map[string]bool) {
-				f := recording{c.f.(prover.Exhaustive), map[string]bool{}}
+				f := exhausttest.Record(c.f.(prover.Exhaustive))
 				o, err := prover.Exhaust{Config: prover.Config{Family: f}, Scope: c.scope, Reduce: reduce, MaxSchedules: 1e7}.Run()
 				if err != nil {
 					t.Fatal(err)
 				}
-				return o, f.seen
+				return o, f.Seen
 			}
 			plain, all := search(false)
 			reduced, some := search(true)

@@ -1,32 +1,13 @@
 package consulsemfamily
 
 import (
-	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/lockprover/lockprover/consulsem"
 	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/prover/exhausttest"
 )
-
-// histSet is a family whose runs note each history they give, by its
-// JSON: which histories a search reached.
-type histSet struct {
-	prover.Exhaustive
-	seen map[string]bool
-}
-
-func (r histSet) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
-	res, err := r.Exhaustive.Run(ctx, p)
-	if err == nil {
-		b, _ := json.Marshal(res.History)
-		r.seen[string(b)] = true
-	}
-	return res, err
-}
-
-func (r histSet) Judging(model string) any { return r.Exhaustive.(prover.Judging).Judging(model) }
 
 // etcd-no-live-check (consulsem.Defects.NoLiveCheck, the grant without
 // its check that the contender's session is alive) is not in the
@@ -64,12 +45,12 @@ func TestNoLiveCheckStrikesUnseen(t *testing.T) {
 			search := func(mutant string) (*prover.ExhaustOutcome, map[string]bool) {
 				s := tc.scope
 				s.Mutant = mutant
-				f := histSet{tc.c, map[string]bool{}}
+				f := exhausttest.Record(tc.c)
 				o, err := prover.Exhaust{Config: prover.Config{Family: f}, Scope: s, Reduce: true, MaxSchedules: 1e7}.Run()
 				if err != nil {
 					t.Fatal(err)
 				}
-				return o, f.seen
+				return o, f.Seen
 			}
 			ref, refSeen := search("")
 			mut, mutSeen := search(name)

@@ -1,10 +1,13 @@
 // Package exhausttest is what the families' tests of their exhaustive
 // searches (prover.Exhaust) share, written once: a search of a scope run
-// whole, and a counterexample written as a plan, read back as replay
-// reads it and run again to the same history and the same violation.
+// whole, a counterexample written as a plan, read back as replay reads
+// it and run again to the same history and the same violation, and a
+// family that notes which histories a search reached.
 package exhausttest
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -66,3 +69,25 @@ func Replays(t testing.TB, f prover.Family, read func(path string) (prover.Plan,
 		t.Errorf("the written plan: %s did not fail: %+v", cx.Property, r.Verdicts)
 	}
 }
+
+// A Recording is a family whose runs note each history they give, by its
+// JSON, in Seen: which histories a search reached.
+type Recording struct {
+	prover.Exhaustive
+	Seen map[string]bool
+}
+
+// Record wraps f.
+func Record(f prover.Exhaustive) Recording { return Recording{f, map[string]bool{}} }
+
+func (r Recording) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
+	res, err := r.Exhaustive.Run(ctx, p)
+	if err == nil {
+		b, _ := json.Marshal(res.History)
+		r.Seen[string(b)] = true
+	}
+	return res, err
+}
+
+// Judging is the wrapped family's.
+func (r Recording) Judging(model string) any { return r.Exhaustive.(prover.Judging).Judging(model) }
