@@ -79,7 +79,7 @@ func TestPythonVariants(t *testing.T) {
 					t.Fatal(err)
 				}
 				if o.Found != nil {
-					t.Fatalf("%s\nproblems: %v", o.Found.Summary(), o.Found.Result.Evidence.Problems)
+					unexpected(t, o.Found)
 				}
 				if o.Plans != variantPlans || o.Inconclusive > 0 {
 					t.Fatalf("%d plans run of %d, %d inconclusive", o.Plans, variantPlans, o.Inconclusive)

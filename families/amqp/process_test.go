@@ -1,6 +1,7 @@
 package amqp_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -51,12 +52,32 @@ func search(t *testing.T, impl *amqpprotocol.Processes, plans int, props []strin
 	return out
 }
 
+// unexpected fails t with a counterexample a real-target search was not to
+// find, after writing it where it stays (a directory under the system's
+// temporary one, named in the log) and logging its plan: a failure beside
+// the suite that passes alone can still be replayed (replay --target
+// rabbitmq PLAN --times 3).
+func unexpected(t *testing.T, cx *prover.Counterexample) {
+	t.Helper()
+	var plan bytes.Buffer
+	if err := cx.Plan.Write(&plan); err != nil {
+		t.Logf("writing the plan: %v", err)
+	}
+	kept := "(not kept)"
+	if dir, err := os.MkdirTemp("", "lockprover-failed-"+strings.ReplaceAll(t.Name(), "/", "-")+"-"); err == nil {
+		if err := cx.Write(dir); err == nil {
+			kept = dir
+		}
+	}
+	t.Fatalf("%s\nproblems: %v\ncounterexample kept in %s; its plan:\n%s", cx.Summary(), cx.Result.Evidence.Problems, kept, plan.String())
+}
+
 func TestReferenceThroughTheProtocol(t *testing.T) {
 	quick.Skip(t, "processes over the protocol")
 	t.Parallel()
 	out := search(t, amqpprotocol.NewProcesses(lockprover+" serve-reference"), 3, nil, "kill", "pause", "partition")
 	if out.Found != nil {
-		t.Fatalf("%s\nproblems: %v", out.Found.Summary(), out.Found.Result.Evidence.Problems)
+		unexpected(t, out.Found)
 	}
 }
 
@@ -202,7 +223,7 @@ func TestPythonExample(t *testing.T) {
 	}
 	o := search(t, amqpprotocol.NewProcesses(cmd), 3, nil, "kill", "pause", "partition")
 	if o.Found != nil {
-		t.Fatalf("%s\nproblems: %v", o.Found.Summary(), o.Found.Result.Evidence.Problems)
+		unexpected(t, o.Found)
 	}
 }
 

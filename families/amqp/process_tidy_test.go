@@ -131,7 +131,7 @@ func TestValidateTakesAnyScanOrder(t *testing.T) {
 	}
 	o := search(t, amqpprotocol.NewProcesses(cmd), 2, nil, "kill", "pause", "partition")
 	if o.Found != nil {
-		t.Fatalf("%s\nproblems: %v", o.Found.Summary(), o.Found.Result.Evidence.Problems)
+		unexpected(t, o.Found)
 	}
 }
 

@@ -28,7 +28,7 @@ func TestReferenceVariantsThroughTheProtocol(t *testing.T) {
 			t.Parallel()
 			out := search(t, amqpprotocol.NewProcesses(lockprover+" serve-reference --options "+tc.spec), tc.plans, nil, "kill", "pause", "partition")
 			if out.Found != nil {
-				t.Fatalf("%s\nproblems: %v", out.Found.Summary(), out.Found.Result.Evidence.Problems)
+				unexpected(t, out.Found)
 			}
 		})
 	}
