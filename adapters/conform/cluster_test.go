@@ -2,6 +2,7 @@ package conform
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -182,5 +183,54 @@ func TestClusterSettlesBeforeTheNextStepOnly(t *testing.T) {
 	runClusterSteps(e, "t-", steps[:3])
 	if e.settles != 1 {
 		t.Errorf("ending in a heal: %d settles, want 1", e.settles)
+	}
+}
+
+// restartingCluster is a cluster whose nodes refuse connections for a
+// number of dials after each fault, as a node autoheal restarts does
+// after a resume; it notes what every step's method observed.
+type restartingCluster struct {
+	settleCounter
+	refuse, left int
+}
+
+func (e *restartingCluster) Dial(context.Context, broker.Config) (broker.Conn, error) {
+	if e.left > 0 {
+		e.left--
+		return nil, broker.ErrRefused
+	}
+	return nil, errors.New("served")
+}
+
+func (e *restartingCluster) Fault(fault, target string) error {
+	e.left = e.refuse
+	return e.settleCounter.Fault(fault, target)
+}
+
+// After a settle that leaves no fault in force, the next step waits until
+// every node takes connections (a node autoheal restarts after a resume
+// may need more than a settle); while a fault is in force it does not
+// wait (a node killed, paused or cut off may refuse for good).
+func TestClusterAwaitsServingAfterTheLastFaultEnds(t *testing.T) {
+	for _, c := range []struct {
+		steps []ClusterStep
+		want  string
+	}{
+		{[]ClusterStep{{Do: "pause", Arg: "n2"}, {Do: "resume", Arg: "n2"}, {On: "B", Do: "reconnect"}}, "dial: error"},
+		{[]ClusterStep{{Do: "isolate", Arg: "n1"}, {Do: "heal"}, {On: "A", Do: "reconnect"}}, "dial: error"},
+		{[]ClusterStep{{Do: "kill", Arg: "n2"}, {On: "B", Do: "reconnect"}}, "dial: refused"},
+		{[]ClusterStep{{Do: "isolate", Arg: "n1"}, {On: "A", Do: "reconnect"}}, "dial: refused"},
+	} {
+		e := &restartingCluster{refuse: 5}
+		obs := runClusterSteps(e, "t-", c.steps)
+		if got := obs[len(obs)-1]; got != c.want {
+			t.Errorf("%v: the last step observed %q, want %q", c.steps, got, c.want)
+		}
+	}
+	// A node that never serves again ends the wait after ServingTries.
+	e := &restartingCluster{refuse: 1 << 30}
+	obs := runClusterSteps(e, "t-", []ClusterStep{{Do: "resume", Arg: "n2"}, {On: "B", Do: "reconnect"}})
+	if obs[1] != "dial: refused" || e.refuse-e.left != ServingTries+1 {
+		t.Errorf("a node refusing for good: observed %q after %d dials, want refused after %d", obs, e.refuse-e.left, ServingTries+1)
 	}
 }
