@@ -1,9 +1,11 @@
 package rabbitmq
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,6 +93,10 @@ func TestRecoveryTimes(t *testing.T) {
 	if got := r.Times(); got != want {
 		t.Errorf("Times:\n%s\nwant\n%s", got, want)
 	}
+	r.Skipped = 4
+	if got := r.Times(); !strings.Contains(got, "lasting partition, 4 skipped while a node took no connection)") {
+		t.Errorf("Times with polls skipped: %s", got)
+	}
 	if got := r.String(); got != "healed the lab, restarted n1" {
 		t.Errorf("String: %q", got)
 	}
@@ -125,5 +131,27 @@ func TestRestartUntil(t *testing.T) {
 		if ok != c.ok || (err != nil) != c.err || !slices.Equal(did, c.want) {
 			t.Errorf("agreeing after restart %d, failing at %d: %v, %v, did %q; want %v, error %v, %q", c.agreesAfter, c.failAt, ok, err, did, c.ok, c.err, c.want)
 		}
+	}
+}
+
+// While a node takes no connection, the wait for agreement asks
+// rabbitmqctl only every slowPoll (each call boots a VM); once every node
+// serves, at every round again; it returns what the last poll said.
+func TestAwaitAgreementSkipsPollsWhileANodeIsDown(t *testing.T) {
+	var polls int
+	served := false
+	poll := func(ctx context.Context, r *Recovery) ([]*Status, bool) {
+		polls++
+		r.Polls++
+		return []*Status{{Running: []string{"n1"}}}, served && polls >= 3
+	}
+	var r Recovery
+	sts, ok := pollUntilAgreed(context.Background(), Autoheal, 2*time.Second, &r, poll, func(context.Context) bool { return false })
+	if ok || polls != 1 || r.Skipped < 2 || len(sts) != 1 {
+		t.Errorf("a node down for 2 s: agreed %v after %d polls, %d skipped, last %v; want no agreement, 1 poll (the first), the rest skipped, the poll's statuses", ok, polls, r.Skipped, sts)
+	}
+	polls, served, r = 0, true, Recovery{}
+	if _, ok := pollUntilAgreed(context.Background(), Autoheal, 10*time.Second, &r, poll, func(context.Context) bool { return true }); !ok || polls != 3 || r.Skipped != 0 {
+		t.Errorf("every node serving: agreed %v after %d polls, %d skipped; want agreement at the third poll, none skipped", ok, polls, r.Skipped)
 	}
 }
