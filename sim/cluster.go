@@ -777,11 +777,22 @@ func (cl *cluster) startApp(x *node) {
 			own = append(own, q)
 		}
 	}
-	var from *node
+	// It takes its records from a running node it links to; where those
+	// do not share their records (an ignore cluster left split), which
+	// side's it takes is a race the real cluster ran both ways, so the
+	// seed picks (conform seed 20261126, sequence 76: n3 restarted while
+	// n2 was split from n1 took n2's records).
+	var sides []*node // the first node of each side it could take from
 	for _, z := range cl.nodes {
-		if z != x && x.conn[z.i] && z.app {
-			from = z
-			break
+		if z != x && x.conn[z.i] && z.app && !slices.ContainsFunc(sides, func(y *node) bool { return y.running[z.i] }) {
+			sides = append(sides, z)
+		}
+	}
+	var from *node
+	if len(sides) > 0 {
+		from = sides[cl.w.pick(len(sides))]
+		if len(sides) > 1 && w.trace != nil {
+			w.tracef("node %s: takes node %s's records, of %d sides", x.name, from.name, len(sides))
 		}
 	}
 	if from != nil {

@@ -116,6 +116,8 @@ func TestClusterDifferential(t *testing.T) {
 // others n2 paused. Under autoheal, seed 12's sixth: n3 paused for 12 s
 // and continued; n2, which had given n3 up, kept n1's queue records
 // (405 for A's exclusive queue), though n3's on_node_down for n1 ran.
+// Under ignore, a node restarted into a cluster left split takes one
+// side's records or the other's (TestRestartIntoASplitClusterTakesEitherSide).
 func TestSimClusterMatchesRecordedRealRuns(t *testing.T) {
 	for _, c := range []struct {
 		mode         string
@@ -126,6 +128,11 @@ func TestSimClusterMatchesRecordedRealRuns(t *testing.T) {
 		{rabbitmq.PauseMinority, 1, 2, 8, []string{"ok", "done", "404 home node down", "dial: refused", "ok", "ok", "dial: refused", "dial: refused"}},
 		{rabbitmq.PauseMinority, 1, 2, 8, []string{"ok", "done", "404 home node down", "ok", "dial: refused", "ok", "ok", "returned"}},
 		{rabbitmq.Autoheal, 12, 5, 10, []string{"done", "ok", "ok", "returned", "ok", "dial: timeout", "done", "405", "405", "ok"}},
+		// Under ignore, seed 20261126's 77th (2026-11-26): n2 cut off and
+		// healed (the cluster left split), n3 restarted: it took n2's
+		// records (C's publish to B's queue on n2 acked), where the
+		// simulator took n1's.
+		{rabbitmq.Ignore, 20261126, 76, 10, []string{"done", "ok", "ok", "done", "ok", "404", "done", "acked", "ok", "ok"}},
 	} {
 		steps := DrawClusterSteps(rand.New(rand.NewPCG(c.seed, uint64(c.index))), c.steps)
 		sim, k, err := SimClusterMatch(c.mode, 5*time.Second, steps, c.real)
@@ -232,5 +239,27 @@ func TestClusterAwaitsServingAfterTheLastFaultEnds(t *testing.T) {
 	obs := runClusterSteps(e, "t-", []ClusterStep{{Do: "resume", Arg: "n2"}, {On: "B", Do: "reconnect"}})
 	if obs[1] != "dial: refused" || e.refuse-e.left != ServingTries+1 {
 		t.Errorf("a node refusing for good: observed %q after %d dials, want refused after %d", obs, e.refuse-e.left, ServingTries+1)
+	}
+}
+
+// A node restarted while the two others are split (ignore never merges
+// them) takes its records from one of them: which one is a race the real
+// cluster ran n2's way (seed 20261126, sequence 76), and the simulator
+// runs both, by the seed: C's publish through the restarted n3 to B's
+// queue, recorded by n2 alone, is acked when n3 took n2's records and
+// returned when it took n1's.
+func TestRestartIntoASplitClusterTakesEitherSide(t *testing.T) {
+	steps := []ClusterStep{{Do: "isolate", Arg: "n2"}, {On: "B", Do: "declare-exclusive", Arg: "q1"},
+		{Do: "heal"}, {Do: "restart", Arg: "n3"}, {On: "C", Do: "publish", Arg: "q1"}}
+	seen := map[string]int{}
+	for seed := range uint64(SimSeeds) {
+		obs, err := RunSimCluster(rabbitmq.Ignore, 5*time.Second, seed, steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[obs[len(obs)-1]]++
+	}
+	if seen["acked"] == 0 || seen["returned"] == 0 || len(seen) != 2 {
+		t.Errorf("C's publish through the restarted n3 over %d seeds: %v; want acked (n2's records) and returned (n1's), nothing else", SimSeeds, seen)
 	}
 }
