@@ -1,8 +1,11 @@
 package conform
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,9 +35,9 @@ import (
 // A ClusterStep is one step of a cluster sequence: a method of a client
 // (On is A, B or C) on a queue, or a fault on the cluster (On is "").
 type ClusterStep struct {
-	On  string
-	Do  string // a method (clusterMethods) or a fault (clusterFaults)
-	Arg string // the method's queue (q1, q2, d1), the fault's node
+	On  string `json:"on,omitempty"`
+	Do  string `json:"do"`            // a method (clusterMethods) or a fault (clusterFaults)
+	Arg string `json:"arg,omitempty"` // the method's queue (q1, q2, d1), the fault's node
 }
 
 // clusterMethods are what a client does: an exclusive declare, a passive
@@ -572,6 +575,104 @@ type ClusterDiffOptions struct {
 	Steps     int           // per sequence; 0 means 10
 	Shrink    time.Duration // time to spend shrinking a divergence
 	Out       io.Writer     // a line per sequence
+	// Record, if set, is given a ClusterRecord of each drawn sequence
+	// (not of the shrinker's), as a line of JSON.
+	Record io.Writer
+}
+
+// A ClusterRecord is what the real cluster observed on one sequence of
+// the differential: a corpus of them holds the simulated cluster to every
+// real run made so far, in seconds and with no cluster
+// (MatchClusterRecords; conform --cluster --recorded).
+type ClusterRecord struct {
+	Mode        string        `json:"mode"`
+	NetTicktime string        `json:"net_ticktime"`
+	Seed        uint64        `json:"seed"`
+	Sequence    int           `json:"sequence"`
+	Steps       []ClusterStep `json:"steps"`
+	Real        []string      `json:"real"`
+	Agreed      bool          `json:"agreed"` // with the simulated cluster of the run that recorded it
+	At          string        `json:"at"`     // when it ran (RFC 3339)
+}
+
+// ReadClusterRecords reads a corpus of ClusterRecords, one JSON object a
+// line (blank lines skipped); an error names the line and what is wrong.
+func ReadClusterRecords(r io.Reader, name string) ([]ClusterRecord, error) {
+	var out []ClusterRecord
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var rec ClusterRecord
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rec); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
+		}
+		if err := rec.valid(); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
+		}
+		out = append(out, rec)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return out, nil
+}
+
+// tick is the record's net_ticktime.
+func (rec ClusterRecord) tick() (time.Duration, error) {
+	d, err := time.ParseDuration(rec.NetTicktime)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("net_ticktime %q: a positive duration such as 5s", rec.NetTicktime)
+	}
+	return d, nil
+}
+
+func (rec ClusterRecord) valid() error {
+	if !slices.Contains(rabbitmq.Modes, rec.Mode) {
+		return fmt.Errorf("mode %q: one of %s", rec.Mode, strings.Join(rabbitmq.Modes, ", "))
+	}
+	if _, err := rec.tick(); err != nil {
+		return err
+	}
+	if len(rec.Steps) == 0 || len(rec.Real) != len(rec.Steps) {
+		return fmt.Errorf("%d steps and %d observations: want as many, at least one", len(rec.Steps), len(rec.Real))
+	}
+	for i, st := range rec.Steps {
+		switch {
+		case st.On == "" && slices.Contains(clusterFaults, st.Do):
+		case clusterClients[st.On] != "" && slices.Contains(clusterMethods, st.Do):
+		default:
+			return fmt.Errorf("step %d: %q on %q is neither a fault (%s) nor a method (%s) of client A, B or C", i+1, st.Do, st.On, strings.Join(clusterFaults, ", "), strings.Join(clusterMethods, ", "))
+		}
+	}
+	return nil
+}
+
+// MatchClusterRecords holds the simulated cluster to each record (as the
+// differential does: one of SimSeeds seeds must give the real
+// observations). It returns how many agree, and the first that does not
+// as a divergence (its Seq the record's sequence), or nil.
+func MatchClusterRecords(recs []ClusterRecord) (agreed int, d *ClusterDivergence, err error) {
+	for _, rec := range recs {
+		tick, err := rec.tick()
+		if err != nil {
+			return agreed, nil, err
+		}
+		sim, k, err := SimClusterMatch(rec.Mode, tick, rec.Steps, rec.Real)
+		if err != nil {
+			return agreed, nil, fmt.Errorf("%s seed %d sequence %d: %w", rec.Mode, rec.Seed, rec.Sequence, err)
+		}
+		if k >= 0 {
+			return agreed, &ClusterDivergence{Seq: rec.Sequence, Steps: rec.Steps, Real: rec.Real, Sim: sim, Step: k}, nil
+		}
+		agreed++
+	}
+	return agreed, nil, nil
 }
 
 // A ClusterDivergence is a sequence on which the simulated cluster and
@@ -649,6 +750,13 @@ func ClusterDifferential(ctx context.Context, rc RealCluster, o ClusterDiffOptio
 		real, sim, k, err := diverges(steps)
 		if err != nil {
 			return agreed, nil, fmt.Errorf("sequence %d: %w", i, err)
+		}
+		if o.Record != nil {
+			line, _ := json.Marshal(ClusterRecord{Mode: o.Mode, NetTicktime: tick.String(), Seed: o.Seed, Sequence: i,
+				Steps: steps, Real: real, Agreed: k < 0, At: t0.UTC().Format(time.RFC3339)})
+			if _, err := o.Record.Write(append(line, '\n')); err != nil {
+				return agreed, nil, fmt.Errorf("recording sequence %d: %w", i, err)
+			}
 		}
 		if o.Out != nil {
 			fmt.Fprintf(o.Out, "sequence %d (%s): %s in %.0fs (%s)\n", i, o.Mode, map[bool]string{true: "agrees", false: "DIVERGES"}[k < 0], time.Since(t0).Seconds(), spent)

@@ -1,10 +1,13 @@
 package conform
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -53,7 +56,7 @@ func TestSimClusterSequences(t *testing.T) {
 // under ignore seed 2's first (n3 isolated, the heal, a bridge through
 // n2); under pause_minority the bridge through n1 whose outcome races
 // (seed 1's third sequence of 8 steps: n2 or n3 pauses,
-// TestSimClusterMatchesRecordedRealRuns); under autoheal seed 4's first
+// TestSimClusterGivesEveryRecordedRun); under autoheal seed 4's first
 // (n3 isolated, the heal, n3 killed). make test runs autoheal's alone
 // (2.5 minutes of a loaded machine; the three, one after the other, took
 // fourteen): LOCKPROVER_CLUSTER_DIFF_MODES=ignore,pause_minority,autoheal
@@ -102,46 +105,6 @@ func TestClusterDifferential(t *testing.T) {
 				t.Errorf("after %d sequences that agreed:\n%s", agreed, d)
 			}
 		})
-	}
-}
-
-// What the real cluster observed (net_ticktime 5 s, 2026-11-25) on
-// sequences where the simulated cluster once diverged: each must be a run
-// of the simulated cluster's under one of its seeds, as the differential
-// asks of every sequence. Under pause_minority, seed 1's third sequence
-// of 8 steps, a bridge through n1, in four runs: in the first n3 noticed
-// n2 down first, its on_node_down deleted n2's queue records in n1's copy
-// too (n1's "home node down" for n2's durable queue) and it paused, n2
-// noticing n3 down after n3 had stopped and serving on; in the three
-// others n2 paused. Under autoheal, seed 12's sixth: n3 paused for 12 s
-// and continued; n2, which had given n3 up, kept n1's queue records
-// (405 for A's exclusive queue), though n3's on_node_down for n1 ran.
-// Under ignore, a node restarted into a cluster left split takes one
-// side's records or the other's (TestRestartIntoASplitClusterTakesEitherSide).
-func TestSimClusterMatchesRecordedRealRuns(t *testing.T) {
-	for _, c := range []struct {
-		mode         string
-		seed         uint64
-		index, steps int
-		real         []string
-	}{
-		{rabbitmq.PauseMinority, 1, 2, 8, []string{"ok", "done", "404 home node down", "dial: refused", "ok", "ok", "dial: refused", "dial: refused"}},
-		{rabbitmq.PauseMinority, 1, 2, 8, []string{"ok", "done", "404 home node down", "ok", "dial: refused", "ok", "ok", "returned"}},
-		{rabbitmq.Autoheal, 12, 5, 10, []string{"done", "ok", "ok", "returned", "ok", "dial: timeout", "done", "405", "405", "ok"}},
-		// Under ignore, seed 20261126's 77th (2026-11-26): n2 cut off and
-		// healed (the cluster left split), n3 restarted: it took n2's
-		// records (C's publish to B's queue on n2 acked), where the
-		// simulator took n1's.
-		{rabbitmq.Ignore, 20261126, 76, 10, []string{"done", "ok", "ok", "done", "ok", "404", "done", "acked", "ok", "ok"}},
-	} {
-		steps := DrawClusterSteps(rand.New(rand.NewPCG(c.seed, uint64(c.index))), c.steps)
-		sim, k, err := SimClusterMatch(c.mode, 5*time.Second, steps, c.real)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if k >= 0 {
-			t.Errorf("%s, seed %d, sequence %d: real %v: no seed of the simulated cluster gives it; the closest differs at step %d (%s): %v", c.mode, c.seed, c.index, c.real, k+1, steps[k], sim)
-		}
 	}
 }
 
@@ -262,4 +225,95 @@ func TestRestartIntoASplitClusterTakesEitherSide(t *testing.T) {
 	if seen["acked"] == 0 || seen["returned"] == 0 || len(seen) != 2 {
 		t.Errorf("C's publish through the restarted n3 over %d seeds: %v; want acked (n2's records) and returned (n1's), nothing else", SimSeeds, seen)
 	}
+}
+
+// A corpus of recorded real runs reads back as written and holds the
+// simulated cluster to each; a record the simulator cannot give is the
+// divergence, named by its sequence and step; a malformed line is
+// refused with its line and what is wrong.
+func TestClusterRecords(t *testing.T) {
+	recs := corpus(t)[:4]
+	var buf bytes.Buffer
+	for _, r := range recs {
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(append(line, '\n', '\n'))
+	}
+	back, err := ReadClusterRecords(&buf, "corpus")
+	if err != nil || len(back) != len(recs) || !slices.Equal(back[3].Real, recs[3].Real) || back[2].Steps[5] != recs[2].Steps[5] {
+		t.Fatalf("read back %d records (%v), want %d as written", len(back), err, len(recs))
+	}
+	if agreed, d, err := MatchClusterRecords(back); err != nil || d != nil || agreed != len(recs) {
+		t.Fatalf("the recorded runs: %d agreed, divergence %v, error %v; want all %d", agreed, d, err, len(recs))
+	}
+	back[3].Real = slices.Clone(back[3].Real)
+	back[3].Real[7] = "nacked"
+	agreed, d, err := MatchClusterRecords(back)
+	if err != nil || agreed != 3 || d == nil || d.Seq != 76 || d.Step != 7 {
+		t.Errorf("a nack no simulator gives: %d agreed, divergence %+v, error %v; want 3, then sequence 76 at step 8", agreed, d, err)
+	}
+	for _, c := range []struct{ line, want string }{
+		{`{"mode":"sometimes","net_ticktime":"5s","steps":[{"do":"heal"}],"real":["done"]}`, `corpus:2: mode "sometimes"`},
+		{`{"mode":"ignore","net_ticktime":"soon","steps":[{"do":"heal"}],"real":["done"]}`, `corpus:2: net_ticktime "soon"`},
+		{`{"mode":"ignore","net_ticktime":"5s","steps":[{"do":"heal"}],"real":[]}`, "corpus:2: 1 steps and 0 observations"},
+		{`{"mode":"ignore","net_ticktime":"5s","steps":[{"on":"D","do":"publish","arg":"q1"}],"real":["acked"]}`, `corpus:2: step 1: "publish" on "D"`},
+		{`{"mode":"ignore","net_ticktime":"5s","steps":[{"do":"heal"}],"real":["done"],"colour":"red"}`, `corpus:2: json: unknown field "colour"`},
+		{`{"mode":`, "corpus:2: unexpected EOF"},
+	} {
+		good, _ := json.Marshal(recs[0])
+		_, err := ReadClusterRecords(strings.NewReader(string(good)+"\n"+c.line+"\n"), "corpus")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one saying %q", c.line, err, c.want)
+		}
+	}
+}
+
+// The corpus of what the real cluster observed (testdata/cluster-real.jsonl,
+// net_ticktime 5 s, written by conform --cluster --record): the simulated
+// cluster must give every one, after any change to it. Its first four are
+// the sequences where it once diverged, run again: under pause_minority,
+// seed 1's third sequence of 8 steps, a bridge through n1, in two of four
+// runs: in the first n3 noticed n2 down first, its on_node_down deleted
+// n2's queue records in n1's copy too (n1's "home node down" for n2's
+// durable queue) and it paused, n2 noticing n3 down after n3 had stopped
+// and serving on; in the other n2 paused. Under autoheal, seed 12's
+// sixth: n3 paused for 12 s and continued; n2, which had given n3 up,
+// kept n1's queue records (405 for A's exclusive queue), though n3's
+// on_node_down for n1 ran. Under ignore, seed 20261126's 77th: n2 cut off
+// and healed (the cluster left split), n3 restarted took n2's records
+// (C's publish to B's queue on n2 acked), where the simulator took n1's
+// (TestRestartIntoASplitClusterTakesEitherSide). The rest are the long
+// runs' sequences, each of which agreed when it ran.
+func TestSimClusterGivesEveryRecordedRun(t *testing.T) {
+	recs := corpus(t)
+	modes := map[string]int{}
+	for _, r := range recs {
+		modes[r.Mode]++
+	}
+	agreed, d, err := MatchClusterRecords(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d != nil {
+		r := recs[agreed]
+		t.Fatalf("%s, seed %d: the simulated cluster no longer gives what the real one observed:\n%s", r.Mode, r.Seed, d)
+	}
+	t.Logf("%d recorded real runs agree (%v)", agreed, modes)
+}
+
+// corpus reads testdata/cluster-real.jsonl.
+func corpus(t *testing.T) []ClusterRecord {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "cluster-real.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := ReadClusterRecords(f, f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -60,5 +62,35 @@ func TestConformUsage(t *testing.T) {
 	code := runConform([]string{"--amqp-url", "amqp://guest:guest@127.0.0.1:1/"}, &stdout, &stderr)
 	if code != exitUsage || !strings.Contains(stderr.String(), "connection refused") {
 		t.Errorf("no broker: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// conform --cluster --recorded holds the simulated cluster to a corpus of
+// real runs with no cluster: the project's corpus agrees (exit 0, counted
+// by mode); a record the simulator cannot give is a divergence (exit 1);
+// a malformed line is refused naming the file and line (exit 2).
+func TestConformRecorded(t *testing.T) {
+	corpus := filepath.Join("..", "..", "..", "adapters", "conform", "testdata", "cluster-real.jsonl")
+	var stdout, stderr bytes.Buffer
+	if code := runConform([]string{"--cluster", "--recorded", corpus}, &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), "recorded sequences (ignore ") || !strings.Contains(stdout.String(), "the simulated cluster gives what the real one observed on each") {
+		t.Fatalf("the corpus: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	os.WriteFile(bad, []byte(strings.Replace(first, `"real":["ok",`, `"real":["405",`, 1)+"\n"), 0o644)
+	stdout.Reset()
+	stderr.Reset()
+	if code := runConform([]string{"--cluster", "--recorded", bad}, &stdout, &stderr); code != exitViolation || !strings.Contains(stdout.String(), "0 recorded sequences agreed") || !strings.Contains(stdout.String(), "step 1 differs") {
+		t.Errorf("a 405 the simulator never gives: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitViolation, stdout.String(), stderr.String())
+	}
+	os.WriteFile(bad, []byte(first+"\n{\"mode\":\"ignore\"\n"), 0o644)
+	stdout.Reset()
+	stderr.Reset()
+	if code := runConform([]string{"--cluster", "--recorded", bad}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), bad+":2: ") {
+		t.Errorf("a broken second line: exit %d, want %d naming %s:2\nstderr:\n%s", code, exitUsage, bad, stderr.String())
 	}
 }

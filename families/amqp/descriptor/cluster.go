@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,6 +229,14 @@ func clusterReplay(p *amqp.Plan, s family.Settings) (*family.Setup, error) {
 // private real one in the mode --partition-handling names (a divergence
 // shrunk for at most shrink).
 func clusterConform(ctx context.Context, s family.Settings, c family.ConformConfig, shrink time.Duration, out io.Writer) (family.Conformance, error) {
+	if path := s.Flag("recorded"); path != "" {
+		for _, name := range []string{"record", "first", "partition-handling", "net-ticktime", "seed", "sequences"} {
+			if s.Given(name) {
+				return 0, family.Usagef("--%s is not for --recorded, whose file says what was run", name)
+			}
+		}
+		return recordedConform(path, out)
+	}
 	o, err := clusterOptions(s)
 	if err != nil {
 		return 0, family.Usagef("%v", err)
@@ -235,6 +244,15 @@ func clusterConform(ctx context.Context, s family.Settings, c family.ConformConf
 	first, err := strconv.Atoi(s.Flag("first"))
 	if err != nil || first < 0 {
 		return 0, family.Usagef("--first: a sequence's index, 0 or more, not %q", s.Flag("first"))
+	}
+	var record io.Writer
+	if path := s.Flag("record"); path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return 0, family.Usagef("--record: %v", err)
+		}
+		defer f.Close()
+		record = f
 	}
 	box := newClusterBox(s, o)
 	box.stderr = c.Log
@@ -252,7 +270,7 @@ func clusterConform(ctx context.Context, s family.Settings, c family.ConformConf
 	fmt.Fprintf(out, "conform --cluster: %d sequences of 10 steps, seed %d%s, %s, net_ticktime %v\n", c.Sequences, c.Seed, from, o.PartitionHandling, box.c.Options().NetTicktime)
 	t0 := time.Now()
 	agreed, d, err := conform.ClusterDifferential(ctx, conform.RealCluster{Cluster: box.c, Lab: box.lab},
-		conform.ClusterDiffOptions{Mode: o.PartitionHandling, Sequences: c.Sequences, Seed: c.Seed, First: first, Shrink: shrink, Out: out})
+		conform.ClusterDiffOptions{Mode: o.PartitionHandling, Sequences: c.Sequences, Seed: c.Seed, First: first, Shrink: shrink, Out: out, Record: record})
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintf(out, "interrupted after %d sequences that agreed\n", agreed)
@@ -265,5 +283,43 @@ func clusterConform(ctx context.Context, s family.Settings, c family.ConformConf
 		return family.Diverge, nil
 	}
 	fmt.Fprintf(out, "%d sequences (%s): the simulated cluster agrees with the real one, in %.0fs\n", agreed, o.PartitionHandling, time.Since(t0).Seconds())
+	return family.Agree, nil
+}
+
+// recordedConform is conform --cluster --recorded FILE: the simulated
+// cluster held to every sequence the real one ran and FILE recorded.
+func recordedConform(path string, out io.Writer) (family.Conformance, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, family.Usagef("--recorded: %v", err)
+	}
+	defer f.Close()
+	recs, err := conform.ReadClusterRecords(f, path)
+	if err != nil {
+		return 0, family.Usagef("--recorded: %v", err)
+	}
+	if len(recs) == 0 {
+		return 0, family.Usagef("--recorded: %s holds no sequence", path)
+	}
+	t0 := time.Now()
+	modes := map[string]int{}
+	for _, r := range recs {
+		modes[r.Mode]++
+	}
+	var per []string
+	for _, m := range rabbitmq.Modes {
+		if modes[m] > 0 {
+			per = append(per, fmt.Sprintf("%s %d", m, modes[m]))
+		}
+	}
+	agreed, d, err := conform.MatchClusterRecords(recs)
+	switch {
+	case err != nil:
+		return 0, err
+	case d != nil:
+		fmt.Fprintf(out, "%d recorded sequences agreed; the simulated cluster cannot give what the real one observed on the next (%s, seed %d):\n\n%s", agreed, recs[agreed].Mode, recs[agreed].Seed, d)
+		return family.Diverge, nil
+	}
+	fmt.Fprintf(out, "%d recorded sequences (%s): the simulated cluster gives what the real one observed on each, in %.1fs\n", agreed, strings.Join(per, ", "), time.Since(t0).Seconds())
 	return family.Agree, nil
 }

@@ -52,6 +52,8 @@ var AMQP = &family.Descriptor{
 		{Name: "retries", Default: "2", Verbs: family.Conform, Usage: "amqp-locks: run a diverging table case again up to this many times (real timing varies on a loaded machine)"},
 		{Name: "shrink-time", Default: "1m0s", Verbs: family.Conform, Usage: "amqp-locks: time to spend minimising a divergence"},
 		{Name: "first", Default: "0", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, the first of --seed's sequences to run (the sequences before it are skipped: to go on after a divergence, or to run one again)"},
+		{Name: "record", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, append each sequence's steps and what the real cluster observed to FILE (a line of JSON each), a corpus --recorded holds the simulated cluster to"},
+		{Name: "recorded", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, start no cluster: hold the simulated cluster to every sequence FILE recorded (--record), as the differential does, in seconds"},
 		{Name: "slots", Default: "8", Verbs: family.Bench, Usage: "amqp-locks: L, the semaphore's slots; acquire is also measured at slot L with L-1 slots held"},
 	},
 	// check --model strict judges acquire-exact with the whole semaphore.
@@ -515,7 +517,7 @@ func amqpConform(ctx context.Context, s family.Settings, c family.ConformConfig,
 	if s.Flag("cluster") != "" {
 		return clusterConform(ctx, s, c, shrink, out)
 	}
-	for _, name := range []string{"partition-handling", "net-ticktime"} {
+	for _, name := range []string{"partition-handling", "net-ticktime", "first", "record", "recorded"} {
 		if s.Given(name) {
 			return 0, family.Usagef("--%s is for --cluster", name)
 		}
