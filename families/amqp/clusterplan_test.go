@@ -75,7 +75,7 @@ func TestNodeOf(t *testing.T) {
 
 // The hand plan examples/cluster/isolated-holder.json reaches on the
 // simulated cluster the verdicts it reaches on the real one (docs/
-// amqp-locks.md, "On a cluster"): under ignore and autoheal n2 lets c2
+// rabbitmq-cluster.md): under ignore and autoheal n2 lets c2
 // take the slot c1 still holds through the cut-off n1, and slot-exclusive
 // fails, explained in the cluster's terms; under pause_minority n1 closes
 // c1's connection when it finds itself alone, before n2 frees the slot,
@@ -178,7 +178,7 @@ func TestSimulatedClusterSameBytes(t *testing.T) {
 // The hand plan for the true mutex: as the semaphore's, the double hold
 // under ignore and autoheal, none under pause_minority; and the holder,
 // whose verify asks only its own queue on its own node, is never told
-// (on the real cluster: docs/amqp-locks.md "Verdicts on the cluster").
+// (on the real cluster: docs/rabbitmq-cluster.md "Verdicts on the cluster").
 func TestSimulatedClusterIsolatedMutexHolder(t *testing.T) {
 	p, err := ReadPlan("../../examples/cluster/isolated-mutex-holder.json")
 	if err != nil {
