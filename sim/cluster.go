@@ -790,11 +790,15 @@ func (cl *cluster) startApp(x *node) {
 			own = append(own, q)
 		}
 	}
-	// It takes its records from a running node it links to; where those
-	// do not share their records (an ignore cluster left split), which
-	// side's it takes is a race the real cluster ran both ways, so the
-	// seed picks (conform seed 20261126, sequence 76: n3 restarted while
-	// n2 was split from n1 took n2's records).
+	// It takes its records from a running node it links to. Where those
+	// do not share their records (a cluster left split: ignore, or
+	// pause_minority after C.16), which side's it takes is the seed's
+	// pick, and (but under autoheal, whose next decision restarts the
+	// side left apart: C.15) the sides share their writes again from
+	// then on, each keeping the records it had: on the real cluster, n3
+	// restarted while n2 was split from n1 saw a queue only n2 had
+	// recorded (conform seed 20261126, sequence 76), and after such a
+	// restart n1 saw a queue declared through n2 (sequence 89); C.17.
 	var sides []*node // the first node of each side it could take from
 	for _, z := range cl.nodes {
 		if z != x && x.conn[z.i] && z.app && !slices.ContainsFunc(sides, func(y *node) bool { return y.running[z.i] }) {
@@ -804,8 +808,17 @@ func (cl *cluster) startApp(x *node) {
 	var from *node
 	if len(sides) > 0 {
 		from = sides[cl.w.pick(len(sides))]
-		if len(sides) > 1 && w.trace != nil {
-			w.tracef("node %s: takes node %s's records, of %d sides", x.name, from.name, len(sides))
+		if len(sides) > 1 && cl.o.PartitionHandling != Autoheal {
+			if w.trace != nil {
+				w.tracef("node %s: takes node %s's records, of %d sides, which share their writes again", x.name, from.name, len(sides))
+			}
+			for _, y := range cl.nodes {
+				for _, z := range cl.nodes {
+					if y != z && y != x && z != x && x.conn[y.i] && x.conn[z.i] && y.app && z.app && y.conn[z.i] {
+						y.running[z.i] = true
+					}
+				}
+			}
 		}
 	}
 	if from != nil {

@@ -225,6 +225,23 @@ func TestRestartIntoASplitClusterTakesEitherSide(t *testing.T) {
 	if seen["acked"] == 0 || seen["returned"] == 0 || len(seen) != 2 {
 		t.Errorf("C's publish through the restarted n3 over %d seeds: %v; want acked (n2's records) and returned (n1's), nothing else", SimSeeds, seen)
 	}
+	// From then on the two sides share their writes (sequence 89: n2
+	// paused and continued, which leaves it apart under ignore, n3
+	// restarted): n1 sees the queues declared through n3 and through n2
+	// after the restart, on every seed; under autoheal a second decision
+	// makes the cluster one instead (TestClusterAutohealPartialView).
+	steps = []ClusterStep{{Do: "pause", Arg: "n2"}, {Do: "resume", Arg: "n2"}, {Do: "restart", Arg: "n3"},
+		{On: "C", Do: "declare-exclusive", Arg: "q1"}, {On: "B", Do: "declare-exclusive", Arg: "q2"},
+		{On: "A", Do: "declare-exclusive", Arg: "q1"}, {On: "A", Do: "declare-passive", Arg: "q2"}}
+	for seed := range uint64(SimSeeds) {
+		obs, err := RunSimCluster(rabbitmq.Ignore, 5*time.Second, seed, steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if obs[5] != "405" || obs[6] != "405" {
+			t.Errorf("seed %d: after n3's restart into the split cluster, n1 saw %s for n3's queue and %s for n2's; want 405 for both (%v)", seed, obs[5], obs[6], obs)
+		}
+	}
 }
 
 // A corpus of recorded real runs reads back as written and holds the
