@@ -72,7 +72,11 @@ type cluster struct {
 	// only the first decision after a heal may be taken on a partial view
 	// (maybeAutoheal).
 	decided bool
-	closes  []BrokerClose
+	// held says no further autoheal decision comes until a node is next
+	// declared down or restarted: a decision on a partial view may leave
+	// the records split with no node asking again (maybeAutoheal).
+	held   bool
+	closes []BrokerClose
 }
 
 // A node is one RabbitMQ node: its VM, its rabbit application and its
@@ -515,6 +519,7 @@ func (cl *cluster) nodedown(x, y *node) {
 	x.conn[y.i] = false
 	x.detect[y.i].Cancel()
 	x.detect[y.i] = nil
+	cl.held = false
 	if cl.w.trace != nil {
 		cl.w.tracef("node %s declares node %s down", x.name, y.name)
 	}
@@ -799,15 +804,23 @@ func (cl *cluster) startApp(x *node) {
 	// restarted while n2 was split from n1 saw a queue only n2 had
 	// recorded (conform seed 20261126, sequence 76), and after such a
 	// restart n1 saw a queue declared through n2 (sequence 89); C.17.
-	var sides []*node // the first node of each side it could take from
+	var sides, linked []*node // the first node of each side it could take from; every node
 	for _, z := range cl.nodes {
-		if z != x && x.conn[z.i] && z.app && !slices.ContainsFunc(sides, func(y *node) bool { return y.running[z.i] }) {
-			sides = append(sides, z)
+		if z != x && x.conn[z.i] && z.app {
+			linked = append(linked, z)
+			if !slices.ContainsFunc(sides, func(y *node) bool { return y.running[z.i] }) {
+				sides = append(sides, z)
+			}
 		}
 	}
 	var from *node
 	if len(sides) > 0 {
-		from = sides[cl.w.pick(len(sides))]
+		// Which node's copy, where copies of one side differ (a node's
+		// on_node_down deleted records in a peer's copy but not in a
+		// third's, C.13): the seed's pick too (conform seed 20261127,
+		// sequence 200: n2, back from a pause, took n3's copy, without
+		// n1's queue, where n1 kept it).
+		from = linked[cl.w.pick(len(linked))]
 		if len(sides) > 1 && cl.o.PartitionHandling != Autoheal {
 			if w.trace != nil {
 				w.tracef("node %s: takes node %s's records, of %d sides, which share their writes again", x.name, from.name, len(sides))
@@ -865,7 +878,8 @@ func (cl *cluster) startApp(x *node) {
 // whichever side of the records it is on (rabbit_autoheal's
 // all_partitions). So, by the seed, that decision may set one node
 // against the rest; if the records are still split after it, a second
-// decision follows on the full view. Measured: n3 cut off one way and
+// decision follows on the full view, or (by the seed) none until a node
+// is next declared down or restarted: no node asks again. Measured: n3 cut off one way and
 // healed, n2 (which shared n1's records) restarted first in 1 of 3 runs,
 // n3 by a second decision 4.4 s later.
 func (cl *cluster) maybeAutoheal() {
@@ -873,9 +887,9 @@ func (cl *cluster) maybeAutoheal() {
 		return
 	}
 	if cl.one() {
-		cl.decided = false
+		cl.decided, cl.held = false, false
 	}
-	if cl.healing {
+	if cl.healing || cl.held {
 		return
 	}
 	for _, x := range cl.nodes {
@@ -931,11 +945,18 @@ func (cl *cluster) maybeAutoheal() {
 		cl.stopApp(x, true, 0)
 		x.booting = true
 	}
+	hold := partial != "" && cl.w.pick(2) == 1
 	cl.w.sched.After(400*time.Millisecond, func() {
 		cl.healing = false
 		for _, x := range losers {
 			if x.alive && !x.app {
 				cl.startApp(x)
+			}
+		}
+		if hold && !cl.one() {
+			cl.held = true
+			if cl.w.trace != nil {
+				cl.w.tracef("autoheal: no node asks again; the records stay split")
 			}
 		}
 		cl.update()
@@ -1215,6 +1236,7 @@ func (cl *cluster) restart(x *node) bool {
 	}
 	x.minority, x.all = false, false
 	x.booting = true
+	cl.held = false
 	cl.update()
 	cl.w.sched.After(cl.w.downtime, func() {
 		if !x.alive {
