@@ -879,9 +879,9 @@ func (cl *cluster) startApp(x *node) {
 // all_partitions). So, by the seed, that decision may set one node
 // against the rest; if the records are still split after it, a second
 // decision follows on the full view, or (by the seed) none until a node
-// is next declared down or restarted: no node asks again. Measured: n3 cut off one way and
-// healed, n2 (which shared n1's records) restarted first in 1 of 3 runs,
-// n3 by a second decision 4.4 s later.
+// is next declared down or restarted: no node asks again. Measured: n3
+// cut off one way and healed, n2 (which shared n1's records) restarted
+// first in 1 of 3 runs, n3 by a second decision 4.4 s later.
 func (cl *cluster) maybeAutoheal() {
 	if cl.o.PartitionHandling != Autoheal {
 		return
