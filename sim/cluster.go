@@ -532,7 +532,7 @@ func (cl *cluster) nodedown(x, y *node) {
 		// (RabbitMQ asks it to call y; a peer cut off from y too answers
 		// only once it declares y down, and then says nothing).
 		for _, z := range cl.nodes {
-			if z == x || z == y || !x.conn[z.i] || !x.running[z.i] || !z.conn[y.i] || !z.running[y.i] || !cl.reach(x, z) || !cl.reach(z, y) {
+			if z == x || z == y || !x.conn[z.i] || !x.running[z.i] || !z.conn[y.i] || !cl.sees(z, y) || !cl.reach(x, z) || !cl.reach(z, y) {
 				continue
 			}
 			if cl.pauses(x) {
@@ -554,6 +554,13 @@ func (cl *cluster) nodedown(x, y *node) {
 		cl.pauseMinority(x, false)
 	}
 }
+
+// sees says z, asked by a peer whether y still runs (RabbitMQ 3.10's
+// check_partial_partition), answers yes: z counts y as running, or y's
+// broker runs though z shares no records with it (y paused and continued
+// under pause_minority: apart from its peers, C.16, but z's RPC to y
+// finds its database running; pause_minority 20261127's sequence 87).
+func (cl *cluster) sees(z, y *node) bool { return z.running[y.i] || y.app }
 
 // pauses says whether x, declaring peers down, may pause under
 // pause_minority: not while it wakes from a pause (resume), when its
