@@ -17,14 +17,24 @@ type Cluster struct {
 	NodeOf map[string]string // process -> node (n1, n2, ...)
 }
 
-// explainOnCluster adds to a failure of slot-exclusive the cluster's side
-// of it: the nodes of the holder and of the process that took the slot
-// from it, the fault on the cluster (a cut between their nodes, or the
-// holder's node paused or killed) in force when the slot was taken, and
-// whether the holder was ever told. It explains; it excuses nothing: a
-// partition is no excuse for a double hold the holder could not see.
+// explainOnCluster adds to a failure the cluster's side of it. For
+// slot-exclusive: the nodes of the holder and of the process that took
+// the slot from it, the fault on the cluster (a cut between their nodes,
+// or the holder's node paused or killed) in force when the slot was
+// taken, and whether the holder was ever told. For any other property:
+// the node of the process whose operation showed the failure, and the
+// faults on the cluster in force then and struck before. It explains; it
+// excuses nothing: a partition is no excuse for a double hold the holder
+// could not see, nor for a slot the broker lost.
 func explainOnCluster(v *model.Verdict, events []histories.Event, c *Cluster) {
-	if v.Property != SlotExclusive || v.Status != model.Fail || len(v.Ops) < 2 {
+	if v.Status != model.Fail || len(v.Ops) == 0 {
+		return
+	}
+	if v.Property != SlotExclusive {
+		explainFailureOnCluster(v, events, c)
+		return
+	}
+	if len(v.Ops) < 2 {
 		return
 	}
 	take, held := at(events, v.Ops[0]), at(events, v.Ops[1])
@@ -46,7 +56,7 @@ func explainOnCluster(v *model.Verdict, events []histories.Event, c *Cluster) {
 		v.Detail += b.String()
 		return
 	}
-	if f, ok := separating(events, take, nh, nt); ok {
+	if f, ok := separating(events, take, nh, nt, c); ok {
 		fmt.Fprintf(&b, ", while %s: %s had declared %s down and let %s take the slot %s's queue still held there", f, nt, nh, taker, holder)
 	} else {
 		fmt.Fprintf(&b, ", with no fault on the cluster between %s and %s in force", nh, nt)
@@ -77,15 +87,90 @@ func explainOnCluster(v *model.Verdict, events []histories.Event, c *Cluster) {
 	v.Detail += b.String()
 }
 
-// separating is the fault on the cluster in force at events[at] that
-// parts node a from node b (a cut between them either way, or a's node
-// paused or killed), described with its events' indexes.
-func separating(events []histories.Event, at int, a, b string) (string, bool) {
-	type struck struct{ index int }
-	cuts := map[string]struck{}  // partitions in force, by cut
-	nodes := map[string]struck{} // nodes paused or killed, by node
-	kinds := map[string]string{}
+// explainFailureOnCluster says, for a failure other than a double
+// hold, through which node the operation that showed it went, and what
+// had struck the cluster by then: the faults still in force, and those
+// that struck and ended.
+func explainFailureOnCluster(v *model.Verdict, events []histories.Event, c *Cluster) {
+	op := at(events, v.Ops[0])
+	if op < 0 {
+		return
+	}
+	var b strings.Builder
+	if !strings.HasSuffix(v.Detail, ".") {
+		b.WriteString(".")
+	}
+	e := events[op]
+	fmt.Fprintf(&b, " On the cluster (partition handling %s): %s %s (#%d)", c.Mode, e.Process, e.F, e.Index)
+	if n := c.NodeOf[e.Process]; n != "" {
+		fmt.Fprintf(&b, " went through %s", n)
+	}
+	inForce, ended := clusterFaults(events, op, c)
+	var now, before []string
+	for _, f := range inForce {
+		now = append(now, f.String())
+	}
+	for _, f := range ended {
+		before = append(before, f.String())
+	}
+	switch {
+	case len(now) == 0 && len(before) == 0:
+		b.WriteString("; no fault had struck the cluster before it")
+	default:
+		if len(now) > 0 {
+			fmt.Fprintf(&b, " while %s", strings.Join(now, ", and "))
+		}
+		if len(before) > 0 {
+			if len(now) > 0 {
+				b.WriteString("; before it")
+			} else {
+				b.WriteString("; before it, with no fault on the cluster in force")
+			}
+			fmt.Fprintf(&b, ", %s", strings.Join(before, ", and "))
+		}
+	}
+	b.WriteString(".")
+	v.Detail += b.String()
+}
+
+// A clusterFault is a fault that struck the cluster, as a history
+// records it: a partition (Cut) or a node paused or killed (Node), cited
+// by the index of its invoke (From) and of the invoke that ended it (To,
+// -1 while in force).
+type clusterFault struct {
+	Cut, Node, Verb string
+	From, To        int
+}
+
+func (f clusterFault) String() string {
+	if f.Cut != "" {
+		if f.To < 0 {
+			return fmt.Sprintf("the partition at #%d cut %s and was not healed", f.From, f.Cut)
+		}
+		return fmt.Sprintf("the partition at #%d cut %s, healed at #%d", f.From, f.Cut, f.To)
+	}
+	if f.To < 0 {
+		return fmt.Sprintf("%s was %s (#%d)", f.Node, f.Verb, f.From)
+	}
+	again := "started again"
+	if f.Verb == "paused" {
+		again = "continued"
+	}
+	return fmt.Sprintf("%s was %s (#%d) and %s (#%d)", f.Node, f.Verb, f.From, again, f.To)
+}
+
+// clusterFaults are the faults on the cluster that struck before
+// events[at]: those still in force then, and those that had ended, each
+// in the order they struck.
+func clusterFaults(events []histories.Event, at int, c *Cluster) (inForce, ended []clusterFault) {
+	// A node's faults are recorded under its name; a process's (a kill of
+	// c1) under the process's, which c knows.
+	isNode := func(name string) bool { _, proc := c.NodeOf[name]; return name != "" && !proc }
 	invoked := map[string]int{} // the index of each fault's invoke, by fault
+	var all []clusterFault
+	open := func(match func(clusterFault) bool) int {
+		return slices.IndexFunc(all, func(f clusterFault) bool { return f.To < 0 && match(f) })
+	}
 	for _, e := range events[:at] {
 		if e.Process != "nemesis" {
 			continue
@@ -98,32 +183,53 @@ func separating(events []histories.Event, at int, a, b string) (string, bool) {
 		if f == nil || e.Type != histories.Info {
 			continue
 		}
-		e.Index = invoked[e.F] // cited as operations are: by their invoke
+		index := invoked[e.F] // cited as operations are: by their invoke
 		switch {
 		case e.F == histories.Partition && f.Cut != "":
-			cuts[f.Cut] = struck{e.Index}
+			all = append(all, clusterFault{Cut: f.Cut, From: index, To: -1})
 		case e.F == histories.Heal && f.Cut != "":
-			delete(cuts, f.Cut)
-		case (e.F == histories.Kill || e.F == histories.Pause) && f.Process == a:
-			nodes[a], kinds[a] = struck{e.Index}, e.F
-		case (e.F == histories.Resume || e.F == histories.RestartBroker) && f.Process == a:
-			delete(nodes, a)
+			if i := open(func(g clusterFault) bool { return g.Cut == f.Cut }); i >= 0 {
+				all[i].To = index
+			}
+		case (e.F == histories.Kill || e.F == histories.Pause) && f.Cut == "" && isNode(f.Process):
+			verb := "paused"
+			if e.F == histories.Kill {
+				verb = "killed"
+			}
+			all = append(all, clusterFault{Node: f.Process, Verb: verb, From: index, To: -1})
+		case (e.F == histories.Resume || e.F == histories.RestartBroker) && isNode(f.Process):
+			if i := open(func(g clusterFault) bool { return g.Node == f.Process }); i >= 0 {
+				all[i].To = index
+			}
 		}
 	}
+	for _, f := range all {
+		if f.To < 0 {
+			inForce = append(inForce, f)
+		} else {
+			ended = append(ended, f)
+		}
+	}
+	return inForce, ended
+}
+
+// separating is the fault on the cluster in force at events[at] that
+// parts node a from node b (a cut between them either way, or a's node
+// paused or killed), described with its events' indexes.
+func separating(events []histories.Event, at int, a, b string, c *Cluster) (string, bool) {
+	inForce, _ := clusterFaults(events, at, c)
 	var found []string
-	for cut, s := range cuts {
-		f := histories.Fault{Cut: cut}
-		dirs := f.Directions()
-		if slices.Contains(dirs, [2]string{a, b}) || slices.Contains(dirs, [2]string{b, a}) {
-			found = append(found, fmt.Sprintf("the partition at #%d cut %s (%s) and was not healed", s.index, cut, cutWords(dirs, a, b)))
+	for _, f := range inForce {
+		switch {
+		case f.Cut != "":
+			cut := histories.Fault{Cut: f.Cut}
+			dirs := cut.Directions()
+			if slices.Contains(dirs, [2]string{a, b}) || slices.Contains(dirs, [2]string{b, a}) {
+				found = append(found, fmt.Sprintf("the partition at #%d cut %s (%s) and was not healed", f.From, f.Cut, cutWords(dirs, a, b)))
+			}
+		case f.Node == a:
+			found = append(found, fmt.Sprintf("%s was %s (#%d)", a, f.Verb, f.From))
 		}
-	}
-	if s, ok := nodes[a]; ok {
-		verb := "paused"
-		if kinds[a] == histories.Kill {
-			verb = "killed"
-		}
-		found = append(found, fmt.Sprintf("%s was %s (#%d)", a, verb, s.index))
 	}
 	if len(found) == 0 {
 		return "", false

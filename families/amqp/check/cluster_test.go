@@ -57,3 +57,52 @@ func TestDoubleHoldExplainedOnCluster(t *testing.T) {
 		}
 	}
 }
+
+// Any other failure on a cluster says through which node the operation
+// that showed it went, and what had struck the cluster by then. The
+// history is what prove --target sim-cluster --partition-handling
+// pause_minority --seed 1 found, shrunk: admin made the one slot through
+// n2, n2 was killed, and admin2's count through n1 found no slot (n1 had
+// declared n2 down and dropped its queues' records).
+func TestFailureExplainedOnCluster(t *testing.T) {
+	h, err := histories.ReadFile(filepath.Join("..", "..", "..", "testdata", "histories", "182-cluster-pm-count-node-killed.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]string{"admin": "n2", "admin2": "n1", "c1": "n1", "c2": "n1", "c3": "n1", "probe": "n1"}
+	judge := func(h []histories.Event) model.Verdict {
+		ev := &Evidence{Cluster: &Cluster{Mode: "pause_minority", NodeOf: nodes}}
+		for _, v := range model.Check(h, model.Options{Evidence: &model.Evidence{Lock: "lp", Family: ev}}).Verdicts {
+			if v.Property == CountExact {
+				return v
+			}
+		}
+		t.Fatal("no count-exact verdict")
+		return model.Verdict{}
+	}
+	want := "On the cluster (partition handling pause_minority): admin2 count (#15) went through n1 while n2 was killed (#11)."
+	if v := judge(h); v.Status != model.Fail || !strings.HasSuffix(v.Detail, want) {
+		t.Errorf("got %s %q\nwant a failure ending %q", v.Status, v.Detail, want)
+	}
+	// The same count after n2's restart: the kill had struck and ended.
+	moved := slices.Clone(h)
+	i := slices.IndexFunc(moved, func(e histories.Event) bool { return e.Index == 18 }) // n2's restart
+	restart := slices.Clone(moved[i : i+2])
+	moved = slices.Delete(moved, i, i+2)
+	j := slices.IndexFunc(moved, func(e histories.Event) bool { return e.Index == 15 }) // admin2's count
+	moved = slices.Insert(moved, j, restart...)
+	want = "admin2 count (#15) went through n1; before it, with no fault on the cluster in force, n2 was killed (#11) and started again (#18)."
+	if v := judge(moved); !strings.HasSuffix(v.Detail, want) {
+		t.Errorf("count after the restart: %q\nwant it to end %q", v.Detail, want)
+	}
+	// With no fault on the cluster, it says so.
+	calm := slices.DeleteFunc(slices.Clone(h), func(e histories.Event) bool { return e.Process == "nemesis" })
+	if v := judge(calm); !strings.HasSuffix(v.Detail, "admin2 count (#15) went through n1; no fault had struck the cluster before it.") {
+		t.Errorf("no fault: %q", v.Detail)
+	}
+	// A kill of a process is not a fault on the cluster.
+	nodes["n2"] = "n2" // n2 named as a process of the plan
+	if v := judge(h); strings.Contains(v.Detail, "killed") {
+		t.Errorf("a process's kill cited as a node's: %q", v.Detail)
+	}
+}
