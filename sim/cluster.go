@@ -532,7 +532,7 @@ func (cl *cluster) nodedown(x, y *node) {
 		// (RabbitMQ asks it to call y; a peer cut off from y too answers
 		// only once it declares y down, and then says nothing).
 		for _, z := range cl.nodes {
-			if z == x || z == y || !x.conn[z.i] || !x.running[z.i] || !z.conn[y.i] || !cl.sees(z, y) || !cl.reach(x, z) || !cl.reach(z, y) {
+			if z == x || z == y || !x.conn[z.i] || !cl.sees(x, z) || !z.conn[y.i] || !cl.sees(z, y) || !cl.reach(x, z) || !cl.reach(z, y) {
 				continue
 			}
 			if cl.pauses(x) {
