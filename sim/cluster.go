@@ -528,9 +528,9 @@ func (cl *cluster) nodedown(x, y *node) {
 		return
 	}
 	if y.alive {
-		// A partial partition: a peer x still runs with still reaches y
-		// (RabbitMQ asks it to call y; a peer cut off from y too answers
-		// only once it declares y down, and then says nothing).
+		// A partial partition: a peer whose broker x sees running still
+		// sees y (RabbitMQ asks it to call y; a peer cut off from y too
+		// answers only once it declares y down, and then says nothing).
 		for _, z := range cl.nodes {
 			if z == x || z == y || !x.conn[z.i] || !cl.sees(x, z) || !z.conn[y.i] || !cl.sees(z, y) || !cl.reach(x, z) || !cl.reach(z, y) {
 				continue
@@ -555,11 +555,14 @@ func (cl *cluster) nodedown(x, y *node) {
 	}
 }
 
-// sees says z, asked by a peer whether y still runs (RabbitMQ 3.10's
-// check_partial_partition), answers yes: z counts y as running, or y's
-// broker runs though z shares no records with it (y paused and continued
-// under pause_minority: apart from its peers, C.16, but z's RPC to y
-// finds its database running; pause_minority 20261127's sequence 87).
+// sees says z counts y's broker as running where RabbitMQ 3.10's
+// partial-partition check asks (rabbit_mnesia:cluster_nodes(running), an
+// RPC to each node): z shares its records with y, or y's broker runs
+// though they share none (y paused and continued under pause_minority,
+// apart from its peers, C.16). The node declaring a peer down asks the
+// nodes it sees so, and each answers whether it sees the peer so
+// (broker-semantics.md C.18; pause_minority 20261127's sequences 87 and
+// 289).
 func (cl *cluster) sees(z, y *node) bool { return z.running[y.i] || y.app }
 
 // pauses says whether x, declaring peers down, may pause under
