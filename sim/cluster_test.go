@@ -747,3 +747,139 @@ func TestClusterBridgeAfterAContinuedNodePausesTheOther(t *testing.T) {
 		}
 	}
 }
+
+// After a node continues from a pause its peers declared it down in,
+// autoheal's first decision comes at once, on the records' sides or, by
+// the seed, on a partial view (one node alone against the rest, or every
+// node alone, C.20). Where the continued node loses, the winner does not
+// see it stop and tells no loser to start: each loser waits a minute
+// (RabbitMQ's autoheal_state_transition_timeout) and starts on its own,
+// refusing connections meanwhile (C.19: 3 of 3 such decisions); where it
+// wins, its losers start again at once (2 of 2). A winner that restarts
+// ends the wait. n1 paused for 10 s; a dials n1 and d dials n2 30 s
+// after the continue, and again 65 s after it; on the restart seeds, n3
+// (the winner wherever n1 loses: the greatest name of its side) restarts
+// 20 s after the continue.
+func TestClusterAutohealAfterAContinue(t *testing.T) {
+	seen := map[string]int{}
+	for _, restart := range []bool{false, true} {
+		for seed := uint64(0); seed < 48; seed++ {
+			var trace bytes.Buffer
+			w := clusterWorld(sim.Autoheal, seed, &trace)
+			dials := map[string][]error{}
+			for _, p := range []string{"a", "d"} {
+				w.Go(p, func(b broker.Broker) {
+					for _, when := range []time.Duration{40 * time.Second, 35 * time.Second} {
+						b.Sleep(bg, when)
+						conn, err := b.Dial(bg, broker.Config{Heartbeat: time.Second})
+						if err == nil {
+							conn.Close()
+						}
+						dials[p] = append(dials[p], err)
+					}
+				})
+			}
+			w.Go("nemesis", func(b broker.Broker) {
+				w.Strike("pause", "n1")
+				b.Sleep(bg, 10*time.Second)
+				w.Strike("resume", "n1")
+				if restart {
+					b.Sleep(bg, 20*time.Second)
+					w.Strike("restart-broker", "n3")
+				}
+			})
+			if err := w.Run(); err != nil {
+				t.Fatal(err)
+			}
+			var first string
+			for _, line := range strings.Split(trace.String(), "\n") {
+				if _, d, ok := strings.Cut(line, "autoheal: "); ok && strings.Contains(d, " win") {
+					first = d
+					break
+				}
+			}
+			winners, _, _ := strings.Cut(first, " win")
+			lost := func(x string) bool { return first != "" && !strings.Contains(winners, x) }
+			kind := "n1 wins"
+			switch {
+			case first == "":
+				t.Errorf("seed %d: no decision after the continue", seed)
+			case strings.Contains(first, "every node alone"):
+				kind = "every node alone"
+			case lost("n1"):
+				kind = "n1 loses"
+			}
+			seen[kind]++
+			if unseen := strings.Contains(trace.String(), "does not see its losers stop"); unseen != lost("n1") {
+				t.Errorf("seed %d (%s): the winner misses its losers' stop %v, want it only where n1 loses", seed, first, unseen)
+			}
+			if lost("n1") && winners != "n3" && winners != "n2, n3" {
+				t.Errorf("seed %d: %q: want n3 to win where n1 loses", seed, first)
+			}
+			for i, p := range []string{"a", "d"} {
+				x := []string{"n1", "n2"}[i]
+				if want := !restart && lost("n1") && lost(x); (dials[p][0] != nil) != want {
+					t.Errorf("seed %d (%s, restart %v): %s's dial through %s 30 s after the continue: %v, want refused %v", seed, first, restart, p, x, dials[p][0], want)
+				}
+				if err := dials[p][1]; err != nil {
+					t.Errorf("seed %d (%s, restart %v): %s's dial 65 s after the continue: %v, want served again", seed, first, restart, p, err)
+				}
+			}
+		}
+	}
+	t.Logf("first decisions (96 runs): %v", seen)
+	for _, k := range []string{"n1 wins", "every node alone", "n1 loses"} {
+		if seen[k] == 0 {
+			t.Errorf("no run decided %s: %v", k, seen)
+		}
+	}
+}
+
+// Under autoheal a bridge may restart nodes while it stands (C.20): n1
+// and n3 cut off from each other, n2 linked to both. On some seeds
+// autoheal waits for the heal; on the others it restarts the bridge n2
+// (its clients told 320), then, 1.4 s later, n1, the cut-off node with
+// the lesser name, n3 winning both; never n3, and not before 3.6 s after
+// a cut-off node declared its peer down (3.75 s after the cut at the
+// earliest) and linked to n2 again (1 s later at the earliest).
+func TestClusterAutohealBridge(t *testing.T) {
+	seen := map[string]int{}
+	for seed := uint64(0); seed < 32; seed++ {
+		var trace bytes.Buffer
+		w := clusterWorld(sim.Autoheal, seed, &trace)
+		for _, p := range []string{"h", "c", "t"} { // through n1, n2, n3
+			w.Go(p, func(b broker.Broker) {
+				conn, _ := channel(t, b)
+				b.Sleep(bg, 28*time.Second)
+				conn.Close()
+			})
+		}
+		cut := "n1>n3 n3>n1"
+		w.After(time.Second, func() { w.Strike("partition", cut) })
+		w.After(25*time.Second, func() { w.Strike("heal", cut) })
+		if err := w.Run(); err != nil {
+			t.Fatal(err)
+		}
+		var during []sim.BrokerClose
+		for _, c := range w.BrokerCloses() {
+			if time.Duration(c.At) < 25*time.Second {
+				during = append(during, c)
+			}
+		}
+		switch {
+		case len(during) == 0:
+			seen["waits for the heal"]++
+		case len(during) == 2 && during[0].Process == "c" && during[1].Process == "h" &&
+			during[0].Code == 320 && during[1].Code == 320 &&
+			time.Duration(during[0].At) >= time.Second+8350*time.Millisecond &&
+			time.Duration(during[1].At-during[0].At) == 1400*time.Millisecond:
+			seen["n2 then n1 restarted"]++
+		default:
+			t.Errorf("seed %d: the nodes' closes during the bridge %+v; want none, or n2's client then n1's, 1.4 s apart\n%s", seed, during, trace.String())
+		}
+	}
+	t.Logf("over 32 seeds: %v", seen)
+	if len(seen) != 2 {
+		t.Errorf("over 32 seeds: %v; want both outcomes", seen)
+	}
+}
