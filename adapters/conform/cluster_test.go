@@ -97,12 +97,12 @@ func TestClusterDifferential(t *testing.T) {
 				}
 			})
 			o := ClusterDiffOptions{Mode: c.mode, Sequences: 1, Seed: c.seed, First: c.first, Steps: c.steps, Out: os.Stderr}
-			agreed, d, err := ClusterDifferential(ctx, RealCluster{cl, lab}, o)
+			tally, d, err := ClusterDifferential(ctx, RealCluster{cl, lab}, o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if d != nil {
-				t.Errorf("after %d sequences that agreed:\n%s", agreed, d)
+				t.Errorf("after %d sequences that agreed:\n%s", tally.Agreed, d)
 			}
 		})
 	}
@@ -142,7 +142,7 @@ func TestClusterSettlesBeforeTheNextStepOnly(t *testing.T) {
 	steps := []ClusterStep{{Do: "isolate", Arg: "n1"}, {On: "A", Do: "declare-passive", Arg: "q1"}, {Do: "heal"}, {Do: "kill", Arg: "n2"}}
 	e := &settleCounter{}
 	obs := runClusterSteps(e, "t-", steps)
-	want := []string{"done", "dial: refused", "done", "done"}
+	want := []string{"done", "dial: refused", NotServing, "done"}
 	if !slices.Equal(obs, want) {
 		t.Errorf("observed %q, want %q", obs, want)
 	}
@@ -197,11 +197,12 @@ func TestClusterAwaitsServingAfterTheLastFaultEnds(t *testing.T) {
 			t.Errorf("%v: the last step observed %q, want %q", c.steps, got, c.want)
 		}
 	}
-	// A node that never serves again ends the wait after ServingTries.
+	// A node that never serves again ends the wait after ServingTries, and
+	// the fault step says so.
 	e := &restartingCluster{refuse: 1 << 30}
 	obs := runClusterSteps(e, "t-", []ClusterStep{{Do: "resume", Arg: "n2"}, {On: "B", Do: "reconnect"}})
-	if obs[1] != "dial: refused" || e.refuse-e.left != ServingTries+1 {
-		t.Errorf("a node refusing for good: observed %q after %d dials, want refused after %d", obs, e.refuse-e.left, ServingTries+1)
+	if obs[0] != NotServing || obs[1] != "dial: refused" || e.refuse-e.left != ServingTries+1 {
+		t.Errorf("a node refusing for good: observed %q after %d dials, want %q, then refused after %d", obs, e.refuse-e.left, NotServing, ServingTries+1)
 	}
 }
 
@@ -262,14 +263,14 @@ func TestClusterRecords(t *testing.T) {
 	if err != nil || len(back) != len(recs) || !slices.Equal(back[3].Real, recs[3].Real) || back[2].Steps[5] != recs[2].Steps[5] {
 		t.Fatalf("read back %d records (%v), want %d as written", len(back), err, len(recs))
 	}
-	if agreed, d, err := MatchClusterRecords(back); err != nil || d != nil || agreed != len(recs) {
-		t.Fatalf("the recorded runs: %d agreed, divergence %v, error %v; want all %d", agreed, d, err, len(recs))
+	if tally, d, err := MatchClusterRecords(back); err != nil || d != nil || tally.Agreed != len(recs) {
+		t.Fatalf("the recorded runs: %+v, divergence %v, error %v; want all %d agreeing", tally, d, err, len(recs))
 	}
 	back[3].Real = slices.Clone(back[3].Real)
 	back[3].Real[7] = "nacked"
-	agreed, d, err := MatchClusterRecords(back)
-	if err != nil || agreed != 3 || d == nil || d.Seq != 76 || d.Step != 7 {
-		t.Errorf("a nack no simulator gives: %d agreed, divergence %+v, error %v; want 3, then sequence 76 at step 8", agreed, d, err)
+	tally, d, err := MatchClusterRecords(back)
+	if err != nil || tally.Agreed != 3 || d == nil || d.Seq != 76 || d.Step != 7 {
+		t.Errorf("a nack no simulator gives: %+v, divergence %+v, error %v; want 3 agreeing, then sequence 76 at step 8", tally, d, err)
 	}
 	for _, c := range []struct{ line, want string }{
 		{`{"mode":"sometimes","net_ticktime":"5s","steps":[{"do":"heal"}],"real":["done"]}`, `corpus:2: mode "sometimes"`},
@@ -309,15 +310,18 @@ func TestSimClusterGivesEveryRecordedRun(t *testing.T) {
 	for _, r := range recs {
 		modes[r.Mode]++
 	}
-	agreed, d, err := MatchClusterRecords(recs)
+	tally, d, err := MatchClusterRecords(recs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d != nil {
-		r := recs[agreed]
+		r := recs[tally.Compared()]
 		t.Fatalf("%s, seed %d: the simulated cluster no longer gives what the real one observed:\n%s", r.Mode, r.Seed, d)
 	}
-	t.Logf("%d recorded real runs agree (%v)", agreed, modes)
+	if tally.Inconclusive > 0 {
+		t.Errorf("%d recorded runs are inconclusive: the corpus keeps settled runs only", tally.Inconclusive)
+	}
+	t.Logf("%d recorded real runs agree (%v)", tally.Agreed, modes)
 }
 
 // corpus reads testdata/cluster-real.jsonl.
@@ -355,5 +359,43 @@ func TestSimClusterDivergedRunsStayApart(t *testing.T) {
 		} else if d == nil {
 			t.Errorf("%s, seed %d, sequence %d: the simulated cluster now gives what the real one observed: move it to cluster-real.jsonl", r.Mode, r.Seed, r.Sequence)
 		}
+	}
+}
+
+// A real run in which a node did not serve again within the wait after a
+// fault (NotServing) is inconclusive from there: its steps before it must
+// agree, its steps after it are not compared, and it is counted apart
+// from the runs that agreed.
+func TestUnsettledRunIsInconclusive(t *testing.T) {
+	var rec ClusterRecord
+	k := -1
+	methodOrCut := func(s ClusterStep) bool {
+		return s.On != "" || s.Do == "isolate" || s.Do == "cut-one-way" || s.Do == "bridge"
+	}
+	for _, r := range corpus(t) {
+		// A heal, not the last step, after cuts and no other fault: no
+		// fault is in force after it.
+		i := slices.IndexFunc(r.Steps, func(s ClusterStep) bool { return s.Do == "heal" })
+		if i > 0 && i < len(r.Steps)-1 && !slices.ContainsFunc(r.Steps[:i], func(s ClusterStep) bool { return !methodOrCut(s) }) {
+			rec, k = r, i
+			break
+		}
+	}
+	if k < 0 {
+		t.Fatal("no recorded run with a heal after cuts only")
+	}
+	rec.Real = slices.Clone(rec.Real)
+	rec.Real[k] = NotServing
+	for i := k + 1; i < len(rec.Real); i++ {
+		rec.Real[i] = "nacked" // what no simulator gives
+	}
+	tally, d, err := MatchClusterRecords([]ClusterRecord{rec})
+	if err != nil || d != nil || tally != (ClusterTally{Inconclusive: 1}) {
+		t.Errorf("unsettled at step %d: %+v, divergence %v, error %v; want one inconclusive", k+1, tally, d, err)
+	}
+	rec.Real[k-1] = "nacked"
+	tally, d, err = MatchClusterRecords([]ClusterRecord{rec})
+	if err != nil || d == nil || d.Step != k-1 || tally != (ClusterTally{}) {
+		t.Errorf("differing before the unsettled step: %+v, divergence %v, error %v; want a divergence at step %d", tally, d, err, k)
 	}
 }

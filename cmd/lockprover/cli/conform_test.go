@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/lockprover/lockprover/adapters/conform"
 	"github.com/lockprover/lockprover/backends/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/internal/quick"
 )
@@ -68,7 +70,8 @@ func TestConformUsage(t *testing.T) {
 // conform --cluster --recorded holds the simulated cluster to a corpus of
 // real runs with no cluster: the project's corpus agrees (exit 0, counted
 // by mode); a record the simulator cannot give is a divergence (exit 1);
-// a malformed line is refused naming the file and line (exit 2).
+// a run left unsettled is counted apart; a malformed line is refused
+// naming the file and line (exit 2).
 func TestConformRecorded(t *testing.T) {
 	corpus := filepath.Join("..", "..", "..", "adapters", "conform", "testdata", "cluster-real.jsonl")
 	var stdout, stderr bytes.Buffer
@@ -86,6 +89,22 @@ func TestConformRecorded(t *testing.T) {
 	stderr.Reset()
 	if code := runConform([]string{"--cluster", "--recorded", bad}, &stdout, &stderr); code != exitViolation || !strings.Contains(stdout.String(), "0 recorded sequences agreed") || !strings.Contains(stdout.String(), "step 1 differs") {
 		t.Errorf("a 405 the simulator never gives: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitViolation, stdout.String(), stderr.String())
+	}
+	// A run after whose fault a node did not serve again within the wait
+	// is inconclusive from there, counted apart (exit 0: what it saw
+	// before agrees).
+	var rec conform.ClusterRecord
+	if err := json.Unmarshal([]byte(first), &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Real[len(rec.Real)-1] = conform.NotServing
+	line, _ := json.Marshal(rec)
+	unsettled := filepath.Join(t.TempDir(), "unsettled.jsonl")
+	os.WriteFile(unsettled, append([]byte(first+"\n"), append(line, '\n')...), 0o644)
+	stdout.Reset()
+	stderr.Reset()
+	if code := runConform([]string{"--cluster", "--recorded", unsettled}, &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), "2 recorded sequences") || !strings.Contains(stdout.String(), "on each of 1; 1 inconclusive") {
+		t.Errorf("an unsettled run: exit %d, want %d and it counted apart\nstdout:\n%s\nstderr:\n%s", code, exitOK, stdout.String(), stderr.String())
 	}
 	os.WriteFile(bad, []byte(first+"\n{\"mode\":\"ignore\"\n"), 0o644)
 	stdout.Reset()

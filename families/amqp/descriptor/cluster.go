@@ -269,21 +269,38 @@ func clusterConform(ctx context.Context, s family.Settings, c family.ConformConf
 	}
 	fmt.Fprintf(out, "conform --cluster: %d sequences of 10 steps, seed %d%s, %s, net_ticktime %v\n", c.Sequences, c.Seed, from, o.PartitionHandling, box.c.Options().NetTicktime)
 	t0 := time.Now()
-	agreed, d, err := conform.ClusterDifferential(ctx, conform.RealCluster{Cluster: box.c, Lab: box.lab},
+	tally, d, err := conform.ClusterDifferential(ctx, conform.RealCluster{Cluster: box.c, Lab: box.lab},
 		conform.ClusterDiffOptions{Mode: o.PartitionHandling, Sequences: c.Sequences, Seed: c.Seed, First: first, Shrink: shrink, Out: out, Record: record})
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintf(out, "interrupted after %d sequences that agreed\n", agreed)
+		fmt.Fprintf(out, "interrupted after %s\n", sequencesBefore(tally))
 		return 0, ctx.Err()
 	case err != nil:
-		fmt.Fprintf(c.Log, "conform: the harness failed after %d sequences that agreed, nothing more is decided: %v\n", agreed, err)
+		fmt.Fprintf(c.Log, "conform: the harness failed after %s, nothing more is decided: %v\n", sequencesBefore(tally), err)
 		return family.Inconclusive, nil
 	case d != nil:
-		fmt.Fprintf(out, "%d sequences agreed; the simulated cluster diverges from the real one (%s) in %.0fs\n\n%s", agreed, o.PartitionHandling, time.Since(t0).Seconds(), d)
+		fmt.Fprintf(out, "%s; the simulated cluster diverges from the real one (%s) in %.0fs\n\n%s", sequencesBefore(tally), o.PartitionHandling, time.Since(t0).Seconds(), d)
 		return family.Diverge, nil
+	case tally.Inconclusive > 0:
+		fmt.Fprintf(out, "%d sequences (%s): the simulated cluster agrees with the real one on %d; %s, in %.0fs\n", tally.Compared(), o.PartitionHandling, tally.Agreed, unsettledNote(tally), time.Since(t0).Seconds())
+		return family.Inconclusive, nil
 	}
-	fmt.Fprintf(out, "%d sequences (%s): the simulated cluster agrees with the real one, in %.0fs\n", agreed, o.PartitionHandling, time.Since(t0).Seconds())
+	fmt.Fprintf(out, "%d sequences (%s): the simulated cluster agrees with the real one, in %.0fs\n", tally.Agreed, o.PartitionHandling, time.Since(t0).Seconds())
 	return family.Agree, nil
+}
+
+// sequencesBefore says what a differential's tally held before it ended.
+func sequencesBefore(t conform.ClusterTally) string {
+	s := fmt.Sprintf("%d sequences that agreed", t.Agreed)
+	if t.Inconclusive > 0 {
+		s += fmt.Sprintf(" (and %d inconclusive)", t.Inconclusive)
+	}
+	return s
+}
+
+// unsettledNote says how many sequences were inconclusive, and why.
+func unsettledNote(t conform.ClusterTally) string {
+	return fmt.Sprintf("%d inconclusive (a node of the real cluster had not served again within the wait after a fault: the steps before it agreed, those after it are not compared)", t.Inconclusive)
 }
 
 // recordedConform is conform --cluster --recorded FILE: the simulated
@@ -312,14 +329,18 @@ func recordedConform(path string, out io.Writer) (family.Conformance, error) {
 			per = append(per, fmt.Sprintf("%s %d", m, modes[m]))
 		}
 	}
-	agreed, d, err := conform.MatchClusterRecords(recs)
+	tally, d, err := conform.MatchClusterRecords(recs)
 	switch {
 	case err != nil:
 		return 0, err
 	case d != nil:
-		fmt.Fprintf(out, "%d recorded sequences agreed; the simulated cluster cannot give what the real one observed on the next (%s, seed %d):\n\n%s", agreed, recs[agreed].Mode, recs[agreed].Seed, d)
+		next := recs[tally.Compared()]
+		fmt.Fprintf(out, "%d recorded sequences agreed; the simulated cluster cannot give what the real one observed on the next (%s, seed %d):\n\n%s", tally.Compared(), next.Mode, next.Seed, d)
 		return family.Diverge, nil
+	case tally.Inconclusive > 0:
+		fmt.Fprintf(out, "%d recorded sequences (%s): the simulated cluster gives what the real one observed on each of %d; %s, in %.1fs\n", tally.Compared(), strings.Join(per, ", "), tally.Agreed, unsettledNote(tally), time.Since(t0).Seconds())
+		return family.Agree, nil
 	}
-	fmt.Fprintf(out, "%d recorded sequences (%s): the simulated cluster gives what the real one observed on each, in %.1fs\n", agreed, strings.Join(per, ", "), time.Since(t0).Seconds())
+	fmt.Fprintf(out, "%d recorded sequences (%s): the simulated cluster gives what the real one observed on each, in %.1fs\n", tally.Agreed, strings.Join(per, ", "), time.Since(t0).Seconds())
 	return family.Agree, nil
 }
