@@ -343,9 +343,9 @@ func records(t *testing.T, name string) []ClusterRecord {
 }
 
 // The real runs the simulated cluster cannot give (testdata/
-// cluster-diverged.jsonl: autoheal's restarts the simulator does not
-// make, a timeout of a loaded machine; docs/rabbitmq-cluster.md) are
-// kept apart from the corpus. Each must still diverge: one that agrees
+// cluster-diverged.jsonl: autoheal's restarts at moments the harness had
+// already looked, a timeout of a loaded machine; docs/rabbitmq-cluster.md)
+// are kept apart from the corpus. Each must still diverge: one that agrees
 // after a change of the simulator moves to cluster-real.jsonl, where
 // TestSimClusterGivesEveryRecordedRun holds every later change to it.
 func TestSimClusterDivergedRunsStayApart(t *testing.T) {
