@@ -41,7 +41,9 @@ private redis-servers the run starts and removes: drawn sequences of the
 commands and scripts redlock sends, with sleeps, compared step by step; the
 first divergence is printed with the flags that draw it again.
 Exit status: 0 the simulator agrees, 1 a divergence, 2 usage or no broker,
-3 inconclusive (rabbitmqctl or the cleanup failed), 130 interrupted.
+3 inconclusive (rabbitmqctl, the cleanup or the harness failed, or with
+--cluster a node did not serve again within the wait after a fault),
+130 interrupted.
 
 Flags:`
 
