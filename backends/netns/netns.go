@@ -379,7 +379,7 @@ func removeNamespaces(ctx context.Context, prefix string) error {
 				dev, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
 				// The router's deletion may be taking it along right now.
 				if ourLink.MatchString(dev) && strings.HasPrefix(dev, prefix) {
-					if err := ip(ctx, "link", "del", dev); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+					if err := ip(ctx, "link", "del", dev); err != nil && !linkGone(err) {
 						errs = append(errs, err)
 					}
 				}
@@ -387,6 +387,14 @@ func removeNamespaces(ctx context.Context, prefix string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// linkGone says a failed "ip link del" found no such link: gone before
+// the lookup ("Cannot find device"), or between the lookup and the delete,
+// with the router's namespace ("RTNETLINK answers: No such device", seen
+// in CI).
+func linkGone(err error) bool {
+	return strings.Contains(err.Error(), "Cannot find device") || strings.Contains(err.Error(), "No such device")
 }
 
 // ours matches the names a lab gives: "lp", the block's two digits, the

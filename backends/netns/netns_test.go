@@ -333,3 +333,20 @@ func TestBlocksLeaveDockersBridge(t *testing.T) {
 		}
 	}
 }
+
+// A veth the router's deletion took along is gone, whichever moment ip
+// looked for it; any other failure to delete one is reported.
+func TestLinkGone(t *testing.T) {
+	for _, c := range []struct {
+		msg  string
+		gone bool
+	}{
+		{`ip link del lp055950: exit status 1: Cannot find device "lp055950"`, true},
+		{"ip link del lp055950: exit status 2: RTNETLINK answers: No such device", true},
+		{"ip link del lp055950: exit status 2: RTNETLINK answers: Operation not permitted", false},
+	} {
+		if got := linkGone(errors.New(c.msg)); got != c.gone {
+			t.Errorf("%q: gone %v, want %v", c.msg, got, c.gone)
+		}
+	}
+}
