@@ -32,6 +32,19 @@ func TestFlaky(t *testing.T) {
 
 func TestFine(t *testing.T) {}
 `,
+		"slow/s_test.go": `package slow
+
+import ("os"; "testing"; "time")
+
+func TestFailsOnce(t *testing.T) {
+	if _, err := os.Stat(` + "`" + marker + "-slow`" + `); err != nil {
+		os.WriteFile(` + "`" + marker + "-slow`" + `, nil, 0o644)
+		t.Fatal("fails the first time")
+	}
+}
+
+func TestSlow(t *testing.T) { time.Sleep(time.Minute) }
+`,
 		"hard/h_test.go":   "package hard\n\nimport \"testing\"\n\nfunc TestHard(t *testing.T) { t.Fatal(\"always\") }\n",
 		"good/g_test.go":   "package good\n\nimport \"testing\"\n\nfunc TestGood(t *testing.T) {}\n",
 		"broken/b.go":      "package broken\n\nfunc x() { undefined() }\n",
@@ -69,7 +82,8 @@ func testAgain(t *testing.T, dir string, pkgs ...string) (int, string) {
 }
 
 // A test that fails once and then passes alone lets the run pass, named as
-// flaky; one that fails again, or a package that does not build, fails it.
+// flaky; one that fails again, a package that does not build, or one that
+// panicked or timed out after a test failed, fails it.
 func TestTestAgain(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("needs bash")
@@ -88,6 +102,12 @@ func TestTestAgain(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "test-again: go test -count=1 -run '^(TestHard)$' ta/hard") ||
 		!strings.Contains(out, "ta/broken failed without a failed test to name") || !strings.HasSuffix(strings.TrimSpace(out), "test-again: FAIL") {
 		t.Errorf("a test that always fails, and a package that does not build: exit %d, want 1:\n%s", code, out)
+	}
+	// A package that times out after a test failed: the named test passes
+	// alone, but the tests after the timeout never ran.
+	code, out = testAgain(t, dir, "-timeout=5s", "./slow")
+	if code != 1 || !strings.Contains(out, "ta/slow failed without a failed test to name, or panicked") || strings.Contains(out, "-run '^(TestFailsOnce)$'") {
+		t.Errorf("a timeout after a failed test: exit %d, want 1 and the package not run again:\n%s", code, out)
 	}
 	code, out = testAgain(t, dir, "./good")
 	if code != 0 || strings.Contains(out, "test-again") {
