@@ -1015,9 +1015,19 @@ func (cl *cluster) maybeAutoheal() {
 			cl.w.tracef("autoheal: the winner %s does not see its losers stop; they wait %s", h.winner.name, wait)
 		}
 	}
-	h.done = cl.w.sched.After(wait, func() {
+	cl.endAfter(h, wait, hold, nil)
+}
+
+// endAfter ends h after d (endHealing), then runs then, if any; it
+// replaces any end already set.
+func (cl *cluster) endAfter(h *healing, d time.Duration, hold bool, then func()) {
+	h.done.Cancel()
+	h.done = cl.w.sched.After(d, func() {
 		h.done = nil
 		cl.endHealing(h, hold)
+		if then != nil {
+			then()
+		}
 	})
 }
 
@@ -1098,14 +1108,7 @@ func (cl *cluster) autohealBridge(z *node) {
 			if cl.healing != nil || !w.app || !x.app || !z.app || cl.bridgeNode() != z {
 				return
 			}
-			h := cl.decide(side, []*node{loser}, false, note)
-			h.done = cl.w.sched.After(loserRestart, func() {
-				h.done = nil
-				cl.endHealing(h, false)
-				if next != nil {
-					next()
-				}
-			})
+			cl.endAfter(cl.decide(side, []*node{loser}, false, note), loserRestart, false, next)
 		})
 	}
 	step([]*node{w, x}, z, bridgeDecision, func() { step([]*node{w, z}, x, time.Second, nil) })
@@ -1173,11 +1176,7 @@ func (cl *cluster) winnerGone(x *node) {
 		if cl.w.trace != nil {
 			cl.w.tracef("autoheal: the winner %s gives up; its losers start", x.name)
 		}
-		h.done.Cancel()
-		h.done = cl.w.sched.After(loserRestart, func() {
-			h.done = nil
-			cl.endHealing(h, false)
-		})
+		cl.endAfter(h, loserRestart, false, nil)
 		h.unaware = false
 	}
 }
