@@ -173,7 +173,7 @@ const clusterOpTimeout = 2 * time.Second
 
 // runClusterSteps runs steps on e and says what each step observed.
 // prefix names the sequence's queues.
-func runClusterSteps(e clusterEnv, prefix string, steps []ClusterStep) []string {
+func runClusterSteps(e clusterEnv, prefix string, steps []ClusterStep, steady time.Duration) []string {
 	type client struct {
 		conn broker.Conn
 		ch   broker.Channel
@@ -234,7 +234,7 @@ func runClusterSteps(e clusterEnv, prefix string, steps []ClusterStep) []string 
 				// (After the last step nothing is observed: the real
 				// cluster's recovery follows at once.)
 				e.Sleep(context.Background(), ClusterSettle)
-				if len(cuts) == 0 && len(stopped) == 0 && !awaitServing(e) && out[i] == "done" {
+				if len(cuts) == 0 && len(stopped) == 0 && !awaitServing(e, steady) && out[i] == "done" {
 					out[i] = NotServing
 				}
 			}
@@ -334,19 +334,26 @@ const NotServing = "done, but a node did not serve again within the wait"
 
 // awaitServing waits, after a settle that leaves no fault in force (no
 // cut, no node killed or paused), until every node takes connections
-// again, for at most ServingTries rounds. Every mode ends there, but not
-// always within a settle: a node that autoheal or pause_minority stops
-// when the partition ends starts its application again some seconds
-// later, 0.4 s on the simulated cluster and up to 20 s on a real one
-// under load (a dial refused 10 s after a resume, conform seed 20261128,
-// sequence 1), and over a minute when an autoheal's loser waits 60 s for
-// a safe-to-start message its winner never sends (broker-semantics.md
-// C.19; 90 rounds were too few for seed 20261128's sequences 221 and 254
-// at a load average of 30). The differential judges what the cluster
-// does, not how fast, so the next step waits for it, on both sides. It
-// says whether every node served.
-func awaitServing(e clusterEnv) bool {
-	for range ServingTries {
+// again, and has taken them in every round for steady since, for at most
+// ServingTries rounds a second apart (and the steady ones after them).
+// Every mode ends there, but not always within a settle: a node that
+// autoheal or pause_minority stops when the partition ends starts its
+// application again some seconds later, 0.4 s on the simulated cluster
+// and up to 20 s on a real one under load (a dial refused 10 s after a
+// resume, conform seed 20261128, sequence 1), and over a minute when an
+// autoheal's loser waits 60 s for a safe-to-start message its winner
+// never sends (broker-semantics.md C.19; 90 rounds were too few for seed
+// 20261128's sequences 221 and 254 at a load average of 30). And a node
+// seen serving may stop after: on a loaded machine an autoheal decided,
+// or decided a second time, after the wait had seen every node serve
+// (seed 20261129's sequences 42 and 63: a node refusing connections a
+// step or more after the wait, on the real cluster alone, a loser's
+// restart in 42's rerun log), hence steady (ClusterSteady). The differential judges what the cluster does,
+// not how fast, so the next step waits for it, on both sides. It says
+// whether every node served.
+func awaitServing(e clusterEnv, steady time.Duration) bool {
+	var served time.Duration // for how long every round has served
+	for range ServingTries + int(steady/time.Second) {
 		all := true
 		for _, name := range slices.Sorted(maps.Keys(clusterClients)) {
 			ctx, cancel := e.Timeout(clusterOpTimeout)
@@ -358,13 +365,25 @@ func awaitServing(e clusterEnv) bool {
 			}
 			conn.Close()
 		}
-		if all {
+		switch {
+		case !all:
+			served = 0
+		case served >= steady:
 			return true
+		default:
+			served += time.Second
 		}
 		e.Sleep(context.Background(), time.Second)
 	}
 	return false
 }
+
+// ClusterSteady is how long every node must have served, a round each
+// second, before a step that follows the end of the last fault in force
+// (awaitServing): past a late autoheal decision. Records of the differential made before it
+// (2026-11-26) waited for one round that served (steady 0); a record says
+// which it used, and the simulated cluster waits the same.
+const ClusterSteady = 15 * time.Second
 
 // unsettled is the first step at which real observed NotServing, or -1.
 func unsettled(real []string) int { return slices.Index(real, NotServing) }
@@ -404,14 +423,15 @@ func (e simClusterEnv) Timeout(d time.Duration) (context.Context, context.Cancel
 func (e simClusterEnv) Fault(fault, target string) error { return e.w.Strike(fault, target) }
 
 // RunSimCluster runs steps on a fresh simulated cluster in mode, with
-// net_ticktime tick, and says what each step observed.
-func RunSimCluster(mode string, tick time.Duration, seed uint64, steps []ClusterStep) ([]string, error) {
+// net_ticktime tick, waiting steady for a cluster whose faults ended
+// (awaitServing), and says what each step observed.
+func RunSimCluster(mode string, tick, steady time.Duration, seed uint64, steps []ClusterStep) ([]string, error) {
 	w := sim.New(sim.Options{Decider: sim.Seeded(seed), Cluster: &sim.ClusterOptions{
 		Nodes: clusterNodes, PartitionHandling: mode, NetTicktime: tick,
 		NodeOfConn: func(conn string) string { return clusterClients[conn] }}})
 	var out []string
 	w.Go("driver", func(b broker.Broker) {
-		out = runClusterSteps(simClusterEnv{b, w}, "cd-", steps)
+		out = runClusterSteps(simClusterEnv{b, w}, "cd-", steps, steady)
 	})
 	err := w.Run()
 	return out, err
@@ -435,7 +455,7 @@ const SimSeeds = 256
 // none does, the observations that agree with real longest, and the step
 // where they first differ. Where real is unsettled, only its steps before
 // that one are compared.
-func SimClusterMatch(mode string, tick time.Duration, steps []ClusterStep, real []string) ([]string, int, error) {
+func SimClusterMatch(mode string, tick, steady time.Duration, steps []ClusterStep, real []string) ([]string, int, error) {
 	var best []string
 	bestAt := -1
 	upTo := len(steps)
@@ -443,7 +463,7 @@ func SimClusterMatch(mode string, tick time.Duration, steps []ClusterStep, real 
 		upTo = u
 	}
 	for seed := range uint64(SimSeeds) {
-		sim, err := RunSimCluster(mode, tick, seed, steps)
+		sim, err := RunSimCluster(mode, tick, steady, seed, steps)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -565,7 +585,7 @@ func (e *realClusterEnv) Fault(fault, target string) error {
 // where the time went.
 func runRealCluster(ctx context.Context, rc RealCluster, prefix string, steps []ClusterStep) ([]string, clusterTimes, error) {
 	e := &realClusterEnv{rc: rc, ctx: ctx, made: map[string][][2]string{}}
-	out := runClusterSteps(e, prefix, steps)
+	out := runClusterSteps(e, prefix, steps, ClusterSteady)
 	if ctx.Err() != nil {
 		return nil, e.spent, ctx.Err()
 	}
@@ -620,8 +640,11 @@ type ClusterRecord struct {
 	Sequence    int           `json:"sequence"`
 	Steps       []ClusterStep `json:"steps"`
 	Real        []string      `json:"real"`
-	Agreed      bool          `json:"agreed"` // with the simulated cluster of the run that recorded it
-	At          string        `json:"at"`     // when it ran (RFC 3339)
+	// Steady is the ClusterSteady its run waited ("15s"); empty in
+	// records made before there was one, which waited none.
+	Steady string `json:"steady,omitempty"`
+	Agreed bool   `json:"agreed"` // with the simulated cluster of the run that recorded it
+	At     string `json:"at"`     // when it ran (RFC 3339)
 }
 
 // ReadClusterRecords reads a corpus of ClusterRecords, one JSON object a
@@ -652,6 +675,18 @@ func ReadClusterRecords(r io.Reader, name string) ([]ClusterRecord, error) {
 	return out, nil
 }
 
+// steady is the record's Steady.
+func (rec ClusterRecord) steady() (time.Duration, error) {
+	if rec.Steady == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(rec.Steady)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("steady %q: a duration such as 15s, or none", rec.Steady)
+	}
+	return d, nil
+}
+
 // tick is the record's net_ticktime.
 func (rec ClusterRecord) tick() (time.Duration, error) {
 	d, err := time.ParseDuration(rec.NetTicktime)
@@ -666,6 +701,9 @@ func (rec ClusterRecord) valid() error {
 		return fmt.Errorf("mode %q: one of %s", rec.Mode, strings.Join(rabbitmq.Modes, ", "))
 	}
 	if _, err := rec.tick(); err != nil {
+		return err
+	}
+	if _, err := rec.steady(); err != nil {
 		return err
 	}
 	if len(rec.Steps) == 0 || len(rec.Real) != len(rec.Steps) {
@@ -711,7 +749,11 @@ func MatchClusterRecords(recs []ClusterRecord) (t ClusterTally, d *ClusterDiverg
 		if err != nil {
 			return t, nil, err
 		}
-		sim, k, err := SimClusterMatch(rec.Mode, tick, rec.Steps, rec.Real)
+		steady, err := rec.steady()
+		if err != nil {
+			return t, nil, err
+		}
+		sim, k, err := SimClusterMatch(rec.Mode, tick, steady, rec.Steps, rec.Real)
 		if err != nil {
 			return t, nil, fmt.Errorf("%s seed %d sequence %d: %w", rec.Mode, rec.Seed, rec.Sequence, err)
 		}
@@ -788,7 +830,7 @@ func ClusterDifferential(ctx context.Context, rc RealCluster, o ClusterDiffOptio
 		if err != nil {
 			return nil, nil, -1, err
 		}
-		sim, k, err := SimClusterMatch(o.Mode, tick, steps, real)
+		sim, k, err := SimClusterMatch(o.Mode, tick, ClusterSteady, steps, real)
 		return real, sim, k, err
 	}
 	for i := o.First; i < o.First+o.Sequences; i++ {
@@ -802,7 +844,7 @@ func ClusterDifferential(ctx context.Context, rc RealCluster, o ClusterDiffOptio
 		u := unsettled(real)
 		if o.Record != nil {
 			line, _ := json.Marshal(ClusterRecord{Mode: o.Mode, NetTicktime: tick.String(), Seed: o.Seed, Sequence: i,
-				Steps: steps, Real: real, Agreed: k < 0 && u < 0, At: t0.UTC().Format(time.RFC3339)})
+				Steps: steps, Real: real, Steady: ClusterSteady.String(), Agreed: k < 0 && u < 0, At: t0.UTC().Format(time.RFC3339)})
 			if _, err := o.Record.Write(append(line, '\n')); err != nil {
 				return t, nil, fmt.Errorf("recording sequence %d: %w", i, err)
 			}

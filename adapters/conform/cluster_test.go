@@ -28,11 +28,11 @@ func TestSimClusterSequences(t *testing.T) {
 	for _, mode := range rabbitmq.Modes {
 		for i := range 60 {
 			steps := DrawClusterSteps(rand.New(rand.NewPCG(7, uint64(i))), 12)
-			a, err := RunSimCluster(mode, 5*time.Second, 0, steps)
+			a, err := RunSimCluster(mode, 5*time.Second, ClusterSteady, 0, steps)
 			if err != nil {
 				t.Fatalf("%s, sequence %d: %v", mode, i, err)
 			}
-			b, _ := RunSimCluster(mode, 5*time.Second, 0, steps)
+			b, _ := RunSimCluster(mode, 5*time.Second, ClusterSteady, 0, steps)
 			if !slices.Equal(a, b) || len(a) != len(steps) {
 				t.Fatalf("%s, sequence %d: %d steps observed %v, then %v", mode, i, len(steps), a, b)
 			}
@@ -141,7 +141,7 @@ func (e *settleCounter) Fault(fault, target string) error {
 func TestClusterSettlesBeforeTheNextStepOnly(t *testing.T) {
 	steps := []ClusterStep{{Do: "isolate", Arg: "n1"}, {On: "A", Do: "declare-passive", Arg: "q1"}, {Do: "heal"}, {Do: "kill", Arg: "n2"}}
 	e := &settleCounter{}
-	obs := runClusterSteps(e, "t-", steps)
+	obs := runClusterSteps(e, "t-", steps, 0)
 	want := []string{"done", "dial: refused", NotServing, "done"}
 	if !slices.Equal(obs, want) {
 		t.Errorf("observed %q, want %q", obs, want)
@@ -150,7 +150,7 @@ func TestClusterSettlesBeforeTheNextStepOnly(t *testing.T) {
 		t.Errorf("%d faults struck (%q), %d settles; want 3 faults, 2 settles (none after the last step)", len(e.faults), e.faults, e.settles)
 	}
 	e = &settleCounter{}
-	runClusterSteps(e, "t-", steps[:3])
+	runClusterSteps(e, "t-", steps[:3], 0)
 	if e.settles != 1 {
 		t.Errorf("ending in a heal: %d settles, want 1", e.settles)
 	}
@@ -192,7 +192,7 @@ func TestClusterAwaitsServingAfterTheLastFaultEnds(t *testing.T) {
 		{[]ClusterStep{{Do: "isolate", Arg: "n1"}, {On: "A", Do: "reconnect"}}, "dial: refused"},
 	} {
 		e := &restartingCluster{refuse: 5}
-		obs := runClusterSteps(e, "t-", c.steps)
+		obs := runClusterSteps(e, "t-", c.steps, 0)
 		if got := obs[len(obs)-1]; got != c.want {
 			t.Errorf("%v: the last step observed %q, want %q", c.steps, got, c.want)
 		}
@@ -200,9 +200,72 @@ func TestClusterAwaitsServingAfterTheLastFaultEnds(t *testing.T) {
 	// A node that never serves again ends the wait after ServingTries, and
 	// the fault step says so.
 	e := &restartingCluster{refuse: 1 << 30}
-	obs := runClusterSteps(e, "t-", []ClusterStep{{Do: "resume", Arg: "n2"}, {On: "B", Do: "reconnect"}})
+	obs := runClusterSteps(e, "t-", []ClusterStep{{Do: "resume", Arg: "n2"}, {On: "B", Do: "reconnect"}}, 0)
 	if obs[0] != NotServing || obs[1] != "dial: refused" || e.refuse-e.left != ServingTries+1 {
 		t.Errorf("a node refusing for good: observed %q after %d dials, want %q, then refused after %d", obs, e.refuse-e.left, NotServing, ServingTries+1)
+	}
+}
+
+// flappingCluster serves after each fault as an autoheal that decides
+// twice does: refused for a while (the first loser restarting), served,
+// refused again (the second decision's loser), then served for good.
+// script holds how many dials each phase lasts, refused first.
+type flappingCluster struct {
+	settleCounter
+	script []int
+	dials  int
+}
+
+func (e *flappingCluster) Dial(context.Context, broker.Config) (broker.Conn, error) {
+	e.dials++
+	n := e.dials
+	for i, k := range e.script {
+		if n <= k {
+			if i%2 == 0 {
+				return nil, broker.ErrRefused
+			}
+			return servedConn{}, nil
+		}
+		n -= k
+	}
+	return servedConn{}, nil
+}
+
+// servedConn is a connection a node took, on which no channel opens.
+type servedConn struct{}
+
+func (servedConn) Channel(context.Context) (broker.Channel, error) {
+	return nil, errors.New("no channel")
+}
+func (servedConn) Close() error { return nil }
+func (servedConn) Err() error   { return nil }
+
+func (e *flappingCluster) Fault(fault, target string) error {
+	e.dials = 0
+	return e.settleCounter.Fault(fault, target)
+}
+
+// A cluster that serves once and then stops a node again (an autoheal's
+// second decision) is waited for when the wait is steady: the step after
+// the resume sees every node serve. Without it the step sees the refusal.
+func TestClusterAwaitsASteadyCluster(t *testing.T) {
+	steps := []ClusterStep{{Do: "resume", Arg: "n2"}, {On: "B", Do: "reconnect"}}
+	// Two rounds refused (one dial each), one served (three dials), two
+	// refused, then served.
+	script := []int{2, 3, 2}
+	e := &flappingCluster{script: script}
+	if obs := runClusterSteps(e, "t-", steps, 0); obs[1] != "dial: refused" {
+		t.Errorf("steady 0: the step after the resume observed %q, want the second decision's \"dial: refused\"", obs[1])
+	}
+	e = &flappingCluster{script: script}
+	obs := runClusterSteps(e, "t-", steps, ClusterSteady)
+	if obs[0] != "done" || obs[1] != "channel: error" {
+		t.Errorf("steady %s: observed %q, want done, then a served dial (\"channel: error\" here)", ClusterSteady, obs)
+	}
+	// Rounds: 2 refused, 1 served, 2 refused, then ClusterSteady/1s + 1
+	// served, the last of which returns without a sleep.
+	if want := 2*1 + 3 + 2 + 3*(int(ClusterSteady/time.Second)+1) + 1; e.dials != want {
+		t.Errorf("steady %s: %d dials, want %d", ClusterSteady, e.dials, want)
 	}
 }
 
@@ -217,7 +280,7 @@ func TestRestartIntoASplitClusterTakesEitherSide(t *testing.T) {
 		{Do: "heal"}, {Do: "restart", Arg: "n3"}, {On: "C", Do: "publish", Arg: "q1"}}
 	seen := map[string]int{}
 	for seed := range uint64(SimSeeds) {
-		obs, err := RunSimCluster(rabbitmq.Ignore, 5*time.Second, seed, steps)
+		obs, err := RunSimCluster(rabbitmq.Ignore, 5*time.Second, ClusterSteady, seed, steps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +298,7 @@ func TestRestartIntoASplitClusterTakesEitherSide(t *testing.T) {
 		{On: "C", Do: "declare-exclusive", Arg: "q1"}, {On: "B", Do: "declare-exclusive", Arg: "q2"},
 		{On: "A", Do: "declare-exclusive", Arg: "q1"}, {On: "A", Do: "declare-passive", Arg: "q2"}}
 	for seed := range uint64(SimSeeds) {
-		obs, err := RunSimCluster(rabbitmq.Ignore, 5*time.Second, seed, steps)
+		obs, err := RunSimCluster(rabbitmq.Ignore, 5*time.Second, ClusterSteady, seed, steps)
 		if err != nil {
 			t.Fatal(err)
 		}
