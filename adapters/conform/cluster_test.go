@@ -339,6 +339,7 @@ func TestClusterRecords(t *testing.T) {
 		{`{"mode":"sometimes","net_ticktime":"5s","steps":[{"do":"heal"}],"real":["done"]}`, `corpus:2: mode "sometimes"`},
 		{`{"mode":"ignore","net_ticktime":"soon","steps":[{"do":"heal"}],"real":["done"]}`, `corpus:2: net_ticktime "soon"`},
 		{`{"mode":"ignore","net_ticktime":"5s","steps":[{"do":"heal"}],"real":[]}`, "corpus:2: 1 steps and 0 observations"},
+		{`{"mode":"ignore","net_ticktime":"5s","steps":[{"do":"heal"}],"real":["done"],"steady":"a while"}`, `corpus:2: steady "a while"`},
 		{`{"mode":"ignore","net_ticktime":"5s","steps":[{"on":"D","do":"publish","arg":"q1"}],"real":["acked"]}`, `corpus:2: step 1: "publish" on "D"`},
 		{`{"mode":"ignore","net_ticktime":"5s","steps":[{"do":"heal"}],"real":["done"],"colour":"red"}`, `corpus:2: json: unknown field "colour"`},
 		{`{"mode":`, "corpus:2: unexpected EOF"},
