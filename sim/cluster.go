@@ -96,8 +96,13 @@ type node struct {
 	// down in, until the cluster is one again: autoheal's first decision
 	// after it may come before its peers list it (maybeAutoheal).
 	continued bool
-	app       bool // the rabbit application runs: it takes connections
-	booting   bool // being started or restarted
+	// unlisted is a node continued under pause_minority, apart from its
+	// peers, that neither they nor it count as running for the
+	// partial-partition check (sees), until its application starts
+	// again (resume; C.23).
+	unlisted bool
+	app      bool // the rabbit application runs: it takes connections
+	booting  bool // being started or restarted
 	// minority is a node that paused itself (pause_minority); all, that
 	// it waits for every node, not a majority (a partial partition).
 	minority, all bool
@@ -581,7 +586,9 @@ func (cl *cluster) nodedown(x, y *node) {
 // nodes it sees so, and each answers whether it sees the peer so
 // (broker-semantics.md C.18; pause_minority 20261127's sequences 87 and
 // 289).
-func (cl *cluster) sees(z, y *node) bool { return z.running[y.i] || y.app }
+func (cl *cluster) sees(z, y *node) bool {
+	return z.running[y.i] || y.app && !y.unlisted && !z.unlisted
+}
 
 // pauses says whether x, declaring peers down, may pause under
 // pause_minority: not while it wakes from a pause (resume), when its
@@ -818,6 +825,7 @@ func (cl *cluster) dropTransient(x *node) {
 func (cl *cluster) startApp(x *node) {
 	w := cl.w
 	x.app, x.booting = true, false
+	x.unlisted = false
 	var own []*queue
 	for _, name := range slices.Sorted(maps.Keys(x.durable)) {
 		if q := x.durable[name]; q.home == x {
@@ -1438,14 +1446,33 @@ func (cl *cluster) resume(x *node) {
 		cl.recoverMinority(x)
 	}
 	// Under pause_minority a node continued after its peers declared it
-	// down hears their links closed, but they link to it again before it
-	// counts them: it does not pause, and its records stay apart from
-	// theirs (a partition listed, which pause_minority never merges). On
-	// the real cluster (conform seed 20261127, sequence 38) n1, continued
-	// after 10 s, logged its peers down and Mnesia's partitioned network
-	// within 0.05 s, and no pause; a delete through n2 of n1's durable
-	// queue got 404 "home node down" 10 s later.
+	// down hears their links closed, and either they link to it again
+	// before it counts them, or it counts them gone first (C.23), by the
+	// seed. Linked again, it does not pause, and its records stay apart
+	// from theirs (a partition listed, which pause_minority never
+	// merges): on the real cluster (conform seed 20261127, sequence 38)
+	// n1, continued after 10 s, logged its peers down and Mnesia's
+	// partitioned network within 0.05 s, and no pause; a delete through
+	// n2 of n1's durable queue got 404 "home node down" 10 s later
+	// (C.16). And then the partial-partition check may still count it as
+	// running, through their RPCs to its broker (C.18), or not at all
+	// (unlisted: C.23). Counting them gone, it pauses itself (its
+	// minority) and, linked again at once, starts again 0.5 s later with
+	// their records (C.23: serving 1.2 s after the continue, seeing a
+	// queue declared through n3 while it was paused).
 	x.waking = true
+	if cl.o.PartitionHandling == PauseMinority && x.continued {
+		switch cl.w.pick(3) {
+		case 1:
+			x.unlisted = true
+		case 2:
+			x.waking = false
+			if cl.w.trace != nil {
+				cl.w.tracef("node %s counts its peers gone before they link to it again", x.name)
+			}
+		}
+		x.continued = false // (autoheal's alone)
+	}
 	cl.update()
 	x.waking = false
 	if cl.o.PartitionHandling == PauseMinority {
