@@ -704,8 +704,10 @@ func TestClusterPauseMinorityContinuedNode(t *testing.T) {
 }
 
 // Under pause_minority, after n1 paused past its peers' tick and
-// continued (its records apart, TestClusterPauseMinorityContinuedNodeStaysApart),
-// a bridge is still a partial partition: a node that declares a peer
+// continued (its records apart, TestClusterPauseMinorityContinuedNode),
+// a bridge is still a partial partition, where the partial-partition
+// check counts n1 (C.18; by the seed it does not, C.23, and then no node
+// pauses, as none did in pause_minority seed 20261130's sequence 104): a node that declares a peer
 // down asks the nodes whose brokers it reaches running whether they see
 // that peer, and they answer by asking the peer's broker, not from the
 // records they share with it (RabbitMQ's rabbit_mnesia:cluster_nodes
