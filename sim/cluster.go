@@ -1471,7 +1471,7 @@ func (cl *cluster) resume(x *node) {
 				cl.w.tracef("node %s counts its peers gone before they link to it again", x.name)
 			}
 		}
-		x.continued = false // (autoheal's alone)
+		x.continued = false // (read by autoheal only: done with here)
 	}
 	cl.update()
 	x.waking = false

@@ -348,9 +348,9 @@ const NotServing = "done, but a node did not serve again within the wait"
 // or decided a second time, after the wait had seen every node serve
 // (seed 20261129's sequences 42 and 63: a node refusing connections a
 // step or more after the wait, on the real cluster alone, a loser's
-// restart in 42's rerun log), hence steady (ClusterSteady). The differential judges what the cluster does,
-// not how fast, so the next step waits for it, on both sides. It says
-// whether every node served.
+// restart in 42's rerun log), hence steady (ClusterSteady). The
+// differential judges what the cluster does, not how fast, so the next
+// step waits for it, on both sides. It says whether every node served.
 func awaitServing(e clusterEnv, steady time.Duration) bool {
 	var served time.Duration // for how long every round has served
 	for range ServingTries + int(steady/time.Second) {
@@ -380,9 +380,10 @@ func awaitServing(e clusterEnv, steady time.Duration) bool {
 
 // ClusterSteady is how long every node must have served, a round each
 // second, before a step that follows the end of the last fault in force
-// (awaitServing): past a late autoheal decision. Records of the differential made before it
-// (2026-11-26) waited for one round that served (steady 0); a record says
-// which it used, and the simulated cluster waits the same.
+// (awaitServing): past a late autoheal decision. Records of the
+// differential made before it (2026-11-26) waited for one round that
+// served (steady 0); a record says which it used, and the simulated
+// cluster waits the same.
 const ClusterSteady = 15 * time.Second
 
 // unsettled is the first step at which real observed NotServing, or -1.
