@@ -11,7 +11,7 @@
 # real server. scripts/test-again runs each test that failed once more,
 # alone, and names it as flaky when it passes then; one that fails again,
 # or a package that fails otherwise, fails the target.
-SLOWEST = ./families/amqp ./families/amqp/clusters ./families/consulsem/clusters ./adapters/conform ./cmd/lockprover/cli ./families/dbsemaphore ./consulsem ./backends/rabbitmq ./redlock ./dbsem
+SLOWEST = ./adapters/amqprun ./adapters/amqprun/clusters ./adapters/consulsemrun/clusters ./adapters/conform ./cmd/lockprover/cli ./adapters/dbsemrun ./model/consulsem ./adapters/rabbitmq ./model/redlock ./model/dbsem
 test: fmt vet
 	scripts/test-again -p 4 -parallel 8 -timeout 15m $(SLOWEST) ./...
 
@@ -22,7 +22,7 @@ test: fmt vet
 # go test -short skips every other test that needs a real server, a private
 # server or an implementation's processes (internal/quick says which), and
 # the packages that are only about real servers are left to make test.
-CHECK_LEAVES = /backends/(consul|etcd|mysql|netns|proxy|rabbitmq|redis)$$|/adapters/conform$$|/examples/upstream$$|/scripts$$
+CHECK_LEAVES = /adapters/(consul|etcd|mariadb|netns|rabbitmq|rabbitmq/amqpproxy|redis)$$|/adapters/conform$$|/examples/upstream$$|/scripts$$
 check: fmt vet
 	go test -short -p 4 -parallel 8 $$(go list ./... | grep -Ev '$(CHECK_LEAVES)')
 

@@ -2,8 +2,8 @@ package histories_test
 
 import (
 	"bytes"
-	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model/amqpcheck"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -58,11 +58,11 @@ func generate(n int) []histories.Event {
 				e := histories.Event{Process: admin.name, Type: histories.Invoke, Lock: admin.lock}
 				switch rng.IntN(3) {
 				case 0:
-					e.F, e.Value = "change", &check.Value{Delta: histories.Int([]int{-2, -1, 1, 2}[rng.IntN(4)])}
+					e.F, e.Value = "change", &amqpcheck.Value{Delta: histories.Int([]int{-2, -1, 1, 2}[rng.IntN(4)])}
 				case 1:
 					e.F = "count"
 				default:
-					e.F, e.Value = "wait", &check.Value{Slot: histories.Int(1 + rng.IntN(3))}
+					e.F, e.Value = "wait", &amqpcheck.Value{Slot: histories.Int(1 + rng.IntN(3))}
 				}
 				e = add(e)
 				admin.pending = &e
@@ -71,9 +71,9 @@ func generate(n int) []histories.Event {
 				e.Type, e.Value = histories.Ok, nil
 				switch e.F {
 				case "change":
-					e.Value = &check.Value{From: histories.Int(3), To: histories.Int(max(0, 3+*check.ValueOf(admin.pending).Delta))}
+					e.Value = &amqpcheck.Value{From: histories.Int(3), To: histories.Int(max(0, 3+*amqpcheck.ValueOf(admin.pending).Delta))}
 				case "count":
-					e.Value = &check.Value{Slots: histories.Int(3)}
+					e.Value = &amqpcheck.Value{Slots: histories.Int(3)}
 				}
 				add(e)
 				admin.pending = nil
@@ -91,7 +91,7 @@ func generate(n int) []histories.Event {
 					e.F = "release"
 				}
 				if e.F != "acquire" && c.kind != histories.Mutex {
-					e.Value = &check.Value{Slot: histories.Int(c.slot)}
+					e.Value = &amqpcheck.Value{Slot: histories.Int(c.slot)}
 				}
 				e = add(e)
 				c.pending = &e
@@ -106,7 +106,7 @@ func generate(n int) []histories.Event {
 					c.slot = 0
 				}
 			case e.F == "acquire" && roll < 4:
-				v := &check.Value{Reason: "full"}
+				v := &amqpcheck.Value{Reason: "full"}
 				if c.kind == histories.Mutex {
 					v.Reason = "held"
 				}
@@ -114,10 +114,10 @@ func generate(n int) []histories.Event {
 			case e.F == "acquire":
 				e.Type, c.slot = histories.Ok, 1+rng.IntN(3)
 				if c.kind != histories.Mutex {
-					e.Value = &check.Value{Slot: histories.Int(c.slot)}
+					e.Value = &amqpcheck.Value{Slot: histories.Int(c.slot)}
 				}
 			case e.F == "verify":
-				e.Type, e.Value = histories.Ok, &check.Value{Held: histories.Bool(roll < 8)}
+				e.Type, e.Value = histories.Ok, &amqpcheck.Value{Held: histories.Bool(roll < 8)}
 			default:
 				e.Type, c.slot = histories.Ok, 0
 			}

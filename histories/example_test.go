@@ -6,8 +6,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model/amqpcheck"
 )
 
 // A runner records what its clients see with a Recorder, then saves the
@@ -20,10 +20,10 @@ func ExampleRecorder() {
 	r.Add(histories.Event{Process: "c2", Type: histories.Invoke, F: "acquire", Lock: "sem"}) // same instant
 	now = 1800
 	r.Add(histories.Event{Process: "c1", Type: histories.Ok, F: "acquire", Lock: "sem",
-		Value: &check.Value{Slot: histories.Int(1)}})
+		Value: &amqpcheck.Value{Slot: histories.Int(1)}})
 	now = 2500
 	r.Add(histories.Event{Process: "c2", Type: histories.Fail, F: "acquire", Lock: "sem",
-		Value: &check.Value{Reason: "full"}})
+		Value: &amqpcheck.Value{Reason: "full"}})
 
 	if err := histories.Write(os.Stdout, r.Events()); err != nil {
 		fmt.Println(err)
@@ -50,7 +50,7 @@ func ExampleRead() {
 	}
 	for _, e := range events {
 		fmt.Printf("%d %s %s %s", e.Time, e.Process, e.Type, e.F)
-		if v := check.ValueOf(&e); v != nil && v.Slot != nil {
+		if v := amqpcheck.ValueOf(&e); v != nil && v.Slot != nil {
 			fmt.Printf(" slot %d", *v.Slot)
 		}
 		fmt.Println()

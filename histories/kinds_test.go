@@ -3,6 +3,6 @@ package histories_test
 // The kinds these tests read and write are declared by their families'
 // checkers, as in any program that reads histories.
 import (
-	_ "github.com/lockprover/lockprover/families/amqp/check"
-	_ "github.com/lockprover/lockprover/families/lease"
+	_ "github.com/lockprover/lockprover/model/amqpcheck"
+	_ "github.com/lockprover/lockprover/model/lease"
 )

@@ -3,8 +3,8 @@ package histories_test
 import (
 	"bytes"
 	"errors"
-	"github.com/lockprover/lockprover/families/lease"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model/lease"
 	"reflect"
 	"strings"
 	"testing"

@@ -2,8 +2,8 @@ package histories_test
 
 import (
 	"errors"
-	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model/amqpcheck"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -362,16 +362,16 @@ func TestReadDecodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []histories.Event{
-		{Index: 0, Time: 5, Process: "c1", Type: histories.Invoke, F: "verify", Lock: "sém", Kind: histories.Semaphore, Value: &check.Value{Slot: histories.Int(2)}},
-		{Index: 1, Time: 9, Process: "c1", Type: histories.Ok, F: "verify", Lock: "sém", Kind: histories.Semaphore, Value: &check.Value{Slot: histories.Int(2), Held: histories.Bool(false)}},
-		{Index: 2, Time: 9, Process: "admin", Type: histories.Invoke, F: "change", Lock: "sém", Value: &check.Value{Delta: histories.Int(-2)}},
-		{Index: 3, Time: 12, Process: "admin", Type: histories.Ok, F: "change", Lock: "sém", Value: &check.Value{From: histories.Int(3), To: histories.Int(1)}},
+		{Index: 0, Time: 5, Process: "c1", Type: histories.Invoke, F: "verify", Lock: "sém", Kind: histories.Semaphore, Value: &amqpcheck.Value{Slot: histories.Int(2)}},
+		{Index: 1, Time: 9, Process: "c1", Type: histories.Ok, F: "verify", Lock: "sém", Kind: histories.Semaphore, Value: &amqpcheck.Value{Slot: histories.Int(2), Held: histories.Bool(false)}},
+		{Index: 2, Time: 9, Process: "admin", Type: histories.Invoke, F: "change", Lock: "sém", Value: &amqpcheck.Value{Delta: histories.Int(-2)}},
+		{Index: 3, Time: 12, Process: "admin", Type: histories.Ok, F: "change", Lock: "sém", Value: &amqpcheck.Value{From: histories.Int(3), To: histories.Int(1)}},
 		{Index: 4, Time: 13, Process: "nemesis", Type: histories.Invoke, F: "kill", Value: &histories.Fault{Process: "c2"}},
 		{Index: 5, Time: 14, Process: "nemesis", Type: histories.Fail, F: "kill", Value: &histories.Fault{Process: "c2", Reason: "gone"}, Error: "no such process"},
 		{Index: 6, Time: 15, Process: "c1", Type: histories.Invoke, F: "acquire", Lock: "sém"},
 		{Index: 7, Time: 16, Process: "c1", Type: histories.Info, F: "acquire", Lock: "sém", Error: "timéout"},
 		{Index: 8, Time: 17, Process: "c1", Type: histories.Invoke, F: "acquire", Lock: "sém"},
-		{Index: 9, Time: 18, Process: "c1", Type: histories.Fail, F: "acquire", Lock: "sém", Value: &check.Value{Reason: histories.Unavailable}},
+		{Index: 9, Time: 18, Process: "c1", Type: histories.Fail, F: "acquire", Lock: "sém", Value: &amqpcheck.Value{Reason: histories.Unavailable}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)

@@ -2,8 +2,8 @@ package histories_test
 
 import (
 	"bytes"
-	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model/amqpcheck"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +25,7 @@ func TestRecorderConcurrent(t *testing.T) {
 			p := "c" + string(rune('A'+w))
 			for range ops {
 				inv := r.Add(histories.Event{Process: p, Type: histories.Invoke, F: "acquire", Lock: "sem"})
-				ok := r.Add(histories.Event{Process: p, Type: histories.Ok, F: "acquire", Lock: "sem", Value: &check.Value{Slot: histories.Int(1)}})
+				ok := r.Add(histories.Event{Process: p, Type: histories.Ok, F: "acquire", Lock: "sem", Value: &amqpcheck.Value{Slot: histories.Int(1)}})
 				if ok.Index <= inv.Index || ok.Time <= inv.Time {
 					t.Errorf("completion %+v not after its invoke %+v", ok, inv)
 				}
@@ -149,7 +149,7 @@ func TestRecorderTake(t *testing.T) {
 	now := int64(0)
 	r := histories.NewRecorder(func() int64 { now += 10; return now })
 	r.Add(histories.Event{Process: "c1", Type: histories.Invoke, F: "acquire", Lock: "sem"})
-	r.Add(histories.Event{Process: "c1", Type: histories.Ok, F: "acquire", Lock: "sem", Value: &check.Value{Slot: histories.Int(1)}})
+	r.Add(histories.Event{Process: "c1", Type: histories.Ok, F: "acquire", Lock: "sem", Value: &amqpcheck.Value{Slot: histories.Int(1)}})
 	want := r.Events()
 	got := r.Take()
 	var a, b bytes.Buffer

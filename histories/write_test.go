@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/lockprover/lockprover/families/amqp/check"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model/amqpcheck"
 	"os"
 	"strings"
 	"testing"
@@ -63,8 +63,8 @@ func TestWriteMatchesEncodingJSON(t *testing.T) {
 		events = append(events,
 			histories.Event{Index: i, Time: int64(i) * -3, Process: s, Type: histories.Type(s), F: s, Lock: s, Kind: s,
 				Value: &histories.Fault{Reason: s, Process: s}, Error: s},
-			histories.Event{Value: &check.Value{Slot: histories.Int(-1), Held: histories.Bool(false), Slots: histories.Int(0), Delta: histories.Int(1 << 40), From: histories.Int(3), To: histories.Int(4), Patched: true}},
-			histories.Event{Value: &check.Value{}},
+			histories.Event{Value: &amqpcheck.Value{Slot: histories.Int(-1), Held: histories.Bool(false), Slots: histories.Int(0), Delta: histories.Int(1 << 40), From: histories.Int(3), To: histories.Int(4), Patched: true}},
+			histories.Event{Value: &amqpcheck.Value{}},
 			histories.Event{})
 	}
 	var got bytes.Buffer

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/histories/verdict"
 )
 
 // A FamilyCheck judges one lock of a family's kind. It gets
@@ -12,7 +13,7 @@ import (
 // each naming the lock, in the order the family lists its properties. The
 // events may be the caller's history itself (a history of one lock is
 // passed as it is): a check reads them and never writes them.
-type FamilyCheck func(events []histories.Event, o Options) []Verdict
+type FamilyCheck func(events []histories.Event, o Options) []verdict.Verdict
 
 var families struct {
 	sync.RWMutex
@@ -20,8 +21,8 @@ var families struct {
 }
 
 // Register makes Check judge the locks of kind with check. A family
-// registers its checker from an init function (families/amqp/check for
-// semaphores and mutexes, families/lease for lease locks), and a program
+// registers its checker from an init function (model/amqpcheck for
+// semaphores and mutexes, model/lease for lease locks), and a program
 // links it in with an import, so that model need not import the families.
 // Registering an empty kind, a nil check or a kind twice is a programming
 // error, and panics.
@@ -90,10 +91,10 @@ type familyLock struct {
 }
 
 // unjudged is the check of a kind no family registered in this program
-// (histories.Lease without families/lease linked in): Inconclusive, never
+// (histories.Lease without model/lease linked in): Inconclusive, never
 // a pass.
 func unjudged(kind string) FamilyCheck {
-	return func(events []histories.Event, o Options) []Verdict {
+	return func(events []histories.Event, o Options) []verdict.Verdict {
 		lock := ""
 		for _, e := range events {
 			if e.Lock != "" {
@@ -101,7 +102,7 @@ func unjudged(kind string) FamilyCheck {
 				break
 			}
 		}
-		return []Verdict{{Lock: lock, Property: "kind", Status: Inconclusive,
+		return []verdict.Verdict{{Lock: lock, Property: "kind", Status: verdict.Inconclusive,
 			Detail: "no checker for kind " + kind + " is linked into this program (a family registers itself with model.Register)"}}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/histories/verdict"
 )
 
 // toyOptions are the toy family's own options, as a family declares them.
@@ -14,7 +15,7 @@ type toyOptions struct{ Drift float64 }
 // its locks get its verdicts from Check, with its own options, and
 // nothing in the core names it.
 func init() {
-	Register("toy", func(events []histories.Event, o Options) []Verdict {
+	Register("toy", func(events []histories.Event, o Options) []verdict.Verdict {
 		lock, ops, faults := "", 0, 0
 		for _, e := range events {
 			switch {
@@ -25,9 +26,9 @@ func init() {
 				ops++
 			}
 		}
-		return []Verdict{
-			{Lock: lock, Property: "toy-ops", Status: Pass, Judged: ops, Detail: fmt.Sprintf("drift %g", FamilyOptions[toyOptions](o).Drift)},
-			{Lock: lock, Property: "toy-faults", Status: Fail, Judged: faults, Ops: []int{events[0].Index}},
+		return []verdict.Verdict{
+			{Lock: lock, Property: "toy-ops", Status: verdict.Pass, Judged: ops, Detail: fmt.Sprintf("drift %g", FamilyOptions[toyOptions](o).Drift)},
+			{Lock: lock, Property: "toy-faults", Status: verdict.Fail, Judged: faults, Ops: []int{events[0].Index}},
 		}
 	})
 }
@@ -58,7 +59,7 @@ func TestFamilySeam(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("verdicts:\n%v\nwant\n%v", got, want)
 	}
-	if r.Status() != Fail {
+	if r.Status() != verdict.Fail {
 		t.Errorf("report status %v, want FAIL from the toy family", r.Status())
 	}
 }
@@ -67,7 +68,7 @@ func TestFamilySeam(t *testing.T) {
 // with no verdict gets one.
 func TestProblemsFailAvailable(t *testing.T) {
 	r := Check(nil, Options{Evidence: &Evidence{Lock: "other", Problems: []string{"c1: garbage"}}})
-	if len(r.Verdicts) != 1 || r.Verdicts[0].Property != Available || r.Verdicts[0].Status != Fail {
+	if len(r.Verdicts) != 1 || r.Verdicts[0].Property != Available || r.Verdicts[0].Status != verdict.Fail {
 		t.Errorf("verdicts %+v, want available failed", r.Verdicts)
 	}
 }
@@ -80,7 +81,7 @@ func TestRegisterRefuses(t *testing.T) {
 					t.Errorf("Register(%q) did not panic", kind)
 				}
 			}()
-			Register(kind, func([]histories.Event, Options) []Verdict { return nil })
+			Register(kind, func([]histories.Event, Options) []verdict.Verdict { return nil })
 		}()
 	}
 }
@@ -89,7 +90,7 @@ func TestRegisterRefuses(t *testing.T) {
 func TestUnregisteredKind(t *testing.T) {
 	h := []histories.Event{{Index: 0, Time: 1, Process: "c1", Type: histories.Invoke, F: "acquire", Lock: "k", Kind: "nothing-registered"}}
 	r := Check(h, Options{})
-	if len(r.Verdicts) != 1 || r.Verdicts[0].Status != Inconclusive || r.Status() != Inconclusive {
+	if len(r.Verdicts) != 1 || r.Verdicts[0].Status != verdict.Inconclusive || r.Status() != verdict.Inconclusive {
 		t.Errorf("verdicts %+v, want one inconclusive", r.Verdicts)
 	}
 }

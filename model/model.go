@@ -6,8 +6,8 @@
 // whether the history was imported from Jepsen). A family's own knobs are
 // not fields here: each family declares its options type, handed through
 // Options.Family, and its checker lives in the family's folder
-// (families/amqp/check for amqp-locks' semaphores and mutexes,
-// families/lease for lease locks).
+// (model/amqpcheck for amqp-locks' semaphores and mutexes,
+// model/lease for lease locks).
 //
 // A verdict never says more than the history shows: a check that runs out
 // of time is Inconclusive, never Pass, and a property a history cannot show
@@ -15,11 +15,11 @@
 package model
 
 import (
-	"io"
 	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/histories/verdict"
 )
 
 // The property names that more than one family judges, or that the core
@@ -33,20 +33,6 @@ const (
 	Available      = "available"
 	LeaseExclusive = "lease-exclusive"
 )
-
-// Status is a property's verdict.
-type Status int
-
-const (
-	Pass Status = iota
-	NotJudged
-	Inconclusive
-	Fail
-)
-
-func (s Status) String() string {
-	return [...]string{"pass", "not judged", "inconclusive", "FAIL"}[s]
-}
 
 // Options tune Check: what every family's checker takes, and each
 // family's own options.
@@ -78,7 +64,7 @@ type Options struct {
 	// full.
 	StatusOnly bool
 	// Family are the families' own options, each a value of the type its
-	// family declares (check.Options for amqp-locks, lease.Options for
+	// family declares (amqpcheck.Options for amqp-locks, lease.Options for
 	// lease locks): a checker reads the last value of its type
 	// (FamilyOptions) and takes its defaults without one, so that one
 	// Options judges a history whose locks belong to several families,
@@ -108,80 +94,18 @@ type Evidence struct {
 	// crashes, garbage, wrong ids, timeouts, failures to start.
 	Problems []string
 	// Family is what the lock's family recorded for its checker, of a
-	// type the family declares (*check.Evidence for amqp-locks); nil if
+	// type the family declares (*amqpcheck.Evidence for amqp-locks); nil if
 	// nothing.
 	Family any
-}
-
-// A Verdict is one property of one lock.
-type Verdict struct {
-	Lock, Property string
-	Status         Status
-	// Judged is how many operations or observations the verdict rests on.
-	Judged int
-	// Slot is the slot a failure concerns, or 0.
-	Slot int
-	// Ops are the history indexes of the operations a failure involves.
-	Ops []int
-	// Detail says what went wrong, in words a person can act on.
-	Detail string
-	// Excuses are what a verdict let through because a fault, a clock
-	// fault, an unknown outcome or a missing event may explain it, one by
-	// one; a pass with excuses holds only if they are true.
-	Excuses []Excuse
-	// View, if set, writes an HTML view of the check behind the verdict
-	// (porcupine's, for a linearizability check), for Visualize; a
-	// checker sets it for a failure, or for every check with
-	// Options.Visualize.
-	View func(w io.Writer) error
-}
-
-// An Excuse is one thing a verdict let through because a fault, a clock
-// fault, an unknown outcome or a missing event may explain it: a pass with
-// excuses holds only if they are true, so a report lists each.
-type Excuse struct {
-	// Ops are the history indexes of the operations concerned: what was
-	// excused, then what excused it.
-	Ops []int
-	// Why says what was excused and by what, in words.
-	Why string
-}
-
-// Visualize writes the view of the check behind v (porcupine's, with
-// faults as annotations, for a linearizability check). It reports false if
-// v has none (it was not a check with a view, or Options.Visualize was off
-// and v passed).
-func (v *Verdict) Visualize(w io.Writer) (bool, error) {
-	if v.View == nil {
-		return false, nil
-	}
-	return true, v.View(w)
-}
-
-// A Report is every verdict for every lock of a history, locks in the
-// order they first appear and properties in a fixed order.
-type Report struct {
-	Verdicts []Verdict
-}
-
-// Status is the report's worst verdict: Fail, else Inconclusive, else Pass.
-func (r *Report) Status() Status {
-	s := Pass
-	for _, v := range r.Verdicts {
-		if v.Status > s && v.Status != NotJudged {
-			s = v.Status
-		}
-	}
-	return s
 }
 
 // Check checks a validated history (as histories.Read returns it): each
 // lock is judged by the checker registered for its kind (Register), then
 // the evidence's problems fail available, and a pass that rests on nothing
 // is NotJudged.
-func Check(h []histories.Event, o Options) *Report {
+func Check(h []histories.Event, o Options) *verdict.Report {
 	locks, order := byLock(h)
-	r := &Report{}
+	r := &verdict.Report{}
 	for _, name := range order {
 		l := locks[name]
 		r.Verdicts = append(r.Verdicts, l.check(l.events, o)...)
@@ -190,8 +114,8 @@ func Check(h []histories.Event, o Options) *Report {
 		r.Verdicts = problems(r.Verdicts, e)
 	}
 	for i := range r.Verdicts {
-		if v := &r.Verdicts[i]; v.Status == Pass && v.Judged == 0 && v.Detail == "" && len(v.Excuses) == 0 {
-			v.Status, v.Detail = NotJudged, "nothing to judge: the history holds no operation this property rests on"
+		if v := &r.Verdicts[i]; v.Status == verdict.Pass && v.Judged == 0 && v.Detail == "" && len(v.Excuses) == 0 {
+			v.Status, v.Detail = verdict.NotJudged, "nothing to judge: the history holds no operation this property rests on"
 		}
 	}
 	return r
@@ -200,18 +124,18 @@ func Check(h []histories.Event, o Options) *Report {
 // problems fails the available verdict of the evidence's lock: its
 // implementation's processes failed (crashed, wrote garbage, timed out),
 // whatever the history shows; a lock with no verdict gets one.
-func problems(vs []Verdict, e *Evidence) []Verdict {
+func problems(vs []verdict.Verdict, e *Evidence) []verdict.Verdict {
 	found := false
 	for i := range vs {
 		if v := &vs[i]; v.Lock == e.Lock {
 			found = true
 			if v.Property == Available {
-				v.Status, v.Detail = Fail, "the implementation's processes failed: "+strings.Join(e.Problems, "; ")
+				v.Status, v.Detail = verdict.Fail, "the implementation's processes failed: "+strings.Join(e.Problems, "; ")
 			}
 		}
 	}
 	if !found {
-		vs = append(vs, Verdict{Lock: e.Lock, Property: Available, Status: Fail,
+		vs = append(vs, verdict.Verdict{Lock: e.Lock, Property: Available, Status: verdict.Fail,
 			Detail: "the implementation's processes failed: " + strings.Join(e.Problems, "; ")})
 	}
 	return vs

@@ -15,14 +15,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/amqplocks/broker"
-	"github.com/lockprover/lockprover/backends/netns"
-	"github.com/lockprover/lockprover/backends/rabbitmq"
-	"github.com/lockprover/lockprover/sim"
+	"github.com/lockprover/lockprover/adapters/netns"
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 )
 
 // The cluster differential holds the simulated RabbitMQ cluster
-// (sim.ClusterOptions) to a real one: drawn sequences of queue methods,
+// (rabbitmqsim.ClusterOptions) to a real one: drawn sequences of queue methods,
 // each through a client connected to one node (A to n1, B to n2, C to
 // n3), and cluster faults (a node cut off from the others, both ways or
 // one; a bridge; a node killed and started, paused and continued,
@@ -410,11 +410,11 @@ func observe(err error) string {
 }
 
 // simClusterEnv runs a sequence on a simulated cluster, from a process
-// whose connections go to their clients' nodes (sim.ClusterOptions.
+// whose connections go to their clients' nodes (rabbitmqsim.ClusterOptions.
 // NodeOfConn).
 type simClusterEnv struct {
 	broker.Broker
-	w *sim.World
+	w *rabbitmqsim.World
 }
 
 func (e simClusterEnv) Timeout(d time.Duration) (context.Context, context.CancelFunc) {
@@ -427,7 +427,7 @@ func (e simClusterEnv) Fault(fault, target string) error { return e.w.Strike(fau
 // net_ticktime tick, waiting steady for a cluster whose faults ended
 // (awaitServing), and says what each step observed.
 func RunSimCluster(mode string, tick, steady time.Duration, seed uint64, steps []ClusterStep) ([]string, error) {
-	w := sim.New(sim.Options{Decider: sim.Seeded(seed), Cluster: &sim.ClusterOptions{
+	w := rabbitmqsim.New(rabbitmqsim.Options{Decider: rabbitmqsim.Seeded(seed), Cluster: &rabbitmqsim.ClusterOptions{
 		Nodes: clusterNodes, PartitionHandling: mode, NetTicktime: tick,
 		NodeOfConn: func(conn string) string { return clusterClients[conn] }}})
 	var out []string

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/amqplocks/broker"
-	"github.com/lockprover/lockprover/backends/netns/netnstest"
-	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/netns/netnstest"
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/lockprover/lockprover/internal/quick"
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
 )
 
 // Drawn cluster sequences run on the simulated cluster in every mode,

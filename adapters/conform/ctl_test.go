@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/amqplocks/broker"
-	"github.com/lockprover/lockprover/backends/rabbitmq/rabbitmqtest"
-	"github.com/lockprover/lockprover/sim/semantics"
+	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim/semantics"
 )
 
 // openTarget opens a Target on the test broker (or skips) and cleans up

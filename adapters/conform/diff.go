@@ -9,10 +9,10 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/lockprover/lockprover/amqplocks/broker"
 	"github.com/lockprover/lockprover/internal/rapidbatch"
-	"github.com/lockprover/lockprover/sim"
-	"github.com/lockprover/lockprover/sim/semantics"
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim/semantics"
 )
 
 // Part 2: differential testing. rapid draws sequences of low-level
@@ -298,7 +298,7 @@ const simSettle = 50 * time.Millisecond
 // connection, as Env.Settle does on RabbitMQ.
 type simEnv struct {
 	broker.Broker
-	w *sim.World
+	w *rabbitmqsim.World
 }
 
 func (e simEnv) Now() time.Duration { return time.Duration(e.w.Now()) }
@@ -334,7 +334,7 @@ func RunSimOps(ops []Op) ([]string, error) { return runSimOps(ops, nil) }
 // the observations: a deliberately wrong simulator, which a Differential
 // must catch (set by tests, through DiffOptions.simMutant).
 func runSimOps(ops []Op, mutant func(ops []Op, observed []string)) ([]string, error) {
-	w := sim.New(sim.Options{Decider: sim.Seeded(0)})
+	w := rabbitmqsim.New(rabbitmqsim.Options{Decider: rabbitmqsim.Seeded(0)})
 	var res semantics.Result
 	c := CaseOf(ops)
 	w.Go("sequence", func(b broker.Broker) {

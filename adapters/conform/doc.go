@@ -10,7 +10,7 @@
 // broker, with a sub-prefix of its own, cleaned up after the run.
 //
 // Part 1 (Target.RunTable, Target.RunCase) runs the semantics table of
-// package sim/semantics (broker-semantics.md as data) on both sides; see
+// package sim/rabbitmqsim/semantics (broker-semantics.md as data) on both sides; see
 // Divergent for the rule that compares a step. Part 2
 // (Target.Differential) draws sequences of low-level operations (Op) with
 // rapid, runs each on both sides, and shrinks the first divergence to a

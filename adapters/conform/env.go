@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockprover/lockprover/amqplocks/broker"
-	"github.com/lockprover/lockprover/backends/proxy"
-	"github.com/lockprover/lockprover/backends/rabbitmq"
-	"github.com/lockprover/lockprover/sim/semantics"
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/rabbitmq/amqpproxy"
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim/semantics"
 )
 
 // Options say which broker to test and how it may be controlled.
@@ -65,7 +65,7 @@ func Open(ctx context.Context, o Options) (*Target, error) {
 	if err != nil || u.Scheme != "amqp" || u.Host == "" {
 		return nil, fmt.Errorf("conform: broker URL %q: want amqp://user:pass@host:port/vhost", o.URL)
 	}
-	addr, err := proxy.BrokerAddr(o.URL)
+	addr, err := amqpproxy.BrokerAddr(o.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func (t *Target) NewEnv() *Env {
 		t:       t,
 		prefix:  fmt.Sprintf("%s%d-", t.prefix, n),
 		start:   time.Now(),
-		proxies: proxy.NewSet(t.opts.URL),
+		proxies: amqpproxy.NewSet(t.opts.URL),
 		dialled: map[string][]dialled{},
 		names:   map[string]string{},
 		pids:    map[string]string{},
@@ -164,7 +164,7 @@ func (t *Target) NewEnv() *Env {
 // Env is semantics.Env on a real RabbitMQ broker.
 //
 //   - Dial: each table connection ("A", "B", ...) goes through its own
-//     fault proxy (backends/proxy) and is dialled with the amqp091-go
+//     fault proxy (adapters/rabbitmq/amqpproxy) and is dialled with the amqp091-go
 //     adapter, with connection_name "<prefix><A>#<n>" (n counts A's dials).
 //   - Inspect: the queue as rabbitmqctl's list_queues sees it (durable,
 //     auto_delete, owner_pid, messages_ready, consumers). Messages are the
@@ -203,7 +203,7 @@ type Env struct {
 	// (and waits as long in the simulator).
 	Settle bool
 
-	proxies *proxy.Set // one per table connection
+	proxies *amqpproxy.Set // one per table connection
 
 	mu      sync.Mutex
 	dialled map[string][]dialled // by table connection name

@@ -7,12 +7,12 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/lockprover/lockprover/sim/sqlsim"
+	"github.com/lockprover/lockprover/sim/mariadbsim"
 )
 
-// The database semaphore's differential: is sim/sqlsim telling the truth
+// The database semaphore's differential: is sim/mariadbsim telling the truth
 // about MariaDB? rapid draws sequences of the statements dbsem sends (see
-// DBSeq and DrawDBSeq), each sequence runs on a fresh sqlsim World and on
+// DBSeq and DrawDBSeq), each sequence runs on a fresh mariadbsim World and on
 // a real MariaDB (tables of a prefix of its own, dropped afterwards), and
 // every observation must be the same on both sides: the rows a query
 // returns, rows affected and LAST_INSERT_ID of the others, error numbers,
@@ -23,14 +23,14 @@ import (
 // are taken out of the sequence one by one while it still diverges at the
 // same statement), replayed on MariaDB, and printed with both sides'
 // outcomes (DBDivergence). MariaDB and MariaDBDifferential run it; the
-// statements come from sqlsim.Statements, which sqlsim's tests hold to
+// statements come from mariadbsim.Statements, which mariadbsim's tests hold to
 // dbsem's sql.go word for word.
 //
 // A sequence, step by step. A step is one statement on one of 2-4
 // connections (or "begin": SET TRANSACTION ISOLATION LEVEL READ COMMITTED
 // then START TRANSACTION, as database/sql sends them for dbsem). After
 // each step both sides wait until every connection is idle or waiting for
-// a row lock: sqlsim lets virtual time pass (a statement takes 100 µs of
+// a row lock: mariadbsim lets virtual time pass (a statement takes 100 µs of
 // it); on MariaDB the harness waits until every statement still running
 // shows LOCK WAIT, for a lock on one of the sequence's tables, in SHOW
 // ENGINE INNODB STATUS (not information_schema.INNODB_TRX, a cache that
@@ -74,32 +74,32 @@ import (
 //
 //   - Lock wait timeouts (error 1205): how long a wait lasts is real time
 //     on MariaDB; innodb_lock_wait_timeout is 30 s on both sides and no
-//     wait lasts that long. sim/sqlsim's TestMariaDB checks timeouts.
+//     wait lasts that long. sim/mariadbsim's TestMariaDB checks timeouts.
 //   - InnoDB's purge: when it removes a deleted row's record (which is
 //     locked, and waited for, like a live row's until then) is real time.
-//     A read view held open during each sequence holds it off, and sqlsim
-//     runs with Options.HoldPurge; sqlsim's own purge (a deleted row's
+//     A read view held open during each sequence holds it off, and mariadbsim
+//     runs with Options.HoldPurge; mariadbsim's own purge (a deleted row's
 //     record goes once nobody holds or waits for its lock) is not
 //     compared.
 //   - The order in which MariaDB runs statements that go on at once (two
 //     waiters one COMMIT frees, the waiters a deadlock's victim frees
-//     beside the statement that closed the cycle): real time; sqlsim runs
+//     beside the statement that closed the cycle): real time; mariadbsim runs
 //     them in one order. Where MariaDB's outcome may have depended on it
-//     and differs from sqlsim's, the sequence runs there again, up to 5
-//     times, and the sides agree if one run comes out as sqlsim's
+//     and differs from mariadbsim's, the sequence runs there again, up to 5
+//     times, and the sides agree if one run comes out as mariadbsim's
 //     (MariaDBReport.Racy counts them).
 //   - DROP TABLE within a sequence: it waits for the metadata locks of
-//     open transactions, which sqlsim does not model (its DROP never
+//     open transactions, which mariadbsim does not model (its DROP never
 //     waits). The harness drops the tables after each sequence.
 //   - Locking range statements (deleteExpired, pickSlot, pickSlotMixed,
 //     insertSlots) outside an explicit transaction: dbsem sends them only
 //     in its READ COMMITTED transactions, and as autocommit statements
-//     they would run under REPEATABLE READ, with next-key locks sqlsim
+//     they would run under REPEATABLE READ, with next-key locks mariadbsim
 //     does not model. Explicit transactions are always READ COMMITTED:
-//     sqlsim models no other level for them.
+//     mariadbsim models no other level for them.
 //   - Faults (kill, KILL CONNECTION, pause, lost COMMIT replies, server
 //     restarts, clock skew): they are the client's and the network's
-//     doing, not statements; sqlsim's fault tests cover what it makes of
+//     doing, not statements; mariadbsim's fault tests cover what it makes of
 //     them.
 //   - Exact datetimes read back: no statement of dbsem's returns one.
 
@@ -122,7 +122,7 @@ type DBSeq struct {
 // A DBOp is one step: a statement on connection Conn.
 type DBOp struct {
 	Conn int
-	// Stmt is a statement's name in sqlsim.Statements (dbsem's name, or
+	// Stmt is a statement's name in mariadbsim.Statements (dbsem's name, or
 	// "COMMIT", "ROLLBACK"), or "begin": SET TRANSACTION ISOLATION LEVEL
 	// READ COMMITTED, then START TRANSACTION.
 	Stmt string
@@ -139,9 +139,9 @@ const opBegin = "begin"
 // that lock ranges; the runners skip them outside one.
 var txOnly = map[string]bool{"deleteExpired": true, "pickSlot": true, "pickSlotMixed": true, "insertSlots": true}
 
-var dbStatements = func() map[string]sqlsim.Statement {
-	m := map[string]sqlsim.Statement{}
-	for _, s := range sqlsim.Statements() {
+var dbStatements = func() map[string]mariadbsim.Statement {
+	m := map[string]mariadbsim.Statement{}
+	for _, s := range mariadbsim.Statements() {
 		m[s.Name] = s
 	}
 	return m
@@ -166,7 +166,7 @@ func (o DBOp) text(prefix string, clientClock bool) (string, error) {
 	if o.Stmt == opBegin {
 		return "SET TRANSACTION ISOLATION LEVEL READ COMMITTED", nil
 	}
-	return sqlsim.StatementText(o.Stmt, prefix, clientClock, len(o.Args))
+	return mariadbsim.StatementText(o.Stmt, prefix, clientClock, len(o.Args))
 }
 
 func (o DBOp) String() string {

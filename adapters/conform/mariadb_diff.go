@@ -17,7 +17,7 @@ import (
 // MariaDBOptions configure MariaDBDifferential.
 type MariaDBOptions struct {
 	// DSN is the MariaDB, as go-sql-driver/mysql reads it; "" means
-	// $LOCKPROVER_MYSQL_DSN, or backends/mysql's DefaultDSN without it.
+	// $LOCKPROVER_MYSQL_DSN, or adapters/mariadb's DefaultDSN without it.
 	// Its user needs CREATE and DROP in the database, and PROCESS (SHOW ENGINE
 	// INNODB STATUS).
 	DSN string
@@ -76,9 +76,9 @@ type MariaDBReport struct {
 	// divergence), Steps the statements they sent, Waits those that
 	// waited for a row lock, Deadlocks those that ended in error 1213,
 	// Skipped the steps not sent (see DBSeq). Racy counts the sequences
-	// whose first run on MariaDB came out otherwise than on sqlsim where
+	// whose first run on MariaDB came out otherwise than on mariadbsim where
 	// the outcome depended on the order in which MariaDB ran statements
-	// that went on at once, and a run again came out as on sqlsim.
+	// that went on at once, and a run again came out as on mariadbsim.
 	Runs, Steps, Waits, Deadlocks, Skipped, Racy int
 	Elapsed                                      time.Duration
 	// Found is the minimal divergence, or nil.
@@ -154,7 +154,7 @@ func firstDBDifference(real, sim []DBStep) int {
 }
 
 // MariaDBDifferential draws o.Runs sequences from o.Seed, runs each on
-// sqlsim and on MariaDB, and returns the first divergence, shrunk by
+// mariadbsim and on MariaDB, and returns the first divergence, shrunk by
 // rapid and replayed on MariaDB. Every table it creates starts with a
 // prefix of the run's own ("lpdb_<8 hex>_"), and is dropped after its
 // sequence, and again at the end if anything is left; the error says if
@@ -215,7 +215,7 @@ type mariaRun struct {
 	out *MariaDBReport
 
 	found *DBDivergence // the smallest divergence so far; set, rapid is shrinking
-	err   error         // a failure of sqlsim or of the harness: the run stops
+	err   error         // a failure of mariadbsim or of the harness: the run stops
 	// shrunk holds how each sequence run while rapid shrinks came out
 	// (nil: alike on both sides): rapid draws most of its candidates
 	// again and again, and only the first of them needs MariaDB.
@@ -224,14 +224,14 @@ type mariaRun struct {
 
 // raceRuns is how many more times a sequence whose outcome on MariaDB
 // may have depended on timing (see mariaTarget.runRacy) and differs from
-// sqlsim's runs there, looking for sqlsim's outcome.
+// mariadbsim's runs there, looking for mariadbsim's outcome.
 const raceRuns = 5
 
 // compare runs seq on both sides, and returns MariaDB's steps and how the
 // sides differ (nil: they agree). When MariaDB's outcome may have
 // depended on the order in which it ran statements that went on at once
 // and differs, seq runs again, up to raceRuns times: the sides agree if
-// MariaDB comes out as sqlsim once (racy). An error is sqlsim's, or the
+// MariaDB comes out as mariadbsim once (racy). An error is mariadbsim's, or the
 // harness's (wrapping ErrHarness).
 func (r *mariaRun) compare(seq DBSeq) (real []DBStep, d *DBDivergence, racy bool, err error) {
 	racySeen := false
@@ -262,7 +262,7 @@ func (r *mariaRun) compare(seq DBSeq) (real []DBStep, d *DBDivergence, racy bool
 	}
 }
 
-// run runs seq on sqlsim and on MariaDB and reports whether they differ
+// run runs seq on mariadbsim and on MariaDB and reports whether they differ
 // (keeping the difference if it is the smallest yet). Sequences run while
 // shrinking are not counted, and a harness failure while shrinking only
 // rejects the candidate; after a failure, or once ctx ends, it runs
@@ -332,7 +332,7 @@ func (r *mariaRun) count(steps []DBStep) {
 }
 
 // diverges runs seq on both sides and returns how they differ, or nil
-// (also if sqlsim or the harness fails).
+// (also if mariadbsim or the harness fails).
 func (r *mariaRun) diverges(seq DBSeq) *DBDivergence {
 	_, d, _, err := r.compare(seq)
 	if err != nil {
@@ -383,7 +383,7 @@ func (r *mariaRun) trim(budget int) {
 }
 
 // replay runs the minimal divergence again, counting the runs that
-// differ from sqlsim at the same step (as compare judges them).
+// differ from mariadbsim at the same step (as compare judges them).
 func (r *mariaRun) replay() {
 	d := r.found
 	for i := 0; i < r.o.Replays && r.ctx.Err() == nil; i++ {
@@ -400,8 +400,8 @@ func (r *mariaRun) replay() {
 
 // MariaDB is the database semaphore's conformance check, as `lockprover
 // conform --kind db-semaphore` runs it: runs sequences drawn from seed on
-// sqlsim and on the MariaDB that dsn names ("" means
-// $LOCKPROVER_MYSQL_DSN, or backends/mysql's DefaultDSN), shrinking the
+// mariadbsim and on the MariaDB that dsn names ("" means
+// $LOCKPROVER_MYSQL_DSN, or adapters/mariadb's DefaultDSN), shrinking the
 // first divergence. It writes to out what it runs against, a line every tenth
 // of the runs, and the summary, with the minimal divergence if there is
 // one. It returns an error (wrapping ErrNoMariaDB or ErrHarness) only if

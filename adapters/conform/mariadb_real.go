@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	lpmysql "github.com/lockprover/lockprover/backends/mysql"
+	"github.com/lockprover/lockprover/adapters/mariadb"
 )
 
 // The sequence on MariaDB: a connection of its own per connection of the
@@ -47,13 +47,13 @@ type mariaTarget struct {
 	version string
 }
 
-// mariaDSN is dsn, or $LOCKPROVER_MYSQL_DSN, or mysql.DefaultDSN.
+// mariaDSN is dsn, or $LOCKPROVER_MYSQL_DSN, or mariadb.DefaultDSN.
 func mariaDSN(dsn string) string {
 	if dsn == "" {
 		dsn = os.Getenv("LOCKPROVER_MYSQL_DSN")
 	}
 	if dsn == "" {
-		dsn = lpmysql.DefaultDSN
+		dsn = mariadb.DefaultDSN
 	}
 	return dsn
 }
@@ -173,7 +173,7 @@ func monitorContext() (context.Context, context.CancelFunc) {
 // lockWaits returns the connection ids whose transactions wait for a
 // lock, with the table of each lock.
 func (t *mariaTarget) lockWaits(ctx context.Context) (map[int64]string, error) {
-	return lpmysql.LockWaits(ctx, t.mon)
+	return mariadb.LockWaits(ctx, t.mon)
 }
 
 // run runs seq on MariaDB with tables prefixed prefix, and drops them
@@ -188,7 +188,7 @@ func (t *mariaTarget) run(ctx context.Context, seq DBSeq, prefix string) (steps 
 // order in which MariaDB ran statements that went on at once: two or more
 // waiting statements that went on in the same step, or one that went on
 // beside the step's own statement, which was not a COMMIT or ROLLBACK
-// (a deadlock's victim rolled back). sqlsim runs them in one order.
+// (a deadlock's victim rolled back). mariadbsim runs them in one order.
 func (t *mariaTarget) runRacy(ctx context.Context, seq DBSeq, prefix string) (steps []DBStep, racy bool, err error) {
 	if err := seq.check(); err != nil {
 		return nil, false, err
@@ -206,7 +206,7 @@ func (t *mariaTarget) runRacy(ctx context.Context, seq DBSeq, prefix string) (st
 	// A read view open for the whole sequence keeps InnoDB's purge from
 	// removing the rows the sequence deletes: when purge runs is real time,
 	// and until it does, a deleted row's record is locked and waited for
-	// like any other (sqlsim.Options.HoldPurge).
+	// like any other (mariadbsim.Options.HoldPurge).
 	mctx, mcancel := monitorContext()
 	defer mcancel()
 	if _, err := t.mon.ExecContext(mctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
@@ -289,7 +289,7 @@ func (d *mariaDriver) start(i int) {
 	go func() {
 		out := execStep(d.ctx, c, op, d.r.prefix, d.clientClock)
 		if d.t.dbName != "test" {
-			// sqlsim's database is "test" (error 1146 names it).
+			// mariadbsim's database is "test" (error 1146 names it).
 			out = strings.ReplaceAll(out, "'"+d.t.dbName+".", "'test.")
 		}
 		d.done <- mariaDone{i, out}

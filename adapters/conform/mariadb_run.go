@@ -14,7 +14,7 @@ import (
 )
 
 // Running a DBSeq: what both sides share. A seqRun sends the steps one at
-// a time through a runDriver (sqlsim's or MariaDB's), which reports each
+// a time through a runDriver (mariadbsim's or MariaDB's), which reports each
 // statement's outcome through complete when the statement ends, and
 // settles after each step until every connection is idle or waits for a
 // row lock.

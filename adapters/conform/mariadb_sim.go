@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lockprover/lockprover/sim/sqlsim"
+	"github.com/lockprover/lockprover/sim/mariadbsim"
 )
 
-// The sequence on sqlsim: a process per connection, each with one
+// The sequence on mariadbsim: a process per connection, each with one
 // connection of its own, and a process "steps" that hands them their
 // steps. Virtual time is what settles: an idle connection looks for its
 // next step every dbSimPoll, a statement takes 100 µs, a lock granted
@@ -19,11 +19,11 @@ const (
 	dbSimSettle = 5 * time.Millisecond
 )
 
-// RunSimDB runs seq on a fresh sqlsim World, its tables prefixed prefix
+// RunSimDB runs seq on a fresh mariadbsim World, its tables prefixed prefix
 // (error messages name them), and returns the steps as run.
 func RunSimDB(seq DBSeq, prefix string) ([]DBStep, error) { return runSimDB(seq, prefix, nil) }
 
-// runSimDB is RunSimDB; mutant, if not nil, is the statement sqlsim is
+// runSimDB is RunSimDB; mutant, if not nil, is the statement mariadbsim is
 // sent in place of each op: a deliberately wrong simulator, which a
 // differential must catch (set by tests, through
 // MariaDBOptions.simMutant). The step is recorded as drawn.
@@ -33,14 +33,14 @@ func runSimDB(seq DBSeq, prefix string, mutant func(op DBOp) DBOp) ([]DBStep, er
 	}
 	// Purge held off, as the read view MariaDB's run holds open holds it
 	// off there.
-	w := sqlsim.New(sqlsim.Options{LockWaitTimeout: dbLockWait, HoldPurge: true})
+	w := mariadbsim.New(mariadbsim.Options{LockWaitTimeout: dbLockWait, HoldPurge: true})
 	r := newSeqRun(seq, prefix)
 	d := &simDriver{r: r, task: make([]int, seq.Conns)}
 	ctx := context.Background()
 	var driveErr error
 	for c := range seq.Conns {
 		d.task[c] = -1
-		w.Go(fmt.Sprintf("c%d", c), func(p *sqlsim.Process) {
+		w.Go(fmt.Sprintf("c%d", c), func(p *mariadbsim.Process) {
 			conn, err := p.DB().Conn(ctx)
 			if err != nil {
 				panic(fmt.Sprintf("c%d: connect: %v", c, err))
@@ -63,7 +63,7 @@ func runSimDB(seq DBSeq, prefix string, mutant func(op DBOp) DBOp) ([]DBStep, er
 			}
 		})
 	}
-	w.Go("steps", func(p *sqlsim.Process) {
+	w.Go("steps", func(p *mariadbsim.Process) {
 		d.p = p
 		driveErr = r.drive(d)
 		d.done = true
@@ -74,13 +74,13 @@ func runSimDB(seq DBSeq, prefix string, mutant func(op DBOp) DBOp) ([]DBStep, er
 	return r.steps, driveErr
 }
 
-// simDriver is the runDriver of sqlsim. Its fields are shared by the
+// simDriver is the runDriver of mariadbsim. Its fields are shared by the
 // World's processes, which run one at a time.
 type simDriver struct {
 	r    *seqRun
-	p    *sqlsim.Process // "steps"
-	task []int           // the step each connection is to run next, or -1
-	done bool            // no more steps
+	p    *mariadbsim.Process // "steps"
+	task []int               // the step each connection is to run next, or -1
+	done bool                // no more steps
 }
 
 func (d *simDriver) start(i int) {

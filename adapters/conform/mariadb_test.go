@@ -14,7 +14,7 @@ import (
 )
 
 // The MariaDB tests run against the MariaDB that $LOCKPROVER_MYSQL_DSN
-// names (by default mysql.DefaultDSN) and skip without one.
+// names (by default mariadb.DefaultDSN) and skip without one.
 
 // mariaRuns is the test's budget: LOCKPROVER_CONFORM_DB_RUNS overrides it.
 func mariaRuns(t *testing.T, n int) int {
@@ -104,7 +104,7 @@ func TestMariaDBEntry(t *testing.T) {
 	}
 }
 
-// sqlsim and MariaDB answer drawn sequences of dbsem's statements alike.
+// mariadbsim and MariaDB answer drawn sequences of dbsem's statements alike.
 func TestMariaDBDifferential(t *testing.T) {
 	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
@@ -133,7 +133,7 @@ func mariaShrink() time.Duration {
 }
 
 // A wrong simulator is caught, and the divergence shrinks to the few steps
-// that show it: sqlsim is sent, in place of a statement, one of dbsem's
+// that show it: mariadbsim is sent, in place of a statement, one of dbsem's
 // defects' variants of it.
 func TestMariaDBCatchesAWrongSimulator(t *testing.T) {
 	t.Parallel()

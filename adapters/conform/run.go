@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/sim/semantics"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim/semantics"
 )
 
 // A Status is how a conformance run ended, worst last.

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/sim"
-	"github.com/lockprover/lockprover/sim/semantics"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim/semantics"
 )
 
 // Part 1: the semantics table (broker-semantics.md as data, package
-// sim/semantics) on the real broker and on the simulator, step by step.
+// sim/rabbitmqsim/semantics) on the real broker and on the simulator, step by step.
 //
 // The divergence rule. Each step gives one observation on each side. A step
 // diverges when the two observations differ AND at least one of them is not
@@ -164,7 +164,7 @@ func caseTimeout(c semantics.Case) time.Duration {
 }
 
 // RunCase runs c on the real broker and on the simulator (decisions from
-// sim.Seeded(0)) and compares them; a divergent case is run again up to
+// rabbitmqsim.Seeded(0)) and compares them; a divergent case is run again up to
 // retries more times (real timing varies on a loaded machine), and the last
 // attempt is reported.
 func (t *Target) RunCase(ctx context.Context, c semantics.Case, retries int) CaseReport {
@@ -173,7 +173,7 @@ func (t *Target) RunCase(ctx context.Context, c semantics.Case, retries int) Cas
 		r.Skipped = why
 		return r
 	}
-	r.Sim, r.SimErr = semantics.RunSim(c, sim.Seeded(0))
+	r.Sim, r.SimErr = semantics.RunSim(c, rabbitmqsim.Seeded(0))
 	for r.Attempts = 1; ; r.Attempts++ {
 		t.runReal(ctx, c, &r)
 		r.Tries = append(r.Tries, r.Real)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/sim/semantics"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim/semantics"
 )
 
 // Every case of the table that can run on a shared broker gives, on

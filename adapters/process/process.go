@@ -14,7 +14,7 @@
 //
 // What a request and its reply mean is no business of this package's:
 // each family brings its side of the protocol from its own folder
-// (families/amqp, families/dbsemaphore), built on this one, which imports
+// (adapters/amqprun, adapters/dbsemrun), built on this one, which imports
 // no family.
 package process
 
@@ -33,8 +33,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockprover/lockprover/backends/rabbitmq"
-	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/internal/prover"
 )
 
 // A Launcher starts the processes of an implementation under test: Command

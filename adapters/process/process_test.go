@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
-	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/internal/prover"
 )
 
 // The tests here speak a toy codec of their own (a "ping" answered

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/lockprover/lockprover/adapters/process"
-	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/internal/prover"
 )
 
 // lines reads the file's lines, none if it does not exist.

@@ -16,8 +16,8 @@ import (
 	"os"
 	"runtime/pprof"
 
+	_ "github.com/lockprover/lockprover/cmd/lockprover/all" // every lock family
 	"github.com/lockprover/lockprover/cmd/lockprover/cli"
-	_ "github.com/lockprover/lockprover/families/all" // every lock family
 	"github.com/lockprover/lockprover/internal/gctune"
 )
 

@@ -21,14 +21,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/consul"
+	"github.com/lockprover/lockprover/adapters/consulsemrun"
+	"github.com/lockprover/lockprover/adapters/consulsemrun/consulsemprotocol"
+	"github.com/lockprover/lockprover/adapters/etcd"
+	"github.com/lockprover/lockprover/adapters/faultnet"
 	"github.com/lockprover/lockprover/adapters/process"
-	"github.com/lockprover/lockprover/backends/consul"
-	"github.com/lockprover/lockprover/backends/etcd"
-	"github.com/lockprover/lockprover/backends/faultnet"
-	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
-	"github.com/lockprover/lockprover/families/consulsem/consulsemprotocol"
-	"github.com/lockprover/lockprover/families/lease"
+	"github.com/lockprover/lockprover/histories/verdict"
 	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/model/lease"
 )
 
 // recipeStep is one request of a script and the reply it must get: its
@@ -274,7 +275,7 @@ func TestEtcdMutexLeaseExpiresWhileWaiting(t *testing.T) {
 		t.Skipf("needs etcd: %v", err)
 	}
 	bin := buildModule(t, "consulrecipe", "./etcdmutex", "", "")
-	p, err := consulsemfamily.ReadPlan("plans/etcd-lease-expires-while-waiting.json")
+	p, err := consulsemrun.ReadPlan("plans/etcd-lease-expires-while-waiting.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +283,7 @@ func TestEtcdMutexLeaseExpiresWhileWaiting(t *testing.T) {
 	defer cancel()
 	impl := consulsemprotocol.NewProcesses(bin + " --wait 8s")
 	defer impl.Stop()
-	res, err := consulsemfamily.RunImpl(ctx, p, nil, impl)
+	res, err := consulsemrun.RunImpl(ctx, p, nil, impl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,9 +296,9 @@ func TestEtcdMutexLeaseExpiresWhileWaiting(t *testing.T) {
 	if !strings.HasPrefix(c2, "fail session-expired") {
 		t.Errorf("c2's waiting acquire: %q, want a definite fail session-expired", c2)
 	}
-	c := consulsemfamily.Config{Backend: "etcd", Target: "etcd"}
+	c := consulsemrun.Config{Backend: "etcd", Target: "etcd"}
 	for _, v := range lease.Check(res.History, model.Options{Family: []any{c.Judging("")}}) {
-		if v.Status == model.Fail {
+		if v.Status == verdict.Fail {
 			t.Errorf("%s fails: %s", v.Property, v.Detail)
 		}
 	}

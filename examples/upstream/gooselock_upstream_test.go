@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/backends/postgres"
-	"github.com/lockprover/lockprover/families/pgadvisory/pgadvisoryprotocol"
+	"github.com/lockprover/lockprover/adapters/pgadvisoryrun/pgadvisoryprotocol"
+	"github.com/lockprover/lockprover/adapters/postgres"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	_ "github.com/lockprover/lockprover/cmd/lockprover/all" // the redlock family, for replay and prove
 	"github.com/lockprover/lockprover/cmd/lockprover/cli"
-	_ "github.com/lockprover/lockprover/families/all" // the redlock family, for replay and prove
 )
 
 // semaphoreVariants are the classes of npm redis-semaphore the adapter

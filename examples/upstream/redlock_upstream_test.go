@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/backends/redis"
-	"github.com/lockprover/lockprover/families/redlock/redlockprotocol"
+	"github.com/lockprover/lockprover/adapters/redis"
+	"github.com/lockprover/lockprover/adapters/redlockrun/redlockprotocol"
 )
 
 // validateRedlock runs validate-impl --kind redlock on command and returns

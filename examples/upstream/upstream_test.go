@@ -19,14 +19,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/families/amqp/amqpprotocol"
-	"github.com/lockprover/lockprover/families/dbsemaphore/dbsemprotocol"
+	"github.com/lockprover/lockprover/adapters/amqprun/amqpprotocol"
+	"github.com/lockprover/lockprover/adapters/dbsemrun/dbsemprotocol"
 
 	driver "github.com/go-sql-driver/mysql"
 
-	"github.com/lockprover/lockprover/backends/mysql/mysqltest"
-	"github.com/lockprover/lockprover/backends/rabbitmq/rabbitmqtest"
-	"github.com/lockprover/lockprover/families/dbsemaphore"
+	"github.com/lockprover/lockprover/adapters/dbsemrun"
+	"github.com/lockprover/lockprover/adapters/mariadb/mariadbtest"
+	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
 )
 
 const python = "/usr/bin/python3"
@@ -162,7 +162,7 @@ var validatePrefix = regexp.MustCompile(`init's prefix \((lpv[0-9a-f]+_)\)`)
 // validation's procedures, whose table lockprover dropped.
 func TestDatabaseSemaphoreAdapter(t *testing.T) {
 	needModule(t, "pymysql", "python3-pymysql")
-	dsn := mysqltest.DSN(t)
+	dsn := mariadbtest.DSN(t)
 	cfg, err := driver.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestDatabaseSemaphoreAdapter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out strings.Builder
-	if _, err := dbsemprotocol.Validate(ctx, cmd, dsn, dbsemaphore.Options{}, &out); err != nil {
+	if _, err := dbsemprotocol.Validate(ctx, cmd, dsn, dbsemrun.Options{}, &out); err != nil {
 		t.Fatalf("the database: %v", err)
 	}
 	t.Logf("validate-impl --kind db-semaphore:\n%s", out.String())
@@ -218,12 +218,12 @@ func TestDatabaseSemaphoreAdapter(t *testing.T) {
 // a refresh after it finds nothing to revive).
 func TestValidateSeesBothRevivals(t *testing.T) {
 	needModule(t, "pymysql", "python3-pymysql")
-	dsn := mysqltest.DSN(t)
+	dsn := mariadbtest.DSN(t)
 	cmd := fmt.Sprintf("%s %s --checkout %s", python, abs(t, "database_semaphore.py"), abs(t, "testdata/fake-database-semaphore-revives"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out strings.Builder
-	if _, err := dbsemprotocol.Validate(ctx, cmd, dsn, dbsemaphore.Options{}, &out); err != nil {
+	if _, err := dbsemprotocol.Validate(ctx, cmd, dsn, dbsemrun.Options{}, &out); err != nil {
 		t.Fatalf("the database: %v", err)
 	}
 	f := failures(out.String())
@@ -249,7 +249,7 @@ func TestValidateSeesBothRevivals(t *testing.T) {
 // as asked (no ttl_ms). lockprover judges by the lease granted.
 func TestDatabaseSemaphoreSaysItsGrant(t *testing.T) {
 	needModule(t, "pymysql", "python3-pymysql")
-	dsn := mysqltest.DSN(t)
+	dsn := mariadbtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	prefix := fmt.Sprintf("lpg%08x_", time.Now().UnixNano()&0xffffffff)
@@ -285,7 +285,7 @@ func TestDatabaseSemaphoreSaysItsGrant(t *testing.T) {
 	}()
 	impl := dbsemprotocol.NewProcesses(fmt.Sprintf("%s %s --checkout %s", python, script, abs(t, "testdata/fake-database-semaphore")))
 	impl.InitTimeout = time.Minute // Python and MariaDB beside the whole suite took more than the protocol's 10 s
-	s := dbsemaphore.Session{DSN: dsn, Prefix: prefix, Key: "lp-grant", Max: 1, TTL: 100 * time.Millisecond, Design: "master-row"}
+	s := dbsemrun.Session{DSN: dsn, Prefix: prefix, Key: "lp-grant", Max: 1, TTL: 100 * time.Millisecond, Design: "master-row"}
 	c, err := impl.Connect(ctx, "c1", s)
 	if err != nil {
 		t.Fatal(err)

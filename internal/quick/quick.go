@@ -6,7 +6,7 @@
 // loop (cmd/lockprover/cli's TestSmoke, which never calls Skip).
 //
 // Import it only from _test.go files and from packages only tests import
-// (rabbitmqtest, mysqltest): it imports package testing.
+// (rabbitmqtest, mariadbtest): it imports package testing.
 package quick
 
 import "testing"

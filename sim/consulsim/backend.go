@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/model/consulsem"
 )
 
 // epoch is what Backend.Now reads at virtual time 0 (2025-01-01 00:00

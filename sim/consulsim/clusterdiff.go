@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/model/consulsem"
 )
 
 // The cluster differential holds the simulated cluster (ClusterOptions)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/model/consulsem"
 )
 
 var bg = context.Background()

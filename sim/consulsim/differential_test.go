@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/backends/consul"
-	"github.com/lockprover/lockprover/backends/etcd"
+	"github.com/lockprover/lockprover/adapters/consul"
+	"github.com/lockprover/lockprover/adapters/etcd"
 	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/internal/rapidbatch"
 )
@@ -22,7 +22,7 @@ var (
 	diffSeed = flag.Uint64("consulsim.seed", 0, "the differential tests' seed (0: a random one)")
 )
 
-// consulFloor is the private agents' session_ttl_min (backends/consul's
+// consulFloor is the private agents' session_ttl_min (adapters/consul's
 // default).
 const consulFloor = time.Second
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/model/consulsem"
 )
 
 // The writes of keys, as the recipe makes them.

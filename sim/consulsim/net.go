@@ -3,7 +3,7 @@ package consulsim
 import (
 	"time"
 
-	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/model/consulsem"
 	"github.com/lockprover/lockprover/sim/sched"
 )
 

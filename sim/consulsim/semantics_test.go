@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/model/consulsem"
 )
 
 // one runs f as the only client of a World of o, and returns the World.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/consulsem"
+	"github.com/lockprover/lockprover/model/consulsem"
 	"github.com/lockprover/lockprover/sim/sched"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/redlock"
+	"github.com/lockprover/lockprover/model/redlock"
 )
 
 // workload runs four clients of the reference on three servers and a

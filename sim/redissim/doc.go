@@ -44,7 +44,7 @@
 //     cannot be queued); PUBLISH and subscriptions (pubsub.go: a message
 //     reaches the subscriptions registered when it is published, and no
 //     other);
-//   - EVAL and EVALSHA of the reference's scripts (redlock/scripts.go:
+//   - EVAL and EVALSHA of the reference's scripts (model/redlock/scripts.go:
 //     acquire, raise, refresh, refreshSetNX, release, and the priority
 //     lock's obtain, undo, settle, refreshPrio, releasePrio), implemented natively
 //     and recognised by their exact source, then by SHA1 once a server

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/lockprover/lockprover/redlock"
+	"github.com/lockprover/lockprover/model/redlock"
 )
 
 // Env is the process's view of the World as the Redlock reference runs on

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/lockprover/lockprover/redlock"
+	"github.com/lockprover/lockprover/model/redlock"
 	"github.com/lockprover/lockprover/sim/redissim"
 )
 

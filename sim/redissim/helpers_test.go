@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/redlock"
+	"github.com/lockprover/lockprover/model/redlock"
 )
 
 var bg = context.Background()

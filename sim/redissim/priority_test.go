@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/redlock"
+	"github.com/lockprover/lockprover/model/redlock"
 )
 
 // plock is the reference priority lock on p's view of the World, its

@@ -2,12 +2,12 @@ package redissim
 
 import (
 	"fmt"
-	"github.com/lockprover/lockprover/redlock"
+	"github.com/lockprover/lockprover/model/redlock"
 	"math"
 	"strconv"
 )
 
-// The priority lock's scripts (redlock/scripts.go: obtain, undo, settle,
+// The priority lock's scripts (model/redlock/scripts.go: obtain, undo, settle,
 // refreshPrio, releasePrio), natively: each calls the commands its Lua
 // calls, in the same order (a script's effects before an error stay, as
 // on Redis), and converts numbers as Lua and Redis do.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lockprover/lockprover/redlock"
+	"github.com/lockprover/lockprover/model/redlock"
 )
 
 // Pub/sub, as the priority lock's PubSubNotify defect uses it: a

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/redlock"
+	"github.com/lockprover/lockprover/model/redlock"
 )
 
 // The reference grants, refuses while held, refreshes, verifies and
@@ -60,7 +60,7 @@ func TestRedlockOnSimulator(t *testing.T) {
 
 // The servers know every script and command the reference sends, in each
 // of its variants (the defects that send others): an unknown one would
-// make Run fail. So the sources here are redlock/scripts.go's, word for
+// make Run fail. So the sources here are model/redlock/scripts.go's, word for
 // word.
 func TestScriptsAreRedlocks(t *testing.T) {
 	for _, d := range []redlock.Defects{{}, {SetNXOnExtend: true}, {PlainPexpireRefresh: true}, {PlainDelRelease: true}} {

@@ -4,7 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
-	"github.com/lockprover/lockprover/redlock"
+	"github.com/lockprover/lockprover/model/redlock"
 	"slices"
 	"strconv"
 	"strings"

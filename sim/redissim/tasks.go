@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/lockprover/lockprover/redlock"
+	"github.com/lockprover/lockprover/model/redlock"
 	"github.com/lockprover/lockprover/sim/sched"
 )
 

@@ -1,5 +1,5 @@
 // Package sched is the deterministic scheduler under the simulators (the
-// AMQP broker of package sim, the MariaDB of package sim/sqlsim).
+// AMQP broker of package sim, the MariaDB of package sim/mariadbsim).
 //
 // A simulated process runs on a coroutine (iter.Pull) and moves only when
 // the scheduler hands it control, and hands it back at its next scheduling

@@ -1,5 +1,5 @@
 // Package simworld is what the lease families' simulated worlds (packages
-// sim/consulsim, sim/redissim, sim/sqlsim and sim/pgsim) have in common, written
+// sim/consulsim, sim/redissim, sim/mariadbsim and sim/postgressim) have in common, written
 // once: their processes on a sched.Scheduler, registered by name; a
 // process's calls into the simulator (a yield to the scheduler, and the
 // stop of a killed process); sleeps in virtual time; faults applied as a
@@ -58,7 +58,7 @@ type Config[P comparable, R any] struct {
 	// straight back in the step that serves it, as any request answered
 	// at once (consulsim's way); without it the process is runnable
 	// again, and competes for the next step once more (redissim's and
-	// sqlsim's).
+	// mariadbsim's).
 	ZeroSleepContinues bool
 	// KeepInputs is the Scheduler's (sched.Config): each process keeps
 	// what it was handed, for a fingerprint of the state.

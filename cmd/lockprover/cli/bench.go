@@ -8,9 +8,9 @@ import (
 	mrand "math/rand/v2"
 	"strings"
 
-	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/prover/bench"
+	"github.com/lockprover/lockprover/internal/family"
+	"github.com/lockprover/lockprover/internal/prover/bench"
 )
 
 // benchDoc is bench's usage, before its flags.

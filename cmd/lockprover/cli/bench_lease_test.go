@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/backends/mysql/mysqltest"
+	"github.com/lockprover/lockprover/adapters/mariadb/mariadbtest"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 
@@ -15,7 +15,7 @@ import (
 func TestBenchDBSemaphore(t *testing.T) {
 	quick.Skip(t, "MariaDB")
 	t.Parallel()
-	dsn := mysqltest.DSN(t)
+	dsn := mariadbtest.DSN(t)
 	var prefixes []string // each run's own: other runs may share the server
 	for _, opts := range []string{"", "design=row-per-slot,fencing"} {
 		args := []string{"bench", "--kind", "db-semaphore", "--dsn", dsn, "--n", "5", "--warmup", "1"}

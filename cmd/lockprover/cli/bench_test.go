@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/amqplocks"
-	"github.com/lockprover/lockprover/amqplocks/broker"
-	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/lockprover/lockprover/internal/quick"
+	"github.com/lockprover/lockprover/model/amqplocks"
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
 )
 
 // benchBrokerURL is LOCKPROVER_AMQP_URL, or the local broker if it answers;

@@ -10,11 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/histories/report"
+	"github.com/lockprover/lockprover/histories/results"
+	"github.com/lockprover/lockprover/histories/verdict"
+	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/model"
-	"github.com/lockprover/lockprover/report"
-	"github.com/lockprover/lockprover/results"
 )
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
@@ -71,7 +72,7 @@ Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`, 
 		}
 	}
 	o := model.Options{Timeout: *timeout, Visualize: *html != "", Family: familyJudging(value)}
-	worst := model.Pass
+	worst := verdict.Pass
 	for _, c := range in {
 		r, err := c.judge(o, sum, outf.quiet, *pages, *html, stdout)
 		if err != nil {
@@ -142,7 +143,7 @@ func familyLens(value func(string) string) (*family.Lens, error) {
 // judge checks the history, prints its report (unless quiet and it
 // passed), adds it to sum, and writes its page and porcupine's view where
 // asked.
-func (c checked) judge(o model.Options, sum *results.Summary, quiet bool, pages, html string, stdout io.Writer) (*model.Report, error) {
+func (c checked) judge(o model.Options, sum *results.Summary, quiet bool, pages, html string, stdout io.Writer) (*verdict.Report, error) {
 	o.Jepsen = c.imp != nil
 	r := model.Check(c.h, o)
 	lens := ""
@@ -152,7 +153,7 @@ func (c checked) judge(o model.Options, sum *results.Summary, quiet bool, pages,
 			c.lens.Excuse(r, model.Check(c.imported, o))
 		}
 	}
-	if !quiet || r.Status() != model.Pass {
+	if !quiet || r.Status() != verdict.Pass {
 		printImportedReport(stdout, c.path, c.imp, lens, r)
 	}
 	addHistory(sum, c.path, c.imp, r, stdout)
@@ -193,11 +194,11 @@ func familyJudging(value func(string) string) []any {
 	return out
 }
 
-func exitFor(s model.Status) int {
+func exitFor(s verdict.Status) int {
 	switch s {
-	case model.Fail:
+	case verdict.Fail:
 		return exitViolation
-	case model.Inconclusive:
+	case verdict.Inconclusive:
 		return exitInconclusive
 	}
 	return exitOK
@@ -205,7 +206,7 @@ func exitFor(s model.Status) int {
 
 // printReport prints one history's verdicts: a line per lock and property,
 // with what went wrong under each failure.
-func printReport(w io.Writer, path string, r *model.Report) {
+func printReport(w io.Writer, path string, r *verdict.Report) {
 	printImportedReport(w, path, nil, "", r)
 }
 
@@ -213,7 +214,7 @@ func printReport(w io.Writer, path string, r *model.Report) {
 // imported from Jepsen's EDN (imp not nil): it says so, with the import's
 // notes and the lens it was judged through (lens, its name, "" for none),
 // and gives each operation with the EDN line it comes from.
-func printImportedReport(w io.Writer, path string, imp *histories.Imported, lens string, r *model.Report) {
+func printImportedReport(w io.Writer, path string, imp *histories.Imported, lens string, r *verdict.Report) {
 	if imp == nil {
 		fmt.Fprintln(w, path)
 	} else {
@@ -238,13 +239,13 @@ func printImportedReport(w io.Writer, path string, imp *histories.Imported, lens
 			judged = fmt.Sprintf("(%d judged)", v.Judged)
 		}
 		fmt.Fprintf(w, "    %-15s %-13s %s\n", v.Property, v.Status, judged)
-		if v.Status == model.Fail || v.Status == model.Inconclusive {
+		if v.Status == verdict.Fail || v.Status == verdict.Inconclusive {
 			fails++
 			fmt.Fprintf(w, "      %s\n", v.Detail)
 			if len(v.Ops) > 0 {
 				fmt.Fprintf(w, "      operations: %s\n", indexes(v.Ops, imp))
 			}
-		} else if v.Status == model.Pass && v.Detail != "" && len(v.Excuses) == 0 {
+		} else if v.Status == verdict.Pass && v.Detail != "" && len(v.Excuses) == 0 {
 			fmt.Fprintf(w, "      %s\n", v.Detail) // what excused it, unless listed below
 		}
 		for _, e := range v.Excuses {
@@ -258,7 +259,7 @@ func printImportedReport(w io.Writer, path string, imp *histories.Imported, lens
 // addExcuses adds to h, a history's summary, the import's notes and each
 // verdict's excuses, so that --json says what the import did and what
 // each pass let through, as the text does.
-func addExcuses(h *results.History, imp *histories.Imported, r *model.Report) {
+func addExcuses(h *results.History, imp *histories.Imported, r *verdict.Report) {
 	if imp != nil {
 		h.Notes = append(h.Notes, imp.Notes...)
 		h.Format = map[string]string{histories.FormatEDN: "jepsen-edn", histories.FormatJSON: "jepsen-json"}[imp.Format]
@@ -291,7 +292,7 @@ func indexes(ops []int, imp *histories.Imported) string {
 
 // writePage writes the report page of the history h at path, judged r,
 // about its first failed verdict (if any), into dir.
-func writePage(dir, path string, h []histories.Event, imp *histories.Imported, r *model.Report, stdout io.Writer) error {
+func writePage(dir, path string, h []histories.Event, imp *histories.Imported, r *verdict.Report, stdout io.Writer) error {
 	cx := report.Counterexample{Verdicts: r.Verdicts, History: h, Summary: path}
 	if imp != nil {
 		cx.Notes = imp.Notes
@@ -300,7 +301,7 @@ func writePage(dir, path string, h []histories.Event, imp *histories.Imported, r
 		if cx.Lock == "" {
 			cx.Lock = v.Lock
 		}
-		if v.Status == model.Fail || v.Status == model.Inconclusive {
+		if v.Status == verdict.Fail || v.Status == verdict.Inconclusive {
 			cx.Property, cx.Lock = v.Property, v.Lock
 			break
 		}
@@ -318,7 +319,7 @@ func writePage(dir, path string, h []histories.Event, imp *histories.Imported, r
 }
 
 // writeHTML writes the visualisation of each linearizability check of r.
-func writeHTML(dir, path string, r *model.Report, stdout io.Writer) error {
+func writeHTML(dir, path string, r *verdict.Report, stdout io.Writer) error {
 	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	for i := range r.Verdicts {
 		v := &r.Verdicts[i]

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/results"
+	"github.com/lockprover/lockprover/histories/results"
 )
 
 // TestHistoryVerdicts runs every history in testdata/histories through

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/internal/family"
 )
 
 // check's --drift and --lease-ttl are the lease families' (family.Flag

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lockprover/lockprover/histories/results"
 	"github.com/lockprover/lockprover/internal/quick"
-	"github.com/lockprover/lockprover/results"
 )
 
 // runBinary runs the built lockprover with args in dir and returns its

@@ -1,7 +1,7 @@
 // Package cli is lockprover's command line: it parses each verb's flags
 // and loops over the lock families registered in package family (it
 // imports none of them). cmd/lockprover runs it with every family linked
-// in (families/all); a test can run it with a family of its own.
+// in (cmd/lockprover/all); a test can run it with a family of its own.
 package cli
 
 import (

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/backends/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
 )
 
 // Flags go before or after the positional arguments, for every verb.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/backends/rabbitmq"
-	consulsemfamily "github.com/lockprover/lockprover/families/consulsem"
+	"github.com/lockprover/lockprover/adapters/consulsemrun"
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 
@@ -63,15 +63,15 @@ func TestLeaseClusterInterrupted(t *testing.T) {
 		backend, target string
 		wait            time.Duration
 	}{
-		{consulsemfamily.Etcd, consulsemfamily.EtcdCluster, 300 * time.Millisecond}, // while its members start
-		{consulsemfamily.Etcd, consulsemfamily.EtcdCluster, 15 * time.Second},
-		{consulsemfamily.Consul, consulsemfamily.ConsulCluster, 20 * time.Second},
+		{consulsemrun.Etcd, consulsemrun.EtcdCluster, 300 * time.Millisecond}, // while its members start
+		{consulsemrun.Etcd, consulsemrun.EtcdCluster, 15 * time.Second},
+		{consulsemrun.Consul, consulsemrun.ConsulCluster, 20 * time.Second},
 	} {
 		t.Run(fmt.Sprintf("%s after %v", tc.target, tc.wait), func(t *testing.T) {
-			if err := consulsemfamily.ClusterPreflight(tc.backend); err != nil {
+			if err := consulsemrun.ClusterPreflight(tc.backend); err != nil {
 				t.Skipf("no %s cluster here: %v", tc.backend, err)
 			}
-			code, took, stderr := interruptAfter(t, bin, started, tc.wait, "prove", "--kind", consulsemfamily.Kind, "--target", tc.target,
+			code, took, stderr := interruptAfter(t, bin, started, tc.wait, "prove", "--kind", consulsemrun.Kind, "--target", tc.target,
 				"--runs", "50", "--seed", "1", "--out", t.TempDir())
 			if code != 130 {
 				t.Errorf("exit %d after SIGINT, want 130; stderr:\n%s", code, stderr)

@@ -8,8 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/family"
 )
 
 // conformDoc is conform's usage, before its flags.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/backends/mysql/mysqltest"
+	"github.com/lockprover/lockprover/adapters/mariadb/mariadbtest"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 
@@ -76,13 +76,13 @@ func TestDBSemaphoreMutantAndReplay(t *testing.T) {
 // prove --kind db-semaphore --target mariadb proves the reference on the
 // real server; a replay runs there too. (That a run leaves none of its
 // tables behind is TestReferenceOnMariaDB's to check, in
-// families/dbsemaphore, where a run's table prefix can be told.)
+// adapters/dbsemrun, where a run's table prefix can be told.)
 func TestProveDBSemaphoreOnMariaDB(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("real plans take seconds each")
 	}
-	dsn := mysqltest.DSN(t)
+	dsn := mariadbtest.DSN(t)
 	code, out, errOut := lockprover("prove", "--kind", "db-semaphore", "--target", "mariadb", "--dsn", dsn, "--runs", "3", "--seed", "4")
 	if code != exitOK || !strings.Contains(out, "on MariaDB at ") || !strings.Contains(out, "3 plans") || !strings.Contains(out, "every property held") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
@@ -132,7 +132,7 @@ func TestProvePythonLeaseExampleOnMariaDB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real plans take seconds each")
 	}
-	dsn := mysqltest.DSN(t)
+	dsn := mariadbtest.DSN(t)
 	if exec.Command("/usr/bin/python3", "-c", "import pymysql").Run() != nil {
 		t.Skip("needs Debian's /usr/bin/python3 with python3-pymysql")
 	}
@@ -185,7 +185,7 @@ func TestExploreLease(t *testing.T) {
 func TestConformDBSemaphore(t *testing.T) {
 	quick.Skip(t, "MariaDB")
 	t.Parallel()
-	dsn := mysqltest.DSN(t)
+	dsn := mariadbtest.DSN(t)
 	code, out, errOut := lockprover("conform", "--kind", "db-semaphore", "--dsn", dsn, "--sequences", "20", "--seed", "3")
 	if code != exitOK || !strings.Contains(out, "20 sequences") || !strings.Contains(out, "no divergence") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
@@ -264,7 +264,7 @@ func TestProveDBSemaphoreJSONListsLeaseProperties(t *testing.T) {
 func TestProveImplWithOptions(t *testing.T) {
 	quick.Skip(t, "RabbitMQ and Python processes")
 	t.Parallel()
-	dsn := mysqltest.DSN(t)
+	dsn := mariadbtest.DSN(t)
 	bin := builtBinary(t)
 	out := filepath.Join(t.TempDir(), "run.json")
 	code, stdout, errOut := lockprover("prove", "--kind", "db-semaphore", "--dsn", dsn, "--impl", bin+" serve-reference --kind db-semaphore",
@@ -352,7 +352,7 @@ func TestReplayTimes(t *testing.T) {
 func TestProveJudgesTheGrantedLease(t *testing.T) {
 	quick.Skip(t, "a run on real servers")
 	t.Parallel()
-	dsn := mysqltest.DSN(t)
+	dsn := mariadbtest.DSN(t)
 	bin := builtBinary(t)
 	serve := func(options string) string {
 		return bin + " serve-reference --kind db-semaphore --options " + options

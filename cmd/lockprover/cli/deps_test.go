@@ -28,7 +28,7 @@ func TestBinaryDoesNotLinkTestcontainers(t *testing.T) {
 // family; a family imports no generic machinery (adapters/: the process
 // launcher, the differential harness), which its wiring above it does (its
 // protocol package, and its descriptor, the family's top); only
-// families/all imports a descriptor, and no family's other packages import
+// cmd/lockprover/all imports a descriptor, and no family's other packages import
 // its wiring; the core (prover, model, histories, family) imports no family
 // and no adapter; the CLI imports no family.
 //

@@ -11,7 +11,7 @@ import (
 
 	driver "github.com/go-sql-driver/mysql"
 
-	"github.com/lockprover/lockprover/backends/mysql/mysqltest"
+	"github.com/lockprover/lockprover/adapters/mariadb/mariadbtest"
 	"github.com/lockprover/lockprover/histories"
 )
 
@@ -23,7 +23,7 @@ import (
 // drop-reply (a fault that did not strike must not excuse anything).
 func TestDropReplyRecordedOnlyWhereItStruck(t *testing.T) {
 	t.Parallel()
-	dsn := mysqltest.DSN(t)
+	dsn := mariadbtest.DSN(t)
 	bin := builtBinary(t)
 	up, err := filepath.Abs(filepath.Join("..", "..", "..", "examples", "upstream"))
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/backends/docker"
-	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/docker"
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"go.yaml.in/yaml/v3"
 )
 

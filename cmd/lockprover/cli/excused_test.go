@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/results"
+	"github.com/lockprover/lockprover/histories/results"
 )
 
 // A pass that rests on excuses says so: prove names the properties that

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/internal/prover"
 )
 
 // exhaustFlags are prove's flags of an exhaustive search (--exhaustive).

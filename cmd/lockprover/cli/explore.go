@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/prover/explore"
+	"github.com/lockprover/lockprover/internal/family"
+	"github.com/lockprover/lockprover/internal/prover/explore"
 )
 
 // runExplore is `lockprover explore`: it proves the reference with each

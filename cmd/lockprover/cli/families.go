@@ -1,7 +1,7 @@
 package cli
 
 // The lock families the CLI proves and judges: every one registered in
-// package family (cmd/lockprover links them all in with families/all).
+// package family (cmd/lockprover links them all in with cmd/lockprover/all).
 // The CLI knows none of them by name: it asks the registry.
 import (
 	"flag"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
-	"github.com/lockprover/lockprover/family"
+	"github.com/lockprover/lockprover/internal/family"
 )
 
 // familyFlags are the flags of every family's targets (--amqp-url, --dsn,

@@ -1,3 +1,3 @@
 package cli
 
-import _ "github.com/lockprover/lockprover/families/all" // the CLI's tests run every family, as cmd/lockprover does
+import _ "github.com/lockprover/lockprover/cmd/lockprover/all" // the CLI's tests run every family, as cmd/lockprover does

@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockprover/lockprover/prover"
+	"github.com/lockprover/lockprover/internal/prover"
 
-	"github.com/lockprover/lockprover/backends/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
 )
 
 // exitInterrupted is the exit status of a command stopped by Ctrl-C (SIGINT)

@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/family"
 )
 
 func runServeReference(args []string, stdout, stderr io.Writer) int {

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/backends/mysql"
-	"github.com/lockprover/lockprover/backends/mysql/mysqltest"
-	"github.com/lockprover/lockprover/backends/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/adapters/mariadb"
+	"github.com/lockprover/lockprover/adapters/mariadb/mariadbtest"
+	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 
@@ -21,7 +21,7 @@ import (
 // own, so they run side by side.
 func TestValidateImplLease(t *testing.T) {
 	t.Parallel()
-	dsn := mysqltest.DSN(t)
+	dsn := mariadbtest.DSN(t)
 	bin := builtBinary(t)
 	ref := bin + " serve-reference --kind db-semaphore"
 	for _, opts := range []string{"", "fencing", "design=row-per-slot,fencing"} {
@@ -125,7 +125,7 @@ func TestValidateImplUsage(t *testing.T) {
 		}
 	}
 	_, help, _ := lockprover("validate-impl", "-h")
-	for _, want := range []string{"--kind db-semaphore", "-dsn", "-options", mysql.DefaultDSN, "LOCKPROVER_MYSQL_DSN"} {
+	for _, want := range []string{"--kind db-semaphore", "-dsn", "-options", mariadb.DefaultDSN, "LOCKPROVER_MYSQL_DSN"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("validate-impl -h lacks %q:\n%s", want, help)
 		}
@@ -135,7 +135,7 @@ func TestValidateImplUsage(t *testing.T) {
 // Ctrl-C stops validate-impl --kind db-semaphore at once, with exit 130.
 func TestValidateImplLeaseInterrupted(t *testing.T) {
 	t.Parallel()
-	dsn := mysqltest.DSN(t)
+	dsn := mariadbtest.DSN(t)
 	bin := builtBinary(t)
 	code, took, errOut := interrupt(t, bin, 300*time.Millisecond, "validate-impl", "--kind", "db-semaphore", "--dsn", dsn,
 		"--impl", bin+" serve-reference --kind db-semaphore")

@@ -5,8 +5,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/lockprover/lockprover/prover"
-	"github.com/lockprover/lockprover/results"
+	"github.com/lockprover/lockprover/histories/results"
+	"github.com/lockprover/lockprover/internal/prover"
 )
 
 // printInterleavings says, in a line, what the run's plans reached

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/lockprover/lockprover/results"
+	"github.com/lockprover/lockprover/histories/results"
 )
 
 const mergeSynopsis = `merge [--json FILE] [--junit FILE] [--quiet] DIR...`

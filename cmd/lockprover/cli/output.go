@@ -12,9 +12,9 @@ import (
 	"strings"
 
 	"github.com/lockprover/lockprover/histories"
-	"github.com/lockprover/lockprover/model"
-	"github.com/lockprover/lockprover/prover"
-	"github.com/lockprover/lockprover/results"
+	"github.com/lockprover/lockprover/histories/results"
+	"github.com/lockprover/lockprover/histories/verdict"
+	"github.com/lockprover/lockprover/internal/prover"
 )
 
 // outputFlags are the flags for CI that prove, check, replay, mutants and
@@ -103,16 +103,16 @@ func verdictFor(code int) string {
 
 // tally turns a search's verdict counts into the summary's properties, in
 // the checker's order; explanations come from the counterexample's report.
-func tally(counts map[string]map[model.Status]int, names, counted []string, cx *prover.Counterexample) []results.Property {
+func tally(counts map[string]map[verdict.Status]int, names, counted []string, cx *prover.Counterexample) []results.Property {
 	var ps []results.Property
 	for _, name := range names {
 		c := counts[name]
 		p := results.Property{Name: name, Counted: counted == nil || known(name, counted),
-			Pass: c[model.Pass], Fail: c[model.Fail], Inconclusive: c[model.Inconclusive], NotJudged: c[model.NotJudged]}
+			Pass: c[verdict.Pass], Fail: c[verdict.Fail], Inconclusive: c[verdict.Inconclusive], NotJudged: c[verdict.NotJudged]}
 		p.SetVerdict()
 		if cx != nil {
 			for _, v := range cx.Report.Verdicts {
-				if v.Property == name && (v.Status == model.Fail || v.Status == model.Inconclusive) && p.Explanation == "" {
+				if v.Property == name && (v.Status == verdict.Fail || v.Status == verdict.Inconclusive) && p.Explanation == "" {
 					p.Explanation = v.Detail
 				}
 			}
@@ -125,7 +125,7 @@ func tally(counts map[string]map[model.Status]int, names, counted []string, cx *
 // reportProperties are one history's verdicts as the summary's
 // properties: counted once per lock; explanations of the first failure,
 // with the lock.
-func reportProperties(r *model.Report, where string, counted []string) []results.Property {
+func reportProperties(r *verdict.Report, where string, counted []string) []results.Property {
 	idx := map[string]int{}
 	var ps []results.Property
 	for _, v := range r.Verdicts {
@@ -137,16 +137,16 @@ func reportProperties(r *model.Report, where string, counted []string) []results
 		}
 		p := &ps[i]
 		switch v.Status {
-		case model.Pass:
+		case verdict.Pass:
 			p.Pass++
-		case model.Fail:
+		case verdict.Fail:
 			p.Fail++
-		case model.Inconclusive:
+		case verdict.Inconclusive:
 			p.Inconclusive++
 		default:
 			p.NotJudged++
 		}
-		if (v.Status == model.Fail || v.Status == model.Inconclusive) && p.Explanation == "" {
+		if (v.Status == verdict.Fail || v.Status == verdict.Inconclusive) && p.Explanation == "" {
 			p.Explanation = v.Detail
 			p.Where = strings.TrimSpace(where + " lock " + v.Lock)
 		}
@@ -243,7 +243,7 @@ func shardFromEnv() (int, int, error) {
 // addHistory adds one file check judged to its summary (and its verdicts
 // to the summary's properties), and annotates each failed verdict on the
 // file, at the line of the first operation it names, under GitHub Actions.
-func addHistory(sum *results.Summary, path string, imp *histories.Imported, r *model.Report, stdout io.Writer) {
+func addHistory(sum *results.Summary, path string, imp *histories.Imported, r *verdict.Report, stdout io.Writer) {
 	h := results.History{File: path, Format: "jsonl", Verdict: verdictFor(exitFor(r.Status())), Properties: reportProperties(r, path, nil)}
 	if imp != nil {
 		h.Format = "jepsen-edn"
@@ -265,7 +265,7 @@ func addHistory(sum *results.Summary, path string, imp *histories.Imported, r *m
 		q.SetVerdict()
 	}
 	for _, v := range r.Verdicts {
-		if v.Status != model.Fail && v.Status != model.Inconclusive {
+		if v.Status != verdict.Fail && v.Status != verdict.Inconclusive {
 			continue
 		}
 		line := 0

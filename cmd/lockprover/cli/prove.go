@@ -15,12 +15,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/family"
 
-	"github.com/lockprover/lockprover/model"
-	"github.com/lockprover/lockprover/prover"
-	"github.com/lockprover/lockprover/results"
+	"github.com/lockprover/lockprover/histories/results"
+	"github.com/lockprover/lockprover/histories/verdict"
+	"github.com/lockprover/lockprover/internal/prover"
 )
 
 // proveFlags are prove's flags that every family takes, and the
@@ -543,7 +543,7 @@ func reportCounterexample(cx *prover.Counterexample, dir string, replayFlags []s
 func explanation(cx *prover.Counterexample) string {
 	var lines []string
 	for _, v := range cx.Report.Verdicts {
-		if v.Property == cx.Property && (v.Status == model.Fail || v.Status == model.Inconclusive) {
+		if v.Property == cx.Property && (v.Status == verdict.Fail || v.Status == verdict.Inconclusive) {
 			lines = append(lines, v.Detail)
 		}
 	}

@@ -12,11 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/family"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/histories/results"
+	"github.com/lockprover/lockprover/histories/verdict"
+	"github.com/lockprover/lockprover/internal/family"
+	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/model"
-	"github.com/lockprover/lockprover/prover"
-	"github.com/lockprover/lockprover/results"
 )
 
 // writeHistory writes h to path, unless path is "".
@@ -32,12 +33,12 @@ func writeHistory(path string, h []histories.Event) error {
 // summarizeReplay records a replay in its summary: its counts, its
 // properties, and the first counted verdict as bad as the worst as its
 // counterexample (annotated for CI logs).
-func summarizeReplay(sum *results.Summary, stdout io.Writer, res *prover.Result, r *model.Report, worst model.Status, counted []string, path, history string) {
+func summarizeReplay(sum *results.Summary, stdout io.Writer, res *prover.Result, r *verdict.Report, worst verdict.Status, counted []string, path, history string) {
 	sum.Plans, sum.Operations, sum.Verdicts = 1, len(res.History)/2, len(r.Verdicts)
 	sum.Properties = reportProperties(r, "", counted)
 	for _, v := range r.Verdicts {
-		if (counted == nil || known(v.Property, counted)) && v.Status == worst && worst != model.Pass && sum.Counterexample == nil {
-			sum.Counterexample = &results.Counterexample{Property: v.Property, Inconclusive: worst == model.Inconclusive, Explanation: v.Detail,
+		if (counted == nil || known(v.Property, counted)) && v.Status == worst && worst != verdict.Pass && sum.Counterexample == nil {
+			sum.Counterexample = &results.Counterexample{Property: v.Property, Inconclusive: worst == verdict.Inconclusive, Explanation: v.Detail,
 				Dir: filepath.Dir(path), Plan: path, History: history, Replay: "lockprover replay " + shellWord(path), Batch: -1, Index: -1}
 			annotate(stdout, path, 0, fmt.Sprintf("%s %s (lock %s)", v.Property, v.Status, v.Lock), v.Detail)
 		}
@@ -84,10 +85,10 @@ type replayRun struct {
 // judgedWorst is the worst status among the counted properties of r,
 // saying how the plan was judged when that is not the default, and what
 // an inconclusive or quiet pass means.
-func judgedWorst(stdout io.Writer, r *model.Report, counted []string, judged string, quiet bool) model.Status {
-	worst := model.Pass
+func judgedWorst(stdout io.Writer, r *verdict.Report, counted []string, judged string, quiet bool) verdict.Status {
+	worst := verdict.Pass
 	for _, v := range r.Verdicts {
-		if (counted == nil || known(v.Property, counted)) && (v.Status == model.Fail || v.Status == model.Inconclusive) {
+		if (counted == nil || known(v.Property, counted)) && (v.Status == verdict.Fail || v.Status == verdict.Inconclusive) {
 			worst = max(worst, v.Status)
 		}
 	}
@@ -101,10 +102,10 @@ func judgedWorst(stdout io.Writer, r *model.Report, counted []string, judged str
 		}
 		fmt.Fprintf(stdout, "judged with %s: %s\n", how, worst)
 	}
-	if worst == model.Inconclusive {
+	if worst == verdict.Inconclusive {
 		fmt.Fprintln(stdout, "inconclusive: a linearizability check ran out of time (raise --timeout); nothing was shown violated")
 	}
-	if quiet && worst == model.Pass {
+	if quiet && worst == verdict.Pass {
 		fmt.Fprintln(stdout, "every property held")
 	}
 	return worst
@@ -164,7 +165,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		}
 		// Keep the first run that fails (what a real target reproduces
 		// only at times), else the last.
-		bad := ra.worst(rp, r, judged, counted) != model.Pass
+		bad := ra.worst(rp, r, judged, counted) != verdict.Pass
 		if bad {
 			reproduced++
 		}
@@ -289,10 +290,10 @@ func (ra *replayArgs) open(stdout, stderr io.Writer) (*replayRun, error) {
 
 // worst is the worst status, among the counted properties, of a run's
 // verdicts, judged as judge judges it.
-func (ra *replayArgs) worst(rp *replayRun, res *prover.Result, judged string, counted []string) model.Status {
-	w := model.Pass
+func (ra *replayArgs) worst(rp *replayRun, res *prover.Result, judged string, counted []string) verdict.Status {
+	w := verdict.Pass
 	for _, v := range prover.Judge(res, ra.options(rp, judged)).Verdicts {
-		if (counted == nil || known(v.Property, counted)) && (v.Status == model.Fail || v.Status == model.Inconclusive) {
+		if (counted == nil || known(v.Property, counted)) && (v.Status == verdict.Fail || v.Status == verdict.Inconclusive) {
 			w = max(w, v.Status)
 		}
 	}
@@ -320,7 +321,7 @@ func (ra *replayArgs) judge(rp *replayRun, res *prover.Result, judged string, co
 	if rp.setup.Real {
 		fmt.Fprintf(stdout, "ran on %s as lock %s\n", rp.setup.Where, res.Evidence.Lock)
 	}
-	if !ra.outf.quiet || r.Status() != model.Pass {
+	if !ra.outf.quiet || r.Status() != verdict.Pass {
 		printReport(stdout, filepath.Base(ra.path), r)
 	}
 	worst := judgedWorst(stdout, r, counted, judged, ra.outf.quiet)

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/backends/rabbitmq"
-	"github.com/lockprover/lockprover/backends/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
 )
 
 // The lockprover binary that tests run as a process: built once per test

@@ -1,0 +1,64 @@
+package amqprun
+
+import (
+	"context"
+	"time"
+
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim"
+)
+
+// An engine is where a plan's processes run: the simulator (virtual time,
+// one process moving at a time) or a real broker (goroutines, wall-clock
+// time, a fault proxy in front of each process). The runner is the same on
+// both.
+type engine interface {
+	// Go runs fn as the process name, with its view of the broker.
+	Go(name string, fn func(broker.Broker))
+	// Now is the clock histories are recorded on, in nanoseconds.
+	Now() int64
+	// Fault strikes kill, pause, resume, partition, heal, force-close,
+	// drop-reply or restart-broker (target "") at once.
+	Fault(fault, target string) error
+	// AfterMethods runs f once process name has sent n AMQP methods in all.
+	AfterMethods(name string, n int, f func())
+	// After runs f once d has passed.
+	After(d time.Duration, f func())
+	// Cost is what process name has sent so far.
+	Cost(name string) broker.Cost
+	// Hold blocks a process between steps while it is paused, for engines
+	// that cannot freeze it outright.
+	Hold(b broker.Broker, name string)
+	// OpContext bounds one operation (a wait gets long).
+	OpContext(wait bool) (context.Context, context.CancelFunc)
+	// Queues lists the queues whose names start with prefix, with the
+	// process owning each exclusive one ("" for none or unknown).
+	Queues(prefix string) ([]queueOwner, error)
+	// Notice waits, once every process is done, until the broker has
+	// noticed every connection of the plan that is gone (deleted its
+	// exclusive queues, requeued its consumers' messages), for at most
+	// limit: on the simulator, limit itself, as heartbeats decide there.
+	Notice(b broker.Broker, lock string, limit time.Duration)
+}
+
+type queueOwner struct{ name, owner string }
+
+// A settler is an engine whose backend must be brought back to its first
+// state before the quiescent probe (a cluster made one again), whatever
+// the plan's heartbeat.
+type settler interface {
+	Settle()
+}
+
+// onCluster is an engine that may run on a RabbitMQ cluster: its
+// partition handling mode ("" on a single broker).
+type onCluster interface {
+	partitionHandling() string
+}
+
+// A countReader reads what process name has sent into c, with no map,
+// where engine.Cost makes a fresh one on every call: the simulator's
+// engine, which the runner asks twice an operation.
+type countReader interface {
+	ReadCounts(name string, c *rabbitmqsim.Counts)
+}

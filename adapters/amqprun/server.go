@@ -1,0 +1,306 @@
+package amqprun
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/rabbitmq/amqpproxy"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model/amqpcheck"
+	"github.com/lockprover/lockprover/model/amqplocks"
+)
+
+// A serverNote is what a process's proxy saw the broker do on its own
+// (amqpproxy.ServerEvent), on the history's clock, with what the broker's log
+// says of that connection (or why it could not be read).
+type serverNote struct {
+	proc   string
+	at     int64 // nanoseconds since the run began
+	ev     amqpproxy.ServerEvent
+	logged string
+}
+
+// serverWitness is an engine whose proxies saw what the broker did.
+type serverWitness interface {
+	serverNotes() []serverNote
+}
+
+func (e *realEngine) serverNotes() []serverNote {
+	var notes []serverNote
+	for _, name := range e.proxies.Names() {
+		for _, ev := range e.proxies.Get(name).ServerEvents() {
+			notes = append(notes, serverNote{proc: name, at: int64(ev.At.Sub(e.start)), ev: ev})
+		}
+	}
+	slices.SortStableFunc(notes, func(a, b serverNote) int { return int(min(max(a.at-b.at, -1), 1)) })
+	e.brokerLog(notes)
+	return notes
+}
+
+// brokerLog adds to each close of a connection by the broker what the
+// broker's log says of that connection since the run began ("missed
+// heartbeats from client, timeout: 1s"), where the log is readable here.
+func (e *realEngine) brokerLog(notes []serverNote) {
+	closes := slices.IndexFunc(notes, func(n serverNote) bool {
+		return n.ev.What == amqpproxy.ServerClose || n.ev.What == amqpproxy.ServerEOF
+	})
+	if closes < 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reasons, err := func() (map[string][]string, error) {
+		path, err := e.ctl.LogFile(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return rabbitmq.LogReasons(path, e.start.Add(-time.Second))
+	}()
+	for i := range notes {
+		n := &notes[i]
+		switch {
+		case n.ev.What != amqpproxy.ServerClose && n.ev.What != amqpproxy.ServerEOF:
+		case err != nil:
+			n.logged = fmt.Sprintf("RabbitMQ's log not read: %v", err)
+		case len(reasons[n.ev.Local]) > 0:
+			n.logged = "RabbitMQ's log: " + strings.Join(reasons[n.ev.Local], "; ")
+		default:
+			n.logged = "RabbitMQ's log says nothing of it"
+		}
+	}
+}
+
+// brokerFaults are the faults the broker struck on its own, as nemesis
+// events of the history h of lock: a connection it closed (a
+// connection.close, or its socket ending first) that no fault of
+// lockprover's on that process explains within grace of its end is a
+// force-close of it; so is a connection whose heartbeats lapsed (see
+// lapsed); a connection that ended with an exclusive declare of
+// a holder's queue in flight may make RabbitMQ delete that queue (the
+// exclusive-queue bug of RabbitMQ before 3.11): a queue-deleted of each
+// other process that held, or was taking, that queue's slot then. Each
+// event's error says what the proxy saw.
+func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace int64, hb time.Duration) []histories.Event {
+	var out []histories.Event
+	for _, n := range notes {
+		switch n.ev.What {
+		case amqpproxy.ClientEnd:
+			if why := lapsed(n, hb); why != "" && !explained(h, n, grace) {
+				out = append(out, faultPair(histories.ForceClose, n.proc, n.at, notStruck+why)...)
+			}
+		case amqpproxy.ServerClose, amqpproxy.ServerEOF:
+			if explained(h, n, grace) {
+				continue
+			}
+			why := fmt.Sprintf(notStruck+"RabbitMQ closed %s's connection on its own (%s)", n.proc, n.ev)
+			if n.logged != "" {
+				why += "; " + n.logged
+			}
+			out = append(out, faultPair(histories.ForceClose, n.proc, n.at, why)...)
+		case amqpproxy.DeclareInFlight:
+			if !n.ev.Exclusive {
+				continue
+			}
+			for _, p := range holdersOf(h, lock, n.ev.Queue, n.proc, n.at) {
+				why := fmt.Sprintf("not struck by lockprover: %s; RabbitMQ before 3.11 then deletes the queue of that name, %s's (the exclusive-queue bug, docs/broker-semantics.md 7c)",
+					strings.Replace(n.ev.String(), "the connection", n.proc+"'s connection", 1), p)
+				out = append(out, faultPair(histories.QueueDeleted, p, n.at, why)...)
+			}
+		}
+	}
+	return out
+}
+
+// lapsed says why a connection the client ended abruptly (n, a
+// amqpproxy.ClientEnd) ended for its heartbeats, or "" if it did not: one side
+// had sent nothing for two heartbeats (hb) or more, which RabbitMQ itself
+// takes for a dead peer, and a client library gives up on (amqp091-go
+// after three). The broker silent is the broker's stall; the client silent
+// is its process's (a loaded machine did not run it: it neither sent nor
+// read, and its read deadline passed); lockprover's own process stalled
+// is the proxy's (nothing passed either way; what was sent meanwhile
+// passes once it runs again, so neither side looks silent). Never with heartbeats off: a
+// client that drops its socket for its own reasons breaks nothing.
+func lapsed(n serverNote, hb time.Duration) string {
+	switch {
+	case hb <= 0:
+		return ""
+	case n.ev.Silence >= 2*hb:
+		return fmt.Sprintf("RabbitMQ sent %s nothing for %v, past two heartbeats of %v, and %s's client closed the connection (%s)", n.proc, n.ev.Silence.Round(time.Millisecond), hb, n.proc, n.ev)
+	case n.ev.ClientSilence >= 2*hb:
+		return fmt.Sprintf("%s sent nothing for %v, past two heartbeats of %v (its process did not run: a stall of the machine, not struck by lockprover), and its client closed the connection (%s)", n.proc, n.ev.ClientSilence.Round(time.Millisecond), hb, n.ev)
+	case n.ev.Stalled >= 2*hb:
+		return fmt.Sprintf("lockprover's own process, which carries %s's connection through its proxy, did not run for %v, past two heartbeats of %v (a stall of the machine), and %s's client closed the connection (%s)", n.proc, n.ev.Stalled.Round(time.Millisecond), hb, n.proc, n.ev)
+	}
+	return ""
+}
+
+// notStruck begins the error of every fault the broker struck on its own.
+const notStruck = "not struck by lockprover: "
+
+// faultPair is a fault's invoke and info, at the same time, the info
+// saying why.
+func faultPair(f, proc string, at int64, why string) []histories.Event {
+	v := &histories.Fault{Process: proc}
+	return []histories.Event{
+		{Time: at, Process: "nemesis", Type: histories.Invoke, F: f, Value: v},
+		{Time: at, Process: "nemesis", Type: histories.Info, F: f, Value: v, Error: why},
+	}
+}
+
+// explained says whether a fault lockprover struck on n's process (or on
+// every process: a broker restart; a fault on a node of a cluster is
+// recorded as a fault on each process it strikes) explains the broker closing its
+// connection: n came after the fault began and no later than grace after
+// it ended.
+func explained(h []histories.Event, n serverNote, grace int64) bool {
+	open := map[string]int64{} // fault -> when it began, while it lasts
+	for _, e := range h {
+		if e.Process != "nemesis" || e.Type != histories.Invoke {
+			continue
+		}
+		target := ""
+		if f := histories.FaultOf(&e); f != nil {
+			target = f.Process
+		}
+		if target != n.proc && (e.F != histories.RestartBroker || target != "") {
+			continue // a fault on another process, or on a node of a cluster
+		}
+		switch e.F {
+		case histories.Pause, histories.Partition:
+			open[e.F] = e.Time
+		case histories.Resume, histories.Heal:
+			began, ok := open[startOf(e.F)]
+			if ok && began <= n.at && n.at <= e.Time+grace {
+				return true
+			}
+			delete(open, startOf(e.F))
+		case histories.Kill, histories.ForceClose, histories.RestartBroker, histories.DropReply:
+			if e.Time <= n.at && n.at <= e.Time+grace {
+				return true
+			}
+		}
+	}
+	for _, began := range open { // lasting to the end
+		if began <= n.at {
+			return true
+		}
+	}
+	return false
+}
+
+// startOf is the fault an ending ends: pause for resume, partition for
+// heal.
+func startOf(end string) string {
+	if end == histories.Resume {
+		return histories.Pause
+	}
+	return histories.Partition
+}
+
+// holdersOf lists the processes other than not that held queue q of lock
+// at time at, or were taking it: a semaphore's holder queue of slot L (an
+// acquire that returned L, invoked before at, and not released before at),
+// or the mutex's queue.
+func holdersOf(h []histories.Event, lock, q, not string, at int64) []string {
+	slot := 0
+	if q != lock {
+		mid, ok := strings.CutPrefix(q, lock+"-")
+		mid, ok2 := strings.CutSuffix(mid, "-B")
+		l, err := strconv.Atoi(mid)
+		if !ok || !ok2 || err != nil || l < 1 || amqplocks.HolderQueue(lock, l) != q {
+			return nil // not a holder queue of this lock
+		}
+		slot = l
+	}
+	var who []string
+	since := map[string]int64{} // process -> when its acquire of q began, while it may hold q
+	for i, e := range h {
+		if e.Lock != lock || e.Process == not || e.F != histories.Acquire && e.F != histories.Release {
+			continue
+		}
+		switch {
+		case e.F == histories.Acquire && e.Type == histories.Invoke:
+			if gets(h, i, slot) {
+				since[e.Process] = e.Time
+			}
+		case e.F == histories.Release && e.Type == histories.Ok && e.Time < at:
+			delete(since, e.Process)
+		}
+	}
+	for p, t := range since {
+		if t <= at {
+			who = append(who, p)
+		}
+	}
+	slices.Sort(who)
+	return who
+}
+
+// gets says whether the acquire invoked at h[i] took slot (0: the mutex)
+// or may have: it returned it, or never returned.
+func gets(h []histories.Event, i, slot int) bool {
+	inv := h[i]
+	for _, e := range h[i+1:] {
+		if e.Process != inv.Process || e.Type == histories.Invoke {
+			continue
+		}
+		switch e.Type {
+		case histories.Ok:
+			v := amqpcheck.ValueOf(&e)
+			return slot == 0 || v != nil && v.Slot != nil && *v.Slot == slot
+		case histories.Info:
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+// withFaults merges faults (pairs in time order) into h by time, after any
+// nemesis operation in flight, and numbers the events again; moved gives
+// each old index its new one.
+func withFaults(h, faults []histories.Event) (merged []histories.Event, moved map[int]int) {
+	if len(faults) == 0 {
+		return h, nil
+	}
+	slices.SortStableFunc(faults, func(a, b histories.Event) int { return int(min(max(a.Time-b.Time, -1), 1)) })
+	moved = map[int]int{}
+	merged = make([]histories.Event, 0, len(h)+len(faults))
+	nemesisOpen := false
+	next := 0
+	for i := 0; i <= len(h); i++ {
+		for next+1 < len(faults) && !nemesisOpen && (i == len(h) || faults[next].Time < h[i].Time) {
+			for _, f := range faults[next : next+2] {
+				if len(merged) > 0 {
+					f.Time = max(f.Time, merged[len(merged)-1].Time)
+				}
+				merged = append(merged, f)
+			}
+			next += 2
+		}
+		if i == len(h) {
+			break
+		}
+		e := h[i]
+		if e.Process == "nemesis" {
+			nemesisOpen = e.Type == histories.Invoke
+		}
+		moved[e.Index] = len(merged)
+		merged = append(merged, e)
+	}
+	for i := range merged {
+		merged[i].Index = i
+	}
+	return merged, moved
+}
+
+// brokerGrace is how long after lockprover's fault on a process ends the
+// broker may still close that process's connection for it: three
+// heartbeats (the broker's detection) and a second.
+func brokerGrace(hb time.Duration) int64 { return int64(3*hb + time.Second) }

@@ -1,0 +1,117 @@
+package dbsemrun
+
+import (
+	"context"
+	"database/sql"
+	"io"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/lockprover/lockprover/model/dbsem"
+	"github.com/lockprover/lockprover/sim/mariadbsim"
+)
+
+// A backend is where a plan's processes run and its faults strike: the
+// simulated database (simBackend) or a real MariaDB (mariaBackend). The
+// runner is the same on both.
+//
+// The runner's state is guarded by the backend's Locker: a process holds
+// it while it records and decides, and lets go of it around every call
+// that may wait (a statement, a sleep). The simulator runs one process at
+// a time and needs no lock (its Locker does nothing); a real backend's
+// processes, timers and statement hooks run at once and share a mutex.
+// Callbacks (After, AfterStatements) run with the lock held.
+type backend interface {
+	sync.Locker
+	// Go starts process name running f.
+	Go(name string, f func(proc))
+	// Now is the time since the run began, in nanoseconds: the history's
+	// clock.
+	Now() int64
+	// After runs f once d has passed.
+	After(d time.Duration, f func())
+	// AfterStatements runs f right after the n-th statement of the process
+	// named name was handled by the server, before the process hears the
+	// reply.
+	AfterStatements(name string, n int, f func())
+	// The faults, on the process named name.
+	Kill(name string)
+	Pause(name string)
+	Resume(name string)
+	Partition(name string)
+	Heal(name string)
+	KillConnections(name string)
+	DropCommitReply(name string)
+	// droppedReplies is how many COMMIT replies of process name were
+	// dropped so far, where the backend can tell (known false: the
+	// simulator, whose drop always strikes the next COMMIT, which only the
+	// runner's own reference sends there).
+	droppedReplies(name string) (n int, known bool)
+	// Restart restarts the server: it refuses connections for downtime.
+	Restart(downtime time.Duration)
+	// SkewServerClock sets the database's clock offset from true time.
+	SkewServerClock(offset time.Duration)
+	// open opens the semaphore for client name's incarnation proc: the
+	// reference with options o, or the implementation under test, told s.
+	// It may wait: the runner calls it without its lock.
+	open(ctx context.Context, proc proc, name string, o dbsem.Options, s Session) (Client, error)
+	// stuckAfter is how long the runner waits for its clients to finish
+	// before it calls the plan stuck.
+	stuckAfter() time.Duration
+}
+
+// A proc is one process's view of the backend.
+type proc interface {
+	// DB is the process's connection pool to the database.
+	DB() *sql.DB
+	// Sleep lets d pass for the process.
+	Sleep(d time.Duration)
+	// Now is true time by the process's clock (before any client clock
+	// fault, which the runner adds).
+	Now() time.Time
+}
+
+// simBackend is the simulated database: deterministic, in virtual time.
+type simBackend struct {
+	w *mariadbsim.World
+}
+
+// newSimBackend makes a simulated database that decides its schedule by
+// p's Schedule, then by p's ScheduleSeed, and the state an exhaustive
+// search's choices are made in, which the runner names once it exists.
+func newSimBackend(p *Plan, trace io.Writer) (simBackend, func(unseen []reflect.Type, of ...any)) {
+	var w *mariadbsim.World
+	decide, state := p.Decider(0x6c70, func() int { return w.Keep() })
+	w = mariadbsim.New(mariadbsim.Options{Decide: decide, KeepInputs: p.Searched(), Trace: trace})
+	return simBackend{w}, state
+}
+
+func (simBackend) Lock()   {}
+func (simBackend) Unlock() {}
+
+func (b simBackend) Go(name string, f func(proc)) {
+	b.w.Go(name, func(p *mariadbsim.Process) { f(p) })
+}
+func (b simBackend) Now() int64                                   { return b.w.Now() }
+func (b simBackend) After(d time.Duration, f func())              { b.w.After(d, f) }
+func (b simBackend) AfterStatements(name string, n int, f func()) { b.w.AfterStatements(name, n, f) }
+func (b simBackend) Kill(name string)                             { b.w.Kill(name) }
+func (b simBackend) Pause(name string)                            { b.w.Pause(name) }
+func (b simBackend) Resume(name string)                           { b.w.Resume(name) }
+func (b simBackend) Partition(name string)                        { b.w.Partition(name) }
+func (b simBackend) Heal(name string)                             { b.w.Heal(name) }
+func (b simBackend) KillConnections(name string)                  { b.w.KillConnections(name) }
+func (b simBackend) DropCommitReply(name string)                  { b.w.DropCommitReply(name) }
+func (b simBackend) droppedReplies(string) (int, bool)            { return 0, false }
+func (b simBackend) Restart(downtime time.Duration)               { b.w.Restart(downtime) }
+func (b simBackend) SkewServerClock(offset time.Duration)         { b.w.SkewClock("", offset) }
+func (simBackend) stuckAfter() time.Duration                      { return time.Hour }
+
+func (simBackend) open(ctx context.Context, proc proc, _ string, o dbsem.Options, _ Session) (Client, error) {
+	sem, err := dbsem.Open(ctx, proc.DB(), o)
+	if err != nil {
+		return nil, err
+	}
+	return reference{sem}, nil
+}

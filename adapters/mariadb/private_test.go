@@ -1,0 +1,201 @@
+package mariadb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	driver "github.com/go-sql-driver/mysql"
+
+	"github.com/lockprover/lockprover/model/dbsem"
+)
+
+// startPrivate starts a private server in the test's directory, stopped
+// when the test ends; it skips the test without the binaries.
+func startPrivate(t *testing.T) *Server {
+	t.Helper()
+	start := time.Now()
+	s, err := StartPrivate(ctx(t), t.TempDir())
+	if errors.Is(err, ErrNoServer) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("initialised and started in %v (pid %d, %s)", time.Since(start).Round(time.Millisecond), s.PID(), s.Addr())
+	t.Cleanup(func() { s.Stop() })
+	return s
+}
+
+// gone reports whether no process has the pid any more (or a zombie
+// that is not ours: our own are reaped by Wait).
+func gone(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return errors.Is(err, syscall.ESRCH)
+}
+
+// serversUnder lists the pids of mariadbd processes whose command line
+// names dir.
+func serversUnder(dir string) []int {
+	out, _ := exec.Command("pgrep", "-f", "--", "--datadir="+dir).Output()
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
+
+func TestPrivateServerRestartCrashStop(t *testing.T) {
+	s := startPrivate(t)
+	x := ctx(t)
+	cfg, err := driver.ParseDSN(s.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = time.Second
+	db := openCfg(cfg)
+	defer db.Close()
+
+	// A lease through a proxy in front of the private server.
+	p, err := Listen(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	viaProxy := openCfg(p.Config(cfg))
+	defer viaProxy.Close()
+	sem, err := dbsem.Open(x, viaProxy, dbsem.Options{Prefix: "private_"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := sem.Acquire(x, "k", time.Minute, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := session(t, viaProxy) // a session open across the restart
+	if err := held.PingContext(x); err != nil {
+		t.Fatal(err)
+	}
+
+	pid := s.PID()
+	start := time.Now()
+	if err := s.Restart(x, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted (SIGTERM, 200 ms down, start) in %v", time.Since(start).Round(time.Millisecond))
+	if !gone(pid) || s.PID() == 0 || s.PID() == pid {
+		t.Fatalf("old pid %d gone %v, new pid %d", pid, gone(pid), s.PID())
+	}
+	if err := held.PingContext(x); err == nil {
+		t.Fatal("a session survived the restart")
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(p.ConnectionIDs()) != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy still has connections %v to the old server", p.ConnectionIDs())
+		}
+	}
+	// The lease survived: the server is the same, its data too.
+	if _, err := sem.Acquire(x, "k", time.Minute, 1); !errors.Is(err, dbsem.ErrFull) {
+		t.Fatalf("acquire after the restart: %v, want ErrFull", err)
+	}
+	if err := sem.Release(x, "k", lease.Token); err != nil {
+		t.Fatal(err)
+	}
+	// A committed lease survives a crash too.
+	if lease, err = sem.Acquire(x, "k", time.Minute, 1); err != nil {
+		t.Fatal(err)
+	}
+	pid = s.PID()
+	start = time.Now()
+	if err := s.Crash(x, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("crashed (SIGKILL) and started in %v", time.Since(start).Round(time.Millisecond))
+	if !gone(pid) {
+		t.Fatalf("pid %d still there after Crash", pid)
+	}
+	if err := sem.Release(x, "k", lease.Token); err != nil {
+		t.Fatalf("release after the crash: %v", err)
+	}
+	var n int
+	if err := db.QueryRowContext(x, "SELECT COUNT(*) FROM private_tokens").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d token rows, %v", n, err)
+	}
+
+	pid = s.PID()
+	start = time.Now()
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped in %v", time.Since(start).Round(time.Millisecond))
+	if !gone(pid) || s.PID() != 0 {
+		t.Fatalf("pid %d: gone %v after Stop; PID() = %d", pid, gone(pid), s.PID())
+	}
+	if left := serversUnder(s.datadir); len(left) != 0 {
+		t.Fatalf("processes left on the data directory: %v", left)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if err := s.Restart(x, 0); err == nil {
+		t.Fatal("Restart of a stopped server succeeded")
+	}
+	if s.PID() != 0 {
+		t.Fatal("a stopped server restarted")
+	}
+	c, cancel := context.WithTimeout(x, time.Second)
+	defer cancel()
+	if err := db.PingContext(c); err == nil {
+		t.Fatal("the stopped server answers")
+	}
+}
+
+// A second StartPrivate on the same directory reuses the data directory.
+func TestPrivateServerReusesDataDir(t *testing.T) {
+	dir := t.TempDir()
+	x := ctx(t)
+	s, err := StartPrivate(x, dir)
+	if errors.Is(err, ErrNoServer) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	db, err := sql.Open("mysql", s.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(x, "CREATE TABLE kept (k INT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	start := time.Now()
+	s2, err := StartPrivate(x, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Stop()
+	t.Logf("started on an existing data directory in %v", time.Since(start).Round(time.Millisecond))
+	db2, err := sql.Open("mysql", s2.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	if _, err := db2.ExecContext(x, "SELECT * FROM kept"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir + "/error.log"); err != nil {
+		t.Fatal(err)
+	}
+}

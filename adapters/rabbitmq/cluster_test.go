@@ -1,0 +1,145 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/netns"
+	"github.com/lockprover/lockprover/internal/quick"
+
+	"github.com/lockprover/lockprover/adapters/netns/netnstest"
+)
+
+// startCluster starts a three-node cluster in a lab of its own for a
+// test, skipping where the machine cannot make one, and removes every
+// trace of it (nodes, epmd, namespaces) at the test's end.
+func startCluster(t *testing.T, o ClusterOptions) (*Cluster, *netns.Lab) {
+	t.Helper()
+	quick.Skip(t, "a RabbitMQ cluster")
+	if err := ClusterPreflight(); err != nil {
+		t.Skipf("no RabbitMQ cluster here: %v", err)
+	}
+	lab := netnstest.Lab(t, "n1", "n2", "n3")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	c, err := StartCluster(ctx, lab, t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("three nodes (%s, net_ticktime %v) in one cluster in %v", c.o.PartitionHandling, c.o.NetTicktime, time.Since(t0).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return c, lab
+}
+
+// TestClusterStarts: three nodes start in a lab and form one cluster, each
+// taking AMQP connections, and nothing is left once stopped.
+func TestClusterStarts(t *testing.T) {
+	c, _ := startCluster(t, ClusterOptions{PartitionHandling: PauseMinority})
+	out, err := c.Nodes[0].Ctl(context.Background(), "cluster_status", "--formatter", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		if !strings.Contains(out, n.Name) {
+			t.Errorf("cluster_status does not name %s: %s", n.Name, out)
+		}
+	}
+	// Pause stops the node's VM itself (not the script that runs it),
+	// Resume continues it; Crash kills it and Start brings it back into
+	// the cluster.
+	n3 := c.Nodes[2]
+	pid, err := n3.beam()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n3.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	// A signal is delivered when the kernel next schedules the VM's
+	// threads: on a loaded machine, some milliseconds after kill returns.
+	st := procState(pid)
+	for i := 0; i < 100 && st != "T"; i++ {
+		time.Sleep(20 * time.Millisecond)
+		st = procState(pid)
+	}
+	if st != "T" {
+		t.Errorf("paused node's VM (pid %d) in state %q 2 s after SIGSTOP, want T (stopped)", pid, st)
+	}
+	if err := n3.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n3.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if procState(pid) != "" {
+		t.Errorf("crashed node's VM (pid %d) still runs", pid)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := n3.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.Nodes[0].Ctl(ctx, "cluster_status", "--formatter", "json"); err != nil || !strings.Contains(out, n3.Name) {
+		t.Errorf("after its restart, cluster_status %v: %s", err, out)
+	}
+	// Reset makes the cluster anew: one cluster again, a durable queue
+	// declared before it gone.
+	q := uniqueName(t)
+	if _, err := n3.Ctl(ctx, "eval", fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [], none, <<"lockprover">>).`, q)); err != nil {
+		t.Fatal(err)
+	}
+	if qs, err := c.Nodes[0].Ctl(ctx, "list_queues", "name", "--no-table-headers", "--quiet"); err != nil || !strings.Contains(qs, q) {
+		t.Fatalf("before the reset, list_queues %v: %s (want %s)", err, qs, q)
+	}
+	if err := c.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !c.agreed(ctx, &Recovery{}) {
+		t.Error("after a reset, the nodes do not agree on one cluster")
+	}
+	if qs, err := c.Nodes[0].Ctl(ctx, "list_queues", "name", "--no-table-headers", "--quiet"); err != nil || strings.Contains(qs, q) {
+		t.Errorf("after a reset, list_queues %v: %s (want no %s)", err, qs, q)
+	}
+}
+
+// procState is a process's state letter from /proc ("" if it is gone).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		if st := s[i+2 : i+3]; st != "Z" {
+			return st
+		}
+	}
+	return ""
+}
+
+// A partition handling mode RabbitMQ does not have, or a net_ticktime that
+// is not whole seconds, is refused before anything starts, naming it.
+func TestStartClusterRefusesBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		o    ClusterOptions
+		want string
+	}{
+		{ClusterOptions{PartitionHandling: "pause-minority"}, `partition handling "pause-minority": want one of ignore, pause_minority, autoheal`},
+		{ClusterOptions{NetTicktime: 1500 * time.Millisecond}, "net_ticktime 1.5s: whole seconds"},
+		{ClusterOptions{NetTicktime: -time.Second}, "net_ticktime -1s"},
+	} {
+		_, err := StartCluster(context.Background(), nil, t.TempDir(), tc.o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error saying %q", tc.o, err, tc.want)
+		}
+	}
+}

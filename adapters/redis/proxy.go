@@ -1,0 +1,210 @@
+package redis
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/lockprover/lockprover/adapters/faultnet"
+)
+
+// A Proxy is a fault-injecting TCP proxy in front of a redis-server that
+// reads RESP: beside the faults of package faultnet (Kill, Partition,
+// Heal), it can lose the reply to one command (DropReply): the server has
+// applied the command, and its reply never reaches the client, whose
+// connection is cut instead, as when a network fails after the server
+// answered. It frames what passes both ways (RESP2 and RESP3, commands as
+// arrays of bulk strings), so that the reply lost is the whole reply to
+// one command of the lock's, never a connection's handshake (HELLO,
+// CLIENT, SELECT, PING) nor a NOSCRIPT error (after which go-redis sends
+// the script again as EVAL: the reply lost is then EVAL's, a command the
+// server applied).
+type Proxy struct {
+	fn     *faultnet.Proxy
+	armed  atomic.Bool
+	onDrop atomic.Pointer[func()]
+}
+
+// Listen starts a Proxy in front of upstream (host:port), listening on a
+// free port of 127.0.0.1.
+func Listen(upstream string) (*Proxy, error) {
+	p := &Proxy{}
+	p.fn = faultnet.New(upstream, func(*faultnet.Conn) faultnet.Session {
+		s := &respSession{p: p}
+		return faultnet.ServeFunc(func(c *faultnet.Conn) { c.Run(s.toServer, s.toClient) })
+	})
+	if err := p.fn.Listen(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Addr is where clients connect.
+func (p *Proxy) Addr() string { return p.fn.Addr() }
+
+// Close stops accepting and kills every connection.
+func (p *Proxy) Close() error { return p.fn.Close() }
+
+// Kill closes both sockets of every current connection.
+func (p *Proxy) Kill() { p.fn.Kill() }
+
+// Partition holds every byte both ways until Heal.
+func (p *Proxy) Partition() { p.fn.Partition() }
+
+// Heal lets what Partition held pass, in order.
+func (p *Proxy) Heal() { p.fn.Heal() }
+
+// DropReply arms the proxy: the next reply to a command of the lock's, on
+// any of its connections, is lost and that connection cut (after the
+// server applied the command). It strikes once; OnDrop hears when. A
+// reply that comes after its client closed the connection (it gave up
+// waiting) is lost to nobody: it does not spend the arm, which strikes a
+// later reply the client still waits for.
+func (p *Proxy) DropReply() { p.armed.Store(true) }
+
+// OnDrop sets f to be called when a reply is lost, before the connection
+// is cut (from the proxy's goroutine).
+func (p *Proxy) OnDrop(f func()) { p.onDrop.Store(&f) }
+
+// respSession is one connection: the names of the commands sent and not
+// yet answered, in order.
+type respSession struct {
+	p       *Proxy
+	mu      sync.Mutex
+	pending []string
+	// gone is set once the client's side ended (it closed the
+	// connection): no reply can reach it any more.
+	gone atomic.Bool
+}
+
+// toServer forwards the client's commands, noting each one's name.
+func (s *respSession) toServer(pp *faultnet.Pipe) {
+	br := bufio.NewReader(pp)
+	var buf bytes.Buffer
+	for {
+		buf.Reset()
+		name, err := readRESP(br, &buf, true)
+		if err != nil {
+			s.gone.Store(true)
+			if buf.Len() > 0 {
+				pp.Deliver(buf.Bytes())
+			}
+			pp.End(err)
+			return
+		}
+		s.mu.Lock()
+		s.pending = append(s.pending, strings.ToUpper(name))
+		s.mu.Unlock()
+		if !pp.Deliver(buf.Bytes()) {
+			return
+		}
+	}
+}
+
+// toClient forwards the server's replies, losing one when armed.
+func (s *respSession) toClient(pp *faultnet.Pipe) {
+	br := bufio.NewReader(pp)
+	var buf bytes.Buffer
+	for {
+		buf.Reset()
+		_, err := readRESP(br, &buf, false)
+		if err != nil {
+			if buf.Len() > 0 {
+				pp.Deliver(buf.Bytes())
+			}
+			pp.End(err)
+			return
+		}
+		name := s.answered(buf.Bytes())
+		if lockCommand(name) && !bytes.HasPrefix(buf.Bytes(), []byte("-NOSCRIPT")) && !s.gone.Load() && s.p.armed.CompareAndSwap(true, false) {
+			if f := s.p.onDrop.Load(); f != nil {
+				(*f)()
+			}
+			pp.KillAfter(nil)
+			return
+		}
+		if !pp.Deliver(buf.Bytes()) {
+			return
+		}
+	}
+}
+
+// answered pops the name of the command a reply answers ("" for a push
+// the server sent unasked).
+func (s *respSession) answered(reply []byte) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) == 0 || (len(reply) > 0 && reply[0] == '>') {
+		return ""
+	}
+	name := s.pending[0]
+	s.pending = s.pending[1:]
+	return name
+}
+
+// lockCommand says whether a reply to command name may be lost: the
+// commands a lock sends, not a connection's own.
+func lockCommand(name string) bool {
+	switch name {
+	case "", "HELLO", "CLIENT", "SELECT", "PING", "AUTH", "QUIT", "RESET":
+		return false
+	}
+	return true
+}
+
+// readRESP reads one RESP value (RESP2 or RESP3) from r, appending its
+// bytes to buf, and returns, when first is set and the value is an array,
+// its first element as a string (a command's name).
+func readRESP(r *bufio.Reader, buf *bytes.Buffer, first bool) (string, error) {
+	line, err := r.ReadBytes('\n')
+	buf.Write(line)
+	if err != nil {
+		return "", err
+	}
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return "", fmt.Errorf("redis proxy: not a RESP line: %q", line)
+	}
+	head := string(line[1 : len(line)-2])
+	switch line[0] {
+	case '+', '-', ':', '_', '#', ',', '(':
+		return head, nil
+	case '$', '=', '!':
+		n, err := strconv.Atoi(head)
+		if err != nil || n < 0 {
+			return "", err // a null bulk string, or garbage
+		}
+		b := make([]byte, n+2)
+		_, err = io.ReadFull(r, b)
+		buf.Write(b)
+		return string(b[:max(0, min(n, len(b)))]), err
+	case '*', '~', '>', '%', '|':
+		n, err := strconv.Atoi(head)
+		if err != nil || n < 0 {
+			return "", err
+		}
+		if line[0] == '%' || line[0] == '|' {
+			n *= 2
+		}
+		var name string
+		for i := range n {
+			s, err := readRESP(r, buf, false)
+			if err != nil {
+				return "", err
+			}
+			if i == 0 && first {
+				name = s
+			}
+		}
+		if line[0] == '|' { // attributes come before the reply they qualify
+			return readRESP(r, buf, first)
+		}
+		return name, nil
+	}
+	return "", errors.New("redis proxy: not a RESP type: " + strconv.Quote(string(line[:1])))
+}

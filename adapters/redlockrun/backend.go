@@ -1,0 +1,153 @@
+package redlockrun
+
+import (
+	"io"
+	"sync"
+	"time"
+
+	"github.com/lockprover/lockprover/model/redlock"
+	"github.com/lockprover/lockprover/sim/redissim"
+)
+
+// A backend is where a plan's processes run and its faults strike: the
+// simulated servers (simBackend) or real redis-servers the run starts
+// (redisBackend). The runner is the same on both.
+//
+// The runner's state is guarded by the backend's Locker: a process holds
+// it while it records and decides, and lets go of it around every call
+// that may wait (an operation, a sleep, a restart). The simulator runs one
+// process at a time and needs no lock (its Locker does nothing); a real
+// backend's processes run at once and share a mutex. Servers are numbered
+// from 0.
+type backend interface {
+	sync.Locker
+	// Now is the time since the run began, in nanoseconds: the history's
+	// clock.
+	Now() int64
+	// Go starts process name running f.
+	Go(name string, f func(proc))
+	// Kill ends process name at once: it sends nothing more.
+	Kill(name string)
+	// Partition cuts process name off server (bytes wait both ways);
+	// Heal ends that.
+	Partition(name string, server int)
+	Heal(name string, server int)
+	// DropReply loses server's next reply to process name (the backend
+	// reports it when it is lost: see newSimBackend).
+	DropReply(name string, server int)
+	// Pause stops server (SIGSTOP); Resume continues it.
+	Pause(server int)
+	Resume(server int)
+	// Restart takes server down (a crash) for down and up again, as
+	// process p (the nemesis's), calling struck, with the lock held,
+	// once it is down (before any process can record what the crash
+	// did), and returning once it is up; an error means it could not.
+	Restart(p proc, server int, down time.Duration, struck func()) error
+	// ClockJump moves server's clock by d; an error means it did not.
+	ClockJump(server int, d time.Duration) error
+	// left is how long the validity of l lasts after recorded, a time
+	// of the history: the lock's clock (redlock.Env.Now) is the
+	// simulator's virtual time, or CLOCK_MONOTONIC.
+	left(l redlock.Lease, recorded int64) time.Duration
+	// stuckAfter is how long the runner waits for its clients to finish
+	// before it calls the plan stuck.
+	stuckAfter() time.Duration
+}
+
+// A proc is one process's view of the backend.
+type proc interface {
+	// Sleep lets d pass for the process.
+	Sleep(d time.Duration)
+	// open makes the process's lock, client name of the run: the
+	// reference with options o on every server, or the implementation's
+	// process (real servers only).
+	open(name string, o redlock.Options) (Client, error)
+	// openPriority makes the process's priority lock, of priority prio:
+	// the reference with options o on every server (no implementation's
+	// process yet).
+	openPriority(name string, o redlock.Options, prio int64) (Client, error)
+	// arm has f run when the operation about to be called first reads
+	// the lock's clock (its start, from which it counts the validity),
+	// before it sends anything: the simulator runs f at once (nothing
+	// comes between); a real process then, from inside the call. fired
+	// says whether f ran, and disarms it.
+	arm(f func())
+	fired() bool
+}
+
+// simBackend is the simulated servers: deterministic, in virtual time.
+type simBackend struct{ w *redissim.World }
+
+// newSimBackend makes p's simulated servers, deciding by p's Decisions;
+// lost reports each reply DropReply lost, as it is lost. Under an
+// exhaustive search each choice's state is the servers' and runner's
+// (the history among it), fingerprinted.
+func newSimBackend(p *Plan, trace io.Writer, lost func(proc string, server int), runner any) (simBackend, error) {
+	pers := redissim.None
+	if p.Persistence == PersistAlways {
+		pers = redissim.Always
+	}
+	var w *redissim.World
+	decide, state := p.Decider(scheduleSalt, func() int { return w.Keep() })
+	w, err := redissim.New(redissim.Options{Servers: p.Servers, Persistence: pers, KeepInputs: p.Searched(), Trace: trace, OnDrop: lost, Decide: decide})
+	if err == nil {
+		state(w.Unseen(), w, runner) // an exhaustive search's state at a choice
+	}
+	return simBackend{w}, err
+}
+
+func (simBackend) Lock()                                         {}
+func (simBackend) Unlock()                                       {}
+func (b simBackend) Now() int64                                  { return b.w.Now() }
+func (b simBackend) Kill(name string)                            { b.w.Kill(name) }
+func (b simBackend) Partition(name string, server int)           { b.w.Partition(name, server) }
+func (b simBackend) Heal(name string, server int)                { b.w.Heal(name, server) }
+func (b simBackend) DropReply(name string, server int)           { b.w.DropReply(name, server) }
+func (b simBackend) Pause(server int)                            { b.w.Pause(server) }
+func (b simBackend) Resume(server int)                           { b.w.Resume(server) }
+func (b simBackend) ClockJump(server int, d time.Duration) error { return b.w.ClockJump(server, d) }
+func (simBackend) stuckAfter() time.Duration                     { return time.Hour }
+
+func (b simBackend) Go(name string, f func(proc)) {
+	b.w.Go(name, func(p *redissim.Process) { f(simProc{p}) })
+}
+
+// Restart crashes server and has it come back once down has passed; the
+// nemesis waits as long.
+func (b simBackend) Restart(p proc, server int, down time.Duration, struck func()) error {
+	if err := b.w.Restart(server, down); err != nil {
+		return err
+	}
+	struck()
+	p.Sleep(down)
+	return nil
+}
+
+// simProc is a process of the simulator.
+type simProc struct{ p *redissim.Process }
+
+func (s simProc) Sleep(d time.Duration) { s.p.Sleep(d) }
+func (s simProc) arm(f func())          { f() }
+func (s simProc) fired() bool           { return true }
+func (s simProc) open(_ string, o redlock.Options) (Client, error) {
+	rl, err := redlock.NewOn(s.p.Env(), o)
+	if err != nil {
+		return nil, err
+	}
+	return rl, nil
+}
+
+func (s simProc) openPriority(_ string, o redlock.Options, prio int64) (Client, error) {
+	pl, err := redlock.NewPriorityOn(s.p.PriorityEnv(), o)
+	if err != nil {
+		return nil, err
+	}
+	return priorityClient{pl, prio}, nil
+}
+
+// left is the validity left at the simulator's time: nothing comes between
+// the lock's return and its record, but for the nanosecond the recorder
+// may add to keep times increasing.
+func (b simBackend) left(l redlock.Lease, _ int64) time.Duration {
+	return time.Duration(l.ValidUntil - b.w.Now())
+}

@@ -1,0 +1,110 @@
+package amqpcli
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/amqprun"
+	"github.com/lockprover/lockprover/internal/family"
+)
+
+// --target rabbitmq-cluster's flags are refused where they mean nothing
+// or say something wrong, each naming the flag.
+func TestClusterSetupRefusals(t *testing.T) {
+	for _, tt := range []struct {
+		name, target, faults string
+		flags                map[string]string
+		err                  string
+	}{
+		{"mode without the cluster", "sim", "all", map[string]string{"partition-handling": "autoheal"}, "--partition-handling is for a cluster: add --target rabbitmq-cluster"},
+		{"ticktime on a broker", "rabbitmq", "all", map[string]string{"net-ticktime": "5s"}, "--net-ticktime is for a cluster"},
+		{"bad mode", clusterTarget, "all", map[string]string{"partition-handling": "pause_majority"}, `--partition-handling: want ignore, pause_minority or autoheal, not "pause_majority"`},
+		{"part seconds", clusterTarget, "all", map[string]string{"net-ticktime": "2500ms"}, "--net-ticktime: want whole seconds"},
+		{"URL on the cluster", clusterTarget, "all", map[string]string{"amqp-url": "amqp://u:p@h:5672/"}, "--amqp-url is not for --target rabbitmq-cluster"},
+		{"cluster fault on the simulator", "sim", "isolate-node", nil, "--faults: isolate-node strikes a cluster: add --target rabbitmq-cluster"},
+		{"broker restart on the cluster", clusterTarget, "restart-broker", nil, "restart-node restarts a node"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			flags := map[string]string{"partition-handling": "ignore", "net-ticktime": "5s", "docker": dockerAuto}
+			given := map[string]bool{}
+			for k, v := range tt.flags {
+				flags[k], given[k] = v, true
+			}
+			s := family.Settings{Kind: "semaphore", Target: tt.target, Faults: tt.faults,
+				Flag: func(n string) string { return flags[n] }, Given: func(n string) bool { return given[n] }}
+			_, err := amqpSetup(s)
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("err = %v, want one saying %q", err, tt.err)
+			}
+		})
+	}
+}
+
+// --target sim-cluster draws plans for a simulated cluster of n1, n2,
+// n3 in the mode and tick time the flags say, with the cluster's faults
+// (no broker restart), and says how to replay one on the simulator;
+// what is only for a real broker is refused, naming the flag.
+func TestSimClusterSetup(t *testing.T) {
+	flags := map[string]string{"partition-handling": "autoheal", "net-ticktime": "7s", "docker": dockerAuto}
+	given := map[string]bool{"partition-handling": true}
+	s := family.Settings{Kind: "semaphore", Target: simClusterTarget, Faults: "all",
+		Flag: func(n string) string { return flags[n] }, Given: func(n string) bool { return given[n] }}
+	setup, err := amqpSetup(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := setup.Prove.(amqprun.Config)
+	sim, ok := a.Target.(amqprun.Simulator)
+	if !ok || !slices.Equal(sim.Cluster, []string{"n1", "n2", "n3"}) || sim.PartitionHandling != "autoheal" || sim.NetTicktime != 7*time.Second {
+		t.Errorf("target %+v, want a simulated cluster of n1, n2, n3 under autoheal, net_ticktime 7s", a.Target)
+	}
+	if setup.Real || !strings.Contains(setup.Where, "simulated RabbitMQ cluster") {
+		t.Errorf("setup says it runs on %q (real %v)", setup.Where, setup.Real)
+	}
+	if slices.Contains(a.Faults, "restart-broker") || !slices.Contains(a.Faults, "isolate-node") {
+		t.Errorf("faults %v, want the cluster's, no restart-broker", a.Faults)
+	}
+	if got := strings.Join(setup.Replay, " "); got != "--target sim --partition-handling autoheal --net-ticktime 7s" {
+		t.Errorf("replay flags %q", got)
+	}
+	for _, name := range []string{"amqp-url", "docker"} {
+		given := map[string]bool{name: true}
+		s.Given = func(n string) bool { return given[n] }
+		if _, err := amqpSetup(s); err == nil || !strings.Contains(err.Error(), "--"+name+" is for a real broker") {
+			t.Errorf("--%s on the simulated cluster: %v", name, err)
+		}
+	}
+}
+
+// replay --target sim runs a cluster plan on the simulated cluster, in
+// the plan's mode unless --partition-handling says another; the flag on
+// a plan without a cluster is refused.
+func TestReplayClusterPlanOnTheSimulator(t *testing.T) {
+	p, err := amqprun.ReadPlan("../../../examples/cluster/isolated-holder.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := map[string]string{"partition-handling": "pause_minority", "net-ticktime": "5s", "docker": dockerAuto}
+	for _, given := range []bool{false, true} {
+		s := family.Settings{Kind: "semaphore", Target: "sim",
+			Flag: func(n string) string { return flags[n] }, Given: func(n string) bool { return given && n == "partition-handling" }}
+		setup, err := amqpReplay(p, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim := setup.Prove.(amqprun.Config).Target.(amqprun.Simulator)
+		want := map[bool]string{false: "", true: "pause_minority"}[given]
+		wantWhere := map[bool]string{false: "(ignore)", true: "(pause_minority)"}[given]
+		if sim.PartitionHandling != want || !strings.Contains(setup.Where, wantWhere) || setup.Real {
+			t.Errorf("--partition-handling given %v: target %+v on %q", given, sim, setup.Where)
+		}
+	}
+	p.Cluster, p.Nodes, p.PartitionHandling, p.Nemesis = nil, nil, "", nil
+	s := family.Settings{Kind: "semaphore", Target: "sim",
+		Flag: func(n string) string { return flags[n] }, Given: func(n string) bool { return n == "partition-handling" }}
+	if _, err := amqpReplay(p, s); err == nil || !strings.Contains(err.Error(), "--partition-handling is for a cluster plan") {
+		t.Errorf("--partition-handling on a plan without a cluster: %v", err)
+	}
+}

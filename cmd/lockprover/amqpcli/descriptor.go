@@ -1,0 +1,564 @@
+// Package descriptor registers amqp-locks (adapters/amqprun) with lockprover
+// (package family): its kinds, flags and targets, what prove, replay,
+// check, bench and conform do for it on the simulator and on a real
+// RabbitMQ, and its side of the process protocol (amqpprotocol). It is the
+// family's top: only cmd/lockprover/all imports it.
+package amqpcli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/amqprun/amqpprotocol"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim/semantics"
+
+	"github.com/lockprover/lockprover/adapters/amqprun"
+	"github.com/lockprover/lockprover/adapters/conform"
+	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/family"
+	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/bench"
+)
+
+// AMQP is amqp-locks: the persistent semaphore, the true mutex and the
+// persistent mutex built from RabbitMQ queues (adapters/amqprun).
+var AMQP = &family.Descriptor{
+	Name:       "amqp-locks",
+	Kinds:      []string{histories.Semaphore, histories.Mutex},
+	Models:     []string{amqprun.Strict},
+	Properties: amqprun.PropertyNames,
+	Faults:     append(amqprun.FaultNames(), amqprun.ClusterFaultNames...),
+	Targets:    []family.Target{{Name: "sim"}, {Name: "rabbitmq", Real: true}, {Name: clusterTarget, Real: true}, {Name: simClusterTarget}},
+	Flags: []family.Flag{
+		{Name: "heartbeat", Verbs: family.Prove, Usage: "amqp-locks: the heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker (plans wait three heartbeats at their end); 0s for none"},
+		{Name: "amqp-url", Verbs: family.Backend, Usage: "amqp-locks: the real broker's URL; default $LOCKPROVER_AMQP_URL, else " + rabbitmq.DefaultURL},
+		{Name: "docker", Default: dockerAuto, Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: a private RabbitMQ in a Docker container for the run, removed at its end (also after Ctrl-C): auto starts one when no broker is named (--amqp-url, $LOCKPROVER_AMQP_URL) and none answers at 127.0.0.1:5672; always; or off"},
+		{Name: "docker-image", Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: the image of --docker's broker; default $LOCKPROVER_RABBITMQ_IMAGE, else " + rabbitmq.ContainerImage + " (pulled if missing)"},
+		{Name: "allow-restart", Bool: true, Verbs: family.Runs | family.Conform, Usage: "amqp-locks: let plans on a real broker restart it (rabbitmqctl stop_app/start_app); conform: let table cases restart it (cutting every client of the broker off)"},
+		{Name: "partition-handling", Default: rabbitmq.Ignore, Verbs: family.Runs | family.Conform, Usage: "amqp-locks: the cluster's cluster_partition_handling (--target rabbitmq-cluster or sim-cluster; replay: a cluster plan's on the simulator too): ignore (RabbitMQ's default), pause_minority or autoheal"},
+		{Name: "net-ticktime", Default: "5s", Verbs: family.Runs | family.Conform, Usage: "amqp-locks: the cluster's net_ticktime (--target rabbitmq-cluster or sim-cluster), whole seconds: a node declares a silent peer down after 0.75 to 1.25 of it (RabbitMQ's default, 60s, would make every partition plan last minutes)"},
+		{Name: "cluster", Bool: true, Verbs: family.Conform, Usage: "amqp-locks: the simulated cluster against a private three-node RabbitMQ cluster the run starts (as --target rabbitmq-cluster does; needs root), in --partition-handling's mode: drawn sequences of queue methods through each node and cluster faults, compared step by step"},
+		{Name: "rabbitmqctl", Default: "rabbitmqctl", Verbs: family.Conform, Usage: "amqp-locks: the command that runs rabbitmqctl for the broker's node (split on spaces)"},
+		{Name: "cases", Verbs: family.Conform, Usage: "amqp-locks: part 1 runs only these cases of the table, by the IDs it prints, comma-separated (7b picks every 7b T=...); default every case"},
+		{Name: "retries", Default: "2", Verbs: family.Conform, Usage: "amqp-locks: run a diverging table case again up to this many times (real timing varies on a loaded machine)"},
+		{Name: "shrink-time", Default: "1m0s", Verbs: family.Conform, Usage: "amqp-locks: time to spend minimising a divergence"},
+		{Name: "first", Default: "0", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, the first of --seed's sequences to run (the sequences before it are skipped: to go on after a divergence, or to run one again)"},
+		{Name: "record", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, append each sequence's steps and what the real cluster observed to FILE (a line of JSON each), a corpus --recorded holds the simulated cluster to"},
+		{Name: "recorded", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, start no cluster: hold the simulated cluster to every sequence FILE recorded (--record), as the differential does, in seconds"},
+		{Name: "slots", Default: "8", Verbs: family.Bench, Usage: "amqp-locks: L, the semaphore's slots; acquire is also measured at slot L with L-1 slots held"},
+	},
+	// check --model strict judges acquire-exact with the whole semaphore.
+	Judging:  func(flag func(string) string) any { return amqprun.Config{}.Judging(flag("model")) },
+	Setup:    amqpSetup,
+	ReadPlan: func(path string) (prover.Plan, error) { return amqprun.ReadPlan(path) },
+	Replay:   amqpReplay,
+	Serve:    amqpServe,
+	Validate: amqpValidate,
+	Explore:  amqprun.Explore,
+	Bench:    amqpBench,
+	Conform:  amqpConform,
+}
+
+func init() {
+	for _, m := range amqprun.Mutants {
+		AMQP.Mutants = append(AMQP.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect, Prove: amqprun.Config{Scope: prover.Scope{Mutant: m.Name}}})
+	}
+	family.Register(AMQP)
+}
+
+// amqpSetup makes an amqp-locks proof from the command line: the
+// reference (its options, a mutant) or an implementation over the
+// protocol, on the simulator or a real broker.
+func amqpSetup(s family.Settings) (*family.Setup, error) {
+	a := amqprun.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults}, Kind: s.Kind}
+	target := s.Target
+	if target == "" {
+		target = "sim"
+	}
+	if s.Impl != "" {
+		if target != "rabbitmq" && target != clusterTarget && s.Target != "" {
+			return nil, errors.New("--impl runs processes against a real broker: use --target rabbitmq (or rabbitmq-cluster)")
+		}
+		if target != clusterTarget {
+			target = "rabbitmq"
+		}
+	}
+	if err := amqpOptions(&a, s, target); err != nil {
+		return nil, err
+	}
+	switch {
+	case s.Mutant != "" && amqprun.MutantNamed(s.Mutant) == nil:
+		return nil, fmt.Errorf("--mutant: no mutant named %q (see lockprover mutants)", s.Mutant)
+	case s.Mutant != "" && s.Impl != "":
+		return nil, errors.New("--mutant is a mutant of the reference; for one served over the protocol use --impl 'lockprover serve-reference --mutant NAME'")
+	}
+	a.Mutant = s.Mutant
+	u, restart := s.Flag("amqp-url"), s.Flag("allow-restart") != ""
+	setup := &family.Setup{Target: target, Where: "the simulator"}
+	var box *brokerBox      // the run's broker container, with --docker
+	var cluster *clusterBox // the run's cluster, with --target rabbitmq-cluster
+	for _, name := range []string{"partition-handling", "net-ticktime"} {
+		if target != clusterTarget && target != simClusterTarget && s.Given(name) {
+			return nil, fmt.Errorf("--%s is for a cluster: add --target %s (or %s)", name, clusterTarget, simClusterTarget)
+		}
+	}
+	switch target {
+	case simClusterTarget:
+		for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
+			if s.Given(name) {
+				return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+			}
+		}
+		o, err := clusterOptions(s)
+		if err != nil {
+			return nil, err
+		}
+		a.Target = amqprun.Simulator{Cluster: []string{"n1", "n2", "n3"}, PartitionHandling: o.PartitionHandling, NetTicktime: o.NetTicktime}
+		if s.Faults == "all" {
+			a.Faults = append(slices.DeleteFunc(amqprun.FaultNames(), isRestart), amqprun.ClusterFaultNames...)
+		}
+		setup.Where = fmt.Sprintf("a simulated RabbitMQ cluster of 3 nodes (%s)", o.PartitionHandling)
+		setup.Replay = []string{"--target", "sim", "--partition-handling", o.PartitionHandling, "--net-ticktime", strconv.Itoa(int(o.NetTicktime/time.Second)) + "s"}
+	case "sim":
+		for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
+			if s.Given(name) {
+				return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+			}
+		}
+	case clusterTarget:
+		for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
+			if s.Given(name) {
+				return nil, fmt.Errorf("--%s is not for --target %s, whose nodes the run starts (restart-node restarts one)", name, clusterTarget)
+			}
+		}
+		o, err := clusterOptions(s)
+		if err != nil {
+			return nil, err
+		}
+		cluster = newClusterBox(s, o)
+		if s.Faults == "all" {
+			a.Faults = append(slices.DeleteFunc(amqprun.FaultNames(), isRestart), amqprun.ClusterFaultNames...)
+		}
+		setup.Real, setup.Where = true, fmt.Sprintf("a private RabbitMQ cluster of 3 nodes (%s)", o.PartitionHandling)
+		setup.Replay = clusterReplayFlags(o)
+		if s.Impl != "" {
+			setup.Replay = append([]string{"--impl", family.Quote(s.Impl)}, setup.Replay...)
+		}
+	case "rabbitmq":
+		a.Target = amqprun.RabbitMQ{URL: rabbitmq.URL(u), AllowRestart: restart}
+		if s.Faults == "all" && !restart {
+			a.Faults = slices.DeleteFunc(amqprun.FaultNames(), isRestart)
+		}
+		setup.Real, setup.Where = true, "RabbitMQ at "+redactURL(rabbitmq.URL(u))
+		setup.Replay = amqpReplayFlags(s, u, restart)
+		inDocker, image, err := containerChoice(s, answers)
+		if err != nil {
+			return nil, err
+		}
+		if inDocker {
+			box = newBox(s, image)
+			setup.Where = "a private RabbitMQ in Docker (" + image + ")"
+			setup.Replay = append(setup.Replay, dockerReplayFlags(s)...)
+		}
+	default:
+		return nil, fmt.Errorf("--kind %s runs on the simulator (--target sim) or a real RabbitMQ (--target rabbitmq)", s.Kind)
+	}
+	if err := amqpFaults(&a, s.Faults, target, restart); err != nil {
+		return nil, err
+	}
+	if cluster != nil {
+		return clusterSetup(s, a, setup, cluster)
+	}
+	// brokerURL is the broker's URL once Start has begun: the container's
+	// once started, else the one named.
+	brokerURL := func() string { return rabbitmq.URL(u) }
+	// startBroker starts the container, if the run has one, and makes it
+	// the target.
+	startBroker := func(ctx context.Context) error {
+		if box == nil {
+			return nil
+		}
+		if err := box.start(ctx, s.Flag("docker") == dockerAlways); err != nil {
+			return err
+		}
+		a.Target = box.target(restart)
+		setup.Prove = a
+		brokerURL = func() string { return box.c.URL }
+		return nil
+	}
+	if s.Impl != "" {
+		pi := amqpprotocol.NewProcesses(s.Impl)
+		pi.InitTimeout = s.InitTimeout
+		a.Impl, setup.Stop = pi, pi.Stop
+		setup.Start = func(ctx context.Context) error {
+			if err := startBroker(ctx); err != nil {
+				return err
+			}
+			if err := rabbitmq.Preflight(ctx, brokerURL(), 0); err != nil {
+				return &family.UsageError{Err: err}
+			}
+			if err := pi.Preflight(ctx, brokerURL(), a.Kind); err != nil {
+				return &family.ImplError{Err: err, Command: s.Impl}
+			}
+			return nil
+		}
+	} else if target == "rabbitmq" {
+		setup.Start = func(ctx context.Context) error {
+			if err := startBroker(ctx); err != nil {
+				return err
+			}
+			if err := rabbitmq.Preflight(ctx, brokerURL(), 0); err != nil {
+				return &family.UsageError{Err: err}
+			}
+			return nil
+		}
+	}
+	if box != nil {
+		// The implementation's processes end first, then their broker.
+		stopImpl := setup.Stop
+		setup.Stop = func() {
+			if stopImpl != nil {
+				stopImpl()
+			}
+			box.stop()
+		}
+	}
+	setup.Prove = a
+	return setup, nil
+}
+
+// dockerReplayFlags are the --docker flags a replay needs to run where the
+// run ran: in a container of the same image when the run chose one
+// explicitly (auto chooses again where the replay runs).
+func dockerReplayFlags(s family.Settings) []string {
+	var f []string
+	if s.Flag("docker") == dockerAlways {
+		f = append(f, "--docker", dockerAlways)
+	}
+	if s.Given("docker-image") {
+		f = append(f, "--docker-image", family.Quote(s.Flag("docker-image")))
+	}
+	return f
+}
+
+// amqpOptions sets the reference's options in a: the heartbeat (the
+// target's default unless --heartbeat says otherwise), and --options,
+// which an implementation over the protocol does not take.
+func amqpOptions(a *amqprun.Config, s family.Settings, target string) error {
+	if hb := s.Flag("heartbeat"); hb != "" {
+		d, err := time.ParseDuration(hb)
+		switch {
+		case err != nil:
+			return fmt.Errorf("--heartbeat: %v", err)
+		case d < 0:
+			return fmt.Errorf("--heartbeat must not be negative, not %v", d)
+		case d > 0 && d < time.Millisecond:
+			return fmt.Errorf("--heartbeat must be at least 1ms (or 0s for none), not %v", d)
+		}
+		a.Options.HeartbeatMs = amqprun.Ms(int(d.Milliseconds()))
+	} else if target == "rabbitmq" || target == clusterTarget {
+		a.Options.HeartbeatMs = amqprun.Ms(1000)
+	}
+	if s.Options == "" {
+		return nil
+	}
+	if s.Impl != "" {
+		return errors.New("--options sets the reference's options; for the reference served over the protocol use --impl 'lockprover serve-reference --options ...'")
+	}
+	o, err := amqprun.ParseOptions(a.Options, s.Options)
+	if err != nil {
+		return fmt.Errorf("--options: %w", err)
+	}
+	a.Options = o
+	return nil
+}
+
+// amqpFaults reads --faults for amqp-locks: all (as the target allows),
+// none, or a list of known faults, a broker restart on a real broker only
+// with --allow-restart.
+func amqpFaults(a *amqprun.Config, faults, target string, restart bool) error {
+	switch faults {
+	case "all":
+		return nil
+	case "none":
+		a.Faults = []string{}
+		return nil
+	}
+	for _, name := range strings.Split(faults, ",") {
+		if slices.Contains(amqprun.ClusterFaultNames, name) {
+			if target != clusterTarget && target != simClusterTarget {
+				return fmt.Errorf("--faults: %s strikes a cluster: add --target %s (or %s)", name, clusterTarget, simClusterTarget)
+			}
+			a.Faults = append(a.Faults, name)
+			continue
+		}
+		if !slices.Contains(amqprun.FaultNames(), name) {
+			return fmt.Errorf("--faults: unknown fault %q (want some of %s; all; or none)", name, strings.Join(append(amqprun.FaultNames(), amqprun.ClusterFaultNames...), ", "))
+		}
+		if name == histories.RestartBroker && (target == clusterTarget || target == simClusterTarget) {
+			return fmt.Errorf("--faults: on a cluster, restart-node restarts a node (restart-broker has no broker to restart)")
+		}
+		if name == histories.RestartBroker && target == "rabbitmq" && !restart {
+			return errors.New("--faults: restart-broker on a real broker needs --allow-restart")
+		}
+		a.Faults = append(a.Faults, name)
+	}
+	return nil
+}
+
+// amqpReplayFlags are the flags a replay of a plan on a real broker
+// needs: the implementation or the target, the URL when it holds no
+// password, a restart allowed.
+func amqpReplayFlags(s family.Settings, u string, restart bool) []string {
+	var replay []string
+	if s.Impl != "" {
+		replay = append(replay, "--impl", family.Quote(s.Impl))
+	} else {
+		replay = append(replay, "--target", "rabbitmq")
+		if pu, err := url.Parse(u); u != "" && err == nil && pu.User != nil {
+			if _, hasPassword := pu.User.Password(); !hasPassword {
+				replay = append(replay, "--amqp-url", family.Quote(u))
+			}
+		} else if u != "" && err == nil {
+			replay = append(replay, "--amqp-url", family.Quote(u))
+		}
+	}
+	if restart {
+		replay = append(replay, "--allow-restart")
+	}
+	return replay
+}
+
+// amqpReplay makes an amqp-locks plan read back ready to run: on the
+// simulator (its trace to s.Trace), or on a real broker, against the
+// reference, a mutant, or --impl.
+func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
+	p := pl.(*amqprun.Plan)
+	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, amqprun.MutantNamed(s.Mutant) != nil, "no mutant named %q (see lockprover mutants)"); err != nil {
+		return nil, err
+	}
+	target := s.Target
+	if target == "" && s.Impl != "" {
+		target = "rabbitmq"
+	}
+	if target == "" {
+		target = "sim"
+	}
+	if len(p.Cluster) > 0 && s.Target == "" {
+		target = clusterTarget
+	}
+	if target == simClusterTarget {
+		target = "sim"
+	}
+	if target != "sim" && target != "rabbitmq" && target != clusterTarget {
+		return nil, fmt.Errorf("an amqp-locks plan runs on the simulator (--target sim), RabbitMQ (--target rabbitmq) or a RabbitMQ cluster (--target %s)", clusterTarget)
+	}
+	if target == clusterTarget {
+		return clusterReplay(p, s)
+	}
+	var simCluster amqprun.Simulator // a cluster plan on the simulator: its mode and tick time as the flags say
+	for _, name := range []string{"partition-handling", "net-ticktime"} {
+		if s.Given(name) && (target != "sim" || len(p.Cluster) == 0) {
+			return nil, fmt.Errorf("--%s is for a cluster plan: add --target %s, or --target sim for a plan with a cluster", name, clusterTarget)
+		}
+	}
+	if target == "sim" && len(p.Cluster) > 0 {
+		o, err := clusterOptions(s)
+		if err != nil {
+			return nil, err
+		}
+		if s.Given("partition-handling") {
+			simCluster.PartitionHandling = o.PartitionHandling
+		}
+		simCluster.NetTicktime = o.NetTicktime
+	}
+	for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
+		if target == "sim" && s.Given(name) {
+			return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+		}
+	}
+	simCluster.Trace = s.Trace
+	a := amqprun.Config{Scope: prover.Scope{Mutant: p.Mutant}, Target: simCluster}
+	setup := &family.Setup{Target: target, Where: "the simulator", Stop: func() {}}
+	if target == "sim" && len(p.Cluster) > 0 {
+		setup.Where = fmt.Sprintf("a simulated RabbitMQ cluster of %d nodes (%s)", len(p.Cluster), cmp.Or(simCluster.PartitionHandling, p.PartitionHandling, rabbitmq.Ignore))
+	}
+	if s.Impl != "" {
+		pi := amqpprotocol.NewProcesses(s.Impl)
+		pi.InitTimeout = s.InitTimeout
+		a.Impl, setup.Stop = pi, pi.Stop
+	}
+	setup.What = a.String()
+	if s.Impl != "" {
+		setup.What = fmt.Sprintf("%q", s.Impl)
+	}
+	if target == "rabbitmq" {
+		u, restart := rabbitmq.URL(s.Flag("amqp-url")), s.Flag("allow-restart") != ""
+		a.Target = amqprun.RabbitMQ{URL: u, AllowRestart: restart}
+		setup.Real, setup.Where = true, "RabbitMQ"
+		inDocker, image, err := containerChoice(s, answers)
+		if err != nil {
+			return nil, err
+		}
+		var box *brokerBox
+		if inDocker {
+			box = newBox(s, image)
+			setup.Where = "a private RabbitMQ in Docker (" + image + ")"
+			stopImpl := setup.Stop
+			setup.Stop = func() { stopImpl(); box.stop() }
+		}
+		setup.Start = func(ctx context.Context) error {
+			if box != nil {
+				if err := box.start(ctx, s.Flag("docker") == dockerAlways); err != nil {
+					return err
+				}
+				a.Target, u = box.target(restart), box.c.URL
+				setup.Prove = a
+			}
+			if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
+				return &family.UsageError{Err: err}
+			}
+			return nil
+		}
+	}
+	setup.Prove = a
+	return setup, nil
+}
+
+// amqpServe serves amqp-locks' reference (or a mutant) over the protocol.
+func amqpServe(in io.Reader, out, log io.Writer, mutant, options string) error {
+	if mutant != "" && amqprun.MutantNamed(mutant) == nil {
+		return family.Usagef("--mutant: no mutant named %q (see lockprover mutants)", mutant)
+	}
+	o, err := amqprun.ParseOptions(amqprun.Options{}, options)
+	if err != nil {
+		return family.Usagef("--options: %v", err)
+	}
+	return amqpprotocol.Serve(in, out, o, mutant)
+}
+
+func redactURL(raw string) string {
+	if pu, err := url.Parse(raw); err == nil {
+		return pu.Redacted()
+	}
+	return raw
+}
+
+// amqpValidate checks an implementation of the semaphore and the mutex
+// against the broker --amqp-url names, once it answers.
+func amqpValidate(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
+	if s.Options != "" {
+		return false, family.Usagef("--options: an amqp-locks implementation is validated as it is, without options")
+	}
+	u := rabbitmq.URL(s.Flag("amqp-url"))
+	inDocker, image, err := containerChoice(s, answers)
+	if err != nil {
+		return false, &family.UsageError{Err: err}
+	}
+	if inDocker {
+		box := newBox(s, image)
+		defer box.stop()
+		if err := box.start(ctx, s.Flag("docker") == dockerAlways); err != nil {
+			return false, err
+		}
+		u = box.c.URL
+	}
+	if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
+		return false, &family.UsageError{Err: fmt.Errorf("%w\ncannot reach the broker, so the implementation was not tried", err)}
+	}
+	return amqpprotocol.ValidateInit(ctx, command, s.InitTimeout, u, out), nil
+}
+
+// amqpBench measures the reference on the broker --amqp-url names beside
+// its floors, with --slots slots.
+func amqpBench(ctx context.Context, s family.Settings, c bench.Config, out io.Writer) error {
+	slots, err := strconv.Atoi(s.Flag("slots"))
+	switch {
+	case err != nil:
+		return family.Usagef("--slots: want a number, got %q", s.Flag("slots"))
+	case slots < 2:
+		return family.Usagef("--slots must be at least 2, not %d", slots)
+	case s.Options != "":
+		return family.Usagef("--options: amqp-locks' bench measures the reference with its defaults, and its floors")
+	}
+	u := rabbitmq.URL(s.Flag("amqp-url"))
+	if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
+		return &family.UsageError{Err: err}
+	}
+	return amqprun.Bench(ctx, u, slots, c, out)
+}
+
+// amqpConform runs the semantics table and drawn sequences on the
+// simulated broker and on the RabbitMQ --amqp-url names.
+func amqpConform(ctx context.Context, s family.Settings, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
+	retries, err := strconv.Atoi(s.Flag("retries"))
+	switch {
+	case err != nil:
+		return 0, family.Usagef("--retries: want a number, got %q", s.Flag("retries"))
+	case retries < 0:
+		return 0, family.Usagef("--retries must not be negative, not %d", retries)
+	}
+	shrink, err := time.ParseDuration(s.Flag("shrink-time"))
+	switch {
+	case err != nil:
+		return 0, family.Usagef("--shrink-time: %v", err)
+	case shrink < 0:
+		return 0, family.Usagef("--shrink-time must not be negative, not %v", shrink)
+	}
+	if s.Flag("cluster") != "" {
+		return clusterConform(ctx, s, c, shrink, out)
+	}
+	for _, name := range []string{"partition-handling", "net-ticktime", "first", "record", "recorded"} {
+		if s.Given(name) {
+			return 0, family.Usagef("--%s is for --cluster", name)
+		}
+	}
+	ctl := strings.Fields(s.Flag("rabbitmqctl"))
+	if len(ctl) == 0 {
+		return 0, family.Usagef("--rabbitmqctl must not be empty")
+	}
+	var cases []semantics.Case
+	if f := s.Flag("cases"); f != "" {
+		if cases, err = conform.SelectCases(strings.Split(f, ",")); err != nil {
+			return 0, family.Usagef("--cases: %v", err)
+		}
+	}
+	u := rabbitmq.URL(s.Flag("amqp-url"))
+	if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
+		return 0, &family.UsageError{Err: err}
+	}
+	tg, err := conform.Open(ctx, conform.Options{URL: u, Ctl: ctl, AllowRestart: s.Flag("allow-restart") != ""})
+	if errors.Is(err, conform.ErrNoBroker) {
+		return 0, family.Usagef("%v\nStart RabbitMQ there, or name another broker with --amqp-url or LOCKPROVER_AMQP_URL.", err)
+	}
+	if err != nil {
+		return 0, &family.UsageError{Err: err}
+	}
+	defer func() {
+		if err := tg.Close(); err != nil {
+			fmt.Fprintf(c.Log, "conform: %v\n", err)
+		}
+	}()
+	if !tg.FastCtl() {
+		why := ""
+		if err := tg.CtlSessionErr(); err != nil {
+			why = " (" + err.Error() + ")"
+		}
+		fmt.Fprintf(out, "note: the rabbitmqctl eval session did not start%s; every query is a plain rabbitmqctl command (about a second), so timed cases may diverge\n", why)
+	}
+	st, err := conform.RunRabbitMQ(ctx, tg, rabbitmq.RedactURL(u), conform.RunConfig{Cases: cases, Sequences: c.Sequences, Seed: c.Seed, Retries: retries, Shrink: shrink, Out: out, Log: c.Log})
+	return family.Conformance(st), err
+}
+
+// isRestart says whether a fault is restart-broker, which a plan on a
+// shared real server may not draw.
+func isRestart(fault string) bool { return fault == histories.RestartBroker }

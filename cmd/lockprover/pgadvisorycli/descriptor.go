@@ -1,0 +1,266 @@
+// Package descriptor registers the PostgreSQL advisory-lock family
+// (adapters/pgadvisoryrun) with lockprover (package family): its plans run
+// on the simulated PostgreSQL (sim/postgressim), or on a private PostgreSQL
+// server the run starts and stops. It is the family's top: only
+// cmd/lockprover/all imports it.
+package pgadvisorycli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/pgadvisoryrun"
+	"github.com/lockprover/lockprover/adapters/pgadvisoryrun/pgadvisoryprotocol"
+	"github.com/lockprover/lockprover/adapters/postgres"
+	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
+	"github.com/lockprover/lockprover/internal/family"
+	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/model/lease"
+	"github.com/lockprover/lockprover/sim/postgressim"
+)
+
+// target is the family's real target: a private PostgreSQL server.
+const target = "postgres"
+
+// PGAdvisory is the PostgreSQL advisory-lock family.
+var PGAdvisory = &family.Descriptor{
+	Name:       pgadvisoryrun.Kind,
+	Kinds:      []string{pgadvisoryrun.Kind},
+	Properties: lease.Properties,
+	Faults:     pgadvisoryrun.FaultNames(),
+	// The simulator, and a real server, a private one of the run's own.
+	Targets:    []family.Target{{Name: "sim"}, {Name: target, Real: true}},
+	Flags:      append([]family.Flag{leasecli.TTL}, leasecli.Flags...),
+	Judging:    leasecli.Judging,
+	CheckFlags: leasecli.Check,
+	Setup:      setup,
+	ReadPlan:   func(path string) (prover.Plan, error) { return pgadvisoryrun.ReadPlan(path) },
+	Replay:     replay,
+	Serve:      serve,
+	Validate:   validate,
+	Conform:    conform,
+}
+
+func init() {
+	for _, m := range pgadvisoryrun.Mutants {
+		PGAdvisory.Mutants = append(PGAdvisory.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect,
+			Prove: pgadvisoryrun.Config{Scope: prover.Scope{Mutant: m.Name}}})
+	}
+	family.Register(PGAdvisory)
+}
+
+// simWhere is where plans run on the simulator.
+const simWhere = "the simulated PostgreSQL"
+
+// checkTarget says where the plans run: the simulator ("" means sim,
+// unless --impl, which needs a real server: postgres), or a private
+// PostgreSQL.
+func checkTarget(s family.Settings) (string, error) {
+	switch {
+	case s.Target == "" && s.Impl != "":
+		return target, nil
+	case s.Target == "":
+		return "sim", nil
+	case s.Target == "sim" && s.Impl != "":
+		return "", family.Usagef("--impl runs processes against a real PostgreSQL: use --target %s", target)
+	case s.Target != "sim" && s.Target != target:
+		return "", family.Usagef("--kind %s runs on the simulated PostgreSQL (--target sim) or a private PostgreSQL (--target %s), not %q", pgadvisoryrun.Kind, target, s.Target)
+	}
+	return s.Target, nil
+}
+
+// setup makes a proof from the command line: the reference (or a
+// mutant) on the simulator, or on a private PostgreSQL the run starts.
+func setup(s family.Settings) (*family.Setup, error) {
+	where, err := checkTarget(s)
+	if err != nil {
+		return nil, err
+	}
+	c := pgadvisoryrun.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults}}
+	if s.Mutant != "" && pgadvisoryrun.MutantNamed(s.Mutant) == nil {
+		return nil, fmt.Errorf("--mutant: no %s mutant named %q (%s)", pgadvisoryrun.Kind, s.Mutant, mutantNames())
+	}
+	c.Mutant = s.Mutant
+	var stopImpl func()
+	if s.Impl != "" {
+		if s.Mutant != "" {
+			return nil, errors.New("--mutant is a variant of the reference: it cannot be given with --impl")
+		}
+		li := pgadvisoryprotocol.NewProcesses(s.Impl)
+		li.InitTimeout = s.InitTimeout
+		c.Impl, stopImpl = li, li.Stop
+	}
+	if s.Options != "" {
+		return nil, fmt.Errorf("--options: --kind %s takes none", pgadvisoryrun.Kind)
+	}
+	if t := s.Flag("ttl"); t != "" {
+		ttl, err := time.ParseDuration(t)
+		if err != nil || ttl < 10*time.Millisecond || ttl > time.Minute || ttl%time.Millisecond != 0 {
+			return nil, fmt.Errorf("--ttl: want a duration of whole milliseconds, 10ms to 1m, got %q", t)
+		}
+		c.TTLMs = int(ttl.Milliseconds())
+	}
+	switch s.Faults {
+	case "all":
+	case "none":
+		c.Faults = []string{}
+	default:
+		for _, name := range strings.Split(s.Faults, ",") {
+			if !slices.Contains(pgadvisoryrun.FaultNames(), name) {
+				return nil, fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all, which is kill, pause and partition; or none)",
+					name, pgadvisoryrun.Kind, strings.Join(pgadvisoryrun.FaultNames(), ", "))
+			}
+			c.Faults = append(c.Faults, name)
+		}
+	}
+	if where == "sim" {
+		return &family.Setup{Target: "sim", Where: simWhere, Prove: c}, nil
+	}
+	st := &family.Setup{Target: target, Where: "a private PostgreSQL of the run's own", Real: true, Prove: c,
+		Replay: []string{"--target", target}}
+	if s.Impl != "" {
+		st.Replay = append(st.Replay, "--impl", family.Quote(s.Impl))
+	}
+	startPrivate(s, st, stopImpl, func(server *postgres.Server) { c.Server = server; st.Prove = c })
+	return st, nil
+}
+
+// mutantNames lists the family's mutants.
+func mutantNames() string {
+	var names []string
+	for _, m := range pgadvisoryrun.Mutants {
+		names = append(names, m.Name)
+	}
+	return "its mutants: " + strings.Join(names, ", ")
+}
+
+// startPrivate makes st start a private PostgreSQL for the run (saying so
+// unless quiet), hand it to then, and stop it, its data removed, at the
+// end, after the implementation's processes (stopImpl, if set).
+func startPrivate(s family.Settings, st *family.Setup, stopImpl func(), then func(*postgres.Server)) {
+	var stopServer func()
+	st.Start = func(ctx context.Context) error {
+		server, stop, err := postgres.StartTemp(ctx)
+		if err != nil {
+			if errors.Is(err, postgres.ErrNoServer) || errors.Is(err, postgres.ErrNoUser) {
+				return family.Usagef("%v", err)
+			}
+			return family.Usagef("a private PostgreSQL: %v", err)
+		}
+		stopServer = stop
+		if !s.Quiet {
+			fmt.Fprintf(s.Stdout, "started a private PostgreSQL at %s (pid %d) for the run\n", server.Addr(), server.PID())
+		}
+		then(server)
+		return nil
+	}
+	st.Stop = func() {
+		if stopImpl != nil {
+			stopImpl()
+		}
+		if stopServer != nil {
+			stopServer()
+			stopServer = nil
+		}
+	}
+	st.Interrupt = st.Stop
+	if stopImpl != nil {
+		st.Interrupt = stopImpl
+	}
+}
+
+// replay makes a plan read back ready to run again on the simulator or a
+// private PostgreSQL, with s.Mutant ("reference" for none) replacing its mutant.
+func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
+	p := pl.(*pgadvisoryrun.Plan)
+	where, err := checkTarget(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, pgadvisoryrun.MutantNamed(s.Mutant) != nil, "no pg-advisory mutant named %q"); err != nil {
+		return nil, err
+	}
+	if s.Impl != "" && p.Mutant != "" {
+		return nil, fmt.Errorf("the plan names mutant %s: add --mutant reference to run it against --impl", p.Mutant)
+	}
+	c := pgadvisoryrun.Config{Scope: prover.Scope{Mutant: p.Mutant}}
+	if where == "sim" {
+		return &family.Setup{Target: "sim", Where: simWhere, What: c.String(), Prove: simulated{c, s.Trace}}, nil
+	}
+	var stopImpl func()
+	if s.Impl != "" {
+		li := pgadvisoryprotocol.NewProcesses(s.Impl)
+		li.InitTimeout = s.InitTimeout
+		c.Impl, stopImpl = li, li.Stop
+	}
+	st := &family.Setup{Target: target, Where: "a private PostgreSQL of the run's own", Real: true, What: c.String(), Prove: c}
+	startPrivate(s, st, stopImpl, func(server *postgres.Server) { c.Server = server; st.Prove = c })
+	return st, nil
+}
+
+// conform holds the simulator (sim/postgressim) to a private PostgreSQL the
+// run starts: c.Sequences drawn sequences from c.Seed (postgressim.Conform).
+func conform(ctx context.Context, s family.Settings, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
+	if c.Sequences == 0 {
+		return 0, family.Usagef("--sequences 0 leaves nothing to run with --kind %s", pgadvisoryrun.Kind)
+	}
+	server, stop, err := postgres.StartTemp(ctx)
+	if err != nil {
+		return 0, family.Usagef("a private PostgreSQL: %v", err)
+	}
+	defer stop()
+	fmt.Fprintf(out, "started a private PostgreSQL at %s (pid %d)\n", server.Addr(), server.PID())
+	rep, err := postgressim.Conform(ctx, server.URL(), c.Sequences, c.Seed, out)
+	switch {
+	case ctx.Err() != nil:
+		return 0, fmt.Errorf("interrupted; the private server is stopped: %w", ctx.Err())
+	case err != nil:
+		return family.Inconclusive, err
+	case rep.Found != nil:
+		return family.Diverge, nil
+	case rep.Unjudged > rep.Sequences/10:
+		fmt.Fprintf(out, "too many sequences unjudged (%d of %d): the machine is too slow for the differential's margins\n", rep.Unjudged, rep.Sequences)
+		return family.Inconclusive, nil
+	}
+	return family.Agree, nil
+}
+
+// simulated is a replay on the simulator, its trace (--trace) to trace.
+type simulated struct {
+	pgadvisoryrun.Config
+	trace io.Writer
+}
+
+func (s simulated) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
+	return pgadvisoryrun.Simulate(p.(*pgadvisoryrun.Plan), s.trace)
+}
+
+// serve serves the reference (or a mutant) over the process protocol.
+func serve(in io.Reader, out, log io.Writer, mutant, options string) error {
+	if options != "" {
+		return family.Usagef("--options: --kind %s takes none", pgadvisoryrun.Kind)
+	}
+	o := pgadvisoryprotocol.ServeOptions{Log: log}
+	if mutant != "" {
+		m := pgadvisoryrun.MutantNamed(mutant)
+		if m == nil {
+			return family.Usagef("--mutant: no %s mutant named %q (%s)", pgadvisoryrun.Kind, mutant, mutantNames())
+		}
+		o.Defects = m.Defects()
+	}
+	return pgadvisoryprotocol.Serve(in, out, o)
+}
+
+// validate checks an implementation on a private PostgreSQL it starts.
+func validate(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
+	passed, err := pgadvisoryprotocol.Validate(ctx, command, s.InitTimeout, out)
+	if err != nil && ctx.Err() == nil {
+		return false, &family.UsageError{Err: fmt.Errorf("%w\ncannot start a private PostgreSQL, so the implementation was not tried", err)}
+	}
+	return passed, nil
+}

@@ -1,0 +1,270 @@
+// Package descriptor registers Redlock and priority Redlock
+// (adapters/redlockrun) with lockprover (package family): on their simulated
+// Redis servers and on private real ones, with their side of the process
+// protocol (redlockprotocol), conform and bench. It is the family's top:
+// only cmd/lockprover/all imports it.
+package redlockcli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/redis"
+	"github.com/lockprover/lockprover/adapters/redlockrun"
+	"github.com/lockprover/lockprover/adapters/redlockrun/redlockprotocol"
+	"github.com/lockprover/lockprover/internal/family"
+	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/bench"
+	"github.com/lockprover/lockprover/model/lease"
+)
+
+// Redlock is the Redis lease lock (adapters/redlockrun): a mutex granted by a
+// majority of N Redis servers, on the simulated servers or on real
+// redis-servers each plan starts, with its explore table; an
+// implementation in any language proves through the process protocol
+// (redlockprotocol) on real redis-servers; bench measures the reference
+// on private redis-servers beside the raw commands.
+var Redlock = &family.Descriptor{
+	Name:       redlockrun.Kind,
+	Kinds:      []string{redlockrun.Kind},
+	Properties: lease.WithValidity,
+	Faults:     redlockrun.FaultNames(),
+	Targets:    []family.Target{{Name: "sim"}, {Name: "redis", Real: true}},
+	Flags: append([]family.Flag{
+		{Name: "servers", Verbs: family.Prove | family.Bench, Usage: "redlock: N, the number of Redis servers every plan has (0: drawn from 1, 2 and 3; bench: 3)", Default: "0"},
+		{Name: "persistence", Verbs: family.Prove, Usage: "redlock: what the servers keep across a restart, none or always (fsync on every write); default drawn, with restarts only under always"},
+		{Name: "limit", Verbs: family.Prove, Usage: "redlock: how many leases the lock grants at once, every plan's (1: a mutex; above 1 only with --impl, a semaphore: init says the limit)", Default: "1"},
+		leasecli.TTL,
+	}, leasecli.Flags...),
+	// How check judges lease locks, as every lease family says it.
+	Judging:    leasecli.Judging,
+	CheckFlags: leasecli.Check,
+
+	Setup:    redlockSetup,
+	ReadPlan: func(path string) (prover.Plan, error) { return redlockrun.ReadPlan(path) },
+	Replay:   redlockReplay,
+	Explore:  redlockrun.Explore,
+	Serve:    redlockServe,
+	Validate: redlockValidate,
+	Bench:    redlockBench,
+}
+
+func init() {
+	for _, m := range redlockrun.Mutants {
+		Redlock.Mutants = append(Redlock.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect, Prove: redlockrun.Config{Scope: prover.Scope{Mutant: m.Name}}})
+	}
+	family.Register(Redlock)
+}
+
+// redlockSetup makes a Redlock proof from the command line: the reference
+// (or a mutant) on the simulated servers.
+func redlockSetup(s family.Settings) (*family.Setup, error) {
+	c := redlockrun.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults, Mutant: s.Mutant}, Persistence: s.Flag("persistence")}
+	setup, err := redlockTarget(s, &c)
+	if err != nil {
+		return nil, err
+	}
+	if s.Options != "" {
+		return nil, errors.New("--options: redlock's reference has no options yet")
+	}
+	n, err := strconv.Atoi(s.Flag("servers"))
+	if c.Servers = n; err != nil || n < 0 || n > 9 {
+		return nil, fmt.Errorf("--servers: want 0 (drawn) to 9, got %q", s.Flag("servers"))
+	}
+	l, err := strconv.Atoi(s.Flag("limit"))
+	switch {
+	case err != nil || l < 1 || l > 9:
+		return nil, fmt.Errorf("--limit: want 1 to 9, got %q", s.Flag("limit"))
+	case l > 1 && s.Impl == "":
+		return nil, fmt.Errorf("--limit %d: the reference is a mutex; a semaphore needs an implementation (--impl)", l)
+	}
+	c.Limit = l
+	if p := c.Persistence; p != "" && p != redlockrun.PersistNone && p != redlockrun.PersistAlways {
+		return nil, fmt.Errorf("--persistence: want %s or %s, got %q", redlockrun.PersistNone, redlockrun.PersistAlways, p)
+	}
+	if t := s.Flag("ttl"); t != "" {
+		ttl, err := time.ParseDuration(t)
+		if err != nil || ttl < 10*time.Millisecond || ttl%time.Millisecond != 0 {
+			return nil, fmt.Errorf("--ttl: want a duration of whole milliseconds, at least 10ms, got %q", t)
+		}
+		c.TTLMs = int(ttl.Milliseconds())
+	}
+	switch s.Faults {
+	case "all":
+	case "none":
+		c.Faults = []string{}
+	default:
+		for _, name := range strings.Split(s.Faults, ",") {
+			if !slices.Contains(redlockrun.FaultNames(), name) {
+				return nil, fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all; or none)", name, redlockrun.Kind, strings.Join(redlockrun.FaultNames(), ", "))
+			}
+			c.Faults = append(c.Faults, name)
+		}
+	}
+	if s.Mutant != "" && (redlockrun.MutantNamed(s.Mutant) == nil || redlockrun.MutantNamed(s.Mutant).Priority) {
+		return nil, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", redlockrun.Kind, s.Mutant, redlockrun.Kind)
+	}
+	c.Mutant = s.Mutant
+	setup.Prove, setup.What = c, c.String()
+	return setup, nil
+}
+
+// redlockTarget sets where Redlock's plans run: the simulated servers, or
+// real redis-servers each plan starts (--target redis).
+func redlockTarget(s family.Settings, c *redlockrun.Config) (*family.Setup, error) {
+	kind := redlockrun.Kind
+	if s.Kind != "" {
+		kind = s.Kind // or the priority Redlock's
+	}
+	switch {
+	case s.Impl != "" && s.Target != "" && s.Target != "redis":
+		return nil, fmt.Errorf("--impl: an implementation runs on real redis-servers (--target redis), not --target %s", s.Target)
+	case s.Impl != "" && c.Mutant != "":
+		return nil, errors.New("--mutant: a mutant is a variant of the reference; it cannot run with --impl")
+	case s.Impl != "":
+		impl := redlockprotocol.NewProcesses(s.Impl)
+		impl.InitTimeout = s.InitTimeout
+		t := redlockrun.Redis{Impl: impl, Priority: kind == redlockrun.PriorityKind}
+		c.Target = t
+		return &family.Setup{Target: "redis", Real: true, Where: t.String(), What: impl.String(),
+			Replay: []string{"--target", "redis", "--impl", family.Quote(s.Impl)}, Interrupt: impl.Stop,
+			Start: func(ctx context.Context) error {
+				if err := (redlockrun.Redis{}).Preflight(ctx); err != nil {
+					return family.Usagef("--target redis: %v", err)
+				}
+				if err := t.Preflight(ctx); err != nil {
+					return &family.ImplError{Err: err, Command: s.Impl, Kind: kind}
+				}
+				return nil
+			}, Stop: impl.Stop}, nil
+	case s.Target == "" || s.Target == "sim":
+		return &family.Setup{Target: "sim", Where: "the simulated Redis servers"}, nil
+	case s.Target == "redis":
+		t := redlockrun.Redis{}
+		c.Target = t
+		return &family.Setup{Target: "redis", Real: true, Where: t.String(), Replay: []string{"--target", "redis"},
+			Start: func(ctx context.Context) error {
+				if err := t.Preflight(ctx); err != nil {
+					return family.Usagef("--target redis: %v", err)
+				}
+				return nil
+			}}, nil
+	}
+	return nil, fmt.Errorf("--target: --kind %s runs on the simulated Redis servers (--target sim) or real redis-servers (--target redis)", kind)
+}
+
+// redlockReplay makes a Redlock plan read back ready to run on the
+// simulated servers (its trace to s.Trace), against the reference or a
+// mutant.
+func redlockReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
+	p := pl.(*redlockrun.Plan)
+	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, redlockrun.MutantNamed(s.Mutant) != nil, "no redlock mutant named %q (see lockprover mutants --kind redlock)"); err != nil {
+		return nil, err
+	}
+	return replayOn(s, redlockrun.Config{Scope: prover.Scope{Mutant: p.Mutant}})
+}
+
+// replayOn sets up the replay of a plan proved as c (Redlock's or the
+// priority Redlock's): on the simulated servers, its trace to s.Trace, or
+// on real redis-servers (--target redis).
+func replayOn(s family.Settings, c redlockrun.Config) (*family.Setup, error) {
+	setup, err := redlockTarget(s, &c)
+	if err != nil {
+		return nil, err
+	}
+	setup.What, setup.Prove = c.String(), c
+	if setup.Stop == nil {
+		setup.Stop = func() {}
+	}
+	if !setup.Real {
+		setup.Prove = traced{c, s.Trace}
+	}
+	return setup, nil
+}
+
+// traced runs a Redlock plan on the simulated servers with its trace to
+// trace (nil for none).
+type traced struct {
+	redlockrun.Config
+	trace io.Writer
+}
+
+func (t traced) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
+	return redlockrun.Simulate(p.(*redlockrun.Plan), t.trace)
+}
+
+// redlockServe serves the Redlock reference (or a mutant) over the
+// process protocol.
+func redlockServe(in io.Reader, out, log io.Writer, mutant, options string) error {
+	return serveKind(in, out, log, mutant, options, false)
+}
+
+// serveKind serves the Redlock reference, or the priority Redlock's
+// (priority), or a mutant of it, over the process protocol.
+func serveKind(in io.Reader, out, log io.Writer, mutant, options string, priority bool) error {
+	kind := redlockrun.Kind
+	if priority {
+		kind = redlockrun.PriorityKind
+	}
+	if options != "" {
+		return family.Usagef("--options: %s's reference has no options", kind)
+	}
+	o := redlockprotocol.ServeOptions{Log: log, Priority: priority}
+	if mutant != "" {
+		m := redlockrun.MutantNamed(mutant)
+		if m == nil || m.Priority != priority {
+			return family.Usagef("--mutant: no mutant named %q (see lockprover mutants --kind %s)", mutant, kind)
+		}
+		m.Apply(&o.Defects)
+	}
+	return redlockprotocol.Serve(in, out, o)
+}
+
+// redlockValidate checks a Redlock implementation on private
+// redis-servers.
+func redlockValidate(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
+	return validateKind(ctx, command, s, out, false)
+}
+
+// validateKind checks a Redlock implementation, or a priority Redlock
+// (priority), on private redis-servers.
+func validateKind(ctx context.Context, command string, s family.Settings, out io.Writer, priority bool) (bool, error) {
+	if s.Options != "" {
+		return false, family.Usagef("--options: redlock's sessions have no options")
+	}
+	passed, err := redlockprotocol.Validate(ctx, command, s.InitTimeout, "", out, priority)
+	if err != nil && ctx.Err() == nil {
+		return false, family.Usagef("redis-server: %v", err)
+	}
+	return passed, err
+}
+
+// redlockBench measures the reference on --servers private redis-servers
+// (3 for 0).
+func redlockBench(ctx context.Context, s family.Settings, c bench.Config, out io.Writer) error {
+	return benchKind(ctx, s, c, out, false)
+}
+
+// benchKind measures the Redlock reference, or the priority Redlock's
+// (priority), on --servers private redis-servers (3 for 0).
+func benchKind(ctx context.Context, s family.Settings, c bench.Config, out io.Writer, priority bool) error {
+	n, err := strconv.Atoi(s.Flag("servers"))
+	if err != nil || n < 0 || n > 9 {
+		return family.Usagef("--servers: want 0 (3) to 9, got %q", s.Flag("servers"))
+	}
+	if n == 0 {
+		n = 3
+	}
+	err = redlockrun.Bench(ctx, n, "", priority, c, out)
+	if errors.Is(err, redis.ErrNoRedis) {
+		return &family.UsageError{Err: err}
+	}
+	return err
+}

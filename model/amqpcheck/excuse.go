@@ -1,0 +1,145 @@
+package amqpcheck
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/histories/verdict"
+	"github.com/lockprover/lockprover/model"
+)
+
+// maxExcusers bounds the excusing operations an excuse lists by name.
+const maxExcusers = 5
+
+// reliance finds whether v, a linearizability check that passed over parts,
+// passed only because faults may have ended holds or releases of unknown
+// outcome may have taken effect: if the same check without them fails, the
+// pass rests on them, and v's excuse says what would otherwise have failed
+// and which of them, on the processes that failure names, excuse it. Not
+// with o.StatusOnly: it changes no status.
+func reliance(v *verdict.Verdict, lh *lockHistory, m porcupine.Model, parts map[int][]porcupine.Operation, o model.Options) {
+	if v.Status != verdict.Pass || o.StatusOnly {
+		return
+	}
+	strict := map[int][]porcupine.Operation{}
+	var excusers []*slotOp
+	// Slot by slot in order: the excuse names its excusers in the order
+	// met, which must not vary from run to run as a map's order does.
+	for _, k := range slices.Sorted(maps.Keys(parts)) {
+		for _, p := range parts[k] {
+			if c, ok := p.Input.(*slotCall); ok && (c.op.kind == lost || c.op.kind == maybeRelease) {
+				excusers = append(excusers, c.op)
+				continue
+			}
+			strict[k] = append(strict[k], p)
+		}
+	}
+	if len(excusers) == 0 {
+		return
+	}
+	o.Visualize = false
+	without := verdict.Verdict{}
+	linearize(&without, lh, m, strict, o)
+	if without.Status == verdict.Inconclusive {
+		var ops []int
+		for _, so := range excusers {
+			i := so.fault.indexOr(so.src)
+			if !slices.Contains(ops, i) {
+				ops = append(ops, i)
+			}
+		}
+		slices.Sort(ops)
+		v.Excuses = append(v.Excuses, verdict.Excuse{Ops: ops, Why: fmt.Sprintf("it may rest on faults that may have ended holds or on releases of unknown outcome (%d of them): whether it does could not be told in time (%v)", len(ops), o.Timeout)})
+		return
+	}
+	if without.Status != verdict.Fail {
+		return
+	}
+	named := map[int]bool{} // the processes the failure names
+	for _, i := range without.Ops {
+		for _, op := range lh.ops {
+			if op.index == i {
+				named[op.proc] = true
+			}
+		}
+	}
+	var ops []int
+	var whys []string
+	seen := map[string]bool{}
+	for _, so := range excusers {
+		var idx int
+		var why string
+		switch {
+		case so.kind == lost && named[so.proc]:
+			idx, why = so.fault.index, fmt.Sprintf("%s may have ended %s's hold", describeFault(so.fault, lh.procs), lh.procs[so.proc-1])
+		case so.kind == maybeRelease && named[so.src.proc]:
+			idx, why = so.src.index, describeOp(so.src)+" may have taken effect"
+		default:
+			continue
+		}
+		if seen[why] {
+			continue
+		}
+		seen[why] = true
+		if len(whys) < maxExcusers {
+			whys = append(whys, why)
+		}
+		ops = append(ops, idx)
+	}
+	if len(whys) == 0 {
+		return // what excused it is not on the processes named: nothing to single out
+	}
+	if more := len(ops) - len(whys); more > 0 {
+		whys = append(whys, fmt.Sprintf("and %d more", more))
+	}
+	slices.Sort(ops)
+	ops = slices.Compact(ops)
+	v.Excuses = append(v.Excuses, verdict.Excuse{Ops: append(slices.Clone(without.Ops), ops...),
+		Why: fmt.Sprintf("%s: excused only because %s", clause(without.Detail), strings.Join(whys, ", or "))})
+}
+
+// clause is an explanation's first clause, what was seen, less what it
+// says ruled out the excuses (which, here, did not).
+func clause(detail string) string {
+	detail, _, _ = strings.Cut(detail, "; no release")
+	detail, _, _ = strings.Cut(detail, " (as in Knossos")
+	return strings.TrimSuffix(detail, ".")
+}
+
+// indexOr is the index of the fault f, or, with none, of the operation o.
+func (f *fault) indexOr(o *op) int {
+	if f != nil {
+		return f.index
+	}
+	return o.index
+}
+
+// verifyExcuses lists, on v (slot-exclusive, passed), each verify that
+// said not held and was left unjudged because a fault on its process may
+// have cost it the hold (the broker may keep a B queue a while after its
+// client is cut off): the pass does not rest on what it claimed.
+func verifyExcuses(v *verdict.Verdict, lh *lockHistory) {
+	if v.Status != verdict.Pass {
+		return
+	}
+	lastTake := map[int]int64{} // as slotPartitions and mutexOps keep it
+	for _, o := range lh.ops {
+		if o.f == histories.Acquire && (o.typ == histories.Ok || o.unknown()) {
+			lastTake[o.proc] = o.call
+		}
+		if o.f != histories.Verify || o.typ != histories.Ok || *o.res.Held {
+			continue
+		}
+		for _, f := range lh.faultsOf(o.proc) {
+			if f.call <= o.ret && lastTake[o.proc] < f.immune {
+				v.Excuses = append(v.Excuses, verdict.Excuse{Ops: []int{o.index, f.index},
+					Why: fmt.Sprintf("%s: left unjudged, since %s may have cost %s the hold, and the broker may keep its B queue a while after", describeOp(o), describeFault(f, lh.procs), o.name)})
+				break
+			}
+		}
+	}
+}

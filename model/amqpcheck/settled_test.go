@@ -1,0 +1,138 @@
+package amqpcheck
+
+import (
+	"testing"
+
+	"github.com/lockprover/lockprover/histories/verdict"
+	"github.com/lockprover/lockprover/model"
+)
+
+// What a history establishes: a create that succeeded settles the slots
+// (none before it, exactly n after it) and the count; a history whose lock
+// pre-existed keeps the caution of not knowing which slots were there.
+func TestCreateSettlesTheSlots(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		history   string
+		prop      string
+		want      verdict.Status
+		fragments []string
+	}{
+		{"an acquire beyond the count after create", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=3`, SlotExclusive, verdict.Fail, []string{"took slot 3, which did not exist"}},
+		{"the same slot within the count", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=2`, SlotExclusive, verdict.Pass, nil},
+		{"no create: the lock may have had slot 3 already", `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=3`, SlotExclusive, verdict.Pass, nil},
+		{"create failed exists: the lock pre-existed", `
+			admin invoke create sem slots=2
+			admin fail create sem reason=exists
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=3`, SlotExclusive, verdict.Pass, nil},
+		{"create of unknown outcome settles nothing", `
+			admin invoke create sem slots=2
+			admin info create sem
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=3`, SlotExclusive, verdict.Pass, nil},
+		{"an admin adds the slot first", created2 + `
+			admin invoke change sem delta=1
+			admin ok change sem from=2 to=3
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=3`, SlotExclusive, verdict.Pass, nil},
+		{"a second create succeeds while the semaphore exists", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1
+			admin invoke create sem slots=2
+			admin ok create sem`, SlotExclusive, verdict.Fail, []string{"so the semaphore did not exist, but slot 1 did"}},
+		{"create again after destroy", created2 + `
+			admin invoke destroy sem
+			admin ok destroy sem from=2
+			admin invoke create sem slots=1
+			admin ok create sem
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1`, SlotExclusive, verdict.Pass, nil},
+		{"after destroy and a smaller create, slot 2 is gone", created2 + `
+			admin invoke destroy sem
+			admin ok destroy sem from=2
+			admin invoke create sem slots=1
+			admin ok create sem
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=2`, SlotExclusive, verdict.Fail, []string{"took slot 2, which did not exist"}},
+		{"quiescent full right after create with a free slot", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1
+			c2 invoke acquire sem
+			c2 fail acquire sem reason=full`, AcquireExact, verdict.Fail, []string{"slot 2", "failed full, but slot 2 was free"}},
+		{"quiescent full right after create with every slot held", created2 + `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1
+			c2 invoke acquire sem
+			c2 ok acquire sem slot=2
+			c3 invoke acquire sem
+			c3 fail acquire sem reason=full`, AcquireExact, verdict.Pass, nil},
+		{"full with slot 2 free, no create: only slot 1 is known", `
+			c1 invoke acquire sem
+			c1 ok acquire sem slot=1
+			c2 invoke acquire sem
+			c2 fail acquire sem reason=full`, AcquireExact, verdict.Pass, nil},
+		// A count found 3 slots, then a create found none: either they
+		// vanished or the create lied; the checker names the first.
+		{"create succeeds on a semaphore a count found", `
+			admin invoke count sem
+			admin ok count sem slots=3
+			admin invoke create sem slots=2
+			admin ok create sem`, Persistent, verdict.Fail, []string{"slots vanished", "it succeeded, so the semaphore did not exist"}},
+		{"create settles the count exactly", created2 + `
+			admin invoke count sem
+			admin ok count sem slots=3`, CountExact, verdict.Fail, []string{"found 3 slots", "leave 2 slots"}},
+		{"count agrees with create", created2 + `
+			admin invoke count sem
+			admin ok count sem slots=2`, CountExact, verdict.Pass, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			expect(t, hist(t, tc.history), model.Options{}, tc.prop, tc.want, tc.fragments...)
+		})
+	}
+}
+
+// An error the process gave is shown where the operation is described, and
+// a true mutex is named as such, not as a slot.
+func TestExplanationsNameErrorsAndTheMutex(t *testing.T) {
+	h := hist(t, `
+		c1 invoke acquire m
+		c1 ok acquire m
+		c2 invoke acquire m
+		c2 ok acquire m`)
+	expect(t, h, model.Options{}, SlotExclusive, verdict.Fail, "took the mutex while c1 held it")
+	h = hist(t, created2+`
+		c1 invoke acquire sem
+		c1 ok acquire sem slot=1
+		c2 invoke acquire sem
+		c2 ok acquire sem slot=1`)
+	h[len(h)-1].Error = "lease renewed late"
+	expect(t, h, model.Options{}, SlotExclusive, verdict.Fail, "c2 acquire -> ok slot 1 (error: lease renewed late) (#4)")
+}
+
+// A dropped reply fires at the process's next method, whenever that is:
+// clean completions that may have sent nothing do not use up its excuse,
+// but the first outcome it cost does.
+func TestDroppedReplyExcusesItsFirstCut(t *testing.T) {
+	const armed = created2 + `
+		c1 invoke acquire sem
+		c1 ok acquire sem slot=1
+		nemesis invoke drop-reply process=c1
+		nemesis info drop-reply process=c1
+		c1 invoke verify sem slot=1
+		c1 ok verify sem held=false
+		c1 invoke verify sem slot=1
+		c1 ok verify sem held=false
+		c1 invoke acquire sem
+		c1 info acquire sem`
+	expect(t, hist(t, armed), model.Options{}, Available, verdict.Pass)
+	expect(t, hist(t, armed+`
+		c1 invoke acquire sem
+		c1 info acquire sem`), model.Options{}, Available, verdict.Fail, "no fault was in force on c1")
+}

@@ -1,0 +1,162 @@
+package rabbitmqsim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+)
+
+// client is a process's view of the broker.
+type client struct{ p *process }
+
+type deadlineKey struct{}
+
+// WithTimeout returns a context whose deadline is d from now in the World's
+// virtual time. Simulated calls made with it give up at that virtual moment
+// the way the amqp091-go adapter gives up at a real one: a call held by a
+// partition fails with an error that is both connection-level and
+// context.DeadlineExceeded, and its connection is torn down.
+func (w *World) WithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	t := w.now + int64(d)
+	if old, ok := ctx.Value(deadlineKey{}).(int64); ok && old < t {
+		t = old
+	}
+	return context.WithCancel(context.WithValue(ctx, deadlineKey{}, t))
+}
+
+func deadlineOf(ctx context.Context) int64 {
+	if t, ok := ctx.Value(deadlineKey{}).(int64); ok {
+		return t
+	}
+	return noDeadline
+}
+
+// do makes a call unless ctx is already done.
+func (p *process) do(ctx context.Context, r *request) reply {
+	if err := ctx.Err(); err != nil {
+		return reply{err: err}
+	}
+	r.deadline = deadlineOf(ctx)
+	if p.w.now >= r.deadline {
+		return reply{err: context.DeadlineExceeded}
+	}
+	return p.call(r)
+}
+
+func (cl *client) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, error) {
+	rep := cl.p.do(ctx, &request{kind: reqDial, cfg: cfg})
+	if rep.err != nil {
+		return nil, rep.err
+	}
+	return &connHandle{p: cl.p, c: rep.conn}, nil
+}
+
+func (cl *client) Sleep(ctx context.Context, d time.Duration) error {
+	return cl.p.do(ctx, &request{kind: reqSleep, d: d}).err
+}
+
+type connHandle struct {
+	p *process
+	c *conn
+}
+
+// method sends a method of the connection (ch nil) or of one of its
+// channels; r carries the method's arguments.
+func (h *connHandle) method(ctx context.Context, m method, ch *channel, r *request) reply {
+	r.kind, r.m, r.conn, r.ch = reqMethod, m, h.c, ch
+	return h.p.do(ctx, r)
+}
+
+func (h *connHandle) Channel(ctx context.Context) (broker.Channel, error) {
+	rep := h.method(ctx, mChanOpen, nil, &request{})
+	if rep.err != nil {
+		return nil, rep.err
+	}
+	return &chanHandle{h: h, ch: rep.ch}, nil
+}
+
+func (h *connHandle) Close() error {
+	return h.method(context.Background(), mConnClose, nil, &request{}).err
+}
+
+func (h *connHandle) Err() error { return h.c.clientErr }
+
+type chanHandle struct {
+	h  *connHandle
+	ch *channel
+}
+
+func (c *chanHandle) call(ctx context.Context, m method, r *request) reply {
+	return c.h.method(ctx, m, c.ch, r)
+}
+
+func (c *chanHandle) Confirm(ctx context.Context) error {
+	return c.call(ctx, mConfirmSelect, &request{}).err
+}
+
+// tooLong fails a queue name amqp091-go cannot encode: the library tears
+// the whole connection down before anything is sent.
+func (c *chanHandle) tooLong(ctx context.Context, name string) error {
+	w, conn := c.h.p.w, c.h.c
+	return c.h.p.do(ctx, &request{kind: reqFault, fault: func() (reply, bool) {
+		err := &broker.Error{Code: broker.FrameError, Reason: fmt.Sprintf("amqp: shortstr %q exceeds 255 bytes", name[:16]+"..."), Connection: true}
+		if conn.clientErr != nil {
+			return reply{err: errClosed(true)}, false
+		}
+		w.clientClose(conn, err)
+		w.fin(conn)
+		return reply{err: err}, false
+	}}).err
+}
+
+func (c *chanHandle) Declare(ctx context.Context, name string, o broker.DeclareOptions) (broker.Queue, error) {
+	if len(name) > 255 {
+		return broker.Queue{}, c.tooLong(ctx, name)
+	}
+	rep := c.call(ctx, mQueueDeclare, &request{queue: name, declare: o})
+	return rep.queue, rep.err
+}
+
+func (c *chanHandle) Delete(ctx context.Context, name string, o broker.DeleteOptions) (int, error) {
+	if len(name) > 255 {
+		return 0, c.tooLong(ctx, name)
+	}
+	rep := c.call(ctx, mQueueDelete, &request{queue: name, delete: o})
+	return rep.n, rep.err
+}
+
+func (c *chanHandle) Publish(ctx context.Context, pb broker.Publishing) (broker.Confirmation, error) {
+	if c.ch.closedErr == nil && !c.ch.confirm {
+		return broker.Confirmation{}, broker.ErrNotConfirming
+	}
+	rep := c.call(ctx, mBasicPublish, &request{queue: pb.Key, pub: pb})
+	return rep.conf, rep.err
+}
+
+func (c *chanHandle) Consume(ctx context.Context, queue string, exclusive bool) (string, error) {
+	rep := c.call(ctx, mBasicConsume, &request{queue: queue, exclusive: exclusive})
+	return rep.tag, rep.err
+}
+
+func (c *chanHandle) Get(ctx context.Context, queue string) (bool, error) {
+	rep := c.call(ctx, mBasicGet, &request{queue: queue})
+	return rep.ok, rep.err
+}
+
+func (c *chanHandle) Purge(ctx context.Context, queue string) (int, error) {
+	rep := c.call(ctx, mQueuePurge, &request{queue: queue})
+	return rep.n, rep.err
+}
+
+func (c *chanHandle) Bind(ctx context.Context, queue, exchange, key string) error {
+	return c.call(ctx, mQueueBind, &request{queue: queue, pub: broker.Publishing{Exchange: exchange, Key: key}}).err
+}
+
+func (c *chanHandle) Close() error {
+	if c.ch.closedErr != nil {
+		return nil
+	}
+	return c.call(context.Background(), mChanClose, &request{}).err
+}
