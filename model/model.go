@@ -1,13 +1,15 @@
-// Package model is what every lock family's checker shares: the verdict
-// types (Verdict, Status, Excuse, Report), the evidence a run gives beyond
-// its history, the registry of checkers by lock kind, and Check, which
-// splits a history by lock and hands each lock to the checker of its kind,
-// with the options every checker takes (a time budget, visualisations,
-// whether the history was imported from Jepsen). A family's own knobs are
-// not fields here: each family declares its options type, handed through
-// Options.Family, and its checker lives in the family's folder
-// (model/amqpcheck for amqp-locks' semaphores and mutexes,
-// model/lease for lease locks).
+// Package model says what correct means: the checker of each lock kind,
+// registered by the family that declares the kind (Register), and Check,
+// which splits a history by lock and hands each lock to the checker of its
+// kind, with the options every checker takes (a time budget,
+// visualisations, whether the history was imported from Jepsen) and the
+// evidence a run gives beyond its history. A family's own knobs are not
+// fields here: its checker declares its options type, handed through
+// Options.Family.
+// The checkers live below it (amqpcheck for amqp-locks' semaphores and
+// mutexes, lease for lease locks), beside the references they judge
+// (amqplocks, dbsem, redlock, consulsem, pgadvisory); the verdicts they
+// give are histories/verdict's.
 //
 // A verdict never says more than the history shows: a check that runs out
 // of time is Inconclusive, never Pass, and a property a history cannot show
@@ -64,16 +66,16 @@ type Options struct {
 	// full.
 	StatusOnly bool
 	// Family are the families' own options, each a value of the type its
-	// family declares (amqpcheck.Options for amqp-locks, lease.Options for
-	// lease locks): a checker reads the last value of its type
-	// (FamilyOptions) and takes its defaults without one, so that one
-	// Options judges a history whose locks belong to several families,
+	// family's checker declares (amqpcheck.Options for amqp-locks,
+	// lease.Options for lease locks): a checker reads the last value of
+	// its type (FamilyOptions) and takes its defaults without one, so that
+	// one Options judges a history whose locks belong to several families,
 	// and no family sees another's knobs.
 	Family []any
 }
 
-// FamilyOptions is the last value of type T in o.Family, or T's zero value:
-// how a family's checker reads its own options.
+// FamilyOptions is the last value of type T in o.Family, or T's zero
+// value: how a family's checker reads its own options.
 func FamilyOptions[T any](o Options) T {
 	var t T
 	for _, f := range o.Family {
@@ -93,8 +95,8 @@ type Evidence struct {
 	// Problems are what went wrong with the implementation's processes:
 	// crashes, garbage, wrong ids, timeouts, failures to start.
 	Problems []string
-	// Family is what the lock's family recorded for its checker, of a
-	// type the family declares (*amqpcheck.Evidence for amqp-locks); nil if
+	// Family is what the lock's family recorded for its checker, of a type
+	// the family declares (*amqpcheck.Evidence for amqp-locks); nil if
 	// nothing.
 	Family any
 }

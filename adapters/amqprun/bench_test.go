@@ -18,7 +18,7 @@ func BenchmarkPlans(b *testing.B) {
 	for _, c := range []struct{ clients, ops int }{{3, 8}, {1, 8}, {6, 8}, {12, 8}, {3, 16}, {3, 32}} {
 		b.Run(fmt.Sprintf("clients=%d/ops=%d", c.clients, c.ops), func(b *testing.B) {
 			b.ReportAllocs()
-			out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Clients: c.clients, Ops: c.ops}}}, Seed: 1, Plans: b.N}.Run()
+			out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Clients: c.clients, Ops: c.ops}}}, Seed: 1, Plans: b.N}.Run()
 			if err != nil || out.Found != nil {
 				b.Fatalf("%v %v", err, out.Found)
 			}

@@ -93,7 +93,7 @@ func TestAdminCrashBetweenWrites(t *testing.T) {
 // most plans show an acquire after the client's own release (a second
 // scan).
 func TestDrawnPlansReachTheInterleavings(t *testing.T) {
-	out, err := prover.Search{Config: prover.Config{Family: Config{}}, Seed: 1, Plans: 1000}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: Config{}}, Seed: 1, Plans: 1000}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}

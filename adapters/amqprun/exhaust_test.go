@@ -15,7 +15,7 @@ import (
 
 func exhaust(t *testing.T, c Config, s prover.ExhaustScope, reduce, everything bool) *prover.ExhaustOutcome {
 	t.Helper()
-	o, err := prover.Exhaust{Config: prover.Config{Family: c}, Scope: s, Reduce: reduce, Everything: everything, MaxSchedules: 1e9}.Run()
+	o, err := prover.Exhaust{Config: prover.Config{Subject: c}, Scope: s, Reduce: reduce, Everything: everything, MaxSchedules: 1e9}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestExhaustScopeRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--clients 3, --ops 8, --admin-ops 0: 9.53e+11 plans before any fault") {
 		t.Errorf("a scope too large to list: %v", err)
 	}
-	o, err := prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: prover.ExhaustScope{Clients: 2, Ops: 1}}.Run()
+	o, err := prover.Exhaust{Config: prover.Config{Subject: Config{}}, Scope: prover.ExhaustScope{Clients: 2, Ops: 1}}.Run()
 	if err == nil || o == nil || o.Schedules != 0 || o.Estimate < 1e6 {
 		t.Errorf("a scope too large: %v, %+v", err, o)
 	}
@@ -100,13 +100,13 @@ func TestExhaustInterrupted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	s := prover.ExhaustScope{Clients: 2, Ops: 1}
-	o, err := prover.Exhaust{Config: prover.Config{Family: Config{Kind: histories.Mutex}}, Scope: s, Reduce: true, Context: ctx}.Run()
+	o, err := prover.Exhaust{Config: prover.Config{Subject: Config{Kind: histories.Mutex}}, Scope: s, Reduce: true, Context: ctx}.Run()
 	if err != nil || o.Stopped != "interrupted" || o.Schedules == 0 || o.PlansDone == o.Plans {
 		t.Errorf("interrupted: %v, %+v", err, o)
 	}
 	// Two seconds: on a loaded machine (a load of 20 here) the first
 	// schedule alone took longer than 300 ms.
-	o, err = prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: s, Reduce: true, Until: time.Now().Add(2 * time.Second)}.Run()
+	o, err = prover.Exhaust{Config: prover.Config{Subject: Config{}}, Scope: s, Reduce: true, Until: time.Now().Add(2 * time.Second)}.Run()
 	if err != nil || o.Stopped != "--time ran out" || o.Schedules == 0 || o.Estimate < 1e6 {
 		t.Errorf("--time: %v, %+v", err, o)
 	}
@@ -210,7 +210,7 @@ func TestExhaustMutantsBySleepCrashAndStagger(t *testing.T) {
 				t.Skip("a minute or so: more than a thousand plans")
 			}
 			c := Config{Kind: histories.Semaphore, Scope: prover.Scope{Mutant: tc.mutant}}
-			o, err := prover.Exhaust{Config: prover.Config{Family: c}, Scope: tc.s, Reduce: true, MaxSchedules: 1e9}.Run()
+			o, err := prover.Exhaust{Config: prover.Config{Subject: c}, Scope: tc.s, Reduce: true, MaxSchedules: 1e9}.Run()
 			if err != nil {
 				t.Fatal(err)
 			}

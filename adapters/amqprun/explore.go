@@ -46,7 +46,7 @@ var exploreCols = []struct {
 // (rows) under each family of faults (columns), on the simulator, and
 // writes the table of what broke.
 func Explore(ctx context.Context, c explore.Config) (inconclusive bool, err error) {
-	m := explore.Matrix{Title: "variant", Prove: func(r, col int) prover.Family {
+	m := explore.Matrix{Title: "variant", Prove: func(r, col int) prover.Subject {
 		a := Config{Scope: prover.Scope{Faults: exploreCols[col].faults}}
 		exploreRows[r].set(&a.Options)
 		return a

@@ -23,7 +23,7 @@ type Target interface {
 	Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, error)
 }
 
-// Config says what to prove and how hard to look: it is a prover.Family.
+// Config says what to prove and how hard to look: it is a prover.Subject.
 // The zero value proves the reference on the simulator with every fault.
 type Config struct {
 	Target Target // nil: the simulator

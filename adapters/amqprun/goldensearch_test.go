@@ -18,7 +18,7 @@ import (
 // leave it as it is; it fails, for one, when the steering breaks a tie
 // between goals aimed at as often toward the later one.
 func TestGoldenSearch(t *testing.T) {
-	out, err := prover.Search{Config: prover.Config{Family: Config{}}, Seed: 1, Plans: 1000}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: Config{}}, Seed: 1, Plans: 1000}.Run()
 	if err != nil || out.Found != nil {
 		t.Fatalf("%v %v", err, out.Found)
 	}

@@ -16,7 +16,7 @@ const mutantBudget = 3000
 func TestMutantsAreCaught(t *testing.T) {
 	for _, m := range Mutants {
 		t.Run(m.Name, func(t *testing.T) {
-			out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: m.Name}}, Properties: []string{m.Property}}, Seed: 1, Plans: mutantBudget, Shrink: time.Second}.Run()
+			out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Mutant: m.Name}}, Properties: []string{m.Property}}, Seed: 1, Plans: mutantBudget, Shrink: time.Second}.Run()
 			if err != nil {
 				t.Fatal(err)
 			}

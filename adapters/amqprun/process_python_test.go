@@ -73,7 +73,7 @@ func TestPythonVariants(t *testing.T) {
 				impl := amqpprotocol.NewProcesses(cmd)
 				impl.InitTimeout = loadedInit
 				defer impl.Stop()
-				c := prover.Config{Family: amqprun.Config{Scope: prover.Scope{Faults: []string{"kill", "pause", "partition"}}, Target: amqprun.RabbitMQ{URL: url}, Impl: impl,
+				c := prover.Config{Subject: amqprun.Config{Scope: prover.Scope{Faults: []string{"kill", "pause", "partition"}}, Target: amqprun.RabbitMQ{URL: url}, Impl: impl,
 					Options: amqprun.Options{HeartbeatMs: amqprun.Ms(1000)}}, Timeout: time.Minute}
 				o, err := prover.Search{Config: c, Seed: v.seed, Plans: variantPlans, Shrink: time.Nanosecond}.Run()
 				if err != nil {

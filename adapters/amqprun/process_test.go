@@ -44,7 +44,7 @@ func search(t *testing.T, impl *amqpprotocol.Processes, plans int, props []strin
 	if impl.InitTimeout == 0 {
 		impl.InitTimeout = loadedInit
 	}
-	c := prover.Config{Family: amqprun.Config{Scope: prover.Scope{Faults: faults}, Target: amqprun.RabbitMQ{URL: rabbitmqtest.URL(t)}, Impl: impl,
+	c := prover.Config{Subject: amqprun.Config{Scope: prover.Scope{Faults: faults}, Target: amqprun.RabbitMQ{URL: rabbitmqtest.URL(t)}, Impl: impl,
 		Options: amqprun.Options{HeartbeatMs: amqprun.Ms(3000)}}, Properties: props, Timeout: time.Minute}
 	out, err := prover.Search{Config: c, Seed: 2, Plans: plans, Shrink: time.Nanosecond}.Run()
 	if err != nil {

@@ -14,13 +14,13 @@ import (
 // under every fault: under rapid (as a user's test would run it), and over a
 // fixed-seed search per fault family.
 func TestReference(t *testing.T) {
-	prover.Check(t, prover.Config{Family: Config{}})
+	prover.Check(t, prover.Config{Subject: Config{}})
 }
 
 func TestReferenceUnderEachFault(t *testing.T) {
 	for _, f := range faultNames {
 		t.Run(f, func(t *testing.T) {
-			out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Faults: []string{f}}}}, Seed: 11, Plans: 1000}.Run()
+			out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Faults: []string{f}}}}, Seed: 11, Plans: 1000}.Run()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -32,7 +32,7 @@ func TestReferenceUnderEachFault(t *testing.T) {
 }
 
 func TestMutexReference(t *testing.T) {
-	out, err := prover.Search{Config: prover.Config{Family: Config{Kind: "mutex"}}, Seed: 5, Plans: 2000}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: Config{Kind: "mutex"}}, Seed: 5, Plans: 2000}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestMutexReference(t *testing.T) {
 func TestSameSeedSameHistory(t *testing.T) {
 	run := func() (plans, hists [][]byte) {
 		c := Config{Scope: prover.Scope{Mutant: "b-not-exclusive"}}
-		out, err := prover.Search{Config: prover.Config{Family: c}, Seed: 42, Plans: 200, Shrink: 1}.Run()
+		out, err := prover.Search{Config: prover.Config{Subject: c}, Seed: 42, Plans: 200, Shrink: 1}.Run()
 		if err != nil || out.Found == nil {
 			t.Fatalf("search: %v, %v", out, err)
 		}

@@ -17,7 +17,7 @@ import (
 // plans (which may wait three heartbeats at their end) take seconds; 3s,
 // not 1s: under the suite's load, 1s heartbeats lapsed.
 func realConfig(t *testing.T, faults ...string) prover.Config {
-	return prover.Config{Family: Config{
+	return prover.Config{Subject: Config{
 		Scope:   prover.Scope{Faults: faults},
 		Target:  RabbitMQ{URL: rabbitmqtest.URL(t)},
 		Options: Options{HeartbeatMs: Ms(3000)},
@@ -49,9 +49,9 @@ func TestMutantOnRabbitMQ(t *testing.T) {
 		t.Skip("real-broker plans take seconds each")
 	}
 	c := realConfig(t)
-	f := c.Family.(Config)
+	f := c.Subject.(Config)
 	f.Mutant, f.Faults = "trust-scan", []string{}
-	c.Family, c.Properties = f, []string{"slot-exclusive"}
+	c.Subject, c.Properties = f, []string{"slot-exclusive"}
 	out, err := prover.Search{Config: c, Seed: 1, Plans: 20, Shrink: time.Second}.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -75,9 +75,9 @@ func TestCachedCountOnRabbitMQ(t *testing.T) {
 	}
 	// Every fault the command line strikes on a real broker by default.
 	c := realConfig(t, "kill", "pause", "partition", "force-close", "drop-reply", "admin-crash")
-	f := c.Family.(Config)
+	f := c.Subject.(Config)
 	f.Mutant = "cached-count"
-	c.Family, c.Properties = f, []string{"count-exact"}
+	c.Subject, c.Properties = f, []string{"count-exact"}
 	start := time.Now()
 	out, err := prover.Search{Config: c, Seed: 1, Plans: 150, Shrink: time.Second}.Run()
 	if err != nil {

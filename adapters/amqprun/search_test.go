@@ -11,7 +11,7 @@ import (
 // A check that runs out of time is inconclusive: no counterexample, no
 // violation; the plans are counted.
 func TestSearchInconclusiveIsNoViolation(t *testing.T) {
-	out, err := prover.Search{Config: prover.Config{Family: Config{}, Timeout: time.Nanosecond}, Seed: 1, Plans: 20}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: Config{}, Timeout: time.Nanosecond}, Seed: 1, Plans: 20}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestSearchInconclusiveIsNoViolation(t *testing.T) {
 func TestSearchInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	at := 0
-	s := prover.Search{Config: prover.Config{Family: Config{}}, Seed: 1, Plans: 100000, Parallel: 2, Context: ctx, Progress: func(plans, _ int) {
+	s := prover.Search{Config: prover.Config{Subject: Config{}}, Seed: 1, Plans: 100000, Parallel: 2, Context: ctx, Progress: func(plans, _ int) {
 		if at == 0 {
 			at = plans
 			cancel()
@@ -76,7 +76,7 @@ func TestSearchDeadlineOnRabbitMQ(t *testing.T) {
 // The preflight names a broker out of reach before any plan runs.
 func TestSearchPreflight(t *testing.T) {
 	start := time.Now()
-	_, err := prover.Search{Config: prover.Config{Family: Config{Target: RabbitMQ{URL: "amqp://guest:guest@127.0.0.1:1/"}}}, Seed: 1, Plans: 5}.Run()
+	_, err := prover.Search{Config: prover.Config{Subject: Config{Target: RabbitMQ{URL: "amqp://guest:guest@127.0.0.1:1/"}}}, Seed: 1, Plans: 5}.Run()
 	if err == nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("got %v after %v, want a preflight error at once", err, time.Since(start))
 	}

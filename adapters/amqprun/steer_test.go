@@ -17,8 +17,8 @@ func (unsteered) Goals() {}
 // of seed 1, where the same search unsteered never reaches some goals and
 // reaches many in under 1 % of plans (the figures are this test's).
 func TestSteeringReachesEveryGoal(t *testing.T) {
-	search := func(f prover.Family) *prover.Outcome {
-		out, err := prover.Search{Config: prover.Config{Family: f}, Seed: 1, Plans: 1000}.Run()
+	search := func(f prover.Subject) *prover.Outcome {
+		out, err := prover.Search{Config: prover.Config{Subject: f}, Seed: 1, Plans: 1000}.Run()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,10 +61,10 @@ func TestSteeringCatchesNoAdminMutexSooner(t *testing.T) {
 		t.Skip("18 searches")
 	}
 	f := Config{Scope: prover.Scope{Mutant: "no-admin-mutex"}}
-	median := func(f prover.Family) (int, []int) {
+	median := func(f prover.Subject) (int, []int) {
 		var plans []int
 		for seed := uint64(1); seed <= 9; seed++ {
-			out, err := prover.Search{Config: prover.Config{Family: f}, Seed: seed, Plans: 5000, Shrink: time.Millisecond}.Run()
+			out, err := prover.Search{Config: prover.Config{Subject: f}, Seed: seed, Plans: 5000, Shrink: time.Millisecond}.Run()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -37,7 +37,7 @@ func TestCorrectVariantsHold(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				out, err := prover.Search{Config: prover.Config{Family: Config{Kind: kind, Options: o}}, Seed: 20261122, Plans: 400}.Run()
+				out, err := prover.Search{Config: prover.Config{Subject: Config{Kind: kind, Options: o}}, Seed: 20261122, Plans: 400}.Run()
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -60,7 +60,7 @@ func TestRealReferenceHolds(t *testing.T) {
 // at a time, counting the safety properties: none may fail.
 func safeOn(t *testing.T, c Config, plans, parallel int) {
 	t.Helper()
-	out, err := prover.Search{Config: prover.Config{Family: c, Properties: safety}, Seed: 1, Plans: plans, Parallel: parallel, Shrink: time.Nanosecond}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: c, Properties: safety}, Seed: 1, Plans: plans, Parallel: parallel, Shrink: time.Nanosecond}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ const shrink = 50 * time.Millisecond
 // counterexample.
 func holds(t *testing.T, c Config, plans int) *prover.Outcome {
 	t.Helper()
-	out, err := prover.Search{Config: prover.Config{Family: c}, Seed: 1, Plans: plans, Shrink: shrink}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: c}, Seed: 1, Plans: plans, Shrink: shrink}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestMutantsAreCaught(t *testing.T) {
 	for _, backend := range []string{Consul, Etcd} {
 		for _, m := range Mutants {
 			t.Run(backend+"/"+m.Name, func(t *testing.T) {
-				out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: m.Name}, Backend: backend}, Properties: []string{m.Property}},
+				out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Mutant: m.Name}, Backend: backend}, Properties: []string{m.Property}},
 					Seed: 1, Plans: 2000, Shrink: shrink}.Run()
 				if err != nil {
 					t.Fatal(err)
@@ -84,7 +84,7 @@ func TestVariantsHold(t *testing.T) {
 // history, byte for byte.
 func TestPlanRoundTripsAndRepeats(t *testing.T) {
 	t.Parallel()
-	out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: "consul-limit-gt"}}}, Seed: 3, Plans: 500, Shrink: shrink}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Mutant: "consul-limit-gt"}}}, Seed: 3, Plans: 500, Shrink: shrink}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestOnlyStruckFaultsRecorded(t *testing.T) {
 func TestSameSeedSameHistories(t *testing.T) {
 	t.Parallel()
 	run := func() []byte {
-		out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: "consul-release-ok"}, Backend: Etcd}}, Seed: 5, Plans: 300, Shrink: time.Nanosecond}.Run()
+		out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Mutant: "consul-release-ok"}, Backend: Etcd}}, Seed: 5, Plans: 300, Shrink: time.Nanosecond}.Run()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,7 @@ var exploreCols = []struct {
 // table: where a configuration is unsafe, the cell shows the property
 // that fails and its counterexample.
 func Explore(ctx context.Context, c explore.Config) (inconclusive bool, err error) {
-	m := explore.Matrix{Title: "configuration", Prove: func(r, col int) prover.Family {
+	m := explore.Matrix{Title: "configuration", Prove: func(r, col int) prover.Subject {
 		cfg := exploreRows[r].c
 		cfg.Faults = exploreCols[col].faults
 		return cfg

@@ -37,7 +37,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// Config says what to prove and how hard to look: it is a prover.Family
+// Config says what to prove and how hard to look: it is a prover.Subject
 // on the simulator. The zero value proves the reference on a simulated
 // Consul -dev agent with every fault but restarts.
 type Config struct {

@@ -46,7 +46,7 @@ func TestNoLiveCheckStrikesUnseen(t *testing.T) {
 				s := tc.scope
 				s.Mutant = mutant
 				f := exhausttest.Record(tc.c)
-				o, err := prover.Exhaust{Config: prover.Config{Family: f}, Scope: s, Reduce: true, MaxSchedules: 1e7}.Run()
+				o, err := prover.Exhaust{Config: prover.Config{Subject: f}, Scope: s, Reduce: true, MaxSchedules: 1e7}.Run()
 				if err != nil {
 					t.Fatal(err)
 				}

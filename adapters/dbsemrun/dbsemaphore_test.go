@@ -17,7 +17,7 @@ import (
 func TestReferenceHolds(t *testing.T) {
 	for _, o := range []Options{{}, {Design: "row-per-slot"}, {Fencing: true}, {Design: "row-per-slot", Fencing: true}} {
 		t.Run(o.Design+map[bool]string{true: ",fencing"}[o.Fencing], func(t *testing.T) {
-			out, err := prover.Search{Config: prover.Config{Family: Config{Options: o}}, Seed: 1, Plans: 1000, Shrink: time.Second}.Run()
+			out, err := prover.Search{Config: prover.Config{Subject: Config{Options: o}}, Seed: 1, Plans: 1000, Shrink: time.Second}.Run()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,7 +37,7 @@ func TestReferenceHolds(t *testing.T) {
 func TestMutantsAreCaught(t *testing.T) {
 	for _, m := range Mutants {
 		t.Run(m.Name, func(t *testing.T) {
-			out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: m.Name}}, Properties: []string{m.Property}},
+			out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Mutant: m.Name}}, Properties: []string{m.Property}},
 				Seed: 1, Plans: 5000, Shrink: time.Second}.Run()
 			if err != nil {
 				t.Fatal(err)
@@ -52,7 +52,7 @@ func TestMutantsAreCaught(t *testing.T) {
 
 // The same plan gives the same history, byte for byte.
 func TestSameSeedSameHistory(t *testing.T) {
-	out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: "count-without-lock"}}}, Seed: 3, Plans: 2000, Shrink: time.Second}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Mutant: "count-without-lock"}}}, Seed: 3, Plans: 2000, Shrink: time.Second}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestSameSeedSameHistory(t *testing.T) {
 func TestAmbiguousRetryWithoutAConnection(t *testing.T) {
 	quick.Skip(t, "processes")
 	t.Parallel()
-	c := prover.Config{Family: Config{Scope: prover.Scope{Mutant: "ambiguous-commit-retry", Faults: []string{histories.DropReply, histories.RestartBroker}}},
+	c := prover.Config{Subject: Config{Scope: prover.Scope{Mutant: "ambiguous-commit-retry", Faults: []string{histories.DropReply, histories.RestartBroker}}},
 		Properties: []string{lease.Available}}
 	for seed := uint64(1); seed <= 3; seed++ {
 		if _, err := (prover.Search{Config: c, Seed: seed, Plans: 3000, Shrink: time.Nanosecond}).Run(); err != nil {

@@ -13,7 +13,7 @@ import (
 // with faults; a mutant's shortest counterexample runs again from its
 // written plan to the same violation; admins are refused by their flag.
 func TestExhaust(t *testing.T) {
-	o, err := prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1, Faults: []string{histories.Kill}}}.Run()
+	o, err := prover.Exhaust{Config: prover.Config{Subject: Config{}}, Scope: prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1, Faults: []string{histories.Kill}}}.Run()
 	if err != nil || o.Found != nil || o.Stopped != "" || o.PlansDone != o.Plans || o.Plans != 28 || o.Schedules < 28 {
 		t.Fatalf("the reference: %v, %+v", err, o)
 	}
@@ -31,7 +31,7 @@ func TestExhaust(t *testing.T) {
 // history.
 func TestExhaustTwoClients(t *testing.T) {
 	s := prover.ExhaustScope{Clients: 2, Ops: 1, Bounded: true, Preemptions: 1}
-	o, err := prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: s}.Run()
+	o, err := prover.Exhaust{Config: prover.Config{Subject: Config{}}, Scope: s}.Run()
 	if err != nil || o.Found != nil || o.Stopped != "" || o.PlansDone != 64 || o.Schedules != 8102 {
 		t.Fatalf("the reference: %v, %+v", err, o)
 	}
@@ -48,7 +48,7 @@ func TestExhaustTwoClients(t *testing.T) {
 func TestExhaustClockFault(t *testing.T) {
 	s := prover.ExhaustScope{Clients: 2, Ops: 1, MaxFaults: 1, Faults: []string{histories.ClockJump}, Bounded: true}
 	if !testing.Short() {
-		o, err := prover.Exhaust{Config: prover.Config{Family: Config{}}, Scope: s}.Run()
+		o, err := prover.Exhaust{Config: prover.Config{Subject: Config{}}, Scope: s}.Run()
 		if err != nil || o.Found != nil || o.Stopped != "" || o.PlansDone != 832 || o.Schedules != 6370 {
 			t.Fatalf("the reference: %v, %+v", err, o)
 		}
@@ -60,7 +60,7 @@ func TestExhaustClockFault(t *testing.T) {
 // the counterexample's written plan runs again to the same history.
 func caught(t *testing.T, c Config, s prover.ExhaustScope, property string) {
 	t.Helper()
-	o, err := prover.Exhaust{Config: prover.Config{Family: c}, Scope: s}.Run()
+	o, err := prover.Exhaust{Config: prover.Config{Subject: c}, Scope: s}.Run()
 	if err != nil || o.Found == nil || o.Found.Property != property {
 		t.Fatalf("%s: %v, %+v", c.Mutant, err, o)
 	}

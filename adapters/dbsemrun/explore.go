@@ -50,7 +50,7 @@ var leaseFaultSets = []struct {
 // family of faults, on the simulated database), then writes the
 // clock-jump tolerance table (skewTolerance).
 func Explore(ctx context.Context, c explore.Config) (inconclusive bool, err error) {
-	m := explore.Matrix{Title: "variant", Prove: func(r, col int) prover.Family {
+	m := explore.Matrix{Title: "variant", Prove: func(r, col int) prover.Subject {
 		row := leaseRows[r]
 		return Config{Scope: prover.Scope{Faults: leaseFaultSets[col].faults}, Options: row.options, TTLMs: row.ttlMs, Drift: row.drift}
 	}}

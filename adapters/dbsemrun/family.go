@@ -22,7 +22,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// Config says what to prove and how hard to look: it is a prover.Family.
+// Config says what to prove and how hard to look: it is a prover.Subject.
 // The zero value proves the reference (master-row design, UUID tokens) on
 // the simulator with every fault.
 type Config struct {

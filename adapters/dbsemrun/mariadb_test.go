@@ -51,7 +51,7 @@ func TestReferenceOnMariaDB(t *testing.T) {
 	}
 	dsn := mariadbtest.DSN(t)
 	tables := fmt.Sprintf("lpt%d", time.Now().UnixNano()%1e9)
-	c := prover.Config{Family: Config{Target: MariaDB{DSN: dsn, Tables: tables}}, Timeout: time.Minute}
+	c := prover.Config{Subject: Config{Target: MariaDB{DSN: dsn, Tables: tables}}, Timeout: time.Minute}
 	out, err := prover.Search{Config: c, Seed: 3, Plans: 6, Shrink: time.Second}.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestMutantsOnMariaDB(t *testing.T) {
 	dsn := mariadbtest.DSN(t)
 	for _, m := range []string{"count-without-lock"} {
 		t.Run(m, func(t *testing.T) {
-			c := prover.Config{Family: Config{Scope: prover.Scope{Mutant: m}, Target: MariaDB{DSN: dsn}}, Timeout: time.Minute}
+			c := prover.Config{Subject: Config{Scope: prover.Scope{Mutant: m}, Target: MariaDB{DSN: dsn}}, Timeout: time.Minute}
 			c.Properties = []string{MutantNamed(m).Property}
 			out, err := prover.Search{Config: c, Seed: 1, Plans: 120, Shrink: 5 * time.Second}.Run()
 			if err != nil {
@@ -109,7 +109,7 @@ func TestRestartsOnAPrivateMariaDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Stop()
-	c := prover.Config{Family: Config{Scope: prover.Scope{Faults: []string{histories.RestartBroker, histories.Kill}}, Target: MariaDB{Server: s}}, Timeout: time.Minute}
+	c := prover.Config{Subject: Config{Scope: prover.Scope{Faults: []string{histories.RestartBroker, histories.Kill}}, Target: MariaDB{Server: s}}, Timeout: time.Minute}
 	out, err := prover.Search{Config: c, Seed: 5, Plans: 5, Shrink: time.Second}.Run()
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// Config says what to prove and how hard to look: it is a prover.Family.
+// Config says what to prove and how hard to look: it is a prover.Subject.
 type Config struct {
 	// Scope is the mutant, and how many clients, operations and faults
 	// plans may have, and which faults (by default kill, pause and

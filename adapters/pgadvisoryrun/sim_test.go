@@ -16,7 +16,7 @@ import (
 // pause, partition), every property it can be judged by judged on some
 // plan.
 func TestReferenceHoldsOnTheSimulator(t *testing.T) {
-	out, err := prover.Search{Config: prover.Config{Family: Config{}}, Seed: 1, Plans: 1000, Shrink: time.Second}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: Config{}}, Seed: 1, Plans: 1000, Shrink: time.Second}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestReferenceHoldsOnTheSimulator(t *testing.T) {
 func TestMutantsAreCaughtOnTheSimulator(t *testing.T) {
 	for _, m := range Mutants {
 		t.Run(m.Name, func(t *testing.T) {
-			out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: m.Name}}, Properties: []string{m.Property}},
+			out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Mutant: m.Name}}, Properties: []string{m.Property}},
 				Seed: 1, Plans: 5000, Shrink: time.Second}.Run()
 			if err != nil {
 				t.Fatal(err)

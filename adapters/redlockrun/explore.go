@@ -45,7 +45,7 @@ var exploreCols = []struct {
 // simulated servers, and writes the table: where a configuration is
 // unsafe, the cell shows the property that fails and its counterexample.
 func Explore(ctx context.Context, c explore.Config) (inconclusive bool, err error) {
-	m := explore.Matrix{Title: "configuration", Prove: func(r, col int) prover.Family {
+	m := explore.Matrix{Title: "configuration", Prove: func(r, col int) prover.Subject {
 		row := exploreRows[r]
 		return Config{Scope: prover.Scope{Faults: exploreCols[col].faults}, Servers: row.servers, Persistence: row.persistence, TTLMs: exploreTTL,
 			AnyRestart: true, MinDownMs: row.minDownMs}

@@ -27,7 +27,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// Config says what to prove and how hard to look: it is a prover.Family.
+// Config says what to prove and how hard to look: it is a prover.Subject.
 // The zero value proves the reference on the simulator with every fault.
 type Config struct {
 	// Scope is the mutant, and how many clients, operations and faults

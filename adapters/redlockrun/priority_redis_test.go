@@ -27,7 +27,7 @@ func TestPriorityOnRedis(t *testing.T) {
 		t.Skip("starts redis-servers")
 	}
 	target := onRedis(t)
-	out, err := prover.Search{Config: prover.Config{Family: Config{Target: target, Priority: true}, Properties: prioritySafety},
+	out, err := prover.Search{Config: prover.Config{Subject: Config{Target: target, Priority: true}, Properties: prioritySafety},
 		Seed: 1, Plans: 6, Shrink: time.Nanosecond}.Run()
 	if err != nil {
 		t.Fatal(err)

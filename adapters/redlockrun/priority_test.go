@@ -21,7 +21,7 @@ import (
 func TestPriorityReferenceHolds(t *testing.T) {
 	t.Parallel()
 	props := lease.WithPriority
-	out, err := prover.Search{Config: prover.Config{Family: Config{Priority: true}, Properties: props}, Seed: 1, Plans: 2000, Shrink: time.Second}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: Config{Priority: true}, Properties: props}, Seed: 1, Plans: 2000, Shrink: time.Second}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestPriorityMutantsAreCaught(t *testing.T) {
 	t.Parallel()
 	for _, m := range PriorityMutants {
 		t.Run(m.Name, func(t *testing.T) {
-			out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: m.Name}, Priority: true}, Properties: []string{m.Property}},
+			out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Mutant: m.Name}, Priority: true}, Properties: []string{m.Property}},
 				Seed: 1, Plans: 3000, Shrink: time.Second}.Run()
 			if err != nil {
 				t.Fatal(err)

@@ -46,7 +46,7 @@ func TestOnRedis(t *testing.T) {
 		t.Skip("starts redis-servers")
 	}
 	target := onRedis(t)
-	out, err := prover.Search{Config: prover.Config{Family: Config{Target: target}, Properties: safety}, Seed: 1, Plans: 8, Shrink: time.Nanosecond}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: Config{Target: target}, Properties: safety}, Seed: 1, Plans: 8, Shrink: time.Nanosecond}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestOnRedis(t *testing.T) {
 		t.Fatalf("%s", out.Found.Summary())
 	}
 	t.Logf("the reference: %d plans, %v", out.Plans, out.Verdicts)
-	out, err = prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: "no-drift"}, Target: target}, Properties: []string{"validity-sound"}},
+	out, err = prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Mutant: "no-drift"}, Target: target}, Properties: []string{"validity-sound"}},
 		Seed: 1, Plans: 8, Shrink: time.Nanosecond}.Run()
 	if err != nil {
 		t.Fatal(err)

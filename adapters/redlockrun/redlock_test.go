@@ -15,7 +15,7 @@ import (
 // and three servers, with and without persistence.
 func TestReferenceHolds(t *testing.T) {
 	t.Parallel()
-	out, err := prover.Search{Config: prover.Config{Family: Config{}}, Seed: 1, Plans: 2000, Shrink: time.Second}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: Config{}}, Seed: 1, Plans: 2000, Shrink: time.Second}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestMutantsAreCaught(t *testing.T) {
 	t.Parallel()
 	for _, m := range Mutants {
 		t.Run(m.Name, func(t *testing.T) {
-			out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: m.Name}}, Properties: []string{m.Property}},
+			out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Mutant: m.Name}}, Properties: []string{m.Property}},
 				Seed: 1, Plans: 5000, Shrink: time.Second}.Run()
 			if err != nil {
 				t.Fatal(err)
@@ -50,7 +50,7 @@ func TestMutantsAreCaught(t *testing.T) {
 // The same plan gives the same history, byte for byte.
 func TestSameSeedSameHistory(t *testing.T) {
 	t.Parallel()
-	out, err := prover.Search{Config: prover.Config{Family: Config{Scope: prover.Scope{Mutant: "plain-del-release"}}}, Seed: 3, Plans: 3000, Shrink: time.Second}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Mutant: "plain-del-release"}}}, Seed: 3, Plans: 3000, Shrink: time.Second}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}

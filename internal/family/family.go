@@ -11,7 +11,7 @@
 // its plan files read, and how it serves its reference over the process
 // protocol.
 //
-// A prover.Family is one proof of a family (its plans, on one target,
+// A prover.Subject is one proof of a family (its plans, on one target,
 // against one implementation); a Descriptor is the family itself, and
 // makes prover.Families from what a command line says (Descriptor.Setup).
 package family
@@ -68,7 +68,7 @@ type Descriptor struct {
 	// histories check judges, from check's flags by name (--model, and
 	// the family's Flags with the Check verb: the lease families'
 	// --drift): the CLI, which knows no family, hands them on. prove and
-	// replay take them from the prover.Family (prover.Judging).
+	// replay take them from the prover.Subject (prover.Judging).
 	Judging func(flag func(name string) string) any
 	// CheckFlags, if set, is what check does with the family's Flags with
 	// the Check verb beyond handing them to Judging: it refuses their bad
@@ -76,7 +76,7 @@ type Descriptor struct {
 	// on (the lease families' --lease-ttl).
 	CheckFlags *CheckFlags
 	// Setup makes what prove proves from what the command line says:
-	// the prover.Family, where it runs, and what must start and stop with
+	// the prover.Subject, where it runs, and what must start and stop with
 	// the run. An error names the flag that is wrong.
 	Setup func(s Settings) (*Setup, error)
 	// ReadPlan reads a plan file the family wrote (plan.json), strictly:
@@ -136,7 +136,7 @@ const (
 // family's simulator.
 type Mutant struct {
 	Name, Property, Defect string
-	Prove                  prover.Family
+	Prove                  prover.Subject
 }
 
 // A Target is where a family's plans run: its simulator, or a real backend.
@@ -206,7 +206,7 @@ type Settings struct {
 // A Setup is a run made ready: what it proves, where, and what must start
 // before the first plan and stop after the last.
 type Setup struct {
-	Prove prover.Family
+	Prove prover.Subject
 	// Target is the target chosen ("sim" unless a flag or --impl chose
 	// another); Where says it in words: "the simulator", "RabbitMQ at ...";
 	// What says what runs: "the reference", "mutant ...", a command.

@@ -25,10 +25,10 @@ var ErrInterrupted = errors.New("interrupted")
 // Detect proves f from seeds 1..n, each for at most budget plans,
 // counting a seed as caught when property (the mutant's own) breaks.
 // Shrinking is skipped: only finding counts.
-func Detect(ctx context.Context, f Family, property string, n, budget int) (Detection, error) {
+func Detect(ctx context.Context, f Subject, property string, n, budget int) (Detection, error) {
 	d := Detection{Seeds: n}
 	for seed := 1; seed <= n; seed++ {
-		c := Config{Family: f, Properties: []string{property}}
+		c := Config{Subject: f, Properties: []string{property}}
 		o, err := Search{Config: c, Seed: uint64(seed), Plans: budget, Shrink: 1, Context: ctx}.Run()
 		if err != nil {
 			return d, err

@@ -127,7 +127,7 @@ func (s ExhaustScope) bound() int {
 // Exhaust: every script of its operation alphabet, every fault at every
 // place a plan can name, the scheduling left to a Chooser.
 type Exhaustive interface {
-	Family
+	Subject
 	// Skeletons returns every plan of s, fewest operations and faults
 	// first, their scheduling left open; or an error that names the flag
 	// of s that means nothing for the family. What it says is the scope
@@ -193,9 +193,9 @@ var ErrScopeTooLarge = errors.New("scope too large")
 
 // Run runs the search.
 func (e Exhaust) Run() (*ExhaustOutcome, error) {
-	fam, ok := e.Config.Family.(Exhaustive)
+	fam, ok := e.Config.Subject.(Exhaustive)
 	if !ok {
-		return nil, fmt.Errorf("%s cannot be searched exhaustively (its family enumerates no scope)", e.Config.Family)
+		return nil, fmt.Errorf("%s cannot be searched exhaustively (its family enumerates no scope)", e.Config.Subject)
 	}
 	if !fam.Deterministic() {
 		return nil, errors.New("an exhaustive search runs on the simulator only (--target sim)")
@@ -415,7 +415,7 @@ func estimate(c Config, fam Exhaustive, plans []Plan, all bool, bound int, delay
 	for i := 0; i < len(plans); i += step {
 		for range probes {
 			r := &probe{rng: rng, product: 1, all: all, bound: bound, delays: delays}
-			if _, err := c.Family.Run(c.ctx, fam.Scheduled(plans[i], nil, r)); err != nil {
+			if _, err := c.Subject.Run(c.ctx, fam.Scheduled(plans[i], nil, r)); err != nil {
 				return 0, fmt.Errorf("plan %d of the scope: %w", i+1, err)
 			}
 			total += math.Min(r.product, 1e300)

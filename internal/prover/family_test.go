@@ -160,10 +160,10 @@ func checkToy(events []histories.Event, o model.Options) []verdict.Verdict {
 // The core proves a family it has never heard of: the correct toy holds on
 // every plan, through Check and through a Search.
 func TestFamilySeamHolds(t *testing.T) {
-	prover.Check(t, prover.Config{Family: toyFamily{}})
+	prover.Check(t, prover.Config{Subject: toyFamily{}})
 	judgedBy[true].Store(0)
 	judgedBy[false].Store(0)
-	out, err := prover.Search{Config: prover.Config{Family: toyFamily{}}, Seed: 1, Plans: 300}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: toyFamily{}}, Seed: 1, Plans: 300}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestFamilySeamHolds(t *testing.T) {
 func TestFamilySeamCatches(t *testing.T) {
 	judgedBy[true].Store(0)
 	judgedBy[false].Store(0)
-	out, err := prover.Search{Config: prover.Config{Family: toyFamily{broken: true}}, Seed: 1, Plans: 300, Shrink: 0}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: toyFamily{broken: true}}, Seed: 1, Plans: 300, Shrink: 0}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func (f panicky) Run(ctx context.Context, p prover.Plan) (*prover.Result, error)
 // A family's panic stops a search with an error that says so, instead of
 // being shrunk in silence and its shrinking counted as plans.
 func TestFamilyPanicIsAnError(t *testing.T) {
-	out, err := prover.Search{Config: prover.Config{Family: panicky{}}, Seed: 1, Plans: 300}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: panicky{}}, Seed: 1, Plans: 300}.Run()
 	if err == nil || !strings.Contains(err.Error(), "panic while running a plan: the runner broke") {
 		t.Fatalf("err %v, want the panic", err)
 	}

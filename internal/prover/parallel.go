@@ -212,7 +212,7 @@ func (r *searching) runJob(cfg Config, p *pool, j *job) {
 	if r.simulated {
 		j.tally.steerBy(r.steer)
 	}
-	alone, _ := cfg.Family.(Alone)
+	alone, _ := cfg.Subject.(Alone)
 	for i := j.first; i < j.first+j.size; i++ {
 		if int64(j.number) > p.end.Load() || r.halt() {
 			j.halted = true

@@ -77,7 +77,7 @@ func TestWorkersFindTheSame(t *testing.T) {
 	}
 	run := func(f rareFamily, plans, workers int) result {
 		var progress []int
-		out, err := prover.Search{Config: prover.Config{Family: f}, Seed: 3, Plans: plans, Parallel: workers,
+		out, err := prover.Search{Config: prover.Config{Subject: f}, Seed: 3, Plans: plans, Parallel: workers,
 			Progress: func(p, _ int) { progress = append(progress, p) }}.Run()
 		if err != nil {
 			t.Fatal(err)
@@ -131,7 +131,7 @@ func TestWorkersFindTheSame(t *testing.T) {
 func TestWorkersInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	out, err := prover.Search{Config: prover.Config{Family: rareFamily{every: 1 << 30}}, Seed: 1, Plans: 1 << 30, Parallel: 4, Context: ctx,
+	out, err := prover.Search{Config: prover.Config{Subject: rareFamily{every: 1 << 30}}, Seed: 1, Plans: 1 << 30, Parallel: 4, Context: ctx,
 		Progress: func(p, _ int) {
 			if n++; n == 3 {
 				cancel()
@@ -215,7 +215,7 @@ func TestParallelOnARealTarget(t *testing.T) {
 		var mu sync.Mutex
 		var running, most, mixed int
 		f := realRare{rareFamily: rareFamily{every: 97}, alone: 7, mu: &mu, running: &running, most: &most, mixed: &mixed}
-		out, err := prover.Search{Config: prover.Config{Family: f}, Seed: 5, Plans: 400, Parallel: parallel, Shrink: 1}.Run()
+		out, err := prover.Search{Config: prover.Config{Subject: f}, Seed: 5, Plans: 400, Parallel: parallel, Shrink: 1}.Run()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,7 +278,7 @@ func TestSearchesRunAtOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := prover.Search{Config: prover.Config{Family: f}, Seed: uint64(s + 1), Plans: 1, Parallel: 1}.Run()
+			out, err := prover.Search{Config: prover.Config{Subject: f}, Seed: uint64(s + 1), Plans: 1, Parallel: 1}.Run()
 			if err != nil || out.Plans != 1 || out.Found != nil {
 				t.Errorf("search %d: %v, %+v", s, err, out)
 			}

@@ -32,13 +32,13 @@ import (
 	"pgregory.net/rapid"
 )
 
-// A Family is a lock design the core proves, with what it is proven on: it
+// A Subject is a lock design the core proves, with what it is proven on: it
 // draws plans and runs them (on its simulator, a real backend, or an
 // implementation over the process protocol), and its verdicts come from
 // the checker its kind is registered with (model.Register). The core knows
 // no family: a family is a value the caller hands it (adapters/amqprun's
 // Config, for amqp-locks).
-type Family interface {
+type Subject interface {
 	// Draw draws a plan with rapid, so that rapid can shrink a failing
 	// plan to a minimal one.
 	Draw(t *rapid.T) Plan
@@ -90,7 +90,7 @@ type Preflighter interface {
 
 // Config says what to prove and how to judge it.
 type Config struct {
-	Family Family // what to prove; required
+	Subject Subject // what to prove; required
 
 	// Properties are those whose violation fails a plan; nil means all.
 	Properties []string
@@ -153,7 +153,7 @@ func (c Config) run(p Plan) (*Counterexample, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	res, err := c.Family.Run(ctx, p)
+	res, err := c.Subject.Run(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (c Config) run(p Plan) (*Counterexample, error) {
 	quick := c.judgeOptions()
 	quick.StatusOnly = true
 	rep := Judge(res, quick)
-	cx := &Counterexample{Plan: p, Result: res, Report: rep, Impl: c.Family.String(), judged: c.judgeOptions(), counted: c.Properties,
+	cx := &Counterexample{Plan: p, Result: res, Report: rep, Impl: c.Subject.String(), judged: c.judgeOptions(), counted: c.Properties,
 		reached: Interleavings(res.History)}
 	if cx.Property, _ = firstViolation(rep, c.Properties); cx.Property != "" {
 		cx.Report = Judge(res, cx.judged)
@@ -190,7 +190,7 @@ func (c Config) runRecovering(p Plan) (cx *Counterexample, err error) {
 
 func (c Config) judgeOptions() model.Options {
 	o := model.Options{Timeout: c.Timeout}
-	if j, ok := c.Family.(Judging); ok {
+	if j, ok := c.Subject.(Judging); ok {
 		o.Family = append(o.Family, j.Judging(c.Model))
 	}
 	return o
@@ -226,10 +226,10 @@ func firstViolation(r *verdict.Report, props []string) (property string, inconcl
 // under c.Out and reports its path.
 func Check(t *testing.T, c Config) {
 	t.Helper()
-	if c.Family == nil {
-		t.Fatalf("prover: Config.Family is nil: say what to prove (families/amqp's Config, for amqp-locks)")
+	if c.Subject == nil {
+		t.Fatalf("lockprover: Config.Subject is nil: say what to prove (amqprun.Config, for amqp-locks)")
 	}
-	if pf, ok := c.Family.(Preflighter); ok {
+	if pf, ok := c.Subject.(Preflighter); ok {
 		if err := pf.Preflight(t.Context()); err != nil {
 			t.Fatalf("%v", err)
 		}

@@ -123,8 +123,8 @@ func (s Search) Run() (*Outcome, error) {
 	if s.Plans <= 0 && s.Until.IsZero() {
 		return nil, fmt.Errorf("prover: a search needs a number of plans or a deadline")
 	}
-	if s.Config.Family == nil {
-		return nil, fmt.Errorf("prover: Config.Family is nil: say what to prove")
+	if s.Config.Subject == nil {
+		return nil, fmt.Errorf("lockprover: Config.Subject is nil: say what to prove")
 	}
 	if s.Shards <= 0 {
 		s.Shard, s.Shards = 0, 1
@@ -136,7 +136,7 @@ func (s Search) Run() (*Outcome, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if pf, ok := s.Config.Family.(Preflighter); ok {
+	if pf, ok := s.Config.Subject.(Preflighter); ok {
 		if err := pf.Preflight(ctx); err != nil {
 			if ctx.Err() != nil {
 				return &Outcome{Interrupted: true}, nil
@@ -154,8 +154,8 @@ func (s Search) Run() (*Outcome, error) {
 			r.runErr = err
 		}
 	}
-	r.simulated = s.Config.Family.Deterministic()
-	r.goals = goals(s.Config.Family)
+	r.simulated = s.Config.Subject.Deterministic()
+	r.goals = goals(s.Config.Subject)
 	r.steer = newSteering(r.goals)
 	r.out.Goals = r.goals
 	s.Config.goal = r.goal

@@ -50,7 +50,7 @@ func (wideToy) Deterministic() bool { return false }
 func TestShrinkKeepsToItsBudget(t *testing.T) {
 	runs := &atomic.Int64{}
 	f := wideToy{toyFamily{}, runs}
-	out, err := prover.Search{Config: prover.Config{Family: f}, Seed: 1, Plans: 300, Parallel: 1, Shrink: 200 * time.Millisecond}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: f}, Seed: 1, Plans: 300, Parallel: 1, Shrink: 200 * time.Millisecond}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ type Steerable interface {
 }
 
 // goals are f's steering goals, nil if it cannot be steered.
-func goals(f Family) []Interleaving {
+func goals(f Subject) []Interleaving {
 	if s, ok := f.(Steerable); ok {
 		return s.Goals()
 	}
@@ -87,8 +87,8 @@ func newSteering(goals []Interleaving) *steering {
 
 // draw draws a plan, toward goal if there is one.
 func (c Config) draw(t *rapid.T, goal *Interleaving) Plan {
-	if s, ok := c.Family.(Steerable); ok && goal != nil {
+	if s, ok := c.Subject.(Steerable); ok && goal != nil {
 		return s.DrawToward(t, *goal)
 	}
-	return c.Family.Draw(t)
+	return c.Subject.Draw(t)
 }

@@ -107,7 +107,7 @@ func (unsteered) Goals() {}
 // goals no free draw reaches are each reached, and the outcome says which
 // goals there are, how many plans were steered, and toward which.
 func TestSteeringReachesWhatDrawsDoNot(t *testing.T) {
-	out, err := prover.Search{Config: prover.Config{Family: steerFamily{every: 1 << 30}}, Seed: 1, Plans: 100}.Run()
+	out, err := prover.Search{Config: prover.Config{Subject: steerFamily{every: 1 << 30}}, Seed: 1, Plans: 100}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestSteeringReachesWhatDrawsDoNot(t *testing.T) {
 			t.Errorf("%s: reached by %d plans, want %d", g, out.Interleavings[g], reached)
 		}
 	}
-	free, err := prover.Search{Config: prover.Config{Family: unsteered{steerFamily{every: 1 << 30}}}, Seed: 1, Plans: 100}.Run()
+	free, err := prover.Search{Config: prover.Config{Subject: unsteered{steerFamily{every: 1 << 30}}}, Seed: 1, Plans: 100}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestSteeringIsDeterministic(t *testing.T) {
 		found               string
 	}
 	run := func(f steerFamily, plans, workers, shard, shards int) result {
-		out, err := prover.Search{Config: prover.Config{Family: f}, Seed: 5, Plans: plans, Parallel: workers, Shard: shard, Shards: shards}.Run()
+		out, err := prover.Search{Config: prover.Config{Subject: f}, Seed: 5, Plans: plans, Parallel: workers, Shard: shard, Shards: shards}.Run()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ type Processes = leaseprotocol.Processes[consulsemrun.Session, consulsemrun.Proc
 // NewProcesses is the implementation that command starts, one process per
 // client.
 func NewProcesses(command string) *Processes {
-	return leaseprotocol.NewProcesses(family, command, func(c *leaseprotocol.Conn, _ consulsemrun.Session) consulsemrun.ProcessClient {
+	return leaseprotocol.NewProcesses(side, command, func(c *leaseprotocol.Conn, _ consulsemrun.Session) consulsemrun.ProcessClient {
 		return &Process{conn: c}
 	})
 }
@@ -65,7 +65,7 @@ func initRequest(name string, s consulsemrun.Session) (init process.Request, run
 // family is the semaphore's side of the handshake (a run is named by its
 // prefix), and what the replies of its processes become: the reference's
 // errors.
-var family = leaseprotocol.Family[consulsemrun.Session]{
+var side = leaseprotocol.Side[consulsemrun.Session]{
 	Terms: &leaseprotocol.Terms{NotGranted: consulsem.ErrNotGranted, Busy: "full", ErrBusy: consulsem.ErrFull, ErrExpired: consulsem.ErrExpired},
 	Init:  initRequest,
 }

@@ -101,7 +101,7 @@ func TestReferenceThroughTheProtocol(t *testing.T) {
 			impl.InitTimeout = time.Minute
 			defer impl.Stop()
 			c := consulsemrun.Config{Scope: prover.Scope{Clients: 3, Ops: 6}, Target: backend, Impl: impl}
-			out, err := prover.Search{Config: prover.Config{Family: c, Properties: safety}, Seed: 1, Plans: 3, Shrink: time.Nanosecond}.Run()
+			out, err := prover.Search{Config: prover.Config{Subject: c, Properties: safety}, Seed: 1, Plans: 3, Shrink: time.Nanosecond}.Run()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +204,7 @@ func TestPythonExample(t *testing.T) {
 	impl.InitTimeout = time.Minute
 	defer impl.Stop()
 	c := consulsemrun.Config{Scope: prover.Scope{Clients: 3, Ops: 6}, Target: consulsemrun.Consul, Impl: impl}
-	res, err := prover.Search{Config: prover.Config{Family: c, Properties: safety}, Seed: 2, Plans: 3, Shrink: time.Nanosecond}.Run()
+	res, err := prover.Search{Config: prover.Config{Subject: c, Properties: safety}, Seed: 2, Plans: 3, Shrink: time.Nanosecond}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}

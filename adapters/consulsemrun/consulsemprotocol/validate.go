@@ -71,7 +71,7 @@ type validator struct {
 // start.
 func (v *validator) start(name string) *Process {
 	s := consulsemrun.Session{Prefix: v.prefix, Backend: v.backend, Addr: v.addr, Limit: 1, TTL: validateTTL, Run: v.prefix}
-	if c := family.CheckStart(&v.Checker, &v.impl.Launcher, name, s, "the "+v.backend, `"addr"`); c != nil {
+	if c := side.CheckStart(&v.Checker, &v.impl.Launcher, name, s, "the "+v.backend, `"addr"`); c != nil {
 		return &Process{conn: c}
 	}
 	return nil
@@ -79,7 +79,7 @@ func (v *validator) start(name string) *Process {
 
 // describe says what an operation answered, for a failure's message.
 func describe(op string, l consulsem.Lease, err error) string {
-	return family.Describe(op, l.Token, err)
+	return side.Describe(op, l.Token, err)
 }
 
 // basics are the checks, in order; each needs the ones before it.
@@ -168,7 +168,7 @@ func (v *validator) held(name string, c *Process, token string, want bool) {
 
 // expired checks that an operation answers expired.
 func (v *validator) expired(name, op string, f func() error) {
-	family.CheckExpired(&v.Checker, name, op, f())
+	side.CheckExpired(&v.Checker, name, op, f())
 }
 
 // expiry checks that a session left to expire is gone after its horizon:

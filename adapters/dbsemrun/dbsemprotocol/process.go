@@ -94,7 +94,7 @@ func redactLease(s string) string { return rabbitmq.Redact(redactDSN(s)) }
 // family is the database semaphore's side of the handshake (a run is
 // named by its prefix), and what the replies of its processes become:
 // their errors and crashes hide the passwords of DSNs and URLs.
-var family = leaseprotocol.Family[dbsemrun.Session]{
+var side = leaseprotocol.Side[dbsemrun.Session]{
 	Terms: &leaseprotocol.Terms{NotGranted: dbsemrun.ErrNotGranted, Busy: "full", ErrBusy: dbsem.ErrFull, ErrExpired: dbsem.ErrExpired, Redact: redactLease},
 	Init: func(name string, s dbsemrun.Session) (process.Request, string, string, error) {
 		req, err := leaseInit(name, s)
@@ -129,7 +129,7 @@ var (
 // Definite; ctx done) may pass if tried again. The client is a *Process;
 // with an error it is a nil interface.
 func (i *Processes) Connect(ctx context.Context, name string, s dbsemrun.Session) (dbsemrun.ProcessClient, error) {
-	c, err := family.Connect(ctx, &i.Launcher, name, s)
+	c, err := side.Connect(ctx, &i.Launcher, name, s)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (i *Processes) Connect(ctx context.Context, name string, s dbsemrun.Session
 // (a *ProcessError), or why it did not answer init_ok, and the process is
 // left for the caller to kill; without one, nothing started.
 func (i *Processes) initialise(ctx context.Context, name string, s dbsemrun.Session) (*Process, error) {
-	c, err := family.Handshake(ctx, &i.Launcher, name, s)
+	c, err := side.Handshake(ctx, &i.Launcher, name, s)
 	if c == nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (i *Processes) Preflight(ctx context.Context, s dbsemrun.Session) error {
 	c, err := i.Launch(ctx, "probe", req)
 	var le *ProcessError
 	switch {
-	case errors.As(family.Answered("init", err), &le):
+	case errors.As(side.Answered("init", err), &le):
 		return fmt.Errorf("probe could not reach the database: %v", le)
 	case err != nil:
 		return err
@@ -221,7 +221,7 @@ func (l *Process) Pid() int { return l.conn.Pid() }
 // ms is a ttl as the protocol's whole milliseconds.
 func ms(op string, ttl time.Duration) (int64, error) {
 	if ttl < time.Millisecond {
-		return 0, family.Refused(op, "bad request", fmt.Sprintf("ttl %v: must be at least 1ms", ttl))
+		return 0, side.Refused(op, "bad request", fmt.Sprintf("ttl %v: must be at least 1ms", ttl))
 	}
 	return ttl.Milliseconds(), nil
 }

@@ -188,7 +188,7 @@ func (v *leaseValidator) group() { v.halted = "" }
 // message.
 func describe(op string, l dbsem.Lease, err error) string {
 	var le *ProcessError
-	switch reply, ok := family.Reply(op, err); {
+	switch reply, ok := side.Reply(op, err); {
 	case err == nil && op == "acquire":
 		return fmt.Sprintf("acquire_ok (token %q, fence %d)", l.Token, l.Fence)
 	case ok:

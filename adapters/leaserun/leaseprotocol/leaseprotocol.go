@@ -114,9 +114,9 @@ func (t *Terms) Reply(op string, err error) (reply string, ok bool) {
 	return "", false
 }
 
-// A Family is one lease family's side of the handshake: its Terms, and
+// A Side is one lease family's side of the handshake: its Terms, and
 // the init its sessions (of type S) say.
-type Family[S any] struct {
+type Side[S any] struct {
 	*Terms
 	// Init is the init request of client name for session s, with the
 	// run s belongs to (process.Launcher counts failed starts by it) and
@@ -127,7 +127,7 @@ type Family[S any] struct {
 // Connect starts client name of session s on l and shakes hands, as
 // process.Launcher.Connect does: an error init's reply said is a
 // *ProcessError.
-func (f Family[S]) Connect(ctx context.Context, l *process.Launcher, name string, s S) (*Conn, error) {
+func (f Side[S]) Connect(ctx context.Context, l *process.Launcher, name string, s S) (*Conn, error) {
 	init, run, key, err := f.Init(name, s)
 	if err != nil {
 		return nil, err
@@ -144,7 +144,7 @@ func (f Family[S]) Connect(ctx context.Context, l *process.Launcher, name string
 // error is init's as the process answered it (a *ProcessError), or why it
 // did not answer init_ok, and the process is left for the caller to kill;
 // without one, nothing started.
-func (f Family[S]) Handshake(ctx context.Context, l *process.Launcher, name string, s S) (*Conn, error) {
+func (f Side[S]) Handshake(ctx context.Context, l *process.Launcher, name string, s S) (*Conn, error) {
 	init, _, key, err := f.Init(name, s)
 	if err != nil {
 		return nil, err

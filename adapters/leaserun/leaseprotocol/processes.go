@@ -15,15 +15,15 @@ import (
 // the family's client P. Make one with NewProcesses.
 type Processes[S, P any] struct {
 	process.Launcher
-	family Family[S]
-	open   func(c *Conn, s S) P
+	side Side[S]
+	open func(c *Conn, s S) P
 }
 
 // NewProcesses is the implementation that command starts, one process per
 // client, speaking f's family's side of the protocol; open makes a process
 // that shook hands for session s the family's client.
-func NewProcesses[S, P any](f Family[S], command string, open func(c *Conn, s S) P) *Processes[S, P] {
-	return &Processes[S, P]{Launcher: process.Launcher{Command: command}, family: f, open: open}
+func NewProcesses[S, P any](f Side[S], command string, open func(c *Conn, s S) P) *Processes[S, P] {
+	return &Processes[S, P]{Launcher: process.Launcher{Command: command}, side: f, open: open}
 }
 
 // Connect starts a process as client name (c1, c2, ..., probe1, ...) of
@@ -34,7 +34,7 @@ func NewProcesses[S, P any](f Family[S], command string, open func(c *Conn, s S)
 // reach, as the process said with an error without definite; ctx done)
 // may pass if tried again.
 func (i *Processes[S, P]) Connect(ctx context.Context, name string, s S) (P, error) {
-	c, err := i.family.Connect(ctx, &i.Launcher, name, s)
+	c, err := i.side.Connect(ctx, &i.Launcher, name, s)
 	if err != nil {
 		var none P
 		return none, err

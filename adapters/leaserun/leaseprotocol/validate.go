@@ -15,7 +15,7 @@ import (
 // field the init field that says where ("\"addrs\""), for the message of
 // an error without definite. It returns the process, or nil if it did
 // not start (or v's context is done): one that failed is killed.
-func (f Family[S]) CheckStart(v *process.Checker, l *process.Launcher, name string, s S, servers, field string) *Conn {
+func (f Side[S]) CheckStart(v *process.Checker, l *process.Launcher, name string, s S, servers, field string) *Conn {
 	if v.Ctx.Err() != nil {
 		return nil
 	}

@@ -16,7 +16,7 @@ import (
 // process that answers init_ok passes; one that refuses it, definite or
 // not, fails with what to fix, and is killed, not left running.
 func TestCheckStartSaysWhatToFix(t *testing.T) {
-	f := Family[string]{Terms: &Terms{NotGranted: errNotGranted},
+	f := Side[string]{Terms: &Terms{NotGranted: errNotGranted},
 		Init: func(name, s string) (process.Request, string, string, error) {
 			return process.Request{"type": "init", "client": name}, s, "k", nil
 		}}

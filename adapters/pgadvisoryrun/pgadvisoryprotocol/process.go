@@ -33,7 +33,7 @@ type Processes = leaseprotocol.Processes[pgadvisoryrun.Session, pgadvisoryrun.Pr
 // NewProcesses is the implementation that command starts, one process per
 // client.
 func NewProcesses(command string) *Processes {
-	return leaseprotocol.NewProcesses(family, command, func(c *leaseprotocol.Conn, _ pgadvisoryrun.Session) pgadvisoryrun.ProcessClient {
+	return leaseprotocol.NewProcesses(side, command, func(c *leaseprotocol.Conn, _ pgadvisoryrun.Session) pgadvisoryrun.ProcessClient {
 		return &Process{conn: c}
 	})
 }
@@ -53,7 +53,7 @@ func initRequest(name string, s pgadvisoryrun.Session) (init process.Request, ru
 // family is the lock's side of the handshake, and what the replies of its
 // processes become: the reference's errors. A definite error to an
 // acquire certainly took nothing (pgadvisory.ErrNotSent).
-var family = leaseprotocol.Family[pgadvisoryrun.Session]{
+var side = leaseprotocol.Side[pgadvisoryrun.Session]{
 	Terms: &leaseprotocol.Terms{NotGranted: pgadvisory.ErrNotSent, Busy: "held", ErrBusy: pgadvisory.ErrFull, ErrExpired: pgadvisory.ErrLost},
 	Init:  initRequest,
 }

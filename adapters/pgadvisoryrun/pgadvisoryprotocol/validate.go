@@ -75,13 +75,13 @@ func (v *validator) start(name string) *Process {
 	}
 	v.proxies[name] = px
 	s := pgadvisoryrun.Session{URL: px.URL(), Key: v.key, TTL: validateTTL, Run: v.run}
-	if c := family.CheckStart(&v.Checker, &v.impl.Launcher, name, s, "the PostgreSQL server", `"url"`); c != nil {
+	if c := side.CheckStart(&v.Checker, &v.impl.Launcher, name, s, "the PostgreSQL server", `"url"`); c != nil {
 		return &Process{conn: c}
 	}
 	return nil
 }
 
-func describe(op, token string, err error) string { return family.Describe(op, token, err) }
+func describe(op, token string, err error) string { return side.Describe(op, token, err) }
 
 // basics are the checks, in order; each needs the ones before it.
 func (v *validator) basics() {
@@ -131,7 +131,7 @@ func (v *validator) granted(c *Process, name string) (string, bool) {
 
 // expired checks that an operation answers expired.
 func (v *validator) expired(name, op string, f func() error) {
-	family.CheckExpired(&v.Checker, name, op, f())
+	side.CheckExpired(&v.Checker, name, op, f())
 }
 
 // terminated checks that a holder whose session the server ended learns

@@ -44,7 +44,7 @@ var priorityCases = []validateCase{
 func proveImpl(t *testing.T, command string, priority bool, seed uint64, plans int, props []string) *prover.Outcome {
 	t.Helper()
 	impl := processes(t, command)
-	out, err := prover.Search{Config: prover.Config{Family: redlockrun.Config{Target: redlockrun.Redis{Impl: impl, Priority: priority}, Priority: priority}, Properties: props},
+	out, err := prover.Search{Config: prover.Config{Subject: redlockrun.Config{Target: redlockrun.Redis{Impl: impl, Priority: priority}, Priority: priority}, Properties: props},
 		Seed: seed, Plans: plans, Shrink: time.Nanosecond}.Run()
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ type Processes = leaseprotocol.Processes[redlockrun.Session, redlockrun.ProcessC
 // client.
 func NewProcesses(command string) *Processes {
 	rs := &runs{}
-	return leaseprotocol.NewProcesses(family, command, func(c *leaseprotocol.Conn, s redlockrun.Session) redlockrun.ProcessClient {
+	return leaseprotocol.NewProcesses(side, command, func(c *leaseprotocol.Conn, s redlockrun.Session) redlockrun.ProcessClient {
 		return rs.open(c, s)
 	})
 }
@@ -66,7 +66,7 @@ func initRequest(name string, s redlockrun.Session) (init process.Request, run, 
 
 // family is Redlock's side of the handshake, and what the replies of its
 // processes become.
-var family = leaseprotocol.Family[redlockrun.Session]{
+var side = leaseprotocol.Side[redlockrun.Session]{
 	Terms: &leaseprotocol.Terms{NotGranted: redlockrun.ErrNotGranted, Busy: "held", ErrBusy: ref.ErrHeld, ErrExpired: ref.ErrExpired},
 	Init:  initRequest,
 }

@@ -102,14 +102,14 @@ func (v *validator) startAt(name string, prio int64) *Process {
 			v.mu.Unlock()
 		}
 	}
-	if c := family.CheckStart(&v.Checker, &v.impl.Launcher, name, s, "the redis-servers", `"addrs"`); c != nil {
+	if c := side.CheckStart(&v.Checker, &v.impl.Launcher, name, s, "the redis-servers", `"addrs"`); c != nil {
 		return v.impl.Open(c, s).(*Process)
 	}
 	return nil
 }
 
 // describe says what an operation answered, for a failure's message.
-func describe(op string, l ref.Lease, err error) string { return family.Describe(op, l.Token, err) }
+func describe(op string, l ref.Lease, err error) string { return side.Describe(op, l.Token, err) }
 
 // basics are the checks, in order; each needs the ones before it.
 func (v *validator) basics() {
@@ -184,7 +184,7 @@ func (v *validator) claims(name string, c *Process, l ref.Lease, err error, ttl,
 
 // expired checks that an operation answers expired.
 func (v *validator) expired(name, op string, f func() error) {
-	family.CheckExpired(&v.Checker, name, op, f())
+	side.CheckExpired(&v.Checker, name, op, f())
 }
 
 // expiry checks that a lease ends with its ttl: once it has passed, a

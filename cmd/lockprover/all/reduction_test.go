@@ -26,7 +26,7 @@ func TestLeaseReductionSound(t *testing.T) {
 	mutant := func(m string) prover.Scope { return prover.Scope{Mutant: m} }
 	for _, c := range []struct {
 		name  string
-		f     prover.Family
+		f     prover.Subject
 		scope prover.ExhaustScope
 		slow  bool
 	}{
@@ -51,7 +51,7 @@ func TestLeaseReductionSound(t *testing.T) {
 			t.Parallel()
 			search := func(reduce bool) (*prover.ExhaustOutcome, map[string]bool) {
 				f := exhausttest.Record(c.f.(prover.Exhaustive))
-				o, err := prover.Exhaust{Config: prover.Config{Family: f}, Scope: c.scope, Reduce: reduce, MaxSchedules: 1e7}.Run()
+				o, err := prover.Exhaust{Config: prover.Config{Subject: f}, Scope: c.scope, Reduce: reduce, MaxSchedules: 1e7}.Run()
 				if err != nil {
 					t.Fatal(err)
 				}

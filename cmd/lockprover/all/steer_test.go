@@ -12,9 +12,9 @@ import (
 
 // unsteered is a family without its goals: plans drawn as before
 // steering, judged as the family judges them.
-type unsteered struct{ prover.Family }
+type unsteered struct{ prover.Subject }
 
-func (u unsteered) Judging(model string) any { return u.Family.(prover.Judging).Judging(model) }
+func (u unsteered) Judging(model string) any { return u.Subject.(prover.Judging).Judging(model) }
 
 // Steering reaches every goal of each lease family with a simulator
 // within 600 plans of seed 1 (leaserun.Steering), on a simulated cluster
@@ -27,7 +27,7 @@ func TestLeaseSteeringReachesEveryGoal(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name    string
-		f       prover.Family
+		f       prover.Subject
 		cluster bool // goals of faults on the cluster's nodes too
 	}{
 		{"consul-semaphore", consulsemrun.Config{}, false},
@@ -50,8 +50,8 @@ func TestLeaseSteeringReachesEveryGoal(t *testing.T) {
 					}
 				}
 			}
-			search := func(f prover.Family) *prover.Outcome {
-				out, err := prover.Search{Config: prover.Config{Family: f}, Seed: 1, Plans: 600}.Run()
+			search := func(f prover.Subject) *prover.Outcome {
+				out, err := prover.Search{Config: prover.Config{Subject: f}, Seed: 1, Plans: 600}.Run()
 				if err != nil {
 					t.Fatal(err)
 				}

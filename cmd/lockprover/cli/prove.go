@@ -94,7 +94,7 @@ func (f *proveFlags) search(fs *flag.FlagSet, mutant, shard, out string, outf *o
 		fmt.Fprintf(stderr, "prove: %v\n", err)
 		return prover.Search{}, false
 	}
-	f.setup, f.target, c.Family = setup, setup.Target, setup.Prove
+	f.setup, f.target, c.Subject = setup, setup.Target, setup.Prove
 	s := prover.Search{Config: c, Seed: f.seed, Shrink: f.shrink}
 	if f.shrink == 0 {
 		s.Shrink = time.Nanosecond // no shrinking
@@ -303,7 +303,7 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 	if code, err := p.f.start(ctx, stderr); code >= 0 {
 		return p.finish(code, err, stderr)
 	}
-	p.s.Config.Family = p.f.setup.Prove // as Start left it
+	p.s.Config.Subject = p.f.setup.Prove // as Start left it
 	if p.ex.on {
 		return p.exhaust(ctx, term, stdout, stderr)
 	}

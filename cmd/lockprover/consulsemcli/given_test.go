@@ -117,7 +117,7 @@ func TestConsulGivenRun(t *testing.T) {
 				t.Fatalf("preflight of the server at %s: %v", addr, err)
 			}
 			safety := []string{lease.LeaseExclusive, lease.NoRevival, lease.Fencing, lease.Aware}
-			out, err := prover.Search{Config: prover.Config{Family: setup.Prove, Properties: safety}, Seed: 2, Plans: 1, Parallel: 1, Shrink: time.Nanosecond}.Run()
+			out, err := prover.Search{Config: prover.Config{Subject: setup.Prove, Properties: safety}, Seed: 2, Plans: 1, Parallel: 1, Shrink: time.Nanosecond}.Run()
 			if err != nil || out.Found != nil || out.Plans != 1 {
 				t.Fatalf("a plan on the %s at %s: %d plans, %v, found %v", tc.target, addr, out.Plans, err, out.Found)
 			}

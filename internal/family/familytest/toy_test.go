@@ -80,7 +80,7 @@ var toy = &family.Descriptor{
 	Validate: toyValidate,
 	Explore: func(ctx context.Context, c explore.Config) (bool, error) {
 		m := explore.Matrix{Title: "variant", Rows: []string{"the toy", "takes-held"}, Cols: []string{"no faults"},
-			Prove: func(r, _ int) prover.Family { return toyProof{broken: r == 1} }}
+			Prove: func(r, _ int) prover.Subject { return toyProof{broken: r == 1} }}
 		return m.Run(ctx, c)
 	},
 }

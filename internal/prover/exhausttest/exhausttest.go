@@ -20,9 +20,9 @@ import (
 
 // Search searches s of f whole (or up to the plans of its shortest
 // counterexample), failing t if it could not.
-func Search(t testing.TB, f prover.Family, s prover.ExhaustScope) *prover.ExhaustOutcome {
+func Search(t testing.TB, f prover.Subject, s prover.ExhaustScope) *prover.ExhaustOutcome {
 	t.Helper()
-	o, err := prover.Exhaust{Config: prover.Config{Family: f}, Scope: s}.Run()
+	o, err := prover.Exhaust{Config: prover.Config{Subject: f}, Scope: s}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func Search(t testing.TB, f prover.Family, s prover.ExhaustScope) *prover.Exhaus
 // Replays writes cx's plan, reads it back with read (the family's
 // ReadPlan, as replay reads it) and runs it on f again: the same history,
 // and the same property fails, judged as f judges (prover.Judging).
-func Replays(t testing.TB, f prover.Family, read func(path string) (prover.Plan, error), cx *prover.Counterexample) {
+func Replays(t testing.TB, f prover.Subject, read func(path string) (prover.Plan, error), cx *prover.Counterexample) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "plan.json")
 	w, err := os.Create(path)

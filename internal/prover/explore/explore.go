@@ -33,7 +33,7 @@ type Config struct {
 type Matrix struct {
 	Title      string // the rows' title: "variant", "design"
 	Rows, Cols []string
-	Prove      func(r, c int) prover.Family
+	Prove      func(r, c int) prover.Subject
 }
 
 // Run proves every cell and writes the table to c.Out (what it has so far
@@ -49,7 +49,7 @@ func (m Matrix) Run(ctx context.Context, c Config) (inconclusive bool, err error
 	for r, row := range m.Rows {
 		b.WriteString("| " + row + " |")
 		for col, name := range m.Cols {
-			o, err := prover.Search{Config: prover.Config{Family: m.Prove(r, col)}, Seed: c.Seed, Plans: c.Plans, Shrink: shrink, Context: ctx}.Run()
+			o, err := prover.Search{Config: prover.Config{Subject: m.Prove(r, col)}, Seed: c.Seed, Plans: c.Plans, Shrink: shrink, Context: ctx}.Run()
 			if err != nil {
 				return inconclusive, fmt.Errorf("%s, %s: %w", row, name, err)
 			}

@@ -20,7 +20,7 @@ func TestMatrix(t *testing.T) {
 	root := t.TempDir()
 	var out, log bytes.Buffer
 	m := explore.Matrix{Title: "variant", Rows: []string{"reference", "Mutant A"}, Cols: []string{"no faults"},
-		Prove: func(r, c int) prover.Family {
+		Prove: func(r, c int) prover.Subject {
 			if r == 1 {
 				return amqprun.Config{Scope: prover.Scope{Mutant: "b-not-exclusive", Faults: []string{}}}
 			}
@@ -48,7 +48,7 @@ func TestMatrixInterrupted(t *testing.T) {
 	cancel()
 	var out bytes.Buffer
 	m := explore.Matrix{Title: "variant", Rows: []string{"reference"}, Cols: []string{"all faults"},
-		Prove: func(int, int) prover.Family { return amqprun.Config{} }}
+		Prove: func(int, int) prover.Subject { return amqprun.Config{} }}
 	_, err := m.Run(ctx, explore.Config{Seed: 1, Plans: 10, Root: t.TempDir(), Out: &out, Log: &out})
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "reference / all faults") {
 		t.Errorf("err %v", err)

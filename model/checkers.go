@@ -7,17 +7,17 @@ import (
 	"github.com/lockprover/lockprover/histories/verdict"
 )
 
-// A FamilyCheck judges one lock of a family's kind. It gets
+// A Checker judges one lock of a family's kind. It gets
 // the lock's events and every nemesis event of the history, in history
 // order and with their original indexes, and returns the lock's verdicts,
 // each naming the lock, in the order the family lists its properties. The
 // events may be the caller's history itself (a history of one lock is
 // passed as it is): a check reads them and never writes them.
-type FamilyCheck func(events []histories.Event, o Options) []verdict.Verdict
+type Checker func(events []histories.Event, o Options) []verdict.Verdict
 
-var families struct {
+var checkers struct {
 	sync.RWMutex
-	m map[string]FamilyCheck
+	m map[string]Checker
 }
 
 // Register makes Check judge the locks of kind with check. A family
@@ -26,32 +26,32 @@ var families struct {
 // links it in with an import, so that model need not import the families.
 // Registering an empty kind, a nil check or a kind twice is a programming
 // error, and panics.
-func Register(kind string, check FamilyCheck) {
-	families.Lock()
-	defer families.Unlock()
+func Register(kind string, check Checker) {
+	checkers.Lock()
+	defer checkers.Unlock()
 	switch {
 	case kind == "":
 		panic("model.Register: an empty kind is not a family's to take")
 	case check == nil:
 		panic("model.Register: nil check for kind " + kind)
-	case families.m[kind] != nil:
+	case checkers.m[kind] != nil:
 		panic("model.Register: kind " + kind + " registered twice")
 	}
-	if families.m == nil {
-		families.m = map[string]FamilyCheck{}
+	if checkers.m == nil {
+		checkers.m = map[string]Checker{}
 	}
-	families.m[kind] = check
+	checkers.m[kind] = check
 }
 
-// family returns the check registered for kind (a lock whose events name
+// checkerOf returns the check registered for kind (a lock whose events name
 // none is a semaphore, as histories reads it), or unjudged.
-func family(kind string) FamilyCheck {
+func checkerOf(kind string) Checker {
 	if kind == "" {
 		kind = histories.Semaphore
 	}
-	families.RLock()
-	defer families.RUnlock()
-	if c := families.m[kind]; c != nil {
+	checkers.RLock()
+	defer checkers.RUnlock()
+	if c := checkers.m[kind]; c != nil {
 		return c
 	}
 	return unjudged(kind)
@@ -60,11 +60,11 @@ func family(kind string) FamilyCheck {
 // byLock splits h by lock: each lock's check (by the kind of its first
 // event) and events, with every event of no lock (the nemesis's), and the
 // order in which the locks first appear.
-func byLock(h []histories.Event) (locks map[string]*familyLock, order []string) {
-	locks = map[string]*familyLock{}
+func byLock(h []histories.Event) (locks map[string]*kindLock, order []string) {
+	locks = map[string]*kindLock{}
 	for _, e := range h {
 		if e.Lock != "" && locks[e.Lock] == nil {
-			locks[e.Lock] = &familyLock{check: family(e.Kind)}
+			locks[e.Lock] = &kindLock{check: checkerOf(e.Kind)}
 			order = append(order, e.Lock)
 		}
 	}
@@ -84,16 +84,16 @@ func byLock(h []histories.Event) (locks map[string]*familyLock, order []string) 
 	return locks, order
 }
 
-// A familyLock is one lock of a history: its check and its events.
-type familyLock struct {
-	check  FamilyCheck
+// A kindLock is one lock of a history: its check and its events.
+type kindLock struct {
+	check  Checker
 	events []histories.Event
 }
 
 // unjudged is the check of a kind no family registered in this program
 // (histories.Lease without model/lease linked in): Inconclusive, never
 // a pass.
-func unjudged(kind string) FamilyCheck {
+func unjudged(kind string) Checker {
 	return func(events []histories.Event, o Options) []verdict.Verdict {
 		lock := ""
 		for _, e := range events {
