@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 	driver.SetLogger(log.New(io.Discard, "", 0))
 	cfg, err := mariadbtest.Config()
 	if err != nil {
-		fmt.Printf("backends/mysql: no MariaDB (%v): database tests skip\n", err)
+		fmt.Printf("adapters/mariadb: no MariaDB (%v): database tests skip\n", err)
 	}
 	mariadb.SetTestDB(cfg, err)
 	os.Exit(m.Run())

@@ -49,7 +49,7 @@ func TestStatementsAreDbsems(t *testing.T) {
 		return true
 	})
 	if n < 25 {
-		t.Fatalf("found only %d statements in dbsem/sql.go", n)
+		t.Fatalf("found only %d statements in model/dbsem/sql.go", n)
 	}
 }
 

@@ -27,15 +27,15 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"prove", "draw plans and prove the reference (or a mutant) on the simulator", runProve},
-		{"check", "check recorded histories against every property", runCheck},
-		{"replay", "run a saved plan again and check its history", runReplay},
+		{"prove", "draw plans and prove a target on them (default: the reference on the simulator)", runProve},
+		{"check", "judge recorded histories (JSON lines, Jepsen's EDN or JSON) against every property", runCheck},
+		{"replay", "run a saved plan again, on any target, and judge its history", runReplay},
 		{"merge", "combine prove's shards (--shard i/n --json FILE) into one verdict, summary and JUnit file", runMerge},
-		{"explore", "prove the reference's open choices under each family of faults: a Markdown table", runExplore},
-		{"mutants", "list the mutant catalogue: name and the property that must catch it", runMutants},
-		{"conform", "differential test of a simulator against its real server (RabbitMQ, MariaDB, Redis): drawn sequences, both sides", runConform},
-		{"bench", "cost per operation against a real broker: latency and AMQP methods beside the floor", runBench},
-		{"validate-impl", "check an implementation's handling of the process protocol (amqp-locks, or --kind db-semaphore) before proving it", runValidateImpl},
+		{"explore", "prove a design's open choices under each group of faults: a Markdown table", runExplore},
+		{"mutants", "list a family's mutants, each with the property that must catch it; --detect N proves each", runMutants},
+		{"conform", "hold a simulator to its real server: drawn sequences run on both and compared step by step", runConform},
+		{"bench", "cost per operation on a real server: latency and what each operation sent, beside the floor", runBench},
+		{"validate-impl", "check an implementation's handling of the process protocol before proving it", runValidateImpl},
 		{"serve-reference", "serve the reference (or a mutant) over the process protocol, for --impl", runServeReference},
 		{"version", "print lockprover's version and the revision it was built from", runVersion},
 	}
@@ -63,6 +63,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		args = []string{"version"}
 	}
 	if args[0] == "help" {
+		if args[1] == "--markdown" && len(args) == 2 {
+			// The whole reference, docs/cli.md.
+			if err := CLIDoc(stdout); err != nil {
+				fmt.Fprintf(stderr, "lockprover: help --markdown: %v\n", err)
+				return exitUsage
+			}
+			return exitOK
+		}
 		if len(args) > 2 {
 			fmt.Fprintf(stderr, "lockprover: help takes one command, not %q\n", strings.Join(args[1:], " "))
 			return exitUsage
@@ -93,5 +101,5 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun \"lockprover help <command>\" for a command's flags. Flags may come before or\nafter a command's arguments.\n\nExit status: 0 every property held, 1 a violation, 2 usage or bad input\n(including a broker or database that cannot be used), 3 inconclusive, 130\ninterrupted.")
+	fmt.Fprintln(w, "\nRun \"lockprover help <command>\" for a command's flags (\"lockprover help --markdown\"\nfor every command's, as docs/cli.md). Flags may come before or after a command's\narguments.\n\nExit status: 0 every property held, 1 a violation, 2 usage or bad input\n(including a broker or database that cannot be used), 3 inconclusive, 130\ninterrupted.")
 }

@@ -28,7 +28,7 @@ of three nodes the run starts and removes (root, network namespaces),
 in --partition-handling's mode: drawn sequences of queue methods through
 each node and cluster faults (cuts, kills, pauses, restarts, heals), run
 on both and compared step by step; the first divergence is shrunk.
-With --kind db-semaphore: the simulated database (sim/sqlsim) against MariaDB
+With --kind db-semaphore: the simulated database (sim/mariadbsim) against MariaDB
 (--dsn): drawn sequences of the statements dbsem sends, on 2 to 4
 connections with their lock waits and deadlocks, run on both and compared
 step by step; the first divergence is shrunk.

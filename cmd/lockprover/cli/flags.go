@@ -38,6 +38,7 @@ func newFlags(name, synopsis, doc string, stderr io.Writer) *flag.FlagSet {
 			fs.PrintDefaults()
 		}
 	}
+	madeFlags(fs)
 	return fs
 }
 
