@@ -1,6 +1,6 @@
 // Package all links every lock family lockprover proves into a program
 // that proves them all, such as cmd/lockprover: one blank import a family.
-// Each family's descriptor (package family), in its own folder, registers
+// Each family's descriptor (cmd/lockprover/<f>cli), in its own folder, registers
 // it from an init, with its side of the process protocol, its targets'
 // flags and the checkers its kinds need.
 package all
