@@ -203,86 +203,120 @@ func (idx *index) similar(name string) []string {
 // point, apt-get update and install. Every child runs in private mount and
 // PID namespaces, so a killed build leaves no mount and no process behind.
 func realBuild(ctx context.Context, spec buildSpec) ([]Step, error) {
-	var steps []Step
-	timed := func(name string, f func() error) error {
-		t0 := time.Now()
-		err := f()
-		s := Step{Name: name, Seconds: time.Since(t0).Seconds(), LoadAvg: loadAvg()}
-		steps = append(steps, s)
-		fmt.Fprintf(spec.Log, "debroot: %s: %.1f s (load %s)\n", name, s.Seconds, s.LoadAvg)
+	b := &builder{ctx: ctx, spec: spec}
+	if err := b.base(); err != nil {
+		return b.steps, err
+	}
+	if err := b.prepare(); err != nil {
+		return b.steps, err
+	}
+	return b.steps, b.install()
+}
+
+// A builder runs the steps of one build, timing each.
+type builder struct {
+	ctx   context.Context
+	spec  buildSpec
+	steps []Step
+}
+
+// timed runs f as the step name, and records how long it took.
+func (b *builder) timed(name string, f func() error) error {
+	t0 := time.Now()
+	err := f()
+	s := Step{Name: name, Seconds: time.Since(t0).Seconds(), LoadAvg: loadAvg()}
+	b.steps = append(b.steps, s)
+	fmt.Fprintf(b.spec.Log, "debroot: %s: %.1f s (load %s)\n", name, s.Seconds, s.LoadAvg)
+	return err
+}
+
+// run runs argv chrooted in the new root with o, or on the host when o is
+// nil; its output goes to the build log, and its last lines into the
+// error.
+func (b *builder) run(argv []string, o *RunOptions) error {
+	fmt.Fprintf(b.spec.BuildLog, "\n$ %s\n", strings.Join(argv, " "))
+	tail := &tailBuffer{max: 40}
+	var cmd *exec.Cmd
+	var err error
+	if o == nil {
+		cmd = hostCommand(b.ctx, argv...)
+	} else if cmd, err = command(b.ctx, b.spec.Dir, *o, argv...); err != nil {
 		return err
 	}
-	// run runs argv chrooted in the new root with o, or on the host when o is nil.
-	run := func(argv []string, o *RunOptions) error {
-		fmt.Fprintf(spec.BuildLog, "\n$ %s\n", strings.Join(argv, " "))
-		tail := &tailBuffer{max: 40}
-		var cmd *exec.Cmd
-		var err error
-		if o == nil {
-			cmd = hostCommand(ctx, argv...)
-		} else if cmd, err = command(ctx, spec.Dir, *o, argv...); err != nil {
-			return err
-		}
-		cmd.Stdout = io.MultiWriter(spec.BuildLog, tail)
-		cmd.Stderr = cmd.Stdout
-		if err := cmd.Run(); err != nil {
-			return &stepError{argv: argv, err: err, tail: tail.String()}
+	cmd.Stdout = io.MultiWriter(b.spec.BuildLog, tail)
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Run(); err != nil {
+		return &stepError{argv: argv, err: err, tail: tail.String()}
+	}
+	return nil
+}
+
+// base makes the new root's base system: debootstrap, or a copy of the
+// root it adds packages to.
+func (b *builder) base() error {
+	spec := b.spec
+	if spec.From == "" {
+		err := b.timed("debootstrap", func() error {
+			return b.run([]string{"debootstrap", "--variant=minbase", spec.Release, spec.Dir, spec.Mirror}, nil)
+		})
+		if err != nil {
+			return fmt.Errorf("debroot: debootstrap %s: %w (full output: %s)", spec.Release, err, logName(spec.BuildLog))
 		}
 		return nil
 	}
-
-	if spec.From == "" {
-		err := timed("debootstrap", func() error {
-			return run([]string{"debootstrap", "--variant=minbase", spec.Release, spec.Dir, spec.Mirror}, nil)
-		})
-		if err != nil {
-			return steps, fmt.Errorf("debroot: debootstrap %s: %w (full output: %s)", spec.Release, err, logName(spec.BuildLog))
-		}
-	} else {
-		err := timed("copy", func() error {
-			return run([]string{"cp", "-a", "--reflink=auto", spec.From, spec.Dir}, nil)
-		})
-		if err != nil {
-			return steps, fmt.Errorf("debroot: copying %s: %w", spec.From, err)
-		}
-		// The copy is not complete until its own marker is written.
-		os.Remove(filepath.Join(spec.Dir, MarkerName))
+	err := b.timed("copy", func() error {
+		return b.run([]string{"cp", "-a", "--reflink=auto", spec.From, spec.Dir}, nil)
+	})
+	if err != nil {
+		return fmt.Errorf("debroot: copying %s: %w", spec.From, err)
 	}
+	// The copy is not complete until its own marker is written.
+	os.Remove(filepath.Join(spec.Dir, MarkerName))
+	return nil
+}
 
+// prepare writes what every root needs before apt runs: no service
+// starts at install, localhost resolves, and the run's mount point.
+func (b *builder) prepare() error {
 	files := map[string]string{
 		"usr/sbin/policy-rc.d": "#!/bin/sh\n# debroot: no service starts when a package is installed.\nexit 101\n",
 		"etc/hosts":            "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
 	}
 	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(spec.Dir, name), []byte(text), 0o755); err != nil {
-			return steps, fmt.Errorf("debroot: %w", err)
+		if err := os.WriteFile(filepath.Join(b.spec.Dir, name), []byte(text), 0o755); err != nil {
+			return fmt.Errorf("debroot: %w", err)
 		}
 	}
-	os.Chmod(filepath.Join(spec.Dir, "etc/hosts"), 0o644)
-	if err := os.MkdirAll(filepath.Join(spec.Dir, MountPoint), 0o755); err != nil {
-		return steps, fmt.Errorf("debroot: %w", err)
+	os.Chmod(filepath.Join(b.spec.Dir, "etc/hosts"), 0o644)
+	if err := os.MkdirAll(filepath.Join(b.spec.Dir, MountPoint), 0o755); err != nil {
+		return fmt.Errorf("debroot: %w", err)
 	}
+	return nil
+}
 
+// install runs apt in the new root: the index, then the packages (a
+// package or version apt does not have is an UnavailableError).
+func (b *builder) install() error {
+	spec := b.spec
 	apt := &RunOptions{Writable: true, Env: []string{"DEBIAN_FRONTEND=noninteractive"}}
-	err := timed("apt-get update", func() error {
-		return run([]string{"apt-get", "-o", "Acquire::Check-Valid-Until=false", "update"}, apt)
+	err := b.timed("apt-get update", func() error {
+		return b.run([]string{"apt-get", "-o", "Acquire::Check-Valid-Until=false", "update"}, apt)
 	})
 	if err != nil {
-		return steps, fmt.Errorf("debroot: apt-get update in %s: %w", spec.Release, err)
+		return fmt.Errorf("debroot: apt-get update in %s: %w", spec.Release, err)
 	}
 	args := append([]string{"apt-get", "-o", "Acquire::Check-Valid-Until=false", "install", "-y", "--no-install-recommends"}, spec.Packages...)
-	err = timed("apt-get install", func() error { return run(args, apt) })
-	if err != nil {
+	if err = b.timed("apt-get install", func() error { return b.run(args, apt) }); err != nil {
 		var se *stepError
 		if errors.As(err, &se) {
 			if u := aptUnavailable(spec.Release, se.tail); u != nil {
-				return steps, u
+				return u
 			}
 		}
-		return steps, fmt.Errorf("debroot: apt-get install in %s: %w", spec.Release, err)
+		return fmt.Errorf("debroot: apt-get install in %s: %w", spec.Release, err)
 	}
-	run([]string{"apt-get", "clean"}, apt)
-	return steps, nil
+	b.run([]string{"apt-get", "clean"}, apt)
+	return nil
 }
 
 // aptUnavailable turns apt's "no such package / version" lines into an UnavailableError.

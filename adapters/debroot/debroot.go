@@ -209,40 +209,54 @@ func Ensure(ctx context.Context, release string, packages []string, log io.Write
 		return Root{}, err
 	}
 
-	tmp := fmt.Sprintf("%s.tmp-%d-%d", dir, os.Getpid(), time.Now().UnixNano())
-	blog, err := os.Create(dir + ".build.log")
+	nm, err := buildRoot(ctx, buildSpec{Release: release, Mirror: mirror, Packages: want, From: from, Log: log}, dir, packages)
 	if err != nil {
-		return Root{}, fmt.Errorf("debroot: %w", err)
-	}
-	defer blog.Close()
-	spec := buildSpec{Release: release, Mirror: mirror, Packages: want, Dir: tmp, From: from, BuildLog: blog, Log: log}
-	fmt.Fprintf(log, "debroot: building %s in %s (packages: %s)\n", dir, tmp, strings.Join(want, " "))
-	steps, err := build(ctx, spec)
-	if err != nil {
-		removeTree(tmp)
-		return Root{}, err
-	}
-
-	nm := Marker{Release: release, Mirror: mirror, Built: time.Now().UTC(), Requested: want, Steps: steps}
-	if nm.Packages, err = InstalledPackages(tmp); err != nil {
-		removeTree(tmp)
-		return Root{}, fmt.Errorf("debroot: reading the new root's dpkg status: %w", err)
-	}
-	if !nm.Has(packages) {
-		removeTree(tmp)
-		return Root{}, fmt.Errorf("debroot: build of %s ended without all of %v installed", release, packages)
-	}
-	nm.SizeBytes = diskUsage(tmp)
-	if err := writeMarker(tmp, nm); err != nil {
-		removeTree(tmp)
-		return Root{}, err
-	}
-	if err := swapInto(tmp, dir, log); err != nil {
-		removeTree(tmp)
 		return Root{}, err
 	}
 	fmt.Fprintf(log, "debroot: %s ready (%.0f MB)\n", dir, float64(nm.SizeBytes)/1e6)
 	return Root{Release: release, Dir: dir, Marker: nm}, nil
+}
+
+// buildRoot builds spec's root in a temporary directory beside dir, checks
+// that it holds packages, writes its marker and swaps it into place at
+// dir; on any error the temporary directory goes, and dir is untouched.
+// The caller holds dir's lock.
+func buildRoot(ctx context.Context, spec buildSpec, dir string, packages []string) (Marker, error) {
+	spec.Dir = fmt.Sprintf("%s.tmp-%d-%d", dir, os.Getpid(), time.Now().UnixNano())
+	blog, err := os.Create(dir + ".build.log")
+	if err != nil {
+		return Marker{}, fmt.Errorf("debroot: %w", err)
+	}
+	defer blog.Close()
+	spec.BuildLog = blog
+	fmt.Fprintf(spec.Log, "debroot: building %s in %s (packages: %s)\n", dir, spec.Dir, strings.Join(spec.Packages, " "))
+	nm, err := completeRoot(ctx, spec, packages)
+	if err == nil {
+		err = swapInto(spec.Dir, dir, spec.Log)
+	}
+	if err != nil {
+		removeTree(spec.Dir)
+		return Marker{}, err
+	}
+	return nm, nil
+}
+
+// completeRoot builds spec.Dir and writes its marker, once it holds
+// packages.
+func completeRoot(ctx context.Context, spec buildSpec, packages []string) (Marker, error) {
+	steps, err := build(ctx, spec)
+	if err != nil {
+		return Marker{}, err
+	}
+	nm := Marker{Release: spec.Release, Mirror: spec.Mirror, Built: time.Now().UTC(), Requested: spec.Packages, Steps: steps}
+	if nm.Packages, err = InstalledPackages(spec.Dir); err != nil {
+		return Marker{}, fmt.Errorf("debroot: reading the new root's dpkg status: %w", err)
+	}
+	if !nm.Has(packages) {
+		return Marker{}, fmt.Errorf("debroot: build of %s ended without all of %v installed", spec.Release, packages)
+	}
+	nm.SizeBytes = diskUsage(spec.Dir)
+	return nm, writeMarker(spec.Dir, nm)
 }
 
 // Open returns the cached root of a release if it is complete, without
