@@ -48,6 +48,9 @@ type Summary struct {
 	// command).
 	Target         string `json:"target,omitempty"`
 	Implementation string `json:"implementation,omitempty"`
+	// Server is the real server plans ran on, with its version
+	// ("rabbitmq 4.3.6"); empty on a simulator.
+	Server string `json:"server,omitempty"`
 	// Seed is the seed of the plans drawn, as a string: it is a 64-bit
 	// number, which JSON readers that hold numbers as doubles would round.
 	Seed  string `json:"seed,omitempty"`

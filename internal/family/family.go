@@ -211,8 +211,11 @@ type Setup struct {
 	// another); Where says it in words: "the simulator", "RabbitMQ at ...";
 	// What says what runs: "the reference", "mutant ...", a command.
 	Target, Where, What string
-	// Real says the target is a real server.
-	Real bool
+	// Real says the target is a real server; Server says which, with its
+	// version, as adapters/versions names it ("rabbitmq 4.3.6"), for the
+	// results and the report ("" on a simulator).
+	Real   bool
+	Server string
 	// Replay are the flags a replay of a plan of this run needs (its
 	// target, server, implementation), quoted for a shell.
 	Replay []string

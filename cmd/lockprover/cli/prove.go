@@ -286,6 +286,7 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 	}
 	what, where := p.f.describe(p.mutant)
 	p.sum.Implementation, p.sum.Seed = what, strconv.FormatUint(p.s.Seed, 10)
+	p.sum.Server = p.f.setup.Server
 	switch {
 	case p.outf.quiet:
 	case p.ex.on:

@@ -152,7 +152,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		// what Stop removes is not.
 		defer rp.setup.Stop()
 	}
-	sum.Implementation = rp.setup.What
+	sum.Implementation, sum.Server = rp.setup.What, rp.setup.Server
 	var res *prover.Result
 	if rp.setup.Start != nil {
 		err = rp.setup.Start(ctx)
