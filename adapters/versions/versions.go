@@ -236,3 +236,40 @@ func (r *Run) Command(ctx context.Context, argv ...string) (*exec.Cmd, error) {
 	cmd.Env = append(os.Environ(), r.env...)
 	return cmd, nil
 }
+
+// Parse reads a --server-version value for a target that runs servers
+// (its own first, then any it also runs: redis, then valkey): "8.0.6" is
+// a version of the first, "valkey-9.1.2" a version of another, "" the
+// first's default. What it cannot read is an error that lists every
+// version the target takes.
+func Parse(value string, servers ...string) (Version, error) {
+	if len(servers) == 0 {
+		return Version{}, errors.New("versions: Parse of no server")
+	}
+	server, name := servers[0], value
+	for _, s := range servers[1:] {
+		if n, ok := strings.CutPrefix(value, s+"-"); ok {
+			server, name = s, n
+		}
+	}
+	v, err := Lookup(server, name)
+	if err != nil {
+		return Version{}, fmt.Errorf("%w: %q (%s takes %s)", ErrUnknown, value, strings.Join(servers, " or "), strings.Join(Choices(servers...), ", "))
+	}
+	return v, nil
+}
+
+// Choices are the values Parse takes for servers, as a command line
+// gives them.
+func Choices(servers ...string) []string {
+	var out []string
+	for i, s := range servers {
+		for _, n := range Names(s) {
+			if i > 0 {
+				n = s + "-" + n
+			}
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -123,3 +123,19 @@ func TestRunFromARoot(t *testing.T) {
 		}
 	}
 }
+
+func TestParse(t *testing.T) {
+	for _, c := range []struct{ value, want string }{
+		{"", "redis 7.0.15"}, {"8.0.6", "redis 8.0.6"}, {"valkey-9.1.2", "valkey 9.1.2"},
+	} {
+		if v, err := Parse(c.value, "redis", "valkey"); err != nil || v.String() != c.want {
+			t.Errorf("Parse(%q) = %v, %v; want %s", c.value, v, err, c.want)
+		}
+	}
+	for _, bad := range []string{"9.1.2", "valkey-7.0.15", "redis-8.0.6", "latest"} {
+		_, err := Parse(bad, "redis", "valkey")
+		if !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "7.0.15, 8.0.2, 8.0.6, valkey-8.1.1, valkey-9.1.2") {
+			t.Errorf("Parse(%q): %v, want ErrUnknown listing what redis takes", bad, err)
+		}
+	}
+}
