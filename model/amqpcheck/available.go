@@ -72,7 +72,8 @@ func excuse(v *verdict.Verdict, o *op, f *fault, lh *lockHistory) {
 // heard the outcome (an unknown outcome may still take effect later, but
 // a fault struck after it was reported cannot have caused it), and
 // the process had not yet completed an operation cleanly after the fault
-// was over. A wait waits for another process's hold to end, and a hold a
+// was over (a queue-deleted excuses a release later than that: see
+// acquiredSince). A wait waits for another process's hold to end, and a hold a
 // fault cut off may outlive the fault for ever (with heartbeats off, a
 // killed holder's B queue stays), however well the waiter itself recovered:
 // any fault on any process that began before the wait ended excuses it.
@@ -90,8 +91,29 @@ func excused(lh *lockHistory, o *op) *fault {
 		if f.f == histories.DropReply && f.target == o.proc && firstCut(lh, o, f) {
 			return f
 		}
+		if f.f == histories.QueueDeleted && f.target == o.proc && o.f == histories.Release && !acquiredSince(lh, o, f) {
+			return f
+		}
 	}
 	return nil
+}
+
+// acquiredSince reports whether o's process began an acquire after the
+// fault f began and before o. The broker deleting a holder's queue by name
+// (queue-deleted: RabbitMQ's exclusive-queue bug) breaks nothing the
+// process sees until it lets go: its connection lives, its verifies probe
+// A[L] only, and its release then meets the queue of that name, which
+// another may own by now (a 405). So the fault excuses an unknown release
+// of the process however many operations it completed cleanly meanwhile,
+// until it acquires anew (issue 55: c2's release answered unknown after
+// c1 took the slot c2's deleted queue had freed).
+func acquiredSince(lh *lockHistory, o *op, f *fault) bool {
+	for _, p := range lh.ops {
+		if p.proc == o.proc && p.f == histories.Acquire && p.call > f.call && p.call < o.call {
+			return true
+		}
+	}
+	return false
 }
 
 // firstCut reports whether o is the first operation of its process, since

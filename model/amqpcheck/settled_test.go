@@ -136,3 +136,38 @@ func TestDroppedReplyExcusesItsFirstCut(t *testing.T) {
 		c1 invoke acquire sem
 		c1 info acquire sem`), model.Options{}, Available, verdict.Fail, "no fault was in force on c1")
 }
+
+// RabbitMQ's exclusive-queue bug deletes c2's B queue by name (a
+// queue-deleted the runner records) while c2 goes on verifying cleanly;
+// c1 then takes the slot, and c2's release meets c1's queue (405) and
+// answers unknown: the queue-deleted excuses it (issue 55, seen on RabbitMQ
+// 3.10.8 in TestValidateTakesAnyScanOrder). It does not excuse a release
+// after c2 acquired anew, nor a release of another process.
+func TestQueueDeletedExcusesALaterRelease(t *testing.T) {
+	const deleted = `
+		admin invoke create sem slots=1
+		admin ok create sem
+		c2 invoke acquire sem
+		c1 invoke acquire sem
+		nemesis invoke kill process=c1
+		nemesis info kill process=c1
+		nemesis invoke queue-deleted process=c2
+		nemesis info queue-deleted process=c2
+		c1 info acquire sem
+		c2 ok acquire sem slot=1
+		c2 invoke verify sem slot=1
+		c2 ok verify sem held=true
+		c1 invoke acquire sem
+		c1 ok acquire sem slot=1`
+	const release = `
+		c2 invoke release sem slot=1
+		c2 info release sem`
+	expect(t, hist(t, deleted+release), model.Options{}, Available, verdict.Pass)
+	expect(t, hist(t, deleted+release), model.Options{}, SlotExclusive, verdict.Pass)
+	expect(t, hist(t, deleted+`
+		c2 invoke acquire sem
+		c2 fail acquire sem reason=full`+release), model.Options{}, Available, verdict.Fail, "no fault was in force on c2")
+	expect(t, hist(t, deleted+`
+		c1 invoke release sem slot=1
+		c1 info release sem`), model.Options{}, Available, verdict.Fail, "no fault was in force on c1")
+}
