@@ -168,10 +168,12 @@ func (v Version) Root(ctx context.Context, log io.Writer) (debroot.Root, error) 
 }
 
 // Made says whether the version can run without making anything: the
-// machine's own, or a root made already. (It reads only the cache.)
+// machine's own package installed, or its root made already. (It reads
+// only the cache and dpkg's status.)
 func (v Version) Made() bool {
 	if !v.Rooted() {
-		return true
+		_, ok := v.Installed()
+		return ok
 	}
 	r, err := debroot.Open(v.Release)
 	return err == nil && r.Marker.Has(packages(v.Release))
@@ -272,4 +274,18 @@ func Choices(servers ...string) []string {
 		}
 	}
 	return out
+}
+
+// Installed is the Debian version of the machine's own package of v
+// (dpkg's status), for a version that is the machine's own.
+func (v Version) Installed() (string, bool) {
+	if v.Rooted() {
+		return "", false
+	}
+	out, err := exec.Command("dpkg-query", "-W", "-f", "${Status} ${Version}", v.Package).Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) < 4 || f[2] != "installed" {
+		return "", false
+	}
+	return f[3], true
 }

@@ -37,6 +37,7 @@ func commands() []command {
 		{"bench", "cost per operation on a real server: latency and what each operation sent, beside the floor", runBench},
 		{"validate-impl", "check an implementation's handling of the process protocol before proving it", runValidateImpl},
 		{"serve-reference", "serve the reference (or a mutant) over the process protocol, for --impl", runServeReference},
+		{"servers", "list the server versions real targets run on (--server-version); --make makes their Debian roots", runServers},
 		{"version", "print lockprover's version and the revision it was built from", runVersion},
 	}
 }
