@@ -3,7 +3,6 @@ package amqprun
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -42,65 +41,95 @@ const exhaustSlots = 1
 // run, or healing s.HealMs after it struck.
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
-	if err := s.NoTTLs(c.Kind); err != nil {
+	if err := c.exhaustible(s); err != nil {
 		return nil, "", err
 	}
-	if s.Clients < 1 {
-		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
+	// A mutex has no admin for an admin-crash to strike.
+	faults := s.PlanFaults(c.Faults, func(f string) bool { return c.Kind != histories.Mutex || f != AdminCrash })
+	base := Plan{Version: PlanVersion, Kind: c.Kind, Lock: "lp", Options: c.Options, Mutant: s.PlanMutant(c.Mutant)}
+	if c.Kind == histories.Semaphore {
+		base.Slots = exhaustSlots
 	}
-	if s.Ops < 1 && s.EachOps == nil {
-		return nil, "", fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", s.Ops)
-	}
-	if c.Kind == histories.Mutex && s.AdminOps > 0 {
-		return nil, "", fmt.Errorf("--admin-ops: a mutex has no admins (give --admin-ops 0, or --kind semaphore)")
-	}
-	if c.Kind == histories.Mutex && s.Admins > 0 {
-		return nil, "", fmt.Errorf("--admins: a mutex has no admins (or --kind semaphore)")
-	}
-	admins := max(1, s.Admins)
-	faults := s.Faults
-	if faults == nil {
-		faults = c.Faults // --faults, as the family's setup read it
-	}
-	if s.MaxFaults == 0 {
-		faults = nil
-	}
-	if c.Kind == histories.Mutex {
-		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool { return f == AdminCrash })
-	}
-	mutant := s.Mutant
-	if mutant == "" {
-		mutant = c.Mutant
-	}
-	base := Plan{Version: PlanVersion, Kind: c.Kind, Lock: "lp", Options: c.Options, Mutant: mutant}
 	clientOps, adminOps := exhaustClientOps, exhaustAdminOps
 	if s.SleepMs > 0 {
 		sleep := Step{Op: Sleep, Ms: s.SleepMs}
 		clientOps, adminOps = append(slices.Clone(clientOps), sleep), append(slices.Clone(adminOps), sleep)
 	}
-	if s.EachAdminOps != nil && len(s.EachAdminOps) != admins {
-		return nil, "", fmt.Errorf("--admin-ops %s: give one count per admin (--admins %d), or one for all", s.AdminOpsWords(), admins)
+	adminSets, n := c.adminScripts(s, adminOps)
+	if err := tooMany(s, n, clientOps); err != nil {
+		return nil, "", err
 	}
-	adminSets := [][][]Step{nil}
+	clientSets, err := prover.ClientScripts(clientOps, s, 1)
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := prover.EveryPlan(clientSets, adminSets, func(cs, as [][]Step) ([]prover.Plan, error) {
+		p := base
+		p.Clients, p.Admins = prover.Staggered(cs, s.StaggerMs, func(ms int) Step { return Step{Op: Sleep, Ms: ms} }), as
+		places, err := c.faultPlaces(&p, faults, s.HealMs)
+		if err != nil {
+			return nil, err
+		}
+		return prover.WithFaults(places, s.MaxFaults, p.withNemesis), nil
+	}, c.Size)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, c.scopeWords(s, faults, base.Mutant, len(out)), nil
+}
+
+// exhaustible says what is wrong with s as a scope of c's, naming the
+// flag: ttls of the clients' own, no client or no operation, admins of a
+// mutex, a count of operations for other than each admin.
+func (c Config) exhaustible(s prover.ExhaustScope) error {
+	if err := s.NoTTLs(c.Kind); err != nil {
+		return err
+	}
+	switch {
+	case s.Clients < 1:
+		return fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
+	case s.Ops < 1 && s.EachOps == nil:
+		return fmt.Errorf("--ops: an exhaustive search needs at least one operation per client, got %d", s.Ops)
+	case c.Kind == histories.Mutex && s.AdminOps > 0:
+		return fmt.Errorf("--admin-ops: a mutex has no admins (give --admin-ops 0, or --kind semaphore)")
+	case c.Kind == histories.Mutex && s.Admins > 0:
+		return fmt.Errorf("--admins: a mutex has no admins (or --kind semaphore)")
+	case s.EachAdminOps != nil && len(s.EachAdminOps) != max(1, s.Admins):
+		return fmt.Errorf("--admin-ops %s: give one count per admin (--admins %d), or one for all", s.AdminOpsWords(), max(1, s.Admins))
+	}
+	return nil
+}
+
+// adminScripts is every choice of the admins' scripts of s (each with
+// every script of 0 to its most operations of alphabet, the first
+// admin's varying slowest), one choice of none for a mutex, and how many
+// choices there are; none at all if they are more than maxSkeletons.
+func (c Config) adminScripts(s prover.ExhaustScope, alphabet []Step) ([][][]Step, float64) {
+	if c.Kind != histories.Semaphore {
+		return [][][]Step{nil}, 1
+	}
 	n := 1.0
-	if c.Kind == histories.Semaphore {
-		base.Slots = exhaustSlots
-		// Each admin's scripts, the first admin's varying slowest.
-		adminSets = nil
-		each := make([][][]Step, admins)
-		for i := range each {
-			most := s.AdminOps
-			if s.EachAdminOps != nil {
-				most = s.EachAdminOps[i]
-			}
-			each[i] = scripts(adminOps, 0, most)
-			n *= float64(len(each[i]))
+	each := make([][][]Step, max(1, s.Admins))
+	for i := range each {
+		most := s.AdminOps
+		if s.EachAdminOps != nil {
+			most = s.EachAdminOps[i]
 		}
-		if n <= maxSkeletons {
-			adminSets = prover.Choices(each)
-		}
+		each[i] = scripts(alphabet, 0, most)
+		n *= float64(len(each[i]))
 	}
-	// Refuse at once what cannot even be listed: the faults multiply it.
+	if n > maxSkeletons {
+		return nil, n
+	}
+	return prover.Choices(each), n
+}
+
+// tooMany refuses a scope of more than maxSkeletons plans before any
+// fault, before they are listed (the faults multiply them): admins
+// choices of the admins' scripts, times each client's every script of 1
+// to its most steps of clientOps.
+func tooMany(s prover.ExhaustScope, admins float64, clientOps []Step) error {
+	n := admins
 	for i := range s.Clients {
 		most := s.Ops
 		if s.EachOps != nil && i < len(s.EachOps) {
@@ -109,29 +138,21 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		n *= float64(len(scripts(clientOps, 1, most)))
 	}
 	if n > maxSkeletons {
-		return nil, "", fmt.Errorf("--clients %d, --ops %s, --admin-ops %s: %.3g plans before any fault, more than an exhaustive search can run (at most %d): narrow the scope", s.Clients, s.OpsWords(), s.AdminOpsWords(), n, maxSkeletons)
+		return fmt.Errorf("--clients %d, --ops %s, --admin-ops %s: %.3g plans before any fault, more than an exhaustive search can run (at most %d): narrow the scope", s.Clients, s.OpsWords(), s.AdminOpsWords(), n, maxSkeletons)
 	}
-	clientSets, err := prover.ClientScripts(clientOps, s, 1)
-	if err != nil {
-		return nil, "", err
-	}
-	var out []prover.Plan
-	for _, cs := range clientSets {
-		for _, as := range adminSets {
-			p := base
-			p.Clients, p.Admins = prover.Staggered(cs, s.StaggerMs, func(ms int) Step { return Step{Op: Sleep, Ms: ms} }), as
-			places, err := c.faultPlaces(&p, faults, s.HealMs)
-			if err != nil {
-				return nil, "", err
-			}
-			for _, nem := range prover.Subsets(places, s.MaxFaults) {
-				q := p
-				q.Nemesis = nem
-				out = append(out, &q)
-			}
-		}
-	}
-	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
+	return nil
+}
+
+// withNemesis is a copy of p (one of Skeletons') that holds faults
+// nemesis.
+func (p Plan) withNemesis(nemesis []Fault) prover.Plan {
+	p.Nemesis = nemesis
+	return &p
+}
+
+// scopeWords says s in words, its plans (of faults, of mutant) counted:
+// the search's last line.
+func (c Config) scopeWords(s prover.ExhaustScope, faults []string, mutant string, plans int) string {
 	sleep := ""
 	if s.SleepMs > 0 {
 		sleep = fmt.Sprintf(", sleep %d ms", s.SleepMs)
@@ -140,6 +161,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if s.StaggerMs > 0 {
 		what += fmt.Sprintf(", every client but the first starting after a sleep of %d ms", s.StaggerMs)
 	}
+	admins := max(1, s.Admins)
 	switch {
 	case c.Kind != histories.Semaphore:
 	case admins == 1 && s.AdminOps == 0 && s.EachAdminOps == nil:
@@ -149,20 +171,11 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	default:
 		what += fmt.Sprintf("; %d admins, the first creating %d slot, each with every script of %s operations of change +1, change -1, count, wait for slot 1, destroy%s", admins, exhaustSlots, s.AdminSteps(), sleep)
 	}
-	if len(faults) == 0 {
-		what += "; no faults"
-	} else {
-		lasting := "lasting to the end"
-		if s.HealMs > 0 {
-			lasting = fmt.Sprintf("lasting to the end, or healing %d ms after it struck", s.HealMs)
-		}
-		what += fmt.Sprintf("; 0 to %d faults of %s, each right after any method its target sends (a pause or partition %s)", s.MaxFaults, strings.Join(faults, ", "), lasting)
+	lasting := "lasting to the end"
+	if s.HealMs > 0 {
+		lasting = fmt.Sprintf("lasting to the end, or healing %d ms after it struck", s.HealMs)
 	}
-	if mutant != "" {
-		what += "; mutant " + mutant
-	}
-	what += fmt.Sprintf(" (%d plans), under every schedule of the simulator", len(out))
-	return out, what, nil
+	return what + s.EndWords(faults, "right after any method its target sends (a pause or partition "+lasting+")", mutant, plans)
 }
 
 // faultPlaces are the faults of p's scope, each at every place: after

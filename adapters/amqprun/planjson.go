@@ -33,62 +33,21 @@ func (p *Plan) AppendJSON(b []byte) []byte {
 	b = append(b, `,"admins":`...)
 	b = appendScripts(b, p.Admins)
 	b = append(b, `,"nemesis":`...)
-	if p.Nemesis == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, f := range p.Nemesis {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = f.appendJSON(b)
-		}
-		b = append(b, ']')
-	}
+	b = appendFaults(b, p.Nemesis)
 	if len(p.Cluster) > 0 {
-		b = append(b, `,"cluster":[`...)
-		for i, n := range p.Cluster {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, n)
-		}
-		b = append(b, ']')
+		b = append(b, `,"cluster":`...)
+		b = appendStrings(b, p.Cluster)
 	}
 	if len(p.Nodes) > 0 {
-		b = append(b, `,"nodes":{`...)
-		keys := make([]string, 0, len(p.Nodes))
-		for k := range p.Nodes {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = appendString(b, p.Nodes[k])
-		}
-		b = append(b, '}')
+		b = append(b, `,"nodes":`...)
+		b = appendNodes(b, p.Nodes)
 	}
 	if p.PartitionHandling != "" {
 		b = append(b, `,"partition_handling":`...)
 		b = appendString(b, p.PartitionHandling)
 	}
 	b = append(b, `,"schedule":`...)
-	if p.Schedule == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, n := range p.Schedule {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, int64(n), 10)
-		}
-		b = append(b, ']')
-	}
+	b = appendInts(b, p.Schedule)
 	b = append(b, `,"schedule_seed":`...)
 	b = strconv.AppendUint(b, p.ScheduleSeed, 10)
 	if p.Model != "" {
@@ -96,16 +55,73 @@ func (p *Plan) AppendJSON(b []byte) []byte {
 		b = appendString(b, p.Model)
 	}
 	if len(p.Properties) > 0 {
-		b = append(b, `,"properties":[`...)
-		for i, s := range p.Properties {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, s)
-		}
-		b = append(b, ']')
+		b = append(b, `,"properties":`...)
+		b = appendStrings(b, p.Properties)
 	}
 	return append(b, "}\n"...)
+}
+
+// appendFaults appends faults as a JSON array, null if nil.
+func appendFaults(b []byte, faults []Fault) []byte {
+	if faults == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, f := range faults {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = f.appendJSON(b)
+	}
+	return append(b, ']')
+}
+
+// appendStrings appends ss as a JSON array (of a plan's fields that
+// leave out an empty one).
+func appendStrings(b []byte, ss []string) []byte {
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	return append(b, ']')
+}
+
+// appendNodes appends nodes as a JSON object, its keys sorted as
+// encoding/json sorts a map's.
+func appendNodes(b []byte, nodes map[string]string) []byte {
+	b = append(b, '{')
+	keys := make([]string, 0, len(nodes))
+	for k := range nodes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendString(b, nodes[k])
+	}
+	return append(b, '}')
+}
+
+// appendInts appends ns as a JSON array, null if nil.
+func appendInts(b []byte, ns []int) []byte {
+	if ns == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, n := range ns {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(n), 10)
+	}
+	return append(b, ']')
 }
 
 func (o *Options) appendJSON(b []byte) []byte {

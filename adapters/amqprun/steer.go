@@ -153,23 +153,7 @@ func DrawToward(t *rapid.T, c Config, g prover.Interleaving) *Plan {
 		pause := intRange(20, 200).Draw(t, "steer_pause_ms")
 		*a = append(spaced(steps(t, p, xr, g.X), pause), *a...)
 	case prover.During:
-		// Each three times in a row, after pauses of up to 30 ms: the
-		// processes do not start at the same moment (the first admin
-		// starts right after its create, the others once connected some
-		// 20 ms later on the simulator), and an operation takes some
-		// milliseconds.
-		// Two changes go the same way, so that both mostly extend or
-		// both shrink the semaphore from the same count.
-		var ys, xs []Step
-		for range 3 {
-			y, x := steps(t, p, yr, g.Y), steps(t, p, xr, g.X)
-			if g.X == histories.Change && g.Y == histories.Change && (x[0].Delta > 0) != (y[0].Delta > 0) {
-				x[0].Delta = -x[0].Delta
-			}
-			ys, xs = append(ys, y...), append(xs, x...)
-		}
-		*b = append(pausedFor(t, ys, "steer_y_pause_ms"), *b...)
-		*a = append(pausedFor(t, xs, "steer_pause_ms"), *a...)
+		leadDuring(t, p, g, a, b)
 	case prover.AfterOwn:
 		var pre []Step
 		if g.Y != histories.Create {
@@ -180,42 +164,70 @@ func DrawToward(t *rapid.T, c Config, g prover.Interleaving) *Plan {
 			x = x[len(x)-1:] // Y left the client holding
 		}
 		*a = append(append(pre, x...), *a...)
-	}
-	if g.How != prover.Struck {
-		// The faults drawn that would strike the meeting's processes
-		// are left out: they would mostly stop it.
-		p.Nemesis = slices.DeleteFunc(p.Nemesis, func(f Fault) bool {
-			return f.Target == "" || f.Target == aName || f.Target == bName
-		})
-	}
-	switch g.How {
 	case prover.Struck:
-		pre := steps(t, p, xr, g.X)
-		*a = append(pre, *a...)
-		// Right after one of X's methods: those of the process's
-		// connection, its create (the first admin's) and the steps
-		// before X come first.
-		before := connectMethods
-		if aName == adminName(0) {
-			before += methods(p, Step{Op: histories.Create})
-		}
-		for _, s := range pre[:len(pre)-1] {
-			before += methods(p, s)
-		}
-		f := Fault{Fault: g.Y, Target: aName,
-			AfterCalls: before + rapid.IntRange(1, methods(p, pre[len(pre)-1])).Draw(t, "steer_method")}
-		if !slices.Contains(c.Faults, f.Fault) && f.Fault == histories.Kill && xr == "admin" {
-			f.Fault, f.AfterCalls = AdminCrash, intRange(1, 4).Draw(t, "steer_writes")
-		}
-		if f.Fault == histories.Pause || f.Fault == histories.Partition {
-			f.For = intRange(0, 4000).Draw(t, "steer_for_ms")
-		}
-		if len(p.Nemesis) >= c.MaxFaults && len(p.Nemesis) > 0 {
-			p.Nemesis = p.Nemesis[1:]
-		}
-		p.Nemesis = append([]Fault{f}, p.Nemesis...)
+		strikeDuring(t, c, p, g, a, aName)
+		return p
 	}
+	// The faults drawn that would strike the meeting's processes are
+	// left out: they would mostly stop it.
+	p.Nemesis = slices.DeleteFunc(p.Nemesis, func(f Fault) bool {
+		return f.Target == "" || f.Target == aName || f.Target == bName
+	})
 	return p
+}
+
+// leadDuring leans p toward g, an X during another's Y: Y three times
+// in a row in b (Y's process's script), X three times in a (X's), each
+// after a pause of up to 30 ms. The processes do not start at the same
+// moment (the first admin starts right after its create, the others
+// once connected some 20 ms later on the simulator), and an operation
+// takes some milliseconds. Two changes go the same way, so that both
+// mostly extend or both shrink the semaphore from the same count.
+func leadDuring(t *rapid.T, p *Plan, g prover.Interleaving, a, b *[]Step) {
+	xr, yr, _ := strings.Cut(g.Who, "/")
+	var ys, xs []Step
+	for range 3 {
+		y, x := steps(t, p, yr, g.Y), steps(t, p, xr, g.X)
+		if g.X == histories.Change && g.Y == histories.Change && (x[0].Delta > 0) != (y[0].Delta > 0) {
+			x[0].Delta = -x[0].Delta
+		}
+		ys, xs = append(ys, y...), append(xs, x...)
+	}
+	*b = append(pausedFor(t, ys, "steer_y_pause_ms"), *b...)
+	*a = append(pausedFor(t, xs, "steer_pause_ms"), *a...)
+}
+
+// strikeDuring leans p toward g, fault Y during X: X first in a (the
+// script of aName, X's process), and Y aimed at aName right after one
+// of X's methods, first in p's faults (the first of those drawn left
+// out if p holds c's most already). An admin's kill where c does not
+// strike kills is an admin-crash, within its first writes.
+func strikeDuring(t *rapid.T, c Config, p *Plan, g prover.Interleaving, a *[]Step, aName string) {
+	xr, _, _ := strings.Cut(g.Who, "/")
+	pre := steps(t, p, xr, g.X)
+	*a = append(pre, *a...)
+	// Right after one of X's methods: those of the process's
+	// connection, its create (the first admin's) and the steps before X
+	// come first.
+	before := connectMethods
+	if aName == adminName(0) {
+		before += methods(p, Step{Op: histories.Create})
+	}
+	for _, s := range pre[:len(pre)-1] {
+		before += methods(p, s)
+	}
+	f := Fault{Fault: g.Y, Target: aName,
+		AfterCalls: before + rapid.IntRange(1, methods(p, pre[len(pre)-1])).Draw(t, "steer_method")}
+	if !slices.Contains(c.Faults, f.Fault) && f.Fault == histories.Kill && xr == "admin" {
+		f.Fault, f.AfterCalls = AdminCrash, intRange(1, 4).Draw(t, "steer_writes")
+	}
+	if f.Fault == histories.Pause || f.Fault == histories.Partition {
+		f.For = intRange(0, 4000).Draw(t, "steer_for_ms")
+	}
+	if len(p.Nemesis) >= c.MaxFaults && len(p.Nemesis) > 0 {
+		p.Nemesis = p.Nemesis[1:]
+	}
+	p.Nemesis = append([]Fault{f}, p.Nemesis...)
 }
 
 // process names a process of role (adding one if the plan has none to

@@ -174,148 +174,198 @@ const clusterOpTimeout = 2 * time.Second
 // runClusterSteps runs steps on e and says what each step observed.
 // prefix names the sequence's queues.
 func runClusterSteps(e clusterEnv, prefix string, steps []ClusterStep, steady time.Duration) []string {
-	type client struct {
-		conn broker.Conn
-		ch   broker.Channel
-	}
-	clients := map[string]*client{}
-	dial := func(name string) (*client, string) {
-		ctx, cancel := e.Timeout(clusterOpTimeout)
-		defer cancel()
-		conn, err := e.Dial(ctx, broker.Config{Name: name, Heartbeat: 2 * time.Second})
-		if err != nil {
-			return nil, "dial: " + observe(err)
-		}
-		ch, err := conn.Channel(ctx)
-		if err == nil {
-			err = ch.Confirm(ctx)
-		}
-		if err != nil {
-			conn.Close()
-			return nil, "channel: " + observe(err)
-		}
-		return &client{conn, ch}, ""
-	}
-	var out []string
-	cuts := map[string]bool{}
-	stopped := map[string]bool{} // nodes killed or paused, until started or resumed
+	r := &clusterRun{e: e, prefix: prefix, steady: steady, clients: map[string]*clusterClient{}, cuts: map[string]bool{}, stopped: map[string]bool{}}
 	for i, s := range steps {
 		if s.On == "" {
-			var err error
-			switch s.Do {
-			case "isolate", "cut-one-way", "bridge":
-				cut := s.cut()
-				cuts[cut] = true
-				err = e.Fault("partition", cut)
-			case "heal":
-				for _, cut := range slices.Sorted(maps.Keys(cuts)) {
-					if e := e.Fault("heal", cut); e != nil && err == nil {
-						err = e
-					}
-				}
-				clear(cuts)
-			case "restart", "start":
-				err = e.Fault("restart-broker", s.Arg)
-			default:
-				err = e.Fault(s.Do, s.Arg)
-			}
-			switch s.Do {
-			case "kill", "pause":
-				stopped[s.Arg] = true
-			case "start", "resume":
-				delete(stopped, s.Arg)
-			}
-			if err != nil {
-				out = append(out, "fault failed: "+err.Error())
-			} else {
-				out = append(out, "done")
-			}
-			if i < len(steps)-1 {
-				// (After the last step nothing is observed: the real
-				// cluster's recovery follows at once.)
-				e.Sleep(context.Background(), ClusterSettle)
-				if len(cuts) == 0 && len(stopped) == 0 && !awaitServing(e, steady) && out[i] == "done" {
-					out[i] = NotServing
-				}
-			}
-			continue
+			// (After the last step nothing is observed: the real
+			// cluster's recovery follows at once.)
+			r.fault(s, i < len(steps)-1)
+		} else {
+			r.method(s)
 		}
-		c := clients[s.On]
-		if c != nil && c.conn.Err() != nil {
-			c.conn.Close()
-			c, clients[s.On] = nil, nil
-		}
-		if s.Do == "reconnect" {
-			if c != nil {
-				c.conn.Close()
-			}
-			var why string
-			clients[s.On], why = dial(s.On)
-			out = append(out, cmp.Or(why, "ok"))
-			continue
-		}
-		if c == nil {
-			var why string
-			if c, why = dial(s.On); c == nil {
-				out = append(out, why)
-				continue
-			}
-			clients[s.On] = c
-		}
-		q := prefix + s.Arg
-		ctx, cancel := e.Timeout(clusterOpTimeout)
-		var err error
-		var what string
-		switch s.Do {
-		case "declare-exclusive":
-			_, err = c.ch.Declare(ctx, q, broker.DeclareOptions{Exclusive: true})
-		case "declare-passive":
-			_, err = c.ch.Declare(ctx, q, broker.DeclareOptions{Passive: true})
-		case "declare-durable":
-			_, err = c.ch.Declare(ctx, q, broker.DeclareOptions{Durable: true})
-		case "delete":
-			_, err = c.ch.Delete(ctx, q, broker.DeleteOptions{})
-		case "publish":
-			var conf broker.Confirmation
-			conf, err = c.ch.Publish(ctx, broker.Publishing{Key: q, Mandatory: true})
-			switch {
-			case err != nil:
-			case conf.Returned:
-				what = "returned"
-			case conf.Acked:
-				what = "acked"
-			default:
-				what = "nacked"
-			}
-		}
-		cancel()
-		if err != nil {
-			what = observe(err)
-			if c.conn.Err() == nil {
-				// The broker closed the channel: a fresh one for the next
-				// method.
-				ctx, cancel := e.Timeout(clusterOpTimeout)
-				ch, cerr := c.conn.Channel(ctx)
-				if cerr == nil {
-					cerr = ch.Confirm(ctx)
-				}
-				cancel()
-				if cerr != nil {
-					c.conn.Close()
-					clients[s.On] = nil
-				} else {
-					c.ch = ch
-				}
-			}
-		}
-		out = append(out, cmp.Or(what, "ok"))
 	}
-	for _, c := range clients {
+	for _, c := range r.clients {
 		if c != nil {
 			c.conn.Close()
 		}
 	}
-	return out
+	return r.out
+}
+
+// clusterRun is a sequence under way on a cluster: its clients'
+// connections, the cuts and the stopped nodes in force, and what each
+// step observed so far.
+type clusterRun struct {
+	e       clusterEnv
+	prefix  string // names the sequence's queues
+	steady  time.Duration
+	clients map[string]*clusterClient // by name; nil: none (its connection was lost)
+	cuts    map[string]bool
+	stopped map[string]bool // nodes killed or paused, until started or resumed
+	out     []string
+}
+
+// clusterClient is a client's connection and its channel, in confirm
+// mode.
+type clusterClient struct {
+	conn broker.Conn
+	ch   broker.Channel
+}
+
+// dial connects client name, with a channel in confirm mode; or says
+// why it could not.
+func (r *clusterRun) dial(name string) (*clusterClient, string) {
+	ctx, cancel := r.e.Timeout(clusterOpTimeout)
+	defer cancel()
+	conn, err := r.e.Dial(ctx, broker.Config{Name: name, Heartbeat: 2 * time.Second})
+	if err != nil {
+		return nil, "dial: " + observe(err)
+	}
+	ch, err := conn.Channel(ctx)
+	if err == nil {
+		err = ch.Confirm(ctx)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, "channel: " + observe(err)
+	}
+	return &clusterClient{conn, ch}, ""
+}
+
+// fault strikes fault step s and observes "done" (or why it failed);
+// then, settle, waits ClusterSettle, and, with no fault left in force,
+// until every node serves again (NotServing if one did not).
+func (r *clusterRun) fault(s ClusterStep, settle bool) {
+	err := r.strike(s)
+	switch s.Do {
+	case "kill", "pause":
+		r.stopped[s.Arg] = true
+	case "start", "resume":
+		delete(r.stopped, s.Arg)
+	}
+	observed := "done"
+	if err != nil {
+		observed = "fault failed: " + err.Error()
+	}
+	if settle {
+		r.e.Sleep(context.Background(), ClusterSettle)
+		if len(r.cuts) == 0 && len(r.stopped) == 0 && !awaitServing(r.e, r.steady) && observed == "done" {
+			observed = NotServing
+		}
+	}
+	r.out = append(r.out, observed)
+}
+
+// strike strikes fault step s on the cluster: a cut (noted until the
+// heal), the heal of every cut, a node's restart or start, or another
+// fault on a node.
+func (r *clusterRun) strike(s ClusterStep) error {
+	switch s.Do {
+	case "isolate", "cut-one-way", "bridge":
+		cut := s.cut()
+		r.cuts[cut] = true
+		return r.e.Fault("partition", cut)
+	case "heal":
+		var err error
+		for _, cut := range slices.Sorted(maps.Keys(r.cuts)) {
+			if e := r.e.Fault("heal", cut); e != nil && err == nil {
+				err = e
+			}
+		}
+		clear(r.cuts)
+		return err
+	case "restart", "start":
+		return r.e.Fault("restart-broker", s.Arg)
+	}
+	return r.e.Fault(s.Do, s.Arg)
+}
+
+// method runs method step s through its client, connecting it first
+// if its connection was lost (or at a reconnect), and observes what it
+// answered.
+func (r *clusterRun) method(s ClusterStep) {
+	c := r.clients[s.On]
+	if c != nil && c.conn.Err() != nil {
+		c.conn.Close()
+		c, r.clients[s.On] = nil, nil
+	}
+	if s.Do == "reconnect" {
+		if c != nil {
+			c.conn.Close()
+		}
+		var why string
+		r.clients[s.On], why = r.dial(s.On)
+		r.out = append(r.out, cmp.Or(why, "ok"))
+		return
+	}
+	if c == nil {
+		var why string
+		if c, why = r.dial(s.On); c == nil {
+			r.out = append(r.out, why)
+			return
+		}
+		r.clients[s.On] = c
+	}
+	what, err := r.send(c, s)
+	if err != nil {
+		what = observe(err)
+		if c.conn.Err() == nil {
+			// The broker closed the channel: a fresh one for the next
+			// method.
+			r.freshChannel(c, s.On)
+		}
+	}
+	r.out = append(r.out, cmp.Or(what, "ok"))
+}
+
+// send sends method step s on c's channel: what a publish's
+// confirmation said ("" for any other method), or the method's error.
+func (r *clusterRun) send(c *clusterClient, s ClusterStep) (string, error) {
+	q := r.prefix + s.Arg
+	ctx, cancel := r.e.Timeout(clusterOpTimeout)
+	defer cancel()
+	var err error
+	switch s.Do {
+	case "declare-exclusive":
+		_, err = c.ch.Declare(ctx, q, broker.DeclareOptions{Exclusive: true})
+	case "declare-passive":
+		_, err = c.ch.Declare(ctx, q, broker.DeclareOptions{Passive: true})
+	case "declare-durable":
+		_, err = c.ch.Declare(ctx, q, broker.DeclareOptions{Durable: true})
+	case "delete":
+		_, err = c.ch.Delete(ctx, q, broker.DeleteOptions{})
+	case "publish":
+		var conf broker.Confirmation
+		conf, err = c.ch.Publish(ctx, broker.Publishing{Key: q, Mandatory: true})
+		switch {
+		case err != nil:
+		case conf.Returned:
+			return "returned", nil
+		case conf.Acked:
+			return "acked", nil
+		default:
+			return "nacked", nil
+		}
+	}
+	return "", err
+}
+
+// freshChannel opens c a fresh channel, in confirm mode, after the
+// broker closed its last; if it cannot, it closes c's connection and
+// forgets client on's.
+func (r *clusterRun) freshChannel(c *clusterClient, on string) {
+	ctx, cancel := r.e.Timeout(clusterOpTimeout)
+	ch, err := c.conn.Channel(ctx)
+	if err == nil {
+		err = ch.Confirm(ctx)
+	}
+	cancel()
+	if err != nil {
+		c.conn.Close()
+		r.clients[on] = nil
+	} else {
+		c.ch = ch
+	}
 }
 
 // ServingTries bounds awaitServing: this many rounds of dials, a second

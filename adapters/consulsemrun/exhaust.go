@@ -3,7 +3,6 @@ package consulsemrun
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/lockprover/lockprover/adapters/leaserun"
 	"github.com/lockprover/lockprover/histories"
@@ -41,26 +40,10 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if err := s.NoSleepOrHeal(Kind); err != nil {
 		return nil, "", err
 	}
-	switch {
-	case s.Clients < 1:
-		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
-	case s.AdminOps > 0:
-		return nil, "", fmt.Errorf("--admin-ops: a %s has no admins (give --admin-ops 0)", Kind)
-	case s.Admins != 0:
-		return nil, "", fmt.Errorf("--admins: a %s has no admins", Kind)
+	if err := leaserun.NoAdmins(Kind, s); err != nil {
+		return nil, "", err
 	}
-	asked := s.Faults
-	if asked == nil {
-		asked = c.Faults // --faults, as the family's setup read it
-	}
-	var faults []string
-	if s.MaxFaults > 0 {
-		for _, f := range asked {
-			if f != histories.RestartBroker || c.AnyRestart || c.keeps() {
-				faults = append(faults, f)
-			}
-		}
-	}
+	faults := s.PlanFaults(c.Faults, func(f string) bool { return f != histories.RestartBroker || c.AnyRestart || c.keeps() })
 	ttl := c.TTLMs
 	if ttl == 0 {
 		ttl = 1000
@@ -70,54 +53,76 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if err != nil {
 		return nil, "", err
 	}
-	mutant := c.Mutant
-	if s.Mutant != "" {
-		mutant = s.Mutant
-	}
 	base := Plan{Version: PlanVersion, Kind: Kind, Prefix: "lp", Backend: c.Backend, Persistent: c.Persistent && c.Backend == Consul,
-		Limit: 1, TTLMs: ttl, Mutant: mutant, StaleReads: c.StaleReads, BehaviorRelease: c.BehaviorRelease, LockDelay: c.LockDelay}
-	var out []prover.Plan
-	for _, cs := range clientScripts {
-		for _, ls := range limits {
-			p := base
-			p.Clients = cs
-			if ls != nil && slices.ContainsFunc(ls, func(l int) bool { return l != ls[0] }) {
-				p.Limits = ls
-			} else if ls != nil {
-				p.Limit = ls[0]
+		Limit: 1, TTLMs: ttl, Mutant: s.PlanMutant(c.Mutant), StaleReads: c.StaleReads, BehaviorRelease: c.BehaviorRelease, LockDelay: c.LockDelay}
+	out, err := prover.EveryPlan(clientScripts, limits, func(cs [][]Step, ls []int) ([]prover.Plan, error) {
+		p := base
+		p.Clients = cs
+		p.setLimits(ls)
+		var places []Fault
+		if len(faults) > 0 {
+			times, err := inFlight(&p)
+			if err != nil {
+				return nil, err
 			}
-			var places []Fault
-			if len(faults) > 0 {
-				times, err := inFlight(&p)
-				if err != nil {
-					return nil, "", err
+			places = faultPlaces(&p, faults, times)
+		}
+		return prover.WithFaults(places, s.MaxFaults, p.withNemesis), nil
+	}, c.Size)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, c.scopeWords(s, ttl, faults, base.Mutant, len(out)), nil
+}
+
+// setLimits gives p's clients limits ls, one each (leaserun.Limits): the
+// plan's limit where they agree, each its own where they do not; nil
+// leaves the plan's.
+func (p *Plan) setLimits(ls []int) {
+	switch {
+	case ls == nil:
+	case slices.ContainsFunc(ls, func(l int) bool { return l != ls[0] }):
+		p.Limits = ls
+	default:
+		p.Limit = ls[0]
+	}
+}
+
+// faultPlaces are the faults of p's scope: each of faults at every
+// millisecond of times, at every client (a restart at the server), a
+// pause or a partition lasting until the clients are done or three ttls.
+func faultPlaces(p *Plan, faults []string, times []int) []Fault {
+	var out []Fault
+	for _, f := range faults {
+		targets := p.processes()
+		if f == histories.RestartBroker {
+			targets = []string{""}
+		}
+		lengths := []int{0}
+		if f == histories.Pause || f == histories.Partition {
+			lengths = append(lengths, 3*p.TTLMs)
+		}
+		for _, target := range targets {
+			for _, length := range lengths {
+				for _, at := range times {
+					out = append(out, Fault{At: at, Fault: f, Target: target, For: length})
 				}
-				for _, f := range faults {
-					targets := p.processes()
-					if f == histories.RestartBroker {
-						targets = []string{""}
-					}
-					lengths := []int{0}
-					if f == histories.Pause || f == histories.Partition {
-						lengths = append(lengths, 3*ttl)
-					}
-					for _, target := range targets {
-						for _, length := range lengths {
-							for _, at := range times {
-								places = append(places, Fault{At: at, Fault: f, Target: target, For: length})
-							}
-						}
-					}
-				}
-			}
-			for _, nem := range prover.Subsets(places, s.MaxFaults) {
-				q := p
-				q.Nemesis = nem
-				out = append(out, &q)
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
+	return out
+}
+
+// withNemesis is a copy of p (one of Skeletons') that holds faults
+// nemesis.
+func (p Plan) withNemesis(nemesis []Fault) prover.Plan {
+	p.Nemesis = nemesis
+	return &p
+}
+
+// scopeWords says s in words, its plans (of sessions of ttl ms, of
+// faults) counted: the search's last line.
+func (c Config) scopeWords(s prover.ExhaustScope, ttl int, faults []string, mutant string, plans int) string {
 	server := "a simulated Consul -dev agent"
 	switch {
 	case c.Backend == Etcd:
@@ -131,16 +136,8 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	} else {
 		what += ", limit 1"
 	}
-	if len(faults) == 0 {
-		what += "; no faults"
-	} else {
-		what += fmt.Sprintf("; 0 to %d faults of %s, each at every millisecond in which a client's operation is in flight in the run without faults (a pause or partition lasting until the clients are done or %d ms, a restart back at once)", s.MaxFaults, strings.Join(faults, ", "), 3*ttl)
-	}
-	if mutant != "" {
-		what += "; mutant " + mutant
-	}
-	what += fmt.Sprintf(" (%d plans), under every schedule of the simulator", len(out))
-	return out, what, nil
+	where := fmt.Sprintf("at every millisecond in which a client's operation is in flight in the run without faults (a pause or partition lasting until the clients are done or %d ms, a restart back at once)", 3*ttl)
+	return what + s.EndWords(faults, where, mutant, plans)
 }
 
 // inFlight are the whole milliseconds in which one of p's clients has an

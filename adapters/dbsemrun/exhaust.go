@@ -3,7 +3,6 @@ package dbsemrun
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/lockprover/lockprover/adapters/leaserun"
 	"github.com/lockprover/lockprover/histories"
@@ -44,18 +43,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	case s.AdminOps > 0:
 		return nil, "", fmt.Errorf("--admin-ops: a db-semaphore has no admins (give --admin-ops 0)")
 	}
-	var faults []string
-	asked := s.Faults
-	if asked == nil {
-		asked = c.Faults // --faults, as the family's setup read it
-	}
-	if s.MaxFaults > 0 {
-		for _, f := range asked {
-			if f != histories.RestartBroker {
-				faults = append(faults, f)
-			}
-		}
-	}
+	faults := s.PlanFaults(c.Faults, func(f string) bool { return f != histories.RestartBroker })
 	ttl := c.TTLMs
 	if ttl == 0 {
 		ttl = 1000
@@ -65,57 +53,64 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if err != nil {
 		return nil, "", err
 	}
-	mutant := c.Mutant
-	if s.Mutant != "" {
-		mutant = s.Mutant
+	base := Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: ttl, Options: c.Options, Mutant: s.PlanMutant(c.Mutant)}
+	places := faultPlaces(s.Clients, faults, ttl)
+	out, err := prover.EveryPlan(clientScripts, limits, func(cs [][]Step, ls []int) ([]prover.Plan, error) {
+		p := base
+		p.setClients(cs, ls)
+		return prover.WithFaults(places, s.MaxFaults, p.withNemesis), nil
+	}, c.Size)
+	if err != nil {
+		return nil, "", err
 	}
-	base := Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: ttl, Options: c.Options, Mutant: mutant}
-	var places []Fault
-	for _, f := range faults {
-		for i := range s.Clients {
-			for k := 1; k <= exhaustCalls; k++ {
-				place := Fault{Fault: f, Target: fmt.Sprintf("c%d", i+1), AfterStatements: k}
-				if histories.IsClockFault(f) {
-					place.OffsetMs = 2 * ttl
-				}
-				places = append(places, place)
-			}
-		}
-	}
-	var out []prover.Plan
-	for _, cs := range clientScripts {
-		for _, ls := range limits {
-			p := base
-			p.Clients = cs
-			if ls != nil && slices.ContainsFunc(ls, func(l int) bool { return l != ls[0] }) {
-				p.Clients = withLimits(cs, ls)
-			} else if ls != nil {
-				p.Max = ls[0]
-			}
-			for _, nem := range prover.Subsets(places, s.MaxFaults) {
-				q := p
-				q.Nemesis = nem
-				out = append(out, &q)
-			}
-		}
-	}
-	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
 	what := fmt.Sprintf("db-semaphore, ttl %d ms, %s, each with every script of %s steps of acquire, refresh, release, sleep %d ms", ttl, leaserun.Clients(s.Clients), s.Steps(), 2*ttl)
 	if s.Clients > 1 {
 		what += ", each with a limit of 1 or 2 of its own"
 	} else {
 		what += ", limit 1"
 	}
-	if len(faults) == 0 {
-		what += "; no faults"
-	} else {
-		what += fmt.Sprintf("; 0 to %d faults of %s, each right after one of its target's first %d statements (a pause or partition lasting to the end, a clock fault of +%d ms)", s.MaxFaults, strings.Join(faults, ", "), exhaustCalls, 2*ttl)
+	where := fmt.Sprintf("right after one of its target's first %d statements (a pause or partition lasting to the end, a clock fault of +%d ms)", exhaustCalls, 2*ttl)
+	return out, what + s.EndWords(faults, where, base.Mutant, len(out)), nil
+}
+
+// faultPlaces are the faults of a scope of clients clients and leases of
+// ttl ms: each of faults at each client, right after each of its first
+// exhaustCalls statements; a clock fault moving its clock two ttls ahead.
+func faultPlaces(clients int, faults []string, ttl int) []Fault {
+	var out []Fault
+	for _, f := range faults {
+		for i := range clients {
+			for k := 1; k <= exhaustCalls; k++ {
+				place := Fault{Fault: f, Target: fmt.Sprintf("c%d", i+1), AfterStatements: k}
+				if histories.IsClockFault(f) {
+					place.OffsetMs = 2 * ttl
+				}
+				out = append(out, place)
+			}
+		}
 	}
-	if mutant != "" {
-		what += "; mutant " + mutant
+	return out
+}
+
+// setClients gives p the clients' scripts cs, of limits ls, one each
+// (leaserun.Limits): the plan's max where they agree, passed on each
+// client's acquires where they do not; nil leaves the plan's.
+func (p *Plan) setClients(cs [][]Step, ls []int) {
+	p.Clients = cs
+	switch {
+	case ls == nil:
+	case slices.ContainsFunc(ls, func(l int) bool { return l != ls[0] }):
+		p.Clients = withLimits(cs, ls)
+	default:
+		p.Max = ls[0]
 	}
-	what += fmt.Sprintf(" (%d plans), under every schedule of the simulator", len(out))
-	return out, what, nil
+}
+
+// withNemesis is a copy of p (one of Skeletons') that holds faults
+// nemesis.
+func (p Plan) withNemesis(nemesis []Fault) prover.Plan {
+	p.Nemesis = nemesis
+	return &p
 }
 
 // withLimits is scripts with each client's acquires passing its own

@@ -69,24 +69,70 @@ const exhaustTTL = 100
 // every write, unless c.AnyRestart (as plans draw them).
 func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) {
 	c = c.withDefaults()
-	kind := Kind
-	if c.Priority {
-		kind = PriorityKind
+	if err := c.exhaustible(s); err != nil {
+		return nil, "", err
+	}
+	base := c.exhaustBase(s)
+	faults := drawable(s.PlanFaults(c.Faults, nil), base.Persistence, c.AnyRestart)
+	priorities := c.priorityChoices(s.Clients)
+	clientScripts, err := prover.ClientScripts(exhaustSteps(base.TTLMs, s.SleepMs), s, len(priorities))
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := prover.EveryPlan(clientScripts, priorities, func(cs [][]Step, prio []int64) ([]prover.Plan, error) {
+		p := base
+		p.Clients = prover.Staggered(cs, s.StaggerMs, func(ms int) Step { return Step{Op: Sleep, Ms: ms} })
+		if c.Priority {
+			p.Priorities = slices.Clone(prio)
+			p.TTLs = slices.Clone(s.TTLsMs)
+		}
+		var places []Fault
+		if len(faults) > 0 {
+			times, err := inFlight(&p)
+			if err != nil {
+				return nil, err
+			}
+			places = faultPlaces(&p, faults, times, c.MinDownMs, s.HealMs)
+		}
+		return prover.WithFaults(places, s.MaxFaults, p.withNemesis), nil
+	}, c.Size)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, c.scopeWords(s, base, faults, len(out)), nil
+}
+
+// exhaustible says what is wrong with s as a scope of c's, naming the
+// flag: no client, admins, ttls of the clients' own where they share
+// one (or not one each), a limit above 1 (the reference is a mutex).
+func (c Config) exhaustible(s prover.ExhaustScope) error {
+	kind := c.kind()
+	if err := leaserun.NoAdmins(kind, s); err != nil {
+		return err
 	}
 	switch {
-	case s.Clients < 1:
-		return nil, "", fmt.Errorf("--clients: an exhaustive search needs at least one client, got %d", s.Clients)
-	case s.AdminOps > 0:
-		return nil, "", fmt.Errorf("--admin-ops: a %s has no admins (give --admin-ops 0)", kind)
-	case s.Admins != 0:
-		return nil, "", fmt.Errorf("--admins: a %s has no admins", kind)
 	case s.TTLsMs != nil && !c.Priority:
-		return nil, "", fmt.Errorf("--ttls: a %s's clients share one ttl (--ttl); clients of ttls of their own are the priority Redlock's", kind)
+		return fmt.Errorf("--ttls: a %s's clients share one ttl (--ttl); clients of ttls of their own are the priority Redlock's", kind)
 	case s.TTLsMs != nil && len(s.TTLsMs) != s.Clients:
-		return nil, "", fmt.Errorf("--ttls: give one ttl per client (--clients %d), got %d", s.Clients, len(s.TTLsMs))
+		return fmt.Errorf("--ttls: give one ttl per client (--clients %d), got %d", s.Clients, len(s.TTLsMs))
 	case c.Limit > 1:
-		return nil, "", fmt.Errorf("--limit %d: the reference is a mutex, and an exhaustive search runs it on the simulator only", c.Limit)
+		return fmt.Errorf("--limit %d: the reference is a mutex, and an exhaustive search runs it on the simulator only", c.Limit)
 	}
+	return nil
+}
+
+// kind is the kind c proves: the priority Redlock's, or Redlock's.
+func (c Config) kind() string {
+	if c.Priority {
+		return PriorityKind
+	}
+	return Kind
+}
+
+// exhaustBase is the plan every plan of s starts from, no client yet: a
+// lock on c's servers (1 if unset) of c's persistence ("always" if
+// unset) and ttl (exhaustTTL if unset), of s's mutant.
+func (c Config) exhaustBase(s prover.ExhaustScope) Plan {
 	servers := c.Servers
 	if servers == 0 {
 		servers = 1
@@ -95,60 +141,38 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	if persistence == "" {
 		persistence = PersistAlways
 	}
-	asked := s.Faults
-	if asked == nil {
-		asked = c.Faults // --faults, as the family's setup read it
-	}
-	var faults []string
-	if s.MaxFaults > 0 {
-		faults = drawable(asked, persistence, c.AnyRestart)
-	}
 	ttl := c.TTLMs
 	if ttl == 0 {
 		ttl = exhaustTTL
 	}
-	priorities := [][]int64{nil}
-	if c.Priority {
-		priorities = [][]int64{{0}}
-		if s.Clients > 1 {
-			priorities = prover.Product(exhaustPriorities(s.Clients), s.Clients)
-		}
+	return Plan{Version: PlanVersion, Kind: c.kind(), Key: "lp", Servers: servers, Persistence: persistence, TTLMs: ttl, Mutant: s.PlanMutant(c.Mutant)}
+}
+
+// priorityChoices are the choices of the clients' priorities in a scope
+// of n clients: none for Redlock; for the priority Redlock, 0 for one
+// client, and every choice of each's (exhaustPriorities) for more.
+func (c Config) priorityChoices(n int) [][]int64 {
+	switch {
+	case !c.Priority:
+		return [][]int64{nil}
+	case n > 1:
+		return prover.Product(exhaustPriorities(n), n)
 	}
-	clientScripts, err := prover.ClientScripts(exhaustSteps(ttl, s.SleepMs), s, len(priorities))
-	if err != nil {
-		return nil, "", err
-	}
-	mutant := c.Mutant
-	if s.Mutant != "" {
-		mutant = s.Mutant
-	}
-	base := Plan{Version: PlanVersion, Kind: kind, Key: "lp", Servers: servers, Persistence: persistence, TTLMs: ttl, Mutant: mutant}
-	var out []prover.Plan
-	for _, cs := range clientScripts {
-		for _, prio := range priorities {
-			p := base
-			p.Clients = prover.Staggered(cs, s.StaggerMs, func(ms int) Step { return Step{Op: Sleep, Ms: ms} })
-			if c.Priority {
-				p.Priorities = slices.Clone(prio)
-				p.TTLs = slices.Clone(s.TTLsMs)
-			}
-			var places []Fault
-			if len(faults) > 0 {
-				times, err := inFlight(&p)
-				if err != nil {
-					return nil, "", err
-				}
-				places = faultPlaces(&p, faults, times, c.MinDownMs, s.HealMs)
-			}
-			for _, nem := range prover.Subsets(places, s.MaxFaults) {
-				q := p
-				q.Nemesis = nem
-				out = append(out, &q)
-			}
-		}
-	}
-	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
-	what := fmt.Sprintf("%s on %d simulated server(s) of persistence %s, ttl %d ms, %s, each with every script of %s steps of acquire, refresh, release, sleep %d ms", kind, servers, persistence, ttl, leaserun.Clients(s.Clients), s.Steps(), 2*ttl)
+	return [][]int64{{0}}
+}
+
+// withNemesis is a copy of p (one of Skeletons') that holds faults
+// nemesis.
+func (p Plan) withNemesis(nemesis []Fault) prover.Plan {
+	p.Nemesis = nemesis
+	return &p
+}
+
+// scopeWords says s in words, its plans (base's, of faults) counted: the
+// search's last line.
+func (c Config) scopeWords(s prover.ExhaustScope, base Plan, faults []string, plans int) string {
+	ttl := base.TTLMs
+	what := fmt.Sprintf("%s on %d simulated server(s) of persistence %s, ttl %d ms, %s, each with every script of %s steps of acquire, refresh, release, sleep %d ms", base.Kind, base.Servers, base.Persistence, ttl, leaserun.Clients(s.Clients), s.Steps(), 2*ttl)
 	if s.SleepMs > 0 {
 		what += fmt.Sprintf(", sleep %d ms", s.SleepMs)
 	}
@@ -168,16 +192,8 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	case c.Priority:
 		what += ", of priority 0"
 	}
-	if len(faults) == 0 {
-		what += "; no faults"
-	} else {
-		what += fmt.Sprintf("; 0 to %d faults of %s, each at every millisecond in which a client's operation is in flight in the run without faults, at every client and server it aims at (a pause or partition lasting until the clients are done%s ms, a restart down %d ms, a clock jump of +%d ms)", s.MaxFaults, strings.Join(faults, ", "), lengthWords(pauseLengths(ttl, s.HealMs)), c.MinDownMs, ttl)
-	}
-	if mutant != "" {
-		what += "; mutant " + mutant
-	}
-	what += fmt.Sprintf(" (%d plans), under every schedule of the simulator", len(out))
-	return out, what, nil
+	where := fmt.Sprintf("at every millisecond in which a client's operation is in flight in the run without faults, at every client and server it aims at (a pause or partition lasting until the clients are done%s ms, a restart down %d ms, a clock jump of +%d ms)", lengthWords(pauseLengths(ttl, s.HealMs)), c.MinDownMs, ttl)
+	return what + s.EndWords(faults, where, base.Mutant, plans)
 }
 
 // pauseLengths are how long a pause or a partition of a scope of leases

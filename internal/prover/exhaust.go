@@ -193,110 +193,175 @@ var ErrScopeTooLarge = errors.New("scope too large")
 
 // Run runs the search.
 func (e Exhaust) Run() (*ExhaustOutcome, error) {
-	fam, ok := e.Config.Subject.(Exhaustive)
-	if !ok {
-		return nil, fmt.Errorf("%s cannot be searched exhaustively (its family enumerates no scope)", e.Config.Subject)
+	fam, c, err := e.subject()
+	if err != nil {
+		return nil, err
 	}
-	if !fam.Deterministic() {
-		return nil, errors.New("an exhaustive search runs on the simulator only (--target sim)")
-	}
-	ctx := e.Context
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	c := e.Config.withDefaults()
-	c.ctx = ctx
 	start := time.Now()
 	plans, what, err := fam.Skeletons(e.Scope)
 	if err != nil {
 		return nil, err
 	}
 	bound, delays := e.Scope.bound(), e.Scope.Delays
-	switch {
-	case bound >= 0 && delays:
-		what += fmt.Sprintf(" with at most %s (a choice other than the first: a switch away from a process that could go on, or, where none can, any but the first process)", plural(bound, "delay"))
-	case bound >= 0:
-		what += fmt.Sprintf(" with at most %s (a switch away from a process that could go on)", plural(bound, "preemption"))
-	}
-	o := &ExhaustOutcome{Scope: what, Plans: len(plans), Outcomes: map[string]int{}}
+	o := &ExhaustOutcome{Scope: what + boundWords(bound, delays), Plans: len(plans), Outcomes: map[string]int{}}
 	if len(plans) == 0 {
-		return nil, fmt.Errorf("the scope holds no plan: %s", what)
+		return nil, fmt.Errorf("the scope holds no plan: %s", o.Scope)
 	}
-	o.Estimate, err = estimate(c, fam, plans, e.Everything, bound, delays)
-	if err != nil {
+	if o.Estimate, err = estimate(c, fam, plans, e.Everything, bound, delays); err != nil {
 		return nil, err
 	}
-	limit := e.MaxSchedules
-	if limit == 0 {
-		limit = 1e6
+	if err := e.tooLarge(o); err != nil {
+		return o, err
 	}
-	if o.Estimate > limit && e.Until.IsZero() {
-		return o, fmt.Errorf("%w: about %.3g schedules to run (%d plans; estimated without pruning at states seen before), above --max-schedules %.0f: narrow the scope, bound the search's time with --time (it then reports what it covered), or raise --max-schedules", ErrScopeTooLarge, o.Estimate, len(plans), limit)
-	}
-	last := time.Now()
-	foundSize := -1
+	s := &search{e: e, c: c, fam: fam, o: o, bound: bound, delays: delays, start: start, last: time.Now(), foundSize: -1}
 	for i, p := range plans {
 		size := fam.Size(p)
-		if foundSize >= 0 && size > foundSize {
+		if s.foundSize >= 0 && size > s.foundSize {
 			break // the shortest counterexample has the fewest operations and faults
 		}
-		visited := map[visit]int{}
-		stack := [][]int{nil}
-		for len(stack) > 0 {
-			switch {
-			case ctx.Err() != nil:
-				o.Stopped = "interrupted"
-			case !e.Until.IsZero() && time.Now().After(e.Until):
-				o.Stopped = "--time ran out"
-			}
-			if o.Stopped != "" {
-				o.Elapsed = time.Since(start)
-				return o, nil
-			}
-			prefix := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			d := &dfs{prefix: prefix, states: &o.States, pruned: -1, all: e.Everything, bound: bound, delays: delays}
-			if e.Reduce {
-				d.visited = visited
-			}
-			cx, err := c.runRecovering(fam.Scheduled(p, nil, d))
-			if err != nil {
-				return nil, fmt.Errorf("plan %d of the scope, schedule %v: %w", i+1, prefix, err)
-			}
-			o.Schedules++
-			o.Outcomes[outcomeKey(cx.Report)]++
-			end := len(d.picks)
-			if d.pruned >= 0 {
-				o.Pruned++
-				end = d.pruned
-			}
-			if !e.Reduce {
-				o.States += int64(end - len(prefix))
-			}
-			for j := end - 1; j >= len(prefix); j-- {
-				for a := d.ns[j] - 1; a >= 1; a-- {
-					pick := (d.picks[j] + a) % d.ns[j]
-					if bound >= 0 && d.used[j]+d.cost(j, pick) > bound {
-						continue
-					}
-					stack = append(stack, append(slices.Clone(d.picks[:j]), pick))
-				}
-			}
-			if cx.violated() && (o.Found == nil || len(d.made) < o.FoundSteps) {
-				cx.Plan = fam.Scheduled(p, d.made, nil)
-				cx.Plan.Judged(c.Model, c.Properties)
-				o.Found, o.FoundSteps, foundSize = cx, len(d.made), size
-			}
-			if e.Progress != nil && time.Since(last) >= time.Second {
-				last = time.Now()
-				o.Elapsed = time.Since(start)
-				e.Progress(*o)
-			}
+		if err := s.plan(i, p, size); err != nil {
+			return nil, err
+		}
+		if o.Stopped != "" {
+			break
 		}
 		o.PlansDone++
 	}
 	o.Elapsed = time.Since(start)
 	return o, nil
+}
+
+// subject is the family e searches, and e's Config ready to run its
+// plans; or why e cannot search it.
+func (e Exhaust) subject() (Exhaustive, Config, error) {
+	fam, ok := e.Config.Subject.(Exhaustive)
+	if !ok {
+		return nil, Config{}, fmt.Errorf("%s cannot be searched exhaustively (its family enumerates no scope)", e.Config.Subject)
+	}
+	if !fam.Deterministic() {
+		return nil, Config{}, errors.New("an exhaustive search runs on the simulator only (--target sim)")
+	}
+	c := e.Config.withDefaults()
+	c.ctx = e.Context
+	if c.ctx == nil {
+		c.ctx = context.Background()
+	}
+	return fam, c, nil
+}
+
+// boundWords says a bound on preemptions (or delays) in words, after the
+// scope's; "" for none (bound -1).
+func boundWords(bound int, delays bool) string {
+	switch {
+	case bound >= 0 && delays:
+		return fmt.Sprintf(" with at most %s (a choice other than the first: a switch away from a process that could go on, or, where none can, any but the first process)", plural(bound, "delay"))
+	case bound >= 0:
+		return fmt.Sprintf(" with at most %s (a switch away from a process that could go on)", plural(bound, "preemption"))
+	}
+	return ""
+}
+
+// tooLarge refuses a search whose estimate (o's) is above MaxSchedules,
+// unless Until bounds it: ErrScopeTooLarge, saying how to narrow it.
+func (e Exhaust) tooLarge(o *ExhaustOutcome) error {
+	limit := e.MaxSchedules
+	if limit == 0 {
+		limit = 1e6
+	}
+	if o.Estimate > limit && e.Until.IsZero() {
+		return fmt.Errorf("%w: about %.3g schedules to run (%d plans; estimated without pruning at states seen before), above --max-schedules %.0f: narrow the scope, bound the search's time with --time (it then reports what it covered), or raise --max-schedules", ErrScopeTooLarge, o.Estimate, o.Plans, limit)
+	}
+	return nil
+}
+
+// search is one Run under way: what every schedule needs, and what the
+// search has covered and found so far (o).
+type search struct {
+	e         Exhaust
+	c         Config
+	fam       Exhaustive
+	o         *ExhaustOutcome
+	bound     int // at most this many preemptions (or delays); -1 no bound
+	delays    bool
+	start     time.Time
+	last      time.Time // when Progress last heard
+	foundSize int       // the size of the counterexample found (Exhaustive.Size); -1 none yet
+}
+
+// plan runs every schedule of p, the scope's plan i, depth first, each
+// schedule a prefix of choices to replay; it ends early, o.Stopped saying
+// why, when the search is interrupted or out of time.
+func (s *search) plan(i int, p Plan, size int) error {
+	visited := map[visit]int{}
+	stack := [][]int{nil}
+	for len(stack) > 0 {
+		if s.stopped() {
+			return nil
+		}
+		prefix := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		next, err := s.schedule(p, size, prefix, visited)
+		if err != nil {
+			return fmt.Errorf("plan %d of the scope, schedule %v: %w", i+1, prefix, err)
+		}
+		stack = append(stack, next...)
+		s.progress()
+	}
+	return nil
+}
+
+// stopped says whether the search must end now (interrupted, or out of
+// time), noting why in o.Stopped.
+func (s *search) stopped() bool {
+	switch {
+	case s.c.ctx.Err() != nil:
+		s.o.Stopped = "interrupted"
+	case !s.e.Until.IsZero() && time.Now().After(s.e.Until):
+		s.o.Stopped = "--time ran out"
+	}
+	return s.o.Stopped != ""
+}
+
+// schedule runs one schedule of p (of size size): prefix replayed, then
+// the first choice at every point (dfs), pruned at a state seen before
+// (visited) if e.Reduce. It counts the schedule and its verdicts, keeps
+// it if it is the shortest counterexample yet, and returns the
+// schedules that branch off it, to run next.
+func (s *search) schedule(p Plan, size int, prefix []int, visited map[visit]int) ([][]int, error) {
+	o := s.o
+	d := &dfs{prefix: prefix, states: &o.States, pruned: -1, all: s.e.Everything, bound: s.bound, delays: s.delays}
+	if s.e.Reduce {
+		d.visited = visited
+	}
+	cx, err := s.c.runRecovering(s.fam.Scheduled(p, nil, d))
+	if err != nil {
+		return nil, err
+	}
+	o.Schedules++
+	o.Outcomes[outcomeKey(cx.Report)]++
+	end := len(d.picks)
+	if d.pruned >= 0 {
+		o.Pruned++
+		end = d.pruned
+	}
+	if !s.e.Reduce {
+		o.States += int64(end - len(prefix))
+	}
+	if cx.violated() && (o.Found == nil || len(d.made) < o.FoundSteps) {
+		cx.Plan = s.fam.Scheduled(p, d.made, nil)
+		cx.Plan.Judged(s.c.Model, s.c.Properties)
+		o.Found, o.FoundSteps, s.foundSize = cx, len(d.made), size
+	}
+	return d.branches(len(prefix), end), nil
+}
+
+// progress tells Progress how far the search is, about every second.
+func (s *search) progress() {
+	if s.e.Progress != nil && time.Since(s.last) >= time.Second {
+		s.last = time.Now()
+		s.o.Elapsed = time.Since(s.start)
+		s.e.Progress(*s.o)
+	}
 }
 
 // outcomeKey says a report's verdicts, property by property.
@@ -365,6 +430,25 @@ func bounded(keep, pick int, delays bool) int {
 		return 1
 	}
 	return 0
+}
+
+// branches are the schedules that branch off d's at its points from
+// from to end (past the prefix it replayed, and short of where it was
+// pruned): at each, every other choice there that the bound allows,
+// each as the prefix of choices that leads to it, in the order the
+// search stacks them.
+func (d *dfs) branches(from, end int) [][]int {
+	var out [][]int
+	for j := end - 1; j >= from; j-- {
+		for a := d.ns[j] - 1; a >= 1; a-- {
+			pick := (d.picks[j] + a) % d.ns[j]
+			if d.bound >= 0 && d.used[j]+d.cost(j, pick) > d.bound {
+				continue
+			}
+			out = append(out, append(slices.Clone(d.picks[:j]), pick))
+		}
+	}
+	return out
 }
 
 func (d *dfs) Made(pick int) { d.made = append(d.made, pick) }

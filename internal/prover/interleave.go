@@ -82,130 +82,170 @@ func Role(process string) string {
 // numbered as they first appear (ops), and a meeting is told from those
 // seen before by a number made of its parts, not by hashing its strings.
 func Interleavings(h []histories.Event) []Interleaving {
-	var ops []string // the operations' and faults' names, numbered as they first appear
-	op := func(f string) int {
-		for i, o := range ops {
-			if o == f {
-				return i
-			}
-		}
-		ops = append(ops, f)
-		return len(ops) - 1
-	}
-	type kind struct{ f, role int } // an operation that succeeded, with who did it
-	var kinds []kind                // by index
-	kindOf := func(k kind) int {
-		for i, o := range kinds {
-			if o == k {
-				return i
-			}
-		}
-		kinds = append(kinds, k)
-		return len(kinds) - 1
-	}
-	type proc struct {
-		name    string
-		role    int    // roleClient or roleAdmin
-		last    int    // kind of its last operation that succeeded, or -1
-		since   uint64 // kinds of others' operations that succeeded since its last one began
-		pending int    // the operation it has begun and not ended (ops), or -1
-	}
-	probe := func(name string) bool { return strings.HasPrefix(name, "probe") }
-	var procs []proc // in order of first appearance, so that the output's order is fixed
-	find := func(name string) int {
-		for i := range procs {
-			if procs[i].name == name {
-				return i
-			}
-		}
-		return -1
-	}
+	m := &meetings{seen: make(map[uint64]struct{}, 64)}
+	m.addProcs(h)
 	for i := range h {
 		e := &h[i]
-		if e.Process != "nemesis" && !probe(e.Process) && find(e.Process) < 0 {
+		switch {
+		case isProbe(e.Process) || histories.IsNotice(e):
+		case e.Process == "nemesis":
+			m.fault(e)
+		default:
+			m.event(e)
+		}
+	}
+	return m.out
+}
+
+// meetings is what Interleavings knows as it walks a history: the names
+// of the operations, the kinds of those that succeeded, each process's
+// place, and the meetings seen so far.
+type meetings struct {
+	ops   []string   // the operations' and faults' names, numbered as they first appear
+	kinds []opKind   // by index
+	procs []meetProc // in order of first appearance, so that the output's order is fixed
+	seen  map[uint64]struct{}
+	out   []Interleaving
+}
+
+// opKind is an operation that succeeded, with who did it: its name (in
+// meetings.ops) and its process's role.
+type opKind struct{ f, role int }
+
+// meetProc is one process of the history, as Interleavings follows it.
+type meetProc struct {
+	name    string
+	role    int    // roleClient or roleAdmin
+	last    int    // kind of its last operation that succeeded, or -1
+	since   uint64 // kinds of others' operations that succeeded since its last one began
+	pending int    // the operation it has begun and not ended (ops), or -1
+}
+
+// isProbe says whether a process is one of the run's final checks.
+func isProbe(name string) bool { return strings.HasPrefix(name, "probe") }
+
+// op is f's number, numbering it if it is new.
+func (m *meetings) op(f string) int {
+	for i, o := range m.ops {
+		if o == f {
+			return i
+		}
+	}
+	m.ops = append(m.ops, f)
+	return len(m.ops) - 1
+}
+
+// kindOf is k's number, numbering it if it is new.
+func (m *meetings) kindOf(k opKind) int {
+	for i, o := range m.kinds {
+		if o == k {
+			return i
+		}
+	}
+	m.kinds = append(m.kinds, k)
+	return len(m.kinds) - 1
+}
+
+// find is the index of the process named name, or -1.
+func (m *meetings) find(name string) int {
+	for i := range m.procs {
+		if m.procs[i].name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// addProcs notes every process of h but the nemesis and the probes, in
+// order of first appearance, with its role.
+func (m *meetings) addProcs(h []histories.Event) {
+	for i := range h {
+		e := &h[i]
+		if e.Process != "nemesis" && !isProbe(e.Process) && m.find(e.Process) < 0 {
 			role := roleClient
 			if Role(e.Process) == "admin" {
 				role = roleAdmin
 			}
-			procs = append(procs, proc{name: e.Process, role: role, last: -1, pending: -1})
+			m.procs = append(m.procs, meetProc{name: e.Process, role: role, last: -1, pending: -1})
 		}
 	}
-	seen := make(map[uint64]struct{}, 64)
-	var out []Interleaving
-	// saw notes that x met y, how, by whose operations (who: whoNames).
-	saw := func(x, y int, how How, who int) {
-		key := uint64(x) | uint64(y)<<24 | uint64(how)<<48 | uint64(who)<<56
-		if _, ok := seen[key]; !ok {
-			seen[key] = struct{}{}
-			out = append(out, Interleaving{X: ops[x], Y: ops[y], How: how, Who: whoNames[who]})
+}
+
+// saw notes that x met y, how, by whose operations (who: whoNames).
+func (m *meetings) saw(x, y int, how How, who int) {
+	key := uint64(x) | uint64(y)<<24 | uint64(how)<<48 | uint64(who)<<56
+	if _, ok := m.seen[key]; !ok {
+		m.seen[key] = struct{}{}
+		m.out = append(m.out, Interleaving{X: m.ops[x], Y: m.ops[y], How: how, Who: whoNames[who]})
+	}
+}
+
+// fault notes the nemesis's event e: a fault that strikes (Struck) the
+// pending operation of its target, or of every process for a fault of
+// no process of the plan's (a server's, or none's).
+func (m *meetings) fault(e *histories.Event) {
+	if e.Type != histories.Invoke || e.F == histories.Resume || e.F == histories.Heal {
+		return // a fault's end is no fault
+	}
+	target, y := -1, e.F
+	if f, ok := e.Value.(*histories.Fault); ok && f != nil {
+		target = m.find(f.Process)
+		if f.Cut != "" {
+			y = e.F + " of nodes" // links cut between a cluster's nodes, not a client's
 		}
 	}
-	for i := range h {
-		e := &h[i]
-		if probe(e.Process) || histories.IsNotice(e) {
-			continue
-		}
-		if e.Process == "nemesis" {
-			if e.Type != histories.Invoke || e.F == histories.Resume || e.F == histories.Heal {
-				continue // a fault's end is no fault
+	var yk int
+	struck := false
+	for k := range m.procs {
+		if q := &m.procs[k]; q.pending >= 0 && (target < 0 || target == k) {
+			if !struck {
+				yk, struck = m.op(y), true
 			}
-			target, y := -1, e.F
-			if f, ok := e.Value.(*histories.Fault); ok && f != nil {
-				target = find(f.Process)
-				if f.Cut != "" {
-					y = e.F + " of nodes" // links cut between a cluster's nodes, not a client's
-				}
-			}
-			// (A fault of no process of the plan's, a server's or none's,
-			// strikes every process: target -1.)
-			var yk int
-			struck := false
-			for k := range procs {
-				if q := &procs[k]; q.pending >= 0 && (target < 0 || target == k) {
-					if !struck {
-						yk, struck = op(y), true
-					}
-					saw(q.pending, yk, Struck, 4+q.role)
-				}
-			}
-			continue
-		}
-		pi := find(e.Process)
-		p := &procs[pi]
-		switch e.Type {
-		case histories.Invoke:
-			x := op(e.F)
-			for k, o := range kinds {
-				if p.since&(1<<k) != 0 {
-					saw(x, o.f, After, met2(p.role, o.role))
-				}
-			}
-			if p.last >= 0 {
-				saw(x, kinds[p.last].f, AfterOwn, met2(p.role, p.role))
-			}
-			for k := range procs {
-				if q := &procs[k]; k != pi && q.pending >= 0 {
-					saw(x, q.pending, During, met2(p.role, q.role))
-				}
-			}
-			p.since, p.pending = 0, x
-		case histories.Ok:
-			p.pending = -1
-			k := kindOf(kind{op(e.F), p.role})
-			if k >= 64 {
-				continue
-			}
-			p.last = k
-			for q := range procs {
-				if q != pi {
-					procs[q].since |= 1 << k
-				}
-			}
-		default:
-			p.pending, p.last = -1, -1
+			m.saw(q.pending, yk, Struck, 4+q.role)
 		}
 	}
-	return out
+}
+
+// event notes a process's event e: an invoke meets what succeeded
+// since its process's last (After), that last (AfterOwn) and what the
+// others have pending (During); an ok is what the others' next invokes
+// meet; a failure or an unknown outcome ends the process's operation and
+// leaves it nothing of its own to follow.
+func (m *meetings) event(e *histories.Event) {
+	pi := m.find(e.Process)
+	p := &m.procs[pi]
+	switch e.Type {
+	case histories.Invoke:
+		x := m.op(e.F)
+		for k, o := range m.kinds {
+			if p.since&(1<<k) != 0 {
+				m.saw(x, o.f, After, met2(p.role, o.role))
+			}
+		}
+		if p.last >= 0 {
+			m.saw(x, m.kinds[p.last].f, AfterOwn, met2(p.role, p.role))
+		}
+		for k := range m.procs {
+			if q := &m.procs[k]; k != pi && q.pending >= 0 {
+				m.saw(x, q.pending, During, met2(p.role, q.role))
+			}
+		}
+		p.since, p.pending = 0, x
+	case histories.Ok:
+		p.pending = -1
+		k := m.kindOf(opKind{m.op(e.F), p.role})
+		if k >= 64 {
+			return
+		}
+		p.last = k
+		for q := range m.procs {
+			if q != pi {
+				m.procs[q].since |= 1 << k
+			}
+		}
+	default:
+		p.pending, p.last = -1, -1
+	}
 }
 
 // The roles of Role, numbered for Interleavings, and the Who of each

@@ -94,6 +94,8 @@ func (x *Hasher) ref(p uintptr) (more bool) {
 	return true
 }
 
+// value hashes v by its kind: a scalar's value, what a composite holds,
+// a pointer's identity and then (the first time) what it points to.
 func (x *Hasher) value(v reflect.Value) {
 	if !v.IsValid() {
 		x.u64(0xdead)
@@ -105,6 +107,47 @@ func (x *Hasher) value(v reflect.Value) {
 		return
 	}
 	switch t.Kind() {
+	case reflect.Array:
+		for i := range v.Len() {
+			x.value(v.Index(i))
+		}
+	case reflect.Slice:
+		x.slice(v)
+	case reflect.Struct:
+		x.str(t.String())
+		omit := omitted(t)
+		for i := range v.NumField() {
+			if omit == nil || !omit[i] {
+				x.value(v.Field(i))
+			}
+		}
+	case reflect.Pointer:
+		if x.ref(v.Pointer()) {
+			x.value(v.Elem())
+		}
+	case reflect.Interface:
+		x.iface(v)
+	case reflect.Map:
+		x.mapValue(v)
+	case reflect.Func:
+		// The code alone: a closure's captured variables are not
+		// visible (see the package doc).
+		if v.IsNil() {
+			x.u64(0)
+		} else {
+			x.u64(uint64(v.Pointer()))
+		}
+	case reflect.Chan, reflect.UnsafePointer:
+		x.ref(v.Pointer())
+	default:
+		x.scalar(v)
+	}
+}
+
+// scalar hashes a value of a kind that holds no other: a bool, a
+// number, a string.
+func (x *Hasher) scalar(v reflect.Value) {
+	switch v.Kind() {
 	case reflect.Bool:
 		if v.Bool() {
 			x.u64(1)
@@ -123,60 +166,40 @@ func (x *Hasher) value(v reflect.Value) {
 		x.u64(math.Float64bits(imag(c)))
 	case reflect.String:
 		x.str(v.String())
-	case reflect.Array:
-		for i := range v.Len() {
-			x.value(v.Index(i))
-		}
-	case reflect.Slice:
-		if v.IsNil() {
-			x.u64(0)
-			return
-		}
-		x.u64(uint64(v.Len()) + 1)
-		if t.Elem().Kind() == reflect.Uint8 {
-			x.h.Write(v.Bytes())
-			return
-		}
-		for i := range v.Len() {
-			x.value(v.Index(i))
-		}
-	case reflect.Struct:
-		x.str(t.String())
-		omit := omitted(t)
-		for i := range v.NumField() {
-			if omit == nil || !omit[i] {
-				x.value(v.Field(i))
-			}
-		}
-	case reflect.Pointer:
-		if x.ref(v.Pointer()) {
-			x.value(v.Elem())
-		}
-	case reflect.Interface:
-		if v.IsNil() {
-			x.u64(0)
-			return
-		}
-		e := v.Elem()
-		if x.skip[e.Type()] {
-			x.str("skip " + e.Type().String())
-			return
-		}
-		x.str(e.Type().String())
-		x.value(e)
-	case reflect.Map:
-		x.mapValue(v)
-	case reflect.Func:
-		// The code alone: a closure's captured variables are not
-		// visible (see the package doc).
-		if v.IsNil() {
-			x.u64(0)
-		} else {
-			x.u64(uint64(v.Pointer()))
-		}
-	case reflect.Chan, reflect.UnsafePointer:
-		x.ref(v.Pointer())
 	}
+}
+
+// slice hashes a slice: nil apart from empty, its length, its elements
+// (a byte slice's bytes at once).
+func (x *Hasher) slice(v reflect.Value) {
+	if v.IsNil() {
+		x.u64(0)
+		return
+	}
+	x.u64(uint64(v.Len()) + 1)
+	if v.Type().Elem().Kind() == reflect.Uint8 {
+		x.h.Write(v.Bytes())
+		return
+	}
+	for i := range v.Len() {
+		x.value(v.Index(i))
+	}
+}
+
+// iface hashes an interface: nil, or its dynamic type's name and then
+// its value (the name alone for a type left out).
+func (x *Hasher) iface(v reflect.Value) {
+	if v.IsNil() {
+		x.u64(0)
+		return
+	}
+	e := v.Elem()
+	if x.skip[e.Type()] {
+		x.str("skip " + e.Type().String())
+		return
+	}
+	x.str(e.Type().String())
+	x.value(e)
 }
 
 // omits caches omitted's answers, by struct type.

@@ -155,99 +155,142 @@ func differentialOnce(ctx context.Context, url string, key0 int64, steps []Step)
 		return false, err
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
-	sim := New()
-	var slots [sessions]slot
-	defer func() {
-		for _, s := range slots {
-			if s.conn != nil {
-				s.conn.Close(context.WithoutCancel(ctx))
-				gone(ctx, admin, s.conn.PgConn().PID())
-			}
-		}
-	}()
-	var busy time.Duration // the statements' time, sleeps aside
+	d := &diffRun{ctx: ctx, url: url, key0: key0, admin: admin, sim: New()}
+	defer d.closeAll()
 	for i, st := range steps {
 		start := time.Now()
-		var real, simAns string
-		sl := &slots[st.S]
 		switch st.Op {
-		case "open":
-			if sl.conn != nil {
-				closeSlot(ctx, admin, sim, sl)
-			}
-			cfg, err := pgx.ParseConfig(url)
-			if err != nil {
+		case "open", "sleep", "close":
+			if err := d.session(st, start); err != nil {
 				return false, err
 			}
-			idle := time.Duration(0)
-			if st.Idle {
-				idle = Idle
-				cfg.RuntimeParams["idle_session_timeout"] = fmt.Sprint(Idle.Milliseconds())
-			}
-			if sl.conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
-				return false, err
-			}
-			sl.pid, sl.open = sim.Open(idle), true
-			busy += time.Since(start)
-			continue
-		case "sleep":
-			d := Short
-			if st.LongZz {
-				d = Long
-			}
-			time.Sleep(d)
-			sim.Sleep(time.Since(start))
-			continue
-		case "close":
-			if sl.conn != nil {
-				closeSlot(ctx, admin, sim, sl)
-			}
-			busy += time.Since(start)
 			continue
 		}
-		if sl.conn == nil {
-			continue // no session in this slot: nothing to send
+		real, simAns, sent := d.statement(st)
+		if !sent {
+			continue
 		}
-		key := key0 + int64(st.Key)
-		switch st.Op {
-		case "try":
-			real = answer(sl.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key))
-			simAns = simAnswer(sim.TryLock(sl.pid, key))
-		case "unlock":
-			real = answer(sl.conn.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", key))
-			simAns = simAnswer(sim.Unlock(sl.pid, key))
-		case "holds":
-			real = answer(sl.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
-				WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND objsubid = 1
-				AND classid = $1::bigint::oid AND objid = $2::bigint::oid)`, uint64(key)>>32, uint64(key)&0xffffffff))
-			simAns = simAnswer(sim.Holds(sl.pid, key))
-		case "terminate":
-			tg := &slots[st.T]
-			if tg.conn == nil || !tg.open {
-				continue // never opened, or closed by its client: its backend may still be exiting
-			}
-			real = answer(sl.conn.QueryRow(ctx, "SELECT pg_terminate_backend($1)", int32(tg.conn.PgConn().PID())))
-			simAns = simAnswer(sim.Terminate(sl.pid, tg.pid))
-			if real == "true" {
-				gone(ctx, admin, tg.conn.PgConn().PID())
-			}
-		}
-		busy += time.Since(start)
-		if busy > Slack {
+		d.busy += time.Since(start)
+		if d.busy > Slack {
 			return false, nil
 		}
 		if real != simAns {
 			return true, &Divergence{Steps: steps, At: i, Real: real, Sim: simAns}
 		}
 	}
-	if busy > Slack {
+	if d.busy > Slack {
 		return false, nil
 	}
-	// The holders of the keys, by slot.
+	return d.holders(steps)
+}
+
+// diffRun is one run of a sequence on both sides: the server's admin
+// session, the simulated server, the sessions, and the statements' time
+// so far.
+type diffRun struct {
+	ctx   context.Context
+	url   string
+	key0  int64
+	admin *pgx.Conn
+	sim   *Server
+	slots [sessions]slot
+	busy  time.Duration // the statements' time, sleeps aside
+}
+
+// closeAll closes every session still open on the server, once its
+// backend is gone.
+func (d *diffRun) closeAll() {
+	for _, s := range d.slots {
+		if s.conn != nil {
+			s.conn.Close(context.WithoutCancel(d.ctx))
+			gone(d.ctx, d.admin, s.conn.PgConn().PID())
+		}
+	}
+}
+
+// session runs a step on a session itself, begun at start: an open (a
+// session already in the slot closed first), a close, or a sleep, which
+// lasts as long on the simulator as it took.
+func (d *diffRun) session(st Step, start time.Time) error {
+	sl := &d.slots[st.S]
+	switch st.Op {
+	case "open":
+		if sl.conn != nil {
+			closeSlot(d.ctx, d.admin, d.sim, sl)
+		}
+		cfg, err := pgx.ParseConfig(d.url)
+		if err != nil {
+			return err
+		}
+		idle := time.Duration(0)
+		if st.Idle {
+			idle = Idle
+			cfg.RuntimeParams["idle_session_timeout"] = fmt.Sprint(Idle.Milliseconds())
+		}
+		if sl.conn, err = pgx.ConnectConfig(d.ctx, cfg); err != nil {
+			return err
+		}
+		sl.pid, sl.open = d.sim.Open(idle), true
+		d.busy += time.Since(start)
+	case "sleep":
+		dur := Short
+		if st.LongZz {
+			dur = Long
+		}
+		time.Sleep(dur)
+		d.sim.Sleep(time.Since(start))
+	case "close":
+		if sl.conn != nil {
+			closeSlot(d.ctx, d.admin, d.sim, sl)
+		}
+		d.busy += time.Since(start)
+	}
+	return nil
+}
+
+// statement sends a step's statement on both sides and returns their
+// answers; sent is false where there was nothing to send: no session in
+// the step's slot, or a terminate of one never opened or closed by its
+// client (whose backend may still be exiting).
+func (d *diffRun) statement(st Step) (real, simAns string, sent bool) {
+	ctx, sim, sl := d.ctx, d.sim, &d.slots[st.S]
+	if sl.conn == nil {
+		return "", "", false
+	}
+	key := d.key0 + int64(st.Key)
+	switch st.Op {
+	case "try":
+		real = answer(sl.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key))
+		simAns = simAnswer(sim.TryLock(sl.pid, key))
+	case "unlock":
+		real = answer(sl.conn.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", key))
+		simAns = simAnswer(sim.Unlock(sl.pid, key))
+	case "holds":
+		real = answer(sl.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND objsubid = 1
+			AND classid = $1::bigint::oid AND objid = $2::bigint::oid)`, uint64(key)>>32, uint64(key)&0xffffffff))
+		simAns = simAnswer(sim.Holds(sl.pid, key))
+	case "terminate":
+		tg := &d.slots[st.T]
+		if tg.conn == nil || !tg.open {
+			return "", "", false
+		}
+		real = answer(sl.conn.QueryRow(ctx, "SELECT pg_terminate_backend($1)", int32(tg.conn.PgConn().PID())))
+		simAns = simAnswer(sim.Terminate(sl.pid, tg.pid))
+		if real == "true" {
+			gone(ctx, d.admin, tg.conn.PgConn().PID())
+		}
+	}
+	return real, simAns, true
+}
+
+// holders compares, after the last of steps, who holds each key on both
+// sides: a *Divergence if they disagree.
+func (d *diffRun) holders(steps []Step) (judged bool, err error) {
 	for k := range keys {
-		key := key0 + int64(k)
+		key := d.key0 + int64(k)
 		var pids []int32
-		rows, err := admin.Query(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+		rows, err := d.admin.Query(d.ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
 			AND classid = $1::bigint::oid AND objid = $2::bigint::oid`, uint64(key)>>32, uint64(key)&0xffffffff)
 		if err != nil {
 			return false, err
@@ -256,11 +299,11 @@ func differentialOnce(ctx context.Context, url string, key0 int64, steps []Step)
 			return false, err
 		}
 		real, simAns := "nobody", "nobody"
-		for i, s := range slots {
+		for i, s := range d.slots {
 			if s.conn != nil && len(pids) == 1 && int32(s.conn.PgConn().PID()) == pids[0] {
 				real = fmt.Sprintf("s%d", i)
 			}
-			if s.conn != nil && sim.Holder(key) == s.pid {
+			if s.conn != nil && d.sim.Holder(key) == s.pid {
 				simAns = fmt.Sprintf("s%d", i)
 			}
 		}

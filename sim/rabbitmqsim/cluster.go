@@ -942,25 +942,16 @@ func (cl *cluster) maybeAutoheal() {
 			x.continued = false
 		}
 	}
-	if cl.healing != nil || cl.held {
+	if cl.healing != nil || cl.held || !cl.allRunning() {
 		return
-	}
-	for _, x := range cl.nodes {
-		if !x.alive || x.frozen || !x.app {
-			return
-		}
 	}
 	if z := cl.bridgeNode(); z != nil {
 		cl.autohealBridge(z)
 		return
 	}
 	cl.bridged = false
-	for _, x := range cl.nodes {
-		for j, up := range x.conn {
-			if j != x.i && !up {
-				return
-			}
-		}
+	if !cl.allLinked() {
+		return
 	}
 	sides := cl.sides()
 	if len(sides) < 2 {
@@ -968,53 +959,98 @@ func (cl *cluster) maybeAutoheal() {
 	}
 	partial := ""
 	if !cl.decided && cl.w.pick(2) == 1 {
-		// A decision on a partial view: one node alone against the rest,
-		// or, after a continue, by the seed, every node alone.
-		if slices.ContainsFunc(cl.nodes, func(x *node) bool { return x.continued }) && cl.w.pick(2) == 1 {
-			sides, partial = nil, " (on a partial view of the partitions: every node alone)"
-			for _, x := range cl.nodes {
-				sides = append(sides, []*node{x})
-			}
-		} else {
-			y := cl.nodes[cl.w.pick(len(cl.nodes))]
-			rest := slices.DeleteFunc(slices.Clone(cl.nodes), func(x *node) bool { return x == y })
-			sides, partial = [][]*node{rest, {y}}, " (on a partial view of the partitions)"
-		}
+		sides, partial = cl.partialView()
 	}
 	cl.decided = true
-	conns := func(side []*node) int {
-		n := 0
-		for _, p := range cl.w.procs {
-			for _, c := range p.conns {
-				if c.brokerOpen && slices.Contains(side, c.node) {
-					n++
-				}
-			}
-		}
-		return n
-	}
-	win := 0
-	for i, s := range sides {
-		cw, ci := conns(sides[win]), conns(s)
-		if ci > cw || ci == cw && (len(s) > len(sides[win]) || len(s) == len(sides[win]) && greater(s, sides[win])) {
-			win = i
-		}
-	}
+	win := cl.autohealWinner(sides)
 	var losers []*node
 	for i, s := range sides {
 		if i != win {
 			losers = append(losers, s...)
 		}
 	}
-	// The first decision after a continue comes at once (0.1 to 1 s after
-	// it), before the winner watches the continued node's broker again: a
-	// winner does not see a continued loser stop (C.19: 3 of 3 such
-	// decisions); a continued node that wins sees its losers stop (2 of 2).
+	cl.autoheal(sides[win], losers, partial)
+}
+
+// allRunning says every node is alive, not frozen, and runs its
+// application: where an autoheal can begin.
+func (cl *cluster) allRunning() bool {
+	for _, x := range cl.nodes {
+		if !x.alive || x.frozen || !x.app {
+			return false
+		}
+	}
+	return true
+}
+
+// allLinked says every node is linked to every other.
+func (cl *cluster) allLinked() bool {
+	for _, x := range cl.nodes {
+		for j, up := range x.conn {
+			if j != x.i && !up {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// partialView is the sides of a decision on a partial view of the
+// partitions, by the seed, and a note that says so: one node alone
+// against the rest, or, after a continue, every node alone.
+func (cl *cluster) partialView() ([][]*node, string) {
+	if slices.ContainsFunc(cl.nodes, func(x *node) bool { return x.continued }) && cl.w.pick(2) == 1 {
+		var sides [][]*node
+		for _, x := range cl.nodes {
+			sides = append(sides, []*node{x})
+		}
+		return sides, " (on a partial view of the partitions: every node alone)"
+	}
+	y := cl.nodes[cl.w.pick(len(cl.nodes))]
+	rest := slices.DeleteFunc(slices.Clone(cl.nodes), func(x *node) bool { return x == y })
+	return [][]*node{rest, {y}}, " (on a partial view of the partitions)"
+}
+
+// autohealWinner is the index of the side that wins an autoheal among
+// sides: the one with the most client connections, then the one with
+// more nodes, then the greatest list of node names.
+func (cl *cluster) autohealWinner(sides [][]*node) int {
+	win := 0
+	for i, s := range sides {
+		cw, ci := cl.brokerConns(sides[win]), cl.brokerConns(s)
+		if ci > cw || ci == cw && (len(s) > len(sides[win]) || len(s) == len(sides[win]) && greater(s, sides[win])) {
+			win = i
+		}
+	}
+	return win
+}
+
+// brokerConns counts the client connections open at the broker to the
+// nodes of side.
+func (cl *cluster) brokerConns(side []*node) int {
+	n := 0
+	for _, p := range cl.w.procs {
+		for _, c := range p.conns {
+			if c.brokerOpen && slices.Contains(side, c.node) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// autoheal runs the decision that winner wins and losers restart, made
+// on a partial view if partial (its note) says so. The first decision
+// after a continue comes at once (0.1 to 1 s after it), before the
+// winner watches the continued node's broker again: a winner does not
+// see a continued loser stop (C.19: 3 of 3 such decisions); a continued
+// node that wins sees its losers stop (2 of 2).
+func (cl *cluster) autoheal(winner, losers []*node, partial string) {
 	unaware := slices.ContainsFunc(losers, func(x *node) bool { return x.continued })
 	for _, x := range cl.nodes {
 		x.continued = false
 	}
-	h := cl.decide(sides[win], losers, unaware, partial)
+	h := cl.decide(winner, losers, unaware, partial)
 	hold := partial != "" && cl.w.pick(2) == 1
 	wait := loserRestart
 	if unaware {

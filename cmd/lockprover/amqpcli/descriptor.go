@@ -80,17 +80,9 @@ func init() {
 // protocol, on the simulator or a real broker.
 func amqpSetup(s family.Settings) (*family.Setup, error) {
 	a := amqprun.Config{Scope: prover.Scope{Clients: s.Clients, Ops: s.Ops, MaxFaults: s.MaxFaults}, Kind: s.Kind}
-	target := s.Target
-	if target == "" {
-		target = "sim"
-	}
-	if s.Impl != "" {
-		if target != "rabbitmq" && target != clusterTarget && s.Target != "" {
-			return nil, errors.New("--impl runs processes against a real broker: use --target rabbitmq (or rabbitmq-cluster)")
-		}
-		if target != clusterTarget {
-			target = "rabbitmq"
-		}
+	target, err := amqpTarget(s)
+	if err != nil {
+		return nil, err
 	}
 	if err := amqpOptions(&a, s, target); err != nil {
 		return nil, err
@@ -102,138 +94,231 @@ func amqpSetup(s family.Settings) (*family.Setup, error) {
 		return nil, errors.New("--mutant is a mutant of the reference; for one served over the protocol use --impl 'lockprover serve-reference --mutant NAME'")
 	}
 	a.Mutant = s.Mutant
-	u, restart := s.Flag("amqp-url"), s.Flag("allow-restart") != ""
-	setup := &family.Setup{Target: target, Where: "the simulator"}
-	var box *brokerBox      // the run's broker container, with --docker
-	var cluster *clusterBox // the run's cluster, with --target rabbitmq-cluster
-	for _, name := range []string{"partition-handling", "net-ticktime"} {
-		if target != clusterTarget && target != simClusterTarget && s.Given(name) {
-			return nil, fmt.Errorf("--%s is for a cluster: add --target %s (or %s)", name, clusterTarget, simClusterTarget)
-		}
+	r := &amqpProof{s: s, a: a, target: target, u: s.Flag("amqp-url"), restart: s.Flag("allow-restart") != "",
+		setup: &family.Setup{Target: target, Where: "the simulator"}}
+	if name := firstGiven(s, clusterFlags); name != "" && target != clusterTarget && target != simClusterTarget {
+		return nil, fmt.Errorf("--%s is for a cluster: add --target %s (or %s)", name, clusterTarget, simClusterTarget)
 	}
-	switch target {
-	case simClusterTarget:
-		for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
-			if s.Given(name) {
-				return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
-			}
-		}
-		o, err := clusterOptions(s)
-		if err != nil {
-			return nil, err
-		}
-		a.Target = amqprun.Simulator{Cluster: []string{"n1", "n2", "n3"}, PartitionHandling: o.PartitionHandling, NetTicktime: o.NetTicktime}
-		if s.Faults == "all" {
-			a.Faults = append(slices.DeleteFunc(amqprun.FaultNames(), isRestart), amqprun.ClusterFaultNames...)
-		}
-		setup.Where = fmt.Sprintf("a simulated RabbitMQ cluster of 3 nodes (%s)", o.PartitionHandling)
-		setup.Replay = []string{"--target", "sim", "--partition-handling", o.PartitionHandling, "--net-ticktime", strconv.Itoa(int(o.NetTicktime/time.Second)) + "s"}
-	case "sim":
-		for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
-			if s.Given(name) {
-				return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
-			}
-		}
-	case clusterTarget:
-		for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
-			if s.Given(name) {
-				return nil, fmt.Errorf("--%s is not for --target %s, whose nodes the run starts (restart-node restarts one)", name, clusterTarget)
-			}
-		}
-		o, err := clusterOptions(s)
-		if err != nil {
-			return nil, err
-		}
-		cluster = newClusterBox(s, o)
-		if s.Faults == "all" {
-			a.Faults = append(slices.DeleteFunc(amqprun.FaultNames(), isRestart), amqprun.ClusterFaultNames...)
-		}
-		setup.Real, setup.Where = true, fmt.Sprintf("a private RabbitMQ cluster of 3 nodes (%s)", o.PartitionHandling)
-		setup.Replay = clusterReplayFlags(o)
-		if s.Impl != "" {
-			setup.Replay = append([]string{"--impl", family.Quote(s.Impl)}, setup.Replay...)
-		}
-	case "rabbitmq":
-		a.Target = amqprun.RabbitMQ{URL: rabbitmq.URL(u), AllowRestart: restart}
-		if s.Faults == "all" && !restart {
-			a.Faults = slices.DeleteFunc(amqprun.FaultNames(), isRestart)
-		}
-		setup.Real, setup.Where = true, "RabbitMQ at "+redactURL(rabbitmq.URL(u))
-		setup.Replay = amqpReplayFlags(s, u, restart)
-		inDocker, image, err := containerChoice(s, answers)
-		if err != nil {
-			return nil, err
-		}
-		if inDocker {
-			box = newBox(s, image)
-			setup.Where = "a private RabbitMQ in Docker (" + image + ")"
-			setup.Replay = append(setup.Replay, dockerReplayFlags(s)...)
-		}
-	default:
-		return nil, fmt.Errorf("--kind %s runs on the simulator (--target sim) or a real RabbitMQ (--target rabbitmq)", s.Kind)
-	}
-	if err := amqpFaults(&a, s.Faults, target, restart); err != nil {
+	if err := r.onTarget(); err != nil {
 		return nil, err
 	}
-	if cluster != nil {
-		return clusterSetup(s, a, setup, cluster)
+	if err := amqpFaults(&r.a, s.Faults, target, r.restart); err != nil {
+		return nil, err
 	}
-	// brokerURL is the broker's URL once Start has begun: the container's
-	// once started, else the one named.
-	brokerURL := func() string { return rabbitmq.URL(u) }
-	// startBroker starts the container, if the run has one, and makes it
-	// the target.
-	startBroker := func(ctx context.Context) error {
-		if box == nil {
-			return nil
+	if r.cluster != nil {
+		return clusterSetup(s, r.a, r.setup, r.cluster)
+	}
+	r.startStop()
+	r.setup.Prove = r.a
+	return r.setup, nil
+}
+
+// clusterFlags are the flags for a cluster (real or simulated);
+// brokerFlags those for a real broker the run connects to.
+var (
+	clusterFlags = []string{"partition-handling", "net-ticktime"}
+	brokerFlags  = []string{"amqp-url", "allow-restart", "docker", "docker-image"}
+)
+
+// firstGiven is the first of names that s gives, or "".
+func firstGiven(s family.Settings, names []string) string {
+	for _, name := range names {
+		if s.Given(name) {
+			return name
 		}
-		if err := box.start(ctx, s.Flag("docker") == dockerAlways); err != nil {
-			return err
+	}
+	return ""
+}
+
+// amqpTarget is where an amqp-locks proof runs: --target, the simulator
+// if none; an implementation (--impl) runs on a real broker, or on the
+// cluster named.
+func amqpTarget(s family.Settings) (string, error) {
+	target := cmp.Or(s.Target, "sim")
+	if s.Impl != "" {
+		if target != "rabbitmq" && target != clusterTarget && s.Target != "" {
+			return "", errors.New("--impl runs processes against a real broker: use --target rabbitmq (or rabbitmq-cluster)")
 		}
-		a.Target = box.target(restart)
-		setup.Prove = a
-		brokerURL = func() string { return box.c.URL }
+		if target != clusterTarget {
+			target = "rabbitmq"
+		}
+	}
+	return target, nil
+}
+
+// amqpProof is an amqp-locks proof being set up from the command line:
+// its settings, the Config it proves, its target and the broker's URL
+// and restarts as the flags name them, what the run starts (a broker's
+// container, a cluster), and the Setup made.
+type amqpProof struct {
+	s       family.Settings
+	a       amqprun.Config
+	target  string
+	u       string      // --amqp-url
+	restart bool        // --allow-restart
+	box     *brokerBox  // the run's broker container, with --docker
+	cluster *clusterBox // the run's cluster, with --target rabbitmq-cluster
+	started bool        // box started: the broker is box's
+	setup   *family.Setup
+}
+
+// onTarget sets the proof up for its target: a simulated cluster, the
+// simulator, a private cluster or a real broker; any other is refused.
+func (r *amqpProof) onTarget() error {
+	switch r.target {
+	case simClusterTarget:
+		return r.onSimCluster()
+	case "sim":
+		if name := firstGiven(r.s, brokerFlags); name != "" {
+			return fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+		}
+		return nil
+	case clusterTarget:
+		return r.onCluster()
+	case "rabbitmq":
+		return r.onBroker()
+	}
+	return fmt.Errorf("--kind %s runs on the simulator (--target sim) or a real RabbitMQ (--target rabbitmq)", r.s.Kind)
+}
+
+// clusterFaults are the faults of a cluster, real or simulated, for
+// --faults all: every fault but a broker's restart, and the cluster's.
+func clusterFaults() []string {
+	return append(slices.DeleteFunc(amqprun.FaultNames(), isRestart), amqprun.ClusterFaultNames...)
+}
+
+// onSimCluster sets the proof up on a simulated cluster of three nodes,
+// in the mode and net tick time the flags name.
+func (r *amqpProof) onSimCluster() error {
+	s := r.s
+	if name := firstGiven(s, brokerFlags); name != "" {
+		return fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+	}
+	o, err := clusterOptions(s)
+	if err != nil {
+		return err
+	}
+	r.a.Target = amqprun.Simulator{Cluster: []string{"n1", "n2", "n3"}, PartitionHandling: o.PartitionHandling, NetTicktime: o.NetTicktime}
+	if s.Faults == "all" {
+		r.a.Faults = clusterFaults()
+	}
+	r.setup.Where = fmt.Sprintf("a simulated RabbitMQ cluster of 3 nodes (%s)", o.PartitionHandling)
+	r.setup.Replay = []string{"--target", "sim", "--partition-handling", o.PartitionHandling, "--net-ticktime", strconv.Itoa(int(o.NetTicktime/time.Second)) + "s"}
+	return nil
+}
+
+// onCluster sets the proof up on a private cluster of three nodes the
+// run starts.
+func (r *amqpProof) onCluster() error {
+	s := r.s
+	if name := firstGiven(s, brokerFlags); name != "" {
+		return fmt.Errorf("--%s is not for --target %s, whose nodes the run starts (restart-node restarts one)", name, clusterTarget)
+	}
+	o, err := clusterOptions(s)
+	if err != nil {
+		return err
+	}
+	r.cluster = newClusterBox(s, o)
+	if s.Faults == "all" {
+		r.a.Faults = clusterFaults()
+	}
+	r.setup.Real, r.setup.Where = true, fmt.Sprintf("a private RabbitMQ cluster of 3 nodes (%s)", o.PartitionHandling)
+	r.setup.Replay = clusterReplayFlags(o)
+	if s.Impl != "" {
+		r.setup.Replay = append([]string{"--impl", family.Quote(s.Impl)}, r.setup.Replay...)
+	}
+	return nil
+}
+
+// onBroker sets the proof up on a real broker: the one named, or a
+// private one in Docker (--docker).
+func (r *amqpProof) onBroker() error {
+	s, setup := r.s, r.setup
+	r.a.Target = amqprun.RabbitMQ{URL: rabbitmq.URL(r.u), AllowRestart: r.restart}
+	if s.Faults == "all" && !r.restart {
+		r.a.Faults = slices.DeleteFunc(amqprun.FaultNames(), isRestart)
+	}
+	setup.Real, setup.Where = true, "RabbitMQ at "+redactURL(rabbitmq.URL(r.u))
+	setup.Replay = amqpReplayFlags(s, r.u, r.restart)
+	inDocker, image, err := containerChoice(s, answers)
+	if err != nil {
+		return err
+	}
+	if inDocker {
+		r.box = newBox(s, image)
+		setup.Where = "a private RabbitMQ in Docker (" + image + ")"
+		setup.Replay = append(setup.Replay, dockerReplayFlags(s)...)
+	}
+	return nil
+}
+
+// brokerURL is the broker's URL once Start has begun: the container's
+// once started, else the one named.
+func (r *amqpProof) brokerURL() string {
+	if r.started {
+		return r.box.c.URL
+	}
+	return rabbitmq.URL(r.u)
+}
+
+// startBroker starts the container, if the run has one, and makes it
+// the target.
+func (r *amqpProof) startBroker(ctx context.Context) error {
+	if r.box == nil {
 		return nil
 	}
+	if err := r.box.start(ctx, r.s.Flag("docker") == dockerAlways); err != nil {
+		return err
+	}
+	r.a.Target = r.box.target(r.restart)
+	r.setup.Prove = r.a
+	r.started = true
+	return nil
+}
+
+// startStop sets how the run starts and stops what it needs: the
+// broker's container, if any, then a check that the broker (and the
+// implementation's processes, with --impl) answer; at the end the
+// implementation's processes, then the container.
+func (r *amqpProof) startStop() {
+	s, setup := r.s, r.setup
 	if s.Impl != "" {
 		pi := amqpprotocol.NewProcesses(s.Impl)
 		pi.InitTimeout = s.InitTimeout
-		a.Impl, setup.Stop = pi, pi.Stop
+		r.a.Impl, setup.Stop = pi, pi.Stop
 		setup.Start = func(ctx context.Context) error {
-			if err := startBroker(ctx); err != nil {
+			if err := r.startBroker(ctx); err != nil {
 				return err
 			}
-			if err := rabbitmq.Preflight(ctx, brokerURL(), 0); err != nil {
+			if err := rabbitmq.Preflight(ctx, r.brokerURL(), 0); err != nil {
 				return &family.UsageError{Err: err}
 			}
-			if err := pi.Preflight(ctx, brokerURL(), a.Kind); err != nil {
+			if err := pi.Preflight(ctx, r.brokerURL(), r.a.Kind); err != nil {
 				return &family.ImplError{Err: err, Command: s.Impl}
 			}
 			return nil
 		}
-	} else if target == "rabbitmq" {
+	} else if r.target == "rabbitmq" {
 		setup.Start = func(ctx context.Context) error {
-			if err := startBroker(ctx); err != nil {
+			if err := r.startBroker(ctx); err != nil {
 				return err
 			}
-			if err := rabbitmq.Preflight(ctx, brokerURL(), 0); err != nil {
+			if err := rabbitmq.Preflight(ctx, r.brokerURL(), 0); err != nil {
 				return &family.UsageError{Err: err}
 			}
 			return nil
 		}
 	}
-	if box != nil {
+	if r.box != nil {
 		// The implementation's processes end first, then their broker.
 		stopImpl := setup.Stop
 		setup.Stop = func() {
 			if stopImpl != nil {
 				stopImpl()
 			}
-			box.stop()
+			r.box.stop()
 		}
 	}
-	setup.Prove = a
-	return setup, nil
 }
 
 // dockerReplayFlags are the --docker flags a replay needs to run where the
@@ -346,47 +431,17 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, amqprun.MutantNamed(s.Mutant) != nil, "no mutant named %q (see lockprover mutants)"); err != nil {
 		return nil, err
 	}
-	target := s.Target
-	if target == "" && s.Impl != "" {
-		target = "rabbitmq"
-	}
-	if target == "" {
-		target = "sim"
-	}
-	if len(p.Cluster) > 0 && s.Target == "" {
-		target = clusterTarget
-	}
-	if target == simClusterTarget {
-		target = "sim"
-	}
-	if target != "sim" && target != "rabbitmq" && target != clusterTarget {
-		return nil, fmt.Errorf("an amqp-locks plan runs on the simulator (--target sim), RabbitMQ (--target rabbitmq) or a RabbitMQ cluster (--target %s)", clusterTarget)
+	target, err := replayTarget(p, s)
+	if err != nil {
+		return nil, err
 	}
 	if target == clusterTarget {
 		return clusterReplay(p, s)
 	}
-	var simCluster amqprun.Simulator // a cluster plan on the simulator: its mode and tick time as the flags say
-	for _, name := range []string{"partition-handling", "net-ticktime"} {
-		if s.Given(name) && (target != "sim" || len(p.Cluster) == 0) {
-			return nil, fmt.Errorf("--%s is for a cluster plan: add --target %s, or --target sim for a plan with a cluster", name, clusterTarget)
-		}
+	simCluster, err := replaySimulator(p, s, target)
+	if err != nil {
+		return nil, err
 	}
-	if target == "sim" && len(p.Cluster) > 0 {
-		o, err := clusterOptions(s)
-		if err != nil {
-			return nil, err
-		}
-		if s.Given("partition-handling") {
-			simCluster.PartitionHandling = o.PartitionHandling
-		}
-		simCluster.NetTicktime = o.NetTicktime
-	}
-	for _, name := range []string{"amqp-url", "allow-restart", "docker", "docker-image"} {
-		if target == "sim" && s.Given(name) {
-			return nil, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
-		}
-	}
-	simCluster.Trace = s.Trace
 	a := amqprun.Config{Scope: prover.Scope{Mutant: p.Mutant}, Target: simCluster}
 	setup := &family.Setup{Target: target, Where: "the simulator", Stop: func() {}}
 	if target == "sim" && len(p.Cluster) > 0 {
@@ -402,36 +457,97 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		setup.What = fmt.Sprintf("%q", s.Impl)
 	}
 	if target == "rabbitmq" {
-		u, restart := rabbitmq.URL(s.Flag("amqp-url")), s.Flag("allow-restart") != ""
-		a.Target = amqprun.RabbitMQ{URL: u, AllowRestart: restart}
-		setup.Real, setup.Where = true, "RabbitMQ"
-		inDocker, image, err := containerChoice(s, answers)
-		if err != nil {
+		if err := replayOnBroker(s, &a, setup); err != nil {
 			return nil, err
-		}
-		var box *brokerBox
-		if inDocker {
-			box = newBox(s, image)
-			setup.Where = "a private RabbitMQ in Docker (" + image + ")"
-			stopImpl := setup.Stop
-			setup.Stop = func() { stopImpl(); box.stop() }
-		}
-		setup.Start = func(ctx context.Context) error {
-			if box != nil {
-				if err := box.start(ctx, s.Flag("docker") == dockerAlways); err != nil {
-					return err
-				}
-				a.Target, u = box.target(restart), box.c.URL
-				setup.Prove = a
-			}
-			if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
-				return &family.UsageError{Err: err}
-			}
-			return nil
 		}
 	}
 	setup.Prove = a
 	return setup, nil
+}
+
+// replayTarget is where a replay of p runs: --target; if none, a real
+// broker for --impl, a private cluster for a plan with a cluster, else
+// the simulator. The simulated cluster is the simulator's (the plan
+// names the cluster).
+func replayTarget(p *amqprun.Plan, s family.Settings) (string, error) {
+	target := s.Target
+	if target == "" && s.Impl != "" {
+		target = "rabbitmq"
+	}
+	if target == "" {
+		target = "sim"
+	}
+	if len(p.Cluster) > 0 && s.Target == "" {
+		target = clusterTarget
+	}
+	if target == simClusterTarget {
+		target = "sim"
+	}
+	if target != "sim" && target != "rabbitmq" && target != clusterTarget {
+		return "", fmt.Errorf("an amqp-locks plan runs on the simulator (--target sim), RabbitMQ (--target rabbitmq) or a RabbitMQ cluster (--target %s)", clusterTarget)
+	}
+	return target, nil
+}
+
+// replaySimulator is the simulator a replay of p on target runs on: for
+// a cluster plan on the simulator, its mode (as the plan says unless
+// --partition-handling does) and tick time as the flags say; its trace
+// to s.Trace. A cluster's flags are refused for any other plan, a real
+// broker's on the simulator.
+func replaySimulator(p *amqprun.Plan, s family.Settings, target string) (amqprun.Simulator, error) {
+	var simCluster amqprun.Simulator
+	if name := firstGiven(s, clusterFlags); name != "" && (target != "sim" || len(p.Cluster) == 0) {
+		return simCluster, fmt.Errorf("--%s is for a cluster plan: add --target %s, or --target sim for a plan with a cluster", name, clusterTarget)
+	}
+	if target == "sim" && len(p.Cluster) > 0 {
+		o, err := clusterOptions(s)
+		if err != nil {
+			return simCluster, err
+		}
+		if s.Given("partition-handling") {
+			simCluster.PartitionHandling = o.PartitionHandling
+		}
+		simCluster.NetTicktime = o.NetTicktime
+	}
+	if name := firstGiven(s, brokerFlags); name != "" && target == "sim" {
+		return simCluster, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+	}
+	simCluster.Trace = s.Trace
+	return simCluster, nil
+}
+
+// replayOnBroker sets a replay (a, setup) up on a real broker: the one
+// --amqp-url names, or a private one in Docker (--docker), started and
+// checked when the replay starts.
+func replayOnBroker(s family.Settings, a *amqprun.Config, setup *family.Setup) error {
+	u, restart := rabbitmq.URL(s.Flag("amqp-url")), s.Flag("allow-restart") != ""
+	a.Target = amqprun.RabbitMQ{URL: u, AllowRestart: restart}
+	setup.Real, setup.Where = true, "RabbitMQ"
+	inDocker, image, err := containerChoice(s, answers)
+	if err != nil {
+		return err
+	}
+	var box *brokerBox
+	if inDocker {
+		box = newBox(s, image)
+		setup.Where = "a private RabbitMQ in Docker (" + image + ")"
+		stopImpl := setup.Stop
+		setup.Stop = func() { stopImpl(); box.stop() }
+	}
+	setup.Start = func(ctx context.Context) error {
+		if box != nil {
+			if err := box.start(ctx, s.Flag("docker") == dockerAlways); err != nil {
+				return err
+			}
+			a.Target, u = box.target(restart), box.c.URL
+			setup.Prove = *a
+		}
+		if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
+			return &family.UsageError{Err: err}
+		}
+		return nil
+	}
+	return nil
 }
 
 // amqpServe serves amqp-locks' reference (or a mutant) over the protocol.
