@@ -129,7 +129,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/lockprover/lockprover/families/dbsemaphore/dbsemprotocol"
+	"github.com/lockprover/lockprover/adapters/dbsemrun/dbsemprotocol"
 )
 
 func main() {

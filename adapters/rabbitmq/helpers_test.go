@@ -139,7 +139,7 @@ func checkNoLeaks(t testing.TB) {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
 		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "rabbitmq/amqp091-go.") || strings.Contains(g, "lockprover/backends/rabbitmq.") {
+			if strings.Contains(g, "rabbitmq/amqp091-go.") || strings.Contains(g, "lockprover/adapters/rabbitmq.") {
 				leaked = append(leaked, g)
 			}
 		}
