@@ -200,14 +200,27 @@ func linearize(v *verdict.Verdict, lh *lockHistory, m porcupine.Model, parts map
 		v.Status = verdict.Pass // what porcupine would say: the order found is a linearization
 		return
 	}
+	// porcupine gets what is left of the one deadline, so that o.Timeout
+	// bounds the whole search. A budget already spent is Inconclusive
+	// here: porcupine, given a timeout shorter than its check, races its
+	// timer against the check's result and may answer either way (a
+	// select between two ready channels), which made a 1ns budget decide
+	// now and then on a loaded machine.
+	left := o.Timeout
+	if !deadline.IsZero() {
+		if left = time.Until(deadline); left <= 0 {
+			v.Status, v.Detail = verdict.Inconclusive, fmt.Sprintf("the linearizability check ran out of time (%v); nothing is known", o.Timeout)
+			return
+		}
+	}
 	m.Partition = func([]porcupine.Operation) [][]porcupine.Operation { return list }
 	var res porcupine.CheckResult
 	var info porcupine.LinearizationInfo
 	if o.Visualize {
-		res, info = porcupine.CheckOperationsVerbose(m, nil, o.Timeout)
+		res, info = porcupine.CheckOperationsVerbose(m, nil, left)
 		view(v, m, info, lh)
 	} else {
-		res = porcupine.CheckOperationsTimeout(m, nil, o.Timeout)
+		res = porcupine.CheckOperationsTimeout(m, nil, left)
 	}
 	switch res {
 	case porcupine.Ok:

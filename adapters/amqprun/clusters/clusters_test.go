@@ -32,7 +32,10 @@ func clusterTarget(t *testing.T, mode string) amqprun.RabbitMQCluster {
 		t.Skipf("no RabbitMQ cluster here: %v", err)
 	}
 	lab := netnstest.Lab(t, "n1", "n2", "n3")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// A bound for a wedged start, not a measure: three Erlang VMs boot
+	// and join in under a minute on a quiet machine, and took over 3
+	// minutes beside the suite (adapters/rabbitmq's TestClusterStarts).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c, err := rabbitmq.StartCluster(ctx, lab, t.TempDir(), rabbitmq.ClusterOptions{PartitionHandling: mode})
 	if err != nil {
@@ -66,7 +69,12 @@ func runCluster(t *testing.T, tg amqprun.RabbitMQCluster, p *amqprun.Plan) *prov
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// A bound for a wedged run, not a measure: the plan lasts 18 s, and
+	// its end (the heal, the cluster one again, the probe) polls
+	// rabbitmqctl, whose VMs cost a second of CPU each on a loaded
+	// machine; beside the suite a pause_minority run met the 5 minutes
+	// this was.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	t0 := time.Now()
 	res, err := tg.Run(ctx, p, amqprun.Reference)
