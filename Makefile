@@ -1,6 +1,6 @@
 # The tests CI runs (.ci/run calls `make test`). RabbitMQ-backed tests use
 # LOCKPROVER_AMQP_URL, or a broker on 127.0.0.1:5672, and skip without one.
-.PHONY: test check transcripts fmt vet bench fuzz
+.PHONY: test check static transcripts fmt vet bench fuzz
 
 # Most of the suite waits on real servers and processes rather than on the
 # CPU, so packages run four at a time (-p; go's default is one per CPU) and
@@ -14,6 +14,16 @@
 SLOWEST = ./adapters/amqprun ./adapters/amqprun/clusters ./adapters/consulsemrun/clusters ./adapters/conform ./cmd/lockprover/cli ./adapters/dbsemrun ./model/consulsem ./adapters/rabbitmq ./model/redlock ./model/dbsem
 test: fmt vet
 	scripts/test-again -p 4 -parallel 8 -timeout 15m $(SLOWEST) ./...
+
+# The Dockerfile's static build (examples/ci/Dockerfile: CGO_ENABLED=0
+# -trimpath), run as its RUN line says, and the binary it makes proving in a
+# broker's container where Docker is (TestDockerfileBuilds,
+# TestProveDockerAuto). It compiles the standard library and every package
+# again (minutes on two cores, and again after each change to the tree), so
+# it is a job of its own, which .ci/run runs before make test; make test
+# skips both tests.
+static:
+	LOCKPROVER_STATIC_BUILD=1 go test -count=1 -timeout 15m -run '^(TestDockerfileBuilds|TestProveDockerAuto)$$' ./cmd/lockprover/cli
 
 # The quick inner loop: the simulators, the checkers, every family's
 # simulated runs, and one short run per real server (TestSmoke in

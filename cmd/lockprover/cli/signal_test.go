@@ -33,8 +33,10 @@ var binary struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
+	for _, dir := range []string{binary.dir, static.dir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }
