@@ -73,10 +73,10 @@ func TestNodeRedisSemaphoreProve(t *testing.T) {
 
 // The verdicts' hand plans, replayed once each: the Semaphore expires its
 // holders by the acquirer's own clock (Date.now()), so c2 with its clock
-// 600 ms ahead (0.3 of the ttl; the adapter's --clock-ahead) evicts c1,
-// which refreshes every 0.8 ttl, and is granted beside it; the Mutex,
+// 3 s ahead (0.3 of the ttl of 10 s; the adapter's --clock-ahead) evicts
+// c1, which refreshes every 0.8 ttl, and is granted beside it; the Mutex,
 // expired by the server's clock, refuses c2. With a limit of 2 (the
-// plan's, which init says), c3 800 ms ahead evicts both holders: three
+// plan's, which init says), c3 4 s ahead evicts both holders: three
 // leases of two; with no clock ahead c3 is refused. The RedlockSemaphore
 // at limit 2 lets three in with every clock right, each on a different
 // two of the three servers (partitions fix the order each server sees
@@ -86,14 +86,26 @@ func TestNodeRedisSemaphoreProve(t *testing.T) {
 // the SET NX again), and the next acquire too (acquire-exact); told that
 // a connection closed during the refusal (--reconnect-unknown), the
 // adapter says unknown and the plan passes.
+//
+// The clock plans are timed in seconds, not in tenths: the eviction needs
+// c2's acquire between 0.7 and 0.8 ttl after c1's last refresh, a window
+// of 0.1 ttl, which at a ttl of 2 s was 200 ms wide with c2 in its
+// middle: a node process 100 ms late on a loaded machine missed it, and
+// the finding passed (8 of 12 replays at a load of 8 to 12). At 10 s the
+// window is a second wide. At limit 2, c3 (0.4 ttl ahead) must come
+// between 0.6 ttl after c2's refresh and c1's next refresh, 1.75 s
+// wide, and acquires in its middle (15.1 s). The split plan's partitions hold each client's acquire
+// for 1.2 s, and the acquires start 0.3 s in: every server sees its two
+// other clients' acquires first with a second to spare. The replays run
+// side by side (each on private servers of its own).
 func TestNodeRedisSemaphoreFindings(t *testing.T) {
 	for _, tc := range []struct {
 		flags, plan, fails string // fails: the property that fails, "" none
 	}{
-		{" --variant semaphore --clock-ahead c2=600", "redis-semaphore-clock-ahead.json", "lease-exclusive"},
-		{" --variant redlock-semaphore --clock-ahead c2=600", "redis-semaphore-clock-ahead.json", "lease-exclusive"},
-		{" --variant mutex --clock-ahead c2=600", "redis-semaphore-clock-ahead.json", ""},
-		{" --variant semaphore --clock-ahead c3=800", "redis-semaphore-limit2-clock-ahead.json", "lease-exclusive"},
+		{" --variant semaphore --clock-ahead c2=3000", "redis-semaphore-clock-ahead.json", "lease-exclusive"},
+		{" --variant redlock-semaphore --clock-ahead c2=3000", "redis-semaphore-clock-ahead.json", "lease-exclusive"},
+		{" --variant mutex --clock-ahead c2=3000", "redis-semaphore-clock-ahead.json", ""},
+		{" --variant semaphore --clock-ahead c3=4000", "redis-semaphore-limit2-clock-ahead.json", "lease-exclusive"},
 		{" --variant semaphore", "redis-semaphore-limit2-clock-ahead.json", ""},
 		{" --variant redlock-semaphore", "redis-semaphore-redlock-split.json", "lease-exclusive"},
 		{" --variant mutex", "redis-semaphore-release-after-expiry.json", "no-revival"},
@@ -101,6 +113,7 @@ func TestNodeRedisSemaphoreFindings(t *testing.T) {
 		{" --variant mutex --reconnect-unknown", "redis-semaphore-lost-reply.json", ""},
 	} {
 		t.Run(strings.ReplaceAll(strings.TrimSpace(tc.flags), " ", "_")+"/"+tc.plan, func(t *testing.T) {
+			t.Parallel()
 			code, out := lockprover("replay", "--target", "redis", "--impl", nodeRedisSemaphore(t, tc.flags),
 				"--init-timeout", "30s", "--times", "1", "plans/"+tc.plan)
 			if strings.Contains(out, "no redis-server") {
