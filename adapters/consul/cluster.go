@@ -75,7 +75,7 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o Options, se
 		if err := os.MkdirAll(m.dir, 0o755); err != nil {
 			return nil, fmt.Errorf("consul cluster: %w", err)
 		}
-		m.proc = proc.Proc{Name: "consul: agent " + name, Log: filepath.Join(m.dir, "consul.log")}
+		m.proc = proc.Proc{Name: "consul: agent " + name + o.named(), Log: filepath.Join(m.dir, "consul.log")}
 		return m, nil
 	}
 	for _, n := range servers {

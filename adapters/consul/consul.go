@@ -14,7 +14,9 @@
 // Either way DNS and gRPC are off, the minimum session TTL is lowered (1 s
 // unless the options say otherwise; Consul's default is 10 s), and update
 // checks are off (the machine may have no network). The binary is found by
-// Find; without one, Start answers ErrNoConsul.
+// Find; without one, Start answers ErrNoConsul. Options.Version names
+// another version lockprover builds into its cache (adapters/versions:
+// .ci/consul 1.20.2), whose binary runs instead.
 package consul
 
 import (
@@ -34,11 +36,13 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/proc"
+	"github.com/lockprover/lockprover/adapters/versions"
 )
 
-// Version is the Consul release lockprover builds (.ci/consul) and is
-// tested against.
-const Version = "1.20.2"
+// Version is the Consul release lockprover builds by default (.ci/consul)
+// and is tested against: 1.16.3, Consul's last release under the MPL-2.0
+// (adapters/versions' default consul).
+const Version = "1.16.3"
 
 // ErrNoConsul is returned (wrapped) by Find and Start when no consul
 // binary is to be had: tests skip on it.
@@ -47,7 +51,7 @@ var ErrNoConsul = errors.New("consul: no consul binary: set $LOCKPROVER_CONSUL t
 const cacheHint = "$XDG_CACHE_HOME/lockprover/consul-v" + Version + "/consul (default ~/.cache)"
 
 // CachePath is where .ci/consul puts the binary it builds:
-// $XDG_CACHE_HOME/lockprover/consul-v1.20.2/consul, ~/.cache when
+// $XDG_CACHE_HOME/lockprover/consul-v1.16.3/consul, ~/.cache when
 // $XDG_CACHE_HOME is unset. "" when neither can be known.
 func CachePath() string {
 	dir, err := os.UserCacheDir()
@@ -114,6 +118,12 @@ type Options struct {
 	SessionTTLMin time.Duration
 	// Bin is the consul binary; "" means Find's.
 	Bin string
+	// Version, when set, is the version that runs instead of Bin: its
+	// binary from lockprover's cache, where .ci/consul VERSION builds it
+	// (versions.Version.Binary); an error matching both ErrNoConsul and
+	// debroot.ErrUnavailable, naming that command, when it is not
+	// built. The zero value runs Bin (or Find's).
+	Version versions.Version
 }
 
 // An Agent is a private Consul agent. Its methods are safe for concurrent
@@ -157,7 +167,7 @@ func Start(ctx context.Context, dir string, o Options) (*Agent, error) {
 		os.RemoveAll(filepath.Join(dir, "data")) // a lost port race's
 		a = &Agent{bin: bin, dir: dir, o: o,
 			http: ports[0], rpc: ports[1], lan: ports[2], wan: ports[3]}
-		a.proc = proc.Proc{Name: "consul: private agent", Log: filepath.Join(dir, "consul.log")}
+		a.proc = proc.Proc{Name: "consul: private agent" + o.named(), Log: filepath.Join(dir, "consul.log")}
 		if err := a.start(ctx); err != nil {
 			a.Stop()
 			return err
@@ -307,7 +317,16 @@ func (o *Options) prepare(dir string) (bin, abs string, err error) {
 	if o.SessionTTLMin < time.Millisecond || o.SessionTTLMin%time.Millisecond != 0 {
 		return "", "", fmt.Errorf("consul: session_ttl_min %v: must be whole milliseconds, at least 1ms", o.SessionTTLMin)
 	}
-	if bin = o.Bin; bin == "" {
+	switch {
+	case o.Version.Server != "" && o.Version.Server != "consul":
+		return "", "", fmt.Errorf("consul: %s is not a version of Consul", o.Version)
+	case o.Version.Server != "":
+		if bin, err = o.Version.Binary(); err != nil {
+			return "", "", noVersion{err}
+		}
+	case o.Bin != "":
+		bin = o.Bin
+	default:
 		if bin, err = Find(); err != nil {
 			return "", "", err
 		}
@@ -315,3 +334,37 @@ func (o *Options) prepare(dir string) (bin, abs string, err error) {
 	abs, err = filepath.Abs(dir)
 	return bin, abs, err
 }
+
+// noVersion is the error of a version whose binary is not built here: no
+// consul binary to run (ErrNoConsul, which tests skip on), and one that
+// cannot be had until built (debroot.ErrUnavailable, which a command
+// line's user is told: its message names .ci/consul VERSION).
+type noVersion struct{ err error }
+
+func (e noVersion) Error() string        { return "consul: " + e.err.Error() }
+func (e noVersion) Unwrap() error        { return e.err }
+func (e noVersion) Is(target error) bool { return target == ErrNoConsul }
+
+// named is " 1.20.2" when o names a version, "" when it does not: for
+// names in messages.
+func (o Options) named() string {
+	if o.Version.Server == "" {
+		return ""
+	}
+	return " " + o.Version.Name
+}
+
+// version is o.Version, or the default version when it is the zero
+// value.
+func (o Options) version() versions.Version {
+	if o.Version.Server == "" {
+		v, _ := versions.Lookup("consul", "")
+		return v
+	}
+	return o.Version
+}
+
+// Version is the agent's version as adapters/versions names it ("consul
+// 1.16.3"): Options.Version's, the default's when it named none (which
+// the binary Find found is taken to be).
+func (a *Agent) Version() versions.Version { return a.o.version() }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/internal/prover/bench"
 	"github.com/lockprover/lockprover/model/consulsem"
 )
@@ -37,19 +38,20 @@ func Bench(ctx context.Context, backends []string, c bench.Config, out io.Writer
 		if i > 0 {
 			fmt.Fprintln(out)
 		}
-		if err := benchOn(ctx, b, c, out); err != nil {
+		if err := BenchVersion(ctx, b, versions.Version{}, c, out); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// benchOn is the bench on a private server of backend.
-func benchOn(ctx context.Context, backend string, c bench.Config, out io.Writer) error {
+// BenchVersion is the bench on a private server of backend of version v
+// (the zero value: Bench's).
+func BenchVersion(ctx context.Context, backend string, v versions.Version, c bench.Config, out io.Writer) error {
 	if c.Log != nil {
 		fmt.Fprintf(c.Log, "bench: starting a private %s\n", backend)
 	}
-	srv, err := startServer(ctx, &Plan{Backend: backend})
+	srv, err := startServer(ctx, &Plan{Backend: backend}, v)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/etcd"
 	"github.com/lockprover/lockprover/adapters/leaserun"
 	"github.com/lockprover/lockprover/adapters/netns"
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/realtime"
 	"github.com/lockprover/lockprover/sim/consulsim"
@@ -197,6 +198,8 @@ func (p *Plan) nodeOf(name string) string {
 // files.
 type Cluster struct {
 	Backend string
+	// Version is its nodes' version, the zero value for StartCluster's.
+	Version versions.Version
 	// Took is how long it took to start.
 	Took time.Duration
 	lab  *netns.Lab
@@ -225,11 +228,22 @@ func ClusterPreflight(backend string) error {
 // made, if set, hears the lab's id and the directory once they exist,
 // before any node starts. On a failure, what it started is gone.
 func StartCluster(ctx context.Context, backend string, made func(lab, dir string)) (_ *Cluster, err error) {
+	return StartClusterVersion(ctx, backend, versions.Version{}, made)
+}
+
+// StartClusterVersion is StartCluster of nodes of version v (the zero
+// value: StartCluster's): Consul's binary lockprover builds into its
+// cache, or etcd from a Debian release's root, each member in its
+// node's network namespace.
+func StartClusterVersion(ctx context.Context, backend string, v versions.Version, made func(lab, dir string)) (_ *Cluster, err error) {
 	if err := ClusterPreflight(backend); err != nil {
 		return nil, err
 	}
+	if err := PreflightVersion(backend, v); err != nil {
+		return nil, err
+	}
 	t0 := time.Now()
-	c := &Cluster{Backend: backend}
+	c := &Cluster{Backend: backend, Version: v}
 	c.dir, err = os.MkdirTemp("", "lockprover-"+backend+"-cluster-")
 	if err != nil {
 		return nil, err
@@ -247,9 +261,9 @@ func StartCluster(ctx context.Context, backend string, made func(lab, dir string
 		made(c.lab.ID, c.dir)
 	}
 	if backend == Etcd {
-		c.etc, err = etcd.StartCluster(ctx, c.lab, c.dir, etcd.Options{}, ClusterNodes(Etcd)...)
+		c.etc, err = etcd.StartCluster(ctx, c.lab, c.dir, etcd.Options{Version: v}, ClusterNodes(Etcd)...)
 	} else {
-		c.con, err = consul.StartCluster(ctx, c.lab, c.dir, consul.Options{SessionTTLMin: time.Second}, servers(Consul), appNodes(Consul))
+		c.con, err = consul.StartCluster(ctx, c.lab, c.dir, consul.Options{SessionTTLMin: time.Second, Version: v}, servers(Consul), appNodes(Consul))
 	}
 	if err != nil {
 		return nil, err

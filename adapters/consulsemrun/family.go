@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/model/lease"
@@ -55,6 +56,11 @@ type Config struct {
 	// address, or etcd's endpoints, host:port. It is not restarted, so
 	// plans draw no restart-broker.
 	Addrs []string
+	// Version, if set, is the version of the private real servers plans
+	// run on (a Consul binary lockprover builds, etcd from a Debian
+	// release's root: adapters/versions); the zero value runs the
+	// machine's own etcd, and the Consul adapters/consul finds.
+	Version versions.Version
 	// TTLMs fixes the sessions' TTL; 0 draws it (1 or 2 s).
 	TTLMs int
 	// Persistent makes the Consul agent keep its state across a restart
@@ -144,7 +150,10 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 		if c.Cluster != nil {
 			return RunCluster(ctx, pl, c.Cluster, c.Impl)
 		}
-		return RunImpl(ctx, pl, c.Addrs, c.Impl)
+		if err := checkVersion(c.Version, c.Addrs); err != nil {
+			return nil, err
+		}
+		return runReal(ctx, pl, c.Addrs, c.Impl, nil, c.Version)
 	}
 	return Simulate(pl, nil)
 }
@@ -244,10 +253,28 @@ func (c Config) String() string {
 		return what + " on the " + c.Target + " at " + strings.Join(c.Addrs, ",")
 	}
 	if c.Cluster != nil {
-		return what + " on a private " + c.Target + " cluster"
+		return what + " on a private " + c.Target + c.named() + " cluster"
 	}
 	if c.real() {
-		return what + " on a private real " + c.Target
+		return what + " on a private real " + c.Target + c.named()
 	}
 	return what + " on the simulated " + c.withDefaults().Backend
+}
+
+// named is " 3.5.30" when c names the version of its real servers, ""
+// when it does not.
+func (c Config) named() string {
+	if c.Version.Server == "" {
+		return ""
+	}
+	return " " + c.Version.Name
+}
+
+// checkVersion says why plans cannot run on servers of version v at
+// addrs: a server the user runs is whatever version it is.
+func checkVersion(v versions.Version, addrs []string) error {
+	if v.Server != "" && len(addrs) > 0 {
+		return fmt.Errorf("version %s: the server at %s is not one lockprover starts, and runs whatever version it runs", v, strings.Join(addrs, ","))
+	}
+	return nil
 }

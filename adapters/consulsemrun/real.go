@@ -18,6 +18,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/consul"
 	"github.com/lockprover/lockprover/adapters/etcd"
 	"github.com/lockprover/lockprover/adapters/faultnet"
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/model/consulsem"
@@ -47,6 +48,28 @@ func Preflight(target string) error {
 		return err
 	}
 	return fmt.Errorf("target %q: want %s or %s", target, Consul, Etcd)
+}
+
+// PreflightVersion is Preflight of version v of target's server (the
+// zero value: Preflight's): the machine's own installed, a Debian root's
+// made (lockprover servers --make), or lockprover's build in its cache
+// (an error matching debroot.ErrUnavailable, naming .ci/consul, when
+// not).
+func PreflightVersion(target string, v versions.Version) error {
+	switch {
+	case v.Server == "":
+		return Preflight(target)
+	case v.Server != target:
+		return fmt.Errorf("%s is not a version of %s", v, target)
+	case v.Built():
+		_, err := v.Binary()
+		return err
+	case v.Rooted() && !v.Made():
+		return fmt.Errorf("%s: its Debian %s root is not made (lockprover servers --make %s-%s)", v, v.Release, v.Server, v.Name)
+	case v.Rooted():
+		return nil
+	}
+	return Preflight(target)
 }
 
 // RunReal runs p against the reference (or p's mutant) on a real server
@@ -84,7 +107,7 @@ func RunOn(ctx context.Context, p *Plan, addrs []string) (*prover.Result, error)
 // on a given server, ended at the end; those of acquires it answered
 // otherwise it must end itself, or they expire.
 func RunImpl(ctx context.Context, p *Plan, addrs []string, impl Impl) (*prover.Result, error) {
-	return runReal(ctx, p, addrs, impl, nil)
+	return runReal(ctx, p, addrs, impl, nil, versions.Version{})
 }
 
 // RunCluster runs p as RunImpl does, on cl, a private cluster of p's
@@ -105,12 +128,13 @@ func RunCluster(ctx context.Context, p *Plan, cl *Cluster, impl Impl) (*prover.R
 	if err := cl.ready(ctx); err != nil {
 		return nil, err
 	}
-	return runReal(ctx, p, cl.serverAddrs(), impl, cl)
+	return runReal(ctx, p, cl.serverAddrs(), impl, cl, versions.Version{})
 }
 
-// runReal runs p on a real server: a private one, the one at addrs, or
-// cluster cl (whose servers addrs then are).
-func runReal(ctx context.Context, p *Plan, addrs []string, impl Impl, cl *Cluster) (*prover.Result, error) {
+// runReal runs p on a real server: a private one (of version v: the zero
+// value for the machine's own), the one at addrs, or cluster cl (whose
+// servers addrs then are).
+func runReal(ctx context.Context, p *Plan, addrs []string, impl Impl, cl *Cluster, v versions.Version) (*prover.Result, error) {
 	if err := checkReal(p, addrs, cl != nil); err != nil {
 		return nil, err
 	}
@@ -126,7 +150,7 @@ func runReal(ctx context.Context, p *Plan, addrs []string, impl Impl, cl *Cluste
 	if len(addrs) > 0 {
 		srv, err = givenServer(&q, addrs)
 	} else {
-		srv, err = startServer(ctx, &q)
+		srv, err = startServer(ctx, &q, v)
 	}
 	if err != nil {
 		return nil, err
@@ -283,18 +307,18 @@ func PreflightAddrs(ctx context.Context, target string, addrs []string, ttl time
 }
 
 // PreflightImpl starts one process of impl as the probe of a throwaway
-// prefix on the server of target (the one at addrs, or a private one
-// started for it and stopped), waits for its init_ok and ends it: an
-// implementation that cannot start fails here at once, with what it said,
-// rather than in every plan.
-func PreflightImpl(ctx context.Context, target string, addrs []string, impl Impl) error {
+// prefix on the server of target (the one at addrs, or a private one of
+// version v started for it and stopped), waits for its init_ok and ends
+// it: an implementation that cannot start fails here at once, with what
+// it said, rather than in every plan.
+func PreflightImpl(ctx context.Context, target string, addrs []string, v versions.Version, impl Impl) error {
 	p := &Plan{Backend: target}
 	var srv *realServer
 	var err error
 	if len(addrs) > 0 {
 		srv, err = givenServer(p, addrs)
 	} else {
-		srv, err = startServer(ctx, p)
+		srv, err = startServer(ctx, p, v)
 	}
 	if err != nil {
 		return err

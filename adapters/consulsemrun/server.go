@@ -19,6 +19,7 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/consul"
 	"github.com/lockprover/lockprover/adapters/etcd"
+	"github.com/lockprover/lockprover/adapters/versions"
 )
 
 // A realServer is the server of one real run, private (started for it)
@@ -48,21 +49,23 @@ type realServer struct {
 }
 
 // startServer starts the private server of p's backend: a Consul agent
-// (persistent if p says so; session_ttl_min 1 s) or an etcd.
-func startServer(ctx context.Context, p *Plan) (*realServer, error) {
+// (persistent if p says so; session_ttl_min 1 s) or an etcd, of version
+// v (the zero value: the machine's own etcd, Consul's binary as
+// adapters/consul finds it).
+func startServer(ctx context.Context, p *Plan, v versions.Version) (*realServer, error) {
 	if p.Backend == Consul {
 		mode := consul.Dev
 		if p.Persistent {
 			mode = consul.Persistent
 		}
-		a, stop, err := consul.StartTemp(ctx, consul.Options{Mode: mode, SessionTTLMin: time.Second})
+		a, stop, err := consul.StartTemp(ctx, consul.Options{Mode: mode, SessionTTLMin: time.Second, Version: v})
 		if err != nil {
 			return nil, err
 		}
 		c := consulHTTP{url: a.URL()}
 		return &realServer{addrs: []string{a.Addr()}, stop: stop, restart: a.Restart, left: c.left, clear: c.clear, end: c.end}, nil
 	}
-	s, stop, err := etcd.StartTemp(ctx, etcd.Options{})
+	s, stop, err := etcd.StartTemp(ctx, etcd.Options{Version: v})
 	if err != nil {
 		return nil, err
 	}
@@ -273,15 +276,17 @@ func (e etcdAdmin) end(ctx context.Context, leases []string) error {
 
 // StartPrivate starts a private server of backend (Consul or Etcd) as a
 // plan's: a Consul -dev agent with session_ttl_min 1 s, or an etcd, on
-// ports and in a directory of its own. It answers the address clients
-// reach it at (Consul's HTTP API, etcd's client endpoint, host:port) and
-// what stops it and removes its directory. adapters/consul.ErrNoConsul
-// and adapters/etcd.ErrNoEtcd say that this machine has no such server.
-func StartPrivate(ctx context.Context, backend string) (addr string, stop func(), err error) {
+// ports and in a directory of its own, of version v (the zero value: as
+// a plan's without one). It answers the address clients reach it at
+// (Consul's HTTP API, etcd's client endpoint, host:port) and what stops
+// it and removes its directory. adapters/consul.ErrNoConsul and
+// adapters/etcd.ErrNoEtcd say that this machine has no such server;
+// debroot.ErrUnavailable that v cannot be had here.
+func StartPrivate(ctx context.Context, backend string, v versions.Version) (addr string, stop func(), err error) {
 	if backend != Consul && backend != Etcd {
 		return "", nil, fmt.Errorf("backend %q: want %s or %s", backend, Consul, Etcd)
 	}
-	srv, err := startServer(ctx, &Plan{Backend: backend})
+	srv, err := startServer(ctx, &Plan{Backend: backend}, v)
 	if err != nil {
 		return "", nil, err
 	}

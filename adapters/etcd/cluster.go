@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/netns"
 	"github.com/lockprover/lockprover/adapters/proc"
+	"github.com/lockprover/lockprover/adapters/versions"
 )
 
 // ClusterTiming is a cluster's default Raft timing: etcd's own defaults,
@@ -56,11 +57,14 @@ type Member struct {
 	lab  *netns.Lab
 	init string // --initial-cluster
 	proc proc.Proc
+	run  *versions.Run // its run from its version's root, in its host's namespace; nil for the machine's etcd
 }
 
 // StartCluster starts one etcd member in each named host of lab (all of
 // the lab's hosts if none are named), files under dir (the caller's to
-// remove): dir/<name>/data and dir/<name>/etcd.log. It returns once every
+// remove): dir/<name>/data and dir/<name>/etcd.log. With a version of a
+// root (o.Version), every member is that version's etcd, from the root,
+// in its host's network namespace. It returns once every
 // member reports itself healthy (the cluster has a leader), or, on any
 // failure, having stopped what it started. A zero Options means
 // ClusterHeartbeat and ClusterElectionTimeout.
@@ -98,7 +102,10 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o Options, na
 		if err := os.MkdirAll(m.dir, 0o755); err != nil {
 			return nil, fmt.Errorf("etcd cluster: %w", err)
 		}
-		m.proc = proc.Proc{Name: "etcd: member " + n, Log: filepath.Join(m.dir, "etcd.log")}
+		if m.run, err = o.rooted(ctx, m.dir, h.NS); err != nil {
+			return nil, fmt.Errorf("etcd cluster: %w", err)
+		}
+		m.proc = proc.Proc{Name: "etcd: member " + n + o.named(), Log: filepath.Join(m.dir, "etcd.log"), Command: runCommand(m.run)}
 		initial = append(initial, n+"="+m.peer)
 		c.Members = append(c.Members, m)
 	}
@@ -127,7 +134,7 @@ func (m *Member) URL() string { return "http://" + m.Addr }
 func (m *Member) args() []string {
 	return []string{
 		"--name", m.Name,
-		"--data-dir", filepath.Join(m.dir, "data"),
+		"--data-dir", in(m.run, filepath.Join(m.dir, "data")),
 		"--listen-client-urls", m.URL(),
 		"--advertise-client-urls", m.URL(),
 		"--listen-peer-urls", m.peer,
@@ -142,9 +149,13 @@ func (m *Member) args() []string {
 }
 
 func (m *Member) start(ctx context.Context) error {
-	bin, argv, err := m.lab.Exec(m.Name, m.bin, m.args()...)
-	if err != nil {
-		return err
+	bin, argv := m.bin, m.args()
+	if m.run == nil {
+		// A run from a root enters its host's namespace itself.
+		var err error
+		if bin, argv, err = m.lab.Exec(m.Name, m.bin, m.args()...); err != nil {
+			return err
+		}
 	}
 	return m.proc.Launch(ctx, bin, argv, "on "+m.Addr, func(ctx context.Context) error { return health(ctx, m.URL()) })
 }

@@ -20,11 +20,17 @@ func startCluster(t *testing.T) (*netns.Lab, *Cluster) {
 	if _, err := Find(); err != nil {
 		t.Skip(err)
 	}
+	return startClusterOf(t, Options{})
+}
+
+// startClusterOf is startCluster with o.
+func startClusterOf(t *testing.T, o Options) (*netns.Lab, *Cluster) {
+	t.Helper()
 	lab := netnstest.Lab(t, "e1", "e2", "e3")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	c, err := StartCluster(ctx, lab, t.TempDir(), Options{})
+	c, err := StartCluster(ctx, lab, t.TempDir(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,12 @@
 // runs etcd with a 50 ms heartbeat and a 500 ms election timeout (etcd's
 // defaults are 100 ms and 1 s), so that the minimum is 1 s rather than 2;
 // Options change them.
+//
+// Given a version of a Debian release's root (Options.Version: etcd
+// 3.5.16, 3.5.30), a server or a cluster's members run that release's
+// etcd from the root instead (package adapters/versions), as the root's
+// user etcd, in PID and mount namespaces of their own (a member also in
+// its host's network namespace), every fault alike.
 package etcd
 
 import (
@@ -32,6 +38,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/proc"
+	"github.com/lockprover/lockprover/adapters/versions"
 )
 
 // ErrNoEtcd is returned (wrapped) by Find and Start when no etcd binary is
@@ -73,6 +80,15 @@ type Options struct {
 	ElectionTimeout   time.Duration
 	// Bin is the etcd binary; "" means Find's.
 	Bin string
+	// Version, when it is a version of a Debian release's root (see
+	// versions.Version.Rooted), is what runs instead of Bin: that
+	// release's /usr/bin/etcd, from the root (made first if need be:
+	// minutes, once per machine), as the root's user etcd, its
+	// directory bound at /lockprover. The machine's own version runs
+	// Bin; so does the zero value, unless $LOCKPROVER_ETCD_VERSION names
+	// a version (3.5.30), which it then is (DefaultVersion): for the
+	// tests and measurements, whose servers name none, on another etcd.
+	Version versions.Version
 }
 
 // A Server is a private etcd server. Its methods are safe for concurrent
@@ -85,6 +101,9 @@ type Server struct {
 	peer   int
 
 	proc proc.Proc // the process: started, stopped, crashed
+	// run is the server's run from its version's root; nil for the
+	// machine's own etcd.
+	run *versions.Run
 }
 
 // Start starts a private etcd whose files live under dir (which the caller
@@ -112,6 +131,10 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
+	run, err := o.rooted(ctx, dir, "")
+	if err != nil {
+		return nil, err
+	}
 	var s *Server
 	err = proc.Retry(func() error {
 		ports, err := proc.FreePorts(2, false)
@@ -119,8 +142,8 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 			return fmt.Errorf("etcd: free ports: %w", err)
 		}
 		os.RemoveAll(filepath.Join(dir, "data")) // a lost port race's, with its peer URL
-		s = &Server{bin: bin, dir: dir, o: o, client: ports[0], peer: ports[1]}
-		s.proc = proc.Proc{Name: "etcd: private server", Log: filepath.Join(dir, "etcd.log")}
+		s = &Server{bin: bin, dir: dir, o: o, client: ports[0], peer: ports[1], run: run}
+		s.proc = proc.Proc{Name: "etcd: private server" + o.named(), Log: filepath.Join(dir, "etcd.log"), Command: runCommand(run)}
 		if err := s.start(ctx); err != nil {
 			s.Stop()
 			return err
@@ -146,7 +169,7 @@ func (s *Server) args() []string {
 	peer := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.peer))
 	return []string{
 		"--name", "lockprover",
-		"--data-dir", filepath.Join(s.dir, "data"),
+		"--data-dir", in(s.run, filepath.Join(s.dir, "data")),
 		"--listen-client-urls", s.URL(),
 		"--advertise-client-urls", s.URL(),
 		"--listen-peer-urls", peer,
@@ -238,14 +261,98 @@ func StartTemp(ctx context.Context, o Options) (s *Server, stop func(), err erro
 	return proc.Temp("lockprover-etcd-", func(dir string) (*Server, error) { return Start(ctx, dir, o) }, func(s *Server) { s.Stop() })
 }
 
-// prepare returns the etcd binary (o.Bin, else Find's) and dir made
-// absolute: what a single server and a cluster start alike.
+// Version is the server's version, as adapters/versions names it ("etcd
+// 3.5.30"): Options.Version's, the machine's own when it named none.
+func (s *Server) Version() versions.Version { return s.o.version() }
+
+// version is o.Version, or DefaultVersion's when it is the zero value.
+func (o Options) version() versions.Version {
+	if o.Version.Server == "" {
+		v, _ := DefaultVersion()
+		return v
+	}
+	return o.Version
+}
+
+// DefaultVersion is the version a server whose Options name none runs:
+// the one $LOCKPROVER_ETCD_VERSION names (an error listing etcd's
+// versions if it names none of them), else the machine's own.
+func DefaultVersion() (versions.Version, error) {
+	env := os.Getenv("LOCKPROVER_ETCD_VERSION")
+	v, err := versions.Parse(env, "etcd")
+	if err != nil {
+		v, _ = versions.Lookup("etcd", "")
+		return v, fmt.Errorf("etcd: $LOCKPROVER_ETCD_VERSION: %w", err)
+	}
+	return v, nil
+}
+
+// named is " 3.5.30" for a version of a root, "" for the machine's own:
+// for names in messages.
+func (o Options) named() string {
+	if o.Version.Rooted() {
+		return " " + o.Version.Name
+	}
+	return ""
+}
+
+// prepare returns the etcd binary (the root's for a version of one, else
+// o.Bin, else Find's) and dir made absolute: what a single server and a
+// cluster start alike.
 func (o *Options) prepare(dir string) (bin, abs string, err error) {
-	if bin = o.Bin; bin == "" {
+	if o.Version.Server == "" && os.Getenv("LOCKPROVER_ETCD_VERSION") != "" {
+		if o.Version, err = DefaultVersion(); err != nil {
+			return "", "", err
+		}
+	}
+	switch {
+	case o.Version.Server != "" && o.Version.Server != "etcd":
+		return "", "", fmt.Errorf("etcd: %s is not a version of etcd", o.Version)
+	case o.Version.Rooted():
+		bin = "/usr/bin/etcd"
+	case o.Bin != "":
+		bin = o.Bin
+	default:
 		if bin, err = Find(); err != nil {
 			return "", "", err
 		}
 	}
 	abs, err = filepath.Abs(dir)
 	return bin, abs, err
+}
+
+// rooted readies the run of a version of a root in dir (given to the
+// root's user etcd), in network namespace netns ("" for the machine's);
+// nil for the machine's own etcd. An error that says the root cannot be
+// had matches debroot.ErrUnavailable.
+func (o Options) rooted(ctx context.Context, dir, netns string) (*versions.Run, error) {
+	if !o.Version.Rooted() {
+		return nil, nil
+	}
+	run, err := o.Version.Prepare(ctx, dir, "etcd", netns, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: private etcd %s: %w", o.Version.Name, err)
+	}
+	return run, nil
+}
+
+// in is path (under the server's directory) as its etcd sees it: under
+// /lockprover when it runs from a root.
+func in(run *versions.Run, path string) string {
+	if run == nil {
+		return path
+	}
+	return run.In(path)
+}
+
+// runCommand is how proc.Proc starts the run's etcd: from its root, for as
+// long as the server runs (Stop ends it, not a context); nil (exec's
+// own) for the machine's etcd.
+func runCommand(run *versions.Run) func(bin string, args []string) (*exec.Cmd, error) {
+	if run == nil {
+		return nil
+	}
+	return func(bin string, args []string) (*exec.Cmd, error) {
+		return run.Command(context.Background(), append([]string{bin}, args...)...)
+	}
 }

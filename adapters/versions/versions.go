@@ -36,8 +36,12 @@ type Version struct {
 	Release string
 	// Package is its Debian package, and Debian the package's exact
 	// version in Release (a root must hold that one; "" for the
-	// machine's own).
+	// machine's own). Both "" for a version lockprover builds.
 	Package, Debian string
+	// Build, for a version no Debian package has (Consul), is the
+	// command that builds it into lockprover's cache, once per machine
+	// (".ci/consul 1.16.3"): Binary says where. "" for the others.
+	Build string
 	// Default says a target without --server-version runs this one.
 	Default bool
 }
@@ -71,6 +75,12 @@ var catalogue = []Version{
 
 	{Server: "mariadb", Name: "10.11", Package: "mariadb-server", Default: true},
 	{Server: "mariadb", Name: "11.8", Release: "trixie", Package: "mariadb-server", Debian: "1:11.8.9+ds-0+deb13u1"},
+
+	// Consul has no Debian package: .ci/consul builds it from its Go
+	// module. 1.16.3 is its last release under the MPL (1.17 on are
+	// under the BUSL); 1.20.2 is what lockprover ran on before.
+	{Server: "consul", Name: "1.16.3", Build: ".ci/consul 1.16.3", Default: true},
+	{Server: "consul", Name: "1.20.2", Build: ".ci/consul 1.20.2"},
 }
 
 // companions are the packages a release's root holds beside its servers
@@ -135,6 +145,39 @@ func Newest(server string) Version {
 // Rooted says the version runs from a Debian release's root.
 func (v Version) Rooted() bool { return v.Release != "" }
 
+// Built says lockprover builds the version itself into its cache (Build
+// says how; Binary says where).
+func (v Version) Built() bool { return v.Build != "" }
+
+// Binary is where the binary of a version lockprover builds lives:
+// $XDG_CACHE_HOME/lockprover/<server>-v<name>/<server> (~/.cache by
+// default), as Build puts it there. An error for a version that is not
+// built; one matching debroot.ErrUnavailable, naming Build, when the
+// binary is not there (yet).
+func (v Version) Binary() (string, error) {
+	if !v.Built() {
+		return "", fmt.Errorf("versions: %s is not one lockprover builds", v)
+	}
+	p, err := v.binaryPath()
+	if err != nil {
+		return "", err
+	}
+	if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", &debroot.UnavailableError{What: fmt.Sprintf("%s (no executable %s)", v, p),
+			Fix: "build it once: " + v.Build}
+	}
+	return p, nil
+}
+
+// binaryPath is where Binary looks.
+func (v Version) binaryPath() (string, error) {
+	base, err := debroot.CacheBase()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(base, v.Server+"-v"+v.Name, v.Server), nil
+}
+
 // String is "rabbitmq 4.3.6".
 func (v Version) String() string { return v.Server + " " + v.Name }
 
@@ -168,9 +211,13 @@ func (v Version) Root(ctx context.Context, log io.Writer) (debroot.Root, error) 
 }
 
 // Made says whether the version can run without making anything: the
-// machine's own package installed, or its root made already. (It reads
-// only the cache and dpkg's status.)
+// machine's own package installed, its root made already, or its binary
+// built. (It reads only the cache and dpkg's status.)
 func (v Version) Made() bool {
+	if v.Built() {
+		_, err := v.Binary()
+		return err == nil
+	}
 	if !v.Rooted() {
 		_, ok := v.Installed()
 		return ok
@@ -226,7 +273,7 @@ func (r *Run) In(path string) string {
 // Command is argv as a command of the run: from the root (in private
 // namespaces, nothing outliving it) or from the machine (in netns, when
 // set, as `ip netns exec`). argv[0] is a path the version's package
-// installs.
+// installs (for a version lockprover builds, its Binary).
 func (r *Run) Command(ctx context.Context, argv ...string) (*exec.Cmd, error) {
 	if r.Version.Rooted() {
 		return r.root.Command(ctx, debroot.RunOptions{Data: r.Data, User: r.user, NetNS: r.netns, Env: r.env}, argv...)
@@ -279,7 +326,7 @@ func Choices(servers ...string) []string {
 // Installed is the Debian version of the machine's own package of v
 // (dpkg's status), for a version that is the machine's own.
 func (v Version) Installed() (string, bool) {
-	if v.Rooted() {
+	if v.Rooted() || v.Package == "" {
 		return "", false
 	}
 	out, err := exec.Command("dpkg-query", "-W", "-f", "${Status} ${Version}", v.Package).Output()

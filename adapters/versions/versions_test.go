@@ -52,6 +52,9 @@ func TestCatalogue(t *testing.T) {
 			if v.Rooted() != (v.Debian != "") {
 				t.Errorf("%v: a root's version is pinned, the machine's is not", v)
 			}
+			if v.Built() && (v.Rooted() || v.Package != "") {
+				t.Errorf("%v: a version lockprover builds comes from no root and no package", v)
+			}
 		}
 		if defaults > 1 || defaults == 0 && s != "valkey" {
 			t.Errorf("%s has %d defaults", s, defaults)
@@ -137,5 +140,48 @@ func TestParse(t *testing.T) {
 		if !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "7.0.15, 8.0.2, 8.0.6, valkey-8.1.1, valkey-9.1.2") {
 			t.Errorf("Parse(%q): %v, want ErrUnknown listing what redis takes", bad, err)
 		}
+	}
+}
+
+// Consul is a version lockprover builds: no root, no package, its binary
+// in the cache where .ci/consul puts it, and "cannot be had" (naming the
+// command that builds it) until it is there.
+func TestBuilt(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	v, err := Lookup("consul", "")
+	if err != nil || v.Name != "1.16.3" || !v.Built() || v.Rooted() || v.Package != "" {
+		t.Fatalf(`Lookup("consul", "") = %+v, %v: want 1.16.3, built`, v, err)
+	}
+	if _, ok := v.Installed(); ok {
+		t.Error("a built version says it is an installed package")
+	}
+	_, err = v.Binary()
+	if !errors.Is(err, debroot.ErrUnavailable) || !strings.Contains(err.Error(), ".ci/consul 1.16.3") {
+		t.Errorf("Binary with nothing built: %v, want ErrUnavailable naming .ci/consul 1.16.3", err)
+	}
+	if v.Made() {
+		t.Error("Made with nothing built")
+	}
+	want := os.Getenv("XDG_CACHE_HOME") + "/lockprover/consul-v1.16.3/consul"
+	if err := os.MkdirAll(want[:strings.LastIndex(want, "/")], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(want, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Binary(); !errors.Is(err, debroot.ErrUnavailable) {
+		t.Errorf("Binary of a file that is not executable: %v", err)
+	}
+	os.Chmod(want, 0o755)
+	if got, err := v.Binary(); err != nil || got != want || !v.Made() {
+		t.Errorf("Binary = %q, %v (Made %v); want %s", got, err, v.Made(), want)
+	}
+	if v, err := Parse("1.20.2", "consul"); err != nil || !v.Built() || v.Default {
+		t.Errorf(`Parse("1.20.2", "consul") = %+v, %v`, v, err)
+	}
+	if e, _ := Lookup("etcd", "3.5.30"); e.Built() {
+		t.Error("etcd 3.5.30 says it is built")
+	} else if _, err := e.Binary(); err == nil {
+		t.Error("Binary of a version from a root answered no error")
 	}
 }

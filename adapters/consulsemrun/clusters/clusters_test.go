@@ -32,7 +32,8 @@ func startCluster(t *testing.T, backend string) *consulsemrun.Cluster {
 	if err := consulsemrun.ClusterPreflight(backend); err != nil {
 		t.Skipf("no %s cluster here: %v", backend, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// A bound for a wedged start, not a measure (the start is logged).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cl, err := consulsemrun.StartCluster(ctx, backend, nil)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/consulsemrun"
 	"github.com/lockprover/lockprover/adapters/leaserun/leaseprotocol"
 	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/model/consulsem"
 )
 
@@ -42,7 +43,13 @@ const (
 // the error (the implementation is not started). Every process and the
 // server are stopped at the end, pass, fail or cancel.
 func Validate(ctx context.Context, command string, initTimeout time.Duration, backend string, out io.Writer) (bool, error) {
-	addr, stop, err := consulsemrun.StartPrivate(ctx, backend)
+	return ValidateOn(ctx, command, initTimeout, backend, versions.Version{}, out)
+}
+
+// ValidateOn is Validate on a private server of backend of version v
+// (adapters/versions; the zero value is Validate's).
+func ValidateOn(ctx context.Context, command string, initTimeout time.Duration, backend string, version versions.Version, out io.Writer) (bool, error) {
+	addr, stop, err := consulsemrun.StartPrivate(ctx, backend, version)
 	if err != nil {
 		return false, err
 	}

@@ -81,8 +81,13 @@ func listServers(w io.Writer) {
 			if v.Rooted() {
 				from = fmt.Sprintf("Debian %s's %s %s", v.Release, v.Package, v.Debian)
 			}
+			if v.Built() {
+				from = "lockprover's build (" + v.Build + ")"
+			}
 			made := "yes"
 			switch {
+			case !v.Made() && v.Built():
+				made = "no (" + v.Build + ")"
 			case !v.Made() && v.Rooted():
 				made = "no (made at first use, or with --make)"
 			case !v.Made():

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/consulsemrun"
 	"github.com/lockprover/lockprover/adapters/consulsemrun/consulsemprotocol"
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -43,13 +44,16 @@ func clusterSetup(s family.Settings) (*family.Setup, error) {
 		return nil, err
 	}
 	c.Target = backend
+	if c.Version, err = serverVersion(s, backend); err != nil {
+		return nil, err
+	}
 	var impl *consulsemprotocol.Processes
 	if s.Impl != "" {
 		impl = consulsemprotocol.NewProcesses(s.Impl)
 		impl.InitTimeout = s.InitTimeout
 		c.Impl = impl
 	}
-	box := &clusterBox{backend: backend, target: s.Target, stderr: s.Stderr}
+	box := &clusterBox{backend: backend, target: s.Target, version: c.Version, stderr: s.Stderr}
 	return clusterTail(s, c, impl, box, backend)
 }
 
@@ -67,6 +71,9 @@ func simClusterSetup(s family.Settings) (*family.Setup, error) {
 	}
 	if s.Impl != "" {
 		return nil, family.Usagef("--impl: an implementation runs on a real cluster (--target %s-cluster), not the simulated one", backend)
+	}
+	if s.Flag("server-version") != "" {
+		return nil, family.Usagef("--server-version: the version of a real cluster's nodes (--target %s-cluster), not the simulated one's", backend)
 	}
 	c, err := clusterConfig(s, backend, backend+"-cluster")
 	if err != nil {
@@ -136,8 +143,8 @@ func clusterTail(s family.Settings, c consulsemrun.Config, impl *consulsemprotoc
 	if box.stderr == nil {
 		box.stderr = io.Discard
 	}
-	setup := &family.Setup{Target: s.Target, Real: true, Where: "a private " + backend + " cluster (" + strings.Join(consulsemrun.ClusterNodes(backend), ", ") + ")",
-		What: c.String(), Prove: c, Replay: []string{"--target", s.Target}}
+	setup := &family.Setup{Target: s.Target, Real: true, Where: "a private " + backend + named(c.Version) + " cluster (" + strings.Join(consulsemrun.ClusterNodes(backend), ", ") + ")",
+		What: c.String(), Prove: c, Server: serverName(backend, c.Version), Replay: append([]string{"--target", s.Target}, versionReplay(c.Version)...)}
 	if impl != nil {
 		setup.What, setup.Interrupt = impl.String(), impl.Stop
 		setup.Replay = append(setup.Replay, "--impl", family.Quote(s.Impl))
@@ -151,7 +158,7 @@ func clusterTail(s family.Settings, c consulsemrun.Config, impl *consulsemprotoc
 		setup.Prove, setup.What = c, c.String()
 		if impl != nil {
 			setup.What = impl.String()
-			if err := consulsemrun.PreflightImpl(ctx, backend, []string{cl.AppAddr()}, impl); err != nil {
+			if err := consulsemrun.PreflightImpl(ctx, backend, []string{cl.AppAddr()}, c.Version, impl); err != nil {
 				return &family.ImplError{Err: err, Command: s.Impl, Kind: consulsemrun.Kind + " --backend " + backend}
 			}
 		}
@@ -171,6 +178,7 @@ func clusterTail(s family.Settings, c consulsemrun.Config, impl *consulsemprotoc
 // start is under way.
 type clusterBox struct {
 	backend, target string
+	version         versions.Version // its nodes', the zero Version for the default
 	stderr          io.Writer
 	mu              sync.Mutex
 	cl              *consulsemrun.Cluster
@@ -184,11 +192,17 @@ func (b *clusterBox) start(ctx context.Context) (*consulsemrun.Cluster, error) {
 	if err := consulsemrun.ClusterPreflight(b.backend); err != nil {
 		return nil, family.Usagef("--target %s: %v", b.target, err)
 	}
+	if err := haveVersion(ctx, b.version, b.stderr); err != nil {
+		return nil, err
+	}
+	if err := consulsemrun.PreflightVersion(b.backend, b.version); err != nil {
+		return nil, family.Usagef("--target %s: %v", b.target, err)
+	}
 	leave := func() {}
-	cl, err := consulsemrun.StartCluster(ctx, b.backend, func(lab, dir string) {
+	cl, err := consulsemrun.StartClusterVersion(ctx, b.backend, b.version, func(lab, dir string) {
 		leave = prover.Leave(fmt.Sprintf("the %s cluster's network lab %s (ip netns list: its namespaces begin with %s) and %s", b.backend, lab, lab, dir))
-		fmt.Fprintf(b.stderr, "lockprover: starting a cluster of %s (%s) in the network lab %s, files under %s\n",
-			b.backend, strings.Join(consulsemrun.ClusterNodes(b.backend), ", "), lab, dir)
+		fmt.Fprintf(b.stderr, "lockprover: starting a cluster of %s%s (%s) in the network lab %s, files under %s\n",
+			b.backend, named(b.version), strings.Join(consulsemrun.ClusterNodes(b.backend), ", "), lab, dir)
 	})
 	if err != nil {
 		leave()

@@ -12,6 +12,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/consul"
 	"github.com/lockprover/lockprover/adapters/consulsemrun"
 	"github.com/lockprover/lockprover/adapters/etcd"
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover/bench"
 	"github.com/lockprover/lockprover/sim/consulsim"
@@ -40,8 +41,15 @@ func consulConform(ctx context.Context, s family.Settings, c family.ConformConfi
 	}
 	worst := family.Agree
 	for _, b := range backends {
+		v, err := serverVersion(s, b)
+		if err != nil {
+			return 0, err
+		}
+		if err := haveVersion(ctx, v, c.Log); err != nil {
+			return 0, err
+		}
 		if s.Flag("cluster") != "" {
-			res, err := clusterConform(ctx, b, c, out)
+			res, err := clusterConform(ctx, b, v, c, out)
 			if err != nil {
 				return 0, err
 			}
@@ -49,7 +57,7 @@ func consulConform(ctx context.Context, s family.Settings, c family.ConformConfi
 			continue
 		}
 		k := map[string]consulsim.Kind{consulsemrun.Consul: consulsim.Consul, consulsemrun.Etcd: consulsim.Etcd}[b]
-		res, err := consulConformOne(ctx, k, c, out)
+		res, err := consulConformOne(ctx, k, v, c, out)
 		if err != nil {
 			return 0, err
 		}
@@ -59,10 +67,14 @@ func consulConform(ctx context.Context, s family.Settings, c family.ConformConfi
 }
 
 // consulBackends are the real servers --backend names for conform and
-// bench: the one given, both (Consul, then etcd) when it is not given.
+// bench: the one given, both (Consul, then etcd) when it is not given,
+// which --server-version, the version of one, refuses.
 func consulBackends(s family.Settings) ([]string, error) {
 	backends := []string{consulsemrun.Consul, consulsemrun.Etcd}
 	if !s.Given("backend") {
+		if v := s.Flag("server-version"); v != "" {
+			return nil, family.Usagef("--server-version %s: the version of one server: give --backend etcd or --backend consul", v)
+		}
 		return backends, nil
 	}
 	b := s.Flag("backend")
@@ -84,17 +96,33 @@ func consulBench(ctx context.Context, s family.Settings, c bench.Config, out io.
 	if err != nil {
 		return err
 	}
-	for _, b := range backends {
-		if err := consulsemrun.Preflight(b); err != nil {
+	vs := make([]versions.Version, len(backends))
+	for i, b := range backends {
+		if vs[i], err = serverVersion(s, b); err != nil {
+			return err
+		}
+		if err := haveVersion(ctx, vs[i], c.Log); err != nil {
+			return err
+		}
+		if err := consulsemrun.PreflightVersion(b, vs[i]); err != nil {
 			return &family.UsageError{Err: fmt.Errorf("--backend: %w", err)}
 		}
 	}
-	return consulsemrun.Bench(ctx, backends, c, out)
+	for i, b := range backends {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		if err := consulsemrun.BenchVersion(ctx, b, vs[i], c, out); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// consulConformOne compares the simulator with a private server of kind k.
-func consulConformOne(ctx context.Context, k consulsim.Kind, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
-	t, stop, err := consulConformTarget(ctx, k)
+// consulConformOne compares the simulator with a private server of kind k
+// and version v (the zero Version: the default).
+func consulConformOne(ctx context.Context, k consulsim.Kind, v versions.Version, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
+	t, stop, err := consulConformTarget(ctx, k, v)
 	switch {
 	case ctx.Err() != nil:
 		return 0, fmt.Errorf("interrupted while starting a private server: %w", ctx.Err())
@@ -104,7 +132,7 @@ func consulConformOne(ctx context.Context, k consulsim.Kind, c family.ConformCon
 		return 0, &family.UsageError{Err: fmt.Errorf("conform --kind consul-semaphore could not start its private server: %w", err)}
 	}
 	defer stop()
-	name := map[consulsim.Kind]string{consulsim.Consul: "a private Consul agent", consulsim.Etcd: "a private etcd"}[k]
+	name := map[consulsim.Kind]string{consulsim.Consul: "a private Consul agent", consulsim.Etcd: "a private etcd"}[k] + named(v)
 	fmt.Fprintf(out, "consulsim against %s: %d sequences of the calls the recipe makes, seed %d\n", name, c.Sequences, c.Seed)
 	rep, err := consulsim.Differential(ctx, t, c.Sequences, c.Seed, out)
 	return family.Differential{Report: rep, Server: rep.Server, Divergence: rep.Divergence, Shrunk: rep.Shrunk,
@@ -112,17 +140,17 @@ func consulConformOne(ctx context.Context, k consulsim.Kind, c family.ConformCon
 		Stopped: "its private server is stopped"}.End(ctx, c, out)
 }
 
-// consulConformTarget starts a private server of kind k in a temporary
-// directory; stop stops it and removes the directory.
-func consulConformTarget(ctx context.Context, k consulsim.Kind) (consulsim.Target, func(), error) {
+// consulConformTarget starts a private server of kind k and version v in
+// a temporary directory; stop stops it and removes the directory.
+func consulConformTarget(ctx context.Context, k consulsim.Kind, v versions.Version) (consulsim.Target, func(), error) {
 	if k == consulsim.Consul {
-		a, stop, err := consul.StartTemp(ctx, consul.Options{SessionTTLMin: consulConformFloor})
+		a, stop, err := consul.StartTemp(ctx, consul.Options{SessionTTLMin: consulConformFloor, Version: v})
 		if err != nil {
 			return consulsim.Target{}, nil, err
 		}
 		return consulsim.Target{Kind: consulsim.Consul, Addr: a.Addr(), Floor: consulConformFloor}, stop, nil
 	}
-	s, stop, err := etcd.StartTemp(ctx, etcd.Options{})
+	s, stop, err := etcd.StartTemp(ctx, etcd.Options{Version: v})
 	if err != nil {
 		return consulsim.Target{}, nil, err
 	}
@@ -138,16 +166,19 @@ const clusterShrink = 3 * time.Minute
 // consul-cluster and etcd-cluster start theirs) and removed after it
 // (consulsim.ClusterDifferential). A machine that cannot start it is a
 // usage error naming what is missing.
-func clusterConform(ctx context.Context, backend string, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
+func clusterConform(ctx context.Context, backend string, v versions.Version, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
 	if err := consulsemrun.ClusterPreflight(backend); err != nil {
 		return 0, &family.UsageError{Err: fmt.Errorf("--cluster: %w", err)}
+	}
+	if err := consulsemrun.PreflightVersion(backend, v); err != nil {
+		return 0, &family.UsageError{Err: fmt.Errorf("--server-version: %w", err)}
 	}
 	log := c.Log
 	if log == nil {
 		log = out
 	}
-	cl, err := consulsemrun.StartCluster(ctx, backend, func(lab, dir string) {
-		fmt.Fprintf(log, "lockprover: starting a cluster of %s in the network lab %s, files under %s\n", backend, lab, dir)
+	cl, err := consulsemrun.StartClusterVersion(ctx, backend, v, func(lab, dir string) {
+		fmt.Fprintf(log, "lockprover: starting a cluster of %s%s in the network lab %s, files under %s\n", backend, named(v), lab, dir)
 	})
 	if ctx.Err() != nil {
 		return 0, fmt.Errorf("interrupted while starting a private cluster: %w", ctx.Err())

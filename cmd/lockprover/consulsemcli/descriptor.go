@@ -48,6 +48,7 @@ var ConsulSemaphore = &family.Descriptor{
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
 		{Name: "consul-addr", Verbs: family.Runs, Usage: "consul-semaphore: with --target consul, the HTTP API address (host:port) of a Consul agent you run, which plans run on instead of a private agent each: it is not started, stopped or restarted (no restart-broker), and each run's keys and sessions on it are its own and gone at its end"},
 		{Name: "etcd-endpoints", Verbs: family.Runs, Usage: "consul-semaphore: with --target etcd, the client endpoints (host:port, comma-separated) of an etcd you run, which plans run on instead of a private etcd each: it is not started, stopped or restarted (no restart-broker), and each run's keys and leases on it are its own and gone at its end"},
+		serverVersionFlag,
 		{Name: "cluster", Bool: true, Verbs: family.Conform, Usage: "consul-semaphore: the simulated cluster against a private real one the run starts (as --target consul-cluster or etcd-cluster do; needs root): drawn sequences of the recipe's calls through clients on different nodes and faults on the cluster, compared step by step (--backend: consul, etcd, or both when not given)"},
 		leasecli.TTL,
 	}, leasecli.Flags...),
@@ -99,6 +100,9 @@ func consulSetup(s family.Settings) (*family.Setup, error) {
 		c.Target, c.Backend = s.Target, s.Target
 	}
 	if err := consulGiven(&c, s); err != nil {
+		return nil, err
+	}
+	if err := consulVersion(&c, s); err != nil {
 		return nil, err
 	}
 	if c.Persistent && len(c.Addrs) > 0 {
@@ -193,7 +197,7 @@ func consulWhere(c consulsemrun.Config, command string) *family.Setup {
 		if err := server(ctx); err != nil {
 			return err
 		}
-		if err := consulsemrun.PreflightImpl(ctx, c.Target, c.Addrs, impl); err != nil {
+		if err := consulsemrun.PreflightImpl(ctx, c.Target, c.Addrs, c.Version, impl); err != nil {
 			// validate-impl checks on the backend the plans run on.
 			return &family.ImplError{Err: err, Command: command, Kind: consulsemrun.Kind + " --backend " + c.Target}
 		}
@@ -220,10 +224,13 @@ func consulServer(c consulsemrun.Config) *family.Setup {
 				return nil
 			}}
 	}
-	return &family.Setup{Target: c.Target, Real: true, Where: "a private real " + c.Target + " for each plan", What: c.String(), Prove: c,
-		Replay: []string{"--target", c.Target},
-		Start: func(context.Context) error {
-			if err := consulsemrun.Preflight(c.Target); err != nil {
+	return &family.Setup{Target: c.Target, Real: true, Where: "a private real " + c.Target + named(c.Version) + " for each plan", What: c.String(), Prove: c,
+		Server: serverName(c.Target, c.Version), Replay: append([]string{"--target", c.Target}, versionReplay(c.Version)...),
+		Start: func(ctx context.Context) error {
+			if err := haveVersion(ctx, c.Version, nil); err != nil {
+				return err
+			}
+			if err := consulsemrun.PreflightVersion(c.Target, c.Version); err != nil {
 				return family.Usagef("--target %s: %v", c.Target, err)
 			}
 			return nil
@@ -323,6 +330,9 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		if err := consulGiven(&c, s); err != nil {
 			return nil, err
 		}
+		if err := consulVersion(&c, s); err != nil {
+			return nil, err
+		}
 	}
 	if consulReal(s.Target) {
 		if p.Backend != s.Target {
@@ -330,6 +340,9 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		}
 		c.Target, c.TTLMs = s.Target, p.TTLMs
 		if err := consulGiven(&c, s); err != nil {
+			return nil, err
+		}
+		if err := consulVersion(&c, s); err != nil {
 			return nil, err
 		}
 		if len(c.Addrs) > 0 && slices.ContainsFunc(p.Nemesis, func(f consulsemrun.Fault) bool { return f.Fault == histories.RestartBroker }) {
@@ -399,7 +412,14 @@ func consulValidate(ctx context.Context, command string, s family.Settings, out 
 	if backend != consulsemrun.Consul && backend != consulsemrun.Etcd {
 		return false, family.Usagef("--backend: want %s or %s, got %q", consulsemrun.Consul, consulsemrun.Etcd, backend)
 	}
-	passed, err := consulsemprotocol.Validate(ctx, command, s.InitTimeout, backend, out)
+	v, err := serverVersion(s, backend)
+	if err != nil {
+		return false, err
+	}
+	if err := haveVersion(ctx, v, s.Stderr); err != nil {
+		return false, err
+	}
+	passed, err := consulsemprotocol.ValidateOn(ctx, command, s.InitTimeout, backend, v, out)
 	if err != nil && ctx.Err() == nil {
 		return false, family.Usagef("%s: %v", backend, err)
 	}

@@ -1,0 +1,123 @@
+package consulsemcli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/lockprover/lockprover/adapters/consulsemrun"
+	"github.com/lockprover/lockprover/adapters/debroot"
+	"github.com/lockprover/lockprover/adapters/etcd"
+	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/internal/family"
+)
+
+// serverVersionFlag is --server-version: the version of the private
+// real servers (etcd, Consul) the family starts.
+var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backend,
+	Usage: "consul-semaphore: on private real servers (--target etcd, etcd-cluster, consul, consul-cluster; validate-impl, bench and conform with --backend), the version they run: for etcd " +
+		strings.Join(versions.Names(consulsemrun.Etcd), ", ") +
+		" (default: 3.4.23, the machine's etcd-server; the others run from a Debian root lockprover makes once, some minutes: lockprover servers), for Consul " +
+		strings.Join(versions.Names(consulsemrun.Consul), ", ") +
+		" (default: 1.16.3; each lockprover's build in its cache: .ci/consul VERSION)"}
+
+// serverVersion is the version --server-version names for backend's
+// private servers, the zero Version when it is not given (the machine's
+// etcd, the Consul adapters/consul finds: as without the flag). An
+// unknown one is a *family.UsageError listing the versions backend takes,
+// or saying that it is the other backend's.
+func serverVersion(s family.Settings, backend string) (versions.Version, error) {
+	value := s.Flag("server-version")
+	if value == "" {
+		return versions.Version{}, nil
+	}
+	v, err := versions.Parse(value, backend)
+	if err != nil {
+		other := consulsemrun.Consul
+		if backend == other {
+			other = consulsemrun.Etcd
+		}
+		if _, e := versions.Parse(value, other); e == nil {
+			return v, family.Usagef("--server-version %s: a version of %s, and the servers here are %s's (--target or --backend names the server)", value, other, backend)
+		}
+		return v, family.Usagef("--server-version: %v", err)
+	}
+	return v, nil
+}
+
+// consulVersion reads --server-version into c.Version, for c's real
+// target: refused on the simulator and for a server the user runs.
+func consulVersion(c *consulsemrun.Config, s family.Settings) error {
+	if s.Flag("server-version") == "" {
+		return nil
+	}
+	switch {
+	case !consulReal(c.Target):
+		return family.Usagef("--server-version: the version of private real servers; --kind %s runs on the simulated %s unless --target %s or %s (or their clusters)", consulsemrun.Kind, cmp.Or(c.Backend, consulsemrun.Consul), consulsemrun.Consul, consulsemrun.Etcd)
+	case len(c.Addrs) > 0:
+		return family.Usagef("--server-version: the %s you run at %s runs whatever version it runs; lockprover chooses only for a private one", c.Target, strings.Join(c.Addrs, ","))
+	}
+	v, err := serverVersion(s, c.Target)
+	c.Version = v
+	return err
+}
+
+// haveVersion makes v's root where v runs from one and it is not made
+// yet (some minutes, once per machine, its steps told to log), or finds
+// lockprover's build of it: a version that cannot be had here is a
+// *family.UsageError saying what is missing and how to get it.
+func haveVersion(ctx context.Context, v versions.Version, log io.Writer) error {
+	if log == nil {
+		log = io.Discard
+	}
+	var err error
+	switch {
+	case v.Rooted():
+		_, err = v.Root(ctx, log)
+	case v.Built():
+		_, err = v.Binary()
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, debroot.ErrUnavailable):
+		return family.Usagef("--server-version: %s cannot be had here: %v", v, err)
+	}
+	return fmt.Errorf("--server-version: %s: %w", v, err)
+}
+
+// serverName is the server a run on backend's private servers of version
+// v runs, as adapters/versions names it ("etcd 3.5.30"): the default's
+// when v is the zero Version (etcd's as $LOCKPROVER_ETCD_VERSION may say
+// it).
+func serverName(backend string, v versions.Version) string {
+	switch {
+	case v.Server != "":
+	case backend == consulsemrun.Etcd:
+		v, _ = etcd.DefaultVersion()
+	default:
+		v, _ = versions.Lookup(backend, "")
+	}
+	return v.String()
+}
+
+// named is " 3.5.30" when v was named, "" for the zero Version: for
+// Setup.Where.
+func named(v versions.Version) string {
+	if v.Server == "" {
+		return ""
+	}
+	return " " + v.Name
+}
+
+// versionReplay is what a replay of a plan of a run on servers of v
+// adds to its command line.
+func versionReplay(v versions.Version) []string {
+	if v.Server == "" {
+		return nil
+	}
+	return []string{"--server-version", v.Name}
+}
