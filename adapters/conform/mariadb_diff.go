@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/lockprover/lockprover/internal/rapidbatch"
+	"github.com/lockprover/lockprover/sim/mariadbsim"
 )
 
 // MariaDBOptions configure MariaDBDifferential.
@@ -42,6 +43,12 @@ type MariaDBOptions struct {
 	// shrinking).
 	Progress func(r MariaDBReport)
 
+	// Model is the MariaDB version mariadbsim models
+	// (mariadbsim.Options.Version); "" takes it from the server's
+	// VERSION() (mariadbsim.ModelOf): 11.8's lock bypass for 11.8 and
+	// later, 10.11's behaviour for older servers.
+	Model string
+
 	simMutant func(op DBOp) DBOp // see runSimDB
 }
 
@@ -68,7 +75,9 @@ func (o MariaDBOptions) withDefaults() MariaDBOptions {
 // MariaDBReport is what a differential run found.
 type MariaDBReport struct {
 	Server string // MariaDB's VERSION()
-	Seed   uint64
+	// Model is the version mariadbsim modelled ("" its default, 10.11).
+	Model string
+	Seed  uint64
 	// Prefix starts the name of every table the run created
 	// ("lpdb_<8 hex>_"); none is left once it returns.
 	Prefix string
@@ -172,7 +181,16 @@ func MariaDBDifferential(ctx context.Context, o MariaDBOptions) (rep *MariaDBRep
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, t.close()) }()
-	r := &mariaRun{t: t, ctx: ctx, o: o, out: &MariaDBReport{Server: t.version, Seed: o.Seed, Prefix: t.prefix}}
+	if o.Model == "" {
+		o.Model = mariadbsim.ModelOf(t.version)
+	}
+	if !mariadbsim.KnownVersion(o.Model) {
+		return nil, fmt.Errorf("conform: mariadbsim models no MariaDB %s (it models %s)", o.Model, strings.Join(mariadbsim.Versions, ", "))
+	}
+	if o.Model == mariadbsim.Versions[0] {
+		o.Model = ""
+	}
+	r := &mariaRun{t: t, ctx: ctx, o: o, out: &MariaDBReport{Server: t.version, Model: o.Model, Seed: o.Seed, Prefix: t.prefix}}
 	start := time.Now()
 	draw := func(rt *rapid.T) DBSeq { return DrawDBSeq(rt, o.MaxSteps) }
 	b, i, _, err := rapidbatch.Cases(o.Seed, o.Runs, diffBatch, draw, func(seq DBSeq) bool {
@@ -237,7 +255,7 @@ func (r *mariaRun) compare(seq DBSeq) (real []DBStep, d *DBDivergence, racy bool
 	racySeen := false
 	for try := 0; ; try++ {
 		prefix := r.t.nextPrefix()
-		sim, err := runSimDB(seq, prefix, r.o.simMutant)
+		sim, err := runSimDB(seq, prefix, r.o.Model, r.o.simMutant)
 		if err != nil {
 			return real, nil, false, fmt.Errorf("conform: sqlsim: %w", err)
 		}
@@ -424,7 +442,11 @@ func MariaDB(ctx context.Context, dsn string, runs int, seed uint64, out io.Writ
 		fmt.Fprintf(out, "interrupted after %s\n", rep)
 		return *rep, err
 	}
-	fmt.Fprintf(out, "MariaDB %s: %s\n", rep.Server, rep)
+	if rep.Model != "" {
+		fmt.Fprintf(out, "MariaDB %s (sqlsim as MariaDB %s): %s\n", rep.Server, rep.Model, rep)
+	} else {
+		fmt.Fprintf(out, "MariaDB %s: %s\n", rep.Server, rep)
+	}
 	if rep.Found != nil {
 		fmt.Fprintf(out, "\n%s", rep.Found)
 	}

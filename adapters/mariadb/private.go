@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	driver "github.com/go-sql-driver/mysql"
 	"github.com/lockprover/lockprover/adapters/proc"
+	"github.com/lockprover/lockprover/adapters/versions"
 )
 
 // ErrNoServer is returned (wrapped) by StartPrivate when this machine has
@@ -35,9 +37,12 @@ type Server struct {
 	socket  string
 	sockDir string // a directory of the socket's own, when dir's path is too long for one; removed by Stop
 	errLog  string
+	pidFile string
 	port    int
 
-	proc proc.Proc // mariadbd, its outputs appended to errLog
+	version versions.Version
+	run     *versions.Run // a version from a root: how its programs run; nil for the machine's own
+	proc    supervisor    // mariadbd, its outputs appended to errLog
 }
 
 // The server binaries, searched in $PATH and then where Debian, Red Hat and
@@ -101,7 +106,9 @@ func StartPrivate(ctx context.Context, dir string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{bin: bin, dir: dir, datadir: filepath.Join(dir, "data"),
-		socket: filepath.Join(dir, "sock"), errLog: filepath.Join(dir, "error.log")}
+		socket: filepath.Join(dir, "sock"), errLog: filepath.Join(dir, "error.log"),
+		pidFile: filepath.Join(dir, "mariadbd.pid")}
+	s.version, _ = versions.Lookup("mariadb", "")
 	if len(s.socket) > 100 { // a socket path must fit in 108 bytes
 		if s.sockDir, err = os.MkdirTemp("", "mariadb"); err != nil {
 			return nil, err
@@ -114,13 +121,86 @@ func StartPrivate(ctx context.Context, dir string) (*Server, error) {
 			return nil, err
 		}
 	}
-	err = proc.Retry(func() error {
+	if err := s.firstStart(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// StartVersion starts a private MariaDB server of version v (one of
+// versions.Of("mariadb")), as StartPrivate does: the machine's own for its
+// default, or else mariadb-install-db and mariadbd --no-defaults from the
+// root of v's Debian release (made first if need be, which log hears of;
+// an error matching debroot.ErrUnavailable says what cannot be had), as
+// the root's user mysql. Its files are under dir/server, which the server
+// sees as /lockprover: the data directory data (initialised unless it
+// holds one already), the socket sock, the pid file mariadbd.pid and the
+// error log error.log. Nothing of it outlives Stop but dir's files: no
+// process, no mount.
+func StartVersion(ctx context.Context, dir string, v versions.Version, log io.Writer) (*Server, error) {
+	if v.Server != "mariadb" {
+		return nil, fmt.Errorf("mysql: private server of %s: not a MariaDB version", v)
+	}
+	if !v.Rooted() {
+		return StartPrivate(ctx, dir)
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	own := filepath.Join(dir, "server")
+	run, err := v.Prepare(ctx, own, "mysql", "", nil, log)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: private server of %s: %w", v, err)
+	}
+	s := &Server{bin: "/usr/sbin/mariadbd", dir: dir, datadir: filepath.Join(own, "data"),
+		socket: filepath.Join(own, "sock"), errLog: filepath.Join(own, "error.log"),
+		pidFile: filepath.Join(own, "mariadbd.pid"), version: v, run: run}
+	// The error log is the server's (--log-error) and the launcher's
+	// (what the run itself says): the server's user must be able to
+	// write it.
+	if err := createAs(s.errLog, own); err != nil {
+		return nil, fmt.Errorf("mysql: private server of %s: %w", v, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.datadir, "mysql")); err != nil {
+		if err := s.initialise(ctx, "/usr/bin/mariadb-install-db"); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.firstStart(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// createAs creates the file path (if missing), owned by the owner of
+// the directory like.
+func createAs(path, like string) error {
+	st, err := os.Stat(like)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return os.Chown(path, int(sys.Uid), int(sys.Gid))
+	}
+	return nil
+}
+
+// firstStart starts the initialised server on a free port (another, if
+// somebody took the one drawn), then makes database test.
+func (s *Server) firstStart(ctx context.Context) error {
+	err := proc.Retry(func() error {
 		ports, err := proc.FreePorts(1, false)
 		if err != nil {
 			return fmt.Errorf("mysql: private server: free port: %w", err)
 		}
 		s.port = ports[0]
-		s.proc = proc.Proc{Name: "mysql: private server", Log: s.errLog}
+		s.proc = s.supervisor()
 		if err := s.start(ctx); err != nil {
 			s.proc.Stop(30 * time.Second)
 			return err
@@ -129,34 +209,64 @@ func StartPrivate(ctx context.Context, dir string) (*Server, error) {
 	})
 	if err != nil {
 		s.removeSockDir()
-		return nil, err
+		return err
 	}
 	db, err := s.open("")
 	if err != nil {
 		s.Stop()
-		return nil, err
+		return err
 	}
 	defer db.Close()
 	if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS test"); err != nil {
 		s.Stop()
-		return nil, fmt.Errorf("mysql: private server: create database test: %w", err)
+		return fmt.Errorf("mysql: private server: create database test: %w", err)
 	}
-	return s, nil
+	return nil
 }
 
-// userArgs runs the server as root when we are root.
-func userArgs() []string {
-	if os.Geteuid() == 0 {
+// supervisor is a fresh supervisor of the server's process.
+func (s *Server) supervisor() supervisor {
+	if s.run != nil {
+		return &rootProc{name: "mysql: private server " + s.version.Name, log: s.errLog, run: s.run}
+	}
+	return &proc.Proc{Name: "mysql: private server", Log: s.errLog}
+}
+
+// in is path (under the server's directory) as the server sees it: under
+// /lockprover when it runs from a root.
+func (s *Server) in(path string) string {
+	if s.run == nil {
+		return path
+	}
+	return s.run.In(path)
+}
+
+// Version is the server's version, as adapters/versions names it
+// ("mariadb 11.8").
+func (s *Server) Version() versions.Version { return s.version }
+
+// userArgs runs the server as root when we are root (the machine's own
+// server; one from a root runs as the root's user mysql).
+func (s *Server) userArgs() []string {
+	if s.run == nil && os.Geteuid() == 0 {
 		return []string{"--user=root"}
 	}
 	return nil
 }
 
 func (s *Server) initialise(ctx context.Context, install string) error {
-	args := append([]string{"--no-defaults", "--datadir=" + s.datadir,
-		"--auth-root-authentication-method=normal", "--skip-test-db"}, userArgs()...)
+	args := append([]string{"--no-defaults", "--datadir=" + s.in(s.datadir),
+		"--auth-root-authentication-method=normal", "--skip-test-db"}, s.userArgs()...)
 	args = append(args, serverOptions...)
-	cmd := exec.CommandContext(ctx, install, args...)
+	var cmd *exec.Cmd
+	if s.run != nil {
+		var err error
+		if cmd, err = s.run.Command(ctx, append([]string{install}, args...)...); err != nil {
+			return fmt.Errorf("mysql: private server: %s: %w", filepath.Base(install), err)
+		}
+	} else {
+		cmd = exec.CommandContext(ctx, install, args...)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -167,9 +277,9 @@ func (s *Server) initialise(ctx context.Context, install string) error {
 
 // start starts mariadbd and waits until it answers.
 func (s *Server) start(ctx context.Context) error {
-	args := append([]string{"--no-defaults", "--datadir=" + s.datadir,
-		"--port=" + strconv.Itoa(s.port), "--bind-address=127.0.0.1", "--socket=" + s.socket,
-		"--pid-file=" + filepath.Join(s.dir, "mariadbd.pid"), "--log-error=" + s.errLog}, userArgs()...)
+	args := append([]string{"--no-defaults", "--datadir=" + s.in(s.datadir),
+		"--port=" + strconv.Itoa(s.port), "--bind-address=127.0.0.1", "--socket=" + s.in(s.socket),
+		"--pid-file=" + s.in(s.pidFile), "--log-error=" + s.in(s.errLog)}, s.userArgs()...)
 	args = append(args, serverOptions...)
 	db, err := s.open("")
 	if err != nil {
@@ -229,7 +339,19 @@ func (s *Server) Crash(ctx context.Context, downtime time.Duration) error {
 }
 
 func (s *Server) bounce(ctx context.Context, sig syscall.Signal, downtime time.Duration) error {
-	return s.proc.Bounce(ctx, sig, 60*time.Second, downtime, s.start)
+	if err := s.proc.Halt(sig, 60*time.Second); err != nil {
+		return err
+	}
+	if downtime > 0 {
+		t := time.NewTimer(downtime)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	return s.start(ctx)
 }
 
 // Stop stops the server (SIGTERM, SIGKILL if it has not exited 30 s
@@ -260,4 +382,10 @@ func tail(b []byte) string {
 // has stopped: for a command's run, which has no test directory.
 func StartTemp(ctx context.Context) (s *Server, stop func(), err error) {
 	return proc.Temp("lockprover-mariadb-", func(dir string) (*Server, error) { return StartPrivate(ctx, dir) }, func(s *Server) { s.Stop() })
+}
+
+// StartTempVersion is StartTemp of version v (StartVersion; log hears of
+// a root being made).
+func StartTempVersion(ctx context.Context, v versions.Version, log io.Writer) (s *Server, stop func(), err error) {
+	return proc.Temp("lockprover-mariadb-", func(dir string) (*Server, error) { return StartVersion(ctx, dir, v, log) }, func(s *Server) { s.Stop() })
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lockprover/lockprover/adapters/proc"
+	"github.com/lockprover/lockprover/adapters/versions"
 )
 
 // ErrNoServer is returned (wrapped) by StartPrivate when this machine has
@@ -44,7 +46,9 @@ type Server struct {
 	socket string // the Unix socket's directory
 	port   int
 
-	proc proc.Proc // postgres, its outputs appended to dir/postgres.log
+	version versions.Version
+	run     *versions.Run // a version from a root: how its programs run; nil for the machine's own
+	proc    supervisor    // postgres, its outputs appended to dir/postgres.log
 }
 
 // binDirs are where the PostgreSQL binaries are searched after $PATH:
@@ -99,7 +103,8 @@ var serverOptions = []string{
 	"-c", "log_min_messages=warning",
 }
 
-// StartPrivate starts a private PostgreSQL server. Its log is
+// StartPrivate starts a private PostgreSQL server, the machine's own
+// (StartVersion of the default version). Its log is
 // dir/postgres.log (dir is the caller's, such as a test's t.TempDir(),
 // and outlives the server, for a post-mortem); its data directory and
 // socket directory are in a temporary directory of the server's own,
@@ -130,7 +135,8 @@ func StartPrivate(ctx context.Context, dir string) (*Server, error) {
 		return nil, fmt.Errorf("postgres: private server: %w", err)
 	}
 	s := &Server{bin: bin, dir: dir, own: own, data: filepath.Join(own, "data"), socket: own}
-	s.proc = proc.Proc{Name: "postgres: private server", Log: filepath.Join(dir, "postgres.log"), Cred: cred}
+	s.version, _ = versions.Lookup("postgresql", "")
+	s.proc = &proc.Proc{Name: "postgres: private server", Log: filepath.Join(dir, "postgres.log"), Cred: cred}
 	if cred != nil {
 		if err := os.Chown(own, int(cred.Uid), int(cred.Gid)); err != nil {
 			s.removeOwn()
@@ -141,7 +147,59 @@ func StartPrivate(ctx context.Context, dir string) (*Server, error) {
 		s.removeOwn()
 		return nil, err
 	}
-	err = proc.Retry(func() error {
+	if err := s.firstStart(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// StartVersion starts a private PostgreSQL server of version v (one of
+// versions.Of("postgresql")), as StartPrivate does: the machine's own for
+// its default, or else initdb and postgres from /usr/lib/postgresql/N/bin
+// in the root of v's Debian release (made first if need be, which log
+// hears of; an error matching debroot.ErrUnavailable says what cannot be
+// had), as the root's user postgres, the data directory and the Unix
+// socket under /lockprover, bound to the server's own directory. Nothing
+// of it outlives Stop: no process, no mount, no directory.
+func StartVersion(ctx context.Context, dir string, v versions.Version, log io.Writer) (*Server, error) {
+	if v.Server != "postgresql" {
+		return nil, fmt.Errorf("postgres: private server of %s: not a PostgreSQL version", v)
+	}
+	if !v.Rooted() {
+		return StartPrivate(ctx, dir)
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	own, err := os.MkdirTemp("", "lockprover-pg-")
+	if err != nil {
+		return nil, fmt.Errorf("postgres: private server: %w", err)
+	}
+	s := &Server{dir: dir, own: own, data: filepath.Join(own, "data"), socket: own, version: v}
+	run, err := v.Prepare(ctx, own, "postgres", "", nil, log)
+	if err != nil {
+		s.removeOwn()
+		return nil, fmt.Errorf("postgres: private server of %s: %w", v, err)
+	}
+	bindir := "/usr/lib/postgresql/" + v.Name + "/bin"
+	s.run, s.bin = run, bindir+"/postgres"
+	s.proc = &rootProc{name: "postgres: private server " + v.Name, log: filepath.Join(dir, "postgres.log"), run: run}
+	if err := s.initialise(ctx, bindir+"/initdb", nil); err != nil {
+		s.removeOwn()
+		return nil, err
+	}
+	if err := s.firstStart(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// firstStart starts the initialised server on a free port (another, if
+// somebody took the one drawn), stopping it and removing its directory
+// if it cannot.
+func (s *Server) firstStart(ctx context.Context) error {
+	err := proc.Retry(func() error {
 		ports, err := proc.FreePorts(1, false)
 		if err != nil {
 			return fmt.Errorf("postgres: private server: free port: %w", err)
@@ -155,9 +213,8 @@ func StartPrivate(ctx context.Context, dir string) (*Server, error) {
 	})
 	if err != nil {
 		s.Stop()
-		return nil, err
 	}
-	return s, nil
+	return err
 }
 
 // postgresUser is the credential of user postgres, for a server started
@@ -178,14 +235,23 @@ func postgresUser() (*syscall.Credential, error) {
 // initialise runs initdb: superuser postgres, trust authentication (the
 // server listens on 127.0.0.1 only), UTF-8, no locale.
 func (s *Server) initialise(ctx context.Context, initdb string, cred *syscall.Credential) error {
-	cmd := exec.CommandContext(ctx, initdb, "-D", s.data, "-U", "postgres", "--auth=trust",
-		"--encoding=UTF8", "--no-locale", "--no-sync", "--no-instructions")
+	argv := []string{initdb, "-D", s.in(s.data), "-U", "postgres", "--auth=trust",
+		"--encoding=UTF8", "--no-locale", "--no-sync", "--no-instructions"}
+	var cmd *exec.Cmd
+	if s.run != nil {
+		var err error
+		if cmd, err = s.run.Command(ctx, argv...); err != nil {
+			return fmt.Errorf("postgres: private server: initdb: %w", err)
+		}
+	} else {
+		cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+		if cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		}
+		cmd.Dir = s.own
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	}
-	cmd.Dir = s.own
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("postgres: private server: initdb: %w\n%s", err, tail(out.Bytes()))
 	}
@@ -194,7 +260,7 @@ func (s *Server) initialise(ctx context.Context, initdb string, cred *syscall.Cr
 
 // start starts postgres and waits until it answers.
 func (s *Server) start(ctx context.Context) error {
-	args := append([]string{"-D", s.data, "-p", strconv.Itoa(s.port), "-k", s.socket}, serverOptions...)
+	args := append([]string{"-D", s.in(s.data), "-p", strconv.Itoa(s.port), "-k", s.in(s.socket)}, serverOptions...)
 	return s.proc.Launch(ctx, s.bin, args, "on "+s.Addr(), func(ctx context.Context) error {
 		c, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
@@ -205,6 +271,19 @@ func (s *Server) start(ctx context.Context) error {
 		return conn.Close(c)
 	})
 }
+
+// in is path (under the server's own directory) as the server sees it:
+// under /lockprover when it runs from a root.
+func (s *Server) in(path string) string {
+	if s.run == nil {
+		return path
+	}
+	return s.run.In(path)
+}
+
+// Version is the server's version, as adapters/versions names it
+// ("postgresql 18").
+func (s *Server) Version() versions.Version { return s.version }
 
 // Addr is the server's host:port (on 127.0.0.1), the same across restarts.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
@@ -231,7 +310,7 @@ func (s *Server) PID() int { return s.proc.PID() }
 // (SQLSTATE 57P01), or find their connection closed, and dialling fails
 // ("connection refused") while it is down.
 func (s *Server) Restart(ctx context.Context, downtime time.Duration) error {
-	return s.proc.Bounce(ctx, syscall.SIGINT, 60*time.Second, downtime, s.start)
+	return s.bounce(ctx, syscall.SIGINT, downtime)
 }
 
 // Crash stops the server with an immediate shutdown (SIGQUIT: every
@@ -240,7 +319,25 @@ func (s *Server) Restart(ctx context.Context, downtime time.Duration) error {
 // postmaster alone would leave its backends running, attached to its
 // shared memory, and the next start refusing to run beside them.
 func (s *Server) Crash(ctx context.Context, downtime time.Duration) error {
-	return s.proc.Bounce(ctx, syscall.SIGQUIT, 60*time.Second, downtime, s.start)
+	return s.bounce(ctx, syscall.SIGQUIT, downtime)
+}
+
+// bounce ends the server with sig, waits until it has exited (killing it
+// after 60 s), stays down for downtime and starts it again.
+func (s *Server) bounce(ctx context.Context, sig syscall.Signal, downtime time.Duration) error {
+	if err := s.proc.Halt(sig, 60*time.Second); err != nil {
+		return err
+	}
+	if downtime > 0 {
+		t := time.NewTimer(downtime)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	return s.start(ctx)
 }
 
 // Stop stops the server for good (fast shutdown, SIGKILL if it has not
@@ -279,4 +376,10 @@ func tail(b []byte) string {
 // server has stopped: for a command's run, which has no test directory.
 func StartTemp(ctx context.Context) (s *Server, stop func(), err error) {
 	return proc.Temp("lockprover-postgres-", func(dir string) (*Server, error) { return StartPrivate(ctx, dir) }, func(s *Server) { s.Stop() })
+}
+
+// StartTempVersion is StartTemp of version v (StartVersion; log hears of
+// a root being made).
+func StartTempVersion(ctx context.Context, v versions.Version, log io.Writer) (s *Server, stop func(), err error) {
+	return proc.Temp("lockprover-postgres-", func(dir string) (*Server, error) { return StartVersion(ctx, dir, v, log) }, func(s *Server) { s.Stop() })
 }

@@ -36,6 +36,13 @@ type Proc struct {
 	// caller must be allowed to switch to them: root): PostgreSQL refuses
 	// to run as root.
 	Cred *syscall.Credential
+	// Command, if set, makes the command each Launch starts from bin and
+	// args, instead of exec.Command: a server run from a Debian root
+	// (versions.Run.Command), whose process is the init of a PID
+	// namespace of its own, its attributes kept (it dies with its
+	// launcher likewise). Signal then reaches the program itself (the
+	// init's child), and Halt resumes it too.
+	Command func(bin string, args []string) (*exec.Cmd, error)
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -60,9 +67,18 @@ func (p *Proc) Launch(ctx context.Context, bin string, args []string, where stri
 		return fmt.Errorf("%s: %w", p.Name, err)
 	}
 	fmt.Fprintf(logf, "==> lockprover: starting %s %s\n", bin, strings.Join(args, " "))
-	cmd := exec.Command(bin, args...)
+	var cmd *exec.Cmd
+	if p.Command != nil {
+		if cmd, err = p.Command(bin, args); err != nil {
+			logf.Close()
+			p.mu.Unlock()
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+	} else {
+		cmd = exec.Command(bin, args...)
+		cmd.SysProcAttr = sysProcAttr()
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr()
 	if p.Cred != nil {
 		if cmd.SysProcAttr == nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -145,6 +161,9 @@ func (p *Proc) Halt(sig syscall.Signal, grace time.Duration) error {
 	}
 	cmd.Process.Signal(sig)
 	cmd.Process.Signal(syscall.SIGCONT)
+	if pid := p.program(cmd); pid > 0 && pid != cmd.Process.Pid {
+		syscall.Kill(pid, syscall.SIGCONT) // the init passes sig on to a program that must run to end
+	}
 	var err error
 	select {
 	case <-exited:
@@ -174,7 +193,33 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 		return fmt.Errorf("%s: not running (%v)", p.Name, sig)
 	default:
 	}
+	if pid := p.program(p.cmd); pid != p.cmd.Process.Pid {
+		if pid == 0 {
+			return fmt.Errorf("%s: its program is not running under its init (%v)", p.Name, sig)
+		}
+		return syscall.Kill(pid, sig)
+	}
 	return p.cmd.Process.Signal(sig)
+}
+
+// program is the process that runs the program cmd started: cmd's own,
+// or, for a command Command made (the init of a PID namespace, running
+// the program as its one child), that child, 0 if it has none (gone).
+func (p *Proc) program(cmd *exec.Cmd) int {
+	if p.Command == nil {
+		return cmd.Process.Pid
+	}
+	pid := cmd.Process.Pid
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	child, _ := strconv.Atoi(f[0])
+	return child
 }
 
 // Stop stops the process for good (SIGTERM, SIGKILL if it has not exited

@@ -87,6 +87,14 @@
 // there; and a process killed in BeginTx, Commit or Rollback gets
 // driver.ErrBadConn, and stops when database/sql closes the connection.
 //
+// MariaDB 11.8 (Options.Version "11.8") differs in one rule, found by the
+// differential against Debian 13's 11.8.9 and modelled there only: a
+// transaction that holds S or X on a record passes over the waiting X
+// requests of transactions that wait for it (MDEV-34877, MySQL's Bug
+// #11745929), so a SKIP LOCKED read takes the row and a lock upgrade
+// goes on where 10.11 passes the row over or reports a deadlock (see
+// conflictNew). The default is 10.11's behaviour, byte for byte.
+//
 // Not modelled: SQL beyond dbsem's statements; next-key locks, and gap
 // locks other than those a removed record leaves (dbsem takes none under
 // READ COMMITTED, and its autocommit statements, under REPEATABLE READ,

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/sim/sched"
@@ -36,6 +39,55 @@ type Options struct {
 	// holds or waits for its lock. (adapters/conform's differential holds
 	// a read view open on MariaDB, since when purge runs is real time.)
 	HoldPurge bool
+	// Version is the MariaDB whose behaviour the World models, as
+	// adapters/versions names it: "" or "10.11" (the default, Debian 12's
+	// 10.11), or "11.8" (Debian 13's), which adds the lock bypass
+	// (MDEV-34877; see conflictNew). Versions lists them; New panics on
+	// another (check it with KnownVersion first).
+	Version string
+}
+
+// Versions are the MariaDB versions a World models, oldest first: each
+// differs from the one before in what its doc says.
+var Versions = []string{"10.11", "11.8"}
+
+// KnownVersion says whether a World can model version ("" is the
+// default, 10.11).
+func KnownVersion(version string) bool { return version == "" || slices.Contains(Versions, version) }
+
+// ModelOf is the version a World models for a MariaDB server's VERSION()
+// ("11.8.9-MariaDB-0+deb13u1"): the newest of Versions not newer than
+// it, "" (the default, 10.11) for an older one or one that cannot be
+// read.
+func ModelOf(serverVersion string) string {
+	major, minor, ok := majorMinor(serverVersion)
+	if !ok {
+		return ""
+	}
+	model := ""
+	for _, v := range Versions {
+		if vm, vn, _ := majorMinor(v); major > vm || major == vm && minor >= vn {
+			model = v
+		}
+	}
+	if model == Versions[0] {
+		return ""
+	}
+	return model
+}
+
+// majorMinor reads "11.8" from "11.8.9-MariaDB..." or "11.8".
+func majorMinor(v string) (major, minor int, ok bool) {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	digits := func(s string) string {
+		return strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(digits(parts[1]))
+	return major, minor, err1 == nil && err2 == nil
 }
 
 // A World is one simulated MariaDB server and the processes that use it.
@@ -46,6 +98,7 @@ type World struct {
 	trace     io.Writer
 	lockWait  time.Duration
 	holdPurge bool
+	bypass    bool // the lock bypass of MariaDB 11.8 (Options.Version)
 
 	now   int64
 	sched sched.Scheduler[*Process, reply]
@@ -90,6 +143,10 @@ func New(o Options) *World {
 	if w.lockWait <= 0 {
 		w.lockWait = defaultLockWait
 	}
+	if !KnownVersion(o.Version) {
+		panic(fmt.Sprintf("mariadbsim: no model of MariaDB %q (models: %s)", o.Version, strings.Join(Versions, ", ")))
+	}
+	w.bypass = o.Version == "11.8"
 	w.base.Init(&w.sched, simworld.Config[*Process, reply]{
 		Name: "sqlsim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide, KeepInputs: o.KeepInputs,
 		Proc: procOf, Serve: w.serve, Exit: w.endProcess, Settle: w.settle,

@@ -12,6 +12,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/pgadvisoryrun"
 	"github.com/lockprover/lockprover/adapters/postgres"
 	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/model/pgadvisory"
 )
 
@@ -33,7 +34,21 @@ const validateTTL = 10 * time.Second
 // not started). Every process, proxy and the server are stopped at the
 // end, pass, fail or cancel.
 func Validate(ctx context.Context, command string, initTimeout time.Duration, out io.Writer) (bool, error) {
-	server, stop, err := postgres.StartTemp(ctx)
+	v, err := versions.Lookup("postgresql", "")
+	if err != nil {
+		return false, err
+	}
+	return ValidateOn(ctx, command, initTimeout, v, nil, out)
+}
+
+// ValidateOn is Validate on a private PostgreSQL of version v
+// (postgres.StartVersion: the machine's own, or one from a Debian
+// release's root, made first if need be, which log hears of).
+func ValidateOn(ctx context.Context, command string, initTimeout time.Duration, version versions.Version, log, out io.Writer) (bool, error) {
+	if log == nil {
+		log = io.Discard
+	}
+	server, stop, err := postgres.StartTempVersion(ctx, version, log)
 	if err != nil {
 		return false, err
 	}

@@ -21,7 +21,9 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/conform"
 	"github.com/lockprover/lockprover/adapters/dbsemrun"
+	"github.com/lockprover/lockprover/adapters/debroot"
 	"github.com/lockprover/lockprover/adapters/mariadb"
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -40,7 +42,8 @@ var DBSemaphore = &family.Descriptor{
 	Flags: append([]family.Flag{
 		{Name: "dsn", Verbs: family.Backend, Usage: "db-semaphore: the real MariaDB's DSN (go-sql-driver form, over tcp); default $LOCKPROVER_MYSQL_DSN, else " + mariadb.DefaultDSN},
 		leasecli.TTL,
-		{Name: "private-server", Bool: true, Verbs: family.Runs, Usage: "db-semaphore: run --target mariadb on a private mariadbd of the run's own (own datadir and port, stopped at the end), which plans may restart"},
+		{Name: "private-server", Bool: true, Verbs: family.Backend, Usage: "db-semaphore: run --target mariadb (validate-impl, bench, conform) on a private mariadbd of the run's own (own datadir and port, stopped at the end), which plans may restart"},
+		serverVersionFlag,
 	}, leasecli.Flags...),
 	// How check judges lease locks, as every lease family says it.
 	Judging:    leasecli.Judging,
@@ -61,6 +64,99 @@ func init() {
 		DBSemaphore.Mutants = append(DBSemaphore.Mutants, family.Mutant{Name: m.Name, Property: m.Property, Defect: m.Defect, Prove: dbsemrun.Config{Scope: prover.Scope{Mutant: m.Name}}})
 	}
 	family.Register(DBSemaphore)
+}
+
+// serverVersionFlag is --server-version: the version of the private
+// mariadbd a run starts (--private-server). The shared MariaDB (--dsn) is
+// whatever version it runs: a version is a private server's.
+var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backend,
+	Usage: "db-semaphore: with --private-server (--target mariadb, validate-impl, bench, conform), the version the private mariadbd runs: " +
+		strings.Join(versions.Choices("mariadb"), ", ") +
+		" (default: " + defaultVersion().Name + ", the machine's mariadb-server; the others run from a Debian root lockprover makes once, some minutes: lockprover servers); the shared MariaDB --dsn names has no version flag: it runs what it runs"}
+
+// defaultVersion is the MariaDB a private server runs without
+// --server-version: the machine's own.
+func defaultVersion() versions.Version {
+	v, _ := versions.Lookup("mariadb", "")
+	return v
+}
+
+// serverVersion is the version --server-version names ("" the machine's
+// own): an unknown one, or one given without --private-server, is a
+// *family.UsageError.
+func serverVersion(s family.Settings) (versions.Version, error) {
+	if s.Flag("server-version") != "" && s.Flag("private-server") == "" {
+		return versions.Version{}, family.Usagef("--server-version: the version of a private mariadbd: add --private-server (the shared MariaDB --dsn names runs whatever version it runs, which no flag chooses)")
+	}
+	v, err := versions.Parse(s.Flag("server-version"), "mariadb")
+	if err != nil {
+		return v, family.Usagef("--server-version: %v", err)
+	}
+	return v, nil
+}
+
+// privateWhere says where a run's plans run on a private server: "a
+// private MariaDB of the run's own", with the version when
+// --server-version named one.
+func privateWhere(s family.Settings, v versions.Version) string {
+	if s.Flag("server-version") == "" {
+		return "a private MariaDB of the run's own"
+	}
+	where := "a private MariaDB " + v.Name + " of the run's own"
+	if v.Rooted() {
+		where += " (Debian " + v.Release + "'s " + v.Package + " " + v.Debian + ")"
+	}
+	return where
+}
+
+// named is " 11.8" when --server-version named a version, "" without it
+// (what a run without the flag said before it).
+func named(s family.Settings, v versions.Version) string {
+	if s.Flag("server-version") == "" {
+		return ""
+	}
+	return " " + v.Name
+}
+
+// startServer starts a private mariadbd of version v, its root made
+// first where v has one (told to log): a version that cannot be had here,
+// or a machine without MariaDB, is a *family.UsageError saying what is
+// missing.
+func startServer(ctx context.Context, v versions.Version, log io.Writer) (*mariadb.Server, func(), error) {
+	if log == nil {
+		log = io.Discard
+	}
+	server, stop, err := mariadb.StartTempVersion(ctx, v, log)
+	switch {
+	case err == nil:
+		return server, stop, nil
+	case errors.Is(err, debroot.ErrUnavailable):
+		return nil, nil, family.Usagef("--server-version: %s cannot be had here: %v", v, err)
+	}
+	return nil, nil, family.Usagef("--private-server: %v", err)
+}
+
+// privateDSN starts a private mariadbd (--private-server) for a verb that
+// talks to a DSN (validate-impl, bench, conform), saying so on out, and
+// gives its DSN and its stop; without --private-server, the DSN --dsn
+// names and a stop that does nothing.
+func privateDSN(ctx context.Context, s family.Settings, log, out io.Writer) (string, func(), error) {
+	v, err := serverVersion(s)
+	if err != nil {
+		return "", nil, err
+	}
+	if s.Flag("private-server") == "" {
+		return mariadb.DSN(s.Flag("dsn")), func() {}, nil
+	}
+	if s.Given("dsn") {
+		return "", nil, family.Usagef("--dsn and --private-server exclude each other: the private server has its own")
+	}
+	server, stop, err := startServer(ctx, v, log)
+	if err != nil {
+		return "", nil, err
+	}
+	fmt.Fprintf(out, "started a private MariaDB%s at %s (pid %d)\n", named(s, v), server.Addr(), server.PID())
+	return server.DSN(), stop, nil
 }
 
 // dbSetup makes a database semaphore proof from the command line: the
@@ -97,7 +193,11 @@ func dbSetup(s family.Settings) (*family.Setup, error) {
 	d.Mutant = s.Mutant
 	setup.Prove = d
 	if s.Flag("private-server") != "" {
-		startPrivate(s, setup, func(_ context.Context, server *mariadb.Server) error {
+		v, err := serverVersion(s)
+		if err != nil {
+			return nil, err
+		}
+		startPrivate(s, setup, v, func(_ context.Context, server *mariadb.Server) error {
 			d.Target = dbsemrun.MariaDB{Server: server}
 			setup.Prove = d
 			return nil
@@ -109,16 +209,20 @@ func dbSetup(s family.Settings) (*family.Setup, error) {
 // startPrivate makes setup start a private MariaDB of the run's own
 // (saying so unless quiet), hand it to then, and stop it after the
 // implementation's processes.
-func startPrivate(s family.Settings, setup *family.Setup, then func(context.Context, *mariadb.Server) error) {
+func startPrivate(s family.Settings, setup *family.Setup, v versions.Version, then func(context.Context, *mariadb.Server) error) {
 	var stopServer func()
+	setup.Server = v.String()
+	if s.Flag("server-version") != "" {
+		setup.Where = privateWhere(s, v)
+	}
 	setup.Start = func(ctx context.Context) error {
-		server, stop, err := mariadb.StartTemp(ctx)
+		server, stop, err := startServer(ctx, v, s.Stderr)
 		if err != nil {
-			return family.Usagef("--private-server: %v", err)
+			return err
 		}
 		stopServer = stop
 		if !s.Quiet {
-			fmt.Fprintf(s.Stdout, "started a private MariaDB at %s (pid %d) for the run\n", server.Addr(), server.PID())
+			fmt.Fprintf(s.Stdout, "started a private MariaDB%s at %s (pid %d) for the run\n", named(s, v), server.Addr(), server.PID())
 		}
 		return then(ctx, server)
 	}
@@ -152,7 +256,7 @@ func dbTarget(s family.Settings, d *dbsemrun.Config) (*family.Setup, error) {
 	}
 	switch setup.Target {
 	case "sim":
-		for _, name := range []string{"dsn", "private-server"} {
+		for _, name := range []string{"dsn", "private-server", "server-version"} {
 			if s.Given(name) {
 				return nil, fmt.Errorf("--%s is for a real database: add --target mariadb", name)
 			}
@@ -165,6 +269,9 @@ func dbTarget(s family.Settings, d *dbsemrun.Config) (*family.Setup, error) {
 	if private && s.Given("dsn") {
 		return nil, errors.New("--dsn and --private-server exclude each other: the private server has its own")
 	}
+	if _, err := serverVersion(s); err != nil {
+		return nil, err
+	}
 	d.Target = dbsemrun.MariaDB{DSN: mariadb.DSN(dsn)} // with --private-server, its server is set once started
 	setup.Real = true
 	setup.Where = d.Target.(dbsemrun.MariaDB).String()
@@ -172,6 +279,9 @@ func dbTarget(s family.Settings, d *dbsemrun.Config) (*family.Setup, error) {
 		setup.Where = "a private MariaDB of the run's own"
 	}
 	setup.Replay = dbReplayFlags(s.Impl, dsn, private)
+	if s.Flag("server-version") != "" {
+		setup.Replay = append(setup.Replay, "--server-version", s.Flag("server-version"))
+	}
 	return setup, nil
 }
 
@@ -234,10 +344,14 @@ func dbReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	switch {
 	case target != "sim" && target != "mariadb":
 		return nil, fmt.Errorf("a %s plan runs on the simulated database (--target sim) or a real MariaDB (--target mariadb)", dbsemrun.Kind)
-	case target == "sim" && (s.Given("dsn") || private):
-		return nil, errors.New("--dsn and --private-server are for a real database: add --target mariadb")
+	case target == "sim" && (s.Given("dsn") || private || s.Given("server-version")):
+		return nil, errors.New("--dsn, --private-server and --server-version are for a real database: add --target mariadb")
 	case private && s.Given("dsn"):
 		return nil, errors.New("--dsn and --private-server exclude each other: the private server has its own")
+	}
+	v, err := serverVersion(s)
+	if err != nil {
+		return nil, err
 	}
 	if err := family.ReplaceMutant(&p.Mutant, s.Mutant, dbsemrun.MutantNamed(s.Mutant) != nil, "no db-semaphore mutant named %q (see lockprover mutants --kind db-semaphore)"); err != nil {
 		return nil, err
@@ -260,7 +374,7 @@ func dbReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	setup.What, setup.Real, setup.Where = c.String(), true, "MariaDB"
 	setup.Prove = c
 	if private {
-		startPrivate(s, setup, func(ctx context.Context, server *mariadb.Server) error {
+		startPrivate(s, setup, v, func(ctx context.Context, server *mariadb.Server) error {
 			c.Target = dbsemrun.MariaDB{Server: server}
 			setup.Prove = c
 			return c.Preflight(ctx)
@@ -341,7 +455,12 @@ func dbValidate(ctx context.Context, command string, s family.Settings, out io.W
 			return false, family.Usagef("--options: %v", err)
 		}
 	}
-	passed, err := dbsemprotocol.ValidateInit(ctx, command, s.InitTimeout, mariadb.DSN(s.Flag("dsn")), o, out)
+	dsn, stop, err := privateDSN(ctx, s, s.Stderr, out)
+	if err != nil {
+		return false, err
+	}
+	defer stop()
+	passed, err := dbsemprotocol.ValidateInit(ctx, command, s.InitTimeout, dsn, o, out)
 	if err != nil && ctx.Err() == nil {
 		return false, &family.UsageError{Err: fmt.Errorf("%w\ncannot use the database, so the implementation was not tried", err)}
 	}
@@ -355,7 +474,12 @@ func dbBench(ctx context.Context, s family.Settings, c bench.Config, out io.Writ
 	if s.Options != "" && err != nil {
 		return family.Usagef("--options: %v", err)
 	}
-	err = dbsemrun.Bench(ctx, mariadb.DSN(s.Flag("dsn")), o, c, out)
+	dsn, stop, err := privateDSN(ctx, s, nil, out)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	err = dbsemrun.Bench(ctx, dsn, o, c, out)
 	var pe *dbsemrun.PreflightError
 	if errors.As(err, &pe) {
 		return &family.UsageError{Err: err}
@@ -369,7 +493,12 @@ func dbConform(ctx context.Context, s family.Settings, c family.ConformConfig, o
 	if c.Sequences == 0 {
 		return 0, family.Usagef("--sequences 0 leaves nothing to run with --kind %s", dbsemrun.Kind)
 	}
-	rep, err := conform.MariaDB(ctx, mariadb.DSN(s.Flag("dsn")), c.Sequences, c.Seed, out)
+	dsn, stop, err := privateDSN(ctx, s, c.Log, out)
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
+	rep, err := conform.MariaDB(ctx, dsn, c.Sequences, c.Seed, out)
 	switch {
 	case ctx.Err() != nil:
 		return 0, fmt.Errorf("interrupted; its tables are dropped: %w", ctx.Err())

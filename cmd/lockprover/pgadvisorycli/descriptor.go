@@ -14,9 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/debroot"
 	"github.com/lockprover/lockprover/adapters/pgadvisoryrun"
 	"github.com/lockprover/lockprover/adapters/pgadvisoryrun/pgadvisoryprotocol"
 	"github.com/lockprover/lockprover/adapters/postgres"
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -35,7 +37,7 @@ var PGAdvisory = &family.Descriptor{
 	Faults:     pgadvisoryrun.FaultNames(),
 	// The simulator, and a real server, a private one of the run's own.
 	Targets:    []family.Target{{Name: "sim"}, {Name: target, Real: true}},
-	Flags:      append([]family.Flag{leasecli.TTL}, leasecli.Flags...),
+	Flags:      append([]family.Flag{leasecli.TTL, serverVersionFlag}, leasecli.Flags...),
 	Judging:    leasecli.Judging,
 	CheckFlags: leasecli.Check,
 	Setup:      setup,
@@ -54,6 +56,63 @@ func init() {
 	family.Register(PGAdvisory)
 }
 
+// serverVersionFlag is --server-version: the version of the private
+// PostgreSQL a run starts.
+var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backend,
+	Usage: "pg-advisory: on a private PostgreSQL (--target postgres, validate-impl, conform), the version it runs: " +
+		strings.Join(versions.Choices("postgresql"), ", ") +
+		" (default: " + defaultVersion().Name + ", the machine's postgresql; the others run from a Debian root lockprover makes once, some minutes: lockprover servers)"}
+
+// defaultVersion is the PostgreSQL a run starts without --server-version:
+// the machine's own.
+func defaultVersion() versions.Version {
+	v, _ := versions.Lookup("postgresql", "")
+	return v
+}
+
+// serverVersion is the version --server-version names ("" the machine's
+// own); an unknown one is a *family.UsageError listing those it takes.
+func serverVersion(s family.Settings) (versions.Version, error) {
+	v, err := versions.Parse(s.Flag("server-version"), "postgresql")
+	if err != nil {
+		return v, family.Usagef("--server-version: %v", err)
+	}
+	return v, nil
+}
+
+// privateWhere says where a run's plans run: "a private PostgreSQL of the
+// run's own", with the version when --server-version named one.
+func privateWhere(s family.Settings, v versions.Version) string {
+	if s.Flag("server-version") == "" {
+		return "a private PostgreSQL of the run's own"
+	}
+	where := "a private PostgreSQL " + v.Name + " of the run's own"
+	if v.Rooted() {
+		where += " (Debian " + v.Release + "'s " + v.Package + " " + v.Debian + ")"
+	}
+	return where
+}
+
+// startServer starts a private PostgreSQL of version v for a run, its
+// root made first where v has one (told to log): a version that cannot be
+// had here, or a machine without PostgreSQL, is a *family.UsageError
+// saying what is missing.
+func startServer(ctx context.Context, v versions.Version, log io.Writer) (*postgres.Server, func(), error) {
+	if log == nil {
+		log = io.Discard
+	}
+	server, stop, err := postgres.StartTempVersion(ctx, v, log)
+	switch {
+	case err == nil:
+		return server, stop, nil
+	case errors.Is(err, debroot.ErrUnavailable):
+		return nil, nil, family.Usagef("--server-version: %s cannot be had here: %v", v, err)
+	case errors.Is(err, postgres.ErrNoServer) || errors.Is(err, postgres.ErrNoUser):
+		return nil, nil, family.Usagef("%v", err)
+	}
+	return nil, nil, family.Usagef("a private PostgreSQL: %v", err)
+}
+
 // simWhere is where plans run on the simulator.
 const simWhere = "the simulated PostgreSQL"
 
@@ -61,6 +120,15 @@ const simWhere = "the simulated PostgreSQL"
 // unless --impl, which needs a real server: postgres), or a private
 // PostgreSQL.
 func checkTarget(s family.Settings) (string, error) {
+	where, err := targetOf(s)
+	if err == nil && where == "sim" && s.Flag("server-version") != "" {
+		return "", family.Usagef("--server-version: the version of a private PostgreSQL; --kind %s runs on the simulated one unless --target %s (or --impl)", pgadvisoryrun.Kind, target)
+	}
+	return where, err
+}
+
+// targetOf is the target s names, or implies.
+func targetOf(s family.Settings) (string, error) {
 	switch {
 	case s.Target == "" && s.Impl != "":
 		return target, nil
@@ -78,6 +146,10 @@ func checkTarget(s family.Settings) (string, error) {
 // mutant) on the simulator, or on a private PostgreSQL the run starts.
 func setup(s family.Settings) (*family.Setup, error) {
 	where, err := checkTarget(s)
+	if err != nil {
+		return nil, err
+	}
+	v, err := serverVersion(s)
 	if err != nil {
 		return nil, err
 	}
@@ -121,12 +193,15 @@ func setup(s family.Settings) (*family.Setup, error) {
 	if where == "sim" {
 		return &family.Setup{Target: "sim", Where: simWhere, Prove: c}, nil
 	}
-	st := &family.Setup{Target: target, Where: "a private PostgreSQL of the run's own", Real: true, Prove: c,
+	st := &family.Setup{Target: target, Where: privateWhere(s, v), Real: true, Prove: c, Server: v.String(),
 		Replay: []string{"--target", target}}
 	if s.Impl != "" {
 		st.Replay = append(st.Replay, "--impl", family.Quote(s.Impl))
 	}
-	startPrivate(s, st, stopImpl, func(server *postgres.Server) { c.Server = server; st.Prove = c })
+	if s.Flag("server-version") != "" {
+		st.Replay = append(st.Replay, "--server-version", v.Name)
+	}
+	startPrivate(s, st, v, stopImpl, func(server *postgres.Server) { c.Server = server; st.Prove = c })
 	return st, nil
 }
 
@@ -139,22 +214,20 @@ func mutantNames() string {
 	return "its mutants: " + strings.Join(names, ", ")
 }
 
-// startPrivate makes st start a private PostgreSQL for the run (saying so
-// unless quiet), hand it to then, and stop it, its data removed, at the
-// end, after the implementation's processes (stopImpl, if set).
-func startPrivate(s family.Settings, st *family.Setup, stopImpl func(), then func(*postgres.Server)) {
+// startPrivate makes st start a private PostgreSQL of version v for the
+// run (saying so unless quiet), hand it to then, and stop it, its data
+// removed, at the end, after the implementation's processes (stopImpl, if
+// set).
+func startPrivate(s family.Settings, st *family.Setup, v versions.Version, stopImpl func(), then func(*postgres.Server)) {
 	var stopServer func()
 	st.Start = func(ctx context.Context) error {
-		server, stop, err := postgres.StartTemp(ctx)
+		server, stop, err := startServer(ctx, v, s.Stderr)
 		if err != nil {
-			if errors.Is(err, postgres.ErrNoServer) || errors.Is(err, postgres.ErrNoUser) {
-				return family.Usagef("%v", err)
-			}
-			return family.Usagef("a private PostgreSQL: %v", err)
+			return err
 		}
 		stopServer = stop
 		if !s.Quiet {
-			fmt.Fprintf(s.Stdout, "started a private PostgreSQL at %s (pid %d) for the run\n", server.Addr(), server.PID())
+			fmt.Fprintf(s.Stdout, "started a private PostgreSQL%s at %s (pid %d) for the run\n", named(s, v), server.Addr(), server.PID())
 		}
 		then(server)
 		return nil
@@ -174,6 +247,15 @@ func startPrivate(s family.Settings, st *family.Setup, stopImpl func(), then fun
 	}
 }
 
+// named is " 18" when --server-version named a version, "" without it
+// (what a run without the flag said before it).
+func named(s family.Settings, v versions.Version) string {
+	if s.Flag("server-version") == "" {
+		return ""
+	}
+	return " " + v.Name
+}
+
 // replay makes a plan read back ready to run again on the simulator or a
 // private PostgreSQL, with s.Mutant ("reference" for none) replacing its mutant.
 func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
@@ -188,6 +270,10 @@ func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if s.Impl != "" && p.Mutant != "" {
 		return nil, fmt.Errorf("the plan names mutant %s: add --mutant reference to run it against --impl", p.Mutant)
 	}
+	v, err := serverVersion(s)
+	if err != nil {
+		return nil, err
+	}
 	c := pgadvisoryrun.Config{Scope: prover.Scope{Mutant: p.Mutant}}
 	if where == "sim" {
 		return &family.Setup{Target: "sim", Where: simWhere, What: c.String(), Prove: simulated{c, s.Trace}}, nil
@@ -198,8 +284,8 @@ func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		li.InitTimeout = s.InitTimeout
 		c.Impl, stopImpl = li, li.Stop
 	}
-	st := &family.Setup{Target: target, Where: "a private PostgreSQL of the run's own", Real: true, What: c.String(), Prove: c}
-	startPrivate(s, st, stopImpl, func(server *postgres.Server) { c.Server = server; st.Prove = c })
+	st := &family.Setup{Target: target, Where: privateWhere(s, v), Real: true, What: c.String(), Prove: c, Server: v.String()}
+	startPrivate(s, st, v, stopImpl, func(server *postgres.Server) { c.Server = server; st.Prove = c })
 	return st, nil
 }
 
@@ -209,12 +295,16 @@ func conform(ctx context.Context, s family.Settings, c family.ConformConfig, out
 	if c.Sequences == 0 {
 		return 0, family.Usagef("--sequences 0 leaves nothing to run with --kind %s", pgadvisoryrun.Kind)
 	}
-	server, stop, err := postgres.StartTemp(ctx)
+	v, err := serverVersion(s)
 	if err != nil {
-		return 0, family.Usagef("a private PostgreSQL: %v", err)
+		return 0, err
+	}
+	server, stop, err := startServer(ctx, v, c.Log)
+	if err != nil {
+		return 0, err
 	}
 	defer stop()
-	fmt.Fprintf(out, "started a private PostgreSQL at %s (pid %d)\n", server.Addr(), server.PID())
+	fmt.Fprintf(out, "started a private PostgreSQL%s at %s (pid %d)\n", named(s, v), server.Addr(), server.PID())
 	rep, err := postgressim.Conform(ctx, server.URL(), c.Sequences, c.Seed, out)
 	switch {
 	case ctx.Err() != nil:
@@ -258,7 +348,11 @@ func serve(in io.Reader, out, log io.Writer, mutant, options string) error {
 
 // validate checks an implementation on a private PostgreSQL it starts.
 func validate(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
-	passed, err := pgadvisoryprotocol.Validate(ctx, command, s.InitTimeout, out)
+	v, err := serverVersion(s)
+	if err != nil {
+		return false, err
+	}
+	passed, err := pgadvisoryprotocol.ValidateOn(ctx, command, s.InitTimeout, v, s.Stderr, out)
 	if err != nil && ctx.Err() == nil {
 		return false, &family.UsageError{Err: fmt.Errorf("%w\ncannot start a private PostgreSQL, so the implementation was not tried", err)}
 	}
