@@ -6,7 +6,10 @@
 //
 // It drives /usr/bin/redis-server (Debian's 7.0) through its command line
 // and speaks just enough RESP to see that a server answers and to run the
-// clock jump's script; clients use a real client library.
+// clock jump's script; clients use a real client library. Given a version
+// of a Debian release's root (Options.Version: Redis 8, Valkey), it runs
+// that release's redis-server or valkey-server from the root instead
+// (package adapters/versions), every fault alike.
 package redis
 
 import (
@@ -23,6 +26,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/proc"
+	"github.com/lockprover/lockprover/adapters/versions"
 )
 
 // ErrNoRedis is returned (wrapped) by Start and StartN when this machine
@@ -71,6 +75,14 @@ type Options struct {
 	// Bin is the redis-server binary; "" searches $PATH and then
 	// /usr/bin, /usr/local/bin and /usr/sbin.
 	Bin string
+	// Version, when it is a version of a Debian release's root (Redis
+	// 8.0.6, Valkey 9.1.2: see versions.Version.Rooted), is what runs,
+	// instead of Bin: that release's redis-server or valkey-server, from
+	// the root (made first if need be: minutes, once per machine), as
+	// the root's user of the server's name, in PID and mount namespaces
+	// of its own, its directory bound at /lockprover, its log written to
+	// its output. The zero value, or the machine's own version, runs Bin.
+	Version versions.Version
 }
 
 // A Server is a private redis-server: a process of the caller's own
@@ -84,6 +96,9 @@ type Server struct {
 	o    Options
 
 	proc proc.Proc // redis-server, its outputs appended to its log
+	// run is the server's run from its version's root; nil for the
+	// machine's own redis-server.
+	run *versions.Run
 }
 
 var binDirs = []string{"/usr/bin", "/usr/local/bin", "/usr/sbin"}
@@ -107,17 +122,30 @@ func findBin(name string) string {
 // listens on 127.0.0.1 on a free port, and Start returns once it answers
 // PING. The caller must Stop it; on Linux it is also killed if the calling
 // process dies, so that none is left behind.
+//
+// With a version of a root (o.Version), the server is that version's,
+// run from the root: dir is given to the root's user of the server's
+// name (redis, valkey). An error that says the root cannot be had
+// matches debroot.ErrUnavailable.
 func Start(ctx context.Context, dir string, o Options) (*Server, error) {
+	if o.Persistence != None && o.Persistence != Always {
+		return nil, fmt.Errorf("redis: unknown persistence %d", int(o.Persistence))
+	}
 	bin := o.Bin
-	if bin == "" {
+	switch {
+	case o.Version.Rooted():
+		if o.Version.Server != "redis" && o.Version.Server != "valkey" {
+			return nil, fmt.Errorf("redis: %s is not a version of Redis or Valkey", o.Version)
+		}
+		bin = "/usr/bin/" + o.Version.Server + "-server"
+	case bin == "":
 		if bin = findBin("redis-server"); bin == "" {
 			return nil, ErrNoRedis
 		}
-	} else if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoRedis, err)
-	}
-	if o.Persistence != None && o.Persistence != Always {
-		return nil, fmt.Errorf("redis: unknown persistence %d", int(o.Persistence))
+	default:
+		if _, err := os.Stat(bin); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNoRedis, err)
+		}
 	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -126,14 +154,27 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("redis: private server: %w", err)
 	}
+	var run *versions.Run
+	if o.Version.Rooted() {
+		if run, err = o.Version.Prepare(ctx, dir, o.Version.Server, "", nil, nil); err != nil {
+			return nil, fmt.Errorf("redis: private %s-server %s: %w", o.Version.Server, o.Version.Name, err)
+		}
+	}
 	var s *Server
 	err = proc.Retry(func() error {
 		ports, err := proc.FreePorts(1, false)
 		if err != nil {
 			return fmt.Errorf("redis: private server: free port: %w", err)
 		}
-		s = &Server{bin: bin, dir: dir, o: o, port: ports[0]}
+		s = &Server{bin: bin, dir: dir, o: o, port: ports[0], run: run}
 		s.proc = proc.Proc{Name: "redis: private server", Log: s.logFile()}
+		if run != nil {
+			s.proc.Name = fmt.Sprintf("redis: private %s-server %s", o.Version.Server, o.Version.Name)
+			s.proc.Command = func(bin string, args []string) (*exec.Cmd, error) {
+				// Its life is the server's: Stop ends it, not a context.
+				return run.Command(context.Background(), append([]string{bin}, args...)...)
+			}
+		}
 		if err := s.start(ctx); err != nil {
 			s.Stop()
 			return err
@@ -199,8 +240,14 @@ func Addrs(ss []*Server) []string {
 
 // start starts redis-server and waits until it answers PING.
 func (s *Server) start(ctx context.Context) error {
+	dir, log := s.dir, s.logFile()
+	if s.run != nil {
+		// The root's user writes in its directory, seen at /lockprover,
+		// and logs to its output, which goes to the log.
+		dir, log = s.run.In(s.dir), ""
+	}
 	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--dir", s.dir, "--logfile", s.logFile(), "--daemonize", "no", "--databases", "1"},
+		"--dir", dir, "--logfile", log, "--daemonize", "no", "--databases", "1"},
 		s.o.Persistence.args()...)
 	return s.proc.Launch(ctx, s.bin, args, "on "+s.Addr(), func(ctx context.Context) error {
 		c, cancel := context.WithTimeout(ctx, time.Second)

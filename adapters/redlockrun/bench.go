@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockprover/lockprover/adapters/redis"
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/internal/prover/bench"
 	"github.com/lockprover/lockprover/model/redlock"
 )
@@ -80,20 +81,21 @@ var priorityFloors = floorSet{
 
 // Bench is bench --kind redlock (or, with priority, --kind
 // priority-redlock): the reference on n private redis-servers it starts
-// (bin, "" to look for it), beside floors: each operation's commands sent
-// raw, one per server at once, with no lock library. What each sent is
+// with o (the machine's redis-server, or a version's), beside floors:
+// each operation's commands sent raw, one per server at once, with no
+// lock library. What each sent is
 // counted by command (EVALSHA for a script) and round. The priority
 // reference's clients have priority 1, and a steal is measured too: a
 // client of priority 2 takes the lock from one of priority 1 in a lock
 // handle of its own, which acknowledges. The servers are stopped however
 // it ends; an interrupted run's error wraps ctx's.
-func Bench(ctx context.Context, n int, bin string, priority bool, c bench.Config, out io.Writer) error {
+func Bench(ctx context.Context, n int, o redis.Options, priority bool, c bench.Config, out io.Writer) error {
 	dir, err := os.MkdirTemp("", "lockprover-bench-redis-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	servers, err := redis.StartN(ctx, dir, n, redis.Options{Bin: bin})
+	servers, err := redis.StartN(ctx, dir, n, o)
 	if err != nil {
 		return err
 	}
@@ -123,7 +125,7 @@ func Bench(ctx context.Context, n int, bin string, priority bool, c bench.Config
 	if err != nil {
 		return err
 	}
-	b.report(out, n)
+	b.report(out, n, o.Version)
 	return nil
 }
 
@@ -403,9 +405,13 @@ func (b *redisBench) floorRefreshRelease() error {
 }
 
 // report prints the table: each operation beside its floor.
-func (b *redisBench) report(w io.Writer, n int) {
-	fmt.Fprintf(w, "lockprover bench --kind %s: the reference on %d private redis-server(s), no persistence, on this machine; %d iterations after %d warm-up; seed %d\n\n",
-		b.kind, n, b.run.N, b.run.Warmup, b.run.Seed)
+func (b *redisBench) report(w io.Writer, n int, v versions.Version) {
+	servers := "redis-server(s)"
+	if v.Rooted() {
+		servers = fmt.Sprintf("%s-server(s) %s", v.Server, v.Name)
+	}
+	fmt.Fprintf(w, "lockprover bench --kind %s: the reference on %d private %s, no persistence, on this machine; %d iterations after %d warm-up; seed %d\n\n",
+		b.kind, n, servers, b.run.N, b.run.Warmup, b.run.Seed)
 	fmt.Fprintln(w, "| operation | p50 | p99 | mean | sent/op | floor (p50) | ratio |")
 	fmt.Fprintln(w, "| --- | --: | --: | --: | --- | --- | --: |")
 	for _, r := range [][3]string{

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockprover/lockprover/adapters/redis"
 	"github.com/lockprover/lockprover/internal/prover/bench"
 )
 
@@ -25,7 +26,7 @@ func TestBench(t *testing.T) {
 		{1, true, []string{"bench --kind priority-redlock", "| acquire, key free |", "| 1 (1 EVALSHA) | F1: ", "| 1 (1 EVALSHA) | F2: ", "| 1 (1 EVALSHA) | F3: ", "| acquire, steal (priority 2 from 1) |", "| F1 | the obtain script"}},
 	} {
 		var out strings.Builder
-		if err := Bench(context.Background(), c.servers, "", c.priority, bench.Config{N: 20, Warmup: 2, Seed: 1}, &out); err != nil {
+		if err := Bench(context.Background(), c.servers, redis.Options{}, c.priority, bench.Config{N: 20, Warmup: 2, Seed: 1}, &out); err != nil {
 			t.Fatal(err)
 		}
 		for _, row := range c.rows {

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockprover/lockprover/adapters/redis"
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/model/lease"
@@ -63,6 +64,10 @@ func (Simulator) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 type Redis struct {
 	// Bin is the redis-server binary; "" looks for it.
 	Bin string
+	// Version, when a Debian release's (Redis 8, Valkey), is the version
+	// the plans' servers run, from its root (see redis.Options.Version);
+	// the zero value runs the machine's redis-server (Bin).
+	Version versions.Version
 	// Impl, if set, is the implementation the plans run against, in
 	// processes of its own, instead of the reference: a Redlock, or a
 	// priority Redlock for the plans of PriorityKind (its processes told
@@ -74,7 +79,17 @@ type Redis struct {
 }
 
 // String says where plans run.
-func (Redis) String() string { return "private redis-servers, each plan's own" }
+func (t Redis) String() string {
+	if t.Version.Rooted() {
+		return fmt.Sprintf("private %s-servers %s, each plan's own", t.Version.Server, t.Version.Name)
+	}
+	return "private redis-servers, each plan's own"
+}
+
+// options are the servers' options, with persistence p.
+func (t Redis) options(p redis.Persistence) redis.Options {
+	return redis.Options{Bin: t.Bin, Version: t.Version, Persistence: p}
+}
 
 // Preflight starts a server and stops it, so that a machine without
 // redis-server is said before any plan runs.
@@ -84,7 +99,7 @@ func (t Redis) Preflight(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	s, err := redis.Start(ctx, dir, redis.Options{Bin: t.Bin})
+	s, err := redis.Start(ctx, dir, t.options(redis.None))
 	if err != nil {
 		return err
 	}
@@ -119,7 +134,7 @@ func (t Redis) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	o := redis.Options{Bin: t.Bin}
+	o := t.options(redis.None)
 	if p.Persistence == PersistAlways {
 		o.Persistence = redis.Always
 	}

@@ -2,7 +2,6 @@ package redissim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -15,7 +14,11 @@ import (
 
 // A Report is what Differential found.
 type Report struct {
-	Server string // redis-server's version ("7.0.15")
+	// Name is the server's, as INFO says it (server_name: "valkey"),
+	// "redis" where INFO has none; Server its version ("7.0.15",
+	// "9.1.2": valkey_version for Valkey, whose redis_version is the
+	// Redis it is compatible with, 7.2.4).
+	Name, Server string
 	// Sequences counts the sequences run (up to and including the first
 	// divergence), Commands the commands of those judged, Inconclusive
 	// those the machine was too slow to judge on every try.
@@ -62,7 +65,7 @@ func Differential(ctx context.Context, addrs []string, n int, seed uint64, progr
 		defer c.Close()
 		clients = append(clients, c)
 	}
-	ver, err := version(ctx, clients[0])
+	name, ver, err := version(ctx, clients[0])
 	if err != nil {
 		return Report{}, err
 	}
@@ -76,7 +79,7 @@ func Differential(ctx context.Context, addrs []string, n int, seed uint64, progr
 	if err == nil && first != nil {
 		err = first.replay(ctx, clients[0], replays)
 	}
-	rep := Report{Server: ver}
+	rep := Report{Name: name, Server: ver}
 	var reached bool
 	rep.Sequences, rep.Commands, rep.Inconclusive, reached = diffrun.Tally(vs, first)
 	if reached {
@@ -89,18 +92,27 @@ func Differential(ctx context.Context, addrs []string, n int, seed uint64, progr
 	return rep, err
 }
 
-// version is redis-server's version, from INFO.
-func version(ctx context.Context, c *goredis.Client) (string, error) {
+// version is the server's name and version, from INFO: Redis's
+// redis_version, or Valkey's valkey_version (its server_name valkey).
+func version(ctx context.Context, c *goredis.Client) (name, ver string, err error) {
 	info, err := c.Info(ctx, "server").Result()
 	if err != nil {
-		return "", fmt.Errorf("redissim: INFO server: %w", err)
+		return "", "", fmt.Errorf("redissim: INFO server: %w", err)
 	}
+	fields := map[string]string{}
 	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			return v, nil
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
 		}
 	}
-	return "", errors.New("redissim: INFO server gives no redis_version")
+	name = fields["server_name"]
+	if name == "" {
+		name = "redis"
+	}
+	if ver = fields[name+"_version"]; ver == "" {
+		return "", "", fmt.Errorf("redissim: INFO server gives no %s_version", name)
+	}
+	return name, ver, nil
 }
 
 // progressTo writes a Differential's progress lines to w (nil: none).

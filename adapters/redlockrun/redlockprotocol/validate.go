@@ -42,12 +42,18 @@ const (
 // implementation is a priority Redlock: the same checks run with clients
 // of one priority, and then the steal's (see stealing).
 func Validate(ctx context.Context, command string, initTimeout time.Duration, bin string, out io.Writer, priority bool) (bool, error) {
+	return ValidateOn(ctx, command, initTimeout, redis.Options{Bin: bin}, out, priority)
+}
+
+// ValidateOn is Validate on three private servers started with o: the
+// machine's redis-server, or a version's (o.Version: Redis 8, Valkey).
+func ValidateOn(ctx context.Context, command string, initTimeout time.Duration, o redis.Options, out io.Writer, priority bool) (bool, error) {
 	dir, err := os.MkdirTemp("", "lockprover-validate-")
 	if err != nil {
 		return false, err
 	}
 	defer os.RemoveAll(dir)
-	servers, err := redis.StartN(ctx, dir, 3, redis.Options{Bin: bin})
+	servers, err := redis.StartN(ctx, dir, 3, o)
 	if err != nil {
 		return false, err
 	}

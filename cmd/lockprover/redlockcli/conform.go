@@ -29,23 +29,35 @@ func redlockConform(ctx context.Context, s family.Settings, c family.ConformConf
 	if c.Sequences == 0 {
 		return 0, family.Usagef("--sequences 0 leaves nothing to run with --kind %s", redlockrun.Kind)
 	}
+	v, err := serverVersion(s)
+	if err != nil {
+		return 0, err
+	}
+	if err := haveVersion(ctx, v, c.Log); err != nil {
+		return 0, err
+	}
+	name := v.Server + "-server" // redis-server, valkey-server
 	dir, err := os.MkdirTemp("", "lockprover-conform-redis-")
 	if err != nil {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	servers, err := redisbk.StartN(ctx, dir, redlockConformServers, redisbk.Options{})
+	servers, err := redisbk.StartN(ctx, dir, redlockConformServers, redisbk.Options{Version: v})
 	switch {
 	case ctx.Err() != nil:
-		return 0, fmt.Errorf("interrupted while starting redis-server: %w", ctx.Err())
+		return 0, fmt.Errorf("interrupted while starting %s: %w", name, ctx.Err())
 	case err != nil:
-		return 0, &family.UsageError{Err: fmt.Errorf("--kind %s runs the simulator against private redis-servers: %w", redlockrun.Kind, err)}
+		return 0, &family.UsageError{Err: fmt.Errorf("--kind %s runs the simulator against private %ss: %w", redlockrun.Kind, name, err)}
 	}
 	defer redisbk.StopAll(servers)
-	fmt.Fprintf(out, "redissim against redis-server: %d sequences of the commands and scripts redlock sends, seed %d, on %d private servers\n",
-		c.Sequences, c.Seed, len(servers))
+	against := name
+	if v.Rooted() {
+		against += " " + v.Name
+	}
+	fmt.Fprintf(out, "redissim against %s: %d sequences of the commands and scripts redlock sends, seed %d, on %d private servers\n",
+		against, c.Sequences, c.Seed, len(servers))
 	rep, err := redissim.Differential(ctx, redisbk.Addrs(servers), c.Sequences, c.Seed, out)
-	return family.Differential{Report: rep, Server: "redis-server " + rep.Server, Divergence: rep.Divergence,
+	return family.Differential{Report: rep, Server: rep.Name + "-server " + rep.Server, Divergence: rep.Divergence,
 		Sequences: rep.Sequences, Inconclusive: rep.Inconclusive, Err: err,
 		Stopped: "its private redis-servers are stopped"}.End(ctx, c, out)
 }

@@ -16,9 +16,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/debroot"
 	"github.com/lockprover/lockprover/adapters/redis"
 	"github.com/lockprover/lockprover/adapters/redlockrun"
 	"github.com/lockprover/lockprover/adapters/redlockrun/redlockprotocol"
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/internal/prover/bench"
@@ -41,6 +43,7 @@ var Redlock = &family.Descriptor{
 		{Name: "servers", Verbs: family.Prove | family.Bench, Usage: "redlock: N, the number of Redis servers every plan has (0: drawn from 1, 2 and 3; bench: 3)", Default: "0"},
 		{Name: "persistence", Verbs: family.Prove, Usage: "redlock: what the servers keep across a restart, none or always (fsync on every write); default drawn, with restarts only under always"},
 		{Name: "limit", Verbs: family.Prove, Usage: "redlock: how many leases the lock grants at once, every plan's (1: a mutex; above 1 only with --impl, a semaphore: init says the limit)", Default: "1"},
+		serverVersionFlag,
 		leasecli.TTL,
 	}, leasecli.Flags...),
 	// How check judges lease locks, as every lease family says it.
@@ -116,14 +119,62 @@ func redlockSetup(s family.Settings) (*family.Setup, error) {
 	return setup, nil
 }
 
+// serverVersionFlag is --server-version: the version of Redis (or
+// Valkey) the private servers run.
+var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backend,
+	Usage: "redlock, priority-redlock: on real servers (--target redis, validate-impl, bench, conform), the version they run: " +
+		strings.Join(versions.Choices("redis", "valkey"), ", ") +
+		" (default: 7.0.15, the machine's redis-server; the others run from a Debian root lockprover makes once, some minutes: lockprover servers)"}
+
+// serverVersion is the version --server-version names ("" the machine's
+// redis-server); an unknown one is a *family.UsageError listing those
+// it takes.
+func serverVersion(s family.Settings) (versions.Version, error) {
+	v, err := versions.Parse(s.Flag("server-version"), "redis", "valkey")
+	if err != nil {
+		return v, family.Usagef("--server-version: %v", err)
+	}
+	return v, nil
+}
+
+// haveVersion makes v's root where v has one and it is not made yet (some
+// minutes, once per machine, its steps told to log): a version that
+// cannot be had here is a *family.UsageError saying what is missing.
+func haveVersion(ctx context.Context, v versions.Version, log io.Writer) error {
+	if !v.Rooted() {
+		return nil
+	}
+	if log == nil {
+		log = io.Discard
+	}
+	if _, err := v.Root(ctx, log); err != nil {
+		if errors.Is(err, debroot.ErrUnavailable) {
+			return family.Usagef("--server-version: %s cannot be had here: %v", v, err)
+		}
+		return fmt.Errorf("--server-version: %s: %w", v, err)
+	}
+	return nil
+}
+
 // redlockTarget sets where Redlock's plans run: the simulated servers, or
-// real redis-servers each plan starts (--target redis).
+// real redis-servers each plan starts (--target redis), of the version
+// --server-version names.
 func redlockTarget(s family.Settings, c *redlockrun.Config) (*family.Setup, error) {
 	kind := redlockrun.Kind
 	if s.Kind != "" {
 		kind = s.Kind // or the priority Redlock's
 	}
+	v, err := serverVersion(s)
+	if err != nil {
+		return nil, err
+	}
+	var replay []string
+	if s.Flag("server-version") != "" {
+		replay = []string{"--server-version", s.Flag("server-version")}
+	}
 	switch {
+	case s.Flag("server-version") != "" && s.Impl == "" && s.Target != "redis":
+		return nil, fmt.Errorf("--server-version: the version of real servers; --kind %s runs on the simulated ones unless --target redis (or --impl)", kind)
 	case s.Impl != "" && s.Target != "" && s.Target != "redis":
 		return nil, fmt.Errorf("--impl: an implementation runs on real redis-servers (--target redis), not --target %s", s.Target)
 	case s.Impl != "" && c.Mutant != "":
@@ -131,12 +182,15 @@ func redlockTarget(s family.Settings, c *redlockrun.Config) (*family.Setup, erro
 	case s.Impl != "":
 		impl := redlockprotocol.NewProcesses(s.Impl)
 		impl.InitTimeout = s.InitTimeout
-		t := redlockrun.Redis{Impl: impl, Priority: kind == redlockrun.PriorityKind}
+		t := redlockrun.Redis{Impl: impl, Priority: kind == redlockrun.PriorityKind, Version: v}
 		c.Target = t
-		return &family.Setup{Target: "redis", Real: true, Where: t.String(), What: impl.String(),
-			Replay: []string{"--target", "redis", "--impl", family.Quote(s.Impl)}, Interrupt: impl.Stop,
+		return &family.Setup{Target: "redis", Real: true, Where: t.String(), What: impl.String(), Server: v.String(),
+			Replay: append([]string{"--target", "redis", "--impl", family.Quote(s.Impl)}, replay...), Interrupt: impl.Stop,
 			Start: func(ctx context.Context) error {
-				if err := (redlockrun.Redis{}).Preflight(ctx); err != nil {
+				if err := haveVersion(ctx, v, s.Stderr); err != nil {
+					return err
+				}
+				if err := (redlockrun.Redis{Version: v}).Preflight(ctx); err != nil {
 					return family.Usagef("--target redis: %v", err)
 				}
 				if err := t.Preflight(ctx); err != nil {
@@ -147,10 +201,13 @@ func redlockTarget(s family.Settings, c *redlockrun.Config) (*family.Setup, erro
 	case s.Target == "" || s.Target == "sim":
 		return &family.Setup{Target: "sim", Where: "the simulated Redis servers"}, nil
 	case s.Target == "redis":
-		t := redlockrun.Redis{}
+		t := redlockrun.Redis{Version: v}
 		c.Target = t
-		return &family.Setup{Target: "redis", Real: true, Where: t.String(), Replay: []string{"--target", "redis"},
+		return &family.Setup{Target: "redis", Real: true, Where: t.String(), Server: v.String(), Replay: append([]string{"--target", "redis"}, replay...),
 			Start: func(ctx context.Context) error {
+				if err := haveVersion(ctx, v, s.Stderr); err != nil {
+					return err
+				}
 				if err := t.Preflight(ctx); err != nil {
 					return family.Usagef("--target redis: %v", err)
 				}
@@ -239,9 +296,16 @@ func validateKind(ctx context.Context, command string, s family.Settings, out io
 	if s.Options != "" {
 		return false, family.Usagef("--options: redlock's sessions have no options")
 	}
-	passed, err := redlockprotocol.Validate(ctx, command, s.InitTimeout, "", out, priority)
+	v, err := serverVersion(s)
+	if err != nil {
+		return false, err
+	}
+	if err := haveVersion(ctx, v, s.Stderr); err != nil {
+		return false, err
+	}
+	passed, err := redlockprotocol.ValidateOn(ctx, command, s.InitTimeout, redis.Options{Version: v}, out, priority)
 	if err != nil && ctx.Err() == nil {
-		return false, family.Usagef("redis-server: %v", err)
+		return false, family.Usagef("%s-server: %v", v.Server, err)
 	}
 	return passed, err
 }
@@ -262,7 +326,14 @@ func benchKind(ctx context.Context, s family.Settings, c bench.Config, out io.Wr
 	if n == 0 {
 		n = 3
 	}
-	err = redlockrun.Bench(ctx, n, "", priority, c, out)
+	v, err := serverVersion(s)
+	if err != nil {
+		return err
+	}
+	if err := haveVersion(ctx, v, s.Stderr); err != nil {
+		return err
+	}
+	err = redlockrun.Bench(ctx, n, redis.Options{Version: v}, priority, c, out)
 	if errors.Is(err, redis.ErrNoRedis) {
 		return &family.UsageError{Err: err}
 	}
