@@ -92,6 +92,9 @@ func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace in
 		case amqpproxy.ClientEnd:
 			why := lapsed(n, hb)
 			if why == "" {
+				why = deadlinePassed(h, n, hb)
+			}
+			if why == "" {
 				continue
 			}
 			if ok, after := explained(h, n, grace); !ok {
@@ -141,6 +144,35 @@ func lapsed(n serverNote, hb time.Duration) string {
 		return fmt.Sprintf("%s sent nothing for %v, past two heartbeats of %v (its process did not run: a stall of the machine, not struck by lockprover), and its client closed the connection (%s)", n.proc, n.ev.ClientSilence.Round(time.Millisecond), hb, n.ev)
 	case n.ev.Stalled >= 2*hb:
 		return fmt.Sprintf("lockprover's own process, which carries %s's connection through its proxy, did not run for %v, past two heartbeats of %v (a stall of the machine), and %s's client closed the connection (%s)", n.proc, n.ev.Stalled.Round(time.Millisecond), hb, n.proc, n.ev)
+	}
+	return ""
+}
+
+// deadlinePassed says why a connection the client ended abruptly (n, a
+// amqpproxy.ClientEnd) ended for its own heartbeat deadline though no
+// side was silent for two heartbeats, or "" if it did not. amqp091-go
+// gives a connection up when no frame was read for three heartbeats
+// after its heartbeat goroutine last moved the read deadline on: a
+// goroutine a loaded machine does not run for a few seconds lets the
+// deadline pass while the broker's frames wait, read, in the socket (the
+// soak of issue 55: a probe's change delta answered "read tcp ...: i/o
+// timeout" with RabbitMQ sending every second). The one read deadline
+// amqp091-go sets is that one, so an operation of n's process answering
+// an i/o timeout on its read, within three heartbeats of n, says so. Never
+// with heartbeats off.
+func deadlinePassed(h []histories.Event, n serverNote, hb time.Duration) string {
+	if hb <= 0 {
+		return ""
+	}
+	for _, e := range h {
+		if e.Process != n.proc || e.Type == histories.Invoke || e.Type == histories.Ok ||
+			!strings.Contains(e.Error, "read tcp") || !strings.HasSuffix(e.Error, "i/o timeout") {
+			continue
+		}
+		if d := e.Time - n.at; d >= -int64(3*hb) && d <= int64(3*hb) {
+			return fmt.Sprintf("%s's client library gave its connection up when its read deadline of three heartbeats of %v passed (%q), though neither side was silent for two (RabbitMQ silent %v, %s silent %v): its process did not run in time, a stall of the machine (%s)",
+				n.proc, hb, e.Error, n.ev.Silence.Round(time.Millisecond), n.proc, n.ev.ClientSilence.Round(time.Millisecond), n.ev)
+		}
 	}
 	return ""
 }

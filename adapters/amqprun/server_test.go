@@ -327,3 +327,65 @@ func TestSilentBrokerAttribute(t *testing.T) {
 		})
 	}
 }
+
+// A probe whose client library gave its connection up when its heartbeat
+// read deadline passed, with RabbitMQ and the probe's process each sending
+// within two heartbeats (the soak of issue 55, a loaded machine: the
+// deadline goroutine did not run), is a force-close of the probe that
+// lockprover did not strike: recorded, it excuses the probe's unknown
+// change, and available says so; without the i/o timeout, or without the
+// client's end, nothing is added and the same history fails available.
+func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
+	const timeout = "amqplocks: delete lp-3576019b: amqp connection error 501: read tcp 127.0.0.1:36324->127.0.0.1:46051: i/o timeout"
+	run := func(errText string) []histories.Event {
+		h := []histories.Event{
+			{Time: 1 * ms, Process: "admin", Type: histories.Invoke, F: histories.Create, Lock: "lp", Value: &amqpcheck.Value{Slots: histories.Int(1)}},
+			{Time: 2 * ms, Process: "admin", Type: histories.Ok, F: histories.Create, Lock: "lp"},
+			{Time: 5192 * ms, Process: "probe", Type: histories.Invoke, F: histories.Count, Lock: "lp"},
+			{Time: 5244 * ms, Process: "probe", Type: histories.Ok, F: histories.Count, Lock: "lp", Value: &amqpcheck.Value{Slots: histories.Int(1)}},
+			{Time: 5254 * ms, Process: "probe", Type: histories.Invoke, F: histories.Change, Lock: "lp", Value: &amqpcheck.Value{Delta: histories.Int(-1)}},
+			{Time: 6834 * ms, Process: "probe", Type: histories.Info, F: histories.Change, Lock: "lp", Error: errText},
+		}
+		for i := range h {
+			h[i].Index = i
+		}
+		return h
+	}
+	end := serverNote{proc: "probe", at: 6833 * ms, ev: amqpproxy.ServerEvent{What: amqpproxy.ClientEnd, Silence: 400 * time.Millisecond, ClientSilence: 300 * time.Millisecond}}
+	available := func(h []histories.Event) verdict.Verdict {
+		t.Helper()
+		for _, v := range model.Check(h, model.Options{}).Verdicts {
+			if v.Property == amqpcheck.Available {
+				return v
+			}
+		}
+		t.Fatal("no available verdict")
+		return verdict.Verdict{}
+	}
+	faults := brokerFaults(run(timeout), "lp", []serverNote{end}, brokerGrace(time.Second), time.Second)
+	if len(faults) != 2 || faults[0].F != histories.ForceClose || !strings.Contains(faults[1].Error, "read deadline of three heartbeats") || !strings.HasPrefix(faults[1].Error, notStruck) {
+		t.Fatalf("want the probe's force-close, not struck by lockprover, naming the deadline; got %+v", faults)
+	}
+	h, _ := withFaults(run(timeout), faults)
+	if v := available(h); v.Status != verdict.Pass || len(v.Excuses) == 0 {
+		t.Errorf("with the force-close recorded: available %s, %d excuses (%s), want a pass that lists its excuse", v.Status, len(v.Excuses), v.Detail)
+	}
+	if v := available(run(timeout)); v.Status != verdict.Fail {
+		t.Errorf("without it: available %s, want FAIL (%s)", v.Status, v.Detail)
+	}
+	for _, tc := range []struct {
+		name  string
+		err   string
+		notes []serverNote
+		hb    time.Duration
+	}{
+		{"another error", "amqplocks: delete lp-1: Exception (504) Reason: \"channel/connection is not open\"", []serverNote{end}, time.Second},
+		{"no client end", timeout, nil, time.Second},
+		{"heartbeats off", timeout, []serverNote{end}, 0},
+		{"far from the end", timeout, []serverNote{{proc: "probe", at: 20000 * ms, ev: end.ev}}, time.Second},
+	} {
+		if got := brokerFaults(run(tc.err), "lp", tc.notes, brokerGrace(time.Second), tc.hb); len(got) != 0 {
+			t.Errorf("%s: added %+v", tc.name, got)
+		}
+	}
+}
