@@ -3,6 +3,7 @@ package consulsemrun
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -118,8 +119,9 @@ func (r *runner) strike(f Fault, end bool) {
 	switch f.Fault {
 	case histories.Kill:
 		if live {
+			at := r.from()
 			r.w.Kill(st.Process)
-			r.record(histories.Kill, f.Target)
+			r.recordFrom(histories.Kill, f.Target, at)
 			r.restart(st)
 		}
 	case histories.Pause:
@@ -131,8 +133,8 @@ func (r *runner) strike(f Fault, end bool) {
 			r.armed[f.Target] = true
 		}
 	case histories.ForceClose:
-		if live && r.w.ForceClose(st.Process) {
-			r.record(histories.ForceClose, f.Target)
+		if at := r.from(); live && r.w.ForceClose(st.Process) {
+			r.recordFrom(histories.ForceClose, f.Target, at)
 		}
 	}
 }
@@ -146,9 +148,10 @@ func (r *runner) hold(st *client, live, end bool, name, over string, apply, undo
 		undo(st.Process)
 		r.record(over, st.Name)
 	case !end && live && !r.Held(name, st.Name):
+		at := r.from()
 		apply(st.Process)
 		r.Hold(name, st.Name)
-		r.record(name, st.Name)
+		r.recordFrom(name, st.Name, at)
 	}
 }
 
@@ -192,9 +195,23 @@ func (r *runner) restartServer(p proc, down time.Duration) {
 }
 
 // record records fault name, aimed at target, as nemesis events.
-func (r *runner) record(name, target string) {
-	v := &histories.Fault{Process: target}
-	r.Struck(name, v)
+func (r *runner) record(name, target string) { r.recordFrom(name, target, math.MaxInt64) }
+
+// recordFrom is record of a fault applied from at (run.Runner.StruckFrom).
+func (r *runner) recordFrom(name, target string, at int64) {
+	r.StruckFrom(name, &histories.Fault{Process: target}, at)
+}
+
+// from is the reading a fault about to be applied is recorded from
+// (run.Runner.StruckFrom): the clock's now on a real server, where it
+// strikes at once and a loaded machine may run others before the nemesis
+// records it; on the simulator none (math.MaxInt64), where it is applied
+// when the scheduler serves it and recorded then.
+func (r *runner) from() int64 {
+	if r.sim != nil {
+		return math.MaxInt64
+	}
+	return r.Now()
 }
 
 // dropped records a lost reply when it is lost (consulsim.Options.OnDrop):

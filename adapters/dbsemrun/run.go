@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -448,14 +449,30 @@ func (r *runner) strike(f Fault, end bool) {
 	// on the simulator is applied when the scheduler serves it, and a
 	// fault a hook strikes meanwhile must not come between the two events
 	// (nor a resume between a pause and its taking effect).
+	at := r.from()
 	r.apply(name, f)
-	r.Struck(name, histories.Of(v))
+	if end {
+		at = math.MaxInt64 // an end is recorded once it is over
+	}
+	r.StruckFrom(name, histories.Of(v), at)
 	if name == histories.Kill {
 		r.restart(f.Target)
 	}
 }
 
-// apply makes the simulator strike fault name.
+// from is the reading a fault about to be applied is recorded from
+// (run.Runner.StruckFrom): the clock's now on a real server, where it
+// strikes at once and a loaded machine may run others before the nemesis
+// records it; on the simulator none (math.MaxInt64), where it is applied
+// when the scheduler serves it and recorded then.
+func (r *runner) from() int64 {
+	if _, sim := r.b.(simBackend); sim {
+		return math.MaxInt64
+	}
+	return r.Now()
+}
+
+// apply makes the backend strike fault name.
 func (r *runner) apply(name string, f Fault) {
 	// A hold is noted once the backend has done it (see strike), its end
 	// before: the backend may run what the end lets through at once, and a

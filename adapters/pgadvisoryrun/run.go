@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -357,9 +358,10 @@ func (r *runner) strike(pr proc, f Fault, end bool) {
 	// fault from the nemesis's process is a scheduling point, applied
 	// when the scheduler serves it (others may move before, nothing
 	// between it and what the nemesis does next).
+	at := r.from()
 	switch name {
 	case histories.Kill:
-		r.kill(st, func() { r.Struck(name, histories.Of(v)) })
+		r.kill(st, func() { r.StruckFrom(name, histories.Of(v), at) })
 		r.start(st) // its next incarnation: the old one is no longer Live
 		return
 	case histories.Pause:
@@ -392,7 +394,22 @@ func (r *runner) strike(pr proc, f Fault, end bool) {
 		r.Ended(name, nil, err)
 		return
 	}
-	r.Struck(name, histories.Of(v))
+	if end {
+		at = math.MaxInt64 // an end is recorded once it is over
+	}
+	r.StruckFrom(name, histories.Of(v), at)
+}
+
+// from is the reading a fault about to be applied is recorded from
+// (run.Runner.StruckFrom): the clock's now on a real server, where it
+// strikes at once and a loaded machine may run others before the nemesis
+// records it; on the simulator none (math.MaxInt64), where it is applied
+// when the scheduler serves it and recorded then.
+func (r *runner) from() int64 {
+	if _, sim := r.b.(simBackend); sim {
+		return math.MaxInt64
+	}
+	return r.Now()
 }
 
 // kill ends the client's current incarnation: the backend closes its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -428,11 +429,12 @@ func (r *runner) strike(p proc, f Fault, end bool) {
 // nor recorded.
 func (r *runner) strikeLocked(p proc, f Fault, end bool) {
 	server := serverName(f.Server - 1)
+	at := r.from()
 	switch f.Fault {
 	case histories.Kill:
 		if st := r.clients[f.Target]; st != nil && !st.Done {
 			r.b.Kill(st.Process)
-			r.record(histories.Kill, f.Target, 0)
+			r.recordFrom(histories.Kill, f.Target, 0, at)
 			r.restart(f.Target)
 		}
 	case histories.Partition:
@@ -449,11 +451,11 @@ func (r *runner) strikeLocked(p proc, f Fault, end bool) {
 		case !end && !r.Held(histories.Pause, server):
 			r.b.Pause(f.Server - 1)
 			r.Hold(histories.Pause, server)
-			r.record(histories.Pause, server, 0)
+			r.recordFrom(histories.Pause, server, 0, at)
 		}
 	case histories.ClockJump:
 		if err := r.b.ClockJump(f.Server-1, time.Duration(f.OffsetMs)*time.Millisecond); err == nil {
-			r.record(histories.ClockJump, server, f.OffsetMs)
+			r.recordFrom(histories.ClockJump, server, f.OffsetMs, at)
 		}
 	}
 }
@@ -487,21 +489,40 @@ func (r *runner) partition(f Fault, end bool) {
 		r.b.Heal(r.ProcessOf(f.Target), f.Server-1)
 		r.record(histories.Heal, f.Target, 0)
 	case !end && !held:
+		at := r.from()
 		r.b.Partition(r.ProcessOf(f.Target), f.Server-1)
 		r.Hold(histories.Partition, f.Target)
 		r.cut[f.Target] = f.Server
-		r.record(histories.Partition, f.Target, 0)
+		r.recordFrom(histories.Partition, f.Target, 0, at)
 	}
 }
 
 // record records fault name, aimed at target (a client, or a server by
 // its history name), as nemesis events; offset is a clock jump's.
 func (r *runner) record(name, target string, offset int) {
+	r.recordFrom(name, target, offset, math.MaxInt64)
+}
+
+// recordFrom is record of a fault applied from at (run.Runner.StruckFrom:
+// the clock's reading before a real server's fault was applied). The end
+// of a fault (a resume, a heal) is recorded once it is over.
+func (r *runner) recordFrom(name, target string, offset int, at int64) {
 	v := &histories.Fault{Process: target}
 	if offset != 0 {
 		v.OffsetMs = histories.Int(offset)
 	}
-	r.Struck(name, v)
+	r.StruckFrom(name, v, at)
+}
+
+// from is the reading a fault about to be applied is recorded from: the
+// clock's now on real servers, where it strikes at once; on the simulator
+// none (math.MaxInt64), where it is applied when the scheduler serves it
+// and recorded then.
+func (r *runner) from() int64 {
+	if _, sim := r.b.(simBackend); sim {
+		return math.MaxInt64
+	}
+	return r.Now()
 }
 
 // dropped records a lost reply when it is lost (redissim.Options.OnDrop):

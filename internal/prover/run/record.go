@@ -81,6 +81,26 @@ func (r *Runner) Struck(name string, v histories.Value) {
 	r.Ended(name, v, nil)
 }
 
+// StruckFrom is Struck of a fault applied on a real server, from at: a
+// reading of the run's clock (Now) taken just before it was applied. Its
+// effect may come any time after that reading (a clock jump's script, a
+// signal), and a loaded machine may run other processes' operations
+// before the nemesis records it: one that met the fault must find it in
+// force (the soak of issue 55: a clock jump recorded after the acquire it
+// had let in). Its invocation and info go in at at, before the events
+// recorded since whose readings came later (histories.Recorder.AddAt).
+// An at of math.MaxInt64 is Struck: on a simulator a fault is applied
+// when the scheduler serves it, and recorded then.
+func (r *Runner) StruckFrom(name string, v histories.Value, at int64) {
+	for _, typ := range []histories.Type{histories.Invoke, histories.Info} {
+		r.addAt(histories.Event{Process: "nemesis", Type: typ, F: name, Value: v}, at)
+	}
+}
+
+// Now is a reading of the run's clock, the one the history's times are
+// read from.
+func (r *Runner) Now() int64 { return r.c.Now() }
+
 // Began records the start of fault name, one in force for a while (a
 // server's restart, from its crash until it is up again), as the
 // nemesis's invocation, with v: what fails meanwhile is excused by it.

@@ -3,6 +3,7 @@ package run
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 	"testing"
@@ -91,5 +92,39 @@ func TestFinishAtGoesBefore(t *testing.T) {
 	}
 	if e := r.Finish(c2, histories.Ok, nil, nil); e.Index != 5 || h[2].Process != "c2" {
 		t.Errorf("c2's completion #%d, history %v", e.Index, h)
+	}
+}
+
+// TestStruckFromGoesBefore: a fault applied from an earlier reading of the
+// clock (a real server's clock jump, whose effect came before the nemesis
+// could record it) goes in at that reading, before another process's
+// completion recorded meanwhile, invocation and info alike; the operation
+// still in flight is found; StruckFrom at math.MaxInt64 is Struck.
+func TestStruckFromGoesBefore(t *testing.T) {
+	now := int64(100)
+	var r Runner
+	r.Init(Config{Lock: &sync.Mutex{}, Now: func() int64 { return now }})
+	c1, c2 := &Proc{Name: "c1"}, &Proc{Name: "c2"}
+	r.Invoke(c1, histories.Event{Process: "c1", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"})
+	r.Invoke(c2, histories.Event{Process: "c2", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"})
+	now = 150
+	at := r.Now() // the nemesis reads the clock, then applies its fault
+	now = 300
+	r.Finish(c2, histories.Ok, nil, nil) // meanwhile c2's acquire returns
+	now = 400
+	v := &histories.Fault{Process: "redis1", OffsetMs: histories.Int(2878)}
+	r.StruckFrom(histories.ClockJump, v, at)
+	h := r.Rec.Events()
+	if len(h) != 5 || h[2].F != histories.ClockJump || h[2].Type != histories.Invoke || h[3].F != histories.ClockJump || h[3].Type != histories.Info ||
+		h[2].Time != 150 || h[4].Process != "c2" || h[4].Type != histories.Ok {
+		t.Fatalf("want c1, c2 invoked, the jump (invoke and info, at 150), then c2's ok; got %+v", h)
+	}
+	if got, ok := r.InFlight(c1); !ok || got.Index != 0 {
+		t.Errorf("c1's operation in flight = %+v, %v; want its invoke #0", got, ok)
+	}
+	now = 500
+	r.StruckFrom(histories.Pause, &histories.Fault{Process: "redis1"}, math.MaxInt64)
+	if h := r.Rec.Events(); len(h) != 7 || h[5].Time != 500 || h[5].F != histories.Pause {
+		t.Errorf("StruckFrom(MaxInt64) did not record as Struck, now: %+v", h[5:])
 	}
 }

@@ -217,7 +217,14 @@ func (r *Runner) Complete(p *Proc, done histories.Event) histories.Event {
 func (r *Runner) completeAt(p *Proc, done histories.Event, at int64) histories.Event {
 	p.inFlight = 0
 	delete(r.flying, p)
-	e := r.Rec.AddAt(done, at)
+	return r.addAt(done, at)
+}
+
+// addAt records e at at (histories.Recorder.AddAt): an event that goes in
+// before events recorded since moves them one index up, the invokes of
+// processes' operations in flight among them.
+func (r *Runner) addAt(e histories.Event, at int64) histories.Event {
+	e = r.Rec.AddAt(e, at)
 	for q := range r.flying {
 		if q.inFlight > e.Index {
 			q.inFlight++
