@@ -178,7 +178,8 @@ func (r *runner) result() (*prover.Result, error) {
 // addBrokerFaults records in res's history the faults the broker struck
 // on its own (brokerFaults), keeping the evidence's indexes right.
 func (r *runner) addBrokerFaults(res *prover.Result, notes []serverNote) {
-	faults := brokerFaults(res.History, r.lock, notes, brokerGrace(max(r.hb, time.Second)), r.hb)
+	_, ref := r.impl.(reference)
+	faults := brokerFaults(res.History, r.lock, notes, brokerGrace(max(r.hb, time.Second)), r.hb, ref)
 	h, moved := withFaults(res.History, faults)
 	if moved == nil {
 		return

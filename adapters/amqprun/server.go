@@ -85,7 +85,11 @@ func (e *realEngine) brokerLog(notes []serverNote) {
 // exclusive-queue bug of RabbitMQ before 3.11): a queue-deleted of each
 // other process that held, or was taking, that queue's slot then. Each
 // event's error says what the proxy saw.
-func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace int64, hb time.Duration) []histories.Event {
+//
+// reference says the processes are lockprover's reference, whose client
+// (amqp091-go) closes its socket without a connection.close only when its
+// heartbeat read deadline passed (ownDeadline).
+func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace int64, hb time.Duration, reference bool) []histories.Event {
 	var out []histories.Event
 	for _, n := range notes {
 		switch n.ev.What {
@@ -93,6 +97,9 @@ func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace in
 			why := lapsed(n, hb)
 			if why == "" {
 				why = deadlinePassed(h, n, hb)
+			}
+			if why == "" && reference {
+				why = ownDeadline(n, hb)
 			}
 			if why == "" {
 				continue
@@ -175,6 +182,23 @@ func deadlinePassed(h []histories.Event, n serverNote, hb time.Duration) string 
 		}
 	}
 	return ""
+}
+
+// ownDeadline says why the reference's client ended a connection (n, a
+// amqpproxy.ClientEnd) when no side was silent for two heartbeats and no
+// operation of its process was in flight to answer the error: amqp091-go
+// closes its socket without a connection.close only on a read error, and
+// the one read deadline it sets is three heartbeats after its heartbeat
+// goroutine last moved it on, which a loaded machine may not run in time
+// (the soak of issue 55: a mutex holder idle for 3 s, its verify then
+// finding its queue gone, on RabbitMQ 3.10.8 and 4.3.6 alike). "" with
+// heartbeats off. Only for the reference: another client may end its
+// socket for its own reasons, which breaks nothing.
+func ownDeadline(n serverNote, hb time.Duration) string {
+	if hb <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s's client (amqp091-go, lockprover's reference) closed its socket without a connection.close, which it does only when its read deadline of three heartbeats of %v passed: its goroutines did not run in time, a stall of the machine (%s)", n.proc, hb, n.ev)
 }
 
 // notStruck begins the error of every fault the broker struck on its own.

@@ -77,7 +77,7 @@ func TestBrokerFaultsAttribute(t *testing.T) {
 		{"47-no-server-evidence.jsonl", nil, verdict.Fail, nil},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			h, _ := withFaults(twoHolders(), brokerFaults(twoHolders(), "lp", tc.notes, brokerGrace(time.Second), time.Second))
+			h, _ := withFaults(twoHolders(), brokerFaults(twoHolders(), "lp", tc.notes, brokerGrace(time.Second), time.Second, false))
 			var b bytes.Buffer
 			histories.Write(&b, h)
 			if _, err := histories.Read(bytes.NewReader(b.Bytes()), tc.file); err != nil {
@@ -116,12 +116,12 @@ func TestBrokerFaultsAttribute(t *testing.T) {
 		{Time: 401 * ms, Process: "nemesis", Type: histories.Info, F: histories.Heal, Value: &histories.Fault{Process: "c1"}},
 	}
 	h, _ = withFaults(h, part)
-	if got := brokerFaults(h, "lp", []serverNote{heartbeat}, brokerGrace(time.Second), time.Second); len(got) != 0 {
+	if got := brokerFaults(h, "lp", []serverNote{heartbeat}, brokerGrace(time.Second), time.Second, false); len(got) != 0 {
 		t.Errorf("a close lockprover's partition explains was added: %+v", got)
 	}
 	// A declare in flight of a queue nobody else holds names no one.
 	free := serverNote{proc: "c3", at: 24 * ms, ev: amqpproxy.ServerEvent{What: amqpproxy.DeclareInFlight, Queue: "lp-2-B", Exclusive: true}}
-	if got := brokerFaults(twoHolders(), "lp", []serverNote{free}, brokerGrace(time.Second), time.Second); len(got) != 0 {
+	if got := brokerFaults(twoHolders(), "lp", []serverNote{free}, brokerGrace(time.Second), time.Second, false); len(got) != 0 {
 		t.Errorf("a declare of a queue nobody held was blamed: %+v", got)
 	}
 }
@@ -184,7 +184,7 @@ func TestBrokerCloseAfterFaultOver(t *testing.T) {
 		{"acquired before the pause", run(pause, 50*ms), false, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			faults := brokerFaults(tc.h, "lp", []serverNote{closed}, brokerGrace(hb), hb)
+			faults := brokerFaults(tc.h, "lp", []serverNote{closed}, brokerGrace(hb), hb, false)
 			if !tc.recorded {
 				if len(faults) != 0 {
 					t.Fatalf("a close the pause explains was added: %+v", faults)
@@ -303,7 +303,7 @@ func TestSilentBrokerAttribute(t *testing.T) {
 		{"all silent for 3.1s, heartbeats off", 3100 * ms, 3100 * ms, 3100 * ms, 0, verdict.Fail, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			faults := brokerFaults(unknownCreate(), "lp", []serverNote{ended(tc.silence, tc.own, tc.stalled)}, brokerGrace(time.Second), tc.hb)
+			faults := brokerFaults(unknownCreate(), "lp", []serverNote{ended(tc.silence, tc.own, tc.stalled)}, brokerGrace(time.Second), tc.hb, false)
 			h, _ := withFaults(unknownCreate(), faults)
 			v := available(h)
 			if v.Status != tc.want {
@@ -362,7 +362,7 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 		t.Fatal("no available verdict")
 		return verdict.Verdict{}
 	}
-	faults := brokerFaults(run(timeout), "lp", []serverNote{end}, brokerGrace(time.Second), time.Second)
+	faults := brokerFaults(run(timeout), "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false)
 	if len(faults) != 2 || faults[0].F != histories.ForceClose || !strings.Contains(faults[1].Error, "read deadline of three heartbeats") || !strings.HasPrefix(faults[1].Error, notStruck) {
 		t.Fatalf("want the probe's force-close, not struck by lockprover, naming the deadline; got %+v", faults)
 	}
@@ -384,8 +384,46 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 		{"heartbeats off", timeout, []serverNote{end}, 0},
 		{"far from the end", timeout, []serverNote{{proc: "probe", at: 20000 * ms, ev: end.ev}}, time.Second},
 	} {
-		if got := brokerFaults(run(tc.err), "lp", tc.notes, brokerGrace(time.Second), tc.hb); len(got) != 0 {
+		if got := brokerFaults(run(tc.err), "lp", tc.notes, brokerGrace(time.Second), tc.hb, false); len(got) != 0 {
 			t.Errorf("%s: added %+v", tc.name, got)
 		}
+	}
+}
+
+// The reference's client ending its connection while its holder was idle
+// (no operation in flight to answer the error, no side silent for two
+// heartbeats: its heartbeat goroutine did not run on a loaded machine) is
+// a force-close lockprover did not strike, which excuses the verify that
+// then finds the hold gone; an implementation's client ending its socket
+// so is its own doing and adds nothing; with heartbeats off, nothing.
+func TestReferenceClientDeadlineWhileIdle(t *testing.T) {
+	h := []histories.Event{
+		{Time: 1 * ms, Process: "admin", Type: histories.Invoke, F: histories.Create, Lock: "lp", Value: &amqpcheck.Value{Slots: histories.Int(1)}},
+		{Time: 2 * ms, Process: "admin", Type: histories.Ok, F: histories.Create, Lock: "lp"},
+		{Time: 215 * ms, Process: "c1", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"},
+		{Time: 235 * ms, Process: "c1", Type: histories.Ok, F: histories.Acquire, Lock: "lp", Value: &amqpcheck.Value{Slot: histories.Int(1)}},
+		{Time: 3225 * ms, Process: "c1", Type: histories.Invoke, F: histories.Verify, Lock: "lp", Value: &amqpcheck.Value{Slot: histories.Int(1)}},
+		{Time: 4370 * ms, Process: "c1", Type: histories.Ok, F: histories.Verify, Lock: "lp", Value: &amqpcheck.Value{Held: histories.Bool(false)}},
+	}
+	for i := range h {
+		h[i].Index = i
+	}
+	end := serverNote{proc: "c1", at: 3100 * ms, ev: amqpproxy.ServerEvent{What: amqpproxy.ClientEnd, Silence: 500 * time.Millisecond, ClientSilence: 900 * time.Millisecond}}
+	faults := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, true)
+	if len(faults) != 2 || faults[0].F != histories.ForceClose || !strings.Contains(faults[1].Error, "amqp091-go, lockprover's reference") {
+		t.Fatalf("want c1's force-close naming the reference's read deadline, got %+v", faults)
+	}
+	withIt, _ := withFaults(h, faults)
+	if v := slotExclusive(t, withIt); v.Status != verdict.Pass || len(v.Excuses) == 0 {
+		t.Errorf("with the close recorded: slot-exclusive %s with %d excuses (%s), want a pass that lists its excuse", v.Status, len(v.Excuses), v.Detail)
+	}
+	if v := slotExclusive(t, h); v.Status != verdict.Fail {
+		t.Errorf("without it: slot-exclusive %s, want FAIL (%s)", v.Status, v.Detail)
+	}
+	if got := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false); len(got) != 0 {
+		t.Errorf("an implementation's own socket end was recorded: %+v", got)
+	}
+	if got := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), 0, true); len(got) != 0 {
+		t.Errorf("with heartbeats off: %+v", got)
 	}
 }
