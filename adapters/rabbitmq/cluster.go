@@ -24,6 +24,7 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/netns"
 	"github.com/lockprover/lockprover/adapters/proc"
+	"github.com/lockprover/lockprover/adapters/versions"
 )
 
 // The partition handling modes of RabbitMQ 3.x (rabbitmq.conf's
@@ -69,14 +70,66 @@ type ClusterOptions struct {
 	// NetTicktime is every node's net_ticktime, whole seconds; 0 means
 	// DefaultNetTicktime.
 	NetTicktime time.Duration
+	// Version is the RabbitMQ every node runs. The zero value, or the
+	// machine's own (3.10.8), runs ServerBin; a version of a Debian
+	// release's root (4.0.5 from trixie's, 4.3.6 from sid's: see
+	// versions.Version.Rooted) runs that root's rabbitmq-server and
+	// rabbitmqctl (--longnames), in PID and mount namespaces of the
+	// node's own inside its host's network namespace, the node's files
+	// bound at /lockprover (versions.Run). The root is made first if
+	// need be: minutes, once per machine.
+	Version versions.Version
+}
+
+// rooted says whether the nodes run from a Debian release's root.
+func (o ClusterOptions) rooted() bool { return o.Version.Rooted() }
+
+// hasPartitionHandling says whether the version's rabbitmq.conf takes
+// cluster_partition_handling: 3.x and 4.0 to 4.2 (Mnesia). 4.3 removed
+// Mnesia and the partition handling strategies; its nodes accept the key
+// with no effect (measured on 4.3.6: docs/measurements/rabbitmq-versions.md).
+func (o ClusterOptions) hasPartitionHandling() bool {
+	if !o.rooted() {
+		return true
+	}
+	major, minor, _ := strings.Cut(o.Version.Name, ".")
+	m, _ := strconv.Atoi(major)
+	n, _ := strconv.Atoi(strings.SplitN(minor, ".", 2)[0])
+	return m < 4 || m == 4 && n < 3
+}
+
+// forcePartitionHandling writes cluster_partition_handling for every
+// version: for the test that measures what 4.3 does with the key.
+var forcePartitionHandling = false
+
+// versionNamed is " 4.3.6" for a version of a root, "" for the machine's
+// own: for names in messages.
+func (o ClusterOptions) versionNamed() string {
+	if o.rooted() {
+		return " " + o.Version.Name
+	}
+	return ""
 }
 
 // ClusterPreflight says what this machine lacks to start a cluster, in
 // words that say how to get it: a network lab (root, ip) and Debian's
 // rabbitmq-server.
-func ClusterPreflight() error {
+func ClusterPreflight() error { return ClusterPreflightOf(versions.Version{}) }
+
+// ClusterPreflightOf is ClusterPreflight for nodes of version v: a
+// version of a root needs a network lab and the root (made, or makeable:
+// that is StartCluster's to find out, and it says so with an error that
+// matches debroot.ErrUnavailable); any other, the machine's
+// rabbitmq-server.
+func ClusterPreflightOf(v versions.Version) error {
 	if err := netns.Preflight(); err != nil {
 		return err
+	}
+	if v.Rooted() {
+		if v.Server != "rabbitmq" {
+			return fmt.Errorf("%s is not a version of RabbitMQ", v)
+		}
+		return nil
 	}
 	for _, b := range []string{ServerBin, CtlBin} {
 		if _, err := os.Stat(b); err != nil {
@@ -106,6 +159,10 @@ type Node struct {
 	env  []string
 	lab  *netns.Lab
 	proc proc.Proc
+	// run is the node's run from its version's root, in its host's
+	// network namespace; nil for the machine's own RabbitMQ.
+	run *versions.Run
+	ns  string // its host's network namespace
 }
 
 // URL is an AMQP URL of the node, for the guest user (which the cluster
@@ -130,7 +187,10 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o ClusterOpti
 	if o.NetTicktime < time.Second || o.NetTicktime%time.Second != 0 {
 		return nil, fmt.Errorf("rabbitmq cluster: net_ticktime %v: whole seconds, at least 1 s", o.NetTicktime)
 	}
-	if err := ClusterPreflight(); err != nil {
+	if o.Version.Server != "" && o.Version.Server != "rabbitmq" {
+		return nil, fmt.Errorf("rabbitmq cluster: %s is not a version of RabbitMQ", o.Version)
+	}
+	if err := ClusterPreflightOf(o.Version); err != nil {
 		return nil, fmt.Errorf("rabbitmq cluster: %w", err)
 	}
 	if len(hosts) == 0 {
@@ -151,11 +211,24 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o ClusterOpti
 			return nil, fmt.Errorf("rabbitmq cluster: %w", err)
 		}
 		n := &Node{Host: name, Name: "rabbit@" + h.Addr.String(), Addr: net.JoinHostPort(h.Addr.String(), "5672"),
-			dir: filepath.Join(dir, name), lab: lab}
+			dir: filepath.Join(dir, name), lab: lab, ns: h.NS}
+		if o.rooted() {
+			// The node's directory, bound at /lockprover, is root's (the
+			// node runs as root, as the machine's does).
+			if n.run, err = o.Version.Prepare(ctx, n.dir, "", h.NS, nil, nil); err != nil {
+				return nil, fmt.Errorf("rabbitmq cluster: %s: %w", o.Version, err)
+			}
+		}
 		if err := n.files(hex.EncodeToString(cookie), o); err != nil {
 			return nil, fmt.Errorf("rabbitmq cluster: %w", err)
 		}
-		n.proc = proc.Proc{Name: "rabbitmq: node " + n.Name, Log: filepath.Join(n.dir, "server.log")}
+		n.proc = proc.Proc{Name: "rabbitmq" + o.versionNamed() + ": node " + n.Name, Log: filepath.Join(n.dir, "server.log")}
+		if run := n.run; run != nil {
+			n.proc.Command = func(bin string, args []string) (*exec.Cmd, error) {
+				// Its life is the node's: Stop ends it, not a context.
+				return run.Command(context.Background(), append([]string{bin}, args...)...)
+			}
+		}
 		c.Nodes = append(c.Nodes, n)
 	}
 	// The nodes boot side by side (about 20 s each on 2 cores), then join
@@ -198,7 +271,10 @@ func (n *Node) files(cookie string, o ClusterOptions) error {
 			return err
 		}
 	}
-	conf := fmt.Sprintf("loopback_users = none\ncluster_partition_handling = %s\nlisteners.tcp.default = 5672\n", o.PartitionHandling)
+	conf := "loopback_users = none\nlisteners.tcp.default = 5672\n"
+	if o.hasPartitionHandling() || forcePartitionHandling {
+		conf += "cluster_partition_handling = " + o.PartitionHandling + "\n"
+	}
 	files := []struct {
 		name, text string
 		mode       os.FileMode
@@ -217,39 +293,71 @@ func (n *Node) files(cookie string, o ClusterOptions) error {
 			return err
 		}
 	}
+	// Paths as the node sees them: under /lockprover from a root.
+	in := func(name string) string { return n.in(filepath.Join(n.dir, name)) }
 	n.env = []string{
-		"HOME=" + filepath.Join(n.dir, "home"),
+		"HOME=" + in("home"),
 		"RABBITMQ_USE_LONGNAME=true",
 		"RABBITMQ_NODENAME=" + n.Name,
-		"RABBITMQ_MNESIA_BASE=" + filepath.Join(n.dir, "mnesia"),
-		"RABBITMQ_LOG_BASE=" + filepath.Join(n.dir, "log"),
-		"RABBITMQ_CONFIG_FILE=" + filepath.Join(n.dir, "rabbitmq.conf"),
-		"RABBITMQ_CONF_ENV_FILE=" + filepath.Join(n.dir, "rabbitmq-env.conf"),
-		"RABBITMQ_ADVANCED_CONFIG_FILE=" + filepath.Join(n.dir, "advanced.config"),
-		"RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(n.dir, "enabled_plugins"),
-		"RABBITMQ_PID_FILE=" + filepath.Join(n.dir, "rabbit.pid"),
-		"ERL_CRASH_DUMP=" + filepath.Join(n.dir, "erl_crash.dump"),
+		"RABBITMQ_MNESIA_BASE=" + in("mnesia"),
+		"RABBITMQ_LOG_BASE=" + in("log"),
+		"RABBITMQ_CONFIG_FILE=" + in("rabbitmq.conf"),
+		"RABBITMQ_CONF_ENV_FILE=" + in("rabbitmq-env.conf"),
+		"RABBITMQ_ADVANCED_CONFIG_FILE=" + in("advanced.config"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE=" + in("enabled_plugins"),
+		"RABBITMQ_PID_FILE=" + in("rabbit.pid"),
+		"ERL_CRASH_DUMP=" + in("erl_crash.dump"),
 		"RABBITMQ_LOGS=-", // the server's log on its output: server.log
 		"PATH=/usr/lib/rabbitmq/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 	}
 	return nil
 }
 
-// command runs name with the node's environment in its namespace, under
-// a lowered open-file limit (Erlang spends seconds closing every possible
-// descriptor at start when the limit is high).
+// in is path (under the node's directory) as the node sees it.
+func (n *Node) in(path string) string {
+	if n.run == nil {
+		return path
+	}
+	return n.run.In(path)
+}
+
+// script is the command line, from /bin/sh, that runs name with the
+// node's environment under a lowered open-file limit (Erlang spends
+// seconds closing every possible descriptor at start when the limit is
+// high).
+func (n *Node) script(name string, args ...string) []string {
+	a := append([]string{"/bin/sh", "-c", `ulimit -n 4096; exec env "$@"`, "sh"}, n.env...)
+	return append(append(a, name), args...)
+}
+
+// command runs name with the node's environment in its namespace (for the
+// machine's RabbitMQ; a node of a root runs its commands through its run).
 func (n *Node) command(name string, args ...string) (bin string, argv []string, err error) {
-	script := `ulimit -n 4096; exec env "$@"`
-	a := append([]string{"-c", script, "sh"}, n.env...)
-	return n.lab.Exec(n.Host, "/bin/sh", append(append(a, name), args...)...)
+	a := n.script(name, args...)
+	return n.lab.Exec(n.Host, a[0], a[1:]...)
 }
 
 func (n *Node) start(ctx context.Context) error {
+	if n.run != nil {
+		a := n.script(ServerBin)
+		return n.proc.Launch(ctx, a[0], a[1:], "on "+n.Addr, n.ready)
+	}
 	bin, argv, err := n.command(ServerBin)
 	if err != nil {
 		return err
 	}
 	return n.proc.Launch(ctx, bin, argv, "on "+n.Addr, n.ready)
+}
+
+// ctlArgs are rabbitmqctl's arguments for the node: --longnames from a
+// root (4.x's CLI does not take RABBITMQ_USE_LONGNAME from the
+// environment alone: rabbitmq4.md), -n, then args.
+func (n *Node) ctlArgs(args ...string) []string {
+	a := []string{"-n", n.Name}
+	if n.run != nil {
+		a = append([]string{"--longnames"}, a...)
+	}
+	return append(a, args...)
 }
 
 // ready says whether the node's broker takes AMQP connections.
@@ -269,11 +377,19 @@ func (n *Node) ready(ctx context.Context) error {
 // Ctl runs rabbitmqctl against the node (-n), from the node's namespace,
 // and returns its output; an error quotes it.
 func (n *Node) Ctl(ctx context.Context, args ...string) (string, error) {
-	bin, argv, err := n.command(CtlBin, append([]string{"-n", n.Name}, args...)...)
-	if err != nil {
-		return "", err
+	var cmd *exec.Cmd
+	if n.run != nil {
+		var err error
+		if cmd, err = n.run.Command(ctx, n.script(CtlBin, n.ctlArgs(args...)...)...); err != nil {
+			return "", err
+		}
+	} else {
+		bin, argv, err := n.command(CtlBin, n.ctlArgs(args...)...)
+		if err != nil {
+			return "", err
+		}
+		cmd = exec.CommandContext(ctx, bin, argv...)
 	}
-	cmd := exec.CommandContext(ctx, bin, argv...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -316,7 +432,9 @@ func (c *Cluster) Node(host string) *Node {
 func (c *Cluster) Options() ClusterOptions { return c.o }
 
 // beam is the pid of the node's Erlang VM (the server script's child):
-// the process to kill for a crash and to stop for a pause.
+// the process to kill for a crash and to stop for a pause. A node of a
+// root writes the pid its PID namespace gives the VM: beam finds the VM
+// among its run's processes by that pid (hostPID).
 func (n *Node) beam() (int, error) {
 	b, err := os.ReadFile(filepath.Join(n.dir, "rabbit.pid"))
 	if err != nil {
@@ -326,7 +444,70 @@ func (n *Node) beam() (int, error) {
 	if err != nil || pid <= 0 {
 		return 0, fmt.Errorf("%s: pid file %q", n.Name, b)
 	}
-	return pid, nil
+	if n.run == nil {
+		return pid, nil
+	}
+	host := hostPID(n.proc.PID(), pid)
+	if host == 0 {
+		return 0, fmt.Errorf("%s: no process of pid %d in its run's namespace: %w", n.Name, pid, errNoVM)
+	}
+	return host, nil
+}
+
+// errNoVM is beam's error when a node of a root has a pid file but its VM
+// is not among its run's processes (gone, or a stale file).
+var errNoVM = errors.New("its Erlang VM is not running")
+
+// hostPID is the machine's pid of the descendant of init (the init of a
+// PID namespace, by the machine's pid) whose pid in that namespace is
+// nsPID; 0 if none.
+func hostPID(init, nsPID int) int {
+	if init <= 0 {
+		return 0
+	}
+	seen := map[int]bool{}
+	todo := []int{init}
+	for len(todo) > 0 {
+		p := todo[0]
+		todo = todo[1:]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		if p != init && innermostPID(p) == nsPID {
+			return p
+		}
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
+		for _, t := range tasks {
+			b, _ := os.ReadFile(t)
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					todo = append(todo, c)
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// innermostPID is pid's pid in its innermost PID namespace (the last of
+// NSpid in /proc/pid/status), 0 if it cannot be read.
+func innermostPID(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				return 0
+			}
+			p, _ := strconv.Atoi(f[len(f)-1])
+			return p
+		}
+	}
+	return 0
 }
 
 // Pause stops the node's VM (SIGSTOP) until Resume: alive to the kernel,
@@ -408,7 +589,17 @@ func (n *Node) clearOld(ctx context.Context, grace, limit time.Duration) error {
 // rabbitmqctl's VM, which names the home too, nor a zombie, whose command
 // line is empty).
 func (n *Node) brokerVMs() []int {
-	home := "-home " + filepath.Join(n.dir, "home") + " "
+	home := "-home " + n.in(filepath.Join(n.dir, "home")) + " "
+	// From a root every node's home is /lockprover/home: a node's VMs are
+	// those in its host's network namespace.
+	var netNS uint64
+	if n.run != nil {
+		st, err := os.Stat(filepath.Join("/run/netns", n.ns))
+		if err != nil {
+			return nil // no namespace, no VM in it
+		}
+		netNS = st.Sys().(*syscall.Stat_t).Ino
+	}
 	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	var out []int
 	for _, p := range paths {
@@ -418,6 +609,12 @@ func (n *Node) brokerVMs() []int {
 		}
 		line := strings.ReplaceAll(string(b), "\x00", " ")
 		if strings.Contains(line, home) && strings.Contains(line, "-s rabbit boot") {
+			if netNS != 0 {
+				st, err := os.Stat(filepath.Join(filepath.Dir(p), "ns/net"))
+				if err != nil || st.Sys().(*syscall.Stat_t).Ino != netNS {
+					continue
+				}
+			}
 			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
 				out = append(out, pid)
 			}
@@ -476,8 +673,22 @@ func (n *Node) halt() error {
 // CtlCommand is the command that runs rabbitmqctl against the node from
 // its namespace, with the cluster's cookie (what a RabbitMQ target's Ctl
 // takes): rabbitmqctl's own arguments follow it.
+//
+// For a node of a root the command is its run's, made an argument list:
+// unshare gives it the PID and private mount namespaces the run's
+// command gets from its process attributes (--kill-child: the run ends
+// with unshare), env -i its environment.
 func (n *Node) CtlCommand() ([]string, error) {
-	bin, argv, err := n.command(CtlBin, "-n", n.Name)
+	if n.run != nil {
+		cmd, err := n.run.Command(context.Background(), n.script(CtlBin, n.ctlArgs()...)...)
+		if err != nil {
+			return nil, err
+		}
+		out := []string{"unshare", "--pid", "--fork", "--mount", "--propagation", "private", "--kill-child", "env", "-i"}
+		out = append(out, cmd.Env...)
+		return append(out, cmd.Args...), nil
+	}
+	bin, argv, err := n.command(CtlBin, n.ctlArgs()...)
 	if err != nil {
 		return nil, err
 	}

@@ -39,6 +39,13 @@ func clusterOptions(s family.Settings) (rabbitmq.ClusterOptions, error) {
 		return o, fmt.Errorf("--net-ticktime: want whole seconds, at least 1s (5s by default), not %q", s.Flag("net-ticktime"))
 	}
 	o.NetTicktime = d
+	if s.Given("server-version") {
+		v, err := serverVersion(s)
+		if err != nil {
+			return o, err
+		}
+		o.Version = v
+	}
 	return o, nil
 }
 
@@ -69,8 +76,11 @@ func newClusterBox(s family.Settings, o rabbitmq.ClusterOptions) *clusterBox {
 // took; a machine that cannot is a *family.UsageError naming what it
 // lacks.
 func (b *clusterBox) start(ctx context.Context) error {
-	if err := rabbitmq.ClusterPreflight(); err != nil {
+	if err := rabbitmq.ClusterPreflightOf(b.o.Version); err != nil {
 		return family.Usagef("--target %s: %v", clusterTarget, err)
+	}
+	if err := haveVersion(ctx, b.o.Version, b.stderr); err != nil {
+		return err
 	}
 	t0 := time.Now()
 	dir, err := os.MkdirTemp("", "lockprover-cluster-")
@@ -150,7 +160,11 @@ func (b *clusterBox) url() string {
 
 // clusterReplayFlags are the flags a replay on the cluster needs.
 func clusterReplayFlags(o rabbitmq.ClusterOptions) []string {
-	return []string{"--target", clusterTarget, "--partition-handling", o.PartitionHandling, "--net-ticktime", strconv.Itoa(int(o.NetTicktime/time.Second)) + "s"}
+	f := []string{"--target", clusterTarget, "--partition-handling", o.PartitionHandling, "--net-ticktime", strconv.Itoa(int(o.NetTicktime/time.Second)) + "s"}
+	if o.Version.Server != "" {
+		f = append(f, "--server-version", o.Version.Name)
+	}
+	return f
 }
 
 // clusterSetup finishes amqpSetup for --target rabbitmq-cluster: the

@@ -54,6 +54,7 @@ var AMQP = &family.Descriptor{
 		{Name: "first", Default: "0", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, the first of --seed's sequences to run (the sequences before it are skipped: to go on after a divergence, or to run one again)"},
 		{Name: "record", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, append each sequence's steps and what the real cluster observed to FILE (a line of JSON each), a corpus --recorded holds the simulated cluster to"},
 		{Name: "recorded", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, start no cluster: hold the simulated cluster to every sequence FILE recorded (--record), as the differential does, in seconds"},
+		serverVersionFlag,
 		{Name: "slots", Default: "8", Verbs: family.Bench, Usage: "amqp-locks: L, the semaphore's slots; acquire is also measured at slot L with L-1 slots held"},
 	},
 	// check --model strict judges acquire-exact with the whole semaphore.
@@ -158,6 +159,7 @@ type amqpProof struct {
 	restart bool        // --allow-restart
 	box     *brokerBox  // the run's broker container, with --docker
 	cluster *clusterBox // the run's cluster, with --target rabbitmq-cluster
+	node    *nodeBox    // the run's private node, with --server-version
 	started bool        // box started: the broker is box's
 	setup   *family.Setup
 }
@@ -169,7 +171,7 @@ func (r *amqpProof) onTarget() error {
 	case simClusterTarget:
 		return r.onSimCluster()
 	case "sim":
-		if name := firstGiven(r.s, brokerFlags); name != "" {
+		if name := firstGiven(r.s, append(brokerFlags, "server-version")); name != "" {
 			return fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 		}
 		return nil
@@ -191,7 +193,7 @@ func clusterFaults() []string {
 // in the mode and net tick time the flags name.
 func (r *amqpProof) onSimCluster() error {
 	s := r.s
-	if name := firstGiven(s, brokerFlags); name != "" {
+	if name := firstGiven(s, append(brokerFlags, "server-version")); name != "" {
 		return fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 	}
 	o, err := clusterOptions(s)
@@ -238,6 +240,9 @@ func (r *amqpProof) onBroker() error {
 	if s.Faults == "all" && !r.restart {
 		r.a.Faults = slices.DeleteFunc(amqprun.FaultNames(), isRestart)
 	}
+	if s.Given("server-version") {
+		return r.onNode()
+	}
 	setup.Real, setup.Where = true, "RabbitMQ at "+redactURL(rabbitmq.URL(r.u))
 	setup.Replay = amqpReplayFlags(s, r.u, r.restart)
 	inDocker, image, err := containerChoice(s, answers)
@@ -252,9 +257,29 @@ func (r *amqpProof) onBroker() error {
 	return nil
 }
 
+// onNode sets the proof up on a private node of the version
+// --server-version names, which the run starts.
+func (r *amqpProof) onNode() error {
+	s, setup := r.s, r.setup
+	if err := versionConflicts(s); err != nil {
+		return err
+	}
+	v, err := serverVersion(s)
+	if err != nil {
+		return err
+	}
+	r.node = newNodeBox(s, v)
+	setup.Real, setup.Where, setup.Server = true, r.node.where(), v.String()
+	setup.Replay = append(amqpReplayFlags(s, "", r.restart), "--server-version", v.Name)
+	return nil
+}
+
 // brokerURL is the broker's URL once Start has begun: the container's
 // once started, else the one named.
 func (r *amqpProof) brokerURL() string {
+	if r.node != nil {
+		return r.node.url()
+	}
 	if r.started {
 		return r.box.c.URL
 	}
@@ -264,6 +289,18 @@ func (r *amqpProof) brokerURL() string {
 // startBroker starts the container, if the run has one, and makes it
 // the target.
 func (r *amqpProof) startBroker(ctx context.Context) error {
+	if r.node != nil {
+		if err := r.node.start(ctx); err != nil {
+			return err
+		}
+		t, err := r.node.target(r.restart)
+		if err != nil {
+			return err
+		}
+		r.a.Target = t
+		r.setup.Prove = r.a
+		return nil
+	}
 	if r.box == nil {
 		return nil
 	}
@@ -309,14 +346,19 @@ func (r *amqpProof) startStop() {
 			return nil
 		}
 	}
-	if r.box != nil {
+	if r.box != nil || r.node != nil {
 		// The implementation's processes end first, then their broker.
 		stopImpl := setup.Stop
 		setup.Stop = func() {
 			if stopImpl != nil {
 				stopImpl()
 			}
-			r.box.stop()
+			if r.box != nil {
+				r.box.stop()
+			}
+			if r.node != nil {
+				r.node.stop()
+			}
 		}
 	}
 }
@@ -523,6 +565,9 @@ func replayOnBroker(s family.Settings, a *amqprun.Config, setup *family.Setup) e
 	u, restart := rabbitmq.URL(s.Flag("amqp-url")), s.Flag("allow-restart") != ""
 	a.Target = amqprun.RabbitMQ{URL: u, AllowRestart: restart}
 	setup.Real, setup.Where = true, "RabbitMQ"
+	if s.Given("server-version") {
+		return replayOnNode(s, a, setup, restart)
+	}
 	inDocker, image, err := containerChoice(s, answers)
 	if err != nil {
 		return err
@@ -613,6 +658,35 @@ func amqpBench(ctx context.Context, s family.Settings, c bench.Config, out io.Wr
 	return amqprun.Bench(ctx, u, slots, c, out)
 }
 
+// replayOnNode sets a replay up on a private node of the version
+// --server-version names, started when the replay starts.
+func replayOnNode(s family.Settings, a *amqprun.Config, setup *family.Setup, restart bool) error {
+	if err := versionConflicts(s); err != nil {
+		return err
+	}
+	v, err := serverVersion(s)
+	if err != nil {
+		return err
+	}
+	box := newNodeBox(s, v)
+	setup.Where, setup.Server = box.where(), v.String()
+	stopImpl := setup.Stop
+	setup.Stop = func() { stopImpl(); box.stop() }
+	setup.Start = func(ctx context.Context) error {
+		if err := box.start(ctx); err != nil {
+			return err
+		}
+		t, err := box.target(restart)
+		if err != nil {
+			return err
+		}
+		a.Target = t
+		setup.Prove = *a
+		return nil
+	}
+	return nil
+}
+
 // amqpConform runs the semantics table and drawn sequences on the
 // simulated broker and on the RabbitMQ --amqp-url names.
 func amqpConform(ctx context.Context, s family.Settings, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
@@ -649,6 +723,27 @@ func amqpConform(ctx context.Context, s family.Settings, c family.ConformConfig,
 		}
 	}
 	u := rabbitmq.URL(s.Flag("amqp-url"))
+	if s.Given("server-version") {
+		if err := versionConflicts(s); err != nil {
+			return 0, err
+		}
+		if s.Given("rabbitmqctl") {
+			return 0, family.Usagef("--server-version starts a private node, with its own rabbitmqctl: not with --rabbitmqctl")
+		}
+		v, err := serverVersion(s)
+		if err != nil {
+			return 0, err
+		}
+		box := newNodeBox(s, v)
+		if err := box.start(ctx); err != nil {
+			return 0, err
+		}
+		defer box.stop()
+		u = box.url()
+		if ctl, err = box.ctl(); err != nil {
+			return 0, err
+		}
+	}
 	if err := rabbitmq.Preflight(ctx, u, 0); err != nil {
 		return 0, &family.UsageError{Err: err}
 	}
