@@ -15,6 +15,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/conform"
 	"github.com/lockprover/lockprover/adapters/netns"
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
 )
@@ -40,7 +41,7 @@ func clusterOptions(s family.Settings) (rabbitmq.ClusterOptions, error) {
 	}
 	o.NetTicktime = d
 	if s.Given("server-version") {
-		v, err := serverVersion(s)
+		v, err := serverversion.Parse(s, "rabbitmq")
 		if err != nil {
 			return o, err
 		}
@@ -79,7 +80,7 @@ func (b *clusterBox) start(ctx context.Context) error {
 	if err := rabbitmq.ClusterPreflightOf(b.o.Version); err != nil {
 		return family.Usagef("--target %s: %v", clusterTarget, err)
 	}
-	if err := haveVersion(ctx, b.o.Version, b.stderr); err != nil {
+	if err := serverversion.Have(ctx, b.o.Version, b.stderr); err != nil {
 		return err
 	}
 	t0 := time.Now()

@@ -23,6 +23,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/amqprun"
 	"github.com/lockprover/lockprover/adapters/conform"
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -264,7 +265,7 @@ func (r *amqpProof) onNode() error {
 	if err := versionConflicts(s); err != nil {
 		return err
 	}
-	v, err := serverVersion(s)
+	v, err := serverversion.Parse(s, "rabbitmq")
 	if err != nil {
 		return err
 	}
@@ -664,7 +665,7 @@ func replayOnNode(s family.Settings, a *amqprun.Config, setup *family.Setup, res
 	if err := versionConflicts(s); err != nil {
 		return err
 	}
-	v, err := serverVersion(s)
+	v, err := serverversion.Parse(s, "rabbitmq")
 	if err != nil {
 		return err
 	}
@@ -730,7 +731,7 @@ func amqpConform(ctx context.Context, s family.Settings, c family.ConformConfig,
 		if s.Given("rabbitmqctl") {
 			return 0, family.Usagef("--server-version starts a private node, with its own rabbitmqctl: not with --rabbitmqctl")
 		}
-		v, err := serverVersion(s)
+		v, err := serverversion.Parse(s, "rabbitmq")
 		if err != nil {
 			return 0, err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/debroot"
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
 )
@@ -24,36 +25,6 @@ var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Prove 
 	Usage: "amqp-locks: on --target rabbitmq (and conform), a private single RabbitMQ node of this version for the run, in a network lab of its own (needs root), removed at its end; on --target rabbitmq-cluster, the version of its nodes: " +
 		strings.Join(versions.Choices("rabbitmq"), ", ") +
 		" (3.10.8 is the machine's rabbitmq-server; the others run from a Debian root lockprover makes once, some minutes: lockprover servers)"}
-
-// serverVersion is the version --server-version names ("" the machine's
-// rabbitmq-server); an unknown one is a *family.UsageError listing those
-// it takes.
-func serverVersion(s family.Settings) (versions.Version, error) {
-	v, err := versions.Parse(s.Flag("server-version"), "rabbitmq")
-	if err != nil {
-		return v, family.Usagef("--server-version: %v", err)
-	}
-	return v, nil
-}
-
-// haveVersion makes v's root where v has one and it is not made yet (some
-// minutes, once per machine, its steps told to log): a version that
-// cannot be had here is a *family.UsageError saying what is missing.
-func haveVersion(ctx context.Context, v versions.Version, log io.Writer) error {
-	if !v.Rooted() {
-		return nil
-	}
-	if log == nil {
-		log = io.Discard
-	}
-	if _, err := v.Root(ctx, log); err != nil {
-		if errors.Is(err, debroot.ErrUnavailable) {
-			return family.Usagef("--server-version: %s cannot be had here: %v", v, err)
-		}
-		return fmt.Errorf("--server-version: %s: %w", v, err)
-	}
-	return nil
-}
 
 // versionConflicts refuses the flags that name another broker than the
 // private node --server-version starts.
@@ -105,7 +76,7 @@ func (b *nodeBox) start(ctx context.Context) error {
 	if err := rabbitmq.ClusterPreflightOf(b.v); err != nil {
 		return family.Usagef("--server-version %s: %v", b.v.Name, err)
 	}
-	if err := haveVersion(ctx, b.v, b.stderr); err != nil {
+	if err := serverversion.Have(ctx, b.v, b.stderr); err != nil {
 		return err
 	}
 	t0 := time.Now()

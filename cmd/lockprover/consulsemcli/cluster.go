@@ -13,6 +13,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/consulsemrun"
 	"github.com/lockprover/lockprover/adapters/consulsemrun/consulsemprotocol"
 	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -192,7 +193,7 @@ func (b *clusterBox) start(ctx context.Context) (*consulsemrun.Cluster, error) {
 	if err := consulsemrun.ClusterPreflight(b.backend); err != nil {
 		return nil, family.Usagef("--target %s: %v", b.target, err)
 	}
-	if err := haveVersion(ctx, b.version, b.stderr); err != nil {
+	if err := serverversion.Have(ctx, b.version, b.stderr); err != nil {
 		return nil, err
 	}
 	if err := consulsemrun.PreflightVersion(b.backend, b.version); err != nil {

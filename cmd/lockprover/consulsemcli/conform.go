@@ -13,6 +13,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/consulsemrun"
 	"github.com/lockprover/lockprover/adapters/etcd"
 	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover/bench"
 	"github.com/lockprover/lockprover/sim/consulsim"
@@ -45,7 +46,7 @@ func consulConform(ctx context.Context, s family.Settings, c family.ConformConfi
 		if err != nil {
 			return 0, err
 		}
-		if err := haveVersion(ctx, v, c.Log); err != nil {
+		if err := serverversion.Have(ctx, v, c.Log); err != nil {
 			return 0, err
 		}
 		if s.Flag("cluster") != "" {
@@ -101,7 +102,7 @@ func consulBench(ctx context.Context, s family.Settings, c bench.Config, out io.
 		if vs[i], err = serverVersion(s, b); err != nil {
 			return err
 		}
-		if err := haveVersion(ctx, vs[i], c.Log); err != nil {
+		if err := serverversion.Have(ctx, vs[i], c.Log); err != nil {
 			return err
 		}
 		if err := consulsemrun.PreflightVersion(b, vs[i]); err != nil {

@@ -10,15 +10,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
 	"io"
 	"net"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
+
 	"github.com/lockprover/lockprover/adapters/consulsemrun"
 	"github.com/lockprover/lockprover/adapters/consulsemrun/consulsemprotocol"
+	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -227,7 +229,7 @@ func consulServer(c consulsemrun.Config) *family.Setup {
 	return &family.Setup{Target: c.Target, Real: true, Where: "a private real " + c.Target + named(c.Version) + " for each plan", What: c.String(), Prove: c,
 		Server: serverName(c.Target, c.Version), Replay: append([]string{"--target", c.Target}, versionReplay(c.Version)...),
 		Start: func(ctx context.Context) error {
-			if err := haveVersion(ctx, c.Version, nil); err != nil {
+			if err := serverversion.Have(ctx, c.Version, nil); err != nil {
 				return err
 			}
 			if err := consulsemrun.PreflightVersion(c.Target, c.Version); err != nil {
@@ -416,7 +418,7 @@ func consulValidate(ctx context.Context, command string, s family.Settings, out 
 	if err != nil {
 		return false, err
 	}
-	if err := haveVersion(ctx, v, s.Stderr); err != nil {
+	if err := serverversion.Have(ctx, v, s.Stderr); err != nil {
 		return false, err
 	}
 	passed, err := consulsemprotocol.ValidateOn(ctx, command, s.InitTimeout, backend, v, out)

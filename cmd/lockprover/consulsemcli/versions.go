@@ -2,14 +2,9 @@ package consulsemcli
 
 import (
 	"cmp"
-	"context"
-	"errors"
-	"fmt"
-	"io"
 	"strings"
 
 	"github.com/lockprover/lockprover/adapters/consulsemrun"
-	"github.com/lockprover/lockprover/adapters/debroot"
 	"github.com/lockprover/lockprover/adapters/etcd"
 	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/internal/family"
@@ -63,30 +58,6 @@ func consulVersion(c *consulsemrun.Config, s family.Settings) error {
 	v, err := serverVersion(s, c.Target)
 	c.Version = v
 	return err
-}
-
-// haveVersion makes v's root where v runs from one and it is not made
-// yet (some minutes, once per machine, its steps told to log), or finds
-// lockprover's build of it: a version that cannot be had here is a
-// *family.UsageError saying what is missing and how to get it.
-func haveVersion(ctx context.Context, v versions.Version, log io.Writer) error {
-	if log == nil {
-		log = io.Discard
-	}
-	var err error
-	switch {
-	case v.Rooted():
-		_, err = v.Root(ctx, log)
-	case v.Built():
-		_, err = v.Binary()
-	}
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, debroot.ErrUnavailable):
-		return family.Usagef("--server-version: %s cannot be had here: %v", v, err)
-	}
-	return fmt.Errorf("--server-version: %s: %w", v, err)
 }
 
 // serverName is the server a run on backend's private servers of version

@@ -9,11 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
 	"io"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
 
 	"github.com/lockprover/lockprover/adapters/dbsemrun/dbsemprotocol"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/debroot"
 	"github.com/lockprover/lockprover/adapters/mariadb"
 	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -88,11 +90,7 @@ func serverVersion(s family.Settings) (versions.Version, error) {
 	if s.Flag("server-version") != "" && s.Flag("private-server") == "" {
 		return versions.Version{}, family.Usagef("--server-version: the version of a private mariadbd: add --private-server (the shared MariaDB --dsn names runs whatever version it runs, which no flag chooses)")
 	}
-	v, err := versions.Parse(s.Flag("server-version"), "mariadb")
-	if err != nil {
-		return v, family.Usagef("--server-version: %v", err)
-	}
-	return v, nil
+	return serverversion.Parse(s, "mariadb")
 }
 
 // privateWhere says where a run's plans run on a private server: "a

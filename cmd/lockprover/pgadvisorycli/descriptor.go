@@ -20,6 +20,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/postgres"
 	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
+	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/model/lease"
@@ -73,11 +74,7 @@ func defaultVersion() versions.Version {
 // serverVersion is the version --server-version names ("" the machine's
 // own); an unknown one is a *family.UsageError listing those it takes.
 func serverVersion(s family.Settings) (versions.Version, error) {
-	v, err := versions.Parse(s.Flag("server-version"), "postgresql")
-	if err != nil {
-		return v, family.Usagef("--server-version: %v", err)
-	}
-	return v, nil
+	return serverversion.Parse(s, "postgresql")
 }
 
 // privateWhere says where a run's plans run: "a private PostgreSQL of the

@@ -8,6 +8,7 @@ import (
 
 	redisbk "github.com/lockprover/lockprover/adapters/redis"
 	"github.com/lockprover/lockprover/adapters/redlockrun"
+	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/sim/redissim"
 )
@@ -29,11 +30,11 @@ func redlockConform(ctx context.Context, s family.Settings, c family.ConformConf
 	if c.Sequences == 0 {
 		return 0, family.Usagef("--sequences 0 leaves nothing to run with --kind %s", redlockrun.Kind)
 	}
-	v, err := serverVersion(s)
+	v, err := serverversion.Parse(s, "redis", "valkey")
 	if err != nil {
 		return 0, err
 	}
-	if err := haveVersion(ctx, v, c.Log); err != nil {
+	if err := serverversion.Have(ctx, v, c.Log); err != nil {
 		return 0, err
 	}
 	name := v.Server + "-server" // redis-server, valkey-server

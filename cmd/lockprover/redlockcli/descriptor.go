@@ -9,18 +9,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/debroot"
+	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
+
 	"github.com/lockprover/lockprover/adapters/redis"
 	"github.com/lockprover/lockprover/adapters/redlockrun"
 	"github.com/lockprover/lockprover/adapters/redlockrun/redlockprotocol"
 	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/internal/prover/bench"
@@ -126,36 +127,6 @@ var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backen
 		strings.Join(versions.Choices("redis", "valkey"), ", ") +
 		" (default: 7.0.15, the machine's redis-server; the others run from a Debian root lockprover makes once, some minutes: lockprover servers)"}
 
-// serverVersion is the version --server-version names ("" the machine's
-// redis-server); an unknown one is a *family.UsageError listing those
-// it takes.
-func serverVersion(s family.Settings) (versions.Version, error) {
-	v, err := versions.Parse(s.Flag("server-version"), "redis", "valkey")
-	if err != nil {
-		return v, family.Usagef("--server-version: %v", err)
-	}
-	return v, nil
-}
-
-// haveVersion makes v's root where v has one and it is not made yet (some
-// minutes, once per machine, its steps told to log): a version that
-// cannot be had here is a *family.UsageError saying what is missing.
-func haveVersion(ctx context.Context, v versions.Version, log io.Writer) error {
-	if !v.Rooted() {
-		return nil
-	}
-	if log == nil {
-		log = io.Discard
-	}
-	if _, err := v.Root(ctx, log); err != nil {
-		if errors.Is(err, debroot.ErrUnavailable) {
-			return family.Usagef("--server-version: %s cannot be had here: %v", v, err)
-		}
-		return fmt.Errorf("--server-version: %s: %w", v, err)
-	}
-	return nil
-}
-
 // redlockTarget sets where Redlock's plans run: the simulated servers, or
 // real redis-servers each plan starts (--target redis), of the version
 // --server-version names.
@@ -164,7 +135,7 @@ func redlockTarget(s family.Settings, c *redlockrun.Config) (*family.Setup, erro
 	if s.Kind != "" {
 		kind = s.Kind // or the priority Redlock's
 	}
-	v, err := serverVersion(s)
+	v, err := serverversion.Parse(s, "redis", "valkey")
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +158,7 @@ func redlockTarget(s family.Settings, c *redlockrun.Config) (*family.Setup, erro
 		return &family.Setup{Target: "redis", Real: true, Where: t.String(), What: impl.String(), Server: v.String(),
 			Replay: append([]string{"--target", "redis", "--impl", family.Quote(s.Impl)}, replay...), Interrupt: impl.Stop,
 			Start: func(ctx context.Context) error {
-				if err := haveVersion(ctx, v, s.Stderr); err != nil {
+				if err := serverversion.Have(ctx, v, s.Stderr); err != nil {
 					return err
 				}
 				if err := (redlockrun.Redis{Version: v}).Preflight(ctx); err != nil {
@@ -205,7 +176,7 @@ func redlockTarget(s family.Settings, c *redlockrun.Config) (*family.Setup, erro
 		c.Target = t
 		return &family.Setup{Target: "redis", Real: true, Where: t.String(), Server: v.String(), Replay: append([]string{"--target", "redis"}, replay...),
 			Start: func(ctx context.Context) error {
-				if err := haveVersion(ctx, v, s.Stderr); err != nil {
+				if err := serverversion.Have(ctx, v, s.Stderr); err != nil {
 					return err
 				}
 				if err := t.Preflight(ctx); err != nil {
@@ -296,11 +267,11 @@ func validateKind(ctx context.Context, command string, s family.Settings, out io
 	if s.Options != "" {
 		return false, family.Usagef("--options: redlock's sessions have no options")
 	}
-	v, err := serverVersion(s)
+	v, err := serverversion.Parse(s, "redis", "valkey")
 	if err != nil {
 		return false, err
 	}
-	if err := haveVersion(ctx, v, s.Stderr); err != nil {
+	if err := serverversion.Have(ctx, v, s.Stderr); err != nil {
 		return false, err
 	}
 	passed, err := redlockprotocol.ValidateOn(ctx, command, s.InitTimeout, redis.Options{Version: v}, out, priority)
@@ -326,11 +297,11 @@ func benchKind(ctx context.Context, s family.Settings, c bench.Config, out io.Wr
 	if n == 0 {
 		n = 3
 	}
-	v, err := serverVersion(s)
+	v, err := serverversion.Parse(s, "redis", "valkey")
 	if err != nil {
 		return err
 	}
-	if err := haveVersion(ctx, v, s.Stderr); err != nil {
+	if err := serverversion.Have(ctx, v, s.Stderr); err != nil {
 		return err
 	}
 	err = redlockrun.Bench(ctx, n, redis.Options{Version: v}, priority, c, out)

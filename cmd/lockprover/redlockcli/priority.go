@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
 	"io"
+
+	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
 
 	"github.com/lockprover/lockprover/adapters/redlockrun"
 	"github.com/lockprover/lockprover/internal/family"
