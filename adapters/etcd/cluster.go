@@ -105,7 +105,7 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o Options, na
 		if m.run, err = o.rooted(ctx, m.dir, h.NS); err != nil {
 			return nil, fmt.Errorf("etcd cluster: %w", err)
 		}
-		m.proc = proc.Proc{Name: "etcd: member " + n + o.named(), Log: filepath.Join(m.dir, "etcd.log"), Command: runCommand(m.run)}
+		m.proc = proc.Proc{Name: "etcd: member " + n + o.named(), Log: filepath.Join(m.dir, "etcd.log"), Command: m.run.Launcher()}
 		initial = append(initial, n+"="+m.peer)
 		c.Members = append(c.Members, m)
 	}

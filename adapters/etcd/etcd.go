@@ -143,7 +143,7 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 		}
 		os.RemoveAll(filepath.Join(dir, "data")) // a lost port race's, with its peer URL
 		s = &Server{bin: bin, dir: dir, o: o, client: ports[0], peer: ports[1], run: run}
-		s.proc = proc.Proc{Name: "etcd: private server" + o.named(), Log: filepath.Join(dir, "etcd.log"), Command: runCommand(run)}
+		s.proc = proc.Proc{Name: "etcd: private server" + o.named(), Log: filepath.Join(dir, "etcd.log"), Command: run.Launcher()}
 		if err := s.start(ctx); err != nil {
 			s.Stop()
 			return err
@@ -343,16 +343,4 @@ func in(run *versions.Run, path string) string {
 		return path
 	}
 	return run.In(path)
-}
-
-// runCommand is how proc.Proc starts the run's etcd: from its root, for as
-// long as the server runs (Stop ends it, not a context); nil (exec's
-// own) for the machine's etcd.
-func runCommand(run *versions.Run) func(bin string, args []string) (*exec.Cmd, error) {
-	if run == nil {
-		return nil
-	}
-	return func(bin string, args []string) (*exec.Cmd, error) {
-		return run.Command(context.Background(), append([]string{bin}, args...)...)
-	}
 }

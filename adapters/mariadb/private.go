@@ -42,7 +42,7 @@ type Server struct {
 
 	version versions.Version
 	run     *versions.Run // a version from a root: how its programs run; nil for the machine's own
-	proc    supervisor    // mariadbd, its outputs appended to errLog
+	proc    *proc.Proc    // mariadbd, its outputs appended to errLog
 }
 
 // The server binaries, searched in $PATH and then where Debian, Red Hat and
@@ -224,12 +224,14 @@ func (s *Server) firstStart(ctx context.Context) error {
 	return nil
 }
 
-// supervisor is a fresh supervisor of the server's process.
-func (s *Server) supervisor() supervisor {
+// supervisor is a fresh supervisor of the server's process: from its
+// version's root when it has one.
+func (s *Server) supervisor() *proc.Proc {
+	p := &proc.Proc{Name: "mysql: private server", Log: s.errLog, Command: s.run.Launcher()}
 	if s.run != nil {
-		return &rootProc{name: "mysql: private server " + s.version.Name, log: s.errLog, run: s.run}
+		p.Name += " " + s.version.Name
 	}
-	return &proc.Proc{Name: "mysql: private server", Log: s.errLog}
+	return p
 }
 
 // in is path (under the server's directory) as the server sees it: under
@@ -315,7 +317,7 @@ func (s *Server) DSN() string { return "root@tcp(" + s.Addr() + ")/test" }
 func (s *Server) Socket() string { return s.socket }
 
 // PID is the server process's id, 0 while it is not running.
-func (s *Server) PID() int { return s.proc.PID() }
+func (s *Server) PID() int { return s.proc.Program() }
 
 // Restart stops the server cleanly (SIGTERM: it rolls back open
 // transactions, closes every connection and flushes InnoDB), waits until

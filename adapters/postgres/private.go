@@ -48,7 +48,7 @@ type Server struct {
 
 	version versions.Version
 	run     *versions.Run // a version from a root: how its programs run; nil for the machine's own
-	proc    supervisor    // postgres, its outputs appended to dir/postgres.log
+	proc    *proc.Proc    // postgres, its outputs appended to dir/postgres.log
 }
 
 // binDirs are where the PostgreSQL binaries are searched after $PATH:
@@ -184,7 +184,7 @@ func StartVersion(ctx context.Context, dir string, v versions.Version, log io.Wr
 	}
 	bindir := "/usr/lib/postgresql/" + v.Name + "/bin"
 	s.run, s.bin = run, bindir+"/postgres"
-	s.proc = &rootProc{name: "postgres: private server " + v.Name, log: filepath.Join(dir, "postgres.log"), run: run}
+	s.proc = &proc.Proc{Name: "postgres: private server " + v.Name, Log: filepath.Join(dir, "postgres.log"), Command: run.Launcher()}
 	if err := s.initialise(ctx, bindir+"/initdb", nil); err != nil {
 		s.removeOwn()
 		return nil, err
@@ -300,7 +300,7 @@ func URL(addr string) string {
 }
 
 // PID is the postmaster's process id, 0 while it is not running.
-func (s *Server) PID() int { return s.proc.PID() }
+func (s *Server) PID() int { return s.proc.Program() }
 
 // Restart stops the server with a fast shutdown (SIGINT: every session is
 // terminated, its advisory locks with it, and the server checkpoints),

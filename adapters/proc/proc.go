@@ -159,10 +159,19 @@ func (p *Proc) Halt(sig syscall.Signal, grace time.Duration) error {
 	if cmd == nil {
 		return nil
 	}
-	cmd.Process.Signal(sig)
-	cmd.Process.Signal(syscall.SIGCONT)
-	if pid := p.program(cmd); pid > 0 && pid != cmd.Process.Pid {
-		syscall.Kill(pid, syscall.SIGCONT) // the init passes sig on to a program that must run to end
+	// From a root, sig goes to the program itself: its init passes on
+	// only SIGTERM and SIGINT, and as SIGTERM (PostgreSQL's fast and
+	// immediate shutdowns are SIGINT and SIGQUIT). With no program (yet,
+	// or any more) the init ends the run on SIGTERM.
+	switch pid := p.program(cmd); {
+	case pid > 0 && pid != cmd.Process.Pid:
+		syscall.Kill(pid, sig)
+		syscall.Kill(pid, syscall.SIGCONT)
+	case pid == 0:
+		cmd.Process.Signal(syscall.SIGTERM)
+	default:
+		cmd.Process.Signal(sig)
+		cmd.Process.Signal(syscall.SIGCONT)
 	}
 	var err error
 	select {
@@ -200,6 +209,23 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 		return syscall.Kill(pid, sig)
 	}
 	return p.cmd.Process.Signal(sig)
+}
+
+// Program is the process id of the program itself, 0 while it is not
+// running: PID's, or for a program run from a root (Command) the init's
+// child.
+func (p *Proc) Program() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	select {
+	case <-p.exited:
+		return 0
+	default:
+		return p.program(p.cmd)
+	}
 }
 
 // program is the process that runs the program cmd started: cmd's own,

@@ -223,12 +223,7 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o ClusterOpti
 			return nil, fmt.Errorf("rabbitmq cluster: %w", err)
 		}
 		n.proc = proc.Proc{Name: "rabbitmq" + o.versionNamed() + ": node " + n.Name, Log: filepath.Join(n.dir, "server.log")}
-		if run := n.run; run != nil {
-			n.proc.Command = func(bin string, args []string) (*exec.Cmd, error) {
-				// Its life is the node's: Stop ends it, not a context.
-				return run.Command(context.Background(), append([]string{bin}, args...)...)
-			}
-		}
+		n.proc.Command = n.run.Launcher()
 		c.Nodes = append(c.Nodes, n)
 	}
 	// The nodes boot side by side (about 20 s each on 2 cores), then join

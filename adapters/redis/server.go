@@ -170,10 +170,7 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 		s.proc = proc.Proc{Name: "redis: private server", Log: s.logFile()}
 		if run != nil {
 			s.proc.Name = fmt.Sprintf("redis: private %s-server %s", o.Version.Server, o.Version.Name)
-			s.proc.Command = func(bin string, args []string) (*exec.Cmd, error) {
-				// Its life is the server's: Stop ends it, not a context.
-				return run.Command(context.Background(), append([]string{bin}, args...)...)
-			}
+			s.proc.Command = run.Launcher()
 		}
 		if err := s.start(ctx); err != nil {
 			s.Stop()

@@ -286,6 +286,19 @@ func (r *Run) Command(ctx context.Context, argv ...string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+// Launcher is the run's programs as proc.Proc.Command starts them: argv
+// from bin and args, as Command makes it, living until the server is
+// stopped (not bound to a context). Nil for a nil run: the machine's own
+// program, started by proc.Proc itself.
+func (r *Run) Launcher() func(bin string, args []string) (*exec.Cmd, error) {
+	if r == nil {
+		return nil
+	}
+	return func(bin string, args []string) (*exec.Cmd, error) {
+		return r.Command(context.Background(), append([]string{bin}, args...)...)
+	}
+}
+
 // Parse reads a --server-version value for a target that runs servers
 // (its own first, then any it also runs: redis, then valkey): "8.0.6" is
 // a version of the first, "valkey-9.1.2" a version of another, "" the
