@@ -329,7 +329,7 @@ func (s *Server) PID() int { return s.proc.Program() }
 // process take the port while the server is down, the start fails (the
 // error quotes the server's log).
 func (s *Server) Restart(ctx context.Context, downtime time.Duration) error {
-	return s.bounce(ctx, syscall.SIGTERM, downtime)
+	return s.proc.Bounce(ctx, syscall.SIGTERM, 60*time.Second, downtime, s.start)
 }
 
 // Crash kills the server (SIGKILL: no shutdown, connections reset),
@@ -337,23 +337,7 @@ func (s *Server) Restart(ctx context.Context, downtime time.Duration) error {
 // (InnoDB recovers: committed transactions survive, open ones are rolled
 // back).
 func (s *Server) Crash(ctx context.Context, downtime time.Duration) error {
-	return s.bounce(ctx, syscall.SIGKILL, downtime)
-}
-
-func (s *Server) bounce(ctx context.Context, sig syscall.Signal, downtime time.Duration) error {
-	if err := s.proc.Halt(sig, 60*time.Second); err != nil {
-		return err
-	}
-	if downtime > 0 {
-		t := time.NewTimer(downtime)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-	}
-	return s.start(ctx)
+	return s.proc.Bounce(ctx, syscall.SIGKILL, 60*time.Second, downtime, s.start)
 }
 
 // Stop stops the server (SIGTERM, SIGKILL if it has not exited 30 s

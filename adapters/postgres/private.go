@@ -310,7 +310,7 @@ func (s *Server) PID() int { return s.proc.Program() }
 // (SQLSTATE 57P01), or find their connection closed, and dialling fails
 // ("connection refused") while it is down.
 func (s *Server) Restart(ctx context.Context, downtime time.Duration) error {
-	return s.bounce(ctx, syscall.SIGINT, downtime)
+	return s.proc.Bounce(ctx, syscall.SIGINT, 60*time.Second, downtime, s.start)
 }
 
 // Crash stops the server with an immediate shutdown (SIGQUIT: every
@@ -319,25 +319,7 @@ func (s *Server) Restart(ctx context.Context, downtime time.Duration) error {
 // postmaster alone would leave its backends running, attached to its
 // shared memory, and the next start refusing to run beside them.
 func (s *Server) Crash(ctx context.Context, downtime time.Duration) error {
-	return s.bounce(ctx, syscall.SIGQUIT, downtime)
-}
-
-// bounce ends the server with sig, waits until it has exited (killing it
-// after 60 s), stays down for downtime and starts it again.
-func (s *Server) bounce(ctx context.Context, sig syscall.Signal, downtime time.Duration) error {
-	if err := s.proc.Halt(sig, 60*time.Second); err != nil {
-		return err
-	}
-	if downtime > 0 {
-		t := time.NewTimer(downtime)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-	}
-	return s.start(ctx)
+	return s.proc.Bounce(ctx, syscall.SIGQUIT, 60*time.Second, downtime, s.start)
 }
 
 // Stop stops the server for good (fast shutdown, SIGKILL if it has not
