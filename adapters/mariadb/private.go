@@ -227,7 +227,7 @@ func (s *Server) firstStart(ctx context.Context) error {
 // supervisor is a fresh supervisor of the server's process: from its
 // version's root when it has one.
 func (s *Server) supervisor() *proc.Proc {
-	p := &proc.Proc{Name: "mysql: private server", Log: s.errLog, Command: s.run.Launcher()}
+	p := &proc.Proc{Name: "mysql: private server", Log: s.errLog, Command: s.run.Launcher(), Port: s.port}
 	if s.run != nil {
 		p.Name += " " + s.version.Name
 	}

@@ -205,6 +205,7 @@ func (s *Server) firstStart(ctx context.Context) error {
 			return fmt.Errorf("postgres: private server: free port: %w", err)
 		}
 		s.port = ports[0]
+		s.proc.Port = s.port
 		if err := s.start(ctx); err != nil {
 			s.proc.Halt(syscall.SIGQUIT, 30*time.Second)
 			return err

@@ -43,6 +43,13 @@ type Proc struct {
 	// launcher likewise). Signal then reaches the program itself (the
 	// init's child), and Halt resumes it too.
 	Command func(bin string, args []string) (*exec.Cmd, error)
+	// Port, if set, is the TCP port the process listens on. Launch then
+	// takes ready's yes only once the process (or one below it) holds the
+	// port's listening socket: two servers may draw the same free port
+	// (FreePorts), and the one that lost the bind would otherwise be
+	// taken for ready on the winner's answer, its clients sharing the
+	// other's server. The loser's Launch fails with an error InUse knows.
+	Port int
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -100,18 +107,57 @@ func (p *Proc) Launch(ctx context.Context, bin string, args []string, where stri
 	p.mu.Unlock()
 
 	var last error
+	var foreign time.Time // since when another's server has answered on p.Port
 	for {
 		if last = ready(ctx); last == nil {
-			return nil
+			if last = p.owns(cmd, exited, &foreign); last == nil {
+				return nil
+			}
+			if InUse(last) {
+				p.Halt(syscall.SIGKILL, 10*time.Second)
+				return last
+			}
 		}
 		select {
 		case <-exited:
+			if !foreign.IsZero() {
+				return fmt.Errorf("%s: port %d: address already in use: another server answers there, and this one exited (%v)\n%s", p.Name, p.Port, cmd.ProcessState, p.LogTail())
+			}
 			return fmt.Errorf("%s exited at start (%v)\n%s", p.Name, cmd.ProcessState, p.LogTail())
 		case <-ctx.Done():
 			return fmt.Errorf("%s %s not ready: %w (last: %v)\n%s", p.Name, where, ctx.Err(), last, p.LogTail())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// owns is nil if p has no Port, or if cmd's process holds the port's
+// listening socket. Another's server answering on the port is an error
+// InUse knows, once cmd's process has exited (it lost the bind) or has
+// not taken the port after a second; until then, or where /proc cannot
+// tell, it is an error that Launch's loop polls past.
+func (p *Proc) owns(cmd *exec.Cmd, exited chan struct{}, since *time.Time) error {
+	if p.Port == 0 {
+		return nil
+	}
+	ok, err := listens(cmd.Process.Pid, p.Port)
+	switch {
+	case err != nil:
+		return nil // cannot tell here: ready's answer stands
+	case ok:
+		return nil
+	}
+	if since.IsZero() {
+		*since = time.Now()
+	}
+	select {
+	case <-exited:
+	default:
+		if time.Since(*since) < time.Second {
+			return fmt.Errorf("%s: port %d answers, but not from this process yet", p.Name, p.Port)
+		}
+	}
+	return fmt.Errorf("%s: port %d: address already in use: another server answers there", p.Name, p.Port)
 }
 
 // PID is the process's id, 0 while it is not running.

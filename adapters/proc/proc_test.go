@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,4 +142,73 @@ func TestRetry(t *testing.T) {
 	if err := Retry(func() error { calls++; return errors.New("bind: address already in use") }); !InUse(err) || calls != 5 {
 		t.Errorf("always in use: %v, %d calls, want 5", err, calls)
 	}
+}
+
+// A server that answers on its port is ready only if it is the one
+// Launch started: where another's server holds the port (two servers drew
+// the same free port), the answer is the other's, and Launch fails with
+// an error InUse knows, so that Retry draws another port, whether the
+// process lost the bind and exited (as redis-server does) or lingers. The
+// one that holds the port is ready.
+func TestLaunchTellsAnotherServersAnswer(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 to serve a port")
+	}
+	if _, err := listens(os.Getpid(), 1); err != nil {
+		t.Skipf("cannot tell who listens here: %v", err)
+	}
+	ports, err := FreePorts(2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	go func() {
+		for {
+			c, err := other.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	answers := func(port int) func(context.Context) error {
+		return func(context.Context) error {
+			c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}
+	}
+	serve := "import socket, sys, time\ns = socket.socket()\ns.bind(('127.0.0.1', int(sys.argv[1])))\ns.listen()\ntime.sleep(60)\n"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		bin  string
+		args []string
+	}{
+		{"exits", python, []string{"-c", serve, fmt.Sprint(ports[0])}},
+		{"lingers", "sleep", []string{"60"}},
+	} {
+		p := &Proc{Name: "test: server " + c.name, Log: filepath.Join(t.TempDir(), "log"), Port: ports[0]}
+		err := p.Launch(ctx, c.bin, c.args, "here", answers(ports[0]))
+		if !InUse(err) {
+			t.Errorf("%s: Launch on a port another answers on: %v, want an error InUse knows", c.name, err)
+		}
+		if p.PID() != 0 {
+			t.Errorf("%s: pid %d left running after Launch failed", c.name, p.PID())
+			p.Stop(time.Second)
+		}
+	}
+	own := &Proc{Name: "test: server that binds", Log: filepath.Join(t.TempDir(), "log"), Port: ports[1]}
+	if err := own.Launch(ctx, python, []string{"-c", serve, fmt.Sprint(ports[1])}, "here", answers(ports[1])); err != nil {
+		t.Errorf("Launch of the port's own server: %v", err)
+	}
+	own.Stop(time.Second)
 }
