@@ -235,12 +235,12 @@ var (
 // nemesisShapes are the value shapes of the faults.
 var (
 	clockShapes = &shapes{s: [4]shape{
-		{allowed: fProcess | fOffsetMs, required: fOffsetMs, want: `{"offset_ms":d} with d != 0, and "process":p for a process's clock (none: the backend's)`},
+		{allowed: fProcess | fOffsetMs, required: fOffsetMs, want: `{"offset_ms":d} with d != 0, and "process":p for a process's clock (none: the server's)`},
 		none,
 		{allowed: fProcess | fOffsetMs | fReason, want: `its invoke's value, optionally with a reason`},
 		{allowed: fProcess | fOffsetMs, want: `its invoke's value`}}}
 	resetShapes = &shapes{s: [4]shape{
-		{allowed: fProcess, want: `no value for the backend's clock, or {"process":p}`},
+		{allowed: fProcess, want: `no value for the server's clock, or {"process":p}`},
 		none,
 		{allowed: fProcess | fReason, want: `its invoke's value, optionally with a reason`},
 		{allowed: fProcess, want: `its invoke's value`}}}

@@ -129,13 +129,13 @@ func (s *Summary) WriteJUnit(path, systemOut string) error {
 	}
 	// A run that could not finish says so in a test case of its own, so
 	// that a reader of the XML alone does not take it for a pass.
-	if s.Verdict == Failed || s.Verdict == Interrupted {
+	if s.Result == Failed || s.Result == Interrupted {
 		msg := s.Error
-		if s.Verdict == Interrupted {
+		if s.Result == Interrupted {
 			msg = fmt.Sprintf("interrupted after %d plans: the run is incomplete", s.Plans)
 		}
 		doc.Suites[len(doc.Suites)-1].add(xCase{Name: "run completes", Classname: "lockprover." + s.Verb, Time: "0",
-			Error: &xProblem{Type: s.Verdict, Message: oneLine(msg), Text: msg}})
+			Error: &xProblem{Type: s.Result, Message: oneLine(msg), Text: msg}})
 	}
 	for i := range doc.Suites {
 		doc.Suites[i].ID = i
@@ -180,13 +180,13 @@ func propertyCase(class string, p Property, cx *Counterexample) xCase {
 	}
 	text += "\nverdicts: " + counts
 	switch {
-	case !p.Counted && p.Verdict != Pass:
-		c.Skipped = &xSkipped{Message: fmt.Sprintf("not counted (--properties): %s; %s", p.Verdict, counts)}
-	case p.Verdict == Fail:
+	case !p.Counted && p.Status != Pass:
+		c.Skipped = &xSkipped{Message: fmt.Sprintf("not counted (--properties): %s; %s", p.Status, counts)}
+	case p.Status == Fail:
 		c.Failure = &xProblem{Type: p.Name, Message: oneLine(p.Explanation), Text: text}
-	case p.Verdict == Undecided:
+	case p.Status == Undecided:
 		c.Error = &xProblem{Type: Inconclusive, Message: "a linearizability check ran out of time: nothing shown violated, nothing proven", Text: text}
-	case p.Verdict == NotJudged:
+	case p.Status == NotJudged:
 		c.Skipped = &xSkipped{Message: "not judged: what it needs is not in the history"}
 	}
 	return c
@@ -194,7 +194,7 @@ func propertyCase(class string, p Property, cx *Counterexample) xCase {
 
 // junitProperties are the run's settings as JUnit properties.
 func (s *Summary) junitProperties() []xProperty {
-	ps := []xProperty{{"verb", s.Verb}, {"verdict", s.Verdict}}
+	ps := []xProperty{{"verb", s.Verb}, {"result", s.Result}}
 	add := func(name, v string) {
 		if v != "" {
 			ps = append(ps, xProperty{name, v})

@@ -16,7 +16,7 @@ type Named struct {
 // Merge combines the summaries of prove's shards of one search (the same
 // seed and configuration, shards 1..n of n, each once) into the summary
 // one run of all their plans gives: the plans, operations and verdicts
-// added up, the worst verdict, and of the shards' counterexamples the one
+// added up, the worst result, and of the shards' counterexamples the one
 // drawn first (the lowest batch, then index), which is what a single run
 // stops at. On the simulator it also checks that the shards covered the
 // seed's plans exactly: no batch twice, none missing, each as large as one
@@ -63,7 +63,7 @@ func checkOneSearch(in []Named) error {
 		if (s.Shard == nil) != (first.Summary.Shard == nil) || s.Shard != nil && s.Shard.Count != first.Summary.Shard.Count {
 			return fmt.Errorf("%s: shard %s, but %s is shard %s", n.File, shardName(s), first.File, shardName(first.Summary))
 		}
-		if s.Verdict == Failed {
+		if s.Result == Failed {
 			return fmt.Errorf("%s: shard %s did not run: %s", n.File, shardName(s), s.Error)
 		}
 	}
@@ -102,12 +102,12 @@ func byShard(in []Named) ([]*Named, error) {
 // A merger adds shards' summaries up, one shard at a time in shard order,
 // into the summary of one run of all their plans.
 type merger struct {
-	m       *Summary
-	props   map[string]*Property     // the properties added up, by name
-	order   []string                 // their names, in the order first met
-	orders  map[string]*Interleaving // the interleavings added up, by order
-	end     time.Time                // when the last shard to finish finished
-	verdict string                   // the worst verdict so far
+	m      *Summary
+	props  map[string]*Property     // the properties added up, by name
+	order  []string                 // their names, in the order first met
+	orders map[string]*Interleaving // the interleavings added up, by order
+	end    time.Time                // when the last shard to finish finished
+	result string                   // the worst result so far
 }
 
 // newMerger starts a merge with what every shard shares with first: the
@@ -115,11 +115,11 @@ type merger struct {
 func newMerger(first *Summary) *merger {
 	m := &Summary{Schema: Schema, Verb: "merge", Target: first.Target, Implementation: first.Implementation,
 		Seed: first.Seed, Config: first.Config, RequestedPlans: first.RequestedPlans, BatchSize: first.BatchSize}
-	return &merger{m: m, props: map[string]*Property{}, verdict: Held}
+	return &merger{m: m, props: map[string]*Property{}, result: Held}
 }
 
 // add adds shard i of count, n, to the merge: its counts, batches,
-// properties, counterexample, verdict and timings, and a line of its own
+// properties, counterexample, result and timings, and a line of its own
 // in Shards. A batch that is not the shard's (numbers modulo count) is an
 // error, as the shards would then not be of one search.
 func (g *merger) add(n *Named, i, count int) error {
@@ -138,13 +138,13 @@ func (g *merger) add(n *Named, i, count int) error {
 	g.addProperties(s.Properties)
 	g.addInterleavings(s.Interleavings)
 	g.addCounterexample(s)
-	g.verdict = worse(g.verdict, s.Verdict)
+	g.result = worse(g.result, s.Result)
 	g.addTimings(s)
 	sh := Shard{Index: 1, Count: 1}
 	if s.Shard != nil {
 		sh = *s.Shard
 	}
-	m.Shards = append(m.Shards, ShardRun{Shard: sh, File: n.File, Verdict: s.Verdict, Plans: s.Plans, Seconds: s.Timings.ElapsedSeconds})
+	m.Shards = append(m.Shards, ShardRun{Shard: sh, File: n.File, Result: s.Result, Plans: s.Plans, Seconds: s.Timings.ElapsedSeconds})
 	return nil
 }
 
@@ -197,7 +197,7 @@ func (g *merger) addInterleavings(is []Interleaving) {
 // met is kept. The copy kept names the shard it comes from.
 func (g *merger) addCounterexample(s *Summary) {
 	m := g.m
-	if cx := s.Counterexample; cx != nil && s.Verdict == Violated {
+	if cx := s.Counterexample; cx != nil && s.Result == Violated {
 		if m.Counterexample == nil || m.Counterexample.Inconclusive || cx.Batch < m.Counterexample.Batch || cx.Batch == m.Counterexample.Batch && cx.Index < m.Counterexample.Index {
 			c := *cx
 			c.Shard = s.Shard
@@ -225,7 +225,7 @@ func (g *merger) addTimings(s *Summary) {
 
 // finish orders the merged batches and checks that none ran twice and,
 // unless the run was interrupted, that they cover the search as one run
-// would; then it sets the verdicts, the properties and the timings, and
+// would; then it sets the result, the properties and the timings, and
 // returns the merged summary.
 func (g *merger) finish(byIndex []*Named) (*Summary, error) {
 	m := g.m
@@ -235,15 +235,15 @@ func (g *merger) finish(byIndex []*Named) (*Summary, error) {
 			return nil, fmt.Errorf("batch %d ran twice", m.Batches[i].Number)
 		}
 	}
-	m.Verdict, m.ExitCode = g.verdict, ExitCode(g.verdict)
-	if g.verdict != Interrupted {
+	m.Result, m.ExitCode = g.result, ExitCode(g.result)
+	if g.result != Interrupted {
 		if err := m.checkCoverage(byIndex); err != nil {
 			return nil, err
 		}
 	}
 	for _, name := range g.order {
 		p := g.props[name]
-		p.Verdict = propertyVerdict(p)
+		p.Status = propertyStatus(p)
 		m.Properties = append(m.Properties, *p)
 	}
 	for _, i := range g.orders {
@@ -277,7 +277,7 @@ func (m *Summary) checkCoverage(byIndex []*Named) error {
 	last := (total + size - 1) / size // batches 0..last-1
 	for b := 0; b < last; b++ {
 		want := min(size, total-b*size)
-		if cx := m.Counterexample; cx != nil && m.Verdict == Violated {
+		if cx := m.Counterexample; cx != nil && m.Result == Violated {
 			switch {
 			case b > cx.Batch:
 				continue // a single run stops at the counterexample
@@ -301,7 +301,7 @@ func (m *Summary) checkCoverage(byIndex []*Named) error {
 	return nil
 }
 
-// worse is the verdict of two runs together: a violation anywhere is one;
+// worse is the result of two runs together: a violation anywhere is one;
 // then an interrupt (the plans were not all run), then inconclusive.
 func worse(a, b string) string {
 	rank := map[string]int{Held: 0, Inconclusive: 1, Interrupted: 2, Violated: 3, Failed: 4}
@@ -311,8 +311,8 @@ func worse(a, b string) string {
 	return a
 }
 
-// propertyVerdict is a property's verdict from its counts.
-func propertyVerdict(p *Property) string {
+// propertyStatus is a property's status over a run, from its counts.
+func propertyStatus(p *Property) string {
 	switch {
 	case p.Fail > 0:
 		return Fail
@@ -324,10 +324,10 @@ func propertyVerdict(p *Property) string {
 	return NotJudged
 }
 
-// SetVerdict sets p.Verdict from its counts: Fail if any failed, else
+// SetStatus sets p.Status from its counts: Fail if any failed, else
 // Undecided if any was inconclusive, else Pass if any passed, else
 // NotJudged.
-func (p *Property) SetVerdict() { p.Verdict = propertyVerdict(p) }
+func (p *Property) SetStatus() { p.Status = propertyStatus(p) }
 
 func shardName(s *Summary) string {
 	if s.Shard == nil {

@@ -1,6 +1,6 @@
 // Package results is what a lockprover run found, in the forms CI systems
 // read: a versioned JSON summary (Summary, WriteJSON, ReadJSON), JUnit XML
-// (WriteJUnit) and the combination of shards' summaries into one verdict
+// (WriteJUnit) and the combination of shards' summaries into one result
 // (Merge). It holds data only, so that a summary written by one lockprover
 // can be read and merged by another without running anything.
 package results
@@ -18,9 +18,9 @@ import (
 // Schema names this version of the summary's format. A reader refuses any
 // other: a summary from a lockprover with another format is named, not
 // misread.
-const Schema = "lockprover-results/1"
+const Schema = "lockprover-results/2"
 
-// Verdicts of a run, as Summary.Verdict gives them, and their exit codes.
+// Results of a run, as Summary.Result gives them, and their exit codes.
 const (
 	Held         = "held"         // exit 0: every counted property held
 	Violated     = "violated"     // exit 1: a counted property failed
@@ -29,7 +29,7 @@ const (
 	Interrupted  = "interrupted"  // exit 130: stopped by SIGINT or SIGTERM
 )
 
-// Statuses of a property (Property.Verdict).
+// Statuses of a property (Property.Status).
 const (
 	Pass      = "pass"
 	Fail      = "fail"
@@ -60,8 +60,8 @@ type Summary struct {
 	// agree on it.
 	Config map[string]string `json:"config,omitempty"`
 
-	Verdict  string `json:"verdict"`         // Held, Violated, Failed, Inconclusive or Interrupted
-	ExitCode int    `json:"exit_code"`       // the exit status the verdict gives
+	Result   string `json:"result"`          // Held, Violated, Failed, Inconclusive or Interrupted
+	ExitCode int    `json:"exit_code"`       // the exit status the result gives
 	Error    string `json:"error,omitempty"` // with Failed: what went wrong
 
 	// RequestedPlans is --runs (0 for --time); Plans the plans run (up to
@@ -129,10 +129,11 @@ type Batch struct {
 	Digest string `json:"digest,omitempty"`
 }
 
-// A Property is one property's verdict and how many of each status it got.
+// A Property is one property's status over a run and how many of its
+// verdicts had each status.
 type Property struct {
-	Name    string `json:"name"`
-	Verdict string `json:"verdict"` // Pass, Fail, Undecided or NotJudged
+	Name   string `json:"name"`
+	Status string `json:"status"` // Pass, Fail, Undecided or NotJudged
 	// Counted is false for a property left out by --properties: its
 	// failures do not fail the run.
 	Counted      bool `json:"counted"`
@@ -173,7 +174,7 @@ type Counterexample struct {
 type History struct {
 	File       string     `json:"file"`
 	Format     string     `json:"format"` // jsonl, jepsen-edn or jepsen-json
-	Verdict    string     `json:"verdict"`
+	Result     string     `json:"result"`
 	Properties []Property `json:"properties"`
 	// Notes say what an import did that a reader of the verdicts should
 	// know: operations left out, times put in the file's order, faults it
@@ -211,7 +212,7 @@ type Mutant struct {
 type ShardRun struct {
 	Shard   Shard   `json:"shard"`
 	File    string  `json:"file"`
-	Verdict string  `json:"verdict"`
+	Result  string  `json:"result"`
 	Plans   int     `json:"plans"`
 	Seconds float64 `json:"seconds"`
 }
@@ -224,8 +225,8 @@ type Timings struct {
 }
 
 // ExitCode is the exit status of a verdict.
-func ExitCode(verdict string) int {
-	switch verdict {
+func ExitCode(result string) int {
+	switch result {
 	case Held:
 		return 0
 	case Violated:
@@ -285,8 +286,8 @@ func ReadJSON(path string) (*Summary, error) {
 		bad  bool
 	}{
 		{"verb", s.Verb == ""},
-		{"verdict", s.Verdict == ""},
-		{"exit_code", s.ExitCode != ExitCode(s.Verdict)},
+		{"result", s.Result == ""},
+		{"exit_code", s.ExitCode != ExitCode(s.Result)},
 		{"shard", s.Shard != nil && (s.Shard.Count < 1 || s.Shard.Index < 1 || s.Shard.Index > s.Shard.Count)},
 	} {
 		if f.bad {

@@ -16,15 +16,15 @@ import (
 func shard(i, n, total int) *Summary {
 	s := &Summary{Schema: Schema, Verb: "prove", Target: "sim", Implementation: "the reference", Seed: "7",
 		Shard: &Shard{Index: i, Count: n}, Config: map[string]string{"runs": "35", "faults": "all"},
-		Verdict: Held, RequestedPlans: total, BatchSize: 10,
+		Result: Held, RequestedPlans: total, BatchSize: 10,
 		Timings: Timings{Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ElapsedSeconds: 1}}
 	for b := i - 1; b*10 < total; b += n {
 		p := min(10, total-b*10)
 		s.Batches = append(s.Batches, Batch{Number: b, Plans: p, Digest: "d"})
 		s.Plans += p
 	}
-	s.Properties = []Property{{Name: "slot-exclusive", Verdict: Pass, Counted: true, Pass: s.Plans}}
-	s.ExitCode = ExitCode(s.Verdict)
+	s.Properties = []Property{{Name: "slot-exclusive", Status: Pass, Counted: true, Pass: s.Plans}}
+	s.ExitCode = ExitCode(s.Result)
 	return s
 }
 
@@ -58,13 +58,13 @@ func TestReadJSONRefuses(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct{ name, body, want string }{
 		{"plan", `{"version":1,"lock":"lp"}`, "no \"schema\" field"},
-		{"other-version", `{"schema":"lockprover-results/2","verb":"prove"}`, `field schema is "lockprover-results/2"`},
-		{"unknown-field", `{"schema":"lockprover-results/1","verb":"prove","verdict":"held","exit_code":0,"plnas":3}`, `unknown field "plnas"`},
-		{"no-verdict", `{"schema":"lockprover-results/1","verb":"prove","exit_code":0}`, "field verdict is missing"},
-		{"wrong-exit", `{"schema":"lockprover-results/1","verb":"prove","verdict":"violated","exit_code":0}`, "field exit_code"},
-		{"bad-shard", `{"schema":"lockprover-results/1","verb":"prove","verdict":"held","exit_code":0,"shard":{"index":4,"count":3}}`, "field shard"},
+		{"other-version", `{"schema":"lockprover-results/1","verb":"prove","verdict":"held"}`, `field schema is "lockprover-results/1"`},
+		{"unknown-field", `{"schema":"lockprover-results/2","verb":"prove","result":"held","exit_code":0,"plnas":3}`, `unknown field "plnas"`},
+		{"no-result", `{"schema":"lockprover-results/2","verb":"prove","exit_code":0}`, "field result is missing"},
+		{"wrong-exit", `{"schema":"lockprover-results/2","verb":"prove","result":"violated","exit_code":0}`, "field exit_code"},
+		{"bad-shard", `{"schema":"lockprover-results/2","verb":"prove","result":"held","exit_code":0,"shard":{"index":4,"count":3}}`, "field shard"},
 		{"not-json", `{"schema":`, "not JSON"},
-		{"two-values", `{"schema":"lockprover-results/1","verb":"prove","verdict":"held","exit_code":0} {}`, "after top-level value"},
+		{"two-values", `{"schema":"lockprover-results/2","verb":"prove","result":"held","exit_code":0} {}`, "after top-level value"},
 	} {
 		path := filepath.Join(dir, tc.name+".json")
 		os.WriteFile(path, []byte(tc.body), 0o644)
@@ -97,21 +97,21 @@ func TestJUnitValidates(t *testing.T) {
 	}
 	held := shard(1, 1, 35)
 	violated := shard(1, 2, 35)
-	violated.Verdict, violated.ExitCode = Violated, 1
-	violated.Properties = append(violated.Properties, Property{Name: "no-leak", Verdict: Fail, Counted: true, Fail: 1, Explanation: "queue lp.a.3 left <behind> & \"more\"]]>"},
-		Property{Name: "cheap-verify", Verdict: Fail, Counted: false, Fail: 2}, Property{Name: "available", Verdict: Undecided, Counted: true, Inconclusive: 1})
+	violated.Result, violated.ExitCode = Violated, 1
+	violated.Properties = append(violated.Properties, Property{Name: "no-leak", Status: Fail, Counted: true, Fail: 1, Explanation: "queue lp.a.3 left <behind> & \"more\"]]>"},
+		Property{Name: "cheap-verify", Status: Fail, Counted: false, Fail: 2}, Property{Name: "available", Status: Undecided, Counted: true, Inconclusive: 1})
 	violated.Counterexample = &Counterexample{Property: "no-leak", Explanation: "queue lp.a.3 left behind\nsecond line", Dir: "out", Plan: "out/plan.json", Replay: "lockprover replay out/plan.json"}
-	check := &Summary{Verb: "check", Verdict: Violated, Histories: []History{
-		{File: "a.jsonl", Format: "jsonl", Verdict: Violated, Properties: []Property{{Name: "slot-exclusive", Verdict: Fail, Counted: true, Fail: 1, Explanation: "two holders", Where: "a.jsonl lock sem"}}},
-		{File: "b.edn", Format: "jepsen-edn", Verdict: Held, Properties: []Property{{Name: "no-leak", Verdict: NotJudged, Counted: true, NotJudged: 1}}},
+	check := &Summary{Verb: "check", Result: Violated, Histories: []History{
+		{File: "a.jsonl", Format: "jsonl", Result: Violated, Properties: []Property{{Name: "slot-exclusive", Status: Fail, Counted: true, Fail: 1, Explanation: "two holders", Where: "a.jsonl lock sem"}}},
+		{File: "b.edn", Format: "jepsen-edn", Result: Held, Properties: []Property{{Name: "no-leak", Status: NotJudged, Counted: true, NotJudged: 1}}},
 	}}
-	mutants := &Summary{Verb: "mutants", Verdict: Violated, Mutants: []Mutant{
+	mutants := &Summary{Verb: "mutants", Result: Violated, Mutants: []Mutant{
 		{Name: "trust-scan", Property: "slot-exclusive", Seeds: 3, Caught: 3, MedianPlans: 3},
 		{Name: "verify-passive", Property: "cheap-verify", Seeds: 3, Caught: 1},
 		{Name: "no-admin-mutex", Property: "count-exact", Seeds: 3, Caught: 2, Inconclusive: 1},
 	}}
-	interrupted := &Summary{Verb: "prove", Verdict: Interrupted, Plans: 12}
-	failed := &Summary{Verb: "replay", Verdict: Failed, Error: "a plan could not run: boom"}
+	interrupted := &Summary{Verb: "prove", Result: Interrupted, Plans: 12}
+	failed := &Summary{Verb: "replay", Result: Failed, Error: "a plan could not run: boom"}
 	for name, s := range map[string]*Summary{"held": held, "violated": violated, "check": check, "mutants": mutants, "interrupted": interrupted, "failed": failed} {
 		path := filepath.Join(dir, name+".xml")
 		if err := s.WriteJUnit(path, "what it printed\n<&>]]> and more"); err != nil {
@@ -174,22 +174,22 @@ func TestMergeShards(t *testing.T) {
 	for _, b := range m.Batches {
 		batches = append(batches, b.Number)
 	}
-	if m.Verdict != Held || m.ExitCode != 0 || m.Plans != 35 || !reflect.DeepEqual(batches, []int{0, 1, 2, 3}) || len(m.Shards) != 3 || m.Properties[0].Pass != 35 {
+	if m.Result != Held || m.ExitCode != 0 || m.Plans != 35 || !reflect.DeepEqual(batches, []int{0, 1, 2, 3}) || len(m.Shards) != 3 || m.Properties[0].Pass != 35 {
 		t.Errorf("merged: %+v", m)
 	}
 	// The first counterexample is the one drawn first, whichever shard
 	// found it; batches after it need not have run.
 	a, b, c := shard(1, 3, 35), shard(2, 3, 35), shard(3, 3, 35)
-	a.Verdict, a.Counterexample = Violated, &Counterexample{Property: "no-leak", Batch: 3, Index: 2}
+	a.Result, a.Counterexample = Violated, &Counterexample{Property: "no-leak", Batch: 3, Index: 2}
 	a.Batches[1].Plans = 3
-	c.Verdict, c.Counterexample = Violated, &Counterexample{Property: "slot-exclusive", Batch: 2, Index: 7}
+	c.Result, c.Counterexample = Violated, &Counterexample{Property: "slot-exclusive", Batch: 2, Index: 7}
 	c.Batches[0].Plans = 8
 	m, err = Merge(named(a, b, c))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Verdict != Violated || m.ExitCode != 1 || m.Counterexample.Property != "slot-exclusive" || m.Counterexample.Shard.Index != 3 {
-		t.Errorf("merged: %s, counterexample %+v; want shard 3's slot-exclusive", m.Verdict, m.Counterexample)
+	if m.Result != Violated || m.ExitCode != 1 || m.Counterexample.Property != "slot-exclusive" || m.Counterexample.Shard.Index != 3 {
+		t.Errorf("merged: %s, counterexample %+v; want shard 3's slot-exclusive", m.Result, m.Counterexample)
 	}
 }
 
@@ -214,7 +214,7 @@ func TestMergeRefuses(t *testing.T) {
 		{"verb", func() []*Summary { s := shard(1, 1, 35); s.Verb = "check"; return []*Summary{s} }, `verb is "check"`},
 		{"error", func() []*Summary {
 			s := shard(2, 2, 35)
-			s.Verdict, s.Error = Failed, "a plan could not run"
+			s.Result, s.Error = Failed, "a plan could not run"
 			return []*Summary{shard(1, 2, 35), s}
 		}, "shardb/results.json: shard 2/2 did not run: a plan could not run"},
 		{"short batch", func() []*Summary { s := shard(2, 2, 35); s.Batches[0].Plans = 9; return []*Summary{shard(1, 2, 35), s} }, "batch 1 ran 9 plans in shard 2/2 (shardb/results.json), want 10"},

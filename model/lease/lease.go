@@ -235,13 +235,13 @@ func (f *fault) clock() bool { return f.f == histories.ClockSkew || f.f == histo
 // server, "redis2"; a Jepsen node) strikes the backend, or a part of it.
 func (h *history) atClient(f *fault) bool { return f.target != "" && h.procs[f.target] }
 
-// describe renders a fault: "kill c1 (#4)", "clock-jump of the backend by
+// describe renders a fault: "kill c1 (#4)", "clock-jump of the server by
 // 8000 ms (#6)".
 func (f *fault) describe() string {
 	who := f.target
 	if f.clock() {
 		if who == "" {
-			who = "of the backend"
+			who = "of the server"
 		} else {
 			who = "of " + who + "'s clock"
 		}

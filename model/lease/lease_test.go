@@ -366,7 +366,7 @@ func TestClockExcusesALeaseEndedByARelease(t *testing.T) {
 			if v.Property != lease.LeaseExclusive {
 				continue
 			}
-			if v.Status != c.want || (c.want == verdict.Pass && (len(v.Excuses) != 1 || !strings.Contains(v.Excuses[0].Why, "clock-jump of the backend by 8000 ms (#2)"))) {
+			if v.Status != c.want || (c.want == verdict.Pass && (len(v.Excuses) != 1 || !strings.Contains(v.Excuses[0].Why, "clock-jump of the server by 8000 ms (#2)"))) {
 				t.Errorf("a jump of %d ms: %v %q %+v, want %v (excused by the jump)", c.offset, v.Status, v.Detail, v.Excuses, c.want)
 			}
 		}

@@ -253,7 +253,7 @@ func printImportedReport(w io.Writer, path string, imp *histories.Imported, lens
 			fmt.Fprintf(w, "        operations: %s\n", indexes(e.Ops, imp))
 		}
 	}
-	fmt.Fprintf(w, "  verdict: %s\n", r.Status())
+	fmt.Fprintf(w, "  result: %s\n", r.Status())
 }
 
 // addExcuses adds to h, a history's summary, the import's notes and each

@@ -77,7 +77,7 @@ func failing(report string) []string {
 		switch {
 		case len(f) == 2 && f[0] == "lock":
 			lock = f[1]
-		case len(f) >= 2 && f[1] == "FAIL" && !strings.HasPrefix(line, "  verdict"):
+		case len(f) >= 2 && f[1] == "FAIL" && !strings.HasPrefix(line, "  result:"):
 			out = append(out, lock+":"+f[0])
 		}
 	}

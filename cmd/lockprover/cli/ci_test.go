@@ -102,8 +102,8 @@ func TestShardsCoverOneRun(t *testing.T) {
 	quick.Skip(t, "three shard processes of many seconds")
 	t.Parallel()
 	one, merged, shards, dir := shardRuns(t, 3, "--runs", "1800", "--seed", "5", "--clients", "2", "--ops", "4")
-	if one.Verdict != results.Held || merged.Verdict != results.Held {
-		t.Fatalf("one process %s, merged %s; want both held", one.Verdict, merged.Verdict)
+	if one.Result != results.Held || merged.Result != results.Held {
+		t.Fatalf("one process %s, merged %s; want both held", one.Result, merged.Result)
 	}
 	if len(one.Batches) != 4 { // 500, 500, 500, 300
 		t.Fatalf("one process ran batches %+v", one.Batches)
@@ -150,8 +150,8 @@ func TestShardsCoverOneRun(t *testing.T) {
 func TestShardsFindTheFirstCounterexample(t *testing.T) {
 	t.Parallel()
 	one, merged, shards, dir := shardRuns(t, 3, "--mutant", "silent-reconnect", "--runs", "1800", "--seed", "104", "--clients", "2", "--ops", "4", "--shrink-time", "0")
-	if one.Verdict != results.Violated || merged.Verdict != results.Violated {
-		t.Fatalf("one process %s, merged %s; want both violated", one.Verdict, merged.Verdict)
+	if one.Result != results.Violated || merged.Result != results.Violated {
+		t.Fatalf("one process %s, merged %s; want both violated", one.Result, merged.Result)
 	}
 	a, b := one.Counterexample, merged.Counterexample
 	if a.Property != b.Property || a.Batch != b.Batch || a.Index != b.Index || a.Explanation != b.Explanation {
@@ -272,7 +272,7 @@ func TestQuiet(t *testing.T) {
 	js := filepath.Join(dir, "c.json")
 	code, _, _ = lockprover("check", "--json", js, pass, fail)
 	s, err := results.ReadJSON(js)
-	if code != exitViolation || err != nil || len(s.Histories) != 2 || s.Histories[0].Verdict != results.Held || s.Histories[1].Verdict != results.Violated || s.Verdict != results.Violated {
+	if code != exitViolation || err != nil || len(s.Histories) != 2 || s.Histories[0].Result != results.Held || s.Histories[1].Result != results.Violated || s.Result != results.Violated {
 		t.Errorf("check --json: exit %d, %v, %+v", code, err, s)
 	}
 }

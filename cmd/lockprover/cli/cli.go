@@ -30,7 +30,7 @@ func commands() []command {
 		{"prove", "draw plans and prove a target on them (default: the reference on the simulator)", runProve},
 		{"check", "judge recorded histories (JSON lines, Jepsen's EDN or JSON) against every property", runCheck},
 		{"replay", "run a saved plan again, on any target, and judge its history", runReplay},
-		{"merge", "combine prove's shards (--shard i/n --json FILE) into one verdict, summary and JUnit file", runMerge},
+		{"merge", "combine prove's shards (--shard i/n --json FILE) into one result, summary and JUnit file", runMerge},
 		{"explore", "prove a design's open choices under each group of faults: a Markdown table", runExplore},
 		{"mutants", "list a family's mutants, each with the property that must catch it; --detect N proves each", runMutants},
 		{"conform", "hold a simulator to its real server: drawn sequences run on both and compared step by step", runConform},

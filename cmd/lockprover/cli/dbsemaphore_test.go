@@ -93,7 +93,7 @@ func TestProveDBSemaphoreOnMariaDB(t *testing.T) {
 		"clients":[[{"op":"acquire"},{"op":"sleep","ms":400},{"op":"release"}],[{"op":"sleep","ms":50},{"op":"acquire"}]],
 		"nemesis":[{"at_ms":20,"fault":"kill","target":"c1"}],"schedule":[],"schedule_seed":1}`), 0o644)
 	code, out, errOut = lockprover("replay", "--target", "mariadb", "--dsn", dsn, plan)
-	if code != exitOK || !strings.Contains(out, "verdict: pass") {
+	if code != exitOK || !strings.Contains(out, "result: pass") {
 		t.Fatalf("replay --target mariadb: exit %d\n%s%s", code, out, errOut)
 	}
 }

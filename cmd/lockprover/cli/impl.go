@@ -47,7 +47,7 @@ protocol (docs/protocol.md) on stdin and stdout, for --impl.`, stderr)
 }
 
 func runValidateImpl(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate-impl", "validate-impl --impl COMMAND [--init-timeout D] [--kind "+strings.Join(family.FamilyKinds(), "|")+"] [--options ...] [the kind's backend flags: --amqp-url URL, --docker auto|always|off, --dsn DSN, ...]", `Checks an implementation's handling of the process protocol (docs/protocol.md)
+	fs := newFlags("validate-impl", "validate-impl --impl COMMAND [--init-timeout D] [--kind "+strings.Join(family.FamilyKinds(), "|")+"] [--options ...] [the kind's server flags: --amqp-url URL, --docker auto|always|off, --dsn DSN, ...]", `Checks an implementation's handling of the process protocol (docs/protocol.md)
 and says what to fix, before a long prove: an amqp-locks implementation (the
 semaphore and the mutex) against a real broker, or with --kind db-semaphore a
 database semaphore (lease lock) against a real MariaDB or MySQL, with the

@@ -16,7 +16,7 @@ const mergeSynopsis = `merge [--json FILE] [--junit FILE] [--quiet] DIR...`
 
 func runMerge(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("merge", mergeSynopsis, `Combines the JSON summaries of prove's shards (prove --shard i/n --json FILE)
-into one verdict: the plans, operations and verdicts added up, and of the
+into one result: the plans, operations and verdicts added up, and of the
 shards' counterexamples the one drawn first, which is the one a single run of
 all the plans stops at. Each DIR is searched for summaries (*.json files whose
 "schema" is lockprover's; plans and other JSON are passed over), or is one.
@@ -53,16 +53,16 @@ interrupted (not every plan ran).`, stderr)
 	fmt.Fprintf(stdout, "merged %d shards of seed %s (%s on %s): %d plans, %d operations, %d verdicts\n", len(m.Shards), m.Seed, m.Implementation, m.Target, m.Plans, m.Operations, m.Verdicts)
 	if !outf.quiet {
 		for _, s := range m.Shards {
-			fmt.Fprintf(stdout, "  shard %s  %-12s %6d plans  %6.1fs  %s\n", s.Shard.String(), s.Verdict, s.Plans, s.Seconds, s.File)
+			fmt.Fprintf(stdout, "  shard %s  %-12s %6d plans  %6.1fs  %s\n", s.Shard.String(), s.Result, s.Plans, s.Seconds, s.File)
 		}
 	}
 	printExcused(stdout, m.Properties, m.Plans, outf.quiet)
-	switch m.Verdict {
+	switch m.Result {
 	case results.Held:
 		printHeld(stdout, m.Properties)
 	case results.Violated, results.Inconclusive:
 		cx := m.Counterexample
-		if m.Verdict == results.Inconclusive {
+		if m.Result == results.Inconclusive {
 			fmt.Fprintf(stdout, "no violation, but %d of %d plans were inconclusive: a linearizability check ran out of time (raise --timeout)\n", m.InconclusivePlans, m.Plans)
 		}
 		if cx != nil {
@@ -78,7 +78,7 @@ interrupted (not every plan ran).`, stderr)
 		}
 	case results.Interrupted:
 		for _, s := range m.Shards {
-			if s.Verdict == results.Interrupted {
+			if s.Result == results.Interrupted {
 				fmt.Fprintf(stdout, "shard %s (%s) was interrupted: not every plan ran\n", s.Shard.String(), s.File)
 			}
 		}

@@ -60,13 +60,13 @@ func (o *outputFlags) tee(stdout io.Writer) io.Writer {
 }
 
 // write writes s as asked and returns code, or exit 2 if a file could not
-// be written (the verdict is on stdout all the same).
+// be written (the result is on stdout all the same).
 func (o *outputFlags) write(verb string, s *results.Summary, code int, stderr io.Writer) int {
 	s.Schema, s.Verb = results.Schema, verb
-	if s.Verdict == "" {
-		s.Verdict = verdictFor(code)
+	if s.Result == "" {
+		s.Result = resultFor(code)
 	}
-	s.ExitCode = results.ExitCode(s.Verdict)
+	s.ExitCode = results.ExitCode(s.Result)
 	for _, path := range []string{o.json, o.junit} {
 		if path != "" {
 			os.MkdirAll(filepath.Dir(path), 0o755) // checkOut made sure it can be
@@ -87,7 +87,7 @@ func (o *outputFlags) write(verb string, s *results.Summary, code int, stderr io
 	return code
 }
 
-func verdictFor(code int) string {
+func resultFor(code int) string {
 	switch code {
 	case exitOK:
 		return results.Held
@@ -109,7 +109,7 @@ func tally(counts map[string]map[verdict.Status]int, names, counted []string, cx
 		c := counts[name]
 		p := results.Property{Name: name, Counted: counted == nil || known(name, counted),
 			Pass: c[verdict.Pass], Fail: c[verdict.Fail], Inconclusive: c[verdict.Inconclusive], NotJudged: c[verdict.NotJudged]}
-		p.SetVerdict()
+		p.SetStatus()
 		if cx != nil {
 			for _, v := range cx.Report.Verdicts {
 				if v.Property == name && (v.Status == verdict.Fail || v.Status == verdict.Inconclusive) && p.Explanation == "" {
@@ -152,7 +152,7 @@ func reportProperties(r *verdict.Report, where string, counted []string) []resul
 		}
 	}
 	for i := range ps {
-		ps[i].SetVerdict()
+		ps[i].SetStatus()
 	}
 	return ps
 }
@@ -244,7 +244,7 @@ func shardFromEnv() (int, int, error) {
 // to the summary's properties), and annotates each failed verdict on the
 // file, at the line of the first operation it names, under GitHub Actions.
 func addHistory(sum *results.Summary, path string, imp *histories.Imported, r *verdict.Report, stdout io.Writer) {
-	h := results.History{File: path, Format: "jsonl", Verdict: verdictFor(exitFor(r.Status())), Properties: reportProperties(r, path, nil)}
+	h := results.History{File: path, Format: "jsonl", Result: resultFor(exitFor(r.Status())), Properties: reportProperties(r, path, nil)}
 	if imp != nil {
 		h.Format = "jepsen-edn"
 	}
@@ -262,7 +262,7 @@ func addHistory(sum *results.Summary, path string, imp *histories.Imported, r *v
 		if q.Explanation == "" {
 			q.Explanation, q.Where = p.Explanation, p.Where
 		}
-		q.SetVerdict()
+		q.SetStatus()
 	}
 	for _, v := range r.Verdicts {
 		if v.Status != verdict.Fail && v.Status != verdict.Inconclusive {

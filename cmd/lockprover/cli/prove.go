@@ -54,7 +54,7 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.modelName, "model", "standard", "the model plans are judged by: standard, or one the kind's family offers (amqp-locks: strict, acquire-exact at every acquire)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "time budget of each linearizability check")
 	fs.DurationVar(&f.shrink, "shrink-time", 30*time.Second, "time to spend minimising a counterexample")
-	fs.StringVar(&f.target, "target", "sim", "where plans run: sim (the kind's simulator) or a real backend: "+targetList())
+	fs.StringVar(&f.target, "target", "sim", "where plans run: sim (the kind's simulator) or a real server: "+targetList())
 	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference; implies the kind's real target (rabbitmq, mariadb, redis); consul-semaphore's needs --target consul or etcd")
 	fs.StringVar(&f.options, "options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, plain_failure, scan_start=random, delete_order=ascending, overshoot=N, ...")
 	f.fam.register(fs, family.Prove)
@@ -368,7 +368,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 // asked for and returns the exit status (2 if they could not be written).
 func (p *proveRun) finish(code int, err error, stderr io.Writer) int {
 	if err != nil {
-		p.sum.Verdict, p.sum.Error = results.Failed, err.Error()
+		p.sum.Result, p.sum.Error = results.Failed, err.Error()
 	}
 	return p.outf.write("prove", p.sum, code, stderr)
 }

@@ -188,7 +188,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
-		sum.Verdict, sum.Error = results.Failed, err.Error()
+		sum.Result, sum.Error = results.Failed, err.Error()
 		return ra.outf.write("replay", sum, exitUsage, stderr)
 	}
 	if err := writeHistory(ra.history, res.History); err != nil {
@@ -229,7 +229,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	fs.StringVar(&ra.modelName, "model", "standard", "acquire-exact model: standard or strict; default the plan's")
 	fs.StringVar(&ra.props, "properties", "", "comma-separated properties whose violation counts; default the plan's, else all")
 	fs.DurationVar(&ra.timeout, "timeout", time.Minute, "time budget of each linearizability check")
-	fs.StringVar(&ra.target, "target", "sim", "where the plan runs: sim (its kind's simulator) or a real backend: "+targetList())
+	fs.StringVar(&ra.target, "target", "sim", "where the plan runs: sim (its kind's simulator) or a real server: "+targetList())
 	fs.StringVar(&ra.impl, "impl", "", "run an implementation that speaks the process protocol instead (implies the plan's real target: rabbitmq, mariadb)")
 	ra.fam.register(fs, family.Replay)
 	ra.outf.register(fs, true)
@@ -246,7 +246,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	bad.add(given(fs, "impl") && strings.TrimSpace(ra.impl) == "", "--impl needs a command")
 	bad.add(given(fs, "init-timeout") && ra.impl == "", "--init-timeout is for an implementation's processes: give --impl")
 	ra.fam.check(&bad)
-	bad.add(ra.impl != "" && given(fs, "target") && ra.target == "sim", "--impl runs processes against a real backend: use --target %s", strings.Join(strings.Split(targetList(), ", "), " or "))
+	bad.add(ra.impl != "" && given(fs, "target") && ra.target == "sim", "--impl runs processes against a real server: use --target %s", strings.Join(strings.Split(targetList(), ", "), " or "))
 	bad.add(ra.trace && ra.real, "--trace is the simulator's event trace: not with a real target or --impl")
 	bad.add(len(pos) != 1, "want exactly one plan file, got %d arguments", len(pos))
 	ra.outf.check(&bad)

@@ -61,7 +61,7 @@ func TestThirdFamilyThroughTheCommandLine(t *testing.T) {
 		t.Errorf("index.html links history.html, which was not written")
 	}
 	var s struct {
-		Verdict    string `json:"verdict"`
+		Result     string `json:"result"`
 		Properties []struct {
 			Name string `json:"name"`
 			Fail int    `json:"fail"`
@@ -71,7 +71,7 @@ func TestThirdFamilyThroughTheCommandLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(data, &s); err != nil || s.Verdict != "violated" || len(s.Properties) != 1 || s.Properties[0].Name != "toy-exclusive" || s.Properties[0].Fail != 1 {
+	if err := json.Unmarshal(data, &s); err != nil || s.Result != "violated" || len(s.Properties) != 1 || s.Properties[0].Name != "toy-exclusive" || s.Properties[0].Fail != 1 {
 		t.Errorf("--json: %v %s", err, data)
 	}
 	if x, err := os.ReadFile(junit); err != nil || !strings.Contains(string(x), "toy-exclusive") {
@@ -142,10 +142,10 @@ func TestThirdFamilyThroughTheProtocol(t *testing.T) {
 		t.Errorf("the report page: %v", err)
 	}
 	var s struct {
-		Verdict        string `json:"verdict"`
+		Result         string `json:"result"`
 		Implementation string `json:"implementation"`
 	}
-	if data, err := os.ReadFile(sum); err != nil || json.Unmarshal(data, &s) != nil || s.Verdict != "violated" || !strings.Contains(s.Implementation, "takes-held") {
+	if data, err := os.ReadFile(sum); err != nil || json.Unmarshal(data, &s) != nil || s.Result != "violated" || !strings.Contains(s.Implementation, "takes-held") {
 		t.Errorf("--json: %v %+v", err, s)
 	}
 	if x, err := os.ReadFile(junit); err != nil || !strings.Contains(string(x), "toy-exclusive") {
