@@ -11,7 +11,7 @@
 # real server. scripts/test-again runs each test that failed once more,
 # alone, and names it as flaky when it passes then; one that fails again,
 # or a package that fails otherwise, fails the target.
-SLOWEST = ./adapters/amqprun ./adapters/amqprun/clusters ./adapters/consulsemrun/clusters ./adapters/conform ./cmd/lockprover/cli ./adapters/dbsemrun ./model/consulsem ./adapters/rabbitmq ./model/redlock ./model/dbsem
+SLOWEST = ./adapters/amqprun ./adapters/amqprun/clusters ./adapters/amqprun/rabbitmq4 ./adapters/consulsemrun/clusters ./adapters/conform ./cmd/lockprover/cli ./adapters/dbsemrun ./model/consulsem ./adapters/rabbitmq ./model/redlock ./model/dbsem
 test: fmt vet
 	scripts/test-again -p 4 -parallel 8 -timeout 15m $(SLOWEST) ./...
 

@@ -1,4 +1,8 @@
-package amqprun_test
+// Package rabbitmq4_test proves the amqp-locks reference on a private
+// RabbitMQ 4.3.6 node, in a package of its own so that its minutes of
+// real time (a node's start, plans paced by heartbeats) run beside
+// adapters/amqprun's tests rather than after them.
+package rabbitmq4_test
 
 import (
 	"context"
