@@ -1,0 +1,287 @@
+package rabbitmq
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/netns"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// TestClusterKhepriRows measures docs/broker-semantics.md's Khepri rows
+// (K.1 and on) on three RabbitMQ 4.3.6 nodes, whose metadata store is
+// Khepri (Raft) and which have no partition handling modes: what the
+// Mnesia rows (C.1 to C.9) asked, and what Raft adds to the question.
+//
+//   - partition: n1, the holder's node, is cut off from n2 and n3 (both
+//     ways, silently), as in TestClusterExclusiveQueues. Besides the
+//     contender's declare, the holder's verify, the durable queue's home
+//     and the new connections to n1, it measures a declare and a delete
+//     through n1, the minority node: how long each takes, and what it
+//     answers. Then the heal, and what is left.
+//   - crash and pause: n1 is killed (SIGKILL) or paused (SIGSTOP); how
+//     long until a contender on n2 takes the holder's exclusive queue.
+//
+// Each subtest starts a cluster of its own (a minute or two each), so
+// it runs only when asked: LOCKPROVER_CLUSTER_ROWS=khepri.
+func TestClusterKhepriRows(t *testing.T) {
+	if os.Getenv("LOCKPROVER_CLUSTER_ROWS") != "khepri" {
+		t.Skip("measures docs/broker-semantics.md's Khepri rows on three 4.3.6 nodes in about ten minutes: LOCKPROVER_CLUSTER_ROWS=khepri to run it")
+	}
+	v := rootedVersion(t, "4.3.6")
+	t.Run("partition", func(t *testing.T) { measureKhepriPartition(t, ClusterOptions{Version: v}) })
+	for _, fault := range []string{"crash", "pause"} {
+		t.Run(fault, func(t *testing.T) { measureKhepriNodeLoss(t, ClusterOptions{Version: v}, fault) })
+	}
+}
+
+// khepriSetup is a cluster with a holder on n1 holding the exclusive queue
+// b, a durable queue a declared through n1, and a contender on n2.
+type khepriSetup struct {
+	c                   *Cluster
+	n1, n2, n3          *Node
+	holder, contender   *amqp.Connection
+	holderW, contenderW *closeWatch
+	lock, a, b          string
+	dial                func(n *Node) *amqp.Connection
+	lab                 *netns.Lab
+}
+
+func newKhepriSetup(t *testing.T, o ClusterOptions) (*khepriSetup, func(ctx context.Context, hosts ...string) error) {
+	c, lab := startCluster(t, o)
+	s := &khepriSetup{c: c, n1: c.Nodes[0], n2: c.Nodes[1], n3: c.Nodes[2], lab: lab}
+	s.dial = func(n *Node) *amqp.Connection {
+		// A node of a cluster just formed may refuse guest (403) or not
+		// answer for a while: dial for up to a minute, saying how long.
+		t0 := time.Now()
+		for {
+			conn, err := amqp.DialConfig(n.URL(), amqp.Config{Heartbeat: 2 * time.Second, Dial: amqp.DefaultDial(5 * time.Second)})
+			if err == nil {
+				if d := time.Since(t0); d > time.Second {
+					t.Logf("dial %s: took %.1fs", n.Name, d.Seconds())
+				}
+				t.Cleanup(func() { conn.Close() })
+				return conn
+			}
+			if time.Since(t0) > time.Minute {
+				t.Fatalf("dial %s: %v", n.Name, err)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	s.lock = uniqueName(t)
+	s.b, s.a = s.lock+"-B", s.lock+"-A"
+	s.holder, s.contender = s.dial(s.n1), s.dial(s.n2)
+	s.holderW, s.contenderW = watchClose(s.holder), watchClose(s.contender)
+	if r := probe(s.holder, 10*time.Second, exclusive(s.b)); r != "ok" {
+		t.Fatalf("holder's exclusive declare on n1: %s", r)
+	}
+	if r := probe(s.holder, 10*time.Second, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclare(s.a, true, false, false, false, nil)
+		return err
+	}); r != "ok" {
+		t.Fatalf("durable declare on n1: %s", r)
+	}
+	// Khepri answers a declare once the majority has it; another node's
+	// view may lag (rabbitmq4.md): wait until n2 sees the queue.
+	for i := 0; i < 40; i++ {
+		if r := probe(s.contender, 5*time.Second, exclusive(s.b)); r == "405" {
+			t.Logf("row: contender's exclusive declare through n2 while the holder lives: 405 RESOURCE_LOCKED (after %d tries)", i+1)
+			break
+		} else if i == 39 {
+			t.Fatalf("contender on n2 while the holder lives: %s, want 405", r)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	cut := func(ctx context.Context, hosts ...string) error {
+		for _, o := range hosts {
+			if err := lab.Cut(ctx, s.n1.Host, o); err != nil {
+				return err
+			}
+			if err := lab.Cut(ctx, o, s.n1.Host); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	t.Cleanup(func() { lab.Heal(context.Background()) })
+	return s, cut
+}
+
+func measureKhepriPartition(t *testing.T, o ClusterOptions) {
+	s, cut := newKhepriSetup(t, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	// A queue for the delete through n1, declared before the cut.
+	d := s.lock + "-D"
+	if r := probe(s.holder, 10*time.Second, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclare(d, true, false, false, false, nil)
+		return err
+	}); r != "ok" {
+		t.Fatalf("durable declare of %s on n1: %s", d, r)
+	}
+	// Two more clients of n1's, one for a declare and one for a delete: a
+	// metadata write that fails may close its whole connection.
+	side, side2 := s.dial(s.n1), s.dial(s.n1)
+	t0 := time.Now()
+	if err := cut(ctx, s.n2.Host, s.n3.Host); err != nil {
+		t.Fatal(err)
+	}
+	const window = 60 * time.Second
+	deadline := t0.Add(window)
+	cont, verify, durable, accepts := &timeline{t0: t0}, &timeline{t0: t0}, &timeline{t0: t0}, &timeline{t0: t0}
+	var wg sync.WaitGroup
+	poll := func(tl *timeline, limit time.Duration, cn *amqp.Connection, call func(*amqp.Channel) error, stop func(string) bool) {
+		defer wg.Done()
+		for time.Now().Before(deadline) {
+			r := "closed"
+			if cn != nil && !cn.IsClosed() {
+				r = probe(cn, limit, call)
+			}
+			tl.see(r)
+			if stop(r) {
+				return
+			}
+			if r == "no answer" || r == "closed" {
+				if nc, err := amqp.DialConfig(nodeURLOf(cn, s.c), amqp.Config{Heartbeat: 2 * time.Second, Dial: amqp.DefaultDial(2 * time.Second)}); err == nil {
+					t.Cleanup(func() { nc.Close() })
+					cn = nc
+				}
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	// The minority's writes: one declare of a new durable queue and one
+	// delete of d, each through n1 and given the whole window.
+	var declared, deleted string
+	var declaredAt, deletedAt time.Duration
+	wg.Add(6)
+	go func() {
+		defer wg.Done()
+		declared = probe(side, window, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclare(s.lock+"-N", true, false, false, false, nil)
+			return err
+		})
+		declaredAt = time.Since(t0)
+	}()
+	go func() {
+		defer wg.Done()
+		deleted = probe(side2, window, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDelete(d, false, false, false)
+			return err
+		})
+		deletedAt = time.Since(t0)
+	}()
+	go func() {
+		defer wg.Done()
+		for time.Now().Before(deadline) {
+			conn, err := amqp.DialConfig(s.n1.URL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+			if err != nil {
+				accepts.see("refused")
+			} else {
+				accepts.see("accepted")
+				conn.Close()
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
+	go poll(cont, 2*time.Second, s.contender, exclusive(s.b), func(r string) bool { return r == "ok" })
+	go poll(verify, 2*time.Second, s.holder, passive(s.b), func(string) bool { return false })
+	// Given 40 s, to see what a blocked passive declare ends in.
+	go poll(durable, 40*time.Second, s.dial(s.n2), passive(s.a), func(string) bool { return false })
+	wg.Wait()
+	t.Logf("row (khepri): contender's exclusive declare through n2 after n1 is cut off: %s", cont)
+	t.Logf("row (khepri): holder's verify (passive declare) through n1: %s", verify)
+	t.Logf("row (khepri): passive declare of n1's durable queue through n2: %s", durable)
+	t.Logf("row (khepri): a new connection to n1: %s", accepts)
+	t.Logf("row (khepri): a declare of a new durable queue through n1: %s at %.1fs", declared, declaredAt.Seconds())
+	t.Logf("row (khepri): a delete of a durable queue through n1: %s at %.1fs", deleted, deletedAt.Seconds())
+	t.Logf("row (khepri): during the cut, the holder's connection: %s; the contender's: %s", s.holderW.since(t0), s.contenderW.since(t0))
+	// What 4.3.6 did in every run (K.1 to K.4): the majority never frees
+	// the cut-off holder's exclusive queue, the holder is never told, and
+	// a metadata write through the minority fails after Khepri's 30 s.
+	if _, took := cont.when("ok"); took {
+		t.Errorf("K.2: the contender on the majority took the cut-off holder's exclusive queue: %s", cont)
+	}
+	if _, told := verify.when("closed"); told || verify.String() != "ok from 0.0s" {
+		t.Errorf("K.3: the holder's verify through n1: %s, want ok throughout", verify)
+	}
+	if !strings.Contains(declared, "metadata store operation timed out") || declaredAt < 25*time.Second {
+		t.Errorf("K.4: a declare through n1: %q at %v, want a 541 saying the metadata store timed out, after 30 s", declared, declaredAt)
+	}
+
+	th := time.Now()
+	if err := s.lab.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	agreed := awaitAgreement(ctx, s.n2, s.c, 90*time.Second)
+	t.Logf("row (khepri): the cluster agrees again %.1fs after the heal (-1: not within 90 s)", agreed.Seconds())
+	time.Sleep(5 * time.Second)
+	qs, _ := s.n2.Ctl(ctx, "list_queues", "name", "pid", "--no-table-headers", "--quiet")
+	var left []string
+	for _, l := range strings.Split(qs, "\n") {
+		if strings.HasPrefix(l, s.lock) {
+			left = append(left, strings.ReplaceAll(l, "\t", " "))
+		}
+	}
+	mine := probe(s.contender, 5*time.Second, passive(s.b))
+	holds := probe(s.holder, 5*time.Second, passive(s.b))
+	third := probe(s.dial(s.n3), 5*time.Second, exclusive(s.b))
+	t.Logf("row (khepri): %.1fs after the heal: queues left (n2): %s; the holder's verify: %s; the contender's: %s; a third client's exclusive declare through n3: %s; the holder's connection: %s; the contender's: %s",
+		time.Since(th).Seconds(), strings.Join(left, "; "), holds, mine, third, s.holderW.since(t0), s.contenderW.since(t0))
+	if holds != "ok" || third != "405" || s.holderW.since(t0) != "open" {
+		t.Errorf("K.7: after the heal the holder's verify %q (want ok), a third's declare %q (want 405), the holder's connection %s (want open)", holds, third, s.holderW.since(t0))
+	}
+}
+
+func measureKhepriNodeLoss(t *testing.T, o ClusterOptions, fault string) {
+	s, _ := newKhepriSetup(t, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	var err error
+	if fault == "crash" {
+		err = s.n1.Crash()
+	} else {
+		err = s.n1.Pause()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cont := &timeline{t0: t0}
+	deadline := t0.Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		r := probe(s.contender, 2*time.Second, exclusive(s.b))
+		cont.see(r)
+		if r == "ok" {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("row (khepri, %s of n1): contender's exclusive declare through n2: %s; the holder's connection: %s", fault, cont, s.holderW.since(t0))
+	if _, took := cont.when("ok"); took {
+		t.Errorf("K.6: the contender on n2 took the exclusive queue of the %s node's holder: %s", fault, cont)
+	}
+	tb := time.Now()
+	if fault == "crash" {
+		err = s.n1.Start(ctx)
+	} else {
+		err = s.n1.Resume()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	agreed := awaitAgreement(ctx, s.n2, s.c, 90*time.Second)
+	time.Sleep(5 * time.Second)
+	mine := probe(s.contender, 5*time.Second, passive(s.b))
+	third := probe(s.dial(s.n3), 5*time.Second, exclusive(s.b))
+	t.Logf("row (khepri, %s of n1): n1 back (%.1fs after the %s, agreement %.1fs after); the contender's verify: %s; a third client's exclusive declare through n3: %s; the holder's connection: %s; the contender's: %s",
+		fault, tb.Sub(t0).Seconds(), fault, agreed.Seconds(), mine, third, s.holderW.since(t0), s.contenderW.since(t0))
+	if third != "ok" {
+		t.Errorf("K.6: once n1 is back, a third client's exclusive declare of the lost holder's queue: %q, want ok", third)
+	}
+}
