@@ -1,6 +1,8 @@
 package upstream_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -114,8 +116,9 @@ func TestNodeRedisSemaphoreFindings(t *testing.T) {
 	} {
 		t.Run(strings.ReplaceAll(strings.TrimSpace(tc.flags), " ", "_")+"/"+tc.plan, func(t *testing.T) {
 			t.Parallel()
+			history := filepath.Join(t.TempDir(), "history.jsonl")
 			code, out := lockprover("replay", "--target", "redis", "--impl", nodeRedisSemaphore(t, tc.flags),
-				"--init-timeout", "30s", "--times", "1", "plans/"+tc.plan)
+				"--init-timeout", "30s", "--times", "1", "--history", history, "plans/"+tc.plan)
 			if strings.Contains(out, "no redis-server") {
 				t.Skipf("needs redis-server (apt-get install redis-server): %s", out)
 			}
@@ -126,6 +129,14 @@ func TestNodeRedisSemaphoreFindings(t *testing.T) {
 				t.Errorf("exit %d, failed %q: want every property to hold", code, failed)
 			case tc.fails != "" && (code == 0 || len(failed) != 1 || failed[0] != tc.fails):
 				t.Errorf("exit %d, failed %q: want exactly %s to fail", code, failed, tc.fails)
+			default:
+				return
+			}
+			// The history, for the cause: a finding that did not show
+			// beside the suite (a plan's timing the load undid) must say
+			// what happened instead.
+			if h, err := os.ReadFile(history); err == nil {
+				t.Logf("the history:\n%s", h)
 			}
 		})
 	}
