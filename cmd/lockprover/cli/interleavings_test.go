@@ -141,7 +141,12 @@ func TestNoAdminMutexOnRabbitMQ(t *testing.T) {
 		}
 	}
 	if !reached || s.Steered < 1 {
-		t.Errorf("two admins' changes at once not aimed at and reached (%d plans steered):\n%s", s.Steered, data)
+		// The counterexample's summary and history, for the cause: a run
+		// whose first plan failed stops before any steering (seen once
+		// beside the suite: persistent failed on plan 1, slots vanished).
+		cx, _ := os.ReadFile(filepath.Join(dir, "out", "summary.txt"))
+		h, _ := os.ReadFile(filepath.Join(dir, "out", "history.jsonl"))
+		t.Errorf("two admins' changes at once not aimed at and reached (%d plans steered):\n%s\nthe counterexample:\n%s\nits history:\n%s", s.Steered, data, cx, h)
 	}
 	t.Logf("caught after %d plans (%d steered), %v in all:\n%s", s.Plans, s.Steered, time.Since(start).Round(time.Second), out)
 }
