@@ -219,16 +219,7 @@ func measureCluster(t *testing.T, mode string) {
 	accepts := &timeline{t0: t0} // does n1 take a new connection?
 	dialN1 := func() {
 		defer wg.Done()
-		for time.Now().Before(deadline) {
-			conn, err := amqp.DialConfig(n1.URL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
-			if err != nil {
-				accepts.see("refused")
-			} else {
-				accepts.see("accepted")
-				conn.Close()
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+		watchAccepts(accepts, n1, deadline)
 	}
 	wg.Add(4)
 	go dialN1()
@@ -318,6 +309,21 @@ func measureCluster(t *testing.T, mode string) {
 	if mine != wantMine || third != wantThird || contender.IsClosed() {
 		t.Errorf("%s: after the heal the contender's verify %q (want %q), a third's declare %q (want %q), the contender's connection %s",
 			mode, mine, wantMine, third, wantThird, contenderClosed.since(t0))
+	}
+}
+
+// watchAccepts notes in tl, until deadline, whether n takes a new
+// connection (a dial given 2 s), every 500 ms.
+func watchAccepts(tl *timeline, n *Node, deadline time.Time) {
+	for time.Now().Before(deadline) {
+		conn, err := amqp.DialConfig(n.URL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+		if err != nil {
+			tl.see("refused")
+		} else {
+			tl.see("accepted")
+			conn.Close()
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 

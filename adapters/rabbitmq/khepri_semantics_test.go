@@ -178,16 +178,7 @@ func measureKhepriPartition(t *testing.T, o ClusterOptions) {
 	}()
 	go func() {
 		defer wg.Done()
-		for time.Now().Before(deadline) {
-			conn, err := amqp.DialConfig(s.n1.URL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
-			if err != nil {
-				accepts.see("refused")
-			} else {
-				accepts.see("accepted")
-				conn.Close()
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+		watchAccepts(accepts, s.n1, deadline)
 	}()
 	go poll(cont, 2*time.Second, s.contender, exclusive(s.b), func(r string) bool { return r == "ok" })
 	go poll(verify, 2*time.Second, s.holder, passive(s.b), func(string) bool { return false })
