@@ -436,6 +436,9 @@ func MariaDB(ctx context.Context, dsn string, runs int, seed uint64, out io.Writ
 	fmt.Fprintf(out, "sqlsim against MariaDB: %d sequences of dbsem's statements, seed %d\n", o.Runs, seed)
 	rep, err := MariaDBDifferential(ctx, o)
 	if rep == nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			fmt.Fprintf(out, "interrupted after 0 sequences: %v\n", err)
+		}
 		return MariaDBReport{Seed: seed}, err
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

@@ -88,6 +88,10 @@ func openMaria(ctx context.Context, dsn string) (*mariaTarget, error) {
 	t.prefix = fmt.Sprintf("lpdb_%x_", b)
 	fail := func(err error) (*mariaTarget, error) {
 		t.db.Close()
+		if ctx.Err() != nil {
+			// The caller's deadline or interrupt, not MariaDB: say so.
+			return nil, fmt.Errorf("interrupted before MariaDB at %s answered (%v): %w", redactDSN(cfg), err, ctx.Err())
+		}
 		return nil, fmt.Errorf("%w at %s: %v", ErrNoMariaDB, redactDSN(cfg), err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
