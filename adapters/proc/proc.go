@@ -160,19 +160,27 @@ func (p *Proc) owns(cmd *exec.Cmd, exited chan struct{}, since *time.Time) error
 	return fmt.Errorf("%s: port %d: address already in use: another server answers there", p.Name, p.Port)
 }
 
-// PID is the process's id, 0 while it is not running.
-func (p *Proc) PID() int {
+// running is the command of the process while it runs, else nil.
+func (p *Proc) running() *exec.Cmd {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd == nil {
-		return 0
+		return nil
 	}
 	select {
 	case <-p.exited:
-		return 0
+		return nil
 	default:
-		return p.cmd.Process.Pid
+		return p.cmd
 	}
+}
+
+// PID is the process's id, 0 while it is not running.
+func (p *Proc) PID() int {
+	if cmd := p.running(); cmd != nil {
+		return cmd.Process.Pid
+	}
+	return 0
 }
 
 // Bounce ends the process with sig (SIGTERM: a clean stop; SIGKILL: a
@@ -261,17 +269,10 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 // running: PID's, or for a program run from a root (Command) the init's
 // child.
 func (p *Proc) Program() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return 0
+	if cmd := p.running(); cmd != nil {
+		return p.program(cmd)
 	}
-	select {
-	case <-p.exited:
-		return 0
-	default:
-		return p.program(p.cmd)
-	}
+	return 0
 }
 
 // program is the process that runs the program cmd started: cmd's own,
