@@ -22,7 +22,9 @@ import (
 // answered. It frames what passes both ways (RESP2 and RESP3, commands as
 // arrays of bulk strings), so that the reply lost is the whole reply to
 // one command of the lock's, never a connection's handshake (HELLO,
-// CLIENT, SELECT, PING) nor a NOSCRIPT error (after which go-redis sends
+// CLIENT, SELECT, PING, and INFO: ioredis's ready check, which a client
+// connecting late, on a loaded machine, sends after the arm) nor a
+// NOSCRIPT error (after which go-redis sends
 // the script again as EVAL: the reply lost is then EVAL's, a command the
 // server applied).
 type Proxy struct {
@@ -149,10 +151,13 @@ func (s *respSession) answered(reply []byte) string {
 }
 
 // lockCommand says whether a reply to command name may be lost: the
-// commands a lock sends, not a connection's own.
+// commands a lock sends, not a connection's own (a handshake, a client's
+// ready check: INFO, COMMAND, ECHO). Losing INFO's reply to ioredis's
+// ready check struck no operation of the lock's, yet was recorded as a
+// lost reply, and the plan's acquire then went through untouched.
 func lockCommand(name string) bool {
 	switch name {
-	case "", "HELLO", "CLIENT", "SELECT", "PING", "AUTH", "QUIT", "RESET":
+	case "", "HELLO", "CLIENT", "SELECT", "PING", "AUTH", "QUIT", "RESET", "INFO", "COMMAND", "ECHO":
 		return false
 	}
 	return true

@@ -12,14 +12,19 @@ import (
 // A reply the proxy loses is the reply to the lock's next command, after
 // the server applied it: the client's connection is cut instead (the
 // command answers an error), OnDrop hears it once, a connection's
-// handshake (HELLO) and a NOSCRIPT error pass (the script's EVAL is the
+// handshake (HELLO), a ready check (INFO, as ioredis sends on connecting)
+// and a NOSCRIPT error pass (the script's EVAL is the
 // one lost), and the next command goes through a new connection.
 func TestProxyDropsOneReply(t *testing.T) {
 	s, px, drops := proxied(t)
 	c := goredis.NewClient(&goredis.Options{Addr: px.Addr(), MaxRetries: -1, DialTimeout: 2 * time.Second})
 	defer c.Close()
-	// Armed before the client's first connection: its HELLO passes.
+	// Armed before the client's first connection: its HELLO passes, and
+	// so does a ready check's INFO.
 	px.DropReply()
+	if err := c.Info(ctx(t), "server").Err(); err != nil {
+		t.Fatalf("INFO, a ready check, lost its reply to the armed drop: %v", err)
+	}
 	if err := c.Set(ctx(t), "a", "1", 0).Err(); err == nil {
 		t.Fatal("SET a answered, its reply armed to be lost")
 	}
