@@ -42,7 +42,7 @@ func TestClusterPlanValidation(t *testing.T) {
 		{"bad cut", func(p *Plan) { p.Nemesis[0].Cut = "n1>n2  n2>n1" }, `nemesis[0].cut: want directions "from>to" separated by single spaces`},
 		{"cut from itself", func(p *Plan) { p.Nemesis[0].Cut = "n1>n1" }, `nemesis[0].cut: "n1>n1" cuts n1 off from itself`},
 		{"cut of another node", func(p *Plan) { p.Nemesis[0].Cut = "n1>n4" }, `nemesis[0].cut: want nodes of the cluster (n1, n2, n3), got "n4"`},
-		{"bad mode", func(p *Plan) { p.PartitionHandling = "pause_majority" }, `partition_handling: want ignore, pause_minority or autoheal, got "pause_majority"`},
+		{"bad mode", func(p *Plan) { p.PartitionHandling = "pause_majority" }, `partition_handling: want ignore, pause_minority, autoheal or khepri, got "pause_majority"`},
 		{"mode without a cluster", func(p *Plan) { p.Cluster, p.Nodes, p.Nemesis = nil, nil, nil }, "partition_handling: a plan without a cluster has no partition handling"},
 		{"node fault", func(p *Plan) { p.Nemesis[0] = Fault{Fault: histories.ForceClose, Node: "n1"} }, "nemesis[0].node: a node can be killed, paused or restarted (restart-broker), not struck by force-close"},
 		{"unknown node", func(p *Plan) { p.Nemesis[0] = Fault{Fault: histories.Kill, Node: "n5"} }, `nemesis[0].node: want a node of the cluster (n1, n2, n3), got "n5"`},

@@ -35,7 +35,11 @@ type RabbitMQCluster struct {
 	Cluster *rabbitmq.Cluster
 	Lab     *netns.Lab
 	// OpTimeout ends an operation that takes longer with an unknown
-	// outcome; 0 means 30 s.
+	// outcome; 0 means 30 s, and on a Khepri cluster 15 s more than
+	// Khepri's own 30 s (rabbitmq.KhepriCommandTimeout): a declare through
+	// a node cut off from the majority then ends as the broker ends it,
+	// its connection closed with a 541 the history records, rather than
+	// by the client giving up on it at the same moment.
 	OpTimeout time.Duration
 	// Log hears what each recovery had to do (nil: nothing).
 	Log io.Writer
@@ -104,7 +108,11 @@ func (t RabbitMQCluster) Run(ctx context.Context, p *Plan, impl Impl) (*prover.R
 		t.dirty.set = true // until this plan's recovery succeeds
 	}
 	// A restart-broker on a cluster restarts a node (clusterRun.fault).
-	return RabbitMQ{URL: first.URL(), Ctl: ctl, OpTimeout: t.OpTimeout, AllowRestart: true, cluster: c}.Run(ctx, p, impl)
+	timeout := t.OpTimeout
+	if timeout == 0 && t.Cluster.Options().PartitionHandling == rabbitmq.Khepri {
+		timeout = rabbitmq.KhepriCommandTimeout + 15*time.Second
+	}
+	return RabbitMQ{URL: first.URL(), Ctl: ctl, OpTimeout: timeout, AllowRestart: true, cluster: c}.Run(ctx, p, impl)
 }
 
 // A clusterRun is one plan's run on a cluster: where its processes

@@ -54,8 +54,8 @@ type Plan struct {
 	Cluster []string          `json:"cluster,omitempty"`
 	Nodes   map[string]string `json:"nodes,omitempty"`
 	// PartitionHandling is the cluster's mode the plan was drawn for
-	// (ignore, pause_minority, autoheal): what a replay runs it under
-	// unless told otherwise.
+	// (ignore, pause_minority, autoheal, khepri): what a replay runs it
+	// under unless told otherwise, or the version has no such mode.
 	PartitionHandling string `json:"partition_handling,omitempty"`
 	// Decisions are the simulator's scheduling decisions.
 	run.Decisions
@@ -349,12 +349,12 @@ func (p *Plan) validateCluster() error {
 	}
 	switch p.PartitionHandling {
 	case "":
-	case "ignore", "pause_minority", "autoheal":
+	case "ignore", "pause_minority", "autoheal", "khepri":
 		if len(p.Cluster) == 0 {
 			return planError("partition_handling", "a plan without a cluster has no partition handling")
 		}
 	default:
-		return planError("partition_handling", "want ignore, pause_minority or autoheal, got %q", p.PartitionHandling)
+		return planError("partition_handling", "want ignore, pause_minority, autoheal or khepri, got %q", p.PartitionHandling)
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.Nodes)) {
 		if !slices.Contains(p.processes(), name) {

@@ -264,7 +264,7 @@ func Probe(ctx context.Context, conn broker.Conn, names []string) ([]Found, erro
 		switch broker.Code(err) {
 		case 0:
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("passive declare of %s: %w", n, err)
 			}
 			out = append(out, Found{Name: n})
 		case broker.ResourceLocked:
@@ -273,7 +273,7 @@ func Probe(ctx context.Context, conn broker.Conn, names []string) ([]Found, erro
 		case broker.NotFound:
 			ch = nil
 		default:
-			return nil, err
+			return nil, fmt.Errorf("passive declare of %s: %w", n, err)
 		}
 	}
 	if ch != nil {

@@ -40,10 +40,24 @@ const (
 	// Autoheal: as Ignore while the partition lasts; at the heal, the
 	// side with fewer client connections restarts.
 	Autoheal = "autoheal"
+	// Khepri is no cluster_partition_handling but what RabbitMQ 4.3 and
+	// later do instead: their metadata (queues, exclusive owners) lives in
+	// Khepri, a Raft store, and Mnesia and its three modes are gone. A
+	// node cut off from a majority keeps its clients' connections but
+	// commits no declare or delete (541 after 30 s); the majority goes on;
+	// the cluster agrees again by itself after the heal
+	// (docs/broker-semantics.md, section 6).
+	Khepri = "khepri"
 )
 
-// Modes are the partition handling modes, in the order docs list them.
-var Modes = []string{Ignore, PauseMinority, Autoheal}
+// Modes are a cluster's modes, in the order docs list them: Mnesia's
+// three partition handling modes, then Khepri.
+var Modes = []string{Ignore, PauseMinority, Autoheal, Khepri}
+
+// KhepriCommandTimeout is how long a 4.3 node waits for Khepri to commit
+// a declare or a delete before it closes the client's connection (541):
+// 30 s, measured (K.4).
+const KhepriCommandTimeout = 30 * time.Second
 
 // DefaultNetTicktime is a cluster's net_ticktime unless ClusterOptions say
 // otherwise: 5 s, where RabbitMQ's default is 60 s. A node takes between
@@ -175,12 +189,11 @@ func (n *Node) URL() string { return "amqp://guest:guest@" + n.Addr + "/" }
 // runs its broker in one cluster, or, on any failure, having stopped what
 // it started.
 func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o ClusterOptions, hosts ...string) (*Cluster, error) {
-	if o.PartitionHandling == "" {
-		o.PartitionHandling = Ignore
+	mode, err := o.Mode()
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq cluster: %w", err)
 	}
-	if !validMode(o.PartitionHandling) {
-		return nil, fmt.Errorf("rabbitmq cluster: partition handling %q: want one of %s", o.PartitionHandling, strings.Join(Modes, ", "))
-	}
+	o.PartitionHandling = mode
 	if o.NetTicktime == 0 {
 		o.NetTicktime = DefaultNetTicktime
 	}
@@ -198,7 +211,7 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o ClusterOpti
 			hosts = append(hosts, h.Name)
 		}
 	}
-	dir, err := filepath.Abs(dir)
+	dir, err = filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -249,13 +262,31 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o ClusterOpti
 	return c, nil
 }
 
-func validMode(m string) bool {
-	for _, x := range Modes {
-		if m == x {
-			return true
-		}
+// Mode is the cluster's mode o asks for, given its version: "" is
+// Ignore (RabbitMQ's default) where Mnesia's modes exist and Khepri where
+// they do not (4.3 and later); a Mnesia mode asked of 4.3 and Khepri
+// asked of a Mnesia version are refused, naming the version.
+func (o ClusterOptions) Mode() (string, error) {
+	m := o.PartitionHandling
+	if !slices.Contains(Modes, m) && m != "" {
+		return "", fmt.Errorf("partition handling %q: want one of %s", m, strings.Join(Modes, ", "))
 	}
-	return false
+	mnesia := o.hasPartitionHandling()
+	version := "RabbitMQ " + o.Version.Name
+	if o.Version.Name == "" {
+		version = "the machine's RabbitMQ"
+	}
+	switch {
+	case m == "" && mnesia:
+		return Ignore, nil
+	case m == "":
+		return Khepri, nil
+	case m == Khepri && mnesia:
+		return "", fmt.Errorf("partition handling khepri: %s keeps its metadata in Mnesia (Khepri is the store of 4.3 and later: --server-version 4.3.6); want ignore, pause_minority or autoheal", version)
+	case m != Khepri && !mnesia && !forcePartitionHandling:
+		return "", fmt.Errorf("partition handling %s: %s has no cluster_partition_handling (4.3 removed Mnesia and its modes; its metadata lives in Khepri): want khepri", m, version)
+	}
+	return m, nil
 }
 
 // files writes the node's configuration, cookie and directories, and
@@ -267,7 +298,7 @@ func (n *Node) files(cookie string, o ClusterOptions) error {
 		}
 	}
 	conf := "loopback_users = none\nlisteners.tcp.default = 5672\n"
-	if o.hasPartitionHandling() || forcePartitionHandling {
+	if o.PartitionHandling != Khepri && (o.hasPartitionHandling() || forcePartitionHandling) {
 		conf += "cluster_partition_handling = " + o.PartitionHandling + "\n"
 	}
 	files := []struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/netns"
+	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/internal/quick"
 
 	"github.com/lockprover/lockprover/adapters/netns/netnstest"
@@ -143,13 +144,54 @@ func TestStartClusterRefusesBadOptions(t *testing.T) {
 		o    ClusterOptions
 		want string
 	}{
-		{ClusterOptions{PartitionHandling: "pause-minority"}, `partition handling "pause-minority": want one of ignore, pause_minority, autoheal`},
+		{ClusterOptions{PartitionHandling: "pause-minority"}, `partition handling "pause-minority": want one of ignore, pause_minority, autoheal, khepri`},
 		{ClusterOptions{NetTicktime: 1500 * time.Millisecond}, "net_ticktime 1.5s: whole seconds"},
 		{ClusterOptions{NetTicktime: -time.Second}, "net_ticktime -1s"},
 	} {
 		_, err := StartCluster(context.Background(), nil, t.TempDir(), tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error saying %q", tc.o, err, tc.want)
+		}
+	}
+}
+
+// A cluster's mode follows its version: Mnesia's versions take the three
+// partition handling modes (ignore by default) and refuse khepri; 4.3,
+// whose metadata lives in Khepri, is khepri by default and refuses a
+// Mnesia mode, naming the version, before anything starts.
+func TestClusterModeByVersion(t *testing.T) {
+	v436, err := versions.Lookup("rabbitmq", "4.3.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v405, err := versions.Lookup("rabbitmq", "4.0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		o          ClusterOptions
+		mode, want string // want: the error's words
+	}{
+		{o: ClusterOptions{}, mode: Ignore},
+		{o: ClusterOptions{PartitionHandling: Autoheal}, mode: Autoheal},
+		{o: ClusterOptions{Version: v405, PartitionHandling: PauseMinority}, mode: PauseMinority},
+		{o: ClusterOptions{Version: v436}, mode: Khepri},
+		{o: ClusterOptions{Version: v436, PartitionHandling: Khepri}, mode: Khepri},
+		{o: ClusterOptions{PartitionHandling: Khepri}, want: "partition handling khepri: the machine's RabbitMQ keeps its metadata in Mnesia"},
+		{o: ClusterOptions{Version: v405, PartitionHandling: Khepri}, want: "partition handling khepri: RabbitMQ 4.0.5 keeps its metadata in Mnesia"},
+		{o: ClusterOptions{Version: v436, PartitionHandling: PauseMinority}, want: "partition handling pause_minority: RabbitMQ 4.3.6 has no cluster_partition_handling"},
+	} {
+		m, err := tc.o.Mode()
+		switch {
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s %q: mode %q, %v; want an error saying %q", tc.o.Version, tc.o.PartitionHandling, m, err, tc.want)
+		case tc.want == "" && (err != nil || m != tc.mode):
+			t.Errorf("%s %q: mode %q, %v; want %s", tc.o.Version, tc.o.PartitionHandling, m, err, tc.mode)
+		}
+		if tc.want != "" {
+			if _, err := StartCluster(context.Background(), nil, t.TempDir(), tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("StartCluster %s %q: %v, want the same refusal", tc.o.Version, tc.o.PartitionHandling, err)
+			}
 		}
 	}
 }

@@ -13,8 +13,16 @@ import (
 // cluster's partition handling mode and the node each process connected
 // to, so that a double hold can be explained by what struck the cluster.
 type Cluster struct {
-	Mode   string            // ignore, pause_minority or autoheal
+	Mode   string            // ignore, pause_minority, autoheal or khepri
 	NodeOf map[string]string // process -> node (n1, n2, ...)
+}
+
+// mode names the cluster's mode in an explanation.
+func (c *Cluster) mode() string {
+	if c.Mode == "khepri" {
+		return "Khepri, no partition handling"
+	}
+	return "partition handling " + c.Mode
 }
 
 // explainOnCluster adds to a failure the cluster's side of it. For
@@ -50,7 +58,7 @@ func explainOnCluster(v *verdict.Verdict, events []histories.Event, c *Cluster) 
 	if !strings.HasSuffix(v.Detail, ".") {
 		b.WriteString(".")
 	}
-	fmt.Fprintf(&b, " On the cluster (partition handling %s): %s held it through %s, %s took it through %s", c.Mode, holder, nh, taker, nt)
+	fmt.Fprintf(&b, " On the cluster (%s): %s held it through %s, %s took it through %s", c.mode(), holder, nh, taker, nt)
 	if nt == nh {
 		b.WriteString(", the same node, so no partition explains it.")
 		v.Detail += b.String()
@@ -101,7 +109,7 @@ func explainFailureOnCluster(v *verdict.Verdict, events []histories.Event, c *Cl
 		b.WriteString(".")
 	}
 	e := events[op]
-	fmt.Fprintf(&b, " On the cluster (partition handling %s): %s %s (#%d)", c.Mode, e.Process, e.F, e.Index)
+	fmt.Fprintf(&b, " On the cluster (%s): %s %s (#%d)", c.mode(), e.Process, e.F, e.Index)
 	if n := c.NodeOf[e.Process]; n != "" {
 		fmt.Fprintf(&b, " went through %s", n)
 	}

@@ -36,6 +36,9 @@ type Evidence struct {
 	// reference does) were then not looked for, so a leak among them
 	// could not be seen, and the verdict says so.
 	Unlisted string
+	// Unprobed, if set, says why the lock's queues could not be looked
+	// at, at the end: no-leak is then not judged.
+	Unprobed string
 	// MaxSlots is the largest number of slots the run can have made.
 	MaxSlots int
 	// Cluster, for a run on a RabbitMQ cluster, is its mode and the node
@@ -68,6 +71,10 @@ func judgeEvidence(vs []verdict.Verdict, events []histories.Event, lock string, 
 }
 
 func noLeak(lock string, e *Evidence) verdict.Verdict {
+	if e.Unprobed != "" {
+		return verdict.Verdict{Lock: lock, Property: NoLeak, Status: verdict.NotJudged,
+			Detail: "the lock's queues could not be looked at after the run (" + e.Unprobed + "), so what the broker kept is not known"}
+	}
 	v := verdict.Verdict{Lock: lock, Property: NoLeak, Status: verdict.Pass, Judged: 1}
 	if len(e.Leaks) > 0 {
 		v.Status = verdict.Fail

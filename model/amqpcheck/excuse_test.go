@@ -70,3 +70,13 @@ func TestNoLeakUnlistedIsAnExcuse(t *testing.T) {
 		t.Errorf("unlisted with a leak: %v %+v", v.Status, v.Excuses)
 	}
 }
+
+// When the lock's queues could not be looked at after the run (a passive
+// declare unanswered), no-leak is not judged, and says why: neither a pass
+// nor a leak can be claimed of queues nobody saw.
+func TestNoLeakUnprobedIsNotJudged(t *testing.T) {
+	v := noLeak("lp", &Evidence{Unprobed: "passive declare of lp-1-B: context deadline exceeded"})
+	if v.Status != verdict.NotJudged || !strings.Contains(v.Detail, "could not be looked at after the run (passive declare of lp-1-B: context deadline exceeded)") {
+		t.Errorf("unprobed: %v %q", v.Status, v.Detail)
+	}
+}

@@ -45,6 +45,10 @@ const (
 	Autoheal      = "autoheal"
 )
 
+// Modes are the modes the simulated cluster has: Mnesia's. (RabbitMQ 4.3's
+// Khepri is not simulated.)
+var Modes = []string{Ignore, PauseMinority, Autoheal}
+
 // A BrokerClose is a connection a node closed on its own (a node pausing
 // itself under pause_minority, the loser of an autoheal restarting) or
 // lost with its node (killed): what a fault proxy in front of the process

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,9 +32,11 @@ const simClusterTarget = "sim-cluster"
 // clusterOptions reads --partition-handling and --net-ticktime.
 func clusterOptions(s family.Settings) (rabbitmq.ClusterOptions, error) {
 	var o rabbitmq.ClusterOptions
-	o.PartitionHandling = s.Flag("partition-handling")
-	if o.PartitionHandling != rabbitmq.Ignore && o.PartitionHandling != rabbitmq.PauseMinority && o.PartitionHandling != rabbitmq.Autoheal {
-		return o, fmt.Errorf("--partition-handling: want ignore, pause_minority or autoheal, not %q", o.PartitionHandling)
+	if s.Given("partition-handling") {
+		o.PartitionHandling = s.Flag("partition-handling")
+		if !slices.Contains(rabbitmq.Modes, o.PartitionHandling) {
+			return o, fmt.Errorf("--partition-handling: want ignore, pause_minority, autoheal or khepri, not %q", o.PartitionHandling)
+		}
 	}
 	d, err := time.ParseDuration(s.Flag("net-ticktime"))
 	if err != nil || d < time.Second || d%time.Second != 0 {
@@ -47,6 +50,13 @@ func clusterOptions(s family.Settings) (rabbitmq.ClusterOptions, error) {
 		}
 		o.Version = v
 	}
+	// Not given, the version's own: ignore (RabbitMQ's default) where
+	// Mnesia's modes exist, khepri from 4.3 on.
+	mode, err := o.Mode()
+	if err != nil {
+		return o, fmt.Errorf("--partition-handling: %w", err)
+	}
+	o.PartitionHandling = mode
 	return o, nil
 }
 
@@ -214,21 +224,25 @@ func clusterReplay(p *amqprun.Plan, s family.Settings) (*family.Setup, error) {
 	if len(p.Cluster) == 0 {
 		return nil, fmt.Errorf("the plan has no cluster: replay it on the simulator or --target rabbitmq")
 	}
-	if !s.Given("partition-handling") && p.PartitionHandling != "" {
-		flag := s.Flag
-		s.Flag = func(name string) string {
-			if name == "partition-handling" {
-				return p.PartitionHandling // the mode the plan was found under
-			}
-			return flag(name)
-		}
-	}
 	o, err := clusterOptions(s)
 	if err != nil {
 		return nil, err
 	}
+	mode := o.PartitionHandling
+	if !s.Given("partition-handling") && p.PartitionHandling != "" {
+		// The mode the plan was found under, where the version has it; a
+		// plan found under a Mnesia mode runs on 4.3 as Khepri has it,
+		// and says so.
+		found := o
+		found.PartitionHandling = p.PartitionHandling
+		if m, err := found.Mode(); err == nil {
+			o.PartitionHandling, mode = m, m
+		} else {
+			mode = fmt.Sprintf("%s; the plan was found under %s, which RabbitMQ %s does not have", o.PartitionHandling, p.PartitionHandling, o.Version.Name)
+		}
+	}
 	a := amqprun.Config{Scope: prover.Scope{Mutant: p.Mutant}, Kind: p.Kind} // the kind an implementation's preflight is asked for
-	setup := &family.Setup{Target: clusterTarget, Real: true, Where: fmt.Sprintf("a private RabbitMQ cluster of 3 nodes (%s)", o.PartitionHandling)}
+	setup := &family.Setup{Target: clusterTarget, Real: true, Where: fmt.Sprintf("a private RabbitMQ cluster of 3 nodes (%s)", mode)}
 	out, err := clusterSetup(s, a, setup, newClusterBox(s, o))
 	if err != nil {
 		return nil, err

@@ -20,11 +20,14 @@ func TestClusterSetupRefusals(t *testing.T) {
 	}{
 		{"mode without the cluster", "sim", "all", map[string]string{"partition-handling": "autoheal"}, "--partition-handling is for a cluster: add --target rabbitmq-cluster"},
 		{"ticktime on a broker", "rabbitmq", "all", map[string]string{"net-ticktime": "5s"}, "--net-ticktime is for a cluster"},
-		{"bad mode", clusterTarget, "all", map[string]string{"partition-handling": "pause_majority"}, `--partition-handling: want ignore, pause_minority or autoheal, not "pause_majority"`},
+		{"bad mode", clusterTarget, "all", map[string]string{"partition-handling": "pause_majority"}, `--partition-handling: want ignore, pause_minority, autoheal or khepri, not "pause_majority"`},
 		{"part seconds", clusterTarget, "all", map[string]string{"net-ticktime": "2500ms"}, "--net-ticktime: want whole seconds"},
 		{"URL on the cluster", clusterTarget, "all", map[string]string{"amqp-url": "amqp://u:p@h:5672/"}, "--amqp-url is not for --target rabbitmq-cluster"},
 		{"cluster fault on the simulator", "sim", "isolate-node", nil, "--faults: isolate-node strikes a cluster: add --target rabbitmq-cluster"},
 		{"broker restart on the cluster", clusterTarget, "restart-broker", nil, "restart-node restarts a node"},
+		{"khepri on the simulator", simClusterTarget, "all", map[string]string{"partition-handling": "khepri"}, "--partition-handling khepri: the simulated cluster has Mnesia's modes only"},
+		{"khepri on the machine's RabbitMQ", clusterTarget, "all", map[string]string{"partition-handling": "khepri"}, "--partition-handling: partition handling khepri: the machine's RabbitMQ keeps its metadata in Mnesia"},
+		{"a Mnesia mode on 4.3.6", clusterTarget, "all", map[string]string{"partition-handling": "autoheal", "server-version": "4.3.6"}, "--partition-handling: partition handling autoheal: RabbitMQ 4.3.6 has no cluster_partition_handling"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			flags := map[string]string{"partition-handling": "ignore", "net-ticktime": "5s", "docker": dockerAuto}
@@ -106,5 +109,30 @@ func TestReplayClusterPlanOnTheSimulator(t *testing.T) {
 		Flag: func(n string) string { return flags[n] }, Given: func(n string) bool { return n == "partition-handling" }}
 	if _, err := amqpReplay(p, s); err == nil || !strings.Contains(err.Error(), "--partition-handling is for a cluster plan") {
 		t.Errorf("--partition-handling on a plan without a cluster: %v", err)
+	}
+}
+
+// A cluster of 4.3.6 runs Khepri when no --partition-handling is given
+// (its only mode), and the run says so where it says where it runs; the
+// machine's RabbitMQ runs ignore, RabbitMQ's default before 4.3.
+func TestClusterModeFollowsTheVersion(t *testing.T) {
+	for _, tc := range []struct{ version, mode string }{{"", "ignore"}, {"4.3.6", "khepri"}} {
+		flags := map[string]string{"partition-handling": "ignore", "net-ticktime": "5s", "docker": dockerAuto, "server-version": tc.version}
+		given := map[string]bool{"server-version": tc.version != ""}
+		s := family.Settings{Kind: "semaphore", Target: clusterTarget, Faults: "all",
+			Flag: func(n string) string { return flags[n] }, Given: func(n string) bool { return given[n] }}
+		setup, err := amqpSetup(s)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.version, err)
+		}
+		if want := "cluster of 3 nodes (" + tc.mode + ")"; !strings.Contains(setup.Where, want) {
+			t.Errorf("version %q: runs on %q, want it to say %q", tc.version, setup.Where, want)
+		}
+		if got := strings.Join(setup.Replay, " "); !strings.Contains(got, "--partition-handling "+tc.mode) {
+			t.Errorf("version %q: replay flags %q, want --partition-handling %s", tc.version, got, tc.mode)
+		}
+		if setup.Stop != nil {
+			setup.Stop()
+		}
 	}
 }
