@@ -14,7 +14,7 @@
 # same machine shares Go's cache). scripts/test-again runs each test that failed once more,
 # alone, and names it as flaky when it passes then; one that fails again,
 # or a package that fails otherwise, fails the target.
-SLOWEST = ./adapters/amqprun ./adapters/amqprun/clusters ./adapters/amqprun/rabbitmq4 ./adapters/consulsemrun/clusters ./adapters/conform ./cmd/lockprover/cli ./adapters/dbsemrun ./model/consulsem ./adapters/rabbitmq ./model/redlock ./model/dbsem
+SLOWEST = ./adapters/amqprun ./adapters/amqprun/clusters ./adapters/amqprun/rabbitmq4 ./adapters/amqprun/khepri ./adapters/consulsemrun/clusters ./adapters/conform ./cmd/lockprover/cli ./adapters/dbsemrun ./model/consulsem ./adapters/rabbitmq ./model/redlock ./model/dbsem
 test: fmt vet
 	scripts/test-again -count=1 -p 4 -parallel 8 -timeout 15m $(SLOWEST) ./...
 

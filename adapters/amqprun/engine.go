@@ -41,7 +41,12 @@ type engine interface {
 	Notice(b broker.Broker, lock string, limit time.Duration)
 }
 
-type queueOwner struct{ name, owner string }
+type queueOwner struct {
+	name, owner string
+	// how, if set, says how the queue was found where not by a passive
+	// declare (a leak names it).
+	how string
+}
 
 // A settler is an engine whose backend must be brought back to its first
 // state before the quiescent probe (a cluster made one again), whatever

@@ -293,7 +293,7 @@ func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
 	e.mu.Unlock()
 	found, err := rabbitmq.Probe(ctx, conn, names)
 	if err != nil {
-		return nil, err
+		return e.listInstead(lock, err)
 	}
 	var out []queueOwner
 	for _, q := range found {
@@ -301,7 +301,31 @@ func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
 		if q.Exclusive {
 			owner = "?"
 		}
-		out = append(out, queueOwner{q.Name, owner})
+		out = append(out, queueOwner{name: q.Name, owner: owner})
+	}
+	return out, nil
+}
+
+// listInstead is Queues when a passive declare of one of the lock's
+// queues failed (probeErr): on a Khepri cluster, a queue whose delete
+// timed out through a cut-off node got no answer for a minute after the
+// heal. The broker's own listing (rabbitmqctl) then says which of the
+// lock's queues it keeps, their owners unknown (""): after the final
+// destroy every one is a leak, and before it none is judged. Without a
+// listing, the error says both why the probe and why the listing failed.
+func (e *realEngine) listInstead(lock string, probeErr error) ([]queueOwner, error) {
+	if e.t.Ctl == nil {
+		return nil, probeErr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	names, err := lister(e.t.Ctl, rabbitmq.VhostOf(e.t.URL)).queueNames(ctx, lock)
+	if err != nil {
+		return nil, fmt.Errorf("%w; and listing the broker's queues instead: %v", probeErr, err)
+	}
+	var out []queueOwner
+	for _, n := range names {
+		out = append(out, queueOwner{name: n, how: "listed by rabbitmqctl after " + probeErr.Error()})
 	}
 	return out, nil
 }

@@ -248,7 +248,7 @@ func (e simEngine) Queues(prefix string) ([]queueOwner, error) {
 	for _, q := range e.w.Queues() {
 		if strings.HasPrefix(q.Name, prefix) {
 			owner, _, _ := strings.Cut(q.Owner, "#") // connections are named process#id
-			out = append(out, queueOwner{q.Name, owner})
+			out = append(out, queueOwner{name: q.Name, owner: owner})
 		}
 	}
 	return out, nil

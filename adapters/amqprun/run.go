@@ -171,6 +171,8 @@ func (r *runner) result() (*prover.Result, error) {
 		case q.owner != "" && r.hb == 0 && r.killed[q.owner]:
 			// Held by a process killed while heartbeats are off: the
 			// broker never notices.
+		case q.how != "":
+			ev.Leaks = append(ev.Leaks, fmt.Sprintf("%s (%s)", q.name, q.how))
 		default:
 			ev.Leaks = append(ev.Leaks, fmt.Sprintf("%s (owner %q)", q.name, q.owner))
 		}

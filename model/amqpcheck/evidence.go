@@ -38,7 +38,7 @@ type Evidence struct {
 	Unlisted string
 	// Unprobed, if set, says why the lock's queues could not be looked
 	// at, at the end: no-leak is then not judged.
-	Unprobed string
+	Unprobed string `json:",omitempty"`
 	// MaxSlots is the largest number of slots the run can have made.
 	MaxSlots int
 	// Cluster, for a run on a RabbitMQ cluster, is its mode and the node
