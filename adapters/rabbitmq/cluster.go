@@ -41,7 +41,8 @@ const (
 	// side with fewer client connections restarts.
 	Autoheal = "autoheal"
 	// Khepri is no cluster_partition_handling but what RabbitMQ 4.3 and
-	// later do instead: their metadata (queues, exclusive owners) lives in
+	// later do instead (and 4.0 to 4.2 with their khepri_db feature flag
+	// enabled, which a cluster in this mode does): their metadata (queues, exclusive owners) lives in
 	// Khepri, a Raft store, and Mnesia and its three modes are gone. A
 	// node cut off from a majority keeps its clients' connections but
 	// commits no declare or delete (541 after 30 s); the majority goes on;
@@ -110,6 +111,30 @@ func (o ClusterOptions) hasPartitionHandling() bool {
 	m, _ := strconv.Atoi(major)
 	n, _ := strconv.Atoi(strings.SplitN(minor, ".", 2)[0])
 	return m < 4 || m == 4 && n < 3
+}
+
+// khepriOptIn says whether the version keeps its metadata in Mnesia
+// unless its khepri_db feature flag is enabled, which a khepri cluster
+// of it does once its nodes have joined: 4.0 to 4.2.
+func (o ClusterOptions) khepriOptIn() bool {
+	if !o.rooted() {
+		return false
+	}
+	major, minor, _ := strings.Cut(o.Version.Name, ".")
+	m, _ := strconv.Atoi(major)
+	n, _ := strconv.Atoi(strings.SplitN(minor, ".", 2)[0])
+	return m == 4 && n < 3
+}
+
+// khepriEnabled says whether list_feature_flags' name and state columns
+// list khepri_db enabled.
+func khepriEnabled(out string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "khepri_db" {
+			return f[1] == "enabled"
+		}
+	}
+	return false
 }
 
 // forcePartitionHandling writes cluster_partition_handling for every
@@ -259,6 +284,23 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o ClusterOpti
 			return nil, fmt.Errorf("rabbitmq cluster: %w", err)
 		}
 	}
+	if o.PartitionHandling == Khepri && o.khepriOptIn() {
+		// 4.0's Khepri is an opt-in, enabled on the formed cluster (its
+		// Mnesia data migrated); its rabbitmqctl refuses without
+		// --opt-in.
+		if out, err := c.Nodes[0].Ctl(ctx, "enable_feature_flag", "--opt-in", "khepri_db"); err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("rabbitmq cluster: enabling khepri_db on %s: %w: %s", o.Version, err, strings.TrimSpace(out))
+		}
+		// Every node says so, or the cluster is not what it claims.
+		for _, n := range c.Nodes {
+			out, err := n.Ctl(ctx, "-q", "list_feature_flags", "name", "state", "--no-table-headers")
+			if err != nil || !khepriEnabled(out) {
+				c.Stop()
+				return nil, fmt.Errorf("rabbitmq cluster: %s: khepri_db not enabled on %s after enable_feature_flag (%v): %s", o.Version, n.Host, err, strings.TrimSpace(out))
+			}
+		}
+	}
 	return c, nil
 }
 
@@ -281,8 +323,8 @@ func (o ClusterOptions) Mode() (string, error) {
 		return Ignore, nil
 	case m == "":
 		return Khepri, nil
-	case m == Khepri && mnesia:
-		return "", fmt.Errorf("partition handling khepri: %s keeps its metadata in Mnesia (Khepri is the store of 4.3 and later: --server-version 4.3.6); want ignore, pause_minority or autoheal", version)
+	case m == Khepri && mnesia && !o.khepriOptIn():
+		return "", fmt.Errorf("partition handling khepri: %s keeps its metadata in Mnesia and has no Khepri (4.0.5 takes it as an opt-in, 4.3.6 runs nothing else: --server-version); want ignore, pause_minority or autoheal", version)
 	case m != Khepri && !mnesia && !forcePartitionHandling:
 		return "", fmt.Errorf("partition handling %s: %s has no cluster_partition_handling (4.3 removed Mnesia and its modes; its metadata lives in Khepri): want khepri", m, version)
 	}

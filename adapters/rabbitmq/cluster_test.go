@@ -156,7 +156,8 @@ func TestStartClusterRefusesBadOptions(t *testing.T) {
 }
 
 // A cluster's mode follows its version: Mnesia's versions take the three
-// partition handling modes (ignore by default) and refuse khepri; 4.3,
+// partition handling modes (ignore by default), and refuse khepri but for
+// 4.0 to 4.2, which opt in to it (khepri_db); 4.3,
 // whose metadata lives in Khepri, is khepri by default and refuses a
 // Mnesia mode, naming the version, before anything starts.
 func TestClusterModeByVersion(t *testing.T) {
@@ -177,8 +178,9 @@ func TestClusterModeByVersion(t *testing.T) {
 		{o: ClusterOptions{Version: v405, PartitionHandling: PauseMinority}, mode: PauseMinority},
 		{o: ClusterOptions{Version: v436}, mode: Khepri},
 		{o: ClusterOptions{Version: v436, PartitionHandling: Khepri}, mode: Khepri},
-		{o: ClusterOptions{PartitionHandling: Khepri}, want: "partition handling khepri: the machine's RabbitMQ keeps its metadata in Mnesia"},
-		{o: ClusterOptions{Version: v405, PartitionHandling: Khepri}, want: "partition handling khepri: RabbitMQ 4.0.5 keeps its metadata in Mnesia"},
+		{o: ClusterOptions{PartitionHandling: Khepri}, want: "partition handling khepri: the machine's RabbitMQ keeps its metadata in Mnesia and has no Khepri"},
+		{o: ClusterOptions{Version: v405, PartitionHandling: Khepri}, mode: Khepri},
+		{o: ClusterOptions{Version: v405}, mode: Ignore},
 		{o: ClusterOptions{Version: v436, PartitionHandling: PauseMinority}, want: "partition handling pause_minority: RabbitMQ 4.3.6 has no cluster_partition_handling"},
 	} {
 		m, err := tc.o.Mode()
