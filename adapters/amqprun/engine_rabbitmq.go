@@ -310,7 +310,7 @@ func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
 // queues failed (probeErr): on a Khepri cluster, a queue whose delete
 // timed out through a cut-off node got no answer for a minute after the
 // heal. The broker's own listing (rabbitmqctl) then says which of the
-// lock's queues it keeps, their owners unknown (""): after the final
+// lock's queues it keeps, their owners unknown: after the final
 // destroy every one is a leak, and before it none is judged. Without a
 // listing, the error says both why the probe and why the listing failed.
 func (e *realEngine) listInstead(lock string, probeErr error) ([]queueOwner, error) {
@@ -319,7 +319,10 @@ func (e *realEngine) listInstead(lock string, probeErr error) ([]queueOwner, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	names, err := lister(e.t.Ctl, rabbitmq.VhostOf(e.t.URL)).queueNames(ctx, lock)
+	// A plain rabbitmqctl list_queues, not a session's query: a session
+	// on a node of a Debian root ended at its first query (conform's,
+	// not diagnosed), and this listing is made once.
+	names, err := e.ctl.QueueNames(ctx, lock)
 	if err != nil {
 		return nil, fmt.Errorf("%w; and listing the broker's queues instead: %v", probeErr, err)
 	}

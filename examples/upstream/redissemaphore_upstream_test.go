@@ -94,7 +94,12 @@ func TestNodeRedisSemaphoreProve(t *testing.T) {
 // of 0.1 ttl, which at a ttl of 2 s was 200 ms wide with c2 in its
 // middle: a node process 100 ms late on a loaded machine missed it, and
 // the finding passed (8 of 12 replays at a load of 8 to 12). At 10 s the
-// window is a second wide. At limit 2, c3 (0.4 ttl ahead) must come
+// window is a second wide, but it moves with c1's acquire's latency (c1's
+// refreshes follow its grant): beside the suite that acquire, over three
+// servers, took 0.7 s, and c2's one try at 15.5 s came before the window
+// (the finding passed). So c2 tries every 0.3 s from 15.3 s to 17.1 s (a
+// client that holds skips the rest of its acquires): some try falls in
+// the window for a latency of c1's up to 1.2 s. At limit 2, c3 (0.4 ttl ahead) must come
 // between 0.6 ttl after c2's refresh and c1's next refresh, 1.75 s
 // wide, and acquires in its middle (15.1 s). The split plan's partitions hold each client's acquire
 // for 1.2 s, and the acquires start 0.3 s in: every server sees its two
