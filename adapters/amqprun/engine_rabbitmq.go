@@ -358,6 +358,8 @@ var listers struct {
 type pendingCtl struct {
 	ready chan struct{} // closed once ctl is set
 	ctl   *rabbitmq.Ctl
+	cmd   []string // the rabbitmqctl command and vhost, for a plain
+	vhost string   // command when the session fails
 }
 
 // lister is the session of rabbitmqctl command cmd (nil: rabbitmqctl) on
@@ -371,7 +373,7 @@ func lister(cmd []string, vhost string) *pendingCtl {
 	key := strings.Join(cmd, "\x00") + "\x00" + vhost
 	c := listers.m[key]
 	if c == nil {
-		c = &pendingCtl{ready: make(chan struct{})}
+		c = &pendingCtl{ready: make(chan struct{}), cmd: cmd, vhost: vhost}
 		listers.m[key] = c
 		go func() {
 			c.ctl = rabbitmq.NewCtl(cmd, vhost, false)
@@ -386,7 +388,16 @@ func lister(cmd []string, vhost string) *pendingCtl {
 func (c *pendingCtl) queueNames(ctx context.Context, prefix string) ([]string, error) {
 	select {
 	case <-c.ready:
-		return c.ctl.QueueNames(ctx, prefix)
+		names, err := c.ctl.QueueNames(ctx, prefix)
+		if err != nil && ctx.Err() == nil {
+			// The session failed (on a node of a Debian root it ended
+			// at its first query: not diagnosed): a plain list_queues,
+			// a second of CPU, rather than no listing.
+			if plain, perr := rabbitmq.NewCtl(c.cmd, c.vhost, true).QueueNames(ctx, prefix); perr == nil {
+				return plain, nil
+			}
+		}
+		return names, err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("rabbitmqctl's session had not started: %w", ctx.Err())
 	}
