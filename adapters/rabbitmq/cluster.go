@@ -107,9 +107,7 @@ func (o ClusterOptions) hasPartitionHandling() bool {
 	if !o.rooted() {
 		return true
 	}
-	major, minor, _ := strings.Cut(o.Version.Name, ".")
-	m, _ := strconv.Atoi(major)
-	n, _ := strconv.Atoi(strings.SplitN(minor, ".", 2)[0])
+	m, n := o.majorMinor()
 	return m < 4 || m == 4 && n < 3
 }
 
@@ -120,10 +118,16 @@ func (o ClusterOptions) khepriOptIn() bool {
 	if !o.rooted() {
 		return false
 	}
-	major, minor, _ := strings.Cut(o.Version.Name, ".")
-	m, _ := strconv.Atoi(major)
-	n, _ := strconv.Atoi(strings.SplitN(minor, ".", 2)[0])
+	m, n := o.majorMinor()
 	return m == 4 && n < 3
+}
+
+// majorMinor reads a rooted version's name ("4.3.6": 4, 3).
+func (o ClusterOptions) majorMinor() (major, minor int) {
+	ma, mi, _ := strings.Cut(o.Version.Name, ".")
+	major, _ = strconv.Atoi(ma)
+	minor, _ = strconv.Atoi(strings.SplitN(mi, ".", 2)[0])
+	return major, minor
 }
 
 // khepriEnabled says whether list_feature_flags' name and state columns
