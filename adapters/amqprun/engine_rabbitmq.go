@@ -319,9 +319,6 @@ func (e *realEngine) listInstead(lock string, probeErr error) ([]queueOwner, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// A plain rabbitmqctl list_queues, not a session's query: a session
-	// on a node of a Debian root ended at its first query (conform's,
-	// not diagnosed), and this listing is made once.
 	names, err := e.ctl.QueueNames(ctx, lock)
 	if err != nil {
 		return nil, fmt.Errorf("%w; and listing the broker's queues instead: %v", probeErr, err)
@@ -358,8 +355,6 @@ var listers struct {
 type pendingCtl struct {
 	ready chan struct{} // closed once ctl is set
 	ctl   *rabbitmq.Ctl
-	cmd   []string // the rabbitmqctl command and vhost, for a plain
-	vhost string   // command when the session fails
 }
 
 // lister is the session of rabbitmqctl command cmd (nil: rabbitmqctl) on
@@ -373,7 +368,7 @@ func lister(cmd []string, vhost string) *pendingCtl {
 	key := strings.Join(cmd, "\x00") + "\x00" + vhost
 	c := listers.m[key]
 	if c == nil {
-		c = &pendingCtl{ready: make(chan struct{}), cmd: cmd, vhost: vhost}
+		c = &pendingCtl{ready: make(chan struct{})}
 		listers.m[key] = c
 		go func() {
 			c.ctl = rabbitmq.NewCtl(cmd, vhost, false)
@@ -388,16 +383,7 @@ func lister(cmd []string, vhost string) *pendingCtl {
 func (c *pendingCtl) queueNames(ctx context.Context, prefix string) ([]string, error) {
 	select {
 	case <-c.ready:
-		names, err := c.ctl.QueueNames(ctx, prefix)
-		if err != nil && ctx.Err() == nil {
-			// The session failed (on a node of a Debian root it ended
-			// at its first query: not diagnosed): a plain list_queues,
-			// a second of CPU, rather than no listing.
-			if plain, perr := rabbitmq.NewCtl(c.cmd, c.vhost, true).QueueNames(ctx, prefix); perr == nil {
-				return plain, nil
-			}
-		}
-		return names, err
+		return c.ctl.QueueNames(ctx, prefix)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("rabbitmqctl's session had not started: %w", ctx.Err())
 	}

@@ -12,12 +12,11 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/amqprun"
-	"github.com/lockprover/lockprover/adapters/netns/netnstest"
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/histories/verdict"
 	"github.com/lockprover/lockprover/internal/prover"
-	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/model/amqpcheck"
 )
@@ -27,25 +26,7 @@ import (
 // one, and stops it (and its lab) at t's end.
 func clusterTarget(t *testing.T, mode string) amqprun.RabbitMQCluster {
 	t.Helper()
-	quick.Skip(t, "a RabbitMQ cluster")
-	if err := rabbitmq.ClusterPreflight(); err != nil {
-		t.Skipf("no RabbitMQ cluster here: %v", err)
-	}
-	lab := netnstest.Lab(t, "n1", "n2", "n3")
-	// A bound for a wedged start, not a measure: three Erlang VMs boot
-	// and join in under a minute on a quiet machine, and took over 3
-	// minutes beside the suite (adapters/rabbitmq's TestClusterStarts).
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	c, err := rabbitmq.StartCluster(ctx, lab, t.TempDir(), rabbitmq.ClusterOptions{PartitionHandling: mode})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stopping the cluster: %v", err)
-		}
-	})
+	c, lab := rabbitmqtest.Cluster(t, rabbitmq.ClusterOptions{PartitionHandling: mode})
 	return amqprun.NewRabbitMQCluster(c, lab, os.Stderr)
 }
 
