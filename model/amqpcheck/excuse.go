@@ -19,21 +19,39 @@ const maxExcusers = 5
 // passed only because faults may have ended holds or releases of unknown
 // outcome may have taken effect: if the same check without them fails, the
 // pass rests on them, and v's excuse says what would otherwise have failed
-// and which of them, on the processes that failure names, excuse it. Not
-// with o.StatusOnly: it changes no status.
+// and which of them, on the processes that failure names, excuse it. Then,
+// apart, whether it passed only because releases that answered ok after a
+// fault may have cost their clients the hold were let go of nothing
+// (releaseLost): without that excuse each is a release of a slot its client
+// holds. Not with o.StatusOnly: it changes no status.
 func reliance(v *verdict.Verdict, lh *lockHistory, m porcupine.Model, parts map[int][]porcupine.Operation, o model.Options) {
 	if v.Status != verdict.Pass || o.StatusOnly {
 		return
 	}
+	relyOn(v, lh, m, parts, o, false)
+	relyOn(v, lh, m, parts, o, true)
+}
+
+// relyOn is reliance on one kind of excuse: with releases, the releases
+// after a loss; otherwise the faults' losses and the releases of unknown
+// outcome.
+func relyOn(v *verdict.Verdict, lh *lockHistory, m porcupine.Model, parts map[int][]porcupine.Operation, o model.Options, releases bool) {
 	strict := map[int][]porcupine.Operation{}
 	var excusers []*slotOp
 	// Slot by slot in order: the excuse names its excusers in the order
 	// met, which must not vary from run to run as a map's order does.
 	for _, k := range slices.Sorted(maps.Keys(parts)) {
 		for _, p := range parts[k] {
-			if c, ok := p.Input.(*slotCall); ok && (c.op.kind == lost || c.op.kind == maybeRelease) {
+			c, ok := p.Input.(*slotCall)
+			switch {
+			case ok && !releases && (c.op.kind == lost || c.op.kind == maybeRelease):
 				excusers = append(excusers, c.op)
 				continue
+			case ok && releases && c.op.kind == releaseLost:
+				excusers = append(excusers, c.op)
+				strictOp := *c.op
+				strictOp.kind = release
+				p.Input = &slotCall{op: &strictOp, call: c.call}
 			}
 			strict[k] = append(strict[k], p)
 		}
@@ -45,6 +63,10 @@ func reliance(v *verdict.Verdict, lh *lockHistory, m porcupine.Model, parts map[
 	without := verdict.Verdict{}
 	linearize(&without, lh, m, strict, o)
 	if without.Status == verdict.Inconclusive {
+		what := "faults that may have ended holds or on releases of unknown outcome"
+		if releases {
+			what = "releases that answered ok after a fault may have cost the hold, taken as of nothing"
+		}
 		var ops []int
 		for _, so := range excusers {
 			i := so.fault.indexOr(so.src)
@@ -53,7 +75,7 @@ func reliance(v *verdict.Verdict, lh *lockHistory, m porcupine.Model, parts map[
 			}
 		}
 		slices.Sort(ops)
-		v.Excuses = append(v.Excuses, verdict.Excuse{Ops: ops, Why: fmt.Sprintf("it may rest on faults that may have ended holds or on releases of unknown outcome (%d of them): whether it does could not be told in time (%v)", len(ops), o.Timeout)})
+		v.Excuses = append(v.Excuses, verdict.Excuse{Ops: ops, Why: fmt.Sprintf("it may rest on %s (%d of them): whether it does could not be told in time (%v)", what, len(ops), o.Timeout)})
 		return
 	}
 	if without.Status != verdict.Fail {
@@ -78,6 +100,9 @@ func reliance(v *verdict.Verdict, lh *lockHistory, m porcupine.Model, parts map[
 			idx, why = so.fault.index, fmt.Sprintf("%s may have ended %s's hold", describeFault(so.fault, lh.procs), lh.procs[so.proc-1])
 		case so.kind == maybeRelease && named[so.src.proc]:
 			idx, why = so.src.index, describeOp(so.src)+" may have taken effect"
+		case so.kind == releaseLost && named[so.src.proc]:
+			idx, why = so.fault.index, fmt.Sprintf("%s may have let go of nothing: %s may have cost %s the hold before, and a delete of a queue that is gone answers ok",
+				describeOp(so.src), describeFault(so.fault, lh.procs), so.src.name)
 		default:
 			continue
 		}

@@ -43,6 +43,11 @@ func mutexOps(lh *lockHistory, exact, keep bool) ([]porcupine.Operation, int) {
 		}
 		ops = append(ops, porcupine.Operation{ClientId: o.client, Call: o.call, Return: ret, Input: calls.new(slotOp{kind: k, proc: o.who, src: o}, o.call)})
 	}
+	// addLoss adds release o, ok after the fault f may have cost its
+	// process the mutex: see releaseLost.
+	addLoss := func(o *op, f *fault) {
+		ops = append(ops, porcupine.Operation{ClientId: o.client, Call: o.call, Return: o.ret, Input: calls.new(slotOp{kind: releaseLost, proc: o.who, src: o, fault: f}, o.call)})
+	}
 	since := map[int]int64{}
 	lastTake := map[int]int64{}
 	for _, o := range lh.ops {
@@ -59,6 +64,8 @@ func mutexOps(lh *lockHistory, exact, keep bool) ([]porcupine.Operation, int) {
 		case o.f == histories.Acquire && exact && !o.patched():
 			add(o, seeTaken)
 			judged++
+		case o.f == histories.Release && o.typ == histories.Ok && !keep && lossOf(lh, o, lastTake[o.proc]) != nil:
+			addLoss(o, lossOf(lh, o, lastTake[o.proc]))
 		case o.f == histories.Release && o.typ == histories.Ok:
 			add(o, release)
 		case o.f == histories.Release && o.unknown():

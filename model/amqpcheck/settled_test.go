@@ -1,6 +1,8 @@
 package amqpcheck
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lockprover/lockprover/histories/verdict"
@@ -170,4 +172,58 @@ func TestQueueDeletedExcusesALaterRelease(t *testing.T) {
 	expect(t, hist(t, deleted+`
 		c1 invoke release sem slot=1
 		c1 info release sem`), model.Options{}, Available, verdict.Fail, "no fault was in force on c1")
+}
+
+// A release that answers ok after a fault may have cost its client the hold
+// lets go of nothing: RabbitMQ answers a delete of a queue that is gone
+// with ok. Seen in the soak of issue 55 (docs/measurements/soak/
+// release-after-queue-deleted): the exclusive-queue bug deleted c3's B
+// queue, c1 took and released slot 1, and c3, finding its slot lost,
+// released it, ok. The pass shows the excuse it rests on. After c3
+// acquired anew, such a release is one of a slot c3 must hold, and so it is
+// in Knossos's mutex model, where no fault ends a hold.
+func TestReleaseAfterALossLetsGoOfNothing(t *testing.T) {
+	for _, lock := range []struct{ name, created, slot string }{
+		{"semaphore", created2, " slot=1"},
+		{"mutex", "", ""},
+	} {
+		t.Run(lock.name, func(t *testing.T) {
+			l := "sem"
+			if lock.name == "mutex" {
+				l = "m"
+			}
+			text := func(fault, between string) string {
+				return strings.NewReplacer("sem", l, " slot=1", lock.slot).Replace(lock.created + `
+					c3 invoke acquire sem
+					c3 ok acquire sem slot=1` + fault + `
+					c1 invoke acquire sem
+					c1 ok acquire sem slot=1
+					c1 invoke release sem slot=1
+					c1 ok release sem` + between + `
+					c3 invoke release sem slot=1
+					c3 ok release sem`)
+			}
+			const fault = `
+					nemesis invoke queue-deleted process=c3
+					nemesis info queue-deleted process=c3`
+			h := hist(t, text(fault, ""))
+			expect(t, h, model.Options{}, SlotExclusive, verdict.Pass)
+			v := verdictOf(t, model.Check(h, model.Options{}), l, SlotExclusive)
+			if !slices.ContainsFunc(v.Excuses, func(e verdict.Excuse) bool {
+				return strings.Contains(e.Why, "c3 release") && strings.Contains(e.Why, "may have let go of nothing: queue-deleted c3")
+			}) {
+				t.Errorf("the pass does not show the release's excuse: %+v", v.Excuses)
+			}
+			expect(t, hist(t, text("", "")), model.Options{}, SlotExclusive, verdict.Fail, "while c3 held it")
+			if lock.name == "semaphore" {
+				expect(t, hist(t, text(fault, `
+					c3 invoke acquire sem
+					c3 ok acquire sem slot=2`)), model.Options{}, SlotExclusive, verdict.Fail, "released slot 1, which c3 did not hold")
+			}
+			// Knossos's mutex model: no fault ends a hold, so nothing is let go of.
+			if lock.name == "mutex" {
+				expect(t, h, model.Options{Jepsen: true}, SlotExclusive, verdict.Fail)
+			}
+		})
+	}
 }

@@ -28,6 +28,7 @@ const (
 	createFirst                    // a create that succeeded made slot 1: the semaphore did not exist before
 	beyondCount                    // a create that succeeded left the slot above its count: it does not exist
 	seeUnavailable                 // a quiescent acquire failed unavailable: the slot was missing or held
+	releaseLost                    // release ok after a fault may have cost the hold: of the slot if still held, else of nothing
 )
 
 // slotOp is the input of a porcupine operation on one slot.
@@ -85,7 +86,10 @@ func stepSlot(s slotState, o *slotOp, call int64) (bool, slotState) {
 			return false, s
 		}
 		s.holder, s.relinquished = 0, false
-	case maybeRelease:
+	case maybeRelease, releaseLost:
+		// releaseLost: RabbitMQ answers a delete of a queue that is gone
+		// with ok, so a release after its client lost the slot to a fault
+		// lets go of nothing and answers ok all the same.
 		if s.holder == o.proc {
 			s.holder, s.relinquished = 0, false
 		}
@@ -192,7 +196,7 @@ func slotPartitions(lh *lockHistory, quiescent map[*op][]slotObs) map[int][]porc
 		case histories.Acquire:
 			parts.addAcquire(lh, o, quiescent, held)
 		case histories.Release:
-			parts.addRelease(o)
+			parts.addRelease(o, lossOf(lh, o, lastTake[o.proc]))
 		case histories.Verify:
 			if o.typ == histories.Ok && (*o.res.Held || !faultExcuses(lh, o, lastTake[o.proc])) {
 				k := verifyLost
@@ -272,9 +276,13 @@ func (parts *slotParts) addAcquire(lh *lockHistory, o *op, quiescent map[*op][]s
 }
 
 // addRelease adds release o, if it did not fail: a release of its slot, or
-// a possible one if its outcome is unknown.
-func (parts *slotParts) addRelease(o *op) {
+// a possible one if its outcome is unknown. loss, a fault that may have
+// cost o's process the slot before o ended, makes an ok release one of the
+// slot if it is still held, else of nothing (releaseLost).
+func (parts *slotParts) addRelease(o *op, loss *fault) {
 	switch {
+	case o.typ == histories.Ok && loss != nil:
+		parts.add(*o.arg.Slot, o, slotOp{kind: releaseLost, proc: o.who, src: o, fault: loss})
 	case o.typ == histories.Ok:
 		parts.add(*o.arg.Slot, o, slotOp{kind: release, proc: o.who, src: o})
 	case o.unknown():
@@ -359,7 +367,7 @@ func adminEffects(es []slotEffect, lh *lockHistory, o *op) []slotEffect {
 func (k slotKind) String() string {
 	return [...]string{"take", "maybe-take", "release", "maybe-release", "verify-held", "verify-lost",
 		"create", "delete", "lost", "see-held", "see-missing", "see-taken",
-		"create-first", "beyond-count", "see-unavailable"}[k]
+		"create-first", "beyond-count", "see-unavailable", "release-after-loss"}[k]
 }
 
 func (s slotState) describe(procs []string) string {
@@ -379,10 +387,16 @@ func (s slotState) describe(procs []string) string {
 // milliseconds after a closed socket, up to three heartbeats after silence):
 // such an answer says nothing about the slot.
 func faultExcuses(lh *lockHistory, o *op, since int64) bool {
+	return lossOf(lh, o, since) != nil
+}
+
+// lossOf is the first fault on o's process that may have cost it the hold
+// taken at since before o ended, or nil.
+func lossOf(lh *lockHistory, o *op, since int64) *fault {
 	for _, f := range lh.faultsOf(o.proc) {
 		if f.call <= o.ret && since < f.immune {
-			return true
+			return f
 		}
 	}
-	return false
+	return nil
 }

@@ -188,6 +188,8 @@ func strictOps(lh *lockHistory) ([]porcupine.Operation, int) {
 		case o.f == histories.Acquire && o.res.Reason == "absent":
 			add(o, &strictCall{slot: 1, kind: seeMissing, count: -1})
 			judged++
+		case o.f == histories.Release && o.typ == histories.Ok && lossOf(lh, o, sinceOr(since, o.proc, o.call)) != nil:
+			add(o, &strictCall{slot: *o.arg.Slot, kind: releaseLost, count: -1})
 		case o.f == histories.Release && o.typ == histories.Ok:
 			add(o, &strictCall{slot: *o.arg.Slot, kind: release, count: -1})
 		case o.f == histories.Release && o.unknown():
