@@ -62,10 +62,11 @@ type Lock struct {
 	ttl     time.Duration
 	defects Defects
 
-	conn Conn
-	held Conn      // the session that took the lock, nil when none
-	used time.Time // when the session's last statement ended
-	pid  atomic.Uint32
+	conn  Conn
+	held  Conn      // the session that took the lock, nil when none
+	used  time.Time // when the session's last statement ended
+	lease time.Time // when the holder's lease began: the start of its acquire or of its last check that said held
+	pid   atomic.Uint32
 }
 
 // NewLock returns a Lock on advisory key key of the PostgreSQL server at
@@ -140,6 +141,7 @@ func (l *Lock) Acquire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	start := l.server.Now()
 	ok, err := c.TryLock(ctx, l.key)
 	l.used = l.server.Now()
 	if err != nil {
@@ -154,8 +156,23 @@ func (l *Lock) Acquire(ctx context.Context) error {
 	if !ok {
 		return ErrFull
 	}
-	l.held = c
+	l.held, l.lease = c, start
 	return nil
+}
+
+// over says whether the holder's lease is over by its own count: TTL
+// since it began. The server's idle timer ends the session no sooner, but
+// may end it later (a loaded server runs its timers late: the soak of
+// issue 55 saw a check 2 ms past the lease's certain end answered held),
+// so a holder whose lease is over by its own count takes nobody's word
+// that it holds: it ends its session, which lets the lock go, and its
+// lease with it.
+func (l *Lock) over() bool {
+	if l.since(l.lease) <= l.ttl {
+		return false
+	}
+	l.Close()
+	return true
 }
 
 // Refresh checks that the session that took the lock still holds it,
@@ -168,10 +185,11 @@ func (l *Lock) Refresh(ctx context.Context) error {
 		}
 		return nil
 	}
-	if l.held == nil || l.held != l.conn || l.conn.IsClosed() {
+	if l.held == nil || l.held != l.conn || l.conn.IsClosed() || l.over() {
 		l.held = nil
 		return ErrLost
 	}
+	start := l.server.Now()
 	held, err := l.conn.Holds(ctx, l.key)
 	l.used = l.server.Now()
 	if err != nil {
@@ -181,6 +199,7 @@ func (l *Lock) Refresh(ctx context.Context) error {
 		l.held = nil
 		return ErrLost
 	}
+	l.lease = start
 	return nil
 }
 
@@ -197,7 +216,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.held = nil
 		return nil
 	}
-	if l.held == nil || l.held != l.conn || l.conn.IsClosed() {
+	if l.held == nil || l.held != l.conn || l.conn.IsClosed() || l.over() {
 		l.held = nil
 		return ErrLost
 	}
