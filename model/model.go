@@ -99,6 +99,10 @@ type Evidence struct {
 	// the family declares (*amqpcheck.Evidence for amqp-locks); nil if
 	// nothing.
 	Family any
+	// Trace is what the runner saw of the servers' side, line by line (on
+	// RabbitMQ, each connection's opening and end as its proxy saw them),
+	// for a reader of a counterexample: no verdict rests on it.
+	Trace []string `json:"-"`
 }
 
 // Check checks a validated history (as histories.Read returns it): each

@@ -138,6 +138,9 @@ func (r *runner) result() (*prover.Result, error) {
 	if w, ok := r.eng.(serverWitness); ok {
 		r.addBrokerFaults(res, w.serverNotes())
 	}
+	if e, ok := r.eng.(*realEngine); ok {
+		res.Evidence.Trace = e.trace()
+	}
 	var t tally
 	for name := range r.states {
 		for i, n := range r.counts(name, &t).Methods {

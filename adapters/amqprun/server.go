@@ -30,6 +30,29 @@ type serverWitness interface {
 	serverNotes() []serverNote
 }
 
+// trace is what the run's proxies saw of each connection, in the order
+// seen, each line stamped with its time since the run began and its
+// process (model.Evidence.Trace).
+func (e *realEngine) trace() []string {
+	type line struct {
+		at   time.Duration
+		text string
+	}
+	var lines []line
+	for _, name := range e.proxies.Names() {
+		for _, t := range e.proxies.Get(name).Trace() {
+			at := t.At.Sub(e.start)
+			lines = append(lines, line{at, fmt.Sprintf("%9.3fs %s: %s", at.Seconds(), name, t.What)})
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return int(min(max(a.at-b.at, -1), 1)) })
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = l.text
+	}
+	return out
+}
+
 func (e *realEngine) serverNotes() []serverNote {
 	var notes []serverNote
 	for _, name := range e.proxies.Names() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/histories/report"
@@ -61,6 +62,9 @@ func writeArtifacts(dir string, cx *Counterexample) error {
 	}
 	if timeline != "" {
 		files[timeline] = page.Bytes()
+	}
+	if t := cx.Result.Evidence.Trace; len(t) > 0 {
+		files["trace.txt"] = []byte(strings.Join(t, "\n") + "\n")
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {

@@ -226,6 +226,21 @@ func TestFamilySeamCatches(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "history.html")); err == nil {
 		t.Errorf("counterexample: an empty history.html was written")
 	}
+	// Nor did its runner trace a server; one that did has its trace kept.
+	if _, err := os.Stat(filepath.Join(dir, "trace.txt")); err == nil {
+		t.Errorf("counterexample: a trace.txt was written with no trace")
+	}
+	traced := *out.Found
+	tres := *traced.Result
+	tres.Evidence.Trace = []string{"0.1s c1: connection opened", "0.2s c1: connection ended"}
+	traced.Result = &tres
+	tdir := t.TempDir()
+	if err := traced.Write(tdir); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(tdir, "trace.txt")); err != nil || string(b) != "0.1s c1: connection opened\n0.2s c1: connection ended\n" {
+		t.Errorf("trace.txt = %q, %v", b, err)
+	}
 	data, err := os.ReadFile(filepath.Join(dir, "plan.json"))
 	if err != nil {
 		t.Fatal(err)

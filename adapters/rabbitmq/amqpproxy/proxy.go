@@ -41,6 +41,7 @@ type Proxy struct {
 	hooks  map[int64]func()
 	evMu   sync.Mutex
 	events []ServerEvent // see ServerEvents
+	trace  []Traced      // see Trace
 }
 
 // Listen starts a proxy on 127.0.0.1 (a free port) in front of the broker at
@@ -219,6 +220,7 @@ func (p *Proxy) serve(c *faultnet.Conn) {
 		sess.local = up.LocalAddr().String()
 		sess.mu.Unlock()
 	}
+	p.traced("connection %s opened", sess.local)
 	start := func(dir int) func(*faultnet.Pipe) {
 		return func(pp *faultnet.Pipe) {
 			st := newStream(dir, sess, p.counts, p.take, make([]byte, bufSize))

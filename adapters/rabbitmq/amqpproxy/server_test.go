@@ -2,6 +2,7 @@ package amqpproxy
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -91,6 +92,12 @@ func TestServerEvents(t *testing.T) {
 			}
 			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			// The trace says every end, judged or not, and who ended first.
+			side := map[int]string{toBroker: "the client's side first", toClient: "the broker's side first"}[tc.first]
+			tr := p.Trace()
+			if len(tr) != 1 || !strings.Contains(tr[0].What, fmt.Sprintf("ended (killed by lockprover: %v): %s", tc.killed, side)) {
+				t.Errorf("trace %+v does not say the connection ended, killed %v, %s", tr, tc.killed, side)
 			}
 		})
 	}
