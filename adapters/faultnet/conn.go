@@ -24,6 +24,9 @@ type Conn struct {
 	mu       sync.Mutex
 	upstream net.Conn // nil until dialled
 	reset    bool     // Reset: an upstream dialled after it is reset too
+	// struck says Kill (or Reset, or a KillAfter) ended the connection:
+	// a fault, or its proxy's decision, not the end of its sockets.
+	struck atomic.Bool
 }
 
 // NewConn returns a connection of p's over client that p neither tracks
@@ -36,8 +39,22 @@ func (p *Proxy) NewConn(client net.Conn) *Conn {
 }
 
 // Kill closes both sockets; every goroutine of the connection then ends.
-// Bytes not yet forwarded are lost.
+// Bytes not yet forwarded are lost. Struck reports it after.
 func (c *Conn) Kill() {
+	c.struck.Store(true)
+	c.teardown()
+}
+
+// Struck reports whether Kill, Reset or a KillAfter ended the connection,
+// rather than its sockets' own end: once one side has ended, the proxy
+// tears the other down (closing it, or failing to write to a peer gone),
+// which closes Done too but is no kill. A protocol layer tells by it what
+// a fault did from what a side of the connection did.
+func (c *Conn) Struck() bool { return c.struck.Load() }
+
+// teardown closes both sockets, as Kill does, without striking the
+// connection: its end, or a write that failed.
+func (c *Conn) teardown() {
 	c.cancel()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -63,7 +80,7 @@ func (c *Conn) Reset() {
 	c.Kill()
 }
 
-// Done is closed once the connection is killed.
+// Done is closed once the connection is killed or torn down.
 func (c *Conn) Done() <-chan struct{} { return c.ctx.Done() }
 
 // Session is what the proxy's accept function returned for c.
@@ -83,7 +100,7 @@ func (c *Conn) WaitHealed() bool { return c.p.waitHealed(c.ctx.Done()) }
 func (c *Conn) run() {
 	defer c.p.wg.Done()
 	defer func() {
-		c.Kill()
+		c.teardown()
 		c.p.mu.Lock()
 		delete(c.p.conns, c)
 		c.p.mu.Unlock()
@@ -183,9 +200,10 @@ type chunk struct {
 type end uint8
 
 const (
-	endNone end = iota
-	endEOF      // the source closed: half-close the destination
-	endKill     // kill the connection
+	endNone   end = iota
+	endEOF        // the source closed: half-close the destination
+	endKill       // the source failed: tear the connection down
+	endStrike     // a KillAfter: kill the connection
 )
 
 // Forward passes b on. It returns the buffer the reader may read into
@@ -230,7 +248,7 @@ func (pp *Pipe) Deliver(b []byte) bool {
 // stream, which waits, as b does (even if b is empty), for its Delay and
 // for a partition to heal. The reader passes nothing on after it.
 func (pp *Pipe) KillAfter(b []byte) {
-	pp.send(chunk{data: b, at: pp.at(), end: endKill})
+	pp.send(chunk{data: b, at: pp.at(), end: endStrike})
 }
 
 // End passes on the end of the source, which read err, once what was
@@ -262,7 +280,7 @@ func (pp *Pipe) direct(ck chunk) bool {
 // write writes b to the destination, killing the connection if it fails.
 func (pp *Pipe) write(b []byte) bool {
 	if _, err := pp.dst.Write(b); err != nil {
-		pp.c.Kill()
+		pp.c.teardown()
 		return false
 	}
 	return true
@@ -335,9 +353,12 @@ func (pp *Pipe) writer() {
 			if cw, ok := pp.dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
 				return
 			}
-			pp.c.Kill()
+			pp.c.teardown()
 			return
 		case endKill:
+			pp.c.teardown()
+			return
+		case endStrike:
 			pp.c.Kill()
 			return
 		}

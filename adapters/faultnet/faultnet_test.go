@@ -362,3 +362,97 @@ func TestResetResetsBothSides(t *testing.T) {
 		}
 	}
 }
+
+// ended is a protocol layer that forwards both ways and, once both have
+// ended, says whether the connection was struck.
+type ended struct{ struck, done chan bool }
+
+func (l *ended) accept(*Conn) Session {
+	return ServeFunc(func(c *Conn) {
+		c.Run(forward(false), forward(false))
+		select {
+		case <-c.Done():
+			l.done <- true
+		default:
+			l.done <- false
+		}
+		l.struck <- c.Struck()
+	})
+}
+
+// Struck tells a kill from a side's own end: a client that closes its
+// socket while the upstream still sends (its writes then fail on a peer
+// gone, and the proxy tears the connection down) is not struck; Kill,
+// Reset and KillAfter are. (Issue 55's soak: the teardown after a
+// client's own end had been taken for a kill, and the end left out of
+// the history.)
+func TestStruckIsAKillNotAnEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		end    func(p *Proxy, client, up net.Conn)
+		struck bool
+		down   bool // Done is closed (by the teardown) though no kill struck
+	}{
+		{"the client closes as the upstream sends", func(p *Proxy, client, up net.Conn) {
+			client.(*net.TCPConn).SetLinger(0)
+			client.Close()
+			for range 50 {
+				if _, err := up.Write([]byte("heartbeat")); err != nil {
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			up.Close()
+		}, false, true},
+		{"the upstream closes", func(p *Proxy, client, up net.Conn) { up.Close(); client.Close() }, false, false},
+		{"Kill", func(p *Proxy, client, up net.Conn) { p.Kill() }, true, true},
+		{"Reset", func(p *Proxy, client, up net.Conn) { p.Reset() }, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln := listen(t)
+			l := &ended{struck: make(chan bool, 1), done: make(chan bool, 1)}
+			p := start(t, ln.Addr().String(), l.accept)
+			client := dial(t, p)
+			up := accept(t, ln)
+			client.Write([]byte("x"))
+			readN(t, up, 1)
+			tc.end(p, client, up)
+			select {
+			case got := <-l.struck:
+				if got != tc.struck {
+					t.Fatalf("Struck = %v, want %v", got, tc.struck)
+				}
+				if down := <-l.done; tc.down && !down {
+					t.Fatalf("Done not closed: the case does not tear the connection down as meant")
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the connection did not end")
+			}
+		})
+	}
+	t.Run("KillAfter", func(t *testing.T) {
+		ln := listen(t)
+		got := make(chan bool, 1)
+		p := start(t, ln.Addr().String(), func(*Conn) Session {
+			return ServeFunc(func(c *Conn) {
+				c.Run(func(pp *Pipe) {
+					b := make([]byte, 1)
+					io.ReadFull(pp, b)
+					pp.KillAfter(b)
+				}, forward(false))
+				got <- c.Struck()
+			})
+		})
+		client := dial(t, p)
+		accept(t, ln)
+		client.Write([]byte("x"))
+		select {
+		case s := <-got:
+			if !s {
+				t.Fatal("a KillAfter is not struck")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the connection did not end")
+		}
+	})
+}

@@ -226,23 +226,17 @@ func (p *Proxy) serve(c *faultnet.Conn) {
 			st := newStream(dir, sess, p.counts, p.take, make([]byte, bufSize))
 			st.sent = p.clientSent
 			read(pp, st)
-			if dir == toClient {
-				select {
-				case <-c.Done():
-				default:
-					p.brokerEnded(sess, false)
-				}
+			if dir == toClient && !c.Struck() {
+				p.brokerEnded(sess, false)
 			}
 		}
 	}
 	c.Run(start(toBroker), start(toClient))
-	killed := false
-	select {
-	case <-c.Done():
-		killed = true
-	default:
-	}
-	p.ended(sess, killed)
+	// Struck, not Done: a connection one side ended is torn down after,
+	// which is no kill (issue 55's soak: a reference client giving its
+	// connection up, its end then left unrecorded as though lockprover
+	// had killed it, and its lost hold judged a double hold).
+	p.ended(sess, c.Struck())
 }
 
 // read reads one direction, decides its frames and passes on what may
