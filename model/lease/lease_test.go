@@ -593,3 +593,46 @@ func TestExcuseSaysWhoseFault(t *testing.T) {
 		}
 	}
 }
+
+// A refresh of unknown outcome begun while its lease was certainly valid,
+// whose outcome came after that validity ran out, is excused for
+// available: a backend of several servers, reached either side of the
+// end, cannot tell whether the lease was still held (153; the soak of
+// issue 55 on Redis). One whose outcome came before the end (134, and
+// 153 moved), or begun after it, is not: nothing broke but the time.
+func TestUnknownAsTheLeaseRunsOut(t *testing.T) {
+	v := verdictOf(t, check(t, "153-lease-refresh-unknown-as-lease-runs-out.jsonl", model.Options{}), "k", lease.Available)
+	if v.Status != verdict.Pass || len(v.Excuses) != 1 || !strings.Contains(v.Excuses[0].Why, "excused by its lease running out while it ran") || !strings.Contains(v.Excuses[0].Why, "from 990 ms on") {
+		t.Fatalf("153: available %v %q %+v, want a pass excused by the lease running out at 990 ms", v.Status, v.Detail, v.Excuses)
+	}
+	h, err := histories.ReadFile(filepath.Join("..", "..", "testdata", "histories", "153-lease-refresh-unknown-as-lease-runs-out.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		invoke, info int64 // the refresh's, in ms
+	}{
+		{"its outcome came before the end", 900, 980},
+		{"begun after the end", 995, 1070},
+	} {
+		moved := slices.Clone(h)
+		moved[2].Time, moved[3].Time = tc.invoke*1e6, tc.info*1e6
+		r := model.Check(moved, model.Options{})
+		if v := verdictOf(t, r, "k", lease.Available); v.Status != verdict.Fail || !strings.Contains(v.Detail, "no fault was in force on c1") {
+			t.Errorf("%s: available %v %q, want FAIL", tc.name, v.Status, v.Detail)
+		}
+	}
+}
+
+// verdictOf is r's verdict on prop of lock.
+func verdictOf(t *testing.T, r *verdict.Report, lock, prop string) verdict.Verdict {
+	t.Helper()
+	for _, v := range r.Verdicts {
+		if v.Lock == lock && v.Property == prop {
+			return v
+		}
+	}
+	t.Fatalf("no %s verdict on %s", prop, lock)
+	return verdict.Verdict{}
+}
