@@ -259,24 +259,3 @@ func TestClusterDrawsValidPlans(t *testing.T) {
 		t.Error("no plan drew a fault on the cluster")
 	}
 }
-
-// A plan for a Khepri cluster (examples/cluster/orphaned-release.json)
-// reads and validates, and the simulator, which has Mnesia's modes only,
-// refuses to run it, saying where it runs, rather than running it as
-// ignore.
-func TestSimulatorRefusesKhepri(t *testing.T) {
-	p, err := ReadPlan("../../examples/cluster/orphaned-release.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if p.PartitionHandling != "khepri" {
-		t.Fatalf("the plan's mode is %q, want khepri", p.PartitionHandling)
-	}
-	_, err = Simulator{}.Run(context.Background(), p, Reference)
-	if err == nil || !strings.Contains(err.Error(), "the simulated cluster has no khepri mode") || !strings.Contains(err.Error(), "--server-version 4.3.6") {
-		t.Errorf("the simulator ran a khepri plan: %v", err)
-	}
-}

@@ -64,7 +64,7 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 			}
 		}
 		if m := s.mode(p); !slices.Contains(rabbitmqsim.Modes, m) {
-			return nil, fmt.Errorf("the simulated cluster has no %s mode: it simulates Mnesia's (%s); run the plan on --target rabbitmq-cluster --server-version 4.3.6", m, strings.Join(rabbitmqsim.Modes, ", "))
+			return nil, fmt.Errorf("the simulated cluster has no %s mode: it has %s", m, strings.Join(rabbitmqsim.Modes, ", "))
 		}
 		o.Cluster = &rabbitmqsim.ClusterOptions{Nodes: p.Cluster, PartitionHandling: s.mode(p), NetTicktime: s.NetTicktime, NodeOf: p.NodeOf}
 	}

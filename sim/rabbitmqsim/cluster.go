@@ -19,12 +19,14 @@ import (
 // queue on its owner connection's, any other on the node that declared
 // it); a node declares a silent peer down 0.75 to 1.25 NetTicktimes after
 // it last heard from it, deletes the records of the queues that lived
-// there, and then does what PartitionHandling says.
+// there, and then does what PartitionHandling says. PartitionHandling
+// Khepri makes it a cluster of RabbitMQ 4.3 nodes instead, whose records
+// are one Raft store (section 6; Khepri).
 type ClusterOptions struct {
 	// Nodes names the nodes (n1, n2, n3).
 	Nodes []string
 	// PartitionHandling is the cluster's cluster_partition_handling:
-	// Ignore (the default), PauseMinority or Autoheal.
+	// Ignore (the default), PauseMinority or Autoheal; or Khepri.
 	PartitionHandling string
 	// NetTicktime is the nodes' net_ticktime; 0 means 5 s (the cluster
 	// target's default, rabbitmq.DefaultNetTicktime).
@@ -45,9 +47,9 @@ const (
 	Autoheal      = "autoheal"
 )
 
-// Modes are the modes the simulated cluster has: Mnesia's. (RabbitMQ 4.3's
-// Khepri is not simulated.)
-var Modes = []string{Ignore, PauseMinority, Autoheal}
+// Modes are the modes the simulated cluster has: Mnesia's, then RabbitMQ
+// 4.3's Khepri.
+var Modes = []string{Ignore, PauseMinority, Autoheal, Khepri}
 
 // A BrokerClose is a connection a node closed on its own (a node pausing
 // itself under pause_minority, the loser of an autoheal restarting) or
@@ -84,6 +86,9 @@ type cluster struct {
 	// force (autohealBridge), until no bridge is.
 	bridged bool
 	closes  []BrokerClose
+	// store is Khepri's records (Khepri mode only): what a node that
+	// has caught up sees.
+	store map[string]*queue
 }
 
 // A node is one RabbitMQ node: its VM, its rabbit application and its
@@ -117,6 +122,14 @@ type node struct {
 	detect        []*sched.Timer    // a silent peer, until declared down
 	reconnect     []*sched.Timer    // a peer reachable again, until linked
 	check         *sched.Timer      // a paused minority looking for a majority
+	// Khepri mode: behind says its view no longer follows the store (it
+	// lost its majority and has not caught up since); catchup is its
+	// catch-up under way; restarted, that it started again since its
+	// last catch-up, the queues of its last run not yet deleted; deletes,
+	// the deletions of its exclusive queues that wait for it.
+	behind, restarted bool
+	catchup           *sched.Timer
+	deletes           []*ownerDelete
 }
 
 // serving says the node takes connections.
@@ -131,6 +144,13 @@ type stall struct {
 	r   request
 	pre *reply  // a publish routed when sent, confirmed when released
 	on  []*node // a publish's queues' homes
+	// Khepri mode, a write sent to Khepri: the node it commits through,
+	// the queue it deletes (busy meanwhile), whether it is lost, and its
+	// KhepriTimeout (cluster.gate).
+	by    *node
+	kq    *queue
+	lost  bool
+	timer *sched.Timer
 }
 
 func newCluster(w *World, o ClusterOptions) *cluster {
@@ -140,6 +160,9 @@ func newCluster(w *World, o ClusterOptions) *cluster {
 	}
 	if cl.o.PartitionHandling == "" {
 		cl.o.PartitionHandling = Ignore
+	}
+	if cl.khepri() {
+		cl.store = map[string]*queue{}
 	}
 	n := len(o.Nodes)
 	for i, name := range o.Nodes {
@@ -199,6 +222,9 @@ func (w *World) exists(q *queue) bool {
 	if w.cl == nil {
 		return w.queues[q.name] == q
 	}
+	if w.cl.khepri() {
+		return w.cl.store[q.name] == q
+	}
 	return q.home.view[q.name] == q
 }
 
@@ -210,6 +236,18 @@ func (w *World) addQueue(c *conn, q *queue) {
 		return
 	}
 	q.home = c.node
+	if w.cl.khepri() {
+		w.cl.store[q.name] = q
+		for _, x := range w.cl.nodes {
+			if !x.behind {
+				x.view[q.name] = q
+				if q.durable {
+					x.durable[q.name] = q
+				}
+			}
+		}
+		return
+	}
 	for _, x := range w.cl.group(c.node) {
 		x.view[q.name] = q
 		if q.durable {
@@ -223,6 +261,20 @@ func (w *World) addQueue(c *conn, q *queue) {
 func (w *World) dropRecord(q *queue) {
 	if w.cl == nil {
 		delete(w.queues, q.name)
+		return
+	}
+	if w.cl.khepri() {
+		if w.cl.store[q.name] == q {
+			delete(w.cl.store, q.name)
+		}
+		for _, x := range w.cl.nodes {
+			if !x.behind && x.view[q.name] == q {
+				delete(x.view, q.name)
+			}
+			if !x.behind && x.durable[q.name] == q {
+				delete(x.durable, q.name)
+			}
+		}
 		return
 	}
 	for _, x := range w.cl.group(q.home) {
@@ -285,6 +337,9 @@ func (cl *cluster) cutFrom(x, y *node) bool {
 // did: classic queue calls wait with no timeout, and Mnesia transactions
 // wait for every node they count as running.
 func (w *World) stallIfCut(p *process, c *conn, r *request, deadline int64) bool {
+	if w.cl.khepri() {
+		return w.khepriHold(p, c, r, deadline)
+	}
 	s := &stall{p: p, c: c, r: *r}
 	if r.m == mBasicPublish {
 		targets, _, bad := w.targets(c, r.pub)
@@ -393,11 +448,14 @@ func (cl *cluster) retry() {
 			continue
 		}
 		still := false
-		if s.pre != nil {
+		switch {
+		case cl.khepri():
+			still = cl.gate(s)
+		case s.pre != nil:
 			for _, h := range s.on {
 				still = still || cl.cutFrom(s.c.node, h)
 			}
-		} else {
+		default:
 			still = cl.waits(s.c, &s.r)
 		}
 		if still || s.c.held() {
@@ -406,6 +464,14 @@ func (cl *cluster) retry() {
 		}
 		p := s.p
 		s.p = nil
+		if s.timer != nil {
+			// A write Khepri commits now.
+			s.timer.Cancel()
+			s.timer = nil
+			if s.kq != nil {
+				s.kq.busy = false
+			}
+		}
 		var rep reply
 		if s.pre != nil {
 			rep = w.answered(s.c, s.r, *s.pre)
@@ -424,7 +490,13 @@ func (cl *cluster) retry() {
 // queues lists every queue some node has a record of.
 func (cl *cluster) queues() []QueueInfo {
 	var qs []*queue
+	for _, name := range slices.Sorted(maps.Keys(cl.store)) {
+		qs = append(qs, cl.store[name]) // Khepri's records
+	}
 	for _, x := range cl.nodes {
+		if cl.khepri() {
+			break
+		}
 		for _, q := range x.view {
 			if !slices.Contains(qs, q) {
 				qs = append(qs, q)
@@ -502,6 +574,9 @@ func (cl *cluster) update() {
 		}
 	}
 	cl.maybeAutoheal()
+	if cl.khepri() {
+		cl.khepriSync()
+	}
 	cl.retry()
 }
 
@@ -538,6 +613,9 @@ func (cl *cluster) nodedown(x, y *node) {
 	cl.held = false
 	if cl.w.trace != nil {
 		cl.w.tracef("node %s declares node %s down", x.name, y.name)
+	}
+	if cl.khepri() {
+		return // it deletes no record, pauses not, heals not (K.1, K.2)
 	}
 	cl.winnerGone(x)
 	if h := cl.healing; h != nil && h.unaware && h.winner == y && slices.Contains(h.losers, x) {
@@ -605,7 +683,7 @@ func (cl *cluster) pauses(x *node) bool {
 // on_node_down deletes the records of every queue of y, durable ones
 // too (their durable records stay).
 func (cl *cluster) rabbitDown(x, y *node) {
-	if !x.running[y.i] {
+	if !x.running[y.i] || cl.khepri() {
 		return
 	}
 	x.running[y.i] = false
@@ -785,6 +863,10 @@ func (cl *cluster) closeConns(x *node, code int, text string) {
 // dropTransient deletes x's transient queues; its durable ones keep
 // their persistent messages only, as after any restart.
 func (cl *cluster) dropTransient(x *node) {
+	if cl.khepri() {
+		cl.khepriDown(x)
+		return
+	}
 	var names []string
 	for name, q := range x.view {
 		if q.home == x {
@@ -827,6 +909,10 @@ func (cl *cluster) dropTransient(x *node) {
 // first running peer it is linked to (or keeps its own, alone), and its
 // durable queues come back in every copy of its group.
 func (cl *cluster) startApp(x *node) {
+	if cl.khepri() {
+		cl.khepriStart(x)
+		return
+	}
 	w := cl.w
 	x.app, x.booting = true, false
 	x.unlisted = false
@@ -1278,7 +1364,7 @@ func nodeNames(ns []*node) string {
 // sharing its records with every other.
 func (cl *cluster) one() bool {
 	for _, x := range cl.nodes {
-		if !x.alive || x.frozen || !x.app || x.booting {
+		if !x.alive || x.frozen || !x.app || x.booting || x.behind {
 			return false
 		}
 		for j := range cl.nodes {
@@ -1420,6 +1506,9 @@ func (cl *cluster) kill(x *node) {
 	}
 	if cl.w.trace != nil {
 		cl.w.tracef("node %s killed", x.name)
+	}
+	if cl.khepri() {
+		x.alive = false // (its exclusive queues die with it: ownerGone)
 	}
 	cl.closeConns(x, 0, "")
 	cl.dropTransient(x)

@@ -120,7 +120,7 @@ func (w *World) dial(p *process, cfg broker.Config, deadline int64) {
 		})}
 		return
 	}
-	if !w.up || n != nil && !n.serving() {
+	if !w.up || n != nil && (!n.serving() || w.cl.dialRefused(n)) {
 		w.now += int64(latRefused)
 		if w.trace != nil {
 			w.tracef("%s dial refused: broker down", p.name)
@@ -389,6 +389,9 @@ func (w *World) brokerClose(c *conn, why string) {
 	for _, ch := range c.chans {
 		w.closeChannel(ch)
 	}
+	if w.cl != nil && w.cl.khepri() {
+		w.cl.ownerGone(c)
+	}
 	for len(c.owned) > 0 {
 		w.deleteQueue(c.owned[0])
 	}
@@ -507,6 +510,9 @@ func (w *World) heal(c *conn) {
 	for len(c.outbox) > 0 && c.brokerOpen {
 		pd := c.outbox[0]
 		c.outbox = c.outbox[1:]
+		if w.gateOutbox(c, pd) {
+			continue
+		}
 		rep := w.arrive(c, &pd.r)
 		if pd.p != nil {
 			pd.p.deadline.Cancel()

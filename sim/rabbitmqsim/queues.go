@@ -22,6 +22,10 @@ type queue struct {
 	hadConsumer bool
 	bindings    []binding
 	home        *node // on a cluster, the node it lives on
+	// Khepri mode: busy says its process is in a delete that waits for
+	// Khepri; wedged, that it has no process (its delete timed out, or
+	// its node went down), its record kept.
+	busy, wedged bool
 }
 
 type consumer struct {

@@ -1,0 +1,448 @@
+package rabbitmqsim
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/sched"
+)
+
+// Khepri is the mode of a RabbitMQ 4.3 cluster, whose metadata store is
+// Khepri, a Raft store, and which has no cluster_partition_handling, as
+// docs/broker-semantics.md section 6 (K.1 to K.8) measured 4.3.6:
+//
+//   - The queue records are one replicated store. A write (a declare of a
+//     new queue, a delete, the deletion of an exclusive queue when its
+//     owner connection closes) commits only through a node that reaches a
+//     majority of the nodes, itself counted, each running its broker, and
+//     that has caught up with the store. Sent through a node that reaches
+//     no majority, it is lost: it waits KhepriTimeout and the node closes
+//     the client's connection with 541 INTERNAL_ERROR (K.4); it is not
+//     retried when the node reaches a majority again, and a queue whose
+//     delete was lost so stays, its process gone, owned by no live
+//     connection: every exclusive declare of it gets 405 (K.8).
+//   - A read (a passive declare, a redeclare refused on the record) is
+//     answered from the node's own copy of the records, however stale
+//     (K.3). A method that needs a queue's process (a passive declare,
+//     a delete, a consume, a get, a purge) waits while the queue's node is
+//     unreachable from the client's, however long (K.4b); a publish waits
+//     only until the client's node declares that node down, and is then
+//     confirmed, the record kept.
+//   - No node deletes the records of a peer it lost, pauses itself or
+//     restarts to heal (K.1, K.2, K.6). A node that reaches a majority
+//     again (after a cut, a pause, a restart) catches up with the store
+//     5.5 to 10.5 s later, by the seed (K.6: 5.6 s after a start or a
+//     continue; K.7: 5.5 to 10.7 s after a heal); a write through it
+//     meanwhile waits until then. A node that starts again after a kill
+//     or a restart then deletes the queues of its last run that were not
+//     durable, the exclusive queues of the connections that died with it
+//     among them (K.6).
+const Khepri = "khepri"
+
+// KhepriTimeout is how long a write through a node waits for Khepri to
+// commit it before the node gives up and closes the client's connection
+// with 541 (RabbitMQ 4.3's metadata store timeout, 30 s: K.4, K.8).
+const KhepriTimeout = 30 * time.Second
+
+// catchUp is the least time a node that reaches a majority again takes
+// to catch up with the store; catchUpStep, times a pick of 0 to 5, is
+// added to it (K.6 measured 5.5 to 5.7 s, K.7 5.5 to 10.7 s).
+const (
+	catchUp     = 5500 * time.Millisecond
+	catchUpStep = time.Second
+)
+
+// internalError is AMQP's 541 INTERNAL_ERROR, a connection error.
+const internalError = 541
+
+// khepri says the cluster runs Khepri.
+func (cl *cluster) khepri() bool { return cl.o.PartitionHandling == Khepri }
+
+// quorum says x runs its broker and reaches a majority of the nodes,
+// itself counted, that run theirs: where Khepri commits.
+func (cl *cluster) quorum(x *node) bool {
+	if !x.serving() {
+		return false
+	}
+	n := 0
+	for _, y := range cl.nodes {
+		if y == x || y.serving() && cl.reach(x, y) {
+			n++
+		}
+	}
+	return 2*n > len(cl.nodes)
+}
+
+// commits says a write through x commits now: x has a quorum and has
+// caught up with the store.
+func (cl *cluster) commits(x *node) bool { return !x.behind && cl.quorum(x) }
+
+// khepriSync marks the nodes that lost their majority behind (their
+// copies of the records no longer follow the store) and starts the
+// catch-up of those that reach one again.
+func (cl *cluster) khepriSync() {
+	for _, x := range cl.nodes {
+		switch {
+		case !cl.quorum(x):
+			x.catchup.Cancel()
+			x.catchup = nil
+			if !x.behind {
+				x.behind = true
+				if cl.w.trace != nil {
+					cl.w.tracef("node %s: no majority; its copy of the records falls behind Khepri's", x.name)
+				}
+			}
+		case x.behind && x.catchup == nil:
+			x := x
+			d := catchUp + catchUpStep*time.Duration(cl.w.pick(6))
+			x.catchup = cl.w.sched.After(d, func() {
+				x.catchup = nil
+				cl.caughtUp(x)
+				cl.update()
+			})
+		}
+	}
+}
+
+// caughtUp is x, reaching a majority, caught up with the store: the
+// queues of its last run that were not durable are deleted if it started
+// again since (K.6), it takes the store's records, and the deletions
+// that waited for it commit.
+func (cl *cluster) caughtUp(x *node) {
+	w := cl.w
+	if !cl.quorum(x) {
+		return
+	}
+	if x.restarted {
+		x.restarted = false
+		for _, name := range slices.Sorted(maps.Keys(cl.store)) {
+			if q := cl.store[name]; q.home == x && !q.durable {
+				if w.trace != nil {
+					w.tracef("node %s: deletes %s, a queue of its last run", x.name, name)
+				}
+				w.deleteQueue(q)
+			}
+		}
+	}
+	x.behind = false
+	x.view, x.durable = maps.Clone(cl.store), map[string]*queue{}
+	for name, q := range cl.store {
+		if q.durable {
+			x.durable[name] = q
+		}
+	}
+	if w.trace != nil {
+		w.tracef("node %s: caught up with Khepri", x.name)
+	}
+	var lost []*ownerDelete
+	for _, d := range x.deletes {
+		if d.lost {
+			lost = append(lost, d)
+			continue
+		}
+		d.timer.Cancel()
+		d.q.busy = false
+		if w.exists(d.q) {
+			w.deleteQueue(d.q)
+		}
+	}
+	x.deletes = lost
+}
+
+// An ownerDelete is the deletion of an exclusive queue whose owner
+// connection closed, waiting for its node to commit it (or, lost, for
+// KhepriTimeout).
+type ownerDelete struct {
+	q     *queue
+	lost  bool
+	timer *sched.Timer
+}
+
+// ownerGone deletes the exclusive queues of c, closed at the broker: at
+// once where their node commits; where it has not caught up yet, once it
+// has; where it has no majority, never: the queue's process is busy
+// KhepriTimeout and then gone, its record kept (K.8). A node that is down
+// deletes nothing now: its queues go when it starts again (caughtUp).
+func (cl *cluster) ownerGone(c *conn) {
+	owned := c.owned
+	c.owned = nil
+	for _, q := range owned {
+		x := q.home
+		switch {
+		case q.busy || !cl.w.exists(q) || !x.serving():
+		case cl.commits(x):
+			cl.w.deleteQueue(q)
+		default:
+			d := &ownerDelete{q: q, lost: !cl.quorum(x)}
+			q.busy = true
+			x.deletes = append(x.deletes, d)
+			d.timer = cl.w.sched.After(KhepriTimeout, func() {
+				x.deletes = slices.DeleteFunc(x.deletes, func(e *ownerDelete) bool { return e == d })
+				cl.wedge(q)
+				cl.retry()
+			})
+		}
+	}
+}
+
+// wedge leaves q's record in the store with no process behind it: a
+// delete of it timed out in Khepri (K.8). Its owner, if any, keeps it:
+// every other connection's exclusive declare of it gets 405.
+func (cl *cluster) wedge(q *queue) {
+	q.busy, q.wedged = false, true
+	if o := q.owner; o != nil {
+		o.owned = slices.DeleteFunc(o.owned, func(x *queue) bool { return x == q })
+	}
+	if cl.w.trace != nil {
+		cl.w.tracef("queue %s: its delete timed out in Khepri; its record stays, with no process", q.name)
+	}
+}
+
+// khepriDown is x's queue processes gone with its broker (killed, or
+// stopped): their records stay in the store; the durable ones keep their
+// persistent messages and come back when x starts (khepriStart), the
+// others are deleted once x has started and caught up (caughtUp).
+func (cl *cluster) khepriDown(x *node) {
+	for _, name := range slices.Sorted(maps.Keys(cl.store)) {
+		q := cl.store[name]
+		if q.home != x {
+			continue
+		}
+		for _, cs := range q.consumers {
+			cs.ch.consumers = removeConsumer(cs.ch.consumers, cs)
+		}
+		q.consumers = nil
+		kept := q.msgs[:0]
+		for _, persistent := range q.msgs {
+			if persistent && q.durable {
+				kept = append(kept, true)
+			}
+		}
+		q.msgs = kept
+		q.wedged = true
+	}
+	x.restarted = true
+}
+
+// khepriStart starts x's broker: its durable queues' processes run again;
+// its records are its own copy until it catches up (caughtUp).
+func (cl *cluster) khepriStart(x *node) {
+	w := cl.w
+	x.app, x.booting, x.unlisted = true, false, false
+	for _, q := range cl.store {
+		if q.home == x && q.durable {
+			q.wedged, q.busy = false, false
+		}
+	}
+	if w.trace != nil {
+		w.tracef("node %s: rabbit started", x.name)
+	}
+	for _, p := range w.procs {
+		w.endDialWait(p)
+	}
+}
+
+// dialRefused says a new connection to x, which serves, is refused: on
+// a Khepri cluster, where x reaches no majority, by the seed (K.5: dials
+// to the cut-off node were refused and accepted by turns, 2.5 to 8 s
+// each, for the whole cut).
+func (cl *cluster) dialRefused(x *node) bool {
+	return cl.khepri() && !cl.quorum(x) && cl.w.pick(2) == 0
+}
+
+// khepriHold holds p's method r on c where Khepri makes it wait (gate),
+// and says whether it did.
+func (w *World) khepriHold(p *process, c *conn, r *request, deadline int64) bool {
+	s := &stall{p: p, c: c, r: *r}
+	if !w.cl.gate(s) {
+		return false
+	}
+	w.holdStall(s, deadline)
+	return true
+}
+
+// holdStall blocks s's process until s is released (retry), it times
+// out in Khepri (timedOut), or its context's deadline passes.
+func (w *World) holdStall(s *stall, deadline int64) {
+	p := s.p
+	if w.trace != nil {
+		why := "a queue's process it needs is out of reach or busy"
+		if s.timer != nil {
+			why = "its write waits for Khepri through " + s.by.name
+		}
+		w.tracef("%s %s ch%d %s %s held: %s", p.name, s.c.name, chanID(s.r.ch), s.r.m, s.r.queue, why)
+	}
+	w.cl.stalls = append(w.cl.stalls, s)
+	p.proc.Block()
+	if deadline != noDeadline {
+		p.deadline = w.sched.At(deadline, func() { w.abandonStall(s) })
+	}
+}
+
+// gate says whether s's method must wait on a Khepri cluster: it needs a
+// queue's process out of reach or busy (processWaits), or it is a write
+// its node cannot commit now. A write that waits is sent to Khepri once,
+// then: lost if its node reaches no majority then, and either way ended
+// by timedOut after KhepriTimeout unless it commits first.
+func (cl *cluster) gate(s *stall) bool {
+	if s.timer != nil {
+		return s.lost || !cl.commits(s.by)
+	}
+	if cl.processWaits(s.c, &s.r) {
+		return true
+	}
+	by, q := cl.writer(s.c, &s.r)
+	if by == nil || cl.commits(by) {
+		return false
+	}
+	s.by, s.lost = by, !cl.quorum(by)
+	if q != nil {
+		q.busy, s.kq = true, q
+	}
+	s.timer = cl.w.sched.After(KhepriTimeout, func() { cl.timedOut(s) })
+	return true
+}
+
+// processWaits says r on c needs the process of a queue it names that is
+// busy, gone (wedged), or on a node c's node cannot reach: RabbitMQ asks
+// the queue's process for a passive declare (before it looks at the
+// owner), a redeclare, a delete, a consume, a get, a purge (K.4b: no
+// answer while the queue's node was cut off). A publish waits only while
+// c's node has not declared the queue's node down (a queue process lost
+// to a noconnection settles what was sent to it), or while the queue's
+// process is busy; a redeclare refused on the record does not wait (K.2).
+func (cl *cluster) processWaits(c *conn, r *request) bool {
+	x := c.node
+	if r.m == mBasicPublish {
+		targets, _, bad := cl.w.targets(c, r.pub)
+		if bad || r.pub.Immediate {
+			return false
+		}
+		for _, q := range targets {
+			if q.busy || q.home != x && x.conn[q.home.i] && !cl.reach(x, q.home) {
+				return true
+			}
+		}
+		return false
+	}
+	q := x.view[r.queue]
+	if q == nil {
+		return false
+	}
+	switch r.m {
+	case mQueueDeclare:
+		if !r.declare.Passive && refusedOnRecord(q, c, r.declare) {
+			return false
+		}
+	case mQueueDelete, mBasicConsume, mBasicGet, mQueuePurge:
+		if heldByOther(q, c) {
+			return false
+		}
+	default:
+		return false
+	}
+	return q.busy || q.wedged || q.home != x && !cl.reach(x, q.home)
+}
+
+// refusedOnRecord says a declare o of q by c is refused from q's record
+// alone (405, 406), as declare refuses it.
+func refusedOnRecord(q *queue, c *conn, o broker.DeclareOptions) bool {
+	if heldByOther(q, c) || o.Exclusive != (q.owner != nil) {
+		return true
+	}
+	if q.durable != (o.Durable && !o.Exclusive) || q.autoDelete != o.AutoDelete {
+		return true
+	}
+	_, bad := argsDiffer(q.name, o.Args, q.args)
+	return bad
+}
+
+// writer is the node through which r on c writes to the store, and the
+// queue it deletes, if any: a declare of a queue c's node has no record
+// of (the queue will live there), a delete (by the queue's own node, its
+// process deleting its record), a binding; nil if r writes nothing.
+func (cl *cluster) writer(c *conn, r *request) (*node, *queue) {
+	x := c.node
+	q := x.view[r.queue]
+	switch r.m {
+	case mQueueDeclare:
+		if r.declare.Passive || q != nil || strings.HasPrefix(r.queue, "amq.") {
+			return nil, nil
+		}
+		if _, bad := invalidArgs(r.declare.Args); bad {
+			return nil, nil
+		}
+		return x, nil
+	case mQueueDelete:
+		if q == nil || heldByOther(q, c) || r.delete.IfUnused && len(q.consumers) > 0 || r.delete.IfEmpty && len(q.msgs) > 0 {
+			return nil, nil
+		}
+		return q.home, q
+	case mQueueBind:
+		if _, ok := exchanges[r.pub.Exchange]; q == nil || heldByOther(q, c) || !ok {
+			return nil, nil
+		}
+		return x, nil
+	}
+	return nil, nil
+}
+
+// timedOut ends s, a write Khepri did not commit within KhepriTimeout:
+// a queue it deleted keeps its record, with no process (wedge), and the
+// node closes the client's connection with 541 (K.4, K.8).
+func (cl *cluster) timedOut(s *stall) {
+	w := cl.w
+	s.timer = nil
+	waiting := slices.Contains(cl.stalls, s) && s.p != nil
+	cl.stalls = slices.DeleteFunc(cl.stalls, func(x *stall) bool { return x == s })
+	if s.kq != nil {
+		cl.wedge(s.kq)
+	}
+	c := s.c
+	text := "INTERNAL_ERROR - the metadata store operation timed out at 30.0s"
+	switch s.r.m {
+	case mQueueDeclare:
+		text = fmt.Sprintf("INTERNAL_ERROR - Could not declare queue '%s' in vhost '/' because the metadata store operation timed out at 30.0s", s.r.queue)
+	case mQueueDelete:
+		text = "INTERNAL_ERROR - The operation to delete the queue from the metadata store timed out at 30.0s"
+	}
+	err := &broker.Error{Code: internalError, Reason: text, Server: true, Connection: true}
+	if c.brokerOpen {
+		w.brokerClose(c, "the metadata store operation timed out")
+		cl.closes = append(cl.closes, BrokerClose{Process: c.p.name, At: w.now, Code: internalError, Text: text})
+	}
+	if p := s.p; waiting {
+		s.p = nil
+		p.deadline.Cancel()
+		p.deadline = nil
+		w.clientClose(c, err)
+		p.proc.Deliver(reply{err: err})
+	} else {
+		w.notifyClose(c, err)
+	}
+	cl.retry()
+}
+
+// gateOutbox is heal's look at a request a paused node or a cut link held
+// on c, on a Khepri cluster: if it must wait (gate), it waits as a stall
+// of its own and gateOutbox says so; one whose process gave up on it is
+// dropped then.
+func (w *World) gateOutbox(c *conn, pd pending) bool {
+	if w.cl == nil || !w.cl.khepri() {
+		return false
+	}
+	s := &stall{p: pd.p, c: c, r: pd.r}
+	if !w.cl.gate(s) {
+		return false
+	}
+	if pd.p != nil {
+		pd.p.deadline.Cancel()
+		pd.p.deadline = nil
+		w.holdStall(s, pd.r.deadline)
+	}
+	return true
+}

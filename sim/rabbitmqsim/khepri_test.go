@@ -1,0 +1,301 @@
+package rabbitmqsim_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim"
+)
+
+// Each test below reproduces a row of docs/broker-semantics.md section 6
+// (RabbitMQ 4.3.6, Khepri) on the simulated cluster's khepri mode. The
+// processes connect as clusterWorld says: h and a to n1, c and d to n2,
+// t to n3.
+
+// cutN1 runs a nemesis on w that cuts n1 off from n2 and n3 at 1 s and
+// heals the cut at heal, then settles the cluster.
+func cutN1(t *testing.T, w *rabbitmqsim.World, heal time.Duration) {
+	w.Go("nemesis", func(b broker.Broker) {
+		b.Sleep(bg, time.Second)
+		w.Strike("partition", isolateN1)
+		b.Sleep(bg, heal-time.Second)
+		w.Strike("heal", isolateN1)
+		if err := w.Settle(); err != nil {
+			t.Errorf("settle: %v", err)
+		}
+	})
+}
+
+// metadataTimeout says err is Khepri's 541, a connection error, whose
+// text says what, sent at sent and answered now.
+func metadataTimeout(t *testing.T, who string, err error, what string, sent, now time.Duration) {
+	t.Helper()
+	var e *broker.Error
+	if !errors.As(err, &e) || e.Code != 541 || !e.Connection || !strings.Contains(e.Reason, what) {
+		t.Errorf("%s: %v, want a connection's 541 saying %q", who, err, what)
+	}
+	if took := now - sent; took != rabbitmqsim.KhepriTimeout {
+		t.Errorf("%s: answered after %v, want %v", who, took, rabbitmqsim.KhepriTimeout)
+	}
+}
+
+// K.4: a write through n1, cut off from the majority (a declare of a new
+// durable queue, a delete of a durable queue, each on a connection of
+// its own), waits Khepri's 30 s, and n1 then closes the connection with
+// 541; neither takes effect, at the heal or after it. K.3's holder
+// connected to n1 meanwhile is never closed: no node pauses itself.
+func TestKhepriMinorityWriteTimesOut(t *testing.T) {
+	w := clusterWorld(rabbitmqsim.Khepri, 1, nil)
+	cutN1(t, w, 40*time.Second)
+	w.Go("h", func(b broker.Broker) {
+		conn, ch := channel(t, b)
+		if _, err := ch.Declare(bg, "D", broker.DeclareOptions{Durable: true}); err != nil {
+			t.Errorf("D before the cut: %v", err)
+		}
+		b.Sleep(bg, 2*time.Second)
+		sent := at(w)
+		_, err := ch.Declare(bg, "N", broker.DeclareOptions{Durable: true})
+		metadataTimeout(t, "a declare of N through n1", err, "Could not declare queue 'N' in vhost '/' because the metadata store operation timed out", sent, at(w))
+		if conn.Err() == nil {
+			t.Error("h's connection is open after the 541")
+		}
+	})
+	w.Go("a", func(b broker.Broker) {
+		_, ch := channel(t, b)
+		b.Sleep(bg, 3*time.Second)
+		sent := at(w)
+		_, err := ch.Delete(bg, "D", broker.DeleteOptions{})
+		metadataTimeout(t, "a delete of D through n1", err, "The operation to delete the queue from the metadata store timed out", sent, at(w))
+	})
+	w.Go("t", func(b broker.Broker) {
+		conn, ch := channel(t, b)
+		b.Sleep(bg, 2*time.Minute)
+		if conn.Err() != nil {
+			t.Errorf("t's connection to n3 was closed: %v", conn.Err())
+		}
+		if _, err := ch.Declare(bg, "N", broker.DeclareOptions{Passive: true}); broker.Code(err) != broker.NotFound {
+			t.Errorf("N after the heal: %v, want 404: the declare through n1 was lost", err)
+		}
+	})
+	if err := w.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.Queue("D"); !ok {
+		t.Error("D is gone: the delete through the cut-off n1 took effect")
+	}
+	var codes []string
+	for _, c := range w.BrokerCloses() {
+		codes = append(codes, fmt.Sprintf("%s %d", c.Process, c.Code))
+	}
+	if got := strings.Join(codes, ", "); got != "h 541, a 541" {
+		t.Errorf("the nodes closed %q on their own, want h's and a's connections with 541", got)
+	}
+}
+
+// K.3, K.2, K.4b, K.7: while n1 is cut off, the holder's passive declare
+// of its own exclusive queue through n1 answers ok from n1's copy, and a
+// queue made through n2 after the cut is not in that copy (404); the
+// contender's exclusive declare through n2 gets 405 for the whole cut
+// (the majority keeps n1's queue); a passive declare through n2 of the
+// durable queue whose home is n1 gets no answer. After the heal n1
+// catches up some seconds later (5.5 to 10.5 s), every queue is kept and
+// the holder still holds alone.
+func TestKhepriReadsAndTheMajorityDuringACut(t *testing.T) {
+	w := clusterWorld(rabbitmqsim.Khepri, 2, nil)
+	const heal = 61 * time.Second
+	cutN1(t, w, heal)
+	w.Go("h", func(b broker.Broker) {
+		conn, ch := channel(t, b)
+		ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true})
+		for b.Sleep(bg, 2*time.Second); at(w) < heal; b.Sleep(bg, 2*time.Second) {
+			if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Passive: true}); err != nil {
+				t.Errorf("h's verify through n1 at %v: %v", at(w), err)
+				return
+			}
+		}
+		if _, err := ch.Declare(bg, "P", broker.DeclareOptions{Passive: true}); broker.Code(err) != broker.NotFound {
+			t.Errorf("P through n1 at the heal: %v, want 404 (n1's copy is behind)", err)
+		}
+		ch = reopen(t, conn)
+		b.Sleep(bg, 12*time.Second)
+		if _, err := ch.Declare(bg, "P", broker.DeclareOptions{Passive: true}); err != nil {
+			t.Errorf("P through n1 12 s after the heal: %v, want ok (caught up)", err)
+		}
+		if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Passive: true}); err != nil || conn.Err() != nil {
+			t.Errorf("h's verify after the heal: %v (connection: %v)", err, conn.Err())
+		}
+	})
+	w.Go("a", func(b broker.Broker) {
+		_, ch := channel(t, b)
+		ch.Declare(bg, "D", broker.DeclareOptions{Durable: true})
+	})
+	w.Go("c", func(b broker.Broker) {
+		conn, ch := channel(t, b)
+		for b.Sleep(bg, 2*time.Second); at(w) < heal; b.Sleep(bg, 5*time.Second) {
+			if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true}); broker.Code(err) != broker.ResourceLocked {
+				t.Errorf("c's declare of B through n2 at %v: %v, want 405", at(w), err)
+				return
+			}
+			ch = reopen(t, conn)
+		}
+	})
+	w.Go("d", func(b broker.Broker) {
+		conn, ch := channel(t, b)
+		b.Sleep(bg, 10*time.Second)
+		if _, err := ch.Declare(bg, "P", broker.DeclareOptions{Durable: true}); err != nil {
+			t.Errorf("P through n2 during the cut: %v, want ok (the majority writes)", err)
+		}
+		ctx, cancel := w.WithTimeout(bg, 40*time.Second)
+		defer cancel()
+		if _, err := ch.Declare(ctx, "D", broker.DeclareOptions{Passive: true}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("D, whose home n1 is cut off, through n2: %v, want no answer within 40 s", err)
+		}
+		if conn.Err() == nil {
+			t.Error("d's connection outlived its given-up declare")
+		}
+	})
+	w.Go("t", func(b broker.Broker) {
+		b.Sleep(bg, heal+20*time.Second)
+		_, ch := channel(t, b)
+		if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true}); broker.Code(err) != broker.ResourceLocked {
+			t.Errorf("t's declare of B through n3 after the heal: %v, want 405: h still holds", err)
+		}
+	})
+	if err := w.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"B", "D", "P"} {
+		if _, ok := w.Queue(name); !ok {
+			t.Errorf("%s is gone after the heal", name)
+		}
+	}
+	if cl := w.BrokerCloses(); len(cl) > 0 {
+		t.Errorf("a node closed connections on its own: %+v", cl)
+	}
+}
+
+// K.1, K.6: while the holder's node n1 is killed or paused, the majority
+// deletes nothing of n1's: the contender's exclusive declare through n2
+// gets 405 for the whole 90 s. Once n1 is back (started again, or
+// continued) and has caught up, the holder's queue, whose connection died
+// with it, is gone: a third client's declare through n3 is ok.
+func TestKhepriNodeAway(t *testing.T) {
+	for _, fault := range []string{"kill", "pause"} {
+		t.Run(fault, func(t *testing.T) {
+			w := clusterWorld(rabbitmqsim.Khepri, 3, nil)
+			const back = 91 * time.Second
+			w.Go("nemesis", func(b broker.Broker) {
+				b.Sleep(bg, time.Second)
+				w.Strike(fault, "n1")
+				b.Sleep(bg, back-time.Second)
+				w.Strike(map[string]string{"kill": "restart-broker", "pause": "resume"}[fault], "n1")
+			})
+			w.Go("h", func(b broker.Broker) {
+				_, ch := channel(t, b)
+				ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true})
+				b.Sleep(bg, 5*time.Minute)
+			})
+			w.Go("c", func(b broker.Broker) {
+				conn, ch := channel(t, b)
+				for b.Sleep(bg, 2*time.Second); at(w) < back; b.Sleep(bg, 5*time.Second) {
+					if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true}); broker.Code(err) != broker.ResourceLocked {
+						t.Errorf("c's declare of B through n2 at %v, n1 away: %v, want 405", at(w), err)
+						return
+					}
+					ch = reopen(t, conn)
+				}
+				if _, ok := w.Queue("B"); !ok {
+					t.Error("B was deleted while n1 was away")
+				}
+			})
+			w.Go("t", func(b broker.Broker) {
+				b.Sleep(bg, back+12*time.Second)
+				_, ch := channel(t, b)
+				if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true}); err != nil {
+					t.Errorf("t's declare of B through n3 12 s after n1 is back: %v, want ok (h's queue gone)", err)
+				}
+			})
+			if err := w.Run(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// K.8: the holder's release (a delete of its exclusive queue) through n1,
+// cut off, 3 s before the heal, is not retried at the heal: 541 30 s
+// after it was sent, and the queue outlives its connection, held by no
+// live connection: every later exclusive declare of it gets 405.
+func TestKhepriReleaseThroughMinorityIsLost(t *testing.T) {
+	w := clusterWorld(rabbitmqsim.Khepri, 4, nil)
+	cutN1(t, w, 18*time.Second)
+	w.Go("h", func(b broker.Broker) {
+		_, ch := channel(t, b)
+		ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true})
+		b.Sleep(bg, 15*time.Second)
+		sent := at(w)
+		_, err := ch.Delete(bg, "B", broker.DeleteOptions{})
+		metadataTimeout(t, "h's release through n1", err, "The operation to delete the queue from the metadata store timed out", sent, at(w))
+	})
+	w.Go("c", func(b broker.Broker) {
+		conn, ch := channel(t, b)
+		for _, when := range []time.Duration{50 * time.Second, 90 * time.Second, 150 * time.Second, 240 * time.Second} {
+			b.Sleep(bg, when-at(w))
+			if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true}); broker.Code(err) != broker.ResourceLocked {
+				t.Errorf("c's acquire of B through n2 at %v: %v, want 405 (the lock lost, with no holder)", at(w), err)
+			}
+			ch = reopen(t, conn)
+		}
+	})
+	if err := w.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if q, ok := w.Queue("B"); !ok || q.Owner == "" {
+		t.Errorf("B after the plan: %+v (kept %v), want h's queue kept", q, ok)
+	}
+}
+
+// The khepri mode is deterministic: the same seed gives the same trace,
+// byte for byte; its catch-up times come from the seed.
+func TestKhepriSameSeedSameTrace(t *testing.T) {
+	run := func(seed uint64) string {
+		var buf bytes.Buffer
+		w := clusterWorld(rabbitmqsim.Khepri, seed, &buf)
+		workload(w)
+		w.Go("cut", func(b broker.Broker) {
+			b.Sleep(bg, 5*time.Millisecond)
+			w.Strike("partition", isolateN1)
+			b.Sleep(bg, 8*time.Second)
+			w.Strike("heal", isolateN1)
+			w.Settle()
+		})
+		if err := w.Run(); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range w.Queues() {
+			fmt.Fprintf(&buf, "%+v\n", q)
+		}
+		return buf.String()
+	}
+	seen := map[string]bool{}
+	for seed := uint64(0); seed < 6; seed++ {
+		a, b := run(seed), run(seed)
+		if a != b {
+			t.Fatalf("seed %d: two runs differ:\n%s", seed, firstDiff(a, b))
+		}
+		for _, line := range strings.Split(a, "\n") {
+			if strings.Contains(line, "caught up with Khepri") {
+				seen[strings.Fields(line)[0]] = true
+			}
+		}
+	}
+	if len(seen) < 2 {
+		t.Errorf("n1 caught up at the same time under every seed: %v", seen)
+	}
+}
