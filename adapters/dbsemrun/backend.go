@@ -41,7 +41,10 @@ type backend interface {
 	Resume(name string)
 	Partition(name string)
 	Heal(name string)
-	KillConnections(name string)
+	// KillConnections reports whether it struck: not while the server
+	// is down for a restart, which has ended those connections already
+	// (a fault that struck nothing is not recorded).
+	KillConnections(name string) (struck bool)
 	DropCommitReply(name string)
 	// droppedReplies is how many COMMIT replies of process name were
 	// dropped so far, where the backend can tell (known false: the
@@ -101,7 +104,7 @@ func (b simBackend) Pause(name string)                            { b.w.Pause(na
 func (b simBackend) Resume(name string)                           { b.w.Resume(name) }
 func (b simBackend) Partition(name string)                        { b.w.Partition(name) }
 func (b simBackend) Heal(name string)                             { b.w.Heal(name) }
-func (b simBackend) KillConnections(name string)                  { b.w.KillConnections(name) }
+func (b simBackend) KillConnections(name string) bool             { b.w.KillConnections(name); return true }
 func (b simBackend) DropCommitReply(name string)                  { b.w.DropCommitReply(name) }
 func (b simBackend) droppedReplies(string) (int, bool)            { return 0, false }
 func (b simBackend) Restart(downtime time.Duration)               { b.w.Restart(downtime) }

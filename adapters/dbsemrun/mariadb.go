@@ -221,6 +221,9 @@ type mariaBackend struct {
 	idle    chan struct{} // closed once active falls to 0
 	wg      sync.WaitGroup
 	errs    []error // a proxy that would not start, a restart that failed
+	// restarting is set while the private server is down for a Restart
+	// and until it is up again.
+	restarting atomic.Bool
 }
 
 // A mariaProc is one process: its proxy and its connection pool (the
@@ -519,15 +522,23 @@ func (b *mariaBackend) Heal(name string) {
 }
 
 // KillConnections closes process name's connections from the server's
-// side (KILL CONNECTION).
-func (b *mariaBackend) KillConnections(name string) {
-	if p := b.live(name); p != nil {
-		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-		defer cancel()
-		if err := mariadb.KillConnections(ctx, b.admin, p.proxy.ConnectionIDs()...); err != nil {
-			b.errs = append(b.errs, err)
-		}
+// side (KILL CONNECTION). Not while the server is down for a restart:
+// every connection ended with it, and there is no server to ask (the soak
+// of issue 55: a KILL refused mid-restart on a loaded machine, whose
+// restart took longer, had ended the run as unable to run its plan).
+func (b *mariaBackend) KillConnections(name string) bool {
+	p := b.live(name)
+	if p == nil || b.restarting.Load() {
+		return false
 	}
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	if err := mariadb.KillConnections(ctx, b.admin, p.proxy.ConnectionIDs()...); err != nil {
+		b.mu.Lock()
+		b.errs = append(b.errs, err)
+		b.mu.Unlock()
+	}
+	return true
 }
 
 // DropCommitReply loses the reply to process name's next COMMIT.
@@ -547,9 +558,11 @@ func (b *mariaBackend) droppedReplies(name string) (int, bool) {
 // Restart restarts the private server; the runner goes on meanwhile.
 func (b *mariaBackend) Restart(downtime time.Duration) {
 	s := b.t.Server
+	b.restarting.Store(true)
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
+		defer b.restarting.Store(false)
 		if err := s.Restart(b.ctx, downtime); err != nil && b.ctx.Err() == nil {
 			b.mu.Lock()
 			b.errs = append(b.errs, fmt.Errorf("restart: %w", err))

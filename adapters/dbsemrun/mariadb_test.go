@@ -123,6 +123,50 @@ func TestRestartsOnAPrivateMariaDB(t *testing.T) {
 	t.Logf("%d plans in %v", out.Plans, out.Elapsed)
 }
 
+// A force-close struck while the private server is down for a restart
+// strikes nothing (the restart ended every connection, and there is no
+// server to send KILL CONNECTION to): it is not recorded, and the run goes
+// on. The soak of issue 55 saw such a KILL refused end a run as unable to
+// run its plan.
+func TestForceCloseDuringARestart(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("a private server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := mariadb.StartPrivate(ctx, t.TempDir())
+	if errors.Is(err, mariadb.ErrNoServer) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: 1000,
+		Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 600}, {Op: histories.Acquire}, {Op: histories.Release}}},
+		Faulted: leaserun.Faulted[Fault]{Nemesis: []Fault{
+			{Fault: histories.RestartBroker, At: 100},
+			{Fault: histories.ForceClose, Target: "c1", At: 150}, // the restart is down for 200 ms
+		}}}
+	res, err := MariaDB{Server: s}.Run(ctx, p, nil)
+	if err != nil {
+		t.Fatalf("the run: %v", err)
+	}
+	restarts := 0
+	for _, e := range res.History {
+		switch {
+		case e.Process == "nemesis" && e.F == histories.ForceClose:
+			t.Errorf("a force-close recorded though the server was down: %+v", e)
+		case e.Process == "nemesis" && e.F == histories.RestartBroker && e.Type == histories.Invoke:
+			restarts++
+		}
+	}
+	if restarts != 1 {
+		t.Errorf("%d restarts recorded, want 1", restarts)
+	}
+}
+
 // A plan that restarts the server is refused on the shared one, before
 // anything runs, with the flag that allows it.
 func TestNoRestartOfTheSharedServer(t *testing.T) {

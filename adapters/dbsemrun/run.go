@@ -450,7 +450,9 @@ func (r *runner) strike(f Fault, end bool) {
 	// fault a hook strikes meanwhile must not come between the two events
 	// (nor a resume between a pause and its taking effect).
 	at := r.from()
-	r.apply(name, f)
+	if !r.apply(name, f) {
+		return // it struck nothing: not recorded
+	}
 	if end {
 		at = math.MaxInt64 // an end is recorded once it is over
 	}
@@ -472,8 +474,9 @@ func (r *runner) from() int64 {
 	return r.Now()
 }
 
-// apply makes the backend strike fault name.
-func (r *runner) apply(name string, f Fault) {
+// apply makes the backend strike fault name, and reports whether it
+// struck (a force-close may not: Backend.KillConnections).
+func (r *runner) apply(name string, f Fault) bool {
 	// A hold is noted once the backend has done it (see strike), its end
 	// before: the backend may run what the end lets through at once, and a
 	// hook there may strike a new hold.
@@ -496,7 +499,9 @@ func (r *runner) apply(name string, f Fault) {
 		r.Unhold(histories.Partition, f.Target)
 		r.b.Heal(r.ProcessOf(f.Target))
 	case histories.ForceClose:
-		r.b.KillConnections(r.ProcessOf(f.Target))
+		if !r.b.KillConnections(r.ProcessOf(f.Target)) {
+			return false
+		}
 	case histories.DropReply:
 		r.b.DropCommitReply(r.ProcessOf(f.Target))
 	case histories.RestartBroker:
@@ -513,6 +518,7 @@ func (r *runner) apply(name string, f Fault) {
 		// own (see options), which the reference never reads.
 		r.b.SkewServerClock(r.offsets[""])
 	}
+	return true
 }
 
 // restart starts a killed client again: its operation in flight ends
