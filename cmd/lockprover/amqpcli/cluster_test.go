@@ -25,7 +25,6 @@ func TestClusterSetupRefusals(t *testing.T) {
 		{"URL on the cluster", clusterTarget, "all", map[string]string{"amqp-url": "amqp://u:p@h:5672/"}, "--amqp-url is not for --target rabbitmq-cluster"},
 		{"cluster fault on the simulator", "sim", "isolate-node", nil, "--faults: isolate-node strikes a cluster: add --target rabbitmq-cluster"},
 		{"broker restart on the cluster", clusterTarget, "restart-broker", nil, "restart-node restarts a node"},
-		{"khepri on the simulator", simClusterTarget, "all", map[string]string{"partition-handling": "khepri"}, "--partition-handling khepri: the simulated cluster has Mnesia's modes only"},
 		{"khepri on the machine's RabbitMQ", clusterTarget, "all", map[string]string{"partition-handling": "khepri"}, "--partition-handling: partition handling khepri: the machine's RabbitMQ keeps its metadata in Mnesia"},
 		{"a Mnesia mode on 4.3.6", clusterTarget, "all", map[string]string{"partition-handling": "autoheal", "server-version": "4.3.6"}, "--partition-handling: partition handling autoheal: RabbitMQ 4.3.6 has no cluster_partition_handling"},
 	} {
@@ -109,6 +108,43 @@ func TestReplayClusterPlanOnTheSimulator(t *testing.T) {
 		Flag: func(n string) string { return flags[n] }, Given: func(n string) bool { return n == "partition-handling" }}
 	if _, err := amqpReplay(p, s); err == nil || !strings.Contains(err.Error(), "--partition-handling is for a cluster plan") {
 		t.Errorf("--partition-handling on a plan without a cluster: %v", err)
+	}
+}
+
+// The simulated cluster runs khepri when asked: --target sim-cluster
+// --partition-handling khepri draws plans for it and replays them there,
+// and replay --target sim of a plan recorded under khepri runs khepri
+// (examples/cluster/orphaned-release.json), with no server version.
+func TestSimulatedClusterRunsKhepri(t *testing.T) {
+	flags := map[string]string{"partition-handling": "khepri", "net-ticktime": "5s", "docker": dockerAuto}
+	given := map[string]bool{"partition-handling": true}
+	s := family.Settings{Kind: "semaphore", Target: simClusterTarget, Faults: "all",
+		Flag: func(n string) string { return flags[n] }, Given: func(n string) bool { return given[n] }}
+	setup, err := amqpSetup(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sim, ok := setup.Prove.(amqprun.Config).Target.(amqprun.Simulator); !ok || sim.PartitionHandling != "khepri" || !strings.Contains(setup.Where, "(khepri)") {
+		t.Errorf("--target sim-cluster --partition-handling khepri: target %+v on %q", setup.Prove.(amqprun.Config).Target, setup.Where)
+	}
+	if got := strings.Join(setup.Replay, " "); got != "--target sim --partition-handling khepri --net-ticktime 5s" {
+		t.Errorf("replay flags %q", got)
+	}
+	p, err := amqprun.ReadPlan("../../../examples/cluster/orphaned-release.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []bool{false, true} {
+		s := family.Settings{Kind: "semaphore", Target: "sim",
+			Flag: func(n string) string { return flags[n] }, Given: func(n string) bool { return mode && n == "partition-handling" }}
+		setup, err := amqpReplay(p, s)
+		if err != nil {
+			t.Fatalf("replay --target sim (--partition-handling given %v): %v", mode, err)
+		}
+		sim := setup.Prove.(amqprun.Config).Target.(amqprun.Simulator)
+		if want := map[bool]string{false: "", true: "khepri"}[mode]; sim.PartitionHandling != want || !strings.Contains(setup.Where, "(khepri)") || setup.Real {
+			t.Errorf("replay of a khepri plan, --partition-handling given %v: target %+v on %q", mode, sim, setup.Where)
+		}
 	}
 }
 

@@ -46,7 +46,7 @@ var AMQP = &family.Descriptor{
 		{Name: "docker", Default: dockerAuto, Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: a private RabbitMQ in a Docker container for the run, removed at its end (also after Ctrl-C): auto starts one when no broker is named (--amqp-url, $LOCKPROVER_AMQP_URL) and none answers at 127.0.0.1:5672; always; or off"},
 		{Name: "docker-image", Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: the image of --docker's broker; default $LOCKPROVER_RABBITMQ_IMAGE, else " + rabbitmq.ContainerImage + " (pulled if missing)"},
 		{Name: "allow-restart", Bool: true, Verbs: family.Runs | family.Conform, Usage: "amqp-locks: let plans on a real broker restart it (rabbitmqctl stop_app/start_app); conform: let table cases restart it (cutting every client of the broker off)"},
-		{Name: "partition-handling", Verbs: family.Runs | family.Conform, Usage: "amqp-locks: the cluster's mode (--target rabbitmq-cluster or sim-cluster; replay: a cluster plan's on the simulator too): Mnesia's cluster_partition_handling, ignore, pause_minority or autoheal; or khepri, Khepri's Raft store: RabbitMQ 4.3's only one, 4.0's opt-in (khepri_db, which the run enables); not on the simulator. Default: ignore (RabbitMQ's default before 4.3), khepri on 4.3"},
+		{Name: "partition-handling", Verbs: family.Runs | family.Conform, Usage: "amqp-locks: the cluster's mode (--target rabbitmq-cluster or sim-cluster; replay: a cluster plan's on the simulator too): Mnesia's cluster_partition_handling, ignore, pause_minority or autoheal; or khepri, Khepri's Raft store: RabbitMQ 4.3's only one, 4.0's opt-in (khepri_db, which the run enables), and the simulator's model of 4.3.6's. Default: ignore (RabbitMQ's default before 4.3), khepri on 4.3"},
 		{Name: "net-ticktime", Default: "5s", Verbs: family.Runs | family.Conform, Usage: "amqp-locks: the cluster's net_ticktime (--target rabbitmq-cluster or sim-cluster), whole seconds: a node declares a silent peer down after 0.75 to 1.25 of it (RabbitMQ's default, 60s, would make every partition plan last minutes)"},
 		{Name: "cluster", Bool: true, Verbs: family.Conform, Usage: "amqp-locks: the simulated cluster against a private three-node RabbitMQ cluster the run starts (as --target rabbitmq-cluster does; needs root), in --partition-handling's mode: drawn sequences of queue methods through each node and cluster faults, compared step by step"},
 		{Name: "rabbitmqctl", Default: "rabbitmqctl", Verbs: family.Conform, Usage: "amqp-locks: the command that runs rabbitmqctl for the broker's node (split on spaces)"},
@@ -198,10 +198,7 @@ func (r *amqpProof) onSimCluster() error {
 	if name := firstGiven(s, append(brokerFlags, "server-version")); name != "" {
 		return fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 	}
-	if err := simulatedMode(s); err != nil {
-		return err
-	}
-	o, err := clusterOptions(s)
+	o, err := simClusterOptions(s)
 	if err != nil {
 		return err
 	}
@@ -536,13 +533,20 @@ func replayTarget(p *amqprun.Plan, s family.Settings) (string, error) {
 	return target, nil
 }
 
-// simulatedMode refuses --partition-handling khepri on the simulator,
-// which simulates Mnesia's modes only.
-func simulatedMode(s family.Settings) error {
-	if s.Given("partition-handling") && s.Flag("partition-handling") == rabbitmq.Khepri {
-		return fmt.Errorf("--partition-handling khepri: the simulated cluster has Mnesia's modes only (%s); Khepri runs on --target %s --server-version 4.3.6", strings.Join(rabbitmqsim.Modes, ", "), clusterTarget)
+// simClusterOptions reads --partition-handling and --net-ticktime for the
+// simulated cluster, which has every mode (rabbitmqsim.Modes), khepri
+// too, with no server version to ask: ignore unless given.
+func simClusterOptions(s family.Settings) (rabbitmq.ClusterOptions, error) {
+	khepri := s.Given("partition-handling") && s.Flag("partition-handling") == rabbitmqsim.Khepri
+	if khepri {
+		given := s.Given
+		s.Given = func(name string) bool { return name != "partition-handling" && given(name) }
 	}
-	return nil
+	o, err := clusterOptions(s)
+	if khepri {
+		o.PartitionHandling = rabbitmqsim.Khepri
+	}
+	return o, err
 }
 
 // replaySimulator is the simulator a replay of p on target runs on: for
@@ -556,10 +560,7 @@ func replaySimulator(p *amqprun.Plan, s family.Settings, target string) (amqprun
 		return simCluster, fmt.Errorf("--%s is for a cluster plan: add --target %s, or --target sim for a plan with a cluster", name, clusterTarget)
 	}
 	if target == "sim" && len(p.Cluster) > 0 {
-		if err := simulatedMode(s); err != nil {
-			return simCluster, err
-		}
-		o, err := clusterOptions(s)
+		o, err := simClusterOptions(s)
 		if err != nil {
 			return simCluster, err
 		}
