@@ -30,7 +30,11 @@ import (
 // is followed by a wait of two net_ticktimes (ClusterSettle), so that what
 // the steps after it observe no longer hangs on when each node noticed
 // (a last step's is not: nothing after it observes); the differential
-// judges what the cluster does, not how fast.
+// judges what the cluster does, not how fast. In mode khepri the real side
+// is a RabbitMQ 4.3.6 cluster (rabbitmq.Khepri) and the simulated one
+// runs rabbitmqsim.Khepri: a write through a cut-off node gets no answer
+// within a step's 2 s there (it waits Khepri's 30 s), and the sequences
+// take longer.
 
 // A ClusterStep is one step of a cluster sequence: a method of a client
 // (On is A, B or C) on a queue, or a fault on the cluster (On is "").

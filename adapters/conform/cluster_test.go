@@ -463,3 +463,32 @@ func TestUnsettledRunIsInconclusive(t *testing.T) {
 		t.Errorf("differing before the unsettled step: %+v, divergence %v, error %v; want a divergence at step %d", tally, d, err, k)
 	}
 }
+
+// The differential holds the khepri mode to a 4.3.6 cluster in the
+// differential's terms (broker-semantics.md K.1 to K.8): with n1 cut
+// off, B's exclusive declare through n2 of A's queue is refused (405,
+// K.2), A's passive declare through n1 of its own queue answers from n1's
+// copy (ok, K.3), A's durable declare through n1 gets no answer within
+// the step's 2 s (it waits Khepri's 30 s, K.4) and B's through n2 is
+// made, and B's passive declare through n2 of A's queue, whose node is
+// cut off, gets no answer (K.4b); after the heal A's queue is kept (C's
+// declare 405: the delete at the close of A's connection, through the
+// cut-off n1, was lost, K.8) and n1 has caught up (A's passive declare of
+// d1, made through n2 during the cut: ok). Every seed gives it.
+func TestSimClusterKhepriSequence(t *testing.T) {
+	steps := []ClusterStep{{On: "A", Do: "declare-exclusive", Arg: "q1"}, {Do: "isolate", Arg: "n1"},
+		{On: "B", Do: "declare-exclusive", Arg: "q1"}, {On: "A", Do: "declare-passive", Arg: "q1"},
+		{On: "A", Do: "declare-durable", Arg: "d1"}, {On: "B", Do: "declare-durable", Arg: "d1"},
+		{On: "B", Do: "declare-passive", Arg: "q1"}, {Do: "heal"},
+		{On: "C", Do: "declare-exclusive", Arg: "q1"}, {On: "A", Do: "declare-passive", Arg: "d1"}}
+	want := []string{"ok", "done", "405", "ok", "timeout", "ok", "timeout", "done", "405", "ok"}
+	for seed := range uint64(16) {
+		obs, err := RunSimCluster(rabbitmq.Khepri, 5*time.Second, ClusterSteady, seed, steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(obs, want) {
+			t.Errorf("seed %d: %v, want %v", seed, obs, want)
+		}
+	}
+}
