@@ -126,10 +126,11 @@ type node struct {
 	// lost its majority and has not caught up since); catchup is its
 	// catch-up under way; restarted, that it started again since its
 	// last catch-up, the queues of its last run not yet deleted; deletes,
-	// the deletions of its exclusive queues that wait for it.
-	behind, restarted bool
-	catchup           *sched.Timer
-	deletes           []*ownerDelete
+	// the deletions of its exclusive queues that wait for it; boot, that
+	// its broker boots, waiting for Khepri (khepriStart).
+	behind, restarted, boot bool
+	catchup                 *sched.Timer
+	deletes                 []*ownerDelete
 }
 
 // serving says the node takes connections.

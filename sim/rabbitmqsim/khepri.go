@@ -38,9 +38,10 @@ import (
 //     5.5 to 10.5 s later, by the seed (K.6: 5.6 s after a start or a
 //     continue; K.7: 5.5 to 10.7 s after a heal); a write through it
 //     meanwhile waits until then. A node that starts again after a kill
-//     or a restart then deletes the queues of its last run that were not
-//     durable, the exclusive queues of the connections that died with it
-//     among them (K.6).
+//     or a restart takes connections only once it has caught up (its
+//     boot waits for Khepri), and then deletes the queues of its last run
+//     that were not durable, the exclusive queues of the connections that
+//     died with it among them (K.6).
 const Khepri = "khepri"
 
 // KhepriTimeout is how long a write through a node waits for Khepri to
@@ -62,15 +63,19 @@ const internalError = 541
 // khepri says the cluster runs Khepri.
 func (cl *cluster) khepri() bool { return cl.o.PartitionHandling == Khepri }
 
-// quorum says x runs its broker and reaches a majority of the nodes,
-// itself counted, that run theirs: where Khepri commits.
+// member says x's Khepri member runs: its VM runs, not paused, and its
+// broker runs or boots.
+func (x *node) member() bool { return x.alive && !x.frozen && (x.app || x.boot) }
+
+// quorum says x's Khepri member runs and reaches a majority of the
+// nodes' members, itself counted: where Khepri commits.
 func (cl *cluster) quorum(x *node) bool {
-	if !x.serving() {
+	if !x.member() {
 		return false
 	}
 	n := 0
 	for _, y := range cl.nodes {
-		if y == x || y.serving() && cl.reach(x, y) {
+		if y == x || y.member() && cl.reach(x, y) {
 			n++
 		}
 	}
@@ -137,6 +142,9 @@ func (cl *cluster) caughtUp(x *node) {
 	}
 	if w.trace != nil {
 		w.tracef("node %s: caught up with Khepri", x.name)
+	}
+	if x.boot {
+		cl.khepriStarted(x)
 	}
 	var lost []*ownerDelete
 	for _, d := range x.deletes {
@@ -225,14 +233,23 @@ func (cl *cluster) khepriDown(x *node) {
 		q.msgs = kept
 		q.wedged = true
 	}
-	x.restarted = true
+	x.restarted, x.boot = true, false
 }
 
-// khepriStart starts x's broker: its durable queues' processes run again;
-// its records are its own copy until it catches up (caughtUp).
+// khepriStart boots x's broker, which waits for Khepri: it takes
+// connections once x has caught up (khepriStarted).
 func (cl *cluster) khepriStart(x *node) {
+	x.boot, x.unlisted = true, false
+	if cl.w.trace != nil {
+		cl.w.tracef("node %s: boots, waiting for Khepri", x.name)
+	}
+}
+
+// khepriStarted starts x's broker, booted and caught up: its durable
+// queues' processes run again, and it takes connections.
+func (cl *cluster) khepriStarted(x *node) {
 	w := cl.w
-	x.app, x.booting, x.unlisted = true, false, false
+	x.app, x.booting, x.boot = true, false, false
 	for _, q := range cl.store {
 		if q.home == x && q.durable {
 			q.wedged, q.busy = false, false
