@@ -488,19 +488,20 @@ func (cl *cluster) retry() {
 	}
 }
 
-// queues lists every queue some node has a record of.
+// queues lists every queue some node has a record of; on Khepri, every
+// queue of the store.
 func (cl *cluster) queues() []QueueInfo {
 	var qs []*queue
-	for _, name := range slices.Sorted(maps.Keys(cl.store)) {
-		qs = append(qs, cl.store[name]) // Khepri's records
-	}
-	for _, x := range cl.nodes {
-		if cl.khepri() {
-			break
+	if cl.khepri() {
+		for _, name := range slices.Sorted(maps.Keys(cl.store)) {
+			qs = append(qs, cl.store[name])
 		}
-		for _, q := range x.view {
-			if !slices.Contains(qs, q) {
-				qs = append(qs, q)
+	} else {
+		for _, x := range cl.nodes {
+			for _, q := range x.view {
+				if !slices.Contains(qs, q) {
+					qs = append(qs, q)
+				}
 			}
 		}
 	}
