@@ -3,6 +3,7 @@ package amqprun
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -425,5 +426,57 @@ func TestReferenceClientDeadlineWhileIdle(t *testing.T) {
 	}
 	if got := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), 0, true); len(got) != 0 {
 		t.Errorf("with heartbeats off: %+v", got)
+	}
+}
+
+// RabbitMQ deletes the queue a dead connection's exclusive declare named
+// when its queue process gets to that declare, which on a loaded machine
+// may be after another client took the queue (the soak of issue 55, mutex
+// seed 5612: c2 declared the queue 70 ms after c1's connection ended, and
+// its verify found it gone). A client that takes the queue within
+// lateDelete of the end is struck too, from its acquire's completion, so
+// that its hold is not safe from it; one that takes it later is not.
+func TestExclusiveQueueBugStrikesALateTaker(t *testing.T) {
+	bug := serverNote{proc: "c3", at: 24 * ms, ev: amqpproxy.ServerEvent{What: amqpproxy.DeclareInFlight, Queue: "lp-1-B", Exclusive: true, Killed: true}}
+	for _, tc := range []struct {
+		name string
+		at   int64 // c2's acquire's invoke
+		want []string
+	}{
+		{"70 ms after", 94 * ms, []string{"c1 at 24ms", "c2 at 99ms"}},
+		{"after lateDelete", 24*ms + int64(lateDelete) + ms, []string{"c1 at 24ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := twoHolders()
+			h[8].Time, h[9].Time = tc.at, tc.at+5*ms
+			var got []string
+			for _, e := range brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, false) {
+				if e.Type == histories.Info {
+					if e.F != histories.QueueDeleted {
+						t.Fatalf("a %s recorded", e.F)
+					}
+					got = append(got, fmt.Sprintf("%s at %v", histories.FaultOf(&e).Process, time.Duration(e.Time)))
+					if e.Time > bug.at && !strings.Contains(e.Error, "after that connection ended") {
+						t.Errorf("a late taker's fault does not say so: %s", e.Error)
+					}
+				}
+			}
+			if strings.Join(got, ", ") != strings.Join(tc.want, ", ") {
+				t.Errorf("queue-deleted of %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// c2's verify finds the queue gone: excused by the late strike.
+	h := twoHolders()
+	h[8].Time, h[9].Time = 94*ms, 99*ms
+	h = append(h,
+		histories.Event{Time: 110 * ms, Process: "c2", Type: histories.Invoke, F: histories.Verify, Lock: "lp", Value: &amqpcheck.Value{Slot: histories.Int(1)}},
+		histories.Event{Time: 111 * ms, Process: "c2", Type: histories.Ok, F: histories.Verify, Lock: "lp", Value: &amqpcheck.Value{Held: histories.Bool(false)}})
+	for i := range h {
+		h[i].Index = i
+	}
+	merged, _ := withFaults(h, brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, false))
+	if v := slotExclusive(t, merged); v.Status != verdict.Pass {
+		t.Errorf("with the late strike: slot-exclusive %s: %s", v.Status, v.Detail)
 	}
 }

@@ -141,6 +141,13 @@ func (p *Proxy) ended(s *session, killed bool) {
 	case s.brokerClose != nil:
 		how = fmt.Sprintf(", the broker having sent connection.close %d %q", s.brokerClose.Code, s.brokerClose.Text)
 	}
+	for _, ch := range sortedChannels(s.chans) {
+		for _, pd := range s.chans[ch].pending {
+			if pd.m.id == queueDeclareID {
+				how += fmt.Sprintf("; a queue.declare of %s (exclusive: %v) in flight", pd.queue, pd.exclusive)
+			}
+		}
+	}
 	p.traced("connection %s ended (killed by lockprover: %v): %s first, at %s%s; the broker silent %v and the client %v then; the proxy's longest stall in the second before %v",
 		s.local, killed, first, s.endedAt.Format("15:04:05.000"), how, s.endedAt.Sub(time.Unix(0, s.heard.Load())).Round(time.Millisecond),
 		s.clientSilence(s.endedAt).Round(time.Millisecond), stalledBefore(s.endedAt, time.Second).Round(time.Millisecond))

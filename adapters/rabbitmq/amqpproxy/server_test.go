@@ -99,6 +99,9 @@ func TestServerEvents(t *testing.T) {
 			if len(tr) != 1 || !strings.Contains(tr[0].What, fmt.Sprintf("ended (killed by lockprover: %v): %s", tc.killed, side)) {
 				t.Errorf("trace %+v does not say the connection ended, killed %v, %s", tr, tc.killed, side)
 			}
+			if strings.Contains(tc.name, "mid-declare") && (len(tr) != 1 || !strings.Contains(tr[0].What, "a queue.declare of lp-x-")) {
+				t.Errorf("trace %+v does not name the declare in flight", tr)
+			}
 		})
 	}
 }
