@@ -101,14 +101,7 @@ func TestRestartsOnAPrivateMariaDB(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s, err := mariadb.StartPrivate(ctx, t.TempDir())
-	if errors.Is(err, mariadb.ErrNoServer) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := privateMariaDB(ctx, t)
 	c := prover.Config{Subject: Config{Scope: prover.Scope{Faults: []string{histories.RestartBroker, histories.Kill}}, Target: MariaDB{Server: s}}, Timeout: time.Minute}
 	out, err := prover.Search{Config: c, Seed: 5, Plans: 5, Shrink: time.Second}.Run()
 	if err != nil {
@@ -135,14 +128,7 @@ func TestForceCloseDuringARestart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s, err := mariadb.StartPrivate(ctx, t.TempDir())
-	if errors.Is(err, mariadb.ErrNoServer) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := privateMariaDB(ctx, t)
 	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: 1000,
 		Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 600}, {Op: histories.Acquire}, {Op: histories.Release}}},
 		Faulted: leaserun.Faulted[Fault]{Nemesis: []Fault{
@@ -165,6 +151,21 @@ func TestForceCloseDuringARestart(t *testing.T) {
 	if restarts != 1 {
 		t.Errorf("%d restarts recorded, want 1", restarts)
 	}
+}
+
+// privateMariaDB starts a private server of the test's own, stopped when
+// the test ends; the test is skipped where there is no mariadbd.
+func privateMariaDB(ctx context.Context, t *testing.T) *mariadb.Server {
+	t.Helper()
+	s, err := mariadb.StartPrivate(ctx, t.TempDir())
+	if errors.Is(err, mariadb.ErrNoServer) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop() })
+	return s
 }
 
 // A plan that restarts the server is refused on the shared one, before
