@@ -112,7 +112,11 @@ type Scheduler[P, R any] struct {
 	ready   []*Proc[P, R]
 	running *Proc[P, R]
 	idle    []*worker[P, R] // coroutines whose process has ended, for the next to start
-	pool    *Pool[P, R]     // where idle coroutines go at the end of Run, and come from (Share)
+	// pool is where idle coroutines go at the end of Run, and come from
+	// (Share): shared by every world of a simulator, on every CPU, so no
+	// world's state (statehash leaves it out); hashing it read what
+	// other searches change meanwhile.
+	pool    *Pool[P, R] `statehash:"-"`
 	timers  timerHeap
 	seq     uint64
 	inRun   bool

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/internal/statehash"
 	"github.com/lockprover/lockprover/sim/sched"
 )
 
@@ -357,5 +358,29 @@ func TestPoolSharesCoroutines(t *testing.T) {
 	}
 	if n := settledGoroutines(); n > before+3*3 {
 		t.Errorf("%d goroutines after the worlds, %d before", n, before)
+	}
+}
+
+// A world's state, as the exhaustive search fingerprints it, leaves out
+// the Pool it shares: another world filling or emptying the Pool (a search
+// on another CPU) changes nothing of this world's fingerprint, and is not
+// read meanwhile (two searches at once once panicked hashing the Pool's
+// slice as the other grew it).
+func TestSharedPoolIsNotState(t *testing.T) {
+	var pool sched.Pool[*proc, int64]
+	w := newWorld(&picks{})
+	w.s.Share(&pool)
+	h := statehash.New()
+	before := h.Sum(w)
+	for range 3 {
+		other := newWorld(&picks{})
+		other.s.Share(&pool)
+		for i := range 4 {
+			other.goProc(fmt.Sprint("p", i), steps(fmt.Sprint("p", i), 2))
+		}
+		other.s.Run()
+	}
+	if after := h.Sum(w); after != before {
+		t.Errorf("the world's fingerprint changed with the Pool another world filled: %x, then %x", before, after)
 	}
 }
