@@ -1,6 +1,6 @@
 # The tests CI runs (.ci/run calls `make test`). RabbitMQ-backed tests use
 # LOCKPROVER_AMQP_URL, or a broker on 127.0.0.1:5672, and skip without one.
-.PHONY: test check static transcripts fmt vet bench fuzz
+.PHONY: test long check static transcripts fmt vet bench fuzz
 
 # Most of the suite waits on real servers and processes rather than on the
 # CPU, so packages run four at a time (-p; go's default is one per CPU) and
@@ -14,9 +14,18 @@
 # same machine shares Go's cache). scripts/test-again runs each test that failed once more,
 # alone, and names it as flaky when it passes then; one that fails again,
 # or a package that fails otherwise, fails the target.
-SLOWEST = ./adapters/amqprun ./adapters/amqprun/clusters ./adapters/amqprun/rabbitmq4 ./adapters/amqprun/khepri ./adapters/consulsemrun/clusters ./adapters/conform ./cmd/lockprover/cli ./adapters/dbsemrun ./model/consulsem ./adapters/rabbitmq ./model/redlock ./model/dbsem
+# The long tests (internal/quick's Long: private clusters under partition,
+# servers of other versions from Debian roots, searches of minutes on a
+# real server) skip here, saying so: make long runs them.
+SLOWEST = ./adapters/amqprun ./cmd/lockprover/cli ./adapters/redlockrun ./adapters/dbsemrun ./adapters/pgadvisoryrun ./adapters/consulsemrun ./examples/upstream ./cmd/lockprover/consulsemcli ./cmd/lockprover/all ./adapters/conform ./sim/consulsim ./adapters/etcd ./model/consulsem ./adapters/redlockrun/redlockprotocol ./adapters/rabbitmq ./model/redlock
 test: fmt vet
-	scripts/test-again -count=1 -p 4 -parallel 8 -timeout 15m $(SLOWEST) ./...
+	scripts/test-again -count=1 -p 6 -parallel 8 -timeout 15m $(SLOWEST) ./...
+
+# The long tests alone (scripts/long-tests finds them by their call of
+# quick.Long), with LOCKPROVER_LONG set so that they run. CI runs make test,
+# then this.
+long:
+	LOCKPROVER_LONG=1 scripts/test-again -count=1 -p 4 -parallel 8 -timeout 15m -run '$(shell scripts/long-tests pattern)' $(shell scripts/long-tests packages)
 
 # The Dockerfile's static build (examples/ci/Dockerfile: CGO_ENABLED=0
 # -trimpath), run as its RUN line says, and the binary it makes proving in a

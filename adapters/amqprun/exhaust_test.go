@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/quick"
 )
 
 func exhaust(t *testing.T, c Config, s prover.ExhaustScope, reduce, everything bool) *prover.ExhaustOutcome {
@@ -120,6 +121,7 @@ func TestExhaustInterrupted(t *testing.T) {
 // bound of 0 still chooses where the process that moved last cannot go
 // on, and every choice that is not which process moves.
 func TestExhaustPreemptionBound(t *testing.T) {
+	t.Parallel() // CPU of its own, beside the real-broker tests that mostly wait
 	if testing.Short() {
 		t.Skip("16 s: the plain enumeration of two clients")
 	}
@@ -191,6 +193,7 @@ func TestExhaustPreemptionBound(t *testing.T) {
 // their drawn counterexamples needed: a sleep (--sleep), a crash within
 // a destroy, a client that starts late (--stagger), each within a bound.
 func TestExhaustMutantsBySleepCrashAndStagger(t *testing.T) {
+	t.Parallel() // CPU of its own, beside the real-broker tests that mostly wait
 	o := prover.ExhaustScope{Clients: 2, Ops: 2, EachOps: []int{2, 1}, SleepMs: 100, Bounded: true}
 	p := prover.ExhaustScope{Clients: 1, Ops: 1, Admins: 2, AdminOps: 2, EachAdminOps: []int{2, 1}, SleepMs: 100, Bounded: true}
 	q := prover.ExhaustScope{Clients: 1, Ops: 1, AdminOps: 2, MaxFaults: 1, Faults: []string{AdminCrash}, Bounded: true}
@@ -206,8 +209,11 @@ func TestExhaustMutantsBySleepCrashAndStagger(t *testing.T) {
 		{"silent-reconnect", "slot-exclusive", r, true},
 	} {
 		t.Run(tc.mutant, func(t *testing.T) {
-			if tc.slow && testing.Short() {
-				t.Skip("a minute or so: more than a thousand plans")
+			if tc.slow {
+				quick.Long(t, "a minute or so of both cores: more than a thousand plans")
+				if testing.Short() {
+					t.Skip("a minute or so: more than a thousand plans")
+				}
 			}
 			c := Config{Kind: histories.Semaphore, Scope: prover.Scope{Mutant: tc.mutant}}
 			o, err := prover.Exhaust{Config: prover.Config{Subject: c}, Scope: tc.s, Reduce: true, MaxSchedules: 1e9}.Run()

@@ -14,6 +14,7 @@ const mutantBudget = 3000
 // Every mutant is caught, by the property that names its defect, within
 // the budget.
 func TestMutantsAreCaught(t *testing.T) {
+	t.Parallel() // CPU of its own, beside the real-broker tests that mostly wait
 	for _, m := range Mutants {
 		t.Run(m.Name, func(t *testing.T) {
 			out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Mutant: m.Name}}, Properties: []string{m.Property}}, Seed: 1, Plans: mutantBudget, Shrink: time.Second}.Run()

@@ -18,6 +18,7 @@ func TestReference(t *testing.T) {
 }
 
 func TestReferenceUnderEachFault(t *testing.T) {
+	t.Parallel() // CPU of its own, beside the real-broker tests that mostly wait
 	for _, f := range faultNames {
 		t.Run(f, func(t *testing.T) {
 			out, err := prover.Search{Config: prover.Config{Subject: Config{Scope: prover.Scope{Faults: []string{f}}}}, Seed: 11, Plans: 1000}.Run()

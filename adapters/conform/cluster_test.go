@@ -63,6 +63,7 @@ func TestSimClusterSequences(t *testing.T) {
 // runs those named. It needs root, network namespaces and
 // rabbitmq-server, and skips without them.
 func TestClusterDifferential(t *testing.T) {
+	quick.Long(t, "a cluster of three RabbitMQ 3.10 nodes, partitioned")
 	quick.Skip(t, "a RabbitMQ cluster")
 	if err := rabbitmq.ClusterPreflight(); err != nil {
 		t.Skipf("no RabbitMQ cluster here: %v", err)

@@ -54,6 +54,7 @@ const startBound = 10 * time.Minute
 // TestClusterStarts: three nodes start in a lab and form one cluster, each
 // taking AMQP connections, and nothing is left once stopped.
 func TestClusterStarts(t *testing.T) {
+	quick.Long(t, "a cluster of three RabbitMQ 3.10 nodes")
 	c, _ := startCluster(t, ClusterOptions{PartitionHandling: PauseMinority})
 	out, err := c.Nodes[0].Ctl(context.Background(), "cluster_status", "--formatter", "json")
 	if err != nil {

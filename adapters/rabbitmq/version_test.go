@@ -152,14 +152,21 @@ func testVersion(t *testing.T, name string) {
 	}
 }
 
-func TestVersion436(t *testing.T) { testVersion(t, "4.3.6") }
-func TestVersion405(t *testing.T) { testVersion(t, "4.0.5") }
+func TestVersion436(t *testing.T) {
+	quick.Long(t, "a RabbitMQ 4.3.6 node from a Debian root")
+	testVersion(t, "4.3.6")
+}
+func TestVersion405(t *testing.T) {
+	quick.Long(t, "a RabbitMQ 4.0.5 node from a Debian root")
+	testVersion(t, "4.0.5")
+}
 
 // A node of 4.3.6 from sid's root takes the faults the prover strikes:
 // Pause stops its VM (inside the run's PID namespace) so that it answers
 // nothing, Resume continues it, Crash kills the VM and the run ends with
 // it (epmd too), Start boots it again on its data.
 func TestVersionFaults(t *testing.T) {
+	quick.Long(t, "a RabbitMQ 4.3.6 node from a Debian root")
 	v := rootedVersion(t, "4.3.6")
 	s := startSingle(t, ClusterOptions{Version: v})
 	ctx, cancel := context.WithTimeout(context.Background(), startBound)
@@ -226,6 +233,7 @@ const sigintEnv = "LOCKPROVER_RABBITMQ_SIGINT_CHILD"
 // kills the rest of its PID namespace with it; the lab's namespaces are
 // what netns.Sweep (and the next lab of the block) removes.
 func TestVersionSIGINT(t *testing.T) {
+	quick.Long(t, "a RabbitMQ 4.3.6 node from a Debian root")
 	if f := os.Getenv(sigintEnv); f != "" {
 		v, _ := versions.Lookup("rabbitmq", "4.3.6")
 		ctx, cancel := context.WithTimeout(context.Background(), startBound)

@@ -10,6 +10,7 @@ import (
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/internal/prover/exhausttest"
+	"github.com/lockprover/lockprover/internal/quick"
 )
 
 // readPlan is ReadPlan as a family's plan, for exhausttest.Replays.
@@ -18,21 +19,38 @@ func readPlan(path string) (prover.Plan, error) { return ReadPlan(path) }
 // TestExhaust: every schedule of a small scope holds for the reference
 // with every fault, and for the priority reference; mutants' shortest
 // counterexamples are found by the scopes docs/exhaustive.md names, and
-// run again from their written plans to the same violation.
-func TestExhaust(t *testing.T) {
+// run again from their written plans to the same violation. The scopes of
+// more than one client with a fault or unequal operations are
+// TestExhaustWideScopes'.
+func TestExhaust(t *testing.T) { exhaustScopes(t, false) }
+
+// TestExhaustWideScopes is TestExhaust on its wide scopes (more than one
+// client, with a fault or unequal operations): two minutes of both cores.
+func TestExhaustWideScopes(t *testing.T) {
+	quick.Long(t, "every schedule of scopes of two and three clients, minutes of CPU")
+	if testing.Short() {
+		t.Skip("wide scopes")
+	}
+	exhaustScopes(t, true)
+}
+
+// exhaustScopes is TestExhaust on its narrow scopes, or on its wide ones.
+func exhaustScopes(t *testing.T, wide bool) {
 	one := prover.ExhaustScope{Clients: 1, Ops: 1}
 	healing := prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1, Faults: []string{histories.Pause}, HealMs: 49}
 	staggered := prover.ExhaustScope{Clients: 2, Ops: 1, StaggerMs: 15, Bounded: true, Preemptions: 2, Delays: true}
 	killed := prover.ExhaustScope{Clients: 2, Ops: 1, StaggerMs: 15, Bounded: true, Preemptions: 1, Delays: true, MaxFaults: 1, Faults: []string{histories.Kill}}
 	ladder := prover.ExhaustScope{Clients: 3, Ops: 1, StaggerMs: 15, Bounded: true, Delays: true, MaxFaults: 1, Faults: []string{histories.DropReply}}
 	ownTTLs := prover.ExhaustScope{Clients: 2, Ops: 4, EachOps: []int{4, 1}, StaggerMs: 15, TTLsMs: []int{1000, 100}, Bounded: true, Delays: true, MaxFaults: 1, Faults: []string{histories.DropReply}}
-	o := exhausttest.Search(t, Config{}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1})
-	if o.Found != nil || o.Plans != 36 || o.Schedules != 14520 || !strings.Contains(o.Scope, "clock-jump") {
-		t.Fatalf("the reference, 1x1, a fault: %+v", o)
-	}
-	o = exhausttest.Search(t, Config{Priority: true}, one)
-	if o.Found != nil || o.Plans != 4 || o.Schedules != 4128 {
-		t.Fatalf("the priority reference, 1x1: %+v", o)
+	if !wide {
+		o := exhausttest.Search(t, Config{}, prover.ExhaustScope{Clients: 1, Ops: 1, MaxFaults: 1})
+		if o.Found != nil || o.Plans != 36 || o.Schedules != 14520 || !strings.Contains(o.Scope, "clock-jump") {
+			t.Fatalf("the reference, 1x1, a fault: %+v", o)
+		}
+		o = exhausttest.Search(t, Config{Priority: true}, one)
+		if o.Found != nil || o.Plans != 4 || o.Schedules != 4128 {
+			t.Fatalf("the priority reference, 1x1: %+v", o)
+		}
 	}
 	// The reference holds on the scopes that catch the mutants below.
 	for _, tc := range []struct {
@@ -41,7 +59,7 @@ func TestExhaust(t *testing.T) {
 	}{{Config{}, healing}, {Config{TTLMs: 50}, healing}, {Config{Priority: true}, staggered}, {Config{Priority: true}, killed},
 		{Config{Servers: 2}, prover.ExhaustScope{Clients: 2, Ops: 2, EachOps: []int{2, 1}, Bounded: true, Preemptions: 2, Delays: true}},
 		{Config{Priority: true}, ladder}, {Config{Priority: true}, ownTTLs}} {
-		if testing.Short() && tc.s.Clients > 1 && (tc.s.MaxFaults > 0 || tc.s.EachOps != nil) {
+		if wide != (tc.s.Clients > 1 && (tc.s.MaxFaults > 0 || tc.s.EachOps != nil)) {
 			continue
 		}
 		if o := exhausttest.Search(t, tc.c, tc.s); o.Found != nil {
@@ -84,7 +102,7 @@ func TestExhaust(t *testing.T) {
 		// vain and acquires again while its first lease is still valid.
 		{Config{Priority: true, Scope: prover.Scope{Mutant: "steal-resets-ttl"}}, ownTTLs, "lease-exclusive"},
 	} {
-		if testing.Short() && (tc.s.Ops > 2 || tc.s.Clients > 1) && (tc.s.StaggerMs == 0 || tc.s.MaxFaults > 0) {
+		if wide != ((tc.s.Ops > 2 || tc.s.Clients > 1) && (tc.s.StaggerMs == 0 || tc.s.MaxFaults > 0)) {
 			continue
 		}
 		o := exhausttest.Search(t, tc.c, tc.s)

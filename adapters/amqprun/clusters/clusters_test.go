@@ -17,6 +17,7 @@ import (
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/histories/verdict"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/model/amqpcheck"
 )
@@ -118,6 +119,7 @@ func isolatedHolderOn(t *testing.T, mode string) (map[string]verdict.Verdict, []
 // at its next verify): slot-exclusive fails, and says why in the
 // cluster's terms.
 func TestClusterIsolatedHolderIgnore(t *testing.T) {
+	quick.Long(t, "a cluster of three RabbitMQ 3.10 nodes, partitioned")
 	v, _ := isolatedHolderOn(t, rabbitmq.Ignore)
 	se := v[amqpcheck.SlotExclusive]
 	want := "On the cluster (partition handling ignore): c1 held it through n1, c2 took it through n2, while the partition at #4 cut n1>n2 n1>n3 n2>n1 n3>n1 (n1 and n2 cut off from each other) and was not healed: n2 had declared n1 down"
@@ -136,6 +138,7 @@ func TestClusterIsolatedHolderIgnore(t *testing.T) {
 // (here, on a loaded machine, up to 3.6 s): either way the verdict
 // agrees with the history.
 func TestClusterIsolatedHolderPauseMinority(t *testing.T) {
+	quick.Long(t, "a cluster of three RabbitMQ 3.10 nodes, partitioned")
 	v, h := isolatedHolderOn(t, rabbitmq.PauseMinority)
 	closed, took := int64(-1), int64(-1)
 	for _, e := range h {

@@ -19,6 +19,7 @@ import (
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/histories/verdict"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/model/amqpcheck"
 )
@@ -36,6 +37,7 @@ import (
 // unknown outcome: available holds. The plan was found under ignore,
 // which 4.3 does not have: the run is Khepri's.
 func TestIsolatedHolderOnKhepri(t *testing.T) {
+	quick.Long(t, "a Khepri cluster of three RabbitMQ 4.3.6 nodes from a Debian root, partitioned")
 	v, err := versions.Lookup("rabbitmq", "4.3.6")
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 // prove --target rabbitmq --server-version 4.3.6` runs it. Skipped where
 // the root is not made or the test does not run as root.
 func TestReferenceOn436(t *testing.T) {
+	quick.Long(t, "a RabbitMQ 4.3.6 node from a Debian root, for drawn plans")
 	quick.Skip(t, "a RabbitMQ 4.3.6 node from a Debian root")
 	v, err := versions.Lookup("rabbitmq", "4.3.6")
 	if err != nil {

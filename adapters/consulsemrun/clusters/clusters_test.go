@@ -97,6 +97,7 @@ func partitions(h []histories.Event) []string {
 // leave every property of the reference holding; the history records
 // the links really cut (the leader's, by its name).
 func TestEtcdClusterHandPlans(t *testing.T) {
+	quick.Long(t, "a cluster of three etcd servers, partitioned")
 	t.Parallel()
 	cl := startCluster(t, consulsemrun.Etcd)
 	vs, h := prove(t, cl, "etcd-isolated-holder", "")
@@ -126,6 +127,7 @@ func TestEtcdClusterHandPlans(t *testing.T) {
 // The mutant that answers held when it cannot read (Consul #18271's
 // monitor) fails aware on the same plan.
 func TestConsulClusterHandPlans(t *testing.T) {
+	quick.Long(t, "a cluster of three Consul servers, partitioned")
 	t.Parallel()
 	cl := startCluster(t, consulsemrun.Consul)
 	vs, _ := prove(t, cl, "consul-isolated-agent", "")

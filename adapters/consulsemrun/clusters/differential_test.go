@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/consulsemrun"
+	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
@@ -15,6 +16,7 @@ import (
 // cluster: sequence 10, a cut on etcd, a server and an agent split off
 // together on Consul), and the report counts them.
 func TestClusterDifferential(t *testing.T) {
+	quick.Long(t, "a cluster of three etcd servers and one of three Consul servers, partitioned")
 	for _, backend := range []string{consulsemrun.Etcd, consulsemrun.Consul} {
 		t.Run(backend, func(t *testing.T) {
 			cl := startCluster(t, backend)

@@ -11,6 +11,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/redlockrun"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/internal/prover/exhausttest"
+	"github.com/lockprover/lockprover/internal/quick"
 )
 
 // The lease families' reduction is sound: pruning a schedule at a state
@@ -45,8 +46,11 @@ func TestLeaseReductionSound(t *testing.T) {
 		{"consul-delete-fence on etcd, 1x2", consulsemrun.Config{Scope: mutant("consul-delete-fence"), Backend: consulsemrun.Etcd}, prover.ExhaustScope{Clients: 1, Ops: 2}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if c.slow && testing.Short() {
-				t.Skip("a slow scope")
+			if c.slow {
+				quick.Long(t, "a slow scope, every schedule of it twice")
+				if testing.Short() {
+					t.Skip("a slow scope")
+				}
 			}
 			t.Parallel()
 			search := func(reduce bool) (*prover.ExhaustOutcome, map[string]bool) {

@@ -20,6 +20,7 @@ import (
 // no namespace of their network lab, no process of their nodes (beam,
 // epmd: every one runs from the cluster's files), no files.
 func TestClusterInterrupted(t *testing.T) {
+	quick.Long(t, "a cluster of three RabbitMQ 3.10 nodes")
 	quick.Skip(t, "a RabbitMQ cluster")
 	t.Parallel()
 	if err := rabbitmq.ClusterPreflight(); err != nil {
@@ -55,6 +56,7 @@ func TestClusterInterrupted(t *testing.T) {
 // its plans, it exits 130 and leaves no namespace, no agent or member, no
 // files.
 func TestLeaseClusterInterrupted(t *testing.T) {
+	quick.Long(t, "clusters of three etcd and of three Consul servers")
 	quick.Skip(t, "Consul and etcd clusters")
 	t.Parallel()
 	bin := builtBinary(t)
