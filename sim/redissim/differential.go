@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockprover/lockprover/internal/realtime"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockprover/lockprover/internal/realtime"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -31,24 +34,34 @@ import (
 // then lasts as long as it did on Redis, as a sleep does, and the time it
 // took does not count as the commands' time.
 //
-// Expiry is judged by keeping every key's fate far from its deadline: a
-// short ttl (50 ms) outlives the commands between two sleeps, and is gone
-// after a sleep (at least 120 ms). The sequence runs on Redis first, and
-// each of its sleeps lasts as long on the simulator as it took in real
-// time (an overslept timer moves no fate and no PTTL). What Redis's clock
-// may then count beyond the simulator's is the real time the commands
-// took: a run whose commands took more than 25 ms in all, sleeps aside,
-// cannot be judged (the PTTL tolerance is 30 ms); it runs again, and a
-// sequence too slow on every try is inconclusive, not a divergence.
+// Expiry is judged on the real clock: the sequence runs on Redis first,
+// which records when each command was sent and how long its answer took;
+// on the simulator each command is then sent at the same time after the
+// start (the simulator's clock follows the real one, sleeps and the
+// commands' own time alike). Redis ran a command somewhere within its
+// round trip, so the two clocks differ by at most one command's round
+// trip: a run in which a command (a BLPOP waiting out its timeout aside)
+// took more than 25 ms cannot be judged, and neither can one in which a
+// command's round trip came within 2 ms of a short ttl's (50 ms) deadline
+// as Redis may have set it (the key's fate there is either). PTTLs agree
+// within that round trip (28 ms either way). Such a run is made again, and
+// a sequence that cannot be judged on any try is inconclusive, not a
+// divergence. What a run's judging depends on is each command's round
+// trip, not the sum of them: a loaded machine makes a few runs again,
+// not most.
 
 const (
-	shortTTL   = "50"
-	napTime    = 120 * time.Millisecond
-	maxBetween = 25 * time.Millisecond
-	pttlSlack  = 30 // ms
+	shortTTL = "50"
+	napTime  = 120 * time.Millisecond
+	// maxLatency is the longest round trip of a command in a run judged.
+	maxLatency = 25 * time.Millisecond
+	// nearDeadline is how close to a short ttl's deadline a command may not
+	// come: Redis counts whole ms.
+	nearDeadline = 2 * time.Millisecond
+	pttlSlack    = 28 // ms: maxLatency, and a ms of rounding on each side
 	// maxTries is how many times a sequence runs while the machine is too
 	// slow to judge it.
-	maxTries = 3
+	maxTries = 5
 )
 
 // A step is one command of a sequence, after a sleep if sleep is set. Its
@@ -161,25 +174,27 @@ func scriptNamed(name string) *script {
 // the simulator with it to see the differential catch it.
 var alterSim func(s step, r Result) Result
 
-// onSimulator runs steps on one simulated server, the j-th sleep lasting
-// slept[j] (napTime beyond slept), and the j-th BLPOP that waits out its
-// timeout blocked[j] in all.
-func onSimulator(steps []step, slept, blocked []time.Duration) ([]Result, error) {
+// onSimulator runs steps on one simulated server, each sent as long after
+// the start as real.at says it was on Redis (a step real does not time is
+// sent at once, after napTime if it sleeps), and the j-th BLPOP that waits
+// out its timeout lasting real.blocked[j] in all.
+func onSimulator(steps []step, real realRun) ([]Result, error) {
 	w, err := New(Options{})
 	if err != nil {
 		return nil, err
 	}
 	var out []Result
+	blocked := real.blocked
 	w.Go("d", func(p *Process) {
-		naps := 0
-		for _, s := range steps {
-			if s.sleep {
-				d := napTime
-				if naps < len(slept) {
-					d = slept[naps]
+		start := p.Now()
+		for i, s := range steps {
+			switch {
+			case i < len(real.at):
+				if d := real.at[i] - time.Duration(p.Now()-start); d > 0 {
+					p.Sleep(d)
 				}
-				naps++
-				p.Sleep(d)
+			case s.sleep:
+				p.Sleep(napTime)
 			}
 			r := s.onSim(p, &blocked)
 			if alterSim != nil {
@@ -194,9 +209,66 @@ func onSimulator(steps []step, slept, blocked []time.Duration) ([]Result, error)
 // A realRun is a sequence's run on redis-server.
 type realRun struct {
 	results []Result
+	at      []time.Duration // when each step's command was sent, from the start
+	took    []time.Duration // how long each step's command took to answer
 	slept   []time.Duration // how long each sleep took in real time
 	blocked []time.Duration // how long each BLPOP that waited took
 	busy    time.Duration   // the real time of the rest: the commands
+}
+
+// judgeable says whether the run can be judged on the simulator's clock,
+// which follows at: no command (a BLPOP that waited aside) took longer
+// than maxLatency, and none was under way within nearDeadline of the
+// deadline of a short ttl an earlier step set (sent at at[j] and answered
+// took[j] later, Redis set it somewhere in between). It names the first
+// reason it cannot, for the trace.
+func (run realRun) judgeable(steps []step) (ok bool, why string) {
+	// A BLPOP that waited out its timeout found its lists empty as it
+	// arrived, up to maxLatency after it was sent: that is its round trip
+	// here, the wait aside.
+	took := slices.Clone(run.took)
+	for i, s := range steps {
+		if i >= len(took) {
+			break
+		}
+		if s.kind == "BLPOP" && run.results[i].Err == nil && run.results[i].Val == nil {
+			took[i] = maxLatency
+			continue
+		}
+		if took[i] > maxLatency {
+			return false, fmt.Sprintf("step %d took %v", i+1, took[i].Round(100*time.Microsecond))
+		}
+	}
+	ttl := time.Duration(0)
+	if n, err := strconv.Atoi(shortTTL); err == nil {
+		ttl = time.Duration(n) * time.Millisecond
+	}
+	for j, s := range steps {
+		if j >= len(took) || !s.setsShortTTL() {
+			continue
+		}
+		lo, hi := run.at[j]+ttl-nearDeadline, run.at[j]+took[j]+ttl+nearDeadline
+		for k := j + 1; k < len(took); k++ {
+			if run.at[k] <= hi && run.at[k]+took[k] >= lo {
+				return false, fmt.Sprintf("step %d ran at step %d's short ttl's deadline", k+1, j+1)
+			}
+		}
+	}
+	return true, ""
+}
+
+// setsShortTTL says whether the step sends the short ttl (as a command's
+// or a script's argument, or in a transaction).
+func (s step) setsShortTTL() bool {
+	if s.kind == "tx" {
+		for _, c := range s.tx("") {
+			if slices.Contains(c, shortTTL) {
+				return true
+			}
+		}
+		return false
+	}
+	return slices.Contains(s.args(""), shortTTL)
 }
 
 // onRedis runs steps on the server of c, their keys prefixed with prefix,
@@ -209,34 +281,30 @@ func onRedis(ctx context.Context, c *goredis.Client, steps []step, prefix string
 		return run, false, fmt.Errorf("SCRIPT FLUSH: %w", err)
 	}
 	start := time.Now()
-	var asleep time.Duration
 	for _, s := range steps {
 		if s.sleep {
-			if time.Since(start)-asleep > maxBetween {
-				return run, false, nil
-			}
 			t0 := time.Now()
 			if err := realtime.Sleep(ctx, napTime); err != nil {
 				return run, false, err
 			}
-			d := time.Since(t0)
-			asleep += d
-			run.slept = append(run.slept, d)
+			run.slept = append(run.slept, time.Since(t0))
 		}
 		t0 := time.Now()
 		r, err := s.onRedis(ctx, c, prefix)
 		if err != nil {
 			return run, false, fmt.Errorf("%s: %w", s.describe(), err)
 		}
+		d := time.Since(t0)
+		run.at, run.took = append(run.at, t0.Sub(start)), append(run.took, d)
 		if s.kind == "BLPOP" && r.Err == nil && r.Val == nil {
-			d := time.Since(t0)
-			asleep += d
 			run.blocked = append(run.blocked, d)
+		} else {
+			run.busy += d
 		}
 		run.results = append(run.results, r)
 	}
-	run.busy = time.Since(start) - asleep
-	return run, run.busy <= maxBetween, nil
+	ok, _ = run.judgeable(steps)
+	return run, ok, nil
 }
 
 // redisResult is go-redis's answer as a Result: a nil reply is a nil Val;
@@ -313,12 +381,13 @@ func sameChain(a, b []any) bool {
 }
 
 // samePTTL says whether two remaining times agree: both clocks count
-// whole ms, Redis's ahead by the commands' real time.
+// whole ms, and Redis ran each command within its round trip of when the
+// simulator did, either way.
 func samePTTL(sim, real any) bool {
 	a, _ := sim.(int64)
 	b, _ := real.(int64)
 	if a >= 0 && b >= 0 {
-		return b <= a+1 && a-b <= pttlSlack
+		return b-a <= pttlSlack && a-b <= pttlSlack
 	}
 	return a == b
 }
@@ -377,7 +446,7 @@ func judge(ctx context.Context, c *goredis.Client, n int, steps []step) (verdict
 		if !ok {
 			continue
 		}
-		sim, err := onSimulator(steps, real.slept, real.blocked)
+		sim, err := onSimulator(steps, real)
 		if err != nil {
 			return v, fmt.Errorf("sequence %d: the simulator: %w", n+1, err)
 		}
@@ -398,7 +467,7 @@ func (v *verdict) replay(ctx context.Context, c *goredis.Client, times int) erro
 		if !ok {
 			continue
 		}
-		sim, err := onSimulator(v.steps, real.slept, real.blocked)
+		sim, err := onSimulator(v.steps, real)
 		if err != nil {
 			return fmt.Errorf("replay of sequence %d: the simulator: %w", v.n+1, err)
 		}
