@@ -167,7 +167,7 @@ func Start(ctx context.Context, dir string, o Options) (*Agent, error) {
 		os.RemoveAll(filepath.Join(dir, "data")) // a lost port race's
 		a = &Agent{bin: bin, dir: dir, o: o,
 			http: ports[0], rpc: ports[1], lan: ports[2], wan: ports[3]}
-		a.proc = proc.Proc{Name: "consul: private agent" + o.named(), Log: filepath.Join(dir, "consul.log"), Port: a.http}
+		a.proc = proc.Proc{Name: "consul: private agent" + o.named(), Log: filepath.Join(dir, "consul.log"), Port: a.http, Hold: ports}
 		if err := a.start(ctx); err != nil {
 			a.Stop()
 			return err

@@ -143,7 +143,7 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 		}
 		os.RemoveAll(filepath.Join(dir, "data")) // a lost port race's, with its peer URL
 		s = &Server{bin: bin, dir: dir, o: o, client: ports[0], peer: ports[1], run: run}
-		s.proc = proc.Proc{Name: "etcd: private server" + o.named(), Log: filepath.Join(dir, "etcd.log"), Command: run.Launcher(), Port: s.client}
+		s.proc = proc.Proc{Name: "etcd: private server" + o.named(), Log: filepath.Join(dir, "etcd.log"), Command: run.Launcher(), Port: s.client, Hold: ports}
 		if err := s.start(ctx); err != nil {
 			s.Stop()
 			return err

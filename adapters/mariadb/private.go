@@ -201,6 +201,7 @@ func (s *Server) firstStart(ctx context.Context) error {
 		}
 		s.port = ports[0]
 		s.proc = s.supervisor()
+		s.proc.Hold = ports
 		if err := s.start(ctx); err != nil {
 			s.proc.Stop(30 * time.Second)
 			return err

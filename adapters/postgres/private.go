@@ -205,9 +205,10 @@ func (s *Server) firstStart(ctx context.Context) error {
 			return fmt.Errorf("postgres: private server: free port: %w", err)
 		}
 		s.port = ports[0]
-		s.proc.Port = s.port
+		s.proc.Port, s.proc.Hold = s.port, ports
 		if err := s.start(ctx); err != nil {
 			s.proc.Halt(syscall.SIGQUIT, 30*time.Second)
+			proc.ReleasePorts(ports...)
 			return err
 		}
 		return nil

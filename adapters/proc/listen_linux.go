@@ -3,6 +3,8 @@ package proc
 import (
 	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,4 +91,16 @@ func descendants(pid int) ([]int, error) {
 		tree = append(tree, children[tree[i]]...)
 	}
 	return tree, nil
+}
+
+// reserve holds port for this process: an abstract Unix socket named
+// after it (in this network namespace), which no other process, nor this
+// one, can bind while it is held, and which the kernel frees when this
+// process ends, however it ends: nothing is left on disk.
+func reserve(port int) (io.Closer, bool) {
+	ln, err := net.Listen("unix", "@lockprover-port-"+strconv.Itoa(port))
+	if err != nil {
+		return nil, false
+	}
+	return ln, true
 }

@@ -50,6 +50,10 @@ type Proc struct {
 	// taken for ready on the winner's answer, its clients sharing the
 	// other's server. The loser's Launch fails with an error InUse knows.
 	Port int
+	// Hold are the ports FreePorts reserved for the process (Port among
+	// them), which Stop gives back: kept reserved while the process is
+	// down for a restart, so that no other lockprover draws them then.
+	Hold []int
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -302,7 +306,9 @@ func (p *Proc) Stop(grace time.Duration) error {
 	p.mu.Lock()
 	p.stopped = true
 	p.mu.Unlock()
-	return p.Halt(syscall.SIGTERM, grace)
+	err := p.Halt(syscall.SIGTERM, grace)
+	ReleasePorts(p.Hold...)
+	return err
 }
 
 // LogTail is the end of the log, for error messages.
@@ -332,13 +338,20 @@ func Temp[S any](pattern string, start func(dir string) (S, error), stopServer f
 }
 
 // FreePorts are n distinct ports on 127.0.0.1 on which nobody listens just
-// now, over TCP and, with udp, over UDP too (Consul's Serf uses both).
+// now, over TCP and, with udp, over UDP too (Consul's Serf uses both),
+// each reserved for this process until ReleasePorts gives it back (a
+// Proc's Stop gives back its Hold).
 //
 // They are drawn at random below the kernel's ephemeral range: a port the
 // kernel handed out for ":0" is one it hands out again as the local port
 // of somebody's outgoing connection, and a private redis-server lost its
 // port that way to the suite's own clients between the choice and its
-// bind. Two choosers may still draw the same port; [InUse] tells a server
+// bind. The reservation (on Linux, an abstract Unix socket named after
+// the port, which the kernel frees when this process ends) keeps other
+// lockprover processes, and this one, from drawing a port while its
+// server is down for a restart: a private MariaDB restarted under load
+// once found another's server on its port. Two choosers may still draw the
+// same port where the reservation cannot be made; [InUse] tells a server
 // that lost that race, for [Retry].
 func FreePorts(n int, udp bool) ([]int, error) {
 	lo, hi := portRange()
@@ -351,17 +364,23 @@ func FreePorts(n int, udp bool) ([]int, error) {
 	}()
 	for tries := 0; len(ports) < n; tries++ {
 		if tries > 1000 {
+			ReleasePorts(ports...)
 			return nil, fmt.Errorf("no free port in %d-%d after 1000 tries", lo, hi)
 		}
 		port := lo + rand.IntN(hi-lo+1)
+		if !reservePort(port) {
+			continue
+		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
+			ReleasePorts(port)
 			continue
 		}
 		held = append(held, ln)
 		if udp {
 			pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 			if err != nil {
+				ReleasePorts(port)
 				continue
 			}
 			held = append(held, pc)
@@ -369,6 +388,33 @@ func FreePorts(n int, udp bool) ([]int, error) {
 		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// reservations are the ports this process reserved (FreePorts), each
+// with what holds it.
+var reservations sync.Map // int -> io.Closer
+
+// reservePort reserves port for this process; false if it is reserved,
+// by this process or another.
+func reservePort(port int) bool {
+	c, ok := reserve(port)
+	if !ok {
+		return false
+	}
+	if _, dup := reservations.LoadOrStore(port, c); dup {
+		c.Close()
+		return false
+	}
+	return true
+}
+
+// ReleasePorts gives back ports FreePorts reserved; others are ignored.
+func ReleasePorts(ports ...int) {
+	for _, p := range ports {
+		if c, ok := reservations.LoadAndDelete(p); ok {
+			c.(io.Closer).Close()
+		}
+	}
 }
 
 // portRange is where FreePorts draws from: from 20000 up to just below the

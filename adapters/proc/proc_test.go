@@ -98,6 +98,58 @@ func TestFreePorts(t *testing.T) {
 	}
 }
 
+// A port FreePorts gave stays reserved until it is given back: neither
+// this process nor another (a lockprover whose private server restarts
+// while this one's is down) can reserve it meanwhile, and a Proc's Stop
+// gives back its Hold.
+func TestFreePortsReserved(t *testing.T) {
+	if os.Getenv("PROC_TEST_RESERVE") != "" {
+		var port int
+		fmt.Sscan(os.Getenv("PROC_TEST_RESERVE"), &port)
+		if reservePort(port) {
+			fmt.Println("reserved")
+		} else {
+			fmt.Println("refused")
+		}
+		return
+	}
+	if _, err := os.Stat("/proc/self"); err != nil {
+		t.Skip("ports are reserved on Linux only")
+	}
+	ports, err := FreePorts(2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := func(port int) string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestFreePortsReserved$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("PROC_TEST_RESERVE=%d", port))
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("another process: %v\n%s", err, out)
+		}
+		return strings.Fields(string(out))[0]
+	}
+	if reservePort(ports[0]) {
+		t.Errorf("port %d reserved twice by this process", ports[0])
+	}
+	if got := other(ports[0]); got != "refused" {
+		t.Errorf("another process reserving port %d while this one holds it: %s", ports[0], got)
+	}
+	p := &Proc{Name: "nothing", Log: filepath.Join(t.TempDir(), "log"), Hold: ports}
+	if err := p.Stop(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range ports {
+		if got := other(port); got != "reserved" {
+			t.Errorf("another process reserving port %d after Stop gave it back: %s", port, got)
+		}
+		if !reservePort(port) {
+			t.Errorf("port %d not given back by Stop", port)
+		}
+	}
+	ReleasePorts(ports...)
+}
+
 // FreePorts draws below the ephemeral range, where no outgoing connection
 // takes a port between the choice and the server's bind.
 func TestFreePortsBelowEphemeral(t *testing.T) {

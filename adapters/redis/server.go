@@ -167,7 +167,7 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 			return fmt.Errorf("redis: private server: free port: %w", err)
 		}
 		s = &Server{bin: bin, dir: dir, o: o, port: ports[0], run: run}
-		s.proc = proc.Proc{Name: "redis: private server", Log: s.logFile(), Port: s.port}
+		s.proc = proc.Proc{Name: "redis: private server", Log: s.logFile(), Port: s.port, Hold: ports}
 		if run != nil {
 			s.proc.Name = fmt.Sprintf("redis: private %s-server %s", o.Version.Server, o.Version.Name)
 			s.proc.Command = run.Launcher()
