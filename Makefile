@@ -24,8 +24,11 @@ test: fmt vet
 # The long tests alone (scripts/long-tests finds them by their call of
 # quick.Long), with LOCKPROVER_LONG set so that they run. CI runs make test,
 # then this.
+# Its slowest packages first (adapters/rabbitmq's long tests run one after
+# another).
+LONG_FIRST = ./adapters/rabbitmq ./adapters/amqprun/khepri ./adapters/amqprun/clusters
 long:
-	LOCKPROVER_LONG=1 scripts/test-again -count=1 -p 4 -parallel 8 -timeout 15m -run '$(shell scripts/long-tests pattern)' $(shell scripts/long-tests packages)
+	LOCKPROVER_LONG=1 scripts/test-again -count=1 -p 4 -parallel 8 -timeout 15m -run '$(shell scripts/long-tests pattern)' $(LONG_FIRST) $(shell scripts/long-tests packages)
 
 # The Dockerfile's static build (examples/ci/Dockerfile: CGO_ENABLED=0
 # -trimpath), run as its RUN line says, and the binary it makes proving in a

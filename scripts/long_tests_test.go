@@ -9,6 +9,9 @@ import (
 	"testing"
 )
 
+// callsLong is a statement calling quick.Long, as long-tests finds it.
+var callsLong = regexp.MustCompile(`(?m)^[ \t]+quick\.Long\(t, `)
+
 // long-tests finds each long test by its own call of quick.Long: every
 // test it lists is a function of that name in that directory whose body
 // calls quick.Long, its pattern matches each of them and nothing else of
@@ -25,6 +28,11 @@ func TestLongTests(t *testing.T) {
 		return strings.TrimSpace(string(out))
 	}
 	list := strings.Split(run("list"), "\n")
+	for _, line := range list {
+		if strings.HasPrefix(line, "scripts:") {
+			t.Errorf("%s: a test that only names quick.Long is not long", line)
+		}
+	}
 	if len(list) < 10 {
 		t.Fatalf("long-tests list names %d tests, want the suite's long ones:\n%s", len(list), strings.Join(list, "\n"))
 	}
@@ -47,7 +55,7 @@ func TestLongTests(t *testing.T) {
 				t.Fatal(err)
 			}
 			body := regexp.MustCompile(`(?ms)^func ` + name + `\(t \*testing\.T\) \{\n(.*?)^\}`).FindSubmatch(b)
-			if body != nil && strings.Contains(string(body[1]), "quick.Long(") {
+			if body != nil && callsLong.Match(body[1]) {
 				found = true
 			}
 		}
