@@ -243,7 +243,7 @@ func (j *judge) judge(ctx context.Context, n int, steps []step) (verdict, error)
 // sessions they created.
 func (j *judge) onReal(ctx context.Context, pr profile, prefix string, steps []step) (run, error) {
 	last := time.Now()
-	r := runner{b: j.b, kind: j.t.Kind, pr: pr, prefix: prefix, nap: func(int) (time.Duration, error) {
+	r := runner{b: j.b, kind: j.t.Kind, pr: pr, prefix: prefix, indexed: true, nap: func(int) (time.Duration, error) {
 		if time.Since(last) > pr.maxBusy {
 			return 0, errTooSlow
 		}

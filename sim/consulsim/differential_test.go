@@ -15,6 +15,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/etcd"
 	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/internal/rapidbatch"
+	"github.com/lockprover/lockprover/model/consulsem"
 )
 
 var (
@@ -247,6 +248,58 @@ func TestShowClusterRunNotes(t *testing.T) {
 	for _, want := range []string{"real: done (10.00s)", ">  2 A: list stale true\n       real: error (2.01s: context deadline exceeded)\n       sim:  []"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("showClusterRun:\n%s\nwant in it %q", got, want)
+		}
+	}
+}
+
+// lateWaits is a backend whose blocking queries answer their whole max
+// late, as a loaded machine may bring them.
+type lateWaits struct {
+	consulsem.Backend
+	p *Process
+}
+
+func (b lateWaits) WaitChange(ctx context.Context, prefix string, index uint64, max time.Duration) error {
+	err := b.Backend.WaitChange(ctx, prefix, index, max)
+	b.p.Sleep(max)
+	return err
+}
+
+// On Consul a wait after a change made since the listing it follows is
+// "changed" by the prefix's index, however late its answer comes; one with
+// nothing changed since is "timed out". Judged by the answer's time alone
+// (the cluster's differential, whose agents may be cut off), the late
+// answer reads as "timed out".
+func TestWaitJudgedByTheIndex(t *testing.T) {
+	steps := []step{
+		{kind: "create", ttl: "long"},
+		{kind: "list"},
+		{kind: "wait"},
+		{kind: "contender", key: "own", ses: 1, bound: true},
+		{kind: "wait"},
+	}
+	for _, c := range []struct {
+		indexed bool
+		want    []string
+	}{
+		{true, []string{"timed out", "true", "changed"}},
+		{false, []string{"timed out", "true", "timed out"}},
+	} {
+		w, err := New(Options{Kind: Consul, SessionTTLMin: consulFloor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out run
+		var runErr error
+		w.Go("d", func(p *Process) {
+			r := runner{b: lateWaits{p.Backend(), p}, kind: Consul, pr: profileOf(Consul, consulFloor), prefix: "seq", indexed: c.indexed}
+			out, runErr = r.run(context.Background(), steps)
+		})
+		if err := w.Run(); err != nil || runErr != nil {
+			t.Fatal(err, runErr)
+		}
+		if got := out.answers[2:]; !slices.Equal(got, c.want) {
+			t.Errorf("indexed %v: %q, want %q", c.indexed, got, c.want)
 		}
 	}
 }
