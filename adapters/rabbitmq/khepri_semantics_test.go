@@ -37,6 +37,79 @@ func TestClusterKhepriRows(t *testing.T) {
 	for _, fault := range []string{"crash", "pause"} {
 		t.Run(fault, func(t *testing.T) { measureKhepriNodeLoss(t, ClusterOptions{Version: v}, fault) })
 	}
+	t.Run("orphan", func(t *testing.T) { measureKhepriOrphan(t, ClusterOptions{Version: v}) })
+}
+
+// measureKhepriOrphan is K.8 and what clears it (K.9): the holder's
+// release (a delete of its exclusive queue) through n1 during the cut, 3 s
+// before the heal, left the queue owned by no connection. Then, in turn,
+// until a contender's exclusive declare through n2 takes the queue: a
+// delete of it on a new connection through n2 (what an implementation
+// could do after its release's 541), `rabbitmqctl delete_queue` (an
+// operator), and a restart of n1.
+func measureKhepriOrphan(t *testing.T, o ClusterOptions) {
+	s, cut := newKhepriSetup(t, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	if err := cut(ctx, s.n2.Host, s.n3.Host); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	var released string
+	var releasedAt time.Duration
+	done := make(chan struct{})
+	sent := time.Now()
+	go func() {
+		defer close(done)
+		released = probe(s.holder, 60*time.Second, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDelete(s.b, false, false, false)
+			return err
+		})
+		releasedAt = time.Since(sent)
+	}()
+	time.Sleep(3 * time.Second)
+	if err := s.lab.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	t.Logf("row (khepri, K.9): the holder's delete through n1, sent 3 s before the heal: %s after %.1fs; its connection: %s", released, releasedAt.Seconds(), s.holderW.since(t0))
+	agreed := awaitAgreement(ctx, s.n2, s.c, 90*time.Second)
+	time.Sleep(5 * time.Second)
+	try := func(after string) bool {
+		r := probe(s.dial(s.n2), 5*time.Second, exclusive(s.b))
+		t.Logf("row (khepri, K.9): %.1fs after the cut, after %s: a contender's exclusive declare through n2: %s", time.Since(t0).Seconds(), after, r)
+		return r == "ok"
+	}
+	t.Logf("row (khepri, K.9): the cluster agreed %.1fs after the heal", agreed.Seconds())
+	if try("the release's end") {
+		t.Errorf("K.8: the orphaned queue was gone by itself")
+		return
+	}
+	del := probe(s.dial(s.n2), 10*time.Second, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDelete(s.b, false, false, false)
+		return err
+	})
+	t.Logf("row (khepri, K.9): a delete of the orphaned queue on a new connection through n2: %s", del)
+	if try("that delete") {
+		return
+	}
+	out, err := s.n2.Ctl(ctx, "delete_queue", s.b)
+	t.Logf("row (khepri, K.9): rabbitmqctl delete_queue %s on n2: %v %s", s.b, err, strings.TrimSpace(out))
+	if try("rabbitmqctl delete_queue") {
+		return
+	}
+	if err := s.n1.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.n1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitAgreement(ctx, s.n2, s.c, 90*time.Second)
+	time.Sleep(5 * time.Second)
+	if !try("n1 killed and started again") {
+		t.Errorf("K.9: nothing measured cleared the orphaned queue")
+	}
 }
 
 // khepriSetup is a cluster with a holder on n1 holding the exclusive queue
