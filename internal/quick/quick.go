@@ -31,8 +31,8 @@ func Skip(t testing.TB, needs string) {
 	}
 }
 
-// LongEnv is the variable that lets the long tests run (make long sets it).
-const LongEnv = "LOCKPROVER_LONG"
+// longEnv is the variable that lets the long tests run (make long sets it).
+const longEnv = "LOCKPROVER_LONG"
 
 // Long skips t unless LOCKPROVER_LONG is set, saying what it needs: it is
 // one of the long tests, which make long runs and make test leaves out.
@@ -40,7 +40,7 @@ const LongEnv = "LOCKPROVER_LONG"
 // scripts/long-tests finds the long tests by that call, to run them.
 func Long(t testing.TB, needs string) {
 	t.Helper()
-	if os.Getenv(LongEnv) == "" {
-		t.Skip("left to make long (" + LongEnv + "=1): needs " + needs)
+	if os.Getenv(longEnv) == "" {
+		t.Skip("left to make long (" + longEnv + "=1): needs " + needs)
 	}
 }
