@@ -247,27 +247,34 @@ func (r *runner) step(p proc, rl Client, st *client, gen int, s Step) {
 // time it says it took and the validity it says is left. Where the reply
 // says when the library it wraps started (started_ms), the grant records
 // that too, from the invoke, for validity-sound to judge the claim from.
+// Where the claim ran out before the call's return was seen (a process's
+// reply read late on a loaded machine), validity_ms is negative and the
+// grant records when the lock replied (replied_ms, from the invoke):
+// validity-sound judges the claim at the reply, with an excuse that says
+// so, rather than moving the claim's end to the reading.
 func (r *runner) granted(rl Client, st *client, v *lease.Value, l redlock.Lease, ret int64) {
 	invoke, _ := r.InFlight(&st.Proc)
 	e := r.FinishAt(&st.Proc, histories.Ok, v, nil, ret)
-	var left time.Duration
+	took := time.Duration(e.Time - invoke.Time)
+	var left, replied time.Duration
 	if pc, ok := rl.(ProcessClient); ok {
 		c, said := pc.Claimed()
 		if !said {
 			return
 		}
 		left = time.Duration(invoke.Time) + c.Until - time.Duration(e.Time)
-		if s := startedMs(c.Started, time.Duration(e.Time-invoke.Time)); s > 0 {
+		replied = c.Elapsed
+		if s := startedMs(c.Started, took); s > 0 {
 			v.StartedMs = histories.Int(s)
 		}
 	} else {
 		left = r.b.left(l, e.Time)
+		replied = took + left - l.Validity // the lock's return: its validity's reading
 	}
 	if l.Validity >= 0 && left < 0 {
-		// The lock claimed validity when it returned; the record came
-		// later (a real machine's delay, 11 ms in a dry run): under a
-		// millisecond is left, as far as the lock is concerned.
-		left = 0
+		// The lock claimed validity when it replied; its reply was seen
+		// after that ran out.
+		v.RepliedMs = histories.Int(int(min(max(replied, 0), took) / time.Millisecond))
 	}
 	ms := left.Milliseconds()
 	if left < 0 && left%time.Millisecond != 0 {

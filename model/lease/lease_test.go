@@ -504,6 +504,28 @@ func TestStealPropertiesListed(t *testing.T) {
 	}
 }
 
+// oneGrant is c1's acquire of k (max 1, ttl 1000 ms), invoked at 0 and
+// granted at ret with v, written and read back as a history file is.
+func oneGrant(t *testing.T, ret int64, v *lease.Value) []histories.Event {
+	t.Helper()
+	ev := []histories.Event{
+		{Process: "c1", Type: histories.Invoke, F: histories.Acquire, Time: 0, Value: &lease.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}},
+		{Process: "c1", Type: histories.Ok, F: histories.Acquire, Time: ret, Value: v},
+	}
+	for i := range ev {
+		ev[i].Index, ev[i].Lock, ev[i].Kind = i, "k", histories.Lease
+	}
+	var b bytes.Buffer
+	if err := histories.Write(&b, ev); err != nil {
+		t.Fatal(err)
+	}
+	back, err := histories.Read(&b, "grant.jsonl")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	return back
+}
+
 // A grant that says when its library started (started_ms after the
 // invoke) is judged from there: a claim past the invoke's bound but within
 // the library's start's passes, with the excuse shown; one past the
@@ -512,22 +534,7 @@ func TestStealPropertiesListed(t *testing.T) {
 func TestValiditySoundFromTheLibrarysStart(t *testing.T) {
 	ms := func(n int) int64 { return int64(n) * int64(time.Millisecond) }
 	hist := func(validity, started int) []histories.Event {
-		ev := []histories.Event{
-			{Process: "c1", Type: histories.Invoke, F: histories.Acquire, Time: 0, Value: &lease.Value{Max: histories.Int(1), TTLMs: histories.Int(1000)}},
-			{Process: "c1", Type: histories.Ok, F: histories.Acquire, Time: ms(10), Value: &lease.Value{Token: "a", ValidityMs: histories.Int(validity), StartedMs: histories.Int(started)}},
-		}
-		for i := range ev {
-			ev[i].Index, ev[i].Lock, ev[i].Kind = i, "k", histories.Lease
-		}
-		var b bytes.Buffer
-		if err := histories.Write(&b, ev); err != nil {
-			t.Fatal(err)
-		}
-		back, err := histories.Read(&b, "started.jsonl")
-		if err != nil {
-			t.Fatalf("%v\n%s", err, b.String())
-		}
-		return back
+		return oneGrant(t, ms(10), &lease.Value{Token: "a", ValidityMs: histories.Int(validity), StartedMs: histories.Int(started)})
 	}
 	for _, c := range []struct {
 		name              string
@@ -562,6 +569,62 @@ func TestValiditySoundFromTheLibrarysStart(t *testing.T) {
 `
 	if _, err := histories.Read(strings.NewReader(bad), "bad.jsonl"); err == nil || !strings.Contains(err.Error(), "value.started_ms") {
 		t.Errorf("a negative started_ms: %v, want an error naming value.started_ms", err)
+	}
+}
+
+// A grant whose reply was read after its claim ran out (validity_ms < 0
+// from the reading, replied_ms when it replied) is judged at its reply:
+// it passes, with the excuse shown, where validity was left at the reply
+// and the claim ends within its bound; it fails where none was left at the
+// reply, where the claim ends past the bound all the same, and where the
+// reply is said to come after its reading. Without replied_ms a negative
+// validity still fails: the grant should have failed. The history reads
+// and writes the field.
+func TestValiditySoundAtTheReply(t *testing.T) {
+	ms := func(n int) int64 { return int64(n) * int64(time.Millisecond) }
+	hist := func(ret, validity int, replied *int) []histories.Event {
+		return oneGrant(t, ms(ret), &lease.Value{Token: "a", ValidityMs: histories.Int(validity), RepliedMs: replied})
+	}
+	for _, c := range []struct {
+		name          string
+		ret, validity int
+		replied       *int
+		want          verdict.Status
+		detail        string
+	}{
+		// The bound is 0+990 ms.
+		{"read after the claim ran out", 1200, -211, histories.Int(5), verdict.Pass, "judged at the reply"},
+		{"no replied_ms", 1200, -211, nil, verdict.Fail, "should have failed"},
+		{"nothing left at the reply", 1200, -300, histories.Int(901), verdict.Fail, "no validity left at its reply"},
+		{"under a millisecond left at the reply", 1200, -300, histories.Int(900), verdict.Pass, "judged at the reply"},
+		{"past the bound all the same", 1200, -200, histories.Int(5), verdict.Fail, "past its invoke plus ttl(1-drift)"},
+		{"a reply after its reading", 1200, -211, histories.Int(1201), verdict.Fail, "after its reply was read"},
+		{"read in time", 10, 900, histories.Int(5), verdict.Pass, ""},
+	} {
+		var v *verdict.Verdict
+		for _, x := range model.Check(hist(c.ret, c.validity, c.replied), model.Options{Family: []any{lease.Options{}}}).Verdicts {
+			if x.Property == lease.ValiditySound {
+				v = &x
+			}
+		}
+		switch {
+		case v == nil || v.Status != c.want || !strings.Contains(v.Detail, c.detail):
+			t.Errorf("%s: %+v, want %v with %q", c.name, v, c.want, c.detail)
+		case c.want == verdict.Pass && c.detail != "" && (len(v.Excuses) != 1 || !strings.Contains(v.Excuses[0].Why, "(replied_ms)") || v.Excuses[0].Ops[0] != 0):
+			t.Errorf("%s: excuses %+v, want the one, of the grant", c.name, v.Excuses)
+		case c.want == verdict.Pass && c.detail == "" && len(v.Excuses) != 0:
+			t.Errorf("%s: excuses %+v, want none (no tolerance used)", c.name, v.Excuses)
+		}
+	}
+	for _, bad := range []struct{ value, field string }{
+		{`{"token":"a","validity_ms":-5,"replied_ms":-1}`, "value.replied_ms: want an integer >= 0"},
+		{`{"token":"a","replied_ms":3}`, "value.replied_ms: only with validity_ms"},
+	} {
+		h := `{"index":0,"time":0,"process":"c1","type":"invoke","f":"acquire","lock":"k","kind":"lease","value":{"max":1,"ttl_ms":1000}}
+{"index":1,"time":10,"process":"c1","type":"ok","f":"acquire","lock":"k","kind":"lease","value":` + bad.value + "}\n"
+		if _, err := histories.Read(strings.NewReader(h), "bad.jsonl"); err == nil || !strings.Contains(err.Error(), bad.field) {
+			t.Errorf("%s: %v, want an error naming %q", bad.value, err, bad.field)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/histories/verdict"
@@ -27,20 +28,29 @@ var WithValidity = []string{LeaseExclusive, NoRevival, AcquireExact, Fencing, Va
 // own measure, on a clock no fault here moves. A grant that says when the
 // library it wraps started (started_ms after the invoke, no later than its
 // return) is judged from there instead: a claim past the invoke's bound
-// but within that start's passes, with an excuse that says so.
+// but within that start's passes, with an excuse that says so. A grant
+// whose reply was read only after its claim had run out (replied_ms: when
+// it replied, after the invoke, no later than its return as recorded) is
+// judged at its reply: it should have failed only if no validity was left
+// then; its claim's end, v after the return, is judged as any other, and
+// the pass shows the excuse.
 func (h *history) validitySound() verdict.Verdict {
 	v := verdict.Verdict{Property: ValiditySound, Status: verdict.Pass}
 	var excused []verdict.Excuse
+	kinds := map[string]int{}
 	for _, o := range h.ops {
 		if !o.ok() || o.res == nil || o.res.ValidityMs == nil || (o.f != Acquire && o.f != Refresh) {
 			continue
 		}
 		v.Judged++
-		if detail, excuse := h.claimSound(o); detail != "" {
+		detail, excuses := h.claimSound(o)
+		if detail != "" {
 			v.Status, v.Ops, v.Detail = verdict.Fail, []int{o.index}, detail
 			return v
-		} else if excuse != "" {
-			excused = append(excused, verdict.Excuse{Ops: []int{o.index}, Why: excuse})
+		}
+		for _, x := range excuses {
+			kinds[x.kind]++
+			excused = append(excused, verdict.Excuse{Ops: []int{o.index}, Why: x.why})
 		}
 	}
 	if v.Judged == 0 {
@@ -48,34 +58,72 @@ func (h *history) validitySound() verdict.Verdict {
 	}
 	if len(excused) > 0 {
 		v.Excuses = excused
-		v.Detail = fmt.Sprintf("passed only counted from the library's own start (started_ms) on %d grant(s): %s", len(excused), excused[0].Why)
+		var parts []string
+		if n := kinds[fromStart]; n > 0 {
+			parts = append(parts, fmt.Sprintf("counted from the library's own start (started_ms) on %d grant(s)", n))
+		}
+		if n := kinds[atReply]; n > 0 {
+			parts = append(parts, fmt.Sprintf("judged at the reply, read after its claim ran out (replied_ms), on %d grant(s)", n))
+		}
+		v.Detail = fmt.Sprintf("passed only %s: %s", strings.Join(parts, ", and "), excused[0].Why)
 	}
 	return v
 }
 
+// The kinds of claimExcuse.
+const (
+	fromStart = "started"
+	atReply   = "replied"
+)
+
+// A claimExcuse is what a sound claim needed: kind, fromStart or atReply,
+// and why, as the verdict shows it.
+type claimExcuse struct{ kind, why string }
+
 // claimSound judges one grant's claim: why it is unsound, or, if it is
-// sound only counted from the start its started_ms says, the excuse.
-func (h *history) claimSound(o *op) (unsound, excuse string) {
+// sound only counted from the start its started_ms says or judged at the
+// reply its replied_ms says, the excuses.
+func (h *history) claimSound(o *op) (unsound string, excuses []claimExcuse) {
 	claim := int64(*o.res.ValidityMs) * int64(time.Millisecond)
 	bound := o.call + h.shrink(o.ttl())
 	var started int64
 	if o.res.StartedMs != nil {
 		started = int64(*o.res.StartedMs) * int64(time.Millisecond)
 	}
+	took := o.ret - o.call
 	switch {
-	case claim < 0:
-		return fmt.Sprintf("%s granted a lease with no validity left (validity_ms %d): the grant should have failed", describeOp(o), *o.res.ValidityMs), ""
-	case started > o.ret-o.call:
-		return fmt.Sprintf("%s says its library started %d ms after the invoke (started_ms), after the grant returned (%s): no start can be", describeOp(o), *o.res.StartedMs, ms(o.ret-o.call)), ""
+	case o.res.RepliedMs != nil && int64(*o.res.RepliedMs)*int64(time.Millisecond) > took:
+		return fmt.Sprintf("%s says it replied %d ms after the invoke (replied_ms), after its reply was read (%s): no reply can be", describeOp(o), *o.res.RepliedMs, ms(took)), nil
+	case claim < 0 && o.res.RepliedMs == nil:
+		return fmt.Sprintf("%s granted a lease with no validity left (validity_ms %d): the grant should have failed", describeOp(o), *o.res.ValidityMs), nil
+	case claim < 0 && h.leftAtReply(o) <= 0:
+		// Both numbers are rounded down: with a millisecond more of
+		// validity, nothing at all was left at the reply.
+		return fmt.Sprintf("%s granted a lease with no validity left at its reply (validity_ms %d from its reading, %s after its reply, replied_ms %d): the grant should have failed", describeOp(o), *o.res.ValidityMs, ms(took-int64(*o.res.RepliedMs)*int64(time.Millisecond)), *o.res.RepliedMs), nil
+	case started > took:
+		return fmt.Sprintf("%s says its library started %d ms after the invoke (started_ms), after the grant returned (%s): no start can be", describeOp(o), *o.res.StartedMs, ms(took)), nil
 	case o.ret+claim > bound+started && started > 0:
 		return fmt.Sprintf("%s claims the lease valid until %s (its return plus validity_ms %d), past its library's start (started_ms %d after the invoke) plus ttl(1-drift), %s: the time the grant took (%s) or the drift was not subtracted",
-			describeOp(o), seconds(o.ret+claim), *o.res.ValidityMs, *o.res.StartedMs, seconds(bound+started), ms(o.ret-o.call)), ""
+			describeOp(o), seconds(o.ret+claim), *o.res.ValidityMs, *o.res.StartedMs, seconds(bound+started), ms(took)), nil
 	case o.ret+claim > bound+started:
 		return fmt.Sprintf("%s claims the lease valid until %s (its return plus validity_ms %d), past its invoke plus ttl(1-drift), %s: the time the grant took (%s) or the drift was not subtracted",
-			describeOp(o), seconds(o.ret+claim), *o.res.ValidityMs, seconds(bound), ms(o.ret-o.call)), ""
-	case o.ret+claim > bound:
-		return "", fmt.Sprintf("%s claims the lease valid until %s, %s past its invoke plus ttl(1-drift) (%s), within its library's own start, %d ms after the invoke (started_ms), plus ttl(1-drift), as the implementation says",
-			describeOp(o), seconds(o.ret+claim), ms(o.ret+claim-bound), seconds(bound), *o.res.StartedMs)
+			describeOp(o), seconds(o.ret+claim), *o.res.ValidityMs, seconds(bound), ms(took)), nil
 	}
-	return "", ""
+	if claim < 0 {
+		replied := int64(*o.res.RepliedMs) * int64(time.Millisecond)
+		excuses = append(excuses, claimExcuse{atReply, fmt.Sprintf("%s replied %d ms after the invoke (replied_ms) claiming validity until %s; its reply was read %s later, %s after that claim ran out (validity_ms %d): the delay of the machine that read it, not the lock's",
+			describeOp(o), *o.res.RepliedMs, seconds(o.ret+claim), ms(took-replied), ms(-claim), *o.res.ValidityMs)})
+	}
+	if o.ret+claim > bound {
+		excuses = append(excuses, claimExcuse{fromStart, fmt.Sprintf("%s claims the lease valid until %s, %s past its invoke plus ttl(1-drift) (%s), within its library's own start, %d ms after the invoke (started_ms), plus ttl(1-drift), as the implementation says",
+			describeOp(o), seconds(o.ret+claim), ms(o.ret+claim-bound), seconds(bound), *o.res.StartedMs)})
+	}
+	return "", excuses
+}
+
+// leftAtReply is the most validity o's claim can have had left at its
+// reply, given the roundings down of validity_ms and replied_ms: above
+// zero for any claim its implementation made with validity left.
+func (h *history) leftAtReply(o *op) int64 {
+	return int64(*o.res.ValidityMs+1)*int64(time.Millisecond) + (o.ret - o.call) - int64(*o.res.RepliedMs)*int64(time.Millisecond)
 }

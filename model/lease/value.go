@@ -13,8 +13,8 @@ import (
 // type, as this package declares them (histories.DeclareKind), and
 // histories.Read enforces it:
 //
-//	acquire {max, ttl_ms, priority?} -> ok {token, fence?, ttl_ms?, validity_ms?, started_ms?}, fail {reason: full}?
-//	refresh {token, ttl_ms} -> ok {ttl_ms?, validity_ms?, started_ms?}, fail {reason: expired}?
+//	acquire {max, ttl_ms, priority?} -> ok {token, fence?, ttl_ms?, validity_ms?, started_ms?, replied_ms?}, fail {reason: full}?
+//	refresh {token, ttl_ms} -> ok {ttl_ms?, validity_ms?, started_ms?, replied_ms?}, fail {reason: expired}?
 //	release {token} -> fail {reason: expired}?
 //	verify {token} -> ok {held}
 //	lost (info, no invoke: a notice) {token, thief}
@@ -56,10 +56,19 @@ type Value struct {
 	// claims validity with no margin is judged from there (validity-sound
 	// shows it as an excuse), rather than from the invoke.
 	StartedMs *int `json:"started_ms,omitempty"`
+	// RepliedMs, on a grant with ValidityMs, is when the implementation
+	// replied, by its own reckoning, in milliseconds after the invoke,
+	// rounded down, where its reply was read only after the validity it
+	// claimed had run out (a loaded machine's delay between a process's
+	// reply and its reading): ValidityMs, counted from the reading, is
+	// then negative, and validity-sound judges the claim at the reply
+	// (shown as an excuse) rather than at the reading.
+	RepliedMs *int `json:"replied_ms,omitempty"`
 }
 
 // WriteFields writes v's fields in canonical order: held, reason, max,
-// ttl_ms, token, fence, validity_ms, priority, thief, started_ms.
+// ttl_ms, token, fence, validity_ms, priority, thief, started_ms,
+// replied_ms.
 func (v *Value) WriteFields(w *histories.FieldWriter) {
 	w.Bool("held", v.Held)
 	w.String("reason", v.Reason)
@@ -71,6 +80,7 @@ func (v *Value) WriteFields(w *histories.FieldWriter) {
 	w.Int("priority", v.Priority)
 	w.String("thief", v.Thief)
 	w.Int("started_ms", v.StartedMs)
+	w.Int("replied_ms", v.RepliedMs)
 }
 
 // Text is the value as a person reads it: "max 1, ttl_ms 500", "token t1,
@@ -81,6 +91,7 @@ func (v *Value) Text() string {
 	t.Int("ttl_ms", v.TTLMs)
 	t.Int("validity_ms", v.ValidityMs)
 	t.Int("started_ms", v.StartedMs)
+	t.Int("replied_ms", v.RepliedMs)
 	t.Int("priority", v.Priority)
 	t.Bool("held", "not held", v.Held)
 	t.String("token", v.Token)
@@ -94,9 +105,9 @@ func ValueOf(e *histories.Event) *Value { return histories.As[*Value](e) }
 
 // box is a Value and the numbers it points to, in one allocation.
 type box struct {
-	v                                            Value
-	max, ttl, fence, validity, started, priority int
-	held                                         bool
+	v                                                     Value
+	max, ttl, fence, validity, started, replied, priority int
+	held                                                  bool
 }
 
 // values is the type of a lease's values.
@@ -105,13 +116,15 @@ var values = &histories.ValueType{
 		{Name: "max", Type: histories.IntField}, {Name: "ttl_ms", Type: histories.IntField},
 		{Name: "token", Type: histories.StringField, Unique: true}, {Name: "fence", Type: histories.IntField},
 		{Name: "validity_ms", Type: histories.IntField}, {Name: "priority", Type: histories.IntField},
-		{Name: "thief", Type: histories.StringField, Unique: true}, {Name: "started_ms", Type: histories.IntField}},
+		{Name: "thief", Type: histories.StringField, Unique: true}, {Name: "started_ms", Type: histories.IntField},
+		{Name: "replied_ms", Type: histories.IntField}},
 	Make: func(r *histories.FieldReader) histories.Value {
 		b := histories.New[box](r)
 		b.v = Value{Held: r.Bool("held", &b.held), Reason: r.String("reason"), Max: r.Int("max", &b.max),
 			TTLMs: r.Int("ttl_ms", &b.ttl), Token: r.String("token"), Fence: r.Int("fence", &b.fence),
 			ValidityMs: r.Int("validity_ms", &b.validity), Priority: r.Int("priority", &b.priority),
-			Thief: r.String("thief"), StartedMs: r.Int("started_ms", &b.started)}
+			Thief: r.String("thief"), StartedMs: r.Int("started_ms", &b.started),
+			RepliedMs: r.Int("replied_ms", &b.replied)}
 		return &b.v
 	},
 	Check: checkRanges,
@@ -131,6 +144,10 @@ func checkRanges(val histories.Value) string {
 		return fmt.Sprintf("value.started_ms: want an integer >= 0 (milliseconds after the invoke), got %d", *v.StartedMs)
 	case v.StartedMs != nil && v.ValidityMs == nil:
 		return "value.started_ms: only with validity_ms (the start the validity counts from)"
+	case v.RepliedMs != nil && *v.RepliedMs < 0:
+		return fmt.Sprintf("value.replied_ms: want an integer >= 0 (milliseconds after the invoke), got %d", *v.RepliedMs)
+	case v.RepliedMs != nil && v.ValidityMs == nil:
+		return "value.replied_ms: only with validity_ms (the reply whose claim it dates)"
 	}
 	return ""
 }
@@ -143,11 +160,11 @@ func init() {
 	histories.DeclareKind(Kind, values,
 		histories.Operation{F: Acquire,
 			Invoke: histories.Shape{Fields: []string{"max", "ttl_ms", "priority"}, Required: []string{"max", "ttl_ms"}, Want: `{"max":n,"ttl_ms":t} with n, t >= 1, and "priority":p (any integer) for a priority lease`},
-			Ok:     histories.Shape{Fields: []string{"token", "fence", "ttl_ms", "validity_ms", "started_ms"}, Required: []string{"token"}, Want: `{"token":"..."}, with "fence":k (k >= 0) where the implementation gives numeric fencing tokens, "ttl_ms":t (t >= 1) where it says the lease it granted, "validity_ms":v where it says how long the lease is valid for from now, and "started_ms":s (s >= 0) where it says when its library started, after the invoke`},
+			Ok:     histories.Shape{Fields: []string{"token", "fence", "ttl_ms", "validity_ms", "started_ms", "replied_ms"}, Required: []string{"token"}, Want: `{"token":"..."}, with "fence":k (k >= 0) where the implementation gives numeric fencing tokens, "ttl_ms":t (t >= 1) where it says the lease it granted, "validity_ms":v where it says how long the lease is valid for from now, "started_ms":s (s >= 0) where it says when its library started, after the invoke, and "replied_ms":r (r >= 0) where its reply was read after its claim ran out`},
 			Fail:   histories.Shape{Fields: []string{"reason"}, Reasons: []string{Full}, Want: `{"reason":"full"}, or no value for a failure that claims nothing`}},
 		histories.Operation{F: Refresh,
 			Invoke: histories.Shape{Fields: []string{"token", "ttl_ms"}, Required: []string{"token", "ttl_ms"}, Want: `{"token":"...","ttl_ms":t} with t >= 1`},
-			Ok:     histories.Shape{Fields: []string{"ttl_ms", "validity_ms", "started_ms"}, Want: `no value, or {"ttl_ms":t} (t >= 1) where the implementation says the lease it granted, with "validity_ms":v where it says how long the lease is valid for from now, and "started_ms":s (s >= 0) where it says when its library started, after the invoke`},
+			Ok:     histories.Shape{Fields: []string{"ttl_ms", "validity_ms", "started_ms", "replied_ms"}, Want: `no value, or {"ttl_ms":t} (t >= 1) where the implementation says the lease it granted, with "validity_ms":v where it says how long the lease is valid for from now, "started_ms":s (s >= 0) where it says when its library started, after the invoke, and "replied_ms":r (r >= 0) where its reply was read after its claim ran out`},
 			Fail:   expiredReason},
 		histories.Operation{F: Release, Invoke: token, Fail: expiredReason},
 		// verify {token} -> ok {held}: whether the holder still holds the

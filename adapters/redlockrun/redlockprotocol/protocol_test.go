@@ -235,6 +235,36 @@ func TestLibraryStart(t *testing.T) {
 	}
 }
 
+// A grant whose reply is read only after the validity it claimed ran out
+// (a loaded machine that did not run the reader) is recorded as it was:
+// validity_ms negative, from the reading, and replied_ms, when the process
+// replied; validity-sound judges the claim at the reply, passing it with
+// that excuse shown, rather than failing a sound claim as one that should
+// have failed (or moving its end to the reading, past its bound).
+func TestReplyReadLate(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	res := onePlan(t, "reply-read-late", []redlockrun.Step{{Op: histories.Acquire}})
+	var b strings.Builder
+	histories.Write(&b, res.History)
+	h := b.String()
+	validity := regexp.MustCompile(`"validity_ms":(-?\d+)`).FindStringSubmatch(h)
+	if validity == nil || !strings.HasPrefix(validity[1], "-") || !strings.Contains(h, `"replied_ms":`) {
+		t.Fatalf("the late reply is not recorded as one (a negative validity_ms and replied_ms):\n%s", h)
+	}
+	for _, v := range prover.Judge(res, model.Options{Family: []any{lease.Options{Validity: true}}}).Verdicts {
+		if v.Property != lease.ValiditySound {
+			continue
+		}
+		// The run's probe (the recovery check's acquire) is read late too.
+		if v.Status != verdict.Pass || len(v.Excuses) == 0 || !strings.Contains(v.Excuses[0].Why, "(replied_ms)") || !strings.Contains(v.Detail, "judged at the reply") {
+			t.Errorf("validity-sound %s %q excuses %+v, want a pass excused by replied_ms:\n%s", v.Status, v.Detail, v.Excuses, h)
+		}
+		return
+	}
+	t.Fatal("validity-sound not listed")
+}
+
 // validate-impl checks a grant's started_ms against the call as it timed
 // it: a process whose elapsed_ms (and started_ms after it) says it started
 // before the request came fails that check; one within the call passes

@@ -22,7 +22,12 @@ talks to Redis) and misbehaves as MODE says:
   started-before-request
               as library-start, but elapsed_ms and started_ms are a
               second more: the process says it started before the request
-              came (validate-impl's check of the call's times).
+              came (validate-impl's check of the call's times);
+  reply-read-late
+              every grant is honest (elapsed_ms and validity_ms as its
+              library measured them, ttl(1-0.01) from the process's start)
+              but its reply is written only after that validity ran out:
+              as a loaded machine that does not run the reader delays it.
 """
 import json
 import sys
@@ -64,6 +69,10 @@ for line in sys.stdin:
             out.update(validity_ms=req["ttl_ms"], elapsed_ms=0)
         if mode in LIBRARY:
             out.update(library_grant(req["ttl_ms"], begin))
+        if mode == "reply-read-late":
+            now = time.monotonic()
+            out.update(validity_ms=req["ttl_ms"] * 0.99 - (now - begin) * 1000, elapsed_ms=(now - begin) * 1000)
+            time.sleep(req["ttl_ms"] / 1000 + 0.2)
         if mode == "no-token":
             del out["token"]
     elif t in ("refresh", "release"):
