@@ -67,6 +67,31 @@ func TestCommandRunsFromTheRoot(t *testing.T) {
 	noMountsLeft(t, r)
 }
 
+// A run from a root names no nameserver (the root's resolv.conf, the
+// host's, covered for the run), and the root's own file is unchanged.
+func TestCommandHasNoNameserver(t *testing.T) {
+	r := cachedRoot(t)
+	before, err := os.ReadFile(filepath.Join(r.Dir, "etc/resolv.conf"))
+	if err != nil {
+		t.Skipf("the root has no resolv.conf: %v", err)
+	}
+	cmd, err := r.Command(context.Background(), RunOptions{}, "/bin/sh", "-c", "cat /etc/resolv.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "nameserver") || !strings.Contains(string(out), "lockprover") {
+		t.Errorf("the run's resolv.conf:\n%s\nwant lockprover's, naming no nameserver", out)
+	}
+	if after, _ := os.ReadFile(filepath.Join(r.Dir, "etc/resolv.conf")); !bytes.Equal(after, before) {
+		t.Errorf("the root's own resolv.conf changed: %q, was %q", after, before)
+	}
+	noMountsLeft(t, r)
+}
+
 func TestCommandAsAUserOfTheRoot(t *testing.T) {
 	r := cachedRoot(t)
 	data := filepath.Join(t.TempDir(), "d")
