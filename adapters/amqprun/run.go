@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/rabbitmq/amqpproxy"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model"
@@ -187,7 +188,12 @@ func (r *runner) result() (*prover.Result, error) {
 // on its own (brokerFaults), keeping the evidence's indexes right.
 func (r *runner) addBrokerFaults(res *prover.Result, notes []serverNote) {
 	_, ref := r.impl.(reference)
-	faults := brokerFaults(res.History, r.lock, notes, brokerGrace(max(r.hb, time.Second)), r.hb, ref)
+	race := ""
+	inFlight := slices.ContainsFunc(notes, func(n serverNote) bool { return n.ev.What == amqpproxy.DeclareInFlight && n.ev.Exclusive })
+	if v, ok := r.eng.(versioned); ok && inFlight {
+		race = v.raceVersion()
+	}
+	faults := brokerFaults(res.History, r.lock, notes, brokerGrace(max(r.hb, time.Second)), r.hb, ref, race)
 	h, moved := withFaults(res.History, faults)
 	if moved == nil {
 		return

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
@@ -28,6 +29,34 @@ type serverNote struct {
 // serverWitness is an engine whose proxies saw what the broker did.
 type serverWitness interface {
 	serverNotes() []serverNote
+}
+
+// versioned is an engine that knows its broker's version: raceVersion is
+// that version where it has the exclusive-delete race
+// (rabbitmq.ExclusiveDeleteRace), "" otherwise.
+type versioned interface {
+	raceVersion() string
+}
+
+// brokerVersions are the versions read of each broker URL in this
+// process (rabbitmq.ServerVersion): a run reads it once, at its first
+// declare in flight, not once a plan.
+var brokerVersions sync.Map // URL -> string ("" if unreadable)
+
+// raceVersion reads the broker's version once a process (or "" if it
+// cannot be read: no race is then blamed).
+func (e *realEngine) raceVersion() string {
+	v, ok := brokerVersions.Load(e.t.URL)
+	if !ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		got, _ := rabbitmq.ServerVersion(ctx, e.t.URL)
+		cancel()
+		v, _ = brokerVersions.LoadOrStore(e.t.URL, got)
+	}
+	if s := v.(string); rabbitmq.ExclusiveDeleteRace(s) {
+		return s
+	}
+	return ""
 }
 
 // trace is what the run's proxies saw of each connection, in the order
@@ -105,14 +134,17 @@ func (e *realEngine) brokerLog(notes []serverNote) {
 // force-close of it; so is a connection whose heartbeats lapsed (see
 // lapsed); a connection that ended with an exclusive declare of
 // a holder's queue in flight may make RabbitMQ delete that queue (the
-// exclusive-queue bug of RabbitMQ before 3.11): a queue-deleted of each
+// exclusive-delete race of RabbitMQ before 4.1.8): a queue-deleted of each
 // other process that held, or was taking, that queue's slot then. Each
 // event's error says what the proxy saw.
 //
 // reference says the processes are lockprover's reference, whose client
 // (amqp091-go) closes its socket without a connection.close only when its
-// heartbeat read deadline passed (ownDeadline).
-func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace int64, hb time.Duration, reference bool) []histories.Event {
+// heartbeat read deadline passed (ownDeadline). race is the broker's
+// version where it has the exclusive-delete race
+// (rabbitmq.ExclusiveDeleteRace), "" where it does not or is not known
+// to: a declare in flight then excuses nothing.
+func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace int64, hb time.Duration, reference bool, race string) []histories.Event {
 	var out []histories.Event
 	for _, n := range notes {
 		switch n.ev.What {
@@ -141,12 +173,12 @@ func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace in
 			}
 			out = append(out, faultPair(histories.ForceClose, n.proc, n.at, why+after)...)
 		case amqpproxy.DeclareInFlight:
-			if !n.ev.Exclusive {
+			if !n.ev.Exclusive || race == "" {
 				continue
 			}
 			for _, hd := range holdersOf(h, lock, n.ev.Queue, n.proc, n.at) {
-				why := fmt.Sprintf("not struck by lockprover: %s; RabbitMQ before 3.11 then deletes the queue of that name, %s's (the exclusive-queue bug, docs/broker-semantics.md 7c)",
-					strings.Replace(n.ev.String(), "the connection", n.proc+"'s connection", 1), hd.proc)
+				why := fmt.Sprintf("not struck by lockprover: %s; RabbitMQ %s then deletes the queue of that name, %s's (the exclusive-delete race of versions before 4.1.8, docs/broker-semantics.md 7c)",
+					strings.Replace(n.ev.String(), "the connection", n.proc+"'s connection", 1), race, hd.proc)
 				if hd.at > n.at {
 					why += fmt.Sprintf(", which %s took %v after that connection ended, before the broker may have got to the declare", hd.proc, time.Duration(hd.at-n.at).Round(time.Millisecond))
 				}
@@ -336,7 +368,7 @@ func startOf(end string) string {
 // found it gone). Generous: what it excuses is shown.
 const lateDelete = time.Second
 
-// A holder is a process the exclusive-queue bug may strike, and from when.
+// A holder is a process the exclusive-delete race may strike, and from when.
 type holder struct {
 	proc string
 	at   int64

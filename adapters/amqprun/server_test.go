@@ -74,11 +74,11 @@ func TestBrokerFaultsAttribute(t *testing.T) {
 		{"45-rabbitmq-closed-the-holder.jsonl", []serverNote{heartbeat}, verdict.Pass,
 			[]string{"RabbitMQ closed c1's connection on its own", "without a connection.close", "RabbitMQ's log: missed heartbeats from client, timeout: 1s"}},
 		{"46-exclusive-queue-bug.jsonl", []serverNote{bug}, verdict.Pass,
-			[]string{"c3's connection ended (lockprover killed it) with an exclusive queue.declare of lp-1-B in flight", "the exclusive-queue bug", "c1's"}},
+			[]string{"c3's connection ended (lockprover killed it) with an exclusive queue.declare of lp-1-B in flight", "the exclusive-delete race", "c1's"}},
 		{"47-no-server-evidence.jsonl", nil, verdict.Fail, nil},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			h, _ := withFaults(twoHolders(), brokerFaults(twoHolders(), "lp", tc.notes, brokerGrace(time.Second), time.Second, false))
+			h, _ := withFaults(twoHolders(), brokerFaults(twoHolders(), "lp", tc.notes, brokerGrace(time.Second), time.Second, false, "3.10.8"))
 			var b bytes.Buffer
 			histories.Write(&b, h)
 			if _, err := histories.Read(bytes.NewReader(b.Bytes()), tc.file); err != nil {
@@ -117,12 +117,12 @@ func TestBrokerFaultsAttribute(t *testing.T) {
 		{Time: 401 * ms, Process: "nemesis", Type: histories.Info, F: histories.Heal, Value: &histories.Fault{Process: "c1"}},
 	}
 	h, _ = withFaults(h, part)
-	if got := brokerFaults(h, "lp", []serverNote{heartbeat}, brokerGrace(time.Second), time.Second, false); len(got) != 0 {
+	if got := brokerFaults(h, "lp", []serverNote{heartbeat}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 0 {
 		t.Errorf("a close lockprover's partition explains was added: %+v", got)
 	}
 	// A declare in flight of a queue nobody else holds names no one.
 	free := serverNote{proc: "c3", at: 24 * ms, ev: amqpproxy.ServerEvent{What: amqpproxy.DeclareInFlight, Queue: "lp-2-B", Exclusive: true}}
-	if got := brokerFaults(twoHolders(), "lp", []serverNote{free}, brokerGrace(time.Second), time.Second, false); len(got) != 0 {
+	if got := brokerFaults(twoHolders(), "lp", []serverNote{free}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 0 {
 		t.Errorf("a declare of a queue nobody held was blamed: %+v", got)
 	}
 }
@@ -185,7 +185,7 @@ func TestBrokerCloseAfterFaultOver(t *testing.T) {
 		{"acquired before the pause", run(pause, 50*ms), false, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			faults := brokerFaults(tc.h, "lp", []serverNote{closed}, brokerGrace(hb), hb, false)
+			faults := brokerFaults(tc.h, "lp", []serverNote{closed}, brokerGrace(hb), hb, false, "3.10.8")
 			if !tc.recorded {
 				if len(faults) != 0 {
 					t.Fatalf("a close the pause explains was added: %+v", faults)
@@ -304,7 +304,7 @@ func TestSilentBrokerAttribute(t *testing.T) {
 		{"all silent for 3.1s, heartbeats off", 3100 * ms, 3100 * ms, 3100 * ms, 0, verdict.Fail, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			faults := brokerFaults(unknownCreate(), "lp", []serverNote{ended(tc.silence, tc.own, tc.stalled)}, brokerGrace(time.Second), tc.hb, false)
+			faults := brokerFaults(unknownCreate(), "lp", []serverNote{ended(tc.silence, tc.own, tc.stalled)}, brokerGrace(time.Second), tc.hb, false, "3.10.8")
 			h, _ := withFaults(unknownCreate(), faults)
 			v := available(h)
 			if v.Status != tc.want {
@@ -363,7 +363,7 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 		t.Fatal("no available verdict")
 		return verdict.Verdict{}
 	}
-	faults := brokerFaults(run(timeout), "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false)
+	faults := brokerFaults(run(timeout), "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false, "3.10.8")
 	if len(faults) != 2 || faults[0].F != histories.ForceClose || !strings.Contains(faults[1].Error, "read deadline of three heartbeats") || !strings.HasPrefix(faults[1].Error, notStruck) {
 		t.Fatalf("want the probe's force-close, not struck by lockprover, naming the deadline; got %+v", faults)
 	}
@@ -385,7 +385,7 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 		{"heartbeats off", timeout, []serverNote{end}, 0},
 		{"far from the end", timeout, []serverNote{{proc: "probe", at: 20000 * ms, ev: end.ev}}, time.Second},
 	} {
-		if got := brokerFaults(run(tc.err), "lp", tc.notes, brokerGrace(time.Second), tc.hb, false); len(got) != 0 {
+		if got := brokerFaults(run(tc.err), "lp", tc.notes, brokerGrace(time.Second), tc.hb, false, "3.10.8"); len(got) != 0 {
 			t.Errorf("%s: added %+v", tc.name, got)
 		}
 	}
@@ -410,7 +410,7 @@ func TestReferenceClientDeadlineWhileIdle(t *testing.T) {
 		h[i].Index = i
 	}
 	end := serverNote{proc: "c1", at: 3100 * ms, ev: amqpproxy.ServerEvent{What: amqpproxy.ClientEnd, Silence: 500 * time.Millisecond, ClientSilence: 900 * time.Millisecond}}
-	faults := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, true)
+	faults := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, true, "3.10.8")
 	if len(faults) != 2 || faults[0].F != histories.ForceClose || !strings.Contains(faults[1].Error, "amqp091-go, lockprover's reference") {
 		t.Fatalf("want c1's force-close naming the reference's read deadline, got %+v", faults)
 	}
@@ -421,10 +421,10 @@ func TestReferenceClientDeadlineWhileIdle(t *testing.T) {
 	if v := slotExclusive(t, h); v.Status != verdict.Fail {
 		t.Errorf("without it: slot-exclusive %s, want FAIL (%s)", v.Status, v.Detail)
 	}
-	if got := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false); len(got) != 0 {
+	if got := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 0 {
 		t.Errorf("an implementation's own socket end was recorded: %+v", got)
 	}
-	if got := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), 0, true); len(got) != 0 {
+	if got := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), 0, true, "3.10.8"); len(got) != 0 {
 		t.Errorf("with heartbeats off: %+v", got)
 	}
 }
@@ -450,7 +450,7 @@ func TestExclusiveQueueBugStrikesALateTaker(t *testing.T) {
 			h := twoHolders()
 			h[8].Time, h[9].Time = tc.at, tc.at+5*ms
 			var got []string
-			for _, e := range brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, false) {
+			for _, e := range brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, false, "3.10.8") {
 				if e.Type == histories.Info {
 					if e.F != histories.QueueDeleted {
 						t.Fatalf("a %s recorded", e.F)
@@ -475,8 +475,17 @@ func TestExclusiveQueueBugStrikesALateTaker(t *testing.T) {
 	for i := range h {
 		h[i].Index = i
 	}
-	merged, _ := withFaults(h, brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, false))
+	merged, _ := withFaults(h, brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, false, "3.10.8"))
 	if v := slotExclusive(t, merged); v.Status != verdict.Pass {
 		t.Errorf("with the late strike: slot-exclusive %s: %s", v.Status, v.Detail)
+	}
+	// A broker without the race (4.3.6, or a version not known to have
+	// it: ""): the declare in flight excuses nothing, and the verify that
+	// found the queue gone stands unexcused.
+	if got := brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, false, ""); len(got) != 0 {
+		t.Errorf("a broker without the race: faults %v, want none", got)
+	}
+	if v := slotExclusive(t, h); v.Status != verdict.Fail {
+		t.Errorf("without the strike: slot-exclusive %s: %s", v.Status, v.Detail)
 	}
 }

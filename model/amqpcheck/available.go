@@ -100,7 +100,7 @@ func excused(lh *lockHistory, o *op) *fault {
 
 // acquiredSince reports whether o's process began an acquire after the
 // fault f began and before o. The broker deleting a holder's queue by name
-// (queue-deleted: RabbitMQ's exclusive-queue bug) breaks nothing the
+// (queue-deleted: RabbitMQ's exclusive-delete race) breaks nothing the
 // process sees until it lets go: its connection lives, its verifies probe
 // A[L] only, and its release then meets the queue of that name, which
 // another may own by now (a 405). So the fault excuses an unknown release
