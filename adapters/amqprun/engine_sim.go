@@ -35,6 +35,10 @@ type Simulator struct {
 	PartitionHandling string
 	// NetTicktime is the simulated cluster's net_ticktime; 0 means 5 s.
 	NetTicktime time.Duration
+	// Version is the RabbitMQ release the simulated broker behaves as
+	// (rabbitmqsim.Options.Version; rabbitmqsim.Versions lists them): ""
+	// is 3.10.8.
+	Version string
 }
 
 // Nodes are the nodes of the simulated cluster plans are drawn for.
@@ -56,7 +60,7 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	o := rabbitmqsim.Options{Decider: rabbitmqsim.Script(p.Schedule, rabbitmqsim.Seeded(p.ScheduleSeed)), Trace: s.Trace}
+	o := rabbitmqsim.Options{Decider: rabbitmqsim.Script(p.Schedule, rabbitmqsim.Seeded(p.ScheduleSeed)), Trace: s.Trace, Version: s.Version}
 	if len(p.Cluster) > 0 {
 		for _, f := range p.Nemesis {
 			if f.Fault == histories.RestartBroker && f.Node == "" {

@@ -381,3 +381,67 @@ func TestNoGoroutineOutlivesRun(t *testing.T) {
 		t.Errorf("%d goroutines after 20 more worlds, %d after the first", n, before)
 	}
 }
+
+// fixedRelease is a Decider that answers the pick of a 4.3.6 close's
+// release delay (one of four) with k, and every other with 0.
+type fixedRelease int
+
+func (k fixedRelease) Pick(n int) int {
+	if n == 4 {
+		return int(k)
+	}
+	return 0
+}
+
+// Row 6.8 by version: on 3.10.8 and 4.0.5 a connection's exclusive queue
+// is gone when its close returns; on 4.3.6 it may stay up to 4.3 ms more,
+// as the Decider picks (a contender's declare at once 405, then ok), and
+// may be gone at once too. Another version is refused.
+func TestCloseReleaseByVersion(t *testing.T) {
+	for _, c := range []struct {
+		version string
+		pick    int
+		want    string // the contender's declare at once; 5 ms later
+	}{
+		{"", 2, "ok ok"},
+		{"4.0.5", 3, "ok ok"},
+		{"4.3.6", 0, "ok ok"},
+		{"4.3.6", 2, "405 ok"},
+		{"4.3.6", 3, "405 ok"},
+	} {
+		w := rabbitmqsim.New(rabbitmqsim.Options{Version: c.version, Decider: fixedRelease(c.pick)})
+		var got []string
+		w.Go("p", func(b broker.Broker) {
+			holder, _ := b.Dial(bg, broker.Config{})
+			contender, _ := b.Dial(bg, broker.Config{})
+			hch, _ := holder.Channel(bg)
+			if _, err := hch.Declare(bg, "q", broker.DeclareOptions{Exclusive: true}); err != nil {
+				t.Error(err)
+			}
+			holder.Close()
+			for range 2 {
+				ch, _ := contender.Channel(bg)
+				_, err := ch.Declare(bg, "q", broker.DeclareOptions{Exclusive: true})
+				if err == nil {
+					got = append(got, "ok")
+					ch.Delete(bg, "q", broker.DeleteOptions{})
+				} else {
+					got = append(got, fmt.Sprint(broker.Code(err)))
+				}
+				b.Sleep(bg, 5*time.Millisecond)
+			}
+		})
+		if err := w.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if s := strings.Join(got, " "); s != c.want {
+			t.Errorf("version %q, pick %d: %s, want %s", c.version, c.pick, s, c.want)
+		}
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "4.9.9") {
+			t.Errorf("a version not simulated: %v, want a panic naming it", r)
+		}
+	}()
+	rabbitmqsim.New(rabbitmqsim.Options{Version: "4.9.9"})
+}

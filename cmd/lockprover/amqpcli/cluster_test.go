@@ -172,3 +172,31 @@ func TestClusterModeFollowsTheVersion(t *testing.T) {
 		}
 	}
 }
+
+// --server-version on the simulator makes it behave as that release: a
+// prove's target and replay flags say so, and a replay of a plan for one
+// broker runs on it.
+func TestSimulatorAsAVersion(t *testing.T) {
+	flags := map[string]string{"server-version": "4.3.6", "docker": dockerAuto}
+	s := family.Settings{Kind: "semaphore", Target: "sim", Faults: "all",
+		Flag: func(n string) string { return flags[n] }, Given: func(n string) bool { return flags[n] != "" && n == "server-version" }}
+	setup, err := amqpSetup(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, ok := setup.Prove.(amqprun.Config).Target.(amqprun.Simulator)
+	if !ok || sim.Version != "4.3.6" || setup.Real || setup.Where != "the simulator, as RabbitMQ 4.3.6" || !strings.Contains(strings.Join(setup.Replay, " "), "--server-version 4.3.6") {
+		t.Errorf("prove: target %+v on %q, replay flags %v", setup.Prove.(amqprun.Config).Target, setup.Where, setup.Replay)
+	}
+	p, err := amqprun.ReadPlan("../../../examples/upstream/plans/amqp-admin-meets-held-mutex.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup, err = amqpReplay(p, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sim := setup.Prove.(amqprun.Config).Target.(amqprun.Simulator); sim.Version != "4.3.6" || setup.Where != "the simulator, as RabbitMQ 4.3.6" {
+		t.Errorf("replay: target %+v on %q", sim, setup.Where)
+	}
+}

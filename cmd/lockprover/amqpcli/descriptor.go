@@ -173,16 +173,33 @@ func (r *amqpProof) onTarget() error {
 	case simClusterTarget:
 		return r.onSimCluster()
 	case "sim":
-		if name := firstGiven(r.s, append(brokerFlags, "server-version")); name != "" {
+		if name := firstGiven(r.s, brokerFlags); name != "" {
 			return fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 		}
-		return nil
+		return r.onSimVersion()
 	case clusterTarget:
 		return r.onCluster()
 	case "rabbitmq":
 		return r.onBroker()
 	}
 	return fmt.Errorf("--kind %s runs on the simulator (--target sim) or a real RabbitMQ (--target rabbitmq)", r.s.Kind)
+}
+
+// onSimVersion sets the simulator up as the RabbitMQ release
+// --server-version names, where releases differ on one node
+// (rabbitmqsim.Versions; none: 3.10.8's).
+func (r *amqpProof) onSimVersion() error {
+	v := r.s.Flag("server-version")
+	if v == "" {
+		return nil
+	}
+	if !slices.Contains(rabbitmqsim.Versions, v) {
+		return family.Usagef("--server-version %s: the simulator behaves as RabbitMQ %s", v, strings.Join(rabbitmqsim.Versions, ", "))
+	}
+	r.a.Target = amqprun.Simulator{Version: v}
+	r.setup.Where = "the simulator, as RabbitMQ " + v
+	r.setup.Replay = append(r.setup.Replay, "--server-version", v)
+	return nil
 }
 
 // clusterFaults are the faults of a cluster, real or simulated, for
@@ -491,6 +508,9 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if target == "sim" && len(p.Cluster) > 0 {
 		setup.Where = fmt.Sprintf("a simulated RabbitMQ cluster of %d nodes (%s)", len(p.Cluster), cmp.Or(simCluster.PartitionHandling, p.PartitionHandling, rabbitmq.Ignore))
 	}
+	if simCluster.Version != "" {
+		setup.Where = "the simulator, as RabbitMQ " + simCluster.Version
+	}
 	if s.Impl != "" {
 		pi := amqpprotocol.NewProcesses(s.Impl)
 		pi.InitTimeout = s.InitTimeout
@@ -571,6 +591,15 @@ func replaySimulator(p *amqprun.Plan, s family.Settings, target string) (amqprun
 	}
 	if name := firstGiven(s, brokerFlags); name != "" && target == "sim" {
 		return simCluster, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
+	}
+	if v := s.Flag("server-version"); v != "" && target == "sim" {
+		if len(p.Cluster) > 0 {
+			return simCluster, family.Usagef("--server-version %s: a simulated cluster's release is its mode's (khepri is 4.3.6's): give --partition-handling, or --target %s for real nodes of that version", v, clusterTarget)
+		}
+		if !slices.Contains(rabbitmqsim.Versions, v) {
+			return simCluster, family.Usagef("--server-version %s: the simulator behaves as RabbitMQ %s", v, strings.Join(rabbitmqsim.Versions, ", "))
+		}
+		simCluster.Version = v
 	}
 	simCluster.Trace = s.Trace
 	return simCluster, nil
