@@ -167,13 +167,24 @@ func startSession(cmd []string, vhost string) (*session, error) {
 			}
 		}
 	}()
-	// The loop prints "." once it runs.
+	// The loop prints "." once it runs; then it must answer a first
+	// query. RabbitMQ 4.x's rabbitmqctl (measured: 4.0.5 and 4.3.6 from
+	// their Debian roots) passes the expression no standard input, so its
+	// loop ends at its first read: such a CLI gets plain commands.
 	if _, err := s.read(sessionStart); err != nil {
 		s.close()
 		return nil, fmt.Errorf("rabbitmqctl eval session: %w (stderr: %s)", err, strings.TrimSpace(s.stderr.String()))
 	}
+	if _, err := s.query("l " + noQueue); err != nil {
+		s.close()
+		return nil, fmt.Errorf("rabbitmqctl eval session: its first query: %w (a rabbitmqctl whose eval reads no standard input, as 4.x's)", err)
+	}
 	return s, nil
 }
+
+// noQueue is a prefix no queue's name has: the session's first query
+// lists nothing.
+const noQueue = "lockprover-session-probe/"
 
 // read collects lines up to the terminating ".".
 func (s *session) read(timeout time.Duration) ([]string, error) {
@@ -532,10 +543,28 @@ func (c *Ctl) Restart(ctx context.Context) error {
 }
 
 // Channels counts the live channel processes of the connections whose
-// connection_name starts with prefix (session only).
+// connection_name starts with prefix. Plain mode (a rabbitmqctl whose
+// eval serves no session, as 4.x's) asks list_connections, then
+// list_channels: two commands, a second or two.
 func (c *Ctl) Channels(prefix string) (int, error) {
 	if !c.Fast() {
-		return 0, errors.New("counting channels needs the rabbitmqctl eval session")
+		ctx, cancel := context.WithTimeout(context.Background(), sessionStart)
+		defer cancel()
+		conns, err := c.Connections(ctx, prefix)
+		if err != nil {
+			return 0, err
+		}
+		out, err := c.run(ctx, "-q", "list_channels", "connection", "--no-table-headers")
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, l := range strings.Split(out, "\n") {
+			if _, ok := conns[strings.TrimSpace(l)]; ok {
+				n++
+			}
+		}
+		return n, nil
 	}
 	out, err := c.query("h " + prefix)
 	if err != nil {
