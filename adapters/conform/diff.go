@@ -40,6 +40,12 @@ import (
 //     virtual ms, more than its largest socket-close release delay (36.8
 //     ms). The measured release delay is itself covered by table case 7a;
 //     here it would only make the next steps race.
+//   - The broker's asynchronous release after a connection.close: RabbitMQ
+//     4.3.6 may delete the connection's exclusive queues a few
+//     milliseconds after close-ok (docs/broker-semantics.md, 1b, row 6.8,
+//     where TestSemanticsByVersion measures it; the simulator as 4.3.6
+//     has it). On RabbitMQ a close is followed by the same wait as a
+//     kill's; the simulator, as 3.10.8, releases at close-ok.
 //   - The broker's asynchronous tidying after a channel closes (close, or
 //     a channel error): RabbitMQ requeues the channel's unacknowledged
 //     messages and drops its consumers when the channel process ends,

@@ -272,7 +272,7 @@ func (e *Env) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, error) 
 		}
 		return nil, err
 	}
-	w := &conn{Conn: c, e: e}
+	w := &conn{Conn: c, e: e, name: name}
 	e.mu.Lock()
 	e.dialled[cfg.Name] = append(e.dialled[cfg.Name], dialled{name, w})
 	e.names[name] = cfg.Name
@@ -321,7 +321,8 @@ func (e *Env) settle() error {
 type conn struct {
 	broker.Conn
 	e    *Env
-	open int // channels open as far as the client knows; under e.mu
+	name string // its connection_name
+	open int    // channels open as far as the client knows; under e.mu
 }
 
 func (c *conn) Channel(ctx context.Context) (broker.Channel, error) {
@@ -338,11 +339,34 @@ func (c *conn) Channel(ctx context.Context) (broker.Channel, error) {
 	return &channel{Channel: ch, c: c}, nil
 }
 
+// Close closes the connection and, with Settle, waits until the broker
+// holds nothing of it: RabbitMQ 4.3.6 may answer connection.close before
+// it has deleted the connection's exclusive queues (broker-semantics.md,
+// 1b, row 6.8), which the next step would race, as it would a kill's
+// release.
 func (c *conn) Close() error {
 	if err := c.e.settle(); err != nil {
 		return err
 	}
-	return c.Conn.Close()
+	if !c.e.Settle {
+		return c.Conn.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.e.t.ctlBudget())
+	defer cancel()
+	conns, err := c.e.t.ctl.Connections(ctx, c.name)
+	if err != nil {
+		return c.e.harness(err)
+	}
+	var pids []string
+	for pid, name := range conns {
+		if name == c.name {
+			pids = append(pids, pid)
+		}
+	}
+	if err := c.Conn.Close(); err != nil {
+		return err
+	}
+	return c.e.awaitRelease(ctx, pids)
 }
 
 // channel is a table channel: it tells its connection when it closes.
