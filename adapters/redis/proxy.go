@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/lockprover/lockprover/adapters/faultnet"
 )
@@ -31,6 +33,35 @@ type Proxy struct {
 	fn     *faultnet.Proxy
 	armed  atomic.Bool
 	onDrop atomic.Pointer[func()]
+
+	traceMu sync.Mutex
+	trace   []Traced // see Trace
+}
+
+// A Traced is one thing the proxy saw pass, at the time it read it: a
+// command from the client ("-> SET", its name), the server's reply to one
+// ("<- SET +OK", the reply's first line, cut), a reply it lost, or a
+// connection's end.
+type Traced struct {
+	At   time.Time
+	What string
+}
+
+// Trace is what the proxy saw of every connection, in order: which
+// commands reached it when, and what the server answered (a partition
+// holds what it read: a reply read before a heal may reach the client
+// after it).
+func (p *Proxy) Trace() []Traced {
+	p.traceMu.Lock()
+	defer p.traceMu.Unlock()
+	return slices.Clone(p.trace)
+}
+
+func (p *Proxy) note(format string, args ...any) {
+	t := Traced{At: time.Now(), What: fmt.Sprintf(format, args...)}
+	p.traceMu.Lock()
+	p.trace = append(p.trace, t)
+	p.traceMu.Unlock()
 }
 
 // Listen starts a Proxy in front of upstream (host:port), listening on a
@@ -93,6 +124,7 @@ func (s *respSession) toServer(pp *faultnet.Pipe) {
 		buf.Reset()
 		name, err := readRESP(br, &buf, true)
 		if err != nil {
+			s.p.note("-> the client's side ended (%v)", err)
 			s.gone.Store(true)
 			if buf.Len() > 0 {
 				pp.Deliver(buf.Bytes())
@@ -103,6 +135,7 @@ func (s *respSession) toServer(pp *faultnet.Pipe) {
 		s.mu.Lock()
 		s.pending = append(s.pending, strings.ToUpper(name))
 		s.mu.Unlock()
+		s.p.note("-> %s", strings.ToUpper(name))
 		if !pp.Deliver(buf.Bytes()) {
 			return
 		}
@@ -117,6 +150,7 @@ func (s *respSession) toClient(pp *faultnet.Pipe) {
 		buf.Reset()
 		_, err := readRESP(br, &buf, false)
 		if err != nil {
+			s.p.note("<- the server's side ended (%v)", err)
 			if buf.Len() > 0 {
 				pp.Deliver(buf.Bytes())
 			}
@@ -125,16 +159,27 @@ func (s *respSession) toClient(pp *faultnet.Pipe) {
 		}
 		name := s.answered(buf.Bytes())
 		if lockCommand(name) && !bytes.HasPrefix(buf.Bytes(), []byte("-NOSCRIPT")) && !s.gone.Load() && s.p.armed.CompareAndSwap(true, false) {
+			s.p.note("<- %s %s LOST (drop-reply), the connection cut", name, firstLine(buf.Bytes()))
 			if f := s.p.onDrop.Load(); f != nil {
 				(*f)()
 			}
 			pp.KillAfter(nil)
 			return
 		}
+		s.p.note("<- %s %s", name, firstLine(buf.Bytes()))
 		if !pp.Deliver(buf.Bytes()) {
 			return
 		}
 	}
+}
+
+// firstLine is a reply's first line, without its CRLF, cut at 40 bytes.
+func firstLine(reply []byte) string {
+	line, _, _ := bytes.Cut(reply, []byte("\r\n"))
+	if len(line) > 40 {
+		return string(line[:40]) + "..."
+	}
+	return string(line)
 }
 
 // answered pops the name of the command a reply answers ("" for a push

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,6 +63,17 @@ func TestProxyDropsOneReply(t *testing.T) {
 	}
 	if n := drops.Load(); n != 2 {
 		t.Errorf("OnDrop heard %d drops, want 2", n)
+	}
+	// The trace has each command, its answer, and the lost replies.
+	var lines []string
+	for _, tr := range px.Trace() {
+		lines = append(lines, tr.What)
+	}
+	trace := strings.Join(lines, "\n")
+	for _, want := range []string{"-> SET", "<- SET +OK LOST (drop-reply), the connection cut", "<- GET $1", "<- SET +OK"} {
+		if !strings.Contains(trace, want) {
+			t.Errorf("the trace lacks %q:\n%s", want, trace)
+		}
 	}
 }
 

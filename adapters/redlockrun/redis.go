@@ -1,12 +1,13 @@
 package redlockrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockprover/lockprover/internal/realtime"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/realtime"
 	"github.com/lockprover/lockprover/model/lease"
 	"github.com/lockprover/lockprover/model/redlock"
 )
@@ -166,7 +168,41 @@ func (t Redis) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, err
 	}
-	return r.Result(r.p.Key)
+	res, err := r.Result(r.p.Key)
+	if res != nil {
+		res.Evidence.Trace = b.trace()
+	}
+	return res, err
+}
+
+// A tracedProxy is one proxy of a process to a server, named
+// "c1->redis2".
+type tracedProxy struct {
+	name string
+	px   *redis.Proxy
+}
+
+// trace is what the run's proxies saw, in time order, each line stamped
+// with its time since the run began (model.Evidence.Trace): which
+// command of which process reached which server when, and the answer.
+func (b *redisBackend) trace() []string {
+	type line struct {
+		at   time.Duration
+		text string
+	}
+	var lines []line
+	for _, tp := range b.traced {
+		for _, t := range tp.px.Trace() {
+			at := t.At.Sub(b.start)
+			lines = append(lines, line{at, fmt.Sprintf("%9.4fs %s: %s", at.Seconds(), tp.name, t.What)})
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return cmp.Compare(a.at, b.at) })
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = l.text
+	}
+	return out
 }
 
 // go-redis logs each failed dial to stderr, which the faults make many
@@ -192,7 +228,10 @@ type redisBackend struct {
 	start time.Time
 	// refStart is CLOCK_MONOTONIC (the lock's clock) at start.
 	refStart int64
-	servers  []*redis.Server
+	// traced are every proxy the run started, a killed incarnation's too,
+	// by process and server, for the run's trace.
+	traced  []tracedProxy
+	servers []*redis.Server
 	// lost records a reply a proxy lost (the runner's dropped).
 	lost func(proc string, server int)
 	// impl, if set, runs in the plan's processes (session says them what
@@ -253,6 +292,7 @@ func (b *redisBackend) Go(name string, f func(proc)) {
 			}
 			px.OnDrop(func() { b.replyLost(p, name, i) })
 			p.proxies = append(p.proxies, px)
+			b.traced = append(b.traced, tracedProxy{name: fmt.Sprintf("%s->redis%d", name, i+1), px: px})
 		}
 	}
 	b.procs[name] = p

@@ -108,6 +108,14 @@ func TestRedisFaults(t *testing.T) {
 			t.Errorf("%s: %s", v.Property, v.Detail)
 		}
 	}
+	// The run's trace has what each process's proxy passed to each
+	// server, in time order, c2's killed incarnation's too.
+	trace := strings.Join(res.Evidence.Trace, "\n")
+	for _, w := range []string{"s c1->redis1: -> ", "s c1->redis3: <- ", "s c2->redis2: -> "} {
+		if !strings.Contains(trace, w) {
+			t.Errorf("the trace lacks %q:\n%s", w, trace)
+		}
+	}
 	for _, bad := range []Fault{{Fault: histories.ClockJump, Server: 1, OffsetMs: -5}} {
 		q := *p
 		q.Nemesis = []Fault{bad}
