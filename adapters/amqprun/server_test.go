@@ -374,6 +374,14 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 	if v := available(run(timeout)); v.Status != verdict.Fail {
 		t.Errorf("without it: available %s, want FAIL (%s)", v.Status, v.Detail)
 	}
+	// The answer recorded 5 s after the end (a process's reply read late
+	// on a loaded machine): the operation was in flight when the
+	// connection ended, and the end is recorded all the same.
+	late := run(timeout)
+	late[len(late)-1].Time = 11834 * ms
+	if got := brokerFaults(late, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 2 || got[0].F != histories.ForceClose {
+		t.Errorf("the answer recorded late: faults %+v, want the probe's force-close", got)
+	}
 	for _, tc := range []struct {
 		name  string
 		err   string
@@ -384,6 +392,7 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 		{"no client end", timeout, nil, time.Second},
 		{"heartbeats off", timeout, []serverNote{end}, 0},
 		{"far from the end", timeout, []serverNote{{proc: "probe", at: 20000 * ms, ev: end.ev}}, time.Second},
+		{"before the operation, far from its answer", timeout, []serverNote{{proc: "probe", at: 1000 * ms, ev: end.ev}}, time.Second},
 	} {
 		if got := brokerFaults(run(tc.err), "lp", tc.notes, brokerGrace(time.Second), tc.hb, false, "3.10.8"); len(got) != 0 {
 			t.Errorf("%s: added %+v", tc.name, got)
