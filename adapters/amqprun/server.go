@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/faultnet"
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/lockprover/lockprover/adapters/rabbitmq/amqpproxy"
 	"github.com/lockprover/lockprover/histories"
@@ -63,23 +64,11 @@ func (e *realEngine) raceVersion() string {
 // seen, each line stamped with its time since the run began and its
 // process (model.Evidence.Trace).
 func (e *realEngine) trace() []string {
-	type line struct {
-		at   time.Duration
-		text string
-	}
-	var lines []line
+	var traces []faultnet.NamedTrace
 	for _, name := range e.proxies.Names() {
-		for _, t := range e.proxies.Get(name).Trace() {
-			at := t.At.Sub(e.start)
-			lines = append(lines, line{at, fmt.Sprintf("%9.3fs %s: %s", at.Seconds(), name, t.What)})
-		}
+		traces = append(traces, faultnet.NamedTrace{Name: name, Lines: e.proxies.Get(name).Trace()})
 	}
-	slices.SortStableFunc(lines, func(a, b line) int { return int(min(max(a.at-b.at, -1), 1)) })
-	out := make([]string, len(lines))
-	for i, l := range lines {
-		out[i] = l.text
-	}
-	return out
+	return faultnet.Merge(e.start, traces)
 }
 
 func (e *realEngine) serverNotes() []serverNote {

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/lockprover/lockprover/adapters/faultnet"
 )
@@ -33,35 +31,12 @@ type Proxy struct {
 	fn     *faultnet.Proxy
 	armed  atomic.Bool
 	onDrop atomic.Pointer[func()]
-
-	traceMu sync.Mutex
-	trace   []Traced // see Trace
-}
-
-// A Traced is one thing the proxy saw pass, at the time it read it: a
-// command from the client ("-> SET", its name), the server's reply to one
-// ("<- SET +OK", the reply's first line, cut), a reply it lost, or a
-// connection's end.
-type Traced struct {
-	At   time.Time
-	What string
-}
-
-// Trace is what the proxy saw of every connection, in order: which
-// commands reached it when, and what the server answered (a partition
-// holds what it read: a reply read before a heal may reach the client
-// after it).
-func (p *Proxy) Trace() []Traced {
-	p.traceMu.Lock()
-	defer p.traceMu.Unlock()
-	return slices.Clone(p.trace)
-}
-
-func (p *Proxy) note(format string, args ...any) {
-	t := Traced{At: time.Now(), What: fmt.Sprintf(format, args...)}
-	p.traceMu.Lock()
-	p.trace = append(p.trace, t)
-	p.traceMu.Unlock()
+	// Tracer's Trace is what the proxy saw of every connection, in
+	// order: each command it read from the client (its name), the
+	// server's answer to it (its first line, cut), a reply it lost, and
+	// each side's end, at the time it read them (a partition holds what
+	// it read: a reply read before a heal may reach the client after it).
+	faultnet.Tracer
 }
 
 // Listen starts a Proxy in front of upstream (host:port), listening on a
@@ -124,7 +99,7 @@ func (s *respSession) toServer(pp *faultnet.Pipe) {
 		buf.Reset()
 		name, err := readRESP(br, &buf, true)
 		if err != nil {
-			s.p.note("-> the client's side ended (%v)", err)
+			s.p.Note("-> the client's side ended (%v)", err)
 			s.gone.Store(true)
 			if buf.Len() > 0 {
 				pp.Deliver(buf.Bytes())
@@ -135,7 +110,7 @@ func (s *respSession) toServer(pp *faultnet.Pipe) {
 		s.mu.Lock()
 		s.pending = append(s.pending, strings.ToUpper(name))
 		s.mu.Unlock()
-		s.p.note("-> %s", strings.ToUpper(name))
+		s.p.Note("-> %s", strings.ToUpper(name))
 		if !pp.Deliver(buf.Bytes()) {
 			return
 		}
@@ -150,7 +125,7 @@ func (s *respSession) toClient(pp *faultnet.Pipe) {
 		buf.Reset()
 		_, err := readRESP(br, &buf, false)
 		if err != nil {
-			s.p.note("<- the server's side ended (%v)", err)
+			s.p.Note("<- the server's side ended (%v)", err)
 			if buf.Len() > 0 {
 				pp.Deliver(buf.Bytes())
 			}
@@ -159,14 +134,14 @@ func (s *respSession) toClient(pp *faultnet.Pipe) {
 		}
 		name := s.answered(buf.Bytes())
 		if lockCommand(name) && !bytes.HasPrefix(buf.Bytes(), []byte("-NOSCRIPT")) && !s.gone.Load() && s.p.armed.CompareAndSwap(true, false) {
-			s.p.note("<- %s %s LOST (drop-reply), the connection cut", name, firstLine(buf.Bytes()))
+			s.p.Note("<- %s %s LOST (drop-reply), the connection cut", name, firstLine(buf.Bytes()))
 			if f := s.p.onDrop.Load(); f != nil {
 				(*f)()
 			}
 			pp.KillAfter(nil)
 			return
 		}
-		s.p.note("<- %s %s", name, firstLine(buf.Bytes()))
+		s.p.Note("<- %s %s", name, firstLine(buf.Bytes()))
 		if !pp.Deliver(buf.Bytes()) {
 			return
 		}

@@ -1,19 +1,18 @@
 package redlockrun
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/lockprover/lockprover/adapters/faultnet"
 	"github.com/lockprover/lockprover/adapters/redis"
 	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/histories"
@@ -186,23 +185,11 @@ type tracedProxy struct {
 // with its time since the run began (model.Evidence.Trace): which
 // command of which process reached which server when, and the answer.
 func (b *redisBackend) trace() []string {
-	type line struct {
-		at   time.Duration
-		text string
+	traces := make([]faultnet.NamedTrace, len(b.traced))
+	for i, tp := range b.traced {
+		traces[i] = faultnet.NamedTrace{Name: tp.name, Lines: tp.px.Trace()}
 	}
-	var lines []line
-	for _, tp := range b.traced {
-		for _, t := range tp.px.Trace() {
-			at := t.At.Sub(b.start)
-			lines = append(lines, line{at, fmt.Sprintf("%9.4fs %s: %s", at.Seconds(), tp.name, t.What)})
-		}
-	}
-	slices.SortStableFunc(lines, func(a, b line) int { return cmp.Compare(a.at, b.at) })
-	out := make([]string, len(lines))
-	for i, l := range lines {
-		out[i] = l.text
-	}
-	return out
+	return faultnet.Merge(b.start, traces)
 }
 
 // go-redis logs each failed dial to stderr, which the faults make many

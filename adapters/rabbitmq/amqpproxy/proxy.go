@@ -33,15 +33,15 @@ import (
 // proxy keeps accepting connections after Kill, so a client can reconnect.
 // Its methods are safe for concurrent use.
 type Proxy struct {
-	fn     *faultnet.Proxy
-	counts *counters
-	armed  atomic.Uint32 // methodID whose next request's reply DropReply drops; 0: none; anyMethod: any
-	sent   atomic.Int64  // methods the client has sent, for AfterMethods
-	hookMu sync.Mutex
-	hooks  map[int64]func()
-	evMu   sync.Mutex
-	events []ServerEvent // see ServerEvents
-	trace  []Traced      // see Trace
+	fn              *faultnet.Proxy
+	counts          *counters
+	armed           atomic.Uint32 // methodID whose next request's reply DropReply drops; 0: none; anyMethod: any
+	sent            atomic.Int64  // methods the client has sent, for AfterMethods
+	hookMu          sync.Mutex
+	hooks           map[int64]func()
+	evMu            sync.Mutex
+	events          []ServerEvent // see ServerEvents
+	faultnet.Tracer               // see Trace
 }
 
 // Listen starts a proxy on 127.0.0.1 (a free port) in front of the broker at
@@ -220,7 +220,7 @@ func (p *Proxy) serve(c *faultnet.Conn) {
 		sess.local = up.LocalAddr().String()
 		sess.mu.Unlock()
 	}
-	p.traced("connection %s opened", sess.local)
+	p.Note("connection %s opened", sess.local)
 	start := func(dir int) func(*faultnet.Pipe) {
 		return func(pp *faultnet.Pipe) {
 			st := newStream(dir, sess, p.counts, p.take, make([]byte, bufSize))

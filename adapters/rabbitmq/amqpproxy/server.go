@@ -103,28 +103,11 @@ func (p *Proxy) record(e ServerEvent) {
 	p.evMu.Unlock()
 }
 
-// Traced is one line of a proxy's trace: what it saw, and when.
-type Traced struct {
-	At   time.Time
-	What string
-}
-
-// Trace lists, in the order seen, each connection's opening and how it
-// ended (which side first, after what silences, with what in flight):
-// what a reader of a counterexample needs to tell the broker's doing from
-// the client's and from a fault's, beyond the events ServerEvents
-// judges by.
-func (p *Proxy) Trace() []Traced {
-	p.evMu.Lock()
-	defer p.evMu.Unlock()
-	return slices.Clone(p.trace)
-}
-
-func (p *Proxy) traced(format string, args ...any) {
-	p.evMu.Lock()
-	p.trace = append(p.trace, Traced{At: time.Now(), What: fmt.Sprintf(format, args...)})
-	p.evMu.Unlock()
-}
+// Trace (faultnet.Tracer's) lists, in the order seen, each connection's
+// opening and how it ended (which side first, after what silences, with
+// what in flight): what a reader of a counterexample needs to tell the
+// broker's doing from the client's and from a fault's, beyond the events
+// ServerEvents judges by.
 
 // ended reports how one connection ended, once both its directions have:
 // a close the broker began, the broker's socket ending first with no
@@ -148,7 +131,7 @@ func (p *Proxy) ended(s *session, killed bool) {
 			}
 		}
 	}
-	p.traced("connection %s ended (killed by lockprover: %v): %s first, at %s%s; the broker silent %v and the client %v then; the proxy's longest stall in the second before %v",
+	p.Note("connection %s ended (killed by lockprover: %v): %s first, at %s%s; the broker silent %v and the client %v then; the proxy's longest stall in the second before %v",
 		s.local, killed, first, s.endedAt.Format("15:04:05.000"), how, s.endedAt.Sub(time.Unix(0, s.heard.Load())).Round(time.Millisecond),
 		s.clientSilence(s.endedAt).Round(time.Millisecond), stalledBefore(s.endedAt, time.Second).Round(time.Millisecond))
 	if !s.reported {
