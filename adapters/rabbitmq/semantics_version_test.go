@@ -342,7 +342,8 @@ func newRowProbe(t *testing.T, n *Node) *rowProbe {
 	return p
 }
 
-// dial opens a connection to the node (no heartbeats), or fails the test.
+// dial opens a connection to the node, or fails the test. Heartbeat 0
+// is amqp091-go's default of 10 s: no probe lasts that long idle.
 func (p *rowProbe) dial() *amqp.Connection {
 	c, err := amqp.DialConfig(p.url, amqp.Config{Heartbeat: 0})
 	if err != nil {
