@@ -257,6 +257,9 @@ type clusterSide struct {
 	// notes, on the real side, makes run note how each step went
 	// (run.notes): its time, and the error behind an "error".
 	notes bool
+	// stepped, if set, is called after each step (matchSim's search
+	// marks the choices made by then).
+	stepped func()
 }
 
 // run runs steps on side, after giving the prefix a history of its own,
@@ -288,6 +291,9 @@ func (side clusterSide) run(prefix string, steps []clusterStep) (run, error) {
 				out.notes = append(out.notes, noteOf(time.Since(t0), why))
 			}
 			cancel()
+			if side.stepped != nil {
+				side.stepped()
+			}
 			continue
 		}
 		t0 := time.Now()
@@ -323,6 +329,9 @@ func (side clusterSide) run(prefix string, steps []clusterStep) (run, error) {
 		if side.notes {
 			out.notes = append(out.notes, noteOf(time.Since(t0), nil))
 		}
+		if side.stepped != nil {
+			side.stepped()
+		}
 	}
 	if cut != "" {
 		if err := side.strike("heal", cut); err != nil {
@@ -341,16 +350,11 @@ func noteOf(d time.Duration, err error) string {
 }
 
 // onSimCluster runs steps on a simulated cluster of kind k, its choices
-// drawn from seed; seed 0 makes the first choice always (no stale
-// listing lags, the first candidate is elected, a server cut off keeps
-// the cluster's last state, an agent split off with it answers stale
-// listings from it at once).
-func onSimCluster(k Kind, seed uint64, steps []clusterStep) (run, error) {
-	var decide func(int) int
-	if seed > 0 {
-		r := rand.New(rand.NewPCG(seed, seed))
-		decide = func(n int) int { return r.IntN(n) }
-	}
+// made by decide (nil: the first always: no stale listing lags, the
+// first candidate is elected, a server cut off keeps the cluster's last
+// state, an agent split off with it answers stale listings from it at
+// once); stepped, if not nil, is called after each step.
+func onSimCluster(k Kind, decide func(int) int, stepped func(), steps []clusterStep) (run, error) {
 	w, err := New(Options{Kind: k, Timeout: clusterCallTimeout, Persistent: true, Cluster: &ClusterOptions{},
 		Decide: decide})
 	if err != nil {
@@ -359,7 +363,7 @@ func onSimCluster(k Kind, seed uint64, steps []clusterStep) (run, error) {
 	var out run
 	var runErr error
 	w.Go("driver", func(p *Process) {
-		side := clusterSide{kind: k, clients: map[string]consulsem.Backend{},
+		side := clusterSide{kind: k, clients: map[string]consulsem.Backend{}, stepped: stepped,
 			call: func() (context.Context, context.CancelFunc) { return context.Background(), func() {} },
 			strike: func(fault, target string) error {
 				if err := w.Strike(fault, target); err != nil || fault != "kill" {
@@ -383,39 +387,96 @@ func onSimCluster(k Kind, seed uint64, steps []clusterStep) (run, error) {
 	return out, runErr
 }
 
-// clusterSimSeeds is how many runs of the simulated cluster a sequence's
-// real observations are matched against: where the real outcome hangs on
-// a choice the simulator makes by its seed (who is elected, whether a
-// stale listing lags, how far behind a server cut off is, when an agent
-// split off with it answers stale listings), one of them must give
-// it; the first (seed 0) makes the first choice always. 64, as a
-// sequence may hold several stale listings, each free to lag by up to
-// maxLagged writes (Consul's seed 371140, sequence 10: two listings
-// both missing the second of the setup's two writes, one chance in 16).
+// clusterSeed is a decide drawing from seed (0: nil, the first choice always).
+func clusterSeed(seed uint64) func(int) int {
+	if seed == 0 {
+		return nil
+	}
+	r := rand.New(rand.NewPCG(seed, seed))
+	return func(n int) int { return r.IntN(n) }
+}
+
+// clusterSimSeeds is how many runs of the simulated cluster, each making
+// its choices by a seed of its own, a sequence's real observations are
+// first matched against: where the real outcome hangs on a choice the
+// simulator makes (who is elected, whether a stale listing lags, how far
+// behind a server cut off is, when an agent split off with it answers
+// stale listings), one of them gives it most often; the first (seed 0)
+// makes the first choice always.
 const clusterSimSeeds = 64
 
-// matchSim runs steps on the simulated cluster under clusterSimSeeds seeds
-// and returns the canonical observations of the first that gives real,
-// with -1; else those that agree with real longest and the step where
-// they first differ.
-func matchSim(k Kind, steps []clusterStep, real []string) ([]string, int, error) {
-	var best []string
-	bestAt := -1
+// clusterSearchRuns bounds the search that follows the seeds when none
+// gave the real observations: the seeds draw each choice at random, so a
+// sequence whose answers hang on several rare choices together (three
+// stale listings, each lagging by a given number of writes) can be missed
+// by all 64 (a Consul ?stale listing that had missed a write at step 1,
+// then answered the current state at step 7, in a run beside a busy
+// machine). The search tries every choice the simulator makes up to the
+// first step that differs, the latest first, and no choice made after it
+// (it cannot change what came before), so it ends once each was tried.
+const clusterSearchRuns = 4096
+
+// matchSim runs steps on the simulated cluster, first under
+// clusterSimSeeds seeds, then by the search of its choices, and returns
+// the canonical observations of the first run that gives real, with -1;
+// else those that agree with real longest, the step where they first
+// differ, and whether the search tried every choice before that step
+// (exhausted: no choice of the simulator gives what the real cluster
+// did).
+func matchSim(k Kind, steps []clusterStep, real []string) (sim []string, at int, exhausted bool, err error) {
+	at = -1
+	// better keeps r's observations if they agree with real longest so
+	// far, and says where they differ (-1: nowhere)
+	better := func(r run) int {
+		s := r.canonical(k)
+		i := firstDifference(s, real)
+		if i < 0 || i > at {
+			sim, at = s, i
+		}
+		return i
+	}
 	for seed := range uint64(clusterSimSeeds) {
-		r, err := onSimCluster(k, seed, steps)
+		r, err := onSimCluster(k, clusterSeed(seed), nil, steps)
 		if err != nil {
-			return nil, -1, err
+			return nil, -1, false, err
 		}
-		sim := r.canonical(k)
-		i := firstDifference(sim, real)
-		if i < 0 {
-			return sim, -1, nil
-		}
-		if i > bestAt {
-			best, bestAt = sim, i
+		if better(r) < 0 {
+			return sim, -1, false, nil
 		}
 	}
-	return best, bestAt, nil
+	var prefix []int
+	for range clusterSearchRuns {
+		var picks, ns, upTo []int
+		decide := func(n int) int {
+			c := 0
+			if i := len(picks); i < len(prefix) {
+				c = min(prefix[i], n-1)
+			}
+			picks, ns = append(picks, c), append(ns, n)
+			return c
+		}
+		r, err := onSimCluster(k, decide, func() { upTo = append(upTo, len(picks)) }, steps)
+		if err != nil {
+			return nil, -1, false, err
+		}
+		i := better(r)
+		if i < 0 {
+			return sim, -1, false, nil
+		}
+		// the choices made by the end of the step that differs; the
+		// latest of them with another left to try is tried next
+		j := len(picks)
+		if i < len(upTo) {
+			j = upTo[i]
+		}
+		for j--; j >= 0 && picks[j]+1 >= ns[j]; j-- {
+		}
+		if j < 0 {
+			return sim, at, true, nil
+		}
+		prefix = append(picks[:j:j], picks[j]+1)
+	}
+	return sim, at, false, nil
 }
 
 // A ClusterReport is what ClusterDifferential found.
@@ -447,6 +508,7 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 	rep := ClusterReport{Server: t.Server(ctx)}
 	runs := 0
 	var notes []string // how the last real run's steps went
+	var exhausted bool // whether the simulator's every choice was tried
 	diverges := func(steps []clusterStep) (real, sim []string, at int, err error) {
 		runs++
 		rr, err := onRealCluster(ctx, t, fmt.Sprintf("lockprover-cd-%d-%d", seed%100000, runs), steps)
@@ -455,7 +517,7 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 			return nil, nil, -1, err
 		}
 		real = rr.canonical(k)
-		sim, at, err = matchSim(k, steps, real)
+		sim, at, exhausted, err = matchSim(k, steps, real)
 		return real, sim, at, err
 	}
 	var first []clusterStep
@@ -480,7 +542,7 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 			verdict = fmt.Sprintf("DIVERGES at step %d", at+1)
 			if first == nil {
 				first = steps
-				rep.Divergence = showClusterRun(i, seed, steps, real, sim, notes, at)
+				rep.Divergence = showClusterRun(i, seed, steps, real, sim, notes, at, exhausted)
 			}
 		}
 		if progress != nil {
@@ -488,7 +550,7 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 			if at >= 0 {
 				// every divergence, as it comes: a run may be
 				// interrupted before its end
-				fmt.Fprint(progress, showClusterRun(i, seed, steps, real, sim, notes, at))
+				fmt.Fprint(progress, showClusterRun(i, seed, steps, real, sim, notes, at, exhausted))
 			}
 		}
 	}
@@ -516,10 +578,16 @@ func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint6
 }
 
 // showClusterRun shows a diverging sequence step by step, with how each
-// step went on the real cluster (notes: its time, an error's text).
-func showClusterRun(i int, seed uint64, steps []clusterStep, real, sim, notes []string, at int) string {
+// step went on the real cluster (notes: its time, an error's text), and
+// whether every choice of the simulator was tried (exhausted) or the
+// search ran out of runs first.
+func showClusterRun(i int, seed uint64, steps []clusterStep, real, sim, notes []string, at int, exhausted bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sequence %d of seed %d, step %d differs:\n", i, seed, at+1)
+	how := fmt.Sprintf("no choice of the simulator gives step %d's answer", at+1)
+	if !exhausted {
+		how = fmt.Sprintf("none of %d seeds and %d runs of the search of its choices gave step %d's answer", clusterSimSeeds, clusterSearchRuns, at+1)
+	}
+	fmt.Fprintf(&b, "sequence %d of seed %d, step %d differs (%s):\n", i, seed, at+1, how)
 	for j, s := range steps {
 		mark := "  "
 		if j == at {

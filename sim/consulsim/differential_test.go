@@ -244,8 +244,8 @@ func TestShowClusterRunNotes(t *testing.T) {
 	real := []string{"done", "error"}
 	sim := []string{"done", "[]"}
 	notes := []string{noteOf(10*time.Second, nil), noteOf(2010*time.Millisecond, errors.New("context deadline exceeded"))}
-	got := showClusterRun(3, 371150, steps, real, sim, notes, 1)
-	for _, want := range []string{"real: done (10.00s)", ">  2 A: list stale true\n       real: error (2.01s: context deadline exceeded)\n       sim:  []"} {
+	got := showClusterRun(3, 371150, steps, real, sim, notes, 1, true)
+	for _, want := range []string{"step 2 differs (no choice of the simulator gives step 2's answer)", "real: done (10.00s)", ">  2 A: list stale true\n       real: error (2.01s: context deadline exceeded)\n       sim:  []"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("showClusterRun:\n%s\nwant in it %q", got, want)
 		}
@@ -301,5 +301,64 @@ func TestWaitJudgedByTheIndex(t *testing.T) {
 		if got := out.answers[2:]; !slices.Equal(got, c.want) {
 			t.Errorf("indexed %v: %q, want %q", c.indexed, got, c.want)
 		}
+	}
+}
+
+// lastChoice makes the last choice always: a run no seed is likely to give
+// when a sequence holds several choices.
+func lastChoice(n int) int { return n - 1 }
+
+// Where the real answers hang on several rare choices together (here each
+// of four stale listings lagging as far as it may, each election and each
+// schedule the last), the 64 seeds miss them and the search of the
+// simulator's choices finds them; answers no choice gives are reported
+// with every choice tried, at the first step no run gave.
+func TestMatchSimSearchesChoices(t *testing.T) {
+	list := func(on string) clusterStep { return clusterStep{on: on, call: step{kind: "list", stale: true}} }
+	write := func(on string, ses int, cas string) clusterStep {
+		return clusterStep{on: on, call: step{kind: "write", ses: ses, cas: cas, live: true}}
+	}
+	steps := []clusterStep{
+		{on: "A", call: step{kind: "create", ttl: "long"}},
+		{on: "A", call: step{kind: "contender", key: "own", ses: 1, bound: true}},
+		list("B"),
+		write("A", 1, "last"),
+		list("B"),
+		{on: "B", call: step{kind: "create", ttl: "long"}},
+		{on: "B", call: step{kind: "contender", key: "own", ses: 2, bound: true}},
+		list("A"),
+		write("B", 2, "last"),
+		list("A"),
+	}
+	r, err := onSimCluster(Consul, lastChoice, nil, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := r.canonical(Consul)
+	for seed := range uint64(clusterSimSeeds) {
+		s, err := onSimCluster(Consul, clusterSeed(seed), nil, steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if firstDifference(s.canonical(Consul), real) < 0 {
+			t.Fatalf("seed %d gives the last choices' run: the sequence does not need the search", seed)
+		}
+	}
+	sim, at, _, err := matchSim(Consul, steps, real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at >= 0 {
+		t.Fatalf("no match for the last choices' run: step %d: sim %q, real %q", at+1, sim, real)
+	}
+
+	bad := slices.Clone(real)
+	bad[7] = "[nothing]"
+	sim, at, exhausted, err := matchSim(Consul, steps, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at != 7 || !exhausted {
+		t.Errorf("an answer no choice gives: at %d (want 7), every choice tried %v (want true); sim %q", at, exhausted, sim)
 	}
 }
