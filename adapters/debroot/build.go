@@ -298,7 +298,8 @@ func (b *builder) prepare() error {
 // package or version apt does not have is an UnavailableError).
 func (b *builder) install() error {
 	spec := b.spec
-	apt := &RunOptions{Writable: true, Env: []string{"DEBIAN_FRONTEND=noninteractive"}}
+	// apt alone may look names up: the mirror's
+	apt := &RunOptions{Writable: true, Env: []string{"DEBIAN_FRONTEND=noninteractive"}, resolve: true}
 	err := b.timed("apt-get update", func() error {
 		return b.run([]string{"apt-get", "-o", "Acquire::Check-Valid-Until=false", "update"}, apt)
 	})

@@ -39,6 +39,10 @@ type RunOptions struct {
 	// StopTimeout is how long to wait after SIGTERM, when ctx ends,
 	// before SIGKILL (default 20 s).
 	StopTimeout time.Duration
+	// resolve leaves the root's resolv.conf (debootstrap's copy of the
+	// host's) in force: apt needs it while a root is built; a run of a
+	// server must not have it (see initScript).
+	resolve bool
 }
 
 // initScript is PID 1 of the run's own PID namespace, started by /bin/sh of
@@ -55,12 +59,13 @@ type RunOptions struct {
 // each client that connects) must fail at once, not wait 5 s for a
 // nameserver off the machine, which a lab's namespaces must not reach.
 //
-// Arguments: ROOT DATA MODE(ro|rw) then the chroot command line.
+// Arguments: ROOT DATA MODE(ro|rw) DNS(host|none) then the chroot command
+// line; DNS host (a root's build, for apt) leaves the root's resolv.conf.
 // A background job of a non-interactive shell gets /dev/null as stdin,
 // unless redirected explicitly: hence fd 3.
 const initScript = `set -eu
-R=$1 D=$2 W=$3
-shift 3
+R=$1 D=$2 W=$3 N=$4
+shift 4
 if [ "$W" = ro ]; then mount --bind "$R" "$R"; mount -o remount,bind,ro "$R"; fi
 mount -t proc proc "$R/proc"
 mount --rbind /dev "$R/dev"
@@ -69,7 +74,7 @@ mount --rbind /sys "$R/sys"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$R/tmp"
 mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$R/run"
 echo '# lockprover: a run from a root asks no DNS server' >"$R/run/lockprover-resolv.conf"
-if [ -f "$R/etc/resolv.conf" ]; then mount --bind "$R/run/lockprover-resolv.conf" "$R/etc/resolv.conf"; fi
+if [ "$N" = none ] && [ -f "$R/etc/resolv.conf" ]; then mount --bind "$R/run/lockprover-resolv.conf" "$R/etc/resolv.conf"; fi
 if [ -n "$D" ]; then mount --bind "$D" "$R/lockprover"; fi
 exec 3<&0
 "$@" <&3 3<&- &
@@ -143,9 +148,12 @@ func command(ctx context.Context, root string, o RunOptions, argv ...string) (*e
 	if o.Data != "" {
 		home = MountPoint
 	}
-	mode := "ro"
+	mode, dns := "ro", "none"
 	if o.Writable {
 		mode = "rw"
+	}
+	if o.resolve {
+		dns = "host"
 	}
 
 	chroot := []string{"chroot"}
@@ -157,7 +165,7 @@ func command(ctx context.Context, root string, o RunOptions, argv ...string) (*e
 		chroot = append(chroot, fmt.Sprintf("--userspec=%d:%d", u.Uid, u.Gid), "--groups="+strings.Join(groups, ","))
 	}
 	chroot = append(chroot, root, "/usr/bin/env", "-C", dir, "--")
-	args := append([]string{"/bin/sh", "-c", initScript, "debroot-init", root, o.Data, mode}, append(chroot, argv...)...)
+	args := append([]string{"/bin/sh", "-c", initScript, "debroot-init", root, o.Data, mode, dns}, append(chroot, argv...)...)
 	if o.NetNS != "" {
 		ip, err := exec.LookPath("ip")
 		if err != nil {

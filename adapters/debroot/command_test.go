@@ -68,7 +68,8 @@ func TestCommandRunsFromTheRoot(t *testing.T) {
 }
 
 // A run from a root names no nameserver (the root's resolv.conf, the
-// host's, covered for the run), and the root's own file is unchanged.
+// host's, covered for the run), and the root's own file is unchanged; a
+// build's apt has the root's own.
 func TestCommandHasNoNameserver(t *testing.T) {
 	r := cachedRoot(t)
 	before, err := os.ReadFile(filepath.Join(r.Dir, "etc/resolv.conf"))
@@ -88,6 +89,15 @@ func TestCommandHasNoNameserver(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(filepath.Join(r.Dir, "etc/resolv.conf")); !bytes.Equal(after, before) {
 		t.Errorf("the root's own resolv.conf changed: %q, was %q", after, before)
+	}
+	// a root's build runs apt with the root's own (the host's): without
+	// it, a fresh machine's roots cannot fetch a package
+	cmd, err = r.Command(context.Background(), RunOptions{resolve: true}, "/bin/sh", "-c", "cat /etc/resolv.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err = cmd.CombinedOutput(); err != nil || !bytes.Equal(out, before) {
+		t.Errorf("a build's resolv.conf: %q (%v), want the root's %q", out, err, before)
 	}
 	noMountsLeft(t, r)
 }
