@@ -85,6 +85,10 @@ type validator struct {
 	prio bool
 	mu   sync.Mutex
 	lost []ref.Lost
+	// slowest is the longest a grant has taken so far (granted): how
+	// slow the implementation is on this machine now, which stealing's
+	// pause must outlast.
+	slowest time.Duration
 }
 
 // start starts client name and checks its handshake; nil if it did not
@@ -164,6 +168,7 @@ func (v *validator) granted(c *Process, name string, ttl time.Duration) (ref.Lea
 	sent := time.Now()
 	l, err := c.Acquire(v.Ctx, v.key, ttl)
 	took := time.Since(sent)
+	v.slowest = max(v.slowest, took)
 	v.Expect(name, nil, err == nil, fmt.Sprintf("answered %s: want acquire_ok, the lock being free", describe("acquire", l, err)))
 	v.claims(name, c, l, err, ttl, took)
 	return l, err == nil
@@ -212,8 +217,8 @@ func (v *validator) expiry(c1, c2 *Process) {
 
 // stealing checks a priority Redlock's steal, one request at a time: c4
 // (priority 2) takes the lease of c3 (priority 1) while c3 is stopped
-// (SIGSTOP, then SIGCONT after stealPause): c4 is granted only once c3's
-// lost notice, naming c3's token and c4's, has come (c3's lease lasts
+// (SIGSTOP, then SIGCONT after stealPauseOf): c4 is granted only once
+// c3's lost notice, naming c3's token and c4's, has come (c3's lease lasts
 // far longer than the pause), and c3's refresh then answers expired; c5,
 // of c4's priority, and c3 are held while c4 holds.
 func (v *validator) stealing() {
@@ -225,8 +230,9 @@ func (v *validator) stealing() {
 	if !ok {
 		return
 	}
+	pause := stealPauseOf(v.slowest)
 	c3.Signal(syscall.SIGSTOP)
-	resumed := time.AfterFunc(stealPause, func() { c3.Signal(syscall.SIGCONT) })
+	resumed := time.AfterFunc(pause, func() { c3.Signal(syscall.SIGCONT) })
 	defer resumed.Stop()
 	l4, err := c4.Acquire(v.Ctx, v.key, validateTTL)
 	v.mu.Lock()
@@ -246,7 +252,7 @@ func (v *validator) stealing() {
 		}
 	}
 	v.Expect("c4 is granted only after c3's lost notice came", nil, notice != nil,
-		fmt.Sprintf("c4's acquire_ok came, c3 stopped for %v of its %v lease, before a lost notice of c3's token (notices: %v): the thief acts while its victim still thinks it holds (wait for the victim's acknowledgement, or until its lease could have ended; the victim writes {\"type\":\"lost\",\"token\":...,\"thief\":...} before it acknowledges)", stealPause, validateTTL, lost))
+		fmt.Sprintf("c4's acquire_ok came, c3 stopped for %v of its %v lease, before a lost notice of c3's token (notices: %v): the thief acts while its victim still thinks it holds (wait for the victim's acknowledgement, or until its lease could have ended; the victim writes {\"type\":\"lost\",\"token\":...,\"thief\":...} before it acknowledges)", pause, validateTTL, lost))
 	if notice != nil {
 		v.Expect("c3's lost notice names c4's token as the thief", nil, notice.Thief == l4.Token,
 			fmt.Sprintf("the notice said thief %q: want c4's token %q", notice.Thief, l4.Token))
@@ -265,5 +271,13 @@ func (v *validator) stealing() {
 	v.Ends(c5.conn.Client)
 }
 
-// stealPause is how long the victim of stealing's theft is stopped.
-const stealPause = 500 * time.Millisecond
+// stealPauseOf is how long the victim of stealing's theft is stopped,
+// given the slowest grant so far: at least 500 ms, and four times that
+// grant, so that a thief that does not wait for its victim returns while
+// the victim is still stopped however loaded the machine (a fixed 500 ms
+// let a thief that did not wait, slowed beside the suite, return after
+// the victim had resumed and written its notice: caught nothing), at most
+// a quarter of the victim's lease.
+func stealPauseOf(slowest time.Duration) time.Duration {
+	return min(max(500*time.Millisecond, 4*slowest), validateTTL/4)
+}
