@@ -115,7 +115,6 @@ func TestNonsenseRefused(t *testing.T) {
 		{[]string{"prove", "--out", "/proc/lockprover-out"}, "--out: cannot write in /proc"},
 		{[]string{"prove", "--runs", "10", "extra"}, `unexpected argument "extra"`},
 		{[]string{"replay", plan, "--timeout", "-1s"}, "--timeout must not be negative"},
-		{[]string{"replay", plan, "--trace", "--target", "rabbitmq"}, "--trace is the simulator's event trace"},
 		{[]string{"replay", plan, "--amqp-url", "amqp://h/"}, "--amqp-url is for a real broker"},
 		{[]string{"prove", "--server-version", "4.9"}, "--server-version 4.9: the simulator behaves as RabbitMQ 3.10.8, 4.0.5, 4.3.6"},
 		{[]string{"replay", plan, "--server-version", "4.9"}, "--server-version 4.9: the simulator behaves as RabbitMQ 3.10.8, 4.0.5, 4.3.6"},

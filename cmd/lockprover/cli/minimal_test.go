@@ -28,8 +28,11 @@ func TestMinimalExample(t *testing.T) {
 	if code, out, errOut := lockprover("validate-impl", "--kind", "redlock", "--impl", impl); code != exitOK {
 		t.Fatalf("validate-impl: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, out, errOut := lockprover("replay", "--target", "redis", "--impl", impl, plan); code != exitOK {
+	// --trace prints what the proxies passed between c1 and each server
+	if code, out, errOut := lockprover("replay", "--target", "redis", "--impl", impl, "--trace", plan); code != exitOK {
 		t.Errorf("the safe lock on the guide's plan: exit %d\n%s%s", code, out, errOut)
+	} else if !strings.Contains(out, "trace of the proxies (") || !strings.Contains(out, "c1->redis1: -> ") {
+		t.Errorf("replay --trace on Redis printed no trace of c1's commands:\n%s", out)
 	}
 	code, out, errOut := lockprover("replay", "--target", "redis", "--impl", impl+" --unsafe-release", "--times", "2", plan)
 	// no-revival catches it whatever the machine's load (c1 releases

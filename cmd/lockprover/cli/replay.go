@@ -223,7 +223,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 3 inconclusive (a check ran out of time), 130 interrupted.`, stderr)
 	ra = &replayArgs{fs: fs}
 	fs.StringVar(&ra.history, "history", "", "also write the history to this file (it must not exist)")
-	fs.BoolVar(&ra.trace, "trace", false, "print the simulator's event trace (--target sim only)")
+	fs.BoolVar(&ra.trace, "trace", false, "print the event trace: the simulator's; on a real target, what the run's proxies passed between each process and each server, where the family keeps it (RabbitMQ, Redis)")
 	fs.IntVar(&ra.times, "times", 1, "run the plan this many times and say in how many a counted property failed (a real target's timing varies: a counterexample found there may not fail every time); the report is of the first run that failed")
 	fs.StringVar(&ra.mutant, "mutant", "", "run this mutant instead of the plan's implementation (\"reference\" for the reference)")
 	fs.StringVar(&ra.modelName, "model", "standard", "acquire-exact model: standard or strict; default the plan's")
@@ -247,7 +247,6 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	bad.add(given(fs, "init-timeout") && ra.impl == "", "--init-timeout is for an implementation's processes: give --impl")
 	ra.fam.check(&bad)
 	bad.add(ra.impl != "" && given(fs, "target") && ra.target == "sim", "--impl runs processes against a real server: use --target %s", strings.Join(strings.Split(targetList(), ", "), " or "))
-	bad.add(ra.trace && ra.real, "--trace is the simulator's event trace: not with a real target or --impl")
 	bad.add(len(pos) != 1, "want exactly one plan file, got %d arguments", len(pos))
 	ra.outf.check(&bad)
 	if !bad.report("replay", stderr) {
@@ -320,6 +319,15 @@ func (ra *replayArgs) judge(rp *replayRun, res *prover.Result, judged string, co
 	}
 	if rp.setup.Real {
 		fmt.Fprintf(stdout, "ran on %s as lock %s\n", rp.setup.Where, res.Evidence.Lock)
+		switch {
+		case ra.trace && len(res.Evidence.Trace) == 0:
+			fmt.Fprintf(stdout, "trace: none kept on this target\n")
+		case ra.trace:
+			fmt.Fprintf(stdout, "trace of the proxies (%d lines):\n", len(res.Evidence.Trace))
+			for _, l := range res.Evidence.Trace {
+				fmt.Fprintf(stdout, "  %s\n", l)
+			}
+		}
 	}
 	if !ra.outf.quiet || r.Status() != verdict.Pass {
 		printReport(stdout, filepath.Base(ra.path), r)
