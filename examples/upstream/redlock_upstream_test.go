@@ -165,6 +165,28 @@ func TestNodeRedlockAdapter(t *testing.T) {
 	}
 }
 
+// npm redlock's finding (docs/verdicts.md): the reply to c1's release
+// from one server of two is lost and its connection cut; ioredis sends
+// the release again, which finds no key, and unlock throws as for a lease
+// lost: the adapter's expired, and c1's next grant overlaps the lease it
+// freed. The trace must show the resend answered 0, so that the failure
+// is the one the report describes.
+func TestNodeRedlockLostReleaseReply(t *testing.T) {
+	t.Parallel()
+	node, modules := npmModules(t, "node-redlock", "redlock")
+	impl := "NODE_PATH=" + modules + " " + node + " " + abs(t, "node-redlock/adapter.js")
+	code, out := lockprover("replay", "--target", "redis", "--impl", impl,
+		"--init-timeout", "30s", "--times", "1", "--trace", "plans/redlock-lost-release-reply.json")
+	if strings.Contains(out, "no redis-server") {
+		t.Skipf("needs redis-server (apt-get install redis-server): %s", out)
+	}
+	lost := strings.Index(out, "c1->redis1: <- EVAL :1 LOST (drop-reply)")
+	if failed := failedProperties(out); code == 0 || !slices.Equal(failed, []string{"lease-exclusive"}) || lost < 0 ||
+		!strings.Contains(out[lost:], "c1->redis1: <- EVAL :0") {
+		t.Errorf("exit %d, failed %q: want lease-exclusive alone to fail, the release's lost reply followed by a resend answering 0:\n%s", code, failed, out)
+	}
+}
+
 // npmModules installs the packages of dir's package-lock.json with npm ci
 // into the user's cache (once per lock file) and returns node and that
 // node_modules; it skips without node or npm, or when npm ci fails (the
