@@ -194,7 +194,8 @@ func realRestart(t *testing.T, target string, persistent bool) {
 // Two mutants are caught on each real server, each on a plan of
 // testdata/ written for it, by its property. A run the machine was too
 // slow for (the plan's operations did not end ok where its script needs
-// them to) is said and run again, up to four runs.
+// them to, or, for real-limit-gt, c2 asked before c1 was granted) is said
+// and run again, up to four runs.
 func TestRealMutantsCaught(t *testing.T) {
 	t.Parallel()
 	for _, target := range realTargets {
@@ -214,7 +215,11 @@ func TestRealMutantsCaught(t *testing.T) {
 					}
 					var b strings.Builder
 					histories.Write(&b, res.History)
-					if why := offScript(res.History); why != "" && run < 4 {
+					why := offScript(res.History)
+					if why == "" && name == "real-limit-gt" {
+						why = heldWhenAsked(res.History)
+					}
+					if why != "" && run < 4 {
 						t.Logf("run %d: off its script (%s: a machine too slow); running again\n%s", run, why, b.String())
 						continue
 					}
@@ -223,6 +228,27 @@ func TestRealMutantsCaught(t *testing.T) {
 			})
 		}
 	}
+}
+
+// heldWhenAsked says what is wrong with a run of real-limit-gt's plan
+// for it: c1 granted before c2 asked, so that c2 asked while c1 held.
+// (Beside a loaded suite c1's acquire once took 1.5 s: c2, asking at
+// 0.3 s, was granted first and had released when c1 was granted, and
+// the run showed nothing.)
+func heldWhenAsked(h []histories.Event) string {
+	granted, asked := int64(-1), int64(-1)
+	for _, e := range h {
+		switch {
+		case e.Process == "c1" && e.F == histories.Acquire && e.Type == histories.Ok && granted < 0:
+			granted = e.Time
+		case e.Process == "c2" && e.F == histories.Acquire && e.Type == histories.Invoke && asked < 0:
+			asked = e.Time
+		}
+	}
+	if granted < 0 || asked < 0 || granted > asked {
+		return fmt.Sprintf("c1 was not granted (at %d ns) before c2 asked (at %d ns)", granted, asked)
+	}
+	return ""
 }
 
 // verdictOf is r's verdict on property.
