@@ -165,25 +165,40 @@ func TestNodeRedlockAdapter(t *testing.T) {
 	}
 }
 
-// npm redlock's finding (docs/verdicts.md): the reply to c1's release
-// from one server of two is lost and its connection cut; ioredis sends
-// the release again, which finds no key, and unlock throws as for a lease
-// lost: the adapter's expired, and c1's next grant overlaps the lease it
-// freed. The trace must show the resend answered 0, so that the failure
-// is the one the report describes.
-func TestNodeRedlockLostReleaseReply(t *testing.T) {
-	t.Parallel()
-	node, modules := npmModules(t, "node-redlock", "redlock")
-	impl := "NODE_PATH=" + modules + " " + node + " " + abs(t, "node-redlock/adapter.js")
-	code, out := lockprover("replay", "--target", "redis", "--impl", impl,
-		"--init-timeout", "30s", "--times", "1", "--trace", "plans/redlock-lost-release-reply.json")
-	if strings.Contains(out, "no redis-server") {
-		t.Skipf("needs redis-server (apt-get install redis-server): %s", out)
-	}
-	lost := strings.Index(out, "c1->redis1: <- EVAL :1 LOST (drop-reply)")
-	if failed := failedProperties(out); code == 0 || !slices.Equal(failed, []string{"lease-exclusive"}) || lost < 0 ||
-		!strings.Contains(out[lost:], "c1->redis1: <- EVAL :0") {
-		t.Errorf("exit %d, failed %q: want lease-exclusive alone to fail, the release's lost reply followed by a resend answering 0:\n%s", code, failed, out)
+// The lost release reply (docs/verdicts.md), in npm redlock and in
+// redsync alike: the reply to c1's release from one server of two is lost
+// and its connection cut; the client library (ioredis, go-redis) sends
+// the release again, which finds no key, and the lock library says the
+// lease had expired (npm redlock's LockError, redsync's
+// ErrLockAlreadyExpired): the adapter's expired, and c1's next grant
+// overlaps the lease it freed. The trace must show the resend answering
+// no key (0, or redsync's -1), so that the failure is the one the report
+// describes.
+func TestLostReleaseReply(t *testing.T) {
+	for _, tc := range []struct{ name, resent string }{
+		{"npm-redlock", "c1->redis1: <- EVAL :0"},
+		{"redsync", "c1->redis1: <- EVAL :-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var impl string
+			if tc.name == "redsync" {
+				impl = buildRedsync(t, "", "")
+			} else {
+				node, modules := npmModules(t, "node-redlock", "redlock")
+				impl = "NODE_PATH=" + modules + " " + node + " " + abs(t, "node-redlock/adapter.js")
+			}
+			code, out := lockprover("replay", "--target", "redis", "--impl", impl,
+				"--init-timeout", "30s", "--times", "1", "--trace", "plans/redlock-lost-release-reply.json")
+			if strings.Contains(out, "no redis-server") {
+				t.Skipf("needs redis-server (apt-get install redis-server): %s", out)
+			}
+			lost := strings.Index(out, "c1->redis1: <- EVAL :1 LOST (drop-reply)")
+			if failed := failedProperties(out); code == 0 || !slices.Equal(failed, []string{"lease-exclusive"}) || lost < 0 ||
+				!strings.Contains(out[lost:], tc.resent) {
+				t.Errorf("exit %d, failed %q: want lease-exclusive alone to fail, the release's lost reply followed by a resend answering %q:\n%s", code, failed, tc.resent, out)
+			}
+		})
 	}
 }
 
