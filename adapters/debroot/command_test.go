@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -124,13 +125,32 @@ func TestCommandExitStatusAndContextStop(t *testing.T) {
 	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 7 {
 		t.Fatalf("exit: %v", err)
 	}
-	// When ctx ends the program gets SIGTERM (it may clean up), and the run ends.
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	// When ctx ends the program gets SIGTERM (it may clean up), and the
+	// run ends. ctx ends once the program says its trap is set (a fixed
+	// 1.5 s once ended, beside a loaded suite, before the mounts were
+	// done and the program started: "Terminated", no cleanup).
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cmd, _ = r.Command(ctx, RunOptions{}, "/bin/sh", "-c", "trap 'echo got TERM; exit 0' TERM; sleep 60 & wait")
+	cmd, _ = r.Command(ctx, RunOptions{}, "/bin/sh", "-c", "trap 'echo got TERM; exit 0' TERM; echo trapped; sleep 60 & wait")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || lines.Text() != "trapped" {
+		t.Fatalf("the program's first line: %q, want trapped", lines.Text())
+	}
 	t0 := time.Now()
-	out, _ := cmd.CombinedOutput()
-	if !strings.Contains(string(out), "got TERM") || time.Since(t0) > 10*time.Second {
+	cancel()
+	var out []string
+	for lines.Scan() {
+		out = append(out, lines.Text())
+	}
+	cmd.Wait()
+	if !slices.Contains(out, "got TERM") || time.Since(t0) > 10*time.Second {
 		t.Fatalf("after %v: %q", time.Since(t0), out)
 	}
 	noMountsLeft(t, r)
