@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/leaserun"
 	"github.com/lockprover/lockprover/adapters/postgres"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/histories/verdict"
@@ -287,19 +288,7 @@ func TestUnlockElsewhere(t *testing.T) {
 // TestUnlockElsewhere's plan for it: c1's release answered before c2's
 // acquire was sent.
 func releasedBeforeAcquire(h []histories.Event) string {
-	released, asked := int64(-1), int64(-1)
-	for _, e := range h {
-		switch {
-		case e.Process == "c1" && e.F == histories.Release && e.Type != histories.Invoke && released < 0:
-			released = e.Time
-		case e.Process == "c2" && e.F == histories.Acquire && e.Type == histories.Invoke && asked < 0:
-			asked = e.Time
-		}
-	}
-	if released < 0 || asked < 0 || released > asked {
-		return fmt.Sprintf("c1's release was not answered (at %d ns) before c2's acquire was sent (at %d ns)", released, asked)
-	}
-	return ""
+	return leaserun.AnsweredBefore(h, "c1", histories.Release, "c2", histories.Acquire)
 }
 
 // An administrator's pg_terminate_backend frees the holder's lock at
