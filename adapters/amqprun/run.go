@@ -194,7 +194,7 @@ func (r *runner) addBrokerFaults(res *prover.Result, notes []serverNote) {
 		race = v.raceVersion()
 	}
 	faults := brokerFaults(res.History, r.lock, notes, brokerGrace(max(r.hb, time.Second)), r.hb, ref, race)
-	h, moved := withFaults(res.History, faults)
+	h, moved := run.WithFaults(res.History, faults)
 	if moved == nil {
 		return
 	}
@@ -221,7 +221,7 @@ func excuseReconnects(h []histories.Event, ev *amqpcheck.Evidence) {
 	closed := map[string]bool{} // the broker closed the process's connection: one reconnect excused
 	for _, e := range h {
 		switch {
-		case e.Process == "nemesis" && e.F == histories.ForceClose && e.Type == histories.Info && histories.FaultOf(&e) != nil && strings.HasPrefix(e.Error, notStruck):
+		case e.Process == "nemesis" && e.F == histories.ForceClose && e.Type == histories.Info && histories.FaultOf(&e) != nil && strings.HasPrefix(e.Error, run.NotStruck):
 			closed[histories.FaultOf(&e).Process] = true
 		case e.Process == "nemesis":
 		case e.Type == histories.Invoke:

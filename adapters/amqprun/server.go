@@ -13,6 +13,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/rabbitmq"
 	"github.com/lockprover/lockprover/adapters/rabbitmq/amqpproxy"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/amqpcheck"
 	"github.com/lockprover/lockprover/model/amqplocks"
 )
@@ -149,18 +150,18 @@ func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace in
 				continue
 			}
 			if ok, after := explained(h, n, grace); !ok {
-				out = append(out, faultPair(histories.ForceClose, n.proc, n.at, notStruck+why+after)...)
+				out = append(out, run.FaultPair(histories.ForceClose, n.proc, n.at, run.NotStruck+why+after)...)
 			}
 		case amqpproxy.ServerClose, amqpproxy.ServerEOF:
 			ok, after := explained(h, n, grace)
 			if ok {
 				continue
 			}
-			why := fmt.Sprintf(notStruck+"RabbitMQ closed %s's connection on its own (%s)", n.proc, n.ev)
+			why := fmt.Sprintf(run.NotStruck+"RabbitMQ closed %s's connection on its own (%s)", n.proc, n.ev)
 			if n.logged != "" {
 				why += "; " + n.logged
 			}
-			out = append(out, faultPair(histories.ForceClose, n.proc, n.at, why+after)...)
+			out = append(out, run.FaultPair(histories.ForceClose, n.proc, n.at, why+after)...)
 		case amqpproxy.DeclareInFlight:
 			if !n.ev.Exclusive || race == "" {
 				continue
@@ -171,7 +172,7 @@ func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace in
 				if hd.at > n.at {
 					why += fmt.Sprintf(", which %s took %v after that connection ended, before the broker may have got to the declare", hd.proc, time.Duration(hd.at-n.at).Round(time.Millisecond))
 				}
-				out = append(out, faultPair(histories.QueueDeleted, hd.proc, hd.at, why)...)
+				out = append(out, run.FaultPair(histories.QueueDeleted, hd.proc, hd.at, why)...)
 			}
 		}
 	}
@@ -254,19 +255,6 @@ func ownDeadline(n serverNote, hb time.Duration) string {
 		return ""
 	}
 	return fmt.Sprintf("%s's client (amqp091-go, lockprover's reference) closed its socket without a connection.close, which it does only when its read deadline of three heartbeats of %v passed: its goroutines did not run in time, a stall of the machine (%s)", n.proc, hb, n.ev)
-}
-
-// notStruck begins the error of every fault the broker struck on its own.
-const notStruck = "not struck by lockprover: "
-
-// faultPair is a fault's invoke and info, at the same time, the info
-// saying why.
-func faultPair(f, proc string, at int64, why string) []histories.Event {
-	v := &histories.Fault{Process: proc}
-	return []histories.Event{
-		{Time: at, Process: "nemesis", Type: histories.Invoke, F: f, Value: v},
-		{Time: at, Process: "nemesis", Type: histories.Info, F: f, Value: v, Error: why},
-	}
 }
 
 // explained says whether a fault lockprover struck on n's process (or on
@@ -449,44 +437,6 @@ func gets(h []histories.Event, i, slot int) bool {
 		return false
 	}
 	return true
-}
-
-// withFaults merges faults (pairs in time order) into h by time, after any
-// nemesis operation in flight, and numbers the events again; moved gives
-// each old index its new one.
-func withFaults(h, faults []histories.Event) (merged []histories.Event, moved map[int]int) {
-	if len(faults) == 0 {
-		return h, nil
-	}
-	slices.SortStableFunc(faults, func(a, b histories.Event) int { return int(min(max(a.Time-b.Time, -1), 1)) })
-	moved = map[int]int{}
-	merged = make([]histories.Event, 0, len(h)+len(faults))
-	nemesisOpen := false
-	next := 0
-	for i := 0; i <= len(h); i++ {
-		for next+1 < len(faults) && !nemesisOpen && (i == len(h) || faults[next].Time < h[i].Time) {
-			for _, f := range faults[next : next+2] {
-				if len(merged) > 0 {
-					f.Time = max(f.Time, merged[len(merged)-1].Time)
-				}
-				merged = append(merged, f)
-			}
-			next += 2
-		}
-		if i == len(h) {
-			break
-		}
-		e := h[i]
-		if e.Process == "nemesis" {
-			nemesisOpen = e.Type == histories.Invoke
-		}
-		moved[e.Index] = len(merged)
-		merged = append(merged, e)
-	}
-	for i := range merged {
-		merged[i].Index = i
-	}
-	return merged, moved
 }
 
 // brokerGrace is how long after lockprover's fault on a process ends the

@@ -14,6 +14,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/rabbitmq/amqpproxy"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/histories/verdict"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/model/amqpcheck"
 )
@@ -78,7 +79,7 @@ func TestBrokerFaultsAttribute(t *testing.T) {
 		{"47-no-server-evidence.jsonl", nil, verdict.Fail, nil},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			h, _ := withFaults(twoHolders(), brokerFaults(twoHolders(), "lp", tc.notes, brokerGrace(time.Second), time.Second, false, "3.10.8"))
+			h, _ := run.WithFaults(twoHolders(), brokerFaults(twoHolders(), "lp", tc.notes, brokerGrace(time.Second), time.Second, false, "3.10.8"))
 			var b bytes.Buffer
 			histories.Write(&b, h)
 			if _, err := histories.Read(bytes.NewReader(b.Bytes()), tc.file); err != nil {
@@ -116,7 +117,7 @@ func TestBrokerFaultsAttribute(t *testing.T) {
 		{Time: 400 * ms, Process: "nemesis", Type: histories.Invoke, F: histories.Heal, Value: &histories.Fault{Process: "c1"}},
 		{Time: 401 * ms, Process: "nemesis", Type: histories.Info, F: histories.Heal, Value: &histories.Fault{Process: "c1"}},
 	}
-	h, _ = withFaults(h, part)
+	h, _ = run.WithFaults(h, part)
 	if got := brokerFaults(h, "lp", []serverNote{heartbeat}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 0 {
 		t.Errorf("a close lockprover's partition explains was added: %+v", got)
 	}
@@ -149,7 +150,7 @@ func TestBrokerCloseAfterFaultOver(t *testing.T) {
 	}
 	// c1's acquire at acquireAt, after faults; c2's at 7 s; c1's verify
 	// and release at 8 s.
-	run := func(faults []histories.Event, acquireAt int64) []histories.Event {
+	history := func(faults []histories.Event, acquireAt int64) []histories.Event {
 		h := []histories.Event{
 			{Time: 1 * ms, Process: "admin", Type: histories.Invoke, F: histories.Create, Lock: "lp", Value: &amqpcheck.Value{Slots: histories.Int(1)}},
 			{Time: 2 * ms, Process: "admin", Type: histories.Ok, F: histories.Create, Lock: "lp"},
@@ -180,9 +181,9 @@ func TestBrokerCloseAfterFaultOver(t *testing.T) {
 		recorded  bool
 		file, not string
 	}{
-		{"acquired after the resume", run(pause, 300*ms), true, "48-rabbitmq-closed-after-a-pause.jsonl", "49-close-after-a-pause-unrecorded.jsonl"},
-		{"acquired after a kill", run(fault(histories.Kill, "c1", 100*ms), 300*ms), true, "", ""},
-		{"acquired before the pause", run(pause, 50*ms), false, "", ""},
+		{"acquired after the resume", history(pause, 300*ms), true, "48-rabbitmq-closed-after-a-pause.jsonl", "49-close-after-a-pause-unrecorded.jsonl"},
+		{"acquired after a kill", history(fault(histories.Kill, "c1", 100*ms), 300*ms), true, "", ""},
+		{"acquired before the pause", history(pause, 50*ms), false, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			faults := brokerFaults(tc.h, "lp", []serverNote{closed}, brokerGrace(hb), hb, false, "3.10.8")
@@ -203,7 +204,7 @@ func TestBrokerCloseAfterFaultOver(t *testing.T) {
 					t.Errorf("the close does not say %q: %s", w, faults[1].Error)
 				}
 			}
-			h, _ := withFaults(tc.h, faults)
+			h, _ := run.WithFaults(tc.h, faults)
 			if v := slotExclusive(t, h); v.Status != verdict.Pass {
 				t.Errorf("slot-exclusive %s with the close recorded, want pass: %s", v.Status, v.Detail)
 			}
@@ -220,35 +221,6 @@ func TestBrokerCloseAfterFaultOver(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// Faults merged into a history go in by time, never inside a nemesis
-// operation in flight, and every index is renumbered (moved says where
-// each old one went).
-func TestWithFaults(t *testing.T) {
-	h := []histories.Event{
-		{Index: 0, Time: 10, Process: "nemesis", Type: histories.Invoke, F: histories.Kill, Value: &histories.Fault{Process: "c1"}},
-		{Index: 1, Time: 30, Process: "nemesis", Type: histories.Info, F: histories.Kill, Value: &histories.Fault{Process: "c1"}},
-		{Index: 2, Time: 40, Process: "c2", Type: histories.Invoke, F: histories.Acquire, Lock: "lp"},
-	}
-	got, moved := withFaults(h, faultPair(histories.ForceClose, "c2", 20, "why"))
-	var order []string
-	for i, e := range got {
-		if e.Index != i {
-			t.Errorf("event %d has index %d", i, e.Index)
-		}
-		order = append(order, e.F+"/"+string(e.Type))
-	}
-	want := "kill/invoke kill/info force-close/invoke force-close/info acquire/invoke"
-	if strings.Join(order, " ") != want {
-		t.Errorf("order %v, want %s", order, want)
-	}
-	if moved[0] != 0 || moved[1] != 1 || moved[2] != 4 {
-		t.Errorf("moved %v", moved)
-	}
-	if got[2].Time < got[1].Time {
-		t.Errorf("times go back: %d after %d", got[2].Time, got[1].Time)
 	}
 }
 
@@ -305,7 +277,7 @@ func TestSilentBrokerAttribute(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			faults := brokerFaults(unknownCreate(), "lp", []serverNote{ended(tc.silence, tc.own, tc.stalled)}, brokerGrace(time.Second), tc.hb, false, "3.10.8")
-			h, _ := withFaults(unknownCreate(), faults)
+			h, _ := run.WithFaults(unknownCreate(), faults)
 			v := available(h)
 			if v.Status != tc.want {
 				t.Fatalf("available %s, want %s: %s", v.Status, tc.want, v.Detail)
@@ -338,7 +310,7 @@ func TestSilentBrokerAttribute(t *testing.T) {
 // client's end, nothing is added and the same history fails available.
 func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 	const timeout = "amqplocks: delete lp-3576019b: amqp connection error 501: read tcp 127.0.0.1:36324->127.0.0.1:46051: i/o timeout"
-	run := func(errText string) []histories.Event {
+	history := func(errText string) []histories.Event {
 		h := []histories.Event{
 			{Time: 1 * ms, Process: "admin", Type: histories.Invoke, F: histories.Create, Lock: "lp", Value: &amqpcheck.Value{Slots: histories.Int(1)}},
 			{Time: 2 * ms, Process: "admin", Type: histories.Ok, F: histories.Create, Lock: "lp"},
@@ -363,21 +335,21 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 		t.Fatal("no available verdict")
 		return verdict.Verdict{}
 	}
-	faults := brokerFaults(run(timeout), "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false, "3.10.8")
-	if len(faults) != 2 || faults[0].F != histories.ForceClose || !strings.Contains(faults[1].Error, "read deadline of three heartbeats") || !strings.HasPrefix(faults[1].Error, notStruck) {
+	faults := brokerFaults(history(timeout), "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false, "3.10.8")
+	if len(faults) != 2 || faults[0].F != histories.ForceClose || !strings.Contains(faults[1].Error, "read deadline of three heartbeats") || !strings.HasPrefix(faults[1].Error, run.NotStruck) {
 		t.Fatalf("want the probe's force-close, not struck by lockprover, naming the deadline; got %+v", faults)
 	}
-	h, _ := withFaults(run(timeout), faults)
+	h, _ := run.WithFaults(history(timeout), faults)
 	if v := available(h); v.Status != verdict.Pass || len(v.Excuses) == 0 {
 		t.Errorf("with the force-close recorded: available %s, %d excuses (%s), want a pass that lists its excuse", v.Status, len(v.Excuses), v.Detail)
 	}
-	if v := available(run(timeout)); v.Status != verdict.Fail {
+	if v := available(history(timeout)); v.Status != verdict.Fail {
 		t.Errorf("without it: available %s, want FAIL (%s)", v.Status, v.Detail)
 	}
 	// The answer recorded 5 s after the end (a process's reply read late
 	// on a loaded machine): the operation was in flight when the
 	// connection ended, and the end is recorded all the same.
-	late := run(timeout)
+	late := history(timeout)
 	late[len(late)-1].Time = 11834 * ms
 	if got := brokerFaults(late, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 2 || got[0].F != histories.ForceClose {
 		t.Errorf("the answer recorded late: faults %+v, want the probe's force-close", got)
@@ -394,7 +366,7 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 		{"far from the end", timeout, []serverNote{{proc: "probe", at: 20000 * ms, ev: end.ev}}, time.Second},
 		{"before the operation, far from its answer", timeout, []serverNote{{proc: "probe", at: 1000 * ms, ev: end.ev}}, time.Second},
 	} {
-		if got := brokerFaults(run(tc.err), "lp", tc.notes, brokerGrace(time.Second), tc.hb, false, "3.10.8"); len(got) != 0 {
+		if got := brokerFaults(history(tc.err), "lp", tc.notes, brokerGrace(time.Second), tc.hb, false, "3.10.8"); len(got) != 0 {
 			t.Errorf("%s: added %+v", tc.name, got)
 		}
 	}
@@ -423,7 +395,7 @@ func TestReferenceClientDeadlineWhileIdle(t *testing.T) {
 	if len(faults) != 2 || faults[0].F != histories.ForceClose || !strings.Contains(faults[1].Error, "amqp091-go, lockprover's reference") {
 		t.Fatalf("want c1's force-close naming the reference's read deadline, got %+v", faults)
 	}
-	withIt, _ := withFaults(h, faults)
+	withIt, _ := run.WithFaults(h, faults)
 	if v := slotExclusive(t, withIt); v.Status != verdict.Pass || len(v.Excuses) == 0 {
 		t.Errorf("with the close recorded: slot-exclusive %s with %d excuses (%s), want a pass that lists its excuse", v.Status, len(v.Excuses), v.Detail)
 	}
@@ -484,7 +456,7 @@ func TestExclusiveQueueBugStrikesALateTaker(t *testing.T) {
 	for i := range h {
 		h[i].Index = i
 	}
-	merged, _ := withFaults(h, brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, false, "3.10.8"))
+	merged, _ := run.WithFaults(h, brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, false, "3.10.8"))
 	if v := slotExclusive(t, merged); v.Status != verdict.Pass {
 		t.Errorf("with the late strike: slot-exclusive %s: %s", v.Status, v.Detail)
 	}

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/lockprover/lockprover/adapters/faultnet"
 )
@@ -37,6 +39,33 @@ type Proxy struct {
 	// each side's end, at the time it read them (a partition holds what
 	// it read: a reply read before a heal may reach the client after it).
 	faultnet.Tracer
+
+	mu     sync.Mutex
+	rounds []Round
+}
+
+// A Round is one command and its answer, as the proxy saw them (a
+// connection's handshake too: a client that dials for each operation
+// waits for its answer first): when it read the command from the client, and when it read the
+// server's answer, whether or not the client was still there to take it
+// (Gone: it had ended its connection first, as a client does when its
+// deadline passes). A Round's length is the server's: how long it took
+// to answer, the proxy's own hops included (a fraction of a millisecond
+// on an idle machine).
+type Round struct {
+	Command        string
+	Sent, Answered time.Time
+	Gone           bool
+}
+
+// Rounds are every Round the proxy saw answered, in the order of the
+// answers: the commands that need no waiting (not a blocking command, nor
+// anything on a connection that subscribed, whose answers come when the
+// server has something to say).
+func (p *Proxy) Rounds() []Round {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.rounds)
 }
 
 // Listen starts a Proxy in front of upstream (host:port), listening on a
@@ -80,12 +109,16 @@ func (p *Proxy) DropReply() { p.armed.Store(true) }
 // is cut (from the proxy's goroutine).
 func (p *Proxy) OnDrop(f func()) { p.onDrop.Store(&f) }
 
-// respSession is one connection: the names of the commands sent and not
-// yet answered, in order.
+// respSession is one connection: the commands sent and not yet
+// answered, in order.
 type respSession struct {
 	p       *Proxy
 	mu      sync.Mutex
-	pending []string
+	pending []sent
+	// waits is set once the connection sent a command whose answer waits
+	// on something other than the server's running (a blocking command,
+	// a subscription): its answers time no Round from then on.
+	waits bool
 	// gone is set once the client's side ended (it closed the
 	// connection): no reply can reach it any more.
 	gone atomic.Bool
@@ -108,7 +141,8 @@ func (s *respSession) toServer(pp *faultnet.Pipe) {
 			return
 		}
 		s.mu.Lock()
-		s.pending = append(s.pending, strings.ToUpper(name))
+		s.pending = append(s.pending, sent{strings.ToUpper(name), time.Now()})
+		s.waits = s.waits || waits(strings.ToUpper(name))
 		s.mu.Unlock()
 		s.p.Note("-> %s", strings.ToUpper(name))
 		if !pp.Deliver(buf.Bytes()) {
@@ -132,7 +166,7 @@ func (s *respSession) toClient(pp *faultnet.Pipe) {
 			pp.End(err)
 			return
 		}
-		name := s.answered(buf.Bytes())
+		name := s.answered(buf.Bytes(), time.Now())
 		if lockCommand(name) && !bytes.HasPrefix(buf.Bytes(), []byte("-NOSCRIPT")) && !s.gone.Load() && s.p.armed.CompareAndSwap(true, false) {
 			s.p.Note("<- %s %s LOST (drop-reply), the connection cut", name, firstLine(buf.Bytes()))
 			if f := s.p.onDrop.Load(); f != nil {
@@ -157,17 +191,40 @@ func firstLine(reply []byte) string {
 	return string(line)
 }
 
-// answered pops the name of the command a reply answers ("" for a push
-// the server sent unasked).
-func (s *respSession) answered(reply []byte) string {
+// sent is a command read from the client, and when.
+type sent struct {
+	name string
+	at   time.Time
+}
+
+// answered pops the name of the command a reply, read at at, answers (""
+// for a push the server sent unasked), noting its Round.
+func (s *respSession) answered(reply []byte, at time.Time) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) == 0 || (len(reply) > 0 && reply[0] == '>') {
 		return ""
 	}
-	name := s.pending[0]
+	c := s.pending[0]
 	s.pending = s.pending[1:]
-	return name
+	if !s.waits {
+		s.p.mu.Lock()
+		s.p.rounds = append(s.p.rounds, Round{Command: c.name, Sent: c.at, Answered: at, Gone: s.gone.Load()})
+		s.p.mu.Unlock()
+	}
+	return c.name
+}
+
+// waits says whether command name's answer may wait, by design, for
+// something other than the server's running: a blocking command, a
+// subscription (after which the server sends when it has news).
+func waits(name string) bool {
+	switch name {
+	case "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP",
+		"XREAD", "XREADGROUP", "WAIT", "WAITAOF", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "MONITOR":
+		return true
+	}
+	return false
 }
 
 // lockCommand says whether a reply to command name may be lost: the

@@ -17,6 +17,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/internal/realtime"
 	"github.com/lockprover/lockprover/model/lease"
 	"github.com/lockprover/lockprover/model/redlock"
@@ -77,6 +78,10 @@ type Redis struct {
 	// Priority says Impl is a priority Redlock: the probe Preflight
 	// starts is told so.
 	Priority bool
+
+	// beside, if set (tests), runs beside each plan from when its
+	// servers are up: a stall of the machine lockprover does not strike.
+	beside func(ctx context.Context, servers []*redis.Server)
 }
 
 // String says where plans run.
@@ -146,15 +151,18 @@ func (t Redis) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	defer redis.StopAll(servers)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if t.beside != nil {
+		go t.beside(ctx, servers)
+	}
 	// Run names this run alone (its servers' directory), for the
 	// implementation's count of failed starts and its processes started
 	// ahead: plans run beside each other share their key.
-	run := filepath.Base(dir)
+	name := filepath.Base(dir)
 	// The plan's clients start together: their processes' start-up is
 	// over before the clock starts.
-	defer prover.Warm(ctx, t.Impl, run, len(p.Clients))()
+	defer prover.Warm(ctx, t.Impl, name, len(p.Clients))()
 	b := &redisBackend{ctx: ctx, start: time.Now(), refStart: redlock.Monotonic(), servers: servers, procs: map[string]*redisProc{}, paused: map[int]bool{},
-		impl: t.Impl, session: Session{Key: p.Key, TTL: time.Duration(p.TTLMs) * time.Millisecond, Run: run, Limit: p.Limit}}
+		impl: t.Impl, session: Session{Key: p.Key, TTL: time.Duration(p.TTLMs) * time.Millisecond, Run: name, Limit: p.Limit}}
 	r := &runner{p: p, ctx: ctx, clients: map[string]*client{}, cut: map[string]int{},
 		timeout: max(time.Duration(p.TTLMs)*time.Millisecond/2, 100*time.Millisecond)}
 	b.lost = r.dropped
@@ -169,6 +177,9 @@ func (t Redis) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	}
 	res, err := r.Result(r.p.Key)
 	if res != nil {
+		if t.Impl == nil {
+			res.History, _ = run.WithFaults(res.History, machineStalls(res.History, b.start, b.roundsOf()))
+		}
 		res.Evidence.Trace = b.trace()
 	}
 	return res, err
