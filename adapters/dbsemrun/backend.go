@@ -52,7 +52,10 @@ type backend interface {
 	// runner's own reference sends there).
 	droppedReplies(name string) (n int, known bool)
 	// Restart restarts the server: it refuses connections for downtime.
-	Restart(downtime time.Duration)
+	// It reports whether it struck: a real server whose restart is still
+	// under way (down, or starting) is not restarted again (two
+	// mariadbds would race for its port).
+	Restart(downtime time.Duration) bool
 	// SkewServerClock sets the database's clock offset from true time.
 	SkewServerClock(offset time.Duration)
 	// open opens the semaphore for client name's incarnation proc: the
@@ -107,9 +110,12 @@ func (b simBackend) Heal(name string)                             { b.w.Heal(nam
 func (b simBackend) KillConnections(name string) bool             { b.w.KillConnections(name); return true }
 func (b simBackend) DropCommitReply(name string)                  { b.w.DropCommitReply(name) }
 func (b simBackend) droppedReplies(string) (int, bool)            { return 0, false }
-func (b simBackend) Restart(downtime time.Duration)               { b.w.Restart(downtime) }
-func (b simBackend) SkewServerClock(offset time.Duration)         { b.w.SkewClock("", offset) }
-func (simBackend) stuckAfter() time.Duration                      { return time.Hour }
+func (b simBackend) Restart(downtime time.Duration) bool {
+	b.w.Restart(downtime) // a restart while down is down for downtime from then
+	return true
+}
+func (b simBackend) SkewServerClock(offset time.Duration) { b.w.SkewClock("", offset) }
+func (simBackend) stuckAfter() time.Duration              { return time.Hour }
 
 func (simBackend) open(ctx context.Context, proc proc, _ string, o dbsem.Options, _ Session) (Client, error) {
 	sem, err := dbsem.Open(ctx, proc.DB(), o)

@@ -555,10 +555,16 @@ func (b *mariaBackend) droppedReplies(name string) (int, bool) {
 	return 0, true
 }
 
-// Restart restarts the private server; the runner goes on meanwhile.
-func (b *mariaBackend) Restart(downtime time.Duration) {
+// Restart restarts the private server; the runner goes on meanwhile. A
+// restart while one is under way (a loaded machine's mariadbd can take
+// seconds to come up) strikes nothing: two at once launched two mariadbds
+// on one port, and the second restart failed the run, "another server
+// answers there" (the soak's 5615 and 5715).
+func (b *mariaBackend) Restart(downtime time.Duration) bool {
 	s := b.t.Server
-	b.restarting.Store(true)
+	if !b.restarting.CompareAndSwap(false, true) {
+		return false
+	}
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
@@ -569,6 +575,7 @@ func (b *mariaBackend) Restart(downtime time.Duration) {
 			b.mu.Unlock()
 		}
 	}()
+	return true
 }
 
 // SkewServerClock offsets the clock of every client session, now and

@@ -475,7 +475,8 @@ func (r *runner) from() int64 {
 }
 
 // apply makes the backend strike fault name, and reports whether it
-// struck (a force-close may not: Backend.KillConnections).
+// struck (a force-close may not: Backend.KillConnections; nor a restart
+// of a real server while its last is under way: Backend.Restart).
 func (r *runner) apply(name string, f Fault) bool {
 	// A hold is noted once the backend has done it (see strike), its end
 	// before: the backend may run what the end lets through at once, and a
@@ -505,7 +506,9 @@ func (r *runner) apply(name string, f Fault) bool {
 	case histories.DropReply:
 		r.b.DropCommitReply(r.ProcessOf(f.Target))
 	case histories.RestartBroker:
-		r.b.Restart(restartDowntime)
+		if !r.b.Restart(restartDowntime) {
+			return false
+		}
 	case histories.ClockSkew:
 		r.offsets[f.Target] = time.Duration(f.OffsetMs) * time.Millisecond
 	case histories.ClockJump:

@@ -104,3 +104,34 @@ func reserve(port int) (io.Closer, bool) {
 	}
 	return ln, true
 }
+
+// holders names the processes that hold a socket listening on TCP port
+// port in this process's network namespace, "pid N (comm)" each, for an
+// error that says who took a port: "" where none is found (the listener
+// gone since, or in another namespace).
+func holders(port int) string {
+	want := map[string]bool{}
+	for _, table := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
+		for _, inode := range listeners(table, port) {
+			want[inode] = true
+		}
+	}
+	if len(want) == 0 {
+		return ""
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var out []string
+	for _, d := range dirs {
+		links, _ := filepath.Glob(d + "/fd/*")
+		for _, l := range links {
+			dest, err := os.Readlink(l)
+			if err != nil || !want[strings.TrimSuffix(strings.TrimPrefix(dest, "socket:["), "]")] {
+				continue
+			}
+			comm, _ := os.ReadFile(d + "/comm")
+			out = append(out, fmt.Sprintf("pid %s (%s)", filepath.Base(d), strings.TrimSpace(string(comm))))
+			break
+		}
+	}
+	return strings.Join(out, ", ")
+}

@@ -161,7 +161,11 @@ func (p *Proc) owns(cmd *exec.Cmd, exited chan struct{}, since *time.Time) error
 			return fmt.Errorf("%s: port %d answers, but not from this process yet", p.Name, p.Port)
 		}
 	}
-	return fmt.Errorf("%s: port %d: address already in use: another server answers there", p.Name, p.Port)
+	who := ""
+	if h := holders(p.Port); h != "" {
+		who = fmt.Sprintf(" (%s; this one is pid %d)", h, cmd.Process.Pid)
+	}
+	return fmt.Errorf("%s: port %d: address already in use: another server answers there%s", p.Name, p.Port, who)
 }
 
 // running is the command of the process while it runs, else nil.
