@@ -54,7 +54,9 @@ type backend interface {
 	// Restart restarts the server: it refuses connections for downtime.
 	// It reports whether it struck: a real server whose restart is still
 	// under way (down, or starting) is not restarted again (two
-	// mariadbds would race for its port).
+	// mariadbds would race for its port). The runner goes on meanwhile:
+	// for a fault counted in statements; the timed ones of a real server
+	// go through restarter.
 	Restart(downtime time.Duration) bool
 	// SkewServerClock sets the database's clock offset from true time.
 	SkewServerClock(offset time.Duration)
@@ -76,6 +78,15 @@ type proc interface {
 	// Now is true time by the process's clock (before any client clock
 	// fault, which the runner adds).
 	Now() time.Time
+}
+
+// A restarter is a backend whose server's restart takes real time (a real
+// server's, which goes down only once its shutdown is done, and answers
+// again only once it has started): the nemesis restarts it and waits
+// until it is up again, and the restart is recorded as in force from
+// just before it began until then (runner.restartServer).
+type restarter interface {
+	restartWait(downtime time.Duration) error
 }
 
 // simBackend is the simulated database: deterministic, in virtual time.

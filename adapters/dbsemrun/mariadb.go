@@ -578,6 +578,22 @@ func (b *mariaBackend) Restart(downtime time.Duration) bool {
 	return true
 }
 
+// restartWait restarts the private server and returns once it answers
+// again, or why it did not (the nemesis's timed restarts: restarter).
+func (b *mariaBackend) restartWait(downtime time.Duration) error {
+	if !b.restarting.CompareAndSwap(false, true) {
+		return errors.New("a restart of the server is under way")
+	}
+	defer b.restarting.Store(false)
+	err := b.t.Server.Restart(b.ctx, downtime)
+	if err != nil && b.ctx.Err() == nil {
+		b.mu.Lock()
+		b.errs = append(b.errs, fmt.Errorf("restart: %w", err))
+		b.mu.Unlock()
+	}
+	return err
+}
+
 // SkewServerClock offsets the clock of every client session, now and
 // later, from the server's true one.
 func (b *mariaBackend) SkewServerClock(offset time.Duration) {

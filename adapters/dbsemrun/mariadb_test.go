@@ -118,12 +118,17 @@ func TestRestartsOnAPrivateMariaDB(t *testing.T) {
 	t.Logf("%d plans in %v", out.Plans, out.Elapsed)
 }
 
-// A force-close struck while the private server is down for a restart
-// strikes nothing (the restart ended every connection, and there is no
-// server to send KILL CONNECTION to): it is not recorded, and the run goes
-// on. The soak of issue 55 saw such a KILL refused end a run as unable to
-// run its plan.
-func TestForceCloseDuringARestart(t *testing.T) {
+// A restart of the private server is recorded as in force from just
+// before it began until the server answered again (a span at least its
+// downtime long), and the nemesis waits for it: a restart timed within it
+// strikes once it is over, never two at once (two launched two mariadbds
+// on one port, and the loser ended the run, "another server answers
+// there": the soaks' 5615 and 5715), and a force-close timed within it
+// strikes once the server is back, recorded after it. Recorded as struck
+// at once, a restart excused nothing after a client's last clean
+// completion, which MariaDB 11.8's slower shutdown let come after it: a
+// false available FAIL (seed 118 of the sixth session's drawn run).
+func TestRestartRecordedUntilUp(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("a private server")
@@ -132,66 +137,40 @@ func TestForceCloseDuringARestart(t *testing.T) {
 	defer cancel()
 	s := privateMariaDB(ctx, t)
 	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: 1000,
-		Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 600}, {Op: histories.Acquire}, {Op: histories.Release}}},
+		Clients: [][]Step{{{Op: histories.Acquire}, {Op: histories.Release}, {Op: Sleep, Ms: 15000}, {Op: histories.Acquire}, {Op: histories.Release}}},
 		Faulted: leaserun.Faulted[Fault]{Nemesis: []Fault{
 			{Fault: histories.RestartBroker, At: 100},
-			{Fault: histories.ForceClose, Target: "c1", At: 150}, // the restart is down for 200 ms
+			{Fault: histories.RestartBroker, At: 150},            // within the first: down for 200 ms at least
+			{Fault: histories.ForceClose, Target: "c1", At: 200}, // within it too
 		}}}
 	res, err := MariaDB{Server: s}.Run(ctx, p, nil)
 	if err != nil {
 		t.Fatalf("the run: %v", err)
 	}
-	restarts := 0
+	var b strings.Builder
+	histories.Write(&b, res.History)
+	var nemesis []histories.Event
 	for _, e := range res.History {
-		switch {
-		case e.Process == "nemesis" && e.F == histories.ForceClose:
-			t.Errorf("a force-close recorded though the server was down: %+v", e)
-		case e.Process == "nemesis" && e.F == histories.RestartBroker && e.Type == histories.Invoke:
-			restarts++
+		if e.Process == "nemesis" {
+			nemesis = append(nemesis, e)
 		}
 	}
-	if restarts != 1 {
-		t.Errorf("%d restarts recorded, want 1", restarts)
+	var got []string
+	for _, e := range nemesis {
+		got = append(got, e.F+"/"+string(e.Type))
 	}
-}
-
-// A restart struck while the last restart of the private server is still
-// under way (down for 200 ms, then starting) strikes nothing and is not
-// recorded: two restarts at once launched two mariadbds on one port, and
-// the loser failed the run, "another server answers there" (the soaks'
-// 5615 and 5715: on a loaded machine a restart takes seconds, and the
-// plan's next restart came meanwhile). The run goes on and the reference
-// holds.
-func TestRestartDuringARestart(t *testing.T) {
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("a private server")
+	want := "restart-broker/invoke restart-broker/info restart-broker/invoke restart-broker/info force-close/invoke force-close/info"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("the nemesis recorded %v, want %s: each fault after the restart before it is over\n%s", got, want, b.String())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	s := privateMariaDB(ctx, t)
-	p := &Plan{Version: PlanVersion, Kind: Kind, Key: "lp", Max: 1, TTLMs: 1000,
-		Clients: [][]Step{{{Op: histories.Acquire}, {Op: Sleep, Ms: 600}, {Op: histories.Acquire}, {Op: histories.Release}}},
-		Faulted: leaserun.Faulted[Fault]{Nemesis: []Fault{
-			{Fault: histories.RestartBroker, At: 100},
-			{Fault: histories.RestartBroker, At: 150}, // the first is down until 300 ms at least
-		}}}
-	res, err := MariaDB{Server: s}.Run(ctx, p, nil)
-	if err != nil {
-		t.Fatalf("the run: %v", err)
-	}
-	restarts := 0
-	for _, e := range res.History {
-		if e.Process == "nemesis" && e.F == histories.RestartBroker && e.Type == histories.Invoke {
-			restarts++
+	for _, i := range []int{0, 2} {
+		if d := time.Duration(nemesis[i+1].Time - nemesis[i].Time); d < restartDowntime || nemesis[i+1].Error != "" {
+			t.Errorf("restart %d recorded over %v (error %q), want a span of at least its downtime %v, ending well", i/2+1, d, nemesis[i+1].Error, restartDowntime)
 		}
-	}
-	if restarts != 1 {
-		t.Errorf("%d restarts recorded, want 1 (the second struck while the first was under way)", restarts)
 	}
 	for _, v := range prover.Judge(res, model.Options{Family: []any{Config{}.Judging("")}}).Verdicts {
 		if v.Status == verdict.Fail {
-			t.Errorf("%s failed: %s", v.Property, v.Detail)
+			t.Errorf("%s failed: %s\n%s", v.Property, v.Detail, b.String())
 		}
 	}
 }
