@@ -22,7 +22,12 @@ import (
 func startPrivate(t *testing.T) *Server {
 	t.Helper()
 	start := time.Now()
-	s, err := StartPrivate(ctx(t), t.TempDir())
+	// A bound for a wedged server, not a measure: mariadb-install-db and
+	// the first start took longer than ctx's 20 s beside a loaded suite
+	// (the fourteenth clean clone: "mariadb-install-db: signal: killed").
+	x, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s, err := StartPrivate(x, t.TempDir())
 	if errors.Is(err, ErrNoServer) {
 		t.Skip(err)
 	}
