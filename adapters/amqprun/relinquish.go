@@ -33,7 +33,8 @@ type Relinquish struct {
 	// Scripted says the steps ran in the plan's order, as a loaded machine
 	// may not let them: c1's first verify ended before the slot was created
 	// again, that creation ended before c2's acquire began, and c2's
-	// acquire had an outcome (ok or fail, not info), and no fault struck
+	// acquire had an outcome (ok or fail, not info) before c1's release
+	// began (until then c1 keeps its B queue, untidy), and no fault struck
 	// (the plan has none: one in the history is the broker's or the
 	// machine's own, a connection whose heartbeats lapsed, say).
 	Scripted bool
@@ -48,6 +49,10 @@ func Relinquished(res *prover.Result) Relinquish {
 	// begin before the admin's create does (at load 38 it began 1.3 s
 	// before it), and a later step must not make that right.
 	createdAfterVerify, acquiredAfterCreate := false, false
+	// c1's release began, and c2's acquire ended before it: the fifteenth
+	// clean clone's load held c2's acquire past c1's release, and c2 then
+	// rightly took the slot that an untidy c1 had kept until then.
+	released, acquiredBeforeRelease := false, false
 	for _, e := range res.History {
 		if e.Process == "nemesis" {
 			struck = true
@@ -60,6 +65,8 @@ func Relinquished(res *prover.Result) Relinquish {
 				createdAfterVerify = verifiedAt >= 0
 			case e.Process == "c2" && e.F == histories.Acquire:
 				acquiredAfterCreate = createdAt >= 0
+			case e.Process == "c1" && e.F == histories.Release:
+				released = true
 			}
 			continue
 		}
@@ -74,9 +81,10 @@ func Relinquished(res *prover.Result) Relinquish {
 		case e.Process == "c2" && e.F == histories.Acquire:
 			r.Taken = e.Type == histories.Ok
 			c2Outcome = e.Type != histories.Info
+			acquiredBeforeRelease = !released
 		}
 	}
-	r.Scripted = createdAfterVerify && acquiredAfterCreate && c2Outcome && !struck
+	r.Scripted = createdAfterVerify && acquiredAfterCreate && c2Outcome && acquiredBeforeRelease && !struck
 	return r
 }
 

@@ -49,10 +49,10 @@ func checkRelinquished(t *testing.T, run func(*Plan) (*prover.Result, error), ti
 			continue
 		}
 		if tidy && (!r.Taken || r.Cost.Methods["queue.delete"] != 1 || r.Cost.Methods["basic.publish"] != 1) {
-			t.Errorf("tidy: c2 took the slot: %v; c1's verify cost %v, want one publish and one delete", r.Taken, r.Cost)
+			t.Errorf("tidy: c2 took the slot: %v; c1's verify cost %v, want one publish and one delete\n%s", r.Taken, r.Cost, b.String())
 		}
 		if !tidy && r.Taken {
-			t.Errorf("c2 took the slot while c1 kept its B queue")
+			t.Errorf("c2 took the slot while c1 kept its B queue\n%s", b.String())
 		}
 		return
 	}
@@ -104,6 +104,7 @@ func TestRelinquishedOrder(t *testing.T) {
 		ev("c1", histories.Ok, histories.Verify, &amqpcheck.Value{Held: &held})}
 	create := []histories.Event{ev("admin", histories.Invoke, histories.Change, grow), ev("admin", histories.Ok, histories.Change, nil)}
 	acquire := []histories.Event{ev("c2", histories.Invoke, histories.Acquire, nil), ev("c2", histories.Ok, histories.Acquire, &amqpcheck.Value{Slot: &slot})}
+	release := []histories.Event{ev("c1", histories.Invoke, histories.Release, nil), ev("c1", histories.Ok, histories.Release, nil)}
 	for _, tc := range []struct {
 		name  string
 		steps [][]histories.Event
@@ -112,6 +113,8 @@ func TestRelinquishedOrder(t *testing.T) {
 		{"in order", [][]histories.Event{verify, create, acquire}, true},
 		{"c2 before the create", [][]histories.Event{verify, acquire, create}, false},
 		{"the create before the verify", [][]histories.Event{create, verify, acquire}, false},
+		{"c2 before c1's release", [][]histories.Event{verify, create, acquire, release}, true},
+		{"c2 after c1's release", [][]histories.Event{verify, create, release, acquire}, false},
 	} {
 		var h []histories.Event
 		for _, s := range tc.steps {

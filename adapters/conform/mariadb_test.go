@@ -239,3 +239,27 @@ func TestRunSimDB(t *testing.T) {
 		t.Errorf("the same sequence ran differently (%v):\n%v\n%v", err, again, steps)
 	}
 }
+
+// late is a context whose deadline has passed while its timer has not run
+// yet (a loaded machine): Err still nil.
+type late struct{ context.Context }
+
+func (late) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// A run whose deadline has passed is interrupted, not failed for want of
+// MariaDB, even before ctx says so: a dial bounded by that deadline fails
+// at it ("i/o timeout"), and the fifteenth clean clone's TestMariaDBEntry
+// then read a 1 ms deadline as no usable MariaDB.
+func TestEndedAtItsDeadline(t *testing.T) {
+	if err := ended(late{context.Background()}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a passed deadline, Err nil: %v, want DeadlineExceeded", err)
+	}
+	if err := ended(context.Background()); err != nil {
+		t.Errorf("no deadline: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ended(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+}
