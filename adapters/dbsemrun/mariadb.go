@@ -561,19 +561,13 @@ func (b *mariaBackend) droppedReplies(name string) (int, bool) {
 // on one port, and the second restart failed the run, "another server
 // answers there" (the soak's 5615 and 5715).
 func (b *mariaBackend) Restart(downtime time.Duration) bool {
-	s := b.t.Server
 	if !b.restarting.CompareAndSwap(false, true) {
 		return false
 	}
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		defer b.restarting.Store(false)
-		if err := s.Restart(b.ctx, downtime); err != nil && b.ctx.Err() == nil {
-			b.mu.Lock()
-			b.errs = append(b.errs, fmt.Errorf("restart: %w", err))
-			b.mu.Unlock()
-		}
+		b.restart(downtime)
 	}()
 	return true
 }
@@ -584,6 +578,13 @@ func (b *mariaBackend) restartWait(downtime time.Duration) error {
 	if !b.restarting.CompareAndSwap(false, true) {
 		return errors.New("a restart of the server is under way")
 	}
+	return b.restart(downtime)
+}
+
+// restart restarts the private server, restarting set by its caller and
+// cleared once the server answers again; a restart that failed (but for
+// the run's end) is the run's error too.
+func (b *mariaBackend) restart(downtime time.Duration) error {
 	defer b.restarting.Store(false)
 	err := b.t.Server.Restart(b.ctx, downtime)
 	if err != nil && b.ctx.Err() == nil {

@@ -117,28 +117,25 @@ type struckSpan struct {
 // (run.NotStruck), as spans.
 func struckSpans(h []histories.Event) []struckSpan {
 	var out []struckSpan
-	open := map[[2]string]int64{} // fault, target -> its invoke
+	open := map[[2]string]int64{} // the fault's end (histories.EndOf) or the fault, target -> its invoke
 	for _, e := range h {
 		v := histories.FaultOf(&e)
 		if e.Process != "nemesis" || v == nil || strings.HasPrefix(e.Error, run.NotStruck) {
 			continue
 		}
+		end := histories.EndOf(e.F) // a pause lasts until its resume, a partition until its heal
 		switch {
-		case e.Type == histories.Invoke && (e.F == histories.Resume || e.F == histories.Heal):
+		case e.Type == histories.Invoke && end != "":
+			if _, ok := open[[2]string{end, v.Process}]; !ok {
+				open[[2]string{end, v.Process}] = e.Time
+			}
 		case e.Type == histories.Invoke:
 			if _, ok := open[[2]string{e.F, v.Process}]; !ok {
 				open[[2]string{e.F, v.Process}] = e.Time
 			}
-		case e.F == histories.Resume || e.F == histories.Heal:
-			f := histories.Pause
-			if e.F == histories.Heal {
-				f = histories.Partition
-			}
-			if from, ok := open[[2]string{f, v.Process}]; ok {
-				out = append(out, struckSpan{v.Process, from, e.Time})
-				delete(open, [2]string{f, v.Process})
-			}
-		case e.F != histories.Pause && e.F != histories.Partition:
+		case end == "":
+			// The completion of a fault in place, or of a resume or a
+			// heal: either ends what its name opened.
 			if from, ok := open[[2]string{e.F, v.Process}]; ok {
 				out = append(out, struckSpan{v.Process, from, e.Time})
 				delete(open, [2]string{e.F, v.Process})

@@ -28,6 +28,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/faultnet"
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/histories/verdict"
+	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/model/lease"
 )
@@ -271,22 +272,8 @@ func TestPythonEtcd3LockAdapter(t *testing.T) {
 // definite session-expired), never a grant: every property holds
 // (examples/upstream/plans/etcd-lease-expires-while-waiting.json).
 func TestEtcdMutexLeaseExpiresWhileWaiting(t *testing.T) {
-	if _, err := etcd.Find(); err != nil {
-		t.Skipf("needs etcd: %v", err)
-	}
-	bin := buildModule(t, "consulrecipe", "./etcdmutex", "", "")
-	p, err := consulsemrun.ReadPlan("plans/etcd-lease-expires-while-waiting.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	impl := consulsemprotocol.NewProcesses(bin + " --wait 8s")
-	defer impl.Stop()
-	res, err := consulsemrun.RunImpl(ctx, p, nil, impl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := etcdMutex(t)
+	res := runEtcdMutex(t, bin+" --wait 8s", "plans/etcd-lease-expires-while-waiting.json")
 	var c2 string
 	for _, e := range res.History {
 		if e.Process == "c2" && e.F == "acquire" && e.Type != "invoke" {
@@ -312,28 +299,14 @@ func TestEtcdMutexLeaseExpiresWhileWaiting(t *testing.T) {
 // (examples/upstream/plans/etcd-mutex-keepalive.json, drawn with --seed 58
 // on etcd 3.5.30).
 func TestEtcdMutexKeepAlive(t *testing.T) {
-	if _, err := etcd.Find(); err != nil {
-		t.Skipf("needs etcd: %v", err)
-	}
-	bin := buildModule(t, "consulrecipe", "./etcdmutex", "", "")
-	p, err := consulsemrun.ReadPlan("plans/etcd-mutex-keepalive.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := etcdMutex(t)
 	c := consulsemrun.Config{Backend: "etcd", Target: "etcd"}
 	for _, tc := range []struct {
 		flags string
 		fails bool
 	}{{" --keepalive", true}, {"", false}} {
 		t.Run("flags="+tc.flags, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			impl := consulsemprotocol.NewProcesses(bin + tc.flags)
-			defer impl.Stop()
-			res, err := consulsemrun.RunImpl(ctx, p, nil, impl)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := runEtcdMutex(t, bin+tc.flags, "plans/etcd-mutex-keepalive.json")
 			failed := false
 			for _, v := range lease.Check(res.History, model.Options{Family: []any{c.Judging("")}}) {
 				if v.Property == lease.NoRevival && v.Status == verdict.Fail {
@@ -346,4 +319,33 @@ func TestEtcdMutexKeepAlive(t *testing.T) {
 			}
 		})
 	}
+}
+
+// etcdMutex builds the etcd Mutex's adapter, or skips the test where this
+// machine has no etcd.
+func etcdMutex(t *testing.T) string {
+	t.Helper()
+	if _, err := etcd.Find(); err != nil {
+		t.Skipf("needs etcd: %v", err)
+	}
+	return buildModule(t, "consulrecipe", "./etcdmutex", "", "")
+}
+
+// runEtcdMutex runs the plan at path (under examples/upstream) on a
+// private etcd against command's processes.
+func runEtcdMutex(t *testing.T, command, path string) *prover.Result {
+	t.Helper()
+	p, err := consulsemrun.ReadPlan(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	impl := consulsemprotocol.NewProcesses(command)
+	defer impl.Stop()
+	res, err := consulsemrun.RunImpl(ctx, p, nil, impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
