@@ -157,8 +157,8 @@ func TestMachineStallRecorded(t *testing.T) {
 		}
 		v := check(res.History)
 		t.Logf("available %s: %s", v.Status, excuses(v))
-		if v.Status != verdict.Pass || !strings.Contains(excuses(v), "force-close c1") {
-			t.Errorf("with the stall recorded: available %s (%s), excuses %q; want a pass excused by c1's force-close", v.Status, v.Detail, excuses(v))
+		if v.Status != verdict.Pass || !strings.Contains(excuses(v), "force-close c1") || !strings.Contains(excuses(v), run.NotStruck) {
+			t.Errorf("with the stall recorded: available %s (%s), excuses %q; want a pass excused by c1's force-close, saying what was measured", v.Status, v.Detail, excuses(v))
 		}
 		for i := range without {
 			without[i].Index = i

@@ -51,6 +51,9 @@ func (h *history) available(cutOff bool) verdict.Verdict {
 			if why != "" {
 				why = ": " + why
 			}
+			if f.said != "" {
+				why += " (" + f.said + ")" // a fault the run measured says what it measured
+			}
 			v.Excuses = append(v.Excuses, verdict.Excuse{Ops: []int{o.index, f.index}, Why: fmt.Sprintf("%s: an unknown outcome, excused by %s%s", describeOp(o), f.describe(), why)})
 		}
 	}

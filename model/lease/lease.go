@@ -214,6 +214,7 @@ type fault struct {
 	cut    string // the links between a cluster's nodes a partition cut (its heal restores them)
 	reset  int64  // a clock fault's: the invoke of the clock-reset that ends it; never if none
 	offset int64  // a clock fault's amount, in nanoseconds, made positive
+	said   string // its completion's error: what the run measured of a fault it did not strike, or why one did not end as it should
 }
 
 // firstGrant is the invoke of the lease's first grant: its acquire, or
@@ -415,7 +416,7 @@ func build(events []histories.Event, lo Options) *history {
 				h.faults = append(h.faults, f)
 				nemesis = f
 			} else if nemesis != nil {
-				nemesis.end = e.Time
+				nemesis.end, nemesis.said = e.Time, e.Error
 				nemesis = nil
 			}
 			continue
