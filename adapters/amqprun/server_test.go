@@ -354,6 +354,18 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 	if got := brokerFaults(late, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 2 || got[0].F != histories.ForceClose {
 		t.Errorf("the answer recorded late: faults %+v, want the probe's force-close", got)
 	}
+	// The connection ended while the probe was idle, long before its
+	// change, which the client library answered with the same error (an
+	// idle admin's, in the suite beside two busy loops): the error names
+	// the connection by the client's address, and it is recorded.
+	named := serverNote{proc: "probe", at: 1000 * ms, ev: end.ev}
+	named.ev.Client = "127.0.0.1:36324"
+	if got := brokerFaults(history(timeout), "lp", []serverNote{named}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 2 || got[0].F != histories.ForceClose || got[0].Time != named.at {
+		t.Errorf("an idle connection's end that the next error names: faults %+v, want the probe's force-close at %d", got, named.at)
+	}
+	other := end
+	other.ev.Client = "127.0.0.1:40000"
+	farOther := serverNote{proc: "probe", at: 1000 * ms, ev: other.ev}
 	for _, tc := range []struct {
 		name  string
 		err   string
@@ -361,6 +373,9 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 		hb    time.Duration
 	}{
 		{"another error", "amqplocks: delete lp-1: Exception (504) Reason: \"channel/connection is not open\"", []serverNote{end}, time.Second},
+		{"another connection's error, at the end", timeout, []serverNote{other}, time.Second},
+		{"another connection's error, far from the end", timeout, []serverNote{farOther}, time.Second},
+		{"the connection's error, before its end", timeout, []serverNote{{proc: "probe", at: 20000 * ms, ev: named.ev}}, time.Second},
 		{"no client end", timeout, nil, time.Second},
 		{"heartbeats off", timeout, []serverNote{end}, 0},
 		{"far from the end", timeout, []serverNote{{proc: "probe", at: 20000 * ms, ev: end.ev}}, time.Second},

@@ -86,6 +86,11 @@ func (c *Conn) Done() <-chan struct{} { return c.ctx.Done() }
 // Session is what the proxy's accept function returned for c.
 func (c *Conn) Session() Session { return c.session }
 
+// ClientAddr is the client's address on its connection to the proxy:
+// what the client's own errors name as their local end ("read tcp
+// CLIENT->PROXY: i/o timeout").
+func (c *Conn) ClientAddr() net.Addr { return c.client.RemoteAddr() }
+
 // Upstream is the connection to the upstream, nil until it is dialled.
 func (c *Conn) Upstream() net.Conn {
 	c.mu.Lock()

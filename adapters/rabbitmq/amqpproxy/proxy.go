@@ -215,12 +215,15 @@ const bufSize = faultnet.BufSize
 // serve forwards one connection, deciding its frames both ways.
 func (p *Proxy) serve(c *faultnet.Conn) {
 	sess := newSession()
-	if up := c.Upstream(); up != nil {
-		sess.mu.Lock()
-		sess.local = up.LocalAddr().String()
-		sess.mu.Unlock()
+	sess.mu.Lock()
+	if a := c.ClientAddr(); a != nil {
+		sess.client = a.String()
 	}
-	p.Note("connection %s opened", sess.local)
+	if up := c.Upstream(); up != nil {
+		sess.local = up.LocalAddr().String()
+	}
+	sess.mu.Unlock()
+	p.Note("connection %s opened, from the client's %s", sess.local, sess.client)
 	start := func(dir int) func(*faultnet.Pipe) {
 		return func(pp *faultnet.Pipe) {
 			st := newStream(dir, sess, p.counts, p.take, make([]byte, bufSize))

@@ -31,6 +31,11 @@ type ServerEvent struct {
 	// the broker names the connection "LOCAL -> BROKER", in its log too
 	// (rabbitmq.LogReasons). Empty if it never reached the broker.
 	Local string
+	// Client is the client's address on its connection to the proxy, as
+	// the client's own errors name their local end ("read tcp
+	// CLIENT->PROXY: i/o timeout"): which connection an error of a
+	// process's was about, where the process has had several.
+	Client string
 	// Silence is, for a ClientEnd, how long the broker had sent nothing
 	// on the connection when the client's socket ended (since the
 	// connection began, if it never sent anything); ClientSilence how long
@@ -140,7 +145,7 @@ func (p *Proxy) ended(s *session, killed bool) {
 	if s.firstEnded == toBroker && !killed && !s.clientClose && s.brokerClose == nil {
 		heard := time.Unix(0, s.heard.Load())
 		p.record(ServerEvent{At: s.endedAt, What: ClientEnd, Silence: s.endedAt.Sub(heard), ClientSilence: s.clientSilence(s.endedAt),
-			Stalled: stalledBefore(s.endedAt, time.Second), Local: s.local})
+			Stalled: stalledBefore(s.endedAt, time.Second), Local: s.local, Client: s.client})
 	}
 	for _, ch := range sortedChannels(s.chans) {
 		for _, pd := range s.chans[ch].pending {

@@ -3,6 +3,8 @@ package amqpproxy
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -130,6 +132,42 @@ func TestDeclareInFlightOnRabbitMQ(t *testing.T) {
 	evs := p.ServerEvents()
 	if len(evs) != 1 || evs[0].What != DeclareInFlight || evs[0].Queue != q || !evs[0].Exclusive || !evs[0].Killed {
 		t.Fatalf("events %+v, want one declare in flight of %s, exclusive, killed", evs, q)
+	}
+}
+
+// On RabbitMQ: a client that ends its socket without a close is reported
+// with the address it had on its connection to the proxy, the one its own
+// read errors name ("read tcp CLIENT->PROXY: i/o timeout"), by which a
+// verdict tells which of a process's connections an error was about.
+func TestClientEndNamesTheClientOnRabbitMQ(t *testing.T) {
+	p, u := startProxy(t)
+	uu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialTimeout("tcp", uu.Host, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(protocolHeader); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Read(make([]byte, 7)); err != nil { // connection.start's frame header
+		t.Fatalf("no connection.start from the broker: %v", err)
+	}
+	client := c.LocalAddr().String()
+	c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(p.ServerEvents()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	evs := p.ServerEvents()
+	if len(evs) != 1 || evs[0].What != ClientEnd || evs[0].Client != client {
+		t.Fatalf("events %+v, want one client end naming the client's %s", evs, client)
+	}
+	if tr := p.Trace(); len(tr) == 0 || !strings.Contains(tr[0].What, "from the client's "+client) {
+		t.Errorf("trace %+v does not name the client's address at the opening", tr)
 	}
 }
 

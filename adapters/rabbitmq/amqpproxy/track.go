@@ -24,6 +24,7 @@ type session struct {
 	firstEnded  int
 	endedAt     time.Time
 	local       string // the proxy's address on the connection to the broker
+	client      string // the client's address on its connection to the proxy
 	// reported: the broker's end of the connection has been reported
 	// already, when its socket ended (see Proxy.brokerEnded).
 	reported bool
