@@ -63,6 +63,13 @@ type RunOptions struct {
 // line; DNS host (a root's build, for apt) leaves the root's resolv.conf.
 // A background job of a non-interactive shell gets /dev/null as stdin,
 // unless redirected explicitly: hence fd 3.
+//
+// A wait that a trapped signal interrupts returns 128 plus the signal's
+// number, not the program's status, and the shell may reap the program
+// while the trap runs; so the program's status is the last wait's, once it
+// has ended (the shell keeps a job's status after reaping it): an earlier
+// loop exited 143 where the program, stopped by Stop, exited 3 (3 runs of
+// TestStopTermsThenKills in 40).
 const initScript = `set -eu
 R=$1 D=$2 W=$3 N=$4
 shift 4
@@ -81,12 +88,8 @@ exec 3<&0
 c=$!
 exec 3<&-
 trap 'kill -TERM $c 2>/dev/null || :' TERM INT
-st=0
-while :; do
-	if wait $c; then st=0; else st=$?; fi
-	kill -0 $c 2>/dev/null || break
-done
-exit $st
+while kill -0 $c 2>/dev/null; do wait $c || :; done
+if wait $c; then exit 0; else exit $?; fi
 `
 
 // Command returns a command that runs argv (a path inside the root, or a
