@@ -30,7 +30,7 @@ test: fmt vet
 # another).
 LONG_FIRST = ./adapters/rabbitmq ./adapters/amqprun/khepri ./adapters/amqprun/clusters
 long:
-	LOCKPROVER_LONG=1 scripts/test-again -count=1 -p 4 -parallel 8 -timeout 15m -run '$(shell scripts/long-tests pattern)' $(LONG_FIRST) $(shell scripts/long-tests packages)
+	LOCKPROVER_LONG=1 scripts/test-again -count=1 -p 4 -parallel 8 -timeout 15m -run '$(shell scripts/long-tests pattern)' $(LONG_FIRST) $(filter-out $(LONG_FIRST),$(shell scripts/long-tests packages))
 
 # The Dockerfile's static build (examples/ci/Dockerfile: CGO_ENABLED=0
 # -trimpath), run as its RUN line says, and the binary it makes proving in a
