@@ -25,6 +25,7 @@ import (
 // history's name: an incarnation's, c1#2, is c1's) to server (redis2).
 type proxyRounds struct {
 	proc, server string
+	addr         string // where the proxy listens: the client's peer
 	rounds       []redis.Round
 }
 
@@ -34,7 +35,7 @@ func (b *redisBackend) roundsOf() []proxyRounds {
 	for _, tp := range b.traced {
 		proc, server, _ := strings.Cut(tp.name, "->")
 		proc, _, _ = strings.Cut(proc, "#")
-		out = append(out, proxyRounds{proc: proc, server: server, rounds: tp.px.Rounds()})
+		out = append(out, proxyRounds{proc: proc, server: server, addr: tp.px.Addr(), rounds: tp.px.Rounds()})
 	}
 	return out
 }
@@ -48,6 +49,13 @@ func (b *redisBackend) roundsOf() []proxyRounds {
 // process from when the command was sent: the server, or lockprover's
 // process carrying its answer, did not run for longer than the reference
 // waits.
+// An operation whose error is a write to one of its process's proxies
+// timing out ("write tcp CLIENT->PROXY: i/o timeout") is a force-close of
+// its process too, from just after its invoke: a command of a few bytes
+// written on the loopback to a proxy that reads it does not wait for
+// room, so the write's deadline passed before the client ran to write it
+// (the suite beside two busy loops: the probe of TestMachineStallRecorded,
+// 2 s after the server it had stopped was running again).
 // A command while a fault lockprover struck was in force on its process
 // or its server (a partition holds it, a pause stops the server) is no
 // evidence: that fault explains it. Only the reference's: an
@@ -93,6 +101,11 @@ func machineStalls(h []histories.Event, start time.Time, seen []proxyRounds) []h
 				}
 			}
 			if late == nil {
+				if pr := writeTimedOut(e.Error, e.Process, seen); pr != nil && !explained(e.Process, pr.server, inv.Time, e.Time) {
+					why := fmt.Sprintf("%s's %s ended %q at %.3f s: its client's write to its proxy for %s timed out, a few bytes on the loopback that wait for no room, so its process did not run before the write's deadline passed, a stall of the machine",
+						e.Process, e.F, e.Error, time.Duration(e.Time).Seconds(), pr.server)
+					out = append(out, run.FaultPair(histories.ForceClose, e.Process, inv.Time+1, run.NotStruck+why)...)
+				}
 				continue
 			}
 			why := fmt.Sprintf("%s answered %s's %s %v after the proxy passed it on (at %.3f s), after %s's client had given that connection up, its deadline passed (its %s ended %q at %.3f s): the server, or lockprover's own process carrying the answer, did not run in time, a stall of the machine",
@@ -102,6 +115,32 @@ func machineStalls(h []histories.Event, start time.Time, seen []proxyRounds) []h
 		}
 	}
 	return out
+}
+
+// writeTimedOut is the proxy of proc's that err names as the peer of a
+// write that timed out ("write tcp 127.0.0.1:55692->127.0.0.1:38919: i/o
+// timeout"), nil if err names no such write.
+func writeTimedOut(err, proc string, seen []proxyRounds) *proxyRounds {
+	for rest := err; ; {
+		_, after, ok := strings.Cut(rest, "write tcp ")
+		if !ok {
+			return nil
+		}
+		rest = after
+		ends, tail, ok := strings.Cut(after, ": ")
+		if !ok || !strings.HasPrefix(tail, "i/o timeout") {
+			continue
+		}
+		_, peer, ok := strings.Cut(ends, "->")
+		if !ok {
+			continue
+		}
+		for i := range seen {
+			if seen[i].proc == proc && seen[i].addr == peer {
+				return &seen[i]
+			}
+		}
+	}
 }
 
 // A struckSpan is a fault lockprover struck, on target (a process, or a

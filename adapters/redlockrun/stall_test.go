@@ -82,6 +82,53 @@ func TestMachineStalls(t *testing.T) {
 	}
 }
 
+// An operation of the reference that ended unknown on a write to its own
+// proxy timing out is a stall of the machine too (a few bytes on the
+// loopback wait for no room: the process did not run before the write's
+// deadline), recorded from just after its invoke; not for a write to
+// another process's proxy or to an address no proxy of the run has, not
+// for a read, and not while a fault lockprover struck on the process or
+// the server was in force.
+func TestMachineStallsOnAWrite(t *testing.T) {
+	start := time.Unix(1000, 0)
+	ms := int64(time.Millisecond)
+	acquire := func(why string) []histories.Event {
+		return []histories.Event{
+			{Index: 0, Time: 100 * ms, Process: "probe1", Type: histories.Invoke, F: histories.Acquire, Lock: "lp", Value: &lease.Value{TTLMs: histories.Int(2000)}},
+			{Index: 1, Time: 1300 * ms, Process: "probe1", Type: histories.Info, F: histories.Acquire, Lock: "lp", Error: why},
+		}
+	}
+	proxies := []proxyRounds{{proc: "c1", server: "redis1", addr: "127.0.0.1:38000"}, {proc: "probe1", server: "redis1", addr: "127.0.0.1:38919"}}
+	write := "redlock: too few servers answered: lp granted by 0 of 1 servers, 1 needed: write tcp 127.0.0.1:55692->127.0.0.1:38919: i/o timeout"
+	got := machineStalls(acquire(write), start, proxies)
+	if len(got) != 2 || got[0].F != histories.ForceClose || histories.FaultOf(&got[1]).Process != "probe1" || got[0].Time != 100*ms+1 {
+		t.Fatalf("got %+v, want probe1's force-close just after its invoke", got)
+	}
+	for _, w := range []string{run.NotStruck, "write to its proxy for redis1 timed out", "i/o timeout"} {
+		if !strings.Contains(got[1].Error, w) {
+			t.Errorf("its error %q does not say %q", got[1].Error, w)
+		}
+	}
+	paused := append(acquire(write), []histories.Event{
+		{Time: 50 * ms, Process: "nemesis", Type: histories.Invoke, F: histories.Pause, Value: &histories.Fault{Process: "redis1"}},
+		{Time: 50 * ms, Process: "nemesis", Type: histories.Info, F: histories.Pause, Value: &histories.Fault{Process: "redis1"}},
+	}...)
+	for _, tc := range []struct {
+		name string
+		h    []histories.Event
+	}{
+		{"another process's proxy", acquire(strings.Replace(write, "38919", "38000", 1))},
+		{"no proxy of the run", acquire(strings.Replace(write, "38919", "39999", 1))},
+		{"a read", acquire(strings.Replace(write, "write tcp", "read tcp", 1))},
+		{"another error", acquire("redlock: too few servers answered: lp granted by 0 of 1 servers, 1 needed: write tcp 127.0.0.1:55692->127.0.0.1:38919: broken pipe")},
+		{"its server paused by lockprover", paused},
+	} {
+		if got := machineStalls(tc.h, start, proxies); len(got) != 0 {
+			t.Errorf("%s: recorded %+v, want nothing", tc.name, got)
+		}
+	}
+}
+
 // On a real Redis stopped (SIGSTOP) by no fault of the plan's, as a loaded
 // machine stops it, for longer than the reference's round waits (1.5 s;
 // a round on real Redis waits half the ttl, 1 s here), c1's
