@@ -26,6 +26,14 @@ func (addrOnly) Dial(context.Context, broker.Config) (broker.Conn, error) {
 }
 func (addrOnly) Sleep(context.Context, time.Duration) error { return nil }
 
+// brokerAt is addrOnly with the URL of a broker that answers.
+type brokerAt struct {
+	addrOnly
+	url string
+}
+
+func (b brokerAt) URL() string { return b.url }
+
 // An init answered with an error, by a process that then exits at once, is
 // the broker out of reach (try again later), every time: the reply is read
 // before the exit is noticed. A definite one is a refusal to start.
@@ -77,6 +85,48 @@ func TestPreflight(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// A process that answers init with "abrupt_close": "heartbeat" is taken
+// to end a socket without a connection.close only when its heartbeat
+// deadline passes (the runner then records such an end as a stall of the
+// machine); one that says nothing, or anything else, is not. The
+// reference served through the protocol says so; a mutant of it does not.
+func TestInitDeclaresHeartbeatClose(t *testing.T) {
+	quick.Skip(t, "processes")
+	t.Parallel()
+	p := &amqprun.Plan{Version: amqprun.PlanVersion, Kind: "semaphore", Lock: "x", Slots: 1}
+	closes := func(t *testing.T, impl *amqpprotocol.Processes, b broker.Broker) bool {
+		t.Helper()
+		defer impl.Stop()
+		c, err := impl.Connect(context.Background(), b, p, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		hc, ok := c.(interface{ ClosesOnlyOnHeartbeat() bool })
+		return ok && hc.ClosesOnlyOnHeartbeat()
+	}
+	for _, tc := range []struct {
+		reply string
+		want  bool
+	}{
+		{`{"id":1,"type":"init_ok","abrupt_close":"heartbeat"}`, true},
+		{`{"id":1,"type":"init_ok"}`, false},
+		{`{"id":1,"type":"init_ok","abrupt_close":"never"}`, false},
+		{`{"id":1,"type":"init_ok","abrupt_close":true}`, false},
+	} {
+		if got := closes(t, amqpprotocol.NewProcesses(`read l; echo '`+tc.reply+`'; read l`), addrOnly{}); got != tc.want {
+			t.Errorf("%s: declares a heartbeat-only close %v, want %v", tc.reply, got, tc.want)
+		}
+	}
+	url := rabbitmqtest.URL(t)
+	if !closes(t, amqpprotocol.NewProcesses(lockprover+" serve-reference"), brokerAt{url: url}) {
+		t.Error("serve-reference does not declare that amqp091-go ends a socket so only when its heartbeat deadline passes")
+	}
+	if closes(t, amqpprotocol.NewProcesses(lockprover+" serve-reference --mutant verify-errors"), brokerAt{url: url}) {
+		t.Error("a mutant served through the protocol declares what only the reference may")
+	}
 }
 
 // After two failed starts in a run no more of its processes are started,

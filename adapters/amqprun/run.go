@@ -49,15 +49,19 @@ type runner struct {
 	mu        sync.Mutex
 	states    map[string]*procState
 	costs     map[int]broker.Cost
-	killed    map[string]bool               // processes killed while heartbeats are off (made on first use)
-	created   bool                          // the first admin's create has ended or was cut short
-	awaiting  map[string]bool               // in an exhaustive search, the processes awaiting it (made on first use)
-	destroyed bool                          // the probe's destroy succeeded
-	live      map[string]Client             // each process's current client, for signals
-	dialling  map[string]context.CancelFunc // cuts short a process's Connect when it is killed
-	ledgers   map[string]*ledger            // each process's connection and channels, from its method counts
-	waste     map[int]string                // how an operation wasted connections or channels
-	problems  []string
+	killed    map[string]bool   // processes killed while heartbeats are off (made on first use)
+	created   bool              // the first admin's create has ended or was cut short
+	awaiting  map[string]bool   // in an exhaustive search, the processes awaiting it (made on first use)
+	destroyed bool              // the probe's destroy succeeded
+	live      map[string]Client // each process's current client, for signals
+	// heartbeatOnly are the processes whose client declared it ends a
+	// socket without a connection.close only when its heartbeat deadline
+	// passes (heartbeatCloser).
+	heartbeatOnly map[string]bool
+	dialling      map[string]context.CancelFunc // cuts short a process's Connect when it is killed
+	ledgers       map[string]*ledger            // each process's connection and channels, from its method counts
+	waste         map[int]string                // how an operation wasted connections or channels
+	problems      []string
 }
 
 func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
@@ -66,7 +70,7 @@ func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
 	steps := planSteps(&p)
 	r := &runner{p: &p, impl: impl, eng: eng, lock: lock,
 		hb: p.Options.Heartbeat(), states: map[string]*procState{}, costs: make(map[int]broker.Cost, steps),
-		live:     map[string]Client{},
+		live: map[string]Client{}, heartbeatOnly: map[string]bool{},
 		dialling: map[string]context.CancelFunc{}, ledgers: map[string]*ledger{}, waste: map[int]string{},
 		created: p.Kind != histories.Semaphore || len(p.Admins) == 0}
 	r.Init(run.Config{Lock: &r.mu, Now: eng.Now, Poll: poll, Ends: ends})
@@ -188,12 +192,23 @@ func (r *runner) result() (*prover.Result, error) {
 // on its own (brokerFaults), keeping the evidence's indexes right.
 func (r *runner) addBrokerFaults(res *prover.Result, notes []serverNote) {
 	_, ref := r.impl.(reference)
+	heartbeatOnly := func(proc string) string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch {
+		case ref:
+			return referenceClient
+		case r.heartbeatOnly[proc]:
+			return declaredClient
+		}
+		return ""
+	}
 	race := ""
 	inFlight := slices.ContainsFunc(notes, func(n serverNote) bool { return n.ev.What == amqpproxy.DeclareInFlight && n.ev.Exclusive })
 	if v, ok := r.eng.(versioned); ok && inFlight {
 		race = v.raceVersion()
 	}
-	faults := brokerFaults(res.History, r.lock, notes, brokerGrace(max(r.hb, time.Second)), r.hb, ref, race)
+	faults := brokerFaults(res.History, r.lock, notes, brokerGrace(max(r.hb, time.Second)), r.hb, heartbeatOnly, race)
 	h, moved := run.WithFaults(res.History, faults)
 	if moved == nil {
 		return
@@ -414,6 +429,9 @@ func (r *runner) dial(b broker.Broker, name string, st *procState, in *incarnati
 		delete(r.dialling, name)
 		if err == nil {
 			r.live[name] = c
+			if hc, ok := c.(heartbeatCloser); ok && hc.ClosesOnlyOnHeartbeat() {
+				r.heartbeatOnly[name] = true
+			}
 		}
 	}
 	r.mu.Unlock()

@@ -128,13 +128,15 @@ func (e *realEngine) brokerLog(notes []serverNote) {
 // other process that held, or was taking, that queue's slot then. Each
 // event's error says what the proxy saw.
 //
-// reference says the processes are lockprover's reference, whose client
-// (amqp091-go) closes its socket without a connection.close only when its
-// heartbeat read deadline passed (ownDeadline). race is the broker's
+// heartbeatOnly names the client of each process that closes a socket
+// without a connection.close only when its heartbeat read deadline passed
+// (ownDeadline), "" for the others: lockprover's reference
+// (referenceClient), and a process that declared so in its init_ok
+// (declaredClient). race is the broker's
 // version where it has the exclusive-delete race
 // (rabbitmq.ExclusiveDeleteRace), "" where it does not or is not known
 // to: a declare in flight then excuses nothing.
-func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace int64, hb time.Duration, reference bool, race string) []histories.Event {
+func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace int64, hb time.Duration, heartbeatOnly func(proc string) string, race string) []histories.Event {
 	var out []histories.Event
 	for _, n := range notes {
 		switch n.ev.What {
@@ -143,8 +145,8 @@ func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace in
 			if why == "" {
 				why = deadlinePassed(h, n, hb)
 			}
-			if why == "" && reference {
-				why = ownDeadline(n, hb)
+			if client := heartbeatOnly(n.proc); why == "" && client != "" {
+				why = ownDeadline(n, hb, client)
 			}
 			if why == "" {
 				continue
@@ -265,6 +267,24 @@ func readFrom(err string) string {
 	return local
 }
 
+// A heartbeatCloser is a Client that says whether its library ends a
+// connection's socket without a connection.close only when its heartbeat
+// read deadline passes, as amqp091-go does: an implementation's process
+// declares it in its init_ok ("abrupt_close": "heartbeat",
+// docs/protocol-amqp-locks.md), so that such an end, where lockprover
+// struck nothing, is recorded as the stall of the machine it is and not
+// left for the checker to judge the hold it cost as a lie (the reference
+// served through the protocol, beside two busy loops: its holder, idle
+// for 3 s, reconnected and rightly said not held).
+type heartbeatCloser interface{ ClosesOnlyOnHeartbeat() bool }
+
+// How ownDeadline names a client that ends a socket so only when its
+// heartbeat deadline passes.
+const (
+	referenceClient = "amqp091-go, lockprover's reference"
+	declaredClient  = `whose init_ok declared "abrupt_close": "heartbeat"`
+)
+
 // ownDeadline says why the reference's client ended a connection (n, a
 // amqpproxy.ClientEnd) when no side was silent for two heartbeats and no
 // operation of its process was in flight to answer the error: amqp091-go
@@ -273,13 +293,14 @@ func readFrom(err string) string {
 // goroutine last moved it on, which a loaded machine may not run in time
 // (the soak of issue 55: a mutex holder idle for 3 s, its verify then
 // finding its queue gone, on RabbitMQ 3.10.8 and 4.3.6 alike). "" with
-// heartbeats off. Only for the reference: another client may end its
-// socket for its own reasons, which breaks nothing.
-func ownDeadline(n serverNote, hb time.Duration) string {
+// heartbeats off. Only for the reference and the processes that declare
+// the same of their client (heartbeatCloser): another client may end its
+// socket for its own reasons.
+func ownDeadline(n serverNote, hb time.Duration, client string) string {
 	if hb <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s's client (amqp091-go, lockprover's reference) closed its socket without a connection.close, which it does only when its read deadline of three heartbeats of %v passed: its goroutines did not run in time, a stall of the machine (%s)", n.proc, hb, n.ev)
+	return fmt.Sprintf("%s's client (%s) closed its socket without a connection.close, which it does only when its heartbeat read deadline passed (three heartbeats of %v, for amqp091-go): its process did not run in time, a stall of the machine (%s)", n.proc, client, hb, n.ev)
 }
 
 // explained says whether a fault lockprover struck on n's process (or on

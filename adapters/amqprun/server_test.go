@@ -79,7 +79,7 @@ func TestBrokerFaultsAttribute(t *testing.T) {
 		{"47-no-server-evidence.jsonl", nil, verdict.Fail, nil},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			h, _ := run.WithFaults(twoHolders(), brokerFaults(twoHolders(), "lp", tc.notes, brokerGrace(time.Second), time.Second, false, "3.10.8"))
+			h, _ := run.WithFaults(twoHolders(), brokerFaults(twoHolders(), "lp", tc.notes, brokerGrace(time.Second), time.Second, noClient, "3.10.8"))
 			var b bytes.Buffer
 			histories.Write(&b, h)
 			if _, err := histories.Read(bytes.NewReader(b.Bytes()), tc.file); err != nil {
@@ -118,12 +118,12 @@ func TestBrokerFaultsAttribute(t *testing.T) {
 		{Time: 401 * ms, Process: "nemesis", Type: histories.Info, F: histories.Heal, Value: &histories.Fault{Process: "c1"}},
 	}
 	h, _ = run.WithFaults(h, part)
-	if got := brokerFaults(h, "lp", []serverNote{heartbeat}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 0 {
+	if got := brokerFaults(h, "lp", []serverNote{heartbeat}, brokerGrace(time.Second), time.Second, noClient, "3.10.8"); len(got) != 0 {
 		t.Errorf("a close lockprover's partition explains was added: %+v", got)
 	}
 	// A declare in flight of a queue nobody else holds names no one.
 	free := serverNote{proc: "c3", at: 24 * ms, ev: amqpproxy.ServerEvent{What: amqpproxy.DeclareInFlight, Queue: "lp-2-B", Exclusive: true}}
-	if got := brokerFaults(twoHolders(), "lp", []serverNote{free}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 0 {
+	if got := brokerFaults(twoHolders(), "lp", []serverNote{free}, brokerGrace(time.Second), time.Second, noClient, "3.10.8"); len(got) != 0 {
 		t.Errorf("a declare of a queue nobody held was blamed: %+v", got)
 	}
 }
@@ -186,7 +186,7 @@ func TestBrokerCloseAfterFaultOver(t *testing.T) {
 		{"acquired before the pause", history(pause, 50*ms), false, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			faults := brokerFaults(tc.h, "lp", []serverNote{closed}, brokerGrace(hb), hb, false, "3.10.8")
+			faults := brokerFaults(tc.h, "lp", []serverNote{closed}, brokerGrace(hb), hb, noClient, "3.10.8")
 			if !tc.recorded {
 				if len(faults) != 0 {
 					t.Fatalf("a close the pause explains was added: %+v", faults)
@@ -276,7 +276,7 @@ func TestSilentBrokerAttribute(t *testing.T) {
 		{"all silent for 3.1s, heartbeats off", 3100 * ms, 3100 * ms, 3100 * ms, 0, verdict.Fail, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			faults := brokerFaults(unknownCreate(), "lp", []serverNote{ended(tc.silence, tc.own, tc.stalled)}, brokerGrace(time.Second), tc.hb, false, "3.10.8")
+			faults := brokerFaults(unknownCreate(), "lp", []serverNote{ended(tc.silence, tc.own, tc.stalled)}, brokerGrace(time.Second), tc.hb, noClient, "3.10.8")
 			h, _ := run.WithFaults(unknownCreate(), faults)
 			v := available(h)
 			if v.Status != tc.want {
@@ -335,7 +335,7 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 		t.Fatal("no available verdict")
 		return verdict.Verdict{}
 	}
-	faults := brokerFaults(history(timeout), "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false, "3.10.8")
+	faults := brokerFaults(history(timeout), "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, noClient, "3.10.8")
 	if len(faults) != 2 || faults[0].F != histories.ForceClose || !strings.Contains(faults[1].Error, "read deadline of three heartbeats") || !strings.HasPrefix(faults[1].Error, run.NotStruck) {
 		t.Fatalf("want the probe's force-close, not struck by lockprover, naming the deadline; got %+v", faults)
 	}
@@ -351,7 +351,7 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 	// connection ended, and the end is recorded all the same.
 	late := history(timeout)
 	late[len(late)-1].Time = 11834 * ms
-	if got := brokerFaults(late, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 2 || got[0].F != histories.ForceClose {
+	if got := brokerFaults(late, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, noClient, "3.10.8"); len(got) != 2 || got[0].F != histories.ForceClose {
 		t.Errorf("the answer recorded late: faults %+v, want the probe's force-close", got)
 	}
 	// The connection ended while the probe was idle, long before its
@@ -360,7 +360,7 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 	// the connection by the client's address, and it is recorded.
 	named := serverNote{proc: "probe", at: 1000 * ms, ev: end.ev}
 	named.ev.Client = "127.0.0.1:36324"
-	if got := brokerFaults(history(timeout), "lp", []serverNote{named}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 2 || got[0].F != histories.ForceClose || got[0].Time != named.at {
+	if got := brokerFaults(history(timeout), "lp", []serverNote{named}, brokerGrace(time.Second), time.Second, noClient, "3.10.8"); len(got) != 2 || got[0].F != histories.ForceClose || got[0].Time != named.at {
 		t.Errorf("an idle connection's end that the next error names: faults %+v, want the probe's force-close at %d", got, named.at)
 	}
 	other := end
@@ -381,7 +381,7 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 		{"far from the end", timeout, []serverNote{{proc: "probe", at: 20000 * ms, ev: end.ev}}, time.Second},
 		{"before the operation, far from its answer", timeout, []serverNote{{proc: "probe", at: 1000 * ms, ev: end.ev}}, time.Second},
 	} {
-		if got := brokerFaults(history(tc.err), "lp", tc.notes, brokerGrace(time.Second), tc.hb, false, "3.10.8"); len(got) != 0 {
+		if got := brokerFaults(history(tc.err), "lp", tc.notes, brokerGrace(time.Second), tc.hb, noClient, "3.10.8"); len(got) != 0 {
 			t.Errorf("%s: added %+v", tc.name, got)
 		}
 	}
@@ -392,7 +392,9 @@ func TestHeartbeatDeadlineOfAStalledClient(t *testing.T) {
 // heartbeats: its heartbeat goroutine did not run on a loaded machine) is
 // a force-close lockprover did not strike, which excuses the verify that
 // then finds the hold gone; an implementation's client ending its socket
-// so is its own doing and adds nothing; with heartbeats off, nothing.
+// so is its own doing and adds nothing, unless its process declared that
+// its client does so only when its heartbeat deadline passes; with
+// heartbeats off, nothing.
 func TestReferenceClientDeadlineWhileIdle(t *testing.T) {
 	h := []histories.Event{
 		{Time: 1 * ms, Process: "admin", Type: histories.Invoke, F: histories.Create, Lock: "lp", Value: &amqpcheck.Value{Slots: histories.Int(1)}},
@@ -406,7 +408,7 @@ func TestReferenceClientDeadlineWhileIdle(t *testing.T) {
 		h[i].Index = i
 	}
 	end := serverNote{proc: "c1", at: 3100 * ms, ev: amqpproxy.ServerEvent{What: amqpproxy.ClientEnd, Silence: 500 * time.Millisecond, ClientSilence: 900 * time.Millisecond}}
-	faults := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, true, "3.10.8")
+	faults := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, asReference, "3.10.8")
 	if len(faults) != 2 || faults[0].F != histories.ForceClose || !strings.Contains(faults[1].Error, "amqp091-go, lockprover's reference") {
 		t.Fatalf("want c1's force-close naming the reference's read deadline, got %+v", faults)
 	}
@@ -417,10 +419,22 @@ func TestReferenceClientDeadlineWhileIdle(t *testing.T) {
 	if v := slotExclusive(t, h); v.Status != verdict.Fail {
 		t.Errorf("without it: slot-exclusive %s, want FAIL (%s)", v.Status, v.Detail)
 	}
-	if got := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, false, "3.10.8"); len(got) != 0 {
+	if got := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, noClient, "3.10.8"); len(got) != 0 {
 		t.Errorf("an implementation's own socket end was recorded: %+v", got)
 	}
-	if got := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), 0, true, "3.10.8"); len(got) != 0 {
+	// A process whose init_ok declared that its client ends a socket so
+	// only when its heartbeat deadline passes (the reference served
+	// through the protocol) is taken at its word, and the record says so.
+	declared := func(proc string) string {
+		if proc == "c1" {
+			return declaredClient
+		}
+		return ""
+	}
+	if got := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), time.Second, declared, "3.10.8"); len(got) != 2 || got[0].F != histories.ForceClose || !strings.Contains(got[1].Error, `"abrupt_close": "heartbeat"`) {
+		t.Errorf("a declared client's end: %+v, want c1's force-close naming its declaration", got)
+	}
+	if got := brokerFaults(h, "lp", []serverNote{end}, brokerGrace(time.Second), 0, asReference, "3.10.8"); len(got) != 0 {
 		t.Errorf("with heartbeats off: %+v", got)
 	}
 }
@@ -446,7 +460,7 @@ func TestExclusiveQueueBugStrikesALateTaker(t *testing.T) {
 			h := twoHolders()
 			h[8].Time, h[9].Time = tc.at, tc.at+5*ms
 			var got []string
-			for _, e := range brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, false, "3.10.8") {
+			for _, e := range brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, noClient, "3.10.8") {
 				if e.Type == histories.Info {
 					if e.F != histories.QueueDeleted {
 						t.Fatalf("a %s recorded", e.F)
@@ -471,17 +485,22 @@ func TestExclusiveQueueBugStrikesALateTaker(t *testing.T) {
 	for i := range h {
 		h[i].Index = i
 	}
-	merged, _ := run.WithFaults(h, brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, false, "3.10.8"))
+	merged, _ := run.WithFaults(h, brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, noClient, "3.10.8"))
 	if v := slotExclusive(t, merged); v.Status != verdict.Pass {
 		t.Errorf("with the late strike: slot-exclusive %s: %s", v.Status, v.Detail)
 	}
 	// A broker without the race (4.3.6, or a version not known to have
 	// it: ""): the declare in flight excuses nothing, and the verify that
 	// found the queue gone stands unexcused.
-	if got := brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, false, ""); len(got) != 0 {
+	if got := brokerFaults(h, "lp", []serverNote{bug}, brokerGrace(time.Second), time.Second, noClient, ""); len(got) != 0 {
 		t.Errorf("a broker without the race: faults %v, want none", got)
 	}
 	if v := slotExclusive(t, h); v.Status != verdict.Fail {
 		t.Errorf("without the strike: slot-exclusive %s: %s", v.Status, v.Detail)
 	}
 }
+
+// asReference and noClient say of every process that its client is the
+// reference's, and of none (brokerFaults' heartbeatOnly).
+func asReference(string) string { return referenceClient }
+func noClient(string) string    { return "" }

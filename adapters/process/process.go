@@ -150,9 +150,13 @@ func (l *Launcher) handshake(ctx context.Context, started *Client, name string, 
 		}
 		return nil, err
 	}
-	_, err = c.Call(ctx, l.InitTimeoutOrDefault(), init, "init_ok")
+	c.initOK, err = c.Call(ctx, l.InitTimeoutOrDefault(), init, "init_ok")
 	return c, err
 }
+
+// InitOK is the process's init_ok, whose fields beyond its type say what
+// the implementation declares of itself (a family's protocol names them).
+func (c *Client) InitOK() Reply { return c.initOK }
 
 // StartFailure is err, the failure of c's handshake, as Connect reports
 // it: a *prover.ImplementationError when the implementation failed itself
@@ -238,6 +242,8 @@ type Client struct {
 	// closes (Checker.Ends): ExitGrace, or the init timeout the launcher
 	// was given (Launcher.InitTimeout, --init-timeout) if longer.
 	exitGrace time.Duration
+	// initOK is the process's answer to init (InitOK).
+	initOK Reply
 
 	// out is stdout, read in full by whoever holds rmu: the reader's
 	// goroutine, or Drain. partial is a line not ended yet; notices, if

@@ -106,6 +106,15 @@ func (c *procClient) op(ctx context.Context, req process.Request, wants ...strin
 	return c.call(ctx, c.Timeout(), req, wants...)
 }
 
+// ClosesOnlyOnHeartbeat says whether the process declared, in its
+// init_ok, "abrupt_close": "heartbeat": its client library ends a
+// connection's socket without a connection.close only when its heartbeat
+// read deadline passes (docs/protocol-amqp-locks.md).
+func (c *procClient) ClosesOnlyOnHeartbeat() bool {
+	var s string
+	return json.Unmarshal(c.InitOK().Fields["abrupt_close"], &s) == nil && s == "heartbeat"
+}
+
 // intField reads a reply's integer field, at least min.
 func (c *procClient) intField(f map[string]json.RawMessage, name string, min int) (int, error) {
 	var n int
