@@ -231,40 +231,27 @@ func deadlinePassed(h []histories.Event, n serverNote, hb time.Duration) string 
 		if e.Process == n.proc && e.Type == histories.Invoke {
 			invoked = e.Time
 		}
-		if e.Process != n.proc || e.Type == histories.Invoke || e.Type == histories.Ok ||
-			!strings.Contains(e.Error, "read tcp") || !strings.HasSuffix(e.Error, "i/o timeout") {
+		if e.Process != n.proc || e.Type == histories.Invoke || e.Type == histories.Ok || !strings.HasSuffix(e.Error, "i/o timeout") {
 			continue
 		}
-		client := readFrom(e.Error)
-		if n.ev.Client != "" && client != "" && client != n.ev.Client {
+		client, _, ok := run.TimedOut(e.Error, "read")
+		if !ok {
+			continue
+		}
+		if n.ev.Client != "" && client != n.ev.Client {
 			continue // another connection of n.proc's
 		}
 		// Within three heartbeats of the end, or the operation in flight
 		// when the connection ended: its answer may be recorded later
 		// than that on a loaded machine (a process's reply read late).
 		inFlight := invoked >= 0 && invoked <= n.at && n.at <= e.Time
-		named := n.ev.Client != "" && client == n.ev.Client && e.Time >= n.at
+		named := n.ev.Client != "" && e.Time >= n.at
 		if d := e.Time - n.at; named || inFlight || (d >= -int64(3*hb) && d <= int64(3*hb)) {
 			return fmt.Sprintf("%s's client library gave its connection up when its read deadline of three heartbeats of %v passed (%q), though neither side was silent for two (RabbitMQ silent %v, %s silent %v): its process did not run in time, a stall of the machine (%s)",
 				n.proc, hb, e.Error, n.ev.Silence.Round(time.Millisecond), n.proc, n.ev.ClientSilence.Round(time.Millisecond), n.ev)
 		}
 	}
 	return ""
-}
-
-// readFrom is the local end a Go read error names ("read tcp
-// 127.0.0.1:36324->127.0.0.1:46051: i/o timeout" names 127.0.0.1:36324),
-// "" if err names none.
-func readFrom(err string) string {
-	_, rest, ok := strings.Cut(err, "read tcp ")
-	if !ok {
-		return ""
-	}
-	local, _, ok := strings.Cut(rest, "->")
-	if !ok || strings.Contains(local, " ") || !strings.Contains(local, ":") {
-		return ""
-	}
-	return local
 }
 
 // A heartbeatCloser is a Client that says whether its library ends a

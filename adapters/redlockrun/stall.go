@@ -118,29 +118,18 @@ func machineStalls(h []histories.Event, start time.Time, seen []proxyRounds) []h
 }
 
 // writeTimedOut is the proxy of proc's that err names as the peer of a
-// write that timed out ("write tcp 127.0.0.1:55692->127.0.0.1:38919: i/o
-// timeout"), nil if err names no such write.
+// write that timed out (run.TimedOut), nil if err names no such write.
 func writeTimedOut(err, proc string, seen []proxyRounds) *proxyRounds {
-	for rest := err; ; {
-		_, after, ok := strings.Cut(rest, "write tcp ")
-		if !ok {
-			return nil
-		}
-		rest = after
-		ends, tail, ok := strings.Cut(after, ": ")
-		if !ok || !strings.HasPrefix(tail, "i/o timeout") {
-			continue
-		}
-		_, peer, ok := strings.Cut(ends, "->")
-		if !ok {
-			continue
-		}
-		for i := range seen {
-			if seen[i].proc == proc && seen[i].addr == peer {
-				return &seen[i]
-			}
+	_, peer, ok := run.TimedOut(err, "write")
+	if !ok {
+		return nil
+	}
+	for i := range seen {
+		if seen[i].proc == proc && seen[i].addr == peer {
+			return &seen[i]
 		}
 	}
+	return nil
 }
 
 // A struckSpan is a fault lockprover struck, on target (a process, or a

@@ -2,6 +2,7 @@ package run
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/lockprover/lockprover/histories"
 )
@@ -61,4 +62,29 @@ func WithFaults(h, faults []histories.Event) (merged []histories.Event, moved ma
 		merged[i].Index = i
 	}
 	return merged, moved
+}
+
+// TimedOut finds, in an operation's error, the connection whose op ("read"
+// or "write") timed out, as Go's net package names it ("read tcp
+// 127.0.0.1:36324->127.0.0.1:46051: i/o timeout": local 127.0.0.1:36324,
+// peer 127.0.0.1:46051); ok is false if err names none. Through a run's
+// proxies the local end is the client's and the peer a proxy's: which of
+// a process's connections gave up waiting, the evidence of a stall of the
+// machine a run records after the fact.
+func TimedOut(err, op string) (local, peer string, ok bool) {
+	for rest := err; ; {
+		_, after, found := strings.Cut(rest, op+" tcp ")
+		if !found {
+			return "", "", false
+		}
+		rest = after
+		ends, tail, found := strings.Cut(after, ": ")
+		if !found || !strings.HasPrefix(tail, "i/o timeout") {
+			continue
+		}
+		local, peer, found = strings.Cut(ends, "->")
+		if found && !strings.Contains(ends, " ") {
+			return local, peer, true
+		}
+	}
 }

@@ -35,3 +35,24 @@ func TestWithFaults(t *testing.T) {
 		t.Errorf("times go back: %d after %d", got[2].Time, got[1].Time)
 	}
 }
+
+// TimedOut names the connection of the first read or write that timed
+// out, and nothing for another error or another operation.
+func TestTimedOut(t *testing.T) {
+	for _, tc := range []struct {
+		err, op, local, peer string
+		ok                   bool
+	}{
+		{"amqp connection error 501: read tcp 127.0.0.1:36324->127.0.0.1:46051: i/o timeout", "read", "127.0.0.1:36324", "127.0.0.1:46051", true},
+		{"redlock: too few servers answered: write tcp 127.0.0.1:55692->127.0.0.1:38919: i/o timeout", "write", "127.0.0.1:55692", "127.0.0.1:38919", true},
+		{"a: read tcp 1.1.1.1:1->2.2.2.2:2: connection reset by peer; b: read tcp 3.3.3.3:3->4.4.4.4:4: i/o timeout", "read", "3.3.3.3:3", "4.4.4.4:4", true},
+		{"write tcp 127.0.0.1:55692->127.0.0.1:38919: i/o timeout", "read", "", "", false},
+		{"read tcp 127.0.0.1:55692->127.0.0.1:38919: broken pipe", "read", "", "", false},
+		{"context deadline exceeded", "read", "", "", false},
+	} {
+		local, peer, ok := TimedOut(tc.err, tc.op)
+		if local != tc.local || peer != tc.peer || ok != tc.ok {
+			t.Errorf("TimedOut(%q, %q) = %q, %q, %v; want %q, %q, %v", tc.err, tc.op, local, peer, ok, tc.local, tc.peer, tc.ok)
+		}
+	}
+}
