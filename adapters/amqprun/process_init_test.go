@@ -113,12 +113,25 @@ func TestInitDeclaresHeartbeatClose(t *testing.T) {
 	}{
 		{`{"id":1,"type":"init_ok","abrupt_close":"heartbeat"}`, true},
 		{`{"id":1,"type":"init_ok"}`, false},
-		{`{"id":1,"type":"init_ok","abrupt_close":"never"}`, false},
-		{`{"id":1,"type":"init_ok","abrupt_close":true}`, false},
 	} {
 		if got := closes(t, amqpprotocol.NewProcesses(`read l; echo '`+tc.reply+`'; read l`), addrOnly{}); got != tc.want {
 			t.Errorf("%s: declares a heartbeat-only close %v, want %v", tc.reply, got, tc.want)
 		}
+	}
+	// Any other value is a mistake the implementation is told of, as a
+	// start that failed: not a declaration silently dropped.
+	for _, tc := range []struct{ value, want string }{
+		{`"never"`, `c1 did not start: sent an init_ok whose "abrupt_close" is "never": the one value it takes is "heartbeat"`},
+		{`true`, `c1 did not start: sent an init_ok whose "abrupt_close" is true: the one value it takes is "heartbeat"`},
+		{`"Heartbeat"`, `whose "abrupt_close" is "Heartbeat"`},
+	} {
+		impl := amqpprotocol.NewProcesses(`read l; echo '{"id":1,"type":"init_ok","abrupt_close":` + tc.value + `}'; read l`)
+		_, err := impl.Connect(context.Background(), addrOnly{}, p, "c1")
+		var ie *prover.ImplementationError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("abrupt_close %s: %v, want an implementation error containing %q", tc.value, err, tc.want)
+		}
+		impl.Stop()
 	}
 	url := rabbitmqtest.URL(t)
 	if !closes(t, amqpprotocol.NewProcesses(lockprover+" serve-reference"), brokerAt{url: url}) {
@@ -126,6 +139,12 @@ func TestInitDeclaresHeartbeatClose(t *testing.T) {
 	}
 	if closes(t, amqpprotocol.NewProcesses(lockprover+" serve-reference --mutant verify-errors"), brokerAt{url: url}) {
 		t.Error("a mutant served through the protocol declares what only the reference may")
+	}
+	// validate-impl says so too, on the check of the start.
+	var out strings.Builder
+	if amqpprotocol.Validate(`read l; echo '{"id":1,"type":"init_ok","abrupt_close":"hearbeat"}'; read l`, url, &out) ||
+		!strings.Contains(out.String(), "FAIL  admin starts and answers init with init_ok\n      admin sent an init_ok whose \"abrupt_close\" is \"hearbeat\"") {
+		t.Errorf("validate-impl of an init_ok with a misspelt abrupt_close:\n%s", out.String())
 	}
 }
 

@@ -57,6 +57,11 @@ type Launcher struct {
 	// answering init was, for "refused to start: ..."; unset, its code
 	// and text.
 	Refusal func(*ErrorReply) string
+	// CheckInit, if set, reads the fields an init_ok declares (a family's
+	// protocol names them) and says what is wrong with one, or "": a
+	// process whose init_ok it faults did not start, and the error says
+	// why, rather than a declaration being ignored.
+	CheckInit func(Reply) string
 
 	mu sync.Mutex
 	// failed holds, by run, the starts of the implementation that failed
@@ -151,8 +156,19 @@ func (l *Launcher) handshake(ctx context.Context, started *Client, name string, 
 		return nil, err
 	}
 	c.initOK, err = c.Call(ctx, l.InitTimeoutOrDefault(), init, "init_ok")
+	if err == nil && l.CheckInit != nil {
+		if why := l.CheckInit(c.initOK); why != "" {
+			err = &BadInit{c.GiveUp("sent an init_ok " + why)}
+		}
+	}
 	return c, err
 }
+
+// A BadInit is an init_ok that Launcher.CheckInit faulted: the process
+// answered init, but declared what it may not. The process is killed.
+type BadInit struct{ err error }
+
+func (b *BadInit) Error() string { return b.err.Error() }
 
 // InitOK is the process's init_ok, whose fields beyond its type say what
 // the implementation declares of itself (a family's protocol names them).

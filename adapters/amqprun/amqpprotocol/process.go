@@ -35,7 +35,22 @@ func (*Processes) NamesItsQueues() {}
 func NewProcesses(command string) *Processes {
 	// A definite refusal of init is reported by its code alone, as the
 	// launcher of amqp-locks always did.
-	return &Processes{process.Launcher{Command: command, Refusal: func(e *process.ErrorReply) string { return e.Code }}}
+	return &Processes{process.Launcher{Command: command, Refusal: func(e *process.ErrorReply) string { return e.Code }, CheckInit: checkInit}}
+}
+
+// checkInit faults what an amqp-locks init_ok declares, if anything:
+// "abrupt_close" takes one value, "heartbeat"; a typo or a boolean there
+// is refused, not taken as no declaration.
+func checkInit(r process.Reply) string {
+	raw, ok := r.Fields["abrupt_close"]
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil || s != "heartbeat" {
+		return fmt.Sprintf(`whose "abrupt_close" is %s: the one value it takes is "heartbeat" (docs/protocol-amqp-locks.md#init)`, raw)
+	}
+	return ""
 }
 
 // Connect starts a process for the client name of plan p and shakes hands.

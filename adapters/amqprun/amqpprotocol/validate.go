@@ -37,7 +37,7 @@ const validateHeartbeatMs = 5000
 // ValidateInit is ValidateContext giving each process initTimeout to
 // answer init (0 for the protocol's 10 s).
 func ValidateInit(ctx context.Context, command string, initTimeout time.Duration, url string, out io.Writer) bool {
-	v := &validator{Checker: process.NewChecker(ctx, out), launcher: process.Launcher{Command: command, Timeout: 10 * time.Second, InitTimeout: initTimeout},
+	v := &validator{Checker: process.NewChecker(ctx, out), launcher: process.Launcher{Command: command, Timeout: 10 * time.Second, InitTimeout: initTimeout, CheckInit: checkInit},
 		url: url, lock: rabbitmq.UniqueName("lp-validate-")}
 	defer v.cleanup()
 	v.semaphore()
@@ -57,7 +57,8 @@ func (v *validator) start(name, kind, lock string) *procClient {
 	c, err := v.launcher.Handshake(v.Ctx, name, initRequest(name, kind, lock, v.url, validateHeartbeatMs))
 	if c != nil {
 		v.procs = append(v.procs, c)
-		if err != nil {
+		var bad *process.BadInit
+		if err != nil && !errors.As(err, &bad) {
 			err = fmt.Errorf(`answer {"id":1,"type":"init_ok"} on stdout within %v of the init request, and write nothing else there: %s`, v.launcher.InitTimeoutOrDefault(), c.Why())
 		}
 	}
