@@ -17,11 +17,12 @@ const (
 	// its value is the pid of the lockprover that started one.
 	ContainerLabel = "org.lockprover.broker"
 	// ContainerImage is the image a broker container is made from unless
-	// told otherwise: RabbitMQ 3.10, whose behaviour lockprover's model is
-	// measured against, from Docker Hub. Where no registry is reachable,
-	// .ci/docker builds lockprover/rabbitmq:3.10.8-deb12u1-1 from Debian's
-	// packages.
-	ContainerImage = "rabbitmq:3.10-management-alpine"
+	// told otherwise: RabbitMQ 4.3, what users deploy now (Khepri, no
+	// Mnesia), from Docker Hub; the reference holds on 4.3.6
+	// (docs/amqp-locks.md). Where no registry is reachable, .ci/docker
+	// builds lockprover/rabbitmq:4.3.6-1-1 from Debian's packages (`up
+	// 4.3.6`), and the 3.10.8 image the suite runs on (`up`).
+	ContainerImage = "rabbitmq:4.3-management"
 	// containerReady bounds a broker container's boot (RabbitMQ takes about
 	// 5 s here).
 	containerReady = 2 * time.Minute
@@ -64,7 +65,7 @@ func StartContainer(ctx context.Context, e *docker.Engine, image string) (*Conta
 	}
 	if !has {
 		if err := e.Pull(ctx, image); err != nil {
-			return nil, fmt.Errorf("%w\nthe image %s is not in the Docker engine at %s and could not be pulled: docker pull it, or build lockprover's own from Debian's packages (.ci/docker up, as root, builds %s) and name it with --docker-image", err, image, e.Host(), "lockprover/rabbitmq:3.10.8-deb12u1-1")
+			return nil, fmt.Errorf("%w\nthe image %s is not in the Docker engine at %s and could not be pulled: docker pull it, or build lockprover's own from Debian's packages (.ci/docker up 4.3.6, as root, builds %s) and name it with --docker-image", err, image, e.Host(), "lockprover/rabbitmq:4.3.6-1-1")
 		}
 	}
 	dc, err := e.Run(ctx, docker.Spec{Image: image, Port: "5672/tcp", Label: ContainerLabel})
