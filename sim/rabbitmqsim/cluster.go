@@ -89,6 +89,13 @@ type cluster struct {
 	// store is Khepri's records (Khepri mode only): what a node that
 	// has caught up sees.
 	store map[string]*queue
+	// Khepri mode: the leader of its Raft cluster, nil while none leads
+	// (the last one lost its majority and no other is elected yet);
+	// deposed, the last one, while an election is under way; election,
+	// that election; picked, that the first leader was drawn.
+	leader, deposed *node
+	election        *sched.Timer
+	picked          bool
 }
 
 // A node is one RabbitMQ node: its VM, its rabbit application and its

@@ -29,9 +29,32 @@ import (
 //     answered from the node's own copy of the records, however stale
 //     (K.3). A method that needs a queue's process (a passive declare,
 //     a delete, a consume, a get, a purge) waits while the queue's node is
-//     unreachable from the client's, however long (K.4b); a publish waits
-//     only until the client's node declares that node down, and is then
-//     confirmed, the record kept.
+//     unreachable from the client's, however long (K.4b); a publish to
+//     such a queue waits until the client's node declares the queue's
+//     node down, and is then confirmed, the record kept (a release's
+//     publish through a cut-off n1, in the hand plans on 4.3.6), but
+//     for as long as the queue's node is paused (a differential's
+//     sequence: a publish through n2 to a queue of n1, paused two
+//     net_ticktimes before, got no confirm within 2 s; why the two
+//     differ was not found: a paused VM's kernel still takes the
+//     connections its peers open to it, a cut-off one's does not).
+//   - A write commits only while a leader of the Raft cluster leads: a
+//     member that reaches a majority (K.4c). The first leader is drawn
+//     (a cluster formed by joining n1 is led by n1, measured once; one
+//     that lived through faults may be led by any node). When the
+//     leader loses its majority (cut off, killed, paused) the nodes
+//     that keep one elect another, electionLeast to electionLeast +
+//     7 electionSteps later, by the seed (K.4c: a write through the
+//     majority waited until 10.7 s after the cut of the leader; in a
+//     differential's sequence, over 12 s); writes through them wait
+//     until then. A deposed leader that reaches a majority again
+//     before the election leads on; one that was killed or stopped
+//     does not (it starts again as a follower). A node that reaches a
+//     majority but not the leader (a bridge) falls behind the store
+//     and commits nothing until it reaches the leader again and has
+//     caught up (a declare of a queue made after a bridge, through n1,
+//     cut off from n2 alone, got no answer within 2 s in a
+//     differential's sequence: n2 led, it seems).
 //   - No node deletes the records of a peer it lost, pauses itself or
 //     restarts to heal (K.1, K.2, K.6). A node that reaches a majority
 //     again (after a cut, a pause, a restart) catches up with the store
@@ -55,6 +78,14 @@ const KhepriTimeout = 30 * time.Second
 const (
 	catchUp     = 5500 * time.Millisecond
 	catchUpStep = time.Second
+)
+
+// electionLeast is the least time from the leader's loss of its
+// majority to another's election; electionStep, times a pick of 0 to 7,
+// is added to it (K.4c).
+const (
+	electionLeast = 7 * time.Second
+	electionStep  = time.Second
 )
 
 // internalError is AMQP's 541 INTERNAL_ERROR, a connection error.
@@ -83,22 +114,92 @@ func (cl *cluster) quorum(x *node) bool {
 }
 
 // commits says a write through x commits now: x has a quorum and has
-// caught up with the store.
-func (cl *cluster) commits(x *node) bool { return !x.behind && cl.quorum(x) }
+// caught up with the store, and a leader leads that x reaches (in a
+// bridge, a node cut off from the leader alone waits: a differential's
+// sequence on 4.3.6).
+func (cl *cluster) commits(x *node) bool {
+	if !cl.picked {
+		cl.lead()
+	}
+	return !x.behind && cl.quorum(x) && cl.leader != nil && cl.follows(x)
+}
+
+// follows says x hears from Khepri's leader, if one leads: the leader
+// replicates the store to the nodes it reaches. A node that reaches a
+// majority but not the leader (a bridge) falls behind.
+func (cl *cluster) follows(x *node) bool {
+	l := cl.leader
+	return l == nil || l == x || cl.reach(x, l)
+}
+
+// lead follows who leads the Raft cluster: the first leader is drawn;
+// a leader that lost its majority is deposed, and an election among the
+// nodes that keep one is set (or, before it ends, called off if the
+// deposed one has a majority again).
+func (cl *cluster) lead() {
+	w := cl.w
+	if !cl.picked {
+		cl.picked = true
+		cl.leader = cl.nodes[w.pick(len(cl.nodes))]
+	}
+	if l := cl.leader; l != nil && !cl.quorum(l) {
+		cl.leader, cl.deposed = nil, l
+		if w.trace != nil {
+			w.tracef("node %s: Khepri's leader, has no majority; the others elect another", l.name)
+		}
+	}
+	// A leader that went down (killed, stopped) starts again as a
+	// follower: restarted, it does not lead on.
+	if d := cl.deposed; cl.leader == nil && d != nil && cl.election != nil && cl.quorum(d) && !d.restarted {
+		cl.election.Cancel()
+		cl.election, cl.leader, cl.deposed = nil, d, nil
+		if w.trace != nil {
+			w.tracef("node %s: leads Khepri again, before an election", d.name)
+		}
+	}
+	if cl.leader != nil || cl.election != nil || !slices.ContainsFunc(cl.nodes, cl.quorum) {
+		return
+	}
+	d := electionLeast + electionStep*time.Duration(w.pick(8))
+	cl.election = w.sched.After(d, func() {
+		cl.election = nil
+		var can []*node
+		for _, x := range cl.nodes {
+			if cl.quorum(x) {
+				can = append(can, x)
+			}
+		}
+		if len(can) > 0 {
+			cl.leader, cl.deposed = can[w.pick(len(can))], nil
+			if w.trace != nil {
+				w.tracef("node %s: elected Khepri's leader", cl.leader.name)
+			}
+			for _, x := range cl.nodes {
+				cl.commitDeletes(x)
+			}
+		}
+		cl.update()
+	})
+}
 
 // khepriSync marks the nodes that lost their majority behind (their
 // copies of the records no longer follow the store) and starts the
 // catch-up of those that reach one again.
 func (cl *cluster) khepriSync() {
+	cl.lead()
 	for _, x := range cl.nodes {
 		switch {
-		case !cl.quorum(x):
+		case !cl.quorum(x) || !cl.follows(x):
 			x.catchup.Cancel()
 			x.catchup = nil
 			if !x.behind {
 				x.behind = true
 				if cl.w.trace != nil {
-					cl.w.tracef("node %s: no majority; its copy of the records falls behind Khepri's", x.name)
+					why := "no majority"
+					if cl.quorum(x) {
+						why = "the leader out of reach"
+					}
+					cl.w.tracef("node %s: %s; its copy of the records falls behind Khepri's", x.name, why)
 				}
 			}
 		case x.behind && x.catchup == nil:
@@ -119,7 +220,7 @@ func (cl *cluster) khepriSync() {
 // that waited for it commit.
 func (cl *cluster) caughtUp(x *node) {
 	w := cl.w
-	if !cl.quorum(x) {
+	if !cl.quorum(x) || !cl.follows(x) {
 		return
 	}
 	if x.restarted {
@@ -145,6 +246,16 @@ func (cl *cluster) caughtUp(x *node) {
 	}
 	if x.boot {
 		cl.khepriStarted(x)
+	}
+	cl.commitDeletes(x)
+}
+
+// commitDeletes commits the deletions that waited for x (caught up, or
+// a leader elected), if x commits now; those lost wait out their time.
+func (cl *cluster) commitDeletes(x *node) {
+	w := cl.w
+	if !cl.commits(x) {
+		return
 	}
 	var lost []*ownerDelete
 	for _, d := range x.deletes {
@@ -328,10 +439,11 @@ func (cl *cluster) gate(s *stall) bool {
 // busy, gone (wedged), or on a node c's node cannot reach: RabbitMQ asks
 // the queue's process for a passive declare (before it looks at the
 // owner), a redeclare, a delete, a consume, a get, a purge (K.4b: no
-// answer while the queue's node was cut off). A publish waits only while
-// c's node has not declared the queue's node down (a queue process lost
-// to a noconnection settles what was sent to it), or while the queue's
-// process is busy; a redeclare refused on the record does not wait (K.2).
+// answer while the queue's node was cut off). A publish waits while a
+// queue it is routed to is busy, or on a node c's node cannot reach and
+// has not declared down (a queue process lost to a noconnection settles
+// what was sent to it), or on a paused node, declared down or not; a
+// redeclare refused on the record does not wait (K.2).
 func (cl *cluster) processWaits(c *conn, r *request) bool {
 	x := c.node
 	if r.m == mBasicPublish {
@@ -340,7 +452,7 @@ func (cl *cluster) processWaits(c *conn, r *request) bool {
 			return false
 		}
 		for _, q := range targets {
-			if q.busy || q.home != x && x.conn[q.home.i] && !cl.reach(x, q.home) {
+			if q.busy || q.home != x && (x.conn[q.home.i] && !cl.reach(x, q.home) || q.home.frozen) {
 				return true
 			}
 		}

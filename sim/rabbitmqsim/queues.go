@@ -377,6 +377,14 @@ func (w *World) deliver(pb broker.Publishing, targets []*queue, routed bool) rep
 	}
 	acked, cost := true, latPublish
 	for _, q := range targets {
+		if q.wedged {
+			// A Khepri queue whose process is gone (its node killed or
+			// stopped, or its delete timed out): the record routes, the
+			// message is rejected (a differential's sequence on 4.3.6:
+			// a publish to a queue of a killed n3, nacked).
+			acked = false
+			continue
+		}
 		if !w.enqueue(q, pb.Persistent) {
 			acked = false
 		}
