@@ -2,9 +2,11 @@ package rabbitmq
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +16,10 @@ import (
 
 // TestClusterKhepriRows measures docs/broker-semantics.md's Khepri rows
 // (K.1 and on) on three RabbitMQ 4.3.6 nodes, whose metadata store is
-// Khepri (Raft) and which have no partition handling modes: what the
+// Khepri (Raft) and which have no partition handling modes, and on three
+// 4.0.5 nodes with khepri_db enabled (a subtest each: -run
+// 'TestClusterKhepriRows/4.0.5'), which, unlike 4.3.6, free a lost
+// node's exclusive queues (freesLostQueues): what the
 // Mnesia rows (C.1 to C.9) asked, and what Raft adds to the question.
 //
 //   - partition: n1, the holder's node, is cut off from n2 and n3 (both
@@ -30,14 +35,21 @@ import (
 // it runs only when asked: LOCKPROVER_CLUSTER_ROWS=khepri.
 func TestClusterKhepriRows(t *testing.T) {
 	if os.Getenv("LOCKPROVER_CLUSTER_ROWS") != "khepri" {
-		t.Skip("measures docs/broker-semantics.md's Khepri rows on three 4.3.6 nodes in about ten minutes: LOCKPROVER_CLUSTER_ROWS=khepri to run it")
+		t.Skip("measures docs/broker-semantics.md's Khepri rows on three 4.3.6 nodes and on three 4.0.5 nodes with khepri_db, about ten minutes each: LOCKPROVER_CLUSTER_ROWS=khepri to run it")
 	}
-	v := rootedVersion(t, "4.3.6")
-	t.Run("partition", func(t *testing.T) { measureKhepriPartition(t, ClusterOptions{Version: v}) })
-	for _, fault := range []string{"crash", "pause"} {
-		t.Run(fault, func(t *testing.T) { measureKhepriNodeLoss(t, ClusterOptions{Version: v}, fault) })
+	for _, name := range []string{"4.3.6", "4.0.5"} {
+		t.Run(name, func(t *testing.T) {
+			// 4.3.6 has Khepri alone; 4.0.5 keeps Mnesia unless khepri_db
+			// is enabled, which StartCluster does for this mode.
+			o := ClusterOptions{Version: rootedVersion(t, name), PartitionHandling: Khepri}
+			t.Run("partition", func(t *testing.T) { measureKhepriPartition(t, o) })
+			for _, fault := range []string{"crash", "pause"} {
+				t.Run(fault, func(t *testing.T) { measureKhepriNodeLoss(t, o, fault) })
+			}
+			t.Run("orphan", func(t *testing.T) { measureKhepriOrphan(t, o, "delete_queue", "restart") })
+			t.Run("orphan-restart", func(t *testing.T) { measureKhepriOrphan(t, o, "restart") })
+		})
 	}
-	t.Run("orphan", func(t *testing.T) { measureKhepriOrphan(t, ClusterOptions{Version: v}) })
 }
 
 // measureKhepriOrphan is K.8 and what clears it (K.9): the holder's
@@ -45,9 +57,11 @@ func TestClusterKhepriRows(t *testing.T) {
 // before the heal, left the queue owned by no connection. Then, in turn,
 // until a contender's exclusive declare through n2 takes the queue: a
 // delete of it on a new connection through n2 (what an implementation
-// could do after its release's 541), `rabbitmqctl delete_queue` (an
-// operator), and a restart of n1.
-func measureKhepriOrphan(t *testing.T, o ClusterOptions) {
+// could do after its release's 541), then each of remedies:
+// "delete_queue", `rabbitmqctl delete_queue` on n2 (an operator), and
+// "restart", n1 killed and started again (its node's restart, K.8's
+// remedy without an operator's command).
+func measureKhepriOrphan(t *testing.T, o ClusterOptions, remedies ...string) {
 	s, cut := newKhepriSetup(t, o)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -83,7 +97,11 @@ func measureKhepriOrphan(t *testing.T, o ClusterOptions) {
 	}
 	t.Logf("row (khepri, K.9): the cluster agreed %.1fs after the heal", agreed.Seconds())
 	if try("the release's end") {
-		t.Errorf("K.8: the orphaned queue was gone by itself")
+		if !freesLostQueues(o) {
+			t.Errorf("K.8: the orphaned queue was gone by itself")
+		}
+		// 4.0.5: the majority freed the cut-off holder's queue (K.2), or
+		// the delete went through at the heal: no orphan.
 		return
 	}
 	del := probe(s.dial(s.n2), 10*time.Second, func(ch *amqp.Channel) error {
@@ -94,22 +112,32 @@ func measureKhepriOrphan(t *testing.T, o ClusterOptions) {
 	if try("that delete") {
 		return
 	}
-	out, err := s.n2.Ctl(ctx, "delete_queue", s.b)
-	t.Logf("row (khepri, K.9): rabbitmqctl delete_queue %s on n2: %v %s", s.b, err, strings.TrimSpace(out))
-	if try("rabbitmqctl delete_queue") {
-		return
+	for _, remedy := range remedies {
+		switch remedy {
+		case "delete_queue":
+			out, err := s.n2.Ctl(ctx, "delete_queue", s.b)
+			t.Logf("row (khepri, K.9): rabbitmqctl delete_queue %s on n2: %v %s", s.b, err, strings.TrimSpace(out))
+			if try("rabbitmqctl delete_queue") {
+				return
+			}
+		case "restart":
+			restarted := time.Now()
+			if err := s.n1.Crash(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.n1.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("row (khepri, K.9): n1 killed and started again in %.1fs; the cluster agreed %.1fs after", time.Since(restarted).Seconds(), awaitAgreement(ctx, s.n2, s.c, 90*time.Second).Seconds())
+			time.Sleep(5 * time.Second)
+			if try("n1 killed and started again") {
+				return
+			}
+		default:
+			t.Fatalf("no remedy %q", remedy)
+		}
 	}
-	if err := s.n1.Crash(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.n1.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	awaitAgreement(ctx, s.n2, s.c, 90*time.Second)
-	time.Sleep(5 * time.Second)
-	if !try("n1 killed and started again") {
-		t.Errorf("K.9: nothing measured cleared the orphaned queue")
-	}
+	t.Errorf("K.9: nothing measured cleared the orphaned queue (%s)", strings.Join(remedies, ", "))
 }
 
 // khepriSetup is a cluster with a holder on n1 holding the exclusive queue
@@ -200,13 +228,19 @@ func measureKhepriPartition(t *testing.T, o ClusterOptions) {
 	// Two more clients of n1's, one for a declare and one for a delete: a
 	// metadata write that fails may close its whole connection.
 	side, side2 := s.dial(s.n1), s.dial(s.n1)
+	// Which node leads Khepri's Raft cluster before the cut: a write
+	// through the majority may wait for another to be elected (K.4c).
+	for _, n := range []*Node{s.n1, s.n2} {
+		out, err := n.Ctl(ctx, "eval", "ra_leaderboard:lookup_leader(rabbitmq_metadata).")
+		t.Logf("row (khepri, K.4c): Khepri's leader before the cut, as %s sees it: %v %s", n.Name, err, strings.TrimSpace(out))
+	}
 	t0 := time.Now()
 	if err := cut(ctx, s.n2.Host, s.n3.Host); err != nil {
 		t.Fatal(err)
 	}
 	const window = 60 * time.Second
 	deadline := t0.Add(window)
-	cont, verify, durable, accepts := &timeline{t0: t0}, &timeline{t0: t0}, &timeline{t0: t0}, &timeline{t0: t0}
+	cont, verify, durable, accepts, major := &timeline{t0: t0}, &timeline{t0: t0}, &timeline{t0: t0}, &timeline{t0: t0}, &timeline{t0: t0}
 	var wg sync.WaitGroup
 	poll := func(tl *timeline, limit time.Duration, cn *amqp.Connection, call func(*amqp.Channel) error, stop func(string) bool) {
 		defer wg.Done()
@@ -232,7 +266,14 @@ func measureKhepriPartition(t *testing.T, o ClusterOptions) {
 	// delete of d, each through n1 and given the whole window.
 	var declared, deleted string
 	var declaredAt, deletedAt time.Duration
-	wg.Add(6)
+	// The majority's writes (K.4c): a declare of a new durable queue
+	// through n2, each given 5 s, one after the other.
+	var fresh atomic.Int32
+	go poll(major, 5*time.Second, s.dial(s.n2), func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclare(fmt.Sprintf("%s-M%d", s.lock, fresh.Add(1)), true, false, false, false, nil)
+		return err
+	}, func(string) bool { return false })
+	wg.Add(7)
 	go func() {
 		defer wg.Done()
 		declared = probe(side, window, func(ch *amqp.Channel) error {
@@ -262,16 +303,20 @@ func measureKhepriPartition(t *testing.T, o ClusterOptions) {
 	t.Logf("row (khepri): holder's verify (passive declare) through n1: %s", verify)
 	t.Logf("row (khepri): passive declare of n1's durable queue through n2: %s", durable)
 	t.Logf("row (khepri): a new connection to n1: %s", accepts)
+	t.Logf("row (khepri, K.4c): a declare of a new durable queue through n2 (the majority), 5 s each: %s", major)
 	t.Logf("row (khepri): a declare of a new durable queue through n1: %s at %.1fs", declared, declaredAt.Seconds())
 	t.Logf("row (khepri): a delete of a durable queue through n1: %s at %.1fs", deleted, deletedAt.Seconds())
 	t.Logf("row (khepri): during the cut, the holder's connection: %s; the contender's: %s", s.holderW.since(t0), s.contenderW.since(t0))
 	// What 4.3.6 did in every run (K.1 to K.4): the majority never frees
 	// the cut-off holder's exclusive queue, the holder is never told, and
 	// a metadata write through the minority fails after Khepri's 30 s.
-	if _, took := cont.when("ok"); took {
-		t.Errorf("K.2: the contender on the majority took the cut-off holder's exclusive queue: %s", cont)
+	freed := freesLostQueues(o)
+	if _, took := cont.when("ok"); took != freed {
+		t.Errorf("K.2: the contender on the majority took the cut-off holder's exclusive queue %v (want %v on %s): %s", took, freed, o.Version.Name, cont)
 	}
-	if _, told := verify.when("closed"); told || verify.String() != "ok from 0.0s" {
+	// The first probe's answer may come a tenth of a second or so into
+	// the cut on a loaded machine: one entry, ok, is what counts.
+	if _, told := verify.when("closed"); told || len(verify.first) != 1 || !strings.HasPrefix(verify.String(), "ok from ") {
 		t.Errorf("K.3: the holder's verify through n1: %s, want ok throughout", verify)
 	}
 	if !strings.Contains(declared, "metadata store operation timed out") || declaredAt < 25*time.Second {
@@ -297,10 +342,20 @@ func measureKhepriPartition(t *testing.T, o ClusterOptions) {
 	third := probe(s.dial(s.n3), 5*time.Second, exclusive(s.b))
 	t.Logf("row (khepri): %.1fs after the heal: queues left (n2): %s; the holder's verify: %s; the contender's: %s; a third client's exclusive declare through n3: %s; the holder's connection: %s; the contender's: %s",
 		time.Since(th).Seconds(), strings.Join(left, "; "), holds, mine, third, s.holderW.since(t0), s.contenderW.since(t0))
-	if holds != "ok" || third != "405" || s.holderW.since(t0) != "open" {
-		t.Errorf("K.7: after the heal the holder's verify %q (want ok), a third's declare %q (want 405), the holder's connection %s (want open)", holds, third, s.holderW.since(t0))
+	want := "ok" // 4.3.6: the holder still holds, alone
+	if freed {
+		want = "404" // 4.0.5: the contender holds; the holder's queue is gone
+	}
+	if !strings.HasPrefix(holds, want) || third != "405" || s.holderW.since(t0) != "open" {
+		t.Errorf("K.7: after the heal the holder's verify %q (want %s), a third's declare %q (want 405), the holder's connection %s (want open)", holds, want, third, s.holderW.since(t0))
 	}
 }
+
+// freesLostQueues says the version's Khepri cluster frees the exclusive
+// queues of a node the majority lost (cut off, killed, paused), as
+// Mnesia's modes do: 4.0.5 with khepri_db, measured (broker-semantics.md
+// section 6); 4.3.6 keeps them.
+func freesLostQueues(o ClusterOptions) bool { return o.khepriOptIn() }
 
 func measureKhepriNodeLoss(t *testing.T, o ClusterOptions, fault string) {
 	s, _ := newKhepriSetup(t, o)
@@ -327,8 +382,9 @@ func measureKhepriNodeLoss(t *testing.T, o ClusterOptions, fault string) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Logf("row (khepri, %s of n1): contender's exclusive declare through n2: %s; the holder's connection: %s", fault, cont, s.holderW.since(t0))
-	if _, took := cont.when("ok"); took {
-		t.Errorf("K.6: the contender on n2 took the exclusive queue of the %s node's holder: %s", fault, cont)
+	freed := freesLostQueues(o)
+	if _, took := cont.when("ok"); took != freed {
+		t.Errorf("K.6: the contender on n2 took the exclusive queue of the %s node's holder %v (want %v on %s): %s", fault, took, freed, o.Version.Name, cont)
 	}
 	tb := time.Now()
 	if fault == "crash" {
@@ -345,7 +401,11 @@ func measureKhepriNodeLoss(t *testing.T, o ClusterOptions, fault string) {
 	third := probe(s.dial(s.n3), 5*time.Second, exclusive(s.b))
 	t.Logf("row (khepri, %s of n1): n1 back (%.1fs after the %s, agreement %.1fs after); the contender's verify: %s; a third client's exclusive declare through n3: %s; the holder's connection: %s; the contender's: %s",
 		fault, tb.Sub(t0).Seconds(), fault, agreed.Seconds(), mine, third, s.holderW.since(t0), s.contenderW.since(t0))
-	if third != "ok" {
+	// 4.3.6: the lost holder's queue goes when n1 is back. 4.0.5: the
+	// contender took it meanwhile; what n1's return does to the
+	// contender's queue differed by fault (kept after a crash, gone
+	// after a pause, once each), so it is logged above, not asserted.
+	if !freed && third != "ok" {
 		t.Errorf("K.6: once n1 is back, a third client's exclusive declare of the lost holder's queue: %q, want ok", third)
 	}
 }
