@@ -116,10 +116,13 @@ func TestDifferentialCatchesAWrongSimulator(t *testing.T) {
 	if !marked.MatchString(rep.Divergence) {
 		t.Fatalf("step %s is not marked as the renewal, with both answers:\n%s", m[4], rep.Divergence)
 	}
-	// Shrunk: the renewal of a session, after as few steps as name it.
+	// Shrunk: the renewal of a session, after as few steps as name it. Its
+	// sleep may stay: the shrinker drops a step's sleep only while the
+	// sequence still diverges within its budget, which a loaded machine
+	// can spend first (seen once beside four cluster differentials).
 	sm := regexp.MustCompile(`^sequence ` + m[1] + ` of seed 7 shrunk to (\d+) steps: step (\d+) differs\n`).FindStringSubmatch(rep.Shrunk)
 	if sm == nil || sm[1] != sm[2] || sm[1] > "3" || sm[1] < "2" ||
-		!regexp.MustCompile(`(?m)^!! +`+sm[2]+`  renew s\d\n +simulator: gone\n +server: +ok$`).MatchString(rep.Shrunk) {
+		!regexp.MustCompile(`(?m)^!! +`+sm[2]+`  (sleep [^;]+; )?renew s\d\n +simulator: gone\n +server: +ok$`).MatchString(rep.Shrunk) {
 		t.Errorf("not shrunk to a create and a renewal (at most one more create):\n%s", rep.Shrunk)
 	}
 }
