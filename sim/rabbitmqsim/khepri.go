@@ -29,15 +29,18 @@ import (
 //     answered from the node's own copy of the records, however stale
 //     (K.3). A method that needs a queue's process (a passive declare,
 //     a delete, a consume, a get, a purge) waits while the queue's node is
-//     unreachable from the client's, however long (K.4b); a publish to
-//     such a queue waits until the client's node declares the queue's
-//     node down, and is then confirmed, the record kept (a release's
-//     publish through a cut-off n1, in the hand plans on 4.3.6), but
-//     for as long as the queue's node is paused (a differential's
-//     sequence: a publish through n2 to a queue of n1, paused two
-//     net_ticktimes before, got no confirm within 2 s; why the two
-//     differ was not found: a paused VM's kernel still takes the
-//     connections its peers open to it, a cut-off one's does not).
+//     unreachable from the client's, however long (K.4b). A publish to
+//     such a queue through a channel that had published to it before
+//     is confirmed once the client's node declares the queue's node
+//     down, the record kept (a release's publish through a cut-off n1,
+//     in the hand plans on 4.3.6); through a channel that had not, or
+//     to a paused node's queue, it waits until the node is back (the
+//     differential's sequences: no confirm within 2 s, two
+//     net_ticktimes after the cut or the pause). Reasoned, not shown:
+//     a channel watches the processes of the queues it sends to, and
+//     learns of their node's loss; a first send to a lost node must
+//     reach it first. To a queue whose node was killed, a publish is
+//     nacked (its process is gone).
 //   - A write commits only while a leader of the Raft cluster leads: a
 //     member that reaches a majority (K.4c). The first leader is drawn
 //     (a cluster formed by joining n1 is led by n1, measured once; one
@@ -440,10 +443,12 @@ func (cl *cluster) gate(s *stall) bool {
 // the queue's process for a passive declare (before it looks at the
 // owner), a redeclare, a delete, a consume, a get, a purge (K.4b: no
 // answer while the queue's node was cut off). A publish waits while a
-// queue it is routed to is busy, or on a node c's node cannot reach and
-// has not declared down (a queue process lost to a noconnection settles
-// what was sent to it), or on a paused node, declared down or not; a
-// redeclare refused on the record does not wait (K.2).
+// queue it is routed to is busy, or on a live node c's node cannot reach
+// and has not declared down, or, declared down, that is paused or that
+// the channel had sent nothing to before (it has no watch on the queue's
+// process and must reach its node first); it is settled at once where
+// the channel watched the queue and saw its node go, or the node was
+// killed. A redeclare refused on the record does not wait (K.2).
 func (cl *cluster) processWaits(c *conn, r *request) bool {
 	x := c.node
 	if r.m == mBasicPublish {
@@ -452,7 +457,7 @@ func (cl *cluster) processWaits(c *conn, r *request) bool {
 			return false
 		}
 		for _, q := range targets {
-			if q.busy || q.home != x && (x.conn[q.home.i] && !cl.reach(x, q.home) || q.home.frozen) {
+			if q.busy || q.home != x && !cl.reach(x, q.home) && q.home.alive && (x.conn[q.home.i] || q.home.frozen || !r.ch.sent[q]) {
 				return true
 			}
 		}

@@ -80,6 +80,10 @@ type channel struct {
 	confirm   bool
 	consumers []*consumer
 	unacked   []delivery
+	// sent are the queues the channel published to or got from: on a
+	// Khepri cluster it watches their processes since, and learns at
+	// once of a node declared down (khepri.go, processWaits).
+	sent map[*queue]bool
 }
 
 type delivery struct {
