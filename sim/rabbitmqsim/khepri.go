@@ -29,7 +29,8 @@ import (
 //     answered from the node's own copy of the records, however stale
 //     (K.3). A method that needs a queue's process (a passive declare,
 //     a delete, a consume, a get, a purge) waits while the queue's node is
-//     unreachable from the client's, however long (K.4b). A publish to
+//     unreachable from the client's, however long (K.4b), but for a
+//     delete once the client's node has declared that node down (lostTo). A publish to
 //     such a queue through a channel that had published to it before
 //     is confirmed once the client's node declares the queue's node
 //     down, the record kept (a release's publish through a cut-off n1,
@@ -472,7 +473,11 @@ func (cl *cluster) processWaits(c *conn, r *request) bool {
 		if !r.declare.Passive && refusedOnRecord(q, c, r.declare) {
 			return false
 		}
-	case mQueueDelete, mBasicConsume, mBasicGet, mQueuePurge:
+	case mQueueDelete:
+		if heldByOther(q, c) || cl.lostTo(x, q) {
+			return false
+		}
+	case mBasicConsume, mBasicGet, mQueuePurge:
 		if heldByOther(q, c) {
 			return false
 		}
@@ -495,6 +500,16 @@ func refusedOnRecord(q *queue, c *conn, o broker.DeclareOptions) bool {
 	return bad
 }
 
+// lostTo says x has declared down the node of q (killed, or cut off and
+// out of reach): a delete of q through x then deletes its record through
+// x, asking no process (the differential's sequences on 4.3.6: a delete
+// through n1 of a queue of a killed n2, and of one of n2 cut off from n1
+// alone, answered ok at once).
+func (cl *cluster) lostTo(x *node, q *queue) bool {
+	h := q.home
+	return h != x && !x.conn[h.i] && !cl.reach(x, h)
+}
+
 // writer is the node through which r on c writes to the store, and the
 // queue it deletes, if any: a declare of a queue c's node has no record
 // of (the queue will live there), a delete (by the queue's own node, its
@@ -514,6 +529,9 @@ func (cl *cluster) writer(c *conn, r *request) (*node, *queue) {
 	case mQueueDelete:
 		if q == nil || heldByOther(q, c) || r.delete.IfUnused && len(q.consumers) > 0 || r.delete.IfEmpty && len(q.msgs) > 0 {
 			return nil, nil
+		}
+		if cl.lostTo(x, q) {
+			return x, q
 		}
 		return q.home, q
 	case mQueueBind:

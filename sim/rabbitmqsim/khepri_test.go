@@ -512,3 +512,40 @@ func TestKhepriReleaseAfterCloseOk(t *testing.T) {
 		t.Errorf("of 16 seeds, c found B locked %d times and free %d: want both", locked, free)
 	}
 }
+
+// A delete through n2 of a queue whose node n2 has declared down (killed,
+// here) deletes its record at once, asking no process: the differential's
+// sequences on 4.3.6 answered ok; a passive declare of such a queue waits
+// instead (K.4b).
+func TestKhepriDeleteOfALostNodesQueue(t *testing.T) {
+	w := clusterWorld(rabbitmqsim.Khepri, 2, nil)
+	w.Go("nemesis", func(b broker.Broker) {
+		b.Sleep(bg, time.Second)
+		w.Strike("kill", "n1")
+	})
+	w.Go("h", func(b broker.Broker) {
+		_, ch := channel(t, b)
+		ch.Declare(bg, "Q", broker.DeclareOptions{Durable: true})
+		ch.Declare(bg, "P", broker.DeclareOptions{Durable: true})
+		b.Sleep(bg, time.Minute)
+	})
+	w.Go("d", func(b broker.Broker) {
+		_, ch := channel(t, b)
+		b.Sleep(bg, 3*time.Second)
+		sent := at(w)
+		if _, err := ch.Delete(bg, "Q", broker.DeleteOptions{}); err != nil || at(w)-sent > time.Second {
+			t.Errorf("delete of Q, its node killed: %v after %v, want ok at once", err, at(w)-sent)
+		}
+		ctx, cancel := context.WithTimeout(bg, 2*time.Second)
+		defer cancel()
+		if _, err := ch.Declare(ctx, "P", broker.DeclareOptions{Passive: true}); err == nil {
+			t.Error("a passive declare of P, its node killed, was answered")
+		}
+	})
+	if err := w.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.Queue("Q"); ok {
+		t.Error("Q is still in the store")
+	}
+}
