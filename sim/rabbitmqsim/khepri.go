@@ -444,7 +444,7 @@ func (cl *cluster) gate(s *stall) bool {
 // the queue's process for a passive declare (before it looks at the
 // owner), a redeclare, a delete, a consume, a get, a purge (K.4b: no
 // answer while the queue's node was cut off). A publish waits while a
-// queue it is routed to is busy, or on a live node c's node cannot reach
+// queue it is routed to is on a live node c's node cannot reach
 // and has not declared down, or, declared down, that is paused or that
 // the channel had sent nothing to before (it has no watch on the queue's
 // process and must reach its node first); it is settled at once where
@@ -458,7 +458,7 @@ func (cl *cluster) processWaits(c *conn, r *request) bool {
 			return false
 		}
 		for _, q := range targets {
-			if q.busy || q.home != x && !cl.reach(x, q.home) && q.home.alive && (x.conn[q.home.i] || q.home.frozen || !r.ch.sent[q]) {
+			if q.home != x && !cl.reach(x, q.home) && q.home.alive && (x.conn[q.home.i] || q.home.frozen || !r.ch.sent[q]) {
 				return true
 			}
 		}
@@ -531,7 +531,7 @@ func (cl *cluster) writer(c *conn, r *request) (*node, *queue) {
 			return nil, nil
 		}
 		if cl.lostTo(x, q) {
-			return x, q
+			return x, nil // no process is asked: the queue is not busy meanwhile
 		}
 		return q.home, q
 	case mQueueBind:

@@ -549,3 +549,30 @@ func TestKhepriDeleteOfALostNodesQueue(t *testing.T) {
 		t.Error("Q is still in the store")
 	}
 }
+
+// A publish to a queue whose deletion waits for Khepri (its owner's
+// connection closed through n1, cut off) is nacked at once: its process
+// is going (a differential's sequence on 4.3.6).
+func TestKhepriPublishToAQueueBeingDeleted(t *testing.T) {
+	w := clusterWorld(rabbitmqsim.Khepri, 3, nil)
+	cutN1(t, w, 60*time.Second)
+	w.Go("h", func(b broker.Broker) {
+		conn, ch := channel(t, b)
+		ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true})
+		b.Sleep(bg, 5*time.Second)
+		conn.Close()
+	})
+	w.Go("a", func(b broker.Broker) {
+		_, ch := channel(t, b)
+		ch.Confirm(bg)
+		b.Sleep(bg, 6*time.Second)
+		sent := at(w)
+		conf, err := ch.Publish(bg, broker.Publishing{Key: "B", Mandatory: true})
+		if err != nil || conf.Acked || conf.Returned || at(w)-sent > time.Second {
+			t.Errorf("publish to B, its deletion waiting: %+v %v after %v, want a nack at once", conf, err, at(w)-sent)
+		}
+	})
+	if err := w.Run(); err != nil {
+		t.Fatal(err)
+	}
+}

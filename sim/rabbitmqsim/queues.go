@@ -388,11 +388,13 @@ func (w *World) deliver(pb broker.Publishing, targets []*queue, routed bool) rep
 	}
 	acked, cost := true, latPublish
 	for _, q := range targets {
-		if q.wedged {
+		if q.wedged || q.busy {
 			// A Khepri queue whose process is gone (its node killed or
-			// stopped, or its delete timed out): the record routes, the
-			// message is rejected (a differential's sequence on 4.3.6:
-			// a publish to a queue of a killed n3, nacked).
+			// stopped, or its delete timed out) or going (its deletion
+			// waits for Khepri): the record routes, the message is
+			// rejected (the differential's sequences on 4.3.6: a publish
+			// to a queue of a killed n3, and to one whose owner's
+			// connection had closed through a node cut one way, nacked).
 			acked = false
 			continue
 		}
