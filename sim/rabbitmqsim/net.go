@@ -80,8 +80,9 @@ type channel struct {
 	confirm   bool
 	consumers []*consumer
 	unacked   []delivery
-	// sent are the queues the channel published to or got from: on a
-	// Khepri cluster it watches their processes since, and learns at
+	// sent are the queues the channel published to or got from, on a
+	// Khepri cluster only (the single node's hot path keeps no map): it
+	// watches their processes since, and learns at
 	// once of a node declared down (khepri.go, processWaits).
 	sent map[*queue]bool
 }
@@ -437,7 +438,7 @@ var closeReleases = [...]time.Duration{0, 1 * time.Millisecond, 2700 * time.Micr
 // besides the single node's, 12 and 25 ms (a differential's sequence on
 // 4.3.6: a delete through n1 about 10 ms after the close-ok of the owner
 // on n2 still got 405; not measured apart).
-var khepriReleases = [...]time.Duration{0, 1 * time.Millisecond, 2700 * time.Microsecond, 4300 * time.Microsecond, 12 * time.Millisecond, 25 * time.Millisecond}
+var khepriReleases = append(closeReleases[:len(closeReleases):len(closeReleases)], 12*time.Millisecond, 25*time.Millisecond)
 
 // closeRelease is how long after its close-ok c's exclusive queues go: 0
 // (before it) but on a 4.3.6 broker or a Khepri cluster with queues to

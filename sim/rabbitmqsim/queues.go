@@ -350,7 +350,9 @@ func (w *World) publish(c *conn, ch *channel, pb broker.Publishing) reply {
 	if bad {
 		return r
 	}
-	ch.watch(targets...)
+	if w.cl != nil && w.cl.khepri() {
+		ch.watch(targets...)
+	}
 	return w.deliver(pb, targets, len(targets) > 0)
 }
 
@@ -487,7 +489,9 @@ func (w *World) get(c *conn, ch *channel, name string) reply {
 	case len(q.msgs) == 0:
 		return reply{cost: latSmall}
 	}
-	ch.watch(q)
+	if w.cl != nil && w.cl.khepri() {
+		ch.watch(q)
+	}
 	ch.unacked = append(ch.unacked, delivery{q, q.msgs[0]})
 	q.msgs = q.msgs[1:]
 	return reply{ok: true, cost: latSmall}
