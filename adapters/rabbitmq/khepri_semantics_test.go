@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ func TestClusterKhepriRows(t *testing.T) {
 			}
 			t.Run("orphan", func(t *testing.T) { measureKhepriOrphan(t, o, "delete_queue", "restart") })
 			t.Run("orphan-restart", func(t *testing.T) { measureKhepriOrphan(t, o, "restart") })
+			for _, fault := range []string{"cut", "pause", "cut-minority"} {
+				t.Run("publish-"+fault, func(t *testing.T) { measureKhepriPublish(t, o, fault) })
+			}
 		})
 	}
 }
@@ -408,4 +412,174 @@ func measureKhepriNodeLoss(t *testing.T, o ClusterOptions, fault string) {
 	if !freed && third != "ok" {
 		t.Errorf("K.6: once n1 is back, a third client's exclusive declare of the lost holder's queue: %q, want ok", third)
 	}
+}
+
+// A settlement is what became of one publish under confirms: its ack or
+// nack (or "returned", "closed", "no answer") and when, from t0.
+type settlement struct {
+	what string
+	at   time.Duration
+}
+
+func (s settlement) String() string { return fmt.Sprintf("%s at %.1fs", s.what, s.at.Seconds()) }
+
+// publishConfirmed publishes body to queue on ch (in confirm mode,
+// mandatory) and waits up to limit for its settlement.
+func publishConfirmed(ch *amqp.Channel, queue, body string, t0 time.Time, limit time.Duration) settlement {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, amqp.Publishing{Body: []byte(body), DeliveryMode: amqp.Persistent})
+	if err != nil {
+		return settlement{"closed: " + err.Error(), time.Since(t0)}
+	}
+	acked, err := dc.WaitContext(ctx)
+	at := time.Since(t0)
+	select {
+	case <-returns:
+		return settlement{"returned", at}
+	default:
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return settlement{"no answer", at}
+	case err != nil:
+		return settlement{"closed: " + err.Error(), at}
+	case acked:
+		return settlement{"ack", at}
+	}
+	return settlement{"nack", at}
+}
+
+// measureKhepriPublish is K.10: what a publish under confirms through n2
+// to a durable queue on n1 gets, and when, while n1 is cut off ("cut")
+// or paused ("pause"), by what the channel did before: m1 through a
+// channel that had published to the queue before the fault, sent at once
+// after it (pending when n2 declares n1 down: net_ticktime 5 s); m2
+// through that channel 15 s after the fault (n1 declared down by then);
+// f9 to f17, each through a channel of its own that never published to
+// the queue, 9, 11, 13, 15 and 17 s after the fault. "cut-minority" is
+// the cut seen from the other side: the publisher on the cut-off n1, the
+// queue a durable one of n2's. Then the heal (or
+// the resume), and which of them the queue holds. RabbitMQ's channel
+// monitors the process of a classic queue it delivers to under confirms
+// (rabbit_classic_queue's ensure_monitor): this measures what that
+// monitor settles, and when.
+func measureKhepriPublish(t *testing.T, o ClusterOptions, fault string) {
+	s, cut := newKhepriSetup(t, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// The publisher on n2 to n1's durable queue; for "cut-minority", on
+	// the cut-off n1 to a durable queue of n2's.
+	from, queue := s.n2, s.a
+	if fault == "cut-minority" {
+		from, queue = s.n1, s.lock+"-P"
+		if r := probe(s.contender, 10*time.Second, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclare(queue, true, false, false, false, nil)
+			return err
+		}); r != "ok" {
+			t.Fatalf("durable declare of %s through n2: %s", queue, r)
+		}
+	}
+	conn := s.dial(from)
+	connW := watchClose(conn)
+	channel := func() *amqp.Channel {
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.Confirm(false); err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	watched := channel()
+	if r := publishConfirmed(watched, queue, "m0", time.Now(), 10*time.Second); r.what != "ack" {
+		t.Fatalf("m0, through %s to %s before the fault: %s, want ack", from.Name, queue, r)
+	}
+	t0 := time.Now()
+	var err error
+	if fault == "pause" {
+		err = s.n1.Pause()
+	} else {
+		err = cut(ctx, s.n2.Host, s.n3.Host)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 40 * time.Second
+	sent := []string{"m1", "m2", "f9", "f11", "f13", "f15", "f17"}
+	got := make([]settlement, len(sent))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		got[0] = publishConfirmed(watched, queue, "m1", t0, limit)
+		time.Sleep(time.Until(t0.Add(15 * time.Second)))
+		got[1] = publishConfirmed(watched, queue, "m2", t0, limit)
+	}()
+	for i, at := range []int{9, 11, 13, 15, 17} {
+		ch := channel()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(t0.Add(time.Duration(at) * time.Second)))
+			got[2+i] = publishConfirmed(ch, queue, sent[2+i], t0, limit)
+		}()
+	}
+	wg.Wait()
+	var seen []string
+	for i, g := range got {
+		seen = append(seen, sent[i]+": "+g.String())
+	}
+	t.Logf("row (khepri, K.10, %s of n1): through %s to %s: %s", fault, from.Name, queue, strings.Join(seen, "; "))
+	// What 4.3.6 and 4.0.5 did: every one nacked; m1 when n2 declared n1
+	// down (net_ticktime 5 s: 3.75 to 6.25 s, and some slack); the
+	// others at the end of n2's connection attempt to n1 under way when
+	// each was sent, attempts 7 s long (net_setuptime) from then on.
+	for i, g := range got {
+		if g.what != "nack" {
+			t.Errorf("K.10: %s: %s, want a nack", sent[i], g)
+		}
+	}
+	down := got[0].at
+	if down < 3*time.Second || down > 8*time.Second {
+		t.Errorf("K.10: m1, sent at the %s, settled at %.1fs, want when n2 declares n1 down (about 5 s)", fault, down.Seconds())
+	}
+	sentAt := []time.Duration{0, 15 * time.Second, 9 * time.Second, 11 * time.Second, 13 * time.Second, 15 * time.Second, 17 * time.Second}
+	for i := 1; i < len(got); i++ {
+		// Settled by the end of an attempt: after it was sent, within an
+		// attempt's length of it, k attempts of 6.5 to 7.5 s after the
+		// declaring down.
+		at, wait := got[i].at, got[i].at-sentAt[i]
+		k := math.Round(float64(at-down) / float64(7*time.Second))
+		lo, hi := down+time.Duration(k*6.5*float64(time.Second)), down+time.Duration(k*7.5*float64(time.Second))
+		if wait < 0 || wait > 8500*time.Millisecond || k < 1 || at < lo-time.Second || at > hi+time.Second {
+			t.Errorf("K.10: %s, sent at %.0fs: settled at %.1fs, want at the end of n2's connection attempt to n1 under way (attempts about 7 s long from n1's declaring down at %.1fs)", sent[i], sentAt[i].Seconds(), at.Seconds(), down.Seconds())
+		}
+	}
+	th := time.Now()
+	if fault == "pause" {
+		err = s.n1.Resume()
+	} else {
+		err = s.lab.Heal(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	agreed := awaitAgreement(ctx, s.n2, s.c, 90*time.Second)
+	time.Sleep(5 * time.Second)
+	// What the queue holds after the heal, read through n2.
+	var held []string
+	r := probe(s.dial(s.n2), 10*time.Second, func(ch *amqp.Channel) error {
+		for {
+			d, ok, err := ch.Get(queue, true)
+			if err != nil || !ok {
+				return err
+			}
+			held = append(held, string(d.Body))
+		}
+	})
+	t.Logf("row (khepri, K.10, %s of n1): %.1fs after n1 was back (agreement %.1fs after): the queue holds %v (%s); the publishers' connection: %s",
+		fault, time.Since(th).Seconds(), agreed.Seconds(), held, r, connW.since(t0))
 }
