@@ -127,8 +127,12 @@ type node struct {
 	conn          []bool            // its distribution link to each node is up
 	running       []bool            // the nodes it shares its records with
 	detect        []*sched.Timer    // a silent peer, until declared down
-	reconnect     []*sched.Timer    // a peer reachable again, until linked
-	check         *sched.Timer      // a paused minority looking for a majority
+	// downAt is when it last declared each peer down; attempts, how
+	// long after that its attempts to connect to it again began (Khepri
+	// mode; 0 until a publish needs it: cluster.publishWaits).
+	downAt, attempts []int64
+	reconnect        []*sched.Timer // a peer reachable again, until linked
+	check            *sched.Timer   // a paused minority looking for a majority
 	// Khepri mode: behind says its view no longer follows the store (it
 	// lost its majority and has not caught up since); catchup is its
 	// catch-up under way; restarted, that it started again since its
@@ -159,6 +163,13 @@ type stall struct {
 	kq    *queue
 	lost  bool
 	timer *sched.Timer
+	// Khepri mode, a publish to a queue of a live node out of reach
+	// (cluster.publishWaits): waited, that it waited for the node's
+	// declaring down; attempt, the end of the connection attempt to
+	// that node it waits for since, and failed, that the attempt ended;
+	// nack, that it is nacked (pre).
+	waited, failed, nack bool
+	attempt              *sched.Timer
 }
 
 func newCluster(w *World, o ClusterOptions) *cluster {
@@ -177,7 +188,7 @@ func newCluster(w *World, o ClusterOptions) *cluster {
 		x := &node{name: name, i: i, alive: true, app: true,
 			view: map[string]*queue{}, durable: map[string]*queue{},
 			conn: make([]bool, n), running: make([]bool, n),
-			detect: make([]*sched.Timer, n), reconnect: make([]*sched.Timer, n)}
+			detect: make([]*sched.Timer, n), reconnect: make([]*sched.Timer, n), downAt: make([]int64, n), attempts: make([]int64, n)}
 		for j := range n {
 			x.conn[j], x.running[j] = j != i, j != i
 		}
@@ -525,6 +536,19 @@ func (cl *cluster) queues() []QueueInfo {
 	return out
 }
 
+// detection draws how long a node that stops hearing a peer takes to
+// declare it down: 0.75 to 1.25 net_ticktimes in the Mnesia modes (what
+// their differential was measured with), 1 to 1.25 on Khepri (OTP's
+// net_ticktime with its default tick intensity of 4; K.10 on 4.3.6 and
+// 4.0.5: a publish pending on a lost node nacked 5.0 to 6.1 s after the
+// cut or the pause, net_ticktime 5 s).
+func (cl *cluster) detection() time.Duration {
+	if cl.khepri() {
+		return cl.tick + cl.tick/16*time.Duration(cl.w.pick(5))
+	}
+	return cl.tick*3/4 + cl.tick/8*time.Duration(cl.w.pick(5))
+}
+
 // update brings the nodes' links up to date with the cuts and the nodes'
 // states: a node that stops hearing a peer starts its tick timer, one
 // whose peer died or closed their link declares it down at once, two
@@ -547,7 +571,7 @@ func (cl *cluster) update() {
 				case !cl.hears(x, y):
 					if x.detect[y.i] == nil {
 						x, y := x, y
-						d := cl.tick*3/4 + cl.tick/8*time.Duration(cl.w.pick(5))
+						d := cl.detection()
 						x.detect[y.i] = cl.w.sched.After(d, func() {
 							x.detect[y.i] = nil
 							if cl.w.trace != nil {
@@ -617,6 +641,7 @@ func (cl *cluster) nodedown(x, y *node) {
 		return
 	}
 	x.conn[y.i] = false
+	x.downAt[y.i], x.attempts[y.i] = cl.w.now, 0
 	x.detect[y.i].Cancel()
 	x.detect[y.i] = nil
 	cl.held = false

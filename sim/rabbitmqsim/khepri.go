@@ -31,16 +31,11 @@ import (
 //     a delete, a consume, a get, a purge) waits while the queue's node is
 //     unreachable from the client's, however long (K.4b), but for a
 //     delete once the client's node has declared that node down (lostTo). A publish to
-//     such a queue through a channel that had published to it before
-//     is confirmed once the client's node declares the queue's node
-//     down, the record kept (a release's publish through a cut-off n1,
-//     in the hand plans on 4.3.6); through a channel that had not, or
-//     to a paused node's queue, it waits until the node is back (the
-//     differential's sequences: no confirm within 2 s, two
-//     net_ticktimes after the cut or the pause). Reasoned, not shown:
-//     a channel watches the processes of the queues it sends to, and
-//     learns of their node's loss; a first send to a lost node must
-//     reach it first. To a queue whose node was killed, a publish is
+//     such a queue (cut off or paused) waits until the client's node
+//     declares the queue's node down, and is then nacked; one sent
+//     after that is nacked when the client's node's connection attempt
+//     under way fails, every NetSetup from the declaring down (K.10,
+//     publishWaits). To a queue whose node was killed, a publish is
 //     nacked (its process is gone).
 //   - A write commits only while a leader of the Raft cluster leads: a
 //     member that reaches a majority (K.4c). The first leader is drawn
@@ -424,6 +419,9 @@ func (cl *cluster) gate(s *stall) bool {
 	if s.timer != nil {
 		return s.lost || !cl.commits(s.by)
 	}
+	if s.r.m == mBasicPublish {
+		return cl.publishWaits(s)
+	}
 	if cl.processWaits(s.c, &s.r) {
 		return true
 	}
@@ -439,31 +437,98 @@ func (cl *cluster) gate(s *stall) bool {
 	return true
 }
 
+// NetSetup is Erlang's net_setuptime: how long a node's attempt to
+// connect to a peer lasts when the peer does not answer. A node that
+// declared a live peer down (cut off, or paused) tries again and again,
+// an attempt after another, the first attemptDelay after the declaring
+// down (K.10 on 4.3.6 and 4.0.5: the first attempt ended 7.1 to 8.0 s
+// after it, the next 7.0 s after that, cut off or paused).
+const NetSetup = 7 * time.Second
+
+// attemptDelay is, times a pick of 1 to 10, when after declaring a peer
+// down a node begins to connect to it again: 0.1 to 1 s.
+const attemptDelay = 100 * time.Millisecond
+
+// publishWaits says whether the publish s must wait, or is settled now:
+// RabbitMQ's channel monitors the process of a classic queue it sends to
+// under confirms, and settles what it sent there when the monitor fires
+// (rabbit_classic_queue: ensure_monitor, handle_event down). A publish to
+// a queue of a live node c's node cannot reach waits until that node is
+// declared down, and is then nacked (K.10: a publish sent at the cut,
+// nacked 5.0 to 6.1 s after it). One sent after that waits for the
+// connection attempt to the node under way, and is nacked when it fails
+// (K.10: publishes sent 9 to 17 s after the cut or the pause, nacked
+// together at the end of the attempt in flight, 13.4 and 20.4 s; those
+// the channel sent to the queue before as well). A node reached again
+// before then takes it (not measured). A nacked message may still reach
+// the queue at the heal (K.10: some did): it is dropped here, as the
+// differential does not read a queue's messages. A publish to a queue
+// whose node was killed is nacked at once (deliver: its process is gone).
+func (cl *cluster) publishWaits(s *stall) bool {
+	if s.nack {
+		return false
+	}
+	c, r := s.c, &s.r
+	targets, _, bad := cl.w.targets(c, r.pub)
+	if bad || r.pub.Immediate {
+		return false
+	}
+	x := c.node
+	var reached []*queue
+	var ends int64
+	for _, q := range targets {
+		h := q.home
+		if h == x || !h.alive || cl.reach(x, h) {
+			reached = append(reached, q)
+			continue
+		}
+		if x.conn[h.i] {
+			s.waited = true
+			return true
+		}
+		// The attempt under way ends NetSetup after the last one did,
+		// the first NetSetup after they began.
+		if x.attempts[h.i] == 0 {
+			x.attempts[h.i] = int64(attemptDelay) * int64(1+cl.w.pick(10))
+		}
+		end := x.downAt[h.i] + x.attempts[h.i] + int64(NetSetup)
+		if now := cl.w.now; end <= now {
+			end += (now - end) / int64(NetSetup) * int64(NetSetup)
+			for end <= now {
+				end += int64(NetSetup)
+			}
+		}
+		ends = max(ends, end)
+	}
+	if ends == 0 {
+		s.attempt.Cancel()
+		s.attempt = nil
+		return false
+	}
+	if s.waited || s.failed {
+		// Nacked: the reached queues have the message.
+		rep := cl.w.deliver(r.pub, reached, len(targets) > 0)
+		rep.conf.Acked, rep.conf.Returned = false, false
+		s.pre, s.nack = &rep, true
+		return false
+	}
+	if s.attempt == nil {
+		s.attempt = cl.w.sched.At(ends, func() {
+			s.attempt, s.failed = nil, true
+			cl.retry()
+		})
+	}
+	return true
+}
+
 // processWaits says r on c needs the process of a queue it names that is
 // busy, gone (wedged), or on a node c's node cannot reach: RabbitMQ asks
 // the queue's process for a passive declare (before it looks at the
 // owner), a redeclare, a delete, a consume, a get, a purge (K.4b: no
-// answer while the queue's node was cut off). A publish waits while a
-// queue it is routed to is on a live node c's node cannot reach
-// and has not declared down, or, declared down, that is paused or that
-// the channel had sent nothing to before (it has no watch on the queue's
-// process and must reach its node first); it is settled at once where
-// the channel watched the queue and saw its node go, or the node was
-// killed. A redeclare refused on the record does not wait (K.2).
+// answer while the queue's node was cut off). A redeclare refused on the
+// record does not wait (K.2). Publishes: publishWaits.
 func (cl *cluster) processWaits(c *conn, r *request) bool {
 	x := c.node
-	if r.m == mBasicPublish {
-		targets, _, bad := cl.w.targets(c, r.pub)
-		if bad || r.pub.Immediate {
-			return false
-		}
-		for _, q := range targets {
-			if q.home != x && !cl.reach(x, q.home) && q.home.alive && (x.conn[q.home.i] || q.home.frozen || !r.ch.sent[q]) {
-				return true
-			}
-		}
-		return false
-	}
 	q := x.view[r.queue]
 	if q == nil {
 		return false

@@ -80,11 +80,6 @@ type channel struct {
 	confirm   bool
 	consumers []*consumer
 	unacked   []delivery
-	// sent are the queues the channel published to or got from, on a
-	// Khepri cluster only (the single node's hot path keeps no map): it
-	// watches their processes since, and learns at
-	// once of a node declared down (khepri.go, processWaits).
-	sent map[*queue]bool
 }
 
 type delivery struct {

@@ -350,20 +350,7 @@ func (w *World) publish(c *conn, ch *channel, pb broker.Publishing) reply {
 	if bad {
 		return r
 	}
-	if w.cl != nil && w.cl.khepri() {
-		ch.watch(targets...)
-	}
 	return w.deliver(pb, targets, len(targets) > 0)
-}
-
-// watch notes that ch sent to qs (channel.sent).
-func (ch *channel) watch(qs ...*queue) {
-	for _, q := range qs {
-		if ch.sent == nil {
-			ch.sent = map[*queue]bool{}
-		}
-		ch.sent[q] = true
-	}
 }
 
 // targets are the queues pb routes to in c's view of the broker; bad
@@ -488,9 +475,6 @@ func (w *World) get(c *conn, ch *channel, name string) reply {
 		return locked(name)
 	case len(q.msgs) == 0:
 		return reply{cost: latSmall}
-	}
-	if w.cl != nil && w.cl.khepri() {
-		ch.watch(q)
 	}
 	ch.unacked = append(ch.unacked, delivery{q, q.msgs[0]})
 	q.msgs = q.msgs[1:]
