@@ -134,6 +134,22 @@ func TestClusterExclusiveQueues(t *testing.T) {
 	}
 }
 
+// TestClusterPublishToALostNode is broker-semantics.md's K.10 on the
+// machine's 3.10.8 under ignore (C.24): a publish under confirms through
+// n2 to n1's durable queue, sent as n1 is cut off or paused, is nacked
+// when n2 declares n1 down; one sent after that is returned, n1's
+// records gone from n2's copy. Its Khepri counterpart is
+// TestClusterKhepriRows' publish cases. About a minute a fault:
+// LOCKPROVER_CLUSTER_ROWS=1.
+func TestClusterPublishToALostNode(t *testing.T) {
+	if os.Getenv("LOCKPROVER_CLUSTER_ROWS") == "" {
+		t.Skip("measures docs/broker-semantics.md's C.24 in two minutes: LOCKPROVER_CLUSTER_ROWS=1 to run it")
+	}
+	for _, fault := range []string{"cut", "pause"} {
+		t.Run(fault, func(t *testing.T) { measurePublishToALostNode(t, ClusterOptions{PartitionHandling: Ignore}, fault) })
+	}
+}
+
 func measureCluster(t *testing.T, mode string) {
 	c, lab := startCluster(t, ClusterOptions{PartitionHandling: mode})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -376,11 +376,13 @@ func (w *World) stallIfCut(p *process, c *conn, r *request, deadline int64) bool
 		if len(s.on) == 0 {
 			return false
 		}
-		// Routed now (to a queue whose process does not answer), confirmed
-		// once the node is declared down: a queue process lost to a
-		// noconnection settles its unconfirmed messages.
+		// Routed now (to a queue whose process does not answer), nacked
+		// once the node is declared down: the channel's monitor of the
+		// queue's process fires (noconnection) and rejects what it had
+		// sent there unconfirmed (K.10 on 3.10.8 under ignore: a publish
+		// sent at the cut, nacked 5.7 s after it).
 		rep := w.deliver(r.pub, reached, true)
-		rep.conf.Returned = false
+		rep.conf.Returned, rep.conf.Acked = false, false
 		s.pre = &rep
 	} else if !w.cl.waits(c, r) {
 		return false

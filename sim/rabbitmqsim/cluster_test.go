@@ -413,6 +413,50 @@ func TestClusterDurableHomeCutOff(t *testing.T) {
 	}
 }
 
+// In every Mnesia mode a publish through n2 to n1's durable queue, sent
+// as n1 is cut off, is nacked once n2 declares n1 down: the channel's
+// monitor of the queue's process fires and rejects it (K.10 on 3.10.8
+// under ignore, nacked 5.7 s after the cut); one sent after that is
+// returned, n1's queue records gone from n2's copy.
+func TestClusterPublishPendingAtNodeDown(t *testing.T) {
+	for _, mode := range []string{rabbitmqsim.Ignore, rabbitmqsim.PauseMinority, rabbitmqsim.Autoheal} {
+		for seed := uint64(0); seed < 3; seed++ {
+			w := clusterWorld(mode, seed, nil)
+			w.Go("h", func(b broker.Broker) {
+				_, ch := channel(t, b)
+				ch.Declare(bg, "Q", broker.DeclareOptions{Durable: true})
+				b.Sleep(bg, 40*time.Second)
+			})
+			w.Go("d", func(b broker.Broker) {
+				_, ch := channel(t, b)
+				ch.Confirm(bg)
+				b.Sleep(bg, 500*time.Millisecond)
+				if c, err := ch.Publish(bg, broker.Publishing{Key: "Q", Mandatory: true}); err != nil || !c.Acked {
+					t.Errorf("%s, seed %d: m0 before the cut: %+v %v, want acked", mode, seed, c, err)
+				}
+				b.Sleep(bg, 1100*time.Millisecond-at(w))
+				c, err := ch.Publish(bg, broker.Publishing{Key: "Q", Mandatory: true})
+				if err != nil || c.Acked || c.Returned || at(w) < 4750*time.Millisecond || at(w) > 7350*time.Millisecond {
+					t.Errorf("%s, seed %d: m1, sent at the cut: %+v %v at %v, want nacked when n2 declares n1 down (3.75 to 6.25 s after the cut at 1 s)", mode, seed, c, err, at(w))
+				}
+				b.Sleep(bg, 9*time.Second-at(w))
+				if c, err := ch.Publish(bg, broker.Publishing{Key: "Q", Mandatory: true}); err != nil || !c.Returned {
+					t.Errorf("%s, seed %d: a publish once n1 is down: %+v %v, want returned", mode, seed, c, err)
+				}
+			})
+			w.Go("nemesis", func(b broker.Broker) {
+				b.Sleep(bg, time.Second)
+				w.Strike("partition", isolateN1)
+				b.Sleep(bg, 20*time.Second)
+				w.Strike("heal", isolateN1)
+			})
+			if err := w.Run(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // A paused node (SIGSTOP) answers no one: its clients' calls wait, its
 // peers declare it down, and once it continues what waited is answered;
 // a killed node resets its clients' connections at once, its peers
