@@ -142,6 +142,10 @@ type node struct {
 	behind, restarted, boot bool
 	catchup                 *sched.Timer
 	deletes                 []*ownerDelete
+	// ghosts are the names of queues whose process lives on here though
+	// their record is gone: deleted through a node that had declared this
+	// one down (cluster.leaveGhost).
+	ghosts map[string]bool
 }
 
 // serving says the node takes connections.
@@ -170,6 +174,9 @@ type stall struct {
 	// nack, that it is nacked (pre).
 	waited, failed, nack bool
 	attempt              *sched.Timer
+	// kept is a Khepri write its client gave up on that still commits
+	// when its node can (cluster.keepWrite).
+	kept bool
 }
 
 func newCluster(w *World, o ClusterOptions) *cluster {
@@ -436,6 +443,9 @@ func (w *World) abandonStall(s *stall) {
 	}
 	p.deadline = nil
 	s.p = nil
+	if w.cl.khepri() {
+		w.cl.keepWrite(s)
+	}
 	err := &broker.Error{Code: broker.FrameError, Reason: "context deadline exceeded; connection torn down", Connection: true}
 	w.clientClose(c, err)
 	w.fin(c)
@@ -461,6 +471,11 @@ func (cl *cluster) retry() {
 	cl.stalls = nil
 	for _, s := range held {
 		if s.p == nil {
+			if s.kept && !cl.commits(s.by) {
+				cl.stalls = append(cl.stalls, s)
+			} else if s.kept {
+				cl.commitKept(s)
+			}
 			continue
 		}
 		if s.c.clientErr != nil {

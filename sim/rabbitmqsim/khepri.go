@@ -344,6 +344,40 @@ func (cl *cluster) khepriDown(x *node) {
 		q.wedged = true
 	}
 	x.restarted, x.boot = true, false
+	x.ghosts = nil
+}
+
+// leaveGhost notes a delete of q through x that asks no process (lostTo):
+// q's record goes, its process lives on at its node if that is alive (cut
+// off, or paused), a ghost. The first declare of the name through that
+// node after it creates the queue again and closes its client's
+// connection with 541 INTERNAL_ERROR; the declares after it are ok (the
+// differential's sequence 147 on 4.3.6, n3 cut one way, run three times,
+// the third by hand: a declare 10 s after the heal got 541, the queue
+// was listed after it with a process of its own, and every declare from
+// 23 s on was ok).
+func (cl *cluster) leaveGhost(x *node, q *queue) {
+	if h := q.home; cl.lostTo(x, q) && h.alive {
+		if h.ghosts == nil {
+			h.ghosts = map[string]bool{}
+		}
+		h.ghosts[q.name] = true
+	}
+}
+
+// ghostDeclare is c's declare of a new queue named name on a Khepri
+// cluster: if a ghost of that name lives at c's node, it is laid (the
+// declare made the queue) and the node closes c's connection with 541.
+func (w *World) ghostDeclare(c *conn, name string) (reply, bool) {
+	x := c.node
+	if !x.ghosts[name] {
+		return reply{}, false
+	}
+	delete(x.ghosts, name)
+	err := &broker.Error{Code: internalError, Reason: "INTERNAL_ERROR", Server: true, Connection: true}
+	w.brokerClose(c, "INTERNAL_ERROR")
+	w.cl.closes = append(w.cl.closes, BrokerClose{Process: c.p.name, At: w.now, Code: internalError, Text: "INTERNAL_ERROR"})
+	return reply{err: err, cost: latCreate}, true
 }
 
 // khepriStart boots x's broker, which waits for Khepri: it takes
@@ -608,12 +642,65 @@ func (cl *cluster) writer(c *conn, r *request) (*node, *queue) {
 	return nil, nil
 }
 
+// keepWrite is s's client giving up on it (its deadline passed, its
+// connection torn down): a write sent through a node that reaches a
+// majority but not the leader (a bridge), or that hears a majority but
+// is not heard (cut one way), may still commit once the node can, by the
+// seed (the differential's sequences of seed 2026112802 on 4.3.6: 44,
+// two declares of a durable queue through n1, cut off from the leader n2
+// alone, both given up after 2 s, the queue there after the heal in one
+// run of two; 49, a declare through n3, cut one way, given up, the queue
+// there after the heal with its process on n3). One through a node that
+// hears no majority is lost (K.8: not retried at the heal).
+func (cl *cluster) keepWrite(s *stall) {
+	if s.timer == nil || s.lost && !cl.hearsMajority(s.by) || s.r.m == mQueueDeclare && s.r.declare.Exclusive {
+		return
+	}
+	s.kept = cl.w.pick(2) == 1
+}
+
+// hearsMajority says the packets of a majority of the nodes' members
+// reach x, itself counted.
+func (cl *cluster) hearsMajority(x *node) bool {
+	n := 0
+	for _, y := range cl.nodes {
+		if y == x || y.member() && cl.hears(x, y) {
+			n++
+		}
+	}
+	return x.member() && 2*n > len(cl.nodes)
+}
+
+// commitKept commits s, a write its client gave up on (keepWrite), now
+// that its node can: what it declares, deletes or binds is done, and
+// no one is answered.
+func (cl *cluster) commitKept(s *stall) {
+	w := cl.w
+	s.kept = false
+	s.timer.Cancel()
+	s.timer = nil
+	if s.kq != nil {
+		s.kq.busy = false
+	}
+	if w.trace != nil {
+		w.tracef("%s %s %s %s, given up by its client, commits", s.c.p.name, s.c.name, s.r.m, s.r.queue)
+	}
+	switch s.r.m {
+	case mQueueDeclare:
+		w.declare(s.c, s.r.queue, s.r.declare)
+	case mQueueDelete:
+		w.deleteQ(s.c, s.r.queue, s.r.delete)
+	case mQueueBind:
+		w.bind(s.c, s.r.queue, s.r.pub.Exchange, s.r.pub.Key)
+	}
+}
+
 // timedOut ends s, a write Khepri did not commit within KhepriTimeout:
 // a queue it deleted keeps its record, with no process (wedge), and the
 // node closes the client's connection with 541 (K.4, K.8).
 func (cl *cluster) timedOut(s *stall) {
 	w := cl.w
-	s.timer = nil
+	s.timer, s.kept = nil, false
 	waiting := slices.Contains(cl.stalls, s) && s.p != nil
 	cl.stalls = slices.DeleteFunc(cl.stalls, func(x *stall) bool { return x == s })
 	if s.kq != nil {

@@ -108,6 +108,11 @@ func (w *World) declare(c *conn, name string, o broker.DeclareOptions) reply {
 	}
 	w.addQueue(c, q)
 	c.p.effects = append(c.p.effects, Effect{Time: w.now, Queue: name, Created: true})
+	if w.cl != nil && w.cl.khepri() {
+		if r, ghost := w.ghostDeclare(c, name); ghost {
+			return r
+		}
+	}
 	return reply{queue: broker.Queue{Name: name}, cost: latCreate}
 }
 
@@ -272,6 +277,9 @@ func (w *World) deleteQ(c *conn, name string, o broker.DeleteOptions) reply {
 		return chanErr(broker.PreconditionFailed, "PRECONDITION_FAILED - queue '%s' in vhost '/' not empty", name)
 	}
 	n := len(q.msgs)
+	if w.cl != nil && w.cl.khepri() {
+		w.cl.leaveGhost(c.node, q)
+	}
 	w.deleteQueue(q)
 	c.p.effects = append(c.p.effects, Effect{Time: w.now, Queue: name})
 	return reply{n: n, cost: latDelete}
