@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/netns"
+	"github.com/lockprover/lockprover/adapters/proc"
 	"github.com/lockprover/lockprover/adapters/versions"
 	"github.com/lockprover/lockprover/internal/quick"
 
@@ -37,12 +39,38 @@ func startCluster(t *testing.T, o ClusterOptions) (*Cluster, *netns.Lab) {
 		t.Fatal(err)
 	}
 	t.Logf("three nodes (%s, net_ticktime %v) in one cluster in %v", c.o.PartitionHandling, c.o.NetTicktime, time.Since(t0).Round(time.Millisecond))
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
+	t.Cleanup(func() { stopCluster(t, c) })
 	return c, lab
+}
+
+// stopCluster stops c's nodes at a test's end. A node that did not stop
+// within Stop's grace and was killed is logged, not failed: it is gone
+// either way, and a loaded machine (a test beside cluster differentials)
+// stretches an Erlang VM's clean stop past 30 s; any other error fails.
+func stopCluster(t *testing.T, c *Cluster) {
+	err := c.Stop()
+	var other []error
+	for _, e := range unjoin(err) {
+		if !errors.Is(e, proc.ErrKilled) {
+			other = append(other, e)
+		}
+	}
+	if len(other) > 0 {
+		t.Errorf("Stop: %v", errors.Join(other...))
+	} else if err != nil {
+		t.Logf("Stop: %v (killed after the grace: nothing left)", err)
+	}
+}
+
+// unjoin is the errors errors.Join put in err, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }
 
 // startBound bounds a cluster's (or a node's) start in the tests: a
