@@ -236,3 +236,42 @@ func TestPrivateServerReusesDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A mariadb-install-db whose bootstrap server crashes is run once more on
+// an emptied data directory, the crash kept in the error log; one that
+// refuses, or crashes twice, is not run again.
+func TestInitialiseTriesACrashOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string // run with the data directory's parent as $D
+		runs   string // how many times it ran
+		ok     bool
+	}{
+		{"crash then ok", `n=$(cat "$D/runs" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$D/runs"
+if [ $n = 1 ]; then mkdir -p "$D/data"; touch "$D/data/half"; echo "Segmentation fault"; exit 1; fi
+test -e "$D/data/half" && exit 3; mkdir -p "$D/data/mysql"`, "2", true},
+		{"refused", `n=$(cat "$D/runs" 2>/dev/null || echo 0); echo $((n+1)) > "$D/runs"; echo "unknown option"; exit 1`, "1", false},
+		{"crash twice", `n=$(cat "$D/runs" 2>/dev/null || echo 0); echo $((n+1)) > "$D/runs"; echo "Aborted"; exit 1`, "2", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			install := dir + "/install"
+			if err := os.WriteFile(install, []byte("#!/bin/sh\nD="+dir+"\n"+tc.script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			s := &Server{dir: dir, datadir: dir + "/data", errLog: dir + "/error.log"}
+			err := s.initialise(context.Background(), install)
+			if (err == nil) != tc.ok {
+				t.Fatalf("initialise: %v, want ok %v", err, tc.ok)
+			}
+			runs, _ := os.ReadFile(dir + "/runs")
+			if got := strings.TrimSpace(string(runs)); got != tc.runs {
+				t.Errorf("install ran %s times, want %s", got, tc.runs)
+			}
+			log, _ := os.ReadFile(s.errLog)
+			if crashed := strings.Contains(string(log), "its bootstrap crashed"); crashed != (tc.runs == "2") {
+				t.Errorf("error log %q: a crash noted %v, want %v", log, crashed, tc.runs == "2")
+			}
+		})
+	}
+}
