@@ -553,6 +553,18 @@ func (cl *cluster) queues() []QueueInfo {
 	return out
 }
 
+// forceClose is c's node closing c on its own (a stop, a kill, a 541):
+// the connection is closed for the broker, and the close is kept for the
+// history (closes) with its code and text. A connection the broker has
+// closed already is left alone: nothing is recorded that did not strike.
+func (cl *cluster) forceClose(c *conn, why string, code int, text string) {
+	if !c.brokerOpen {
+		return
+	}
+	cl.w.brokerClose(c, why)
+	cl.closes = append(cl.closes, BrokerClose{Process: c.p.name, At: cl.w.now, Code: code, Text: text})
+}
+
 // detection draws how long a node that stops hearing a peer takes to
 // declare it down: 0.75 to 1.25 net_ticktimes in the Mnesia modes (what
 // their differential was measured with), 1 to 1.25 on Khepri (OTP's
@@ -900,8 +912,7 @@ func (cl *cluster) closeConns(x *node, code int, text string) {
 			if code == 0 {
 				why = "node " + x.name + " killed"
 			}
-			w.brokerClose(c, why)
-			cl.closes = append(cl.closes, BrokerClose{Process: p.name, At: w.now, Code: code, Text: text})
+			cl.forceClose(c, why, code, text)
 			if code == 0 {
 				w.notifyClose(c, errReset)
 			} else {

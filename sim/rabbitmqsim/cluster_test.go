@@ -444,12 +444,7 @@ func TestClusterPublishPendingAtNodeDown(t *testing.T) {
 					t.Errorf("%s, seed %d: a publish once n1 is down: %+v %v, want returned", mode, seed, c, err)
 				}
 			})
-			w.Go("nemesis", func(b broker.Broker) {
-				b.Sleep(bg, time.Second)
-				w.Strike("partition", isolateN1)
-				b.Sleep(bg, 20*time.Second)
-				w.Strike("heal", isolateN1)
-			})
+			isolateN1AndSettle(t, w, nil)
 			if err := w.Run(); err != nil {
 				t.Fatal(err)
 			}

@@ -99,13 +99,21 @@ func (x *node) member() bool { return x.alive && !x.frozen && (x.app || x.boot) 
 
 // quorum says x's Khepri member runs and reaches a majority of the
 // nodes' members, itself counted: where Khepri commits.
-func (cl *cluster) quorum(x *node) bool {
+func (cl *cluster) quorum(x *node) bool { return cl.linkedMajority(x, cl.reach) }
+
+// hearsMajority says the packets of a majority of the nodes' members
+// reach x, itself counted (x may not be heard: cut one way).
+func (cl *cluster) hearsMajority(x *node) bool { return cl.linkedMajority(x, cl.hears) }
+
+// linkedMajority says x's Khepri member runs and is linked to a majority of the
+// nodes' members, itself counted.
+func (cl *cluster) linkedMajority(x *node, linked func(x, y *node) bool) bool {
 	if !x.member() {
 		return false
 	}
 	n := 0
 	for _, y := range cl.nodes {
-		if y == x || y.member() && cl.reach(x, y) {
+		if y == x || y.member() && linked(x, y) {
 			n++
 		}
 	}
@@ -374,10 +382,8 @@ func (w *World) ghostDeclare(c *conn, name string) (reply, bool) {
 		return reply{}, false
 	}
 	delete(x.ghosts, name)
-	err := &broker.Error{Code: internalError, Reason: "INTERNAL_ERROR", Server: true, Connection: true}
-	w.brokerClose(c, "INTERNAL_ERROR")
-	w.cl.closes = append(w.cl.closes, BrokerClose{Process: c.p.name, At: w.now, Code: internalError, Text: "INTERNAL_ERROR"})
-	return reply{err: err, cost: latCreate}, true
+	w.cl.forceClose(c, "INTERNAL_ERROR", internalError, "INTERNAL_ERROR")
+	return reply{err: &broker.Error{Code: internalError, Reason: "INTERNAL_ERROR", Server: true, Connection: true}, cost: latCreate}, true
 }
 
 // khepriStart boots x's broker, which waits for Khepri: it takes
@@ -527,10 +533,7 @@ func (cl *cluster) publishWaits(s *stall) bool {
 		}
 		end := x.downAt[h.i] + x.attempts[h.i] + int64(NetSetup)
 		if now := cl.w.now; end <= now {
-			end += (now - end) / int64(NetSetup) * int64(NetSetup)
-			for end <= now {
-				end += int64(NetSetup)
-			}
+			end += ((now-end)/int64(NetSetup) + 1) * int64(NetSetup)
 		}
 		ends = max(ends, end)
 	}
@@ -659,18 +662,6 @@ func (cl *cluster) keepWrite(s *stall) {
 	s.kept = cl.w.pick(2) == 1
 }
 
-// hearsMajority says the packets of a majority of the nodes' members
-// reach x, itself counted.
-func (cl *cluster) hearsMajority(x *node) bool {
-	n := 0
-	for _, y := range cl.nodes {
-		if y == x || y.member() && cl.hears(x, y) {
-			n++
-		}
-	}
-	return x.member() && 2*n > len(cl.nodes)
-}
-
 // commitKept commits s, a write its client gave up on (keepWrite), now
 // that its node can: what it declares, deletes or binds is done, and
 // no one is answered.
@@ -715,10 +706,7 @@ func (cl *cluster) timedOut(s *stall) {
 		text = "INTERNAL_ERROR - The operation to delete the queue from the metadata store timed out at 30.0s"
 	}
 	err := &broker.Error{Code: internalError, Reason: text, Server: true, Connection: true}
-	if c.brokerOpen {
-		w.brokerClose(c, "the metadata store operation timed out")
-		cl.closes = append(cl.closes, BrokerClose{Process: c.p.name, At: w.now, Code: internalError, Text: text})
-	}
+	cl.forceClose(c, "the metadata store operation timed out", internalError, text)
 	if p := s.p; waiting {
 		s.p = nil
 		p.deadline.Cancel()
