@@ -19,16 +19,16 @@
 # The long tests (internal/quick's Long: private clusters under partition,
 # servers of other versions from Debian roots, searches of minutes on a
 # real server) skip here, saying so: make long runs them.
-SLOWEST = ./examples/upstream ./adapters/amqprun ./adapters/pgadvisoryrun ./cmd/lockprover/cli ./adapters/dbsemrun ./adapters/consulsemrun ./adapters/redlockrun ./cmd/lockprover/consulsemcli ./adapters/conform ./cmd/lockprover/all ./adapters/postgres ./sim/consulsim ./adapters/etcd ./model/consulsem ./adapters/rabbitmq ./model/redlock ./adapters/redlockrun/redlockprotocol
+SLOWEST = ./examples/upstream ./adapters/runners/amqprun ./adapters/runners/pgadvisoryrun ./cmd/lockprover/cli ./adapters/runners/dbsemrun ./adapters/runners/consulsemrun ./adapters/runners/redlockrun ./cmd/lockprover/consulsemcli ./adapters/conform ./cmd/lockprover/all ./adapters/servers/postgres ./sim/consulsim ./adapters/servers/etcd ./model/consulsem ./adapters/servers/rabbitmq ./model/redlock ./adapters/runners/redlockrun/redlockprotocol
 test: fmt vet
 	scripts/test-again -count=1 -p 6 -parallel 8 -timeout 15m $(SLOWEST) ./...
 
 # The long tests alone (scripts/long-tests finds them by their call of
 # quick.Long), with LOCKPROVER_LONG set so that they run. CI runs make test,
 # then this.
-# Its slowest packages first (adapters/rabbitmq's long tests run one after
+# Its slowest packages first (adapters/servers/rabbitmq's long tests run one after
 # another).
-LONG_FIRST = ./adapters/rabbitmq ./adapters/amqprun/khepri ./adapters/amqprun/clusters
+LONG_FIRST = ./adapters/servers/rabbitmq ./adapters/runners/amqprun/khepri ./adapters/runners/amqprun/clusters
 long:
 	LOCKPROVER_LONG=1 scripts/test-again -count=1 -p 4 -parallel 8 -timeout 15m -run '$(shell scripts/long-tests pattern)' $(LONG_FIRST) $(filter-out $(LONG_FIRST),$(shell scripts/long-tests packages))
 
@@ -49,7 +49,7 @@ static:
 # go test -short skips every other test that needs a real server, a private
 # server or an implementation's processes (internal/quick says which), and
 # the packages that are only about real servers are left to make test.
-CHECK_LEAVES = /adapters/(consul|etcd|mariadb|netns|rabbitmq|rabbitmq/amqpproxy|redis)$$|/adapters/conform$$|/examples/upstream$$|/scripts$$
+CHECK_LEAVES = /adapters/servers/(consul|etcd|mariadb|rabbitmq|rabbitmq/amqpproxy|redis)$$|/adapters/host/netns$$|/adapters/conform$$|/examples/upstream$$|/scripts$$
 check: fmt vet
 	go test -short -p 4 -parallel 8 $$(go list ./... | grep -Ev '$(CHECK_LEAVES)')
 

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/lockprover/lockprover"
-	"github.com/lockprover/lockprover/adapters/amqprun"
-	"github.com/lockprover/lockprover/adapters/redlockrun"
+	"github.com/lockprover/lockprover/adapters/runners/amqprun"
+	"github.com/lockprover/lockprover/adapters/runners/redlockrun"
 )
 
 // The reference amqp-locks semaphore, proven on the simulated RabbitMQ with

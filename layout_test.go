@@ -43,20 +43,22 @@ func TestTopLevelIsTheCards(t *testing.T) {
 //	examples, scripts  what only tests hold
 //	cmd                the binary, the CLI, each family's descriptor (<f>cli) and their list (all)
 //	the root package   lockprover.Check, over internal/prover
-//	adapters           servers, the process protocol, conform, each family's runner (<f>run)
+//	adapters           runners, process, conform, servers, host (its rooms, top first)
 //	sim                the deterministic servers
 //	internal           the core (prover, family) and its helpers
 //	model              what correct means: references, checkers, the checker registry
 //	histories          what a run records and leaves: the history, verdicts, report, results
 //
-// A floor imports only floors below it (and itself). Inside adapters, a
-// server's adapter imports no family and no generic machinery; the
-// process launcher and conform import no family's runner; a family's
-// runner imports no generic machinery, no wiring above it (its side of
-// the process protocol), and no other family's runner but the lease
-// families' shared one (leaserun). Inside cmd, the CLI imports no
-// family; only the list imports a family's descriptor (leasecli, what
-// the lease families' descriptors share, is not one).
+// A floor imports only floors below it (and itself). Inside adapters the
+// rooms are floors too (adapterRooms): the host's machinery imports no
+// other room, a real server only the host, the process protocol and the
+// differentials (conform) only servers and the host, and a family's runner
+// what is below it; a family's runner imports no generic machinery (the
+// process protocol, conform), which its protocol package does, no wiring
+// above it (its side of the process protocol), and no other family's
+// runner but the lease families' shared one (leaserun). Inside cmd, the
+// CLI imports no family; only the list imports a family's descriptor
+// (leasecli, what the lease families' descriptors share, is not one).
 //
 // (go list runs with -pgo=off: with cmd/lockprover's default.pgo, it lists
 // the packages the binary links a second time, as variants named with a
@@ -99,16 +101,22 @@ func TestDependenciesPointOneWay(t *testing.T) {
 	for _, c := range [][2]string{
 		{"model/lease", "internal/prover/run"},
 		{"histories/report", "model"},
-		{"sim/redissim", "adapters/redis"},
-		{"adapters/redis", "adapters/redlockrun"},
-		{"adapters/process", "adapters/amqprun"},
-		{"adapters/amqprun", "adapters/process"},
-		{"adapters/amqprun", "adapters/amqprun/amqpprotocol"},
-		{"adapters/redlockrun", "adapters/dbsemrun"},
-		{"cmd/lockprover/cli", "adapters/amqprun"},
+		{"sim/redissim", "adapters/servers/redis"},
+		{"adapters/servers/redis", "adapters/runners/redlockrun"},
+		{"adapters/host/proc", "adapters/servers/redis"},
+		{"adapters/servers/rabbitmq", "adapters/conform"},
+		{"adapters/process", "adapters/runners/amqprun"},
+		{"adapters/conform", "adapters/process"},
+		{"adapters/process", "adapters/conform"},
+		{"adapters/runners/amqprun", "adapters/process"},
+		{"adapters/runners/amqprun", "adapters/conform"},
+		{"adapters/runners/amqprun", "adapters/runners/amqprun/amqpprotocol"},
+		{"adapters/runners/redlockrun", "adapters/runners/dbsemrun"},
+		{"cmd/lockprover/cli", "adapters/runners/amqprun"},
 		{"cmd/lockprover/cli", "cmd/lockprover/amqpcli"},
-		{".", "adapters/amqprun"},
+		{".", "adapters/runners/amqprun"},
 		{"internal/prover", "sim/rabbitmqsim"},
+		{"adapters/somewhere", "adapters/host/proc"},
 	} {
 		if forbidden(c[0], c[1]) == "" {
 			t.Errorf("the rules let %s import %s", c[0], c[1])
@@ -128,11 +136,25 @@ func floorOf(p string) int {
 
 func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
-// runnerOf is the family runner folder p is in (adapters/<f>run), or "".
+// adapterRooms are the rooms of adapters/, bottom first: each imports
+// only rooms below it and itself (docs/architecture.md says each).
+var adapterRooms = []string{"host", "servers", "conform", "process", "runners"}
+
+// roomOf is the room of adapters/ p is in (its index in adapterRooms), or
+// -1. conform and process stand side by side: neither imports the other.
+func roomOf(p string) int {
+	parts := strings.Split(p, "/")
+	if len(parts) < 2 || parts[0] != "adapters" {
+		return -1
+	}
+	return slices.Index(adapterRooms, parts[1])
+}
+
+// runnerOf is the family runner folder p is in (adapters/runners/<f>run), or "".
 func runnerOf(p string) string {
 	parts := strings.Split(p, "/")
-	if len(parts) >= 2 && parts[0] == "adapters" && strings.HasSuffix(parts[1], "run") {
-		return parts[0] + "/" + parts[1]
+	if len(parts) >= 3 && parts[0] == "adapters" && parts[1] == "runners" {
+		return strings.Join(parts[:3], "/")
 	}
 	return ""
 }
@@ -149,19 +171,8 @@ func forbidden(pkg, dep string) string {
 		return "the root package is a face over internal/prover alone"
 	}
 	if floors[fp] == "adapters" && floors[fd] == "adapters" {
-		rp, rd := runnerOf(pkg), runnerOf(dep)
-		isProtocol := rp != "" && strings.HasSuffix(pkg, "protocol")
-		switch {
-		case rp == "" && rd != "" && !under(pkg, "adapters/process") && !under(pkg, "adapters/conform"):
-			return "a server's adapter imports no family"
-		case (under(pkg, "adapters/process") || under(pkg, "adapters/conform")) && rd != "":
-			return "the process launcher and conform import no family's runner"
-		case rp != "" && !isProtocol && (under(dep, "adapters/process") || under(dep, "adapters/conform")):
-			return "a family's runner imports no generic machinery (its protocol package does)"
-		case rp != "" && !isProtocol && rd == rp && strings.HasSuffix(dep, "protocol"):
-			return "a family's runner imports no wiring above it (its side of the process protocol)"
-		case rp != "" && rd != "" && rd != rp && rd != "adapters/leaserun":
-			return "a family's runner imports no other family's (but the lease families' leaserun)"
+		if why := forbiddenInAdapters(pkg, dep); why != "" {
+			return why
 		}
 	}
 	if floors[fp] == "cmd" {
@@ -175,6 +186,30 @@ func forbidden(pkg, dep string) string {
 		case isCLI(dep) && pkg != "cmd/lockprover/all":
 			return "only cmd/lockprover/all imports a family's descriptor"
 		}
+	}
+	return ""
+}
+
+// forbiddenInAdapters says why pkg may not import dep, both in adapters/,
+// or "".
+func forbiddenInAdapters(pkg, dep string) string {
+	rp, rd := roomOf(pkg), roomOf(dep)
+	runP, runD := runnerOf(pkg), runnerOf(dep)
+	isProtocol := runP != "" && strings.HasSuffix(pkg, "protocol")
+	generic := under(dep, "adapters/process") || under(dep, "adapters/conform")
+	switch {
+	case rp < 0 || rd < 0:
+		return "a package of adapters/ outside its rooms " + strings.Join(adapterRooms, ", ")
+	case rd > rp:
+		return "adapters/" + adapterRooms[rp] + " is below adapters/" + adapterRooms[rd]
+	case rp != rd && adapterRooms[rp] == "process" && adapterRooms[rd] == "conform":
+		return "the process protocol and the differentials stand side by side"
+	case runP != "" && !isProtocol && generic:
+		return "a family's runner imports no generic machinery (its protocol package does)"
+	case runP != "" && !isProtocol && runD == runP && strings.HasSuffix(dep, "protocol"):
+		return "a family's runner imports no wiring above it (its side of the process protocol)"
+	case runP != "" && runD != "" && runD != runP && runD != "adapters/runners/leaserun":
+		return "a family's runner imports no other family's (but the lease families' leaserun)"
 	}
 	return ""
 }

@@ -6,7 +6,7 @@
 // shrinks a plan that breaks a property to a minimal counterexample.
 //
 // What is proven is a Subject, which each lock family's runner gives as
-// its Config: amqprun.Config for amqp-locks (adapters/amqprun),
+// its Config: amqprun.Config for amqp-locks (adapters/runners/amqprun),
 // dbsemrun.Config for the database semaphore, redlockrun.Config for
 // Redlock and priority Redlock, consulsemrun.Config for Consul's semaphore
 // recipe, pgadvisoryrun.Config for PostgreSQL's advisory lock. Its zero

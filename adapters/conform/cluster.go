@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/netns"
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/host/netns"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
 	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 )

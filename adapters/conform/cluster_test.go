@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/netns/netnstest"
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/host/netns/netnstest"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
 )

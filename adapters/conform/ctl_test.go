@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
 	"github.com/lockprover/lockprover/sim/rabbitmqsim/semantics"
 )

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
-	"github.com/lockprover/lockprover/adapters/rabbitmq/amqpproxy"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/amqpproxy"
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
 	"github.com/lockprover/lockprover/sim/rabbitmqsim/semantics"
 )
@@ -164,7 +164,7 @@ func (t *Target) NewEnv() *Env {
 // Env is semantics.Env on a real RabbitMQ broker.
 //
 //   - Dial: each table connection ("A", "B", ...) goes through its own
-//     fault proxy (adapters/rabbitmq/amqpproxy) and is dialled with the amqp091-go
+//     fault proxy (adapters/servers/rabbitmq/amqpproxy) and is dialled with the amqp091-go
 //     adapter, with connection_name "<prefix><A>#<n>" (n counts A's dials).
 //   - Inspect: the queue as rabbitmqctl's list_queues sees it (durable,
 //     auto_delete, owner_pid, messages_ready, consumers). Messages are the

@@ -18,7 +18,7 @@ import (
 // MariaDBOptions configure MariaDBDifferential.
 type MariaDBOptions struct {
 	// DSN is the MariaDB, as go-sql-driver/mysql reads it; "" means
-	// $LOCKPROVER_MYSQL_DSN, or adapters/mariadb's DefaultDSN without it.
+	// $LOCKPROVER_MYSQL_DSN, or adapters/servers/mariadb's DefaultDSN without it.
 	// Its user needs CREATE and DROP in the database, and PROCESS (SHOW ENGINE
 	// INNODB STATUS).
 	DSN string
@@ -419,7 +419,7 @@ func (r *mariaRun) replay() {
 // MariaDB is the database semaphore's conformance check, as `lockprover
 // conform --kind db-semaphore` runs it: runs sequences drawn from seed on
 // mariadbsim and on the MariaDB that dsn names ("" means
-// $LOCKPROVER_MYSQL_DSN, or adapters/mariadb's DefaultDSN), shrinking the
+// $LOCKPROVER_MYSQL_DSN, or adapters/servers/mariadb's DefaultDSN), shrinking the
 // first divergence. It writes to out what it runs against, a line every tenth
 // of the runs, and the summary, with the minimal divergence if there is
 // one. It returns an error (wrapping ErrNoMariaDB or ErrHarness) only if

@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/lockprover/lockprover/adapters/mariadb"
+	"github.com/lockprover/lockprover/adapters/servers/mariadb"
 )
 
 // The sequence on MariaDB: a connection of its own per connection of the

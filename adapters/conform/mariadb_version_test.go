@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/debroot"
-	"github.com/lockprover/lockprover/adapters/mariadb"
-	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/adapters/host/debroot"
+	"github.com/lockprover/lockprover/adapters/servers/mariadb"
+	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/sim/mariadbsim"
 )

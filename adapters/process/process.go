@@ -14,7 +14,7 @@
 //
 // What a request and its reply mean is no business of this package's:
 // each family brings its side of the protocol from its own folder
-// (adapters/amqprun, adapters/dbsemrun), built on this one, which imports
+// (adapters/runners/amqprun, adapters/runners/dbsemrun), built on this one, which imports
 // no family.
 package process
 
@@ -33,7 +33,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/internal/prover"
 )
 

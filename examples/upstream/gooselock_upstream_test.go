@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/pgadvisoryrun/pgadvisoryprotocol"
-	"github.com/lockprover/lockprover/adapters/postgres"
+	"github.com/lockprover/lockprover/adapters/runners/pgadvisoryrun/pgadvisoryprotocol"
+	"github.com/lockprover/lockprover/adapters/servers/postgres"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 

@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/redis"
-	"github.com/lockprover/lockprover/adapters/redlockrun/redlockprotocol"
+	"github.com/lockprover/lockprover/adapters/runners/redlockrun/redlockprotocol"
+	"github.com/lockprover/lockprover/adapters/servers/redis"
 )
 
 // validateRedlock runs validate-impl --kind redlock on command and returns

@@ -19,14 +19,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/amqprun/amqpprotocol"
-	"github.com/lockprover/lockprover/adapters/dbsemrun/dbsemprotocol"
+	"github.com/lockprover/lockprover/adapters/runners/amqprun/amqpprotocol"
+	"github.com/lockprover/lockprover/adapters/runners/dbsemrun/dbsemprotocol"
 
 	driver "github.com/go-sql-driver/mysql"
 
-	"github.com/lockprover/lockprover/adapters/dbsemrun"
-	"github.com/lockprover/lockprover/adapters/mariadb/mariadbtest"
-	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/adapters/runners/dbsemrun"
+	"github.com/lockprover/lockprover/adapters/servers/mariadb/mariadbtest"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/rabbitmqtest"
 )
 
 const python = "/usr/bin/python3"

@@ -5,7 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/lockprover/lockprover/adapters/amqprun"
+	"github.com/lockprover/lockprover/adapters/runners/amqprun"
 	"os"
 	"os/exec"
 	"path/filepath"

@@ -212,7 +212,7 @@ type Setup struct {
 	// What says what runs: "the reference", "mutant ...", a command.
 	Target, Where, What string
 	// Real says the target is a real server; Server says which, with its
-	// version, as adapters/versions names it ("rabbitmq 4.3.6"), for the
+	// version, as adapters/servers/versions names it ("rabbitmq 4.3.6"), for the
 	// results and the report ("" on a simulator).
 	Real   bool
 	Server string

@@ -1,7 +1,7 @@
 // Package prover is lockprover's core, and knows no lock family: it draws
 // a family's plans with rapid, runs them, judges each history with
 // model.Check, and shrinks a failing plan to a minimal one, written out with
-// its history and report so that it can be replayed. A family (adapters/amqprun
+// its history and report so that it can be replayed. A family (adapters/runners/amqprun
 // for amqp-locks) says what a plan is and how it runs.
 //
 // A user's test proves an implementation with Check:
@@ -36,7 +36,7 @@ import (
 // draws plans and runs them (on its simulator, a real backend, or an
 // implementation over the process protocol), and its verdicts come from
 // the checker its kind is registered with (model.Register). The core knows
-// no family: a family is a value the caller hands it (adapters/amqprun's
+// no family: a family is a value the caller hands it (adapters/runners/amqprun's
 // Config, for amqp-locks).
 type Subject interface {
 	// Draw draws a plan with rapid, so that rapid can shrink a failing

@@ -1,7 +1,7 @@
 // Package check is the amqp-locks family's checker: the sequential
 // specifications of its lock types, against which it judges histories
 // property by property. It registers itself with model for the kinds
-// semaphore and mutex, so that model.Check hands it their locks; adapters/amqprun
+// semaphore and mutex, so that model.Check hands it their locks; adapters/runners/amqprun
 // records the Evidence it judges the efficiency properties and no-leak by.
 //
 // A persistent semaphore's history is split per slot; each slot is

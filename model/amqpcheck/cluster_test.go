@@ -14,7 +14,7 @@ import (
 // A double hold on a cluster is explained by what struck it: the two
 // holders' nodes, the partition between them, and how the first holder
 // heard of it. The history is a real run of the isolated-holder hand plan
-// on a three-node cluster under ignore (adapters/amqprun's
+// on a three-node cluster under ignore (adapters/runners/amqprun's
 // TestClusterIsolatedHolderIgnore).
 func TestDoubleHoldExplainedOnCluster(t *testing.T) {
 	h, err := histories.ReadFile(filepath.Join("..", "..", "testdata", "histories", "179-cluster-ignore-double-hold.jsonl"))

@@ -13,7 +13,7 @@ import (
 
 // Evidence is what a run of amqp-locks shows beyond its history, about
 // one lock (model.Evidence's Lock): what each operation sent, what any
-// process sent, the queues left behind. adapters/amqprun records it in
+// process sent, the queues left behind. adapters/runners/amqprun records it in
 // model.Evidence.Family; with it Check judges no-leak and the efficiency
 // properties, which without it (a history alone) are NotJudged.
 type Evidence struct {

@@ -11,7 +11,7 @@ import (
 )
 
 // The examples run on the simulator; against RabbitMQ, pass
-// rabbitmq.New(url) from package adapters/rabbitmq instead.
+// rabbitmq.New(url) from package adapters/servers/rabbitmq instead.
 func onSimulator(fn func(b broker.Broker)) {
 	w := rabbitmqsim.New(rabbitmqsim.Options{})
 	w.Go("example", fn)

@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/grpclog"
 
-	"github.com/lockprover/lockprover/adapters/consul"
-	"github.com/lockprover/lockprover/adapters/etcd"
+	"github.com/lockprover/lockprover/adapters/servers/consul"
+	"github.com/lockprover/lockprover/adapters/servers/etcd"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 

@@ -129,7 +129,7 @@ type Timing struct {
 	// promises the TTL only as a lower bound); etcd's is 1.
 	Factor int
 	// Grain is the unit TTLs are rounded up to (etcd: whole seconds; the
-	// server also raises a TTL to its floor, MinTTL of adapters/etcd), 0
+	// server also raises a TTL to its floor, MinTTL of adapters/servers/etcd), 0
 	// when any duration is kept as given (Consul, which refuses a TTL under
 	// its session_ttl_min instead). Lease.TTL is the TTL granted: use it.
 	Grain time.Duration

@@ -11,8 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/lockprover/lockprover/adapters/consul"
-	"github.com/lockprover/lockprover/adapters/etcd"
+	"github.com/lockprover/lockprover/adapters/servers/consul"
+	"github.com/lockprover/lockprover/adapters/servers/etcd"
 )
 
 // What a backend restart does to the semaphore, on private servers of the

@@ -10,7 +10,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
-	"github.com/lockprover/lockprover/adapters/mariadb/mariadbtest"
+	"github.com/lockprover/lockprover/adapters/servers/mariadb/mariadbtest"
 	"github.com/lockprover/lockprover/model/dbsem"
 )
 

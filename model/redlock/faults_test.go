@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/redis"
+	"github.com/lockprover/lockprover/adapters/servers/redis"
 )
 
 // The server faults of the Redlock debate, on private servers: what the

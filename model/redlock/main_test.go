@@ -14,12 +14,12 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/lockprover/lockprover/adapters/redis"
+	"github.com/lockprover/lockprover/adapters/servers/redis"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 
 // The tests run on private redis-server instances (package
-// adapters/redis): three shared by the tests that do not harm a server,
+// adapters/servers/redis): three shared by the tests that do not harm a server,
 // started on first use and stopped at the end, and servers of a test's own
 // for the tests that kill one. Without redis-server every test skips.
 

@@ -22,8 +22,8 @@ import (
 )
 
 // A Target is the real server a Differential runs against: a private one
-// (its sessions come and go by the thousand), such as adapters/consul's
-// and adapters/etcd's with their default options.
+// (its sessions come and go by the thousand), such as adapters/servers/consul's
+// and adapters/servers/etcd's with their default options.
 type Target struct {
 	Kind Kind
 	// Addr is the Consul agent's HTTP API (host:port) or etcd's client
@@ -31,7 +31,7 @@ type Target struct {
 	Addr string
 	// Floor is the server's: Consul's session_ttl_min (at most 1 s: the
 	// differential's short sessions have a TTL of 1 s), etcd's lease
-	// floor (adapters/etcd's Server.MinTTL).
+	// floor (adapters/servers/etcd's Server.MinTTL).
 	Floor time.Duration
 
 	// alter, if set, changes the simulator's canonical answer to a step:

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/consul"
-	"github.com/lockprover/lockprover/adapters/etcd"
+	"github.com/lockprover/lockprover/adapters/servers/consul"
+	"github.com/lockprover/lockprover/adapters/servers/etcd"
 	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/internal/rapidbatch"
 	"github.com/lockprover/lockprover/model/consulsem"
@@ -23,7 +23,7 @@ var (
 	diffSeed = flag.Uint64("consulsim.seed", 0, "the differential tests' seed (0: a random one)")
 )
 
-// consulFloor is the private agents' session_ttl_min (adapters/consul's
+// consulFloor is the private agents' session_ttl_min (adapters/servers/consul's
 // default).
 const consulFloor = time.Second
 

@@ -44,15 +44,15 @@ type Options struct {
 	// directory), and gives every lease a fresh TTL.
 	Persistent bool
 	// SessionTTLMin (Consul) is the agent's session_ttl_min: a session of
-	// a shorter TTL is refused. 0 means 1 s, as adapters/consul's agents.
+	// a shorter TTL is refused. 0 means 1 s, as adapters/servers/consul's agents.
 	SessionTTLMin time.Duration
 	// MinTTL (etcd) is the server's floor for a lease's TTL, a whole
 	// number of seconds: a Grant of less gets it. 0 means 1 s, as
-	// adapters/etcd's servers (1.5 election timeouts of 500 ms, rounded
+	// adapters/servers/etcd's servers (1.5 election timeouts of 500 ms, rounded
 	// up).
 	MinTTL time.Duration
 	// ElectionTimeout (etcd) is added to every lease's fresh TTL after a
-	// restart (the lessor's Promote). 0 means 500 ms, as adapters/etcd.
+	// restart (the lessor's Promote). 0 means 500 ms, as adapters/servers/etcd.
 	ElectionTimeout time.Duration
 	// Timeout, if positive, is how long a client waits for an answer (a
 	// wait for a change: its max, plus Timeout) before its call fails

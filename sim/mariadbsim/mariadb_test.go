@@ -15,8 +15,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/lockprover/lockprover/adapters/mariadb"
-	"github.com/lockprover/lockprover/adapters/mariadb/mariadbtest"
+	"github.com/lockprover/lockprover/adapters/servers/mariadb"
+	"github.com/lockprover/lockprover/adapters/servers/mariadb/mariadbtest"
 )
 
 // The server's answers to dbsem's statements, compared with MariaDB's:

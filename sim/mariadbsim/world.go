@@ -40,7 +40,7 @@ type Options struct {
 	// a read view open on MariaDB, since when purge runs is real time.)
 	HoldPurge bool
 	// Version is the MariaDB whose behaviour the World models, as
-	// adapters/versions names it: "" or "10.11" (the default, Debian 12's
+	// adapters/servers/versions names it: "" or "10.11" (the default, Debian 12's
 	// 10.11), or "11.8" (Debian 13's), which adds the lock bypass
 	// (MDEV-34877; see conflictNew). Versions lists them; New panics on
 	// another (check it with KnownVersion first).

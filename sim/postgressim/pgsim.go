@@ -1,6 +1,6 @@
 // Package postgressim is a deterministic, in-memory model of what PostgreSQL
 // does with session-level advisory locks, on a virtual clock: the
-// semantics the pg-advisory family's reference (adapters/pgadvisoryrun) and
+// semantics the pg-advisory family's reference (adapters/runners/pgadvisoryrun) and
 // the libraries judged on it use, and nothing else.
 //
 // Modelled, as PostgreSQL 15 does it (held to a private server by the

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/postgres"
+	"github.com/lockprover/lockprover/adapters/servers/postgres"
 	"github.com/lockprover/lockprover/internal/quick"
 	"pgregory.net/rapid"
 )

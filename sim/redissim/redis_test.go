@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/redis"
+	"github.com/lockprover/lockprover/adapters/servers/redis"
 	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/internal/rapidbatch"
 )

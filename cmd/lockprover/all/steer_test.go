@@ -4,9 +4,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/lockprover/lockprover/adapters/consulsemrun"
-	"github.com/lockprover/lockprover/adapters/dbsemrun"
-	"github.com/lockprover/lockprover/adapters/redlockrun"
+	"github.com/lockprover/lockprover/adapters/runners/consulsemrun"
+	"github.com/lockprover/lockprover/adapters/runners/dbsemrun"
+	"github.com/lockprover/lockprover/adapters/runners/redlockrun"
 	"github.com/lockprover/lockprover/internal/prover"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/amqprun"
+	"github.com/lockprover/lockprover/adapters/runners/amqprun"
 	"github.com/lockprover/lockprover/internal/family"
 )
 

@@ -10,9 +10,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/amqprun"
-	"github.com/lockprover/lockprover/adapters/docker"
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/host/docker"
+	"github.com/lockprover/lockprover/adapters/runners/amqprun"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
 )

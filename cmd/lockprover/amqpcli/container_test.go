@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/internal/family"
 )
 

@@ -1,4 +1,4 @@
-// Package descriptor registers amqp-locks (adapters/amqprun) with lockprover
+// Package descriptor registers amqp-locks (adapters/runners/amqprun) with lockprover
 // (package family): its kinds, flags and targets, what prove, replay,
 // check, bench and conform do for it on the simulator and on a real
 // RabbitMQ, and its side of the process protocol (amqpprotocol). It is the
@@ -17,12 +17,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/amqprun/amqpprotocol"
+	"github.com/lockprover/lockprover/adapters/runners/amqprun/amqpprotocol"
 	"github.com/lockprover/lockprover/sim/rabbitmqsim/semantics"
 
-	"github.com/lockprover/lockprover/adapters/amqprun"
 	"github.com/lockprover/lockprover/adapters/conform"
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/runners/amqprun"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/family"
@@ -32,7 +32,7 @@ import (
 )
 
 // AMQP is amqp-locks: the persistent semaphore, the true mutex and the
-// persistent mutex built from RabbitMQ queues (adapters/amqprun).
+// persistent mutex built from RabbitMQ queues (adapters/runners/amqprun).
 var AMQP = &family.Descriptor{
 	Name:       "amqp-locks",
 	Kinds:      []string{histories.Semaphore, histories.Mutex},

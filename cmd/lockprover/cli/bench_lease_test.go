@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/adapters/mariadb/mariadbtest"
+	"github.com/lockprover/lockprover/adapters/servers/mariadb/mariadbtest"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/model/amqplocks"
 	"github.com/lockprover/lockprover/model/amqplocks/broker"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/rabbitmqtest"
 )
 
 // Flags go before or after the positional arguments, for every verb.

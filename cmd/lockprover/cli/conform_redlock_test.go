@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/adapters/redis"
+	"github.com/lockprover/lockprover/adapters/servers/redis"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/lockprover/lockprover/adapters/conform"
-	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 

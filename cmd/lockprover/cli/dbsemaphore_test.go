@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/mariadb/mariadbtest"
+	"github.com/lockprover/lockprover/adapters/servers/mariadb/mariadbtest"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 
@@ -76,7 +76,7 @@ func TestDBSemaphoreMutantAndReplay(t *testing.T) {
 // prove --kind db-semaphore --target mariadb proves the reference on the
 // real server; a replay runs there too. (That a run leaves none of its
 // tables behind is TestReferenceOnMariaDB's to check, in
-// adapters/dbsemrun, where a run's table prefix can be told.)
+// adapters/runners/dbsemrun, where a run's table prefix can be told.)
 func TestProveDBSemaphoreOnMariaDB(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {

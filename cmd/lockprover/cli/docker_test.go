@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/docker"
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/host/docker"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 

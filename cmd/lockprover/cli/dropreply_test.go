@@ -11,7 +11,7 @@ import (
 
 	driver "github.com/go-sql-driver/mysql"
 
-	"github.com/lockprover/lockprover/adapters/mariadb/mariadbtest"
+	"github.com/lockprover/lockprover/adapters/servers/mariadb/mariadbtest"
 	"github.com/lockprover/lockprover/histories"
 )
 

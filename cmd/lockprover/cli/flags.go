@@ -17,7 +17,7 @@ import (
 
 	"github.com/lockprover/lockprover/internal/prover"
 
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 )
 
 // exitInterrupted is the exit status of a command stopped by Ctrl-C (SIGINT)

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/mariadb"
-	"github.com/lockprover/lockprover/adapters/mariadb/mariadbtest"
-	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/adapters/servers/mariadb"
+	"github.com/lockprover/lockprover/adapters/servers/mariadb/mariadbtest"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 

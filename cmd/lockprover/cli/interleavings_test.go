@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/internal/quick"
 )
 

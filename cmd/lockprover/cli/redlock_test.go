@@ -49,7 +49,7 @@ func TestProveRedlockOnRedis(t *testing.T) {
 		t.Skip("starts redis-servers")
 	}
 	// Safety only: beside the suite with two busy loops a round timed out
-	// with no fault in force, failing available (see adapters/redlockrun's
+	// with no fault in force, failing available (see adapters/runners/redlockrun's
 	// tests).
 	code, out, errOut := lockprover("prove", "--kind", "redlock", "--target", "redis", "--runs", "4", "--seed", "1", "--quiet",
 		"--properties", "lease-exclusive,no-revival,acquire-exact,fencing,validity-sound")

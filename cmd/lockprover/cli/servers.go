@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/adapters/servers/versions"
 )
 
 // runServers is `lockprover servers`: the server versions real targets

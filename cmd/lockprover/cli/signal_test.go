@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/rabbitmq"
-	"github.com/lockprover/lockprover/adapters/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/rabbitmqtest"
 )
 
 // The lockprover binary that tests run as a process: built once per test

@@ -13,7 +13,7 @@ import (
 
 // bench --kind consul-semaphore reads --backend strictly, and takes no
 // --options, before it starts anything (the bench itself runs in
-// adapters/consulsemrun's TestBench).
+// adapters/runners/consulsemrun's TestBench).
 func TestConsulBenchUsage(t *testing.T) {
 	for _, c := range []struct {
 		backend, options, want string

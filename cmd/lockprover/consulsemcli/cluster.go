@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/consulsemrun"
-	"github.com/lockprover/lockprover/adapters/consulsemrun/consulsemprotocol"
-	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/adapters/runners/consulsemrun"
+	"github.com/lockprover/lockprover/adapters/runners/consulsemrun/consulsemprotocol"
+	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/family"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/etcd"
+	"github.com/lockprover/lockprover/adapters/servers/etcd"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/quick"
 )

@@ -1,5 +1,5 @@
 // Package descriptor registers Consul's semaphore recipe
-// (adapters/consulsemrun) with lockprover (package family): on its simulator
+// (adapters/runners/consulsemrun) with lockprover (package family): on its simulator
 // and on private or given Consul agents and etcd servers, with its side of
 // the process protocol (consulsemprotocol), conform and bench. It is the
 // family's top: only cmd/lockprover/all imports it.
@@ -18,8 +18,8 @@ import (
 
 	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
 
-	"github.com/lockprover/lockprover/adapters/consulsemrun"
-	"github.com/lockprover/lockprover/adapters/consulsemrun/consulsemprotocol"
+	"github.com/lockprover/lockprover/adapters/runners/consulsemrun"
+	"github.com/lockprover/lockprover/adapters/runners/consulsemrun/consulsemprotocol"
 	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/family"
@@ -27,7 +27,7 @@ import (
 	"github.com/lockprover/lockprover/model/lease"
 )
 
-// ConsulSemaphore is Consul's semaphore recipe (adapters/consulsemrun):
+// ConsulSemaphore is Consul's semaphore recipe (adapters/runners/consulsemrun):
 // the reference client (package consulsem) or one of its mutants,
 // on the simulator of a Consul agent or an etcd server (sim/consulsim),
 // or on a private real Consul agent or etcd started for each plan
@@ -240,7 +240,7 @@ func consulServer(c consulsemrun.Config) *family.Setup {
 }
 
 // consulFaults reads --faults: all (restarts of a -dev agent aside, see
-// adapters/consulsemrun), none, or a list (restart-broker in it draws
+// adapters/runners/consulsemrun), none, or a list (restart-broker in it draws
 // restarts of a -dev agent too).
 func consulFaults(c *consulsemrun.Config, faults string) error {
 	switch faults {

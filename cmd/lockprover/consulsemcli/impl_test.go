@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/adapters/consulsemrun"
-	"github.com/lockprover/lockprover/adapters/consulsemrun/consulsemprotocol"
+	"github.com/lockprover/lockprover/adapters/runners/consulsemrun"
+	"github.com/lockprover/lockprover/adapters/runners/consulsemrun/consulsemprotocol"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/family"
 )

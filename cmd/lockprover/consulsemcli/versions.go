@@ -4,9 +4,9 @@ import (
 	"cmp"
 	"strings"
 
-	"github.com/lockprover/lockprover/adapters/consulsemrun"
-	"github.com/lockprover/lockprover/adapters/etcd"
-	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/adapters/runners/consulsemrun"
+	"github.com/lockprover/lockprover/adapters/servers/etcd"
+	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/internal/family"
 )
 
@@ -21,7 +21,7 @@ var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backen
 
 // serverVersion is the version --server-version names for backend's
 // private servers, the zero Version when it is not given (the machine's
-// etcd, the Consul adapters/consul finds: as without the flag). An
+// etcd, the Consul adapters/servers/consul finds: as without the flag). An
 // unknown one is a *family.UsageError listing the versions backend takes,
 // or saying that it is the other backend's.
 func serverVersion(s family.Settings, backend string) (versions.Version, error) {
@@ -61,7 +61,7 @@ func consulVersion(c *consulsemrun.Config, s family.Settings) error {
 }
 
 // serverName is the server a run on backend's private servers of version
-// v runs, as adapters/versions names it ("etcd 3.5.30"): the default's
+// v runs, as adapters/servers/versions names it ("etcd 3.5.30"): the default's
 // when v is the zero Version (etcd's as $LOCKPROVER_ETCD_VERSION may say
 // it).
 func serverName(backend string, v versions.Version) string {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/adapters/consulsemrun"
+	"github.com/lockprover/lockprover/adapters/runners/consulsemrun"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover/bench"
 )

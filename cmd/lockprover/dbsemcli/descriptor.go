@@ -1,5 +1,5 @@
 // Package descriptor registers the database semaphore
-// (adapters/dbsemrun) with lockprover (package family): on the
+// (adapters/runners/dbsemrun) with lockprover (package family): on the
 // simulated MariaDB and on a real or private one, with its side of the
 // process protocol (dbsemprotocol), conform and bench. It is the family's
 // top: only cmd/lockprover/all imports it.
@@ -16,15 +16,15 @@ import (
 
 	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
 
-	"github.com/lockprover/lockprover/adapters/dbsemrun/dbsemprotocol"
+	"github.com/lockprover/lockprover/adapters/runners/dbsemrun/dbsemprotocol"
 
 	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/lockprover/lockprover/adapters/conform"
-	"github.com/lockprover/lockprover/adapters/dbsemrun"
-	"github.com/lockprover/lockprover/adapters/debroot"
-	"github.com/lockprover/lockprover/adapters/mariadb"
-	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/adapters/host/debroot"
+	"github.com/lockprover/lockprover/adapters/runners/dbsemrun"
+	"github.com/lockprover/lockprover/adapters/servers/mariadb"
+	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/family"
@@ -33,7 +33,7 @@ import (
 	"github.com/lockprover/lockprover/model/lease"
 )
 
-// DBSemaphore is the database counting semaphore (adapters/dbsemrun):
+// DBSemaphore is the database counting semaphore (adapters/runners/dbsemrun):
 // leases in SQL tables, on the simulated database or a real MariaDB.
 var DBSemaphore = &family.Descriptor{
 	Name:       dbsemrun.Kind,

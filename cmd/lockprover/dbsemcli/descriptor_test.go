@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/adapters/dbsemrun"
+	"github.com/lockprover/lockprover/adapters/runners/dbsemrun"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover/bench"
 )

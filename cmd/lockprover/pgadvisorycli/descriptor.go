@@ -1,5 +1,5 @@
 // Package descriptor registers the PostgreSQL advisory-lock family
-// (adapters/pgadvisoryrun) with lockprover (package family): its plans run
+// (adapters/runners/pgadvisoryrun) with lockprover (package family): its plans run
 // on the simulated PostgreSQL (sim/postgressim), or on a private PostgreSQL
 // server the run starts and stops. It is the family's top: only
 // cmd/lockprover/all imports it.
@@ -14,11 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/debroot"
-	"github.com/lockprover/lockprover/adapters/pgadvisoryrun"
-	"github.com/lockprover/lockprover/adapters/pgadvisoryrun/pgadvisoryprotocol"
-	"github.com/lockprover/lockprover/adapters/postgres"
-	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/adapters/host/debroot"
+	"github.com/lockprover/lockprover/adapters/runners/pgadvisoryrun"
+	"github.com/lockprover/lockprover/adapters/runners/pgadvisoryrun/pgadvisoryprotocol"
+	"github.com/lockprover/lockprover/adapters/servers/postgres"
+	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
 	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"

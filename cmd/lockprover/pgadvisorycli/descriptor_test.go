@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/adapters/pgadvisoryrun"
+	"github.com/lockprover/lockprover/adapters/runners/pgadvisoryrun"
 	"github.com/lockprover/lockprover/internal/family"
 )
 

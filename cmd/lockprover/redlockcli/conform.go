@@ -6,8 +6,8 @@ import (
 	"io"
 	"os"
 
-	redisbk "github.com/lockprover/lockprover/adapters/redis"
-	"github.com/lockprover/lockprover/adapters/redlockrun"
+	"github.com/lockprover/lockprover/adapters/runners/redlockrun"
+	redisbk "github.com/lockprover/lockprover/adapters/servers/redis"
 	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/sim/redissim"

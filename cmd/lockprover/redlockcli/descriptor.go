@@ -1,5 +1,5 @@
 // Package descriptor registers Redlock and priority Redlock
-// (adapters/redlockrun) with lockprover (package family): on their simulated
+// (adapters/runners/redlockrun) with lockprover (package family): on their simulated
 // Redis servers and on private real ones, with their side of the process
 // protocol (redlockprotocol), conform and bench. It is the family's top:
 // only cmd/lockprover/all imports it.
@@ -17,10 +17,10 @@ import (
 
 	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
 
-	"github.com/lockprover/lockprover/adapters/redis"
-	"github.com/lockprover/lockprover/adapters/redlockrun"
-	"github.com/lockprover/lockprover/adapters/redlockrun/redlockprotocol"
-	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/adapters/runners/redlockrun"
+	"github.com/lockprover/lockprover/adapters/runners/redlockrun/redlockprotocol"
+	"github.com/lockprover/lockprover/adapters/servers/redis"
+	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -28,7 +28,7 @@ import (
 	"github.com/lockprover/lockprover/model/lease"
 )
 
-// Redlock is the Redis lease lock (adapters/redlockrun): a mutex granted by a
+// Redlock is the Redis lease lock (adapters/runners/redlockrun): a mutex granted by a
 // majority of N Redis servers, on the simulated servers or on real
 // redis-servers each plan starts, with its explore table; an
 // implementation in any language proves through the process protocol

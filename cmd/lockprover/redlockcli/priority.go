@@ -8,14 +8,14 @@ import (
 
 	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
 
-	"github.com/lockprover/lockprover/adapters/redlockrun"
+	"github.com/lockprover/lockprover/adapters/runners/redlockrun"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/internal/prover/bench"
 	"github.com/lockprover/lockprover/model/lease"
 )
 
-// PriorityRedlock is the priority Redlock (adapters/redlockrun, PriorityKind):
+// PriorityRedlock is the priority Redlock (adapters/runners/redlockrun, PriorityKind):
 // an acquirer of strictly higher priority takes the lock from its holder
 // and acts once the holder acknowledged (or could no longer hold); equal
 // priority never steals. Its plans run on the simulated servers or on real

@@ -1,6 +1,6 @@
 // Package serverversion is --server-version as every family's descriptor
 // reads it: the version a real target's private servers run
-// (adapters/versions), and the making of what that version needs (a
+// (adapters/servers/versions), and the making of what that version needs (a
 // Debian release's root, lockprover's build of a binary), with what
 // cannot be had refused as bad input (exit 2) saying how to get it.
 package serverversion
@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/lockprover/lockprover/adapters/debroot"
-	"github.com/lockprover/lockprover/adapters/versions"
+	"github.com/lockprover/lockprover/adapters/host/debroot"
+	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/internal/family"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockprover/lockprover/adapters/amqprun"
+	"github.com/lockprover/lockprover/adapters/runners/amqprun"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/internal/prover/explore"
 )

@@ -2,7 +2,7 @@
 // RabbitMQ, in the way database/sql/driver is the surface database/sql needs.
 //
 // Two implementations exist: the deterministic simulator (package sim) and
-// real RabbitMQ through amqp091-go (package adapters/rabbitmq). The reference
+// real RabbitMQ through amqp091-go (package adapters/servers/rabbitmq). The reference
 // implementation in package amqplocks is written against these interfaces
 // only, so the same code runs on both.
 //

@@ -1,0 +1,259 @@
+package amqprun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/statehash"
+
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/amqpproxy"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim"
+)
+
+// Simulator runs plans on the simulated broker: deterministic, the same
+// plan always gives the same history. A plan with a cluster runs on a
+// simulated RabbitMQ cluster of its nodes (rabbitmqsim.ClusterOptions).
+type Simulator struct {
+	// Trace, if set, receives the simulator's event trace.
+	Trace io.Writer
+	// Cluster, if set, names the nodes of the simulated cluster plans
+	// are drawn for (n1, n2, n3), as the cluster target's nodes are;
+	// none draws plans for one broker.
+	Cluster []string
+	// PartitionHandling, if set, is the simulated cluster's mode whatever
+	// a plan says (a replay with --partition-handling); else the plan's,
+	// else ignore.
+	PartitionHandling string
+	// NetTicktime is the simulated cluster's net_ticktime; 0 means 5 s.
+	NetTicktime time.Duration
+	// Version is the RabbitMQ release the simulated broker behaves as
+	// (rabbitmqsim.Options.Version; rabbitmqsim.Versions lists them): ""
+	// is 3.10.8.
+	Version string
+}
+
+// Nodes are the nodes of the simulated cluster plans are drawn for.
+func (s Simulator) Nodes() []string { return s.Cluster }
+
+// mode is the partition handling p runs under on a simulated cluster.
+func (s Simulator) mode(p *Plan) string {
+	switch {
+	case s.PartitionHandling != "":
+		return s.PartitionHandling
+	case p.PartitionHandling != "":
+		return p.PartitionHandling
+	}
+	return rabbitmqsim.Ignore
+}
+
+// Run executes p against impl on a fresh simulated broker.
+func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	o := rabbitmqsim.Options{Decider: rabbitmqsim.Script(p.Schedule, rabbitmqsim.Seeded(p.ScheduleSeed)), Trace: s.Trace, Version: s.Version}
+	if len(p.Cluster) > 0 {
+		for _, f := range p.Nemesis {
+			if f.Fault == histories.RestartBroker && f.Node == "" {
+				return nil, errors.New("on a cluster, a restart-broker restarts a node: name it (node)")
+			}
+		}
+		if m := s.mode(p); !slices.Contains(rabbitmqsim.Modes, m) {
+			return nil, fmt.Errorf("the simulated cluster has no %s mode: it has %s", m, strings.Join(rabbitmqsim.Modes, ", "))
+		}
+		o.Cluster = &rabbitmqsim.ClusterOptions{Nodes: p.Cluster, PartitionHandling: s.mode(p), NetTicktime: s.NetTicktime, NodeOf: p.NodeOf}
+	}
+	var chooser *chooserDecider
+	if p.Chooser != nil {
+		chooser = &chooserDecider{ch: p.Chooser}
+		o.Decider, o.Exchanges = chooser, true
+	}
+	if p.Options.NoHeartbeat() {
+		o.ServerHeartbeat = -1 // heartbeats off on both sides
+	}
+	w := rabbitmqsim.New(o)
+	var eng engine = simEngine{w}
+	if o.Cluster != nil {
+		eng = &simCluster{simEngine{w}, o.Cluster.PartitionHandling, nil}
+	}
+	r := newRunner(p, impl, eng, p.Lock)
+	if chooser != nil {
+		// The state at a choice: the world (its broker, its timers, each
+		// process's requests and replies so far) and the runner (the
+		// history so far, each process's client and script), not the
+		// chooser itself.
+		h := statehash.New(reflect.TypeOf(chooser), reflect.TypeOf(p.Chooser))
+		chooser.state = func() statehash.Sum { return h.Sum(w, r) }
+		chooser.choosing = w.Choosing
+		chooser.keep = w.Keep
+		chooser.later = func(name string) int {
+			switch {
+			case name == "nemesis":
+				return 2
+			case deferAwaiting && !r.created && r.awaiting[name]:
+				return 1
+			}
+			return 0
+		}
+	}
+	r.begin()
+	if err := w.Run(); err != nil {
+		return nil, err
+	}
+	if c, ok := eng.(*simCluster); ok && c.settleErr != nil {
+		return nil, fmt.Errorf("the simulated cluster could not be made one again before the probe: %w", c.settleErr)
+	}
+	return r.result()
+}
+
+// simCluster is the simulator's engine for a plan on a cluster: the
+// runner asks it for the mode, to make the cluster one again before the
+// probe, and for the connections its nodes closed on their own (a node
+// pausing itself, an autoheal's loser restarting, a node killed), which
+// the history records as the broker's force-closes where no fault of the
+// plan explains them, as on the cluster target.
+type simCluster struct {
+	simEngine
+	mode      string
+	settleErr error
+}
+
+func (e *simCluster) partitionHandling() string { return e.mode }
+
+func (e *simCluster) Settle() {
+	if err := e.w.Settle(); err != nil && e.settleErr == nil {
+		e.settleErr = err
+	}
+}
+
+func (e *simCluster) serverNotes() []serverNote {
+	var notes []serverNote
+	for _, c := range e.w.BrokerCloses() {
+		ev := amqpproxy.ServerEvent{What: amqpproxy.ServerClose, Code: c.Code, Text: c.Text}
+		if c.Code == 0 {
+			ev.What = amqpproxy.ServerEOF
+		}
+		notes = append(notes, serverNote{proc: c.Process, at: c.At, ev: ev})
+	}
+	return notes
+}
+
+// chooserDecider hands every choice of the simulator to a plan's
+// Chooser, with the state the choice is made in.
+//
+// Unless the chooser asks for every choice (prover.Exhaust.Everything),
+// two kinds of process move only when no other can: the nemesis, and a
+// process awaiting the semaphore's create before it has ended. In a plan
+// whose faults all strike inside their targets' methods (an exhaustive
+// search's), the nemesis only awaits the end, looking now and then
+// whether every process is done, and a process awaiting the create only
+// looks whether it has ended: when either looks changes no order of the
+// processes' operations, only when a process notices (the end begins, the
+// process starts its script), and every order after that is still
+// chosen. docs/exhaustive.md argues it; TestExhaustReductionSound checks
+// it against every schedule.
+type chooserDecider struct {
+	ch       prover.Chooser
+	state    func() statehash.Sum
+	choosing func() []string
+	keep     func() int            // the world's Keep
+	later    func(name string) int // 0: moves as any; higher: only when no lower can
+	among    []int
+}
+
+// deferAwaiting is whether a process awaiting the create moves last;
+// only TestExhaustReductionSound turns it off, to check it.
+var deferAwaiting = true
+
+func (d *chooserDecider) Pick(n int) int {
+	pick := d.pick(n)
+	d.ch.Made(pick)
+	return pick
+}
+
+func (d *chooserDecider) pick(n int) int {
+	keep := d.keep()
+	if e, ok := d.ch.(interface{ Everything() bool }); ok && e.Everything() {
+		return d.ch.Choose(n, keep, d.state)
+	}
+	names := d.choosing()
+	if names == nil {
+		return d.ch.Choose(n, -1, d.state) // not which process moves
+	}
+	least := 3
+	for _, name := range names {
+		least = min(least, d.later(name))
+	}
+	d.among = d.among[:0]
+	for i, name := range names {
+		if d.later(name) == least {
+			d.among = append(d.among, i)
+		}
+	}
+	if len(d.among) == 1 {
+		return d.among[0]
+	}
+	return d.among[d.ch.Choose(len(d.among), slices.Index(d.among, keep), d.state)]
+}
+
+type simEngine struct{ w *rabbitmqsim.World }
+
+func (e simEngine) Go(name string, fn func(broker.Broker)) { e.w.Go(name, fn) }
+func (e simEngine) Now() int64                             { return e.w.Tick() }
+func (e simEngine) After(d time.Duration, f func())        { e.w.After(d, f) }
+func (e simEngine) Hold(broker.Broker, string)             {} // the simulator freezes paused processes itself
+func (e simEngine) Notice(b broker.Broker, _ string, limit time.Duration) {
+	b.Sleep(context.Background(), limit)
+}
+
+func (e simEngine) AfterMethods(name string, n int, f func()) { e.w.AfterMethods(name, n, f) }
+
+func (e simEngine) Fault(fault, target string) error { return e.w.Strike(fault, target) }
+
+// BrokerUp reports whether the simulated broker is up (a restart struck
+// from outside any process leaves it down for the restart's downtime).
+func (e simEngine) BrokerUp() bool { return e.w.Up() }
+
+func (e simEngine) Cost(name string) broker.Cost { return e.w.Cost(name) }
+
+func (e simEngine) ReadCounts(name string, c *rabbitmqsim.Counts) { e.w.ReadCounts(name, c) }
+
+// waitTimeout bounds an admin's wait in the simulator: only a holder that
+// is never released (heartbeats off and the holder killed) makes it run out.
+const waitTimeout = 10 * time.Minute
+
+// OpContext bounds a wait by virtual time. Any other operation gets
+// context.Background and a cancel that does nothing: on the simulator a
+// context cancelled once its operation returned is one no call sees (the
+// reference, its mutants and the runner keep none), and a process the
+// runner cancels mid-Connect (restart) has already been stopped by its
+// kill; so context.WithCancel's two allocations per operation bought
+// nothing.
+func (e simEngine) OpContext(wait bool) (context.Context, context.CancelFunc) {
+	if wait {
+		return e.w.WithTimeout(context.Background(), waitTimeout)
+	}
+	return context.Background(), noCancel
+}
+
+func noCancel() {}
+
+func (e simEngine) Queues(prefix string) ([]queueOwner, error) {
+	var out []queueOwner
+	for _, q := range e.w.Queues() {
+		if strings.HasPrefix(q.Name, prefix) {
+			owner, _, _ := strings.Cut(q.Owner, "#") // connections are named process#id
+			out = append(out, queueOwner{name: q.Name, owner: owner})
+		}
+	}
+	return out, nil
+}
