@@ -1,4 +1,4 @@
-// Package check is the amqp-locks family's checker: the sequential
+// Package amqpcheck is the amqp-locks family's checker: the sequential
 // specifications of its lock types, against which it judges histories
 // property by property. It registers itself with model for the kinds
 // semaphore and mutex, so that model.Check hands it their locks; adapters/runners/amqprun

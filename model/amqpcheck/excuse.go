@@ -36,6 +36,28 @@ func reliance(v *verdict.Verdict, lh *lockHistory, m porcupine.Model, parts map[
 // after a loss; otherwise the faults' losses and the releases of unknown
 // outcome.
 func relyOn(v *verdict.Verdict, lh *lockHistory, m porcupine.Model, parts map[int][]porcupine.Operation, o model.Options, releases bool) {
+	strict, excusers := strictParts(parts, releases)
+	if len(excusers) == 0 {
+		return
+	}
+	o.Visualize = false
+	without := verdict.Verdict{}
+	linearize(&without, lh, m, strict, o)
+	switch without.Status {
+	case verdict.Inconclusive:
+		v.Excuses = append(v.Excuses, untold(excusers, releases, o))
+	case verdict.Fail:
+		if e, ok := excusedBy(without, lh, excusers); ok {
+			v.Excuses = append(v.Excuses, e)
+		}
+	}
+}
+
+// strictParts are parts as a strict reading takes them, with the
+// operations whose outcome an excuse would rest on (the excusers): without
+// the lost holds and releases of unknown outcome, or (releases) with every
+// release that answered ok after a fault taken as a plain release.
+func strictParts(parts map[int][]porcupine.Operation, releases bool) (map[int][]porcupine.Operation, []*slotOp) {
 	strict := map[int][]porcupine.Operation{}
 	var excusers []*slotOp
 	// Slot by slot in order: the excuse names its excusers in the order
@@ -56,31 +78,31 @@ func relyOn(v *verdict.Verdict, lh *lockHistory, m porcupine.Model, parts map[in
 			strict[k] = append(strict[k], p)
 		}
 	}
-	if len(excusers) == 0 {
-		return
+	return strict, excusers
+}
+
+// untold is the excuse of a pass whose strict reading ran out of time:
+// it may rest on the excusers, which could not be told.
+func untold(excusers []*slotOp, releases bool, o model.Options) verdict.Excuse {
+	what := "faults that may have ended holds or on releases of unknown outcome"
+	if releases {
+		what = "releases that answered ok after a fault may have cost the hold, taken as of nothing"
 	}
-	o.Visualize = false
-	without := verdict.Verdict{}
-	linearize(&without, lh, m, strict, o)
-	if without.Status == verdict.Inconclusive {
-		what := "faults that may have ended holds or on releases of unknown outcome"
-		if releases {
-			what = "releases that answered ok after a fault may have cost the hold, taken as of nothing"
+	var ops []int
+	for _, so := range excusers {
+		i := so.fault.indexOr(so.src)
+		if !slices.Contains(ops, i) {
+			ops = append(ops, i)
 		}
-		var ops []int
-		for _, so := range excusers {
-			i := so.fault.indexOr(so.src)
-			if !slices.Contains(ops, i) {
-				ops = append(ops, i)
-			}
-		}
-		slices.Sort(ops)
-		v.Excuses = append(v.Excuses, verdict.Excuse{Ops: ops, Why: fmt.Sprintf("it may rest on %s (%d of them): whether it does could not be told in time (%v)", what, len(ops), o.Timeout)})
-		return
 	}
-	if without.Status != verdict.Fail {
-		return
-	}
+	slices.Sort(ops)
+	return verdict.Excuse{Ops: ops, Why: fmt.Sprintf("it may rest on %s (%d of them): whether it does could not be told in time (%v)", what, len(ops), o.Timeout)}
+}
+
+// excusedBy is the excuse of a pass whose strict reading failed: the
+// excusers on the processes the failure names, each said once (at most
+// maxExcusers of them); false when none is on those processes.
+func excusedBy(without verdict.Verdict, lh *lockHistory, excusers []*slotOp) (verdict.Excuse, bool) {
 	named := map[int]bool{} // the processes the failure names
 	for _, i := range without.Ops {
 		for _, op := range lh.ops {
@@ -93,20 +115,8 @@ func relyOn(v *verdict.Verdict, lh *lockHistory, m porcupine.Model, parts map[in
 	var whys []string
 	seen := map[string]bool{}
 	for _, so := range excusers {
-		var idx int
-		var why string
-		switch {
-		case so.kind == lost && named[so.proc]:
-			idx, why = so.fault.index, fmt.Sprintf("%s may have ended %s's hold", describeFault(so.fault, lh.procs), lh.procs[so.proc-1])
-		case so.kind == maybeRelease && named[so.src.proc]:
-			idx, why = so.src.index, describeOp(so.src)+" may have taken effect"
-		case so.kind == releaseLost && named[so.src.proc]:
-			idx, why = so.fault.index, fmt.Sprintf("%s may have let go of nothing: %s may have cost %s the hold before, and a delete of a queue that is gone answers ok",
-				describeOp(so.src), describeFault(so.fault, lh.procs), so.src.name)
-		default:
-			continue
-		}
-		if seen[why] {
+		idx, why, ok := excuserWhy(so, named, lh)
+		if !ok || seen[why] {
 			continue
 		}
 		seen[why] = true
@@ -116,15 +126,30 @@ func relyOn(v *verdict.Verdict, lh *lockHistory, m porcupine.Model, parts map[in
 		ops = append(ops, idx)
 	}
 	if len(whys) == 0 {
-		return // what excused it is not on the processes named: nothing to single out
+		return verdict.Excuse{}, false // what excused it is not on the processes named: nothing to single out
 	}
 	if more := len(ops) - len(whys); more > 0 {
 		whys = append(whys, fmt.Sprintf("and %d more", more))
 	}
 	slices.Sort(ops)
 	ops = slices.Compact(ops)
-	v.Excuses = append(v.Excuses, verdict.Excuse{Ops: append(slices.Clone(without.Ops), ops...),
-		Why: fmt.Sprintf("%s: excused only because %s", clause(without.Detail), strings.Join(whys, ", or "))})
+	return verdict.Excuse{Ops: append(slices.Clone(without.Ops), ops...),
+		Why: fmt.Sprintf("%s: excused only because %s", clause(without.Detail), strings.Join(whys, ", or "))}, true
+}
+
+// excuserWhy is the event an excuser stands on and what it may have done,
+// if it is on a process the failure names.
+func excuserWhy(so *slotOp, named map[int]bool, lh *lockHistory) (int, string, bool) {
+	switch {
+	case so.kind == lost && named[so.proc]:
+		return so.fault.index, fmt.Sprintf("%s may have ended %s's hold", describeFault(so.fault, lh.procs), lh.procs[so.proc-1]), true
+	case so.kind == maybeRelease && named[so.src.proc]:
+		return so.src.index, describeOp(so.src) + " may have taken effect", true
+	case so.kind == releaseLost && named[so.src.proc]:
+		return so.fault.index, fmt.Sprintf("%s may have let go of nothing: %s may have cost %s the hold before, and a delete of a queue that is gone answers ok",
+			describeOp(so.src), describeFault(so.fault, lh.procs), so.src.name), true
+	}
+	return 0, "", false
 }
 
 // clause is an explanation's first clause, what was seen, less what it

@@ -70,6 +70,15 @@ func (s slotState) free() bool { return s.holder == 0 || s.relinquished }
 // stepSlot applies o to s; ok is false when the history cannot have done it.
 func stepSlot(s slotState, o *slotOp, call int64) (bool, slotState) {
 	switch o.kind {
+	case create, remove, seeHeld, seeMissing, createFirst, beyondCount, seeUnavailable:
+		return stepExistence(s, o)
+	}
+	return stepHold(s, o, call)
+}
+
+// stepHold applies o, an operation on who holds the slot, to s.
+func stepHold(s slotState, o *slotOp, call int64) (bool, slotState) {
+	switch o.kind {
 	case take:
 		if s.exists == no || !s.free() {
 			return false, s
@@ -107,14 +116,28 @@ func stepSlot(s slotState, o *slotOp, call int64) (bool, slotState) {
 			}
 			s.exists, s.relinquished = no, true
 		}
-	case create:
-		s.exists = yes
-	case remove:
-		s.exists = no
 	case lost:
 		if procOf(s.holder) == o.proc && s.since < o.immune {
 			s.holder, s.relinquished = 0, false
 		}
+	case seeTaken:
+		// Held by anyone: even by the same process, on a connection it has
+		// since replaced, which a history does not show.
+		if s.holder == 0 {
+			return false, s
+		}
+	}
+	return true, s
+}
+
+// stepExistence applies o, an operation that sees or changes whether the
+// slot exists, to s.
+func stepExistence(s slotState, o *slotOp) (bool, slotState) {
+	switch o.kind {
+	case create:
+		s.exists = yes
+	case remove:
+		s.exists = no
 	case seeHeld:
 		if s.exists == no || s.holder == 0 {
 			return false, s
@@ -141,12 +164,6 @@ func stepSlot(s slotState, o *slotOp, call int64) (bool, slotState) {
 				return false, s
 			}
 			s.exists = no
-		}
-	case seeTaken:
-		// Held by anyone: even by the same process, on a connection it has
-		// since replaced, which a history does not show.
-		if s.holder == 0 {
-			return false, s
 		}
 	}
 	return true, s

@@ -1,3 +1,8 @@
+// Package pgadvisory is the reference PostgreSQL advisory lock, used as a
+// lease as migration tools and job runners use it: a session takes
+// pg_try_advisory_lock on a key and holds it while the session lives
+// (Lock), sending its statements through Server and Conn: PGX's on a real
+// server, the simulator's (sim/postgressim) on the simulated one.
 package pgadvisory
 
 import (

@@ -1,4 +1,4 @@
-// Package amqp is the amqp-locks family: the persistent semaphore, the true
+// Package amqprun is the amqp-locks family: the persistent semaphore, the true
 // mutex and the persistent mutex built from RabbitMQ queues. It says what a
 // plan of the family is (admins and clients, faults, the simulator's
 // schedule), how plans are drawn, and how they run: on the simulated broker

@@ -1,4 +1,4 @@
-// Package dbsemaphore is the database counting semaphore family (after
+// Package dbsemrun is the database counting semaphore family (after
 // zimingd/database-semaphore): at most max holders of a key, each holding a
 // lease that expires unless refreshed, kept in SQL tables. It says what a
 // plan of the family is (the semaphore, clients that acquire, refresh and

@@ -1,4 +1,4 @@
-// Package pgadvisory is the PostgreSQL advisory-lock family: a mutex held
+// Package pgadvisoryrun is the PostgreSQL advisory-lock family: a mutex held
 // by a PostgreSQL session (pg_try_advisory_lock, pg_advisory_unlock), as
 // migration tools and job runners take one, used as a lease. It says what
 // a plan of the family is, how plans are drawn, and how they run, on one

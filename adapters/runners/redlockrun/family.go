@@ -1,4 +1,4 @@
-// Package redlock is the Redlock family: a lease lock (a mutex) kept on N
+// Package redlockrun is the Redlock family: a lease lock (a mutex) kept on N
 // independent Redis servers, granted by a majority, each key expiring on
 // its server's clock; an implementation's plans may make it a counting
 // semaphore instead (Plan.Limit, prove --limit). It says what a plan of the family is (the servers

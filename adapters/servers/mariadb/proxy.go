@@ -1,4 +1,4 @@
-// Package mysql injects faults into MariaDB (and MySQL) clients and
+// Package mariadb injects faults into MariaDB (and MySQL) clients and
 // servers, for lockprover's database families (the database counting
 // semaphore, package dbsem). It is to MariaDB what package adapters/servers/rabbitmq/amqpproxy is
 // to RabbitMQ.

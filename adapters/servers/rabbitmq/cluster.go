@@ -218,21 +218,8 @@ func (n *Node) URL() string { return "amqp://guest:guest@" + n.Addr + "/" }
 // runs its broker in one cluster, or, on any failure, having stopped what
 // it started.
 func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o ClusterOptions, hosts ...string) (*Cluster, error) {
-	mode, err := o.Mode()
+	o, err := o.checked()
 	if err != nil {
-		return nil, fmt.Errorf("rabbitmq cluster: %w", err)
-	}
-	o.PartitionHandling = mode
-	if o.NetTicktime == 0 {
-		o.NetTicktime = DefaultNetTicktime
-	}
-	if o.NetTicktime < time.Second || o.NetTicktime%time.Second != 0 {
-		return nil, fmt.Errorf("rabbitmq cluster: net_ticktime %v: whole seconds, at least 1 s", o.NetTicktime)
-	}
-	if o.Version.Server != "" && o.Version.Server != "rabbitmq" {
-		return nil, fmt.Errorf("rabbitmq cluster: %s is not a version of RabbitMQ", o.Version)
-	}
-	if err := ClusterPreflightOf(o.Version); err != nil {
 		return nil, fmt.Errorf("rabbitmq cluster: %w", err)
 	}
 	if len(hosts) == 0 {
@@ -248,28 +235,69 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o ClusterOpti
 	rand.Read(cookie)
 	c := &Cluster{o: o}
 	for _, name := range hosts {
-		h, err := lab.Host(name)
+		n, err := newNode(ctx, lab, name, dir, hex.EncodeToString(cookie), o)
 		if err != nil {
 			return nil, fmt.Errorf("rabbitmq cluster: %w", err)
 		}
-		n := &Node{Host: name, Name: "rabbit@" + h.Addr.String(), Addr: net.JoinHostPort(h.Addr.String(), "5672"),
-			dir: filepath.Join(dir, name), lab: lab, ns: h.NS}
-		if o.rooted() {
-			// The node's directory, bound at /lockprover, is root's (the
-			// node runs as root, as the machine's does).
-			if n.run, err = o.Version.Prepare(ctx, n.dir, "", h.NS, nil, nil); err != nil {
-				return nil, fmt.Errorf("rabbitmq cluster: %s: %w", o.Version, err)
-			}
-		}
-		if err := n.files(hex.EncodeToString(cookie), o); err != nil {
-			return nil, fmt.Errorf("rabbitmq cluster: %w", err)
-		}
-		n.proc = proc.Proc{Name: "rabbitmq" + o.versionNamed() + ": node " + n.Name, Log: filepath.Join(n.dir, "server.log")}
-		n.proc.Command = n.run.Launcher()
 		c.Nodes = append(c.Nodes, n)
 	}
-	// The nodes boot side by side (about 20 s each on 2 cores), then join
-	// the first one after the other.
+	if err := c.form(ctx); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("rabbitmq cluster: %w", err)
+	}
+	return c, nil
+}
+
+// checked is o with its defaults, or what is wrong with it: its mode for
+// its version, net_ticktime in whole seconds, a version of RabbitMQ that
+// can run a cluster here.
+func (o ClusterOptions) checked() (ClusterOptions, error) {
+	mode, err := o.Mode()
+	if err != nil {
+		return o, err
+	}
+	o.PartitionHandling = mode
+	if o.NetTicktime == 0 {
+		o.NetTicktime = DefaultNetTicktime
+	}
+	if o.NetTicktime < time.Second || o.NetTicktime%time.Second != 0 {
+		return o, fmt.Errorf("net_ticktime %v: whole seconds, at least 1 s", o.NetTicktime)
+	}
+	if o.Version.Server != "" && o.Version.Server != "rabbitmq" {
+		return o, fmt.Errorf("%s is not a version of RabbitMQ", o.Version)
+	}
+	return o, ClusterPreflightOf(o.Version)
+}
+
+// newNode is the node of host name of lab, its files under dir/name
+// written (the Erlang cookie, the configuration), not started.
+func newNode(ctx context.Context, lab *netns.Lab, name, dir, cookie string, o ClusterOptions) (*Node, error) {
+	h, err := lab.Host(name)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{Host: name, Name: "rabbit@" + h.Addr.String(), Addr: net.JoinHostPort(h.Addr.String(), "5672"),
+		dir: filepath.Join(dir, name), lab: lab, ns: h.NS}
+	if o.rooted() {
+		// The node's directory, bound at /lockprover, is root's (the
+		// node runs as root, as the machine's does).
+		if n.run, err = o.Version.Prepare(ctx, n.dir, "", h.NS, nil, nil); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Version, err)
+		}
+	}
+	if err := n.files(cookie, o); err != nil {
+		return nil, err
+	}
+	n.proc = proc.Proc{Name: "rabbitmq" + o.versionNamed() + ": node " + n.Name, Log: filepath.Join(n.dir, "server.log")}
+	n.proc.Command = n.run.Launcher()
+	return n, nil
+}
+
+// form boots c's nodes side by side (about 20 s each on 2 cores), joins
+// each to the first one after the other, and on a Khepri cluster of a
+// version where Khepri is an opt-in, enables it. The caller stops c on an
+// error.
+func (c *Cluster) form(ctx context.Context) error {
 	errs := make(chan error, len(c.Nodes))
 	for _, n := range c.Nodes {
 		go func() { errs <- n.start(ctx) }()
@@ -279,33 +307,34 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o ClusterOpti
 		all = append(all, <-errs)
 	}
 	if err := errors.Join(all...); err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("rabbitmq cluster: %w", err)
+		return err
 	}
 	for _, n := range c.Nodes[1:] {
 		if err := n.join(ctx, c.Nodes[0]); err != nil {
-			c.Stop()
-			return nil, fmt.Errorf("rabbitmq cluster: %w", err)
+			return err
 		}
 	}
-	if o.PartitionHandling == Khepri && o.khepriOptIn() {
-		// 4.0's Khepri is an opt-in, enabled on the formed cluster (its
-		// Mnesia data migrated); its rabbitmqctl refuses without
-		// --opt-in.
-		if out, err := c.Nodes[0].Ctl(ctx, "enable_feature_flag", "--opt-in", "khepri_db"); err != nil {
-			c.Stop()
-			return nil, fmt.Errorf("rabbitmq cluster: enabling khepri_db on %s: %w: %s", o.Version, err, strings.TrimSpace(out))
-		}
-		// Every node says so, or the cluster is not what it claims.
-		for _, n := range c.Nodes {
-			out, err := n.Ctl(ctx, "-q", "list_feature_flags", "name", "state", "--no-table-headers")
-			if err != nil || !khepriEnabled(out) {
-				c.Stop()
-				return nil, fmt.Errorf("rabbitmq cluster: %s: khepri_db not enabled on %s after enable_feature_flag (%v): %s", o.Version, n.Host, err, strings.TrimSpace(out))
-			}
+	if c.o.PartitionHandling == Khepri && c.o.khepriOptIn() {
+		return c.enableKhepri(ctx)
+	}
+	return nil
+}
+
+// enableKhepri enables 4.0's Khepri, an opt-in, on the formed cluster (its
+// Mnesia data migrated; its rabbitmqctl refuses without --opt-in), and
+// checks that every node says so, or the cluster is not what it claims.
+func (c *Cluster) enableKhepri(ctx context.Context) error {
+	o := c.o
+	if out, err := c.Nodes[0].Ctl(ctx, "enable_feature_flag", "--opt-in", "khepri_db"); err != nil {
+		return fmt.Errorf("enabling khepri_db on %s: %w: %s", o.Version, err, strings.TrimSpace(out))
+	}
+	for _, n := range c.Nodes {
+		out, err := n.Ctl(ctx, "-q", "list_feature_flags", "name", "state", "--no-table-headers")
+		if err != nil || !khepriEnabled(out) {
+			return fmt.Errorf("%s: khepri_db not enabled on %s after enable_feature_flag (%v): %s", o.Version, n.Host, err, strings.TrimSpace(out))
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // Mode is the cluster's mode o asks for, given its version: "" is

@@ -1,4 +1,4 @@
-// Package descriptor registers amqp-locks (adapters/runners/amqprun) with lockprover
+// Package amqpcli registers amqp-locks (adapters/runners/amqprun) with lockprover
 // (package family): its kinds, flags and targets, what prove, replay,
 // check, bench and conform do for it on the simulator and on a real
 // RabbitMQ, and its side of the process protocol (amqpprotocol). It is the

@@ -1,4 +1,4 @@
-// Package descriptor registers Consul's semaphore recipe
+// Package consulsemcli registers Consul's semaphore recipe
 // (adapters/runners/consulsemrun) with lockprover (package family): on its simulator
 // and on private or given Consul agents and etcd servers, with its side of
 // the process protocol (consulsemprotocol), conform and bench. It is the

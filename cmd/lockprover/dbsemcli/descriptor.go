@@ -1,4 +1,4 @@
-// Package descriptor registers the database semaphore
+// Package dbsemcli registers the database semaphore
 // (adapters/runners/dbsemrun) with lockprover (package family): on the
 // simulated MariaDB and on a real or private one, with its side of the
 // process protocol (dbsemprotocol), conform and bench. It is the family's

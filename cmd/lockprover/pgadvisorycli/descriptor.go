@@ -1,4 +1,4 @@
-// Package descriptor registers the PostgreSQL advisory-lock family
+// Package pgadvisorycli registers the PostgreSQL advisory-lock family
 // (adapters/runners/pgadvisoryrun) with lockprover (package family): its plans run
 // on the simulated PostgreSQL (sim/postgressim), or on a private PostgreSQL
 // server the run starts and stops. It is the family's top: only

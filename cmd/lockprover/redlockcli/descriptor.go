@@ -1,4 +1,4 @@
-// Package descriptor registers Redlock and priority Redlock
+// Package redlockcli registers Redlock and priority Redlock
 // (adapters/runners/redlockrun) with lockprover (package family): on their simulated
 // Redis servers and on private real ones, with their side of the process
 // protocol (redlockprotocol), conform and bench. It is the family's top:

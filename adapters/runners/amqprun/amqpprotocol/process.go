@@ -1,3 +1,11 @@
+// Package amqpprotocol is amqp-locks' side of the process protocol
+// (docs/protocol-amqp-locks.md): Processes starts one process of an
+// implementation under test per client and admin of a run (NewProcesses)
+// and speaks to it; Serve serves the reference (or a mutant) as such a
+// process (serve-reference); Validate checks an implementation's plainest
+// promises one request at a time (validate-impl). The processes are
+// launched, read, timed out, signalled and ended by the generic launcher
+// (adapters/process).
 package amqpprotocol
 
 import (

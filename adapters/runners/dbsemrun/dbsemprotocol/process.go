@@ -1,3 +1,11 @@
+// Package dbsemprotocol is the database semaphore's side of the process
+// protocol (docs/protocol-db-semaphore.md): Processes starts one process of
+// an implementation under test per client of a run and speaks to it;
+// Serve serves the reference (or a mutant) as such a process
+// (serve-reference); Validate checks an implementation's plainest promises
+// one request at a time (validate-impl). The processes are launched, read,
+// timed out, signalled and ended by the generic launcher
+// (adapters/process), with the lease families' common terms.
 package dbsemprotocol
 
 import (

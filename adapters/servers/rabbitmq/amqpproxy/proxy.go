@@ -1,4 +1,4 @@
-// Package proxy is a TCP proxy between AMQP 0-9-1 clients and a broker that
+// Package amqpproxy is a TCP proxy between AMQP 0-9-1 clients and a broker that
 // reads the frames it forwards. lockprover puts one Proxy in front of each
 // client it runs, whatever language the client is written in, to
 //
