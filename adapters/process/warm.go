@@ -102,12 +102,14 @@ func (l *Launcher) register(c *Client) {
 // so a shorter span could not tell a busy process from an idle one.
 const Quiet = 150 * time.Millisecond
 
-// waitQuiet waits until c's process group has used no CPU for Quiet, c
+// waitQuiet waits until c's process group has used no CPU for Quiet, with
+// none of its processes running or waiting to run (a process not yet
+// scheduled on a loaded machine uses no CPU either, and is not quiet), c
 // has exited, deadline has passed or ctx is done. Where /proc cannot say
 // (not Linux), it does not wait.
 func waitQuiet(ctx context.Context, c *Client, deadline time.Time) {
 	const poll = 25 * time.Millisecond
-	last, ok := groupCPU(c.Pid())
+	last, _, ok := groupCPU(c.Pid())
 	if !ok {
 		return
 	}
@@ -120,11 +122,11 @@ func waitQuiet(ctx context.Context, c *Client, deadline time.Time) {
 			return
 		case <-time.After(poll):
 		}
-		now, ok := groupCPU(c.Pid())
+		now, running, ok := groupCPU(c.Pid())
 		if !ok {
 			return
 		}
-		if now != last {
+		if now != last || running {
 			last, still = now, 0
 		} else {
 			still += poll
@@ -133,14 +135,14 @@ func waitQuiet(ctx context.Context, c *Client, deadline time.Time) {
 }
 
 // groupCPU is the CPU time, in clock ticks, that the processes of process
-// group pgid have used, and whether /proc could say.
-func groupCPU(pgid int) (int64, bool) {
+// group pgid have used, whether one of them is running or waiting to run
+// (state R) or in an uninterruptible wait (D, as while it loads its
+// program), and whether /proc could say.
+func groupCPU(pgid int) (ticks int64, running, found bool) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, false
+		return 0, false, false
 	}
-	var total int64
-	found := false
 	for _, e := range entries {
 		if e.Name()[0] < '0' || e.Name()[0] > '9' {
 			continue
@@ -163,8 +165,9 @@ func groupCPU(pgid int) (int64, bool) {
 		}
 		u, _ := strconv.ParseInt(f[11], 10, 64)
 		st, _ := strconv.ParseInt(f[12], 10, 64)
-		total += u + st
+		ticks += u + st
+		running = running || f[0] == "R" || f[0] == "D"
 		found = true
 	}
-	return total, found
+	return ticks, running, found
 }

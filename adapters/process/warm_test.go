@@ -46,6 +46,9 @@ func TestWarm(t *testing.T) {
 	}
 	l.Warm(ctx, "run2", 1)
 	warm := lines(t, started)
+	if len(warm) != 3 {
+		t.Fatalf("Warm returned with %d processes started (%v), want 3: run2's had not begun", len(warm), warm)
+	}
 	var pids []int
 	for _, name := range []string{"c1", "c2", "c3"} {
 		c, err := l.Connect(ctx, "run1", name, toyInit(name))
