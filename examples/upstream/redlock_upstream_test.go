@@ -175,9 +175,16 @@ func TestNodeRedlockAdapter(t *testing.T) {
 // no key (0, or redsync's -1), so that the failure is the one the report
 // describes.
 func TestLostReleaseReply(t *testing.T) {
-	for _, tc := range []struct{ name, resent string }{
-		{"npm-redlock", "c1->redis1: <- EVAL :0"},
-		{"redsync", "c1->redis1: <- EVAL :-1"},
+	for _, tc := range []struct {
+		name, resent string
+		// also is a property that may fail beside lease-exclusive: npm
+		// redlock's validity-sound on a loaded machine, where a slow grant
+		// shows the adapter's head start on the library's clock (an
+		// artefact, docs/verdicts.md's npm redlock row).
+		also string
+	}{
+		{"npm-redlock", "c1->redis1: <- EVAL :0", "validity-sound"},
+		{"redsync", "c1->redis1: <- EVAL :-1", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -194,9 +201,12 @@ func TestLostReleaseReply(t *testing.T) {
 				t.Skipf("needs redis-server (apt-get install redis-server): %s", out)
 			}
 			lost := strings.Index(out, "c1->redis1: <- EVAL :1 LOST (drop-reply)")
-			if failed := failedProperties(out); code == 0 || !slices.Equal(failed, []string{"lease-exclusive"}) || lost < 0 ||
-				!strings.Contains(out[lost:], tc.resent) {
-				t.Errorf("exit %d, failed %q: want lease-exclusive alone to fail, the release's lost reply followed by a resend answering %q:\n%s", code, failed, tc.resent, out)
+			failed := failedProperties(out)
+			slices.Sort(failed)
+			want := slices.Equal(failed, []string{"lease-exclusive"}) ||
+				tc.also != "" && slices.Equal(failed, []string{"lease-exclusive", tc.also})
+			if code == 0 || !want || lost < 0 || !strings.Contains(out[lost:], tc.resent) {
+				t.Errorf("exit %d, failed %q: want lease-exclusive to fail (and nothing else but %q), the release's lost reply followed by a resend answering %q:\n%s", code, failed, tc.also, tc.resent, out)
 			}
 		})
 	}
