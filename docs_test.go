@@ -1,6 +1,7 @@
 package lockprover_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,3 +132,65 @@ func slugOf(text string) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// dated matches what belongs in docs/measurements, not on a page that
+// describes lockprover as it is: a date, or a machine's load figure.
+var dated = regexp.MustCompile(`20[0-9][0-9]-[01][0-9]-[0-3][0-9]|load average|load (of |about |around )?[0-9]`)
+
+// The pages stay readable by construction: README.md and every page of
+// docs/ but the measurements (dated runs, which the pages cite) and the
+// amqp-locks spec (Zac Bentley's) is at most 600 lines, and says no date
+// and no load figure outside a code block.
+func TestDocPagesStayReadable(t *testing.T) {
+	out, err := exec.Command("git", "ls-files", "README.md", "docs/*.md").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v (not a checkout)", err)
+	}
+	pages := 0
+	for _, page := range strings.Fields(string(out)) {
+		if strings.HasPrefix(page, "docs/measurements/") || strings.HasPrefix(page, "docs/spec/") {
+			continue
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if msg := pageShape(string(b)); msg != "" {
+			t.Errorf("%s: %s", page, msg)
+		}
+	}
+	if pages < 10 {
+		t.Fatalf("only %d pages checked", pages)
+	}
+	// The rule can fail: a page too long, a date, a load figure; a date
+	// in a code block is a transcript's, and passes.
+	for _, c := range []struct {
+		page string
+		ok   bool
+	}{
+		{strings.Repeat("line\n", 601), false},
+		{"measured on 2026-11-28\n", false},
+		{"beside the suite (load 15)\n", false},
+		{"```\n$ date\n2026-11-28\n```\n", true},
+		{strings.Repeat("line\n", 600), true},
+	} {
+		if got := pageShape(c.page) == ""; got != c.ok {
+			t.Errorf("pageShape(%.30q...) passes: %v, want %v", c.page, got, c.ok)
+		}
+	}
+}
+
+// pageShape says what is wrong with a page's shape, or "".
+func pageShape(s string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if len(lines) > 600 {
+		return fmt.Sprintf("%d lines, over 600: split it by question, or move run logs to docs/measurements", len(lines))
+	}
+	for n, line := range strings.Split(strip(s, false), "\n") {
+		if m := dated.FindString(line); m != "" {
+			return fmt.Sprintf("line %d says %q outside a code block: dates and loads belong in docs/measurements, which the page can cite", n+1, m)
+		}
+	}
+	return ""
+}
