@@ -10,6 +10,9 @@
 // amqp091-go) connect to it; so it decodes and encodes both directions, and
 // what it decodes of a real peer's frames encodes again to the same bytes
 // (tables keep their order, reserved fields and property flags are kept).
+// Its table of methods (Methods: ids, names, who sends each, replies,
+// no-wait bits, content) is also the one adapters/servers/rabbitmq/amqpproxy
+// tracks requests and replies by.
 //
 // Nothing it is given makes it panic: errors name the frame, method, field
 // or property that was wrong and what was wrong with it.

@@ -3,16 +3,18 @@ package amqpproxy
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/lockprover/lockprover/internal/amqpwire"
 )
 
 // AMQP 0-9-1 framing (spec section 4.2.3): type, channel, size, payload,
 // frame-end.
 const (
-	frameMethod    = 1
-	frameHeader    = 2
-	frameBody      = 3
-	frameHeartbeat = 8
-	frameEnd       = 0xCE
+	frameMethod    = amqpwire.FrameMethod
+	frameHeader    = amqpwire.FrameHeader
+	frameBody      = amqpwire.FrameBody
+	frameHeartbeat = amqpwire.FrameHeartbeat
+	frameEnd       = amqpwire.FrameEnd
 
 	frameHeaderSize = 7
 	// maxFrameSize bounds the size field. Brokers negotiate frame_max far
