@@ -5,7 +5,7 @@
 // content (a content header with the basic properties, then the body in
 // frames cut by frame_max).
 //
-// It is the codec for the served broker (issue 70), which is to serve the
+// It is the codec for the served broker, which is to serve the
 // simulated RabbitMQ on the wire so that unmodified clients (pika, amqplib,
 // amqp091-go) connect to it; so it decodes and encodes both directions, and
 // what it decodes of a real peer's frames encodes again to the same bytes
