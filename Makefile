@@ -19,7 +19,7 @@
 # The long tests (internal/quick's Long: private clusters under partition,
 # servers of other versions from Debian roots, searches of minutes on a
 # real server) skip here, saying so: make long runs them.
-SLOWEST = ./examples/upstream ./adapters/runners/amqprun ./adapters/runners/pgadvisoryrun ./cmd/lockprover/cli ./adapters/runners/dbsemrun ./adapters/runners/consulsemrun ./adapters/runners/redlockrun ./cmd/lockprover/consulsemcli ./adapters/conform ./cmd/lockprover/all ./adapters/servers/postgres ./sim/consulsim ./adapters/servers/etcd ./model/consulsem ./adapters/servers/rabbitmq ./model/redlock ./adapters/runners/redlockrun/redlockprotocol
+SLOWEST = ./examples/upstream ./adapters/runners/amqprun ./adapters/runners/pgadvisoryrun ./cmd/lockprover/cli ./adapters/runners/dbsemrun ./adapters/runners/consulsemrun ./adapters/runners/redlockrun ./cmd/lockprover/consulsemcli ./adapters/conform ./cmd/lockprover/all ./adapters/servers/postgres ./adapters/conform/consulconform ./adapters/servers/etcd ./model/consulsem ./adapters/servers/rabbitmq ./model/redlock ./adapters/runners/redlockrun/redlockprotocol
 test: fmt vet
 	scripts/test-again -count=1 -p 6 -parallel 8 -timeout 15m $(SLOWEST) ./...
 

@@ -58,7 +58,9 @@ func TestTopLevelIsTheCards(t *testing.T) {
 // above it (its side of the process protocol), and no other family's
 // runner but the lease families' shared one (leaserun). Inside cmd, the
 // CLI imports no family; only the list imports a family's descriptor
-// (leasecli, what the lease families' descriptors share, is not one).
+// (leasecli, what the lease families' descriptors share, is not one). A
+// simulator imports no real server's client (serverClients): its
+// differential, which speaks to the real server, is in adapters/conform.
 //
 // (go list runs with -pgo=off: with cmd/lockprover's default.pgo, it lists
 // the packages the binary links a second time, as variants named with a
@@ -70,6 +72,7 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	imports := map[string][]string{}
+	clients := map[string][]string{} // each package's imports of other modules
 	rel := func(p string) (string, bool) {
 		if p == mod {
 			return ".", true
@@ -83,6 +86,8 @@ func TestDependenciesPointOneWay(t *testing.T) {
 			for _, d := range strings.Fields(deps) {
 				if dr, ok := rel(d); ok {
 					imports[r] = append(imports[r], dr)
+				} else if otherModule(d) {
+					clients[r] = append(clients[r], d)
 				}
 			}
 		}
@@ -90,10 +95,12 @@ func TestDependenciesPointOneWay(t *testing.T) {
 	if len(imports) < 40 {
 		t.Fatalf("go list gave only %d of the module's packages", len(imports))
 	}
-	for pkg, deps := range imports {
-		for _, d := range deps {
-			if why := forbidden(pkg, d); why != "" {
-				t.Errorf("%s imports %s: %s", pkg, d, why)
+	for _, m := range []map[string][]string{imports, clients} {
+		for pkg, deps := range m {
+			for _, d := range deps {
+				if why := forbidden(pkg, d); why != "" {
+					t.Errorf("%s imports %s: %s", pkg, d, why)
+				}
 			}
 		}
 	}
@@ -102,14 +109,20 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		{"model/lease", "internal/prover/run"},
 		{"histories/report", "model"},
 		{"sim/redissim", "adapters/servers/redis"},
+		{"sim/redissim", "github.com/redis/go-redis/v9"},
+		{"sim/consulsim", "go.etcd.io/etcd/client/v3"},
+		{"sim/mariadbsim", "github.com/jackc/pgx/v5"},
 		{"adapters/servers/redis", "adapters/runners/redlockrun"},
 		{"adapters/host/proc", "adapters/servers/redis"},
 		{"adapters/servers/rabbitmq", "adapters/conform"},
 		{"adapters/process", "adapters/runners/amqprun"},
 		{"adapters/conform", "adapters/process"},
+		{"adapters/conform/consulconform", "adapters/runners/consulsemrun"},
+		{"adapters/conform/redisconform", "adapters/process"},
 		{"adapters/process", "adapters/conform"},
 		{"adapters/runners/amqprun", "adapters/process"},
 		{"adapters/runners/amqprun", "adapters/conform"},
+		{"adapters/runners/consulsemrun", "adapters/conform/consulconform"},
 		{"adapters/runners/amqprun", "adapters/runners/amqprun/amqpprotocol"},
 		{"adapters/runners/redlockrun", "adapters/runners/dbsemrun"},
 		{"cmd/lockprover/cli", "adapters/runners/amqprun"},
@@ -159,8 +172,36 @@ func runnerOf(p string) string {
 	return ""
 }
 
-// forbidden says why pkg may not import dep, or "".
+// serverClients are the modules of the real servers' clients. No
+// simulator imports one: each simulator is held to its real server by a
+// differential in adapters/conform, which speaks the client, so that the
+// simulator stays the deterministic model alone.
+var serverClients = []string{"github.com/redis/go-redis", "go.etcd.io/etcd", "github.com/jackc/pgx",
+	"github.com/rabbitmq/amqp091-go", "github.com/hashicorp/consul/api", "github.com/go-sql-driver/mysql"}
+
+// clientsAllowed are the simulators' imports of a server's client that
+// the rule lets through, by package and import, with why.
+var clientsAllowed = map[[2]string]string{
+	// model/dbsem classifies the errors of database/sql by the MySQL
+	// driver's values (mysql.MySQLError, ErrInvalidConn), so the simulator
+	// answers with those values; it opens no connection.
+	{"sim/mariadbsim", "github.com/go-sql-driver/mysql"}: "the driver's error values",
+}
+
+// otherModule says whether p is a package of another module (its first
+// element a domain): not the standard library's.
+func otherModule(p string) bool {
+	first, _, _ := strings.Cut(p, "/")
+	return strings.Contains(first, ".")
+}
+
+// forbidden says why pkg may not import dep, or "". dep is a package of
+// the module, by its path in it, or one of another module, by its import
+// path.
 func forbidden(pkg, dep string) string {
+	if otherModule(dep) {
+		return forbiddenClient(pkg, dep)
+	}
 	fp, fd := floorOf(pkg), floorOf(dep)
 	switch {
 	case fp < 0 || fd < 0:
@@ -185,6 +226,21 @@ func forbidden(pkg, dep string) string {
 			return "the CLI imports no family"
 		case isCLI(dep) && pkg != "cmd/lockprover/all":
 			return "only cmd/lockprover/all imports a family's descriptor"
+		}
+	}
+	return ""
+}
+
+// forbiddenClient says why pkg may not import dep, a package of another
+// module, or "": a simulator imports no real server's client
+// (serverClients), but what clientsAllowed lets through.
+func forbiddenClient(pkg, dep string) string {
+	if floorOf(pkg) < 0 || floors[floorOf(pkg)] != "sim" {
+		return ""
+	}
+	for _, c := range serverClients {
+		if (dep == c || strings.HasPrefix(dep, c+"/")) && clientsAllowed[[2]string{pkg, dep}] == "" {
+			return "a simulator imports no real server's client (its differential, in adapters/conform, does)"
 		}
 	}
 	return ""

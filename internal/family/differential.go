@@ -7,8 +7,9 @@ import (
 )
 
 // A Differential is how a simulator-against-server comparison ended, in
-// what every family's conform says of it (sim/redissim's and
-// sim/consulsim's Reports, and their error).
+// what every family's conform says of it (the Reports of
+// adapters/conform/redisconform and adapters/conform/consulconform, and
+// their error).
 type Differential struct {
 	Report     fmt.Stringer // the counts, as the Report says them
 	Server     string       // "redis-server 7.0.15", "consul 1.20.2"

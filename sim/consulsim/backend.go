@@ -42,7 +42,7 @@ type backend struct {
 // every 500 ms.
 func (b backend) Timing() consulsem.Timing {
 	if b.p.w.o.Kind == Etcd {
-		return consulsem.Timing{Backend: "etcd", Factor: 1, Grain: time.Second, Sweep: sweep, RestartResets: true}
+		return consulsem.Timing{Backend: "etcd", Factor: 1, Grain: time.Second, Sweep: EtcdSweep, RestartResets: true}
 	}
 	return consulsem.Timing{Backend: "consul", Factor: 2, RestartResets: true}
 }

@@ -554,6 +554,20 @@ func (cl *cluster) kill(n *cnode) {
 	})
 }
 
+// Cut is the cut between side and the rest of nodes, both ways, as
+// Strike takes it ("a1>s1 s1>a1 ...").
+func Cut(side, nodes []string) string {
+	var d []string
+	for _, a := range side {
+		for _, b := range nodes {
+			if !slices.Contains(side, b) {
+				d = append(d, a+">"+b, b+">"+a)
+			}
+		}
+	}
+	return strings.Join(d, " ")
+}
+
 // Leader is the node that leads the cluster ("" while none does, or the
 // World is no cluster).
 func (w *World) Leader() string {

@@ -22,10 +22,10 @@
 // (consulsem's Options.Wait is measured on Backend.Now, the virtual time).
 //
 // Modelled, as Consul v1.20.2 and etcd 3.4 do it (held to private real
-// servers by the differential, Differential: drawn sequences of every
-// call the recipe makes, with sleeps, run on both through consulsem's own
-// ConsulBackend and EtcdBackend and compared step by step; it backs
-// TestDifferentialConsul and TestDifferentialEtcd):
+// servers by the differential, adapters/conform/consulconform: drawn
+// sequences of every call the recipe makes, with sleeps, run on both
+// through consulsem's own ConsulBackend and EtcdBackend and compared step
+// by step):
 //
 //   - sessions (Consul) and leases (etcd) with a TTL, renewed, destroyed
 //     (revoked). Consul refuses a TTL under session_ttl_min
@@ -89,7 +89,7 @@
 // Options.Cluster makes the World a cluster of Consul servers and client
 // agents or of etcd members, with stale reads that are stale, leader
 // elections and node failure (cluster.go says what it models, held to
-// real clusters by ClusterDifferential). Not modelled on a single
+// real clusters by consulconform's ClusterDifferential). Not modelled on a single
 // server: stale reads that are stale (a stale listing is a consistent
 // one), leader elections without a restart, Consul's health checks, ACLs,
 // KV flags and tombstone reaping, Consul's jitter on a blocking query's

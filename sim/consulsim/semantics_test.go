@@ -390,7 +390,7 @@ func TestConsulLockDelay(t *testing.T) {
 		if after := index(b); after != before {
 			t.Errorf("a refused ?acquire took an index: %d, then %d", before, after)
 		}
-		if _, err := b.PutContender(bg, "p/x", bogus(Consul), true); err != nil {
+		if _, err := b.PutContender(bg, "p/x", "00000000-0000-4000-8000-00000000dead", true); err != nil {
 			t.Errorf("?acquire by a session that does not exist, within a lock-delay: %v, want false", err)
 		}
 		until(p, end+2*time.Second+ms)

@@ -81,8 +81,11 @@ const syncEvery = 100 * time.Millisecond
 // starts at 1.
 const consulFirstIndex = 12
 
-// sweep is how often etcd's lessor looks for expired leases.
-const sweep = 500 * time.Millisecond
+// EtcdSweep is how often etcd's lessor looks for expired leases: a lease
+// is revoked at its first look after the deadline. Exported for the
+// differential (adapters/conform/consulconform), whose sleeps on etcd
+// outlast a short lease's TTL by it.
+const EtcdSweep = 500 * time.Millisecond
 
 func newServer(w *World) *server {
 	s := &server{w: w, kind: w.o.Kind}

@@ -71,8 +71,8 @@ func (s *server) armConsul(ses *session) {
 func (s *server) armEtcd(ses *session, expiry int64) {
 	ses.timer.Cancel()
 	ses.expiry = expiry
-	k := (expiry - s.upAt + int64(sweep) - 1) / int64(sweep)
-	ses.timer = s.w.sched.At(s.upAt+k*int64(sweep), func() {
+	k := (expiry - s.upAt + int64(EtcdSweep) - 1) / int64(EtcdSweep)
+	ses.timer = s.w.sched.At(s.upAt+k*int64(EtcdSweep), func() {
 		if s.sessions[ses.id] == ses && s.w.now >= ses.expiry {
 			s.end(ses, "revoked: it expired")
 		}

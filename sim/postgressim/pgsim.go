@@ -4,8 +4,8 @@
 // the libraries judged on it use, and nothing else.
 //
 // Modelled, as PostgreSQL 15 does it (held to a private server by the
-// differential, Differential: drawn sequences of these statements, with
-// sleeps, run on both and compared step by step; TestDifferential):
+// differential, adapters/conform/postgresconform: drawn sequences of these
+// statements, with sleeps, run on both and compared step by step):
 //
 //   - sessions, each with its idle_session_timeout (0: none): a session
 //     idle (no statement) for longer than its timeout is ended by the

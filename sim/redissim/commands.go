@@ -58,7 +58,7 @@ func (s *server) exec(args []string) Result {
 	f := command(name)
 	if f == nil {
 		err := Error(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", args[0], strings.Join(args[1:], " ")))
-		s.w.fail(fmt.Errorf("redissim: %s: a command the simulator does not model: %s", s.name, describe(args)))
+		s.w.fail(fmt.Errorf("redissim: %s: a command the simulator does not model: %s", s.name, Describe(args)))
 		return Result{Err: err}
 	}
 	if n := arity[name]; n > 0 && len(args) != n || n < 0 && len(args) < -n {

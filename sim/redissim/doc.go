@@ -21,9 +21,9 @@
 // reference on Process.Env starts no goroutine and reads no other clock.
 //
 // Modelled, as Redis 7.0 does it (held to private redis-servers by the
-// differential, Differential: drawn sequences of the reference's commands
-// and scripts, with sleeps, run on both and compared step by step; it
-// backs `lockprover conform --kind redlock` and TestDifferentialRedis):
+// differential, adapters/conform/redisconform: drawn sequences of the
+// reference's commands and scripts, with sleeps, run on both and compared
+// step by step; it backs `lockprover conform --kind redlock`):
 //
 //   - strings with deadlines: SET key value [NX] [PX ms], GET, DEL,
 //     EXISTS, PEXPIRE (a deadline not in the future deletes), PTTL (-2,

@@ -51,3 +51,13 @@ func run(t testing.TB, w *World) {
 }
 
 const ms = time.Millisecond
+
+// scriptNamed is the script of that name, or nil.
+func scriptNamed(name string) *script {
+	for _, sc := range scripts {
+		if sc.name == name {
+			return sc
+		}
+	}
+	return nil
+}

@@ -218,6 +218,23 @@ func (p *Process) Do(i int, args ...string) Result {
 	return rs[0]
 }
 
+// Tx sends a transaction to server i (MULTI, the commands of tx, EXEC, as
+// go-redis's TxPipelined sends them: one message, run atomically) and
+// returns EXEC's answer, waiting as long as it takes. The differential
+// (adapters/conform/redisconform) sends the priority lock's pushes so, as
+// the reference's Env does within a round.
+func (p *Process) Tx(i int, tx [][]string) Result {
+	if i < 0 || i >= len(p.w.servers) {
+		return Result{Err: fmt.Errorf("redissim: server %d: there are %d", i, len(p.w.servers))}
+	}
+	rd := &round{p: p, slots: []slot{{server: i, tx: tx}}}
+	rs := p.call(request{kind: reqRound, round: rd}).results
+	if len(rs) == 0 {
+		return Result{Err: errReset}
+	}
+	return rs[0]
+}
+
 // Round sends cmds[i] to server i, for each i in cmds, all at once, and
 // returns their results in the servers' order once each has answered or
 // (with timeout > 0) timed out. A command "EVALSHA sha ..." whose script

@@ -176,9 +176,9 @@ func (m *msg) describe() string {
 	case m.sub != nil:
 		return "SUBSCRIBE " + m.sub.channel
 	case m.tx != nil:
-		return describeTx(m.tx)
+		return DescribeTx(m.tx)
 	}
-	return describe(m.args)
+	return Describe(m.args)
 }
 
 // clock is the server's clock, in Unix milliseconds: what Redis compares
@@ -207,8 +207,10 @@ func (s *server) lookup(key string) *entry {
 	return e
 }
 
-// describe is a command as the trace shows it: a script by its name.
-func describe(args []string) string {
+// Describe is a command as the trace shows it: a script by its name
+// (EVAL acquire k1 ...), not its source. Exported for the differential
+// (adapters/conform/redisconform), which shows its steps as the trace does.
+func Describe(args []string) string {
 	if len(args) >= 2 {
 		switch strings.ToUpper(args[0]) {
 		case "EVAL":

@@ -303,7 +303,7 @@ func (s *server) execTx(tx [][]string) Result {
 		}
 		name := strings.ToUpper(args[0])
 		if command(name) == nil {
-			s.w.fail(fmt.Errorf("redissim: %s: a command the simulator does not model, in a transaction: %s", s.name, describe(args)))
+			s.w.fail(fmt.Errorf("redissim: %s: a command the simulator does not model, in a transaction: %s", s.name, Describe(args)))
 			return Result{Err: errExecAbort}
 		}
 		if n := arity[name]; n > 0 && len(args) != n || n < 0 && len(args) < -n {
@@ -324,11 +324,13 @@ func (s *server) execTx(tx [][]string) Result {
 	return Result{Val: out}
 }
 
-// describeTx is a transaction as the trace shows it.
-func describeTx(tx [][]string) string {
+// DescribeTx is a transaction as the trace shows it (MULTI; each command
+// as Describe shows it; EXEC): exported for the differential
+// (adapters/conform/redisconform), which shows its steps as the trace does.
+func DescribeTx(tx [][]string) string {
 	parts := []string{"MULTI"}
 	for _, args := range tx {
-		parts = append(parts, describe(args))
+		parts = append(parts, Describe(args))
 	}
 	return strings.Join(append(parts, "EXEC"), "; ")
 }

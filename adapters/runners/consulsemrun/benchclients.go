@@ -14,8 +14,9 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/lockprover/lockprover/adapters/servers/consul"
+	"github.com/lockprover/lockprover/adapters/servers/etcd"
 	"github.com/lockprover/lockprover/model/consulsem"
-	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
 // benchClients are what a bench sends through on one server: the
@@ -54,7 +55,7 @@ func dialBench(ctx context.Context, backend, addr string) (*benchClients, error)
 // dialConsul: net/http clients, as consulsem's Consul uses, each with a
 // transport of its own that counts its requests.
 func (c *benchClients) dialConsul(ctx context.Context, addr string) error {
-	version, err := consulsim.ConsulVersion(ctx, addr)
+	version, err := consul.AgentVersion(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -90,7 +91,7 @@ func (c *benchClients) dialEtcd(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	version, err := consulsim.EtcdVersion(ctx, refCli, "http://"+addr)
+	version, err := etcd.ServerVersion(ctx, refCli, "http://"+addr)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/conform/consulconform"
 	"github.com/lockprover/lockprover/adapters/runners/consulsemrun"
 	"github.com/lockprover/lockprover/adapters/servers/consul"
 	"github.com/lockprover/lockprover/adapters/servers/etcd"
@@ -27,7 +28,7 @@ const consulConformFloor = time.Second
 // recipe makes (consulsem) on the simulator (sim/consulsim) and on private
 // real servers (a Consul agent, an etcd), started for the run and removed
 // after it, and compares the answers step by step
-// (consulsim.Differential): the one --backend names, both when it is not
+// (consulconform.Differential): the one --backend names, both when it is not
 // given. A backend whose binary is missing is a usage error naming
 // --backend; more than a tenth of a backend's sequences
 // inconclusive (the machine too slow to judge expiry by) makes the run
@@ -135,7 +136,7 @@ func consulConformOne(ctx context.Context, k consulsim.Kind, v versions.Version,
 	defer stop()
 	name := map[consulsim.Kind]string{consulsim.Consul: "a private Consul agent", consulsim.Etcd: "a private etcd"}[k] + named(v)
 	fmt.Fprintf(out, "consulsim against %s: %d sequences of the calls the recipe makes, seed %d\n", name, c.Sequences, c.Seed)
-	rep, err := consulsim.Differential(ctx, t, c.Sequences, c.Seed, out)
+	rep, err := consulconform.Differential(ctx, t, c.Sequences, c.Seed, out)
 	return family.Differential{Report: rep, Server: rep.Server, Divergence: rep.Divergence, Shrunk: rep.Shrunk,
 		Sequences: rep.Sequences, Inconclusive: rep.Inconclusive, Err: err,
 		Stopped: "its private server is stopped"}.End(ctx, c, out)
@@ -143,19 +144,19 @@ func consulConformOne(ctx context.Context, k consulsim.Kind, v versions.Version,
 
 // consulConformTarget starts a private server of kind k and version v in
 // a temporary directory; stop stops it and removes the directory.
-func consulConformTarget(ctx context.Context, k consulsim.Kind, v versions.Version) (consulsim.Target, func(), error) {
+func consulConformTarget(ctx context.Context, k consulsim.Kind, v versions.Version) (consulconform.Target, func(), error) {
 	if k == consulsim.Consul {
 		a, stop, err := consul.StartTemp(ctx, consul.Options{SessionTTLMin: consulConformFloor, Version: v})
 		if err != nil {
-			return consulsim.Target{}, nil, err
+			return consulconform.Target{}, nil, err
 		}
-		return consulsim.Target{Kind: consulsim.Consul, Addr: a.Addr(), Floor: consulConformFloor}, stop, nil
+		return consulconform.Target{Kind: consulsim.Consul, Addr: a.Addr(), Floor: consulConformFloor}, stop, nil
 	}
 	s, stop, err := etcd.StartTemp(ctx, etcd.Options{Version: v})
 	if err != nil {
-		return consulsim.Target{}, nil, err
+		return consulconform.Target{}, nil, err
 	}
-	return consulsim.Target{Kind: consulsim.Etcd, Addr: s.URL(), Floor: s.MinTTL()}, stop, nil
+	return consulconform.Target{Kind: consulsim.Etcd, Addr: s.URL(), Floor: s.MinTTL()}, stop, nil
 }
 
 // clusterShrink bounds the shrinking of a cluster divergence: each try
@@ -165,7 +166,7 @@ const clusterShrink = 3 * time.Minute
 // clusterConform is conform --cluster: the simulated cluster of backend
 // against a private real one, started for the run (as --target
 // consul-cluster and etcd-cluster start theirs) and removed after it
-// (consulsim.ClusterDifferential). A machine that cannot start it is a
+// (consulconform.ClusterDifferential). A machine that cannot start it is a
 // usage error naming what is missing.
 func clusterConform(ctx context.Context, backend string, v versions.Version, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
 	if err := consulsemrun.ClusterPreflight(backend); err != nil {
@@ -194,7 +195,7 @@ func clusterConform(ctx context.Context, backend string, v versions.Version, c f
 	}()
 	fmt.Fprintf(out, "the simulated %s cluster against a private one (%s, started in %.1fs): %d sequences, seed %d\n",
 		backend, strings.Join(consulsemrun.ClusterNodes(backend), ", "), cl.Took.Seconds(), c.Sequences, c.Seed)
-	rep, err := consulsim.ClusterDifferential(ctx, cl.ConformTarget(), c.Sequences, c.Seed, clusterShrink, out)
+	rep, err := consulconform.ClusterDifferential(ctx, cl.ConformTarget(), c.Sequences, c.Seed, clusterShrink, out)
 	return family.Differential{Report: rep, Server: rep.Server + " cluster", Divergence: rep.Divergence, Shrunk: rep.Shrunk,
 		Sequences: rep.Sequences, Err: err, Stopped: "its private cluster is stopped"}.End(ctx, c, out)
 }

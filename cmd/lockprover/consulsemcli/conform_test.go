@@ -15,7 +15,8 @@ import (
 
 // conform --kind consul-semaphore compares the simulator with a private
 // etcd (Consul's agent is compared the same way; the package's tests in
-// sim/consulsim run both at length), and --backend is read strictly.
+// adapters/conform/consulconform run both at length), and --backend is
+// read strictly.
 func TestConsulConform(t *testing.T) {
 	quick.Skip(t, "a private Consul agent")
 	if _, err := etcd.Find(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/conform/postgresconform"
 	"github.com/lockprover/lockprover/adapters/host/debroot"
 	"github.com/lockprover/lockprover/adapters/runners/pgadvisoryrun"
 	"github.com/lockprover/lockprover/adapters/runners/pgadvisoryrun/pgadvisoryprotocol"
@@ -24,7 +25,6 @@ import (
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/model/lease"
-	"github.com/lockprover/lockprover/sim/postgressim"
 )
 
 // target is the family's real target: a private PostgreSQL server.
@@ -287,7 +287,7 @@ func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 }
 
 // conform holds the simulator (sim/postgressim) to a private PostgreSQL the
-// run starts: c.Sequences drawn sequences from c.Seed (postgressim.Conform).
+// run starts: c.Sequences drawn sequences from c.Seed (postgresconform.Conform).
 func conform(ctx context.Context, s family.Settings, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
 	if c.Sequences == 0 {
 		return 0, family.Usagef("--sequences 0 leaves nothing to run with --kind %s", pgadvisoryrun.Kind)
@@ -302,7 +302,7 @@ func conform(ctx context.Context, s family.Settings, c family.ConformConfig, out
 	}
 	defer stop()
 	fmt.Fprintf(out, "started a private PostgreSQL%s at %s (pid %d)\n", named(s, v), server.Addr(), server.PID())
-	rep, err := postgressim.Conform(ctx, server.URL(), c.Sequences, c.Seed, out)
+	rep, err := postgresconform.Conform(ctx, server.URL(), c.Sequences, c.Seed, out)
 	switch {
 	case ctx.Err() != nil:
 		return 0, fmt.Errorf("interrupted; the private server is stopped: %w", ctx.Err())

@@ -6,11 +6,11 @@ import (
 	"io"
 	"os"
 
+	"github.com/lockprover/lockprover/adapters/conform/redisconform"
 	"github.com/lockprover/lockprover/adapters/runners/redlockrun"
 	redisbk "github.com/lockprover/lockprover/adapters/servers/redis"
 	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
-	"github.com/lockprover/lockprover/sim/redissim"
 )
 
 func init() { Redlock.Conform = redlockConform }
@@ -23,7 +23,7 @@ const redlockConformServers = 8
 // redlockConform runs drawn sequences of the commands and scripts the
 // Redlock reference sends on the simulated server (sim/redissim) and on
 // private redis-servers, started for the run and removed after it, and
-// compares the answers step by step (redissim.Differential). More than a
+// compares the answers step by step (redisconform.Differential). More than a
 // tenth of the sequences inconclusive (the machine too slow to judge
 // expiry by) makes the run inconclusive.
 func redlockConform(ctx context.Context, s family.Settings, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
@@ -57,7 +57,7 @@ func redlockConform(ctx context.Context, s family.Settings, c family.ConformConf
 	}
 	fmt.Fprintf(out, "redissim against %s: %d sequences of the commands and scripts redlock sends, seed %d, on %d private servers\n",
 		against, c.Sequences, c.Seed, len(servers))
-	rep, err := redissim.Differential(ctx, redisbk.Addrs(servers), c.Sequences, c.Seed, out)
+	rep, err := redisconform.Differential(ctx, redisbk.Addrs(servers), c.Sequences, c.Seed, out)
 	return family.Differential{Report: rep, Server: rep.Name + "-server " + rep.Server, Divergence: rep.Divergence,
 		Sequences: rep.Sequences, Inconclusive: rep.Inconclusive, Err: err,
 		Stopped: "its private redis-servers are stopped"}.End(ctx, c, out)

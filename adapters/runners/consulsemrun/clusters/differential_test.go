@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/conform/consulconform"
 	"github.com/lockprover/lockprover/adapters/runners/consulsemrun"
 	"github.com/lockprover/lockprover/internal/quick"
-	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
 // The simulated cluster agrees with a private real one on twelve drawn
@@ -23,7 +23,7 @@ func TestClusterDifferential(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			var progress strings.Builder
-			rep, err := consulsim.ClusterDifferential(ctx, cl.ConformTarget(), 12, 371126, 0, &progress)
+			rep, err := consulconform.ClusterDifferential(ctx, cl.ConformTarget(), 12, 371126, 0, &progress)
 			t.Logf("%s\n%s", progress.String(), rep)
 			if err != nil {
 				t.Fatal(err)

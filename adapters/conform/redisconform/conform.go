@@ -1,4 +1,4 @@
-package redissim
+package redisconform
 
 import (
 	"context"

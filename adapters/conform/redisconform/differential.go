@@ -1,4 +1,4 @@
-package redissim
+package redisconform
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockprover/lockprover/internal/realtime"
-
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"pgregory.net/rapid"
+
+	"github.com/lockprover/lockprover/internal/realtime"
+	"github.com/lockprover/lockprover/model/redlock"
+	"github.com/lockprover/lockprover/sim/redissim"
 )
 
 // The differential: is the simulator telling the truth about Redis?
@@ -95,12 +97,11 @@ func (s step) args(prefix string) []string {
 	case "SET":
 		return []string{s.kind, key, s.token, "NX", "PX", s.ttl}
 	case "badnumkeys":
-		return []string{"EVAL", scripts[0].src, "5", key}
+		return []string{"EVAL", sources["acquire"], "5", key}
 	}
-	sc := scriptNamed(s.kind)
-	eval := []string{"EVAL", sc.src}
+	eval := []string{"EVAL", sources[s.kind]}
 	if s.sha {
-		eval = []string{"EVALSHA", sc.sha}
+		eval = []string{"EVALSHA", redissim.ScriptSHA1(sources[s.kind])}
 	}
 	switch s.kind {
 	case "acquire":
@@ -123,9 +124,9 @@ func (s step) String() string {
 // describe is the step's command, as the trace shows it.
 func (s step) describe() string {
 	if s.kind == "tx" {
-		return describeTx(s.tx(""))
+		return redissim.DescribeTx(s.tx(""))
 	}
-	return describe(s.args(""))
+	return redissim.Describe(s.args(""))
 }
 
 // drawSequence draws 1 to 20 steps.
@@ -151,7 +152,7 @@ func drawStep(t *rapid.T, i int) step {
 	if drawPrio(t, &s, label) {
 		return s
 	}
-	if scriptNamed(s.kind) != nil {
+	if _, ok := sources[s.kind]; ok {
 		s.sha = rapid.Bool().Draw(t, label("evalsha"))
 		if s.kind == "raise" {
 			s.raise = rapid.SampledFrom([]string{"1", "3", "7", "x"}).Draw(t, label("fence"))
@@ -160,32 +161,27 @@ func drawStep(t *rapid.T, i int) step {
 	return s
 }
 
-// scriptNamed is the script of that name, or nil.
-func scriptNamed(name string) *script {
-	for _, sc := range scripts {
-		if sc.name == name {
-			return sc
-		}
-	}
-	return nil
-}
+// sources are the reference's scripts by name (model/redlock), which the
+// simulator knows by their exact source: a step of a script's kind sends
+// it.
+var sources = redlock.ScriptSources()
 
 // alterSim, if set, changes the simulator's answer to a step: tests break
 // the simulator with it to see the differential catch it.
-var alterSim func(s step, r Result) Result
+var alterSim func(s step, r redissim.Result) redissim.Result
 
 // onSimulator runs steps on one simulated server, each sent as long after
 // the start as real.at says it was on Redis (a step real does not time is
 // sent at once, after napTime if it sleeps), and the j-th BLPOP that waits
 // out its timeout lasting real.blocked[j] in all.
-func onSimulator(steps []step, real realRun) ([]Result, error) {
-	w, err := New(Options{})
+func onSimulator(steps []step, real realRun) ([]redissim.Result, error) {
+	w, err := redissim.New(redissim.Options{})
 	if err != nil {
 		return nil, err
 	}
-	var out []Result
+	var out []redissim.Result
 	blocked := real.blocked
-	w.Go("d", func(p *Process) {
+	w.Go("d", func(p *redissim.Process) {
 		start := p.Now()
 		for i, s := range steps {
 			switch {
@@ -208,7 +204,7 @@ func onSimulator(steps []step, real realRun) ([]Result, error) {
 
 // A realRun is a sequence's run on redis-server.
 type realRun struct {
-	results []Result
+	results []redissim.Result
 	at      []time.Duration // when each step's command was sent, from the start
 	took    []time.Duration // how long each step's command took to answer
 	slept   []time.Duration // how long each sleep took in real time
@@ -309,17 +305,17 @@ func onRedis(ctx context.Context, c *goredis.Client, steps []step, prefix string
 
 // redisResult is go-redis's answer as a Result: a nil reply is a nil Val;
 // an error that is not an error reply is returned as such.
-func redisResult(v any, err error) (Result, error) {
+func redisResult(v any, err error) (redissim.Result, error) {
 	var re goredis.Error
 	switch {
 	case errors.Is(err, goredis.Nil):
-		return Result{}, nil
+		return redissim.Result{}, nil
 	case err == nil:
-		return Result{Val: v}, nil
+		return redissim.Result{Val: v}, nil
 	case errors.As(err, &re):
-		return Result{Err: err}, nil
+		return redissim.Result{Err: err}, nil
 	}
-	return Result{}, err
+	return redissim.Result{}, err
 }
 
 func anys(ss []string) []any {
@@ -347,7 +343,7 @@ func client(addr string) *goredis.Client {
 }
 
 // same says whether the simulator's result agrees with Redis's.
-func same(s step, sim, real Result) bool {
+func same(s step, sim, real redissim.Result) bool {
 	if sim.Err != nil || real.Err != nil {
 		var re goredis.Error
 		return sim.Err != nil && errors.As(real.Err, &re)
@@ -405,11 +401,11 @@ func normText(v any) string {
 		}
 		return "[" + strings.Join(parts, " ") + "]"
 	}
-	return valText(v)
+	return redissim.Result{Val: v}.String()
 }
 
 // firstDifference is the first step on which sim and real differ, or -1.
-func firstDifference(steps []step, sim, real []Result) int {
+func firstDifference(steps []step, sim, real []redissim.Result) int {
 	for i, s := range steps {
 		if i >= len(sim) || i >= len(real) || !same(s, sim[i], real[i]) {
 			return i
@@ -423,7 +419,7 @@ type verdict struct {
 	n      int    // the sequence's number, from 0
 	prefix string // of its keys on Redis, in the run judged
 	steps  []step
-	sim    []Result
+	sim    []redissim.Result
 	real   realRun
 	first  int  // the first step that differs; -1 if none
 	slow   bool // too slow to judge on every try: inconclusive
@@ -481,7 +477,7 @@ func (v *verdict) replay(ctx context.Context, c *goredis.Client, times int) erro
 
 // answer is rs[i] shown short: an error's text (which is not compared)
 // cut to its first words.
-func answer(rs []Result, i int) string {
+func answer(rs []redissim.Result, i int) string {
 	if i >= len(rs) {
 		return "(not run)"
 	}

@@ -1,4 +1,4 @@
-package consulsim
+package consulconform
 
 import (
 	"context"
@@ -16,11 +16,12 @@ import (
 	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/internal/rapidbatch"
 	"github.com/lockprover/lockprover/model/consulsem"
+	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
 var (
-	diffN    = flag.Int("consulsim.sequences", 100, "sequences of each differential test")
-	diffSeed = flag.Uint64("consulsim.seed", 0, "the differential tests' seed (0: a random one)")
+	diffN    = flag.Int("consulconform.sequences", 100, "sequences of each differential test")
+	diffSeed = flag.Uint64("consulconform.seed", 0, "the differential tests' seed (0: a random one)")
 )
 
 // consulFloor is the private agents' session_ttl_min (adapters/servers/consul's
@@ -29,12 +30,12 @@ const consulFloor = time.Second
 
 // privateTarget starts a private server of kind k for the test; the test
 // is skipped on a machine without its binary.
-func privateTarget(t *testing.T, k Kind) Target {
+func privateTarget(t *testing.T, k consulsim.Kind) Target {
 	quick.Skip(t, "a private Consul agent or etcd")
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if k == Consul {
+	if k == consulsim.Consul {
 		a, err := consul.Start(ctx, t.TempDir(), consul.Options{SessionTTLMin: consulFloor})
 		if errors.Is(err, consul.ErrNoConsul) {
 			t.Skipf("skipped: %v", err)
@@ -43,7 +44,7 @@ func privateTarget(t *testing.T, k Kind) Target {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { a.Stop() })
-		return Target{Kind: Consul, Addr: a.Addr(), Floor: consulFloor}
+		return Target{Kind: consulsim.Consul, Addr: a.Addr(), Floor: consulFloor}
 	}
 	s, err := etcd.Start(ctx, t.TempDir(), etcd.Options{})
 	if errors.Is(err, etcd.ErrNoEtcd) {
@@ -53,7 +54,7 @@ func privateTarget(t *testing.T, k Kind) Target {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Stop() })
-	return Target{Kind: Etcd, Addr: s.URL(), Floor: s.MinTTL()}
+	return Target{Kind: consulsim.Etcd, Addr: s.URL(), Floor: s.MinTTL()}
 }
 
 func seedOf() uint64 {
@@ -65,7 +66,7 @@ func seedOf() uint64 {
 
 // differential runs the differential of n sequences against a private
 // server of kind k.
-func differential(t *testing.T, k Kind, n int) {
+func differential(t *testing.T, k consulsim.Kind, n int) {
 	quick.Skip(t, "a private Consul agent or etcd")
 	t.Parallel()
 	target := privateTarget(t, k)
@@ -88,15 +89,15 @@ func differential(t *testing.T, k Kind, n int) {
 // The differential (differential.go): drawn sequences of the recipe's
 // calls get the same answers from the simulator and from a private Consul
 // agent, and from a private etcd.
-func TestDifferentialConsul(t *testing.T) { differential(t, Consul, *diffN) }
-func TestDifferentialEtcd(t *testing.T)   { differential(t, Etcd, *diffN) }
+func TestDifferentialConsul(t *testing.T) { differential(t, consulsim.Consul, *diffN) }
+func TestDifferentialEtcd(t *testing.T)   { differential(t, consulsim.Etcd, *diffN) }
 
 // A simulator that answers one call wrongly (a renewal of a live session
 // says it is gone) is caught: the report names the sequence that draws it
 // again and marks the step, with both answers, and rapid shrinks it.
 func TestDifferentialCatchesAWrongSimulator(t *testing.T) {
 	t.Parallel()
-	target := privateTarget(t, Consul)
+	target := privateTarget(t, consulsim.Consul)
 	target.alter = func(s step, a string) string {
 		if s.kind == "renew" && a == "ok" {
 			return "gone"
@@ -139,13 +140,13 @@ func TestSequencesAndCanonical(t *testing.T) {
 	}
 	r := run{toks: []string{"aa", "bb"}, answers: []string{"aa TTL 1s", "granted at ⟦40⟧", "[x owner \"bb\" at ⟦17⟧ lock 1: ]", "granted at ⟦40⟧"}}
 	want := []string{"s1 TTL 1s", "granted at #2", `[x owner "s2" at #1 lock 1: ]`, "granted at #2"}
-	if got := r.canonical(Consul); !slices.Equal(got, want) {
+	if got := r.canonical(consulsim.Consul); !slices.Equal(got, want) {
 		t.Errorf("canonical: %q, want %q", got, want)
 	}
 	// a listing's keys sort by their canonical names, whatever the tokens
 	r = run{toks: []string{"zz", "aa"}, answers: []string{`[aa owner "aa" at ⟦9⟧ lock 1: ; zz owner "zz" at ⟦3⟧ lock 1: ]`}}
 	want = []string{`[s1 owner "s1" at #1 lock 1: ; s2 owner "s2" at #2 lock 1: ]`}
-	if got := r.canonical(Consul); !slices.Equal(got, want) {
+	if got := r.canonical(consulsim.Consul); !slices.Equal(got, want) {
 		t.Errorf("canonical: %q, want %q", got, want)
 	}
 }
@@ -160,12 +161,12 @@ func TestSimulatorSleeps(t *testing.T) {
 		{sleep: true, kind: "list"},
 	}
 	for _, c := range []struct {
-		k    Kind
+		k    consulsim.Kind
 		min  time.Duration
 		want []string
 	}{
-		{Consul, consulFloor, []string{"s1 TTL 1s", "true", `[s1 owner "s1" at #1 lock 1: ]`, "[]"}},
-		{Etcd, time.Second, []string{"s1 TTL 1s", "true", "[]", "[]"}},
+		{consulsim.Consul, consulFloor, []string{"s1 TTL 1s", "true", `[s1 owner "s1" at #1 lock 1: ]`, "[]"}},
+		{consulsim.Etcd, time.Second, []string{"s1 TTL 1s", "true", "[]", "[]"}},
 	} {
 		r, err := onSimulator(c.k, c.min, steps, nil)
 		if err != nil {
@@ -188,7 +189,7 @@ func TestSimulatorSleeps(t *testing.T) {
 // sequence says it must (so that the sequences exercise the lock-delay).
 func TestDifferentialLockDelay(t *testing.T) {
 	t.Parallel()
-	target := privateTarget(t, Consul)
+	target := privateTarget(t, consulsim.Consul)
 	j, err := openJudge(context.Background(), target)
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +260,7 @@ func TestShowClusterRunNotes(t *testing.T) {
 // late, as a loaded machine may bring them.
 type lateWaits struct {
 	consulsem.Backend
-	p *Process
+	p *consulsim.Process
 }
 
 func (b lateWaits) WaitChange(ctx context.Context, prefix string, index uint64, max time.Duration) error {
@@ -288,14 +289,14 @@ func TestWaitJudgedByTheIndex(t *testing.T) {
 		{true, []string{"timed out", "true", "changed"}},
 		{false, []string{"timed out", "true", "timed out"}},
 	} {
-		w, err := New(Options{Kind: Consul, SessionTTLMin: consulFloor})
+		w, err := consulsim.New(consulsim.Options{Kind: consulsim.Consul, SessionTTLMin: consulFloor})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var out run
 		var runErr error
-		w.Go("d", func(p *Process) {
-			r := runner{b: lateWaits{p.Backend(), p}, kind: Consul, pr: profileOf(Consul, consulFloor), prefix: "seq", indexed: c.indexed}
+		w.Go("d", func(p *consulsim.Process) {
+			r := runner{b: lateWaits{p.Backend(), p}, kind: consulsim.Consul, pr: profileOf(consulsim.Consul, consulFloor), prefix: "seq", indexed: c.indexed}
 			out, runErr = r.run(context.Background(), steps)
 		})
 		if err := w.Run(); err != nil || runErr != nil {
@@ -333,21 +334,21 @@ func TestMatchSimSearchesChoices(t *testing.T) {
 		write("B", 2, "last"),
 		list("A"),
 	}
-	r, err := onSimCluster(Consul, lastChoice, nil, steps)
+	r, err := onSimCluster(consulsim.Consul, lastChoice, nil, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	real := r.canonical(Consul)
+	real := r.canonical(consulsim.Consul)
 	for seed := range uint64(clusterSimSeeds) {
-		s, err := onSimCluster(Consul, clusterSeed(seed), nil, steps)
+		s, err := onSimCluster(consulsim.Consul, clusterSeed(seed), nil, steps)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if firstDifference(s.canonical(Consul), real) < 0 {
+		if firstDifference(s.canonical(consulsim.Consul), real) < 0 {
 			t.Fatalf("seed %d gives the last choices' run: the sequence does not need the search", seed)
 		}
 	}
-	sim, at, _, err := matchSim(Consul, steps, real)
+	sim, at, _, err := matchSim(consulsim.Consul, steps, real)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +358,7 @@ func TestMatchSimSearchesChoices(t *testing.T) {
 
 	bad := slices.Clone(real)
 	bad[7] = "[nothing]"
-	sim, at, exhausted, err := matchSim(Consul, steps, bad)
+	sim, at, exhausted, err := matchSim(consulsim.Consul, steps, bad)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package redissim
+package redisconform
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
+
+	"github.com/lockprover/lockprover/sim/redissim"
 )
 
 // The differential's steps of the priority lock (see differential.go).
@@ -52,11 +54,10 @@ func drawPrio(t *rapid.T, s *step, label func(string) string) bool {
 func (s step) prioArgs(prefix string) []string {
 	lock, list := prefix+s.lock, prefix+s.list
 	eval := func() []string {
-		sc := scriptNamed(s.kind)
 		if s.sha {
-			return []string{"EVALSHA", sc.sha}
+			return []string{"EVALSHA", redissim.ScriptSHA1(sources[s.kind])}
 		}
-		return []string{"EVAL", sc.src}
+		return []string{"EVAL", sources[s.kind]}
 	}
 	switch s.kind {
 	case "obtain":
@@ -102,14 +103,9 @@ func (s step) tx(prefix string) [][]string {
 
 // onSim runs the step on server 0 of the simulator; a BLPOP that waited
 // out its timeout lasts what the next of blocked says it did on Redis.
-func (s step) onSim(p *Process, blocked *[]time.Duration) Result {
+func (s step) onSim(p *redissim.Process, blocked *[]time.Duration) redissim.Result {
 	if s.kind == "tx" {
-		rd := &round{p: p, slots: []slot{{server: 0, tx: s.tx("")}}}
-		rs := p.call(request{kind: reqRound, round: rd}).results
-		if len(rs) == 0 {
-			return Result{Err: errReset}
-		}
-		return rs[0]
+		return p.Tx(0, s.tx(""))
 	}
 	t0 := p.Now()
 	r := p.Do(0, s.args("")...)
@@ -125,7 +121,7 @@ func (s step) onSim(p *Process, blocked *[]time.Duration) Result {
 
 // onRedis runs the step on the server of c, its keys prefixed with
 // prefix; a transaction as go-redis's TxPipelined sends it.
-func (s step) onRedis(ctx context.Context, c *goredis.Client, prefix string) (Result, error) {
+func (s step) onRedis(ctx context.Context, c *goredis.Client, prefix string) (redissim.Result, error) {
 	if s.kind != "tx" {
 		v, err := c.Do(ctx, anys(s.args(prefix))...).Result()
 		if kv, ok := v.([]any); ok && s.kind == "BLPOP" && len(kv) == 2 {
@@ -143,19 +139,19 @@ func (s step) onRedis(ctx context.Context, c *goredis.Client, prefix string) (Re
 	})
 	var re goredis.Error
 	if err != nil && !errors.As(err, &re) {
-		return Result{}, err
+		return redissim.Result{}, err
 	}
 	vals := make([]any, len(cmds))
 	for i, x := range cmds {
 		v, err := x.Result()
 		r, err := redisResult(v, err)
 		if err != nil {
-			return Result{}, fmt.Errorf("in the transaction: %w", err)
+			return redissim.Result{}, fmt.Errorf("in the transaction: %w", err)
 		}
 		vals[i] = r.Val
 		if r.Err != nil {
 			vals[i] = r.Err
 		}
 	}
-	return Result{Val: vals}, nil
+	return redissim.Result{Val: vals}, nil
 }

@@ -1,4 +1,4 @@
-package consulsim
+package consulconform
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/lockprover/lockprover/model/consulsem"
+	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
 // The differential: is the simulator telling the truth about Consul and
@@ -41,9 +42,9 @@ import (
 // replaced by s1, s2, ... in the order their sessions were created.
 //
 // Expiry is judged by keeping every session's fate far from its deadline,
-// as sim/redissim's differential does: a short TTL outlives the calls
-// between two sleeps (at most maxBusy apart) and is gone after a sleep
-// (Consul: after two, since it invalidates at twice the TTL: so one
+// as Redis's differential (redisconform) does: a short TTL outlives the
+// calls between two sleeps (at most maxBusy apart) and is gone after a
+// sleep (Consul: after two, since it invalidates at twice the TTL: so one
 // sleep between one and two TTLs also tells 2 x TTL from 1 x TTL). The
 // sequence runs on the real server first, and each of its sleeps lasts
 // as long on the simulator as it took in real time. A run whose calls
@@ -76,8 +77,8 @@ type profile struct {
 
 // profileOf is the differential's profile on a server of kind k whose
 // session_ttl_min (Consul) or lease floor (etcd) is min.
-func profileOf(k Kind, min time.Duration) profile {
-	if k == Consul {
+func profileOf(k consulsim.Kind, min time.Duration) profile {
+	if k == consulsim.Consul {
 		// invalidated 2 s after its last renewal: alive after one nap
 		// (at most 1.9 s later), gone after two (3 s)
 		return profile{short: time.Second, long: time.Minute, tiny: min / 2, delay: 500 * time.Millisecond,
@@ -86,7 +87,7 @@ func profileOf(k Kind, min time.Duration) profile {
 	// a watch from a revision passed waits up to 100 ms for the server's
 	// sync (longer under load): a wait of 400 ms
 	return profile{short: min, long: time.Minute, tiny: 300 * time.Millisecond,
-		nap: min + sweep + 300*time.Millisecond, maxBusy: 600 * time.Millisecond, wait: 400 * time.Millisecond}
+		nap: min + consulsim.EtcdSweep + 300*time.Millisecond, maxBusy: 600 * time.Millisecond, wait: 400 * time.Millisecond}
 }
 
 // A step is one call of a sequence, after a sleep if sleep is set.
@@ -174,8 +175,8 @@ func drawStep(t *rapid.T, i int) step {
 }
 
 // bogus is a token no session has, as each kind writes them.
-func bogus(k Kind) string {
-	if k == Etcd {
+func bogus(k consulsim.Kind) string {
+	if k == consulsim.Etcd {
 		return "000000000000dead"
 	}
 	return "00000000-0000-4000-8000-00000000dead"
@@ -198,7 +199,7 @@ type run struct {
 // runner runs steps on a backend.
 type runner struct {
 	b      consulsem.Backend
-	kind   Kind
+	kind   consulsim.Kind
 	pr     profile
 	prefix string
 	// nap sleeps for the j-th sleep and returns how long it took, or an
@@ -312,7 +313,7 @@ func (r runner) step(ctx context.Context, s step, toks *[]string, lists *[]consu
 		// the answer's time. (etcd's revision is the whole store's, which
 		// other sequences move on: there the time alone tells.)
 		before := false
-		if r.indexed && r.kind == Consul {
+		if r.indexed && r.kind == consulsim.Consul {
 			l, err := r.b.List(ctx, r.prefix, false)
 			if err != nil {
 				return r.fail(err)
@@ -381,7 +382,7 @@ var indexRE = regexp.MustCompile(`⟦(\d+)⟧`)
 // canonical is r's answers with the tokens named s1, s2, ... (in the
 // order created; a token of no session: bogus) and the indexes replaced
 // by their rank among those the run saw (#1 the lowest).
-func (r run) canonical(k Kind) []string {
+func (r run) canonical(k consulsim.Kind) []string {
 	var seen []uint64
 	for _, a := range r.answers {
 		for _, m := range indexRE.FindAllStringSubmatch(a, -1) {
@@ -423,21 +424,21 @@ func sortListing(a string) string {
 
 // onSimulator runs steps on a simulated server of kind k (floor min), the
 // j-th sleep lasting slept[j] (the profile's nap beyond slept).
-func onSimulator(k Kind, min time.Duration, steps []step, slept []time.Duration) (run, error) {
-	o := Options{Kind: k, SessionTTLMin: min, MinTTL: min}
-	if k == Consul {
+func onSimulator(k consulsim.Kind, min time.Duration, steps []step, slept []time.Duration) (run, error) {
+	o := consulsim.Options{Kind: k, SessionTTLMin: min, MinTTL: min}
+	if k == consulsim.Consul {
 		o.MinTTL = 0
 	} else {
 		o.SessionTTLMin = 0
 	}
-	w, err := New(o)
+	w, err := consulsim.New(o)
 	if err != nil {
 		return run{}, err
 	}
 	pr := profileOf(k, min)
 	var out run
 	var runErr error
-	w.Go("d", func(p *Process) {
+	w.Go("d", func(p *consulsim.Process) {
 		r := runner{b: p.Backend(), kind: k, pr: pr, prefix: "seq", indexed: true, nap: func(j int) (time.Duration, error) {
 			d := pr.nap
 			if j < len(slept) {

@@ -1,4 +1,4 @@
-package consulsim
+package consulconform
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/model/consulsem"
+	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
 // The cluster differential holds the simulated cluster (ClusterOptions)
@@ -46,7 +47,7 @@ import (
 // e3 (ClusterNodes).
 type ClusterTarget interface {
 	// Kind is the cluster's server.
-	Kind() Kind
+	Kind() consulsim.Kind
 	// Server names the server and its version, for the report.
 	Server(ctx context.Context) string
 	// Client is a new client of the recipe's calls that talks to node
@@ -82,8 +83,8 @@ func (s clusterStep) String() string {
 
 // clusterClients are the differential's clients and the nodes they talk
 // to.
-func clusterClients(k Kind) map[string]string {
-	if k == Etcd {
+func clusterClients(k consulsim.Kind) map[string]string {
+	if k == consulsim.Etcd {
 		return map[string]string{"A": "e1", "B": "e2", "C": "e3"}
 	}
 	return map[string]string{"A": "a1", "B": "a2"}
@@ -95,7 +96,7 @@ const clusterSeqSteps = 8
 // drawClusterSteps draws a sequence from r: calls, and in one sequence of
 // four a fault on the cluster at one of the first steps, ended (healed,
 // resumed) at a later one or after the last.
-func drawClusterSteps(r *rand.Rand, k Kind) []clusterStep {
+func drawClusterSteps(r *rand.Rand, k consulsim.Kind) []clusterStep {
 	clients := slices.Sorted(func(yield func(string) bool) {
 		for c := range clusterClients(k) {
 			if !yield(c) {
@@ -104,8 +105,8 @@ func drawClusterSteps(r *rand.Rand, k Kind) []clusterStep {
 		}
 	})
 	var servers []string
-	for _, n := range ClusterNodes(k) {
-		if !slices.Contains(AppNodes(k), n) || k == Etcd {
+	for _, n := range consulsim.ClusterNodes(k) {
+		if !slices.Contains(consulsim.AppNodes(k), n) || k == consulsim.Etcd {
 			servers = append(servers, n)
 		}
 	}
@@ -114,12 +115,12 @@ func drawClusterSteps(r *rand.Rand, k Kind) []clusterStep {
 	if r.IntN(4) == 0 {
 		faultAt = 1 + r.IntN(clusterSeqSteps-3)
 		kinds := []string{"isolate", "isolate", "pause", "kill", "restart"}
-		if k == Consul {
+		if k == consulsim.Consul {
 			kinds = append(kinds, "isolate-agent", "isolate-agent", "split", "split")
 		}
 		fault.fault = kinds[r.IntN(len(kinds))]
 		server := servers[r.IntN(len(servers))]
-		agent := AppNodes(k)[r.IntN(len(AppNodes(k)))]
+		agent := consulsim.AppNodes(k)[r.IntN(len(consulsim.AppNodes(k)))]
 		switch fault.fault {
 		case "isolate-agent":
 			fault.fault, fault.arg = "isolate", agent
@@ -163,14 +164,14 @@ func drawClusterSteps(r *rand.Rand, k Kind) []clusterStep {
 // cuts is the client node a fault holds off the majority's side ("" if
 // none): the node cut off or paused, a split's agent; on Consul a server
 // holds no client.
-func (s clusterStep) cuts(k Kind) string {
+func (s clusterStep) cuts(k consulsim.Kind) string {
 	switch {
 	case s.fault == "split":
 		_, agent, _ := strings.Cut(s.arg, "+")
 		return agent
-	case k == Etcd && (s.fault == "isolate" || s.fault == "pause"):
+	case k == consulsim.Etcd && (s.fault == "isolate" || s.fault == "pause"):
 		return s.arg
-	case k == Consul && s.fault == "isolate" && slices.Contains(AppNodes(Consul), s.arg):
+	case k == consulsim.Consul && s.fault == "isolate" && slices.Contains(consulsim.AppNodes(consulsim.Consul), s.arg):
 		return s.arg
 	}
 	return ""
@@ -210,9 +211,9 @@ const wholeSettle = 5 * time.Second
 const clusterCallTimeout = 2 * time.Second
 
 // settleAfter is how long a sequence waits after fault s.
-func settleAfter(k Kind, s clusterStep) time.Duration {
+func settleAfter(k consulsim.Kind, s clusterStep) time.Duration {
 	switch {
-	case k == Etcd:
+	case k == consulsim.Etcd:
 		return 4 * time.Second
 	case s.cuts(k) != "":
 		return 15 * time.Second
@@ -222,28 +223,14 @@ func settleAfter(k Kind, s clusterStep) time.Duration {
 
 // faultCut is the directions the fault cuts (isolate, split) on a
 // cluster of kind k.
-func faultCut(k Kind, s clusterStep) string {
-	return Cut(strings.Split(s.arg, "+"), ClusterNodes(k))
-}
-
-// Cut is the cut between side and the rest of nodes, both ways, as
-// Strike takes it ("a1>s1 s1>a1 ...").
-func Cut(side, nodes []string) string {
-	var d []string
-	for _, a := range side {
-		for _, b := range nodes {
-			if !slices.Contains(side, b) {
-				d = append(d, a+">"+b, b+">"+a)
-			}
-		}
-	}
-	return strings.Join(d, " ")
+func faultCut(k consulsim.Kind, s clusterStep) string {
+	return consulsim.Cut(strings.Split(s.arg, "+"), consulsim.ClusterNodes(k))
 }
 
 // A clusterSide is where a sequence runs: the simulated cluster or the
 // real one.
 type clusterSide struct {
-	kind    Kind
+	kind    consulsim.Kind
 	clients map[string]consulsem.Backend
 	call    func() (context.Context, context.CancelFunc) // a call's context
 	// strike strikes a fault; whole follows a fault's end; settle waits.
@@ -354,15 +341,15 @@ func noteOf(d time.Duration, err error) string {
 // first candidate is elected, a server cut off keeps the cluster's last
 // state, an agent split off with it answers stale listings from it at
 // once); stepped, if not nil, is called after each step.
-func onSimCluster(k Kind, decide func(int) int, stepped func(), steps []clusterStep) (run, error) {
-	w, err := New(Options{Kind: k, Timeout: clusterCallTimeout, Persistent: true, Cluster: &ClusterOptions{},
+func onSimCluster(k consulsim.Kind, decide func(int) int, stepped func(), steps []clusterStep) (run, error) {
+	w, err := consulsim.New(consulsim.Options{Kind: k, Timeout: clusterCallTimeout, Persistent: true, Cluster: &consulsim.ClusterOptions{},
 		Decide: decide})
 	if err != nil {
 		return run{}, err
 	}
 	var out run
 	var runErr error
-	w.Go("driver", func(p *Process) {
+	w.Go("driver", func(p *consulsim.Process) {
 		side := clusterSide{kind: k, clients: map[string]consulsem.Backend{}, stepped: stepped,
 			call: func() (context.Context, context.CancelFunc) { return context.Background(), func() {} },
 			strike: func(fault, target string) error {
@@ -423,7 +410,7 @@ const clusterSearchRuns = 4096
 // differ, and whether the search tried every choice before that step
 // (exhausted: no choice of the simulator gives what the real cluster
 // did).
-func matchSim(k Kind, steps []clusterStep, real []string) (sim []string, at int, exhausted bool, err error) {
+func matchSim(k consulsim.Kind, steps []clusterStep, real []string) (sim []string, at int, exhausted bool, err error) {
 	at = -1
 	// better keeps r's observations if they agree with real longest so
 	// far, and says where they differ (-1: nowhere)

@@ -1,4 +1,4 @@
-package postgressim
+package postgresconform
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"pgregory.net/rapid"
+
+	"github.com/lockprover/lockprover/sim/postgressim"
 )
 
 // The differential: is the simulator telling the truth about PostgreSQL?
@@ -155,7 +157,7 @@ func differentialOnce(ctx context.Context, url string, key0 int64, steps []Step)
 		return false, err
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
-	d := &diffRun{ctx: ctx, url: url, key0: key0, admin: admin, sim: New()}
+	d := &diffRun{ctx: ctx, url: url, key0: key0, admin: admin, sim: postgressim.New()}
 	defer d.closeAll()
 	for i, st := range steps {
 		start := time.Now()
@@ -192,7 +194,7 @@ type diffRun struct {
 	url   string
 	key0  int64
 	admin *pgx.Conn
-	sim   *Server
+	sim   *postgressim.Server
 	slots [sessions]slot
 	busy  time.Duration // the statements' time, sleeps aside
 }
@@ -319,7 +321,7 @@ func (d *diffRun) holders(steps []Step) (judged bool, err error) {
 
 // closeSlot closes a slot's session on both sides, the real one once its
 // backend is gone.
-func closeSlot(ctx context.Context, admin *pgx.Conn, sim *Server, sl *slot) {
+func closeSlot(ctx context.Context, admin *pgx.Conn, sim *postgressim.Server, sl *slot) {
 	pid := sl.conn.PgConn().PID()
 	sl.conn.Close(ctx)
 	gone(ctx, admin, pid)
@@ -352,7 +354,7 @@ func answer(row pgx.Row) string {
 
 func simAnswer(b bool, err error) string {
 	if err != nil {
-		if errors.Is(err, ErrTerminated) || errors.Is(err, ErrIdle) || errors.Is(err, ErrClosed) {
+		if errors.Is(err, postgressim.ErrTerminated) || errors.Is(err, postgressim.ErrIdle) || errors.Is(err, postgressim.ErrClosed) {
 			return "ended"
 		}
 		return "error: " + err.Error()

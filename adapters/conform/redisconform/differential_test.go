@@ -1,4 +1,4 @@
-package redissim
+package redisconform
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/servers/redis"
 	"github.com/lockprover/lockprover/internal/quick"
 	"github.com/lockprover/lockprover/internal/rapidbatch"
+	"github.com/lockprover/lockprover/sim/redissim"
 )
 
 // privateServers starts n private redis-servers for the test and returns
@@ -60,7 +61,7 @@ func TestDifferentialRedis(t *testing.T) {
 // step, with both answers.
 func TestDifferentialCatchesAWrongSimulator(t *testing.T) {
 	addrs := privateServers(t, 2)
-	alterSim = func(s step, r Result) Result {
+	alterSim = func(s step, r redissim.Result) redissim.Result {
 		if n, ok := r.Val.(int64); ok && s.kind == "INCR" {
 			r.Val = n + 1
 		}
@@ -145,7 +146,7 @@ func TestSequencesAndSimulator(t *testing.T) {
 		}
 	}
 	for real, want := range map[int64]bool{40: true, 22: true, 78: true, 21: false, 79: false} {
-		if same(steps[1], Result{Val: int64(50)}, Result{Val: real}) != want {
+		if same(steps[1], redissim.Result{Val: int64(50)}, redissim.Result{Val: real}) != want {
 			t.Errorf("PTTL's tolerance: the simulator's 50 and Redis's %d agree: %v, want %v", real, !want, want)
 		}
 	}
@@ -161,11 +162,11 @@ func TestJudgeableRun(t *testing.T) {
 	get := step{kind: "GET", key: "k1"}
 	long := step{kind: "SET", key: "k1", token: "t1", ttl: "100000"}
 	blpop := step{kind: "BLPOP", list: "{p}:l", tmo: "0.2"}
-	ok := []Result{{Val: "OK"}, {Val: "t1"}, {Val: "t1"}}
+	ok := []redissim.Result{{Val: "OK"}, {Val: "t1"}, {Val: "t1"}}
 	for _, tc := range []struct {
 		name    string
 		steps   []step
-		results []Result
+		results []redissim.Result
 		at      []time.Duration
 		took    []time.Duration
 		want    bool
@@ -177,7 +178,7 @@ func TestJudgeableRun(t *testing.T) {
 		{"within the set's round trip of its deadline", []step{set, get, get}, ok, []time.Duration{0, ms(1), ms(56)}, []time.Duration{ms(5), ms(0.5), ms(0.5)}, false},
 		{"past the deadline's window", []step{set, get, get}, ok, []time.Duration{0, ms(1), ms(58)}, []time.Duration{ms(5), ms(0.5), ms(0.5)}, true},
 		{"a long ttl has no deadline to watch", []step{long, get, get}, ok, []time.Duration{0, ms(1), ms(50)}, []time.Duration{ms(0.5), ms(0.5), ms(0.5)}, true},
-		{"a BLPOP that waited", []step{set, blpop, get}, []Result{{Val: "OK"}, {}, {}}, []time.Duration{0, ms(1), ms(230)}, []time.Duration{ms(0.5), ms(220), ms(0.5)}, true},
+		{"a BLPOP that waited", []step{set, blpop, get}, []redissim.Result{{Val: "OK"}, {}, {}}, []time.Duration{0, ms(1), ms(230)}, []time.Duration{ms(0.5), ms(220), ms(0.5)}, true},
 	} {
 		run := realRun{results: tc.results, at: tc.at, took: tc.took}
 		if got, why := run.judgeable(tc.steps); got != tc.want {
@@ -271,7 +272,7 @@ func TestPriorityToldChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, r := range [][]Result{sim, real.results} {
+	for i, r := range [][]redissim.Result{sim, real.results} {
 		if got := r[3].String(); !regexp.MustCompile(`^\[2 3 "t2" \d+ \d+\]$`).MatchString(got) {
 			t.Errorf("%d: t3's steal after t2 settled answered %s: no earlier victim wanted", i, got)
 		}
@@ -295,11 +296,11 @@ func casePrefix(name string) string { return strings.ReplaceAll(name, " ", "-") 
 // 0 less each server's own clock) alike.
 func TestSameChainAnswer(t *testing.T) {
 	obtain := step{kind: "obtain"}
-	answer := func(v ...any) Result {
-		return Result{Val: append([]any{int64(2), int64(3), "t2", int64(900), int64(1000)}, v...)}
+	answer := func(v ...any) redissim.Result {
+		return redissim.Result{Val: append([]any{int64(2), int64(3), "t2", int64(900), int64(1000)}, v...)}
 	}
 	for _, c := range []struct {
-		sim, real Result
+		sim, real redissim.Result
 		want      bool
 	}{
 		{answer("t1", int64(800)), answer("t1", int64(799)), true},

@@ -1,14 +1,11 @@
-package consulsim
+package consulconform
 
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lockprover/lockprover/internal/realtime"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,15 +14,19 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lockprover/lockprover/adapters/servers/consul"
+	"github.com/lockprover/lockprover/adapters/servers/etcd"
 	"github.com/lockprover/lockprover/internal/diffrun"
+	"github.com/lockprover/lockprover/internal/realtime"
 	"github.com/lockprover/lockprover/model/consulsem"
+	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
 // A Target is the real server a Differential runs against: a private one
 // (its sessions come and go by the thousand), such as adapters/servers/consul's
 // and adapters/servers/etcd's with their default options.
 type Target struct {
-	Kind Kind
+	Kind consulsim.Kind
 	// Addr is the Consul agent's HTTP API (host:port) or etcd's client
 	// URL (http://host:port).
 	Addr string
@@ -129,15 +130,15 @@ func openJudge(ctx context.Context, t Target) (*judge, error) {
 	j := &judge{t: t, run: fmt.Sprintf("%x", id)}
 	var err error
 	switch t.Kind {
-	case Consul:
+	case consulsim.Consul:
 		if t.Floor < 2*time.Millisecond || t.Floor > time.Second {
 			return nil, fmt.Errorf("consulsim: the agent's session_ttl_min %v: the differential needs one of 2ms to 1s", t.Floor)
 		}
 		if j.b, err = consulsem.ConsulBackend(t.Addr, nil); err != nil {
 			return nil, err
 		}
-		j.server, err = ConsulVersion(ctx, t.Addr)
-	case Etcd:
+		j.server, err = consul.AgentVersion(ctx, t.Addr)
+	case consulsim.Etcd:
 		if t.Floor < time.Second || t.Floor%time.Second != 0 {
 			return nil, fmt.Errorf("consulsim: etcd's lease floor %v: whole seconds", t.Floor)
 		}
@@ -145,7 +146,7 @@ func openJudge(ctx context.Context, t Target) (*judge, error) {
 			return nil, err
 		}
 		if j.b, err = consulsem.EtcdBackend(j.etcd); err == nil {
-			j.server, err = EtcdVersion(ctx, j.etcd, t.Addr)
+			j.server, err = etcd.ServerVersion(ctx, j.etcd, t.Addr)
 		}
 	default:
 		return nil, fmt.Errorf("consulsim: unknown kind %d", int(t.Kind))
@@ -164,40 +165,6 @@ func (j *judge) close() {
 	if j.etcd != nil {
 		j.etcd.Close()
 	}
-}
-
-// ConsulVersion asks the agent its version (GET /v1/agent/self).
-func ConsulVersion(ctx context.Context, addr string) (string, error) {
-	c, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	req, err := http.NewRequestWithContext(c, http.MethodGet, addr+"/v1/agent/self", nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("consulsim: GET /v1/agent/self: %w", err)
-	}
-	defer resp.Body.Close()
-	var self struct{ Config struct{ Version string } }
-	if err := json.NewDecoder(resp.Body).Decode(&self); err != nil {
-		return "", fmt.Errorf("consulsim: GET /v1/agent/self: %w", err)
-	}
-	return "consul " + self.Config.Version, nil
-}
-
-// EtcdVersion asks the etcd at addr its version, through c.
-func EtcdVersion(ctx context.Context, c *clientv3.Client, addr string) (string, error) {
-	cx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	st, err := c.Status(cx, addr)
-	if err != nil {
-		return "", fmt.Errorf("consulsim: etcd status: %w", err)
-	}
-	return "etcd " + st.Version, nil
 }
 
 // A verdict is how a sequence came out.
@@ -322,7 +289,7 @@ func at(ss []string, i int) string {
 // diverges, or an error stops them (diffrun.Run).
 func (j *judge) runAll(ctx context.Context, n int, seed uint64, progress io.Writer) (vs []*verdict, first *verdict, err error) {
 	parallel := parallelConsul
-	if j.t.Kind == Etcd {
+	if j.t.Kind == consulsim.Etcd {
 		parallel = parallelEtcd
 	}
 	c := diffrun.Config[[]step, verdict]{N: n, Batch: diffBatch, Seed: seed, Draw: drawSequence, Workers: parallel,
