@@ -71,17 +71,10 @@ func init() {
 // serverVersionFlag is --server-version: the version of the private
 // mariadbd a run starts (--private-server). The shared MariaDB (--dsn) is
 // whatever version it runs: a version is a private server's.
-var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backend,
-	Usage: "db-semaphore: with --private-server (--target mariadb, validate-impl, bench, conform), the version the private mariadbd runs: " +
-		strings.Join(versions.Choices("mariadb"), ", ") +
-		" (default: " + defaultVersion().Name + ", the machine's mariadb-server; the others run from a Debian root lockprover makes once, some minutes: lockprover servers); the shared MariaDB --dsn names has no version flag: it runs what it runs"}
-
-// defaultVersion is the MariaDB a private server runs without
-// --server-version: the machine's own.
-func defaultVersion() versions.Version {
-	v, _ := versions.Lookup("mariadb", "")
-	return v
-}
+var serverVersionFlag = serverversion.Flag(family.Backend,
+	"db-semaphore: with --private-server (--target mariadb, validate-impl, bench, conform), the version the private mariadbd runs: "+
+		serverversion.Choices("mariadb-server", "mariadb")+
+		"; the shared MariaDB --dsn names has no version flag: it runs what it runs")
 
 // serverVersion is the version --server-version names ("" the machine's
 // own): an unknown one, or one given without --private-server, is a
@@ -97,14 +90,7 @@ func serverVersion(s family.Settings) (versions.Version, error) {
 // private MariaDB of the run's own", with the version when
 // --server-version named one.
 func privateWhere(s family.Settings, v versions.Version) string {
-	if s.Flag("server-version") == "" {
-		return "a private MariaDB of the run's own"
-	}
-	where := "a private MariaDB " + v.Name + " of the run's own"
-	if v.Rooted() {
-		where += " (Debian " + v.Release + "'s " + v.Package + " " + v.Debian + ")"
-	}
-	return where
+	return serverversion.PrivateWhere(s, "MariaDB", v)
 }
 
 // named is " 11.8" when --server-version named a version, "" without it

@@ -59,17 +59,9 @@ func init() {
 
 // serverVersionFlag is --server-version: the version of the private
 // PostgreSQL a run starts.
-var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backend,
-	Usage: "pg-advisory: on a private PostgreSQL (--target postgres, validate-impl, conform), the version it runs: " +
-		strings.Join(versions.Choices("postgresql"), ", ") +
-		" (default: " + defaultVersion().Name + ", the machine's postgresql; the others run from a Debian root lockprover makes once, some minutes: lockprover servers)"}
-
-// defaultVersion is the PostgreSQL a run starts without --server-version:
-// the machine's own.
-func defaultVersion() versions.Version {
-	v, _ := versions.Lookup("postgresql", "")
-	return v
-}
+var serverVersionFlag = serverversion.Flag(family.Backend,
+	"pg-advisory: on a private PostgreSQL (--target postgres, validate-impl, conform), the version it runs: "+
+		serverversion.Choices("postgresql", "postgresql"))
 
 // serverVersion is the version --server-version names ("" the machine's
 // own); an unknown one is a *family.UsageError listing those it takes.
@@ -80,14 +72,7 @@ func serverVersion(s family.Settings) (versions.Version, error) {
 // privateWhere says where a run's plans run: "a private PostgreSQL of the
 // run's own", with the version when --server-version named one.
 func privateWhere(s family.Settings, v versions.Version) string {
-	if s.Flag("server-version") == "" {
-		return "a private PostgreSQL of the run's own"
-	}
-	where := "a private PostgreSQL " + v.Name + " of the run's own"
-	if v.Rooted() {
-		where += " (Debian " + v.Release + "'s " + v.Package + " " + v.Debian + ")"
-	}
-	return where
+	return serverversion.PrivateWhere(s, "PostgreSQL", v)
 }
 
 // startServer starts a private PostgreSQL of version v for a run, its

@@ -20,7 +20,6 @@ import (
 	"github.com/lockprover/lockprover/adapters/runners/redlockrun"
 	"github.com/lockprover/lockprover/adapters/runners/redlockrun/redlockprotocol"
 	"github.com/lockprover/lockprover/adapters/servers/redis"
-	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -122,10 +121,9 @@ func redlockSetup(s family.Settings) (*family.Setup, error) {
 
 // serverVersionFlag is --server-version: the version of Redis (or
 // Valkey) the private servers run.
-var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backend,
-	Usage: "redlock, priority-redlock: on real servers (--target redis, validate-impl, bench, conform), the version they run: " +
-		strings.Join(versions.Choices("redis", "valkey"), ", ") +
-		" (default: 7.0.15, the machine's redis-server; the others run from a Debian root lockprover makes once, some minutes: lockprover servers)"}
+var serverVersionFlag = serverversion.Flag(family.Backend,
+	"redlock, priority-redlock: on real servers (--target redis, validate-impl, bench, conform), the version they run: "+
+		serverversion.Choices("redis-server", "redis", "valkey"))
 
 // redlockTarget sets where Redlock's plans run: the simulated servers, or
 // real redis-servers each plan starts (--target redis), of the version
