@@ -84,25 +84,9 @@ func (p *Plan) setLimits(ls []int) {
 // millisecond of times, at every client (a restart at the server), a
 // pause or a partition lasting until the clients are done or three ttls.
 func faultPlaces(p *Plan, faults []string, times []int) []Fault {
-	var out []Fault
-	for _, f := range faults {
-		targets := p.processes()
-		if f == histories.RestartBroker {
-			targets = []string{""}
-		}
-		lengths := []int{0}
-		if f == histories.Pause || f == histories.Partition {
-			lengths = append(lengths, 3*p.TTLMs)
-		}
-		for _, target := range targets {
-			for _, length := range lengths {
-				for _, at := range times {
-					out = append(out, Fault{At: at, Fault: f, Target: target, For: length})
-				}
-			}
-		}
-	}
-	return out
+	return leaserun.Places(faults, len(p.Clients), times, 3*p.TTLMs, func(at int, f, target string, length int) Fault {
+		return Fault{At: at, Fault: f, Target: target, For: length}
+	})
 }
 
 // scopeWords says s in words, its plans (of sessions of ttl ms, of

@@ -263,6 +263,33 @@ func (x Exhaustible[T, S, F]) WithFaults(p T, faults []string, most int, places 
 	return prover.WithFaults(at, most, x.WithNemesis(p)), nil
 }
 
+// Places are the faults of an exhaustive scope of n clients that strike
+// at instants: each of faults at every millisecond of times (InFlight's),
+// at every client (a restart of the server at the server, target ""), a
+// pause or a partition lasting until the clients are done (length 0) or
+// lasting ms; place makes each fault of the family's type.
+func Places[F any](faults []string, n int, times []int, lasting int, place func(at int, fault, target string, length int) F) []F {
+	var out []F
+	for _, f := range faults {
+		targets := Processes(n)
+		if f == histories.RestartBroker {
+			targets = []string{""}
+		}
+		lengths := []int{0}
+		if histories.EndOf(f) != "" {
+			lengths = append(lengths, lasting)
+		}
+		for _, target := range targets {
+			for _, length := range lengths {
+				for _, at := range times {
+					out = append(out, place(at, f, target, length))
+				}
+			}
+		}
+	}
+	return out
+}
+
 // Size is a plan's operations and faults (prover.Exhaustive's Size).
 func (x Exhaustible[T, S, F]) Size(p prover.Plan) int {
 	q := any(p).(*T)

@@ -108,25 +108,9 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 // millisecond of times, at every client (a restart at the server), a
 // pause or a partition lasting to the end or two ttls.
 func faultPlaces(p *Plan, faults []string, times []int) []Fault {
-	var out []Fault
-	for _, name := range faults {
-		targets := leaserun.Processes(len(p.Clients))
-		if name == histories.RestartBroker {
-			targets = []string{""}
-		}
-		lengths := []int{0}
-		if histories.EndOf(name) != "" {
-			lengths = append(lengths, 2*p.TTLMs)
-		}
-		for _, t := range targets {
-			for _, length := range lengths {
-				for _, at := range times {
-					out = append(out, Fault{At: at, Fault: name, Target: t, For: length})
-				}
-			}
-		}
-	}
-	return out
+	return leaserun.Places(faults, len(p.Clients), times, 2*p.TTLMs, func(at int, f, target string, length int) Fault {
+		return Fault{At: at, Fault: f, Target: target, For: length}
+	})
 }
 
 // exhaustible is what the exhaustive search needs of a plan.
