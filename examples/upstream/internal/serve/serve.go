@@ -3,10 +3,11 @@
 // protocol (docs/protocol.md) for a lease lock: it reads one JSON request
 // a line, hands it to the adapter, and writes the reply with the
 // request's id; and it words the refusals and errors every adapter gives
-// alike. Each adapter says only what its library does. It is a module of
-// its own, required by each adapter's go.mod through a replace of its
-// directory, so that the adapters stay modules of their own and
-// lockprover's go.mod depends on none of their libraries.
+// alike (serve.js beside it is the node adapters'). Each adapter says
+// only what its library does. It is a module of its own, required by each
+// adapter's go.mod through a replace of its directory, so that the
+// adapters stay modules of their own and lockprover's go.mod depends on
+// none of their libraries.
 package serve
 
 import (
