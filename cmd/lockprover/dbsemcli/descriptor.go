@@ -86,22 +86,6 @@ func serverVersion(s family.Settings) (versions.Version, error) {
 	return serverversion.Parse(s, "mariadb")
 }
 
-// privateWhere says where a run's plans run on a private server: "a
-// private MariaDB of the run's own", with the version when
-// --server-version named one.
-func privateWhere(s family.Settings, v versions.Version) string {
-	return serverversion.PrivateWhere(s, "MariaDB", v)
-}
-
-// named is " 11.8" when --server-version named a version, "" without it
-// (what a run without the flag said before it).
-func named(s family.Settings, v versions.Version) string {
-	if s.Flag("server-version") == "" {
-		return ""
-	}
-	return " " + v.Name
-}
-
 // startServer starts a private mariadbd of version v, its root made
 // first where v has one (told to log): a version that cannot be had here,
 // or a machine without MariaDB, is a *family.UsageError saying what is
@@ -139,7 +123,7 @@ func privateDSN(ctx context.Context, s family.Settings, log, out io.Writer) (str
 	if err != nil {
 		return "", nil, err
 	}
-	fmt.Fprintf(out, "started a private MariaDB%s at %s (pid %d)\n", named(s, v), server.Addr(), server.PID())
+	fmt.Fprintf(out, "started a private MariaDB%s at %s (pid %d)\n", serverversion.Named(s, v), server.Addr(), server.PID())
 	return server.DSN(), stop, nil
 }
 
@@ -197,7 +181,7 @@ func startPrivate(s family.Settings, setup *family.Setup, v versions.Version, th
 	var stopServer func()
 	setup.Server = v.String()
 	if s.Flag("server-version") != "" {
-		setup.Where = privateWhere(s, v)
+		setup.Where = serverversion.PrivateWhere(s, "MariaDB", v)
 	}
 	setup.Start = func(ctx context.Context) error {
 		server, stop, err := startServer(ctx, v, s.Stderr)
@@ -206,7 +190,7 @@ func startPrivate(s family.Settings, setup *family.Setup, v versions.Version, th
 		}
 		stopServer = stop
 		if !s.Quiet {
-			fmt.Fprintf(s.Stdout, "started a private MariaDB%s at %s (pid %d) for the run\n", named(s, v), server.Addr(), server.PID())
+			fmt.Fprintf(s.Stdout, "started a private MariaDB%s at %s (pid %d) for the run\n", serverversion.Named(s, v), server.Addr(), server.PID())
 		}
 		return then(ctx, server)
 	}

@@ -69,12 +69,6 @@ func serverVersion(s family.Settings) (versions.Version, error) {
 	return serverversion.Parse(s, "postgresql")
 }
 
-// privateWhere says where a run's plans run: "a private PostgreSQL of the
-// run's own", with the version when --server-version named one.
-func privateWhere(s family.Settings, v versions.Version) string {
-	return serverversion.PrivateWhere(s, "PostgreSQL", v)
-}
-
 // startServer starts a private PostgreSQL of version v for a run, its
 // root made first where v has one (told to log): a version that cannot be
 // had here, or a machine without PostgreSQL, is a *family.UsageError
@@ -175,7 +169,7 @@ func setup(s family.Settings) (*family.Setup, error) {
 	if where == "sim" {
 		return &family.Setup{Target: "sim", Where: simWhere, Prove: c}, nil
 	}
-	st := &family.Setup{Target: target, Where: privateWhere(s, v), Real: true, Prove: c, Server: v.String(),
+	st := &family.Setup{Target: target, Where: serverversion.PrivateWhere(s, "PostgreSQL", v), Real: true, Prove: c, Server: v.String(),
 		Replay: []string{"--target", target}}
 	if s.Impl != "" {
 		st.Replay = append(st.Replay, "--impl", family.Quote(s.Impl))
@@ -209,7 +203,7 @@ func startPrivate(s family.Settings, st *family.Setup, v versions.Version, stopI
 		}
 		stopServer = stop
 		if !s.Quiet {
-			fmt.Fprintf(s.Stdout, "started a private PostgreSQL%s at %s (pid %d) for the run\n", named(s, v), server.Addr(), server.PID())
+			fmt.Fprintf(s.Stdout, "started a private PostgreSQL%s at %s (pid %d) for the run\n", serverversion.Named(s, v), server.Addr(), server.PID())
 		}
 		then(server)
 		return nil
@@ -227,15 +221,6 @@ func startPrivate(s family.Settings, st *family.Setup, v versions.Version, stopI
 	if stopImpl != nil {
 		st.Interrupt = stopImpl
 	}
-}
-
-// named is " 18" when --server-version named a version, "" without it
-// (what a run without the flag said before it).
-func named(s family.Settings, v versions.Version) string {
-	if s.Flag("server-version") == "" {
-		return ""
-	}
-	return " " + v.Name
 }
 
 // replay makes a plan read back ready to run again on the simulator or a
@@ -266,7 +251,7 @@ func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		li.InitTimeout = s.InitTimeout
 		c.Impl, stopImpl = li, li.Stop
 	}
-	st := &family.Setup{Target: target, Where: privateWhere(s, v), Real: true, What: c.String(), Prove: c, Server: v.String()}
+	st := &family.Setup{Target: target, Where: serverversion.PrivateWhere(s, "PostgreSQL", v), Real: true, What: c.String(), Prove: c, Server: v.String()}
 	startPrivate(s, st, v, stopImpl, func(server *postgres.Server) { c.Server = server; st.Prove = c })
 	return st, nil
 }
@@ -286,7 +271,7 @@ func conform(ctx context.Context, s family.Settings, c family.ConformConfig, out
 		return 0, err
 	}
 	defer stop()
-	fmt.Fprintf(out, "started a private PostgreSQL%s at %s (pid %d)\n", named(s, v), server.Addr(), server.PID())
+	fmt.Fprintf(out, "started a private PostgreSQL%s at %s (pid %d)\n", serverversion.Named(s, v), server.Addr(), server.PID())
 	rep, err := postgressim.Conform(ctx, server.URL(), c.Sequences, c.Seed, out)
 	switch {
 	case ctx.Err() != nil:

@@ -50,14 +50,20 @@ func Choices(own string, servers ...string) string {
 // run's own (server names it: "MariaDB"), with the version and, where it
 // has one, its Debian root when --server-version named it.
 func PrivateWhere(s family.Settings, server string, v versions.Version) string {
-	if s.Flag("server-version") == "" {
-		return "a private " + server + " of the run's own"
-	}
-	where := "a private " + server + " " + v.Name + " of the run's own"
-	if v.Rooted() {
+	where := "a private " + server + Named(s, v) + " of the run's own"
+	if s.Flag("server-version") != "" && v.Rooted() {
 		where += " (Debian " + v.Release + "'s " + v.Package + " " + v.Debian + ")"
 	}
 	return where
+}
+
+// Named is " 18" when --server-version named v, "" without it (what a
+// run without the flag said before it).
+func Named(s family.Settings, v versions.Version) string {
+	if s.Flag("server-version") == "" {
+		return ""
+	}
+	return " " + v.Name
 }
 
 // Parse reads s's --server-version for a target that runs servers (its
