@@ -145,12 +145,12 @@ func dbSetup(s family.Settings) (*family.Setup, error) {
 			return nil, fmt.Errorf("--options: %w", err)
 		}
 	}
-	if t := s.Flag("ttl"); t != "" {
-		ttl, err := time.ParseDuration(t)
-		if err != nil || ttl < time.Millisecond || ttl%time.Millisecond != 0 {
-			return nil, fmt.Errorf("--ttl: want a duration of whole milliseconds, at least 1ms, got %q", t)
-		}
-		d.TTLMs = int(ttl.Milliseconds())
+	ttl, err := leasecli.TTLMs(s.Flag("ttl"), time.Millisecond, 0, "at least 1ms")
+	if err != nil {
+		return nil, err
+	}
+	if ttl > 0 {
+		d.TTLMs = ttl
 	}
 	if err := dbFaults(&d, s.Faults, setup.Target, s.Flag("private-server") != ""); err != nil {
 		return nil, err

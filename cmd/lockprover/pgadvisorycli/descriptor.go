@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -146,25 +145,15 @@ func setup(s family.Settings) (*family.Setup, error) {
 	if s.Options != "" {
 		return nil, fmt.Errorf("--options: --kind %s takes none", pgadvisoryrun.Kind)
 	}
-	if t := s.Flag("ttl"); t != "" {
-		ttl, err := time.ParseDuration(t)
-		if err != nil || ttl < 10*time.Millisecond || ttl > time.Minute || ttl%time.Millisecond != 0 {
-			return nil, fmt.Errorf("--ttl: want a duration of whole milliseconds, 10ms to 1m, got %q", t)
-		}
-		c.TTLMs = int(ttl.Milliseconds())
+	ttl, err := leasecli.TTLMs(s.Flag("ttl"), 10*time.Millisecond, time.Minute, "10ms to 1m")
+	if err != nil {
+		return nil, err
 	}
-	switch s.Faults {
-	case "all":
-	case "none":
-		c.Faults = []string{}
-	default:
-		for _, name := range strings.Split(s.Faults, ",") {
-			if !slices.Contains(pgadvisoryrun.FaultNames(), name) {
-				return nil, fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all, which is kill, pause and partition; or none)",
-					name, pgadvisoryrun.Kind, strings.Join(pgadvisoryrun.FaultNames(), ", "))
-			}
-			c.Faults = append(c.Faults, name)
-		}
+	if ttl > 0 {
+		c.TTLMs = ttl
+	}
+	if c.Faults, err = leasecli.Faults(s.Faults, pgadvisoryrun.Kind, pgadvisoryrun.FaultNames(), "all, which is kill, pause and partition"); err != nil {
+		return nil, err
 	}
 	if where == "sim" {
 		return &family.Setup{Target: "sim", Where: simWhere, Prove: c}, nil

@@ -10,9 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
@@ -92,24 +90,15 @@ func redlockSetup(s family.Settings) (*family.Setup, error) {
 	if p := c.Persistence; p != "" && p != redlockrun.PersistNone && p != redlockrun.PersistAlways {
 		return nil, fmt.Errorf("--persistence: want %s or %s, got %q", redlockrun.PersistNone, redlockrun.PersistAlways, p)
 	}
-	if t := s.Flag("ttl"); t != "" {
-		ttl, err := time.ParseDuration(t)
-		if err != nil || ttl < 10*time.Millisecond || ttl%time.Millisecond != 0 {
-			return nil, fmt.Errorf("--ttl: want a duration of whole milliseconds, at least 10ms, got %q", t)
-		}
-		c.TTLMs = int(ttl.Milliseconds())
+	ttl, err := leasecli.TTLMs(s.Flag("ttl"), 10*time.Millisecond, 0, "at least 10ms")
+	if err != nil {
+		return nil, err
 	}
-	switch s.Faults {
-	case "all":
-	case "none":
-		c.Faults = []string{}
-	default:
-		for _, name := range strings.Split(s.Faults, ",") {
-			if !slices.Contains(redlockrun.FaultNames(), name) {
-				return nil, fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all; or none)", name, redlockrun.Kind, strings.Join(redlockrun.FaultNames(), ", "))
-			}
-			c.Faults = append(c.Faults, name)
-		}
+	if ttl > 0 {
+		c.TTLMs = ttl
+	}
+	if c.Faults, err = leasecli.Faults(s.Faults, redlockrun.Kind, redlockrun.FaultNames(), "all"); err != nil {
+		return nil, err
 	}
 	if s.Mutant != "" && (redlockrun.MutantNamed(s.Mutant) == nil || redlockrun.MutantNamed(s.Mutant).Priority) {
 		return nil, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", redlockrun.Kind, s.Mutant, redlockrun.Kind)
