@@ -28,7 +28,7 @@ func exhaustOps(ttl int) []Step {
 // equal: the plan's limit); then 0 to s.MaxFaults faults, each at every
 // whole millisecond in which a client has an operation in flight in the
 // plan's run without faults, under the first choice at every point
-// (inFlight). Every call of the simulator takes 1 ms, so these are all
+// (leaserun.Exhaustible.InFlight). Every call of the simulator takes 1 ms, so these are all
 // the places a fault can fall between two calls of that run, and the
 // schedule then decides whether it strikes before or after the calls of
 // its millisecond. A pause or a partition lasts either until the clients
@@ -59,15 +59,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 		p := base
 		p.Clients = cs
 		p.setLimits(ls)
-		var places []Fault
-		if len(faults) > 0 {
-			times, err := inFlight(&p)
-			if err != nil {
-				return nil, err
-			}
-			places = faultPlaces(&p, faults, times)
-		}
-		return prover.WithFaults(places, s.MaxFaults, p.withNemesis), nil
+		return exhaustible.WithFaults(p, faults, s.MaxFaults, faultPlaces)
 	}, c.Size)
 	if err != nil {
 		return nil, "", err
@@ -92,32 +84,9 @@ func (p *Plan) setLimits(ls []int) {
 // millisecond of times, at every client (a restart at the server), a
 // pause or a partition lasting until the clients are done or three ttls.
 func faultPlaces(p *Plan, faults []string, times []int) []Fault {
-	var out []Fault
-	for _, f := range faults {
-		targets := p.processes()
-		if f == histories.RestartBroker {
-			targets = []string{""}
-		}
-		lengths := []int{0}
-		if f == histories.Pause || f == histories.Partition {
-			lengths = append(lengths, 3*p.TTLMs)
-		}
-		for _, target := range targets {
-			for _, length := range lengths {
-				for _, at := range times {
-					out = append(out, Fault{At: at, Fault: f, Target: target, For: length})
-				}
-			}
-		}
-	}
-	return out
-}
-
-// withNemesis is a copy of p (one of Skeletons') that holds faults
-// nemesis.
-func (p Plan) withNemesis(nemesis []Fault) prover.Plan {
-	p.Nemesis = nemesis
-	return &p
+	return leaserun.Places(faults, len(p.Clients), times, 3*p.TTLMs, func(at int, f, target string, length int) Fault {
+		return Fault{At: at, Fault: f, Target: target, For: length}
+	})
 }
 
 // scopeWords says s in words, its plans (of sessions of ttl ms, of
@@ -140,34 +109,20 @@ func (c Config) scopeWords(s prover.ExhaustScope, ttl int, faults []string, muta
 	return what + s.EndWords(faults, where, mutant, plans)
 }
 
-// inFlight are the whole milliseconds in which one of p's clients has an
-// operation in flight (from its invocation to its completion, both
-// included) in its run without faults, every choice of the simulator its
-// first, in order: 0 and the places a fault can strike a client between
-// its calls, or at the start or end of a sleep (a fault inside a sleep
-// would only fall later in the same quiet stretch).
-func inFlight(p *Plan) ([]int, error) {
-	q := *p
-	q.Nemesis, q.Schedule, q.ScheduleSeed, q.Chooser = nil, nil, 0, prover.FirstChoice
-	res, err := Simulate(&q, nil)
-	if err != nil {
-		return nil, fmt.Errorf("the scope's plan without faults: %w", err)
-	}
-	return leaserun.BusyMs(res.History), nil
+// exhaustible is what the exhaustive search needs of a plan.
+var exhaustible = leaserun.Exhaustible[Plan, Step, Fault]{
+	Faulted:  func(p *Plan) *leaserun.Faulted[Fault] { return &p.Faulted },
+	Clients:  func(p *Plan) [][]Step { return p.Clients },
+	Simulate: func(p *Plan) (*prover.Result, error) { return Simulate(p, nil) },
 }
 
 // Size is p's operations and faults (prover.Exhaustive).
-func (c Config) Size(p prover.Plan) int {
-	q := p.(*Plan)
-	return leaserun.Size(q.Clients, q.Nemesis)
-}
+func (c Config) Size(p prover.Plan) int { return exhaustible.Size(p) }
 
 // Scheduled returns a copy of p that takes its choices from ch, or from
 // schedule (prover.Exhaustive).
 func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
-	q := *p.(*Plan)
-	q.Decisions = q.Decisions.Choosing(schedule, ch)
-	return &q
+	return exhaustible.Scheduled(p, schedule, ch)
 }
 
 var _ prover.Exhaustive = Config{}

@@ -58,7 +58,7 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	out, err := prover.EveryPlan(clientScripts, limits, func(cs [][]Step, ls []int) ([]prover.Plan, error) {
 		p := base
 		p.setClients(cs, ls)
-		return prover.WithFaults(places, s.MaxFaults, p.withNemesis), nil
+		return prover.WithFaults(places, s.MaxFaults, exhaustible.WithNemesis(p)), nil
 	}, c.Size)
 	if err != nil {
 		return nil, "", err
@@ -106,13 +106,6 @@ func (p *Plan) setClients(cs [][]Step, ls []int) {
 	}
 }
 
-// withNemesis is a copy of p (one of Skeletons') that holds faults
-// nemesis.
-func (p Plan) withNemesis(nemesis []Fault) prover.Plan {
-	p.Nemesis = nemesis
-	return &p
-}
-
 // withLimits is scripts with each client's acquires passing its own
 // limit, limits[i] for client i.
 func withLimits(scripts [][]Step, limits []int) [][]Step {
@@ -128,18 +121,20 @@ func withLimits(scripts [][]Step, limits []int) [][]Step {
 	return out
 }
 
-// Size is p's operations and faults (prover.Exhaustive).
-func (c Config) Size(p prover.Plan) int {
-	q := p.(*Plan)
-	return leaserun.Size(q.Clients, q.Nemesis)
+// exhaustible is what the exhaustive search needs of a plan.
+var exhaustible = leaserun.Exhaustible[Plan, Step, Fault]{
+	Faulted:  func(p *Plan) *leaserun.Faulted[Fault] { return &p.Faulted },
+	Clients:  func(p *Plan) [][]Step { return p.Clients },
+	Simulate: func(p *Plan) (*prover.Result, error) { return Simulate(p, nil) },
 }
+
+// Size is p's operations and faults (prover.Exhaustive).
+func (c Config) Size(p prover.Plan) int { return exhaustible.Size(p) }
 
 // Scheduled returns a copy of p that takes its choices from ch, or from
 // schedule (prover.Exhaustive).
 func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
-	q := *p.(*Plan)
-	q.Decisions = q.Decisions.Choosing(schedule, ch)
-	return &q
+	return exhaustible.Scheduled(p, schedule, ch)
 }
 
 var _ prover.Exhaustive = Config{}

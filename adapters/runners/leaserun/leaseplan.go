@@ -205,33 +205,104 @@ func Clients(n int) string {
 	return fmt.Sprintf("%d clients", n)
 }
 
-// Exhaustible is what an exhaustive search of a lease family needs to
-// reach in its plan type T, a struct that embeds Faulted[F]: that
-// Faulted.
-type Exhaustible[T, F any] func(p *T) *Faulted[F]
+// Exhaustible is what an exhaustive search of a lease family needs of
+// its plan type T, a struct whose clients' scripts are of steps S and
+// which embeds Faulted[F]: how to reach that Faulted and those scripts,
+// and how to run a plan on the family's simulator. With it the four lease
+// families search alike: the same places for faults, the same copies.
+type Exhaustible[T, S, F any] struct {
+	// Faulted reaches a plan's faults and the simulator's decisions.
+	Faulted func(p *T) *Faulted[F]
+	// Clients reaches a plan's clients' scripts.
+	Clients func(p *T) [][]S
+	// Simulate runs a plan on the family's simulator (no trace).
+	Simulate func(p *T) (*prover.Result, error)
+}
 
 // InFlight are the whole milliseconds in which one of p's clients has an
-// operation in flight (BusyMs) in its run without faults, every choice of
-// the simulator its first (simulate runs such a copy of p): where an
-// exhaustive scope places its faults.
-func (x Exhaustible[T, F]) InFlight(p *T, simulate func(*T) (*prover.Result, error)) ([]int, error) {
+// operation in flight (BusyMs: from its invocation to its completion,
+// both included) in its run without faults, every choice of the
+// simulator its first, in order: 0 and the places a fault can strike a
+// client between its calls, or at the start or end of a sleep (a fault
+// inside a sleep would only fall later in the same quiet stretch). Where
+// an exhaustive scope places its faults.
+func (x Exhaustible[T, S, F]) InFlight(p *T) ([]int, error) {
 	q := *p
-	f := x(&q)
+	f := x.Faulted(&q)
 	f.Nemesis, f.Decisions = nil, run.Decisions{Chooser: prover.FirstChoice}
-	res, err := simulate(&q)
+	res, err := x.Simulate(&q)
 	if err != nil {
 		return nil, fmt.Errorf("the scope's plan without faults: %w", err)
 	}
 	return BusyMs(res.History), nil
 }
 
+// WithNemesis makes copies of p (one of a scope's skeletons) that hold
+// the faults given (prover.WithFaults' with).
+func (x Exhaustible[T, S, F]) WithNemesis(p T) func(nemesis []F) prover.Plan {
+	return func(nemesis []F) prover.Plan {
+		q := p
+		x.Faulted(&q).Nemesis = nemesis
+		return any(&q).(prover.Plan)
+	}
+}
+
+// WithFaults are the plans of skeleton p in a scope of at most most
+// faults: p with each subset of the faults places puts at the
+// milliseconds in flight of p's run without faults (InFlight), no fault
+// first; without faults to place, p alone, and p is not run.
+func (x Exhaustible[T, S, F]) WithFaults(p T, faults []string, most int, places func(p *T, faults []string, times []int) []F) ([]prover.Plan, error) {
+	var at []F
+	if len(faults) > 0 {
+		times, err := x.InFlight(&p)
+		if err != nil {
+			return nil, err
+		}
+		at = places(&p, faults, times)
+	}
+	return prover.WithFaults(at, most, x.WithNemesis(p)), nil
+}
+
+// Places are the faults of an exhaustive scope of n clients that strike
+// at instants: each of faults at every millisecond of times (InFlight's),
+// at every client (a restart of the server at the server, target ""), a
+// pause or a partition lasting until the clients are done (length 0) or
+// lasting ms; place makes each fault of the family's type.
+func Places[F any](faults []string, n int, times []int, lasting int, place func(at int, fault, target string, length int) F) []F {
+	var out []F
+	for _, f := range faults {
+		targets := Processes(n)
+		if f == histories.RestartBroker {
+			targets = []string{""}
+		}
+		lengths := []int{0}
+		if histories.EndOf(f) != "" {
+			lengths = append(lengths, lasting)
+		}
+		for _, target := range targets {
+			for _, length := range lengths {
+				for _, at := range times {
+					out = append(out, place(at, f, target, length))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Size is a plan's operations and faults (prover.Exhaustive's Size).
+func (x Exhaustible[T, S, F]) Size(p prover.Plan) int {
+	q := any(p).(*T)
+	return Size(x.Clients(q), x.Faulted(q).Nemesis)
+}
+
 // Scheduled is a copy of p that takes its choices from ch, or from
 // schedule (prover.Exhaustive's Scheduled).
-func (x Exhaustible[T, F]) Scheduled(p *T, schedule []int, ch prover.Chooser) *T {
-	q := *p
-	f := x(&q)
+func (x Exhaustible[T, S, F]) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
+	q := *any(p).(*T)
+	f := x.Faulted(&q)
 	f.Decisions = f.Decisions.Choosing(schedule, ch)
-	return &q
+	return any(&q).(prover.Plan)
 }
 
 // NoAdmins says what is wrong with an exhaustive scope s for a lease

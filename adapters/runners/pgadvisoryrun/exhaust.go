@@ -36,7 +36,7 @@ const exhaustTTL = 100
 // s.MaxFaults faults of those asked (--faults; by default kill, pause and
 // partition), each at every whole millisecond in which a client has an
 // operation in flight in the plan's run without faults, under the first
-// choice at every point (inFlight), at every client (a restart at the
+// choice at every point (leaserun.Exhaustible.InFlight), at every client (a restart at the
 // server). The schedule then decides whether it strikes before or after
 // each step taken at that instant. A pause or a partition lasts until the
 // clients are done or two ttls (past the idle session's life); a restart
@@ -74,19 +74,11 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 	for _, cs := range clientScripts {
 		p := base
 		p.Clients = cs
-		var places []Fault
-		if len(faults) > 0 {
-			times, err := inFlight(&p)
-			if err != nil {
-				return nil, "", err
-			}
-			places = faultPlaces(&p, faults, times)
+		plans, err := exhaustible.WithFaults(p, faults, s.MaxFaults, faultPlaces)
+		if err != nil {
+			return nil, "", err
 		}
-		for _, nem := range prover.Subsets(places, s.MaxFaults) {
-			q := p
-			q.Nemesis = nem
-			out = append(out, &q)
-		}
+		out = append(out, plans...)
 	}
 	slices.SortStableFunc(out, func(a, b prover.Plan) int { return c.Size(a) - c.Size(b) })
 	what := fmt.Sprintf("%s on the simulated PostgreSQL, ttl %d ms, %s, each with every script of %s steps of acquire, refresh, release, sleep %d ms, sleep %d ms", Kind, ttl, leaserun.Clients(s.Clients), s.Steps(), 2*ttl, ttl*3/4)
@@ -116,47 +108,25 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 // millisecond of times, at every client (a restart at the server), a
 // pause or a partition lasting to the end or two ttls.
 func faultPlaces(p *Plan, faults []string, times []int) []Fault {
-	var out []Fault
-	for _, name := range faults {
-		targets := leaserun.Processes(len(p.Clients))
-		if name == histories.RestartBroker {
-			targets = []string{""}
-		}
-		lengths := []int{0}
-		if histories.EndOf(name) != "" {
-			lengths = append(lengths, 2*p.TTLMs)
-		}
-		for _, t := range targets {
-			for _, length := range lengths {
-				for _, at := range times {
-					out = append(out, Fault{At: at, Fault: name, Target: t, For: length})
-				}
-			}
-		}
-	}
-	return out
+	return leaserun.Places(faults, len(p.Clients), times, 2*p.TTLMs, func(at int, f, target string, length int) Fault {
+		return Fault{At: at, Fault: f, Target: target, For: length}
+	})
 }
 
-// exhaustible reaches a plan's faults and decisions.
-var exhaustible leaserun.Exhaustible[Plan, Fault] = func(p *Plan) *leaserun.Faulted[Fault] { return &p.Faulted }
-
-// inFlight are the whole milliseconds in which one of p's clients has an
-// operation in flight in its run without faults, every choice of the
-// simulator its first (leaserun.Exhaustible.InFlight).
-func inFlight(p *Plan) ([]int, error) {
-	return exhaustible.InFlight(p, func(q *Plan) (*prover.Result, error) { return Simulate(q, nil) })
+// exhaustible is what the exhaustive search needs of a plan.
+var exhaustible = leaserun.Exhaustible[Plan, lease.Step, Fault]{
+	Faulted:  func(p *Plan) *leaserun.Faulted[Fault] { return &p.Faulted },
+	Clients:  func(p *Plan) [][]lease.Step { return p.Clients },
+	Simulate: func(p *Plan) (*prover.Result, error) { return Simulate(p, nil) },
 }
 
 // Size is p's operations and faults (prover.Exhaustive).
-func (c Config) Size(p prover.Plan) int {
-	q := p.(*Plan)
-	return leaserun.Size(q.Clients, q.Nemesis)
-}
+func (c Config) Size(p prover.Plan) int { return exhaustible.Size(p) }
 
 // Scheduled returns a copy of p that takes its choices from ch, or from
 // schedule (prover.Exhaustive).
 func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
-	return exhaustible.Scheduled(p.(*Plan), schedule, ch)
+	return exhaustible.Scheduled(p, schedule, ch)
 }
 
 var _ prover.Exhaustive = Config{}

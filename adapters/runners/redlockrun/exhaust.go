@@ -56,7 +56,7 @@ const exhaustTTL = 100
 // (exhaustPriorities) and the clients' own ttls of s.TTLsMs; then 0 to
 // s.MaxFaults faults, each at every whole millisecond in which a client
 // has an operation in flight in the plan's run without faults, under the
-// first choice at every point (inFlight), at every client and server it
+// first choice at every point (leaserun.Exhaustible.InFlight), at every client and server it
 // can aim at. The schedule then decides whether it strikes before or
 // after each step taken at that instant; a call to a simulated Redis
 // takes 0.1 ms, so a fault falls between two calls of a client only where
@@ -86,15 +86,9 @@ func (c Config) Skeletons(s prover.ExhaustScope) ([]prover.Plan, string, error) 
 			p.Priorities = slices.Clone(prio)
 			p.TTLs = slices.Clone(s.TTLsMs)
 		}
-		var places []Fault
-		if len(faults) > 0 {
-			times, err := inFlight(&p)
-			if err != nil {
-				return nil, err
-			}
-			places = faultPlaces(&p, faults, times, c.MinDownMs, s.HealMs)
-		}
-		return prover.WithFaults(places, s.MaxFaults, p.withNemesis), nil
+		return exhaustible.WithFaults(p, faults, s.MaxFaults, func(p *Plan, faults []string, times []int) []Fault {
+			return faultPlaces(p, faults, times, c.MinDownMs, s.HealMs)
+		})
 	}, c.Size)
 	if err != nil {
 		return nil, "", err
@@ -159,13 +153,6 @@ func (c Config) priorityChoices(n int) [][]int64 {
 		return prover.Product(exhaustPriorities(n), n)
 	}
 	return [][]int64{{0}}
-}
-
-// withNemesis is a copy of p (one of Skeletons') that holds faults
-// nemesis.
-func (p Plan) withNemesis(nemesis []Fault) prover.Plan {
-	p.Nemesis = nemesis
-	return &p
 }
 
 // scopeWords says s in words, its plans (base's, of faults) counted: the
@@ -262,34 +249,20 @@ func faultPlaces(p *Plan, faults []string, times []int, down, heal int) []Fault 
 	return out
 }
 
-// inFlight are the whole milliseconds in which one of p's clients has an
-// operation in flight (from its invocation to its completion, both
-// included) in its run without faults, every choice of the simulator its
-// first, in order: 0 and the places a fault can strike a client between
-// its calls, or at the start or end of a sleep (a fault inside a sleep
-// would only fall later in the same quiet stretch).
-func inFlight(p *Plan) ([]int, error) {
-	q := *p
-	q.Nemesis, q.Schedule, q.ScheduleSeed, q.Chooser = nil, nil, 0, prover.FirstChoice
-	res, err := Simulate(&q, nil)
-	if err != nil {
-		return nil, fmt.Errorf("the scope's plan without faults: %w", err)
-	}
-	return leaserun.BusyMs(res.History), nil
+// exhaustible is what the exhaustive search needs of a plan.
+var exhaustible = leaserun.Exhaustible[Plan, Step, Fault]{
+	Faulted:  func(p *Plan) *leaserun.Faulted[Fault] { return &p.Faulted },
+	Clients:  func(p *Plan) [][]Step { return p.Clients },
+	Simulate: func(p *Plan) (*prover.Result, error) { return Simulate(p, nil) },
 }
 
 // Size is p's operations and faults (prover.Exhaustive).
-func (c Config) Size(p prover.Plan) int {
-	q := p.(*Plan)
-	return leaserun.Size(q.Clients, q.Nemesis)
-}
+func (c Config) Size(p prover.Plan) int { return exhaustible.Size(p) }
 
 // Scheduled returns a copy of p that takes its choices from ch, or from
 // schedule (prover.Exhaustive).
 func (c Config) Scheduled(p prover.Plan, schedule []int, ch prover.Chooser) prover.Plan {
-	q := *p.(*Plan)
-	q.Decisions = q.Decisions.Choosing(schedule, ch)
-	return &q
+	return exhaustible.Scheduled(p, schedule, ch)
 }
 
 var _ prover.Exhaustive = Config{}

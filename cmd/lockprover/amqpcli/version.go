@@ -22,10 +22,10 @@ import (
 // serverVersionFlag is --server-version: a private node of that RabbitMQ
 // for the run (--target rabbitmq), or the version of the cluster's nodes
 // (--target rabbitmq-cluster).
-var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Prove | family.Replay | family.Conform,
-	Usage: "amqp-locks: on --target sim, the release the simulator behaves as (" + strings.Join(rabbitmqsim.Versions, ", ") + ": 4.3.6 may answer a connection's close before its exclusive queues are gone); on --target rabbitmq (and conform), a private single RabbitMQ node of this version for the run, in a network lab of its own (needs root), removed at its end; on --target rabbitmq-cluster, the version of its nodes: " +
-		strings.Join(versions.Choices("rabbitmq"), ", ") +
-		" (3.10.8 is the machine's rabbitmq-server; the others run from a Debian root lockprover makes once, some minutes: lockprover servers)"}
+var serverVersionFlag = serverversion.Flag(family.Prove|family.Replay|family.Conform,
+	"amqp-locks: on --target sim, the release the simulator behaves as ("+strings.Join(rabbitmqsim.Versions, ", ")+": 4.3.6 may answer a connection's close before its exclusive queues are gone); on --target rabbitmq (and conform), a private single RabbitMQ node of this version for the run, in a network lab of its own (needs root), removed at its end; on --target rabbitmq-cluster, the version of its nodes: "+
+		strings.Join(versions.Choices("rabbitmq"), ", ")+
+		" ("+serverversion.Default("rabbitmq").Name+" is the machine's rabbitmq-server; "+serverversion.Others+")")
 
 // versionConflicts refuses the flags that name another broker than the
 // private node --server-version starts.

@@ -7,17 +7,17 @@ import (
 	"github.com/lockprover/lockprover/adapters/runners/consulsemrun"
 	"github.com/lockprover/lockprover/adapters/servers/etcd"
 	"github.com/lockprover/lockprover/adapters/servers/versions"
+	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
 )
 
 // serverVersionFlag is --server-version: the version of the private
 // real servers (etcd, Consul) the family starts.
-var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backend,
-	Usage: "consul-semaphore: on private real servers (--target etcd, etcd-cluster, consul, consul-cluster; validate-impl, bench and conform with --backend), the version they run: for etcd " +
-		strings.Join(versions.Names(consulsemrun.Etcd), ", ") +
-		" (default: 3.4.23, the machine's etcd-server; the others run from a Debian root lockprover makes once, some minutes: lockprover servers), for Consul " +
-		strings.Join(versions.Names(consulsemrun.Consul), ", ") +
-		" (default: 1.16.3; each lockprover's build in its cache: .ci/consul VERSION)"}
+var serverVersionFlag = serverversion.Flag(family.Backend,
+	"consul-semaphore: on private real servers (--target etcd, etcd-cluster, consul, consul-cluster; validate-impl, bench and conform with --backend), the version they run: for etcd "+
+		serverversion.Choices("etcd-server", consulsemrun.Etcd)+", for Consul "+
+		strings.Join(versions.Names(consulsemrun.Consul), ", ")+
+		" (default: "+serverversion.Default(consulsemrun.Consul).Name+"; each lockprover's build in its cache: .ci/consul VERSION)")
 
 // serverVersion is the version --server-version names for backend's
 // private servers, the zero Version when it is not given (the machine's

@@ -71,17 +71,10 @@ func init() {
 // serverVersionFlag is --server-version: the version of the private
 // mariadbd a run starts (--private-server). The shared MariaDB (--dsn) is
 // whatever version it runs: a version is a private server's.
-var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backend,
-	Usage: "db-semaphore: with --private-server (--target mariadb, validate-impl, bench, conform), the version the private mariadbd runs: " +
-		strings.Join(versions.Choices("mariadb"), ", ") +
-		" (default: " + defaultVersion().Name + ", the machine's mariadb-server; the others run from a Debian root lockprover makes once, some minutes: lockprover servers); the shared MariaDB --dsn names has no version flag: it runs what it runs"}
-
-// defaultVersion is the MariaDB a private server runs without
-// --server-version: the machine's own.
-func defaultVersion() versions.Version {
-	v, _ := versions.Lookup("mariadb", "")
-	return v
-}
+var serverVersionFlag = serverversion.Flag(family.Backend,
+	"db-semaphore: with --private-server (--target mariadb, validate-impl, bench, conform), the version the private mariadbd runs: "+
+		serverversion.Choices("mariadb-server", "mariadb")+
+		"; the shared MariaDB --dsn names has no version flag: it runs what it runs")
 
 // serverVersion is the version --server-version names ("" the machine's
 // own): an unknown one, or one given without --private-server, is a
@@ -91,29 +84,6 @@ func serverVersion(s family.Settings) (versions.Version, error) {
 		return versions.Version{}, family.Usagef("--server-version: the version of a private mariadbd: add --private-server (the shared MariaDB --dsn names runs whatever version it runs, which no flag chooses)")
 	}
 	return serverversion.Parse(s, "mariadb")
-}
-
-// privateWhere says where a run's plans run on a private server: "a
-// private MariaDB of the run's own", with the version when
-// --server-version named one.
-func privateWhere(s family.Settings, v versions.Version) string {
-	if s.Flag("server-version") == "" {
-		return "a private MariaDB of the run's own"
-	}
-	where := "a private MariaDB " + v.Name + " of the run's own"
-	if v.Rooted() {
-		where += " (Debian " + v.Release + "'s " + v.Package + " " + v.Debian + ")"
-	}
-	return where
-}
-
-// named is " 11.8" when --server-version named a version, "" without it
-// (what a run without the flag said before it).
-func named(s family.Settings, v versions.Version) string {
-	if s.Flag("server-version") == "" {
-		return ""
-	}
-	return " " + v.Name
 }
 
 // startServer starts a private mariadbd of version v, its root made
@@ -153,7 +123,7 @@ func privateDSN(ctx context.Context, s family.Settings, log, out io.Writer) (str
 	if err != nil {
 		return "", nil, err
 	}
-	fmt.Fprintf(out, "started a private MariaDB%s at %s (pid %d)\n", named(s, v), server.Addr(), server.PID())
+	fmt.Fprintf(out, "started a private MariaDB%s at %s (pid %d)\n", serverversion.Named(s, v), server.Addr(), server.PID())
 	return server.DSN(), stop, nil
 }
 
@@ -175,12 +145,12 @@ func dbSetup(s family.Settings) (*family.Setup, error) {
 			return nil, fmt.Errorf("--options: %w", err)
 		}
 	}
-	if t := s.Flag("ttl"); t != "" {
-		ttl, err := time.ParseDuration(t)
-		if err != nil || ttl < time.Millisecond || ttl%time.Millisecond != 0 {
-			return nil, fmt.Errorf("--ttl: want a duration of whole milliseconds, at least 1ms, got %q", t)
-		}
-		d.TTLMs = int(ttl.Milliseconds())
+	ttl, err := leasecli.TTLMs(s.Flag("ttl"), time.Millisecond, 0, "at least 1ms")
+	if err != nil {
+		return nil, err
+	}
+	if ttl > 0 {
+		d.TTLMs = ttl
 	}
 	if err := dbFaults(&d, s.Faults, setup.Target, s.Flag("private-server") != ""); err != nil {
 		return nil, err
@@ -211,7 +181,7 @@ func startPrivate(s family.Settings, setup *family.Setup, v versions.Version, th
 	var stopServer func()
 	setup.Server = v.String()
 	if s.Flag("server-version") != "" {
-		setup.Where = privateWhere(s, v)
+		setup.Where = serverversion.PrivateWhere(s, "MariaDB", v)
 	}
 	setup.Start = func(ctx context.Context) error {
 		server, stop, err := startServer(ctx, v, s.Stderr)
@@ -220,7 +190,7 @@ func startPrivate(s family.Settings, setup *family.Setup, v versions.Version, th
 		}
 		stopServer = stop
 		if !s.Quiet {
-			fmt.Fprintf(s.Stdout, "started a private MariaDB%s at %s (pid %d) for the run\n", named(s, v), server.Addr(), server.PID())
+			fmt.Fprintf(s.Stdout, "started a private MariaDB%s at %s (pid %d) for the run\n", serverversion.Named(s, v), server.Addr(), server.PID())
 		}
 		return then(ctx, server)
 	}

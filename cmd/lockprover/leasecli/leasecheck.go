@@ -1,7 +1,8 @@
 // Package leasecli holds what the lease families (db-semaphore,
 // consul-semaphore, redlock, priority-redlock) declare alike in their
 // descriptors: check's --drift and --lease-ttl (the lease lens), the
-// judging options they give, and prove's --ttl.
+// judging options they give, and prove's --ttl and --faults as they read
+// them.
 package leasecli
 
 import (

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -59,35 +58,14 @@ func init() {
 
 // serverVersionFlag is --server-version: the version of the private
 // PostgreSQL a run starts.
-var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backend,
-	Usage: "pg-advisory: on a private PostgreSQL (--target postgres, validate-impl, conform), the version it runs: " +
-		strings.Join(versions.Choices("postgresql"), ", ") +
-		" (default: " + defaultVersion().Name + ", the machine's postgresql; the others run from a Debian root lockprover makes once, some minutes: lockprover servers)"}
-
-// defaultVersion is the PostgreSQL a run starts without --server-version:
-// the machine's own.
-func defaultVersion() versions.Version {
-	v, _ := versions.Lookup("postgresql", "")
-	return v
-}
+var serverVersionFlag = serverversion.Flag(family.Backend,
+	"pg-advisory: on a private PostgreSQL (--target postgres, validate-impl, conform), the version it runs: "+
+		serverversion.Choices("postgresql", "postgresql"))
 
 // serverVersion is the version --server-version names ("" the machine's
 // own); an unknown one is a *family.UsageError listing those it takes.
 func serverVersion(s family.Settings) (versions.Version, error) {
 	return serverversion.Parse(s, "postgresql")
-}
-
-// privateWhere says where a run's plans run: "a private PostgreSQL of the
-// run's own", with the version when --server-version named one.
-func privateWhere(s family.Settings, v versions.Version) string {
-	if s.Flag("server-version") == "" {
-		return "a private PostgreSQL of the run's own"
-	}
-	where := "a private PostgreSQL " + v.Name + " of the run's own"
-	if v.Rooted() {
-		where += " (Debian " + v.Release + "'s " + v.Package + " " + v.Debian + ")"
-	}
-	return where
 }
 
 // startServer starts a private PostgreSQL of version v for a run, its
@@ -167,30 +145,20 @@ func setup(s family.Settings) (*family.Setup, error) {
 	if s.Options != "" {
 		return nil, fmt.Errorf("--options: --kind %s takes none", pgadvisoryrun.Kind)
 	}
-	if t := s.Flag("ttl"); t != "" {
-		ttl, err := time.ParseDuration(t)
-		if err != nil || ttl < 10*time.Millisecond || ttl > time.Minute || ttl%time.Millisecond != 0 {
-			return nil, fmt.Errorf("--ttl: want a duration of whole milliseconds, 10ms to 1m, got %q", t)
-		}
-		c.TTLMs = int(ttl.Milliseconds())
+	ttl, err := leasecli.TTLMs(s.Flag("ttl"), 10*time.Millisecond, time.Minute, "10ms to 1m")
+	if err != nil {
+		return nil, err
 	}
-	switch s.Faults {
-	case "all":
-	case "none":
-		c.Faults = []string{}
-	default:
-		for _, name := range strings.Split(s.Faults, ",") {
-			if !slices.Contains(pgadvisoryrun.FaultNames(), name) {
-				return nil, fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all, which is kill, pause and partition; or none)",
-					name, pgadvisoryrun.Kind, strings.Join(pgadvisoryrun.FaultNames(), ", "))
-			}
-			c.Faults = append(c.Faults, name)
-		}
+	if ttl > 0 {
+		c.TTLMs = ttl
+	}
+	if c.Faults, err = leasecli.Faults(s.Faults, pgadvisoryrun.Kind, pgadvisoryrun.FaultNames(), "all, which is kill, pause and partition"); err != nil {
+		return nil, err
 	}
 	if where == "sim" {
 		return &family.Setup{Target: "sim", Where: simWhere, Prove: c}, nil
 	}
-	st := &family.Setup{Target: target, Where: privateWhere(s, v), Real: true, Prove: c, Server: v.String(),
+	st := &family.Setup{Target: target, Where: serverversion.PrivateWhere(s, "PostgreSQL", v), Real: true, Prove: c, Server: v.String(),
 		Replay: []string{"--target", target}}
 	if s.Impl != "" {
 		st.Replay = append(st.Replay, "--impl", family.Quote(s.Impl))
@@ -224,7 +192,7 @@ func startPrivate(s family.Settings, st *family.Setup, v versions.Version, stopI
 		}
 		stopServer = stop
 		if !s.Quiet {
-			fmt.Fprintf(s.Stdout, "started a private PostgreSQL%s at %s (pid %d) for the run\n", named(s, v), server.Addr(), server.PID())
+			fmt.Fprintf(s.Stdout, "started a private PostgreSQL%s at %s (pid %d) for the run\n", serverversion.Named(s, v), server.Addr(), server.PID())
 		}
 		then(server)
 		return nil
@@ -242,15 +210,6 @@ func startPrivate(s family.Settings, st *family.Setup, v versions.Version, stopI
 	if stopImpl != nil {
 		st.Interrupt = stopImpl
 	}
-}
-
-// named is " 18" when --server-version named a version, "" without it
-// (what a run without the flag said before it).
-func named(s family.Settings, v versions.Version) string {
-	if s.Flag("server-version") == "" {
-		return ""
-	}
-	return " " + v.Name
 }
 
 // replay makes a plan read back ready to run again on the simulator or a
@@ -281,7 +240,7 @@ func replay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		li.InitTimeout = s.InitTimeout
 		c.Impl, stopImpl = li, li.Stop
 	}
-	st := &family.Setup{Target: target, Where: privateWhere(s, v), Real: true, What: c.String(), Prove: c, Server: v.String()}
+	st := &family.Setup{Target: target, Where: serverversion.PrivateWhere(s, "PostgreSQL", v), Real: true, What: c.String(), Prove: c, Server: v.String()}
 	startPrivate(s, st, v, stopImpl, func(server *postgres.Server) { c.Server = server; st.Prove = c })
 	return st, nil
 }
@@ -301,7 +260,7 @@ func conform(ctx context.Context, s family.Settings, c family.ConformConfig, out
 		return 0, err
 	}
 	defer stop()
-	fmt.Fprintf(out, "started a private PostgreSQL%s at %s (pid %d)\n", named(s, v), server.Addr(), server.PID())
+	fmt.Fprintf(out, "started a private PostgreSQL%s at %s (pid %d)\n", serverversion.Named(s, v), server.Addr(), server.PID())
 	rep, err := postgresconform.Conform(ctx, server.URL(), c.Sequences, c.Seed, out)
 	switch {
 	case ctx.Err() != nil:

@@ -10,9 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/cmd/lockprover/leasecli"
@@ -20,7 +18,6 @@ import (
 	"github.com/lockprover/lockprover/adapters/runners/redlockrun"
 	"github.com/lockprover/lockprover/adapters/runners/redlockrun/redlockprotocol"
 	"github.com/lockprover/lockprover/adapters/servers/redis"
-	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -93,24 +90,15 @@ func redlockSetup(s family.Settings) (*family.Setup, error) {
 	if p := c.Persistence; p != "" && p != redlockrun.PersistNone && p != redlockrun.PersistAlways {
 		return nil, fmt.Errorf("--persistence: want %s or %s, got %q", redlockrun.PersistNone, redlockrun.PersistAlways, p)
 	}
-	if t := s.Flag("ttl"); t != "" {
-		ttl, err := time.ParseDuration(t)
-		if err != nil || ttl < 10*time.Millisecond || ttl%time.Millisecond != 0 {
-			return nil, fmt.Errorf("--ttl: want a duration of whole milliseconds, at least 10ms, got %q", t)
-		}
-		c.TTLMs = int(ttl.Milliseconds())
+	ttl, err := leasecli.TTLMs(s.Flag("ttl"), 10*time.Millisecond, 0, "at least 10ms")
+	if err != nil {
+		return nil, err
 	}
-	switch s.Faults {
-	case "all":
-	case "none":
-		c.Faults = []string{}
-	default:
-		for _, name := range strings.Split(s.Faults, ",") {
-			if !slices.Contains(redlockrun.FaultNames(), name) {
-				return nil, fmt.Errorf("--faults: unknown fault %q for --kind %s (want some of %s; all; or none)", name, redlockrun.Kind, strings.Join(redlockrun.FaultNames(), ", "))
-			}
-			c.Faults = append(c.Faults, name)
-		}
+	if ttl > 0 {
+		c.TTLMs = ttl
+	}
+	if c.Faults, err = leasecli.Faults(s.Faults, redlockrun.Kind, redlockrun.FaultNames(), "all"); err != nil {
+		return nil, err
 	}
 	if s.Mutant != "" && (redlockrun.MutantNamed(s.Mutant) == nil || redlockrun.MutantNamed(s.Mutant).Priority) {
 		return nil, fmt.Errorf("--mutant: no %s mutant named %q (see lockprover mutants --kind %s)", redlockrun.Kind, s.Mutant, redlockrun.Kind)
@@ -122,10 +110,9 @@ func redlockSetup(s family.Settings) (*family.Setup, error) {
 
 // serverVersionFlag is --server-version: the version of Redis (or
 // Valkey) the private servers run.
-var serverVersionFlag = family.Flag{Name: "server-version", Verbs: family.Backend,
-	Usage: "redlock, priority-redlock: on real servers (--target redis, validate-impl, bench, conform), the version they run: " +
-		strings.Join(versions.Choices("redis", "valkey"), ", ") +
-		" (default: 7.0.15, the machine's redis-server; the others run from a Debian root lockprover makes once, some minutes: lockprover servers)"}
+var serverVersionFlag = serverversion.Flag(family.Backend,
+	"redlock, priority-redlock: on real servers (--target redis, validate-impl, bench, conform), the version they run: "+
+		serverversion.Choices("redis-server", "redis", "valkey"))
 
 // redlockTarget sets where Redlock's plans run: the simulated servers, or
 // real redis-servers each plan starts (--target redis), of the version

@@ -68,3 +68,27 @@ func TestHave(t *testing.T) {
 		t.Errorf("a built %v: %v", v, err)
 	}
 }
+
+// Choices lists a target's versions with its default, the machine's own;
+// PrivateWhere names the version only when the flag named one.
+func TestChoicesAndWhere(t *testing.T) {
+	if got, want := Choices("postgresql", "postgresql"), "15, 17, 18 (default: 15, the machine's postgresql; "+Others+")"; got != want {
+		t.Errorf("Choices: %q, want %q", got, want)
+	}
+	if got := Choices("redis-server", "redis", "valkey"); !strings.HasPrefix(got, "7.0.15, 8.0.2, 8.0.6, valkey-8.1.1, valkey-9.1.2 (default: 7.0.15,") {
+		t.Errorf("Choices of redis and valkey: %q", got)
+	}
+	v, err := versions.Lookup("postgresql", "18")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := PrivateWhere(settings(""), "PostgreSQL", v); got != "a private PostgreSQL of the run's own" {
+		t.Errorf("without the flag: %q", got)
+	}
+	if got, want := PrivateWhere(settings("18"), "PostgreSQL", v), "a private PostgreSQL 18 of the run's own (Debian sid's postgresql-18 "+v.Debian+")"; got != want {
+		t.Errorf("with 18: %q, want %q", got, want)
+	}
+	if f := Flag(family.Backend, "x"); f.Name != "server-version" || f.Verbs != family.Backend || f.Usage != "x" {
+		t.Errorf("Flag: %+v", f)
+	}
+}

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/lockprover/lockprover/examples/upstream/internal/serve v0.0.0
 	github.com/pressly/goose/v3 v3.29.0
 )
 
@@ -16,3 +17,5 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
+
+replace github.com/lockprover/lockprover/examples/upstream/internal/serve => ../internal/serve

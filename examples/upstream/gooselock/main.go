@@ -39,7 +39,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -49,6 +48,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/examples/upstream/internal/serve"
+
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3/lock"
 )
@@ -57,12 +58,8 @@ const opTimeout = 20 * time.Second
 
 func main() {
 	fmt.Fprintln(os.Stderr, "gooselock adapter: github.com/pressly/goose/v3/lock (go.mod's version)")
-	s := &server{out: bufio.NewWriter(os.Stdout)}
-	in := bufio.NewScanner(os.Stdin)
-	in.Buffer(make([]byte, 1<<20), 1<<20)
-	for in.Scan() {
-		s.serve(in.Bytes())
-	}
+	s := &server{}
+	serve.Lines(os.Stdin, os.Stdout, func() string { return s.client }, s.handle)
 	if s.conn != nil {
 		s.conn.Close()
 	}
@@ -72,7 +69,6 @@ func main() {
 }
 
 type server struct {
-	out    *bufio.Writer
 	client string
 	db     *sql.DB
 	locker lock.SessionLocker
@@ -83,55 +79,21 @@ type server struct {
 	token string
 }
 
-func (s *server) serve(line []byte) {
-	var req map[string]json.RawMessage
-	var id int64
-	var typ string
-	if err := json.Unmarshal(line, &req); err != nil || json.Unmarshal(req["id"], &id) != nil {
-		fmt.Fprintf(os.Stderr, "%s: a request that is not a JSON object with an id: %s\n", s.client, line)
-		return
-	}
-	json.Unmarshal(req["type"], &typ)
-	r := s.handle(typ, req)
-	r["id"] = id
-	b, err := json.Marshal(r)
-	if err != nil {
-		panic(err) // only strings and numbers: cannot happen
-	}
-	s.out.Write(append(b, '\n'))
-	s.out.Flush()
-}
-
-func refuse(code, text string) map[string]any {
-	return map[string]any{"type": "error", "code": code, "text": text, "definite": true}
-}
-
 // failure is an error of unknown outcome (not definite).
-func (s *server) failure(op string, err error) map[string]any {
-	fmt.Fprintf(os.Stderr, "%s: %s: %v\n", s.client, op, err)
-	return map[string]any{"type": "error", "code": "goose", "text": err.Error()}
+func (s *server) failure(op string, err error) serve.Reply {
+	return serve.Failure(s.client, "goose", op, err)
 }
 
-func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]any {
+func (s *server) handle(typ string, req serve.Request) serve.Reply {
 	if typ == "init" {
 		return s.init(req)
 	}
-	switch typ {
-	case "acquire", "refresh", "release":
-	default:
-		return refuse("unsupported", fmt.Sprintf("request type %q", typ))
+	token, _, refusal := serve.Lease(typ, req, s.db != nil, false)
+	if refusal != nil {
+		return refusal
 	}
-	if s.db == nil {
-		return refuse("not initialised", "the first request must be init")
-	}
-	var token string
-	if typ != "acquire" {
-		if json.Unmarshal(req["token"], &token) != nil || token == "" {
-			return refuse("bad request", `"token" must be a non-empty string`)
-		}
-		if token != s.token {
-			return map[string]any{"type": typ + "_fail", "reason": "expired"}
-		}
+	if typ != "acquire" && token != s.token {
+		return serve.Reply{"type": typ + "_fail", "reason": "expired"}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -172,9 +134,9 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 	return map[string]any{"type": "release_ok"}
 }
 
-func (s *server) init(req map[string]json.RawMessage) map[string]any {
+func (s *server) init(req serve.Request) serve.Reply {
 	if s.db != nil {
-		return refuse("bad request", "init was already received")
+		return serve.Refuse("bad request", "init was already received")
 	}
 	var lockKind, url string
 	var key int64
@@ -182,18 +144,18 @@ func (s *server) init(req map[string]json.RawMessage) map[string]any {
 	json.Unmarshal(req["lock"], &lockKind)
 	json.Unmarshal(req["url"], &url)
 	if lockKind != "pg-advisory" {
-		return refuse("unsupported", fmt.Sprintf("lock kind %q: this adapter serves pg-advisory", lockKind))
+		return serve.Refuse("unsupported", fmt.Sprintf("lock kind %q: this adapter serves pg-advisory", lockKind))
 	}
 	if json.Unmarshal(req["key"], &key) != nil {
-		return refuse("bad request", `"key" must be an integer`)
+		return serve.Refuse("bad request", `"key" must be an integer`)
 	}
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(key), lock.WithLockTimeout(1, 1))
 	if err != nil {
-		return refuse("bad request", err.Error())
+		return serve.Refuse("bad request", err.Error())
 	}
 	db, err := sql.Open("pgx", url)
 	if err != nil {
-		return refuse("bad request", err.Error())
+		return serve.Refuse("bad request", err.Error())
 	}
 	s.db, s.locker = db, locker
 	return map[string]any{"type": "init_ok"}

@@ -78,8 +78,8 @@
 //
 // Logs go to stderr; stdout carries only replies.
 
-const readline = require('readline');
 const Redis = require('ioredis');
+const serve = require('../internal/serve/serve.js');
 const sem = require('redis-semaphore');
 
 const variants = {
@@ -139,13 +139,7 @@ function log(msg) {
 	process.stderr.write(`${client}: ${msg}\n`);
 }
 
-function reply(m) {
-	process.stdout.write(JSON.stringify(m) + '\n');
-}
-
-function refuse(code, text) {
-	return { type: 'error', code, text, definite: true };
-}
+const refuse = serve.refuse;
 
 // watched wraps an ioredis client so that every rejected command promise
 // is counted; the library sees the client's own methods and results.
@@ -217,10 +211,8 @@ function unknown(op, e) {
 
 async function handle(req) {
 	if (req.type === 'init') return init(req);
-	if (!['acquire', 'refresh', 'release'].includes(req.type)) return refuse('unsupported', `request type ${JSON.stringify(req.type)}`);
-	if (name === null) return refuse('not initialised', 'the first request must be init');
-	if (req.type !== 'release' && !(Number.isInteger(req.ttl_ms) && req.ttl_ms > 0)) return refuse('bad request', '"ttl_ms" must be a positive integer');
-	if (req.type !== 'acquire' && !(typeof req.token === 'string' && req.token !== '')) return refuse('bad request', '"token" must be a non-empty string');
+	const refusal = serve.lease(req, name !== null);
+	if (refusal) return refusal;
 	const before = rejections;
 	const closesBefore = closes;
 	switch (req.type) {
@@ -267,34 +259,6 @@ async function handle(req) {
 	}
 }
 
-let chain = Promise.resolve();
-const rl = readline.createInterface({ input: process.stdin, terminal: false });
-rl.on('line', (line) => {
-	chain = chain.then(async () => {
-		let req;
-		try {
-			req = JSON.parse(line);
-		} catch (e) {
-			log(`a request that is not JSON: ${line}`);
-			return;
-		}
-		if (req === null || typeof req !== 'object' || !Number.isInteger(req.id)) {
-			log(`a request without an id: ${line}`);
-			return;
-		}
-		let r;
-		try {
-			r = await handle(req);
-		} catch (e) {
-			r = { type: 'error', code: 'internal', text: String(e && e.stack) };
-		}
-		r.id = req.id;
-		reply(r);
-	});
-});
-rl.on('close', () => {
-	chain.then(() => {
-		for (const c of clients) c.disconnect();
-		process.exit(0);
-	});
+serve.lines(handle, log, () => {
+	for (const c of clients) c.disconnect();
 });

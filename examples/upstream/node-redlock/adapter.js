@@ -48,8 +48,8 @@
 // Logs go to stderr; stdout carries only replies.
 
 const crypto = require('crypto');
-const readline = require('readline');
 const Redis = require('ioredis');
+const serve = require('../internal/serve/serve.js');
 const Redlock = require('redlock');
 
 const args = process.argv.slice(2);
@@ -79,13 +79,7 @@ function log(msg) {
 	process.stderr.write(`${client}: ${msg}\n`);
 }
 
-function reply(m) {
-	process.stdout.write(JSON.stringify(m) + '\n');
-}
-
-function refuse(code, text) {
-	return { type: 'error', code, text, definite: true };
-}
+const refuse = serve.refuse;
 
 function since(start) {
 	const d = process.hrtime(start);
@@ -165,10 +159,8 @@ function init(req) {
 
 async function handle(req) {
 	if (req.type === 'init') return init(req);
-	if (!['acquire', 'refresh', 'release'].includes(req.type)) return refuse('unsupported', `request type ${JSON.stringify(req.type)}`);
-	if (!redlock) return refuse('not initialised', 'the first request must be init');
-	if (req.type !== 'release' && !(Number.isInteger(req.ttl_ms) && req.ttl_ms > 0)) return refuse('bad request', '"ttl_ms" must be a positive integer');
-	if (req.type !== 'acquire' && !(typeof req.token === 'string' && req.token !== '')) return refuse('bad request', '"token" must be a non-empty string');
+	const refusal = serve.lease(req, redlock !== null);
+	if (refusal) return refusal;
 	const start = process.hrtime();
 	const wallStart = Date.now();
 	libStart = null;
@@ -220,34 +212,6 @@ async function handle(req) {
 	}
 }
 
-let chain = Promise.resolve();
-const rl = readline.createInterface({ input: process.stdin, terminal: false });
-rl.on('line', (line) => {
-	chain = chain.then(async () => {
-		let req;
-		try {
-			req = JSON.parse(line);
-		} catch (e) {
-			log(`a request that is not JSON: ${line}`);
-			return;
-		}
-		if (req === null || typeof req !== 'object' || !Number.isInteger(req.id)) {
-			log(`a request without an id: ${line}`);
-			return;
-		}
-		let r;
-		try {
-			r = await handle(req);
-		} catch (e) {
-			r = { type: 'error', code: 'internal', text: String(e && e.stack) };
-		}
-		r.id = req.id;
-		reply(r);
-	});
-});
-rl.on('close', () => {
-	chain.then(() => {
-		for (const c of clients) c.disconnect();
-		process.exit(0);
-	});
+serve.lines(handle, log, () => {
+	for (const c of clients) c.disconnect();
 });

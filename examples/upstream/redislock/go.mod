@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/bsm/redislock v0.10.0
+	github.com/lockprover/lockprover/examples/upstream/internal/serve v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
@@ -12,3 +13,5 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
+
+replace github.com/lockprover/lockprover/examples/upstream/internal/serve => ../internal/serve

@@ -35,13 +35,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/lockprover/lockprover/examples/upstream/internal/serve"
 
 	"github.com/bsm/redislock"
 	"github.com/redis/go-redis/v9"
@@ -51,19 +52,14 @@ const opTimeout = 20 * time.Second
 
 func main() {
 	fmt.Fprintln(os.Stderr, "redislock adapter: github.com/bsm/redislock (go.mod's version)")
-	s := &server{out: bufio.NewWriter(os.Stdout), locks: map[string]*redislock.Lock{}}
-	in := bufio.NewScanner(os.Stdin)
-	in.Buffer(make([]byte, 1<<20), 1<<20)
-	for in.Scan() {
-		s.serve(in.Bytes())
-	}
+	s := &server{locks: map[string]*redislock.Lock{}}
+	serve.Lines(os.Stdin, os.Stdout, func() string { return s.client }, s.handle)
 	if s.rc != nil {
 		s.rc.Close()
 	}
 }
 
 type server struct {
-	out    *bufio.Writer
 	client string
 	name   string
 	rc     *redis.Client
@@ -72,60 +68,19 @@ type server struct {
 	locks map[string]*redislock.Lock
 }
 
-func (s *server) serve(line []byte) {
-	var req map[string]json.RawMessage
-	var id int64
-	var typ string
-	if err := json.Unmarshal(line, &req); err != nil || json.Unmarshal(req["id"], &id) != nil {
-		fmt.Fprintf(os.Stderr, "%s: a request that is not a JSON object with an id: %s\n", s.client, line)
-		return
-	}
-	json.Unmarshal(req["type"], &typ)
-	r := s.handle(typ, req)
-	r["id"] = id
-	b, err := json.Marshal(r)
-	if err != nil {
-		panic(err) // only strings and numbers: cannot happen
-	}
-	s.out.Write(append(b, '\n'))
-	s.out.Flush()
-}
-
-func refuse(code, text string) map[string]any {
-	return map[string]any{"type": "error", "code": code, "text": text, "definite": true}
-}
-
 // failure is an error of unknown outcome (not definite).
-func (s *server) failure(op string, err error) map[string]any {
-	fmt.Fprintf(os.Stderr, "%s: %s: %v\n", s.client, op, err)
-	return map[string]any{"type": "error", "code": "redislock", "text": err.Error()}
+func (s *server) failure(op string, err error) serve.Reply {
+	return serve.Failure(s.client, "redislock", op, err)
 }
 
-func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]any {
+func (s *server) handle(typ string, req serve.Request) serve.Reply {
 	if typ == "init" {
 		return s.init(req)
 	}
-	switch typ {
-	case "acquire", "refresh", "release":
-	default:
-		return refuse("unsupported", fmt.Sprintf("request type %q", typ))
+	token, ttl, refusal := serve.Lease(typ, req, s.lc != nil, true)
+	if refusal != nil {
+		return refusal
 	}
-	if s.lc == nil {
-		return refuse("not initialised", "the first request must be init")
-	}
-	var token string
-	var ttlMS int64
-	if typ != "acquire" {
-		if json.Unmarshal(req["token"], &token) != nil || token == "" {
-			return refuse("bad request", `"token" must be a non-empty string`)
-		}
-	}
-	if typ != "release" {
-		if json.Unmarshal(req["ttl_ms"], &ttlMS) != nil || ttlMS <= 0 {
-			return refuse("bad request", `"ttl_ms" must be a positive integer`)
-		}
-	}
-	ttl := time.Duration(ttlMS) * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	switch typ {
@@ -168,9 +123,9 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 	}
 }
 
-func (s *server) init(req map[string]json.RawMessage) map[string]any {
+func (s *server) init(req serve.Request) serve.Reply {
 	if s.lc != nil {
-		return refuse("bad request", "init was already received")
+		return serve.Refuse("bad request", "init was already received")
 	}
 	var lock string
 	var addrs []string
@@ -180,9 +135,9 @@ func (s *server) init(req map[string]json.RawMessage) map[string]any {
 	json.Unmarshal(req["addrs"], &addrs)
 	switch {
 	case lock != "redlock":
-		return refuse("unsupported", fmt.Sprintf("lock kind %q: this adapter serves redlock", lock))
+		return serve.Refuse("unsupported", fmt.Sprintf("lock kind %q: this adapter serves redlock", lock))
 	case s.name == "" || len(addrs) == 0 || addrs[0] == "":
-		return refuse("bad request", `init needs "name" and "addrs"`)
+		return serve.Refuse("bad request", `init needs "name" and "addrs"`)
 	}
 	s.rc = redis.NewClient(&redis.Options{Addr: addrs[0]})
 	s.lc = redislock.New(s.rc)

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/go-redis/redis/v8 v8.1.1
 	github.com/go-redsync/redsync/v4 v4.0.3
+	github.com/lockprover/lockprover/examples/upstream/internal/serve v0.0.0
 )
 
 require (
@@ -14,3 +15,5 @@ require (
 	github.com/hashicorp/go-multierror v1.1.0 // indirect
 	go.opentelemetry.io/otel v0.11.0 // indirect
 )
+
+replace github.com/lockprover/lockprover/examples/upstream/internal/serve => ../internal/serve

@@ -58,16 +58,16 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"os"
 	"time"
+
+	"github.com/lockprover/lockprover/examples/upstream/internal/serve"
 )
 
 // outcome is what a redsync call meant in the protocol's terms.
@@ -107,12 +107,8 @@ func main() {
 		os.Exit(2)
 	}
 	fmt.Fprintf(os.Stderr, "redsync adapter: redsync %s, setnx-on-extend %v\n", version, *setNX)
-	s := &server{setNX: *setNX, fromRedsync: *fromRedsync, out: bufio.NewWriter(os.Stdout)}
-	in := bufio.NewScanner(os.Stdin)
-	in.Buffer(make([]byte, 1<<20), 1<<20)
-	for in.Scan() {
-		s.serve(in.Bytes())
-	}
+	s := &server{setNX: *setNX, fromRedsync: *fromRedsync}
+	serve.Lines(os.Stdin, os.Stdout, func() string { return s.client }, s.handle)
 	if s.l != nil {
 		s.l.close()
 	}
@@ -121,63 +117,18 @@ func main() {
 type server struct {
 	setNX       bool
 	fromRedsync bool
-	out         *bufio.Writer
 	client      string
 	l           lib
 }
 
-func (s *server) reply(m map[string]any) {
-	b, err := json.Marshal(m)
-	if err != nil {
-		panic(err)
-	}
-	s.out.Write(append(b, '\n'))
-	s.out.Flush()
-}
-
-func refuse(code, text string) map[string]any {
-	return map[string]any{"type": "error", "code": code, "text": text, "definite": true}
-}
-
-func (s *server) serve(line []byte) {
-	var req map[string]json.RawMessage
-	var id int64
-	var typ string
-	if err := json.Unmarshal(line, &req); err != nil || json.Unmarshal(req["id"], &id) != nil {
-		fmt.Fprintf(os.Stderr, "%s: a request that is not a JSON object with an id: %s\n", s.client, line)
-		return
-	}
-	json.Unmarshal(req["type"], &typ)
-	r := s.handle(typ, req)
-	r["id"] = id
-	s.reply(r)
-}
-
-func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]any {
+func (s *server) handle(typ string, req serve.Request) serve.Reply {
 	if typ == "init" {
 		return s.init(req)
 	}
-	switch typ {
-	case "acquire", "refresh", "release":
-	default:
-		return refuse("unsupported", fmt.Sprintf("request type %q", typ))
+	token, ttl, refusal := serve.Lease(typ, req, s.l != nil, true)
+	if refusal != nil {
+		return refusal
 	}
-	if s.l == nil {
-		return refuse("not initialised", "the first request must be init")
-	}
-	var token string
-	var ttlMS int64
-	if typ != "acquire" {
-		if json.Unmarshal(req["token"], &token) != nil || token == "" {
-			return refuse("bad request", `"token" must be a non-empty string`)
-		}
-	}
-	if typ != "release" {
-		if json.Unmarshal(req["ttl_ms"], &ttlMS) != nil || ttlMS <= 0 {
-			return refuse("bad request", `"ttl_ms" must be a positive integer`)
-		}
-	}
-	ttl := time.Duration(ttlMS) * time.Millisecond
 	var start, libStart time.Time
 	begin := func() { start = time.Now() }
 	began := func() { libStart = time.Now() }
@@ -221,12 +172,8 @@ func (s *server) handle(typ string, req map[string]json.RawMessage) map[string]a
 }
 
 // failure is an error of unknown outcome (not definite).
-func (s *server) failure(op string, err error) map[string]any {
-	if err == nil {
-		err = errors.New("no error")
-	}
-	fmt.Fprintf(os.Stderr, "%s: %s: %v\n", s.client, op, err)
-	return map[string]any{"type": "error", "code": "redsync", "text": err.Error()}
+func (s *server) failure(op string, err error) serve.Reply {
+	return serve.Failure(s.client, "redsync", op, err)
 }
 
 // claim adds a grant's validity (Until() less now) and the time since the
@@ -255,9 +202,9 @@ func (s *server) claim(m map[string]any, start, libStart, until time.Time, ttl t
 	return m
 }
 
-func (s *server) init(req map[string]json.RawMessage) map[string]any {
+func (s *server) init(req serve.Request) serve.Reply {
 	if s.l != nil {
-		return refuse("bad request", "init was already received")
+		return serve.Refuse("bad request", "init was already received")
 	}
 	var lock, name string
 	var addrs []string
@@ -267,9 +214,9 @@ func (s *server) init(req map[string]json.RawMessage) map[string]any {
 	json.Unmarshal(req["addrs"], &addrs)
 	switch {
 	case lock != "redlock":
-		return refuse("unsupported", fmt.Sprintf("lock kind %q: this adapter serves redlock", lock))
+		return serve.Refuse("unsupported", fmt.Sprintf("lock kind %q: this adapter serves redlock", lock))
 	case name == "" || len(addrs) == 0:
-		return refuse("bad request", `init needs "name" and "addrs"`)
+		return serve.Refuse("bad request", `init needs "name" and "addrs"`)
 	}
 	s.l = newLib(addrs, name, s.setNX)
 	// redsync reads its clock after making the mutex's value (crypto/rand),

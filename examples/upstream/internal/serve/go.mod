@@ -1,0 +1,3 @@
+module github.com/lockprover/lockprover/examples/upstream/internal/serve
+
+go 1.26.0
