@@ -86,7 +86,7 @@ func (cl *cluster) maybeAutoheal() {
 // application: where an autoheal can begin.
 func (cl *cluster) allRunning() bool {
 	for _, x := range cl.nodes {
-		if !x.alive || x.frozen || !x.app {
+		if !x.alive() || x.frozen || !x.appRuns() {
 			return false
 		}
 	}
@@ -197,7 +197,7 @@ func (cl *cluster) decide(side, losers []*node, unaware bool, note string) *heal
 	}
 	for _, x := range losers {
 		cl.stopApp(x, true, 0)
-		x.booting = true
+		x.toStarting()
 	}
 	return h
 }
@@ -259,7 +259,7 @@ func (cl *cluster) autohealBridge(z *node) {
 	var step func(side []*node, loser *node, after time.Duration, next func())
 	step = func(side []*node, loser *node, after time.Duration, next func()) {
 		cl.w.sched.After(after, func() {
-			if cl.healing != nil || !w.app || !x.app || !z.app || cl.bridgeNode() != z {
+			if cl.healing != nil || !w.appRuns() || !x.appRuns() || !z.appRuns() || cl.bridgeNode() != z {
 				return
 			}
 			cl.endAfter(cl.decide(side, []*node{loser}, false, note), loserRestart, false, next)
@@ -308,7 +308,7 @@ func (cl *cluster) endHealing(h *healing, hold bool) {
 	h.done.Cancel()
 	cl.healing = nil
 	for _, x := range h.losers {
-		if x.alive && !x.app {
+		if x.alive() && !x.appRuns() {
 			cl.startApp(x)
 		}
 	}

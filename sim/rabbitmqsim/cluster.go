@@ -105,10 +105,12 @@ type cluster struct {
 // A node is one RabbitMQ node: its VM, its rabbit application and its
 // copy of the records.
 type node struct {
-	name   string
-	i      int
-	alive  bool // the VM runs (not killed)
-	frozen bool // the VM is stopped (SIGSTOP)
+	name string
+	i    int
+	// state is where it is in its life (lifecycle.go); frozen, that its
+	// VM is stopped (SIGSTOP), wherever it is in its life.
+	state  nodeState
+	frozen bool
 	// waking is set while a node continued after a pause handles the
 	// links its peers closed meanwhile (resume).
 	waking bool
@@ -121,16 +123,11 @@ type node struct {
 	// partial-partition check (sees), until its application starts
 	// again (resume; C.23).
 	unlisted bool
-	app      bool // the rabbit application runs: it takes connections
-	booting  bool // being started or restarted
-	// minority is a node that paused itself (pause_minority); all, that
-	// it waits for every node, not a majority (a partial partition).
-	minority, all bool
-	view          map[string]*queue // the queue records it sees (rabbit_queue)
-	durable       map[string]*queue // its durable queue records (rabbit_durable_queue)
-	conn          []bool            // its distribution link to each node is up
-	running       []bool            // the nodes it shares its records with
-	detect        []*sched.Timer    // a silent peer, until declared down
+	view     map[string]*queue // the queue records it sees (rabbit_queue)
+	durable  map[string]*queue // its durable queue records (rabbit_durable_queue)
+	conn     []bool            // its distribution link to each node is up
+	running  []bool            // the nodes it shares its records with
+	detect   []*sched.Timer    // a silent peer, until declared down
 	// downAt is when it last declared each peer down; attempts, how
 	// long after that its attempts to connect to it again began (Khepri
 	// mode; 0 until a publish needs it: cluster.publishWaits).
@@ -141,11 +138,10 @@ type node struct {
 	// lost its majority and has not caught up since); catchup is its
 	// catch-up under way; restarted, that it started again since its
 	// last catch-up, the queues of its last run not yet deleted; deletes,
-	// the deletions of its exclusive queues that wait for it; boot, that
-	// its broker boots, waiting for Khepri (khepriStart).
-	behind, restarted, boot bool
-	catchup                 *sched.Timer
-	deletes                 []*ownerDelete
+	// the deletions of its exclusive queues that wait for it.
+	behind, restarted bool
+	catchup           *sched.Timer
+	deletes           []*ownerDelete
 	// ghosts are the names of queues whose process lives on here though
 	// their record is gone: deleted through a node that had declared this
 	// one down (cluster.leaveGhost).
@@ -165,7 +161,7 @@ func newCluster(w *World, o ClusterOptions) *cluster {
 	}
 	n := len(o.Nodes)
 	for i, name := range o.Nodes {
-		x := &node{name: name, i: i, alive: true, app: true,
+		x := &node{name: name, i: i, state: nodeRunning,
 			view: map[string]*queue{}, durable: map[string]*queue{},
 			conn: make([]bool, n), running: make([]bool, n),
 			detect: make([]*sched.Timer, n), reconnect: make([]*sched.Timer, n), downAt: make([]int64, n), attempts: make([]int64, n)}

@@ -54,7 +54,7 @@ func (w *World) strikeCluster(fault, target string) (handled bool, err error) {
 	if caller := w.sched.Running(); caller != nil {
 		return true, caller.call(&request{kind: reqFault, deadline: noDeadline, fault: func() (reply, bool) {
 			rep, block := apply()
-			if block && !x.booting {
+			if block && !x.starting() {
 				return rep, false
 			}
 			if block {
@@ -127,19 +127,22 @@ func (cl *cluster) heal(cut string) {
 // kill kills x's VM: its clients' sockets reset, its peers notice at
 // once, its transient queues are gone.
 func (cl *cluster) kill(x *node) {
-	if !x.alive {
+	if !x.alive() {
 		return
 	}
 	if cl.w.trace != nil {
 		cl.w.tracef("node %s killed", x.name)
 	}
 	if cl.khepri() {
-		x.alive = false // (its exclusive queues die with it: ownerGone)
+		x.killed() // (its exclusive queues die with it: ownerGone)
 	}
 	cl.closeConns(x, 0, "")
 	cl.dropTransient(x)
 	cl.winnerGone(x)
-	x.alive, x.app, x.frozen, x.minority, x.all = false, false, false, false, false
+	if x.alive() {
+		x.killed()
+	}
+	x.frozen = false
 	x.check.Cancel()
 	x.check = nil
 	for _, z := range cl.nodes {
@@ -155,7 +158,7 @@ func (cl *cluster) kill(x *node) {
 // pause stops x's VM (SIGSTOP): it answers no one, client or peer, and
 // its own timers stand still.
 func (cl *cluster) pause(x *node) {
-	if !x.alive || x.frozen {
+	if !x.alive() || x.frozen {
 		return
 	}
 	if cl.w.trace != nil {
@@ -185,7 +188,7 @@ func (cl *cluster) resume(x *node) {
 	}
 	x.frozen = false
 	for _, y := range cl.nodes {
-		if y != x && y.alive && !y.conn[x.i] {
+		if y != x && y.alive() && !y.conn[x.i] {
 			x.continued = true
 		}
 	}
@@ -197,7 +200,7 @@ func (cl *cluster) resume(x *node) {
 		}
 		cl.w.endDialWait(p)
 	}
-	if x.minority {
+	if x.minority() {
 		cl.recoverMinority(x)
 	}
 	// Under pause_minority a node continued after its peers declared it
@@ -232,7 +235,7 @@ func (cl *cluster) resume(x *node) {
 	x.waking = false
 	if cl.o.PartitionHandling == PauseMinority {
 		for _, y := range cl.nodes {
-			if y != x && !x.conn[y.i] && y.alive && !y.frozen && cl.reach(x, y) {
+			if y != x && !x.conn[y.i] && y.alive() && !y.frozen && cl.reach(x, y) {
 				cl.link(x, y)
 			}
 		}
@@ -244,7 +247,7 @@ func (cl *cluster) resume(x *node) {
 // restart downtime), or starts it if it was killed; it says the restart
 // is under way.
 func (cl *cluster) restart(x *node) bool {
-	if x.booting {
+	if x.starting() {
 		return true
 	}
 	if x.frozen {
@@ -253,16 +256,15 @@ func (cl *cluster) restart(x *node) bool {
 	if cl.w.trace != nil {
 		cl.w.tracef("node %s restarting", x.name)
 	}
-	if x.alive {
+	if x.alive() {
 		cl.stopApp(x, false, 0)
 	}
-	x.minority, x.all = false, false
-	x.booting = true
+	x.toStarting()
 	cl.held = false
 	cl.update()
 	cl.w.sched.After(cl.w.downtime, func() {
-		if !x.alive {
-			x.alive = true
+		if !x.alive() {
+			x.revived()
 			for _, z := range cl.nodes {
 				if z != x && cl.reach(x, z) {
 					x.conn[z.i], z.conn[x.i] = true, true
@@ -303,7 +305,7 @@ func (w *World) Settle() error {
 			switch {
 			case x.frozen:
 				cl.resume(x)
-			case !x.alive:
+			case !x.alive():
 				cl.restart(x)
 			}
 		}

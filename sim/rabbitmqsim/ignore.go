@@ -12,10 +12,9 @@ package rabbitmqsim
 // though they share none (y paused and continued under pause_minority,
 // apart from its peers, C.16). The node declaring a peer down asks the
 // nodes it sees so, and each answers whether it sees the peer so
-// (broker-semantics.md C.18; pause_minority 20261127's sequences 87 and
-// 289).
+// (broker-semantics.md C.18).
 func (cl *cluster) sees(z, y *node) bool {
-	return z.running[y.i] || y.app && !y.unlisted && !z.unlisted
+	return z.running[y.i] || y.appRuns() && !y.unlisted && !z.unlisted
 }
 
 // rabbitDown is x no longer counting y as running: RabbitMQ 3.10's

@@ -99,7 +99,9 @@ func (cl *cluster) khepri() bool { return cl.o.PartitionHandling == Khepri }
 
 // member says x's Khepri member runs: its VM runs, not paused, and its
 // broker runs or boots.
-func (x *node) member() bool { return x.alive && !x.frozen && (x.app || x.boot) }
+func (x *node) member() bool {
+	return x.alive() && !x.frozen && (x.state == nodeRunning || x.state == nodeBooting)
+}
 
 // quorum says x's Khepri member runs and reaches a majority of the
 // nodes' members, itself counted: where Khepri commits.
@@ -255,7 +257,7 @@ func (cl *cluster) caughtUp(x *node) {
 	if w.trace != nil {
 		w.tracef("node %s: caught up with Khepri", x.name)
 	}
-	if x.boot {
+	if x.state == nodeBooting {
 		cl.khepriStarted(x)
 	}
 	cl.commitDeletes(x)
@@ -355,7 +357,7 @@ func (cl *cluster) khepriDown(x *node) {
 		q.msgs = kept
 		q.wedged = true
 	}
-	x.restarted, x.boot = true, false
+	x.restarted = true
 	x.ghosts = nil
 }
 
@@ -364,12 +366,9 @@ func (cl *cluster) khepriDown(x *node) {
 // off, or paused), a ghost. The first declare of the name through that
 // node after it creates the queue again and closes its client's
 // connection with 541 INTERNAL_ERROR; the declares after it are ok (the
-// differential's sequence 147 on 4.3.6, n3 cut one way, run three times,
-// the third by hand: a declare 10 s after the heal got 541, the queue
-// was listed after it with a process of its own, and every declare from
-// 23 s on was ok).
+// differential on 4.3.6: docs/rabbitmq-cluster.md).
 func (cl *cluster) leaveGhost(x *node, q *queue) {
-	if h := q.home; cl.lostTo(x, q) && h.alive {
+	if h := q.home; cl.lostTo(x, q) && h.alive() {
 		if h.ghosts == nil {
 			h.ghosts = map[string]bool{}
 		}
@@ -393,7 +392,8 @@ func (w *World) ghostDeclare(c *conn, name string) (reply, bool) {
 // khepriStart boots x's broker, which waits for Khepri: it takes
 // connections once x has caught up (khepriStarted).
 func (cl *cluster) khepriStart(x *node) {
-	x.boot, x.unlisted = true, false
+	x.unlisted = false
+	x.bootsKhepri()
 	if cl.w.trace != nil {
 		cl.w.tracef("node %s: boots, waiting for Khepri", x.name)
 	}
@@ -403,7 +403,7 @@ func (cl *cluster) khepriStart(x *node) {
 // queues' processes run again, and it takes connections.
 func (cl *cluster) khepriStarted(x *node) {
 	w := cl.w
-	x.app, x.booting, x.boot = true, false, false
+	x.started()
 	for _, q := range cl.store {
 		if q.home == x && q.durable {
 			q.wedged, q.busy = false, false

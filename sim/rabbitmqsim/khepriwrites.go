@@ -112,7 +112,7 @@ func (cl *cluster) publishWaits(s *stall) bool {
 	var ends int64
 	for _, q := range targets {
 		h := q.home
-		if h == x || !h.alive || cl.reach(x, h) {
+		if h == x || !h.alive() || cl.reach(x, h) {
 			reached = append(reached, q)
 			continue
 		}

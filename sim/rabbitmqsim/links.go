@@ -11,11 +11,11 @@ import (
 
 // reach says x and y exchange packets both ways, both running.
 func (cl *cluster) reach(x, y *node) bool {
-	return x.alive && y.alive && !x.frozen && !y.frozen && !cl.cut[x.i][y.i] && !cl.cut[y.i][x.i]
+	return x.alive() && y.alive() && !x.frozen && !y.frozen && !cl.cut[x.i][y.i] && !cl.cut[y.i][x.i]
 }
 
 // hears says y's packets reach x.
-func (cl *cluster) hears(x, y *node) bool { return y.alive && !y.frozen && !cl.cut[y.i][x.i] }
+func (cl *cluster) hears(x, y *node) bool { return y.alive() && !y.frozen && !cl.cut[y.i][x.i] }
 
 // cutFrom says x counts y as running but cannot reach it: what x asks of y
 // waits until x declares y down, or reaches it again.
@@ -48,10 +48,10 @@ func (cl *cluster) update() {
 			for _, y := range cl.nodes {
 				switch {
 				case x == y:
-				case !x.alive || x.frozen || !x.conn[y.i]:
+				case !x.alive() || x.frozen || !x.conn[y.i]:
 					x.detect[y.i].Cancel()
 					x.detect[y.i] = nil
-				case !y.alive, !y.conn[x.i] && cl.hears(x, y):
+				case !y.alive(), !y.conn[x.i] && cl.hears(x, y):
 					// y died, or closed the link and x hears it.
 					cl.nodedown(x, y)
 					changed = true
@@ -111,7 +111,7 @@ func (cl *cluster) link(x, y *node) {
 		cl.w.tracef("node %s and node %s linked again", x.name, y.name)
 	}
 	for _, n := range []*node{x, y} {
-		if n.minority && n.check == nil {
+		if n.minority() && n.check == nil {
 			n := n
 			n.check = cl.w.sched.After(500*time.Millisecond, func() {
 				n.check = nil
@@ -143,17 +143,17 @@ func (cl *cluster) nodedown(x, y *node) {
 		// A loser watching the winner's node monitor sees it go: it starts.
 		h.losers = slices.DeleteFunc(h.losers, func(z *node) bool { return z == x })
 		cl.w.sched.After(loserRestart, func() {
-			if x.alive && !x.app && x.booting {
+			if x.alive() && !x.appRuns() && x.starting() {
 				cl.startApp(x)
 				cl.update()
 			}
 		})
 	}
 	cl.onNodeDown(x, y)
-	if !x.app {
+	if !x.appRuns() {
 		return
 	}
-	if y.alive {
+	if y.alive() {
 		// A partial partition: a peer whose broker x sees running still
 		// sees y (RabbitMQ asks it to call y; a peer cut off from y too
 		// answers only once it declares y down, and then says nothing).

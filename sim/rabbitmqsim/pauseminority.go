@@ -20,7 +20,7 @@ func (cl *cluster) pauses(x *node) bool {
 func (cl *cluster) majority(x *node) bool {
 	n := 1
 	for j, up := range x.conn {
-		if up && cl.nodes[j].alive {
+		if up && cl.nodes[j].alive() {
 			n++
 		}
 	}
@@ -43,8 +43,8 @@ func (cl *cluster) pauseMinority(x *node, all bool) {
 	if cl.w.trace != nil {
 		cl.w.tracef("node %s pauses: pause_minority", x.name)
 	}
-	x.minority, x.all = true, all
 	cl.stopApp(x, false, stopping)
+	x.waitsForPeers(all)
 }
 
 // stopping is how long a node pausing itself (pause_minority) takes to
@@ -59,19 +59,19 @@ const stopping = 500 * time.Millisecond
 // recoverMinority starts a paused minority's application again once it
 // sees what it waits for.
 func (cl *cluster) recoverMinority(x *node) {
-	if !x.minority || !x.alive || x.frozen {
+	if !x.minority() || !x.alive() || x.frozen {
 		return
 	}
-	if x.all {
+	if x.state == nodeWaitsAll {
 		for j, up := range x.conn {
-			if j != x.i && (!up || !cl.nodes[j].alive) {
+			if j != x.i && (!up || !cl.nodes[j].alive()) {
 				return
 			}
 		}
 	} else if !cl.majority(x) {
 		return
 	}
-	x.minority, x.all = false, false
+	x.stopped()
 	cl.startApp(x)
 	cl.update()
 }

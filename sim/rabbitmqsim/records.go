@@ -157,12 +157,12 @@ func (cl *cluster) sides() [][]*node {
 	var out [][]*node
 	seen := make([]bool, len(cl.nodes))
 	for _, x := range cl.nodes {
-		if seen[x.i] || !x.app {
+		if seen[x.i] || !x.appRuns() {
 			continue
 		}
 		var side []*node
 		for _, z := range cl.group(x) {
-			if !seen[z.i] && z.app {
+			if !seen[z.i] && z.appRuns() {
 				seen[z.i] = true
 				side = append(side, z)
 			}
@@ -176,7 +176,7 @@ func (cl *cluster) sides() [][]*node {
 // sharing its records with every other.
 func (cl *cluster) one() bool {
 	for _, x := range cl.nodes {
-		if !x.alive || x.frozen || !x.app || x.booting || x.behind {
+		if !x.alive() || x.frozen || !x.appRuns() || x.starting() || x.behind {
 			return false
 		}
 		for j := range cl.nodes {
