@@ -344,17 +344,12 @@ func (cl *cluster) khepriDown(x *node) {
 		if q.home != x {
 			continue
 		}
-		for _, cs := range q.consumers {
-			cs.ch.consumers = removeConsumer(cs.ch.consumers, cs)
+		q.dropConsumers()
+		if q.durable {
+			q.keepPersistent()
+		} else {
+			q.msgs = q.msgs[:0]
 		}
-		q.consumers = nil
-		kept := q.msgs[:0]
-		for _, persistent := range q.msgs {
-			if persistent && q.durable {
-				kept = append(kept, true)
-			}
-		}
-		q.msgs = kept
 		q.wedged = true
 	}
 	x.restarted = true

@@ -256,17 +256,8 @@ func (cl *cluster) dropTransient(x *node) {
 			cl.w.deleteQueue(q)
 			continue
 		}
-		for _, cs := range q.consumers {
-			cs.ch.consumers = removeConsumer(cs.ch.consumers, cs)
-		}
-		q.consumers = nil
-		kept := q.msgs[:0]
-		for _, persistent := range q.msgs {
-			if persistent {
-				kept = append(kept, true)
-			}
-		}
-		q.msgs = kept
+		q.dropConsumers()
+		q.keepPersistent()
 	}
 }
 
