@@ -18,30 +18,15 @@ import (
 // of node names, as Erlang orders them), and every other node restarts
 // its application, taking the winner's records.
 //
-// The sides are what the leader (the first node) makes of each node's
-// list of the nodes it was partitioned from, and the first decision after
-// a heal may come before every node has listed every such peer
-// (broker-semantics.md C.15): one pair's entry alone splits off one node,
-// whichever side of the records it is on (rabbit_autoheal's
-// all_partitions). So, by the seed, that decision may set one node
-// against the rest; if the records are still split after it, a second
-// decision follows on the full view, or (by the seed) none until a node
-// is next declared down or restarted: no node asks again. Measured: n3
-// cut off one way and healed, n2 (which shared n1's records) restarted
-// first in 1 of 3 runs, n3 by a second decision 4.4 s later.
-//
-// After a node continued from a pause its peers declared it down in, the
-// first decision comes at once (0.1 to 1 s after the continue, 5 runs
-// with the nodes' logs kept) and may see every node alone (2 of those 5:
-// [[n2], [n1], [n3]], C.20), by the seed. Where the continued node loses
-// it, the winner, which stopped watching that node's broker when it
-// declared it down, never sees it stop and tells no loser to start (it
-// waits for all): each loser waits RabbitMQ's
-// autoheal_state_transition_timeout, a minute, and starts on its own
-// (C.19: 3 of 3 such decisions, serving again 64 to 69 s after the
-// continue), unless the winner's broker stops first or the winner
-// declares a node down (winnerGone). Where the continued node wins, its
-// losers start again at once (2 of 2).
+// The first decision after a heal may be taken on a partial view of the
+// partitions (the leader's rabbit_autoheal:all_partitions read before
+// every node has listed every peer it lost): by the seed, one node set
+// against the rest, whichever side of the records it is on; if the
+// records are still split after it, a second decision follows on the
+// full view, or, by the seed, none until a node is next declared down or
+// restarted (broker-semantics.md C.15). After a continue, the first
+// decision comes at once and may see every node alone (C.20, C.21), and
+// a winner may not see a continued loser stop (autoheal).
 func (cl *cluster) maybeAutoheal() {
 	if cl.o.PartitionHandling != Autoheal {
 		return
@@ -151,10 +136,11 @@ func (cl *cluster) brokerConns(side []*node) int {
 
 // autoheal runs the decision that winner wins and losers restart, made
 // on a partial view if partial (its note) says so. The first decision
-// after a continue comes at once (0.1 to 1 s after it), before the
-// winner watches the continued node's broker again: a winner does not
-// see a continued loser stop (C.19: 3 of 3 such decisions); a continued
-// node that wins sees its losers stop (2 of 2).
+// after a continue comes before the winner watches the continued node's
+// broker again: a winner does not see a continued loser stop, and every
+// loser waits autohealTimeout for its word (unaware; winnerGone ends the
+// wait early); a continued node that wins sees its losers stop
+// (broker-semantics.md C.19, C.21).
 func (cl *cluster) autoheal(winner, losers []*node, partial string) {
 	unaware := slices.ContainsFunc(losers, func(x *node) bool { return x.continued })
 	for _, x := range cl.nodes {
@@ -223,18 +209,12 @@ func (cl *cluster) bridgeNode() *node {
 }
 
 // autohealBridge is autoheal deciding during a bridge through z, though
-// the two other nodes cannot reach each other. Seen once in seven bridges
-// (broker-semantics.md C.20; conform seed 20261128, sequence 144, run
-// again with the nodes' logs kept): n1 and n3 cut off from each other,
-// n1 declared n3 down and, told by the bridge n2 of a partial partition,
-// disconnected from n2 and linked to it again; 5 s after that disconnect
-// the decision [[n3, n1], [n2]] restarted the bridge, and 1.4 s later
-// [[n1], [n3, n2]] restarted n1. In the six others (2026-11-26) the
-// leader's request during the bridge was denied (a node down, or a peer
-// reporting one) and autoheal decided after the heal. So, by the seed
-// (drawn once a bridge, while the records are split), the bridge
-// restarts and then the cut-off node with the lesser name, the one with
-// the greater name winning both; or autoheal waits for the heal.
+// the two other nodes cannot reach each other, as the real cluster did
+// in one bridge of seven (broker-semantics.md C.20, C.22): by the seed,
+// drawn once a bridge while the records are split, the bridge restarts
+// and then the cut-off node with the lesser name, the one with the
+// greater name winning both (C.20's decisions); or autoheal waits for
+// the heal (C.22).
 func (cl *cluster) autohealBridge(z *node) {
 	if cl.bridged {
 		return
@@ -269,21 +249,19 @@ func (cl *cluster) autohealBridge(z *node) {
 }
 
 // bridgeDecision is how long after a bridge's cut-off node links to the
-// bridge again autoheal decides: measured once, 5 s after that node's
-// disconnect (C.20), which links again 1 to 1.4 s after it.
+// bridge again autoheal decides (broker-semantics.md C.20: 5 s after
+// that node's disconnect from the bridge).
 const bridgeDecision = 3600 * time.Millisecond
 
 // loserRestart is how long an autoheal's loser, told to start, takes to
-// serve again here. The real ones took 4.1 s on a quiet machine (C.15)
-// and 6.6 to 11.7 s at a load average of 27 (C.19); the differential
-// waits for every node to serve before it looks again, and a plan's
-// checks see a node that refuses either way.
+// serve again here: less than the real ones took (broker-semantics.md
+// C.15, C.21), as the differential waits for every node to serve before
+// it looks again, and a plan's checks see a node that refuses either way.
 const loserRestart = 400 * time.Millisecond
 
 // autohealTimeout is RabbitMQ's autoheal_state_transition_timeout: how
 // long an autoheal's loser waits for its winner's word before it starts
-// on its own (60 s by default; broker-semantics.md C.19: serving again
-// 64 to 69 s after the continue).
+// on its own (60 s by default; broker-semantics.md C.19, C.21).
 const autohealTimeout = time.Minute
 
 // healing is an autoheal under way: its winner, and its losers, stopped

@@ -204,20 +204,14 @@ func (cl *cluster) resume(x *node) {
 		cl.recoverMinority(x)
 	}
 	// Under pause_minority a node continued after its peers declared it
-	// down hears their links closed, and either they link to it again
-	// before it counts them, or it counts them gone first (C.23), by the
-	// seed. Linked again, it does not pause, and its records stay apart
-	// from theirs (a partition listed, which pause_minority never
-	// merges): on the real cluster (conform seed 20261127, sequence 38)
-	// n1, continued after 10 s, logged its peers down and Mnesia's
-	// partitioned network within 0.05 s, and no pause; a delete through
-	// n2 of n1's durable queue got 404 "home node down" 10 s later
-	// (C.16). And then the partial-partition check may still count it as
-	// running, through their RPCs to its broker (C.18), or not at all
-	// (unlisted: C.23). Counting them gone, it pauses itself (its
-	// minority) and, linked again at once, starts again 0.5 s later with
-	// their records (C.23: serving 1.2 s after the continue, seeing a
-	// queue declared through n3 while it was paused).
+	// down hears their links closed, and, by the seed, either they link
+	// to it again before it counts them, or it counts them gone first
+	// (broker-semantics.md C.23). Linked again, it does not pause, and
+	// its records stay apart from theirs, a partition pause_minority
+	// never merges (C.16); the partial-partition check then counts it as
+	// running (C.18), or not at all (unlisted: C.23). Counting them gone,
+	// it pauses itself and, linked again at once, starts again with their
+	// records (C.23).
 	x.waking = true
 	if cl.o.PartitionHandling == PauseMinority && x.continued {
 		switch cl.w.pick(3) {

@@ -38,7 +38,7 @@ func (cl *cluster) rabbitDown(x, y *node) {
 // the other as running, linked), and a peer that still reaches y, and
 // still counts it as running, loses them too: after a bridge its clients
 // get "home node down" for y's durable queues while y serves them
-// (conform --cluster, broker-semantics.md C.13). A peer that gave x up
+// (broker-semantics.md C.13). A peer that gave x up
 // (x paused, and continued) takes none of it.
 func (cl *cluster) onNodeDown(x, y *node) {
 	if !x.running[y.i] {

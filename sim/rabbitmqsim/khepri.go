@@ -43,31 +43,25 @@ import (
 //     nacked (its process is gone).
 //   - A write commits only while a leader of the Raft cluster leads: a
 //     member that reaches a majority (K.4c). The first leader is drawn
-//     (a cluster formed by joining n1 is led by n1, measured once; one
-//     that lived through faults may be led by any node). When the
+//     (one that lived through faults may be any node). When the
 //     leader loses its majority (cut off, killed, paused) the nodes
 //     that keep one elect another, electionLeast to electionLeast +
-//     7 electionSteps later, by the seed (K.4c: a write through the
-//     majority waited until 10.7 s after the cut of the leader; in a
-//     differential's sequence, over 12 s); writes through them wait
-//     until then. A deposed leader that reaches a majority again
+//     7 electionSteps later, by the seed (K.4c); writes through them
+//     wait until then. A deposed leader that reaches a majority again
 //     before the election leads on; one that was killed or stopped
 //     does not (it starts again as a follower). A node that reaches a
 //     majority but not the leader (a bridge) falls behind the store
 //     and commits nothing until it reaches the leader again and has
-//     caught up (a declare of a queue made after a bridge, through n1,
-//     cut off from n2 alone, got no answer within 2 s in a
-//     differential's sequence: n2 led, it seems).
+//     caught up (the differential: docs/rabbitmq-cluster.md).
 //   - No node deletes the records of a peer it lost, pauses itself or
 //     restarts to heal (K.1, K.2, K.6). A node that reaches a majority
 //     again (after a cut, a pause, a restart) catches up with the store
-//     5.5 to 10.5 s later, by the seed (K.6: 5.6 s after a start or a
-//     continue; K.7: 5.5 to 10.7 s after a heal); a write through it
-//     meanwhile waits until then. A node that starts again after a kill
-//     or a restart takes connections only once it has caught up (its
-//     boot waits for Khepri), and then deletes the queues of its last run
-//     that were not durable, the exclusive queues of the connections that
-//     died with it among them (K.6).
+//     catchUp to catchUp + 5 catchUpSteps later, by the seed (K.6,
+//     K.7); a write through it meanwhile waits until then. A node that
+//     starts again after a kill or a restart takes connections only once
+//     it has caught up (its boot waits for Khepri), and then deletes the
+//     queues of its last run that were not durable, the exclusive queues
+//     of the connections that died with it among them (K.6).
 const Khepri = "khepri"
 
 // KhepriTimeout is how long a write through a node waits for Khepri to
@@ -77,7 +71,7 @@ const KhepriTimeout = 30 * time.Second
 
 // catchUp is the least time a node that reaches a majority again takes
 // to catch up with the store; catchUpStep, times a pick of 0 to 5, is
-// added to it (K.6 measured 5.5 to 5.7 s, K.7 5.5 to 10.7 s).
+// added to it (broker-semantics.md K.6, K.7).
 const (
 	catchUp     = 5500 * time.Millisecond
 	catchUpStep = time.Second

@@ -75,8 +75,7 @@ func (cl *cluster) gate(s *stall) bool {
 // connect to a peer lasts when the peer does not answer. A node that
 // declared a live peer down (cut off, or paused) tries again and again,
 // an attempt after another, the first attemptDelay after the declaring
-// down (K.10 on 4.3.6 and 4.0.5: the first attempt ended 7.1 to 8.0 s
-// after it, the next 7.0 s after that, cut off or paused).
+// down (broker-semantics.md K.10).
 const NetSetup = 7 * time.Second
 
 // attemptDelay is, times a pick of 1 to 10, when after declaring a peer
@@ -88,15 +87,12 @@ const attemptDelay = 100 * time.Millisecond
 // under confirms, and settles what it sent there when the monitor fires
 // (rabbit_classic_queue: ensure_monitor, handle_event down). A publish to
 // a queue of a live node c's node cannot reach waits until that node is
-// declared down, and is then nacked (K.10: a publish sent at the cut,
-// nacked 5.0 to 6.1 s after it). One sent after that waits for the
-// connection attempt to the node under way, and is nacked when it fails
-// (K.10: publishes sent 9 to 17 s after the cut or the pause, nacked
-// together at the end of the attempt in flight, 13.4 and 20.4 s; those
-// the channel sent to the queue before as well). A node reached again
-// before then takes it (not measured). A nacked message may still reach
-// the queue at the heal (K.10: some did): it is dropped here, as the
-// differential does not read a queue's messages. A publish to a queue
+// declared down, and is then nacked. One sent after that waits for the
+// connection attempt to the node under way, and is nacked when it fails,
+// whether or not the channel sent to the queue before (K.10). A node
+// reached again before then takes it (not measured). A nacked message
+// may still reach the queue at the heal (K.10): it is dropped here, as
+// the differential does not read a queue's messages. A publish to a queue
 // whose node was killed is nacked at once (deliver: its process is gone).
 func (cl *cluster) publishWaits(s *stall) bool {
 	if s.nack {
@@ -198,9 +194,8 @@ func refusedOnRecord(q *queue, c *conn, o broker.DeclareOptions) bool {
 
 // lostTo says x has declared down the node of q (killed, or cut off and
 // out of reach): a delete of q through x then deletes its record through
-// x, asking no process (the differential's sequences on 4.3.6: a delete
-// through n1 of a queue of a killed n2, and of one of n2 cut off from n1
-// alone, answered ok at once).
+// x, asking no process, and is answered at once (the differential on
+// 4.3.6: docs/rabbitmq-cluster.md).
 func (cl *cluster) lostTo(x *node, q *queue) bool {
 	h := q.home
 	return h != x && !x.conn[h.i] && !cl.reach(x, h)
@@ -243,12 +238,8 @@ func (cl *cluster) writer(c *conn, r *request) (*node, *queue) {
 // connection torn down): a write sent through a node that reaches a
 // majority but not the leader (a bridge), or that hears a majority but
 // is not heard (cut one way), may still commit once the node can, by the
-// seed (the differential's sequences of seed 2026112802 on 4.3.6: 44,
-// two declares of a durable queue through n1, cut off from the leader n2
-// alone, both given up after 2 s, the queue there after the heal in one
-// run of two; 49, a declare through n3, cut one way, given up, the queue
-// there after the heal with its process on n3). One through a node that
-// hears no majority is lost (K.8: not retried at the heal).
+// seed (the differential on 4.3.6: docs/rabbitmq-cluster.md). One through
+// a node that hears no majority is lost (K.8: not retried at the heal).
 func (cl *cluster) keepWrite(s *stall) {
 	if s.timer == nil || s.lost && !cl.hearsMajority(s.by) || s.r.m == mQueueDeclare && s.r.declare.Exclusive {
 		return

@@ -261,9 +261,9 @@ func (cl *cluster) dropTransient(x *node) {
 	}
 }
 
-// startApp starts x's rabbit application: it takes the records of the
-// first running peer it is linked to (or keeps its own, alone), and its
-// durable queues come back in every copy of its group.
+// startApp starts x's rabbit application: it takes the records of a
+// running peer it is linked to (recordsFrom), or keeps its own, alone,
+// and its durable queues come back in every copy of its group.
 func (cl *cluster) startApp(x *node) {
 	if cl.khepri() {
 		cl.khepriStart(x)

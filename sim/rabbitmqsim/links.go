@@ -25,10 +25,9 @@ func (cl *cluster) cutFrom(x, y *node) bool {
 
 // detection draws how long a node that stops hearing a peer takes to
 // declare it down: 0.75 to 1.25 net_ticktimes in the Mnesia modes (what
-// their differential was measured with), 1 to 1.25 on Khepri (OTP's
-// net_ticktime with its default tick intensity of 4; K.10 on 4.3.6 and
-// 4.0.5: a publish pending on a lost node nacked 5.0 to 6.1 s after the
-// cut or the pause, net_ticktime 5 s).
+// their differential was measured with: broker-semantics.md C.3), 1 to
+// 1.25 on Khepri (OTP's net_ticktime with its default tick intensity of
+// 4: K.10).
 func (cl *cluster) detection() time.Duration {
 	if cl.khepri() {
 		return cl.tick + cl.tick/16*time.Duration(cl.w.pick(5))

@@ -32,12 +32,10 @@ func (cl *cluster) majority(x *node) bool {
 //
 // What waited for the peers x just declared down is answered first: on
 // RabbitMQ 3.10 a Mnesia write held by a silent peer commits on x's side
-// once x declares it down, and the client is told ok before x's broker
-// has stopped (an amqp-locks create through n1, cut off from n2 and n3,
-// answered 5.2 s after the cut, n1 closing its connection 55 ms later,
-// broker-semantics.md C.14). That record is only in x's copy, which x gives up when it
-// starts again (startApp): the write is lost, though its client was told
-// ok.
+// once x declares it down, and its client is told ok before x's broker
+// has stopped (broker-semantics.md C.14). That record is only in x's
+// copy, which x gives up when it starts again (startApp): the write is
+// lost, though its client was told ok.
 func (cl *cluster) pauseMinority(x *node, all bool) {
 	cl.retry()
 	if cl.w.trace != nil {
@@ -50,10 +48,9 @@ func (cl *cluster) pauseMinority(x *node, all bool) {
 // stopping is how long a node pausing itself (pause_minority) takes to
 // stop its broker, as its peers see it: until then they count it as
 // running, and a peer that asks them of a partial partition meanwhile is
-// told of one. Not measured: after a bridge the real cluster paused one
-// of the two nodes cut off from each other in two runs, both in a third
-// (conform --cluster); with half a second, both happen here, by the
-// seed.
+// told of one. Not measured: with half a second, a bridge pauses one of
+// its two cut-off nodes, or both, by the seed, as the real cluster did
+// (broker-semantics.md C.13).
 const stopping = 500 * time.Millisecond
 
 // recoverMinority starts a paused minority's application again once it

@@ -66,8 +66,7 @@ func (w *World) stallIfCut(p *process, c *conn, r *request, deadline int64) bool
 		// Routed now (to a queue whose process does not answer), nacked
 		// once the node is declared down: the channel's monitor of the
 		// queue's process fires (noconnection) and rejects what it had
-		// sent there unconfirmed (K.10 on 3.10.8 under ignore: a publish
-		// sent at the cut, nacked 5.7 s after it).
+		// sent there unconfirmed (broker-semantics.md C.24).
 		rep := w.deliver(r.pub, reached, true)
 		rep.conf.Returned, rep.conf.Acked = false, false
 		s.pre = &rep
