@@ -313,6 +313,23 @@ func (cl *cluster) winnerGone(x *node) {
 	}
 }
 
+// winnerDown is x declaring y down: where y is the winner of an unaware
+// autoheal and x one of its losers, x, watching the winner's node
+// monitor, sees it go and starts.
+func (cl *cluster) winnerDown(x, y *node) {
+	h := cl.healing
+	if h == nil || !h.unaware || h.winner != y || !slices.Contains(h.losers, x) {
+		return
+	}
+	h.losers = slices.DeleteFunc(h.losers, func(z *node) bool { return z == x })
+	cl.w.sched.After(loserRestart, func() {
+		if x.alive() && !x.appRuns() && x.starting() {
+			cl.startApp(x)
+			cl.update()
+		}
+	})
+}
+
 // greater says side a comes after side b in Erlang's order of lists of
 // node names, each listed greatest first (RabbitMQ's tie-break between
 // partitions alike).

@@ -56,3 +56,31 @@ func (cl *cluster) onNodeDown(x, y *node) {
 		}
 	}
 }
+
+// partialPartition is x, running, declaring y, alive, down while a peer
+// whose broker x sees running still sees y (a partial partition: a
+// bridge): RabbitMQ asks that peer to call y, and a peer cut off from y
+// too answers only once it declares y down, and then says nothing. x
+// then disconnects from that peer, or, under pause_minority, pauses
+// until every node is back, and says so.
+func (cl *cluster) partialPartition(x, y *node) (paused bool) {
+	for _, z := range cl.nodes {
+		if z == x || z == y || !x.conn[z.i] || !cl.sees(x, z) || !z.conn[y.i] || !cl.sees(z, y) || !cl.reach(x, z) || !cl.reach(z, y) {
+			continue
+		}
+		if cl.pauses(x) {
+			cl.pauseMinority(x, true)
+			return true
+		}
+		if x.waking && cl.o.PartitionHandling == PauseMinority {
+			continue // (it links to them again at once: resume)
+		}
+		if cl.w.trace != nil {
+			cl.w.tracef("node %s: partial partition (%s still sees %s): disconnects from %s", x.name, z.name, y.name, z.name)
+		}
+		x.conn[z.i], z.conn[x.i] = false, false
+		cl.onNodeDown(x, z)
+		cl.onNodeDown(z, x)
+	}
+	return false
+}

@@ -4,10 +4,7 @@ package rabbitmqsim
 // how long a node takes to declare a silent peer down (net_ticktime), what
 // it does then, and how two nodes that reach each other again link up.
 
-import (
-	"slices"
-	"time"
-)
+import "time"
 
 // reach says x and y exchange packets both ways, both running.
 func (cl *cluster) reach(x, y *node) bool {
@@ -138,42 +135,13 @@ func (cl *cluster) nodedown(x, y *node) {
 		return // it deletes no record, pauses not, heals not (K.1, K.2)
 	}
 	cl.winnerGone(x)
-	if h := cl.healing; h != nil && h.unaware && h.winner == y && slices.Contains(h.losers, x) {
-		// A loser watching the winner's node monitor sees it go: it starts.
-		h.losers = slices.DeleteFunc(h.losers, func(z *node) bool { return z == x })
-		cl.w.sched.After(loserRestart, func() {
-			if x.alive() && !x.appRuns() && x.starting() {
-				cl.startApp(x)
-				cl.update()
-			}
-		})
-	}
+	cl.winnerDown(x, y)
 	cl.onNodeDown(x, y)
 	if !x.appRuns() {
 		return
 	}
-	if y.alive() {
-		// A partial partition: a peer whose broker x sees running still
-		// sees y (RabbitMQ asks it to call y; a peer cut off from y too
-		// answers only once it declares y down, and then says nothing).
-		for _, z := range cl.nodes {
-			if z == x || z == y || !x.conn[z.i] || !cl.sees(x, z) || !z.conn[y.i] || !cl.sees(z, y) || !cl.reach(x, z) || !cl.reach(z, y) {
-				continue
-			}
-			if cl.pauses(x) {
-				cl.pauseMinority(x, true)
-				return
-			}
-			if x.waking && cl.o.PartitionHandling == PauseMinority {
-				continue // (it links to them again at once: resume)
-			}
-			if cl.w.trace != nil {
-				cl.w.tracef("node %s: partial partition (%s still sees %s): disconnects from %s", x.name, z.name, y.name, z.name)
-			}
-			x.conn[z.i], z.conn[x.i] = false, false
-			cl.onNodeDown(x, z)
-			cl.onNodeDown(z, x)
-		}
+	if y.alive() && cl.partialPartition(x, y) {
+		return
 	}
 	if cl.pauses(x) && !cl.majority(x) {
 		cl.pauseMinority(x, false)
