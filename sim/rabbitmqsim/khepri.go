@@ -1,10 +1,14 @@
 package rabbitmqsim
 
+// Khepri, RabbitMQ 4.3's metadata store: the mode's rules (Khepri's doc
+// comment), its leader and elections, a node's catch-up with the store,
+// the deletions of exclusive queues that wait for a commit, and a node's
+// boot, which waits for Khepri. What waits on a Khepri cluster, and how
+// long, is in khepriwrites.go.
+
 import (
-	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
@@ -39,31 +43,25 @@ import (
 //     nacked (its process is gone).
 //   - A write commits only while a leader of the Raft cluster leads: a
 //     member that reaches a majority (K.4c). The first leader is drawn
-//     (a cluster formed by joining n1 is led by n1, measured once; one
-//     that lived through faults may be led by any node). When the
+//     (one that lived through faults may be any node). When the
 //     leader loses its majority (cut off, killed, paused) the nodes
 //     that keep one elect another, electionLeast to electionLeast +
-//     7 electionSteps later, by the seed (K.4c: a write through the
-//     majority waited until 10.7 s after the cut of the leader; in a
-//     differential's sequence, over 12 s); writes through them wait
-//     until then. A deposed leader that reaches a majority again
+//     7 electionSteps later, by the seed (K.4c); writes through them
+//     wait until then. A deposed leader that reaches a majority again
 //     before the election leads on; one that was killed or stopped
 //     does not (it starts again as a follower). A node that reaches a
 //     majority but not the leader (a bridge) falls behind the store
 //     and commits nothing until it reaches the leader again and has
-//     caught up (a declare of a queue made after a bridge, through n1,
-//     cut off from n2 alone, got no answer within 2 s in a
-//     differential's sequence: n2 led, it seems).
+//     caught up (the differential: docs/rabbitmq-cluster.md).
 //   - No node deletes the records of a peer it lost, pauses itself or
 //     restarts to heal (K.1, K.2, K.6). A node that reaches a majority
 //     again (after a cut, a pause, a restart) catches up with the store
-//     5.5 to 10.5 s later, by the seed (K.6: 5.6 s after a start or a
-//     continue; K.7: 5.5 to 10.7 s after a heal); a write through it
-//     meanwhile waits until then. A node that starts again after a kill
-//     or a restart takes connections only once it has caught up (its
-//     boot waits for Khepri), and then deletes the queues of its last run
-//     that were not durable, the exclusive queues of the connections that
-//     died with it among them (K.6).
+//     catchUp to catchUp + 5 catchUpSteps later, by the seed (K.6,
+//     K.7); a write through it meanwhile waits until then. A node that
+//     starts again after a kill or a restart takes connections only once
+//     it has caught up (its boot waits for Khepri), and then deletes the
+//     queues of its last run that were not durable, the exclusive queues
+//     of the connections that died with it among them (K.6).
 const Khepri = "khepri"
 
 // KhepriTimeout is how long a write through a node waits for Khepri to
@@ -73,7 +71,7 @@ const KhepriTimeout = 30 * time.Second
 
 // catchUp is the least time a node that reaches a majority again takes
 // to catch up with the store; catchUpStep, times a pick of 0 to 5, is
-// added to it (K.6 measured 5.5 to 5.7 s, K.7 5.5 to 10.7 s).
+// added to it (broker-semantics.md K.6, K.7).
 const (
 	catchUp     = 5500 * time.Millisecond
 	catchUpStep = time.Second
@@ -95,7 +93,9 @@ func (cl *cluster) khepri() bool { return cl.o.PartitionHandling == Khepri }
 
 // member says x's Khepri member runs: its VM runs, not paused, and its
 // broker runs or boots.
-func (x *node) member() bool { return x.alive && !x.frozen && (x.app || x.boot) }
+func (x *node) member() bool {
+	return x.alive() && !x.frozen && (x.state == nodeRunning || x.state == nodeBooting)
+}
 
 // quorum says x's Khepri member runs and reaches a majority of the
 // nodes' members, itself counted: where Khepri commits.
@@ -251,7 +251,7 @@ func (cl *cluster) caughtUp(x *node) {
 	if w.trace != nil {
 		w.tracef("node %s: caught up with Khepri", x.name)
 	}
-	if x.boot {
+	if x.state == nodeBooting {
 		cl.khepriStarted(x)
 	}
 	cl.commitDeletes(x)
@@ -338,20 +338,15 @@ func (cl *cluster) khepriDown(x *node) {
 		if q.home != x {
 			continue
 		}
-		for _, cs := range q.consumers {
-			cs.ch.consumers = removeConsumer(cs.ch.consumers, cs)
+		q.dropConsumers()
+		if q.durable {
+			q.keepPersistent()
+		} else {
+			q.msgs = q.msgs[:0]
 		}
-		q.consumers = nil
-		kept := q.msgs[:0]
-		for _, persistent := range q.msgs {
-			if persistent && q.durable {
-				kept = append(kept, true)
-			}
-		}
-		q.msgs = kept
 		q.wedged = true
 	}
-	x.restarted, x.boot = true, false
+	x.restarted = true
 	x.ghosts = nil
 }
 
@@ -360,12 +355,9 @@ func (cl *cluster) khepriDown(x *node) {
 // off, or paused), a ghost. The first declare of the name through that
 // node after it creates the queue again and closes its client's
 // connection with 541 INTERNAL_ERROR; the declares after it are ok (the
-// differential's sequence 147 on 4.3.6, n3 cut one way, run three times,
-// the third by hand: a declare 10 s after the heal got 541, the queue
-// was listed after it with a process of its own, and every declare from
-// 23 s on was ok).
+// differential on 4.3.6: docs/rabbitmq-cluster.md).
 func (cl *cluster) leaveGhost(x *node, q *queue) {
-	if h := q.home; cl.lostTo(x, q) && h.alive {
+	if h := q.home; cl.lostTo(x, q) && h.alive() {
 		if h.ghosts == nil {
 			h.ghosts = map[string]bool{}
 		}
@@ -389,7 +381,8 @@ func (w *World) ghostDeclare(c *conn, name string) (reply, bool) {
 // khepriStart boots x's broker, which waits for Khepri: it takes
 // connections once x has caught up (khepriStarted).
 func (cl *cluster) khepriStart(x *node) {
-	x.boot, x.unlisted = true, false
+	x.unlisted = false
+	x.bootsKhepri()
 	if cl.w.trace != nil {
 		cl.w.tracef("node %s: boots, waiting for Khepri", x.name)
 	}
@@ -399,7 +392,7 @@ func (cl *cluster) khepriStart(x *node) {
 // queues' processes run again, and it takes connections.
 func (cl *cluster) khepriStarted(x *node) {
 	w := cl.w
-	x.app, x.booting, x.boot = true, false, false
+	x.started()
 	for _, q := range cl.store {
 		if q.home == x && q.durable {
 			q.wedged, q.busy = false, false
@@ -419,322 +412,4 @@ func (cl *cluster) khepriStarted(x *node) {
 // each, for the whole cut).
 func (cl *cluster) dialRefused(x *node) bool {
 	return cl.khepri() && !cl.quorum(x) && cl.w.pick(2) == 0
-}
-
-// khepriHold holds p's method r on c where Khepri makes it wait (gate),
-// and says whether it did.
-func (w *World) khepriHold(p *process, c *conn, r *request, deadline int64) bool {
-	s := &stall{p: p, c: c, r: *r}
-	if !w.cl.gate(s) {
-		return false
-	}
-	w.holdStall(s, deadline)
-	return true
-}
-
-// holdStall blocks s's process until s is released (retry), it times
-// out in Khepri (timedOut), or its context's deadline passes.
-func (w *World) holdStall(s *stall, deadline int64) {
-	p := s.p
-	if w.trace != nil {
-		why := "a queue's process it needs is out of reach or busy"
-		if s.timer != nil {
-			why = "its write waits for Khepri through " + s.by.name
-		}
-		w.tracef("%s %s ch%d %s %s held: %s", p.name, s.c.name, chanID(s.r.ch), s.r.m, s.r.queue, why)
-	}
-	w.cl.stalls = append(w.cl.stalls, s)
-	p.proc.Block()
-	if deadline != noDeadline {
-		p.deadline = w.sched.At(deadline, func() { w.abandonStall(s) })
-	}
-}
-
-// gate says whether s's method must wait on a Khepri cluster: it needs a
-// queue's process out of reach or busy (processWaits), or it is a write
-// its node cannot commit now. A write that waits is sent to Khepri once,
-// then: lost if its node reaches no majority then, and either way ended
-// by timedOut after KhepriTimeout unless it commits first.
-func (cl *cluster) gate(s *stall) bool {
-	if s.timer != nil {
-		return s.lost || !cl.commits(s.by)
-	}
-	if s.r.m == mBasicPublish {
-		return cl.publishWaits(s)
-	}
-	if cl.processWaits(s.c, &s.r) {
-		return true
-	}
-	by, q := cl.writer(s.c, &s.r)
-	if by == nil || cl.commits(by) {
-		return false
-	}
-	s.by, s.lost = by, !cl.quorum(by)
-	if q != nil {
-		q.busy, s.kq = true, q
-	}
-	s.timer = cl.w.sched.After(KhepriTimeout, func() { cl.timedOut(s) })
-	return true
-}
-
-// NetSetup is Erlang's net_setuptime: how long a node's attempt to
-// connect to a peer lasts when the peer does not answer. A node that
-// declared a live peer down (cut off, or paused) tries again and again,
-// an attempt after another, the first attemptDelay after the declaring
-// down (K.10 on 4.3.6 and 4.0.5: the first attempt ended 7.1 to 8.0 s
-// after it, the next 7.0 s after that, cut off or paused).
-const NetSetup = 7 * time.Second
-
-// attemptDelay is, times a pick of 1 to 10, when after declaring a peer
-// down a node begins to connect to it again: 0.1 to 1 s.
-const attemptDelay = 100 * time.Millisecond
-
-// publishWaits says whether the publish s must wait, or is settled now:
-// RabbitMQ's channel monitors the process of a classic queue it sends to
-// under confirms, and settles what it sent there when the monitor fires
-// (rabbit_classic_queue: ensure_monitor, handle_event down). A publish to
-// a queue of a live node c's node cannot reach waits until that node is
-// declared down, and is then nacked (K.10: a publish sent at the cut,
-// nacked 5.0 to 6.1 s after it). One sent after that waits for the
-// connection attempt to the node under way, and is nacked when it fails
-// (K.10: publishes sent 9 to 17 s after the cut or the pause, nacked
-// together at the end of the attempt in flight, 13.4 and 20.4 s; those
-// the channel sent to the queue before as well). A node reached again
-// before then takes it (not measured). A nacked message may still reach
-// the queue at the heal (K.10: some did): it is dropped here, as the
-// differential does not read a queue's messages. A publish to a queue
-// whose node was killed is nacked at once (deliver: its process is gone).
-func (cl *cluster) publishWaits(s *stall) bool {
-	if s.nack {
-		return false
-	}
-	c, r := s.c, &s.r
-	targets, _, bad := cl.w.targets(c, r.pub)
-	if bad || r.pub.Immediate {
-		return false
-	}
-	x := c.node
-	var reached []*queue
-	var ends int64
-	for _, q := range targets {
-		h := q.home
-		if h == x || !h.alive || cl.reach(x, h) {
-			reached = append(reached, q)
-			continue
-		}
-		if x.conn[h.i] {
-			s.waited = true
-			return true
-		}
-		// The attempt under way ends NetSetup after the last one did,
-		// the first NetSetup after they began.
-		if x.attempts[h.i] == 0 {
-			x.attempts[h.i] = int64(attemptDelay) * int64(1+cl.w.pick(10))
-		}
-		end := x.downAt[h.i] + x.attempts[h.i] + int64(NetSetup)
-		if now := cl.w.now; end <= now {
-			end += ((now-end)/int64(NetSetup) + 1) * int64(NetSetup)
-		}
-		ends = max(ends, end)
-	}
-	if ends == 0 {
-		s.attempt.Cancel()
-		s.attempt = nil
-		return false
-	}
-	if s.waited || s.failed {
-		// Nacked: the reached queues have the message.
-		rep := cl.w.deliver(r.pub, reached, len(targets) > 0)
-		rep.conf.Acked, rep.conf.Returned = false, false
-		s.pre, s.nack = &rep, true
-		return false
-	}
-	if s.attempt == nil {
-		s.attempt = cl.w.sched.At(ends, func() {
-			s.attempt, s.failed = nil, true
-			cl.retry()
-		})
-	}
-	return true
-}
-
-// processWaits says r on c needs the process of a queue it names that is
-// busy, gone (wedged), or on a node c's node cannot reach: RabbitMQ asks
-// the queue's process for a passive declare (before it looks at the
-// owner), a redeclare, a delete, a consume, a get, a purge (K.4b: no
-// answer while the queue's node was cut off). A redeclare refused on the
-// record does not wait (K.2). Publishes: publishWaits.
-func (cl *cluster) processWaits(c *conn, r *request) bool {
-	x := c.node
-	q := x.view[r.queue]
-	if q == nil {
-		return false
-	}
-	switch r.m {
-	case mQueueDeclare:
-		if !r.declare.Passive && refusedOnRecord(q, c, r.declare) {
-			return false
-		}
-	case mQueueDelete:
-		if heldByOther(q, c) || cl.lostTo(x, q) {
-			return false
-		}
-	case mBasicConsume, mBasicGet, mQueuePurge:
-		if heldByOther(q, c) {
-			return false
-		}
-	default:
-		return false
-	}
-	return q.busy || q.wedged || q.home != x && !cl.reach(x, q.home)
-}
-
-// refusedOnRecord says a declare o of q by c is refused from q's record
-// alone (405, 406), as declare refuses it.
-func refusedOnRecord(q *queue, c *conn, o broker.DeclareOptions) bool {
-	if heldByOther(q, c) || o.Exclusive != (q.owner != nil) {
-		return true
-	}
-	if q.durable != (o.Durable && !o.Exclusive) || q.autoDelete != o.AutoDelete {
-		return true
-	}
-	_, bad := argsDiffer(q.name, o.Args, q.args)
-	return bad
-}
-
-// lostTo says x has declared down the node of q (killed, or cut off and
-// out of reach): a delete of q through x then deletes its record through
-// x, asking no process (the differential's sequences on 4.3.6: a delete
-// through n1 of a queue of a killed n2, and of one of n2 cut off from n1
-// alone, answered ok at once).
-func (cl *cluster) lostTo(x *node, q *queue) bool {
-	h := q.home
-	return h != x && !x.conn[h.i] && !cl.reach(x, h)
-}
-
-// writer is the node through which r on c writes to the store, and the
-// queue it deletes, if any: a declare of a queue c's node has no record
-// of (the queue will live there), a delete (by the queue's own node, its
-// process deleting its record), a binding; nil if r writes nothing.
-func (cl *cluster) writer(c *conn, r *request) (*node, *queue) {
-	x := c.node
-	q := x.view[r.queue]
-	switch r.m {
-	case mQueueDeclare:
-		if r.declare.Passive || q != nil || strings.HasPrefix(r.queue, "amq.") {
-			return nil, nil
-		}
-		if _, bad := invalidArgs(r.declare.Args); bad {
-			return nil, nil
-		}
-		return x, nil
-	case mQueueDelete:
-		if q == nil || heldByOther(q, c) || r.delete.IfUnused && len(q.consumers) > 0 || r.delete.IfEmpty && len(q.msgs) > 0 {
-			return nil, nil
-		}
-		if cl.lostTo(x, q) {
-			return x, nil // no process is asked: the queue is not busy meanwhile
-		}
-		return q.home, q
-	case mQueueBind:
-		if _, ok := exchanges[r.pub.Exchange]; q == nil || heldByOther(q, c) || !ok {
-			return nil, nil
-		}
-		return x, nil
-	}
-	return nil, nil
-}
-
-// keepWrite is s's client giving up on it (its deadline passed, its
-// connection torn down): a write sent through a node that reaches a
-// majority but not the leader (a bridge), or that hears a majority but
-// is not heard (cut one way), may still commit once the node can, by the
-// seed (the differential's sequences of seed 2026112802 on 4.3.6: 44,
-// two declares of a durable queue through n1, cut off from the leader n2
-// alone, both given up after 2 s, the queue there after the heal in one
-// run of two; 49, a declare through n3, cut one way, given up, the queue
-// there after the heal with its process on n3). One through a node that
-// hears no majority is lost (K.8: not retried at the heal).
-func (cl *cluster) keepWrite(s *stall) {
-	if s.timer == nil || s.lost && !cl.hearsMajority(s.by) || s.r.m == mQueueDeclare && s.r.declare.Exclusive {
-		return
-	}
-	s.kept = cl.w.pick(2) == 1
-}
-
-// commitKept commits s, a write its client gave up on (keepWrite), now
-// that its node can: what it declares, deletes or binds is done, and
-// no one is answered.
-func (cl *cluster) commitKept(s *stall) {
-	w := cl.w
-	s.kept = false
-	s.timer.Cancel()
-	s.timer = nil
-	if s.kq != nil {
-		s.kq.busy = false
-	}
-	if w.trace != nil {
-		w.tracef("%s %s %s %s, given up by its client, commits", s.c.p.name, s.c.name, s.r.m, s.r.queue)
-	}
-	switch s.r.m {
-	case mQueueDeclare:
-		w.declare(s.c, s.r.queue, s.r.declare)
-	case mQueueDelete:
-		w.deleteQ(s.c, s.r.queue, s.r.delete)
-	case mQueueBind:
-		w.bind(s.c, s.r.queue, s.r.pub.Exchange, s.r.pub.Key)
-	}
-}
-
-// timedOut ends s, a write Khepri did not commit within KhepriTimeout:
-// a queue it deleted keeps its record, with no process (wedge), and the
-// node closes the client's connection with 541 (K.4, K.8).
-func (cl *cluster) timedOut(s *stall) {
-	w := cl.w
-	s.timer, s.kept = nil, false
-	waiting := slices.Contains(cl.stalls, s) && s.p != nil
-	cl.stalls = slices.DeleteFunc(cl.stalls, func(x *stall) bool { return x == s })
-	if s.kq != nil {
-		cl.wedge(s.kq)
-	}
-	c := s.c
-	text := "INTERNAL_ERROR - the metadata store operation timed out at 30.0s"
-	switch s.r.m {
-	case mQueueDeclare:
-		text = fmt.Sprintf("INTERNAL_ERROR - Could not declare queue '%s' in vhost '/' because the metadata store operation timed out at 30.0s", s.r.queue)
-	case mQueueDelete:
-		text = "INTERNAL_ERROR - The operation to delete the queue from the metadata store timed out at 30.0s"
-	}
-	err := &broker.Error{Code: internalError, Reason: text, Server: true, Connection: true}
-	cl.forceClose(c, "the metadata store operation timed out", internalError, text)
-	if p := s.p; waiting {
-		s.p = nil
-		p.deadline.Cancel()
-		p.deadline = nil
-		w.clientClose(c, err)
-		p.proc.Deliver(reply{err: err})
-	} else {
-		w.notifyClose(c, err)
-	}
-	cl.retry()
-}
-
-// gateOutbox is heal's look at a request a paused node or a cut link held
-// on c, on a Khepri cluster: if it must wait (gate), it waits as a stall
-// of its own and gateOutbox says so; one whose process gave up on it is
-// dropped then.
-func (w *World) gateOutbox(c *conn, pd pending) bool {
-	if w.cl == nil || !w.cl.khepri() {
-		return false
-	}
-	s := &stall{p: pd.p, c: c, r: pd.r}
-	if !w.cl.gate(s) {
-		return false
-	}
-	if pd.p != nil {
-		pd.p.deadline.Cancel()
-		pd.p.deadline = nil
-		w.holdStall(s, pd.r.deadline)
-	}
-	return true
 }

@@ -55,19 +55,32 @@ func notFound(name string) reply {
 	return chanErr(broker.NotFound, "NOT_FOUND - no queue '%s' in vhost '/'", name)
 }
 
+// lookup is the queue named name in c's broker's records, for a method
+// that needs it (a passive declare, a consume, a get, a purge, a bind);
+// or, not ok, the answer that refuses the method: 404 (on a cluster, the
+// "home node down" of a durable queue whose home c's node declared down:
+// absent), or 405 for another connection's exclusive queue.
+func (w *World) lookup(c *conn, name string) (q *queue, r reply, ok bool) {
+	q = w.view(c)[name]
+	switch {
+	case q == nil && w.cl != nil:
+		return nil, w.absent(c, name), false
+	case q == nil:
+		return nil, notFound(name), false
+	case heldByOther(q, c):
+		return nil, locked(name), false
+	}
+	return q, reply{}, true
+}
+
 // heldByOther reports whether q is exclusive to a connection other than c.
 func heldByOther(q *queue, c *conn) bool { return q.owner != nil && q.owner != c }
 
 func (w *World) declare(c *conn, name string, o broker.DeclareOptions) reply {
 	if o.Passive {
-		q := w.view(c)[name]
-		switch {
-		case q == nil && w.cl != nil:
-			return w.absent(c, name)
-		case q == nil:
-			return notFound(name)
-		case heldByOther(q, c):
-			return locked(name)
+		q, r, ok := w.lookup(c, name)
+		if !ok {
+			return r
 		}
 		return reply{queue: broker.Queue{Name: name, Messages: len(q.msgs), Consumers: len(q.consumers)}, cost: latLookup}
 	}
@@ -297,10 +310,27 @@ func (w *World) deleteQueue(q *queue) {
 			}
 		}
 	}
+	q.dropConsumers()
+}
+
+// dropConsumers cancels q's consumers: each leaves its channel.
+func (q *queue) dropConsumers() {
 	for _, cs := range q.consumers {
 		cs.ch.consumers = removeConsumer(cs.ch.consumers, cs)
 	}
 	q.consumers = nil
+}
+
+// keepPersistent keeps q's persistent messages only: what a durable
+// queue keeps when its broker or node stops.
+func (q *queue) keepPersistent() {
+	kept := q.msgs[:0]
+	for _, persistent := range q.msgs {
+		if persistent {
+			kept = append(kept, true)
+		}
+	}
+	q.msgs = kept
 }
 
 func removeConsumer(list []*consumer, cs *consumer) []*consumer {
@@ -449,14 +479,10 @@ func (w *World) enqueue(q *queue, persistent bool) bool {
 }
 
 func (w *World) consume(c *conn, ch *channel, name string, exclusive bool) reply {
-	q := w.view(c)[name]
+	q, r, ok := w.lookup(c, name)
 	switch {
-	case q == nil && w.cl != nil:
-		return w.absent(c, name)
-	case q == nil:
-		return notFound(name)
-	case heldByOther(q, c):
-		return locked(name)
+	case !ok:
+		return r
 	case exclusive && len(q.consumers) > 0, len(q.consumers) > 0 && q.consumers[0].exclusive:
 		return chanErr(broker.AccessRefused, "ACCESS_REFUSED - queue '%s' in vhost '/' in exclusive use", name)
 	}
@@ -473,14 +499,10 @@ func (w *World) consume(c *conn, ch *channel, name string, exclusive bool) reply
 }
 
 func (w *World) get(c *conn, ch *channel, name string) reply {
-	q := w.view(c)[name]
+	q, r, ok := w.lookup(c, name)
 	switch {
-	case q == nil && w.cl != nil:
-		return w.absent(c, name)
-	case q == nil:
-		return notFound(name)
-	case heldByOther(q, c):
-		return locked(name)
+	case !ok:
+		return r
 	case len(q.msgs) == 0:
 		return reply{cost: latSmall}
 	}
@@ -490,14 +512,9 @@ func (w *World) get(c *conn, ch *channel, name string) reply {
 }
 
 func (w *World) purge(c *conn, name string) reply {
-	q := w.view(c)[name]
-	switch {
-	case q == nil && w.cl != nil:
-		return w.absent(c, name)
-	case q == nil:
-		return notFound(name)
-	case heldByOther(q, c):
-		return locked(name)
+	q, r, ok := w.lookup(c, name)
+	if !ok {
+		return r
 	}
 	n := len(q.msgs)
 	q.msgs = nil
@@ -505,14 +522,10 @@ func (w *World) purge(c *conn, name string) reply {
 }
 
 func (w *World) bind(c *conn, name, exchange, key string) reply {
-	q := w.view(c)[name]
+	q, r, ok := w.lookup(c, name)
 	switch {
-	case q == nil && w.cl != nil:
-		return w.absent(c, name)
-	case q == nil:
-		return notFound(name)
-	case heldByOther(q, c):
-		return locked(name)
+	case !ok:
+		return r
 	case exchange == "":
 		return chanErr(broker.AccessRefused, "ACCESS_REFUSED - operation not permitted on the default exchange")
 	}
@@ -590,12 +603,6 @@ func (w *World) restartQueues() {
 			w.deleteQueue(q)
 			continue
 		}
-		kept := q.msgs[:0]
-		for _, persistent := range q.msgs {
-			if persistent {
-				kept = append(kept, true)
-			}
-		}
-		q.msgs = kept
+		q.keepPersistent()
 	}
 }

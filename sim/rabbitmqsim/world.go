@@ -1,4 +1,4 @@
-// Package sim is a deterministic, in-memory RabbitMQ for amqp-locks.
+// Package rabbitmqsim is a deterministic, in-memory RabbitMQ for amqp-locks.
 //
 // A World is a broker (queues, exclusive ownership per connection, publisher
 // confirms, heartbeats, restarts) plus the processes that use it. Each process
