@@ -21,6 +21,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/consulsem"
 	"github.com/lockprover/lockprover/model/lease"
 )
@@ -562,18 +563,24 @@ func (w *realWorld) outside(pr proc, f func()) {
 	pr.(*realProc).waitResumed()
 }
 
-// Kill ends process name's current incarnation: its connections are cut
+// Strike kills, pauses or partitions the process a names.
+func (w *realWorld) Strike(a run.Aim) error { return processFaults(a, w.kill, w.pause, w.partition) }
+
+// End resumes or heals the process a names.
+func (w *realWorld) End(a run.Aim) error { return processEnds(a, w.resume, w.heal) }
+
+// kill ends process name's current incarnation: its connections are cut
 // and its proxy takes no new one, so it reaches the server no more.
-func (w *realWorld) Kill(name string) {
+func (w *realWorld) kill(name string) {
 	if p := w.procs[name]; p != nil {
 		p.close()
 	}
 }
 
-// Pause stops process name: its bytes are held both ways, and it goes on
-// with nothing until Resume (an implementation's process is stopped,
+// pause stops process name: its bytes are held both ways, and it goes on
+// with nothing until resume (an implementation's process is stopped,
 // SIGSTOP, and continued, SIGCONT).
-func (w *realWorld) Pause(name string) {
+func (w *realWorld) pause(name string) {
 	w.hold(name, func(p *realProc) {
 		if !p.paused {
 			p.paused, p.resumed = true, make(chan struct{})
@@ -584,8 +591,8 @@ func (w *realWorld) Pause(name string) {
 	})
 }
 
-// Resume lets a paused process go on.
-func (w *realWorld) Resume(name string) {
+// resume lets a paused process go on.
+func (w *realWorld) resume(name string) {
 	w.hold(name, func(p *realProc) {
 		if p.paused {
 			p.paused = false
@@ -597,11 +604,11 @@ func (w *realWorld) Resume(name string) {
 	})
 }
 
-// Partition holds process name's bytes both ways, until Heal.
-func (w *realWorld) Partition(name string) { w.hold(name, func(p *realProc) { p.cut = true }) }
+// partition holds process name's bytes both ways, until heal.
+func (w *realWorld) partition(name string) { w.hold(name, func(p *realProc) { p.cut = true }) }
 
-// Heal ends a partition: the held bytes go on.
-func (w *realWorld) Heal(name string) { w.hold(name, func(p *realProc) { p.cut = false }) }
+// heal ends a partition: the held bytes go on.
+func (w *realWorld) heal(name string) { w.hold(name, func(p *realProc) { p.cut = false }) }
 
 // ForceClose closes process name's current connections through its
 // proxies, both sockets of each (the server's side closed, bytes held by

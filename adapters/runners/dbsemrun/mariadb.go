@@ -20,6 +20,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/servers/mariadb"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/dbsem"
 	"github.com/lockprover/lockprover/model/lease"
 )
@@ -451,11 +452,19 @@ func (b *mariaBackend) live(name string) *mariaProc {
 	return nil
 }
 
-// Kill ends process name as a crash would: its proxy cut off for good and
+// Strike kills, pauses or partitions the process a names.
+func (b *mariaBackend) Strike(a run.Aim) error {
+	return processFaults(a, b.kill, b.pause, b.partition)
+}
+
+// End resumes or heals the process a names.
+func (b *mariaBackend) End(a run.Aim) error { return processEnds(a, b.resume, b.heal) }
+
+// kill ends process name as a crash would: its proxy cut off for good and
 // its connections closed both ways, so the server rolls back its open
 // transactions; its code, still running until its call returns, is
 // ignored by the runner and can reach the server no more.
-func (b *mariaBackend) Kill(name string) {
+func (b *mariaBackend) kill(name string) {
 	p := b.live(name)
 	if p == nil {
 		return
@@ -470,13 +479,13 @@ func (b *mariaBackend) Kill(name string) {
 	b.over(p)
 }
 
-// Pause stops process name: an implementation's process with SIGSTOP;
+// pause stops process name: an implementation's process with SIGSTOP;
 // the reference, in this process, as SIGSTOP would as far as the server
 // and the history can tell: its connections stay open and pass nothing
 // (its transaction keeps its locks), and its sleeps end no sooner than it
 // resumes. (A statement it sends meanwhile is held by the proxy, as if
 // sent just before the pause.)
-func (b *mariaBackend) Pause(name string) {
+func (b *mariaBackend) pause(name string) {
 	switch p := b.live(name); {
 	case p == nil:
 	case p.pc != nil:
@@ -490,8 +499,8 @@ func (b *mariaBackend) Pause(name string) {
 	}
 }
 
-// Resume lets a paused process go on.
-func (b *mariaBackend) Resume(name string) {
+// resume lets a paused process go on.
+func (b *mariaBackend) resume(name string) {
 	switch p := b.live(name); {
 	case p == nil:
 	case p.stopped:
@@ -504,17 +513,17 @@ func (b *mariaBackend) Resume(name string) {
 	}
 }
 
-// Partition cuts process name off the server both ways: its proxy holds
+// partition cuts process name off the server both ways: its proxy holds
 // the bytes until the heal, while the process runs on.
-func (b *mariaBackend) Partition(name string) {
+func (b *mariaBackend) partition(name string) {
 	if p := b.live(name); p != nil {
 		p.cut = true
 		p.hold()
 	}
 }
 
-// Heal ends process name's partition: the held bytes go through.
-func (b *mariaBackend) Heal(name string) {
+// heal ends process name's partition: the held bytes go through.
+func (b *mariaBackend) heal(name string) {
 	if p := b.live(name); p != nil {
 		p.cut = false
 		p.hold()
