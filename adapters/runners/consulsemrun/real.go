@@ -31,8 +31,8 @@ import (
 // backend (loseReply), and a restart of the private server (SIGTERM, down
 // for the fault's time, started again on its ports and data: drawn, as
 // on the simulator, where the server keeps its sessions).
-var realFaults = []string{histories.Kill, histories.Pause, histories.Partition, histories.DropReply, histories.RestartBroker,
-	histories.ForceClose}
+var realFaults = run.Listed(histories.Kill, histories.Pause, histories.Partition, histories.DropReply, histories.RestartBroker,
+	histories.ForceClose)
 
 // RealFaults are the faults a plan can hold on a real server.
 func RealFaults() []string { return slices.Clone(realFaults) }
