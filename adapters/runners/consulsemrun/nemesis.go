@@ -133,7 +133,7 @@ func (r *runner) strike(f Fault, end bool) {
 			r.armed[f.Target] = true
 		}
 	case histories.ForceClose:
-		if at := r.from(); live && r.w.ForceClose(st.Process) {
+		if at := r.from(); live && r.w.Strike(run.Aim{Fault: histories.ForceClose, Process: st.Process}) == nil {
 			r.recordFrom(histories.ForceClose, f.Target, at)
 		}
 	}

@@ -563,8 +563,14 @@ func (w *realWorld) outside(pr proc, f func()) {
 	pr.(*realProc).waitResumed()
 }
 
-// Strike kills, pauses or partitions the process a names.
-func (w *realWorld) Strike(a run.Aim) error { return processFaults(a, w.kill, w.pause, w.partition) }
+// Strike kills, pauses or partitions the process a names, or closes
+// its connections (forceClose).
+func (w *realWorld) Strike(a run.Aim) error {
+	if a.Fault == histories.ForceClose {
+		return struck(w.forceClose(a.Process))
+	}
+	return processFaults(a, w.kill, w.pause, w.partition)
+}
 
 // End resumes or heals the process a names.
 func (w *realWorld) End(a run.Aim) error { return processEnds(a, w.resume, w.heal) }
@@ -610,14 +616,14 @@ func (w *realWorld) partition(name string) { w.hold(name, func(p *realProc) { p.
 // heal ends a partition: the held bytes go on.
 func (w *realWorld) heal(name string) { w.hold(name, func(p *realProc) { p.cut = false }) }
 
-// ForceClose closes process name's current connections through its
+// forceClose closes process name's current connections through its
 // proxies, both sockets of each (the server's side closed, bytes held by
 // a pause or partition lost), and says how it went: false when it had
 // none open (its client had not connected yet, or its connections had
 // closed), a fault that struck nothing, not recorded. The proxies keep
 // listening, so the client connects again at its next call (a kill
 // closes them).
-func (w *realWorld) ForceClose(name string) bool {
+func (w *realWorld) forceClose(name string) bool {
 	p := w.procs[name]
 	if p == nil {
 		return false

@@ -78,13 +78,11 @@ type world interface {
 	sync.Locker
 	// Target is the history's clock and the faults on a process
 	// (Aim.Process, a client's current incarnation): kill, pause and its
-	// resume, partition and its heal.
+	// resume, partition and its heal; force-close, its connections
+	// closed from the server's side (the client connects again at its
+	// next call; run.ErrStruckNothing when it had none open).
 	run.Target
 	Go(name string, f func(proc))
-	// ForceClose closes process name's connections from the server's
-	// side (the client connects again at its next call), and says
-	// whether it closed any.
-	ForceClose(name string) bool
 	// outside runs f, a call of p's that may wait, without the lock; a
 	// real world's paused process goes on only once it is resumed.
 	outside(p proc, f func())
@@ -103,8 +101,12 @@ func (simWorld) Lock()                    {}
 func (simWorld) Unlock()                  {}
 func (simWorld) outside(_ proc, f func()) { f() }
 
-// Strike kills, pauses or partitions the process a names.
+// Strike kills, pauses or partitions the process a names, or closes
+// its connections.
 func (w simWorld) Strike(a run.Aim) error {
+	if a.Fault == histories.ForceClose {
+		return struck(w.World.ForceClose(a.Process))
+	}
 	return processFaults(a, w.World.Kill, w.World.Pause, w.World.Partition)
 }
 
@@ -390,6 +392,15 @@ func (r *runner) verified(st *client, held bool, err error) {
 // complete records the completion of the client's operation in flight.
 func (r *runner) complete(st *client, typ histories.Type, v *lease.Value, err error) {
 	r.Finish(&st.Proc, typ, histories.Of(v), err)
+}
+
+// struck is a force-close's error: run.ErrStruckNothing when it closed
+// nothing.
+func struck(closed bool) error {
+	if !closed {
+		return run.ErrStruckNothing
+	}
+	return nil
 }
 
 // processFaults strikes a, a kill, pause or partition of the process it

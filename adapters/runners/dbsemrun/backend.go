@@ -28,7 +28,11 @@ type backend interface {
 	sync.Locker
 	// Target is the history's clock (the time since the run began) and
 	// the faults on a process (its current incarnation's name, Aim.Process):
-	// kill, pause and its resume, partition and its heal.
+	// kill, pause and its resume, partition and its heal; force-close,
+	// its connections closed from the server's side (KILL CONNECTION:
+	// run.ErrStruckNothing while the server is down for a restart, which
+	// has ended those connections already); drop-reply, the reply to its
+	// next COMMIT lost.
 	run.Target
 	// Go starts process name running f.
 	Go(name string, f func(proc))
@@ -38,11 +42,6 @@ type backend interface {
 	// named name was handled by the server, before the process hears the
 	// reply.
 	AfterStatements(name string, n int, f func())
-	// KillConnections reports whether it struck: not while the server
-	// is down for a restart, which has ended those connections already
-	// (a fault that struck nothing is not recorded).
-	KillConnections(name string) (struck bool)
-	DropCommitReply(name string)
 	// droppedReplies is how many COMMIT replies of process name were
 	// dropped so far, where the backend can tell (known false: the
 	// simulator, whose drop always strikes the next COMMIT, which only the
@@ -110,16 +109,23 @@ func (b simBackend) Go(name string, f func(proc)) {
 func (b simBackend) Now() int64                                   { return b.w.Now() }
 func (b simBackend) After(d time.Duration, f func())              { b.w.After(d, f) }
 func (b simBackend) AfterStatements(name string, n int, f func()) { b.w.AfterStatements(name, n, f) }
-func (b simBackend) KillConnections(name string) bool             { b.w.KillConnections(name); return true }
-func (b simBackend) DropCommitReply(name string)                  { b.w.DropCommitReply(name) }
 func (b simBackend) droppedReplies(string) (int, bool)            { return 0, false }
 func (b simBackend) Restart(downtime time.Duration) bool {
 	b.w.Restart(downtime) // a restart while down is down for downtime from then
 	return true
 }
 
-// Strike kills, pauses or partitions the process a names.
+// Strike kills, pauses or partitions the process a names, closes its
+// connections or loses its next COMMIT's reply.
 func (b simBackend) Strike(a run.Aim) error {
+	switch a.Fault {
+	case histories.ForceClose:
+		b.w.KillConnections(a.Process)
+		return nil
+	case histories.DropReply:
+		b.w.DropCommitReply(a.Process)
+		return nil
+	}
 	return processFaults(a, b.w.Kill, b.w.Pause, b.w.Partition)
 }
 

@@ -452,8 +452,19 @@ func (b *mariaBackend) live(name string) *mariaProc {
 	return nil
 }
 
-// Strike kills, pauses or partitions the process a names.
+// Strike kills, pauses or partitions the process a names, closes its
+// connections (killConnections) or loses its next COMMIT's reply.
 func (b *mariaBackend) Strike(a run.Aim) error {
+	switch a.Fault {
+	case histories.ForceClose:
+		if !b.killConnections(a.Process) {
+			return run.ErrStruckNothing
+		}
+		return nil
+	case histories.DropReply:
+		b.dropCommitReply(a.Process)
+		return nil
+	}
 	return processFaults(a, b.kill, b.pause, b.partition)
 }
 
@@ -530,12 +541,12 @@ func (b *mariaBackend) heal(name string) {
 	}
 }
 
-// KillConnections closes process name's connections from the server's
+// killConnections closes process name's connections from the server's
 // side (KILL CONNECTION). Not while the server is down for a restart:
 // every connection ended with it, and there is no server to ask (the soak
 // of issue 55: a KILL refused mid-restart on a loaded machine, whose
 // restart took longer, had ended the run as unable to run its plan).
-func (b *mariaBackend) KillConnections(name string) bool {
+func (b *mariaBackend) killConnections(name string) bool {
 	p := b.live(name)
 	if p == nil || b.restarting.Load() {
 		return false
@@ -550,8 +561,8 @@ func (b *mariaBackend) KillConnections(name string) bool {
 	return true
 }
 
-// DropCommitReply loses the reply to process name's next COMMIT.
-func (b *mariaBackend) DropCommitReply(name string) {
+// dropCommitReply loses the reply to process name's next COMMIT.
+func (b *mariaBackend) dropCommitReply(name string) {
 	if p := b.live(name); p != nil {
 		p.proxy.DropCommitReply()
 	}

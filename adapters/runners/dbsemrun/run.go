@@ -499,7 +499,7 @@ func (r *runner) from() int64 {
 }
 
 // apply makes the backend strike fault name, and reports whether it
-// struck (a force-close may not: Backend.KillConnections; nor a restart
+// struck (a force-close may not: run.ErrStruckNothing; nor a restart
 // of a real server while its last is under way: Backend.Restart).
 func (r *runner) apply(name string, f Fault) bool {
 	// A hold is noted once the backend has done it (see strike), its end
@@ -524,11 +524,11 @@ func (r *runner) apply(name string, f Fault) bool {
 		r.Unhold(histories.Partition, f.Target)
 		r.b.End(run.Aim{Fault: histories.Partition, Process: r.ProcessOf(f.Target)})
 	case histories.ForceClose:
-		if !r.b.KillConnections(r.ProcessOf(f.Target)) {
+		if r.b.Strike(run.Aim{Fault: histories.ForceClose, Process: r.ProcessOf(f.Target)}) != nil {
 			return false
 		}
 	case histories.DropReply:
-		r.b.DropCommitReply(r.ProcessOf(f.Target))
+		r.b.Strike(run.Aim{Fault: histories.DropReply, Process: r.ProcessOf(f.Target)})
 	case histories.RestartBroker:
 		if !r.b.Restart(restartDowntime) {
 			return false

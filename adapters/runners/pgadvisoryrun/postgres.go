@@ -94,8 +94,11 @@ func (b *pgBackend) Go(process string, f func(proc)) {
 	}()
 }
 
-// Strike kills, pauses or partitions a client's incarnation.
-func (b *pgBackend) Strike(a run.Aim) error { return clientFaults(a, b.kill, b.pause, b.partition) }
+// Strike kills, pauses or partitions a client's incarnation, or ends
+// the client's sessions (forceClose).
+func (b *pgBackend) Strike(a run.Aim) error {
+	return clientFaults(a, b.kill, b.pause, b.partition, b.forceClose)
+}
 
 // End resumes or heals a client's incarnation.
 func (b *pgBackend) End(a run.Aim) error { return clientEnds(a, b.resume, b.heal) }
@@ -164,9 +167,9 @@ func (b *pgBackend) hold(st *pgClient) {
 	}
 }
 
-// ForceClose terminates every session the client has through its proxy
+// forceClose terminates every session the client has through its proxy
 // (found by the proxy's ports, whatever the client is).
-func (b *pgBackend) ForceClose(name string) error {
+func (b *pgBackend) forceClose(name string) error {
 	b.mu.Lock()
 	ports := b.clients[name].proxy.UpstreamPorts()
 	b.mu.Unlock()

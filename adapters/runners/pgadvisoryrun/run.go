@@ -49,16 +49,15 @@ type backend interface {
 	// close, the server ends its sessions and their locks; it runs no
 	// more, no longer paused or partitioned); a pause stops it (SIGSTOP:
 	// its sessions idle) until its resume; a partition holds what it and
-	// the server send each other until the heal.
+	// the server send each other until the heal; force-close ends every
+	// session the client has on the server (pg_terminate_backend), and
+	// may wait.
 	run.Target
 	// Go starts process (the nemesis, or a client's incarnation) running
 	// f.
 	Go(process string, f func(proc))
 	// add readies the backend for client name (a real one: its proxy).
 	add(name string) error
-	// ForceClose ends every session the client has on the server
-	// (pg_terminate_backend); it may wait.
-	ForceClose(name string) error
 	// Restart takes the server down, as a fast shutdown does, for
 	// restartDowntime, as process p (the nemesis's), returning once it
 	// is up; it may wait.
@@ -374,7 +373,7 @@ func (r *runner) strike(pr proc, f Fault, end bool) {
 		// proxy's ports on a real server, whatever the client is).
 		r.Began(name, histories.Of(v))
 		var err error
-		r.Outside(func() { err = r.b.ForceClose(f.Target) })
+		r.Outside(func() { err = r.b.Strike(run.Aim{Fault: histories.ForceClose, Client: f.Target}) })
 		if err != nil {
 			r.Problems = append(r.Problems, fmt.Sprintf("force-close of %s: %v", f.Target, err))
 		}
@@ -425,11 +424,13 @@ func (r *runner) kill(st *client, struck func()) {
 // result is the run's history and evidence.
 func (r *runner) result() (*prover.Result, error) { return r.Result(r.p.Key) }
 
-// clientFaults strikes a, a kill, pause or partition of a client, with a
-// place's own methods, each told the client and its incarnation's
-// process.
-func clientFaults(a run.Aim, kill, pause, partition func(name, process string)) error {
+// clientFaults strikes a, a kill, pause or partition of a client or the
+// end of its sessions, with a place's own methods, each told the client
+// and its incarnation's process (forceClose the client alone).
+func clientFaults(a run.Aim, kill, pause, partition func(name, process string), forceClose func(name string) error) error {
 	switch a.Fault {
+	case histories.ForceClose:
+		return forceClose(a.Client)
 	case histories.Kill:
 		kill(a.Client, a.Process)
 	case histories.Pause:

@@ -26,13 +26,12 @@ type backend interface {
 	// Target is the history's clock (the time since the run began) and
 	// the faults that last or kill: kill a client's process (Aim.Process);
 	// partition it from a server (Aim.Server) until the heal (bytes wait
-	// both ways); pause a server (SIGSTOP) until its resume.
+	// both ways); pause a server (SIGSTOP) until its resume; drop-reply,
+	// the server's next reply to the process lost (the backend reports it
+	// when it is lost: see newSimBackend).
 	run.Target
 	// Go starts process name running f.
 	Go(name string, f func(proc))
-	// DropReply loses server's next reply to process name (the backend
-	// reports it when it is lost: see newSimBackend).
-	DropReply(name string, server int)
 	// Restart takes server down (a crash) for down and up again, as
 	// process p (the nemesis's), calling struck, with the lock held,
 	// once it is down (before any process can record what the crash
@@ -94,15 +93,15 @@ func newSimBackend(p *Plan, trace io.Writer, lost func(proc string, server int),
 func (simBackend) Lock()                                         {}
 func (simBackend) Unlock()                                       {}
 func (b simBackend) Now() int64                                  { return b.w.Now() }
-func (b simBackend) DropReply(name string, server int)           { b.w.DropReply(name, server) }
 func (b simBackend) ClockJump(server int, d time.Duration) error { return b.w.ClockJump(server, d) }
 func (simBackend) stuckAfter() time.Duration                     { return time.Hour }
 
-// Strike kills a client's process, partitions it from a server, or
-// pauses a server. (The simulator's one error, a server out of range,
+// Strike kills a client's process, partitions it from a server, loses
+// the server's next reply to it, or pauses a server. (The simulator's one error, a server out of range,
 // the plan's validation rules out.)
 func (b simBackend) Strike(a run.Aim) error {
-	return strike(a, b.w.Kill, func(name string, i int) { b.w.Partition(name, i) }, func(i int) { b.w.Pause(i) })
+	return strike(a, b.w.Kill, func(name string, i int) { b.w.Partition(name, i) }, func(name string, i int) { b.w.DropReply(name, i) },
+		func(i int) { b.w.Pause(i) })
 }
 
 // End heals a client's partition from a server, or resumes a server.
@@ -155,13 +154,16 @@ func (b simBackend) left(l redlock.Lease, _ int64) time.Duration {
 }
 
 // strike strikes a with a place's own methods: a kill of the process it
-// names, its partition from a server, a pause of a server.
-func strike(a run.Aim, kill func(name string), partition func(name string, server int), pause func(server int)) error {
+// names, its partition from a server or a reply of the server's lost, a
+// pause of a server.
+func strike(a run.Aim, kill func(name string), partition, dropReply func(name string, server int), pause func(server int)) error {
 	switch a.Fault {
 	case histories.Kill:
 		kill(a.Process)
 	case histories.Partition:
 		partition(a.Process, a.Server)
+	case histories.DropReply:
+		dropReply(a.Process, a.Server)
 	case histories.Pause:
 		pause(a.Server)
 	default:

@@ -486,9 +486,11 @@ func (p *redisProc) closeProxies() {
 	}
 }
 
-// Strike kills a client's process, partitions it from a server, or
-// pauses a server.
-func (b *redisBackend) Strike(a run.Aim) error { return strike(a, b.kill, b.partition, b.pause) }
+// Strike kills a client's process, partitions it from a server, loses
+// the server's next reply to it, or pauses a server.
+func (b *redisBackend) Strike(a run.Aim) error {
+	return strike(a, b.kill, b.partition, b.dropReply, b.pause)
+}
 
 // End heals a client's partition from a server, or resumes a server.
 func (b *redisBackend) End(a run.Aim) error { return end(a, b.heal, b.resume) }
@@ -526,9 +528,9 @@ func (b *redisBackend) heal(name string, server int) {
 	}
 }
 
-// DropReply arms process name's proxy to server: its next reply is lost
+// dropReply arms process name's proxy to server: its next reply is lost
 // (replyLost records it when it is).
-func (b *redisBackend) DropReply(name string, server int) {
+func (b *redisBackend) dropReply(name string, server int) {
 	if px := b.proxy(name, server); px != nil {
 		px.DropReply()
 	}

@@ -448,7 +448,7 @@ func (r *runner) strikeLocked(p proc, f Fault, end bool) {
 		r.partition(f, end)
 	case histories.DropReply:
 		// Armed now; recorded when it strikes (dropped), if it does.
-		r.b.DropReply(r.ProcessOf(f.Target), f.Server-1)
+		r.b.Strike(run.Aim{Fault: histories.DropReply, Process: r.ProcessOf(f.Target), Server: f.Server - 1})
 	case histories.Pause:
 		switch {
 		case end && r.Held(histories.Pause, server):

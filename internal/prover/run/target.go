@@ -1,6 +1,7 @@
 package run
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/lockprover/lockprover/histories"
@@ -46,6 +47,11 @@ type Aim struct {
 	// (Redlock's N).
 	Server int
 }
+
+// ErrStruckNothing is Strike's error for a fault that struck nothing,
+// and so is not recorded: a force-close of a client with no connection
+// open, or while the server is down for a restart, which ended them.
+var ErrStruckNothing = errors.New("run: the fault struck nothing")
 
 // CannotStrike is a Target's error for a fault it does not strike (or,
 // from End, one it does not end): a plan's faults are refused before the
