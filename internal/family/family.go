@@ -144,6 +144,10 @@ type Target struct {
 	Name string // the --target value: "sim", "rabbitmq", "mariadb"
 	// Real says the target is a real server (plans run in real time).
 	Real bool
+	// Faults are the faults it strikes, as --faults names them (the
+	// fault table's names, run.Faults): docs/faults.md lists each
+	// fault's targets from them.
+	Faults []string
 }
 
 // A Flag is a flag of a family's targets. Bool flags take no value;

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 	"pgregory.net/rapid"
 )
@@ -267,7 +268,7 @@ func methodsBeforeWrites(p *Plan, from int) int {
 // restarted cleanly (restart-node). A plan records each as the fault a
 // history names (partition with the directions cut, kill, pause,
 // restart-broker aimed at the node).
-var ClusterFaultNames = []string{"isolate-node", "cut-one-way", "bridge", "kill-node", "pause-node", "restart-node"}
+var ClusterFaultNames = run.Listed(run.IsolateNode, run.CutOneWay, run.Bridge, run.KillNode, run.PauseNode, run.RestartNode)
 
 // drawNodes draws the node each process of p connects to.
 func drawNodes(t *rapid.T, p *Plan, nodes []string) {
@@ -301,26 +302,26 @@ func drawClusterFault(t *rapid.T, p *Plan, kind string, procs []string) Fault {
 	}
 	var cut []string
 	switch kind {
-	case "isolate-node":
+	case run.IsolateNode:
 		for _, o := range others {
 			cut = append(cut, node+">"+o, o+">"+node)
 		}
-	case "cut-one-way":
+	case run.CutOneWay:
 		for _, o := range others {
 			cut = append(cut, node+">"+o)
 		}
-	case "bridge":
+	case run.Bridge:
 		// node is the bridge: the two others are cut off from each other.
 		if len(others) >= 2 {
 			cut = append(cut, others[0]+">"+others[1], others[1]+">"+others[0])
 		} else {
 			cut = append(cut, node+">"+others[0], others[0]+">"+node)
 		}
-	case "kill-node":
+	case run.KillNode:
 		f.Fault, f.Node, f.For = histories.Kill, node, lasts
-	case "pause-node":
+	case run.PauseNode:
 		f.Fault, f.Node, f.For = histories.Pause, node, lasts
-	case "restart-node":
+	case run.RestartNode:
 		f.Fault, f.Node = histories.RestartBroker, node
 	}
 	if cut != nil {

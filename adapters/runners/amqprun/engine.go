@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
 	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 )
@@ -13,13 +15,14 @@ import (
 // time, a fault proxy in front of each process). The runner is the same on
 // both.
 type engine interface {
+	// Target is the clock histories are recorded on, and the faults,
+	// struck at once: kill, pause (until its resume), partition (until
+	// its heal), force-close, drop-reply, restart-broker (Aim.Process "",
+	// or a node of a cluster), aimed at a process, a node, or the links
+	// between nodes (Aim.Process "n1>n2 ...").
+	run.Target
 	// Go runs fn as the process name, with its view of the broker.
 	Go(name string, fn func(broker.Broker))
-	// Now is the clock histories are recorded on, in nanoseconds.
-	Now() int64
-	// Fault strikes kill, pause, resume, partition, heal, force-close,
-	// drop-reply or restart-broker (target "") at once.
-	Fault(fault, target string) error
 	// AfterMethods runs f once process name has sent n AMQP methods in all.
 	AfterMethods(name string, n int, f func())
 	// After runs f once d has passed.
@@ -67,3 +70,6 @@ type onCluster interface {
 type countReader interface {
 	ReadCounts(name string, c *rabbitmqsim.Counts)
 }
+
+// endOf is the history's name of a's end: resume, heal.
+func endOf(a run.Aim) string { return histories.EndOf(a.Fault) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 
 	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/amqpproxy"
@@ -219,11 +220,17 @@ func (e *realEngine) Cost(name string) broker.Cost {
 	return px.Counts().Sent
 }
 
-// Fault strikes through the process's proxy: a kill closes both sides of
+// Strike strikes a (fault).
+func (e *realEngine) Strike(a run.Aim) error { return e.fault(a.Fault, a.Process) }
+
+// End ends a: fault strikes its end (resume, heal).
+func (e *realEngine) End(a run.Aim) error { return e.fault(endOf(a), a.Process) }
+
+// fault strikes through the process's proxy: a kill closes both sides of
 // its sockets (the broker sees them close), a pause stops its bytes and
 // holds it between operations, a partition stops its bytes, a dropped reply
 // is the proxy's. A forced close and a restart go through rabbitmqctl.
-func (e *realEngine) Fault(fault, target string) error {
+func (e *realEngine) fault(fault, target string) error {
 	if e.t.cluster != nil {
 		if handled, err := e.t.cluster.fault(e.ctx, fault, target); handled {
 			return err

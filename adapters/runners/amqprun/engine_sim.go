@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/internal/statehash"
 
 	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/amqpproxy"
@@ -217,7 +218,12 @@ func (e simEngine) Notice(b broker.Broker, _ string, limit time.Duration) {
 
 func (e simEngine) AfterMethods(name string, n int, f func()) { e.w.AfterMethods(name, n, f) }
 
-func (e simEngine) Fault(fault, target string) error { return e.w.Strike(fault, target) }
+// Strike strikes a in the simulator, which names faults and their aims
+// as a history does.
+func (e simEngine) Strike(a run.Aim) error { return e.w.Strike(a.Fault, a.Process) }
+
+// End ends a: the simulator strikes its end (resume, heal).
+func (e simEngine) End(a run.Aim) error { return e.w.Strike(endOf(a), a.Process) }
 
 // BrokerUp reports whether the simulated broker is up (a restart struck
 // from outside any process leaves it down for the restart's downtime).

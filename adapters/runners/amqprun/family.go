@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/amqpcheck"
 	"pgregory.net/rapid"
 )
@@ -65,6 +66,9 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 		return nil, fmt.Errorf("amqp: a plan of another family (%T)", p)
 	}
 	c = c.withDefaults()
+	if err := run.Refuse(targetName(c.Target, pl), faultNames, "nemesis", len(pl.Nemesis), func(i int) string { return pl.Nemesis[i].Fault }); err != nil {
+		return nil, err
+	}
 	return c.Target.Run(ctx, pl, implFor(pl, c.Impl))
 }
 

@@ -217,14 +217,41 @@ func Ms(n int) *int { return &n }
 // k-th method inside its next change or destroy (recorded as a kill).
 const (
 	Sleep      = "sleep"
-	AdminCrash = "admin-crash"
+	AdminCrash = run.AdminCrash
 )
 
 // The faults a plan can hold. An admin-crash kills an admin right after its
 // AfterCalls-th AMQP method within its next change or destroy (1 if
 // unset): the admin crash in the middle of a change. Histories record it
 // as a kill.
-var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, histories.ForceClose, histories.RestartBroker, histories.DropReply, AdminCrash}
+var faultNames = run.Listed(histories.Kill, histories.Pause, histories.Partition, histories.ForceClose, histories.RestartBroker, histories.DropReply, AdminCrash)
+
+// The targets' names (--target). Each strikes every fault of faultNames,
+// a cluster's on its nodes and links too (ClusterFaultNames draws them),
+// a restart-broker there only aimed at a node; on a real broker a
+// restart-broker only with RabbitMQ.AllowRestart.
+const (
+	SimTarget        = "sim"
+	RabbitMQTarget   = "rabbitmq"
+	ClusterTarget    = "rabbitmq-cluster"
+	SimClusterTarget = "sim-cluster"
+)
+
+// targetName is how a refusal names t, running p.
+func targetName(t Target, p *Plan) string {
+	switch t.(type) {
+	case Simulator:
+		if len(p.Cluster) > 0 {
+			return SimClusterTarget
+		}
+		return SimTarget
+	case RabbitMQ:
+		return RabbitMQTarget
+	case RabbitMQCluster:
+		return ClusterTarget
+	}
+	return fmt.Sprintf("%T", t)
+}
 
 // Validate reports the first thing wrong with p, naming the field: a
 // *prover.PlanError.

@@ -871,7 +871,7 @@ func (r *runner) strike(fault, target string) {
 	e.Type = histories.Invoke
 	r.Rec.Add(e)
 	r.signal(fault, target)
-	err := r.eng.Fault(fault, target)
+	err := run.Apply(r.eng, fault, target)
 	defer func() {
 		if heal || cut && err != nil {
 			r.throughNodeEvents(histories.Heal, hit, target, fault)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
 )
 
@@ -17,7 +18,8 @@ type nodeEngine struct{}
 
 func (nodeEngine) Go(string, func(broker.Broker))              {}
 func (nodeEngine) Now() int64                                  { return 0 }
-func (nodeEngine) Fault(string, string) error                  { return nil }
+func (nodeEngine) Strike(run.Aim) error                        { return nil }
+func (nodeEngine) End(run.Aim) error                           { return nil }
 func (nodeEngine) AfterMethods(string, int, func())            {}
 func (nodeEngine) After(time.Duration, func())                 {}
 func (nodeEngine) Cost(string) broker.Cost                     { return broker.Cost{} }

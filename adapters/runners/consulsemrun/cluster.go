@@ -18,6 +18,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/servers/etcd"
 	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/internal/realtime"
 	"github.com/lockprover/lockprover/sim/consulsim"
 	"pgregory.net/rapid"
@@ -90,12 +91,12 @@ const Leader = "leader"
 // (restart-node). A plan records each as the fault a history names: a
 // partition of a node ("node", or the links "cut"), a pause of the node,
 // a restart-broker of the node.
-var ClusterFaultNames = []string{"isolate-agent", "isolate-server", "isolate-leader", "split", "kill-node", "pause-node", "restart-node"}
+var ClusterFaultNames = run.Listed(run.IsolateAgent, run.IsolateServer, run.IsolateLeader, run.Split, run.KillNode, run.PauseNode, run.RestartNode)
 
 // clusterFaults are ClusterFaultNames that backend's cluster offers.
 func clusterFaults(backend string) []string {
 	if backend == Etcd {
-		return slices.DeleteFunc(slices.Clone(ClusterFaultNames), func(f string) bool { return f == "isolate-agent" || f == "split" })
+		return slices.DeleteFunc(slices.Clone(ClusterFaultNames), func(f string) bool { return f == run.IsolateAgent || f == run.Split })
 	}
 	return slices.Clone(ClusterFaultNames)
 }
@@ -719,20 +720,20 @@ func drawNodeFault(t *rapid.T, p *Plan, kind string, k int) Fault {
 	lasts := rapid.OneOf(rapid.IntRange(0, 2*ttl), rapid.IntRange(2*ttl, max(12000, 4*k*ttl))).Draw(t, "for_ms")
 	srv := rapid.SampledFrom(servers(p.Backend)).Draw(t, "server")
 	switch kind {
-	case "isolate-agent":
+	case run.IsolateAgent:
 		f.Fault, f.Node, f.For = histories.Partition, rapid.SampledFrom(appNodes(p.Backend)).Draw(t, "agent"), lasts
-	case "isolate-server":
+	case run.IsolateServer:
 		f.Fault, f.Node, f.For = histories.Partition, srv, lasts
-	case "isolate-leader":
+	case run.IsolateLeader:
 		f.Fault, f.Node, f.For = histories.Partition, Leader, lasts
-	case "split":
+	case run.Split:
 		agent := rapid.SampledFrom(appNodes(p.Backend)).Draw(t, "agent")
 		f.Fault, f.Cut, f.For = histories.Partition, splitting([]string{srv, agent}, p.Cluster), lasts
-	case "kill-node":
+	case run.KillNode:
 		f.Fault, f.Node, f.For = histories.Kill, srv, rapid.IntRange(0, 2*ttl).Draw(t, "down_ms")
-	case "pause-node":
+	case run.PauseNode:
 		f.Fault, f.Node, f.For = histories.Pause, srv, lasts
-	case "restart-node":
+	case run.RestartNode:
 		f.Fault, f.Node, f.For = histories.RestartBroker, srv, rapid.IntRange(0, 2*ttl).Draw(t, "down_ms")
 	}
 	return f

@@ -34,6 +34,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/lease"
 	"pgregory.net/rapid"
 )
@@ -142,6 +143,9 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 	pl, ok := p.(*Plan)
 	if !ok {
 		return nil, fmt.Errorf("%s: a plan of another family (%T)", Kind, p)
+	}
+	if err := c.refuse(pl); err != nil {
+		return nil, err
 	}
 	if c.real() {
 		if pl.Backend != c.Target {
@@ -277,4 +281,23 @@ func checkVersion(v versions.Version, addrs []string) error {
 		return fmt.Errorf("version %s: the server at %s is not one lockprover starts, and runs whatever version it runs", v, strings.Join(addrs, ","))
 	}
 	return nil
+}
+
+// refuse refuses p, naming the fault, when it holds a fault c's target
+// does not strike: the simulator strikes every fault of faultNames; a
+// real server realFaults; an implementation's, ImplFaults (no
+// drop-reply). A cluster strikes its faults (ClusterFaultNames) on its
+// nodes and links as the faults a plan holds of them.
+func (c Config) refuse(p *Plan) error {
+	target, strikes := "sim", faultNames
+	switch {
+	case c.real() && c.Impl != nil:
+		target, strikes = c.Target, ImplFaults()
+	case c.real():
+		target, strikes = c.Target, realFaults
+	}
+	if c.cluster() {
+		target += "-cluster"
+	}
+	return run.Refuse(target, strikes, "nemesis", len(p.Nemesis), func(i int) string { return p.Nemesis[i].Fault })
 }

@@ -181,7 +181,7 @@ func TestRealWorldForceClose(t *testing.T) {
 	}
 	defer px.Close()
 	w := &realWorld{procs: map[string]*realProc{"c1": {pxs: []*faultnet.Proxy{px}}}}
-	if w.ForceClose("c1") {
+	if w.forceClose("c1") {
 		t.Error("a force-close of a process with no connection said it closed one")
 	}
 	echo := func(c net.Conn) error {
@@ -200,7 +200,7 @@ func TestRealWorldForceClose(t *testing.T) {
 	if err := echo(c); err != nil {
 		t.Fatal(err)
 	}
-	if !w.ForceClose("c1") {
+	if !w.forceClose("c1") {
 		t.Error("a force-close of a process with a connection open said it closed none")
 	}
 	if err := echo(c); err == nil {
@@ -214,7 +214,7 @@ func TestRealWorldForceClose(t *testing.T) {
 	if err := echo(again); err != nil {
 		t.Errorf("a new connection after the force-close: %v", err)
 	}
-	if w.ForceClose("nobody") {
+	if w.forceClose("nobody") {
 		t.Error("a force-close of no process said it closed a connection")
 	}
 }

@@ -54,7 +54,7 @@ func (r *runner) nemesis() {
 				p.Sleep(r.settle())
 			},
 			Probe:    func() { r.Locked(r.probe) },
-			Abandon:  r.Abandon(r.w.Kill),
+			Abandon:  r.Abandon(func(name string) { r.w.Strike(run.Aim{Fault: histories.Kill, Process: name}) }),
 			Patience: r.patience(),
 		})
 	})
@@ -120,20 +120,20 @@ func (r *runner) strike(f Fault, end bool) {
 	case histories.Kill:
 		if live {
 			at := r.from()
-			r.w.Kill(st.Process)
+			r.w.Strike(run.Aim{Fault: histories.Kill, Process: st.Process})
 			r.recordFrom(histories.Kill, f.Target, at)
 			r.restart(st)
 		}
 	case histories.Pause:
-		r.hold(st, live, end, histories.Pause, histories.Resume, r.w.Pause, r.w.Resume)
+		r.hold(st, live, end, histories.Pause, histories.Resume)
 	case histories.Partition:
-		r.hold(st, live, end, histories.Partition, histories.Heal, r.w.Partition, r.w.Heal)
+		r.hold(st, live, end, histories.Partition, histories.Heal)
 	case histories.DropReply:
 		if live {
 			r.armed[f.Target] = true
 		}
 	case histories.ForceClose:
-		if at := r.from(); live && r.w.ForceClose(st.Process) {
+		if at := r.from(); live && r.w.Strike(run.Aim{Fault: histories.ForceClose, Process: st.Process}) == nil {
 			r.recordFrom(histories.ForceClose, f.Target, at)
 		}
 	}
@@ -141,15 +141,15 @@ func (r *runner) strike(f Fault, end bool) {
 
 // hold strikes a fault that holds st until it ends (name: pause or
 // partition), or ends it (over: resume or heal).
-func (r *runner) hold(st *client, live, end bool, name, over string, apply, undo func(string)) {
+func (r *runner) hold(st *client, live, end bool, name, over string) {
 	switch {
 	case end && st != nil && r.Held(name, st.Name):
 		r.Unhold(name, st.Name)
-		undo(st.Process)
+		r.w.End(run.Aim{Fault: name, Process: st.Process})
 		r.record(over, st.Name)
 	case !end && live && !r.Held(name, st.Name):
 		at := r.from()
-		apply(st.Process)
+		r.w.Strike(run.Aim{Fault: name, Process: st.Process})
 		r.Hold(name, st.Name)
 		r.recordFrom(name, st.Name, at)
 	}
@@ -161,9 +161,9 @@ func (r *runner) endFaults() {
 	for _, h := range r.Holds() {
 		st := r.clients[h.Target]
 		if h.Fault == histories.Pause {
-			r.hold(st, true, true, histories.Pause, histories.Resume, r.w.Pause, r.w.Resume)
+			r.hold(st, true, true, histories.Pause, histories.Resume)
 		} else {
-			r.hold(st, true, true, histories.Partition, histories.Heal, r.w.Partition, r.w.Heal)
+			r.hold(st, true, true, histories.Partition, histories.Heal)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/runners/leaserun"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/lease"
 )
 
@@ -117,8 +118,8 @@ func (f Fault) timing() (string, int, int) {
 // the reply to its granting write, restart the server, close the
 // client's connections from the server's side (force-close: its call in
 // flight fails, and it connects again; its session lives on).
-var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, histories.DropReply, histories.RestartBroker,
-	histories.ForceClose}
+var faultNames = run.Listed(histories.Kill, histories.Pause, histories.Partition, histories.DropReply, histories.RestartBroker,
+	histories.ForceClose)
 
 // FaultNames are the faults a plan can hold.
 func FaultNames() []string { return slices.Clone(faultNames) }

@@ -21,6 +21,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/consulsem"
 	"github.com/lockprover/lockprover/model/lease"
 )
@@ -30,8 +31,8 @@ import (
 // backend (loseReply), and a restart of the private server (SIGTERM, down
 // for the fault's time, started again on its ports and data: drawn, as
 // on the simulator, where the server keeps its sessions).
-var realFaults = []string{histories.Kill, histories.Pause, histories.Partition, histories.DropReply, histories.RestartBroker,
-	histories.ForceClose}
+var realFaults = run.Listed(histories.Kill, histories.Pause, histories.Partition, histories.DropReply, histories.RestartBroker,
+	histories.ForceClose)
 
 // RealFaults are the faults a plan can hold on a real server.
 func RealFaults() []string { return slices.Clone(realFaults) }
@@ -562,18 +563,30 @@ func (w *realWorld) outside(pr proc, f func()) {
 	pr.(*realProc).waitResumed()
 }
 
-// Kill ends process name's current incarnation: its connections are cut
+// Strike kills, pauses or partitions the process a names, or closes
+// its connections (forceClose).
+func (w *realWorld) Strike(a run.Aim) error {
+	if a.Fault == histories.ForceClose {
+		return struck(w.forceClose(a.Process))
+	}
+	return processFaults(a, w.kill, w.pause, w.partition)
+}
+
+// End resumes or heals the process a names.
+func (w *realWorld) End(a run.Aim) error { return processEnds(a, w.resume, w.heal) }
+
+// kill ends process name's current incarnation: its connections are cut
 // and its proxy takes no new one, so it reaches the server no more.
-func (w *realWorld) Kill(name string) {
+func (w *realWorld) kill(name string) {
 	if p := w.procs[name]; p != nil {
 		p.close()
 	}
 }
 
-// Pause stops process name: its bytes are held both ways, and it goes on
-// with nothing until Resume (an implementation's process is stopped,
+// pause stops process name: its bytes are held both ways, and it goes on
+// with nothing until resume (an implementation's process is stopped,
 // SIGSTOP, and continued, SIGCONT).
-func (w *realWorld) Pause(name string) {
+func (w *realWorld) pause(name string) {
 	w.hold(name, func(p *realProc) {
 		if !p.paused {
 			p.paused, p.resumed = true, make(chan struct{})
@@ -584,8 +597,8 @@ func (w *realWorld) Pause(name string) {
 	})
 }
 
-// Resume lets a paused process go on.
-func (w *realWorld) Resume(name string) {
+// resume lets a paused process go on.
+func (w *realWorld) resume(name string) {
 	w.hold(name, func(p *realProc) {
 		if p.paused {
 			p.paused = false
@@ -597,20 +610,20 @@ func (w *realWorld) Resume(name string) {
 	})
 }
 
-// Partition holds process name's bytes both ways, until Heal.
-func (w *realWorld) Partition(name string) { w.hold(name, func(p *realProc) { p.cut = true }) }
+// partition holds process name's bytes both ways, until heal.
+func (w *realWorld) partition(name string) { w.hold(name, func(p *realProc) { p.cut = true }) }
 
-// Heal ends a partition: the held bytes go on.
-func (w *realWorld) Heal(name string) { w.hold(name, func(p *realProc) { p.cut = false }) }
+// heal ends a partition: the held bytes go on.
+func (w *realWorld) heal(name string) { w.hold(name, func(p *realProc) { p.cut = false }) }
 
-// ForceClose closes process name's current connections through its
+// forceClose closes process name's current connections through its
 // proxies, both sockets of each (the server's side closed, bytes held by
 // a pause or partition lost), and says how it went: false when it had
 // none open (its client had not connected yet, or its connections had
 // closed), a fault that struck nothing, not recorded. The proxies keep
 // listening, so the client connects again at its next call (a kill
 // closes them).
-func (w *realWorld) ForceClose(name string) bool {
+func (w *realWorld) forceClose(name string) bool {
 	p := w.procs[name]
 	if p == nil {
 		return false

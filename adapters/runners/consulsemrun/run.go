@@ -76,17 +76,13 @@ func (r *runner) begin(w world) {
 // calls the server or sleeps (outside).
 type world interface {
 	sync.Locker
-	Now() int64
+	// Target is the history's clock and the faults on a process
+	// (Aim.Process, a client's current incarnation): kill, pause and its
+	// resume, partition and its heal; force-close, its connections
+	// closed from the server's side (the client connects again at its
+	// next call; run.ErrStruckNothing when it had none open).
+	run.Target
 	Go(name string, f func(proc))
-	Kill(name string)
-	Pause(name string)
-	Resume(name string)
-	Partition(name string)
-	Heal(name string)
-	// ForceClose closes process name's connections from the server's
-	// side (the client connects again at its next call), and says
-	// whether it closed any.
-	ForceClose(name string) bool
 	// outside runs f, a call of p's that may wait, without the lock; a
 	// real world's paused process goes on only once it is resumed.
 	outside(p proc, f func())
@@ -104,6 +100,19 @@ type simWorld struct{ *consulsim.World }
 func (simWorld) Lock()                    {}
 func (simWorld) Unlock()                  {}
 func (simWorld) outside(_ proc, f func()) { f() }
+
+// Strike kills, pauses or partitions the process a names, or closes
+// its connections.
+func (w simWorld) Strike(a run.Aim) error {
+	if a.Fault == histories.ForceClose {
+		return struck(w.World.ForceClose(a.Process))
+	}
+	return processFaults(a, w.World.Kill, w.World.Pause, w.World.Partition)
+}
+
+// End resumes or heals the process a names.
+func (w simWorld) End(a run.Aim) error { return processEnds(a, w.World.Resume, w.World.Heal) }
+
 func (w simWorld) Go(name string, f func(proc)) {
 	w.World.Go(name, func(p *consulsim.Process) { f(p) })
 }
@@ -383,4 +392,43 @@ func (r *runner) verified(st *client, held bool, err error) {
 // complete records the completion of the client's operation in flight.
 func (r *runner) complete(st *client, typ histories.Type, v *lease.Value, err error) {
 	r.Finish(&st.Proc, typ, histories.Of(v), err)
+}
+
+// struck is a force-close's error: run.ErrStruckNothing when it closed
+// nothing.
+func struck(closed bool) error {
+	if !closed {
+		return run.ErrStruckNothing
+	}
+	return nil
+}
+
+// processFaults strikes a, a kill, pause or partition of the process it
+// names, with a world's own methods.
+func processFaults(a run.Aim, kill, pause, partition func(name string)) error {
+	switch a.Fault {
+	case histories.Kill:
+		kill(a.Process)
+	case histories.Pause:
+		pause(a.Process)
+	case histories.Partition:
+		partition(a.Process)
+	default:
+		return run.CannotStrike(a)
+	}
+	return nil
+}
+
+// processEnds ends a, a pause or a partition of the process it names,
+// with a world's own resume and heal.
+func processEnds(a run.Aim, resume, heal func(name string)) error {
+	switch a.Fault {
+	case histories.Pause:
+		resume(a.Process)
+	case histories.Partition:
+		heal(a.Process)
+	default:
+		return run.CannotStrike(a)
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/runners/leaserun"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"pgregory.net/rapid"
 )
 
@@ -85,7 +86,7 @@ func (c Config) DrawToward(t *rapid.T, g prover.Interleaving) prover.Plan {
 		kind := rapid.SampledFrom(nodeKinds(g.Y, onNodes)).Draw(t, "steer_node_fault")
 		f := drawNodeFault(t, p, kind, k)
 		f.At = m.StrikeAt
-		if own := p.Nodes[met[0]]; own != "" && (kind == "isolate-agent" || kind == "isolate-server" && slices.Contains(servers(p.Backend), own)) {
+		if own := p.Nodes[met[0]]; own != "" && (kind == run.IsolateAgent || kind == run.IsolateServer && slices.Contains(servers(p.Backend), own)) {
 			f.Node = own
 		}
 		p.Nemesis = leaserun.Strike(p.Nemesis, f, c.MaxFaults)
@@ -120,11 +121,11 @@ func nodeKinds(y string, onNodes []string) []string {
 	var of []string
 	switch y {
 	case nodesCut:
-		of = []string{"isolate-agent", "isolate-server", "isolate-leader", "split"}
+		of = []string{run.IsolateAgent, run.IsolateServer, run.IsolateLeader, run.Split}
 	case histories.Pause:
-		of = []string{"pause-node"}
+		of = []string{run.PauseNode}
 	case histories.RestartBroker:
-		of = []string{"kill-node", "restart-node"}
+		of = []string{run.KillNode, run.RestartNode}
 	}
 	return slices.DeleteFunc(slices.Clone(onNodes), func(k string) bool { return !slices.Contains(of, k) })
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/dbsem"
 	"github.com/lockprover/lockprover/sim/mariadbsim"
 )
@@ -24,28 +26,22 @@ import (
 // Callbacks (After, AfterStatements) run with the lock held.
 type backend interface {
 	sync.Locker
+	// Target is the history's clock (the time since the run began) and
+	// the faults on a process (its current incarnation's name, Aim.Process):
+	// kill, pause and its resume, partition and its heal; force-close,
+	// its connections closed from the server's side (KILL CONNECTION:
+	// run.ErrStruckNothing while the server is down for a restart, which
+	// has ended those connections already); drop-reply, the reply to its
+	// next COMMIT lost.
+	run.Target
 	// Go starts process name running f.
 	Go(name string, f func(proc))
-	// Now is the time since the run began, in nanoseconds: the history's
-	// clock.
-	Now() int64
 	// After runs f once d has passed.
 	After(d time.Duration, f func())
 	// AfterStatements runs f right after the n-th statement of the process
 	// named name was handled by the server, before the process hears the
 	// reply.
 	AfterStatements(name string, n int, f func())
-	// The faults, on the process named name.
-	Kill(name string)
-	Pause(name string)
-	Resume(name string)
-	Partition(name string)
-	Heal(name string)
-	// KillConnections reports whether it struck: not while the server
-	// is down for a restart, which has ended those connections already
-	// (a fault that struck nothing is not recorded).
-	KillConnections(name string) (struck bool)
-	DropCommitReply(name string)
 	// droppedReplies is how many COMMIT replies of process name were
 	// dropped so far, where the backend can tell (known false: the
 	// simulator, whose drop always strikes the next COMMIT, which only the
@@ -113,18 +109,29 @@ func (b simBackend) Go(name string, f func(proc)) {
 func (b simBackend) Now() int64                                   { return b.w.Now() }
 func (b simBackend) After(d time.Duration, f func())              { b.w.After(d, f) }
 func (b simBackend) AfterStatements(name string, n int, f func()) { b.w.AfterStatements(name, n, f) }
-func (b simBackend) Kill(name string)                             { b.w.Kill(name) }
-func (b simBackend) Pause(name string)                            { b.w.Pause(name) }
-func (b simBackend) Resume(name string)                           { b.w.Resume(name) }
-func (b simBackend) Partition(name string)                        { b.w.Partition(name) }
-func (b simBackend) Heal(name string)                             { b.w.Heal(name) }
-func (b simBackend) KillConnections(name string) bool             { b.w.KillConnections(name); return true }
-func (b simBackend) DropCommitReply(name string)                  { b.w.DropCommitReply(name) }
 func (b simBackend) droppedReplies(string) (int, bool)            { return 0, false }
 func (b simBackend) Restart(downtime time.Duration) bool {
 	b.w.Restart(downtime) // a restart while down is down for downtime from then
 	return true
 }
+
+// Strike kills, pauses or partitions the process a names, closes its
+// connections or loses its next COMMIT's reply.
+func (b simBackend) Strike(a run.Aim) error {
+	switch a.Fault {
+	case histories.ForceClose:
+		b.w.KillConnections(a.Process)
+		return nil
+	case histories.DropReply:
+		b.w.DropCommitReply(a.Process)
+		return nil
+	}
+	return processFaults(a, b.w.Kill, b.w.Pause, b.w.Partition)
+}
+
+// End resumes or heals the process a names.
+func (b simBackend) End(a run.Aim) error { return processEnds(a, b.w.Resume, b.w.Heal) }
+
 func (b simBackend) SkewServerClock(offset time.Duration) { b.w.SkewClock("", offset) }
 func (simBackend) stuckAfter() time.Duration              { return time.Hour }
 
@@ -134,4 +141,35 @@ func (simBackend) open(ctx context.Context, proc proc, _ string, o dbsem.Options
 		return nil, err
 	}
 	return reference{sem}, nil
+}
+
+// processFaults strikes a, a kill, pause or partition of the process it
+// names, with a place's own methods: what every place of the family
+// strikes alike.
+func processFaults(a run.Aim, kill, pause, partition func(name string)) error {
+	switch a.Fault {
+	case histories.Kill:
+		kill(a.Process)
+	case histories.Pause:
+		pause(a.Process)
+	case histories.Partition:
+		partition(a.Process)
+	default:
+		return run.CannotStrike(a)
+	}
+	return nil
+}
+
+// processEnds ends a, a pause or a partition of the process it names,
+// with a place's own resume and heal.
+func processEnds(a run.Aim, resume, heal func(name string)) error {
+	switch a.Fault {
+	case histories.Pause:
+		resume(a.Process)
+	case histories.Partition:
+		heal(a.Process)
+	default:
+		return run.CannotStrike(a)
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/lockprover/lockprover/model/lease"
 
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"pgregory.net/rapid"
 )
 
@@ -93,7 +94,21 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 	if c.Impl != nil && pl.Mutant != "" {
 		return nil, fmt.Errorf("the plan names mutant %s, a variant of the reference: it cannot run against %s", pl.Mutant, c.Impl)
 	}
-	return c.withDefaults().Target.Run(ctx, pl, c.Impl)
+	c = c.withDefaults()
+	if err := run.Refuse(targetName(c.Target), faultNames, "nemesis", len(pl.Nemesis), func(i int) string { return pl.Nemesis[i].Fault }); err != nil {
+		return nil, err
+	}
+	return c.Target.Run(ctx, pl, c.Impl)
+}
+
+// targetName is how a refusal names t (--target). Both targets strike
+// every fault of faultNames; a real server restarts only when it is the
+// run's own (MariaDB.Server).
+func targetName(t Target) string {
+	if _, ok := t.(MariaDB); ok {
+		return "mariadb"
+	}
+	return "sim"
 }
 
 // Preflight checks, before the first plan, that c's target can run plans.

@@ -20,6 +20,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/servers/mariadb"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/dbsem"
 	"github.com/lockprover/lockprover/model/lease"
 )
@@ -451,11 +452,30 @@ func (b *mariaBackend) live(name string) *mariaProc {
 	return nil
 }
 
-// Kill ends process name as a crash would: its proxy cut off for good and
+// Strike kills, pauses or partitions the process a names, closes its
+// connections (killConnections) or loses its next COMMIT's reply.
+func (b *mariaBackend) Strike(a run.Aim) error {
+	switch a.Fault {
+	case histories.ForceClose:
+		if !b.killConnections(a.Process) {
+			return run.ErrStruckNothing
+		}
+		return nil
+	case histories.DropReply:
+		b.dropCommitReply(a.Process)
+		return nil
+	}
+	return processFaults(a, b.kill, b.pause, b.partition)
+}
+
+// End resumes or heals the process a names.
+func (b *mariaBackend) End(a run.Aim) error { return processEnds(a, b.resume, b.heal) }
+
+// kill ends process name as a crash would: its proxy cut off for good and
 // its connections closed both ways, so the server rolls back its open
 // transactions; its code, still running until its call returns, is
 // ignored by the runner and can reach the server no more.
-func (b *mariaBackend) Kill(name string) {
+func (b *mariaBackend) kill(name string) {
 	p := b.live(name)
 	if p == nil {
 		return
@@ -470,13 +490,13 @@ func (b *mariaBackend) Kill(name string) {
 	b.over(p)
 }
 
-// Pause stops process name: an implementation's process with SIGSTOP;
+// pause stops process name: an implementation's process with SIGSTOP;
 // the reference, in this process, as SIGSTOP would as far as the server
 // and the history can tell: its connections stay open and pass nothing
 // (its transaction keeps its locks), and its sleeps end no sooner than it
 // resumes. (A statement it sends meanwhile is held by the proxy, as if
 // sent just before the pause.)
-func (b *mariaBackend) Pause(name string) {
+func (b *mariaBackend) pause(name string) {
 	switch p := b.live(name); {
 	case p == nil:
 	case p.pc != nil:
@@ -490,8 +510,8 @@ func (b *mariaBackend) Pause(name string) {
 	}
 }
 
-// Resume lets a paused process go on.
-func (b *mariaBackend) Resume(name string) {
+// resume lets a paused process go on.
+func (b *mariaBackend) resume(name string) {
 	switch p := b.live(name); {
 	case p == nil:
 	case p.stopped:
@@ -504,29 +524,29 @@ func (b *mariaBackend) Resume(name string) {
 	}
 }
 
-// Partition cuts process name off the server both ways: its proxy holds
+// partition cuts process name off the server both ways: its proxy holds
 // the bytes until the heal, while the process runs on.
-func (b *mariaBackend) Partition(name string) {
+func (b *mariaBackend) partition(name string) {
 	if p := b.live(name); p != nil {
 		p.cut = true
 		p.hold()
 	}
 }
 
-// Heal ends process name's partition: the held bytes go through.
-func (b *mariaBackend) Heal(name string) {
+// heal ends process name's partition: the held bytes go through.
+func (b *mariaBackend) heal(name string) {
 	if p := b.live(name); p != nil {
 		p.cut = false
 		p.hold()
 	}
 }
 
-// KillConnections closes process name's connections from the server's
+// killConnections closes process name's connections from the server's
 // side (KILL CONNECTION). Not while the server is down for a restart:
 // every connection ended with it, and there is no server to ask (the soak
 // of issue 55: a KILL refused mid-restart on a loaded machine, whose
 // restart took longer, had ended the run as unable to run its plan).
-func (b *mariaBackend) KillConnections(name string) bool {
+func (b *mariaBackend) killConnections(name string) bool {
 	p := b.live(name)
 	if p == nil || b.restarting.Load() {
 		return false
@@ -541,8 +561,8 @@ func (b *mariaBackend) KillConnections(name string) bool {
 	return true
 }
 
-// DropCommitReply loses the reply to process name's next COMMIT.
-func (b *mariaBackend) DropCommitReply(name string) {
+// dropCommitReply loses the reply to process name's next COMMIT.
+func (b *mariaBackend) dropCommitReply(name string) {
 	if p := b.live(name); p != nil {
 		p.proxy.DropCommitReply()
 	}

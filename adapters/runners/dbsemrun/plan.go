@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/runners/leaserun"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover/run"
 )
 
 // Kind is the family's name on the command line and in its plans
@@ -80,8 +81,8 @@ type Fault struct {
 // (it runs on; bytes wait both ways), close its connections from the
 // server (KILL CONNECTION: histories.ForceClose), lose the reply to its
 // COMMIT, restart the server, skew or jump a clock.
-var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, histories.ForceClose,
-	histories.DropReply, histories.RestartBroker, histories.ClockSkew, histories.ClockJump}
+var faultNames = run.Listed(histories.Kill, histories.Pause, histories.Partition, histories.ForceClose,
+	histories.DropReply, histories.RestartBroker, histories.ClockSkew, histories.ClockJump)
 
 // FaultNames are the faults a plan can hold.
 func FaultNames() []string { return slices.Clone(faultNames) }

@@ -368,7 +368,7 @@ func (r *runner) nemesis() {
 			// margin have passed: a probe must find the semaphore free.
 			Settle:   func() { proc.Sleep(time.Duration(r.p.TTLMs)*time.Millisecond + lease.Margin) },
 			Probe:    func() { r.Locked(r.probe) },
-			Abandon:  r.Abandon(r.b.Kill),
+			Abandon:  r.Abandon(func(name string) { r.b.Strike(run.Aim{Fault: histories.Kill, Process: name}) }),
 			Patience: r.b.stuckAfter(),
 		})
 	})
@@ -499,7 +499,7 @@ func (r *runner) from() int64 {
 }
 
 // apply makes the backend strike fault name, and reports whether it
-// struck (a force-close may not: Backend.KillConnections; nor a restart
+// struck (a force-close may not: run.ErrStruckNothing; nor a restart
 // of a real server while its last is under way: Backend.Restart).
 func (r *runner) apply(name string, f Fault) bool {
 	// A hold is noted once the backend has done it (see strike), its end
@@ -507,28 +507,28 @@ func (r *runner) apply(name string, f Fault) bool {
 	// hook there may strike a new hold.
 	switch name {
 	case histories.Kill:
-		r.b.Kill(r.ProcessOf(f.Target))
+		r.b.Strike(run.Aim{Fault: histories.Kill, Process: r.ProcessOf(f.Target)})
 		// A new incarnation starts unpaused, with connections of its own.
 		r.Unhold(histories.Pause, f.Target)
 		r.Unhold(histories.Partition, f.Target)
 	case histories.Pause:
-		r.b.Pause(r.ProcessOf(f.Target))
+		r.b.Strike(run.Aim{Fault: histories.Pause, Process: r.ProcessOf(f.Target)})
 		r.Hold(histories.Pause, f.Target)
 	case histories.Resume:
 		r.Unhold(histories.Pause, f.Target)
-		r.b.Resume(r.ProcessOf(f.Target))
+		r.b.End(run.Aim{Fault: histories.Pause, Process: r.ProcessOf(f.Target)})
 	case histories.Partition:
-		r.b.Partition(r.ProcessOf(f.Target))
+		r.b.Strike(run.Aim{Fault: histories.Partition, Process: r.ProcessOf(f.Target)})
 		r.Hold(histories.Partition, f.Target)
 	case histories.Heal:
 		r.Unhold(histories.Partition, f.Target)
-		r.b.Heal(r.ProcessOf(f.Target))
+		r.b.End(run.Aim{Fault: histories.Partition, Process: r.ProcessOf(f.Target)})
 	case histories.ForceClose:
-		if !r.b.KillConnections(r.ProcessOf(f.Target)) {
+		if r.b.Strike(run.Aim{Fault: histories.ForceClose, Process: r.ProcessOf(f.Target)}) != nil {
 			return false
 		}
 	case histories.DropReply:
-		r.b.DropCommitReply(r.ProcessOf(f.Target))
+		r.b.Strike(run.Aim{Fault: histories.DropReply, Process: r.ProcessOf(f.Target)})
 	case histories.RestartBroker:
 		if !r.b.Restart(restartDowntime) {
 			return false

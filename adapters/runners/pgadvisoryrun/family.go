@@ -23,6 +23,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/servers/postgres"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/lease"
 	"pgregory.net/rapid"
 )
@@ -64,6 +65,13 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 	pl, ok := p.(*Plan)
 	if !ok {
 		return nil, fmt.Errorf("pgadvisory: a plan of another family (%T)", p)
+	}
+	target := "postgres" // both targets strike every fault of faultNames
+	if c.Server == nil {
+		target = "sim"
+	}
+	if err := run.Refuse(target, faultNames, "nemesis", len(pl.Nemesis), func(i int) string { return pl.Nemesis[i].Fault }); err != nil {
+		return nil, err
 	}
 	if c.Impl != nil && pl.Mutant != "" {
 		return nil, fmt.Errorf("the plan names mutant %s, a variant of the reference: it cannot run against %s", pl.Mutant, c.Impl)

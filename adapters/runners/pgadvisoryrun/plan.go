@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/runners/leaserun"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/lease"
 )
 
@@ -53,14 +54,14 @@ type Fault struct {
 // partition it from the server (its proxy holds every byte both ways),
 // end its session from the server (pg_terminate_backend:
 // histories.ForceClose), restart the server (a fast shutdown).
-var faultNames = []string{histories.Kill, histories.Pause, histories.Partition, histories.ForceClose, histories.RestartBroker}
+var faultNames = run.Listed(histories.Kill, histories.Pause, histories.Partition, histories.ForceClose, histories.RestartBroker)
 
 // promised are the faults an advisory lock used as a lease can keep its
 // promise under, and so the faults plans draw by default: force-close and
 // restart-broker end the holder's session, and its lock, at once, and no
 // client can learn it in time (docs/pg-advisory.md); they are drawn only
 // when --faults names them.
-var promised = []string{histories.Kill, histories.Pause, histories.Partition}
+var promised = run.Listed(histories.Kill, histories.Pause, histories.Partition)
 
 // FaultNames are the faults a plan can hold.
 func FaultNames() []string { return slices.Clone(faultNames) }

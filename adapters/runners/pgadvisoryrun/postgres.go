@@ -94,7 +94,16 @@ func (b *pgBackend) Go(process string, f func(proc)) {
 	}()
 }
 
-func (b *pgBackend) Kill(name, process string) {
+// Strike kills, pauses or partitions a client's incarnation, or ends
+// the client's sessions (forceClose).
+func (b *pgBackend) Strike(a run.Aim) error {
+	return clientFaults(a, b.kill, b.pause, b.partition, b.forceClose)
+}
+
+// End resumes or heals a client's incarnation.
+func (b *pgBackend) End(a run.Aim) error { return clientEnds(a, b.resume, b.heal) }
+
+func (b *pgBackend) kill(name, process string) {
 	st := b.clients[name]
 	if st.cancel != nil {
 		st.cancel()
@@ -112,7 +121,7 @@ func (b *pgBackend) Kill(name, process string) {
 	st.proxy.Kill()
 }
 
-func (b *pgBackend) Pause(name, process string) {
+func (b *pgBackend) pause(name, process string) {
 	st := b.clients[name]
 	if !st.paused { // a second pause of a paused client keeps its gate
 		st.paused, st.gate = true, make(chan struct{})
@@ -123,7 +132,7 @@ func (b *pgBackend) Pause(name, process string) {
 	b.hold(st)
 }
 
-func (b *pgBackend) Resume(name, process string) {
+func (b *pgBackend) resume(name, process string) {
 	st := b.clients[name]
 	if st.paused {
 		st.paused = false
@@ -135,13 +144,13 @@ func (b *pgBackend) Resume(name, process string) {
 	b.hold(st)
 }
 
-func (b *pgBackend) Partition(name, process string) {
+func (b *pgBackend) partition(name, process string) {
 	st := b.clients[name]
 	st.parted = true
 	b.hold(st)
 }
 
-func (b *pgBackend) Heal(name, process string) {
+func (b *pgBackend) heal(name, process string) {
 	st := b.clients[name]
 	st.parted = false
 	b.hold(st)
@@ -158,9 +167,9 @@ func (b *pgBackend) hold(st *pgClient) {
 	}
 }
 
-// ForceClose terminates every session the client has through its proxy
+// forceClose terminates every session the client has through its proxy
 // (found by the proxy's ports, whatever the client is).
-func (b *pgBackend) ForceClose(name string) error {
+func (b *pgBackend) forceClose(name string) error {
 	b.mu.Lock()
 	ports := b.clients[name].proxy.UpstreamPorts()
 	b.mu.Unlock()

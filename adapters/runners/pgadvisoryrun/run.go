@@ -43,29 +43,21 @@ const (
 // process (c1, c1#2, ...).
 type backend interface {
 	sync.Locker
-	// Now is the time since the run began, in nanoseconds: the history's
-	// clock.
-	Now() int64
+	// Target is the history's clock (the time since the run began) and
+	// the faults on a client (Aim.Client, its current incarnation's
+	// process Aim.Process): a kill ends the incarnation (its connections
+	// close, the server ends its sessions and their locks; it runs no
+	// more, no longer paused or partitioned); a pause stops it (SIGSTOP:
+	// its sessions idle) until its resume; a partition holds what it and
+	// the server send each other until the heal; force-close ends every
+	// session the client has on the server (pg_terminate_backend), and
+	// may wait.
+	run.Target
 	// Go starts process (the nemesis, or a client's incarnation) running
 	// f.
 	Go(process string, f func(proc))
 	// add readies the backend for client name (a real one: its proxy).
 	add(name string) error
-	// Kill ends the client's current incarnation: its connections close
-	// (the server ends its sessions, and their locks) and it runs no more;
-	// it is no longer paused or partitioned.
-	Kill(name, process string)
-	// Pause stops the client (SIGSTOP: its sessions idle); Resume lets it
-	// go on.
-	Pause(name, process string)
-	Resume(name, process string)
-	// Partition holds what the client and the server send each other
-	// until Heal.
-	Partition(name, process string)
-	Heal(name, process string)
-	// ForceClose ends every session the client has on the server
-	// (pg_terminate_backend); it may wait.
-	ForceClose(name string) error
 	// Restart takes the server down, as a fast shutdown does, for
 	// restartDowntime, as process p (the nemesis's), returning once it
 	// is up; it may wait.
@@ -365,23 +357,23 @@ func (r *runner) strike(pr proc, f Fault, end bool) {
 		r.start(st) // its next incarnation: the old one is no longer Live
 		return
 	case histories.Pause:
-		r.b.Pause(st.Name, st.Process)
+		r.b.Strike(run.Aim{Fault: histories.Pause, Client: st.Name, Process: st.Process})
 		r.Hold(histories.Pause, f.Target)
 	case histories.Resume:
 		r.Unhold(histories.Pause, f.Target)
-		r.b.Resume(st.Name, st.Process)
+		r.b.End(run.Aim{Fault: histories.Pause, Client: st.Name, Process: st.Process})
 	case histories.Partition:
-		r.b.Partition(st.Name, st.Process)
+		r.b.Strike(run.Aim{Fault: histories.Partition, Client: st.Name, Process: st.Process})
 		r.Hold(histories.Partition, f.Target)
 	case histories.Heal:
 		r.Unhold(histories.Partition, f.Target)
-		r.b.Heal(st.Name, st.Process)
+		r.b.End(run.Aim{Fault: histories.Partition, Client: st.Name, Process: st.Process})
 	case histories.ForceClose:
 		// The server ends every session the client has (found by its
 		// proxy's ports on a real server, whatever the client is).
 		r.Began(name, histories.Of(v))
 		var err error
-		r.Outside(func() { err = r.b.ForceClose(f.Target) })
+		r.Outside(func() { err = r.b.Strike(run.Aim{Fault: histories.ForceClose, Client: f.Target}) })
 		if err != nil {
 			r.Problems = append(r.Problems, fmt.Sprintf("force-close of %s: %v", f.Target, err))
 		}
@@ -417,7 +409,7 @@ func (r *runner) from() int64 {
 // longer paused or partitioned; then struck (if set) records the kill,
 // the operation in flight ends unknown, and the client holds nothing.
 func (r *runner) kill(st *client, struck func()) {
-	r.b.Kill(st.Name, st.Process)
+	r.b.Strike(run.Aim{Fault: histories.Kill, Client: st.Name, Process: st.Process})
 	if struck != nil {
 		struck()
 	}
@@ -431,3 +423,36 @@ func (r *runner) kill(st *client, struck func()) {
 
 // result is the run's history and evidence.
 func (r *runner) result() (*prover.Result, error) { return r.Result(r.p.Key) }
+
+// clientFaults strikes a, a kill, pause or partition of a client or the
+// end of its sessions, with a place's own methods, each told the client
+// and its incarnation's process (forceClose the client alone).
+func clientFaults(a run.Aim, kill, pause, partition func(name, process string), forceClose func(name string) error) error {
+	switch a.Fault {
+	case histories.ForceClose:
+		return forceClose(a.Client)
+	case histories.Kill:
+		kill(a.Client, a.Process)
+	case histories.Pause:
+		pause(a.Client, a.Process)
+	case histories.Partition:
+		partition(a.Client, a.Process)
+	default:
+		return run.CannotStrike(a)
+	}
+	return nil
+}
+
+// clientEnds ends a, a pause or a partition of a client, with a place's
+// own resume and heal.
+func clientEnds(a run.Aim, resume, heal func(name, process string)) error {
+	switch a.Fault {
+	case histories.Pause:
+		resume(a.Client, a.Process)
+	case histories.Partition:
+		heal(a.Client, a.Process)
+	default:
+		return run.CannotStrike(a)
+	}
+	return nil
+}

@@ -42,22 +42,33 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 // simBackend is the simulated server: deterministic, in virtual time.
 type simBackend struct{ w *postgressim.World }
 
-func (simBackend) Lock()                          {}
-func (simBackend) Unlock()                        {}
-func (b simBackend) Now() int64                   { return b.w.Now() }
-func (simBackend) add(string) error               { return nil }
-func (b simBackend) Kill(_, process string)       { b.w.Kill(process) }
-func (b simBackend) Pause(_, process string)      { b.w.Pause(process) }
-func (b simBackend) Resume(_, process string)     { b.w.Resume(process) }
-func (b simBackend) Partition(_, process string)  { b.w.Partition(process) }
-func (b simBackend) Heal(_, process string)       { b.w.Heal(process) }
-func (b simBackend) ForceClose(name string) error { b.w.Terminate(name); return nil }
-func (simBackend) patience() time.Duration        { return time.Hour }
+func (simBackend) Lock()                   {}
+func (simBackend) Unlock()                 {}
+func (b simBackend) Now() int64            { return b.w.Now() }
+func (simBackend) add(string) error        { return nil }
+func (simBackend) patience() time.Duration { return time.Hour }
 func (simBackend) poll() run.Poll {
 	return run.Poll{First: 10 * time.Millisecond, Max: 10 * time.Millisecond}
 }
 func (b simBackend) Go(process string, f func(proc)) {
 	b.w.Go(process, func(p *postgressim.Process) { f(simProc{p}) })
+}
+
+// Strike kills, pauses or partitions a client's incarnation, or ends
+// the client's sessions.
+func (b simBackend) Strike(a run.Aim) error {
+	return clientFaults(a, b.on(b.w.Kill), b.on(b.w.Pause), b.on(b.w.Partition), b.terminate)
+}
+
+// terminate ends the client's sessions (force-close).
+func (b simBackend) terminate(name string) error { b.w.Terminate(name); return nil }
+
+// End resumes or heals a client's incarnation.
+func (b simBackend) End(a run.Aim) error { return clientEnds(a, b.on(b.w.Resume), b.on(b.w.Heal)) }
+
+// on is a fault of the simulator's, aimed at a process alone.
+func (simBackend) on(f func(process string)) func(_, process string) {
+	return func(_, process string) { f(process) }
 }
 
 // Restart takes the server down; the nemesis waits while it is down.

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/redlock"
 	"github.com/lockprover/lockprover/sim/redissim"
 )
@@ -21,23 +23,15 @@ import (
 // from 0.
 type backend interface {
 	sync.Locker
-	// Now is the time since the run began, in nanoseconds: the history's
-	// clock.
-	Now() int64
+	// Target is the history's clock (the time since the run began) and
+	// the faults that last or kill: kill a client's process (Aim.Process);
+	// partition it from a server (Aim.Server) until the heal (bytes wait
+	// both ways); pause a server (SIGSTOP) until its resume; drop-reply,
+	// the server's next reply to the process lost (the backend reports it
+	// when it is lost: see newSimBackend).
+	run.Target
 	// Go starts process name running f.
 	Go(name string, f func(proc))
-	// Kill ends process name at once: it sends nothing more.
-	Kill(name string)
-	// Partition cuts process name off server (bytes wait both ways);
-	// Heal ends that.
-	Partition(name string, server int)
-	Heal(name string, server int)
-	// DropReply loses server's next reply to process name (the backend
-	// reports it when it is lost: see newSimBackend).
-	DropReply(name string, server int)
-	// Pause stops server (SIGSTOP); Resume continues it.
-	Pause(server int)
-	Resume(server int)
 	// Restart takes server down (a crash) for down and up again, as
 	// process p (the nemesis's), calling struck, with the lock held,
 	// once it is down (before any process can record what the crash
@@ -99,14 +93,21 @@ func newSimBackend(p *Plan, trace io.Writer, lost func(proc string, server int),
 func (simBackend) Lock()                                         {}
 func (simBackend) Unlock()                                       {}
 func (b simBackend) Now() int64                                  { return b.w.Now() }
-func (b simBackend) Kill(name string)                            { b.w.Kill(name) }
-func (b simBackend) Partition(name string, server int)           { b.w.Partition(name, server) }
-func (b simBackend) Heal(name string, server int)                { b.w.Heal(name, server) }
-func (b simBackend) DropReply(name string, server int)           { b.w.DropReply(name, server) }
-func (b simBackend) Pause(server int)                            { b.w.Pause(server) }
-func (b simBackend) Resume(server int)                           { b.w.Resume(server) }
 func (b simBackend) ClockJump(server int, d time.Duration) error { return b.w.ClockJump(server, d) }
 func (simBackend) stuckAfter() time.Duration                     { return time.Hour }
+
+// Strike kills a client's process, partitions it from a server, loses
+// the server's next reply to it, or pauses a server. (The simulator's one error, a server out of range,
+// the plan's validation rules out.)
+func (b simBackend) Strike(a run.Aim) error {
+	return strike(a, b.w.Kill, func(name string, i int) { b.w.Partition(name, i) }, func(name string, i int) { b.w.DropReply(name, i) },
+		func(i int) { b.w.Pause(i) })
+}
+
+// End heals a client's partition from a server, or resumes a server.
+func (b simBackend) End(a run.Aim) error {
+	return end(a, func(name string, i int) { b.w.Heal(name, i) }, func(i int) { b.w.Resume(i) })
+}
 
 func (b simBackend) Go(name string, f func(proc)) {
 	b.w.Go(name, func(p *redissim.Process) { f(simProc{p}) })
@@ -150,4 +151,37 @@ func (s simProc) openPriority(_ string, o redlock.Options, prio int64) (Client, 
 // may add to keep times increasing.
 func (b simBackend) left(l redlock.Lease, _ int64) time.Duration {
 	return time.Duration(l.ValidUntil - b.w.Now())
+}
+
+// strike strikes a with a place's own methods: a kill of the process it
+// names, its partition from a server or a reply of the server's lost, a
+// pause of a server.
+func strike(a run.Aim, kill func(name string), partition, dropReply func(name string, server int), pause func(server int)) error {
+	switch a.Fault {
+	case histories.Kill:
+		kill(a.Process)
+	case histories.Partition:
+		partition(a.Process, a.Server)
+	case histories.DropReply:
+		dropReply(a.Process, a.Server)
+	case histories.Pause:
+		pause(a.Server)
+	default:
+		return run.CannotStrike(a)
+	}
+	return nil
+}
+
+// end ends a with a place's own methods: the heal of a process's
+// partition from a server, the resume of a server.
+func end(a run.Aim, heal func(name string, server int), resume func(server int)) error {
+	switch a.Fault {
+	case histories.Partition:
+		heal(a.Process, a.Server)
+	case histories.Pause:
+		resume(a.Server)
+	default:
+		return run.CannotStrike(a)
+	}
+	return nil
 }

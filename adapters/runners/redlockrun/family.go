@@ -23,6 +23,7 @@ import (
 	"fmt"
 
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/lease"
 	"pgregory.net/rapid"
 )
@@ -88,7 +89,20 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 	if !ok {
 		return nil, fmt.Errorf("redlock: a plan of another family (%T)", p)
 	}
-	return c.withDefaults().Target.Run(ctx, pl)
+	c = c.withDefaults()
+	if err := run.Refuse(targetName(c.Target), faultNames, "nemesis", len(pl.Nemesis), func(i int) string { return pl.Nemesis[i].Fault }); err != nil {
+		return nil, err
+	}
+	return c.Target.Run(ctx, pl)
+}
+
+// targetName is how a refusal names t (--target). Both targets strike
+// every fault of faultNames; real Redis jumps a clock forward only.
+func targetName(t Target) string {
+	if _, ok := t.(Redis); ok {
+		return "redis"
+	}
+	return "sim"
 }
 
 // Preflight checks, before the first plan, that c's target can run plans.

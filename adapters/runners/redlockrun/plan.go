@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/runners/leaserun"
 	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/lease"
 )
 
@@ -103,8 +104,8 @@ func (f Fault) timing() (string, int, int) { return f.Fault, f.At, f.For }
 // command ran); pause a server (SIGSTOP: its clock runs on, so keys expire
 // meanwhile); restart a server (down For ms, back with what its
 // persistence kept); jump a server's clock.
-var faultNames = []string{histories.Kill, histories.Partition, histories.DropReply,
-	histories.Pause, histories.RestartBroker, histories.ClockJump}
+var faultNames = run.Listed(histories.Kill, histories.Partition, histories.DropReply,
+	histories.Pause, histories.RestartBroker, histories.ClockJump)
 
 // FaultNames are the faults a plan can hold.
 func FaultNames() []string { return slices.Clone(faultNames) }

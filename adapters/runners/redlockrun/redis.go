@@ -486,10 +486,19 @@ func (p *redisProc) closeProxies() {
 	}
 }
 
-// Kill ends process name: its sleeps end and its proxies close, so that
+// Strike kills a client's process, partitions it from a server, loses
+// the server's next reply to it, or pauses a server.
+func (b *redisBackend) Strike(a run.Aim) error {
+	return strike(a, b.kill, b.partition, b.dropReply, b.pause)
+}
+
+// End heals a client's partition from a server, or resumes a server.
+func (b *redisBackend) End(a run.Aim) error { return end(a, b.heal, b.resume) }
+
+// kill ends process name: its sleeps end and its proxies close, so that
 // it sends nothing more (what it does next fails, and the runner ignores
 // it).
-func (b *redisBackend) Kill(name string) {
+func (b *redisBackend) kill(name string) {
 	if p := b.procs[name]; p != nil {
 		p.kill()
 		p.closeProxies()
@@ -507,21 +516,21 @@ func (b *redisBackend) proxy(name string, server int) *redis.Proxy {
 	return nil
 }
 
-func (b *redisBackend) Partition(name string, server int) {
+func (b *redisBackend) partition(name string, server int) {
 	if px := b.proxy(name, server); px != nil {
 		px.Partition()
 	}
 }
 
-func (b *redisBackend) Heal(name string, server int) {
+func (b *redisBackend) heal(name string, server int) {
 	if px := b.proxy(name, server); px != nil {
 		px.Heal()
 	}
 }
 
-// DropReply arms process name's proxy to server: its next reply is lost
+// dropReply arms process name's proxy to server: its next reply is lost
 // (replyLost records it when it is).
-func (b *redisBackend) DropReply(name string, server int) {
+func (b *redisBackend) dropReply(name string, server int) {
 	if px := b.proxy(name, server); px != nil {
 		px.DropReply()
 	}
@@ -545,14 +554,14 @@ func (b *redisBackend) replyLost(p *redisProc, name string, server int) {
 	}
 }
 
-func (b *redisBackend) Pause(server int) {
+func (b *redisBackend) pause(server int) {
 	b.paused[server] = true
 	if err := b.servers[server].Pause(); err != nil {
 		b.errs = append(b.errs, fmt.Errorf("pause of redis%d: %w", server+1, err))
 	}
 }
 
-func (b *redisBackend) Resume(server int) {
+func (b *redisBackend) resume(server int) {
 	delete(b.paused, server)
 	if err := b.servers[server].Resume(); err != nil {
 		b.errs = append(b.errs, fmt.Errorf("resume of redis%d: %w", server+1, err))

@@ -359,7 +359,7 @@ func (r *runner) nemesis() {
 			// find the lock free.
 			Settle:   func() { p.Sleep(time.Duration(r.p.longestTTL())*time.Millisecond + lease.Margin + r.behind()) },
 			Probe:    func() { r.Locked(r.probe) },
-			Abandon:  r.Abandon(r.b.Kill),
+			Abandon:  r.Abandon(func(name string) { r.b.Strike(run.Aim{Fault: histories.Kill, Process: name}) }),
 			Patience: r.b.stuckAfter(),
 		})
 	})
@@ -440,7 +440,7 @@ func (r *runner) strikeLocked(p proc, f Fault, end bool) {
 	switch f.Fault {
 	case histories.Kill:
 		if st := r.clients[f.Target]; st != nil && !st.Done {
-			r.b.Kill(st.Process)
+			r.b.Strike(run.Aim{Fault: histories.Kill, Process: st.Process})
 			r.recordFrom(histories.Kill, f.Target, 0, at)
 			r.restart(f.Target)
 		}
@@ -448,15 +448,15 @@ func (r *runner) strikeLocked(p proc, f Fault, end bool) {
 		r.partition(f, end)
 	case histories.DropReply:
 		// Armed now; recorded when it strikes (dropped), if it does.
-		r.b.DropReply(r.ProcessOf(f.Target), f.Server-1)
+		r.b.Strike(run.Aim{Fault: histories.DropReply, Process: r.ProcessOf(f.Target), Server: f.Server - 1})
 	case histories.Pause:
 		switch {
 		case end && r.Held(histories.Pause, server):
 			r.Unhold(histories.Pause, server)
-			r.b.Resume(f.Server - 1)
+			r.b.End(run.Aim{Fault: histories.Pause, Server: f.Server - 1})
 			r.record(histories.Resume, server, 0)
 		case !end && !r.Held(histories.Pause, server):
-			r.b.Pause(f.Server - 1)
+			r.b.Strike(run.Aim{Fault: histories.Pause, Server: f.Server - 1})
 			r.Hold(histories.Pause, server)
 			r.recordFrom(histories.Pause, server, 0, at)
 		}
@@ -493,11 +493,11 @@ func (r *runner) partition(f Fault, end bool) {
 	case end && held && r.cut[f.Target] == f.Server:
 		r.Unhold(histories.Partition, f.Target)
 		delete(r.cut, f.Target)
-		r.b.Heal(r.ProcessOf(f.Target), f.Server-1)
+		r.b.End(run.Aim{Fault: histories.Partition, Process: r.ProcessOf(f.Target), Server: f.Server - 1})
 		r.record(histories.Heal, f.Target, 0)
 	case !end && !held:
 		at := r.from()
-		r.b.Partition(r.ProcessOf(f.Target), f.Server-1)
+		r.b.Strike(run.Aim{Fault: histories.Partition, Process: r.ProcessOf(f.Target), Server: f.Server - 1})
 		r.Hold(histories.Partition, f.Target)
 		r.cut[f.Target] = f.Server
 		r.recordFrom(histories.Partition, f.Target, 0, at)

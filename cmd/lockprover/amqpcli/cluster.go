@@ -22,12 +22,12 @@ import (
 )
 
 // clusterTarget is the --target of a RabbitMQ cluster.
-const clusterTarget = "rabbitmq-cluster"
+const clusterTarget = amqprun.ClusterTarget
 
 // simClusterTarget is the --target of the simulated RabbitMQ cluster
 // (rabbitmqsim.ClusterOptions): plans drawn as for clusterTarget, run on the
 // simulator.
-const simClusterTarget = "sim-cluster"
+const simClusterTarget = amqprun.SimClusterTarget
 
 // clusterOptions reads --partition-handling and --net-ticktime.
 func clusterOptions(s family.Settings) (rabbitmq.ClusterOptions, error) {

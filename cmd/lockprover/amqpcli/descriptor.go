@@ -39,7 +39,8 @@ var AMQP = &family.Descriptor{
 	Models:     []string{amqprun.Strict},
 	Properties: amqprun.PropertyNames,
 	Faults:     append(amqprun.FaultNames(), amqprun.ClusterFaultNames...),
-	Targets:    []family.Target{{Name: "sim"}, {Name: "rabbitmq", Real: true}, {Name: clusterTarget, Real: true}, {Name: simClusterTarget}},
+	Targets: []family.Target{{Name: "sim", Faults: amqprun.FaultNames()}, {Name: "rabbitmq", Real: true, Faults: amqprun.FaultNames()},
+		{Name: clusterTarget, Real: true, Faults: clusterFaults()}, {Name: simClusterTarget, Faults: clusterFaults()}},
 	Flags: []family.Flag{
 		{Name: "heartbeat", Verbs: family.Prove, Usage: "amqp-locks: the heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker (plans wait three heartbeats at their end); 0s for none"},
 		{Name: "amqp-url", Verbs: family.Backend, Usage: "amqp-locks: the real broker's URL; default $LOCKPROVER_AMQP_URL, else " + rabbitmq.DefaultURL},

@@ -43,8 +43,11 @@ var ConsulSemaphore = &family.Descriptor{
 	Kinds:      []string{consulsemrun.Kind},
 	Properties: lease.WithVerify,
 	Faults:     consulsemrun.FaultNames(),
-	Targets: []family.Target{{Name: "sim"}, {Name: consulsemrun.Consul, Real: true}, {Name: consulsemrun.Etcd, Real: true},
-		{Name: consulsemrun.ConsulCluster, Real: true}, {Name: consulsemrun.EtcdCluster, Real: true}, {Name: SimCluster}},
+	Targets: []family.Target{{Name: "sim", Faults: consulsemrun.FaultNames()},
+		{Name: consulsemrun.Consul, Real: true, Faults: consulsemrun.RealFaults()}, {Name: consulsemrun.Etcd, Real: true, Faults: consulsemrun.RealFaults()},
+		{Name: consulsemrun.ConsulCluster, Real: true, Faults: onCluster(consulsemrun.ConsulCluster)},
+		{Name: consulsemrun.EtcdCluster, Real: true, Faults: onCluster(consulsemrun.EtcdCluster)},
+		{Name: SimCluster, Faults: onCluster(consulsemrun.ConsulCluster)}},
 	Flags: append([]family.Flag{
 		{Name: "backend", Verbs: family.Prove | family.Conform | family.Bench | family.Validate, Usage: "consul-semaphore: the simulated server, consul (when not given) or etcd (--target consul or etcd names the real one); for conform, the real server (a private one) compared with the simulator; for bench, the real server (a private one) measured; for those two, both when not given; for validate-impl, the private server the implementation is checked on, consul (when not given) or etcd"},
 		{Name: "persistent", Bool: true, Verbs: family.Prove, Usage: "consul-semaphore: a Consul agent (simulated, or real with --target consul) with a data directory, which keeps its sessions across a restart (else a -dev agent, which forgets them)"},
@@ -426,4 +429,10 @@ func consulValidate(ctx context.Context, command string, s family.Settings, out 
 		return false, family.Usagef("%s: %v", backend, err)
 	}
 	return passed, err
+}
+
+// onCluster is what a cluster of target strikes: a single server's faults
+// but its restart (restart-node restarts a node), and the cluster's.
+func onCluster(target string) []string {
+	return append(slices.DeleteFunc(consulsemrun.RealFaults(), func(f string) bool { return f == histories.RestartBroker }), consulsemrun.ClusterFaults(target)...)
 }

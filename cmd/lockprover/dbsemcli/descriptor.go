@@ -40,7 +40,7 @@ var DBSemaphore = &family.Descriptor{
 	Kinds:      []string{dbsemrun.Kind},
 	Properties: lease.Properties,
 	Faults:     dbsemrun.FaultNames(),
-	Targets:    []family.Target{{Name: "sim"}, {Name: "mariadb", Real: true}},
+	Targets:    []family.Target{{Name: "sim", Faults: dbsemrun.FaultNames()}, {Name: "mariadb", Real: true, Faults: dbsemrun.FaultNames()}},
 	Flags: append([]family.Flag{
 		{Name: "dsn", Verbs: family.Backend, Usage: "db-semaphore: the real MariaDB's DSN (go-sql-driver form, over tcp); default $LOCKPROVER_MYSQL_DSN, else " + mariadb.DefaultDSN},
 		leasecli.TTL,

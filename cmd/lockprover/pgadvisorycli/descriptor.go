@@ -36,7 +36,7 @@ var PGAdvisory = &family.Descriptor{
 	Properties: lease.Properties,
 	Faults:     pgadvisoryrun.FaultNames(),
 	// The simulator, and a real server, a private one of the run's own.
-	Targets:    []family.Target{{Name: "sim"}, {Name: target, Real: true}},
+	Targets:    []family.Target{{Name: "sim", Faults: pgadvisoryrun.FaultNames()}, {Name: target, Real: true, Faults: pgadvisoryrun.FaultNames()}},
 	Flags:      append([]family.Flag{leasecli.TTL, serverVersionFlag}, leasecli.Flags...),
 	Judging:    leasecli.Judging,
 	CheckFlags: leasecli.Check,

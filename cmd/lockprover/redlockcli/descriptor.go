@@ -36,7 +36,7 @@ var Redlock = &family.Descriptor{
 	Kinds:      []string{redlockrun.Kind},
 	Properties: lease.WithValidity,
 	Faults:     redlockrun.FaultNames(),
-	Targets:    []family.Target{{Name: "sim"}, {Name: "redis", Real: true}},
+	Targets:    []family.Target{{Name: "sim", Faults: redlockrun.FaultNames()}, {Name: "redis", Real: true, Faults: redlockrun.FaultNames()}},
 	Flags: append([]family.Flag{
 		{Name: "servers", Verbs: family.Prove | family.Bench, Usage: "redlock: N, the number of Redis servers every plan has (0: drawn from 1, 2 and 3; bench: 3)", Default: "0"},
 		{Name: "persistence", Verbs: family.Prove, Usage: "redlock: what the servers keep across a restart, none or always (fsync on every write); default drawn, with restarts only under always"},

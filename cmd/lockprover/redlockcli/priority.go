@@ -29,7 +29,7 @@ var PriorityRedlock = &family.Descriptor{
 	Kinds:      []string{redlockrun.PriorityKind},
 	Properties: lease.WithPriority,
 	Faults:     redlockrun.FaultNames(),
-	Targets:    []family.Target{{Name: "sim"}, {Name: "redis", Real: true}},
+	Targets:    []family.Target{{Name: "sim", Faults: redlockrun.FaultNames()}, {Name: "redis", Real: true, Faults: redlockrun.FaultNames()}},
 	Flags:      Redlock.Flags,
 	Judging:    leasecli.Judging,
 	CheckFlags: leasecli.Check,

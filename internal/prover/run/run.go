@@ -9,9 +9,12 @@
 //
 // It knows no family and no backend: a family's runner embeds a Runner,
 // registers its processes (Proc) and runs its nemesis's process through
-// Nemesis, with the family's strikes, settling and probe. On a simulator
-// everything it does happens at the same virtual times and in the same
-// order on every run, so a plan's history stays the same, byte for byte.
+// Nemesis, with the family's strikes, settling and probe. Its places,
+// simulated and real, keep one contract, Target (the history's clock, a
+// fault struck and ended), and every fault they strike is a row of one
+// table, Faults (docs/faults.md). On a simulator everything it does
+// happens at the same virtual times and in the same order on every run,
+// so a plan's history stays the same, byte for byte.
 package run
 
 import (

@@ -1,0 +1,30 @@
+package pgadvisoryrun
+
+import (
+	"context"
+	"testing"
+
+	"github.com/lockprover/lockprover/histories"
+
+	"github.com/lockprover/lockprover/adapters/servers/postgres"
+)
+
+// A plan holding a fault its target does not strike is refused by name
+// before the run (run.Refuse), on the simulator and on a real target
+// alike: no server is reached, nothing is struck.
+func TestRefusesAFaultItsTargetDoesNotStrike(t *testing.T) {
+	p := &Plan{}
+	p.Nemesis = []Fault{{Fault: histories.Kill, Target: "c1"}, {Fault: histories.DropReply}}
+	for _, tc := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{}, "plan: nemesis[1].fault: target sim does not strike drop-reply (it strikes: kill, pause, partition, force-close, restart-broker)"},
+		{Config{Server: &postgres.Server{}}, "plan: nemesis[1].fault: target postgres does not strike drop-reply (it strikes: kill, pause, partition, force-close, restart-broker)"},
+	} {
+		_, err := tc.c.Run(context.Background(), p)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Run: got %v\nwant %s", err, tc.want)
+		}
+	}
+}

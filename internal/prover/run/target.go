@@ -1,0 +1,83 @@
+package run
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/lockprover/lockprover/histories"
+)
+
+// A Target is where a run's plans run (docs/glossary.md): a family's
+// simulator or a real server, as every family's runner sees it. It is the
+// one contract every runner's places keep, simulated and real alike: the
+// clock the history is recorded on, and the faults it strikes and ends.
+// A family's own interface for its places (amqprun's engine, the lease
+// runners' backends, consulsemrun's world) embeds it and adds only what is
+// the family's own: how a process runs, how a client opens, how the
+// backend settles.
+type Target interface {
+	// Now is the clock the history is recorded on, in nanoseconds
+	// (virtual time on a simulator; since the run began on a real
+	// server).
+	Now() int64
+	// Strike strikes a.Fault, a name of the fault table (Faults), at what
+	// a aims at. An error says it did not strike; a target that cannot
+	// tell says nothing.
+	Strike(a Aim) error
+	// End ends a.Fault, a fault that lasts until it is ended (a pause,
+	// a partition), at what a aims at: it resumes or heals (Fault.EndedBy).
+	End(a Aim) error
+}
+
+// An Aim is one fault aimed: what a Target's Strike and End are told.
+// Which fields a fault reads is the fault's (Fault.Strikes) and the
+// target's own: a client's process, a server among several, a node of a
+// cluster or the links between its nodes.
+type Aim struct {
+	// Fault is the fault's name (Faults).
+	Fault string
+	// Process is the process struck, as the target names it: a client's
+	// current incarnation ("c1", "c1#2"), a node of a cluster, or the
+	// directions cut between nodes ("n1>n2 n2>n1"); "" for the server.
+	Process string
+	// Client is the plan's client the process runs for ("c1"), where the
+	// target tells the two apart; "" where it does not.
+	Client string
+	// Server is the server struck, from 0, where the target has several
+	// (Redlock's N).
+	Server int
+}
+
+// ErrStruckNothing is Strike's error for a fault that struck nothing,
+// and so is not recorded: a force-close of a client with no connection
+// open, or while the server is down for a restart, which ended them.
+var ErrStruckNothing = errors.New("run: the fault struck nothing")
+
+// CannotStrike is a Target's error for a fault it does not strike (or,
+// from End, one it does not end): a plan's faults are refused before the
+// run (Refuse), so a run that meets it has a runner's mistake.
+func CannotStrike(a Aim) error {
+	return fmt.Errorf("%s: the target does not strike it (aimed at %q, server %d)", a.Fault, a.Process, a.Server)
+}
+
+// Apply has t strike fault at process, as a history names both (a
+// runner that records before it strikes), or, for an end (resume, heal),
+// end the fault it ends.
+func Apply(t Target, fault, process string) error {
+	if struck := Ended(fault); struck != "" {
+		return t.End(Aim{Fault: struck, Process: process})
+	}
+	return t.Strike(Aim{Fault: fault, Process: process})
+}
+
+// Ended is the fault end ends (pause for resume, partition for heal), ""
+// when end ends none: histories.EndOf turned round.
+func Ended(end string) string {
+	switch end {
+	case histories.Resume:
+		return histories.Pause
+	case histories.Heal:
+		return histories.Partition
+	}
+	return ""
+}
