@@ -391,7 +391,7 @@ func IsPatched(v Value) bool {
 }
 
 // A Fault is the value of a fault, a nemesis event: the process it is
-// aimed at (none: the backend), a clock fault's offset, the links a
+// aimed at (none: the server), a clock fault's offset, the links a
 // partition of a cluster cuts, and why it could not be applied.
 type Fault struct {
 	// Reason says why the fault could not be applied (on its fail).

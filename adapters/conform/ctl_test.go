@@ -10,9 +10,9 @@ import (
 	"github.com/lockprover/lockprover/sim/rabbitmqsim/semantics"
 )
 
-// openTarget opens a Target on the test broker (or skips) and cleans up
+// openServer opens a Server on the test broker (or skips) and cleans up
 // after the test.
-func openTarget(t *testing.T, o Options) *Target {
+func openServer(t *testing.T, o Options) *Server {
 	t.Helper()
 	o.URL = rabbitmqtest.URL(t)
 	tg, err := Open(context.Background(), o)
@@ -37,7 +37,7 @@ func TestCtlModes(t *testing.T) {
 			if plain && testing.Short() {
 				t.Skip("plain rabbitmqctl is slow")
 			}
-			tg := openTarget(t, Options{PlainCtl: plain})
+			tg := openServer(t, Options{PlainCtl: plain})
 			if tg.FastCtl() == plain {
 				t.Fatalf("FastCtl = %v with PlainCtl %v (the session: %v)", tg.FastCtl(), plain, tg.CtlSessionErr())
 			}
@@ -87,7 +87,7 @@ func TestCtlModes(t *testing.T) {
 // Settle counts the broker's channel processes of the Env's connections and
 // waits until they match the channels the clients have open.
 func TestSettleCountsChannels(t *testing.T) {
-	tg := openTarget(t, Options{})
+	tg := openServer(t, Options{})
 	if !tg.FastCtl() {
 		t.Skip("the rabbitmqctl eval session does not start")
 	}

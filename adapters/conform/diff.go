@@ -360,7 +360,7 @@ const seqTimeout = time.Minute
 
 // RunOps runs ops on the real broker (in a fresh Env with Settle,
 // cleaned up afterwards). An error wraps ErrHarness.
-func (t *Target) RunOps(ctx context.Context, ops []Op) ([]string, error) {
+func (t *Server) RunOps(ctx context.Context, ops []Op) ([]string, error) {
 	env := t.NewEnv()
 	env.Settle = true
 	ctx, cancel := context.WithTimeout(ctx, seqTimeout)
@@ -468,7 +468,7 @@ func (o DiffOptions) withDefaults() DiffOptions {
 // call testing.Init and parse the global flag set first (see
 // cmd/lockprover). Sequences are drawn without them (rapidbatch.Cases), so
 // several Differentials may run at once; their shrinking takes turns.
-func (t *Target) Differential(ctx context.Context, o DiffOptions) (*DiffOutcome, error) {
+func (t *Server) Differential(ctx context.Context, o DiffOptions) (*DiffOutcome, error) {
 	o = o.withDefaults()
 	r := &diffRun{t: t, ctx: ctx, o: o, out: &DiffOutcome{}}
 	start := time.Now()
@@ -503,7 +503,7 @@ func (t *Target) Differential(ctx context.Context, o DiffOptions) (*DiffOutcome,
 // diffRun is the state of one Differential run, shared by its search and
 // its shrinking.
 type diffRun struct {
-	t   *Target
+	t   *Server
 	ctx context.Context
 	o   DiffOptions
 	out *DiffOutcome
@@ -583,7 +583,7 @@ func (r *diffRun) keep(d *Divergence) {
 // replay re-runs the minimal divergence d on the real broker up to n times
 // (stopping at a harness failure or when ctx ends), counting in d the
 // replays and those that diverged again at the same step.
-func (t *Target) replay(ctx context.Context, d *Divergence, n int) {
+func (t *Server) replay(ctx context.Context, d *Divergence, n int) {
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		realObs, err := t.RunOps(ctx, d.Ops)
 		if err != nil {

@@ -29,7 +29,7 @@ func diffSequences(t *testing.T) int {
 // The simulator and RabbitMQ observe the same thing for drawn sequences.
 func TestDifferential(t *testing.T) {
 	t.Parallel()
-	tg := openTarget(t, Options{})
+	tg := openServer(t, Options{})
 	if !tg.FastCtl() {
 		t.Skip("the rabbitmqctl eval session does not start")
 	}
@@ -52,7 +52,7 @@ func TestDifferential(t *testing.T) {
 // that show it: here a simulator that miscounts a purge of one message.
 func TestDifferentialCatchesAWrongSimulator(t *testing.T) {
 	t.Parallel()
-	tg := openTarget(t, Options{})
+	tg := openServer(t, Options{})
 	if !tg.FastCtl() {
 		t.Skip("the rabbitmqctl eval session does not start")
 	}

@@ -41,10 +41,10 @@ type Options struct {
 // ErrNoBroker is wrapped by Open's error when nothing answers at the URL.
 var ErrNoBroker = errors.New("conform: no broker answers")
 
-// A Target is a real broker under test: its URL, rabbitmqctl, a Cleaner
+// A Server is a real broker under test: its URL, rabbitmqctl, a Cleaner
 // with a direct connection of its own, and a random prefix that every
-// queue and connection name of this Target starts with.
-type Target struct {
+// queue and connection name of this Server starts with.
+type Server struct {
 	opts   Options
 	addr   string // host:port
 	prefix string
@@ -56,8 +56,8 @@ type Target struct {
 }
 
 // Open checks that a broker answers at o.URL and that rabbitmqctl reaches
-// its node, and returns the Target. Close it when done.
-func Open(ctx context.Context, o Options) (*Target, error) {
+// its node, and returns the Server. Close it when done.
+func Open(ctx context.Context, o Options) (*Server, error) {
 	if o.URL == "" {
 		o.URL = rabbitmq.DefaultURL
 	}
@@ -69,7 +69,7 @@ func Open(ctx context.Context, o Options) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{opts: o, addr: addr, prefix: rabbitmq.UniqueName("lpconf-") + "-"}
+	t := &Server{opts: o, addr: addr, prefix: rabbitmq.UniqueName("lpconf-") + "-"}
 	t.clean = &rabbitmq.Cleaner{URL: o.URL, Name: t.prefix + "admin", Reason: "lockprover conform cleanup", Rounds: 5}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -85,32 +85,32 @@ func Open(ctx context.Context, o Options) (*Target, error) {
 	return t, nil
 }
 
-// Prefix is what every queue and connection name of this Target starts
+// Prefix is what every queue and connection name of this Server starts
 // with.
-func (t *Target) Prefix() string { return t.prefix }
+func (t *Server) Prefix() string { return t.prefix }
 
 // FastCtl reports whether queries go through the rabbitmqctl eval session
 // (about a millisecond each) rather than plain commands (about a second).
-func (t *Target) FastCtl() bool { return t.ctl.Fast() }
+func (t *Server) FastCtl() bool { return t.ctl.Fast() }
 
 // CtlSessionErr is why the rabbitmqctl eval session did not start, when
 // one was asked for and queries are plain commands.
-func (t *Target) CtlSessionErr() error { return t.ctl.SessionErr() }
+func (t *Server) CtlSessionErr() error { return t.ctl.SessionErr() }
 
 // ctlBudget bounds one step that asks rabbitmqctl (an inspection, a
 // fault): a step runs a few queries, and plain rabbitmqctl boots an Erlang
 // VM for each, which took over 20s apiece on a loaded machine (a minute
 // for a forced close's three queries was once not enough).
-func (t *Target) ctlBudget() time.Duration {
+func (t *Server) ctlBudget() time.Duration {
 	if t.FastCtl() {
 		return time.Minute
 	}
 	return 5 * time.Minute
 }
 
-// Close deletes every queue whose name starts with the Target's prefix and
-// releases the Target's resources.
-func (t *Target) Close() error {
+// Close deletes every queue whose name starts with the Server's prefix and
+// releases the Server's resources.
+func (t *Server) Close() error {
 	var err error
 	if t.ctl != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -123,9 +123,9 @@ func (t *Target) Close() error {
 }
 
 // Cleanup deletes every queue whose name starts with prefix (which must
-// start with the Target's own prefix), closing the connections of this
-// Target that still hold one of them exclusively.
-func (t *Target) Cleanup(ctx context.Context, prefix string) error {
+// start with the Server's own prefix), closing the connections of this
+// Server that still hold one of them exclusively.
+func (t *Server) Cleanup(ctx context.Context, prefix string) error {
 	if !strings.HasPrefix(prefix, t.prefix) {
 		return fmt.Errorf("conform: cleanup prefix %q is not under %q", prefix, t.prefix)
 	}
@@ -143,8 +143,8 @@ func (t *Target) Cleanup(ctx context.Context, prefix string) error {
 }
 
 // NewEnv returns a fresh Env with a name prefix of its own under the
-// Target's (Env.Prefix). Close it, then Cleanup its Prefix.
-func (t *Target) NewEnv() *Env {
+// Server's (Env.Prefix). Close it, then Cleanup its Prefix.
+func (t *Server) NewEnv() *Env {
 	t.mu.Lock()
 	t.envs++
 	n := t.envs
@@ -190,10 +190,10 @@ func (t *Target) NewEnv() *Env {
 //     sent at once on another connection found the queue empty, and the
 //     message back a moment later, in 14 of 1000 runs here.
 //   - StopBroker and StartBroker are rabbitmqctl stop_app and start_app,
-//     refused unless the Target allows restarts.
+//     refused unless the Server allows restarts.
 //   - Now is the real time since the Env was made; Sleep sleeps.
 type Env struct {
-	t      *Target
+	t      *Server
 	prefix string
 	start  time.Time
 	// Settle makes the Env wait for the broker's asynchronous tidying up
@@ -244,7 +244,7 @@ type dialled struct {
 var _ semantics.Env = (*Env)(nil)
 
 // Prefix is what the names of this Env's queues and connections start
-// with; pass it to semantics.Run and to Target.Cleanup.
+// with; pass it to semantics.Run and to Server.Cleanup.
 func (e *Env) Prefix() string { return e.prefix }
 
 // Close closes the Env's proxies, which kills any connection still open.
@@ -678,7 +678,7 @@ func (e *Env) awaitRelease(ctx context.Context, pids []string) error {
 	return nil
 }
 
-// StopBroker runs rabbitmqctl stop_app, if the Target allows restarts.
+// StopBroker runs rabbitmqctl stop_app, if the Server allows restarts.
 func (e *Env) StopBroker() error {
 	if !e.t.opts.AllowRestart {
 		return errors.New("conform: restarting the broker is not allowed (AllowRestart, --allow-restart)")
@@ -688,7 +688,7 @@ func (e *Env) StopBroker() error {
 	return e.t.ctl.StopApp(ctx)
 }
 
-// StartBroker runs rabbitmqctl start_app, if the Target allows restarts,
+// StartBroker runs rabbitmqctl start_app, if the Server allows restarts,
 // and returns once the broker accepts connections again.
 func (e *Env) StartBroker() error {
 	if !e.t.opts.AllowRestart {

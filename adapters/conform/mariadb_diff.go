@@ -227,7 +227,7 @@ func MariaDBDifferential(ctx context.Context, o MariaDBOptions) (rep *MariaDBRep
 // mariaRun is the state of one MariaDBDifferential, shared by its search
 // and its shrinking.
 type mariaRun struct {
-	t   *mariaTarget
+	t   *mariaServer
 	ctx context.Context
 	o   MariaDBOptions
 	out *MariaDBReport
@@ -241,7 +241,7 @@ type mariaRun struct {
 }
 
 // raceRuns is how many more times a sequence whose outcome on MariaDB
-// may have depended on timing (see mariaTarget.runRacy) and differs from
+// may have depended on timing (see mariaServer.runRacy) and differs from
 // mariadbsim's runs there, looking for mariadbsim's outcome.
 const raceRuns = 5
 

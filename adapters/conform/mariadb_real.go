@@ -37,8 +37,8 @@ const (
 	dbConfirm = 10 * time.Millisecond
 )
 
-// mariaTarget is the MariaDB of one differential run.
-type mariaTarget struct {
+// mariaServer is the MariaDB of one differential run.
+type mariaServer struct {
 	db      *sql.DB
 	dbName  string
 	mon     *sql.Conn
@@ -61,7 +61,7 @@ func mariaDSN(dsn string) string {
 // openMaria connects to the MariaDB dsn names and checks that it can run
 // sequences: InnoDB, deadlock detection on, SHOW ENGINE INNODB STATUS
 // allowed.
-func openMaria(ctx context.Context, dsn string) (*mariaTarget, error) {
+func openMaria(ctx context.Context, dsn string) (*mariaServer, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: DSN: %v", ErrNoMariaDB, err)
@@ -79,14 +79,14 @@ func openMaria(ctx context.Context, dsn string) (*mariaTarget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoMariaDB, err)
 	}
-	t := &mariaTarget{db: sql.OpenDB(c), dbName: cfg.DBName}
+	t := &mariaServer{db: sql.OpenDB(c), dbName: cfg.DBName}
 	// Each sequence opens its connections afresh: none is reused with a
 	// session another sequence left behind.
 	t.db.SetMaxIdleConns(0)
 	var b [4]byte
 	rand.Read(b[:])
 	t.prefix = fmt.Sprintf("lpdb_%x_", b)
-	fail := func(err error) (*mariaTarget, error) {
+	fail := func(err error) (*mariaServer, error) {
 		t.db.Close()
 		if e := ended(ctx); e != nil {
 			// The caller's deadline or interrupt, not MariaDB: say so.
@@ -121,14 +121,14 @@ func redactDSN(cfg *mysql.Config) string {
 }
 
 // nextPrefix is the table prefix of the next sequence.
-func (t *mariaTarget) nextPrefix() string {
+func (t *mariaServer) nextPrefix() string {
 	t.n++
 	return t.prefix + strconv.Itoa(t.n) + "_"
 }
 
 // close drops every table of the run that is left (none should be) and
 // closes the connections; it fails if a table remains.
-func (t *mariaTarget) close() error {
+func (t *mariaServer) close() error {
 	defer t.db.Close()
 	defer t.mon.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -149,7 +149,7 @@ func (t *mariaTarget) close() error {
 }
 
 // tables lists the run's tables in the database.
-func (t *mariaTarget) tables(ctx context.Context) ([]string, error) {
+func (t *mariaServer) tables(ctx context.Context) ([]string, error) {
 	like := strings.ReplaceAll(t.prefix, "_", `\_`) + "%"
 	rs, err := t.mon.QueryContext(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE ?", like)
 	if err != nil {
@@ -176,14 +176,14 @@ func monitorContext() (context.Context, context.CancelFunc) {
 
 // lockWaits returns the connection ids whose transactions wait for a
 // lock, with the table of each lock.
-func (t *mariaTarget) lockWaits(ctx context.Context) (map[int64]string, error) {
+func (t *mariaServer) lockWaits(ctx context.Context) (map[int64]string, error) {
 	return mariadb.LockWaits(ctx, t.mon)
 }
 
 // run runs seq on MariaDB with tables prefixed prefix, and drops them
 // afterwards whatever happens. An error wraps ErrHarness: the run proves
 // nothing either way.
-func (t *mariaTarget) run(ctx context.Context, seq DBSeq, prefix string) (steps []DBStep, err error) {
+func (t *mariaServer) run(ctx context.Context, seq DBSeq, prefix string) (steps []DBStep, err error) {
 	steps, _, err = t.runRacy(ctx, seq, prefix)
 	return steps, err
 }
@@ -193,7 +193,7 @@ func (t *mariaTarget) run(ctx context.Context, seq DBSeq, prefix string) (steps 
 // waiting statements that went on in the same step, or one that went on
 // beside the step's own statement, which was not a COMMIT or ROLLBACK
 // (a deadlock's victim rolled back). mariadbsim runs them in one order.
-func (t *mariaTarget) runRacy(ctx context.Context, seq DBSeq, prefix string) (steps []DBStep, racy bool, err error) {
+func (t *mariaServer) runRacy(ctx context.Context, seq DBSeq, prefix string) (steps []DBStep, racy bool, err error) {
 	if err := seq.check(); err != nil {
 		return nil, false, err
 	}
@@ -239,7 +239,7 @@ func (t *mariaTarget) runRacy(ctx context.Context, seq DBSeq, prefix string) (st
 // mariaDriver is the runDriver of MariaDB: each statement runs in a
 // goroutine of its own, and settle polls InnoDB's status.
 type mariaDriver struct {
-	t           *mariaTarget
+	t           *mariaServer
 	r           *seqRun
 	ctx         context.Context
 	clientClock bool
@@ -248,7 +248,7 @@ type mariaDriver struct {
 	done        chan mariaDone
 	running     int  // statements whose outcome is not collected yet
 	snapshot    bool // the monitor holds a read view
-	racy        bool // see mariaTarget.runRacy
+	racy        bool // see mariaServer.runRacy
 }
 
 // awaitGone waits until none of the run's connections is in the server's

@@ -35,7 +35,7 @@ type RunConfig struct {
 // RunRabbitMQ runs part 1 and then, unless c.Sequences is 0, part 2 on
 // the target, writing what it finds to c.Out. An interrupted run's error
 // wraps ctx's.
-func RunRabbitMQ(ctx context.Context, tg *Target, shown string, c RunConfig) (Status, error) {
+func RunRabbitMQ(ctx context.Context, tg *Server, shown string, c RunConfig) (Status, error) {
 	st := runTable(ctx, tg, shown, c.Cases, c.Retries, c.Out)
 	if ctx.Err() != nil {
 		return st, ctx.Err()
@@ -53,7 +53,7 @@ func RunRabbitMQ(ctx context.Context, tg *Target, shown string, c RunConfig) (St
 }
 
 // runTable runs part 1, the semantics table, and prints a line per case.
-func runTable(ctx context.Context, tg *Target, shown string, cases []semantics.Case, retries int, stdout io.Writer) Status {
+func runTable(ctx context.Context, tg *Server, shown string, cases []semantics.Case, retries int, stdout io.Writer) Status {
 	code := Agree
 	fmt.Fprintf(stdout, "part 1: the semantics table on %s and on the simulator (queues %s*)\n", shown, tg.Prefix())
 	start := time.Now()
@@ -92,7 +92,7 @@ func runTable(ctx context.Context, tg *Target, shown string, cases []semantics.C
 
 // runSequences runs part 2, drawn differential sequences, on top of part
 // 1's status, and returns the run's status.
-func runSequences(ctx context.Context, tg *Target, c RunConfig, code Status) (Status, error) {
+func runSequences(ctx context.Context, tg *Server, c RunConfig, code Status) (Status, error) {
 	sequences, seed, shrink, stdout := c.Sequences, c.Seed, c.Shrink, c.Out
 	fmt.Fprintf(stdout, "\npart 2: %d differential sequences from seed %d (replay: --seed %d --sequences %d)\n", sequences, seed, seed, sequences)
 	step := max(sequences/10, 1)

@@ -132,8 +132,8 @@ func at(obs []string, i int) string {
 	return "(not run)"
 }
 
-// Runnable says whether case c can run on this Target, and why not.
-func (t *Target) Runnable(c semantics.Case) (bool, string) {
+// Runnable says whether case c can run on this Server, and why not.
+func (t *Server) Runnable(c semantics.Case) (bool, string) {
 	if !c.SimOnly {
 		return true, ""
 	}
@@ -167,7 +167,7 @@ func caseTimeout(c semantics.Case) time.Duration {
 // rabbitmqsim.Seeded(0)) and compares them; a divergent case is run again up to
 // retries more times (real timing varies on a loaded machine), and the last
 // attempt is reported.
-func (t *Target) RunCase(ctx context.Context, c semantics.Case, retries int) CaseReport {
+func (t *Server) RunCase(ctx context.Context, c semantics.Case, retries int) CaseReport {
 	r := CaseReport{Case: c}
 	if ok, why := t.Runnable(c); !ok {
 		r.Skipped = why
@@ -194,7 +194,7 @@ func (t *Target) RunCase(ctx context.Context, c semantics.Case, retries int) Cas
 }
 
 // runReal runs c once on the real broker, in a fresh Env, and cleans up.
-func (t *Target) runReal(ctx context.Context, c semantics.Case, r *CaseReport) {
+func (t *Server) runReal(ctx context.Context, c semantics.Case, r *CaseReport) {
 	env := t.NewEnv()
 	ctx, cancel := context.WithTimeout(ctx, caseTimeout(c))
 	defer cancel()
@@ -210,7 +210,7 @@ func (t *Target) runReal(ctx context.Context, c semantics.Case, r *CaseReport) {
 
 // RunTable runs every case of cases (semantics.Cases if nil) with RunCase,
 // calling progress (if set) after each.
-func (t *Target) RunTable(ctx context.Context, cases []semantics.Case, retries int, progress func(CaseReport)) []CaseReport {
+func (t *Server) RunTable(ctx context.Context, cases []semantics.Case, retries int, progress func(CaseReport)) []CaseReport {
 	if cases == nil {
 		cases = semantics.Cases
 	}

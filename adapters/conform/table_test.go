@@ -13,7 +13,7 @@ import (
 // RabbitMQ, what the table says, and agrees with the simulator.
 func TestTableOnRabbitMQ(t *testing.T) {
 	t.Parallel()
-	tg := openTarget(t, Options{})
+	tg := openServer(t, Options{})
 	if !tg.FastCtl() {
 		t.Skip("the rabbitmqctl eval session does not start: the timed cases need fast queries")
 	}

@@ -170,9 +170,9 @@ const (
 	Conform                    // conform
 	Check                      // check (the histories it judges: CheckFlags)
 
-	// Backend is what a flag naming the backend (--amqp-url, --dsn) goes
-	// with: every verb that talks to it.
-	Backend = Prove | Replay | Validate | Bench | Conform
+	// Server is what a flag naming a real server (--amqp-url, --dsn) goes
+	// with: every verb that talks to one.
+	Server = Prove | Replay | Validate | Bench | Conform
 	// Runs is what a flag saying how plans may run there goes with
 	// (--allow-restart, --private-server).
 	Runs = Prove | Replay

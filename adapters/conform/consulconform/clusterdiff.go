@@ -33,7 +33,7 @@ import (
 // agent stops sending to a server it cannot reach once Serf says so), 4 s
 // on etcd (an election takes 1.1 to 1.2 s); a fault's end (heal, resume,
 // a node started again) is followed on the real cluster by a wait until
-// it is whole again (ClusterTarget.Whole: every server naming one leader
+// it is whole again (Cluster.Whole: every server naming one leader
 // and, on Consul, a voter again, K.6; every agent alive and answered
 // through each server, K.8; up to two minutes),
 // on the simulated one by nothing. So
@@ -42,10 +42,10 @@ import (
 // minute outlives every sequence): the fresh TTL an election gives is
 // checked against K.1 and K.4 by the tests, not here.
 
-// A ClusterTarget is a real cluster the cluster differential runs on,
+// A Cluster is a real cluster the cluster differential runs on,
 // started once and reused: Consul's s1, s2, s3, a1, a2 or etcd's e1, e2,
 // e3 (ClusterNodes).
-type ClusterTarget interface {
+type Cluster interface {
 	// Kind is the cluster's server.
 	Kind() consulsim.Kind
 	// Server names the server and its version, for the report.
@@ -489,7 +489,7 @@ func (r ClusterReport) String() string {
 // cluster t and on the simulated one and compares them step by step. It
 // runs them all; the first divergence is shown in full and shrunk for
 // at most shrink; a line per sequence goes to progress (nil: none).
-func ClusterDifferential(ctx context.Context, t ClusterTarget, n int, seed uint64, shrink time.Duration, progress io.Writer) (ClusterReport, error) {
+func ClusterDifferential(ctx context.Context, t Cluster, n int, seed uint64, shrink time.Duration, progress io.Writer) (ClusterReport, error) {
 	start := time.Now()
 	k := t.Kind()
 	rep := ClusterReport{Server: t.Server(ctx)}
@@ -594,7 +594,7 @@ func at2(ss []string, i int) string {
 
 // onRealCluster runs steps on the real cluster, on keys under prefix,
 // with a client of its own on each node, and leaves it whole.
-func onRealCluster(ctx context.Context, t ClusterTarget, prefix string, steps []clusterStep) (run, error) {
+func onRealCluster(ctx context.Context, t Cluster, prefix string, steps []clusterStep) (run, error) {
 	k := t.Kind()
 	side := clusterSide{kind: k, clients: map[string]consulsem.Backend{}, notes: true,
 		call:   func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, clusterCallTimeout) },

@@ -22,10 +22,10 @@ import (
 	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
-// A Target is the real server a Differential runs against: a private one
+// A Server is the real server a Differential runs against: a private one
 // (its sessions come and go by the thousand), such as adapters/servers/consul's
 // and adapters/servers/etcd's with their default options.
-type Target struct {
+type Server struct {
 	Kind consulsim.Kind
 	// Addr is the Consul agent's HTTP API (host:port) or etcd's client
 	// URL (http://host:port).
@@ -83,7 +83,7 @@ const (
 // The same seed draws the same sequences (internal/rapidbatch). An error
 // is the harness's (the server could not be reached, the simulator
 // failed); if ctx ends, it wraps ctx's error.
-func Differential(ctx context.Context, t Target, n int, seed uint64, progress io.Writer) (Report, error) {
+func Differential(ctx context.Context, t Server, n int, seed uint64, progress io.Writer) (Report, error) {
 	start := time.Now()
 	if n <= 0 {
 		return Report{}, fmt.Errorf("consulsim: a differential of %d sequences", n)
@@ -116,7 +116,7 @@ func Differential(ctx context.Context, t Target, n int, seed uint64, progress io
 
 // A judge runs sequences on a real server and on the simulator.
 type judge struct {
-	t      Target
+	t      Server
 	b      consulsem.Backend
 	etcd   *clientv3.Client
 	server string
@@ -124,7 +124,7 @@ type judge struct {
 	runs   atomic.Int64 // runs on the real server so far: each has a prefix of its own
 }
 
-func openJudge(ctx context.Context, t Target) (*judge, error) {
+func openJudge(ctx context.Context, t Server) (*judge, error) {
 	var id [4]byte
 	rand.Read(id[:])
 	j := &judge{t: t, run: fmt.Sprintf("%x", id)}

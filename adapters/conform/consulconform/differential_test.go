@@ -30,7 +30,7 @@ const consulFloor = time.Second
 
 // privateTarget starts a private server of kind k for the test; the test
 // is skipped on a machine without its binary.
-func privateTarget(t *testing.T, k consulsim.Kind) Target {
+func privateTarget(t *testing.T, k consulsim.Kind) Server {
 	quick.Skip(t, "a private Consul agent or etcd")
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -44,7 +44,7 @@ func privateTarget(t *testing.T, k consulsim.Kind) Target {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { a.Stop() })
-		return Target{Kind: consulsim.Consul, Addr: a.Addr(), Floor: consulFloor}
+		return Server{Kind: consulsim.Consul, Addr: a.Addr(), Floor: consulFloor}
 	}
 	s, err := etcd.Start(ctx, t.TempDir(), etcd.Options{})
 	if errors.Is(err, etcd.ErrNoEtcd) {
@@ -54,7 +54,7 @@ func privateTarget(t *testing.T, k consulsim.Kind) Target {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Stop() })
-	return Target{Kind: consulsim.Etcd, Addr: s.URL(), Floor: s.MinTTL()}
+	return Server{Kind: consulsim.Etcd, Addr: s.URL(), Floor: s.MinTTL()}
 }
 
 func seedOf() uint64 {

@@ -13,5 +13,5 @@
 // differential speaks to Consul over its HTTP API and to etcd through
 // clientv3, by consulsem's own backends. The real cluster is the
 // family's runner's (adapters/runners/consulsemrun's Cluster.ConformTarget),
-// which the CLI hands to ClusterDifferential as a ClusterTarget.
+// which the CLI hands to ClusterDifferential as a Cluster.
 package consulconform

@@ -11,7 +11,7 @@ import (
 
 // gone is a connection whose first channel finds no queue (which closes
 // the channel) and which then can open no other: the broker went away,
-// or the run was interrupted, while the engine looked at the lock.
+// or the run was interrupted, while the place looked at the lock.
 type gone struct {
 	broker.Conn
 	opened int
@@ -35,7 +35,7 @@ func (c *gone) Channel(context.Context) (broker.Channel, error) {
 // the broker is not quiet yet; it does not panic (it did, closing a
 // channel it never got, on the second Ctrl-C of a run).
 func TestQuietOnAConnectionThatGoes(t *testing.T) {
-	e := &realEngine{proxies: amqpproxy.NewSet("amqp://guest:guest@127.0.0.1:1/"), slots: 2}
+	e := &realPlace{proxies: amqpproxy.NewSet("amqp://guest:guest@127.0.0.1:1/"), slots: 2}
 	if e.quiet(context.Background(), &gone{}, e.queueNames("lp-x")) {
 		t.Error("quiet, though it could not look at every queue")
 	}

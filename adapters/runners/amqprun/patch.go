@@ -9,14 +9,14 @@ import (
 	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 )
 
-// groundTruth is what an engine that sees inside the broker offers: the
+// groundTruth is what a place that sees inside the broker offers: the
 // queues each process's methods created or deleted since a time, and
 // whether nothing of the process's is still on its way.
 type groundTruth interface {
 	effects(name string, since int64) ([]rabbitmqsim.Effect, bool)
 }
 
-func (e simEngine) effects(name string, since int64) ([]rabbitmqsim.Effect, bool) {
+func (e simPlace) effects(name string, since int64) ([]rabbitmqsim.Effect, bool) {
 	return e.w.Effects(name, since)
 }
 
@@ -26,7 +26,7 @@ func (e simEngine) effects(name string, since int64) ([]rabbitmqsim.Effect, bool
 // way it might have landed. An acquire that left a holder queue it created
 // took that slot; one that left none took nothing. A release that deleted
 // its holder queue released; one that did not, did not. It returns nil when
-// the engine cannot tell or a request of the process may still land.
+// the place cannot tell or a request of the process may still land.
 func (r *runner) patch(name string, inv histories.Event) *histories.Event {
 	gt, ok := r.eng.(groundTruth)
 	if !ok || (inv.F != histories.Acquire && inv.F != histories.Release) {

@@ -103,7 +103,7 @@ type Fault struct {
 }
 
 // aim is what the fault strikes, as the runner keys its holds and the
-// engine takes it: the process, the node, or the cut.
+// place takes it: the process, the node, or the cut.
 func (f Fault) aim() string {
 	switch {
 	case f.Cut != "":

@@ -33,7 +33,7 @@ type procState struct {
 	crashes []int
 }
 
-// runner plays a plan on an engine, on the skeleton every family's runner
+// runner plays a plan on a place, on the skeleton every family's runner
 // shares (run.Runner: processes, nemesis, holds, the quiescent end). Its
 // state is guarded by mu, which is never held across a broker call (the
 // simulator moves one process at a time, and a process blocked on mu would
@@ -42,7 +42,7 @@ type runner struct {
 	run.Runner
 	p    *Plan
 	impl Impl
-	eng  engine
+	eng  place
 	lock string
 	hb   time.Duration
 
@@ -64,7 +64,7 @@ type runner struct {
 	problems      []string
 }
 
-func newRunner(plan *Plan, impl Impl, eng engine, lock string) *runner {
+func newRunner(plan *Plan, impl Impl, eng place, lock string) *runner {
 	p := *plan
 	p.Lock = lock // what implementations work on: unique per run on a real broker
 	steps := planSteps(&p)
@@ -143,7 +143,7 @@ func (r *runner) result() (*prover.Result, error) {
 	if w, ok := r.eng.(serverWitness); ok {
 		r.addBrokerFaults(res, w.serverNotes())
 	}
-	if e, ok := r.eng.(*realEngine); ok {
+	if e, ok := r.eng.(*realPlace); ok {
 		res.Evidence.Trace = e.trace()
 	}
 	var t tally
@@ -298,7 +298,7 @@ type incarnation struct {
 	client Client
 	held   int
 	// sent is what the process had sent when its operation began, then
-	// when it ended: its ledger's, where the engine reads the counts for
+	// when it ended: its ledger's, where the place reads the counts for
 	// all the process's operations and incarnations (see runner.counts).
 	sent *tally
 }
@@ -526,7 +526,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 }
 
 // counts reads what process name has sent so far into into, and returns
-// it: with no map where the engine can (a countReader), so that the
+// it: with no map where the place can (a countReader), so that the
 // ledger's two readings an operation neither allocate nor hash a method's
 // name; the ledger copies what it keeps.
 func (r *runner) counts(name string, into *tally) *tally {
@@ -652,7 +652,7 @@ func asFailure(err error) (*Failure, bool) {
 	return f, ok
 }
 
-// brokerUp is an engine that can tell whether its broker is up.
+// brokerUp is a place that can tell whether its broker is up.
 type brokerUp interface{ BrokerUp() bool }
 
 // whenUp records e once the broker is up again, looking every millisecond

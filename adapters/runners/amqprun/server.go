@@ -28,12 +28,12 @@ type serverNote struct {
 	logged string
 }
 
-// serverWitness is an engine whose proxies saw what the broker did.
+// serverWitness is a place whose proxies saw what the broker did.
 type serverWitness interface {
 	serverNotes() []serverNote
 }
 
-// versioned is an engine that knows its broker's version: raceVersion is
+// versioned is a place that knows its broker's version: raceVersion is
 // that version where it has the exclusive-delete race
 // (rabbitmq.ExclusiveDeleteRace), "" otherwise.
 type versioned interface {
@@ -47,7 +47,7 @@ var brokerVersions sync.Map // URL -> string ("" if unreadable)
 
 // raceVersion reads the broker's version once a process (or "" if it
 // cannot be read: no race is then blamed).
-func (e *realEngine) raceVersion() string {
+func (e *realPlace) raceVersion() string {
 	v, ok := brokerVersions.Load(e.t.URL)
 	if !ok {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -64,7 +64,7 @@ func (e *realEngine) raceVersion() string {
 // trace is what the run's proxies saw of each connection, in the order
 // seen, each line stamped with its time since the run began and its
 // process (model.Evidence.Trace).
-func (e *realEngine) trace() []string {
+func (e *realPlace) trace() []string {
 	var traces []faultnet.NamedTrace
 	for _, name := range e.proxies.Names() {
 		traces = append(traces, faultnet.NamedTrace{Name: name, Lines: e.proxies.Get(name).Trace()})
@@ -72,7 +72,7 @@ func (e *realEngine) trace() []string {
 	return faultnet.Merge(e.start, traces)
 }
 
-func (e *realEngine) serverNotes() []serverNote {
+func (e *realPlace) serverNotes() []serverNote {
 	var notes []serverNote
 	for _, name := range e.proxies.Names() {
 		for _, ev := range e.proxies.Get(name).ServerEvents() {
@@ -87,7 +87,7 @@ func (e *realEngine) serverNotes() []serverNote {
 // brokerLog adds to each close of a connection by the broker what the
 // broker's log says of that connection since the run began ("missed
 // heartbeats from client, timeout: 1s"), where the log is readable here.
-func (e *realEngine) brokerLog(notes []serverNote) {
+func (e *realPlace) brokerLog(notes []serverNote) {
 	closes := slices.IndexFunc(notes, func(n serverNote) bool {
 		return n.ev.What == amqpproxy.ServerClose || n.ev.What == amqpproxy.ServerEOF
 	})

@@ -12,21 +12,21 @@ import (
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
 )
 
-// nodeEngine is an engine whose faults on nodes always apply, for what
+// nodePlace is a place whose faults on nodes always apply, for what
 // the runner records of them.
-type nodeEngine struct{}
+type nodePlace struct{}
 
-func (nodeEngine) Go(string, func(broker.Broker))              {}
-func (nodeEngine) Now() int64                                  { return 0 }
-func (nodeEngine) Strike(run.Aim) error                        { return nil }
-func (nodeEngine) End(run.Aim) error                           { return nil }
-func (nodeEngine) AfterMethods(string, int, func())            {}
-func (nodeEngine) After(time.Duration, func())                 {}
-func (nodeEngine) Cost(string) broker.Cost                     { return broker.Cost{} }
-func (nodeEngine) Hold(broker.Broker, string)                  {}
-func (nodeEngine) Queues(string) ([]queueOwner, error)         { return nil, nil }
-func (nodeEngine) Notice(broker.Broker, string, time.Duration) {}
-func (nodeEngine) OpContext(bool) (context.Context, context.CancelFunc) {
+func (nodePlace) Go(string, func(broker.Broker))              {}
+func (nodePlace) Now() int64                                  { return 0 }
+func (nodePlace) Strike(run.Aim) error                        { return nil }
+func (nodePlace) End(run.Aim) error                           { return nil }
+func (nodePlace) AfterMethods(string, int, func())            {}
+func (nodePlace) After(time.Duration, func())                 {}
+func (nodePlace) Cost(string) broker.Cost                     { return broker.Cost{} }
+func (nodePlace) Hold(broker.Broker, string)                  {}
+func (nodePlace) Queues(string) ([]queueOwner, error)         { return nil, nil }
+func (nodePlace) Notice(broker.Broker, string, time.Duration) {}
+func (nodePlace) OpContext(bool) (context.Context, context.CancelFunc) {
 	return context.WithCancel(context.Background())
 }
 
@@ -36,7 +36,7 @@ func (nodeEngine) OpContext(bool) (context.Context, context.CancelFunc) {
 // node cuts and heals them around it. The history reads back as valid.
 func TestNodeFaultsStrikeItsProcesses(t *testing.T) {
 	p := isolatedHolder() // admin and c2 on n2, c1 on n1
-	r := newRunner(p, Reference, nodeEngine{}, p.Lock)
+	r := newRunner(p, Reference, nodePlace{}, p.Lock)
 	r.strike(histories.Kill, "n2")
 	r.strike(histories.RestartBroker, "n2") // its start: heals only
 	r.strike(histories.RestartBroker, "n1") // a restart of a live node: cuts and heals

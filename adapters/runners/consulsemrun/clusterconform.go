@@ -14,22 +14,22 @@ import (
 	"github.com/lockprover/lockprover/sim/consulsim"
 )
 
-// ConformTarget is the cluster as the real side of the cluster
+// ConformCluster is the cluster as the real side of the cluster
 // differential (consulconform.ClusterDifferential).
-func (c *Cluster) ConformTarget() ConformTarget { return ConformTarget{c} }
+func (c *Cluster) ConformCluster() ConformCluster { return ConformCluster{c} }
 
-// A ConformTarget is a cluster as the real side of the cluster
+// A ConformCluster is a cluster as the real side of the cluster
 // differential: it has the methods of adapters/conform/consulconform's
 // ClusterTarget, which a family's runner does not import (conform is
 // generic machinery), so that the CLI hands it to the differential.
-type ConformTarget struct{ c *Cluster }
+type ConformCluster struct{ c *Cluster }
 
 // Kind is the cluster's server.
-func (t ConformTarget) Kind() consulsim.Kind { return kindOf(t.c.Backend) }
+func (t ConformCluster) Kind() consulsim.Kind { return kindOf(t.c.Backend) }
 
 // Server is the first application node's server and version ("consul
 // 1.20.2"), or the backend's name if it does not say.
-func (t ConformTarget) Server(ctx context.Context) string {
+func (t ConformCluster) Server(ctx context.Context) string {
 	var v string
 	var err error
 	if t.c.etc != nil {
@@ -47,12 +47,12 @@ func (t ConformTarget) Server(ctx context.Context) string {
 	return v
 }
 
-func (t ConformTarget) client(addr string) (*clientv3.Client, error) {
+func (t ConformCluster) client(addr string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 }
 
 // Client is a client of the recipe's calls talking to node only.
-func (t ConformTarget) Client(node string) (consulsem.Backend, func(), error) {
+func (t ConformCluster) Client(node string) (consulsem.Backend, func(), error) {
 	addr := t.c.addr(node)
 	if t.c.etc == nil {
 		b, err := consulsem.ConsulBackend(addr, nil)
@@ -76,7 +76,7 @@ func (t ConformTarget) Client(node string) (consulsem.Backend, func(), error) {
 // Strike: a partition or heal of a cut, a pause or resume of a node, a
 // kill (SIGKILL) or restart-broker (SIGTERM) of a node started again at
 // once, returning once it answers (two minutes at most).
-func (t ConformTarget) Strike(ctx context.Context, fault, target string) error {
+func (t ConformCluster) Strike(ctx context.Context, fault, target string) error {
 	switch fault {
 	case "partition", "heal":
 		return t.c.cut(ctx, target, fault == "heal")
@@ -100,7 +100,7 @@ func (t ConformTarget) Strike(ctx context.Context, fault, target string) error {
 // Whole waits until the cluster is whole (Cluster.whole: on Consul also
 // every server a voter and every agent answered through each server), two
 // minutes at most.
-func (t ConformTarget) Whole(ctx context.Context) error {
+func (t ConformCluster) Whole(ctx context.Context) error {
 	if err := t.c.whole(ctx, 2*time.Minute); err != nil {
 		return fmt.Errorf("the cluster is not whole two minutes after its fault ended: %w", err)
 	}

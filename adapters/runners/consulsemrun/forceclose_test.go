@@ -145,7 +145,7 @@ func TestForceClosesDrawnLast(t *testing.T) {
 	}
 }
 
-// A real world's force-close closes the process's current connections
+// A real place's force-close closes the process's current connections
 // through its proxy, both ways, and says so; the proxy keeps listening,
 // so that the client connects again; with no connection open it closes
 // none and says so.
@@ -180,7 +180,7 @@ func TestRealWorldForceClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer px.Close()
-	w := &realWorld{procs: map[string]*realProc{"c1": {pxs: []*faultnet.Proxy{px}}}}
+	w := &realPlace{procs: map[string]*realProc{"c1": {pxs: []*faultnet.Proxy{px}}}}
 	if w.forceClose("c1") {
 		t.Error("a force-close of a process with no connection said it closed one")
 	}

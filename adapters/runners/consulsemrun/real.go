@@ -162,7 +162,7 @@ func runReal(ctx context.Context, p *Plan, addrs []string, impl Impl, cl *Cluste
 	// The plan's clients (and the probe) start together: their
 	// processes' start-up is over before the clock starts.
 	defer prover.Warm(ctx, impl, q.Prefix, len(q.Clients)+1)()
-	w := &realWorld{ctx: ctx, start: time.Now(), addrs: srv.addrs, backend: q.Backend, procs: map[string]*realProc{}, impl: impl}
+	w := &realPlace{ctx: ctx, start: time.Now(), addrs: srv.addrs, backend: q.Backend, procs: map[string]*realProc{}, impl: impl}
 	if cl != nil {
 		w.addrsOf = func(name string) []string { return []string{cl.addr(q.nodeOf(name))} }
 	}
@@ -266,7 +266,7 @@ func AddrFlag(backend string) string {
 
 // end is the run's result once its processes are over: an error if a
 // process would not start or a restart failed.
-func (r *runner) end(w *realWorld) (*prover.Result, error) {
+func (r *runner) end(w *realPlace) (*prover.Result, error) {
 	if err := errors.Join(w.errs...); err != nil {
 		return nil, err
 	}
@@ -397,9 +397,9 @@ func (d dropping) loseReply(ctx context.Context, w consulsem.LockWrite) (uint64,
 	return 0, errReplyLost
 }
 
-// realWorld is a real server as a world: each client process a goroutine
+// realPlace is a real server as a place: each client process a goroutine
 // with a fault proxy and a client of its own, on the wall clock.
-type realWorld struct {
+type realPlace struct {
 	ctx   context.Context
 	start time.Time
 	addrs []string // the server's host:port (etcd: each endpoint's)
@@ -437,14 +437,14 @@ type realProc struct {
 	killed bool
 }
 
-func (w *realWorld) Lock()      { w.mu.Lock() }
-func (w *realWorld) Unlock()    { w.mu.Unlock() }
-func (w *realWorld) Now() int64 { return int64(time.Since(w.start)) }
+func (w *realPlace) Lock()      { w.mu.Lock() }
+func (w *realPlace) Unlock()    { w.mu.Unlock() }
+func (w *realPlace) Now() int64 { return int64(time.Since(w.start)) }
 
 // Go starts process name: a client with a proxy of its own to the server
 // (the nemesis has none); one that cannot start ends the run with an
 // error. Called with the lock held.
-func (w *realWorld) Go(name string, f func(proc)) {
+func (w *realPlace) Go(name string, f func(proc)) {
 	if w.ended {
 		return
 	}
@@ -556,7 +556,7 @@ func (p *realProc) waitResumed() {
 // outside runs f without the lock; a paused process goes on (and its
 // outcome is recorded) only once it is resumed, as a process the machine
 // stopped would.
-func (w *realWorld) outside(pr proc, f func()) {
+func (w *realPlace) outside(pr proc, f func()) {
 	w.mu.Unlock()
 	defer w.mu.Lock()
 	f()
@@ -565,7 +565,7 @@ func (w *realWorld) outside(pr proc, f func()) {
 
 // Strike kills, pauses or partitions the process a names, or closes
 // its connections (forceClose).
-func (w *realWorld) Strike(a run.Aim) error {
+func (w *realPlace) Strike(a run.Aim) error {
 	if a.Fault == histories.ForceClose {
 		return struck(w.forceClose(a.Process))
 	}
@@ -573,11 +573,11 @@ func (w *realWorld) Strike(a run.Aim) error {
 }
 
 // End resumes or heals the process a names.
-func (w *realWorld) End(a run.Aim) error { return processEnds(a, w.resume, w.heal) }
+func (w *realPlace) End(a run.Aim) error { return processEnds(a, w.resume, w.heal) }
 
 // kill ends process name's current incarnation: its connections are cut
 // and its proxy takes no new one, so it reaches the server no more.
-func (w *realWorld) kill(name string) {
+func (w *realPlace) kill(name string) {
 	if p := w.procs[name]; p != nil {
 		p.close()
 	}
@@ -586,7 +586,7 @@ func (w *realWorld) kill(name string) {
 // pause stops process name: its bytes are held both ways, and it goes on
 // with nothing until resume (an implementation's process is stopped,
 // SIGSTOP, and continued, SIGCONT).
-func (w *realWorld) pause(name string) {
+func (w *realPlace) pause(name string) {
 	w.hold(name, func(p *realProc) {
 		if !p.paused {
 			p.paused, p.resumed = true, make(chan struct{})
@@ -598,7 +598,7 @@ func (w *realWorld) pause(name string) {
 }
 
 // resume lets a paused process go on.
-func (w *realWorld) resume(name string) {
+func (w *realPlace) resume(name string) {
 	w.hold(name, func(p *realProc) {
 		if p.paused {
 			p.paused = false
@@ -611,10 +611,10 @@ func (w *realWorld) resume(name string) {
 }
 
 // partition holds process name's bytes both ways, until heal.
-func (w *realWorld) partition(name string) { w.hold(name, func(p *realProc) { p.cut = true }) }
+func (w *realPlace) partition(name string) { w.hold(name, func(p *realProc) { p.cut = true }) }
 
 // heal ends a partition: the held bytes go on.
-func (w *realWorld) heal(name string) { w.hold(name, func(p *realProc) { p.cut = false }) }
+func (w *realPlace) heal(name string) { w.hold(name, func(p *realProc) { p.cut = false }) }
 
 // forceClose closes process name's current connections through its
 // proxies, both sockets of each (the server's side closed, bytes held by
@@ -623,7 +623,7 @@ func (w *realWorld) heal(name string) { w.hold(name, func(p *realProc) { p.cut =
 // closed), a fault that struck nothing, not recorded. The proxies keep
 // listening, so the client connects again at its next call (a kill
 // closes them).
-func (w *realWorld) forceClose(name string) bool {
+func (w *realPlace) forceClose(name string) bool {
 	p := w.procs[name]
 	if p == nil {
 		return false
@@ -644,7 +644,7 @@ func (w *realWorld) forceClose(name string) bool {
 
 // hold changes process name's state with f, then holds its proxy's bytes
 // while it is paused or cut off, and lets them go otherwise.
-func (w *realWorld) hold(name string, f func(*realProc)) {
+func (w *realPlace) hold(name string, f func(*realProc)) {
 	p := w.procs[name]
 	if p == nil || len(p.pxs) == 0 {
 		return
@@ -662,7 +662,7 @@ func (w *realWorld) hold(name string, f func(*realProc)) {
 }
 
 // close ends the run: every process ended.
-func (w *realWorld) close() {
+func (w *realPlace) close() {
 	for _, p := range lease.Ending(&w.mu, &w.ended, w.procs) {
 		p.close()
 	}

@@ -48,7 +48,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	if len(p.Cluster) > 0 {
 		r.nodes = &simNodes{w: w}
 	}
-	r.begin(simWorld{w})
+	r.begin(simPlace{w})
 	if err := w.Run(); err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 }
 
 // begin starts the plan's clients and its nemesis in w.
-func (r *runner) begin(w world) {
+func (r *runner) begin(w place) {
 	r.w = w
 	r.Init(leaserun.RunConfig(w, w.Now))
 	w.Lock()
@@ -68,13 +68,13 @@ func (r *runner) begin(w world) {
 	r.nemesis()
 }
 
-// A world is where a plan's processes run and where the faults aimed at
-// one client strike: the simulator (simWorld) or a real server reached
-// through a fault proxy per process (realWorld). Its lock guards the
+// A place is where a plan's processes run and where the faults aimed at
+// one client strike: the simulator (simPlace) or a real server reached
+// through a fault proxy per process (realPlace). Its lock guards the
 // runner's state: the simulator's does nothing (it moves one process at a
-// time); a real world's is a mutex, which a process lets go of while it
+// time); a real place's is a mutex, which a process lets go of while it
 // calls the server or sleeps (outside).
-type world interface {
+type place interface {
 	sync.Locker
 	// Target is the history's clock and the faults on a process
 	// (Aim.Process, a client's current incarnation): kill, pause and its
@@ -84,26 +84,26 @@ type world interface {
 	run.Target
 	Go(name string, f func(proc))
 	// outside runs f, a call of p's that may wait, without the lock; a
-	// real world's paused process goes on only once it is resumed.
+	// real place's paused process goes on only once it is resumed.
 	outside(p proc, f func())
 }
 
-// A proc is one process of a world.
+// A proc is one process of a place.
 type proc interface {
 	Sleep(d time.Duration)
 	Backend() consulsem.Backend
 }
 
-// simWorld is the simulator as a world.
-type simWorld struct{ *consulsim.World }
+// simPlace is the simulator as a place.
+type simPlace struct{ *consulsim.World }
 
-func (simWorld) Lock()                    {}
-func (simWorld) Unlock()                  {}
-func (simWorld) outside(_ proc, f func()) { f() }
+func (simPlace) Lock()                    {}
+func (simPlace) Unlock()                  {}
+func (simPlace) outside(_ proc, f func()) { f() }
 
 // Strike kills, pauses or partitions the process a names, or closes
 // its connections.
-func (w simWorld) Strike(a run.Aim) error {
+func (w simPlace) Strike(a run.Aim) error {
 	if a.Fault == histories.ForceClose {
 		return struck(w.World.ForceClose(a.Process))
 	}
@@ -111,9 +111,9 @@ func (w simWorld) Strike(a run.Aim) error {
 }
 
 // End resumes or heals the process a names.
-func (w simWorld) End(a run.Aim) error { return processEnds(a, w.World.Resume, w.World.Heal) }
+func (w simPlace) End(a run.Aim) error { return processEnds(a, w.World.Resume, w.World.Heal) }
 
-func (w simWorld) Go(name string, f func(proc)) {
+func (w simPlace) Go(name string, f func(proc)) {
 	w.World.Go(name, func(p *consulsim.Process) { f(p) })
 }
 
@@ -138,8 +138,8 @@ type runner struct {
 	run.Runner
 	p      *Plan
 	ctx    context.Context
-	w      world
-	sim    *consulsim.World // the simulator's world, nil on a real server
+	w      place
+	sim    *consulsim.World // the simulator (its World), nil on a real server
 	server *realServer      // the real server, nil on the simulator
 	nodes  nodes            // the cluster's nodes, real or simulated; nil on a single server
 	// struck are the faults on the cluster in force, by their index in
@@ -404,7 +404,7 @@ func struck(closed bool) error {
 }
 
 // processFaults strikes a, a kill, pause or partition of the process it
-// names, with a world's own methods.
+// names, with a place's own methods.
 func processFaults(a run.Aim, kill, pause, partition func(name string)) error {
 	switch a.Fault {
 	case histories.Kill:
@@ -420,7 +420,7 @@ func processFaults(a run.Aim, kill, pause, partition func(name string)) error {
 }
 
 // processEnds ends a, a pause or a partition of the process it names,
-// with a world's own resume and heal.
+// with a place's own resume and heal.
 func processEnds(a run.Aim, resume, heal func(name string)) error {
 	switch a.Fault {
 	case histories.Pause:

@@ -160,7 +160,7 @@ func (t MariaDB) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, e
 	// start together: their processes' start-up is over before the clock
 	// starts.
 	defer prover.Warm(ctx, impl, prefix, len(p.Clients)+1)()
-	b := &mariaBackend{t: t, impl: impl, cfg: cfg, ctx: ctx, start: time.Now(), procs: map[string]*mariaProc{},
+	b := &mariadbPlace{t: t, impl: impl, cfg: cfg, ctx: ctx, start: time.Now(), procs: map[string]*mariaProc{},
 		pending: map[string][]hook{}, idle: make(chan struct{})}
 	b.admin = sql.OpenDB(mustConnector(cfg))
 	defer b.admin.Close()
@@ -203,8 +203,8 @@ type hook struct {
 	f func()
 }
 
-// mariaBackend is one run on a real server.
-type mariaBackend struct {
+// mariadbPlace is one run on a real server.
+type mariadbPlace struct {
 	t     MariaDB
 	impl  Impl // nil: the reference
 	cfg   *driver.Config
@@ -212,7 +212,7 @@ type mariaBackend struct {
 	start time.Time
 	admin *sql.DB // straight to the server: KILL CONNECTION, cleanup
 
-	mu      sync.Mutex // the runner's lock (see backend)
+	mu      sync.Mutex // the runner's lock (see place)
 	procs   map[string]*mariaProc
 	pending map[string][]hook // AfterStatements for processes not started yet
 	active  int               // processes started and neither ended nor killed
@@ -273,16 +273,16 @@ func (m *mariaProc) hold() {
 	}
 }
 
-func (b *mariaBackend) Lock()   { b.mu.Lock() }
-func (b *mariaBackend) Unlock() { b.mu.Unlock() }
+func (b *mariadbPlace) Lock()   { b.mu.Lock() }
+func (b *mariadbPlace) Unlock() { b.mu.Unlock() }
 
-func (b *mariaBackend) Now() int64 { return int64(time.Since(b.start)) }
+func (b *mariadbPlace) Now() int64 { return int64(time.Since(b.start)) }
 
-func (b *mariaBackend) stuckAfter() time.Duration { return 5 * time.Minute }
+func (b *mariadbPlace) stuckAfter() time.Duration { return 5 * time.Minute }
 
 // Go starts process name with a proxy and a connection pool of its own.
 // A proxy that cannot start ends the process at once (the run reports it).
-func (b *mariaBackend) Go(name string, f func(proc)) {
+func (b *mariadbPlace) Go(name string, f func(proc)) {
 	if b.ended {
 		return
 	}
@@ -321,7 +321,7 @@ func (b *mariaBackend) Go(name string, f func(proc)) {
 
 // open opens the semaphore for proc: the reference through proc's pool, or
 // the implementation's process, told proc's proxy as its DSN.
-func (b *mariaBackend) open(ctx context.Context, pr proc, name string, o dbsem.Options, s Session) (Client, error) {
+func (b *mariadbPlace) open(ctx context.Context, pr proc, name string, o dbsem.Options, s Session) (Client, error) {
 	p := pr.(*mariaProc)
 	if b.impl == nil {
 		sem, err := dbsem.Open(ctx, p.db, o)
@@ -339,7 +339,7 @@ func (b *mariaBackend) open(ctx context.Context, pr proc, name string, o dbsem.O
 }
 
 // over counts p out of the active processes (once).
-func (b *mariaBackend) over(p *mariaProc) {
+func (b *mariadbPlace) over(p *mariaProc) {
 	if p.over {
 		return
 	}
@@ -352,7 +352,7 @@ func (b *mariaBackend) over(p *mariaProc) {
 
 // wait returns once every process has ended or been killed, or the run is
 // cancelled.
-func (b *mariaBackend) wait() {
+func (b *mariadbPlace) wait() {
 	select {
 	case <-b.idle:
 	case <-b.ctx.Done():
@@ -361,7 +361,7 @@ func (b *mariaBackend) wait() {
 
 // close ends the run: timers stopped, proxies closed (a killed process
 // still blocked in a statement then fails and returns), pools closed.
-func (b *mariaBackend) close() {
+func (b *mariadbPlace) close() {
 	b.mu.Lock()
 	b.ended = true
 	for _, t := range b.timers {
@@ -387,7 +387,7 @@ func (b *mariaBackend) close() {
 }
 
 // stop kills the implementation's process of p, if it has one (lease.Kill).
-func (b *mariaBackend) stop(p *mariaProc) { lease.Kill(&b.mu, &p.pc) }
+func (b *mariadbPlace) stop(p *mariaProc) { lease.Kill(&b.mu, &p.pc) }
 
 // dropTables drops the tables whose names start with prefix, with a
 // context of its own: the run's may have been cancelled.
@@ -414,7 +414,7 @@ func dropTables(admin *sql.DB, prefix string) {
 
 // After runs f, with the runner's lock, once d has passed (unless the run
 // has ended).
-func (b *mariaBackend) After(d time.Duration, f func()) {
+func (b *mariadbPlace) After(d time.Duration, f func()) {
 	b.timers = append(b.timers, time.AfterFunc(d, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -426,7 +426,7 @@ func (b *mariaBackend) After(d time.Duration, f func()) {
 
 // AfterStatements sets f on the proxy of the process named name, or on the
 // next process of that name to start.
-func (b *mariaBackend) AfterStatements(name string, n int, f func()) {
+func (b *mariadbPlace) AfterStatements(name string, n int, f func()) {
 	if p := b.live(name); p != nil {
 		b.hookOn(p, hook{n, f})
 		return
@@ -434,7 +434,7 @@ func (b *mariaBackend) AfterStatements(name string, n int, f func()) {
 	b.pending[name] = append(b.pending[name], hook{n, f})
 }
 
-func (b *mariaBackend) hookOn(p *mariaProc, h hook) {
+func (b *mariadbPlace) hookOn(p *mariaProc, h hook) {
 	p.proxy.AfterStatements(h.n, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -445,7 +445,7 @@ func (b *mariaBackend) hookOn(p *mariaProc, h hook) {
 }
 
 // live is the process named name, if it runs.
-func (b *mariaBackend) live(name string) *mariaProc {
+func (b *mariadbPlace) live(name string) *mariaProc {
 	if p := b.procs[name]; p != nil && !p.over {
 		return p
 	}
@@ -454,7 +454,7 @@ func (b *mariaBackend) live(name string) *mariaProc {
 
 // Strike kills, pauses or partitions the process a names, closes its
 // connections (killConnections) or loses its next COMMIT's reply.
-func (b *mariaBackend) Strike(a run.Aim) error {
+func (b *mariadbPlace) Strike(a run.Aim) error {
 	switch a.Fault {
 	case histories.ForceClose:
 		if !b.killConnections(a.Process) {
@@ -469,13 +469,13 @@ func (b *mariaBackend) Strike(a run.Aim) error {
 }
 
 // End resumes or heals the process a names.
-func (b *mariaBackend) End(a run.Aim) error { return processEnds(a, b.resume, b.heal) }
+func (b *mariadbPlace) End(a run.Aim) error { return processEnds(a, b.resume, b.heal) }
 
 // kill ends process name as a crash would: its proxy cut off for good and
 // its connections closed both ways, so the server rolls back its open
 // transactions; its code, still running until its call returns, is
 // ignored by the runner and can reach the server no more.
-func (b *mariaBackend) kill(name string) {
+func (b *mariadbPlace) kill(name string) {
 	p := b.live(name)
 	if p == nil {
 		return
@@ -496,7 +496,7 @@ func (b *mariaBackend) kill(name string) {
 // (its transaction keeps its locks), and its sleeps end no sooner than it
 // resumes. (A statement it sends meanwhile is held by the proxy, as if
 // sent just before the pause.)
-func (b *mariaBackend) pause(name string) {
+func (b *mariadbPlace) pause(name string) {
 	switch p := b.live(name); {
 	case p == nil:
 	case p.pc != nil:
@@ -511,7 +511,7 @@ func (b *mariaBackend) pause(name string) {
 }
 
 // resume lets a paused process go on.
-func (b *mariaBackend) resume(name string) {
+func (b *mariadbPlace) resume(name string) {
 	switch p := b.live(name); {
 	case p == nil:
 	case p.stopped:
@@ -526,7 +526,7 @@ func (b *mariaBackend) resume(name string) {
 
 // partition cuts process name off the server both ways: its proxy holds
 // the bytes until the heal, while the process runs on.
-func (b *mariaBackend) partition(name string) {
+func (b *mariadbPlace) partition(name string) {
 	if p := b.live(name); p != nil {
 		p.cut = true
 		p.hold()
@@ -534,7 +534,7 @@ func (b *mariaBackend) partition(name string) {
 }
 
 // heal ends process name's partition: the held bytes go through.
-func (b *mariaBackend) heal(name string) {
+func (b *mariadbPlace) heal(name string) {
 	if p := b.live(name); p != nil {
 		p.cut = false
 		p.hold()
@@ -546,7 +546,7 @@ func (b *mariaBackend) heal(name string) {
 // every connection ended with it, and there is no server to ask (the soak
 // of issue 55: a KILL refused mid-restart on a loaded machine, whose
 // restart took longer, had ended the run as unable to run its plan).
-func (b *mariaBackend) killConnections(name string) bool {
+func (b *mariadbPlace) killConnections(name string) bool {
 	p := b.live(name)
 	if p == nil || b.restarting.Load() {
 		return false
@@ -562,13 +562,13 @@ func (b *mariaBackend) killConnections(name string) bool {
 }
 
 // dropCommitReply loses the reply to process name's next COMMIT.
-func (b *mariaBackend) dropCommitReply(name string) {
+func (b *mariadbPlace) dropCommitReply(name string) {
 	if p := b.live(name); p != nil {
 		p.proxy.DropCommitReply()
 	}
 }
 
-func (b *mariaBackend) droppedReplies(name string) (int, bool) {
+func (b *mariadbPlace) droppedReplies(name string) (int, bool) {
 	if p := b.live(name); p != nil {
 		return p.proxy.Counts().Dropped, true
 	}
@@ -580,7 +580,7 @@ func (b *mariaBackend) droppedReplies(name string) (int, bool) {
 // seconds to come up) strikes nothing: two at once launched two mariadbds
 // on one port, and the second restart failed the run, "another server
 // answers there" (the soak's 5615 and 5715).
-func (b *mariaBackend) Restart(downtime time.Duration) bool {
+func (b *mariadbPlace) Restart(downtime time.Duration) bool {
 	if !b.restarting.CompareAndSwap(false, true) {
 		return false
 	}
@@ -594,7 +594,7 @@ func (b *mariaBackend) Restart(downtime time.Duration) bool {
 
 // restartWait restarts the private server and returns once it answers
 // again, or why it did not (the nemesis's timed restarts: restarter).
-func (b *mariaBackend) restartWait(downtime time.Duration) error {
+func (b *mariadbPlace) restartWait(downtime time.Duration) error {
 	if !b.restarting.CompareAndSwap(false, true) {
 		return errors.New("a restart of the server is under way")
 	}
@@ -604,7 +604,7 @@ func (b *mariaBackend) restartWait(downtime time.Duration) error {
 // restart restarts the private server, restarting set by its caller and
 // cleared once the server answers again; a restart that failed (but for
 // the run's end) is the run's error too.
-func (b *mariaBackend) restart(downtime time.Duration) error {
+func (b *mariadbPlace) restart(downtime time.Duration) error {
 	defer b.restarting.Store(false)
 	err := b.t.Server.Restart(b.ctx, downtime)
 	if err != nil && b.ctx.Err() == nil {
@@ -617,7 +617,7 @@ func (b *mariaBackend) restart(downtime time.Duration) error {
 
 // SkewServerClock offsets the clock of every client session, now and
 // later, from the server's true one.
-func (b *mariaBackend) SkewServerClock(offset time.Duration) {
+func (b *mariadbPlace) SkewServerClock(offset time.Duration) {
 	b.skew = offset
 	for _, p := range b.procs {
 		p.proxy.Skew(offset)

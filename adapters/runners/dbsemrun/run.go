@@ -32,7 +32,7 @@ const (
 // simulated database: the same plan always gives the same history. trace,
 // if set, receives the simulator's trace.
 func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
-	b, state := newSimBackend(p, trace)
+	b, state := newSimPlace(p, trace)
 	r := newRunner(context.Background(), p, b)
 	state(b.w.Unseen(), b.w, r) // an exhaustive search's state at a choice
 	r.begin()
@@ -43,7 +43,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 }
 
 // newRunner makes a runner of p on b, recording by b's clock.
-func newRunner(ctx context.Context, p *Plan, b backend) *runner {
+func newRunner(ctx context.Context, p *Plan, b place) *runner {
 	r := &runner{ctx: ctx, p: p, b: b, prefix: "lp_", clients: map[string]*client{}, offsets: map[string]time.Duration{}}
 	r.Init(run.Config{Lock: b, Now: b.Now, Poll: poll, Ends: ends})
 	return r
@@ -84,19 +84,19 @@ type client struct {
 	token  string
 	// dropArmed: the reply to the process's next COMMIT will be dropped;
 	// dropBase is how many of its replies had been dropped when it was
-	// armed (where the backend can tell).
+	// armed (where the place can tell).
 	dropArmed bool
 	dropBase  int
 }
 
-// runner runs one plan on a backend, on the skeleton every family's runner
+// runner runs one plan on a place, on the skeleton every family's runner
 // shares (run.Runner: processes, nemesis, holds, the quiescent end; its
-// lock is the backend's).
+// lock is the place's).
 type runner struct {
 	run.Runner
 	ctx     context.Context
 	p       *Plan
-	b       backend
+	b       place
 	prefix  string // of the semaphore's tables
 	clients map[string]*client
 	offsets map[string]time.Duration // clock offsets in force, by target ("" the server)
@@ -216,7 +216,7 @@ func (r *runner) options(proc proc, name string, gen int) dbsem.Options {
 }
 
 // session is what a client process of the implementation under test is
-// told (the backend sets the DSN).
+// told (the place sets the DSN).
 func (r *runner) session() Session {
 	return Session{Key: r.p.Key, Prefix: r.prefix, Max: r.p.Max, TTL: time.Duration(r.p.TTLMs) * time.Millisecond,
 		Design: r.p.Options.Design, Fencing: r.p.Options.Fencing}
@@ -392,7 +392,7 @@ func (r *runner) restartServer(rs restarter) {
 }
 
 // strikeCounted strikes a fault counted in its target's statements (from
-// the backend's hook, with the lock held), unless the run is ending; it
+// the place's hook, with the lock held), unless the run is ending; it
 // lasts For from when it struck.
 func (r *runner) strikeCounted(f Fault) {
 	if r.Ending() {
@@ -492,18 +492,18 @@ func (r *runner) strike(f Fault, end bool) {
 // records it; on the simulator none (math.MaxInt64), where it is applied
 // when the scheduler serves it and recorded then.
 func (r *runner) from() int64 {
-	if _, sim := r.b.(simBackend); sim {
+	if _, sim := r.b.(simPlace); sim {
 		return math.MaxInt64
 	}
 	return r.Now()
 }
 
-// apply makes the backend strike fault name, and reports whether it
+// apply makes the place strike fault name, and reports whether it
 // struck (a force-close may not: run.ErrStruckNothing; nor a restart
 // of a real server while its last is under way: Backend.Restart).
 func (r *runner) apply(name string, f Fault) bool {
-	// A hold is noted once the backend has done it (see strike), its end
-	// before: the backend may run what the end lets through at once, and a
+	// A hold is noted once the place has done it (see strike), its end
+	// before: the place may run what the end lets through at once, and a
 	// hook there may strike a new hold.
 	switch name {
 	case histories.Kill:

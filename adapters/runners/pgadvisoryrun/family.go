@@ -2,7 +2,7 @@
 // by a PostgreSQL session (pg_try_advisory_lock, pg_advisory_unlock), as
 // migration tools and job runners take one, used as a lease. It says what
 // a plan of the family is, how plans are drawn, and how they run, on one
-// runner over two backends: the reference (Lock, its statements behind
+// runner over two places: the reference (Lock, its statements behind
 // Server and Conn) or one of its mutants on the simulated PostgreSQL
 // (sim/postgressim), deterministic; or the reference, a mutant or an
 // implementation's processes, each client behind a fault proxy of its own

@@ -18,7 +18,7 @@ import (
 // runPlan runs p against impl (nil: the reference, or p's mutant of it)
 // on server, each client behind a fault proxy of its own.
 func runPlan(ctx context.Context, p *Plan, server *postgres.Server, impl Impl) (*prover.Result, error) {
-	b := &pgBackend{ctx: ctx, server: server, impl: impl, start: time.Now(), clients: map[string]*pgClient{}}
+	b := &postgresPlace{ctx: ctx, server: server, impl: impl, start: time.Now(), clients: map[string]*pgClient{}}
 	// A key of the run's own, so that runs on one server never meet.
 	r := newRunner(ctx, p, b, int64(rand.Uint64()>>1))
 	defer b.close()
@@ -32,9 +32,9 @@ func runPlan(ctx context.Context, p *Plan, server *postgres.Server, impl Impl) (
 	return r.result()
 }
 
-// pgBackend is a private PostgreSQL server, each client behind a fault
+// postgresPlace is a private PostgreSQL server, each client behind a fault
 // proxy of its own; its processes are goroutines, in real time.
-type pgBackend struct {
+type postgresPlace struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	server  *postgres.Server
@@ -44,7 +44,7 @@ type pgBackend struct {
 	wg      sync.WaitGroup
 }
 
-// A pgClient is what the backend keeps of a client across its
+// A pgClient is what the place keeps of a client across its
 // incarnations: its proxy, and its current incarnation's.
 type pgClient struct {
 	proxy          *postgres.Proxy
@@ -57,15 +57,15 @@ type pgClient struct {
 	gate           chan struct{} // closed when a pause ends
 }
 
-func (b *pgBackend) Lock()                   { b.mu.Lock() }
-func (b *pgBackend) Unlock()                 { b.mu.Unlock() }
-func (b *pgBackend) Now() int64              { return int64(time.Since(b.start)) }
-func (b *pgBackend) patience() time.Duration { return time.Minute }
-func (b *pgBackend) poll() run.Poll {
+func (b *postgresPlace) Lock()                   { b.mu.Lock() }
+func (b *postgresPlace) Unlock()                 { b.mu.Unlock() }
+func (b *postgresPlace) Now() int64              { return int64(time.Since(b.start)) }
+func (b *postgresPlace) patience() time.Duration { return time.Minute }
+func (b *postgresPlace) poll() run.Poll {
 	return run.Poll{First: 10 * time.Millisecond, Max: 50 * time.Millisecond}
 }
 
-func (b *pgBackend) add(name string) error {
+func (b *postgresPlace) add(name string) error {
 	px, err := postgres.NewProxy(b.server.Addr())
 	if err != nil {
 		return fmt.Errorf("pgadvisory: a proxy for %s: %w", name, err)
@@ -76,7 +76,7 @@ func (b *pgBackend) add(name string) error {
 
 // Go runs f in a goroutine of its own; a client's incarnation gets a
 // context that a kill cancels.
-func (b *pgBackend) Go(process string, f func(proc)) {
+func (b *postgresPlace) Go(process string, f func(proc)) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	name := process
 	if i := strings.IndexByte(process, '#'); i >= 0 {
@@ -96,14 +96,14 @@ func (b *pgBackend) Go(process string, f func(proc)) {
 
 // Strike kills, pauses or partitions a client's incarnation, or ends
 // the client's sessions (forceClose).
-func (b *pgBackend) Strike(a run.Aim) error {
+func (b *postgresPlace) Strike(a run.Aim) error {
 	return clientFaults(a, b.kill, b.pause, b.partition, b.forceClose)
 }
 
 // End resumes or heals a client's incarnation.
-func (b *pgBackend) End(a run.Aim) error { return clientEnds(a, b.resume, b.heal) }
+func (b *postgresPlace) End(a run.Aim) error { return clientEnds(a, b.resume, b.heal) }
 
-func (b *pgBackend) kill(name, process string) {
+func (b *postgresPlace) kill(name, process string) {
 	st := b.clients[name]
 	if st.cancel != nil {
 		st.cancel()
@@ -121,7 +121,7 @@ func (b *pgBackend) kill(name, process string) {
 	st.proxy.Kill()
 }
 
-func (b *pgBackend) pause(name, process string) {
+func (b *postgresPlace) pause(name, process string) {
 	st := b.clients[name]
 	if !st.paused { // a second pause of a paused client keeps its gate
 		st.paused, st.gate = true, make(chan struct{})
@@ -132,7 +132,7 @@ func (b *pgBackend) pause(name, process string) {
 	b.hold(st)
 }
 
-func (b *pgBackend) resume(name, process string) {
+func (b *postgresPlace) resume(name, process string) {
 	st := b.clients[name]
 	if st.paused {
 		st.paused = false
@@ -144,13 +144,13 @@ func (b *pgBackend) resume(name, process string) {
 	b.hold(st)
 }
 
-func (b *pgBackend) partition(name, process string) {
+func (b *postgresPlace) partition(name, process string) {
 	st := b.clients[name]
 	st.parted = true
 	b.hold(st)
 }
 
-func (b *pgBackend) heal(name, process string) {
+func (b *postgresPlace) heal(name, process string) {
 	st := b.clients[name]
 	st.parted = false
 	b.hold(st)
@@ -159,7 +159,7 @@ func (b *pgBackend) heal(name, process string) {
 // hold makes the client's proxy hold its bytes while it is partitioned,
 // or, the reference, paused (a statement it sent is held, as if sent just
 // before the pause; an implementation's process is stopped with SIGSTOP).
-func (b *pgBackend) hold(st *pgClient) {
+func (b *postgresPlace) hold(st *pgClient) {
 	if (st.paused && b.impl == nil) || st.parted {
 		st.proxy.Partition()
 	} else {
@@ -169,7 +169,7 @@ func (b *pgBackend) hold(st *pgClient) {
 
 // forceClose terminates every session the client has through its proxy
 // (found by the proxy's ports, whatever the client is).
-func (b *pgBackend) forceClose(name string) error {
+func (b *postgresPlace) forceClose(name string) error {
 	b.mu.Lock()
 	ports := b.clients[name].proxy.UpstreamPorts()
 	b.mu.Unlock()
@@ -180,11 +180,11 @@ func (b *pgBackend) forceClose(name string) error {
 	return err
 }
 
-func (b *pgBackend) Restart(proc) error { return b.server.Restart(b.ctx, restartDowntime) }
+func (b *postgresPlace) Restart(proc) error { return b.server.Restart(b.ctx, restartDowntime) }
 
 // close closes every session of the run, and the clients' proxies, once
 // every incarnation has ended.
-func (b *pgBackend) close() {
+func (b *postgresPlace) close() {
 	b.wg.Wait()
 	for _, st := range b.clients {
 		for _, ref := range st.refs {
@@ -200,7 +200,7 @@ func (b *pgBackend) close() {
 // pgProc is a goroutine of the run: the nemesis, or a client's
 // incarnation (st set).
 type pgProc struct {
-	b       *pgBackend
+	b       *postgresPlace
 	ctx     context.Context
 	st      *pgClient
 	process string

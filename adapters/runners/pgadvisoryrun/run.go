@@ -30,18 +30,18 @@ const (
 	openBackoff = 50 * time.Millisecond
 )
 
-// A backend is where a plan's processes run and its faults strike: the
-// simulated server (simBackend, sim/postgressim) or a private PostgreSQL with a
-// fault proxy per client (pgBackend). The runner is the same on both.
+// A place is where a plan's processes run and its faults strike: the
+// simulated server (simPlace, sim/postgressim) or a private PostgreSQL with a
+// fault proxy per client (postgresPlace). The runner is the same on both.
 //
-// The runner's state is guarded by the backend's Locker: a process holds
+// The runner's state is guarded by the place's Locker: a process holds
 // it while it records and decides, and lets go of it around every call
 // that may wait (a statement, a sleep, a restart). The simulator runs
-// one process at a time and needs no lock; a real backend's processes
+// one process at a time and needs no lock; a real place's processes
 // run at once and share a mutex. The faults are called with the lock
 // held, on the client name (c1, c2, ...) and its current incarnation's
 // process (c1, c1#2, ...).
-type backend interface {
+type place interface {
 	sync.Locker
 	// Target is the history's clock (the time since the run began) and
 	// the faults on a client (Aim.Client, its current incarnation's
@@ -56,7 +56,7 @@ type backend interface {
 	// Go starts process (the nemesis, or a client's incarnation) running
 	// f.
 	Go(process string, f func(proc))
-	// add readies the backend for client name (a real one: its proxy).
+	// add readies the place for client name (a real one: its proxy).
 	add(name string) error
 	// Restart takes the server down, as a fast shutdown does, for
 	// restartDowntime, as process p (the nemesis's), returning once it
@@ -69,12 +69,12 @@ type backend interface {
 	poll() run.Poll
 }
 
-// A proc is one process's view of the backend.
+// A proc is one process's view of the place.
 type proc interface {
 	// Sleep lets d pass for the process (it may be cut short when the
 	// run is interrupted).
 	Sleep(d time.Duration)
-	// wait waits while the client is paused, where the backend cannot
+	// wait waits while the client is paused, where the place cannot
 	// stop the process itself (the reference, in this process, on a real
 	// server: its proxy holds its bytes, and its next step waits here).
 	wait()
@@ -89,13 +89,13 @@ type proc interface {
 	context(ttl time.Duration) (context.Context, context.CancelFunc)
 }
 
-// runner runs one plan on a backend, on the skeleton every family's
-// runner shares (its lock is the backend's).
+// runner runs one plan on a place, on the skeleton every family's
+// runner shares (its lock is the place's).
 type runner struct {
 	run.Runner
 	ctx     context.Context
 	p       *Plan
-	b       backend
+	b       place
 	ttl     time.Duration
 	key     int64
 	defects pgadvisory.Defects
@@ -113,7 +113,7 @@ type client struct {
 
 // newRunner makes a runner of p on b, recording by b's clock, with the
 // lock's key.
-func newRunner(ctx context.Context, p *Plan, b backend, key int64) *runner {
+func newRunner(ctx context.Context, p *Plan, b place, key int64) *runner {
 	r := &runner{ctx: ctx, p: p, b: b, ttl: time.Duration(p.TTLMs) * time.Millisecond, key: key, clients: map[string]*client{}}
 	if m := MutantNamed(p.Mutant); m != nil {
 		r.defects = m.Defects()
@@ -346,7 +346,7 @@ func (r *runner) strike(pr proc, f Fault, end bool) {
 	if st != nil && st.Done && !end {
 		return // the client has finished its script
 	}
-	// The backend's fault first, then its record: on the simulator a
+	// The place's fault first, then its record: on the simulator a
 	// fault from the nemesis's process is a scheduling point, applied
 	// when the scheduler serves it (others may move before, nothing
 	// between it and what the nemesis does next).
@@ -398,13 +398,13 @@ func (r *runner) strike(pr proc, f Fault, end bool) {
 // records it; on the simulator none (math.MaxInt64), where it is applied
 // when the scheduler serves it and recorded then.
 func (r *runner) from() int64 {
-	if _, sim := r.b.(simBackend); sim {
+	if _, sim := r.b.(simPlace); sim {
 		return math.MaxInt64
 	}
 	return r.Now()
 }
 
-// kill ends the client's current incarnation: the backend closes its
+// kill ends the client's current incarnation: the place closes its
 // connections (the server ends its session, and its lock), and it is no
 // longer paused or partitioned; then struck (if set) records the kill,
 // the operation in flight ends unknown, and the client holds nothing.

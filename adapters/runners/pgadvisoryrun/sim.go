@@ -28,7 +28,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	decide, state := p.Decider(scheduleSalt, func() int { return w.Keep() })
 	w = postgressim.NewWorld(postgressim.Options{Decide: decide, KeepInputs: p.Searched(),
 		Trace: trace, Timeout: opTimeout(time.Duration(p.TTLMs) * time.Millisecond)})
-	r := newRunner(context.Background(), p, simBackend{w}, simKey)
+	r := newRunner(context.Background(), p, simPlace{w}, simKey)
 	state(w.Unseen(), w, r) // an exhaustive search's state at a choice
 	if err := r.begin(); err != nil {
 		return nil, err
@@ -39,40 +39,40 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 	return r.result()
 }
 
-// simBackend is the simulated server: deterministic, in virtual time.
-type simBackend struct{ w *postgressim.World }
+// simPlace is the simulated server: deterministic, in virtual time.
+type simPlace struct{ w *postgressim.World }
 
-func (simBackend) Lock()                   {}
-func (simBackend) Unlock()                 {}
-func (b simBackend) Now() int64            { return b.w.Now() }
-func (simBackend) add(string) error        { return nil }
-func (simBackend) patience() time.Duration { return time.Hour }
-func (simBackend) poll() run.Poll {
+func (simPlace) Lock()                   {}
+func (simPlace) Unlock()                 {}
+func (b simPlace) Now() int64            { return b.w.Now() }
+func (simPlace) add(string) error        { return nil }
+func (simPlace) patience() time.Duration { return time.Hour }
+func (simPlace) poll() run.Poll {
 	return run.Poll{First: 10 * time.Millisecond, Max: 10 * time.Millisecond}
 }
-func (b simBackend) Go(process string, f func(proc)) {
+func (b simPlace) Go(process string, f func(proc)) {
 	b.w.Go(process, func(p *postgressim.Process) { f(simProc{p}) })
 }
 
 // Strike kills, pauses or partitions a client's incarnation, or ends
 // the client's sessions.
-func (b simBackend) Strike(a run.Aim) error {
+func (b simPlace) Strike(a run.Aim) error {
 	return clientFaults(a, b.on(b.w.Kill), b.on(b.w.Pause), b.on(b.w.Partition), b.terminate)
 }
 
 // terminate ends the client's sessions (force-close).
-func (b simBackend) terminate(name string) error { b.w.Terminate(name); return nil }
+func (b simPlace) terminate(name string) error { b.w.Terminate(name); return nil }
 
 // End resumes or heals a client's incarnation.
-func (b simBackend) End(a run.Aim) error { return clientEnds(a, b.on(b.w.Resume), b.on(b.w.Heal)) }
+func (b simPlace) End(a run.Aim) error { return clientEnds(a, b.on(b.w.Resume), b.on(b.w.Heal)) }
 
 // on is a fault of the simulator's, aimed at a process alone.
-func (simBackend) on(f func(process string)) func(_, process string) {
+func (simPlace) on(f func(process string)) func(_, process string) {
 	return func(_, process string) { f(process) }
 }
 
 // Restart takes the server down; the nemesis waits while it is down.
-func (b simBackend) Restart(p proc) error {
+func (b simPlace) Restart(p proc) error {
 	b.w.Restart(restartDowntime)
 	p.Sleep(restartDowntime)
 	return nil

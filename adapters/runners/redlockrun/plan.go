@@ -269,5 +269,5 @@ func (p *Plan) processes() []string { return leaserun.Processes(len(p.Clients)) 
 
 // serverName is how a history names server i (from 0): redis1, redis2, ...
 // A fault aimed at it names it as its process; no client is called so, so
-// the lease checker takes it for a part of the backend.
+// the lease checker takes it for a part of the place.
 func serverName(i int) string { return fmt.Sprintf("redis%d", i+1) }

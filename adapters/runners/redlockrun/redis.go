@@ -161,7 +161,7 @@ func (t Redis) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	// The plan's clients start together: their processes' start-up is
 	// over before the clock starts.
 	defer prover.Warm(ctx, t.Impl, name, len(p.Clients))()
-	b := &redisBackend{ctx: ctx, start: time.Now(), refStart: redlock.Monotonic(), servers: servers, procs: map[string]*redisProc{}, paused: map[int]bool{},
+	b := &redisPlace{ctx: ctx, start: time.Now(), refStart: redlock.Monotonic(), servers: servers, procs: map[string]*redisProc{}, paused: map[int]bool{},
 		impl: t.Impl, session: Session{Key: p.Key, TTL: time.Duration(p.TTLMs) * time.Millisecond, Run: name, Limit: p.Limit}}
 	r := &runner{p: p, ctx: ctx, clients: map[string]*client{}, cut: map[string]int{},
 		timeout: max(time.Duration(p.TTLMs)*time.Millisecond/2, 100*time.Millisecond)}
@@ -195,7 +195,7 @@ type tracedProxy struct {
 // trace is what the run's proxies saw, in time order, each line stamped
 // with its time since the run began (model.Evidence.Trace): which
 // command of which process reached which server when, and the answer.
-func (b *redisBackend) trace() []string {
+func (b *redisPlace) trace() []string {
 	traces := make([]faultnet.NamedTrace, len(b.traced))
 	for i, tp := range b.traced {
 		traces[i] = faultnet.NamedTrace{Name: tp.name, Lines: tp.px.Trace()}
@@ -220,8 +220,8 @@ func describeFault(f Fault) string {
 	return f.Fault
 }
 
-// redisBackend is one plan's run on its real servers.
-type redisBackend struct {
+// redisPlace is one plan's run on its real servers.
+type redisPlace struct {
 	ctx   context.Context
 	start time.Time
 	// refStart is CLOCK_MONOTONIC (the lock's clock) at start.
@@ -237,7 +237,7 @@ type redisBackend struct {
 	impl    Impl
 	session Session
 
-	mu     sync.Mutex // the runner's lock (see backend)
+	mu     sync.Mutex // the runner's lock (see place)
 	procs  map[string]*redisProc
 	paused map[int]bool // servers paused (SIGSTOP) now
 	wg     sync.WaitGroup
@@ -248,33 +248,33 @@ type redisBackend struct {
 // A redisProc is one process: its proxies, one per server (none for the
 // nemesis), and what ends its sleeps once it is killed.
 type redisProc struct {
-	b       *redisBackend
+	b       *redisPlace
 	proxies []*redis.Proxy
 	ctx     context.Context
 	kill    context.CancelFunc
 	armed   func() // see arm
 	// pc is the implementation's process of this incarnation, once
-	// started (guarded by the backend's lock); killed says the process
+	// started (guarded by the place's lock); killed says the process
 	// was killed.
 	pc     ProcessClient
 	killed bool
 }
 
-func (b *redisBackend) Lock()                     { b.mu.Lock() }
-func (b *redisBackend) Unlock()                   { b.mu.Unlock() }
-func (b *redisBackend) Now() int64                { return int64(time.Since(b.start)) }
-func (b *redisBackend) stuckAfter() time.Duration { return 2 * time.Minute }
+func (b *redisPlace) Lock()                     { b.mu.Lock() }
+func (b *redisPlace) Unlock()                   { b.mu.Unlock() }
+func (b *redisPlace) Now() int64                { return int64(time.Since(b.start)) }
+func (b *redisPlace) stuckAfter() time.Duration { return 2 * time.Minute }
 
 // left maps l's end to the history's clock, from the two clocks' readings
 // at its start: a goroutine the machine did not run between the lock's
 // return and the record then cannot make a claim look longer than it was.
-func (b *redisBackend) left(l redlock.Lease, recorded int64) time.Duration {
+func (b *redisPlace) left(l redlock.Lease, recorded int64) time.Duration {
 	return time.Duration(l.ValidUntil - b.refStart - recorded)
 }
 
 // Go starts process name, a client with a proxy to each server; a proxy
 // that cannot start ends the run with an error.
-func (b *redisBackend) Go(name string, f func(proc)) {
+func (b *redisPlace) Go(name string, f func(proc)) {
 	if b.ended {
 		return
 	}
@@ -488,17 +488,17 @@ func (p *redisProc) closeProxies() {
 
 // Strike kills a client's process, partitions it from a server, loses
 // the server's next reply to it, or pauses a server.
-func (b *redisBackend) Strike(a run.Aim) error {
+func (b *redisPlace) Strike(a run.Aim) error {
 	return strike(a, b.kill, b.partition, b.dropReply, b.pause)
 }
 
 // End heals a client's partition from a server, or resumes a server.
-func (b *redisBackend) End(a run.Aim) error { return end(a, b.heal, b.resume) }
+func (b *redisPlace) End(a run.Aim) error { return end(a, b.heal, b.resume) }
 
 // kill ends process name: its sleeps end and its proxies close, so that
 // it sends nothing more (what it does next fails, and the runner ignores
 // it).
-func (b *redisBackend) kill(name string) {
+func (b *redisPlace) kill(name string) {
 	if p := b.procs[name]; p != nil {
 		p.kill()
 		p.closeProxies()
@@ -509,20 +509,20 @@ func (b *redisBackend) kill(name string) {
 	}
 }
 
-func (b *redisBackend) proxy(name string, server int) *redis.Proxy {
+func (b *redisPlace) proxy(name string, server int) *redis.Proxy {
 	if p := b.procs[name]; p != nil && server < len(p.proxies) {
 		return p.proxies[server]
 	}
 	return nil
 }
 
-func (b *redisBackend) partition(name string, server int) {
+func (b *redisPlace) partition(name string, server int) {
 	if px := b.proxy(name, server); px != nil {
 		px.Partition()
 	}
 }
 
-func (b *redisBackend) heal(name string, server int) {
+func (b *redisPlace) heal(name string, server int) {
 	if px := b.proxy(name, server); px != nil {
 		px.Heal()
 	}
@@ -530,7 +530,7 @@ func (b *redisBackend) heal(name string, server int) {
 
 // dropReply arms process name's proxy to server: its next reply is lost
 // (replyLost records it when it is).
-func (b *redisBackend) dropReply(name string, server int) {
+func (b *redisPlace) dropReply(name string, server int) {
 	if px := b.proxy(name, server); px != nil {
 		px.DropReply()
 	}
@@ -541,7 +541,7 @@ func (b *redisBackend) dropReply(name string, server int) {
 // runs on the proxy's goroutine, which a kill's closing of the proxies
 // waits for while the runner's lock is held: it takes the lock only if it
 // can, and gives up once p is killed (its operation then ends killed).
-func (b *redisBackend) replyLost(p *redisProc, name string, server int) {
+func (b *redisPlace) replyLost(p *redisProc, name string, server int) {
 	for !b.mu.TryLock() {
 		if p.ctx.Err() != nil {
 			return
@@ -554,14 +554,14 @@ func (b *redisBackend) replyLost(p *redisProc, name string, server int) {
 	}
 }
 
-func (b *redisBackend) pause(server int) {
+func (b *redisPlace) pause(server int) {
 	b.paused[server] = true
 	if err := b.servers[server].Pause(); err != nil {
 		b.errs = append(b.errs, fmt.Errorf("pause of redis%d: %w", server+1, err))
 	}
 }
 
-func (b *redisBackend) resume(server int) {
+func (b *redisPlace) resume(server int) {
 	delete(b.paused, server)
 	if err := b.servers[server].Resume(); err != nil {
 		b.errs = append(b.errs, fmt.Errorf("resume of redis%d: %w", server+1, err))
@@ -573,7 +573,7 @@ func (b *redisBackend) resume(server int) {
 // the crash ended records that only after the crash is recorded (killed
 // first, and recorded later, an acquire's EOF came before the crash in
 // the history, with no fault in force: available failed).
-func (b *redisBackend) Restart(p proc, server int, down time.Duration, struck func()) error {
+func (b *redisPlace) Restart(p proc, server int, down time.Duration, struck func()) error {
 	s := b.servers[server]
 	b.mu.Lock()
 	err := s.Kill()
@@ -591,7 +591,7 @@ func (b *redisBackend) Restart(p proc, server int, down time.Duration, struck fu
 // ClockJump shortens the life of every key on server by d (forward only).
 // A paused server runs no script: the jump is refused (not struck, not
 // recorded) rather than left waiting for the resume.
-func (b *redisBackend) ClockJump(server int, d time.Duration) error {
+func (b *redisPlace) ClockJump(server int, d time.Duration) error {
 	if b.paused[server] {
 		return fmt.Errorf("redis%d is paused", server+1)
 	}
@@ -602,7 +602,7 @@ func (b *redisBackend) ClockJump(server int, d time.Duration) error {
 }
 
 // close ends the run: every process's proxies closed.
-func (b *redisBackend) close() {
+func (b *redisPlace) close() {
 	for _, p := range lease.Ending(&b.mu, &b.ended, b.procs) {
 		p.kill()
 		p.closeProxies()

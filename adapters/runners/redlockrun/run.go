@@ -31,7 +31,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 		return nil, err
 	}
 	r := &runner{p: p, ctx: context.Background(), clients: map[string]*client{}, cut: map[string]int{}}
-	b, err := newSimBackend(p, trace, r.dropped, r)
+	b, err := newSimPlace(p, trace, r.dropped, r)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
 }
 
 // begin starts p's clients and its nemesis on b.
-func (r *runner) begin(b backend) {
+func (r *runner) begin(b place) {
 	r.b = b
 	r.Init(leaserun.RunConfig(b, b.Now))
 	b.Lock()
@@ -79,7 +79,7 @@ type runner struct {
 	run.Runner
 	p       *Plan
 	ctx     context.Context
-	b       backend
+	b       place
 	timeout time.Duration // each server's bound on a round; 0: the reference's
 	clients map[string]*client
 	cut     map[string]int // the server (from 1) each partitioned client is cut from
@@ -526,7 +526,7 @@ func (r *runner) recordFrom(name, target string, offset int, at int64) {
 // none (math.MaxInt64), where it is applied when the scheduler serves it
 // and recorded then.
 func (r *runner) from() int64 {
-	if _, sim := r.b.(simBackend); sim {
+	if _, sim := r.b.(simPlace); sim {
 		return math.MaxInt64
 	}
 	return r.Now()

@@ -30,7 +30,7 @@ type proxyRounds struct {
 }
 
 // roundsOf are the Rounds every proxy of the run saw.
-func (b *redisBackend) roundsOf() []proxyRounds {
+func (b *redisPlace) roundsOf() []proxyRounds {
 	out := make([]proxyRounds, 0, len(b.traced))
 	for _, tp := range b.traced {
 		proc, server, _ := strings.Cut(tp.name, "->")

@@ -124,7 +124,7 @@ func consulBench(ctx context.Context, s family.Settings, c bench.Config, out io.
 // consulConformOne compares the simulator with a private server of kind k
 // and version v (the zero Version: the default).
 func consulConformOne(ctx context.Context, k consulsim.Kind, v versions.Version, c family.ConformConfig, out io.Writer) (family.Conformance, error) {
-	t, stop, err := consulConformTarget(ctx, k, v)
+	t, stop, err := consulConformServer(ctx, k, v)
 	switch {
 	case ctx.Err() != nil:
 		return 0, fmt.Errorf("interrupted while starting a private server: %w", ctx.Err())
@@ -142,21 +142,21 @@ func consulConformOne(ctx context.Context, k consulsim.Kind, v versions.Version,
 		Stopped: "its private server is stopped"}.End(ctx, c, out)
 }
 
-// consulConformTarget starts a private server of kind k and version v in
+// consulConformServer starts a private server of kind k and version v in
 // a temporary directory; stop stops it and removes the directory.
-func consulConformTarget(ctx context.Context, k consulsim.Kind, v versions.Version) (consulconform.Target, func(), error) {
+func consulConformServer(ctx context.Context, k consulsim.Kind, v versions.Version) (consulconform.Server, func(), error) {
 	if k == consulsim.Consul {
 		a, stop, err := consul.StartTemp(ctx, consul.Options{SessionTTLMin: consulConformFloor, Version: v})
 		if err != nil {
-			return consulconform.Target{}, nil, err
+			return consulconform.Server{}, nil, err
 		}
-		return consulconform.Target{Kind: consulsim.Consul, Addr: a.Addr(), Floor: consulConformFloor}, stop, nil
+		return consulconform.Server{Kind: consulsim.Consul, Addr: a.Addr(), Floor: consulConformFloor}, stop, nil
 	}
 	s, stop, err := etcd.StartTemp(ctx, etcd.Options{Version: v})
 	if err != nil {
-		return consulconform.Target{}, nil, err
+		return consulconform.Server{}, nil, err
 	}
-	return consulconform.Target{Kind: consulsim.Etcd, Addr: s.URL(), Floor: s.MinTTL()}, stop, nil
+	return consulconform.Server{Kind: consulsim.Etcd, Addr: s.URL(), Floor: s.MinTTL()}, stop, nil
 }
 
 // clusterShrink bounds the shrinking of a cluster divergence: each try
@@ -195,7 +195,7 @@ func clusterConform(ctx context.Context, backend string, v versions.Version, c f
 	}()
 	fmt.Fprintf(out, "the simulated %s cluster against a private one (%s, started in %.1fs): %d sequences, seed %d\n",
 		backend, strings.Join(consulsemrun.ClusterNodes(backend), ", "), cl.Took.Seconds(), c.Sequences, c.Seed)
-	rep, err := consulconform.ClusterDifferential(ctx, cl.ConformTarget(), c.Sequences, c.Seed, clusterShrink, out)
+	rep, err := consulconform.ClusterDifferential(ctx, cl.ConformCluster(), c.Sequences, c.Seed, clusterShrink, out)
 	return family.Differential{Report: rep, Server: rep.Server + " cluster", Divergence: rep.Divergence, Shrunk: rep.Shrunk,
 		Sequences: rep.Sequences, Err: err, Stopped: "its private cluster is stopped"}.End(ctx, c, out)
 }

@@ -13,7 +13,7 @@ import (
 
 // serverVersionFlag is --server-version: the version of the private
 // real servers (etcd, Consul) the family starts.
-var serverVersionFlag = serverversion.Flag(family.Backend,
+var serverVersionFlag = serverversion.Flag(family.Server,
 	"consul-semaphore: on private real servers (--target etcd, etcd-cluster, consul, consul-cluster; validate-impl, bench and conform with --backend), the version they run: for etcd "+
 		serverversion.Choices("etcd-server", consulsemrun.Etcd)+", for Consul "+
 		strings.Join(versions.Names(consulsemrun.Consul), ", ")+

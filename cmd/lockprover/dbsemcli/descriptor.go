@@ -42,9 +42,9 @@ var DBSemaphore = &family.Descriptor{
 	Faults:     dbsemrun.FaultNames(),
 	Targets:    []family.Target{{Name: "sim", Faults: dbsemrun.FaultNames()}, {Name: "mariadb", Real: true, Faults: dbsemrun.FaultNames()}},
 	Flags: append([]family.Flag{
-		{Name: "dsn", Verbs: family.Backend, Usage: "db-semaphore: the real MariaDB's DSN (go-sql-driver form, over tcp); default $LOCKPROVER_MYSQL_DSN, else " + mariadb.DefaultDSN},
+		{Name: "dsn", Verbs: family.Server, Usage: "db-semaphore: the real MariaDB's DSN (go-sql-driver form, over tcp); default $LOCKPROVER_MYSQL_DSN, else " + mariadb.DefaultDSN},
 		leasecli.TTL,
-		{Name: "private-server", Bool: true, Verbs: family.Backend, Usage: "db-semaphore: run --target mariadb (validate-impl, bench, conform) on a private mariadbd of the run's own (own datadir and port, stopped at the end), which plans may restart"},
+		{Name: "private-server", Bool: true, Verbs: family.Server, Usage: "db-semaphore: run --target mariadb (validate-impl, bench, conform) on a private mariadbd of the run's own (own datadir and port, stopped at the end), which plans may restart"},
 		serverVersionFlag,
 	}, leasecli.Flags...),
 	// How check judges lease locks, as every lease family says it.
@@ -71,7 +71,7 @@ func init() {
 // serverVersionFlag is --server-version: the version of the private
 // mariadbd a run starts (--private-server). The shared MariaDB (--dsn) is
 // whatever version it runs: a version is a private server's.
-var serverVersionFlag = serverversion.Flag(family.Backend,
+var serverVersionFlag = serverversion.Flag(family.Server,
 	"db-semaphore: with --private-server (--target mariadb, validate-impl, bench, conform), the version the private mariadbd runs: "+
 		serverversion.Choices("mariadb-server", "mariadb")+
 		"; the shared MariaDB --dsn names has no version flag: it runs what it runs")

@@ -58,7 +58,7 @@ func init() {
 
 // serverVersionFlag is --server-version: the version of the private
 // PostgreSQL a run starts.
-var serverVersionFlag = serverversion.Flag(family.Backend,
+var serverVersionFlag = serverversion.Flag(family.Server,
 	"pg-advisory: on a private PostgreSQL (--target postgres, validate-impl, conform), the version it runs: "+
 		serverversion.Choices("postgresql", "postgresql"))
 

@@ -110,7 +110,7 @@ func redlockSetup(s family.Settings) (*family.Setup, error) {
 
 // serverVersionFlag is --server-version: the version of Redis (or
 // Valkey) the private servers run.
-var serverVersionFlag = serverversion.Flag(family.Backend,
+var serverVersionFlag = serverversion.Flag(family.Server,
 	"redlock, priority-redlock: on real servers (--target redis, validate-impl, bench, conform), the version they run: "+
 		serverversion.Choices("redis-server", "redis", "valkey"))
 

@@ -11,10 +11,11 @@ import (
 // simulator or a real server, as every family's runner sees it. It is the
 // one contract every runner's places keep, simulated and real alike: the
 // clock the history is recorded on, and the faults it strikes and ends.
-// A family's own interface for its places (amqprun's engine, the lease
-// runners' backends, consulsemrun's world) embeds it and adds only what is
-// the family's own: how a process runs, how a client opens, how the
-// backend settles.
+// A family's own interface for its targets, its place (amqprun's, the
+// lease runners', consulsemrun's: each named place, with simPlace and the
+// real ones implementing it), embeds it and adds only what is the
+// family's own: how a process runs, how a client opens, how the server
+// settles.
 type Target interface {
 	// Now is the clock the history is recorded on, in nanoseconds
 	// (virtual time on a simulator; since the run began on a real

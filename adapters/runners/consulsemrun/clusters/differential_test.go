@@ -23,7 +23,7 @@ func TestClusterDifferential(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			var progress strings.Builder
-			rep, err := consulconform.ClusterDifferential(ctx, cl.ConformTarget(), 12, 371126, 0, &progress)
+			rep, err := consulconform.ClusterDifferential(ctx, cl.ConformCluster(), 12, 371126, 0, &progress)
 			t.Logf("%s\n%s", progress.String(), rep)
 			if err != nil {
 				t.Fatal(err)

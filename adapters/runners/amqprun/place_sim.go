@@ -82,9 +82,9 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 		o.ServerHeartbeat = -1 // heartbeats off on both sides
 	}
 	w := rabbitmqsim.New(o)
-	var eng engine = simEngine{w}
+	var eng place = simPlace{w}
 	if o.Cluster != nil {
-		eng = &simCluster{simEngine{w}, o.Cluster.PartitionHandling, nil}
+		eng = &simCluster{simPlace{w}, o.Cluster.PartitionHandling, nil}
 	}
 	r := newRunner(p, impl, eng, p.Lock)
 	if chooser != nil {
@@ -116,14 +116,14 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 	return r.result()
 }
 
-// simCluster is the simulator's engine for a plan on a cluster: the
+// simCluster is the simulator's place for a plan on a cluster: the
 // runner asks it for the mode, to make the cluster one again before the
 // probe, and for the connections its nodes closed on their own (a node
 // pausing itself, an autoheal's loser restarting, a node killed), which
 // the history records as the broker's force-closes where no fault of the
 // plan explains them, as on the cluster target.
 type simCluster struct {
-	simEngine
+	simPlace
 	mode      string
 	settleErr error
 }
@@ -206,32 +206,32 @@ func (d *chooserDecider) pick(n int) int {
 	return d.among[d.ch.Choose(len(d.among), slices.Index(d.among, keep), d.state)]
 }
 
-type simEngine struct{ w *rabbitmqsim.World }
+type simPlace struct{ w *rabbitmqsim.World }
 
-func (e simEngine) Go(name string, fn func(broker.Broker)) { e.w.Go(name, fn) }
-func (e simEngine) Now() int64                             { return e.w.Tick() }
-func (e simEngine) After(d time.Duration, f func())        { e.w.After(d, f) }
-func (e simEngine) Hold(broker.Broker, string)             {} // the simulator freezes paused processes itself
-func (e simEngine) Notice(b broker.Broker, _ string, limit time.Duration) {
+func (e simPlace) Go(name string, fn func(broker.Broker)) { e.w.Go(name, fn) }
+func (e simPlace) Now() int64                             { return e.w.Tick() }
+func (e simPlace) After(d time.Duration, f func())        { e.w.After(d, f) }
+func (e simPlace) Hold(broker.Broker, string)             {} // the simulator freezes paused processes itself
+func (e simPlace) Notice(b broker.Broker, _ string, limit time.Duration) {
 	b.Sleep(context.Background(), limit)
 }
 
-func (e simEngine) AfterMethods(name string, n int, f func()) { e.w.AfterMethods(name, n, f) }
+func (e simPlace) AfterMethods(name string, n int, f func()) { e.w.AfterMethods(name, n, f) }
 
 // Strike strikes a in the simulator, which names faults and their aims
 // as a history does.
-func (e simEngine) Strike(a run.Aim) error { return e.w.Strike(a.Fault, a.Process) }
+func (e simPlace) Strike(a run.Aim) error { return e.w.Strike(a.Fault, a.Process) }
 
 // End ends a: the simulator strikes its end (resume, heal).
-func (e simEngine) End(a run.Aim) error { return e.w.Strike(endOf(a), a.Process) }
+func (e simPlace) End(a run.Aim) error { return e.w.Strike(endOf(a), a.Process) }
 
 // BrokerUp reports whether the simulated broker is up (a restart struck
 // from outside any process leaves it down for the restart's downtime).
-func (e simEngine) BrokerUp() bool { return e.w.Up() }
+func (e simPlace) BrokerUp() bool { return e.w.Up() }
 
-func (e simEngine) Cost(name string) broker.Cost { return e.w.Cost(name) }
+func (e simPlace) Cost(name string) broker.Cost { return e.w.Cost(name) }
 
-func (e simEngine) ReadCounts(name string, c *rabbitmqsim.Counts) { e.w.ReadCounts(name, c) }
+func (e simPlace) ReadCounts(name string, c *rabbitmqsim.Counts) { e.w.ReadCounts(name, c) }
 
 // waitTimeout bounds an admin's wait in the simulator: only a holder that
 // is never released (heartbeats off and the holder killed) makes it run out.
@@ -244,7 +244,7 @@ const waitTimeout = 10 * time.Minute
 // runner cancels mid-Connect (restart) has already been stopped by its
 // kill; so context.WithCancel's two allocations per operation bought
 // nothing.
-func (e simEngine) OpContext(wait bool) (context.Context, context.CancelFunc) {
+func (e simPlace) OpContext(wait bool) (context.Context, context.CancelFunc) {
 	if wait {
 		return e.w.WithTimeout(context.Background(), waitTimeout)
 	}
@@ -253,7 +253,7 @@ func (e simEngine) OpContext(wait bool) (context.Context, context.CancelFunc) {
 
 func noCancel() {}
 
-func (e simEngine) Queues(prefix string) ([]queueOwner, error) {
+func (e simPlace) Queues(prefix string) ([]queueOwner, error) {
 	var out []queueOwner
 	for _, q := range e.w.Queues() {
 		if strings.HasPrefix(q.Name, prefix) {

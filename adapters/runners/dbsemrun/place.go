@@ -14,17 +14,17 @@ import (
 	"github.com/lockprover/lockprover/sim/mariadbsim"
 )
 
-// A backend is where a plan's processes run and its faults strike: the
-// simulated database (simBackend) or a real MariaDB (mariaBackend). The
+// A place is where a plan's processes run and its faults strike: the
+// simulated database (simPlace) or a real MariaDB (mariadbPlace). The
 // runner is the same on both.
 //
-// The runner's state is guarded by the backend's Locker: a process holds
+// The runner's state is guarded by the place's Locker: a process holds
 // it while it records and decides, and lets go of it around every call
 // that may wait (a statement, a sleep). The simulator runs one process at
-// a time and needs no lock (its Locker does nothing); a real backend's
+// a time and needs no lock (its Locker does nothing); a real place's
 // processes, timers and statement hooks run at once and share a mutex.
 // Callbacks (After, AfterStatements) run with the lock held.
-type backend interface {
+type place interface {
 	sync.Locker
 	// Target is the history's clock (the time since the run began) and
 	// the faults on a process (its current incarnation's name, Aim.Process):
@@ -43,7 +43,7 @@ type backend interface {
 	// reply.
 	AfterStatements(name string, n int, f func())
 	// droppedReplies is how many COMMIT replies of process name were
-	// dropped so far, where the backend can tell (known false: the
+	// dropped so far, where the place can tell (known false: the
 	// simulator, whose drop always strikes the next COMMIT, which only the
 	// runner's own reference sends there).
 	droppedReplies(name string) (n int, known bool)
@@ -65,7 +65,7 @@ type backend interface {
 	stuckAfter() time.Duration
 }
 
-// A proc is one process's view of the backend.
+// A proc is one process's view of the place.
 type proc interface {
 	// DB is the process's connection pool to the database.
 	DB() *sql.DB
@@ -76,7 +76,7 @@ type proc interface {
 	Now() time.Time
 }
 
-// A restarter is a backend whose server's restart takes real time (a real
+// A restarter is a place whose server's restart takes real time (a real
 // server's, which goes down only once its shutdown is done, and answers
 // again only once it has started): the nemesis restarts it and waits
 // until it is up again, and the restart is recorded as in force from
@@ -85,39 +85,39 @@ type restarter interface {
 	restartWait(downtime time.Duration) error
 }
 
-// simBackend is the simulated database: deterministic, in virtual time.
-type simBackend struct {
+// simPlace is the simulated database: deterministic, in virtual time.
+type simPlace struct {
 	w *mariadbsim.World
 }
 
-// newSimBackend makes a simulated database that decides its schedule by
+// newSimPlace makes a simulated database that decides its schedule by
 // p's Schedule, then by p's ScheduleSeed, and the state an exhaustive
 // search's choices are made in, which the runner names once it exists.
-func newSimBackend(p *Plan, trace io.Writer) (simBackend, func(unseen []reflect.Type, of ...any)) {
+func newSimPlace(p *Plan, trace io.Writer) (simPlace, func(unseen []reflect.Type, of ...any)) {
 	var w *mariadbsim.World
 	decide, state := p.Decider(0x6c70, func() int { return w.Keep() })
 	w = mariadbsim.New(mariadbsim.Options{Decide: decide, KeepInputs: p.Searched(), Trace: trace})
-	return simBackend{w}, state
+	return simPlace{w}, state
 }
 
-func (simBackend) Lock()   {}
-func (simBackend) Unlock() {}
+func (simPlace) Lock()   {}
+func (simPlace) Unlock() {}
 
-func (b simBackend) Go(name string, f func(proc)) {
+func (b simPlace) Go(name string, f func(proc)) {
 	b.w.Go(name, func(p *mariadbsim.Process) { f(p) })
 }
-func (b simBackend) Now() int64                                   { return b.w.Now() }
-func (b simBackend) After(d time.Duration, f func())              { b.w.After(d, f) }
-func (b simBackend) AfterStatements(name string, n int, f func()) { b.w.AfterStatements(name, n, f) }
-func (b simBackend) droppedReplies(string) (int, bool)            { return 0, false }
-func (b simBackend) Restart(downtime time.Duration) bool {
+func (b simPlace) Now() int64                                   { return b.w.Now() }
+func (b simPlace) After(d time.Duration, f func())              { b.w.After(d, f) }
+func (b simPlace) AfterStatements(name string, n int, f func()) { b.w.AfterStatements(name, n, f) }
+func (b simPlace) droppedReplies(string) (int, bool)            { return 0, false }
+func (b simPlace) Restart(downtime time.Duration) bool {
 	b.w.Restart(downtime) // a restart while down is down for downtime from then
 	return true
 }
 
 // Strike kills, pauses or partitions the process a names, closes its
 // connections or loses its next COMMIT's reply.
-func (b simBackend) Strike(a run.Aim) error {
+func (b simPlace) Strike(a run.Aim) error {
 	switch a.Fault {
 	case histories.ForceClose:
 		b.w.KillConnections(a.Process)
@@ -130,12 +130,12 @@ func (b simBackend) Strike(a run.Aim) error {
 }
 
 // End resumes or heals the process a names.
-func (b simBackend) End(a run.Aim) error { return processEnds(a, b.w.Resume, b.w.Heal) }
+func (b simPlace) End(a run.Aim) error { return processEnds(a, b.w.Resume, b.w.Heal) }
 
-func (b simBackend) SkewServerClock(offset time.Duration) { b.w.SkewClock("", offset) }
-func (simBackend) stuckAfter() time.Duration              { return time.Hour }
+func (b simPlace) SkewServerClock(offset time.Duration) { b.w.SkewClock("", offset) }
+func (simPlace) stuckAfter() time.Duration              { return time.Hour }
 
-func (simBackend) open(ctx context.Context, proc proc, _ string, o dbsem.Options, _ Session) (Client, error) {
+func (simPlace) open(ctx context.Context, proc proc, _ string, o dbsem.Options, _ Session) (Client, error) {
 	sem, err := dbsem.Open(ctx, proc.DB(), o)
 	if err != nil {
 		return nil, err

@@ -10,11 +10,11 @@ import (
 	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 )
 
-// An engine is where a plan's processes run: the simulator (virtual time,
+// A place is where a plan's processes run: the simulator (virtual time,
 // one process moving at a time) or a real broker (goroutines, wall-clock
 // time, a fault proxy in front of each process). The runner is the same on
 // both.
-type engine interface {
+type place interface {
 	// Target is the clock histories are recorded on, and the faults,
 	// struck at once: kill, pause (until its resume), partition (until
 	// its heal), force-close, drop-reply, restart-broker (Aim.Process "",
@@ -29,7 +29,7 @@ type engine interface {
 	After(d time.Duration, f func())
 	// Cost is what process name has sent so far.
 	Cost(name string) broker.Cost
-	// Hold blocks a process between steps while it is paused, for engines
+	// Hold blocks a process between steps while it is paused, for places
 	// that cannot freeze it outright.
 	Hold(b broker.Broker, name string)
 	// OpContext bounds one operation (a wait gets long).
@@ -51,22 +51,22 @@ type queueOwner struct {
 	how string
 }
 
-// A settler is an engine whose backend must be brought back to its first
+// A settler is a place whose backend must be brought back to its first
 // state before the quiescent probe (a cluster made one again), whatever
 // the plan's heartbeat.
 type settler interface {
 	Settle()
 }
 
-// onCluster is an engine that may run on a RabbitMQ cluster: its
+// onCluster is a place that may run on a RabbitMQ cluster: its
 // partition handling mode ("" on a single broker).
 type onCluster interface {
 	partitionHandling() string
 }
 
 // A countReader reads what process name has sent into c, with no map,
-// where engine.Cost makes a fresh one on every call: the simulator's
-// engine, which the runner asks twice an operation.
+// where place.Cost makes a fresh one on every call: the simulator's
+// place, which the runner asks twice an operation.
 type countReader interface {
 	ReadCounts(name string, c *rabbitmqsim.Counts)
 }

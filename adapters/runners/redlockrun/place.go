@@ -11,24 +11,24 @@ import (
 	"github.com/lockprover/lockprover/sim/redissim"
 )
 
-// A backend is where a plan's processes run and its faults strike: the
-// simulated servers (simBackend) or real redis-servers the run starts
-// (redisBackend). The runner is the same on both.
+// A place is where a plan's processes run and its faults strike: the
+// simulated servers (simPlace) or real redis-servers the run starts
+// (redisPlace). The runner is the same on both.
 //
-// The runner's state is guarded by the backend's Locker: a process holds
+// The runner's state is guarded by the place's Locker: a process holds
 // it while it records and decides, and lets go of it around every call
 // that may wait (an operation, a sleep, a restart). The simulator runs one
 // process at a time and needs no lock (its Locker does nothing); a real
-// backend's processes run at once and share a mutex. Servers are numbered
+// place's processes run at once and share a mutex. Servers are numbered
 // from 0.
-type backend interface {
+type place interface {
 	sync.Locker
 	// Target is the history's clock (the time since the run began) and
 	// the faults that last or kill: kill a client's process (Aim.Process);
 	// partition it from a server (Aim.Server) until the heal (bytes wait
 	// both ways); pause a server (SIGSTOP) until its resume; drop-reply,
-	// the server's next reply to the process lost (the backend reports it
-	// when it is lost: see newSimBackend).
+	// the server's next reply to the process lost (the place reports it
+	// when it is lost: see newSimPlace).
 	run.Target
 	// Go starts process name running f.
 	Go(name string, f func(proc))
@@ -48,7 +48,7 @@ type backend interface {
 	stuckAfter() time.Duration
 }
 
-// A proc is one process's view of the backend.
+// A proc is one process's view of the place.
 type proc interface {
 	// Sleep lets d pass for the process.
 	Sleep(d time.Duration)
@@ -69,14 +69,14 @@ type proc interface {
 	fired() bool
 }
 
-// simBackend is the simulated servers: deterministic, in virtual time.
-type simBackend struct{ w *redissim.World }
+// simPlace is the simulated servers: deterministic, in virtual time.
+type simPlace struct{ w *redissim.World }
 
-// newSimBackend makes p's simulated servers, deciding by p's Decisions;
+// newSimPlace makes p's simulated servers, deciding by p's Decisions;
 // lost reports each reply DropReply lost, as it is lost. Under an
 // exhaustive search each choice's state is the servers' and runner's
 // (the history among it), fingerprinted.
-func newSimBackend(p *Plan, trace io.Writer, lost func(proc string, server int), runner any) (simBackend, error) {
+func newSimPlace(p *Plan, trace io.Writer, lost func(proc string, server int), runner any) (simPlace, error) {
 	pers := redissim.None
 	if p.Persistence == PersistAlways {
 		pers = redissim.Always
@@ -87,35 +87,35 @@ func newSimBackend(p *Plan, trace io.Writer, lost func(proc string, server int),
 	if err == nil {
 		state(w.Unseen(), w, runner) // an exhaustive search's state at a choice
 	}
-	return simBackend{w}, err
+	return simPlace{w}, err
 }
 
-func (simBackend) Lock()                                         {}
-func (simBackend) Unlock()                                       {}
-func (b simBackend) Now() int64                                  { return b.w.Now() }
-func (b simBackend) ClockJump(server int, d time.Duration) error { return b.w.ClockJump(server, d) }
-func (simBackend) stuckAfter() time.Duration                     { return time.Hour }
+func (simPlace) Lock()                                         {}
+func (simPlace) Unlock()                                       {}
+func (b simPlace) Now() int64                                  { return b.w.Now() }
+func (b simPlace) ClockJump(server int, d time.Duration) error { return b.w.ClockJump(server, d) }
+func (simPlace) stuckAfter() time.Duration                     { return time.Hour }
 
 // Strike kills a client's process, partitions it from a server, loses
 // the server's next reply to it, or pauses a server. (The simulator's one error, a server out of range,
 // the plan's validation rules out.)
-func (b simBackend) Strike(a run.Aim) error {
+func (b simPlace) Strike(a run.Aim) error {
 	return strike(a, b.w.Kill, func(name string, i int) { b.w.Partition(name, i) }, func(name string, i int) { b.w.DropReply(name, i) },
 		func(i int) { b.w.Pause(i) })
 }
 
 // End heals a client's partition from a server, or resumes a server.
-func (b simBackend) End(a run.Aim) error {
+func (b simPlace) End(a run.Aim) error {
 	return end(a, func(name string, i int) { b.w.Heal(name, i) }, func(i int) { b.w.Resume(i) })
 }
 
-func (b simBackend) Go(name string, f func(proc)) {
+func (b simPlace) Go(name string, f func(proc)) {
 	b.w.Go(name, func(p *redissim.Process) { f(simProc{p}) })
 }
 
 // Restart crashes server and has it come back once down has passed; the
 // nemesis waits as long.
-func (b simBackend) Restart(p proc, server int, down time.Duration, struck func()) error {
+func (b simPlace) Restart(p proc, server int, down time.Duration, struck func()) error {
 	if err := b.w.Restart(server, down); err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func (s simProc) openPriority(_ string, o redlock.Options, prio int64) (Client, 
 // left is the validity left at the simulator's time: nothing comes between
 // the lock's return and its record, but for the nanosecond the recorder
 // may add to keep times increasing.
-func (b simBackend) left(l redlock.Lease, _ int64) time.Duration {
+func (b simPlace) left(l redlock.Lease, _ int64) time.Duration {
 	return time.Duration(l.ValidUntil - b.w.Now())
 }
 

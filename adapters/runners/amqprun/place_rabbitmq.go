@@ -74,7 +74,7 @@ func (t RabbitMQ) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, 
 	// The plan's clients and admins start together: their processes'
 	// start-up is over before the clock starts.
 	defer prover.Warm(ctx, impl, lock, len(p.Clients)+len(p.Admins))()
-	e := &realEngine{t: t, ctx: ctx, start: time.Now(), slots: maxSlots(p) + p.Options.Overshoot + 8, listed: listed,
+	e := &realPlace{t: t, ctx: ctx, start: time.Now(), slots: maxSlots(p) + p.Options.Overshoot + 8, listed: listed,
 		proxies: t.proxies(), ctl: rabbitmq.NewCtl(t.Ctl, rabbitmq.VhostOf(t.URL), true), paused: map[string]bool{}}
 	defer e.ctl.Close()
 	if e.t.OpTimeout == 0 {
@@ -107,7 +107,7 @@ func (t RabbitMQ) proxies() *amqpproxy.Set {
 	return amqpproxy.NewSet(t.URL)
 }
 
-type realEngine struct {
+type realPlace struct {
 	t       RabbitMQ
 	ctx     context.Context
 	start   time.Time
@@ -133,7 +133,7 @@ type realEngine struct {
 	settleErr error
 }
 
-func (e *realEngine) Go(name string, fn func(broker.Broker)) {
+func (e *realPlace) Go(name string, fn func(broker.Broker)) {
 	_, u, err := e.proxies.For(name)
 	e.wg.Add(1)
 	go func() {
@@ -163,11 +163,11 @@ func (b *procBroker) Sleep(ctx context.Context, d time.Duration) error {
 	return b.Broker.Sleep(b.ctx, d)
 }
 
-func (e *realEngine) Now() int64 { return int64(time.Since(e.start)) }
+func (e *realPlace) Now() int64 { return int64(time.Since(e.start)) }
 
 // After runs f once d has passed, unless the run is interrupted first: then
 // the run does not wait out d (a fault's end, say) before it cleans up.
-func (e *realEngine) After(d time.Duration, f func()) {
+func (e *realPlace) After(d time.Duration, f func()) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -183,7 +183,7 @@ func (e *realEngine) After(d time.Duration, f func()) {
 	}()
 }
 
-func (e *realEngine) AfterMethods(name string, n int, f func()) {
+func (e *realPlace) AfterMethods(name string, n int, f func()) {
 	if px, _, err := e.proxies.For(name); err == nil {
 		px.AfterMethods(n, func() {
 			if e.ctx.Err() == nil {
@@ -193,7 +193,7 @@ func (e *realEngine) AfterMethods(name string, n int, f func()) {
 	}
 }
 
-func (e *realEngine) Hold(b broker.Broker, name string) {
+func (e *realPlace) Hold(b broker.Broker, name string) {
 	for {
 		e.mu.Lock()
 		p := e.paused[name]
@@ -204,7 +204,7 @@ func (e *realEngine) Hold(b broker.Broker, name string) {
 	}
 }
 
-func (e *realEngine) OpContext(wait bool) (context.Context, context.CancelFunc) {
+func (e *realPlace) OpContext(wait bool) (context.Context, context.CancelFunc) {
 	d := e.t.OpTimeout
 	if wait {
 		d = 3 * d
@@ -212,7 +212,7 @@ func (e *realEngine) OpContext(wait bool) (context.Context, context.CancelFunc) 
 	return context.WithTimeout(e.ctx, d)
 }
 
-func (e *realEngine) Cost(name string) broker.Cost {
+func (e *realPlace) Cost(name string) broker.Cost {
 	px, _, err := e.proxies.For(name)
 	if err != nil {
 		return broker.Cost{Methods: map[string]int{}}
@@ -221,16 +221,16 @@ func (e *realEngine) Cost(name string) broker.Cost {
 }
 
 // Strike strikes a (fault).
-func (e *realEngine) Strike(a run.Aim) error { return e.fault(a.Fault, a.Process) }
+func (e *realPlace) Strike(a run.Aim) error { return e.fault(a.Fault, a.Process) }
 
 // End ends a: fault strikes its end (resume, heal).
-func (e *realEngine) End(a run.Aim) error { return e.fault(endOf(a), a.Process) }
+func (e *realPlace) End(a run.Aim) error { return e.fault(endOf(a), a.Process) }
 
 // fault strikes through the process's proxy: a kill closes both sides of
 // its sockets (the broker sees them close), a pause stops its bytes and
 // holds it between operations, a partition stops its bytes, a dropped reply
 // is the proxy's. A forced close and a restart go through rabbitmqctl.
-func (e *realEngine) fault(fault, target string) error {
+func (e *realPlace) fault(fault, target string) error {
 	if e.t.cluster != nil {
 		if handled, err := e.t.cluster.fault(e.ctx, fault, target); handled {
 			return err
@@ -268,7 +268,7 @@ func (e *realEngine) fault(fault, target string) error {
 	return nil
 }
 
-func (e *realEngine) setPaused(name string, p bool) {
+func (e *realPlace) setPaused(name string, p bool) {
 	e.mu.Lock()
 	e.paused[name] = p
 	e.mu.Unlock()
@@ -276,7 +276,7 @@ func (e *realEngine) setPaused(name string, p bool) {
 
 // restart stops and starts the broker's application and waits until it
 // answers again.
-func (e *realEngine) restart() error {
+func (e *realPlace) restart() error {
 	if !e.t.AllowRestart {
 		return errors.New("restart-broker is not allowed")
 	}
@@ -286,7 +286,7 @@ func (e *realEngine) restart() error {
 // Queues probes the lock's queues (lockQueues) with passive declares on a
 // connection of its own (rabbitmq.Probe). An exclusive queue answers 405;
 // its owner is not known.
-func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
+func (e *realPlace) Queues(lock string) ([]queueOwner, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn, err := rabbitmq.New(e.t.URL).Dial(ctx, broker.Config{Name: "lockprover-inspect"})
@@ -320,7 +320,7 @@ func (e *realEngine) Queues(lock string) ([]queueOwner, error) {
 // lock's queues it keeps, their owners unknown: after the final
 // destroy every one is a leak, and before it none is judged. Without a
 // listing, the error says both why the probe and why the listing failed.
-func (e *realEngine) listInstead(lock string, probeErr error) ([]queueOwner, error) {
+func (e *realPlace) listInstead(lock string, probeErr error) ([]queueOwner, error) {
 	if e.t.Ctl == nil {
 		return nil, probeErr
 	}
@@ -340,7 +340,7 @@ func (e *realEngine) listInstead(lock string, probeErr error) ([]queueOwner, err
 // listFailed says why the last Queues could not list the broker's queues
 // (nil if it could, or had no need to): the names it probed were then the
 // reference's alone.
-func (e *realEngine) listFailed() error {
+func (e *realPlace) listFailed() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.listErr
@@ -406,7 +406,7 @@ func (c *pendingCtl) queueNames(ctx context.Context, prefix string) ([]string, e
 // The listing is made once a run (its processes have ended by then, and
 // make no queue after), through the process's one rabbitmqctl session for
 // the vhost (lister).
-func (e *realEngine) lockQueues(ctx context.Context, lock string) ([]string, error) {
+func (e *realPlace) lockQueues(ctx context.Context, lock string) ([]string, error) {
 	names := e.queueNames(lock)
 	if !e.listed {
 		return names, nil
@@ -435,7 +435,7 @@ func (e *realEngine) lockQueues(ctx context.Context, lock string) ([]string, err
 // the gone connections' exclusive queues and requeued their consumers'
 // messages, and the probe may start; or until limit (heartbeats let the
 // broker notice the rest).
-func (e *realEngine) Notice(b broker.Broker, lock string, limit time.Duration) {
+func (e *realPlace) Notice(b broker.Broker, lock string, limit time.Duration) {
 	ctx, cancel := context.WithTimeout(e.ctx, limit)
 	defer cancel()
 	conn, err := rabbitmq.New(e.t.URL).Dial(ctx, broker.Config{Name: "lockprover-notice"})
@@ -456,7 +456,7 @@ func (e *realEngine) Notice(b broker.Broker, lock string, limit time.Duration) {
 
 // quiet says whether no proxy of the plan has a connection open and none
 // of the lock's queues (names) is exclusive or has a consumer.
-func (e *realEngine) quiet(ctx context.Context, conn broker.Conn, names []string) bool {
+func (e *realPlace) quiet(ctx context.Context, conn broker.Conn, names []string) bool {
 	for _, px := range e.proxies.All() {
 		if px.Open() > 0 {
 			return false
@@ -494,7 +494,7 @@ func (e *realEngine) quiet(ctx context.Context, conn broker.Conn, names []string
 
 // queueNames is every queue of the lock a plan can make: its
 // administration mutex and A and B queues up to the slots it can reach.
-func (e *realEngine) queueNames(lock string) []string {
+func (e *realPlace) queueNames(lock string) []string {
 	names := []string{lock}
 	for l := 1; l <= e.slots; l++ {
 		names = append(names, amqplocks.SlotQueue(lock, l), amqplocks.HolderQueue(lock, l))
@@ -502,7 +502,7 @@ func (e *realEngine) queueNames(lock string) []string {
 	return names
 }
 
-func (e *realEngine) partitionHandling() string {
+func (e *realPlace) partitionHandling() string {
 	if e.t.cluster == nil {
 		return ""
 	}
@@ -512,7 +512,7 @@ func (e *realEngine) partitionHandling() string {
 // Settle brings a cluster back to one before the quiescent probe (nothing
 // on a single broker). A cluster that could not be brought back is said in
 // the run's problems by the probe's failures, and in the target's log.
-func (e *realEngine) Settle() {
+func (e *realPlace) Settle() {
 	if e.t.cluster != nil {
 		if err := e.t.cluster.settle(e.ctx); err != nil {
 			e.mu.Lock()
@@ -525,7 +525,7 @@ func (e *realEngine) Settle() {
 // cleanup ends every connection of the run, then deletes every queue of
 // the lock (lockQueues; rabbitmq.Cleanup, retrying while the broker releases exclusive
 // ones, for up to 30 s), and closes the proxies.
-func (e *realEngine) cleanup(lock string) (leftover string) {
+func (e *realPlace) cleanup(lock string) (leftover string) {
 	for _, px := range e.proxies.All() {
 		px.Kill()
 	}
