@@ -569,11 +569,11 @@ func (w *realPlace) Strike(a run.Aim) error {
 	if a.Fault == histories.ForceClose {
 		return struck(w.forceClose(a.Process))
 	}
-	return processFaults(a, w.kill, w.pause, w.partition)
+	return run.StrikeProcess(a, w.kill, w.pause, w.partition)
 }
 
 // End resumes or heals the process a names.
-func (w *realPlace) End(a run.Aim) error { return processEnds(a, w.resume, w.heal) }
+func (w *realPlace) End(a run.Aim) error { return run.EndProcess(a, w.resume, w.heal) }
 
 // kill ends process name's current incarnation: its connections are cut
 // and its proxy takes no new one, so it reaches the server no more.

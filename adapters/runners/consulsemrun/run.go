@@ -107,11 +107,11 @@ func (w simPlace) Strike(a run.Aim) error {
 	if a.Fault == histories.ForceClose {
 		return struck(w.World.ForceClose(a.Process))
 	}
-	return processFaults(a, w.World.Kill, w.World.Pause, w.World.Partition)
+	return run.StrikeProcess(a, w.World.Kill, w.World.Pause, w.World.Partition)
 }
 
 // End resumes or heals the process a names.
-func (w simPlace) End(a run.Aim) error { return processEnds(a, w.World.Resume, w.World.Heal) }
+func (w simPlace) End(a run.Aim) error { return run.EndProcess(a, w.World.Resume, w.World.Heal) }
 
 func (w simPlace) Go(name string, f func(proc)) {
 	w.World.Go(name, func(p *consulsim.Process) { f(p) })
@@ -399,36 +399,6 @@ func (r *runner) complete(st *client, typ histories.Type, v *lease.Value, err er
 func struck(closed bool) error {
 	if !closed {
 		return run.ErrStruckNothing
-	}
-	return nil
-}
-
-// processFaults strikes a, a kill, pause or partition of the process it
-// names, with a place's own methods.
-func processFaults(a run.Aim, kill, pause, partition func(name string)) error {
-	switch a.Fault {
-	case histories.Kill:
-		kill(a.Process)
-	case histories.Pause:
-		pause(a.Process)
-	case histories.Partition:
-		partition(a.Process)
-	default:
-		return run.CannotStrike(a)
-	}
-	return nil
-}
-
-// processEnds ends a, a pause or a partition of the process it names,
-// with a place's own resume and heal.
-func processEnds(a run.Aim, resume, heal func(name string)) error {
-	switch a.Fault {
-	case histories.Pause:
-		resume(a.Process)
-	case histories.Partition:
-		heal(a.Process)
-	default:
-		return run.CannotStrike(a)
 	}
 	return nil
 }

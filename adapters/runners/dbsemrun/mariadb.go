@@ -465,11 +465,11 @@ func (b *mariadbPlace) Strike(a run.Aim) error {
 		b.dropCommitReply(a.Process)
 		return nil
 	}
-	return processFaults(a, b.kill, b.pause, b.partition)
+	return run.StrikeProcess(a, b.kill, b.pause, b.partition)
 }
 
 // End resumes or heals the process a names.
-func (b *mariadbPlace) End(a run.Aim) error { return processEnds(a, b.resume, b.heal) }
+func (b *mariadbPlace) End(a run.Aim) error { return run.EndProcess(a, b.resume, b.heal) }
 
 // kill ends process name as a crash would: its proxy cut off for good and
 // its connections closed both ways, so the server rolls back its open

@@ -126,11 +126,11 @@ func (b simPlace) Strike(a run.Aim) error {
 		b.w.DropCommitReply(a.Process)
 		return nil
 	}
-	return processFaults(a, b.w.Kill, b.w.Pause, b.w.Partition)
+	return run.StrikeProcess(a, b.w.Kill, b.w.Pause, b.w.Partition)
 }
 
 // End resumes or heals the process a names.
-func (b simPlace) End(a run.Aim) error { return processEnds(a, b.w.Resume, b.w.Heal) }
+func (b simPlace) End(a run.Aim) error { return run.EndProcess(a, b.w.Resume, b.w.Heal) }
 
 func (b simPlace) SkewServerClock(offset time.Duration) { b.w.SkewClock("", offset) }
 func (simPlace) stuckAfter() time.Duration              { return time.Hour }
@@ -141,35 +141,4 @@ func (simPlace) open(ctx context.Context, proc proc, _ string, o dbsem.Options, 
 		return nil, err
 	}
 	return reference{sem}, nil
-}
-
-// processFaults strikes a, a kill, pause or partition of the process it
-// names, with a place's own methods: what every place of the family
-// strikes alike.
-func processFaults(a run.Aim, kill, pause, partition func(name string)) error {
-	switch a.Fault {
-	case histories.Kill:
-		kill(a.Process)
-	case histories.Pause:
-		pause(a.Process)
-	case histories.Partition:
-		partition(a.Process)
-	default:
-		return run.CannotStrike(a)
-	}
-	return nil
-}
-
-// processEnds ends a, a pause or a partition of the process it names,
-// with a place's own resume and heal.
-func processEnds(a run.Aim, resume, heal func(name string)) error {
-	switch a.Fault {
-	case histories.Pause:
-		resume(a.Process)
-	case histories.Partition:
-		heal(a.Process)
-	default:
-		return run.CannotStrike(a)
-	}
-	return nil
 }

@@ -82,3 +82,34 @@ func Ended(end string) string {
 	}
 	return ""
 }
+
+// StrikeProcess strikes a, a kill, pause or partition of the process it
+// names, with a target's own methods for each: what the places of a
+// family that strikes its clients' processes alike share.
+func StrikeProcess(a Aim, kill, pause, partition func(process string)) error {
+	switch a.Fault {
+	case histories.Kill:
+		kill(a.Process)
+	case histories.Pause:
+		pause(a.Process)
+	case histories.Partition:
+		partition(a.Process)
+	default:
+		return CannotStrike(a)
+	}
+	return nil
+}
+
+// EndProcess ends a, a pause or a partition of the process it names, with
+// a target's own resume and heal.
+func EndProcess(a Aim, resume, heal func(process string)) error {
+	switch a.Fault {
+	case histories.Pause:
+		resume(a.Process)
+	case histories.Partition:
+		heal(a.Process)
+	default:
+		return CannotStrike(a)
+	}
+	return nil
+}
