@@ -60,13 +60,13 @@ import base64
 import http.client
 import json
 import logging
-import os
-import signal
 import socket
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from lockprover_serve import serve
 
 log = logging.getLogger("consul_semaphore")
 
@@ -417,33 +417,7 @@ def main(argv):
     if unknown:
         print(f"usage: consul_semaphore.py [--plain-put] (unknown {unknown})", file=sys.stderr)
         return 2
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    # Replies get a private copy of stdout; file descriptor 1 and sys.stdout
-    # then point at stderr, so that nothing else can reach the reply stream.
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    # lockprover sends SIGTERM to a process that outlives its stdin.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    server = Server(plain_put)
-    for line in sys.stdin.buffer:
-        if not line.strip():
-            continue
-        try:
-            req = json.loads(line)
-        except ValueError:
-            req = None
-        if isinstance(req, dict):
-            reply = server.answer(req)
-        else:
-            log.error("not a JSON object: %r", line[:200])
-            reply = {"id": 0, "type": "error", "code": "bad request",
-                     "text": "a request must be one JSON object", "definite": True}
-        replies.write(json.dumps(reply, separators=(",", ":")) + "\n")
-        replies.flush()
-    log.info("stdin closed: exiting")
-    return 0
+    return serve(Server(plain_put))
 
 
 if __name__ == "__main__":

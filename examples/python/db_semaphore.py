@@ -43,11 +43,8 @@ Needs PyMySQL (`apt install python3-pymysql` on Debian, or
 `pip install pymysql`).
 """
 
-import json
 import logging
-import os
 import re
-import signal
 import sys
 import time
 import urllib.parse
@@ -55,6 +52,8 @@ import uuid
 
 import pymysql
 from pymysql.constants import CLIENT
+
+from lockprover_serve import serve
 
 log = logging.getLogger("db_semaphore")
 
@@ -535,41 +534,7 @@ def token_field(req):
 
 
 def main():
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    # Replies get a private copy of stdout; file descriptor 1 and sys.stdout
-    # then point at stderr, so that nothing else can reach the reply stream.
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    # lockprover sends SIGTERM to a process that outlives its stdin.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-
-    server = Server()
-    stdin = sys.stdin.buffer
-    try:
-        while True:
-            line = stdin.readline()
-            if not line:
-                log.info("stdin closed: exiting")
-                break
-            if not line.strip():
-                continue
-            try:
-                req = json.loads(line)
-            except ValueError:
-                req = None
-            if isinstance(req, dict):
-                reply = server.answer(req)
-            else:
-                log.error("not a JSON object: %r", line[:200])
-                reply = {"id": 0, "type": "error", "code": "bad request",
-                         "text": "a request must be one JSON object", "definite": True}
-            replies.write(json.dumps(reply, separators=(",", ":")) + "\n")
-            replies.flush()
-    finally:
-        server.close()
-    return 0
+    return serve(Server())
 
 
 if __name__ == "__main__":
