@@ -66,7 +66,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from lockprover_serve import serve
+from lockprover_serve import BadRequest, int_field, serve, token_field
 
 log = logging.getLogger("consul_semaphore")
 
@@ -317,24 +317,6 @@ class ConsulSemaphore:
 
 
 # -- the lockprover server -----------------------------------------------------
-
-
-class BadRequest(Exception):
-    """A request lockprover should never send."""
-
-
-def int_field(req, field):
-    value = req.get(field)
-    if type(value) is not int or value < 1:
-        raise BadRequest(f"{req.get('type')} needs an integer {field!r} >= 1")
-    return value
-
-
-def token_field(req):
-    value = req.get("token")
-    if not isinstance(value, str) or not value:
-        raise BadRequest(f"{req.get('type')} needs a non-empty string 'token'")
-    return value
 
 
 class Server:

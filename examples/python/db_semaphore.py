@@ -53,7 +53,7 @@ import uuid
 import pymysql
 from pymysql.constants import CLIENT
 
-from lockprover_serve import serve
+from lockprover_serve import BadRequest, int_field, serve, token_field
 
 log = logging.getLogger("db_semaphore")
 
@@ -390,10 +390,6 @@ def redact(url):
 # --- the lockprover server ----------------------------------------------------
 
 
-class BadRequest(Exception):
-    """A malformed request: answered with a definite error."""
-
-
 class Server:
     """One lockprover process: a client of one key."""
 
@@ -517,20 +513,6 @@ class Server:
                 pass
         self.conn = None
         self.sem = None
-
-
-def int_field(req, field):
-    value = req.get(field)
-    if type(value) is not int or value < 1:
-        raise BadRequest(f"{req.get('type')} needs an integer {field!r} >= 1")
-    return value
-
-
-def token_field(req):
-    value = req.get("token")
-    if not isinstance(value, str) or not value:
-        raise BadRequest(f"{req.get('type')} needs a non-empty string 'token'")
-    return value
 
 
 def main():

@@ -8,7 +8,8 @@ the replies (file descriptor 1 and sys.stdout then point at stderr, so
 that nothing else can reach the reply stream), exits on SIGTERM (which
 lockprover sends to a process that outlives its stdin), answers a line
 that is not a JSON object with a definite "bad request", and closes the
-server (if it has a close method) once stdin closes.
+server (if it has a close method) once stdin closes. BadRequest,
+int_field and token_field are the request checks the examples share.
 """
 
 import json
@@ -51,3 +52,24 @@ def serve(server):
         if close is not None:
             close()
     return 0
+
+
+class BadRequest(Exception):
+    """A malformed request, which lockprover should never send: answered
+    with a definite "bad request" error."""
+
+
+def int_field(req, field):
+    """The request's field, an integer of at least 1, or BadRequest."""
+    value = req.get(field)
+    if type(value) is not int or value < 1:
+        raise BadRequest(f"{req.get('type')} needs an integer {field!r} >= 1")
+    return value
+
+
+def token_field(req):
+    """The request's token, a non-empty string, or BadRequest."""
+    value = req.get("token")
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"{req.get('type')} needs a non-empty string 'token'")
+    return value
