@@ -100,6 +100,10 @@ interrupted.`, stderr)
 		return exitUsage
 	case !passed:
 		fmt.Fprintln(stdout, "\nthe implementation fails the checks marked FAIL above (of the protocol or of the lock's semantics; each says what to fix): see docs/protocol.md")
+		if !given(fs, "kind") {
+			fmt.Fprintf(stdout, "(--kind was not given: these were %s's checks, of --kind %s; an implementation of another family needs its --kind: %s)\n",
+				d.Name, *kind, strings.Join(family.Kinds(), ", "))
+		}
 		return exitViolation
 	}
 	fmt.Fprintf(stdout, "\nthe implementation follows the protocol: prove it with lockprover prove --kind %s --impl ...\n", *kind)

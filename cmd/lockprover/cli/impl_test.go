@@ -172,3 +172,21 @@ func TestInitTimeout(t *testing.T) {
 		}
 	}
 }
+
+// An implementation that fails validate-impl with no --kind given is told
+// which family's checks it failed (the kind defaulted to semaphore), so
+// that a lease lock's author is pointed to --kind; given --kind, it is not.
+func TestValidateImplNamesTheDefaultedKind(t *testing.T) {
+	quick.Skip(t, "a real broker")
+	t.Parallel()
+	u := rabbitmqtest.URL(t)
+	hint := "(--kind was not given: these were amqp-locks's checks, of --kind semaphore; an implementation of another family needs its --kind: "
+	code, out, errOut := lockprover("validate-impl", "--amqp-url", u, "--init-timeout", "5s", "--impl", "true")
+	if code != exitViolation || !strings.Contains(out, hint) || !strings.Contains(out, "redlock") {
+		t.Errorf("no --kind, an implementation that exits at once: exit %d, want 1 and the defaulted kind named:\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = lockprover("validate-impl", "--kind", "semaphore", "--amqp-url", u, "--init-timeout", "5s", "--impl", "true")
+	if code != exitViolation || strings.Contains(out, "--kind was not given") {
+		t.Errorf("--kind semaphore given: exit %d, want 1 and no word of a default:\n%s%s", code, out, errOut)
+	}
+}
