@@ -221,6 +221,10 @@ func boolByte(v bool) byte {
 	return 0
 }
 
+// DecodeFields reads the entries of a table given without its length: the
+// response of connection.start-ok under AMQPLAIN is one.
+func DecodeFields(b []byte) (Table, error) { return decodeTable(b, 0) }
+
 // decodeTable reads the entries of a table whose bytes (without the length)
 // are b.
 func decodeTable(b []byte, depth int) (Table, error) {

@@ -83,6 +83,20 @@ func (h *connHandle) Close() error {
 
 func (h *connHandle) Err() error { return h.c.clientErr }
 
+// Drop is the client's socket closing with no AMQP close (a client that
+// exits, or one the served broker, adapters/served, saw go): the broker
+// releases the connection a few milliseconds later, as after a kill.
+func (h *connHandle) Drop() error {
+	w, conn := h.p.w, h.c
+	return h.p.do(context.Background(), &request{kind: reqFault, fault: func() (reply, bool) {
+		if conn.clientErr == nil {
+			w.clientClose(conn, errClosed(true))
+		}
+		w.fin(conn)
+		return reply{}, false
+	}}).err
+}
+
 type chanHandle struct {
 	h  *connHandle
 	ch *channel
@@ -135,6 +149,16 @@ func (c *chanHandle) Publish(ctx context.Context, pb broker.Publishing) (broker.
 	return rep.conf, rep.err
 }
 
+// Send is basic.publish on a channel that may not be in confirm mode: the
+// served broker's (adapters/served), whose clients publish without
+// confirms too. Confirmation says what the broker did (routed nowhere and
+// mandatory: Returned); a client outside confirm mode hears only the
+// return.
+func (c *chanHandle) Send(ctx context.Context, pb broker.Publishing) (broker.Confirmation, error) {
+	rep := c.call(ctx, mBasicPublish, &request{queue: pb.Key, pub: pb})
+	return rep.conf, rep.err
+}
+
 func (c *chanHandle) Consume(ctx context.Context, queue string, exclusive bool) (string, error) {
 	rep := c.call(ctx, mBasicConsume, &request{queue: queue, exclusive: exclusive})
 	return rep.tag, rep.err
@@ -143,6 +167,42 @@ func (c *chanHandle) Consume(ctx context.Context, queue string, exclusive bool) 
 func (c *chanHandle) Get(ctx context.Context, queue string) (bool, error) {
 	rep := c.call(ctx, mBasicGet, &request{queue: queue})
 	return rep.ok, rep.err
+}
+
+// Got is a message basic.get took, for the served broker
+// (adapters/served): its delivery tag on the channel, its body, whether it
+// is persistent and was delivered before, and how many messages the queue
+// has left.
+type Got struct {
+	Tag                     uint64
+	Body                    []byte
+	Persistent, Redelivered bool
+	Left                    int
+}
+
+// Take is basic.get, with the message it took (ok false: the queue was
+// empty): the served broker's, whose clients read what they get.
+func (c *chanHandle) Take(ctx context.Context, queue string) (Got, bool, error) {
+	rep := c.call(ctx, mBasicGet, &request{queue: queue})
+	d := rep.got
+	return Got{Tag: d.tag, Body: d.m.body, Persistent: d.m.persistent, Redelivered: d.m.redelivered, Left: rep.n}, rep.ok, rep.err
+}
+
+// Ack is basic.ack: the deliveries up to tag (multiple) or tag alone are
+// done with.
+func (c *chanHandle) Ack(ctx context.Context, tag uint64, multiple bool) error {
+	return c.call(ctx, mBasicAck, &request{tag: tag, multiple: multiple}).err
+}
+
+// Nack is basic.nack: the deliveries up to tag (multiple) or tag alone go
+// back to their queues (requeue) or are dropped.
+func (c *chanHandle) Nack(ctx context.Context, tag uint64, multiple, requeue bool) error {
+	return c.call(ctx, mBasicNack, &request{tag: tag, multiple: multiple, requeue: requeue}).err
+}
+
+// Reject is basic.reject: Nack of tag alone.
+func (c *chanHandle) Reject(ctx context.Context, tag uint64, requeue bool) error {
+	return c.call(ctx, mBasicReject, &request{tag: tag, requeue: requeue}).err
 }
 
 func (c *chanHandle) Purge(ctx context.Context, queue string) (int, error) {

@@ -22,6 +22,9 @@ const (
 	mBasicPublish
 	mBasicConsume
 	mBasicGet
+	mBasicAck
+	mBasicNack
+	mBasicReject
 	numMethods
 )
 
@@ -30,7 +33,7 @@ var methodNames = [numMethods]string{
 	"channel.open", "channel.close", "channel.close-ok",
 	"confirm.select",
 	"queue.declare", "queue.delete", "queue.purge", "queue.bind",
-	"basic.publish", "basic.consume", "basic.get",
+	"basic.publish", "basic.consume", "basic.get", "basic.ack", "basic.nack", "basic.reject",
 }
 
 func (m method) String() string { return methodNames[m] }

@@ -80,11 +80,24 @@ type channel struct {
 	confirm   bool
 	consumers []*consumer
 	unacked   []delivery
+	tags      uint64 // deliveries made on the channel: the last one's tag
 }
 
+// A delivery is a message given to a channel (a get, a consumer's) and
+// not yet acknowledged, by its delivery tag.
 type delivery struct {
-	q          *queue
-	persistent bool
+	q   *queue
+	m   message
+	tag uint64
+}
+
+// deliver gives m from q to the channel, unacknowledged, under the
+// channel's next delivery tag.
+func (ch *channel) deliver(q *queue, m message) delivery {
+	ch.tags++
+	d := delivery{q, m, ch.tags}
+	ch.unacked = append(ch.unacked, d)
+	return d
 }
 
 func (c *conn) String() string { return c.name }
@@ -291,6 +304,8 @@ func (w *World) apply(r *request) reply {
 		return w.purge(c, r.queue)
 	case mQueueBind:
 		return w.bind(c, r.queue, r.pub.Exchange, r.pub.Key)
+	case mBasicAck, mBasicNack, mBasicReject:
+		return w.settle(ch, r.tag, r.multiple, r.m == mBasicAck, r.requeue)
 	}
 	panic(fmt.Sprintf("sim: no broker side for %v", r.m))
 }

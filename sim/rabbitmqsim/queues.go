@@ -17,7 +17,7 @@ type queue struct {
 	autoDelete  bool
 	owner       *conn // the exclusive owner, or nil
 	args        map[string]any
-	msgs        []bool // ready messages; true is persistent
+	msgs        []message // ready messages
 	consumers   []*consumer
 	hadConsumer bool
 	bindings    []binding
@@ -36,6 +36,13 @@ type consumer struct {
 }
 
 type binding struct{ exchange, key string }
+
+// A message is one message of a queue: persistent or not, and its body
+// (read back by a served client's basic.get only).
+type message struct {
+	persistent, redelivered bool
+	body                    []byte
+}
 
 // exchanges RabbitMQ declares in every vhost; "" is the default exchange.
 var exchanges = map[string]string{
@@ -325,9 +332,9 @@ func (q *queue) dropConsumers() {
 // queue keeps when its broker or node stops.
 func (q *queue) keepPersistent() {
 	kept := q.msgs[:0]
-	for _, persistent := range q.msgs {
-		if persistent {
-			kept = append(kept, true)
+	for _, m := range q.msgs {
+		if m.persistent {
+			kept = append(kept, m)
 		}
 	}
 	q.msgs = kept
@@ -352,7 +359,8 @@ func (w *World) closeChannel(ch *channel) {
 	for i := len(ch.unacked) - 1; i >= 0; i-- {
 		d := ch.unacked[i]
 		if w.exists(d.q) {
-			d.q.msgs = append([]bool{d.persistent}, d.q.msgs...)
+			d.m.redelivered = true
+			d.q.msgs = append([]message{d.m}, d.q.msgs...)
 		}
 	}
 	requeued := ch.unacked
@@ -371,7 +379,7 @@ func (w *World) closeChannel(ch *channel) {
 		if q := d.q; w.exists(q) && len(q.consumers) > 0 && len(q.msgs) > 0 {
 			cs := q.consumers[0]
 			for _, m := range q.msgs {
-				cs.ch.unacked = append(cs.ch.unacked, delivery{q, m})
+				cs.ch.deliver(q, m)
 			}
 			q.msgs = nil
 		}
@@ -425,7 +433,7 @@ func (w *World) deliver(pb broker.Publishing, targets []*queue, routed bool) rep
 			acked = false
 			continue
 		}
-		if !w.enqueue(q, pb.Persistent) {
+		if !w.enqueue(q, message{persistent: pb.Persistent, body: pb.Body}) {
 			acked = false
 		}
 		if pb.Persistent && q.durable {
@@ -457,7 +465,7 @@ func (w *World) route(view map[string]*queue, exchange, kind, key string) []*que
 
 // enqueue adds a message to q, applying x-max-length and x-overflow; it
 // reports false for a rejected publish (a nack).
-func (w *World) enqueue(q *queue, persistent bool) bool {
+func (w *World) enqueue(q *queue, m message) bool {
 	max := int64(-1)
 	if v, ok := q.args["x-max-length"]; ok {
 		max, _ = toInt(v)
@@ -465,13 +473,13 @@ func (w *World) enqueue(q *queue, persistent bool) bool {
 	overflow, _ := q.args["x-overflow"].(string)
 	if len(q.consumers) > 0 && max != 0 {
 		cs := q.consumers[0]
-		cs.ch.unacked = append(cs.ch.unacked, delivery{q, persistent})
+		cs.ch.deliver(q, m)
 		return true
 	}
 	if max >= 0 && int64(len(q.msgs)) >= max && overflow != "" && overflow != "drop-head" {
 		return false
 	}
-	q.msgs = append(q.msgs, persistent)
+	q.msgs = append(q.msgs, m)
 	for max >= 0 && int64(len(q.msgs)) > max {
 		q.msgs = q.msgs[1:]
 	}
@@ -492,7 +500,7 @@ func (w *World) consume(c *conn, ch *channel, name string, exclusive bool) reply
 	q.hadConsumer = true
 	ch.consumers = append(ch.consumers, cs)
 	for _, m := range q.msgs {
-		ch.unacked = append(ch.unacked, delivery{q, m})
+		ch.deliver(q, m)
 	}
 	q.msgs = nil
 	return reply{tag: cs.tag, cost: latSmall}
@@ -506,9 +514,35 @@ func (w *World) get(c *conn, ch *channel, name string) reply {
 	case len(q.msgs) == 0:
 		return reply{cost: latSmall}
 	}
-	ch.unacked = append(ch.unacked, delivery{q, q.msgs[0]})
+	d := ch.deliver(q, q.msgs[0])
 	q.msgs = q.msgs[1:]
-	return reply{ok: true, cost: latSmall}
+	return reply{ok: true, n: len(q.msgs), got: d, cost: latSmall}
+}
+
+// settle is basic.ack (ack), or basic.nack and reject (requeue or
+// drop): the deliveries of ch up to tag (multiple; tag 0, all of them) or
+// tag alone. A tag the channel has not delivered, or has settled, is a
+// channel error, as on RabbitMQ (measured: "unknown delivery tag").
+func (w *World) settle(ch *channel, tag uint64, multiple, ack, requeue bool) reply {
+	var settled, kept []delivery
+	for _, d := range ch.unacked {
+		if d.tag == tag || multiple && (tag == 0 || d.tag <= tag) {
+			settled = append(settled, d)
+		} else {
+			kept = append(kept, d)
+		}
+	}
+	if len(settled) == 0 {
+		return chanErr(broker.PreconditionFailed, "PRECONDITION_FAILED - unknown delivery tag %d", tag)
+	}
+	ch.unacked = kept
+	for i := len(settled) - 1; i >= 0 && !ack && requeue; i-- {
+		if d := settled[i]; w.exists(d.q) {
+			d.m.redelivered = true
+			d.q.msgs = append([]message{d.m}, d.q.msgs...)
+		}
+	}
+	return reply{cost: latSmall}
 }
 
 func (w *World) purge(c *conn, name string) reply {

@@ -60,6 +60,11 @@ type Options struct {
 	// where each process's own code stands: a process is a function of
 	// the replies it got (the exhaustive search, prover.Exhaust).
 	Exchanges bool
+	// Pace, if set, is the scheduler's (sched.Config.Pace): told each
+	// time the clock jumps to a timer, it may wait there. A World served
+	// on the wire (adapters/served) keeps its clock within a factor of
+	// its processes' real ones so; it changes no decision.
+	Pace func(from, to int64)
 }
 
 // Versions are the RabbitMQ releases a World can behave as
@@ -129,6 +134,7 @@ func New(o Options) *World {
 		Serve:   func(p *process) { p.w.serve(p) },
 		Exit:    func(p *process, panicked any) { p.w.exit(p, panicked) },
 		Stuck:   func(p *process) { p.w.tracef("%s stuck, killed", p.name) },
+		Pace:    o.Pace,
 	})
 	w.sched.Share(&coroutines)
 	if w.serverHB == 0 {
@@ -168,6 +174,10 @@ func (w *World) Keep() int { return w.sched.Keep() }
 
 // Now returns the virtual time in nanoseconds since the World began.
 func (w *World) Now() int64 { return w.now }
+
+// ServerHeartbeat is the heartbeat the broker proposes in connection.tune
+// (0: none).
+func (w *World) ServerHeartbeat() time.Duration { return w.serverHB }
 
 // Tick returns the virtual time and moves it on by one nanosecond, so that
 // events recorded one after another never share a timestamp.
@@ -387,6 +397,9 @@ type request struct {
 	delete    broker.DeleteOptions
 	pub       broker.Publishing
 	exclusive bool
+	// basic.ack, nack and reject's delivery tag and flags.
+	tag               uint64
+	multiple, requeue bool
 }
 
 type reply struct {
@@ -398,5 +411,6 @@ type reply struct {
 	ok    bool
 	tag   string
 	conf  broker.Confirmation
+	got   delivery      // basic.get's message
 	cost  time.Duration // broker time the method took
 }

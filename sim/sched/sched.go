@@ -90,6 +90,12 @@ type Config[P any] struct {
 	// handed a process the same inputs left it at the same place, with
 	// the same locals, though neither can be seen on its coroutine.
 	KeepInputs bool
+	// Pace, if set, is told each time the scheduler moves the clock on
+	// to a timer, from the time before to the time after, and may wait
+	// there: a simulator whose processes run outside it, on real clocks,
+	// keeps its own clock within a factor of theirs (adapters/served). It
+	// changes no decision.
+	Pace func(from, to int64)
 }
 
 // An Input is what a process was handed when it got control
@@ -652,6 +658,9 @@ func (s *Scheduler[P, R]) fireNext() bool {
 		return false
 	}
 	if t := s.timers[0].at; t > *s.c.Clock {
+		if s.c.Pace != nil {
+			s.c.Pace(*s.c.Clock, t)
+		}
 		*s.c.Clock = t
 	}
 	s.fireDue()
