@@ -147,6 +147,7 @@ func (l *Launcher) handshake(ctx context.Context, started *Client, name string, 
 	}
 	if err == nil {
 		c.exitGrace = max(ExitGrace, l.InitTimeout)
+		c.waiter, _ = ctx.Value(waiterKey{}).(Waiter)
 	}
 	if err != nil {
 		var ie *prover.ImplementationError
@@ -277,6 +278,54 @@ type Client struct {
 	exitOnly bool   // crashed says only that it exited
 	hung     bool   // crashed says that an operation got no answer in time
 	killed   bool   // the harness killed it on purpose
+
+	// waiter, if set, is how the client waits on the process (WithWaiter).
+	waiter Waiter
+}
+
+// A Waiter is how a Client waits on its process when something must go on
+// meanwhile: a served simulator (adapters/served) takes the process's
+// frames while the client waits for its reply, and only then, since the
+// simulator moves one process at a time.
+type Waiter interface {
+	// Sending is called before a request is written to the process.
+	Sending()
+	// Await returns once one of ready, expired or done has a value or
+	// is closed: Ready, Expired or Done says which (it took that value).
+	Await(ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) Woke
+}
+
+// Woke is which of its channels ended a Waiter's Await.
+type Woke int
+
+// What ended an Await.
+const (
+	Ready Woke = iota
+	Expired
+	Done
+)
+
+type waiterKey struct{}
+
+// WithWaiter returns ctx carrying w: a Client started by a Launcher with
+// it waits through w, for init and every request and end after it.
+func WithWaiter(ctx context.Context, w Waiter) context.Context {
+	return context.WithValue(ctx, waiterKey{}, w)
+}
+
+// await waits, through the waiter if there is one, for one of the three.
+func (c *Client) await(ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) Woke {
+	if c.waiter != nil {
+		return c.waiter.Await(ready, expired, done)
+	}
+	select {
+	case <-ready:
+		return Ready
+	case <-expired:
+		return Expired
+	case <-done:
+		return Done
+	}
 }
 
 func start(command, name string, timeout time.Duration) (*Client, error) {
@@ -453,6 +502,9 @@ func (c *Client) Call(ctx context.Context, d time.Duration, req Request, wants .
 	line, _ := json.Marshal(req)
 	c.last = string(line)
 	c.mu.Unlock()
+	if c.waiter != nil {
+		c.waiter.Sending()
+	}
 	if _, err := c.stdin.Write(append(line, '\n')); err != nil {
 		return Reply{}, c.ended(fmt.Sprintf("could not be written to (%v)", err))
 	}
@@ -483,11 +535,10 @@ func (c *Client) reply(ctx context.Context, d time.Duration, typ any) (string, e
 		case ended:
 			return "", c.ended("closed its stdout")
 		}
-		select {
-		case <-c.replies.more:
-		case <-timer.C:
+		switch c.await(c.replies.more, timer.C, ctx.Done()) {
+		case Expired:
 			return "", c.hang(typ, d)
-		case <-ctx.Done():
+		case Done:
 			return "", c.GiveUp(fmt.Sprintf("did not answer before %v", ctx.Err()))
 		}
 	}
@@ -793,15 +844,13 @@ func (c *Client) Kill() {
 func (c *Client) Close() error {
 	c.stdin.Close()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		select {
-		case <-c.exited:
+		if c.await(c.exited, time.After(5*time.Second), nil) == Ready {
 			return nil
-		case <-time.After(5 * time.Second):
-			c.mu.Lock()
-			c.killed = true
-			c.mu.Unlock()
-			syscall.Kill(-c.cmd.Process.Pid, sig)
 		}
+		c.mu.Lock()
+		c.killed = true
+		c.mu.Unlock()
+		syscall.Kill(-c.cmd.Process.Pid, sig)
 	}
 	<-c.exited
 	return nil
