@@ -43,7 +43,7 @@ func TestTopLevelIsTheCards(t *testing.T) {
 //	examples, scripts  what only tests hold
 //	cmd                the binary, the CLI, each family's descriptor (<f>cli) and their list (all)
 //	the root package   lockprover.Check, over internal/prover
-//	adapters           runners, process, conform, servers, host (its rooms, top first)
+//	adapters           runners, served, process, conform, servers, host (its rooms, top first)
 //	sim                the deterministic servers
 //	internal           the core (prover, family) and its helpers
 //	model              what correct means: references, checkers, the checker registry
@@ -52,9 +52,11 @@ func TestTopLevelIsTheCards(t *testing.T) {
 // A floor imports only floors below it (and itself). Inside adapters the
 // rooms are floors too (adapterRooms): the host's machinery imports no
 // other room, a real server only the host, the process protocol and the
-// differentials (conform) only servers and the host, and a family's runner
-// what is below it; a family's runner imports no generic machinery (the
-// process protocol, conform), which its protocol package does, no wiring
+// differentials (conform) only servers and the host, the simulators served
+// on the wire (served) the process protocol's waiting too, and a family's
+// runner what is below it; a family's runner imports no generic machinery
+// (the process protocol, conform, served), which its protocol package
+// does, no wiring
 // above it (its side of the process protocol), and no other family's
 // runner but the lease families' shared one (leaserun). Inside cmd, the
 // CLI imports no family; only the list imports a family's descriptor
@@ -122,6 +124,9 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		{"adapters/process", "adapters/conform"},
 		{"adapters/runners/amqprun", "adapters/process"},
 		{"adapters/runners/amqprun", "adapters/conform"},
+		{"adapters/runners/amqprun", "adapters/served/amqpserve"},
+		{"adapters/served/amqpserve", "adapters/conform"},
+		{"adapters/process", "adapters/served/amqpserve"},
 		{"adapters/runners/consulsemrun", "adapters/conform/consulconform"},
 		{"adapters/runners/amqprun", "adapters/runners/amqprun/amqpprotocol"},
 		{"adapters/runners/redlockrun", "adapters/runners/dbsemrun"},
@@ -151,7 +156,7 @@ func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/"
 
 // adapterRooms are the rooms of adapters/, bottom first: each imports
 // only rooms below it and itself (docs/architecture.md says each).
-var adapterRooms = []string{"host", "servers", "conform", "process", "runners"}
+var adapterRooms = []string{"host", "servers", "conform", "process", "served", "runners"}
 
 // roomOf is the room of adapters/ p is in (its index in adapterRooms), or
 // -1. conform and process stand side by side: neither imports the other.
@@ -252,14 +257,15 @@ func forbiddenInAdapters(pkg, dep string) string {
 	rp, rd := roomOf(pkg), roomOf(dep)
 	runP, runD := runnerOf(pkg), runnerOf(dep)
 	isProtocol := runP != "" && strings.HasSuffix(pkg, "protocol")
-	generic := under(dep, "adapters/process") || under(dep, "adapters/conform")
+	generic := under(dep, "adapters/process") || under(dep, "adapters/conform") || under(dep, "adapters/served")
 	switch {
 	case rp < 0 || rd < 0:
 		return "a package of adapters/ outside its rooms " + strings.Join(adapterRooms, ", ")
 	case rd > rp:
 		return "adapters/" + adapterRooms[rp] + " is below adapters/" + adapterRooms[rd]
-	case rp != rd && adapterRooms[rp] == "process" && adapterRooms[rd] == "conform":
-		return "the process protocol and the differentials stand side by side"
+	case rp != rd && adapterRooms[rp] == "process" && adapterRooms[rd] == "conform",
+		rp != rd && adapterRooms[rp] == "served" && adapterRooms[rd] == "conform":
+		return "the process protocol (and the served simulators above it) and the differentials stand side by side"
 	case runP != "" && !isProtocol && generic:
 		return "a family's runner imports no generic machinery (its protocol package does)"
 	case runP != "" && !isProtocol && runD == runP && strings.HasSuffix(dep, "protocol"):

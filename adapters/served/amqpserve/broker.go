@@ -1,0 +1,222 @@
+package amqpserve
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim"
+)
+
+// Options configure a served broker. The zero value records.
+type Options struct {
+	// Script, if set, is a Log to replay: each process takes the steps it
+	// logged, in order, until one differs (then it records again).
+	Script map[string][]string
+	// Version is the RabbitMQ release connection.start names ("" is
+	// 3.10.8): the World's (rabbitmqsim.Options.Version).
+	Version string
+	// Grace is how long a process answered by the broker may stay silent
+	// before it counts as idle; 0 means 50 ms.
+	Grace time.Duration
+	// Quiet is how long a process already idle may stay silent before it
+	// idles again; 0 means 2 ms.
+	Quiet time.Duration
+	// Idle is the virtual time an idle process lets pass before it is
+	// looked at again; 0 means 10 ms.
+	Idle time.Duration
+	// Late bounds how long a replay waits for the step its log has next;
+	// 0 means 10 s.
+	Late time.Duration
+	// Speedup is how many times faster than the processes' real clocks
+	// the World's clock may run where it jumps (Pace): a gap of virtual
+	// time d between two steps lasts d/Speedup for the processes, whose
+	// own timers (a heartbeat, a poll between requests) fire in it as
+	// often as d/Speedup allows. 0 means 20; a negative value, no bound.
+	Speedup float64
+}
+
+func (o *Options) defaults() {
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&o.Grace, 50 * time.Millisecond}, {&o.Quiet, 2 * time.Millisecond}, {&o.Idle, 10 * time.Millisecond}, {&o.Late, 10 * time.Second}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if o.Speedup == 0 {
+		o.Speedup = 20
+	}
+	if o.Version == "" {
+		o.Version = "3.10.8"
+	}
+}
+
+// A Broker is one World served on the wire: a port per process, and what
+// its processes did, step by step.
+type Broker struct {
+	w    *rabbitmqsim.World
+	o    Options
+	name string
+
+	mu       sync.Mutex
+	procs    []*Process
+	log      map[string][]string
+	refused  []string
+	diverged []string
+	unserved []string
+	closed   bool
+}
+
+// New serves w. Close ends it.
+func New(w *rabbitmqsim.World, o Options) *Broker {
+	o.defaults()
+	return &Broker{w: w, o: o, log: map[string][]string{}, name: fmt.Sprintf("served-%d", served.Add(1))}
+}
+
+// Pace is the World's (rabbitmq.Options.Pace), called where its clock
+// jumps from one virtual time to a later one, with no process moving:
+// what the broker did to the processes' connections (a close it sent, an
+// end their clients noticed) reaches the wire, then it waits a real
+// Speedup-th of the gap, so that the processes' own clocks see it pass.
+func (s *Broker) Pace(from, to int64) {
+	// No process moves while the clock jumps: what the broker did to
+	// their connections reaches the wire now, where they can see it.
+	s.mu.Lock()
+	procs := slices.Clone(s.procs)
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.flush()
+	}
+	if s.o.Speedup > 0 {
+		time.Sleep(time.Duration(float64(to-from) / s.o.Speedup))
+	}
+}
+
+// served counts the brokers served, for their names.
+var served atomic.Int64
+
+// Name is the broker's own, unique in the program: the run its
+// processes' implementation is started under (process.Launcher's run),
+// where plans on the simulator share their lock's name.
+func (s *Broker) Name() string { return s.name }
+
+// Process serves the process name of the World, whose view of the broker
+// b is: the returned Process is that view (Dial, Sleep), with a URL for
+// the process's implementation and the waiter its client waits through.
+// A name reused (a restarted process) gets a port of its own.
+func (s *Broker) Process(name string, b broker.Broker) (*Process, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("served broker: a port for %s: %w", name, err)
+	}
+	p := newProcess(s, name, b, ln)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		ln.Close()
+		return nil, fmt.Errorf("served broker: closed")
+	}
+	for _, q := range s.procs {
+		if q.name == name {
+			q.close() // an earlier incarnation: what is left of it goes
+		}
+	}
+	s.procs = append(s.procs, p)
+	if script := s.o.Script[name]; len(script) > len(s.log[name]) {
+		p.script = script[len(s.log[name]):]
+	}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Close stops serving: every port and connection closes, and Close
+// returns once every goroutine it started has ended.
+func (s *Broker) Close() {
+	s.mu.Lock()
+	s.closed = true
+	procs := slices.Clone(s.procs)
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.close()
+		p.wg.Wait()
+	}
+}
+
+// Log is every process's steps, by name, in order: what Options.Script
+// replays.
+func (s *Broker) Log() map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]string, len(s.log))
+	for k, v := range s.log {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// Refused are what the served broker refused of the processes' side,
+// each named with what came: a connection that did not speak AMQP 0-9-1,
+// a wrong password or vhost, a frame that could not be read.
+func (s *Broker) Refused() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.refused)
+}
+
+// Diverged says where a replay's implementation did what its log did not
+// (Options.Script), from which step on the run was a new one.
+func (s *Broker) Diverged() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.diverged)
+}
+
+// Unserved are the methods a process sent that the served broker does not
+// serve (each once), which it answered as RabbitMQ answers a method it has
+// no handler for (503 COMMAND_INVALID): a run that has any says nothing of
+// the implementation.
+func (s *Broker) Unserved() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.unserved)
+}
+
+func (s *Broker) refuse(format string, args ...any) {
+	s.mu.Lock()
+	s.refused = append(s.refused, fmt.Sprintf(format, args...))
+	s.mu.Unlock()
+}
+
+func (s *Broker) diverge(format string, args ...any) {
+	s.mu.Lock()
+	s.diverged = append(s.diverged, fmt.Sprintf(format, args...))
+	s.mu.Unlock()
+}
+
+func (s *Broker) record(name, step string) {
+	s.mu.Lock()
+	s.log[name] = append(s.log[name], step)
+	s.mu.Unlock()
+}
+
+// steps is how many steps process name has logged.
+func (s *Broker) steps(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.log[name])
+}
+
+func (s *Broker) unserve(method string) {
+	s.mu.Lock()
+	if !slices.Contains(s.unserved, method) {
+		s.unserved = append(s.unserved, method)
+	}
+	s.mu.Unlock()
+}

@@ -1,0 +1,210 @@
+package amqpserve
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockprover/lockprover/internal/amqpwire"
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+)
+
+// frameMax is what the served broker offers in connection.tune:
+// RabbitMQ's default.
+const frameMax = 131072
+
+// A wireConn is one TCP connection of a process: read by its own
+// goroutine (the handshake up to connection.open, then frames into
+// commands), written by the process's coroutine and by its heartbeats.
+type wireConn struct {
+	p  *Process
+	i  int // its place among the process's connections, from 1
+	nc net.Conn
+	r  *amqpwire.Reader
+
+	wmu sync.Mutex
+	w   *amqpwire.Writer
+
+	hb       time.Duration // negotiated in tune-ok
+	stop     chan struct{} // closed when the connection ends (halt)
+	stopOnce sync.Once
+
+	// The coroutine's own: the World's connection once opened, its
+	// channels by number, and whether the broker closed it and waits for
+	// close-ok (closing) or it is gone (dead).
+	conn    broker.Conn
+	chans   map[uint16]*wireChan
+	closing bool
+	dead    bool
+}
+
+func newWireConn(p *Process, i int, nc net.Conn) *wireConn {
+	return &wireConn{p: p, i: i, nc: nc, r: amqpwire.NewReader(bufio.NewReader(nc), amqpwire.FrameMinSize),
+		w: amqpwire.NewWriter(nc, frameMax), stop: make(chan struct{}), chans: map[uint16]*wireChan{}}
+}
+
+func (c *wireConn) String() string { return fmt.Sprintf("%s's connection %d", c.p.name, c.i) }
+
+// serve reads the connection: the handshake, then commands, until it ends.
+func (c *wireConn) serve() {
+	defer c.p.wg.Done()
+	if err := c.handshake(); err != nil {
+		c.p.s.refuse("%s: %v", c, err)
+		c.nc.Close()
+		return
+	}
+	c.p.put(event{c: c, kind: evOpen})
+	if c.hb > 0 {
+		c.p.wg.Add(1)
+		go c.heartbeats()
+	}
+	for {
+		cmd, err := c.read()
+		if err != nil {
+			c.p.put(event{c: c, kind: evGone, err: err})
+			return
+		}
+		c.p.put(event{c: c, kind: evCommand, cmd: cmd})
+	}
+}
+
+// heartbeats writes one every half heartbeat until the connection ends:
+// the client's clock never sees the broker silent, whatever the World's
+// clock does (doc.go).
+func (c *wireConn) heartbeats() {
+	defer c.p.wg.Done()
+	t := time.NewTicker(c.hb / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			c.wmu.Lock()
+			err := c.w.WriteFrame(amqpwire.Frame{Type: amqpwire.FrameHeartbeat})
+			if err == nil {
+				err = c.w.Flush()
+			}
+			c.wmu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}
+}
+
+// A command is a method with its content, if it has one.
+type command struct {
+	ch    uint16
+	id    amqpwire.MethodID
+	m     amqpwire.Method
+	props amqpwire.Properties
+	body  []byte
+}
+
+// read reads the next command, skipping heartbeats.
+func (c *wireConn) read() (command, error) {
+	for {
+		f, err := c.r.ReadFrame()
+		if err != nil {
+			return command{}, err
+		}
+		switch f.Type {
+		case amqpwire.FrameHeartbeat:
+			continue
+		case amqpwire.FrameMethod:
+		default:
+			return command{}, fmt.Errorf("a frame of type %d on channel %d where a method was due", f.Type, f.Channel)
+		}
+		m, err := amqpwire.DecodeMethod(f.Payload)
+		if err != nil {
+			return command{}, err
+		}
+		cmd := command{ch: f.Channel, id: amqpwire.IDOf(m), m: m}
+		if info, _ := amqpwire.Lookup(cmd.id); info.Content {
+			err = c.content(&cmd)
+		}
+		return cmd, err
+	}
+}
+
+// content reads a command's content header and body frames.
+func (c *wireConn) content(cmd *command) error {
+	f, err := c.r.ReadFrame()
+	if err != nil {
+		return err
+	}
+	if f.Type != amqpwire.FrameHeader || f.Channel != cmd.ch {
+		return fmt.Errorf("%v on channel %d: a frame of type %d on channel %d where its content header was due", cmd.id, cmd.ch, f.Type, f.Channel)
+	}
+	h, err := amqpwire.DecodeHeader(f.Payload)
+	if err != nil {
+		return err
+	}
+	cmd.props = h.Properties
+	for uint64(len(cmd.body)) < h.BodySize {
+		f, err := c.r.ReadFrame()
+		if err != nil {
+			return err
+		}
+		if f.Type != amqpwire.FrameBody || f.Channel != cmd.ch {
+			return fmt.Errorf("%v on channel %d: a frame of type %d on channel %d where body was due", cmd.id, cmd.ch, f.Type, f.Channel)
+		}
+		cmd.body = append(cmd.body, f.Payload...)
+	}
+	if uint64(len(cmd.body)) != h.BodySize {
+		return fmt.Errorf("%v on channel %d: a body of %d bytes, its header said %d", cmd.id, cmd.ch, len(cmd.body), h.BodySize)
+	}
+	return nil
+}
+
+// send writes methods (and content, for a return) and flushes.
+func (c *wireConn) send(ch uint16, ms ...amqpwire.Method) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for _, m := range ms {
+		if err := c.w.WriteMethod(ch, m); err != nil {
+			return err
+		}
+	}
+	return c.w.Flush()
+}
+
+func (c *wireConn) sendContent(ch uint16, m amqpwire.Method, props amqpwire.Properties, body []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.w.WriteContent(ch, m, props, body); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// end closes the connection on the wire: with a FIN, or a reset where
+// the client is to see its connection broken.
+func (c *wireConn) end(reset bool) {
+	if c.dead {
+		return
+	}
+	c.dead = true
+	if tc, ok := c.nc.(*net.TCPConn); ok && reset {
+		tc.SetLinger(0)
+	}
+	c.halt()
+}
+
+// halt closes the socket and stops the heartbeats; any goroutine may.
+func (c *wireConn) halt() {
+	c.nc.Close()
+	c.stopOnce.Do(func() { close(c.stop) })
+}
+
+// gone says whether err is only the connection ending (the client closed
+// it, or the served broker did), not something it sent wrong.
+func gone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "connection reset")
+}

@@ -1,0 +1,203 @@
+package amqpserve
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+)
+
+// A Process is one process of the World as the served broker sees it: its
+// view of the broker (the embedded Broker: Dial, Sleep), the port its
+// implementation connects to, and what arrived there not yet taken.
+type Process struct {
+	broker.Broker
+	s    *Broker
+	name string
+	ln   net.Listener
+	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	events []event
+	conns  []*wireConn // accepted, in order: a frame's c<i> is its place here
+	ended  bool
+	more   chan struct{} // has a value after an event is put
+
+	// The coroutine's own: the log's steps still to replay (nil once the
+	// process records), and whether an idle turn came last.
+	script []string
+	idled  bool
+}
+
+func newProcess(s *Broker, name string, b broker.Broker, ln net.Listener) *Process {
+	return &Process{Broker: b, s: s, name: name, ln: ln, more: make(chan struct{}, 1)}
+}
+
+// Run is the served broker's Name: the run the process's implementation
+// is started under.
+func (p *Process) Run() string { return p.s.name }
+
+// URL is the broker's address for the process's implementation.
+func (p *Process) URL() string { return "amqp://guest:guest@" + p.ln.Addr().String() + "/" }
+
+// An event is what came from the process's side: a connection opened
+// (open), a command (a method, with its content if it has one), or a
+// connection gone.
+type event struct {
+	c    *wireConn
+	kind eventKind
+	cmd  command
+	err  error // gone: why
+}
+
+type eventKind int
+
+const (
+	evOpen eventKind = iota
+	evCommand
+	evGone
+)
+
+func (p *Process) put(e event) {
+	p.mu.Lock()
+	p.events = append(p.events, e)
+	p.mu.Unlock()
+	select {
+	case p.more <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Process) take() (event, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.events) == 0 {
+		return event{}, false
+	}
+	e := p.events[0]
+	p.events = p.events[1:]
+	return e, true
+}
+
+// live takes the next event of a connection still served: one that
+// ended on the served broker's side (it closed it, or reset it) has
+// nothing more to say to the World, and its socket's end is no step.
+func (p *Process) live() (event, bool) {
+	for {
+		e, ok := p.take()
+		if !ok || !e.c.dead {
+			return e, ok
+		}
+	}
+}
+
+// accept takes the process's connections until the port closes.
+func (p *Process) accept() {
+	defer p.wg.Done()
+	for {
+		nc, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.ended {
+			p.mu.Unlock()
+			nc.Close()
+			return
+		}
+		c := newWireConn(p, len(p.conns)+1, nc)
+		p.conns = append(p.conns, c)
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go c.serve()
+	}
+}
+
+// close ends the port and every connection of the process.
+func (p *Process) close() {
+	p.mu.Lock()
+	p.ended = true
+	conns := p.conns
+	p.mu.Unlock()
+	p.ln.Close()
+	for _, c := range conns {
+		c.halt()
+	}
+}
+
+// Sending is the waiter's: before the runner writes to the process, what
+// the broker did to its connections meanwhile reaches the wire (a close
+// the broker sent, a heartbeat timeout the process's client would have
+// noticed).
+func (p *Process) Sending() { p.flush() }
+
+// Await is the waiter's: until ready (the process answered) or expired or
+// done, the coroutine takes the process's steps into the World.
+func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) process.Woke {
+	for {
+		p.flush()
+		st, e := p.next(ready, expired, done)
+		switch st {
+		case stepReady:
+			p.s.record(p.name, "ready")
+			return process.Ready
+		case stepExpired:
+			return process.Expired
+		case stepDone:
+			return process.Done
+		case stepIdle:
+			p.s.record(p.name, "idle")
+			p.idled = true
+			p.Sleep(context.Background(), p.s.o.Idle)
+		case stepEvent:
+			p.s.record(p.name, e.fingerprint())
+			p.idled = false
+			e.c.handle(e)
+		}
+	}
+}
+
+type step int
+
+const (
+	stepReady step = iota
+	stepExpired
+	stepDone
+	stepIdle
+	stepEvent
+)
+
+// next is the process's next step: its log's next while it replays, else
+// what comes first.
+func (p *Process) next(ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) (step, event) {
+	if len(p.script) > 0 {
+		if st, e, ok := p.replay(ready, expired, done); ok {
+			return st, e
+		}
+	}
+	quiet := p.s.o.Grace
+	if p.idled {
+		quiet = p.s.o.Quiet
+	}
+	timer := time.NewTimer(quiet)
+	defer timer.Stop()
+	for {
+		if e, ok := p.live(); ok {
+			return stepEvent, e
+		}
+		select {
+		case <-p.more:
+		case <-ready:
+			return stepReady, event{}
+		case <-expired:
+			return stepExpired, event{}
+		case <-done:
+			return stepDone, event{}
+		case <-timer.C:
+			return stepIdle, event{}
+		}
+	}
+}
