@@ -144,6 +144,10 @@ type Target struct {
 	Name string // the --target value: "sim", "rabbitmq", "mariadb"
 	// Real says the target is a real server (plans run in real time).
 	Real bool
+	// Served says a simulator that serves its server's protocol on the
+	// wire (adapters/served), so that an implementation's processes
+	// (--impl) run on it as on a real server.
+	Served bool
 	// Faults are the faults it strikes, as --faults names them (the
 	// fault table's names, run.Faults): docs/faults.md lists each
 	// fault's targets from them.

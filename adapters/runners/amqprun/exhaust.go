@@ -238,7 +238,7 @@ func methodCounts(p *Plan, impl Impl) (map[string]int, error) {
 	if q.Options.NoHeartbeat() {
 		w = rabbitmqsim.New(rabbitmqsim.Options{Decider: rabbitmqsim.Script(nil, nil), ServerHeartbeat: -1})
 	}
-	r := newRunner(&q, impl, simPlace{w}, q.Lock)
+	r := newRunner(&q, impl, simPlace{w: w}, q.Lock)
 	r.begin()
 	if err := w.Run(); err != nil {
 		return nil, err

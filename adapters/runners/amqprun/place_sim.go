@@ -40,6 +40,27 @@ type Simulator struct {
 	// (rabbitmqsim.Options.Version; rabbitmqsim.Versions lists them): ""
 	// is 3.10.8.
 	Version string
+	// Wire, if set, serves each run's simulated broker on the wire, for
+	// an implementation in processes of its own (amqpprotocol.Wire).
+	Wire func(w *rabbitmqsim.World, p *Plan) Wire
+}
+
+// A Wire is a simulated broker served on the wire (adapters/served): each
+// process's view of the broker gets a URL its implementation connects to.
+type Wire interface {
+	// Name is the served run's, unique: the run the implementation's
+	// processes are started (and warmed) under.
+	Name() string
+	// Pace is the World's (rabbitmqsim.Options.Pace).
+	Pace(from, to int64)
+	// Process is process name's view of the broker, b, served.
+	Process(name string, b broker.Broker) (broker.Broker, error)
+	// End stops serving once the World has run, and says what the run
+	// recorded (the plan's Decisions.Wire), what went wrong with the
+	// implementation's side (problems), what a reader must be told
+	// (notes), and an error where the run says nothing of the
+	// implementation (a method the served broker does not serve).
+	End() (log map[string][]string, problems, notes []string, err error)
 }
 
 // Nodes are the nodes of the simulated cluster plans are drawn for.
@@ -81,10 +102,18 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 	if p.Options.NoHeartbeat() {
 		o.ServerHeartbeat = -1 // heartbeats off on both sides
 	}
+	var sp simPlace
+	if s.Wire != nil {
+		o.Pace = func(from, to int64) { sp.wire.Pace(from, to) }
+	}
 	w := rabbitmqsim.New(o)
-	var eng place = simPlace{w}
+	sp.w = w
+	if s.Wire != nil {
+		sp.wire = s.Wire(w, p)
+	}
+	var eng place = sp
 	if o.Cluster != nil {
-		eng = &simCluster{simPlace{w}, o.Cluster.PartitionHandling, nil}
+		eng = &simCluster{sp, o.Cluster.PartitionHandling, nil}
 	}
 	r := newRunner(p, impl, eng, p.Lock)
 	if chooser != nil {
@@ -106,9 +135,22 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 			return 0
 		}
 	}
+	if sp.wire != nil {
+		defer prover.Warm(ctx, impl, sp.wire.Name(), len(p.Clients)+len(p.Admins))()
+	}
 	r.begin()
 	if err := w.Run(); err != nil {
+		if sp.wire != nil {
+			sp.wire.End()
+		}
 		return nil, err
+	}
+	if sp.wire != nil {
+		log, err := r.endWire(sp.wire)
+		p.Wire = log // the plan run logs its steps: run again, it replays them
+		if err != nil {
+			return nil, err
+		}
 	}
 	if c, ok := eng.(*simCluster); ok && c.settleErr != nil {
 		return nil, fmt.Errorf("the simulated cluster could not be made one again before the probe: %w", c.settleErr)
@@ -206,12 +248,50 @@ func (d *chooserDecider) pick(n int) int {
 	return d.among[d.ch.Choose(len(d.among), slices.Index(d.among, keep), d.state)]
 }
 
-type simPlace struct{ w *rabbitmqsim.World }
+type simPlace struct {
+	w    *rabbitmqsim.World
+	wire Wire // nil unless the broker is served on the wire
+}
 
-func (e simPlace) Go(name string, fn func(broker.Broker)) { e.w.Go(name, fn) }
-func (e simPlace) Now() int64                             { return e.w.Tick() }
-func (e simPlace) After(d time.Duration, f func())        { e.w.After(d, f) }
-func (e simPlace) Hold(broker.Broker, string)             {} // the simulator freezes paused processes itself
+// Go runs fn as process name; on a broker served on the wire, with the
+// view that gives its implementation a URL.
+func (e simPlace) Go(name string, fn func(broker.Broker)) {
+	if e.wire == nil {
+		e.w.Go(name, fn)
+		return
+	}
+	e.w.Go(name, func(b broker.Broker) {
+		served, err := e.wire.Process(name, b)
+		if err != nil {
+			served = unserved{b, err}
+		}
+		fn(served)
+	})
+}
+
+// unserved is a process's view of the broker where serving it failed (no
+// port): its implementation's connect fails with why.
+type unserved struct {
+	broker.Broker
+	err error
+}
+
+func (u unserved) URL() string { return "" }
+func (u unserved) Err() error  { return u.err }
+
+// endWire ends the served broker once the World has run: the history's
+// evidence takes what it saw, and it returns the steps it logged.
+func (r *runner) endWire(wire Wire) (map[string][]string, error) {
+	log, problems, notes, err := wire.End()
+	for _, pr := range problems {
+		r.problem(pr)
+	}
+	r.notes = append(r.notes, notes...)
+	return log, err
+}
+func (e simPlace) Now() int64                      { return e.w.Tick() }
+func (e simPlace) After(d time.Duration, f func()) { e.w.After(d, f) }
+func (e simPlace) Hold(broker.Broker, string)      {} // the simulator freezes paused processes itself
 func (e simPlace) Notice(b broker.Broker, _ string, limit time.Duration) {
 	b.Sleep(context.Background(), limit)
 }

@@ -62,6 +62,7 @@ type runner struct {
 	ledgers       map[string]*ledger            // each process's connection and channels, from its method counts
 	waste         map[int]string                // how an operation wasted connections or channels
 	problems      []string
+	notes         []string // what a reader must be told: Evidence.Trace
 }
 
 func newRunner(plan *Plan, impl Impl, eng place, lock string) *runner {
@@ -146,6 +147,7 @@ func (r *runner) result() (*prover.Result, error) {
 	if e, ok := r.eng.(*realPlace); ok {
 		res.Evidence.Trace = e.trace()
 	}
+	res.Evidence.Trace = append(res.Evidence.Trace, r.notes...)
 	var t tally
 	for name := range r.states {
 		for i, n := range r.counts(name, &t).Methods {

@@ -39,10 +39,10 @@ var AMQP = &family.Descriptor{
 	Models:     []string{amqprun.Strict},
 	Properties: amqprun.PropertyNames,
 	Faults:     append(amqprun.FaultNames(), amqprun.ClusterFaultNames...),
-	Targets: []family.Target{{Name: "sim", Faults: amqprun.FaultNames()}, {Name: "rabbitmq", Real: true, Faults: amqprun.FaultNames()},
+	Targets: []family.Target{{Name: "sim", Served: true, Faults: amqprun.FaultNames()}, {Name: "rabbitmq", Real: true, Faults: amqprun.FaultNames()},
 		{Name: clusterTarget, Real: true, Faults: clusterFaults()}, {Name: simClusterTarget, Faults: clusterFaults()}},
 	Flags: []family.Flag{
-		{Name: "heartbeat", Verbs: family.Prove, Usage: "amqp-locks: the heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker (plans wait three heartbeats at their end); 0s for none"},
+		{Name: "heartbeat", Verbs: family.Prove, Usage: "amqp-locks: the heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker and for --impl (plans wait three heartbeats at their end); 0s for none"},
 		{Name: "amqp-url", Verbs: family.Server, Usage: "amqp-locks: the real broker's URL; default $LOCKPROVER_AMQP_URL, else " + rabbitmq.DefaultURL},
 		{Name: "docker", Default: dockerAuto, Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: a private RabbitMQ in a Docker container for the run, removed at its end (also after Ctrl-C): auto starts one when no broker is named (--amqp-url, $LOCKPROVER_AMQP_URL) and none answers at 127.0.0.1:5672; always; or off"},
 		{Name: "docker-image", Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: the image of --docker's broker; default $LOCKPROVER_RABBITMQ_IMAGE, else " + rabbitmq.ContainerImage + " (pulled if missing)"},
@@ -135,19 +135,10 @@ func firstGiven(s family.Settings, names []string) string {
 }
 
 // amqpTarget is where an amqp-locks proof runs: --target, the simulator
-// if none; an implementation (--impl) runs on a real broker, or on the
-// cluster named.
+// if none, for the reference and for an implementation (--impl), which
+// the simulator serves on the wire.
 func amqpTarget(s family.Settings) (string, error) {
-	target := cmp.Or(s.Target, "sim")
-	if s.Impl != "" {
-		if target != "rabbitmq" && target != clusterTarget && s.Target != "" {
-			return "", errors.New("--impl runs processes against a real broker: use --target rabbitmq (or rabbitmq-cluster)")
-		}
-		if target != clusterTarget {
-			target = "rabbitmq"
-		}
-	}
-	return target, nil
+	return cmp.Or(s.Target, "sim"), nil
 }
 
 // amqpProof is an amqp-locks proof being set up from the command line:
@@ -339,7 +330,13 @@ func (r *amqpProof) startBroker(ctx context.Context) error {
 // implementation's processes, then the container.
 func (r *amqpProof) startStop() {
 	s, setup := r.s, r.setup
-	if s.Impl != "" {
+	if s.Impl != "" && (r.target == "sim" || r.target == simClusterTarget) {
+		pi := amqpprotocol.NewProcesses(s.Impl)
+		pi.InitTimeout = s.InitTimeout
+		r.a.Impl, setup.Stop = pi, pi.Stop
+		r.a.Target = served(r.a.Target)
+		setup.Replay = append([]string{"--impl", family.Quote(s.Impl)}, setup.Replay...)
+	} else if s.Impl != "" {
 		pi := amqpprotocol.NewProcesses(s.Impl)
 		pi.InitTimeout = s.InitTimeout
 		r.a.Impl, setup.Stop = pi, pi.Stop
@@ -383,6 +380,14 @@ func (r *amqpProof) startStop() {
 	}
 }
 
+// served is target, the simulator (nil: the single node's defaults),
+// served on the wire to an implementation's processes.
+func served(target amqprun.Target) amqprun.Simulator {
+	sim, _ := target.(amqprun.Simulator)
+	sim.Wire = amqpprotocol.Wire(sim.Version)
+	return sim
+}
+
 // dockerReplayFlags are the --docker flags a replay needs to run where the
 // run ran: in a container of the same image when the run chose one
 // explicitly (auto chooses again where the replay runs).
@@ -412,7 +417,10 @@ func amqpOptions(a *amqprun.Config, s family.Settings, target string) error {
 			return fmt.Errorf("--heartbeat must be at least 1ms (or 0s for none), not %v", d)
 		}
 		a.Options.HeartbeatMs = amqprun.Ms(int(d.Milliseconds()))
-	} else if target == "rabbitmq" || target == clusterTarget {
+	} else if target == "rabbitmq" || target == clusterTarget || s.Impl != "" {
+		// An implementation gets a real broker's heartbeat on the served
+		// simulator too: its plans wait three at their end, and its
+		// counterexamples replay on either alike.
 		a.Options.HeartbeatMs = amqprun.Ms(1000)
 	}
 	if s.Options == "" {
@@ -516,6 +524,9 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		pi := amqpprotocol.NewProcesses(s.Impl)
 		pi.InitTimeout = s.InitTimeout
 		a.Impl, setup.Stop = pi, pi.Stop
+		if target == "sim" {
+			a.Target = served(simCluster)
+		}
 	}
 	setup.What = a.String()
 	if s.Impl != "" {
@@ -536,9 +547,6 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 // names the cluster).
 func replayTarget(p *amqprun.Plan, s family.Settings) (string, error) {
 	target := s.Target
-	if target == "" && s.Impl != "" {
-		target = "rabbitmq"
-	}
 	if target == "" {
 		target = "sim"
 	}

@@ -246,7 +246,6 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	bad.add(given(fs, "impl") && strings.TrimSpace(ra.impl) == "", "--impl needs a command")
 	bad.add(given(fs, "init-timeout") && ra.impl == "", "--init-timeout is for an implementation's processes: give --impl")
 	ra.fam.check(&bad)
-	bad.add(ra.impl != "" && given(fs, "target") && ra.target == "sim", "--impl runs processes against a real server: use --target %s", strings.Join(strings.Split(targetList(), ", "), " or "))
 	bad.add(len(pos) != 1, "want exactly one plan file, got %d arguments", len(pos))
 	ra.outf.check(&bad)
 	if !bad.report("replay", stderr) {
@@ -268,6 +267,9 @@ func (ra *replayArgs) open(stdout, stderr io.Writer) (*replayRun, error) {
 	if err := ra.fam.otherFamilies(ra.fs, d, h.Kind); err != nil {
 		return nil, err
 	}
+	if err := ra.implTarget(d); err != nil {
+		return nil, err
+	}
 	p, err := d.ReadPlan(ra.path)
 	if err != nil {
 		return nil, err
@@ -285,6 +287,24 @@ func (ra *replayArgs) open(stdout, stderr io.Writer) (*replayRun, error) {
 		return nil, err
 	}
 	return &replayRun{plan: p, header: h, propertyNames: d.Properties, setup: setup}, nil
+}
+
+// implTarget refuses --impl on a simulator of d's that does not serve
+// its protocol on the wire.
+func (ra *replayArgs) implTarget(d *family.Descriptor) error {
+	if ra.impl == "" || !given(ra.fs, "target") {
+		return nil
+	}
+	var takes []string
+	for _, t := range d.Targets {
+		if t.Real || t.Served {
+			if t.Name == ra.target {
+				return nil
+			}
+			takes = append(takes, t.Name)
+		}
+	}
+	return &family.UsageError{Err: fmt.Errorf("--impl runs processes on a real server or a simulator served on the wire: for %s, --target %s", d.Name, strings.Join(takes, " or "))}
 }
 
 // worst is the worst status, among the counted properties, of a run's

@@ -44,6 +44,11 @@ import (
 type Decisions struct {
 	Schedule     []int  `json:"schedule"`
 	ScheduleSeed uint64 `json:"schedule_seed"`
+	// Wire, on a simulator served on the wire to processes of their own
+	// (adapters/served), is each process's steps in the order the
+	// simulator took them (a frame, an idle turn, the process's answer):
+	// what a replay takes them in. A run that records fills it.
+	Wire map[string][]string `json:"wire,omitempty"`
 	// Chooser, if set, answers every choice instead (the exhaustive
 	// search, prover.Exhaust); it is no part of the plan's data.
 	Chooser prover.Chooser `json:"-"`

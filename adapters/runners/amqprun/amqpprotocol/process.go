@@ -62,8 +62,9 @@ func checkInit(r process.Reply) string {
 }
 
 // Connect starts a process for the client name of plan p and shakes hands.
-// The broker must be a real one that gives each process its own URL (the
-// RabbitMQ target's fault proxy). The implementation failing to start (it
+// The broker must give each process its own URL: a real one (the RabbitMQ
+// target's fault proxy) or the simulator served on the wire (Wire), whose
+// process the client then waits through. The implementation failing to start (it
 // exited, hung, wrote garbage or refused before init_ok) is a
 // *prover.ImplementationError; after two in a run (p.Lock names it: unique
 // per run on a real broker), no more of its processes start and its every
@@ -73,9 +74,19 @@ func checkInit(r process.Reply) string {
 func (i *Processes) Connect(ctx context.Context, b broker.Broker, p *amqprun.Plan, name string) (amqprun.Client, error) {
 	u, ok := b.(interface{ URL() string })
 	if !ok {
-		return nil, &prover.ImplementationError{Msg: "an implementation in processes needs a real broker (--target rabbitmq)"}
+		return nil, &prover.ImplementationError{Msg: "an implementation in processes needs a broker served on the wire (amqprun.Simulator.Wire) or a real one"}
 	}
-	c, err := i.Launcher.Connect(ctx, p.Lock, name, initRequest(name, p.Kind, p.Lock, u.URL(), int(p.Options.Heartbeat().Milliseconds())))
+	if e, ok := b.(interface{ Err() error }); ok && e.Err() != nil {
+		return nil, e.Err() // the simulator could not be served to it
+	}
+	run := p.Lock
+	if wt, ok := b.(process.Waiter); ok {
+		ctx = process.WithWaiter(ctx, wt)
+	}
+	if r, ok := b.(interface{ Run() string }); ok {
+		run = r.Run() // served: plans on the simulator share their lock's name
+	}
+	c, err := i.Launcher.Connect(ctx, run, name, initRequest(name, p.Kind, p.Lock, u.URL(), int(p.Options.Heartbeat().Milliseconds())))
 	if err != nil {
 		return nil, err
 	}

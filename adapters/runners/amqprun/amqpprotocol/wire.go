@@ -1,0 +1,39 @@
+package amqpprotocol
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lockprover/lockprover/adapters/runners/amqprun"
+	"github.com/lockprover/lockprover/adapters/served/amqpserve"
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim"
+)
+
+// Wire serves each run's simulated broker on the wire (package
+// amqpserve), as RabbitMQ version ("" is 3.10.8): amqprun.Simulator's
+// Wire, for an implementation in processes. A plan that logged its steps
+// (Decisions.Wire) is replayed in their order.
+func Wire(version string) func(w *rabbitmqsim.World, p *amqprun.Plan) amqprun.Wire {
+	return func(w *rabbitmqsim.World, p *amqprun.Plan) amqprun.Wire {
+		return served{amqpserve.New(w, amqpserve.Options{Script: p.Wire, Version: version})}
+	}
+}
+
+type served struct{ s *amqpserve.Broker }
+
+func (s served) Name() string        { return s.s.Name() }
+func (s served) Pace(from, to int64) { s.s.Pace(from, to) }
+
+func (s served) Process(name string, b broker.Broker) (broker.Broker, error) {
+	return s.s.Process(name, b)
+}
+
+func (s served) End() (map[string][]string, []string, []string, error) {
+	s.s.Close()
+	var err error
+	if m := s.s.Unserved(); len(m) > 0 {
+		err = fmt.Errorf("the implementation sent %s, which the simulated broker does not serve (it answered 503 COMMAND_INVALID, as RabbitMQ answers a method it has no handler for): this run says nothing of the implementation; run it on a real broker (--target rabbitmq)", strings.Join(m, ", "))
+	}
+	return s.s.Log(), s.s.Refused(), s.s.Diverged(), err
+}

@@ -1,0 +1,118 @@
+package amqprun_test
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/runners/amqprun"
+	"github.com/lockprover/lockprover/adapters/runners/amqprun/amqpprotocol"
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover"
+)
+
+// servedSearch proves impl on the simulator served on the wire: no broker.
+func servedSearch(t *testing.T, impl *amqpprotocol.Processes, seed uint64, plans int, props []string, faults ...string) *prover.Outcome {
+	t.Helper()
+	defer impl.Stop()
+	impl.InitTimeout = loadedInit
+	c := prover.Config{Subject: amqprun.Config{Scope: prover.Scope{Faults: faults}, Target: amqprun.Simulator{Wire: amqpprotocol.Wire("")}, Impl: impl,
+		Options: amqprun.Options{HeartbeatMs: amqprun.Ms(1000)}}, Properties: props, Timeout: time.Minute}
+	out, err := prover.Search{Config: c, Seed: seed, Plans: plans, Shrink: time.Nanosecond}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// servedFaults are every fault of one broker, which the served simulator
+// strikes as the simulator does.
+var servedFaults = []string{"kill", "pause", "partition", "force-close", "drop-reply", "restart-broker"}
+
+// The Python example (pika) holds every property on the served simulator,
+// under every fault of one broker.
+func TestPythonExampleOnTheServedSimulator(t *testing.T) {
+	t.Parallel()
+	needPika(t)
+	out := servedSearch(t, amqpprotocol.NewProcesses("/usr/bin/python3 "+pythonExample+"/lockprover_impl.py"), 5, 8, nil, servedFaults...)
+	if out.Found != nil {
+		unexpected(t, out.Found)
+	}
+	if out.Plans != 8 || out.Inconclusive > 0 {
+		t.Fatalf("%d plans of 8, %d inconclusive", out.Plans, out.Inconclusive)
+	}
+	t.Logf("%d plans, %d operations, all held, in %v", out.Plans, out.Ops, out.Elapsed.Round(100*time.Millisecond))
+}
+
+// The reference served over the protocol (amqp091-go) holds on the served
+// simulator, and its mutants are caught there by their properties.
+func TestReferenceAndMutantsOnTheServedSimulator(t *testing.T) {
+	t.Parallel()
+	t.Run("reference", func(t *testing.T) {
+		t.Parallel()
+		out := servedSearch(t, amqpprotocol.NewProcesses(lockprover+" serve-reference"), 2, 6, nil, servedFaults...)
+		if out.Found != nil {
+			unexpected(t, out.Found)
+		}
+	})
+	for _, name := range []string{"trust-scan", "release-deletes-a", "verify-by-get", "verify-errors"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m := amqprun.MutantNamed(name)
+			out := servedSearch(t, amqpprotocol.NewProcesses(lockprover+" serve-reference --mutant "+name), 2, 20, []string{m.Property})
+			if out.Found == nil || out.Found.Property != m.Property {
+				t.Fatalf("%s not caught by %s in %d plans", name, m.Property, out.Plans)
+			}
+		})
+	}
+}
+
+// A plan run on the served simulator logs each process's steps in its
+// decisions; run again with that log, the implementation gets the same
+// replies in the same order: the same history, times and all.
+func TestServedRunsReplayTheirLog(t *testing.T) {
+	t.Parallel()
+	impl := amqpprotocol.NewProcesses(lockprover + " serve-reference")
+	defer impl.Stop()
+	p := &amqprun.Plan{Version: amqprun.PlanVersion, Kind: "semaphore", Lock: "lp-served", Slots: 1, Options: amqprun.Options{HeartbeatMs: amqprun.Ms(1000)},
+		Clients: [][]amqprun.Step{{{Op: "acquire"}, {Op: "verify"}, {Op: "release"}}, {{Op: "acquire"}, {Op: "acquire"}}},
+		Admins:  [][]amqprun.Step{{{Op: "count"}}},
+		Nemesis: []amqprun.Fault{{At: 25, Fault: histories.ForceClose, Target: "c2"}}}
+	p.ScheduleSeed = 7
+	sim := amqprun.Simulator{Wire: amqpprotocol.Wire("")}
+	first, err := sim.Run(context.Background(), p, impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Wire["c1"]) == 0 || len(p.Wire["c2"]) == 0 {
+		t.Fatalf("the run logged no steps: %v", p.Wire)
+	}
+	log := p.Wire
+	for i := range 3 {
+		again, err := sim.Run(context.Background(), p, impl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := again.Evidence.Trace; len(d) > 0 {
+			t.Errorf("run %d diverged from the log: %q", i+2, d)
+		}
+		if !reflect.DeepEqual(outcomes(again.History), outcomes(first.History)) {
+			t.Fatalf("run %d: %v, the first: %v", i+2, outcomes(again.History), outcomes(first.History))
+		}
+		if !reflect.DeepEqual(p.Wire, log) {
+			t.Errorf("run %d logged other steps", i+2)
+		}
+	}
+}
+
+// outcomes are a history's events, times and all, as JSON.
+func outcomes(h []histories.Event) []string {
+	var out []string
+	for _, e := range h {
+		b, _ := json.Marshal(e)
+		out = append(out, string(b))
+	}
+	return out
+}
