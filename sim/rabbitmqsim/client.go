@@ -184,7 +184,12 @@ type Got struct {
 // empty): the served broker's, whose clients read what they get.
 func (c *chanHandle) Take(ctx context.Context, queue string) (Got, bool, error) {
 	rep := c.call(ctx, mBasicGet, &request{queue: queue})
-	d := rep.got
+	var d delivery
+	if n := len(c.ch.unacked); rep.ok && n > 0 {
+		// What the get delivered last (gone only if a fault closed the
+		// channel right after it: then the client hears of the close).
+		d = c.ch.unacked[n-1]
+	}
 	return Got{Tag: d.tag, Body: d.m.body, Persistent: d.m.persistent, Redelivered: d.m.redelivered, Left: rep.n}, rep.ok, rep.err
 }
 

@@ -514,9 +514,9 @@ func (w *World) get(c *conn, ch *channel, name string) reply {
 	case len(q.msgs) == 0:
 		return reply{cost: latSmall}
 	}
-	d := ch.deliver(q, q.msgs[0])
+	ch.deliver(q, q.msgs[0])
 	q.msgs = q.msgs[1:]
-	return reply{ok: true, n: len(q.msgs), got: d, cost: latSmall}
+	return reply{ok: true, n: len(q.msgs), cost: latSmall}
 }
 
 // settle is basic.ack (ack), or basic.nack and reject (requeue or

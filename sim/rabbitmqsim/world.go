@@ -411,6 +411,5 @@ type reply struct {
 	ok    bool
 	tag   string
 	conf  broker.Confirmation
-	got   delivery      // basic.get's message
 	cost  time.Duration // broker time the method took
 }

@@ -136,8 +136,12 @@ func firstGiven(s family.Settings, names []string) string {
 
 // amqpTarget is where an amqp-locks proof runs: --target, the simulator
 // if none, for the reference and for an implementation (--impl), which
-// the simulator serves on the wire.
+// the simulator serves on the wire; an implementation given a real
+// broker's flag (--amqp-url, say) runs on that broker.
 func amqpTarget(s family.Settings) (string, error) {
+	if s.Target == "" && s.Impl != "" && firstGiven(s, brokerFlags) != "" {
+		return "rabbitmq", nil
+	}
 	return cmp.Or(s.Target, "sim"), nil
 }
 
@@ -336,6 +340,12 @@ func (r *amqpProof) startStop() {
 		r.a.Impl, setup.Stop = pi, pi.Stop
 		r.a.Target = served(r.a.Target)
 		setup.Replay = append([]string{"--impl", family.Quote(s.Impl)}, setup.Replay...)
+		setup.Start = func(ctx context.Context) error {
+			if err := pi.PreflightServed(ctx, r.a.Kind); err != nil {
+				return &family.ImplError{Err: err, Command: s.Impl}
+			}
+			return nil
+		}
 	} else if s.Impl != "" {
 		pi := amqpprotocol.NewProcesses(s.Impl)
 		pi.InitTimeout = s.InitTimeout
@@ -547,6 +557,9 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 // names the cluster).
 func replayTarget(p *amqprun.Plan, s family.Settings) (string, error) {
 	target := s.Target
+	if target == "" && s.Impl != "" && firstGiven(s, brokerFlags) != "" {
+		target = "rabbitmq" // a real broker's flag names the broker
+	}
 	if target == "" {
 		target = "sim"
 	}

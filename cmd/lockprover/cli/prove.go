@@ -55,7 +55,7 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "time budget of each linearizability check")
 	fs.DurationVar(&f.shrink, "shrink-time", 30*time.Second, "time to spend minimising a counterexample")
 	fs.StringVar(&f.target, "target", "sim", "where plans run: sim (the kind's simulator) or a real server: "+targetList())
-	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference; implies the kind's real target (rabbitmq, mariadb, redis); consul-semaphore's needs --target consul or etcd")
+	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference; amqp-locks runs it on the simulator served on the wire (docs/served.md; --target rabbitmq for a real broker), the other kinds on their real target (mariadb, redis; consul-semaphore's needs --target consul or etcd)")
 	fs.StringVar(&f.options, "options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, plain_failure, scan_start=random, delete_order=ascending, overshoot=N, ...")
 	f.fam.register(fs, family.Prove)
 }

@@ -230,7 +230,7 @@ Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
 	fs.StringVar(&ra.props, "properties", "", "comma-separated properties whose violation counts; default the plan's, else all")
 	fs.DurationVar(&ra.timeout, "timeout", time.Minute, "time budget of each linearizability check")
 	fs.StringVar(&ra.target, "target", "sim", "where the plan runs: sim (its kind's simulator) or a real server: "+targetList())
-	fs.StringVar(&ra.impl, "impl", "", "run an implementation that speaks the process protocol instead (implies the plan's real target: rabbitmq, mariadb)")
+	fs.StringVar(&ra.impl, "impl", "", "run an implementation that speaks the process protocol instead (an amqp-locks plan on the simulator served on the wire, or --target rabbitmq; another on its real target: mariadb, redis)")
 	ra.fam.register(fs, family.Replay)
 	ra.outf.register(fs, true)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)

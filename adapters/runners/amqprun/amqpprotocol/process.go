@@ -18,9 +18,11 @@ import (
 	"github.com/lockprover/lockprover/adapters/runners/amqprun"
 
 	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/adapters/served/amqpserve"
 	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 )
 
 // This file is amqp-locks' side of the process protocol (docs/protocol.md)
@@ -104,6 +106,31 @@ func initRequest(name, kind, lock, url string, heartbeatMs int) process.Request 
 // implementation that cannot start fails here at once, with its stderr,
 // rather than in every plan of a run.
 func (i *Processes) Preflight(ctx context.Context, url, kind string) error {
+	return i.preflight(ctx, url, kind)
+}
+
+// PreflightServed is Preflight on a simulated broker of its own, served on
+// the wire (Wire): for a run on the simulator, which needs no broker.
+func (i *Processes) PreflightServed(ctx context.Context, kind string) error {
+	w := rabbitmqsim.New(rabbitmqsim.Options{})
+	s := amqpserve.New(w, amqpserve.Options{})
+	defer s.Close()
+	var err error
+	w.Go("probe", func(b broker.Broker) {
+		p, perr := s.Process("probe", b)
+		if perr != nil {
+			err = perr
+			return
+		}
+		err = i.preflight(process.WithWaiter(ctx, p), p.URL(), kind)
+	})
+	if rerr := w.Run(); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+func (i *Processes) preflight(ctx context.Context, url, kind string) error {
 	c, err := i.Launch(ctx, "probe", initRequest("probe", kind, rabbitmq.UniqueName("lp-preflight-"), url, 1000))
 	var re *process.ErrorReply
 	switch {
