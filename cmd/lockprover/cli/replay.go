@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -157,11 +158,19 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if rp.setup.Start != nil {
 		err = rp.setup.Start(ctx)
 	}
-	reproduced := 0
+	reproduced, same := 0, 0
+	var first []byte
 	for run := 1; err == nil && run <= ra.times; run++ {
 		var r *prover.Result
 		if r, err = rp.setup.Prove.Run(ctx, rp.plan); err != nil {
 			break
+		}
+		h, _ := json.Marshal(r.History)
+		if first == nil {
+			first = h
+		}
+		if bytes.Equal(h, first) {
+			same++
 		}
 		// Keep the first run that fails (what a real target reproduces
 		// only at times), else the last.
@@ -176,6 +185,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if err == nil && ra.times > 1 {
 		fmt.Fprintf(stdout, "failed in %d of %d runs; the report below is of the %s\n", reproduced, ra.times,
 			map[bool]string{true: "first that failed", false: "last"}[reproduced > 0])
+		fmt.Fprintf(stdout, "the first run's history, times and all, in %d of %d runs\n", same, ra.times)
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "replay: interrupted")
@@ -347,6 +357,11 @@ func (ra *replayArgs) judge(rp *replayRun, res *prover.Result, judged string, co
 			for _, l := range res.Evidence.Trace {
 				fmt.Fprintf(stdout, "  %s\n", l)
 			}
+		}
+	}
+	if !rp.setup.Real {
+		for _, l := range res.Evidence.Trace {
+			fmt.Fprintf(stdout, "served: %s\n", l) // a replay's divergence from its plan's log
 		}
 	}
 	if !ra.outf.quiet || r.Status() != verdict.Pass {

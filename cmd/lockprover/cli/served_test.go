@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// An implementation (the reference's trust-scan mutant, served over the
+// protocol) runs on the simulator served on the wire with no --target and
+// no broker: its violation is found, the plan written logs each process's
+// steps, and replay --times gives the same history, times and all, in
+// every run.
+func TestImplOnTheServedSimulator(t *testing.T) {
+	t.Parallel()
+	impl := builtBinary(t) + " serve-reference --mutant trust-scan"
+	dir := t.TempDir()
+	code, out, errOut := lockprover("prove", "--impl", impl, "--runs", "30", "--seed", "2", "--out", dir)
+	if code != exitViolation || !strings.Contains(out, "on the simulator") || !strings.Contains(out, "slot-exclusive FAIL") {
+		t.Fatalf("prove: exit %d\n%s%s", code, out, errOut)
+	}
+	plan := filepath.Join(dir, "plan.json")
+	raw, err := os.ReadFile(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct{ Wire map[string][]string }
+	if err := json.Unmarshal(raw, &p); err != nil || len(p.Wire["c1"]) == 0 {
+		t.Fatalf("the plan logs no steps (%v): %.300s", err, raw)
+	}
+	code, out, errOut = lockprover("replay", "--impl", impl, "--times", "3", plan)
+	if code != exitViolation || !strings.Contains(out, "failed in 3 of 3 runs") || !strings.Contains(out, "the first run's history, times and all, in 3 of 3 runs") {
+		t.Errorf("replay --times 3: exit %d\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(out, "served: ") {
+		t.Errorf("the replay left its log:\n%s", out)
+	}
+}
