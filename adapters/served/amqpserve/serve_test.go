@@ -3,6 +3,7 @@ package amqpserve_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,34 @@ func TestAmqp091GoOnTheSimulator(t *testing.T) {
 	t.Logf("log %q", log)
 	if len(log) < 8 || log[0] != "c1 open" || log[len(log)-1] != "ready" {
 		t.Errorf("log %q", log)
+	}
+}
+
+// Nothing a served run opens outlives its Close: every goroutine (the
+// ports' accepts, each connection's reader and heartbeats) has ended,
+// also for a connection the client left open.
+func TestCloseLeavesNothing(t *testing.T) {
+	// A World leaves its idle coroutines for the next (sched.Pool): one
+	// run first, so that they are counted before.
+	serveOne(t, amqpserve.Options{}, func(string) error { return nil })
+	before := runtime.NumGoroutine()
+	var left *amqp.Connection
+	_, s, err := serveOne(t, amqpserve.Options{}, func(url string) error {
+		conn, err := amqp.DialConfig(url, amqp.Config{Heartbeat: 4 * time.Second}) // a tick every 2 s: a heartbeat goroutine Close did not stop outlives the wait
+		left = conn
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s
+	left.Close()
+	deadline := time.Now().Add(time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines left of %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
