@@ -169,28 +169,66 @@ func (c *chanHandle) Get(ctx context.Context, queue string) (bool, error) {
 	return rep.ok, rep.err
 }
 
-// Got is a message basic.get took, for the served broker
-// (adapters/served): its delivery tag on the channel, its body, whether it
-// is persistent and was delivered before, and how many messages the queue
-// has left.
+// Got is a message given to a channel, for the served broker
+// (adapters/served): its delivery tag on the channel, the consumer's tag
+// ("" for a get), its queue, its body, whether it is persistent and was
+// delivered before, and (for a get) how many messages the queue has left.
 type Got struct {
 	Tag                     uint64
+	Consumer, Queue         string
 	Body                    []byte
 	Persistent, Redelivered bool
 	Left                    int
+}
+
+func gotOf(d delivery) Got {
+	g := Got{Tag: d.tag, Consumer: d.consumer, Body: d.m.body, Persistent: d.m.persistent, Redelivered: d.m.redelivered}
+	if d.q != nil {
+		g.Queue = d.q.name
+	}
+	return g
+}
+
+// Delivered are the channel's deliveries to its consumers under tags
+// after after, not yet acknowledged: what the served broker has still to
+// send as basic.deliver. It reads the World and moves nothing.
+func (c *chanHandle) Delivered(after uint64) []Got {
+	var out []Got
+	for _, d := range c.ch.unacked {
+		if d.tag > after && d.consumer != "" {
+			out = append(out, gotOf(d))
+		}
+	}
+	return out
+}
+
+// Consumers are the tags of the channel's consumers. It reads the World
+// and moves nothing.
+func (c *chanHandle) Consumers() []string {
+	var out []string
+	for _, cs := range c.ch.consumers {
+		out = append(out, cs.tag)
+	}
+	return out
+}
+
+// Cancel is basic.cancel of the consumer tagged tag.
+func (c *chanHandle) Cancel(ctx context.Context, tag string) error {
+	return c.call(ctx, mBasicCancel, &request{queue: tag}).err
 }
 
 // Take is basic.get, with the message it took (ok false: the queue was
 // empty): the served broker's, whose clients read what they get.
 func (c *chanHandle) Take(ctx context.Context, queue string) (Got, bool, error) {
 	rep := c.call(ctx, mBasicGet, &request{queue: queue})
-	var d delivery
+	var g Got
 	if n := len(c.ch.unacked); rep.ok && n > 0 {
 		// What the get delivered last (gone only if a fault closed the
 		// channel right after it: then the client hears of the close).
-		d = c.ch.unacked[n-1]
+		g = gotOf(c.ch.unacked[n-1])
 	}
-	return Got{Tag: d.tag, Body: d.m.body, Persistent: d.m.persistent, Redelivered: d.m.redelivered, Left: rep.n}, rep.ok, rep.err
+	g.Left = rep.n
+	return g, rep.ok, rep.err
 }
 
 // Ack is basic.ack: the deliveries up to tag (multiple) or tag alone are

@@ -25,6 +25,7 @@ const (
 	mBasicAck
 	mBasicNack
 	mBasicReject
+	mBasicCancel
 	numMethods
 )
 
@@ -33,7 +34,7 @@ var methodNames = [numMethods]string{
 	"channel.open", "channel.close", "channel.close-ok",
 	"confirm.select",
 	"queue.declare", "queue.delete", "queue.purge", "queue.bind",
-	"basic.publish", "basic.consume", "basic.get", "basic.ack", "basic.nack", "basic.reject",
+	"basic.publish", "basic.consume", "basic.get", "basic.ack", "basic.nack", "basic.reject", "basic.cancel",
 }
 
 func (m method) String() string { return methodNames[m] }

@@ -86,16 +86,18 @@ type channel struct {
 // A delivery is a message given to a channel (a get, a consumer's) and
 // not yet acknowledged, by its delivery tag.
 type delivery struct {
-	q   *queue
-	m   message
-	tag uint64
+	q        *queue
+	m        message
+	tag      uint64
+	consumer string // the consumer's tag; "" for a get
 }
 
 // deliver gives m from q to the channel, unacknowledged, under the
-// channel's next delivery tag.
-func (ch *channel) deliver(q *queue, m message) delivery {
+// channel's next delivery tag: to its consumer tagged consumer, or to a
+// get ("").
+func (ch *channel) deliver(q *queue, m message, consumer string) delivery {
 	ch.tags++
-	d := delivery{q, m, ch.tags}
+	d := delivery{q, m, ch.tags, consumer}
 	ch.unacked = append(ch.unacked, d)
 	return d
 }
@@ -304,6 +306,8 @@ func (w *World) apply(r *request) reply {
 		return w.purge(c, r.queue)
 	case mQueueBind:
 		return w.bind(c, r.queue, r.pub.Exchange, r.pub.Key)
+	case mBasicCancel:
+		return w.cancel(ch, r.queue)
 	case mBasicAck, mBasicNack, mBasicReject:
 		return w.settle(ch, r.tag, r.multiple, r.m == mBasicAck, r.requeue)
 	}

@@ -379,7 +379,7 @@ func (w *World) closeChannel(ch *channel) {
 		if q := d.q; w.exists(q) && len(q.consumers) > 0 && len(q.msgs) > 0 {
 			cs := q.consumers[0]
 			for _, m := range q.msgs {
-				cs.ch.deliver(q, m)
+				cs.ch.deliver(q, m, cs.tag)
 			}
 			q.msgs = nil
 		}
@@ -473,7 +473,7 @@ func (w *World) enqueue(q *queue, m message) bool {
 	overflow, _ := q.args["x-overflow"].(string)
 	if len(q.consumers) > 0 && max != 0 {
 		cs := q.consumers[0]
-		cs.ch.deliver(q, m)
+		cs.ch.deliver(q, m, cs.tag)
 		return true
 	}
 	if max >= 0 && int64(len(q.msgs)) >= max && overflow != "" && overflow != "drop-head" {
@@ -500,7 +500,7 @@ func (w *World) consume(c *conn, ch *channel, name string, exclusive bool) reply
 	q.hadConsumer = true
 	ch.consumers = append(ch.consumers, cs)
 	for _, m := range q.msgs {
-		ch.deliver(q, m)
+		ch.deliver(q, m, cs.tag)
 	}
 	q.msgs = nil
 	return reply{tag: cs.tag, cost: latSmall}
@@ -514,7 +514,7 @@ func (w *World) get(c *conn, ch *channel, name string) reply {
 	case len(q.msgs) == 0:
 		return reply{cost: latSmall}
 	}
-	ch.deliver(q, q.msgs[0])
+	ch.deliver(q, q.msgs[0], "")
 	q.msgs = q.msgs[1:]
 	return reply{ok: true, n: len(q.msgs), cost: latSmall}
 }
@@ -541,6 +541,25 @@ func (w *World) settle(ch *channel, tag uint64, multiple, ack, requeue bool) rep
 			d.m.redelivered = true
 			d.q.msgs = append([]message{d.m}, d.q.msgs...)
 		}
+	}
+	return reply{cost: latSmall}
+}
+
+// cancel is basic.cancel: ch's consumer tag goes (an auto-delete queue
+// with it, once its last consumer has gone); a tag the channel does not
+// have is no error, as on RabbitMQ.
+func (w *World) cancel(ch *channel, tag string) reply {
+	for _, cs := range ch.consumers {
+		if cs.tag != tag {
+			continue
+		}
+		ch.consumers = removeConsumer(ch.consumers, cs)
+		q := cs.q
+		q.consumers = removeConsumer(q.consumers, cs)
+		if q.autoDelete && len(q.consumers) == 0 && w.exists(q) {
+			w.deleteQueue(q)
+		}
+		break
 	}
 	return reply{cost: latSmall}
 }

@@ -30,7 +30,12 @@ type wireConn struct {
 	wmu sync.Mutex
 	w   *amqpwire.Writer
 
-	hb       time.Duration // negotiated in tune-ok
+	hb time.Duration // negotiated in tune-ok
+	// name is the World's name for the connection: the process's, then
+	// the client's connection_name (c1#lockprover-c1), so that a
+	// connection a client names can be aimed at; "" for none (the World
+	// names it c1#N).
+	name     string
 	stop     chan struct{} // closed when the connection ends (halt)
 	stopOnce sync.Once
 
@@ -190,11 +195,20 @@ func (c *wireConn) end(reset bool) {
 	if c.dead {
 		return
 	}
-	c.dead = true
+	c.retire()
 	if tc, ok := c.nc.(*net.TCPConn); ok && reset {
 		tc.SetLinger(0)
 	}
 	c.halt()
+}
+
+// retire ends the connection for the World, leaving its socket for the
+// client to close, as RabbitMQ does after connection.close-ok (closed
+// first, the socket's end would reach a client such as amqp091-go as the
+// reason its connection ended: 501 EOF, where RabbitMQ gives 504).
+func (c *wireConn) retire() {
+	c.dead = true
+	c.stopOnce.Do(func() { close(c.stop) })
 }
 
 // halt closes the socket and stops the heartbeats; any goroutine may.

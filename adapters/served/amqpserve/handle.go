@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lockprover/lockprover/internal/amqpwire"
@@ -17,6 +18,10 @@ type wireChan struct {
 	confirm bool
 	tag     uint64 // publishes confirmed so far: the next ack's delivery tag
 	closing bool   // the broker closed it and waits for close-ok
+	// Its consumers: the client's tag for each of the World's, and the
+	// last delivery tag sent to them.
+	consumers map[string]string
+	sent      uint64
 }
 
 // The World's calls the served broker needs beyond broker.Conn and
@@ -28,6 +33,9 @@ type (
 	}
 	taker interface {
 		Take(ctx context.Context, queue string) (rabbitmqsim.Got, bool, error)
+		Delivered(after uint64) []rabbitmqsim.Got
+		Consumers() []string
+		Cancel(ctx context.Context, tag string) error
 		Ack(ctx context.Context, tag uint64, multiple bool) error
 		Nack(ctx context.Context, tag uint64, multiple, requeue bool) error
 		Reject(ctx context.Context, tag uint64, requeue bool) error
@@ -60,7 +68,7 @@ func (c *wireConn) handle(e event) {
 
 // open takes connection.open: the World dials.
 func (c *wireConn) open() {
-	conn, err := c.p.Dial(bg, broker.Config{Heartbeat: c.hb})
+	conn, err := c.p.Dial(bg, broker.Config{Heartbeat: c.hb, Name: c.name})
 	if err != nil {
 		// The broker is down (a restart): as a refused connection, reset.
 		c.end(true)
@@ -92,7 +100,7 @@ func (c *wireConn) connMethod(cmd command) {
 	case *amqpwire.ConnectionClose:
 		c.conn.Close()
 		c.send(0, &amqpwire.ConnectionCloseOK{})
-		c.end(false)
+		c.retire() // the client closes the socket
 	case *amqpwire.ConnectionCloseOK:
 		c.end(false)
 	default:
@@ -173,6 +181,13 @@ func (c *wireConn) apply(ch *wireChan, cmd command) (amqpwire.Method, error) {
 		return nil, c.publish(ch, cmd, m)
 	case *amqpwire.BasicGet:
 		return nil, c.get(ch, cmd, m)
+	case *amqpwire.BasicConsume:
+		if m.NoAck || len(m.Arguments) > 0 {
+			break // deliveries acknowledged as sent, or a consumer's arguments: not served
+		}
+		return c.consume(ch, m)
+	case *amqpwire.BasicCancel:
+		return c.cancel(ch, m)
 	case *amqpwire.BasicAck:
 		return nil, ch.ch.(taker).Ack(bg, m.DeliveryTag, m.Multiple)
 	case *amqpwire.BasicNack:
@@ -236,6 +251,64 @@ func (c *wireConn) get(ch *wireChan, cmd command, m *amqpwire.BasicGet) error {
 	}
 	getOK := &amqpwire.BasicGetOK{DeliveryTag: got.Tag, Redelivered: got.Redelivered, RoutingKey: m.Queue, MessageCount: uint32(got.Left)}
 	return c.sendContent(cmd.ch, getOK, props, got.Body)
+}
+
+// consume has the World start a consumer, under the client's tag or one
+// the served broker makes as RabbitMQ does (amq.ctag-...); its deliveries
+// go out as basic.deliver when the process's connections are next flushed.
+func (c *wireConn) consume(ch *wireChan, m *amqpwire.BasicConsume) (amqpwire.Method, error) {
+	tag, err := ch.ch.Consume(bg, m.Queue, m.Exclusive)
+	if err != nil {
+		return nil, err
+	}
+	client := m.ConsumerTag
+	if client == "" {
+		client = "amq.ctag-" + tag
+	}
+	if ch.consumers == nil {
+		ch.consumers = map[string]string{}
+	}
+	ch.consumers[tag] = client
+	return noWait(m.NoWait, &amqpwire.BasicConsumeOK{ConsumerTag: client}), nil
+}
+
+// cancel has the World end the consumer the client tags m.ConsumerTag.
+func (c *wireConn) cancel(ch *wireChan, m *amqpwire.BasicCancel) (amqpwire.Method, error) {
+	for tag, client := range ch.consumers {
+		if client == m.ConsumerTag {
+			delete(ch.consumers, tag)
+			if err := ch.ch.(taker).Cancel(bg, tag); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return noWait(m.NoWait, &amqpwire.BasicCancelOK{ConsumerTag: m.ConsumerTag}), nil
+}
+
+// deliver writes what the World gave the channel's consumers since it
+// last looked, and a basic.cancel for each consumer the broker ended (its
+// queue deleted), as RabbitMQ tells a client with consumer_cancel_notify.
+func (c *wireConn) deliver(n uint16, ch *wireChan) {
+	if len(ch.consumers) == 0 {
+		return
+	}
+	t := ch.ch.(taker)
+	for _, g := range t.Delivered(ch.sent) {
+		props := amqpwire.Properties{DeliveryMode: 1}
+		if g.Persistent {
+			props.DeliveryMode = 2
+		}
+		d := &amqpwire.BasicDeliver{ConsumerTag: ch.consumers[g.Consumer], DeliveryTag: g.Tag, Redelivered: g.Redelivered, RoutingKey: g.Queue}
+		c.sendContent(n, d, props, g.Body)
+		ch.sent = g.Tag
+	}
+	live := t.Consumers()
+	for tag, client := range ch.consumers {
+		if !slices.Contains(live, tag) {
+			delete(ch.consumers, tag)
+			c.send(n, &amqpwire.BasicCancel{ConsumerTag: client, NoWait: true})
+		}
+	}
 }
 
 // args are a declare's x-arguments as the World takes them.
@@ -317,6 +390,12 @@ func (p *Process) flush() {
 		}
 		if err := c.conn.Err(); err != nil {
 			c.fail(command{}, err)
+			continue
+		}
+		for n, ch := range c.chans {
+			if !ch.closing {
+				c.deliver(n, ch)
+			}
 		}
 	}
 }
@@ -326,6 +405,8 @@ func (p *Process) flush() {
 // run (names the server made) left out.
 func (e event) fingerprint() string {
 	switch e.kind {
+	case evCall:
+		return "call"
 	case evOpen:
 		return fmt.Sprintf("c%d open", e.c.i)
 	case evGone:
@@ -341,6 +422,8 @@ func (e event) fingerprint() string {
 		s += " " + serverNamed(m.Queue)
 	case *amqpwire.BasicGet:
 		s += " " + serverNamed(m.Queue)
+	case *amqpwire.BasicConsume:
+		s += " " + serverNamed(m.Queue) + flags(m.Exclusive, "exclusive")
 	case *amqpwire.BasicPublish:
 		s += fmt.Sprintf(" %s/%s%s", m.Exchange, serverNamed(m.RoutingKey), flags(m.Mandatory, "mandatory"))
 	}

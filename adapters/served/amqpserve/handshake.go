@@ -33,6 +33,11 @@ func (c *wireConn) handshake() error {
 	if err := c.expect(&ok); err != nil {
 		return err
 	}
+	if n, _ := ok.ClientProperties.Get("connection_name"); n != nil {
+		if n, ok := n.(string); ok && n != "" {
+			c.name = c.p.name + "#" + n
+		}
+	}
 	if !login(ok) {
 		if caps, _ := ok.ClientProperties.Get("capabilities"); hasCap(caps, "authentication_failure_close") {
 			c.send(0, &amqpwire.ConnectionClose{ReplyCode: 403, ReplyText: loginRefused})

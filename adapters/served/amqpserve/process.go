@@ -25,6 +25,7 @@ type Process struct {
 	conns  []*wireConn // accepted, in order: a frame's c<i> is its place here
 	ended  bool
 	more   chan struct{} // has a value after an event is put
+	gone   chan struct{} // closed when the process is no longer served
 
 	// The coroutine's own: the log's steps still to replay (nil once the
 	// process records), and whether an idle turn came last.
@@ -33,7 +34,7 @@ type Process struct {
 }
 
 func newProcess(s *Broker, name string, b broker.Broker, ln net.Listener) *Process {
-	return &Process{Broker: b, s: s, name: name, ln: ln, more: make(chan struct{}, 1)}
+	return &Process{Broker: b, s: s, name: name, ln: ln, more: make(chan struct{}, 1), gone: make(chan struct{})}
 }
 
 // Run is the served broker's Name: the run the process's implementation
@@ -50,7 +51,9 @@ type event struct {
 	c    *wireConn
 	kind eventKind
 	cmd  command
-	err  error // gone: why
+	err  error         // gone: why
+	call func()        // a call: what to run in the World (Do)
+	done chan struct{} // a call: closed once it ran
 }
 
 type eventKind int
@@ -59,7 +62,22 @@ const (
 	evOpen eventKind = iota
 	evCommand
 	evGone
+	evCall
 )
+
+// Do runs f in the process's coroutine, as one of its steps (logged
+// "call"), where f may use the World and the process's view of it: a
+// harness beside the process's client (the wire differential's queue
+// listings and faults) does so. It returns once f has run, or ran never
+// because the process ended.
+func (p *Process) Do(f func()) {
+	done := make(chan struct{})
+	p.put(event{kind: evCall, call: f, done: done})
+	select {
+	case <-done:
+	case <-p.gone:
+	}
+}
 
 func (p *Process) put(e event) {
 	p.mu.Lock()
@@ -88,7 +106,7 @@ func (p *Process) take() (event, bool) {
 func (p *Process) live() (event, bool) {
 	for {
 		e, ok := p.take()
-		if !ok || !e.c.dead {
+		if !ok || e.kind == evCall || !e.c.dead {
 			return e, ok
 		}
 	}
@@ -119,6 +137,9 @@ func (p *Process) accept() {
 // close ends the port and every connection of the process.
 func (p *Process) close() {
 	p.mu.Lock()
+	if !p.ended {
+		close(p.gone)
+	}
 	p.ended = true
 	conns := p.conns
 	p.mu.Unlock()
@@ -155,6 +176,12 @@ func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-
 		case stepEvent:
 			p.s.record(p.name, e.fingerprint())
 			p.idled = false
+			if e.kind == evCall {
+				e.call()
+				p.flush() // what it did reaches the wire before the caller goes on
+				close(e.done)
+				continue
+			}
 			e.c.handle(e)
 		}
 	}

@@ -1,0 +1,193 @@
+package amqpserve_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/lockprover/lockprover/adapters/conform"
+	"github.com/lockprover/lockprover/adapters/served/amqpserve"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
+	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/internal/rapidbatch"
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim/semantics"
+)
+
+// wireEnv is semantics.Env on the served simulator: the sequence's
+// connections are amqp091-go's, through the wire; its broker-side steps
+// (the clock, a queue's listing, a fault) are steps of the World, taken in
+// the served process's coroutine (Process.Do).
+type wireEnv struct {
+	broker.Broker // amqp091-go, dialling the served port
+	p             *amqpserve.Process
+	w             *rabbitmqsim.World
+}
+
+func (e wireEnv) Sleep(ctx context.Context, d time.Duration) error {
+	var err error
+	e.p.Do(func() { err = e.p.Sleep(ctx, d) })
+	return err
+}
+
+func (e wireEnv) Now() time.Duration {
+	var now int64
+	e.p.Do(func() { now = e.w.Now() })
+	return time.Duration(now)
+}
+
+func (e wireEnv) Inspect(q string) (semantics.QueueState, bool, error) {
+	var info rabbitmqsim.QueueInfo
+	var ok bool
+	e.p.Do(func() { info, ok = e.w.Queue(q) })
+	// The World names a served connection process#connection_name.
+	_, owner, _ := strings.Cut(info.Owner, "#")
+	return semantics.QueueState{Durable: info.Durable, AutoDelete: info.AutoDelete, Owner: owner, Messages: info.Messages, Consumers: info.Consumers}, ok, nil
+}
+
+// Fault strikes as conform's simulator does, then waits the same 50 ms of
+// virtual time for the broker to release the connection, and 25 ms of
+// real time for the client's reader to take in what the broker sent (a
+// connection.close): on RabbitMQ, conform's Settle waits for the broker
+// by rabbitmqctl, which gives the client as long and more.
+func (e wireEnv) Fault(kind, conn string) error {
+	defer time.Sleep(25 * time.Millisecond)
+	var err error
+	e.p.Do(func() {
+		switch kind {
+		case "close-socket":
+			err = e.w.CloseSocket("sequence#" + conn)
+		case "force-close":
+			err = e.w.ForceClose("sequence#" + conn)
+		default:
+			err = fmt.Errorf("fault %q is not drawn", kind)
+		}
+		if err == nil {
+			err = e.p.Sleep(context.Background(), 50*time.Millisecond)
+		}
+	})
+	return err
+}
+
+func (e wireEnv) StopBroker() error  { return fmt.Errorf("restarts are not drawn") }
+func (e wireEnv) StartBroker() error { return fmt.Errorf("restarts are not drawn") }
+
+// runWire runs ops through amqp091-go on a fresh served simulator.
+func runWire(ops []conform.Op) ([]string, error) {
+	w := rabbitmqsim.New(rabbitmqsim.Options{Decider: rabbitmqsim.Seeded(0)})
+	s := amqpserve.New(w, amqpserve.Options{Speedup: -1})
+	defer s.Close()
+	var res semantics.Result
+	var err error
+	w.Go("sequence", func(b broker.Broker) {
+		p, perr := s.Process("sequence", b)
+		if perr != nil {
+			err = perr
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			res = semantics.Run(context.Background(), wireEnv{rabbitmq.New(p.URL()), p, w}, conform.CaseOf(ops), "s-")
+		}()
+		if p.Await(done, time.After(time.Minute), nil) != 0 {
+			err = fmt.Errorf("the sequence did not end in a minute")
+		}
+	})
+	if rerr := w.Run(); rerr != nil {
+		return nil, rerr
+	}
+	if u := s.Unserved(); len(u) > 0 {
+		return res.Observed, fmt.Errorf("unserved: %v", u)
+	}
+	return res.Observed, err
+}
+
+// wireSequences is how many sequences the differential draws:
+// $LOCKPROVER_WIRE_SEQUENCES, 40 by default (docs/served.md gives the
+// runs of 300).
+func wireSequences(t *testing.T) int {
+	if v := os.Getenv("LOCKPROVER_WIRE_SEQUENCES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("LOCKPROVER_WIRE_SEQUENCES=%q: want a count", v)
+		}
+		return n
+	}
+	return 40
+}
+
+// The served simulator, through amqp091-go on the wire, observes what the
+// real broker does, step by step, for conform's drawn sequences (its
+// differential's, docs/broker-semantics.md part 2): and what the
+// simulator in process observes, so that serving it changed nothing.
+func TestWireDifferential(t *testing.T) {
+	url := rabbitmqtest.URL(t)
+	ctx := context.Background()
+	tg, err := conform.Open(ctx, conform.Options{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("LOCKPROVER_WIRE_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	n, steps := wireSequences(t), 0
+	start := time.Now()
+	for i := range n {
+		ops, ok := rapidbatch.Case(seed, 0, i, func(rt *rapid.T) []conform.Op { return conform.DrawOps(rt, 24) })
+		if !ok {
+			continue
+		}
+		steps += len(ops)
+		wire, err := runWire(ops)
+		if err != nil {
+			t.Fatalf("sequence %d (seed %d): %v", i, seed, err)
+		}
+		sim, err := conform.RunSimOps(ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		real, err := tg.RunOps(ctx, ops)
+		if err != nil {
+			t.Fatalf("sequence %d: the real broker's harness: %v", i, err)
+		}
+		for _, other := range []struct {
+			name string
+			obs  []string
+		}{{"rabbitmq", real}, {"the simulator in process", sim}} {
+			if !slices.Equal(wire, other.obs) {
+				t.Fatalf("sequence %d of seed %d diverges from %s:\n%s", i, seed, other.name, table(ops, wire, other.obs))
+			}
+		}
+	}
+	t.Logf("seed %d: %d sequences, %d steps, the served simulator observed what RabbitMQ and the simulator did, in %v", seed, n, steps, time.Since(start).Round(time.Second))
+}
+
+func table(ops []conform.Op, wire, other []string) string {
+	var b strings.Builder
+	for i, o := range ops {
+		mark := "  "
+		if at(wire, i) != at(other, i) {
+			mark = "!!"
+		}
+		fmt.Fprintf(&b, "%s %2d. %-50s wire: %-24s other: %s\n", mark, i+1, o, at(wire, i), at(other, i))
+	}
+	return b.String()
+}
+
+func at(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return "-"
+}
