@@ -158,29 +158,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if rp.setup.Start != nil {
 		err = rp.setup.Start(ctx)
 	}
-	reproduced, same := 0, 0
-	var first []byte
-	for run := 1; err == nil && run <= ra.times; run++ {
-		var r *prover.Result
-		if r, err = rp.setup.Prove.Run(ctx, rp.plan); err != nil {
-			break
-		}
-		h, _ := json.Marshal(r.History)
-		if first == nil {
-			first = h
-		}
-		if bytes.Equal(h, first) {
-			same++
-		}
-		// Keep the first run that fails (what a real target reproduces
-		// only at times), else the last.
-		bad := ra.worst(rp, r, judged, counted) != verdict.Pass
-		if bad {
-			reproduced++
-		}
-		if res == nil || bad && reproduced == 1 || reproduced == 0 {
-			res = r
-		}
+	var reproduced, same int
+	if err == nil {
+		res, reproduced, same, err = ra.runTimes(ctx, rp, judged, counted)
 	}
 	if err == nil && ra.times > 1 {
 		fmt.Fprintf(stdout, "failed in %d of %d runs; the report below is of the %s\n", reproduced, ra.times,
@@ -327,6 +307,35 @@ func (ra *replayArgs) worst(rp *replayRun, res *prover.Result, judged string, co
 		}
 	}
 	return w
+}
+
+// runTimes runs the plan --times times and returns the first run that
+// failed (what a real target reproduces only at times), else the last; in
+// how many runs it failed; and in how many the history was the first
+// run's, times and all.
+func (ra *replayArgs) runTimes(ctx context.Context, rp *replayRun, judged string, counted []string) (res *prover.Result, reproduced, same int, err error) {
+	var first []byte
+	for run := 1; run <= ra.times; run++ {
+		r, err := rp.setup.Prove.Run(ctx, rp.plan)
+		if err != nil {
+			return res, reproduced, same, err
+		}
+		h, _ := json.Marshal(r.History)
+		if first == nil {
+			first = h
+		}
+		if bytes.Equal(h, first) {
+			same++
+		}
+		bad := ra.worst(rp, r, judged, counted) != verdict.Pass
+		if bad {
+			reproduced++
+		}
+		if res == nil || bad && reproduced == 1 || reproduced == 0 {
+			res = r
+		}
+	}
+	return res, reproduced, same, nil
 }
 
 // options are what a replay judges with, as the search judged it: the
