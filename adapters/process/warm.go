@@ -26,6 +26,21 @@ import (
 // them too. A process that exited while it waited is taken all the same,
 // and its exit is its start's failure, charged to run.
 func (l *Launcher) Warm(ctx context.Context, run string, n int) {
+	cs := l.spawn(run, n)
+	deadline := time.Now().Add(l.InitTimeoutOrDefault())
+	for _, c := range cs {
+		waitQuiet(ctx, c, deadline)
+	}
+}
+
+// Spawn is Warm that does not wait for the processes to go quiet: where
+// start-up costs the plan no time (a simulator, whose clock stands still
+// while a process starts), the processes only need to start side by side,
+// not one after another.
+func (l *Launcher) Spawn(run string, n int) { l.spawn(run, n) }
+
+// spawn starts n processes of run ahead, and returns them.
+func (l *Launcher) spawn(run string, n int) []*Client {
 	var cs []*Client
 	for range n {
 		c, err := start(l.Command, "a process started ahead", l.timeout())
@@ -42,10 +57,7 @@ func (l *Launcher) Warm(ctx context.Context, run string, n int) {
 	}
 	l.spares[run] = append(l.spares[run], cs...)
 	l.mu.Unlock()
-	deadline := time.Now().Add(l.InitTimeoutOrDefault())
-	for _, c := range cs {
-		waitQuiet(ctx, c, deadline)
-	}
+	return cs
 }
 
 // Drain kills run's processes that Warm started and no Connect took.

@@ -117,26 +117,15 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 	}
 	r := newRunner(p, impl, eng, p.Lock)
 	if chooser != nil {
-		// The state at a choice: the world (its broker, its timers, each
-		// process's requests and replies so far) and the runner (the
-		// history so far, each process's client and script), not the
-		// chooser itself.
-		h := statehash.New(reflect.TypeOf(chooser), reflect.TypeOf(p.Chooser))
-		chooser.state = func() statehash.Sum { return h.Sum(w, r) }
-		chooser.choosing = w.Choosing
-		chooser.keep = w.Keep
-		chooser.later = func(name string) int {
-			switch {
-			case name == "nemesis":
-				return 2
-			case deferAwaiting && !r.created && r.awaiting[name]:
-				return 1
-			}
-			return 0
-		}
+		chooser.watch(w, r, p.Chooser)
 	}
 	if sp.wire != nil {
-		defer prover.Warm(ctx, impl, sp.wire.Name(), len(p.Clients)+len(p.Admins))()
+		if s, ok := impl.(spawner); ok {
+			// The World's clock stands still while a process starts: they
+			// need only start side by side, not go quiet first (Warm).
+			s.Spawn(sp.wire.Name(), len(p.Clients)+len(p.Admins)+1)
+			defer s.Drain(sp.wire.Name())
+		}
 	}
 	r.begin()
 	if err := w.Run(); err != nil {
@@ -213,6 +202,26 @@ type chooserDecider struct {
 	among    []int
 }
 
+// watch gives the chooser what it reads at a choice: the state (the world:
+// its broker, its timers, each process's requests and replies so far; and
+// the runner: the history so far, each process's client and script; not
+// the chooser itself), who it chooses among, and which of them it defers.
+func (d *chooserDecider) watch(w *rabbitmqsim.World, r *runner, ch prover.Chooser) {
+	h := statehash.New(reflect.TypeOf(d), reflect.TypeOf(ch))
+	d.state = func() statehash.Sum { return h.Sum(w, r) }
+	d.choosing = w.Choosing
+	d.keep = w.Keep
+	d.later = func(name string) int {
+		switch {
+		case name == "nemesis":
+			return 2
+		case deferAwaiting && !r.created && r.awaiting[name]:
+			return 1
+		}
+		return 0
+	}
+}
+
 // deferAwaiting is whether a process awaiting the create moves last;
 // only TestExhaustReductionSound turns it off, to check it.
 var deferAwaiting = true
@@ -267,6 +276,13 @@ func (e simPlace) Go(name string, fn func(broker.Broker)) {
 		}
 		fn(served)
 	})
+}
+
+// A spawner starts an implementation's processes ahead of a run
+// (process.Launcher's Spawn) and ends those no process took.
+type spawner interface {
+	Spawn(run string, n int)
+	Drain(run string)
 }
 
 // unserved is a process's view of the broker where serving it failed (no

@@ -18,7 +18,7 @@ func servedSearch(t *testing.T, impl *amqpprotocol.Processes, seed uint64, plans
 	t.Helper()
 	defer impl.Stop()
 	impl.InitTimeout = loadedInit
-	c := prover.Config{Subject: amqprun.Config{Scope: prover.Scope{Faults: faults}, Target: amqprun.Simulator{Wire: amqpprotocol.Wire("")}, Impl: impl,
+	c := prover.Config{Subject: amqprun.Config{Scope: prover.Scope{Faults: faults}, Target: amqprun.Simulator{Wire: amqpprotocol.Wire("", 0)}, Impl: impl,
 		Options: amqprun.Options{HeartbeatMs: amqprun.Ms(1000)}}, Properties: props, Timeout: time.Minute}
 	out, err := prover.Search{Config: c, Seed: seed, Plans: plans, Shrink: time.Nanosecond}.Run()
 	if err != nil {
@@ -81,7 +81,7 @@ func TestServedRunsReplayTheirLog(t *testing.T) {
 		Admins:  [][]amqprun.Step{{{Op: "count"}}},
 		Nemesis: []amqprun.Fault{{At: 25, Fault: histories.ForceClose, Target: "c2"}}}
 	p.ScheduleSeed = 7
-	sim := amqprun.Simulator{Wire: amqpprotocol.Wire("")}
+	sim := amqprun.Simulator{Wire: amqpprotocol.Wire("", 0)}
 	first, err := sim.Run(context.Background(), p, impl)
 	if err != nil {
 		t.Fatal(err)

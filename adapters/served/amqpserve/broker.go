@@ -23,6 +23,11 @@ type Options struct {
 	// Grace is how long a process answered by the broker may stay silent
 	// before it counts as idle; 0 means 50 ms.
 	Grace time.Duration
+	// Start is Grace for a process that has taken no step yet: starting,
+	// an interpreter loading its modules, it costs the World no time
+	// (processes start side by side, none waiting for the others to go
+	// quiet); 0 means 2 s.
+	Start time.Duration
 	// Quiet is how long a process already idle may stay silent before it
 	// idles again; 0 means 2 ms.
 	Quiet time.Duration
@@ -44,7 +49,7 @@ func (o *Options) defaults() {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&o.Grace, 50 * time.Millisecond}, {&o.Quiet, 2 * time.Millisecond}, {&o.Idle, 10 * time.Millisecond}, {&o.Late, 10 * time.Second}} {
+	}{{&o.Grace, 50 * time.Millisecond}, {&o.Start, 2 * time.Second}, {&o.Quiet, 2 * time.Millisecond}, {&o.Idle, 10 * time.Millisecond}, {&o.Late, 10 * time.Second}} {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}

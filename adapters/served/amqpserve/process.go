@@ -31,6 +31,7 @@ type Process struct {
 	// process records), and whether an idle turn came last.
 	script []string
 	idled  bool
+	moved  bool // it has taken a step
 }
 
 func newProcess(s *Broker, name string, b broker.Broker, ln net.Listener) *Process {
@@ -161,6 +162,7 @@ func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-
 	for {
 		p.flush()
 		st, e := p.next(ready, expired, done)
+		p.moved = p.moved || st == stepReady || st == stepEvent
 		switch st {
 		case stepReady:
 			p.s.record(p.name, "ready")
@@ -206,8 +208,11 @@ func (p *Process) next(ready <-chan struct{}, expired <-chan time.Time, done <-c
 		}
 	}
 	quiet := p.s.o.Grace
-	if p.idled {
+	switch {
+	case p.idled:
 		quiet = p.s.o.Quiet
+	case !p.moved:
+		quiet = p.s.o.Start
 	}
 	timer := time.NewTimer(quiet)
 	defer timer.Stop()

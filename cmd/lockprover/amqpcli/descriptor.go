@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -42,6 +43,7 @@ var AMQP = &family.Descriptor{
 	Targets: []family.Target{{Name: "sim", Served: true, Faults: amqprun.FaultNames()}, {Name: "rabbitmq", Real: true, Faults: amqprun.FaultNames()},
 		{Name: clusterTarget, Real: true, Faults: clusterFaults()}, {Name: simClusterTarget, Faults: clusterFaults()}},
 	Flags: []family.Flag{
+		{Name: "speedup", Default: "20", Verbs: family.Prove | family.Replay, Usage: "amqp-locks, --impl on the simulator: how many times faster than the implementation's clock the served simulator's may run where it jumps (docs/served.md#clocks); more is faster, and fewer of the implementation's own timers fire in a plan's gaps; 0 for no bound"},
 		{Name: "heartbeat", Verbs: family.Prove, Usage: "amqp-locks: the heartbeat the reference proposes; default 10s on the simulator, 1s on a real broker and for --impl (plans wait three heartbeats at their end); 0s for none"},
 		{Name: "amqp-url", Verbs: family.Server, Usage: "amqp-locks: the real broker's URL; default $LOCKPROVER_AMQP_URL, else " + rabbitmq.DefaultURL},
 		{Name: "docker", Default: dockerAuto, Verbs: family.Prove | family.Replay | family.Validate, Usage: "amqp-locks: a private RabbitMQ in a Docker container for the run, removed at its end (also after Ctrl-C): auto starts one when no broker is named (--amqp-url, $LOCKPROVER_AMQP_URL) and none answers at 127.0.0.1:5672; always; or off"},
@@ -106,13 +108,18 @@ func amqpSetup(s family.Settings) (*family.Setup, error) {
 	if err := r.onTarget(); err != nil {
 		return nil, err
 	}
+	if s.Given("speedup") && (s.Impl == "" || target != "sim" && target != simClusterTarget) {
+		return nil, family.Usagef("--speedup bounds the simulator served on the wire to an implementation: give --impl, on --target sim or %s", simClusterTarget)
+	}
 	if err := amqpFaults(&r.a, s.Faults, target, r.restart); err != nil {
 		return nil, err
 	}
 	if r.cluster != nil {
 		return clusterSetup(s, r.a, r.setup, r.cluster)
 	}
-	r.startStop()
+	if err := r.startStop(); err != nil {
+		return nil, err
+	}
 	r.setup.Prove = r.a
 	return r.setup, nil
 }
@@ -332,13 +339,17 @@ func (r *amqpProof) startBroker(ctx context.Context) error {
 // broker's container, if any, then a check that the broker (and the
 // implementation's processes, with --impl) answer; at the end the
 // implementation's processes, then the container.
-func (r *amqpProof) startStop() {
+func (r *amqpProof) startStop() error {
 	s, setup := r.s, r.setup
 	if s.Impl != "" && (r.target == "sim" || r.target == simClusterTarget) {
 		pi := amqpprotocol.NewProcesses(s.Impl)
 		pi.InitTimeout = s.InitTimeout
 		r.a.Impl, setup.Stop = pi, pi.Stop
-		r.a.Target = served(r.a.Target)
+		sim, err := served(r.a.Target, s)
+		if err != nil {
+			return err
+		}
+		r.a.Target = sim
 		setup.Replay = append([]string{"--impl", family.Quote(s.Impl)}, setup.Replay...)
 		setup.Start = func(ctx context.Context) error {
 			if err := pi.PreflightServed(ctx, r.a.Kind); err != nil {
@@ -388,14 +399,23 @@ func (r *amqpProof) startStop() {
 			}
 		}
 	}
+	return nil
 }
 
 // served is target, the simulator (nil: the single node's defaults),
-// served on the wire to an implementation's processes.
-func served(target amqprun.Target) amqprun.Simulator {
+// served on the wire to an implementation's processes, its clock bounded
+// by --speedup.
+func served(target amqprun.Target, s family.Settings) (amqprun.Simulator, error) {
 	sim, _ := target.(amqprun.Simulator)
-	sim.Wire = amqpprotocol.Wire(sim.Version)
-	return sim
+	speedup, err := strconv.ParseFloat(s.Flag("speedup"), 64)
+	if err != nil || speedup < 0 || math.IsInf(speedup, 0) || math.IsNaN(speedup) {
+		return sim, family.Usagef("--speedup %s: want a number, 0 or more (0: no bound)", s.Flag("speedup"))
+	}
+	if speedup == 0 {
+		speedup = -1 // no bound
+	}
+	sim.Wire = amqpprotocol.Wire(sim.Version, speedup)
+	return sim, nil
 }
 
 // dockerReplayFlags are the --docker flags a replay needs to run where the
@@ -530,12 +550,19 @@ func amqpReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 	if simCluster.Version != "" {
 		setup.Where = "the simulator, as RabbitMQ " + simCluster.Version
 	}
+	if s.Given("speedup") && (s.Impl == "" || target != "sim") {
+		return nil, family.Usagef("--speedup bounds the simulator served on the wire to an implementation: give --impl, on --target sim")
+	}
 	if s.Impl != "" {
 		pi := amqpprotocol.NewProcesses(s.Impl)
 		pi.InitTimeout = s.InitTimeout
 		a.Impl, setup.Stop = pi, pi.Stop
 		if target == "sim" {
-			a.Target = served(simCluster)
+			sim, err := served(simCluster, s)
+			if err != nil {
+				return nil, err
+			}
+			a.Target = sim
 		}
 	}
 	setup.What = a.String()

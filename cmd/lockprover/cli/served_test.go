@@ -38,3 +38,23 @@ func TestImplOnTheServedSimulator(t *testing.T) {
 		t.Errorf("the replay left its log:\n%s", out)
 	}
 }
+
+// --speedup is refused where it bounds nothing, and a value that is not a
+// count.
+func TestSpeedupRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"prove", "--speedup", "5", "--runs", "1"}, "--speedup bounds the simulator served on the wire to an implementation: give --impl"},
+		{[]string{"prove", "--target", "rabbitmq", "--impl", "true", "--speedup", "5"}, "--speedup bounds the simulator served on the wire"},
+		{[]string{"prove", "--impl", "true", "--speedup", "-1"}, "--speedup -1: want a number, 0 or more (0: no bound)"},
+		{[]string{"replay", "--speedup", "x", "--impl", "true", "--target", "sim", "../../../testdata/plans/zombie.json"}, "--speedup x: want a number"},
+	} {
+		code, _, errOut := lockprover(tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}

@@ -11,12 +11,14 @@ import (
 )
 
 // Wire serves each run's simulated broker on the wire (package
-// amqpserve), as RabbitMQ version ("" is 3.10.8): amqprun.Simulator's
-// Wire, for an implementation in processes. A plan that logged its steps
+// amqpserve), as RabbitMQ version ("" is 3.10.8), its clock at most
+// speedup times the processes' (amqpserve.Options.Speedup: 0 is 20, a
+// negative value no bound): amqprun.Simulator's Wire, for an
+// implementation in processes. A plan that logged its steps
 // (Decisions.Wire) is replayed in their order.
-func Wire(version string) func(w *rabbitmqsim.World, p *amqprun.Plan) amqprun.Wire {
+func Wire(version string, speedup float64) func(w *rabbitmqsim.World, p *amqprun.Plan) amqprun.Wire {
 	return func(w *rabbitmqsim.World, p *amqprun.Plan) amqprun.Wire {
-		return served{amqpserve.New(w, amqpserve.Options{Script: p.Wire, Version: version})}
+		return served{amqpserve.New(w, amqpserve.Options{Script: p.Wire, Version: version, Speedup: speedup})}
 	}
 }
 
