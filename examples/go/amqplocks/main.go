@@ -1,0 +1,138 @@
+// Command amqplocks is an amqp-locks implementation (a persistent
+// semaphore and a true mutex on RabbitMQ, docs/amqp-locks.md) on
+// amqp091-go, go.mod's version, that serves lockprover's process protocol
+// (docs/protocol-amqp-locks.md): a port of examples/python/amqp_locks.py
+// and lockprover_impl.py, call for call.
+//
+//	go build -o amqplocks ./examples/go/amqplocks
+//	lockprover validate-impl --impl ./amqplocks
+//	lockprover prove --target rabbitmq --impl ./amqplocks
+//
+// lockprover starts one process per client or admin of a run. It reads one
+// JSON request per line on stdin and writes one JSON reply per line on
+// stdout; logs go to stderr. The first request is init, which connects to
+// the broker (trying for a few seconds, then answering init_ok anyway and
+// leaving it to the first operation that needs the broker). A connection
+// lost later is reported by the operation that meets it (an error, or
+// held:false for a verify), and the server connects again at once, with a
+// new connection that holds nothing: before the reply, except for a
+// verify, or as soon as amqp091-go reports the loss while idle. If that
+// fails, the next operation that needs the broker tries again. At EOF on
+// stdin (or on SIGTERM) the server closes its connection and exits 0.
+//
+// --defect NAME seeds one defect, for showing that lockprover catches it:
+//
+//	trust-scan  acquire trusts its scan (the reference's mutant of that
+//	            name): it returns a slot whose B probe said free without
+//	            declaring B[L], so two clients can hold one slot. The true
+//	            mutex is unchanged.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+func main() {
+	defect := flag.String("defect", "", "seed a defect: trust-scan (acquire returns a slot without declaring its B queue)")
+	flag.Parse()
+	if flag.NArg() > 0 || *defect != "" && *defect != "trust-scan" {
+		fmt.Fprintln(os.Stderr, "usage: amqplocks [--defect trust-scan]")
+		os.Exit(2)
+	}
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	if *defect != "" {
+		log.Printf("seeded defect: %s", *defect)
+	}
+	os.Exit(serve(os.Stdin, os.Stdout, &server{defect: *defect, exit: -1}))
+}
+
+// serve answers the requests of in on out, one after the other, and
+// connects again when the connection is lost while idle, until in ends
+// or SIGTERM comes; it returns the exit status.
+func serve(in io.Reader, out io.Writer, s *server) int {
+	lines := make(chan []byte)
+	go readLines(in, lines)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	defer s.close()
+	for {
+		var lost <-chan *amqp.Error
+		if s.client != nil {
+			lost = s.client.lostNotice()
+		}
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				log.Print("stdin closed: exiting")
+				return 0
+			}
+			s.serveLine(line, out)
+			if s.exit >= 0 {
+				return s.exit
+			}
+		case e := <-lost:
+			s.client.noticed(e)
+			log.Print("the connection was lost while idle")
+			s.recover()
+		case <-term:
+			log.Print("SIGTERM: exiting")
+			return 0
+		}
+	}
+}
+
+// serveLine answers one line: a request, or what is not one.
+func (s *server) serveLine(line []byte, out io.Writer) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	var req request
+	var r reply
+	if err := json.Unmarshal(line, &req); err != nil || req == nil {
+		log.Printf("not a JSON object: %.200s", line)
+		r = reply{"id": 0, "type": "error", "code": "bad request", "text": "a request must be one JSON object", "definite": true}
+	} else {
+		r = s.handle(req)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b) // one line, its newline included
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		b.Reset()
+		enc.Encode(reply{"id": req["id"], "type": "error", "code": "internal", "text": err.Error()})
+	}
+	if _, err := out.Write(b.Bytes()); err != nil {
+		log.Printf("writing a reply: %v", err)
+	}
+	if s.exit < 0 {
+		s.recover() // after a verify that found the connection lost
+	}
+}
+
+// readLines sends each line of in (the last one even without a newline)
+// on lines, and closes it at the end of in.
+func readLines(in io.Reader, lines chan<- []byte) {
+	defer close(lines)
+	r := bufio.NewReader(in)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			lines <- line
+		}
+		if err != nil {
+			return
+		}
+	}
+}
