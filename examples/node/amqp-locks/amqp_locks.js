@@ -110,14 +110,12 @@ class Client {
 		this.relinquished = new Set(); // those of them a verify found gone
 		this.lost = null; // why the connection is gone, once it is
 		this.returned = []; // routing keys of the messages returned on the current channel
-		this.onLost = null; // called once when the connection is lost (not closed by us)
 		conn.on('error', (e) => log(`connection error: ${describe(e)}`));
 		conn.on('close', (e) => {
 			if (this.lost !== null) return;
 			this.lost = e || new Error('closed');
 			this.forget();
 			log(`connection lost: ${describe(e)}`);
-			if (this.onLost) this.onLost();
 		});
 	}
 

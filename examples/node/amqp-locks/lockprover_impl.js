@@ -13,11 +13,15 @@
 // the broker (trying for a few seconds, then answering init_ok anyway and
 // leaving it to the first operation that needs the broker). A connection
 // lost later is reported by the operation that meets it (an error, or
-// held:false for a verify), and the server connects again at once, with a
-// new connection that holds nothing: before the reply, except for a
-// verify, or as soon as amqplib reports the loss while idle. If that fails,
-// the next operation that needs the broker tries again. At EOF on stdin
-// (or on SIGTERM) the server closes its connection and exits 0.
+// held:false for a verify). A new connection, which holds nothing, is
+// opened before the reply of any operation but a verify that finds the
+// connection lost, and else by the next acquire or admin operation. Never
+// while idle nor after a reply: lockprover charges an operation with the
+// AMQP methods its process sent between the request and the reply, and a
+// handshake begun while idle would be charged, in part, to a verify that
+// came meanwhile (cheap-verify: a verify sends one publish and nothing
+// else). At EOF on stdin (or on SIGTERM) the server closes its connection
+// and exits 0.
 //
 // init_ok declares "abrupt_close": "heartbeat": amqplib ends a socket
 // without a connection.close only when its heartbeat deadline passes (two
@@ -75,14 +79,13 @@ class Server {
 		this.client = null; // the current al.Client, once connected
 		this.exitCode = null; // set when the server must stop after a reply
 		this.cached = null; // verify-from-cache: the slot the last acquire_ok gave (0: a mutex)
-		this.onLost = () => {}; // called when the connection is lost while the server holds it
 	}
 
 	// handle answers one request with one reply. An operation that lost
 	// the connection connects again before it answers, so that the
-	// connection is not counted against the next operation; a verify
-	// answers first, since lockprover judges what a verify sends (the main
-	// loop then connects again).
+	// connection is not counted against the next operation; a verify does
+	// not, since lockprover judges what a verify sends: the next operation
+	// that needs the broker connects.
 	async handle(req) {
 		const reply = await this.answer(req);
 		if (req.type !== 'verify') await this.recover();
@@ -165,13 +168,9 @@ class Server {
 		// counts whole seconds.
 		const heartbeat = Number.isInteger(ms) && ms > 0 ? Math.ceil(ms / 1000) : undefined;
 		log(`connecting (heartbeat ${heartbeat === undefined ? "the broker's" : `${heartbeat} s`})`);
-		const c = await al.Client.connect(this.init.url, {
+		return al.Client.connect(this.init.url, {
 			heartbeat, name: `lockprover ${this.init.client} ${this.init.name}`, connectTimeout: timeout, log,
 		});
-		c.onLost = () => {
-			if (this.client === c) this.onLost();
-		};
-		return c;
 	}
 
 	// connected is the client, connecting first if it has no connection;
@@ -182,9 +181,9 @@ class Server {
 		return this.client;
 	}
 
-	// recover connects again at once after a connection loss, so that the
-	// next operation finds a connection. One attempt per loss: if it
-	// fails, the next operation that needs the broker tries again.
+	// recover connects again after a connection loss, so that the next
+	// operation finds a connection. One attempt per loss: if it fails, the
+	// next operation that needs the broker tries again.
 	async recover() {
 		if (this.client === null || this.client.isOpen) return;
 		try {
@@ -291,7 +290,7 @@ function main() {
 	// stdout carries replies only.
 	console.log = console.error;
 	const server = new Server(defect);
-	// Requests, idle reconnections and the exit run one after the other.
+	// Requests and the exit run one after the other.
 	let chain = Promise.resolve();
 	const then = (f) => {
 		chain = chain.then(f).catch((e) => log(`internal: ${e && e.stack}`));
@@ -300,7 +299,6 @@ function main() {
 		await server.close();
 		process.exit(code);
 	});
-	server.onLost = () => then(() => server.recover());
 	process.on('SIGTERM', () => exit(0));
 	const rl = readline.createInterface({ input: process.stdin, terminal: false });
 	rl.on('line', (line) => {
@@ -321,11 +319,7 @@ function main() {
 				reply = await server.handle(req);
 			}
 			process.stdout.write(JSON.stringify(reply) + '\n');
-			if (server.exitCode !== null) {
-				exit(server.exitCode);
-				return;
-			}
-			await server.recover(); // after a verify that found the connection lost
+			if (server.exitCode !== null) exit(server.exitCode);
 		});
 	});
 	rl.on('close', () => {
