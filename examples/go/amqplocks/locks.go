@@ -67,10 +67,9 @@ type Client struct {
 	conn         *amqp.Connection
 	ch           *amqp.Channel
 	returns      chan amqp.Return
-	closed       chan *amqp.Error // the connection's close notice; nil once read
-	held         map[string]bool  // the exclusive queues this connection declared
-	relinquished map[string]bool  // those of them a verify found gone
-	lost         error            // why the connection is gone, once it is
+	held         map[string]bool // the exclusive queues this connection declared
+	relinquished map[string]bool // those of them a verify found gone
+	lost         error           // why the connection is gone, once it is
 }
 
 // dial opens a Client's connection and channel. heartbeat is proposed
@@ -97,7 +96,6 @@ func dial(rawURL string, heartbeat time.Duration, name string, timeout time.Dura
 		return nil, &ConnectionLost{"could not connect: " + err.Error()}
 	}
 	c := &Client{conn: conn, held: map[string]bool{}, relinquished: map[string]bool{}}
-	c.closed = conn.NotifyClose(make(chan *amqp.Error, 1))
 	if err := c.reopenChannel(); err != nil {
 		c.close()
 		return nil, &ConnectionLost{"could not open a channel: " + err.Error()}
@@ -122,25 +120,6 @@ func (c *Client) markLost(err error) {
 	c.ch = nil
 	clear(c.held)
 	clear(c.relinquished)
-}
-
-// lostNotice is a channel that is ready when the connection has just been
-// lost (nil once noticed, or once the client itself closed it).
-func (c *Client) lostNotice() <-chan *amqp.Error {
-	if c.lost != nil {
-		return nil
-	}
-	return c.closed
-}
-
-// noticed records the loss lostNotice reported.
-func (c *Client) noticed(e *amqp.Error) {
-	c.closed = nil
-	if e == nil {
-		c.markLost(errors.New("the connection closed"))
-		return
-	}
-	c.markLost(e)
 }
 
 // close closes the connection, which releases everything the client holds

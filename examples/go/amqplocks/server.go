@@ -67,9 +67,9 @@ type server struct {
 
 // handle answers one request with one reply. An operation that lost the
 // connection connects again before it answers, so that the connection is
-// not counted against the next operation; a verify answers first, since
-// lockprover judges what a verify sends (the main loop then connects
-// again).
+// not counted against the next operation; a verify does not, since
+// lockprover judges what a verify sends: the next operation that needs
+// the broker connects.
 func (s *server) handle(req request) reply {
 	r := s.answer(req)
 	if req.typ() != "verify" {
@@ -192,9 +192,9 @@ func (s *server) connected() (*Client, error) {
 	return s.client, nil
 }
 
-// recover connects again at once after a connection loss, so that the
-// next operation finds a connection. One attempt per loss: if it fails,
-// the next operation that needs the broker tries again.
+// recover connects again after a connection loss, so that the next
+// operation finds a connection. One attempt per loss: if it fails, the
+// next operation that needs the broker tries again.
 func (s *server) recover() {
 	if s.client == nil || s.client.open() {
 		return
