@@ -1,8 +1,9 @@
 // Command amqplocks is an amqp-locks implementation (a persistent
 // semaphore and a true mutex on RabbitMQ, docs/amqp-locks.md) on
 // amqp091-go, go.mod's version, that serves lockprover's process protocol
-// (docs/protocol-amqp-locks.md): a port of examples/python/amqp_locks.py
-// and lockprover_impl.py, call for call.
+// (docs/protocol-amqp-locks.md): a port of examples/python/amqp_locks.py,
+// call for call, served as examples/python/lockprover_impl.py serves it
+// but for when it connects again (below).
 //
 //	go build -o amqplocks ./examples/go/amqplocks
 //	lockprover validate-impl --impl ./amqplocks
@@ -23,6 +24,12 @@
 // came meanwhile (cheap-verify: a verify sends one publish and nothing
 // else). At EOF on stdin (or on SIGTERM) the server closes its connection
 // and exits 0.
+//
+// init_ok declares "abrupt_close": "heartbeat": amqp091-go ends a socket
+// without a connection.close only when its heartbeat read deadline passes
+// (three heartbeats with nothing read); everywhere else it closes
+// politely, and so does this server when it exits. With a defect, init_ok
+// declares nothing, as serve-reference's mutants do.
 //
 // --defect NAME seeds one defect, for showing that lockprover catches it:
 //

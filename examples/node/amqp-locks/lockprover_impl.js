@@ -1,7 +1,8 @@
 'use strict';
 // lockprover process-protocol server for amqp-locks on Node.js and amqplib
 // (docs/protocol-amqp-locks.md), serving amqp_locks.js as
-// examples/python/lockprover_impl.py serves amqp_locks.py.
+// examples/python/lockprover_impl.py serves amqp_locks.py, but for when it
+// connects again (below).
 //
 //   (cd examples/node/amqp-locks && npm ci)
 //   lockprover validate-impl --impl 'node examples/node/amqp-locks/lockprover_impl.js'
