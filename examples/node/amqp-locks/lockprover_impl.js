@@ -122,10 +122,19 @@ class Server {
 		}
 		return new Map([
 			['acquire', () => this.acquire()], ['verify', (r) => this.verify(r)], ['release', (r) => this.release(r)],
-			['create', (r) => this.admin((a) => a.create(intField(r, 'slots', 0)), () => ({ type: 'create_ok' }))],
-			['change', (r) => this.admin((a) => a.change(intField(r, 'delta', null)), ([from, to]) => ({ type: 'change_ok', from, to }))],
+			['create', (r) => {
+				const slots = intField(r, 'slots', 0);
+				return this.admin((a) => a.create(slots), () => ({ type: 'create_ok' }));
+			}],
+			['change', (r) => {
+				const delta = intField(r, 'delta', null);
+				return this.admin((a) => a.change(delta), ([from, to]) => ({ type: 'change_ok', from, to }));
+			}],
 			['count', () => this.admin((a) => a.count(), (slots) => ({ type: 'count_ok', slots }))],
-			['wait', (r) => this.admin((a) => a.wait(intField(r, 'slot', 1)), () => ({ type: 'wait_ok' }))],
+			['wait', (r) => {
+				const slot = intField(r, 'slot', 1);
+				return this.admin((a) => a.wait(slot), () => ({ type: 'wait_ok' }));
+			}],
 			['destroy', () => this.admin((a) => a.destroy(), (from) => ({ type: 'destroy_ok', from }))],
 		]);
 	}
