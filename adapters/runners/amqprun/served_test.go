@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	"github.com/lockprover/lockprover/adapters/runners/amqprun/amqpprotocol"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/model"
+	"github.com/lockprover/lockprover/model/amqpcheck"
 )
 
 // servedSearch proves impl on the simulator served on the wire: no broker.
@@ -115,4 +118,33 @@ func outcomes(h []histories.Event) []string {
 		out = append(out, string(b))
 	}
 	return out
+}
+
+// The Node (amqplib) and Go (amqp091-go) examples hold on the served
+// simulator under every fault of one broker, and their seeded defects are
+// caught there by the properties that catch them on the real broker.
+func TestExamplesOnTheServedSimulator(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cmd  func(t *testing.T) string
+		ex   example
+	}{
+		{"node", needNode, example{defect: "verify-from-cache", seed: 1, caught: []string{amqpcheck.CheapVerify, model.SlotExclusive}}},
+		{"go", buildGoExample, example{defect: "trust-scan", seed: 1, caught: []string{model.SlotExclusive}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := tc.cmd(t)
+			out := servedSearch(t, amqpprotocol.NewProcesses(cmd), 1, 4, nil, servedFaults...)
+			if out.Found != nil {
+				unexpected(t, out.Found)
+			}
+			out = servedSearch(t, amqpprotocol.NewProcesses(cmd+" --defect "+tc.ex.defect), tc.ex.seed, exampleDefectPlans, nil, servedFaults...)
+			if out.Found == nil || !slices.Contains(tc.ex.caught, out.Found.Property) {
+				t.Fatalf("--defect %s: %v after %d plans of seed %d, want one of %v", tc.ex.defect, out.Found, out.Plans, tc.ex.seed, tc.ex.caught)
+			}
+			t.Logf("--defect %s caught by %s after %d plans", tc.ex.defect, out.Found.Property, out.Plans)
+		})
+	}
 }

@@ -504,11 +504,10 @@ func amqpFaults(a *amqprun.Config, faults, target string, restart bool) error {
 // needs: the implementation or the target, the URL when it holds no
 // password, a restart allowed.
 func amqpReplayFlags(s family.Settings, u string, restart bool) []string {
-	var replay []string
+	replay := []string{"--target", "rabbitmq"}
 	if s.Impl != "" {
-		replay = append(replay, "--impl", family.Quote(s.Impl))
+		replay = []string{"--impl", family.Quote(s.Impl), "--target", "rabbitmq"} // --impl alone is the served simulator
 	} else {
-		replay = append(replay, "--target", "rabbitmq")
 		if pu, err := url.Parse(u); u != "" && err == nil && pu.User != nil {
 			if _, hasPassword := pu.User.Password(); !hasPassword {
 				replay = append(replay, "--amqp-url", family.Quote(u))
