@@ -110,6 +110,9 @@ func TestClusterBadHost(t *testing.T) {
 	}
 	defer lab.Close()
 	_, err = StartCluster(context.Background(), lab, t.TempDir(), Options{}, "e1", "nosuch")
+	if errors.Is(err, ErrNoEtcd) {
+		t.Skip(err) // the binary is looked for first
+	}
 	if err == nil || !strings.Contains(err.Error(), "nosuch") {
 		t.Fatalf("StartCluster with host nosuch: %v, want an error naming it", err)
 	}
