@@ -24,14 +24,8 @@ import (
 // rabbit3108 is connection.start as RabbitMQ 3.10.8 on Erlang/OTP 25.2.3
 // sends it (node rabbit@vm), field for field and in its order.
 func rabbit3108() *amqpwire.ConnectionStart {
-	caps := amqpwire.Table{}
-	for _, c := range []string{"publisher_confirms", "exchange_exchange_bindings", "basic.nack",
-		"consumer_cancel_notify", "connection.blocked", "consumer_priorities",
-		"authentication_failure_close", "per_consumer_qos", "direct_reply_to"} {
-		caps = append(caps, amqpwire.Field{Name: c, Value: true})
-	}
 	return &amqpwire.ConnectionStart{VersionMajor: 0, VersionMinor: 9, ServerProperties: amqpwire.Table{
-		{Name: "capabilities", Value: caps},
+		{Name: "capabilities", Value: amqpwire.Capabilities()},
 		{Name: "cluster_name", Value: "rabbit@vm"},
 		{Name: "copyright", Value: "Copyright (c) 2007-2022 VMware, Inc. or its affiliates."},
 		{Name: "information", Value: "Licensed under the MPL 2.0. Website: https://rabbitmq.com"},

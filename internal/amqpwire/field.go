@@ -354,3 +354,15 @@ func decodeLong(t byte, b []byte, depth int) (any, []byte, error) {
 	}
 	return arr, rest, nil
 }
+
+// Capabilities are the capabilities RabbitMQ 3.10.8 names in
+// connection.start's server properties, in its order, each true.
+func Capabilities() Table {
+	var caps Table
+	for _, c := range []string{"publisher_confirms", "exchange_exchange_bindings", "basic.nack",
+		"consumer_cancel_notify", "connection.blocked", "consumer_priorities",
+		"authentication_failure_close", "per_consumer_qos", "direct_reply_to"} {
+		caps = append(caps, Field{Name: c, Value: true})
+	}
+	return caps
+}

@@ -69,14 +69,8 @@ func (c *wireConn) handshake() error {
 
 // start is connection.start as RabbitMQ sends it.
 func (c *wireConn) start() *amqpwire.ConnectionStart {
-	caps := amqpwire.Table{}
-	for _, n := range []string{"publisher_confirms", "exchange_exchange_bindings", "basic.nack",
-		"consumer_cancel_notify", "connection.blocked", "consumer_priorities",
-		"authentication_failure_close", "per_consumer_qos", "direct_reply_to"} {
-		caps = append(caps, amqpwire.Field{Name: n, Value: true})
-	}
 	return &amqpwire.ConnectionStart{VersionMajor: 0, VersionMinor: 9, ServerProperties: amqpwire.Table{
-		{Name: "capabilities", Value: caps},
+		{Name: "capabilities", Value: amqpwire.Capabilities()},
 		{Name: "cluster_name", Value: "lockprover@sim"},
 		{Name: "information", Value: "lockprover's simulated RabbitMQ (sim/rabbitmqsim), served by adapters/served/amqpserve"},
 		{Name: "platform", Value: "lockprover"},
