@@ -15,19 +15,10 @@ import (
 )
 
 // declareAndClose is a client that declares one queue and closes.
-func declareAndClose(url string) error {
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	_, err = ch.QueueDeclare("q", false, false, true, false, nil)
+var declareAndClose = onChannel(func(ch *amqp.Channel) error {
+	_, err := ch.QueueDeclare("q", false, false, true, false, nil)
 	return err
-}
+})
 
 // A replay takes the logged steps in the logged order: idle turns where
 // the log has them, though the client's frames wait meanwhile (held,
@@ -126,18 +117,9 @@ func (r *rawReply) Error() string { return r.s }
 // A method the served broker does not serve gets 503 COMMAND_INVALID, as
 // RabbitMQ answers a method it has no handler for, and is named.
 func TestUnservedMethod(t *testing.T) {
-	_, s, err := serveOne(t, amqpserve.Options{}, func(url string) error {
-		conn, err := amqp.Dial(url)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		ch, err := conn.Channel()
-		if err != nil {
-			return err
-		}
+	_, s, err := serveOne(t, amqpserve.Options{}, onChannel(func(ch *amqp.Channel) error {
 		return ch.ExchangeDeclare("x", "direct", false, false, false, false, nil)
-	})
+	}))
 	if err == nil || !strings.Contains(err.Error(), "Exception (503) Reason: \"COMMAND_INVALID - unimplemented method\"") {
 		t.Errorf("the client got %v", err)
 	}

@@ -43,11 +43,10 @@ func serveOne(t *testing.T, o amqpserve.Options, client func(url string) error) 
 	return w, s, cerr
 }
 
-// amqp091-go, unmodified, declares, publishes under confirms (one
-// returned, one routed), checks a queue passively and is refused where
-// RabbitMQ refuses, on the simulated broker.
-func TestAmqp091GoOnTheSimulator(t *testing.T) {
-	w, s, err := serveOne(t, amqpserve.Options{}, func(url string) error {
+// onChannel is a client that dials url with amqp091-go, opens a channel,
+// runs use on it and closes the connection.
+func onChannel(use func(*amqp.Channel) error) func(url string) error {
+	return func(url string) error {
 		conn, err := amqp.Dial(url)
 		if err != nil {
 			return err
@@ -57,6 +56,15 @@ func TestAmqp091GoOnTheSimulator(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		return use(ch)
+	}
+}
+
+// amqp091-go, unmodified, declares, publishes under confirms (one
+// returned, one routed), checks a queue passively and is refused where
+// RabbitMQ refuses, on the simulated broker.
+func TestAmqp091GoOnTheSimulator(t *testing.T) {
+	w, s, err := serveOne(t, amqpserve.Options{}, onChannel(func(ch *amqp.Channel) error {
 		if err := ch.Confirm(false); err != nil {
 			return err
 		}
@@ -87,7 +95,7 @@ func TestAmqp091GoOnTheSimulator(t *testing.T) {
 			return errors.New("a missing queue's passive declare: " + err.Error())
 		}
 		return nil
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
