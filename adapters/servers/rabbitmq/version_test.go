@@ -390,8 +390,32 @@ func TestVersionTransientQueue(t *testing.T) {
 			if !strings.HasPrefix(got, c.want) {
 				t.Errorf("%s: %s, want %s...", c.name, got, c.want)
 			}
+			if c.name != "3.10.8" {
+				logDeprecation(t, s)
+			}
 		})
 	}
+}
+
+// logDeprecation logs what the node says of the deprecated feature
+// transient_nonexcl_queues: its phase in the node's own table, whether the
+// node permits it, and rabbitmqctl's list, so that a declare-ok is
+// explained by the node rather than guessed.
+func logDeprecation(t *testing.T, s *Single) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, expr := range []string{
+		"maps:get(deprecation_phase, maps:get(transient_nonexcl_queues, rabbit_deprecated_features:list(all))).",
+		"rabbit_deprecated_features:is_permitted(transient_nonexcl_queues).",
+		"application:get_env(rabbit, permit_deprecated_features).",
+		"rabbit_feature_flags:is_enabled(khepri_db).",
+	} {
+		out, err := s.Ctl(ctx, "eval", expr)
+		t.Logf("%s = %s (%v)", expr, strings.TrimSpace(out), err)
+	}
+	out, err := s.Ctl(ctx, "list_deprecated_features")
+	t.Logf("rabbitmqctl list_deprecated_features (%v):\n%s", err, out)
 }
 
 // 4.3.6 given cluster_partition_handling in its rabbitmq.conf (4.3
