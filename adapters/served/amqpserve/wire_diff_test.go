@@ -16,6 +16,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/served/amqpserve"
 	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/rabbitmqtest"
+	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/internal/rapidbatch"
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
 	"github.com/lockprover/lockprover/sim/rabbitmqsim"
@@ -129,10 +130,14 @@ func wireSequences(t *testing.T) int {
 // real broker does, step by step, for conform's drawn sequences (its
 // differential's, docs/broker-semantics.md part 2): and what the
 // simulator in process observes, so that serving it changed nothing.
+//
+// $LOCKPROVER_WIRE_VERSION (4.0.5, 4.3.6) runs the real side on a private
+// node of that version from its Debian root (root needed) instead of the
+// machine's broker, as `conform --server-version` does.
 func TestWireDifferential(t *testing.T) {
-	url := rabbitmqtest.URL(t)
+	url, ctl := wireBroker(t)
 	ctx := context.Background()
-	tg, err := conform.Open(ctx, conform.Options{URL: url})
+	tg, err := conform.Open(ctx, conform.Options{URL: url, Ctl: ctl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,6 +176,38 @@ func TestWireDifferential(t *testing.T) {
 		}
 	}
 	t.Logf("seed %d: %d sequences, %d steps, the served simulator observed what RabbitMQ and the simulator did, in %v", seed, n, steps, time.Since(start).Round(time.Second))
+}
+
+// wireBroker is the real broker of the differential: the machine's
+// (rabbitmqtest.URL), or a private node of $LOCKPROVER_WIRE_VERSION, stopped
+// at t's end, with its rabbitmqctl command.
+func wireBroker(t *testing.T) (url string, ctl []string) {
+	name := os.Getenv("LOCKPROVER_WIRE_VERSION")
+	if name == "" {
+		return rabbitmqtest.URL(t), nil
+	}
+	v, err := versions.Lookup("rabbitmq", name)
+	if err != nil {
+		t.Fatalf("LOCKPROVER_WIRE_VERSION=%s: %v", name, err)
+	}
+	if os.Geteuid() != 0 || !v.Made() {
+		t.Skipf("%v runs from a Debian root in a network namespace: needs root and the root made (lockprover servers --make rabbitmq-%s)", v, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := rabbitmq.StartSingle(ctx, t.TempDir(), rabbitmq.ClusterOptions{Version: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("stopping the %s node: %v", name, err)
+		}
+	})
+	if ctl, err = s.CtlCommand(); err != nil {
+		t.Fatal(err)
+	}
+	return s.URL(), ctl
 }
 
 func table(ops []conform.Op, wire, other []string) string {
