@@ -19,13 +19,16 @@ import (
 // contender on n2), strikes one fault at n1 (a cut both ways, or a kill),
 // and has the contender try an exclusive declare of the holder's queue
 // through n2 every 250 ms for a window (40 s after a cut, 55 s after a
-// kill); it logs one row per run and a tally per fault and leader. It
+// kill, 20 s after a pause, and then, the node continued, whether the
+// contender's queue is still there); it logs one row per run and a tally
+// per fault and leader. It
 // asserts only that each run measured something (a leader read, a
 // contender answered): the counts are what it is for.
 //
 // LOCKPROVER_CLUSTER_ROWS=khepri-tally runs it, on the version of
 // LOCKPROVER_TALLY_VERSION (default 4.0.5, with khepri_db enabled),
-// LOCKPROVER_TALLY_RUNS runs of each fault (default 10).
+// LOCKPROVER_TALLY_RUNS runs of each fault (default 10) of
+// LOCKPROVER_TALLY_FAULTS (cut, kill, pause; default cut,kill).
 func TestKhepriTally(t *testing.T) {
 	if os.Getenv("LOCKPROVER_CLUSTER_ROWS") != "khepri-tally" {
 		t.Skip("counts K.2 and K.6 outcomes over many clusters (about two minutes a run): LOCKPROVER_CLUSTER_ROWS=khepri-tally runs it")
@@ -42,10 +45,19 @@ func TestKhepriTally(t *testing.T) {
 		}
 		runs = n
 	}
+	faults := []string{"cut", "kill"}
+	if s := os.Getenv("LOCKPROVER_TALLY_FAULTS"); s != "" {
+		faults = strings.Split(s, ",")
+		for _, f := range faults {
+			if f != "cut" && f != "kill" && f != "pause" {
+				t.Fatalf("LOCKPROVER_TALLY_FAULTS=%q: %q is not cut, kill or pause", s, f)
+			}
+		}
+	}
 	o := ClusterOptions{Version: rootedVersion(t, version), PartitionHandling: Khepri}
 	tally := map[string]int{}
 	for i := 1; i <= runs; i++ {
-		for _, fault := range []string{"cut", "kill"} {
+		for _, fault := range faults {
 			t.Run(fmt.Sprintf("%s-%d", fault, i), func(t *testing.T) {
 				leader, outcome := tallyRun(t, o, fault)
 				tally[fault+" "+outcome+", "+leader+" leading"]++
@@ -83,11 +95,15 @@ func tallyRun(t *testing.T, o ClusterOptions, fault string) (leader, outcome str
 	}
 	window := 40 * time.Second
 	t0 := time.Now()
-	if fault == "cut" {
+	switch fault {
+	case "cut":
 		err = cut(ctx, s.n2.Host, s.n3.Host)
-	} else {
+	case "kill":
 		window = 55 * time.Second
 		err = s.n1.Crash()
+	case "pause":
+		window = 20 * time.Second
+		err = s.n1.Pause()
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -106,8 +122,24 @@ func tallyRun(t *testing.T, o ClusterOptions, fault string) (leader, outcome str
 		outcome = fmt.Sprintf("freed at %.1fs", at.Seconds())
 	}
 	t.Logf("run (%s, %s of n1, %s leading): the contender's exclusive declare through n2: %s; the holder's connection: %s", o.Version.Name, fault, leader, cont, s.holderW.since(t0))
-	if strings.HasPrefix(outcome, "freed") {
-		return leader, "freed"
+	if fault == "pause" {
+		if err := s.n1.Resume(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return leader, outcome
+	if !strings.HasPrefix(outcome, "freed") {
+		return leader, outcome
+	}
+	if fault == "pause" {
+		// K.6 on 4.0.5: the paused node, continuing, may delete the
+		// contender's queue by its name.
+		agreed := awaitAgreement(ctx, s.n2, s.c, 90*time.Second)
+		time.Sleep(5 * time.Second)
+		mine := probe(s.contender, 5*time.Second, passive(s.b))
+		t.Logf("run (%s, pause of n1, %s leading): n1 continued, the cluster agreed %.1fs after; the contender's verify (a passive declare of its queue through n2): %s", o.Version.Name, leader, agreed.Seconds(), mine)
+		if mine != "ok" {
+			return leader, "freed, then the contender's queue gone"
+		}
+	}
+	return leader, "freed"
 }
