@@ -153,7 +153,9 @@ func (w *World) open(p *process, cfg broker.Config) *conn {
 	if c.name == "" {
 		c.name = p.name + "#" + strconv.Itoa(c.id)
 	}
-	switch hb := max(cfg.Heartbeat, 0); {
+	switch hb := cfg.Heartbeat; {
+	case hb < 0: // the client's tune-ok turned them off
+		c.hb = 0
 	case hb == 0:
 		c.hb = w.serverHB
 	case w.serverHB == 0 || hb < w.serverHB:

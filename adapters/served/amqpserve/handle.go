@@ -68,7 +68,11 @@ func (c *wireConn) handle(e event) {
 
 // open takes connection.open: the World dials.
 func (c *wireConn) open() {
-	conn, err := c.p.Dial(bg, broker.Config{Heartbeat: c.hb, Name: c.name})
+	hb := c.hb
+	if hb == 0 {
+		hb = -1 // the client's tune-ok said 0: heartbeats off, whatever the broker proposed
+	}
+	conn, err := c.p.Dial(bg, broker.Config{Heartbeat: hb, Name: c.name})
 	if err != nil {
 		// The broker is down (a restart): as a refused connection, reset.
 		c.end(true)

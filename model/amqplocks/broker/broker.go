@@ -32,7 +32,10 @@ type Broker interface {
 type Config struct {
 	// Heartbeat is the heartbeat interval the client proposes. Zero proposes
 	// none, which negotiates to the broker's own value (RabbitMQ's default
-	// is 60 s); heartbeats are off only if both sides propose zero.
+	// is 60 s); heartbeats are off only if both sides propose zero. A
+	// negative value is a client that turns them off whatever the broker
+	// proposes (its connection.tune-ok says 0, as pika's heartbeat=0 does):
+	// the simulator serving such a client on the wire dials so.
 	Heartbeat time.Duration
 	// Name labels the connection in traces and broker listings.
 	Name string

@@ -1,0 +1,134 @@
+package amqpserve_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/adapters/served/amqpserve"
+	"github.com/lockprover/lockprover/internal/amqpwire"
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim"
+)
+
+// A client whose connection.tune-ok says heartbeat 0 has turned
+// heartbeats off, whatever the broker proposed (RabbitMQ then neither
+// sends nor expects any): partitioned for ten times the broker's
+// heartbeat, its connection stays, and so does its exclusive queue. The
+// same client taking the broker's 2 s loses both to the broker's
+// heartbeat timeout.
+func TestHeartbeatOffStaysOff(t *testing.T) {
+	for _, c := range []struct {
+		tuneOK uint16
+		kept   bool
+	}{{0, true}, {2, false}} {
+		t.Run(fmt.Sprintf("tune-ok %d", c.tuneOK), func(t *testing.T) {
+			w := rabbitmqsim.New(rabbitmqsim.Options{ServerHeartbeat: 2 * time.Second})
+			s := amqpserve.New(w, amqpserve.Options{Speedup: -1})
+			defer s.Close()
+			var kept bool
+			var cerr error
+			w.Go("c1", func(b broker.Broker) {
+				p, err := s.Process("c1", b)
+				if err != nil {
+					cerr = err
+					return
+				}
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					conn, err := rawDeclare(p.URL(), c.tuneOK, "hb-1-B")
+					if err != nil {
+						cerr = err
+						return
+					}
+					defer conn.Close()
+					// The World's steps, in the process's coroutine (as
+					// the wire differential takes them), while the
+					// client's socket stays open and silent.
+					p.Do(func() {
+						w.Partition("c1")
+						p.Sleep(context.Background(), 20*time.Second)
+						_, kept = w.Queue("hb-1-B")
+						w.Heal("c1")
+					})
+				}()
+				if p.Await(done, time.After(20*time.Second), nil) != process.Ready {
+					cerr = fmt.Errorf("the client did not finish in 20 s")
+				}
+			})
+			if err := w.Run(); err != nil {
+				t.Fatal(err)
+			}
+			if cerr != nil {
+				t.Fatal(cerr)
+			}
+			if kept != c.kept {
+				t.Errorf("tune-ok heartbeat %d, partitioned for 20 s of a 2 s broker heartbeat: the exclusive queue kept %v, want %v", c.tuneOK, kept, c.kept)
+			}
+		})
+	}
+}
+
+// rawDeclare connects to url as a client that answers connection.tune
+// with heartbeat hb, opens channel 1 and declares queue exclusive; it
+// returns the connection, left open.
+func rawDeclare(url string, hb uint16, queue string) (net.Conn, error) {
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "amqp://guest:guest@"), "/")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	r, wr := amqpwire.NewReader(bufio.NewReader(c), 131072), amqpwire.NewWriter(c, 131072)
+	c.Write([]byte(amqpwire.ProtocolHeader))
+	steps := []struct {
+		ch   uint16
+		m    amqpwire.Method
+		read bool // a method comes back before the next step
+	}{
+		{0, &amqpwire.ConnectionStartOK{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"}, true}, // tune
+		{0, &amqpwire.ConnectionTuneOK{ChannelMax: 2047, FrameMax: 131072, Heartbeat: hb}, false},
+		{0, &amqpwire.ConnectionOpen{VirtualHost: "/"}, true},
+		{1, &amqpwire.ChannelOpen{}, true},
+		{1, &amqpwire.QueueDeclare{Queue: queue, Exclusive: true}, true},
+	}
+	if _, err := readMethod(r); err != nil { // connection.start
+		c.Close()
+		return nil, err
+	}
+	for i, st := range steps {
+		wr.WriteMethod(st.ch, st.m)
+		wr.Flush()
+		if !st.read {
+			continue
+		}
+		m, err := readMethod(r)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("after step %d: %w", i+1, err)
+		}
+		if cl, ok := m.(*amqpwire.ConnectionClose); ok {
+			c.Close()
+			return nil, fmt.Errorf("after step %d: connection.close %d %s", i+1, cl.ReplyCode, cl.ReplyText)
+		}
+	}
+	return c, nil
+}
+
+// readMethod reads frames until a method, skipping heartbeats.
+func readMethod(r *amqpwire.Reader) (amqpwire.Method, error) {
+	for {
+		f, err := r.ReadFrame()
+		if err != nil {
+			return nil, err
+		}
+		if f.Type == amqpwire.FrameMethod {
+			return amqpwire.DecodeMethod(f.Payload)
+		}
+	}
+}
