@@ -410,7 +410,7 @@ func Flagged(name string) []*Descriptor {
 // Flags lists every registered family's flags, each name once (the first
 // family's declaration of it, in registration order), its usage joining
 // every family's own where they differ: a flag two families read means
-// what each says.
+// what each says. It goes with every verb any family gives it.
 func Flags() []Flag {
 	var out []Flag
 	at := map[string]int{}
@@ -425,6 +425,7 @@ func Flags() []Flag {
 			if f.Usage != "" && !strings.Contains(out[i].Usage, f.Usage) {
 				out[i].Usage += "; " + f.Usage
 			}
+			out[i].Verbs |= f.Verbs
 		}
 	}
 	return out
