@@ -251,8 +251,9 @@ func TestCLIDocIsGenerated(t *testing.T) {
 func TestCLIDocSaysEachFlag(t *testing.T) {
 	_, doc, _ := lockprover("help", "--markdown")
 	for _, want := range []string{
-		"| `--runs int` | `1000` | number of plans to draw (ignored with --time) |",
-		"| `--dsn string` |",
+		"| `--runs N` | `1000` | number of plans to draw (ignored with --time) |",
+		"| `--dsn DSN` |",
+		"## Family flags",
 		"pg-advisory",
 		"## serve-reference",
 	} {

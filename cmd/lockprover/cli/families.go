@@ -28,7 +28,7 @@ type familyFlags struct {
 func (ff *familyFlags) register(fs *flag.FlagSet, verb family.Verbs) {
 	ff.str, ff.bool, ff.verb = map[string]*string{}, map[string]*bool{}, verb
 	if verb&(family.Prove|family.Replay|family.Validate) != 0 {
-		ff.initTimeout = fs.Duration("init-timeout", process.HandshakeTimeout, "with --impl: how long each of the implementation's processes may take to answer init (the protocol's 10s by default; more for a runtime slow to start, or a loaded machine)")
+		ff.initTimeout = fs.Duration("init-timeout", process.HandshakeTimeout, "with --impl: how long each of the implementation's processes may take to answer init\n (the protocol's 10s by default; more for a runtime slow to start, or a loaded machine)")
 	}
 	for _, f := range family.Flags() {
 		if f.Verbs&verb == 0 {
