@@ -180,7 +180,7 @@ func (o opsCounts) Set(s string) error {
 	for _, w := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
 		if err != nil || n < o.least {
-			return fmt.Errorf("want a count of at least %d, or one per %s, comma-separated, got %q", o.least, who, s)
+			return fmt.Errorf("want a count of at least %d, or one per %s, comma-separated", o.least, who)
 		}
 		each = append(each, n)
 	}
@@ -208,7 +208,7 @@ func (d *durations) Set(s string) error {
 	for _, w := range strings.Split(s, ",") {
 		x, err := time.ParseDuration(strings.TrimSpace(w))
 		if err != nil || x < time.Millisecond || x%time.Millisecond != 0 {
-			return fmt.Errorf("want lengths of whole milliseconds, at least 1ms each, comma-separated, got %q", s)
+			return fmt.Errorf("want lengths of whole milliseconds, at least 1ms each, comma-separated")
 		}
 		out = append(out, x)
 	}

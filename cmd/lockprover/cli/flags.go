@@ -38,22 +38,29 @@ func newFlags(u verbHelp, stderr io.Writer) *flag.FlagSet {
 // parseFlags parses args with flags before, between and after the
 // positional arguments (a "--" ends the flags), which it returns. -h,
 // -help and --help print the verb's usage on stdout: ok false, code 0. A
-// bad flag is named on stderr with a pointer to the usage: ok false,
-// code 2.
+// bad flag is named on stderr, with what is wrong with its value (a
+// duration without its unit, a number that is none) and a pointer to the
+// usage: ok false, code 2.
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (pos []string, code int, ok bool) {
 	help := fs.Usage
 	fs.Usage = func() {} // the flag package calls it on every error
-	defer func() { fs.Usage = help }()
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // and prints the error, which is said below
+	defer func() { fs.Usage = help; fs.SetOutput(out) }()
+	var bad error
+	checkValues(fs, &bad)
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			help()
-			fs.SetOutput(stderr)
 			return nil, exitOK, false
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "(lockprover help %s shows its flags)\n", fs.Name())
+			if bad != nil {
+				err = bad
+			}
+			fmt.Fprintf(stderr, "%s: %v\n(lockprover help %s shows its flags)\n", fs.Name(), err, fs.Name())
 			return nil, exitUsage, false
 		}
 		rest := fs.Args()
