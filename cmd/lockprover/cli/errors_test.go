@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,5 +56,26 @@ func TestBadValuesSayWhatIsWrong(t *testing.T) {
 	}
 	if code, out, errOut := lockprover("prove", "--kind", "redlock", "--ttl", "", "--runs", "1", "--seed", "1", "--quiet"); code != exitOK {
 		t.Errorf("prove --kind redlock --ttl '': exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// replay given a history, or a counterexample's directory, says what it
+// was given and what to run instead.
+func TestReplayOfAHistory(t *testing.T) {
+	root := filepath.Join("..", "..", "..", "testdata", "histories")
+	for _, name := range []string{"13-concurrent-spurious-full.jsonl", "90-jepsen-partition-double-hold.edn", "94-jepsen-array.json", "96-jepsen-register.edn"} {
+		path := filepath.Join(root, name)
+		code, _, errOut := lockprover("replay", path)
+		if code != exitUsage || !strings.Contains(errOut, "replay: "+path+" is ") || !strings.Contains(errOut, "not a plan: replay runs a plan again; to judge a history, lockprover check "+path+"\n") {
+			t.Errorf("replay %s: exit %d, %q; want exit 2, and lockprover check named", name, code, errOut)
+		}
+	}
+	dir := t.TempDir()
+	if code, _, errOut := lockprover("replay", dir); code != exitUsage || !strings.Contains(errOut, dir+" is a directory, not a plan file") {
+		t.Errorf("replay DIR: exit %d, %q", code, errOut)
+	}
+	os.WriteFile(filepath.Join(dir, "plan.json"), nil, 0o644)
+	if code, _, errOut := lockprover("replay", dir); code != exitUsage || !strings.Contains(errOut, dir+" is a directory: replay the plan in it, lockprover replay "+filepath.Join(dir, "plan.json")) {
+		t.Errorf("replay DIR with a plan.json: exit %d, %q", code, errOut)
 	}
 }

@@ -264,6 +264,9 @@ func (ra *replayArgs) open(stdout, stderr io.Writer) (*replayRun, error) {
 	}
 	p, err := d.ReadPlan(ra.path)
 	if err != nil {
+		if what := notAPlan(ra.path); what != "" {
+			return nil, errors.New(what)
+		}
 		return nil, err
 	}
 	s := ra.fam.settings(ra.fs, h.Kind, ra.mutant)
@@ -279,6 +282,28 @@ func (ra *replayArgs) open(stdout, stderr io.Writer) (*replayRun, error) {
 		return nil, err
 	}
 	return &replayRun{plan: p, header: h, propertyNames: d.Properties, setup: setup}, nil
+}
+
+// notAPlan says what path is when it is no plan replay can read but
+// something a person may well give it: a directory (a counterexample's,
+// holding its plan.json) or a recorded history, which check judges. It is
+// "" for anything else, whose reader says what is wrong.
+func notAPlan(path string) string {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		plan := filepath.Join(path, "plan.json")
+		if _, err := os.Stat(plan); err == nil {
+			return fmt.Sprintf("%s is a directory: replay the plan in it, lockprover replay %s", path, shellWord(plan))
+		}
+		return fmt.Sprintf("%s is a directory, not a plan file (a plan.json, as prove writes with a counterexample)", path)
+	}
+	check := "replay runs a plan again; to judge a history, lockprover check " + shellWord(path)
+	if h, _, err := histories.ReadAnyFile(path); err == nil && len(h) > 0 {
+		return fmt.Sprintf("%s is a history (%d events), not a plan: %s", path, len(h), check)
+	}
+	if data, err := os.ReadFile(path); err == nil && histories.LooksLikeEDN(data) {
+		return fmt.Sprintf("%s is EDN, as Jepsen writes histories, not a plan: %s", path, check)
+	}
+	return ""
 }
 
 // implTarget refuses --impl on a simulator of d's that does not serve
