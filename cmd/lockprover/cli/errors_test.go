@@ -79,3 +79,18 @@ func TestReplayOfAHistory(t *testing.T) {
 		t.Errorf("replay DIR with a plan.json: exit %d, %q", code, errOut)
 	}
 }
+
+// An implementation that fails to start with --kind not given is told the
+// kind it was proved as, the default, and the others: the lock may be
+// another kind's.
+func TestProveImplNamesTheDefaultedKind(t *testing.T) {
+	code, _, errOut := lockprover("prove", "--impl", "true", "--init-timeout", "5s", "--runs", "1", "--out", t.TempDir())
+	want := "prove: --kind not given: proved as semaphore (amqp-locks, the default); give --kind for another kind of lock: mutex, "
+	if code != exitUsage || !strings.Contains(errOut, want) || !strings.Contains(errOut, "redlock") {
+		t.Errorf("prove --impl true: exit %d, %q; want 2 and %q", code, errOut, want)
+	}
+	code, _, errOut = lockprover("prove", "--kind", "semaphore", "--impl", "true", "--init-timeout", "5s", "--runs", "1", "--out", t.TempDir())
+	if code != exitUsage || strings.Contains(errOut, "--kind not given") {
+		t.Errorf("prove --kind semaphore --impl true: exit %d, %q; want 2 and no word of a default", code, errOut)
+	}
+}

@@ -71,6 +71,20 @@ Exit status: 0 every check passes, 1 the implementation fails a check (of
 the protocol or of the lock's semantics), 2 usage or a server that cannot
 be used, 130 interrupted.`
 
+// defaultedKind says, for an implementation that failed when --kind was
+// not given, what it was taken for (done: "checked", "proved"): the
+// default kind, its family's, which may not be the implementation's own.
+func defaultedKind(done, kind string) string {
+	var others []string
+	for _, k := range family.Kinds() {
+		if k != kind {
+			others = append(others, k)
+		}
+	}
+	return fmt.Sprintf("--kind not given: %s as %s (%s, the default); give --kind for another kind of lock: %s",
+		done, kind, family.Of(kind).Name, strings.Join(others, ", "))
+}
+
 func runValidateImpl(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(verbHelp{verb: "validate-impl", about: validateAbout, sections: []section{
 		{title: "Every run", flags: "[--impl COMMAND] [--init-timeout D] [--kind KIND] [--options K=V,...]"},
@@ -117,8 +131,7 @@ func runValidateImpl(args []string, stdout, stderr io.Writer) int {
 	case !passed:
 		fmt.Fprintln(stdout, "\nthe implementation fails the checks marked FAIL above (of the protocol or of the lock's semantics; each says what to fix): see docs/protocol.md")
 		if !given(fs, "kind") {
-			fmt.Fprintf(stdout, "(--kind was not given: these were %s's checks, of --kind %s; an implementation of another family needs its --kind: %s)\n",
-				d.Name, *kind, strings.Join(family.Kinds(), ", "))
+			fmt.Fprintln(stdout, defaultedKind("checked", *kind))
 		}
 		return exitViolation
 	}

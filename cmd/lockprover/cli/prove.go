@@ -147,8 +147,9 @@ func (f *proveFlags) describe(mutant string) (what, where string) {
 // start starts what the run needs before its first plan (the setup's
 // Start: a server and an implementation tried, a private server started):
 // code is the exit status and err what the summary records when the run
-// cannot start, code is -1 when it can.
-func (f *proveFlags) start(ctx context.Context, stderr io.Writer) (code int, err error) {
+// cannot start, code is -1 when it can. An implementation that fails to
+// start with the kind defaulted (kindGiven false) is told so.
+func (f *proveFlags) start(ctx context.Context, kindGiven bool, stderr io.Writer) (code int, err error) {
 	if f.setup.Start == nil {
 		return -1, nil
 	}
@@ -165,7 +166,11 @@ func (f *proveFlags) start(ctx context.Context, stderr io.Writer) (code int, err
 		if ie.Kind != "" {
 			kind = "--kind " + ie.Kind + " "
 		}
-		fmt.Fprintf(stderr, "prove: %v\n(lockprover validate-impl %s--impl %s says what to fix)\n", err, kind, family.Quote(ie.Command))
+		fmt.Fprintf(stderr, "prove: %v\n", err)
+		if !kindGiven {
+			fmt.Fprintf(stderr, "prove: %s\n", defaultedKind("proved", f.kind))
+		}
+		fmt.Fprintf(stderr, "(lockprover validate-impl %s--impl %s says what to fix)\n", kind, family.Quote(ie.Command))
 	default:
 		fmt.Fprintf(stderr, "prove: %v\n", err)
 	}
@@ -305,7 +310,7 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 		// what Stop removes is not.
 		defer p.f.setup.Stop()
 	}
-	if code, err := p.f.start(ctx, stderr); code >= 0 {
+	if code, err := p.f.start(ctx, given(p.fs, "kind"), stderr); code >= 0 {
 		return p.finish(code, err, stderr)
 	}
 	p.s.Config.Subject = p.f.setup.Prove // as Start left it
