@@ -157,11 +157,35 @@ type Target struct {
 // A Flag is a flag of a family's targets. Bool flags take no value;
 // Default is what the usage shows, and what Settings.Flag gives when the
 // flag is not given. Verbs are the verbs that take it.
+//
+// Usage's first line is what `lockprover help` shows of the flag (kept
+// short: the help is read on a terminal); the lines after it, if any, are
+// details that the command line's reference, docs/cli.md, adds. Usage
+// starts with the family's name ("redlock: ...") so that a list of every
+// family's flags says whose each is.
 type Flag struct {
 	Name, Usage, Default string
-	Bool                 bool
-	Verbs                Verbs
+	// Arg names the flag's value in help and usage lines (--servers N,
+	// --backend consul|etcd); empty for a Bool flag. Int, Float and
+	// Duration are checked as the command line is parsed, so that a value
+	// that is none is refused naming the flag ("--ttl 5: a duration needs a
+	// unit"); any other Arg is text the family reads as it likes.
+	Arg  string
+	Bool bool
+	// Real says the flag names or shapes a real server (its address, a
+	// private one, its version, what a run may do to it): help lists it
+	// with the real servers rather than with the family's own flags.
+	Real  bool
+	Verbs Verbs
 }
+
+// The Args of a Flag that the command line checks as it parses them (an
+// empty value stays allowed: it is the flag not given).
+const (
+	Int      = "N" // a whole number: 3, -1
+	Float    = "R" // a number: 0.01, 20
+	Duration = "D" // a length of time with its unit: 500ms, 5s, 2m
+)
 
 // Verbs is a set of the verbs a family flag goes with.
 type Verbs uint8
@@ -410,7 +434,7 @@ func Flagged(name string) []*Descriptor {
 // Flags lists every registered family's flags, each name once (the first
 // family's declaration of it, in registration order), its usage joining
 // every family's own where they differ: a flag two families read means
-// what each says.
+// what each says. It goes with every verb any family gives it.
 func Flags() []Flag {
 	var out []Flag
 	at := map[string]int{}
@@ -425,14 +449,10 @@ func Flags() []Flag {
 			if f.Usage != "" && !strings.Contains(out[i].Usage, f.Usage) {
 				out[i].Usage += "; " + f.Usage
 			}
+			out[i].Verbs |= f.Verbs
 		}
 	}
 	return out
-}
-
-// Takes says whether the family declares the flag.
-func (d *Descriptor) Takes(flag string) bool {
-	return slices.ContainsFunc(d.Flags, func(f Flag) bool { return f.Name == flag })
 }
 
 // FamilyKinds lists each registered family's first (default) kind: one

@@ -34,9 +34,9 @@ func panics(f func()) (msg string) {
 func TestRegistry(t *testing.T) {
 	a := descriptor("test-a", "ta-sem", "ta-mutex")
 	a.Targets = append(a.Targets, Target{Name: "ta-server", Real: true})
-	a.Flags = []Flag{{Name: "ta-url"}, {Name: "shared", Usage: "test-a: what a reads it for"}}
+	a.Flags = []Flag{{Name: "ta-url"}, {Name: "shared", Usage: "test-a: what a reads it for", Verbs: Prove}}
 	b := descriptor("test-b", "tb")
-	b.Flags = []Flag{{Name: "shared", Usage: "test-b: what b reads it for"}, {Name: "tb-flag", Bool: true}}
+	b.Flags = []Flag{{Name: "shared", Usage: "test-b: what b reads it for", Verbs: Prove | Validate}, {Name: "tb-flag", Bool: true}}
 	Register(a)
 	Register(b)
 	if Of("ta-mutex") != a || Of("tb") != b || Of("nothing") != nil {
@@ -56,6 +56,9 @@ func TestRegistry(t *testing.T) {
 		names = append(names, f.Name)
 		if f.Name == "shared" && f.Usage != "test-a: what a reads it for; test-b: what b reads it for" {
 			t.Errorf("the usage of a flag two families read is %q: want each family's", f.Usage)
+		}
+		if f.Name == "shared" && f.Verbs != Prove|Validate {
+			t.Errorf("a flag two families read goes with verbs %b: want every verb either gives it", f.Verbs)
 		}
 	}
 	if got := strings.Join(names, ","); !strings.Contains(got, "ta-url,shared,tb-flag") {

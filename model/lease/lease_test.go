@@ -435,6 +435,31 @@ func TestValiditySound(t *testing.T) {
 	}
 }
 
+// A claim past its bound by less than a millisecond (a grant that took
+// 200µs, with no drift subtracted: validity 99 ms on a ttl of 100 ms) is
+// explained with times that differ as they are printed, and the time the
+// grant took as it was: never "until 1.199s, past ... 1.199s" and "took
+// (0 ms)", two equal times said to differ.
+func TestValidityPastByUnderAMillisecond(t *testing.T) {
+	ev := []histories.Event{
+		{Process: "probe1", Type: histories.Invoke, F: histories.Acquire, Time: 1100 * int64(time.Millisecond), Value: &lease.Value{Max: histories.Int(1), TTLMs: histories.Int(100)}},
+		{Process: "probe1", Type: histories.Ok, F: histories.Acquire, Time: 1100200 * int64(time.Microsecond), Value: &lease.Value{Token: "a", ValidityMs: histories.Int(99)}},
+	}
+	for i := range ev {
+		ev[i].Index, ev[i].Lock, ev[i].Kind = i, "lp", histories.Lease
+	}
+	for _, v := range model.Check(ev, model.Options{Family: []any{lease.Options{}}}).Verdicts {
+		if v.Property != lease.ValiditySound {
+			continue
+		}
+		if want := "valid until 1.1992s (its return plus validity_ms 99), past its invoke plus ttl(1-drift), 1.1990s: the time the grant took (200µs)"; v.Status != verdict.Fail || !strings.Contains(v.Detail, want) {
+			t.Errorf("%v: %s\nwant %q", v.Status, v.Detail, want)
+		}
+		return
+	}
+	t.Fatal("no validity-sound verdict")
+}
+
 // A refresh may take effect at any time until it returns: a backend clock
 // set back while it was in flight (a server's clock jumping back as it
 // resumed, the refresh waiting for it) explains a refresh that found the

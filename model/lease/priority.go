@@ -220,7 +220,8 @@ func (h *history) stealNote(ls []*lease) string {
 			}
 			for _, n := range h.notices {
 				if n.by == thief && n.victim == victim {
-					notes = append(notes, fmt.Sprintf("%s returned at %s, before %s's holder marked it lost (#%d, at %s)", thief.name(), seconds(thief.acq.ret), victim.name(), n.index, seconds(n.at)))
+					returned, marked := apart(thief.acq.ret, n.at)
+					notes = append(notes, fmt.Sprintf("%s returned at %s, before %s's holder marked it lost (#%d, at %s)", thief.name(), returned, victim.name(), n.index, marked))
 				}
 			}
 		}

@@ -318,7 +318,8 @@ func (h *history) noRevival() verdict.Verdict {
 		if l.held.to <= o.call {
 			why = "had been released: a release reported ok returned at %s"
 		}
-		v.Detail = fmt.Sprintf("%s was invoked at %s, when %s "+why, describeOp(o), seconds(o.call), l.name(), seconds(first.end))
+		at, end := apart(o.call, first.end)
+		v.Detail = fmt.Sprintf("%s was invoked at %s, when %s "+why, describeOp(o), at, l.name(), end)
 		for _, g := range l.ghosts {
 			if g.call < o.call {
 				v.Detail += fmt.Sprintf("; if %s revived it instead, that was as wrong", describeOp(g))

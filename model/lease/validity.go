@@ -103,11 +103,13 @@ func (h *history) claimSound(o *op) (unsound string, excuses []claimExcuse) {
 	case started > took:
 		return fmt.Sprintf("%s says its library started %d ms after the invoke (started_ms), after the grant returned (%s): no start can be", describeOp(o), *o.res.StartedMs, ms(took)), nil
 	case o.ret+claim > bound+started && started > 0:
+		until, limit := apart(o.ret+claim, bound+started)
 		return fmt.Sprintf("%s claims the lease valid until %s (its return plus validity_ms %d), past its library's start (started_ms %d after the invoke) plus ttl(1-drift), %s: the time the grant took (%s) or the drift was not subtracted",
-			describeOp(o), seconds(o.ret+claim), *o.res.ValidityMs, *o.res.StartedMs, seconds(bound+started), ms(took)), nil
+			describeOp(o), until, *o.res.ValidityMs, *o.res.StartedMs, limit, exactly(took)), nil
 	case o.ret+claim > bound+started:
+		until, limit := apart(o.ret+claim, bound)
 		return fmt.Sprintf("%s claims the lease valid until %s (its return plus validity_ms %d), past its invoke plus ttl(1-drift), %s: the time the grant took (%s) or the drift was not subtracted",
-			describeOp(o), seconds(o.ret+claim), *o.res.ValidityMs, seconds(bound), ms(took)), nil
+			describeOp(o), until, *o.res.ValidityMs, limit, exactly(took)), nil
 	}
 	if claim < 0 {
 		replied := int64(*o.res.RepliedMs) * int64(time.Millisecond)
@@ -115,10 +117,38 @@ func (h *history) claimSound(o *op) (unsound string, excuses []claimExcuse) {
 			describeOp(o), *o.res.RepliedMs, seconds(o.ret+claim), ms(took-replied), ms(-claim), *o.res.ValidityMs)})
 	}
 	if o.ret+claim > bound {
+		until, limit := apart(o.ret+claim, bound)
 		excuses = append(excuses, claimExcuse{fromStart, fmt.Sprintf("%s claims the lease valid until %s, %s past its invoke plus ttl(1-drift) (%s), within its library's own start, %d ms after the invoke (started_ms), plus ttl(1-drift), as the implementation says",
-			describeOp(o), seconds(o.ret+claim), ms(o.ret+claim-bound), seconds(bound), *o.res.StartedMs)})
+			describeOp(o), until, exactly(o.ret+claim-bound), limit, *o.res.StartedMs)})
 	}
 	return "", excuses
+}
+
+// apart renders two instants that a message says differ, in seconds: to
+// the millisecond, as every explanation does, or finer where that shows
+// them equal (a claim past its bound by less than a millisecond), so that
+// it never shows two equal times as if one were past the other.
+// Two equal instants are rendered as seconds renders them.
+func apart(a, b int64) (string, string) {
+	if a == b || a == never || b == never {
+		return seconds(a), seconds(b)
+	}
+	for digits := 3; digits < 9; digits++ {
+		if x, y := fmt.Sprintf("%.*fs", digits, float64(a)/1e9), fmt.Sprintf("%.*fs", digits, float64(b)/1e9); x != y {
+			return x, y
+		}
+	}
+	return fmt.Sprintf("%.9fs", float64(a)/1e9), fmt.Sprintf("%.9fs", float64(b)/1e9)
+}
+
+// exactly renders a length of time in whole milliseconds, as every
+// explanation does, or exactly where it is not a whole number of them (a
+// grant that took 200µs did not take "0 ms").
+func exactly(d int64) string {
+	if d%int64(time.Millisecond) == 0 {
+		return ms(d)
+	}
+	return time.Duration(d).String()
 }
 
 // leftAtReply is the most validity o's claim can have had left at its

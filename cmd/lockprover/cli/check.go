@@ -19,18 +19,21 @@ import (
 )
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("check", "check [--model standard|strict] [--timeout D] [--drift R] [--lease-ttl D] [--html DIR] [--report DIR] [--json FILE] [--junit FILE] [--quiet] FILE...", `Checks recorded histories against every property: JSON lines, or Jepsen's
+	fs := newFlags(verbHelp{verb: "check", args: "FILE...", sections: []section{
+		{title: "Every run", flags: "[--model " + strings.Join(family.ModelNames(), "|") + "] [--timeout D] [--html DIR] [--report DIR]"},
+		{title: "Output", flags: "[--json FILE] [--junit FILE] [--quiet]"},
+	}, about: `Checks recorded histories against every property: JSON lines, or Jepsen's
 history of a lock workload, in EDN (a FILE ending in .edn, or starting like
 EDN) or JSON (one array of op maps, or one per line), judged as Knossos's
 mutex model judges it; with --lease-ttl, as a lease lock's instead.
 docs/histories.md describes the formats, docs/checking.md what each
 operation establishes and what is left unjudged, docs/lease.md how lease
 locks (kind lease) are judged.
-Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`, stderr)
+Exit status: 0 all held, 1 a violation, 2 usage or bad input, 3 inconclusive.`}, stderr)
 	modelName := fs.String("model", "standard", "acquire-exact model: standard (quiescent acquires) or strict (every acquire, whole semaphore)")
 	timeout := fs.Duration("timeout", time.Minute, "time budget of each linearizability check; 0 for none")
 	html := fs.String("html", "", "write porcupine's visualisation of each check into this directory")
-	pages := fs.String("report", "", "write each history's report page (its verdicts, what each let through, what an import did, a timeline) into this directory")
+	pages := fs.String("report", "", "write each history's report page into this directory\n: its verdicts, what each let through, what an import did, a timeline")
 	var ff familyFlags
 	ff.register(fs, family.Check)
 	var outf outputFlags

@@ -50,7 +50,11 @@ func TestCheckTakesTheLeaseFamiliesFlags(t *testing.T) {
 		}
 	}
 	var out, errOut bytes.Buffer
-	if code := run([]string{"check", "--drift", "x", h}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), `check: --drift must be > 0 and < 1 (a fraction: 0.01 is 1%), not "x"`) {
+	if code := run([]string{"check", "--drift", "2", h}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), `check: --drift must be > 0 and < 1 (a fraction: 0.01 is 1%), not 2`) {
+		t.Errorf("--drift 2: exit %d\n%s", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := run([]string{"check", "--drift", "x", h}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), `check: --drift x: want a number`) {
 		t.Errorf("--drift x: exit %d\n%s", code, errOut.String())
 	}
 }

@@ -100,7 +100,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: lockprover <command> [flags]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
+		lines := wrap(strings.Fields(c.summary), helpWidth-19)
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, strings.Join(lines, "\n"+strings.Repeat(" ", 19)))
 	}
 	fmt.Fprintln(w, "\nRun \"lockprover help <command>\" for a command's flags (\"lockprover help --markdown\"\nfor every command's, as docs/cli.md). Flags may come before or after a command's\narguments.\n\nExit status: 0 every property held, 1 a violation, 2 usage or bad input\n(including a broker or database that cannot be used), 3 inconclusive, 130\ninterrupted.")
 }

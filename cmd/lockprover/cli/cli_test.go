@@ -89,7 +89,7 @@ func TestNonsenseRefused(t *testing.T) {
 		{[]string{"prove", "--heartbeat", "-1s"}, "--heartbeat must not be negative"},
 		{[]string{"prove", "--heartbeat", "1ns"}, "--heartbeat must be at least 1ms"},
 		{[]string{"prove", "--clients", "0"}, "--clients must be at least 1, not 0"},
-		{[]string{"prove", "--ops", "-2"}, "for flag -ops: want a count of at least 1, or one per client, comma-separated, got \"-2\""},
+		{[]string{"prove", "--ops", "-2"}, "prove: --ops -2: want a count of at least 1, or one per client, comma-separated"},
 		{[]string{"prove", "--max-faults", "-1"}, "--max-faults must not be negative"},
 		{[]string{"prove", "--runs", "0"}, "--runs must be at least 1"},
 		{[]string{"prove", "--runs", "5", "--time", "1s"}, "--runs and --time exclude each other"},
@@ -251,8 +251,9 @@ func TestCLIDocIsGenerated(t *testing.T) {
 func TestCLIDocSaysEachFlag(t *testing.T) {
 	_, doc, _ := lockprover("help", "--markdown")
 	for _, want := range []string{
-		"| `--runs int` | `1000` | number of plans to draw (ignored with --time) |",
-		"| `--dsn string` |",
+		"| `--runs N` | `1000` | number of plans to draw (ignored with --time) |",
+		"| `--dsn DSN` |",
+		"## Family flags",
 		"pg-advisory",
 		"## serve-reference",
 	} {

@@ -309,10 +309,13 @@ func TestProveDBSemaphoreTTL(t *testing.T) {
 	if !strings.Contains(string(data), `"ttl_ms": 2000`) {
 		t.Errorf("the counterexample's plan is not of 2 s leases:\n%s", data)
 	}
-	for _, bad := range []string{"1.5ms", "0s", "x"} {
+	for _, bad := range []string{"1.5ms", "0s"} {
 		if code, _, errOut := lockprover("prove", "--kind", "db-semaphore", "--ttl", bad); code != exitUsage || !strings.Contains(errOut, "--ttl: want a duration of whole milliseconds") {
 			t.Errorf("--ttl %s: exit %d, %s", bad, code, errOut)
 		}
+	}
+	if code, _, errOut := lockprover("prove", "--kind", "db-semaphore", "--ttl", "x"); code != exitUsage || !strings.Contains(errOut, "--ttl x: want a duration with its unit (5s, 500ms, 2m)") {
+		t.Errorf("--ttl x: exit %d, %s", code, errOut)
 	}
 	if code, _, errOut := lockprover("prove", "--ttl", "1s"); code != exitUsage || !strings.Contains(errOut, "--ttl is for consul-semaphore and db-semaphore and pg-advisory and priority-redlock and redlock, not --kind semaphore") {
 		t.Errorf("--ttl for amqp-locks: exit %d, %s", code, errOut)

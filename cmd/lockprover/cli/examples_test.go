@@ -37,7 +37,7 @@ func flagsOf(t *testing.T, verb string) map[string]bool {
 		t.Fatalf("lockprover %s -h: exit %d", verb, code)
 	}
 	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`).FindAllStringSubmatch(help, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^  --?([a-z][a-z-]*)`).FindAllStringSubmatch(help, -1) {
 		flags[m[1]] = true
 	}
 	return flags

@@ -31,17 +31,17 @@ type exhaustFlags struct {
 }
 
 func (e *exhaustFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&e.on, "exhaustive", false, "instead of drawing plans, run every plan of the scope (--clients, --ops, --admin-ops, --max-faults, --faults) under every schedule the simulator can produce, and report the shortest counterexample or that every property holds within the scope (docs/exhaustive.md)")
-	fs.Var(opsCounts{most: &e.adminOps, each: &e.eachAdminOps, least: 0, who: "admin"}, "admin-ops", "with --exhaustive: at most this many operations for the admin (kinds with admins only); also one count per admin, comma-separated (2,1)")
-	fs.IntVar(&e.admins, "admins", 1, "with --exhaustive: this many admins (kinds with admins only), the first creating the semaphore")
-	fs.Float64Var(&e.maxSchedules, "max-schedules", 1e6, "with --exhaustive: refuse, before it starts, a search estimated to run more schedules than this, unless --time bounds it")
-	fs.IntVar(&e.preemptions, "preemptions", 0, "with --exhaustive: run every schedule with at most this many preemptions (a switch away from a process that could go on moving), instead of every schedule (docs/exhaustive.md)")
-	fs.IntVar(&e.delays, "delays", 0, "with --exhaustive: run every schedule with at most this many delays (a choice other than the first the search takes: a preemption, or, where the process that moved last cannot go on, any but the first process), instead of every schedule (docs/exhaustive.md)")
-	fs.DurationVar(&e.sleep, "sleep", 0, "with --exhaustive: also a sleep of this long (whole milliseconds) as a step of every client's (and admin's) script, beside the family's own (docs/exhaustive.md)")
-	fs.DurationVar(&e.heal, "heal", 0, "with --exhaustive: every pause and partition may also end this long (whole milliseconds) after it struck, beside the lengths the family gives them (docs/exhaustive.md)")
-	fs.DurationVar(&e.stagger, "stagger", 0, "with --exhaustive (amqp-locks and redlock kinds): start every client but the first this long (whole milliseconds) late, a sleep before its script that is no step of it (docs/exhaustive.md)")
-	fs.Var(&e.ttls, "ttls", "with --exhaustive (priority-redlock): each client's own ttl, one per client, comma-separated (1s,100ms), whole milliseconds")
-	fs.BoolVar(&e.noReduction, "no-reduction", false, "with --exhaustive: run every schedule, without pruning those that reach a state already explored, and with every choice of the nemesis's")
+	fs.BoolVar(&e.on, "exhaustive", false, "run every plan of the scope (--clients, --ops, --admin-ops, --max-faults, --faults) under every schedule the simulator can produce (docs/exhaustive.md)\n, instead of drawing plans, and report the shortest counterexample or that every property holds within the scope")
+	fs.Var(opsCounts{most: &e.adminOps, each: &e.eachAdminOps, least: 0, who: "admin"}, "admin-ops", "at most this many operations for the admin (kinds with admins only); one count for all or one per admin (2,1)")
+	fs.IntVar(&e.admins, "admins", 1, "this many admins (kinds with admins only), the first creating the semaphore")
+	fs.Float64Var(&e.maxSchedules, "max-schedules", 1e6, "refuse, before it starts, a search estimated to run more schedules than this, unless --time bounds it")
+	fs.IntVar(&e.preemptions, "preemptions", 0, "run every schedule with at most this many preemptions, instead of every schedule (docs/exhaustive.md)\n; a preemption is a switch away from a process that could go on moving")
+	fs.IntVar(&e.delays, "delays", 0, "run every schedule with at most this many delays, instead of every schedule (docs/exhaustive.md)\n; a delay is a choice other than the first the search takes: a preemption, or, where the process that moved last cannot go on, any but the first process")
+	fs.DurationVar(&e.sleep, "sleep", 0, "also a sleep of this long (whole milliseconds) as a step of every client's (and admin's) script, beside the family's own")
+	fs.DurationVar(&e.heal, "heal", 0, "every pause and partition may also end this long (whole milliseconds) after it struck, beside the lengths the family gives")
+	fs.DurationVar(&e.stagger, "stagger", 0, "amqp-locks and redlock kinds: start every client but the first this long (whole milliseconds) late\n, a sleep before its script that is no step of it (docs/exhaustive.md)")
+	fs.Var(&e.ttls, "ttls", "priority-redlock: each client's own ttl, one per client, comma-separated (1s,100ms), whole milliseconds")
+	fs.BoolVar(&e.noReduction, "no-reduction", false, "run every schedule, without pruning those that reach a state already explored, and with every choice of the nemesis's")
 }
 
 // check lists what is wrong with the exhaustive flags, given prove's.
@@ -180,7 +180,7 @@ func (o opsCounts) Set(s string) error {
 	for _, w := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
 		if err != nil || n < o.least {
-			return fmt.Errorf("want a count of at least %d, or one per %s, comma-separated, got %q", o.least, who, s)
+			return fmt.Errorf("want a count of at least %d, or one per %s, comma-separated", o.least, who)
 		}
 		each = append(each, n)
 	}
@@ -208,7 +208,7 @@ func (d *durations) Set(s string) error {
 	for _, w := range strings.Split(s, ",") {
 		x, err := time.ParseDuration(strings.TrimSpace(w))
 		if err != nil || x < time.Millisecond || x%time.Millisecond != 0 {
-			return fmt.Errorf("want lengths of whole milliseconds, at least 1ms each, comma-separated, got %q", s)
+			return fmt.Errorf("want lengths of whole milliseconds, at least 1ms each, comma-separated")
 		}
 		out = append(out, x)
 	}

@@ -50,15 +50,15 @@ func TestProveExhaustiveRefusals(t *testing.T) {
 		{[]string{"--clients", "2"}, "--time"},
 		{[]string{"--runs", "5"}, "--runs draws plans"},
 		{[]string{"--target", "rabbitmq"}, "--exhaustive runs on the simulator only"},
-		{[]string{"--admin-ops", "-1"}, "-admin-ops: want a count of at least 0"},
+		{[]string{"--admin-ops", "-1"}, "--admin-ops -1: want a count of at least 0"},
 		{[]string{"--max-schedules", "0"}, "--max-schedules must be at least 1"},
 		{[]string{"--preemptions", "-1"}, "--preemptions"},
 		{[]string{"--kind", "redlock", "--clients", "2", "--ops", "3,1,1"}, "--ops 3,1,1: give one count per client (--clients 2)"},
-		{[]string{"--kind", "redlock", "--clients", "2", "--ops", "3,x"}, `invalid value "3,x" for flag -ops`},
-		{[]string{"--kind", "redlock", "--clients", "2", "--ops", "3,0"}, "-ops: want a count of at least 1"},
+		{[]string{"--kind", "redlock", "--clients", "2", "--ops", "3,x"}, `--ops 3,x: want a count of at least 1`},
+		{[]string{"--kind", "redlock", "--clients", "2", "--ops", "3,0"}, "--ops 3,0: want a count of at least 1"},
 		{[]string{"--kind", "mutex", "--clients", "2", "--ops", "2,1,1"}, "--ops 2,1,1: give one count per client (--clients 2)"},
 		{[]string{"--admins", "2", "--admin-ops", "2,1,1"}, "--admin-ops 2,1,1: give one count per admin (--admins 2)"},
-		{[]string{"--admins", "2", "--admin-ops", "2,-1"}, "-admin-ops: want a count of at least 0"},
+		{[]string{"--admins", "2", "--admin-ops", "2,-1"}, "--admin-ops 2,-1: want a count of at least 0"},
 		{[]string{"--preemptions", "1", "--delays", "1"}, "--preemptions and --delays are two bounds of one search: give one"},
 		{[]string{"--delays", "-1"}, "--delays"},
 		{[]string{"--sleep", "0s"}, "--sleep 0s: give a length of whole milliseconds, at least 1ms"},
@@ -70,7 +70,7 @@ func TestProveExhaustiveRefusals(t *testing.T) {
 		{[]string{"--kind", "priority-redlock", "--clients", "2", "--ttls", "1s"}, "--ttls: give one ttl per client (--clients 2), got 1"},
 		{[]string{"--kind", "mutex", "--ttls", "1s"}, "--ttls: a mutex's clients have no ttls of their own"},
 		{[]string{"--kind", "db-semaphore", "--ttls", "1s"}, "--ttls: a db-semaphore's clients have no ttls of their own"},
-		{[]string{"--kind", "priority-redlock", "--clients", "2", "--ttls", "1s,1500us"}, "-ttls: want lengths of whole milliseconds"},
+		{[]string{"--kind", "priority-redlock", "--clients", "2", "--ttls", "1s,1500us"}, "--ttls 1s,1500us: want lengths of whole milliseconds"},
 	} {
 		code, out, errOut := lockprover(append([]string{"prove", "--exhaustive"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {

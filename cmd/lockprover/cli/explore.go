@@ -52,14 +52,14 @@ type exploreConfig struct {
 // the exit status when the run must not start.
 func parseExploreFlags(args []string, stdout, stderr io.Writer) (cfg exploreConfig, code int, ok bool) {
 	kinds := kindsWith(func(d *family.Descriptor) bool { return d.Explore != nil })
-	fs := newFlags("explore", "explore [--kind "+strings.Join(kinds, "|")+"] [--plans N] [--seed S] [--shrink-time D] [--out DIR]", `Proves the reference with each of its open choices changed (rows) under each
+	fs := newFlags(verbHelp{verb: "explore", sections: []section{{title: "Every run", flags: "[--kind KIND] [--plans N] [--seed N] [--shrink-time D] [--out DIR]"}}, about: `Proves the reference with each of its open choices changed (rows) under each
 family of faults (columns), on the simulator, and prints a Markdown table of
 what broke, with the path of a minimal counterexample for each violation.
 With --kind db-semaphore: the database semaphore's designs, ttls and drift
 bounds under each family of faults, then how large a jump of the database's
 clock (or a client's) each design tolerates.
 Exit status: 0 the table was made, 2 usage, 3 a cell was inconclusive,
-130 interrupted.`, stderr)
+130 interrupted.`}, stderr)
 	fs.StringVar(&cfg.kind, "kind", histories.Semaphore, "the family whose matrix, by its kind: "+strings.Join(kinds, " or "))
 	fs.IntVar(&cfg.plans, "plans", 300, "plans per cell")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the plans drawn")

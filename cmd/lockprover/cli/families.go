@@ -6,6 +6,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,13 +21,14 @@ type familyFlags struct {
 	str         map[string]*string
 	bool        map[string]*bool
 	initTimeout *time.Duration
+	verb        family.Verbs // the verb they are registered for
 }
 
 // register registers on fs the flags that go with verb.
 func (ff *familyFlags) register(fs *flag.FlagSet, verb family.Verbs) {
-	ff.str, ff.bool = map[string]*string{}, map[string]*bool{}
+	ff.str, ff.bool, ff.verb = map[string]*string{}, map[string]*bool{}, verb
 	if verb&(family.Prove|family.Replay|family.Validate) != 0 {
-		ff.initTimeout = fs.Duration("init-timeout", process.HandshakeTimeout, "with --impl: how long each of the implementation's processes may take to answer init (the protocol's 10s by default; more for a runtime slow to start, or a loaded machine)")
+		ff.initTimeout = fs.Duration("init-timeout", process.HandshakeTimeout, "with --impl: how long each of the implementation's processes may take to answer init\n (the protocol's 10s by default; more for a runtime slow to start, or a loaded machine)")
 	}
 	for _, f := range family.Flags() {
 		if f.Verbs&verb == 0 {
@@ -75,20 +77,29 @@ func (ff *familyFlags) check(bad *checks) {
 }
 
 // otherFamilies refuses the flags given that belong to other families
-// than d, naming them.
+// than d (or that d takes with other verbs only), naming those whose they
+// are.
 func (ff *familyFlags) otherFamilies(fs *flag.FlagSet, d *family.Descriptor, kind string) error {
 	for _, f := range family.Flags() {
 		registered := ff.str[f.Name] != nil || ff.bool[f.Name] != nil
-		if !registered || !given(fs, f.Name) || d.Takes(f.Name) {
+		if !registered || !given(fs, f.Name) || ff.takes(d, f.Name) {
 			continue
 		}
 		var names []string
 		for _, o := range family.Flagged(f.Name) {
-			names = append(names, o.Name)
+			if ff.takes(o, f.Name) {
+				names = append(names, o.Name)
+			}
 		}
 		return fmt.Errorf("--%s is for %s, not --kind %s", f.Name, strings.Join(names, " and "), kind)
 	}
 	return nil
+}
+
+// takes says whether d declares the flag for the verb ff is registered
+// for.
+func (ff *familyFlags) takes(d *family.Descriptor, name string) bool {
+	return slices.ContainsFunc(d.Flags, func(f family.Flag) bool { return f.Name == name && f.Verbs&ff.verb != 0 })
 }
 
 // targetList says the registered families' real targets, for usage lines.

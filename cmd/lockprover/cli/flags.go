@@ -24,43 +24,43 @@ import (
 // or SIGTERM, as shells report a process killed by SIGINT (128+2).
 const exitInterrupted = 130
 
-// newFlags makes a verb's flag set: errors go to stderr, and its usage
-// (synopsis, description, flags) to whatever output parseFlags picks.
-func newFlags(name, synopsis, doc string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+// newFlags makes a verb's flag set: errors go to stderr, and its help
+// (writeHelp: the usage line, what the verb does, its flags under their
+// headings) to whatever output parseFlags picks.
+func newFlags(u verbHelp, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(u.verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: lockprover %s\n\n%s\n", synopsis, strings.TrimSpace(doc))
-		n := 0
-		fs.VisitAll(func(*flag.Flag) { n++ })
-		if n > 0 {
-			fmt.Fprintln(fs.Output(), "\nFlags:")
-			fs.PrintDefaults()
-		}
-	}
-	madeFlags(fs)
+	fs.Usage = func() { writeHelp(fs.Output(), u, fs) }
+	madeFlags(fs, u)
 	return fs
 }
 
 // parseFlags parses args with flags before, between and after the
 // positional arguments (a "--" ends the flags), which it returns. -h,
 // -help and --help print the verb's usage on stdout: ok false, code 0. A
-// bad flag is named on stderr with a pointer to the usage: ok false,
-// code 2.
+// bad flag is named on stderr, with what is wrong with its value (a
+// duration without its unit, a number that is none) and a pointer to the
+// usage: ok false, code 2.
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (pos []string, code int, ok bool) {
-	usage := fs.Usage
+	help := fs.Usage
 	fs.Usage = func() {} // the flag package calls it on every error
-	defer func() { fs.Usage = usage }()
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // and prints the error, which is said below
+	defer func() { fs.Usage = help; fs.SetOutput(out) }()
+	var bad error
+	checkValues(fs, &bad)
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			usage()
-			fs.SetOutput(stderr)
+			help()
 			return nil, exitOK, false
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "(lockprover help %s shows its flags)\n", fs.Name())
+			if bad != nil {
+				err = bad
+			}
+			fmt.Fprintf(stderr, "%s: %v\n(lockprover help %s shows its flags)\n", fs.Name(), err, fs.Name())
 			return nil, exitUsage, false
 		}
 		rest := fs.Args()
@@ -189,7 +189,7 @@ func (r redactingWriter) Write(p []byte) (int, error) {
 }
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("version", "version", "Prints lockprover's module version, the VCS revision it was built from, and the Go version.", stderr)
+	fs := newFlags(verbHelp{verb: "version", about: "Prints lockprover's module version, the VCS revision it was built from, and the Go version."}, stderr)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code

@@ -12,8 +12,9 @@ import (
 )
 
 func runServeReference(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("serve-reference", "serve-reference [--kind "+strings.Join(family.Kinds(), "|")+"] [--options K=V,...] [--mutant NAME]", `Serves the reference implementation (or a mutant of it) over the process
-protocol (docs/protocol.md) on stdin and stdout, for --impl.`, stderr)
+	fs := newFlags(verbHelp{verb: "serve-reference", sections: []section{{title: "Flags", flags: "[--kind KIND] [--options K=V,...] [--mutant NAME]"}},
+		about: `Serves the reference implementation (or a mutant of it) over the process
+protocol (docs/protocol.md) on stdin and stdout, for --impl.`}, stderr)
 	mutant := fs.String("mutant", "", "serve this mutant of the reference instead")
 	kind := fs.String("kind", histories.Semaphore, "the family, by a kind of it: "+family.KindList()+" (amqp-locks serves the semaphore and mutex alike)")
 	opts := fs.String("options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, plain_failure, scan_start=random, ...")
@@ -46,20 +47,49 @@ protocol (docs/protocol.md) on stdin and stdout, for --impl.`, stderr)
 	return exitOK
 }
 
-func runValidateImpl(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate-impl", "validate-impl --impl COMMAND [--init-timeout D] [--kind "+strings.Join(family.FamilyKinds(), "|")+"] [--options ...] [the kind's server flags: --amqp-url URL, --docker auto|always|off, --dsn DSN, ...]", `Checks an implementation's handling of the process protocol (docs/protocol.md)
-and says what to fix, before a long prove: an amqp-locks implementation (the
-semaphore and the mutex) against a real broker, or with --kind db-semaphore a
-database semaphore (lease lock) against a real MariaDB or MySQL, with the
-session's design and fencing from --options (as prove's), or with --kind
-consul-semaphore Consul's semaphore against a private Consul agent or etcd
-it starts (--backend consul, the default, or etcd). The broker or
-database is tried first: one that cannot be used is named at once (exit 2),
-not blamed on the implementation. Queues and tables are made under names of
-the check's own and removed at the end.
+// validateAbout says what validate-impl does, in its help: the server
+// each family's implementation is checked on.
+const validateAbout = `Checks an implementation's handling of the process protocol (docs/protocol.md)
+and says what to fix, before a long prove, on a real server of its family:
+the server is tried first, and one that cannot be used is named at once
+(exit 2), not blamed on the implementation. What the checks make (queues,
+tables, keys) is named by the check alone and removed at the end. Give the
+--kind of your lock: without it, the checks are amqp-locks' (semaphore).
+With --kind semaphore or mutex (amqp-locks, the default): the semaphore and
+the mutex alike, against a real RabbitMQ broker (--amqp-url, or one in
+Docker: --docker).
+With --kind consul-semaphore: Consul's semaphore against a private Consul
+agent or etcd it starts (--backend consul, the default, or etcd).
+With --kind db-semaphore: a database semaphore (lease lock) against a real
+MariaDB or MySQL (--dsn, or --private-server), with the session's design
+and fencing from --options (as prove's).
+With --kind pg-advisory: a PostgreSQL advisory lock against a private
+PostgreSQL it starts (--server-version).
+With --kind redlock or priority-redlock: a Redlock (or a priority Redlock)
+against private redis-servers it starts (--server-version).
 Exit status: 0 every check passes, 1 the implementation fails a check (of
-the protocol or of the lock's semantics), 2 usage or a broker or database that cannot be used, 130
-interrupted.`, stderr)
+the protocol or of the lock's semantics), 2 usage or a server that cannot
+be used, 130 interrupted.`
+
+// defaultedKind says, for an implementation that failed when --kind was
+// not given, what it was taken for (done: "checked", "proved"): the
+// default kind, its family's, which may not be the implementation's own.
+func defaultedKind(done, kind string) string {
+	var others []string
+	for _, k := range family.Kinds() {
+		if k != kind {
+			others = append(others, k)
+		}
+	}
+	return fmt.Sprintf("--kind not given: %s as %s (%s, the default); give --kind for another kind of lock: %s",
+		done, kind, family.Of(kind).Name, strings.Join(others, ", "))
+}
+
+func runValidateImpl(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags(verbHelp{verb: "validate-impl", about: validateAbout, sections: []section{
+		{title: "Every run", flags: "[--impl COMMAND] [--init-timeout D] [--kind KIND] [--options K=V,...]"},
+		{title: "Real servers", servers: true},
+	}}, stderr)
 	impl := fs.String("impl", "", "the command that starts one process of the implementation")
 	kind := fs.String("kind", histories.Semaphore, "the family, by a kind of it: "+family.KindList())
 	opts := fs.String("options", "", "db-semaphore: the session's design and fencing, comma-separated: design=master-row|row-per-slot, fencing")
@@ -101,8 +131,7 @@ interrupted.`, stderr)
 	case !passed:
 		fmt.Fprintln(stdout, "\nthe implementation fails the checks marked FAIL above (of the protocol or of the lock's semantics; each says what to fix): see docs/protocol.md")
 		if !given(fs, "kind") {
-			fmt.Fprintf(stdout, "(--kind was not given: these were %s's checks, of --kind %s; an implementation of another family needs its --kind: %s)\n",
-				d.Name, *kind, strings.Join(family.Kinds(), ", "))
+			fmt.Fprintln(stdout, defaultedKind("checked", *kind))
 		}
 		return exitViolation
 	}

@@ -180,13 +180,13 @@ func TestValidateImplNamesTheDefaultedKind(t *testing.T) {
 	quick.Skip(t, "a real broker")
 	t.Parallel()
 	u := rabbitmqtest.URL(t)
-	hint := "(--kind was not given: these were amqp-locks's checks, of --kind semaphore; an implementation of another family needs its --kind: "
+	hint := "--kind not given: checked as semaphore (amqp-locks, the default); give --kind for another kind of lock: mutex, "
 	code, out, errOut := lockprover("validate-impl", "--amqp-url", u, "--init-timeout", "5s", "--impl", "true")
 	if code != exitViolation || !strings.Contains(out, hint) || !strings.Contains(out, "redlock") {
 		t.Errorf("no --kind, an implementation that exits at once: exit %d, want 1 and the defaulted kind named:\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = lockprover("validate-impl", "--kind", "semaphore", "--amqp-url", u, "--init-timeout", "5s", "--impl", "true")
-	if code != exitViolation || strings.Contains(out, "--kind was not given") {
+	if code != exitViolation || strings.Contains(out, "--kind not given") {
 		t.Errorf("--kind semaphore given: exit %d, want 1 and no word of a default:\n%s%s", code, out, errOut)
 	}
 }

@@ -12,10 +12,8 @@ import (
 	"github.com/lockprover/lockprover/histories/results"
 )
 
-const mergeSynopsis = `merge [--json FILE] [--junit FILE] [--quiet] DIR...`
-
 func runMerge(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("merge", mergeSynopsis, `Combines the JSON summaries of prove's shards (prove --shard i/n --json FILE)
+	fs := newFlags(verbHelp{verb: "merge", args: "DIR...", sections: []section{{title: "Output", flags: "[--json FILE] [--junit FILE] [--quiet]"}}, about: `Combines the JSON summaries of prove's shards (prove --shard i/n --json FILE)
 into one result: the plans, operations and verdicts added up, and of the
 shards' counterexamples the one drawn first, which is the one a single run of
 all the plans stops at. Each DIR is searched for summaries (*.json files whose
@@ -25,7 +23,7 @@ error that names it; on the simulator the shards must also have run the
 seed's plans exactly once each (none twice, none missing).
 Exit status: 0 every property held, 1 a violation, 2 usage, bad input or
 shards that do not make one search, 3 inconclusive, 130 a shard was
-interrupted (not every plan ran).`, stderr)
+interrupted (not every plan ran).`}, stderr)
 	var outf outputFlags
 	outf.register(fs, true)
 	dirs, code, ok := parseFlags(fs, args, stdout, stderr)

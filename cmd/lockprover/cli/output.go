@@ -26,7 +26,7 @@ type outputFlags struct {
 }
 
 func (o *outputFlags) register(fs *flag.FlagSet, quiet bool) {
-	fs.StringVar(&o.json, "json", "", "also write a JSON summary of the run to this file (schema "+results.Schema+", see the README)")
+	fs.StringVar(&o.json, "json", "", "also write a JSON summary of the run to this file (schema "+results.Schema+": docs/ci.md#json-and-junit)")
 	fs.StringVar(&o.junit, "junit", "", "also write JUnit XML to this file: a test case per property, failures with the explanation")
 	if quiet {
 		fs.BoolVar(&o.quiet, "quiet", false, "print only the result: no banner, no progress, nothing that passed (for CI logs)")

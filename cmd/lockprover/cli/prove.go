@@ -46,17 +46,17 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the plans drawn; 0 picks one (and prints it)")
 	fs.IntVar(&f.clients, "clients", 3, "at most this many clients per plan")
 	f.ops = 8
-	fs.Var(opsCounts{most: &f.ops, each: &f.eachOps, least: 1}, "ops", "at most this many steps per client; with --exhaustive, also one count per client, comma-separated (3,1)")
+	fs.Var(opsCounts{most: &f.ops, each: &f.eachOps, least: 1}, "ops", "at most this many steps per client; with --exhaustive, one count for all or one per client (3,1)")
 	fs.IntVar(&f.maxFault, "max-faults", 3, "at most this many faults per plan")
-	fs.StringVar(&f.faults, "faults", "all", "comma-separated faults plans may hold (lockprover mutants lists a kind's; amqp-locks: kill, pause, partition, force-close, restart-broker, drop-reply, admin-crash); all; or none")
+	fs.StringVar(&f.faults, "faults", "all", "comma-separated faults plans may hold (docs/faults.md lists each kind's); all; or none\n; amqp-locks': kill, pause, partition, force-close, restart-broker, drop-reply, admin-crash")
 	fs.StringVar(&f.kind, "kind", histories.Semaphore, "lock kind: "+family.KindList())
 	fs.StringVar(&f.props, "properties", "", "comma-separated properties whose violation counts; empty for all")
 	fs.StringVar(&f.modelName, "model", "standard", "the model plans are judged by: standard, or one the kind's family offers (amqp-locks: strict, acquire-exact at every acquire)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "time budget of each linearizability check")
 	fs.DurationVar(&f.shrink, "shrink-time", 30*time.Second, "time to spend minimising a counterexample")
 	fs.StringVar(&f.target, "target", "sim", "where plans run: sim (the kind's simulator) or a real server: "+targetList())
-	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference; amqp-locks runs it on the simulator served on the wire (docs/served.md; --target rabbitmq for a real broker), the other kinds on their real target (mariadb, redis; consul-semaphore's needs --target consul or etcd)")
-	fs.StringVar(&f.options, "options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, plain_failure, scan_start=random, delete_order=ascending, overshoot=N, ...")
+	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference: amqp-locks' on the simulator served on the wire, the others' on their real target\n (amqp-locks: docs/served.md, and --target rabbitmq for a real broker; the others: mariadb, postgres, redis; consul-semaphore's needs --target consul or etcd)")
+	fs.StringVar(&f.options, "options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, ...\n; also plain_failure, scan_start=random, delete_order=ascending, overshoot=N, ... (amqp-locks: docs/amqp-locks.md#options-the-spec-allows)")
 	f.fam.register(fs, family.Prove)
 }
 
@@ -147,8 +147,9 @@ func (f *proveFlags) describe(mutant string) (what, where string) {
 // start starts what the run needs before its first plan (the setup's
 // Start: a server and an implementation tried, a private server started):
 // code is the exit status and err what the summary records when the run
-// cannot start, code is -1 when it can.
-func (f *proveFlags) start(ctx context.Context, stderr io.Writer) (code int, err error) {
+// cannot start, code is -1 when it can. An implementation that fails to
+// start with the kind defaulted (kindGiven false) is told so.
+func (f *proveFlags) start(ctx context.Context, kindGiven bool, stderr io.Writer) (code int, err error) {
 	if f.setup.Start == nil {
 		return -1, nil
 	}
@@ -165,7 +166,11 @@ func (f *proveFlags) start(ctx context.Context, stderr io.Writer) (code int, err
 		if ie.Kind != "" {
 			kind = "--kind " + ie.Kind + " "
 		}
-		fmt.Fprintf(stderr, "prove: %v\n(lockprover validate-impl %s--impl %s says what to fix)\n", err, kind, family.Quote(ie.Command))
+		fmt.Fprintf(stderr, "prove: %v\n", err)
+		if !kindGiven {
+			fmt.Fprintf(stderr, "prove: %s\n", defaultedKind("proved", f.kind))
+		}
+		fmt.Fprintf(stderr, "(lockprover validate-impl %s--impl %s says what to fix)\n", kind, family.Quote(ie.Command))
 	default:
 		fmt.Fprintf(stderr, "prove: %v\n", err)
 	}
@@ -242,20 +247,24 @@ func parsePropertiesOf(s string, known []string) ([]string, error) {
 
 func known(s string, list []string) bool { return slices.Contains(list, s) }
 
-// proveSynopsis is prove's usage line; the kinds and targets are the
-// registered families'.
-func proveSynopsis() string {
-	return `prove [--runs N | --time D] [--seed S] [--clients N] [--ops N] [--max-faults N]
-                  [--faults kill,pause,...|all|none] [--kind ` + strings.Join(family.Kinds(), "|") + `]
-                  [--properties P,...] [--model standard|strict] [--timeout D]
-                  [--shrink-time D] [--heartbeat D] [--options K=V,...] [--mutant NAME]
-                  [--target ` + strings.Join(family.TargetNames(), "|") + `] [--amqp-url URL] [--allow-restart]
-                  [--docker auto|always|off] [--docker-image IMAGE] [--partition-handling MODE] [--net-ticktime D]
-                  [--dsn DSN] [--private-server] [--ttl D] [--servers N] [--persistence none|always] [--limit N]
-                  [--impl COMMAND [--init-timeout D]] [--out DIR] [--shard i/n|auto]
-                  [--parallel N] [--json FILE] [--junit FILE] [--quiet]
-                  [--exhaustive [--admins N] [--admin-ops N] [--max-schedules N] [--no-reduction] [--preemptions P | --delays D]
-                               [--sleep D] [--heal D] [--stagger D] [--ttls D,...]]`
+// proveUsage is prove's help beside its flags' usages; the kinds,
+// targets and models are the registered families'.
+func proveUsage() verbHelp {
+	return verbHelp{verb: "prove", about: `Draws plans (admins, clients, faults, schedules) and proves the target on them;
+by default the reference implementation on the simulator. On a violation it
+shrinks the plan, writes the counterexample under --out and exits 1. A real
+server is tried once before the first plan: one that cannot be used (refused,
+a wrong password, not what it should be) is named at once, exit 2.
+Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
+3 inconclusive (a check ran out of time), 130 interrupted.`, sections: []section{
+		{title: "Every run", flags: "[--kind KIND] [--runs N | --time D] [--seed N] [--clients N] [--ops N[,N...]] [--max-faults N] " +
+			"[--faults F,...|all|none] [--properties P,...] [--model " + strings.Join(family.ModelNames(), "|") + "] [--timeout D] [--shrink-time D] " +
+			"[--options K=V,...] [--mutant NAME] [--impl COMMAND [--init-timeout D]] [--parallel N] [--shard i/n|auto]"},
+		{title: "Output", flags: "[--out DIR] [--json FILE] [--junit FILE] [--quiet]"},
+		{title: "Real servers (--target other than sim)", flags: "[--target TARGET]", servers: true},
+		{title: "Exhaustive search (--exhaustive)", flags: "[--exhaustive] [--admins N] [--admin-ops N[,N...]] [--max-schedules N] [--no-reduction] " +
+			"[--preemptions N | --delays N] [--sleep D] [--heal D] [--stagger D] [--ttls D[,D...]]"},
+	}}
 }
 
 // runProve is `lockprover prove`: it draws plans, proves the target on
@@ -301,7 +310,7 @@ func runProve(args []string, stdout, stderr io.Writer) int {
 		// what Stop removes is not.
 		defer p.f.setup.Stop()
 	}
-	if code, err := p.f.start(ctx, stderr); code >= 0 {
+	if code, err := p.f.start(ctx, given(p.fs, "kind"), stderr); code >= 0 {
 		return p.finish(code, err, stderr)
 	}
 	p.s.Config.Subject = p.f.setup.Prove // as Start left it
@@ -328,19 +337,13 @@ type proveRun struct {
 // parseProveFlags reads prove's flags and turns them into the search to
 // run: ok false with the exit status when the run must not start.
 func parseProveFlags(args []string, stdout, stderr io.Writer) (p *proveRun, code int, ok bool) {
-	fs := newFlags("prove", proveSynopsis(), `Draws plans (admins, clients, faults, schedules) and proves the target on them;
-by default the reference implementation on the simulator. On a violation it
-shrinks the plan, writes the counterexample under --out and exits 1. A real
-broker is tried once before the first plan: one that cannot be used (refused,
-wrong password or vhost, not AMQP) is named at once, exit 2.
-Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
-3 inconclusive (a check ran out of time), 130 interrupted.`, stderr)
+	fs := newFlags(proveUsage(), stderr)
 	p = &proveRun{fs: fs}
 	p.f.register(fs)
 	mutant := fs.String("mutant", "", "prove this mutant of the reference instead (see lockprover mutants)")
 	fs.StringVar(&p.out, "out", "lockprover-out", "directory for a counterexample")
-	fs.IntVar(&p.parallel, "parallel", 0, "plans run at once, each on a lock (and processes, proxies) of its own: 0 means one per CPU on the simulator (the same plans and the same first counterexample whatever the number), four per CPU on a real target (where concurrency slows each plan: see the README)")
-	fs.StringVar(&p.shard, "shard", "", "i/n: run the i-th of n shares of the seed's plans (i from 1; --runs counts them all); auto: the shard from the environment (LOCKPROVER_SHARD_INDEX and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX with JOB_COMPLETIONS, GitLab's CI_NODE_INDEX and CI_NODE_TOTAL)")
+	fs.IntVar(&p.parallel, "parallel", 0, "plans run at once, each on a lock of its own: 0 means one per CPU on the simulator, four per CPU on a real target (docs/ci.md#plans-on-every-core)\n; on the simulator, the same plans and the same first counterexample whatever the number; on a real target, each plan also with processes and proxies of its own, where concurrency slows each plan")
+	fs.StringVar(&p.shard, "shard", "", "i/n: run the i-th of n shares of the seed's plans (i from 1; --runs counts them all); auto: the shard from the environment\n (LOCKPROVER_SHARD_INDEX and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX with JOB_COMPLETIONS, GitLab's CI_NODE_INDEX and CI_NODE_TOTAL; docs/ci.md#shards-on-many-machines)")
 	p.outf.register(fs, true)
 	p.ex.register(fs)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)

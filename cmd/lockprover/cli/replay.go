@@ -112,15 +112,21 @@ func judgedWorst(stdout io.Writer, r *verdict.Report, counted []string, judged s
 	return worst
 }
 
-// replaySynopsis is replay's usage line; the targets are the registered
-// families'.
-func replaySynopsis() string {
-	return `replay [--target ` + strings.Join(family.TargetNames(), "|") + `] [--amqp-url URL] [--allow-restart]
-                   [--docker auto|always|off] [--docker-image IMAGE] [--partition-handling MODE] [--net-ticktime D]
-                   [--dsn DSN] [--private-server] [--impl COMMAND [--init-timeout D]]
-                   [--mutant NAME|reference] [--model standard|strict] [--properties P,...]
-                   [--timeout D] [--times N] [--history FILE] [--trace] [--json FILE] [--junit FILE]
-                   [--quiet] PLAN`
+// replayUsage is replay's help beside its flags' usages; the targets
+// and models are the registered families'.
+func replayUsage() verbHelp {
+	return verbHelp{verb: "replay", args: "PLAN", about: `Runs a saved plan again and checks its history. On the simulator the history
+is the same, byte for byte. The plan is judged as it was when it was found:
+its model and properties, unless --model or --properties say otherwise.
+PLAN is a plan.json, as prove writes one with each counterexample; a
+recorded history is judged by lockprover check instead.
+Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
+3 inconclusive (a check ran out of time), 130 interrupted.`, sections: []section{
+		{title: "Every run", flags: "[--mutant NAME|reference] [--model " + strings.Join(family.ModelNames(), "|") + "] [--properties P,...] [--timeout D] " +
+			"[--impl COMMAND [--init-timeout D]] [--times N] [--history FILE] [--trace]"},
+		{title: "Output", flags: "[--json FILE] [--junit FILE] [--quiet]"},
+		{title: "Real servers (--target other than sim)", flags: "[--target TARGET]", servers: true},
+	}}
 }
 
 // runReplay is `lockprover replay`: it runs a saved plan again, on the
@@ -206,21 +212,17 @@ type replayArgs struct {
 // every flag that is wrong is named at once: ok false with the exit status
 // when the replay must not start.
 func parseReplayFlags(args []string, stdout, stderr io.Writer) (ra *replayArgs, code int, ok bool) {
-	fs := newFlags("replay", replaySynopsis(), `Runs a saved plan again and checks its history. On the simulator the history
-is the same, byte for byte. The plan is judged as it was when it was found:
-its model and properties, unless --model or --properties say otherwise.
-Exit status: 0 every property held, 1 a violation, 2 usage or bad input,
-3 inconclusive (a check ran out of time), 130 interrupted.`, stderr)
+	fs := newFlags(replayUsage(), stderr)
 	ra = &replayArgs{fs: fs}
 	fs.StringVar(&ra.history, "history", "", "also write the history to this file (it must not exist)")
-	fs.BoolVar(&ra.trace, "trace", false, "print the event trace: the simulator's; on a real target, what the run's proxies passed between each process and each server, where the family keeps it (RabbitMQ, Redis)")
-	fs.IntVar(&ra.times, "times", 1, "run the plan this many times and say in how many a counted property failed (a real target's timing varies: a counterexample found there may not fail every time); the report is of the first run that failed")
+	fs.BoolVar(&ra.trace, "trace", false, "print the event trace: the simulator's; on a real target, what the run's proxies passed between each process and each server\n, where the family keeps it (RabbitMQ, Redis)")
+	fs.IntVar(&ra.times, "times", 1, "run the plan this many times and say in how many a counted property failed; the report is of the first run that failed\n (a real target's timing varies: a counterexample found there may not fail every time)")
 	fs.StringVar(&ra.mutant, "mutant", "", "run this mutant instead of the plan's implementation (\"reference\" for the reference)")
 	fs.StringVar(&ra.modelName, "model", "standard", "acquire-exact model: standard or strict; default the plan's")
 	fs.StringVar(&ra.props, "properties", "", "comma-separated properties whose violation counts; default the plan's, else all")
 	fs.DurationVar(&ra.timeout, "timeout", time.Minute, "time budget of each linearizability check")
 	fs.StringVar(&ra.target, "target", "sim", "where the plan runs: sim (its kind's simulator) or a real server: "+targetList())
-	fs.StringVar(&ra.impl, "impl", "", "run an implementation that speaks the process protocol instead (an amqp-locks plan on the simulator served on the wire, or --target rabbitmq; another on its real target: mariadb, redis)")
+	fs.StringVar(&ra.impl, "impl", "", "run an implementation that speaks the process protocol instead: an amqp-locks plan on the simulator served on the wire, another on its real target\n (amqp-locks: or --target rabbitmq; the others: mariadb, postgres, redis; consul-semaphore's needs --target consul or etcd)")
 	ra.fam.register(fs, family.Replay)
 	ra.outf.register(fs, true)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
@@ -262,6 +264,9 @@ func (ra *replayArgs) open(stdout, stderr io.Writer) (*replayRun, error) {
 	}
 	p, err := d.ReadPlan(ra.path)
 	if err != nil {
+		if what := notAPlan(ra.path); what != "" {
+			return nil, errors.New(what)
+		}
 		return nil, err
 	}
 	s := ra.fam.settings(ra.fs, h.Kind, ra.mutant)
@@ -277,6 +282,28 @@ func (ra *replayArgs) open(stdout, stderr io.Writer) (*replayRun, error) {
 		return nil, err
 	}
 	return &replayRun{plan: p, header: h, propertyNames: d.Properties, setup: setup}, nil
+}
+
+// notAPlan says what path is when it is no plan replay can read but
+// something a person may well give it: a directory (a counterexample's,
+// holding its plan.json) or a recorded history, which check judges. It is
+// "" for anything else, whose reader says what is wrong.
+func notAPlan(path string) string {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		plan := filepath.Join(path, "plan.json")
+		if _, err := os.Stat(plan); err == nil {
+			return fmt.Sprintf("%s is a directory: replay the plan in it, lockprover replay %s", path, shellWord(plan))
+		}
+		return fmt.Sprintf("%s is a directory, not a plan file (a plan.json, as prove writes with a counterexample)", path)
+	}
+	check := "replay runs a plan again; to judge a history, lockprover check " + shellWord(path)
+	if h, _, err := histories.ReadAnyFile(path); err == nil && len(h) > 0 {
+		return fmt.Sprintf("%s is a history (%d events), not a plan: %s", path, len(h), check)
+	}
+	if data, err := os.ReadFile(path); err == nil && histories.LooksLikeEDN(data) {
+		return fmt.Sprintf("%s is EDN, as Jepsen writes histories, not a plan: %s", path, check)
+	}
+	return ""
 }
 
 // implTarget refuses --impl on a simulator of d's that does not serve
@@ -383,12 +410,15 @@ func (ra *replayArgs) judge(rp *replayRun, res *prover.Result, judged string, co
 }
 
 func runMutants(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("mutants", "mutants [--kind "+strings.Join(kindsWith(func(d *family.Descriptor) bool { return len(d.Mutants) > 0 }), "|")+"] [-v] [--detect N [--budget N] [--json FILE] [--junit FILE]]", `Lists the mutants of the reference: each one's name and the property that must
+	fs := newFlags(verbHelp{verb: "mutants", sections: []section{
+		{title: "Every run", flags: "[--kind KIND] [-v]"},
+		{title: "Detection (--detect)", flags: "[--detect N] [--budget N] [--json FILE] [--junit FILE]"},
+	}, about: `Lists the mutants of the reference: each one's name and the property that must
 catch it (-v: what it gets wrong). With --detect N it proves every mutant from
 seeds 1..N on the simulator and prints a Markdown table of how many seeds
 caught it, and the median plans and time it took.
 Exit status (--detect): 0 every seed caught every mutant, 1 a seed missed one,
-3 a seed missed one only because a check ran out of time, 130 interrupted.`, stderr)
+3 a seed missed one only because a check ran out of time, 130 interrupted.`}, stderr)
 	verbose := fs.Bool("v", false, "also say what each mutant gets wrong")
 	detect := fs.Int("detect", 0, "prove each mutant from this many seeds and print a Markdown table of the plans and time it takes to catch")
 	budget := fs.Int("budget", 20000, "with --detect, give up on a seed after this many plans")

@@ -15,7 +15,7 @@ import (
 // run on (--server-version), where each comes from, and whether it is
 // made here; --make makes the roots of the versions it names.
 func runServers(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("servers", "servers [--make SERVER-VERSION,...|all]", `Lists the versions of every server real targets run on (a family's
+	fs := newFlags(verbHelp{verb: "servers", sections: []section{{title: "Flags", flags: "[--make SERVER-VERSION,...|all]"}}, about: `Lists the versions of every server real targets run on (a family's
 --server-version names one): the machine's own package, or a Debian
 release's root that lockprover makes once per machine with debootstrap
 (root, debootstrap and the Debian mirror needed; some minutes each, nothing
@@ -23,7 +23,7 @@ after) and keeps in $XDG_CACHE_HOME/lockprover (default ~/.cache). --make
 makes the roots of the versions named (rabbitmq-4.3.6,valkey-9.1.2), or of
 every version (all), as the first run that needs one would. A version
 that cannot be had (no debootstrap, the mirror not answering, a package
-the release no longer has) is named with what is missing, exit 2.`, stderr)
+the release no longer has) is named with what is missing, exit 2.`}, stderr)
 	mk := fs.String("make", "", "comma-separated SERVER-VERSION to make the roots of (rabbitmq-4.3.6, valkey-9.1.2, ...), or all")
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {

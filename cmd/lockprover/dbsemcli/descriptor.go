@@ -42,9 +42,9 @@ var DBSemaphore = &family.Descriptor{
 	Faults:     dbsemrun.FaultNames(),
 	Targets:    []family.Target{{Name: "sim", Faults: dbsemrun.FaultNames()}, {Name: "mariadb", Real: true, Faults: dbsemrun.FaultNames()}},
 	Flags: append([]family.Flag{
-		{Name: "dsn", Verbs: family.Server, Usage: "db-semaphore: the real MariaDB's DSN (go-sql-driver form, over tcp); default $LOCKPROVER_MYSQL_DSN, else " + mariadb.DefaultDSN},
+		{Name: "dsn", Arg: "DSN", Real: true, Verbs: family.Server, Usage: "db-semaphore: the real MariaDB's DSN (go-sql-driver form, over tcp); default $LOCKPROVER_MYSQL_DSN, else " + mariadb.DefaultDSN},
 		leasecli.TTL,
-		{Name: "private-server", Bool: true, Verbs: family.Server, Usage: "db-semaphore: run --target mariadb (validate-impl, bench, conform) on a private mariadbd of the run's own (own datadir and port, stopped at the end), which plans may restart"},
+		{Name: "private-server", Bool: true, Real: true, Verbs: family.Server, Usage: "db-semaphore: run --target mariadb (validate-impl, bench, conform) on a private mariadbd of the run's own, which plans may restart\n (its own datadir and port, stopped at the end)"},
 		serverVersionFlag,
 	}, leasecli.Flags...),
 	// How check judges lease locks, as every lease family says it.

@@ -22,8 +22,8 @@ import (
 // families (db-semaphore, consul-semaphore, redlock, priority-redlock)
 // each declare them, from here, with leaseCheck and leaseJudging beside.
 var Flags = []family.Flag{
-	{Name: "drift", Verbs: family.Check, Default: strconv.FormatFloat(model.DefaultDrift, 'g', -1, 64), Usage: "lease locks: how far clocks may run fast or slow, as a fraction of the time measured (0.01 is 1%); > 0 and < 1"},
-	{Name: "lease-ttl", Verbs: family.Check, Usage: "Jepsen histories: judge the lock as a lease lock whose holds last this long unless released (with --drift), not as Knossos's mutex; a lens for locks known to be lease-based, never the default"},
+	{Name: "drift", Arg: family.Float, Verbs: family.Check, Default: strconv.FormatFloat(model.DefaultDrift, 'g', -1, 64), Usage: "lease locks: how far clocks may run fast or slow, as a fraction of the time measured (0.01 is 1%); > 0 and < 1"},
+	{Name: "lease-ttl", Arg: family.Duration, Verbs: family.Check, Usage: "Jepsen histories: judge the lock as a lease lock whose holds last this long unless released (with --drift), not as Knossos's mutex\n; a lens for locks known to be lease-based, never the default"},
 }
 
 // Check is what check does with Flags: it refuses a bad
@@ -105,4 +105,4 @@ func lensExcuses(r, knossos *verdict.Report) {
 }
 
 // TTL is prove's --ttl, which the lease families take alike.
-var TTL = family.Flag{Name: "ttl", Verbs: family.Prove, Usage: "db-semaphore, redlock, consul-semaphore, pg-advisory: every plan's lease ttl (a duration of whole milliseconds; at least 1ms, 10ms for redlock, 1s to 1m in whole seconds on etcd for consul-semaphore, 10ms to 1m for pg-advisory), instead of one drawn (100ms, 300ms and 1s; consul-semaphore: 1s and 2s; pg-advisory: 200ms and 500ms): for an implementation that grants leases in whole seconds, say"}
+var TTL = family.Flag{Name: "ttl", Arg: family.Duration, Verbs: family.Prove, Usage: "db-semaphore, redlock, consul-semaphore, pg-advisory: every plan's lease ttl, whole milliseconds, instead of one drawn\n (at least 1ms, 10ms for redlock, 1s to 1m in whole seconds on etcd for consul-semaphore, 10ms to 1m for pg-advisory; drawn from 100ms, 300ms and 1s, for consul-semaphore 1s and 2s, for pg-advisory 200ms and 500ms): for an implementation that grants leases in whole seconds, say"}

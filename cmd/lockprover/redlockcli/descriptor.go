@@ -38,9 +38,9 @@ var Redlock = &family.Descriptor{
 	Faults:     redlockrun.FaultNames(),
 	Targets:    []family.Target{{Name: "sim", Faults: redlockrun.FaultNames()}, {Name: "redis", Real: true, Faults: redlockrun.FaultNames()}},
 	Flags: append([]family.Flag{
-		{Name: "servers", Verbs: family.Prove | family.Bench, Usage: "redlock: N, the number of Redis servers every plan has (0: drawn from 1, 2 and 3; bench: 3)", Default: "0"},
-		{Name: "persistence", Verbs: family.Prove, Usage: "redlock: what the servers keep across a restart, none or always (fsync on every write); default drawn, with restarts only under always"},
-		{Name: "limit", Verbs: family.Prove, Usage: "redlock: how many leases the lock grants at once, every plan's (1: a mutex; above 1 only with --impl, a semaphore: init says the limit)", Default: "1"},
+		{Name: "servers", Arg: family.Int, Verbs: family.Prove | family.Bench, Usage: "redlock: the number of Redis servers every plan has (0: drawn from 1, 2 and 3; bench: 3)", Default: "0"},
+		{Name: "persistence", Arg: "none|always", Verbs: family.Prove, Usage: "redlock: what the servers keep across a restart, none or always (fsync on every write); default drawn, with restarts only under always"},
+		{Name: "limit", Arg: family.Int, Verbs: family.Prove, Usage: "redlock: how many leases the lock grants at once, every plan's (1: a mutex; above 1 only with --impl, a semaphore: init says the limit)", Default: "1"},
 		serverVersionFlag,
 		leasecli.TTL,
 	}, leasecli.Flags...),

@@ -21,10 +21,15 @@ import (
 
 // Flag is --server-version as a family declares it, going with verbs:
 // usage names the family's kinds, says where the flag applies and lists
-// the versions it takes (Choices words them).
+// the versions it takes (Choices words them). Help shows Summary, which
+// every family's declaration starts with; usage is the family's details,
+// in docs/cli.md.
 func Flag(verbs family.Verbs, usage string) family.Flag {
-	return family.Flag{Name: "server-version", Verbs: verbs, Usage: usage}
+	return family.Flag{Name: "server-version", Arg: "VERSION", Real: true, Verbs: verbs, Usage: Summary + "\n; " + usage}
 }
+
+// Summary is what help says of --server-version, for every family.
+const Summary = "the version of the servers a run starts (amqp-locks: or the simulator behaves as); lockprover servers lists them"
 
 // Others says where a server's versions other than the machine's own come
 // from, as every family's usage of the flag says it.

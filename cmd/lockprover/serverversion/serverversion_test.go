@@ -88,7 +88,7 @@ func TestChoicesAndWhere(t *testing.T) {
 	if got, want := PrivateWhere(settings("18"), "PostgreSQL", v), "a private PostgreSQL 18 of the run's own (Debian sid's postgresql-18 "+v.Debian+")"; got != want {
 		t.Errorf("with 18: %q, want %q", got, want)
 	}
-	if f := Flag(family.Server, "x"); f.Name != "server-version" || f.Verbs != family.Server || f.Usage != "x" {
+	if f := Flag(family.Server, "x"); f.Name != "server-version" || f.Verbs != family.Server || f.Usage != Summary+"\n; x" || !f.Real {
 		t.Errorf("Flag: %+v", f)
 	}
 }

@@ -186,7 +186,7 @@ func TestCheckTakesTheFamiliesFlags(t *testing.T) {
 			t.Errorf("check takes %s with no lease family linked in:\n%s", lease, out)
 		}
 	}
-	if out := must(t, 0, "check", "-h"); !strings.Contains(out, "\n  -toy-grace ") || !strings.Contains(out, "\n  -toy-lens\n") || strings.Contains(out, "\n  -drift ") {
+	if out := must(t, 0, "check", "-h"); !strings.Contains(out, "\n  --toy-grace ") || !strings.Contains(out, "\n  --toy-lens ") || strings.Contains(out, "\n  --drift ") {
 		t.Errorf("check's usage does not list the toy's flags alone:\n%s", out)
 	}
 	jepsen := filepath.Join("..", "..", "..", "testdata", "histories", "90-jepsen-partition-double-hold.edn")
