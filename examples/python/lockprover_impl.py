@@ -32,22 +32,15 @@ Three options make variants that are just as correct by the spec:
 """
 
 import argparse
-import json
 import logging
 import math
-import os
-import select
-import signal
 import sys
 import time
 
 import amqp_locks as al
+from lockprover_serve import BadRequest, int_field, serve
 
 log = logging.getLogger("lockprover_impl")
-
-# How long to wait for a request before letting pika send heartbeats and
-# notice a closed connection. Well under half the shortest heartbeat (1 s).
-IDLE_POLL = 0.2
 
 # Bounds a connection attempt (TCP connect and AMQP handshake), well within
 # lockprover's 30 s per operation.
@@ -62,12 +55,10 @@ RETRY_PAUSE = 0.2
 ACQUIRE_FAIL_REASONS = {"full", "absent", "unavailable", "contended", "held"}
 
 
-class BadRequest(Exception):
-    """The request is malformed: answered with a definite error."""
-
-
 class Server:
-    """One lockprover process: a client (or admin) of one lock.
+    """One lockprover process: a client (or admin) of one lock, served by
+    lockprover_serve.serve, which calls idle() every 0.2 s without a
+    request and recover() (as replied) after each reply.
 
     lazy_connect: connect only when an operation needs the broker, not at
     init nor at once after a lost connection. plain_failure: acquire fails
@@ -82,20 +73,20 @@ class Server:
         self.client = None     # the current amqp_locks.Client, once connected
         self.exit_code = None  # set when the server must stop after a reply
 
-    def handle(self, req):
+    def answer(self, req):
         """Answer one request (a dict) with one reply (a dict).
 
         An operation that lost the connection connects again before it
         answers, so that the connection is not counted against the next
         operation; a verify answers first, since lockprover judges what a
-        verify sends (the main loop then connects again).
+        verify sends (serve then connects again: replied).
         """
-        reply = self.answer(req)
+        reply = self.reply(req)
         if req.get("type") != "verify":
             self.recover()
         return reply
 
-    def answer(self, req):
+    def reply(self, req):
         rid, kind = req.get("id"), req.get("type")
         try:
             if kind == "init":
@@ -194,6 +185,8 @@ class Server:
         except al.ConnectionLost as e:
             log.warning("connecting again: %s", e)
 
+    replied = recover  # after a verify that found the connection lost
+
     def idle(self):
         """Between requests: keep heartbeats flowing, and notice a lost
         connection early."""
@@ -279,57 +272,6 @@ class Server:
         return {"type": "release_ok"}
 
 
-def int_field(req, field, minimum):
-    """req[field] as an int of at least minimum (None: any int)."""
-    value = req.get(field)
-    if type(value) is not int or (minimum is not None and value < minimum):
-        raise BadRequest(f"{req.get('type')} needs an integer {field!r}"
-                         + (f" >= {minimum}" if minimum is not None else ""))
-    return value
-
-
-class LineReader:
-    """Reads lines from a file descriptor with a timeout. It keeps its own
-    buffer, so that several lines arriving at once are all seen (a buffered
-    sys.stdin would hide them from select)."""
-
-    def __init__(self, fd):
-        self.fd = fd
-        self.buf = b""
-        self.eof = False
-
-    def readline(self, timeout):
-        """The next line without its newline; None if no whole line arrived
-        within timeout; raises EOFError once the input is exhausted."""
-        while b"\n" not in self.buf:
-            if self.eof:
-                if not self.buf:
-                    raise EOFError
-                line, self.buf = self.buf, b""  # a last line without newline
-                return line
-            ready, _, _ = select.select([self.fd], [], [], timeout)
-            if not ready:
-                return None
-            chunk = os.read(self.fd, 65536)
-            self.buf += chunk
-            self.eof = not chunk
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line
-
-
-def parse(line):
-    """The request on line, or a reply to send back if it is not one."""
-    try:
-        req = json.loads(line)
-    except ValueError:
-        req = None
-    if not isinstance(req, dict):
-        log.error("not a JSON object: %r", line[:200])
-        return None, {"id": 0, "type": "error", "code": "bad request",
-                      "text": "a request must be one JSON object", "definite": True}
-    return req, None
-
-
 def options(argv):
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
@@ -354,41 +296,8 @@ def main(argv=None):
     # missing queue) and logs tracebacks for every lost connection; the
     # errors it raises are logged here, in one line each.
     logging.getLogger("pika").setLevel(logging.CRITICAL)
-
-    # Replies get a private copy of stdout; file descriptor 1 and sys.stdout
-    # then point at stderr, so that nothing else can reach the reply stream.
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-
-    # lockprover sends SIGTERM to a process that outlives its stdin: close
-    # the connection on the way out.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-
-    server = Server(lazy_connect=opts.lazy_connect, plain_failure=opts.plain_failure,
-                    tidy_verify=opts.tidy_verify)
-    reader = LineReader(sys.stdin.fileno())
-    try:
-        while server.exit_code is None:
-            try:
-                line = reader.readline(IDLE_POLL)
-            except EOFError:
-                log.info("stdin closed: exiting")
-                break
-            if line is None:
-                server.idle()
-                continue
-            if not line.strip():
-                continue
-            req, reply = parse(line)
-            if req is not None:
-                reply = server.handle(req)
-            replies.write(json.dumps(reply, separators=(",", ":")) + "\n")
-            replies.flush()
-            server.recover()  # after a verify that found the connection lost
-    finally:
-        server.close()
-    return server.exit_code or 0
+    return serve(Server(lazy_connect=opts.lazy_connect, plain_failure=opts.plain_failure,
+                        tidy_verify=opts.tidy_verify))
 
 
 if __name__ == "__main__":

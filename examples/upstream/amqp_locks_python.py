@@ -61,18 +61,18 @@ Needs pika (apt install python3-pika; Debian 12 ships 1.2).
 """
 
 import argparse
-import json
 import logging
 import math
 import os
-import select
-import signal
 import sys
 import time
 
+# The process protocol's serve loop, which examples/python shares.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "python"))
+from lockprover_serve import BadRequest, int_field, serve  # noqa: E402
+
 log = logging.getLogger("amqp_locks_python")
 
-IDLE_POLL = 0.2
 WAIT_POLL = 0.1
 WAIT_LIMIT = 80.0  # lockprover gives a wait 90 s
 
@@ -86,10 +86,6 @@ def checkout_dir(arg):
         raise SystemExit(f"amqp_locks_python.py: {path} has no rabbitlock/semaphore.py: "
                          "not a checkout of zbentley/amqp-locks-python")
     return path
-
-
-class BadRequest(Exception):
-    pass
 
 
 class Definite(Exception):
@@ -123,7 +119,7 @@ class Server:
         self.init = None
         self.lock = None
 
-    # --- the loop's hooks ---------------------------------------------------
+    # --- serve's hooks ------------------------------------------------------
 
     def answer(self, req):
         rid, kind = req.get("id"), req.get("type")
@@ -306,66 +302,6 @@ class Server:
         return {"type": "release_ok"}
 
 
-def int_field(req, field, minimum):
-    value = req.get(field)
-    if type(value) is not int or (minimum is not None and value < minimum):
-        raise BadRequest(f"{req.get('type')} needs an integer {field!r}"
-                         + (f" >= {minimum}" if minimum is not None else ""))
-    return value
-
-
-class LineReader:
-    """Lines from a file descriptor, with a timeout (so that the loop can
-    let pika send heartbeats while it waits)."""
-
-    def __init__(self, fd):
-        self.fd, self.buf, self.eof = fd, b"", False
-
-    def readline(self, timeout):
-        while b"\n" not in self.buf:
-            if self.eof:
-                if not self.buf:
-                    raise EOFError
-                line, self.buf = self.buf, b""
-                return line
-            ready, _, _ = select.select([self.fd], [], [], timeout)
-            if not ready:
-                return None
-            chunk = os.read(self.fd, 65536)
-            self.buf += chunk
-            self.eof = not chunk
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line
-
-
-def serve(server, replies):
-    reader = LineReader(sys.stdin.fileno())
-    try:
-        while True:
-            try:
-                line = reader.readline(IDLE_POLL)
-            except EOFError:
-                break
-            if line is None:
-                server.idle()
-                continue
-            if not line.strip():
-                continue
-            try:
-                req = json.loads(line)
-            except ValueError:
-                req = None
-            if isinstance(req, dict):
-                reply = server.answer(req)
-            else:
-                reply = {"id": 0, "type": "error", "code": "bad request",
-                         "text": "a request must be one JSON object", "definite": True}
-            replies.write(json.dumps(reply, separators=(",", ":")) + "\n")
-            replies.flush()
-    finally:
-        server.close()
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description="amqp-locks-python over lockprover's process protocol")
     p.add_argument("--checkout", help="a checkout of zbentley/amqp-locks-python (default $LOCKPROVER_AMQP_LOCKS_PYTHON)")
@@ -376,12 +312,6 @@ def main(argv=None):
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("pika").setLevel(logging.CRITICAL)
-    # The library prints ("Deleting 3", "Race condition victim!"): replies
-    # get a private copy of stdout, and file descriptor 1 points at stderr.
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
     import pika
     if opts.pika_compat:
@@ -393,8 +323,10 @@ def main(argv=None):
     import rabbitlock.semaphore
     log.info("rabbitlock from %s, pika %s%s", os.path.dirname(rabbitlock.semaphore.__file__),
              pika.__version__, " with pika_compat" if opts.pika_compat else "")
-    serve(Server(pika, rabbitlock.semaphore, rabbitlock.mutex), replies)
-    return 0
+    # The library prints ("Deleting 3", "Race condition victim!"), though
+    # not as it loads: serve gives the replies a private copy of stdout,
+    # and points file descriptor 1 at stderr.
+    return serve(Server(pika, rabbitlock.semaphore, rabbitlock.mutex))
 
 
 if __name__ == "__main__":

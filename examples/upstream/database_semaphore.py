@@ -50,17 +50,19 @@ Needs PyMySQL (apt install python3-pymysql).
 
 import argparse
 import hashlib
-import json
 import logging
 import math
 import os
 import re
-import signal
 import sys
 import urllib.parse
 
 import pymysql
 from pymysql.constants import CLIENT
+
+# The process protocol's serve loop, which examples/python shares.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "python"))
+from lockprover_serve import BadRequest, int_field, serve, token_field  # noqa: E402
 
 log = logging.getLogger("database_semaphore")
 
@@ -234,10 +236,6 @@ def is_connection_error(e):
         (not e.args or not isinstance(e.args[0], int) or e.args[0] in CONNECTION_LOST or e.args[0] < 1000)
 
 
-class BadRequest(Exception):
-    pass
-
-
 class Server:
     """One lockprover client of one key."""
 
@@ -356,51 +354,6 @@ class CannotConnect(Exception):
     pass
 
 
-def int_field(req, field):
-    value = req.get(field)
-    if type(value) is not int or value < 1:
-        raise BadRequest(f"{req.get('type')} needs an integer {field!r} >= 1")
-    return value
-
-
-def token_field(req):
-    value = req.get("token")
-    if not isinstance(value, str) or not value:
-        raise BadRequest(f"{req.get('type')} needs a non-empty string 'token'")
-    return value
-
-
-def serve(server):
-    """The protocol loop: JSON lines on stdin, replies on the real stdout
-    (file descriptor 1 then points at stderr, so that nothing printed can
-    reach the reply stream)."""
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    stdin = sys.stdin.buffer
-    try:
-        while True:
-            line = stdin.readline()
-            if not line:
-                break
-            if not line.strip():
-                continue
-            try:
-                req = json.loads(line)
-            except ValueError:
-                req = None
-            if isinstance(req, dict):
-                reply = server.answer(req)
-            else:
-                reply = {"id": 0, "type": "error", "code": "bad request",
-                         "text": "a request must be one JSON object", "definite": True}
-            replies.write(json.dumps(reply, separators=(",", ":")) + "\n")
-            replies.flush()
-    finally:
-        server.close()
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkout", help="a checkout of zimingd/database-semaphore "
@@ -416,8 +369,7 @@ def main(argv=None):
         drop_orphans(conn)
         print(f"dropped {len(names)} procedures: {' '.join(names)}", file=sys.stderr)
         return 0
-    serve(Server(checkout_dir(opts.checkout)))
-    return 0
+    return serve(Server(checkout_dir(opts.checkout)))
 
 
 if __name__ == "__main__":

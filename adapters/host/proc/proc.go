@@ -3,7 +3,9 @@
 // caller's own, its outputs appended to a log file, killed with the caller
 // on Linux, stopped, crashed and started again on demand. What differs
 // between servers (their arguments, how to tell one is ready) is the
-// caller's; this package is the rest, written once.
+// caller's; this package is the rest, written once: a server's type embeds
+// a Daemon (its log, process id, restart, crash and stop) and finds its
+// program with a Binary.
 package proc
 
 import (
@@ -306,11 +308,14 @@ func (p *Proc) program(cmd *exec.Cmd) int {
 // Stop stops the process for good (SIGTERM, SIGKILL if it has not exited
 // after grace) and waits for it to be gone. Stopping a stopped Proc does
 // nothing.
-func (p *Proc) Stop(grace time.Duration) error {
+func (p *Proc) Stop(grace time.Duration) error { return p.stop(syscall.SIGTERM, grace) }
+
+// stop is Stop with sig rather than SIGTERM (a Daemon's How.Restart).
+func (p *Proc) stop(sig syscall.Signal, grace time.Duration) error {
 	p.mu.Lock()
 	p.stopped = true
 	p.mu.Unlock()
-	err := p.Halt(syscall.SIGTERM, grace)
+	err := p.Halt(sig, grace)
 	ReleasePorts(p.Hold...)
 	return err
 }
@@ -326,9 +331,9 @@ func (p *Proc) LogTail() string {
 }
 
 // Temp starts a server (start, given a directory) in a temporary directory
-// of its own, which the returned stop removes once the server has stopped
-// (stopServer): for a command's run, which has no test directory.
-func Temp[S any](pattern string, start func(dir string) (S, error), stopServer func(S)) (s S, stop func(), err error) {
+// of its own, which the returned stop removes once the server has stopped:
+// for a command's run, which has no test directory.
+func Temp[S interface{ Stop() error }](pattern string, start func(dir string) (S, error)) (s S, stop func(), err error) {
 	dir, err := os.MkdirTemp("", pattern)
 	if err != nil {
 		return s, nil, err
@@ -338,7 +343,7 @@ func Temp[S any](pattern string, start func(dir string) (S, error), stopServer f
 		os.RemoveAll(dir)
 		return s, nil, err
 	}
-	return s, func() { stopServer(s); os.RemoveAll(dir) }, nil
+	return s, func() { s.Stop(); os.RemoveAll(dir) }, nil
 }
 
 // FreePorts are n distinct ports on 127.0.0.1 on which nobody listens just

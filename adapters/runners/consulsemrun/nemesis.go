@@ -176,21 +176,19 @@ func (r *runner) endFaults() {
 // known).
 func (r *runner) restartServer(p proc, down time.Duration) {
 	v := &histories.Fault{Process: server}
-	if r.server != nil {
+	struck := false
+	err := r.w.Strike(run.Aim{Fault: histories.RestartBroker, Down: down, Wait: p.Sleep, Struck: func() {
+		struck = true
 		r.Began(histories.RestartBroker, v)
-		if err := r.server.restart(r.ctx, down); err != nil {
-			r.w.Lock()
-			r.failed = append(r.failed, fmt.Errorf("restart-broker: %w", err))
-			r.w.Unlock()
-		}
-		r.Ended(histories.RestartBroker, v, nil)
-		return
-	}
-	if r.sim == nil || r.sim.Restart(down) != nil {
+	}})
+	if !struck {
 		return // it never went down: nothing to record
 	}
-	r.Began(histories.RestartBroker, v)
-	p.Sleep(down)
+	if err != nil {
+		r.w.Lock()
+		r.failed = append(r.failed, fmt.Errorf("restart-broker: %w", err))
+		r.w.Unlock()
+	}
 	r.Ended(histories.RestartBroker, v, nil)
 }
 

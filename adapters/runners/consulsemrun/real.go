@@ -162,12 +162,12 @@ func runReal(ctx context.Context, p *Plan, addrs []string, impl Impl, cl *Cluste
 	// The plan's clients (and the probe) start together: their
 	// processes' start-up is over before the clock starts.
 	defer prover.Warm(ctx, impl, q.Prefix, len(q.Clients)+1)()
-	w := &realPlace{ctx: ctx, start: time.Now(), addrs: srv.addrs, backend: q.Backend, procs: map[string]*realProc{}, impl: impl}
+	w := &realPlace{ctx: ctx, start: time.Now(), addrs: srv.addrs, restart: srv.restart, backend: q.Backend, procs: map[string]*realProc{}, impl: impl}
 	if cl != nil {
 		w.addrsOf = func(name string) []string { return []string{cl.addr(q.nodeOf(name))} }
 	}
 	ttl := time.Duration(q.TTLMs) * time.Millisecond
-	r := &runner{p: &q, ctx: ctx, clients: map[string]*client{}, armed: map[string]bool{}, server: srv, made: map[string]bool{},
+	r := &runner{p: &q, ctx: ctx, clients: map[string]*client{}, armed: map[string]bool{}, made: map[string]bool{},
 		timeout: time.Duration((Expiry(q.Backend)+1)*float64(ttl)) + time.Second, impl: impl}
 	if cl != nil {
 		r.nodes = cl
@@ -403,6 +403,9 @@ type realPlace struct {
 	ctx   context.Context
 	start time.Time
 	addrs []string // the server's host:port (etcd: each endpoint's)
+	// restart restarts the server (realServer.restart); nil for a
+	// given one, which is not lockprover's to restart.
+	restart func(ctx context.Context, down time.Duration) error
 	// addrsOf, if set, is the host:port process name talks to instead
 	// (a cluster's: its node's).
 	addrsOf func(name string) []string
@@ -563,11 +566,19 @@ func (w *realPlace) outside(pr proc, f func()) {
 	pr.(*realProc).waitResumed()
 }
 
-// Strike kills, pauses or partitions the process a names, or closes
-// its connections (forceClose).
+// Strike kills, pauses or partitions the process a names, closes its
+// connections (forceClose), or restarts the server: recorded down
+// (a.Struck) from before its stop, and back once Strike returns.
 func (w *realPlace) Strike(a run.Aim) error {
-	if a.Fault == histories.ForceClose {
+	switch a.Fault {
+	case histories.ForceClose:
 		return struck(w.forceClose(a.Process))
+	case histories.RestartBroker:
+		if w.restart == nil {
+			return run.CannotStrike(a) // a given server: refused before the run (checkReal)
+		}
+		a.Struck()
+		return w.restart(w.ctx, a.Down)
 	}
 	return run.StrikeProcess(a, w.kill, w.pause, w.partition)
 }

@@ -80,7 +80,11 @@ type place interface {
 	// (Aim.Process, a client's current incarnation): kill, pause and its
 	// resume, partition and its heal; force-close, its connections
 	// closed from the server's side (the client connects again at its
-	// next call; run.ErrStruckNothing when it had none open).
+	// next call; run.ErrStruckNothing when it had none open); and
+	// restart-broker, the server down for Aim.Down, as the nemesis's
+	// process (Aim.Wait its sleep), returning once it answers again, with
+	// Aim.Struck called once the restart is under way: on the simulator
+	// once the server is down, on a real server as it begins to stop.
 	run.Target
 	Go(name string, f func(proc))
 	// outside runs f, a call of p's that may wait, without the lock; a
@@ -101,11 +105,20 @@ func (simPlace) Lock()                    {}
 func (simPlace) Unlock()                  {}
 func (simPlace) outside(_ proc, f func()) { f() }
 
-// Strike kills, pauses or partitions the process a names, or closes
-// its connections.
+// Strike kills, pauses or partitions the process a names, closes its
+// connections, or restarts the server (the nemesis waits while it is
+// down).
 func (w simPlace) Strike(a run.Aim) error {
-	if a.Fault == histories.ForceClose {
+	switch a.Fault {
+	case histories.ForceClose:
 		return struck(w.World.ForceClose(a.Process))
+	case histories.RestartBroker:
+		if err := w.World.Restart(a.Down); err != nil {
+			return err
+		}
+		a.Struck()
+		a.Wait(a.Down)
+		return nil
 	}
 	return run.StrikeProcess(a, w.World.Kill, w.World.Pause, w.World.Partition)
 }
@@ -136,12 +149,11 @@ type client struct {
 // runner shares (run.Runner).
 type runner struct {
 	run.Runner
-	p      *Plan
-	ctx    context.Context
-	w      place
-	sim    *consulsim.World // the simulator (its World), nil on a real server
-	server *realServer      // the real server, nil on the simulator
-	nodes  nodes            // the cluster's nodes, real or simulated; nil on a single server
+	p     *Plan
+	ctx   context.Context
+	w     place
+	sim   *consulsim.World // the simulator (its World), nil on a real server
+	nodes nodes            // the cluster's nodes, real or simulated; nil on a single server
 	// struck are the faults on the cluster in force, by their index in
 	// the plan: the cut a partition made (a node's resolved), or the
 	// node a pause stopped.

@@ -222,7 +222,7 @@ type mariadbPlace struct {
 	idle    chan struct{} // closed once active falls to 0
 	wg      sync.WaitGroup
 	errs    []error // a proxy that would not start, a restart that failed
-	// restarting is set while the private server is down for a Restart
+	// restarting is set while the private server is down for a restart
 	// and until it is up again.
 	restarting atomic.Bool
 }
@@ -464,6 +464,20 @@ func (b *mariadbPlace) Strike(a run.Aim) error {
 	case histories.DropReply:
 		b.dropCommitReply(a.Process)
 		return nil
+	case histories.RestartBroker:
+		if a.Wait != nil {
+			return b.restartWait(a.Down)
+		}
+		if !b.restartMeanwhile(a.Down) {
+			return run.ErrStruckNothing
+		}
+		return nil
+	case histories.ClockSkew:
+		if a.Process != "" {
+			return run.CannotStrike(a) // a client's clock is its own: the runner's
+		}
+		b.skewClock(a.Offset)
+		return nil
 	}
 	return run.StrikeProcess(a, b.kill, b.pause, b.partition)
 }
@@ -575,12 +589,13 @@ func (b *mariadbPlace) droppedReplies(name string) (int, bool) {
 	return 0, true
 }
 
-// Restart restarts the private server; the runner goes on meanwhile. A
-// restart while one is under way (a loaded machine's mariadbd can take
-// seconds to come up) strikes nothing: two at once launched two mariadbds
-// on one port, and the second restart failed the run, "another server
-// answers there" (the soak's 5615 and 5715).
-func (b *mariadbPlace) Restart(downtime time.Duration) bool {
+// restartMeanwhile restarts the private server; the runner goes on
+// meanwhile (a fault counted in statements). A restart while one is under
+// way (a loaded machine's mariadbd can take seconds to come up) strikes
+// nothing: two at once launched two mariadbds on one port, and the second
+// restart failed the run, "another server answers there" (the soak's 5615
+// and 5715).
+func (b *mariadbPlace) restartMeanwhile(downtime time.Duration) bool {
 	if !b.restarting.CompareAndSwap(false, true) {
 		return false
 	}
@@ -593,7 +608,7 @@ func (b *mariadbPlace) Restart(downtime time.Duration) bool {
 }
 
 // restartWait restarts the private server and returns once it answers
-// again, or why it did not (the nemesis's timed restarts: restarter).
+// again, or why it did not (the nemesis's timed restarts, Aim.Wait).
 func (b *mariadbPlace) restartWait(downtime time.Duration) error {
 	if !b.restarting.CompareAndSwap(false, true) {
 		return errors.New("a restart of the server is under way")
@@ -615,9 +630,9 @@ func (b *mariadbPlace) restart(downtime time.Duration) error {
 	return err
 }
 
-// SkewServerClock offsets the clock of every client session, now and
-// later, from the server's true one.
-func (b *mariadbPlace) SkewServerClock(offset time.Duration) {
+// skewClock offsets the clock of every client session, now and later,
+// from the server's true one.
+func (b *mariadbPlace) skewClock(offset time.Duration) {
 	b.skew = offset
 	for _, p := range b.procs {
 		p.proxy.Skew(offset)

@@ -32,7 +32,15 @@ type place interface {
 	// its connections closed from the server's side (KILL CONNECTION:
 	// run.ErrStruckNothing while the server is down for a restart, which
 	// has ended those connections already); drop-reply, the reply to its
-	// next COMMIT lost.
+	// next COMMIT lost. And the server's: restart-broker, which refuses
+	// connections for Aim.Down (run.ErrStruckNothing from a real server
+	// whose restart is still under way, down or starting: two mariadbds
+	// would race for its port), the runner going on meanwhile, or, with
+	// Aim.Wait, returning once a real server answers again (the
+	// simulator's restart is never waited out); and clock-skew, which
+	// sets the database's clock offset from true time to Aim.Offset,
+	// whichever clock fault moved it (the runner sums a clock-jump's, and
+	// a clock-reset sets it to 0).
 	run.Target
 	// Go starts process name running f.
 	Go(name string, f func(proc))
@@ -47,15 +55,6 @@ type place interface {
 	// simulator, whose drop always strikes the next COMMIT, which only the
 	// runner's own reference sends there).
 	droppedReplies(name string) (n int, known bool)
-	// Restart restarts the server: it refuses connections for downtime.
-	// It reports whether it struck: a real server whose restart is still
-	// under way (down, or starting) is not restarted again (two
-	// mariadbds would race for its port). The runner goes on meanwhile:
-	// for a fault counted in statements; the timed ones of a real server
-	// go through restarter.
-	Restart(downtime time.Duration) bool
-	// SkewServerClock sets the database's clock offset from true time.
-	SkewServerClock(offset time.Duration)
 	// open opens the semaphore for client name's incarnation proc: the
 	// reference with options o, or the implementation under test, told s.
 	// It may wait: the runner calls it without its lock.
@@ -74,15 +73,6 @@ type proc interface {
 	// Now is true time by the process's clock (before any client clock
 	// fault, which the runner adds).
 	Now() time.Time
-}
-
-// A restarter is a place whose server's restart takes real time (a real
-// server's, which goes down only once its shutdown is done, and answers
-// again only once it has started): the nemesis restarts it and waits
-// until it is up again, and the restart is recorded as in force from
-// just before it began until then (runner.restartServer).
-type restarter interface {
-	restartWait(downtime time.Duration) error
 }
 
 // simPlace is the simulated database: deterministic, in virtual time.
@@ -110,13 +100,11 @@ func (b simPlace) Now() int64                                   { return b.w.Now
 func (b simPlace) After(d time.Duration, f func())              { b.w.After(d, f) }
 func (b simPlace) AfterStatements(name string, n int, f func()) { b.w.AfterStatements(name, n, f) }
 func (b simPlace) droppedReplies(string) (int, bool)            { return 0, false }
-func (b simPlace) Restart(downtime time.Duration) bool {
-	b.w.Restart(downtime) // a restart while down is down for downtime from then
-	return true
-}
 
 // Strike kills, pauses or partitions the process a names, closes its
-// connections or loses its next COMMIT's reply.
+// connections or loses its next COMMIT's reply; or restarts the server
+// (a restart while down is down for the downtime from then), or sets its
+// clock.
 func (b simPlace) Strike(a run.Aim) error {
 	switch a.Fault {
 	case histories.ForceClose:
@@ -125,6 +113,15 @@ func (b simPlace) Strike(a run.Aim) error {
 	case histories.DropReply:
 		b.w.DropCommitReply(a.Process)
 		return nil
+	case histories.RestartBroker:
+		b.w.Restart(a.Down)
+		return nil
+	case histories.ClockSkew:
+		if a.Process != "" {
+			return run.CannotStrike(a) // a client's clock is its own: the runner's
+		}
+		b.w.SkewClock("", a.Offset)
+		return nil
 	}
 	return run.StrikeProcess(a, b.w.Kill, b.w.Pause, b.w.Partition)
 }
@@ -132,8 +129,7 @@ func (b simPlace) Strike(a run.Aim) error {
 // End resumes or heals the process a names.
 func (b simPlace) End(a run.Aim) error { return run.EndProcess(a, b.w.Resume, b.w.Heal) }
 
-func (b simPlace) SkewServerClock(offset time.Duration) { b.w.SkewClock("", offset) }
-func (simPlace) stuckAfter() time.Duration              { return time.Hour }
+func (simPlace) stuckAfter() time.Duration { return time.Hour }
 
 func (simPlace) open(ctx context.Context, proc proc, _ string, o dbsem.Options, _ Session) (Client, error) {
 	sem, err := dbsem.Open(ctx, proc.DB(), o)

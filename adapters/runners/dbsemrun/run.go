@@ -357,8 +357,8 @@ func (r *runner) nemesis() {
 			Sleep: run.Sleeper(r.ctx, proc.Sleep),
 			Strike: func(t run.Timed) {
 				f := r.p.Nemesis[t.Fault]
-				if rs, ok := r.b.(restarter); ok && f.Fault == histories.RestartBroker && !t.End {
-					r.restartServer(rs)
+				if _, sim := r.b.(simPlace); !sim && f.Fault == histories.RestartBroker && !t.End {
+					r.restartServer(proc)
 					return
 				}
 				r.Locked(func() { r.strike(f, t.End) })
@@ -374,20 +374,23 @@ func (r *runner) nemesis() {
 	})
 }
 
-// restartServer restarts a real server as the nemesis's process, without
-// the runner's lock, and waits until it is up again: the restart is
-// recorded as in force from just before it began until the server answers
-// again (or its restart failed, saying why), so that what a client
-// completed while the server was shutting down comes before it, and what
-// failed until it was back is excused by it. Recorded as struck at once,
-// the restart excused nothing after a client's last clean completion, and
-// one that came while MariaDB 11.8 shut down left the unknown outcomes
-// after it unexcused: available FAIL (prove --kind db-semaphore
-// --private-server --server-version 11.8 --seed 118). The nemesis waits:
-// a fault timed within the restart strikes once it is over, as on Redis.
-func (r *runner) restartServer(rs restarter) {
+// restartServer restarts a real server as the nemesis's process p,
+// without the runner's lock, and waits until it is up again (Aim.Wait):
+// a real server's restart takes real time, going down only once its
+// shutdown is done and answering again only once it has started. The
+// restart is recorded as in force from just before it began until the
+// server answers again (or its restart failed, saying why), so that what
+// a client completed while the server was shutting down comes before it,
+// and what failed until it was back is excused by it. Recorded as struck
+// at once, the restart excused nothing after a client's last clean
+// completion, and one that came while MariaDB 11.8 shut down left the
+// unknown outcomes after it unexcused: available FAIL (prove --kind
+// db-semaphore --private-server --server-version 11.8 --seed 118). The
+// nemesis waits: a fault timed within the restart strikes once it is
+// over, as on Redis.
+func (r *runner) restartServer(p proc) {
 	r.Locked(func() { r.Began(histories.RestartBroker, nil) })
-	err := rs.restartWait(restartDowntime)
+	err := r.b.Strike(run.Aim{Fault: histories.RestartBroker, Down: restartDowntime, Wait: p.Sleep})
 	r.Locked(func() { r.Ended(histories.RestartBroker, nil, err) })
 }
 
@@ -500,7 +503,7 @@ func (r *runner) from() int64 {
 
 // apply makes the place strike fault name, and reports whether it
 // struck (a force-close may not: run.ErrStruckNothing; nor a restart
-// of a real server while its last is under way: Backend.Restart).
+// of a real server while its last is under way).
 func (r *runner) apply(name string, f Fault) bool {
 	// A hold is noted once the place has done it (see strike), its end
 	// before: the place may run what the end lets through at once, and a
@@ -530,7 +533,7 @@ func (r *runner) apply(name string, f Fault) bool {
 	case histories.DropReply:
 		r.b.Strike(run.Aim{Fault: histories.DropReply, Process: r.ProcessOf(f.Target)})
 	case histories.RestartBroker:
-		if !r.b.Restart(restartDowntime) {
+		if r.b.Strike(run.Aim{Fault: histories.RestartBroker, Down: restartDowntime}) != nil {
 			return false
 		}
 	case histories.ClockSkew:
@@ -541,9 +544,10 @@ func (r *runner) apply(name string, f Fault) bool {
 		r.offsets[f.Target] = 0
 	}
 	if histories.IsClockFault(name) && f.Target == "" {
-		// The server's clock: every session's. A client's clock is its
-		// own (see options), which the reference never reads.
-		r.b.SkewServerClock(r.offsets[""])
+		// The server's clock: every session's, set to its offset now. A
+		// client's clock is its own (see options), which the reference
+		// never reads.
+		r.b.Strike(run.Aim{Fault: histories.ClockSkew, Offset: r.offsets[""]})
 	}
 	return true
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/servers/postgres"
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/pgadvisory"
@@ -94,9 +95,12 @@ func (b *postgresPlace) Go(process string, f func(proc)) {
 	}()
 }
 
-// Strike kills, pauses or partitions a client's incarnation, or ends
-// the client's sessions (forceClose).
+// Strike kills, pauses or partitions a client's incarnation, ends the
+// client's sessions (forceClose), or restarts the server.
 func (b *postgresPlace) Strike(a run.Aim) error {
+	if a.Fault == histories.RestartBroker {
+		return b.server.Restart(b.ctx, a.Down)
+	}
 	return clientFaults(a, b.kill, b.pause, b.partition, b.forceClose)
 }
 
@@ -179,8 +183,6 @@ func (b *postgresPlace) forceClose(name string) error {
 	}
 	return err
 }
-
-func (b *postgresPlace) Restart(proc) error { return b.server.Restart(b.ctx, restartDowntime) }
 
 // close closes every session of the run, and the clients' proxies, once
 // every incarnation has ended.

@@ -39,8 +39,8 @@ const (
 // that may wait (a statement, a sleep, a restart). The simulator runs
 // one process at a time and needs no lock; a real place's processes
 // run at once and share a mutex. The faults are called with the lock
-// held, on the client name (c1, c2, ...) and its current incarnation's
-// process (c1, c1#2, ...).
+// held (but a restart), on the client name (c1, c2, ...) and its current
+// incarnation's process (c1, c1#2, ...).
 type place interface {
 	sync.Locker
 	// Target is the history's clock (the time since the run began) and
@@ -51,17 +51,15 @@ type place interface {
 	// its sessions idle) until its resume; a partition holds what it and
 	// the server send each other until the heal; force-close ends every
 	// session the client has on the server (pg_terminate_backend), and
-	// may wait.
+	// may wait; restart-broker takes the server down, as a fast shutdown
+	// does, for Aim.Down, as the nemesis's process (Aim.Wait its sleep),
+	// returning once it is up: it waits, without the lock.
 	run.Target
 	// Go starts process (the nemesis, or a client's incarnation) running
 	// f.
 	Go(process string, f func(proc))
 	// add readies the place for client name (a real one: its proxy).
 	add(name string) error
-	// Restart takes the server down, as a fast shutdown does, for
-	// restartDowntime, as process p (the nemesis's), returning once it
-	// is up; it may wait.
-	Restart(p proc) error
 	// patience is how long the nemesis waits for the clients, and then
 	// for the probe.
 	patience() time.Duration
@@ -382,7 +380,9 @@ func (r *runner) strike(pr proc, f Fault, end bool) {
 	case histories.RestartBroker:
 		r.Began(name, nil)
 		var err error
-		r.Outside(func() { err = r.b.Restart(pr) })
+		r.Outside(func() {
+			err = r.b.Strike(run.Aim{Fault: histories.RestartBroker, Down: restartDowntime, Wait: pr.Sleep})
+		})
 		r.Ended(name, nil, err)
 		return
 	}

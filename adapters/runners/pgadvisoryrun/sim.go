@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/internal/prover/run"
 	"github.com/lockprover/lockprover/model/pgadvisory"
@@ -54,9 +55,15 @@ func (b simPlace) Go(process string, f func(proc)) {
 	b.w.Go(process, func(p *postgressim.Process) { f(simProc{p}) })
 }
 
-// Strike kills, pauses or partitions a client's incarnation, or ends
-// the client's sessions.
+// Strike kills, pauses or partitions a client's incarnation, ends the
+// client's sessions, or restarts the server.
 func (b simPlace) Strike(a run.Aim) error {
+	if a.Fault == histories.RestartBroker {
+		// The server is down; the nemesis waits while it is.
+		b.w.Restart(a.Down)
+		a.Wait(a.Down)
+		return nil
+	}
 	return clientFaults(a, b.on(b.w.Kill), b.on(b.w.Pause), b.on(b.w.Partition), b.terminate)
 }
 
@@ -69,13 +76,6 @@ func (b simPlace) End(a run.Aim) error { return clientEnds(a, b.on(b.w.Resume), 
 // on is a fault of the simulator's, aimed at a process alone.
 func (simPlace) on(f func(process string)) func(_, process string) {
 	return func(_, process string) { f(process) }
-}
-
-// Restart takes the server down; the nemesis waits while it is down.
-func (b simPlace) Restart(p proc) error {
-	b.w.Restart(restartDowntime)
-	p.Sleep(restartDowntime)
-	return nil
 }
 
 // simProc is a process of the simulator.

@@ -24,21 +24,19 @@ import (
 type place interface {
 	sync.Locker
 	// Target is the history's clock (the time since the run began) and
-	// the faults that last or kill: kill a client's process (Aim.Process);
-	// partition it from a server (Aim.Server) until the heal (bytes wait
-	// both ways); pause a server (SIGSTOP) until its resume; drop-reply,
-	// the server's next reply to the process lost (the place reports it
-	// when it is lost: see newSimPlace).
+	// the faults: kill a client's process (Aim.Process); partition it
+	// from a server (Aim.Server) until the heal (bytes wait both ways);
+	// pause a server (SIGSTOP) until its resume; drop-reply, the server's
+	// next reply to the process lost (the place reports it when it is
+	// lost: see newSimPlace); restart-broker, a server taken down (a
+	// crash) for Aim.Down and up again, as the nemesis's process (Aim.Wait
+	// its sleep), calling Aim.Struck, with the lock held, once it is down
+	// (before any process can record what the crash did), and returning
+	// once it is up, or with why it could not; clock-jump, a server's
+	// clock moved by Aim.Offset (an error: it did not move).
 	run.Target
 	// Go starts process name running f.
 	Go(name string, f func(proc))
-	// Restart takes server down (a crash) for down and up again, as
-	// process p (the nemesis's), calling struck, with the lock held,
-	// once it is down (before any process can record what the crash
-	// did), and returning once it is up; an error means it could not.
-	Restart(p proc, server int, down time.Duration, struck func()) error
-	// ClockJump moves server's clock by d; an error means it did not.
-	ClockJump(server int, d time.Duration) error
 	// left is how long the validity of l lasts after recorded, a time
 	// of the history: the lock's clock (redlock.Env.Now) is the
 	// simulator's virtual time, or CLOCK_MONOTONIC.
@@ -90,16 +88,22 @@ func newSimPlace(p *Plan, trace io.Writer, lost func(proc string, server int), r
 	return simPlace{w}, err
 }
 
-func (simPlace) Lock()                                         {}
-func (simPlace) Unlock()                                       {}
-func (b simPlace) Now() int64                                  { return b.w.Now() }
-func (b simPlace) ClockJump(server int, d time.Duration) error { return b.w.ClockJump(server, d) }
-func (simPlace) stuckAfter() time.Duration                     { return time.Hour }
+func (simPlace) Lock()                     {}
+func (simPlace) Unlock()                   {}
+func (b simPlace) Now() int64              { return b.w.Now() }
+func (simPlace) stuckAfter() time.Duration { return time.Hour }
 
 // Strike kills a client's process, partitions it from a server, loses
-// the server's next reply to it, or pauses a server. (The simulator's one error, a server out of range,
-// the plan's validation rules out.)
+// the server's next reply to it, pauses a server, restarts one or jumps
+// its clock. (The simulator's one error, a server out of range, the
+// plan's validation rules out.)
 func (b simPlace) Strike(a run.Aim) error {
+	switch a.Fault {
+	case histories.RestartBroker:
+		return b.restart(a)
+	case histories.ClockJump:
+		return b.w.ClockJump(a.Server, a.Offset)
+	}
 	return strike(a, b.w.Kill, func(name string, i int) { b.w.Partition(name, i) }, func(name string, i int) { b.w.DropReply(name, i) },
 		func(i int) { b.w.Pause(i) })
 }
@@ -113,14 +117,14 @@ func (b simPlace) Go(name string, f func(proc)) {
 	b.w.Go(name, func(p *redissim.Process) { f(simProc{p}) })
 }
 
-// Restart crashes server and has it come back once down has passed; the
-// nemesis waits as long.
-func (b simPlace) Restart(p proc, server int, down time.Duration, struck func()) error {
-	if err := b.w.Restart(server, down); err != nil {
+// restart crashes a's server and has it come back once its downtime has
+// passed; the nemesis waits as long.
+func (b simPlace) restart(a run.Aim) error {
+	if err := b.w.Restart(a.Server, a.Down); err != nil {
 		return err
 	}
-	struck()
-	p.Sleep(down)
+	a.Struck()
+	a.Wait(a.Down)
 	return nil
 }
 

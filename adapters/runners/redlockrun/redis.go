@@ -489,6 +489,12 @@ func (p *redisProc) closeProxies() {
 // Strike kills a client's process, partitions it from a server, loses
 // the server's next reply to it, or pauses a server.
 func (b *redisPlace) Strike(a run.Aim) error {
+	switch a.Fault {
+	case histories.RestartBroker:
+		return b.restart(a)
+	case histories.ClockJump:
+		return b.clockJump(a.Server, a.Offset)
+	}
 	return strike(a, b.kill, b.partition, b.dropReply, b.pause)
 }
 
@@ -568,30 +574,31 @@ func (b *redisPlace) resume(server int) {
 	}
 }
 
-// Restart kills server (SIGKILL), waits down and starts it again. The
-// kill and struck run under the runner's lock: a client whose operation
-// the crash ended records that only after the crash is recorded (killed
-// first, and recorded later, an acquire's EOF came before the crash in
-// the history, with no fault in force: available failed).
-func (b *redisPlace) Restart(p proc, server int, down time.Duration, struck func()) error {
-	s := b.servers[server]
+// restart kills a's server (SIGKILL), waits its downtime and starts it
+// again. The kill and a.Struck run under the runner's lock: a client
+// whose operation the crash ended records that only after the crash is
+// recorded (killed first, and recorded later, an acquire's EOF came
+// before the crash in the history, with no fault in force: available
+// failed).
+func (b *redisPlace) restart(a run.Aim) error {
+	s := b.servers[a.Server]
 	b.mu.Lock()
 	err := s.Kill()
 	if err == nil {
-		struck()
+		a.Struck()
 	}
 	b.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	p.Sleep(down)
+	a.Wait(a.Down)
 	return s.Restart(b.ctx, 0)
 }
 
-// ClockJump shortens the life of every key on server by d (forward only).
+// clockJump shortens the life of every key on server by d (forward only).
 // A paused server runs no script: the jump is refused (not struck, not
 // recorded) rather than left waiting for the resume.
-func (b *redisPlace) ClockJump(server int, d time.Duration) error {
+func (b *redisPlace) clockJump(server int, d time.Duration) error {
 	if b.paused[server] {
 		return fmt.Errorf("redis%d is paused", server+1)
 	}

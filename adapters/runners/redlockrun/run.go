@@ -461,7 +461,7 @@ func (r *runner) strikeLocked(p proc, f Fault, end bool) {
 			r.recordFrom(histories.Pause, server, 0, at)
 		}
 	case histories.ClockJump:
-		if err := r.b.ClockJump(f.Server-1, time.Duration(f.OffsetMs)*time.Millisecond); err == nil {
+		if err := r.b.Strike(run.Aim{Fault: histories.ClockJump, Server: f.Server - 1, Offset: time.Duration(f.OffsetMs) * time.Millisecond}); err == nil {
 			r.recordFrom(histories.ClockJump, server, f.OffsetMs, at)
 		}
 	}
@@ -476,10 +476,10 @@ func (r *runner) restartServer(p proc, f Fault) {
 	v := &histories.Fault{Process: serverName(f.Server - 1)}
 	down := time.Duration(f.For) * time.Millisecond
 	struck := false
-	err := r.b.Restart(p, f.Server-1, down, func() {
+	err := r.b.Strike(run.Aim{Fault: histories.RestartBroker, Server: f.Server - 1, Down: down, Wait: p.Sleep, Struck: func() {
 		struck = true
 		r.Began(histories.RestartBroker, v)
-	})
+	}})
 	if !struck {
 		return // it never went down: nothing to record
 	}

@@ -46,6 +46,10 @@ type Member struct {
 	join   []string // the servers' addresses, -retry-join
 	nsrv   int
 	proc   proc.Proc
+	// Its Restart stops the agent (SIGTERM) and starts it again on its
+	// data directory, returning once it creates a session; its Crash
+	// kills it (SIGKILL) and starts it again as Restart does.
+	proc.Daemon
 }
 
 // StartCluster starts a server agent in each of the lab's hosts named in
@@ -76,6 +80,7 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o Options, se
 			return nil, fmt.Errorf("consul cluster: %w", err)
 		}
 		m.proc = proc.Proc{Name: "consul: agent " + name + o.named(), Log: filepath.Join(m.dir, "consul.log")}
+		m.Daemon = proc.NewDaemon(&m.proc, m.start, proc.How{})
 		return m, nil
 	}
 	for _, n := range servers {
@@ -167,23 +172,6 @@ func (m *Member) probe(ctx context.Context) error {
 	return Call(c, http.DefaultClient, http.MethodPut, m.URL(), "/v1/session/destroy/"+out.ID, nil, nil)
 }
 
-// PID is the agent's process id, 0 while it is not running.
-func (m *Member) PID() int { return m.proc.PID() }
-
-// LogPath is the agent's log file.
-func (m *Member) LogPath() string { return m.proc.Log }
-
-// Restart stops the agent (SIGTERM), stays down for downtime and starts
-// it again on its data directory, returning once it creates a session.
-func (m *Member) Restart(ctx context.Context, downtime time.Duration) error {
-	return m.proc.Bounce(ctx, syscall.SIGTERM, 30*time.Second, downtime, m.start)
-}
-
-// Crash kills the agent (SIGKILL) and starts it again as Restart does.
-func (m *Member) Crash(ctx context.Context, downtime time.Duration) error {
-	return m.proc.Bounce(ctx, syscall.SIGKILL, 30*time.Second, downtime, m.start)
-}
-
 // Pause stops the agent's process (SIGSTOP) until Resume.
 func (m *Member) Pause() error { return m.proc.Signal(syscall.SIGSTOP) }
 
@@ -198,8 +186,8 @@ func (m *Member) Resume() error { return m.proc.Signal(syscall.SIGCONT) }
 func (c *Cluster) Stop() error {
 	var errs []error
 	for _, m := range append(append([]*Member{}, c.Clients...), c.Servers...) {
-		m.proc.Signal(syscall.SIGCONT)
-		if err := m.proc.Stop(30 * time.Second); err != nil {
+		m.Resume()
+		if err := m.Stop(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -29,10 +29,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/host/proc"
@@ -64,25 +62,16 @@ func CachePath() string {
 // Find is the consul binary to run: $LOCKPROVER_CONSUL if set (which must
 // then be an executable file), else consul on $PATH, else the one
 // .ci/consul caches (CachePath). Without any, it answers ErrNoConsul.
-func Find() (string, error) {
-	if p := os.Getenv("LOCKPROVER_CONSUL"); p != "" {
-		if !executable(p) {
-			return "", fmt.Errorf("%w ($LOCKPROVER_CONSUL=%s is not an executable file)", ErrNoConsul, p)
-		}
-		return p, nil
-	}
-	if p, err := exec.LookPath("consul"); err == nil {
-		return p, nil
-	}
-	if p := CachePath(); p != "" && executable(p) {
-		return p, nil
-	}
-	return "", ErrNoConsul
-}
+func Find() (string, error) { return binary().Find() }
 
-func executable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+// binary is where Find looks: the cache's directory is $XDG_CACHE_HOME's
+// at the time of asking.
+func binary() proc.Binary {
+	b := proc.Binary{Env: "LOCKPROVER_CONSUL", Names: []string{"consul"}, None: ErrNoConsul}
+	if p := CachePath(); p != "" {
+		b.Dirs = []string{filepath.Dir(p)}
+	}
+	return b
 }
 
 // Mode is how an agent keeps its state.
@@ -128,7 +117,17 @@ type Options struct {
 
 // An Agent is a private Consul agent. Its methods are safe for concurrent
 // use.
+//
+// Its Restart stops it (SIGTERM: a server shuts down without leaving) and
+// starts it again on the same ports, returning once it creates sessions
+// again. A Dev agent comes back empty: every session and key is gone, and
+// its indexes start again from 1. A Persistent one keeps them, and
+// restarts every session's TTL timer once it is leader. Its Crash kills
+// it (SIGKILL) and starts it again as Restart does: a Persistent agent
+// keeps what its Raft log had made durable.
 type Agent struct {
+	proc.Daemon // LogPath, PID, Restart, Crash, Stop
+
 	bin  string
 	dir  string
 	o    Options
@@ -168,6 +167,7 @@ func Start(ctx context.Context, dir string, o Options) (*Agent, error) {
 		a = &Agent{bin: bin, dir: dir, o: o,
 			http: ports[0], rpc: ports[1], lan: ports[2], wan: ports[3]}
 		a.proc = proc.Proc{Name: "consul: private agent" + o.named(), Log: filepath.Join(dir, "consul.log"), Port: a.http, Hold: ports}
+		a.Daemon = proc.NewDaemon(&a.proc, a.start, proc.How{})
 		if err := a.start(ctx); err != nil {
 			a.Stop()
 			return err
@@ -266,45 +266,11 @@ func (a *Agent) Mode() Mode { return a.o.Mode }
 // SessionTTLMin is the agent's session_ttl_min.
 func (a *Agent) SessionTTLMin() time.Duration { return a.o.SessionTTLMin }
 
-// LogPath is the agent's log file (both its outputs, every start).
-func (a *Agent) LogPath() string { return a.proc.Log }
-
-// PID is the agent process's id, 0 while it is not running.
-func (a *Agent) PID() int { return a.proc.PID() }
-
-// Restart stops the agent (SIGTERM: a server shuts down without leaving),
-// waits until its process has exited, stays down for downtime, and starts
-// it again on the same ports, returning once it creates sessions again.
-// A Dev agent comes back empty: every session and key is gone, and its
-// indexes start again from 1. A Persistent one keeps them, and restarts
-// every session's TTL timer once it is leader. Should another process take
-// a port while the agent is down, the start fails (the error quotes the
-// agent's log).
-func (a *Agent) Restart(ctx context.Context, downtime time.Duration) error {
-	return a.bounce(ctx, syscall.SIGTERM, downtime)
-}
-
-// Crash kills the agent (SIGKILL), stays down for downtime and starts it
-// again as Restart does. A Persistent agent keeps what its Raft log had
-// made durable.
-func (a *Agent) Crash(ctx context.Context, downtime time.Duration) error {
-	return a.bounce(ctx, syscall.SIGKILL, downtime)
-}
-
-func (a *Agent) bounce(ctx context.Context, sig syscall.Signal, downtime time.Duration) error {
-	return a.proc.Bounce(ctx, sig, 30*time.Second, downtime, a.start)
-}
-
-// Stop stops the agent (SIGTERM, SIGKILL if it has not exited 30 s later)
-// and waits for its process to be gone. It leaves dir to the caller.
-// Stopping a stopped agent does nothing.
-func (a *Agent) Stop() error { return a.proc.Stop(30 * time.Second) }
-
 // StartTemp starts a private agent (Start) in a temporary directory of its
 // own, which the returned stop removes once the agent has stopped: for a
 // command's run, which has no test directory.
 func StartTemp(ctx context.Context, o Options) (a *Agent, stop func(), err error) {
-	return proc.Temp("lockprover-consul-", func(dir string) (*Agent, error) { return Start(ctx, dir, o) }, func(s *Agent) { s.Stop() })
+	return proc.Temp("lockprover-consul-", func(dir string) (*Agent, error) { return Start(ctx, dir, o) })
 }
 
 // prepare gives o its defaults (session_ttl_min 1 s), checks them, and
@@ -317,6 +283,7 @@ func (o *Options) prepare(dir string) (bin, abs string, err error) {
 	if o.SessionTTLMin < time.Millisecond || o.SessionTTLMin%time.Millisecond != 0 {
 		return "", "", fmt.Errorf("consul: session_ttl_min %v: must be whole milliseconds, at least 1ms", o.SessionTTLMin)
 	}
+	bin = o.Bin
 	switch {
 	case o.Version.Server != "" && o.Version.Server != "consul":
 		return "", "", fmt.Errorf("consul: %s is not a version of Consul", o.Version)
@@ -324,15 +291,8 @@ func (o *Options) prepare(dir string) (bin, abs string, err error) {
 		if bin, err = o.Version.Binary(); err != nil {
 			return "", "", noVersion{err}
 		}
-	case o.Bin != "":
-		bin = o.Bin
-	default:
-		if bin, err = Find(); err != nil {
-			return "", "", err
-		}
 	}
-	abs, err = filepath.Abs(dir)
-	return bin, abs, err
+	return binary().Prepare(bin, dir)
 }
 
 // noVersion is the error of a version whose binary is not built here: no

@@ -58,6 +58,12 @@ type Member struct {
 	init string // --initial-cluster
 	proc proc.Proc
 	run  *versions.Run // its run from its version's root, in its host's namespace; nil for the machine's etcd
+	// Its Restart stops the member (SIGTERM) and starts it again on its
+	// data directory, returning once it is healthy (which needs a
+	// quorum); its Crash kills it (SIGKILL) and starts it again as Restart
+	// does; its Stop gives it 10 s (a leader cut off from its followers
+	// can wait longer than that trying to hand its leadership over).
+	proc.Daemon
 }
 
 // StartCluster starts one etcd member in each named host of lab (all of
@@ -106,6 +112,7 @@ func StartCluster(ctx context.Context, lab *netns.Lab, dir string, o Options, na
 			return nil, fmt.Errorf("etcd cluster: %w", err)
 		}
 		m.proc = proc.Proc{Name: "etcd: member " + n + o.named(), Log: filepath.Join(m.dir, "etcd.log"), Command: m.run.Launcher()}
+		m.Daemon = proc.NewDaemon(&m.proc, m.start, proc.How{StopGrace: 10 * time.Second})
 		initial = append(initial, n+"="+m.peer)
 		c.Members = append(c.Members, m)
 	}
@@ -179,24 +186,6 @@ func (c *Cluster) Member(name string) *Member {
 	return nil
 }
 
-// PID is the member's process id, 0 while it is not running.
-func (m *Member) PID() int { return m.proc.PID() }
-
-// LogPath is the member's log file.
-func (m *Member) LogPath() string { return m.proc.Log }
-
-// Restart stops the member (SIGTERM), stays down for downtime and starts
-// it again on its data directory, returning once it is healthy (which
-// needs a quorum).
-func (m *Member) Restart(ctx context.Context, downtime time.Duration) error {
-	return m.proc.Bounce(ctx, syscall.SIGTERM, 30*time.Second, downtime, m.start)
-}
-
-// Crash kills the member (SIGKILL) and starts it again as Restart does.
-func (m *Member) Crash(ctx context.Context, downtime time.Duration) error {
-	return m.proc.Bounce(ctx, syscall.SIGKILL, 30*time.Second, downtime, m.start)
-}
-
 // Pause stops the member's process (SIGSTOP) until Resume: a member that
 // is alive to the kernel (its connections stay open) but answers nothing.
 func (m *Member) Pause() error { return m.proc.Signal(syscall.SIGSTOP) }
@@ -212,8 +201,8 @@ func (c *Cluster) Stop() error {
 	errs := make(chan error, len(c.Members))
 	for _, m := range c.Members {
 		go func() {
-			m.proc.Signal(syscall.SIGCONT)
-			errs <- m.proc.Stop(10 * time.Second)
+			m.Resume()
+			errs <- m.Stop()
 		}()
 	}
 	var all []error

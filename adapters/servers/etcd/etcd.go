@@ -30,11 +30,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/host/proc"
@@ -48,26 +46,10 @@ var ErrNoEtcd = errors.New("etcd: no etcd binary: set $LOCKPROVER_ETCD to one, p
 // Find is the etcd binary to run: $LOCKPROVER_ETCD if set (which must then
 // be an executable file), else etcd on $PATH, else /usr/bin/etcd. Without
 // any, it answers ErrNoEtcd.
-func Find() (string, error) {
-	if p := os.Getenv("LOCKPROVER_ETCD"); p != "" {
-		if !executable(p) {
-			return "", fmt.Errorf("%w ($LOCKPROVER_ETCD=%s is not an executable file)", ErrNoEtcd, p)
-		}
-		return p, nil
-	}
-	if p, err := exec.LookPath("etcd"); err == nil {
-		return p, nil
-	}
-	if executable("/usr/bin/etcd") {
-		return "/usr/bin/etcd", nil
-	}
-	return "", ErrNoEtcd
-}
+func Find() (string, error) { return binary.Find() }
 
-func executable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
-}
+// binary is where Find looks.
+var binary = proc.Binary{Env: "LOCKPROVER_ETCD", Names: []string{"etcd"}, Dirs: []string{"/usr/bin"}, None: ErrNoEtcd}
 
 // Options are the choices a private etcd leaves open. The zero value is a
 // 50 ms heartbeat and a 500 ms election timeout, its binary found by Find.
@@ -93,7 +75,16 @@ type Options struct {
 
 // A Server is a private etcd server. Its methods are safe for concurrent
 // use.
+//
+// Its Restart stops it (SIGTERM) and starts it again on the same ports and
+// data directory, returning once it is healthy: keys and leases survive,
+// and every lease's TTL starts again when the member becomes leader. Its
+// Crash kills it (SIGKILL) and starts it again as Restart does: etcd syncs
+// its write-ahead log before it answers a write, so every acknowledged
+// write survives.
 type Server struct {
+	proc.Daemon // LogPath, PID, Restart, Crash, Stop
+
 	bin    string
 	dir    string
 	o      Options
@@ -144,6 +135,7 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 		os.RemoveAll(filepath.Join(dir, "data")) // a lost port race's, with its peer URL
 		s = &Server{bin: bin, dir: dir, o: o, client: ports[0], peer: ports[1], run: run}
 		s.proc = proc.Proc{Name: "etcd: private server" + o.named(), Log: filepath.Join(dir, "etcd.log"), Command: run.Launcher(), Port: s.client, Hold: ports}
+		s.Daemon = proc.NewDaemon(&s.proc, s.start, proc.How{})
 		if err := s.start(ctx); err != nil {
 			s.Stop()
 			return err
@@ -222,43 +214,11 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 // Endpoints are the server's client URLs, as clientv3.Config wants them.
 func (s *Server) Endpoints() []string { return []string{s.URL()} }
 
-// LogPath is the server's log file (both its outputs, every start).
-func (s *Server) LogPath() string { return s.proc.Log }
-
-// PID is the server process's id, 0 while it is not running.
-func (s *Server) PID() int { return s.proc.PID() }
-
-// Restart stops the server (SIGTERM), waits until its process has exited,
-// stays down for downtime, and starts it again on the same ports and data
-// directory, returning once it is healthy. Keys and leases survive; every
-// lease's TTL starts again when the member becomes leader. Should another
-// process take a port while the server is down, the start fails (the error
-// quotes the server's log).
-func (s *Server) Restart(ctx context.Context, downtime time.Duration) error {
-	return s.bounce(ctx, syscall.SIGTERM, downtime)
-}
-
-// Crash kills the server (SIGKILL), stays down for downtime and starts it
-// again as Restart does. etcd syncs its write-ahead log before it answers
-// a write, so every acknowledged write survives.
-func (s *Server) Crash(ctx context.Context, downtime time.Duration) error {
-	return s.bounce(ctx, syscall.SIGKILL, downtime)
-}
-
-func (s *Server) bounce(ctx context.Context, sig syscall.Signal, downtime time.Duration) error {
-	return s.proc.Bounce(ctx, sig, 30*time.Second, downtime, s.start)
-}
-
-// Stop stops the server (SIGTERM, SIGKILL if it has not exited 30 s later)
-// and waits for its process to be gone. It leaves dir to the caller.
-// Stopping a stopped server does nothing.
-func (s *Server) Stop() error { return s.proc.Stop(30 * time.Second) }
-
 // StartTemp starts a private server (Start) in a temporary directory of
 // its own, which the returned stop removes once the server has stopped:
 // for a command's run, which has no test directory.
 func StartTemp(ctx context.Context, o Options) (s *Server, stop func(), err error) {
-	return proc.Temp("lockprover-etcd-", func(dir string) (*Server, error) { return Start(ctx, dir, o) }, func(s *Server) { s.Stop() })
+	return proc.Temp("lockprover-etcd-", func(dir string) (*Server, error) { return Start(ctx, dir, o) })
 }
 
 // Version is the server's version, as adapters/servers/versions names it ("etcd
@@ -305,20 +265,14 @@ func (o *Options) prepare(dir string) (bin, abs string, err error) {
 			return "", "", err
 		}
 	}
+	bin = o.Bin
 	switch {
 	case o.Version.Server != "" && o.Version.Server != "etcd":
 		return "", "", fmt.Errorf("etcd: %s is not a version of etcd", o.Version)
 	case o.Version.Rooted():
 		bin = "/usr/bin/etcd"
-	case o.Bin != "":
-		bin = o.Bin
-	default:
-		if bin, err = Find(); err != nil {
-			return "", "", err
-		}
 	}
-	abs, err = filepath.Abs(dir)
-	return bin, abs, err
+	return binary.Prepare(bin, dir)
 }
 
 // rooted readies the run of a version of a root in dir (given to the

@@ -30,7 +30,20 @@ var ErrNoServer = errors.New("mysql: no mariadbd/mysqld or mariadb-install-db/my
 // must not touch a shared server (restarts, crashes). Its root user has no
 // password and may connect from 127.0.0.1; its database "test" exists.
 // Its methods are safe for concurrent use.
+//
+// Its Restart stops it cleanly (SIGTERM: it rolls back open transactions,
+// closes every connection and flushes InnoDB) and starts it again on the
+// same port and data directory after the downtime, returning once it
+// answers: clients see their connections close ("invalid connection", or
+// "Server shutdown in progress" for a statement under way) and dialling
+// fail ("connection refused") while it is down; committed data survives.
+// Its Crash kills it (SIGKILL: no shutdown, connections reset) and starts
+// it again: InnoDB recovers, committed transactions survive, open ones
+// are rolled back. Its PID is mariadbd's, under its root's init for a
+// version from a root.
 type Server struct {
+	proc.Daemon // LogPath, PID, Restart, Crash; its Stop is its own
+
 	bin     string // mariadbd
 	dir     string // the caller's directory
 	datadir string
@@ -48,27 +61,10 @@ type Server struct {
 // The server binaries, searched in $PATH and then where Debian, Red Hat and
 // /usr/local installs put them (sbin is not on every user's $PATH).
 var (
-	serverBins  = []string{"mariadbd", "mysqld"}
-	installBins = []string{"mariadb-install-db", "mysql_install_db"}
-	binDirs     = []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin", "/usr/libexec"}
+	binDirs       = []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin", "/usr/libexec"}
+	serverBinary  = proc.Binary{Names: []string{"mariadbd", "mysqld"}, Dirs: binDirs, None: ErrNoServer}
+	installBinary = proc.Binary{Names: []string{"mariadb-install-db", "mysql_install_db"}, Dirs: binDirs, None: ErrNoServer}
 )
-
-func findBin(names []string) string {
-	for _, n := range names {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	for _, n := range names {
-		for _, d := range binDirs {
-			p := filepath.Join(d, n)
-			if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-				return p
-			}
-		}
-	}
-	return ""
-}
 
 // serverOptions are the options every start of a private server passes
 // (after --no-defaults), and so does the data directory's initialisation:
@@ -97,8 +93,9 @@ var serverOptions = []string{
 // The caller must Stop it. On Linux the server is also killed if the
 // calling process dies, so that none is left behind.
 func StartPrivate(ctx context.Context, dir string) (*Server, error) {
-	bin, install := findBin(serverBins), findBin(installBins)
-	if bin == "" || install == "" {
+	bin, err1 := serverBinary.Find()
+	install, err2 := installBinary.Find()
+	if err1 != nil || err2 != nil {
 		return nil, ErrNoServer
 	}
 	dir, err := filepath.Abs(dir)
@@ -202,6 +199,7 @@ func (s *Server) firstStart(ctx context.Context) error {
 		s.port = ports[0]
 		s.proc = s.supervisor()
 		s.proc.Hold = ports
+		s.Daemon = proc.NewDaemon(s.proc, s.start, proc.How{Grace: 60 * time.Second, Program: true})
 		if err := s.start(ctx); err != nil {
 			s.proc.Stop(30 * time.Second)
 			return err
@@ -348,35 +346,12 @@ func (s *Server) DSN() string { return "root@tcp(" + s.Addr() + ")/test" }
 // Socket is the path of the server's Unix socket.
 func (s *Server) Socket() string { return s.socket }
 
-// PID is the server process's id, 0 while it is not running.
-func (s *Server) PID() int { return s.proc.Program() }
-
-// Restart stops the server cleanly (SIGTERM: it rolls back open
-// transactions, closes every connection and flushes InnoDB), waits until
-// its process has exited, stays down for downtime, and starts it again on
-// the same port and data directory, returning once it answers. Clients see
-// their connections close ("invalid connection", or "Server shutdown in
-// progress" for a statement under way) and dialling fail ("connection
-// refused") while it is down. Committed data survives. Should another
-// process take the port while the server is down, the start fails (the
-// error quotes the server's log).
-func (s *Server) Restart(ctx context.Context, downtime time.Duration) error {
-	return s.proc.Bounce(ctx, syscall.SIGTERM, 60*time.Second, downtime, s.start)
-}
-
-// Crash kills the server (SIGKILL: no shutdown, connections reset),
-// stays down for downtime and starts it again, returning once it answers
-// (InnoDB recovers: committed transactions survive, open ones are rolled
-// back).
-func (s *Server) Crash(ctx context.Context, downtime time.Duration) error {
-	return s.proc.Bounce(ctx, syscall.SIGKILL, 60*time.Second, downtime, s.start)
-}
-
 // Stop stops the server (SIGTERM, SIGKILL if it has not exited 30 s
-// later) and waits for its process to be gone. It leaves dir to the caller.
-// Stopping a stopped server does nothing.
+// later), waits for its process to be gone, and removes the socket's own
+// directory if it has one. It leaves dir to the caller. Stopping a stopped
+// server does nothing.
 func (s *Server) Stop() error {
-	err := s.proc.Stop(30 * time.Second)
+	err := s.Daemon.Stop()
 	s.removeSockDir()
 	return err
 }
@@ -399,11 +374,11 @@ func tail(b []byte) string {
 // directory of its own, which the returned stop removes once the server
 // has stopped: for a command's run, which has no test directory.
 func StartTemp(ctx context.Context) (s *Server, stop func(), err error) {
-	return proc.Temp("lockprover-mariadb-", func(dir string) (*Server, error) { return StartPrivate(ctx, dir) }, func(s *Server) { s.Stop() })
+	return proc.Temp("lockprover-mariadb-", func(dir string) (*Server, error) { return StartPrivate(ctx, dir) })
 }
 
 // StartTempVersion is StartTemp of version v (StartVersion; log hears of
 // a root being made).
 func StartTempVersion(ctx context.Context, v versions.Version, log io.Writer) (s *Server, stop func(), err error) {
-	return proc.Temp("lockprover-mariadb-", func(dir string) (*Server, error) { return StartVersion(ctx, dir, v, log) }, func(s *Server) { s.Stop() })
+	return proc.Temp("lockprover-mariadb-", func(dir string) (*Server, error) { return StartVersion(ctx, dir, v, log) })
 }

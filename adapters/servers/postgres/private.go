@@ -38,7 +38,21 @@ var ErrNoUser = errors.New(`postgres: running as root and no user "postgres" to 
 // sessions terminated). Its superuser "postgres" connects over TCP to
 // 127.0.0.1 without a password (trust), to database "postgres".
 // Its methods are safe for concurrent use.
+//
+// Its Restart stops it with a fast shutdown (SIGINT: every session is
+// terminated, its advisory locks with it, and the server checkpoints) and
+// starts it again on the same port and data directory after the downtime,
+// returning once it answers: clients read "terminating connection due to
+// administrator command" (SQLSTATE 57P01), or find their connection
+// closed, and dialling fails ("connection refused") while it is down. Its
+// Crash stops it with an immediate shutdown (SIGQUIT: every process quits
+// at once, no checkpoint; the next start recovers from the WAL) and starts
+// it again: a SIGKILL of the postmaster alone would leave its backends
+// running, attached to its shared memory, and the next start refusing to
+// run beside them. Its PID is the postmaster's.
 type Server struct {
+	proc.Daemon // LogPath, PID, Restart, Crash; its Stop is its own
+
 	bin    string // postgres
 	dir    string // the caller's directory: the log
 	own    string // the server's own directory (data, socket); removed by Stop
@@ -74,16 +88,11 @@ func findBins() (server, initdb string) {
 	}
 	for _, d := range binDirs() {
 		p, i := filepath.Join(d, "postgres"), filepath.Join(d, "initdb")
-		if executable(p) && executable(i) {
+		if proc.Executable(p) && proc.Executable(i) {
 			return p, i
 		}
 	}
 	return "", ""
-}
-
-func executable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
 // serverOptions are the settings every start passes: TCP on 127.0.0.1
@@ -137,6 +146,7 @@ func StartPrivate(ctx context.Context, dir string) (*Server, error) {
 	s := &Server{bin: bin, dir: dir, own: own, data: filepath.Join(own, "data"), socket: own}
 	s.version, _ = versions.Lookup("postgresql", "")
 	s.proc = &proc.Proc{Name: "postgres: private server", Log: filepath.Join(dir, "postgres.log"), Cred: cred}
+	s.Daemon = proc.NewDaemon(s.proc, s.start, how)
 	if cred != nil {
 		if err := os.Chown(own, int(cred.Uid), int(cred.Gid)); err != nil {
 			s.removeOwn()
@@ -185,6 +195,7 @@ func StartVersion(ctx context.Context, dir string, v versions.Version, log io.Wr
 	bindir := "/usr/lib/postgresql/" + v.Name + "/bin"
 	s.run, s.bin = run, bindir+"/postgres"
 	s.proc = &proc.Proc{Name: "postgres: private server " + v.Name, Log: filepath.Join(dir, "postgres.log"), Command: run.Launcher()}
+	s.Daemon = proc.NewDaemon(s.proc, s.start, how)
 	if err := s.initialise(ctx, bindir+"/initdb", nil); err != nil {
 		s.removeOwn()
 		return nil, err
@@ -301,38 +312,16 @@ func URL(addr string) string {
 	return "postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=2"
 }
 
-// PID is the postmaster's process id, 0 while it is not running.
-func (s *Server) PID() int { return s.proc.Program() }
-
-// Restart stops the server with a fast shutdown (SIGINT: every session is
-// terminated, its advisory locks with it, and the server checkpoints),
-// waits until it has exited, stays down for downtime and starts it again
-// on the same port and data directory, returning once it answers.
-// Clients read "terminating connection due to administrator command"
-// (SQLSTATE 57P01), or find their connection closed, and dialling fails
-// ("connection refused") while it is down.
-func (s *Server) Restart(ctx context.Context, downtime time.Duration) error {
-	return s.proc.Bounce(ctx, syscall.SIGINT, 60*time.Second, downtime, s.start)
-}
-
-// Crash stops the server with an immediate shutdown (SIGQUIT: every
-// process quits at once, no checkpoint; the next start recovers from the
-// WAL), stays down for downtime and starts it again. A SIGKILL of the
-// postmaster alone would leave its backends running, attached to its
-// shared memory, and the next start refusing to run beside them.
-func (s *Server) Crash(ctx context.Context, downtime time.Duration) error {
-	return s.proc.Bounce(ctx, syscall.SIGQUIT, 60*time.Second, downtime, s.start)
-}
+// how is how a private server ends: a fast shutdown to restart and stop,
+// an immediate one to crash, and PID the postmaster's.
+var how = proc.How{Restart: syscall.SIGINT, Crash: syscall.SIGQUIT, Grace: 60 * time.Second, Program: true}
 
 // Stop stops the server for good (fast shutdown, SIGKILL if it has not
 // exited 30 s later), waits for it to be gone, and removes its data
 // directory. It leaves dir (the log) to the caller. Stopping a stopped
 // server does nothing.
 func (s *Server) Stop() error {
-	err := s.proc.Halt(syscall.SIGINT, 30*time.Second)
-	if err2 := s.proc.Stop(time.Second); err == nil { // marks it stopped
-		err = err2
-	}
+	err := s.Daemon.Stop()
 	s.removeOwn()
 	return err
 }
@@ -359,11 +348,11 @@ func tail(b []byte) string {
 // temporary directory of its own, which the returned stop removes once the
 // server has stopped: for a command's run, which has no test directory.
 func StartTemp(ctx context.Context) (s *Server, stop func(), err error) {
-	return proc.Temp("lockprover-postgres-", func(dir string) (*Server, error) { return StartPrivate(ctx, dir) }, func(s *Server) { s.Stop() })
+	return proc.Temp("lockprover-postgres-", func(dir string) (*Server, error) { return StartPrivate(ctx, dir) })
 }
 
 // StartTempVersion is StartTemp of version v (StartVersion; log hears of
 // a root being made).
 func StartTempVersion(ctx context.Context, v versions.Version, log io.Writer) (s *Server, stop func(), err error) {
-	return proc.Temp("lockprover-postgres-", func(dir string) (*Server, error) { return StartVersion(ctx, dir, v, log) }, func(s *Server) { s.Stop() })
+	return proc.Temp("lockprover-postgres-", func(dir string) (*Server, error) { return StartVersion(ctx, dir, v, log) })
 }

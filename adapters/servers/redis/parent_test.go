@@ -38,8 +38,8 @@ func TestKilledWithParent(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("only Linux kills a child when its parent dies")
 	}
-	if findBin("redis-server") == "" {
-		t.Skipf("skipped: %v", ErrNoRedis)
+	if _, err := binary.Find(); err != nil {
+		t.Skipf("skipped: %v", err)
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -89,7 +88,20 @@ type Options struct {
 // listening on 127.0.0.1 at a port that stays the same across restarts,
 // its files (append-only file, log) under its own directory. Its methods
 // are safe for concurrent use.
+//
+// Its Restart stops it if it runs (SIGTERM: Redis closes every connection
+// and, with persistence, fsyncs its append-only file) and starts it again
+// on the same port and directory after the downtime, returning once it
+// answers. A downtime longer than the longest lease is antirez's "delayed
+// restart": whatever the server forgot has expired by the time it is back.
+// After Kill, Restart brings the server back. Without persistence it comes
+// back empty; with Always it comes back with every acknowledged write,
+// keys that expired while it was down gone. Clients see their connections
+// close, and dialling fail ("connection refused") while it is down. Its
+// Crash is Kill, the downtime, and a start.
 type Server struct {
+	proc.Daemon // LogPath, PID, Restart, Crash, Stop
+
 	bin  string
 	dir  string
 	port int
@@ -101,20 +113,8 @@ type Server struct {
 	run *versions.Run
 }
 
-var binDirs = []string{"/usr/bin", "/usr/local/bin", "/usr/sbin"}
-
-func findBin(name string) string {
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	for _, d := range binDirs {
-		p := filepath.Join(d, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	return ""
-}
+// binary is where a redis-server is found when the options name none.
+var binary = proc.Binary{Names: []string{"redis-server"}, Dirs: []string{"/usr/bin", "/usr/local/bin", "/usr/sbin"}, None: ErrNoRedis}
 
 // Start starts a private redis-server whose files live in dir (created if
 // need be; the caller owns and removes it, such as a test's t.TempDir()):
@@ -138,16 +138,12 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 			return nil, fmt.Errorf("redis: %s is not a version of Redis or Valkey", o.Version)
 		}
 		bin = "/usr/bin/" + o.Version.Server + "-server"
-	case bin == "":
-		if bin = findBin("redis-server"); bin == "" {
-			return nil, ErrNoRedis
-		}
-	default:
+	case bin != "":
 		if _, err := os.Stat(bin); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrNoRedis, err)
 		}
 	}
-	dir, err := filepath.Abs(dir)
+	bin, dir, err := binary.Prepare(bin, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +168,7 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 			s.proc.Name = fmt.Sprintf("redis: private %s-server %s", o.Version.Server, o.Version.Name)
 			s.proc.Command = run.Launcher()
 		}
+		s.Daemon = proc.NewDaemon(&s.proc, s.start, proc.How{})
 		if err := s.start(ctx); err != nil {
 			s.Stop()
 			return err
@@ -268,23 +265,6 @@ func (s *Server) Persistence() Persistence { return s.o.Persistence }
 
 func (s *Server) logFile() string { return filepath.Join(s.dir, "redis.log") }
 
-// PID is the server process's id, 0 while it is not running.
-func (s *Server) PID() int { return s.proc.PID() }
-
-// Restart stops the server if it runs (SIGTERM: Redis closes every
-// connection and, with persistence, fsyncs its append-only file), waits
-// until its process has exited, stays down for delay, and starts it again
-// on the same port and directory, returning once it answers. A delay longer
-// than the longest lease is antirez's "delayed restart": whatever the
-// server forgot has expired by the time it is back. After Kill, Restart
-// brings the server back. Without persistence it comes back empty; with
-// Always it comes back with every acknowledged write, keys that expired
-// while it was down gone. Clients see their connections close, and dialling
-// fail ("connection refused") while it is down.
-func (s *Server) Restart(ctx context.Context, delay time.Duration) error {
-	return s.proc.Bounce(ctx, syscall.SIGTERM, 30*time.Second, delay, s.start)
-}
-
 // Kill kills the server (SIGKILL: no shutdown, no last fsync, connections
 // reset) and waits until its process is gone; it stays down until Restart.
 // Killing a server that is down does nothing.
@@ -300,8 +280,3 @@ func (s *Server) Pause() error { return s.proc.Signal(syscall.SIGSTOP) }
 
 // Resume continues a paused server (SIGCONT).
 func (s *Server) Resume() error { return s.proc.Signal(syscall.SIGCONT) }
-
-// Stop stops the server for good (SIGTERM, SIGKILL if it has not exited
-// 30 s later) and waits for its process to be gone. It leaves its
-// directory to the caller. Stopping a stopped server does nothing.
-func (s *Server) Stop() error { return s.proc.Stop(30 * time.Second) }

@@ -3,6 +3,7 @@ package run
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lockprover/lockprover/histories"
 )
@@ -10,12 +11,13 @@ import (
 // A Target is where a run's plans run (docs/glossary.md): a family's
 // simulator or a real server, as every family's runner sees it. It is the
 // one contract every runner's places keep, simulated and real alike: the
-// clock the history is recorded on, and the faults it strikes and ends.
-// A family's own interface for its targets, its place (amqprun's, the
-// lease runners', consulsemrun's: each named place, with simPlace and the
-// real ones implementing it), embeds it and adds only what is the
-// family's own: how a process runs, how a client opens, how the server
-// settles.
+// clock the history is recorded on, and the faults it strikes and ends,
+// every one of a family's faults on its places (a restart and a clock
+// fault too: what they need beyond their aim, the Aim carries). A
+// family's own interface for its targets, its place (amqprun's, the lease
+// runners', consulsemrun's: each named place, with simPlace and the real
+// ones implementing it), embeds it and adds only what is the family's
+// own: how a process runs, how a client opens, how the server settles.
 type Target interface {
 	// Now is the clock the history is recorded on, in nanoseconds
 	// (virtual time on a simulator; since the run began on a real
@@ -47,6 +49,25 @@ type Aim struct {
 	// Server is the server struck, from 0, where the target has several
 	// (Redlock's N).
 	Server int
+	// Offset is a clock fault's: how far a clock-jump moves the clock,
+	// or the offset from true time a clock-skew sets it to.
+	Offset time.Duration
+	// Down is a restart's downtime: how long the server stays down.
+	Down time.Duration
+	// Wait, if set, is the striker's sleep (its process's, in virtual
+	// time on a simulator): the striker waits until a restart is over,
+	// the server up again, and the place sleeps out the downtime with
+	// Wait where it does not wait for a real server instead. Nil: the
+	// place strikes the restart and returns at once.
+	Wait func(time.Duration)
+	// Struck, if set, is how the striker records the fault as begun
+	// (Runner.Began): the place calls it at the moment the fault is
+	// under way, which each place says (a simulated server once it is
+	// down; a real one as it begins to stop, or, where a process's
+	// completion could otherwise be recorded first, once it is down,
+	// with the runner's lock held). A fault whose Strike never calls it
+	// did not begin.
+	Struck func()
 }
 
 // ErrStruckNothing is Strike's error for a fault that struck nothing,
