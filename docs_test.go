@@ -156,6 +156,9 @@ func TestDocPagesStayReadable(t *testing.T) {
 			t.Fatal(err)
 		}
 		pages++
+		if n := strings.Count(string(b), "\n"); page == "README.md" && n >= 250 {
+			t.Errorf("README.md: %d lines, 250 or more: what a page of docs/ can say belongs there, one link each", n)
+		}
 		if msg := pageShape(string(b)); msg != "" {
 			t.Errorf("%s: %s", page, msg)
 		}
