@@ -4,9 +4,10 @@ the wire differential (adapters/served/amqpserve, clients_test.go).
 
 It reads one JSON request a line on stdin and answers each, in order, on
 stdout, with the request's id and its result, or the error as pika raised
-it. Between requests it has pika read every open connection (every 5 ms),
-so that what the broker sends unasked (a connection.close) is seen without
-a request; every asynchronous event pika reports (a connection or a
+it. After each request it has pika write what it left buffered, and
+between requests it has pika read every open connection (every 5 ms), so
+that what the broker sends unasked (a connection.close) is seen without a
+request; every asynchronous event pika reports (a connection or a
 channel closed, a message returned, a delivery, a consumer the broker
 cancelled) is written as it comes, before the answer of the request it came
 in. The requests (op and fields; the answer's fields after the arrow):
@@ -194,18 +195,26 @@ def serve(req):
         res = op(req) or {}
     except Exception as e:  # every error is an answer
         res = {"error": describe(e, conn_of(req))}
+    # What pika left in its buffer goes out now, not with the next request
+    # (its basic_get on a closed channel writes the method, then raises
+    # before it flushes): the broker sees each request's frames alone.
+    flush(conn_of(req))
     res["id"] = req.get("id")
     out(res)
+
+
+def flush(conn):
+    if conn is not None and conn.is_open:
+        try:
+            conn.process_data_events(0)
+        except Exception:
+            pass  # its close callback has said why
 
 
 def pump():
     """Has pika read every open connection, which calls back what came."""
     for conn in list(conns.values()):
-        if conn.is_open:
-            try:
-                conn.process_data_events(0)
-            except Exception:
-                pass  # its close callback has said why
+        flush(conn)
 
 
 def main():
