@@ -40,6 +40,7 @@ import json
 import os
 import select
 import sys
+import time
 
 import pika
 from pika import exceptions as X
@@ -153,8 +154,50 @@ def consume(req):
 
 
 def get(req):
-    method, _props, _body = chan(req).basic_get(req["queue"], auto_ack=False)
+    ch, conn = chan(req), conn_of(req)
+    if ch.is_closed and conn.is_open and taken(conn, ch):
+        # pika would write basic.get on a channel number another of the
+        # connection's channels holds now, where the broker takes it as
+        # that channel's (closing it, or handing it a message) behind the
+        # harness's back: the harness does not let it, and answers as pika
+        # does on a closed channel.
+        raise Said(describe(X.ChannelWrongStateError("Channel is closed."), conn))
+    try:
+        method, _props, _body = ch.basic_get(req["queue"], auto_ack=False)
+    except X.ChannelWrongStateError as e:
+        said = Said(describe(e, conn_of(req)))  # as it was when pika raised
+        await_close(conn_of(req))
+        raise said
     return {"got": method is not None}
+
+
+def taken(conn, ch):
+    """Whether another channel of conn holds ch's number now (pika gives
+    a closed channel's number to the next channel opened)."""
+    impl = conn._impl._channels.get(ch.channel_number)
+    return impl is not None and impl is not ch._impl
+
+
+class Said(Exception):
+    """An error already described, as it was when it was raised."""
+
+    def __init__(self, desc):
+        super().__init__(desc["text"])
+        self.desc = desc
+
+
+def await_close(conn):
+    """pika's basic_get on a closed channel writes basic.get all the same,
+    then raises; the broker answers a method on a channel not open by
+    closing the connection (504). Wait for that close, 5 s at most, as the
+    harness waits after a fault, so that when it comes does not race the
+    next requests."""
+    deadline = time.monotonic() + 5
+    while conn is not None and conn.is_open and time.monotonic() < deadline:
+        try:
+            conn.process_data_events(0.01)
+        except Exception:
+            return  # its close callback has said why
 
 
 def close(req):
@@ -193,6 +236,8 @@ def serve(req):
         if op is None:
             raise ValueError("no such request: %r" % req.get("op"))
         res = op(req) or {}
+    except Said as e:
+        res = {"error": e.desc}
     except Exception as e:  # every error is an answer
         res = {"error": describe(e, conn_of(req))}
     # What pika left in its buffer goes out now, not with the next request
