@@ -138,30 +138,9 @@ var clientLibs = []string{"pika", "amqplib"}
 // t when lib is not installed here, saying how to install it.
 func startClient(t *testing.T, lib string) *wireClient {
 	t.Helper()
-	dir, err := filepath.Abs("testdata/clients")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cmd *exec.Cmd
-	switch lib {
-	case "pika":
-		if exec.Command("/usr/bin/python3", "-c", "import pika").Run() != nil {
-			t.Skip("pika's differential needs Debian's python3-pika for /usr/bin/python3 (apt-get install python3-pika)")
-		}
-		cmd = exec.Command("/usr/bin/python3", filepath.Join(dir, "pika_client.py"))
-	case "amqplib":
-		node, err := exec.LookPath("node")
-		if err != nil {
-			t.Skip("amqplib's differential needs node (apt-get install nodejs)")
-		}
-		modules, _ := filepath.Abs("../../../examples/node/amqp-locks/node_modules")
-		if _, err := os.Stat(filepath.Join(modules, "amqplib")); err != nil {
-			t.Skipf("amqplib's differential needs the Node example's packages: run npm ci in examples/node/amqp-locks: %v", err)
-		}
-		cmd = exec.Command(node, filepath.Join(dir, "amqplib_client.js"))
-		cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
-	default:
-		t.Fatalf("no client library %q: want one of %v", lib, clientLibs)
+	cmd, missing := clientCommand(lib)
+	if missing != "" {
+		t.Skip(missing)
 	}
 	c, err := runClient(lib, cmd)
 	if err != nil {
@@ -169,6 +148,35 @@ func startClient(t *testing.T, lib string) *wireClient {
 	}
 	t.Cleanup(c.stop)
 	return c
+}
+
+// clientCommand is the command of lib's program, or why lib cannot run
+// here and how to install it.
+func clientCommand(lib string) (*exec.Cmd, string) {
+	dir, err := filepath.Abs("testdata/clients")
+	if err != nil {
+		return nil, err.Error()
+	}
+	switch lib {
+	case "pika":
+		if exec.Command("/usr/bin/python3", "-c", "import pika").Run() != nil {
+			return nil, "pika's differential needs Debian's python3-pika for /usr/bin/python3 (apt-get install python3-pika)"
+		}
+		return exec.Command("/usr/bin/python3", filepath.Join(dir, "pika_client.py")), ""
+	case "amqplib":
+		node, err := exec.LookPath("node")
+		if err != nil {
+			return nil, "amqplib's differential needs node (apt-get install nodejs)"
+		}
+		modules, _ := filepath.Abs("../../../examples/node/amqp-locks/node_modules")
+		if _, err := os.Stat(filepath.Join(modules, "amqplib")); err != nil {
+			return nil, fmt.Sprintf("amqplib's differential needs the Node example's packages: run npm ci in examples/node/amqp-locks: %v", err)
+		}
+		cmd := exec.Command(node, filepath.Join(dir, "amqplib_client.js"))
+		cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+		return cmd, ""
+	}
+	return nil, fmt.Sprintf("no client library %q: want one of %v", lib, clientLibs)
 }
 
 // runClient starts cmd, lib's program, and waits for its hello.
@@ -245,6 +253,9 @@ func (c *wireClient) event(r clientReply) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	line := r.Event
+	if r.Error == nil && (r.Event == "conn-closed" || r.Event == "chan-closed") {
+		r.Error = &clientError{Kind: "other", Class: "none", Text: c.lib + "'s program gave no reason"}
+	}
 	switch r.Event {
 	case "hello":
 		c.version = r.Library
