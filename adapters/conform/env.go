@@ -36,6 +36,11 @@ type Options struct {
 	// it they return an error, and table cases that restart the broker are
 	// skipped.
 	AllowRestart bool
+	// Client is the client library an Env's connections are made with:
+	// for each connection, a Broker that dials url (the connection's fault
+	// proxy). nil means amqp091-go (rabbitmq.New). The wire differential
+	// sets it to run the same sequences through pika and amqplib.
+	Client func(url string) broker.Broker
 }
 
 // ErrNoBroker is wrapped by Open's error when nothing answers at the URL.
@@ -165,7 +170,8 @@ func (t *Server) NewEnv() *Env {
 //
 //   - Dial: each table connection ("A", "B", ...) goes through its own
 //     fault proxy (adapters/servers/rabbitmq/amqpproxy) and is dialled with the amqp091-go
-//     adapter, with connection_name "<prefix><A>#<n>" (n counts A's dials).
+//     adapter (or Options.Client), with connection_name "<prefix><A>#<n>"
+//     (n counts A's dials).
 //   - Inspect: the queue as rabbitmqctl's list_queues sees it (durable,
 //     auto_delete, owner_pid, messages_ready, consumers). Messages are the
 //     ready ones, as in the simulator. The owner's pid is mapped back to
@@ -262,7 +268,11 @@ func (e *Env) Dial(ctx context.Context, cfg broker.Config) (broker.Conn, error) 
 	e.mu.Lock()
 	name := fmt.Sprintf("%s%s#%d", e.prefix, cfg.Name, len(e.dialled[cfg.Name])+1)
 	e.mu.Unlock()
-	c, err := rabbitmq.New(through).Dial(ctx, broker.Config{Heartbeat: cfg.Heartbeat, Name: name})
+	client := rabbitmq.New
+	if e.t.opts.Client != nil {
+		client = e.t.opts.Client
+	}
+	c, err := client(through).Dial(ctx, broker.Config{Heartbeat: cfg.Heartbeat, Name: name})
 	if err != nil {
 		// The proxy accepts the TCP connection and then finds the broker
 		// refusing it: the client sees its connection close, not a refusal.

@@ -86,6 +86,25 @@ func NewReader(r io.Reader, frameMax uint32) *Reader {
 	return &Reader{r: bufio.NewReaderSize(r, 64<<10), frameMax: frameMax}
 }
 
+// Buffered reports whether a whole frame other than a heartbeat has been
+// read from the stream and not yet returned: one that came with the
+// frames returned last, in the same read, which a broker's reader (as
+// RabbitMQ's) takes before it looks at anything else.
+func (r *Reader) Buffered() bool {
+	b, _ := r.r.Peek(r.r.Buffered())
+	for len(b) >= 7 {
+		end := 7 + uint64(binary.BigEndian.Uint32(b[3:7])) + 1
+		switch {
+		case uint64(len(b)) < end:
+			return false
+		case b[0] != FrameHeartbeat:
+			return true
+		}
+		b = b[end:]
+	}
+	return false
+}
+
 // SetFrameMax changes the limit, once connection.tune-ok has settled it.
 func (r *Reader) SetFrameMax(frameMax uint32) { r.frameMax = frameMax }
 

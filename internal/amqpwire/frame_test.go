@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -33,6 +34,32 @@ func TestReadFrames(t *testing.T) {
 		}
 		if _, err := fr.ReadFrame(); err != io.EOF {
 			t.Errorf("after the last frame: %v, want io.EOF", err)
+		}
+	}
+}
+
+// TestBuffered: after a frame, Buffered says whether a whole frame other
+// than a heartbeat came with it in the same read.
+func TestBuffered(t *testing.T) {
+	method := AppendFrame(nil, Frame{Type: FrameMethod, Channel: 1, Payload: bytesOf(uint32(60<<16|70), uint16(0), "q", byte(0))})
+	beat := AppendFrame(nil, Frame{Type: FrameHeartbeat, Payload: []byte{}})
+	for _, c := range []struct {
+		name  string
+		after []byte // what follows the first method frame in the read
+		want  bool
+	}{
+		{"nothing", nil, false},
+		{"a method", method, true},
+		{"a heartbeat", beat, false},
+		{"a heartbeat then a method", append(slices.Clone(beat), method...), true},
+		{"part of a method", method[:len(method)-1], false},
+	} {
+		r := NewReader(bytes.NewReader(append(slices.Clone(method), c.after...)), 0)
+		if _, err := r.ReadFrame(); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Buffered(); got != c.want {
+			t.Errorf("%s after the frame: Buffered() = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

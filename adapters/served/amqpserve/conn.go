@@ -1,7 +1,6 @@
 package amqpserve
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -46,10 +45,11 @@ type wireConn struct {
 	chans   map[uint16]*wireChan
 	closing bool
 	dead    bool
+	exit    *channelExit // a connection error pending the frames read with it
 }
 
 func newWireConn(p *Process, i int, nc net.Conn) *wireConn {
-	return &wireConn{p: p, i: i, nc: nc, r: amqpwire.NewReader(bufio.NewReader(nc), amqpwire.FrameMinSize),
+	return &wireConn{p: p, i: i, nc: nc, r: amqpwire.NewReader(nc, amqpwire.FrameMinSize),
 		w: amqpwire.NewWriter(nc, frameMax), stop: make(chan struct{}), chans: map[uint16]*wireChan{}}
 }
 
@@ -110,6 +110,9 @@ type command struct {
 	m     amqpwire.Method
 	props amqpwire.Properties
 	body  []byte
+	// more says the next command's frame had come with this one (in the
+	// same read from the socket) when it was read.
+	more bool
 }
 
 // read reads the next command, skipping heartbeats.
@@ -134,6 +137,7 @@ func (c *wireConn) read() (command, error) {
 		if info, _ := amqpwire.Lookup(cmd.id); info.Content {
 			err = c.content(&cmd)
 		}
+		cmd.more = c.r.Buffered()
 		return cmd, err
 	}
 }

@@ -1,7 +1,6 @@
 package amqpserve_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -79,12 +78,29 @@ func TestHeartbeatOffStaysOff(t *testing.T) {
 // with heartbeat hb, opens channel 1 and declares queue exclusive; it
 // returns the connection, left open.
 func rawDeclare(url string, hb uint16, queue string) (net.Conn, error) {
+	rc, err := rawSession(url, hb, queue)
+	if err != nil {
+		return nil, err
+	}
+	return rc.c, nil
+}
+
+// rawConn is a client's connection as raw frames: its socket, a reader
+// and a writer (whose methods go out at Flush).
+type rawConn struct {
+	c  net.Conn
+	r  *amqpwire.Reader
+	wr *amqpwire.Writer
+}
+
+// rawSession is rawDeclare's, with the reader and writer.
+func rawSession(url string, hb uint16, queue string) (*rawConn, error) {
 	addr := strings.TrimSuffix(strings.TrimPrefix(url, "amqp://guest:guest@"), "/")
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	r, wr := amqpwire.NewReader(bufio.NewReader(c), 131072), amqpwire.NewWriter(c, 131072)
+	r, wr := amqpwire.NewReader(c, 131072), amqpwire.NewWriter(c, 131072)
 	c.Write([]byte(amqpwire.ProtocolHeader))
 	steps := []struct {
 		ch   uint16
@@ -117,7 +133,7 @@ func rawDeclare(url string, hb uint16, queue string) (net.Conn, error) {
 			return nil, fmt.Errorf("after step %d: connection.close %d %s", i+1, cl.ReplyCode, cl.ReplyText)
 		}
 	}
-	return c, nil
+	return &rawConn{c, r, wr}, nil
 }
 
 // readMethod reads frames until a method, skipping heartbeats.

@@ -28,9 +28,12 @@ import (
 // (the clock, a queue's listing, a fault) are steps of the World, taken in
 // the served process's coroutine (Process.Do).
 type wireEnv struct {
-	broker.Broker // amqp091-go, dialling the served port
+	broker.Broker // amqp091-go (or pika, amqplib), dialling the served port
 	p             *amqpserve.Process
 	w             *rabbitmqsim.World
+	// noticed, if set, waits after a fault until the client knows its
+	// connection closed; without it, the fault waits 25 ms of real time.
+	noticed func(conn string) error
 }
 
 func (e wireEnv) Sleep(ctx context.Context, d time.Duration) error {
@@ -55,12 +58,12 @@ func (e wireEnv) Inspect(q string) (semantics.QueueState, bool, error) {
 }
 
 // Fault strikes as conform's simulator does, then waits the same 50 ms of
-// virtual time for the broker to release the connection, and 25 ms of
-// real time for the client's reader to take in what the broker sent (a
-// connection.close): on RabbitMQ, conform's Settle waits for the broker
-// by rabbitmqctl, which gives the client as long and more.
+// virtual time for the broker to release the connection, and until the
+// client has taken in what the broker sent (a connection.close): 25 ms of
+// real time for amqp091-go's reader, or as long as noticed says. On
+// RabbitMQ, conform's Env waits until the client knows, and its Settle
+// waits for the broker by rabbitmqctl.
 func (e wireEnv) Fault(kind, conn string) error {
-	defer time.Sleep(25 * time.Millisecond)
 	var err error
 	e.p.Do(func() {
 		switch kind {
@@ -75,14 +78,23 @@ func (e wireEnv) Fault(kind, conn string) error {
 			err = e.p.Sleep(context.Background(), 50*time.Millisecond)
 		}
 	})
-	return err
+	switch {
+	case err != nil:
+		return err
+	case e.noticed != nil:
+		return e.noticed(conn)
+	}
+	time.Sleep(25 * time.Millisecond)
+	return nil
 }
 
 func (e wireEnv) StopBroker() error  { return fmt.Errorf("restarts are not drawn") }
 func (e wireEnv) StartBroker() error { return fmt.Errorf("restarts are not drawn") }
 
-// runWire runs ops through amqp091-go on a fresh served simulator.
-func runWire(ops []conform.Op) ([]string, error) {
+// runWire runs ops on a fresh served simulator through client, which
+// makes a broker.Broker for the served port's URL: rabbitmq.New
+// (amqp091-go), or a wireClient's (pika, amqplib).
+func runWire(ops []conform.Op, client func(url string) broker.Broker) ([]string, error) {
 	w := rabbitmqsim.New(rabbitmqsim.Options{Decider: rabbitmqsim.Seeded(0)})
 	s := amqpserve.New(w, amqpserve.Options{Speedup: -1})
 	defer s.Close()
@@ -97,7 +109,11 @@ func runWire(ops []conform.Op) ([]string, error) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			res = semantics.Run(context.Background(), wireEnv{rabbitmq.New(p.URL()), p, w}, conform.CaseOf(ops), "s-")
+			env := wireEnv{Broker: client(p.URL()), p: p, w: w}
+			if n, ok := env.Broker.(interface{ noticed(string) error }); ok {
+				env.noticed = n.noticed
+			}
+			res = semantics.Run(context.Background(), env, conform.CaseOf(ops), "s-")
 		}()
 		if p.Await(done, time.After(time.Minute), nil) != 0 {
 			err = fmt.Errorf("the sequence did not end in a minute")
@@ -113,9 +129,9 @@ func runWire(ops []conform.Op) ([]string, error) {
 }
 
 // wireSequences is how many sequences the differential draws:
-// $LOCKPROVER_WIRE_SEQUENCES, 40 by default (docs/served.md gives the
+// $LOCKPROVER_WIRE_SEQUENCES, def by default (docs/served.md gives the
 // runs of 300).
-func wireSequences(t *testing.T) int {
+func wireSequences(t *testing.T, def int) int {
 	if v := os.Getenv("LOCKPROVER_WIRE_SEQUENCES"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -123,7 +139,7 @@ func wireSequences(t *testing.T) int {
 		}
 		return n
 	}
-	return 40
+	return def
 }
 
 // The served simulator, through amqp091-go on the wire, observes what the
@@ -142,11 +158,8 @@ func TestWireDifferential(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tg.Close()
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("LOCKPROVER_WIRE_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	n, steps := wireSequences(t), 0
+	seed := wireSeed(t)
+	n, steps := wireSequences(t, 40), 0
 	start := time.Now()
 	for i := range n {
 		ops, ok := rapidbatch.Case(seed, 0, i, func(rt *rapid.T) []conform.Op { return conform.DrawOps(rt, 24) })
@@ -154,7 +167,7 @@ func TestWireDifferential(t *testing.T) {
 			continue
 		}
 		steps += len(ops)
-		wire, err := runWire(ops)
+		wire, err := runWire(ops, rabbitmq.New)
 		if err != nil {
 			t.Fatalf("sequence %d (seed %d): %v", i, seed, err)
 		}
@@ -171,11 +184,25 @@ func TestWireDifferential(t *testing.T) {
 			obs  []string
 		}{{"rabbitmq", real}, {"the simulator in process", sim}} {
 			if !slices.Equal(wire, other.obs) {
-				t.Fatalf("sequence %d of seed %d diverges from %s:\n%s", i, seed, other.name, table(ops, wire, other.obs))
+				t.Fatalf("sequence %d of seed %d diverges from %s:\n%s", i, seed, other.name, table(ops, "wire", wire, "other", other.obs))
 			}
 		}
 	}
 	t.Logf("seed %d: %d sequences, %d steps, the served simulator observed what RabbitMQ and the simulator did, in %v", seed, n, steps, time.Since(start).Round(time.Second))
+}
+
+// wireSeed is the seed the differential draws from:
+// $LOCKPROVER_WIRE_SEED, or the clock's.
+func wireSeed(t *testing.T) uint64 {
+	v := os.Getenv("LOCKPROVER_WIRE_SEED")
+	if v == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	seed, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("LOCKPROVER_WIRE_SEED=%q: want a number", v)
+	}
+	return seed
 }
 
 // wireBroker is the real broker of the differential: the machine's
@@ -210,16 +237,18 @@ func wireBroker(t *testing.T) (url string, ctl []string) {
 	return s.URL(), ctl
 }
 
-func table(ops []conform.Op, wire, other []string) string {
-	var b strings.Builder
+// table shows ops with what two runs, named a and b, observed of each,
+// marking the steps where they differ.
+func table(ops []conform.Op, a string, as []string, b string, bs []string) string {
+	var sb strings.Builder
 	for i, o := range ops {
 		mark := "  "
-		if at(wire, i) != at(other, i) {
+		if at(as, i) != at(bs, i) {
 			mark = "!!"
 		}
-		fmt.Fprintf(&b, "%s %2d. %-50s wire: %-24s other: %s\n", mark, i+1, o, at(wire, i), at(other, i))
+		fmt.Fprintf(&sb, "%s %2d. %-50s %s: %-24s %s: %s\n", mark, i+1, o, a, at(as, i), b, at(bs, i))
 	}
-	return b.String()
+	return sb.String()
 }
 
 func at(s []string, i int) string {
