@@ -10,7 +10,6 @@ import (
 	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/adapters/servers/rabbitmq/rabbitmqtest"
 	"github.com/lockprover/lockprover/internal/amqpwire"
-	"github.com/lockprover/lockprover/model/amqplocks/broker"
 	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 )
 
@@ -31,25 +30,11 @@ func TestChannelErrorAfterFramesReadWithIt(t *testing.T) {
 			t.Fatalf("on RabbitMQ: %v", err)
 		}
 		var served []string
-		w := rabbitmqsim.New(rabbitmqsim.Options{})
-		s := amqpserve.New(w, amqpserve.Options{Speedup: -1})
-		w.Go("c1", func(b broker.Broker) {
-			p, perr := s.Process("c1", b)
-			if perr != nil {
-				err = perr
-				return
-			}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				served, err = exitExchange(p.URL(), queue, together)
-			}()
-			p.Await(done, time.After(20*time.Second), nil)
+		_, _, err = serveProcess(t, rabbitmqsim.Options{}, amqpserve.Options{Speedup: -1}, func(_ *rabbitmqsim.World, p *amqpserve.Process) error {
+			var cerr error
+			served, cerr = exitExchange(p.URL(), queue, together)
+			return cerr
 		})
-		if werr := w.Run(); werr != nil {
-			t.Fatal(werr)
-		}
-		s.Close()
 		if err != nil {
 			t.Fatalf("served: %v", err)
 		}

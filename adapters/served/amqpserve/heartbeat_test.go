@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/adapters/served/amqpserve"
 	"github.com/lockprover/lockprover/internal/amqpwire"
-	"github.com/lockprover/lockprover/model/amqplocks/broker"
 	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 )
 
@@ -27,45 +25,26 @@ func TestHeartbeatOffStaysOff(t *testing.T) {
 		kept   bool
 	}{{0, true}, {2, false}} {
 		t.Run(fmt.Sprintf("tune-ok %d", c.tuneOK), func(t *testing.T) {
-			w := rabbitmqsim.New(rabbitmqsim.Options{ServerHeartbeat: 2 * time.Second})
-			s := amqpserve.New(w, amqpserve.Options{Speedup: -1})
-			defer s.Close()
 			var kept bool
-			var cerr error
-			w.Go("c1", func(b broker.Broker) {
-				p, err := s.Process("c1", b)
+			_, _, err := serveProcess(t, rabbitmqsim.Options{ServerHeartbeat: 2 * time.Second}, amqpserve.Options{Speedup: -1}, func(w *rabbitmqsim.World, p *amqpserve.Process) error {
+				conn, err := rawDeclare(p.URL(), c.tuneOK, "hb-1-B")
 				if err != nil {
-					cerr = err
-					return
+					return err
 				}
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					conn, err := rawDeclare(p.URL(), c.tuneOK, "hb-1-B")
-					if err != nil {
-						cerr = err
-						return
-					}
-					defer conn.Close()
-					// The World's steps, in the process's coroutine (as
-					// the wire differential takes them), while the
-					// client's socket stays open and silent.
-					p.Do(func() {
-						w.Partition("c1")
-						p.Sleep(context.Background(), 20*time.Second)
-						_, kept = w.Queue("hb-1-B")
-						w.Heal("c1")
-					})
-				}()
-				if p.Await(done, time.After(20*time.Second), nil) != process.Ready {
-					cerr = fmt.Errorf("the client did not finish in 20 s")
-				}
+				defer conn.Close()
+				// The World's steps, in the process's coroutine (as the wire
+				// differential takes them), while the client's socket stays
+				// open and silent.
+				p.Do(func() {
+					w.Partition("c1")
+					p.Sleep(context.Background(), 20*time.Second)
+					_, kept = w.Queue("hb-1-B")
+					w.Heal("c1")
+				})
+				return nil
 			})
-			if err := w.Run(); err != nil {
+			if err != nil {
 				t.Fatal(err)
-			}
-			if cerr != nil {
-				t.Fatal(cerr)
 			}
 			if kept != c.kept {
 				t.Errorf("tune-ok heartbeat %d, partitioned for 20 s of a 2 s broker heartbeat: the exclusive queue kept %v, want %v", c.tuneOK, kept, c.kept)

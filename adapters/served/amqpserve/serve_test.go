@@ -21,7 +21,15 @@ import (
 // the served broker saw.
 func serveOne(t *testing.T, o amqpserve.Options, client func(url string) error) (*rabbitmqsim.World, *amqpserve.Broker, error) {
 	t.Helper()
-	w := rabbitmqsim.New(rabbitmqsim.Options{})
+	return serveProcess(t, rabbitmqsim.Options{}, o, func(_ *rabbitmqsim.World, p *amqpserve.Process) error { return client(p.URL()) })
+}
+
+// serveProcess is serveOne on a World made with wo, its client given the
+// World and the served process (its URL, and Do for the World's steps
+// beside it).
+func serveProcess(t *testing.T, wo rabbitmqsim.Options, o amqpserve.Options, client func(w *rabbitmqsim.World, p *amqpserve.Process) error) (*rabbitmqsim.World, *amqpserve.Broker, error) {
+	t.Helper()
+	w := rabbitmqsim.New(wo)
 	s := amqpserve.New(w, o)
 	defer s.Close()
 	var cerr error
@@ -32,7 +40,7 @@ func serveOne(t *testing.T, o amqpserve.Options, client func(url string) error) 
 			return
 		}
 		done := make(chan struct{})
-		go func() { defer close(done); cerr = client(p.URL()) }()
+		go func() { defer close(done); cerr = client(w, p) }()
 		if p.Await(done, time.After(20*time.Second), nil) != process.Ready {
 			cerr = errors.New("the client did not finish in 20 s")
 		}
