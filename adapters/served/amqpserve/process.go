@@ -103,12 +103,24 @@ func (p *Process) take() (event, bool) {
 
 // live takes the next event of a connection still served: one that
 // ended on the served broker's side (it closed it, or reset it) has
-// nothing more to say to the World, and its socket's end is no step.
+// nothing more to say to the World, and its socket's end is no step. Nor
+// is what comes on a connection the broker is closing once the World's
+// side of it is gone: RabbitMQ reads only its close-ok, which ends it
+// here. A client racing its own threads (amqp091-go's reader answers the
+// close while its caller may still send a publish) sends these in either
+// order from run to run; as steps, they would make a replay diverge where
+// the World saw nothing different.
 func (p *Process) live() (event, bool) {
 	for {
 		e, ok := p.take()
-		if !ok || e.kind == evCall || !e.c.dead {
+		switch {
+		case !ok || e.kind == evCall:
 			return e, ok
+		case e.c.dead:
+		case e.c.closing && (e.c.conn == nil || e.c.conn.Err() != nil):
+			e.c.take(e)
+		default:
+			return e, true
 		}
 	}
 }

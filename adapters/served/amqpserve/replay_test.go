@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -173,4 +174,66 @@ func TestUnreadableFrame(t *testing.T) {
 	if r := s.Refused(); len(r) != 1 || !strings.Contains(r[0], "queue.declare") {
 		t.Errorf("refused: %q", r)
 	}
+}
+
+// What a client sends on a connection the broker is closing, before its
+// close-ok, the World never sees (RabbitMQ reads only the close-ok), and
+// clients send it in an order their threads race for (amqp091-go answers
+// the close while its caller may still publish): it is no step, so that a
+// replay of a run where the client sent more before its close-ok, or in
+// another order, does not diverge.
+func TestWhatComesAfterTheBrokersCloseIsNoStep(t *testing.T) {
+	run := func(o amqpserve.Options, after ...amqpwire.Method) *amqpserve.Broker {
+		t.Helper()
+		_, s, err := serveOne(t, o, func(url string) error { return closedExchange(url, after) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	get := &amqpwire.BasicGet{Queue: "q"}
+	first := run(amqpserve.Options{}, get, get, &amqpwire.ConnectionCloseOK{})
+	log := first.Log()["c1"]
+	for _, step := range log {
+		if strings.Contains(step, "close-ok") || strings.Contains(step, "basic.get") && !strings.Contains(step, "ch2") {
+			t.Fatalf("logged %q, a frame the broker did not read: %q", step, log)
+		}
+	}
+	again := run(amqpserve.Options{Script: map[string][]string{"c1": log}}, &amqpwire.ConnectionCloseOK{}, get)
+	if d := again.Diverged(); len(d) > 0 {
+		t.Fatalf("diverged: %q", d)
+	}
+	if got := again.Log()["c1"]; !slices.Equal(got, log) {
+		t.Fatalf("replayed %q\nthe log was %q", got, log)
+	}
+}
+
+// closedExchange declares a queue, sends a basic.get on channel 2, never
+// opened, reads the broker's connection.close (504), sends after, then
+// waits for the broker to end the socket or a second.
+func closedExchange(url string, after []amqpwire.Method) error {
+	rc, err := rawSession(url, 0, "q")
+	if err != nil {
+		return err
+	}
+	defer rc.c.Close()
+	rc.wr.WriteMethod(2, &amqpwire.BasicGet{Queue: "q"})
+	rc.wr.Flush()
+	m, err := readMethod(rc.r)
+	if err != nil {
+		return err
+	}
+	if cl, ok := m.(*amqpwire.ConnectionClose); !ok || cl.ReplyCode != 504 {
+		return fmt.Errorf("got %v, want connection.close 504", amqpwire.IDOf(m))
+	}
+	for _, m := range after {
+		ch := uint16(1)
+		if _, ok := m.(*amqpwire.ConnectionCloseOK); ok {
+			ch = 0
+		}
+		rc.wr.WriteMethod(ch, m)
+		rc.wr.Flush()
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
 }
