@@ -480,8 +480,8 @@ func (e simClusterEnv) Fault(fault, target string) error { return e.w.Strike(fau
 // RunSimCluster runs steps on a fresh simulated cluster in mode, with
 // net_ticktime tick, waiting steady for a cluster whose faults ended
 // (awaitServing), and says what each step observed.
-func RunSimCluster(mode string, tick, steady time.Duration, seed uint64, steps []ClusterStep) ([]string, error) {
-	w := rabbitmqsim.New(rabbitmqsim.Options{Decider: rabbitmqsim.Seeded(seed), Cluster: &rabbitmqsim.ClusterOptions{
+func RunSimCluster(mode, version string, tick, steady time.Duration, seed uint64, steps []ClusterStep) ([]string, error) {
+	w := rabbitmqsim.New(rabbitmqsim.Options{Decider: rabbitmqsim.Seeded(seed), Version: version, Cluster: &rabbitmqsim.ClusterOptions{
 		Nodes: clusterNodes, PartitionHandling: mode, NetTicktime: tick,
 		NodeOfConn: func(conn string) string { return clusterClients[conn] }}})
 	var out []string
@@ -510,7 +510,7 @@ const SimSeeds = 256
 // none does, the observations that agree with real longest, and the step
 // where they first differ. Where real is unsettled, only its steps before
 // that one are compared.
-func SimClusterMatch(mode string, tick, steady time.Duration, steps []ClusterStep, real []string) ([]string, int, error) {
+func SimClusterMatch(mode, version string, tick, steady time.Duration, steps []ClusterStep, real []string) ([]string, int, error) {
 	var best []string
 	bestAt := -1
 	upTo := len(steps)
@@ -518,7 +518,7 @@ func SimClusterMatch(mode string, tick, steady time.Duration, steps []ClusterSte
 		upTo = u
 	}
 	for seed := range uint64(SimSeeds) {
-		sim, err := RunSimCluster(mode, tick, steady, seed, steps)
+		sim, err := RunSimCluster(mode, version, tick, steady, seed, steps)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -685,7 +685,12 @@ func runRealCluster(ctx context.Context, rc RealCluster, prefix string, steps []
 
 // ClusterDiffOptions configure ClusterDifferential.
 type ClusterDiffOptions struct {
-	Mode      string // the cluster's partition handling
+	Mode string // the cluster's partition handling
+	// Version is the real cluster's RabbitMQ release, whose behaviour
+	// the simulated cluster takes (rabbitmqsim.Options.Version; "" is
+	// its default).
+	Version   string
+	KeepGoing bool // count a divergence and go on, shrinking none
 	Sequences int
 	Seed      uint64
 	First     int           // the index of the first sequence drawn from Seed
@@ -702,7 +707,11 @@ type ClusterDiffOptions struct {
 // real run made so far, in seconds and with no cluster
 // (MatchClusterRecords; conform --cluster --recorded).
 type ClusterRecord struct {
-	Mode        string        `json:"mode"`
+	Mode string `json:"mode"`
+	// Version is the real cluster's RabbitMQ release; empty in records
+	// made before there was one: 3.10.8 under Mnesia's modes, 4.3.6
+	// under khepri.
+	Version     string        `json:"version,omitempty"`
 	NetTicktime string        `json:"net_ticktime"`
 	Seed        uint64        `json:"seed"`
 	Sequence    int           `json:"sequence"`
@@ -794,10 +803,15 @@ func (rec ClusterRecord) valid() error {
 // up to there.
 type ClusterTally struct {
 	Agreed, Inconclusive int
+	// Diverged counts the sequences that diverged, where the differential
+	// went on after them (ClusterDiffOptions.KeepGoing); First is the
+	// first of them.
+	Diverged int
+	First    *ClusterDivergence
 }
 
 // Compared is every sequence the tally counts.
-func (t ClusterTally) Compared() int { return t.Agreed + t.Inconclusive }
+func (t ClusterTally) Compared() int { return t.Agreed + t.Inconclusive + t.Diverged }
 
 func (t *ClusterTally) add(real []string) {
 	if unsettled(real) >= 0 {
@@ -821,7 +835,7 @@ func MatchClusterRecords(recs []ClusterRecord) (t ClusterTally, d *ClusterDiverg
 		if err != nil {
 			return t, nil, err
 		}
-		sim, k, err := SimClusterMatch(rec.Mode, tick, steady, rec.Steps, rec.Real)
+		sim, k, err := SimClusterMatch(rec.Mode, rec.Version, tick, steady, rec.Steps, rec.Real)
 		if err != nil {
 			return t, nil, fmt.Errorf("%s seed %d sequence %d: %w", rec.Mode, rec.Seed, rec.Sequence, err)
 		}
@@ -883,7 +897,9 @@ func diffAt(real, sim []string) int {
 // cluster and on the simulated one and compares them step by step; it
 // stops at the first divergence, which it shrinks for o.Shrink (fewer
 // steps, still diverging), and returns it with the tally of the sequences
-// before it.
+// before it. With o.KeepGoing it runs every sequence (a record of a
+// hundred on a real cluster takes over an hour), counts the divergences
+// in the tally and returns the first, unshrunk.
 func ClusterDifferential(ctx context.Context, rc RealCluster, o ClusterDiffOptions) (t ClusterTally, d *ClusterDivergence, err error) {
 	if o.Steps <= 0 {
 		o.Steps = 10
@@ -898,7 +914,7 @@ func ClusterDifferential(ctx context.Context, rc RealCluster, o ClusterDiffOptio
 		if err != nil {
 			return nil, nil, -1, err
 		}
-		sim, k, err := SimClusterMatch(o.Mode, tick, ClusterSteady, steps, real)
+		sim, k, err := SimClusterMatch(o.Mode, o.Version, tick, ClusterSteady, steps, real)
 		return real, sim, k, err
 	}
 	for i := o.First; i < o.First+o.Sequences; i++ {
@@ -911,7 +927,7 @@ func ClusterDifferential(ctx context.Context, rc RealCluster, o ClusterDiffOptio
 		}
 		u := unsettled(real)
 		if o.Record != nil {
-			line, _ := json.Marshal(ClusterRecord{Mode: o.Mode, NetTicktime: tick.String(), Seed: o.Seed, Sequence: i,
+			line, _ := json.Marshal(ClusterRecord{Mode: o.Mode, Version: o.Version, NetTicktime: tick.String(), Seed: o.Seed, Sequence: i,
 				Steps: steps, Real: real, Steady: ClusterSteady.String(), Agreed: k < 0 && u < 0, At: t0.UTC().Format(time.RFC3339)})
 			if _, err := o.Record.Write(append(line, '\n')); err != nil {
 				return t, nil, fmt.Errorf("recording sequence %d: %w", i, err)
@@ -932,13 +948,20 @@ func ClusterDifferential(ctx context.Context, rc RealCluster, o ClusterDiffOptio
 			continue
 		}
 		d = &ClusterDivergence{Seq: i, Steps: steps, Real: real, Sim: sim, Step: k}
+		if o.KeepGoing {
+			t.Diverged++
+			if t.First == nil {
+				t.First = d
+			}
+			continue
+		}
 		d.ShrunkSteps = shrinkCluster(ctx, steps[:k+1], o.Shrink, func(s []ClusterStep) bool {
 			_, _, k, err := diverges(s)
 			return err == nil && k >= 0
 		})
 		return t, d, nil
 	}
-	return t, nil, nil
+	return t, t.First, nil
 }
 
 // shrinkCluster removes steps one at a time while the sequence still

@@ -28,11 +28,11 @@ func TestSimClusterSequences(t *testing.T) {
 	for _, mode := range rabbitmq.Modes {
 		for i := range 60 {
 			steps := DrawClusterSteps(rand.New(rand.NewPCG(7, uint64(i))), 12)
-			a, err := RunSimCluster(mode, 5*time.Second, ClusterSteady, 0, steps)
+			a, err := RunSimCluster(mode, "", 5*time.Second, ClusterSteady, 0, steps)
 			if err != nil {
 				t.Fatalf("%s, sequence %d: %v", mode, i, err)
 			}
-			b, _ := RunSimCluster(mode, 5*time.Second, ClusterSteady, 0, steps)
+			b, _ := RunSimCluster(mode, "", 5*time.Second, ClusterSteady, 0, steps)
 			if !slices.Equal(a, b) || len(a) != len(steps) {
 				t.Fatalf("%s, sequence %d: %d steps observed %v, then %v", mode, i, len(steps), a, b)
 			}
@@ -281,7 +281,7 @@ func TestRestartIntoASplitClusterTakesEitherSide(t *testing.T) {
 		{Do: "heal"}, {Do: "restart", Arg: "n3"}, {On: "C", Do: "publish", Arg: "q1"}}
 	seen := map[string]int{}
 	for seed := range uint64(SimSeeds) {
-		obs, err := RunSimCluster(rabbitmq.Ignore, 5*time.Second, ClusterSteady, seed, steps)
+		obs, err := RunSimCluster(rabbitmq.Ignore, "", 5*time.Second, ClusterSteady, seed, steps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +299,7 @@ func TestRestartIntoASplitClusterTakesEitherSide(t *testing.T) {
 		{On: "C", Do: "declare-exclusive", Arg: "q1"}, {On: "B", Do: "declare-exclusive", Arg: "q2"},
 		{On: "A", Do: "declare-exclusive", Arg: "q1"}, {On: "A", Do: "declare-passive", Arg: "q2"}}
 	for seed := range uint64(SimSeeds) {
-		obs, err := RunSimCluster(rabbitmq.Ignore, 5*time.Second, ClusterSteady, seed, steps)
+		obs, err := RunSimCluster(rabbitmq.Ignore, "", 5*time.Second, ClusterSteady, seed, steps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -484,7 +484,7 @@ func TestSimClusterKhepriSequence(t *testing.T) {
 		{On: "C", Do: "declare-exclusive", Arg: "q1"}, {On: "A", Do: "declare-passive", Arg: "d1"}}
 	want := []string{"ok", "done", "405", "ok", "timeout", "ok", "timeout", "done", "405", "ok"}
 	for seed := range uint64(16) {
-		obs, err := RunSimCluster(rabbitmq.Khepri, 5*time.Second, ClusterSteady, seed, steps)
+		obs, err := RunSimCluster(rabbitmq.Khepri, "", 5*time.Second, ClusterSteady, seed, steps)
 		if err != nil {
 			t.Fatal(err)
 		}

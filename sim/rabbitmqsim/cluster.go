@@ -100,6 +100,9 @@ type cluster struct {
 	leader, deposed *node
 	election        *sched.Timer
 	picked          bool
+	// khepri40 is the khepri mode as RabbitMQ 4.0.5 with khepri_db has
+	// it (World Options.Version "4.0.5"; khepri40.go).
+	khepri40 bool
 }
 
 // A node is one RabbitMQ node: its VM, its rabbit application and its

@@ -167,8 +167,7 @@ func (cl *cluster) lead() {
 	if cl.leader != nil || cl.election != nil || !slices.ContainsFunc(cl.nodes, cl.quorum) {
 		return
 	}
-	d := electionLeast + electionStep*time.Duration(w.pick(8))
-	cl.election = w.sched.After(d, func() {
+	cl.election = w.sched.After(cl.electionDelay(), func() {
 		cl.election = nil
 		var can []*node
 		for _, x := range cl.nodes {
@@ -211,8 +210,7 @@ func (cl *cluster) khepriSync() {
 			}
 		case x.behind && x.catchup == nil:
 			x := x
-			d := catchUp + catchUpStep*time.Duration(cl.w.pick(6))
-			x.catchup = cl.w.sched.After(d, func() {
+			x.catchup = cl.w.sched.After(cl.catchUpDelay(), func() {
 				x.catchup = nil
 				cl.caughtUp(x)
 				cl.update()
@@ -266,8 +264,15 @@ func (cl *cluster) commitDeletes(x *node) {
 	}
 	var lost []*ownerDelete
 	for _, d := range x.deletes {
-		if d.lost {
+		switch {
+		case d.lost:
 			lost = append(lost, d)
+			continue
+		case d.free:
+			cl.free(d.q)
+			continue
+		case d.byName:
+			cl.deleteByName(x, d.q)
 			continue
 		}
 		d.timer.Cancel()
@@ -281,11 +286,14 @@ func (cl *cluster) commitDeletes(x *node) {
 
 // An ownerDelete is the deletion of an exclusive queue whose owner
 // connection closed, waiting for its node to commit it (or, lost, for
-// KhepriTimeout).
+// KhepriTimeout). On 4.0.5 (khepri40.go) it may instead be a lost node's
+// queue freed (free), or another's deleted by a freed queue's name
+// (byName): these wait with no timeout.
 type ownerDelete struct {
-	q     *queue
-	lost  bool
-	timer *sched.Timer
+	q            *queue
+	lost         bool
+	free, byName bool
+	timer        *sched.Timer
 }
 
 // ownerGone deletes the exclusive queues of c, closed at the broker: at
@@ -299,11 +307,13 @@ func (cl *cluster) ownerGone(c *conn) {
 	for _, q := range owned {
 		x := q.home
 		switch {
+		case q.freed && x.serving():
+			cl.byName(x, q)
 		case q.busy || !cl.w.exists(q) || !x.serving():
 		case cl.commits(x):
 			cl.w.deleteQueue(q)
 		default:
-			d := &ownerDelete{q: q, lost: !cl.quorum(x)}
+			d := &ownerDelete{q: q, lost: cl.lostWrite(x)}
 			q.busy = true
 			x.deletes = append(x.deletes, d)
 			d.timer = cl.w.sched.After(KhepriTimeout, func() {
@@ -411,5 +421,5 @@ func (cl *cluster) khepriStarted(x *node) {
 // to the cut-off node were refused and accepted by turns, 2.5 to 8 s
 // each, for the whole cut).
 func (cl *cluster) dialRefused(x *node) bool {
-	return cl.khepri() && !cl.quorum(x) && cl.w.pick(2) == 0
+	return cl.khepri() && !cl.khepri40 && !cl.quorum(x) && cl.w.pick(2) == 0
 }

@@ -63,7 +63,7 @@ func (cl *cluster) gate(s *stall) bool {
 	if by == nil || cl.commits(by) {
 		return false
 	}
-	s.by, s.lost = by, !cl.quorum(by)
+	s.by, s.lost = by, cl.lostWrite(by)
 	if q != nil {
 		q.busy, s.kq = true, q
 	}

@@ -132,7 +132,10 @@ func (cl *cluster) nodedown(x, y *node) {
 		cl.w.tracef("node %s declares node %s down", x.name, y.name)
 	}
 	if cl.khepri() {
-		return // it deletes no record, pauses not, heals not (K.1, K.2)
+		// It pauses not, heals not; on 4.3.6 it deletes no record (K.1,
+		// K.2), on 4.0.5 the lost node's transient queues'.
+		cl.freeLost(x, y)
+		return
 	}
 	cl.winnerGone(x)
 	cl.winnerDown(x, y)

@@ -24,8 +24,10 @@ type queue struct {
 	home        *node // on a cluster, the node it lives on
 	// Khepri mode: busy says its process is in a delete that waits for
 	// Khepri; wedged, that it has no process (its delete timed out, or
-	// its node went down), its record kept.
-	busy, wedged bool
+	// its node went down), its record kept; freed (4.0.5's khepri_db),
+	// that the majority deleted its record while its process lived on
+	// at its node (cluster.freeLost).
+	busy, wedged, freed bool
 }
 
 type consumer struct {

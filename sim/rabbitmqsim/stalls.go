@@ -188,9 +188,12 @@ func (cl *cluster) retry() {
 			}
 		}
 		var rep reply
-		if s.pre != nil {
+		switch {
+		case s.kq != nil && s.kq.freed && s.r.m == mQueueDelete:
+			rep = w.freedDelete(s.c, s.kq)
+		case s.pre != nil:
 			rep = w.answered(s.c, s.r, *s.pre)
-		} else {
+		default:
 			rep = w.arrive(s.c, &s.r)
 		}
 		p.deadline.Cancel()

@@ -148,6 +148,7 @@ func New(o Options) *World {
 	}
 	if o.Cluster != nil {
 		w.cl = newCluster(w, *o.Cluster)
+		w.cl.khepri40 = w.cl.khepri() && o.Version == "4.0.5"
 	}
 	return w
 }

@@ -21,11 +21,17 @@ import (
 // returns its history and verdicts by property.
 func khepriRun(t *testing.T, name, mode string) ([]histories.Event, map[string]verdict.Verdict) {
 	t.Helper()
+	return simRun(t, name, Simulator{PartitionHandling: mode})
+}
+
+// simRun is khepriRun on s.
+func simRun(t *testing.T, name string, s Simulator) ([]histories.Event, map[string]verdict.Verdict) {
+	t.Helper()
 	p, err := ReadPlan("../../../examples/cluster/" + name + ".json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Simulator{PartitionHandling: mode}.Run(context.Background(), p, Reference)
+	res, err := s.Run(context.Background(), p, Reference)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -198,4 +204,41 @@ func TestSimulatedKhepriPausedHolder(t *testing.T) {
 	if got["c2"] != histories.Fail || got["c3"] != histories.Ok {
 		t.Errorf("acquires: c2 %v, c3 %v; want c2 refused while n1 is paused, c3 ok after", got["c2"], got["c3"])
 	}
+}
+
+// The two hand plans that break the design under ignore and autoheal
+// break it on the simulated 4.0.5 cluster with khepri_db as on the real
+// one (rabbitmq-cluster.md): in late-contender the majority frees the
+// cut-off c1's queue and c2 takes slot 1 through n2 while c1 holds it; in
+// paused-holder c2 takes it while n1 is paused, and once n1 continues the
+// process of c1's queue deletes c2's by name, so c3 takes it while c2
+// holds. slot-exclusive fails in both, where 4.3.6's mode holds it.
+func TestSimulatedKhepri405HandPlans(t *testing.T) {
+	for _, name := range []string{"late-contender", "paused-holder"} {
+		h, v := simRun(t, name, Simulator{PartitionHandling: "khepri", Version: "4.0.5"})
+		if v[amqpcheck.SlotExclusive].Status != verdict.Fail {
+			t.Errorf("%s on 4.0.5: slot-exclusive %s, want FAIL", name, v[amqpcheck.SlotExclusive].Status)
+		}
+		if _, v436 := khepriRun(t, name, "khepri"); v436[amqpcheck.SlotExclusive].Status != verdict.Pass {
+			t.Errorf("%s on 4.3.6: slot-exclusive %s, want pass", name, v436[amqpcheck.SlotExclusive].Status)
+		}
+		ok := map[string]bool{}
+		for _, e := range h {
+			if e.F == histories.Acquire && e.Type == histories.Ok {
+				ok[e.Process] = true
+			}
+		}
+		if want := map[string][]string{"late-contender": {"c1", "c2"}, "paused-holder": {"c1", "c2", "c3"}}[name]; !allOf(ok, want) {
+			t.Errorf("%s on 4.0.5: acquires ok %v, want %v each", name, ok, want)
+		}
+	}
+}
+
+func allOf(set map[string]bool, names []string) bool {
+	for _, n := range names {
+		if !set[n] {
+			return false
+		}
+	}
+	return true
 }

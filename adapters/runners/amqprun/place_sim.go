@@ -66,8 +66,8 @@ type Wire interface {
 // Nodes are the nodes of the simulated cluster plans are drawn for.
 func (s Simulator) Nodes() []string { return s.Cluster }
 
-// mode is the partition handling p runs under on a simulated cluster.
-func (s Simulator) mode(p *Plan) string {
+// Mode is the partition handling p runs under on a simulated cluster.
+func (s Simulator) Mode(p *Plan) string {
 	switch {
 	case s.PartitionHandling != "":
 		return s.PartitionHandling
@@ -89,10 +89,10 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 				return nil, errors.New("on a cluster, a restart-broker restarts a node: name it (node)")
 			}
 		}
-		if m := s.mode(p); !slices.Contains(rabbitmqsim.Modes, m) {
+		if m := s.Mode(p); !slices.Contains(rabbitmqsim.Modes, m) {
 			return nil, fmt.Errorf("the simulated cluster has no %s mode: it has %s", m, strings.Join(rabbitmqsim.Modes, ", "))
 		}
-		o.Cluster = &rabbitmqsim.ClusterOptions{Nodes: p.Cluster, PartitionHandling: s.mode(p), NetTicktime: s.NetTicktime, NodeOf: p.NodeOf}
+		o.Cluster = &rabbitmqsim.ClusterOptions{Nodes: p.Cluster, PartitionHandling: s.Mode(p), NetTicktime: s.NetTicktime, NodeOf: p.NodeOf}
 	}
 	var chooser *chooserDecider
 	if p.Chooser != nil {

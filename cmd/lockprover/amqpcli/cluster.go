@@ -259,7 +259,7 @@ func clusterReplay(p *amqprun.Plan, s family.Settings) (*family.Setup, error) {
 // shrunk for at most shrink).
 func clusterConform(ctx context.Context, s family.Settings, c family.ConformConfig, shrink time.Duration, out io.Writer) (family.Conformance, error) {
 	if path := s.Flag("recorded"); path != "" {
-		for _, name := range []string{"record", "first", "partition-handling", "net-ticktime", "seed", "sequences"} {
+		for _, name := range []string{"record", "first", "partition-handling", "net-ticktime", "seed", "sequences", "keep-going"} {
 			if s.Given(name) {
 				return 0, family.Usagef("--%s is not for --recorded, whose file says what was run", name)
 			}
@@ -299,7 +299,8 @@ func clusterConform(ctx context.Context, s family.Settings, c family.ConformConf
 	fmt.Fprintf(out, "conform --cluster: %d sequences of 10 steps, seed %d%s, %s, net_ticktime %v\n", c.Sequences, c.Seed, from, o.PartitionHandling, box.c.Options().NetTicktime)
 	t0 := time.Now()
 	tally, d, err := conform.ClusterDifferential(ctx, conform.RealCluster{Cluster: box.c, Lab: box.lab},
-		conform.ClusterDiffOptions{Mode: o.PartitionHandling, Sequences: c.Sequences, Seed: c.Seed, First: first, Shrink: shrink, Out: out, Record: record})
+		conform.ClusterDiffOptions{Mode: o.PartitionHandling, Version: box.c.Options().Version.Name, KeepGoing: s.Flag("keep-going") == "true",
+			Sequences: c.Sequences, Seed: c.Seed, First: first, Shrink: shrink, Out: out, Record: record})
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintf(out, "interrupted after %s\n", sequencesBefore(tally))
@@ -307,6 +308,9 @@ func clusterConform(ctx context.Context, s family.Settings, c family.ConformConf
 	case err != nil:
 		fmt.Fprintf(c.Log, "conform: the harness failed after %s, nothing more is decided: %v\n", sequencesBefore(tally), err)
 		return family.Inconclusive, nil
+	case d != nil && tally.Diverged > 0:
+		fmt.Fprintf(out, "%d sequences (%s): %d diverged, %d agreed, %d inconclusive, in %.0fs; the first that diverged:\n\n%s", tally.Compared(), o.PartitionHandling, tally.Diverged, tally.Agreed, tally.Inconclusive, time.Since(t0).Seconds(), d)
+		return family.Diverge, nil
 	case d != nil:
 		fmt.Fprintf(out, "%s; the simulated cluster diverges from the real one (%s) in %.0fs\n\n%s", sequencesBefore(tally), o.PartitionHandling, time.Since(t0).Seconds(), d)
 		return family.Diverge, nil

@@ -58,6 +58,7 @@ var AMQP = &family.Descriptor{
 		{Name: "shrink-time", Arg: family.Duration, Default: "1m0s", Verbs: family.Conform, Usage: "amqp-locks: time to spend minimising a divergence"},
 		{Name: "first", Arg: family.Int, Default: "0", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, the first of --seed's sequences to run\n (the sequences before it are skipped: to go on after a divergence, or to run one again)"},
 		{Name: "record", Arg: "FILE", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, append each sequence's steps and what the real cluster observed to FILE\n (a line of JSON each), a corpus --recorded holds the simulated cluster to"},
+		{Name: "keep-going", Bool: true, Verbs: family.Conform, Usage: "amqp-locks: with --cluster, run every sequence, counting those that diverge, and shrink none\n (a record of a hundred takes over an hour); the first that diverged is shown at the end"},
 		{Name: "recorded", Arg: "FILE", Verbs: family.Conform, Usage: "amqp-locks: with --cluster, start no cluster: hold the simulated cluster to every sequence FILE recorded (--record)\n, as the differential does, in seconds"},
 		serverVersionFlag,
 		{Name: "slots", Arg: family.Int, Default: "8", Verbs: family.Bench, Usage: "amqp-locks: L, the semaphore's slots; acquire is also measured at slot L with L-1 slots held"},
@@ -215,20 +216,47 @@ func clusterFaults() []string {
 // in the mode and net tick time the flags name.
 func (r *amqpProof) onSimCluster() error {
 	s := r.s
-	if name := firstGiven(s, append(brokerFlags, "server-version")); name != "" {
+	if name := firstGiven(s, brokerFlags); name != "" {
 		return fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 	}
 	o, err := simClusterOptions(s)
 	if err != nil {
 		return err
 	}
-	r.a.Target = amqprun.Simulator{Cluster: []string{"n1", "n2", "n3"}, PartitionHandling: o.PartitionHandling, NetTicktime: o.NetTicktime}
+	v, err := simClusterVersion(s, o.PartitionHandling)
+	if err != nil {
+		return err
+	}
+	r.a.Target = amqprun.Simulator{Cluster: []string{"n1", "n2", "n3"}, PartitionHandling: o.PartitionHandling, NetTicktime: o.NetTicktime, Version: v}
 	if s.Faults == "all" {
 		r.a.Faults = clusterFaults()
 	}
 	r.setup.Where = fmt.Sprintf("a simulated RabbitMQ cluster of 3 nodes (%s)", o.PartitionHandling)
 	r.setup.Replay = []string{"--target", "sim", "--partition-handling", o.PartitionHandling, "--net-ticktime", strconv.Itoa(int(o.NetTicktime/time.Second)) + "s"}
+	if v != "" {
+		r.setup.Where = fmt.Sprintf("a simulated RabbitMQ %s cluster of 3 nodes (%s)", v, o.PartitionHandling)
+		r.setup.Replay = append(r.setup.Replay, "--server-version", v)
+	}
 	return nil
+}
+
+// simClusterVersion is the release --server-version names for a simulated
+// cluster in mode: only where the simulator has it measured, Mnesia's
+// modes as 3.10.8 has them and khepri as 4.3.6 has it, or as 4.0.5 with
+// khepri_db (broker-semantics.md section 6); "" for none.
+func simClusterVersion(s family.Settings, mode string) (string, error) {
+	v := s.Flag("server-version")
+	switch {
+	case v == "", v == "3.10.8" && mode != rabbitmqsim.Khepri, v == "4.3.6" && mode == rabbitmqsim.Khepri:
+		return "", nil
+	case v == "4.0.5" && mode == rabbitmqsim.Khepri:
+		return v, nil
+	case slices.Contains(rabbitmqsim.Versions, v) && mode == rabbitmqsim.Khepri:
+		return "", family.Usagef("--server-version %s: the simulated cluster's khepri mode is 4.3.6's or 4.0.5's (khepri_db)", v)
+	case slices.Contains(rabbitmqsim.Versions, v):
+		return "", family.Usagef("--server-version %s: the simulated cluster's %s is 3.10.8's; on %s it has --partition-handling khepri only", v, mode, v)
+	}
+	return "", family.Usagef("--server-version %s: the simulator behaves as RabbitMQ %s", v, strings.Join(rabbitmqsim.Versions, ", "))
 }
 
 // onCluster sets the proof up on a private cluster of three nodes the
@@ -641,13 +669,18 @@ func replaySimulator(p *amqprun.Plan, s family.Settings, target string) (amqprun
 		return simCluster, fmt.Errorf("--%s is for a real broker: add --target rabbitmq", name)
 	}
 	if v := s.Flag("server-version"); v != "" && target == "sim" {
-		if len(p.Cluster) > 0 {
-			return simCluster, family.Usagef("--server-version %s: a simulated cluster's release is its mode's (khepri is 4.3.6's): give --partition-handling, or --target %s for real nodes of that version", v, clusterTarget)
+		var err error
+		switch {
+		case len(p.Cluster) > 0:
+			simCluster.Version, err = simClusterVersion(s, amqprun.Simulator{PartitionHandling: simCluster.PartitionHandling}.Mode(p))
+		case !slices.Contains(rabbitmqsim.Versions, v):
+			err = family.Usagef("--server-version %s: the simulator behaves as RabbitMQ %s", v, strings.Join(rabbitmqsim.Versions, ", "))
+		default:
+			simCluster.Version = v
 		}
-		if !slices.Contains(rabbitmqsim.Versions, v) {
-			return simCluster, family.Usagef("--server-version %s: the simulator behaves as RabbitMQ %s", v, strings.Join(rabbitmqsim.Versions, ", "))
+		if err != nil {
+			return simCluster, err
 		}
-		simCluster.Version = v
 	}
 	simCluster.Trace = s.Trace
 	return simCluster, nil

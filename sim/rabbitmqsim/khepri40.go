@@ -1,0 +1,157 @@
+package rabbitmqsim
+
+// The khepri mode as RabbitMQ 4.0.5 with khepri_db (Debian trixie's,
+// Khepri an opt-in there) has it, where it differs from 4.3.6's
+// (broker-semantics.md section 6, the 4.0.5 column of K.1 to K.10, and
+// the ten runs a fault of measurements/rabbitmq-versions.md):
+//
+//   - A node that declares a peer down deletes that peer's transient
+//     queues' records from the store (rabbit_amqqueue's on_node_down, as
+//     under Mnesia), a write that commits as any other through that node:
+//     about a net_ticktime after a cut or a pause when a node of the
+//     majority leads (5.3 to 6.3 s measured), once another is elected when
+//     the lost node led (12.5 to 13.6 s), at once after a kill (0.1 to
+//     0.8 s, whichever led: a killed leader's followers elect another
+//     within a second here). A contender then takes a cut-off holder's
+//     lock: a double hold until the heal (K.1, K.2, K.6).
+//   - The queue's process lives on at a node cut off or paused, and its
+//     owner's connection with it. When that connection goes, the process
+//     deletes its record by name, whoever's it is now: after a pause,
+//     the contender's queue (K.6, 12 of 12). After a kill it died with
+//     the node: the contender's queue stays.
+//   - A write through a node that reaches no majority is not lost: it
+//     commits once the node can, if that is within Khepri's 30 s (a
+//     release 3 s before the heal ended ok at it, 3 runs of 4); by the
+//     seed (1 of 4, the fourth run) it is lost and ends in the 541. No
+//     queue outlives its connection (K.8: no orphan), the majority having
+//     freed it.
+//   - A node that reaches the majority again catches up 0.5 to 2 s later
+//     (K.7: the cluster agreed 0.6 and 1.2 s after the heal; 0.5 to 1.9 s
+//     after a continue), and a new connection to a cut-off node is always
+//     accepted (K.5).
+
+import (
+	"maps"
+	"slices"
+	"time"
+)
+
+// catchUp40 is the least time a 4.0.5 node takes to catch up with the
+// store; catchUpStep40, times a pick of 0 to 5, is added to it.
+const (
+	catchUp40     = 500 * time.Millisecond
+	catchUpStep40 = 300 * time.Millisecond
+)
+
+// killedElection40 is, times a pick of 1 to 8, how long 4.0.5's Khepri
+// takes to elect a leader when the last one was killed.
+const killedElection40 = 100 * time.Millisecond
+
+// catchUpDelay draws how long a node that reaches a majority again takes
+// to catch up with the store.
+func (cl *cluster) catchUpDelay() time.Duration {
+	if cl.khepri40 {
+		return catchUp40 + catchUpStep40*time.Duration(cl.w.pick(6))
+	}
+	return catchUp + catchUpStep*time.Duration(cl.w.pick(6))
+}
+
+// electionDelay draws how long after the leader's loss the others elect
+// another.
+func (cl *cluster) electionDelay() time.Duration {
+	if d := cl.deposed; cl.khepri40 && d != nil && !d.alive() {
+		return killedElection40 * time.Duration(1+cl.w.pick(8))
+	}
+	return electionLeast + electionStep*time.Duration(cl.w.pick(8))
+}
+
+// freeLost is x, on 4.0.5, declaring y down: it deletes y's transient
+// queues' records from the store, now if x commits, else once it does.
+func (cl *cluster) freeLost(x, y *node) {
+	if !cl.khepri40 || !x.serving() {
+		return
+	}
+	for _, q := range cl.storeOf(y) {
+		if q.durable {
+			continue
+		}
+		if cl.commits(x) {
+			cl.free(q)
+			continue
+		}
+		x.deletes = append(x.deletes, &ownerDelete{q: q, free: true})
+	}
+}
+
+// storeOf is the queues of the store that live on y, by name.
+func (cl *cluster) storeOf(y *node) []*queue {
+	var out []*queue
+	for _, name := range slices.Sorted(maps.Keys(cl.store)) {
+		if q := cl.store[name]; q.home == y {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// free deletes q's record, its node declared down: a process that lives
+// on there (cut off, paused) keeps it, and its owner connection the
+// queue (freed).
+func (cl *cluster) free(q *queue) {
+	w := cl.w
+	if !w.exists(q) {
+		return
+	}
+	if w.trace != nil {
+		w.tracef("queue %s: its record deleted, its node %s declared down", q.name, q.home.name)
+	}
+	w.dropRecord(q)
+	q.freed = q.home.alive()
+}
+
+// byName is the process of q, freed, ending with its owner's connection
+// at x: it deletes the store's record of q's name, whoever's it is now
+// (4.0.5 checks no owner), now if x commits, else once it does.
+func (cl *cluster) byName(x *node, q *queue) {
+	t := cl.store[q.name]
+	if t == nil || t == q {
+		return
+	}
+	if cl.commits(x) {
+		cl.deleteByName(x, t)
+		return
+	}
+	x.deletes = append(x.deletes, &ownerDelete{q: t, byName: true})
+}
+
+// deleteByName deletes t, another's queue, for a freed queue's process
+// at x.
+func (cl *cluster) deleteByName(x *node, t *queue) {
+	w := cl.w
+	if !w.exists(t) {
+		return
+	}
+	if w.trace != nil {
+		w.tracef("node %s: a freed queue's process deletes %s by its name, another's", x.name, t.name)
+	}
+	w.deleteQueue(t)
+}
+
+// lostWrite draws whether a write through x, which reaches no majority,
+// is lost: always on 4.3.6 (K.8), on 4.0.5 by the seed, 1 time in 4.
+func (cl *cluster) lostWrite(x *node) bool {
+	if cl.quorum(x) {
+		return false
+	}
+	return !cl.khepri40 || cl.w.pick(4) == 0
+}
+
+// freedDelete is a client's delete of q, freed, held for Khepri and
+// committed now: its process ends and answers, whatever the store now
+// has of its name.
+func (w *World) freedDelete(c *conn, q *queue) reply {
+	n := len(q.msgs)
+	w.deleteQueue(q)
+	c.p.effects = append(c.p.effects, Effect{Time: w.now, Queue: q.name})
+	return reply{n: n, cost: latDelete}
+}
