@@ -362,6 +362,16 @@ func recordedConform(path string, out io.Writer) (family.Conformance, error) {
 			per = append(per, fmt.Sprintf("%s %d", m, modes[m]))
 		}
 	}
+	for _, r := range recs {
+		if r.Version == "4.0.5" {
+			modes["4.0.5 "+r.Mode]++
+		}
+	}
+	for _, m := range rabbitmq.Modes {
+		if n := modes["4.0.5 "+m]; n > 0 {
+			per = append(per, fmt.Sprintf("of them on 4.0.5 %s %d", m, n))
+		}
+	}
 	tally, d, err := conform.MatchClusterRecords(recs)
 	switch {
 	case err != nil:
