@@ -68,9 +68,9 @@ func (v *Checker) Ends(c *Client) {
 	c.stdin.Close()
 	grace := max(ExitGrace, c.exitGrace)
 	var err error
-	select {
-	case <-c.exited:
-	case <-time.After(grace):
+	// Through its waiter, if it has one: on a served simulator its close
+	// of its connection is taken as it waits.
+	if c.await(c.exited, time.After(grace), nil) != Ready {
 		err = fmt.Errorf("when its stdin closes, a process must close its connection and exit within %v", grace)
 		c.Signal(syscall.SIGKILL)
 	}

@@ -66,13 +66,21 @@ func (cl *cluster) electionDelay() time.Duration {
 }
 
 // freeLost is x, on 4.0.5, declaring y down: it deletes y's transient
-// queues' records from the store, now if x commits, else once it does.
+// queues' records from the store, now if x commits, else once it does;
+// but not where y still reaches a majority itself (a bridge: x cut off
+// from y alone), whose queues were kept in the differential (seed
+// 2026112901, sequence 8: a publish through n1 to n2's exclusive queue
+// after n1 declared n2 down was not returned).
 func (cl *cluster) freeLost(x, y *node) {
-	if !cl.khepri40 || !x.serving() {
+	if !cl.khepri40 || !x.serving() || cl.quorum(y) {
 		return
 	}
 	for _, q := range cl.storeOf(y) {
-		if q.durable {
+		if q.durable || q.busy {
+			// (A queue busy with its own delete, waiting for Khepri through
+			// its node, was kept: its passive declare through the majority
+			// waited, and it went at the heal: the differential's seed
+			// 2026112901, sequence 9.)
 			continue
 		}
 		if cl.commits(x) {
@@ -99,7 +107,7 @@ func (cl *cluster) storeOf(y *node) []*queue {
 // queue (freed).
 func (cl *cluster) free(q *queue) {
 	w := cl.w
-	if !w.exists(q) {
+	if !w.exists(q) || q.busy {
 		return
 	}
 	if w.trace != nil {
@@ -154,4 +162,23 @@ func (w *World) freedDelete(c *conn, q *queue) reply {
 	w.deleteQueue(q)
 	c.p.effects = append(c.p.effects, Effect{Time: w.now, Queue: q.name})
 	return reply{n: n, cost: latDelete}
+}
+
+// routedTo is where s, a publish held for a queue's node out of reach,
+// went when it was first routed (targets, then): a queue freed since
+// still has its process there, which settles it as K.10 says, not a
+// return (the differential, seed 2026112901, sequence 9: a publish
+// held when the majority freed its queue timed out, not returned).
+func (s *stall) routedTo(w *World, targets []*queue) []*queue {
+	if s.routed == nil {
+		s.routed = append([]*queue{}, targets...)
+		return targets
+	}
+	var out []*queue
+	for _, q := range s.routed {
+		if w.exists(q) || q.freed {
+			out = append(out, q)
+		}
+	}
+	return out
 }

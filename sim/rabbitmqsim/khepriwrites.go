@@ -103,6 +103,9 @@ func (cl *cluster) publishWaits(s *stall) bool {
 	if bad || r.pub.Immediate {
 		return false
 	}
+	if cl.khepri40 {
+		targets = s.routedTo(cl.w, targets)
+	}
 	x := c.node
 	var reached []*queue
 	var ends int64

@@ -32,6 +32,7 @@ type stall struct {
 	// nack, that it is nacked (pre).
 	waited, failed, nack bool
 	attempt              *sched.Timer
+	routed               []*queue // 4.0.5: where it was first routed (routedTo)
 	// kept is a Khepri write its client gave up on that still commits
 	// when its node can (cluster.keepWrite).
 	kept bool

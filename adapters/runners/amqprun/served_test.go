@@ -3,8 +3,10 @@ package amqprun_test
 import (
 	"context"
 	"encoding/json"
+	"os/exec"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +148,30 @@ func TestExamplesOnTheServedSimulator(t *testing.T) {
 			}
 			t.Logf("--defect %s caught by %s after %d plans", tc.ex.defect, out.Found.Property, out.Plans)
 		})
+	}
+}
+
+// validate-impl's checks run on the served simulator, no broker needed:
+// the reference and the Python example pass every one (each process's
+// close of its connection, when its stdin closes, taken as it waits), and
+// an implementation answering the wrong id fails, told so.
+func TestValidateServed(t *testing.T) {
+	t.Parallel()
+	cmds := []string{lockprover + " serve-reference"}
+	if exec.Command("/usr/bin/python3", "-c", "import pika").Run() == nil {
+		cmds = append(cmds, "/usr/bin/python3 "+pythonExample+"/lockprover_impl.py")
+	}
+	for _, cmd := range cmds {
+		var out strings.Builder
+		if !amqpprotocol.ValidateServed(context.Background(), cmd, loadedInit, "", &out) {
+			t.Errorf("%s fails validation on the served simulator:\n%s", cmd, out.String())
+		}
+	}
+	var out strings.Builder
+	if amqpprotocol.ValidateServed(context.Background(), `read l; echo '{"id":7,"type":"init_ok"}'; sleep 1`, 0, "4.3.6", &out) {
+		t.Fatal("an implementation answering the wrong id passed validation")
+	}
+	if !strings.Contains(out.String(), "answered id 7 to request id 1") {
+		t.Errorf("validation does not say what is wrong:\n%s", out.String())
 	}
 }

@@ -743,10 +743,19 @@ func redactURL(raw string) string {
 }
 
 // amqpValidate checks an implementation of the semaphore and the mutex
-// against the broker --amqp-url names, once it answers.
+// on the simulated broker served on the wire, or, given a real broker's
+// flag (--amqp-url, --docker), against that broker once it answers.
 func amqpValidate(ctx context.Context, command string, s family.Settings, out io.Writer) (bool, error) {
 	if s.Options != "" {
 		return false, family.Usagef("--options: an amqp-locks implementation is validated as it is, without options")
+	}
+	if firstGiven(s, brokerFlags) == "" {
+		v := s.Flag("server-version")
+		if v != "" && !slices.Contains(rabbitmqsim.Versions, v) {
+			return false, family.Usagef("--server-version %s: the simulator behaves as RabbitMQ %s (a real broker: --amqp-url)", v, strings.Join(rabbitmqsim.Versions, ", "))
+		}
+		fmt.Fprintf(out, "on the simulated RabbitMQ %s, served on the wire (a real broker: --amqp-url URL)\n", cmp.Or(v, "3.10.8"))
+		return amqpprotocol.ValidateServed(ctx, command, s.InitTimeout, v, out), nil
 	}
 	u := rabbitmq.URL(s.Flag("amqp-url"))
 	inDocker, image, err := containerChoice(s, answers)

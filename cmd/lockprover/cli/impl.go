@@ -50,14 +50,15 @@ protocol (docs/protocol.md) on stdin and stdout, for --impl.`}, stderr)
 // validateAbout says what validate-impl does, in its help: the server
 // each family's implementation is checked on.
 const validateAbout = `Checks an implementation's handling of the process protocol (docs/protocol.md)
-and says what to fix, before a long prove, on a real server of its family:
-the server is tried first, and one that cannot be used is named at once
+and says what to fix, before a long prove, on a server of its family: a
+real one is tried first, and one that cannot be used is named at once
 (exit 2), not blamed on the implementation. What the checks make (queues,
 tables, keys) is named by the check alone and removed at the end. Give the
 --kind of your lock: without it, the checks are amqp-locks' (semaphore).
 With --kind semaphore or mutex (amqp-locks, the default): the semaphore and
-the mutex alike, against a real RabbitMQ broker (--amqp-url, or one in
-Docker: --docker).
+the mutex alike, on the simulated RabbitMQ served on the wire (no server
+needed; --server-version 4.3.6 for its behaviour), or against a real broker
+given --amqp-url (or one in Docker: --docker).
 With --kind consul-semaphore: Consul's semaphore against a private Consul
 agent or etcd it starts (--backend consul, the default, or etcd).
 With --kind db-semaphore: a database semaphore (lease lock) against a real

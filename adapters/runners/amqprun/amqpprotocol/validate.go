@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/runners/amqprun"
 
 	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/adapters/served/amqpserve"
 	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
 	"github.com/lockprover/lockprover/model/amqplocks"
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
+	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 )
 
 // Validate checks an implementation's handling of the protocol against the
@@ -50,11 +53,52 @@ type validator struct {
 	launcher  process.Launcher
 	url, lock string
 	procs     []*process.Client
+	// On the served simulator (ValidateServed): the broker serving it,
+	// and the World's view of the one process the checks run in, through
+	// which each of the implementation's processes is served.
+	served *amqpserve.Broker
+	b      broker.Broker
+}
+
+// ValidateServed is ValidateInit on the simulated broker served on the
+// wire (as RabbitMQ version, "" for 3.10.8), needing no broker: the
+// checks run as one process of a World, each of the implementation's
+// processes served on a port of its own and its frames taken as it
+// waits. A method the served broker does not serve fails the run, named.
+func ValidateServed(ctx context.Context, command string, initTimeout time.Duration, version string, out io.Writer) bool {
+	var s *amqpserve.Broker
+	w := rabbitmqsim.New(rabbitmqsim.Options{Version: version, Pace: func(from, to int64) { s.Pace(from, to) }})
+	s = amqpserve.New(w, amqpserve.Options{Version: version})
+	v := &validator{Checker: process.NewChecker(ctx, out), launcher: process.Launcher{Command: command, Timeout: 10 * time.Second, InitTimeout: initTimeout, CheckInit: checkInit},
+		lock: rabbitmq.UniqueName("lp-validate-"), served: s}
+	w.Go("validate", func(b broker.Broker) {
+		v.b = b
+		defer v.cleanup()
+		v.semaphore()
+		v.mutex()
+	})
+	err := w.Run()
+	s.Close()
+	if m := s.Unserved(); len(m) > 0 {
+		v.Check("every method it sent is one the simulated broker serves", fmt.Errorf("it sent %s, answered 503 COMMAND_INVALID as RabbitMQ answers a method it has no handler for: validate it on a real broker (--amqp-url)", strings.Join(m, ", ")))
+	}
+	if err != nil {
+		v.Check("the simulated broker ran to the end", err)
+	}
+	return v.OK && ctx.Err() == nil
 }
 
 // start starts a process and shakes hands as client name of the lock.
 func (v *validator) start(name, kind, lock string) *procClient {
-	c, err := v.launcher.Handshake(v.Ctx, name, initRequest(name, kind, lock, v.url, validateHeartbeatMs))
+	ctx, url := v.Ctx, v.url
+	if v.served != nil {
+		p, err := v.served.Process(name, v.b)
+		if !v.Check(fmt.Sprintf("%s gets a port of the simulated broker", name), err) {
+			return nil
+		}
+		ctx, url = process.WithWaiter(ctx, p), p.URL()
+	}
+	c, err := v.launcher.Handshake(ctx, name, initRequest(name, kind, lock, url, validateHeartbeatMs))
 	if c != nil {
 		v.procs = append(v.procs, c)
 		var bad *process.BadInit
@@ -172,6 +216,9 @@ func (v *validator) mutex() {
 func (v *validator) cleanup() {
 	for _, c := range v.procs {
 		c.Kill()
+	}
+	if v.served != nil {
+		return // the World, and every queue in it, goes with the run
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
