@@ -93,7 +93,8 @@ func (v *validator) start(name, kind, lock string) *procClient {
 	ctx, url := v.Ctx, v.url
 	if v.served != nil {
 		p, err := v.served.Process(name, v.b)
-		if !v.Check(fmt.Sprintf("%s gets a port of the simulated broker", name), err) {
+		if err != nil {
+			v.Check(fmt.Sprintf("%s gets a port of the simulated broker", name), err)
 			return nil
 		}
 		ctx, url = process.WithWaiter(ctx, p), p.URL()
