@@ -66,13 +66,22 @@ func (cl *cluster) electionDelay() time.Duration {
 }
 
 // freeLost is x, on 4.0.5, declaring y down: it deletes y's transient
-// queues' records from the store, now if x commits, else once it does;
-// but not where y still reaches a majority itself (a bridge: x cut off
-// from y alone), whose queues were kept in the differential (seed
-// 2026112901, sequence 8: a publish through n1 to n2's exclusive queue
-// after n1 declared n2 down was not returned).
+// queues' records from the store, now if x commits, else once it does
+// (a node cut off from the majority deletes them at the heal: seed
+// 2026112901, sequence 41, n3 isolated and n2's exclusive queue gone
+// after; in a bridge too: sequence 60, n2's gone after a bridge through
+// n1).
+//
+// Whether x deletes them at all is drawn (2 times in 3): the rows freed
+// a lost holder's queue in every run of ten a fault (measurements), but
+// the differential saw them kept: after a kill (sequence 39: 405 through
+// n2 10 s after n3 was killed, gone once n3 started again) and in a
+// bridge (sequence 8: a publish through n1 to n2's exclusive queue after
+// n1 declared n2 down was not returned), as a trial reported elsewhere
+// saw after cuts and kills; what decides was not found. Two nodes
+// declaring y down draw apart, so y's queues are kept 1 time in 9.
 func (cl *cluster) freeLost(x, y *node) {
-	if !cl.khepri40 || !x.serving() || cl.quorum(y) {
+	if !cl.khepri40 || !x.serving() || cl.w.pick(3) == 0 {
 		return
 	}
 	for _, q := range cl.storeOf(y) {

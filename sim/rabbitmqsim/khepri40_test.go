@@ -24,19 +24,20 @@ func khepri40World(seed uint64) *rabbitmqsim.World {
 // when n1 is cut off, killed or paused, and the contender, trying every
 // 250 ms through n2, takes it: after a kill within a second (whoever
 // led), after a cut or a pause about a net_ticktime after the fault when
-// n2 or n3 led, after an election (7 to 14 s) when n1 did. Every seed
-// frees it; the seeds give both times.
+// n2 or n3 led, after an election (7 to 14 s) when n1 did. Most seeds
+// free it (the rows: every run), a few keep it (the differential's
+// sequence 39); the seeds give both times.
 func TestKhepri40FreesTheLostHoldersQueue(t *testing.T) {
 	for _, fault := range []string{"partition", "kill", "pause"} {
 		t.Run(fault, func(t *testing.T) {
-			early, late := 0, 0
+			early, late, kept := 0, 0, 0
 			for seed := range uint64(24) {
 				took := contenderTakes(t, seed, fault)
 				switch {
 				case took < 0:
-					t.Errorf("seed %d: the contender never took the lock", seed)
-				case fault == "kill" && took > time.Second:
-					t.Errorf("seed %d: taken %v after the kill, want within a second", seed, took)
+					kept++
+				case fault == "kill" && took > 1100*time.Millisecond:
+					t.Errorf("seed %d: taken %v after the kill, want within a second and a poll", seed, took)
 				case fault == "kill":
 				case took < 5*time.Second || took > 15*time.Second:
 					t.Errorf("seed %d: taken %v after the %s, want 5 to 15 s", seed, took, fault)
@@ -45,6 +46,9 @@ func TestKhepri40FreesTheLostHoldersQueue(t *testing.T) {
 				default:
 					late++
 				}
+			}
+			if kept == 0 || kept > 6 {
+				t.Errorf("of 24 seeds %d kept the queue: want a few (1 in 9)", kept)
 			}
 			if fault != "kill" && (early == 0 || late == 0) {
 				t.Errorf("of 24 seeds, %d freed about a net_ticktime after the %s and %d after an election: want both", early, fault, late)
@@ -104,6 +108,7 @@ func contenderTakes(t *testing.T, seed uint64, fault string) time.Duration {
 // it. After a kill nothing lives on to do so: the contender keeps it.
 func TestKhepri40ContinuedNodeDeletesTheNewHoldersQueue(t *testing.T) {
 	for _, fault := range []string{"pause", "kill"} {
+		took := 0
 		for seed := range uint64(8) {
 			w := khepri40World(seed)
 			w.Go("nemesis", func(b broker.Broker) {
@@ -120,10 +125,13 @@ func TestKhepri40ContinuedNodeDeletesTheNewHoldersQueue(t *testing.T) {
 			w.Go("c", func(b broker.Broker) {
 				b.Sleep(bg, 17*time.Second)
 				conn, ch := channel(t, b)
-				if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true}); err != nil {
+				if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true}); broker.Code(err) == broker.ResourceLocked {
+					return // kept (1 time in 9)
+				} else if err != nil {
 					t.Errorf("%s, seed %d: c's acquire at 17 s: %v", fault, seed, err)
 					return
 				}
+				took++
 				b.Sleep(bg, 30*time.Second-at(w))
 				_, err := ch.Declare(bg, "B", broker.DeclareOptions{Passive: true})
 				switch {
@@ -140,15 +148,19 @@ func TestKhepri40ContinuedNodeDeletesTheNewHoldersQueue(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if took < 5 {
+			t.Errorf("%s: c took the lock in %d seeds of 8, want most", fault, took)
+		}
 	}
 }
 
 // K.8 on 4.0.5: the holder's release through the cut-off n1, 3 s before
 // the heal, is not lost: it ends ok at the heal, or (by the seed, as in 1
 // run of 4) in the 541 30 s after it was sent; either way no queue
-// outlives its connection: the contender's acquire at 50 s is ok.
+// outlives its connection (the contender's acquire at 50 s is ok) but
+// where the majority kept it and the release was lost (1 in 36).
 func TestKhepri40ReleaseThroughMinorityCommitsAtTheHeal(t *testing.T) {
-	ok, timedOut := 0, 0
+	ok, timedOut, orphans := 0, 0, 0
 	for seed := range uint64(24) {
 		w := khepri40World(seed)
 		cutN1(t, w, 18*time.Second)
@@ -171,13 +183,18 @@ func TestKhepri40ReleaseThroughMinorityCommitsAtTheHeal(t *testing.T) {
 		w.Go("c", func(b broker.Broker) {
 			_, ch := channel(t, b)
 			b.Sleep(bg, 50*time.Second-at(w))
-			if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true}); err != nil {
-				t.Errorf("seed %d: c's acquire of B through n2 at 50 s: %v, want ok (no orphan)", seed, err)
+			if _, err := ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true}); broker.Code(err) == broker.ResourceLocked {
+				orphans++
+			} else if err != nil {
+				t.Errorf("seed %d: c's acquire of B through n2 at 50 s: %v, want ok", seed, err)
 			}
 		})
 		if err := w.Run(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if orphans > 3 {
+		t.Errorf("of 24 seeds %d left an orphan, want at most 3 (1 in 36)", orphans)
 	}
 	if ok == 0 || timedOut == 0 || timedOut > ok {
 		t.Errorf("of 24 seeds the release ended ok in %d and in the 541 in %d: want both, the 541 the fewer", ok, timedOut)
