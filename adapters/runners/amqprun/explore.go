@@ -42,6 +42,15 @@ var exploreCols = []struct {
 	{"all faults", nil},
 }
 
+// ExploreColumns are the explore matrix's columns: each family of faults
+// by name, and its faults (nil: every fault).
+func ExploreColumns() (names []string, faults [][]string) {
+	for _, f := range exploreCols {
+		names, faults = append(names, f.name), append(faults, f.faults)
+	}
+	return names, faults
+}
+
 // Explore proves the reference with each open choice of the spec changed
 // (rows) under each family of faults (columns), on the simulator, and
 // writes the table of what broke.

@@ -3,7 +3,9 @@ package amqprun_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/lockprover/lockprover/adapters/runners/amqprun/amqpprotocol"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/explore"
 	"github.com/lockprover/lockprover/model"
 	"github.com/lockprover/lockprover/model/amqpcheck"
 )
@@ -173,5 +176,35 @@ func TestValidateServed(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "answered id 7 to request id 1") {
 		t.Errorf("validation does not say what is wrong:\n%s", out.String())
+	}
+}
+
+// explore --impl: implementations as the matrix's rows, each cell proven
+// on the served simulator; the reference holds in every column, its
+// trust-scan mutant breaks slot-exclusive with no faults, and that
+// counterexample is written where the cell says.
+func TestExploreImplsOnTheServedSimulator(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	var out, log strings.Builder
+	impls := []string{lockprover + " serve-reference", lockprover + " serve-reference --mutant trust-scan"}
+	inconclusive, err := amqpprotocol.ExploreImpls(context.Background(), explore.Config{Seed: 1, Plans: 2, Root: root, Impls: impls, Out: &out, Log: &log})
+	if err != nil || inconclusive {
+		t.Fatalf("inconclusive %v, %v\n%s", inconclusive, err, log.String())
+	}
+	rows := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(rows) != 4 {
+		t.Fatalf("want a header, a rule and 2 rows:\n%s", out.String())
+	}
+	if strings.Count(rows[2], "holds (2 plans") != 5 {
+		t.Errorf("the reference does not hold in every column: %s", rows[2])
+	}
+	cells := strings.Split(rows[3], "|")
+	if len(cells) < 3 || !strings.Contains(cells[2], "**slot-exclusive**") {
+		t.Fatalf("trust-scan not caught by slot-exclusive with no faults: %s", rows[3])
+	}
+	dir := strings.Trim(cells[2][strings.Index(cells[2], "`"):], "` ")
+	if _, err := os.Stat(filepath.Join(dir, "plan.json")); err != nil {
+		t.Errorf("the cell's counterexample: %v", err)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/internal/prover/bench"
+	"github.com/lockprover/lockprover/internal/prover/explore"
 	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 )
 
@@ -70,7 +71,7 @@ var AMQP = &family.Descriptor{
 	Replay:   amqpReplay,
 	Serve:    amqpServe,
 	Validate: amqpValidate,
-	Explore:  amqprun.Explore,
+	Explore:  amqpExplore,
 	Bench:    amqpBench,
 	Conform:  amqpConform,
 }
@@ -910,3 +911,12 @@ func amqpConform(ctx context.Context, s family.Settings, c family.ConformConfig,
 // isRestart says whether a fault is restart-broker, which a plan on a
 // shared real server may not draw.
 func isRestart(fault string) bool { return fault == histories.RestartBroker }
+
+// amqpExplore is explore: the reference's variants, or the
+// implementations --impl names, one row each, on the served simulator.
+func amqpExplore(ctx context.Context, c explore.Config) (bool, error) {
+	if len(c.Impls) > 0 {
+		return amqpprotocol.ExploreImpls(ctx, c)
+	}
+	return amqprun.Explore(ctx, c)
+}

@@ -24,6 +24,10 @@ type Config struct {
 	Plans  int           // plans per cell
 	Shrink time.Duration // time to minimise each counterexample; 0 none
 	Root   string        // counterexamples go to Root/<row>--<col>
+	// Impls, if set, are implementations to prove, one row each, in
+	// place of the reference's variants: each a command that starts one
+	// of its processes (the family's process protocol).
+	Impls []string
 	// Out hears the tables; Log a line per cell as it ends.
 	Out, Log io.Writer
 }

@@ -1,8 +1,13 @@
 package amqpprotocol
 
 import (
+	"context"
 	"fmt"
 	"strings"
+
+	"github.com/lockprover/lockprover/histories"
+	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/prover/explore"
 
 	"github.com/lockprover/lockprover/adapters/runners/amqprun"
 	"github.com/lockprover/lockprover/adapters/served/amqpserve"
@@ -38,4 +43,24 @@ func (s served) End() (map[string][]string, []string, []string, error) {
 		err = fmt.Errorf("the implementation sent %s, which the simulated broker does not serve (it answered 503 COMMAND_INVALID, as RabbitMQ answers a method it has no handler for): this run says nothing of the implementation; run it on a real broker (--target rabbitmq)", strings.Join(m, ", "))
 	}
 	return s.s.Log(), s.s.Refused(), s.s.Diverged(), err
+}
+
+// ExploreImpls is explore's matrix for implementations (c.Impls, a row
+// each) under explore's families of faults (the columns), each cell
+// proven on the simulated broker served on the wire. Each counterexample
+// is a plan to replay with that row's --impl.
+func ExploreImpls(ctx context.Context, c explore.Config) (inconclusive bool, err error) {
+	cols, faults := amqprun.ExploreColumns()
+	pools := make([]*Processes, len(c.Impls))
+	for i, cmd := range c.Impls {
+		pools[i] = NewProcesses(cmd)
+		defer pools[i].Stop()
+		if err := pools[i].PreflightServed(ctx, histories.Semaphore); err != nil {
+			return false, fmt.Errorf("--impl %q: %w", cmd, err)
+		}
+	}
+	m := explore.Matrix{Title: "implementation", Rows: c.Impls, Cols: cols, Prove: func(r, col int) prover.Subject {
+		return amqprun.Config{Scope: prover.Scope{Faults: faults[col]}, Target: amqprun.Simulator{Wire: Wire("", 0)}, Impl: pools[r]}
+	}}
+	return m.Run(ctx, c)
 }
