@@ -83,7 +83,7 @@ func flagsIn(s string) [][2]string {
 	for _, m := range flagToken.FindAllStringSubmatch(s, -1) {
 		arg := m[2]
 		for strings.Count(arg, "]") > strings.Count(arg, "[") {
-			arg = strings.TrimSuffix(arg, "]")
+			arg = arg[:strings.LastIndex(arg, "]")] // ("COMMAND]...": what follows goes too)
 		}
 		out = append(out, [2]string{m[1], arg})
 	}

@@ -128,3 +128,19 @@ func TestValidateImplHelpCoversEveryFamily(t *testing.T) {
 		}
 	}
 }
+
+// A usage's flag whose value is followed by more than its brackets
+// ("[--impl COMMAND]...", a flag given again) is read, its value without
+// them, not looped on.
+func TestFlagsInARepeatedFlag(t *testing.T) {
+	got := flagsIn("[--out DIR] [--impl COMMAND]... [--x]")
+	want := [][2]string{{"out", "DIR"}, {"impl", "COMMAND"}, {"x", ""}}
+	if len(got) != len(want) {
+		t.Fatalf("%q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("flag %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+}
