@@ -164,12 +164,7 @@ func TestKhepri40ReleaseThroughMinorityCommitsAtTheHeal(t *testing.T) {
 	for seed := range uint64(24) {
 		w := khepri40World(seed)
 		cutN1(t, w, 18*time.Second)
-		w.Go("h", func(b broker.Broker) {
-			_, ch := channel(t, b)
-			ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true})
-			b.Sleep(bg, 15*time.Second)
-			sent := at(w)
-			_, err := ch.Delete(bg, "B", broker.DeleteOptions{})
+		releaseAt15(t, w, func(err error, sent time.Duration) {
 			switch took := at(w) - sent; {
 			case err == nil && took > 3*time.Second && took < 6*time.Second:
 				ok++

@@ -235,12 +235,7 @@ func TestKhepriNodeAway(t *testing.T) {
 func TestKhepriReleaseThroughMinorityIsLost(t *testing.T) {
 	w := clusterWorld(rabbitmqsim.Khepri, 4, nil)
 	cutN1(t, w, 18*time.Second)
-	w.Go("h", func(b broker.Broker) {
-		_, ch := channel(t, b)
-		ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true})
-		b.Sleep(bg, 15*time.Second)
-		sent := at(w)
-		_, err := ch.Delete(bg, "B", broker.DeleteOptions{})
+	releaseAt15(t, w, func(err error, sent time.Duration) {
 		metadataTimeout(t, "h's release through n1", err, "The operation to delete the queue from the metadata store timed out", sent, at(w))
 	})
 	w.Go("c", func(b broker.Broker) {
@@ -737,4 +732,18 @@ func TestKhepriWriteGivenUpMayCommit(t *testing.T) {
 			t.Errorf("%s: of the seeds where the declare was given up, F existed after the heal in %d and not in %d", tc.name, kept, dropped)
 		}
 	}
+}
+
+// releaseAt15 runs h on w: it takes B through n1 (exclusive), and at 15
+// s deletes it (its release), telling done what the delete answered and
+// when it was sent.
+func releaseAt15(t *testing.T, w *rabbitmqsim.World, done func(err error, sent time.Duration)) {
+	w.Go("h", func(b broker.Broker) {
+		_, ch := channel(t, b)
+		ch.Declare(bg, "B", broker.DeclareOptions{Exclusive: true})
+		b.Sleep(bg, 15*time.Second)
+		sent := at(w)
+		_, err := ch.Delete(bg, "B", broker.DeleteOptions{})
+		done(err, sent)
+	})
 }
