@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/model/amqplocks/broker"
 	"github.com/lockprover/lockprover/sim/sched"
 )
 
@@ -187,12 +188,35 @@ func (cl *cluster) node(name string) *node {
 	return nil
 }
 
-// nodeOf is the node p's connection named conn connects to; nil on one
+// NodeOf names the node process's connections go to when they name none
+// (broker.Config.Node): ClusterOptions.NodeOf's, or the first; "" on one
 // broker.
-func (w *World) nodeOf(p *process, conn string) *node {
+func (w *World) NodeOf(name string) string {
+	if w.cl == nil {
+		return ""
+	}
+	return w.nodeOf(&process{name: name}, broker.Config{}).name
+}
+
+// Nodes names the cluster's nodes, in order; nil on one broker.
+func (w *World) Nodes() []string {
 	if w.cl == nil {
 		return nil
 	}
+	return slices.Clone(w.cl.o.Nodes)
+}
+
+// nodeOf is the node p's connection dialled with cfg connects to: the
+// node it names, or by its name (NodeOfConn), or p's (NodeOf), or the
+// first; nil on one broker.
+func (w *World) nodeOf(p *process, cfg broker.Config) *node {
+	if w.cl == nil {
+		return nil
+	}
+	if x := w.cl.node(cfg.Node); x != nil {
+		return x
+	}
+	conn := cfg.Name
 	if f := w.cl.o.NodeOfConn; f != nil && conn != "" {
 		if x := w.cl.node(f(conn)); x != nil {
 			return x
@@ -233,4 +257,20 @@ func (w *World) BrokerCloses() []BrokerClose {
 		return nil
 	}
 	return slices.Clone(w.cl.closes)
+}
+
+// Listens says whether node's AMQP port takes connections now: a node
+// whose broker is stopped, killed, or starting refuses them at once
+// (ECONNREFUSED, from a real node), where a paused node's kernel still
+// takes them and nothing answers. On one broker, node is "" and the
+// broker's own port is meant (down during restart-broker).
+func (w *World) Listens(node string) bool {
+	if !w.up {
+		return false
+	}
+	if w.cl == nil {
+		return true
+	}
+	x := w.cl.node(node)
+	return x == nil || x.frozen || x.appRuns()
 }

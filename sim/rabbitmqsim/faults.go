@@ -126,7 +126,7 @@ func (w *World) endDialWait(p *process) {
 	if dw == nil {
 		return
 	}
-	n := w.nodeOf(p, dw.cfg.Name)
+	n := w.nodeOf(p, dw.cfg)
 	if p.partitioned || n != nil && n.frozen {
 		return
 	}

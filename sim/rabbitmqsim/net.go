@@ -118,7 +118,7 @@ var (
 )
 
 func (w *World) dial(p *process, cfg broker.Config, deadline int64) {
-	n := w.nodeOf(p, cfg.Name)
+	n := w.nodeOf(p, cfg)
 	if p.partitioned || n != nil && n.frozen {
 		p.proc.Block()
 		limit := w.now + int64(dialTimeout)
@@ -148,7 +148,7 @@ func (w *World) dial(p *process, cfg broker.Config, deadline int64) {
 
 func (w *World) open(p *process, cfg broker.Config) *conn {
 	w.conns++
-	c := &conn{id: w.conns, p: p, brokerOpen: true, opened: w.now, node: w.nodeOf(p, cfg.Name)}
+	c := &conn{id: w.conns, p: p, brokerOpen: true, opened: w.now, node: w.nodeOf(p, cfg)}
 	c.name = cfg.Name
 	if c.name == "" {
 		c.name = p.name + "#" + strconv.Itoa(c.id)

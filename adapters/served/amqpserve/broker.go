@@ -114,17 +114,21 @@ func (s *Broker) Name() string { return s.name }
 // Process serves the process name of the World, whose view of the broker
 // b is: the returned Process is that view (Dial, Sleep), with a URL for
 // the process's implementation and the waiter its client waits through.
-// A name reused (a restarted process) gets a port of its own.
+// On a cluster the process gets a port per node, each connecting to its
+// node as a real node's own port does (URLs); URL is its own node's.
+// A name reused (a restarted process) gets ports of its own.
 func (s *Broker) Process(name string, b broker.Broker) (*Process, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := listen(name, s.w.Nodes(), s.w.NodeOf(name))
 	if err != nil {
-		return nil, fmt.Errorf("served broker: a port for %s: %w", name, err)
+		return nil, err
 	}
-	p := newProcess(s, name, b, ln)
+	p := newProcess(s, name, b, ports)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		ln.Close()
+		for _, pt := range ports {
+			pt.ln.Close()
+		}
 		return nil, fmt.Errorf("served broker: closed")
 	}
 	for _, q := range s.procs {
@@ -136,9 +140,34 @@ func (s *Broker) Process(name string, b broker.Broker) (*Process, error) {
 	if script := s.o.Script[name]; len(script) > len(s.log[name]) {
 		p.script = script[len(s.log[name]):]
 	}
-	p.wg.Add(1)
-	go p.accept()
+	for _, pt := range ports {
+		p.wg.Add(1)
+		go p.accept(pt, pt.ln)
+	}
+	p.listen()
 	return p, nil
+}
+
+// listen opens the loopback ports of process name: one, on one broker;
+// one per node of a cluster, the process's own node (own) first.
+func listen(name string, nodes []string, own string) ([]*port, error) {
+	if nodes == nil {
+		nodes = []string{""}
+	} else {
+		nodes = append([]string{own}, slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == own })...)
+	}
+	var ports []*port
+	for _, node := range nodes {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			for _, pt := range ports {
+				pt.ln.Close()
+			}
+			return nil, fmt.Errorf("served broker: a port for %s: %w", name, err)
+		}
+		ports = append(ports, &port{node: node, addr: ln.Addr().String(), ln: ln})
+	}
+	return ports, nil
 }
 
 // Close stops serving: every port and connection closes, and Close

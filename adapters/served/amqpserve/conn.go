@@ -34,7 +34,10 @@ type wireConn struct {
 	// the client's connection_name (c1#lockprover-c1), so that a
 	// connection a client names can be aimed at; "" for none (the World
 	// names it c1#N).
-	name     string
+	name string
+	// node is the node the connection was made to through its port, on a
+	// cluster, where it is not the process's own; "" for its own.
+	node     string
 	stop     chan struct{} // closed when the connection ends (halt)
 	stopOnce sync.Once
 

@@ -85,7 +85,7 @@ func (c *wireConn) open() {
 	if hb == 0 {
 		hb = -1 // the client's tune-ok said 0: heartbeats off, whatever the broker proposed
 	}
-	conn, err := c.p.Dial(bg, broker.Config{Heartbeat: hb, Name: c.name})
+	conn, err := c.p.Dial(bg, broker.Config{Heartbeat: hb, Name: c.name, Node: c.node})
 	if err != nil {
 		// The broker is down (a restart): as a refused connection, reset.
 		c.end(true)
@@ -421,6 +421,7 @@ func (c *wireConn) unserved(cmd command) {
 // last looked: a close it sent (connection.close), or the end its client
 // noticed (a reset).
 func (p *Process) flush() {
+	p.listen()
 	p.mu.Lock()
 	conns := p.conns
 	p.mu.Unlock()
@@ -448,6 +449,9 @@ func (e event) fingerprint() string {
 	case evCall:
 		return "call"
 	case evOpen:
+		if e.c.node != "" {
+			return fmt.Sprintf("c%d open at %s", e.c.i, e.c.node) // not the process's own node
+		}
 		return fmt.Sprintf("c%d open", e.c.i)
 	case evGone:
 		return fmt.Sprintf("c%d gone", e.c.i)

@@ -15,10 +15,10 @@ import (
 // implementation connects to, and what arrived there not yet taken.
 type Process struct {
 	broker.Broker
-	s    *Broker
-	name string
-	ln   net.Listener
-	wg   sync.WaitGroup
+	s     *Broker
+	name  string
+	ports []*port // the process's own node's first
+	wg    sync.WaitGroup
 
 	mu     sync.Mutex
 	events []event
@@ -34,16 +34,40 @@ type Process struct {
 	moved  bool // it has taken a step
 }
 
-func newProcess(s *Broker, name string, b broker.Broker, ln net.Listener) *Process {
-	return &Process{Broker: b, s: s, name: name, ln: ln, more: make(chan struct{}, 1), gone: make(chan struct{})}
+// A port is where a process's implementation connects: on a cluster, to
+// node; on one broker, node is "". It is closed while its node refuses
+// connections (World.Listens) and opened again at the same address after.
+type port struct {
+	node string
+	addr string
+	ln   net.Listener // nil while closed
+}
+
+func (pt *port) url() string { return "amqp://guest:guest@" + pt.addr + "/" }
+
+func newProcess(s *Broker, name string, b broker.Broker, ports []*port) *Process {
+	return &Process{Broker: b, s: s, name: name, ports: ports, more: make(chan struct{}, 1), gone: make(chan struct{})}
 }
 
 // Run is the served broker's Name: the run the process's implementation
 // is started under.
 func (p *Process) Run() string { return p.s.name }
 
-// URL is the broker's address for the process's implementation.
-func (p *Process) URL() string { return "amqp://guest:guest@" + p.ln.Addr().String() + "/" }
+// URL is the broker's address for the process's implementation: on a
+// cluster, its own node's.
+func (p *Process) URL() string { return p.ports[0].url() }
+
+// URLs are the addresses of every node of a cluster for the process's
+// implementation, its own node's first (URL), then the others in the
+// cluster's order: a connection through one goes to that node. On one
+// broker, URL alone.
+func (p *Process) URLs() []string {
+	urls := make([]string, len(p.ports))
+	for i, pt := range p.ports {
+		urls[i] = pt.url()
+	}
+	return urls
+}
 
 // An event is what came from the process's side: a connection opened
 // (open), a command (a method, with its content if it has one), or a
@@ -125,11 +149,12 @@ func (p *Process) live() (event, bool) {
 	}
 }
 
-// accept takes the process's connections until the port closes.
-func (p *Process) accept() {
+// accept takes the process's connections through ln, pt's listener, until
+// it closes.
+func (p *Process) accept(pt *port, ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		nc, err := p.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -140,6 +165,9 @@ func (p *Process) accept() {
 			return
 		}
 		c := newWireConn(p, len(p.conns)+1, nc)
+		if pt.node != p.ports[0].node {
+			c.node = pt.node // another node's port
+		}
 		p.conns = append(p.conns, c)
 		p.wg.Add(1)
 		p.mu.Unlock()
@@ -156,9 +184,40 @@ func (p *Process) close() {
 	p.ended = true
 	conns := p.conns
 	p.mu.Unlock()
-	p.ln.Close()
+	for _, pt := range p.ports {
+		if pt.ln != nil {
+			pt.ln.Close()
+		}
+	}
 	for _, c := range conns {
 		c.halt()
+	}
+}
+
+// listen opens and closes the process's ports as their nodes take
+// connections or refuse them (World.Listens), so that a dial to a node
+// that is down is refused as a real one's is, before any byte. In the
+// World, as flush.
+func (p *Process) listen() {
+	for _, pt := range p.ports {
+		up := p.s.w.Listens(pt.node)
+		p.mu.Lock()
+		switch {
+		case p.ended:
+		case !up && pt.ln != nil:
+			pt.ln.Close()
+			pt.ln = nil
+		case up && pt.ln == nil:
+			ln, err := net.Listen("tcp", pt.addr)
+			if err != nil {
+				p.s.refuse("%s: its port %s for %s could not be opened again: %v", p.name, pt.addr, pt.node, err)
+				break
+			}
+			pt.ln = ln
+			p.wg.Add(1)
+			go p.accept(pt, ln)
+		}
+		p.mu.Unlock()
 	}
 }
 

@@ -39,6 +39,11 @@ type Config struct {
 	Heartbeat time.Duration
 	// Name labels the connection in traces and broker listings.
 	Name string
+	// Node, on a simulated cluster, is the node the connection goes to,
+	// as dialling that node's own port does on a real one (the simulator
+	// served on the wire gives each node a port); empty, the process's
+	// own node. A real broker's node is its URL's: Node is not read there.
+	Node string
 }
 
 // A Conn is one AMQP connection. Exclusive queues belong to a connection,

@@ -88,7 +88,11 @@ func (i *Processes) Connect(ctx context.Context, b broker.Broker, p *amqprun.Pla
 	if r, ok := b.(interface{ Run() string }); ok {
 		run = r.Run() // served: plans on the simulator share their lock's name
 	}
-	c, err := i.Launcher.Connect(ctx, run, name, initRequest(name, p.Kind, p.Lock, u.URL(), int(p.Options.Heartbeat().Milliseconds())))
+	init := initRequest(name, p.Kind, p.Lock, u.URL(), int(p.Options.Heartbeat().Milliseconds()))
+	if n, ok := b.(interface{ URLs() []string }); ok && len(n.URLs()) > 1 {
+		init["urls"] = n.URLs() // served cluster: a port per node, the process's own first
+	}
+	c, err := i.Launcher.Connect(ctx, run, name, init)
 	if err != nil {
 		return nil, err
 	}
