@@ -57,6 +57,10 @@ var clusterFaults = []string{"isolate", "cut-one-way", "bridge", "kill", "pause"
 // clusterClients are the clients and their nodes.
 var clusterClients = map[string]string{"A": "n1", "B": "n2", "C": "n3"}
 
+// ClusterNodeOf is the node a sequence's client (its connection's name,
+// broker.Config.Name) connects to: A to n1, B to n2, C to n3.
+func ClusterNodeOf(client string) string { return clusterClients[client] }
+
 var clusterNodes = []string{"n1", "n2", "n3"}
 
 func (s ClusterStep) String() string {
@@ -153,9 +157,9 @@ func DrawClusterSteps(r *rand.Rand, n int) []ClusterStep {
 	return out
 }
 
-// A clusterEnv is where a sequence runs: the simulated cluster or a real
+// A ClusterEnv is where a sequence runs: the simulated cluster or a real
 // one.
-type clusterEnv interface {
+type ClusterEnv interface {
 	broker.Broker
 	// Timeout bounds one method.
 	Timeout(d time.Duration) (context.Context, context.CancelFunc)
@@ -175,9 +179,10 @@ const ClusterSettle = 10 * time.Second
 // gets no answer.
 const clusterOpTimeout = 2 * time.Second
 
-// runClusterSteps runs steps on e and says what each step observed.
-// prefix names the sequence's queues.
-func runClusterSteps(e clusterEnv, prefix string, steps []ClusterStep, steady time.Duration) []string {
+// RunClusterSteps runs steps on e and says what each step observed:
+// where a sequence meets a cluster other than conform's own (the
+// simulated one served on the wire). prefix names the sequence's queues.
+func RunClusterSteps(e ClusterEnv, prefix string, steps []ClusterStep, steady time.Duration) []string {
 	r := &clusterRun{e: e, prefix: prefix, steady: steady, clients: map[string]*clusterClient{}, cuts: map[string]bool{}, stopped: map[string]bool{}}
 	for i, s := range steps {
 		if s.On == "" {
@@ -200,7 +205,7 @@ func runClusterSteps(e clusterEnv, prefix string, steps []ClusterStep, steady ti
 // connections, the cuts and the stopped nodes in force, and what each
 // step observed so far.
 type clusterRun struct {
-	e       clusterEnv
+	e       ClusterEnv
 	prefix  string // names the sequence's queues
 	steady  time.Duration
 	clients map[string]*clusterClient // by name; nil: none (its connection was lost)
@@ -405,7 +410,7 @@ const NotServing = "done, but a node did not serve again within the wait"
 // restart in 42's rerun log), hence steady (ClusterSteady). The
 // differential judges what the cluster does, not how fast, so the next
 // step waits for it, on both sides. It says whether every node served.
-func awaitServing(e clusterEnv, steady time.Duration) bool {
+func awaitServing(e ClusterEnv, steady time.Duration) bool {
 	var served time.Duration // for how long every round has served
 	for range ServingTries + int(steady/time.Second) {
 		all := true
@@ -486,7 +491,7 @@ func RunSimCluster(mode, version string, tick, steady time.Duration, seed uint64
 		NodeOfConn: func(conn string) string { return clusterClients[conn] }}})
 	var out []string
 	w.Go("driver", func(b broker.Broker) {
-		out = runClusterSteps(simClusterEnv{b, w}, "cd-", steps, steady)
+		out = RunClusterSteps(simClusterEnv{b, w}, "cd-", steps, steady)
 	})
 	err := w.Run()
 	return out, err
@@ -511,6 +516,17 @@ const SimSeeds = 256
 // where they first differ. Where real is unsettled, only its steps before
 // that one are compared.
 func SimClusterMatch(mode, version string, tick, steady time.Duration, steps []ClusterStep, real []string) ([]string, int, error) {
+	return ClusterMatchOn(RunSimCluster, mode, version, tick, steady, steps, real)
+}
+
+// A ClusterRunner runs a sequence's steps on a fresh simulated cluster of
+// mode (version's behaviour set, net_ticktime tick) whose decisions come
+// from seed, and says what each step observed: RunSimCluster, or the
+// cluster served on the wire.
+type ClusterRunner func(mode, version string, tick, steady time.Duration, seed uint64, steps []ClusterStep) ([]string, error)
+
+// ClusterMatchOn is SimClusterMatch with the simulated cluster run by run.
+func ClusterMatchOn(run ClusterRunner, mode, version string, tick, steady time.Duration, steps []ClusterStep, real []string) ([]string, int, error) {
 	var best []string
 	bestAt := -1
 	upTo := len(steps)
@@ -518,7 +534,7 @@ func SimClusterMatch(mode, version string, tick, steady time.Duration, steps []C
 		upTo = u
 	}
 	for seed := range uint64(SimSeeds) {
-		sim, err := RunSimCluster(mode, version, tick, steady, seed, steps)
+		sim, err := run(mode, version, tick, steady, seed, steps)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -653,7 +669,7 @@ func runRealCluster(ctx context.Context, rc RealCluster, prefix string, steps []
 		return nil, e.spent, fmt.Errorf("before the sequence a node did not serve for %s within %d rounds", ClusterSteady, ServingTries)
 	}
 	e.spent = clusterTimes{recovery: time.Since(t0)}
-	out := runClusterSteps(e, prefix, steps, ClusterSteady)
+	out := RunClusterSteps(e, prefix, steps, ClusterSteady)
 	if ctx.Err() != nil {
 		return nil, e.spent, ctx.Err()
 	}
@@ -826,6 +842,12 @@ func (t *ClusterTally) add(real []string) {
 // observations). It returns the tally of those that agree, and the first
 // that does not as a divergence (its Seq the record's sequence), or nil.
 func MatchClusterRecords(recs []ClusterRecord) (t ClusterTally, d *ClusterDivergence, err error) {
+	return MatchClusterRecordsOn(RunSimCluster, recs)
+}
+
+// MatchClusterRecordsOn is MatchClusterRecords with the simulated cluster
+// run by run.
+func MatchClusterRecordsOn(run ClusterRunner, recs []ClusterRecord) (t ClusterTally, d *ClusterDivergence, err error) {
 	for _, rec := range recs {
 		tick, err := rec.tick()
 		if err != nil {
@@ -835,7 +857,7 @@ func MatchClusterRecords(recs []ClusterRecord) (t ClusterTally, d *ClusterDiverg
 		if err != nil {
 			return t, nil, err
 		}
-		sim, k, err := SimClusterMatch(rec.Mode, rec.Version, tick, steady, rec.Steps, rec.Real)
+		sim, k, err := ClusterMatchOn(run, rec.Mode, rec.Version, tick, steady, rec.Steps, rec.Real)
 		if err != nil {
 			return t, nil, fmt.Errorf("%s seed %d sequence %d: %w", rec.Mode, rec.Seed, rec.Sequence, err)
 		}

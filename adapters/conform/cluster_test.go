@@ -142,7 +142,7 @@ func (e *settleCounter) Fault(fault, target string) error {
 func TestClusterSettlesBeforeTheNextStepOnly(t *testing.T) {
 	steps := []ClusterStep{{Do: "isolate", Arg: "n1"}, {On: "A", Do: "declare-passive", Arg: "q1"}, {Do: "heal"}, {Do: "kill", Arg: "n2"}}
 	e := &settleCounter{}
-	obs := runClusterSteps(e, "t-", steps, 0)
+	obs := RunClusterSteps(e, "t-", steps, 0)
 	want := []string{"done", "dial: refused", NotServing, "done"}
 	if !slices.Equal(obs, want) {
 		t.Errorf("observed %q, want %q", obs, want)
@@ -151,7 +151,7 @@ func TestClusterSettlesBeforeTheNextStepOnly(t *testing.T) {
 		t.Errorf("%d faults struck (%q), %d settles; want 3 faults, 2 settles (none after the last step)", len(e.faults), e.faults, e.settles)
 	}
 	e = &settleCounter{}
-	runClusterSteps(e, "t-", steps[:3], 0)
+	RunClusterSteps(e, "t-", steps[:3], 0)
 	if e.settles != 1 {
 		t.Errorf("ending in a heal: %d settles, want 1", e.settles)
 	}
@@ -193,7 +193,7 @@ func TestClusterAwaitsServingAfterTheLastFaultEnds(t *testing.T) {
 		{[]ClusterStep{{Do: "isolate", Arg: "n1"}, {On: "A", Do: "reconnect"}}, "dial: refused"},
 	} {
 		e := &restartingCluster{refuse: 5}
-		obs := runClusterSteps(e, "t-", c.steps, 0)
+		obs := RunClusterSteps(e, "t-", c.steps, 0)
 		if got := obs[len(obs)-1]; got != c.want {
 			t.Errorf("%v: the last step observed %q, want %q", c.steps, got, c.want)
 		}
@@ -201,7 +201,7 @@ func TestClusterAwaitsServingAfterTheLastFaultEnds(t *testing.T) {
 	// A node that never serves again ends the wait after ServingTries, and
 	// the fault step says so.
 	e := &restartingCluster{refuse: 1 << 30}
-	obs := runClusterSteps(e, "t-", []ClusterStep{{Do: "resume", Arg: "n2"}, {On: "B", Do: "reconnect"}}, 0)
+	obs := RunClusterSteps(e, "t-", []ClusterStep{{Do: "resume", Arg: "n2"}, {On: "B", Do: "reconnect"}}, 0)
 	if obs[0] != NotServing || obs[1] != "dial: refused" || e.refuse-e.left != ServingTries+1 {
 		t.Errorf("a node refusing for good: observed %q after %d dials, want %q, then refused after %d", obs, e.refuse-e.left, NotServing, ServingTries+1)
 	}
@@ -255,11 +255,11 @@ func TestClusterAwaitsASteadyCluster(t *testing.T) {
 	// refused, then served.
 	script := []int{2, 3, 2}
 	e := &flappingCluster{script: script}
-	if obs := runClusterSteps(e, "t-", steps, 0); obs[1] != "dial: refused" {
+	if obs := RunClusterSteps(e, "t-", steps, 0); obs[1] != "dial: refused" {
 		t.Errorf("steady 0: the step after the resume observed %q, want the second decision's \"dial: refused\"", obs[1])
 	}
 	e = &flappingCluster{script: script}
-	obs := runClusterSteps(e, "t-", steps, ClusterSteady)
+	obs := RunClusterSteps(e, "t-", steps, ClusterSteady)
 	if obs[0] != "done" || obs[1] != "channel: error" {
 		t.Errorf("steady %s: observed %q, want done, then a served dial (\"channel: error\" here)", ClusterSteady, obs)
 	}

@@ -208,3 +208,39 @@ func TestExploreImplsOnTheServedSimulator(t *testing.T) {
 		t.Errorf("the cell's counterexample: %v", err)
 	}
 }
+
+// On the served cluster an implementation can fail over: the Go example,
+// given every node's port (init's urls), connects to the next node when
+// its own is killed, and acquires there (the slot's queue lives on the
+// admin's node, n2); the served broker's log names the connection made to
+// n2.
+func TestGoExampleFailsOverOnTheServedCluster(t *testing.T) {
+	t.Parallel()
+	impl := amqpprotocol.NewProcesses(buildGoExample(t))
+	defer impl.Stop()
+	impl.InitTimeout = loadedInit
+	p := &amqprun.Plan{Version: amqprun.PlanVersion, Kind: "semaphore", Lock: "lp-failover", Slots: 1, Options: amqprun.Options{HeartbeatMs: amqprun.Ms(1000)},
+		Clients: [][]amqprun.Step{{{Op: "sleep", Ms: 500}, {Op: "acquire"}, {Op: "sleep", Ms: 3000}, {Op: "verify"}, {Op: "release"}, {Op: "acquire"}, {Op: "release"}}},
+		Admins:  [][]amqprun.Step{{}},
+		Nemesis: []amqprun.Fault{{At: 1500, Fault: histories.Kill, Node: "n1", For: 20000}},
+		Cluster: []string{"n1", "n2", "n3"}, Nodes: map[string]string{"admin": "n2", "c1": "n1"}, PartitionHandling: "ignore"}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := amqprun.Simulator{Wire: amqpprotocol.Wire("", 0)}.Run(context.Background(), p, impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acquires []string
+	for _, e := range res.History {
+		if e.Process == "c1" && e.F == "acquire" && e.Type != histories.Invoke {
+			acquires = append(acquires, string(e.Type))
+		}
+	}
+	if !slices.Equal(acquires, []string{"ok", "ok"}) {
+		t.Fatalf("c1's acquires: %v, want both ok (the second through n2): %v", acquires, outcomes(res.History))
+	}
+	if !slices.ContainsFunc(p.Wire["c1"], func(s string) bool { return strings.HasSuffix(s, " open at n2") }) {
+		t.Fatalf("c1's steps name no connection to n2: %q", p.Wire["c1"])
+	}
+}

@@ -13,7 +13,9 @@
 // JSON request per line on stdin and writes one JSON reply per line on
 // stdout; logs go to stderr. The first request is init, which connects to
 // the broker (trying for a few seconds, then answering init_ok anyway and
-// leaving it to the first operation that needs the broker). A connection
+// leaving it to the first operation that needs the broker). On lockprover's
+// simulated cluster init's "urls" name every node's port: each connection
+// goes to the first node that takes it, its own node's first. A connection
 // lost later is reported by the operation that meets it (an error, or
 // held:false for a verify). A new connection, which holds nothing, is
 // opened before the reply of any operation but a verify that finds the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/url"
 	"time"
 )
 
@@ -55,6 +56,9 @@ func (r request) intField(field string, min ...int) (int, error) {
 type initRequest struct {
 	Client, Lock, Name, URL string
 	HeartbeatMs             int
+	// URLs are every node's, on a simulated cluster: URL's first, then
+	// the other nodes', tried in order when URL's node refuses.
+	URLs []string
 }
 
 // server is one lockprover process: a client (or admin) of one lock.
@@ -147,6 +151,7 @@ func (s *server) start(req request) (reply, error) {
 		return nil, &badRequest{fmt.Sprintf("unknown lock kind %q", in.Lock)}
 	}
 	json.Unmarshal(req["heartbeat_ms"], &in.HeartbeatMs) // absent (or not a number): 0, none proposed
+	json.Unmarshal(req["urls"], &in.URLs)                // absent: URL alone
 	s.init = in
 	log.SetPrefix(in.Client + " ")
 	deadline := time.Now().Add(initPatience)
@@ -174,7 +179,27 @@ func (s *server) start(req request) (reply, error) {
 func (s *server) connect(timeout time.Duration) (*Client, error) {
 	hb := time.Duration(max(s.init.HeartbeatMs, 0)) * time.Millisecond
 	log.Printf("connecting (heartbeat %v, 0s: the broker's)", hb)
-	return dial(s.init.URL, hb, fmt.Sprintf("lockprover %s %s", s.init.Client, s.init.Name), timeout)
+	urls := s.init.URLs
+	if len(urls) == 0 {
+		urls = []string{s.init.URL}
+	}
+	var err error
+	for _, u := range urls {
+		var c *Client
+		if c, err = dial(u, hb, fmt.Sprintf("lockprover %s %s", s.init.Client, s.init.Name), timeout); err == nil {
+			return c, nil
+		}
+		log.Printf("%s: %v", redact(u), err)
+	}
+	return nil, err // the last node's
+}
+
+// redact is u without its password.
+func redact(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return "a URL"
 }
 
 // connected is the client, connecting first if it has no connection.
