@@ -4,7 +4,9 @@
 // as lockprover's own reference does.
 //
 // Each process of a run gets a loopback port of its own (Process.URL), so
-// that what arrives there is that process's. The simulator still moves one
+// that what arrives there is that process's; on a cluster, a port per
+// node (Process.URLs), each connecting to its node, closed while its node
+// refuses connections. The simulator still moves one
 // process at a time: a process's frames are taken into the World only by
 // that process's coroutine, while the runner waits on the process's answer
 // (a process.Waiter), so which process's frame the broker takes next is the
