@@ -83,6 +83,10 @@ func (h *connHandle) Close() error {
 
 func (h *connHandle) Err() error { return h.c.clientErr }
 
+// Name is the connection's name in the World: what faults aimed at it
+// (CloseSocket, ForceClose) take.
+func (h *connHandle) Name() string { return h.c.name }
+
 // Drop is the client's socket closing with no AMQP close (a client that
 // exits, or one the served broker, adapters/served, saw go): the broker
 // releases the connection a few milliseconds later, as after a kill.

@@ -2,6 +2,7 @@ package amqpserve
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -29,9 +30,10 @@ type Process struct {
 
 	// The coroutine's own: the log's steps still to replay (nil once the
 	// process records), and whether an idle turn came last.
-	script []string
-	idled  bool
-	moved  bool // it has taken a step
+	script  []string
+	idled   bool
+	moved   bool      // it has taken a step
+	serving *wireConn // the connection whose frame the World is serving, if any
 }
 
 // A port is where a process's implementation connects: on a cluster, to
@@ -255,9 +257,35 @@ func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-
 				close(e.done)
 				continue
 			}
+			p.serving = e.c
 			e.c.handle(e)
+			p.serving = nil
 		}
 	}
+}
+
+// Abandon is the process's client giving up on the frame the World holds
+// (a method on a queue whose node is out of reach, say): its connection's
+// socket closes, as a client closes it whose own timeout passed
+// (amqp091-go's callers tear the connection down), and the held method
+// ends with it. Call it in the World, where the client's timeout is an
+// event of the World's clock (a timer's callback, After): the coroutine
+// is then held in the World, serving that frame. Without such a frame it
+// does nothing.
+func (p *Process) Abandon() error {
+	c := p.serving
+	if c == nil || c.conn == nil || c.conn.Err() != nil {
+		return nil
+	}
+	n, ok := c.conn.(interface{ Name() string })
+	if !ok {
+		return fmt.Errorf("served broker: %s has no name in the World", c)
+	}
+	// Nothing more reaches the client on the wire: it has torn the
+	// connection down already, and its own deadline, not what the broker
+	// answers the held method, is what it reports.
+	c.retire()
+	return p.s.w.CloseSocket(n.Name())
 }
 
 type step int

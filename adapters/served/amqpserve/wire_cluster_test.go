@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -48,7 +49,16 @@ func (e wireClusterEnv) Fault(fault, target string) error {
 // waits (rabbitmqsim's WithTimeout), here ended by an event of the World.
 func (e wireClusterEnv) Timeout(d time.Duration) (context.Context, context.CancelFunc) {
 	ctx := &worldCtx{Context: context.Background(), done: make(chan struct{})}
-	e.p.Do(func() { e.w.After(d, func() { ctx.end(context.DeadlineExceeded) }) })
+	e.p.Do(func() {
+		e.w.After(d, func() {
+			if ctx.Err() == nil {
+				// As the real client does: amqp091-go's caller, its
+				// time up, tears the connection down (rabbitmq's conn.call).
+				e.p.Abandon()
+			}
+			ctx.end(context.DeadlineExceeded)
+		})
+	})
 	return ctx, func() { ctx.end(context.Canceled) }
 }
 
@@ -157,11 +167,12 @@ func TestWireClusterGivesTheRecordedRuns(t *testing.T) {
 			t.Fatalf("LOCKPROVER_WIRE_RECORDS=%q: want all or a count", v)
 		}
 	}
+	only := os.Getenv("LOCKPROVER_WIRE_RECORD") // seed/sequence: that record alone
 	taken, given, diverged := map[string]int{}, map[string]int{}, 0
 	start := time.Now()
 	for _, rec := range recs {
 		mode := rec.Mode + " " + rec.Version
-		if taken[mode] >= per {
+		if taken[mode] >= per || only != "" && only != fmt.Sprintf("%d/%d", rec.Seed, rec.Sequence) {
 			continue
 		}
 		taken[mode]++
@@ -177,4 +188,26 @@ func TestWireClusterGivesTheRecordedRuns(t *testing.T) {
 		given[mode]++
 	}
 	t.Logf("given %v of %v recorded runs, %d not, in %v", given, taken, diverged, time.Since(start).Round(time.Second))
+}
+
+// A client that gives up on a method the World holds (a declare of a
+// queue whose node was killed, the Khepri leader with it) tears its
+// connection down, as amqp091-go's callers do: the served broker's
+// Abandon ends the held method with it, at the client's deadline on the
+// World's clock, so that the sequence goes on as on the real cluster
+// (conform seed 2026112801, sequence 46: a timeout, then a nack), rather
+// than its process being held until the World, with nothing left to do,
+// kills it as stuck.
+func TestWireClusterClientGivesUp(t *testing.T) {
+	steps := []conform.ClusterStep{{On: "B", Do: "declare-durable", Arg: "d1"}, {On: "C", Do: "declare-durable", Arg: "d1"},
+		{On: "B", Do: "delete", Arg: "q1"}, {Do: "kill", Arg: "n3"}, {On: "B", Do: "declare-passive", Arg: "q1"}, {Do: "start", Arg: "n3"},
+		{Do: "kill", Arg: "n2"}, {On: "C", Do: "delete", Arg: "q1"}, {On: "C", Do: "declare-passive", Arg: "d1"}, {On: "A", Do: "publish", Arg: "d1"}}
+	want := []string{"ok", "ok", "ok", "done", "404", "done", "done", "ok", "timeout", "nacked"} // the real cluster's
+	got, err := runWireCluster(rabbitmqsim.Khepri, "", 5*time.Second, conform.ClusterSteady, 0, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("through the wire: %q, the real cluster: %q", got, want)
+	}
 }
