@@ -216,3 +216,37 @@ func (w *World) answered(c *conn, r request, rep reply) reply {
 	}
 	return rep
 }
+
+// Expire is the deadline of process name's held method passing now: what
+// the World does at a context's deadline (the method a partition or a
+// node out of reach holds is abandoned and its connection torn down, as
+// the amqp091-go adapter tears it down; a write a Khepri minority holds is
+// kept) happens, as if the method had been called with that deadline. It
+// is for a client on the wire whose own timeout passed (adapters/served):
+// call it in the World (a timer's callback). It says whether the process
+// had a held method.
+func (w *World) Expire(name string) bool {
+	p := w.byName[name]
+	if p == nil {
+		return false
+	}
+	if w.cl != nil {
+		for _, s := range w.cl.stalls {
+			if s.p == p {
+				p.deadline.Cancel()
+				w.abandonStall(s)
+				return true
+			}
+		}
+	}
+	for _, c := range p.conns {
+		for _, o := range c.outbox {
+			if o.p == p {
+				p.deadline.Cancel()
+				w.abandon(p, c)
+				return true
+			}
+		}
+	}
+	return false
+}
