@@ -5,6 +5,8 @@ package rabbitmqsim
 // held until that node is declared down or reachable again.
 
 import (
+	"context"
+
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
 	"github.com/lockprover/lockprover/sim/sched"
 )
@@ -218,8 +220,9 @@ func (w *World) answered(c *conn, r request, rep reply) reply {
 }
 
 // Expire is the deadline of process name's held method passing now: what
-// the World does at a context's deadline (the method a partition or a
-// node out of reach holds is abandoned and its connection torn down, as
+// the World does at a context's deadline (a held dial fails; the method a
+// partition or a node out of reach holds is abandoned and its connection
+// torn down, as
 // the amqp091-go adapter tears it down; a write a Khepri minority holds is
 // kept) happens, as if the method had been called with that deadline. It
 // is for a client on the wire whose own timeout passed (adapters/served):
@@ -229,6 +232,12 @@ func (w *World) Expire(name string) bool {
 	p := w.byName[name]
 	if p == nil {
 		return false
+	}
+	if dw := p.dialWait; dw != nil { // a dial a partition or a paused node holds
+		p.dialWait = nil
+		dw.timer.Cancel()
+		p.proc.Deliver(reply{err: context.DeadlineExceeded})
+		return true
 	}
 	if w.cl != nil {
 		for _, s := range w.cl.stalls {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/lockprover/lockprover/adapters/served/amqpserve"
 	"github.com/lockprover/lockprover/adapters/servers/rabbitmq"
@@ -89,4 +90,36 @@ func declareAt(w *rabbitmqsim.World, p *amqpserve.Process, url, q, node string) 
 		return fmt.Errorf("%s declared through %s's port lives on %q", q, node, info.Node)
 	}
 	return nil
+}
+
+// A dial to a paused node's port is held in the World (the node's kernel
+// takes the connection, nothing answers); a client whose own deadline
+// passes gives it up (Process.Abandon at that moment of the World's
+// clock), and the World's clock goes on from there, not from the 30 s a
+// held dial lasts.
+func TestAbandonAHeldDial(t *testing.T) {
+	wo := rabbitmqsim.Options{Decider: rabbitmqsim.Seeded(1), Cluster: &rabbitmqsim.ClusterOptions{
+		Nodes: []string{"n1", "n2", "n3"}, NodeOf: func(string) string { return "n1" }}}
+	_, _, err := serveProcess(t, wo, amqpserve.Options{Speedup: -1}, func(w *rabbitmqsim.World, p *amqpserve.Process) error {
+		var err error
+		var start, end int64
+		p.Do(func() { err, start = w.Strike("pause", "n2"), w.Now() })
+		if err != nil {
+			return err
+		}
+		env := wireClusterEnv{p: p, w: w}
+		ctx, cancel := env.Timeout(2 * time.Second)
+		defer cancel()
+		if _, err := rabbitmq.New(p.URLs()[1]).Dial(ctx, broker.Config{Name: "A"}); !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("a dial to the paused n2: %v, want the client's deadline", err)
+		}
+		p.Do(func() { end = w.Now() })
+		if d := time.Duration(end - start); d > 3*time.Second {
+			return fmt.Errorf("the World's clock went on %v after the client's deadline of 2 s", d)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -274,7 +274,12 @@ func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-
 // does nothing.
 func (p *Process) Abandon() error {
 	c := p.serving
-	if c == nil || c.conn == nil || c.conn.Err() != nil {
+	switch {
+	case c == nil || c.conn != nil && c.conn.Err() != nil:
+		return nil
+	case c.conn == nil: // its connection.open: a dial the World holds
+		c.retire()
+		p.s.w.Expire(p.name)
 		return nil
 	}
 	n, ok := c.conn.(interface{ Name() string })
