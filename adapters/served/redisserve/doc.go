@@ -1,0 +1,44 @@
+// Package redisserve serves the simulated Redis servers (sim/redissim) on
+// the wire, over RESP2, so that an unmodified client in any language
+// (go-redis, redis-py, ioredis) and the lock libraries built on them
+// (redsync, redis-py's Lock, node-redlock) run on the simulator as the
+// Redlock reference does.
+//
+// It is amqpserve's design for Redis. Each process of the World gets a
+// loopback port per simulated server (Process.Addrs: N servers, N ports),
+// and a connection through port i talks to server i. The simulator still
+// moves one process at a time: what arrives on a process's sockets is
+// taken into the World only by that process's coroutine, one command at
+// a time, each a step of the World (redissim's Process.Send), while the
+// runner waits on the process's answer (a process.Waiter); so whose
+// command a server takes next is the World's Decider's choice. A
+// connection has one command in the World at a time, as Redis reads a
+// client's next command only once it answered the last (a BLPOP that
+// blocks holds its connection, not the others). A process silent for a
+// while is idle, and lets virtual time pass for the others
+// (Options.Idle); one whose commands wait on their servers lets virtual
+// time pass until a reply comes. Every step is logged (Broker.Log); a
+// replay given the log (Options.Script) takes the same steps in the same
+// order, holding a command that comes early, waiting a bounded time for
+// one that is late, and noting where the client did what the log did
+// not.
+//
+// What is served: every command redissim models, with Redis's replies
+// (a status where Redis sends one, a null array for a BLPOP that timed
+// out); EVAL, EVALSHA and SCRIPT of any Lua script, run by a Lua 5.1
+// interpreter (gopher-lua) inside the server's step, with Redis's
+// conversions between Lua and RESP (lua.go); MULTI/EXEC, queued on the
+// connection and sent to the server as one transaction; and what clients
+// send on connecting (HELLO, answered with NOPROTO for protocol 3 so that
+// clients fall back to RESP2; CLIENT SETNAME, GETNAME, SETINFO, ID;
+// SELECT 0; INFO; COMMAND), answered by the connection without a step of
+// the server. A command the simulator does not serve gets Redis's own
+// refusal and is named (Broker.Unserved); bad RESP gets Redis's protocol
+// error, the connection closes, and it is named (Broker.Refused).
+//
+// Faults are the World's and reach the wire as on a real server: a
+// server that is down refuses at its port (its listeners close, and open
+// again at the same address once it is up); its crash closes its
+// connections with a reset; a paused server leaves commands unanswered; a
+// lost reply resets the connection.
+package redisserve
