@@ -17,7 +17,7 @@ import (
 )
 
 // A client is a real client beside the World's process wp, served as sp.
-type client func(wp *redissim.Process, sp *redisserve.Process) error
+type client func(w *redissim.World, wp *redissim.Process, sp *redisserve.Process) error
 
 // serve runs each client, in a goroutine of its own, as the World's
 // process of its name (in sorted order of names), and returns what the
@@ -49,7 +49,7 @@ func serve(t *testing.T, wo redissim.Options, o redisserve.Options, clients map[
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				err := clients[name](wp, sp)
+				err := clients[name](w, wp, sp)
 				mu.Lock()
 				errs[name] = err
 				mu.Unlock()
@@ -109,7 +109,7 @@ const release = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call
 func TestGoRedisOnTheSimulator(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, s, errs := serve(t, redissim.Options{}, redisserve.Options{}, map[string]client{"c1": func(wp *redissim.Process, sp *redisserve.Process) error {
+	_, s, errs := serve(t, redissim.Options{}, redisserve.Options{}, map[string]client{"c1": func(w *redissim.World, wp *redissim.Process, sp *redisserve.Process) error {
 		c := goRedis(sp, 0)
 		defer c.Close()
 		steps := []struct {
