@@ -3,6 +3,7 @@ package redisserve_test
 import (
 	"fmt"
 	"reflect"
+	"sort"
 	"time"
 )
 
@@ -23,3 +24,5 @@ func equal(got, want any) bool {
 	}
 	return reflect.DeepEqual(got, want)
 }
+
+func slicesSort(xs []string) { sort.Strings(xs) }

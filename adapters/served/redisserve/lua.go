@@ -153,15 +153,15 @@ func errorHandler(L *lua.LState) int {
 func scriptError(err error, sha string) redissim.Error {
 	ae, ok := err.(*lua.ApiError)
 	if !ok {
-		return redissim.Error(fmt.Sprintf("ERR Error running script f_%s, %.100s", sha, err.Error()))
+		return redissim.Error(fmt.Sprintf("ERR Error running script %s, %.100s", sha, err.Error()))
 	}
 	t, ok := ae.Object.(*lua.LTable)
 	if !ok {
-		return redissim.Error(fmt.Sprintf("ERR Error running script f_%s, %.100s", sha, ae.Object.String()))
+		return redissim.Error(fmt.Sprintf("ERR Error running script %s, %.100s", sha, ae.Object.String()))
 	}
 	msg := lua.LVAsString(t.RawGetString("err"))
 	if line, ok := t.RawGetString("line").(lua.LNumber); ok {
-		msg += fmt.Sprintf(" script: f_%s, on @%s:%d.", sha, chunk, int(line))
+		msg += fmt.Sprintf(" script: %s, on @%s:%d.", sha, chunk, int(line))
 	}
 	return redissim.Error(msg)
 }

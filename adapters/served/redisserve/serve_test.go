@@ -143,7 +143,7 @@ func TestGoRedisOnTheSimulator(t *testing.T) {
 		_, err = c.Eval(ctx, `local r = redis.pcall("incr", KEYS[1]) if type(r) == "table" and r.err then return redis.error_reply("LOCKED " .. r.err) end return r`, []string{"s"}).Result()
 		add("pcall and error_reply", err, errors.New("LOCKED ERR value is not an integer or out of range"))
 		_, err = c.Eval(ctx, `return redis.call("incr", KEYS[1])`, []string{"s"}).Result()
-		add("call's error raised", err, errors.New("ERR value is not an integer or out of range script: f_"+redissim.ScriptSHA1(`return redis.call("incr", KEYS[1])`)+", on @user_script:1."))
+		add("call's error raised", err, errors.New("ERR value is not an integer or out of range script: "+redissim.ScriptSHA1(`return redis.call("incr", KEYS[1])`)+", on @user_script:1."))
 		st, err := c.Eval(ctx, `return redis.status_reply("FINE")`, nil).Result()
 		add("status_reply", errOr(st, err), "FINE")
 		arr, err := c.Eval(ctx, `return {1, "two", false, 4.7}`, nil).Result()
