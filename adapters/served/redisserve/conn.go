@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -87,12 +86,12 @@ func (c *conn) handle(e event) {
 	if e.kind == evBad {
 		c.p.s.refuse("%s: %v", c, e.err)
 		c.write(redissim.Error(e.err.Error()))
-		c.end(false)
+		c.end()
 		return
 	}
 	c.command(e.args)
 	if c.quit && !c.busy {
-		c.end(false)
+		c.end()
 	}
 }
 
@@ -194,7 +193,7 @@ func (c *conn) send(post func(func(redissim.Result)) func(), shaped func(any) an
 		default:
 			c.write(shaped(r.Val))
 			if c.quit {
-				c.end(false)
+				c.end()
 			}
 		}
 	})
@@ -229,11 +228,11 @@ func (c *conn) reset() {
 	if tc, ok := c.nc.(*net.TCPConn); ok {
 		tc.SetLinger(0)
 	}
-	c.end(true)
+	c.end()
 }
 
 // end closes the connection for the World and on the wire.
-func (c *conn) end(reset bool) {
+func (c *conn) end() {
 	if c.dead {
 		return
 	}
@@ -255,9 +254,4 @@ func describe(args []string) string {
 		return strings.Join(cp, " ")
 	}
 	return strings.Join(args, " ")
-}
-
-// closedErr says whether err is only the connection ending.
-func closedErr(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "connection reset")
 }
