@@ -117,11 +117,11 @@ func arityError(name string) redissim.Error {
 	return redissim.Error(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(name)))
 }
 
-// hello is HELLO [protover [AUTH user pass] [SETNAME name]]: protocol 2
-// (or none) answers the server's map as an array, as Redis 7.0 does in
-// RESP2; protocol 3 is not served, and gets Redis's NOPROTO, after which
-// clients fall back to RESP2.
+// hello is HELLO [protover [AUTH user pass] [SETNAME name]]: the
+// connection speaks RESP2 or RESP3 from then on, and gets the server's
+// map (a flat array in RESP2), as Redis 7.0 answers.
 func (c *conn) hello(args []string) any {
+	resp := c.resp
 	if len(args) >= 2 {
 		ver, err := strconv.ParseInt(args[1], 10, 64)
 		if err != nil {
@@ -130,9 +130,7 @@ func (c *conn) hello(args []string) any {
 		if ver < 2 || ver > 3 {
 			return redissim.Error("NOPROTO unsupported protocol version")
 		}
-		if ver == 3 {
-			return redissim.Error("NOPROTO unsupported protocol version")
-		}
+		resp = int(ver)
 		for i := 2; i < len(args); i++ {
 			switch strings.ToUpper(args[i]) {
 			case "AUTH":
@@ -154,7 +152,8 @@ func (c *conn) hello(args []string) any {
 			}
 		}
 	}
-	return []any{"server", "redis", "version", Version, "proto", int64(2), "id", int64(c.id),
+	c.resp = resp
+	return respMap{"server", "redis", "version", Version, "proto", int64(resp), "id", int64(c.id),
 		"mode", "standalone", "role", "master", "modules", []any{}}
 }
 
@@ -177,13 +176,10 @@ func (c *conn) client(args []string) any {
 			return nil
 		}
 		return c.name
-	case sub == "SETINFO" && len(args) == 4:
-		attr := strings.ToUpper(args[2])
-		if attr != "LIB-NAME" && attr != "LIB-VER" {
-			return redissim.Error(fmt.Sprintf("ERR Unrecognized option '%s'", args[2]))
-		}
-		// Redis 7.2 has it; 7.0 does not know the subcommand, and clients
-		// ignore the refusal: the served servers answer as 7.0 does.
+	case sub == "SETINFO" || sub == "MAINT_NOTIFICATIONS":
+		// Redis 7.2 and 8 have them; 7.0 does not know them, and clients
+		// ignore the refusal: answered as 7.0 answers, which is serving
+		// them.
 		return redissim.Error(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", args[1]))
 	case sub == "ID" && len(args) == 2:
 		return int64(c.id)

@@ -29,6 +29,7 @@ type conn struct {
 	// whether it is over for the World (dead) or ends after its reply
 	// (quit).
 	name    string
+	resp    int // 2 or 3 (HELLO 3)
 	busy    bool
 	abandon func()
 	multi   [][]string
@@ -39,7 +40,7 @@ type conn struct {
 }
 
 func newConn(p *Process, pt *port, nc net.Conn) *conn {
-	return &conn{p: p, port: pt, nc: nc, id: p.s.nextID(), downs: pt.downs}
+	return &conn{p: p, port: pt, nc: nc, id: p.s.nextID(), downs: pt.downs, resp: 2}
 }
 
 // tag names the connection's server in the log: s0, s1...
@@ -71,7 +72,7 @@ func (c *conn) read() {
 
 // write sends a reply; any goroutine may.
 func (c *conn) write(v any) {
-	b := appendReply(nil, v)
+	b := appendReply(nil, v, c.resp)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))

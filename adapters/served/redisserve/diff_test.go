@@ -271,7 +271,8 @@ func replyText(args []any, vs ...any) string {
 
 // The differential: drawn sequences of commands and scripts, each run
 // through go-redis on the served simulator and on a private
-// redis-server, reply by reply. LOCKPROVER_RESP_SEQUENCES sets how many
+// redis-server, reply by reply, in RESP2 and RESP3 in turn.
+// LOCKPROVER_RESP_SEQUENCES sets how many
 // (20 by default), LOCKPROVER_RESP_SEED the first seed.
 func TestDifferentialWithRedisServer(t *testing.T) {
 	n, seed := 20, int64(2026112900)
@@ -291,11 +292,17 @@ func TestDifferentialWithRedisServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	real := redis.NewClient(&redis.Options{Addr: srv.Addr(), Protocol: 2, PoolSize: 1, MaxRetries: -1, ReadTimeout: 5 * time.Second})
-	defer real.Close()
+	// Even sequences speak RESP2, odd ones RESP3 (go-redis's HELLO 3).
+	clients := map[int]*redis.Client{}
+	for _, proto := range []int{2, 3} {
+		clients[proto] = redis.NewClient(&redis.Options{Addr: srv.Addr(), Protocol: proto, PoolSize: 1, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+		defer clients[proto].Close()
+	}
 	agree, steps, stepsAgree, luaWording, dbsize := 0, 0, 0, 0, 0
 	for i := range n {
 		seq := drawSequence(rand.New(rand.NewSource(seed+int64(i))), 15+i%10)
+		proto := 2 + i%2
+		real := clients[proto]
 		if err := real.FlushAll(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +318,7 @@ func TestDifferentialWithRedisServer(t *testing.T) {
 		want := runSequence(ctx, real, seq, func(int) { at = append(at, time.Since(start)) }, time.Sleep)
 		var got []string
 		_, s, errs := serve(t, redissim.Options{}, redisserve.Options{}, map[string]client{"c1": func(w *redissim.World, wp *redissim.Process, sp *redisserve.Process) error {
-			c := redis.NewClient(&redis.Options{Addr: sp.Addrs()[0], Protocol: 2, PoolSize: 1, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+			c := redis.NewClient(&redis.Options{Addr: sp.Addrs()[0], Protocol: proto, PoolSize: 1, MaxRetries: -1, ReadTimeout: 5 * time.Second})
 			defer c.Close()
 			v0 := int64(-1)
 			follow := func(i int) {
@@ -359,7 +366,7 @@ func TestDifferentialWithRedisServer(t *testing.T) {
 				for k := range seq {
 					fmt.Fprintf(&b, "\n  %2d at %7.1f ms  %-40.40s  sim %-30.30s  real %.30s", k, float64(at[k])/1e6, seq[k], atOr(got, k), want[k])
 				}
-				t.Errorf("sequence %d (seed %d) differs first at step %d, %s:\n  simulator:    %s\n  redis-server: %s%s", i, seed+int64(i), j, seq[j], atOr(got, j), want[j], b.String())
+				t.Errorf("sequence %d (seed %d, RESP%d) differs first at step %d, %s:\n  simulator:    %s\n  redis-server: %s%s", i, seed+int64(i), proto, j, seq[j], atOr(got, j), want[j], b.String())
 			}
 			same = false
 		}

@@ -1,5 +1,5 @@
 // Package redisserve serves the simulated Redis servers (sim/redissim) on
-// the wire, over RESP2, so that an unmodified client in any language
+// the wire, over RESP2 and RESP3, so that an unmodified client in any language
 // (go-redis, redis-py, ioredis) and the lock libraries built on them
 // (redsync, redis-py's Lock, node-redlock) run on the simulator as the
 // Redlock reference does.
@@ -29,8 +29,8 @@
 // interpreter (gopher-lua) inside the server's step, with Redis's
 // conversions between Lua and RESP (lua.go); MULTI/EXEC, queued on the
 // connection and sent to the server as one transaction; and what clients
-// send on connecting (HELLO, answered with NOPROTO for protocol 3 so that
-// clients fall back to RESP2; CLIENT SETNAME, GETNAME, SETINFO, ID;
+// send on connecting (HELLO 2 or 3: the connection speaks that protocol;
+// CLIENT SETNAME, GETNAME, ID, INFO, and SETINFO refused as 7.0 does;
 // SELECT 0; INFO; COMMAND), answered by the connection without a step of
 // the server. A command the simulator does not serve gets Redis's own
 // refusal and is named (Broker.Unserved); bad RESP gets Redis's protocol

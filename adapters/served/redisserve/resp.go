@@ -174,41 +174,58 @@ func splitArgs(line string) ([]string, bool) {
 // status is a status reply (+OK), where a plain string is a bulk one.
 type status string
 
-// nullArray is RESP2's *-1, a BLPOP's answer once it timed out.
+// nullArray is RESP2's *-1, a BLPOP's answer once it timed out (RESP3's
+// null).
 type nullArray struct{}
 
-// appendReply appends v in RESP2: nil a null bulk, int64 an integer, a
-// string a bulk, a status a status, an error an error reply (its newlines
-// made spaces, as Redis makes them), a []any an array.
-func appendReply(b []byte, v any) []byte {
+// respMap is a map reply, its keys and values in turn: a flat array in
+// RESP2 (HELLO's answer).
+type respMap []any
+
+// appendReply appends v in RESP2 (resp 2) or RESP3 (resp 3): nil a null,
+// int64 an integer, a string a bulk, a status a status, an error an error
+// reply (its newlines made spaces, as Redis makes them), a []any an
+// array, a respMap a map.
+func appendReply(b []byte, v any, resp int) []byte {
 	switch v := v.(type) {
 	case nil:
+		if resp == 3 {
+			return append(b, "_\r\n"...)
+		}
 		return append(b, "$-1\r\n"...)
 	case nullArray:
+		if resp == 3 {
+			return append(b, "_\r\n"...)
+		}
 		return append(b, "*-1\r\n"...)
 	case int64:
 		return append(strconv.AppendInt(append(b, ':'), v, 10), "\r\n"...)
 	case status:
-		return append(append(append(b, '+'), strings.NewReplacer("\r", " ", "\n", " ").Replace(string(v))...), "\r\n"...)
+		return append(append(append(b, '+'), oneLine.Replace(string(v))...), "\r\n"...)
 	case string:
 		b = strconv.AppendInt(append(b, '$'), int64(len(v)), 10)
 		return append(append(append(b, "\r\n"...), v...), "\r\n"...)
 	case redissim.Error:
-		return append(append(append(b, '-'), strings.NewReplacer("\r", " ", "\n", " ").Replace(string(v))...), "\r\n"...)
+		return append(append(append(b, '-'), oneLine.Replace(string(v))...), "\r\n"...)
 	case error:
-		return appendReply(b, redissim.Error(v.Error()))
+		return appendReply(b, redissim.Error(v.Error()), resp)
+	case respMap:
+		if resp != 3 {
+			return appendReply(b, []any(v), resp)
+		}
+		b = append(strconv.AppendInt(append(b, '%'), int64(len(v)/2), 10), "\r\n"...)
+		for _, x := range v {
+			b = appendReply(b, x, resp)
+		}
+		return b
 	case []any:
 		b = append(strconv.AppendInt(append(b, '*'), int64(len(v)), 10), "\r\n"...)
 		for _, x := range v {
-			b = appendReply(b, x)
-		}
-		return b
-	case []string:
-		b = append(strconv.AppendInt(append(b, '*'), int64(len(v)), 10), "\r\n"...)
-		for _, x := range v {
-			b = appendReply(b, x)
+			b = appendReply(b, x, resp)
 		}
 		return b
 	}
-	return appendReply(b, redissim.Error(fmt.Sprintf("ERR redisserve: a reply of type %T", v)))
+	return appendReply(b, redissim.Error(fmt.Sprintf("ERR redisserve: a reply of type %T", v)), resp)
 }
+
+var oneLine = strings.NewReplacer("\r", " ", "\n", " ")
