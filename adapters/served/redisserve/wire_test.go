@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -167,5 +168,65 @@ func TestFaultsOnTheWire(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("trace:\n%s\nlog %q", trace.String(), s.Log()["c1"])
+	}
+}
+
+// With N servers each process gets N ports, and a connection through the
+// i-th talks to server i alone; a MULTI/EXEC goes to its server as one
+// transaction.
+func TestAPortPerServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w, s, errs := serve(t, redissim.Options{Servers: 3}, redisserve.Options{}, map[string]client{"c1": func(w *redissim.World, wp *redissim.Process, sp *redisserve.Process) error {
+		if n := len(sp.Addrs()); n != 3 {
+			return fmt.Errorf("%d ports for 3 servers", n)
+		}
+		for i := range 3 {
+			c := goRedis(sp, i)
+			defer c.Close()
+			if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Set(ctx, fmt.Sprintf("k%d", i), "v", 0)
+				p.Incr(ctx, "n")
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
+	check(errs, t)
+	for i := range 3 {
+		keys, _ := w.Keys(i)
+		if want := []string{fmt.Sprintf("k%d=v", i), "n=1"}; !slices.Equal(keys, want) {
+			t.Errorf("server %d holds %q, want %q", i, keys, want)
+		}
+	}
+	if u := s.Unserved(); len(u) > 0 {
+		t.Errorf("unserved %q", u)
+	}
+}
+
+// Nothing a served World opens outlives its Close: every goroutine (the
+// ports' accepts, each connection's reader) has ended, also for a
+// connection the client left open.
+func TestCloseLeavesNothing(t *testing.T) {
+	// A World leaves its idle coroutines for the next (sched.Pool): one
+	// run first, so that they are counted before.
+	serve(t, redissim.Options{}, redisserve.Options{}, map[string]client{"c1": func(*redissim.World, *redissim.Process, *redisserve.Process) error { return nil }})
+	before := runtime.NumGoroutine()
+	var left net.Conn
+	serve(t, redissim.Options{Servers: 2}, redisserve.Options{}, map[string]client{"c1": func(w *redissim.World, wp *redissim.Process, sp *redisserve.Process) error {
+		var err error
+		left, err = net.Dial("tcp", sp.Addrs()[1])
+		return err
+	}})
+	defer left.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines left of %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
