@@ -2,6 +2,7 @@ package redisserve
 
 import (
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,6 +36,8 @@ type Process struct {
 	moved  bool
 	flight int
 }
+
+var _ process.Waiter = (*Process)(nil)
 
 func newProcess(s *Broker, name string, wp *redissim.Process, ports []*port) *Process {
 	return &Process{s: s, name: name, wp: wp, ports: ports, more: make(chan struct{}, 1), gone: make(chan struct{})}
@@ -210,6 +213,20 @@ func (p *Process) close() {
 	}
 }
 
+// killed is the end of a process killed in the World (its coroutine
+// stops in Await): its connections close, and what they had in the World
+// is abandoned there (a blocked BLPOP forgotten), as a crashed client's
+// sockets closing reach its servers.
+func (p *Process) killed() {
+	p.mu.Lock()
+	conns := slices.Clone(p.conns)
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.lost()
+	}
+	p.close()
+}
+
 // flush makes the servers' lives true on the wire, in the World: a server
 // that went down since the port last looked has reset every connection
 // made to it before; a server down refuses at its port (its listener
@@ -261,7 +278,7 @@ func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-
 	finished := false
 	defer func() {
 		if !finished {
-			p.close()
+			p.killed()
 		}
 	}()
 	for {

@@ -230,3 +230,39 @@ func TestCloseLeavesNothing(t *testing.T) {
 		t.Fatalf("%d goroutines left of %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// A process killed in the World loses its connections as a crashed
+// client does: its blocked BLPOP is forgotten by its server, and takes
+// nothing pushed after.
+func TestKilledProcessForgotten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var pushed []string
+	_, _, errs := serve(t, redissim.Options{}, redisserve.Options{}, map[string]client{
+		"c1": func(w *redissim.World, wp *redissim.Process, sp *redisserve.Process) error {
+			c := goRedis(sp, 0)
+			defer c.Close()
+			c.Options().ReadTimeout = -1
+			c.BLPop(ctx, 0, "q") // ends when the process is killed
+			return nil
+		},
+		"c2": func(w *redissim.World, wp *redissim.Process, sp *redisserve.Process) error {
+			c := goRedis(sp, 0)
+			defer c.Close()
+			time.Sleep(300 * time.Millisecond) // c1 blocks meanwhile
+			sp.Do(func() { w.Kill("c1") })
+			if err := c.RPush(ctx, "q", "x").Err(); err != nil {
+				return err
+			}
+			var err error
+			pushed, err = c.LRange(ctx, "q", 0, -1).Result()
+			return err
+		},
+	})
+	if errs["c2"] != nil {
+		t.Fatal(errs["c2"])
+	}
+	if !slices.Equal(pushed, []string{"x"}) {
+		t.Errorf("the list holds %q once the blocked process was killed, want [x]", pushed)
+	}
+}
