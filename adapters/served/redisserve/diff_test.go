@@ -78,6 +78,14 @@ var diffScripts = map[string]string{
 	"hash":     `redis.call("hset", KEYS[1], "f", ARGV[1]) return redis.call("hmget", KEYS[1], "f", "g")`,
 	"nil-arg":  `return redis.call("get", ARGV[5])`,
 	"numbers":  `return redis.call("set", KEYS[1], 3.5) and redis.call("get", KEYS[1])`,
+	"global":   `x = 5 return x`,
+	"no-such":  `return undefined_thing`,
+	"arity":    `return redis.pcall("get")`,
+	"noscript": `return redis.call("eval", "return 1", 0)`,
+	"no-args":  `return redis.call()`,
+	"loop":     `local n = 0 for i, k in ipairs(KEYS) do n = n + redis.call("exists", k) end for _, a in ipairs(ARGV) do n = n + #a end return n`,
+	"strings":  `return string.format("%s-%d-%s", ARGV[1], #ARGV, string.upper(string.sub(ARGV[1], 1, 1)))`,
+	"table-ok": `local t = redis.call("set", KEYS[1], "v") return {t, t.ok, type(t)}`,
 }
 
 // A diffStep is one command of a sequence, or a sleep (Sleep > 0).

@@ -93,6 +93,7 @@ func (v *luaVM) Run(src string, keys, argv []string, call func([]string) redissi
 	L.SetGlobal("KEYS", strings2table(L, keys))
 	L.SetGlobal("ARGV", strings2table(L, argv))
 	L.SetGlobal("redis", v.redisTable(L, call))
+	v.protectGlobals(L)
 	sha := sha1hex(src)
 	L.Push(L.NewFunctionFromProto(p))
 	if err := L.PCall(0, 1, L.NewFunction(errorHandler)); err != nil {
@@ -170,8 +171,8 @@ func scriptError(err error, sha string) redissim.Error {
 func (v *luaVM) redisTable(L *lua.LState, call func([]string) redissim.Result) *lua.LTable {
 	t := L.NewTable()
 	for name, f := range map[string]lua.LGFunction{
-		"call":  func(L *lua.LState) int { return luaCall(L, call, true) },
-		"pcall": func(L *lua.LState) int { return luaCall(L, call, false) },
+		"call":  func(L *lua.LState) int { return v.luaCall(L, call, true) },
+		"pcall": func(L *lua.LState) int { return v.luaCall(L, call, false) },
 		"error_reply": func(L *lua.LState) int {
 			L.Push(errorTable(L, "-"+L.CheckString(1)))
 			return 1
@@ -227,7 +228,7 @@ func errorTable(L *lua.LState, e string) *lua.LTable {
 }
 
 // luaCall is redis.call (raise) and redis.pcall.
-func luaCall(L *lua.LState, call func([]string) redissim.Result, raise bool) int {
+func (v *luaVM) luaCall(L *lua.LState, call func([]string) redissim.Result, raise bool) int {
 	fail := func(t *lua.LTable) int {
 		if raise {
 			L.Error(t, 1)
@@ -252,6 +253,15 @@ func luaCall(L *lua.LState, call func([]string) redissim.Result, raise bool) int
 	}
 	if !scriptable(args[0]) {
 		return fail(errorTable(L, "This Redis command is not allowed from script"))
+	}
+	if err := redissim.Queueable(args); err != nil {
+		if strings.HasPrefix(err.Error(), "ERR unknown command") {
+			if v.unserved != nil {
+				v.unserved(strings.ToUpper(args[0]))
+			}
+			return fail(errorTable(L, "Unknown Redis command called from script"))
+		}
+		return fail(errorTable(L, "Wrong number of args calling Redis command from script"))
 	}
 	res := call(args)
 	if res.Err != nil {
@@ -327,6 +337,30 @@ func toReply(v lua.LValue) any {
 		return out
 	}
 	return nil
+}
+
+// protectGlobals makes the globals read-only, as Redis 7.0 does: a
+// script that sets one, or reads one that does not exist, fails as there
+// (Redis's libraries cjson, bit, struct and cmsgpack, not served, are
+// named).
+func (v *luaVM) protectGlobals(L *lua.LState) {
+	mt := L.NewTable()
+	mt.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("Attempt to modify a readonly table")
+		return 0
+	}))
+	mt.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		name := L.CheckAny(2).String()
+		switch name {
+		case "cjson", "bit", "struct", "cmsgpack":
+			if v.unserved != nil {
+				v.unserved("Lua library " + name)
+			}
+		}
+		L.RaiseError("Script attempted to access nonexistent global variable '%s'", name)
+		return 0
+	}))
+	L.SetMetatable(L.Get(lua.GlobalsIndex), mt)
 }
 
 // seedRandom makes math.random and math.randomseed Redis's kind: the
