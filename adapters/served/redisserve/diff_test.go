@@ -325,7 +325,10 @@ func TestDifferentialWithRedisServer(t *testing.T) {
 		start := time.Now()
 		want := runSequence(ctx, real, seq, func(int) { at = append(at, time.Since(start)) }, time.Sleep)
 		var got []string
-		_, s, errs := serve(t, redissim.Options{}, redisserve.Options{}, map[string]client{"c1": func(w *redissim.World, wp *redissim.Process, sp *redisserve.Process) error {
+		// Grace of a second: a client slowed down by the machine (a
+		// collection, a busy core) would otherwise idle, and move the
+		// simulator's clock past the real run's.
+		_, s, errs := serve(t, redissim.Options{}, redisserve.Options{Grace: time.Second}, map[string]client{"c1": func(w *redissim.World, wp *redissim.Process, sp *redisserve.Process) error {
 			c := redis.NewClient(&redis.Options{Addr: sp.Addrs()[0], Protocol: proto, PoolSize: 1, MaxRetries: -1, ReadTimeout: 5 * time.Second})
 			defer c.Close()
 			v0 := int64(-1)
