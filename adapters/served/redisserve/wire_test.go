@@ -122,6 +122,7 @@ func TestInterleaveAndReplay(t *testing.T) {
 
 // Faults reach the client as on a real server: a paused server leaves a
 // command unanswered (the client times out), then answers once resumed;
+// a lost reply resets the connection, the command having run;
 // a crashed server resets its connections and refuses dials at its port
 // while down; restarted without persistence it has lost its keys, and
 // the port is the same.
@@ -142,6 +143,13 @@ func TestFaultsOnTheWire(t *testing.T) {
 		sp.Do(func() { w.Resume(0) })
 		if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
 			return fmt.Errorf("GET once resumed: %q %v", v, err)
+		}
+		sp.Do(func() { w.DropReply("c1", 0) })
+		if err := c.Set(ctx, "k", "v2", 0).Err(); err == nil {
+			return errors.New("SET whose reply was lost: no error")
+		}
+		if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v2" {
+			return fmt.Errorf("GET after a lost reply: %q %v, want v2 (the SET ran)", v, err)
 		}
 		sp.Do(func() { w.Restart(0, time.Second) })
 		err := c.Get(ctx, "k").Err()
