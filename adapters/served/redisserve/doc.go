@@ -1,6 +1,6 @@
 // Package redisserve serves the simulated Redis servers (sim/redissim) on
-// the wire, over RESP2 and RESP3, so that an unmodified client in any language
-// (go-redis, redis-py, ioredis) and the lock libraries built on them
+// the wire, over RESP2 and RESP3, so that an unmodified client in any
+// language (go-redis, redis-py, ioredis) and the lock libraries built on them
 // (redsync, redis-py's Lock, node-redlock) run on the simulator as the
 // Redlock reference does.
 //
