@@ -1,8 +1,9 @@
 // Package redisserve serves the simulated Redis servers (sim/redissim) on
 // the wire, over RESP2 and RESP3, so that an unmodified client in any
-// language (go-redis, redis-py, ioredis) and the lock libraries built on them
-// (redsync, redis-py's Lock, node-redlock) run on the simulator as the
-// Redlock reference does.
+// language, and the lock libraries built on it, run on the simulator as
+// the Redlock reference does (go-redis and redis-py's own Lock are held
+// to it here; the differential holds it to redis-server 7.0 through
+// go-redis).
 //
 // It is amqpserve's design for Redis. Each process of the World gets a
 // loopback port per simulated server (Process.Addrs: N servers, N ports),
