@@ -26,3 +26,5 @@ func equal(got, want any) bool {
 }
 
 func slicesSort(xs []string) { sort.Strings(xs) }
+
+func itoa(i int) string { return fmt.Sprint(i) }
