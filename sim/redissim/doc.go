@@ -83,7 +83,9 @@
 // script the servers do not know natively runs (EVAL, EVALSHA, SCRIPT
 // LOAD, EXISTS, FLUSH), atomically, its redis.call run against the same
 // keyspace in the same step, and makes what they do not model an error
-// reply told to the served broker rather than a failure of Run; World.Up
+// reply told to the served broker rather than a failure of Run;
+// Process.Subscribe is a connection's SUBSCRIBE, its messages handed to
+// callbacks; World.Up
 // says whether a server takes connections; Queueable is what MULTI
 // answers a command it queues.
 //

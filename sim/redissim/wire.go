@@ -116,6 +116,47 @@ func (p *Process) repliedTo() {
 	}
 }
 
+// Subscribe subscribes the process to channel on server i, as a
+// connection's SUBSCRIBE does, without waiting (a scheduling point of the
+// process): confirmed is called once the server registered it (nil) or
+// could not (the connection's failure: the subscription is over), then
+// message with each message published to channel on server i, through
+// the process's partitions; a crash of the server ends it with failed.
+// The returned unsubscribe is the connection's UNSUBSCRIBE or close (the
+// server forgets it at once); the process's end ends it too. Call it from
+// the process.
+func (p *Process) Subscribe(i int, channel string, confirmed func(error), message func(string), failed func(error)) (unsubscribe func()) {
+	if i < 0 || i >= len(p.w.servers) {
+		confirmed(fmt.Errorf("redissim: server %d: there are %d", i, len(p.w.servers)))
+		return func() {}
+	}
+	sb := &subscription{p: p, server: i, channel: channel, more: &signal{}}
+	first := true
+	sb.got = func(it subItem) {
+		switch {
+		case first:
+			first = false
+			confirmed(it.err)
+			if it.err != nil {
+				sb.end()
+			}
+		case it.err != nil:
+			sb.end()
+			failed(it.err)
+		default:
+			message(it.payload)
+		}
+	}
+	p.subs = append(p.subs, sb)
+	rd := &round{p: p, async: true, slots: []slot{{server: i, sub: sb}}}
+	p.call(request{kind: reqPost, round: rd})
+	return func() {
+		if !sb.closed {
+			sb.end()
+		}
+	}
+}
+
 // Up says whether server i takes connections, and how many times it has
 // gone down so far: a connection made before the last time is one its
 // crash closed.

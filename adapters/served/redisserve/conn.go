@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,20 @@ type conn struct {
 	dirty   bool // a command of the transaction could not be queued
 	dead    bool
 	quit    bool
+
+	// Its subscriptions (SUBSCRIBE): how to end each, by channel, in the
+	// order made; and the replies of a SUBSCRIBE still being confirmed,
+	// written in order as their confirmations come.
+	subs     map[string]func()
+	subOrder []string
+	pending  []*subReply
+}
+
+// subReply is one channel's confirmation of a SUBSCRIBE, written once it
+// and those before it are ready.
+type subReply struct {
+	v     any
+	ready bool
 }
 
 func newConn(p *Process, pt *port, nc net.Conn) *conn {
@@ -135,6 +150,26 @@ func (c *conn) command(args []string) {
 		c.write(redissim.Error("ERR DISCARD without MULTI"))
 		return
 	}
+	switch name {
+	case "SUBSCRIBE", "UNSUBSCRIBE":
+		c.pubsub(name, args)
+		return
+	}
+	if c.subscribed() && c.resp == 2 {
+		switch name {
+		case "PING":
+			msg := ""
+			if len(args) > 1 {
+				msg = args[1]
+			}
+			c.write([]any{"pong", msg})
+			return
+		case "QUIT", "RESET", "PSUBSCRIBE", "PUNSUBSCRIBE", "SSUBSCRIBE", "SUNSUBSCRIBE":
+		default:
+			c.write(redissim.Error(fmt.Sprintf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", strings.ToLower(args[0]))))
+			return
+		}
+	}
 	if r, ok := c.local(args); ok {
 		c.write(r)
 		return
@@ -200,6 +235,94 @@ func (c *conn) send(post func(func(redissim.Result)) func(), shaped func(any) an
 	})
 }
 
+// subscribed says whether the connection is in RESP2's subscribed mode.
+func (c *conn) subscribed() bool { return len(c.subs) > 0 || len(c.pending) > 0 }
+
+// pubsub is SUBSCRIBE channel... (each a subscription in the World,
+// confirmed once its server registered it) and UNSUBSCRIBE [channel...].
+func (c *conn) pubsub(name string, args []string) {
+	if c.subs == nil {
+		c.subs = map[string]func(){}
+	}
+	if name == "UNSUBSCRIBE" {
+		chans := args[1:]
+		if len(chans) == 0 {
+			chans = slices.Clone(c.subOrder)
+			if len(chans) == 0 {
+				c.write(push{"unsubscribe", nil, int64(0)})
+				return
+			}
+		}
+		for _, ch := range chans {
+			if end, ok := c.subs[ch]; ok {
+				end()
+				delete(c.subs, ch)
+				c.subOrder = slices.DeleteFunc(c.subOrder, func(x string) bool { return x == ch })
+			}
+			c.write(push{"unsubscribe", ch, int64(len(c.subs))})
+		}
+		return
+	}
+	if len(args) < 2 {
+		c.write(arityError("subscribe"))
+		return
+	}
+	c.busy = true
+	c.p.flight++
+	for _, ch := range args[1:] {
+		r := &subReply{}
+		c.pending = append(c.pending, r)
+		if _, ok := c.subs[ch]; ok {
+			r.v, r.ready = push{"subscribe", ch, int64(len(c.subs))}, true
+			continue
+		}
+		c.subs[ch] = nil
+		c.subOrder = append(c.subOrder, ch)
+		n := int64(len(c.subs))
+		c.subs[ch] = c.p.wp.Subscribe(c.port.server, ch,
+			func(err error) {
+				if err != nil {
+					c.reset()
+					return
+				}
+				r.v, r.ready = push{"subscribe", ch, n}, true
+				c.confirm()
+			},
+			func(msg string) {
+				if !c.dead {
+					c.write(push{"message", ch, msg})
+				}
+			},
+			func(error) { c.reset() })
+	}
+	c.confirm()
+}
+
+// confirm writes the SUBSCRIBE's confirmations that are ready, in order;
+// the connection takes its next command once all are.
+func (c *conn) confirm() {
+	for len(c.pending) > 0 && c.pending[0].ready {
+		if !c.dead {
+			c.write(c.pending[0].v)
+		}
+		c.pending = c.pending[1:]
+	}
+	if len(c.pending) == 0 && c.busy && c.abandon == nil {
+		c.busy = false
+		c.p.flight--
+	}
+}
+
+// unsubscribeAll ends the connection's subscriptions in the World.
+func (c *conn) unsubscribeAll() {
+	for _, ch := range c.subOrder {
+		if end := c.subs[ch]; end != nil {
+			end()
+		}
+	}
+	c.subs, c.subOrder, c.pending = nil, nil, nil
+}
+
 // lost is the client's close (or its socket's failure), taken in the
 // World: a command it has there is abandoned (a blocked BLPOP is
 // forgotten).
@@ -212,8 +335,10 @@ func (c *conn) lost() {
 	c.nc.Close()
 }
 
-// drop abandons the connection's command in the World, if it has one.
+// drop abandons the connection's command in the World, if it has one,
+// and its subscriptions.
 func (c *conn) drop() {
+	c.unsubscribeAll()
 	if c.busy {
 		c.busy = false
 		c.p.flight--

@@ -29,7 +29,8 @@
 // out); EVAL, EVALSHA and SCRIPT of any Lua script, run by a Lua 5.1
 // interpreter (gopher-lua) inside the server's step, with Redis's
 // conversions between Lua and RESP (lua.go); MULTI/EXEC, queued on the
-// connection and sent to the server as one transaction; and what clients
+// connection and sent to the server as one transaction; SUBSCRIBE and
+// UNSUBSCRIBE (messages as arrays in RESP2, pushes in RESP3); and what clients
 // send on connecting (HELLO 2 or 3: the connection speaks that protocol;
 // CLIENT SETNAME, GETNAME, ID, INFO, and SETINFO refused as 7.0 does;
 // SELECT 0; INFO; COMMAND), answered by the connection without a step of

@@ -178,6 +178,10 @@ type status string
 // null).
 type nullArray struct{}
 
+// push is a message the server sends unasked (a subscription's): an
+// array in RESP2, a push in RESP3.
+type push []any
+
 // respMap is a map reply, its keys and values in turn: a flat array in
 // RESP2 (HELLO's answer).
 type respMap []any
@@ -214,6 +218,15 @@ func appendReply(b []byte, v any, resp int) []byte {
 			return appendReply(b, []any(v), resp)
 		}
 		b = append(strconv.AppendInt(append(b, '%'), int64(len(v)/2), 10), "\r\n"...)
+		for _, x := range v {
+			b = appendReply(b, x, resp)
+		}
+		return b
+	case push:
+		if resp != 3 {
+			return appendReply(b, []any(v), resp)
+		}
+		b = append(strconv.AppendInt(append(b, '>'), int64(len(v)), 10), "\r\n"...)
 		for _, x := range v {
 			b = appendReply(b, x, resp)
 		}
