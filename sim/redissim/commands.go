@@ -34,6 +34,10 @@ func command(name string) func(s *server, args []string) Result {
 		return cmdEval
 	case "EVALSHA":
 		return cmdEvalsha
+	case "SCRIPT":
+		return cmdScript
+	case "ECHO":
+		return cmdEcho
 	}
 	return priorityCommand(name)
 }
@@ -42,7 +46,7 @@ func command(name string) func(s *server, args []string) Result {
 // at least -n.
 var arity = map[string]int{
 	"PING": -1, "GET": 2, "SET": -3, "DEL": -2, "EXISTS": -2, "PEXPIRE": 3,
-	"PTTL": 2, "INCR": 2, "DBSIZE": 1, "EVAL": -3, "EVALSHA": -3,
+	"PTTL": 2, "INCR": 2, "DBSIZE": 1, "EVAL": -3, "EVALSHA": -3, "SCRIPT": -2, "ECHO": 2,
 	"HSET": -4, "HGET": 3, "HMGET": -3, "HLEN": 2, "HDEL": -3, "RPUSH": -3, "LLEN": 2,
 	"LRANGE": 4, "BLPOP": -3, "PUBLISH": 3, "TIME": 1, "TYPE": 2,
 }
@@ -57,9 +61,8 @@ func (s *server) exec(args []string) Result {
 	name := strings.ToUpper(args[0])
 	f := command(name)
 	if f == nil {
-		err := Error(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", args[0], strings.Join(args[1:], " ")))
-		s.w.fail(fmt.Errorf("redissim: %s: a command the simulator does not model: %s", s.name, Describe(args)))
-		return Result{Err: err}
+		s.unmodelled(Describe(args), fmt.Errorf("redissim: %s: a command the simulator does not model: %s", s.name, Describe(args)))
+		return Result{Err: errUnknown(args)}
 	}
 	if n := arity[name]; n > 0 && len(args) != n || n < 0 && len(args) < -n {
 		return Result{Err: Error(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(name)))}
@@ -96,6 +99,8 @@ func cmdPing(s *server, args []string) Result {
 	return Result{Val: "PONG"}
 }
 
+func cmdEcho(s *server, args []string) Result { return Result{Val: args[1]} }
+
 func cmdGet(s *server, args []string) Result {
 	e := s.lookup(args[1])
 	switch {
@@ -107,39 +112,79 @@ func cmdGet(s *server, args []string) Result {
 	return Result{Val: e.val}
 }
 
-// cmdSet is SET key value [NX] [PX ms]: the options Redlock sends.
+// cmdSet is SET key value [NX|XX] [GET] [PX ms|EX s|KEEPTTL]: the options
+// Redlock sends, and those of SET other clients send (EXAT and PXAT are
+// not modelled). Options are parsed as Redis 7.0 parses them (a conflict
+// is a syntax error), then the expiry.
 func cmdSet(s *server, args []string) Result {
-	nx, px := false, int64(0)
+	var nx, xx, get, keep bool
+	var unit, expire string // "PX" or "EX", and its argument
 	for i := 3; i < len(args); i++ {
-		switch strings.ToUpper(args[i]) {
-		case "NX":
+		opt := strings.ToUpper(args[i])
+		next := i+1 < len(args)
+		switch {
+		case opt == "NX" && !xx:
 			nx = true
-		case "PX":
-			if i+1 >= len(args) || px != 0 {
-				return Result{Err: errSyntax}
-			}
+		case opt == "XX" && !nx:
+			xx = true
+		case opt == "GET":
+			get = true
+		case opt == "KEEPTTL" && unit == "":
+			keep = true
+		case (opt == "PX" || opt == "EX") && !keep && (unit == "" || unit == opt) && next:
 			i++
-			n, ok := integer(args[i])
-			if !ok {
-				return Result{Err: errNotInteger}
-			}
-			if n <= 0 || n > math.MaxInt64-s.clock() {
-				return Result{Err: errExpireTime("set")}
-			}
-			px = n
+			unit, expire = opt, args[i]
+		case opt == "EXAT" || opt == "PXAT":
+			s.unmodelled("SET "+opt, fmt.Errorf("redissim: %s: SET option %q is not modelled", s.name, args[i]))
+			return Result{Err: errSyntax}
 		default:
-			s.w.fail(fmt.Errorf("redissim: %s: SET option %q is not modelled", s.name, args[i]))
+			if s.w.wire == nil && opt != "PX" && opt != "NX" {
+				// Not sent by the reference: the simulator was held to Redis
+				// on its options alone.
+				s.w.fail(fmt.Errorf("redissim: %s: SET option %q is not modelled", s.name, args[i]))
+			}
 			return Result{Err: errSyntax}
 		}
 	}
-	if nx && s.lookup(args[1]) != nil {
-		return Result{}
+	px := int64(0)
+	if unit != "" {
+		n, ok := integer(expire)
+		if !ok {
+			return Result{Err: errNotInteger}
+		}
+		if n <= 0 || unit == "EX" && n > math.MaxInt64/1000 {
+			return Result{Err: errExpireTime("set")}
+		}
+		if unit == "EX" {
+			n *= 1000
+		}
+		if n > math.MaxInt64-s.clock() {
+			return Result{Err: errExpireTime("set")}
+		}
+		px = n
+	}
+	old := s.lookup(args[1])
+	var prev any
+	if get && old != nil {
+		if old.kind() != "string" {
+			return Result{Err: errWrongType}
+		}
+		prev = old.val
+	}
+	if nx && old != nil || xx && old == nil {
+		return Result{Val: prev}
 	}
 	e := &entry{val: args[2]}
-	if px > 0 {
+	switch {
+	case px > 0:
 		e.deadline = s.clock() + px
+	case keep && old != nil:
+		e.deadline = old.deadline
 	}
 	s.keys[args[1]] = e
+	if get {
+		return Result{Val: prev}
+	}
 	return Result{Val: "OK"}
 }
 

@@ -25,7 +25,7 @@
 // reference's commands and scripts, with sleeps, run on both and compared
 // step by step; it backs `lockprover conform --kind redlock`):
 //
-//   - strings with deadlines: SET key value [NX] [PX ms], GET, DEL,
+//   - strings with deadlines: SET key value [NX|XX] [GET] [PX ms|EX s|KEEPTTL], GET, DEL,
 //     EXISTS, PEXPIRE (a deadline not in the future deletes), PTTL (-2,
 //     -1, or the ms left), INCR (the deadline stays), PING, DBSIZE, TYPE;
 //     a key is gone to every command once its server's clock passes its
@@ -54,7 +54,8 @@
 //     did before stays, as on Redis);
 //   - errors as Redis words them (Error), wrong arguments included; a
 //     command or a script the simulator does not model is an error reply
-//     naming it, and makes Run fail;
+//     naming it, and makes Run fail (served on the wire, it is told to the
+//     served broker instead: see below);
 //   - faults: Crash and Restart of a server (Persistence None: it comes
 //     back empty; Always: with every key it had applied, deadlines kept
 //     on its clock; either way its blocked clients' and subscribers'
@@ -75,8 +76,23 @@
 // too starts no goroutine and reads no other clock, and a run of it
 // depends only on the decisions (TestPrioritySameSeedSameRun).
 //
-// Not modelled: other commands and options (SET's EX, XX, KEEPTTL, GET;
-// absolute deadlines PEXPIREAT and PXAT; other list and hash commands;
+// Served on the wire (wire.go, for adapters/served/redisserve): a command
+// given as words is sent without waiting (Process.Send, SendTx), its reply
+// handed back when it comes, and Wait lets the sender wait in virtual time
+// for one; World.Serve gives the servers a Lua interpreter, on which any
+// script the servers do not know natively runs (EVAL, EVALSHA, SCRIPT
+// LOAD, EXISTS, FLUSH), atomically, its redis.call run against the same
+// keyspace in the same step, and makes what they do not model an error
+// reply told to the served broker rather than a failure of Run;
+// Process.Subscribe is a connection's SUBSCRIBE, its messages handed to
+// callbacks; World.Up
+// says whether a server takes connections; Queueable is what MULTI
+// answers a command it queues.
+//
+// Not modelled: other commands and options (SET's EXAT and PXAT;
+// absolute deadlines PEXPIREAT and PXAT; DBSIZE counts only live keys,
+// where Redis counts those past their deadline its active expiry has not
+// collected yet; other list and hash commands;
 // BLPOP with a timeout of 0 is modelled, but never sent), other data
 // types, replication and failover, Redis's 100 ms cron (a BLPOP's own
 // timeout ends exactly on time; Redis answers up to 100 ms later, which

@@ -52,7 +52,7 @@ func (s *server) crash() {
 	if s.pers == None {
 		s.keys = map[string]*entry{}
 	}
-	s.scripts = map[string]bool{}
+	s.scripts, s.sources = map[string]bool{}, map[string]string{}
 }
 
 // Restart brings server i down (as Crash: a clean shutdown keeps no more,

@@ -73,7 +73,8 @@ type round struct {
 	left    int
 	timer   *sched.Timer
 	done    bool
-	async   bool // its process does not wait for it (a SUBSCRIBE)
+	async   bool         // its process does not wait for it (a SUBSCRIBE, Send)
+	then    func(Result) // Send's: given the result
 }
 
 type slot struct {
@@ -184,6 +185,11 @@ func (w *World) finish(rd *round) {
 	rd.done = true
 	rd.timer.Cancel()
 	if rd.async {
+		if rd.then != nil {
+			rd.then(rd.slots[0].res)
+			rd.p.repliedTo()
+			return
+		}
 		w.subscribed(rd)
 		return
 	}

@@ -29,6 +29,9 @@ type subscription struct {
 	on      bool    // registered on its server
 	broken  bool    // its connection failed: the next Receive subscribes again
 	closed  bool
+	// got, for a subscription of the wire (Process.Subscribe), is told
+	// each item instead of queueing it.
+	got func(subItem)
 }
 
 // A subItem is what the connection receives: a message (a publication's
@@ -59,6 +62,10 @@ func (sb *subscription) send() {
 // push queues it and wakes the receiver.
 func (sb *subscription) push(it subItem) {
 	if sb.closed {
+		return
+	}
+	if sb.got != nil {
+		sb.got(it)
 		return
 	}
 	sb.queue = append(sb.queue, it)

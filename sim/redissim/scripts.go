@@ -70,7 +70,8 @@ func ScriptSHA1(src string) string {
 }
 
 // cmdEval is EVAL source numkeys key... arg...; the script goes into the
-// server's cache.
+// server's cache. A script not known natively runs on the wire's Lua
+// interpreter (Wire.Lua), if there is one.
 func cmdEval(s *server, args []string) Result {
 	keys, argv, err := splitKeys(args)
 	if err != nil {
@@ -78,11 +79,18 @@ func cmdEval(s *server, args []string) Result {
 	}
 	sc := scriptBySource(args[1])
 	if sc == nil {
+		if s.lua() != nil {
+			sha, err := s.load(args[1])
+			if err != nil {
+				return Result{Err: err}
+			}
+			return s.runLua(sha, keys, argv)
+		}
 		first := strings.TrimSpace(args[1])
 		if i := strings.IndexByte(first, '\n'); i >= 0 {
 			first = first[:i] + " ..."
 		}
-		s.w.fail(fmt.Errorf("redissim: %s: a script the simulator does not model (sha1 %s): %s", s.name, ScriptSHA1(args[1]), first))
+		s.unmodelled("EVAL "+first, fmt.Errorf("redissim: %s: a script the simulator does not model (sha1 %s): %s", s.name, ScriptSHA1(args[1]), first))
 		return Result{Err: Error(fmt.Sprintf("ERR redissim: unknown script %s (%s)", ScriptSHA1(args[1]), first))}
 	}
 	s.scripts[sc.sha] = true
@@ -96,11 +104,81 @@ func cmdEvalsha(s *server, args []string) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	sc := scriptBySHA(args[1])
+	sha := strings.ToLower(args[1])
+	if _, ok := s.sources[sha]; ok {
+		return s.runLua(sha, keys, argv)
+	}
+	sc := scriptBySHA(sha)
 	if sc == nil || !s.scripts[sc.sha] {
 		return Result{Err: errNoScript}
 	}
 	return runScript(s, sc, keys, argv)
+}
+
+// load compiles src on the wire's interpreter and caches it: its SHA1.
+func (s *server) load(src string) (string, error) {
+	sha := ScriptSHA1(src)
+	if _, ok := s.sources[sha]; ok {
+		return sha, nil
+	}
+	if err := s.lua().Load(src); err != nil {
+		return "", err
+	}
+	s.sources[sha] = src
+	return sha, nil
+}
+
+// runLua runs the cached script sha on the wire's interpreter,
+// atomically: its commands run here, in this step, BLPOP not blocking.
+func (s *server) runLua(sha string, keys, argv []string) Result {
+	atomic := s.atomic
+	s.atomic = true
+	defer func() { s.atomic = atomic }()
+	return s.lua().Run(s.sources[sha], keys, argv, func(args []string) Result { return s.exec(args) })
+}
+
+// cmdScript is SCRIPT LOAD source, SCRIPT EXISTS sha1..., SCRIPT FLUSH
+// [ASYNC|SYNC]: the script cache. A script not known natively is loaded
+// on the wire's interpreter, if there is one.
+func cmdScript(s *server, args []string) Result {
+	sub := strings.ToUpper(args[1])
+	switch {
+	case sub == "LOAD" && len(args) == 3:
+		if sc := scriptBySource(args[2]); sc != nil {
+			s.scripts[sc.sha] = true
+			return Result{Val: sc.sha}
+		}
+		if s.lua() == nil {
+			s.unmodelled("SCRIPT LOAD", fmt.Errorf("redissim: %s: a script the simulator does not model (sha1 %s)", s.name, ScriptSHA1(args[2])))
+			return Result{Err: Error("ERR redissim: unknown script " + ScriptSHA1(args[2]))}
+		}
+		sha, err := s.load(args[2])
+		if err != nil {
+			return Result{Err: err}
+		}
+		return Result{Val: sha}
+	case sub == "EXISTS" && len(args) >= 3:
+		out := make([]any, len(args)-2)
+		for i, sha := range args[2:] {
+			sha = strings.ToLower(sha)
+			_, lua := s.sources[sha]
+			out[i] = int64(0)
+			if lua || s.scripts[sha] {
+				out[i] = int64(1)
+			}
+		}
+		return Result{Val: out}
+	case sub == "FLUSH" && len(args) <= 3:
+		if len(args) == 3 && !strings.EqualFold(args[2], "ASYNC") && !strings.EqualFold(args[2], "SYNC") {
+			return Result{Err: Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option")}
+		}
+		s.scripts, s.sources = map[string]bool{}, map[string]string{}
+		return Result{Val: "OK"}
+	case sub == "LOAD" || sub == "EXISTS" || sub == "FLUSH":
+		return Result{Err: Error(fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try SCRIPT HELP.", args[1]))}
+	}
+	s.unmodelled("SCRIPT "+sub, fmt.Errorf("redissim: %s: SCRIPT %s is not modelled", s.name, sub))
+	return Result{Err: Error(fmt.Sprintf("ERR unknown subcommand '%s'. Try SCRIPT HELP.", args[1]))}
 }
 
 func splitKeys(args []string) (keys, argv []string, err error) {

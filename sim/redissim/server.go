@@ -22,8 +22,9 @@ type server struct {
 	pers    Persistence
 	proc    *Process // its loop's current process
 	keys    map[string]*entry
-	scripts map[string]bool // SHA1s of the scripts it has been sent (EVAL)
-	skew    time.Duration   // clock jumps so far
+	scripts map[string]bool   // SHA1s of the scripts it has been sent (EVAL)
+	sources map[string]string // the wire's Lua scripts it has been sent, by SHA1
+	skew    time.Duration     // clock jumps so far
 	down    bool
 	paused  bool // SIGSTOPped
 	upGen   int
@@ -70,7 +71,7 @@ type msg struct {
 
 func newServer(w *World, id int, pers Persistence) *server {
 	return &server{w: w, id: id, name: fmt.Sprintf("s%d", id), pers: pers,
-		keys: map[string]*entry{}, scripts: map[string]bool{}}
+		keys: map[string]*entry{}, scripts: map[string]bool{}, sources: map[string]string{}}
 }
 
 // spawn starts the server's loop as a process, unless it runs.

@@ -303,7 +303,7 @@ func (s *server) execTx(tx [][]string) Result {
 		}
 		name := strings.ToUpper(args[0])
 		if command(name) == nil {
-			s.w.fail(fmt.Errorf("redissim: %s: a command the simulator does not model, in a transaction: %s", s.name, Describe(args)))
+			s.unmodelled(Describe(args), fmt.Errorf("redissim: %s: a command the simulator does not model, in a transaction: %s", s.name, Describe(args)))
 			return Result{Err: errExecAbort}
 		}
 		if n := arity[name]; n > 0 && len(args) != n || n < 0 && len(args) < -n {

@@ -68,6 +68,7 @@ type World struct {
 	base    simworld.Base[*Process, reply]
 	servers []*server
 	reap    []*Process // tasks to kill: their client has ended
+	wire    *Wire      // set when served on the wire (Serve)
 }
 
 // New returns a World of o.Servers empty servers, up, at virtual time 0.
@@ -129,7 +130,8 @@ type Process struct {
 	ntasks  int        // how many it started, for their names
 	pending *round     // the round it waits for
 	subs    []*subscription
-	await   *awaiter // the wait it is in (PriorityEnv.Await)
+	await   *awaiter // the wait it is in (PriorityEnv.Await, Wait)
+	replied *signal  // fired when a reply to a Send comes (Wait)
 }
 
 // client is the client the process is, or whose task it is.

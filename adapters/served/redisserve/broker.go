@@ -1,0 +1,233 @@
+package redisserve
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockprover/lockprover/sim/redissim"
+)
+
+// Options configure a served World. The zero value records.
+type Options struct {
+	// Script, if set, is a Log to replay: each process takes the steps it
+	// logged, in order, until one differs (then it records again).
+	Script map[string][]string
+	// Grace is how long a process whose commands were all answered may
+	// stay silent before it counts as idle; 0 means 50 ms.
+	Grace time.Duration
+	// Start is Grace for a process that has taken no step yet (starting,
+	// an interpreter loading its modules costs the World no time); 0
+	// means 2 s.
+	Start time.Duration
+	// Quiet is how long a process already idle, or whose commands wait
+	// on their servers, may stay silent before virtual time passes again;
+	// 0 means 2 ms.
+	Quiet time.Duration
+	// Idle is the virtual time an idle turn lets pass; 0 means 10 ms.
+	Idle time.Duration
+	// Late bounds how long a replay waits for the step its log has next;
+	// 0 means 10 s.
+	Late time.Duration
+}
+
+func (o *Options) defaults() {
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&o.Grace, 50 * time.Millisecond}, {&o.Start, 2 * time.Second}, {&o.Quiet, 2 * time.Millisecond}, {&o.Idle, 10 * time.Millisecond}, {&o.Late, 10 * time.Second}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+}
+
+// A Broker is one World's servers served on the wire: ports per process,
+// and what its processes did, step by step.
+type Broker struct {
+	w    *redissim.World
+	o    Options
+	name string
+
+	mu       sync.Mutex
+	procs    []*Process
+	log      map[string][]string
+	refused  []string
+	diverged []string
+	unserved []string
+	closed   bool
+	ids      int // the connections' ids (CLIENT ID), over the servers
+}
+
+// served counts the served Worlds, for their names.
+var served atomic.Int64
+
+// New serves w's servers: it gives them a Lua interpreter for any script
+// and makes what they do not model a reply named in Unserved
+// (redissim.World.Serve), so call it before w.Run. Close ends it.
+func New(w *redissim.World, o Options) *Broker {
+	o.defaults()
+	s := &Broker{w: w, o: o, log: map[string][]string{}, name: fmt.Sprintf("served-redis-%d", served.Add(1))}
+	w.Serve(redissim.Wire{
+		Lua: &luaVM{unserved: s.unserve},
+		Unmodelled: func(server int, what string) {
+			s.unserve(what)
+		},
+	})
+	return s
+}
+
+// Name is the served World's own, unique in the program: the run its
+// processes' implementation is started under.
+func (s *Broker) Name() string { return s.name }
+
+// Process serves the World's process p (call it from p): one loopback
+// port per server, a connection through port i talking to server i. A
+// name reused (a restarted process) gets ports of its own.
+func (s *Broker) Process(p *redissim.Process) (*Process, error) {
+	name := p.Name()
+	var ports []*port
+	for i := range s.w.Servers() {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			for _, pt := range ports {
+				pt.ln.Close()
+			}
+			return nil, fmt.Errorf("served redis: a port for %s: %w", name, err)
+		}
+		ports = append(ports, &port{server: i, addr: ln.Addr().String(), ln: ln})
+	}
+	sp := newProcess(s, name, p, ports)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		for _, pt := range ports {
+			pt.ln.Close()
+		}
+		return nil, fmt.Errorf("served redis: closed")
+	}
+	for _, q := range s.procs {
+		if q.name == name {
+			q.close()
+		}
+	}
+	s.procs = append(s.procs, sp)
+	if script := s.o.Script[name]; len(script) > len(s.log[name]) {
+		sp.script = script[len(s.log[name]):]
+	}
+	for _, pt := range ports {
+		sp.wg.Add(1)
+		go sp.accept(pt, pt.ln)
+	}
+	sp.flush()
+	return sp, nil
+}
+
+// Close stops serving: every port and connection closes, and Close
+// returns once every goroutine it started has ended.
+func (s *Broker) Close() {
+	s.mu.Lock()
+	s.closed = true
+	procs := slices.Clone(s.procs)
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.close()
+		p.wg.Wait()
+	}
+}
+
+// Log is every process's steps, by name, in order: what Options.Script
+// replays.
+func (s *Broker) Log() map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]string, len(s.log))
+	for k, v := range s.log {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// Refused are what the served servers refused of the processes' side,
+// each named with what came: bad RESP (the connection closed).
+func (s *Broker) Refused() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.refused)
+}
+
+// Diverged says where a replay's client did what its log did not
+// (Options.Script), from which step on the run was a new one.
+func (s *Broker) Diverged() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.diverged)
+}
+
+// Unserved are the commands (options, subcommands, script features) a
+// process sent that the served servers do not serve, each once, answered
+// as Redis answers a command it does not know: a run that has any says
+// nothing of the implementation there.
+func (s *Broker) Unserved() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.unserved)
+}
+
+func (s *Broker) refuse(format string, args ...any) {
+	s.mu.Lock()
+	s.refused = append(s.refused, fmt.Sprintf(format, args...))
+	s.mu.Unlock()
+}
+
+func (s *Broker) diverge(format string, args ...any) {
+	s.mu.Lock()
+	s.diverged = append(s.diverged, fmt.Sprintf(format, args...))
+	s.mu.Unlock()
+}
+
+func (s *Broker) record(name, step string) {
+	s.mu.Lock()
+	s.log[name] = append(s.log[name], step)
+	s.mu.Unlock()
+}
+
+func (s *Broker) steps(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.log[name])
+}
+
+func (s *Broker) unserve(what string) {
+	s.mu.Lock()
+	if !slices.Contains(s.unserved, what) {
+		s.unserved = append(s.unserved, what)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Broker) nextID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids++
+	return s.ids
+}
+
+// A port is where a process's client connects to server: closed while
+// the server is down, opened again at the same address after.
+type port struct {
+	server int
+	addr   string
+	ln     net.Listener // nil while closed
+	downs  int          // the server's downs when the port last looked
+}
+
+func (pt *port) tcpPort() int {
+	_, p, _ := net.SplitHostPort(pt.addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
