@@ -2,12 +2,12 @@ package amqpserve
 
 import (
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/served/wire"
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
 	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 )
@@ -63,25 +63,26 @@ func (o *Options) defaults() {
 }
 
 // A Broker is one World served on the wire: a port per process, and what
-// its processes did, step by step.
+// its processes did, step by step (the embedded Record: Log, and what the
+// run says nothing of the implementation for: Refused, a connection that
+// did not speak AMQP 0-9-1, a wrong password or vhost, a frame that could
+// not be read; Diverged; Unserved, methods answered as RabbitMQ answers one
+// it has no handler for, 503 COMMAND_INVALID).
 type Broker struct {
+	wire.Record
 	w    *rabbitmqsim.World
 	o    Options
 	name string
 
-	mu       sync.Mutex
-	procs    []*Process
-	log      map[string][]string
-	refused  []string
-	diverged []string
-	unserved []string
-	closed   bool
+	mu     sync.Mutex
+	procs  []*Process
+	closed bool
 }
 
 // New serves w. Close ends it.
 func New(w *rabbitmqsim.World, o Options) *Broker {
 	o.defaults()
-	return &Broker{w: w, o: o, log: map[string][]string{}, name: fmt.Sprintf("served-%d", served.Add(1))}
+	return &Broker{w: w, o: o, name: fmt.Sprintf("served-%d", served.Add(1))}
 }
 
 // Pace is the World's (rabbitmq.Options.Pace), called where its clock
@@ -118,17 +119,19 @@ func (s *Broker) Name() string { return s.name }
 // node as a real node's own port does (URLs); URL is its own node's.
 // A name reused (a restarted process) gets ports of its own.
 func (s *Broker) Process(name string, b broker.Broker) (*Process, error) {
-	ports, err := listen(name, s.w.Nodes(), s.w.NodeOf(name))
+	nodes := []string{""}
+	if own := s.w.NodeOf(name); own != "" {
+		nodes = append([]string{own}, slices.DeleteFunc(s.w.Nodes(), func(n string) bool { return n == own })...)
+	}
+	ports, err := wire.Listen(name, nodes)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("served broker: %w", err)
 	}
 	p := newProcess(s, name, b, ports)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		for _, pt := range ports {
-			pt.ln.Close()
-		}
+		wire.Close(ports)
 		return nil, fmt.Errorf("served broker: closed")
 	}
 	for _, q := range s.procs {
@@ -137,37 +140,15 @@ func (s *Broker) Process(name string, b broker.Broker) (*Process, error) {
 		}
 	}
 	s.procs = append(s.procs, p)
-	if script := s.o.Script[name]; len(script) > len(s.log[name]) {
-		p.script = script[len(s.log[name]):]
+	if script, n := s.o.Script[name], s.Steps(name); len(script) > n {
+		p.script = script[n:]
 	}
 	for _, pt := range ports {
 		p.wg.Add(1)
-		go p.accept(pt, pt.ln)
+		go p.accept(pt, pt.Ln)
 	}
 	p.listen()
 	return p, nil
-}
-
-// listen opens the loopback ports of process name: one, on one broker;
-// one per node of a cluster, the process's own node (own) first.
-func listen(name string, nodes []string, own string) ([]*port, error) {
-	if nodes == nil {
-		nodes = []string{""}
-	} else {
-		nodes = append([]string{own}, slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == own })...)
-	}
-	var ports []*port
-	for _, node := range nodes {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			for _, pt := range ports {
-				pt.ln.Close()
-			}
-			return nil, fmt.Errorf("served broker: a port for %s: %w", name, err)
-		}
-		ports = append(ports, &port{node: node, addr: ln.Addr().String(), ln: ln})
-	}
-	return ports, nil
 }
 
 // Close stops serving: every port and connection closes, and Close
@@ -181,76 +162,4 @@ func (s *Broker) Close() {
 		p.close()
 		p.wg.Wait()
 	}
-}
-
-// Log is every process's steps, by name, in order: what Options.Script
-// replays.
-func (s *Broker) Log() map[string][]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string][]string, len(s.log))
-	for k, v := range s.log {
-		out[k] = slices.Clone(v)
-	}
-	return out
-}
-
-// Refused are what the served broker refused of the processes' side,
-// each named with what came: a connection that did not speak AMQP 0-9-1,
-// a wrong password or vhost, a frame that could not be read.
-func (s *Broker) Refused() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.refused)
-}
-
-// Diverged says where a replay's implementation did what its log did not
-// (Options.Script), from which step on the run was a new one.
-func (s *Broker) Diverged() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.diverged)
-}
-
-// Unserved are the methods a process sent that the served broker does not
-// serve (each once), which it answered as RabbitMQ answers a method it has
-// no handler for (503 COMMAND_INVALID): a run that has any says nothing of
-// the implementation.
-func (s *Broker) Unserved() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.unserved)
-}
-
-func (s *Broker) refuse(format string, args ...any) {
-	s.mu.Lock()
-	s.refused = append(s.refused, fmt.Sprintf(format, args...))
-	s.mu.Unlock()
-}
-
-func (s *Broker) diverge(format string, args ...any) {
-	s.mu.Lock()
-	s.diverged = append(s.diverged, fmt.Sprintf(format, args...))
-	s.mu.Unlock()
-}
-
-func (s *Broker) record(name, step string) {
-	s.mu.Lock()
-	s.log[name] = append(s.log[name], step)
-	s.mu.Unlock()
-}
-
-// steps is how many steps process name has logged.
-func (s *Broker) steps(name string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.log[name])
-}
-
-func (s *Broker) unserve(method string) {
-	s.mu.Lock()
-	if !slices.Contains(s.unserved, method) {
-		s.unserved = append(s.unserved, method)
-	}
-	s.mu.Unlock()
 }

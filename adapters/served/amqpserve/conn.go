@@ -62,7 +62,7 @@ func (c *wireConn) String() string { return fmt.Sprintf("%s's connection %d", c.
 func (c *wireConn) serve() {
 	defer c.p.wg.Done()
 	if err := c.handshake(); err != nil {
-		c.p.s.refuse("%s: %v", c, err)
+		c.p.s.Refuse("%s: %v", c, err)
 		c.nc.Close()
 		return
 	}

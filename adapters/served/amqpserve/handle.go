@@ -102,7 +102,7 @@ func (c *wireConn) open() {
 // not be read, which is named.
 func (c *wireConn) lost(err error) {
 	if err != nil && !gone(err) {
-		c.p.s.refuse("%s: %v: the connection was closed (RabbitMQ answers an unreadable frame with 501 FRAME_ERROR)", c, err)
+		c.p.s.Refuse("%s: %v: the connection was closed (RabbitMQ answers an unreadable frame with 501 FRAME_ERROR)", c, err)
 		c.send(0, &amqpwire.ConnectionClose{ReplyCode: 501, ReplyText: "FRAME_ERROR - " + err.Error()})
 	}
 	if c.conn != nil && c.conn.Err() == nil {
@@ -413,7 +413,7 @@ func (c *wireConn) closeConn(code int, text string, id amqpwire.MethodID) {
 // unserved answers a method the served broker does not serve as RabbitMQ
 // answers one it has no handler for, and names it.
 func (c *wireConn) unserved(cmd command) {
-	c.p.s.unserve(cmd.id.String())
+	c.p.s.Unserve(cmd.id.String())
 	c.connError(cmd, 503, "COMMAND_INVALID - unimplemented method")
 }
 

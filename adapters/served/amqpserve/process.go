@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/process"
+	"github.com/lockprover/lockprover/adapters/served/wire"
 	"github.com/lockprover/lockprover/model/amqplocks/broker"
 )
 
@@ -18,7 +19,7 @@ type Process struct {
 	broker.Broker
 	s     *Broker
 	name  string
-	ports []*port // the process's own node's first
+	ports []*wire.Port[string] // by node ("" on one broker), the process's own node's first
 	wg    sync.WaitGroup
 
 	mu     sync.Mutex
@@ -36,18 +37,7 @@ type Process struct {
 	serving *wireConn // the connection whose frame the World is serving, if any
 }
 
-// A port is where a process's implementation connects: on a cluster, to
-// node; on one broker, node is "". It is closed while its node refuses
-// connections (World.Listens) and opened again at the same address after.
-type port struct {
-	node string
-	addr string
-	ln   net.Listener // nil while closed
-}
-
-func (pt *port) url() string { return "amqp://guest:guest@" + pt.addr + "/" }
-
-func newProcess(s *Broker, name string, b broker.Broker, ports []*port) *Process {
+func newProcess(s *Broker, name string, b broker.Broker, ports []*wire.Port[string]) *Process {
 	return &Process{Broker: b, s: s, name: name, ports: ports, more: make(chan struct{}, 1), gone: make(chan struct{})}
 }
 
@@ -57,7 +47,11 @@ func (p *Process) Run() string { return p.s.name }
 
 // URL is the broker's address for the process's implementation: on a
 // cluster, its own node's.
-func (p *Process) URL() string { return p.ports[0].url() }
+func (p *Process) URL() string { return p.ports[0].URL(scheme) }
+
+// scheme is what comes before a port's address in a URL the served
+// broker gives: guest/guest, the one login it takes.
+const scheme = "amqp://guest:guest@"
 
 // URLs are the addresses of every node of a cluster for the process's
 // implementation, its own node's first (URL), then the others in the
@@ -66,7 +60,7 @@ func (p *Process) URL() string { return p.ports[0].url() }
 func (p *Process) URLs() []string {
 	urls := make([]string, len(p.ports))
 	for i, pt := range p.ports {
-		urls[i] = pt.url()
+		urls[i] = pt.URL(scheme)
 	}
 	return urls
 }
@@ -153,7 +147,7 @@ func (p *Process) live() (event, bool) {
 
 // accept takes the process's connections through ln, pt's listener, until
 // it closes.
-func (p *Process) accept(pt *port, ln net.Listener) {
+func (p *Process) accept(pt *wire.Port[string], ln net.Listener) {
 	defer p.wg.Done()
 	for {
 		nc, err := ln.Accept()
@@ -167,8 +161,8 @@ func (p *Process) accept(pt *port, ln net.Listener) {
 			return
 		}
 		c := newWireConn(p, len(p.conns)+1, nc)
-		if pt.node != p.ports[0].node {
-			c.node = pt.node // another node's port
+		if pt.Key != p.ports[0].Key {
+			c.node = pt.Key // another node's port
 		}
 		p.conns = append(p.conns, c)
 		p.wg.Add(1)
@@ -186,11 +180,7 @@ func (p *Process) close() {
 	p.ended = true
 	conns := p.conns
 	p.mu.Unlock()
-	for _, pt := range p.ports {
-		if pt.ln != nil {
-			pt.ln.Close()
-		}
-	}
+	wire.Close(p.ports)
 	for _, c := range conns {
 		c.halt()
 	}
@@ -202,22 +192,16 @@ func (p *Process) close() {
 // World, as flush.
 func (p *Process) listen() {
 	for _, pt := range p.ports {
-		up := p.s.w.Listens(pt.node)
+		up := p.s.w.Listens(pt.Key)
 		p.mu.Lock()
-		switch {
-		case p.ended:
-		case !up && pt.ln != nil:
-			pt.ln.Close()
-			pt.ln = nil
-		case up && pt.ln == nil:
-			ln, err := net.Listen("tcp", pt.addr)
+		if !p.ended {
+			err := pt.Follow(up, func(ln net.Listener) {
+				p.wg.Add(1)
+				go p.accept(pt, ln)
+			})
 			if err != nil {
-				p.s.refuse("%s: its port %s for %s could not be opened again: %v", p.name, pt.addr, pt.node, err)
-				break
+				p.s.Refuse("%s: its port %s for %s could not be opened again: %v", p.name, pt.Addr, pt.Key, err)
 			}
-			pt.ln = ln
-			p.wg.Add(1)
-			go p.accept(pt, ln)
 		}
 		p.mu.Unlock()
 	}
@@ -238,18 +222,18 @@ func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-
 		p.moved = p.moved || st == stepReady || st == stepEvent
 		switch st {
 		case stepReady:
-			p.s.record(p.name, "ready")
+			p.s.Took(p.name, "ready")
 			return process.Ready
 		case stepExpired:
 			return process.Expired
 		case stepDone:
 			return process.Done
 		case stepIdle:
-			p.s.record(p.name, "idle")
+			p.s.Took(p.name, "idle")
 			p.idled = true
 			p.Sleep(context.Background(), p.s.o.Idle)
 		case stepEvent:
-			p.s.record(p.name, e.fingerprint())
+			p.s.Took(p.name, e.fingerprint())
 			p.idled = false
 			if e.kind == evCall {
 				e.call()

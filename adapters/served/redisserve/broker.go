@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockprover/lockprover/adapters/served/wire"
 	"github.com/lockprover/lockprover/sim/redissim"
 )
 
@@ -47,20 +48,21 @@ func (o *Options) defaults() {
 }
 
 // A Broker is one World's servers served on the wire: ports per process,
-// and what its processes did, step by step.
+// and what its processes did, step by step (the embedded Record: Log, and
+// what the run says nothing of the implementation for: Refused, bad RESP,
+// its connection closed; Diverged; Unserved, commands, options,
+// subcommands and script features answered as Redis answers a command it
+// does not know).
 type Broker struct {
+	wire.Record
 	w    *redissim.World
 	o    Options
 	name string
 
-	mu       sync.Mutex
-	procs    []*Process
-	log      map[string][]string
-	refused  []string
-	diverged []string
-	unserved []string
-	closed   bool
-	ids      int // the connections' ids (CLIENT ID), over the servers
+	mu     sync.Mutex
+	procs  []*Process
+	closed bool
+	ids    int // the connections' ids (CLIENT ID), over the servers
 }
 
 // served counts the served Worlds, for their names.
@@ -71,11 +73,11 @@ var served atomic.Int64
 // (redissim.World.Serve), so call it before w.Run. Close ends it.
 func New(w *redissim.World, o Options) *Broker {
 	o.defaults()
-	s := &Broker{w: w, o: o, log: map[string][]string{}, name: fmt.Sprintf("served-redis-%d", served.Add(1))}
+	s := &Broker{w: w, o: o, name: fmt.Sprintf("served-redis-%d", served.Add(1))}
 	w.Serve(redissim.Wire{
-		Lua: &luaVM{unserved: s.unserve},
+		Lua: &luaVM{unserved: s.Unserve},
 		Unmodelled: func(server int, what string) {
-			s.unserve(what)
+			s.Unserve(what)
 		},
 	})
 	return s
@@ -90,24 +92,23 @@ func (s *Broker) Name() string { return s.name }
 // name reused (a restarted process) gets ports of its own.
 func (s *Broker) Process(p *redissim.Process) (*Process, error) {
 	name := p.Name()
-	var ports []*port
-	for i := range s.w.Servers() {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			for _, pt := range ports {
-				pt.ln.Close()
-			}
-			return nil, fmt.Errorf("served redis: a port for %s: %w", name, err)
-		}
-		ports = append(ports, &port{server: i, addr: ln.Addr().String(), ln: ln})
+	servers := make([]int, s.w.Servers())
+	for i := range servers {
+		servers[i] = i
+	}
+	wp, err := wire.Listen(name, servers)
+	if err != nil {
+		return nil, fmt.Errorf("served redis: %w", err)
+	}
+	ports := make([]*port, len(wp))
+	for i, pt := range wp {
+		ports[i] = &port{Port: pt}
 	}
 	sp := newProcess(s, name, p, ports)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		for _, pt := range ports {
-			pt.ln.Close()
-		}
+		wire.Close(wp)
 		return nil, fmt.Errorf("served redis: closed")
 	}
 	for _, q := range s.procs {
@@ -116,12 +117,12 @@ func (s *Broker) Process(p *redissim.Process) (*Process, error) {
 		}
 	}
 	s.procs = append(s.procs, sp)
-	if script := s.o.Script[name]; len(script) > len(s.log[name]) {
-		sp.script = script[len(s.log[name]):]
+	if script, n := s.o.Script[name], s.Steps(name); len(script) > n {
+		sp.script = script[n:]
 	}
 	for _, pt := range ports {
 		sp.wg.Add(1)
-		go sp.accept(pt, pt.ln)
+		go sp.accept(pt, pt.Ln)
 	}
 	sp.flush()
 	return sp, nil
@@ -140,76 +141,6 @@ func (s *Broker) Close() {
 	}
 }
 
-// Log is every process's steps, by name, in order: what Options.Script
-// replays.
-func (s *Broker) Log() map[string][]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string][]string, len(s.log))
-	for k, v := range s.log {
-		out[k] = slices.Clone(v)
-	}
-	return out
-}
-
-// Refused are what the served servers refused of the processes' side,
-// each named with what came: bad RESP (the connection closed).
-func (s *Broker) Refused() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.refused)
-}
-
-// Diverged says where a replay's client did what its log did not
-// (Options.Script), from which step on the run was a new one.
-func (s *Broker) Diverged() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.diverged)
-}
-
-// Unserved are the commands (options, subcommands, script features) a
-// process sent that the served servers do not serve, each once, answered
-// as Redis answers a command it does not know: a run that has any says
-// nothing of the implementation there.
-func (s *Broker) Unserved() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.unserved)
-}
-
-func (s *Broker) refuse(format string, args ...any) {
-	s.mu.Lock()
-	s.refused = append(s.refused, fmt.Sprintf(format, args...))
-	s.mu.Unlock()
-}
-
-func (s *Broker) diverge(format string, args ...any) {
-	s.mu.Lock()
-	s.diverged = append(s.diverged, fmt.Sprintf(format, args...))
-	s.mu.Unlock()
-}
-
-func (s *Broker) record(name, step string) {
-	s.mu.Lock()
-	s.log[name] = append(s.log[name], step)
-	s.mu.Unlock()
-}
-
-func (s *Broker) steps(name string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.log[name])
-}
-
-func (s *Broker) unserve(what string) {
-	s.mu.Lock()
-	if !slices.Contains(s.unserved, what) {
-		s.unserved = append(s.unserved, what)
-	}
-	s.mu.Unlock()
-}
-
 func (s *Broker) nextID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -220,14 +151,12 @@ func (s *Broker) nextID() int {
 // A port is where a process's client connects to server: closed while
 // the server is down, opened again at the same address after.
 type port struct {
-	server int
-	addr   string
-	ln     net.Listener // nil while closed
-	downs  int          // the server's downs when the port last looked
+	*wire.Port[int]     // its Key is the server's index
+	downs           int // the server's downs when the port last looked
 }
 
 func (pt *port) tcpPort() int {
-	_, p, _ := net.SplitHostPort(pt.addr)
+	_, p, _ := net.SplitHostPort(pt.Addr)
 	n, _ := strconv.Atoi(p)
 	return n
 }

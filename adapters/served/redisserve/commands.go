@@ -94,7 +94,7 @@ func (c *conn) local(args []string) (reply any, ok bool) {
 		case err != nil:
 			return redissim.Error("ERR value is not an integer or out of range"), true
 		case n != 0:
-			c.p.s.unserve(fmt.Sprintf("SELECT %d (only database 0 is served)", n))
+			c.p.s.Unserve(fmt.Sprintf("SELECT %d (only database 0 is served)", n))
 			return redissim.Error("ERR DB index is out of range"), true
 		}
 		return status("OK"), true
@@ -186,7 +186,7 @@ func (c *conn) client(args []string) any {
 	case sub == "INFO" && len(args) == 2:
 		return fmt.Sprintf("id=%d addr=%s laddr=%s fd=8 name=%s db=0 resp=2 cmd=client|info\n", c.id, c.nc.RemoteAddr(), c.nc.LocalAddr(), c.name)
 	}
-	c.p.s.unserve("CLIENT " + sub)
+	c.p.s.Unserve("CLIENT " + sub)
 	return redissim.Error(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", args[1]))
 }
 
@@ -213,6 +213,6 @@ func (c *conn) commandCmd(args []string) any {
 		out := make([]any, len(args)-2)
 		return out
 	}
-	c.p.s.unserve("COMMAND " + strings.ToUpper(args[1]))
+	c.p.s.Unserve("COMMAND " + strings.ToUpper(args[1]))
 	return redissim.Error(fmt.Sprintf("ERR unknown subcommand '%s'. Try COMMAND HELP.", args[1]))
 }

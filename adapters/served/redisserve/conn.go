@@ -59,10 +59,10 @@ func newConn(p *Process, pt *port, nc net.Conn) *conn {
 }
 
 // tag names the connection's server in the log: s0, s1...
-func (c *conn) tag() string { return fmt.Sprintf("s%d", c.port.server) }
+func (c *conn) tag() string { return fmt.Sprintf("s%d", c.port.Key) }
 
 func (c *conn) String() string {
-	return fmt.Sprintf("%s's connection %d to server %d", c.p.name, c.id, c.port.server)
+	return fmt.Sprintf("%s's connection %d to server %d", c.p.name, c.id, c.port.Key)
 }
 
 // read reads the connection's commands until it ends or sends what is
@@ -100,7 +100,7 @@ func (c *conn) handle(e event) {
 		return
 	}
 	if e.kind == evBad {
-		c.p.s.refuse("%s: %v", c, e.err)
+		c.p.s.Refuse("%s: %v", c, e.err)
 		c.write(redissim.Error(e.err.Error()))
 		c.end()
 		return
@@ -179,14 +179,14 @@ func (c *conn) command(args []string) {
 		c.write(err)
 		return
 	}
-	c.send(func(done func(redissim.Result)) func() { return c.p.wp.Send(c.port.server, args, done) },
+	c.send(func(done func(redissim.Result)) func() { return c.p.wp.Send(c.port.Key, args, done) },
 		func(v any) any { return shape(args, v) })
 }
 
 // unknown names a command the servers do not serve.
 func (c *conn) unknown(args []string, err error) {
 	if strings.HasPrefix(err.Error(), "ERR unknown command") {
-		c.p.s.unserve(strings.ToUpper(args[0]))
+		c.p.s.Unserve(strings.ToUpper(args[0]))
 	}
 }
 
@@ -202,7 +202,7 @@ func (c *conn) exec() {
 		c.write([]any{})
 		return
 	}
-	c.send(func(done func(redissim.Result)) func() { return c.p.wp.SendTx(c.port.server, tx, done) },
+	c.send(func(done func(redissim.Result)) func() { return c.p.wp.SendTx(c.port.Key, tx, done) },
 		func(v any) any { return shapeTx(tx, v) })
 }
 
@@ -279,7 +279,7 @@ func (c *conn) pubsub(name string, args []string) {
 		c.subs[ch] = nil
 		c.subOrder = append(c.subOrder, ch)
 		n := int64(len(c.subs))
-		c.subs[ch] = c.p.wp.Subscribe(c.port.server, ch,
+		c.subs[ch] = c.p.wp.Subscribe(c.port.Key, ch,
 			func(err error) {
 				if err != nil {
 					c.reset()

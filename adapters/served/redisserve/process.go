@@ -53,7 +53,7 @@ func (p *Process) Run() string { return p.s.name }
 func (p *Process) Addrs() []string {
 	out := make([]string, len(p.ports))
 	for i, pt := range p.ports {
-		out[i] = pt.addr
+		out[i] = pt.Addr
 	}
 	return out
 }
@@ -202,10 +202,7 @@ func (p *Process) close() {
 	p.ended = true
 	conns := p.conns
 	for _, pt := range p.ports {
-		if pt.ln != nil {
-			pt.ln.Close()
-			pt.ln = nil
-		}
+		pt.Follow(false, nil) // closed for good: p.ended keeps it so
 	}
 	p.mu.Unlock()
 	for _, c := range conns {
@@ -235,7 +232,7 @@ func (p *Process) flush() {
 	var reset []*conn
 	p.mu.Lock()
 	for _, pt := range p.ports {
-		up, downs := p.s.w.Up(pt.server)
+		up, downs := p.s.w.Up(pt.Key)
 		if downs != pt.downs {
 			pt.downs = downs
 			for _, c := range p.conns {
@@ -244,20 +241,14 @@ func (p *Process) flush() {
 				}
 			}
 		}
-		switch {
-		case p.ended:
-		case !up && pt.ln != nil:
-			pt.ln.Close()
-			pt.ln = nil
-		case up && pt.ln == nil:
-			ln, err := net.Listen("tcp", pt.addr)
+		if !p.ended {
+			err := pt.Follow(up, func(ln net.Listener) {
+				p.wg.Add(1)
+				go p.accept(pt, ln)
+			})
 			if err != nil {
-				p.s.refuse("%s: its port %s for server %d could not be opened again: %v", p.name, pt.addr, pt.server, err)
-				break
+				p.s.Refuse("%s: its port %s for server %d could not be opened again: %v", p.name, pt.Addr, pt.Key, err)
 			}
-			pt.ln = ln
-			p.wg.Add(1)
-			go p.accept(pt, ln)
 		}
 	}
 	p.mu.Unlock()
@@ -287,7 +278,7 @@ func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-
 		p.moved = p.moved || st == stepReady || st == stepEvent
 		switch st {
 		case stepReady:
-			p.s.record(p.name, "ready")
+			p.s.Took(p.name, "ready")
 			finished = true
 			return process.Ready
 		case stepExpired:
@@ -297,14 +288,14 @@ func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-
 			finished = true
 			return process.Done
 		case stepIdle:
-			p.s.record(p.name, "idle")
+			p.s.Took(p.name, "idle")
 			p.idled = true
 			p.wp.Sleep(p.s.o.Idle)
 		case stepWait:
-			p.s.record(p.name, "wait")
+			p.s.Took(p.name, "wait")
 			p.waited = !p.wp.Wait(p.s.o.Idle)
 		case stepEvent:
-			p.s.record(p.name, e.fingerprint())
+			p.s.Took(p.name, e.fingerprint())
 			p.idled, p.waited = false, false
 			if e.kind == evCall {
 				e.call()

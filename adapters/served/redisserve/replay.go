@@ -10,7 +10,7 @@ import (
 // log has is waited for, a bounded time (Options.Late).
 func (p *Process) replay(ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) (step, event, bool) {
 	want := p.script[0]
-	at := p.s.steps(p.name) + 1
+	at := p.s.Steps(p.name) + 1
 	switch want {
 	case "idle":
 		p.script = p.script[1:]
@@ -51,6 +51,6 @@ func (p *Process) replay(ready <-chan struct{}, expired <-chan time.Time, done <
 // diverge notes where the client left its log, and makes the process
 // record from there.
 func (p *Process) diverge(at int, want, did string) {
-	p.s.diverge("replay: %s's step %d in the log is %s; the client %s: from there the run is a new one", p.name, at, want, did)
+	p.s.Diverge("replay: %s's step %d in the log is %s; the client %s: from there the run is a new one", p.name, at, want, did)
 	p.script = nil
 }

@@ -1,0 +1,161 @@
+// Package wire is what every simulator served on the wire shares
+// (adapters/served: amqpserve, redisserve): the run's Record (each
+// process's steps, what was refused, where a replay left its log, what was
+// not served) and the loopback Ports a process's implementation connects
+// to, closed while the server behind one is down and opened again at the
+// same address.
+package wire
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+)
+
+// A Record is what a served run noted, safe for concurrent use: each
+// process's steps in order (what a replay takes again), and the problems
+// that make the run say nothing of the implementation.
+type Record struct {
+	mu       sync.Mutex
+	log      map[string][]string
+	refused  []string
+	diverged []string
+	unserved []string
+}
+
+// Log is every process's steps, by name, in order: what a replay's
+// script takes again.
+func (r *Record) Log() map[string][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string][]string, len(r.log))
+	for k, v := range r.log {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// Refused are what the served server refused of the processes' side,
+// each named with what came (a connection that did not speak its
+// protocol, a wrong password, a frame that could not be read).
+func (r *Record) Refused() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.refused)
+}
+
+// Diverged says where a replay's implementation did what its log did not,
+// from which step on the run was a new one.
+func (r *Record) Diverged() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.diverged)
+}
+
+// Unserved are what processes sent that the served server does not serve
+// (each once), answered as the real server answers what it does not know:
+// a run that has any says nothing of the implementation.
+func (r *Record) Unserved() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.unserved)
+}
+
+// Refuse notes a refusal (Refused).
+func (r *Record) Refuse(format string, args ...any) {
+	r.mu.Lock()
+	r.refused = append(r.refused, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+// Diverge notes where a replay left its log (Diverged).
+func (r *Record) Diverge(format string, args ...any) {
+	r.mu.Lock()
+	r.diverged = append(r.diverged, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+// Unserve notes what was not served, once (Unserved).
+func (r *Record) Unserve(what string) {
+	r.mu.Lock()
+	if !slices.Contains(r.unserved, what) {
+		r.unserved = append(r.unserved, what)
+	}
+	r.mu.Unlock()
+}
+
+// Took logs process's next step.
+func (r *Record) Took(process, step string) {
+	r.mu.Lock()
+	if r.log == nil {
+		r.log = map[string][]string{}
+	}
+	r.log[process] = append(r.log[process], step)
+	r.mu.Unlock()
+}
+
+// Steps is how many steps process has logged.
+func (r *Record) Steps(process string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.log[process])
+}
+
+// A Port is a loopback port a process's implementation connects to: on a
+// server of several, that server's (its Key). Its listener is closed while
+// the server refuses connections, so that a dial is refused before any
+// byte as a real one's is, and opened again at the same address after.
+// Its listener is read and set under its owner's lock.
+type Port[K comparable] struct {
+	Key  K
+	Addr string
+	Ln   net.Listener // nil while closed
+}
+
+// Listen opens a loopback port for each key, in order; none if one
+// cannot be had (what names what could not is the error).
+func Listen[K comparable](what string, keys []K) ([]*Port[K], error) {
+	var ports []*Port[K]
+	for _, k := range keys {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			Close(ports)
+			return nil, fmt.Errorf("a port for %s: %w", what, err)
+		}
+		ports = append(ports, &Port[K]{Key: k, Addr: ln.Addr().String(), Ln: ln})
+	}
+	return ports, nil
+}
+
+// Close closes the ports' listeners that are open.
+func Close[K comparable](ports []*Port[K]) {
+	for _, pt := range ports {
+		if pt.Ln != nil {
+			pt.Ln.Close()
+		}
+	}
+}
+
+// URL is the port's address as an URL of scheme (amqp://guest:guest@,
+// redis://): scheme, then host:port, then "/".
+func (pt *Port[K]) URL(scheme string) string { return scheme + pt.Addr + "/" }
+
+// Follow opens or closes the port as its server takes connections (up)
+// or refuses them; accept serves a listener opened again. It says what
+// went wrong opening it again (the address taken meanwhile), or nil.
+func (pt *Port[K]) Follow(up bool, accept func(net.Listener)) error {
+	switch {
+	case !up && pt.Ln != nil:
+		pt.Ln.Close()
+		pt.Ln = nil
+	case up && pt.Ln == nil:
+		ln, err := net.Listen("tcp", pt.Addr)
+		if err != nil {
+			return err
+		}
+		pt.Ln = ln
+		accept(ln)
+	}
+	return nil
+}

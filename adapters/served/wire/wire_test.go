@@ -1,0 +1,66 @@
+package wire_test
+
+import (
+	"errors"
+	"net"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/lockprover/lockprover/adapters/served/wire"
+)
+
+// A port follows its server: closed, a dial is refused before any byte
+// (ECONNREFUSED, as from a server that is down); opened again, at the
+// same address, a dial is taken by what accept serves.
+func TestAPortFollowsItsServer(t *testing.T) {
+	ports, err := wire.Listen("c1", []string{"n1", "n2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wire.Close(ports)
+	pt := ports[1]
+	if pt.Key != "n2" || pt.URL("amqp://guest:guest@") != "amqp://guest:guest@"+pt.Addr+"/" {
+		t.Fatalf("port %s at %s, URL %s", pt.Key, pt.Addr, pt.URL("amqp://guest:guest@"))
+	}
+	if err := pt.Follow(false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.Dial("tcp", pt.Addr); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("a dial to a closed port: %v, want it refused", err)
+	}
+	accepted := make(chan struct{})
+	if err := pt.Follow(true, func(ln net.Listener) {
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				c.Close()
+				close(accepted)
+			}
+		}()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", pt.Addr)
+	if err != nil {
+		t.Fatalf("a dial to the port opened again: %v", err)
+	}
+	c.Close()
+	<-accepted
+}
+
+// A Record keeps each process's steps in order, and what was unserved once.
+func TestRecord(t *testing.T) {
+	var r wire.Record
+	r.Took("c1", "c1 open")
+	r.Took("c2", "idle")
+	r.Took("c1", "ready")
+	r.Unserve("exchange.declare")
+	r.Unserve("exchange.declare")
+	r.Refuse("%s: %s", "c1", "a wrong vhost")
+	if got := r.Log()["c1"]; !slices.Equal(got, []string{"c1 open", "ready"}) || r.Steps("c2") != 1 {
+		t.Fatalf("log %v", r.Log())
+	}
+	if !slices.Equal(r.Unserved(), []string{"exchange.declare"}) || !slices.Equal(r.Refused(), []string{"c1: a wrong vhost"}) || r.Diverged() != nil {
+		t.Fatalf("unserved %v refused %v diverged %v", r.Unserved(), r.Refused(), r.Diverged())
+	}
+}
