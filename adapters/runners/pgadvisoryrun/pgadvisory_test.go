@@ -275,7 +275,10 @@ func TestKilledHolder(t *testing.T) {
 // then judged nothing); a run that did not is run again.
 func TestUnlockElsewhere(t *testing.T) {
 	on(t, func(t *testing.T, s *postgres.Server) {
-		pl := plan(2000, nil, []lease.Step{acq, rel}, []lease.Step{sleep(300), acq})
+		// c2 acquires once c1 has released: 1.2 s later, where a loaded
+		// suite's acquire and release took up to 0.57 s (300 ms was too
+		// little three runs in a row there).
+		pl := plan(2000, nil, []lease.Step{acq, rel}, []lease.Step{sleep(1200), acq})
 		vs := runOrdered(t, s, Config{}, pl, releasedBeforeAcquire)
 		passes(t, vs)
 		pl.Mutant = "unlock-elsewhere"

@@ -3,6 +3,7 @@ package redlockrun
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -108,11 +109,13 @@ func TestRedisFaults(t *testing.T) {
 			t.Errorf("%s: %s", v.Property, v.Detail)
 		}
 	}
-	// The run's trace has what each process's proxy passed to each
-	// server, in time order, c2's killed incarnation's too.
+	// The run's trace has what each process's proxy passed to the
+	// servers both ways, c2's killed incarnation's too. Which servers a
+	// client reached before a round's timeout is the machine's to say (a
+	// loaded suite's c1 reached only two of the three).
 	trace := strings.Join(res.Evidence.Trace, "\n")
-	for _, w := range []string{"s c1->redis1: -> ", "s c1->redis3: <- ", "s c2->redis2: -> "} {
-		if !strings.Contains(trace, w) {
+	for _, w := range []string{"c1->redis\\d: -> ", "c1->redis\\d: <- ", "c2->redis\\d: -> ", "c2->redis\\d: <- "} {
+		if !regexp.MustCompile(w).MatchString(trace) {
 			t.Errorf("the trace lacks %q:\n%s", w, trace)
 		}
 	}
