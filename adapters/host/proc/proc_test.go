@@ -203,9 +203,11 @@ func TestRetry(t *testing.T) {
 // process lost the bind and exited (as redis-server does) or lingers. The
 // one that holds the port is ready.
 func TestLaunchTellsAnotherServersAnswer(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3 to serve a port")
+	python := "/usr/bin/python3" // Debian's: a pyenv shim on $PATH costs seconds on a loaded machine
+	if _, err := os.Stat(python); err != nil {
+		if python, err = exec.LookPath("python3"); err != nil {
+			t.Skip("no python3 to serve a port")
+		}
 	}
 	if _, err := listens(os.Getpid(), 1); err != nil {
 		t.Skipf("cannot tell who listens here: %v", err)
@@ -238,8 +240,11 @@ func TestLaunchTellsAnotherServersAnswer(t *testing.T) {
 		}
 	}
 	serve := "import socket, sys, time\ns = socket.socket()\ns.bind(('127.0.0.1', int(sys.argv[1])))\ns.listen()\ntime.sleep(60)\n"
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	// Each launch has a minute: beside a loaded suite the three shared
+	// 20 s, and the last ran out before its python bound its port.
+	launch := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), time.Minute)
+	}
 	for _, c := range []struct {
 		name string
 		bin  string
@@ -249,7 +254,9 @@ func TestLaunchTellsAnotherServersAnswer(t *testing.T) {
 		{"lingers", "sleep", []string{"60"}},
 	} {
 		p := &Proc{Name: "test: server " + c.name, Log: filepath.Join(t.TempDir(), "log"), Port: ports[0]}
+		ctx, cancel := launch()
 		err := p.Launch(ctx, c.bin, c.args, "here", answers(ports[0]))
+		cancel()
 		if !InUse(err) {
 			t.Errorf("%s: Launch on a port another answers on: %v, want an error InUse knows", c.name, err)
 		}
@@ -259,6 +266,8 @@ func TestLaunchTellsAnotherServersAnswer(t *testing.T) {
 		}
 	}
 	own := &Proc{Name: "test: server that binds", Log: filepath.Join(t.TempDir(), "log"), Port: ports[1]}
+	ctx, cancel := launch()
+	defer cancel()
 	if err := own.Launch(ctx, python, []string{"-c", serve, fmt.Sprint(ports[1])}, "here", answers(ports[1])); err != nil {
 		t.Errorf("Launch of the port's own server: %v", err)
 	}
