@@ -140,9 +140,7 @@ func (s *Broker) Process(name string, b broker.Broker) (*Process, error) {
 		}
 	}
 	s.procs = append(s.procs, p)
-	if script, n := s.o.Script[name], s.Steps(name); len(script) > n {
-		p.script = script[n:]
-	}
+	p.script = s.Left(s.o.Script, name)
 	for _, pt := range ports {
 		p.wg.Add(1)
 		go p.accept(pt, pt.Ln)

@@ -117,9 +117,7 @@ func (s *Broker) Process(p *redissim.Process) (*Process, error) {
 		}
 	}
 	s.procs = append(s.procs, sp)
-	if script, n := s.o.Script[name], s.Steps(name); len(script) > n {
-		sp.script = script[n:]
-	}
+	sp.script = s.Left(s.o.Script, name)
 	for _, pt := range ports {
 		sp.wg.Add(1)
 		go sp.accept(pt, pt.Ln)

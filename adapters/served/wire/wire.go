@@ -102,6 +102,16 @@ func (r *Record) Steps(process string) int {
 	return len(r.log[process])
 }
 
+// Left is what process has still to replay of script (a served run's
+// Script: the log of a run to take again), after the steps it logged: a
+// restarted process's new incarnation goes on where the last one ended.
+func (r *Record) Left(script map[string][]string, process string) []string {
+	if all, n := script[process], r.Steps(process); len(all) > n {
+		return all[n:]
+	}
+	return nil
+}
+
 // A Port is a loopback port a process's implementation connects to: on a
 // server of several, that server's (its Key). Its listener is closed while
 // the server refuses connections, so that a dial is refused before any

@@ -60,6 +60,10 @@ func TestRecord(t *testing.T) {
 	if got := r.Log()["c1"]; !slices.Equal(got, []string{"c1 open", "ready"}) || r.Steps("c2") != 1 {
 		t.Fatalf("log %v", r.Log())
 	}
+	script := map[string][]string{"c1": {"c1 open", "ready", "c1 gone"}, "c2": {"idle"}}
+	if left := r.Left(script, "c1"); !slices.Equal(left, []string{"c1 gone"}) || r.Left(script, "c2") != nil {
+		t.Fatalf("left to replay: c1 %v, c2 %v", left, r.Left(script, "c2"))
+	}
 	if !slices.Equal(r.Unserved(), []string{"exchange.declare"}) || !slices.Equal(r.Refused(), []string{"c1: a wrong vhost"}) || r.Diverged() != nil {
 		t.Fatalf("unserved %v refused %v diverged %v", r.Unserved(), r.Refused(), r.Diverged())
 	}
