@@ -199,7 +199,11 @@ func left(s *Server) []int {
 // A second StartPrivate on the same directory reuses the data directory.
 func TestPrivateServerReusesDataDir(t *testing.T) {
 	dir := t.TempDir()
-	x := ctx(t)
+	// An install and two starts: a bound for a wedged server, as
+	// startPrivate's. ctx's 20 s ran out beside a loaded suite (the
+	// fourteenth session's run 2 at b1e653a: the second start not ready).
+	x, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	s, err := StartPrivate(x, dir)
 	if errors.Is(err, ErrNoServer) {
 		t.Skip(err)
