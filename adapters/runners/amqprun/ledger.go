@@ -36,6 +36,13 @@ type ledger struct {
 	excuses      int   // faults (and broker closes) that may have cost it a connection, not yet used to excuse one
 	closedOwn    bool  // it closed a channel itself on its current connection
 	brokerClosed int   // channels the broker closed and it has not reopened
+	// dialling counts dials an earlier window took whose handshake had
+	// not reached connection.open by its end: a reconnect begun while
+	// idle, opened inside the next operation, is a connection there (it
+	// takes an excuse, or is charged as one), not a handshake without one.
+	// A dial that failed stays counted, harmlessly: only an open with no
+	// dial of its own window takes one.
+	dialling int
 }
 
 // A tally is what a process sent (a broker.Cost) as the ledger works on
@@ -201,6 +208,10 @@ func (l *ledger) account(now *tally) string {
 			ms[m] -= min(failed, max(0, ms[m]-conns))
 		}
 	}
+	late := min(opens-conns, l.dialling)
+	l.dialling += dialled - conns - late
+	conns += late
+	out.Connections += late
 	if conns > 0 {
 		// Each connection needs an excuse: being the first, a fault, or
 		// the broker closing the one before (connection.close-ok).

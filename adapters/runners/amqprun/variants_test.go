@@ -145,6 +145,26 @@ func TestLedger(t *testing.T) {
 			attempts := cost(2, 0, "connection.start-ok")
 			return l.charge(tallyOf(sum(connect, attempts, connect, probe)))
 		}, "", 0, 0},
+		// A reconnect begun while idle: the dial between operations, its
+		// handshake's connection.open inside the next one (the Python
+		// example, pika's connection made again after a fault while its
+		// client waited for its next request).
+		{"a reconnect after a fault, dialled while idle, opened in the next operation", func(l *ledger) (broker.Cost, string) {
+			l.absorb(tallyOf(connect))
+			l.cut()
+			l.absorb(tallyOf(sum(connect, cost(1, 0, "connection.start-ok"))))
+			return l.charge(tallyOf(sum(connect, connect, probe)))
+		}, "", 0, 0},
+		{"a reconnect with no fault, dialled while idle, opened in the next operation", func(l *ledger) (broker.Cost, string) {
+			l.absorb(tallyOf(connect))
+			l.absorb(tallyOf(sum(connect, cost(1, 0, "connection.start-ok"))))
+			return l.charge(tallyOf(sum(connect, connect, probe)))
+		}, "opened a connection though it had one", 1, 0},
+		{"a dial refused while idle, then an operation on the connection it had", func(l *ledger) (broker.Cost, string) {
+			l.absorb(tallyOf(connect))
+			l.absorb(tallyOf(sum(connect, cost(1, 0))))
+			return l.charge(tallyOf(sum(connect, cost(1, 0), probe)))
+		}, "", 0, 0},
 		{"a channel per purpose", func(l *ledger) (broker.Cost, string) {
 			l.absorb(tallyOf(connect))
 			return l.charge(tallyOf(sum(connect, cost(0, 2, "channel.open", "channel.open", "confirm.select"))))
