@@ -55,9 +55,9 @@ func TestTopLevelIsTheCards(t *testing.T) {
 // differentials (conform) only servers and the host, the simulators served
 // on the wire (served) the process protocol's waiting too, and a family's
 // runner what is below it; a family's runner imports no generic machinery
-// (the process protocol, conform, served), which its protocol package
-// does, no wiring
-// above it (its side of the process protocol), and no other family's
+// (the process protocol, conform, served), which its wiring packages
+// do (its side of the process protocol, <f>protocol, and its face for a
+// lock written in Go, <f>go), no wiring above it, and no other family's
 // runner but the lease families' shared one (leaserun). Inside cmd, the
 // CLI imports no family; only the list imports a family's descriptor
 // (leasecli, what the lease families' descriptors share, is not one). A
@@ -129,6 +129,8 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		{"adapters/process", "adapters/served/amqpserve"},
 		{"adapters/runners/consulsemrun", "adapters/conform/consulconform"},
 		{"adapters/runners/amqprun", "adapters/runners/amqprun/amqpprotocol"},
+		{"adapters/runners/amqprun", "adapters/runners/amqprun/amqpgo"},
+		{"adapters/runners/amqprun/amqpgoo", "adapters/process"},
 		{"adapters/runners/redlockrun", "adapters/runners/dbsemrun"},
 		{"cmd/lockprover/cli", "adapters/runners/amqprun"},
 		{"cmd/lockprover/cli", "cmd/lockprover/amqpcli"},
@@ -251,12 +253,24 @@ func forbiddenClient(pkg, dep string) string {
 	return ""
 }
 
+// wiring says whether p is a family runner's wiring: its side of the
+// process protocol (<f>run/<f>protocol) or its face for a lock written in
+// Go, proven in the test's process (<f>run/<f>go).
+func wiring(p string) bool {
+	run := runnerOf(p)
+	if run == "" || p == run {
+		return false
+	}
+	f := strings.TrimSuffix(strings.TrimPrefix(run, "adapters/runners/"), "run")
+	return strings.HasSuffix(p, "protocol") || p == run+"/"+f+"go"
+}
+
 // forbiddenInAdapters says why pkg may not import dep, both in adapters/,
 // or "".
 func forbiddenInAdapters(pkg, dep string) string {
 	rp, rd := roomOf(pkg), roomOf(dep)
 	runP, runD := runnerOf(pkg), runnerOf(dep)
-	isProtocol := runP != "" && strings.HasSuffix(pkg, "protocol")
+	isProtocol := wiring(pkg)
 	generic := under(dep, "adapters/process") || under(dep, "adapters/conform") || under(dep, "adapters/served")
 	switch {
 	case rp < 0 || rd < 0:
@@ -268,7 +282,7 @@ func forbiddenInAdapters(pkg, dep string) string {
 		return "the process protocol (and the served simulators above it) and the differentials stand side by side"
 	case runP != "" && !isProtocol && generic:
 		return "a family's runner imports no generic machinery (its protocol package does)"
-	case runP != "" && !isProtocol && runD == runP && strings.HasSuffix(dep, "protocol"):
+	case runP != "" && !isProtocol && runD == runP && wiring(dep):
 		return "a family's runner imports no wiring above it (its side of the process protocol)"
 	case runP != "" && runD != "" && runD != runP && runD != "adapters/runners/leaserun":
 		return "a family's runner imports no other family's (but the lease families' leaserun)"

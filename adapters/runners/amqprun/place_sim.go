@@ -307,7 +307,15 @@ func (r *runner) endWire(wire Wire) (map[string][]string, error) {
 }
 func (e simPlace) Now() int64                      { return e.w.Tick() }
 func (e simPlace) After(d time.Duration, f func()) { e.w.After(d, f) }
-func (e simPlace) Hold(broker.Broker, string)      {} // the simulator freezes paused processes itself
+
+// KillSelf strikes a process's own kill from a timer of the World, due
+// now, while the process sleeps a nanosecond: the timer comes first, and
+// the kill stops the process in its sleep.
+func (e simPlace) KillSelf(b broker.Broker, strike func()) {
+	e.w.After(0, strike)
+	b.Sleep(context.Background(), time.Nanosecond)
+}
+func (e simPlace) Hold(broker.Broker, string) {} // the simulator freezes paused processes itself
 func (e simPlace) Notice(b broker.Broker, _ string, limit time.Duration) {
 	b.Sleep(context.Background(), limit)
 }

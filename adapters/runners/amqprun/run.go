@@ -297,6 +297,7 @@ func (r *runner) again(st *procState) {
 // believes it holds (-1 for a mutex). A killed process starts with none.
 type incarnation struct {
 	gen    int
+	b      broker.Broker // its view of the broker
 	client Client
 	held   int
 	// sent is what the process had sent when its operation began, then
@@ -316,7 +317,7 @@ func (r *runner) current(st *procState, gen int) bool {
 // restarts at the step after the one it died in).
 func (r *runner) run(name string, st *procState, gen int, b broker.Broker) {
 	ctx := context.Background()
-	in := &incarnation{gen: gen}
+	in := &incarnation{gen: gen, b: b}
 	r.mu.Lock()
 	in.sent = &r.ledger(name).sent
 	create := st.first && !st.create && r.p.Kind == histories.Semaphore
@@ -522,7 +523,7 @@ func (r *runner) op(name string, st *procState, in *incarnation, s Step) {
 			// killed after its operation ended, so the kill excuses nothing.
 			r.problem(fmt.Sprintf("%s: %s", name, why))
 			in.client = nil
-			r.strike(histories.Kill, name)
+			r.killCrashed(in.b, name)
 		}
 	}
 }
@@ -940,6 +941,27 @@ func (r *runner) signal(fault, target string) {
 	case histories.Resume:
 		pc.Signal(syscall.SIGCONT)
 	}
+}
+
+// A selfKiller is a place whose processes cannot strike a kill on
+// themselves: the simulator's, where a kill is the World's, struck on a
+// process that is not the one running.
+type selfKiller interface {
+	// KillSelf has strike (the kill of the process whose view is b) run
+	// at once from outside it, and b's process wait there for it.
+	KillSelf(b broker.Broker, strike func())
+}
+
+// killCrashed strikes the kill of a process found crashed after its
+// operation (it exited, hung, panicked): the history records it, the
+// World (on the simulator) silences its sockets as a dead host's, and a
+// fresh incarnation carries on with the script.
+func (r *runner) killCrashed(b broker.Broker, name string) {
+	if k, ok := r.eng.(selfKiller); ok {
+		k.KillSelf(b, func() { r.strike(histories.Kill, name) })
+		return
+	}
+	r.strike(histories.Kill, name)
 }
 
 // restart brings a killed process back: its operation in flight ends with
