@@ -16,6 +16,11 @@
 //		lockprover.Check(t, lockprover.Config{Subject: amqprun.Config{}})
 //	}
 //
+// An amqp-locks implementation written in Go is proven the same way, in
+// the test's process, on the simulated broker served on loopback:
+// amqpgo.Impl (adapters/runners/amqprun/amqpgo) says how a client's
+// handle is made from an AMQP URL, and its Config is the Subject.
+//
 // -rapid.checks, -rapid.seed, fail files and shrinking work as rapid users
 // expect; a counterexample goes to the test's artifact directory. The
 // lockprover command (cmd/lockprover) does the rest: proofs bounded by

@@ -248,7 +248,11 @@ func Check(t *testing.T, c Config) {
 			return
 		}
 		t.Attr("counterexample", dir)
-		t.Logf("counterexample: %s %s; minimal plan and history in %s\nreplay: go run github.com/lockprover/lockprover/cmd/lockprover replay %s", last.Property, last.verb(), dir, filepath.Join(dir, "plan.json"))
+		replay := "go run github.com/lockprover/lockprover/cmd/lockprover replay " + filepath.Join(dir, "plan.json")
+		if it, ok := c.Subject.(InTest); ok && it.InTest() {
+			replay = fmt.Sprintf("go test -run '^%s$' with the fail file rapid names above (what is proven runs in this test's process: the lockprover command cannot run it)", t.Name())
+		}
+		t.Logf("counterexample: %s %s; minimal plan and history in %s\nreplay: %s", last.Property, last.verb(), dir, replay)
 	})
 	rapid.Check(t, c.property(func(cx *Counterexample) {
 		if cx.Property != "" {
@@ -256,6 +260,10 @@ func Check(t *testing.T, c Config) {
 		}
 	}))
 }
+
+// An InTest subject runs in the test's process (a lock written in Go):
+// its counterexamples replay in its test, not by the lockprover command.
+type InTest interface{ InTest() bool }
 
 // property is the rapid property: draw a plan, run it, judge it, hand the
 // outcome to seen, and fail with a message that names only the property,

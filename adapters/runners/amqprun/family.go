@@ -94,6 +94,14 @@ func (c Config) Deterministic() bool {
 	return ok
 }
 
+// InTest says whether c's implementation runs in the test's process (a
+// lock written in Go: amqpgo), whose counterexamples only its test can
+// replay.
+func (c Config) InTest() bool {
+	it, ok := c.Impl.(interface{ InTest() bool })
+	return ok && it.InTest()
+}
+
 // String says what c proves: an implementation that describes itself
 // (fmt.Stringer), a mutant of the reference, or the reference.
 func (c Config) String() string {
