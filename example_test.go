@@ -254,7 +254,14 @@ func BenchmarkGoLockPlans(b *testing.B) {
 			b.Fatal(err)
 		}
 		if rep := prover.Judge(res, model.Options{Family: []any{c.Judging("")}}); rep.Status() == verdict.Fail {
-			b.Fatalf("plan %d failed", i%100)
+			var h strings.Builder
+			histories.Write(&h, res.History)
+			for _, v := range rep.Verdicts {
+				if v.Status == verdict.Fail {
+					b.Errorf("plan %d: %s: %s", i%100, v.Property, v.Detail)
+				}
+			}
+			b.Fatalf("plan %d failed: problems %q\n%s", i%100, res.Evidence.Problems, h.String())
 		}
 		i++
 	}

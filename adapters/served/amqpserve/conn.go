@@ -49,6 +49,10 @@ type wireConn struct {
 	closing bool
 	dead    bool
 	exit    *channelExit // a connection error pending the frames read with it
+
+	// The reader's own: methods with content awaiting their frames, by
+	// channel (read).
+	assembling map[uint16]*assembly
 }
 
 func newWireConn(p *Process, i int, nc net.Conn) *wireConn {
@@ -118,18 +122,34 @@ type command struct {
 	more bool
 }
 
-// read reads the next command, skipping heartbeats.
+// read reads the next command, skipping heartbeats. A method with
+// content is assembled on its channel from the frames that follow there,
+// as RabbitMQ assembles each channel's apart: another channel's frames
+// may come between them (amqp091-go's reader answers the broker's
+// connection.close with close-ok on channel 0 while a publish on channel
+// 1 has sent its method and not yet its header), and are read meanwhile.
 func (c *wireConn) read() (command, error) {
 	for {
 		f, err := c.r.ReadFrame()
 		if err != nil {
 			return command{}, err
 		}
-		switch f.Type {
-		case amqpwire.FrameHeartbeat:
+		a := c.assembling[f.Channel]
+		switch {
+		case f.Type == amqpwire.FrameHeartbeat:
 			continue
-		case amqpwire.FrameMethod:
-		default:
+		case a != nil:
+			cmd, done, err := a.take(f)
+			if err != nil || !done {
+				if err != nil {
+					return command{}, err
+				}
+				continue
+			}
+			delete(c.assembling, f.Channel)
+			cmd.more = c.r.Buffered()
+			return cmd, nil
+		case f.Type != amqpwire.FrameMethod:
 			return command{}, fmt.Errorf("a frame of type %d on channel %d where a method was due", f.Type, f.Channel)
 		}
 		m, err := amqpwire.DecodeMethod(f.Payload)
@@ -138,41 +158,46 @@ func (c *wireConn) read() (command, error) {
 		}
 		cmd := command{ch: f.Channel, id: amqpwire.IDOf(m), m: m}
 		if info, _ := amqpwire.Lookup(cmd.id); info.Content {
-			err = c.content(&cmd)
+			if c.assembling == nil {
+				c.assembling = map[uint16]*assembly{}
+			}
+			c.assembling[f.Channel] = &assembly{cmd: cmd}
+			continue
 		}
 		cmd.more = c.r.Buffered()
-		return cmd, err
+		return cmd, nil
 	}
 }
 
-// content reads a command's content header and body frames.
-func (c *wireConn) content(cmd *command) error {
-	f, err := c.r.ReadFrame()
-	if err != nil {
-		return err
-	}
-	if f.Type != amqpwire.FrameHeader || f.Channel != cmd.ch {
-		return fmt.Errorf("%v on channel %d: a frame of type %d on channel %d where its content header was due", cmd.id, cmd.ch, f.Type, f.Channel)
-	}
-	h, err := amqpwire.DecodeHeader(f.Payload)
-	if err != nil {
-		return err
-	}
-	cmd.props = h.Properties
-	for uint64(len(cmd.body)) < h.BodySize {
-		f, err := c.r.ReadFrame()
+// An assembly is a method with content on one channel, awaiting its
+// header and body frames.
+type assembly struct {
+	cmd    command
+	header bool   // its header came
+	size   uint64 // the body's size, as the header said
+}
+
+// take takes the channel's next frame into a: its command, once whole
+// (done).
+func (a *assembly) take(f amqpwire.Frame) (cmd command, done bool, err error) {
+	switch {
+	case !a.header && f.Type != amqpwire.FrameHeader:
+		return command{}, false, fmt.Errorf("%v on channel %d: a frame of type %d where its content header was due", a.cmd.id, a.cmd.ch, f.Type)
+	case !a.header:
+		h, err := amqpwire.DecodeHeader(f.Payload)
 		if err != nil {
-			return err
+			return command{}, false, err
 		}
-		if f.Type != amqpwire.FrameBody || f.Channel != cmd.ch {
-			return fmt.Errorf("%v on channel %d: a frame of type %d on channel %d where body was due", cmd.id, cmd.ch, f.Type, f.Channel)
+		a.header, a.size, a.cmd.props = true, h.BodySize, h.Properties
+	case f.Type != amqpwire.FrameBody:
+		return command{}, false, fmt.Errorf("%v on channel %d: a frame of type %d where body was due", a.cmd.id, a.cmd.ch, f.Type)
+	default:
+		a.cmd.body = append(a.cmd.body, f.Payload...)
+		if uint64(len(a.cmd.body)) > a.size {
+			return command{}, false, fmt.Errorf("%v on channel %d: a body of %d bytes, its header said %d", a.cmd.id, a.cmd.ch, len(a.cmd.body), a.size)
 		}
-		cmd.body = append(cmd.body, f.Payload...)
 	}
-	if uint64(len(cmd.body)) != h.BodySize {
-		return fmt.Errorf("%v on channel %d: a body of %d bytes, its header said %d", cmd.id, cmd.ch, len(cmd.body), h.BodySize)
-	}
-	return nil
+	return a.cmd, uint64(len(a.cmd.body)) == a.size, nil
 }
 
 // send writes methods (and content, for a return) and flushes.
