@@ -21,20 +21,20 @@ const (
 
 // RunSimDB runs seq on a fresh mariadbsim World, its tables prefixed prefix
 // (error messages name them), and returns the steps as run.
-func RunSimDB(seq DBSeq, prefix string) ([]DBStep, error) { return runSimDB(seq, prefix, "", nil) }
+func RunSimDB(seq DBSeq, prefix string) ([]DBStep, error) { return runSimDB(seq, prefix, "", nil, nil) }
 
 // runSimDB is RunSimDB on mariadbsim as the MariaDB version model
 // (mariadbsim.Options.Version); mutant, if not nil, is the statement mariadbsim is
 // sent in place of each op: a deliberately wrong simulator, which a
 // differential must catch (set by tests, through
 // MariaDBOptions.simMutant). The step is recorded as drawn.
-func runSimDB(seq DBSeq, prefix, model string, mutant func(op DBOp) DBOp) ([]DBStep, error) {
+func runSimDB(seq DBSeq, prefix, model string, mutant func(op DBOp) DBOp, wake func(n int) int) ([]DBStep, error) {
 	if err := seq.check(); err != nil {
 		return nil, err
 	}
 	// Purge held off, as the read view MariaDB's run holds open holds it
 	// off there.
-	w := mariadbsim.New(mariadbsim.Options{LockWaitTimeout: dbLockWait, HoldPurge: true, Version: model})
+	w := mariadbsim.New(mariadbsim.Options{LockWaitTimeout: dbLockWait, HoldPurge: true, Version: model, Wake: wake})
 	r := newSeqRun(seq, prefix)
 	d := &simDriver{r: r, task: make([]int, seq.Conns)}
 	ctx := context.Background()

@@ -48,7 +48,7 @@ func pickOf(t *testing.T, steps []DBStep) string {
 // each real server, where its root is made, does what its model does.
 func TestMariaDBLockBypassByVersion(t *testing.T) {
 	for _, c := range []struct{ model, want string }{{"", "[]"}, {"11.8", "[[0]]"}} {
-		steps, err := runSimDB(bypassSeq, "t_", c.model, nil)
+		steps, err := runSimDB(bypassSeq, "t_", c.model, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestMariaDBLockBypassByVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			model := mariadbsim.ModelOf(tg.version)
-			sim, err := runSimDB(bypassSeq, "t_", model, nil)
+			sim, err := runSimDB(bypassSeq, "t_", model, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

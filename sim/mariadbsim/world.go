@@ -39,6 +39,12 @@ type Options struct {
 	// holds or waits for its lock. (adapters/conform's differential holds
 	// a read view open on MariaDB, since when purge runs is real time.)
 	HoldPurge bool
+	// Wake picks which of n (at least 2) statements granted their locks
+	// by one event (a COMMIT or ROLLBACK freeing a row two waited on) runs
+	// first; nil runs them in the order InnoDB granted them. On MariaDB
+	// such statements go on at once and either may finish first: the
+	// differential asks for the other orders where MariaDB's run raced.
+	Wake func(n int) int
 	// Version is the MariaDB whose behaviour the World models, as
 	// adapters/servers/versions names it: "" or "10.11" (the default, Debian 12's
 	// 10.11), or "11.8" (Debian 13's), which adds the lock bypass
@@ -98,7 +104,8 @@ type World struct {
 	trace     io.Writer
 	lockWait  time.Duration
 	holdPurge bool
-	bypass    bool // the lock bypass of MariaDB 11.8 (Options.Version)
+	bypass    bool            // the lock bypass of MariaDB 11.8 (Options.Version)
+	wakeFirst func(n int) int // Options.Wake
 
 	now   int64
 	sched sched.Scheduler[*Process, reply]
@@ -134,6 +141,7 @@ func New(o Options) *World {
 		trace:     o.Trace,
 		lockWait:  o.LockWaitTimeout,
 		holdPurge: o.HoldPurge,
+		wakeFirst: o.Wake,
 		pending:   map[string][]hook{},
 		tables:    map[string]*table{},
 		locks:     map[lockID]*lockQueue{},
@@ -247,9 +255,12 @@ func (w *World) settle() {
 	for {
 		switch {
 		case len(w.wake) > 0:
-			r := w.wake[0]
-			w.wake[0] = nil
-			w.wake = w.wake[1:]
+			i := 0
+			if len(w.wake) > 1 && w.wakeFirst != nil {
+				i = w.wakeFirst(len(w.wake))
+			}
+			r := w.wake[i]
+			w.wake = slices.Delete(w.wake, i, i+1)
 			w.execute(r)
 		case len(w.dueHooks) > 0:
 			f := w.dueHooks[0]
