@@ -266,8 +266,8 @@ func TestEndedAtItsDeadline(t *testing.T) {
 
 // Two statements waiting on one row, freed by the same ROLLBACK, may
 // finish either way round on MariaDB (seen beside a loaded suite, where
-// c2's insert went first in every run of one sequence and MariaDB, quiet,
-// then ran c1's release first in three of three): mariadbsim runs them in
+// c2's insert went first in every run of one sequence, and c1's release
+// first in the three replays just after): mariadbsim runs them in
 // InnoDB's grant order, or, given Wake, the other way, and the
 // differential holds a racy MariaDB run to both.
 func TestWakeOrderOfOneEvent(t *testing.T) {
