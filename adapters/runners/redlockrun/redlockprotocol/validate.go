@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -86,6 +85,10 @@ type validator struct {
 	prio bool
 	mu   sync.Mutex
 	lost []ref.Lost
+	// slowest is the longest a grant has taken so far (granted): how
+	// slow the implementation is on this machine now, which stealing's
+	// pause must outlast.
+	slowest time.Duration
 }
 
 // start starts client name and checks its handshake; nil if it did not
@@ -165,6 +168,7 @@ func (v *validator) granted(c *Process, name string, ttl time.Duration) (ref.Lea
 	sent := time.Now()
 	l, err := c.Acquire(v.Ctx, v.key, ttl)
 	took := time.Since(sent)
+	v.slowest = max(v.slowest, took)
 	v.Expect(name, nil, err == nil, fmt.Sprintf("answered %s: want acquire_ok, the lock being free", describe("acquire", l, err)))
 	v.claims(name, c, l, err, ttl, took)
 	return l, err == nil
@@ -213,10 +217,10 @@ func (v *validator) expiry(c1, c2 *Process) {
 
 // stealing checks a priority Redlock's steal, one request at a time: c4
 // (priority 2) takes the lease of c3 (priority 1) while c3 is stopped
-// (SIGSTOP, then SIGCONT once c4's acquire returns, or after stealHold):
-// c4 is granted only once c3's lost notice, naming c3's token and c4's,
-// has come (c3's lease lasts twice stealHold), and c3's refresh then
-// answers expired; c5, of c4's priority, and c3 are held while c4 holds.
+// (SIGSTOP, then SIGCONT after stealPauseOf): c4 is granted only once
+// c3's lost notice, naming c3's token and c4's, has come (c3's lease lasts
+// far longer than the pause), and c3's refresh then answers expired; c5,
+// of c4's priority, and c3 are held while c4 holds.
 func (v *validator) stealing() {
 	c3, c4, c5 := v.start("c3"), v.startAt("c4", 2), v.startAt("c5", 2)
 	if c3 == nil || c4 == nil || c5 == nil {
@@ -226,7 +230,15 @@ func (v *validator) stealing() {
 	if !ok {
 		return
 	}
-	l4, err, lost, pause := v.stealFromStopped(c3, c4)
+	pause := stealPauseOf(v.slowest)
+	c3.Signal(syscall.SIGSTOP)
+	resumed := time.AfterFunc(pause, func() { c3.Signal(syscall.SIGCONT) })
+	defer resumed.Stop()
+	l4, err := c4.Acquire(v.Ctx, v.key, validateTTL)
+	v.mu.Lock()
+	lost := v.lost
+	v.mu.Unlock()
+	c3.Signal(syscall.SIGCONT)
 	v.Expect("c4's acquire (priority 2) while c3 holds steals: it is granted", nil, err == nil,
 		fmt.Sprintf("answered %s: want acquire_ok, a priority strictly above the holder's (steal, notify the victim, wait for its acknowledgement)", describe("acquire", l4, err)))
 	if err != nil {
@@ -259,53 +271,13 @@ func (v *validator) stealing() {
 	v.Ends(c5.conn.Client)
 }
 
-// stealHold is the longest stealing keeps its victim stopped: three
-// quarters of the victim's lease. A thief that waits for its victim's
-// acknowledgement (or for the lease's end) cannot return before it; one
-// that does not returns while the victim is still stopped, on a loaded
-// machine too. The thief's acquire is given stealTimeout, not the 10 s
-// of every other request: it waits out the hold by design, then its
-// victim's acknowledgement. (A pause of a fixed 500 ms, then of four
-// times the slowest grant, let a thief that did not wait, slowed beside
-// the suite, return after the victim had resumed and written its notice:
-// it caught nothing, once in a loaded make test each; beside the suite a
-// steal took over 5 s, the mutant's and the reference's both.)
-const (
-	stealHold    = validateTTL * 3 / 4
-	stealTimeout = 4 * validateTTL
-)
-
-// stealFromStopped has c4 acquire while c3 is stopped, and resumes c3
-// once c4's acquire returns or stealHold has passed, whichever is first.
-// It returns c4's answer, the lost notices read by the time it came, and
-// how long c3 was stopped.
-func (v *validator) stealFromStopped(c3, c4 *Process) (ref.Lease, error, []ref.Lost, time.Duration) {
-	type answer struct {
-		l   ref.Lease
-		err error
-	}
-	defer c4.conn.SetTimeout(c4.conn.Timeout())
-	c4.conn.SetTimeout(stealTimeout)
-	c3.Signal(syscall.SIGSTOP)
-	start := time.Now()
-	got := make(chan answer, 1)
-	go func() {
-		l, err := c4.Acquire(v.Ctx, v.key, validateTTL)
-		got <- answer{l, err}
-	}()
-	hold := time.NewTimer(stealHold)
-	defer hold.Stop()
-	var a answer
-	select {
-	case a = <-got:
-	case <-hold.C:
-		c3.Signal(syscall.SIGCONT)
-		a = <-got
-	}
-	stopped := time.Since(start)
-	v.mu.Lock()
-	lost := slices.Clone(v.lost)
-	v.mu.Unlock()
-	c3.Signal(syscall.SIGCONT)
-	return a.l, a.err, lost, min(stopped, stealHold)
+// stealPauseOf is how long the victim of stealing's theft is stopped,
+// given the slowest grant so far: at least 500 ms, and four times that
+// grant, so that a thief that does not wait for its victim returns while
+// the victim is still stopped however loaded the machine (a fixed 500 ms
+// let a thief that did not wait, slowed beside the suite, return after
+// the victim had resumed and written its notice: caught nothing), at most
+// a quarter of the victim's lease.
+func stealPauseOf(slowest time.Duration) time.Duration {
+	return min(max(500*time.Millisecond, 4*slowest), validateTTL/4)
 }
