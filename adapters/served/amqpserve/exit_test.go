@@ -72,18 +72,10 @@ func exitExchange(url, queue string, together bool) ([]string, error) {
 	rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var got []string
 	for {
-		f, err := rc.r.ReadFrame()
+		line, m, err := nextMethod(rc)
 		if err != nil {
 			return got, fmt.Errorf("after %q: %w", got, err)
 		}
-		if f.Type != amqpwire.FrameMethod {
-			continue
-		}
-		m, err := amqpwire.DecodeMethod(f.Payload)
-		if err != nil {
-			return got, err
-		}
-		line := fmt.Sprintf("ch%d %v", f.Channel, amqpwire.IDOf(m))
 		if cl, ok := m.(*amqpwire.ConnectionClose); ok {
 			got = append(got, fmt.Sprintf("%s %d", line, cl.ReplyCode))
 			rc.wr.WriteMethod(0, &amqpwire.ConnectionCloseOK{})
@@ -147,21 +139,14 @@ func interleaveExchange(url, queue string) ([]string, error) {
 	rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var got []string
 	for len(got) < 2 {
-		f, err := rc.r.ReadFrame()
+		line, m, err := nextMethod(rc)
 		if err != nil {
 			return got, fmt.Errorf("after %q: %w", got, err)
-		}
-		if f.Type != amqpwire.FrameMethod {
-			continue
-		}
-		m, err := amqpwire.DecodeMethod(f.Payload)
-		if err != nil {
-			return got, err
 		}
 		if cl, ok := m.(*amqpwire.ConnectionClose); ok {
 			return got, fmt.Errorf("after %q: connection.close %d %s", got, cl.ReplyCode, cl.ReplyText)
 		}
-		got = append(got, fmt.Sprintf("ch%d %v", f.Channel, amqpwire.IDOf(m)))
+		got = append(got, line)
 	}
 	if len(got) == 2 && got[1] == "ch1 basic.get-ok" { // its body comes next
 		f, err := rc.r.ReadFrame()
@@ -174,4 +159,23 @@ func interleaveExchange(url, queue string) ([]string, error) {
 		got[1] += " " + string(f.Payload)
 	}
 	return got, nil
+}
+
+// nextMethod reads rc's frames until a method, and returns it with a line
+// naming its channel and method ("ch1 basic.get-ok").
+func nextMethod(rc *rawConn) (string, amqpwire.Method, error) {
+	for {
+		f, err := rc.r.ReadFrame()
+		if err != nil {
+			return "", nil, err
+		}
+		if f.Type != amqpwire.FrameMethod {
+			continue
+		}
+		m, err := amqpwire.DecodeMethod(f.Payload)
+		if err != nil {
+			return "", nil, err
+		}
+		return fmt.Sprintf("ch%d %v", f.Channel, amqpwire.IDOf(m)), m, nil
+	}
 }
