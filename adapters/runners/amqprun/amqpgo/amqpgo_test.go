@@ -197,3 +197,22 @@ func TestKillAbandonsTheHandle(t *testing.T) {
 		t.Error("the killed handle was never closed")
 	}
 }
+
+// An Impl with no Open, or an Open that returns neither a handle nor an
+// error, fails the run as the implementation's, saying which.
+func TestBadImpl(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		i    amqpgo.Impl
+		want string
+	}{
+		{"no Open", amqpgo.Impl{Speedup: -1}, "Open is nil"},
+		{"no handle", amqpgo.Impl{Speedup: -1, Open: func(context.Context, amqpgo.Session) (amqprun.Client, error) { return nil, nil }},
+			"c1: Open returned no handle and no error"},
+	} {
+		res, rep := run(t, tc.i, plan([]amqprun.Step{acquire}))
+		if d := failed(rep)["available"]; !strings.Contains(d, tc.want) {
+			t.Errorf("%s: available %q, problems %q: want %q named", tc.name, d, res.Evidence.Problems, tc.want)
+		}
+	}
+}
