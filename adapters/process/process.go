@@ -456,6 +456,12 @@ func (c *Client) Pid() int { return c.cmd.Process.Pid }
 // Timeout is the Launcher's bound on an operation.
 func (c *Client) Timeout() time.Duration { return c.timeout }
 
+// SetTimeout bounds the client's operations from now on by d instead:
+// for a check whose request waits, by design, for another process the
+// checker holds stopped (validate-impl's steal). Not for use while a
+// request is under way.
+func (c *Client) SetTimeout(d time.Duration) { c.timeout = d }
+
 // A Reply is a process's answer to a request, in no family's terms: its
 // type, one the request wanted, and its fields.
 type Reply struct {

@@ -1,6 +1,7 @@
 package redlockprotocol_test
 
 import (
+	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockprover/lockprover/adapters/runners/redlockrun"
+	"github.com/lockprover/lockprover/adapters/runners/redlockrun/redlockprotocol"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/model/lease"
@@ -27,7 +29,39 @@ func servePriority(mutant string) string { return serveKind("priority-redlock", 
 func TestValidatePriority(t *testing.T) {
 	t.Parallel()
 	onRedis(t)
-	validates(t, servePriority, true, "ok    c3's lost notice names c4's token as the thief", priorityCases)
+	validates(t, servePriority, true, "ok    c4 is granted only after c3's lost notice came, or once c3's lease could have ended", priorityCases)
+}
+
+// The steal check takes either way the protocol gives a thief. By
+// default its victim stays stopped past its whole lease, and the
+// reference's thief returns once the lease could have ended
+// (TestValidatePriority); here the victim is resumed after a second, and
+// the thief, the reference's and the Python example's, is granted on its
+// acknowledgement, after its lost notice, which names the thief.
+func TestStealCheckTakesAnAcknowledgedThief(t *testing.T) {
+	t.Parallel()
+	onRedis(t)
+	for _, c := range []struct {
+		name    string
+		command func(t *testing.T) string
+	}{
+		{"the reference", func(*testing.T) string { return servePriority("") }},
+		{"the Python priority Redlock", func(t *testing.T) string { return python(t, "") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var out strings.Builder
+			passed, err := redlockprotocol.ValidatePriorityHolding(context.Background(), c.command(t), time.Second, &out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"ok    c4 is granted only after c3's lost notice came", "ok    c3's lost notice names c4's token as the thief"} {
+				if !passed || !strings.Contains(out.String(), want) {
+					t.Fatalf("%s, its victim resumed after 1s: passed %v, want %q in:\n%s", c.name, passed, want, out.String())
+				}
+			}
+		})
+	}
 }
 
 // priorityCases are the priority mutants (or defects) validate-impl
@@ -104,7 +138,7 @@ func python(t *testing.T, defect string) string {
 func TestValidatePythonPriority(t *testing.T) {
 	t.Parallel()
 	onRedis(t)
-	validates(t, func(defect string) string { return python(t, defect) }, true, "ok    c3's lost notice names c4's token as the thief", priorityCases)
+	validates(t, func(defect string) string { return python(t, defect) }, true, "ok    c4 is granted only after c3's lost notice came, or once c3's lease could have ended", priorityCases)
 }
 
 // The Python priority Redlock holds on drawn plans on real redis-servers,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -48,6 +49,12 @@ func Validate(ctx context.Context, command string, initTimeout time.Duration, bi
 // ValidateOn is Validate on three private servers started with o: the
 // machine's redis-server, or a version's (o.Version: Redis 8, Valkey).
 func ValidateOn(ctx context.Context, command string, initTimeout time.Duration, o redis.Options, out io.Writer, priority bool) (bool, error) {
+	return validateOn(ctx, command, initTimeout, o, out, priority, stealHold)
+}
+
+// validateOn is ValidateOn with the steal check's victim stopped for up
+// to hold.
+func validateOn(ctx context.Context, command string, initTimeout time.Duration, o redis.Options, out io.Writer, priority bool, hold time.Duration) (bool, error) {
 	dir, err := os.MkdirTemp("", "lockprover-validate-")
 	if err != nil {
 		return false, err
@@ -63,6 +70,7 @@ func ValidateOn(ctx context.Context, command string, initTimeout time.Duration, 
 		impl:    NewProcesses(command).Validating(initTimeout),
 		key:     leaseprotocol.ValidateKey(),
 		prio:    priority,
+		hold:    hold,
 	}
 	for _, s := range servers {
 		v.addrs = append(v.addrs, s.Addr())
@@ -85,10 +93,9 @@ type validator struct {
 	prio bool
 	mu   sync.Mutex
 	lost []ref.Lost
-	// slowest is the longest a grant has taken so far (granted): how
-	// slow the implementation is on this machine now, which stealing's
-	// pause must outlast.
-	slowest time.Duration
+	// hold is the longest the steal check keeps its victim stopped
+	// (stealHold).
+	hold time.Duration
 }
 
 // start starts client name and checks its handshake; nil if it did not
@@ -168,7 +175,6 @@ func (v *validator) granted(c *Process, name string, ttl time.Duration) (ref.Lea
 	sent := time.Now()
 	l, err := c.Acquire(v.Ctx, v.key, ttl)
 	took := time.Since(sent)
-	v.slowest = max(v.slowest, took)
 	v.Expect(name, nil, err == nil, fmt.Sprintf("answered %s: want acquire_ok, the lock being free", describe("acquire", l, err)))
 	v.claims(name, c, l, err, ttl, took)
 	return l, err == nil
@@ -217,47 +223,37 @@ func (v *validator) expiry(c1, c2 *Process) {
 
 // stealing checks a priority Redlock's steal, one request at a time: c4
 // (priority 2) takes the lease of c3 (priority 1) while c3 is stopped
-// (SIGSTOP, then SIGCONT after stealPauseOf): c4 is granted only once
-// c3's lost notice, naming c3's token and c4's, has come (c3's lease lasts
-// far longer than the pause), and c3's refresh then answers expired; c5,
-// of c4's priority, and c3 are held while c4 holds.
+// (SIGSTOP, then SIGCONT once c4's acquire returns, or after v.hold):
+// c4 is granted only once c3's lost notice has come or c3's lease could
+// have ended, c3's refresh then answers expired, and a lost notice of
+// c3's, if one came, names c4's token; c5, of c4's priority, and c3 are
+// held while c4 holds.
 func (v *validator) stealing() {
 	c3, c4, c5 := v.start("c3"), v.startAt("c4", 2), v.startAt("c5", 2)
 	if c3 == nil || c4 == nil || c5 == nil {
 		return
 	}
+	asked := time.Now()
 	l3, ok := v.granted(c3, "c3's acquire (priority 1) of the free lock is granted", validateTTL)
 	if !ok {
 		return
 	}
-	pause := stealPauseOf(v.slowest)
-	c3.Signal(syscall.SIGSTOP)
-	resumed := time.AfterFunc(pause, func() { c3.Signal(syscall.SIGCONT) })
-	defer resumed.Stop()
-	l4, err := c4.Acquire(v.Ctx, v.key, validateTTL)
-	v.mu.Lock()
-	lost := v.lost
-	v.mu.Unlock()
-	c3.Signal(syscall.SIGCONT)
+	s := v.stealFromStopped(c3, c4)
+	l4, err := s.lease, s.err
 	v.Expect("c4's acquire (priority 2) while c3 holds steals: it is granted", nil, err == nil,
 		fmt.Sprintf("answered %s: want acquire_ok, a priority strictly above the holder's (steal, notify the victim, wait for its acknowledgement)", describe("acquire", l4, err)))
 	if err != nil {
 		return
 	}
-	var notice *ref.Lost
-	for i := range lost {
-		if lost[i].Token == l3.Token {
-			notice = &lost[i]
-			break
-		}
-	}
-	v.Expect("c4 is granted only after c3's lost notice came", nil, notice != nil,
-		fmt.Sprintf("c4's acquire_ok came, c3 stopped for %v of its %v lease, before a lost notice of c3's token (notices: %v): the thief acts while its victim still thinks it holds (wait for the victim's acknowledgement, or until its lease could have ended; the victim writes {\"type\":\"lost\",\"token\":...,\"thief\":...} before it acknowledges)", pause, validateTTL, lost))
-	if notice != nil {
+	notice := noticeOf(s.lost, l3.Token)
+	ended := !s.returned.Before(asked.Add(validateTTL))
+	v.Expect("c4 is granted only after c3's lost notice came, or once c3's lease could have ended", nil, notice != nil || ended,
+		fmt.Sprintf("c4's acquire_ok came %v after c3 asked for its %v lease, c3 stopped for %v of it, before a lost notice of c3's token (notices: %v): the thief acts while its victim still thinks it holds (wait for the victim's acknowledgement, or until its lease could have ended; the victim writes {\"type\":\"lost\",\"token\":...,\"thief\":...} before it acknowledges)", s.returned.Sub(asked).Round(time.Millisecond), validateTTL, s.stopped.Round(time.Millisecond), s.lost))
+	v.expired("c3's refresh after the theft", "refresh", func() error { _, err := c3.Refresh(v.Ctx, l3, validateTTL); return err })
+	if notice := noticeOf(v.notices(), l3.Token); notice != nil {
 		v.Expect("c3's lost notice names c4's token as the thief", nil, notice.Thief == l4.Token,
 			fmt.Sprintf("the notice said thief %q: want c4's token %q", notice.Thief, l4.Token))
 	}
-	v.expired("c3's refresh after the theft", "refresh", func() error { _, err := c3.Refresh(v.Ctx, l3, validateTTL); return err })
 	_, err = c5.Acquire(v.Ctx, v.key, validateTTL)
 	v.Expect("c5's acquire of c4's priority while c4 holds is held", nil, errors.Is(err, ref.ErrHeld),
 		fmt.Sprintf(`answered %s: want acquire_fail {"reason":"held"}: equal priority never steals`, describe("acquire", ref.Lease{}, err)))
@@ -271,13 +267,80 @@ func (v *validator) stealing() {
 	v.Ends(c5.conn.Client)
 }
 
-// stealPauseOf is how long the victim of stealing's theft is stopped,
-// given the slowest grant so far: at least 500 ms, and four times that
-// grant, so that a thief that does not wait for its victim returns while
-// the victim is still stopped however loaded the machine (a fixed 500 ms
-// let a thief that did not wait, slowed beside the suite, return after
-// the victim had resumed and written its notice: caught nothing), at most
-// a quarter of the victim's lease.
-func stealPauseOf(slowest time.Duration) time.Duration {
-	return min(max(500*time.Millisecond, 4*slowest), validateTTL/4)
+// notices are the lost notices read so far.
+func (v *validator) notices() []ref.Lost {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.lost)
+}
+
+// noticeOf is the lost notice of token among lost, nil if none.
+func noticeOf(lost []ref.Lost, token string) *ref.Lost {
+	for i := range lost {
+		if lost[i].Token == token {
+			return &lost[i]
+		}
+	}
+	return nil
+}
+
+// The steal check's bounds. The victim stays stopped until the thief
+// returns, or for stealHold, a second past its whole lease: a thief that
+// does not wait for its victim returns while the victim is stopped unless
+// its acquire takes as long as the lease (a pause of four times the
+// slowest grant, at most 2.5 s, let such a thief slowed beside a loaded
+// suite return after the victim had resumed and written its notice, once
+// in six loaded runs). A thief that waits can then return only once the
+// victim's lease could have ended (no acknowledgement can come from a
+// stopped victim), which the check accepts, as the protocol does: so its
+// own lease is stealTTL, three leases, lest its key expire while it waits
+// (outwaited), and its acquire may take stealTimeout, not every other
+// request's 10 s.
+const (
+	stealHold    = validateTTL + time.Second
+	stealTTL     = 3 * validateTTL
+	stealTimeout = 4 * validateTTL
+)
+
+// A steal is what stealFromStopped saw: the thief's answer, the lost
+// notices read by the time it came, when it came and how long the victim
+// was stopped.
+type steal struct {
+	lease    ref.Lease
+	err      error
+	lost     []ref.Lost
+	returned time.Time
+	stopped  time.Duration
+}
+
+// stealFromStopped has c4 acquire (for stealTTL) while c3 is stopped, and
+// resumes c3 once c4's acquire returns or v.hold has passed, whichever
+// is first.
+func (v *validator) stealFromStopped(c3, c4 *Process) steal {
+	type answer struct {
+		l   ref.Lease
+		err error
+	}
+	defer c4.conn.SetTimeout(c4.conn.Timeout())
+	c4.conn.SetTimeout(stealTimeout)
+	c3.Signal(syscall.SIGSTOP)
+	start := time.Now()
+	got := make(chan answer, 1)
+	go func() {
+		l, err := c4.Acquire(v.Ctx, v.key, stealTTL)
+		got <- answer{l, err}
+	}()
+	hold := time.NewTimer(v.hold)
+	defer hold.Stop()
+	var a answer
+	select {
+	case a = <-got:
+	case <-hold.C:
+		c3.Signal(syscall.SIGCONT)
+		a = <-got
+	}
+	returned := time.Now()
+	lost := v.notices()
+	c3.Signal(syscall.SIGCONT)
+	return steal{a.l, a.err, lost, returned, min(returned.Sub(start), v.hold)}
 }
