@@ -61,7 +61,7 @@ func TestNodeRedisSemaphoreAdapter(t *testing.T) {
 // acquire-exact or recovers. The next test shows both findings.
 func TestNodeRedisSemaphoreProve(t *testing.T) {
 	impl := nodeRedisSemaphore(t, " --variant mutex --reconnect-unknown")
-	code, out := lockprover("prove", "--kind", "redlock", "--servers", "1", "--impl", impl,
+	code, out := lockprover("prove", "--kind", "redlock", "--target", "redis", "--servers", "1", "--impl", impl,
 		"--properties", "lease-exclusive,acquire-exact,recovers", "--init-timeout", "30s",
 		"--runs", "3", "--seed", "1", "--out", t.TempDir())
 	if strings.Contains(out, "no redis-server") {

@@ -132,11 +132,16 @@ func (c Config) String() string {
 	if c.Mutant != "" {
 		what = "mutant " + c.Mutant
 	}
-	if t, ok := c.Target.(Redis); ok {
+	switch t := c.Target.(type) {
+	case Redis:
 		if t.Impl != nil {
 			what = t.Impl.String()
 		}
 		what += " on " + t.String()
+	case Simulator:
+		if t.Impl != nil {
+			what = t.Impl.String() + " on the simulated servers, served on the wire"
+		}
 	}
 	return what
 }

@@ -1,8 +1,10 @@
 package redlockrun
 
 import (
+	"context"
 	"io"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lockprover/lockprover/histories"
@@ -67,8 +69,25 @@ type proc interface {
 	fired() bool
 }
 
-// simPlace is the simulated servers: deterministic, in virtual time.
-type simPlace struct{ w *redissim.World }
+// simPlace is the simulated servers: deterministic, in virtual time. With
+// an implementation (served), the clients are its processes, each on the
+// servers served to it on the wire.
+type simPlace struct {
+	w      *redissim.World
+	served *servedImpl
+}
+
+// servedImpl is an implementation under test on the simulated servers
+// served on the wire: each incarnation of a client is a process of impl,
+// told session with the addresses wire serves to its World process.
+type servedImpl struct {
+	impl    Impl
+	wire    Wire
+	session Session
+	// procs are the implementation's processes by World process: a
+	// kill of the World's kills its process too.
+	procs map[string]ProcessClient
+}
 
 // newSimPlace makes p's simulated servers, deciding by p's Decisions;
 // lost reports each reply DropReply lost, as it is lost. Under an
@@ -85,7 +104,7 @@ func newSimPlace(p *Plan, trace io.Writer, lost func(proc string, server int), r
 	if err == nil {
 		state(w.Unseen(), w, runner) // an exhaustive search's state at a choice
 	}
-	return simPlace{w}, err
+	return simPlace{w: w}, err
 }
 
 func (simPlace) Lock()                     {}
@@ -104,7 +123,7 @@ func (b simPlace) Strike(a run.Aim) error {
 	case histories.ClockJump:
 		return b.w.ClockJump(a.Server, a.Offset)
 	}
-	return strike(a, b.w.Kill, func(name string, i int) { b.w.Partition(name, i) }, func(name string, i int) { b.w.DropReply(name, i) },
+	return strike(a, b.kill, func(name string, i int) { b.w.Partition(name, i) }, func(name string, i int) { b.w.DropReply(name, i) },
 		func(i int) { b.w.Pause(i) })
 }
 
@@ -114,7 +133,19 @@ func (b simPlace) End(a run.Aim) error {
 }
 
 func (b simPlace) Go(name string, f func(proc)) {
-	b.w.Go(name, func(p *redissim.Process) { f(simProc{p}) })
+	b.w.Go(name, func(p *redissim.Process) { f(simProc{p, b}) })
+}
+
+// kill kills World process name, and its implementation's process (a
+// SIGKILL first, so that the close its runner then makes finds it gone).
+func (b simPlace) kill(name string) {
+	if b.served != nil {
+		if pc := b.served.procs[name]; pc != nil {
+			pc.Signal(syscall.SIGKILL)
+			delete(b.served.procs, name)
+		}
+	}
+	b.w.Kill(name)
 }
 
 // restart crashes a's server and has it come back once its downtime has
@@ -129,12 +160,18 @@ func (b simPlace) restart(a run.Aim) error {
 }
 
 // simProc is a process of the simulator.
-type simProc struct{ p *redissim.Process }
+type simProc struct {
+	p *redissim.Process
+	b simPlace
+}
 
 func (s simProc) Sleep(d time.Duration) { s.p.Sleep(d) }
 func (s simProc) arm(f func())          { f() }
 func (s simProc) fired() bool           { return true }
-func (s simProc) open(_ string, o redlock.Options) (Client, error) {
+func (s simProc) open(name string, o redlock.Options) (Client, error) {
+	if s.b.served != nil {
+		return s.connect(name, s.b.served.session)
+	}
 	rl, err := redlock.NewOn(s.p.Env(), o)
 	if err != nil {
 		return nil, err
@@ -142,12 +179,35 @@ func (s simProc) open(_ string, o redlock.Options) (Client, error) {
 	return rl, nil
 }
 
-func (s simProc) openPriority(_ string, o redlock.Options, prio int64) (Client, error) {
+func (s simProc) openPriority(name string, o redlock.Options, prio int64) (Client, error) {
+	if s.b.served != nil {
+		ss := s.b.served.session
+		ss.Priority, ss.Prio, ss.OnLost = true, prio, o.OnLost
+		return s.connect(name, ss)
+	}
 	pl, err := redlock.NewPriorityOn(s.p.PriorityEnv(), o)
 	if err != nil {
 		return nil, err
 	}
 	return priorityClient{pl, prio}, nil
+}
+
+// connect starts the implementation's process of client name for ss, on
+// the servers served to this World process: it waits on the process
+// through the World (its commands are the World's steps).
+func (s simProc) connect(name string, ss Session) (Client, error) {
+	sv := s.b.served
+	addrs, ctx, err := sv.wire.Process(context.Background(), s.p)
+	if err != nil {
+		return nil, err
+	}
+	ss.Addrs = addrs
+	pc, err := sv.impl.Connect(ctx, name, ss)
+	if err != nil {
+		return nil, err
+	}
+	sv.procs[s.p.Name()] = pc
+	return pc, nil
 }
 
 // left is the validity left at the simulator's time: nothing comes between

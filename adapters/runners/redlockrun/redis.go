@@ -21,6 +21,7 @@ import (
 	"github.com/lockprover/lockprover/internal/realtime"
 	"github.com/lockprover/lockprover/model/lease"
 	"github.com/lockprover/lockprover/model/redlock"
+	"github.com/lockprover/lockprover/sim/redissim"
 )
 
 // A Target runs plans: Simulator or Redis.
@@ -29,18 +30,128 @@ type Target interface {
 }
 
 // Simulator runs plans on the simulated servers (package sim/redissim):
-// deterministic, in virtual time.
-type Simulator struct{}
+// deterministic, in virtual time. With Impl, an implementation's
+// processes are the clients, on the servers served on the wire (Wire).
+type Simulator struct {
+	// Impl, if set, is the implementation the plans run against, in
+	// processes of its own, instead of the reference; Wire, which it
+	// needs, serves each run's servers to them (redlockprotocol.Wire).
+	Impl Impl
+	Wire func(w *redissim.World, p *Plan) Wire
+}
 
-// Run runs p on fresh simulated servers (see Simulate).
-func (Simulator) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
+// A Wire is a run's simulated servers served on the wire
+// (adapters/served/redisserve): each process of the World gets a port per
+// server, which its implementation's process connects to.
+type Wire interface {
+	// Name is the served run's, unique: the run the implementation's
+	// processes are started under.
+	Name() string
+	// Process serves the World's process p (call it from p): the servers'
+	// addresses for its implementation's process, and ctx made to wait
+	// on that process through the World (process.WithWaiter).
+	Process(ctx context.Context, p *redissim.Process) (addrs []string, waits context.Context, err error)
+	// End stops serving once the World has run, and says what the run
+	// recorded (the plan's Decisions.Wire), what went wrong with the
+	// implementation's side (problems), what a reader must be told
+	// (notes), and an error where the run says nothing of the
+	// implementation (a command the simulator does not serve).
+	End() (log map[string][]string, problems, notes []string, err error)
+}
+
+// Run runs p on fresh simulated servers (see Simulate), against s.Impl
+// if set.
+func (s Simulator) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if s.Impl != nil {
+		return s.runServed(ctx, p)
+	}
 	if p.limit() > 1 {
-		return nil, fmt.Errorf("limit %d: the reference is a mutex; a semaphore needs an implementation (--target redis --impl)", p.Limit)
+		return nil, fmt.Errorf("limit %d: the reference is a mutex; a semaphore needs an implementation (--impl)", p.Limit)
 	}
 	return Simulate(p, nil)
+}
+
+// runServed runs p against s.Impl on fresh simulated servers served on
+// the wire. The plan's run logs its steps (p.Wire): run again, it replays
+// them in their order.
+func (s Simulator) runServed(ctx context.Context, p *Plan) (*prover.Result, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if s.Wire == nil {
+		return nil, errors.New("redlock: an implementation on the simulator needs its servers served on the wire (Simulator.Wire)")
+	}
+	r := &runner{p: p, ctx: ctx, clients: map[string]*client{}, cut: map[string]int{}}
+	b, err := newSimPlace(p, nil, r.dropped, r)
+	if err != nil {
+		return nil, err
+	}
+	wire := s.Wire(b.w, p)
+	b.served = &servedImpl{impl: s.Impl, wire: wire, procs: map[string]ProcessClient{},
+		session: Session{Key: p.Key, TTL: time.Duration(p.TTLMs) * time.Millisecond, Run: wire.Name(), Limit: p.Limit}}
+	if sp, ok := s.Impl.(spawner); ok {
+		// The World's clock stands still while a process starts: they
+		// need only start side by side.
+		sp.Spawn(wire.Name(), len(p.Clients))
+		defer sp.Drain(wire.Name())
+	}
+	r.begin(b)
+	runErr := b.w.Run()
+	log, problems, notes, err := wire.End()
+	if runErr != nil {
+		return nil, runErr
+	}
+	p.Wire = log
+	r.Problems = append(r.Problems, problems...)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.Result(r.p.Key)
+	if res != nil {
+		res.Evidence.Trace = append(res.Evidence.Trace, notes...)
+	}
+	return res, err
+}
+
+// Preflight checks, with an implementation, that its process starts and
+// answers init on a simulated server served on the wire, and ends when
+// told: the probe.
+func (s Simulator) Preflight(ctx context.Context) error {
+	if s.Impl == nil || s.Wire == nil {
+		return nil
+	}
+	w, err := redissim.New(redissim.Options{Servers: 1})
+	if err != nil {
+		return err
+	}
+	wire := s.Wire(w, &Plan{})
+	var probeErr error
+	w.Go("probe", func(p *redissim.Process) {
+		addrs, waits, err := wire.Process(ctx, p)
+		if err != nil {
+			probeErr = err
+			return
+		}
+		pc, err := s.Impl.Connect(waits, "probe", Session{Key: "lp-preflight", Addrs: addrs, TTL: time.Second, Run: "preflight"})
+		if err != nil {
+			probeErr = err
+			return
+		}
+		probeErr = pc.Close()
+	})
+	runErr := w.Run()
+	_, _, _, endErr := wire.End()
+	return errors.Join(probeErr, runErr, endErr)
+}
+
+// A spawner starts an implementation's processes ahead of a run and ends
+// those no client took (process.Launcher's Spawn and Drain).
+type spawner interface {
+	Spawn(run string, n int)
+	Drain(run string)
 }
 
 // Redis runs plans on real redis-servers, in real time. Each plan starts

@@ -63,6 +63,10 @@ type Broker struct {
 	procs  []*Process
 	closed bool
 	ids    int // the connections' ids (CLIENT ID), over the servers
+
+	// drawn pairs each word a replayed log has that its client drew
+	// anew (a token) with the client's word, and back (see matches).
+	drawn drawnWords
 }
 
 // served counts the served Worlds, for their names.

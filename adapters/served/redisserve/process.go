@@ -161,7 +161,7 @@ func (p *Process) scan(want string) (event, bool, []*conn) {
 				continue
 			}
 		}
-		if want != "" && e.fingerprint() != want {
+		if want != "" && !p.s.drawn.matches(want, e.fingerprint()) {
 			continue
 		}
 		p.events = append(p.events[:i], p.events[i+1:]...)

@@ -164,14 +164,15 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if rp.setup.Start != nil {
 		err = rp.setup.Start(ctx)
 	}
-	var reproduced, same int
+	var reproduced int
+	var same sameness
 	if err == nil {
 		res, reproduced, same, err = ra.runTimes(ctx, rp, judged, counted)
 	}
 	if err == nil && ra.times > 1 {
 		fmt.Fprintf(stdout, "failed in %d of %d runs; the report below is of the %s\n", reproduced, ra.times,
 			map[bool]string{true: "first that failed", false: "last"}[reproduced > 0])
-		fmt.Fprintf(stdout, "the first run's history, times and all, in %d of %d runs\n", same, ra.times)
+		fmt.Fprintf(stdout, "the first run's history, times and all, in %d of %d runs%s\n", same.renamed, ra.times, same.says())
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "replay: interrupted")
@@ -340,19 +341,23 @@ func (ra *replayArgs) worst(rp *replayRun, res *prover.Result, judged string, co
 // failed (what a real target reproduces only at times), else the last; in
 // how many runs it failed; and in how many the history was the first
 // run's, times and all.
-func (ra *replayArgs) runTimes(ctx context.Context, rp *replayRun, judged string, counted []string) (res *prover.Result, reproduced, same int, err error) {
-	var first []byte
+func (ra *replayArgs) runTimes(ctx context.Context, rp *replayRun, judged string, counted []string) (res *prover.Result, reproduced int, same sameness, err error) {
+	var first, firstRenamed []byte
 	for run := 1; run <= ra.times; run++ {
 		r, err := rp.setup.Prove.Run(ctx, rp.plan)
 		if err != nil {
 			return res, reproduced, same, err
 		}
 		h, _ := json.Marshal(r.History)
+		renamed := renameTokens(h)
 		if first == nil {
-			first = h
+			first, firstRenamed = h, renamed
 		}
 		if bytes.Equal(h, first) {
-			same++
+			same.exact++
+		}
+		if bytes.Equal(renamed, firstRenamed) {
+			same.renamed++
 		}
 		bad := ra.worst(rp, r, judged, counted) != verdict.Pass
 		if bad {
@@ -363,6 +368,49 @@ func (ra *replayArgs) runTimes(ctx context.Context, rp *replayRun, judged string
 		}
 	}
 	return res, reproduced, same, nil
+}
+
+// sameness counts the runs whose history was the first run's: byte for
+// byte (exact), and once the leases' tokens are renamed in order of their
+// first appearance (renamed, which counts exact's too).
+type sameness struct{ exact, renamed int }
+
+// says what a count of renamed must tell: which of them needed the
+// renaming (an implementation that draws its tokens at random, which no
+// simulator chooses).
+func (s sameness) says() string {
+	if s.renamed == s.exact {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of them with the tokens the implementation drew renamed, in order of appearance)", s.renamed-s.exact)
+}
+
+// renameTokens is a history (as JSON) with every lease token, and every
+// thief's, renamed t1, t2, ... in order of first appearance: histories
+// alike but for the tokens an implementation drew at random come out the
+// same.
+func renameTokens(h []byte) []byte {
+	var events []map[string]any
+	if json.Unmarshal(h, &events) != nil {
+		return h
+	}
+	names := map[string]string{}
+	for _, e := range events {
+		v, _ := e["value"].(map[string]any)
+		for _, field := range []string{"token", "thief"} {
+			if t, ok := v[field].(string); ok {
+				if names[t] == "" {
+					names[t] = fmt.Sprintf("t%d", len(names)+1)
+				}
+				v[field] = names[t]
+			}
+		}
+	}
+	out, err := json.Marshal(events)
+	if err != nil {
+		return h
+	}
+	return out
 }
 
 // options are what a replay judges with, as the search judged it: the

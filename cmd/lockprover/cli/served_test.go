@@ -58,3 +58,27 @@ func TestSpeedupRefused(t *testing.T) {
 		}
 	}
 }
+
+// The README's minimal lease lock (examples/minimal/redis_lock.py) runs on
+// the simulated Redis servers served on the wire with --impl and no
+// --target, on a machine without redis-server (PATH holds nothing): its
+// --unsafe-release fails the README's plan in every run, with the same
+// history, times and all, but for the tokens it draws; drawn plans of
+// the safe release hold.
+func TestRedlockImplOnTheServedSimulator(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("needs /usr/bin/python3")
+	}
+	t.Setenv("PATH", t.TempDir())
+	script := filepath.Join("..", "..", "..", "examples", "minimal", "redis_lock.py")
+	plan := filepath.Join("..", "..", "..", "examples", "minimal", "release-after-expiry.json")
+	code, out, errOut := lockprover("replay", "--impl", "/usr/bin/python3 "+script+" --unsafe-release", "--times", "3", plan)
+	if code != exitViolation || !strings.Contains(out, "failed in 3 of 3 runs") || !strings.Contains(out, "the first run's history, times and all, in 3 of 3 runs (2 of them with the tokens the implementation drew renamed") ||
+		!strings.Contains(out, "lease-exclusive FAIL") {
+		t.Fatalf("replay --times 3: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = lockprover("prove", "--kind", "redlock", "--servers", "1", "--impl", "/usr/bin/python3 "+script, "--runs", "5", "--seed", "1", "--properties", "lease-exclusive,no-revival,validity-sound")
+	if code != exitOK || !strings.Contains(out, "on the simulated Redis servers, served on the wire") {
+		t.Fatalf("prove: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -131,13 +131,13 @@ func redlockTarget(s family.Settings, c *redlockrun.Config) (*family.Setup, erro
 		replay = []string{"--server-version", s.Flag("server-version")}
 	}
 	switch {
-	case s.Flag("server-version") != "" && s.Impl == "" && s.Target != "redis":
-		return nil, fmt.Errorf("--server-version: the version of real servers; --kind %s runs on the simulated ones unless --target redis (or --impl)", kind)
-	case s.Impl != "" && s.Target != "" && s.Target != "redis":
-		return nil, fmt.Errorf("--impl: an implementation runs on real redis-servers (--target redis), not --target %s", s.Target)
+	case s.Flag("server-version") != "" && s.Target != "redis":
+		return nil, fmt.Errorf("--server-version: the version of real servers; --kind %s runs on the simulated ones unless --target redis", kind)
 	case s.Impl != "" && c.Mutant != "":
 		return nil, errors.New("--mutant: a mutant is a variant of the reference; it cannot run with --impl")
-	case s.Impl != "":
+	case s.Impl != "" && (s.Target == "" || s.Target == "sim"):
+		return servedTarget(s, c, kind)
+	case s.Impl != "" && s.Target == "redis":
 		impl := redlockprotocol.NewProcesses(s.Impl)
 		impl.InitTimeout = s.InitTimeout
 		t := redlockrun.Redis{Impl: impl, Priority: kind == redlockrun.PriorityKind, Version: v}
@@ -175,6 +175,29 @@ func redlockTarget(s family.Settings, c *redlockrun.Config) (*family.Setup, erro
 	return nil, fmt.Errorf("--target: --kind %s runs on the simulated Redis servers (--target sim) or real redis-servers (--target redis)", kind)
 }
 
+// servedTarget sets an implementation's plans to run on the simulated
+// Redis servers served on the wire (--impl, no --target or --target sim).
+// The priority Redlock's are not served yet: its victims' watchers send
+// their commands between operations, and the served servers take a
+// process's commands only while one of its operations is in flight.
+func servedTarget(s family.Settings, c *redlockrun.Config, kind string) (*family.Setup, error) {
+	if kind == redlockrun.PriorityKind {
+		return nil, fmt.Errorf("--impl: --kind %s runs an implementation on real redis-servers (--target redis) only: its victims' watchers listen between operations, which the simulated servers do not serve yet", kind)
+	}
+	impl := redlockprotocol.NewProcesses(s.Impl)
+	impl.InitTimeout = s.InitTimeout
+	t := redlockrun.Simulator{Impl: impl, Wire: redlockprotocol.Wire}
+	c.Target = t
+	return &family.Setup{Target: "sim", Where: "the simulated Redis servers, served on the wire", What: impl.String(),
+		Replay: []string{"--impl", family.Quote(s.Impl)}, Interrupt: impl.Stop, Stop: impl.Stop,
+		Start: func(ctx context.Context) error {
+			if err := t.Preflight(ctx); err != nil {
+				return &family.ImplError{Err: err, Command: s.Impl, Kind: kind}
+			}
+			return nil
+		}}, nil
+}
+
 // redlockReplay makes a Redlock plan read back ready to run on the
 // simulated servers (its trace to s.Trace), against the reference or a
 // mutant.
@@ -198,7 +221,7 @@ func replayOn(s family.Settings, c redlockrun.Config) (*family.Setup, error) {
 	if setup.Stop == nil {
 		setup.Stop = func() {}
 	}
-	if !setup.Real {
+	if sim, served := c.Target.(redlockrun.Simulator); !setup.Real && !(served && sim.Impl != nil) {
 		setup.Prove = traced{c, s.Trace}
 	}
 	return setup, nil
