@@ -8,9 +8,11 @@ script that touches the key only while it still holds our token.
 With --unsafe-release, release is a plain DEL (a common bug: it deletes
 whoever holds the lock now); lockprover catches it.
 
-Run it as lockprover does, one process per client:
-    lockprover validate-impl --kind redlock --impl 'python3 examples/minimal/redis_lock.py'
+Run it as lockprover does, one process per client (prove on the simulated
+Redis servers served on the wire; validate-impl, and prove --target redis,
+on private redis-servers):
     lockprover prove --kind redlock --servers 1 --impl 'python3 examples/minimal/redis_lock.py'
+    lockprover validate-impl --kind redlock --impl 'python3 examples/minimal/redis_lock.py'
 The protocol (docs/protocol.md, "Redlock"): one JSON request a line on
 stdin, one reply a line on stdout, each echoing the request's id.
 """

@@ -5,7 +5,7 @@ called through its public API and unchanged: one process is one
 lockprover client of one key.
 
     lockprover validate-impl --kind redlock --impl '/usr/bin/python3 examples/upstream/redis_py_lock.py'
-    lockprover prove --kind redlock --servers 1 --impl '/usr/bin/python3 examples/upstream/redis_py_lock.py'
+    lockprover prove --target redis --kind redlock --servers 1 --impl '/usr/bin/python3 examples/upstream/redis_py_lock.py'
 
 redis-py's Lock is a single-instance lock: the adapter connects to the
 first address of init's addrs only (every client of a plan does); prove

@@ -6,7 +6,7 @@
 //
 //   (cd examples/upstream/node-redis-lock && npm ci)
 //   lockprover validate-impl --kind redlock --impl 'node examples/upstream/node-redis-lock/adapter.js'
-//   lockprover prove --kind redlock --servers 1 --impl 'node examples/upstream/node-redis-lock/adapter.js'
+//   lockprover prove --target redis --kind redlock --servers 1 --impl 'node examples/upstream/node-redis-lock/adapter.js'
 //
 // redis-lock is a single-instance lock: the adapter connects to the first
 // address of init's addrs only (every client of a plan does); prove it

@@ -4,7 +4,7 @@
 // one lockprover client of one key.
 //
 //	lockprover validate-impl --kind redlock --impl 'examples/upstream/redislock/redislock-adapter'
-//	lockprover prove --kind redlock --servers 1 --impl 'examples/upstream/redislock/redislock-adapter'
+//	lockprover prove --target redis --kind redlock --servers 1 --impl 'examples/upstream/redislock/redislock-adapter'
 //
 // bsm/redislock is a single-instance lock: a Client wraps one go-redis
 // client. The adapter connects to init's first address only (every
