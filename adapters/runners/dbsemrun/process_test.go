@@ -661,7 +661,7 @@ func TestLeaseBrokenRefreshAndRelease(t *testing.T) {
 func TestLeaseGivesUpAndHidesThePassword(t *testing.T) {
 	t.Parallel()
 	in := dbsemrun.Session{Key: "k", DSN: "u:s3cr3t@tcp(127.0.0.1:1)/db?timeout=1s", Prefix: "p_", Max: 2, TTL: 1500 * time.Millisecond}
-	li := dbsemprotocol.NewProcesses(`exit 4`)
+	li := dbsemprotocol.NewProcesses(`read -r line; exit 4`)
 	for _, name := range []string{"c1", "c2"} {
 		_, err := li.Connect(context.Background(), name, in)
 		want := name + ` did not start: exited (exit status 4); last request: {"client":"` + name + `","design":"master-row","dsn":"u:xxxxx@tcp(127.0.0.1:1)/db?timeout=1s","fencing":false,"id":1,"lock":"db-semaphore","max":2,"name":"k","prefix":"p_","ttl_ms":1500,"type":"init","url":"mysql://u:xxxxx@127.0.0.1:1/db"}`
