@@ -136,6 +136,14 @@ func (b simPlace) Go(name string, f func(proc)) {
 	b.w.Go(name, func(p *redissim.Process) { f(simProc{p, b}) })
 }
 
+// KillSelf strikes a process's own kill from a timer of the World, due
+// now, while the process sleeps a nanosecond: the timer comes first, and
+// the kill stops the process in its sleep.
+func (b simPlace) KillSelf(p proc, strike func()) {
+	b.w.After(0, strike)
+	p.Sleep(time.Nanosecond)
+}
+
 // kill kills World process name, and its implementation's process (a
 // SIGKILL first, so that the close its runner then makes finds it gone).
 func (b simPlace) kill(name string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,6 +39,9 @@ type Simulator struct {
 	// needs, serves each run's servers to them (redlockprotocol.Wire).
 	Impl Impl
 	Wire func(w *redissim.World, p *Plan) Wire
+	// Trace, if set, receives the simulator's trace of an implementation's
+	// runs (replay --trace).
+	Trace io.Writer
 }
 
 // A Wire is a run's simulated servers served on the wire
@@ -85,7 +89,7 @@ func (s Simulator) runServed(ctx context.Context, p *Plan) (*prover.Result, erro
 		return nil, errors.New("redlock: an implementation on the simulator needs its servers served on the wire (Simulator.Wire)")
 	}
 	r := &runner{p: p, ctx: ctx, clients: map[string]*client{}, cut: map[string]int{}}
-	b, err := newSimPlace(p, nil, r.dropped, r)
+	b, err := newSimPlace(p, s.Trace, r.dropped, r)
 	if err != nil {
 		return nil, err
 	}

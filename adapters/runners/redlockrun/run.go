@@ -133,7 +133,7 @@ func (r *runner) run(p proc, name string, st *client, gen int) {
 				// new process, as after a kill. The kill is recorded
 				// after the operation ended, so it excuses nothing.
 				r.Problems = append(r.Problems, fmt.Sprintf("%s %s", name, why))
-				r.strikeLocked(p, Fault{Fault: histories.Kill, Target: name}, false)
+				r.killCrashed(p, name)
 				return
 			}
 		}
@@ -428,6 +428,27 @@ func (r *runner) strike(p proc, f Fault, end bool) {
 		return
 	}
 	r.Locked(func() { r.strikeLocked(p, f, end) })
+}
+
+// A selfKiller is a place whose processes cannot strike a kill on
+// themselves: the simulator's, where a kill is the World's, struck on a
+// process that is not the one running.
+type selfKiller interface {
+	// KillSelf has strike (the kill of p's process) run at once from
+	// outside it, and p wait there for it.
+	KillSelf(p proc, strike func())
+}
+
+// killCrashed strikes the kill of client name's process, found crashed
+// after its operation (it exited, or hung and was given up): the history
+// records it, and a fresh incarnation carries on with the script.
+func (r *runner) killCrashed(p proc, name string) {
+	kill := func() { r.strikeLocked(p, Fault{Fault: histories.Kill, Target: name}, false) }
+	if k, ok := r.b.(selfKiller); ok {
+		k.KillSelf(p, kill)
+		return
+	}
+	kill()
 }
 
 // strikeLocked is strike, with the lock held, but for a restart. A fault

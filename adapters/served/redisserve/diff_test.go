@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/served/redisserve"
 	redisservers "github.com/lockprover/lockprover/adapters/servers/redis"
+	"github.com/lockprover/lockprover/adapters/servers/versions"
 	"github.com/lockprover/lockprover/sim/redissim"
 )
 
@@ -281,7 +282,9 @@ func replyText(args []any, vs ...any) string {
 // through go-redis on the served simulator and on a private
 // redis-server, reply by reply, in RESP2 and RESP3 in turn.
 // LOCKPROVER_RESP_SEQUENCES sets how many
-// (20 by default), LOCKPROVER_RESP_SEED the first seed.
+// (20 by default), LOCKPROVER_RESP_SEED the first seed, and
+// LOCKPROVER_RESP_VERSION the server (a --server-version value: 8.0.6,
+// valkey-9.1.2; the machine's redis-server by default).
 func TestDifferentialWithRedisServer(t *testing.T) {
 	n, seed := 20, int64(2026112900)
 	if v, err := strconv.Atoi(os.Getenv("LOCKPROVER_RESP_SEQUENCES")); err == nil && v > 0 {
@@ -290,9 +293,16 @@ func TestDifferentialWithRedisServer(t *testing.T) {
 	if v, err := strconv.ParseInt(os.Getenv("LOCKPROVER_RESP_SEED"), 10, 64); err == nil {
 		seed = v
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	var o redisservers.Options
+	if v := os.Getenv("LOCKPROVER_RESP_VERSION"); v != "" {
+		var err error
+		if o.Version, err = versions.Parse(v, "redis", "valkey"); err != nil {
+			t.Fatalf("LOCKPROVER_RESP_VERSION: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	srv, err := redisservers.Start(ctx, t.TempDir(), redisservers.Options{})
+	srv, err := redisservers.Start(ctx, t.TempDir(), o)
 	if errors.Is(err, redisservers.ErrNoRedis) {
 		t.Skipf("the differential needs redis-server: %v", err)
 	}
@@ -385,7 +395,15 @@ func TestDifferentialWithRedisServer(t *testing.T) {
 			agree++
 		}
 	}
-	t.Logf("%d sequences (seeds %d to %d), %d have no difference but the known; %d steps, %d agree (%d of them up to the wording of Lua's own runtime error), %d differ as known (DBSIZE counting keys Redis has not yet expired)", n, seed, seed+int64(n)-1, agree, steps, stepsAgree, luaWording, dbsize)
+	t.Logf("against %s: %d sequences (seeds %d to %d), %d have no difference but the known; %d steps, %d agree (%d of them up to the wording of Lua's own runtime error), %d differ as known (DBSIZE counting keys Redis has not yet expired)", serverName(o.Version), n, seed, seed+int64(n)-1, agree, steps, stepsAgree, luaWording, dbsize)
+}
+
+// serverName names the differential's server for its log.
+func serverName(v versions.Version) string {
+	if v.Name == "" {
+		return "the machine's redis-server"
+	}
+	return v.String()
 }
 
 // closePTTL says whether two PTTL replies are within 50 ms: the real

@@ -186,7 +186,7 @@ func servedTarget(s family.Settings, c *redlockrun.Config, kind string) (*family
 	}
 	impl := redlockprotocol.NewProcesses(s.Impl)
 	impl.InitTimeout = s.InitTimeout
-	t := redlockrun.Simulator{Impl: impl, Wire: redlockprotocol.Wire}
+	t := redlockrun.Simulator{Impl: impl, Wire: redlockprotocol.Wire, Trace: s.Trace}
 	c.Target = t
 	return &family.Setup{Target: "sim", Where: "the simulated Redis servers, served on the wire", What: impl.String(),
 		Replay: []string{"--impl", family.Quote(s.Impl)}, Interrupt: impl.Stop, Stop: impl.Stop,

@@ -121,10 +121,21 @@ func processes(t *testing.T, command string) *redlockprotocol.Processes {
 // mode, on one private redis-server.
 func onePlan(t *testing.T, mode string, steps []redlockrun.Step) *prover.Result {
 	t.Helper()
+	return onePlanOn(t, false, mode, steps)
+}
+
+// onePlanOn is onePlan, on the simulated server served on the wire if
+// served.
+func onePlanOn(t *testing.T, served bool, mode string, steps []redlockrun.Step) *prover.Result {
+	t.Helper()
 	impl := processes(t, "/usr/bin/python3 testdata/fake_redlock.py "+mode)
 	p := &redlockrun.Plan{Version: redlockrun.PlanVersion, Kind: redlockrun.Kind, Key: "lp", Servers: 1, Persistence: redlockrun.PersistNone, TTLMs: 1000,
 		Clients: [][]redlockrun.Step{steps}}
-	res, err := redlockrun.Redis{Impl: impl}.Run(context.Background(), p)
+	var target redlockrun.Target = redlockrun.Redis{Impl: impl}
+	if served {
+		target = redlockrun.Simulator{Impl: impl, Wire: redlockprotocol.Wire}
+	}
+	res, err := target.Run(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,13 +180,29 @@ func TestProtocolErrorIsACrash(t *testing.T) {
 // A process that exits after a grant is a crash: recorded as a kill once
 // noticed, after the operation (so that it excuses nothing before), and
 // the client goes on as a new process with the rest of its script. No
-// grant comes from a process already gone.
+// grant comes from a process already gone. The same on the simulated
+// server served on the wire, where the kill is the World's, struck from
+// outside the crashed process; there the exit is noticed at the next
+// request (the release: a sleep of virtual time gives the process no real
+// time to be seen gone), on a real server during the sleep.
 func TestExitedProcessGoesOn(t *testing.T) {
 	t.Parallel()
-	onRedis(t)
+	for _, served := range []bool{false, true} {
+		t.Run(map[bool]string{false: "redis", true: "served"}[served], func(t *testing.T) {
+			t.Parallel()
+			if !served {
+				onRedis(t)
+			}
+			exitedGoesOn(t, served)
+		})
+	}
+}
+
+func exitedGoesOn(t *testing.T, served bool) {
 	sleep := redlockrun.Step{Op: redlockrun.Sleep, Ms: 500}
 	acquire := redlockrun.Step{Op: histories.Acquire}
-	res := onePlan(t, "exit-after-acquire", []redlockrun.Step{acquire, sleep, acquire, sleep, acquire})
+	release := redlockrun.Step{Op: histories.Release}
+	res := onePlanOn(t, served, "exit-after-acquire", []redlockrun.Step{acquire, sleep, release, sleep, acquire})
 	kills, grants := 0, 0
 	for _, e := range res.History {
 		switch {
