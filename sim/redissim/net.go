@@ -129,7 +129,10 @@ func (w *World) post(rd *round, i int) {
 // EVALSHA the server lacks is sent again as EVAL (go-redis's Script.Run),
 // if the client still waits for it (a slot timed out was given up on:
 // Script.Run has returned, and sends nothing more); a reply the fault
-// lost resets the connection; a partition holds it.
+// lost resets the connection; a partition holds it. A NOSCRIPT a client
+// on the wire reads (it sends the EVAL itself) is not the reply a lost
+// reply loses, as the real servers' proxy does not lose it: it changed
+// nothing, and the fault waits for the EVAL's.
 func (w *World) answer(rd *round, i int, s *server, res Result) {
 	p, sl := rd.p, &rd.slots[i]
 	if e, ok := res.Err.(Error); ok && strings.HasPrefix(string(e), "NOSCRIPT") && sl.fallback != nil && !rd.done && !sl.answered {
@@ -138,7 +141,7 @@ func (w *World) answer(rd *round, i int, s *server, res Result) {
 		return
 	}
 	c := p.client()
-	if c.drop[s.id] {
+	if c.drop[s.id] && !(sl.fallback == nil && isNoScript(res)) {
 		delete(c.drop, s.id)
 		w.tracef("%s -> %s: the reply is lost, the connection reset", s.name, p.Name())
 		res = Result{Err: errReset}
@@ -151,6 +154,12 @@ func (w *World) answer(rd *round, i int, s *server, res Result) {
 		return
 	}
 	w.deliver(rd, i, res)
+}
+
+// isNoScript says whether res is Redis's NOSCRIPT error.
+func isNoScript(res Result) bool {
+	e, ok := res.Err.(Error)
+	return ok && strings.HasPrefix(string(e), "NOSCRIPT")
 }
 
 // deliver records slot i's result; the client hears of the round once

@@ -274,3 +274,31 @@ func TestKilledProcessForgotten(t *testing.T) {
 		t.Errorf("the list holds %q once the blocked process was killed, want [x]", pushed)
 	}
 }
+
+// A lost reply loses the reply to a command of the lock's that changed
+// what it may have changed, as the real servers' proxy does: not a
+// NOSCRIPT, which the client answers itself with an EVAL. go-redis's
+// Script.Run sends EVALSHA, reads NOSCRIPT, sends EVAL: the EVAL's reply
+// is the one lost, after the script ran.
+func TestLostReplySparesNoScript(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var trace bytes.Buffer
+	_, _, errs := serve(t, redissim.Options{Trace: &trace}, redisserve.Options{}, map[string]client{"c1": func(w *redissim.World, wp *redissim.Process, sp *redisserve.Process) error {
+		c := redis.NewClient(&redis.Options{Addr: sp.Addrs()[0], PoolSize: 1, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+		defer c.Close()
+		sp.Do(func() { w.DropReply("c1", 0) })
+		script := redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1])`)
+		if err := script.Run(ctx, c, []string{"k"}, "v").Err(); err == nil {
+			return errors.New("a script whose EVAL's reply was lost: no error")
+		}
+		if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
+			return fmt.Errorf("GET after the lost EVAL reply: %q %v, want v (the EVAL ran)", v, err)
+		}
+		return nil
+	}})
+	check(errs, t)
+	if !strings.Contains(trace.String(), "NOSCRIPT") || !strings.Contains(trace.String(), "the reply is lost") {
+		t.Errorf("the trace shows no NOSCRIPT then a lost reply:\n%s", trace.String())
+	}
+}

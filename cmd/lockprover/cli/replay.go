@@ -172,7 +172,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if err == nil && ra.times > 1 {
 		fmt.Fprintf(stdout, "failed in %d of %d runs; the report below is of the %s\n", reproduced, ra.times,
 			map[bool]string{true: "first that failed", false: "last"}[reproduced > 0])
-		fmt.Fprintf(stdout, "the first run's history, times and all, in %d of %d runs%s\n", same.renamed, ra.times, same.says())
+		fmt.Fprintf(stdout, "the first run's history, times and all, in %d of %d runs%s\n", same.all(), ra.times, same.says())
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "replay: interrupted")
@@ -342,23 +342,18 @@ func (ra *replayArgs) worst(rp *replayRun, res *prover.Result, judged string, co
 // how many runs it failed; and in how many the history was the first
 // run's, times and all.
 func (ra *replayArgs) runTimes(ctx context.Context, rp *replayRun, judged string, counted []string) (res *prover.Result, reproduced int, same sameness, err error) {
-	var first, firstRenamed []byte
+	var first [3][]byte
 	for run := 1; run <= ra.times; run++ {
 		r, err := rp.setup.Prove.Run(ctx, rp.plan)
 		if err != nil {
 			return res, reproduced, same, err
 		}
 		h, _ := json.Marshal(r.History)
-		renamed := renameTokens(h)
-		if first == nil {
-			first, firstRenamed = h, renamed
+		forms := [3][]byte{h, normalized(h, false), normalized(h, true)}
+		if first[0] == nil {
+			first = forms
 		}
-		if bytes.Equal(h, first) {
-			same.exact++
-		}
-		if bytes.Equal(renamed, firstRenamed) {
-			same.renamed++
-		}
+		same.add(forms, first)
 		bad := ra.worst(rp, r, judged, counted) != verdict.Pass
 		if bad {
 			reproduced++
@@ -371,25 +366,55 @@ func (ra *replayArgs) runTimes(ctx context.Context, rp *replayRun, judged string
 }
 
 // sameness counts the runs whose history was the first run's: byte for
-// byte (exact), and once the leases' tokens are renamed in order of their
-// first appearance (renamed, which counts exact's too).
-type sameness struct{ exact, renamed int }
+// byte (exact); once the leases' tokens are renamed in order of their
+// first appearance (renamed, exact's among them); and once the validity
+// an implementation claimed is set aside too (claims, renamed's among
+// them).
+type sameness struct{ exact, renamed, claims int }
 
-// says what a count of renamed must tell: which of them needed the
-// renaming (an implementation that draws its tokens at random, which no
-// simulator chooses).
-func (s sameness) says() string {
-	if s.renamed == s.exact {
-		return ""
+// add counts a run's history, in its three forms (normalized), against
+// the first run's.
+func (s *sameness) add(forms, first [3][]byte) {
+	switch {
+	case bytes.Equal(forms[0], first[0]):
+		s.exact++
+	case bytes.Equal(forms[1], first[1]):
+		s.renamed++
+	case bytes.Equal(forms[2], first[2]):
+		s.claims++
+	default:
+		return
 	}
-	return fmt.Sprintf(" (%d of them with the tokens the implementation drew renamed, in order of appearance)", s.renamed-s.exact)
 }
 
-// renameTokens is a history (as JSON) with every lease token, and every
-// thief's, renamed t1, t2, ... in order of first appearance: histories
-// alike but for the tokens an implementation drew at random come out the
-// same.
-func renameTokens(h []byte) []byte {
+// all is how many runs had the first run's history, in any form.
+func (s sameness) all() int { return s.exact + s.renamed + s.claims }
+
+// says what the count must tell: how many runs needed which form (an
+// implementation that draws its tokens at random, which no simulator
+// chooses; one that measures its validity on its own clock, which the
+// simulator does not move).
+func (s sameness) says() string {
+	var parts []string
+	if s.renamed > 0 {
+		parts = append(parts, fmt.Sprintf("%d of them with the tokens the implementation drew renamed, in order of appearance", s.renamed))
+	}
+	if s.claims > 0 {
+		parts = append(parts, fmt.Sprintf("%d of them with its tokens renamed and the validity it claimed set aside (validity_ms, started_ms, replied_ms: read from its own clock)", s.claims))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+// normalized is a history (as JSON) with every lease token, and every
+// thief's, renamed t1, t2, ... in order of first appearance, and with
+// claims, the times an implementation measured on its own clock
+// (validity_ms, started_ms, replied_ms), left out: histories alike but
+// for what an implementation drew at random, or read from its clock,
+// come out the same.
+func normalized(h []byte, claims bool) []byte {
 	var events []map[string]any
 	if json.Unmarshal(h, &events) != nil {
 		return h
@@ -404,6 +429,11 @@ func renameTokens(h []byte) []byte {
 				}
 				v[field] = names[t]
 			}
+		}
+		if claims {
+			delete(v, "validity_ms")
+			delete(v, "started_ms")
+			delete(v, "replied_ms")
 		}
 	}
 	out, err := json.Marshal(events)
