@@ -38,6 +38,8 @@ func command(name string) func(s *server, args []string) Result {
 		return cmdScript
 	case "ECHO":
 		return cmdEcho
+	case "MSETNX":
+		return cmdMsetnx
 	}
 	return priorityCommand(name)
 }
@@ -46,7 +48,7 @@ func command(name string) func(s *server, args []string) Result {
 // at least -n.
 var arity = map[string]int{
 	"PING": -1, "GET": 2, "SET": -3, "DEL": -2, "EXISTS": -2, "PEXPIRE": 3,
-	"PTTL": 2, "INCR": 2, "DBSIZE": 1, "EVAL": -3, "EVALSHA": -3, "SCRIPT": -2, "ECHO": 2,
+	"PTTL": 2, "INCR": 2, "DBSIZE": 1, "EVAL": -3, "EVALSHA": -3, "SCRIPT": -2, "ECHO": 2, "MSETNX": -3,
 	"HSET": -4, "HGET": 3, "HMGET": -3, "HLEN": 2, "HDEL": -3, "RPUSH": -3, "LLEN": 2,
 	"LRANGE": 4, "BLPOP": -3, "PUBLISH": 3, "TIME": 1, "TYPE": 2,
 }
@@ -197,6 +199,23 @@ func cmdDel(s *server, args []string) Result {
 		}
 	}
 	return Result{Val: n}
+}
+
+// cmdMsetnx sets every key to its value, none expiring, if none of them
+// exists (1), else nothing (0): bsm/redislock's obtain.
+func cmdMsetnx(s *server, args []string) Result {
+	if len(args)%2 != 1 {
+		return Result{Err: Error("ERR wrong number of arguments for 'msetnx' command")}
+	}
+	for i := 1; i < len(args); i += 2 {
+		if s.lookup(args[i]) != nil {
+			return Result{Val: int64(0)}
+		}
+	}
+	for i := 1; i < len(args); i += 2 {
+		s.keys[args[i]] = &entry{val: args[i+1]}
+	}
+	return Result{Val: int64(1)}
 }
 
 func cmdExists(s *server, args []string) Result {

@@ -202,6 +202,9 @@ func drawSequence(r *rand.Rand, n int) []diffStep {
 		case 20:
 			return []any{"SCRIPT", "LOAD", diffScripts[names[r.Intn(len(names))]]}
 		}
+		if r.Intn(2) == 0 {
+			return []any{"MSETNX", key(), tok(), key(), tok()}
+		}
 		return []any{"HLEN", key()}
 	}
 	for range n {
