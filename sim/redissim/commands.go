@@ -40,6 +40,12 @@ func command(name string) func(s *server, args []string) Result {
 		return cmdEcho
 	case "MSETNX":
 		return cmdMsetnx
+	case "MSET":
+		return cmdMset
+	case "MGET":
+		return cmdMget
+	case "GETRANGE":
+		return cmdGetrange
 	}
 	return priorityCommand(name)
 }
@@ -48,7 +54,7 @@ func command(name string) func(s *server, args []string) Result {
 // at least -n.
 var arity = map[string]int{
 	"PING": -1, "GET": 2, "SET": -3, "DEL": -2, "EXISTS": -2, "PEXPIRE": 3,
-	"PTTL": 2, "INCR": 2, "DBSIZE": 1, "EVAL": -3, "EVALSHA": -3, "SCRIPT": -2, "ECHO": 2, "MSETNX": -3,
+	"PTTL": 2, "INCR": 2, "DBSIZE": 1, "EVAL": -3, "EVALSHA": -3, "SCRIPT": -2, "ECHO": 2, "MSETNX": -3, "MSET": -3, "MGET": -2, "GETRANGE": 4,
 	"HSET": -4, "HGET": 3, "HMGET": -3, "HLEN": 2, "HDEL": -3, "RPUSH": -3, "LLEN": 2,
 	"LRANGE": 4, "BLPOP": -3, "PUBLISH": 3, "TIME": 1, "TYPE": 2,
 }
@@ -216,6 +222,61 @@ func cmdMsetnx(s *server, args []string) Result {
 		s.keys[args[i]] = &entry{val: args[i+1]}
 	}
 	return Result{Val: int64(1)}
+}
+
+// cmdMset sets every key to its value, none expiring.
+func cmdMset(s *server, args []string) Result {
+	if len(args)%2 != 1 {
+		return Result{Err: Error("ERR wrong number of arguments for 'mset' command")}
+	}
+	for i := 1; i < len(args); i += 2 {
+		s.keys[args[i]] = &entry{val: args[i+1]}
+	}
+	return Result{Val: "OK"}
+}
+
+// cmdMget is each key's value, nil where it holds none or not a string.
+func cmdMget(s *server, args []string) Result {
+	out := make([]any, len(args)-1)
+	for i, k := range args[1:] {
+		if e := s.lookup(k); e != nil && e.kind() == "string" {
+			out[i] = e.val
+		}
+	}
+	return Result{Val: out}
+}
+
+// cmdGetrange is GETRANGE key start end: the bytes of the string from
+// start to end, both included, negative counting from its end, clamped
+// to it; "" for no key or an empty range.
+func cmdGetrange(s *server, args []string) Result {
+	start, ok1 := integer(args[2])
+	end, ok2 := integer(args[3])
+	if !ok1 || !ok2 {
+		return Result{Err: errNotInteger}
+	}
+	e, err := s.typed(args[1], "string")
+	if err != nil {
+		return Result{Err: err}
+	}
+	if e == nil {
+		return Result{Val: ""}
+	}
+	n := int64(len(e.val))
+	if start < 0 && end < 0 && start > end {
+		return Result{Val: ""}
+	}
+	if start < 0 {
+		start = max(n+start, 0)
+	}
+	if end < 0 {
+		end = max(n+end, 0)
+	}
+	end = min(end, n-1)
+	if start > end || n == 0 {
+		return Result{Val: ""}
+	}
+	return Result{Val: e.val[start : end+1]}
 }
 
 func cmdExists(s *server, args []string) Result {

@@ -202,8 +202,15 @@ func drawSequence(r *rand.Rand, n int) []diffStep {
 		case 20:
 			return []any{"SCRIPT", "LOAD", diffScripts[names[r.Intn(len(names))]]}
 		}
-		if r.Intn(2) == 0 {
+		switch r.Intn(5) {
+		case 0:
 			return []any{"MSETNX", key(), tok(), key(), tok()}
+		case 1:
+			return []any{"MSET", key(), tok(), key(), tok()}
+		case 2:
+			return []any{"MGET", key(), key(), key()}
+		case 3:
+			return []any{"GETRANGE", key(), []string{"0", "1", "-2", "-5"}[r.Intn(4)], []string{"0", "1", "-1", "5"}[r.Intn(4)]}
 		}
 		return []any{"HLEN", key()}
 	}
