@@ -295,6 +295,20 @@ type Waiter interface {
 	Await(ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) Woke
 }
 
+// A ClockedWaiter is a Waiter with a clock of its own (a served
+// simulator's virtual time), on which a request's bound is measured too:
+// a request after init has d of real time and d of the waiter's time,
+// whichever ends first, so that a process waiting on a simulated server
+// is given up at the same point of the simulator's time in every run.
+type ClockedWaiter interface {
+	Waiter
+	// Deadline is when d will have passed on the waiter's clock.
+	Deadline(d time.Duration) int64
+	// AwaitUntil is Await that also ends, Expired, once the waiter's
+	// clock reaches deadline.
+	AwaitUntil(deadline int64, ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) Woke
+}
+
 // Woke is which of its channels ended a Waiter's Await.
 type Woke int
 
@@ -533,6 +547,16 @@ func (c *Client) Call(ctx context.Context, d time.Duration, req Request, wants .
 func (c *Client) reply(ctx context.Context, d time.Duration, typ any) (string, error) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
+	await := c.await
+	if cw, ok := c.waiter.(ClockedWaiter); ok && c.initOK.Type != "" {
+		// An operation's bound, not init's: a process starting up is
+		// not waiting on the simulator, and its start costs the
+		// simulator no time.
+		deadline := cw.Deadline(d)
+		await = func(ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) Woke {
+			return cw.AwaitUntil(deadline, ready, expired, done)
+		}
+	}
 	for {
 		line, ok, ended := c.replies.take()
 		switch {
@@ -541,7 +565,7 @@ func (c *Client) reply(ctx context.Context, d time.Duration, typ any) (string, e
 		case ended:
 			return "", c.ended("closed its stdout")
 		}
-		switch c.await(c.replies.more, timer.C, ctx.Done()) {
+		switch await(c.replies.more, timer.C, ctx.Done()) {
 		case Expired:
 			return "", c.hang(typ, d)
 		case Done:

@@ -1,6 +1,7 @@
 package redisserve
 
 import (
+	"math"
 	"net"
 	"slices"
 	"sync"
@@ -266,6 +267,18 @@ func (p *Process) Sending() { p.flush() }
 // killed meanwhile (its coroutine stops here) loses its connections, as a
 // crashed client's close.
 func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) process.Woke {
+	return p.AwaitUntil(math.MaxInt64, ready, expired, done)
+}
+
+// Deadline is the waiter's (process.ClockedWaiter): when d of the World's
+// virtual time will have passed.
+func (p *Process) Deadline(d time.Duration) int64 { return p.s.w.Now() + int64(d) }
+
+// AwaitUntil is Await that also ends, Expired, once the World's virtual
+// time reaches deadline (checked before each turn that lets it pass): an
+// operation a paused server holds is given up at the same virtual time
+// in every run, not when the machine's clock says.
+func (p *Process) AwaitUntil(deadline int64, ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) process.Woke {
 	finished := false
 	defer func() {
 		if !finished {
@@ -287,6 +300,13 @@ func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-
 		case stepDone:
 			finished = true
 			return process.Done
+		case stepIdle, stepWait:
+			if p.s.w.Now() >= deadline {
+				finished = true
+				return process.Expired
+			}
+		}
+		switch st {
 		case stepIdle:
 			p.s.Took(p.name, "idle")
 			p.idled = true

@@ -3,6 +3,7 @@ package redlockprotocol_test
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -77,3 +78,40 @@ func TestMinimalExampleOnTheServedSimulator(t *testing.T) {
 		}
 	}
 }
+
+// On the served simulator an operation that is not answered is given up
+// on the simulator's clock as well as the machine's: after its bound of
+// virtual time (the launcher's: 30 s with the tests' init timeout of a
+// minute), so at the same point of the history in every run, the process
+// named hung.
+func TestHungOperationOnTheSimulatorsClock(t *testing.T) {
+	t.Parallel()
+	var first string
+	for run := range 2 {
+		res := onePlanOn(t, true, "hang-release", []redlockrun.Step{{Op: histories.Acquire}, {Op: histories.Release}})
+		var b strings.Builder
+		histories.Write(&b, res.History)
+		h := drawnToken.ReplaceAllString(b.String(), `"token":"T"`) // the fake draws its tokens
+		var invoke, end int64 = -1, -1
+		for _, e := range res.History {
+			if e.Process == "c1" && e.F == histories.Release {
+				if e.Type == histories.Invoke {
+					invoke = e.Time
+				} else {
+					end = e.Time
+				}
+			}
+		}
+		switch {
+		case !strings.Contains(strings.Join(res.Evidence.Problems, "\n"), "hung: no answer to its release within 30s"):
+			t.Fatalf("run %d: problems %q, want the release hung", run, res.Evidence.Problems)
+		case invoke < 0 || end-invoke < int64(30*time.Second-time.Millisecond):
+			t.Fatalf("run %d: the release ended %v after its invoke, want at least 30s of virtual time:\n%s", run, time.Duration(end-invoke), b.String())
+		case run == 1 && h != first:
+			t.Fatalf("the second run's history differs:\n%s\nthe first's:\n%s", h, first)
+		}
+		first = h
+	}
+}
+
+var drawnToken = regexp.MustCompile(`"token":"[0-9a-f]+"`)

@@ -23,6 +23,8 @@ talks to Redis) and misbehaves as MODE says:
               as library-start, but elapsed_ms and started_ms are a
               second more: the process says it started before the request
               came (validate-impl's check of the call's times);
+  hang-release
+              a release is never answered (the process sleeps);
   reply-read-late
               every grant is honest (elapsed_ms and validity_ms as its
               library measured them, ttl(1-0.01) from the process's start)
@@ -75,6 +77,9 @@ for line in sys.stdin:
             time.sleep(req["ttl_ms"] / 1000 + 0.2)
         if mode == "no-token":
             del out["token"]
+    elif t == "release" and mode == "hang-release":
+        time.sleep(3600)
+        continue
     elif t in ("refresh", "release"):
         if held.pop(req["token"], None) if t == "release" else held.get(req["token"]):
             out = {"type": t + "_ok"}
