@@ -250,12 +250,7 @@ func cmdMget(s *server, args []string) Result {
 // start to end, both included, negative counting from its end, clamped
 // to it; "" for no key or an empty range.
 func cmdGetrange(s *server, args []string) Result {
-	start, ok1 := integer(args[2])
-	end, ok2 := integer(args[3])
-	if !ok1 || !ok2 {
-		return Result{Err: errNotInteger}
-	}
-	e, err := s.typed(args[1], "string")
+	e, start, end, err := s.ranged(args, "string")
 	if err != nil {
 		return Result{Err: err}
 	}

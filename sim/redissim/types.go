@@ -194,14 +194,22 @@ func cmdLlen(s *server, args []string) Result {
 	return Result{Val: int64(len(e.list))}
 }
 
+// ranged reads a range command's key, start and end (LRANGE, GETRANGE):
+// the key's entry, of kind (nil if none), and the two indices, integers
+// before the key's kind is checked, as Redis reads them.
+func (s *server) ranged(args []string, kind string) (e *entry, start, end int64, err error) {
+	start, ok1 := integer(args[2])
+	end, ok2 := integer(args[3])
+	if !ok1 || !ok2 {
+		return nil, 0, 0, errNotInteger
+	}
+	e, err = s.typed(args[1], kind)
+	return e, start, end, err
+}
+
 // cmdLrange is LRANGE key start stop, Redis's way with negative indices.
 func cmdLrange(s *server, args []string) Result {
-	a, ok1 := integer(args[2])
-	b, ok2 := integer(args[3])
-	if !ok1 || !ok2 {
-		return Result{Err: errNotInteger}
-	}
-	e, err := s.typed(args[1], "list")
+	e, a, b, err := s.ranged(args, "list")
 	if err != nil {
 		return Result{Err: err}
 	}

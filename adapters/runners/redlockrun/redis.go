@@ -69,55 +69,13 @@ func (s Simulator) Run(ctx context.Context, p *Plan) (*prover.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if s.Impl != nil {
-		return s.runServed(ctx, p)
-	}
-	if p.limit() > 1 {
+	if s.Impl == nil && p.limit() > 1 {
 		return nil, fmt.Errorf("limit %d: the reference is a mutex; a semaphore needs an implementation (--impl)", p.Limit)
 	}
-	return Simulate(p, nil)
-}
-
-// runServed runs p against s.Impl on fresh simulated servers served on
-// the wire. The plan's run logs its steps (p.Wire): run again, it replays
-// them in their order.
-func (s Simulator) runServed(ctx context.Context, p *Plan) (*prover.Result, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
+	if s.Impl == nil {
+		ctx = context.Background() // the reference's run is the plan's alone
 	}
-	if s.Wire == nil {
-		return nil, errors.New("redlock: an implementation on the simulator needs its servers served on the wire (Simulator.Wire)")
-	}
-	r := &runner{p: p, ctx: ctx, clients: map[string]*client{}, cut: map[string]int{}}
-	b, err := newSimPlace(p, s.Trace, r.dropped, r)
-	if err != nil {
-		return nil, err
-	}
-	wire := s.Wire(b.w, p)
-	b.served = &servedImpl{impl: s.Impl, wire: wire, procs: map[string]ProcessClient{},
-		session: Session{Key: p.Key, TTL: time.Duration(p.TTLMs) * time.Millisecond, Run: wire.Name(), Limit: p.Limit}}
-	if sp, ok := s.Impl.(spawner); ok {
-		// The World's clock stands still while a process starts: they
-		// need only start side by side.
-		sp.Spawn(wire.Name(), len(p.Clients))
-		defer sp.Drain(wire.Name())
-	}
-	r.begin(b)
-	runErr := b.w.Run()
-	log, problems, notes, err := wire.End()
-	if runErr != nil {
-		return nil, runErr
-	}
-	p.Wire = log
-	r.Problems = append(r.Problems, problems...)
-	if err != nil {
-		return nil, err
-	}
-	res, err := r.Result(r.p.Key)
-	if res != nil {
-		res.Evidence.Trace = append(res.Evidence.Trace, notes...)
-	}
-	return res, err
+	return s.simulate(ctx, p)
 }
 
 // Preflight checks, with an implementation, that its process starts and

@@ -27,19 +27,56 @@ const scheduleSalt = 0x726c
 // simulated servers: the same plan always gives the same history. trace,
 // if set, receives the simulator's trace.
 func Simulate(p *Plan, trace io.Writer) (*prover.Result, error) {
+	return Simulator{Trace: trace}.simulate(context.Background(), p)
+}
+
+// simulate runs p on fresh simulated servers: against the reference, or
+// against s.Impl on the servers served on the wire, whose run logs its
+// steps (p.Wire: run again, the plan replays them in their order).
+func (s Simulator) simulate(ctx context.Context, p *Plan) (*prover.Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{p: p, ctx: context.Background(), clients: map[string]*client{}, cut: map[string]int{}}
-	b, err := newSimPlace(p, trace, r.dropped, r)
+	if s.Impl != nil && s.Wire == nil {
+		return nil, errors.New("redlock: an implementation on the simulator needs its servers served on the wire (Simulator.Wire)")
+	}
+	r := &runner{p: p, ctx: ctx, clients: map[string]*client{}, cut: map[string]int{}}
+	b, err := newSimPlace(p, s.Trace, r.dropped, r)
 	if err != nil {
 		return nil, err
 	}
+	if s.Impl == nil {
+		r.begin(b)
+		if err := b.w.Run(); err != nil {
+			return nil, err
+		}
+		return r.Result(r.p.Key)
+	}
+	wire := s.Wire(b.w, p)
+	b.served = &servedImpl{impl: s.Impl, wire: wire, procs: map[string]ProcessClient{},
+		session: Session{Key: p.Key, TTL: time.Duration(p.TTLMs) * time.Millisecond, Run: wire.Name(), Limit: p.Limit}}
+	if sp, ok := s.Impl.(spawner); ok {
+		// The World's clock stands still while a process starts: they
+		// need only start side by side.
+		sp.Spawn(wire.Name(), len(p.Clients))
+		defer sp.Drain(wire.Name())
+	}
 	r.begin(b)
-	if err := b.w.Run(); err != nil {
+	runErr := b.w.Run()
+	log, problems, notes, err := wire.End()
+	if runErr != nil {
+		return nil, runErr
+	}
+	p.Wire = log
+	r.Problems = append(r.Problems, problems...)
+	if err != nil {
 		return nil, err
 	}
-	return r.Result(r.p.Key)
+	res, err := r.Result(r.p.Key)
+	if res != nil {
+		res.Evidence.Trace = append(res.Evidence.Trace, notes...)
+	}
+	return res, err
 }
 
 // begin starts p's clients and its nemesis on b.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -60,6 +61,17 @@ func (r *Record) Unserved() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.unserved)
+}
+
+// Ended is what a served run recorded, once its serving has closed: its
+// Log, Refused and Diverged, and, if processes sent anything Unserved, an
+// error made of unserved, a format whose one verb gets their names (the
+// run says nothing of the implementation: where to run it instead).
+func (r *Record) Ended(unserved string) (log map[string][]string, refused, diverged []string, err error) {
+	if m := r.Unserved(); len(m) > 0 {
+		err = fmt.Errorf(unserved, strings.Join(m, ", "))
+	}
+	return r.Log(), r.Refused(), r.Diverged(), err
 }
 
 // Refuse notes a refusal (Refused).

@@ -68,3 +68,19 @@ func TestRecord(t *testing.T) {
 		t.Fatalf("unserved %v refused %v diverged %v", r.Unserved(), r.Refused(), r.Diverged())
 	}
 }
+
+// Ended gives what a run recorded, and an error naming what it did not
+// serve only where something was.
+func TestEnded(t *testing.T) {
+	var r wire.Record
+	r.Took("c1", "ready")
+	if log, _, _, err := r.Ended("sent %s"); err != nil || len(log["c1"]) != 1 {
+		t.Fatalf("nothing unserved: log %v, %v", log, err)
+	}
+	r.Unserve("ZADD")
+	r.Unserve("ZREM")
+	r.Refuse("bad RESP")
+	if _, refused, _, err := r.Ended("sent %s: run it on real servers"); err == nil || err.Error() != "sent ZADD, ZREM: run it on real servers" || len(refused) != 1 {
+		t.Fatalf("unserved: %v, refused %v", err, refused)
+	}
+}

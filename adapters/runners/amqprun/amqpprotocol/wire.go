@@ -3,7 +3,6 @@ package amqpprotocol
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -38,11 +37,7 @@ func (s served) Process(name string, b broker.Broker) (broker.Broker, error) {
 
 func (s served) End() (map[string][]string, []string, []string, error) {
 	s.s.Close()
-	var err error
-	if m := s.s.Unserved(); len(m) > 0 {
-		err = fmt.Errorf("the implementation sent %s, which the simulated broker does not serve (it answered 503 COMMAND_INVALID, as RabbitMQ answers a method it has no handler for): this run says nothing of the implementation; run it on a real broker (--target rabbitmq)", strings.Join(m, ", "))
-	}
-	return s.s.Log(), s.s.Refused(), s.s.Diverged(), err
+	return s.s.Ended("the implementation sent %s, which the simulated broker does not serve (it answered 503 COMMAND_INVALID, as RabbitMQ answers a method it has no handler for): this run says nothing of the implementation; run it on a real broker (--target rabbitmq)")
 }
 
 // ExploreImpls is explore's matrix for implementations (c.Impls, a row

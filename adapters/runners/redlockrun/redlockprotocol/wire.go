@@ -2,8 +2,6 @@ package redlockprotocol
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/lockprover/lockprover/adapters/process"
 	"github.com/lockprover/lockprover/adapters/runners/redlockrun"
@@ -33,9 +31,5 @@ func (s served) Process(ctx context.Context, p *redissim.Process) ([]string, con
 
 func (s served) End() (map[string][]string, []string, []string, error) {
 	s.s.Close()
-	var err error
-	if m := s.s.Unserved(); len(m) > 0 {
-		err = fmt.Errorf("the implementation sent %s, which the simulated servers do not serve (answered as Redis answers a command it does not know): this run says nothing of the implementation; run it on real redis-servers (--target redis)", strings.Join(m, ", "))
-	}
-	return s.s.Log(), s.s.Refused(), s.s.Diverged(), err
+	return s.s.Ended("the implementation sent %s, which the simulated servers do not serve (answered as Redis answers a command it does not know): this run says nothing of the implementation; run it on real redis-servers (--target redis)")
 }
