@@ -81,6 +81,33 @@ func TestAGoLocksDefectIsCaught(t *testing.T) {
 	}
 }
 
+// Every schedule of a small scope, as `prove --exhaustive` searches the
+// reference: two clients, the first with every script of one or two steps
+// of acquire, verify, release and a sleep of 100 ms, the second of one,
+// under every schedule without a preemption (`--ops 2,1 --sleep 100ms
+// --preemptions 0`). The Go mutex holds under every schedule of it
+// (CheckExhaust), and its defective twin is caught there, the shortest
+// counterexample found. (With one step each, a client's hold ends at once:
+// the run releases it, and a release in flight may have taken effect
+// before the other's acquire; so no scope of one step catches the twin.)
+func TestSearchAGoLockWhole(t *testing.T) {
+	scope := lockprover.ExhaustScope{Clients: 2, EachOps: []int{2, 1}, SleepMs: 100, Bounded: true, Preemptions: 0}
+	c := amqpgo.Impl{Open: openMutex(true), Name: "the small Go mutex", HeartbeatClose: true, Speedup: -1}.Config()
+	c.Kind = histories.Mutex
+	lockprover.CheckExhaust(t, lockprover.Config{Subject: c}, scope)
+
+	twin := amqpgo.Impl{Open: openMutex(false), Name: "the small Go mutex, not exclusive", HeartbeatClose: true, Speedup: -1}.Config()
+	twin.Kind = histories.Mutex
+	o, err := prover.Exhaust{Config: prover.Config{Subject: twin, Out: t.TempDir()}, Scope: scope, Reduce: true, Context: t.Context()}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Found == nil || o.Found.Property != "slot-exclusive" || o.Undecided > 0 {
+		t.Fatalf("the twin: found %v, %d of %d schedules undecided (%s); want slot-exclusive violated", o.Found, o.Undecided, o.Schedules, o.FirstUndecided)
+	}
+	t.Logf("the twin caught after %d schedules of %d plans: %s", o.Schedules, o.PlansDone, o.Found.Plan.Brief())
+}
+
 // What Check prints for a Go lock's counterexample: its replay is the
 // test's own (the lockprover command cannot run a lock in the test's
 // process). The test runs itself as a test binary that fails, in a

@@ -21,6 +21,10 @@
 // amqpgo.Impl (adapters/runners/amqprun/amqpgo) says how a client's
 // handle is made from an AMQP URL, and its Config is the Subject.
 //
+// CheckExhaust searches a scope whole instead of drawing plans: every plan
+// of its clients, operations and faults, under every schedule the
+// simulator can produce (docs/exhaustive.md), a Go lock's too.
+//
 // -rapid.checks, -rapid.seed, fail files and shrinking work as rapid users
 // expect; a counterexample goes to the test's artifact directory. The
 // lockprover command (cmd/lockprover) does the rest: proofs bounded by
@@ -58,4 +62,19 @@ type Scope = prover.Scope
 func Check(t *testing.T, c Config) {
 	t.Helper()
 	prover.Check(t, c)
+}
+
+// ExhaustScope bounds an exhaustive search (CheckExhaust): how many
+// clients, operations per client, admins and faults its plans hold, and
+// a bound on each schedule's preemptions or delays.
+type ExhaustScope = prover.ExhaustScope
+
+// CheckExhaust proves c.Subject in t under every plan of scope and every
+// schedule of each, as `lockprover prove --exhaustive` does, and fails t
+// with the shortest counterexample; or if the scope is refused (too
+// large), or some schedules were undecided (the scope then not searched
+// whole). What it covered is logged.
+func CheckExhaust(t *testing.T, c Config, scope ExhaustScope) {
+	t.Helper()
+	prover.CheckExhaust(t, c, scope)
 }

@@ -6,6 +6,7 @@ run. It reads one JSON request per line on stdin and writes one JSON reply per
 line on stdout; logs go to stderr. Run it as:
 
     /usr/bin/python3 examples/python/lockprover_impl.py [--lazy-connect] [--plain-failure]
+        [--tidy-verify] [--defect verify-from-cache]
 
 The first request is init, which connects to the broker (trying for a few
 seconds, then answering init_ok anyway and leaving it to the first operation
@@ -29,6 +30,13 @@ Three options make variants that are just as correct by the spec:
                  queue before it answers held:false (the spec's
                  "lock-relinquished"), so that a re-created slot is free for
                  others at once; a release after it answers "not held".
+
+--defect NAME seeds one defect, for showing that lockprover catches it:
+  verify-from-cache  verify answers held for the slot (or the mutex) this
+                     server's last acquire got, until its release, without
+                     asking the broker (as the reference's mutant of that
+                     name): it says held after the slot was removed, or after
+                     the connection that held it was lost.
 """
 
 import argparse
@@ -65,10 +73,12 @@ class Server:
     "unavailable" where it would say "full" or "absent".
     """
 
-    def __init__(self, lazy_connect=False, plain_failure=False, tidy_verify=False):
+    def __init__(self, lazy_connect=False, plain_failure=False, tidy_verify=False, defect=None):
         self.lazy_connect = lazy_connect
         self.plain_failure = plain_failure
         self.tidy_verify = tidy_verify
+        self.defect = defect
+        self.cached = None     # verify-from-cache: what the last acquire got
         self.init = None       # the init request
         self.client = None     # the current amqp_locks.Client, once connected
         self.exit_code = None  # set when the server must stop after a reply
@@ -225,15 +235,20 @@ class Server:
     # --- persistent semaphore: clients -------------------------------------
 
     def acquire(self, req):
-        return {"type": "acquire_ok", "slot": self.semaphore(self.connected()).acquire()}
+        slot = self.semaphore(self.connected()).acquire()
+        self.cached = slot
+        return {"type": "acquire_ok", "slot": slot}
 
     def verify(self, req):
         slot = int_field(req, "slot", 1)
+        if self.defect == "verify-from-cache" and self.cached == slot:
+            return {"type": "verify_ok", "held": True}
         held = self.client is not None and self.semaphore(self.client).verify(slot)
         return {"type": "verify_ok", "held": held}
 
     def release(self, req):
         slot = int_field(req, "slot", 1)
+        self.cached = None
         self.semaphore(self.holder()).release(slot)
         return {"type": "release_ok"}
 
@@ -261,13 +276,17 @@ class Server:
 
     def mutex_acquire(self, req):
         self.mutex(self.connected()).acquire()
+        self.cached = 0
         return {"type": "acquire_ok"}
 
     def mutex_verify(self, req):
+        if self.defect == "verify-from-cache" and self.cached == 0:
+            return {"type": "verify_ok", "held": True}
         held = self.client is not None and self.mutex(self.client).verify()
         return {"type": "verify_ok", "held": held}
 
     def mutex_release(self, req):
+        self.cached = None
         self.mutex(self.holder()).release()
         return {"type": "release_ok"}
 
@@ -285,6 +304,9 @@ def options(argv):
     parser.add_argument("--tidy-verify", action="store_true",
                         help="a verify that finds its slot gone deletes the client's B queue "
                              "at once (a release after it answers not held)")
+    parser.add_argument("--defect", choices=["verify-from-cache"],
+                        help="seed a defect: verify-from-cache (verify answers held from the last "
+                             "acquire, without asking the broker)")
     return parser.parse_args(argv)
 
 
@@ -296,8 +318,10 @@ def main(argv=None):
     # missing queue) and logs tracebacks for every lost connection; the
     # errors it raises are logged here, in one line each.
     logging.getLogger("pika").setLevel(logging.CRITICAL)
+    if opts.defect:
+        log.info("seeded defect: %s", opts.defect)
     return serve(Server(lazy_connect=opts.lazy_connect, plain_failure=opts.plain_failure,
-                        tidy_verify=opts.tidy_verify))
+                        tidy_verify=opts.tidy_verify, defect=opts.defect))
 
 
 if __name__ == "__main__":

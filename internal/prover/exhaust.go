@@ -180,6 +180,14 @@ type ExhaustOutcome struct {
 	Stopped    string // "" if complete; else why not ("interrupted", "--time ran out")
 	Found      *Counterexample
 	FoundSteps int // the counterexample's scheduling decisions (its plan's schedule)
+	// Undecided counts the schedules (among Schedules) that said nothing
+	// either way, their branches not searched: a run the family could not
+	// judge (UndecidedError), or one whose replayed prefix met another
+	// number of choices than when it was first run. FirstUndecided says
+	// why the first was. A search with any has not searched its scope
+	// whole.
+	Undecided      int64
+	FirstUndecided string
 	// Outcomes counts the schedules by their verdicts: each key lists
 	// every property with its status ("available=pass slot-exclusive=fail
 	// ..."); two searches of a scope that reach the same keys reach the
@@ -293,7 +301,7 @@ type search struct {
 // why, when the search is interrupted or out of time.
 func (s *search) plan(i int, p Plan, size int) error {
 	visited := map[visit]int{}
-	stack := [][]int{nil}
+	stack := []branch{{}}
 	for len(stack) > 0 {
 		if s.stopped() {
 			return nil
@@ -302,7 +310,7 @@ func (s *search) plan(i int, p Plan, size int) error {
 		stack = stack[:len(stack)-1]
 		next, err := s.schedule(p, size, prefix, visited)
 		if err != nil {
-			return fmt.Errorf("plan %d of the scope, schedule %v: %w", i+1, prefix, err)
+			return fmt.Errorf("plan %d of the scope, schedule %v: %w", i+1, prefix.picks, err)
 		}
 		stack = append(stack, next...)
 		s.progress()
@@ -327,15 +335,24 @@ func (s *search) stopped() bool {
 // (visited) if e.Reduce. It counts the schedule and its verdicts, keeps
 // it if it is the shortest counterexample yet, and returns the
 // schedules that branch off it, to run next.
-func (s *search) schedule(p Plan, size int, prefix []int, visited map[visit]int) ([][]int, error) {
+func (s *search) schedule(p Plan, size int, prefix branch, visited map[visit]int) ([]branch, error) {
 	o := s.o
-	d := &dfs{prefix: prefix, states: &o.States, pruned: -1, all: s.e.Everything, bound: s.bound, delays: s.delays}
+	d := &dfs{prefix: prefix.picks, prefixNs: prefix.ns, states: &o.States, pruned: -1, all: s.e.Everything, bound: s.bound, delays: s.delays}
 	if s.e.Reduce {
 		d.visited = visited
 	}
-	cx, err := s.c.runRecovering(s.fam.Scheduled(p, nil, d))
-	if err != nil {
+	ran := s.fam.Scheduled(p, nil, d)
+	cx, err := s.c.runRecovering(ran)
+	var undecided *UndecidedError
+	switch {
+	case errors.As(err, &undecided):
+		s.undecided(undecided.Why, prefix)
+		return nil, nil
+	case err != nil:
 		return nil, err
+	case d.diverged != "":
+		s.undecided(d.diverged, prefix)
+		return nil, nil
 	}
 	o.Schedules++
 	o.Outcomes[outcomeKey(cx.Report)]++
@@ -345,14 +362,24 @@ func (s *search) schedule(p Plan, size int, prefix []int, visited map[visit]int)
 		end = d.pruned
 	}
 	if !s.e.Reduce {
-		o.States += int64(end - len(prefix))
+		o.States += int64(end - len(prefix.picks))
 	}
 	if cx.violated() && (o.Found == nil || len(d.made) < o.FoundSteps) {
-		cx.Plan = s.fam.Scheduled(p, d.made, nil)
+		cx.Plan = s.fam.Scheduled(ran, d.made, nil) // what ran logged (a served run's steps) kept
 		cx.Plan.Judged(s.c.Model, s.c.Properties)
 		o.Found, o.FoundSteps, s.foundSize = cx, len(d.made), size
 	}
-	return d.branches(len(prefix), end), nil
+	return d.branches(len(prefix.picks), end), nil
+}
+
+// undecided counts a schedule that said nothing either way (why), whose
+// branches are not searched.
+func (s *search) undecided(why string, prefix branch) {
+	s.o.Schedules++
+	s.o.Undecided++
+	if s.o.FirstUndecided == "" {
+		s.o.FirstUndecided = fmt.Sprintf("%s (the schedule %v)", why, prefix.picks)
+	}
 }
 
 // progress tells Progress how far the search is, about every second.
@@ -388,19 +415,26 @@ func plural(n int, what string) string {
 // with visited, the first state met again cuts it short (pruned: what
 // follows is explored from where the state was first met).
 type dfs struct {
-	prefix  []int
-	picks   []int
-	ns      []int
-	keeps   []int // each point's keep (Chooser.Choose)
-	used    []int // the preemptions before each point
-	made    []int // the simulator's choices, as a schedule says them
-	visited map[visit]int
-	pruned  int // the choice at which the run met a state seen before; -1 none
-	states  *int64
-	all     bool
-	bound   int // at most this many preemptions (or delays); -1 no bound
-	delays  bool
+	prefix   []int
+	prefixNs []int  // how many choices each of prefix's points had when first met (nil: not known)
+	diverged string // where a choice point of the prefix had another number of choices
+	picks    []int
+	ns       []int
+	keeps    []int // each point's keep (Chooser.Choose)
+	used     []int // the preemptions before each point
+	made     []int // the simulator's choices, as a schedule says them
+	visited  map[visit]int
+	pruned   int // the choice at which the run met a state seen before; -1 none
+	states   *int64
+	all      bool
+	bound    int // at most this many preemptions (or delays); -1 no bound
+	delays   bool
 }
+
+// A branch is a schedule the search has still to run: the choices of its
+// prefix, and how many there were at each point when the search met it
+// (a run that meets another number has left the tree it searches).
+type branch struct{ picks, ns []int }
 
 // A visit is a state the search met, and, under a bound on preemptions,
 // which choice kept the last process moving there (what a preemption is
@@ -437,15 +471,15 @@ func bounded(keep, pick int, delays bool) int {
 // pruned): at each, every other choice there that the bound allows,
 // each as the prefix of choices that leads to it, in the order the
 // search stacks them.
-func (d *dfs) branches(from, end int) [][]int {
-	var out [][]int
+func (d *dfs) branches(from, end int) []branch {
+	var out []branch
 	for j := end - 1; j >= from; j-- {
 		for a := d.ns[j] - 1; a >= 1; a-- {
 			pick := (d.picks[j] + a) % d.ns[j]
 			if d.bound >= 0 && d.used[j]+d.cost(j, pick) > d.bound {
 				continue
 			}
-			out = append(out, append(slices.Clone(d.picks[:j]), pick))
+			out = append(out, branch{append(slices.Clone(d.picks[:j]), pick), slices.Clone(d.ns[:j+1])})
 		}
 	}
 	return out
@@ -470,6 +504,9 @@ func (d *dfs) Choose(n, keep int, state func() statehash.Sum) int {
 	d.used = append(d.used, used)
 	pick := max(keep, 0)
 	if i < len(d.prefix) {
+		if i < len(d.prefixNs) && d.prefixNs[i] != n && d.diverged == "" {
+			d.diverged = fmt.Sprintf("replayed, the schedule's choice %d was among %d where it had been among %d: the run took another course on the same choices (an implementation whose steps depend on more than them)", i+1, n, d.prefixNs[i])
+		}
 		pick = d.prefix[i] % n
 	} else if d.visited != nil && d.pruned < 0 && state != nil {
 		v := visit{state(), keep}
@@ -499,7 +536,9 @@ func estimate(c Config, fam Exhaustive, plans []Plan, all bool, bound int, delay
 	for i := 0; i < len(plans); i += step {
 		for range probes {
 			r := &probe{rng: rng, product: 1, all: all, bound: bound, delays: delays}
-			if _, err := c.Subject.Run(c.ctx, fam.Scheduled(plans[i], nil, r)); err != nil {
+			// An undecided run still made the choices it counted.
+			var undecided *UndecidedError
+			if _, err := c.Subject.Run(c.ctx, fam.Scheduled(plans[i], nil, r)); err != nil && !errors.As(err, &undecided) {
 				return 0, fmt.Errorf("plan %d of the scope: %w", i+1, err)
 			}
 			total += math.Min(r.product, 1e300)

@@ -39,3 +39,28 @@ func TestClientScripts(t *testing.T) {
 		t.Errorf("too many: %v", err)
 	}
 }
+
+// A schedule's prefix replayed onto a point with another number of
+// choices than when the search first met it has left the tree (an
+// implementation whose steps depend on more than the choices): the dfs
+// says where, and only then.
+func TestPrefixThatDiverges(t *testing.T) {
+	same := &dfs{prefix: []int{1, 0}, prefixNs: []int{2, 3}, pruned: -1, bound: -1}
+	same.Choose(2, -1, nil)
+	same.Choose(3, -1, nil)
+	if same.diverged != "" {
+		t.Errorf("the same numbers of choices: diverged %q", same.diverged)
+	}
+	other := &dfs{prefix: []int{1, 0}, prefixNs: []int{2, 3}, pruned: -1, bound: -1}
+	if pick := other.Choose(2, -1, nil); pick != 1 {
+		t.Fatalf("first choice %d, want the prefix's 1", pick)
+	}
+	other.Choose(4, -1, nil)
+	if want := "the schedule's choice 2 was among 4 where it had been among 3"; !strings.Contains(other.diverged, want) {
+		t.Errorf("diverged %q, want it to say %q", other.diverged, want)
+	}
+	// The branches a run stacks carry the numbers of choices they met.
+	if b := same.branches(0, 2); len(b) == 0 || len(b[0].ns) != len(b[0].picks) {
+		t.Errorf("branches %v: each needs as many numbers of choices as picks", b)
+	}
+}

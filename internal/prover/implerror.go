@@ -13,6 +13,17 @@ type ImplementationError struct{ Msg string }
 
 func (e *ImplementationError) Error() string { return e.Msg }
 
+// An UndecidedError is a run that says nothing of the implementation
+// either way, which an exhaustive search counts as undecided, searching
+// nothing below it, and never as a pass: an implementation in processes
+// of its own that the simulator serving it could not read as waiting or
+// about to send (it may have been computing still, or waiting on a timer
+// of its own), so that the order of its steps was the machine's, not the
+// schedule's. Why says which process and where.
+type UndecidedError struct{ Why string }
+
+func (e *UndecidedError) Error() string { return "undecided: " + e.Why }
+
 // A Warmer is an implementation in processes that can start a run's
 // processes ahead of its plan (adapters/process: Launcher.Warm), so that
 // their start-up (an interpreter loading its modules) is over before the

@@ -1,11 +1,13 @@
 package amqprun
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
+	"github.com/lockprover/lockprover/internal/statehash"
 	"github.com/lockprover/lockprover/sim/rabbitmqsim"
 )
 
@@ -187,7 +189,7 @@ func (c Config) faultPlaces(p *Plan, faults []string, heal int) ([]Fault, error)
 	if len(faults) == 0 {
 		return nil, nil
 	}
-	methods, err := methodCounts(p, implFor(p, c.Impl))
+	methods, err := c.methodCounts(p)
 	if err != nil {
 		return nil, err
 	}
@@ -230,18 +232,30 @@ func changes(p *Plan, target string) bool {
 }
 
 // methodCounts runs p on the simulator, without faults and taking the
-// first choice at each point, and counts each process's methods.
-func methodCounts(p *Plan, impl Impl) (map[string]int, error) {
+// first choice at each point, and counts each process's methods: for an
+// implementation in processes, on the simulator served on the wire to them
+// (c.Target's), the search's way, each point's first choice the one its
+// run without a bound takes first.
+func (c Config) methodCounts(p *Plan) (map[string]int, error) {
 	q := *p
 	q.Nemesis, q.Schedule, q.ScheduleSeed = nil, nil, 0
-	w := rabbitmqsim.New(rabbitmqsim.Options{Decider: rabbitmqsim.Script(nil, nil)})
-	if q.Options.NoHeartbeat() {
-		w = rabbitmqsim.New(rabbitmqsim.Options{Decider: rabbitmqsim.Script(nil, nil), ServerHeartbeat: -1})
-	}
-	r := newRunner(&q, impl, simPlace{w: w}, q.Lock)
-	r.begin()
-	if err := w.Run(); err != nil {
-		return nil, err
+	var w *rabbitmqsim.World
+	if sim, ok := c.Target.(Simulator); ok && sim.Wire != nil {
+		q.Decisions = q.Decisions.Choosing(nil, firstChoice{})
+		var err error
+		if _, w, err = sim.run(context.Background(), &q, c.Impl); err != nil {
+			return nil, fmt.Errorf("the plan's run without faults, to count its methods: %w", err)
+		}
+	} else {
+		w = rabbitmqsim.New(rabbitmqsim.Options{Decider: rabbitmqsim.Script(nil, nil)})
+		if q.Options.NoHeartbeat() {
+			w = rabbitmqsim.New(rabbitmqsim.Options{Decider: rabbitmqsim.Script(nil, nil), ServerHeartbeat: -1})
+		}
+		r := newRunner(&q, implFor(p, c.Impl), simPlace{w: w}, q.Lock)
+		r.begin()
+		if err := w.Run(); err != nil {
+			return nil, err
+		}
 	}
 	out := map[string]int{}
 	for _, name := range q.processes() {
@@ -253,6 +267,13 @@ func methodCounts(p *Plan, impl Impl) (map[string]int, error) {
 	}
 	return out, nil
 }
+
+// firstChoice takes the first choice at every point, as an exhaustive
+// search's first run without a bound does.
+type firstChoice struct{}
+
+func (firstChoice) Choose(int, int, func() statehash.Sum) int { return 0 }
+func (firstChoice) Made(int)                                  {}
 
 // scripts is every sequence of min to max steps of alphabet.
 func scripts(alphabet []Step, least, most int) [][]Step {

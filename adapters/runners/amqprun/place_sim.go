@@ -79,18 +79,24 @@ func (s Simulator) Mode(p *Plan) string {
 
 // Run executes p against impl on a fresh simulated broker.
 func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, error) {
+	res, _, err := s.run(ctx, p, impl)
+	return res, err
+}
+
+// run is Run, with the World p ran in.
+func (s Simulator) run(ctx context.Context, p *Plan, impl Impl) (*prover.Result, *rabbitmqsim.World, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	o := rabbitmqsim.Options{Decider: rabbitmqsim.Script(p.Schedule, rabbitmqsim.Seeded(p.ScheduleSeed)), Trace: s.Trace, Version: s.Version}
 	if len(p.Cluster) > 0 {
 		for _, f := range p.Nemesis {
 			if f.Fault == histories.RestartBroker && f.Node == "" {
-				return nil, errors.New("on a cluster, a restart-broker restarts a node: name it (node)")
+				return nil, nil, errors.New("on a cluster, a restart-broker restarts a node: name it (node)")
 			}
 		}
 		if m := s.Mode(p); !slices.Contains(rabbitmqsim.Modes, m) {
-			return nil, fmt.Errorf("the simulated cluster has no %s mode: it has %s", m, strings.Join(rabbitmqsim.Modes, ", "))
+			return nil, nil, fmt.Errorf("the simulated cluster has no %s mode: it has %s", m, strings.Join(rabbitmqsim.Modes, ", "))
 		}
 		o.Cluster = &rabbitmqsim.ClusterOptions{Nodes: p.Cluster, PartitionHandling: s.Mode(p), NetTicktime: s.NetTicktime, NodeOf: p.NodeOf}
 	}
@@ -117,7 +123,7 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 	}
 	r := newRunner(p, impl, eng, p.Lock)
 	if chooser != nil {
-		chooser.watch(w, r, p.Chooser)
+		chooser.watch(w, r, p.Chooser, sp.wire == nil)
 	}
 	if sp.wire != nil {
 		if s, ok := impl.(spawner); ok {
@@ -132,19 +138,20 @@ func (s Simulator) Run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 		if sp.wire != nil {
 			sp.wire.End()
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	if sp.wire != nil {
 		log, err := r.endWire(sp.wire)
 		p.Wire = log // the plan run logs its steps: run again, it replays them
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if c, ok := eng.(*simCluster); ok && c.settleErr != nil {
-		return nil, fmt.Errorf("the simulated cluster could not be made one again before the probe: %w", c.settleErr)
+		return nil, nil, fmt.Errorf("the simulated cluster could not be made one again before the probe: %w", c.settleErr)
 	}
-	return r.result()
+	res, err := r.result()
+	return res, w, err
 }
 
 // simCluster is the simulator's place for a plan on a cluster: the
@@ -202,13 +209,18 @@ type chooserDecider struct {
 	among    []int
 }
 
-// watch gives the chooser what it reads at a choice: the state (the world:
-// its broker, its timers, each process's requests and replies so far; and
-// the runner: the history so far, each process's client and script; not
-// the chooser itself), who it chooses among, and which of them it defers.
-func (d *chooserDecider) watch(w *rabbitmqsim.World, r *runner, ch prover.Chooser) {
-	h := statehash.New(reflect.TypeOf(d), reflect.TypeOf(ch))
-	d.state = func() statehash.Sum { return h.Sum(w, r) }
+// watch gives the chooser what it reads at a choice: the state, if
+// fingerprinted (the world: its broker, its timers, each process's
+// requests and replies so far; and the runner: the history so far, each
+// process's client and script; not the chooser itself), who it chooses
+// among, and which of them it defers. An implementation in processes of
+// its own is not fingerprinted: where its code stands is the process's,
+// which the search cannot see, so no state of it is pruned.
+func (d *chooserDecider) watch(w *rabbitmqsim.World, r *runner, ch prover.Chooser, fingerprinted bool) {
+	if fingerprinted {
+		h := statehash.New(reflect.TypeOf(d), reflect.TypeOf(ch))
+		d.state = func() statehash.Sum { return h.Sum(w, r) }
+	}
 	d.choosing = w.Choosing
 	d.keep = w.Keep
 	d.later = func(name string) int {

@@ -37,6 +37,16 @@ type Options struct {
 	// Late bounds how long a replay waits for the step its log has next;
 	// 0 means 10 s.
 	Late time.Duration
+	// Settle, if above 0, makes the order of the processes' steps the
+	// schedule's alone, as an exhaustive search needs (docs/exhaustive.md,
+	// "An implementation's search"): a process with an operation in flight
+	// that the protocol does not show waiting (no consumer of its awaits
+	// a delivery: every other method is answered at once) has something
+	// to send, and is waited for up to Settle, its silence costing no
+	// virtual time, instead of going idle after Grace; silent past it, it
+	// goes idle and the run is undecided (Record.Undecided). One that
+	// waits on a consumer goes idle after Grace, as without Settle.
+	Settle time.Duration
 	// Speedup is how many times faster than the processes' real clocks
 	// the World's clock may run where it jumps (Pace): a gap of virtual
 	// time d between two steps lasts d/Speedup for the processes, whose

@@ -298,8 +298,10 @@ func (p *Process) next(ready <-chan struct{}, expired <-chan time.Time, done <-c
 			return st, e
 		}
 	}
-	quiet := p.s.o.Grace
+	quiet, settling := p.s.o.Grace, false
 	switch {
+	case p.s.o.Settle > 0 && !p.waits():
+		quiet, settling = p.s.o.Settle, true
 	case p.idled:
 		quiet = p.s.o.Quiet
 	case !p.moved:
@@ -320,7 +322,35 @@ func (p *Process) next(ready <-chan struct{}, expired <-chan time.Time, done <-c
 		case <-done:
 			return stepDone, event{}
 		case <-timer.C:
+			if settling {
+				p.s.Undecide("%s sent nothing for %v with an operation in flight, and the protocol showed it waiting on nothing (no consumer of its): it may have been computing still, or waiting on a timer of its own", p.name, quiet)
+			}
 			return stepIdle, event{}
 		}
 	}
+}
+
+// waits says whether the protocol shows the process waiting on the
+// broker, with nothing to send until the World moves: a consumer of its,
+// on a channel still open, awaits a delivery. The served broker answers
+// every other method at once, in the step that took it (a synchronous
+// method's -ok, a publish's confirm, a get's message), and a close it
+// sends is answered by the client's close-ok; so a process with no
+// consumer, while its operation is in flight, has a frame to send or its
+// answer to write.
+func (p *Process) waits() bool {
+	p.mu.Lock()
+	conns := p.conns
+	p.mu.Unlock()
+	for _, c := range conns {
+		if c.dead || c.closing || c.conn == nil || c.conn.Err() != nil {
+			continue
+		}
+		for _, ch := range c.chans {
+			if !ch.closing && len(ch.consumers) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

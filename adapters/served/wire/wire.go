@@ -23,6 +23,9 @@ type Record struct {
 	refused  []string
 	diverged []string
 	unserved []string
+	// undecided: where a search's process was silent and could not be
+	// read as waiting (Undecide).
+	undecided []string
 }
 
 // Log is every process's steps, by name, in order: what a replay's
@@ -95,6 +98,22 @@ func (r *Record) Unserve(what string) {
 		r.unserved = append(r.unserved, what)
 	}
 	r.mu.Unlock()
+}
+
+// Undecide notes that a process was silent where the protocol did not
+// show it waiting, in a run whose order must be the schedule's alone (an
+// exhaustive search's): the run says nothing either way.
+func (r *Record) Undecide(format string, args ...any) {
+	r.mu.Lock()
+	r.undecided = append(r.undecided, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+// Undecided are what Undecide noted, in order.
+func (r *Record) Undecided() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.undecided)
 }
 
 // Took logs process's next step.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockprover/lockprover/internal/family"
 	"github.com/lockprover/lockprover/internal/prover"
 )
 
@@ -68,13 +69,18 @@ func (e *exhaustFlags) check(fs *flag.FlagSet, f *proveFlags, bad *checks) {
 	bad.add(e.maxSchedules < 1, "--max-schedules must be at least 1, not %g", e.maxSchedules)
 	bad.add(given(fs, "runs"), "--runs draws plans: an exhaustive search runs every plan of its scope (bound its time with --time)")
 	bad.add(given(fs, "seed"), "--seed draws plans: an exhaustive search draws none")
-	bad.add(given(fs, "impl") || (given(fs, "target") && f.target != "sim"), "--exhaustive runs on the simulator only (no --impl, --target sim)")
+	bad.add(given(fs, "target") && f.target != "sim", "--exhaustive runs on the simulator only (--target sim, the default)")
+	if fam := family.Of(f.kind); given(fs, "impl") && fam != nil && fam.Name != "amqp-locks" {
+		bad.add(true, "--exhaustive --impl searches an amqp-locks implementation on the simulated broker served on the wire; a %s search is of the reference (or --mutant) only", fam.Name)
+	}
 }
 
 // exhaust runs an exhaustive search and reports it: what it covered, and
 // the shortest counterexample or that every property held in the scope.
 func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) int {
-	e := prover.Exhaust{Config: p.s.Config, Reduce: !p.ex.noReduction, Everything: p.ex.noReduction, MaxSchedules: p.ex.maxSchedules, Context: ctx,
+	// An implementation in processes has no state the search can see to
+	// prune at (docs/exhaustive.md, "An implementation's search").
+	e := prover.Exhaust{Config: p.s.Config, Reduce: !p.ex.noReduction && p.f.impl == "", Everything: p.ex.noReduction, MaxSchedules: p.ex.maxSchedules, Context: ctx,
 		Scope: prover.ExhaustScope{Clients: p.f.clients, Ops: p.f.ops, AdminOps: p.ex.adminOps, MaxFaults: p.f.maxFault}}
 	if given(p.fs, "admins") {
 		e.Scope.Admins = p.ex.admins
@@ -135,12 +141,19 @@ func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) 
 		p.sum.Counterexample = cx
 		return p.finish(code, nil, stderr)
 	}
+	if o.Undecided > 0 {
+		fmt.Fprintf(stderr, "prove: %d of the %d schedules undecided, nothing searched below them; the first: %s\n", o.Undecided, o.Schedules, o.FirstUndecided)
+	}
 	if o.Stopped != "" {
 		fmt.Fprintf(stderr, "prove: %s after %d of %d plans (and part of the next): nothing violated so far within: %s\n", o.Stopped, o.PlansDone, o.Plans, o.Scope)
 		if o.Stopped == "interrupted" {
 			return p.finish(exitInterrupted, nil, stderr)
 		}
 		return p.finish(exitOK, nil, stderr)
+	}
+	if o.Undecided > 0 {
+		fmt.Fprintf(stdout, "nothing violated, but the scope was not searched whole (%d schedules undecided): %s\n", o.Undecided, o.Scope)
+		return p.finish(exitInconclusive, nil, stderr)
 	}
 	fmt.Fprintf(stdout, "every property holds for every schedule within: %s\n", o.Scope)
 	return p.finish(exitOK, nil, stderr)

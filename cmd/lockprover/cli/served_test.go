@@ -39,6 +39,46 @@ func TestImplOnTheServedSimulator(t *testing.T) {
 	}
 }
 
+// prove --exhaustive --impl searches an implementation in processes on
+// the served simulator: a mutant served over the protocol is caught by
+// the shortest counterexample, whose plan logs each process's steps and
+// which replay reproduces; the search says it ran choice points, not
+// states (none of a process's can be seen, so none is pruned). A family
+// other than amqp-locks, and a target other than sim, are refused.
+func TestExhaustiveImpl(t *testing.T) {
+	t.Parallel()
+	impl := builtBinary(t) + " serve-reference --mutant verify-from-cache"
+	dir := t.TempDir()
+	code, out, errOut := lockprover("prove", "--exhaustive", "--kind", "mutex", "--impl", impl, "--out", dir)
+	if code != exitViolation || !strings.Contains(out, "3 plans, 3 schedules, 0 choice points, 0 pruned") || !strings.Contains(out, "the shortest counterexample: mutex") {
+		t.Fatalf("prove --exhaustive --impl: exit %d\n%s%s", code, out, errOut)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "plan.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct{ Wire map[string][]string }
+	if err := json.Unmarshal(raw, &p); err != nil || len(p.Wire["probe"]) == 0 {
+		t.Fatalf("the plan logs no steps (%v): %.300s", err, raw)
+	}
+	code, out, errOut = lockprover("replay", "--impl", impl, "--times", "2", filepath.Join(dir, "plan.json"))
+	if code != exitViolation || !strings.Contains(out, "failed in 2 of 2 runs") || strings.Contains(out, "served: ") {
+		t.Errorf("replay --times 2: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"prove", "--exhaustive", "--kind", "redlock", "--impl", "true"}, "--exhaustive --impl searches an amqp-locks implementation"},
+		{[]string{"prove", "--exhaustive", "--target", "rabbitmq", "--impl", "true"}, "--exhaustive runs on the simulator only"},
+	} {
+		code, _, errOut := lockprover(tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
 // --speedup is refused where it bounds nothing, and a value that is not a
 // count.
 func TestSpeedupRefused(t *testing.T) {

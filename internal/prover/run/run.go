@@ -56,9 +56,13 @@ type Decisions struct {
 
 // Choosing is d for a run of an exhaustive search (prover.Exhaustive's
 // Scheduled): its choices from ch, or, ch nil, from schedule alone (a
-// replayable plan: no seed).
+// replayable plan: no seed), with the steps d's run logged on a simulator
+// served on the wire (Wire), which its replay takes in that order.
 func (d Decisions) Choosing(schedule []int, ch prover.Chooser) Decisions {
-	return Decisions{Schedule: slices.Clone(schedule), Chooser: ch}
+	if ch != nil {
+		return Decisions{Chooser: ch} // a run of the search: it logs its own steps
+	}
+	return Decisions{Schedule: slices.Clone(schedule), Wire: d.Wire} // the steps the run logged, to take again
 }
 
 // Decider returns the decisions as a simulator's Decide (pick one of n):

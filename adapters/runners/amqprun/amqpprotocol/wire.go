@@ -3,6 +3,7 @@ package amqpprotocol
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
@@ -20,11 +21,26 @@ import (
 // negative value no bound): amqprun.Simulator's Wire, for an
 // implementation in processes. A plan that logged its steps
 // (Decisions.Wire) is replayed in their order.
+//
+// A run of an exhaustive search (the plan has a Chooser) settles: a
+// process the protocol does not show waiting is waited for up to
+// searchSettle, and one silent past it makes the run undecided
+// (amqpserve.Options.Settle), so that the order of the steps is the
+// schedule's alone.
 func Wire(version string, speedup float64) func(w *rabbitmqsim.World, p *amqprun.Plan) amqprun.Wire {
 	return func(w *rabbitmqsim.World, p *amqprun.Plan) amqprun.Wire {
-		return served{amqpserve.New(w, amqpserve.Options{Script: p.Wire, Version: version, Speedup: speedup})}
+		o := amqpserve.Options{Script: p.Wire, Version: version, Speedup: speedup}
+		if p.Chooser != nil {
+			o.Settle = searchSettle
+		}
+		return served{amqpserve.New(w, o)}
 	}
 }
+
+// searchSettle is how long a search's run waits for a process that has
+// something to send (amqpserve.Options.Settle): long enough for an
+// interpreter starting, or a machine busy beside it.
+var searchSettle = 10 * time.Second
 
 type served struct{ s *amqpserve.Broker }
 
@@ -37,7 +53,11 @@ func (s served) Process(name string, b broker.Broker) (broker.Broker, error) {
 
 func (s served) End() (map[string][]string, []string, []string, error) {
 	s.s.Close()
-	return s.s.Ended("the implementation sent %s, which the simulated broker does not serve (it answered 503 COMMAND_INVALID, as RabbitMQ answers a method it has no handler for): this run says nothing of the implementation; run it on a real broker (--target rabbitmq)")
+	log, refused, diverged, err := s.s.Ended("the implementation sent %s, which the simulated broker does not serve (it answered 503 COMMAND_INVALID, as RabbitMQ answers a method it has no handler for): this run says nothing of the implementation; run it on a real broker (--target rabbitmq)")
+	if u := s.s.Undecided(); err == nil && len(u) > 0 {
+		err = &prover.UndecidedError{Why: u[0]}
+	}
+	return log, refused, diverged, err
 }
 
 // ExploreImpls is explore's matrix for implementations (c.Impls, a row
