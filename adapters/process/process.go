@@ -71,6 +71,11 @@ type Launcher struct {
 	// spares holds, by run, the processes Warm started that no Connect
 	// has taken yet.
 	spares map[string][]*Client
+	// connecting holds, by run, the processes whose Connect has not
+	// returned: on a simulator, one whose World killed it while it
+	// started never returns (its coroutine is dropped), and Drain kills
+	// it with the spares.
+	connecting map[string][]*Client
 }
 
 // HandshakeTimeout bounds the init exchange unless Launcher.InitTimeout
@@ -95,7 +100,12 @@ func (l *Launcher) Connect(ctx context.Context, run, name string, init Request) 
 		return nil, &prover.ImplementationError{Msg: fmt.Sprintf("%s not started: the implementation failed to start twice in this run (%v)", name, failed[len(failed)-1])}
 	}
 	l.mu.Unlock()
+	var started *Client // heard in this goroutine, before the handshake
+	ctx = context.WithValue(ctx, startedKey{}, func(c *Client) { started = c; l.connect(run, c, true) })
 	c, err := l.launch(ctx, l.take(run, name), name, init)
+	if started != nil {
+		l.connect(run, started, false)
+	}
 	if err == nil {
 		l.register(c)
 		return c, nil
@@ -148,6 +158,9 @@ func (l *Launcher) handshake(ctx context.Context, started *Client, name string, 
 	if err == nil {
 		c.exitGrace = max(ExitGrace, l.InitTimeout)
 		c.waiter, _ = ctx.Value(waiterKey{}).(Waiter)
+		if started, ok := ctx.Value(startedKey{}).(func(*Client)); ok {
+			started(c)
+		}
 	}
 	if err != nil {
 		var ie *prover.ImplementationError
@@ -320,6 +333,27 @@ const (
 )
 
 type waiterKey struct{}
+
+// startedKey is the context key of what Connect hears of a process it
+// started, before its handshake.
+type startedKey struct{}
+
+// connect notes c, started for run, as connecting (on), or no longer.
+func (l *Launcher) connect(run string, c *Client, on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if on {
+		if l.connecting == nil {
+			l.connecting = map[string][]*Client{}
+		}
+		l.connecting[run] = append(l.connecting[run], c)
+		return
+	}
+	l.connecting[run] = slices.DeleteFunc(l.connecting[run], func(x *Client) bool { return x == c })
+	if len(l.connecting[run]) == 0 {
+		delete(l.connecting, run)
+	}
+}
 
 // WithWaiter returns ctx carrying w: a Client started by a Launcher with
 // it waits through w, for init and every request and end after it.

@@ -60,11 +60,14 @@ func (l *Launcher) spawn(run string, n int) []*Client {
 	return cs
 }
 
-// Drain kills run's processes that Warm started and no Connect took.
+// Drain kills run's processes that Warm started and no Connect took, and
+// those whose Connect never returned: on a simulator, a process its World
+// killed while it started (its coroutine dropped, not its process).
 func (l *Launcher) Drain(run string) {
 	l.mu.Lock()
-	cs := l.spares[run]
+	cs := append(l.spares[run], l.connecting[run]...)
 	delete(l.spares, run)
+	delete(l.connecting, run)
 	l.mu.Unlock()
 	for _, c := range cs {
 		c.Kill()

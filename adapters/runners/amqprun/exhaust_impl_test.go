@@ -2,9 +2,14 @@ package amqprun_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockprover/lockprover/adapters/runners/amqprun"
 	"github.com/lockprover/lockprover/adapters/runners/amqprun/amqpprotocol"
@@ -157,4 +162,46 @@ func BenchmarkExhaustImpl(b *testing.B) {
 			b.ReportMetric(float64(schedules)/b.Elapsed().Seconds(), "schedules/s")
 		})
 	}
+}
+
+// A process the simulator kills while it starts (its init in flight) is
+// gone once its run is: the World drops the coroutine that was starting
+// it, never to return, and the run's end kills the process (Drain), where
+// it had lived on until the search ended, one a plan.
+func TestKilledWhileStartingIsGone(t *testing.T) {
+	t.Parallel()
+	marker := fmt.Sprintf("killed-while-starting-%d", time.Now().UnixNano())
+	impl := amqpprotocol.NewProcesses("true " + marker + "; " + lockprover + " serve-reference")
+	defer impl.Stop()
+	impl.InitTimeout = loadedInit
+	for k := 1; k <= 3; k++ {
+		p := &amqprun.Plan{Version: amqprun.PlanVersion, Kind: histories.Mutex, Lock: "lp", Clients: [][]amqprun.Step{{{Op: histories.Acquire}}},
+			Nemesis: []amqprun.Fault{{Fault: histories.Kill, Target: "c1", AfterCalls: k}}}
+		if _, err := (amqprun.Simulator{Wire: amqpprotocol.Wire("", -1)}).Run(context.Background(), p, impl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := alive(marker)
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes of the three runs still alive after them", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// alive counts the processes whose command line holds marker.
+func alive(marker string) int {
+	dirs, _ := os.ReadDir("/proc")
+	n := 0
+	for _, d := range dirs {
+		if b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline")); err == nil && strings.Contains(string(b), marker) {
+			n++
+		}
+	}
+	return n
 }
