@@ -203,7 +203,7 @@ func (p *Process) close() {
 	p.ended = true
 	conns := p.conns
 	for _, pt := range p.ports {
-		pt.Follow(false, nil) // closed for good: p.ended keeps it so
+		pt.End() // closed for good
 	}
 	p.mu.Unlock()
 	for _, c := range conns {

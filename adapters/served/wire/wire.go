@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/lockprover/lockprover/adapters/host/proc"
 )
 
 // A Record is what a served run noted, safe for concurrent use: each
@@ -152,6 +155,7 @@ type Port[K comparable] struct {
 	Key  K
 	Addr string
 	Ln   net.Listener // nil while closed
+	port int          // its number, reserved until it ends (0: none)
 }
 
 // Listen opens a loopback port for each key, in order; none if one
@@ -159,23 +163,60 @@ type Port[K comparable] struct {
 func Listen[K comparable](what string, keys []K) ([]*Port[K], error) {
 	var ports []*Port[K]
 	for _, k := range keys {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, n, err := listen()
 		if err != nil {
 			Close(ports)
 			return nil, fmt.Errorf("a port for %s: %w", what, err)
 		}
-		ports = append(ports, &Port[K]{Key: k, Addr: ln.Addr().String(), Ln: ln})
+		ports = append(ports, &Port[K]{Key: k, Addr: ln.Addr().String(), Ln: ln, port: n})
 	}
 	return ports, nil
 }
 
-// Close closes the ports' listeners that are open.
+// Close ends the ports for good: their listeners close, and their numbers
+// may be given out again.
 func Close[K comparable](ports []*Port[K]) {
 	for _, pt := range ports {
-		if pt.Ln != nil {
-			pt.Ln.Close()
-		}
+		pt.End()
 	}
+}
+
+// End closes the port for good (Follow opens it no more after), and
+// gives its number back.
+func (pt *Port[K]) End() {
+	if pt.Ln != nil {
+		pt.Ln.Close()
+		pt.Ln = nil
+	}
+	if pt.port != 0 {
+		proc.ReleasePorts(pt.port)
+		pt.port = 0
+	}
+}
+
+// listen opens a loopback port of a number reserved until the Port ends
+// (proc.FreePorts: below the kernel's ephemeral range, and reserved
+// against every lockprover process). A port is closed while its server
+// is down and opened again at the same address after; a number the
+// kernel handed out for ":0" it hands out again as the local port of
+// somebody's outgoing connection, and the port could not be opened again
+// (bind: address already in use: seen in an exhaustive search's broker
+// restarts, at a few hundred connections a second). Where no number can
+// be reserved, the kernel picks one.
+func listen() (net.Listener, int, error) {
+	for range 5 {
+		ports, err := proc.FreePorts(1, false)
+		if err != nil {
+			break
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])))
+		if err == nil {
+			return ln, ports[0], nil
+		}
+		proc.ReleasePorts(ports[0])
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return ln, 0, err
 }
 
 // URL is the port's address as an URL of scheme (amqp://guest:guest@,

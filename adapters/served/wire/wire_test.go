@@ -2,8 +2,11 @@ package wire_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -82,5 +85,54 @@ func TestEnded(t *testing.T) {
 	r.Refuse("bad RESP")
 	if _, refused, _, err := r.Ended("sent %s: run it on real servers"); err == nil || err.Error() != "sent ZADD, ZREM: run it on real servers" || len(refused) != 1 {
 		t.Fatalf("unserved: %v, refused %v", err, refused)
+	}
+}
+
+// A port's number is below the kernel's ephemeral range, so that no
+// outgoing connection is given it while the port is closed (its server
+// down): many connections made while it is closed leave it free to open
+// again. (With a number the kernel picked for ":0", one of them could be
+// given it.)
+func TestAClosedPortIsNotGivenOut(t *testing.T) {
+	ports, err := wire.Listen("c1", []string{""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wire.Close(ports)
+	pt := ports[0]
+	_, p, _ := net.SplitHostPort(pt.Addr)
+	first := 32768 // Linux's default
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		fmt.Sscan(string(b), &first)
+	}
+	if n, _ := strconv.Atoi(p); n >= first || n < 1024 {
+		t.Fatalf("port %d: want one below the ephemeral range (from %d)", n, first)
+	}
+	if err := pt.Follow(false, nil); err != nil {
+		t.Fatal(err)
+	}
+	peer, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	go func() {
+		for {
+			c, err := peer.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	for range 2000 {
+		c, err := net.Dial("tcp", peer.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	if err := pt.Follow(true, func(ln net.Listener) {}); err != nil {
+		t.Fatalf("opened again after 2000 outgoing connections: %v", err)
 	}
 }
