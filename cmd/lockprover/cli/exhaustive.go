@@ -78,6 +78,21 @@ func (e *exhaustFlags) check(fs *flag.FlagSet, f *proveFlags, bad *checks) {
 // exhaust runs an exhaustive search and reports it: what it covered, and
 // the shortest counterexample or that every property held in the scope.
 func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) int {
+	e := p.search(ctx, stderr)
+	o, err := e.Run()
+	if err != nil {
+		fmt.Fprintf(stderr, "prove: %v\n", err)
+		if errors.Is(err, prover.ErrScopeTooLarge) {
+			fmt.Fprintf(stderr, "prove: the scope: %s\n", o.Scope)
+		}
+		return p.finish(exitUsage, err, stderr)
+	}
+	return p.reportSearch(e, o, stdout, stderr)
+}
+
+// search is the exhaustive search prove's flags ask for, its progress
+// told on stderr unless quiet.
+func (p *proveRun) search(ctx context.Context, stderr io.Writer) prover.Exhaust {
 	// An implementation in processes has no state the search can see to
 	// prune at (docs/exhaustive.md, "An implementation's search").
 	e := prover.Exhaust{Config: p.s.Config, Reduce: !p.ex.noReduction && p.f.impl == "", Everything: p.ex.noReduction, MaxSchedules: p.ex.maxSchedules, Context: ctx,
@@ -113,14 +128,13 @@ func (p *proveRun) exhaust(ctx context.Context, term, stdout, stderr io.Writer) 
 			fmt.Fprintf(stderr, "schedules %d  plans %d/%d  states %d  pruned %d  elapsed %s\n", o.Schedules, o.PlansDone, o.Plans, o.States, o.Pruned, o.Elapsed.Round(time.Second))
 		}
 	}
-	o, err := e.Run()
-	if err != nil {
-		fmt.Fprintf(stderr, "prove: %v\n", err)
-		if errors.Is(err, prover.ErrScopeTooLarge) {
-			fmt.Fprintf(stderr, "prove: the scope: %s\n", o.Scope)
-		}
-		return p.finish(exitUsage, err, stderr)
-	}
+	return e
+}
+
+// reportSearch says what search e covered (o), and the shortest
+// counterexample, or that every property held within its scope, or why
+// it cannot say so; it returns prove's exit code.
+func (p *proveRun) reportSearch(e prover.Exhaust, o *prover.ExhaustOutcome, stdout, stderr io.Writer) int {
 	states := "states"
 	if !e.Reduce {
 		states = "choice points"
