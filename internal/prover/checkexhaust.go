@@ -15,14 +15,7 @@ import (
 // not searched whole. What the search covered is logged.
 func CheckExhaust(t *testing.T, c Config, scope ExhaustScope) {
 	t.Helper()
-	if c.Subject == nil {
-		t.Fatalf("lockprover: Config.Subject is nil: say what to prove (amqprun.Config, for amqp-locks)")
-	}
-	if pf, ok := c.Subject.(Preflighter); ok {
-		if err := pf.Preflight(t.Context()); err != nil {
-			t.Fatalf("%v", err)
-		}
-	}
+	ready(t, c)
 	o, err := Exhaust{Config: c, Scope: scope, Reduce: true, Context: t.Context()}.Run()
 	switch {
 	case errors.Is(err, ErrScopeTooLarge):

@@ -226,14 +226,7 @@ func firstViolation(r *verdict.Report, props []string) (property string, inconcl
 // under c.Out and reports its path.
 func Check(t *testing.T, c Config) {
 	t.Helper()
-	if c.Subject == nil {
-		t.Fatalf("lockprover: Config.Subject is nil: say what to prove (amqprun.Config, for amqp-locks)")
-	}
-	if pf, ok := c.Subject.(Preflighter); ok {
-		if err := pf.Preflight(t.Context()); err != nil {
-			t.Fatalf("%v", err)
-		}
-	}
+	ready(t, c)
 	var last *Counterexample
 	t.Cleanup(func() {
 		if last == nil || !t.Failed() {
@@ -259,6 +252,21 @@ func Check(t *testing.T, c Config) {
 			last = cx
 		}
 	}))
+}
+
+// ready fails t unless c names a Subject that can run plans (its
+// preflight, if it has one, passes): what Check and CheckExhaust ask
+// before their first plan.
+func ready(t *testing.T, c Config) {
+	t.Helper()
+	if c.Subject == nil {
+		t.Fatalf("lockprover: Config.Subject is nil: say what to prove (amqprun.Config, for amqp-locks)")
+	}
+	if pf, ok := c.Subject.(Preflighter); ok {
+		if err := pf.Preflight(t.Context()); err != nil {
+			t.Fatalf("%v", err)
+		}
+	}
 }
 
 // An InTest subject runs in the test's process (a lock written in Go):
