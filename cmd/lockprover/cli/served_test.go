@@ -43,8 +43,9 @@ func TestImplOnTheServedSimulator(t *testing.T) {
 // the served simulator: a mutant served over the protocol is caught by
 // the shortest counterexample, whose plan logs each process's steps and
 // which replay reproduces; the search says it ran choice points, not
-// states (none of a process's can be seen, so none is pruned). A family
-// other than amqp-locks, and a target other than sim, are refused.
+// states (none of a process's can be seen, so none is pruned). A scope
+// too large is refused with its estimate; a family other than
+// amqp-locks, and a target other than sim, are refused.
 func TestExhaustiveImpl(t *testing.T) {
 	t.Parallel()
 	impl := builtBinary(t) + " serve-reference --mutant verify-from-cache"
@@ -64,6 +65,12 @@ func TestExhaustiveImpl(t *testing.T) {
 	code, out, errOut = lockprover("replay", "--impl", impl, "--times", "2", filepath.Join(dir, "plan.json"))
 	if code != exitViolation || !strings.Contains(out, "failed in 2 of 2 runs") || strings.Contains(out, "served: ") {
 		t.Errorf("replay --times 2: exit %d\n%s%s", code, out, errOut)
+	}
+	// Too large a scope is refused before it starts, with the estimate
+	// the reference's search gives (the same tree).
+	code, _, errOut = lockprover("prove", "--exhaustive", "--clients", "2", "--impl", builtBinary(t)+" serve-reference")
+	if code != exitUsage || !strings.Contains(errOut, "scope too large: about 1.24e+08 schedules to run (9 plans;") {
+		t.Errorf("a scope too large: exit %d\n%s", code, errOut)
 	}
 	for _, tc := range []struct {
 		args []string
