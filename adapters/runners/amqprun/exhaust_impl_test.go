@@ -76,21 +76,15 @@ func TestExhaustImplIsTheReferencesTree(t *testing.T) {
 func TestExhaustImplCatches(t *testing.T) {
 	t.Parallel()
 	one := prover.ExhaustScope{Clients: 1, Ops: 1}
-	cases := []struct {
+	type search struct {
 		name, kind, cmd string
 		caught          bool
-	}{
-		{"mutant release-deletes-a", histories.Semaphore, lockprover + " serve-reference --mutant release-deletes-a", true},
 	}
+	cases := []search{{"mutant release-deletes-a", histories.Semaphore, lockprover + " serve-reference --mutant release-deletes-a", true}}
 	if exec.Command("/usr/bin/python3", "-c", "import pika").Run() == nil {
 		py := "/usr/bin/python3 " + pythonExample + "/lockprover_impl.py"
-		cases = append(cases, struct {
-			name, kind, cmd string
-			caught          bool
-		}{"python", histories.Mutex, py, false}, struct {
-			name, kind, cmd string
-			caught          bool
-		}{"python verify-from-cache", histories.Mutex, py + " --defect verify-from-cache", true})
+		cases = append(cases, search{"python", histories.Mutex, py, false},
+			search{"python verify-from-cache", histories.Mutex, py + " --defect verify-from-cache", true})
 	} else {
 		t.Log("no python3 with pika: the Python example's cases skip")
 	}
