@@ -47,7 +47,10 @@ func command(name string) func(s *server, args []string) Result {
 	case "GETRANGE":
 		return cmdGetrange
 	}
-	return priorityCommand(name)
+	if f := priorityCommand(name); f != nil {
+		return f
+	}
+	return zsetCommand(name)
 }
 
 // arity is each command's number of arguments, its name included: n, or
@@ -57,6 +60,8 @@ var arity = map[string]int{
 	"PTTL": 2, "INCR": 2, "DBSIZE": 1, "EVAL": -3, "EVALSHA": -3, "SCRIPT": -2, "ECHO": 2, "MSETNX": -3, "MSET": -3, "MGET": -2, "GETRANGE": 4,
 	"HSET": -4, "HGET": 3, "HMGET": -3, "HLEN": 2, "HDEL": -3, "RPUSH": -3, "LLEN": 2,
 	"LRANGE": 4, "BLPOP": -3, "PUBLISH": 3, "TIME": 1, "TYPE": 2,
+	"ZADD": -4, "ZCARD": 2, "ZREM": -3, "ZREMRANGEBYSCORE": 4, "ZSCORE": 3,
+	"ZCOUNT": 4, "ZRANK": 3, "ZRANGE": -4, "ZRANGEBYSCORE": -4,
 }
 
 // exec runs one command. A command the server does not model is an error

@@ -44,6 +44,16 @@
 //     cannot be queued); PUBLISH and subscriptions (pubsub.go: a message
 //     reaches the subscriptions registered when it is published, and no
 //     other);
+//   - sorted sets (zset.go, zrange.go: npm redis-semaphore's Semaphore
+//     and RedlockSemaphore): ZADD with NX, XX, GT, LT, CH and INCR,
+//     ZCARD, ZREM, ZREMRANGEBYSCORE, ZSCORE, ZCOUNT, ZRANK, ZRANGE (by
+//     rank or BYSCORE, REV, LIMIT, WITHSCORES; not BYLEX) and
+//     ZRANGEBYSCORE; members ordered by score then bytes, an emptied set
+//     gone; scores read as strtod reads them ("(" excludes, "-inf",
+//     "+inf", Redis's refusals of a bad float) and written as "%.17g"
+//     (1.5, 1, 1e+20, 0.10000000000000001, inf), -0 kept only by a set
+//     Redis keeps as a skip list (over 128 members once, or a member
+//     over 64 bytes);
 //   - EVAL and EVALSHA of the reference's scripts (model/redlock/scripts.go:
 //     acquire, raise, refresh, refreshSetNX, release, and the priority
 //     lock's obtain, undo, settle, refreshPrio, releasePrio), implemented natively
@@ -92,7 +102,7 @@
 // Not modelled: other commands and options (SET's EXAT and PXAT;
 // absolute deadlines PEXPIREAT and PXAT; DBSIZE counts only live keys,
 // where Redis counts those past their deadline its active expiry has not
-// collected yet; other list and hash commands;
+// collected yet; other list, hash and sorted-set commands;
 // BLPOP with a timeout of 0 is modelled, but never sent), other data
 // types, replication and failover, Redis's 100 ms cron (a BLPOP's own
 // timeout ends exactly on time; Redis answers up to 100 ms later, which

@@ -41,11 +41,13 @@ type server struct {
 
 // An entry is a key's value and its deadline, in ms of the server's clock
 // (0: none): a string (Redlock's keys and counters), a hash (the priority
-// lock's) or a list (its notes and acknowledgements).
+// lock's), a list (its notes and acknowledgements) or a sorted set (npm
+// redis-semaphore's holders).
 type entry struct {
 	val      string
 	hash     map[string]string // a hash if not nil
 	list     []string          // a list if not nil (never empty: Redis deletes an empty list)
+	zset     *zset             // a sorted set if not nil (never empty either)
 	deadline int64
 }
 
@@ -56,6 +58,8 @@ func (e *entry) kind() string {
 		return "hash"
 	case e.list != nil:
 		return "list"
+	case e.zset != nil:
+		return "zset"
 	}
 	return "string"
 }

@@ -46,7 +46,8 @@ func priorityCommand(name string) func(s *server, args []string) Result {
 }
 
 // show is the entry's value as Keys shows it: a string as it is, a hash
-// as {field:value ...} sorted by field, a list as [a b].
+// as {field:value ...} sorted by field, a list as [a b], a sorted set as
+// <member:score ...> in its order.
 func (e *entry) show() string {
 	switch e.kind() {
 	case "hash":
@@ -61,6 +62,8 @@ func (e *entry) show() string {
 		return "{" + strings.Join(fs, " ") + "}"
 	case "list":
 		return "[" + strings.Join(e.list, " ") + "]"
+	case "zset":
+		return e.zset.show()
 	}
 	return e.val
 }
