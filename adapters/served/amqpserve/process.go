@@ -3,6 +3,7 @@ package amqpserve
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 	"time"
@@ -33,8 +34,9 @@ type Process struct {
 	// process records), and whether an idle turn came last.
 	script  []string
 	idled   bool
-	moved   bool      // it has taken a step
-	serving *wireConn // the connection whose frame the World is serving, if any
+	moved   bool          // it has taken a step
+	serving *wireConn     // the connection whose frame the World is serving, if any
+	bound   time.Duration // the operation in flight's bound (Deadline)
 }
 
 func newProcess(s *Broker, name string, b broker.Broker, ports []*wire.Port[string]) *Process {
@@ -216,6 +218,37 @@ func (p *Process) Sending() { p.flush() }
 // Await is the waiter's: until ready (the process answered) or expired or
 // done, the coroutine takes the process's steps into the World.
 func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) process.Woke {
+	return p.AwaitUntil(math.MaxInt64, ready, expired, done)
+}
+
+// Deadline is the waiter's (process.ClockedWaiter): when d of the World's
+// virtual time will have passed. It keeps d for AwaitUntil's real-time
+// bound in a search.
+func (p *Process) Deadline(d time.Duration) int64 {
+	p.bound = d
+	return p.s.w.Now() + int64(d)
+}
+
+// searchSlack is how many times an operation's bound of real time a
+// search's run gives it (Options.Settle): there, its bound is the World's
+// clock alone, checked at each idle turn, and the real one only stops a
+// run whose clock no longer moves (a process sending without end).
+const searchSlack = 10
+
+// AwaitUntil is Await that also ends, Expired, once the World's virtual
+// time reaches deadline (checked before each idle turn that lets it
+// pass): an operation waiting on a consumer is given up at the same
+// virtual time in every run, not when the machine's clock says, which on
+// a loaded machine falls at another point of the World's time, or before
+// the World's own timers (an admin's wait outlasted by 90 s of idle
+// turns). In a search's run the real-time expired is not heeded: the
+// bound's searchSlack times is, after which the run is undecided.
+func (p *Process) AwaitUntil(deadline int64, ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) process.Woke {
+	if p.s.o.Settle > 0 && deadline != math.MaxInt64 {
+		backstop := time.NewTimer(searchSlack * p.bound)
+		defer backstop.Stop()
+		expired = backstop.C
+	}
 	for {
 		p.flush()
 		st, e := p.next(ready, expired, done)
@@ -225,12 +258,18 @@ func (p *Process) Await(ready <-chan struct{}, expired <-chan time.Time, done <-
 			p.s.Took(p.name, "ready")
 			return process.Ready
 		case stepExpired:
+			if p.s.o.Settle > 0 {
+				p.s.Undecide("%s: its operation's bound of %v passed %d times over in real time with the World's clock at %v of it: the run could not be judged on the World's clock alone", p.name, p.bound, searchSlack, time.Duration(p.s.w.Now()-(deadline-int64(p.bound))))
+			}
 			return process.Expired
 		case stepDone:
 			return process.Done
 		case stepIdle:
-			p.s.Took(p.name, "idle")
+			p.s.Took(p.name, "idle") // logged, so that a replay expires here too
 			p.idled = true
+			if p.s.w.Now() >= deadline {
+				return process.Expired
+			}
 			p.Sleep(context.Background(), p.s.o.Idle)
 		case stepEvent:
 			p.s.Took(p.name, e.fingerprint())
