@@ -14,6 +14,7 @@ type result struct {
 	ok  bool
 	n   uint64
 	l   consulsem.Listing
+	api APIReply
 	err error
 }
 
@@ -47,6 +48,12 @@ type call struct {
 	timer   *sched.Timer // the client's timeout
 	arrived bool         // its answer reached the client's side (or was lost)
 	done    bool         // the client has its result
+	// then, if set, gets the result of a call the process did not wait
+	// for (Send); await, a Wait's, is no call but the process's wait for
+	// such results, d at most.
+	then  func(result)
+	await bool
+	d     time.Duration
 }
 
 // send posts c to the server: held by a partition, refused by a server
@@ -129,5 +136,10 @@ func (w *World) deliver(c *call, r result) {
 	}
 	c.done = true
 	c.timer.Cancel()
+	if c.then != nil {
+		c.then(r)
+		c.p.repliedTo()
+		return
+	}
 	c.p.proc.Deliver(r)
 }

@@ -31,6 +31,9 @@ type server struct {
 	changed  map[string]uint64
 	sessions map[string]*session
 	ids      uint64 // sessions ever created: their ids
+	// sesIndex is Consul's sessions table index: the last create or end
+	// of a session (a session info's X-Consul-Index).
+	sesIndex uint64
 	// delays are Consul's lock-delays: the keys whose holder's session was
 	// invalidated with a lock-delay, and until when ?acquire refuses them
 	// (virtual time); delayGen moves on when a restart forgets them, so
@@ -42,16 +45,23 @@ type server struct {
 	inflight []*call // calls applied or held, their answers not yet sent
 }
 
-// A kv is a key. lockIndex is Consul's LockIndex, etcd's Version.
+// A kv is a key. lockIndex is Consul's LockIndex, etcd's Version;
+// create is its CreateIndex (the index that made it, kept while it
+// lives), flags Consul's opaque Flags (the HTTP API's ?flags).
 type kv struct {
 	value          []byte
 	owner          string
 	mod, lockIndex uint64
+	create         uint64
+	flags          uint64
 }
 
 // A session is a Consul session or an etcd lease.
 type session struct {
 	id      string
+	name    string        // Consul's Name, as created through the HTTP API
+	ttlText string        // Consul's TTL as the create request gave it ("" for none)
+	create  uint64        // Consul's CreateIndex
 	ttl     time.Duration // granted
 	release bool          // Consul's Behavior release
 	delay   time.Duration // Consul's LockDelay, as created
@@ -70,6 +80,9 @@ type watch struct {
 	index    uint64
 	timer    *sched.Timer
 	unsynced bool
+	// api, if set, is a blocking query of the HTTP API (api.go): it
+	// looks at the keys it matches, and ready says whether it returns.
+	api *apiWatch
 }
 
 // syncEvery is how often etcd's watchable store catches its unsynced
@@ -97,7 +110,7 @@ func newServer(w *World) *server {
 func (s *server) reset() {
 	s.keys, s.changed, s.sessions = map[string]*kv{}, map[string]uint64{}, map[string]*session{}
 	s.forgetDelays()
-	s.index, s.kvIndex = consulFirstIndex, 0
+	s.index, s.kvIndex, s.sesIndex = consulFirstIndex, 0, 0
 	if s.kind == Etcd {
 		s.index = 1
 	}
@@ -164,9 +177,14 @@ func (s *server) owned(id string) []string {
 // changes nothing (the same value, session and LockIndex): the key keeps
 // its ModifyIndex, the KV table its index, and no wait wakes.
 func (s *server) put(key string, e *kv) {
-	if old := s.keys[key]; s.kind == Consul && old != nil &&
-		old.owner == e.owner && old.lockIndex == e.lockIndex && string(old.value) == string(e.value) {
+	old := s.keys[key]
+	if s.kind == Consul && old != nil &&
+		old.owner == e.owner && old.lockIndex == e.lockIndex && old.flags == e.flags && string(old.value) == string(e.value) {
 		return
+	}
+	e.create = s.index
+	if old != nil {
+		e.create = old.create
 	}
 	e.mod = s.index
 	s.keys[key] = e
@@ -186,6 +204,14 @@ func (s *server) touch(key string) {
 	kept := s.watches[:0]
 	var woken []*watch
 	for _, wt := range s.watches {
+		if wt.api != nil {
+			if wt.api.matches(key) && wt.api.ready(s) {
+				woken = append(woken, wt)
+			} else {
+				kept = append(kept, wt)
+			}
+			continue
+		}
 		if !wt.unsynced && strings.HasPrefix(key, wt.prefix+"/") && s.changedSince(wt.prefix, wt.index) {
 			woken = append(woken, wt)
 		} else {
@@ -196,6 +222,10 @@ func (s *server) touch(key string) {
 	s.watches = kept
 	for _, wt := range woken {
 		wt.timer.Cancel()
+		if wt.api != nil {
+			s.answerWatch(wt)
+			continue
+		}
 		s.w.reply(wt.c, result{})
 	}
 }

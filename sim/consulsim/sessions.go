@@ -32,7 +32,8 @@ func (s *server) create(ttl time.Duration, release bool, delay time.Duration) (s
 				ttl, s.w.o.SessionTTLMin, consulTTLMax)
 		}
 		s.index++
-		ses.id = s.newID()
+		ses.id, ses.create, s.sesIndex = s.newID(), s.index, s.index
+		ses.ttlText = ttl.String()
 		s.sessions[ses.id] = ses
 		s.armConsul(ses)
 	} else {
@@ -54,6 +55,9 @@ func (s *server) create(ttl time.Duration, release bool, delay time.Duration) (s
 // Options.Decide says, between 1 and 2 x TTL.
 func (s *server) armConsul(ses *session) {
 	ses.timer.Cancel()
+	if ses.ttl == 0 {
+		return // a session of no TTL lives until destroyed
+	}
 	d := 2 * ses.ttl
 	if i := s.w.base.Pick(5); i > 0 {
 		d = ses.ttl + time.Duration(i-1)*ses.ttl/4
@@ -120,6 +124,9 @@ func (s *server) end(ses *session, why string) {
 	keys := s.owned(ses.id)
 	if s.kind == Consul || len(keys) > 0 {
 		s.index++
+	}
+	if s.kind == Consul {
+		s.sesIndex = s.index
 	}
 	s.w.tracef("server: session %s %s; its keys %v", ses.id, why, keys)
 	for _, k := range keys {

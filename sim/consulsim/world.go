@@ -166,6 +166,10 @@ type Process struct {
 	// conn counts its connections to the server that the server closed
 	// (ForceClose): a call belongs to the connection it was posted on.
 	conn int
+	// A process on the wire (Send, Wait): whether a result came since
+	// its last Wait, and the end of the Wait it is in.
+	replied bool
+	waiting *sched.Timer
 }
 
 // Name returns the name the process was registered with.
@@ -206,7 +210,15 @@ func (w *World) serve(p *Process) {
 	c := p.req
 	p.req = nil
 	p.proc.Block()
-	w.send(c)
+	switch {
+	case c.await:
+		w.startWait(p, c.d)
+	case c.then != nil:
+		w.send(c)
+		p.proc.Deliver(result{})
+	default:
+		w.send(c)
+	}
 	w.sched.Continue(&p.proc.Proc)
 }
 
