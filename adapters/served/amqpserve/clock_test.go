@@ -25,6 +25,12 @@ type bounded struct {
 // time (Deadline) and real of the machine's, as process.Client bounds an
 // operation of a process waiting through a served broker.
 func boundConsumerWait(t *testing.T, o amqpserve.Options, virtual, real time.Duration) (bounded, *amqpserve.Broker) {
+	return boundSilence(t, o, true, virtual, real)
+}
+
+// boundSilence is boundConsumerWait for a client that, consume false,
+// only declares the queue and falls silent, as one computing would.
+func boundSilence(t *testing.T, o amqpserve.Options, consume bool, virtual, real time.Duration) (bounded, *amqpserve.Broker) {
 	t.Helper()
 	w := rabbitmqsim.New(rabbitmqsim.Options{})
 	s := amqpserve.New(w, o)
@@ -44,8 +50,10 @@ func boundConsumerWait(t *testing.T, o amqpserve.Options, virtual, real time.Dur
 				if _, err := ch.QueueDeclare("lock-1-A", false, false, true, false, nil); err != nil {
 					return err
 				}
-				if _, err := ch.Consume("lock-1-A", "", false, false, false, false, nil); err != nil {
-					return err
+				if consume {
+					if _, err := ch.Consume("lock-1-A", "", false, false, false, false, nil); err != nil {
+						return err
+					}
 				}
 				close(consuming)
 				<-stop
@@ -124,5 +132,18 @@ func TestAWaitTooSlowForItsBoundIsUndecided(t *testing.T) {
 	}
 	if got.real < 500*time.Millisecond {
 		t.Errorf("given up after %v: want the bound's ten times (500ms)", got.real)
+	}
+}
+
+// A process silent with no consumer of its may be computing: its idle
+// turns let the World's time pass faster than the machine's, and its
+// operation is bounded by the machine's clock, not ended early by the
+// World's.
+func TestASilentProcessIsBoundedByTheMachinesClock(t *testing.T) {
+	t.Parallel()
+	o := amqpserve.Options{Quiet: 20 * time.Millisecond, Idle: 10 * time.Millisecond, Speedup: -1}
+	got, _ := boundSilence(t, o, false, 20*time.Millisecond, 300*time.Millisecond)
+	if got.woke != process.Expired || got.real < 300*time.Millisecond || got.virtual < 20*time.Millisecond {
+		t.Fatalf("woke %v after %v of the machine's time and %v of the World's: want expired at 300ms of the machine's, the World's 20ms passed", got.woke, got.real, got.virtual)
 	}
 }

@@ -236,13 +236,17 @@ func (p *Process) Deadline(d time.Duration) int64 {
 const searchSlack = 10
 
 // AwaitUntil is Await that also ends, Expired, once the World's virtual
-// time reaches deadline (checked before each idle turn that lets it
-// pass): an operation waiting on a consumer is given up at the same
-// virtual time in every run, not when the machine's clock says, which on
-// a loaded machine falls at another point of the World's time, or before
-// the World's own timers (an admin's wait outlasted by 90 s of idle
-// turns). In a search's run the real-time expired is not heeded: the
-// bound's searchSlack times is, after which the run is undecided.
+// time reaches deadline, checked at each idle turn of a process the
+// protocol shows waiting on the World (waits: a consumer of its): an
+// operation waiting on a consumer is given up at the same virtual time in
+// every run, not when the machine's clock says, which on a loaded machine
+// falls at another point of the World's time, or before the World's own
+// timers (an admin's wait outlasted by 90 s of idle turns). A process
+// silent with no consumer may be computing, and its idle turns pass five
+// times faster than the machine's clock: it is bounded by the machine's
+// (and in a search by Settle). In a search's run the real-time expired is
+// not heeded: the bound's searchSlack times is, after which the run is
+// undecided.
 func (p *Process) AwaitUntil(deadline int64, ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) process.Woke {
 	if p.s.o.Settle > 0 && deadline != math.MaxInt64 {
 		backstop := time.NewTimer(searchSlack * p.bound)
@@ -267,7 +271,7 @@ func (p *Process) AwaitUntil(deadline int64, ready <-chan struct{}, expired <-ch
 		case stepIdle:
 			p.s.Took(p.name, "idle") // logged, so that a replay expires here too
 			p.idled = true
-			if p.s.w.Now() >= deadline {
+			if p.waits() && p.s.w.Now() >= deadline {
 				return process.Expired
 			}
 			p.Sleep(context.Background(), p.s.o.Idle)
