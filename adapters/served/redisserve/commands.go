@@ -22,8 +22,9 @@ func versionNum() int {
 }
 
 // shape is what a server's result for args is on the wire: redissim
-// gives a string where Redis sends a status (+OK, +PONG, TYPE's), and
-// nil where a BLPOP that timed out sends a null array.
+// gives a string where Redis sends a status (+OK, +PONG, TYPE's) or a
+// double (a score), a flat array of members and scores where RESP3 pairs
+// them, and nil where a BLPOP that timed out sends a null array.
 func shape(args []string, v any) any {
 	name := strings.ToUpper(args[0])
 	switch name {
@@ -48,6 +49,21 @@ func shape(args []string, v any) any {
 	case "BLPOP":
 		if v == nil {
 			return nullArray{}
+		}
+	case "ZSCORE", "ZADD": // ZADD's is a string only with INCR
+		if s, ok := v.(string); ok {
+			return double(s)
+		}
+	case "ZRANGE", "ZRANGEBYSCORE":
+		if vs, ok := v.([]any); ok && len(args) > 4 && hasWord(args[4:], "WITHSCORES") {
+			out := make(scored, len(vs))
+			for i, x := range vs {
+				out[i] = x
+				if s, ok := x.(string); ok && i%2 == 1 {
+					out[i] = double(s)
+				}
+			}
+			return out
 		}
 	}
 	return v

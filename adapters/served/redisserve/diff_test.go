@@ -87,7 +87,49 @@ var diffScripts = map[string]string{
 	"loop":     `local n = 0 for i, k in ipairs(KEYS) do n = n + redis.call("exists", k) end for _, a in ipairs(ARGV) do n = n + #a end return n`,
 	"strings":  `return string.format("%s-%d-%s", ARGV[1], #ARGV, string.upper(string.sub(ARGV[1], 1, 1)))`,
 	"table-ok": `local t = redis.call("set", KEYS[1], "v") return {t, t.ok, type(t)}`,
+	"zset":     `redis.call("zadd", KEYS[1], 1.5, ARGV[1], 0.1, "m") return {redis.call("zscore", KEYS[1], ARGV[1]), redis.call("zrange", KEYS[1], 0, -1, "withscores"), redis.call("zcard", KEYS[1])}`,
+	"zincr":    `return redis.call("zadd", KEYS[1], "incr", ARGV[2], ARGV[1])`,
+	// npm redis-semaphore 5.8.0's acquire and refresh (lib/semaphore),
+	// run with their own arguments (semArgs).
+	"sem-acquire": semAcquire,
+	"sem-refresh": semRefresh,
 }
+
+const semAcquire = `
+  local key = KEYS[1]
+  local limit = tonumber(ARGV[1])
+  local identifier = ARGV[2]
+  local lockTimeout = tonumber(ARGV[3])
+  local now = tonumber(ARGV[4])
+  local expiredTimestamp = now - lockTimeout
+
+  redis.call('zremrangebyscore', key, '-inf', expiredTimestamp)
+
+  if redis.call('zcard', key) < limit then
+    redis.call('zadd', key, now, identifier)
+    redis.call('pexpire', key, lockTimeout)
+    return 1
+  else
+    return 0
+  end`
+
+const semRefresh = `
+  local key = KEYS[1]
+  local limit = tonumber(ARGV[1])
+  local identifier = ARGV[2]
+  local lockTimeout = tonumber(ARGV[3])
+  local now = tonumber(ARGV[4])
+  local expiredTimestamp = now - lockTimeout
+
+  redis.call('zremrangebyscore', key, '-inf', expiredTimestamp)
+
+  if redis.call('zscore', key, identifier) then
+    redis.call('zadd', key, now, identifier)
+    redis.call('pexpire', key, lockTimeout)
+    return 1
+  else
+    return 0
+  end`
 
 // A diffStep is one command of a sequence, or a sleep (Sleep > 0).
 type diffStep struct {
@@ -141,7 +183,7 @@ func scriptName(src string) string {
 // deadlines pass (and far from them, so that real time's jitter does not
 // decide).
 func drawSequence(r *rand.Rand, n int) []diffStep {
-	keys := []string{"a", "b", "h", "l"}
+	keys := []string{"a", "b", "h", "l", "z"}
 	names := make([]string, 0, len(diffScripts))
 	for k := range diffScripts {
 		names = append(names, k)
@@ -152,6 +194,9 @@ func drawSequence(r *rand.Rand, n int) []diffStep {
 	ttl := func() string { return []string{"60", "10000"}[r.Intn(2)] }
 	var out []diffStep
 	cmd := func() []any {
+		if r.Intn(3) == 0 {
+			return zsetCmd(r, key, tok)
+		}
 		switch r.Intn(22) {
 		case 0, 1:
 			a := []any{"SET", key(), tok()}
@@ -195,9 +240,15 @@ func drawSequence(r *rand.Rand, n int) []diffStep {
 			return []any{"BLPOP", key(), "0.05"}
 		case 15, 16, 17, 18:
 			src := diffScripts[names[r.Intn(len(names))]]
+			if src == semAcquire || src == semRefresh {
+				return append([]any{"EVAL", src, "1", key()}, semArgs(r, tok(), ttl())...)
+			}
 			return append([]any{"EVAL", src, "1", key()}, tok(), ttl(), []string{"0", "1"}[r.Intn(2)])
 		case 19:
 			src := diffScripts[names[r.Intn(len(names))]]
+			if src == semAcquire || src == semRefresh {
+				return append([]any{"EVALSHA", redissim.ScriptSHA1(src), "1", key()}, semArgs(r, tok(), ttl())...)
+			}
 			return []any{"EVALSHA", redissim.ScriptSHA1(src), "1", key(), tok(), ttl(), "0"}
 		case 20:
 			return []any{"SCRIPT", "LOAD", diffScripts[names[r.Intn(len(names))]]}
@@ -233,6 +284,79 @@ func drawSequence(r *rand.Rand, n int) []diffStep {
 		}
 	}
 	return out
+}
+
+// semArgs are redis-semaphore's scripts' arguments: the limit, the
+// identifier, the lock's timeout (ms) and the client's clock (ms).
+func semArgs(r *rand.Rand, id, ttl string) []any {
+	limit := []string{"1", "2", "x"}[r.Intn(3)]
+	now := []string{"1000", "1050", "20000", "1735689600000"}[r.Intn(4)]
+	return []any{limit, id, ttl, now}
+}
+
+// zsetCmd draws a sorted set's command: ZADD with its options, good and
+// bad scores; ranges of scores with "(" and bad ends; ZRANGE's options;
+// redis-semaphore's scripts.
+func zsetCmd(r *rand.Rand, anyKey func() string, anyTok func() string) []any {
+	pick := func(xs ...string) string { return xs[r.Intn(len(xs))] }
+	// Mostly sets: z (which other commands touch too) and y (which only
+	// these do); now and then a key of any type.
+	key := func() string { return pick("z", "z", "z", "y", "y", anyKey()) }
+	tok := func() string { return pick("m1", "m2", "m3", anyTok()) }
+	score := func() string {
+		if r.Intn(4) > 0 {
+			return pick("1", "2", "1.5", "0.1", "-0", "1e20", "inf", "-inf", "+inf", "3.0", "0x10", "2.5e-3")
+		}
+		return pick("x", "nan", " 1", "1e400", "", "1e-400", "(1")
+	}
+	bound := func() string { return pick("-inf", "+inf", "1", "(1", "1.5", "(2", "2", "x", "", "(", "1e400") }
+	switch r.Intn(14) {
+	case 0, 1, 2:
+		a := []any{"ZADD", key()}
+		for _, f := range []string{"NX", "XX", "GT", "LT", "CH", "INCR"} {
+			if r.Intn(6) == 0 {
+				a = append(a, f)
+			}
+		}
+		for range 1 + r.Intn(2) {
+			a = append(a, score(), tok())
+		}
+		if r.Intn(10) == 0 {
+			a = a[:len(a)-1]
+		}
+		return a
+	case 3:
+		return []any{"ZREM", key(), tok(), tok()}
+	case 4:
+		return []any{"ZREMRANGEBYSCORE", key(), bound(), bound()}
+	case 5:
+		return []any{"ZCARD", key()}
+	case 6:
+		return []any{"ZSCORE", key(), tok()}
+	case 7:
+		return []any{"ZCOUNT", key(), bound(), bound()}
+	case 8:
+		return []any{"ZRANK", key(), tok()}
+	case 9:
+		a := []any{"ZRANGE", key(), pick("0", "1", "-1", "-2", "x"), pick("-1", "0", "5", "-3")}
+		return append(a, []any{"WITHSCORES", "REV"}[:r.Intn(3)]...)
+	case 10:
+		a := []any{"ZRANGE", key(), bound(), bound(), "BYSCORE"}
+		for _, o := range []string{"REV", "WITHSCORES"} {
+			if r.Intn(2) == 0 {
+				a = append(a, o)
+			}
+		}
+		if r.Intn(2) == 0 {
+			a = append(a, "LIMIT", pick("0", "1", "-1"), pick("1", "-1", "0"))
+		}
+		return a
+	case 11:
+		return []any{"ZRANGEBYSCORE", key(), bound(), bound(), "WITHSCORES", "LIMIT", pick("0", "1"), pick("1", "5")}
+	case 12:
+		return append([]any{"EVALSHA", redissim.ScriptSHA1(semAcquire), "1", key()}, semArgs(r, tok(), pick("60", "10000"))...)
+	}
+	return append([]any{"EVAL", pick(semAcquire, semRefresh), "1", key()}, semArgs(r, tok(), pick("60", "10000"))...)
 }
 
 // runSequence runs seq through c: each step's reply as text (a sleep's

@@ -26,7 +26,8 @@
 //
 // What is served: every command redissim models, with Redis's replies
 // (a status where Redis sends one, a null array for a BLPOP that timed
-// out); EVAL, EVALSHA and SCRIPT of any Lua script, run by a Lua 5.1
+// out, a score a double in RESP3 and a range WITHSCORES its [member,
+// score] pairs there); EVAL, EVALSHA and SCRIPT of any Lua script, run by a Lua 5.1
 // interpreter (gopher-lua) inside the server's step, with Redis's
 // conversions between Lua and RESP (lua.go); MULTI/EXEC, queued on the
 // connection and sent to the server as one transaction; SUBSCRIBE and

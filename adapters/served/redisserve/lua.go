@@ -34,6 +34,12 @@ type luaVM struct {
 	unserved func(what string)
 }
 
+// NewLua is the interpreter the served servers run scripts on, for a
+// World not served on the wire that runs scripts redissim does not know
+// natively (the differential's, adapters/conform/redisconform:
+// w.Serve(redissim.Wire{Lua: redisserve.NewLua()})).
+func NewLua() redissim.Lua { return &luaVM{} }
+
 // chunk is the name Redis gives a script's source: its errors read
 // user_script:LINE.
 const chunk = "user_script"
@@ -291,6 +297,8 @@ func toLua(L *lua.LState, v any) lua.LValue {
 		return lua.LNumber(v)
 	case string:
 		return lua.LString(v)
+	case double:
+		return lua.LString(v)
 	case status:
 		t := L.NewTable()
 		t.RawSetString("ok", lua.LString(v))
@@ -303,6 +311,8 @@ func toLua(L *lua.LState, v any) lua.LValue {
 			t.Append(toLua(L, x))
 		}
 		return t
+	case scored:
+		return toLua(L, []any(v))
 	}
 	return lua.LFalse
 }

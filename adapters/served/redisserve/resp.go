@@ -182,6 +182,15 @@ type nullArray struct{}
 // array in RESP2, a push in RESP3.
 type push []any
 
+// double is a score (ZSCORE's, ZADD INCR's), as Redis 7.0 writes it
+// ("1.5", "inf"): a bulk string in RESP2, a double in RESP3.
+type double string
+
+// scored is a range's answer WITHSCORES, members and scores in turn (the
+// scores doubles): a flat array in RESP2, an array of [member, score]
+// pairs in RESP3.
+type scored []any
+
 // respMap is a map reply, its keys and values in turn: a flat array in
 // RESP2 (HELLO's answer).
 type respMap []any
@@ -189,7 +198,7 @@ type respMap []any
 // appendReply appends v in RESP2 (resp 2) or RESP3 (resp 3): nil a null,
 // int64 an integer, a string a bulk, a status a status, an error an error
 // reply (its newlines made spaces, as Redis makes them), a []any an
-// array, a respMap a map.
+// array, a respMap a map, a double and scored as they say.
 func appendReply(b []byte, v any, resp int) []byte {
 	switch v := v.(type) {
 	case nil:
@@ -213,6 +222,21 @@ func appendReply(b []byte, v any, resp int) []byte {
 		return append(append(append(b, '-'), oneLine.Replace(string(v))...), "\r\n"...)
 	case error:
 		return appendReply(b, redissim.Error(v.Error()), resp)
+	case double:
+		if resp != 3 {
+			return appendReply(b, string(v), resp)
+		}
+		return append(append(append(b, ','), v...), "\r\n"...)
+	case scored:
+		if resp != 3 {
+			return appendReply(b, []any(v), resp)
+		}
+		b = append(strconv.AppendInt(append(b, '*'), int64(len(v)/2), 10), "\r\n"...)
+		for i := 0; i+1 < len(v); i += 2 {
+			b = appendReply(append(b, "*2\r\n"...), v[i], resp)
+			b = appendReply(b, v[i+1], resp)
+		}
+		return b
 	case respMap:
 		if resp != 3 {
 			return appendReply(b, []any(v), resp)
