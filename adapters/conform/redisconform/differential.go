@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"pgregory.net/rapid"
 
+	"github.com/lockprover/lockprover/adapters/served/redisserve"
 	"github.com/lockprover/lockprover/internal/realtime"
 	"github.com/lockprover/lockprover/model/redlock"
 	"github.com/lockprover/lockprover/sim/redissim"
@@ -25,10 +26,13 @@ import (
 // and those of the priority lock (its scripts obtain, undo, settle, refreshPrio
 // and releasePrio, HGET, MULTI/EXEC of RPUSH and PEXPIRE, BLPOP, PUBLISH,
 // and beside them HSET, HMGET, HLEN, RPUSH, LLEN, LRANGE and TYPE, on
-// keys of every type), with sleeps; each runs on a private redis-server
-// and on a simulated server, which must give the same answers: the same
-// values, an error where Redis gives one (its text aside, and inside a
-// transaction's answer too), and PTTLs (and the remaining times obtain
+// keys of every type) and those of sorted sets (diffzset.go: npm
+// redis-semaphore's scripts, ZADD, ZREM, ZREMRANGEBYSCORE, ZCARD, ZSCORE,
+// ZCOUNT, ZRANK, ZRANGE), with sleeps; each runs on a private
+// redis-server and on a simulated server, which must give the same
+// answers: the same values, an error where Redis gives one (its text
+// aside, and inside a transaction's answer too; but a sorted set's
+// command's error has Redis's words), and PTTLs (and the remaining times obtain
 // answers) within a tolerance.
 //
 // A BLPOP that finds its lists empty waits out its timeout (0.2 s; Redis
@@ -81,12 +85,19 @@ type step struct {
 	// BLPOP's second list, prio a priority, field a hash's field, flags
 	// obtain's ARGV[4] and ARGV[5], tmo BLPOP's timeout.
 	lock, list, list2, prio, field, flags, tmo string
+	// A sorted set's (diffzset.go): its command, its key (unprefixed) at
+	// zcmd[zkey].
+	zcmd []string
+	zkey int
 }
 
 // args is the step's command, its keys prefixed with prefix.
 func (s step) args(prefix string) []string {
 	key, fence := prefix+s.key, prefix+s.fence
 	if a := s.prioArgs(prefix); a != nil {
+		return a
+	}
+	if a := s.zsetArgs(prefix); a != nil {
 		return a
 	}
 	switch s.kind {
@@ -126,20 +137,26 @@ func (s step) describe() string {
 	if s.kind == "tx" {
 		return redissim.DescribeTx(s.tx(""))
 	}
+	if d := s.zsetDescribe(); d != "" {
+		return d
+	}
 	return redissim.Describe(s.args(""))
 }
 
-// drawSequence draws 1 to 20 steps.
+// drawSequence draws 1 to 20 steps. One sequence in four is of sorted
+// sets' steps alone, so that their sets grow and are read.
 func drawSequence(t *rapid.T) []step {
 	var steps []step
+	zsets := rapid.IntRange(0, 3).Draw(t, "zsets") == 0
 	for i := range rapid.IntRange(1, 20).Draw(t, "steps") {
-		steps = append(steps, drawStep(t, i))
+		steps = append(steps, drawStep(t, i, zsets))
 	}
 	return steps
 }
 
-// drawStep draws one command of the reference's kinds.
-func drawStep(t *rapid.T, i int) step {
+// drawStep draws one command of the reference's kinds (only of the
+// sorted sets' if zsets).
+func drawStep(t *rapid.T, i int, zsets bool) step {
 	label := func(what string) string { return fmt.Sprintf("%s%d", what, i) }
 	s := step{
 		key:   rapid.SampledFrom([]string{"k1", "k2", "k1:fence"}).Draw(t, label("key")),
@@ -147,9 +164,13 @@ func drawStep(t *rapid.T, i int) step {
 		token: rapid.SampledFrom([]string{"t1", "t2", "5"}).Draw(t, label("token")),
 		ttl:   rapid.SampledFrom([]string{shortTTL, shortTTL, "100000", "100000", "0", "-5", "x"}).Draw(t, label("ttl")),
 		sleep: rapid.IntRange(0, 9).Draw(t, label("sleep")) == 0,
-		kind:  rapid.SampledFrom(kinds).Draw(t, label("kind")),
 	}
-	if drawPrio(t, &s, label) {
+	if zsets {
+		s.kind = rapid.SampledFrom(zsetKinds).Draw(t, label("zkind"))
+	} else {
+		s.kind = rapid.SampledFrom(kinds).Draw(t, label("kind"))
+	}
+	if drawPrio(t, &s, label) || drawZset(t, &s, label) {
 		return s
 	}
 	if _, ok := sources[s.kind]; ok {
@@ -179,6 +200,9 @@ func onSimulator(steps []step, real realRun) ([]redissim.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Scripts it does not know natively (redis-semaphore's) run as on the
+	// wire; what it does not model still fails the run.
+	w.Serve(redissim.Wire{Lua: redisserve.NewLua()})
 	var out []redissim.Result
 	blocked := real.blocked
 	w.Go("d", func(p *redissim.Process) {
@@ -346,6 +370,9 @@ func client(addr string) *goredis.Client {
 func same(s step, sim, real redissim.Result) bool {
 	if sim.Err != nil || real.Err != nil {
 		var re goredis.Error
+		if s.zcmd != nil {
+			return errors.As(real.Err, &re) && sameZsetError(s, sim.Err, real.Err)
+		}
 		return sim.Err != nil && errors.As(real.Err, &re)
 	}
 	switch s.kind {

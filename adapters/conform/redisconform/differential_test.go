@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,7 +122,7 @@ func TestSequencesAndSimulator(t *testing.T) {
 	for i := range 20 {
 		a, ok := rapidbatch.Case(9, 0, i, drawSequence)
 		b, _ := rapidbatch.Case(9, 0, i, drawSequence)
-		if !ok || !slices.Equal(a, b) || len(a) == 0 || len(a) > 20 {
+		if !ok || !reflect.DeepEqual(a, b) || len(a) == 0 || len(a) > 20 {
 			t.Fatalf("case %d: %v, then %v", i, a, b)
 		}
 	}

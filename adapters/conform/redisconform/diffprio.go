@@ -16,14 +16,14 @@ import (
 
 // The differential's steps of the priority lock (see differential.go).
 
-// kinds are the steps' kinds: Redlock's, then the priority lock's.
-var kinds = []string{"acquire", "raise", "refresh", "refreshSetNX", "release",
-	"GET", "DEL", "PEXPIRE", "PTTL", "SET", "INCR", "EXISTS", "badnumkeys",
-	"obtain", "undo", "refreshPrio", "releasePrio", "HSET", "HGET", "HMGET", "HLEN",
-	"RPUSH", "LLEN", "LRANGE", "BLPOP", "tx", "PUBLISH", "TYPE", "HDEL", "settle"}
+// kinds are the steps' kinds: Redlock's, then the priority lock's, then
+// the sorted sets' (diffzset.go).
+var kinds = slices.Concat([]string{"acquire", "raise", "refresh", "refreshSetNX", "release",
+	"GET", "DEL", "PEXPIRE", "PTTL", "SET", "INCR", "EXISTS", "badnumkeys"}, prioKinds, zsetKinds)
 
 // prioKinds are the priority lock's.
-var prioKinds = kinds[13:]
+var prioKinds = []string{"obtain", "undo", "refreshPrio", "releasePrio", "HSET", "HGET", "HMGET", "HLEN",
+	"RPUSH", "LLEN", "LRANGE", "BLPOP", "tx", "PUBLISH", "TYPE", "HDEL", "settle"}
 
 // drawPrio draws the rest of a step of the priority lock's kinds, and
 // says whether s is one.
