@@ -527,13 +527,13 @@ func (p *rowProbe) close() {
 }
 
 // The versions said to have the exclusive-delete race: those measured
-// (3.10.8, 4.0.5 yes; 4.3.6 no), every version before 4.1.8 (the fix in
-// its notes), and none that cannot be read or whose 4.2 patch is not
-// known to lack the fix.
+// (3.10.8, 4.0.5 yes; 4.3.6 no), every version before 4.2.3 (the fix in
+// its notes, not in 4.1.8's), and none that cannot be read.
 func TestExclusiveDeleteRace(t *testing.T) {
 	for v, want := range map[string]bool{
-		"3.10.8": true, "3.13.7": true, "4.0.5": true, "4.1.7": true, "4.1.8": false, "4.1.10": false,
-		"4.2.0": false, "4.3.6": false, "5.0.0": false, "4.0.5-rc.1": true, "": false, "4": false, "x.y.z": false,
+		"3.10.8": true, "3.13.7": true, "4.0.5": true, "4.1.7": true, "4.1.8": true, "4.1.10": true,
+		"4.2.0": true, "4.2.2": true, "4.2.3": false, "4.2.10": false, "4.3.6": false, "5.0.0": false,
+		"4.0.5-rc.1": true, "4.2.3+deb13u1": false, "": false, "4": false, "x.y.z": false,
 	} {
 		if got := ExclusiveDeleteRace(v); got != want {
 			t.Errorf("ExclusiveDeleteRace(%q) = %v, want %v", v, got, want)

@@ -50,11 +50,10 @@ func ServerVersion(ctx context.Context, url string) (string, error) {
 // makes the broker delete whatever queue then bears that name, another
 // connection's too. Measured: it strikes on 3.10.8 and 4.0.5, not on
 // 4.3.6; RabbitMQ's fix (rabbitmq-server#15276, the owner checked before
-// the delete) is in the notes of 4.1.8. So: every version before 4.1.8.
-// Which 4.2 patch has the fix is not known here, and a version that
-// cannot be read is not known to have the race: neither is said to have
-// it, so that no history blames the race for a queue a fixed broker did
-// not delete.
+// the delete) is in the notes of 4.2.3, not in those of any 4.1 patch.
+// So: every version before 4.2.3. A version that cannot be read is not
+// known to have the race and is not said to have it, so that no history
+// blames the race for a queue a fixed broker did not delete.
 func ExclusiveDeleteRace(v string) bool {
 	major, minor, patch, ok := semver(v)
 	switch {
@@ -62,10 +61,10 @@ func ExclusiveDeleteRace(v string) bool {
 		return false
 	case major != 4:
 		return major < 4
-	case minor == 0:
+	case minor < 2:
 		return true
-	case minor == 1:
-		return patch < 8
+	case minor == 2:
+		return patch < 3
 	}
 	return false
 }

@@ -11,7 +11,7 @@ import (
 // did, that the proxy saw and lockprover did not cause through the proxy:
 // the evidence a verdict on a real broker attributes a lost hold by
 // (RabbitMQ closing a connection itself, a client's socket closing with an
-// exclusive queue.declare in flight, which RabbitMQ before 4.1.8 can answer
+// exclusive queue.declare in flight, which RabbitMQ before 4.2.3 can answer
 // by deleting another connection's queue of the same name).
 type ServerEvent struct {
 	At   time.Time
