@@ -76,6 +76,10 @@ type Launcher struct {
 	// started never returns (its coroutine is dropped), and Drain kills
 	// it with the spares.
 	connecting map[string][]*Client
+	// idle holds the processes that declared they take another run
+	// (init_ok's "reuse": true) and ended their last with reset_ok:
+	// Connect and Spawn take them before starting new ones.
+	idle []*Client
 }
 
 // HandshakeTimeout bounds the init exchange unless Launcher.InitTimeout
@@ -102,12 +106,20 @@ func (l *Launcher) Connect(ctx context.Context, run, name string, init Request) 
 	l.mu.Unlock()
 	var started *Client // heard in this goroutine, before the handshake
 	ctx = context.WithValue(ctx, startedKey{}, func(c *Client) { started = c; l.connect(run, c, true) })
-	c, err := l.launch(ctx, l.take(run, name), name, init)
+	ahead := l.take(run, name)
+	if ahead == nil {
+		ahead = l.reused(name)
+	}
+	c, err := l.launch(ctx, ahead, name, init)
 	if started != nil {
 		l.connect(run, started, false)
 	}
 	if err == nil {
 		l.register(c)
+		c.pool = nil
+		if reuses(c.initOK) {
+			c.pool = l
+		}
 		return c, nil
 	}
 	var ie *prover.ImplementationError
@@ -246,6 +258,7 @@ func (l *Launcher) Stop() {
 	for c := range l.procs {
 		cs = append(cs, c)
 	}
+	l.idle = nil
 	l.mu.Unlock()
 	for _, c := range cs {
 		c.Kill()
@@ -294,6 +307,9 @@ type Client struct {
 
 	// waiter, if set, is how the client waits on the process (WithWaiter).
 	waiter Waiter
+	// pool, if set, is the launcher Close gives the process back to for
+	// another run, reset, when it declared it takes one (reuses).
+	pool *Launcher
 }
 
 // A Waiter is how a Client waits on its process when something must go on
@@ -905,7 +921,14 @@ func (c *Client) Kill() {
 
 // Close ends the process as the protocol says: stdin closes, then SIGTERM
 // after 5 s, then SIGKILL after 5 more.
+//
+// A process that declared it takes another run (init_ok's "reuse": true),
+// still sound, is sent reset instead and, once it answers reset_ok, kept
+// for the launcher's next Connect (docs/protocol.md, "Ending").
 func (c *Client) Close() error {
+	if c.reset() {
+		return nil
+	}
 	c.stdin.Close()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		if c.await(c.exited, time.After(5*time.Second), nil) == Ready {
@@ -936,6 +959,13 @@ func (t *tail) Write(p []byte) (int, error) {
 		t.buf = t.buf[len(t.buf)-tailSize:]
 	}
 	return len(p), nil
+}
+
+// reset forgets what the process wrote (its run is over).
+func (t *tail) reset() {
+	t.mu.Lock()
+	t.buf = nil
+	t.mu.Unlock()
 }
 
 func (t *tail) String() string {

@@ -42,7 +42,14 @@ func (l *Launcher) Spawn(run string, n int) { l.spawn(run, n) }
 // spawn starts n processes of run ahead, and returns them.
 func (l *Launcher) spawn(run string, n int) []*Client {
 	var cs []*Client
-	for range n {
+	for len(cs) < n {
+		c := l.reused("a process started ahead")
+		if c == nil {
+			break
+		}
+		cs = append(cs, c)
+	}
+	for len(cs) < n {
 		c, err := start(l.Command, "a process started ahead", l.timeout())
 		if err != nil {
 			break // Connect will fail the same way, and say so
@@ -60,16 +67,26 @@ func (l *Launcher) spawn(run string, n int) []*Client {
 	return cs
 }
 
-// Drain kills run's processes that Warm started and no Connect took, and
-// those whose Connect never returned: on a simulator, a process its World
+// Drain kills run's processes that Warm started and no Connect took (but
+// a reused one, which goes back to the launcher's idle), and those whose
+// Connect never returned: on a simulator, a process its World
 // killed while it started (its coroutine dropped, not its process).
 func (l *Launcher) Drain(run string) {
 	l.mu.Lock()
-	cs := append(l.spares[run], l.connecting[run]...)
+	spares, connecting := l.spares[run], l.connecting[run]
 	delete(l.spares, run)
 	delete(l.connecting, run)
 	l.mu.Unlock()
-	for _, c := range cs {
+	for _, c := range spares {
+		if c.pool != nil && c.sound() {
+			l.mu.Lock()
+			l.idle = append(l.idle, c) // reused, and no one took it: still reset
+			l.mu.Unlock()
+			continue
+		}
+		c.Kill()
+	}
+	for _, c := range connecting {
 		c.Kill()
 	}
 }

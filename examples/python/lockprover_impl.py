@@ -73,7 +73,9 @@ class Server:
     "unavailable" where it would say "full" or "absent".
     """
 
-    def __init__(self, lazy_connect=False, plain_failure=False, tidy_verify=False, defect=None):
+    def __init__(self, lazy_connect=False, plain_failure=False, tidy_verify=False, defect=None,
+                 reuse=False):
+        self.reuse = reuse     # init_ok declares "reuse": reset ends a run, not stdin
         self.lazy_connect = lazy_connect
         self.plain_failure = plain_failure
         self.tidy_verify = tidy_verify
@@ -101,6 +103,8 @@ class Server:
         try:
             if kind == "init":
                 reply = self.start(req)
+            elif kind == "reset" and self.reuse:
+                reply = self.reset()
             elif self.init is None:
                 raise BadRequest("the first request must be init")
             else:
@@ -145,9 +149,10 @@ class Server:
             self.exit_code = 1
             raise BadRequest(f"unknown lock kind {req.get('lock')!r}")
         self.init = req
+        ok = {"type": "init_ok", "reuse": True} if self.reuse else {"type": "init_ok"}
         if self.lazy_connect:
             log.info("lazy: the first operation that needs the broker connects")
-            return {"type": "init_ok"}
+            return ok
         # A fault can strike during the handshake (a dropped reply kills the
         # connection): try again for a while, then answer anyway and leave
         # it to the first operation that needs the broker.
@@ -160,7 +165,14 @@ class Server:
                 if time.monotonic() + RETRY_PAUSE >= deadline:
                     break
                 time.sleep(RETRY_PAUSE)
-        return {"type": "init_ok"}
+        return ok
+
+    def reset(self):
+        """The run is over (--reuse): close the connection as at the end of
+        stdin, forget the run, and wait for the next init."""
+        self.close()
+        self.init, self.client, self.cached = None, None, None
+        return {"type": "reset_ok"}
 
     def connect(self, timeout=CONNECT_TIMEOUT):
         ms = self.init.get("heartbeat_ms", 0)
@@ -307,6 +319,9 @@ def options(argv):
     parser.add_argument("--defect", choices=["verify-from-cache"],
                         help="seed a defect: verify-from-cache (verify answers held from the last "
                              "acquire, without asking the broker)")
+    parser.add_argument("--reuse", action="store_true",
+                        help='take another run when one ends: init_ok says "reuse", and a '
+                             "reset request closes the connection and forgets the run")
     return parser.parse_args(argv)
 
 
@@ -321,7 +336,7 @@ def main(argv=None):
     if opts.defect:
         log.info("seeded defect: %s", opts.defect)
     return serve(Server(lazy_connect=opts.lazy_connect, plain_failure=opts.plain_failure,
-                        tidy_verify=opts.tidy_verify, defect=opts.defect))
+                        tidy_verify=opts.tidy_verify, defect=opts.defect, reuse=opts.reuse))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ import (
 // the spec as its defaults, and must be proven so: a lazy connection
 // (init's "connect to the broker (or prepare to)"), the spec's plain
 // "lock-acquire failure" (reason unavailable: full or absent), and a verify
-// that deletes its B queue on finding its slot gone (tidy).
+// that deletes its B queue on finding its slot gone (tidy), and a process
+// that takes another run once one ends (reuse).
 var pythonVariants = []struct {
 	name, args string
 	plain      bool   // acquire fails unavailable, never full or absent
@@ -34,6 +35,7 @@ var pythonVariants = []struct {
 	{"plain-failure", "--plain-failure", true, 12},
 	{"lazy-connect+plain-failure", "--lazy-connect --plain-failure", true, 13},
 	{"tidy-verify", "--tidy-verify", false, 14},
+	{"reuse", "--reuse", false, 15}, // one run after another in a process
 }
 
 // variantPlans is how many plans the search draws per variant: about 7 s

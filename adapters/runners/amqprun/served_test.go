@@ -40,18 +40,35 @@ func servedSearch(t *testing.T, impl *amqpprotocol.Processes, seed uint64, plans
 var servedFaults = []string{"kill", "pause", "partition", "force-close", "drop-reply", "restart-broker"}
 
 // The Python example (pika) holds every property on the served simulator,
-// under every fault of one broker.
+// under every fault of one broker; and so it does taking one run after
+// another in a process (--reuse: init_ok's "reuse", reset between runs),
+// which then starts fewer processes than the plans have clients.
 func TestPythonExampleOnTheServedSimulator(t *testing.T) {
 	t.Parallel()
 	needPika(t)
-	out := servedSearch(t, amqpprotocol.NewProcesses("/usr/bin/python3 "+pythonExample+"/lockprover_impl.py"), 5, 5, nil, servedFaults...)
-	if out.Found != nil {
-		unexpected(t, out.Found)
+	for _, args := range []string{"", "--reuse"} {
+		t.Run("args "+args, func(t *testing.T) {
+			t.Parallel()
+			starts := filepath.Join(t.TempDir(), "starts")
+			cmd := "echo >>" + starts + "; exec /usr/bin/python3 " + pythonExample + "/lockprover_impl.py " + args
+			out := servedSearch(t, amqpprotocol.NewProcesses(cmd), 5, 5, nil, servedFaults...)
+			if out.Found != nil {
+				unexpected(t, out.Found)
+			}
+			if out.Plans != 5 || out.Inconclusive > 0 {
+				t.Fatalf("%d plans of 5, %d inconclusive", out.Plans, out.Inconclusive)
+			}
+			b, err := os.ReadFile(starts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := strings.Count(string(b), "\n")
+			if args == "--reuse" && n >= out.Plans*2 {
+				t.Errorf("%d processes started for %d plans, reusing them: want fewer than two a plan", n, out.Plans)
+			}
+			t.Logf("%d plans, %d operations, all held, %d processes started, in %v", out.Plans, out.Ops, n, out.Elapsed.Round(100*time.Millisecond))
+		})
 	}
-	if out.Plans != 5 || out.Inconclusive > 0 {
-		t.Fatalf("%d plans of 5, %d inconclusive", out.Plans, out.Inconclusive)
-	}
-	t.Logf("%d plans, %d operations, all held, in %v", out.Plans, out.Ops, out.Elapsed.Round(100*time.Millisecond))
 }
 
 // The reference served over the protocol (amqp091-go) holds on the served

@@ -58,6 +58,9 @@ type validator struct {
 	// which each of the implementation's processes is served.
 	served *amqpserve.Broker
 	b      broker.Broker
+	// inits are the init requests sent, by process name, for a reset's
+	// init again (Resets).
+	inits map[string]process.Request
 }
 
 // ValidateServed is ValidateInit on the simulated broker served on the
@@ -99,7 +102,12 @@ func (v *validator) start(name, kind, lock string) *procClient {
 		}
 		ctx, url = process.WithWaiter(ctx, p), p.URL()
 	}
-	c, err := v.launcher.Handshake(ctx, name, initRequest(name, kind, lock, url, validateHeartbeatMs))
+	init := initRequest(name, kind, lock, url, validateHeartbeatMs)
+	if v.inits == nil {
+		v.inits = map[string]process.Request{}
+	}
+	v.inits[name] = init
+	c, err := v.launcher.Handshake(ctx, name, init)
 	if c != nil {
 		v.procs = append(v.procs, c)
 		var bad *process.BadInit
@@ -209,6 +217,12 @@ func (v *validator) mutex() {
 	ok, err := m1.Verify(ctx, 0)
 	v.Expect("mutex: verify -> verify_ok {held:true}", err, ok, "the holder's verify must say held:true")
 	v.Expect("mutex: release -> release_ok", m1.Release(ctx, 0), true, "")
+	if v.Resets(m1.Client, v.inits["m1"]) {
+		// A new run of m1's, holding nothing: the mutex is free.
+		_, err = m1.Acquire(ctx)
+		v.Expect("mutex, reset: acquire -> acquire_ok", err, true, "after reset a process holds nothing, and m2 holds nothing: the mutex is free")
+		v.Expect("mutex, reset: release -> release_ok", m1.Release(ctx, 0), true, "")
+	}
 	v.Ends(m1.Client)
 	v.Ends(m2.Client)
 }
