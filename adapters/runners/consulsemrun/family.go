@@ -81,8 +81,10 @@ type Config struct {
 	// of the backend's (explore shows what judging Consul with 1 finds).
 	Expiry float64
 	// Impl, if set, is the implementation under test, in processes of its
-	// own (RunImpl), instead of the reference: on a real server only
-	// (Target), with no mutant, and no drop-reply among its faults.
+	// own, instead of the reference, with no mutant: on a real server
+	// (Target; RunImpl), with no drop-reply among its faults, or on the
+	// simulated Consul agent served on the wire (SimulateImpl), with every
+	// fault of the simulator.
 	Impl Impl
 	// Cluster, if set, is the private cluster of Target's backend plans
 	// run on (RunCluster), started for the run: plans draw the nodes
@@ -106,7 +108,7 @@ func (c Config) withDefaults() Config {
 	if c.real() {
 		faults = realFaults
 	}
-	if c.Impl != nil {
+	if c.Impl != nil && c.real() {
 		faults = ImplFaults()
 	}
 	if c.cluster() {
@@ -158,6 +160,9 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 			return nil, err
 		}
 		return runReal(ctx, pl, c.Addrs, c.Impl, nil, c.Version)
+	}
+	if c.Impl != nil {
+		return SimulateImpl(ctx, pl, c.Impl, nil)
 	}
 	return Simulate(pl, nil)
 }

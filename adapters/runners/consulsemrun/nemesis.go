@@ -129,7 +129,12 @@ func (r *runner) strike(f Fault, end bool) {
 	case histories.Partition:
 		r.hold(st, live, end, histories.Partition, histories.Heal)
 	case histories.DropReply:
-		if live {
+		switch {
+		case live && r.impl != nil && r.sim != nil:
+			// The served agent loses its next answer to the process,
+			// whichever request it answers.
+			r.sim.DropReply(st.Process)
+		case live:
 			r.armed[f.Target] = true
 		}
 	case histories.ForceClose:

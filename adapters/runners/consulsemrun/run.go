@@ -231,7 +231,7 @@ func (r *runner) open(p proc, st *client, gen int) (Client, error) {
 		var pc ProcessClient
 		var err error
 		s := Session{Prefix: r.p.Prefix, Backend: r.p.Backend, Limit: st.limit, TTL: time.Duration(r.p.TTLMs) * time.Millisecond, Run: r.p.Prefix}
-		r.w.outside(p, func() { pc, err = p.(*realProc).start(r.impl, st.Process, s) })
+		r.w.outside(p, func() { pc, err = p.(starter).start(r.impl, st.Process, s) })
 		if err != nil {
 			return nil, err
 		}
@@ -249,6 +249,12 @@ func (r *runner) open(p proc, st *client, gen int) (Client, error) {
 		return nil, err
 	}
 	return sem, nil
+}
+
+// A starter is a process that starts an implementation's (a real
+// server's, or the served simulator's).
+type starter interface {
+	start(impl Impl, name string, s Session) (ProcessClient, error)
 }
 
 // dropping is a client's backend: a drop-reply armed for the client

@@ -42,10 +42,13 @@ type Process struct {
 	// last, whether it has taken a step, and how many connections have a
 	// request in the World that is not a blocking query.
 	script []string
-	idled  bool
-	waited bool
-	moved  bool
-	flight int
+	// answered: a replay's client answered while the log had it send
+	// more first (replay takes what the log has, then the answer).
+	answered bool
+	idled    bool
+	waited   bool
+	moved    bool
+	flight   int
 }
 
 var _ process.ClockedWaiter = (*Process)(nil)

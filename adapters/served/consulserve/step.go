@@ -166,8 +166,22 @@ func (p *Process) replay(ready <-chan struct{}, expired <-chan time.Time, done <
 		}
 		return stepWait, event{}, true
 	}
+	if want == "ready" && p.answered {
+		p.answered = false
+		p.script = p.script[1:]
+		return stepReady, event{}, true
+	}
 	late := time.NewTimer(p.s.o.Late)
 	defer late.Stop()
+	// behind bounds the wait, once the client has answered, for what the
+	// log has it send first: a request of its own in the background (a
+	// monitor's blocking query) that may come just after the answer.
+	behind := time.NewTimer(time.Hour)
+	defer behind.Stop()
+	if p.answered {
+		ready = nil
+		behind.Reset(answeredBehind)
+	}
 	for {
 		if want != "ready" {
 			if e, ok := p.takeable(want); ok {
@@ -185,6 +199,10 @@ func (p *Process) replay(ready <-chan struct{}, expired <-chan time.Time, done <
 				p.script = p.script[1:]
 				return stepReady, event{}, true
 			}
+			p.answered, ready = true, nil
+			behind.Reset(answeredBehind)
+		case <-behind.C:
+			p.answered = false
 			p.diverge(at, want, "answered first")
 			return stepReady, event{}, true
 		case <-expired:
@@ -197,6 +215,10 @@ func (p *Process) replay(ready <-chan struct{}, expired <-chan time.Time, done <
 		}
 	}
 }
+
+// answeredBehind is how long a replay waits, once the client has
+// answered, for a request the log has before the answer.
+const answeredBehind = time.Second
 
 // diverge notes where the client left its log, and makes the process
 // record from there.

@@ -55,7 +55,7 @@ func (f *proveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "time budget of each linearizability check")
 	fs.DurationVar(&f.shrink, "shrink-time", 30*time.Second, "time to spend minimising a counterexample")
 	fs.StringVar(&f.target, "target", "sim", "where plans run: sim (the kind's simulator) or a real server: "+targetList())
-	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference: amqp-locks' and redlock's on the simulator served on the wire, the others' on their real target\n (docs/served.md; amqp-locks: --target rabbitmq for a real broker; redlock: --target redis for real servers; the others: mariadb, postgres, redis; consul-semaphore's needs --target consul or etcd)")
+	fs.StringVar(&f.impl, "impl", "", "prove an implementation that runs as processes speaking the protocol (docs/protocol.md) instead of the reference: amqp-locks' and redlock's on the simulator served on the wire, the others' on their real target\n (docs/served.md; amqp-locks: --target rabbitmq for a real broker; redlock: --target redis for real servers; the others: mariadb, postgres, redis; consul-semaphore: on the simulated Consul served on the wire, or --target consul or etcd)")
 	fs.StringVar(&f.options, "options", "", "the reference's options as in plans, comma-separated: lazy_connect, channels=per-purpose, reconnect, ...\n; also plain_failure, scan_start=random, delete_order=ascending, overshoot=N, ... (amqp-locks: docs/amqp-locks.md#options-the-spec-allows)")
 	f.fam.register(fs, family.Prove)
 }

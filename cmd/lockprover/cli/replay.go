@@ -223,7 +223,7 @@ func parseReplayFlags(args []string, stdout, stderr io.Writer) (ra *replayArgs, 
 	fs.StringVar(&ra.props, "properties", "", "comma-separated properties whose violation counts; default the plan's, else all")
 	fs.DurationVar(&ra.timeout, "timeout", time.Minute, "time budget of each linearizability check")
 	fs.StringVar(&ra.target, "target", "sim", "where the plan runs: sim (its kind's simulator) or a real server: "+targetList())
-	fs.StringVar(&ra.impl, "impl", "", "run an implementation that speaks the process protocol instead: an amqp-locks or redlock plan on the simulator served on the wire, another on its real target\n (amqp-locks: or --target rabbitmq; redlock: or --target redis; the others: mariadb, postgres, redis; consul-semaphore's needs --target consul or etcd)")
+	fs.StringVar(&ra.impl, "impl", "", "run an implementation that speaks the process protocol instead: an amqp-locks or redlock plan on the simulator served on the wire, another on its real target\n (amqp-locks: or --target rabbitmq; redlock: or --target redis; the others: mariadb, postgres, redis; consul-semaphore: on the simulated Consul served on the wire, or --target consul or etcd)")
 	ra.fam.register(fs, family.Replay)
 	ra.outf.register(fs, true)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)

@@ -43,7 +43,7 @@ var ConsulSemaphore = &family.Descriptor{
 	Kinds:      []string{consulsemrun.Kind},
 	Properties: lease.WithVerify,
 	Faults:     consulsemrun.FaultNames(),
-	Targets: []family.Target{{Name: "sim", Faults: consulsemrun.FaultNames()},
+	Targets: []family.Target{{Name: "sim", Served: true, Faults: consulsemrun.FaultNames()},
 		{Name: consulsemrun.Consul, Real: true, Faults: consulsemrun.RealFaults()}, {Name: consulsemrun.Etcd, Real: true, Faults: consulsemrun.RealFaults()},
 		{Name: consulsemrun.ConsulCluster, Real: true, Faults: onCluster(consulsemrun.ConsulCluster)},
 		{Name: consulsemrun.EtcdCluster, Real: true, Faults: onCluster(consulsemrun.EtcdCluster)},
@@ -198,6 +198,16 @@ func consulWhere(c consulsemrun.Config, command string) *family.Setup {
 	server := setup.Start
 	setup.What, setup.Interrupt, setup.Stop = impl.String(), impl.Stop, impl.Stop
 	setup.Replay = append(setup.Replay, "--impl", family.Quote(command))
+	if c.Target == "" {
+		setup.Where = "the simulated consul served on the wire"
+		setup.Start = func(ctx context.Context) error {
+			if err := consulsemrun.PreflightServed(ctx, impl); err != nil {
+				return &family.ImplError{Err: err, Command: command, Kind: consulsemrun.Kind + " --backend " + consulsemrun.Consul}
+			}
+			return nil
+		}
+		return setup
+	}
 	setup.Start = func(ctx context.Context) error {
 		if err := server(ctx); err != nil {
 			return err
@@ -263,7 +273,7 @@ func consulFaults(c *consulsemrun.Config, faults string) error {
 		if len(c.Addrs) > 0 && name == histories.RestartBroker {
 			return family.Usagef("--faults: %v", consulsemrun.ErrGivenRestart(c.Target))
 		}
-		if c.Impl != nil && !slices.Contains(consulsemrun.ImplFaults(), name) {
+		if c.Impl != nil && c.Target != "" && !slices.Contains(consulsemrun.ImplFaults(), name) {
 			return fmt.Errorf("--faults: %s is not offered for an implementation (want some of %s; all; or none)", name, strings.Join(consulsemrun.ImplFaults(), ", "))
 		}
 		c.Faults = append(c.Faults, name)
@@ -279,8 +289,10 @@ func consulFaults(c *consulsemrun.Config, faults string) error {
 // does not have.
 func consulTarget(s family.Settings) error {
 	switch {
-	case s.Impl != "" && !consulReal(s.Target):
-		return family.Usagef("--impl: an implementation of --kind %s runs on a real server: give --target %s or --target %s", consulsemrun.Kind, consulsemrun.Consul, consulsemrun.Etcd)
+	case s.Impl != "" && s.Target != "" && s.Target != "sim" && !consulReal(s.Target):
+		return family.Usagef("--impl: an implementation of --kind %s runs on the simulated Consul agent served on the wire (--target sim) or a real server (--target %s, --target %s)", consulsemrun.Kind, consulsemrun.Consul, consulsemrun.Etcd)
+	case s.Impl != "" && !consulReal(s.Target) && s.Given("backend") && s.Flag("backend") != consulsemrun.Consul:
+		return family.Usagef("--backend %s: %v", s.Flag("backend"), consulsemrun.ErrServedEtcd)
 	case s.Impl != "" && s.Mutant != "" && s.Mutant != "reference":
 		return errors.New("--mutant: a mutant is a variant of the reference; it cannot run with --impl")
 	case s.Impl != "" && s.Options != "":
@@ -368,6 +380,9 @@ func consulReplay(pl prover.Plan, s family.Settings) (*family.Setup, error) {
 		setup.Stop = func() {}
 		return setup, nil
 	}
+	if s.Impl != "" {
+		return servedReplay(p, c, s)
+	}
 	where := "the simulated " + p.Backend
 	if c.SimCluster {
 		where += " cluster (" + strings.Join(p.Cluster, ", ") + ")"
@@ -382,8 +397,29 @@ type consulTraced struct {
 	trace io.Writer
 }
 
-func (t consulTraced) Run(_ context.Context, p prover.Plan) (*prover.Result, error) {
+func (t consulTraced) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
+	if t.Impl != nil {
+		return consulsemrun.SimulateImpl(ctx, p.(*consulsemrun.Plan), t.Impl, t.trace)
+	}
 	return consulsemrun.Simulate(p.(*consulsemrun.Plan), t.trace)
+}
+
+// servedReplay replays p against the implementation s names on the
+// simulated Consul agent served on the wire: the steps its run logged
+// (the plan's wire), if any, in their order.
+func servedReplay(p *consulsemrun.Plan, c consulsemrun.Config, s family.Settings) (*family.Setup, error) {
+	if p.Mutant != "" {
+		return nil, family.Usagef("the plan is of mutant %s: replay it with --mutant reference to run it against the implementation", p.Mutant)
+	}
+	if len(p.Cluster) > 0 || p.Backend != consulsemrun.Consul {
+		return nil, family.Usagef("the plan runs on the simulated %s%s, which is not served on the wire: only a single Consul agent is", p.Backend, map[bool]string{true: " cluster"}[len(p.Cluster) > 0])
+	}
+	impl := consulsemprotocol.NewProcesses(s.Impl)
+	impl.InitTimeout = s.InitTimeout
+	c.Impl = impl
+	setup := consulWhere(c, s.Impl)
+	setup.Prove, setup.Stop = consulTraced{c, s.Trace}, func() {}
+	return setup, nil
 }
 
 // consulServe serves the reference (or a mutant, or a correct variant
