@@ -17,7 +17,7 @@ import (
 
 // Khepri is the mode of a RabbitMQ 4.3 cluster, whose metadata store is
 // Khepri, a Raft store, and which has no cluster_partition_handling, as
-// docs/broker-semantics.md section 6 (K.1 to K.8) measured 4.3.6:
+// docs/broker-semantics.md section 6 (K.1 to K.10) measured 4.3.6:
 //
 //   - The queue records are one replicated store. A write (a declare of a
 //     new queue, a delete, the deletion of an exclusive queue when its
@@ -71,7 +71,9 @@ const KhepriTimeout = 30 * time.Second
 
 // catchUp is the least time a node that reaches a majority again takes
 // to catch up with the store; catchUpStep, times a pick of 0 to 5, is
-// added to it (broker-semantics.md K.6, K.7).
+// added to it: 5.5 to 10.5 s (broker-semantics.md K.6, K.7). The real
+// cluster agreed 5.5 to 10.7 s after a heal: the longest measured is
+// 0.2 s past the longest drawn.
 const (
 	catchUp     = 5500 * time.Millisecond
 	catchUpStep = time.Second
