@@ -197,21 +197,9 @@ func drawSequence(r *rand.Rand, n int) []diffStep {
 		if r.Intn(3) == 0 {
 			return zsetCmd(r, key, tok)
 		}
-		switch r.Intn(22) {
+		switch k := r.Intn(22); k {
 		case 0, 1:
-			a := []any{"SET", key(), tok()}
-			if r.Intn(2) == 0 {
-				a = append(a, []string{"NX", "XX"}[r.Intn(2)])
-			}
-			if r.Intn(3) > 0 {
-				a = append(a, "PX", ttl())
-			} else if r.Intn(2) == 0 {
-				a = append(a, "EX", "10")
-			}
-			if r.Intn(5) == 0 {
-				a = append(a, "GET")
-			}
-			return a
+			return drawSet(r, key, tok, ttl)
 		case 2:
 			return []any{"GET", key()}
 		case 3:
@@ -238,32 +226,12 @@ func drawSequence(r *rand.Rand, n int) []diffStep {
 			return []any{"DBSIZE"}
 		case 14:
 			return []any{"BLPOP", key(), "0.05"}
-		case 15, 16, 17, 18:
-			src := diffScripts[names[r.Intn(len(names))]]
-			if src == semAcquire || src == semRefresh {
-				return append([]any{"EVAL", src, "1", key()}, semArgs(r, tok(), ttl())...)
-			}
-			return append([]any{"EVAL", src, "1", key()}, tok(), ttl(), []string{"0", "1"}[r.Intn(2)])
-		case 19:
-			src := diffScripts[names[r.Intn(len(names))]]
-			if src == semAcquire || src == semRefresh {
-				return append([]any{"EVALSHA", redissim.ScriptSHA1(src), "1", key()}, semArgs(r, tok(), ttl())...)
-			}
-			return []any{"EVALSHA", redissim.ScriptSHA1(src), "1", key(), tok(), ttl(), "0"}
+		case 15, 16, 17, 18, 19:
+			return drawEval(r, diffScripts[names[r.Intn(len(names))]], k == 19, key, tok, ttl)
 		case 20:
 			return []any{"SCRIPT", "LOAD", diffScripts[names[r.Intn(len(names))]]}
 		}
-		switch r.Intn(5) {
-		case 0:
-			return []any{"MSETNX", key(), tok(), key(), tok()}
-		case 1:
-			return []any{"MSET", key(), tok(), key(), tok()}
-		case 2:
-			return []any{"MGET", key(), key(), key()}
-		case 3:
-			return []any{"GETRANGE", key(), []string{"0", "1", "-2", "-5"}[r.Intn(4)], []string{"0", "1", "-1", "5"}[r.Intn(4)]}
-		}
-		return []any{"HLEN", key()}
+		return drawMore(r, key, tok)
 	}
 	for range n {
 		switch k := r.Intn(12); {
@@ -284,6 +252,55 @@ func drawSequence(r *rand.Rand, n int) []diffStep {
 		}
 	}
 	return out
+}
+
+// drawSet draws a SET with some of its options.
+func drawSet(r *rand.Rand, key, tok, ttl func() string) []any {
+	a := []any{"SET", key(), tok()}
+	if r.Intn(2) == 0 {
+		a = append(a, []string{"NX", "XX"}[r.Intn(2)])
+	}
+	if r.Intn(3) > 0 {
+		a = append(a, "PX", ttl())
+	} else if r.Intn(2) == 0 {
+		a = append(a, "EX", "10")
+	}
+	if r.Intn(5) == 0 {
+		a = append(a, "GET")
+	}
+	return a
+}
+
+// drawEval draws an EVAL of src on a key (EVALSHA if sha):
+// redis-semaphore's scripts with their own arguments, any other with a
+// token, a ttl and a flag.
+func drawEval(r *rand.Rand, src string, sha bool, key, tok, ttl func() string) []any {
+	head := []any{"EVAL", src, "1", key()}
+	if sha {
+		head[0], head[1] = "EVALSHA", redissim.ScriptSHA1(src)
+	}
+	switch {
+	case src == semAcquire || src == semRefresh:
+		return append(head, semArgs(r, tok(), ttl())...)
+	case sha:
+		return append(head, tok(), ttl(), "0")
+	}
+	return append(head, tok(), ttl(), []string{"0", "1"}[r.Intn(2)])
+}
+
+// drawMore draws one of the other string commands, or HLEN.
+func drawMore(r *rand.Rand, key, tok func() string) []any {
+	switch r.Intn(5) {
+	case 0:
+		return []any{"MSETNX", key(), tok(), key(), tok()}
+	case 1:
+		return []any{"MSET", key(), tok(), key(), tok()}
+	case 2:
+		return []any{"MGET", key(), key(), key()}
+	case 3:
+		return []any{"GETRANGE", key(), []string{"0", "1", "-2", "-5"}[r.Intn(4)], []string{"0", "1", "-1", "5"}[r.Intn(4)]}
+	}
+	return []any{"HLEN", key()}
 }
 
 // semArgs are redis-semaphore's scripts' arguments: the limit, the
