@@ -173,3 +173,31 @@ func failedProperties(out string) []string {
 	}
 	return f
 }
+
+// The findings that run on the served simulator (no redis-server needed),
+// on its sorted sets, twice each: the RedlockSemaphore's split at limit 2,
+// and the Semaphore's eviction by a client whose clock is ahead, there
+// by more than the lockTimeout (10.5 s of 10 s). The plans' 0.3 and 0.4
+// lockTimeout hold there: the clients' Date.now() is the machine's clock,
+// which the served Redis does not pace against its own (a plan's 15 s
+// last some 60 ms of it; docs/served.md, "Not served yet").
+func TestNodeRedisSemaphoreFindingsOnTheServedSimulator(t *testing.T) {
+	for _, tc := range []struct{ flags, plan string }{
+		{" --variant redlock-semaphore", "redis-semaphore-redlock-split.json"},
+		{" --variant semaphore --clock-ahead c2=10500", "redis-semaphore-clock-ahead.json"},
+		{" --variant semaphore --clock-ahead c3=10500", "redis-semaphore-limit2-clock-ahead.json"},
+	} {
+		t.Run(strings.ReplaceAll(strings.TrimSpace(tc.flags), " ", "_")+"/"+tc.plan, func(t *testing.T) {
+			t.Parallel()
+			code, out := lockprover("replay", "--impl", nodeRedisSemaphore(t, tc.flags),
+				"--init-timeout", "30s", "--times", "2", "plans/"+tc.plan)
+			t.Logf("replay:\n%s", out)
+			if failed := failedProperties(out); code == 0 || len(failed) != 1 || failed[0] != "lease-exclusive" {
+				t.Errorf("exit %d, failed %q: want lease-exclusive alone to fail", code, failed)
+			}
+			if !strings.Contains(out, "failed in 2 of 2 runs") || !strings.Contains(out, "times and all, in 2 of 2 runs") {
+				t.Errorf("want it to fail in both runs, with the same history")
+			}
+		})
+	}
+}
