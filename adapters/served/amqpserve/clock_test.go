@@ -25,12 +25,20 @@ type bounded struct {
 // time (Deadline) and real of the machine's, as process.Client bounds an
 // operation of a process waiting through a served broker.
 func boundConsumerWait(t *testing.T, o amqpserve.Options, virtual, real time.Duration) (bounded, *amqpserve.Broker) {
-	return boundSilence(t, o, true, virtual, real)
+	return boundWait(t, o, consumes, virtual, real)
 }
 
-// boundSilence is boundConsumerWait for a client that, consume false,
-// only declares the queue and falls silent, as one computing would.
-func boundSilence(t *testing.T, o amqpserve.Options, consume bool, virtual, real time.Duration) (bounded, *amqpserve.Broker) {
+// How a client waits once it declared its queue: on a consumer of it,
+// silent (as one computing would), or polling the queue every 20 ms (as
+// one waiting on a timer of its own between requests).
+const (
+	consumes = "consumes"
+	silent   = "silent"
+	polls    = "polls"
+)
+
+// boundWait is boundConsumerWait for a client that waits as how says.
+func boundWait(t *testing.T, o amqpserve.Options, how string, virtual, real time.Duration) (bounded, *amqpserve.Broker) {
 	t.Helper()
 	w := rabbitmqsim.New(rabbitmqsim.Options{})
 	s := amqpserve.New(w, o)
@@ -50,12 +58,22 @@ func boundSilence(t *testing.T, o amqpserve.Options, consume bool, virtual, real
 				if _, err := ch.QueueDeclare("lock-1-A", false, false, true, false, nil); err != nil {
 					return err
 				}
-				if consume {
+				if how == consumes {
 					if _, err := ch.Consume("lock-1-A", "", false, false, false, false, nil); err != nil {
 						return err
 					}
 				}
 				close(consuming)
+				for how == polls {
+					select {
+					case <-stop:
+						return nil
+					case <-time.After(20 * time.Millisecond):
+					}
+					if _, err := ch.QueueDeclarePassive("lock-1-A", false, false, true, false, nil); err != nil {
+						return err
+					}
+				}
 				<-stop
 				return nil
 			})(p.URL())
@@ -115,23 +133,24 @@ func TestAWaitIsBoundedByTheWorldsClock(t *testing.T) {
 	}
 }
 
-// A search's run whose clock no longer moves for its processes (here,
-// idle turns so slow that the World's bound would take seconds) is given
-// up at ten times the operation's bound in real time, and is undecided,
-// never judged on the machine's clock.
-func TestAWaitTooSlowForItsBoundIsUndecided(t *testing.T) {
+// A search's run in which a process goes on sending with no pause long
+// enough to idle, as one polling on a timer of its own between requests
+// (whose silences cost no virtual time in a search), is given up after
+// its operation's bound of the machine's time without an idle turn, and
+// is undecided, never judged; its next operation ends at once.
+func TestAPollWithoutIdleTurnsIsUndecided(t *testing.T) {
 	t.Parallel()
-	o := amqpserve.Options{Quiet: 200 * time.Millisecond, Idle: time.Millisecond, Speedup: -1, Settle: time.Second}
-	got, s := boundConsumerWait(t, o, 50*time.Millisecond, 50*time.Millisecond)
-	if got.woke != process.Expired || got.virtual >= 50*time.Millisecond {
-		t.Fatalf("woke %v after %v of the World's time: want expired before its 50ms", got.woke, got.virtual)
+	o := amqpserve.Options{Speedup: -1, Settle: time.Second}
+	got, s := boundWait(t, o, polls, 300*time.Millisecond, time.Millisecond)
+	if got.woke != process.Expired || got.virtual >= 300*time.Millisecond {
+		t.Fatalf("woke %v after %v of the World's time: want expired before its 300ms", got.woke, got.virtual)
 	}
 	u := s.Undecided()
-	if len(u) != 1 || !strings.Contains(u[0], "c1: its operation's bound of 50ms passed 10 times over in real time") {
+	if len(u) != 1 || !strings.Contains(u[0], "c1: no idle turn in its operation's bound of 300ms of the machine's time") {
 		t.Fatalf("undecided %q", u)
 	}
-	if got.real < 500*time.Millisecond {
-		t.Errorf("given up after %v: want the bound's ten times (500ms)", got.real)
+	if got.real < 300*time.Millisecond {
+		t.Errorf("given up after %v: want its bound (300ms), the real 1ms not heeded", got.real)
 	}
 }
 
@@ -142,7 +161,7 @@ func TestAWaitTooSlowForItsBoundIsUndecided(t *testing.T) {
 func TestASilentProcessIsBoundedByTheMachinesClock(t *testing.T) {
 	t.Parallel()
 	o := amqpserve.Options{Quiet: 20 * time.Millisecond, Idle: 10 * time.Millisecond, Speedup: -1}
-	got, _ := boundSilence(t, o, false, 20*time.Millisecond, 300*time.Millisecond)
+	got, _ := boundWait(t, o, silent, 20*time.Millisecond, 300*time.Millisecond)
 	if got.woke != process.Expired || got.real < 300*time.Millisecond || got.virtual < 20*time.Millisecond {
 		t.Fatalf("woke %v after %v of the machine's time and %v of the World's: want expired at 300ms of the machine's, the World's 20ms passed", got.woke, got.real, got.virtual)
 	}

@@ -229,11 +229,31 @@ func (p *Process) Deadline(d time.Duration) int64 {
 	return p.s.w.Now() + int64(d)
 }
 
-// searchSlack is how many times an operation's bound of real time a
-// search's run gives it (Options.Settle): there, its bound is the World's
-// clock alone, checked at each idle turn, and the real one only stops a
-// run whose clock no longer moves (a process sending without end).
-const searchSlack = 10
+// A standstill is a search's real-time bound on an operation
+// (Options.Settle): its bound d of the machine's time without an idle
+// turn of the process's. Where it idles (a wait on a consumer), the
+// World's clock runs and the World's bound decides alone, however slowly
+// the machine goes; where it goes on sending without a pause long enough
+// to idle (a poll between requests on a timer of the process's own, whose
+// silences cost no virtual time in a search, the World's clock moving
+// only by the latencies of the methods it sends), the run cannot be
+// judged on the World's clock.
+type standstill struct {
+	p     *Process
+	timer *time.Timer
+}
+
+func (p *Process) standstill() *standstill {
+	return &standstill{p: p, timer: time.NewTimer(p.bound)}
+}
+
+// idled starts the bound again: the process let the World's time pass.
+func (s *standstill) idled() { s.timer.Reset(s.p.bound) }
+
+// undecide notes why the run cannot be judged.
+func (s *standstill) undecide() {
+	s.p.s.Undecide("%s: no idle turn in its operation's bound of %v of the machine's time, the World's clock at %v: a process waiting on a timer of its own (a poll between requests) lets no virtual time pass in a search", s.p.name, s.p.bound, time.Duration(s.p.s.w.Now()))
+}
 
 // AwaitUntil is Await that also ends, Expired, once the World's virtual
 // time reaches deadline, checked at each idle turn of a process the
@@ -245,16 +265,20 @@ const searchSlack = 10
 // silent with no consumer may be computing, and its idle turns pass five
 // times faster than the machine's clock: it is bounded by the machine's
 // (and in a search by Settle). In a search's run the real-time expired is
-// not heeded: the bound's searchSlack times is, after which the run is
-// undecided.
+// not heeded, but a standstill is; and once the run is undecided, every
+// operation ends at once: it will not be judged.
 func (p *Process) AwaitUntil(deadline int64, ready <-chan struct{}, expired <-chan time.Time, done <-chan struct{}) process.Woke {
+	var still *standstill
 	if p.s.o.Settle > 0 && deadline != math.MaxInt64 {
-		backstop := time.NewTimer(searchSlack * p.bound)
-		defer backstop.Stop()
-		expired = backstop.C
+		still = p.standstill()
+		defer still.timer.Stop()
+		expired = still.timer.C
 	}
 	for {
 		p.flush()
+		if still != nil && len(p.s.Undecided()) > 0 {
+			return process.Expired
+		}
 		st, e := p.next(ready, expired, done)
 		p.moved = p.moved || st == stepReady || st == stepEvent
 		switch st {
@@ -262,8 +286,8 @@ func (p *Process) AwaitUntil(deadline int64, ready <-chan struct{}, expired <-ch
 			p.s.Took(p.name, "ready")
 			return process.Ready
 		case stepExpired:
-			if p.s.o.Settle > 0 {
-				p.s.Undecide("%s: its operation's bound of %v passed %d times over in real time with the World's clock at %v of it: the run could not be judged on the World's clock alone", p.name, p.bound, searchSlack, time.Duration(p.s.w.Now()-(deadline-int64(p.bound))))
+			if still != nil {
+				still.undecide()
 			}
 			return process.Expired
 		case stepDone:
@@ -274,21 +298,29 @@ func (p *Process) AwaitUntil(deadline int64, ready <-chan struct{}, expired <-ch
 			if p.waits() && p.s.w.Now() >= deadline {
 				return process.Expired
 			}
+			if still != nil {
+				still.idled()
+			}
 			p.Sleep(context.Background(), p.s.o.Idle)
 		case stepEvent:
-			p.s.Took(p.name, e.fingerprint())
-			p.idled = false
-			if e.kind == evCall {
-				e.call()
-				p.flush() // what it did reaches the wire before the caller goes on
-				close(e.done)
-				continue
-			}
-			p.serving = e.c
-			e.c.handle(e)
-			p.serving = nil
+			p.takeStep(e)
 		}
 	}
+}
+
+// takeStep takes the process's event e into the World, as its step.
+func (p *Process) takeStep(e event) {
+	p.s.Took(p.name, e.fingerprint())
+	p.idled = false
+	if e.kind == evCall {
+		e.call()
+		p.flush() // what it did reaches the wire before the caller goes on
+		close(e.done)
+		return
+	}
+	p.serving = e.c
+	e.c.handle(e)
+	p.serving = nil
 }
 
 // Abandon is the process's client giving up on the frame the World holds
