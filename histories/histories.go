@@ -105,7 +105,7 @@ const (
 	DropReply     = "drop-reply"
 	RestartBroker = "restart-broker"
 	// QueueDeleted says the broker may have deleted, on its own, a queue
-	// the process holds (a slot it holds): RabbitMQ before 4.1.8 deletes an
+	// the process holds (a slot it holds): RabbitMQ before 4.2.3 deletes an
 	// exclusive queue by name when another connection's exclusive declare
 	// of that name was in flight as its socket closed (docs/broker-
 	// semantics.md, 7c). A run on a real broker records it where its

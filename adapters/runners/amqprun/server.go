@@ -124,7 +124,7 @@ func (e *realPlace) brokerLog(notes []serverNote) {
 // force-close of it; so is a connection whose heartbeats lapsed (see
 // lapsed); a connection that ended with an exclusive declare of
 // a holder's queue in flight may make RabbitMQ delete that queue (the
-// exclusive-delete race of RabbitMQ before 4.1.8): a queue-deleted of each
+// exclusive-delete race of RabbitMQ before 4.2.3): a queue-deleted of each
 // other process that held, or was taking, that queue's slot then. Each
 // event's error says what the proxy saw.
 //
@@ -169,7 +169,7 @@ func brokerFaults(h []histories.Event, lock string, notes []serverNote, grace in
 				continue
 			}
 			for _, hd := range holdersOf(h, lock, n.ev.Queue, n.proc, n.at) {
-				why := fmt.Sprintf("not struck by lockprover: %s; RabbitMQ %s then deletes the queue of that name, %s's (the exclusive-delete race of versions before 4.1.8, docs/broker-semantics.md 7c)",
+				why := fmt.Sprintf("not struck by lockprover: %s; RabbitMQ %s then deletes the queue of that name, %s's (the exclusive-delete race of versions before 4.2.3, docs/broker-semantics.md 7c)",
 					strings.Replace(n.ev.String(), "the connection", n.proc+"'s connection", 1), race, hd.proc)
 				if hd.at > n.at {
 					why += fmt.Sprintf(", which %s took %v after that connection ended, before the broker may have got to the declare", hd.proc, time.Duration(hd.at-n.at).Round(time.Millisecond))
