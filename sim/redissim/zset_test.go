@@ -160,3 +160,27 @@ func TestStrtod(t *testing.T) {
 		}
 	}
 }
+
+// Members are ordered by score, then by their bytes, whatever order they
+// came in: two servers sent the same members in opposite orders hold and
+// show the same set.
+func TestZsetOrderIsScoreThenBytes(t *testing.T) {
+	members := []string{"b", "a", "B", "ab", "", "\xff", "a\x00", "z"}
+	w := world(t, Options{Servers: 2})
+	w.Go("c", func(p *Process) {
+		for i := range members {
+			p.Do(0, "ZADD", "z", "1", members[i])
+			p.Do(1, "ZADD", "z", "1", members[len(members)-1-i])
+		}
+		p.Do(0, "ZADD", "z", "-1", "z", "+inf", "B")
+		p.Do(1, "ZADD", "z", "-1", "z", "+inf", "B")
+		want(t, "zrange", p.Do(0, "ZRANGE", "z", "0", "-1"), []any{"z", "", "a", "a\x00", "ab", "b", "\xff", "B"})
+		want(t, "zrange of the other", p.Do(1, "ZRANGE", "z", "0", "-1"), []any{"z", "", "a", "a\x00", "ab", "b", "\xff", "B"})
+	})
+	run(t, w)
+	k0, _ := w.Keys(0)
+	k1, _ := w.Keys(1)
+	if len(k0) != 1 || k0[0] != k1[0] || k0[0] != "z=<z:-1 :1 a:1 a\x00:1 ab:1 b:1 \xff:1 B:inf>" {
+		t.Errorf("the servers show %q and %q", k0, k1)
+	}
+}
