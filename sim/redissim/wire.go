@@ -25,6 +25,12 @@ type Wire struct {
 	// Describe shows it), which is then an error reply, as Redis words its
 	// own refusal, and no failure of Run.
 	Unmodelled func(server int, what string)
+	// Pace, if set, is told each time the World's clock jumps to its next
+	// timer, from the time before to the time after (ns), with no process
+	// moving, and may wait there in real time: the served servers keep
+	// their clock within a factor of the clients' real ones
+	// (sched.Config.Pace). It changes no decision.
+	Pace func(from, to int64)
 }
 
 // A Lua interpreter, as a server runs scripts on it.

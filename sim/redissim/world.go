@@ -90,9 +90,16 @@ func New(o Options) (*World, error) {
 	}
 	w.base.Init(&w.sched, simworld.Config[*Process, reply]{
 		Name: "redissim", Clock: &w.now, Trace: o.Trace, Decide: o.Decide, KeepInputs: o.KeepInputs,
-		Proc: procOf, Serve: w.serve, Exit: w.ending, Settle: w.settle,
+		Proc: procOf, Serve: w.serve, Exit: w.ending, Settle: w.settle, Pace: w.pace,
 	})
 	return w, nil
+}
+
+// pace is the scheduler's Pace: the wire's, if it has one (Wire.Pace).
+func (w *World) pace(from, to int64) {
+	if w.wire != nil && w.wire.Pace != nil {
+		w.wire.Pace(from, to)
+	}
 }
 
 // procOf is the simworld.Proc that p holds.

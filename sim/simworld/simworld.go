@@ -63,6 +63,9 @@ type Config[P comparable, R any] struct {
 	// KeepInputs is the Scheduler's (sched.Config): each process keeps
 	// what it was handed, for a fingerprint of the state.
 	KeepInputs bool
+	// Pace, if set, is the Scheduler's (sched.Config): told each time the
+	// clock moves on to a timer, it may wait there in real time.
+	Pace func(from, to int64)
 }
 
 // A Base is the part of a simulated world its processes share; see the
@@ -126,6 +129,7 @@ func (b *Base[P, R]) Init(s *sched.Scheduler[P, R], c Config[P, R]) {
 		Settle:     c.Settle,
 		Stepped:    c.Stepped,
 		KeepInputs: c.KeepInputs,
+		Pace:       c.Pace,
 		Stuck: func(p P) {
 			if pr := b.c.Proc(p); !pr.quiet {
 				b.Tracef("%s can never move again: killed", pr.name)

@@ -34,6 +34,12 @@ type Options struct {
 	// Late bounds how long a replay waits for the step its log has next;
 	// 0 means 10 s.
 	Late time.Duration
+	// Speedup is how many times faster than the processes' real clocks
+	// the World's may run where it jumps (a plan's sleep, a fault's
+	// time): a jump of d lasts d/Speedup of real time for the processes,
+	// so that a client's own clock (a lock that scores its holders by
+	// it) sees it pass. 0 means no bound: a jump takes no real time.
+	Speedup float64
 }
 
 func (o *Options) defaults() {
@@ -83,8 +89,27 @@ func New(w *redissim.World, o Options) *Broker {
 		Unmodelled: func(server int, what string) {
 			s.Unserve(what)
 		},
+		Pace: s.pace,
 	})
 	return s
+}
+
+// pace is the World's (redissim.Wire.Pace), called where its clock jumps
+// from one virtual time to a later one, no process moving: with a
+// Speedup, what the servers did to the processes' connections (a crash's
+// resets, a restart's ports) reaches the wire, then it waits a real
+// Speedup-th of the gap.
+func (s *Broker) pace(from, to int64) {
+	if s.o.Speedup <= 0 {
+		return
+	}
+	s.mu.Lock()
+	procs := slices.Clone(s.procs)
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.flush()
+	}
+	time.Sleep(time.Duration(float64(to-from) / s.o.Speedup))
 }
 
 // Name is the served World's own, unique in the program: the run its

@@ -39,6 +39,11 @@
 // refusal and is named (Broker.Unserved); bad RESP gets Redis's protocol
 // error, the connection closes, and it is named (Broker.Refused).
 //
+// Time: a process silent for a while lets virtual time pass (idle
+// turns), and where the World's clock jumps (a plan's sleep) it takes no
+// real time, unless Options.Speedup bounds it: then a jump of d lasts
+// d/Speedup for the processes, whose own clocks see it pass.
+//
 // Faults are the World's and reach the wire as on a real server: a
 // server that is down refuses at its port (its listeners close, and open
 // again at the same address once it is up); its crash closes its

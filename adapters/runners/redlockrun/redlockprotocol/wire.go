@@ -17,6 +17,17 @@ func Wire(w *redissim.World, p *redlockrun.Plan) redlockrun.Wire {
 	return served{redisserve.New(w, redisserve.Options{Script: p.Wire})}
 }
 
+// PacedWire is Wire with the served World's clock at most speedup times
+// faster than the processes' where it jumps (redisserve.Options.Speedup):
+// for an implementation that compares its own clock with the plan's
+// schedule (npm redis-semaphore's Semaphore scores its holders by the
+// client's Date.now()). 0 is Wire: no bound.
+func PacedWire(speedup float64) func(w *redissim.World, p *redlockrun.Plan) redlockrun.Wire {
+	return func(w *redissim.World, p *redlockrun.Plan) redlockrun.Wire {
+		return served{redisserve.New(w, redisserve.Options{Script: p.Wire, Speedup: speedup})}
+	}
+}
+
 type served struct{ s *redisserve.Broker }
 
 func (s served) Name() string { return s.s.Name() }
