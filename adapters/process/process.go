@@ -76,10 +76,14 @@ type Launcher struct {
 	// started never returns (its coroutine is dropped), and Drain kills
 	// it with the spares.
 	connecting map[string][]*Client
-	// idle holds the processes that declared they take another run
-	// (init_ok's "reuse": true) and ended their last with reset_ok:
-	// Connect and Spawn take them before starting new ones.
-	idle []*Client
+	// parked holds, by run, the processes that declared they take
+	// another run (init_ok's "reuse": true) and answered reset_ok when
+	// their client closed: the run may still signal them (a fault struck
+	// on a client whose script ended), so they wait for its Drain. idle
+	// holds those a Drain freed, sound: Connect and Spawn take them before
+	// starting new ones.
+	parked map[string][]*Client
+	idle   []*Client
 }
 
 // HandshakeTimeout bounds the init exchange unless Launcher.InitTimeout
@@ -116,7 +120,7 @@ func (l *Launcher) Connect(ctx context.Context, run, name string, init Request) 
 	}
 	if err == nil {
 		l.register(c)
-		c.pool = nil
+		c.pool, c.run = nil, run
 		if reuses(c.initOK) {
 			c.pool = l
 		}
@@ -258,7 +262,7 @@ func (l *Launcher) Stop() {
 	for c := range l.procs {
 		cs = append(cs, c)
 	}
-	l.idle = nil
+	l.idle, l.parked = nil, nil
 	l.mu.Unlock()
 	for _, c := range cs {
 		c.Kill()
@@ -304,12 +308,15 @@ type Client struct {
 	exitOnly bool   // crashed says only that it exited
 	hung     bool   // crashed says that an operation got no answer in time
 	killed   bool   // the harness killed it on purpose
+	stopped  bool   // the harness paused it (SIGSTOP) and has not resumed it
 
 	// waiter, if set, is how the client waits on the process (WithWaiter).
 	waiter Waiter
 	// pool, if set, is the launcher Close gives the process back to for
-	// another run, reset, when it declared it takes one (reuses).
+	// another run, reset, when it declared it takes one (reuses); run is
+	// the run Connect started it for, whose Drain frees it for another.
 	pool *Launcher
+	run  string
 }
 
 // A Waiter is how a Client waits on its process when something must go on
@@ -905,11 +912,16 @@ func (c *Client) Signal(sig syscall.Signal) {
 		return
 	default:
 	}
-	if sig == syscall.SIGKILL {
-		c.mu.Lock()
+	c.mu.Lock()
+	switch sig {
+	case syscall.SIGKILL:
 		c.killed = true
-		c.mu.Unlock()
+	case syscall.SIGSTOP:
+		c.stopped = true
+	case syscall.SIGCONT:
+		c.stopped = false
 	}
+	c.mu.Unlock()
 	syscall.Kill(-c.cmd.Process.Pid, sig)
 }
 

@@ -13,8 +13,8 @@ func reuses(ok Reply) bool {
 }
 
 // reset asks a process that takes another run to forget this one (reset,
-// answered reset_ok within the init timeout) and gives it back to its
-// launcher: whether it did. A process killed, given up on, hung or gone is
+// answered reset_ok within the init timeout) and parks it with its
+// launcher until its run's Drain: whether it did. A process killed, given up on, hung or gone is
 // never given back, nor one that does not answer reset_ok in time (it is
 // then given up on, and Close ends it as any other).
 func (c *Client) reset() bool {
@@ -31,13 +31,35 @@ func (c *Client) reset() bool {
 	c.rmu.Unlock()
 	c.stderr.reset()
 	l.mu.Lock()
-	l.idle = append(l.idle, c)
+	if l.parked == nil {
+		l.parked = map[string][]*Client{}
+	}
+	l.parked[c.run] = append(l.parked[c.run], c)
 	l.mu.Unlock()
 	return true
 }
 
-// sound says whether the process runs, and was neither killed nor given
-// up on: one that may be given another run.
+// unpark frees run's reset processes for other runs, once it is over:
+// those still sound (a fault struck on a client after its script ended
+// may have killed or paused one) go to idle, the others are killed.
+func (l *Launcher) unpark(run string) {
+	l.mu.Lock()
+	cs := l.parked[run]
+	delete(l.parked, run)
+	l.mu.Unlock()
+	for _, c := range cs {
+		if !c.sound() {
+			c.Kill()
+			continue
+		}
+		l.mu.Lock()
+		l.idle = append(l.idle, c)
+		l.mu.Unlock()
+	}
+}
+
+// sound says whether the process runs, and was neither killed, paused
+// nor given up on: one that may be given another run.
 func (c *Client) sound() bool {
 	select {
 	case <-c.exited:
@@ -46,7 +68,7 @@ func (c *Client) sound() bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.crashed == "" && !c.killed && !c.hung
+	return c.crashed == "" && !c.killed && !c.hung && !c.stopped
 }
 
 // reused is one of the processes kept for another run (idle), renamed

@@ -3,6 +3,7 @@ package process_test
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/lockprover/lockprover/adapters/process"
@@ -22,20 +23,23 @@ func reusable(declared bool) string {
 }
 
 // A process that declares it takes another run ("reuse": true) is sent
-// reset when its run ends and, having answered reset_ok, is given the
-// next run's init, in the next Connect or Spawn, and Drain gives one no
-// Connect took back; one that does not declare it, or was killed, is
-// ended, and the next run starts a process of its own.
+// reset when its client closes and, having answered reset_ok, waits for
+// its run's Drain, then is given the next run's init, in the next Connect
+// or Spawn, and Drain gives one no Connect took back; one that does not
+// declare it, or was killed or paused after its close (a fault on a
+// client whose script ended), is ended, and the next run starts a process of its own.
 func TestAProcessThatDeclaresReuseTakesTheNextRun(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name           string
-		declared, kill bool
-		same           bool
+		name     string
+		declared bool
+		sig      syscall.Signal // struck after the close, before the run's Drain
+		same     bool
 	}{
-		{"declared", true, false, true},
-		{"not declared", false, false, false},
-		{"killed", true, true, false},
+		{"declared", true, 0, true},
+		{"not declared", false, 0, false},
+		{"killed", true, syscall.SIGKILL, false},
+		{"paused", true, syscall.SIGSTOP, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := &process.Launcher{Command: reusable(tc.declared)}
@@ -45,10 +49,16 @@ func TestAProcessThatDeclaresReuseTakesTheNextRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			first := c1.Pid()
-			if tc.kill {
-				c1.Kill()
-			}
 			c1.Close()
+			if tc.sig != 0 {
+				// A fault struck on a client whose script ended: its
+				// process, reset, waits for the run's end.
+				c1.Signal(tc.sig)
+			}
+			if c, err := l.Connect(ctx, "run1b", "c9", toyInit("c9")); err != nil || c.Pid() == first {
+				t.Fatalf("before run1's Drain, another run got process %d (%v): want a new one", c.Pid(), err)
+			}
+			l.Drain("run1")
 			c2, err := l.Connect(ctx, "run2", "c2", toyInit("c2"))
 			if err != nil {
 				t.Fatal(err)
@@ -61,6 +71,7 @@ func TestAProcessThatDeclaresReuseTakesTheNextRun(t *testing.T) {
 			}
 			if tc.same {
 				c2.Close()
+				l.Drain("run2")
 				l.Spawn("run3", 1)
 				l.Drain("run3")
 				c3, err := l.Connect(ctx, "run4", "c3", toyInit("c3"))

@@ -69,8 +69,10 @@ func (l *Launcher) spawn(run string, n int) []*Client {
 
 // Drain kills run's processes that Warm started and no Connect took (but
 // a reused one, which goes back to the launcher's idle), and those whose
-// Connect never returned: on a simulator, a process its World
-// killed while it started (its coroutine dropped, not its process).
+// Connect never returned (on a simulator, a process its World killed
+// while it started: its coroutine dropped, not its process); and frees
+// for other runs those of its processes that were reset (reuse). Call it
+// once the run is over.
 func (l *Launcher) Drain(run string) {
 	l.mu.Lock()
 	spares, connecting := l.spares[run], l.connecting[run]
@@ -89,6 +91,7 @@ func (l *Launcher) Drain(run string) {
 	for _, c := range connecting {
 		c.Kill()
 	}
+	l.unpark(run)
 }
 
 // take is the next process Warm started for run, named name, or nil.
