@@ -14,9 +14,10 @@ func reuses(ok Reply) bool {
 
 // reset asks a process that takes another run to forget this one (reset,
 // answered reset_ok within the init timeout) and parks it with its
-// launcher until its run's Drain: whether it did. A process killed, given up on, hung or gone is
-// never given back, nor one that does not answer reset_ok in time (it is
-// then given up on, and Close ends it as any other).
+// launcher until its run's Drain: whether it did. A process killed,
+// paused, given up on, hung or gone is never reset, nor given back if it
+// does not answer reset_ok in time (it is then given up on, and Close
+// ends it as any other).
 func (c *Client) reset() bool {
 	l := c.pool
 	if l == nil || !c.sound() {
