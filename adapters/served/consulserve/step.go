@@ -87,6 +87,9 @@ func (p *Process) next(ready <-chan struct{}, expired <-chan time.Time, done <-c
 			return st, e
 		}
 	}
+	if p.answered {
+		return p.settle()
+	}
 	if e, ok := p.takeable(""); ok {
 		return stepEvent, e
 	}
@@ -102,7 +105,8 @@ func (p *Process) next(ready <-chan struct{}, expired <-chan time.Time, done <-c
 		select {
 		case <-p.more:
 		case <-ready:
-			return stepReady, event{}
+			p.answered = true
+			return p.settle()
 		case <-expired:
 			return stepExpired, event{}
 		case <-done:
@@ -112,6 +116,27 @@ func (p *Process) next(ready <-chan struct{}, expired <-chan time.Time, done <-c
 				return stepWait, event{}
 			}
 			return stepIdle, event{}
+		}
+	}
+}
+
+// settle is the process's next step once its client has answered: a
+// request that comes within Settle of the answer (a monitor's query that
+// the library sends as its call returns) is taken first, so that whether
+// it is taken before the answer or at the process's next operation does
+// not hang on the machine's timing; then the answer.
+func (p *Process) settle() (step, event) {
+	timer := time.NewTimer(p.s.o.Settle)
+	defer timer.Stop()
+	for {
+		if e, ok := p.takeable(""); ok {
+			return stepEvent, e
+		}
+		select {
+		case <-p.more:
+		case <-timer.C:
+			p.answered = false
+			return stepReady, event{}
 		}
 	}
 }
