@@ -35,8 +35,11 @@ type Options struct {
 	// 0 means 10 s.
 	Late time.Duration
 	// Settle is how long a process's requests are still taken once its
-	// client has answered (see Process.settle); 0 means 3 ms.
-	Settle time.Duration
+	// client has answered (see Process.settle); 0 means 3 ms. Gather is
+	// how long a process with a request in flight may stay silent before
+	// virtual time passes for it (another request then is taken at the
+	// same time); 0 means 3 ms.
+	Settle, Gather time.Duration
 	// Node is the agent's node name, which sessions name; "" means
 	// "lockprover-sim".
 	Node string
@@ -46,7 +49,7 @@ func (o *Options) defaults() {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&o.Grace, 50 * time.Millisecond}, {&o.Start, 2 * time.Second}, {&o.Quiet, 2 * time.Millisecond}, {&o.Idle, 10 * time.Millisecond}, {&o.Late, 10 * time.Second}, {&o.Settle, 3 * time.Millisecond}} {
+	}{{&o.Grace, 50 * time.Millisecond}, {&o.Start, 2 * time.Second}, {&o.Quiet, 2 * time.Millisecond}, {&o.Idle, 10 * time.Millisecond}, {&o.Late, 10 * time.Second}, {&o.Settle, 3 * time.Millisecond}, {&o.Gather, 3 * time.Millisecond}} {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}

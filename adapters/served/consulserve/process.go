@@ -114,9 +114,10 @@ func (p *Process) put(e event) {
 	}
 }
 
-// takeable takes the first event the coroutine may take now that
-// matches want (any, if want is ""): a connection's events in the order
-// they came, its next request only once its last was answered. A
+// takeable takes an event the coroutine may take now that matches want
+// (any, if want is ""): a connection's events in the order they came,
+// its next request only once its last was answered, and of several
+// connections' the least by fingerprint. A
 // connection's end, once it is that connection's first event, is no
 // step: it is taken here (what it had in the World is abandoned).
 func (p *Process) takeable(want string) (event, bool) {
@@ -132,6 +133,10 @@ func (p *Process) scan(want string) (event, bool, []*conn) {
 	defer p.mu.Unlock()
 	var gone []*conn
 	seen := map[*conn]bool{}
+	// Of the events that may be taken (each connection's first), the
+	// least by fingerprint: requests that came together are taken in the
+	// same order whichever the machine delivered first.
+	best := -1
 	for i := 0; i < len(p.events); i++ {
 		e := p.events[i]
 		if e.c != nil {
@@ -155,10 +160,16 @@ func (p *Process) scan(want string) (event, bool, []*conn) {
 		if want != "" && !matches(want, e.fingerprint()) {
 			continue
 		}
-		p.events = slices.Delete(p.events, i, i+1)
-		return e, true, gone
+		if best < 0 || e.fingerprint() < p.events[best].fingerprint() {
+			best = i
+		}
 	}
-	return event{}, false, gone
+	if best < 0 {
+		return event{}, false, gone
+	}
+	e := p.events[best]
+	p.events = slices.Delete(p.events, best, best+1)
+	return e, true, gone
 }
 
 // serve serves HTTP on ln, the port's listener (again, once it opened

@@ -94,7 +94,10 @@ func (p *Process) next(ready <-chan struct{}, expired <-chan time.Time, done <-c
 		return stepEvent, e
 	}
 	if p.flight > 0 && !p.waited {
-		return stepWait, event{}
+		// Requests the client sends together (a library's call and its
+		// monitor's query) are taken at the same virtual time, whichever
+		// the machine delivers first.
+		return p.gather(ready)
 	}
 	timer := time.NewTimer(p.quiet())
 	defer timer.Stop()
@@ -116,6 +119,27 @@ func (p *Process) next(ready <-chan struct{}, expired <-chan time.Time, done <-c
 				return stepWait, event{}
 			}
 			return stepIdle, event{}
+		}
+	}
+}
+
+// gather is the next step of a process with a request in flight: a
+// request that comes within Gather is taken, an answer of the client's
+// that does is its answer (settle), else a wait for the reply.
+func (p *Process) gather(ready <-chan struct{}) (step, event) {
+	timer := time.NewTimer(p.s.o.Gather)
+	defer timer.Stop()
+	for {
+		if e, ok := p.takeable(""); ok {
+			return stepEvent, e
+		}
+		select {
+		case <-p.more:
+		case <-ready:
+			p.answered = true
+			return p.settle()
+		case <-timer.C:
+			return stepWait, event{}
 		}
 	}
 }
