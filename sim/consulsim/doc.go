@@ -86,6 +86,16 @@
 //     and give every session a fresh TTL from when they are back, etcd
 //     plus an election timeout, Options.ElectionTimeout).
 //
+// A Consul agent also takes Consul's HTTP API as a client on the wire
+// sends it (api.go, apiread.go, wire.go: Process.Send, Process.Wait), for
+// the agent served by adapters/served/consulserve: sessions created with
+// a Name, Behavior, TTL (none, too) and LockDelay, renewed, destroyed,
+// read; keys with Flags and CreateIndex, written by ?cas, ?acquire and
+// ?release, read one or by prefix in blocking queries, deleted by ?cas
+// or by prefix; with Consul's own status codes and words for its errors
+// (held to Consul 1.16.3 through consul/api by consulserve's wire
+// differential).
+//
 // Options.Cluster makes the World a cluster of Consul servers and client
 // agents or of etcd members, with stale reads that are stale, leader
 // elections and node failure (cluster.go says what it models, held to
