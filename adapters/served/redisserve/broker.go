@@ -36,9 +36,10 @@ type Options struct {
 	Late time.Duration
 	// Speedup is how many times faster than the processes' real clocks
 	// the World's may run where it jumps (a plan's sleep, a fault's
-	// time): a jump of d lasts d/Speedup of real time for the processes,
-	// so that a client's own clock (a lock that scores its holders by
-	// it) sees it pass. 0 means no bound: a jump takes no real time.
+	// time): a jump to virtual time v waits until the machine's clock has
+	// run (v - v0)/Speedup since the first jump (from v0), so that a
+	// client's own clock (a lock that scores its holders by it) keeps
+	// with the World's. 0 means no bound: a jump takes no real time.
 	Speedup float64
 }
 
@@ -73,6 +74,11 @@ type Broker struct {
 	// drawn pairs each word a replayed log has that its client drew
 	// anew (a token) with the client's word, and back (see matches).
 	drawn drawnWords
+
+	// paced is when the World's clock first jumped, by the machine's
+	// clock, and pacedAt the virtual time it jumped from: pace's anchor.
+	paced   time.Time
+	pacedAt int64
 }
 
 // served counts the served Worlds, for their names.
@@ -97,19 +103,28 @@ func New(w *redissim.World, o Options) *Broker {
 // pace is the World's (redissim.Wire.Pace), called where its clock jumps
 // from one virtual time to a later one, no process moving: with a
 // Speedup, what the servers did to the processes' connections (a crash's
-// resets, a restart's ports) reaches the wire, then it waits a real
-// Speedup-th of the gap.
+// resets, a restart's ports) reaches the wire, then it waits until the
+// machine's clock has run a Speedup-th of the World's since the first
+// jump. A jump thus absorbs the real time the processes' own work took
+// before it (which costs the World next to none): their clocks keep with
+// the World's instead of drifting ahead of it by every operation's
+// latency, as a wait of a Speedup-th of each gap would let them.
 func (s *Broker) pace(from, to int64) {
 	if s.o.Speedup <= 0 {
 		return
 	}
+	now := time.Now()
 	s.mu.Lock()
 	procs := slices.Clone(s.procs)
+	if s.paced.IsZero() {
+		s.paced, s.pacedAt = now, from
+	}
+	until := s.paced.Add(time.Duration(float64(to-s.pacedAt) / s.o.Speedup))
 	s.mu.Unlock()
 	for _, p := range procs {
 		p.flush()
 	}
-	time.Sleep(time.Duration(float64(to-from) / s.o.Speedup))
+	time.Sleep(time.Until(until))
 }
 
 // Name is the served World's own, unique in the program: the run its

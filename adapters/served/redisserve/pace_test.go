@@ -31,3 +31,27 @@ func TestSpeedupPacesTheClocksJumps(t *testing.T) {
 		check(errs, t)
 	}
 }
+
+// A jump absorbs the real time the processes' own work took since the
+// first jump (the World's clock stood still meanwhile): two jumps of a
+// second at Speedup 2, with 400 ms of work between them, take a second of
+// the machine's in all, not 1.4 s, so the processes' clocks keep with the
+// World's.
+func TestSpeedupAbsorbsTheProcessesWork(t *testing.T) {
+	t.Parallel()
+	var took time.Duration
+	_, _, errs := serve(t, redissim.Options{}, redisserve.Options{Speedup: 2}, map[string]client{"c1": func(w *redissim.World, wp *redissim.Process, sp *redisserve.Process) error {
+		start := time.Now()
+		sp.Do(func() {
+			wp.Sleep(time.Second)
+			time.Sleep(400 * time.Millisecond) // work: the World's clock stands still
+			wp.Sleep(time.Second)
+		})
+		took = time.Since(start)
+		if took < time.Second || took > 1300*time.Millisecond {
+			return fmt.Errorf("two jumps of 1 s at speedup 2 with 400 ms of work between took %v, want 1 s to 1.3 s", took)
+		}
+		return nil
+	}})
+	check(errs, t)
+}
