@@ -159,7 +159,9 @@ func (b servedPlace) Go(name string, f func(proc)) {
 }
 
 // Strike strikes a as the simulator does, and on the implementation's
-// process: SIGKILL for a kill, SIGSTOP for a pause.
+// process: SIGKILL for a kill, SIGSTOP for a pause; a force-close's
+// resets and a restart's reach the wire at once (its ports closed while
+// the agent is down).
 func (b servedPlace) Strike(a run.Aim) error {
 	switch a.Fault {
 	case histories.Kill:
@@ -167,6 +169,17 @@ func (b servedPlace) Strike(a run.Aim) error {
 		delete(b.sv.procs, a.Process)
 	case histories.Pause:
 		b.signal(a.Process, syscall.SIGSTOP)
+	case histories.ForceClose:
+		defer b.sv.b.Flush()
+	case histories.RestartBroker:
+		if err := b.World.Restart(a.Down); err != nil {
+			return err
+		}
+		b.sv.b.Flush()
+		a.Struck()
+		a.Wait(a.Down)
+		b.sv.b.Flush()
+		return nil
 	}
 	return b.simPlace.Strike(a)
 }

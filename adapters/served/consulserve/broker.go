@@ -40,6 +40,9 @@ type Options struct {
 	// virtual time passes for it (another request then is taken at the
 	// same time); 0 means 3 ms.
 	Settle, Gather time.Duration
+	// React is how long Flush waits once it reset connections; 0 means
+	// 20 ms.
+	React time.Duration
 	// Node is the agent's node name, which sessions name; "" means
 	// "lockprover-sim".
 	Node string
@@ -49,7 +52,7 @@ func (o *Options) defaults() {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&o.Grace, 50 * time.Millisecond}, {&o.Start, 2 * time.Second}, {&o.Quiet, 2 * time.Millisecond}, {&o.Idle, 10 * time.Millisecond}, {&o.Late, 10 * time.Second}, {&o.Settle, 3 * time.Millisecond}, {&o.Gather, 3 * time.Millisecond}} {
+	}{{&o.Grace, 50 * time.Millisecond}, {&o.Start, 2 * time.Second}, {&o.Quiet, 2 * time.Millisecond}, {&o.Idle, 10 * time.Millisecond}, {&o.Late, 10 * time.Second}, {&o.Settle, 3 * time.Millisecond}, {&o.Gather, 3 * time.Millisecond}, {&o.React, 20 * time.Millisecond}} {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}
@@ -130,6 +133,27 @@ func (s *Broker) Close() {
 	for _, p := range procs {
 		p.close()
 		p.wg.Wait()
+	}
+}
+
+// Flush makes what the agent did meanwhile true on the wire for every
+// process at once (call it from the World: a process's step or a timer):
+// a force-close of a process's connections, a crash of the agent, struck
+// by another process, reset the connections now, not at the struck
+// process's next step. Where it reset any, it waits React before the
+// World goes on: a client's goroutine that reads the connection (a
+// monitor's blocking query) sees the reset before virtual time jumps
+// past it, as it would in the time a real agent takes to come back.
+func (s *Broker) Flush() {
+	s.mu.Lock()
+	procs := slices.Clone(s.procs)
+	s.mu.Unlock()
+	reset := 0
+	for _, p := range procs {
+		reset += p.flush()
+	}
+	if reset > 0 {
+		time.Sleep(s.o.React)
 	}
 }
 

@@ -221,8 +221,9 @@ func (p *Process) killed() {
 // that went down since the port last looked has reset every connection
 // made to it before, as has a force-close of the process's connections;
 // an agent down refuses at its port (its listener closes), and one up
-// again listens at the same address.
-func (p *Process) flush() {
+// again listens at the same address. It says how many connections it
+// reset.
+func (p *Process) flush() int {
 	var reset []*conn
 	up, downs := p.s.w.Up()
 	closes := p.wp.Connection()
@@ -243,6 +244,7 @@ func (p *Process) flush() {
 	for _, c := range reset {
 		c.reset()
 	}
+	return len(reset)
 }
 
 // Sending is the waiter's: before the runner writes to the process, what
