@@ -2,6 +2,9 @@ package consulsemrun_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -66,6 +69,49 @@ func TestConsulAPIOnTheServedAgent(t *testing.T) {
 		t.Errorf("the replay left its log: %v", again.Evidence.Trace)
 	}
 }
+
+// TestRestartReachesTheMonitor: a restart of the served agent (persistent)
+// resets consul/api's connections when it strikes, so the Semaphore's
+// monitor, in its blocking query, closes the channel: the holder's verify
+// after the agent is back says it no longer holds, as on a real agent,
+// in two runs alike.
+func TestRestartReachesTheMonitor(t *testing.T) {
+	impl := consulsemprotocol.NewProcesses(consulAPIAdapter(t))
+	defer impl.Stop()
+	path := filepath.Join(t.TempDir(), "restart.json")
+	plan := func() *consulsemrun.Plan {
+		p, err := consulsemrun.ReadPlan(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if err := os.WriteFile(path, []byte(`{"version": 1, "kind": "consul-semaphore", "prefix": "lp", "backend": "consul", "persistent": true, "limit": 1, "ttl_ms": 1000,
+			"clients": [[{"op": "acquire"}, {"op": "sleep", "ms": 1500}, {"op": "verify"}]],
+			"nemesis": [{"at_ms": 500, "fault": "restart-broker", "for_ms": 500}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var first []string
+	for run := range 2 {
+		res, err := consulsemrun.SimulateImpl(context.Background(), plan(), impl, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h []string
+		for _, e := range res.History {
+			if e.F == "verify" && e.Type == "ok" && !strings.Contains(fmtValue(e.Value), "false") {
+				t.Errorf("run %d: the holder's verify after the restart: %s", run, fmtValue(e.Value))
+			}
+			h = append(h, fmt.Sprintf("%d %s %s %s", e.Time, e.Process, e.Type, e.F))
+		}
+		if run == 1 && !reflect.DeepEqual(h, first) {
+			t.Errorf("the second run's history differs:\n%v\n%v", h, first)
+		}
+		first = h
+	}
+}
+
+func fmtValue(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // An implementation cannot run on the simulated etcd: refused, naming
 // what to do.
