@@ -39,5 +39,9 @@
 // that is down refuses at the port (its listener closes, and opens again
 // at the same address once it is up) and its crash resets the
 // connections made before; a lost reply resets the connection; a
-// force-close resets the process's connections.
+// force-close resets the process's connections. A crash or force-close
+// struck by another process (the nemesis) reaches the wire when it
+// strikes if the runner calls Broker.Flush, else at the struck process's
+// next step. Requests a client sends together are taken at one virtual
+// time and in one order (Options.Gather, Settle).
 package consulserve
