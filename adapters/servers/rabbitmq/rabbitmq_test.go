@@ -567,9 +567,9 @@ func TestContextEndsDuringCall(t *testing.T) {
 			p.freeze()
 
 			const timeout = 300 * time.Millisecond
+			start := time.Now() // before the deadline is set: a loaded machine may pause between the two
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			start := time.Now()
 			err := tt.call(ctx, c, ch, q)
 			elapsed := time.Since(start)
 			if !errors.Is(err, context.DeadlineExceeded) {
