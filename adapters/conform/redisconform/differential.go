@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"pgregory.net/rapid"
 
-	"github.com/lockprover/lockprover/adapters/served/redisserve"
 	"github.com/lockprover/lockprover/internal/realtime"
 	"github.com/lockprover/lockprover/model/redlock"
 	"github.com/lockprover/lockprover/sim/redissim"
@@ -187,6 +186,13 @@ func drawStep(t *rapid.T, i int, zsets bool) step {
 // it.
 var sources = redlock.ScriptSources()
 
+// Scripts, if set, makes the interpreter the simulator runs the scripts
+// it does not know natively on (redis-semaphore's): the served servers'
+// (redisserve.NewLua), which the caller gives from above this floor
+// (conform imports no simulator served on the wire). Unset, a sequence
+// that runs such a script fails on the simulator.
+var Scripts func() redissim.Lua
+
 // alterSim, if set, changes the simulator's answer to a step: tests break
 // the simulator with it to see the differential catch it.
 var alterSim func(s step, r redissim.Result) redissim.Result
@@ -202,7 +208,9 @@ func onSimulator(steps []step, real realRun) ([]redissim.Result, error) {
 	}
 	// Scripts it does not know natively (redis-semaphore's) run as on the
 	// wire; what it does not model still fails the run.
-	w.Serve(redissim.Wire{Lua: redisserve.NewLua()})
+	if Scripts != nil {
+		w.Serve(redissim.Wire{Lua: Scripts()})
+	}
 	var out []redissim.Result
 	blocked := real.blocked
 	w.Go("d", func(p *redissim.Process) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockprover/lockprover/adapters/conform/redisconform"
 	"github.com/lockprover/lockprover/adapters/runners/redlockrun"
+	"github.com/lockprover/lockprover/adapters/served/redisserve"
 	redisbk "github.com/lockprover/lockprover/adapters/servers/redis"
 	"github.com/lockprover/lockprover/cmd/lockprover/serverversion"
 	"github.com/lockprover/lockprover/internal/family"
@@ -57,6 +58,7 @@ func redlockConform(ctx context.Context, s family.Settings, c family.ConformConf
 	}
 	fmt.Fprintf(out, "redissim against %s: %d sequences of the commands and scripts redlock sends, seed %d, on %d private servers\n",
 		against, c.Sequences, c.Seed, len(servers))
+	redisconform.Scripts = redisserve.NewLua // redis-semaphore's scripts, run as on the wire
 	rep, err := redisconform.Differential(ctx, redisbk.Addrs(servers), c.Sequences, c.Seed, out)
 	return family.Differential{Report: rep, Server: rep.Name + "-server " + rep.Server, Divergence: rep.Divergence,
 		Sequences: rep.Sequences, Inconclusive: rep.Inconclusive, Err: err,
