@@ -86,6 +86,10 @@ type Config struct {
 	// simulated Consul agent served on the wire (SimulateImpl), with every
 	// fault of the simulator.
 	Impl Impl
+	// Wire serves the simulated agent to Impl's processes
+	// (consulsemprotocol.Wire): an implementation on the simulator needs
+	// it.
+	Wire Serve
 	// Cluster, if set, is the private cluster of Target's backend plans
 	// run on (RunCluster), started for the run: plans draw the nodes
 	// their clients talk to, and faults on the nodes (ClusterFaultNames)
@@ -162,7 +166,7 @@ func (c Config) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) 
 		return runReal(ctx, pl, c.Addrs, c.Impl, nil, c.Version)
 	}
 	if c.Impl != nil {
-		return SimulateImpl(ctx, pl, c.Impl, nil)
+		return SimulateImpl(ctx, pl, c.Impl, c.Wire, nil)
 	}
 	return Simulate(pl, nil)
 }

@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockprover/lockprover/adapters/process"
-	"github.com/lockprover/lockprover/adapters/served/consulserve"
 	"github.com/lockprover/lockprover/histories"
 	"github.com/lockprover/lockprover/internal/prover"
 	"github.com/lockprover/lockprover/internal/prover/run"
@@ -28,6 +26,33 @@ import (
 // reset), a force-close resets its connections, a restart of the agent
 // resets every connection and refuses at the ports while it is down.
 
+// A Wire is a run's simulated agent served on the wire
+// (adapters/served/consulserve, through consulsemprotocol.Wire): each
+// process of the World gets a port, which its implementation's process
+// connects to.
+type Wire interface {
+	// Name is the served run's, unique: the run the implementation's
+	// processes are started under.
+	Name() string
+	// Process serves the World's process p (call it from p): the agent's
+	// address for its implementation's process, and ctx made to wait on
+	// that process through the World.
+	Process(ctx context.Context, p *consulsim.Process) (addr string, waits context.Context, err error)
+	// Flush makes a fault struck by another process (a force-close, a
+	// restart) true on the wire at once.
+	Flush()
+	// End stops serving once the World has run, and says what the run
+	// recorded (the plan's Wire), what went wrong with the
+	// implementation's side (problems), what a reader must be told
+	// (notes), and an error where the run says nothing of the
+	// implementation (a path the agent does not serve).
+	End() (log map[string][]string, problems, notes []string, err error)
+}
+
+// A Serve makes a run's Wire: the World's agent served, the plan's log
+// (its Wire) replayed.
+type Serve func(w *consulsim.World, p *Plan) (Wire, error)
+
 // ErrServedEtcd is why an implementation cannot run on the simulated
 // etcd: its gRPC API is not served on the wire.
 var ErrServedEtcd = errors.New("the simulated etcd is not served on the wire (only Consul's HTTP API is): run an implementation on etcd with --target etcd")
@@ -36,12 +61,15 @@ var ErrServedEtcd = errors.New("the simulated etcd is not served on the wire (on
 // simulated Consul agent served on the wire; p.Wire, the steps the run
 // logged, is replayed if set and is the new run's log after. trace, if
 // set, receives the simulator's trace.
-func SimulateImpl(ctx context.Context, p *Plan, impl Impl, trace io.Writer) (*prover.Result, error) {
+func SimulateImpl(ctx context.Context, p *Plan, impl Impl, serve Serve, trace io.Writer) (*prover.Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := checkServed(p, impl); err != nil {
 		return nil, err
+	}
+	if serve == nil {
+		return nil, errors.New("served: an implementation on the simulator needs its agent served on the wire (consulsemprotocol.Wire)")
 	}
 	r := &runner{p: p, clients: map[string]*client{}, armed: map[string]bool{}, ctx: ctx, impl: impl}
 	var w *consulsim.World
@@ -52,7 +80,7 @@ func SimulateImpl(ctx context.Context, p *Plan, impl Impl, trace io.Writer) (*pr
 	}
 	r.sim = w
 	state(w.Unseen(), w, r)
-	b, err := consulserve.New(w, consulserve.Options{Script: p.Wire})
+	b, err := serve(w, p)
 	if err != nil {
 		return nil, err
 	}
@@ -65,8 +93,7 @@ func SimulateImpl(ctx context.Context, p *Plan, impl Impl, trace io.Writer) (*pr
 	}
 	r.begin(servedPlace{simPlace{w}, sv})
 	runErr := w.Run()
-	b.Close()
-	log, refused, diverged, err := b.Ended("the implementation asked for %s, which the simulated agent does not serve (answered as Consul answers a path it does not know): this run says nothing of the implementation; run it on a real agent (--target consul)")
+	log, refused, diverged, err := b.End()
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -99,26 +126,27 @@ func checkServed(p *Plan, impl Impl) error {
 }
 
 // PreflightServed starts one process of impl as the probe of a throwaway
-// prefix on a simulated agent served on the wire, waits for its init_ok
-// and ends it: an implementation that cannot start fails here at once.
-func PreflightServed(ctx context.Context, impl Impl) error {
+// prefix on a simulated agent served on the wire by serve, waits for its
+// init_ok and ends it: an implementation that cannot start fails here at
+// once.
+func PreflightServed(ctx context.Context, impl Impl, serve Serve) error {
 	w, err := consulsim.New(consulsim.Options{})
 	if err != nil {
 		return err
 	}
-	b, err := consulserve.New(w, consulserve.Options{})
+	b, err := serve(w, &Plan{})
 	if err != nil {
 		return err
 	}
 	var probeErr error
 	w.Go("probe", func(p *consulsim.Process) {
-		sp, err := b.Process(p)
+		addr, waits, err := b.Process(ctx, p)
 		if err != nil {
 			probeErr = err
 			return
 		}
-		s := Session{Prefix: "lp-preflight", Backend: Consul, Addr: sp.Addr(), Limit: 1, TTL: 2 * time.Second, Run: "preflight"}
-		pc, err := impl.Connect(process.WithWaiter(ctx, sp), "probe", s)
+		s := Session{Prefix: "lp-preflight", Backend: Consul, Addr: addr, Limit: 1, TTL: 2 * time.Second, Run: "preflight"}
+		pc, err := impl.Connect(waits, "probe", s)
 		if err != nil {
 			probeErr = err
 			return
@@ -126,8 +154,7 @@ func PreflightServed(ctx context.Context, impl Impl) error {
 		probeErr = pc.Close()
 	})
 	runErr := w.Run()
-	b.Close()
-	_, _, _, endErr := b.Ended("the implementation asked for %s, which the simulated agent does not serve")
+	_, _, _, endErr := b.End()
 	return errors.Join(probeErr, runErr, endErr)
 }
 
@@ -142,7 +169,7 @@ type spawner interface {
 // of a client a process of impl, by World process (a kill of the World's
 // kills it too).
 type servedImpl struct {
-	b     *consulserve.Broker
+	b     Wire
 	impl  Impl
 	procs map[string]ProcessClient
 }
@@ -208,12 +235,12 @@ type servedProc struct {
 // the agent served to this World process: it waits on the process
 // through the World (its requests are the World's steps).
 func (p servedProc) start(impl Impl, name string, s Session) (ProcessClient, error) {
-	sp, err := p.sv.b.Process(p.Process)
+	addr, waits, err := p.sv.b.Process(context.Background(), p.Process)
 	if err != nil {
 		return nil, err
 	}
-	s.Addr, s.Run = sp.Addr(), p.sv.b.Name()
-	pc, err := impl.Connect(process.WithWaiter(context.Background(), sp), name, s)
+	s.Addr, s.Run = addr, p.sv.b.Name()
+	pc, err := impl.Connect(waits, name, s)
 	if err != nil {
 		return nil, err
 	}

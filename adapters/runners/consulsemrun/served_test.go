@@ -45,7 +45,7 @@ func TestConsulAPIOnTheServedAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := consulsemrun.SimulateImpl(context.Background(), p, impl, nil)
+	res, err := consulsemrun.SimulateImpl(context.Background(), p, impl, consulsemprotocol.Wire, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestConsulAPIOnTheServedAgent(t *testing.T) {
 			t.Errorf("%s: %v, want only no-revival to fail", v.Property, v.Status)
 		}
 	}
-	again, err := consulsemrun.SimulateImpl(context.Background(), p, impl, nil)
+	again, err := consulsemrun.SimulateImpl(context.Background(), p, impl, consulsemprotocol.Wire, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestRestartReachesTheMonitor(t *testing.T) {
 	}
 	var first []string
 	for run := range 2 {
-		res, err := consulsemrun.SimulateImpl(context.Background(), plan(), impl, nil)
+		res, err := consulsemrun.SimulateImpl(context.Background(), plan(), impl, consulsemprotocol.Wire, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func fmtValue(v any) string { b, _ := json.Marshal(v); return string(b) }
 // what to do.
 func TestServedEtcdRefused(t *testing.T) {
 	p := &consulsemrun.Plan{Version: consulsemrun.PlanVersion, Kind: consulsemrun.Kind, Prefix: "lp", Backend: consulsemrun.Etcd, Limit: 1, TTLMs: 1000}
-	_, err := consulsemrun.SimulateImpl(context.Background(), p, consulsemprotocol.NewProcesses("true"), nil)
+	_, err := consulsemrun.SimulateImpl(context.Background(), p, consulsemprotocol.NewProcesses("true"), consulsemprotocol.Wire, nil)
 	if err == nil || !strings.Contains(err.Error(), "--target etcd") {
 		t.Errorf("an implementation on the simulated etcd: %v, want a refusal naming --target etcd", err)
 	}

@@ -134,7 +134,7 @@ func consulSetup(s family.Settings) (*family.Setup, error) {
 	if s.Impl != "" {
 		impl := consulsemprotocol.NewProcesses(s.Impl)
 		impl.InitTimeout = s.InitTimeout
-		c.Impl = impl
+		c.Impl, c.Wire = impl, consulsemprotocol.Wire
 	}
 	if err := consulFaults(&c, s.Faults); err != nil {
 		return nil, err
@@ -201,7 +201,7 @@ func consulWhere(c consulsemrun.Config, command string) *family.Setup {
 	if c.Target == "" {
 		setup.Where = "the simulated consul served on the wire"
 		setup.Start = func(ctx context.Context) error {
-			if err := consulsemrun.PreflightServed(ctx, impl); err != nil {
+			if err := consulsemrun.PreflightServed(ctx, impl, consulsemprotocol.Wire); err != nil {
 				return &family.ImplError{Err: err, Command: command, Kind: consulsemrun.Kind + " --backend " + consulsemrun.Consul}
 			}
 			return nil
@@ -399,7 +399,7 @@ type consulTraced struct {
 
 func (t consulTraced) Run(ctx context.Context, p prover.Plan) (*prover.Result, error) {
 	if t.Impl != nil {
-		return consulsemrun.SimulateImpl(ctx, p.(*consulsemrun.Plan), t.Impl, t.trace)
+		return consulsemrun.SimulateImpl(ctx, p.(*consulsemrun.Plan), t.Impl, t.Wire, t.trace)
 	}
 	return consulsemrun.Simulate(p.(*consulsemrun.Plan), t.trace)
 }
@@ -416,7 +416,7 @@ func servedReplay(p *consulsemrun.Plan, c consulsemrun.Config, s family.Settings
 	}
 	impl := consulsemprotocol.NewProcesses(s.Impl)
 	impl.InitTimeout = s.InitTimeout
-	c.Impl = impl
+	c.Impl, c.Wire = impl, consulsemprotocol.Wire
 	setup := consulWhere(c, s.Impl)
 	setup.Prove, setup.Stop = consulTraced{c, s.Trace}, func() {}
 	return setup, nil
