@@ -126,7 +126,7 @@ func (s Simulator) run(ctx context.Context, p *Plan, impl Impl) (*prover.Result,
 		chooser.watch(w, r, p.Chooser, sp.wire == nil)
 	}
 	if sp.wire != nil {
-		if s, ok := impl.(spawner); ok {
+		if s, ok := impl.(run.Spawner); ok {
 			// The World's clock stands still while a process starts: they
 			// need only start side by side, not go quiet first (Warm).
 			s.Spawn(sp.wire.Name(), len(p.Clients)+len(p.Admins)+1)
@@ -288,13 +288,6 @@ func (e simPlace) Go(name string, fn func(broker.Broker)) {
 		}
 		fn(served)
 	})
-}
-
-// A spawner starts an implementation's processes ahead of a run
-// (process.Launcher's Spawn) and ends those no process took.
-type spawner interface {
-	Spawn(run string, n int)
-	Drain(run string)
 }
 
 // unserved is a process's view of the broker where serving it failed (no

@@ -85,7 +85,7 @@ func SimulateImpl(ctx context.Context, p *Plan, impl Impl, serve Serve, trace io
 		return nil, err
 	}
 	sv := &servedImpl{b: b, impl: impl, procs: map[string]ProcessClient{}}
-	if sp, ok := impl.(spawner); ok {
+	if sp, ok := impl.(run.Spawner); ok {
 		// The World's clock stands still while a process starts: they
 		// need only start side by side.
 		sp.Spawn(b.Name(), len(p.Clients))
@@ -156,13 +156,6 @@ func PreflightServed(ctx context.Context, impl Impl, serve Serve) error {
 	runErr := w.Run()
 	_, _, _, endErr := b.End()
 	return errors.Join(probeErr, runErr, endErr)
-}
-
-// A spawner starts an implementation's processes ahead of a run and ends
-// those no client took (process.Launcher's Spawn and Drain).
-type spawner interface {
-	Spawn(run string, n int)
-	Drain(run string)
 }
 
 // servedImpl is the implementation on the served agent: each incarnation

@@ -109,13 +109,6 @@ func (s Simulator) Preflight(ctx context.Context) error {
 	return errors.Join(probeErr, runErr, endErr)
 }
 
-// A spawner starts an implementation's processes ahead of a run and ends
-// those no client took (process.Launcher's Spawn and Drain).
-type spawner interface {
-	Spawn(run string, n int)
-	Drain(run string)
-}
-
 // Redis runs plans on real redis-servers, in real time. Each plan starts
 // its own N servers (package adapters/servers/redis: private directories and
 // ports, the plan's persistence), stopped and removed when it ends. Each

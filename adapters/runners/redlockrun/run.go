@@ -55,7 +55,7 @@ func (s Simulator) simulate(ctx context.Context, p *Plan) (*prover.Result, error
 	wire := s.Wire(b.w, p)
 	b.served = &servedImpl{impl: s.Impl, wire: wire, procs: map[string]ProcessClient{},
 		session: Session{Key: p.Key, TTL: time.Duration(p.TTLMs) * time.Millisecond, Run: wire.Name(), Limit: p.Limit}}
-	if sp, ok := s.Impl.(spawner); ok {
+	if sp, ok := s.Impl.(run.Spawner); ok {
 		// The World's clock stands still while a process starts: they
 		// need only start side by side.
 		sp.Spawn(wire.Name(), len(p.Clients))

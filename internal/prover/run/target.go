@@ -134,3 +134,13 @@ func EndProcess(a Aim, resume, heal func(process string)) error {
 	}
 	return nil
 }
+
+// A Spawner starts an implementation's processes ahead of a run, side by
+// side, and, once the run is over, ends those no client took and frees
+// those it may give another run (process.Launcher's Spawn and Drain): a
+// runner on a simulator, whose clock stands still while processes start,
+// calls them where the implementation has them.
+type Spawner interface {
+	Spawn(run string, n int)
+	Drain(run string)
+}
